@@ -1,0 +1,43 @@
+# Two entry points, each idempotent from a fresh clone:
+#   make demo   set up, run the suites on whatever device is present, ingest, open the dashboard
+#   make test   set up, run the test suite
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build here; on a CUDA runner an existing system torch is reused (the venv sees it).
+TORCH_SPEC ?= torch==2.13.0
+TRITON_SPEC ?= triton>=3.0
+STAMP := $(VENV)/.installed
+export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
+
+.PHONY: demo test install browser clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install -q "$(TRITON_SPEC)"
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+# Debian's Chromium for the browser test (Playwright drives it through executable_path).
+browser:
+	@command -v chromium >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
+	  else echo "chromium not found and cannot install it: the browser test will report that"; fi; }
+
+demo: $(STAMP)
+	$(PY) -m ci.cli run --shapes auto --ingest
+	$(PY) -m ci.cli sql "select variant, shape_id, dtype, causal, round(median_us, 2) as median_us, round(tflops, 2) as tflops, round(gap_to_sdpa, 3) as gap_to_sdpa from results join runs using (run_id) where run_id = (select run_id from runs order by started_at desc limit 1) and status = 'ok' order by shape_id, variant"
+	@echo "history: $(ATTNWATCH_DB)  (query it: $(PY) -m ci.cli sql \"select count(*) from results\")"
+	$(PY) -m ci.cli dashboard
+
+test: $(STAMP) browser
+	$(PY) -m pytest -p no:cacheprovider tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -1,0 +1,67 @@
+"""`attnwatch`: the command line, and the composition root of the project.
+
+Every subcommand lives in its own module under `ci/commands/` and exposes
+`register(subparsers)`, which adds its parser and sets `func(args) -> int` (the exit code).
+The list below is explicit: no discovery by file name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ci.errors import UserError
+from history.errors import HistoryError
+from history.paths import default_db_path
+
+COMMAND_MODULES = (
+    "run",
+    "variants",
+    "ingest",
+    "sql",
+    "export",
+    "ncu",
+    "compare",
+    "detect",
+    "alerts",
+    "comment",
+    "dashboard",
+    "env",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnwatch",
+        description="Regression tracking for GPU attention kernels: run, ingest, query, compare, detect.",
+    )
+    parser.add_argument(
+        "--db",
+        default=None,
+        help=f"DuckDB history file (default: $ATTNWATCH_DB or {default_db_path()})",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"ci.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.db is None:
+        args.db = str(default_db_path())
+    try:
+        return int(args.func(args) or 0)
+    except (UserError, HistoryError) as exc:
+        print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("attnwatch: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

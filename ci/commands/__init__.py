@@ -1,0 +1,1 @@
+"""One module per `attnwatch` subcommand; each exposes `register(subparsers)`."""

@@ -1,0 +1,15 @@
+"""`attnwatch compare` (placeholder until its issue lands: it says so and exits non-zero)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("compare", help="(not yet implemented)")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    print("attnwatch compare: not implemented yet", file=sys.stderr)
+    return 3

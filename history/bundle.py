@@ -1,0 +1,237 @@
+"""The run bundle: the interchange format between a GPU runner and the history.
+
+A bundle is a directory of JSON files, each carrying `schema` and `schema_version`:
+
+    manifest.json      Manifest: who, what commit, where, when, environment, status
+    benchmark.json     the pytest-benchmark JSON as the harness wrote it; each benchmark's
+                       `extra_info["attnwatch"]` is a CaseTiming (GPU statistics)
+    outcomes.json      one CaseOutcome per planned case: ok / failed / crashed / timeout /
+                       skipped / unsupported, with the error; cases that never reached
+                       pytest-benchmark (a crash) are recorded here and nowhere else
+    correctness.json   CorrectnessRecord list
+    builds.json        BuildRecord list
+    samples.json       raw per-call samples (microseconds) per case id
+    ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
+    ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
+
+Producers (ci) build these dataclasses and write them with `to_json_dict`; `history` loads and
+validates every file before anything is written to the database. Bundles are untrusted
+data: sizes are capped and every field is checked (see history.validate).
+
+Units are in field names: `_us` microseconds, `_mhz`, `_bytes`, `_tflops`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+BUNDLE_SCHEMA_VERSION = 1
+
+MANIFEST_FILE = "manifest.json"
+BENCHMARK_FILE = "benchmark.json"
+OUTCOMES_FILE = "outcomes.json"
+CORRECTNESS_FILE = "correctness.json"
+BUILDS_FILE = "builds.json"
+SAMPLES_FILE = "samples.json"
+NCU_FILE = "ncu.json"
+NCU_RAW_FILE = "ncu_raw.csv"
+
+# Largest file a bundle may hold; anything bigger is refused before it is parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+
+CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
+RUN_STATUSES = ("complete", "partial", "failed")
+TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
+
+
+@dataclass
+class Environment:
+    """Where a run was measured. `device_kind` is "cuda" or "cpu"; GPU fields are None on a CPU."""
+
+    device_kind: str
+    hostname: str
+    os: str
+    python_version: str
+    cpu: str = ""
+    gpu_name: str | None = None
+    gpu_uuid: str | None = None
+    gpu_count: int = 0
+    compute_capability: str | None = None
+    sm_count: int | None = None
+    l2_bytes: int | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    cupy_version: str | None = None
+    nvcc_version: str | None = None
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    repo: str
+    commit_sha: str
+    trigger: str
+    started_at: str  # ISO 8601, UTC
+    finished_at: str
+    runner: str
+    shape_set: str
+    status: str
+    environment: Environment
+    parent_sha: str | None = None
+    branch: str | None = None
+    pr_number: int | None = None
+    commit_message: str | None = None
+    commit_date: str | None = None
+    dirty: bool = False
+    synthetic: bool = False  # generated data (scale tests), never a measurement
+    notes: str = ""
+    files: dict[str, str] = field(default_factory=dict)  # role -> file name inside the bundle
+    schema: str = "attnwatch.manifest"
+    schema_version: int = BUNDLE_SCHEMA_VERSION
+
+
+@dataclass
+class CaseTiming:
+    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`.
+
+    Latencies are per-call CUDA-event times in microseconds with L2 flushed before each call;
+    on a CPU run they are host wall-clock times and `timing_mode` says "cpu_wall".
+    """
+
+    case_id: str
+    variant: str
+    shape_id: str
+    batch: int
+    heads: int
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    dtype: str
+    causal: bool
+    timing_mode: str  # "cuda_events" | "cuda_graph" | "cpu_wall"
+    n: int
+    median_us: float
+    p10_us: float
+    p90_us: float
+    iqr_us: float
+    mean_us: float
+    stddev_us: float
+    min_us: float
+    max_us: float
+    us_per_head: float
+    tflops: float
+    converged: bool  # relative spread under target before the time cap
+    rel_spread: float  # IQR / median
+    graph_median_us: float | None = None  # CUDA-graph replay time, launch-bound cases
+    gap_to_sdpa: float | None = None  # median / median(sdpa), same run, same GPU
+    gap_to_backends: dict[str, float] = field(default_factory=dict)  # sdpa_* -> ratio
+    gap_to_fastest_backend: float | None = None
+    fastest_backend: str | None = None
+    sm_clock_mhz_before: int | None = None
+    sm_clock_mhz_after: int | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    throttled_samples: int = 0
+    interleave_group: str | None = None  # cases timed round-robin together share this
+    schema_version: int = BUNDLE_SCHEMA_VERSION
+
+
+@dataclass
+class CaseOutcome:
+    case_id: str
+    variant: str
+    shape_id: str
+    dtype: str
+    causal: bool
+    status: str  # one of CASE_STATUSES
+    error: str | None = None
+    duration_s: float | None = None
+
+
+@dataclass
+class CorrectnessRecord:
+    case_id: str
+    variant: str
+    shape_id: str
+    batch: int
+    heads: int
+    seq_len: int
+    head_dim: int
+    dtype: str
+    causal: bool
+    seed: int
+    max_abs_err: float | None
+    rel_err: float | None
+    atol: float
+    rtol: float
+    passed: bool
+    nonfinite: int = 0  # count of NaN/Inf (or unwritten) output elements
+    error: str | None = None
+
+
+@dataclass
+class BuildRecord:
+    """Same fields as kernels.registry.BuildReport (history must not import kernels)."""
+
+    variant: str
+    ok: bool
+    target: str = ""
+    compile_seconds: float | None = None
+    registers_per_thread: int | None = None
+    shared_mem_bytes: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    stack_frame_bytes: int | None = None
+    source_hash: str | None = None
+    cached: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    log_tail: str = ""
+    error: str | None = None
+
+
+@dataclass
+class NcuKernelRow:
+    """One profiled kernel launch inside a case's NVTX range; metric names are ncu's own."""
+
+    case_id: str
+    kernel_index: int
+    kernel_name: str
+    metrics: dict[str, float]  # ncu metric name -> value in base units
+    block_size: str = ""
+    grid_size: str = ""
+
+
+@dataclass
+class NcuCaseMetrics:
+    """Per case: durations summed over its kernels, percentages weighted by duration."""
+
+    case_id: str
+    kernel_count: int
+    duration_us: float | None = None
+    sm_throughput_pct: float | None = None
+    dram_throughput_pct: float | None = None
+    dram_bytes: float | None = None
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    tensor_pipe_pct: float | None = None
+    hmma_instructions: float | None = None
+    gmma_instructions: float | None = None
+    l2_hit_rate_pct: float | None = None
+    registers_per_thread: float | None = None
+    shared_mem_per_block_bytes: float | None = None
+    local_memory_bytes: float | None = None
+    sm_clock_mhz: float | None = None
+    achieved_tflops: float | None = None
+    occupancy_limiter: str | None = None
+    error: str | None = None  # why metrics are missing (ncu absent, timed out, refused)
+
+
+def to_json_dict(obj: Any) -> Any:
+    """Dataclass (or list of them) to plain JSON-ready data."""
+    if isinstance(obj, list):
+        return [to_json_dict(o) for o in obj]
+    return asdict(obj)

@@ -1,0 +1,1 @@
+"""Built-in variants; each module registers its variants on import."""

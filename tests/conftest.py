@@ -1,0 +1,58 @@
+"""Shared fixtures: real DuckDB files in tmp dirs, the recorded H200 fixtures, GPU marks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_dir() -> Path:
+    """The project's shared folder beside the checkout (fixtures recorded on an H200)."""
+    explicit = os.environ.get("ATTNWATCH_SHARED")
+    if explicit:
+        return Path(explicit)
+    for candidate in (REPO_ROOT / "shared", REPO_ROOT.parent / "shared"):
+        if (candidate / "fixtures").is_dir():
+            return candidate
+    return REPO_ROOT.parent / "shared"
+
+
+SHARED = _shared_dir()
+FIXTURES = SHARED / "fixtures"
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+HAS_CUDA = _has_cuda()
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (runs on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    if not FIXTURES.is_dir():
+        pytest.fail(f"recorded fixtures not found at {FIXTURES} (set ATTNWATCH_SHARED)")
+    return FIXTURES
+
+
+@pytest.fixture
+def db_path(tmp_path, monkeypatch) -> Path:
+    """A fresh history file path; ATTNWATCH_DB points at it for the test's duration."""
+    path = tmp_path / "history.duckdb"
+    monkeypatch.setenv("ATTNWATCH_DB", str(path))
+    return path
