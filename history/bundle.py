@@ -14,6 +14,21 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
+Top-level layout of each JSON file (every one an object with `schema` and `schema_version`):
+
+    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 1, ...Manifest fields}
+    benchmark.json     pytest-benchmark's own layout: {"machine_info", "commit_info",
+                       "benchmarks": [{..., "stats": {...seconds...},
+                       "extra_info": {"attnwatch": CaseTiming}}], "datetime", "version"}
+                       (pytest-benchmark writes no schema keys: its "version" identifies it)
+    outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
+    correctness.json   {"schema": "attnwatch.correctness", "schema_version": 1, "records": [CorrectnessRecord]}
+    builds.json        {"schema": "attnwatch.builds", "schema_version": 1, "builds": [BuildRecord]}
+    samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
+                        "samples": {case_id: [float, ...]}}
+    ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
+                        "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
+
 Producers (ci) build these dataclasses and write them with `to_json_dict`; `history` loads and
 validates every file before anything is written to the database. Bundles are untrusted
 data: sizes are capped and every field is checked (see history.validate).
