@@ -243,6 +243,11 @@ class NcuCaseMetrics:
     achieved_tflops: float | None = None
     occupancy_limiter: str | None = None
     error: str | None = None  # why metrics are missing (ncu absent, timed out, refused)
+    memory_throughput_pct: float | None = None  # gpu__compute_memory_throughput, weighted
+    dram_bytes_ideal: float | None = None  # Q, K, V read once + O written once
+    arithmetic_intensity: float | None = None  # case FLOPs / DRAM bytes (roofline x-axis)
+    peak_tflops: float | None = None  # the measured ceiling compared against
+    pct_of_peak: float | None = None  # achieved_tflops / peak_tflops * 100
 
 
 def to_json_dict(obj: Any) -> Any:
