@@ -1,0 +1,163 @@
+"""The nvcc build pipeline: real compiles for sm_90 (no GPU needed), the cache, errors, ptxas parsing."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from kernels.nvcc import (
+    NvccError,
+    arch_flags,
+    build_report,
+    local_headers,
+    nvcc_compile,
+    parse_ptxas_verbose,
+)
+
+PTXAS_LOGS = Path(__file__).parent / "data" / "ptxas"
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
+
+SPILLING_SOURCE = """
+extern "C" __global__ void spill(const float* __restrict__ in, float* out, int n) {
+  float a[64];
+  #pragma unroll
+  for (int i = 0; i < 64; i++) a[i] = in[i * n + threadIdx.x];
+  float s = 0;
+  #pragma unroll
+  for (int j = 0; j < 64; j++) {
+    #pragma unroll
+    for (int i = 0; i < 64; i++) s += a[i] * a[(i + j) & 63];
+  }
+  out[threadIdx.x] = s;
+}
+"""
+
+SMEM_SOURCE = """
+#include "tile.cuh"
+extern "C" __global__ void reverse(float* out) {
+  __shared__ float tile[TILE];
+  tile[threadIdx.x] = out[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = tile[TILE - 1 - threadIdx.x];
+}
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# ---------------------------------------------------------------- ptxas parsing on recorded logs
+
+
+def test_parse_recorded_spilling_log():
+    usage = parse_ptxas_verbose((PTXAS_LOGS / "nvcc13_sm90_spilling.log").read_text())
+    assert set(usage) == {"spill"}
+    spill = usage["spill"]
+    assert (spill.arch, spill.registers, spill.shared_mem_bytes) == ("sm_90", 24, 0)
+    assert (spill.spill_store_bytes, spill.spill_load_bytes, spill.stack_frame_bytes) == (12464, 27200, 12472)
+    assert spill.barriers == 0
+
+
+def test_parse_recorded_two_kernel_log_with_cmem():
+    usage = parse_ptxas_verbose((PTXAS_LOGS / "nvcc13_sm80_cmem.log").read_text())
+    assert set(usage) == {"simple", "spill"}
+    assert usage["simple"].registers == 10
+    assert usage["simple"].shared_mem_bytes == 512
+    assert usage["simple"].cmem_bytes == {0: 360}
+    assert usage["simple"].barriers == 1
+    # A local array is stack, not spill: the parser must keep the two apart.
+    assert usage["spill"].stack_frame_bytes == 1024
+    assert usage["spill"].spill_store_bytes == 0
+    assert usage["spill"].cmem_bytes == {0: 364}
+
+
+def test_parse_empty_log_is_empty():
+    assert parse_ptxas_verbose("") == {}
+    assert parse_ptxas_verbose("nvcc warning : something unrelated\n") == {}
+
+
+def test_arch_flags():
+    assert arch_flags("sm_90") == ["-gencode=arch=compute_90,code=sm_90"]
+    assert arch_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(ValueError, match="sm_90"):
+        arch_flags("hopper")
+
+
+# ---------------------------------------------------------------- real compiles
+
+
+@needs_nvcc
+def test_compile_spilling_kernel_reports_spills(tmp_path):
+    source = write(tmp_path / "spill.cu", SPILLING_SOURCE)
+    result = nvcc_compile([source], arch="sm_90", flags=["-maxrregcount=24"], cache_dir=tmp_path / "cache")
+    assert result.path.is_file() and result.path.suffix == ".cubin"
+    assert not result.cached
+    assert "-Xptxas" in result.command and "-lineinfo" in result.command
+    report = build_report("spill_test", result, "spill")
+    assert report.ok and report.target == "sm_90"
+    assert report.registers_per_thread == 24
+    assert report.spill_store_bytes > 0 and report.spill_load_bytes > 0
+    assert report.compile_seconds > 0
+
+
+@needs_nvcc
+def test_second_build_is_a_cache_hit_and_a_change_rebuilds(tmp_path):
+    (tmp_path / "tile.cuh").write_text("#define TILE 128\n")
+    source = write(tmp_path / "reverse.cu", SMEM_SOURCE)
+    cache = tmp_path / "cache"
+    first = nvcc_compile([source], arch="sm_90", cache_dir=cache)
+    second = nvcc_compile([source], arch="sm_90", cache_dir=cache)
+    assert not first.cached and second.cached
+    assert second.path == first.path and second.log == first.log
+    assert build_report("r", second, "reverse").shared_mem_bytes == 512
+    # Editing an included local header changes the key: a rebuild with the new size.
+    (tmp_path / "tile.cuh").write_text("#define TILE 256\n")
+    third = nvcc_compile([source], arch="sm_90", cache_dir=cache)
+    assert not third.cached and third.source_hash != first.source_hash
+    assert build_report("r", third, "reverse").shared_mem_bytes == 1024
+    # Flags are part of the key as well.
+    fourth = nvcc_compile([source], arch="sm_90", flags=["-DUNUSED=1"], cache_dir=cache)
+    assert not fourth.cached
+    # No temporary build folders are left in the cache.
+    assert not [p for p in cache.iterdir() if p.name.startswith(".build-")]
+
+
+@needs_nvcc
+def test_local_headers_are_found_transitively(tmp_path):
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "b.cuh").write_text("#define B 1\n")
+    (tmp_path / "a.cuh").write_text('#include "b.cuh"\n')
+    source = write(tmp_path / "k.cu", '#include "a.cuh"\n#include <cuda_fp16.h>\n')
+    found = local_headers(source, [tmp_path / "inc"])
+    assert [p.name for p in found] == ["a.cuh", "b.cuh"]
+
+
+@needs_nvcc
+def test_broken_source_raises_naming_the_file(tmp_path):
+    source = write(tmp_path / "broken_kernel.cu", 'extern "C" __global__ void k(float* x) { x[0] = undefined_name; }\n')
+    with pytest.raises(NvccError) as info:
+        nvcc_compile([source], arch="sm_90", cache_dir=tmp_path / "cache")
+    message = str(info.value)
+    assert "broken_kernel.cu" in message
+    assert "undefined_name" in message  # the log tail carries the compiler's diagnosis
+    assert not list((tmp_path / "cache").glob("*.cubin"))  # nothing half-built was cached
+
+
+@needs_nvcc
+def test_missing_kernel_name_gives_failed_report(tmp_path):
+    source = write(tmp_path / "spill.cu", SPILLING_SOURCE)
+    result = nvcc_compile([source], arch="sm_90", flags=["-maxrregcount=24"], cache_dir=tmp_path / "cache")
+    report = build_report("v", result, "no_such_kernel")
+    assert not report.ok and "no_such_kernel" in report.error and "spill" in report.error
+
+
+def test_missing_source_and_bad_output(tmp_path):
+    with pytest.raises(NvccError, match="nope.cu"):
+        nvcc_compile([tmp_path / "nope.cu"], cache_dir=tmp_path)
+    with pytest.raises(ValueError, match="output"):
+        nvcc_compile([tmp_path / "nope.cu"], output="ptx", cache_dir=tmp_path)
