@@ -1,15 +1,112 @@
-"""`attnwatch ncu` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch ncu`: profile chosen cases under Nsight Compute and print the per-case table."""
 
 from __future__ import annotations
 
-import sys
+import fnmatch
+import json
+from pathlib import Path
+
+from ci.errors import UserError
+from ci.ncu.profile import profile_cases, write_ncu_files
+from history.bundle import NcuCaseMetrics
+from kernels import registry
+from kernels.cases import DTYPES, Case
+from kernels.shapes import shape_set
+
+TABLE_COLUMNS = (
+    ("case", 44), ("kernels", 7), ("dur_us", 9), ("SM%", 6), ("DRAM%", 6),
+    ("tensor%", 7), ("occ%", 6), ("regs", 5), ("limiter", 20),
+)
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ncu", help="(not yet implemented)")
+    p = subparsers.add_parser(
+        "ncu",
+        help="profile cases under Nsight Compute (--clock-control none) and print the metrics",
+        description="Profile one call per case under ncu with the fixed metric list (or --full), "
+        "attribute kernels to cases by NVTX range, and print durations, SM/DRAM throughput, tensor "
+        "pipe, occupancy and registers per case.",
+    )
+    p.add_argument("--shapes", default="pr", help="shape set (pr, main, nightly, cpu); default pr")
+    p.add_argument("--variants", default="", help="comma-separated variant names (default: all available)")
+    p.add_argument("--dtypes", default="fp16", help="comma-separated dtypes (default fp16)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--cases", nargs="*", default=[], help="case ids or fnmatch patterns to keep")
+    p.add_argument("--full", action="store_true", help="collect `--set full` (slow; nightly)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per variant's ncu process")
+    p.add_argument("--out", default="ncu-out", help="directory for ncu.json, ncu_raw.csv and reports")
     p.set_defaults(func=_run)
 
 
+def select_cases(args) -> list[Case]:
+    from kernels.availability import availability
+
+    try:
+        shapes = shape_set(args.shapes)
+    except KeyError as exc:
+        raise UserError(str(exc)) from None
+    wanted = [v for v in args.variants.split(",") if v]
+    variants = [registry.get(v) for v in wanted] if wanted else registry.all_variants()
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    for dtype in dtypes:
+        if dtype not in DTYPES:
+            raise UserError(f"--dtypes: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
+    causal = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    cases = []
+    for variant in variants:
+        if not availability(variant)[0] and not wanted:
+            continue
+        for shape in shapes:
+            for dtype in dtypes:
+                for is_causal in causal:
+                    case = Case(variant.name, shape, dtype, is_causal)
+                    if args.cases and not any(fnmatch.fnmatch(case.id, pattern) for pattern in args.cases):
+                        continue
+                    cases.append(case)
+    return cases
+
+
+def format_table(metrics: list[NcuCaseMetrics]) -> str:
+    def cell(value, width, digits=1):
+        if value is None:
+            text = "-"
+        elif isinstance(value, float):
+            text = f"{value:.{digits}f}"
+        else:
+            text = str(value)
+        return text[:width].rjust(width)
+
+    lines = [" ".join(name.rjust(width) for name, width in TABLE_COLUMNS)]
+    for m in metrics:
+        if m.kernel_count == 0:
+            lines.append(f"{m.case_id[:44].rjust(44)}  no metrics: {m.error}")
+            continue
+        lines.append(" ".join((
+            cell(m.case_id, 44), cell(m.kernel_count, 7), cell(m.duration_us, 9, 2),
+            cell(m.sm_throughput_pct, 6), cell(m.dram_throughput_pct, 6), cell(m.tensor_pipe_pct, 7),
+            cell(m.achieved_occupancy_pct, 6), cell(m.registers_per_thread, 5, 0), cell(m.occupancy_limiter, 20),
+        )))
+    return "\n".join(lines)
+
+
 def _run(args) -> int:
-    print("attnwatch ncu: not implemented yet", file=sys.stderr)
-    return 3
+    cases = select_cases(args)
+    if not cases:
+        raise UserError("no cases selected (check --shapes, --variants, --cases, and `attnwatch variants`)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    gpu = _gpu_name()
+    profile = profile_cases(cases, out / "reports", full=args.full, timeout_s=args.timeout, gpu_name=gpu)
+    write_ncu_files(profile, out)
+    print(format_table(profile.case_metrics))
+    print(f"\n{len(cases)} cases, {profile.seconds:.1f} s under ncu {profile.ncu_version or '(unknown)'}; "
+          f"{len(profile.errors)} without metrics; wrote {out / 'ncu.json'}")
+    summary = {"cases": len(cases), "seconds": profile.seconds, "errors": profile.errors}
+    (out / "ncu_summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
+    return 0 if len(profile.errors) < len(cases) else 1
+
+
+def _gpu_name() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None

@@ -1,0 +1,68 @@
+"""The fixed ncu metric list (metrics.toml) and the measured ceilings (ceilings.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+_HERE = Path(__file__).resolve().parent
+COMBINE_RULES = ("sum", "weighted", "max")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    field: str
+    metric: str
+    unit: str
+    scale: float
+    combine: str
+    reason: str
+    details: str | None = None
+
+
+@lru_cache(maxsize=1)
+def metric_specs() -> tuple[MetricSpec, ...]:
+    """The metric list, validated: unknown combine rules or duplicate fields are a bug in the file."""
+    data = tomllib.loads((_HERE / "metrics.toml").read_text(encoding="utf-8"))
+    specs = tuple(MetricSpec(**entry) for entry in data["metric"])
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.combine not in COMBINE_RULES:
+            raise ValueError(f"metrics.toml: {spec.field}: combine {spec.combine!r} not in {COMBINE_RULES}")
+        if spec.field in seen:
+            raise ValueError(f"metrics.toml: field {spec.field!r} listed twice")
+        seen.add(spec.field)
+    return specs
+
+
+def metrics_argument() -> str:
+    """The comma-separated list for `ncu --metrics`."""
+    return ",".join(spec.metric for spec in metric_specs())
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    gpu: str
+    dtype: str
+    kind: str
+    value: float
+    how: str
+    measured: str
+
+
+@lru_cache(maxsize=1)
+def ceilings() -> tuple[Ceiling, ...]:
+    data = tomllib.loads((_HERE / "ceilings.toml").read_text(encoding="utf-8"))
+    return tuple(Ceiling(**entry) for entry in data["ceiling"])
+
+
+def find_ceiling(gpu: str | None, kind: str, dtype: str = "any") -> Ceiling | None:
+    """The measured ceiling for this GPU and dtype (or one valid for any dtype); None if unmeasured."""
+    if not gpu:
+        return None
+    for ceiling in ceilings():
+        if ceiling.gpu == gpu and ceiling.kind == kind and ceiling.dtype in (dtype, "any"):
+            return ceiling
+    return None

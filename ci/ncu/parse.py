@@ -1,0 +1,222 @@
+"""Parse what Nsight Compute really prints with `--csv` (`--page raw` or `--page details`).
+
+What real ncu output contains, and how each is handled (see shared fixtures recorded on an H200):
+- `==PROF==`, `==WARNING==`, `==ERROR==` lines before, between and after the CSV: collected as
+  notes, never parsed as data;
+- a header row starting with "ID"; on `--page raw` a units row right after it (empty "ID");
+- thousands separators in numbers ("43,680", "1,980,000"); "n/a" for values it could not read;
+- kernel names with long templates, commas and quotes (CSV-quoted);
+- the NVTX push/pop range that was open when the kernel ran, e.g.
+  `743  "<default domain>:sdpa:none:none:none:none:none:none" `, which attributes kernels to cases.
+
+Values are normalised to base units (ns, byte, hz, ...) whatever `--print-units` was.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci.ncu.metrics import metric_specs
+
+NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
+_QUOTED = re.compile(r'"([^"]*)"')
+# Prefixed units ncu may print when not asked for base units, with the factor to the base.
+_UNIT_FACTORS = {
+    "ns": ("ns", 1.0), "us": ("ns", 1e3), "usecond": ("ns", 1e3), "ms": ("ns", 1e6),
+    "msecond": ("ns", 1e6), "s": ("ns", 1e9), "second": ("ns", 1e9), "nsecond": ("ns", 1.0),
+    "byte": ("byte", 1.0), "Kbyte": ("byte", 1e3), "Mbyte": ("byte", 1e6), "Gbyte": ("byte", 1e9),
+    "KB": ("byte", 1e3), "MB": ("byte", 1e6), "GB": ("byte", 1e9),
+    "hz": ("hz", 1.0), "khz": ("hz", 1e3), "Khz": ("hz", 1e3), "mhz": ("hz", 1e6), "Mhz": ("hz", 1e6),
+    "MHz": ("hz", 1e6), "ghz": ("hz", 1e9), "Ghz": ("hz", 1e9), "GHz": ("hz", 1e9),
+    "cycle/nsecond": ("hz", 1e9), "cycle/usecond": ("hz", 1e6), "cycle/second": ("hz", 1.0),
+}
+
+
+class NcuParseError(ValueError):
+    """The CSV is not what ncu prints; names the file and the line or field."""
+
+    def __init__(self, path: str, where: str, message: str) -> None:
+        super().__init__(f"{path}: {where}: {message}")
+        self.path, self.where, self.message = path, where, message
+
+
+@dataclass
+class ParsedKernel:
+    """One profiled kernel launch."""
+
+    launch_id: int
+    kernel_name: str
+    nvtx_range: str | None
+    block_size: str
+    grid_size: str
+    metrics: dict[str, float] = field(default_factory=dict)  # ncu metric name -> base-unit value
+    missing: list[str] = field(default_factory=list)  # listed metrics ncu did not report
+
+
+@dataclass
+class ParsedReport:
+    kernels: list[ParsedKernel]
+    notes: list[str]  # the ==PROF== / ==WARNING== / ==ERROR== lines
+    page: str  # "raw" or "details"
+
+
+def parse_number(text: str) -> float | None:
+    """'1,980,000' -> 1980000.0; '' or 'n/a' -> None; anything else non-numeric raises ValueError."""
+    cleaned = text.strip().replace(",", "")
+    if cleaned in ("", "n/a", "N/A", "nan"):
+        return None
+    return float(cleaned)
+
+
+def to_base_unit(value: float, unit: str) -> float:
+    factor = _UNIT_FACTORS.get(unit.strip())
+    return value * factor[1] if factor else value
+
+
+def nvtx_range_name(cell: str) -> str | None:
+    """The innermost NVTX range name in ncu's push/pop column, or None when no range was open.
+
+    A quoted segment is `Domain:Range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg`; the range
+    name is what lies between the domain and the six trailing fields.
+    """
+    names = []
+    for segment in _QUOTED.findall(cell):
+        parts = segment.rsplit(":", 6)
+        if len(parts) == 7:
+            head = parts[0]
+            names.append(head.split(":", 1)[1] if ":" in head else head)
+    return names[-1] if names else None
+
+
+def split_notes(text: str) -> tuple[list[str], list[str]]:
+    """Separate ncu's own message lines from the CSV lines."""
+    notes, data = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("==") and "==" in stripped[2:]:
+            notes.append(stripped)
+        elif stripped:
+            data.append(line)
+    return notes, data
+
+
+def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedReport:
+    """Parse a raw-page or details-page CSV. `source` names the file in errors."""
+    path = str(source)
+    if text is None:
+        try:
+            text = Path(source).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise NcuParseError(path, "file", f"cannot read: {exc}") from exc
+    notes, lines = split_notes(text)
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        errors = [n for n in notes if n.startswith("==ERROR==")]
+        detail = f" (ncu said: {errors[0]})" if errors else ""
+        raise NcuParseError(path, "header", f'no CSV header row starting with "ID"{detail}')
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header = rows[0]
+    if "Section Name" in header and "Metric Name" in header:
+        kernels = _parse_details(path, header, rows[1:])
+        return ParsedReport(kernels, notes, "details")
+    return ParsedReport(_parse_raw(path, header, rows[1:]), notes, "raw")
+
+
+def _column(header: list[str], name: str, path: str) -> int:
+    try:
+        return header.index(name)
+    except ValueError:
+        raise NcuParseError(path, "header", f"missing column {name!r}") from None
+
+
+def _nvtx_column(header: list[str]) -> int | None:
+    return next((i for i, h in enumerate(header) if h.startswith(NVTX_COLUMN_PREFIX)), None)
+
+
+def _parse_raw(path: str, header: list[str], rows: list[list[str]]) -> list[ParsedKernel]:
+    units: list[str] = [""] * len(header)
+    if rows and rows[0] and rows[0][0] == "":
+        units, rows = rows[0], rows[1:]
+    id_col = _column(header, "ID", path)
+    name_col = _column(header, "Kernel Name", path)
+    nvtx_col = _nvtx_column(header)
+    block_col, grid_col = header.index("Block Size"), header.index("Grid Size")
+    wanted = {spec.metric for spec in metric_specs()}
+    kernels = []
+    for offset, row in enumerate(rows):
+        line = f"data row {offset + 1}"
+        if len(row) != len(header):
+            raise NcuParseError(path, line, f"{len(row)} columns, header has {len(header)}")
+        try:
+            launch_id = int(row[id_col])
+        except ValueError:
+            raise NcuParseError(path, f"{line}, column ID", f"not an integer: {row[id_col]!r}") from None
+        kernel = ParsedKernel(
+            launch_id=launch_id,
+            kernel_name=row[name_col],
+            nvtx_range=nvtx_range_name(row[nvtx_col]) if nvtx_col is not None else None,
+            block_size=row[block_col],
+            grid_size=row[grid_col],
+        )
+        for col, name in enumerate(header):
+            if name not in wanted:
+                continue
+            try:
+                value = parse_number(row[col])
+            except ValueError:
+                raise NcuParseError(path, f"{line}, column {name}", f"not a number: {row[col]!r}") from None
+            if value is None:
+                kernel.missing.append(name)
+            else:
+                kernel.metrics[name] = to_base_unit(value, units[col] if col < len(units) else "")
+        kernel.missing.extend(sorted(wanted - set(header)))
+        kernels.append(kernel)
+    return kernels
+
+
+def _parse_details(path: str, header: list[str], rows: list[list[str]]) -> list[ParsedKernel]:
+    """`--page details`: one row per (kernel, section, metric). Rule rows (no metric) are skipped."""
+    cols = {name: _column(header, name, path) for name in
+            ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")}
+    nvtx_col = _nvtx_column(header)
+    by_details_name = {spec.details: spec.metric for spec in metric_specs() if spec.details}
+    kernels: dict[int, ParsedKernel] = {}
+    for offset, row in enumerate(rows):
+        line = f"data row {offset + 1}"
+        if len(row) <= cols["Metric Value"]:
+            raise NcuParseError(path, line, f"{len(row)} columns, expected at least {cols['Metric Value'] + 1}")
+        try:
+            launch_id = int(row[cols["ID"]])
+        except ValueError:
+            raise NcuParseError(path, f"{line}, column ID", f"not an integer: {row[cols['ID']]!r}") from None
+        kernel = kernels.get(launch_id)
+        if kernel is None:
+            kernel = kernels[launch_id] = ParsedKernel(
+                launch_id=launch_id,
+                kernel_name=row[cols["Kernel Name"]],
+                nvtx_range=nvtx_range_name(row[nvtx_col]) if nvtx_col is not None else None,
+                block_size=row[header.index("Block Size")] if "Block Size" in header else "",
+                grid_size=row[header.index("Grid Size")] if "Grid Size" in header else "",
+            )
+        metric_name = row[cols["Metric Name"]]
+        if not metric_name:
+            continue  # a rule's advice row, not a measurement
+        try:
+            value = parse_number(row[cols["Metric Value"]])
+        except ValueError:
+            continue  # textual values ("PolicySpread", "all") are descriptions, not metrics
+        if value is None:
+            continue
+        value = to_base_unit(value, row[cols["Metric Unit"]])
+        section = row[cols["Section Name"]]
+        kernel.metrics[f"details/{section}/{metric_name}"] = value
+        if metric_name in by_details_name:
+            kernel.metrics[by_details_name[metric_name]] = value
+    listed = {spec.metric for spec in metric_specs()}
+    for kernel in kernels.values():
+        kernel.missing = sorted(listed - set(kernel.metrics))
+    return [kernels[k] for k in sorted(kernels)]

@@ -1,0 +1,58 @@
+"""The program ncu profiles: prepare each case, warm it up, then run it once inside its NVTX range.
+
+Run as `python -m ci.ncu.target PLAN.json`. Profiling is off at start (`ncu --profile-from-start
+off`); compilation, autotuning and warm-up happen outside it, and only the one call per case
+between `cudaProfilerStart` and `cudaProfilerStop` is measured, attributed to the case by an NVTX
+range named with the case id. Each case's outcome is printed as one line starting with
+`attnwatch-ncu:` so the parent can tell a case that could not run from one ncu did not see.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from kernels import registry
+from kernels.cases import Case
+from kernels.shapes import Shape
+
+OUTCOME_PREFIX = "attnwatch-ncu:"
+WARMUP_CALLS = 3
+
+
+def _report(case_id: str, status: str, error: str | None = None) -> None:
+    print(OUTCOME_PREFIX + json.dumps({"case_id": case_id, "status": status, "error": error}), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    plan = json.loads(open(argv[0], encoding="utf-8").read())
+    device = torch.device("cuda")
+    for entry in plan["cases"]:
+        case = Case(entry["variant"], Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+        try:
+            variant = registry.get(case.variant)
+            reason = variant.unsupported(case)
+            if reason:
+                _report(case.id, "unsupported", reason)
+                continue
+            prepared = variant.prepare(case, device, 0)
+            for _ in range(WARMUP_CALLS):
+                prepared.fn()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.start()
+            torch.cuda.nvtx.range_push(case.id)
+            prepared.fn()
+            torch.cuda.nvtx.range_pop()
+            torch.cuda.synchronize()
+            torch.cuda.profiler.stop()
+            _report(case.id, "ok")
+            del prepared
+        except Exception as exc:  # one case's failure must not cost the others
+            _report(case.id, "failed", f"{type(exc).__name__}: {exc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

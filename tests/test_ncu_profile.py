@@ -1,0 +1,146 @@
+"""The ncu runner, end to end, against a stand-in `ncu` executable (no GPU here).
+
+The stand-in replays the real H200 CSV fixture for the profiled variants, or fails the way ncu
+fails (exit 1 with ==ERROR==, a permission error, a hang), so the runner's handling of each is
+exercised for real: subprocesses, process groups, timeouts, report import and parsing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ci.ncu.profile import profile_cases, write_ncu_files
+from history.bundle import NCU_FILE, NCU_RAW_FILE
+from kernels.cases import Case
+from kernels.shapes import SHAPES
+
+FAKE_NCU = textwrap.dedent(
+    """\
+    #!{python}
+    import json, os, sys, time
+    args = sys.argv[1:]
+    mode = os.environ.get("FAKE_NCU_MODE", "ok")
+    fixture = os.environ["FAKE_NCU_FIXTURE"]
+    if args == ["--version"]:
+        print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 0)")
+        sys.exit(0)
+    if "--import" in args:
+        report = args[args.index("--import") + 1]
+        wanted = json.load(open(report))
+        lines = open(fixture).read().splitlines()
+        out = []
+        for line in lines:
+            if "<default domain>:" not in line:
+                out.append(line)
+                continue
+            for variant, case_id in wanted.items():
+                marker = '<default domain>:' + variant + ':none'
+                if marker in line:
+                    out.append(line.replace(marker, '<default domain>:' + case_id + ':none'))
+        print("\\n".join(out))
+        sys.exit(0)
+    if mode == "hang":
+        time.sleep(60)
+    if mode == "fail":
+        print("==ERROR== The application returned an error code (1).")
+        sys.exit(1)
+    if mode == "perm":
+        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+        sys.exit(1)
+    assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
+    assert "--profile-from-start" in args and "--nvtx" in args
+    plan = json.load(open(args[-1]))
+    report = args[args.index("--export") + 1] + ".ncu-rep"
+    ranges = {{}}
+    for case in plan["cases"]:
+        case_id = "/".join([case["variant"], case["shape"]["id"], case["dtype"], "causal" if case["causal"] else "noncausal"])
+        if mode == "case_fails" and case["variant"] == "torch_3op":
+            print("attnwatch-ncu:" + json.dumps({{"case_id": case_id, "status": "failed", "error": "RuntimeError: boom"}}))
+            continue
+        ranges[case["variant"]] = case_id
+        print("attnwatch-ncu:" + json.dumps({{"case_id": case_id, "status": "ok", "error": None}}))
+    json.dump(ranges, open(report, "w"))
+    print("==PROF== Disconnected from process 1")
+    """
+)
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch, fixtures_dir):
+    path = tmp_path / "ncu"
+    path.write_text(FAKE_NCU.format(python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("ATTNWATCH_NCU", str(path))
+    monkeypatch.setenv("FAKE_NCU_FIXTURE", str(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv"))
+    return path
+
+
+def _cases():
+    shape = SHAPES["b4_h16_s1k"]
+    return [Case("sdpa", shape, "fp16", False), Case("torch_3op", shape, "fp16", False)]
+
+
+def test_profiles_each_variant_and_attributes_kernels_to_cases(fake_ncu, tmp_path):
+    profile = profile_cases(_cases(), tmp_path / "work", gpu_name="NVIDIA H200")
+    assert profile.errors == {}
+    assert profile.ncu_version.startswith("Version 2025.3")
+    by_case = {m.case_id: m for m in profile.case_metrics}
+    sdpa = by_case["sdpa/b4_h16_s1k/fp16/noncausal"]
+    unfused = by_case["torch_3op/b4_h16_s1k/fp16/noncausal"]
+    assert sdpa.kernel_count == 1 and unfused.kernel_count == 4
+    assert sdpa.duration_us == pytest.approx(43.68)
+    # derived from the case's own FLOPs and the measured fp16 ceiling
+    assert sdpa.achieved_tflops == pytest.approx(4 * 4 * 16 * 1024 * 1024 * 64 / 43.68e-6 / 1e12)
+    assert sdpa.peak_tflops == pytest.approx(666.6)
+    assert len([r for r in profile.kernel_rows if r.case_id.startswith("torch_3op")]) == 4
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    files = write_ncu_files(profile, bundle)
+    assert files == {"ncu": NCU_FILE, "ncu_raw": NCU_RAW_FILE}
+    document = json.loads((bundle / NCU_FILE).read_text())
+    assert document["schema"] == "attnwatch.ncu" and document["schema_version"] == 1
+    assert len(document["kernels"]) == 5 and len(document["cases"]) == 2
+
+
+def test_ncu_missing_records_why_for_every_case(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNWATCH_NCU", str(tmp_path / "no-such-ncu"))
+    profile = profile_cases(_cases(), tmp_path / "work")
+    assert set(profile.errors) == {c.id for c in _cases()}
+    assert all("ncu not found" in m.error for m in profile.case_metrics)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("fail", "returned an error code"), ("perm", "ERR_NVGPUCTRPERM")])
+def test_ncu_failure_is_recorded_per_case(fake_ncu, tmp_path, monkeypatch, mode, expected):
+    monkeypatch.setenv("FAKE_NCU_MODE", mode)
+    profile = profile_cases(_cases(), tmp_path / "work")
+    assert len(profile.case_metrics) == 2
+    for metrics in profile.case_metrics:
+        assert metrics.kernel_count == 0
+        assert expected in metrics.error
+
+
+def test_ncu_hang_is_killed_at_the_timeout(fake_ncu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    started = time.monotonic()
+    profile = profile_cases(_cases()[:1], tmp_path / "work", timeout_s=2)
+    assert time.monotonic() - started < 30
+    assert "timed out after 2 s" in profile.case_metrics[0].error
+
+
+def test_one_failing_case_costs_only_itself(fake_ncu, tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "case_fails")
+    shape = SHAPES["b4_h16_s1k"]
+    cases = [Case("sdpa", shape, "fp16", False), Case("torch_3op", shape, "fp16", False)]
+    profile = profile_cases(cases, tmp_path / "work")
+    by_case = {m.case_id: m for m in profile.case_metrics}
+    assert by_case[cases[0].id].kernel_count == 1 and by_case[cases[0].id].error is None
+    assert by_case[cases[1].id].kernel_count == 0
+    assert "RuntimeError: boom" in by_case[cases[1].id].error
