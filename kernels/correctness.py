@@ -1,0 +1,274 @@
+"""The correctness check of one case: a variant's output against the float64 reference.
+
+For each seed: fresh random inputs (the variant's own `prepare`), the float64 reference of
+exactly those inputs (kernels.reference), then `calls` launches of the prepared callable.
+Before every launch the variant's output buffer (`Prepared.out`, when it has one) is filled
+with NaN, so an element the kernel never writes stays NaN and fails; a kernel that only
+works on its first call, or accumulates into its output, fails on the second.
+
+Pass rule (elementwise, the `torch.allclose` form, plus finiteness):
+
+    passed  <=>  no NaN/Inf in the output  and  |out - ref| <= atol + rtol * |ref| everywhere
+
+with (atol, rtol) from the one per-dtype table in `tolerances.toml`. Also reported:
+max_abs_err and the relative error ||out - ref||_2 / ||ref||_2 (both over the finite
+elements; non-finite ones are counted in `nonfinite`), the number of violating elements and
+the (b, h, s, d) index of the worst one, so a failure says where it is (e.g. the last row
+of an odd S). The inputs are also checked to be unchanged by the kernel.
+
+Anything the variant raises (in prepare or in the call, including asynchronous CUDA faults
+surfaced by the synchronise) becomes `passed=False` with the error text: nothing escapes.
+The module needs torch but not pytest: the harness calls it on a runner.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from kernels.availability import runnable_device, skip_reason
+from kernels.cases import Case
+from kernels.inputs import input_shape, torch_dtype
+from kernels.reference import reference_attention
+from kernels.registry import Variant, get
+
+TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
+ERROR_TEXT_LIMIT = 2000
+
+
+class UnsupportedCase(Exception):
+    """The case is not run on this machine (unavailable variant or declared unsupported)."""
+
+
+class ToleranceFileError(ValueError):
+    """tolerances.toml is malformed; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    dtype: str
+    atol: float
+    rtol: float
+    reason: str
+
+
+@dataclass
+class CheckResult:
+    """One seed of one case (field names match history.bundle.CorrectnessRecord)."""
+
+    case_id: str
+    seed: int
+    max_abs_err: float | None
+    rel_err: float | None
+    atol: float
+    rtol: float
+    passed: bool
+    nonfinite: int = 0
+    error: str | None = None
+    violations: int = 0  # elements outside atol + rtol*|ref| (non-finite ones included)
+    worst_index: tuple[int, int, int, int] | None = None  # (b, h, s, d) of the worst violation
+    calls: int = 0  # launches checked for this seed
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["worst_index"] = list(self.worst_index) if self.worst_index is not None else None
+        return data
+
+
+def load_tolerances(path: Path | str = TOLERANCES_PATH) -> dict[str, Tolerance]:
+    """The per-dtype tolerance table; ToleranceFileError names the file and field on bad input."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ToleranceFileError(f"{path}: cannot read tolerance table: {exc}") from None
+    table = data.get("dtype")
+    if not isinstance(table, dict) or not table:
+        raise ToleranceFileError(f"{path}: [dtype.<name>] tables missing")
+    tolerances = {}
+    for name, entry in table.items():
+        where = f"{path}: dtype.{name}"
+        if not isinstance(entry, dict):
+            raise ToleranceFileError(f"{where}: must be a table")
+        for key in ("atol", "rtol"):
+            value = entry.get(key)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not (0 <= value < 1):
+                raise ToleranceFileError(f"{where}.{key}: must be a number in [0, 1), got {value!r}")
+        reason = entry.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            raise ToleranceFileError(f"{where}.reason: every tolerance needs a reason")
+        unknown = set(entry) - {"atol", "rtol", "reason"}
+        if unknown:
+            raise ToleranceFileError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
+        tolerances[name] = Tolerance(name, float(entry["atol"]), float(entry["rtol"]), reason.strip())
+    return tolerances
+
+
+def tolerance_for(dtype: str, table: dict[str, Tolerance] | None = None) -> Tolerance:
+    table = load_tolerances() if table is None else table
+    try:
+        return table[dtype]
+    except KeyError:
+        raise ToleranceFileError(f"{TOLERANCES_PATH}: no tolerance for dtype {dtype!r}") from None
+
+
+def _error_text(stage: str, exc: BaseException) -> str:
+    text = f"{stage}: {type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
+
+
+def _layout_problem(name: str, tensor: Any, case: Case) -> str | None:
+    """The layout convention (kernels.inputs): contiguous (B, H, S, D) in the case dtype."""
+    import torch
+
+    if not isinstance(tensor, torch.Tensor):
+        return f"{name} is {type(tensor).__name__}, not a tensor"
+    expected = input_shape(case)
+    if tuple(tensor.shape) != expected:
+        return f"{name} has shape {tuple(tensor.shape)}, expected (B, H, S, D) = {expected}"
+    if tensor.dtype != torch_dtype(case.dtype):
+        return f"{name} has dtype {tensor.dtype}, expected {torch_dtype(case.dtype)}"
+    if not tensor.is_contiguous():
+        return f"{name} is not contiguous (strides {tensor.stride()})"
+    return None
+
+
+def _synchronize(device: Any) -> None:
+    import torch
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+@dataclass
+class _Comparison:
+    max_abs_err: float | None
+    rel_err: float | None
+    nonfinite: int
+    violations: int
+    worst_index: tuple[int, int, int, int] | None
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float) -> _Comparison:
+    """Elementwise comparison of an output with the float64 reference (see module doc)."""
+    import torch
+
+    out64 = out.to(torch.float64)
+    finite = torch.isfinite(out64)
+    nonfinite = int((~finite).sum().item())
+    diff = torch.where(finite, (out64 - ref).abs(), torch.zeros((), dtype=torch.float64, device=ref.device))
+    allowed = atol + rtol * ref.abs()
+    excess = torch.where(finite, diff - allowed, torch.full((), math.inf, dtype=torch.float64, device=ref.device))
+    violations = int((excess > 0).sum().item())
+    worst_index = None
+    if violations:
+        flat = int(torch.argmax(excess).item())
+        worst_index = tuple(int(i) for i in _unravel(flat, tuple(out.shape)))
+    if nonfinite == out64.numel():
+        return _Comparison(None, None, nonfinite, violations, worst_index)
+    ref_finite = torch.where(finite, ref, torch.zeros((), dtype=torch.float64, device=ref.device))
+    ref_norm = float(torch.linalg.vector_norm(ref_finite).item())
+    err_norm = float(torch.linalg.vector_norm(diff).item())
+    rel = err_norm / ref_norm if ref_norm > 0 else (0.0 if err_norm == 0 else math.inf)
+    return _Comparison(float(diff.max().item()), rel, nonfinite, violations, worst_index)
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return list(reversed(index))
+
+
+def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int) -> CheckResult:
+    import torch
+
+    def failed(error: str, calls_done: int = 0) -> CheckResult:
+        return CheckResult(case.id, seed, None, None, tol.atol, tol.rtol, False, error=error, calls=calls_done)
+
+    try:
+        prepared = variant.prepare(case, device, seed)
+        _synchronize(device)
+    except Exception as exc:  # a broken variant costs its case, never the run
+        return failed(_error_text("prepare", exc))
+    for name in ("q", "k", "v"):
+        problem = _layout_problem(name, getattr(prepared, name), case)
+        if problem:
+            return failed(f"prepare: {problem}")
+    if prepared.out is not None:
+        problem = _layout_problem("Prepared.out", prepared.out, case)
+        if problem:
+            return failed(f"prepare: {problem}")
+    originals = [t.clone() for t in (prepared.q, prepared.k, prepared.v)]
+    try:
+        ref = reference_attention(prepared.q, prepared.k, prepared.v, case.causal)
+    except Exception as exc:
+        return failed(_error_text("reference", exc))
+
+    worst: CheckResult | None = None
+    for call in range(1, calls + 1):
+        try:
+            if prepared.out is not None:
+                prepared.out.fill_(float("nan"))
+            result = prepared.fn()
+            _synchronize(device)
+        except Exception as exc:
+            return failed(_error_text(f"call {call}", exc), call)
+        out = result if result is not None else prepared.out
+        problem = _layout_problem("output", out, case)
+        if problem:
+            return failed(f"call {call}: {problem}", call)
+        cmp = compare(out, ref, tol.atol, tol.rtol)
+        passed = cmp.nonfinite == 0 and cmp.violations == 0
+        error = None
+        if cmp.nonfinite:
+            error = f"call {call}: {cmp.nonfinite} NaN/Inf (or unwritten) output elements"
+        elif cmp.violations:
+            error = (f"call {call}: {cmp.violations} elements outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref|, "
+                     f"worst at (b, h, s, d) = {cmp.worst_index}")
+        current = CheckResult(case.id, seed, cmp.max_abs_err, cmp.rel_err, tol.atol, tol.rtol, passed,
+                              cmp.nonfinite, error, cmp.violations, cmp.worst_index, call)
+        if worst is None or (worst.passed and not passed) or (
+            worst.passed == passed and (current.max_abs_err or 0.0) > (worst.max_abs_err or 0.0)
+        ):
+            worst = current
+        worst.calls = call
+    assert worst is not None
+    changed = [n for n, before, now in zip("qkv", originals, (prepared.q, prepared.k, prepared.v))
+               if not torch.equal(before, now)]
+    if changed:
+        worst.passed = False
+        note = f"the kernel modified its input(s) {', '.join(changed)}"
+        worst.error = f"{worst.error}; {note}" if worst.error else note
+    return worst
+
+
+def check_case(
+    variant: Variant | str,
+    case: Case,
+    device: Any | None = None,
+    seeds: Iterable[int] = (0, 1, 2),
+    *,
+    calls: int = 2,
+    tolerances: dict[str, Tolerance] | None = None,
+) -> list[CheckResult]:
+    """Check `case` of `variant` on `device` (default: `runnable_device()`), one result per seed.
+
+    Raises UnsupportedCase when the case is not run here (with the reason: callers record it
+    as a skip, never as a failure); every failure of the variant itself is a result.
+    """
+    variant = get(variant) if isinstance(variant, str) else variant
+    if case.variant != variant.name:
+        raise ValueError(f"case {case.id} is not a case of variant {variant.name!r}")
+    reason = skip_reason(variant, case)
+    if reason:
+        raise UnsupportedCase(f"{case.id}: {reason}")
+    if calls < 1:
+        raise ValueError("calls must be >= 1")
+    tol = tolerance_for(case.dtype, tolerances)
+    device = runnable_device() if device is None else device
+    return [_check_seed(variant, case, device, int(seed), tol, calls) for seed in seeds]
