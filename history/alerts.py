@@ -1,0 +1,215 @@
+"""Alerts and their lifecycle: open -> acknowledged (note, who, when) -> resolved.
+
+Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
+page. Writes go through history.db.open_write (lock retry, migrations); every transition is
+one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
+leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, metric and
+the commit of the step): recording the same finding again, or after it was resolved, adds
+nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable
+
+from history.db import open_read, open_write
+from history.errors import HistoryError
+
+KINDS = ("regression", "improvement", "correctness")
+STATUSES = ("open", "acknowledged", "resolved")
+MAX_NOTE = 2000
+MAX_ACTOR = 100
+
+# Allowed transitions: target status -> statuses it may come from.
+_TRANSITIONS = {"acknowledged": ("open", "acknowledged"), "resolved": ("open", "acknowledged")}
+
+
+class AlertError(HistoryError):
+    """Unknown alert, a transition the lifecycle does not allow, or a bad note/actor."""
+
+
+@dataclass(frozen=True)
+class NewAlert:
+    """A finding to record; `dedup_key` decides whether it is already known."""
+
+    dedup_key: str
+    kind: str
+    metric: str
+    case_id: str
+    gpu_name: str | None
+    run_id: str | None
+    commit_sha: str | None
+    baseline_value: float | None
+    new_value: float | None
+    change_pct: float | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Alert:
+    alert_id: int
+    dedup_key: str
+    kind: str
+    metric: str
+    case_id: str
+    gpu_name: str | None
+    run_id: str | None
+    commit_sha: str | None
+    baseline_value: float | None
+    new_value: float | None
+    change_pct: float | None
+    detail: str
+    status: str
+    note: str
+    actor: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    alert_id: int
+    action: str
+    note: str
+    actor: str
+    happened_at: datetime
+
+
+@dataclass(frozen=True)
+class AlertFilter:
+    """Which alerts to list; every field optional. `case_contains` matches part of a case id."""
+
+    statuses: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    gpu_name: str | None = None
+    metric: str | None = None
+    case_contains: str | None = None
+    limit: int = 1000
+
+    def __post_init__(self) -> None:
+        for value, allowed, name in ((self.statuses, STATUSES, "statuses"), (self.kinds, KINDS, "kinds")):
+            bad = [v for v in value if v not in allowed]
+            if bad:
+                raise AlertError(f"alert filter {name}: unknown {bad} (known: {', '.join(allowed)})")
+        if not isinstance(self.limit, int) or not 1 <= self.limit <= 100000:
+            raise AlertError(f"alert filter limit: expected 1..100000, got {self.limit!r}")
+
+
+_COLUMNS = ", ".join(f.name for f in fields(Alert))
+
+
+def _where(flt: AlertFilter) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if flt.statuses:
+        clauses.append(f"status IN ({', '.join('?' * len(flt.statuses))})")
+        params += list(flt.statuses)
+    if flt.kinds:
+        clauses.append(f"kind IN ({', '.join('?' * len(flt.kinds))})")
+        params += list(flt.kinds)
+    for column, value in (("gpu_name", flt.gpu_name), ("metric", flt.metric)):
+        if value:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if flt.case_contains:
+        clauses.append("contains(case_id, ?)")
+        params.append(flt.case_contains)
+    return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
+
+
+def list_alerts(db_path: str | Path, filters: AlertFilter | dict | None = None) -> list[Alert]:
+    """Alerts matching `filters` (an AlertFilter or a dict of its fields), newest first."""
+    flt = filters if isinstance(filters, AlertFilter) else AlertFilter(**(filters or {}))
+    where, params = _where(flt)
+    with open_read(db_path) as con:
+        rows = con.execute(
+            f"SELECT {_COLUMNS} FROM alerts{where} ORDER BY created_at DESC, alert_id DESC LIMIT {flt.limit}", params
+        ).fetchall()
+    return [Alert(*row) for row in rows]
+
+
+def get_alert(con, alert_id: int) -> Alert:
+    row = con.execute(f"SELECT {_COLUMNS} FROM alerts WHERE alert_id = ?", [int(alert_id)]).fetchone()
+    if row is None:
+        raise AlertError(f"alerts.alert_id: no alert {alert_id}")
+    return Alert(*row)
+
+
+def alert_events(db_path: str | Path, alert_id: int) -> list[AlertEvent]:
+    """The lifecycle of one alert, oldest first."""
+    with open_read(db_path) as con:
+        rows = con.execute(
+            "SELECT alert_id, action, note, actor, happened_at FROM alert_events WHERE alert_id = ? ORDER BY happened_at, event_id",
+            [int(alert_id)],
+        ).fetchall()
+    return [AlertEvent(*row) for row in rows]
+
+
+def _clean(text: Any, name: str, limit: int, required: bool) -> str:
+    if not isinstance(text, str):
+        raise AlertError(f"{name}: expected text, got {type(text).__name__}")
+    text = text.strip()
+    if required and not text:
+        raise AlertError(f"{name}: must not be empty")
+    if len(text) > limit:
+        raise AlertError(f"{name}: longer than {limit} characters")
+    if any(ord(ch) < 32 and ch not in "\n\t" for ch in text):
+        raise AlertError(f"{name}: contains control characters")
+    return text
+
+
+def _transition(db_path: str | Path, alert_id: int, target: str, note: str, actor: str, note_required: bool) -> Alert:
+    note = _clean(note, "note", MAX_NOTE, note_required)
+    actor = _clean(actor, "actor", MAX_ACTOR, True)
+    with open_write(db_path) as con:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            current = get_alert(con, alert_id)
+            if current.status not in _TRANSITIONS[target]:
+                raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
+            con.execute(
+                "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
+                [target, note, actor, int(alert_id)],
+            )
+            con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, ?, ?, ?)",
+                        [int(alert_id), target, note, actor])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return get_alert(con, alert_id)
+
+
+def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
+    """open (or acknowledged, to amend the note) -> acknowledged. A note is required."""
+    return _transition(db_path, alert_id, "acknowledged", note, actor, note_required=True)
+
+
+def resolve(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
+    """open or acknowledged -> resolved. A resolved alert stays resolved (its key stays used)."""
+    return _transition(db_path, alert_id, "resolved", note, actor, note_required=False)
+
+
+def record_alerts(con, alerts: Iterable[NewAlert], actor: str = "attnwatch detect") -> tuple[list[int], int]:
+    """Insert alerts whose dedup_key is new, on an open write connection (inside the caller's
+    transaction). Returns (ids inserted, number already known)."""
+    inserted, known = [], 0
+    for a in alerts:
+        if a.kind not in KINDS:
+            raise AlertError(f"alerts.kind: unknown {a.kind!r}")
+        row = con.execute(
+            "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, run_id, commit_sha, baseline_value, "
+            "new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (dedup_key) DO NOTHING RETURNING alert_id",
+            [a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.run_id, a.commit_sha, a.baseline_value,
+             a.new_value, a.change_pct, a.detail[:MAX_NOTE]],
+        ).fetchone()
+        if row is None:
+            known += 1
+            continue
+        con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'opened', ?, ?)",
+                    [row[0], a.detail[:MAX_NOTE], actor])
+        inserted.append(int(row[0]))
+    return inserted, known
