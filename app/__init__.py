@@ -1,0 +1,1 @@
+"""The Streamlit dashboard: reads the DuckDB history (through `history`) and nothing else."""

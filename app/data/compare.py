@@ -1,0 +1,102 @@
+"""The Compare page's data: two runs side by side, case by case.
+
+The medians, gaps and statuses are the stored ones. Where both runs stored their raw samples,
+the head/base interval and verdict come from the same code and thresholds CI uses for pull
+requests (`history.detection.ab`: pooled percentile bootstrap, `verdict` against the GPU's
+min_effect from the thresholds file), so the dashboard and a PR comment cannot disagree on
+the rule. Without samples only the ratio of stored medians is shown, with no verdict.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.data.store import Source, cached_query, read_frame
+from history.detection.ab import ratio_interval, verdict
+from history.detection.thresholds import load_thresholds
+
+# Fewer resamples than CI's 2000: same seed and method; the interval's ends move by well under
+# min_effect (a display, not the gate). Documented in the page caption.
+RESAMPLES = 1000
+
+
+@cached_query
+def run_pair(source: Source, base_run: str, head_run: str) -> pd.DataFrame:
+    """Every case of either run: stored figures of both sides (full outer join on case_id)."""
+    return read_frame(
+        source,
+        """
+        WITH a AS (SELECT * FROM results WHERE run_id = ?), b AS (SELECT * FROM results WHERE run_id = ?)
+        SELECT coalesce(a.case_id, b.case_id) AS case_id,
+               coalesce(a.variant, b.variant) AS variant, coalesce(a.shape_id, b.shape_id) AS shape_id,
+               coalesce(a.dtype, b.dtype) AS dtype, coalesce(a.causal, b.causal) AS causal,
+               a.status AS base_status, b.status AS head_status,
+               a.median_us AS base_us, b.median_us AS head_us,
+               b.median_us / a.median_us AS ratio,
+               a.tflops AS base_tflops, b.tflops AS head_tflops,
+               a.gap_to_sdpa AS base_gap, b.gap_to_sdpa AS head_gap,
+               a.p10_us AS base_p10_us, a.p90_us AS base_p90_us, b.p10_us AS head_p10_us, b.p90_us AS head_p90_us
+        FROM a FULL OUTER JOIN b ON a.case_id = b.case_id
+        ORDER BY shape_id, dtype, causal, variant
+        """,
+        [base_run, head_run],
+    )
+
+
+@cached_query
+def run_samples(source: Source, run_id: str) -> dict[str, list[float]]:
+    """Raw samples of one run per case, in the order they were taken."""
+    frame = read_frame(
+        source,
+        "SELECT case_id, list(latency_us ORDER BY sample_index) AS s FROM samples WHERE run_id = ? GROUP BY case_id",
+        [run_id],
+    )
+    return {row.case_id: list(row.s) for row in frame.itertuples()}
+
+
+def _status_verdict(base_status: str | None, head_status: str | None) -> str | None:
+    if base_status is None:
+        return "new case (head only)"
+    if head_status is None:
+        return "case removed (base only)"
+    if head_status != "ok" and base_status == "ok":
+        return f"head {head_status}"
+    if head_status != "ok":
+        return f"{head_status} in both" if base_status == head_status else f"head {head_status} (base {base_status})"
+    if base_status != "ok":
+        return f"fixed (base {base_status})"
+    return None
+
+
+@cached_query
+def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) -> pd.DataFrame:
+    """Per-case deltas with an interval and verdict where both sides stored samples."""
+    pair = run_pair(source, base_run, head_run)
+    base_samples = run_samples(source, base_run)
+    head_samples = run_samples(source, head_run)
+    thresholds = load_thresholds(gpu)
+    lows, highs, verdicts = [], [], []
+    for row in pair.itertuples():
+        status = _status_verdict(row.base_status, row.head_status)
+        low = high = None
+        if status is not None:
+            verdicts.append(status)
+        elif row.case_id in base_samples and row.case_id in head_samples:
+            iv = ratio_interval(
+                [base_samples[row.case_id]], [head_samples[row.case_id]], method="pooled",
+                confidence=thresholds.confidence, resamples=RESAMPLES,
+            )
+            low, high = iv.low, iv.high
+            verdicts.append(verdict(iv, thresholds.min_effect))
+        else:
+            verdicts.append("ratio only (no samples stored)")
+        lows.append(low)
+        highs.append(high)
+    out = pair.copy()
+    out["delta_pct"] = (out["ratio"] - 1.0) * 100.0
+    out["ratio_low"] = pd.array(lows, dtype="Float64")
+    out["ratio_high"] = pd.array(highs, dtype="Float64")
+    out["verdict"] = verdicts
+    out.attrs["min_effect"] = thresholds.min_effect
+    out.attrs["confidence"] = thresholds.confidence
+    return out

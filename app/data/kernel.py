@@ -1,0 +1,119 @@
+"""The Kernel page's data: one variant's build reports and Nsight Compute metrics over runs,
+and the points of a roofline chart."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.data.store import Source, cached_query, read_frame
+
+# ncu_cases columns offered as series (all stored by CI, in base units).
+NCU_COLUMNS = (
+    "duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
+    "theoretical_occupancy_pct", "tensor_pipe_pct", "l2_hit_rate_pct", "registers_per_thread",
+    "shared_mem_per_block_bytes", "local_memory_bytes", "dram_bytes", "hmma_instructions",
+    "gmma_instructions", "sm_clock_mhz", "achieved_tflops",
+)
+
+# Forward FLOPs of a case, the project's one definition (DESIGN.md, Metrics): 4·B·H·Sq·Sk·D,
+# halved when causal. Used only to place a point on the roofline's x axis.
+CASE_FLOPS_SQL = "4.0 * r.batch * r.heads * r.seq_q * r.seq_k * r.head_dim / CASE WHEN r.causal THEN 2 ELSE 1 END"
+
+
+@cached_query
+def variants_with_data(source: Source) -> list[str]:
+    frame = read_frame(
+        source,
+        """
+        SELECT variant FROM (SELECT DISTINCT variant FROM builds UNION SELECT DISTINCT variant FROM results)
+        ORDER BY variant
+        """,
+    )
+    return frame["variant"].tolist()
+
+
+@cached_query
+def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
+    """Build reports of `variant` over the newest `max_runs` runs on `gpu`, oldest first."""
+    return read_frame(
+        source,
+        """
+        SELECT u.started_at, u.run_id, u.commit_sha, u.branch, b.ok, b.target,
+               b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
+               b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
+        FROM builds b JOIN runs u USING (run_id)
+        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ?
+        ORDER BY u.started_at DESC LIMIT ?
+        """,
+        [variant, gpu, int(max_runs)],
+    ).iloc[::-1].reset_index(drop=True)
+
+
+@cached_query
+def ncu_cases_of_variant(source: Source, variant: str, gpu: str) -> list[str]:
+    """Case ids of `variant` that have Nsight Compute metrics on `gpu`."""
+    frame = read_frame(
+        source,
+        """
+        SELECT DISTINCT n.case_id FROM ncu_cases n
+        JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
+        JOIN runs u ON u.run_id = n.run_id
+        WHERE r.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? ORDER BY 1
+        """,
+        [variant, gpu],
+    )
+    return frame["case_id"].tolist()
+
+
+@cached_query
+def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
+    """Per-case ncu metrics of one case over the newest `max_runs` profiled runs, oldest first."""
+    columns = ", ".join(f"n.{c}" for c in NCU_COLUMNS)
+    return read_frame(
+        source,
+        f"""
+        SELECT u.started_at, u.run_id, u.commit_sha, n.kernel_count, n.occupancy_limiter, n.error, {columns}
+        FROM ncu_cases n JOIN runs u USING (run_id)
+        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ?
+        ORDER BY u.started_at DESC LIMIT ?
+        """,
+        [case_id, gpu, int(max_runs)],
+    ).iloc[::-1].reset_index(drop=True)
+
+
+@cached_query
+def ncu_kernels_of_run(source: Source, run_id: str, case_id: str) -> pd.DataFrame:
+    """The kernels one case launched in one profiled run, with their ncu metrics (wide)."""
+    return read_frame(
+        source,
+        """
+        SELECT kernel_index, kernel_name, metric_name, value FROM ncu_metrics
+        WHERE run_id = ? AND case_id = ? ORDER BY kernel_index, metric_name
+        """,
+        [run_id, case_id],
+    )
+
+
+@cached_query
+def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.DataFrame:
+    """Each profiled case of the newest run on `gpu` that has ncu metrics: achieved TFLOPS
+    (from ncu: FLOPs over the profiled kernel duration) against FLOPs per DRAM byte."""
+    return read_frame(
+        source,
+        f"""
+        WITH newest AS (
+            SELECT n.run_id FROM ncu_cases n JOIN runs u USING (run_id)
+            WHERE coalesce(u.gpu_name, u.device_kind) = ?
+            ORDER BY u.started_at DESC LIMIT 1
+        )
+        SELECT r.variant || ' · ' || r.dtype || CASE WHEN r.causal THEN ' · causal' ELSE '' END AS label,
+               r.case_id, r.shape_id, n.run_id, n.achieved_tflops, n.dram_bytes,
+               ({CASE_FLOPS_SQL}) / n.dram_bytes AS arithmetic_intensity,
+               r.tflops AS timed_tflops
+        FROM ncu_cases n JOIN newest USING (run_id)
+        JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
+        WHERE n.dram_bytes > 0 AND n.achieved_tflops > 0 AND list_contains(?, r.variant)
+        ORDER BY label
+        """,
+        [gpu, list(variants)],
+    )

@@ -1,0 +1,82 @@
+"""The Overview page's data: one GPU's latest main run, every case, its recent trend and alerts."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.data.store import Source, cached_query, read_frame
+
+# How many recent main runs the sparkline covers.
+SPARKLINE_RUNS = 20
+
+
+@cached_query
+def newest_main_run_any_status(source: Source, gpu: str) -> pd.DataFrame:
+    """The newest main run on `gpu` whatever its status: a failed or partial one gets a notice."""
+    return read_frame(
+        source,
+        """
+        SELECT run_id, status, started_at, commit_sha FROM runs
+        WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ?
+        ORDER BY started_at DESC, run_id DESC LIMIT 1
+        """,
+        [gpu],
+    )
+
+
+@cached_query
+def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS) -> pd.DataFrame:
+    """Every case of `run_id` with its stored figures, correctness over seeds, the median
+    latency of the last `spark_runs` main runs on the same GPU (oldest first) and its open alerts."""
+    return read_frame(
+        source,
+        """
+        WITH recent AS (
+            SELECT run_id, started_at FROM runs
+            WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ?
+              AND started_at <= (SELECT started_at FROM runs WHERE run_id = ?)
+            ORDER BY started_at DESC, run_id DESC LIMIT ?
+        ),
+        trend AS (
+            SELECT r.case_id, list(r.median_us ORDER BY recent.started_at) AS trend_us
+            FROM results r JOIN recent USING (run_id)
+            WHERE r.status = 'ok' AND r.median_us IS NOT NULL
+            GROUP BY r.case_id
+        ),
+        open_alerts AS (
+            SELECT a.case_id, count(*) AS open_alerts
+            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
+            WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
+            GROUP BY a.case_id
+        )
+        SELECT res.variant, res.shape_id, res.dtype, res.causal, res.status,
+               res.median_us, res.us_per_head, res.tflops, res.gap_to_sdpa,
+               res.gap_to_fastest_backend, res.fastest_backend,
+               cs.passed AS correct, cs.seeds AS correctness_seeds, cs.worst_rel_err,
+               trend.trend_us, coalesce(open_alerts.open_alerts, 0) AS open_alerts,
+               res.rel_spread, res.converged, res.n_samples, res.error, res.case_id
+        FROM results res
+        LEFT JOIN correctness_summaries cs ON cs.run_id = res.run_id AND cs.case_id = res.case_id
+        LEFT JOIN trend ON trend.case_id = res.case_id
+        LEFT JOIN open_alerts ON open_alerts.case_id = res.case_id
+        WHERE res.run_id = ?
+        ORDER BY res.shape_id, res.dtype, res.causal, res.variant
+        """,
+        [gpu, run_id, int(spark_runs), gpu, run_id],
+    )
+
+
+@cached_query
+def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200) -> pd.DataFrame:
+    """Open alerts on one GPU, newest first."""
+    return read_frame(
+        source,
+        """
+        SELECT a.alert_id, a.kind, a.metric, a.case_id, a.change_pct, a.baseline_value, a.new_value,
+               a.commit_sha, a.run_id, a.created_at, a.detail
+        FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
+        WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
+        ORDER BY a.created_at DESC, a.alert_id DESC LIMIT ?
+        """,
+        [gpu, int(limit)],
+    )

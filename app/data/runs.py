@@ -1,0 +1,130 @@
+"""Runs, GPUs and the shape of the history: what every page needs before it draws anything."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from app.data.store import HistoryUnavailable, Source, cached_query, read_frame
+
+# A run is identified to people by its commit and time; these columns describe it everywhere.
+RUN_COLUMNS = """
+    r.run_id, r.commit_sha, r.branch, r.pr_number, r.trigger, r.status, r.started_at,
+    coalesce(r.gpu_name, r.device_kind) AS gpu, r.runner, r.synthetic,
+    c.message AS commit_message, c.committed_at AS commit_date
+"""
+
+
+@dataclass(frozen=True)
+class HistoryShape:
+    """How much history there is: decides the empty / single-run / synthetic notices."""
+
+    runs: int
+    synthetic_runs: int
+    results: int
+    gpus: tuple[str, ...]
+
+    @property
+    def empty(self) -> bool:
+        return self.runs == 0
+
+
+@cached_query
+def history_shape(source: Source) -> HistoryShape:
+    """Counts of runs and results, and the GPUs measured; an unmigrated file counts as empty."""
+    if not source.exists:
+        return HistoryShape(0, 0, 0, ())
+    tables = read_frame(source, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
+    if not {"runs", "results"} <= set(tables["table_name"]):
+        return HistoryShape(0, 0, 0, ())
+    counts = read_frame(
+        source,
+        """
+        SELECT (SELECT count(*) FROM runs) AS runs,
+               (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
+               (SELECT count(*) FROM results) AS results
+        """,
+    ).iloc[0]
+    gpus = read_frame(
+        source,
+        "SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu",
+    )
+    return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+
+
+@cached_query
+def latest_main_run(source: Source, gpu: str) -> pd.DataFrame:
+    """The newest main-branch run on `gpu` (empty frame when that GPU has none)."""
+    return read_frame(
+        source,
+        f"""
+        SELECT {RUN_COLUMNS} FROM latest_main_runs l
+        JOIN runs r USING (run_id) LEFT JOIN commits c ON c.sha = r.commit_sha
+        WHERE coalesce(r.gpu_name, r.device_kind) = ?
+        """,
+        [gpu],
+    )
+
+
+@cached_query
+def recent_runs(source: Source, gpu: str | None = None, limit: int = 500) -> pd.DataFrame:
+    """Newest runs first (all branches), for run and commit pickers."""
+    where = "WHERE coalesce(r.gpu_name, r.device_kind) = ?" if gpu else ""
+    params = [gpu] if gpu else []
+    return read_frame(
+        source,
+        f"""
+        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
+        {where} ORDER BY r.started_at DESC LIMIT {int(limit)}
+        """,
+        params,
+    )
+
+
+@cached_query
+def run_header(source: Source, run_id: str) -> pd.DataFrame:
+    """Every stored column of one run (manifest and environment) plus its commit."""
+    return read_frame(
+        source,
+        """
+        SELECT r.*, c.message AS commit_message, c.committed_at AS commit_date
+        FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha WHERE r.run_id = ?
+        """,
+        [run_id],
+    )
+
+
+@cached_query
+def run_results(source: Source, run_id: str) -> pd.DataFrame:
+    """One row per case of a run: timing as stored, the case's status and its correctness over seeds."""
+    return read_frame(
+        source,
+        """
+        WITH corr AS (
+            SELECT case_id, passed AS correct, seeds, worst_max_abs_err AS max_abs_err,
+                   worst_rel_err AS rel_err
+            FROM correctness_summaries WHERE run_id = ?
+        )
+        SELECT res.case_id, res.variant, res.shape_id, res.dtype, res.causal, res.status,
+               res.median_us, res.p10_us, res.p90_us, res.us_per_head, res.tflops, res.gap_to_sdpa,
+               res.gap_to_fastest_backend, res.fastest_backend, res.n_samples, res.rel_spread, res.converged,
+               res.timing_mode, corr.correct, corr.seeds, corr.max_abs_err, corr.rel_err, res.error
+        FROM results res LEFT JOIN corr USING (case_id)
+        WHERE res.run_id = ?
+        ORDER BY res.shape_id, res.dtype, res.causal, res.variant
+        """,
+        [run_id, run_id],
+    )
+
+
+def require_history(source: Source) -> HistoryShape:
+    """The history's shape, raising HistoryUnavailable with a readable reason if it cannot be read."""
+    shape = history_shape(source)
+    if shape.empty:
+        raise EmptyHistory(source.path)
+    return shape
+
+
+class EmptyHistory(HistoryUnavailable):
+    """Nothing ingested yet (or the file is not an attnwatch history)."""

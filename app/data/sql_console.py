@@ -1,0 +1,47 @@
+"""The SQL page's data: user queries through history.sql (read-only, external access off,
+configuration locked, memory, threads and time limited: the same path as `attnwatch sql`),
+the schema for the browser, and the example queries (sql_examples.toml)."""
+
+from __future__ import annotations
+
+import io
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from app.data.store import Source, cached_query
+from history import sql as history_sql
+
+EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
+MAX_ROWS = 10_000
+TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Example:
+    title: str
+    reason: str
+    sql: str
+
+
+def examples(path: Path = EXAMPLES_FILE) -> list[Example]:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    return [Example(e["title"], e["reason"], e["sql"].strip()) for e in data["example"]]
+
+
+def run_query(source: Source, sql: str) -> pd.DataFrame:
+    """A user's query, limited to MAX_ROWS rows and TIMEOUT_S seconds; raises QueryError."""
+    return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S)
+
+
+@cached_query
+def schema(source: Source):
+    return history_sql.schema_overview(source.path)
+
+
+def to_parquet(frame: pd.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, index=False)
+    return buffer.getvalue()

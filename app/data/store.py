@@ -1,0 +1,78 @@
+"""Where the dashboard's data comes from: the history file, read through short-lived connections.
+
+DuckDB lets one process write a file, and a read-only connection that stays open blocks that
+writer. So the dashboard never keeps a connection: every query opens one with
+`history.db.open_read`, reads a DataFrame and closes it. Results are cached by Streamlit
+(`cached_query`) under a key that includes the file's *signature* (size and modification
+time of the database and its write-ahead log), so the moment an ingest commits, the next
+page view reads fresh data, and while nothing changes no query reaches the file at all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+import streamlit as st
+
+from history.db import open_read
+from history.paths import default_db_path
+
+# Seconds a cached result may be served even if the signature did not change (belt and braces
+# against a file system with coarse mtimes).
+CACHE_TTL_S = 600
+CACHE_MAX_ENTRIES = 256
+
+
+class HistoryUnavailable(Exception):
+    """The history could not be read now (missing, being written, or damaged); the message says which."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One version of the history file: the path and what its bytes looked like when read."""
+
+    path: str
+    signature: tuple[int, ...]
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.signature and self.signature[0])
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        st_ = path.stat()
+    except FileNotFoundError:
+        return (0, 0)
+    return (st_.st_mtime_ns, st_.st_size)
+
+
+def current_source(path: str | os.PathLike[str] | None = None) -> Source:
+    """The history named by ATTNWATCH_DB (or the default path), with its current signature."""
+    db = Path(path) if path is not None else default_db_path()
+    main = _stat(db)
+    wal = _stat(db.with_name(db.name + ".wal"))
+    exists = 1 if db.exists() else 0
+    return Source(str(db), (exists, *main, *wal))
+
+
+def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+    """Run one read-only query on a fresh connection and close it before returning."""
+    if not source.exists:
+        raise HistoryUnavailable(f"no history at {source.path} yet: ingest a run bundle first")
+    try:
+        with open_read(source.path) as con:
+            return con.execute(sql, list(params or [])).df()
+    except HistoryUnavailable:
+        raise
+    except Exception as exc:  # duckdb raises many types; the page shows one clear line
+        raise HistoryUnavailable(f"could not read {source.path}: {type(exc).__name__}: {exc}") from exc
+
+
+def cached_query(func):
+    """Cache a query function's DataFrame per (source signature, arguments) for CACHE_TTL_S."""
+    return st.cache_data(ttl=CACHE_TTL_S, max_entries=CACHE_MAX_ENTRIES, show_spinner=False)(func)

@@ -1,0 +1,141 @@
+"""The Trends page's data: one metric over runs for chosen cases on one GPU and branch.
+
+Aggregation happens in DuckDB and the number of runs plotted is capped (`max_runs`, newest
+first), so a history of a million results draws as fast as one of a hundred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from app.data.store import Source, cached_query, read_frame
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A plottable column: where it is stored, its band columns (if any) and its unit."""
+
+    label: str
+    table: str  # "results" (alias r) or "ncu_cases" (alias n)
+    column: str
+    p10: str | None = None
+    p90: str | None = None
+    higher_is_better: bool = False
+
+
+# Every metric is read as stored by CI; none is recomputed here.
+METRICS: dict[str, Metric] = {m.label: m for m in (
+    Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us"),
+    Metric("µs per head", "results", "us_per_head"),
+    Metric("TFLOPS", "results", "tflops", higher_is_better=True),
+    Metric("gap to SDPA (× sdpa latency)", "results", "gap_to_sdpa"),
+    Metric("gap to fastest SDPA backend", "results", "gap_to_fastest_backend"),
+    Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
+    Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
+    Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
+    Metric("ncu: DRAM throughput (%)", "ncu_cases", "dram_throughput_pct"),
+    Metric("ncu: DRAM bytes", "ncu_cases", "dram_bytes"),
+    Metric("ncu: achieved occupancy (%)", "ncu_cases", "achieved_occupancy_pct", higher_is_better=True),
+    Metric("ncu: tensor pipe (%)", "ncu_cases", "tensor_pipe_pct", higher_is_better=True),
+    Metric("ncu: L2 hit rate (%)", "ncu_cases", "l2_hit_rate_pct", higher_is_better=True),
+    Metric("ncu: registers per thread", "ncu_cases", "registers_per_thread"),
+    Metric("ncu: local memory (spill) bytes", "ncu_cases", "local_memory_bytes"),
+    Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
+)}
+
+SERIES_LABEL = (
+    "r.variant || ' · ' || coalesce(r.shape_id, '?') || ' · ' || coalesce(r.dtype, '?')"
+    " || CASE WHEN r.causal THEN ' · causal' ELSE '' END"
+)
+
+
+@cached_query
+def trend_options(source: Source) -> dict[str, list]:
+    """Distinct GPUs, branches, variants, shapes and dtypes present (each one short query)."""
+    def distinct(sql: str) -> list:
+        return read_frame(source, sql).iloc[:, 0].tolist()
+
+    return {
+        "gpus": distinct("SELECT coalesce(gpu_name, device_kind) FROM runs GROUP BY 1 ORDER BY count(*) DESC"),
+        "branches": distinct(
+            "SELECT branch FROM runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = 'main') DESC, count(*) DESC LIMIT 200"
+        ),
+        "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
+        "shapes": distinct("SELECT DISTINCT shape_id FROM results WHERE shape_id IS NOT NULL ORDER BY 1"),
+        "dtypes": distinct("SELECT DISTINCT dtype FROM results WHERE dtype IS NOT NULL ORDER BY 1"),
+    }
+
+
+def _value_sql(metric: Metric) -> tuple[str, str, str, str]:
+    """(value, p10, p90, join) SQL fragments for a metric; column names come from METRICS only."""
+    alias = "r" if metric.table == "results" else "n"
+    join = "" if metric.table == "results" else "JOIN ncu_cases n ON n.run_id = r.run_id AND n.case_id = r.case_id"
+    p10 = f"{alias}.{metric.p10}" if metric.p10 else "NULL::DOUBLE"
+    p90 = f"{alias}.{metric.p90}" if metric.p90 else "NULL::DOUBLE"
+    return f"{alias}.{metric.column}", p10, p90, join
+
+
+@cached_query
+def trend_series(
+    source: Source,
+    metric_label: str,
+    gpu: str,
+    branch: str,
+    variants: tuple[str, ...],
+    shapes: tuple[str, ...],
+    dtype: str,
+    causal: bool,
+    max_runs: int = 200,
+) -> pd.DataFrame:
+    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs, oldest first.
+
+    Failed or skipped cases have no value and are left out (the chart shows a gap there).
+    """
+    metric = METRICS[metric_label]
+    value, p10, p90, join = _value_sql(metric)
+    return read_frame(
+        source,
+        f"""
+        WITH picked AS (
+            SELECT run_id, started_at, commit_sha FROM runs
+            WHERE coalesce(gpu_name, device_kind) = ? AND branch = ?
+            ORDER BY started_at DESC, run_id DESC LIMIT ?
+        )
+        SELECT {SERIES_LABEL} AS series, r.case_id, p.started_at, {value} AS value,
+               {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
+               c.message AS commit_message, c.committed_at AS commit_date
+        FROM results r JOIN picked p USING (run_id) {join}
+        LEFT JOIN commits c ON c.sha = p.commit_sha
+        WHERE r.status = 'ok' AND {value} IS NOT NULL
+          AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
+          AND r.dtype = ? AND r.causal = ?
+        ORDER BY p.started_at, series
+        """,
+        [gpu, branch, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
+    )
+
+
+@cached_query
+def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...]) -> pd.DataFrame:
+    """Alerts (detection's change points and correctness failures) on the plotted cases,
+    placed at their run with the plotted metric's value there."""
+    metric = METRICS[metric_label]
+    value, _, _, join = _value_sql(metric)
+    return read_frame(
+        source,
+        f"""
+        SELECT {SERIES_LABEL} AS series, u.started_at, {value} AS value, a.kind, a.status,
+               a.alert_id, a.run_id, a.metric,
+               a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
+                 || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
+        FROM alerts a
+        JOIN runs u ON u.run_id = a.run_id
+        JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
+        WHERE coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ? AND list_contains(?, a.case_id)
+          AND {value} IS NOT NULL
+        ORDER BY u.started_at
+        """,
+        [gpu, list(case_ids)],
+    )

@@ -1,0 +1,21 @@
+"""attnwatch dashboard entrypoint: page setup and routing, nothing else.
+
+Run with `attnwatch dashboard` (or `streamlit run app/streamlit_app.py`); the history is the
+file named by $ATTNWATCH_DB. Every page reads it through short-lived read-only connections.
+"""
+
+import streamlit as st
+
+st.set_page_config(page_title="attnwatch", page_icon=":material/monitoring:", layout="wide")
+
+PAGES = [
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/trends.py", title="Trends", icon=":material/show_chart:"),
+    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),
+    st.Page("views/kernel.py", title="Kernel", icon=":material/memory:"),
+    st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
+    st.Page("views/run.py", title="Run", icon=":material/receipt_long:"),
+]
+
+st.navigation(PAGES).run()

@@ -1,0 +1,145 @@
+"""Widgets and text helpers every page shares.
+
+Untrusted text (commit messages, branch, kernel and runner names) reaches the screen only
+through `st.dataframe`, `st.text`, `st.code`, or markdown after `escape_markdown`: never as
+HTML. Plotly hover text goes through `escape_hover`, since plotly interprets a few tags.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Callable
+
+import streamlit as st
+
+from app.data.runs import EmptyHistory, HistoryShape, history_shape
+from app.data.store import HistoryUnavailable, Source, current_source
+from history.errors import HistoryError
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def truncate(text: str | None, limit: int = 80) -> str:
+    """First line of `text`, at most `limit` characters, control characters removed."""
+    if not text:
+        return ""
+    first = _CONTROL.sub("", str(text).strip().splitlines()[0] if str(text).strip() else "")
+    return first if len(first) <= limit else first[: limit - 1] + "…"
+
+
+def escape_markdown(text: str | None) -> str:
+    """Backslash-escape every character Streamlit markdown would interpret (and `<`, `&`)."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _CONTROL.sub("", str(text or "")))
+
+
+def escape_hover(text: str | None, limit: int = 80) -> str:
+    """Commit text for a plotly hover label: truncated, then HTML-escaped (plotly reads tags)."""
+    return html.escape(truncate(text, limit), quote=True)
+
+
+def short_sha(sha: str | None) -> str:
+    return (sha or "")[:10]
+
+
+def page_source() -> Source:
+    """The history this page reads, with a one-line caption naming it."""
+    source = current_source()
+    st.caption(f"History: `{escape_markdown(source.path)}`")
+    return source
+
+
+def show_unavailable(exc: HistoryUnavailable) -> None:
+    """A read failure as a message the user can act on (never a traceback)."""
+    st.warning(str(exc))
+
+
+def empty_history_notice(source: Source) -> None:
+    """What an empty history looks like: a message saying how to fill it."""
+    st.info(
+        "The history is empty: no run has been ingested yet. "
+        "Run the suites and ingest a bundle (`attnwatch run --ingest` or `attnwatch ingest BUNDLE_DIR`)."
+    )
+
+
+def synthetic_banner(synthetic_runs: int, total_runs: int) -> None:
+    """Label generated data visibly: synthetic rows are scale-test data, never measurements."""
+    if synthetic_runs <= 0:
+        return
+    if synthetic_runs == total_runs:
+        st.error("SYNTHETIC DATA: every run shown here was generated for scale tests. These are not measurements.")
+    else:
+        st.warning(
+            f"SYNTHETIC DATA present: {synthetic_runs} of {total_runs} runs were generated for scale tests "
+            "(marked `synthetic`); they are not measurements."
+        )
+
+
+def run_page(title: str, body: Callable[[Source, HistoryShape], None], needs_history: bool = True) -> None:
+    """Draw a page: title, which history, the synthetic label, then `body`; a history that is
+    empty or unreadable becomes a message, never a traceback."""
+    st.title(title)
+    source = page_source()
+    try:
+        shape = history_shape(source)
+        if shape.empty and needs_history:
+            empty_history_notice(source)
+            return
+        synthetic_banner(shape.synthetic_runs, shape.runs)
+        body(source, shape)
+    except EmptyHistory:
+        empty_history_notice(source)
+    except (HistoryUnavailable, HistoryError) as exc:
+        show_unavailable(exc)
+
+
+def gpu_picker(shape: HistoryShape, key: str) -> str:
+    """Which GPU (or device kind) to show; remembered in the URL as ?gpu=."""
+    options = list(shape.gpus)
+    wanted = st.query_params.get("gpu")
+    index = options.index(wanted) if wanted in options else 0
+    gpu = st.selectbox("GPU", options, index=index, key=key, help="Runs are only compared on the same GPU model.")
+    if gpu != wanted:
+        st.query_params["gpu"] = gpu
+    return gpu
+
+
+def run_label(row) -> str:
+    """How a run is named in pickers: commit, branch, GPU, start time, run id (plain text)."""
+    when = str(row.started_at)[:16]
+    branch = row.branch or "?"
+    flag = " [synthetic]" if bool(getattr(row, "synthetic", False)) else ""
+    return f"{short_sha(row.commit_sha)} · {truncate(branch, 30)} · {row.gpu} · {when} · {row.status}{flag} · {row.run_id}"
+
+
+def run_caption(run) -> None:
+    """A run's identity: commit, branch, start, id; the commit message as plain text."""
+    synthetic = " · SYNTHETIC" if bool(run.synthetic) else ""
+    st.markdown(
+        f"**Run** `{escape_markdown(run.run_id)}` · commit `{short_sha(run.commit_sha)}` · "
+        f"branch `{escape_markdown(truncate(run.branch, 60))}` · started {escape_markdown(str(run.started_at)[:19])} UTC · "
+        f"status **{escape_markdown(run.status)}**{synthetic}"
+    )
+    if run.commit_message:
+        st.text(truncate(run.commit_message, 200))
+
+
+def run_metrics(cases) -> None:
+    """Counts across a run's cases: how many produced a number, failed, or failed correctness."""
+    total = len(cases)
+    ok = int((cases["status"] == "ok").sum())
+    broken = int(cases["status"].isin(["failed", "crashed", "timeout"]).sum())
+    incorrect = int((cases["correct"] == False).sum())  # noqa: E712 (NA stays out)
+    alerts = int(cases["open_alerts"].sum()) if "open_alerts" in cases else 0
+    cols = st.columns(5)
+    cols[0].metric("cases", total)
+    cols[1].metric("timed ok", ok)
+    cols[2].metric("failed / crashed / timeout", broken)
+    cols[3].metric("correctness failures", incorrect)
+    cols[4].metric("open alerts on these cases", alerts)
+
+
+def safe_file_name(name: str) -> str:
+    """A download file name from untrusted parts: letters, digits, dot, dash, underscore only."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:120] or "download"

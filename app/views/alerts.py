@@ -1,0 +1,78 @@
+"""Alerts: filter the regression, improvement and correctness alerts detection recorded, and
+acknowledge or resolve one with a note. Changes are written through history.alerts (one
+transaction, retried while an ingest holds the file), so neither side loses anything."""
+
+import getpass
+
+import streamlit as st
+
+from app import ui
+from app.data import alerts
+from history.errors import HistoryError
+
+ALERT_COLUMNS = {
+    "alert_id": st.column_config.NumberColumn("id", format="%d"),
+    "change_pct": st.column_config.NumberColumn("change %", format="%+.2f"),
+    "baseline_value": st.column_config.NumberColumn("before", format="%.4g"),
+    "new_value": st.column_config.NumberColumn("after", format="%.4g"),
+}
+ORDER = ["alert_id", "status", "kind", "metric", "case_id", "gpu_name", "change_pct", "baseline_value", "new_value",
+         "commit_sha", "run_id", "created_at", "updated_at", "actor", "note", "detail"]
+
+
+def alerts_page(source, shape):
+    show_last_change(source)
+    cols = st.columns([2, 2, 2, 3])
+    statuses = cols[0].multiselect("status", alerts.STATUSES, default=["open", "acknowledged"], key="alerts_status")
+    kinds = cols[1].multiselect("kind", alerts.KINDS, default=list(alerts.KINDS), key="alerts_kind")
+    gpu = cols[2].selectbox("GPU", ["(all)", *alerts.alert_gpus(source)], key="alerts_gpu")
+    case = cols[3].text_input("case id contains", key="alerts_case", max_chars=200)
+    table = alerts.alert_table(source, tuple(statuses), tuple(kinds), None if gpu == "(all)" else gpu, case.strip())
+    if table.empty:
+        st.success("No alerts match these filters.")
+        return
+    st.dataframe(table[ORDER], hide_index=True, column_config=ALERT_COLUMNS, width="stretch")
+    st.subheader("Acknowledge or resolve")
+    actionable = table[table["status"] != "resolved"]
+    if actionable.empty:
+        st.caption("Every alert shown is resolved.")
+        return
+    labels = {int(r.alert_id): f"#{r.alert_id} · {r.status} · {r.kind} · {ui.truncate(r.case_id, 70)}" for r in actionable.itertuples()}
+    with st.form("alert_action", clear_on_submit=False):
+        alert_id = st.selectbox("alert", list(labels), format_func=labels.get, key="alerts_pick")
+        note = st.text_area("note", max_chars=2000, key="alerts_note",
+                            help="Required to acknowledge: what is known, who looks at it.")
+        actor = st.text_input("who", value=default_actor(), max_chars=100, key="alerts_actor")
+        left, right = st.columns(2)
+        acknowledge = left.form_submit_button("Acknowledge")
+        resolve = right.form_submit_button("Resolve")
+    if acknowledge or resolve:
+        action = "acknowledge" if acknowledge else "resolve"
+        try:
+            changed = alerts.change_status(source, alert_id, action, note, actor)
+        except HistoryError as exc:
+            st.error(f"Alert #{alert_id} not changed: {exc}")
+        else:
+            st.session_state["alerts_flash"] = (changed.alert_id, changed.status)
+            st.rerun()
+
+
+def show_last_change(source) -> None:
+    """After a change the page reruns (so the table is fresh) and shows what was done."""
+    flash = st.session_state.pop("alerts_flash", None)
+    if flash:
+        alert_id, status = flash
+        st.success(f"Alert #{alert_id} is now {status}.")
+        with st.expander(f"History of alert #{alert_id}", expanded=True):
+            st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
+
+
+def default_actor() -> str:
+    """Who is acting, as far as the server can tell; the user may overwrite it."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+ui.run_page("Alerts", alerts_page)

@@ -1,0 +1,69 @@
+"""Overview: per GPU, the newest complete main run — every case with its stored latency,
+µs/head, TFLOPS, gap-to-SDPA, correctness and recent trend — and the GPU's open alerts."""
+
+import streamlit as st
+
+from app import ui
+from app.data import overview, runs
+
+CASE_COLUMNS = {
+    "variant": st.column_config.TextColumn("variant"),
+    "shape_id": st.column_config.TextColumn("shape"),
+    "dtype": st.column_config.TextColumn("dtype"),
+    "causal": st.column_config.CheckboxColumn("causal"),
+    "status": st.column_config.TextColumn("status"),
+    "median_us": st.column_config.NumberColumn("median µs", format="%.2f"),
+    "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f"),
+    "tflops": st.column_config.NumberColumn("TFLOPS", format="%.1f"),
+    "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", help="median / median(sdpa), same run, same GPU; < 1 is faster"),
+    "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
+    "fastest_backend": st.column_config.TextColumn("fastest backend"),
+    "correct": st.column_config.CheckboxColumn("correct", help="every seed within tolerance, no NaN/Inf"),
+    "correctness_seeds": st.column_config.NumberColumn("seeds"),
+    "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
+    "trend_us": st.column_config.LineChartColumn(f"median µs, last {overview.SPARKLINE_RUNS} main runs"),
+    "open_alerts": st.column_config.NumberColumn("open alerts"),
+    "rel_spread": st.column_config.NumberColumn("IQR/median", format="%.4f"),
+    "converged": st.column_config.CheckboxColumn("converged"),
+    "n_samples": st.column_config.NumberColumn("samples"),
+    "error": st.column_config.TextColumn("error"),
+    "case_id": st.column_config.TextColumn("case id"),
+}
+
+
+def overview_page(source, shape):
+    gpu = ui.gpu_picker(shape, key="overview_gpu")
+    latest = runs.latest_main_run(source, gpu)
+    newest = overview.newest_main_run_any_status(source, gpu)
+    if latest.empty:
+        st.info(f"No complete main-branch run on {gpu} yet. See the Run page for runs of other branches.")
+        if not newest.empty:
+            st.warning(f"The newest main run on this GPU, {newest.run_id[0]}, ended with status '{newest.status[0]}'.")
+        return
+    run = latest.iloc[0]
+    if not newest.empty and newest.run_id[0] != run.run_id:
+        st.warning(
+            f"The newest main run on this GPU ({newest.run_id[0]}, status '{newest.status[0]}') did not complete; "
+            "showing the latest complete one."
+        )
+    ui.run_caption(run)
+    cases = overview.latest_cases(source, run.run_id, gpu)
+    ui.run_metrics(cases)
+    if cases["gap_to_sdpa"].isna().all():
+        st.info("No gap-to-SDPA in this run: the `sdpa` baseline was not measured on this GPU (or it failed), "
+                "so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
+    if cases["trend_us"].map(lambda t: t is None or len(t) < 2).all():
+        st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
+    st.dataframe(cases, hide_index=True, column_config=CASE_COLUMNS, width="stretch")
+    st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
+
+    st.subheader("Open alerts")
+    alerts = overview.open_alerts_for_gpu(source, gpu)
+    if alerts.empty:
+        st.success(f"No open alerts on {gpu}.")
+    else:
+        st.dataframe(alerts, hide_index=True, width="stretch")
+        st.page_link("views/alerts.py", label="Acknowledge or resolve on the Alerts page", icon=":material/notifications:")
+
+
+ui.run_page("Overview", overview_page)

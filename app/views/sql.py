@@ -1,0 +1,60 @@
+"""SQL: query the history with DuckDB SQL — read-only and locked down exactly like
+`attnwatch sql` — with a schema browser, example queries, a results table and CSV / Parquet
+downloads. A refused or failing query is a message, never a traceback."""
+
+import streamlit as st
+
+from app import ui
+from app.data import sql_console
+from history.errors import HistoryError
+
+
+def load_example() -> None:
+    chosen = st.session_state.get("sql_example")
+    for example in sql_console.examples():
+        if example.title == chosen:
+            st.session_state["sql_text"] = example.sql
+
+
+def schema_browser(source) -> None:
+    with st.expander("Schema: tables and views", expanded=False):
+        try:
+            overview = sql_console.schema(source)
+        except HistoryError as exc:
+            st.warning(f"Schema not available: {exc}")
+            return
+        st.dataframe(overview, hide_index=True, width="stretch")
+
+
+def sql_page(source, shape):
+    examples = sql_console.examples()
+    st.session_state.setdefault("sql_text", examples[0].sql)
+    schema_browser(source)
+    st.selectbox("example queries", [e.title for e in examples], index=None, placeholder="load an example…",
+                 key="sql_example", on_change=load_example)
+    sql = st.text_area("SQL (read-only)", key="sql_text", height=200, max_chars=20_000)
+    if st.button("Run query", type="primary", key="sql_run"):
+        try:
+            st.session_state["sql_result"] = (sql, sql_console.run_query(source, sql), None)
+        except HistoryError as exc:
+            st.session_state["sql_result"] = (sql, None, str(exc))
+    result = st.session_state.get("sql_result")
+    if not result:
+        st.caption(f"Results are capped at {sql_console.MAX_ROWS:,} rows and {sql_console.TIMEOUT_S:g} s.")
+        return
+    ran_sql, frame, error = result
+    if error:
+        st.error(f"Query refused or failed: {error}")
+        return
+    if ran_sql != sql:
+        st.caption("Showing the result of the previous query; press Run query for the edited one.")
+    st.caption(f"{len(frame):,} row(s)" + (f" (capped at {sql_console.MAX_ROWS:,})" if len(frame) >= sql_console.MAX_ROWS else ""))
+    st.dataframe(frame, hide_index=True, width="stretch")
+    cols = st.columns(2)
+    cols[0].download_button("Download CSV", frame.to_csv(index=False).encode("utf-8"), file_name="attnwatch_query.csv",
+                            mime="text/csv", on_click="ignore", key="sql_csv")
+    cols[1].download_button("Download Parquet", sql_console.to_parquet(frame), file_name="attnwatch_query.parquet",
+                            mime="application/vnd.apache.parquet", on_click="ignore", key="sql_parquet")
+
+
+ui.run_page("SQL", sql_page)
