@@ -255,3 +255,25 @@ def to_json_dict(obj: Any) -> Any:
     if isinstance(obj, list):
         return [to_json_dict(o) for o in obj]
     return asdict(obj)
+
+
+# --- File envelopes (additive helpers for the layout documented at the top) ---------------
+# Every bundle file except benchmark.json is {"schema": FILE_SCHEMAS[name], "schema_version": N,
+# <payload keys as in the module docstring>}; CaseTiming carries its own schema_version.
+FILE_SCHEMAS = {
+    MANIFEST_FILE: "attnwatch.manifest",
+    OUTCOMES_FILE: "attnwatch.outcomes",
+    CORRECTNESS_FILE: "attnwatch.correctness",
+    BUILDS_FILE: "attnwatch.builds",
+    SAMPLES_FILE: "attnwatch.samples",
+    NCU_FILE: "attnwatch.ncu",
+}
+REQUIRED_FILES = (MANIFEST_FILE, BENCHMARK_FILE, OUTCOMES_FILE)
+# The key under a pytest-benchmark entry's extra_info holding the CaseTiming.
+EXTRA_INFO_KEY = "attnwatch"
+
+
+def file_envelope(file_name: str, **payload: Any) -> dict[str, Any]:
+    """The JSON object to write as `file_name` (see FILE_SCHEMAS), dataclasses converted."""
+    body = {k: to_json_dict(v) if isinstance(v, list) else v for k, v in payload.items()}
+    return {"schema": FILE_SCHEMAS[file_name], "schema_version": BUNDLE_SCHEMA_VERSION, **body}

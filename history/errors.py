@@ -27,3 +27,11 @@ class LockTimeoutError(HistoryError):
 
 class QueryError(HistoryError):
     """User SQL was refused or failed."""
+
+
+class MigrationError(HistoryError):
+    """An applied migration's text changed, or the migration files themselves are inconsistent."""
+
+
+class HistoryNotFoundError(HistoryError):
+    """A read was asked of a history file that does not exist."""

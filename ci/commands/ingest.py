@@ -1,15 +1,29 @@
-"""`attnwatch ingest` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch ingest PATH...`: load run bundles (directories) and pytest-benchmark files (.json).
+
+Every input is validated before anything is written; one bad input and nothing is stored
+(exit 2, the message names the file and field). The same bundle twice is skipped.
+"""
 
 from __future__ import annotations
 
-import sys
+from history.ingest import ingest_paths
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("ingest", help="(not yet implemented)")
+    p = subparsers.add_parser(
+        "ingest",
+        help="load run bundles / pytest-benchmark JSON files into the history",
+        description="Validate every PATH (a run bundle directory or a pytest-benchmark .json file), "
+        "then store each as one transaction. Idempotent: a run already stored is skipped.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="bundle directory or pytest-benchmark .json file")
+    p.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for another writer to release the history (default 60)")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
-    print("attnwatch ingest: not implemented yet", file=sys.stderr)
-    return 3
+    report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout)
+    for line in report.lines():
+        print(line)
+    return 0

@@ -1,0 +1,88 @@
+"""Opening the history file: one writer at a time, short-lived readers, schema checked.
+
+DuckDB lets one process hold a database file for writing, and a read-only connection held
+open also blocks a writer (DESIGN.md, History). So:
+  - `open_write` retries DuckDB's file-lock error with exponential backoff and full jitter
+    (the "Exponential Backoff And Jitter" scheme, AWS Architecture Blog, 2015) until a
+    deadline, then raises LockTimeoutError naming the file; it applies pending migrations.
+  - `open_read` opens a read-only connection, retrying the lock briefly, for callers that
+    close it soon (the dashboard, `attnwatch sql`).
+Both refuse a database migrated by a newer attnwatch (SchemaTooNewError).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from history.errors import HistoryNotFoundError, LockTimeoutError
+from history.migrations import check_compatible, migrate
+
+FIRST_BACKOFF_S = 0.02
+MAX_BACKOFF_S = 1.0
+READ_DEADLINE_S = 10.0
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for DuckDB's "another process holds this file" error (an IOException)."""
+    text = str(exc)
+    return isinstance(exc, duckdb.IOException) and (
+        "Could not set lock" in text or "Conflicting lock" in text
+    )
+
+
+def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried on the file lock with capped exponential backoff + full jitter."""
+    give_up_at = time.monotonic() + deadline_s
+    attempt = 0
+    while True:
+        try:
+            return duckdb.connect(str(db_path), **connect_kwargs)
+        except duckdb.IOException as exc:
+            if not is_lock_error(exc):
+                raise
+            remaining = give_up_at - time.monotonic()
+            if remaining <= 0:
+                raise LockTimeoutError(
+                    f"{db_path}: another process held the history's lock for more than "
+                    f"{deadline_s:g} s ({exc}); retry when it has finished"
+                ) from exc
+            ceiling = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * (2**attempt))
+            time.sleep(min(remaining, random.uniform(0, ceiling)))
+            attempt += 1
+
+
+@contextmanager
+def open_write(db_path: str | Path, deadline_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection with the schema migrated to this code's version; closed on exit."""
+    path = Path(db_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    con = connect_with_retry(path, deadline_s)
+    try:
+        migrate(con, str(path))
+        yield con
+    finally:
+        con.close()
+
+
+@contextmanager
+def open_read(
+    db_path: str | Path, deadline_s: float = READ_DEADLINE_S, config: dict | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived read-only connection; a missing file is a clear error, not a new database."""
+    path = Path(db_path)
+    if not path.is_file():
+        raise HistoryNotFoundError(
+            f"{path}: no history here yet (ingest a bundle first: attnwatch ingest BUNDLE_DIR)"
+        )
+    con = connect_with_retry(path, deadline_s, read_only=True, config=config or {})
+    try:
+        check_compatible(con, str(path))
+        yield con
+    finally:
+        con.close()

@@ -1,0 +1,248 @@
+"""Load and validate a run bundle directory into a LoadedBundle, or refuse it.
+
+Every known file is checked before anything is written: names are UTF-8, sizes are capped
+before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
+schema_version are known (older versions are upgraded by history.checks.UPGRADERS),
+fields have their declared types, latencies are finite and non-negative, case ids are
+unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
+timings). The first problem raises BundleError(path, field, message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from history.bundle import (
+    BENCHMARK_FILE,
+    BUILDS_FILE,
+    CASE_STATUSES,
+    CORRECTNESS_FILE,
+    FILE_SCHEMAS,
+    MAX_FILE_BYTES,
+    MANIFEST_FILE,
+    NCU_FILE,
+    NCU_RAW_FILE,
+    OUTCOMES_FILE,
+    REQUIRED_FILES,
+    RUN_STATUSES,
+    SAMPLES_FILE,
+    TRIGGERS,
+    BuildRecord,
+    CaseOutcome,
+    CorrectnessRecord,
+    Manifest,
+    NcuCaseMetrics,
+    NcuKernelRow,
+)
+from history.checks import (
+    build_dataclass,
+    check_type,
+    check_utf8_name,
+    parse_utc,
+    read_json_file,
+    require_non_negative,
+    upgrade,
+)
+from history.errors import BundleError
+from history.loaded_bundle import LoadedBundle
+from history.pytest_benchmark_import import load_pytest_benchmark_file, parse_benchmark_document
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
+# Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
+UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
+
+
+def load_input(path: Path) -> LoadedBundle:
+    """A bundle directory or a pytest-benchmark .json file; anything else is refused."""
+    path = Path(path)
+    check_utf8_name(path)
+    if path.is_dir():
+        return load_bundle(path)
+    if path.is_file() and path.suffix == ".json":
+        return load_pytest_benchmark_file(path)
+    raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
+
+
+def load_bundle(directory: Path) -> LoadedBundle:
+    directory = Path(directory)
+    for entry in sorted(directory.iterdir(), key=lambda p: str(p).encode("utf-8", "surrogateescape")):
+        check_utf8_name(entry)
+    for name in REQUIRED_FILES:
+        if not (directory / name).exists():
+            raise BundleError(directory / name, "file", "required bundle file is missing")
+
+    docs: dict[str, Any] = {}
+    hasher = hashlib.sha256()
+    for name in KNOWN_FILES:
+        path = directory / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        if name == NCU_RAW_FILE:
+            raw = _read_raw(path)
+        else:
+            docs[name], raw = read_json_file(path)
+        hasher.update(f"{name}\0{len(raw)}\0".encode())
+        hasher.update(raw)
+
+    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE)
+    version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
+    outcomes = _records(docs, directory, OUTCOMES_FILE, "cases", CaseOutcome)
+    bundle = LoadedBundle(
+        source_path=str(directory),
+        source="bundle",
+        manifest=manifest,
+        content_sha256=hasher.hexdigest(),
+        pytest_benchmark_version=version,
+        benchmarks=benchmarks,
+        outcomes=outcomes,
+        correctness=_records(docs, directory, CORRECTNESS_FILE, "records", CorrectnessRecord),
+        builds=_records(docs, directory, BUILDS_FILE, "builds", BuildRecord),
+        samples=_samples(docs, directory),
+        ncu_kernels=_records(docs, directory, NCU_FILE, "kernels", NcuKernelRow),
+        ncu_cases=_records(docs, directory, NCU_FILE, "cases", NcuCaseMetrics),
+        ncu_version=_ncu_version(docs, directory),
+    )
+    _check_consistency(bundle, directory)
+    return bundle
+
+
+def _read_raw(path: Path) -> bytes:
+    if path.is_symlink() or not path.is_file():
+        raise BundleError(path, "file", "not a regular file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise BundleError(path, "size", f"over the {MAX_FILE_BYTES}-byte limit; refused unread")
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start})") from None
+    return raw
+
+
+def _envelope(doc: Any, path: Path, schema: str) -> dict:
+    if not isinstance(doc, dict):
+        raise BundleError(path, "schema", "a bundle file is a JSON object with schema and schema_version")
+    if doc.get("schema") != schema:
+        raise BundleError(path, "schema", f"expected {schema!r}, got {doc.get('schema')!r}")
+    return upgrade(schema, doc, path)
+
+
+def _manifest(doc: Any, path: Path) -> Manifest:
+    doc = _envelope(doc, path, FILE_SCHEMAS[MANIFEST_FILE])
+    manifest: Manifest = build_dataclass(Manifest, doc, path, "")
+    if not RUN_ID_PATTERN.match(manifest.run_id):
+        raise BundleError(path, "run_id", f"{manifest.run_id[:80]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
+    if not SHA_PATTERN.match(manifest.commit_sha):
+        raise BundleError(path, "commit_sha", f"{manifest.commit_sha[:80]!r} is not a lowercase hex git SHA")
+    if manifest.parent_sha is not None and not SHA_PATTERN.match(manifest.parent_sha):
+        raise BundleError(path, "parent_sha", f"{manifest.parent_sha[:80]!r} is not a lowercase hex git SHA")
+    if manifest.trigger not in TRIGGERS:
+        raise BundleError(path, "trigger", f"{manifest.trigger!r} is not one of {TRIGGERS}")
+    if manifest.status not in RUN_STATUSES:
+        raise BundleError(path, "status", f"{manifest.status!r} is not one of {RUN_STATUSES}")
+    for name in ("started_at", "finished_at", "commit_date"):
+        value = getattr(manifest, name)
+        if value is not None:
+            setattr(manifest, name, parse_utc(value, path, name))
+    if manifest.finished_at < manifest.started_at:
+        raise BundleError(path, "finished_at", "is before started_at")
+    if manifest.pr_number is not None and manifest.pr_number < 1:
+        raise BundleError(path, "pr_number", f"{manifest.pr_number} is not a pull request number")
+    if manifest.environment.device_kind not in ("cuda", "cpu"):
+        raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
+    return manifest
+
+
+def _records(docs: dict, directory: Path, name: str, key: str, cls: type) -> list:
+    if name not in docs:
+        return []
+    path = directory / name
+    doc = _envelope(docs[name], path, FILE_SCHEMAS[name])
+    items = doc.get(key, [])
+    if not isinstance(items, list):
+        raise BundleError(path, key, "expected a list")
+    return [build_dataclass(cls, item, path, f"{key}[{i}]") for i, item in enumerate(items)]
+
+
+def _ncu_version(docs: dict, directory: Path) -> str | None:
+    if NCU_FILE not in docs:
+        return None
+    version = docs[NCU_FILE].get("ncu_version")
+    if version is not None and not isinstance(version, str):
+        raise BundleError(directory / NCU_FILE, "ncu_version", "expected a string")
+    return version
+
+
+def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
+    if SAMPLES_FILE not in docs:
+        return {}
+    path = directory / SAMPLES_FILE
+    doc = _envelope(docs[SAMPLES_FILE], path, FILE_SCHEMAS[SAMPLES_FILE])
+    if doc.get("unit", "us") != "us":
+        raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
+    samples = check_type(dict[str, list[float]], doc.get("samples", {}), path, "samples")
+    for case_id, values in samples.items():
+        for i, v in enumerate(values):
+            require_non_negative(v, path, f"samples.{case_id}[{i}]")
+    return samples
+
+
+def _check_consistency(b: LoadedBundle, directory: Path) -> None:
+    """Cross-file checks: one outcome per case, timings only for cases that ran, and so on."""
+    out_path = directory / OUTCOMES_FILE
+    outcomes: dict[str, CaseOutcome] = {}
+    for i, o in enumerate(b.outcomes):
+        if o.case_id in outcomes:
+            raise BundleError(out_path, f"cases[{i}].case_id", f"duplicate case id {o.case_id!r}")
+        if o.status not in CASE_STATUSES:
+            raise BundleError(out_path, f"cases[{i}].status", f"{o.status!r} is not one of {CASE_STATUSES}")
+        require_non_negative(o.duration_s, out_path, f"cases[{i}].duration_s")
+        outcomes[o.case_id] = o
+
+    bench_path = directory / BENCHMARK_FILE
+    timed = {}
+    for i, entry in enumerate(b.benchmarks):
+        if entry.timing is None:
+            continue
+        where = f"benchmarks[{i}].extra_info.attnwatch.case_id"
+        case = entry.timing.case_id
+        outcome = outcomes.get(case)
+        if outcome is None:
+            raise BundleError(bench_path, where, f"{case!r} has a timing but no entry in {OUTCOMES_FILE}")
+        if outcome.status in UNTIMED_STATUSES:
+            raise BundleError(bench_path, where, f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}")
+        if outcome.variant != entry.timing.variant:
+            raise BundleError(bench_path, f"benchmarks[{i}].extra_info.attnwatch.variant",
+                              f"{entry.timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}")
+        timed[case] = entry.timing
+    for i, o in enumerate(b.outcomes):
+        if o.status == "ok" and o.case_id not in timed:
+            raise BundleError(out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {BENCHMARK_FILE}")
+
+    samples_path = directory / SAMPLES_FILE
+    for case, values in b.samples.items():
+        if case not in timed:
+            raise BundleError(samples_path, f"samples.{case}", "samples for a case without a timing")
+        if len(values) != timed[case].n:
+            raise BundleError(samples_path, f"samples.{case}", f"{len(values)} samples but the timing says n={timed[case].n}")
+
+    _unique(((r.case_id, r.seed) for r in b.correctness), directory / CORRECTNESS_FILE, "records", "case id and seed")
+    _unique((r.variant for r in b.builds), directory / BUILDS_FILE, "builds", "variant")
+    _unique(((k.case_id, k.kernel_index) for k in b.ncu_kernels), directory / NCU_FILE, "kernels", "case id and kernel_index")
+    _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
+    for i, r in enumerate(b.correctness):
+        for name in ("max_abs_err", "rel_err", "atol", "rtol"):
+            require_non_negative(getattr(r, name), directory / CORRECTNESS_FILE, f"records[{i}].{name}")
+
+
+def _unique(keys, path: Path, where: str, what: str) -> None:
+    seen = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            raise BundleError(path, f"{where}[{i}]", f"duplicate {what} {key!r}")
+        seen.add(key)
