@@ -20,7 +20,7 @@ from history.bundle import BUNDLE_SCHEMA_VERSION, MAX_FILE_BYTES
 from history.errors import BundleError
 
 
-def read_json_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[Any, bytes]:
+def read_json_file(path: Path, max_bytes: int | None = None) -> tuple[Any, bytes]:
     """Parse a JSON file after checking its name, size (before reading) and encoding.
 
     Returns (parsed, raw bytes); the bytes feed the content hash.
@@ -31,6 +31,7 @@ def read_json_file(path: Path, max_bytes: int = MAX_FILE_BYTES) -> tuple[Any, by
     if not path.is_file():
         raise BundleError(path, "file", "missing or not a regular file")
     size = path.stat().st_size
+    max_bytes = MAX_FILE_BYTES if max_bytes is None else max_bytes
     if size > max_bytes:
         raise BundleError(path, "size", f"{size} bytes is over the {max_bytes}-byte limit; refused unread")
     raw = path.read_bytes()

@@ -1,0 +1,230 @@
+"""Bad input: each case gets a message naming the file and the field, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from bundle_factory import make_bundle
+from ci.cli import main as cli_main
+from history.bundle import MAX_FILE_BYTES
+from history.checks import UPGRADERS
+from history.db import open_read, open_write
+from history.errors import BundleError, MigrationError, SchemaTooNewError
+from history.ingest import ingest_paths
+
+TABLES = ("runs", "commits", "results", "samples", "correctness", "builds", "ncu_metrics", "ncu_cases")
+
+
+def _counts(db_path) -> dict[str, int]:
+    with open_read(db_path) as con:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+
+
+@pytest.fixture
+def stored(tmp_path, db_path):
+    """A history holding one good run, and a second good bundle not yet ingested."""
+    ingest_paths(db_path, [make_bundle(tmp_path / "first", run_id="first", seed=1)])
+    good = make_bundle(tmp_path / "good", run_id="good", seed=2)
+    return db_path, good, _counts(db_path)
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _refused(stored, bad: Path, file_name: str, field: str, capsys) -> str:
+    """Ingest bad + good together through the CLI: exit 2, message names file and field, no rows."""
+    db_path, good, before = stored
+    code = cli_main(["--db", str(db_path), "ingest", str(good), str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert file_name in err and field in err, err
+    assert _counts(db_path) == before
+    with pytest.raises(BundleError) as info:
+        ingest_paths(db_path, [good, bad])
+    assert file_name in info.value.path and field in info.value.field
+    assert _counts(db_path) == before
+    return err
+
+
+def test_truncated_json(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    text = (bad / "benchmark.json").read_text()
+    (bad / "benchmark.json").write_text(text[: len(text) // 2])
+    assert "truncated JSON" in _refused(stored, bad, "benchmark.json", "json", capsys)
+
+
+def test_invalid_json(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    (bad / "manifest.json").write_text('{"run_id": bad, }')
+    assert "invalid JSON" in _refused(stored, bad, "manifest.json", "json", capsys)
+
+
+def test_wrong_type_in_manifest(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "manifest.json", lambda d: d.update(pr_number="7"))
+    assert "expected an integer" in _refused(stored, bad, "manifest.json", "pr_number", capsys)
+
+
+def test_wrong_type_in_timing(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][3]["extra_info"]["attnwatch"].update(batch=1.5))
+    _refused(stored, bad, "benchmark.json", "benchmarks[3].extra_info.attnwatch.batch", capsys)
+
+
+def test_nan_latency(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][0]["extra_info"]["attnwatch"].update(median_us=float("nan")))
+    assert "NaN" in (bad / "benchmark.json").read_text()
+    assert "not a finite number" in _refused(stored, bad, "benchmark.json", "median_us", capsys)
+
+
+def test_negative_latency_sample(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    path = bad / "samples.json"
+    data = json.loads(path.read_text())
+    case = sorted(data["samples"])[0]
+    data["samples"][case][3] = -2.5
+    path.write_text(json.dumps(data))
+    assert "negative" in _refused(stored, bad, "samples.json", f"samples.{case}[3]", capsys)
+
+
+def test_negative_latency_statistic(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][1]["extra_info"]["attnwatch"].update(min_us=-1.0))
+    _refused(stored, bad, "benchmark.json", "benchmarks[1].extra_info.attnwatch.min_us", capsys)
+
+
+def test_unknown_schema_version(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "outcomes.json", lambda d: d.update(schema_version=99))
+    assert "newer than this attnwatch" in _refused(stored, bad, "outcomes.json", "schema_version", capsys)
+
+
+def test_old_schema_version_without_upgrader(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "manifest.json", lambda d: d.update(schema_version=0))
+    assert "no upgrader" in _refused(stored, bad, "manifest.json", "schema_version", capsys)
+
+
+def test_duplicate_case_ids_in_outcomes(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "outcomes.json", lambda d: d["cases"].append(dict(d["cases"][0])))
+    assert "duplicate case id" in _refused(stored, bad, "outcomes.json", "case_id", capsys)
+
+
+def test_duplicate_case_ids_in_benchmarks(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"].append(d["benchmarks"][0]))
+    assert "duplicate case id" in _refused(stored, bad, "benchmark.json", "benchmarks[", capsys)
+
+
+def test_oversized_file_is_refused_unread(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    with open(bad / "samples.json", "r+b") as f:  # sparse: no disk used, size is real
+        f.truncate(MAX_FILE_BYTES + 1)
+    assert "refused unread" in _refused(stored, bad, "samples.json", "size", capsys)
+
+
+def test_non_utf8_file_name(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    os.close(os.open(os.fsencode(str(bad)) + b"/notes-\xff.json", os.O_CREAT | os.O_WRONLY))
+    _refused(stored, bad, "notes-", "file name", capsys)
+
+
+def test_non_utf8_content(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    raw = (bad / "manifest.json").read_bytes().replace(b'"notes": ""', b'"notes": "caf\xe9"')
+    assert b"\xe9" in raw
+    (bad / "manifest.json").write_bytes(raw)
+    assert "not UTF-8" in _refused(stored, bad, "manifest.json", "encoding", capsys)
+
+
+def test_symlinked_file_is_refused(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    (bad / "builds.json").unlink()
+    (bad / "builds.json").symlink_to("/etc/passwd")
+    _refused(stored, bad, "builds.json", "file", capsys)
+
+
+def test_ok_outcome_without_timing(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad", with_samples=False)
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"].pop(0))
+    assert "no timing" in _refused(stored, bad, "outcomes.json", "status", capsys)
+
+
+def test_unknown_field_is_refused(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    _edit_json(bad / "manifest.json", lambda d: d["environment"].update(gpu_nmae="typo"))
+    _refused(stored, bad, "manifest.json", "environment.gpu_nmae", capsys)
+
+
+def test_reused_run_id_with_different_content(stored, tmp_path, capsys):
+    db_path, _, before = stored
+    again = make_bundle(tmp_path / "again", run_id="first", seed=99)  # same id, other numbers
+    code = cli_main(["--db", str(db_path), "ingest", str(again)])
+    err = capsys.readouterr().err
+    assert code == 2 and "run_id" in err and "different content" in err and str(again) in err
+    assert _counts(db_path) == before
+
+
+def test_same_run_id_twice_in_one_call_with_different_content(stored, tmp_path):
+    db_path, _, before = stored
+    a = make_bundle(tmp_path / "a", run_id="twin", seed=3)
+    b = make_bundle(tmp_path / "b", run_id="twin", seed=4)
+    with pytest.raises(BundleError, match="different content") as info:
+        ingest_paths(db_path, [a, b])
+    assert info.value.field == "run_id"
+    assert _counts(db_path) == before
+
+
+def test_database_newer_than_code(stored, tmp_path, capsys):
+    db_path, good, before = stored
+    with open_write(db_path) as con:
+        con.execute("INSERT INTO schema_migrations VALUES (999, 'from_the_future', now() AT TIME ZONE 'UTC', 'x')")
+    code = cli_main(["--db", str(db_path), "ingest", str(good)])
+    err = capsys.readouterr().err
+    assert code == 2 and "schema version 999" in err and str(db_path) in err
+    with pytest.raises(SchemaTooNewError):
+        with open_read(db_path):
+            pass
+    con = duckdb.connect(str(db_path), read_only=True)
+    assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == before["runs"]
+    con.close()
+
+
+def test_edited_applied_migration_is_refused(stored):
+    db_path, good, _ = stored
+    con = duckdb.connect(str(db_path))
+    con.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
+    con.close()
+    with pytest.raises(MigrationError, match="checksum"):
+        ingest_paths(db_path, [good])
+
+
+def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeypatch):
+    """A fake v0 manifest (GPU name at top level) is upgraded by an explicit function."""
+
+    def manifest_v0_to_v1(doc: dict) -> dict:
+        doc["environment"]["gpu_name"] = doc.pop("gpu")
+        doc["schema_version"] = 1
+        return doc
+
+    monkeypatch.setitem(UPGRADERS, ("attnwatch.manifest", 0), manifest_v0_to_v1)
+    bundle = make_bundle(tmp_path / "old", run_id="old-format")
+
+    def to_v0(d):
+        d["gpu"] = d["environment"].pop("gpu_name")
+        d["schema_version"] = 0
+
+    _edit_json(bundle / "manifest.json", to_v0)
+    ingest_paths(db_path, [bundle])
+    with open_read(db_path) as con:
+        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 1)
