@@ -1,15 +1,146 @@
-"""`attnwatch run` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch run`: build, check and time every case on this machine and write a run bundle.
+
+    attnwatch run --shapes pr|main|nightly|cpu|auto|<shape,ids> [--variants a,b] [--dtypes fp16,bf16]
+                  [--causal both|yes|no] [--out DIR] [--ingest] [--ncu] [--ncu-full]
+                  [--case-timeout S] [--no-correctness]
+
+`auto` is `pr` on a GPU machine and `cpu` elsewhere. The measuring happens in supervised child
+processes (ci/runner.py), so a crashing or hanging kernel costs only its cases. Exit status:
+0 when every case finished (measured, skipped or unsupported), 1 when cases were lost (the
+bundle is still written, status `partial`), 2 for a usage error.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
+from pathlib import Path
+
+from ci.errors import UserError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("run", help="(not yet implemented)")
+    p = subparsers.add_parser("run", help="build, check and time the kernels; write a run bundle")
+    p.add_argument("--shapes", default="auto", help="shape set (pr, main, nightly, cpu, auto) or comma-separated shape ids")
+    p.add_argument("--variants", default=None, help="comma-separated variant names (default: all registered)")
+    p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: per shape set, ci/run_config.toml)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--out", default=None, help="bundle directory (default: out/runs/<UTC time>)")
+    p.add_argument("--ingest", action="store_true", help="ingest the bundle into the history (--db) afterwards")
+    p.add_argument("--ncu", action="store_true", help="also profile the measured cases with Nsight Compute")
+    p.add_argument("--ncu-full", action="store_true", help="with --ncu: the full section set (slow)")
+    p.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a case counts as hung")
+    p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
+    p.add_argument("--trigger", default=None, help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)")
+    p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)")
+    p.add_argument("--max-samples", type=int, default=None, help="per-case sample cap (default: ci/run_config.toml)")
+    p.add_argument("--target-spread", type=float, default=None, help="stop when IQR/median is below this (default: ci/run_config.toml)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="where to measure (default: a GPU when present)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--notes", default="", help="free text stored in the manifest")
     p.set_defaults(func=_run)
 
 
+def detect_device_kind() -> str:
+    """"cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
+    from ci.environment import nvml_gpu, package_version
+
+    if nvml_gpu() is not None:
+        return "cuda"
+    if package_version("torch") is None:
+        return "cpu"
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True, timeout=120, check=False)
+    return "cuda" if probe.stdout.strip().endswith("True") else "cpu"
+
+
+def select_shapes(spec: str, device_kind: str) -> tuple[str, list]:
+    """(shape set name, shapes); a comma list of ids is the ad-hoc set "custom"."""
+    from kernels.shapes import SHAPE_SETS, SHAPES, shape_set
+
+    name = ("pr" if device_kind == "cuda" else "cpu") if spec == "auto" else spec
+    if name in SHAPE_SETS:
+        return name, shape_set(name)
+    ids = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [i for i in ids if i not in SHAPES]
+    if unknown or not ids:
+        raise UserError(f"--shapes: unknown shape set or shape id(s) {unknown or spec!r}; sets: {', '.join(SHAPE_SETS)}")
+    return "custom", [SHAPES[i] for i in ids]
+
+
+def select_variants(spec: str | None) -> list[str]:
+    from kernels import registry
+
+    known = [v.name for v in registry.all_variants() if v.family != "test"]
+    if not spec:
+        return known
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UserError(f"--variants: unknown variant(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    return names
+
+
+def select_dtypes(spec: str | None, shape_set_name: str) -> list[str]:
+    from ci.run_config import default_dtypes
+    from kernels.cases import DTYPES
+
+    dtypes = [d.strip() for d in spec.split(",")] if spec else default_dtypes(shape_set_name)
+    bad = [d for d in dtypes if d not in DTYPES]
+    if bad:
+        raise UserError(f"--dtypes: unknown dtype(s) {', '.join(bad)}; known: {', '.join(DTYPES)}")
+    return dtypes
+
+
+def default_trigger() -> str:
+    from history.bundle import TRIGGERS
+
+    event = os.environ.get("GITHUB_EVENT_NAME", "local")
+    return event if event in TRIGGERS else "local"
+
+
 def _run(args) -> int:
-    print("attnwatch run: not implemented yet", file=sys.stderr)
-    return 3
+    from ci.plan import plan_cases
+    from ci.run_config import default, timing_config
+    from ci.runner import RunOptions, execute_suite
+    from ci.summary import format_summary
+
+    device_kind = detect_device_kind() if args.device == "auto" else args.device
+    set_name, shapes = select_shapes(args.shapes, device_kind)
+    variants = select_variants(args.variants)
+    dtypes = select_dtypes(args.dtypes, set_name)
+    causal = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    cases = plan_cases(variants, shapes, dtypes, causal)
+    timing = timing_config(device_kind).with_overrides(
+        time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
+    if timing.max_samples < timing.min_samples:
+        timing = timing.with_overrides(min_samples=timing.max_samples)
+    timeout = args.case_timeout or float(default(f"case_timeout_{device_kind}_s"))
+    out = Path(args.out) if args.out else Path("out") / "runs" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    options = RunOptions(
+        shape_set=set_name,
+        device_kind=device_kind,
+        timing=timing,
+        correctness=not args.no_correctness,
+        case_timeout_s=timeout,
+        trigger=args.trigger or default_trigger(),
+        ncu=args.ncu or args.ncu_full,
+        ncu_full=args.ncu_full,
+        progress=not args.no_progress,
+        notes=args.notes,
+    )
+    print(f"attnwatch run: {len(cases)} cases ({len(variants)} variants x {len(shapes)} shapes x {len(dtypes)} dtypes"
+          f" x {len(causal)} causal modes) on {device_kind}", file=sys.stderr)
+    result = execute_suite(cases, kernels_root=None, out_dir=out, options=options)
+    print(format_summary(result.state, timing_mode="cuda_events" if device_kind == "cuda" else "cpu_wall"))
+    print(f"bundle: {result.bundle} (status {result.status})")
+    if result.work_dir is not None:
+        print(f"child logs and journals: {result.work_dir}", file=sys.stderr)
+    if args.ingest:
+        from history.ingest import ingest_paths
+
+        ingest_paths(Path(args.db), [result.bundle])
+        print(f"ingested into {args.db}")
+    return 0 if result.status == "complete" else 1

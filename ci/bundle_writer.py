@@ -1,0 +1,145 @@
+"""Write a run bundle (history/bundle.py is the contract) from what the parent collected.
+
+Each file is written to a temporary name and renamed, and `manifest.json` is written last:
+a directory with a manifest is a complete bundle. Records are rebuilt through the contract's
+dataclasses, so a field the contract does not know fails here, at the producer, and not in
+the history's validator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from ci.environment import GitInfo, merge_device_properties
+from ci.suite_state import SuiteState
+from history.bundle import (
+    BENCHMARK_FILE,
+    BUILDS_FILE,
+    BUNDLE_SCHEMA_VERSION,
+    CORRECTNESS_FILE,
+    MANIFEST_FILE,
+    NCU_FILE,
+    NCU_RAW_FILE,
+    OUTCOMES_FILE,
+    SAMPLES_FILE,
+    TRIGGERS,
+    BuildRecord,
+    CorrectnessRecord,
+    Environment,
+    Manifest,
+    to_json_dict,
+)
+
+
+@dataclass
+class BundleContent:
+    state: SuiteState
+    git: GitInfo
+    environment: Environment
+    shape_set: str
+    trigger: str
+    started_at: str
+    finished_at: str
+    notes: str = ""
+    ncu: Any = None  # ci.ncu.profile.NcuProfile when --ncu was given
+
+
+def run_status(state: SuiteState) -> str:
+    """complete: nothing lost; partial: some cases lost, some measured; failed: nothing measured."""
+    lost = state.lost_cases()
+    if not lost:
+        return "complete"
+    return "partial" if state.ok_ids() else "failed"
+
+
+def new_run_id(git: GitInfo, started_at: str) -> str:
+    stamp = started_at.replace("-", "").replace(":", "")
+    return f"{stamp}-{git.sha[:10]}-{secrets.token_hex(3)}"
+
+
+def _only_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in fields(cls)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+def write_bundle(out_dir: Path, content: BundleContent) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    state = content.state
+    env = merge_device_properties(content.environment, _device_fields(state.device_properties()))
+    files: dict[str, str] = {}
+
+    def put(role: str, name: str, data: Any, raw: bool = False) -> None:
+        tmp = out_dir / f".{name}.tmp"
+        if raw:
+            tmp.write_text(data, encoding="utf-8")
+        else:
+            tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
+        os.replace(tmp, out_dir / name)
+        files[role] = name
+
+    ok = set(state.ok_ids())
+    put("benchmark", BENCHMARK_FILE, state.benchmark_json())
+    put("outcomes", OUTCOMES_FILE, _wrap("outcomes", cases=to_json_dict(state.ordered_outcomes())))
+    records = [CorrectnessRecord(**_only_fields(CorrectnessRecord, r)) for cid in state.order for r in state.correctness.get(cid, [])]
+    put("correctness", CORRECTNESS_FILE, _wrap("correctness", records=[_finite(asdict(r)) for r in records]))
+    builds = [BuildRecord(**_only_fields(BuildRecord, b)) for b in state.builds.values()]
+    put("builds", BUILDS_FILE, _wrap("builds", builds=to_json_dict(builds)))
+    put("samples", SAMPLES_FILE, _wrap("samples", unit="us", samples={c: state.samples[c] for c in state.order if c in ok}))
+    if content.ncu is not None:
+        put("ncu", NCU_FILE, _wrap("ncu", ncu_version=content.ncu.ncu_version,
+                                  kernels=to_json_dict(content.ncu.kernel_rows), cases=[_finite(asdict(c)) for c in content.ncu.case_metrics]))
+        if content.ncu.raw_csv:
+            put("ncu_raw", NCU_RAW_FILE, content.ncu.raw_csv, raw=True)
+    notes = "; ".join(filter(None, [content.notes, *state.notes]))
+    manifest = Manifest(
+        run_id=new_run_id(content.git, content.started_at),
+        repo=content.git.repo,
+        commit_sha=content.git.sha,
+        trigger=content.trigger if content.trigger in TRIGGERS else "local",
+        started_at=content.started_at,
+        finished_at=content.finished_at,
+        runner=os.environ.get("RUNNER_NAME") or env.hostname,
+        shape_set=content.shape_set,
+        status=run_status(state),
+        environment=env,
+        parent_sha=content.git.parent_sha,
+        branch=content.git.branch,
+        pr_number=content.git.pr_number,
+        commit_message=content.git.message,
+        commit_date=content.git.date,
+        dirty=content.git.dirty,
+        notes=notes[:4000],
+        files=dict(files),
+    )
+    data = {"schema": manifest.schema, "schema_version": manifest.schema_version, **to_json_dict(manifest)}
+    put("manifest", MANIFEST_FILE, data)
+    return out_dir
+
+
+def _wrap(kind: str, **payload: Any) -> dict[str, Any]:
+    return {"schema": f"attnwatch.{kind}", "schema_version": BUNDLE_SCHEMA_VERSION, **payload}
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN/Inf: a non-finite float becomes None (the record's `nonfinite` says why)."""
+    out = {}
+    for k, v in record.items():
+        out[k] = None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
+    return out
+
+
+def _device_fields(child_env: dict[str, Any]) -> dict[str, Any]:
+    if child_env.get("device_kind") != "cuda":
+        return {}
+    return {k: child_env.get(k) for k in ("gpu_name", "compute_capability", "sm_count", "l2_bytes", "gpu_count")}
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,266 @@
+"""Capture where and on what a run was measured: git state, GPU, driver, CUDA, package versions.
+
+Two layers, because the parent of a run must never create a CUDA context (a kernel that
+poisons the context must only kill the child):
+
+* `capture_git(repo_dir)` and `capture_environment(probe_device=False)` use only
+  subprocess `git`, NVML (nvidia-ml-py, no CUDA context) and package metadata;
+* `device_properties()` asks torch for compute capability, SM count and L2 size, which
+  creates a context: the measuring child calls it and journals the result, and
+  `attnwatch env` (a process of its own) calls it directly.
+
+A CPU-only machine yields a valid `Environment` with `device_kind="cpu"` and GPU fields None.
+Everything here degrades to None with the reason left out rather than guessing a value.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from history.bundle import Environment
+
+
+@dataclass
+class GitInfo:
+    """The commit a run measured. `sha` is "unknown" outside a repository."""
+
+    sha: str = "unknown"
+    parent_sha: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+    message: str | None = None
+    date: str | None = None  # committer date, ISO 8601
+    repo: str = "local"
+    pr_number: int | None = None
+
+
+def _git(repo_dir: Path, *args: str) -> str | None:
+    """One git command's stdout, or None when git is missing, fails, or this is no repository."""
+    if shutil.which("git") is None:
+        return None
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo_dir), *args],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip()
+
+
+def repo_slug_from_url(url: str) -> str | None:
+    """`owner/name` from a GitHub-style remote URL (https or ssh); None if it does not parse."""
+    match = re.search(r"[:/]([^/:]+)/([^/]+?)(?:\.git)?/?$", url.strip())
+    if not match:
+        return None
+    return f"{match.group(1)}/{match.group(2)}"
+
+
+def pr_number_from_ref(ref: str | None) -> int | None:
+    """GitHub's `refs/pull/<n>/merge` (or `/head`) to n; None for any other ref."""
+    if not ref:
+        return None
+    match = re.fullmatch(r"refs/pull/(\d+)/(?:merge|head)", ref.strip())
+    return int(match.group(1)) if match else None
+
+
+def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitInfo:
+    """Commit, parent, branch, dirty flag, message and date of `repo_dir`.
+
+    GitHub Actions variables win where the checkout cannot know: a PR job checks out a
+    detached merge commit, so the branch comes from GITHUB_HEAD_REF (PRs) or GITHUB_REF_NAME,
+    and the PR number from GITHUB_REF. Outside a repository the sha is "unknown".
+    """
+    env = dict(os.environ if env is None else env)
+    repo_dir = Path(repo_dir)
+    info = GitInfo()
+    sha = _git(repo_dir, "rev-parse", "HEAD")
+    if sha:
+        info.sha = sha
+        info.parent_sha = _git(repo_dir, "rev-parse", "--verify", "--quiet", "HEAD^") or None
+        branch = _git(repo_dir, "symbolic-ref", "--quiet", "--short", "HEAD")
+        info.branch = branch or None  # detached HEAD: no branch
+        status = _git(repo_dir, "status", "--porcelain", "--untracked-files=no")
+        info.dirty = bool(status)
+        info.message = _git(repo_dir, "log", "-1", "--format=%B", "HEAD")
+        info.date = _git(repo_dir, "log", "-1", "--format=%cI", "HEAD")
+        remote = _git(repo_dir, "config", "--get", "remote.origin.url")
+        if remote:
+            info.repo = repo_slug_from_url(remote) or info.repo
+    elif env.get("GITHUB_SHA"):
+        info.sha = env["GITHUB_SHA"]
+    if env.get("GITHUB_REPOSITORY"):
+        info.repo = env["GITHUB_REPOSITORY"]
+    head_ref = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME")
+    if head_ref:
+        info.branch = head_ref
+    info.pr_number = pr_number_from_ref(env.get("GITHUB_REF"))
+    return info
+
+
+def package_version(name: str) -> str | None:
+    """Installed distribution version, read from metadata (imports nothing heavy)."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def nvcc_version() -> str | None:
+    """`release X.Y, VX.Y.Z` line of `nvcc --version`, as the version string."""
+    if shutil.which("nvcc") is None:
+        return None
+    try:
+        out = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"release ([\d.]+), V([\d.]+)", out)
+    return match.group(2) if match else None
+
+
+def torch_version_info() -> tuple[str | None, str | None]:
+    """(torch version, CUDA version torch was built with) without touching the GPU."""
+    version = package_version("torch")
+    if version is None:
+        return None, None
+    import torch  # lazily: dashboard hosts have no torch
+
+    return torch.__version__, torch.version.cuda
+
+
+@dataclass
+class NvmlGpu:
+    name: str
+    uuid: str
+    driver_version: str
+    cuda_driver_version: str | None
+    sm_clock_mhz: int | None
+    sm_clock_max_mhz: int | None
+    count: int
+
+
+def nvml_gpu(index: int = 0) -> NvmlGpu | None:
+    """GPU identity and clocks through NVML (no CUDA context); None without NVML or a GPU."""
+    if package_version("nvidia-ml-py") is None:
+        return None
+    import pynvml
+
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+        if count == 0:
+            return None
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        cuda_int = pynvml.nvmlSystemGetCudaDriverVersion()
+        return NvmlGpu(
+            name=_text(pynvml.nvmlDeviceGetName(handle)),
+            uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+            driver_version=_text(pynvml.nvmlSystemGetDriverVersion()),
+            cuda_driver_version=f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}",
+            sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            sm_clock_max_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+            count=int(count),
+        )
+    except pynvml.NVMLError:
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def device_properties() -> dict[str, Any]:
+    """Compute capability, SM count, L2 bytes and name from torch (creates a CUDA context).
+
+    Returns {} on a machine without CUDA. Called by the measuring child, never the parent.
+    """
+    if package_version("torch") is None:
+        return {}
+    import torch
+
+    if not torch.cuda.is_available():
+        return {}
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return {
+        "gpu_name": props.name,
+        "compute_capability": f"{props.major}.{props.minor}",
+        "sm_count": int(props.multi_processor_count),
+        "l2_bytes": int(props.L2_cache_size),
+        "gpu_count": int(torch.cuda.device_count()),
+    }
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def capture_environment(probe_device: bool = False) -> Environment:
+    """The Environment record for a manifest.
+
+    `probe_device=False` (the run's parent) reads the GPU through NVML only; `True` also asks
+    torch for the device properties, which creates a CUDA context. The device kind is "cuda"
+    when NVML or torch sees a GPU, else "cpu".
+    """
+    torch_version, cuda_version = torch_version_info()
+    gpu = nvml_gpu()
+    env = Environment(
+        device_kind="cuda" if gpu else "cpu",
+        hostname=socket.gethostname(),
+        os=f"{platform.system()} {platform.release()}",
+        python_version=platform.python_version(),
+        cpu=_cpu_name(),
+        torch_version=torch_version,
+        triton_version=package_version("triton"),
+        cupy_version=package_version("cupy-cuda13x") or package_version("cupy-cuda12x") or package_version("cupy"),
+        nvcc_version=nvcc_version(),
+        cuda_version=cuda_version,
+    )
+    if gpu:
+        env.gpu_name = gpu.name
+        env.gpu_uuid = gpu.uuid
+        env.gpu_count = gpu.count
+        env.driver_version = gpu.driver_version
+        env.sm_clock_mhz = gpu.sm_clock_mhz
+        env.sm_clock_max_mhz = gpu.sm_clock_max_mhz
+        env.cuda_version = env.cuda_version or gpu.cuda_driver_version
+    if probe_device:
+        merge_device_properties(env, device_properties())
+    return env
+
+
+def merge_device_properties(env: Environment, props: dict[str, Any]) -> Environment:
+    """Fill the torch-reported device fields into `env` (what the child journalled)."""
+    if not props:
+        return env
+    env.device_kind = "cuda"
+    env.gpu_name = env.gpu_name or props.get("gpu_name")
+    env.compute_capability = props.get("compute_capability")
+    env.sm_count = props.get("sm_count")
+    env.l2_bytes = props.get("l2_bytes")
+    env.gpu_count = max(env.gpu_count, int(props.get("gpu_count") or 0))
+    return env

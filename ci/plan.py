@@ -1,0 +1,101 @@
+"""The run plan: which cases a measuring child must run, and how; written as JSON for the child.
+
+The parent (no CUDA) builds the plan from the registry and the named shapes; the child
+(`ci/suites`) reads it. Cases are plain records (no kernels objects) so that a plan can name
+variants that exist only in another checkout (`compare` measures a merge base that way).
+Cases are ordered by interleave group (shape, dtype, causal) so that a group's tests run
+together, with the `sdpa` baseline first in each group.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ci.timing.derived import BASELINE, CaseDims
+from kernels.cases import case_id
+from kernels.shapes import Shape
+
+PLAN_SCHEMA = "attnwatch.plan"
+
+
+@dataclass(frozen=True)
+class PlannedCase:
+    variant: str
+    shape_id: str
+    batch: int
+    heads: int
+    seq_len: int
+    head_dim: int
+    dtype: str
+    causal: bool
+
+    @property
+    def case_id(self) -> str:
+        return case_id(self.variant, self.shape_id, self.dtype, self.causal)
+
+    @property
+    def group(self) -> str:
+        """Interleave group: the cases timed round-robin together."""
+        return f"{self.shape_id}/{self.dtype}/{'causal' if self.causal else 'noncausal'}"
+
+    def shape(self) -> Shape:
+        return Shape(self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim)
+
+    def dims(self, family: str = "") -> CaseDims:
+        return CaseDims(self.case_id, self.variant, self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim, self.dtype, self.causal, family)
+
+    @classmethod
+    def of(cls, variant: str, shape: Shape, dtype: str, causal: bool) -> "PlannedCase":
+        return cls(variant, shape.id, shape.batch, shape.heads, shape.seq_len, shape.head_dim, dtype, causal)
+
+
+def plan_cases(variants: Iterable[str], shapes: Iterable[Shape], dtypes: Iterable[str], causal_modes: Iterable[bool]) -> list[PlannedCase]:
+    """Every (variant, shape, dtype, causal), grouped, the baseline first in each group."""
+    variants = list(dict.fromkeys(variants))
+    ordered = sorted(variants, key=lambda v: (v != BASELINE, variants.index(v)))
+    return [
+        PlannedCase.of(v, shape, dtype, causal)
+        for shape in shapes
+        for dtype in dtypes
+        for causal in causal_modes
+        for v in ordered
+    ]
+
+
+@dataclass
+class RunPlan:
+    """Everything the child needs; `timing` is a TimingConfig as a dict."""
+
+    cases: list[PlannedCase]
+    timing: dict[str, Any]
+    device_kind: str  # "cuda" or "cpu": the child refuses to fall back silently
+    correctness: bool = True
+    correctness_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    timing_seed: int = 1234
+    build: bool = True
+    # Modules the child imports before resolving variants: extra variants registered outside
+    # the built-in registry (the test suite's deliberately failing variants).
+    extra_variant_modules: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["schema"] = PLAN_SCHEMA
+        return json.dumps(data, indent=1)
+
+    def save(self, path: Path) -> Path:
+        path.write_text(self.to_json(), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> "RunPlan":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.pop("schema", None) != PLAN_SCHEMA:
+            raise ValueError(f"{path}: not an attnwatch plan")
+        data["cases"] = [PlannedCase(**c) for c in data["cases"]]
+        return cls(**data)
+
+    def with_cases(self, cases: list[PlannedCase]) -> "RunPlan":
+        return RunPlan(**{**self.__dict__, "cases": list(cases)})

@@ -1,0 +1,72 @@
+"""The run's configuration, read from `ci/run_config.toml` (every entry has its reason there)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+CONFIG_PATH = Path(__file__).resolve().parent / "run_config.toml"
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How the timing engine samples one interleaved group (see ci/timing/engine.py)."""
+
+    target_rel_spread: float
+    min_samples: int
+    max_samples: int
+    block_calls: int
+    time_cap_s: float
+    warmup_calls: int
+    warmup_min_s: float
+    flush_l2_multiple: float
+    graph_threshold_us: float
+    graph_calls: int
+    graph_replays: int
+    host_rounds: int
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError(f"timing config: need 1 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
+        if self.block_calls < 1:
+            raise ValueError("timing config: block_calls must be >= 1")
+        if self.host_rounds < 1:
+            raise ValueError("timing config: host_rounds must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TimingConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"timing config: unknown keys {sorted(unknown)}")
+        return cls(**data)
+
+    def with_overrides(self, **changes: Any) -> "TimingConfig":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+@lru_cache(maxsize=1)
+def _raw() -> dict[str, Any]:
+    return tomllib.loads(CONFIG_PATH.read_text(encoding="utf-8"))
+
+
+def timing_config(device_kind: str) -> TimingConfig:
+    """Defaults for "cuda" or "cpu"."""
+    section = _raw()["timing"]
+    if device_kind not in section:
+        raise ValueError(f"{CONFIG_PATH.name}: no [timing.{device_kind}] section")
+    return TimingConfig.from_dict(dict(section[device_kind]))
+
+
+def default(name: str) -> Any:
+    return _raw()["defaults"][name]
+
+
+def default_dtypes(shape_set: str) -> list[str]:
+    return list(_raw()["defaults"]["dtypes"].get(shape_set, ["fp16"]))

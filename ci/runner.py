@@ -1,0 +1,273 @@
+"""Run a plan of cases in supervised child processes and write a run bundle: `run_suite`.
+
+The parent never touches CUDA. It writes a plan, starts `python -m pytest ci/suites ...` in a
+new process group, and follows the child's journal (ci/journal.py):
+
+* a case the child finished (any status) is kept, whatever happens to the child later;
+* the child exits abnormally (abort, segfault, a CUDA error it journalled itself): the case
+  in flight is `crashed` with the exit status and the tail of the child's log, and a fresh
+  child is started for the cases not yet finished;
+* the journal stays silent for `case_timeout_s`: the child's process group is killed, the
+  case in flight is `timeout`, and a fresh child continues;
+* a child that finishes nothing at all (an import error, a broken plugin) fails the remaining
+  cases with its log tail instead of being restarted forever.
+
+The bundle is always written and valid; its status is `partial` when any case was lost.
+
+`compare` uses `run_suite(..., kernels_root=<a worktree of the merge base>)`: the child then
+imports `kernels` from that checkout (a temp dir holding a `kernels` symlink goes first on
+its PYTHONPATH; pytest runs with `--import-mode=append` so nothing puts the head's copy
+first), while `ci` and `history` stay this checkout's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ci.bundle_writer import BundleContent, run_status, write_bundle
+from ci.environment import capture_environment, capture_git
+from ci.plan import PlannedCase, RunPlan
+from ci.progress import Progress
+from ci.run_config import TimingConfig, default
+from ci.suite_state import SuiteState
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SUITES_DIR = REPO_ROOT / "ci" / "suites"
+LOG_TAIL_CHARS = 2000
+
+
+@dataclass
+class RunOptions:
+    """How to run a suite. `device_kind` is "cuda" or "cpu" (resolved by the caller)."""
+
+    shape_set: str
+    device_kind: str
+    timing: TimingConfig
+    correctness: bool = True
+    case_timeout_s: float = 600.0
+    trigger: str = "local"
+    correctness_seeds: list[int] = field(default_factory=lambda: list(default("correctness_seeds")))
+    timing_seed: int = int(default("timing_seed"))
+    max_restarts: int = int(default("max_child_restarts"))
+    build: bool = True
+    ncu: bool = False
+    ncu_full: bool = False
+    ncu_timeout_s: float = 600.0
+    progress: bool = True
+    notes: str = ""
+    python: str = sys.executable
+    # For tests and plugins: modules the child imports to register extra variants, and the
+    # directories that hold them (prepended to the child's PYTHONPATH).
+    extra_variant_modules: list[str] = field(default_factory=list)
+    extra_sys_path: list[str] = field(default_factory=list)
+    keep_work_dir: bool = False
+    # Silence allowed before a child's first journal line (interpreter, torch and pytest start-up).
+    startup_timeout_s: float = 300.0
+
+
+def resolve_kernels_checkout(kernels_root: Path | None) -> Path | None:
+    """Accept a checkout root (holding `kernels/`) or the `kernels` package dir itself."""
+    if kernels_root is None:
+        return None
+    root = Path(kernels_root).resolve()
+    if (root / "kernels" / "__init__.py").is_file():
+        return root
+    if root.name == "kernels" and (root / "__init__.py").is_file():
+        return root.parent
+    raise FileNotFoundError(f"{kernels_root}: no kernels package there (expected <root>/kernels/__init__.py)")
+
+
+@dataclass
+class SuiteResult:
+    bundle: Path
+    state: SuiteState
+    status: str
+    work_dir: Path | None  # child logs and journals, kept when a case was lost
+
+
+def run_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: Path, options: RunOptions) -> Path:
+    """Measure `cases` (ci.plan.PlannedCase) in supervised children; returns the bundle dir.
+
+    `kernels_root`: None for this checkout's kernels, or another checkout's root (or its
+    `kernels` dir) whose variants the child should measure. Never raises for a case's
+    failure: lost cases are recorded and the bundle's status says `partial`.
+    """
+    return execute_suite(cases, kernels_root=kernels_root, out_dir=out_dir, options=options).bundle
+
+
+def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: Path, options: RunOptions) -> SuiteResult:
+    """`run_suite`, also returning what was collected (for the summary table)."""
+    if not cases:
+        raise ValueError("no cases to run")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    checkout = resolve_kernels_checkout(kernels_root)
+    started_at = _utc_now()
+    git = capture_git(checkout or REPO_ROOT)
+    environment = capture_environment(probe_device=False)
+    environment.device_kind = options.device_kind
+    work = Path(tempfile.mkdtemp(prefix="attnwatch-run-"))
+    plan = RunPlan(
+        cases=list(cases),
+        timing=options.timing.to_dict(),
+        device_kind=options.device_kind,
+        correctness=options.correctness,
+        correctness_seeds=list(options.correctness_seeds),
+        timing_seed=options.timing_seed,
+        build=options.build,
+        extra_variant_modules=list(options.extra_variant_modules),
+    )
+    state = SuiteState(cases)
+    progress = Progress(len(cases), enabled=options.progress)
+    try:
+        _supervise(plan, state, work, checkout, options, progress)
+    finally:
+        progress.close()
+    ncu = _profile(state, checkout, work, options, environment.gpu_name)
+    content = BundleContent(
+        state=state,
+        git=git,
+        environment=environment,
+        shape_set=options.shape_set,
+        trigger=options.trigger,
+        started_at=started_at,
+        finished_at=_utc_now(),
+        notes=options.notes,
+        ncu=ncu,
+    )
+    bundle = write_bundle(out_dir, content)
+    keep = options.keep_work_dir or bool(state.lost_cases())
+    if not keep:
+        _remove_tree(work)
+    return SuiteResult(bundle, state, run_status(state), work if keep else None)
+
+
+def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress) -> None:
+    env = _child_env(work, checkout, options)
+    generation = 0
+    while state.remaining() and generation <= options.max_restarts:
+        remaining = state.remaining()
+        gen_plan = plan.with_cases(remaining)
+        paths = {name: work / f"{name}-{generation}{ext}" for name, ext in
+                 (("plan", ".json"), ("journal", ".jsonl"), ("benchmark", ".json"), ("log", ".log"))}
+        gen_plan.save(paths["plan"])
+        before = len(state.outcomes)
+        rc, timed_out = _run_child(paths, env, options, state, progress)
+        log_tail = _tail(paths["log"])
+        state.finish_generation(paths["benchmark"], rc=rc, timed_out=timed_out, log_tail=log_tail,
+                                timeout_s=options.case_timeout_s)
+        progress.sync(state)
+        if len(state.outcomes) == before:
+            state.fail_remaining(f"the measuring child finished no case (exit status {rc}); its log ends: {log_tail}")
+            progress.sync(state)
+            break
+        generation += 1
+    if state.remaining():
+        state.fail_remaining(f"gave up after {options.max_restarts} child restarts")
+        progress.sync(state)
+
+
+def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions, state: SuiteState, progress: Progress) -> tuple[int, bool]:
+    """Start one child, follow its journal until it exits or goes silent; (exit code, timed out)."""
+    from ci.journal import JournalReader
+
+    cmd = [
+        options.python, "-m", "pytest", str(SUITES_DIR / "test_bench.py"),
+        "-q", "-p", "no:cacheprovider", "--import-mode=append", "--rootdir", str(REPO_ROOT),
+        "-o", "addopts=", "-o", "console_output_style=classic",
+        "--attnwatch-plan", str(paths["plan"]), "--attnwatch-journal", str(paths["journal"]),
+        "--benchmark-json", str(paths["benchmark"]), "--benchmark-disable-gc",
+    ]
+    reader = JournalReader(paths["journal"])
+    with open(paths["log"], "wb") as log:
+        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        last_event = time.monotonic()
+        seen_any = False
+        timed_out = False
+        try:
+            while True:
+                events = reader.read_new()
+                for event in events:
+                    state.apply(event)
+                    progress.on_event(event, state)
+                if events:
+                    last_event = time.monotonic()
+                    seen_any = True
+                if proc.poll() is not None:
+                    break
+                limit = options.case_timeout_s if seen_any else max(options.case_timeout_s, options.startup_timeout_s)
+                if time.monotonic() - last_event > limit:
+                    timed_out = True
+                    _kill_group(proc)
+                    break
+                time.sleep(0.05)
+        except BaseException:
+            _kill_group(proc)
+            raise
+        for event in reader.read_new():
+            state.apply(event)
+            progress.on_event(event, state)
+    return proc.returncode, timed_out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's whole process group (it was started in a session of its own)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _child_env(work: Path, checkout: Path | None, options: RunOptions) -> dict[str, str]:
+    env = dict(os.environ)
+    path = list(options.extra_sys_path)
+    if checkout is not None:
+        shim = work / "kernels-shim"
+        shim.mkdir(exist_ok=True)
+        link = shim / "kernels"
+        if not link.exists():
+            link.symlink_to(checkout / "kernels", target_is_directory=True)
+        path.insert(0, str(shim))
+    path.append(str(REPO_ROOT))
+    if env.get("PYTHONPATH"):
+        path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunOptions, gpu_name: str | None):
+    """ncu metrics for the cases that timed ok (`--ncu`); None when not asked for."""
+    if not options.ncu:
+        return None
+    from ci.ncu.profile import profile_cases
+
+    return profile_cases(state.ok_kernel_cases(), work / "ncu", full=options.ncu_full,
+                         timeout_s=options.ncu_timeout_s, kernels_root=checkout, gpu_name=gpu_name)
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text[-LOG_TAIL_CHARS:].strip()
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete the work dir; rmtree removes the kernels symlink, never what it points to."""
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

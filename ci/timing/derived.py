@@ -1,0 +1,103 @@
+"""From raw samples to `history.bundle.CaseTiming`: statistics and derived metrics.
+
+Definitions (DESIGN.md "Metrics", one each, used everywhere):
+
+* statistics: `history.statistics.summarize` (order statistics, Hyndman & Fan type 7);
+* us_per_head = median / (B*H), the seeds' unit;
+* TFLOPS = flops / median, flops = 4*B*H*Sq*Sk*D, halved when causal;
+* gap_to_sdpa = median / median(`sdpa`) of the same interleave group (same process, same GPU,
+  timed round-robin); gap_to_backends the same against each measured `sdpa_*` backend;
+  fastest_backend the SDPA-family variant with the lowest median, and the gap to it.
+  Gaps are only ever taken inside one interleave group, never across processes or runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ci.timing.engine import RawMeasurement
+from history.bundle import CaseTiming
+from history.statistics import summarize
+
+BASELINE = "sdpa"
+
+
+@dataclass(frozen=True)
+class CaseDims:
+    """What derived metrics need to know about a case (no import of kernels here)."""
+
+    case_id: str
+    variant: str
+    shape_id: str
+    batch: int
+    heads: int
+    seq_len: int
+    head_dim: int
+    dtype: str
+    causal: bool
+    family: str = ""
+
+    @property
+    def flops(self) -> float:
+        total = 4.0 * self.batch * self.heads * self.seq_len * self.seq_len * self.head_dim
+        return total / 2.0 if self.causal else total
+
+
+def case_timing(dims: CaseDims, raw: RawMeasurement, interleave_group: str) -> CaseTiming:
+    """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`)."""
+    s = summarize(raw.samples_us)
+    return CaseTiming(
+        case_id=dims.case_id,
+        variant=dims.variant,
+        shape_id=dims.shape_id,
+        batch=dims.batch,
+        heads=dims.heads,
+        seq_q=dims.seq_len,
+        seq_k=dims.seq_len,
+        head_dim=dims.head_dim,
+        dtype=dims.dtype,
+        causal=dims.causal,
+        timing_mode=raw.timing_mode,
+        n=s.n,
+        median_us=s.median_us,
+        p10_us=s.p10_us,
+        p90_us=s.p90_us,
+        iqr_us=s.iqr_us,
+        mean_us=s.mean_us,
+        stddev_us=s.stddev_us,
+        min_us=s.min_us,
+        max_us=s.max_us,
+        us_per_head=s.median_us / (dims.batch * dims.heads),
+        tflops=dims.flops / (s.median_us * 1e-6) / 1e12,
+        converged=raw.converged,
+        rel_spread=s.rel_spread,
+        graph_median_us=raw.graph_median_us,
+        sm_clock_mhz_before=raw.sm_clock_mhz_before,
+        sm_clock_mhz_after=raw.sm_clock_mhz_after,
+        throttle_reasons=list(raw.throttle_reasons),
+        throttled_samples=raw.throttled_samples,
+        interleave_group=interleave_group,
+    )
+
+
+def apply_gaps(timings: list[CaseTiming], families: dict[str, str]) -> None:
+    """Fill gap_to_sdpa, gap_to_backends, fastest_backend and its gap, per interleave group.
+
+    `families` maps variant name -> family; the SDPA family ("sdpa") supplies the backends.
+    Mutates the timings in place; a group without `sdpa` gets no gap_to_sdpa.
+    """
+    groups: dict[str | None, list[CaseTiming]] = {}
+    for t in timings:
+        groups.setdefault(t.interleave_group, []).append(t)
+    for members in groups.values():
+        by_variant = {t.variant: t for t in members}
+        backends = {v: t for v, t in by_variant.items() if families.get(v) == "sdpa"}
+        baseline = by_variant.get(BASELINE)
+        fastest = min(backends.values(), key=lambda t: t.median_us) if backends else None
+        for t in members:
+            if baseline is not None:
+                t.gap_to_sdpa = t.median_us / baseline.median_us
+            t.gap_to_backends = {v: t.median_us / b.median_us for v, b in sorted(backends.items()) if v != BASELINE}
+            if fastest is not None:
+                t.fastest_backend = fastest.variant
+                t.gap_to_fastest_backend = t.median_us / fastest.median_us

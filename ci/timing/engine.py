@@ -1,0 +1,140 @@
+"""Warm-up and the interleaved adaptive sampler: the core of every measured latency.
+
+Method. The variants of one group (same shape, dtype, causal) are timed together in
+round-robin blocks of `block_calls` calls; the order of the round rotates by one each round
+so that no variant always follows the same neighbour. A variant leaves the rotation when
+
+* it has at least `min_samples` calls and IQR/median <= `target_rel_spread` (converged), or
+* it reached `max_samples` calls or `time_cap_s` seconds of timing wall time (not converged).
+
+Interleaving makes slow drift (clocks, temperature, other tenants) hit every variant of the
+group alike, which is what makes gap-to-SDPA stable run to run (nvbench and tritonbench time
+one variant at a time; the seeds' cross-day baselines are the failure this avoids). After each
+block the SM clock's throttle reasons are read; the block's samples are flagged as throttled
+when a clock-lowering reason is active, and counted.
+
+Cost: per call one L2 flush (a memset of `flush_l2_multiple` x L2) plus the call; one sync and
+two NVML reads per block.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ci.run_config import TimingConfig
+from ci.timing.gpu_state import is_throttling
+from ci.timing.timers import BlockTimer, Flusher
+from history.statistics import summarize
+
+
+@dataclass
+class Subject:
+    """One case to time: its key (the case id) and the zero-argument call."""
+
+    key: str
+    fn: Callable[[], Any]
+
+
+@dataclass
+class RawMeasurement:
+    """What the sampler saw for one subject; statistics come later (ci.timing.derived)."""
+
+    key: str
+    timing_mode: str
+    samples_us: list[float] = field(default_factory=list)
+    converged: bool = False
+    timing_wall_s: float = 0.0
+    sm_clock_mhz_before: int | None = None
+    sm_clock_mhz_after: int | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    throttled_samples: int = 0
+    graph_median_us: float | None = None
+    graph_note: str | None = None
+    error: str | None = None
+
+
+class SubjectFailed(Exception):
+    """A subject raised while being timed; carries its key so the caller can attribute it."""
+
+    def __init__(self, key: str, exc: BaseException) -> None:
+        self.key = key
+        self.exc = exc
+        super().__init__(f"{key}: {type(exc).__name__}: {exc}")
+
+
+def warm_up(fn: Callable[[], Any], config: TimingConfig, timer: BlockTimer, flusher: Flusher) -> None:
+    """Calls `fn` `warmup_calls` times and for at least `warmup_min_s`, then synchronizes.
+
+    Compilation and autotuning happen in `prepare` or the first call and so stay here, out of
+    the samples; the minimum duration lets an idle GPU's clock ramp up before sampling.
+    """
+    start = time.perf_counter()
+    calls = 0
+    while calls < config.warmup_calls or time.perf_counter() - start < config.warmup_min_s:
+        flusher.flush()
+        fn()
+        calls += 1
+        if calls >= 10_000:
+            break
+    timer.synchronize()
+
+
+def measure_interleaved(
+    subjects: list[Subject],
+    config: TimingConfig,
+    timer: BlockTimer,
+    flusher: Flusher,
+    monitor: Any,
+    on_block: Callable[[str], None] = lambda key: None,
+    is_fatal: Callable[[BaseException], bool] = lambda exc: False,
+) -> dict[str, RawMeasurement]:
+    """Times `subjects` round-robin until each converges or hits its cap (module docstring).
+
+    `on_block(key)` is called before each block (the caller journals a heartbeat naming the
+    case in flight). A subject that raises is dropped with its error recorded, unless
+    `is_fatal(exc)` says the exception poisoned the process (a CUDA error): then
+    `SubjectFailed` propagates so the caller can record the crash and exit.
+    """
+    results = {s.key: RawMeasurement(key=s.key, timing_mode=timer.mode) for s in subjects}
+    for s in subjects:
+        results[s.key].sm_clock_mhz_before = monitor.sm_clock_mhz()
+    active = list(subjects)
+    rnd = 0
+    while active:
+        shift = rnd % len(active)
+        order = active[shift:] + active[:shift]
+        rnd += 1
+        for subject in order:
+            raw = results[subject.key]
+            on_block(subject.key)
+            t0 = time.perf_counter()
+            try:
+                block = timer.time_block(subject.fn, config.block_calls, flusher)
+            except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
+                if is_fatal(exc):
+                    raise SubjectFailed(subject.key, exc) from exc
+                raw.error = f"{type(exc).__name__}: {exc}"
+                active.remove(subject)
+                continue
+            raw.timing_wall_s += time.perf_counter() - t0
+            reasons = monitor.reasons()
+            for reason in reasons:
+                if reason not in raw.throttle_reasons:
+                    raw.throttle_reasons.append(reason)
+            if is_throttling(reasons):
+                raw.throttled_samples += len(block)
+            raw.samples_us.extend(block)
+            if _finished(raw, config):
+                raw.sm_clock_mhz_after = monitor.sm_clock_mhz()
+                active.remove(subject)
+    return results
+
+
+def _finished(raw: RawMeasurement, config: TimingConfig) -> bool:
+    n = len(raw.samples_us)
+    if n >= config.min_samples and summarize(raw.samples_us).rel_spread <= config.target_rel_spread:
+        raw.converged = True
+        return True
+    return n >= config.max_samples or raw.timing_wall_s >= config.time_cap_s

@@ -1,0 +1,76 @@
+"""SM clock and throttle reasons through NVML, read around every case and after every block.
+
+Bits are NVML's `nvmlClocksEventReasons` values (nvml.h). Only the reasons that lower the
+clock under load count as throttling (HW slowdown, thermal, power brake, power cap); idle,
+application-clock and sync-boost bits are recorded by name but do not flag samples.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REASON_BITS: dict[int, str] = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+
+
+def decode_reasons(mask: int) -> list[str]:
+    """Names of the bits set in an NVML clocks-event-reasons mask, in bit order."""
+    return [name for bit, name in sorted(REASON_BITS.items()) if mask & bit]
+
+
+def is_throttling(reasons: list[str]) -> bool:
+    return any(r in THROTTLING for r in reasons)
+
+
+class NullMonitor:
+    """No GPU or no NVML: every reading is None / empty."""
+
+    available = False
+
+    def sm_clock_mhz(self) -> int | None:
+        return None
+
+    def reasons(self) -> list[str]:
+        return []
+
+
+class NvmlMonitor:
+    """Reads one GPU's SM clock and current clocks-event reasons (cheap: a few microseconds)."""
+
+    available = True
+
+    def __init__(self, index: int = 0) -> None:
+        import pynvml
+
+        self._nvml = pynvml
+        pynvml.nvmlInit()
+        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        # Renamed from "ClocksThrottleReasons" in newer NVML; both return the same mask.
+        self._reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+
+    def sm_clock_mhz(self) -> int | None:
+        return int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+
+    def reasons(self) -> list[str]:
+        return decode_reasons(int(self._reasons_fn(self._handle)))
+
+
+def open_monitor(device_kind: str, index: int = 0) -> Any:
+    """An NvmlMonitor on a CUDA machine with nvidia-ml-py installed, else a NullMonitor."""
+    if device_kind != "cuda":
+        return NullMonitor()
+    from importlib.util import find_spec
+
+    if find_spec("pynvml") is None:
+        return NullMonitor()
+    return NvmlMonitor(index)

@@ -1,0 +1,125 @@
+"""Deliberately misbehaving variants for the fault-isolation tests (never in the registry).
+
+Imported by the measuring child only when a test lists this module in
+`RunOptions.extra_variant_modules`. Family "test"; all run on a CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import torch
+
+from kernels.registry import Prepared, Variant, register
+
+
+def _inputs(case, device, seed):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    shape = (case.shape.batch, case.shape.heads, case.shape.seq_len, case.shape.head_dim)
+    q, k, v = (torch.randn(shape, generator=g, dtype=torch.float32).to(device) for _ in range(3))
+    return q, k, v
+
+
+def _attention(q, k, v, causal):
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+
+def _good(case, device, seed):
+    q, k, v = _inputs(case, device, seed)
+    return Prepared(fn=lambda: _attention(q, k, v, case.causal), q=q, k=k, v=v)
+
+
+def _slow(case, device, seed):
+    """Same function with a deliberate extra pass: measurably slower than `t_ok`."""
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        _attention(q, k, v, case.causal)
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _raise_in_prepare(case, device, seed):
+    raise ValueError("t_raise: this variant refuses to prepare")
+
+
+def _raise_in_call(case, device, seed):
+    q, k, v = _inputs(case, device, seed)
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        if calls["n"] > 3:  # passes warm-up, fails while timed
+            raise RuntimeError("t_raise_timed: failed on call 4")
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _abort_in_call(case, device, seed):
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        os.abort()
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _exit_in_prepare(case, device, seed):
+    os._exit(3)
+
+
+def _hang_in_call(case, device, seed):
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        time.sleep(3600)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _poison(case, device, seed):
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _never_causal(case):
+    return "t_noncausal_only: causal masking not implemented" if case.causal else None
+
+
+for _name, _prepare, _desc in (
+    ("t_ok", _good, "torch SDPA on float32 inputs"),
+    ("t_slow", _slow, "two SDPA calls per call"),
+    ("t_raise", _raise_in_prepare, "raises in prepare"),
+    ("t_raise_timed", _raise_in_call, "raises on the 4th call"),
+    ("t_abort", _abort_in_call, "calls os.abort() when timed"),
+    ("t_exit", _exit_in_prepare, "calls os._exit(3) in prepare"),
+    ("t_hang", _hang_in_call, "sleeps for an hour when called"),
+    ("t_poison", _poison, "raises a CUDA-context-poisoning error"),
+):
+    register(Variant(name=_name, family="test", description=_desc, prepare=_prepare))
+
+register(Variant(name="t_noncausal", family="test", description="non-causal only", prepare=_good, unsupported=_never_causal))
+
+
+def _abort_when_timed(case, device, seed):
+    """Survives warm-up (3 calls), then aborts inside the interleaved timing loop."""
+    q, k, v = _inputs(case, device, seed)
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        if calls["n"] > 3:
+            os.abort()
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+register(Variant(name="t_abort_timed", family="test", description="aborts on the 4th call", prepare=_abort_when_timed))
