@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kernels.registry import BuildReport
 
@@ -363,26 +363,46 @@ class CubinKernel:
             "local_size_bytes": f.local_size_bytes,
         }
 
+    def bind(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> Callable[[], None]:
+        """Convert the arguments once and return a zero-argument launch (the timed-region form)."""
+        converted = tuple(self._convert(index, arg) for index, arg in enumerate(args))
+        function, shared_mem = self._function, self.dynamic_smem_bytes
+
+        def launch() -> None:
+            with _current_stream():  # cupy raises CUDADriverError when the launch is refused
+                function(grid, block, converted, shared_mem=shared_mem)
+
+        return launch
+
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> None:
-        import cupy
+        self.bind(grid, block, args)()
+
+    def _convert(self, index: int, arg: Any) -> Any:
         import numpy as np
         import torch
 
-        converted = []
-        for index, arg in enumerate(args):
-            if isinstance(arg, torch.Tensor):
-                if not arg.is_cuda:
-                    raise ValueError(f"{self.name}: argument {index} is a CPU tensor")
-                converted.append(np.uintp(arg.data_ptr()))
-            elif isinstance(arg, np.generic):
-                converted.append(arg)
-            else:
-                raise TypeError(
-                    f"{self.name}: argument {index} is {type(arg).__name__}; pass a numpy scalar of the C type"
-                )
-        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
-        with stream:  # cupy raises CUDADriverError when the launch itself is refused
-            self._function(grid, block, tuple(converted), shared_mem=self.dynamic_smem_bytes)
+        if isinstance(arg, torch.Tensor):
+            if not arg.is_cuda:
+                raise ValueError(f"{self.name}: argument {index} is a CPU tensor")
+            return np.uintp(arg.data_ptr())
+        if isinstance(arg, np.generic):
+            return arg
+        raise TypeError(f"{self.name}: argument {index} is {type(arg).__name__}; pass a numpy scalar of the C type")
+
+
+_streams: dict[int, Any] = {}
+
+
+def _current_stream() -> Any:
+    """A CuPy view of torch's current stream (one wrapper per stream handle, made once)."""
+    import cupy
+    import torch
+
+    handle = torch.cuda.current_stream().cuda_stream
+    stream = _streams.get(handle)
+    if stream is None:
+        stream = _streams[handle] = cupy.cuda.ExternalStream(handle)
+    return stream
 
 
 def check_launch() -> None:

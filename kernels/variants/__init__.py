@@ -6,3 +6,6 @@ dashboard host that has none of them.
 """
 
 from kernels.variants import sdpa, torch_3op  # noqa: F401  (register on import)
+from kernels.variants import cuda_kernels  # noqa: F401  (register on import)
+from kernels.variants import triton_fa2  # noqa: F401  (register on import)
+from kernels.variants import cutlass_3k  # noqa: F401  (register on import)

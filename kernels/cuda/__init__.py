@@ -1,0 +1,1 @@
+"""Hand-written CUDA attention kernels (.cu sources) and their loader (`launch.py`)."""
