@@ -1,15 +1,67 @@
-"""`attnwatch alerts` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch alerts list|ack|resolve`: the alert lifecycle from the command line."""
 
 from __future__ import annotations
 
-import sys
+import getpass
+import os
+
+from history.alerts import KINDS, STATUSES, AlertFilter, acknowledge, alert_events, list_alerts, resolve
+
+
+def _default_actor() -> str:
+    return os.environ.get("GITHUB_ACTOR") or getpass.getuser()
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("alerts", help="(not yet implemented)")
-    p.set_defaults(func=_run)
+    p = subparsers.add_parser("alerts", help="list, acknowledge or resolve regression alerts")
+    sub = p.add_subparsers(dest="alerts_command", metavar="ACTION")
+    sub.required = True
+    ls = sub.add_parser("list", help="list alerts (default: open and acknowledged)")
+    ls.add_argument("--status", action="append", choices=STATUSES, help="repeatable; default open + acknowledged")
+    ls.add_argument("--all", action="store_true", help="every status")
+    ls.add_argument("--kind", action="append", choices=KINDS)
+    ls.add_argument("--gpu")
+    ls.add_argument("--metric")
+    ls.add_argument("--case", help="part of a case id")
+    ls.add_argument("--limit", type=int, default=200)
+    ls.add_argument("--history", action="store_true", help="show each alert's lifecycle events")
+    ls.set_defaults(func=_list)
+    for name, helptext, fn in (("ack", "acknowledge an alert (a note is required)", _ack),
+                               ("resolve", "resolve an alert", _resolve)):
+        q = sub.add_parser(name, help=helptext)
+        q.add_argument("alert_id", type=int, metavar="ID")
+        q.add_argument("--note", required=(name == "ack"), default="")
+        q.add_argument("--by", default=None, help="who (default: $GITHUB_ACTOR or the login name)")
+        q.set_defaults(func=fn)
 
 
-def _run(args) -> int:
-    print("attnwatch alerts: not implemented yet", file=sys.stderr)
-    return 3
+def _list(args) -> int:
+    statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
+    alerts = list_alerts(args.db, AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu,
+                                              metric=args.metric, case_contains=args.case, limit=args.limit))
+    if not alerts:
+        print("no alerts")
+        return 0
+    print(f"{'id':>5}  {'status':<12} {'kind':<11} {'change':>8}  {'commit':<12} {'gpu':<20} case / metric")
+    for a in alerts:
+        change = f"{a.change_pct:+.1f}%" if a.change_pct is not None else "—"
+        print(f"{a.alert_id:>5}  {a.status:<12} {a.kind:<11} {change:>8}  {(a.commit_sha or '')[:12]:<12} "
+              f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}")
+        if a.note:
+            print(f"{'':>7}note ({a.actor}): {a.note}")
+        if args.history:
+            for e in alert_events(args.db, a.alert_id):
+                print(f"{'':>7}{e.happened_at:%Y-%m-%d %H:%M} {e.action:<12} {e.actor}: {e.note}")
+    return 0
+
+
+def _ack(args) -> int:
+    a = acknowledge(args.db, args.alert_id, args.note, args.by or _default_actor())
+    print(f"alert {a.alert_id} acknowledged by {a.actor}: {a.note}")
+    return 0
+
+
+def _resolve(args) -> int:
+    a = resolve(args.db, args.alert_id, args.note, args.by or _default_actor())
+    print(f"alert {a.alert_id} resolved by {a.actor}" + (f": {a.note}" if a.note else ""))
+    return 0

@@ -1,15 +1,46 @@
-"""`attnwatch detect` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch detect`: scan main's history for persistent steps and correctness failures.
+
+Run after each main ingest. Reads the series on one connection and records new alerts in one
+transaction (deduplicated: rerunning adds nothing). Prints what it found; exit 0 (alerts are
+data, not a failed command) unless --fail-on-new is given and something new was found.
+"""
 
 from __future__ import annotations
 
-import sys
+from history.alerts import record_alerts
+from history.db import open_write
+from history.detection.scan import scan_history
+from history.detection.thresholds import load_thresholds
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("detect", help="(not yet implemented)")
+    p = subparsers.add_parser("detect", help="find change points and correctness failures on main; record alerts")
+    p.add_argument("--gpu", help="only this GPU's series (exact recorded name)")
+    p.add_argument("--window", type=int, default=200, help="scan the last N main runs of each series (default 200)")
+    p.add_argument("--thresholds", help="thresholds TOML (default: config/thresholds.toml or $ATTNWATCH_THRESHOLDS)")
+    p.add_argument("--dry-run", action="store_true", help="report findings without recording them")
+    p.add_argument("--fail-on-new", action="store_true", help="exit 1 when a new regression or correctness alert is found")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
-    print("attnwatch detect: not implemented yet", file=sys.stderr)
-    return 3
+    load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
+    with open_write(args.db) as con:
+        report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)
+        if args.dry_run:
+            inserted, known = [], 0
+        else:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                inserted, known = record_alerts(con, report.findings)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+    print(f"attnwatch detect: {report.series_scanned} series scanned "
+          f"({report.skipped_short} too short), {len(report.findings)} findings, "
+          f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}")
+    for f in report.findings:
+        print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name}] {f.metric}: {f.detail}")
+    serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
+    return 1 if args.fail_on_new and serious else 0

@@ -1,0 +1,86 @@
+"""Turn A/B rounds into per-case comparisons with verdicts (pure: no GPU, no database)."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from ci.compare.report import CaseComparison, NcuDelta, SideResult
+from ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
+from history.detection.ab import ratio_interval, verdict
+from history.detection.thresholds import Thresholds
+
+
+def _side(rounds: list[CaseRound | None]) -> SideResult:
+    present = [r for r in rounds if r is not None]
+    measured = [r for r in present if r.status == "ok" and r.samples_us]
+    if not present:
+        return SideResult(status="missing", error="case not in this side's runs")
+    checked = [r.correct for r in present if r.correct is not None]
+    correct = all(checked) if checked else None
+    worst = lambda name: max((getattr(r, name) for r in present if getattr(r, name) is not None), default=None)  # noqa: E731
+    errors = [r.error for r in present if r.error]
+    gaps = [r.gap_to_sdpa for r in measured if r.gap_to_sdpa is not None]
+    if len(measured) < len(present):  # a round that did not measure makes the side unusable for A/B
+        bad = next(r for r in present if not (r.status == "ok" and r.samples_us))
+        return SideResult(status=bad.status if bad.status != "ok" else "failed", correct=correct,
+                          max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
+                          error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"))
+    medians = [statistics.median(r.samples_us) for r in measured]
+    return SideResult(
+        status="ok",
+        median_us=statistics.fmean(medians),
+        round_medians_us=medians,
+        n_samples=sum(len(r.samples_us) for r in measured),
+        gap_to_sdpa=statistics.fmean(gaps) if gaps else None,
+        correct=correct,
+        max_abs_err=worst("max_abs_err"),
+        rel_err=worst("rel_err"),
+        error=errors[0] if errors else None,
+    )
+
+
+def _ncu_deltas(base: list[CaseRound | None], head: list[CaseRound | None]) -> list[NcuDelta]:
+    b = next((r.ncu for r in base if r is not None and r.ncu), {})
+    h = next((r.ncu for r in head if r is not None and r.ncu), {})
+    return [NcuDelta(k, b[k], h[k]) for k in NCU_FIELDS if k in b and k in h]
+
+
+_NOT_RUN = ("skipped", "unsupported")
+
+
+def _unmeasured_verdict(base_status: str, head_status: str) -> str:
+    """When a side has no measurement: only the head's own failures are the PR's fault."""
+    if head_status in _NOT_RUN:
+        return "skipped"
+    if head_status == "missing":
+        return "removed"
+    if head_status == "ok":
+        return "new"  # the base has no measurement (new case, or broken before this PR)
+    return "failed"
+
+
+def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
+                   method: str = "hierarchical", resamples: int = 2000, seed: int = 0) -> list[CaseComparison]:
+    """One CaseComparison per case seen on either side, sorted by case id."""
+    ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
+    out = []
+    for cid in ids:
+        b_rounds = [rd.cases.get(cid) for rd in base]
+        h_rounds = [rd.cases.get(cid) for rd in head]
+        info = next(r for r in (*h_rounds, *b_rounds) if r is not None)
+        b_side, h_side = _side(b_rounds), _side(h_rounds)
+        comp = CaseComparison(case_id=cid, variant=info.variant, shape_id=info.shape_id, dtype=info.dtype,
+                              causal=info.causal, verdict="failed", base=b_side, head=h_side,
+                              correctness_failed=h_side.correct is False)
+        if b_side.status == "ok" and h_side.status == "ok":
+            iv = ratio_interval([r.samples_us for r in b_rounds], [r.samples_us for r in h_rounds], method=method,
+                                confidence=thresholds.confidence, resamples=resamples, seed=seed)
+            comp.ratio, comp.low, comp.high = iv.ratio, iv.low, iv.high
+            comp.verdict = verdict(iv, thresholds.min_effect)
+        else:
+            comp.verdict = _unmeasured_verdict(b_side.status, h_side.status)
+        if comp.verdict == "regression":
+            comp.ncu = _ncu_deltas(b_rounds, h_rounds)
+        out.append(comp)
+    return out

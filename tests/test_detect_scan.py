@@ -1,0 +1,141 @@
+"""`attnwatch detect` and `attnwatch alerts` on a real DuckDB history built from real bundles."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+import pytest
+
+from bundle_factory import make_bundle
+from ci.cli import main
+from history.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
+from history.ingest import ingest_paths
+
+T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
+STEP_AT = 10
+
+
+def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from=12, gpu="NVIDIA H200"):
+    paths = []
+    for i in range(start, runs):
+        paths.append(make_bundle(
+            tmp_path / f"bundle-{gpu[-4:]}-{i}", run_id=f"{gpu[-4:]}-run-{i}", commit_sha=f"{i:040x}",
+            started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name=gpu,
+            variants=("sdpa", "triton_fa2", "cuda_wmma"),
+            variant_scale={"triton_fa2": 1.06} if i >= slow_from else None,
+            statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
+            seed=i,
+        ))
+    ingest_paths(db_path, paths)
+
+
+def _alerts(db_path):
+    return list_alerts(db_path, {"limit": 1000})
+
+
+def test_detect_finds_the_planted_step_on_both_metrics_and_the_correctness_failure(tmp_path, db_path, capsys):
+    _history(tmp_path, db_path)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    alerts = _alerts(db_path)
+    steps = [a for a in alerts if a.kind == "regression"]
+    assert {a.case_id.split("/")[0] for a in steps} == {"triton_fa2"}  # sdpa and cuda_wmma did not move
+    assert {a.metric for a in steps} == {"median_us", "gap_to_sdpa"}
+    assert {a.commit_sha for a in steps} == {f"{STEP_AT:040x}"}
+    assert all(4.0 < a.change_pct < 8.0 for a in steps)
+    broken = [a for a in alerts if a.kind == "correctness"]
+    assert [(a.case_id, a.commit_sha) for a in broken] == [("cuda_wmma/l4_mission/fp16/causal", f"{12:040x}")]
+    assert "regression" in capsys.readouterr().out
+
+
+def test_rerun_and_more_runs_add_nothing_new(tmp_path, db_path):
+    _history(tmp_path, db_path)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    first = {a.dedup_key for a in _alerts(db_path)}
+    assert main(["--db", str(db_path), "detect"]) == 0
+    _history(tmp_path, db_path, runs=20, start=16)  # four more runs on main, same level
+    assert main(["--db", str(db_path), "detect"]) == 0
+    assert {a.dedup_key for a in _alerts(db_path)} == first
+
+
+def test_a_resolved_alert_is_not_reopened(tmp_path, db_path):
+    _history(tmp_path, db_path)
+    main(["--db", str(db_path), "detect"])
+    for a in _alerts(db_path):
+        resolve(db_path, a.alert_id, "accepted: new tiling trades latency for accuracy", "kernel-lead")
+    main(["--db", str(db_path), "detect"])
+    assert {a.status for a in _alerts(db_path)} == {"resolved"}
+
+
+def test_no_alerts_without_a_step(tmp_path, db_path):
+    _history(tmp_path, db_path, slow_from=99, broken_from=99)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    assert _alerts(db_path) == []
+
+
+def test_short_history_is_not_scanned(tmp_path, db_path, capsys):
+    _history(tmp_path, db_path, runs=4, slow_from=2, broken_from=99)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    assert _alerts(db_path) == []
+    assert "too short" in capsys.readouterr().out
+
+
+def test_gpus_are_separate_series(tmp_path, db_path):
+    _history(tmp_path, db_path, broken_from=99)
+    _history(tmp_path, db_path, slow_from=99, broken_from=99, gpu="NVIDIA H100 80GB HBM3")
+    assert main(["--db", str(db_path), "detect", "--gpu", "NVIDIA H100 80GB HBM3"]) == 0
+    assert _alerts(db_path) == []
+    assert main(["--db", str(db_path), "detect"]) == 0
+    assert {a.gpu_name for a in _alerts(db_path)} == {"NVIDIA H200"}
+
+
+def test_dry_run_records_nothing(tmp_path, db_path):
+    _history(tmp_path, db_path)
+    assert main(["--db", str(db_path), "detect", "--dry-run"]) == 0
+    assert _alerts(db_path) == []
+    assert main(["--db", str(db_path), "detect", "--fail-on-new"]) == 1
+
+
+def test_lifecycle_through_the_cli(tmp_path, db_path, capsys):
+    _history(tmp_path, db_path)
+    main(["--db", str(db_path), "detect"])
+    alert = next(a for a in _alerts(db_path) if a.kind == "correctness")
+    capsys.readouterr()
+    assert main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "bisecting", "--by", "ana"]) == 0
+    assert main(["--db", str(db_path), "alerts", "resolve", str(alert.alert_id), "--note", "fixed in abc", "--by", "ben"]) == 0
+    assert [(e.action, e.actor, e.note) for e in alert_events(db_path, alert.alert_id)][1:] == [
+        ("acknowledged", "ana", "bisecting"), ("resolved", "ben", "fixed in abc")]
+    assert main(["--db", str(db_path), "alerts", "list", "--all", "--history"]) == 0
+    out = capsys.readouterr().out
+    assert "resolved" in out and "bisecting" in out
+    # resolved is final: acknowledging again is refused with exit 2 and a clear message
+    assert main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "x", "--by", "c"]) == 2
+    assert "cannot go from resolved to acknowledged" in capsys.readouterr().err
+    assert main(["--db", str(db_path), "alerts", "resolve", "999999"]) == 2
+    assert "no alert 999999" in capsys.readouterr().err
+
+
+def test_ack_needs_a_note_and_an_actor(tmp_path, db_path):
+    _history(tmp_path, db_path)
+    main(["--db", str(db_path), "detect"])
+    alert_id = _alerts(db_path)[0].alert_id
+    with pytest.raises(AlertError, match="note"):
+        acknowledge(db_path, alert_id, "   ", "ana")
+    with pytest.raises(AlertError, match="actor"):
+        acknowledge(db_path, alert_id, "ok", "")
+    with pytest.raises(AlertError, match="unknown"):
+        list_alerts(db_path, {"statuses": ("bogus",)})
+    assert {a.status for a in _alerts(db_path)} == {"open"}
+
+
+def test_broken_thresholds_file_fails_before_touching_the_history(tmp_path, db_path, capsys):
+    _history(tmp_path, db_path)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        before = con.execute("select count(*) from alerts").fetchone()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[default]\nmin_effect = 0.02\n')
+    assert main(["--db", str(db_path), "detect", "--thresholds", str(bad)]) == 2
+    assert "min_effect_reason" in capsys.readouterr().err
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        after = con.execute("select count(*) from alerts").fetchone()
+    assert before == after == (0,)
