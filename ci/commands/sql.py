@@ -1,15 +1,111 @@
-"""`attnwatch sql` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch sql`: query the history with read-only, locked-down SQL (history.sql).
+
+    attnwatch sql "SELECT variant, median(median_us) FROM case_series GROUP BY variant"
+    attnwatch sql -f report.sql --format csv --output report.csv
+    echo "SELECT count(*) FROM runs" | attnwatch sql -
+
+Prints an aligned table (at most --show rows; the rest is counted, not printed), or writes
+csv / json / parquet with --format and --output.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
+
+import pandas as pd
+
+from ci.errors import UserError
+from history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, run_user_sql
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("sql", help="(not yet implemented)")
+    p = subparsers.add_parser(
+        "sql",
+        help="query the history (read-only SQL)",
+        description="Run one read-only SQL statement against the history. External access, "
+        "configuration changes and writes are refused by DuckDB itself; time, memory and rows are capped.",
+    )
+    p.add_argument("query", nargs="?", help='SQL text, or "-" to read it from stdin')
+    p.add_argument("-f", "--file", type=Path, help="read the SQL from this file")
+    p.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
+    p.add_argument("--output", "-o", type=Path, help="write the result here (required for parquet)")
+    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=f"rows fetched at most (default {DEFAULT_MAX_ROWS})")
+    p.add_argument("--show", type=int, default=50, help="rows printed in table format (default 50)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds before the query is stopped (default {DEFAULT_TIMEOUT_S:g})")
     p.set_defaults(func=_run)
 
 
+def _read_sql(args) -> str:
+    if args.file is not None and args.query is not None:
+        raise UserError("give the SQL as an argument or with -f, not both")
+    if args.file is not None:
+        try:
+            return args.file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{args.file}: cannot read the SQL: {exc}") from None
+    if args.query == "-":
+        return sys.stdin.read()
+    if args.query is None:
+        raise UserError('no SQL given (attnwatch sql "SELECT ...", -f FILE, or - for stdin)')
+    return args.query
+
+
 def _run(args) -> int:
-    print("attnwatch sql: not implemented yet", file=sys.stderr)
-    return 3
+    frame = run_user_sql(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout)
+    truncated = frame.attrs.get("truncated", False)
+    if args.format == "parquet" and args.output is None:
+        raise UserError("--format parquet needs --output FILE")
+    if args.format == "table":
+        text = format_table(frame, args.show)
+        if args.output:
+            args.output.write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+    else:
+        _write(frame, args.format, args.output)
+    if truncated:
+        print(f"note: result cut at --max-rows {args.max_rows}", file=sys.stderr)
+    return 0
+
+
+def _write(frame: pd.DataFrame, fmt: str, output: Path | None) -> None:
+    if fmt == "parquet":
+        frame.to_parquet(output, index=False)
+        return
+    text = frame.to_csv(index=False) if fmt == "csv" else frame.to_json(orient="records", date_format="iso", indent=1)
+    if output:
+        output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def format_table(frame: pd.DataFrame, show: int) -> str:
+    """An aligned text table: numbers right-aligned, control characters escaped, rows capped."""
+    if frame.shape[1] == 0:
+        return "(no result)"
+    shown = frame.head(max(show, 0))
+    headers = [str(c) for c in frame.columns]
+    cells = [[_cell(v) for v in row] for row in shown.itertuples(index=False, name=None)]
+    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(r) for r in cells]
+    more = len(frame) - len(shown)
+    out.append(f"({len(frame)} row{'s' if len(frame) != 1 else ''}" + (f", {more} not shown)" if more > 0 else ")"))
+    return "\n".join(out)
+
+
+def _cell(value) -> str:
+    if value is None or (isinstance(value, float) and value != value) or value is pd.NA or value is pd.NaT:
+        return "NULL"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))

@@ -1,0 +1,151 @@
+"""User SQL: DuckDB's own configuration refuses hostile statements, with no side effects."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+
+import pandas as pd
+import pytest
+
+from bundle_factory import make_bundle
+from ci.cli import main as cli_main
+from history.errors import HistoryNotFoundError, QueryError
+from history.ingest import ingest_paths
+from history.sql import run_user_sql, schema_overview
+
+
+@pytest.fixture
+def history(tmp_path, db_path):
+    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=20)])
+    return db_path
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _hostile(target_dir):
+    """(statement, fragment of DuckDB's refusal) — each must be refused by configuration."""
+    out = target_dir / "stolen"
+    return [
+        ("INSERT INTO runs (run_id) VALUES ('x')", "read-only"),
+        ("CREATE TABLE evil (x INTEGER)", "read-only"),
+        ("DROP TABLE results", "read-only"),
+        ("DELETE FROM results", "read-only"),
+        ("UPDATE alerts SET status = 'resolved'", "read-only"),
+        ("CREATE VIEW v AS SELECT 1", "read-only"),
+        (f"COPY results TO '{out}.csv'", "file system operations are disabled"),
+        (f"COPY (SELECT * FROM runs) TO '{out}.parquet' (FORMAT parquet)", "file system operations are disabled"),
+        (f"EXPORT DATABASE '{out}_dir'", "file system operations are disabled"),
+        (f"ATTACH '{out}.duckdb' AS other", "file system operations are disabled"),
+        ("SELECT * FROM read_csv('/etc/passwd')", "file system operations are disabled"),
+        ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),
+        ("SELECT * FROM glob('/*')", "file system operations are disabled"),
+        ("INSTALL httpfs", "file system"),
+        ("LOAD httpfs", "disabled"),
+        ("SET enable_external_access = true", "configuration has been locked"),
+        ("SET memory_limit = '100GB'", "configuration has been locked"),
+        ("RESET threads", "configuration has been locked"),
+        ("PRAGMA threads = 64", "configuration has been locked"),
+        ("SET lock_configuration = false", "configuration has been locked"),
+    ]
+
+
+def test_hostile_sql_is_refused_without_side_effects(history, tmp_path):
+    before = _digest(history)
+    for statement, refusal in _hostile(tmp_path):
+        with pytest.raises(QueryError) as info:
+            run_user_sql(history, statement)
+        assert refusal in str(info.value), (statement, str(info.value))
+    assert _digest(history) == before
+    assert not list(tmp_path.glob("stolen*"))
+    counts = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM results) AS results")
+    assert counts.iloc[0].tolist() == [1, 24]
+
+
+def test_cli_refuses_hostile_sql_with_exit_2(history, tmp_path, capsys):
+    assert cli_main(["--db", str(history), "sql", f"COPY runs TO '{tmp_path / 'x.csv'}'"]) == 2
+    assert "file system operations are disabled" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_runaway_query_is_interrupted(history):
+    with pytest.raises(QueryError, match="time limit"):
+        run_user_sql(history, "SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3", timeout_s=0.5)
+
+
+def test_rows_are_capped_and_flagged(history):
+    frame = run_user_sql(history, "SELECT * FROM samples ORDER BY run_id, case_id, sample_index", max_rows=7)
+    assert len(frame) == 7 and frame.attrs["truncated"] is True
+    whole = run_user_sql(history, "SELECT * FROM runs", max_rows=7)
+    assert len(whole) == 1 and whole.attrs["truncated"] is False
+
+
+def test_one_statement_per_query(history):
+    with pytest.raises(QueryError, match="one statement"):
+        run_user_sql(history, "SELECT 1; SELECT 2")
+    with pytest.raises(QueryError, match="no SQL"):
+        run_user_sql(history, "  ")
+
+
+def test_typical_aggregate_matches_pandas(history):
+    sql = ("SELECT variant, median(median_us) AS median_us FROM case_series "
+           "GROUP BY variant ORDER BY variant")
+    frame = run_user_sql(history, sql)
+    raw = run_user_sql(history, "SELECT variant, median_us FROM results WHERE status = 'ok'")
+    expected = raw.groupby("variant")["median_us"].median().sort_index()
+    assert frame["variant"].tolist() == expected.index.tolist()
+    assert frame["median_us"].tolist() == pytest.approx(expected.tolist())
+
+
+def test_schema_overview_lists_tables_views_and_types(history):
+    overview = schema_overview(history)
+    kinds = overview.groupby("object")["kind"].first().to_dict()
+    assert kinds["results"] == "table" and kinds["case_series"] == "view" and kinds["latest_main_runs"] == "view"
+    types = overview[overview.object == "results"].set_index("column")["type"].to_dict()
+    assert types["median_us"] == "DOUBLE" and types["gap_to_backends"] == "MAP(VARCHAR, DOUBLE)"
+
+
+def test_missing_history_is_a_clear_error(tmp_path, capsys):
+    missing = tmp_path / "nope.duckdb"
+    with pytest.raises(HistoryNotFoundError, match="no history here yet"):
+        run_user_sql(missing, "SELECT 1")
+    assert cli_main(["--db", str(missing), "sql", "SELECT 1"]) == 2
+    assert str(missing) in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_cli_table_csv_json_parquet_file_and_stdin(history, tmp_path, capsys, monkeypatch):
+    sql = "SELECT variant, count(*) AS cases FROM results GROUP BY variant ORDER BY variant"
+    assert cli_main(["--db", str(history), "sql", sql]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == ["variant", "cases"] and table[2].split() == ["cuda_wmma", "4"]
+    assert table[-1] == "(6 rows)"
+
+    assert cli_main(["--db", str(history), "sql", sql, "--format", "csv"]) == 0
+    csv = pd.read_csv(io.StringIO(capsys.readouterr().out))
+    assert csv["cases"].sum() == 24
+
+    (tmp_path / "q.sql").write_text(sql)
+    out = tmp_path / "r.json"
+    assert cli_main(["--db", str(history), "sql", "-f", str(tmp_path / "q.sql"), "--format", "json", "-o", str(out)]) == 0
+    assert sum(r["cases"] for r in json.loads(out.read_text())) == 24
+
+    pq = tmp_path / "r.parquet"
+    monkeypatch.setattr("sys.stdin", io.StringIO(sql))
+    assert cli_main(["--db", str(history), "sql", "-", "--format", "parquet", "-o", str(pq)]) == 0
+    assert pd.read_parquet(pq)["cases"].tolist() == [4] * 6
+
+
+def test_table_format_escapes_control_characters(history, capsys):
+    assert cli_main(["--db", str(history), "sql", "SELECT 'a' || chr(10) || chr(27) || '[31mb' AS t"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "a\\x0a\\x1b[31mb" in out
+
+
+def test_show_caps_printed_rows(history, capsys):
+    assert cli_main(["--db", str(history), "sql", "SELECT * FROM results", "--show", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1] == "(24 rows, 21 not shown)" and len(out) == 2 + 3 + 1
