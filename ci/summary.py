@@ -12,7 +12,8 @@ from ci.suite_state import SuiteState
 
 
 def _fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
+    width = int(spec.split(".")[0])
+    return f"{'-':>{width}}" if value is None else format(value, spec)
 
 
 def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
@@ -38,7 +39,7 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     unit = "median_us" if timing_mode != "cpu_wall" else "median_us(cpu)"
     lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'gap/sdpa':>8}  {'correct':>7}  status"]
     for r in rows:
-        status = r["status"] if not r["error"] or r["status"] == "ok" else f"{r['status']}: {r['error'][:80]}"
+        status = r["status"] if not r["error"] or r["status"] == "ok" else f"{r['status']}: {r['error'][:120]}"
         lines.append(
             f"{r['case']:<{width}}  {_fmt(r['median_us'], '14.2f')}  {_fmt(r['tflops'], '8.2f')}  "
             f"{_fmt(r['gap_to_sdpa'], '8.3f')}  {r['correct']:>7}  {status}"

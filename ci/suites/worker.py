@@ -21,7 +21,6 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from importlib import import_module
-from importlib.util import find_spec
 from typing import Any, Iterator
 
 from ci.journal import JournalWriter
@@ -68,18 +67,10 @@ class CaseResult:
 
 
 def variant_availability(variant: Any) -> tuple[bool, str]:
-    """kernels' own availability decision; before that module exists, the declared needs."""
-    if find_spec("kernels.availability") is not None:
-        from kernels.availability import availability
+    """kernels' own decision (kernels.availability), made once per process."""
+    from kernels.availability import availability
 
-        return availability(variant)
-    needs = set(variant.needs)
-    if needs & {"cuda", "hopper", "nvcc", "cupy", "triton"}:
-        import torch
-
-        if not torch.cuda.is_available():
-            return False, f"needs {', '.join(sorted(needs))}; no CUDA device"
-    return True, ""
+    return availability(variant)
 
 
 class GroupMeasurer:
@@ -264,9 +255,6 @@ class GroupMeasurer:
 
     def _check(self, case: PlannedCase, variant: Any, kcase: Any) -> None:
         """Correctness on fresh inputs per seed (kernels.correctness), journalled as records."""
-        if find_spec("kernels.correctness") is None:
-            self.journal.write("note", case=case.case_id, text="kernels.correctness not present: correctness not checked")
-            return
         from kernels.correctness import check_case
 
         results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))

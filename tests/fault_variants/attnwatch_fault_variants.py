@@ -11,14 +11,12 @@ import time
 
 import torch
 
+from kernels.inputs import make_inputs
 from kernels.registry import Prepared, Variant, register
 
 
 def _inputs(case, device, seed):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    shape = (case.shape.batch, case.shape.heads, case.shape.seq_len, case.shape.head_dim)
-    q, k, v = (torch.randn(shape, generator=g, dtype=torch.float32).to(device) for _ in range(3))
-    return q, k, v
+    return make_inputs(case, device, seed)
 
 
 def _attention(q, k, v, causal):
@@ -94,7 +92,7 @@ def _never_causal(case):
 
 
 for _name, _prepare, _desc in (
-    ("t_ok", _good, "torch SDPA on float32 inputs"),
+    ("t_ok", _good, "torch SDPA"),
     ("t_slow", _slow, "two SDPA calls per call"),
     ("t_raise", _raise_in_prepare, "raises in prepare"),
     ("t_raise_timed", _raise_in_call, "raises on the 4th call"),
@@ -123,3 +121,33 @@ def _abort_when_timed(case, device, seed):
 
 
 register(Variant(name="t_abort_timed", family="test", description="aborts on the 4th call", prepare=_abort_when_timed))
+
+
+_ILLEGAL_SOURCE = r"""
+extern "C" __global__ void write_far(float* p) {
+    p[(1ull << 40) + threadIdx.x] = 1.0f;  // far outside any allocation: illegal address
+}
+"""
+
+
+def _illegal_address(case, device, seed):
+    """GPU only: a real out-of-bounds store that poisons the CUDA context when timed."""
+    import cupy
+
+    q, k, v = _inputs(case, device, seed)
+    kernel = cupy.RawKernel(_ILLEGAL_SOURCE, "write_far")
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        if calls["n"] > 3:
+            stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+            with stream:
+                kernel((1,), (32,), (q.data_ptr(),))
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+register(Variant(name="t_cuda_illegal", family="test", description="illegal address on the 4th call (GPU)",
+                 prepare=_illegal_address, needs=frozenset({"cuda", "cupy"})))

@@ -1,0 +1,78 @@
+"""GPU checks of the timing engine: agreement with triton's do_bench, graph replay, NVML, and a
+real illegal-address crash isolated to its case. Skipped without CUDA (run on the GPU machine
+through scripts/gpu_check.py --pytest tests/test_timing_gpu.py)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from ci.plan import plan_cases
+from ci.run_config import timing_config
+from ci.runner import RunOptions, execute_suite
+from ci.timing.engine import Subject, measure_interleaved, warm_up
+from ci.timing.gpu_state import NvmlMonitor
+from ci.timing.graphs import graph_replay_us
+from ci.timing.timers import CudaEventTimer, L2Flusher
+from kernels.shapes import SHAPES
+
+FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
+
+
+def _matmul():
+    import torch
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    return lambda: a @ b
+
+
+@pytest.mark.gpu
+def test_event_median_agrees_with_do_bench():
+    import torch
+    import triton.testing
+
+    fn = _matmul()
+    config = timing_config("cuda")
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    flusher = L2Flusher(torch.device("cuda"), 4 * l2)
+    timer = CudaEventTimer(config.block_calls)
+    warm_up(fn, config, timer, flusher)
+    ours = measure_interleaved([Subject("mm", fn)], config, timer, flusher, NvmlMonitor())["mm"]
+    theirs_us = triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median") * 1000.0
+    ours_us = statistics.median(ours.samples_us)
+    assert abs(ours_us / theirs_us - 1.0) < 0.03, (ours_us, theirs_us)
+    assert ours.sm_clock_mhz_before and ours.sm_clock_mhz_before > 0
+
+
+@pytest.mark.gpu
+def test_graph_replay_is_positive_and_not_slower_than_events():
+    import torch
+
+    q = torch.randn(1, 8, 256, 64, device="cuda", dtype=torch.float16)
+    fn = lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)  # noqa: E731
+    config = timing_config("cuda")
+    flusher = L2Flusher(torch.device("cuda"), 4 * torch.cuda.get_device_properties(0).L2_cache_size)
+    timer = CudaEventTimer(config.block_calls)
+    warm_up(fn, config, timer, flusher)
+    events = measure_interleaved([Subject("s", fn)], config, timer, flusher, NvmlMonitor())["s"]
+    graph_us, note = graph_replay_us(fn, flusher, 20, 20)
+    assert note is None and graph_us is not None
+    assert 0 < graph_us <= statistics.median(events.samples_us) * 1.10
+
+
+@pytest.mark.gpu
+def test_illegal_address_costs_only_its_case(tmp_path):
+    cases = plan_cases(["t_ok", "t_cuda_illegal", "t_slow"], [SHAPES["l4_mission"]], ["fp16"], [False])
+    options = RunOptions(shape_set="custom", device_kind="cuda", timing=timing_config("cuda").with_overrides(time_cap_s=0.3),
+                         correctness=False, case_timeout_s=120, progress=False,
+                         extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[FAULTS])
+    result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "b", options=options)
+    outcomes = {o["case_id"]: o for o in json.loads((result.bundle / "outcomes.json").read_text())["cases"]}
+    assert outcomes["t_cuda_illegal/l4_mission/fp16/noncausal"]["status"] == "crashed"
+    assert outcomes["t_ok/l4_mission/fp16/noncausal"]["status"] == "ok"
+    assert outcomes["t_slow/l4_mission/fp16/noncausal"]["status"] == "ok"
+    assert result.status == "partial"
