@@ -403,10 +403,3 @@ def _current_stream() -> Any:
     if stream is None:
         stream = _streams[handle] = cupy.cuda.ExternalStream(handle)
     return stream
-
-
-def check_launch() -> None:
-    """Synchronize and surface any asynchronous kernel fault (correctness paths only: it stalls)."""
-    import torch
-
-    torch.cuda.synchronize()

@@ -161,3 +161,44 @@ def test_missing_source_and_bad_output(tmp_path):
         nvcc_compile([tmp_path / "nope.cu"], cache_dir=tmp_path)
     with pytest.raises(ValueError, match="output"):
         nvcc_compile([tmp_path / "nope.cu"], output="ptx", cache_dir=tmp_path)
+
+
+SHARED_SOURCE = """
+#include <cuda_runtime.h>
+extern "C" __global__ void twice(int* x) { x[threadIdx.x] *= 2; }
+extern "C" int attnwatch_answer(void) { return 42; }
+"""
+
+
+@needs_nvcc
+def test_shared_library_builds_and_loads(tmp_path):
+    import ctypes
+
+    source = write(tmp_path / "lib.cu", SHARED_SOURCE)
+    result = nvcc_compile([source], output="shared", arch="sm_90", cache_dir=tmp_path / "cache")
+    assert result.path.suffix == ".so"
+    assert build_report("lib", result, "twice").ok
+    library = ctypes.CDLL(str(result.path))  # host code of the library runs without a GPU
+    assert library.attnwatch_answer() == 42
+
+
+def _compile_in_child(args):
+    source, cache = args
+    result = nvcc_compile([Path(source)], arch="sm_90", cache_dir=Path(cache))
+    return str(result.path), result.path.read_bytes()
+
+
+@needs_nvcc
+def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
+    from concurrent.futures import ProcessPoolExecutor
+
+    source = write(tmp_path / "spill.cu", SPILLING_SOURCE)
+    cache = tmp_path / "cache"
+    with ProcessPoolExecutor(max_workers=3) as pool:
+        outcomes = list(pool.map(_compile_in_child, [(str(source), str(cache))] * 3))
+    paths = {path for path, _ in outcomes}
+    assert len(paths) == 1
+    final = Path(paths.pop()).read_bytes()
+    assert all(data == final for _, data in outcomes)  # every process saw a complete file
+    assert sorted(p.suffix for p in cache.iterdir()) == [".cubin", ".json"]
+    assert nvcc_compile([source], arch="sm_90", cache_dir=cache).cached
