@@ -1,0 +1,251 @@
+"""Fused FlashAttention-2 forward in Triton (Dao 2023, "FlashAttention-2", Algorithm 1).
+
+One program computes a BLOCK_M x HEAD_DIM tile of the output of one (batch, head): it keeps
+its Q tile in registers and streams K and V in BLOCK_N-row blocks, carrying the online-softmax
+state (running row max `m_i`, running row sum `l_i`, unnormalised accumulator `acc`, all fp32)
+so that the S x S score matrix never reaches memory. The output is divided by `l_i` once, at
+the end (the FA2 change over FA1 that removes a rescale per block).
+
+Choices that matter for speed, each a reason for code below:
+
+* exp2, not exp: softmax(x) is computed as 2^(x*log2(e) - m); the factor log2(e) is folded into
+  the 1/sqrt(D) scale on the host (`qk_scale`), so a score costs one FMA and one MUFU.EX2.
+* Causal block skipping: keys above the diagonal are never loaded. The key range of a query
+  tile is split into the fully visible blocks left of the diagonal (no mask work at all) and
+  the diagonal band, the only place the triangular mask is evaluated.
+* Heaviest tiles first in the causal case: the tile index is reversed so the programs with
+  the longest key range start in the first wave and short ones fill the tail.
+* Tail split in the non-causal case: when S is not a multiple of BLOCK_N only the last key
+  block carries the bounds mask.
+* `UPCAST_DOT` is only ever set under the CPU interpreter (see `interpreter_needs_upcast`).
+* TMA (`USE_DESC`): on Hopper, Q/K/V/O move through host-built tensor descriptors (bulk tensor
+  copies into shared memory, which the compiler software-pipelines `num_stages` deep and feeds
+  to wgmma). Descriptors address the (B*H*S, D) view, so they are used only when S is a multiple
+  of both block sizes (no tile crosses into the next head); otherwise pointer loads with masks.
+
+Layout: contiguous (B, H, S, D) q, k, v, out; causal means lower-triangular with Sq = Sk.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import triton
+import triton.language as tl
+
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _attend_block(
+    acc, l_i, m_i, q,
+    K, V, desc_k, desc_v, head_off, row0, start_n, offs_m, seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASK_DIAG: tl.constexpr, MASK_TAIL: tl.constexpr,
+    USE_DESC: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):
+    """Fold the keys [start_n, start_n + BLOCK_N) into the online-softmax state of one tile."""
+    start_n = tl.multiple_of(start_n, BLOCK_N)
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    if USE_DESC:
+        k = desc_k.load([row0 + start_n, 0])
+        v = desc_v.load([row0 + start_n, 0])
+    else:
+        kv_offs = head_off + offs_n[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :]
+        if MASK_TAIL:
+            in_bounds = (offs_n < seq_len)[:, None]
+            k = tl.load(K + kv_offs, mask=in_bounds, other=0.0)
+            v = tl.load(V + kv_offs, mask=in_bounds, other=0.0)
+        else:
+            k = tl.load(K + kv_offs)
+            v = tl.load(V + kv_offs)
+    if UPCAST_DOT:
+        qk = tl.dot(q.to(tl.float32), tl.trans(k).to(tl.float32))
+    else:
+        qk = tl.dot(q, tl.trans(k))
+    if MASK_DIAG:
+        visible = offs_m[:, None] >= offs_n[None, :]
+        if MASK_TAIL:
+            visible = visible & (offs_n[None, :] < seq_len)
+        qk = tl.where(visible, qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        qk = qk - m_new[:, None]
+    elif MASK_TAIL:
+        qk = tl.where((offs_n < seq_len)[None, :], qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        qk = qk - m_new[:, None]
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        qk = qk * qk_scale - m_new[:, None]  # one FMA per score
+    p = tl.math.exp2(qk)
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    if UPCAST_DOT:
+        acc = tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), acc)
+    else:
+        acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attend_key_range(
+    acc, l_i, m_i, q,
+    K, V, desc_k, desc_v,
+    head_off, row0, offs_m, lo, hi, seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+    MASK_DIAG: tl.constexpr, MASK_TAIL: tl.constexpr,
+    USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):
+    """Fold the keys [lo, hi) into the online-softmax state of one query tile, BLOCK_N at a time.
+
+    The warp-specialised loop is a separate branch so that `warp_specialize` is only ever
+    evaluated when asked for (a constexpr branch not taken is never compiled)."""
+    if WARP_SPEC:
+        for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=True):
+            acc, l_i, m_i = _attend_block(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, start_n, offs_m, seq_len,
+                qk_scale, HEAD_DIM, BLOCK_N, MASK_DIAG, MASK_TAIL, USE_DESC, UPCAST_DOT)
+    else:
+        for start_n in tl.range(lo, hi, BLOCK_N):
+            acc, l_i, m_i = _attend_block(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, start_n, offs_m, seq_len,
+                qk_scale, HEAD_DIM, BLOCK_N, MASK_DIAG, MASK_TAIL, USE_DESC, UPCAST_DOT)
+    return acc, l_i, m_i
+
+
+@triton.jit
+def fa2_fwd_kernel(
+    Q, K, V, Out, desc_q, desc_k, desc_v, desc_o,
+    seq_len, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
+    USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):
+    """Grid: (ceil(S / BLOCK_M), B * H). Writes Out[b, h, tile] for one query tile."""
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m  # longest key range first
+    start_m = pid_m * BLOCK_M
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    head_off = bh.to(tl.int64) * seq_len * HEAD_DIM  # int64: B*H*S*D may pass 2^31
+    row0 = bh * seq_len
+
+    if USE_DESC:
+        q = desc_q.load([row0 + start_m, 0])
+    else:
+        q_offs = head_off + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        if EVEN_M:
+            q = tl.load(Q + q_offs)
+        else:
+            q = tl.load(Q + q_offs, mask=(offs_m < seq_len)[:, None], other=0.0)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+
+    if CAUSAL:
+        # Key blocks that end at or before the tile's first row are fully visible: no mask.
+        diag_lo = (start_m // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attend_key_range(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, diag_lo, seq_len,
+            qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
+        # The diagonal band: the only blocks that need the triangular mask; above it, nothing.
+        diag_hi = tl.minimum(start_m + BLOCK_M, seq_len)
+        acc, l_i, m_i = _attend_key_range(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, diag_lo, diag_hi,
+            seq_len, qk_scale, HEAD_DIM, BLOCK_N, True, not EVEN_N, USE_DESC, False, UPCAST_DOT)
+    elif EVEN_N:
+        acc, l_i, m_i = _attend_key_range(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, seq_len, seq_len,
+            qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
+    else:
+        full_hi = (seq_len // BLOCK_N) * BLOCK_N
+        acc, l_i, m_i = _attend_key_range(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, full_hi, seq_len,
+            qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
+        acc, l_i, m_i = _attend_key_range(
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, full_hi, seq_len,
+            seq_len, qk_scale, HEAD_DIM, BLOCK_N, False, True, USE_DESC, False, UPCAST_DOT)
+
+    out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
+    if USE_DESC:
+        desc_o.store([row0 + start_m, 0], out)
+    else:
+        o_offs = head_off + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        if EVEN_M:
+            tl.store(Out + o_offs, out)
+        else:
+            tl.store(Out + o_offs, out, mask=(offs_m < seq_len)[:, None])
+
+
+def interpreter_needs_upcast(dtype) -> bool:
+    """The Triton interpreter (CPU, numpy) returns garbage for bf16 x bf16 dots (seen with
+    triton 3.9); there the operands are upcast to fp32 after their bf16 rounding, which is
+    exact (bf16 is a subset of fp32), so the result matches a bf16 dot with fp32 accumulate."""
+    import torch
+
+    return os.environ.get("TRITON_INTERPRET") == "1" and dtype == torch.bfloat16
+
+
+def descriptors_fit(seq_len: int, block_m: int, block_n: int) -> bool:
+    """Whether the TMA path is exact: no tile of the (B*H*S, D) view may straddle two heads."""
+    return seq_len % block_m == 0 and seq_len % block_n == 0
+
+
+def make_launcher(q, k, v, out, causal: bool, config):
+    """Return a zero-argument callable that runs the kernel once, writing into `out`.
+
+    Everything that does not change between calls (descriptors, grid, scale, flags) is built
+    here, so a call is one Triton launch. `config` is a `kernels.triton.configs.BlockConfig`.
+    """
+    batch, heads, seq_len, head_dim = q.shape
+    for name, t in (("q", q), ("k", k), ("v", v), ("out", out)):
+        if tuple(t.shape) != (batch, heads, seq_len, head_dim) or not t.is_contiguous():
+            raise ValueError(f"triton_fa2: {name} must be contiguous {tuple(q.shape)}, got "
+                             f"{tuple(t.shape)} contiguous={t.is_contiguous()}")
+    bm, bn = config.block_m, config.block_n
+    use_desc = bool(config.tma)
+    if use_desc and not descriptors_fit(seq_len, bm, bn):
+        raise ValueError(f"triton_fa2: TMA config {config.name!r} needs S % {bm} == 0 and "
+                         f"S % {bn} == 0, got S={seq_len}")
+    descs = (None, None, None, None)
+    if use_desc:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        rows = batch * heads * seq_len
+        descs = tuple(
+            TensorDescriptor(t.view(rows, head_dim), [rows, head_dim], [head_dim, 1], [blk, head_dim])
+            for t, blk in ((q, bm), (k, bn), (v, bn), (out, bm))
+        )
+    qk_scale = LOG2_E / math.sqrt(head_dim)
+    grid = (triton.cdiv(seq_len, bm), batch * heads)
+    kernel = fa2_fwd_kernel[grid]
+    meta = dict(
+        HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
+        EVEN_M=seq_len % bm == 0, EVEN_N=seq_len % bn == 0,
+        USE_DESC=use_desc, WARP_SPEC=bool(config.warp_specialize),
+        UPCAST_DOT=interpreter_needs_upcast(q.dtype),
+        num_warps=config.num_warps, num_stages=config.num_stages,
+    )
+
+    def run():
+        kernel(q, k, v, out, *descs, seq_len, qk_scale, **meta)
+        return out
+
+    def compiled_resources() -> dict:
+        """Launch once and return what the compiler reported for the kernel it ran: registers
+        per thread, spilled registers and shared memory (GPU only; Triton returns the handle)."""
+        handle = kernel(q, k, v, out, *descs, seq_len, qk_scale, **meta)
+        metadata = getattr(handle, "metadata", None)
+        return {
+            "registers_per_thread": getattr(handle, "n_regs", None),
+            "spilled_registers": getattr(handle, "n_spills", None),
+            "shared_mem_bytes": getattr(metadata, "shared", None),
+        }
+
+    run.compiled_resources = compiled_resources
+    return run

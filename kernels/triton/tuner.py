@@ -1,0 +1,100 @@
+"""Pick the block configuration of the Triton FA2 forward for one problem, on the device.
+
+The candidates come from `configs.toml` (per head dim / causal / sequence-length bucket). On a
+GPU each candidate is compiled, run once, and timed with CUDA events (median of several calls,
+L2 flushed before each by `triton.testing.do_bench`); the fastest wins. A candidate that fails
+to compile or launch (too much shared memory, an option this Triton lacks) is recorded with its
+error and skipped, never fatal unless all fail. Under the CPU interpreter nothing is timed: the
+first interpreter candidate is used.
+
+Choices are cached per exact problem (B, H, S, D, causal, dtype, device) for the process, so a
+suite that prepares the same case for several seeds tunes once. The whole trial list is
+returned so that a run records not just the winner but what it beat, and by how much.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from kernels.triton.configs import BlockConfig, ConfigTable, load_table
+from kernels.triton.fa2_fwd import make_launcher
+
+# Timing budget per candidate (milliseconds of do_bench warm-up and measurement): enough for a
+# stable median at these sizes (tens of calls even at 1 ms per call) without making a suite slow.
+WARMUP_MS = 5
+REP_MS = 25
+
+
+@dataclass
+class Trial:
+    config: str
+    median_us: float | None = None
+    error: str | None = None
+
+
+@dataclass
+class Choice:
+    config: BlockConfig
+    tuned: bool  # False under the interpreter (no timing) or when only one candidate fits
+    trials: list[Trial] = field(default_factory=list)
+
+    def as_record(self) -> dict:
+        return {
+            **self.config.as_record(),
+            "tuned": self.tuned,
+            "trials": [t.__dict__ for t in self.trials],
+        }
+
+
+_CACHE: dict[tuple, Choice] = {}
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def candidates_for(table: ConfigTable, q, causal: bool) -> list[BlockConfig]:
+    _, _, seq_len, head_dim = q.shape
+    found = table.candidates(head_dim, causal, seq_len, interpreter=interpreting())
+    if not found:
+        raise ValueError(f"triton_fa2: no block configuration in configs.toml runs head_dim="
+                         f"{head_dim} causal={causal} seq_len={seq_len} exactly")
+    return found
+
+
+def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None) -> Choice:
+    """The configuration to run this problem with (tuned on the device, cached per problem)."""
+    table = table or load_table()
+    key = (tuple(q.shape), bool(causal), str(q.dtype), str(q.device), interpreting())
+    if key in _CACHE:
+        return _CACHE[key]
+    found = candidates_for(table, q, causal)
+    if interpreting() or len(found) == 1:
+        choice = Choice(found[0], tuned=False)
+    else:
+        choice = time_candidates(q, k, v, out, causal, found)
+    _CACHE[key] = choice
+    return choice
+
+
+def time_candidates(q, k, v, out, causal: bool, found: list[BlockConfig]) -> Choice:
+    """Time every candidate on this problem; the fastest median wins."""
+    from triton.testing import do_bench
+
+    trials = []
+    for config in found:
+        try:
+            run = make_launcher(q, k, v, out, causal, config)
+            run()  # compile outside the timing
+            median_ms = do_bench(run, warmup=WARMUP_MS, rep=REP_MS, return_mode="median")
+            trials.append(Trial(config.name, median_us=median_ms * 1e3))
+        except Exception as exc:  # a candidate that cannot build or launch is a recorded miss
+            trials.append(Trial(config.name, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
+    timed = [t for t in trials if t.median_us is not None]
+    if not timed:
+        details = "; ".join(f"{t.config}: {t.error}" for t in trials)
+        raise RuntimeError(f"triton_fa2: every candidate configuration failed ({details})")
+    best = min(timed, key=lambda t: t.median_us)
+    by_name = {c.name: c for c in found}
+    return Choice(by_name[best.config], tuned=True, trials=trials)
