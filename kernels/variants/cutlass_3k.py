@@ -1,0 +1,127 @@
+"""`cutlass_3k_<tile>`: attention as three kernels, two of them CUTLASS 3.x Hopper GEMMs.
+
+    S = Q·Kᵀ                      CUTLASS GEMM (CollectiveBuilder, Sm90, TMA + wgmma), batched
+                                  over B·H with strides, fp32 accumulate, S stored in fp16/bf16
+    P = softmax(S / sqrt(D))      our masked row softmax (fp32 math; causal mask applied here)
+    O = P·V                       CUTLASS GEMM of the same tile configuration, into `out`
+
+This is the seeds' "CUTLASS 3-kernel" pipeline (seed 002's tile sweep, seed 000's
+persistent and 2x1-cluster iterations), made a measured variant: one variant per entry of
+kernels/cutlass/tiles.toml. It is the same algorithm as `torch_3op` (cuBLAS + torch
+softmax), so the pair shows what the GEMM library and tile choice are worth. Like
+torch_3op it computes the full S x S product also when causal (a GEMM cannot skip the
+masked half); TFLOPS are still counted by the one metric definition (causal halves them).
+
+S and P (B·H·S·ld elements each, ld = S rounded up to 8 for 16-byte TMA rows) and the
+GEMM workspace are allocated in `prepare`, and the CUTLASS GEMMs are initialised there
+(TMA descriptors), so the timed call is three launches on torch's current stream.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kernels.availability import capabilities
+from kernels.cases import Case
+from kernels.cutlass import configs
+from kernels.cutlass.build import build_and_report, build_library
+from kernels.cutlass.configs import TileConfig
+from kernels.cutlass.library import Attention3kLibrary
+from kernels.inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
+from kernels.registry import BuildReport, Prepared, Variant, register
+
+NEEDS = frozenset({"cuda", "hopper", "nvcc", "cutlass"})
+ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
+
+
+@functools.lru_cache(maxsize=None)
+def _library(config: TileConfig) -> Attention3kLibrary:
+    """Build (through the cache) and load one configuration's library, once per process."""
+    return Attention3kLibrary(build_library(config).path)
+
+
+def intermediate_bytes(case: Case) -> int:
+    """Bytes of S and P together: 2 * B*H*S*ld elements of the case dtype."""
+    b, h, s, _ = input_shape(case)
+    return 2 * b * h * s * configs.padded_ld(s) * ELEMENT_BYTES[case.dtype]
+
+
+def _unsupported(case: Case) -> str | None:
+    _, limits = configs.default()
+    if case.dtype not in ELEMENT_BYTES:
+        return f"CUTLASS 3-kernel builds fp16 and bf16 only; got {case.dtype}"
+    b, h, s, d = input_shape(case)
+    if d % limits.head_dim_multiple:
+        return f"head dim {d} is not a multiple of {limits.head_dim_multiple} (TMA needs 16-byte row strides)"
+    if b * h * s > limits.max_rows:
+        return f"B*H*S = {b * h * s} rows exceed the softmax grid limit {limits.max_rows}"
+    if not capabilities().cuda:
+        return None
+    import torch
+
+    need = intermediate_bytes(case)
+    total = torch.cuda.get_device_properties(0).total_memory
+    if need > limits.memory_share * total:
+        return (f"S and P take {need / 2**30:.1f} GiB (2*B*H*S*ld elements), over "
+                f"{limits.memory_share:.0%} of the device's {total / 2**30:.0f} GiB")
+    return None
+
+
+def _prepare_for(config: TileConfig):
+    def prepare(case: Case, device: Any, seed: int) -> Prepared:
+        import torch
+
+        library = _library(config)
+        q, k, v = make_inputs(case, device, seed)
+        out = make_output(case, device)
+        b, h, s, d = input_shape(case)
+        ld = configs.padded_ld(s)
+        dtype = torch_dtype(case.dtype)
+        scores = torch.empty((b * h, s, ld), dtype=dtype, device=q.device)
+        probs = torch.empty((b * h, s, ld), dtype=dtype, device=q.device)
+        workspace_bytes = library.workspace_bytes(case.dtype, b * h, s, ld, d)
+        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=q.device)
+        plan = library.plan(dtype=case.dtype, q=q, k=k, v=v, scores=scores, probs=probs, out=out, seq=s, ld=ld,
+                            scale=softmax_scale(d), causal=case.causal, workspace=workspace)
+
+        def launch() -> Any:
+            plan.launch(torch.cuda.current_stream(q.device).cuda_stream)
+            return out
+
+        # The plan holds raw pointers: the callable keeps the buffers alive as long as it lives.
+        launch.keep_alive = (plan, scores, probs, workspace)  # type: ignore[attr-defined]
+        return Prepared(fn=launch, q=q, k=k, v=v, out=out, info={
+            "kernels": 3, **config.describe(), "ld": ld, "workspace_bytes": workspace_bytes,
+            "intermediate_bytes": intermediate_bytes(case),
+        })
+
+    return prepare
+
+
+def _build_for(config: TileConfig):
+    def build() -> BuildReport:
+        return build_and_report(config)
+
+    return build
+
+
+def _register_all() -> list[Variant]:
+    tile_configs, _ = configs.default()
+    return [
+        register(Variant(
+            name=config.variant_name,
+            family="cutlass",
+            description=(f"CUTLASS 3.x GEMM (tile {'x'.join(map(str, config.tile))}, cluster {config.cluster_m}x1, "
+                         f"{config.describe()['schedule']}) -> masked softmax -> CUTLASS GEMM; {config.reason}"),
+            prepare=_prepare_for(config),
+            needs=NEEDS,
+            unsupported=_unsupported,
+            build=_build_for(config),
+            lineage="CUTLASS 3-kernel (seed 000 iterations 0-8, seed 002 tile sweep)",
+        ))
+        for config in tile_configs
+    ]
+
+
+CUTLASS_3K_VARIANTS = _register_all()
