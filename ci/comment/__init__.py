@@ -1,0 +1,1 @@
+"""The PR comment and job summary rendered from a validated compare.json."""

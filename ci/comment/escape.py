@@ -1,0 +1,55 @@
+"""Escaping untrusted text (kernel names, branch names, error messages) for GitHub markdown.
+
+GitHub renders a subset of HTML inside comments, so untrusted text must never reach the
+comment as markup: `<`, `>` and `&` become entities, every markdown metacharacter is
+backslash-escaped, `|` cannot break a table, newlines cannot start a block, `@` cannot ping
+anyone and `#123` cannot link an issue. Output is capped so a long name cannot flood the
+comment.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+_MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~=:")
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "@": "&#64;", '"': "&quot;", "'": "&#39;"}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def md_text(value: object, limit: int = 200) -> str:
+    """Untrusted value -> inert markdown text (one line, at most `limit` visible characters)."""
+    text = _CONTROL.sub(" ", str(value))
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    out = []
+    for ch in text:
+        if ch in _ENTITIES:
+            out.append(_ENTITIES[ch])
+        elif ch in _MARKDOWN_SPECIALS:
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def md_code(value: object, limit: int = 200) -> str:
+    """Untrusted value as an inline code span; backticks and line breaks cannot escape it."""
+    text = _CONTROL.sub(" ", str(value)).replace("`", "'")
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    # GFM splits table cells on `|` even inside code spans; `\|` is the escape it honours there.
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if text.strip() else "` `"
+
+
+def safe_url(value: str | None) -> str | None:
+    """An http(s) URL fit for a markdown link target, or None: no spaces, parentheses or quotes."""
+    if not value:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        return None
+    if any(ch in value for ch in ' ()<>"\'`\\') or _CONTROL.search(value):
+        return None
+    return value

@@ -1,0 +1,192 @@
+"""Markdown for the sticky PR comment and the job summary, from a validated CompareReport.
+
+Layout (DESIGN.md "PR comments"): a hidden marker, a one-line verdict, correctness failures
+first, a table of significant changes (base, head, Δ%, interval, gap-to-SDPA), ncu deltas for
+regressed cases, the full table folded in <details>, links to the run and the dashboard.
+Every value that came from the artifact is escaped (ci.comment.escape); numbers are formatted
+here. GitHub refuses comment bodies over 65,536 characters: the folded table is cut first, then
+the significant-changes table, each with a note saying how many rows were left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ci.comment.escape import md_code, md_text, safe_url
+from ci.compare.report import CaseComparison, CompareReport
+
+MARKER = "<!-- attnwatch:compare -->"
+GITHUB_BODY_LIMIT = 65536
+BODY_BUDGET = GITHUB_BODY_LIMIT - 1536  # headroom for the truncation notes and links
+SECTION_BUDGET = 12000  # correctness failures and unmeasured cases: each table at most this long
+
+
+@dataclass(frozen=True)
+class Links:
+    run_url: str | None = None
+    dashboard_url: str | None = None
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def _pct(ratio: float | None) -> str:
+    return "—" if ratio is None else f"{(ratio - 1.0) * 100.0:+.1f}%"
+
+
+def _interval(case: CaseComparison) -> str:
+    if case.low is None or case.high is None:
+        return "—"
+    return f"[{(case.low - 1) * 100:+.1f}%, {(case.high - 1) * 100:+.1f}%]"
+
+
+def _gap(case: CaseComparison) -> str:
+    b, h = case.base.gap_to_sdpa, case.head.gap_to_sdpa
+    if b is None and h is None:
+        return "—"
+    fmt = lambda g: "—" if g is None else f"{g:.3f}×"  # noqa: E731
+    return f"{fmt(b)} → {fmt(h)}"
+
+
+_VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no change": "no change", "failed": "⚠️ failed",
+                 "new": "new (no base)", "removed": "removed", "skipped": "skipped"}
+
+
+def headline(report: CompareReport) -> str:
+    """The one-line verdict."""
+    parts = []
+    if report.correctness_failures:
+        n = len(report.correctness_failures)
+        parts.append(f"{n} correctness failure{'s' * (n != 1)}")
+    if report.regressions:
+        n = len(report.regressions)
+        parts.append(f"{n} regression{'s' * (n != 1)}")
+    if report.failed:
+        n = len(report.failed)
+        parts.append(f"{n} case{'s' * (n != 1)} not measured")
+    if report.improvements:
+        n = len(report.improvements)
+        parts.append(f"{n} improvement{'s' * (n != 1)}")
+    bad = report.should_fail()
+    icon = "❌" if bad else "✅"
+    if not parts:
+        parts.append(f"no significant change in {len(report.cases)} cases")
+    return f"### {icon} attnwatch: " + ", ".join(parts)
+
+
+def _context_line(report: CompareReport) -> str:
+    method = "two-level (rounds, samples)" if report.method == "hierarchical" else "pooled-sample"
+    return (
+        f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
+        f"on {md_text(report.gpu_name)}, same job, {report.rounds} interleaved round"
+        f"{'s' * (report.rounds != 1)} per side; {report.confidence:.0%} {method} bootstrap interval of "
+        f"head/base median; flagged when the whole interval is beyond ±{report.min_effect:.1%}."
+    )
+
+
+def _correctness_section(report: CompareReport) -> list[str]:
+    rows = report.correctness_failures
+    if not rows:
+        return []
+    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error |", "|---|---:|---:|:-:|---|"]
+    body = []
+    for c in rows:
+        h = c.head
+        err = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
+        base_ok = {True: "yes", False: "no", None: "—"}[c.base.correct]
+        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} |")
+    return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
+
+
+def _change_row(c: CaseComparison) -> str:
+    return (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+
+
+_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head |",
+                  "|---|---|---:|---:|---:|---|---|"]
+
+
+def _failed_section(report: CompareReport) -> list[str]:
+    if not report.failed:
+        return []
+    lines = ["#### Cases not measured", "", "| case | base | head | error |", "|---|---|---|---|"]
+    body = []
+    for c in report.failed:
+        err = c.head.error or c.base.error or ""
+        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} |")
+    return lines + _table(body, SECTION_BUDGET, "unmeasured cases")[0] + [""]
+
+
+def _ncu_section(report: CompareReport) -> list[str]:
+    cases = [c for c in report.regressions if c.ncu]
+    if not cases:
+        return []
+    lines = ["#### ncu: what changed in the regressed cases", ""]
+    for c in cases:
+        lines += [f"{md_code(c.case_id)}", "", "| metric | base | head | Δ |", "|---|---:|---:|---:|"]
+        for d in c.ncu:
+            delta = f"{(d.head / d.base - 1) * 100:+.1f}%" if d.base else "—"
+            lines.append(f"| {md_code(d.metric)} | {d.base:.4g} | {d.head:.4g} | {delta} |")
+        lines.append("")
+    return lines
+
+
+def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
+    """Keep as many rows as fit in `budget` characters; return (rows, how many were left out)."""
+    kept, used = [], 0
+    for i, row in enumerate(rows):
+        if used + len(row) + 1 > budget:
+            return kept + [f"| … {len(rows) - i} more {what} left out to fit GitHub's comment limit; all are in compare.json |"], len(rows) - i
+        kept.append(row)
+        used += len(row) + 1
+    return kept, 0
+
+
+def render_comment(report: CompareReport, links: Links = Links()) -> str:
+    """The whole comment body (marker first), under GitHub's 65,536-character limit."""
+    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement")),
+                         key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
+    head = [MARKER, headline(report), "", _context_line(report), ""]
+    head += _correctness_section(report)
+    head += _failed_section(report)
+    tail = []
+    run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
+    link_parts = []
+    if run_url:
+        link_parts.append(f"[workflow run]({run_url})")
+    if dash_url:
+        link_parts.append(f"[dashboard]({dash_url})")
+    link_parts.append("full data: the `compare.json` artifact")
+    tail.append(" · ".join(link_parts))
+
+    fixed = "\n".join(head + tail)
+    ncu = _ncu_section(report)
+    budget = BODY_BUDGET - len(fixed)
+    change_rows = [_change_row(c) for c in significant]
+    change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
+    sig = (["#### Significant changes", "", *_CHANGE_HEADER, *change_lines, ""] if significant
+           else [f"No case moved beyond ±{report.min_effect:.1%} with {report.confidence:.0%} confidence.", ""])
+    ncu_text = "\n".join(ncu)
+    if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
+        ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
+    budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
+    all_rows = [_change_row(c) for c in sorted(report.cases, key=lambda c: c.case_id)]
+    full, _ = _table(all_rows, max(budget - 400, 0), "cases")
+    details = ["<details><summary>All " + str(len(report.cases)) + " cases</summary>", "", *_CHANGE_HEADER, *full, "", "</details>", ""]
+    return "\n".join(head + sig + ncu + details + tail) + "\n"
+
+
+def render_short(report: CompareReport, links: Links = Links()) -> str:
+    """A minimal body (verdict, counts, links): the fallback when GitHub refuses the full one."""
+    lines = [MARKER, headline(report), "", _context_line(report), "",
+             "The full comment was refused by GitHub (too long); every case is in the `compare.json` artifact.", ""]
+    run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
+    if run_url:
+        lines.append(f"[workflow run]({run_url})")
+    if dash_url:
+        lines.append(f"[dashboard]({dash_url})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,85 @@
+"""The PR comment's markdown: order of sections, escaping of untrusted text, GitHub's size limit."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from ci.comment.escape import md_code, md_text, safe_url
+from ci.comment.render import GITHUB_BODY_LIMIT, MARKER, Links, headline, render_comment
+from compare_factory import make_report
+
+SLOW = "sdpa_flash/b4_h16_s1k/fp16/noncausal"
+BROKEN = "sdpa_cudnn/b16_h16_s2k/fp16/noncausal"
+
+
+@pytest.fixture(scope="module")
+def report(fixtures_dir):
+    return make_report(fixtures_dir, slowdown={SLOW: 1.06}, head_incorrect={BROKEN}, ncu=True)
+
+
+def test_layout_verdict_then_correctness_then_changes_then_details(report):
+    body = render_comment(report, Links("https://github.com/octo/kernels/actions/runs/77", "https://perf.example.org/app"))
+    assert body.startswith(MARKER + "\n### ❌")
+    lines = body.splitlines()
+    assert "1 correctness failure" in lines[1] and "1 regression" in lines[1]
+    order = [body.index(s) for s in ("#### Correctness failures", "#### Significant changes", "#### ncu", "<details>")]
+    assert order == sorted(order)
+    significant = body[body.index("#### Significant changes"):body.index("#### ncu")]
+    assert SLOW in significant and ("+5." in significant or "+6." in significant)
+    assert BROKEN in body[body.index("#### Correctness failures"):body.index("#### Significant")]
+    assert body.count("| `") >= 9 + 1 + 1  # every case in the folded table, plus the two sections
+    assert "[workflow run](https://github.com/octo/kernels/actions/runs/77)" in body
+    assert "[dashboard](https://perf.example.org/app)" in body
+    assert "registers\\_per\\_thread" in body or "`registers_per_thread`" in body
+
+
+def test_clean_report_says_so(fixtures_dir):
+    body = render_comment(make_report(fixtures_dir))
+    assert headline(make_report(fixtures_dir)).startswith("### ✅")
+    assert "no significant change in 9 cases" in body
+    assert "#### Correctness failures" not in body and "#### Significant changes" not in body
+
+
+HOSTILE = '<img src=x onerror=alert(1)>|@everyone #1 [x](javascript:alert(1)) ``` </details>'
+
+
+def test_untrusted_text_cannot_become_html_links_mentions_or_table_cells(report):
+    case = report.cases[0]
+    hostile_case = dataclasses.replace(case, case_id=HOSTILE + "/x/fp16/causal", correctness_failed=True,
+                                       head=dataclasses.replace(case.head, error=HOSTILE, correct=False))
+    hostile = dataclasses.replace(report, cases=[hostile_case, *report.cases[1:]], gpu_name=HOSTILE)
+    body = render_comment(hostile)
+    # Code spans show their content literally (CommonMark 6.1): no HTML, links or mentions
+    # there. Outside them, nothing of the hostile text may stay active.
+    outside = re.sub(r"`[^`\n]*`", "", body)
+    assert body.count("`") % 2 == 0
+    assert "<img" not in outside and outside.count("</details>") == 1
+    assert "@everyone" not in outside
+    assert "](javascript" not in outside
+    for line in body.splitlines():
+        if line.startswith("| ") and HOSTILE[:4].replace("<", "") in line:
+            # the hostile pipe is escaped: the row still has the header's column count
+            assert len(re.findall(r"(?<!\\)\|", line)) in (6, 8)
+
+
+def test_escape_helpers():
+    assert md_text("a_b*c<d>&@e|f") == "a\\_b\\*c&lt;d&gt;&amp;&#64;e\\|f"
+    assert md_text("x" * 500, limit=10).endswith("…") and len(md_text("x" * 500, limit=10)) == 10
+    assert md_text("line1\nline2\u202e") == "line1 line2 "
+    assert md_code("a`b|c") == "`a'b\\|c`"
+    assert safe_url("https://h.example/a?b=1") == "https://h.example/a?b=1"
+    for bad in ("javascript:alert(1)", "https://h.example/a) [x](y", "ftp://h", "", None, "https://"):
+        assert safe_url(bad) is None
+
+
+def test_huge_report_stays_under_githubs_limit_and_says_what_was_cut(report):
+    many = [dataclasses.replace(c, case_id=f"{c.case_id}-{i}") for i in range(700) for c in report.cases]
+    big = dataclasses.replace(report, cases=many)
+    body = render_comment(big, Links("https://github.com/o/r/actions/runs/1", None))
+    assert len(body) <= GITHUB_BODY_LIMIT
+    assert "left out to fit GitHub's comment limit" in body
+    assert body.rstrip().endswith("artifact")  # links survive the cut
+    assert "#### Correctness failures" in body  # failures come first and survive
