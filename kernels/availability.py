@@ -8,7 +8,8 @@ A variant declares what it `needs` (kernels.registry): any of
   interpreter (``TRITON_INTERPRET=1``: Triton kernels execute on CPU tensors, slowly, so
   only small shapes are practical);
 * ``nvcc``   the CUDA compiler on PATH;
-* ``cupy``   CuPy importable and seeing a CUDA device (launches nvcc-built cubins).
+* ``cupy``   CuPy importable and seeing a CUDA device (launches nvcc-built cubins);
+* ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks).
 
 Every variant also needs torch (all of them take and return torch tensors). The probe runs
 once (`capabilities()` is cached) because CUDA initialisation, `nvcc --version` and
@@ -29,7 +30,8 @@ from typing import Any
 from kernels.cases import Case
 from kernels.registry import Variant, get
 
-KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy"})
+KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass"})
+DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device
 
 
 @dataclass(frozen=True)
@@ -142,6 +144,19 @@ def capabilities() -> Capabilities:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def cutlass_headers_problem() -> str | None:
+    """Why the CUTLASS headers are unusable, or None when found. Probed on first use only:
+    just the CUTLASS variants need it."""
+    from kernels.cutlass.headers import CutlassHeadersError, cutlass_include_dir
+
+    try:
+        folder = cutlass_include_dir()
+    except CutlassHeadersError as exc:
+        return str(exc)
+    return None if folder is not None else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
+
+
 def _missing(need: str, caps: Capabilities) -> str | None:
     """Why `need` is not met on this machine, or None when it is."""
     if need == "cuda":
@@ -164,6 +179,9 @@ def _missing(need: str, caps: Capabilities) -> str | None:
         return None if caps.nvcc_path else "needs nvcc (the CUDA toolkit) on PATH"
     if need == "cupy":
         return None if caps.cupy_problem is None else f"needs CuPy with a device: {caps.cupy_problem}"
+    if need == "cutlass":
+        problem = cutlass_headers_problem()
+        return None if problem is None else f"needs the CUTLASS headers: {problem}"
     return f"declares an unknown need {need!r} (known: {', '.join(sorted(KNOWN_NEEDS))})"
 
 
@@ -177,7 +195,12 @@ def availability(variant: Variant | str) -> tuple[bool, str]:
     caps = capabilities()
     if caps.torch_problem:
         return False, caps.torch_problem
-    reasons = [r for need in sorted(variant.needs) if (r := _missing(need, caps)) is not None]
+    needs = set(variant.needs)
+    if needs & DEVICE_NEEDS and not caps.cuda:
+        # One reason for the missing device, not one per need that depends on it.
+        needs -= DEVICE_NEEDS
+        needs.add("cuda")
+    reasons = [r for need in sorted(needs) if (r := _missing(need, caps)) is not None]
     return (False, "; ".join(reasons)) if reasons else (True, "")
 
 
