@@ -345,8 +345,12 @@ class CubinKernel:
 
         self.path = Path(path)
         self.name = name
-        self._module = cupy.RawModule(path=str(self.path))
-        self._function = self._module.get_function(name)
+        import torch
+
+        # Load into the context of torch's current device, where the tensors and stream live.
+        with cupy.cuda.Device(torch.cuda.current_device()):
+            self._module = cupy.RawModule(path=str(self.path))
+            self._function = self._module.get_function(name)
         self.dynamic_smem_bytes = int(dynamic_smem_bytes)
         if self.dynamic_smem_bytes > 48 * 1024:
             # The cudaFuncSetAttribute(MaxDynamicSharedMemorySize) opt-in beyond 48 KB.
@@ -390,16 +394,17 @@ class CubinKernel:
         raise TypeError(f"{self.name}: argument {index} is {type(arg).__name__}; pass a numpy scalar of the C type")
 
 
-_streams: dict[int, Any] = {}
+_streams: dict[tuple[int, int], Any] = {}
 
 
 def _current_stream() -> Any:
-    """A CuPy view of torch's current stream (one wrapper per stream handle, made once)."""
+    """A CuPy view of torch's current stream (one wrapper per stream handle and device, made once)."""
     import cupy
     import torch
 
-    handle = torch.cuda.current_stream().cuda_stream
-    stream = _streams.get(handle)
+    torch_stream = torch.cuda.current_stream()
+    key = (torch_stream.cuda_stream, torch_stream.device_index)
+    stream = _streams.get(key)
     if stream is None:
-        stream = _streams[handle] = cupy.cuda.ExternalStream(handle)
+        stream = _streams[key] = cupy.cuda.ExternalStream(*key)
     return stream
