@@ -1,15 +1,44 @@
-"""`attnwatch export` (placeholder until its issue lands: it says so and exits non-zero)."""
+"""`attnwatch export DIR` and `attnwatch import DIR`: the whole history as Parquet and back.
+
+Both commands live here because `import` cannot be a module name. Export writes one Parquet
+file per table and export.json (schema version, migrations, row counts); import validates an
+export first and then merges it idempotently (history.exchange).
+"""
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
+
+from history.exchange import export_history, import_history
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("export", help="(not yet implemented)")
-    p.set_defaults(func=_run)
+    e = subparsers.add_parser(
+        "export", help="write the whole history as Parquet (one file per table + export.json)",
+        description="Export every table of the history to DIR (new or empty) as Parquet, with a manifest.",
+    )
+    e.add_argument("directory", type=Path, metavar="DIR")
+    e.set_defaults(func=_export)
+    i = subparsers.add_parser(
+        "import", help="merge an export into the history (idempotent)",
+        description="Validate the export in DIR, then add every row whose natural key the history lacks, "
+        "in one transaction. Importing the same export twice adds nothing.",
+    )
+    i.add_argument("directory", type=Path, metavar="DIR")
+    i.set_defaults(func=_import)
 
 
-def _run(args) -> int:
-    print("attnwatch export: not implemented yet", file=sys.stderr)
-    return 3
+def _export(args) -> int:
+    report = export_history(args.db, args.directory)
+    for line in report.lines():
+        print(line)
+    print(f"exported {sum(report.rows.values())} rows to {args.directory}")
+    return 0
+
+
+def _import(args) -> int:
+    report = import_history(args.db, args.directory)
+    for line in report.lines():
+        print(line)
+    print(f"imported {sum(report.rows.values())} new rows into {args.db}")
+    return 0
