@@ -103,7 +103,7 @@ def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: fl
     """Achieved TFLOPS against arithmetic intensity (FLOP/byte of DRAM traffic), log-log, under two roofs.
 
     The roofs are min(peak, bandwidth × intensity) with both ceilings *measured* (the caller
-    passes them with their provenance in `ceiling_label`). `points` columns: label,
+    passes them with their provenance in `ceiling_label`). `points` columns: label, shape_id,
     arithmetic_intensity, achieved_tflops, run_id.
     """
     fig = go.Figure()
@@ -121,8 +121,8 @@ def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: fl
         fig.add_trace(go.Scatter(
             x=group["arithmetic_intensity"], y=group["achieved_tflops"], mode="markers",
             name=escape_hover(label, 60), marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
-            customdata=list(zip(group["run_id"])),
-            hovertemplate="%{y:.1f} TFLOP/s at %{x:.3g} FLOP/B<br>run %{customdata[0]}<extra>"
+            customdata=list(zip(group["run_id"], group["shape_id"].map(escape_hover))),
+            hovertemplate="%{y:.1f} TFLOP/s at %{x:.3g} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
             + escape_hover(label, 60) + "</extra>",
         ))
     fig.update_layout(

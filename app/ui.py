@@ -39,6 +39,12 @@ def escape_hover(text: str | None, limit: int = 80) -> str:
     return html.escape(truncate(text, limit), quote=True)
 
 
+def code_span(text: str | None) -> str:
+    """Untrusted text as a markdown code span: shown literally (no markdown, no HTML inside)."""
+    clean = _CONTROL.sub("", str(text or "")).replace("`", "'").replace("\n", " ")
+    return f"`{clean}`"
+
+
 def short_sha(sha: str | None) -> str:
     return (sha or "")[:10]
 
@@ -46,7 +52,7 @@ def short_sha(sha: str | None) -> str:
 def page_source() -> Source:
     """The history this page reads, with a one-line caption naming it."""
     source = current_source()
-    st.caption(f"History: `{escape_markdown(source.path)}`")
+    st.caption(f"History: {code_span(source.path)}")
     return source
 
 
@@ -117,8 +123,8 @@ def run_caption(run) -> None:
     """A run's identity: commit, branch, start, id; the commit message as plain text."""
     synthetic = " · SYNTHETIC" if bool(run.synthetic) else ""
     st.markdown(
-        f"**Run** `{escape_markdown(run.run_id)}` · commit `{short_sha(run.commit_sha)}` · "
-        f"branch `{escape_markdown(truncate(run.branch, 60))}` · started {escape_markdown(str(run.started_at)[:19])} UTC · "
+        f"**Run** {code_span(run.run_id)} · commit {code_span(short_sha(run.commit_sha))} · "
+        f"branch {code_span(truncate(run.branch, 60))} · started {escape_markdown(str(run.started_at)[:19])} UTC · "
         f"status **{escape_markdown(run.status)}**{synthetic}"
     )
     if run.commit_message:

@@ -34,7 +34,7 @@ def variants_with_data(source: Source) -> list[str]:
 
 @cached_query
 def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
-    """Build reports of `variant` over the newest `max_runs` runs on `gpu`, oldest first."""
+    """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, oldest first."""
     return read_frame(
         source,
         """
@@ -42,7 +42,7 @@ def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -
                b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
                b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
         FROM builds b JOIN runs u USING (run_id)
-        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ?
+        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
         ORDER BY u.started_at DESC LIMIT ?
         """,
         [variant, gpu, int(max_runs)],
@@ -67,14 +67,14 @@ def ncu_cases_of_variant(source: Source, variant: str, gpu: str) -> list[str]:
 
 @cached_query
 def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
-    """Per-case ncu metrics of one case over the newest `max_runs` profiled runs, oldest first."""
+    """Per-case ncu metrics of one case over the newest `max_runs` profiled main runs, oldest first."""
     columns = ", ".join(f"n.{c}" for c in NCU_COLUMNS)
     return read_frame(
         source,
         f"""
         SELECT u.started_at, u.run_id, u.commit_sha, n.kernel_count, n.occupancy_limiter, n.error, {columns}
         FROM ncu_cases n JOIN runs u USING (run_id)
-        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ?
+        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
         ORDER BY u.started_at DESC LIMIT ?
         """,
         [case_id, gpu, int(max_runs)],
@@ -96,24 +96,26 @@ def ncu_kernels_of_run(source: Source, run_id: str, case_id: str) -> pd.DataFram
 
 @cached_query
 def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.DataFrame:
-    """Each profiled case of the newest run on `gpu` that has ncu metrics: achieved TFLOPS
-    (from ncu: FLOPs over the profiled kernel duration) against FLOPs per DRAM byte."""
+    """For each profiled case of `variants` on `gpu`, its newest ncu measurement on main: achieved
+    TFLOPS (case FLOPs over ncu's kernel duration, as stored) against FLOPs per DRAM byte."""
     return read_frame(
         source,
         f"""
-        WITH newest AS (
-            SELECT n.run_id FROM ncu_cases n JOIN runs u USING (run_id)
-            WHERE coalesce(u.gpu_name, u.device_kind) = ?
-            ORDER BY u.started_at DESC LIMIT 1
-        )
         SELECT r.variant || ' · ' || r.dtype || CASE WHEN r.causal THEN ' · causal' ELSE '' END AS label,
-               r.case_id, r.shape_id, n.run_id, n.achieved_tflops, n.dram_bytes,
-               ({CASE_FLOPS_SQL}) / n.dram_bytes AS arithmetic_intensity,
-               r.tflops AS timed_tflops
-        FROM ncu_cases n JOIN newest USING (run_id)
+               r.case_id, r.shape_id,
+               arg_max(n.run_id, u.started_at) AS run_id,
+               arg_max(n.achieved_tflops, u.started_at) AS achieved_tflops,
+               arg_max(n.dram_bytes, u.started_at) AS dram_bytes,
+               arg_max(({CASE_FLOPS_SQL}) / n.dram_bytes, u.started_at) AS arithmetic_intensity,
+               arg_max(r.tflops, u.started_at) AS timed_tflops,
+               max(u.started_at) AS profiled_at
+        FROM ncu_cases n
+        JOIN runs u ON u.run_id = n.run_id
         JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
-        WHERE n.dram_bytes > 0 AND n.achieved_tflops > 0 AND list_contains(?, r.variant)
-        ORDER BY label
+        WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main' AND list_contains(?, r.variant)
+          AND n.dram_bytes > 0 AND n.achieved_tflops > 0
+        GROUP BY ALL
+        ORDER BY label, r.shape_id
         """,
         [gpu, list(variants)],
     )

@@ -63,7 +63,8 @@ def trend_options(source: Source) -> dict[str, list]:
             "SELECT branch FROM runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = 'main') DESC, count(*) DESC LIMIT 200"
         ),
         "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
-        "shapes": distinct("SELECT DISTINCT shape_id FROM results WHERE shape_id IS NOT NULL ORDER BY 1"),
+        # Most-measured shape first: the natural default for a trend.
+        "shapes": distinct("SELECT shape_id FROM results WHERE shape_id IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1"),
         "dtypes": distinct("SELECT DISTINCT dtype FROM results WHERE dtype IS NOT NULL ORDER BY 1"),
     }
 

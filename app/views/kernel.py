@@ -74,7 +74,7 @@ def roofline_section(source, variant, gpu, all_variants):
     st.plotly_chart(charts.roofline_figure(points, peak, ceilings.dram_tbps, label), key="roofline_chart", width="stretch")
     st.caption(
         f"Ceilings measured on {ceilings.measured_on}: {ceilings.reasons.get(dtype + '_tflops', '')} "
-        f"{ceilings.reasons.get('dram_tbps', '')} Points: newest profiled run; x = case FLOPs / ncu DRAM bytes, "
+        f"{ceilings.reasons.get('dram_tbps', '')} Points: each case's newest profiled run; x = case FLOPs / ncu DRAM bytes, "
         "y = ncu's achieved TFLOP/s."
     )
 

@@ -26,11 +26,11 @@ def trends_page(source, shape):
         key="trends_variants",
     )
     shapes = row[1].multiselect(
-        "shapes", opts["shapes"], default=pick_defaults(opts["shapes"], ("b4_h16_s1k",), 1), key="trends_shapes",
+        "shapes", opts["shapes"], default=opts["shapes"][:1], key="trends_shapes",
     )
     dtype = row[2].selectbox("dtype", opts["dtypes"] or ["fp16"], key="trends_dtype")
     causal = row[3].toggle("causal", value=False, key="trends_causal")
-    band = row[4].toggle("p10–p90", value=True, key="trends_band", help="Band only where CI stored percentiles (latency).")
+    band = row[4].toggle("band", value=True, key="trends_band", help="p10–p90 band, where CI stored percentiles (latency).")
     max_runs = row[5].slider("newest runs", 10, 1000, 200, step=10, key="trends_max_runs")
     if not variants or not shapes:
         st.info("Choose at least one variant and one shape.")

@@ -1,0 +1,128 @@
+"""A small but complete history for the dashboard's tests, built the way production builds one:
+real bundle directories (tests/bundle_factory.py) ingested by history.ingest, alerts recorded
+through history.alerts.
+
+What it holds, and why each part is there:
+  - 8 main runs on an NVIDIA H200, an hour apart, 4 variants x 2 shapes x fp16 x causal/not,
+    with samples: trends, sparklines, compare intervals;
+  - triton_fa2 10% slower from run 5 on, with a regression alert there: a visible step;
+  - ncu metrics in the last two runs: Kernel page and roofline;
+  - a hostile commit message in run 6: nothing may render it as HTML or markdown;
+  - a crashed case and a failed correctness case in the newest complete run;
+  - a failed main run after it: Overview must say the newest run did not complete;
+  - a pull-request run on another branch;
+  - a main run on an NVIDIA L4 without any SDPA variant: gap-to-SDPA is empty there.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from bundle_factory import SHAPES, case_id, make_bundle
+from history.alerts import NewAlert, record_alerts
+from history.db import open_write
+from history.ingest import ingest_paths
+
+H200 = "NVIDIA H200"
+L4 = "NVIDIA L4"
+VARIANTS = ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")
+MAIN_RUNS = 8
+STEP_RUN = 5
+HOSTILE_MESSAGE = "<script>alert('x')</script> <b>bold</b> **stars** [link](javascript:alert(1)) $x$"
+START = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
+REGRESSED_CASE = case_id("triton_fa2", SHAPES[0].id, "fp16", False)
+CRASHED_CASE = case_id("cuda_wmma", SHAPES[1].id, "fp16", True)
+INCORRECT_CASE = case_id("cuda_wmma", SHAPES[0].id, "fp16", False)
+
+
+def main_run_id(i: int) -> str:
+    return f"h200-main-{i:02d}"
+
+
+def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
+    """Write the bundles under `work_dir`, ingest them into `db_path`, record two alerts.
+    Returns named run ids for assertions."""
+    bundles = []
+    for i in range(MAIN_RUNS):
+        statuses = {CRASHED_CASE: "crashed", INCORRECT_CASE: "failed"} if i == MAIN_RUNS - 1 else None
+        bundles.append(make_bundle(
+            work_dir / main_run_id(i), run_id=main_run_id(i), variants=VARIANTS, seed=i,
+            commit_sha=f"{i:02d}" + "c0ffee" * 6 + "00", commit_message=HOSTILE_MESSAGE if i == 6 else f"Tune tiles, step {i}",
+            started_at=START + timedelta(hours=i), statuses=statuses,
+            variant_scale={"triton_fa2": 1.10} if i >= STEP_RUN else None, with_ncu=i >= MAIN_RUNS - 2,
+        ))
+    bundles.append(make_bundle(
+        work_dir / "h200-main-failed", run_id="h200-main-failed", variants=("sdpa",), n_cases=1, run_status="failed",
+        statuses={"sdpa": "crashed"}, started_at=START + timedelta(hours=MAIN_RUNS), seed=99,
+        commit_message="Break the build",
+    ))
+    bundles.append(make_bundle(
+        work_dir / "h200-pr-12", run_id="h200-pr-12", variants=VARIANTS, branch="feature/tiles", pr_number=12,
+        trigger="pull_request", started_at=START + timedelta(hours=MAIN_RUNS, minutes=30), seed=50,
+        commit_message="Try 128x64 tiles",
+    ))
+    bundles.append(make_bundle(
+        work_dir / "l4-main-00", run_id="l4-main-00", variants=("triton_fa2", "cuda_wmma"), gpu_name=L4,
+        started_at=START + timedelta(hours=2), seed=77, commit_message="Tune tiles, step 2",
+    ))
+    ingest_paths(db_path, bundles)
+    with open_write(db_path) as con:
+        record_alerts(con, [
+            NewAlert(f"regression:{REGRESSED_CASE}:{H200}:median_us:{STEP_RUN}", "regression", "median_us",
+                     REGRESSED_CASE, H200, main_run_id(STEP_RUN), None, 100.0, 110.0, 10.0, "step found by test history"),
+            NewAlert(f"correctness:{INCORRECT_CASE}:{H200}", "correctness", "correctness", INCORRECT_CASE, H200,
+                     main_run_id(MAIN_RUNS - 1), None, None, None, None, "planted correctness failure"),
+        ])
+    return {
+        "latest_complete": main_run_id(MAIN_RUNS - 1),
+        "failed": "h200-main-failed",
+        "pr": "h200-pr-12",
+        "l4": "l4-main-00",
+        "before_step": main_run_id(STEP_RUN - 1),
+        "after_step": main_run_id(STEP_RUN),
+    }
+
+
+def build_synthetic_history(db_path: Path, work_dir: Path) -> None:
+    """Two generated runs marked synthetic: every page must label them as not measured."""
+    bundles = [
+        make_bundle(work_dir / f"syn-{i}", run_id=f"syn-{i}", variants=("sdpa", "triton_fa2"), synthetic=True,
+                    started_at=START + timedelta(hours=i), seed=i)
+        for i in range(2)
+    ]
+    ingest_paths(db_path, bundles)
+
+
+NCU_RUN = "h200-nightly-ncu"
+NCU_FIXTURE = "ncu/h200_raw_sdpa_flash_3op.csv"
+# The fixture's NVTX ranges, and the case each was measured as (fp16, B=4 H=16 S=1024 D=64).
+NCU_RANGES = {"sdpa": "sdpa", "sdpa_flash": "sdpa_flash", "torch_3op": "torch_3op"}
+
+
+def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
+    """A nightly main run whose ncu metrics are the real H200 Nsight Compute CSV from the
+    shared fixtures, parsed and aggregated by the project's own ncu code (ci.ncu)."""
+    from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
+    from ci.ncu.parse import parse_ncu_csv
+    from history.bundle import NCU_FILE, NcuKernelRow, file_envelope
+
+    shape = next(s for s in SHAPES if s.id == "b4_h16_s1k")
+    directory = make_bundle(
+        work_dir / NCU_RUN, run_id=NCU_RUN, variants=tuple(NCU_RANGES), shapes=(shape,), causal=(False,),
+        trigger="schedule", started_at=START - timedelta(hours=1), seed=123, commit_message="Nightly",
+        with_ncu=True,
+    )
+    report = parse_ncu_csv(fixtures_dir / NCU_FIXTURE)
+    work = CaseWork(flops=shape.flops(False), ideal_bytes=4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2)
+    kernels, cases = [], []
+    for nvtx, kernels_of_case in group_by_case(report.kernels).items():
+        cid = case_id(NCU_RANGES[nvtx], shape.id, "fp16", False)
+        cases.append(aggregate_case(cid, kernels_of_case, work))
+        kernels += [NcuKernelRow(cid, i, k.kernel_name, k.metrics, k.block_size, k.grid_size)
+                    for i, k in enumerate(kernels_of_case)]
+    envelope = file_envelope(NCU_FILE, ncu_version="2025.3.1", kernels=kernels, cases=cases)
+    (directory / NCU_FILE).write_text(json.dumps(envelope, allow_nan=False), encoding="utf-8")
+    ingest_paths(db_path, [directory])
+    return NCU_RUN

@@ -1,0 +1,331 @@
+"""Every dashboard page under Streamlit's AppTest, on a history built from real bundles
+(tests/app_history.py: bundle_factory + history.ingest + history.alerts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app_history import (
+    CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, NCU_RUN, REGRESSED_CASE,
+    add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
+)
+from history.alerts import list_alerts
+
+ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
+         "views/kernel.py", "views/sql.py", "views/run.py")
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, fixtures_dir):
+    work = tmp_path_factory.mktemp("app_history")
+    db = work / "history.duckdb"
+    runs = build_history(db, work / "bundles")
+    runs["ncu"] = add_real_ncu_run(db, work / "bundles", fixtures_dir)
+    return db, runs
+
+
+def open_page(db: Path, monkeypatch, page: str = "views/overview.py", **query) -> AppTest:
+    """Run the app on `page` with ATTNWATCH_DB pointing at `db` and the given URL query."""
+    monkeypatch.setenv("ATTNWATCH_DB", str(db))
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    if page != "views/overview.py":
+        at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in getattr(at, kind)]
+
+
+def _decode_arrays(node):
+    """Plotly serialises numeric arrays as {"bdata": base64, "dtype": ...}: turn them into lists."""
+    if isinstance(node, dict):
+        if set(node) >= {"bdata", "dtype"}:
+            values = np.frombuffer(base64.b64decode(node["bdata"]), dtype=node["dtype"])
+            return values.reshape(node["shape"]).tolist() if "shape" in node else values.tolist()
+        return {k: _decode_arrays(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_decode_arrays(v) for v in node]
+    return node
+
+
+def plotly_specs(at: AppTest) -> list[dict]:
+    return [_decode_arrays(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
+
+
+def frame_with(at: AppTest, column: str):
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no table with a {column!r} column; tables: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+# --- Overview ---------------------------------------------------------------------------------
+
+def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch)
+    assert any(runs["failed"] in w and "did not complete" in w for w in texts(at, "warning"))
+    cases = frame_with(at, "trend_us")
+    assert len(cases) == 16
+    by_case = cases.set_index("case_id")
+    assert by_case.loc[CRASHED_CASE, "status"] == "crashed"
+    assert by_case.loc[INCORRECT_CASE, "correct"] == False  # noqa: E712
+    sdpa_rows = cases[cases["variant"] == "sdpa"]
+    assert (sdpa_rows["gap_to_sdpa"].round(9) == 1.0).all()
+    # The sparkline spans the main runs up to the shown one (8), oldest first, with the step.
+    trend = list(by_case.loc[REGRESSED_CASE, "trend_us"])
+    assert len(trend) == 8 and trend[-1] > trend[0] * 1.05
+    assert by_case.loc[REGRESSED_CASE, "open_alerts"] == 1
+    alerts = frame_with(at, "alert_id")
+    assert set(alerts["case_id"]) == {REGRESSED_CASE, INCORRECT_CASE}
+
+
+def test_overview_on_a_gpu_without_sdpa_says_there_is_no_gap(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, gpu=L4)
+    assert any("no gap-to-SDPA" in i.lower() or "No gap-to-SDPA" in i for i in texts(at, "info"))
+    assert frame_with(at, "trend_us")["gap_to_sdpa"].isna().all()
+    assert any("Only one main run" in c for c in texts(at, "caption"))
+
+
+def test_overview_gpu_picker_switches_gpu(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch)
+    at.selectbox(key="overview_gpu").select(L4).run()
+    assert not at.exception
+    assert set(frame_with(at, "trend_us")["variant"]) == {"triton_fa2", "cuda_wmma"}
+    assert at.query_params["gpu"] == [L4] or at.query_params["gpu"] == L4
+
+
+# --- Empty, broken and synthetic histories -----------------------------------------------------
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_explains_an_empty_history(tmp_path, monkeypatch, page):
+    at = open_page(tmp_path / "missing.duckdb", monkeypatch, page)
+    assert any("history is empty" in i for i in texts(at, "info"))
+    assert not at.dataframe and not at.get("plotly_chart")
+
+
+@pytest.mark.parametrize("page", ("views/overview.py", "views/trends.py", "views/sql.py"))
+def test_a_file_that_is_not_a_history_is_a_message_not_a_traceback(tmp_path, monkeypatch, page):
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"this is not a duckdb file" * 100)
+    at = open_page(junk, monkeypatch, page)
+    assert any(str(junk) in w for w in texts(at, "warning")), texts(at, "warning")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_synthetic_history_is_labelled_on_every_page(tmp_path, monkeypatch, page):
+    db = tmp_path / "synthetic.duckdb"
+    build_synthetic_history(db, tmp_path / "bundles")
+    at = open_page(db, monkeypatch, page)
+    assert any("SYNTHETIC DATA" in e and "not measurements" in e for e in texts(at, "error"))
+
+
+# --- Trends ----------------------------------------------------------------------------------
+
+def choose_trend(at: AppTest, variants, shape, metric=None, causal=False) -> AppTest:
+    at.multiselect(key="trends_variants").set_value(list(variants))
+    at.multiselect(key="trends_shapes").set_value([shape])
+    if metric:
+        at.selectbox(key="trends_metric").select(metric)
+    at.toggle(key="trends_causal").set_value(causal)
+    return at.run()
+
+
+def test_trends_plots_the_step_with_band_alert_marker_and_escaped_commit(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/trends.py")
+    choose_trend(at, ["triton_fa2", "sdpa"], REGRESSED_CASE.split("/")[1])
+    assert not at.exception
+    (spec,) = plotly_specs(at)
+    lines = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+    assert {t["name"] for t in lines} == {"triton_fa2 · l4_mission · fp16", "sdpa · l4_mission · fp16"}
+    triton = next(t for t in lines if t["name"].startswith("triton_fa2"))
+    assert len(triton["y"]) == 8 and min(triton["y"][5:]) > max(triton["y"][:5])
+    assert [c[0] for c in triton["customdata"]] == [main_run_id(i) for i in range(8)]
+    bands = [t for t in spec["data"] if t.get("fill") == "tonexty"]
+    assert len(bands) == 2
+    markers = [t for t in spec["data"] if t.get("name") == "regression alerts"]
+    assert len(markers) == 1 and markers[0]["customdata"][0][0] == runs["after_step"]
+    raw = json.dumps(spec)
+    assert "<script>" not in raw and "&lt;script&gt;" in raw  # the hostile commit, escaped for hover
+    alert_table = frame_with(at, "alert_id")
+    assert list(alert_table["kind"]) == ["regression"]
+
+
+def test_trends_ncu_metric_without_profiles_says_so(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/trends.py")
+    choose_trend(at, ["triton_fa2"], "l4_mission", metric="ncu: achieved TFLOPS")
+    assert not at.get("plotly_chart")
+    assert any("ncu metrics exist only for profiled runs" in i for i in texts(at, "info"))
+
+
+def test_trends_with_nothing_selected_asks_for_a_choice(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/trends.py")
+    at.multiselect(key="trends_variants").set_value([]).run()
+    assert any("at least one variant" in i for i in texts(at, "info"))
+
+
+def test_trends_other_branch_shows_the_pr_run(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/trends.py")
+    at.selectbox(key="trends_branch").select("feature/tiles").run()
+    (spec,) = plotly_specs(at)
+    run_ids = {c[0] for t in spec["data"] if t.get("mode") == "lines+markers" for c in t["customdata"]}
+    assert run_ids == {runs["pr"]}
+
+
+# --- Compare ---------------------------------------------------------------------------------
+
+def test_compare_finds_the_planted_regression_and_only_it(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
+    table = frame_with(at, "verdict").set_index("case_id")
+    triton = [c for c in table.index if c.startswith("triton_fa2/")]
+    assert (table.loc[triton, "verdict"] == "regression").all()
+    assert (table.loc[triton, "ratio_low"] > 1.05).all()
+    others = table.drop(index=triton)
+    assert (others["verdict"] == "no change").all(), others["verdict"].value_counts()
+    assert at.get("download_button")
+    assert any("min_effect of 2.0%" in c for c in texts(at, "caption"))  # the H200 threshold from config
+
+
+def test_compare_reports_crashed_and_failed_cases_by_status(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py", base=main_run_id(6), head=runs["latest_complete"])
+    table = frame_with(at, "verdict").set_index("case_id")
+    assert table.loc[CRASHED_CASE, "verdict"] == "head crashed"
+    assert table.loc[INCORRECT_CASE, "verdict"] == "head failed"
+
+
+def test_compare_verdict_filter_and_same_run(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
+    at.multiselect(key="compare_verdicts").set_value(["regression"]).run()
+    assert set(frame_with(at, "verdict")["verdict"]) == {"regression"}
+    at2 = open_page(db, monkeypatch, "views/compare.py", base=runs["after_step"], head=runs["after_step"])
+    assert any("same run" in i for i in texts(at2, "info"))
+
+
+def test_compare_by_commit(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/compare.py")
+    at.radio(key="compare_mode").set_value("commits").run()
+    assert not at.exception
+    assert "verdict" in frame_with(at, "verdict").columns
+
+
+# --- Alerts ----------------------------------------------------------------------------------
+
+def alert_id_of(db: Path, case: str) -> int:
+    (alert,) = [a for a in list_alerts(db) if a.case_id == case]
+    return alert.alert_id
+
+
+def test_alerts_filters(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/alerts.py")
+    assert set(frame_with(at, "alert_id")["kind"]) == {"regression", "correctness"}
+    at.multiselect(key="alerts_kind").set_value(["correctness"]).run()
+    assert list(frame_with(at, "alert_id")["case_id"]) == [INCORRECT_CASE]
+    at.text_input(key="alerts_case").input("no-such-case").run()
+    assert any("No alerts match" in s for s in texts(at, "success"))
+
+
+def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
+    db = tmp_path / "history.duckdb"
+    build_history(db, tmp_path / "bundles")
+    target = alert_id_of(db, REGRESSED_CASE)
+    at = open_page(db, monkeypatch, "views/alerts.py")
+    at.selectbox(key="alerts_pick").select(target)
+    at.text_input(key="alerts_actor").input("kernel-dev")
+    at.button[0].click().run()  # Acknowledge with an empty note
+    assert any("not changed" in e and "note" in e for e in texts(at, "error"))
+    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
+
+    at.text_area(key="alerts_note").input("Known: tile change in 05; <b>looking</b>")
+    at.button[0].click().run()
+    assert not at.exception
+    assert any(f"#{target} is now acknowledged" in s for s in texts(at, "success"))
+    stored = next(a for a in list_alerts(db) if a.alert_id == target)
+    assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
+
+    at.selectbox(key="alerts_pick").select(target)
+    at.button[1].click().run()  # Resolve
+    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "resolved"
+    at.multiselect(key="alerts_status").set_value(["resolved"]).run()
+    assert list(frame_with(at, "alert_id")["alert_id"]) == [target]
+
+
+# --- Kernel ----------------------------------------------------------------------------------
+
+def test_kernel_page_build_report_over_runs(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/kernel.py", variant="cuda_wmma")
+    builds = frame_with(at, "registers_per_thread")
+    assert len(builds) == 8 and (builds["registers_per_thread"] == 128).all()
+    assert len(at.get("plotly_chart")) >= 2
+
+
+def test_kernel_page_roofline_from_real_ncu_under_measured_ceilings(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
+    at.multiselect(key="kernel_roofline_variants").set_value(["sdpa", "sdpa_flash", "torch_3op"]).run()
+    roofline = next(s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log")
+    roof = roofline["data"][0]
+    assert max(roof["y"]) == pytest.approx(666.5904706742397)  # fp16 GEMM measured on the H200
+    assert roof["y"][0] / roof["x"][0] == pytest.approx(4.220418019123357)  # measured copy TB/s
+    points = {t["name"]: t for t in roofline["data"][1:]}
+    assert set(points) == {"sdpa · fp16", "sdpa_flash · fp16", "torch_3op · fp16"}
+    # Every real kernel sits under the roof, and the unfused path moves more bytes per FLOP.
+    for t in points.values():
+        x, y = t["x"][0], t["y"][0]
+        assert 0 < y <= min(666.6, 4.2205 * x)
+    assert points["torch_3op · fp16"]["x"][0] < points["sdpa_flash · fp16"]["x"][0]
+    assert any("h200_sdpa_backends.json" in c for c in texts(at, "caption"))
+
+
+def test_kernel_page_without_ceilings_for_the_gpu_says_so(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/kernel.py", gpu=L4, variant="triton_fa2")
+    assert any("No measured fp16 ceilings recorded for NVIDIA L4" in i for i in texts(at, "info"))
+
+
+# --- Run -------------------------------------------------------------------------------------
+
+def test_run_page_shows_hostile_commit_message_as_plain_text(history, monkeypatch):
+    db, _ = history
+    at = open_page(db, monkeypatch, "views/run.py", run=main_run_id(6))
+    assert HOSTILE_MESSAGE in texts(at, "text")
+    assert not any("<script>" in m for m in texts(at, "markdown"))
+
+
+def test_run_page_failed_and_unknown_runs(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/run.py", run=runs["failed"])
+    assert any("status is 'failed'" in w for w in texts(at, "warning"))
+    at = open_page(db, monkeypatch, "views/run.py", run="no-such-run")
+    assert any("No run with id 'no-such-run'" in w for w in texts(at, "warning"))
+
+
+def test_run_page_ncu_run_lists_its_cases(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/run.py", run=runs["ncu"])
+    assert set(frame_with(at, "case_id")["variant"]) == {"sdpa", "sdpa_flash", "torch_3op"}
+    assert H200 in frame_with(at, "value")["value"].tolist()
