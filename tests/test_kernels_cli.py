@@ -1,0 +1,43 @@
+"""`attnwatch variants`: the real command line, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kernels import registry
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _attnwatch(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ci.cli", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_variants_json_lists_every_variant_with_availability():
+    done = _attnwatch("variants", "--json")
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    rows = {row["name"]: row for row in document["variants"]}
+    assert set(rows) == {v.name for v in registry.all_variants()}
+    assert rows["sdpa"]["is_reference"] and rows["sdpa"]["available"]
+    assert rows["torch_3op"]["lineage"].startswith("cuBLAS 3-kernel")
+    for row in rows.values():
+        assert row["available"] == (row["reason"] is None)
+        assert set(row) >= {"family", "lineage", "needs", "description"}
+    assert document["device"] and document["capabilities"]["torch_version"]
+
+
+def test_variants_table_names_the_device_and_each_unavailable_reason():
+    done = _attnwatch("variants")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("device: ")
+    assert lines[1].split()[:6] == ["name", "family", "ref", "needs", "available", "lineage"]
+    document = json.loads(_attnwatch("variants", "--json").stdout)
+    for row in document["variants"]:
+        if not row["available"]:
+            assert f"{row['name']}: unavailable: {row['reason']}" in lines
