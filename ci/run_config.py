@@ -27,6 +27,8 @@ class TimingConfig:
     graph_calls: int
     graph_replays: int
     host_rounds: int
+    input_sets: int = 1
+    input_sets_max_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
@@ -35,6 +37,8 @@ class TimingConfig:
             raise ValueError("timing config: block_calls must be >= 1")
         if self.host_rounds < 1:
             raise ValueError("timing config: host_rounds must be >= 1")
+        if self.input_sets < 1:
+            raise ValueError("timing config: input_sets must be >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

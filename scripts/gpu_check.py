@@ -62,7 +62,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=400.0, help="do not start a repeat that would end after this")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_check)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--probe", action="store_true", help="diagnose harness vs do_bench on a 4096^3 fp16 matmul and a small SDPA: medians, clocks, throttle reasons")
+    p.add_argument("--commit", default=None, help="commit to record when the checkout has no .git (copied trees)")
     p.add_argument("--do-bench-worker", nargs=2, metavar=("PLAN", "RESULT"), help=argparse.SUPPRESS)
+    p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -142,6 +145,44 @@ def do_bench_worker(plan_path: str, result_path: str) -> int:
     return 0
 
 
+def probe_worker(result_path: str) -> int:
+    """Child process: the same two subjects timed by the harness engine (block 10 and block
+    100) and by do_bench, alternately, twice, with NVML clocks and throttle reasons around each."""
+    import torch
+    import triton.testing
+
+    from ci.timing.engine import Subject, measure_interleaved, warm_up
+    from ci.timing.gpu_state import NvmlMonitor
+    from ci.timing.timers import CudaEventTimer, L2Flusher
+
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
+    q = torch.randn(1, 16, 1024, 64, device="cuda", dtype=torch.float16)
+    subjects = {"matmul4096": lambda: a @ b,
+                "sdpa_h100small": lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)}
+    monitor = NvmlMonitor()
+    base = timing_config("cuda")
+    flusher = L2Flusher(torch.device("cuda"), int(base.flush_l2_multiple * torch.cuda.get_device_properties(0).L2_cache_size))
+    rows = []
+    for _ in range(2):
+        for name, fn in subjects.items():
+            for method in ("harness_block10", "harness_block100", "do_bench"):
+                before = monitor.sm_clock_mhz()
+                if method == "do_bench":
+                    median = triton.testing.do_bench(fn, warmup=25, rep=300, return_mode="median") * 1000.0
+                    reasons = monitor.reasons()
+                else:
+                    config = base.with_overrides(block_calls=10 if method.endswith("10") else 100, time_cap_s=0.3)
+                    timer = CudaEventTimer(config.block_calls)
+                    warm_up(fn, config, timer, flusher)
+                    raw = measure_interleaved([Subject(name, fn)], config, timer, flusher, monitor)[name]
+                    median, reasons = statistics.median(raw.samples_us), raw.throttle_reasons
+                rows.append({"subject": name, "method": method, "median_us": median, "clock_before": before,
+                             "clock_after": monitor.sm_clock_mhz(), "reasons": reasons})
+    Path(result_path).write_text(json.dumps({"rows": rows}, indent=1))
+    return 0
+
+
 def run_do_bench(cases: list[PlannedCase], seed: int, rep_ms: float, work: Path, timeout_s: float) -> dict[str, dict]:
     plan = RunPlan(cases=cases, timing={"do_bench_rep_ms": rep_ms}, device_kind="cuda", timing_seed=seed)
     plan_path = plan.save(work / "do_bench_plan.json")
@@ -159,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.do_bench_worker:
         return do_bench_worker(*args.do_bench_worker)
+    if args.probe_worker:
+        return probe_worker(args.probe_worker)
     started = time.perf_counter()
     out = Path(args.out or os.environ.get("OUT") or REPO_ROOT / "out" / "gpu_check")
     out.mkdir(parents=True, exist_ok=True)
@@ -172,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     timing = timing_config(device_kind).with_overrides(time_cap_s=args.time_cap, max_samples=args.max_samples)
     report: dict = {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "commit": capture_git(REPO_ROOT).sha,
+        "commit": args.commit or capture_git(REPO_ROOT).sha,
         "environment": asdict(capture_environment(probe_device=False)),
         "args": {k: v for k, v in vars(args).items() if k != "do_bench_worker"},
         "cases": len(cases),
@@ -230,6 +273,15 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 agreement[cid] = r
         report["do_bench"] = agreement
+
+    if args.probe and device_kind == "cuda":
+        probe_path = work / "probe.json"
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(probe_path)],
+                       cwd=REPO_ROOT, env=env, timeout=120, check=False)
+        report["probe"] = json.loads(probe_path.read_text()) if probe_path.exists() else {"error": "probe wrote nothing"}
+        for row in report["probe"].get("rows", []):
+            log(f"probe {row['subject']:<14} {row['method']:<22} median {row['median_us']:9.2f} us  clock {row['clock_before']}->{row['clock_after']} MHz  {row['reasons']}")
 
     report["seconds"] = round(time.perf_counter() - started, 1)
     with tarfile.open(out / "bundles.tar.gz", "w:gz") as tar:

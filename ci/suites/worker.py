@@ -208,16 +208,42 @@ class GroupMeasurer:
                     with self.phase(case.case_id, "correctness"):
                         self._check(case, variant, kcase)
                 with self.phase(case.case_id, "prepare"):
-                    prepared = variant.prepare(kcase, self.device, self.plan.timing_seed)
+                    fn = self._prepare_rotation(variant, kcase, case)
                 with self.phase(case.case_id, "warmup"):
-                    warm_up(prepared.fn, self.config, self.timer, self.flusher)
+                    warm_up(fn, self.config, self.timer, self.flusher)
             except Exception as exc:  # noqa: BLE001 - the variant's error costs its case only
                 self._results[case.case_id] = CaseResult("failed", f"{type(exc).__name__}: {exc}")
                 continue
-            self._results[case.case_id].fn = prepared.fn
-            subjects.append(Subject(case.case_id, prepared.fn))
+            self._results[case.case_id].fn = fn
+            subjects.append(Subject(case.case_id, fn))
         if subjects:
             self._time(subjects, cases)
+
+    def input_set_count(self, case: PlannedCase) -> int:
+        """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""
+        element = 4 if case.dtype == "fp32" else 2
+        per_set = 4 * case.batch * case.heads * case.seq_len * case.head_dim * element  # Q, K, V, O
+        sets = self.config.input_sets
+        return sets if sets > 1 and sets * per_set <= self.config.input_sets_max_bytes else 1
+
+    def _prepare_rotation(self, variant: Any, kcase: Any, case: PlannedCase) -> Any:
+        """One callable over `input_set_count` prepared input sets (seeds timing_seed + j).
+
+        Successive calls use successive sets, so the per-call samples (and the median) average
+        over several independent allocations instead of inheriting one allocation's placement.
+        """
+        count = self.input_set_count(case)
+        fns = [variant.prepare(kcase, self.device, self.plan.timing_seed + j).fn for j in range(count)]
+        if count == 1:
+            return fns[0]
+        state = {"i": 0}
+
+        def rotating() -> Any:
+            i = state["i"]
+            state["i"] = (i + 1) % count
+            return fns[i]()
+
+        return rotating
 
     def _time(self, subjects: list[Subject], cases: list[PlannedCase]) -> None:
         by_id = {c.case_id: c for c in cases}
