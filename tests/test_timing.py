@@ -1,0 +1,189 @@
+"""The timing engine on a CPU: sampler stopping rules, interleaving, throttle flags, derived
+metrics (TFLOPS, gaps), configuration and the journal, fed with real recorded H200 samples."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ci.journal import JournalReader, JournalWriter
+from ci.run_config import TimingConfig, default_dtypes, timing_config
+from ci.timing.derived import CaseDims, apply_gaps, case_timing
+from ci.timing.engine import RawMeasurement, Subject, measure_interleaved
+from ci.timing.gpu_state import NullMonitor, decode_reasons, is_throttling
+from ci.timing.timers import CpuWallTimer, NoFlush
+from history.bundle import CaseTiming
+
+
+class ReplayTimer:
+    """A block timer that replays recorded per-call samples (the fixtures' real H200 noise)."""
+
+    mode = "cuda_events"
+
+    def __init__(self, samples: dict[str, list[float]]) -> None:
+        self.samples = {k: list(v) for k, v in samples.items()}
+        self.order: list[str] = []
+
+    def time_block(self, fn, calls, flusher):
+        key = fn()
+        self.order.append(key)
+        out, self.samples[key] = self.samples[key][:calls], self.samples[key][calls:]
+        if not out:
+            raise RuntimeError(f"{key}: recording exhausted")
+        return out
+
+    def synchronize(self):
+        return None
+
+
+class ScriptedMonitor(NullMonitor):
+    def __init__(self, reasons_per_read: list[list[str]]) -> None:
+        self.script = list(reasons_per_read)
+
+    def sm_clock_mhz(self):
+        return 1980
+
+    def reasons(self):
+        return self.script.pop(0) if self.script else []
+
+
+def _config(**changes) -> TimingConfig:
+    return timing_config("cuda").with_overrides(**{"time_cap_s": 60.0, **changes})
+
+
+@pytest.fixture(scope="module")
+def h200(fixtures_dir):
+    data = json.loads((fixtures_dir / "timing" / "h200_event_samples.json").read_text())
+    proc = data["processes"]["process0"]
+    return {k: v["us"][1:] for k, v in proc.items()}  # first call of each is a cold outlier
+
+
+def test_config_files_load_with_reasons():
+    for kind in ("cuda", "cpu"):
+        cfg = timing_config(kind)
+        assert cfg.min_samples <= cfg.max_samples
+    assert default_dtypes("nightly") == ["fp16", "bf16"]
+    with pytest.raises(ValueError, match="unknown keys"):
+        TimingConfig.from_dict({**timing_config("cpu").to_dict(), "bogus": 1})
+    with pytest.raises(ValueError, match="min_samples"):
+        timing_config("cpu").with_overrides(min_samples=10, max_samples=5)
+
+
+def test_sampler_stops_on_spread_target_with_real_noise(h200):
+    key = "torch_3op/B16_H16_S2048_D64"  # IQR/median ~0.1% on the H200
+    timer = ReplayTimer({key: h200[key]})
+    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=40, target_rel_spread=0.01),
+                              timer, NoFlush(), NullMonitor())[key]
+    assert raw.converged
+    assert 40 <= len(raw.samples_us) <= 50  # stopped at the first block past min_samples
+    assert raw.timing_mode == "cuda_events"
+
+
+def test_sampler_caps_samples_when_spread_stays_high(h200):
+    key = "sdpa_cudnn/B1_H16_S1024_D64"  # bimodal 17.6/18.5 us: IQR/median ~4%
+    timer = ReplayTimer({key: h200[key]})
+    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=20, max_samples=120, target_rel_spread=0.001),
+                              timer, NoFlush(), NullMonitor())[key]
+    assert not raw.converged
+    assert len(raw.samples_us) == 120
+
+
+def test_round_robin_rotates_and_interleaves(h200):
+    keys = ["sdpa_cudnn/B4_H16_S1024_D64", "sdpa_flash/B4_H16_S1024_D64", "torch_3op/B4_H16_S1024_D64"]
+    timer = ReplayTimer({k: h200[k] for k in keys})
+    cfg = _config(min_samples=50, max_samples=50, block_calls=10)
+    measure_interleaved([Subject(k, (lambda k=k: k)) for k in keys], cfg, timer, NoFlush(), NullMonitor())
+    rounds = [timer.order[i:i + 3] for i in range(0, len(timer.order), 3)]
+    assert len(rounds) == 5 and all(sorted(r) == sorted(keys) for r in rounds)
+    assert [r[0] for r in rounds[:3]] == keys  # the first subject of a round rotates
+
+
+def test_throttled_blocks_are_flagged_and_counted(h200):
+    key = "sdpa_flash/B4_H16_S1024_D64"
+    monitor = ScriptedMonitor([[], ["sw_power_cap"], ["gpu_idle"], ["hw_thermal_slowdown"]])
+    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=40, max_samples=40, block_calls=10),
+                              ReplayTimer({key: h200[key]}), NoFlush(), monitor)[key]
+    assert raw.throttled_samples == 20
+    assert raw.throttle_reasons == ["sw_power_cap", "gpu_idle", "hw_thermal_slowdown"]
+    assert raw.sm_clock_mhz_before == raw.sm_clock_mhz_after == 1980
+
+
+def test_nvml_reason_bits_decode():
+    assert decode_reasons(0x1 | 0x4 | 0x40) == ["gpu_idle", "sw_power_cap", "hw_thermal_slowdown"]
+    assert not is_throttling(["gpu_idle", "applications_clocks_setting"])
+    assert is_throttling(["hw_slowdown"])
+
+
+def test_a_raising_subject_is_dropped_others_continue():
+    def bad():
+        raise ValueError("boom")
+
+    raws = measure_interleaved([Subject("bad", bad), Subject("good", lambda: sum(range(50)))],
+                               timing_config("cpu").with_overrides(max_samples=10, min_samples=5),
+                               CpuWallTimer(), NoFlush(), NullMonitor())
+    assert raws["bad"].error == "ValueError: boom" and not raws["bad"].samples_us
+    assert len(raws["good"].samples_us) >= 5 and raws["good"].timing_mode == "cpu_wall"
+
+
+def test_fatal_errors_propagate_with_their_subject():
+    from ci.timing.engine import SubjectFailed
+
+    def poisoned():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    with pytest.raises(SubjectFailed) as info:
+        measure_interleaved([Subject("p", poisoned)], timing_config("cpu"), CpuWallTimer(), NoFlush(), NullMonitor(),
+                            is_fatal=lambda exc: "CUDA error" in str(exc))
+    assert info.value.key == "p"
+
+
+def _timing(variant: str, median: float, group: str = "g") -> CaseTiming:
+    dims = CaseDims(f"{variant}/b4_h16_s1k/fp16/causal", variant, "b4_h16_s1k", 4, 16, 1024, 64, "fp16", True)
+    raw = RawMeasurement(key=dims.case_id, timing_mode="cuda_events", samples_us=[median * 0.99, median, median * 1.01])
+    return case_timing(dims, raw, group)
+
+
+def test_derived_metrics_follow_the_design_definitions():
+    t = _timing("triton_fa2", 40.0)
+    assert t.median_us == pytest.approx(40.0)
+    assert t.us_per_head == pytest.approx(40.0 / 64)
+    flops = 4 * 4 * 16 * 1024 * 1024 * 64 / 2  # causal halves
+    assert t.tflops == pytest.approx(flops / 40e-6 / 1e12)
+    assert t.rel_spread == pytest.approx(t.iqr_us / t.median_us)
+
+
+def test_gaps_only_within_an_interleave_group():
+    families = {"sdpa": "sdpa", "sdpa_flash": "sdpa", "sdpa_cudnn": "sdpa", "triton_fa2": "triton"}
+    group_a = [_timing("sdpa", 40.0, "a"), _timing("sdpa_flash", 60.0, "a"), _timing("sdpa_cudnn", 38.0, "a"), _timing("triton_fa2", 42.0, "a")]
+    group_b = [_timing("triton_fa2", 50.0, "b")]  # no sdpa measured with it: no gap
+    apply_gaps(group_a + group_b, families)
+    fa2 = group_a[3]
+    assert fa2.gap_to_sdpa == pytest.approx(42.0 / 40.0)
+    assert fa2.gap_to_backends == {"sdpa_cudnn": pytest.approx(42 / 38), "sdpa_flash": pytest.approx(42 / 60)}
+    assert fa2.fastest_backend == "sdpa_cudnn" and fa2.gap_to_fastest_backend == pytest.approx(42 / 38)
+    assert group_a[0].gap_to_sdpa == 1.0
+    assert group_b[0].gap_to_sdpa is None and group_b[0].fastest_backend is None
+
+
+def test_journal_survives_torn_last_line(tmp_path):
+    path = tmp_path / "j.jsonl"
+    writer = JournalWriter(path)
+    reader = JournalReader(path)
+    writer.write("begin", case="a", phase="prepare")
+    with open(path, "ab") as fh:
+        fh.write(b'{"e": "beat", "ca')  # a child killed mid-write
+    events = reader.read_new()
+    assert [e["e"] for e in events] == ["begin"]
+    with open(path, "ab") as fh:
+        fh.write(b'se": "a"}\n')
+    assert reader.read_new()[0]["case"] == "a"
+    writer.close()
+
+
+def test_cpu_wall_timer_measures_real_time():
+    import time
+
+    samples = CpuWallTimer().time_block(lambda: time.sleep(0.002), 3, NoFlush())
+    assert len(samples) == 3 and all(s >= 2000 for s in samples) and all(math.isfinite(s) for s in samples)
