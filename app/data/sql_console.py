@@ -9,10 +9,12 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 
-from app.data.store import Source, cached_query
+from app.data.store import HistoryUnavailable, Source, cached_query
 from history import sql as history_sql
+from history.errors import HistoryError, QueryError
 
 EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
 MAX_ROWS = 10_000
@@ -32,13 +34,26 @@ def examples(path: Path = EXAMPLES_FILE) -> list[Example]:
 
 
 def run_query(source: Source, sql: str) -> pd.DataFrame:
-    """A user's query, limited to MAX_ROWS rows and TIMEOUT_S seconds; raises QueryError."""
-    return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S)
+    """A user's query, limited to MAX_ROWS rows and TIMEOUT_S seconds.
+
+    Raises QueryError for anything that goes wrong, including a file DuckDB cannot open, so
+    the page has one kind of failure to show. `frame.attrs["truncated"]` says if rows were cut.
+    """
+    try:
+        return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S)
+    except QueryError:
+        raise
+    except (HistoryError, duckdb.Error) as exc:
+        raise QueryError(f"{source.path}: {exc}") from None
 
 
 @cached_query
-def schema(source: Source):
-    return history_sql.schema_overview(source.path)
+def schema(source: Source) -> pd.DataFrame:
+    """Tables and views with their columns (object, kind, column, type, position)."""
+    try:
+        return history_sql.schema_overview(source.path)
+    except (HistoryError, duckdb.Error) as exc:
+        raise HistoryUnavailable(f"schema of {source.path}: {exc}") from None
 
 
 def to_parquet(frame: pd.DataFrame) -> bytes:

@@ -17,13 +17,13 @@ def load_example() -> None:
 
 
 def schema_browser(source) -> None:
-    with st.expander("Schema: tables and views", expanded=False):
-        try:
-            overview = sql_console.schema(source)
-        except HistoryError as exc:
-            st.warning(f"Schema not available: {exc}")
-            return
-        st.dataframe(overview, hide_index=True, width="stretch")
+    """Pick a table or view, see its columns and types."""
+    with st.expander("Schema browser: tables and views", expanded=False):
+        overview = sql_console.schema(source)
+        objects = overview[["object", "kind"]].drop_duplicates()
+        labels = {row.object: f"{row.object} ({row.kind})" for row in objects.itertuples()}
+        chosen = st.selectbox("table or view", list(labels), format_func=labels.get, key="sql_schema_object")
+        st.dataframe(overview[overview["object"] == chosen][["column", "type"]], hide_index=True, width="stretch")
 
 
 def sql_page(source, shape):
@@ -48,7 +48,12 @@ def sql_page(source, shape):
         return
     if ran_sql != sql:
         st.caption("Showing the result of the previous query; press Run query for the edited one.")
-    st.caption(f"{len(frame):,} row(s)" + (f" (capped at {sql_console.MAX_ROWS:,})" if len(frame) >= sql_console.MAX_ROWS else ""))
+    cut = bool(frame.attrs.get("truncated"))
+    elapsed = frame.attrs.get("elapsed_s")
+    st.caption(
+        f"{len(frame):,} row(s)" + (f", cut at the {sql_console.MAX_ROWS:,}-row limit" if cut else "")
+        + (f" in {elapsed:.3f} s" if elapsed is not None else "")
+    )
     st.dataframe(frame, hide_index=True, width="stretch")
     cols = st.columns(2)
     cols[0].download_button("Download CSV", frame.to_csv(index=False).encode("utf-8"), file_name="attnwatch_query.csv",

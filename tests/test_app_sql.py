@@ -1,0 +1,104 @@
+"""The SQL page under AppTest: examples, the schema browser, results and downloads, and hostile
+SQL refused with a message while the history stays intact."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.data import sql_console
+from app.data.store import current_source
+from app_history import build_history
+from history.sql import run_user_sql
+
+ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory):
+    work = tmp_path_factory.mktemp("sql_history")
+    db = work / "history.duckdb"
+    build_history(db, work / "bundles")
+    return db
+
+
+def sql_page(db: Path, monkeypatch) -> AppTest:
+    monkeypatch.setenv("ATTNWATCH_DB", str(db))
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120).run()
+    at.switch_page("views/sql.py").run()
+    assert not at.exception
+    return at
+
+
+def run_sql(at: AppTest, sql: str) -> AppTest:
+    at.text_area(key="sql_text").input(sql)
+    at.button(key="sql_run").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("example", sql_console.examples(), ids=lambda e: e.title)
+def test_every_example_query_runs_and_returns_rows(history, monkeypatch, example):
+    at = sql_page(history, monkeypatch)
+    at.selectbox(key="sql_example").select(example.title).run()
+    assert at.text_area(key="sql_text").value == example.sql
+    at.button(key="sql_run").click().run()
+    assert not at.error, [e.value for e in at.error]
+    (table,) = at.dataframe[-1:]
+    assert len(table.value) > 0
+    assert {b.proto.label for b in at.get("download_button")} == {"Download CSV", "Download Parquet"}
+
+
+def test_results_are_capped_and_say_so(history, monkeypatch):
+    at = run_sql(sql_page(history, monkeypatch), "SELECT range AS i FROM range(25000)")
+    assert len(at.dataframe[-1].value) == sql_console.MAX_ROWS
+    assert any("cut at the 10,000-row limit" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("DROP TABLE runs", ""),
+    ("DELETE FROM alerts", ""),
+    ("COPY runs TO 'leak.csv'", ""),
+    ("SELECT * FROM read_csv('/etc/passwd')", ""),
+    ("SET enable_external_access = true", ""),
+    ("ATTACH 'other.duckdb' AS other", ""),
+    ("SELECT 1; DROP TABLE runs", "one statement"),
+    ("SELEC nonsense FROM", "syntax"),
+    ("", "no SQL"),
+])
+def test_hostile_or_broken_sql_is_a_message_and_changes_nothing(history, monkeypatch, sql, says):
+    before = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    at = run_sql(sql_page(history, monkeypatch), sql)
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and errors[0].startswith("Query refused or failed:")
+    assert says.lower() in errors[0].lower()
+    after = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    pd.testing.assert_frame_equal(before, after)
+
+
+def test_schema_browser_lists_tables_views_and_columns(history, monkeypatch):
+    at = sql_page(history, monkeypatch)
+    picker = at.selectbox(key="sql_schema_object")
+    names = {option.split(" (")[0] for option in picker.options}  # options read "runs (table)"
+    assert {"runs", "results", "alerts", "case_series", "latest_results"} <= names
+    picker.select("results").run()
+    columns = at.dataframe[0].value
+    assert {"median_us", "gap_to_sdpa", "us_per_head"} <= set(columns["column"])
+
+
+def test_parquet_download_round_trips(history):
+    frame = sql_console.run_query(current_source(history), "SELECT run_id, started_at, synthetic FROM runs ORDER BY run_id")
+    back = pd.read_parquet(io.BytesIO(sql_console.to_parquet(frame)))
+    pd.testing.assert_frame_equal(back, frame.reset_index(drop=True))
+
+
+def test_a_file_that_is_not_a_history_is_a_query_error(tmp_path):
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(Exception) as info:
+        sql_console.run_query(current_source(junk), "SELECT 1")
+    assert type(info.value).__name__ == "QueryError" and str(junk) in str(info.value)
