@@ -171,8 +171,9 @@ def test_each_pin_is_honoured(name):
 
 def test_default_dispatch_runs_exactly_one_backend():
     prepared = get("sdpa").prepare(_case("sdpa", dtype="fp16"), runnable_device(), 0)
-    assert len(backend_ops(prepared.fn)) == 1
-    assert prepared.info["backend"] == "default dispatch"
+    ran = backend_ops(prepared.fn)
+    assert len(ran) == 1
+    assert prepared.info["backend"] == "default dispatch" and prepared.info["dispatched_to"] == ran
 
 
 def test_a_pin_fails_loudly_instead_of_falling_back():

@@ -134,7 +134,10 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
                 with sdpa_kernel(pinned):
                     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
-        info = {"backend": backend or "default dispatch", "torch": torch.__version__}
+        info: dict[str, Any] = {"backend": backend or "default dispatch", "torch": torch.__version__}
+        if backend is None:
+            # Which backend the baseline really is for this case (one profiled call, untimed).
+            info["dispatched_to"] = backend_ops(run)
         return Prepared(fn=run, q=q, k=k, v=v, out=None, info=info)
 
     return prepare
