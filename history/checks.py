@@ -16,6 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from history.bundle import BUNDLE_SCHEMA_VERSION, MAX_FILE_BYTES
 from history.errors import BundleError
 
@@ -55,8 +57,14 @@ def check_utf8_name(path: Path) -> None:
 
 
 @cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _field_specs(cls: type) -> tuple[frozenset, tuple[tuple[str, Any, bool], ...]]:
+    """Per dataclass: its field names, and (name, type hint, required) for each field."""
+    hints = typing.get_type_hints(cls)
+    specs = tuple(
+        (f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        for f in dataclasses.fields(cls)
+    )
+    return frozenset(name for name, _, _ in specs), specs
 
 
 def build_dataclass(cls: type, data: Any, path: Path | str, where: str) -> Any:
@@ -67,61 +75,89 @@ def build_dataclass(cls: type, data: Any, path: Path | str, where: str) -> Any:
     """
     if not isinstance(data, dict):
         raise BundleError(path, where or cls.__name__, f"expected an object, got {_json_type(data)}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
+    names, specs = _field_specs(cls)
+    if not names.issuperset(data):
+        unknown = sorted(set(data) - names)
         raise BundleError(path, _join(where, unknown[0]), f"unknown field for {cls.__name__}")
     kwargs = {}
-    for name, f in fields.items():
-        here = _join(where, name)
+    for name, hint, required in specs:
         if name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise BundleError(path, here, "missing")
+            if required:
+                raise BundleError(path, _join(where, name), "missing")
             continue
-        kwargs[name] = check_type(_hints(cls)[name], data[name], path, here)
+        kwargs[name] = check_type(hint, data[name], path, _join(where, name))
     return cls(**kwargs)
 
 
 def check_type(hint: Any, value: Any, path: Path | str, where: str) -> Any:
     """Check `value` against a type hint of the bundle dataclasses; return it (converted)."""
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if hint is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        non_none = [a for a in args if a is not type(None)]
-        return check_type(non_none[0], value, path, where)
-    if dataclasses.is_dataclass(hint):
-        return build_dataclass(hint, value, path, where)
-    if origin is list:
-        if not isinstance(value, list):
-            raise BundleError(path, where, f"expected a list, got {_json_type(value)}")
-        return [check_type(args[0], v, path, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise BundleError(path, where, f"expected an object, got {_json_type(value)}")
-        return {k: check_type(args[1], v, path, f"{where}.{k}") for k, v in value.items()}
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise BundleError(path, where, f"expected true/false, got {_json_type(value)}")
+    if hint is float:
+        if type(value) is float:
+            if not math.isfinite(value):
+                raise BundleError(path, where, f"{value} is not a finite number")
+            return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BundleError(path, where, f"expected a number, got {_json_type(value)}")
+        return check_type(float, float(value), path, where)
+    if hint is str:
+        if not isinstance(value, str):
+            raise BundleError(path, where, f"expected a string, got {_json_type(value)}")
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise BundleError(path, where, f"expected an integer, got {_json_type(value)}")
         return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise BundleError(path, where, f"expected a number, got {_json_type(value)}")
-        if not math.isfinite(value):
-            raise BundleError(path, where, f"{value} is not a finite number")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise BundleError(path, where, f"expected a string, got {_json_type(value)}")
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise BundleError(path, where, f"expected true/false, got {_json_type(value)}")
         return value
+    if hint is Any:
+        return value
+    origin, args = _shape(hint)
+    if origin is types.UnionType:
+        if value is None and type(None) in args:
+            return None
+        non_none = [a for a in args if a is not type(None)]
+        return check_type(non_none[0], value, path, where)
+    if origin is list:
+        if not isinstance(value, list):
+            raise BundleError(path, where, f"expected a list, got {_json_type(value)}")
+        if args[0] is float:
+            return check_number_list(value, path, where)
+        return [check_type(args[0], v, path, f"{where}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise BundleError(path, where, f"expected an object, got {_json_type(value)}")
+        return {k: check_type(args[1], v, path, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        return build_dataclass(hint, value, path, where)
     raise TypeError(f"check_type: unsupported hint {hint!r} at {where}")
+
+
+@cache
+def _shape(hint: Any) -> tuple[Any, tuple]:
+    origin = typing.get_origin(hint)
+    if origin is typing.Union:
+        origin = types.UnionType
+    return origin, typing.get_args(hint)
+
+
+def check_number_list(values: list, path: Path | str, where: str) -> list[float]:
+    """A list of finite numbers, checked in bulk (samples hold hundreds of thousands)."""
+    if all(type(v) is float or type(v) is int for v in values):
+        array = np.asarray(values, dtype=np.float64)
+        finite = np.isfinite(array)
+        if finite.all():
+            return array.tolist()
+        first = int(np.flatnonzero(~finite)[0])
+        raise BundleError(path, f"{where}[{first}]", f"{values[first]} is not a finite number")
+    return [check_type(float, v, path, f"{where}[{i}]") for i, v in enumerate(values)]
+
+
+def first_negative(values: list[float]) -> int | None:
+    """Index of the first negative value, or None (vectorised)."""
+    negative = np.flatnonzero(np.asarray(values, dtype=np.float64) < 0)
+    return int(negative[0]) if negative.size else None
 
 
 def parse_utc(value: str, path: Path | str, where: str) -> str:

@@ -41,6 +41,7 @@ from history.checks import (
     build_dataclass,
     check_type,
     check_utf8_name,
+    first_negative,
     parse_utc,
     read_json_file,
     require_non_negative,
@@ -187,8 +188,9 @@ def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
         raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
     samples = check_type(dict[str, list[float]], doc.get("samples", {}), path, "samples")
     for case_id, values in samples.items():
-        for i, v in enumerate(values):
-            require_non_negative(v, path, f"samples.{case_id}[{i}]")
+        bad = first_negative(values)
+        if bad is not None:
+            require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")
     return samples
 
 
