@@ -43,7 +43,7 @@ class NvccError(RuntimeError):
         self.sources = [str(s) for s in sources]
         self.log = log
         tail = log[-LOG_TAIL_CHARS:]
-        text = f"{', '.join(self.sources)}: {message}"
+        text = f"{', '.join(self.sources)}: {message}" if self.sources else message
         super().__init__(f"{text}\n{tail}" if tail else text)
 
 

@@ -214,3 +214,10 @@ def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
     assert again.cached and again.path == cubin
     report = build_report("spill", again, "spill")  # the stored log is whole: ptxas block intact
     assert report.ok and report.registers_per_thread > 0 and report.stack_frame_bytes is not None
+
+
+def test_missing_nvcc_is_a_clear_error(monkeypatch):
+    from kernels.nvcc import nvcc_version
+
+    with pytest.raises(NvccError, match="no-such-nvcc not found on PATH"):
+        nvcc_version("no-such-nvcc")
