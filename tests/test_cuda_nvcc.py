@@ -216,7 +216,7 @@ def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
     assert report.ok and report.registers_per_thread > 0 and report.stack_frame_bytes is not None
 
 
-def test_missing_nvcc_is_a_clear_error(monkeypatch):
+def test_missing_nvcc_is_a_clear_error():
     from kernels.nvcc import nvcc_version
 
     with pytest.raises(NvccError, match="no-such-nvcc not found on PATH"):
