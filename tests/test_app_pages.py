@@ -255,19 +255,19 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
     at = open_page(db, monkeypatch, "views/alerts.py")
     at.selectbox(key="alerts_pick").select(target)
     at.text_input(key="alerts_actor").input("kernel-dev")
-    at.button[0].click().run()  # Acknowledge with an empty note
+    at.button(key="alerts_acknowledge").click().run()  # Acknowledge with an empty note
     assert any("not changed" in e and "note" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
 
     at.text_area(key="alerts_note").input("Known: tile change in 05; <b>looking</b>")
-    at.button[0].click().run()
+    at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
     assert any(f"#{target} is now acknowledged" in s for s in texts(at, "success"))
     stored = next(a for a in list_alerts(db) if a.alert_id == target)
     assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
 
     at.selectbox(key="alerts_pick").select(target)
-    at.button[1].click().run()  # Resolve
+    at.button(key="alerts_resolve").click().run()  # Resolve
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "resolved"
     at.multiselect(key="alerts_status").set_value(["resolved"]).run()
     assert list(frame_with(at, "alert_id")["alert_id"]) == [target]

@@ -39,32 +39,41 @@ def alerts_page(source, shape):
         return
     labels = {int(r.alert_id): f"#{r.alert_id} · {r.status} · {r.kind} · {ui.truncate(r.case_id, 70)}" for r in actionable.itertuples()}
     with st.form("alert_action", clear_on_submit=False):
-        alert_id = st.selectbox("alert", list(labels), format_func=labels.get, key="alerts_pick")
-        note = st.text_area("note", max_chars=2000, key="alerts_note",
-                            help="Required to acknowledge: what is known, who looks at it.")
-        actor = st.text_input("who", value=default_actor(), max_chars=100, key="alerts_actor")
+        st.selectbox("alert", list(labels), format_func=labels.get, key="alerts_pick")
+        st.text_area("note", max_chars=2000, key="alerts_note",
+                     help="Required to acknowledge: what is known, who looks at it.")
+        st.text_input("who", value=default_actor(), max_chars=100, key="alerts_actor")
         left, right = st.columns(2)
-        acknowledge = left.form_submit_button("Acknowledge")
-        resolve = right.form_submit_button("Resolve")
-    if acknowledge or resolve:
-        action = "acknowledge" if acknowledge else "resolve"
-        try:
-            changed = alerts.change_status(source, alert_id, action, note, actor)
-        except HistoryError as exc:
-            st.error(f"Alert #{alert_id} not changed: {exc}")
-        else:
-            st.session_state["alerts_flash"] = (changed.alert_id, changed.status)
-            st.rerun()
+        left.form_submit_button("Acknowledge", key="alerts_acknowledge", on_click=apply_action, args=(source, "acknowledge"))
+        right.form_submit_button("Resolve", key="alerts_resolve", on_click=apply_action, args=(source, "resolve"))
+
+
+def apply_action(source, action: str) -> None:
+    """Runs as the button's callback, before the page is drawn again: the change is written
+    (waiting for an ingest's lock if need be) before any read, so nothing the user typed is lost
+    to a read that had to wait."""
+    alert_id = st.session_state.get("alerts_pick")
+    try:
+        changed = alerts.change_status(source, alert_id, action, st.session_state.get("alerts_note", ""),
+                                       st.session_state.get("alerts_actor", ""))
+    except HistoryError as exc:
+        st.session_state["alerts_flash"] = ("error", f"Alert #{alert_id} not changed: {exc}", None)
+    else:
+        st.session_state["alerts_flash"] = ("success", f"Alert #{changed.alert_id} is now {changed.status}.", changed.alert_id)
 
 
 def show_last_change(source) -> None:
-    """After a change the page reruns (so the table is fresh) and shows what was done."""
+    """What the last acknowledge / resolve did (set by `apply_action`), shown once."""
     flash = st.session_state.pop("alerts_flash", None)
-    if flash:
-        alert_id, status = flash
-        st.success(f"Alert #{alert_id} is now {status}.")
-        with st.expander(f"History of alert #{alert_id}", expanded=True):
-            st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
+    if not flash:
+        return
+    kind, message, alert_id = flash
+    if kind == "error":
+        st.error(message)
+        return
+    st.success(message)
+    with st.expander(f"History of alert #{alert_id}", expanded=True):
+        st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
 
 
 def default_actor() -> str:

@@ -20,7 +20,7 @@ def trends_page(source, shape):
         gpu = ui.gpu_picker(shape, key="trends_gpu")
     branch = top[1].selectbox("branch", opts["branches"] or ["main"], key="trends_branch")
     metric = top[2].selectbox("metric", list(trends.METRICS), key="trends_metric")
-    row = st.columns([3, 3, 1, 1, 1, 2])
+    row = st.columns([3, 3, 1.2, 1.2, 1.2, 2])
     variants = row[0].multiselect(
         "variants", opts["variants"], default=pick_defaults(opts["variants"], ("sdpa", "triton_fa2", "cuda_wmma_cpasync"), 3),
         key="trends_variants",
