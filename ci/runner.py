@@ -188,7 +188,9 @@ def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions,
     ]
     reader = JournalReader(paths["journal"])
     with open(paths["log"], "wb") as log:
-        proc = subprocess.Popen(cmd, cwd=str(REPO_ROOT), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        # cwd is the work dir, not a checkout: `python -m` puts the cwd first on sys.path, which
+        # would shadow the kernels of `kernels_root` with the head's.
+        proc = subprocess.Popen(cmd, cwd=str(paths["plan"].parent), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         last_event = time.monotonic()
         seen_any = False
         timed_out = False

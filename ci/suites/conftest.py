@@ -72,7 +72,7 @@ def measurer(pytestconfig, journal):
 
     plan = _plan(pytestconfig)
     env = _environment(pytestconfig)
-    journal.write("session", pid=__import__("os").getpid(), environment=env, kernels_path=str(Path(kernels.__file__).parent))
+    journal.write("session", pid=__import__("os").getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
     m = GroupMeasurer(plan, journal)
     m.build_all()
     return m
