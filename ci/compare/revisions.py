@@ -1,0 +1,60 @@
+"""Git plumbing for compare: resolve revisions, find the merge base, check one out beside us.
+
+The base's kernels come from a `git worktree` of the merge base (a second checkout sharing
+this repository's objects), so the head's `ci`/`history` code measures both sides alike.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from ci.errors import UserError
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise UserError("git is not installed; compare needs it to check out the merge base") from None
+    if done.returncode != 0:
+        raise UserError(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}"[:500])
+    return done.stdout.strip()
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """Full SHA of a revision (branch, tag, SHA); a clear error for an unknown one."""
+    if not rev or rev.startswith("-"):
+        raise UserError(f"not a revision: {rev!r}")
+    return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+
+
+def merge_base(repo: Path, base: str, head: str) -> str:
+    return _git(repo, "merge-base", resolve(repo, base), resolve(repo, head))
+
+
+def current_head(repo: Path) -> str:
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def repo_root(start: Path) -> Path:
+    return Path(_git(start, "rev-parse", "--show-toplevel"))
+
+
+@contextmanager
+def worktree(repo: Path, sha: str, label: str) -> Iterator[Path]:
+    """A detached checkout of `sha` in a temporary directory, removed afterwards."""
+    parent = Path(tempfile.mkdtemp(prefix=f"attnwatch-{label}-"))
+    path = parent / "checkout"
+    _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(parent, ignore_errors=True)
+        subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True, timeout=120)

@@ -1,0 +1,29 @@
+"""The compare result as a plain-text table for the job log."""
+
+from __future__ import annotations
+
+from ci.compare.report import CompareReport
+
+
+def _f(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(report: CompareReport) -> str:
+    header = f"{'case':<44} {'verdict':<12} {'base us':>10} {'head us':>10} {'delta':>7} {'interval':>17} {'gap base->head':>15}"
+    lines = [
+        f"compare: head {report.head_sha[:12]} vs merge base {report.merge_base_sha[:12]} on {report.gpu_name}, "
+        f"{report.rounds} rounds/side, {report.confidence:.0%} {report.method} bootstrap, min effect {report.min_effect:.1%}",
+        header,
+        "-" * len(header),
+    ]
+    for c in report.cases:
+        delta = "-" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%"
+        interval = "-" if c.low is None else f"[{(c.low - 1) * 100:+.1f}%,{(c.high - 1) * 100:+.1f}%]"
+        gap = f"{_f(c.base.gap_to_sdpa, '.3f')}->{_f(c.head.gap_to_sdpa, '.3f')}"
+        flag = " INCORRECT" if c.correctness_failed else ""
+        lines.append(f"{c.case_id[:44]:<44} {c.verdict:<12} {_f(c.base.median_us, '10.2f')} {_f(c.head.median_us, '10.2f')} "
+                     f"{delta:>7} {interval:>17} {gap:>15}{flag}")
+    lines.append(f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
+                 f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured")
+    return "\n".join(lines)

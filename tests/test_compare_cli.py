@@ -1,0 +1,130 @@
+"""`attnwatch compare`: verdicts from recorded bundles, exit codes, and a real A/B through git
+worktrees on this CPU (kernels of two commits measured by the harness, interleaved)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from bundle_factory import make_bundle
+from ci.cli import main
+from ci.compare.measure import round_order
+from ci.compare.report import load_report
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+T0 = datetime(2026, 11, 2, tzinfo=timezone.utc)
+VARIANTS = ("sdpa", "triton_fa2", "cuda_wmma")
+
+
+def _bundles(tmp_path, side, rounds=3, **kw):
+    return [make_bundle(tmp_path / f"{side}-{r}", run_id=f"{side}-{r}", commit_sha=("a" if side == "base" else "c") * 40,
+                        started_at=T0 + timedelta(minutes=10 * r + (side == "head")), variants=VARIANTS,
+                        n_samples=200, seed=100 * (side == "head") + r, trigger="compare", **kw)
+            for r in range(rounds)]
+
+
+def _compare(tmp_path, base, head, *extra):
+    out = tmp_path / "out"
+    rc = main(["compare", "--base-bundles", *map(str, base), "--head-bundles", *map(str, head), "--out", str(out), *extra])
+    return rc, out / "compare.json"
+
+
+def test_planted_regression_is_the_only_verdict_and_fails_the_check(tmp_path, capsys):
+    base = _bundles(tmp_path, "base")
+    head = _bundles(tmp_path, "head", variant_scale={"triton_fa2": 1.06})
+    rc, path = _compare(tmp_path, base, head)
+    assert rc == 0  # without --fail-on the command only reports
+    report = load_report(path)
+    verdicts = {c.case_id: c.verdict for c in report.cases}
+    assert {cid for cid, v in verdicts.items() if v == "regression"} == {cid for cid in verdicts if cid.startswith("triton_fa2/")}
+    assert {v for cid, v in verdicts.items() if not cid.startswith("triton_fa2/")} == {"no change"}
+    slow = next(c for c in report.cases if c.verdict == "regression")
+    assert 1.03 < slow.low < slow.ratio < slow.high < 1.09
+    assert slow.head.gap_to_sdpa > slow.base.gap_to_sdpa
+    assert len(slow.base.round_medians_us) == 3 and slow.base.n_samples == 600
+    assert report.gpu_name == "NVIDIA H200" and report.min_effect == 0.02 and report.rounds == 3
+    table = capsys.readouterr().out
+    assert "regression" in table and "wrote" in table
+    rc, _ = _compare(tmp_path, base, head, "--fail-on", "regression")
+    assert rc == 1
+
+
+def test_same_code_passes_the_check(tmp_path):
+    rc, path = _compare(tmp_path, _bundles(tmp_path, "base"), _bundles(tmp_path, "head"), "--fail-on", "regression")
+    assert rc == 0
+    assert {c.verdict for c in load_report(path).cases} == {"no change"}
+
+
+def test_correctness_failure_and_crash_in_the_head_fail_the_check(tmp_path):
+    head = _bundles(tmp_path, "head", statuses={"cuda_wmma/l4_mission/fp16/causal": "failed",
+                                               "triton_fa2/l4_mission/fp16/causal": "crashed"})
+    rc, path = _compare(tmp_path, _bundles(tmp_path, "base"), head, "--fail-on", "regression")
+    assert rc == 1
+    report = load_report(path)
+    by_id = {c.case_id: c for c in report.cases}
+    assert by_id["cuda_wmma/l4_mission/fp16/causal"].correctness_failed
+    assert by_id["triton_fa2/l4_mission/fp16/causal"].verdict == "failed"
+    assert "crashed" in by_id["triton_fa2/l4_mission/fp16/causal"].head.error
+
+
+def test_a_case_only_in_the_head_is_new_not_a_failure(tmp_path):
+    base = _bundles(tmp_path, "base", statuses={"triton_fa2": "skipped"})
+    rc, path = _compare(tmp_path, base, _bundles(tmp_path, "head"), "--fail-on", "regression")
+    assert rc == 0
+    assert {c.verdict for c in load_report(path).cases if c.variant == "triton_fa2"} == {"new"}
+
+
+def test_rounds_from_different_gpus_are_refused(tmp_path, capsys):
+    head = _bundles(tmp_path, "head", gpu_name="NVIDIA H100 80GB HBM3")
+    rc, path = _compare(tmp_path, _bundles(tmp_path, "base"), head)
+    assert rc == 2 and not path.exists()
+    assert "one GPU model" in capsys.readouterr().err
+
+
+def test_broken_bundle_is_named(tmp_path, capsys):
+    base = _bundles(tmp_path, "base", rounds=1)
+    (base[0] / "samples.json").write_text(json.dumps({"samples": {"sdpa/l4_mission/fp16/causal": [1.0, float("nan")]}}))
+    rc, _ = _compare(tmp_path, base, _bundles(tmp_path, "head", rounds=1))
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "samples.json" in err
+
+
+def test_rounds_alternate_abba():
+    assert [round_order(r) for r in range(4)] == [("base", "head"), ("head", "base"), ("base", "head"), ("head", "base")]
+
+
+@pytest.mark.slow
+def test_real_ab_through_worktrees_on_cpu(tmp_path):
+    """Clone this repository, add a commit, and let compare measure HEAD~1 against HEAD for real."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO_ROOT), str(clone)], check=True)
+    git = lambda *a: subprocess.run(["git", "-C", str(clone), *a], check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", "head commit")
+    base_sha, head_sha = git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from ci.cli import main; "
+         "sys.exit(main(sys.argv[1:]))", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
+         "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--out", str(out)],
+        cwd=clone, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = load_report(out / "compare.json")
+    assert (report.merge_base_sha, report.head_sha) == (base_sha, head_sha)
+    assert {c.case_id for c in report.cases} == {"sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"}
+    assert all(c.base.status == c.head.status == "ok" and c.ratio for c in report.cases)
+    manifests = {p.parent.name: json.loads(p.read_text()) for p in (out / "bundles").glob("*/manifest.json")}
+    assert sorted(manifests) == ["base-round1", "base-round2", "head-round1", "head-round2"]
+    assert {m["commit_sha"] for k, m in manifests.items() if k.startswith("base")} == {base_sha}
+    assert {m["commit_sha"] for k, m in manifests.items() if k.startswith("head")} == {head_sha}
+    starts = sorted(manifests, key=lambda k: manifests[k]["started_at"])
+    assert starts == ["base-round1", "head-round1", "head-round2", "base-round2"]  # A B | B A
+    assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
