@@ -29,11 +29,16 @@ READ_DEADLINE_S = 10.0
 
 
 def is_lock_error(exc: BaseException) -> bool:
-    """True for DuckDB's "another process holds this file" error (an IOException)."""
+    """True when the file is busy and waiting helps.
+
+    Two cases: another process holds the file's lock (IOException), or this process already
+    has the file open with a different configuration, e.g. a dashboard read while a user's
+    sandboxed SQL query runs in another thread (ConnectionException). Both are short-lived.
+    """
     text = str(exc)
-    return isinstance(exc, duckdb.IOException) and (
-        "Could not set lock" in text or "Conflicting lock" in text
-    )
+    if isinstance(exc, duckdb.IOException):
+        return "Could not set lock" in text or "Conflicting lock" in text
+    return isinstance(exc, duckdb.ConnectionException) and "different configuration" in text
 
 
 def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> duckdb.DuckDBPyConnection:
@@ -43,14 +48,14 @@ def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> du
     while True:
         try:
             return duckdb.connect(str(db_path), **connect_kwargs)
-        except duckdb.IOException as exc:
+        except (duckdb.IOException, duckdb.ConnectionException) as exc:
             if not is_lock_error(exc):
                 raise
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
                 raise LockTimeoutError(
-                    f"{db_path}: another process held the history's lock for more than "
-                    f"{deadline_s:g} s ({exc}); retry when it has finished"
+                    f"{db_path}: the history stayed busy (locked by another process, or open here "
+                    f"with other settings) for more than {deadline_s:g} s ({exc}); retry when it has finished"
                 ) from exc
             ceiling = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * (2**attempt))
             time.sleep(min(remaining, random.uniform(0, ceiling)))

@@ -149,3 +149,24 @@ def test_show_caps_printed_rows(history, capsys):
     assert cli_main(["--db", str(history), "sql", "SELECT * FROM results", "--show", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "(24 rows, 21 not shown)" and len(out) == 2 + 3 + 1
+
+
+def test_user_sql_waits_for_a_differently_configured_reader_in_this_process(history):
+    """A dashboard read (plain read-only) and a sandboxed query can overlap in one server."""
+    import threading
+
+    from history.db import open_read
+
+    opened, results = threading.Event(), []
+
+    def reader():
+        with open_read(history) as con:
+            opened.set()
+            con.execute("SELECT count(*) FROM range(30000000)").fetchone()  # hold it a moment
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    opened.wait()
+    results.append(run_user_sql(history, "SELECT count(*) AS n FROM runs")["n"].iloc[0])
+    thread.join()
+    assert results == [1]
