@@ -91,6 +91,9 @@ def load_bundle(directory: Path) -> LoadedBundle:
         hasher.update(raw)
 
     manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE)
+    for role, name in manifest.files.items():
+        if name not in KNOWN_FILES or not (directory / name).is_file():
+            raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
     version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
     outcomes = _records(docs, directory, OUTCOMES_FILE, "cases", CaseOutcome)
     bundle = LoadedBundle(

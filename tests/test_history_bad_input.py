@@ -228,3 +228,9 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
     ingest_paths(db_path, [bundle])
     with open_read(db_path) as con:
         assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 1)
+
+
+def test_manifest_listing_a_missing_file(stored, tmp_path, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    (bad / "builds.json").unlink()
+    _refused(stored, bad, "manifest.json", "files.builds", capsys)
