@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kernels import registry
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -17,10 +19,15 @@ def _attnwatch(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_variants_json_lists_every_variant_with_availability():
+@pytest.fixture(scope="module")
+def listing() -> dict:
     done = _attnwatch("variants", "--json")
     assert done.returncode == 0, done.stderr
-    document = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def test_variants_json_lists_every_variant_with_availability(listing):
+    document = listing
     rows = {row["name"]: row for row in document["variants"]}
     assert set(rows) == {v.name for v in registry.all_variants()}
     assert rows["sdpa"]["is_reference"] and rows["sdpa"]["available"]
@@ -31,13 +38,12 @@ def test_variants_json_lists_every_variant_with_availability():
     assert document["device"] and document["capabilities"]["torch_version"]
 
 
-def test_variants_table_names_the_device_and_each_unavailable_reason():
+def test_variants_table_names_the_device_and_each_unavailable_reason(listing):
     done = _attnwatch("variants")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("device: ")
     assert lines[1].split()[:6] == ["name", "family", "ref", "needs", "available", "lineage"]
-    document = json.loads(_attnwatch("variants", "--json").stdout)
-    for row in document["variants"]:
+    for row in listing["variants"]:
         if not row["available"]:
             assert f"{row['name']}: unavailable: {row['reason']}" in lines
