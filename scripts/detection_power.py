@@ -1,0 +1,189 @@
+"""Detection quality on real recorded noise: power and false-alarm rate of both detectors.
+
+    python scripts/detection_power.py [--samples FILE ...] [--trials 200] [--json OUT]
+
+Input: per-call CUDA-event latencies per case from two or more separate processes
+(fixtures/timing/h200_event_samples.json layout: {"processes": {name: {case: {"us": [...]}}}}).
+Slowdowns of 0, 1, 2, 3, 5 and 10% are injected and the verdicts counted.
+
+A/B (pull requests): each trial draws `rounds` rounds per side. Base rounds resample one real
+process's samples and head rounds another's (so the real process-to-process offset is in every
+trial); head samples are multiplied by the slowdown. Verdict with history.detection.ab (both
+interval methods) and the GPU's min_effect from config/thresholds.toml.
+
+Main (change points): each trial builds a series of per-run medians, `runs` long with the step
+`after` runs from the end. A run's median = the median of `n` samples resampled from a random
+real process, times exp(N(0, sigma_between)), where sigma_between is the run-to-run spread of
+medians estimated from the data (pooled over cases: sigma^2 = mean over cases of
+(ln m_p - ln m_q)^2 / 2 for two processes). A detection is a regression step within two runs of
+the planted one (history.changepoints.significant_steps); a false alarm is any step in a series
+without one.
+
+What two processes per case can tell: one difference per case, nine in all; sigma_between is
+then known only to within a factor of about 1.8 (chi-square, 9 degrees of freedom, 95%). The
+main-mode table is therefore also run at the upper 95% bound of sigma_between.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from history.changepoints import significant_steps  # noqa: E402
+from history.detection.ab import ratio_interval, verdict  # noqa: E402
+from history.detection.thresholds import load_thresholds  # noqa: E402
+
+SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
+CHI2_975_9DF = 2.700  # lower 2.5% point of chi-square with 9 degrees of freedom
+
+
+def load_processes(paths: list[Path]) -> dict[str, list[np.ndarray]]:
+    """case -> one array of samples per process (cases seen in at least two processes)."""
+    cases: dict[str, list[np.ndarray]] = {}
+    for path in paths:
+        data = json.loads(path.read_text())
+        for proc in data["processes"].values():
+            for case, value in proc.items():
+                cases.setdefault(case, []).append(np.asarray(value["us"], dtype=np.float64))
+    return {c: p for c, p in cases.items() if len(p) >= 2}
+
+
+def between_process_sigma(cases: dict[str, list[np.ndarray]]) -> tuple[float, int]:
+    """Pooled sd of ln(per-process median) and its degrees of freedom."""
+    ss, df = 0.0, 0
+    for procs in cases.values():
+        logs = np.log([np.median(p) for p in procs])
+        ss += float(np.sum((logs - logs.mean()) ** 2))
+        df += len(logs) - 1
+    return math.sqrt(ss / df), df
+
+
+def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (Wilson 1927)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def ab_trials(cases, *, method, slowdown, trials, rounds, n, min_effect, confidence, resamples, rng) -> tuple[int, int]:
+    """(regression verdicts, any non-'no change' verdicts) over trials x cases."""
+    regress = alarms = 0
+    for procs in cases.values():
+        for _ in range(trials):
+            b, h = rng.choice(len(procs), size=2, replace=False)
+            base = [rng.choice(procs[b], size=n) for _ in range(rounds)]
+            head = [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)]
+            iv = ratio_interval(base, head, method=method, confidence=confidence, resamples=resamples,
+                                seed=int(rng.integers(1 << 31)))
+            v = verdict(iv, min_effect)
+            regress += v == "regression"
+            alarms += v != "no change"
+    return regress, alarms
+
+
+def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, rng) -> tuple[int, int]:
+    """(step detected at the planted run, any step) over trials x cases."""
+    found = alarms = 0
+    step_at = runs - after
+    for procs in cases.values():
+        for _ in range(trials):
+            medians = np.empty(runs)
+            for r in range(runs):
+                proc = procs[rng.integers(len(procs))]
+                medians[r] = np.median(rng.choice(proc, size=n)) * math.exp(rng.normal(0.0, sigma_between))
+            medians[step_at:] *= 1 + slowdown
+            steps = significant_steps(medians, min_effect=th.min_effect, min_persist=th.min_persist,
+                                      penalty_scale=th.penalty_scale, sigma_floor=th.sigma_floor)
+            alarms += bool(steps)
+            found += any(abs(s.index - step_at) <= 2 and s.ratio > 1 for s in steps)
+    return found, alarms
+
+
+def pct(hits: int, total: int) -> str:
+    low, high = wilson(hits, total)
+    return f"{100 * hits / total:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def main(argv=None) -> int:
+    here = Path(__file__).resolve().parent.parent
+    default_samples = here.parent / "shared" / "fixtures" / "timing" / "h200_event_samples.json"
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--samples", nargs="+", type=Path, default=[default_samples], help="per-call sample files")
+    p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (config/thresholds.toml)")
+    p.add_argument("--trials", type=int, default=200, help="trials per case and slowdown")
+    p.add_argument("--rounds", type=int, default=3, help="A/B rounds per side")
+    p.add_argument("--n", type=int, default=100, help="samples per round / per run (the harness's minimum)")
+    p.add_argument("--resamples", type=int, default=400, help="bootstrap resamples per interval")
+    p.add_argument("--runs", type=int, default=30, help="main: runs per series")
+    p.add_argument("--after", type=int, default=5, help="main: runs after the planted step")
+    p.add_argument("--seed", type=int, default=20261121)
+    p.add_argument("--json", type=Path, help="write every figure here as JSON")
+    args = p.parse_args(argv)
+
+    th = load_thresholds(args.gpu)
+    cases = load_processes(args.samples)
+    if not cases:
+        print("no case has samples from two processes", file=sys.stderr)
+        return 2
+    sigma, df = between_process_sigma(cases)
+    sigma_upper = sigma * math.sqrt(df / CHI2_975_9DF) if df == 9 else sigma * 1.8
+    rng = np.random.default_rng(args.seed)
+    started = time.time()
+    out: dict = {"gpu": args.gpu, "min_effect": th.min_effect, "confidence": th.confidence, "cases": len(cases),
+                 "sigma_between": sigma, "sigma_between_df": df, "sigma_between_upper95": sigma_upper,
+                 "trials_per_case": args.trials, "ab": {}, "main": {}}
+    print(f"data: {', '.join(str(s.name) for s in args.samples)}; {len(cases)} cases with >= 2 processes")
+    print(f"between-process sigma of ln(median): {100 * sigma:.2f}% ({df} df; upper 95% bound {100 * sigma_upper:.2f}%)")
+    print(f"thresholds ({args.gpu}): min_effect {th.min_effect:.1%}, confidence {th.confidence:.0%}, "
+          f"min_persist {th.min_persist}\n")
+
+    print(f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
+          f"({args.trials * len(cases)} per cell); power = regression verdicts; false alarms at 0% = any verdict")
+    print("| slowdown | hierarchical | pooled |\n|---:|---|---|")
+    for s in SLOWDOWNS:
+        row = {}
+        for method in ("hierarchical", "pooled"):
+            reg, alarms = ab_trials(cases, method=method, slowdown=s, trials=args.trials, rounds=args.rounds, n=args.n,
+                                    min_effect=th.min_effect, confidence=th.confidence, resamples=args.resamples, rng=rng)
+            total = args.trials * len(cases)
+            row[method] = {"regression": reg, "any_verdict": alarms, "total": total}
+        out["ab"][f"{s:.2f}"] = row
+        key = "any_verdict" if s == 0 else "regression"
+        label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
+        print(f"| {label} | {pct(row['hierarchical'][key], row['hierarchical']['total'])} | "
+              f"{pct(row['pooled'][key], row['pooled']['total'])} |")
+
+    print(f"\nmain: series of {args.runs} runs, step {args.after} runs before the end, run median from {args.n} samples "
+          f"x run-to-run noise; {args.trials} trials per case")
+    print(f"| slowdown | sigma_between {100 * sigma:.2f}% | sigma_between {100 * sigma_upper:.2f}% (upper bound) |\n|---:|---|---|")
+    for s in SLOWDOWNS:
+        row = {}
+        for label, sb in (("estimate", sigma), ("upper95", sigma_upper)):
+            found, alarms = main_trials(cases, slowdown=s, trials=args.trials, runs=args.runs, after=args.after, n=args.n,
+                                        sigma_between=sb, th=th, rng=rng)
+            row[label] = {"detected": found, "any_step": alarms, "total": args.trials * len(cases)}
+        out["main"][f"{s:.2f}"] = row
+        key = "any_step" if s == 0 else "detected"
+        text = "0% (false alarms)" if s == 0 else f"{s:.0%}"
+        print(f"| {text} | {pct(row['estimate'][key], row['estimate']['total'])} | "
+              f"{pct(row['upper95'][key], row['upper95']['total'])} |")
+    out["seconds"] = time.time() - started
+    print(f"\n({out['seconds']:.0f} s; percentages with Wilson 95% intervals)")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""scripts/detection_power.py on the recorded H200 samples (few trials: the full table is in
+docs/benchmarks.md). Checks the noise estimate and that the detectors separate 0% from 5%."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "detection_power.py"
+
+
+@pytest.fixture(scope="module")
+def power():
+    spec = importlib.util.spec_from_file_location("detection_power", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_between_process_sigma_from_the_fixture(power, fixtures_dir):
+    cases = power.load_processes([fixtures_dir / "timing" / "h200_event_samples.json"])
+    assert len(cases) == 9 and all(len(p) == 2 for p in cases.values())
+    sigma, df = power.between_process_sigma(cases)
+    assert df == 9
+    assert 0.002 < sigma < 0.006  # 0.37%: per-process medians differ by 0.04-1.2%
+
+
+def test_wilson_interval(power):
+    low, high = power.wilson(0, 100)
+    assert low == 0 and math.isclose(high, 0.037, abs_tol=0.001)
+    low, high = power.wilson(50, 100)
+    assert low < 0.5 < high
+
+
+def test_small_run_separates_no_change_from_five_percent(power, fixtures_dir, tmp_path, capsys):
+    out = tmp_path / "power.json"
+    rc = power.main(["--samples", str(fixtures_dir / "timing" / "h200_event_samples.json"), "--trials", "3",
+                     "--resamples", "200", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    for method in ("hierarchical", "pooled"):
+        assert data["ab"]["0.00"][method]["any_verdict"] == 0
+        assert data["ab"]["0.05"][method]["regression"] == data["ab"]["0.05"][method]["total"] == 27
+    assert data["main"]["0.00"]["estimate"]["any_step"] == 0
+    assert data["main"]["0.05"]["estimate"]["detected"] == 27
+    assert math.isclose(data["sigma_between_upper95"] / data["sigma_between"], math.sqrt(9 / 2.7))
+    assert "| 5% |" in capsys.readouterr().out
