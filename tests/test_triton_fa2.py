@@ -41,6 +41,11 @@ INTERPRETER_CASES = [
     (1, 2, 128, 64, "bf16", False, "m64_n64_w4_s3_tma"),
     (1, 1, 96, 64, "fp16", True, "m16_n64_narrow"),
     (1, 1, 128, 64, "bf16", True, "m64_n64_ws_tma"),
+    # Split-KV: partial states merged by the last program of each tile (empty splits at S=40).
+    (2, 1, 77, 64, "fp16", True, "m32_n16_split3"),
+    (1, 2, 77, 64, "bf16", False, "m32_n16_split3"),
+    (1, 1, 40, 64, "fp16", False, "m32_n16_split4"),
+    (1, 2, 128, 64, "fp16", True, "m64_n32_split2_tma"),
 ]
 
 
@@ -62,6 +67,9 @@ def _interpreter_worker(cases) -> dict:
     extra = {
         "m16_n64_narrow": BlockConfig("m16_n64_narrow", 16, 64, 4, 2, False, False, "test"),
         "m64_n64_ws_tma": BlockConfig("m64_n64_ws_tma", 64, 64, 4, 3, True, True, "test"),
+        "m32_n16_split3": BlockConfig("m32_n16_split3", 32, 16, 4, 1, False, False, "test", 3),
+        "m32_n16_split4": BlockConfig("m32_n16_split4", 32, 16, 4, 1, False, False, "test", 4),
+        "m64_n32_split2_tma": BlockConfig("m64_n32_split2_tma", 64, 32, 4, 3, True, False, "test", 2),
     }
     table = load_table()
     results = {}
@@ -162,6 +170,7 @@ def _minimal_table(**overrides):
     ({"num_warps": 3}, "num_warps"),
     ({"reason": " "}, "reason"),
     ({"num_stages": "3"}, "num_stages"),
+    ({"split_kv": 0}, "split_kv"),
 ])
 def test_malformed_config_entry_names_file_and_field(overrides, field):
     with pytest.raises(ConfigError) as err:

@@ -30,6 +30,7 @@ class BlockConfig:
     tma: bool
     warp_specialize: bool
     reason: str
+    split_kv: int = 1  # programs per query tile, each over a share of the keys (1 = off)
 
     def as_record(self) -> dict:
         """The fields a run records (BuildReport.config / Prepared.info), in Triton's names."""
@@ -41,6 +42,7 @@ class BlockConfig:
             "num_stages": self.num_stages,
             "tma": self.tma,
             "warp_specialize": self.warp_specialize,
+            "split_kv": self.split_kv,
         }
 
 
@@ -128,9 +130,13 @@ def parse_table(data: dict, source: str) -> ConfigTable:
         reason = _need(entry, "reason", str, where)
         if not reason.strip():
             raise ConfigError(f"{where}: field 'reason' is empty")
+        split_kv = _need(entry, "split_kv", int, where) if "split_kv" in entry else 1
+        if not 1 <= split_kv <= 8:
+            raise ConfigError(f"{where}: field 'split_kv' must be in 1..8, got {split_kv}")
         configs[name] = BlockConfig(
             name=name, tma=bool(entry.get("tma", False)),
-            warp_specialize=bool(entry.get("warp_specialize", False)), reason=reason, **values)
+            warp_specialize=bool(entry.get("warp_specialize", False)), reason=reason,
+            split_kv=split_kv, **values)
 
     buckets = []
     for i, entry in enumerate(data.get("bucket", [])):

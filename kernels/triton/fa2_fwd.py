@@ -17,6 +17,10 @@ Choices that matter for speed, each a reason for code below:
   the longest key range start in the first wave and short ones fill the tail.
 * Tail split in the non-causal case: when S is not a multiple of BLOCK_N only the last key
   block carries the bounds mask.
+* Split-KV (`SPLIT_KV` > 1) for grids too small to fill the GPU: each query tile's keys are
+  divided among SPLIT_KV programs that publish partial (acc, m, l) states; the last one to
+  finish merges them. More programs in flight hide load latency that one program per tile
+  cannot (l4_mission at BLOCK_M=64 has 64 programs for 132 SMs).
 * `UPCAST_DOT` is only ever set under the CPU interpreter (see `interpreter_needs_upcast`).
 * TMA (`USE_DESC`): on Hopper, Q/K/V/O move through host-built tensor descriptors (bulk tensor
   copies into shared memory, which the compiler software-pipelines `num_stages` deep and feeds
@@ -116,18 +120,73 @@ def _attend_key_range(
 
 
 @triton.jit
+def _combine_splits(
+    acc, l_i, m_i, Out, WsAcc, WsMl, Counters, tile, split, head_off, offs_m, seq_len,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, EVEN_M: tl.constexpr, SPLIT_KV: tl.constexpr,
+):
+    """Split-KV epilogue: publish this split's partial state; the last split of the tile to
+    arrive merges all partials (log-sum-exp rescaling) and writes the output.
+
+    The protocol is CUTLASS's semaphore pattern: every thread stores its partial, a CTA
+    barrier, then one acq_rel atomic increment at GPU scope (release of the partial, acquire
+    of the others'); partials are read back with .cg loads so no stale L1 line is used. The
+    last arriver resets the counter, so the next launch starts from zero."""
+    offs_r = tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    slot = (tile * SPLIT_KV + split).to(tl.int64)
+    tl.store(WsAcc + slot * BLOCK_M * HEAD_DIM + offs_r[:, None] * HEAD_DIM + offs_d[None, :], acc)
+    tl.store(WsMl + slot * 2 * BLOCK_M + offs_r, m_i)
+    tl.store(WsMl + slot * 2 * BLOCK_M + BLOCK_M + offs_r, l_i)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(Counters + tile, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_KV - 1:
+        first = (tile * SPLIT_KV).to(tl.int64)
+        m_all = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        for j in tl.static_range(SPLIT_KV):
+            m_j = tl.load(WsMl + (first + j) * 2 * BLOCK_M + offs_r, cache_modifier=".cg")
+            m_all = tl.maximum(m_all, m_j)
+        total = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+        l_all = tl.zeros([BLOCK_M], dtype=tl.float32)
+        for j in tl.static_range(SPLIT_KV):
+            base = (first + j) * 2 * BLOCK_M
+            m_j = tl.load(WsMl + base + offs_r, cache_modifier=".cg")
+            l_j = tl.load(WsMl + base + BLOCK_M + offs_r, cache_modifier=".cg")
+            acc_j = tl.load(WsAcc + (first + j) * BLOCK_M * HEAD_DIM + offs_r[:, None] * HEAD_DIM
+                            + offs_d[None, :], cache_modifier=".cg")
+            weight = tl.math.exp2(m_j - m_all)  # an empty split has m_j = -inf: weight 0
+            total += acc_j * weight[:, None]
+            l_all += l_j * weight
+        out = (total / l_all[:, None]).to(Out.dtype.element_ty)
+        o_offs = head_off + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+        if EVEN_M:
+            tl.store(Out + o_offs, out)
+        else:
+            tl.store(Out + o_offs, out, mask=(offs_m < seq_len)[:, None])
+        tl.atomic_xchg(Counters + tile, 0)
+
+
+@triton.jit
 def fa2_fwd_kernel(
-    Q, K, V, Out, desc_q, desc_k, desc_v, desc_o,
+    Q, K, V, Out, desc_q, desc_k, desc_v, desc_o, WsAcc, WsMl, Counters,
     seq_len, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, EVEN_M: tl.constexpr, EVEN_N: tl.constexpr,
     USE_DESC: tl.constexpr, WARP_SPEC: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    SPLIT_KV: tl.constexpr,
 ):
-    """Grid: (ceil(S / BLOCK_M), B * H). Writes Out[b, h, tile] for one query tile."""
-    pid_m = tl.program_id(0)
+    """Grid: (ceil(S / BLOCK_M) * SPLIT_KV, B * H). Writes Out[b, h, tile] for one query tile;
+    with SPLIT_KV > 1 each program covers 1/SPLIT_KV of the tile's keys (more programs for
+    small grids) and the last to finish merges the partials (`_combine_splits`)."""
+    num_m = tl.cdiv(seq_len, BLOCK_M)
+    if SPLIT_KV == 1:
+        pid_m = tl.program_id(0)
+        split = 0
+    else:
+        pid_m = tl.program_id(0) // SPLIT_KV
+        split = tl.program_id(0) % SPLIT_KV
     bh = tl.program_id(1)
     if CAUSAL:
-        pid_m = tl.num_programs(0) - 1 - pid_m  # longest key range first
+        pid_m = num_m - 1 - pid_m  # longest key range first
     start_m = pid_m * BLOCK_M
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, HEAD_DIM)
@@ -150,36 +209,59 @@ def fa2_fwd_kernel(
     if CAUSAL:
         # Key blocks that end at or before the tile's first row are fully visible: no mask.
         diag_lo = (start_m // BLOCK_N) * BLOCK_N
+        diag_hi = tl.minimum(start_m + BLOCK_M, seq_len)
+        if SPLIT_KV == 1:
+            lo = 0
+            hi = diag_lo
+            band_lo = diag_lo
+        else:  # split the unmasked blocks; the last split also takes the diagonal band
+            per = tl.cdiv(diag_lo // BLOCK_N, SPLIT_KV) * BLOCK_N
+            lo = split * per
+            hi = tl.minimum(lo + per, diag_lo)
+            band_lo = tl.where(split == SPLIT_KV - 1, diag_lo, diag_hi)
         acc, l_i, m_i = _attend_key_range(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, diag_lo, seq_len,
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, lo, hi, seq_len,
             qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
         # The diagonal band: the only blocks that need the triangular mask; above it, nothing.
-        diag_hi = tl.minimum(start_m + BLOCK_M, seq_len)
         acc, l_i, m_i = _attend_key_range(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, diag_lo, diag_hi,
+            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, band_lo, diag_hi,
             seq_len, qk_scale, HEAD_DIM, BLOCK_N, True, not EVEN_N, USE_DESC, False, UPCAST_DOT)
-    elif EVEN_N:
-        acc, l_i, m_i = _attend_key_range(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, seq_len, seq_len,
-            qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
     else:
-        full_hi = (seq_len // BLOCK_N) * BLOCK_N
-        acc, l_i, m_i = _attend_key_range(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, 0, full_hi, seq_len,
-            qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
-        acc, l_i, m_i = _attend_key_range(
-            acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, full_hi, seq_len,
-            seq_len, qk_scale, HEAD_DIM, BLOCK_N, False, True, USE_DESC, False, UPCAST_DOT)
-
-    out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
-    if USE_DESC:
-        desc_o.store([row0 + start_m, 0], out)
-    else:
-        o_offs = head_off + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-        if EVEN_M:
-            tl.store(Out + o_offs, out)
+        if SPLIT_KV == 1:
+            lo = 0
+            hi = seq_len
         else:
-            tl.store(Out + o_offs, out, mask=(offs_m < seq_len)[:, None])
+            per = tl.cdiv(tl.cdiv(seq_len, BLOCK_N), SPLIT_KV) * BLOCK_N
+            lo = split * per
+            hi = tl.minimum(lo + per, seq_len)
+        if EVEN_N:
+            acc, l_i, m_i = _attend_key_range(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, lo, hi, seq_len,
+                qk_scale, HEAD_DIM, BLOCK_N, False, False, USE_DESC, WARP_SPEC, UPCAST_DOT)
+        else:  # only the last key block carries the bounds mask
+            full_hi = (seq_len // BLOCK_N) * BLOCK_N
+            acc, l_i, m_i = _attend_key_range(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m, lo,
+                tl.minimum(hi, full_hi), seq_len, qk_scale, HEAD_DIM, BLOCK_N, False, False,
+                USE_DESC, WARP_SPEC, UPCAST_DOT)
+            acc, l_i, m_i = _attend_key_range(
+                acc, l_i, m_i, q, K, V, desc_k, desc_v, head_off, row0, offs_m,
+                tl.maximum(lo, full_hi), hi, seq_len, qk_scale, HEAD_DIM, BLOCK_N, False, True,
+                USE_DESC, False, UPCAST_DOT)
+
+    if SPLIT_KV > 1:
+        _combine_splits(acc, l_i, m_i, Out, WsAcc, WsMl, Counters, bh * num_m + pid_m, split,
+                        head_off, offs_m, seq_len, HEAD_DIM, BLOCK_M, EVEN_M, SPLIT_KV)
+    else:
+        out = (acc / l_i[:, None]).to(Out.dtype.element_ty)
+        if USE_DESC:
+            desc_o.store([row0 + start_m, 0], out)
+        else:
+            o_offs = head_off + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
+            if EVEN_M:
+                tl.store(Out + o_offs, out)
+            else:
+                tl.store(Out + o_offs, out, mask=(offs_m < seq_len)[:, None])
 
 
 def interpreter_needs_upcast(dtype) -> bool:
@@ -222,24 +304,36 @@ def make_launcher(q, k, v, out, causal: bool, config):
             for t, blk in ((q, bm), (k, bn), (v, bn), (out, bm))
         )
     qk_scale = LOG2_E / math.sqrt(head_dim)
-    grid = (triton.cdiv(seq_len, bm), batch * heads)
+    split = int(config.split_kv)
+    num_m = triton.cdiv(seq_len, bm)
+    workspace = (None, None, None)
+    if split > 1:
+        import torch
+
+        tiles = batch * heads * num_m
+        workspace = (
+            torch.empty(tiles * split * bm * head_dim, dtype=torch.float32, device=q.device),
+            torch.empty(tiles * split * 2 * bm, dtype=torch.float32, device=q.device),
+            torch.zeros(tiles, dtype=torch.int32, device=q.device),  # reset by each launch's last split
+        )
+    grid = (num_m * split, batch * heads)
     kernel = fa2_fwd_kernel[grid]
     meta = dict(
         HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, CAUSAL=bool(causal),
         EVEN_M=seq_len % bm == 0, EVEN_N=seq_len % bn == 0,
         USE_DESC=use_desc, WARP_SPEC=bool(config.warp_specialize),
-        UPCAST_DOT=interpreter_needs_upcast(q.dtype),
+        UPCAST_DOT=interpreter_needs_upcast(q.dtype), SPLIT_KV=split,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )
 
     def run():
-        kernel(q, k, v, out, *descs, seq_len, qk_scale, **meta)
+        kernel(q, k, v, out, *descs, *workspace, seq_len, qk_scale, **meta)
         return out
 
     def compiled_resources() -> dict:
         """Launch once and return what the compiler reported for the kernel it ran: registers
         per thread, spilled registers and shared memory (GPU only; Triton returns the handle)."""
-        handle = kernel(q, k, v, out, *descs, seq_len, qk_scale, **meta)
+        handle = kernel(q, k, v, out, *descs, *workspace, seq_len, qk_scale, **meta)
         metadata = getattr(handle, "metadata", None)
         return {
             "registers_per_thread": getattr(handle, "n_regs", None),
