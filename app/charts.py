@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -34,6 +35,12 @@ MARKER_STYLE = {
 def _rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgba({r},{g},{b},{alpha})"
+
+
+def _escaped(messages: pd.Series) -> np.ndarray:
+    """Hover-safe commit text, escaping each distinct message once (many points share a commit)."""
+    lookup = {m: escape_hover(m) for m in messages.dropna().unique()}
+    return messages.map(lookup).fillna("").to_numpy()
 
 
 def trend_figure(
@@ -64,12 +71,12 @@ def trend_figure(
                 fill="tonexty", fillcolor=_rgba(color, 0.18), hoverinfo="skip",
                 name=f"{name} p10–p90", showlegend=False, legendgroup=name,
             ))
-        custom = list(zip(
-            s["run_id"],
-            s["commit_sha"].map(short_sha),
-            s["commit_message"].map(escape_hover),
-            s["commit_date"].astype(str),
-        ))
+        custom = np.column_stack([  # one object array: plotly validates it far faster than tuples
+            s["run_id"].astype(str).to_numpy(),
+            s["commit_sha"].map(short_sha).to_numpy(),
+            _escaped(s["commit_message"]),
+            s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
+        ])
         fig.add_trace(go.Scatter(
             x=s["started_at"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
             legendgroup=name, line=dict(color=color, width=2), marker=dict(size=6),

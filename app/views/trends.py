@@ -45,7 +45,7 @@ def trends_page(source, shape):
         )
         return
     markers = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))))
-    figure = charts.trend_figure(series, metric, band=band, markers=markers)
+    figure = cached_figure(series, metric, band, markers)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
     runs_plotted = series["run_id"].nunique()
     st.caption(
@@ -59,6 +59,12 @@ def trends_page(source, shape):
         st.dataframe(markers.drop(columns=["value"]), hide_index=True, width="stretch")
     with st.expander("Plotted values"):
         st.dataframe(series, hide_index=True, width="stretch")
+
+
+@st.cache_data(ttl=600, max_entries=32, show_spinner=False)
+def cached_figure(series, metric, band, markers):
+    """Building a figure of thousands of points costs more than its query: keep it with the data."""
+    return charts.trend_figure(series, metric, band=band, markers=markers)
 
 
 def open_selected_run(event) -> None:

@@ -1,0 +1,147 @@
+"""Server-side render time of every dashboard page, cold and warm, over a given history.
+
+    python scripts/bench_dashboard.py --db PATH [--warm-repeats 5] [--json OUT]
+
+Each page is rendered by Streamlit's AppTest (the same script run a server does, without the
+browser). Definitions:
+  cold  the page's first render after `st.cache_data.clear()`: every query goes to DuckDB on a
+        fresh connection; Python modules are already imported (as in a running server);
+  warm  the same page rendered again, `--warm-repeats` times: results come from the cache as
+        long as the file is unchanged. The median and the maximum are reported.
+The SQL page is also timed running one example query (not cached: user SQL always runs).
+Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ENTRYPOINT = REPO / "app" / "streamlit_app.py"
+PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
+         "views/kernel.py", "views/sql.py", "views/run.py")
+
+
+def history_size(db: Path) -> dict:
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        row = con.execute(
+            "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM runs WHERE synthetic), "
+            "(SELECT count(*) FROM results), (SELECT count(*) FROM samples), (SELECT count(*) FROM ncu_cases)"
+        ).fetchone()
+    finally:
+        con.close()
+    return dict(zip(("runs", "synthetic_runs", "results", "samples", "ncu_cases"), row))
+
+
+def timed(action) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def bench_page(page: str, warm_repeats: int) -> dict:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=300).run()
+    st.cache_data.clear()
+    if page == PAGES[0]:
+        cold = timed(at.run)
+    else:
+        cold = timed(lambda: at.switch_page(page).run())
+    problems = [e.value for e in at.exception] + [e.value for e in at.warning if "could not read" in e.value]
+    warm = [timed(at.run) for _ in range(warm_repeats)]
+    result = {"page": page, "cold_s": cold, "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
+              "problems": problems}
+    if page == "views/trends.py":  # the heaviest view: every variant over the newest 1000 runs
+        at.multiselect(key="trends_variants").set_value(at.multiselect(key="trends_variants").options)
+        at.slider(key="trends_max_runs").set_value(1000)
+        st.cache_data.clear()
+        result["all_variants_1000_runs_cold_s"] = timed(at.run)
+        result["all_variants_1000_runs_warm_s"] = timed(at.run)
+        result["problems"] += [e.value for e in at.exception]
+    if page == "views/sql.py":
+        at.selectbox(key="sql_example").select_index(0).run()
+        result["query_s"] = timed(lambda: at.button(key="sql_run").click().run())
+        result["problems"] += [e.value for e in at.error if e.value.startswith("Query refused")]
+    return result
+
+
+def git_commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return out.stdout.strip() or "unknown"
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="the history to render (e.g. from scripts/make_synthetic_history.py)")
+    parser.add_argument("--warm-repeats", type=int, default=5)
+    parser.add_argument("--json", help="also write the figures here")
+    args = parser.parse_args(argv)
+    db = Path(args.db).resolve()
+    if not db.is_file():
+        print(f"bench_dashboard: {db}: no such history", file=sys.stderr)
+        return 2
+    os.environ["ATTNWATCH_DB"] = str(db)
+    import duckdb
+    import streamlit
+
+    size = history_size(db)
+    results = [bench_page(page, args.warm_repeats) for page in PAGES]
+    report = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "versions": {"streamlit": streamlit.__version__, "duckdb": duckdb.__version__},
+        "history": size,
+        "db_bytes": db.stat().st_size,
+        "pages": results,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    label = " (synthetic)" if size["synthetic_runs"] else ""
+    print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
+    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; history{label}: {size['runs']:,} runs, "
+          f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
+    print()
+    print("| page | cold (s) | warm median (s) | warm max (s) | notes |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for r in results:
+        notes = "; ".join(r["problems"]) or ""
+        if "all_variants_1000_runs_cold_s" in r:
+            notes = (notes + "; " if notes else "") + (
+                f"all variants, newest 1000 runs: cold {r['all_variants_1000_runs_cold_s']:.2f} s, "
+                f"warm {r['all_variants_1000_runs_warm_s']:.2f} s")
+        if "query_s" in r:
+            notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
+        name = Path(r["page"]).stem
+        print(f"| {name} | {r['cold_s']:.2f} | {r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | {notes} |")
+    return 1 if any(r["problems"] for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""`attnwatch dashboard`: the command line, and a real server answering HTTP on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from ci.cli import main
+
+START_TIMEOUT_S = 90
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_dry_run_prints_a_headless_loopback_streamlit_command(capsys, tmp_path):
+    assert main(["--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", "8600", "--dry-run"]) == 0
+    out = capsys.readouterr()
+    command = out.out.split()
+    assert command[1:4] == ["-m", "streamlit", "run"]
+    assert Path(command[4]).name == "streamlit_app.py" and Path(command[4]).is_file()
+    assert command[command.index("--server.address") + 1] == "127.0.0.1"
+    assert command[command.index("--server.port") + 1] == "8600"
+    assert command[command.index("--server.headless") + 1] == "true"
+    assert "does not exist yet" in out.err  # a missing history is announced, not an error
+
+
+def test_a_port_out_of_range_is_a_clear_error(capsys, tmp_path):
+    assert main(["--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", "70000", "--dry-run"]) == 2
+    assert "--port: 70000 is not a TCP port" in capsys.readouterr().err
+
+
+def test_the_server_answers_on_loopback_and_stops(tmp_path):
+    port = free_port()
+    log = tmp_path / "server.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
+        )
+    try:
+        give_up = time.monotonic() + START_TIMEOUT_S
+        health = None
+        while time.monotonic() < give_up and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    health = r.read().decode()
+                    break
+            except OSError:
+                time.sleep(0.25)
+        assert health == "ok", log.read_text(errors="replace")[-2000:]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
+            assert r.status == 200 and b"<html" in r.read().lower()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=20)
+    assert proc.returncode is not None
