@@ -329,3 +329,19 @@ def test_run_page_ncu_run_lists_its_cases(history, monkeypatch):
     at = open_page(db, monkeypatch, "views/run.py", run=runs["ncu"])
     assert set(frame_with(at, "case_id")["variant"]) == {"sdpa", "sdpa_flash", "torch_3op"}
     assert H200 in frame_with(at, "value")["value"].tolist()
+
+
+def test_compare_defaults_to_newest_complete_run_against_main_before_it(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py")
+    assert at.selectbox(key="compare_head_runs").value == runs["pr"]
+    assert at.selectbox(key="compare_base_runs").value == runs["latest_complete"]
+    table = frame_with(at, "verdict")
+    assert not table["verdict"].str.contains("nan").any()
+
+
+def test_compare_against_a_failed_run_names_the_statuses(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py", base=runs["failed"], head=runs["latest_complete"])
+    verdicts = set(frame_with(at, "verdict")["verdict"])
+    assert "new case (head only)" in verdicts and "fixed (base crashed)" in verdicts

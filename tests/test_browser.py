@@ -53,6 +53,18 @@ def _chromium() -> str:
     return path
 
 
+def _playwright():
+    """Playwright's sync API (the python package, in the dev extra); same skip/fail rule as chromium."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        message = "python package playwright not installed (pip install -e '.[dev]')"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sync_playwright
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -115,10 +127,9 @@ def _screenshot_dirs(tmp_path: Path) -> list[Path]:
 
 def test_every_page_draws_in_chromium(dashboard_url, tmp_path):
     executable = _chromium()
-    playwright_api = pytest.importorskip("playwright.sync_api") if not os.environ.get("CI") else __import__(
-        "playwright.sync_api", fromlist=["sync_playwright"])
+    sync_playwright = _playwright()
     dialogs: list[str] = []
-    with playwright_api.sync_playwright() as pw:
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 2600})
@@ -137,6 +148,16 @@ def test_every_page_draws_in_chromium(dashboard_url, tmp_path):
                     page.screenshot(path=str(directory / name), full_page=True)
                 assert page.locator("[data-testid='stException']").count() == 0, f"{title}: a traceback is shown"
                 assert (tmp_path / name).stat().st_size > 10_000
+
+            # Clicking a point of the trend opens that point's run.
+            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded")
+            point = page.locator(".js-plotly-plot .scatterlayer .trace .points path").last
+            point.wait_for(timeout=PAGE_TIMEOUT_MS)
+            box = point.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.get_by_role("heading", name="Run").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            assert "run=" in page.url
 
             # The hostile commit message is shown as text on its run's page, never interpreted.
             page.goto(f"{dashboard_url}/run?run={main_run_id(6)}", wait_until="domcontentloaded")

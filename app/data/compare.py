@@ -20,6 +20,18 @@ from history.detection.thresholds import load_thresholds
 RESAMPLES = 1000
 
 
+def default_pair(recent: pd.DataFrame) -> tuple[str | None, str | None]:
+    """Sensible first comparison: head = newest complete run, base = the newest complete main run
+    before it (a PR run is thus compared with main, a main run with its predecessor)."""
+    complete = recent[recent["status"] == "complete"].sort_values("started_at", ascending=False)
+    if complete.empty:
+        return None, None
+    head = complete.iloc[0]
+    earlier = complete[(complete["branch"] == "main") & (complete["run_id"] != head.run_id)
+                       & (complete["started_at"] <= head.started_at)]
+    return (earlier.iloc[0].run_id if not earlier.empty else None), head.run_id
+
+
 @cached_query
 def run_pair(source: Source, base_run: str, head_run: str) -> pd.DataFrame:
     """Every case of either run: stored figures of both sides (full outer join on case_id)."""
@@ -55,9 +67,10 @@ def run_samples(source: Source, run_id: str) -> dict[str, list[float]]:
 
 
 def _status_verdict(base_status: str | None, head_status: str | None) -> str | None:
-    if base_status is None:
+    """A verdict from the cases' statuses alone, or None when both timed fine."""
+    if pd.isna(base_status):
         return "new case (head only)"
-    if head_status is None:
+    if pd.isna(head_status):
         return "case removed (base only)"
     if head_status != "ok" and base_status == "ok":
         return f"head {head_status}"
@@ -97,6 +110,4 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
     out["ratio_low"] = pd.array(lows, dtype="Float64")
     out["ratio_high"] = pd.array(highs, dtype="Float64")
     out["verdict"] = verdicts
-    out.attrs["min_effect"] = thresholds.min_effect
-    out.attrs["confidence"] = thresholds.confidence
     return out

@@ -41,9 +41,11 @@ def pick_two_runs(source, shape):
     if len(ids) < 2:
         st.info("Only one commit has runs on this GPU: compare runs instead.")
         return None, None, gpu
-    wanted_base, wanted_head = st.query_params.get("base"), st.query_params.get("head")
+    default_base, default_head = compare.default_pair(recent[recent["run_id"].isin(ids)])
+    wanted_base = st.query_params.get("base", default_base)
+    wanted_head = st.query_params.get("head", default_head)
     cols = st.columns(2)
-    base = cols[0].selectbox("base", ids, index=ids.index(wanted_base) if wanted_base in ids else 1,
+    base = cols[0].selectbox("base", ids, index=ids.index(wanted_base) if wanted_base in ids else min(1, len(ids) - 1),
                              format_func=labels.get, key=f"compare_base_{mode}")
     head = cols[1].selectbox("head", ids, index=ids.index(wanted_head) if wanted_head in ids else 0,
                              format_func=labels.get, key=f"compare_head_{mode}")
