@@ -95,6 +95,28 @@ def test_broken_bundle_is_named(tmp_path, capsys):
     assert "samples.json" in err
 
 
+NO_DUCKDB = """
+import importlib.abc, runpy, sys
+class NoDatabase(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in ("duckdb", "streamlit", "plotly"):
+            raise ImportError("not installed on this runner: " + name)
+sys.meta_path.insert(0, NoDatabase())
+sys.argv = ["ci.compare", *sys.argv[1:]]
+runpy.run_module("ci.compare", run_name="__main__")
+"""
+
+
+def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
+    """A GPU runner measures but may have no duckdb: `python -m ci.compare` must not need it."""
+    base, head = _bundles(tmp_path, "base", rounds=2), _bundles(tmp_path, "head", rounds=2)
+    done = subprocess.run([sys.executable, "-c", NO_DUCKDB, "--base-bundles", *map(str, base), "--head-bundles",
+                           *map(str, head), "--out", str(tmp_path / "out"), "--fail-on", "regression"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert load_report(tmp_path / "out" / "compare.json").rounds == 2
+
+
 def test_rounds_alternate_abba():
     assert [round_order(r) for r in range(4)] == [("base", "head"), ("head", "base"), ("base", "head"), ("head", "base")]
 

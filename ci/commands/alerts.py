@@ -5,7 +5,10 @@ from __future__ import annotations
 import getpass
 import os
 
-from history.alerts import KINDS, STATUSES, AlertFilter, acknowledge, alert_events, list_alerts, resolve
+# history.alerts needs duckdb; the lifecycle functions are imported when a subcommand runs so the
+# CLI still starts where duckdb is absent (a GPU runner running `attnwatch compare`).
+KINDS = ("regression", "improvement", "correctness")
+STATUSES = ("open", "acknowledged", "resolved")
 
 
 def _default_actor() -> str:
@@ -36,6 +39,8 @@ def register(subparsers) -> None:
 
 
 def _list(args) -> int:
+    from history.alerts import AlertFilter, alert_events, list_alerts
+
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
     alerts = list_alerts(args.db, AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu,
                                               metric=args.metric, case_contains=args.case, limit=args.limit))
@@ -56,12 +61,16 @@ def _list(args) -> int:
 
 
 def _ack(args) -> int:
+    from history.alerts import acknowledge
+
     a = acknowledge(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} acknowledged by {a.actor}: {a.note}")
     return 0
 
 
 def _resolve(args) -> int:
+    from history.alerts import resolve
+
     a = resolve(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} resolved by {a.actor}" + (f": {a.note}" if a.note else ""))
     return 0

@@ -7,10 +7,10 @@ data, not a failed command) unless --fail-on-new is given and something new was 
 
 from __future__ import annotations
 
-from history.alerts import record_alerts
-from history.db import open_write
-from history.detection.scan import scan_history
 from history.detection.thresholds import load_thresholds
+
+# history.db, history.alerts and the scan need duckdb: imported when the command runs, so the CLI
+# (and `attnwatch compare`) still starts on a GPU runner that has no duckdb installed.
 
 
 def register(subparsers) -> None:
@@ -24,6 +24,10 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    from history.alerts import record_alerts
+    from history.db import open_write
+    from history.detection.scan import scan_history
+
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
     with open_write(args.db) as con:
         report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)

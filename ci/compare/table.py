@@ -22,7 +22,7 @@ def format_table(report: CompareReport) -> str:
         interval = "-" if c.low is None else f"[{(c.low - 1) * 100:+.1f}%,{(c.high - 1) * 100:+.1f}%]"
         gap = f"{_f(c.base.gap_to_sdpa, '.3f')}->{_f(c.head.gap_to_sdpa, '.3f')}"
         flag = " INCORRECT" if c.correctness_failed else ""
-        lines.append(f"{c.case_id[:44]:<44} {c.verdict:<12} {_f(c.base.median_us, '10.2f')} {_f(c.head.median_us, '10.2f')} "
+        lines.append(f"{c.case_id[:44]:<44} {c.verdict:<12} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
                      f"{delta:>7} {interval:>17} {gap:>15}{flag}")
     lines.append(f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
                  f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured")
