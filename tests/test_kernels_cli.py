@@ -21,7 +21,7 @@ def _attnwatch(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def listing() -> dict:
-    done = _attnwatch("variants", "--json")
+    done = _attnwatch("variants", "--json", "--shapes", "cpu")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -47,3 +47,21 @@ def test_variants_table_names_the_device_and_each_unavailable_reason(listing):
     for row in listing["variants"]:
         if not row["available"]:
             assert f"{row['name']}: unavailable: {row['reason']}" in lines
+
+
+def test_shape_set_lists_each_skipped_case_with_its_reason(listing):
+    assert listing["shape_set"] == "cpu"
+    skipped = listing["skipped_cases"]
+    assert set(skipped) == {row["name"] for row in listing["variants"]}
+    assert skipped["sdpa"] == {}  # the baseline runs everywhere
+    for row in listing["variants"]:
+        if not row["available"]:  # every case of an unavailable variant, with the same reason
+            assert len(skipped[row["name"]]) == 4
+            assert set(skipped[row["name"]].values()) == {f"unavailable: {row['reason']}"}
+
+
+def test_unknown_shape_set_is_a_clear_error(capsys):
+    from ci.cli import main
+
+    assert main(["variants", "--shapes", "no_such_set"]) == 2
+    assert "--shapes: unknown shape set 'no_such_set'" in capsys.readouterr().err

@@ -1,19 +1,23 @@
-"""`attnwatch variants [--json]`: every registered variant and whether it runs here.
+"""`attnwatch variants [--json] [--shapes SET]`: every registered variant and whether it runs here.
 
 Lists name, family, lineage (the seeds' name for it), whether it is the gap-to-SDPA
 reference, what it needs, and its availability on this machine with the reason when it is
-unavailable, under a one-line description of the device.
+unavailable, under a one-line description of the device. With `--shapes`, also which cases
+of that shape set (x fp16/bf16 x causal/non-causal) each variant would skip, and why, before
+any GPU time is spent.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-
 import dataclasses
+import json
+from collections import Counter
 
-from kernels.availability import availability, capabilities, device_summary
+from ci.errors import UserError
+from kernels.availability import availability, capabilities, device_summary, skip_reason
+from kernels.cases import DTYPES, Case
 from kernels.registry import all_variants
+from kernels.shapes import SHAPE_SETS, shape_set
 
 
 def register(subparsers) -> None:
@@ -23,6 +27,8 @@ def register(subparsers) -> None:
         description="List every registered attention variant with its family, lineage, needs and availability here.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--shapes", metavar="SET", default=None,
+                   help=f"also list the cases of this shape set that each variant skips here ({', '.join(SHAPE_SETS)})")
     p.set_defaults(func=_run)
 
 
@@ -41,6 +47,36 @@ def variant_rows() -> list[dict]:
             "reason": reason or None,
         })
     return rows
+
+
+def case_skips(set_name: str) -> dict[str, dict[str, str]]:
+    """variant -> {case id: skip reason} over the shape set x DTYPES x causal, on this machine."""
+    try:
+        shapes = shape_set(set_name)
+    except KeyError as exc:
+        raise UserError(f"--shapes: {exc.args[0]}") from None
+    skips: dict[str, dict[str, str]] = {}
+    for variant in all_variants():
+        skipped = {}
+        for shape in shapes:
+            for dtype in DTYPES:
+                for causal in (False, True):
+                    case = Case(variant.name, shape, dtype, causal)
+                    reason = skip_reason(variant, case)
+                    if reason:
+                        skipped[case.id] = reason
+        skips[variant.name] = skipped
+    return skips
+
+
+def _skip_lines(set_name: str, skips: dict[str, dict[str, str]]) -> list[str]:
+    total = len(shape_set(set_name)) * len(DTYPES) * 2
+    lines = ["", f"cases of shape set {set_name!r} ({total} per variant):"]
+    for name, skipped in skips.items():
+        lines.append(f"{name}: runs {total - len(skipped)}/{total}")
+        for reason, count in Counter(skipped.values()).most_common():
+            lines.append(f"  skips {count}: {reason}")
+    return lines
 
 
 def _table(rows: list[dict]) -> str:
@@ -64,14 +100,20 @@ def _table(rows: list[dict]) -> str:
 
 def _run(args) -> int:
     rows = variant_rows()
+    skips = case_skips(args.shapes) if args.shapes else None
     if args.json:
         document = {
             "device": device_summary(),
             "capabilities": dataclasses.asdict(capabilities()),
             "variants": rows,
         }
+        if skips is not None:
+            document["shape_set"] = args.shapes
+            document["skipped_cases"] = skips
         print(json.dumps(document, indent=2))
     else:
         print(f"device: {device_summary()}")
         print(_table(rows))
+        if skips is not None:
+            print("\n".join(_skip_lines(args.shapes, skips)))
     return 0
