@@ -233,7 +233,10 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             return failed(f"call {call}: {problem}", call)
         if out.device != prepared.q.device:
             return failed(f"call {call}: output on {out.device}, inputs on {prepared.q.device}", call)
-        cmp = compare(out, ref, tol.atol, tol.rtol)
+        try:
+            cmp = compare(out, ref, tol.atol, tol.rtol)
+        except Exception as exc:  # e.g. out of memory for the float64 comparison
+            return failed(_error_text(f"call {call}: compare", exc), call)
         passed = cmp.nonfinite == 0 and cmp.violations == 0
         error = None
         if cmp.nonfinite:
@@ -249,8 +252,11 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             worst = current
         worst.calls = call
     assert worst is not None
-    changed = [n for n, before, now in zip("qkv", originals, (prepared.q, prepared.k, prepared.v))
-               if not torch.equal(before, now)]
+    try:
+        changed = [n for n, before, now in zip("qkv", originals, (prepared.q, prepared.k, prepared.v))
+                   if not torch.equal(before, now)]
+    except Exception as exc:
+        return failed(_error_text("input check", exc), calls)
     if changed:
         worst.passed = False
         note = f"the kernel modified its input(s) {', '.join(changed)}"
