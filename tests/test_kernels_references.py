@@ -13,7 +13,7 @@ from kernels.cases import Case
 from kernels.inputs import make_inputs, make_output, softmax_scale
 from kernels.reference import reference_attention
 from kernels.registry import Prepared, Variant, get
-from kernels.shapes import adhoc_shape
+from kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
 from kernels.variants.sdpa import backend_ops
 
 CPU = torch.device("cpu")
@@ -166,6 +166,20 @@ def test_each_pin_is_honoured(name):
     if skip_reason(variant, case):
         pytest.skip(skip_reason(variant, case))
     prepared = variant.prepare(case, runnable_device(), 0)
+    assert backend_ops(prepared.fn) == [PINNED[name]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape_id", SHAPE_SETS["main"])
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_each_pin_is_honoured_on_every_main_shape(name, shape_id, dtype, causal):
+    variant = get(name)
+    case = Case(name, SHAPES[shape_id], dtype, causal)
+    if skip_reason(variant, case):
+        pytest.skip(skip_reason(variant, case))
+    prepared = variant.prepare(case, torch.device("cuda"), 0)
     assert backend_ops(prepared.fn) == [PINNED[name]]
 
 
