@@ -64,7 +64,7 @@ def compare_page(source, shape):
     table = compare.compare_runs(source, base, head, gpu)
     st.caption(
         f"Verdicts use CI's rule for {gpu}: head/base interval ({thresholds.confidence:.0%} pooled percentile "
-        f"bootstrap over both runs' stored samples, {compare.RESAMPLES} resamples, fixed seed) against a "
+        f"bootstrap of the median ratio over both runs' stored samples, {compare.RESAMPLES} resamples, fixed seed) against a "
         f"min_effect of {thresholds.min_effect:.1%}. Two separate runs also carry run-to-run drift that a "
         "same-job A/B (what PR comments use) cancels."
     )
