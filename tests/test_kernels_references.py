@@ -190,6 +190,14 @@ def test_default_dispatch_runs_exactly_one_backend():
     assert prepared.info["backend"] == "default dispatch" and prepared.info["dispatched_to"] == ran
 
 
+def test_default_dispatch_record_leaves_an_outer_profiler_running():
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+        prepared = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)
+        prepared.fn()
+    assert prepared.info["dispatched_to"].startswith("not recorded")
+    assert any(e.name == "aten::scaled_dot_product_attention" for e in outer.events())
+
+
 def test_a_pin_fails_loudly_instead_of_falling_back():
     if capabilities().cuda:
         pytest.skip("on CUDA every backend exists; this checks the CPU refusal")

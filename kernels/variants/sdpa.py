@@ -137,7 +137,11 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
         info: dict[str, Any] = {"backend": backend or "default dispatch", "torch": torch.__version__}
         if backend is None:
             # Which backend the baseline really is for this case (one profiled call, untimed).
-            info["dispatched_to"] = backend_ops(run)
+            # Not under someone else's profiler: a nested session would end theirs.
+            if torch.autograd._profiler_enabled():
+                info["dispatched_to"] = "not recorded: a profiler session is already active"
+            else:
+                info["dispatched_to"] = backend_ops(run)
         return Prepared(fn=run, q=q, k=k, v=v, out=None, info=info)
 
     return prepare
