@@ -141,7 +141,10 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
             if torch.autograd._profiler_enabled():
                 info["dispatched_to"] = "not recorded: a profiler session is already active"
             else:
-                info["dispatched_to"] = backend_ops(run)
+                try:
+                    info["dispatched_to"] = backend_ops(run)
+                except RuntimeError as exc:  # a profiler that cannot start must not cost the case
+                    info["dispatched_to"] = f"not recorded: {exc}"
         return Prepared(fn=run, q=q, k=k, v=v, out=None, info=info)
 
     return prepare
