@@ -9,6 +9,9 @@ browser). Definitions:
   warm  the same page rendered again, `--warm-repeats` times: results come from the cache as
         long as the file is unchanged. The median and the maximum are reported.
 The SQL page is also timed running one example query (not cached: user SQL always runs).
+With --compare-samples N, a copy of the history gets N synthetic samples per case for the two
+newest main runs of its most-run GPU (the generator writes none), and Compare is timed on that
+pair: its cold render then includes the bootstrap intervals of every case.
 Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks.md.
 """
 
@@ -79,6 +82,59 @@ def bench_page(page: str, warm_repeats: int) -> dict:
     return result
 
 
+def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
+    """Copy `db` and give the two newest main runs of its most-run GPU `per_case` log-normal
+    samples (0.5% spread) around each stored median; returns (base run, head run, cases)."""
+    import shutil
+
+    from history.db import open_write
+
+    shutil.copyfile(db, copy)
+    with open_write(copy) as con:
+        base, head = [r[0] for r in con.execute(
+            """
+            SELECT run_id FROM runs WHERE branch = 'main' AND status = 'complete' AND gpu_name = (
+                SELECT gpu_name FROM runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1)
+            ORDER BY started_at DESC LIMIT 2
+            """).fetchall()][::-1]
+        con.execute(
+            """
+            INSERT INTO samples
+            SELECT r.run_id, r.case_id, i.range::INTEGER, r.median_us * exp(0.005 * sqrt(-2 * ln(random())) * cos(2 * pi() * random()))
+            FROM results r, range(?) i
+            WHERE r.run_id IN (?, ?) AND r.median_us IS NOT NULL
+            ON CONFLICT DO NOTHING
+            """, [per_case, base, head])
+        cases = con.execute("SELECT count(DISTINCT case_id) FROM samples WHERE run_id = ?", [head]).fetchone()[0]
+    return base, head, cases
+
+
+def bench_compare_with_samples(base: str, head: str, warm_repeats: int) -> dict:
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=300)
+    at.query_params["base"] = base
+    at.query_params["head"] = head
+    at.run()
+    st.cache_data.clear()
+    cold = timed(lambda: at.switch_page("views/compare.py").run())
+    warm = [timed(at.run) for _ in range(warm_repeats)]
+    problems = [e.value for e in at.exception]
+    return {"page": "compare (with samples)", "cold_s": cold, "warm_median_s": statistics.median(warm),
+            "warm_max_s": max(warm), "problems": problems}
+
+
+def import_seconds() -> float:
+    """A fresh interpreter importing Streamlit and every app module: paid once per server
+    process, before any page (not part of the per-page cold figures)."""
+    code = ("import time; t = time.perf_counter(); import streamlit, plotly.graph_objects; "
+            "import app.ui, app.charts, app.data.compare, app.data.trends, app.data.kernel, app.data.sql_console, "
+            "app.data.alerts, app.data.overview; print(time.perf_counter() - t)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def git_commit() -> str:
     out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
     return out.stdout.strip() or "unknown"
@@ -101,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True, help="the history to render (e.g. from scripts/make_synthetic_history.py)")
     parser.add_argument("--warm-repeats", type=int, default=5)
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--compare-samples", type=int, default=0, metavar="N",
+                        help="also time Compare on a copy with N samples per case for two runs")
     args = parser.parse_args(argv)
     db = Path(args.db).resolve()
     if not db.is_file():
@@ -111,7 +169,19 @@ def main(argv: list[str] | None = None) -> int:
     import streamlit
 
     size = history_size(db)
+    imports = import_seconds()
     results = [bench_page(page, args.warm_repeats) for page in PAGES]
+    if args.compare_samples:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as scratch:
+            copy = Path(scratch) / "with_samples.duckdb"
+            base, head, cases = add_samples(db, copy, args.compare_samples)
+            os.environ["ATTNWATCH_DB"] = str(copy)
+            result = bench_compare_with_samples(base, head, args.warm_repeats)
+            result["notes"] = f"{cases} cases x {args.compare_samples} samples per run, intervals for every case"
+            results.append(result)
+            os.environ["ATTNWATCH_DB"] = str(db)
     report = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(),
@@ -119,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {"streamlit": streamlit.__version__, "duckdb": duckdb.__version__},
         "history": size,
         "db_bytes": db.stat().st_size,
+        "import_s": imports,
         "pages": results,
     }
     if args.json:
@@ -127,18 +198,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
     print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; history{label}: {size['runs']:,} runs, "
           f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
+    print(f"server process start (imports, once): {imports:.2f} s")
     print()
     print("| page | cold (s) | warm median (s) | warm max (s) | notes |")
     print("| --- | ---: | ---: | ---: | --- |")
     for r in results:
-        notes = "; ".join(r["problems"]) or ""
+        notes = "; ".join(r["problems"] + ([r["notes"]] if "notes" in r else []))
         if "all_variants_1000_runs_cold_s" in r:
             notes = (notes + "; " if notes else "") + (
                 f"all variants, newest 1000 runs: cold {r['all_variants_1000_runs_cold_s']:.2f} s, "
                 f"warm {r['all_variants_1000_runs_warm_s']:.2f} s")
         if "query_s" in r:
             notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
-        name = Path(r["page"]).stem
+        name = Path(r["page"]).stem if r["page"].startswith("views/") else r["page"]
         print(f"| {name} | {r['cold_s']:.2f} | {r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | {notes} |")
     return 1 if any(r["problems"] for r in results) else 0
 
