@@ -52,7 +52,8 @@ class RunOptions:
     device_kind: str
     timing: TimingConfig
     correctness: bool = True
-    case_timeout_s: float = 600.0
+    case_timeout_s: float = 120.0
+    build_timeout_s: float = float(default("build_timeout_s"))
     trigger: str = "local"
     correctness_seeds: list[int] = field(default_factory=lambda: list(default("correctness_seeds")))
     timing_seed: int = int(default("timing_seed"))
@@ -62,6 +63,7 @@ class RunOptions:
     ncu_full: bool = False
     ncu_timeout_s: float = 600.0
     progress: bool = True
+    plain_progress: bool = False  # one line per finished case instead of a bar (logs, non-TTY)
     notes: str = ""
     python: str = sys.executable
     # For tests and plugins: modules the child imports to register extra variants, and the
@@ -126,7 +128,7 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         extra_variant_modules=list(options.extra_variant_modules),
     )
     state = SuiteState(cases)
-    progress = Progress(len(cases), enabled=options.progress)
+    progress = Progress(len(cases), enabled=options.progress, plain=options.plain_progress)
     try:
         _supervise(plan, state, work, checkout, options, progress)
     finally:
@@ -205,7 +207,11 @@ def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions,
                     seen_any = True
                 if proc.poll() is not None:
                     break
-                limit = options.case_timeout_s if seen_any else max(options.case_timeout_s, options.startup_timeout_s)
+                limit = options.case_timeout_s
+                if not seen_any:
+                    limit = max(limit, options.startup_timeout_s)
+                elif state.inflight is not None and state.inflight.get("kind") == "build":
+                    limit = max(limit, options.build_timeout_s)
                 if time.monotonic() - last_event > limit:
                     timed_out = True
                     _kill_group(proc)

@@ -97,6 +97,8 @@ class SuiteState:
             phase = self.inflight["phase"]
             if timed_out:
                 status, why = "timeout", f"no sign of life for {timeout_s:g} s during {phase}; the child was killed"
+                if self.inflight["kind"] == "build":
+                    why = f"no sign of life during {phase}; the child was killed"
             else:
                 status, why = "crashed", f"the child died ({describe_exit(rc)}) during {phase}; its log ends: {log_tail[-600:]}"
             if self.inflight["kind"] == "build":

@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pytest", nargs="*", default=[], help="test files whose gpu-marked tests to run first")
     p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap, seconds")
     p.add_argument("--max-samples", type=int, default=None)
-    p.add_argument("--case-timeout", type=float, default=None)
+    p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case counts as hung (default: ci/run_config.toml)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu in the first run")
     p.add_argument("--budget-s", type=float, default=400.0, help="do not start a repeat that would end after this")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_check)")
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             shape_set=set_name, device_kind=device_kind, timing=timing,
             correctness=not args.no_correctness and (i == 0 or args.correctness_every_run),
             case_timeout_s=args.case_timeout or float(default(f"case_timeout_{device_kind}_s")),
-            trigger="workflow_dispatch", progress=False, ncu=args.ncu and i == 0,
+            trigger="workflow_dispatch", progress=True, plain_progress=True, ncu=args.ncu and i == 0,
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
         )
         t0 = time.perf_counter()
@@ -258,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             report["correctness_records"] = len(correctness)
             report["builds"] = json.loads((result.bundle / "builds.json").read_text())["builds"]
         log(f"run {i + 1}: {walls[-1]:.1f} s wall, status {result.status}, {statuses}")
+        save(report, bundles, out)  # after every run: a call cut short still returns what it measured
 
     report["noise"] = noise_table(runs) if len(runs) > 1 else {}
     if args.do_bench and runs and device_kind == "cuda":
@@ -284,12 +285,16 @@ def main(argv: list[str] | None = None) -> int:
             log(f"probe {row['subject']:<14} {row['method']:<22} median {row['median_us']:9.2f} us  clock {row['clock_before']}->{row['clock_after']} MHz  {row['reasons']}")
 
     report["seconds"] = round(time.perf_counter() - started, 1)
+    save(report, bundles, out)
+    print_table(report, runs)
+    return 0 if all(r["status"] == "complete" for r in report.get("runs", [])) else 1
+
+
+def save(report: dict, bundles: list[Path], out: Path) -> None:
     with tarfile.open(out / "bundles.tar.gz", "w:gz") as tar:
         for i, b in enumerate(bundles):
             tar.add(b, arcname=f"run{i}")
     (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    print_table(report, runs)
-    return 0 if all(r["status"] == "complete" for r in report.get("runs", [])) else 1
 
 
 def print_table(report: dict, runs: list[dict[str, dict]]) -> None:

@@ -129,6 +129,7 @@ def _run(args) -> int:
         ncu=args.ncu or args.ncu_full,
         ncu_full=args.ncu_full,
         progress=not args.no_progress,
+        plain_progress=not sys.stderr.isatty(),  # CI logs get one line per case, not bar redraws
         notes=args.notes,
     )
     print(f"attnwatch run: {len(cases)} cases ({len(variants)} variants x {len(shapes)} shapes x {len(dtypes)} dtypes"
