@@ -8,11 +8,17 @@
 //   ATTN3K_SCHEDULE        1 = KernelTmaWarpSpecialized (one consumer warpgroup, non-persistent)
 //                          2 = KernelTmaWarpSpecializedPingpong (persistent, two alternating consumers)
 //                          3 = KernelTmaWarpSpecializedCooperative (persistent, two consumers per tile)
+//   ATTN3K_STAGES          mainloop pipeline stages; 0 or undefined = CUTLASS's automatic count, which
+//                          fills the shared memory left after the epilogue (StageCountAutoCarveout)
 //
 // Layout: q, k, v, out are contiguous (B, H, S, D). Every (b, h) is one batch entry of a strided
 // batched GEMM over L = B·H. S and P are (B·H, S, ld) with ld = S rounded up to 8 so each row is
-// 16-byte aligned, as TMA requires; the padding columns are never read by the GEMMs (their K/N
-// extent is S, TMA fills out-of-bounds with zeros).
+// 16-byte aligned, as TMA requires. CUTLASS's TMA mainloop and epilogue also require the extent
+// of every contiguous mode to be a multiple of 8 elements (cutlass::detail::check_alignment), and
+// the key count is the contiguous extent of S (Q·Kᵀ's N) and of P (P·V's K). So the GEMMs run
+// over `kv_len` keys, a multiple of 8: kv_len = S when S % 8 == 0 (k and v used in place), else
+// kv_len = ld and k, v are zero-padded copies with ld rows per head (made by the caller). The
+// extra key columns of S are Q·0 = 0, masked by the softmax, whose P is 0 there.
 //
 // Host API (extern "C", for ctypes): a plan binds the device buffers once and initialises both
 // GEMMs (TMA descriptors, workspace), so a timed call is three launches and nothing else.
@@ -23,6 +29,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -39,6 +46,9 @@
 #if !defined(ATTN3K_TILE_M) || !defined(ATTN3K_TILE_N) || !defined(ATTN3K_TILE_K) || \
     !defined(ATTN3K_CLUSTER_M) || !defined(ATTN3K_SCHEDULE)
 #error "define ATTN3K_TILE_M, ATTN3K_TILE_N, ATTN3K_TILE_K, ATTN3K_CLUSTER_M and ATTN3K_SCHEDULE"
+#endif
+#ifndef ATTN3K_STAGES
+#define ATTN3K_STAGES 0
 #endif
 
 namespace attn3k {
@@ -75,14 +85,16 @@ struct GemmFor {
       void, LayoutD, kAlignment,  // no source tensor: D = accumulator
       Element, LayoutD, kAlignment, EpilogueSchedule>::CollectiveOp;
 
+  using StageChoice = std::conditional_t<
+      (ATTN3K_STAGES > 0), cutlass::gemm::collective::StageCount<(ATTN3K_STAGES > 0 ? ATTN3K_STAGES : 1)>,
+      cutlass::gemm::collective::StageCountAutoCarveout<
+          static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>>;
+
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,
       Element, LayoutA, kAlignment,
       Element, LayoutB, kAlignment,
-      float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<
-          static_cast<int>(sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      MainloopSchedule>::CollectiveOp;
+      float, TileShape, ClusterShape, StageChoice, MainloopSchedule>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue>;
@@ -107,7 +119,7 @@ inline int fail(const std::string& message) {
 inline size_t align_up(size_t bytes, size_t to) { return (bytes + to - 1) / to * to; }
 
 struct Problem {
-  int batch_heads, seq, ld, head_dim;
+  int batch_heads, seq, ld, kv_len, head_dim;
 };
 
 // Everything one forward needs, bound once; run() only launches.
@@ -132,12 +144,12 @@ struct Plan final : PlanBase {
 
   static typename QK::Gemm::Arguments qk_arguments(const Problem& p, const void* q, const void* k,
                                                    void* s, const cutlass::KernelHardwareInfo& hw) {
-    const int64_t S = p.seq, D = p.head_dim, ld = p.ld;
+    const int64_t S = p.seq, D = p.head_dim, ld = p.ld, N = p.kv_len;
     typename QK::StrideA stride_q = make_stride(D, _1{}, S * D);       // (M=S, K=D, L)
-    typename QK::StrideB stride_k = make_stride(D, _1{}, S * D);       // (N=S, K=D, L)
-    typename QK::StrideD stride_s = make_stride(ld, _1{}, S * ld);     // (M=S, N=S, L)
+    typename QK::StrideB stride_k = make_stride(D, _1{}, N * D);       // (N=kv_len, K=D, L)
+    typename QK::StrideD stride_s = make_stride(ld, _1{}, S * ld);     // (M=S, N=kv_len, L)
     return {cutlass::gemm::GemmUniversalMode::kGemm,
-            {p.seq, p.seq, p.head_dim, p.batch_heads},
+            {p.seq, p.kv_len, p.head_dim, p.batch_heads},
             {static_cast<const Element*>(q), stride_q, static_cast<const Element*>(k), stride_k},
             {{1.f, 0.f}, nullptr, stride_s, static_cast<Element*>(s), stride_s},
             hw};
@@ -145,15 +157,28 @@ struct Plan final : PlanBase {
 
   static typename PV::Gemm::Arguments pv_arguments(const Problem& p, const void* probs, const void* v,
                                                    void* out, const cutlass::KernelHardwareInfo& hw) {
-    const int64_t S = p.seq, D = p.head_dim, ld = p.ld;
-    typename PV::StrideA stride_p = make_stride(ld, _1{}, S * ld);     // (M=S, K=S, L)
-    typename PV::StrideB stride_v = make_stride(_1{}, D, S * D);       // (N=D, K=S, L), N contiguous
+    const int64_t S = p.seq, D = p.head_dim, ld = p.ld, N = p.kv_len;
+    typename PV::StrideA stride_p = make_stride(ld, _1{}, S * ld);     // (M=S, K=kv_len, L)
+    typename PV::StrideB stride_v = make_stride(_1{}, D, N * D);       // (N=D, K=kv_len, L), N contiguous
     typename PV::StrideD stride_o = make_stride(D, _1{}, S * D);       // (M=S, N=D, L)
     return {cutlass::gemm::GemmUniversalMode::kGemm,
-            {p.seq, p.head_dim, p.seq, p.batch_heads},
+            {p.seq, p.head_dim, p.kv_len, p.batch_heads},
             {static_cast<const Element*>(probs), stride_p, static_cast<const Element*>(v), stride_v},
             {{1.f, 0.f}, nullptr, stride_o, static_cast<Element*>(out), stride_o},
             hw};
+  }
+
+  // CUTLASS's own checks of both GEMMs (alignment, extents); host arithmetic only, no device.
+  static int can_implement(const Problem& p) {
+    cutlass::KernelHardwareInfo hw;
+    hw.sm_count = 1;
+    cutlass::Status st = QK::Gemm::can_implement(qk_arguments(p, nullptr, nullptr, nullptr, hw));
+    if (st != cutlass::Status::kSuccess)
+      return fail(std::string("Q·Kᵀ GEMM cannot implement this problem: ") + cutlassGetStatusString(st));
+    st = PV::Gemm::can_implement(pv_arguments(p, nullptr, nullptr, nullptr, hw));
+    if (st != cutlass::Status::kSuccess)
+      return fail(std::string("P·V GEMM cannot implement this problem: ") + cutlassGetStatusString(st));
+    return 0;
   }
 
   static cutlass::KernelHardwareInfo hardware() {
@@ -222,6 +247,9 @@ struct Plan final : PlanBase {
 inline int check_problem(const Problem& p) {
   if (p.batch_heads < 1 || p.seq < 1 || p.head_dim < 1) return fail("sizes must be positive");
   if (p.ld < p.seq || p.ld % 8 != 0) return fail("ld must be >= seq and a multiple of 8 (16-byte TMA rows)");
+  if (p.kv_len < p.seq || p.kv_len > p.ld || p.kv_len % 8 != 0)
+    return fail("kv_len must be in [seq, ld] and a multiple of 8 (CUTLASS needs contiguous extents aligned "
+                "to 16 bytes): got kv_len=" + std::to_string(p.kv_len) + ", seq=" + std::to_string(p.seq));
   if (p.head_dim % 8 != 0) return fail("head_dim must be a multiple of 8 (16-byte TMA rows)");
   return 0;
 }
@@ -249,6 +277,11 @@ struct KernelInfoFn {
     if (which == 1) return fill<typename Plan<E>::PV>(smem, stages, threads);
     return fail("which must be 0 (Q·Kᵀ) or 1 (P·V), got " + std::to_string(which));
   }
+};
+
+template <typename E>
+struct CanImplementFn {
+  static int call(const Problem& p) { return Plan<E>::can_implement(p); }
 };
 
 template <typename E>
@@ -286,17 +319,25 @@ int attn3k_kernel_info(int dtype, int which, int* smem_bytes, int* stages, int* 
 }
 
 // Bytes of device workspace both GEMMs need together (0 for non-persistent schedules).
-int attn3k_workspace_bytes(int dtype, int batch_heads, int seq, int ld, int head_dim, size_t* bytes) {
-  const attn3k::Problem p{batch_heads, seq, ld, head_dim};
+int attn3k_workspace_bytes(int dtype, int batch_heads, int seq, int ld, int kv_len, int head_dim, size_t* bytes) {
+  const attn3k::Problem p{batch_heads, seq, ld, kv_len, head_dim};
   if (int rc = attn3k::check_problem(p)) return rc;
   return attn3k::dispatch<attn3k::WorkspaceFn>(dtype, p, bytes);
 }
 
+// 0 when both GEMMs accept the problem (CUTLASS's can_implement; no device needed), else 1 and the reason.
+int attn3k_can_implement(int dtype, int batch_heads, int seq, int ld, int kv_len, int head_dim) {
+  const attn3k::Problem p{batch_heads, seq, ld, kv_len, head_dim};
+  if (int rc = attn3k::check_problem(p)) return rc;
+  return attn3k::dispatch<attn3k::CanImplementFn>(dtype, p);
+}
+
 // Binds device buffers and initialises both GEMMs; *plan receives an opaque handle.
-int attn3k_plan_create(int dtype, int batch_heads, int seq, int ld, int head_dim, const void* q, const void* k,
-                       const void* v, void* scores, void* probs, void* out, float scale, int causal,
+// k and v hold kv_len rows per head (see the layout note at the top).
+int attn3k_plan_create(int dtype, int batch_heads, int seq, int ld, int kv_len, int head_dim, const void* q,
+                       const void* k, const void* v, void* scores, void* probs, void* out, float scale, int causal,
                        void* workspace, size_t workspace_bytes, void** plan) {
-  const attn3k::Problem p{batch_heads, seq, ld, head_dim};
+  const attn3k::Problem p{batch_heads, seq, ld, kv_len, head_dim};
   if (int rc = attn3k::check_problem(p)) return rc;
   return attn3k::dispatch<attn3k::CreateFn>(dtype, p, q, k, v, scores, probs, out, scale, causal, workspace,
                                             workspace_bytes, plan);

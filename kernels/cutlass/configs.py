@@ -38,6 +38,7 @@ class TileConfig:
     cluster_m: int
     schedule: str
     reason: str
+    stages: int | None = None  # None: CUTLASS's automatic count (all shared memory left after the epilogue)
 
     @property
     def variant_name(self) -> str:
@@ -49,6 +50,7 @@ class TileConfig:
         return [
             f"-DATTN3K_TILE_M={m}", f"-DATTN3K_TILE_N={n}", f"-DATTN3K_TILE_K={k}",
             f"-DATTN3K_CLUSTER_M={self.cluster_m}", f"-DATTN3K_SCHEDULE={SCHEDULES[self.schedule]}",
+            *([f"-DATTN3K_STAGES={self.stages}"] if self.stages is not None else []),
         ]
 
     def describe(self) -> dict[str, object]:
@@ -56,6 +58,7 @@ class TileConfig:
             "tile_mnk": list(self.tile),
             "cluster_mnk": [self.cluster_m, 1, 1],
             "schedule": SCHEDULE_CLASSES[self.schedule],
+            "stages": self.stages if self.stages is not None else "auto",
         }
 
 
@@ -78,7 +81,7 @@ def _field(entry: dict, key: str, where: str, kind: type) -> object:
 def _parse_config(entry: object, where: str) -> TileConfig:
     if not isinstance(entry, dict):
         raise TileConfigError(f"{where}: must be a table")
-    unknown = set(entry) - {"name", "tile", "cluster_m", "schedule", "reason"}
+    unknown = set(entry) - {"name", "tile", "cluster_m", "schedule", "reason", "stages"}
     if unknown:
         raise TileConfigError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
     name = _field(entry, "name", where, str)
@@ -100,7 +103,12 @@ def _parse_config(entry: object, where: str) -> TileConfig:
     reason = _field(entry, "reason", where, str)
     if not reason.strip():
         raise TileConfigError(f"{where}.reason: every configuration needs a reason")
-    return TileConfig(name, (tile[0], tile[1], tile[2]), cluster_m, schedule, reason.strip())
+    stages = None
+    if "stages" in entry:
+        stages = _field(entry, "stages", where, int)
+        if not 2 <= stages <= 32:
+            raise TileConfigError(f"{where}.stages: must be an int in [2, 32] (a TMA pipeline needs two), got {stages!r}")
+    return TileConfig(name, (tile[0], tile[1], tile[2]), cluster_m, schedule, reason.strip(), stages)
 
 
 def load(path: Path | str = TILES_PATH) -> tuple[list[TileConfig], Limits]:

@@ -15,6 +15,11 @@ masked half); TFLOPS are still counted by the one metric definition (causal halv
 S and P (B·H·S·ld elements each, ld = S rounded up to 8 for 16-byte TMA rows) and the
 GEMM workspace are allocated in `prepare`, and the CUTLASS GEMMs are initialised there
 (TMA descriptors), so the timed call is three launches on torch's current stream.
+
+CUTLASS's TMA GEMMs need the key count (the contiguous extent of S and of P) to be a
+multiple of 8. When S is not, the GEMMs run over ld keys: k and v are copied into
+zero-padded (B·H, ld, D) buffers allocated in prepare, and those two copies are part of
+the timed call (two more kernels, `info["kernels"] == 5`): the cost of an odd S, measured.
 """
 
 from __future__ import annotations
@@ -42,9 +47,12 @@ def _library(config: TileConfig) -> Attention3kLibrary:
 
 
 def intermediate_bytes(case: Case) -> int:
-    """Bytes of S and P together: 2 * B*H*S*ld elements of the case dtype."""
-    b, h, s, _ = input_shape(case)
-    return 2 * b * h * s * configs.padded_ld(s) * ELEMENT_BYTES[case.dtype]
+    """Bytes allocated besides q, k, v, out: S and P (2 * B*H*S*ld elements), plus the
+    zero-padded K and V copies (2 * B*H*ld*D) when S is not a multiple of 8."""
+    b, h, s, d = input_shape(case)
+    ld = configs.padded_ld(s)
+    padded_kv = 2 * b * h * ld * d if ld != s else 0
+    return (2 * b * h * s * ld + padded_kv) * ELEMENT_BYTES[case.dtype]
 
 
 def _unsupported(case: Case) -> str | None:
@@ -63,7 +71,7 @@ def _unsupported(case: Case) -> str | None:
     need = intermediate_bytes(case)
     total = torch.cuda.get_device_properties(0).total_memory
     if need > limits.memory_share * total:
-        return (f"S and P take {need / 2**30:.1f} GiB (2*B*H*S*ld elements), over "
+        return (f"S and P take {need / 2**30:.1f} GiB (2*B*H*S*ld elements, plus padded K/V for odd S), over "
                 f"{limits.memory_share:.0%} of the device's {total / 2**30:.0f} GiB")
     return None
 
@@ -80,20 +88,31 @@ def _prepare_for(config: TileConfig):
         dtype = torch_dtype(case.dtype)
         scores = torch.empty((b * h, s, ld), dtype=dtype, device=q.device)
         probs = torch.empty((b * h, s, ld), dtype=dtype, device=q.device)
-        workspace_bytes = library.workspace_bytes(case.dtype, b * h, s, ld, d)
+        padded = ld != s
+        kv_len = ld if padded else s
+        if padded:  # zero rows [s, ld): S gets Q·0 = 0 there (masked), P·V multiplies them by P = 0
+            k_gemm = torch.zeros((b * h, ld, d), dtype=dtype, device=q.device)
+            v_gemm = torch.zeros((b * h, ld, d), dtype=dtype, device=q.device)
+        else:
+            k_gemm, v_gemm = k, v
+        workspace_bytes = library.workspace_bytes(case.dtype, b * h, s, ld, kv_len, d)
         workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=q.device)
-        plan = library.plan(dtype=case.dtype, q=q, k=k, v=v, scores=scores, probs=probs, out=out, seq=s, ld=ld,
-                            scale=softmax_scale(d), causal=case.causal, workspace=workspace)
+        plan = library.plan(dtype=case.dtype, q=q, k=k_gemm, v=v_gemm, scores=scores, probs=probs, out=out, seq=s,
+                            ld=ld, kv_len=kv_len, scale=softmax_scale(d), causal=case.causal, workspace=workspace)
+        k_rows, v_rows = k.view(b * h, s, d), v.view(b * h, s, d)
 
         def launch() -> Any:
+            if padded:
+                k_gemm[:, :s].copy_(k_rows)
+                v_gemm[:, :s].copy_(v_rows)
             plan.launch(torch.cuda.current_stream(q.device).cuda_stream)
             return out
 
         # The plan holds raw pointers: the callable keeps the buffers alive as long as it lives.
-        launch.keep_alive = (plan, scores, probs, workspace)  # type: ignore[attr-defined]
+        launch.keep_alive = (plan, scores, probs, workspace, k_gemm, v_gemm)  # type: ignore[attr-defined]
         return Prepared(fn=launch, q=q, k=k, v=v, out=out, info={
-            "kernels": 3, **config.describe(), "ld": ld, "workspace_bytes": workspace_bytes,
-            "intermediate_bytes": intermediate_bytes(case),
+            "kernels": 5 if padded else 3, **config.describe(), "ld": ld, "kv_len": kv_len,
+            "workspace_bytes": workspace_bytes, "intermediate_bytes": intermediate_bytes(case),
         })
 
     return prepare
