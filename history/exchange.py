@@ -34,6 +34,10 @@ BOOKKEEPING_TABLES = ("schema_migrations",)
 SURROGATE_KEYS = {"alerts": "alert_id", "alert_events": "event_id"}
 NATURAL_KEYS = {"alerts": ("dedup_key",)}
 ID_REFERENCES = {"alert_events": {"alert_id": "alerts"}}
+# Tables without a declared key whose rows belong to one run: imported only for runs this
+# history did not hold before the import (a run is immutable once ingested).
+RUN_SCOPED_WITHOUT_KEY = ("samples",)
+EXPORT_ORDER = {"samples": ("run_id", "case_id", "sample_index")}
 # Parents first, so a partial view of the import order still makes sense.
 TABLE_ORDER = ("commits", "runs", "results", "samples", "correctness", "builds", "ncu_kernels",
                "ncu_metrics", "ncu_cases", "alerts", "alert_events")
@@ -64,7 +68,8 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
         manifest_tables = {}
         for table in tables:
             target = out / f"{table}.parquet"
-            order = ", ".join(f'"{c}"' for c in _key_columns(con, table)) or "ALL"
+            key = EXPORT_ORDER.get(table) or _key_columns(con, table)
+            order = ", ".join(f'"{c}"' for c in key) or "ALL"
             con.execute(f"COPY (SELECT * FROM \"{table}\" ORDER BY {order}) TO '{_sql_path(target)}' (FORMAT parquet)")
             rows = pq.ParquetFile(target).metadata.num_rows
             manifest_tables[table] = {"file": target.name, "rows": rows}
@@ -90,7 +95,8 @@ def import_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
         tables = _validate_against(con, src, manifest)
         con.execute("BEGIN TRANSACTION")
         try:
-            id_maps: dict[str, str] = {}
+            con.execute("CREATE OR REPLACE TEMP TABLE _import_known_runs AS SELECT run_id FROM runs")
+            id_maps: dict[str, str] = {"runs_before": "_import_known_runs"}
             for table in tables:
                 before = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
                 path = _sql_path(src / manifest["tables"][table]["file"])
@@ -175,6 +181,10 @@ def _validate_against(con, src: Path, manifest: dict) -> list[str]:
 
 def _import_table(con, table: str, parquet: str, id_maps: dict[str, str]) -> None:
     source = f"read_parquet('{parquet}')"
+    if table in RUN_SCOPED_WITHOUT_KEY:
+        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {source} '
+                    f'WHERE run_id NOT IN (SELECT run_id FROM {id_maps["runs_before"]})')
+        return
     surrogate = SURROGATE_KEYS.get(table)
     if surrogate is None:
         con.execute(f'INSERT OR IGNORE INTO "{table}" BY NAME SELECT * FROM {source}')
