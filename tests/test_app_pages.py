@@ -345,3 +345,15 @@ def test_compare_against_a_failed_run_names_the_statuses(history, monkeypatch):
     at = open_page(db, monkeypatch, "views/compare.py", base=runs["failed"], head=runs["latest_complete"])
     verdicts = set(frame_with(at, "verdict")["verdict"])
     assert "new case (head only)" in verdicts and "fixed (base crashed)" in verdicts
+
+
+def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypatch):
+    db = tmp_path / "history.duckdb"
+    build_history(db, tmp_path / "bundles")
+    target = alert_id_of(db, REGRESSED_CASE)
+    at = open_page(db, monkeypatch, "views/alerts.py")
+    at.selectbox(key="alerts_pick").select(target)
+    at.text_area(key="alerts_note").input("a note")
+    at.button(key="alerts_acknowledge").click().run()
+    assert any("not changed" in e and "actor" in e for e in texts(at, "error"))
+    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"

@@ -2,8 +2,6 @@
 acknowledge or resolve one with a note. Changes are written through history.alerts (one
 transaction, retried while an ingest holds the file), so neither side loses anything."""
 
-import getpass
-
 import streamlit as st
 
 from app import ui
@@ -42,7 +40,8 @@ def alerts_page(source, shape):
         st.selectbox("alert", list(labels), format_func=labels.get, key="alerts_pick")
         st.text_area("note", max_chars=2000, key="alerts_note",
                      help="Required to acknowledge: what is known, who looks at it.")
-        st.text_input("who", value=default_actor(), max_chars=100, key="alerts_actor")
+        st.text_input("who", max_chars=100, key="alerts_actor", placeholder="your name or handle (required)",
+                      help="Recorded with the change; the dashboard has no login, so say who you are.")
         left, right = st.columns(2)
         left.form_submit_button("Acknowledge", key="alerts_acknowledge", on_click=apply_action, args=(source, "acknowledge"))
         right.form_submit_button("Resolve", key="alerts_resolve", on_click=apply_action, args=(source, "resolve"))
@@ -74,14 +73,6 @@ def show_last_change(source) -> None:
     st.success(message)
     with st.expander(f"History of alert #{alert_id}", expanded=True):
         st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
-
-
-def default_actor() -> str:
-    """Who is acting, as far as the server can tell; the user may overwrite it."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return ""
 
 
 ui.run_page("Alerts", alerts_page)
