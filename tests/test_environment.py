@@ -1,0 +1,108 @@
+"""Environment capture: git state in a real temporary repository (branch, detached HEAD, dirty,
+message), outside any repository, GitHub Actions variables, and a CPU-only machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import asdict
+
+import pytest
+
+from ci.cli import main
+from ci.environment import capture_environment, capture_git, pr_number_from_ref, repo_slug_from_url
+
+CLEAN_ENV: dict[str, str] = {}
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin", "HOME": str(repo)})
+
+
+@pytest.fixture
+def repo(tmp_path):
+    r = tmp_path / "repo"
+    r.mkdir()
+    _git(r, "init", "-q", "-b", "trunk")
+    (r / "a.txt").write_text("one\n")
+    _git(r, "add", "a.txt")
+    _git(r, "commit", "-q", "-m", "first commit")
+    (r / "a.txt").write_text("two\n")
+    _git(r, "commit", "-q", "-am", "second: faster softmax\n\nbody line")
+    _git(r, "remote", "add", "origin", "git@github.com:acme/flash-kernels.git")
+    return r
+
+
+def _rev(repo, ref):
+    return subprocess.run(["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_git_state_of_a_branch(repo):
+    info = capture_git(repo, env=CLEAN_ENV)
+    assert info.sha == _rev(repo, "HEAD") and info.parent_sha == _rev(repo, "HEAD^")
+    assert info.branch == "trunk" and info.dirty is False
+    assert info.message.startswith("second: faster softmax") and "body line" in info.message
+    assert info.date and info.date[:4].isdigit()
+    assert info.repo == "acme/flash-kernels" and info.pr_number is None
+
+
+def test_dirty_and_detached_head(repo):
+    (repo / "a.txt").write_text("three\n")
+    _git(repo, "checkout", "-q", "--detach", "HEAD")
+    info = capture_git(repo, env=CLEAN_ENV)
+    assert info.dirty is True and info.branch is None and info.sha == _rev(repo, "HEAD")
+
+
+def test_root_commit_has_no_parent(tmp_path):
+    r = tmp_path / "r"
+    r.mkdir()
+    _git(r, "init", "-q")
+    (r / "f").write_text("x")
+    _git(r, "add", "f")
+    _git(r, "commit", "-q", "-m", "root")
+    assert capture_git(r, env=CLEAN_ENV).parent_sha is None
+
+
+def test_github_actions_variables_win(repo):
+    env = {"GITHUB_HEAD_REF": "feature/faster", "GITHUB_REF": "refs/pull/42/merge", "GITHUB_REPOSITORY": "acme/kernels"}
+    info = capture_git(repo, env=env)
+    assert info.branch == "feature/faster" and info.pr_number == 42 and info.repo == "acme/kernels"
+
+
+def test_outside_a_repository(tmp_path):
+    info = capture_git(tmp_path, env=CLEAN_ENV)
+    assert info.sha == "unknown" and info.parent_sha is None and info.branch is None and not info.dirty
+    info = capture_git(tmp_path, env={"GITHUB_SHA": "a" * 40, "GITHUB_REF_NAME": "main"})
+    assert info.sha == "a" * 40 and info.branch == "main"
+
+
+@pytest.mark.parametrize("url,slug", [
+    ("https://github.com/acme/kernels.git", "acme/kernels"),
+    ("git@github.com:acme/kernels.git", "acme/kernels"),
+    ("https://github.com/acme/kernels", "acme/kernels"),
+    ("not a url", None),
+])
+def test_repo_slug(url, slug):
+    assert repo_slug_from_url(url) == slug
+
+
+def test_pr_number_only_from_pull_refs():
+    assert pr_number_from_ref("refs/pull/7/head") == 7
+    assert pr_number_from_ref("refs/heads/main") is None and pr_number_from_ref(None) is None
+
+
+def test_cpu_only_machine_is_a_valid_environment():
+    env = capture_environment(probe_device=True)
+    if env.device_kind == "cuda":
+        pytest.skip("this machine has a GPU")
+    assert env.gpu_name is None and env.sm_count is None and env.gpu_count == 0
+    assert env.torch_version and env.python_version and env.hostname
+
+
+def test_env_command_prints_json(capsys, repo):
+    assert main(["env", "--repo", str(repo), "--no-device"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["git"]["branch"] == "trunk"
+    assert set(asdict(capture_environment())) == set(data["environment"])

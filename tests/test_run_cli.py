@@ -1,0 +1,90 @@
+"""`attnwatch run` end to end on a CPU: a real child, real pytest-benchmark JSON, history's
+validator, and an ingest into a real DuckDB file; bad arguments exit 2 and write nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ci.cli import main
+from history.validate import load_bundle
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "bundle"
+    db = out.parent / "history.duckdb"
+    rc = main(["--db", str(db), "run", "--shapes", "cpu", "--variants", "sdpa,sdpa_math,torch_3op,sdpa_cudnn",
+               "--out", str(out), "--time-cap", "0.2", "--no-progress", "--ingest"])
+    return rc, out, db
+
+
+def test_exit_status_and_files(cpu_run):
+    rc, out, _ = cpu_run
+    assert rc == 0
+    for name in ("manifest.json", "benchmark.json", "outcomes.json", "correctness.json", "builds.json", "samples.json"):
+        assert (out / name).is_file(), name
+    load_bundle(out)  # history's validator accepts it
+
+
+def test_manifest_says_cpu_honestly(cpu_run):
+    manifest = json.loads((cpu_run[1] / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["shape_set"] == "cpu"
+    assert manifest["environment"]["device_kind"] == "cpu" and manifest["environment"]["gpu_name"] is None
+
+
+def test_benchmark_json_carries_extra_info_and_machine_info(cpu_run):
+    bench = json.loads((cpu_run[1] / "benchmark.json").read_text())
+    assert bench["machine_info"]["attnwatch"]["device_kind"] == "cpu"
+    assert "python_version" in bench["machine_info"]  # pytest-benchmark's own keys are kept
+    names = {b["name"] for b in bench["benchmarks"]}
+    assert "test_bench[sdpa/cpu_tiny/fp16/causal]" in names
+    for b in bench["benchmarks"]:
+        t = b["extra_info"]["attnwatch"]
+        assert t["timing_mode"] == "cpu_wall" and t["median_us"] > 0 and t["n"] >= 10
+        assert b["extra_info"]["attnwatch_stats_are"].startswith("host wall-clock")
+        assert b["stats"]["rounds"] == 5 and b["stats"]["median"] > 0  # pytest-benchmark's own measurement
+        assert b["params"] == {"case_id": t["case_id"]} and b["group"] == "/".join(t["case_id"].split("/")[1:])
+        assert t["gap_to_sdpa"] == pytest.approx(t["median_us"] / next(
+            x["extra_info"]["attnwatch"]["median_us"] for x in bench["benchmarks"]
+            if x["extra_info"]["attnwatch"]["case_id"] == "sdpa/" + t["case_id"].split("/", 1)[1]))
+
+
+def test_outcomes_correctness_and_samples_agree(cpu_run):
+    out = cpu_run[1]
+    outcomes = {o["case_id"]: o for o in json.loads((out / "outcomes.json").read_text())["cases"]}
+    assert outcomes["sdpa_cudnn/cpu_tiny/fp16/causal"]["status"] == "skipped"
+    assert "CUDA" in outcomes["sdpa_cudnn/cpu_tiny/fp16/causal"]["error"]
+    ok = {c for c, o in outcomes.items() if o["status"] == "ok"}
+    assert len(ok) == 6
+    records = json.loads((out / "correctness.json").read_text())["records"]
+    assert {(r["case_id"], r["seed"]) for r in records} == {(c, s) for c in ok for s in (0, 1, 2)}
+    assert all(r["passed"] for r in records)
+    samples = json.loads((out / "samples.json").read_text())["samples"]
+    assert set(samples) == ok
+
+
+def test_ingested_into_duckdb(cpu_run):
+    import duckdb
+
+    _, out, db = cpu_run
+    run_id = json.loads((out / "manifest.json").read_text())["run_id"]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        n = con.execute("select count(*) from results where run_id = ?", [run_id]).fetchone()[0]
+    finally:
+        con.close()
+    assert n >= 6
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "--shapes", "no_such_set"], "unknown shape set"),
+    (["run", "--shapes", "cpu", "--variants", "nope"], "unknown variant"),
+    (["run", "--shapes", "cpu", "--dtypes", "fp8"], "unknown dtype"),
+])
+def test_bad_arguments_exit_2_and_write_nothing(tmp_path, capsys, argv, message):
+    out = tmp_path / "never"
+    assert main([*argv, "--out", str(out), "--device", "cpu"]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
