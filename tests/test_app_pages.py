@@ -357,3 +357,11 @@ def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypa
     at.button(key="alerts_acknowledge").click().run()
     assert any("not changed" in e and "actor" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
+
+
+def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch)
+    summary = frame_with(at, "cases_crashed").set_index("gpu")
+    assert summary.loc[H200, "run_id"] == runs["latest_complete"] and summary.loc[L4, "run_id"] == runs["l4"]
+    assert summary.loc[H200, "cases_crashed"] == 1 and summary.loc[H200, "open_alerts"] == 2

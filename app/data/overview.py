@@ -11,6 +11,26 @@ SPARKLINE_RUNS = 20
 
 
 @cached_query
+def gpu_summary(source: Source) -> pd.DataFrame:
+    """One row per GPU: its latest complete main run, case counts by outcome, open alerts."""
+    return read_frame(
+        source,
+        """
+        WITH open_alerts AS (
+            SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, count(*) AS open_alerts
+            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1
+        )
+        SELECT coalesce(l.gpu_name, l.device_kind) AS gpu, l.run_id, l.commit_sha, l.started_at, l.synthetic,
+               s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
+               coalesce(o.open_alerts, 0) AS open_alerts
+        FROM latest_main_runs l JOIN run_summaries s USING (run_id)
+        LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind)
+        ORDER BY gpu
+        """,
+    )
+
+
+@cached_query
 def newest_main_run_any_status(source: Source, gpu: str) -> pd.DataFrame:
     """The newest main run on `gpu` whatever its status: a failed or partial one gets a notice."""
     return read_frame(

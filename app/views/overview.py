@@ -32,6 +32,10 @@ CASE_COLUMNS = {
 
 
 def overview_page(source, shape):
+    summary = overview.gpu_summary(source)
+    if len(summary) > 1:
+        st.subheader("Latest main run per GPU")
+        st.dataframe(summary, hide_index=True, width="stretch")
     gpu = ui.gpu_picker(shape, key="overview_gpu")
     latest = runs.latest_main_run(source, gpu)
     newest = overview.newest_main_run_any_status(source, gpu)
