@@ -151,3 +151,18 @@ def test_reingest_after_reopen_with_duckdb_directly(tmp_path, db_path):
         assert con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 1
     finally:
         con.close()
+
+
+def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
+    """A harness benchmark.json ingested on its own: extra_info.attnwatch is the timing."""
+    bundle = make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=10)
+    alone = tmp_path / "benchmark.json"
+    alone.write_bytes((bundle / "benchmark.json").read_bytes())
+    report = ingest_paths(db_path, [alone])
+    assert report.bundles[0].rows["results"] == 8
+    with open_read(db_path) as con:
+        row = con.execute("SELECT variant, shape_id, batch, causal, timing_mode, n_samples, gap_to_sdpa "
+                          "FROM results WHERE case_id = 'triton_fa2/h100_small/fp16/causal'").fetchone()
+        device = con.execute("SELECT device_kind, source FROM runs").fetchone()
+    assert row[:6] == ("triton_fa2", "h100_small", 1, True, "cuda_events", 10) and row[6] > 0
+    assert device == ("cuda", "pytest-benchmark")
