@@ -162,6 +162,7 @@ def _minimal_table(**overrides):
         "config": [config],
         "bucket": [{"head_dim": 64, "causal": False, "seq_max": 1024, "candidates": ["a"], "reason": "r"}],
         "interpreter": {"candidates": ["a"], "max_work": 1, "reason": "r"},
+        "tuner": {"tie_margin": 0.02, "reason": "r"},
     }
 
 
@@ -192,6 +193,32 @@ def test_invalid_toml_names_the_file(tmp_path):
         load_table(bad)
 
 
+def test_missing_or_bad_tie_margin_is_refused():
+    data = _minimal_table()
+    del data["tuner"]
+    with pytest.raises(ConfigError, match=r"missing table \[tuner\]"):
+        parse_table(data, "configs.toml")
+    data["tuner"] = {"tie_margin": 0.7, "reason": "r"}
+    with pytest.raises(ConfigError, match="tie_margin"):
+        parse_table(data, "configs.toml")
+
+
+def test_pick_prefers_the_listed_order_within_the_tie_margin():
+    from kernels.triton.tuner import Trial, pick
+
+    trials = [Trial("first", 101.5), Trial("broken", error="OutOfResources"), Trial("second", 100.0)]
+    assert pick(trials, 0.02).config == "first"  # 1.5% slower: a tie, the preferred one stays
+    assert pick(trials, 0.01).config == "second"  # outside a 1% margin the faster one wins
+    assert pick([Trial("a", 110.0), Trial("b", 100.0)], 0.02).config == "b"
+
+
+def test_pick_fails_loudly_when_every_candidate_failed():
+    from kernels.triton.tuner import Trial, pick
+
+    with pytest.raises(RuntimeError, match="every candidate configuration failed.*boom"):
+        pick([Trial("a", error="boom")], 0.02)
+
+
 def test_longer_sequences_than_any_bucket_use_the_longest_bucket():
     table = load_table()
     longest = table.bucket_for(64, True, 1 << 40)
@@ -212,6 +239,7 @@ def test_variant_is_registered_with_its_needs():
 @pytest.mark.parametrize("shape, dtype, expected", [
     (SHAPES["b4_h16_s1k"], "fp32", "fp16 and bf16 only"),
     (Shape("odd_d", 1, 1, 128, 96), "fp16", "head_dim=96"),
+    (Shape("many_heads", 1100, 64, 128, 64), "fp16", "grid's y limit"),
 ])
 def test_unsupported_cases_say_why(shape, dtype, expected):
     from kernels.variants.triton_fa2 import TRITON_FA2

@@ -62,6 +62,7 @@ class ConfigTable:
     interpreter: tuple[str, ...]
     interpreter_max_work: int
     interpreter_reason: str
+    tie_margin: float  # a candidate must beat an earlier-listed one by more than this share
 
     def bucket_for(self, head_dim: int, causal: bool, seq_len: int) -> Bucket | None:
         """The smallest bucket (by seq_max) of this head_dim and causality that holds seq_len."""
@@ -161,10 +162,18 @@ def parse_table(data: dict, source: str) -> ConfigTable:
     for n in interp_names:
         if n not in configs:
             raise ConfigError(f"{where}: field 'candidates' names unknown config {n!r}")
+    tuner = data.get("tuner")
+    if not isinstance(tuner, dict):
+        raise ConfigError(f"{source}: missing table [tuner]")
+    margin = tuner.get("tie_margin")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 0.5:
+        raise ConfigError(f"{source}: [tuner] field 'tie_margin' must be a number in [0, 0.5), got {margin!r}")
+    _need(tuner, "reason", str, f"{source}: [tuner]")
     return ConfigTable(
         configs=configs, buckets=tuple(buckets), interpreter=interp_names,
         interpreter_max_work=_need(interp, "max_work", int, where),
         interpreter_reason=_need(interp, "reason", str, where),
+        tie_margin=float(margin),
     )
 
 

@@ -39,6 +39,7 @@ import triton
 import triton.language as tl
 
 LOG2_E = 1.4426950408889634
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y, which carries batch * heads
 
 
 @triton.jit
@@ -289,11 +290,16 @@ def make_launcher(q, k, v, out, causal: bool, config):
         if tuple(t.shape) != (batch, heads, seq_len, head_dim) or not t.is_contiguous():
             raise ValueError(f"triton_fa2: {name} must be contiguous {tuple(q.shape)}, got "
                              f"{tuple(t.shape)} contiguous={t.is_contiguous()}")
+    if batch * heads > MAX_GRID_Y:
+        raise ValueError(f"triton_fa2: B*H = {batch * heads} exceeds the CUDA grid's y limit "
+                         f"({MAX_GRID_Y}), where (batch, head) is laid out")
     bm, bn = config.block_m, config.block_n
     use_desc = bool(config.tma)
     if use_desc and not descriptors_fit(seq_len, bm, bn):
         raise ValueError(f"triton_fa2: TMA config {config.name!r} needs S % {bm} == 0 and "
                          f"S % {bn} == 0, got S={seq_len}")
+    if use_desc and any(t.data_ptr() % 16 for t in (q, k, v, out)):
+        raise ValueError(f"triton_fa2: TMA config {config.name!r} needs 16-byte aligned tensors")
     descs = (None, None, None, None)
     if use_desc:
         from triton.tools.tensor_descriptor import TensorDescriptor

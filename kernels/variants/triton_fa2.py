@@ -21,6 +21,7 @@ from kernels.inputs import make_inputs, make_output
 from kernels.registry import BuildReport, Prepared, Variant, register
 
 SUPPORTED_DTYPES = ("fp16", "bf16")
+MAX_GRID_Y = 65535  # kernels.triton.fa2_fwd.MAX_GRID_Y (not imported: that module needs Triton)
 
 
 def _interpreting() -> bool:
@@ -37,6 +38,8 @@ def _unsupported(case: Case) -> str | None:
     if shape.head_dim not in table.head_dims():
         dims = ", ".join(str(d) for d in sorted(table.head_dims()))
         return f"no block configurations for head_dim={shape.head_dim} in configs.toml (has {dims})"
+    if shape.batch * shape.heads > MAX_GRID_Y:
+        return f"B*H = {shape.batch * shape.heads} exceeds the CUDA grid's y limit ({MAX_GRID_Y})"
     if _interpreting():
         work = shape.batch * shape.heads * shape.seq_len * shape.seq_len * shape.head_dim
         if work > table.interpreter_max_work:
