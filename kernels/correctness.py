@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 from kernels.availability import runnable_device, skip_reason
 from kernels.cases import Case
-from kernels.inputs import input_shape, torch_dtype
+from kernels.inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
 from kernels.reference import reference_attention
 from kernels.registry import Variant, get
 
@@ -74,6 +74,7 @@ class CheckResult:
     tolerance_used: float | None = None  # max |out - ref| / (atol + rtol*|ref|): < 1 passes; the margin
     worst_index: tuple[int, int, int, int] | None = None  # (b, h, s, d) of the worst violation
     calls: int = 0  # launches checked for this seed
+    profile: str = "normal"  # kernels.inputs.INPUT_PROFILES: what the inputs looked like
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -193,14 +194,17 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(index))
 
 
-def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int) -> CheckResult:
+def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int,
+                profile: str) -> CheckResult:
     import torch
 
     def failed(error: str, calls_done: int = 0) -> CheckResult:
-        return CheckResult(case.id, seed, None, None, tol.atol, tol.rtol, False, error=error, calls=calls_done)
+        return CheckResult(case.id, seed, None, None, tol.atol, tol.rtol, False, error=error, calls=calls_done,
+                           profile=profile)
 
     try:
-        prepared = variant.prepare(case, device, seed)
+        with input_profile(profile):
+            prepared = variant.prepare(case, device, seed)
         _synchronize(device)
     except Exception as exc:  # a broken variant costs its case, never the run
         return failed(_error_text("prepare", exc))
@@ -245,7 +249,8 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             error = (f"call {call}: {cmp.violations} elements outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref|, "
                      f"worst at (b, h, s, d) = {cmp.worst_index}")
         current = CheckResult(case.id, seed, cmp.max_abs_err, cmp.rel_err, tol.atol, tol.rtol, passed,
-                              cmp.nonfinite, error, cmp.violations, cmp.tolerance_used, cmp.worst_index, call)
+                              cmp.nonfinite, error, cmp.violations, cmp.tolerance_used, cmp.worst_index, call,
+                              profile)
         if worst is None or (worst.passed and not passed) or (
             worst.passed == passed and (current.max_abs_err or 0.0) > (worst.max_abs_err or 0.0)
         ):
@@ -272,8 +277,12 @@ def check_case(
     *,
     calls: int = 2,
     tolerances: dict[str, Tolerance] | None = None,
+    profile: str = "normal",
 ) -> list[CheckResult]:
     """Check `case` of `variant` on `device` (default: `runnable_device()`), one result per seed.
+
+    `profile` picks the inputs (kernels.inputs.INPUT_PROFILES): "normal" is the suite;
+    "large_logits" is the opt-in stress of the online-softmax max subtraction.
 
     Raises UnsupportedCase when the case is not run here (with the reason: callers record it
     as a skip, never as a failure); every failure of the variant itself is a result.
@@ -286,6 +295,8 @@ def check_case(
         raise UnsupportedCase(f"{case.id}: {reason}")
     if calls < 1:
         raise ValueError("calls must be >= 1")
+    if profile not in INPUT_PROFILES:
+        raise ValueError(f"unknown input profile {profile!r}; known: {', '.join(INPUT_PROFILES)}")
     tol = tolerance_for(case.dtype, tolerances)
     device = runnable_device() if device is None else device
-    return [_check_seed(variant, case, device, int(seed), tol, calls) for seed in seeds]
+    return [_check_seed(variant, case, device, int(seed), tol, calls, profile) for seed in seeds]

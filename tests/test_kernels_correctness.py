@@ -30,7 +30,7 @@ from kernels.correctness import (
 )
 from kernels.inputs import make_inputs, make_output, softmax_scale
 from kernels.registry import Prepared, Variant
-from kernels.shapes import adhoc_shape, shape_set
+from kernels.shapes import SHAPES, adhoc_shape, shape_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
@@ -318,6 +318,67 @@ def test_unavailable_or_unsupported_case_is_a_skip_with_its_reason():
 def test_case_of_another_variant_is_refused():
     with pytest.raises(ValueError, match="not a case of variant"):
         check_case("sdpa", Case("torch_3op", adhoc_shape(1, 1, 8, 64), "fp16", False), CPU)
+
+
+# ------------------------------------------------------------ large logits (opt-in stress)
+
+
+def _no_max_subtraction(q, k, v, out, case):
+    """exp(scores) / sum without the running maximum: right for small logits only."""
+    s = q.shape[2]
+    hidden = torch.ones(s, s, dtype=torch.bool).triu_(1)
+
+    def fn():
+        scores = (q.float() @ k.float().transpose(-1, -2)) * softmax_scale(q.shape[-1])
+        if case.causal:
+            scores.masked_fill_(hidden, float("-inf"))
+        weights = torch.exp(scores)
+        out.copy_((weights / weights.sum(-1, keepdim=True)) @ v.float())
+        return out
+    return fn
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_missing_max_subtraction_passes_normal_inputs_but_fails_large_logits(dtype):
+    variant = _test_variant("test_no_max", _no_max_subtraction)
+    case = Case(variant.name, adhoc_shape(1, 2, 77, 64), dtype, causal=True)
+    _assert_all_pass(check_case(variant, case, CPU, SEEDS))  # the gap the stress profile closes
+    stressed = check_case(variant, case, CPU, SEEDS, profile="large_logits")
+    assert all(not r.passed and r.nonfinite > 0 and r.profile == "large_logits" for r in stressed)
+
+
+@pytest.mark.parametrize("name", ["sdpa", "sdpa_flash", "sdpa_math"])
+def test_cpu_sdpa_backends_subtract_the_max(name):
+    for dtype in DTYPES:
+        case = Case(name, adhoc_shape(1, 2, 77, 64), dtype, causal=True)
+        _assert_all_pass(check_case(name, case, CPU, SEEDS, profile="large_logits"))
+
+
+# Variants whose design is an online (max-subtracted) softmax in fp32: they must survive
+# large logits. The unfused paths (torch_3op, cutlass_3k_*, sdpa_math on CUDA) round the
+# scores to the input dtype first and are expected to exceed the tolerance; not listed.
+ONLINE_SOFTMAX = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn",
+                  "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [SHAPES["h100_small"], adhoc_shape(2, 4, 777, 128)], ids=lambda s: s.id)
+@pytest.mark.parametrize("name", ONLINE_SOFTMAX)
+def test_online_softmax_variants_survive_large_logits_on_gpu(name, shape, dtype, causal, request):
+    if name not in {v.name for v in registry.all_variants()}:
+        pytest.skip(f"{name} is not registered")
+    case = Case(name, shape, dtype, causal)
+    reason = skip_reason(name, case)
+    if reason:
+        pytest.skip(reason)
+    _assert_all_pass(check_case(name, case, torch.device("cuda"), SEEDS, profile="large_logits"), request)
+
+
+def test_unknown_input_profile_is_refused():
+    with pytest.raises(ValueError, match="unknown input profile 'huge'"):
+        check_case("sdpa", Case("sdpa", adhoc_shape(1, 1, 8, 64), "fp16", False), CPU, (0,), profile="huge")
 
 
 # ------------------------------------------------------------ comparison and tolerances

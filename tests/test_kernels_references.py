@@ -10,7 +10,7 @@ import torch
 from kernels import availability as availability_module
 from kernels.availability import availability, capabilities, device_summary, runnable_device, skip_reason
 from kernels.cases import Case
-from kernels.inputs import make_inputs, make_output, softmax_scale
+from kernels.inputs import input_profile, make_inputs, make_output, softmax_scale
 from kernels.reference import reference_attention
 from kernels.registry import Prepared, Variant, get
 from kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
@@ -39,6 +39,21 @@ def test_inputs_follow_the_layout_and_are_reproducible_per_seed():
     assert all(torch.equal(a, b) for a, b in zip((q, k, v), again))
     assert not torch.equal(q, other[0])
     assert not torch.equal(q, k) and not torch.equal(k, v)
+
+
+def test_large_logits_shift_each_score_row_and_keep_its_spread():
+    case = _case(b=1, h=2, s=77, d=64, dtype="fp16")
+    normal = make_inputs(case, CPU, seed=0)
+    q, k, v = make_inputs(case, CPU, seed=0, profile="large_logits")
+    assert torch.equal(q, normal[0]) and torch.equal(v, normal[2])
+    scores = q.double() @ k.double().transpose(-1, -2) / 8.0
+    assert scores.std(-1).mean().item() == pytest.approx(1.0, abs=0.2)  # spread over keys unchanged
+    assert (scores.max(-1).values > 88).any() and (scores.max(-1).values < -88).any()  # beyond fp32 exp
+    with input_profile("large_logits"):
+        assert torch.equal(make_inputs(case, CPU, seed=0)[1], k)
+    assert torch.equal(make_inputs(case, CPU, seed=0)[1], normal[1])  # the block ended
+    with pytest.raises(ValueError, match="unknown input profile"):
+        make_inputs(case, CPU, seed=0, profile="nope")
 
 
 def test_output_buffer_has_the_input_layout():
