@@ -107,3 +107,24 @@ def test_unsupported_is_declared_never_raised(variant):
 def test_prepared_defaults_leave_out_to_the_variant():
     prepared = Prepared(fn=lambda: None, q=None, k=None, v=None)
     assert prepared.out is None and prepared.info == {}
+
+
+def test_registry_imports_on_a_host_without_torch_triton_or_cupy():
+    """A dashboard host has none of them: listing and availability must still work."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "for m in ('torch', 'triton', 'cupy'): sys.modules[m] = None\n"
+        "from kernels import registry\n"
+        "from kernels.availability import availability\n"
+        "names = [v.name for v in registry.all_variants()]\n"
+        "print(len(names), availability('sdpa')[1])\n"
+    )
+    root = Path(registry.__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    count, reason = done.stdout.strip().split(" ", 1)
+    assert int(count) == len(registry.all_variants())
+    assert reason.startswith("torch is not importable")
