@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Iterable
 
 from history.bundle_rows import commit_row, run_row, table_rows
-from history.db import open_write
-from history.errors import BundleError
+from history.db import open_read, open_write
+from history.errors import BundleError, LockTimeoutError
 from history.loaded_bundle import LoadedBundle
 from history.store import insert_arrow, rows_to_arrow
-from history.validate import load_input
+from history.validate import input_identity, load_input
+
+PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy history
 
 CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases")
 
@@ -88,8 +90,40 @@ def load_all(paths: Iterable[str | Path]) -> list[LoadedBundle]:
 
 
 def ingest_paths(db_path: str | Path, paths: Iterable[str | Path], deadline_s: float = 60.0) -> IngestReport:
-    bundles = load_all(paths)
-    return ingest_loaded(db_path, bundles, deadline_s=deadline_s)
+    """Validate every input, then store each new run in its own transaction (module docstring).
+
+    Inputs whose exact content (run id and content hash) is already stored are skipped
+    without being parsed again: CI retries and re-uploads are common and cost nothing.
+    """
+    paths = [Path(p) for p in paths]
+    unchanged = _already_stored(db_path, paths)
+    bundles = load_all([p for p in paths if p not in unchanged])
+    report = ingest_loaded(db_path, bundles, deadline_s=deadline_s)
+    fresh = iter(report.bundles)
+    ordered = []
+    for p in paths:
+        if p in unchanged:
+            ordered.append(BundleReport(str(p), unchanged[p], "skipped", reason="already in the history, unchanged"))
+        else:
+            ordered.append(next(fresh))
+    report.bundles = ordered
+    return report
+
+
+def _already_stored(db_path: str | Path, paths: list[Path]) -> dict[Path, str]:
+    """Inputs whose run id is stored with this exact content hash (path -> run id)."""
+    if not Path(db_path).is_file():
+        return {}
+    identities = {p: input_identity(p) for p in paths}
+    wanted = {ident[0] for ident in identities.values() if ident}
+    if not wanted:
+        return {}
+    try:
+        with open_read(db_path, deadline_s=PRECHECK_DEADLINE_S) as con:
+            stored = _known_runs(con, sorted(wanted))
+    except LockTimeoutError:
+        return {}  # busy: fall back to validating everything, which is always correct
+    return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
 def ingest_loaded(db_path: str | Path, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:

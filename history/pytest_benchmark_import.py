@@ -133,6 +133,11 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
     return timing
 
 
+def pytest_benchmark_run_id(content_sha256: str) -> str:
+    """The run id of a plain pytest-benchmark file: its content hash, so re-imports are no-ops."""
+    return f"pb-{content_sha256[:20]}"
+
+
 def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     """A plain pytest-benchmark JSON file as a run (see module docstring)."""
     doc, raw = read_json_file(path)
@@ -156,7 +161,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         cpu=_cpu_text(machine),
     )
     manifest = Manifest(
-        run_id=f"pb-{digest[:20]}",
+        run_id=pytest_benchmark_run_id(digest),
         repo=_optional_str(commit, "project", path, "commit_info") or "",
         commit_sha=sha or "",
         trigger="import",

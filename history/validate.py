@@ -11,6 +11,7 @@ timings). The first problem raises BundleError(path, field, message).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,11 @@ from history.checks import (
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
-from history.pytest_benchmark_import import load_pytest_benchmark_file, parse_benchmark_document
+from history.pytest_benchmark_import import (
+    load_pytest_benchmark_file,
+    parse_benchmark_document,
+    pytest_benchmark_run_id,
+)
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
@@ -87,8 +92,7 @@ def load_bundle(directory: Path) -> LoadedBundle:
             raw = _read_raw(path)
         else:
             docs[name], raw = read_json_file(path)
-        hasher.update(f"{name}\0{len(raw)}\0".encode())
-        hasher.update(raw)
+        _hash_file(hasher, name, raw)
 
     manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE)
     for role, name in manifest.files.items():
@@ -113,6 +117,47 @@ def load_bundle(directory: Path) -> LoadedBundle:
     )
     _check_consistency(bundle, directory)
     return bundle
+
+
+def _hash_file(hasher, name: str, raw: bytes) -> None:
+    """The bundle's content hash covers each known file's name, length and bytes, in KNOWN_FILES order."""
+    hasher.update(f"{name}\0{len(raw)}\0".encode())
+    hasher.update(raw)
+
+
+def input_identity(path: Path) -> tuple[str, str] | None:
+    """(run_id, content_sha256) of an input, computed without validating it; None when unsure.
+
+    Lets ingest skip re-validating an input whose exact content is already stored (a stored
+    run passed validation when it was ingested). Anything unusual returns None, and the full
+    validation then runs and reports it.
+    """
+    path = Path(path)
+    try:
+        if path.is_file() and path.suffix == ".json" and not path.is_symlink():
+            if path.stat().st_size > MAX_FILE_BYTES:
+                return None
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            return pytest_benchmark_run_id(digest), digest
+        if not path.is_dir():
+            return None
+        hasher = hashlib.sha256()
+        manifest_raw = b""
+        for name in KNOWN_FILES:
+            file = path / name
+            if file.is_symlink():
+                return None
+            if not file.exists():
+                continue
+            if not file.is_file() or file.stat().st_size > MAX_FILE_BYTES:
+                return None
+            raw = file.read_bytes()
+            manifest_raw = raw if name == MANIFEST_FILE else manifest_raw
+            _hash_file(hasher, name, raw)
+        run_id = json.loads(manifest_raw.decode("utf-8")).get("run_id") if manifest_raw else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return (run_id, hasher.hexdigest()) if isinstance(run_id, str) else None
 
 
 def _read_raw(path: Path) -> bytes:

@@ -166,3 +166,25 @@ def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
         device = con.execute("SELECT device_kind, source FROM runs").fetchone()
     assert row[:6] == ("triton_fa2", "h100_small", 1, True, "cuda_events", 10) and row[6] > 0
     assert device == ("cuda", "pytest-benchmark")
+
+
+def test_unchanged_inputs_are_skipped_without_reparsing(tmp_path, db_path, monkeypatch):
+    import history.ingest as ingest_module
+
+    stored = make_bundle(tmp_path / "stored", run_id="stored", seed=1)
+    ingest_paths(db_path, [stored])
+    new = make_bundle(tmp_path / "new", run_id="new", seed=2)
+    parsed = []
+    real_load = ingest_module.load_input
+    monkeypatch.setattr(ingest_module, "load_input", lambda p: parsed.append(p.name) or real_load(p))
+    report = ingest_paths(db_path, [stored, new])
+    assert [(b.run_id, b.action) for b in report.bundles] == [("stored", "skipped"), ("new", "inserted")]
+    assert parsed == ["new"]
+
+    # One changed byte and the shortcut no longer applies: full validation, then refusal.
+    notes = json.loads((stored / "manifest.json").read_text())
+    notes["notes"] = "edited after ingest"
+    (stored / "manifest.json").write_text(json.dumps(notes))
+    with pytest.raises(Exception, match="different content"):
+        ingest_paths(db_path, [stored])
+    assert parsed[-1] == "stored"
