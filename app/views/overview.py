@@ -16,13 +16,13 @@ CASE_COLUMNS = {
     "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f"),
     "tflops": st.column_config.NumberColumn("TFLOPS", format="%.1f"),
     "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", help="median / median(sdpa), same run, same GPU; < 1 is faster"),
-    "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
-    "fastest_backend": st.column_config.TextColumn("fastest backend"),
     "correct": st.column_config.CheckboxColumn("correct", help="every seed within tolerance, no NaN/Inf"),
-    "correctness_seeds": st.column_config.NumberColumn("seeds"),
-    "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
     "trend_us": st.column_config.LineChartColumn(f"median µs, last {overview.SPARKLINE_RUNS} main runs"),
     "open_alerts": st.column_config.NumberColumn("open alerts"),
+    "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
+    "fastest_backend": st.column_config.TextColumn("fastest backend"),
+    "correctness_seeds": st.column_config.NumberColumn("seeds"),
+    "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
     "rel_spread": st.column_config.NumberColumn("IQR/median", format="%.4f"),
     "converged": st.column_config.CheckboxColumn("converged"),
     "n_samples": st.column_config.NumberColumn("samples"),
@@ -58,7 +58,8 @@ def overview_page(source, shape):
                 "so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
     if cases["trend_us"].map(lambda t: t is None or len(t) < 2).all():
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
-    st.dataframe(cases, hide_index=True, column_config=CASE_COLUMNS, width="stretch")
+    st.dataframe(cases, hide_index=True, column_config=CASE_COLUMNS, column_order=list(CASE_COLUMNS), width="stretch",
+                 height=min(38 + 35 * len(cases), 1200))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
 
     st.subheader("Open alerts")
