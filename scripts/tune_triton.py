@@ -234,6 +234,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=380.0, help="stop timing new cases after this")
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for tune_triton.json")
     parser.add_argument("--dtypes", default="fp16,bf16")
+    parser.add_argument("--only", default="", help="comma-separated config names to keep (default: all)")
     parser.add_argument("--dry-run", action="store_true",
                         help="CPU check of this script under TRITON_INTERPRET=1 at tiny shapes (no SDPA)")
     args = parser.parse_args(argv)
@@ -257,6 +258,12 @@ def main(argv=None) -> int:
     head_dims = sorted({s.head_dim for s in shapes})
     odd_lengths = sorted({s.seq_len for s in shapes if "even" not in build_key(64, False, "fp16", s.seq_len)})
     configs = candidate_list(args.explore)
+    if args.only:
+        wanted = args.only.split(",")
+        unknown = sorted(set(wanted) - {c.name for c in configs})
+        if unknown:
+            parser.error(f"--only: unknown config(s) {', '.join(unknown)}")
+        configs = [c for c in configs if c.name in wanted]
     if args.dry_run:  # the interpreter runs small blocks in reasonable time only
         configs = [c for c in configs if c.block_m * c.block_n <= 64 * 64]
     result: dict = {
@@ -335,7 +342,7 @@ def main(argv=None) -> int:
                             fns[f"sdpa_{backend}"] = fn
                         except Exception as exc:
                             entry["baselines"][f"sdpa_{backend}"] = {"error": str(exc)[:300]}
-                rounds = args.rounds if shape.id in SHAPES else max(10, args.rounds // 4)
+                rounds = args.rounds if shape.id in SHAPES else min(args.rounds, max(10, args.rounds // 4))
                 times = time_round_robin(fns, rounds, flush_buf) if fns else {}
                 for name, samples in times.items():
                     stats = summarize(samples)

@@ -272,6 +272,31 @@ def test_launcher_refuses_a_descriptor_config_that_would_cross_heads():
                       False, table.configs["m64_n64_w4_s3"])
 
 
+# ---- the tuning script (its CPU dry run: same stages, interpreter, tiny shapes) ---------------
+
+@pytest.mark.slow
+def test_tuning_script_checks_then_times_and_writes_its_record(tmp_path):
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "scripts.tune_triton", "--dry-run", "--only",
+         "m64_n64_w4_s3,m64_n64_w4_s3_tma", "--dtypes", "fp16", "--rounds", "2", "--workers", "1",
+         "--out", str(tmp_path)],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "tune_triton.json").read_text())
+    assert len(record["cases"]) == 4  # S=128 and S=77, causal and not
+    for entry in record["cases"]:
+        assert entry["best"], entry["case"]
+        for name, candidate in entry["candidates"].items():
+            assert candidate["check"]["passed"] and candidate["check"]["rel_err"] < REL_ERR_BOUND["fp16"]
+            assert candidate["n"] == 2 and candidate["median_us"] > 0
+        # the descriptor config cannot run S=77 exactly, so it is not even tried there
+        if "s77" in entry["case"]:
+            assert set(entry["candidates"]) == {"m64_n64_w4_s3"}
+    assert "config ranking" in proc.stdout and proc.stdout.rstrip().splitlines()[-1].startswith("wall")
+
+
 # ---- on the GPU ------------------------------------------------------------------------------
 
 GPU_SHAPES = list(shape_set("main")) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]
