@@ -102,7 +102,10 @@ def test_installed_headers_are_found_with_their_version():
 
 @pytest.fixture(scope="session")
 def nvcc_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("nvcc-cache")
+    """A fresh build cache laid out as $ATTNWATCH_CACHE/nvcc, so variant.build() can use it too."""
+    root = tmp_path_factory.mktemp("attnwatch-cache")
+    (root / "nvcc").mkdir()
+    return root / "nvcc"
 
 
 @pytest.fixture(scope="session")
@@ -193,3 +196,22 @@ def test_cutlass_accepts_every_main_shape_and_odd_s_through_padding(best_tile_re
         library.can_implement("fp16", 6, 777, 784, 777, 64)
     with pytest.raises(Attention3kError, match="head_dim must be a multiple of 8"):
         library.can_implement("bf16", 6, 512, 512, 512, 60)
+
+
+@pytest.mark.slow
+def test_variant_build_reports_from_the_cache(best_tile_report, nvcc_cache, monkeypatch):
+    """The registry's build(): the first call compiles every configuration (here only the one
+    already built, so a cache hit), then reports its own."""
+    from kernels.variants import cutlass_3k
+
+    monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent))
+    only = ((_config("64x128x64"),), configs.load()[1])
+    monkeypatch.setattr(configs, "default", lambda: only)
+    cutlass_3k._prebuild_all.cache_clear()
+    try:
+        report = get("cutlass_3k_64x128x64").build()
+    finally:
+        cutlass_3k._prebuild_all.cache_clear()
+    assert report.ok and report.cached
+    assert report.source_hash == best_tile_report.source_hash
+    assert report.compile_seconds == best_tile_report.compile_seconds  # the original compile's time
