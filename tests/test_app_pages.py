@@ -365,3 +365,10 @@ def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):
     summary = frame_with(at, "cases_crashed").set_index("gpu")
     assert summary.loc[H200, "run_id"] == runs["latest_complete"] and summary.loc[L4, "run_id"] == runs["l4"]
     assert summary.loc[H200, "cases_crashed"] == 1 and summary.loc[H200, "open_alerts"] == 2
+
+
+def test_compare_from_a_run_link_uses_main_before_it_as_base(history, monkeypatch):
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/compare.py", head=runs["after_step"])
+    assert at.selectbox(key="compare_base_runs").value == runs["before_step"]
+    assert at.selectbox(key="compare_head_runs").value == runs["after_step"]

@@ -73,13 +73,15 @@ def batched_median_ratio_intervals(
     return out
 
 
-def default_pair(recent: pd.DataFrame) -> tuple[str | None, str | None]:
-    """Sensible first comparison: head = newest complete run, base = the newest complete main run
-    before it (a PR run is thus compared with main, a main run with its predecessor)."""
+def default_pair(recent: pd.DataFrame, head_id: str | None = None) -> tuple[str | None, str | None]:
+    """Sensible first comparison: head = `head_id` or the newest complete run, base = the newest
+    complete main run before it (a PR run is thus compared with main, a main run with its
+    predecessor)."""
     complete = recent[recent["status"] == "complete"].sort_values("started_at", ascending=False)
-    if complete.empty:
+    chosen = recent[recent["run_id"] == head_id]
+    if complete.empty and chosen.empty:
         return None, None
-    head = complete.iloc[0]
+    head = chosen.iloc[0] if not chosen.empty else complete.iloc[0]
     earlier = complete[(complete["branch"] == "main") & (complete["run_id"] != head.run_id)
                        & (complete["started_at"] <= head.started_at)]
     return (earlier.iloc[0].run_id if not earlier.empty else None), head.run_id

@@ -41,7 +41,7 @@ def pick_two_runs(source, shape):
     if len(ids) < 2:
         st.info("Only one commit has runs on this GPU: compare runs instead.")
         return None, None, gpu
-    default_base, default_head = compare.default_pair(recent[recent["run_id"].isin(ids)])
+    default_base, default_head = compare.default_pair(recent[recent["run_id"].isin(ids)], st.query_params.get("head"))
     wanted_base = st.query_params.get("base", default_base)
     wanted_head = st.query_params.get("head", default_head)
     cols = st.columns(2)

@@ -45,6 +45,8 @@ def run_page(source, shape):
         if not broken.empty:
             st.subheader("Cases without a measurement")
             st.dataframe(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
+    st.page_link("views/compare.py", label="Compare this run with the main run before it",
+                 query_params={"head": run_id, "gpu": str(run.gpu_name or run.device_kind)}, icon=":material/compare_arrows:")
     with st.expander("Environment and manifest"):
         fields = [f for f in ENVIRONMENT_FIELDS if f in header.columns]
         st.dataframe(header[fields].T.rename(columns={0: "value"}).astype(str), width="stretch")
