@@ -88,3 +88,15 @@ def test_bad_arguments_exit_2_and_write_nothing(tmp_path, capsys, argv, message)
     assert main([*argv, "--out", str(out), "--device", "cpu"]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_ncu_requested_without_ncu_records_why(tmp_path, monkeypatch):
+    """--ncu on a machine without Nsight Compute: the run still succeeds and ncu.json says why
+    each case has no metrics (the profiler's own failure is data, not a lost case)."""
+    monkeypatch.setenv("ATTNWATCH_NCU", str(tmp_path / "no-ncu-here"))
+    out = tmp_path / "b"
+    assert main(["run", "--shapes", "cpu", "--variants", "sdpa", "--causal", "no", "--out", str(out),
+                 "--no-progress", "--no-correctness", "--time-cap", "0.1", "--ncu"]) == 0
+    loaded = load_bundle(out)
+    assert [c.case_id for c in loaded.ncu_cases] == ["sdpa/cpu_tiny/fp16/noncausal"]
+    assert "ncu not found" in loaded.ncu_cases[0].error

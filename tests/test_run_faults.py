@@ -15,6 +15,8 @@ from ci.runner import RunOptions, execute_suite
 from history.validate import load_bundle
 from kernels.shapes import SHAPES
 
+pytestmark = pytest.mark.slow  # child processes, deliberate crashes and a 4 s hang
+
 FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 
 

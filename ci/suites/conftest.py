@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def measurer(pytestconfig, journal):
 
     plan = _plan(pytestconfig)
     env = _environment(pytestconfig)
-    journal.write("session", pid=__import__("os").getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
+    journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
     m = GroupMeasurer(plan, journal)
     m.build_all()
     return m
