@@ -104,9 +104,9 @@ class SuiteState:
             if self.inflight["kind"] == "build":
                 variant = self.inflight["variant"]
                 self.builds.setdefault(variant, asdict(BuildRecord(variant=variant, ok=False, error=f"build {status}: {why}")))
-                for cid in self.remaining():
-                    if self.cases[cid].variant == variant:
-                        self._set_outcome(cid, status, f"build {status}: {why}")
+                for case in self.remaining():
+                    if case.variant == variant:
+                        self._set_outcome(case.case_id, status, f"build {status}: {why}")
             else:
                 self._set_outcome(self.inflight["case"], status, why)
         self.inflight = None
@@ -119,6 +119,10 @@ class SuiteState:
             outcome = self.outcomes.get(cid)
             if outcome is not None and outcome.status == "ok":
                 self.bench_entries.setdefault(cid, entry)
+        for cid, outcome in self.outcomes.items():
+            if outcome.status == "ok" and (cid not in self.bench_entries or cid not in self.timings):
+                # An "ok" must come with its record; without one the case is lost, not measured.
+                outcome.status, outcome.error = "failed", "reported ok but no benchmark entry or timing was recorded"
         self._gen_entries = {}
 
     def _read_benchmark_file(self, path: Path) -> dict[str, dict[str, Any]] | None:

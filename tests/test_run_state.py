@@ -1,0 +1,69 @@
+"""The parent's bookkeeping (ci.suite_state) from journal events: what a crash or a hang in
+flight becomes, builds that die, first outcome wins, and records that must come in pairs."""
+
+from __future__ import annotations
+
+import json
+
+from ci.plan import plan_cases
+from ci.suite_state import SuiteState, describe_exit
+from kernels.shapes import SHAPES
+
+
+def _state(variants=("sdpa", "cuda_wmma")) -> SuiteState:
+    return SuiteState(plan_cases(list(variants), [SHAPES["h100_small"]], ["fp16"], [False, True]))
+
+
+def test_crash_in_flight_marks_that_case_only(tmp_path):
+    s = _state()
+    s.apply({"e": "begin", "case": "sdpa/h100_small/fp16/noncausal", "phase": "prepare"})
+    s.apply({"e": "beat", "case": "cuda_wmma/h100_small/fp16/noncausal"})
+    s.finish_generation(tmp_path / "none.json", rc=-6, timed_out=False, log_tail="Fatal", timeout_s=120)
+    o = s.outcomes["cuda_wmma/h100_small/fp16/noncausal"]
+    assert o.status == "crashed" and "signal SIGABRT" in o.error and "during timing" in o.error
+    assert [c.case_id for c in s.remaining()] == ["sdpa/h100_small/fp16/noncausal", "sdpa/h100_small/fp16/causal",
+                                                  "cuda_wmma/h100_small/fp16/causal"]
+
+
+def test_a_build_that_hangs_costs_every_case_of_its_variant(tmp_path):
+    s = _state()
+    s.apply({"e": "build_begin", "variant": "cuda_wmma"})
+    s.finish_generation(tmp_path / "none.json", rc=-9, timed_out=True, log_tail="", timeout_s=900)
+    assert {c: o.status for c, o in s.outcomes.items()} == {
+        "cuda_wmma/h100_small/fp16/noncausal": "timeout", "cuda_wmma/h100_small/fp16/causal": "timeout"}
+    assert s.builds["cuda_wmma"]["ok"] is False and "timeout" in s.builds["cuda_wmma"]["error"]
+
+
+def test_first_outcome_wins_and_unknown_cases_are_ignored():
+    s = _state(("sdpa",))
+    s.apply({"e": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "skipped", "error": "why"})
+    s.apply({"e": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "ok"})
+    s.apply({"e": "outcome", "case": "not/a/planned/case", "status": "ok"})
+    assert s.outcomes["sdpa/h100_small/fp16/causal"].status == "skipped" and len(s.outcomes) == 1
+
+
+def test_ok_without_its_records_is_not_a_measurement(tmp_path):
+    s = _state(("sdpa",))
+    cid = "sdpa/h100_small/fp16/causal"
+    s.apply({"e": "outcome", "case": cid, "status": "ok"})
+    s.finish_generation(tmp_path / "none.json", rc=0, timed_out=False, log_tail="", timeout_s=1)
+    assert s.outcomes[cid].status == "failed" and s.ok_ids() == []
+
+
+def test_benchmark_file_wins_over_journal_entries(tmp_path):
+    s = _state(("sdpa",))
+    cid = "sdpa/h100_small/fp16/causal"
+    timing = {"case_id": cid, "median_us": 1.0}
+    s.apply({"e": "measured", "case": cid, "timing": timing, "samples": [1.0]})
+    s.apply({"e": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch": timing}}})
+    s.apply({"e": "outcome", "case": cid, "status": "ok"})
+    path = tmp_path / "benchmark.json"
+    path.write_text(json.dumps({"machine_info": {"node": "n"}, "commit_info": {}, "version": "5.2.3",
+                                "benchmarks": [{"name": "file", "extra_info": {"attnwatch": timing}}]}))
+    s.finish_generation(path, rc=0, timed_out=False, log_tail="", timeout_s=1)
+    doc = s.benchmark_json()
+    assert [b["name"] for b in doc["benchmarks"]] == ["file"] and doc["machine_info"] == {"node": "n"}
+
+
+def test_describe_exit():
+    assert describe_exit(-11) == "signal SIGSEGV" and describe_exit(3) == "exit status 3" and describe_exit(None) == "no exit status"
