@@ -1,14 +1,15 @@
 """A small but complete history for the dashboard's tests, built the way production builds one:
-real bundle directories (tests/bundle_factory.py) ingested by history.ingest, alerts recorded
-through history.alerts.
+real bundle directories (tests/bundle_factory.py) ingested by history.ingest, alerts found
+by the project's own detection.
 
 What it holds, and why each part is there:
   - 8 main runs on an NVIDIA H200, an hour apart, 4 variants x 2 shapes x fp16 x causal/not,
     with samples: trends, sparklines, compare intervals;
-  - triton_fa2 10% slower from run 5 on, with a regression alert there: a visible step;
+  - triton_fa2 10% slower from run 5 on: detection (history.detection.scan, as `attnwatch
+    detect` runs it) raises latency and gap-to-SDPA regressions there for each triton case;
   - ncu metrics in the last two runs: Kernel page and roofline;
   - a hostile commit message in run 6: nothing may render it as HTML or markdown;
-  - a crashed case and a failed correctness case in the newest complete run;
+  - a crashed case and a failed correctness case (a correctness alert) in the newest complete run;
   - a failed main run after it: Overview must say the newest run did not complete;
   - a pull-request run on another branch;
   - a main run on an NVIDIA L4 without any SDPA variant: gap-to-SDPA is empty there.
@@ -21,7 +22,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bundle_factory import SHAPES, case_id, make_bundle
-from history.alerts import NewAlert, record_alerts
+from history.alerts import record_alerts
+from history.detection.scan import scan_history
+from history.detection.thresholds import load_thresholds
 from history.db import open_write
 from history.ingest import ingest_paths
 
@@ -42,7 +45,7 @@ def main_run_id(i: int) -> str:
 
 
 def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
-    """Write the bundles under `work_dir`, ingest them into `db_path`, record two alerts.
+    """Write the bundles under `work_dir`, ingest them into `db_path`, run detection.
     Returns named run ids for assertions."""
     bundles = []
     for i in range(MAIN_RUNS):
@@ -68,13 +71,8 @@ def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
         started_at=START + timedelta(hours=2), seed=77, commit_message="Tune tiles, step 2",
     ))
     ingest_paths(db_path, bundles)
-    with open_write(db_path) as con:
-        record_alerts(con, [
-            NewAlert(f"regression:{REGRESSED_CASE}:{H200}:median_us:{STEP_RUN}", "regression", "median_us",
-                     REGRESSED_CASE, H200, main_run_id(STEP_RUN), None, 100.0, 110.0, 10.0, "step found by test history"),
-            NewAlert(f"correctness:{INCORRECT_CASE}:{H200}", "correctness", "correctness", INCORRECT_CASE, H200,
-                     main_run_id(MAIN_RUNS - 1), None, None, None, None, "planted correctness failure"),
-        ])
+    with open_write(db_path) as con:  # what `attnwatch detect` does after a main ingest
+        record_alerts(con, scan_history(con, load_thresholds).findings)
     return {
         "latest_complete": main_run_id(MAIN_RUNS - 1),
         "failed": "h200-main-failed",

@@ -88,9 +88,11 @@ def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history,
     # The sparkline spans the main runs up to the shown one (8), oldest first, with the step.
     trend = list(by_case.loc[REGRESSED_CASE, "trend_us"])
     assert len(trend) == 8 and trend[-1] > trend[0] * 1.05
-    assert by_case.loc[REGRESSED_CASE, "open_alerts"] == 1
+    assert by_case.loc[REGRESSED_CASE, "open_alerts"] == 2  # latency and gap-to-SDPA steps
     alerts = frame_with(at, "alert_id")
-    assert set(alerts["case_id"]) == {REGRESSED_CASE, INCORRECT_CASE}
+    triton_cases = {c for c in cases["case_id"] if c.startswith("triton_fa2/")}
+    assert set(alerts["case_id"]) == triton_cases | {INCORRECT_CASE}
+    assert set(alerts[alerts["kind"] == "regression"]["run_id"]) == {runs["after_step"]}
 
 
 def test_overview_on_a_gpu_without_sdpa_says_there_is_no_gap(history, monkeypatch):
@@ -164,7 +166,8 @@ def test_trends_plots_the_step_with_band_alert_marker_and_escaped_commit(history
     raw = json.dumps(spec)
     assert "<script>" not in raw and "&lt;script&gt;" in raw  # the hostile commit, escaped for hover
     alert_table = frame_with(at, "alert_id")
-    assert list(alert_table["kind"]) == ["regression"]
+    assert sorted(alert_table["metric"]) == ["gap_to_sdpa", "median_us"]  # both found by detection
+    assert len(markers[0]["x"]) == 1  # only the latency alert is drawn on a latency chart
 
 
 def test_trends_ncu_metric_without_profiles_says_so(history, monkeypatch):
@@ -233,8 +236,8 @@ def test_compare_by_commit(history, monkeypatch):
 
 # --- Alerts ----------------------------------------------------------------------------------
 
-def alert_id_of(db: Path, case: str) -> int:
-    (alert,) = [a for a in list_alerts(db) if a.case_id == case]
+def alert_id_of(db: Path, case: str, metric: str = "median_us") -> int:
+    (alert,) = [a for a in list_alerts(db) if a.case_id == case and a.metric == metric]
     return alert.alert_id
 
 
@@ -364,7 +367,8 @@ def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):
     at = open_page(db, monkeypatch)
     summary = frame_with(at, "cases_crashed").set_index("gpu")
     assert summary.loc[H200, "run_id"] == runs["latest_complete"] and summary.loc[L4, "run_id"] == runs["l4"]
-    assert summary.loc[H200, "cases_crashed"] == 1 and summary.loc[H200, "open_alerts"] == 2
+    assert summary.loc[H200, "cases_crashed"] == 1
+    assert summary.loc[H200, "open_alerts"] == 9  # 4 triton cases x (latency, gap) + 1 correctness
 
 
 def test_compare_from_a_run_link_uses_main_before_it_as_base(history, monkeypatch):

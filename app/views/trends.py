@@ -44,7 +44,10 @@ def trends_page(source, shape):
             "ncu metrics exist only for profiled runs."
         )
         return
-    markers = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))))
+    alerts = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))))
+    # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
+    column = trends.METRICS[metric].column
+    markers = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")]
     figure = cached_figure(series, metric, band, markers)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
     runs_plotted = series["run_id"].nunique()
@@ -54,9 +57,9 @@ def trends_page(source, shape):
         + "Click a point to open its run."
     )
     open_selected_run(event)
-    if not markers.empty:
+    if not alerts.empty:
         st.subheader("Alerts on these cases")
-        st.dataframe(markers.drop(columns=["value"]), hide_index=True, width="stretch")
+        st.dataframe(alerts.drop(columns=["value"]), hide_index=True, width="stretch")
     with st.expander("Plotted values"):
         st.dataframe(series, hide_index=True, width="stretch")
 
