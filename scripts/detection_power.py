@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -76,20 +77,32 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def ab_trials(cases, *, method, slowdown, trials, rounds, n, min_effect, confidence, resamples, rng) -> tuple[int, int]:
-    """(regression verdicts, any non-'no change' verdicts) over trials x cases."""
-    regress = alarms = 0
+def ab_trials(cases, *, design, method, slowdown, trials, rounds, n, min_effect, confidence, resamples, rng,
+              sigma_between=0.0) -> tuple[int, int, int]:
+    """(regression verdicts, any non-'no change' verdicts, intervals covering the true ratio).
+
+    design "recorded": all base rounds from one real process, all head rounds from another (the
+    real offset, fixed for the trial). design "per-round": every round is a new process: samples
+    from a random real process times exp(N(0, sigma_between)), as in compare's ABBA rounds.
+    """
+    regress = alarms = covered = 0
     for procs in cases.values():
         for _ in range(trials):
-            b, h = rng.choice(len(procs), size=2, replace=False)
-            base = [rng.choice(procs[b], size=n) for _ in range(rounds)]
-            head = [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)]
+            if design == "recorded":
+                b, h = rng.choice(len(procs), size=2, replace=False)
+                base = [rng.choice(procs[b], size=n) for _ in range(rounds)]
+                head = [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)]
+            else:
+                draw = lambda: rng.choice(procs[rng.integers(len(procs))], size=n) * math.exp(rng.normal(0.0, sigma_between))  # noqa: E731
+                base = [draw() for _ in range(rounds)]
+                head = [draw() * (1 + slowdown) for _ in range(rounds)]
             iv = ratio_interval(base, head, method=method, confidence=confidence, resamples=resamples,
                                 seed=int(rng.integers(1 << 31)))
             v = verdict(iv, min_effect)
             regress += v == "regression"
             alarms += v != "no change"
-    return regress, alarms
+            covered += iv.low <= 1 + slowdown <= iv.high
+    return regress, alarms, covered
 
 
 def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, rng) -> tuple[int, int]:
@@ -117,7 +130,8 @@ def pct(hits: int, total: int) -> str:
 
 def main(argv=None) -> int:
     here = Path(__file__).resolve().parent.parent
-    default_samples = here.parent / "shared" / "fixtures" / "timing" / "h200_event_samples.json"
+    shared = Path(os.environ["ATTNWATCH_SHARED"]) if os.environ.get("ATTNWATCH_SHARED") else here.parent / "shared"
+    default_samples = shared / "fixtures" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", nargs="+", type=Path, default=[default_samples], help="per-call sample files")
     p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (config/thresholds.toml)")
@@ -149,20 +163,30 @@ def main(argv=None) -> int:
           f"min_persist {th.min_persist}\n")
 
     print(f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
-          f"({args.trials * len(cases)} per cell); power = regression verdicts; false alarms at 0% = any verdict")
-    print("| slowdown | hierarchical | pooled |\n|---:|---|---|")
+          f"({args.trials * len(cases)} per cell). Power = share of regression verdicts; at 0% the share of any "
+          f"verdict (false alarms). 'recorded': base and head from two different real processes; "
+          f"'per-round': each round a new process with offset ~ N(0, {100 * sigma:.2f}%).")
+    designs = [(d, m) for d in ("recorded", "per-round") for m in ("hierarchical", "pooled")]
+    print("| slowdown | " + " | ".join(f"{d}, {m}" for d, m in designs) + " |\n|---:|" + "---|" * len(designs))
+    coverage_rows = []
     for s in SLOWDOWNS:
         row = {}
-        for method in ("hierarchical", "pooled"):
-            reg, alarms = ab_trials(cases, method=method, slowdown=s, trials=args.trials, rounds=args.rounds, n=args.n,
-                                    min_effect=th.min_effect, confidence=th.confidence, resamples=args.resamples, rng=rng)
+        for design, method in designs:
+            reg, alarms, covered = ab_trials(cases, design=design, method=method, slowdown=s, trials=args.trials,
+                                             rounds=args.rounds, n=args.n, min_effect=th.min_effect,
+                                             confidence=th.confidence, resamples=args.resamples, rng=rng,
+                                             sigma_between=sigma)
             total = args.trials * len(cases)
-            row[method] = {"regression": reg, "any_verdict": alarms, "total": total}
+            row[f"{design}/{method}"] = {"regression": reg, "any_verdict": alarms, "covered": covered, "total": total}
         out["ab"][f"{s:.2f}"] = row
         key = "any_verdict" if s == 0 else "regression"
         label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        print(f"| {label} | {pct(row['hierarchical'][key], row['hierarchical']['total'])} | "
-              f"{pct(row['pooled'][key], row['pooled']['total'])} |")
+        print(f"| {label} | " + " | ".join(pct(row[f"{d}/{m}"][key], row[f"{d}/{m}"]["total"]) for d, m in designs) + " |")
+        coverage_rows.append(f"| {s:.0%} | " + " | ".join(
+            f"{100 * row[f'{d}/{m}']['covered'] / row[f'{d}/{m}']['total']:.0f}%" for d, m in designs) + " |")
+    print(f"\nHow often the {th.confidence:.0%} interval contains the true ratio (nominal {th.confidence:.0%}):")
+    print("| slowdown | " + " | ".join(f"{d}, {m}" for d, m in designs) + " |\n|---:|" + "---|" * len(designs))
+    print("\n".join(coverage_rows))
 
     print(f"\nmain: series of {args.runs} runs, step {args.after} runs before the end, run median from {args.n} samples "
           f"x run-to-run noise; {args.trials} trials per case")

@@ -78,3 +78,16 @@ def test_flat_and_short_series():
         detect_steps([1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     with pytest.raises(ValueError, match="finite"):
         detect_steps([1.0, float("nan")] * 5)
+
+
+def test_kernel_cpd_linear_matches_pelt_l2():
+    """The fast solver finds exactly what ruptures' reference PELT with the l2 cost finds."""
+    import ruptures
+
+    from history.changepoints import bic_penalty, robust_sigma
+
+    for seed in range(20):
+        x = np.log(_series(80, 0.004, seed, {30: 1.04, 60: 0.97}))
+        pen = bic_penalty(max(robust_sigma(x), 5e-4), x.size)
+        reference = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+        assert [s.index for s in detect_steps(np.exp(x), min_size=2)] == reference[:-1]

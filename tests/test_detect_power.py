@@ -42,9 +42,12 @@ def test_small_run_separates_no_change_from_five_percent(power, fixtures_dir, tm
                      "--resamples", "200", "--json", str(out)])
     assert rc == 0
     data = json.loads(out.read_text())
-    for method in ("hierarchical", "pooled"):
-        assert data["ab"]["0.00"][method]["any_verdict"] == 0
-        assert data["ab"]["0.05"][method]["regression"] == data["ab"]["0.05"][method]["total"] == 27
+    for design in ("recorded/hierarchical", "recorded/pooled", "per-round/hierarchical", "per-round/pooled"):
+        assert data["ab"]["0.00"][design]["any_verdict"] == 0
+        assert data["ab"]["0.10"][design]["regression"] == data["ab"]["0.10"][design]["total"] == 27
+    # the two-level interval covers the truth far more often when every round is its own process
+    per_round = data["ab"]["0.00"]
+    assert per_round["per-round/hierarchical"]["covered"] > per_round["per-round/pooled"]["covered"]
     assert data["main"]["0.00"]["estimate"]["any_step"] == 0
     assert data["main"]["0.05"]["estimate"]["detected"] == 27
     assert math.isclose(data["sigma_between_upper95"] / data["sigma_between"], math.sqrt(9 / 2.7))
