@@ -170,3 +170,28 @@ def test_user_sql_waits_for_a_differently_configured_reader_in_this_process(hist
     results.append(run_user_sql(history, "SELECT count(*) AS n FROM runs")["n"].iloc[0])
     thread.join()
     assert results == [1]
+
+
+def test_history_commands_load_without_duckdb():
+    """GPU runners have no duckdb: the CLI's ingest/sql/export modules must still import."""
+    import subprocess
+    import sys
+
+    from conftest import REPO_ROOT
+
+    code = ("import sys; sys.modules['duckdb'] = None\n"
+            "import argparse\n"
+            "from ci.commands import ingest, sql, export\n"
+            "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
+            "for m in (ingest, sql, export): m.register(sub)\n"
+            "print('loaded')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0 and "loaded" in done.stdout, done.stderr
+
+
+def test_cli_sql_defaults_match_the_library():
+    import history.sql
+    from ci.commands import sql as sql_command
+
+    assert sql_command.DEFAULT_MAX_ROWS == history.sql.DEFAULT_MAX_ROWS
+    assert sql_command.DEFAULT_TIMEOUT_S == history.sql.DEFAULT_TIMEOUT_S

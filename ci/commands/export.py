@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from history.exchange import export_history, import_history
-
 
 def register(subparsers) -> None:
     e = subparsers.add_parser(
@@ -29,6 +27,9 @@ def register(subparsers) -> None:
 
 
 def _export(args) -> int:
+    # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
+    from history.exchange import export_history
+
     report = export_history(args.db, args.directory)
     for line in report.lines():
         print(line)
@@ -37,6 +38,8 @@ def _export(args) -> int:
 
 
 def _import(args) -> int:
+    from history.exchange import import_history
+
     report = import_history(args.db, args.directory)
     for line in report.lines():
         print(line)

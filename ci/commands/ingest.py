@@ -6,8 +6,6 @@ Every input is validated before anything is written; one bad input and nothing i
 
 from __future__ import annotations
 
-from history.ingest import ingest_paths
-
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -23,6 +21,9 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
+    # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
+    from history.ingest import ingest_paths
+
     report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout)
     for line in report.lines():
         print(line)

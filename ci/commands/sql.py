@@ -14,10 +14,12 @@ import re
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 from ci.errors import UserError
-from history.sql import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, run_user_sql
+
+# Mirrors history.sql's defaults; that module (duckdb, pandas) is imported only when the
+# command runs, because GPU runners have no duckdb and the CLI must still load there.
+DEFAULT_MAX_ROWS = 100_000
+DEFAULT_TIMEOUT_S = 30.0
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -55,6 +57,8 @@ def _read_sql(args) -> str:
 
 
 def _run(args) -> int:
+    from history.sql import run_user_sql
+
     frame = run_user_sql(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout)
     truncated = frame.attrs.get("truncated", False)
     if args.format == "parquet" and args.output is None:
@@ -72,7 +76,7 @@ def _run(args) -> int:
     return 0
 
 
-def _write(frame: pd.DataFrame, fmt: str, output: Path | None) -> None:
+def _write(frame, fmt: str, output: Path | None) -> None:
     if fmt == "parquet":
         frame.to_parquet(output, index=False)
         return
@@ -83,8 +87,10 @@ def _write(frame: pd.DataFrame, fmt: str, output: Path | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
-def format_table(frame: pd.DataFrame, show: int) -> str:
+def format_table(frame, show: int) -> str:
     """An aligned text table: numbers right-aligned, control characters escaped, rows capped."""
+    import pandas as pd
+
     if frame.shape[1] == 0:
         return "(no result)"
     shown = frame.head(max(show, 0))
@@ -104,6 +110,8 @@ def format_table(frame: pd.DataFrame, show: int) -> str:
 
 
 def _cell(value) -> str:
+    import pandas as pd
+
     if value is None or (isinstance(value, float) and value != value) or value is pd.NA or value is pd.NaT:
         return "NULL"
     if isinstance(value, float):
