@@ -71,6 +71,10 @@ class RunOptions:
     extra_variant_modules: list[str] = field(default_factory=list)
     extra_sys_path: list[str] = field(default_factory=list)
     keep_work_dir: bool = False
+    # Wall-clock limit of the whole run (time.monotonic() value): past it the child is stopped
+    # and the cases not finished are recorded as not run, so a run inside a CI step with a
+    # time limit still ends with a valid bundle instead of being killed from outside.
+    deadline: float | None = None
     # Silence allowed before a child's first journal line (interpreter, torch and pytest start-up).
     startup_timeout_s: float = 300.0
 
@@ -164,6 +168,12 @@ def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | No
         before = len(state.outcomes)
         rc, timed_out = _run_child(paths, env, options, state, progress)
         log_tail = _tail(paths["log"])
+        if _past(options.deadline):
+            state.inflight = None  # the case in flight did nothing wrong: the run ran out of time
+            state.finish_generation(paths["benchmark"], rc=rc, timed_out=False, log_tail=log_tail, timeout_s=options.case_timeout_s)
+            state.fail_remaining("not run: the run's deadline passed before this case finished")
+            progress.sync(state)
+            break
         state.finish_generation(paths["benchmark"], rc=rc, timed_out=timed_out, log_tail=log_tail,
                                 timeout_s=options.case_timeout_s)
         progress.sync(state)
@@ -212,6 +222,9 @@ def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions,
                     limit = max(limit, options.startup_timeout_s)
                 elif state.inflight is not None and state.inflight.get("kind") == "build":
                     limit = max(limit, options.build_timeout_s)
+                if _past(options.deadline):
+                    _kill_group(proc)
+                    break
                 if time.monotonic() - last_event > limit:
                     timed_out = True
                     _kill_group(proc)
@@ -224,6 +237,10 @@ def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions,
             state.apply(event)
             progress.on_event(event, state)
     return proc.returncode, timed_out
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

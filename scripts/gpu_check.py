@@ -15,7 +15,8 @@ What it does, in order (each step optional, so a short lease can run a subset):
    run bundles), `pytest_gpu.log`; prints a short table last.
 
 Run from the repository root:  PYTHONPATH=. python3 scripts/gpu_check.py --shapes pr --repeats 3 --do-bench
-`--budget-s` stops starting new repeats when the next one would not fit.
+`--budget-s` stops starting new repeats when the next one would not fit, and stops a run that
+reaches it (its unfinished cases are recorded as not run), so the call always returns data.
 """
 
 from __future__ import annotations
@@ -203,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe_worker:
         return probe_worker(args.probe_worker)
     started = time.perf_counter()
+    started_mono = time.monotonic()
     out = Path(args.out or os.environ.get("OUT") or REPO_ROOT / "out" / "gpu_check")
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
@@ -239,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             case_timeout_s=args.case_timeout or float(default(f"case_timeout_{device_kind}_s")),
             trigger="workflow_dispatch", progress=True, plain_progress=True, ncu=args.ncu and i == 0,
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
+            deadline=started_mono + args.budget_s,
         )
         t0 = time.perf_counter()
         result = execute_suite(cases, kernels_root=None, out_dir=work / f"run{i}", options=options)
@@ -261,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         save(report, bundles, out)  # after every run: a call cut short still returns what it measured
 
     report["noise"] = noise_table(runs) if len(runs) > 1 else {}
-    if args.do_bench and runs and device_kind == "cuda":
+    if args.do_bench and runs and device_kind == "cuda" and args.budget_s - (time.perf_counter() - started) < 20:
+        log("do_bench: skipped, less than 20 s of --budget-s left")
+    elif args.do_bench and runs and device_kind == "cuda":
         wanted = set(args.do_bench_variants.split(",")) if args.do_bench_variants else None
         ok_cases = [c for c in cases if c.case_id in runs[0] and (wanted is None or c.variant in wanted)]
         remaining = args.budget_s - (time.perf_counter() - started)

@@ -109,3 +109,18 @@ def test_kernels_root_points_the_child_at_another_checkout(tmp_path):
     result = execute_suite(cases, kernels_root=other, out_dir=tmp_path / "b", options=_options(extra_variant_modules=[], case_timeout_s=120.0))
     assert _outcomes(result.bundle)["sdpa/cpu_tiny/fp16/noncausal"]["status"] == "ok"
     assert [s["kernels_path"] for s in result.state.sessions] == [str((other / "kernels").resolve())]
+
+
+def test_deadline_ends_a_run_with_a_valid_bundle(tmp_path):
+    """A hang with a long hang limit, but a run deadline: the run stops at the deadline and
+    records the unfinished cases as not run, instead of waiting out the hang limit."""
+    import time
+
+    cases = plan_cases(["t_ok", "t_hang"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
+    result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "b",
+                           options=_options(case_timeout_s=3600.0, deadline=time.monotonic() + 20.0))
+    outcomes = _outcomes(result.bundle)
+    assert {o["status"] for o in outcomes.values()} == {"failed"}
+    assert all("deadline" in o["error"] for o in outcomes.values())
+    assert result.status == "failed"
+    load_bundle(result.bundle)

@@ -38,6 +38,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-samples", type=int, default=None, help="per-case sample cap (default: ci/run_config.toml)")
     p.add_argument("--target-spread", type=float, default=None, help="stop when IQR/median is below this (default: ci/run_config.toml)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="where to measure (default: a GPU when present)")
+    p.add_argument("--max-minutes", type=float, default=None,
+                   help="stop after this long: unfinished cases are recorded as not run (status partial)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--notes", default="", help="free text stored in the manifest")
     p.set_defaults(func=_run)
@@ -131,6 +133,7 @@ def _run(args) -> int:
         progress=not args.no_progress,
         plain_progress=not sys.stderr.isatty(),  # CI logs get one line per case, not bar redraws
         notes=args.notes,
+        deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
     )
     print(f"attnwatch run: {len(cases)} cases ({len(variants)} variants x {len(shapes)} shapes x {len(dtypes)} dtypes"
           f" x {len(causal)} causal modes) on {device_kind}", file=sys.stderr)
