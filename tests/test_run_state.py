@@ -67,3 +67,23 @@ def test_benchmark_file_wins_over_journal_entries(tmp_path):
 
 def test_describe_exit():
     assert describe_exit(-11) == "signal SIGSEGV" and describe_exit(3) == "exit status 3" and describe_exit(None) == "no exit status"
+
+
+def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
+    from ci.progress import Progress
+
+    s = _state(("sdpa",))
+    p = Progress(2, enabled=True, plain=True)
+    for event in ({"e": "build_begin", "variant": "sdpa"}, {"e": "build", "record": {"variant": "sdpa", "ok": True}},
+                  {"e": "measured", "case": "sdpa/h100_small/fp16/noncausal", "timing": {"median_us": 17.06}, "samples": [17.06]},
+                  {"e": "outcome", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok"}):
+        s.apply(event)
+        p.on_event(event, s)
+    s.apply({"e": "begin", "case": "sdpa/h100_small/fp16/causal", "phase": "warmup"})
+    s.finish_generation(tmp_path / "none.json", rc=-9, timed_out=True, log_tail="", timeout_s=120)
+    p.sync(s)
+    p.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert "building sdpa" in lines[0] and "built sdpa: ok=True" in lines[1]
+    assert lines[2].endswith("1/2 sdpa/h100_small/fp16/noncausal: ok median 17.06 us")
+    assert "2/2 sdpa/h100_small/fp16/causal: timeout (no sign of life for 120 s during warmup" in lines[3]
