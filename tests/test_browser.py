@@ -31,15 +31,17 @@ CHROMIUM_ARGS = [
 ]
 SERVER_START_TIMEOUT_S = 90
 PAGE_TIMEOUT_MS = 60_000
-# (url path, title, whether the page draws at least one plotly chart with this history)
+PLOTLY = ".js-plotly-plot .main-svg"
+TABLE = "[data-testid='stDataFrame']"
+# (url path, title, what shows the page has drawn with this history)
 PAGES = (
-    ("", "Overview", False),
-    ("trends", "Trends", True),
-    ("compare", "Compare", False),
-    ("alerts", "Alerts", False),
-    ("kernel?variant=sdpa", "Kernel", True),
-    ("sql", "SQL", False),
-    (f"run?run={main_run_id(6)}", "Run", False),
+    ("", "Overview", TABLE),
+    ("trends", "Trends", PLOTLY),
+    ("compare", "Compare", TABLE),
+    ("alerts", "Alerts", TABLE),
+    ("kernel?variant=sdpa", "Kernel", PLOTLY),
+    ("sql", "SQL", "textarea"),
+    (f"run?run={main_run_id(6)}", "Run", TABLE),
 )
 
 
@@ -116,6 +118,15 @@ def dashboard_url(tmp_path_factory, fixtures_dir):
                 proc.wait(timeout=15)
 
 
+def _wait_idle(page) -> None:
+    """Until Streamlit's "running" indicator is gone and no element is still a loading skeleton."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
+        timeout=PAGE_TIMEOUT_MS,
+    )
+
+
 def _screenshot_dirs(tmp_path: Path) -> list[Path]:
     dirs = [tmp_path]
     extra = os.environ.get("ATTNWATCH_SCREENSHOTS")
@@ -134,15 +145,14 @@ def test_every_page_draws_in_chromium(dashboard_url, tmp_path):
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 2600})
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            for path, title, has_chart in PAGES:
+            for path, title, drawn in PAGES:
                 page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
                 page.get_by_role("heading", name=title).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-                if has_chart:
-                    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=PAGE_TIMEOUT_MS)
-                # Streamlit marks a page still running with its status widget; wait until it is idle.
-                page.wait_for_function(
-                    "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=PAGE_TIMEOUT_MS,
-                )
+                page.locator(drawn).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+                if path == "sql":  # run the loaded example: the results table must draw too
+                    page.get_by_role("button", name="Run query").click()
+                    page.locator(TABLE).filter(visible=True).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+                _wait_idle(page)
                 name = (path.split("?")[0] or "overview") + ".png"
                 for directory in _screenshot_dirs(tmp_path):
                     page.screenshot(path=str(directory / name), full_page=True)
