@@ -34,6 +34,12 @@ def escape_markdown(text: str | None) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", _CONTROL.sub("", str(text or "")))
 
 
+def md(value) -> str:
+    """Any value for a markdown message (st.info, st.warning, labels): escaped, so a hostile
+    name cannot become a link, an image or emphasis."""
+    return escape_markdown(str(value))
+
+
 def escape_hover(text: str | None, limit: int = 80) -> str:
     """Commit text for a plotly hover label: truncated, then HTML-escaped (plotly reads tags)."""
     return html.escape(truncate(text, limit), quote=True)
@@ -58,7 +64,7 @@ def page_source() -> Source:
 
 def show_unavailable(exc: HistoryUnavailable) -> None:
     """A read failure as a message the user can act on (never a traceback)."""
-    st.warning(str(exc))
+    st.warning(md(exc))
 
 
 def empty_history_notice(source: Source) -> None:

@@ -56,7 +56,7 @@ def apply_action(source, action: str) -> None:
         changed = alerts.change_status(source, alert_id, action, st.session_state.get("alerts_note", ""),
                                        st.session_state.get("alerts_actor", ""))
     except HistoryError as exc:
-        st.session_state["alerts_flash"] = ("error", f"Alert #{alert_id} not changed: {exc}", None)
+        st.session_state["alerts_flash"] = ("error", f"Alert #{alert_id} not changed: {ui.md(exc)}", None)
     else:
         st.session_state["alerts_flash"] = ("success", f"Alert #{changed.alert_id} is now {changed.status}.", changed.alert_id)
 
@@ -71,7 +71,7 @@ def show_last_change(source) -> None:
         st.error(message)
         return
     st.success(message)
-    with st.expander(f"History of alert #{alert_id}", expanded=True):
+    with st.expander(f"History of alert #{int(alert_id)}", expanded=True):
         st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
 
 

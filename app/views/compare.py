@@ -29,7 +29,7 @@ def pick_two_runs(source, shape):
     gpu = ui.gpu_picker(shape, key="compare_gpu")
     recent = runs.recent_runs(source, gpu)
     if len(recent) < 2:
-        st.info(f"{gpu} has {len(recent)} run(s): a comparison needs two.")
+        st.info(f"{ui.md(gpu)} has {len(recent)} run(s): a comparison needs two.")
         return None, None, gpu
     mode = st.radio("compare", ["runs", "commits"], horizontal=True, key="compare_mode")
     if mode == "commits":
@@ -63,7 +63,7 @@ def compare_page(source, shape):
     thresholds = load_thresholds(gpu)
     table = compare.compare_runs(source, base, head, gpu)
     st.caption(
-        f"Verdicts use CI's rule for {gpu}: head/base interval ({thresholds.confidence:.0%} pooled percentile "
+        f"Verdicts use CI's rule for {ui.md(gpu)}: head/base interval ({thresholds.confidence:.0%} pooled percentile "
         f"bootstrap of the median ratio over both runs' stored samples, {compare.RESAMPLES} resamples, fixed seed) against a "
         f"min_effect of {thresholds.min_effect:.1%}. Two separate runs also carry run-to-run drift that a "
         "same-job A/B (what PR comments use) cancels."

@@ -15,7 +15,7 @@ def build_section(source, variant, gpu):
     st.subheader("Build report")
     builds = kernel.build_history(source, variant, gpu)
     if builds.empty:
-        st.info(f"No build reports for {variant} on {gpu}: only compiled variants (CUDA, Triton) record one.")
+        st.info(f"No build reports for {ui.md(variant)} on {ui.md(gpu)}: only compiled variants (CUDA, Triton) record one.")
         return
     failed = builds[~builds["ok"]]
     if not failed.empty:
@@ -32,7 +32,7 @@ def ncu_section(source, variant, gpu):
     st.subheader("Nsight Compute metrics")
     case_ids = kernel.ncu_cases_of_variant(source, variant, gpu)
     if not case_ids:
-        st.info(f"No Nsight Compute metrics for {variant} on {gpu}: they are collected on nightly runs.")
+        st.info(f"No Nsight Compute metrics for {ui.md(variant)} on {ui.md(gpu)}: they are collected on nightly runs.")
         return
     case = st.selectbox("case", case_ids, key="kernel_case")
     history = kernel.ncu_history(source, case, gpu)
@@ -41,7 +41,7 @@ def ncu_section(source, variant, gpu):
                             key="kernel_metrics")
     st.plotly_chart(charts.lines_figure(history, "started_at", wanted, "value (units in the name)"), key="ncu_chart", width="stretch")
     newest = history.iloc[-1]
-    with st.expander(f"Kernels of {case} in the newest profiled run ({newest.run_id})"):
+    with st.expander(f"Kernels of {ui.md(case)} in the newest profiled run ({ui.md(newest.run_id)})"):
         per_kernel = kernel.ncu_kernels_of_run(source, newest.run_id, case)
         if per_kernel.empty:
             st.caption("No per-kernel rows stored.")
@@ -61,13 +61,13 @@ def roofline_section(source, variant, gpu, all_variants):
         st.error(str(exc))
         return
     if ceilings is None or ceilings.peak_for(dtype) is None:
-        st.info(f"No measured {dtype} ceilings recorded for {gpu} (app/ceilings.toml): the roofline needs a measured "
+        st.info(f"No measured {dtype} ceilings recorded for {ui.md(gpu)} (app/ceilings.toml): the roofline needs a measured "
                 "GEMM peak and copy bandwidth for this GPU, never a datasheet figure.")
         if not points.empty:
             st.dataframe(points, hide_index=True, width="stretch")
         return
     if points.empty:
-        st.info(f"No profiled case of {', '.join(chosen) or 'these variants'} on {gpu} has ncu DRAM bytes and achieved TFLOPS.")
+        st.info(f"No profiled case of {ui.md(', '.join(chosen)) or 'these variants'} on {ui.md(gpu)} has ncu DRAM bytes and achieved TFLOPS.")
         return
     peak = ceilings.peak_for(dtype)
     label = f"measured roof: {peak:.1f} TFLOP/s {dtype} GEMM, {ceilings.dram_tbps:.2f} TB/s copy"

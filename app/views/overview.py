@@ -40,14 +40,14 @@ def overview_page(source, shape):
     latest = runs.latest_main_run(source, gpu)
     newest = overview.newest_main_run_any_status(source, gpu)
     if latest.empty:
-        st.info(f"No complete main-branch run on {gpu} yet. See the Run page for runs of other branches.")
+        st.info(f"No complete main-branch run on {ui.md(gpu)} yet. See the Run page for runs of other branches.")
         if not newest.empty:
-            st.warning(f"The newest main run on this GPU, {newest.run_id[0]}, ended with status '{newest.status[0]}'.")
+            st.warning(f"The newest main run on this GPU, {ui.md(newest.run_id[0])}, ended with status '{ui.md(newest.status[0])}'.")
         return
     run = latest.iloc[0]
     if not newest.empty and newest.run_id[0] != run.run_id:
         st.warning(
-            f"The newest main run on this GPU ({newest.run_id[0]}, status '{newest.status[0]}') did not complete; "
+            f"The newest main run on this GPU ({ui.md(newest.run_id[0])}, status '{ui.md(newest.status[0])}') did not complete; "
             "showing the latest complete one."
         )
     ui.run_caption(run)
@@ -65,7 +65,7 @@ def overview_page(source, shape):
     st.subheader("Open alerts")
     alerts = overview.open_alerts_for_gpu(source, gpu)
     if alerts.empty:
-        st.success(f"No open alerts on {gpu}.")
+        st.success(f"No open alerts on {ui.md(gpu)}.")
     else:
         st.dataframe(alerts, hide_index=True, width="stretch")
         st.page_link("views/alerts.py", label="Acknowledge or resolve on the Alerts page", icon=":material/notifications:")

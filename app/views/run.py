@@ -25,11 +25,11 @@ def run_page(source, shape):
     st.query_params["run"] = run_id
     header = runs.run_header(source, run_id)
     if header.empty:
-        st.warning(f"No run with id {run_id!r} in this history.")
+        st.warning(f"No run with id '{ui.md(run_id)}' in this history.")
         return
     run = header.iloc[0]
     if run.status != "complete":
-        st.warning(f"This run's status is '{run.status}': some or all cases did not produce a measurement.")
+        st.warning(f"This run's status is '{ui.md(run.status)}': some or all cases did not produce a measurement.")
     if bool(run.synthetic):
         st.error("SYNTHETIC run: generated data, not a measurement.")
     st.subheader("Commit")

@@ -44,7 +44,7 @@ def sql_page(source, shape):
         return
     ran_sql, frame, error = result
     if error:
-        st.error(f"Query refused or failed: {error}")
+        st.error(f"Query refused or failed: {ui.md(error)}")
         return
     if ran_sql != sql:
         st.caption("Showing the result of the previous query; press Run query for the edited one.")

@@ -39,7 +39,7 @@ def trends_page(source, shape):
     series = trends.trend_series(source, metric, gpu, branch, tuple(variants), tuple(shapes), dtype, causal, max_runs)
     if series.empty:
         st.info(
-            f"No stored values of '{metric}' for these cases on {gpu} ({branch}, {dtype}, "
+            f"No stored values of '{ui.md(metric)}' for these cases on {ui.md(gpu)} ({ui.md(branch)}, {ui.md(dtype)}, "
             f"{'causal' if causal else 'non-causal'}). Failed and skipped cases have no value; "
             "ncu metrics exist only for profiled runs."
         )
