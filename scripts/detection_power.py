@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     p.add_argument("--samples", nargs="+", type=Path, default=[default_samples], help="per-call sample files")
     p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (config/thresholds.toml)")
     p.add_argument("--trials", type=int, default=200, help="trials per case and slowdown")
-    p.add_argument("--rounds", type=int, default=3, help="A/B rounds per side")
+    p.add_argument("--rounds", type=int, default=5, help="A/B rounds per side (compare's default)")
     p.add_argument("--n", type=int, default=100, help="samples per round / per run (the harness's minimum)")
     p.add_argument("--resamples", type=int, default=400, help="bootstrap resamples per interval")
     p.add_argument("--runs", type=int, default=30, help="main: runs per series")

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
-    p.add_argument("--rounds", type=int, default=3, help="alternating rounds per side (default 3)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="alternating rounds per side (default 5: reaches 80%% power at a 3%% slowdown in docs/benchmarks.md; 3 does not)")
     p.add_argument("--method", choices=METHODS, default="hierarchical", help="bootstrap interval (default hierarchical)")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
