@@ -71,6 +71,8 @@ class RunOptions:
     extra_variant_modules: list[str] = field(default_factory=list)
     extra_sys_path: list[str] = field(default_factory=list)
     keep_work_dir: bool = False
+    # The commit measured, when the checkout cannot say (a copied tree without .git).
+    commit_sha: str | None = None
     # Wall-clock limit of the whole run (time.monotonic() value): past it the child is stopped
     # and the cases not finished are recorded as not run, so a run inside a CI step with a
     # time limit still ends with a valid bundle instead of being killed from outside.
@@ -118,6 +120,8 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
     checkout = resolve_kernels_checkout(kernels_root)
     started_at = _utc_now()
     git = capture_git(checkout or REPO_ROOT)
+    if options.commit_sha:
+        git.sha = options.commit_sha
     environment = capture_environment(probe_device=False)
     environment.device_kind = options.device_kind
     work = Path(tempfile.mkdtemp(prefix="attnwatch-run-"))

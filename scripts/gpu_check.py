@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_check)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--probe", action="store_true", help="diagnose harness vs do_bench on a 4096^3 fp16 matmul and a small SDPA: medians, clocks, throttle reasons")
-    p.add_argument("--commit", default=None, help="commit to record when the checkout has no .git (copied trees)")
+    p.add_argument("--commit", default=None, help="commit to record (report and bundles) when the checkout has no .git (copied trees)")
     p.add_argument("--do-bench-worker", nargs=2, metavar=("PLAN", "RESULT"), help=argparse.SUPPRESS)
     p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -242,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
             trigger="workflow_dispatch", progress=True, plain_progress=True, ncu=args.ncu and i == 0,
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
             deadline=started_mono + args.budget_s,
+            commit_sha=args.commit,
         )
         t0 = time.perf_counter()
         result = execute_suite(cases, kernels_root=None, out_dir=work / f"run{i}", options=options)

@@ -100,3 +100,34 @@ def test_ncu_requested_without_ncu_records_why(tmp_path, monkeypatch):
     loaded = load_bundle(out)
     assert [c.case_id for c in loaded.ncu_cases] == ["sdpa/cpu_tiny/fp16/noncausal"]
     assert "ncu not found" in loaded.ncu_cases[0].error
+
+
+def test_commit_option_is_checked_and_recorded(tmp_path, capsys):
+    assert main(["run", "--shapes", "cpu", "--commit", "NOT-A-SHA", "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
+    assert "not a lowercase hex git SHA" in capsys.readouterr().err
+    out = tmp_path / "b"
+    sha = "ab" * 20
+    assert main(["run", "--shapes", "cpu", "--variants", "sdpa", "--causal", "no", "--out", str(out), "--no-progress",
+                 "--no-correctness", "--time-cap", "0.1", "--commit", sha]) == 0
+    assert json.loads((out / "manifest.json").read_text())["commit_sha"] == sha
+
+
+def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
+    """A copied checkout (no .git): `run --ingest` stops before measuring, since the history
+    would refuse a bundle whose commit is 'unknown'; it names the way out (--commit)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    copy = tmp_path / "copy"
+    for package in ("ci", "history", "kernels"):
+        shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    done = subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
+                           "--ingest", "--out", str(tmp_path / "b")],
+                          cwd=copy, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "no git history" in done.stderr and "--commit" in done.stderr
+    assert not (tmp_path / "b").exists() and not (tmp_path / "h.duckdb").exists()

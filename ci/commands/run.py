@@ -13,6 +13,7 @@ bundle is still written, status `partial`), 2 for a usage error.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -42,6 +43,7 @@ def register(subparsers) -> None:
                    help="stop after this long: unfinished cases are recorded as not run (status partial)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--notes", default="", help="free text stored in the manifest")
+    p.add_argument("--commit", default=None, help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)")
     p.set_defaults(func=_run)
 
 
@@ -103,12 +105,30 @@ def default_trigger() -> str:
     return event if event in TRIGGERS else "local"
 
 
+def check_commit(explicit: str | None, ingest: bool) -> str | None:
+    """The commit to record; refuse early when the history would refuse the bundle anyway."""
+    from ci.environment import capture_git
+    from ci.runner import REPO_ROOT
+
+    if explicit is not None:
+        if not re.fullmatch(r"[0-9a-f]{7,64}", explicit):
+            raise UserError(f"--commit: {explicit!r} is not a lowercase hex git SHA")
+        return explicit
+    if capture_git(REPO_ROOT).sha == "unknown":
+        message = "this checkout has no git history and no --commit was given: the bundle will say commit 'unknown'"
+        if ingest:
+            raise UserError(message + ", which the history refuses; pass --commit SHA")
+        print(f"attnwatch run: warning: {message}", file=sys.stderr)
+    return None
+
+
 def _run(args) -> int:
     from ci.plan import plan_cases
     from ci.run_config import default, timing_config
     from ci.runner import RunOptions, execute_suite
     from ci.summary import format_summary
 
+    commit = check_commit(args.commit, args.ingest)
     device_kind = detect_device_kind() if args.device == "auto" else args.device
     set_name, shapes = select_shapes(args.shapes, device_kind)
     variants = select_variants(args.variants)
@@ -134,6 +154,7 @@ def _run(args) -> int:
         plain_progress=not sys.stderr.isatty(),  # CI logs get one line per case, not bar redraws
         notes=args.notes,
         deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
+        commit_sha=commit,
     )
     print(f"attnwatch run: {len(cases)} cases ({len(variants)} variants x {len(shapes)} shapes x {len(dtypes)} dtypes"
           f" x {len(causal)} causal modes) on {device_kind}", file=sys.stderr)
