@@ -150,3 +150,21 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     starts = sorted(manifests, key=lambda k: manifests[k]["started_at"])
     assert starts == ["base-round1", "head-round1", "head-round2", "base-round2"]  # A B | B A
     assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
+
+
+@pytest.mark.slow
+def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
+    """--base-root: the base's kernels come from a plain directory (a host without the history)."""
+    export = tmp_path / "base"
+    export.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
+    out = tmp_path / "out"
+    rc = main(["compare", "--base-root", str(export), "--base", "exported-head", "--shapes", "cpu", "--variants",
+               "sdpa", "--causal", "no", "--rounds", "1", "--out", str(out)])
+    assert rc == 0
+    report = load_report(out / "compare.json")
+    assert report.base_ref == "exported-head" and report.rounds == 1
+    (case,) = report.cases
+    assert case.case_id == "sdpa/cpu_tiny/fp16/noncausal" and case.base.status == case.head.status == "ok"
+    assert sorted(p.name for p in (out / "bundles").iterdir()) == ["base-round1", "head-round1"]

@@ -43,6 +43,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu, for deltas in the PR comment")
     p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case is killed")
+    p.add_argument("--base-root", type=Path,
+                   help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
+                        "base: for hosts without the repository's history")
     p.add_argument("--base-bundles", nargs="+", type=Path, help="compare these recorded base bundles (no measuring)")
     p.add_argument("--head-bundles", nargs="+", type=Path, help="...against these head bundles")
     p.set_defaults(func=_run)
@@ -55,8 +58,10 @@ def _measure(args, out: Path) -> tuple[list[Path], list[Path], dict]:
     from ci.compare.setup import plan_for, run_options
     from ci.runner import run_suite
 
+    if args.base_root:
+        return _measure_checkout(args, out)
     if not args.base:
-        raise UserError("--base is required unless --base-bundles/--head-bundles are given")
+        raise UserError("--base is required unless --base-bundles/--head-bundles or --base-root are given")
     repo = repo_root(Path.cwd())
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
@@ -79,6 +84,33 @@ def _measure(args, out: Path) -> tuple[list[Path], list[Path], dict]:
                                           log=lambda m: print(m, file=sys.stderr))
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "base_ref": args.base, "head_ref": args.head}
     return measured.base_bundles, measured.head_bundles, refs
+
+
+def _measure_checkout(args, out: Path) -> tuple[list[Path], list[Path], dict]:
+    """--base-root: the base's kernels are already checked out (no git needed on this host);
+    the head is this checkout. The bundles record each side's commit where git can tell it."""
+    from ci.compare.measure import measure_rounds
+    from ci.compare.setup import plan_for, run_options
+    from ci.runner import resolve_kernels_checkout, run_suite
+
+    try:
+        base_root = resolve_kernels_checkout(Path(args.base_root))
+    except FileNotFoundError as exc:
+        raise UserError(f"--base-root: {exc}") from None
+    cases = plan_for(args)
+    print(f"compare: {len(cases)} cases x {args.rounds} rounds x 2 sides; base kernels from {base_root}", file=sys.stderr)
+    measured = measure_rounds(cases, rounds=args.rounds, base_root=base_root, head_root=None, out_dir=out,
+                              options=run_options(args), run_suite=run_suite, log=lambda m: print(m, file=sys.stderr))
+    base_sha = _recorded_commit(measured.base_bundles, args.base)
+    head_sha = _recorded_commit(measured.head_bundles, None)
+    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
+            "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
+    return measured.base_bundles, measured.head_bundles, refs
+
+
+def _recorded_commit(bundles: list[Path], fallback: str | None) -> str:
+    sha = read_round(bundles[0]).commit_sha if bundles else ""
+    return (sha if sha and sha != "unknown" else (fallback or "unknown"))[:64]
 
 
 def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
