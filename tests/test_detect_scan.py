@@ -139,3 +139,27 @@ def test_broken_thresholds_file_fails_before_touching_the_history(tmp_path, db_p
     with duckdb.connect(str(db_path), read_only=True) as con:
         after = con.execute("select count(*) from alerts").fetchone()
     assert before == after == (0,)
+
+
+def test_acknowledging_while_another_process_ingests_loses_nothing(tmp_path, db_path):
+    """DuckDB has one writer at a time: the ack waits for the lock (history.db retries), and both
+    the ingest's runs and the acknowledgement end up in the file."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    _history(tmp_path, db_path)
+    main(["--db", str(db_path), "detect"])
+    alert_id = _alerts(db_path)[0].alert_id
+    more = [make_bundle(tmp_path / f"late-{i}", run_id=f"late-{i}", started_at=T0 + timedelta(days=2, hours=i),
+                        variants=("sdpa", "triton_fa2"), seed=50 + i) for i in range(6)]
+    tests_dir = Path(__file__).resolve().parent
+    code = ("import sys; from history.ingest import ingest_paths; "
+            "[ingest_paths(sys.argv[1], [p]) for p in sys.argv[2:]]")
+    ingest = subprocess.Popen([sys.executable, "-c", code, str(db_path), *map(str, more)], cwd=tests_dir.parent)
+    acknowledge(db_path, alert_id, "looking into it", "ana")
+    resolve(db_path, alert_id, "fixed", "ana")
+    assert ingest.wait(timeout=300) == 0
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        assert con.execute("select count(*) from runs where run_id like 'late-%'").fetchone() == (6,)
+    assert [e.action for e in alert_events(db_path, alert_id)] == ["opened", "acknowledged", "resolved"]
