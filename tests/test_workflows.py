@@ -114,3 +114,4 @@ def test_pr_comment_never_runs_pr_code():
     comment = next(s for s in job["steps"] if "attnwatch comment" in s.get("run", ""))
     assert comment["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
     assert "untrusted-compare/compare.json" in comment["run"]
+    assert '--sha "$HEAD_SHA"' in comment["run"] and comment["env"]["EVENT"] == "${{ github.event.workflow_run.event }}"
