@@ -73,7 +73,7 @@ def measurer(pytestconfig, journal):
 
     plan = _plan(pytestconfig)
     env = _environment(pytestconfig)
-    journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
     m = GroupMeasurer(plan, journal)
+    journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
     m.build_all()
     return m

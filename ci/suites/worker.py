@@ -99,6 +99,11 @@ class GroupMeasurer:
             self.flusher = NoFlush()
             self.timer = CpuWallTimer()
         self.monitor = open_monitor(plan.device_kind)
+        # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
+        # than in the first case, whose hang limit is meant for the kernel.
+        from kernels.availability import capabilities
+
+        capabilities()
         self.families: dict[str, str] = {}
         self.build_failures: dict[str, str] = {}
         self._results: dict[str, CaseResult] = {}
