@@ -37,7 +37,8 @@ def escape_markdown(text: str | None) -> str:
 def md(value) -> str:
     """Any value for a markdown message (st.info, st.warning, labels): escaped, so a hostile
     name cannot become a link, an image or emphasis."""
-    return escape_markdown(str(value))
+    # A bare URL is auto-linked even when escaped; a zero-width space after the scheme stops it.
+    return escape_markdown(str(value)).replace("\\://", "\\:\u200b//")
 
 
 def escape_hover(text: str | None, limit: int = 80) -> str:

@@ -90,6 +90,10 @@ def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history,
     # The sparkline spans the main runs up to the shown one (8), oldest first, with the step.
     trend = list(by_case.loc[REGRESSED_CASE, "trend_us"])
     assert len(trend) == 8 and trend[-1] > trend[0] * 1.05
+    rel = list(by_case.loc[REGRESSED_CASE, "trend_rel"])  # the sparkline: one scale for every row
+    assert rel[-1] > 1.03 and rel[0] < 0.97
+    sdpa_rel = [x for t in cases[cases["variant"] == "sdpa"]["trend_rel"] for x in t]
+    assert max(abs(x - 1) for x in sdpa_rel) < 0.02  # 1% noise stays a flat line
     assert by_case.loc[REGRESSED_CASE, "open_alerts"] == 2  # latency and gap-to-SDPA steps
     alerts = frame_with(at, "alert_id")
     triton_cases = {c for c in cases["case_id"] if c.startswith("triton_fa2/")}

@@ -157,6 +157,7 @@ def test_every_page_draws_in_chromium(dashboard_url, tmp_path):
                 for directory in _screenshot_dirs(tmp_path):
                     page.screenshot(path=str(directory / name), full_page=True)
                 assert page.locator("[data-testid='stException']").count() == 0, f"{title}: a traceback is shown"
+                assert "could not read" not in page.locator("[data-testid='stMain']").inner_text(), f"{title}: a read failed"
                 assert (tmp_path / name).stat().st_size > 10_000
 
             # Clicking a point of the trend opens that point's run.

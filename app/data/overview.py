@@ -47,7 +47,8 @@ def newest_main_run_any_status(source: Source, gpu: str) -> pd.DataFrame:
 @cached_query
 def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS) -> pd.DataFrame:
     """Every case of `run_id` with its stored figures, correctness over seeds, the median
-    latency of the last `spark_runs` main runs on the same GPU (oldest first) and its open alerts."""
+    latency of the last `spark_runs` main runs on the same GPU (oldest first; `trend_rel` is the
+    same divided by its median, so every row's sparkline shares one scale) and its open alerts."""
     return read_frame(
         source,
         """
@@ -57,11 +58,17 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
               AND started_at <= (SELECT started_at FROM runs WHERE run_id = ?)
             ORDER BY started_at DESC, run_id DESC LIMIT ?
         ),
-        trend AS (
-            SELECT r.case_id, list(r.median_us ORDER BY recent.started_at) AS trend_us
+        recent_ok AS (
+            SELECT r.case_id, r.median_us, recent.started_at
             FROM results r JOIN recent USING (run_id)
             WHERE r.status = 'ok' AND r.median_us IS NOT NULL
-            GROUP BY r.case_id
+        ),
+        trend_median AS (SELECT case_id, median(median_us) AS m FROM recent_ok GROUP BY case_id),
+        trend AS (
+            SELECT case_id, list(median_us ORDER BY started_at) AS trend_us,
+                   list(median_us / m ORDER BY started_at) AS trend_rel
+            FROM recent_ok JOIN trend_median USING (case_id)
+            GROUP BY case_id
         ),
         open_alerts AS (
             SELECT a.case_id, count(*) AS open_alerts
@@ -73,7 +80,8 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
                res.median_us, res.us_per_head, res.tflops, res.gap_to_sdpa,
                res.gap_to_fastest_backend, res.fastest_backend,
                cs.passed AS correct, cs.seeds AS correctness_seeds, cs.worst_rel_err,
-               trend.trend_us, coalesce(open_alerts.open_alerts, 0) AS open_alerts,
+               trend.trend_rel, trend.trend_us,
+               coalesce(open_alerts.open_alerts, 0) AS open_alerts,
                res.rel_spread, res.converged, res.n_samples, res.error, res.case_id
         FROM results res
         LEFT JOIN correctness_summaries cs ON cs.run_id = res.run_id AND cs.case_id = res.case_id

@@ -6,6 +6,8 @@ import streamlit as st
 from app import ui
 from app.data import overview, runs
 
+SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
+
 CASE_COLUMNS = {
     "variant": st.column_config.TextColumn("variant"),
     "shape_id": st.column_config.TextColumn("shape"),
@@ -17,7 +19,10 @@ CASE_COLUMNS = {
     "tflops": st.column_config.NumberColumn("TFLOPS", format="%.1f"),
     "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", help="median / median(sdpa), same run, same GPU; < 1 is faster"),
     "correct": st.column_config.CheckboxColumn("correct", help="every seed within tolerance, no NaN/Inf"),
-    "trend_us": st.column_config.LineChartColumn(f"median µs, last {overview.SPARKLINE_RUNS} main runs"),
+    "trend_rel": st.column_config.LineChartColumn(
+        f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE,
+        help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
+             "so noise looks like noise and a step like a step (bigger moves leave the axis: see Trends)"),
     "open_alerts": st.column_config.NumberColumn("open alerts"),
     "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
     "fastest_backend": st.column_config.TextColumn("fastest backend"),
