@@ -43,17 +43,32 @@ from history.detection.ab import ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
 
 SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
-CHI2_975_9DF = 2.700  # lower 2.5% point of chi-square with 9 degrees of freedom
+
+
+def chi2_lower(df: int) -> float:
+    """Lower 2.5% point of chi-square(df) by the Wilson-Hilferty approximation (Wilson &
+    Hilferty 1931): 2.67 at df = 9 against the tabulated 2.70, closer for larger df."""
+    z = -1.959964
+    return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
 def load_processes(paths: list[Path]) -> dict[str, list[np.ndarray]]:
-    """case -> one array of samples per process (cases seen in at least two processes)."""
+    """case -> one array of samples per process (cases seen in at least two processes).
+
+    A path is either a samples file in the fixture's layout or a run bundle directory (its
+    samples.json is one process): the bundles of an A/A `attnwatch compare` on a GPU, every
+    round its own process, are exactly the between-run data the fixture lacks.
+    """
     cases: dict[str, list[np.ndarray]] = {}
     for path in paths:
-        data = json.loads(path.read_text())
-        for proc in data["processes"].values():
+        if path.is_dir():
+            processes = [{case: {"us": us} for case, us in json.loads((path / "samples.json").read_text())["samples"].items()}]
+        else:
+            processes = list(json.loads(path.read_text())["processes"].values())
+        for proc in processes:
             for case, value in proc.items():
-                cases.setdefault(case, []).append(np.asarray(value["us"], dtype=np.float64))
+                if len(value["us"]) >= 2:
+                    cases.setdefault(case, []).append(np.asarray(value["us"], dtype=np.float64))
     return {c: p for c, p in cases.items() if len(p) >= 2}
 
 
@@ -133,7 +148,8 @@ def main(argv=None) -> int:
     shared = Path(os.environ["ATTNWATCH_SHARED"]) if os.environ.get("ATTNWATCH_SHARED") else here.parent / "shared"
     default_samples = shared / "fixtures" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--samples", nargs="+", type=Path, default=[default_samples], help="per-call sample files")
+    p.add_argument("--samples", nargs="+", type=Path, default=[default_samples],
+                   help="per-call sample files (fixture layout) or run bundle directories (one process each)")
     p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (config/thresholds.toml)")
     p.add_argument("--trials", type=int, default=200, help="trials per case and slowdown")
     p.add_argument("--rounds", type=int, default=5, help="A/B rounds per side (compare's default)")
@@ -151,7 +167,7 @@ def main(argv=None) -> int:
         print("no case has samples from two processes", file=sys.stderr)
         return 2
     sigma, df = between_process_sigma(cases)
-    sigma_upper = sigma * math.sqrt(df / CHI2_975_9DF) if df == 9 else sigma * 1.8
+    sigma_upper = sigma * math.sqrt(df / chi2_lower(df))
     rng = np.random.default_rng(args.seed)
     started = time.time()
     out: dict = {"gpu": args.gpu, "min_effect": th.min_effect, "confidence": th.confidence, "cases": len(cases),
