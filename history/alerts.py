@@ -163,6 +163,8 @@ def _clean(text: Any, name: str, limit: int, required: bool) -> str:
 def _transition(db_path: str | Path, alert_id: int, target: str, note: str, actor: str, note_required: bool) -> Alert:
     note = _clean(note, "note", MAX_NOTE, note_required)
     actor = _clean(actor, "actor", MAX_ACTOR, True)
+    if not Path(db_path).is_file():  # open_write would create an empty history at a mistyped path
+        raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
     with open_write(db_path) as con:
         con.execute("BEGIN TRANSACTION")
         try:

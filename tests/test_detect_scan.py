@@ -163,3 +163,12 @@ def test_acknowledging_while_another_process_ingests_loses_nothing(tmp_path, db_
     with duckdb.connect(str(db_path), read_only=True) as con:
         assert con.execute("select count(*) from runs where run_id like 'late-%'").fetchone() == (6,)
     assert [e.action for e in alert_events(db_path, alert_id)] == ["opened", "acknowledged", "resolved"]
+
+
+def test_a_mistyped_history_path_is_an_error_not_a_new_database(tmp_path, capsys):
+    missing = tmp_path / "nope" / "history.duckdb"
+    assert main(["--db", str(missing), "detect"]) == 2
+    assert main(["--db", str(missing), "alerts", "ack", "1", "--note", "x", "--by", "y"]) == 2
+    assert main(["--db", str(missing), "alerts", "list"]) == 2
+    assert "no history" in capsys.readouterr().err
+    assert not missing.exists() and not missing.parent.exists()

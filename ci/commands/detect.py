@@ -7,6 +7,9 @@ data, not a failed command) unless --fail-on-new is given and something new was 
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from ci.errors import UserError
 from history.detection.thresholds import load_thresholds
 
 # history.db, history.alerts and the scan need duckdb: imported when the command runs, so the CLI
@@ -29,6 +32,8 @@ def _run(args) -> int:
     from history.detection.scan import scan_history
 
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
+    if not Path(args.db).is_file():  # open_write would create an empty history at a mistyped path
+        raise UserError(f"{args.db}: no history here yet (ingest a bundle first, or check --db / ATTNWATCH_DB)")
     with open_write(args.db) as con:
         report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)
         if args.dry_run:
