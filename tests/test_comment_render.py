@@ -83,3 +83,9 @@ def test_huge_report_stays_under_githubs_limit_and_says_what_was_cut(report):
     assert "left out to fit GitHub's comment limit" in body
     assert body.rstrip().endswith("artifact")  # links survive the cut
     assert "#### Correctness failures" in body  # failures come first and survive
+
+
+def test_an_empty_comparison_is_not_a_pass(report):
+    empty = dataclasses.replace(report, cases=[])
+    assert empty.should_fail()
+    assert render_comment(empty).splitlines()[1] == "### ⚠️ attnwatch: no cases were compared"

@@ -70,6 +70,8 @@ def headline(report: CompareReport) -> str:
     if report.improvements:
         n = len(report.improvements)
         parts.append(f"{n} improvement{'s' * (n != 1)}")
+    if not report.cases:
+        return "### ⚠️ attnwatch: no cases were compared"
     bad = report.should_fail()
     icon = "❌" if bad else "✅"
     if not parts:

@@ -118,8 +118,9 @@ class CompareReport:
         return [c for c in self.cases if c.verdict == "failed"]
 
     def should_fail(self) -> bool:
-        """What `--fail-on regression` fails on: a regression, a correctness failure, a lost case."""
-        return bool(self.regressions or self.correctness_failures or self.failed)
+        """What `--fail-on regression` fails on: a regression, a correctness failure, a lost case,
+        or nothing compared at all (an empty comparison vouches for nothing)."""
+        return bool(self.regressions or self.correctness_failures or self.failed or not self.cases)
 
 
 def write_report(report: CompareReport, path: str | Path) -> Path:
