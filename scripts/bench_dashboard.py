@@ -68,6 +68,8 @@ def bench_page(page: str, warm_repeats: int) -> dict:
     warm = [timed(at.run) for _ in range(warm_repeats)]
     result = {"page": page, "cold_s": cold, "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
               "problems": problems}
+    if problems:  # the page did not draw (e.g. an unreadable history): no interactions to time
+        return result
     if page == "views/trends.py":  # the heaviest view: every variant over the newest 1000 runs
         at.multiselect(key="trends_variants").set_value(at.multiselect(key="trends_variants").options)
         at.slider(key="trends_max_runs").set_value(1000)
@@ -103,7 +105,7 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
             SELECT r.run_id, r.case_id, i.range::INTEGER, r.median_us * exp(0.005 * sqrt(-2 * ln(random())) * cos(2 * pi() * random()))
             FROM results r, range(?) i
             WHERE r.run_id IN (?, ?) AND r.median_us IS NOT NULL
-            ON CONFLICT DO NOTHING
+              AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
             """, [per_case, base, head])
         cases = con.execute("SELECT count(DISTINCT case_id) FROM samples WHERE run_id = ?", [head]).fetchone()[0]
     return base, head, cases
