@@ -137,11 +137,18 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
     )
     state = SuiteState(cases)
     progress = Progress(len(cases), enabled=options.progress, plain=options.plain_progress)
+    interrupted = False
     try:
         _supervise(plan, state, work, checkout, options, progress)
+    except KeyboardInterrupt:
+        # The child is already killed (_run_child); keep what finished in a valid bundle.
+        interrupted = True
+        state.inflight = None
+        state.finish_generation(work / "interrupted-benchmark.json", rc=None, timed_out=False, log_tail="", timeout_s=0.0)
+        state.fail_remaining("not run: the run was interrupted")
     finally:
         progress.close()
-    ncu = _profile(state, checkout, work, options, environment.gpu_name)
+    ncu = None if interrupted else _profile(state, checkout, work, options, environment.gpu_name)
     content = BundleContent(
         state=state,
         git=git,
@@ -157,6 +164,8 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
     keep = options.keep_work_dir or bool(state.lost_cases())
     if not keep:
         _remove_tree(work)
+    if interrupted:
+        raise KeyboardInterrupt(f"interrupted; the cases finished so far are in {bundle}")
     return SuiteResult(bundle, state, run_status(state), work if keep else None)
 
 

@@ -124,3 +124,41 @@ def test_deadline_ends_a_run_with_a_valid_bundle(tmp_path):
     assert all("deadline" in o["error"] for o in outcomes.values())
     assert result.status == "failed"
     load_bundle(result.bundle)
+
+
+def test_interrupt_keeps_finished_cases_in_a_valid_bundle(tmp_path):
+    """Ctrl-C (SIGINT) during a hang: the child is killed, the finished group is kept, the
+    rest is recorded as not run, and the bundle is valid."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "b"
+    script = f"""
+import signal, sys, time
+from pathlib import Path
+sys.path.insert(0, {FAULTS!r})
+from ci.plan import plan_cases
+from ci.run_config import timing_config
+from ci.runner import RunOptions, execute_suite
+from kernels.shapes import SHAPES
+cases = plan_cases(["t_ok"], [SHAPES["cpu_tiny"]], ["fp16"], [True]) + plan_cases(["t_hang"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
+options = RunOptions(shape_set="cpu", device_kind="cpu", correctness=False, case_timeout_s=3600.0, progress=False,
+                     timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),
+                     extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[{FAULTS!r}])
+def interrupt_once_hung(*_):
+    raise KeyboardInterrupt
+signal.signal(signal.SIGALRM, interrupt_once_hung)
+signal.alarm(40)  # start-up and the t_ok group take ~10 s; then t_hang hangs
+try:
+    execute_suite(cases, kernels_root=None, out_dir=Path({str(out)!r}), options=options)
+except KeyboardInterrupt as exc:
+    print("interrupted:", exc)
+    sys.exit(130)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr[-2000:]
+    outcomes = _outcomes(out)
+    assert outcomes["t_ok/cpu_tiny/fp16/causal"]["status"] == "ok"
+    assert outcomes["t_hang/cpu_tiny/fp16/noncausal"]["status"] == "failed"
+    assert "interrupted" in outcomes["t_hang/cpu_tiny/fp16/noncausal"]["error"]
+    load_bundle(out)
