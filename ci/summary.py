@@ -46,4 +46,18 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
         )
     lost = state.lost_cases()
     lines.append(f"{len(state.ok_ids())} measured, {len(lost)} lost, {len(rows) - len(state.ok_ids()) - len(lost)} skipped/unsupported")
+    timed = [state.timings[c] for c in state.ok_ids() if c in state.timings]
+    unconverged = [t for t in timed if not t.get("converged")]
+    if unconverged:
+        worst = max(unconverged, key=lambda t: t["rel_spread"])
+        lines.append(f"{len(unconverged)} cases stopped at the sample/time cap before IQR/median reached the target "
+                     f"(widest: {worst['case_id']} at {100 * worst['rel_spread']:.1f}%)")
+    throttled = [t for t in timed if t.get("throttled_samples")]
+    if throttled:
+        reasons = sorted({r for t in throttled for r in t.get("throttle_reasons", [])})
+        lines.append(f"WARNING: {len(throttled)} cases have samples taken while the GPU was throttled ({', '.join(reasons)})")
+    failed_checks = sorted({cid for cid, records in state.correctness.items() if any(not r["passed"] for r in records)})
+    if failed_checks:
+        lines.append(f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"
+                     + (" ..." if len(failed_checks) > 8 else ""))
     return "\n".join(lines)

@@ -87,3 +87,22 @@ def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
     assert "building sdpa" in lines[0] and "built sdpa: ok=True" in lines[1]
     assert lines[2].endswith("1/2 sdpa/h100_small/fp16/noncausal: ok median 17.06 us")
     assert "2/2 sdpa/h100_small/fp16/causal: timeout (no sign of life for 120 s during warmup" in lines[3]
+
+
+def test_summary_calls_out_caps_throttling_and_correctness():
+    from ci.summary import format_summary
+
+    s = _state(("sdpa", "cuda_wmma"))
+    for cid, converged, throttled in (("sdpa/h100_small/fp16/noncausal", True, 0), ("cuda_wmma/h100_small/fp16/noncausal", False, 30)):
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": converged,
+                  "rel_spread": 0.04, "throttled_samples": throttled, "throttle_reasons": ["sw_power_cap"] if throttled else []}
+        s.apply({"e": "measured", "case": cid, "timing": timing, "samples": [17.0]})
+        s.apply({"e": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
+        s.apply({"e": "outcome", "case": cid, "status": "ok"})
+    s.apply({"e": "correctness", "case": "cuda_wmma/h100_small/fp16/noncausal", "records": [{"passed": False}, {"passed": True}]})
+    s.bench_entries.update(s._gen_entries)
+    text = format_summary(s, "cuda_events")
+    assert "1 cases stopped at the sample/time cap" in text and "cuda_wmma/h100_small/fp16/noncausal at 4.0%" in text
+    assert "WARNING: 1 cases have samples taken while the GPU was throttled (sw_power_cap)" in text
+    assert "CORRECTNESS: 1 cases failed a check: cuda_wmma/h100_small/fp16/noncausal" in text
+    assert "1/2" in text  # the per-case correctness column
