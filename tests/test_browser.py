@@ -136,8 +136,16 @@ def _screenshot_dirs(tmp_path: Path) -> list[Path]:
     return dirs
 
 
-def test_every_page_draws_in_chromium(dashboard_url, tmp_path):
-    executable = _chromium()
+@pytest.fixture(scope="module")
+def chromium_path() -> str:
+    """Checked before the server starts: a missing browser skips (or, under CI, fails) at once."""
+    path = _chromium()
+    _playwright()
+    return path
+
+
+def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
+    executable = chromium_path
     sync_playwright = _playwright()
     dialogs: list[str] = []
     with sync_playwright() as pw:
