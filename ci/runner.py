@@ -22,6 +22,7 @@ first), while `ci` and `history` stay this checkout's.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
 import signal
@@ -62,6 +63,7 @@ class RunOptions:
     ncu: bool = False
     ncu_full: bool = False
     ncu_timeout_s: float = 600.0
+    ncu_cases: list[str] = field(default_factory=list)  # fnmatch patterns on case ids; empty = all
     progress: bool = True
     plain_progress: bool = False  # one line per finished case instead of a bar (logs, non-TTY)
     notes: str = ""
@@ -290,7 +292,10 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
         return None
     from ci.ncu.profile import profile_cases
 
-    return profile_cases(state.ok_kernel_cases(), work / "ncu", full=options.ncu_full,
+    cases = state.ok_kernel_cases()
+    if options.ncu_cases:
+        cases = [c for c in cases if any(fnmatch.fnmatch(c.id, p) for p in options.ncu_cases)]
+    return profile_cases(cases, work / "ncu", full=options.ncu_full,
                          timeout_s=options.ncu_timeout_s, kernels_root=checkout, gpu_name=gpu_name)
 
 

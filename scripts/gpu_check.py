@@ -60,6 +60,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-samples", type=int, default=None)
     p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case counts as hung (default: ci/run_config.toml)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu in the first run")
+    p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile")
     p.add_argument("--budget-s", type=float, default=400.0, help="do not start a repeat that would end after this")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_check)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             correctness=not args.no_correctness and (i == 0 or args.correctness_every_run),
             case_timeout_s=args.case_timeout or float(default(f"case_timeout_{device_kind}_s")),
             trigger="workflow_dispatch", progress=True, plain_progress=True, ncu=args.ncu and i == 0,
+            ncu_cases=[p for p in args.ncu_cases.split(",") if p],
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
             deadline=started_mono + args.budget_s,
             commit_sha=args.commit,

@@ -32,6 +32,7 @@ def register(subparsers) -> None:
     p.add_argument("--ingest", action="store_true", help="ingest the bundle into the history (--db) afterwards")
     p.add_argument("--ncu", action="store_true", help="also profile the measured cases with Nsight Compute")
     p.add_argument("--ncu-full", action="store_true", help="with --ncu: the full section set (slow)")
+    p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile, e.g. '*/fp16/noncausal' (default: every case timed)")
     p.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a case counts as hung")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     p.add_argument("--trigger", default=None, help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)")
@@ -150,6 +151,7 @@ def _run(args) -> int:
         trigger=args.trigger or default_trigger(),
         ncu=args.ncu or args.ncu_full,
         ncu_full=args.ncu_full,
+        ncu_cases=[p for p in args.ncu_cases.split(",") if p],
         progress=not args.no_progress,
         plain_progress=not sys.stderr.isatty(),  # CI logs get one line per case, not bar redraws
         notes=args.notes,
