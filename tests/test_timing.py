@@ -187,3 +187,22 @@ def test_cpu_wall_timer_measures_real_time():
 
     samples = CpuWallTimer().time_block(lambda: time.sleep(0.002), 3, NoFlush())
     assert len(samples) == 3 and all(s >= 2000 for s in samples) and all(math.isfinite(s) for s in samples)
+
+
+def test_guard_policy_grows_past_the_host_enqueue_time_and_bounds_retries():
+    from ci.timing.timers import GuardPolicy
+
+    policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=3)
+    assert policy.after_block(covered=True, enqueue_us=400.0, attempt=0) is False
+    assert policy.guard_us == 1000.0  # a covered block leaves the guard alone
+    # the host took 3 ms to enqueue: the next guard must outlast that
+    assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=0) is True
+    assert policy.guard_us == 6000.0 and policy.retimed_blocks == 1
+    assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=1) is True
+    assert policy.guard_us == 12000.0
+    # the last attempt is kept, and counted as uncovered rather than silently clean
+    assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=2) is False
+    assert policy.uncovered_blocks == 1
+    for _ in range(10):
+        policy.after_block(covered=False, enqueue_us=1e6, attempt=0)
+    assert policy.guard_us == 50_000.0  # capped
