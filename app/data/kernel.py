@@ -15,11 +15,6 @@ NCU_COLUMNS = (
     "gmma_instructions", "sm_clock_mhz", "achieved_tflops",
 )
 
-# Forward FLOPs of a case, the project's one definition (DESIGN.md, Metrics): 4·B·H·Sq·Sk·D,
-# halved when causal. Used only to place a point on the roofline's x axis.
-CASE_FLOPS_SQL = "4.0 * r.batch * r.heads * r.seq_q * r.seq_k * r.head_dim / CASE WHEN r.causal THEN 2 ELSE 1 END"
-
-
 @cached_query
 def variants_with_data(source: Source) -> list[str]:
     frame = read_frame(
@@ -96,26 +91,25 @@ def ncu_kernels_of_run(source: Source, run_id: str, case_id: str) -> pd.DataFram
 
 @cached_query
 def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.DataFrame:
-    """For each profiled case of `variants` on `gpu`, its newest ncu measurement on main: achieved
-    TFLOPS (case FLOPs over ncu's kernel duration, as stored) against FLOPs per DRAM byte."""
+    """For each profiled case of `variants` on `gpu`, its newest ncu measurement on main, every
+    column from that one run: achieved TFLOPS against FLOPs per DRAM byte.
+
+    Both come from the `ncu_roofline` view (migration 003): CI's stored values where the run
+    recorded them, the case FLOPs over ncu's stored bytes / duration for older rows, with
+    `intensity_source` / `tflops_source` saying which; nothing CI stored is recomputed here.
+    """
     return read_frame(
         source,
-        f"""
-        SELECT r.variant || ' · ' || r.dtype || CASE WHEN r.causal THEN ' · causal' ELSE '' END AS label,
-               r.case_id, r.shape_id,
-               arg_max(n.run_id, u.started_at) AS run_id,
-               arg_max(n.achieved_tflops, u.started_at) AS achieved_tflops,
-               arg_max(n.dram_bytes, u.started_at) AS dram_bytes,
-               arg_max(({CASE_FLOPS_SQL}) / n.dram_bytes, u.started_at) AS arithmetic_intensity,
-               arg_max(r.tflops, u.started_at) AS timed_tflops,
-               max(u.started_at) AS profiled_at
-        FROM ncu_cases n
-        JOIN runs u ON u.run_id = n.run_id
-        JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
-        WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main' AND list_contains(?, r.variant)
-          AND n.dram_bytes > 0 AND n.achieved_tflops > 0
-        GROUP BY ALL
-        ORDER BY label, r.shape_id
+        """
+        SELECT variant || ' · ' || dtype || CASE WHEN causal THEN ' · causal' ELSE '' END AS label,
+               case_id, shape_id, run_id, achieved_tflops, tflops_source, arithmetic_intensity,
+               intensity_source, dram_bytes, dram_bytes_ideal, dram_excess_ratio, peak_tflops,
+               pct_of_peak, timed_tflops, started_at AS profiled_at
+        FROM ncu_roofline
+        WHERE gpu = ? AND branch = 'main' AND list_contains(?, variant)
+          AND arithmetic_intensity > 0 AND achieved_tflops > 0
+        QUALIFY row_number() OVER (PARTITION BY case_id ORDER BY started_at DESC, run_id DESC) = 1
+        ORDER BY label, shape_id
         """,
         [gpu, list(variants)],
     )
