@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from ci.ncu.metrics import find_ceiling, metric_specs, metrics_argument
+from ci.ncu.metrics import metric_specs, metrics_argument
 from ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv, parse_number
 
 RAW = "ncu/h200_raw_sdpa_flash_3op.csv"
@@ -75,14 +75,6 @@ def test_derived_roofline_inputs(raw):
     assert m.arithmetic_intensity == pytest.approx(flops / (25_186_816 + 1_537_280))
     assert m.pct_of_peak == pytest.approx(100 * m.achieved_tflops / 666.6)
     assert m.dram_bytes_ideal == ideal
-
-
-def test_ceilings_are_measured_data_with_provenance():
-    ceiling = find_ceiling("NVIDIA H200", "matmul_tflops", "bf16")
-    assert ceiling is not None and 600 < ceiling.value < 800
-    assert "2026" in ceiling.measured
-    assert find_ceiling("NVIDIA H200", "copy_tbps", "fp16").value == pytest.approx(4.22)
-    assert find_ceiling("Some Other GPU", "matmul_tflops", "bf16") is None
 
 
 def test_details_page_maps_named_rows_and_keeps_the_rest(fixtures_dir):

@@ -6,7 +6,7 @@ import streamlit as st
 
 from app import charts, ui
 from app.data import kernel
-from app.data.ceilings import CeilingsError, load_ceilings
+from history.ceilings import CeilingsError, find_ceiling
 
 BUILD_SERIES = ["registers_per_thread", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"]
 
@@ -56,12 +56,13 @@ def roofline_section(source, variant, gpu, all_variants):
     dtype = st.selectbox("roof for dtype", ["fp16", "bf16"], key="kernel_roofline_dtype")
     points = kernel.roofline_points(source, gpu, tuple(chosen))
     try:
-        ceilings = load_ceilings(gpu)
+        compute = find_ceiling(gpu, "matmul_tflops", dtype)
+        memory = find_ceiling(gpu, "copy_tbps", dtype)
     except CeilingsError as exc:
         st.error(str(exc))
         return
-    if ceilings is None or ceilings.peak_for(dtype) is None:
-        st.info(f"No measured {dtype} ceilings recorded for {ui.md(gpu)} (app/ceilings.toml): the roofline needs a measured "
+    if compute is None or memory is None:
+        st.info(f"No measured {dtype} ceilings recorded for {ui.md(gpu)} (history/ceilings.toml): the roofline needs a measured "
                 "GEMM peak and copy bandwidth for this GPU, never a datasheet figure.")
         if not points.empty:
             st.dataframe(points, hide_index=True, width="stretch")
@@ -69,14 +70,17 @@ def roofline_section(source, variant, gpu, all_variants):
     if points.empty:
         st.info(f"No profiled case of {ui.md(', '.join(chosen)) or 'these variants'} on {ui.md(gpu)} has ncu DRAM bytes and achieved TFLOPS.")
         return
-    peak = ceilings.peak_for(dtype)
-    label = f"measured roof: {peak:.1f} TFLOP/s {dtype} GEMM, {ceilings.dram_tbps:.2f} TB/s copy"
-    st.plotly_chart(charts.roofline_figure(points, peak, ceilings.dram_tbps, label), key="roofline_chart", width="stretch")
+    label = f"measured roof: {compute.value:.1f} TFLOP/s {dtype} GEMM, {memory.value:.2f} TB/s copy"
+    st.plotly_chart(charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch")
+    derived = int((points["intensity_source"] == "derived").sum() + (points["tflops_source"] == "derived").sum())
     st.caption(
-        f"Ceilings measured on {ceilings.measured_on}: {ceilings.reasons.get(dtype + '_tflops', '')} "
-        f"{ceilings.reasons.get('dram_tbps', '')} Points: each case's newest profiled run; x = case FLOPs / ncu DRAM bytes, "
-        "y = ncu's achieved TFLOP/s."
+        f"Ceilings: {compute.provenance} {memory.provenance} Points: each case's newest profiled run; "
+        "x = FLOP per DRAM byte and y = achieved TFLOP/s as CI stored them (case FLOPs over ncu's DRAM bytes and "
+        "kernel duration)"
+        + (f"; {derived} value(s) from runs that predate those fields are derived from ncu's stored bytes/duration." if derived else ".")
     )
+    with st.expander("Roofline points"):
+        st.dataframe(points, hide_index=True, width="stretch")
 
 
 def kernel_page(source, shape):

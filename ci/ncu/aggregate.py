@@ -29,7 +29,7 @@ class CaseWork:
 
     flops: float
     ideal_bytes: float
-    peak_tflops: float | None = None  # a measured ceiling (ci/ncu/ceilings.toml), if known
+    peak_tflops: float | None = None  # a measured ceiling (history/ceilings.toml), if known
 
 
 def combine(spec: MetricSpec, kernels: list[ParsedKernel]) -> float | None:

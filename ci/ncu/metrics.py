@@ -1,4 +1,4 @@
-"""The fixed ncu metric list (metrics.toml) and the measured ceilings (ceilings.toml)."""
+"""The fixed ncu metric list (metrics.toml). The measured ceilings live in history/ceilings.toml."""
 
 from __future__ import annotations
 
@@ -40,29 +40,3 @@ def metric_specs() -> tuple[MetricSpec, ...]:
 def metrics_argument() -> str:
     """The comma-separated list for `ncu --metrics`."""
     return ",".join(spec.metric for spec in metric_specs())
-
-
-@dataclass(frozen=True)
-class Ceiling:
-    gpu: str
-    dtype: str
-    kind: str
-    value: float
-    how: str
-    measured: str
-
-
-@lru_cache(maxsize=1)
-def ceilings() -> tuple[Ceiling, ...]:
-    data = tomllib.loads((_HERE / "ceilings.toml").read_text(encoding="utf-8"))
-    return tuple(Ceiling(**entry) for entry in data["ceiling"])
-
-
-def find_ceiling(gpu: str | None, kind: str, dtype: str = "any") -> Ceiling | None:
-    """The measured ceiling for this GPU and dtype (or one valid for any dtype); None if unmeasured."""
-    if not gpu:
-        return None
-    for ceiling in ceilings():
-        if ceiling.gpu == gpu and ceiling.kind == kind and ceiling.dtype in (dtype, "any"):
-            return ceiling
-    return None

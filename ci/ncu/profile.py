@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Sequence
 
 from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from ci.ncu.metrics import find_ceiling, metrics_argument
+from ci.ncu.metrics import metrics_argument
 from ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from ci.ncu.target import OUTCOME_PREFIX
 from history.bundle import NCU_FILE, NCU_RAW_FILE, NcuCaseMetrics, NcuKernelRow, file_envelope
+from history.ceilings import find_ceiling
 from kernels.cases import Case
 
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
