@@ -4,6 +4,10 @@ Each file is written to a temporary name and renamed, and `manifest.json` is wri
 a directory with a manifest is a complete bundle. Records are rebuilt through the contract's
 dataclasses, so a field the contract does not know fails here, at the producer, and not in
 the history's validator.
+
+The optional ncu pass runs after the bundle is written (it can outlast a GPU job's time limit):
+`add_ncu` then adds ncu.json / ncu_raw.csv to the finished bundle and rewrites its manifest,
+each file through a temporary name, so the bundle is complete and valid at every moment.
 """
 
 from __future__ import annotations
@@ -68,6 +72,21 @@ def _only_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+def _put_file(out_dir: Path, name: str, data: Any, raw: bool = False) -> None:
+    """Write one bundle file under a temporary name, then rename it into place (atomic)."""
+    tmp = out_dir / f".{name}.tmp"
+    if raw:
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
+    os.replace(tmp, out_dir / name)
+
+
+def _ncu_document(ncu: Any) -> dict[str, Any]:
+    return _wrap("ncu", ncu_version=ncu.ncu_version, kernels=to_json_dict(ncu.kernel_rows),
+                 cases=[_finite(asdict(c)) for c in ncu.case_metrics])
+
+
 def write_bundle(out_dir: Path, content: BundleContent) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -76,12 +95,7 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
     files: dict[str, str] = {}
 
     def put(role: str, name: str, data: Any, raw: bool = False) -> None:
-        tmp = out_dir / f".{name}.tmp"
-        if raw:
-            tmp.write_text(data, encoding="utf-8")
-        else:
-            tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
-        os.replace(tmp, out_dir / name)
+        _put_file(out_dir, name, data, raw)
         files[role] = name
 
     ok = set(state.ok_ids())
@@ -93,8 +107,7 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
     put("builds", BUILDS_FILE, _wrap("builds", builds=to_json_dict(builds)))
     put("samples", SAMPLES_FILE, _wrap("samples", unit="us", samples={c: state.samples[c] for c in state.order if c in ok}))
     if content.ncu is not None:
-        put("ncu", NCU_FILE, _wrap("ncu", ncu_version=content.ncu.ncu_version,
-                                  kernels=to_json_dict(content.ncu.kernel_rows), cases=[_finite(asdict(c)) for c in content.ncu.case_metrics]))
+        put("ncu", NCU_FILE, _ncu_document(content.ncu))
         if content.ncu.raw_csv:
             put("ncu_raw", NCU_RAW_FILE, content.ncu.raw_csv, raw=True)
     notes = "; ".join(filter(None, [content.notes, *state.notes]))
@@ -121,6 +134,30 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
     data = {"schema": manifest.schema, "schema_version": manifest.schema_version, **to_json_dict(manifest)}
     put("manifest", MANIFEST_FILE, data)
     return out_dir
+
+
+def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Path:
+    """Add an ncu pass (ci.ncu.profile.NcuProfile) to a bundle `write_bundle` already wrote.
+
+    ncu.json (and ncu_raw.csv) are renamed into place first, the manifest last: its `files`
+    then lists them, `finished_at` becomes the end of the ncu pass and `note` is appended to
+    its notes. Killed at any point, the directory is still the valid bundle it was before.
+    """
+    bundle_dir = Path(bundle_dir)
+    manifest_path = bundle_dir / MANIFEST_FILE
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    files = dict(manifest.get("files") or {})
+    _put_file(bundle_dir, NCU_FILE, _ncu_document(ncu))
+    files["ncu"] = NCU_FILE
+    if ncu.raw_csv:
+        _put_file(bundle_dir, NCU_RAW_FILE, ncu.raw_csv, raw=True)
+        files["ncu_raw"] = NCU_RAW_FILE
+    manifest["files"] = files
+    manifest["finished_at"] = finished_at
+    if note:
+        manifest["notes"] = "; ".join(filter(None, [manifest.get("notes", ""), note]))[:4000]
+    _put_file(bundle_dir, MANIFEST_FILE, manifest)
+    return bundle_dir
 
 
 def _wrap(kind: str, **payload: Any) -> dict[str, Any]:

@@ -13,6 +13,10 @@ new process group, and follows the child's journal (ci/journal.py):
   cases with its log tail instead of being restarted forever.
 
 The bundle is always written and valid; its status is `partial` when any case was lost.
+It is written as soon as the cases are measured, BEFORE the optional ncu pass: ncu can take
+minutes, and a GPU job killed by its time limit during ncu must still leave the timing,
+outcomes and correctness records. The ncu pass respects `RunOptions.deadline` (variants that
+do not fit are recorded as not profiled) and its files are then added to the written bundle.
 
 `compare` uses `run_suite(..., kernels_root=<a worktree of the merge base>)`: the child then
 imports `kernels` from that checkout (a temp dir holding a `kernels` symlink goes first on
@@ -32,8 +36,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
-from ci.bundle_writer import BundleContent, run_status, write_bundle
+from ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
 from ci.environment import capture_environment, capture_git
 from ci.plan import PlannedCase, RunPlan
 from ci.progress import Progress
@@ -81,6 +86,10 @@ class RunOptions:
     deadline: float | None = None
     # Silence allowed before a child's first journal line (interpreter, torch and pytest start-up).
     startup_timeout_s: float = 300.0
+    # Called with the bundle directory each time it is (re)written complete: once after the
+    # cases are measured, again after ncu's files are added. A caller whose job can be killed
+    # from outside (gpu_check) copies the bundle out at once instead of waiting for the end.
+    on_bundle_written: Callable[[Path], None] | None = None
 
 
 def resolve_kernels_checkout(kernels_root: Path | None) -> Path | None:
@@ -101,6 +110,7 @@ class SuiteResult:
     state: SuiteState
     status: str
     work_dir: Path | None  # child logs and journals, kept when a case was lost
+    ncu: Any = None  # ci.ncu.profile.NcuProfile when --ncu ran
 
 
 def run_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: Path, options: RunOptions) -> Path:
@@ -150,7 +160,6 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         state.fail_remaining("not run: the run was interrupted")
     finally:
         progress.close()
-    ncu = None if interrupted else _profile(state, checkout, work, options, environment.gpu_name)
     content = BundleContent(
         state=state,
         git=git,
@@ -160,15 +169,39 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         started_at=started_at,
         finished_at=_utc_now(),
         notes=options.notes,
-        ncu=ncu,
     )
     bundle = write_bundle(out_dir, content)
+    _announce(options, bundle)
     keep = options.keep_work_dir or bool(state.lost_cases())
-    if not keep:
-        _remove_tree(work)
-    if interrupted:
-        raise KeyboardInterrupt(f"interrupted; the cases finished so far are in {bundle}")
-    return SuiteResult(bundle, state, run_status(state), work if keep else None)
+    ncu = None
+    try:
+        if interrupted:
+            raise KeyboardInterrupt(f"interrupted; the cases finished so far are in {bundle}")
+        ncu = _profile(state, checkout, work, options, environment.gpu_name)
+        if ncu is not None:
+            add_ncu(bundle, ncu, finished_at=_utc_now(), note=_ncu_note(ncu))
+            _announce(options, bundle)
+    except KeyboardInterrupt as exc:
+        if not interrupted:  # Ctrl-C during ncu: the measured bundle is already complete
+            exc = KeyboardInterrupt(f"interrupted during the ncu pass; the measured bundle is in {bundle}")
+        raise exc from None
+    finally:
+        if not keep:
+            _remove_tree(work)
+    return SuiteResult(bundle, state, run_status(state), work if keep else None, ncu)
+
+
+def _announce(options: RunOptions, bundle: Path) -> None:
+    if options.on_bundle_written is not None:
+        options.on_bundle_written(bundle)
+
+
+def _ncu_note(ncu: Any) -> str:
+    """A manifest note when the run's deadline left cases unprofiled (empty otherwise)."""
+    from ci.ncu.profile import DEADLINE_ERROR
+
+    cut = sum(1 for m in ncu.case_metrics if (m.error or "").startswith(DEADLINE_ERROR))
+    return f"ncu: {cut} of {len(ncu.case_metrics)} cases {DEADLINE_ERROR}" if cut else ""
 
 
 def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress) -> None:
@@ -295,8 +328,8 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
     cases = state.ok_kernel_cases()
     if options.ncu_cases:
         cases = [c for c in cases if any(fnmatch.fnmatch(c.id, p) for p in options.ncu_cases)]
-    return profile_cases(cases, work / "ncu", full=options.ncu_full,
-                         timeout_s=options.ncu_timeout_s, kernels_root=checkout, gpu_name=gpu_name)
+    return profile_cases(cases, work / "ncu", full=options.ncu_full, timeout_s=options.ncu_timeout_s,
+                         kernels_root=checkout, gpu_name=gpu_name, deadline=options.deadline)
 
 
 def _tail(path: Path) -> str:

@@ -61,3 +61,18 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
         lines.append(f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"
                      + (" ..." if len(failed_checks) > 8 else ""))
     return "\n".join(lines)
+
+
+def format_ncu_line(ncu: Any) -> str:
+    """One line on the ncu pass (ci.ncu.profile.NcuProfile): profiled, cut by the deadline, failed."""
+    from ci.ncu.profile import DEADLINE_ERROR
+
+    metrics = ncu.case_metrics
+    cut = [m for m in metrics if (m.error or "").startswith(DEADLINE_ERROR)]
+    failed = [m for m in metrics if m.error and not m.error.startswith(DEADLINE_ERROR)]
+    line = f"ncu: {len(metrics) - len(cut) - len(failed)} of {len(metrics)} cases profiled in {ncu.seconds:.0f} s"
+    if cut:
+        line += f"; WARNING: {len(cut)} {DEADLINE_ERROR}"
+    if failed:
+        line += f"; {len(failed)} without metrics (first: {failed[0].case_id}: {failed[0].error[:160]})"
+    return line

@@ -14,6 +14,10 @@ What it does, in order (each step optional, so a short lease can run a subset):
 5. writes under `--out` (default $OUT): `gpu_check.json` (every figure), `bundles.tar.gz` (the
    run bundles), `pytest_gpu.log`; prints a short table last.
 
+`bundles.tar.gz` is rewritten (temp file + rename) the moment a run's bundle is written, which
+is before that run's ncu pass, and again when ncu's files are added: a call killed from outside
+at any point still returns every bundle finished so far, and the ncu records that finished.
+
 Run from the repository root:  PYTHONPATH=. python3 scripts/gpu_check.py --shapes pr --repeats 3 --do-bench
 `--budget-s` stops starting new repeats when the next one would not fit, and stops a run that
 reaches it (its unfinished cases are recorded as not run), so the call always returns data.
@@ -245,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
             deadline=started_mono + args.budget_s,
             commit_sha=args.commit,
+            on_bundle_written=lambda bundle: save(report, [*bundles, bundle], out),
         )
         t0 = time.perf_counter()
         result = execute_suite(cases, kernels_root=None, out_dir=work / f"run{i}", options=options)
@@ -258,6 +263,14 @@ def main(argv: list[str] | None = None) -> int:
         report.setdefault("runs", []).append({"wall_s": round(walls[-1], 1), "status": result.status, "statuses": statuses,
                                                "correctness": options.correctness,
                                                "lost": {c: o["error"] for c, o in outcomes.items() if o["status"] in ("failed", "crashed", "timeout")}})
+        if result.ncu is not None:
+            metrics = result.ncu.case_metrics
+            report["runs"][-1]["ncu"] = {
+                "seconds": round(result.ncu.seconds, 1), "cases": len(metrics),
+                "profiled": sum(1 for m in metrics if m.kernel_count and not m.error),
+                "not_profiled_deadline": sum(1 for m in metrics if (m.error or "").startswith("not profiled: run deadline")),
+            }
+            log(f"run {i + 1} ncu: {report['runs'][-1]['ncu']}")
         if i == 0:
             correctness = json.loads((result.bundle / "correctness.json").read_text())["records"]
             report["correctness_failures"] = [r for r in correctness if not r["passed"]]
@@ -299,10 +312,20 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def save(report: dict, bundles: list[Path], out: Path) -> None:
-    with tarfile.open(out / "bundles.tar.gz", "w:gz") as tar:
+    """The bundles (as run0, run1, ...) and the report so far, each renamed into place whole."""
+    tmp = out / ".bundles.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
         for i, b in enumerate(bundles):
-            tar.add(b, arcname=f"run{i}")
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+            tar.add(b, arcname=f"run{i}", filter=_skip_temporaries)
+    os.replace(tmp, out / "bundles.tar.gz")
+    tmp = out / ".gpu_check.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, out / "gpu_check.json")
+
+
+def _skip_temporaries(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Leave out a bundle file's temporary (.name.tmp), which is never part of the bundle."""
+    return None if Path(member.name).name.endswith(".tmp") else member
 
 
 def print_table(report: dict, runs: list[dict[str, dict]]) -> None:

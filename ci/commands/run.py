@@ -127,7 +127,7 @@ def _run(args) -> int:
     from ci.plan import plan_cases
     from ci.run_config import default, timing_config
     from ci.runner import RunOptions, execute_suite
-    from ci.summary import format_summary
+    from ci.summary import format_ncu_line, format_summary
 
     commit = check_commit(args.commit, args.ingest)
     device_kind = detect_device_kind() if args.device == "auto" else args.device
@@ -162,6 +162,8 @@ def _run(args) -> int:
           f" x {len(causal)} causal modes) on {device_kind}", file=sys.stderr)
     result = execute_suite(cases, kernels_root=None, out_dir=out, options=options)
     print(format_summary(result.state, timing_mode="cuda_events" if device_kind == "cuda" else "cpu_wall"))
+    if result.ncu is not None:
+        print(format_ncu_line(result.ncu))
     print(f"bundle: {result.bundle} (status {result.status})")
     if result.work_dir is not None:
         print(f"child logs and journals: {result.work_dir}", file=sys.stderr)

@@ -7,6 +7,10 @@ locks the SM clock to base and reports durations about 30% longer than the timed
 
 ncu missing, failing, timing out or refusing metrics never raises: the affected cases carry the
 reason in `NcuCaseMetrics.error` and everything else proceeds.
+
+A run's deadline (`deadline`, a time.monotonic() value) is checked between variants and bounds
+each ncu process: the variants that do not fit are recorded as `DEADLINE_ERROR`, so a GPU job
+with a time limit ends with the metrics that finished instead of being killed mid-profile.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from history.ceilings import find_ceiling
 from kernels.cases import Case
 
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
+DEADLINE_ERROR = "not profiled: run deadline"
 
 
 @dataclass
@@ -81,8 +86,12 @@ def profile_cases(
     timeout_s: float = 600.0,
     kernels_root: Path | None = None,
     gpu_name: str | None = None,
+    deadline: float | None = None,
 ) -> NcuProfile:
-    """Profile every case; never raises for ncu's own failures (they land in `errors`)."""
+    """Profile every case; never raises for ncu's own failures (they land in `errors`).
+
+    `deadline` (time.monotonic()): no variant starts after it, and none runs past it.
+    """
     started = time.monotonic()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -96,7 +105,18 @@ def profile_cases(
         by_variant.setdefault(case.variant, []).append(case)
     csv_parts = []
     for variant, group in by_variant.items():
-        kernels, csv_text, errors = _profile_group(ncu, group, out_dir / variant, full, timeout_s, kernels_root)
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
+            for case in group:
+                profile.errors[case.id] = DEADLINE_ERROR
+                profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=DEADLINE_ERROR))
+            continue
+        bounded = timeout_s if left is None else min(timeout_s, left)
+        kernels, csv_text, errors = _profile_group(ncu, group, out_dir / variant, full, bounded, kernels_root, deadline)
+        if bounded < timeout_s and time.monotonic() >= deadline:
+            # Cut short by the run's deadline, not by ncu's own limit: say so.
+            cut = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
+            errors = {cid: cut if "timed out after" in why else why for cid, why in errors.items()}
         csv_parts.append(csv_text)
         profile.errors.update(errors)
         grouped = group_by_case(kernels)
@@ -145,8 +165,12 @@ def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
 
 def _profile_group(
     ncu: str, cases: list[Case], work_dir: Path, full: bool, timeout_s: float, kernels_root: Path | None,
+    deadline: float | None = None,
 ) -> tuple[list[ParsedKernel], str, dict[str, str]]:
-    """One ncu process over one variant's cases: (kernels, csv text, per-case errors)."""
+    """One ncu process over one variant's cases: (kernels, csv text, per-case errors).
+
+    `timeout_s` bounds each ncu process; `deadline` (monotonic) also bounds the report import.
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     plan = work_dir / "plan.json"
     plan.write_text(json.dumps({"cases": [
@@ -175,8 +199,9 @@ def _profile_group(
             errors.setdefault(case.id, _why(output) or "ncu wrote no report")
         return [], "", errors
     page = ["--page", "details"] if full else ["--page", "raw"]
+    import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     imported_ok, csv_text = _run_bounded(
-        [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), timeout_s,
+        [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
     )
     if not imported_ok:
         for case in cases:
