@@ -56,6 +56,13 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     if throttled:
         reasons = sorted({r for t in throttled for r in t.get("throttle_reasons", [])})
         lines.append(f"WARNING: {len(throttled)} cases have samples taken while the GPU was throttled ({', '.join(reasons)})")
+    uncovered = [t for t in timed if t.get("guard_uncovered_blocks")]
+    if uncovered:
+        blocks = sum(t["guard_uncovered_blocks"] for t in uncovered)
+        worst = max(uncovered, key=lambda t: t["guard_uncovered_blocks"])
+        lines.append(f"WARNING: {len(uncovered)} cases kept {blocks} blocks the guard kernel did not cover "
+                     f"(samples possibly containing host gaps; most: {worst['case_id']}, "
+                     f"{worst['guard_uncovered_blocks']} blocks)")
     failed_checks = sorted({cid for cid, records in state.correctness.items() if any(not r["passed"] for r in records)})
     if failed_checks:
         lines.append(f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"

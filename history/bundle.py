@@ -153,6 +153,12 @@ class CaseTiming:
     throttled_samples: int = 0
     interleave_group: str | None = None  # cases timed round-robin together share this
     schema_version: int = BUNDLE_SCHEMA_VERSION
+    # CUDA-event timing enqueues each block behind a guard kernel so host dispatch never lands
+    # inside a sample. Blocks re-timed because the host outlasted the guard, and blocks kept
+    # still uncovered after the last attempt (samples possibly containing host gaps).
+    # None: no guard ran (cpu_wall timing, or a bundle written before these fields).
+    guard_retimed_blocks: int | None = None
+    guard_uncovered_blocks: int | None = None
 
 
 @dataclass

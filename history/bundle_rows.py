@@ -20,6 +20,7 @@ _TIMING_COLUMNS = (
     "us_per_head", "tflops", "gap_to_sdpa", "gap_to_fastest_backend", "fastest_backend",
     "graph_median_us", "converged", "rel_spread", "sm_clock_mhz_before", "sm_clock_mhz_after",
     "throttle_reasons", "throttled_samples", "interleave_group",
+    "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),

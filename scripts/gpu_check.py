@@ -100,6 +100,19 @@ def bundle_timings(bundle: Path) -> tuple[dict[str, dict], dict[str, dict]]:
     return timings, {o["case_id"]: o for o in outcomes}
 
 
+def guard_totals(timings: dict[str, dict]) -> dict | None:
+    """The timing guard over one run: blocks re-timed, and blocks kept uncovered (host gaps
+    possible); None when no case ran behind a guard (CPU timing)."""
+    if all(t.get("guard_retimed_blocks") is None for t in timings.values()):
+        return None
+    uncovered = {cid: t["guard_uncovered_blocks"] for cid, t in timings.items() if t.get("guard_uncovered_blocks")}
+    return {
+        "retimed_blocks": sum(t.get("guard_retimed_blocks") or 0 for t in timings.values()),
+        "uncovered_blocks": sum(uncovered.values()),
+        "cases_with_uncovered_blocks": uncovered,
+    }
+
+
 def noise_table(runs: list[dict[str, dict]]) -> dict[str, dict]:
     """Per case present in every run: mean median, CV of medians, CV of gap-to-SDPA."""
     common = set(runs[0]).intersection(*runs[1:]) if len(runs) > 1 else set()
@@ -263,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         report.setdefault("runs", []).append({"wall_s": round(walls[-1], 1), "status": result.status, "statuses": statuses,
                                                "correctness": options.correctness,
                                                "lost": {c: o["error"] for c, o in outcomes.items() if o["status"] in ("failed", "crashed", "timeout")}})
+        report["runs"][-1]["guard"] = guard_totals(timings)
         if result.ncu is not None:
             metrics = result.ncu.case_metrics
             report["runs"][-1]["ncu"] = {
@@ -347,6 +361,9 @@ def print_table(report: dict, runs: list[dict[str, dict]]) -> None:
         log(f"{cid[:44]:<44} " + " ".join(cells))
     for i, r in enumerate(report.get("runs", [])):
         log(f"run {i + 1}: {r['wall_s']} s, {r['status']}, {r['statuses']}, lost: {list(r['lost'])[:6]}")
+        if r.get("guard"):
+            log(f"run {i + 1} guard: {r['guard']['retimed_blocks']} blocks re-timed, {r['guard']['uncovered_blocks']} kept "
+                f"uncovered in {len(r['guard']['cases_with_uncovered_blocks'])} cases")
     log(f"correctness: {report.get('correctness_records', 0)} records, {len(report.get('correctness_failures', []))} failed")
     log(f"builds: {[(b['variant'], b['ok'], b.get('registers_per_thread'), b.get('spill_store_bytes')) for b in report.get('builds', [])]}")
     if "pytest_gpu" in report:

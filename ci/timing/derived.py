@@ -77,6 +77,8 @@ def case_timing(dims: CaseDims, raw: RawMeasurement, interleave_group: str) -> C
         throttle_reasons=list(raw.throttle_reasons),
         throttled_samples=raw.throttled_samples,
         interleave_group=interleave_group,
+        guard_retimed_blocks=raw.guard_retimed_blocks,
+        guard_uncovered_blocks=raw.guard_uncovered_blocks,
     )
 
 

@@ -53,6 +53,11 @@ class RawMeasurement:
     graph_median_us: float | None = None
     graph_note: str | None = None
     error: str | None = None
+    # Guard-kernel outcome of this subject's blocks (timers.GuardPolicy), None without a guard:
+    # blocks re-timed because the host's enqueue outlasted the guard, and blocks kept although
+    # still uncovered after the last attempt (their samples may contain host gaps).
+    guard_retimed_blocks: int | None = None
+    guard_uncovered_blocks: int | None = None
 
 
 class SubjectFailed(Exception):
@@ -98,6 +103,10 @@ def measure_interleaved(
     `SubjectFailed` propagates so the caller can record the crash and exit.
     """
     results = {s.key: RawMeasurement(key=s.key, timing_mode=timer.mode) for s in subjects}
+    policy = getattr(timer, "policy", None)  # timers written before the guard have none
+    if policy is not None:
+        for raw in results.values():
+            raw.guard_retimed_blocks = raw.guard_uncovered_blocks = 0
     for s in subjects:
         results[s.key].sm_clock_mhz_before = monitor.sm_clock_mhz()
     active = list(subjects)
@@ -110,6 +119,9 @@ def measure_interleaved(
             raw = results[subject.key]
             on_block(subject.key)
             t0 = time.perf_counter()
+            if policy is not None:
+                # The policy counts per timer, across subjects: attribute by difference.
+                retimed, uncovered = policy.retimed_blocks, policy.uncovered_blocks
             try:
                 block = timer.time_block(subject.fn, config.block_calls, flusher)
             except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
@@ -119,6 +131,9 @@ def measure_interleaved(
                 active.remove(subject)
                 continue
             raw.timing_wall_s += time.perf_counter() - t0
+            if policy is not None:
+                raw.guard_retimed_blocks += policy.retimed_blocks - retimed
+                raw.guard_uncovered_blocks += policy.uncovered_blocks - uncovered
             reasons = monitor.reasons()
             for reason in reasons:
                 if reason not in raw.throttle_reasons:

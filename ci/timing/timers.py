@@ -52,6 +52,7 @@ class L2Flusher:
 
 class BlockTimer(Protocol):
     mode: str
+    policy: "GuardPolicy | None"  # the guard's counters (CUDA events); None where no guard runs
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher) -> list[float]: ...
 
@@ -142,6 +143,7 @@ class CpuWallTimer:
     """Host wall-clock per call (`cpu_wall`); returns microseconds."""
 
     mode = "cpu_wall"
+    policy = None  # nothing is enqueued ahead of the host: no guard, no host-gap counters
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher) -> list[float]:
         out = []
