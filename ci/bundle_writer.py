@@ -21,15 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from ci.environment import GitInfo, merge_device_properties
+from ci.ncu.files import write_ncu_files
 from ci.suite_state import SuiteState
 from history.bundle import (
     BENCHMARK_FILE,
     BUILDS_FILE,
-    BUNDLE_SCHEMA_VERSION,
     CORRECTNESS_FILE,
     MANIFEST_FILE,
-    NCU_FILE,
-    NCU_RAW_FILE,
     OUTCOMES_FILE,
     SAMPLES_FILE,
     TRIGGERS,
@@ -37,8 +35,10 @@ from history.bundle import (
     CorrectnessRecord,
     Environment,
     Manifest,
+    file_envelope,
     to_json_dict,
 )
+from history.bundle_writer import finite_record, write_bytes_atomic, write_json_atomic
 
 
 @dataclass
@@ -73,18 +73,11 @@ def _only_fields(cls: type, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _put_file(out_dir: Path, name: str, data: Any, raw: bool = False) -> None:
-    """Write one bundle file under a temporary name, then rename it into place (atomic)."""
-    tmp = out_dir / f".{name}.tmp"
+    """Write one bundle file atomically (history.bundle_writer's writers, shared with tests)."""
     if raw:
-        tmp.write_text(data, encoding="utf-8")
+        write_bytes_atomic(out_dir / name, data.encode("utf-8"))
     else:
-        tmp.write_text(json.dumps(data, indent=1, allow_nan=False), encoding="utf-8")
-    os.replace(tmp, out_dir / name)
-
-
-def _ncu_document(ncu: Any) -> dict[str, Any]:
-    return _wrap("ncu", ncu_version=ncu.ncu_version, kernels=to_json_dict(ncu.kernel_rows),
-                 cases=[_finite(asdict(c)) for c in ncu.case_metrics])
+        write_json_atomic(out_dir / name, data)
 
 
 def write_bundle(out_dir: Path, content: BundleContent) -> Path:
@@ -100,16 +93,14 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
 
     ok = set(state.ok_ids())
     put("benchmark", BENCHMARK_FILE, state.benchmark_json())
-    put("outcomes", OUTCOMES_FILE, _wrap("outcomes", cases=to_json_dict(state.ordered_outcomes())))
+    put("outcomes", OUTCOMES_FILE, file_envelope(OUTCOMES_FILE, cases=state.ordered_outcomes()))
     records = [CorrectnessRecord(**_only_fields(CorrectnessRecord, r)) for cid in state.order for r in state.correctness.get(cid, [])]
-    put("correctness", CORRECTNESS_FILE, _wrap("correctness", records=[_finite(asdict(r)) for r in records]))
+    put("correctness", CORRECTNESS_FILE, file_envelope(CORRECTNESS_FILE, records=[finite_record(asdict(r)) for r in records]))
     builds = [BuildRecord(**_only_fields(BuildRecord, b)) for b in state.builds.values()]
-    put("builds", BUILDS_FILE, _wrap("builds", builds=to_json_dict(builds)))
-    put("samples", SAMPLES_FILE, _wrap("samples", unit="us", samples={c: state.samples[c] for c in state.order if c in ok}))
+    put("builds", BUILDS_FILE, file_envelope(BUILDS_FILE, builds=builds))
+    put("samples", SAMPLES_FILE, file_envelope(SAMPLES_FILE, unit="us", samples={c: state.samples[c] for c in state.order if c in ok}))
     if content.ncu is not None:
-        put("ncu", NCU_FILE, _ncu_document(content.ncu))
-        if content.ncu.raw_csv:
-            put("ncu_raw", NCU_RAW_FILE, content.ncu.raw_csv, raw=True)
+        files.update(write_ncu_files(content.ncu, out_dir))
     notes = "; ".join(filter(None, [content.notes, *state.notes]))
     manifest = Manifest(
         run_id=new_run_id(content.git, content.started_at),
@@ -147,29 +138,13 @@ def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Pat
     manifest_path = bundle_dir / MANIFEST_FILE
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     files = dict(manifest.get("files") or {})
-    _put_file(bundle_dir, NCU_FILE, _ncu_document(ncu))
-    files["ncu"] = NCU_FILE
-    if ncu.raw_csv:
-        _put_file(bundle_dir, NCU_RAW_FILE, ncu.raw_csv, raw=True)
-        files["ncu_raw"] = NCU_RAW_FILE
+    files.update(write_ncu_files(ncu, bundle_dir))
     manifest["files"] = files
     manifest["finished_at"] = finished_at
     if note:
         manifest["notes"] = "; ".join(filter(None, [manifest.get("notes", ""), note]))[:4000]
     _put_file(bundle_dir, MANIFEST_FILE, manifest)
     return bundle_dir
-
-
-def _wrap(kind: str, **payload: Any) -> dict[str, Any]:
-    return {"schema": f"attnwatch.{kind}", "schema_version": BUNDLE_SCHEMA_VERSION, **payload}
-
-
-def _finite(record: dict[str, Any]) -> dict[str, Any]:
-    """JSON has no NaN/Inf: a non-finite float becomes None (the record's `nonfinite` says why)."""
-    out = {}
-    for k, v in record.items():
-        out[k] = None if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))) else v
-    return out
 
 
 def _device_fields(child_env: dict[str, Any]) -> dict[str, Any]:

@@ -38,7 +38,7 @@ Units are in field names: `_us` microseconds, `_mhz`, `_bytes`, `_tflops`.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 BUNDLE_SCHEMA_VERSION = 1
@@ -257,10 +257,10 @@ class NcuCaseMetrics:
 
 
 def to_json_dict(obj: Any) -> Any:
-    """Dataclass (or list of them) to plain JSON-ready data."""
+    """Dataclass (or list of them) to plain JSON-ready data; plain data passes through."""
     if isinstance(obj, list):
         return [to_json_dict(o) for o in obj]
-    return asdict(obj)
+    return asdict(obj) if is_dataclass(obj) else obj
 
 
 # --- File envelopes (additive helpers for the layout documented at the top) ---------------

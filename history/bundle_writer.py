@@ -9,6 +9,7 @@ Files are written to a temporary name and renamed, so a reader never sees half a
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -50,35 +51,44 @@ def write_bundle(
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     files = {"benchmark": BENCHMARK_FILE, "outcomes": OUTCOMES_FILE}
-    _write_json(out / BENCHMARK_FILE, benchmark_document)
-    _write_json(out / OUTCOMES_FILE, file_envelope(OUTCOMES_FILE, cases=outcomes))
+    write_json_atomic(out / BENCHMARK_FILE, benchmark_document)
+    write_json_atomic(out / OUTCOMES_FILE, file_envelope(OUTCOMES_FILE, cases=outcomes))
     if correctness is not None:
-        _write_json(out / CORRECTNESS_FILE, file_envelope(CORRECTNESS_FILE, records=correctness))
+        write_json_atomic(out / CORRECTNESS_FILE, file_envelope(CORRECTNESS_FILE, records=correctness))
         files["correctness"] = CORRECTNESS_FILE
     if builds is not None:
-        _write_json(out / BUILDS_FILE, file_envelope(BUILDS_FILE, builds=builds))
+        write_json_atomic(out / BUILDS_FILE, file_envelope(BUILDS_FILE, builds=builds))
         files["builds"] = BUILDS_FILE
     if samples is not None:
-        _write_json(out / SAMPLES_FILE, file_envelope(SAMPLES_FILE, unit="us", samples=samples))
+        write_json_atomic(out / SAMPLES_FILE, file_envelope(SAMPLES_FILE, unit="us", samples=samples))
         files["samples"] = SAMPLES_FILE
     if ncu_kernels is not None or ncu_cases is not None:
-        _write_json(out / NCU_FILE, file_envelope(
+        write_json_atomic(out / NCU_FILE, file_envelope(
             NCU_FILE, ncu_version=ncu_version, kernels=ncu_kernels or [], cases=ncu_cases or []
         ))
         files["ncu"] = NCU_FILE
     if ncu_raw_csv is not None:
-        _write_bytes(out / NCU_RAW_FILE, ncu_raw_csv.encode("utf-8"))
+        write_bytes_atomic(out / NCU_RAW_FILE, ncu_raw_csv.encode("utf-8"))
         files["ncu_raw"] = NCU_RAW_FILE
     manifest.files = {**files, **manifest.files}
-    _write_json(out / MANIFEST_FILE, to_json_dict(manifest))  # last: its presence marks a complete bundle
+    write_json_atomic(out / MANIFEST_FILE, to_json_dict(manifest))  # last: its presence marks a complete bundle
     return out
 
 
-def _write_json(path: Path, data: Any) -> None:
-    _write_bytes(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=False).encode("utf-8"))
+def write_json_atomic(path: Path, data: Any) -> None:
+    """JSON (no NaN/Inf: JSON has none) through a temporary file and a rename."""
+    write_bytes_atomic(path, json.dumps(data, indent=1, sort_keys=False, allow_nan=False).encode("utf-8"))
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write beside the target under a hidden temporary name, then rename: readers (and a
+    validator running while a producer is killed) see the old file or the new one, never half."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def finite_record(record: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN/Inf: a non-finite float becomes None (a record's own fields say why)."""
+    return {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}

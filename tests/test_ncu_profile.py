@@ -8,7 +8,6 @@ exercised for real: subprocesses, process groups, timeouts, report import and pa
 from __future__ import annotations
 
 import json
-import os
 import stat
 import sys
 import textwrap
@@ -16,7 +15,8 @@ import time
 
 import pytest
 
-from ci.ncu.profile import profile_cases, write_ncu_files
+from ci.ncu.files import write_ncu_files
+from ci.ncu.profile import profile_cases
 from history.bundle import NCU_FILE, NCU_RAW_FILE
 from kernels.cases import Case
 from kernels.shapes import SHAPES

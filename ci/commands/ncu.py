@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from ci.errors import UserError
-from ci.ncu.profile import profile_cases, write_ncu_files
+from ci.ncu.files import write_ncu_files
+from ci.ncu.profile import profile_cases
 from history.bundle import NcuCaseMetrics
 from kernels import registry
 from kernels.cases import DTYPES, Case

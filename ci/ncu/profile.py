@@ -31,7 +31,7 @@ from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
 from ci.ncu.metrics import metrics_argument
 from ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from ci.ncu.target import OUTCOME_PREFIX
-from history.bundle import NCU_FILE, NCU_RAW_FILE, NcuCaseMetrics, NcuKernelRow, file_envelope
+from history.bundle import NcuCaseMetrics, NcuKernelRow
 from history.ceilings import find_ceiling
 from kernels.cases import Case
 
@@ -252,17 +252,3 @@ def _why(output: str) -> str:
         return " | ".join(errors[-3:])[:2000]
     tail = output.strip().splitlines()[-3:]
     return " | ".join(tail)[:2000] if tail else ""
-
-
-def write_ncu_files(profile: NcuProfile, bundle_dir: Path) -> dict[str, str]:
-    """Write ncu.json (and ncu_raw.csv when there is CSV) into a bundle; returns role -> file name."""
-    bundle_dir = Path(bundle_dir)
-    document = file_envelope(
-        NCU_FILE, ncu_version=profile.ncu_version, kernels=profile.kernel_rows, cases=profile.case_metrics,
-    )
-    (bundle_dir / NCU_FILE).write_text(json.dumps(document, indent=1, allow_nan=False), encoding="utf-8")
-    files = {"ncu": NCU_FILE}
-    if profile.raw_csv:
-        (bundle_dir / NCU_RAW_FILE).write_text(profile.raw_csv, encoding="utf-8")
-        files["ncu_raw"] = NCU_RAW_FILE
-    return files
