@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ci.timing.derived import BASELINE, CaseDims
-from kernels.cases import case_id
+from kernels.cases import Case, case_id
 from kernels.shapes import Shape
 
 PLAN_SCHEMA = "attnwatch.plan"
@@ -43,6 +43,10 @@ class PlannedCase:
 
     def shape(self) -> Shape:
         return Shape(self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim)
+
+    def to_case(self) -> Case:
+        """The kernels-side case (for code that prepares and runs it in this process)."""
+        return Case(self.variant, self.shape(), self.dtype, self.causal)
 
     def dims(self, family: str = "") -> CaseDims:
         return CaseDims(self.case_id, self.variant, self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim, self.dtype, self.causal, family)

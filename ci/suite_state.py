@@ -159,9 +159,7 @@ class SuiteState:
         return [c for c in self.order if c in self.outcomes and self.outcomes[c].status == "ok" and c in self.bench_entries]
 
     def ok_kernel_cases(self) -> list[Any]:
-        from kernels.cases import Case
-
-        return [Case(self.cases[c].variant, self.cases[c].shape(), self.cases[c].dtype, self.cases[c].causal) for c in self.ok_ids()]
+        return [self.cases[c].to_case() for c in self.ok_ids()]
 
     def ordered_outcomes(self) -> list[CaseOutcome]:
         return [self.outcomes[c] for c in self.order if c in self.outcomes]

@@ -37,9 +37,9 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ci.commands.run import detect_device_kind, select_dtypes, select_shapes, select_variants
+from ci.selection import detect_device_kind, select_cases
 from ci.environment import capture_environment, capture_git
-from ci.plan import PlannedCase, RunPlan, plan_cases
+from ci.plan import PlannedCase, RunPlan
 from ci.run_config import default, timing_config
 from ci.runner import RunOptions, execute_suite
 from history.statistics import coefficient_of_variation
@@ -227,11 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     device_kind = detect_device_kind() if args.device == "auto" else args.device
-    set_name, shapes = select_shapes(args.shapes, device_kind)
-    variants = select_variants(args.variants)
-    dtypes = select_dtypes(args.dtypes, set_name)
-    causal = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    cases = plan_cases(variants, shapes, dtypes, causal)
+    selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
+    set_name, cases = selection.set_name, selection.cases
     timing = timing_config(device_kind).with_overrides(time_cap_s=args.time_cap, max_samples=args.max_samples)
     report: dict = {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -145,3 +145,27 @@ def test_one_failing_case_costs_only_itself(fake_ncu, tmp_path, monkeypatch):
     assert by_case[cases[0].id].kernel_count == 1 and by_case[cases[0].id].error is None
     assert by_case[cases[1].id].kernel_count == 0
     assert "RuntimeError: boom" in by_case[cases[1].id].error
+
+
+def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_path, capsys):
+    from ci.cli import main
+
+    out = tmp_path / "ncu-out"
+    code = main(["ncu", "--shapes", "main", "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no",
+                 "--cases", "*/b4_h16_s1k/*", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "sdpa/b4_h16_s1k/fp16/noncausal" in printed and "43.68" in printed
+    assert "torch_3op/b4_h16_s1k/fp16/noncausal" in printed
+    assert "2 cases" in printed
+    document = json.loads((out / NCU_FILE).read_text())
+    assert {c["case_id"] for c in document["cases"]} == {
+        "sdpa/b4_h16_s1k/fp16/noncausal", "torch_3op/b4_h16_s1k/fp16/noncausal"}
+
+
+def test_ncu_command_refuses_an_empty_selection(tmp_path, capsys):
+    from ci.cli import main
+
+    code = main(["ncu", "--shapes", "main", "--variants", "sdpa", "--cases", "nothing/*", "--out", str(tmp_path)])
+    assert code == 2
+    assert "no cases selected" in capsys.readouterr().err

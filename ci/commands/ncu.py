@@ -9,10 +9,10 @@ from pathlib import Path
 from ci.errors import UserError
 from ci.ncu.files import write_ncu_files
 from ci.ncu.profile import profile_cases
+from ci.selection import select_cases as selection_for
 from history.bundle import NcuCaseMetrics
 from kernels import registry
-from kernels.cases import DTYPES, Case
-from kernels.shapes import shape_set
+from kernels.cases import Case
 
 TABLE_COLUMNS = (
     ("case", 44), ("kernels", 7), ("dur_us", 9), ("SM%", 6), ("DRAM%", 6),
@@ -40,30 +40,19 @@ def register(subparsers) -> None:
 
 
 def select_cases(args) -> list[Case]:
+    """The flags' cases (ci.selection, as `attnwatch run` reads them), kept when runnable here
+    and, with --cases, when a pattern matches."""
     from kernels.availability import availability
 
-    try:
-        shapes = shape_set(args.shapes)
-    except KeyError as exc:
-        raise UserError(str(exc)) from None
-    wanted = [v for v in args.variants.split(",") if v]
-    variants = [registry.get(v) for v in wanted] if wanted else registry.all_variants()
-    dtypes = [d for d in args.dtypes.split(",") if d]
-    for dtype in dtypes:
-        if dtype not in DTYPES:
-            raise UserError(f"--dtypes: unknown dtype {dtype!r}; known: {', '.join(DTYPES)}")
-    causal = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    selection = selection_for(args.shapes, args.variants or None, args.dtypes, args.causal, "cuda")
     cases = []
-    for variant in variants:
-        if not availability(variant)[0] and not wanted:
+    for planned in selection.cases:
+        variant = registry.get(planned.variant)
+        if not args.variants and not availability(variant)[0]:
             continue
-        for shape in shapes:
-            for dtype in dtypes:
-                for is_causal in causal:
-                    case = Case(variant.name, shape, dtype, is_causal)
-                    if args.cases and not any(fnmatch.fnmatch(case.id, pattern) for pattern in args.cases):
-                        continue
-                    cases.append(case)
+        if args.cases and not any(fnmatch.fnmatch(planned.case_id, p) for p in args.cases):
+            continue
+        cases.append(planned.to_case())
     return cases
 
 

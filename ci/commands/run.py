@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -48,57 +47,6 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
-def detect_device_kind() -> str:
-    """"cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
-    from ci.environment import nvml_gpu, package_version
-
-    if nvml_gpu() is not None:
-        return "cuda"
-    if package_version("torch") is None:
-        return "cpu"
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True, timeout=120, check=False)
-    return "cuda" if probe.stdout.strip().endswith("True") else "cpu"
-
-
-def select_shapes(spec: str, device_kind: str) -> tuple[str, list]:
-    """(shape set name, shapes); a comma list of ids is the ad-hoc set "custom"."""
-    from kernels.shapes import SHAPE_SETS, SHAPES, shape_set
-
-    name = ("pr" if device_kind == "cuda" else "cpu") if spec == "auto" else spec
-    if name in SHAPE_SETS:
-        return name, shape_set(name)
-    ids = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [i for i in ids if i not in SHAPES]
-    if unknown or not ids:
-        raise UserError(f"--shapes: unknown shape set or shape id(s) {unknown or spec!r}; sets: {', '.join(SHAPE_SETS)}")
-    return "custom", [SHAPES[i] for i in ids]
-
-
-def select_variants(spec: str | None) -> list[str]:
-    from kernels import registry
-
-    known = [v.name for v in registry.all_variants() if v.family != "test"]
-    if not spec:
-        return known
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UserError(f"--variants: unknown variant(s) {', '.join(unknown)}; known: {', '.join(known)}")
-    return names
-
-
-def select_dtypes(spec: str | None, shape_set_name: str) -> list[str]:
-    from ci.run_config import default_dtypes
-    from kernels.cases import DTYPES
-
-    dtypes = [d.strip() for d in spec.split(",")] if spec else default_dtypes(shape_set_name)
-    bad = [d for d in dtypes if d not in DTYPES]
-    if bad:
-        raise UserError(f"--dtypes: unknown dtype(s) {', '.join(bad)}; known: {', '.join(DTYPES)}")
-    return dtypes
-
-
 def default_trigger() -> str:
     from history.bundle import TRIGGERS
 
@@ -124,18 +72,15 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 
 def _run(args) -> int:
-    from ci.plan import plan_cases
     from ci.run_config import default, timing_config
     from ci.runner import RunOptions, execute_suite
+    from ci.selection import detect_device_kind, select_cases
     from ci.summary import format_ncu_line, format_summary
 
     commit = check_commit(args.commit, args.ingest)
     device_kind = detect_device_kind() if args.device == "auto" else args.device
-    set_name, shapes = select_shapes(args.shapes, device_kind)
-    variants = select_variants(args.variants)
-    dtypes = select_dtypes(args.dtypes, set_name)
-    causal = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    cases = plan_cases(variants, shapes, dtypes, causal)
+    selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
+    cases = selection.cases
     timing = timing_config(device_kind).with_overrides(
         time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
     if timing.max_samples < timing.min_samples:
@@ -143,7 +88,7 @@ def _run(args) -> int:
     timeout = args.case_timeout or float(default(f"case_timeout_{device_kind}_s"))
     out = Path(args.out) if args.out else Path("out") / "runs" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     options = RunOptions(
-        shape_set=set_name,
+        shape_set=selection.set_name,
         device_kind=device_kind,
         timing=timing,
         correctness=not args.no_correctness,
@@ -158,8 +103,8 @@ def _run(args) -> int:
         deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
         commit_sha=commit,
     )
-    print(f"attnwatch run: {len(cases)} cases ({len(variants)} variants x {len(shapes)} shapes x {len(dtypes)} dtypes"
-          f" x {len(causal)} causal modes) on {device_kind}", file=sys.stderr)
+    print(f"attnwatch run: {len(cases)} cases ({len(selection.variants)} variants x {len(selection.shapes)} shapes"
+          f" x {len(selection.dtypes)} dtypes x {len(selection.causal)} causal modes) on {device_kind}", file=sys.stderr)
     result = execute_suite(cases, kernels_root=None, out_dir=out, options=options)
     print(format_summary(result.state, timing_mode="cuda_events" if device_kind == "cuda" else "cpu_wall"))
     if result.ncu is not None:

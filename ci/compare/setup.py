@@ -4,27 +4,18 @@ from __future__ import annotations
 
 from ci.environment import capture_environment
 from ci.errors import UserError
-from ci.plan import PlannedCase, plan_cases
-from ci.run_config import default, default_dtypes, timing_config
+from ci.plan import PlannedCase
+from ci.run_config import default, timing_config
 from ci.runner import RunOptions
-from kernels.registry import all_variants
-from kernels.shapes import shape_set
+from ci.selection import select_cases
+from kernels.shapes import SHAPE_SETS
 
 
 def plan_for(args) -> list[PlannedCase]:
     """Variants are the head's registry (a variant the base lacks shows up as `new`)."""
-    try:
-        shapes = shape_set(args.shapes)
-    except KeyError as exc:
-        raise UserError(str(exc.args[0])) from None
-    known = [v.name for v in all_variants()]
-    variants = [v.strip() for v in args.variants.split(",")] if args.variants else known
-    unknown = [v for v in variants if v not in known]
-    if unknown:
-        raise UserError(f"--variants: unknown {unknown}; known: {', '.join(known)}")
-    dtypes = [d.strip() for d in args.dtypes.split(",")] if args.dtypes else default_dtypes(args.shapes)
-    causal = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
-    return plan_cases(variants, shapes, dtypes, causal)
+    if args.shapes not in SHAPE_SETS:
+        raise UserError(f"--shapes: unknown shape set {args.shapes!r}; known: {', '.join(SHAPE_SETS)}")
+    return select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind="cuda").cases
 
 
 def run_options(args) -> RunOptions:
