@@ -8,9 +8,6 @@ exercised for real: subprocesses, process groups, timeouts, report import and pa
 from __future__ import annotations
 
 import json
-import stat
-import sys
-import textwrap
 import time
 
 import pytest
@@ -20,66 +17,11 @@ from ci.ncu.profile import profile_cases
 from history.bundle import NCU_FILE, NCU_RAW_FILE
 from kernels.cases import Case
 from kernels.shapes import SHAPES
-
-FAKE_NCU = textwrap.dedent(
-    """\
-    #!{python}
-    import json, os, sys, time
-    args = sys.argv[1:]
-    mode = os.environ.get("FAKE_NCU_MODE", "ok")
-    fixture = os.environ["FAKE_NCU_FIXTURE"]
-    if args == ["--version"]:
-        print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 0)")
-        sys.exit(0)
-    if "--import" in args:
-        report = args[args.index("--import") + 1]
-        wanted = json.load(open(report))
-        lines = open(fixture).read().splitlines()
-        out = []
-        for line in lines:
-            if "<default domain>:" not in line:
-                out.append(line)
-                continue
-            for variant, case_id in wanted.items():
-                marker = '<default domain>:' + variant + ':none'
-                if marker in line:
-                    out.append(line.replace(marker, '<default domain>:' + case_id + ':none'))
-        print("\\n".join(out))
-        sys.exit(0)
-    if mode == "hang":
-        time.sleep(60)
-    if mode == "fail":
-        print("==ERROR== The application returned an error code (1).")
-        sys.exit(1)
-    if mode == "perm":
-        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
-        sys.exit(1)
-    assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
-    assert "--profile-from-start" in args and "--nvtx" in args
-    plan = json.load(open(args[-1]))
-    report = args[args.index("--export") + 1] + ".ncu-rep"
-    ranges = {{}}
-    for case in plan["cases"]:
-        case_id = "/".join([case["variant"], case["shape"]["id"], case["dtype"], "causal" if case["causal"] else "noncausal"])
-        if mode == "case_fails" and case["variant"] == "torch_3op":
-            print("attnwatch-ncu:" + json.dumps({{"case_id": case_id, "status": "failed", "error": "RuntimeError: boom"}}))
-            continue
-        ranges[case["variant"]] = case_id
-        print("attnwatch-ncu:" + json.dumps({{"case_id": case_id, "status": "ok", "error": None}}))
-    json.dump(ranges, open(report, "w"))
-    print("==PROF== Disconnected from process 1")
-    """
-)
-
+import stand_in_ncu
 
 @pytest.fixture
 def fake_ncu(tmp_path, monkeypatch, fixtures_dir):
-    path = tmp_path / "ncu"
-    path.write_text(FAKE_NCU.format(python=sys.executable))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("ATTNWATCH_NCU", str(path))
-    monkeypatch.setenv("FAKE_NCU_FIXTURE", str(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv"))
-    return path
+    return stand_in_ncu.install(tmp_path, monkeypatch, fixtures_dir)
 
 
 def _cases():

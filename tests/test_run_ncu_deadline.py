@@ -12,11 +12,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import stat
 import subprocess
 import sys
 import tarfile
-import textwrap
 import time
 from pathlib import Path
 
@@ -30,53 +28,15 @@ from ci.summary import format_ncu_line
 from history.validate import load_bundle
 from kernels.cases import Case
 from kernels.shapes import SHAPES
+import stand_in_ncu as stand_in
 
 pytestmark = pytest.mark.slow  # child processes and a profiler that hangs until stopped
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-STAND_IN_NCU = textwrap.dedent(
-    """\
-    #!{python}
-    import json, os, sys, time
-    args = sys.argv[1:]
-    if args == ["--version"]:
-        print("NVIDIA (R) Nsight Compute Command Line Profiler\\nVersion 2025.3.1.0 (build 0)")
-        sys.exit(0)
-    if "--import" in args:
-        wanted = json.load(open(args[args.index("--import") + 1]))
-        out = []
-        for line in open(os.environ["FAKE_NCU_FIXTURE"]).read().splitlines():
-            if "<default domain>:" not in line:
-                out.append(line)
-                continue
-            for variant, case_id in wanted.items():
-                marker = "<default domain>:" + variant + ":none"
-                if marker in line:
-                    out.append(line.replace(marker, "<default domain>:" + case_id + ":none"))
-        print("\\n".join(out))
-        sys.exit(0)
-    plan = json.load(open(args[-1]))
-    ranges = {{}}
-    for case in plan["cases"]:
-        if case["variant"] in os.environ.get("FAKE_NCU_HANG", "").split(","):
-            open(os.environ["FAKE_NCU_MARKER"], "w").write(case["variant"] + " " + str(os.getpid()))
-            time.sleep(600)
-        case_id = "/".join([case["variant"], case["shape"]["id"], case["dtype"], "causal" if case["causal"] else "noncausal"])
-        ranges[case["variant"]] = case_id
-        print("attnwatch-ncu:" + json.dumps({{"case_id": case_id, "status": "ok", "error": None}}))
-    json.dump(ranges, open(args[args.index("--export") + 1] + ".ncu-rep", "w"))
-    """
-)
-
-
 @pytest.fixture
 def stand_in_ncu(tmp_path, monkeypatch, fixtures_dir):
-    path = tmp_path / "ncu"
-    path.write_text(STAND_IN_NCU.format(python=sys.executable))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("ATTNWATCH_NCU", str(path))
-    monkeypatch.setenv("FAKE_NCU_FIXTURE", str(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv"))
+    stand_in.install(tmp_path, monkeypatch, fixtures_dir)
     monkeypatch.setenv("FAKE_NCU_MARKER", str(tmp_path / "ncu-running"))
     return tmp_path / "ncu-running"
 
