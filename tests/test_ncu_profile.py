@@ -12,12 +12,14 @@ import time
 
 import pytest
 
+import stand_in_ncu  # tests/ helper
+
 from ci.ncu.files import write_ncu_files
 from ci.ncu.profile import profile_cases
 from history.bundle import NCU_FILE, NCU_RAW_FILE
 from kernels.cases import Case
 from kernels.shapes import SHAPES
-import stand_in_ncu
+
 
 @pytest.fixture
 def fake_ncu(tmp_path, monkeypatch, fixtures_dir):

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+import stand_in_ncu as stand_in  # tests/ helper
+
 from ci.ncu.profile import DEADLINE_ERROR, profile_cases
 from ci.plan import plan_cases
 from ci.run_config import timing_config
@@ -28,11 +30,11 @@ from ci.summary import format_ncu_line
 from history.validate import load_bundle
 from kernels.cases import Case
 from kernels.shapes import SHAPES
-import stand_in_ncu as stand_in
 
 pytestmark = pytest.mark.slow  # child processes and a profiler that hangs until stopped
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
 
 @pytest.fixture
 def stand_in_ncu(tmp_path, monkeypatch, fixtures_dir):
