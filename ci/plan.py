@@ -14,11 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ci.timing.derived import BASELINE, CaseDims
 from kernels.cases import Case, case_id
 from kernels.shapes import Shape
 
 PLAN_SCHEMA = "attnwatch.plan"
+BASELINE = "sdpa"  # the gap-to-SDPA reference, first in every interleave group
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,10 @@ class PlannedCase:
         """The kernels-side case (for code that prepares and runs it in this process)."""
         return Case(self.variant, self.shape(), self.dtype, self.causal)
 
-    def dims(self, family: str = "") -> CaseDims:
-        return CaseDims(self.case_id, self.variant, self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim, self.dtype, self.causal, family)
+    @property
+    def flops(self) -> float:
+        """kernels.shapes.Shape.flops: the one definition of a case's FLOPs."""
+        return self.shape().flops(self.causal)
 
     @classmethod
     def of(cls, variant: str, shape: Shape, dtype: str, causal: bool) -> "PlannedCase":

@@ -10,7 +10,8 @@ import pytest
 
 from ci.journal import JournalReader, JournalWriter
 from ci.run_config import TimingConfig, default_dtypes, timing_config
-from ci.timing.derived import CaseDims, apply_gaps, case_timing
+from ci.plan import PlannedCase
+from ci.timing.derived import apply_gaps, case_timing
 from ci.timing.engine import RawMeasurement, Subject, measure_interleaved
 from ci.timing.gpu_state import NullMonitor, decode_reasons, is_throttling
 from ci.timing.timers import CpuWallTimer, NoFlush
@@ -140,7 +141,7 @@ def test_fatal_errors_propagate_with_their_subject():
 
 
 def _timing(variant: str, median: float, group: str = "g") -> CaseTiming:
-    dims = CaseDims(f"{variant}/b4_h16_s1k/fp16/causal", variant, "b4_h16_s1k", 4, 16, 1024, 64, "fp16", True)
+    dims = PlannedCase(variant, "b4_h16_s1k", 4, 16, 1024, 64, "fp16", True)
     raw = RawMeasurement(key=dims.case_id, timing_mode="cuda_events", samples_us=[median * 0.99, median, median * 1.01])
     return case_timing(dims, raw, group)
 

@@ -12,7 +12,8 @@ import json
 import pytest
 
 from ci.run_config import timing_config
-from ci.timing.derived import CaseDims, case_timing
+from ci.plan import PlannedCase
+from ci.timing.derived import case_timing
 from ci.timing.engine import Subject, measure_interleaved
 from ci.timing.gpu_state import NullMonitor
 from ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
@@ -73,7 +74,7 @@ def test_case_timing_carries_the_guard_counts_through_the_bundle_contract():
     timer = ScriptedGuardTimer({"k": [False, False, False, False]}, GuardPolicy(max_attempts=4))
     raw = measure_interleaved([Subject("k", lambda: "k")], _config(min_samples=10, max_samples=10), timer, NoFlush(),
                               NullMonitor())["k"]
-    dims = CaseDims("sdpa/h100_small/fp16/noncausal", "sdpa", "h100_small", 1, 16, 1024, 64, "fp16", False)
+    dims = PlannedCase("sdpa", "h100_small", 1, 16, 1024, 64, "fp16", False)
     timing = case_timing(dims, raw, "g#1")
     assert (timing.guard_retimed_blocks, timing.guard_uncovered_blocks) == (3, 1)
     # What the history's validator reads back from benchmark.json's extra_info.

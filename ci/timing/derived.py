@@ -13,50 +13,26 @@ Definitions (DESIGN.md "Metrics", one each, used everywhere):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ci.plan import BASELINE, PlannedCase
 from ci.timing.engine import RawMeasurement
 from history.bundle import CaseTiming
 from history.statistics import summarize
 
-BASELINE = "sdpa"
 
-
-@dataclass(frozen=True)
-class CaseDims:
-    """What derived metrics need to know about a case (no import of kernels here)."""
-
-    case_id: str
-    variant: str
-    shape_id: str
-    batch: int
-    heads: int
-    seq_len: int
-    head_dim: int
-    dtype: str
-    causal: bool
-    family: str = ""
-
-    @property
-    def flops(self) -> float:
-        total = 4.0 * self.batch * self.heads * self.seq_len * self.seq_len * self.head_dim
-        return total / 2.0 if self.causal else total
-
-
-def case_timing(dims: CaseDims, raw: RawMeasurement, interleave_group: str) -> CaseTiming:
+def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str) -> CaseTiming:
     """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`)."""
     s = summarize(raw.samples_us)
     return CaseTiming(
-        case_id=dims.case_id,
-        variant=dims.variant,
-        shape_id=dims.shape_id,
-        batch=dims.batch,
-        heads=dims.heads,
-        seq_q=dims.seq_len,
-        seq_k=dims.seq_len,
-        head_dim=dims.head_dim,
-        dtype=dims.dtype,
-        causal=dims.causal,
+        case_id=case.case_id,
+        variant=case.variant,
+        shape_id=case.shape_id,
+        batch=case.batch,
+        heads=case.heads,
+        seq_q=case.seq_len,
+        seq_k=case.seq_len,
+        head_dim=case.head_dim,
+        dtype=case.dtype,
+        causal=case.causal,
         timing_mode=raw.timing_mode,
         n=s.n,
         median_us=s.median_us,
@@ -67,8 +43,8 @@ def case_timing(dims: CaseDims, raw: RawMeasurement, interleave_group: str) -> C
         stddev_us=s.stddev_us,
         min_us=s.min_us,
         max_us=s.max_us,
-        us_per_head=s.median_us / (dims.batch * dims.heads),
-        tflops=dims.flops / (s.median_us * 1e-6) / 1e12,
+        us_per_head=s.median_us / (case.batch * case.heads),
+        tflops=case.flops / (s.median_us * 1e-6) / 1e12,
         converged=raw.converged,
         rel_spread=s.rel_spread,
         graph_median_us=raw.graph_median_us,
