@@ -227,7 +227,7 @@ class GroupMeasurer:
     def input_set_count(self, case: PlannedCase) -> int:
         """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""
         element = 4 if case.dtype == "fp32" else 2
-        per_set = 4 * case.batch * case.heads * case.seq_len * case.head_dim * element  # Q, K, V, O
+        per_set = case.shape().min_bytes(element)  # Q, K, V and O once each
         sets = self.config.input_sets
         return sets if sets > 1 and sets * per_set <= self.config.input_sets_max_bytes else 1
 
