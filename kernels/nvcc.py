@@ -141,21 +141,28 @@ def local_headers(source: Path, include_dirs: Sequence[Path]) -> list[Path]:
 def source_hash(
     sources: Sequence[Path], *, output: str, arch: str, flags: Sequence[str], include_dirs: Sequence[Path]
 ) -> str:
-    """sha256 over the sources and local headers (contents, not paths), flags, target and nvcc."""
+    """sha256 over the sources and local headers (contents, not paths), flags, target and nvcc.
+
+    Headers enter in an order that does not depend on where they live (file name, then content
+    digest): the same headers copied to another folder, e.g. a GPU runner's carried copy, give
+    the same key even when that folder sorts before or after the sources' own.
+    """
     digest = hashlib.sha256()
     digest.update(nvcc_version().encode())
     digest.update(f"\0{output}\0{arch}\0".encode())
     for flag in flags:
         digest.update(flag.encode() + b"\0")
-    files: list[Path] = []
     for source in sources:
-        files.append(Path(source))
-        files.extend(local_headers(Path(source), include_dirs))
-    for path in files:
-        data = path.read_bytes()
-        digest.update(f"{path.name}\0{len(data)}\0".encode())
-        digest.update(data)
+        _hash_file(digest, Path(source).name, Path(source).read_bytes())
+        headers = [(h.name, h.read_bytes()) for h in local_headers(Path(source), include_dirs)]
+        for name, data in sorted(headers, key=lambda item: (item[0], hashlib.sha256(item[1]).digest())):
+            _hash_file(digest, name, data)
     return digest.hexdigest()
+
+
+def _hash_file(digest: Any, name: str, data: bytes) -> None:
+    digest.update(f"{name}\0{len(data)}\0".encode())
+    digest.update(data)
 
 
 def nvcc_compile(

@@ -15,6 +15,7 @@ from kernels.nvcc import (
     local_headers,
     nvcc_compile,
     parse_ptxas_verbose,
+    source_hash,
 )
 
 PTXAS_LOGS = Path(__file__).parent / "data" / "ptxas"
@@ -47,6 +48,7 @@ extern "C" __global__ void reverse(float* out) {
 
 
 def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text))
     return path
 
@@ -135,6 +137,21 @@ def test_local_headers_are_found_transitively(tmp_path):
     source = write(tmp_path / "k.cu", '#include "a.cuh"\n#include <cuda_fp16.h>\n')
     found = local_headers(source, [tmp_path / "inc"])
     assert [p.name for p in found] == ["a.cuh", "b.cuh"]
+
+
+def test_key_does_not_depend_on_where_the_headers_live(tmp_path, monkeypatch):
+    """A header folder that sorts before the source's folder, and one that sorts after it,
+    hold the same headers: the key is the same (a GPU runner's carried copy is a cache hit)."""
+    monkeypatch.setattr("kernels.nvcc.nvcc_version", lambda nvcc="nvcc": "nvcc stand-in")
+    source = write(tmp_path / "m" / "k.cu", '#include "lib/x.h"\n#include "own.cuh"\n')
+    write(tmp_path / "m" / "own.cuh", "#define OWN 1\n")
+    keys = []
+    for folder in ("a_before", "z_after"):
+        write(tmp_path / folder / "lib" / "x.h", "#define X 1\n")
+        keys.append(source_hash([source], output="cubin", arch="sm_90", flags=[], include_dirs=[tmp_path / folder]))
+    assert keys[0] == keys[1]
+    write(tmp_path / "z_after" / "lib" / "x.h", "#define X 2\n")
+    assert source_hash([source], output="cubin", arch="sm_90", flags=[], include_dirs=[tmp_path / "z_after"]) != keys[0]
 
 
 @needs_nvcc
