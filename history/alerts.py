@@ -48,20 +48,11 @@ class NewAlert:
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class Alert:
+@dataclass(frozen=True, kw_only=True)
+class Alert(NewAlert):
+    """A stored finding: what NewAlert says, plus its id and where its lifecycle stands."""
+
     alert_id: int
-    dedup_key: str
-    kind: str
-    metric: str
-    case_id: str
-    gpu_name: str | None
-    run_id: str | None
-    commit_sha: str | None
-    baseline_value: float | None
-    new_value: float | None
-    change_pct: float | None
-    detail: str
     status: str
     note: str
     actor: str
@@ -98,7 +89,12 @@ class AlertFilter:
             raise AlertError(f"alert filter limit: expected 1..100000, got {self.limit!r}")
 
 
-_COLUMNS = ", ".join(f.name for f in fields(Alert))
+ALERT_FIELDS = ("alert_id", *(f.name for f in fields(Alert) if f.name != "alert_id"))
+_COLUMNS = ", ".join(ALERT_FIELDS)
+
+
+def _alert(row: tuple) -> Alert:
+    return Alert(**dict(zip(ALERT_FIELDS, row)))
 
 
 def _where(flt: AlertFilter) -> tuple[str, list[Any]]:
@@ -127,14 +123,14 @@ def list_alerts(db_path: str | Path, filters: AlertFilter | dict | None = None) 
         rows = con.execute(
             f"SELECT {_COLUMNS} FROM alerts{where} ORDER BY created_at DESC, alert_id DESC LIMIT {flt.limit}", params
         ).fetchall()
-    return [Alert(*row) for row in rows]
+    return [_alert(row) for row in rows]
 
 
 def get_alert(con, alert_id: int) -> Alert:
     row = con.execute(f"SELECT {_COLUMNS} FROM alerts WHERE alert_id = ?", [int(alert_id)]).fetchone()
     if row is None:
         raise AlertError(f"alerts.alert_id: no alert {alert_id}")
-    return Alert(*row)
+    return _alert(row)
 
 
 def alert_events(db_path: str | Path, alert_id: int) -> list[AlertEvent]:

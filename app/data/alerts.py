@@ -24,8 +24,7 @@ def alert_table(
         statuses=statuses, kinds=kinds, gpu_name=gpu or None, case_contains=case_contains or None, limit=limit,
     )
     rows = [asdict(a) for a in history_alerts.list_alerts(source.path, flt)]
-    columns = [f for f in history_alerts.Alert.__dataclass_fields__]
-    return pd.DataFrame(rows, columns=columns)
+    return pd.DataFrame(rows, columns=list(history_alerts.ALERT_FIELDS))
 
 
 @cached_query
