@@ -6,6 +6,8 @@ file named by $ATTNWATCH_DB. Every page reads it through short-lived read-only c
 
 import streamlit as st
 
+from app.data.store import current_source, schema_notice
+
 st.set_page_config(page_title="attnwatch", page_icon=":material/monitoring:", layout="wide")
 
 PAGES = [
@@ -17,5 +19,10 @@ PAGES = [
     st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
     st.Page("views/run.py", title="Run", icon=":material/receipt_long:"),
 ]
+
+notice = schema_notice(current_source())
+if notice:
+    level, text = notice
+    (st.warning if level == "warning" else st.caption)(text)
 
 st.navigation(PAGES).run()

@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "ingest",
     "sql",
     "export",
+    "migrate",
     "ncu",
     "compare",
     "detect",

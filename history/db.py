@@ -6,7 +6,8 @@ open also blocks a writer (DESIGN.md, History). So:
     (the "Exponential Backoff And Jitter" scheme, AWS Architecture Blog, 2015) until a
     deadline, then raises LockTimeoutError naming the file; it applies pending migrations.
   - `open_read` opens a read-only connection, retrying the lock briefly, for callers that
-    close it soon (the dashboard, `attnwatch sql`).
+    close it soon (the dashboard, `attnwatch sql`). It never migrates, so a history last
+    written by an older attnwatch lacks the newer views until `upgrade` (or any write) runs.
 Both refuse a database migrated by a newer attnwatch (SchemaTooNewError).
 """
 
@@ -21,7 +22,7 @@ from typing import Iterator
 import duckdb
 
 from history.errors import HistoryNotFoundError, LockTimeoutError
-from history.migrations import check_compatible, migrate
+from history.migrations import applied_migrations, check_compatible, code_schema_version, migrate
 
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 1.0
@@ -91,3 +92,27 @@ def open_read(
         yield con
     finally:
         con.close()
+
+
+def upgrade(db_path: str | Path, deadline_s: float = 60.0) -> list[int]:
+    """Apply the migrations an existing history still lacks; return the versions applied.
+
+    The check is made read-only first, so a history that is already current is never opened
+    for writing (a dashboard calling this on start does not contend with ingest for the lock).
+    """
+    path = Path(db_path)
+    with open_read(path, deadline_s) as con:
+        if not check_compatible(con, str(path)):
+            return []
+    con = connect_with_retry(path, deadline_s)
+    try:
+        return migrate(con, str(path))
+    finally:
+        con.close()
+
+
+def schema_version(db_path: str | Path) -> tuple[int, int]:
+    """(the history's schema version, this code's); read-only."""
+    with open_read(db_path) as con:
+        applied = applied_migrations(con)
+    return (max(applied) if applied else 0, code_schema_version())

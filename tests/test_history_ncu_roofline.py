@@ -5,9 +5,7 @@ before CI derived them still ingest (NULL), export/import keeps them, and migrat
 from __future__ import annotations
 
 import json
-import shutil
 
-import duckdb
 import pytest
 
 from bundle_factory import make_bundle
@@ -15,7 +13,7 @@ from history.bundle import NCU_FILE
 from history.db import open_read
 from history.exchange import export_history, import_history
 from history.ingest import ingest_paths
-from history.migrations import MIGRATIONS_DIR, migrate
+from old_history import history_at_version
 
 ROOFLINE_FIELDS = ("memory_throughput_pct", "dram_bytes_ideal", "arithmetic_intensity", "peak_tflops", "pct_of_peak")
 CASE = "sdpa/l4_mission/fp16/causal"
@@ -103,13 +101,7 @@ def test_export_import_round_trips_the_roofline_columns(tmp_path, db_path):
 
 
 def test_migration_003_upgrades_a_history_written_at_version_2(tmp_path, db_path):
-    early = tmp_path / "migrations"
-    early.mkdir()
-    for name in ("001_initial.sql", "002_alert_events.sql"):
-        shutil.copy(MIGRATIONS_DIR / name, early / name)
-    con = duckdb.connect(str(db_path))
-    assert migrate(con, str(db_path), early) == [1, 2]
-    con.close()
+    history_at_version(db_path, 2, tmp_path)
     bundle = make_bundle(tmp_path / "new", run_id="new", with_ncu=True)
     _edit_ncu_cases(bundle, _with_roofline)
     ingest_paths(db_path, [bundle])  # opening for writing applies 003 onwards

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import pandas as pd
 import streamlit as st
 
-from history.db import open_read
+from history.db import open_read, upgrade
 from history.paths import default_db_path
 
 # Seconds a cached result may be served even if the signature did not change (belt and braces
@@ -71,6 +71,27 @@ def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) ->
         raise
     except Exception as exc:  # duckdb raises many types; the page shows one clear line
         raise HistoryUnavailable(f"could not read {source.path}: {type(exc).__name__}: {exc}") from exc
+
+
+@st.cache_resource(show_spinner=False, max_entries=CACHE_MAX_ENTRIES)
+def schema_notice(source: Source) -> tuple[str, str] | None:
+    """Bring a history written by an older attnwatch up to date once per file version.
+
+    Readers never migrate on open, so such a history lacks the newer views (the Kernel page's
+    roofline, say). The first page view applies the pending migrations (read-only check first,
+    so a current history is never opened for writing); when that cannot be done (read-only
+    file, a writer holding the lock) the answer is a warning the dashboard shows instead.
+    Returns None, or (level, text) with level "info" or "warning".
+    """
+    if not source.exists:
+        return None
+    try:
+        applied = upgrade(source.path, deadline_s=5.0)
+    except Exception as exc:  # duckdb raises many types; the dashboard shows one clear line
+        return ("warning", f"{source.path} could not be brought up to this attnwatch's schema "
+                f"({type(exc).__name__}: {exc}); pages that need newer views will fail until "
+                "`attnwatch migrate` has run on it")
+    return ("info", f"{source.path} was brought up to schema {applied[-1]} on opening.") if applied else None
 
 
 def cached_query(func):

@@ -1,0 +1,38 @@
+"""`attnwatch migrate`: bring an existing history up to this attnwatch's schema.
+
+Writers (ingest, detect, alerts) migrate on open; readers (the dashboard, `attnwatch sql`)
+never write, so a history last written by an older attnwatch lacks the newer views until a
+write or this command. `--check` only reports, and exits 1 when migrations are pending.
+"""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "migrate",
+        help="apply pending schema migrations to the history",
+        description="Apply the numbered schema migrations the history still lacks (each in its own "
+        "transaction). A history newer than this attnwatch is refused, never altered.",
+    )
+    p.add_argument("--check", action="store_true", help="report only; exit 1 when migrations are pending")
+    p.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for another writer to release the history (default 60)")
+    p.set_defaults(func=_run)
+
+
+def _run(args) -> int:
+    # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
+    from history.db import schema_version, upgrade
+
+    before, code = schema_version(args.db)
+    if args.check:
+        state = "current" if before == code else f"behind: {code - before} migration(s) pending"
+        print(f"{args.db}: schema {before}, this attnwatch {code} ({state})")
+        return 0 if before == code else 1
+    applied = upgrade(args.db, deadline_s=args.lock_timeout)
+    if applied:
+        print(f"{args.db}: schema {before} -> {applied[-1]} (applied {', '.join(f'{v:03d}' for v in applied)})")
+    else:
+        print(f"{args.db}: already at schema {before}")
+    return 0

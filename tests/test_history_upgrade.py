@@ -1,0 +1,106 @@
+"""Bringing a history written by an older attnwatch up to date: `history.db.upgrade`, the
+`attnwatch migrate` command, and the dashboard doing it on opening (readers never migrate)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from contextlib import contextmanager
+
+import pytest
+
+from ci.cli import main as cli_main
+from history.db import open_read, open_write, schema_version, upgrade
+from history.errors import HistoryNotFoundError, LockTimeoutError
+from history.migrations import code_schema_version
+from old_history import history_at_version
+from test_app_pages import open_page, texts
+
+LATEST = code_schema_version()
+
+
+def _views(db_path) -> set[str]:
+    with open_read(db_path) as con:
+        return {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
+
+
+@contextmanager
+def read_only_holder(db_path):
+    """Another process holding a read-only connection: DuckDB then refuses any writer."""
+    code = textwrap.dedent(f"""
+        import sys, duckdb
+        con = duckdb.connect({str(db_path)!r}, read_only=True)
+        print("ready", flush=True)
+        sys.stdin.read()
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        yield proc
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def test_upgrade_applies_what_is_pending_once(tmp_path, db_path):
+    history_at_version(db_path, 2, tmp_path)
+    assert "ncu_roofline" not in _views(db_path)
+    assert schema_version(db_path) == (2, LATEST)
+    assert upgrade(db_path) == list(range(3, LATEST + 1))
+    assert "ncu_roofline" in _views(db_path)
+    assert upgrade(db_path) == []
+    assert schema_version(db_path) == (LATEST, LATEST)
+
+
+def test_a_current_history_is_checked_without_taking_the_write_lock(tmp_path, db_path):
+    with open_write(db_path):
+        pass
+    with read_only_holder(db_path):
+        with pytest.raises(LockTimeoutError):  # what a writer gets meanwhile
+            with open_write(db_path, deadline_s=0.5):
+                pass
+        assert upgrade(db_path, deadline_s=0.5) == []
+
+
+def test_upgrade_of_a_missing_history_names_the_file(tmp_path):
+    missing = tmp_path / "none.duckdb"
+    with pytest.raises(HistoryNotFoundError, match="none.duckdb"):
+        upgrade(missing)
+    assert not missing.exists()
+
+
+def test_migrate_command_checks_then_applies(tmp_path, db_path, capsys):
+    history_at_version(db_path, 2, tmp_path)
+    assert cli_main(["migrate", "--check"]) == 1
+    assert f"schema 2, this attnwatch {LATEST} (behind: {LATEST - 2} migration(s) pending)" in capsys.readouterr().out
+    assert cli_main(["migrate"]) == 0
+    assert f"schema 2 -> {LATEST} (applied 003" in capsys.readouterr().out
+    assert cli_main(["migrate", "--check"]) == 0
+    assert cli_main(["migrate"]) == 0
+    assert f"already at schema {LATEST}" in capsys.readouterr().out
+
+
+def test_migrate_command_on_a_missing_history_fails_clearly(tmp_path, capsys):
+    missing = tmp_path / "none.duckdb"
+    assert cli_main(["--db", str(missing), "migrate"]) == 2
+    assert str(missing) in capsys.readouterr().err
+    assert not missing.exists()
+
+
+def test_dashboard_brings_an_old_history_up_to_date_and_says_so(tmp_path, monkeypatch):
+    db = history_at_version(tmp_path / "old.duckdb", 2, tmp_path)
+    at = open_page(db, monkeypatch)
+    assert any(f"was brought up to schema {LATEST} on opening" in c for c in texts(at, "caption"))
+    assert "ncu_roofline" in _views(db)
+    at = open_page(db, monkeypatch, "views/kernel.py")
+    assert not [w for w in texts(at, "warning") if "could not" in w]
+
+
+def test_dashboard_that_cannot_upgrade_warns_and_still_reads(tmp_path, monkeypatch):
+    db = history_at_version(tmp_path / "old.duckdb", 2, tmp_path)
+    with read_only_holder(db):
+        at = open_page(db, monkeypatch)
+        warning = next(w for w in texts(at, "warning") if "could not be brought up" in w)
+        assert "attnwatch migrate" in warning and str(db) in warning
+    assert schema_version(db) == (2, LATEST)
