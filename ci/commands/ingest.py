@@ -6,6 +6,8 @@ Every input is validated before anything is written; one bad input and nothing i
 
 from __future__ import annotations
 
+from ci.commands import add_lock_timeout
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -15,8 +17,7 @@ def register(subparsers) -> None:
         "then store each as one transaction. Idempotent: a run already stored is skipped.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="bundle directory or pytest-benchmark .json file")
-    p.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for another writer to release the history (default 60)")
+    add_lock_timeout(p)
     p.set_defaults(func=_run)
 
 

@@ -7,6 +7,8 @@ write or this command. `--check` only reports, and exits 1 when migrations are p
 
 from __future__ import annotations
 
+from ci.commands import add_lock_timeout
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
@@ -16,8 +18,7 @@ def register(subparsers) -> None:
         "transaction). A history newer than this attnwatch is refused, never altered.",
     )
     p.add_argument("--check", action="store_true", help="report only; exit 1 when migrations are pending")
-    p.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for another writer to release the history (default 60)")
+    add_lock_timeout(p)
     p.set_defaults(func=_run)
 
 
