@@ -8,6 +8,7 @@ import sys
 import textwrap
 from contextlib import contextmanager
 
+import duckdb
 import pytest
 
 from ci.cli import main as cli_main
@@ -104,3 +105,17 @@ def test_dashboard_that_cannot_upgrade_warns_and_still_reads(tmp_path, monkeypat
         warning = next(w for w in texts(at, "warning") if "could not be brought up" in w)
         assert "attnwatch migrate" in warning and str(db) in warning
     assert schema_version(db) == (2, LATEST)
+
+
+def test_dashboard_on_a_history_from_a_newer_attnwatch_says_so_and_changes_nothing(tmp_path, monkeypatch):
+    db = tmp_path / "newer.duckdb"
+    with open_write(db) as con:
+        con.execute("INSERT INTO schema_migrations VALUES (999, 'from_the_future', now() AT TIME ZONE 'UTC', 'x')")
+    at = open_page(db, monkeypatch)
+    warning = next(w for w in texts(at, "warning") if "schema version 999" in w)
+    assert "upgrade attnwatch" in warning and "attnwatch migrate" not in warning
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT count(*), max(version) FROM schema_migrations").fetchone() == (LATEST + 1, 999)
+    finally:
+        con.close()

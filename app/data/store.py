@@ -19,6 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from history.db import open_read, upgrade
+from history.errors import SchemaTooNewError
 from history.paths import default_db_path
 
 # Seconds a cached result may be served even if the signature did not change (belt and braces
@@ -87,6 +88,8 @@ def schema_notice(source: Source) -> tuple[str, str] | None:
         return None
     try:
         applied = upgrade(source.path, deadline_s=5.0)
+    except SchemaTooNewError as exc:  # written by a newer attnwatch: only an upgrade of this one helps
+        return ("warning", str(exc))
     except Exception as exc:  # duckdb raises many types; the dashboard shows one clear line
         return ("warning", f"{source.path} could not be brought up to this attnwatch's schema "
                 f"({type(exc).__name__}: {exc}); pages that need newer views will fail until "
