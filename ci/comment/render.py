@@ -55,21 +55,16 @@ _VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no 
                  "new": "new (no base)", "removed": "removed", "skipped": "skipped"}
 
 
+def _count(n: int, noun: str, rest: str = "") -> str:
+    """'1 regression', '2 regressions', '3 cases not measured'."""
+    return f"{n} {noun}{'s' * (n != 1)}{rest}"
+
+
 def headline(report: CompareReport) -> str:
     """The one-line verdict."""
-    parts = []
-    if report.correctness_failures:
-        n = len(report.correctness_failures)
-        parts.append(f"{n} correctness failure{'s' * (n != 1)}")
-    if report.regressions:
-        n = len(report.regressions)
-        parts.append(f"{n} regression{'s' * (n != 1)}")
-    if report.failed:
-        n = len(report.failed)
-        parts.append(f"{n} case{'s' * (n != 1)} not measured")
-    if report.improvements:
-        n = len(report.improvements)
-        parts.append(f"{n} improvement{'s' * (n != 1)}")
+    counted = ((report.correctness_failures, "correctness failure", ""), (report.regressions, "regression", ""),
+               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""))
+    parts = [_count(len(cases), noun, rest) for cases, noun, rest in counted if cases]
     if not report.cases:
         return "### ⚠️ attnwatch: no cases were compared"
     bad = report.should_fail()
@@ -83,8 +78,7 @@ def _context_line(report: CompareReport) -> str:
     method = "two-level (rounds, samples)" if report.method == "hierarchical" else "pooled-sample"
     return (
         f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
-        f"on {md_text(report.gpu_name)}, same job, {report.rounds} interleaved round"
-        f"{'s' * (report.rounds != 1)} per side; {report.confidence:.0%} {method} bootstrap interval of "
+        f"on {md_text(report.gpu_name)}, same job, {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} bootstrap interval of "
         f"head/base median; flagged when the whole interval is beyond ±{report.min_effect:.1%}."
     )
 
