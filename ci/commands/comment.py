@@ -94,8 +94,8 @@ def _target(args, client: GitHubClient) -> Target | None:
 
 
 def _run(args) -> int:
+    report = load_report(args.compare)  # a malformed artifact is refused before anything else
     if args.dry_run:
-        report = load_report(args.compare)
         body = render_comment(report, Links(run_url=_run_url(args, None), dashboard_url=args.dashboard_url))
         _write_summary(body)
         sys.stdout.write(body)
@@ -113,7 +113,6 @@ def _run(args) -> int:
     if target is None:
         print("attnwatch comment: nothing to post (no open pull request for that commit, or the run did not finish)")
         return 0
-    report = load_report(args.compare)
     check_report_head(report.head_sha, target, args.compare)
     links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name))
     body = render_comment(report, links)
