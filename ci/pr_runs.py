@@ -45,7 +45,10 @@ def run_id_for(pr: int, source: SourceRun, side: str, round_number: int) -> str:
 
 
 def dashboard_link(dashboard_url: str, pr: int, source: SourceRun, gpu: str | None) -> str:
-    """The dashboard's Compare page on the first round's base and head runs of this PR."""
+    """The dashboard's Compare page on the first round's base and head runs of this PR.
+
+    `/compare` is the URL Streamlit gives app/views/compare.py (a page's URL is its file's stem);
+    the page reads `base`, `head` and `gpu` from the query (tests/test_pr_runs.py opens it)."""
     query = {"base": run_id_for(pr, source, "base", 1), "head": run_id_for(pr, source, "head", 1)}
     if gpu:
         query["gpu"] = gpu

@@ -306,7 +306,7 @@ def test_pr_comment_stores_the_rounds_as_runs_of_the_checked_pr():
     comment, ingest = wf["jobs"]["comment"], wf["jobs"]["ingest"]
     assert set(comment["outputs"]) == {"pr", "head_sha", "source_run"}
     assert all(v.startswith("${{ steps.comment.outputs.") for v in comment["outputs"].values())
-    assert ingest["needs"] == "comment" and ingest["if"] == "needs.comment.outputs.pr != ''"
+    assert ingest["needs"] == "comment" and ingest["if"] == "${{ !cancelled() && needs.comment.outputs.pr != '' }}"
     step = next(s for s in ingest["steps"] if "attnwatch ingest" in s.get("run", ""))
     assert step["env"]["PR"] == "${{ needs.comment.outputs.pr }}"
     assert step["env"]["HEAD_SHA"] == "${{ needs.comment.outputs.head_sha }}"

@@ -114,6 +114,7 @@ def _run(args) -> int:
         print("attnwatch comment: nothing to post (no open pull request for that commit, or the run did not finish)")
         return 0
     check_report_head(report.head_sha, target, args.compare)
+    _write_outputs(target)  # verified: the rounds may be stored even if posting fails below
     links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name))
     body = render_comment(report, links)
     _write_summary(body)
@@ -127,5 +128,4 @@ def _run(args) -> int:
                   file=sys.stderr)
             action, comment_id = client.upsert_comment(pr, render_short(report, links), MARKER, args.bot_login)
         print(f"attnwatch comment: {action} comment {comment_id} on PR #{pr}")
-    _write_outputs(target)
     return 0
