@@ -4,8 +4,9 @@ report, and a cubin loader that launches on torch's current stream.
 Why a cache keyed by content: CI builds every variant on every commit, but most commits touch
 none of the `.cu` files; hashing the sources (and the local headers they include), the flags,
 the target and the nvcc version makes an unchanged kernel a cache hit, and any change a rebuild.
-Writes go to a temporary file that is renamed into place, so two parallel builds of the same
-key never leave a half-written cubin behind (rename is atomic on one filesystem).
+The cache itself (kernels.compile_cache) is one private directory per trust level, and every
+hit is verified against the sha256 recorded when it was built: a pull-request job can neither
+plant a binary that a main job loads nor have a changed one loaded on a key match alone.
 
 Every build passes `-Xptxas -v` so that the registers, shared memory and spills of each kernel
 are recorded in the build report (`parse_ptxas_verbose`), and `-lineinfo` so that profilers can
@@ -18,17 +19,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from kernels import compile_cache
 from kernels.registry import BuildReport
 
 OUTPUT_KINDS = ("cubin", "shared")
@@ -78,9 +77,8 @@ class ResourceUsage:
 
 
 def default_cache_dir() -> Path:
-    """`$ATTNWATCH_CACHE/nvcc` when set, else `~/.cache/attnwatch/nvcc`."""
-    root = os.environ.get("ATTNWATCH_CACHE")
-    return Path(root) / "nvcc" if root else Path.home() / ".cache" / "attnwatch" / "nvcc"
+    """`$ATTNWATCH_CACHE/nvcc/<trust>`, else `~/.cache/attnwatch/nvcc/<trust>` (kernels.compile_cache)."""
+    return compile_cache.default_cache_dir("nvcc")
 
 
 @functools.lru_cache(maxsize=None)
@@ -195,17 +193,18 @@ def nvcc_compile(
     include_dirs = [Path(d) for d in include_dirs]
     key = source_hash(sources, output=output, arch=arch, flags=flags, include_dirs=include_dirs)
 
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache = compile_cache.CompileCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    except (compile_cache.UnsafeCacheError, ValueError) as exc:
+        raise NvccError(sources, str(exc)) from None
     suffix = ".cubin" if output == "cubin" else ".so"
-    binary = cache / f"{key}{suffix}"
-    meta_path = cache / f"{key}.json"
-    if binary.is_file() and meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        return NvccResult(binary, meta["log"], meta["compile_seconds"], True, key, tuple(meta["command"]))
+    hit = cache.lookup(key, suffix)
+    if hit is not None:
+        meta = hit.meta
+        return NvccResult(hit.binary, meta["log"], meta["compile_seconds"], True, key, tuple(meta["command"]))
 
     kind_flags = ["-cubin"] if output == "cubin" else ["-shared", "-Xcompiler", "-fPIC"]
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as scratch:
+    with cache.staging() as scratch:
         staged = Path(scratch) / f"out{suffix}"
         command = [
             "nvcc", *kind_flags, *target_flags, "-Xptxas", "-v", "-lineinfo",
@@ -219,10 +218,7 @@ def nvcc_compile(
         if done.returncode != 0 or not staged.is_file():
             raise NvccError(sources, f"nvcc exited {done.returncode} building for {arch}", log)
         recorded = [part if part != str(staged) else f"{key}{suffix}" for part in command]
-        meta_tmp = Path(scratch) / "meta.json"
-        meta_tmp.write_text(json.dumps({"log": log, "compile_seconds": seconds, "command": recorded}))
-        os.replace(meta_tmp, meta_path)  # metadata first: a visible binary always has its log
-        os.replace(staged, binary)
+        binary = cache.store(key, suffix, staged, {"log": log, "compile_seconds": seconds, "command": recorded})
     return NvccResult(binary, log, seconds, False, key, tuple(recorded))
 
 

@@ -102,10 +102,11 @@ def test_installed_headers_are_found_with_their_version():
 
 @pytest.fixture(scope="session")
 def nvcc_cache(tmp_path_factory) -> Path:
-    """A fresh build cache laid out as $ATTNWATCH_CACHE/nvcc, so variant.build() can use it too."""
+    """A fresh build cache laid out as $ATTNWATCH_CACHE/nvcc/local (the trust level of a developer's
+    machine, kernels.compile_cache), so variant.build() can use it too."""
     root = tmp_path_factory.mktemp("attnwatch-cache")
-    (root / "nvcc").mkdir()
-    return root / "nvcc"
+    (root / "nvcc" / "local").mkdir(parents=True)
+    return root / "nvcc" / "local"
 
 
 @pytest.fixture(scope="session")
@@ -204,7 +205,8 @@ def test_variant_build_reports_from_the_cache(best_tile_report, nvcc_cache, monk
     already built, so a cache hit), then reports its own."""
     from kernels.variants import cutlass_3k
 
-    monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent))
+    monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent.parent))
+    monkeypatch.setenv("ATTNWATCH_TRUST", "local")
     only = ((_config("64x128x64"),), configs.load()[1])
     monkeypatch.setattr(configs, "default", lambda: only)
     cutlass_3k._prebuild_all.cache_clear()
