@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kernels.registry import BuildReport
+from kernels.build_report import BuildReport
 
 OUTPUT_KINDS = ("cubin", "shared")
 LOG_TAIL_CHARS = 4000
@@ -286,7 +286,7 @@ def parse_ptxas_verbose(log: str) -> dict[str, ResourceUsage]:
 
 
 def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> BuildReport:
-    """The registry's BuildReport for one kernel of a successful build.
+    """The BuildReport for one kernel of a successful build.
 
     A kernel missing from the ptxas report (wrong name, or stripped) gives ok=False with the
     reason, rather than a report with blank resources.

@@ -18,10 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kernels.build_report import BuildReport
 from kernels.cutlass.configs import TileConfig
 from kernels.cutlass.headers import cutlass_include_dir, cutlass_version
 from kernels.nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
-from kernels.registry import BuildReport
 
 SOURCE = Path(__file__).with_name("attention_3k.cu")
 ARCH = "sm_90a"
