@@ -13,7 +13,12 @@ from typing import Any
 
 @dataclass
 class BuildReport:
-    """What the real compiler said about one variant's build (ptxas -v or kernel attributes)."""
+    """What the real compiler said about one variant's build (ptxas -v or kernel attributes).
+
+    It goes into a run bundle and a shared history, so it holds no machine's file layout:
+    paths in `config["command"]`, `log_tail` and `error` are relative to the repository or
+    named (`-I<cutlass-4.2.0>`), as kernels.record_paths writes them.
+    """
 
     variant: str
     ok: bool
