@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from kernels import compile_cache
-from kernels.registry import BuildReport
+from kernels.build_report import BuildReport
+from kernels.record_paths import Names, portable_command, portable_text
 
 OUTPUT_KINDS = ("cubin", "shared")
 LOG_TAIL_CHARS = 4000
@@ -48,7 +49,11 @@ class NvccError(RuntimeError):
 
 @dataclass(frozen=True)
 class NvccResult:
-    """One build: where the binary is, what nvcc printed, and whether it came from the cache."""
+    """One build: where the binary is, what nvcc printed, and whether it came from the cache.
+
+    `log` and `command` are as the build record keeps them (kernels.record_paths): paths
+    relative to the repository, named include folders, never this machine's layout.
+    """
 
     path: Path
     log: str
@@ -171,11 +176,14 @@ def nvcc_compile(
     flags: Sequence[str] = (),
     include_dirs: Sequence[Path] = (),
     cache_dir: Path | None = None,
+    include_names: Names | None = None,
 ) -> NvccResult:
     """Compile `sources` to a cubin (one source) or a shared library, through the cache.
 
     Raises NvccError (naming the sources, with the log tail) when nvcc fails, and ValueError for
     a bad `output` or `arch`. A cache hit returns the stored log and original compile time.
+    `include_names` names folders for the record (e.g. the CUTLASS headers as `<cutlass-4.2.0>`);
+    the result's command and log hold no absolute path (kernels.record_paths).
     """
     sources = [Path(s) for s in sources]
     if output not in OUTPUT_KINDS:
@@ -201,7 +209,9 @@ def nvcc_compile(
     hit = cache.lookup(key, suffix)
     if hit is not None:
         meta = hit.meta
-        return NvccResult(hit.binary, meta["log"], meta["compile_seconds"], True, key, tuple(meta["command"]))
+        # Entries written before paths were recorded portably are made portable on the way out.
+        return NvccResult(hit.binary, portable_text(meta["log"], include_names), meta["compile_seconds"], True, key,
+                          portable_command(meta["command"], include_names))
 
     kind_flags = ["-cubin"] if output == "cubin" else ["-shared", "-Xcompiler", "-fPIC"]
     with cache.staging() as scratch:
@@ -217,9 +227,11 @@ def nvcc_compile(
         log = done.stdout + done.stderr
         if done.returncode != 0 or not staged.is_file():
             raise NvccError(sources, f"nvcc exited {done.returncode} building for {arch}", log)
-        recorded = [part if part != str(staged) else f"{key}{suffix}" for part in command]
+        recorded = portable_command([part if part != str(staged) else f"{key}{suffix}" for part in command],
+                                    include_names)
+        log = portable_text(log, include_names)
         binary = cache.store(key, suffix, staged, {"log": log, "compile_seconds": seconds, "command": recorded})
-    return NvccResult(binary, log, seconds, False, key, tuple(recorded))
+    return NvccResult(binary, log, seconds, False, key, recorded)
 
 
 # --------------------------------------------------------------------------- ptxas -v
@@ -282,7 +294,7 @@ def parse_ptxas_verbose(log: str) -> dict[str, ResourceUsage]:
 
 
 def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> BuildReport:
-    """The registry's BuildReport for one kernel of a successful build.
+    """The BuildReport for one kernel of a successful build.
 
     A kernel missing from the ptxas report (wrong name, or stripped) gives ok=False with the
     reason, rather than a report with blank resources.
@@ -316,12 +328,16 @@ def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> Bui
     )
 
 
-def failed_build_report(variant_name: str, error: Exception, target: str) -> BuildReport:
-    """The BuildReport of a build that raised (NvccError keeps its log tail)."""
-    log = getattr(error, "log", "") or ""
+def failed_build_report(
+    variant_name: str, error: Exception, target: str, include_names: Names | None = None
+) -> BuildReport:
+    """The BuildReport of a build that raised (NvccError keeps its log tail). The error keeps
+    this machine's paths for whoever reads it here; the record gets them made portable."""
+    log = portable_text(getattr(error, "log", "") or "", include_names)
+    first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
     return BuildReport(
         variant=variant_name, ok=False, target=target, log_tail=log[-LOG_TAIL_CHARS:],
-        error=str(error).splitlines()[0] if str(error) else type(error).__name__,
+        error=portable_text(first_line, include_names),
     )
 
 

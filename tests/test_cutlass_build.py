@@ -4,6 +4,8 @@ CUTLASS build break fails CI even without a GPU."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -134,6 +136,16 @@ def test_best_tile_compiles_for_sm90a_with_a_parsed_report(best_tile_report):
 
 
 @pytest.mark.slow
+def test_build_record_names_the_headers_by_version_not_by_folder(best_tile_report):
+    """The record says which CUTLASS, not where this machine keeps it (a wheel's site-packages)."""
+    tokens = best_tile_report.config["command"].split()
+    assert f"-I<cutlass-{cutlass_version(cutlass_include_dir())}>" in tokens
+    assert "kernels/cutlass/attention_3k.cu" in tokens
+    record = json.dumps(dataclasses.asdict(best_tile_report))
+    assert str(cutlass_include_dir()) not in record and str(REPO_ROOT) not in record
+
+
+@pytest.mark.slow
 def test_library_reports_gemm_pipeline_facts_without_a_gpu(best_tile_report):
     gemms = best_tile_report.config["gemms"]
     assert set(gemms) == {"qk_fp16", "pv_fp16", "qk_bf16", "pv_bf16"}
@@ -181,6 +193,7 @@ def test_broken_headers_fail_the_build_with_the_log(tmp_path, monkeypatch, nvcc_
     assert not report.ok
     assert "attention_3k.cu" in report.error and "nvcc exited" in report.error
     assert "this CUTLASS copy is broken" in report.log_tail
+    assert "<cutlass-" in report.log_tail and str(tmp_path) not in report.log_tail + report.error
 
 
 @pytest.mark.slow
