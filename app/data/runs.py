@@ -59,7 +59,8 @@ def gpu_pools(source: Source, gpu: str) -> list[str]:
     `gpu`, most runs first: each is a series of its own."""
     frame = read_frame(
         source,
-        "SELECT pool FROM runs WHERE coalesce(gpu_name, device_kind) = ? GROUP BY pool ORDER BY count(*) DESC, pool",
+        "SELECT pool FROM runs WHERE coalesce(gpu_name, device_kind) = ? AND pool IS NOT NULL "
+        "GROUP BY pool ORDER BY count(*) DESC, pool",
         [gpu],
     )
     return [str(p) for p in frame["pool"]]
