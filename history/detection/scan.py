@@ -1,7 +1,8 @@
 """Scan the main-branch history for persistent steps and correctness failures -> alerts.
 
-For every series (case x GPU model x pool, view `case_series`; history.series_key) and each metric — latency (`median_us`) and
-gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift such as a driver or clock change) —
+For every series (case x GPU model x pool, view `case_series`; history.series_key) and each
+metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
+such as a driver or clock change) —
 history.changepoints finds level shifts with a penalty from the series' own noise; a shift of
 at least the GPU's min_effect that holds for min_persist runs becomes an alert. Correctness
 failures on main are always alerts, one per failing streak. Dedup keys carry the commit of
@@ -79,20 +80,20 @@ def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanRe
                                       penalty_scale=th.penalty_scale, sigma_floor=th.sigma_floor):
             row_index = points[step.index][0]
             nearby = commits[max(0, row_index - SHIFT_TOLERANCE): row_index + SHIFT_TOLERANCE + 1]
-            if any((case_id, gpu or "", pool, column, c or "") in known for c in nearby):
+            if any((case_id, gpu or "", pool or "", column, c or "") in known for c in nearby):
                 continue
             kind = "regression" if step.ratio > 1 else "improvement"
             row = rows[row_index]
             synthetic = " (synthetic data)" if row[7] else ""
             report.findings.append(NewAlert(
-                dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or "", pool),
+                dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or "", pool or ""),
                 kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row[3], commit_sha=row[4],
                 baseline_value=step.before, new_value=step.after, change_pct=step.change * 100.0,
                 detail=(f"{label} {step.change * 100:+.1f}% at {str(row[4])[:12]}: median {step.before:.4g} over "
                         f"{step.points_before} runs before, {step.after:.4g} over {step.points_after} runs after"
                         f"{synthetic}"),
             ))
-            known.add((case_id, gpu or "", pool, column, row[4] or ""))
+            known.add((case_id, gpu or "", pool or "", column, row[4] or ""))
 
 
 def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) -> None:
@@ -113,15 +114,16 @@ def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) 
     previous_passed: dict[tuple[str, str, str], bool] = {}
     for case_id, g, pool, run_id, sha, passed, max_abs, rel, nonfinite in rows:
         key = (case_id, g, pool)
-        if not passed and previous_passed.get(key, True) and (case_id, g or "", pool, "correctness", sha or "") not in known:
+        new_streak = not passed and previous_passed.get(key, True)
+        if new_streak and (case_id, g or "", pool or "", "correctness", sha or "") not in known:
             report.findings.append(NewAlert(
-                dedup_key=dedup_key("correctness", case_id, g or "", "correctness", sha or "", pool),
+                dedup_key=dedup_key("correctness", case_id, g or "", "correctness", sha or "", pool or ""),
                 kind="correctness", metric="correctness", case_id=case_id, gpu_name=g, pool=pool, run_id=run_id,
                 commit_sha=sha, baseline_value=None, new_value=max_abs, change_pct=None,
                 detail=(f"correctness failed from {str(sha)[:12]}: max abs err {max_abs}, rel err {rel}, "
                         f"{nonfinite or 0} non-finite elements"),
             ))
-            known.add((case_id, g or "", pool, "correctness", sha or ""))
+            known.add((case_id, g or "", pool or "", "correctness", sha or ""))
         previous_passed[key] = bool(passed)
 
 
