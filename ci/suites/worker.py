@@ -98,7 +98,8 @@ class GroupMeasurer:
             torch.set_num_threads(1)
             self.flusher = NoFlush()
             self.timer = CpuWallTimer()
-        self.monitor = open_monitor(plan.device_kind)
+        # Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID.
+        self.monitor = open_monitor(plan.device_kind, self.device.index or 0, **self._identity())
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         from kernels.availability import capabilities
@@ -111,6 +112,13 @@ class GroupMeasurer:
         self._cases = {c.case_id: c for c in plan.cases}
         for case in plan.cases:
             self._by_group.setdefault(case.group, []).append(case)
+
+    def _identity(self) -> dict[str, str]:
+        if self.device.type != "cuda":
+            return {}
+        from ci.environment import torch_device_identity
+
+        return torch_device_identity(self.device.index or 0)
 
     def case(self, case_id: str) -> PlannedCase:
         return self._cases[case_id]
