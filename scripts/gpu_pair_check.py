@@ -135,13 +135,13 @@ class Sampler(threading.Thread):
         self.nvml, self.period_s = nvml, period_s
         self.samples: list[dict] = []
         self.pids: dict[str, set[int]] = {}
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def run(self) -> None:
         from ci.gpu_identity import nvml_devices
 
         gpus = [(d.uuid, self.nvml.nvmlDeviceGetHandleByIndex(d.index)) for d in nvml_devices(self.nvml)]
-        while not self._stop.wait(self.period_s):
+        while not self._stopping.wait(self.period_s):
             for uuid, handle in gpus:
                 try:
                     procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(handle)
@@ -154,7 +154,7 @@ class Sampler(threading.Thread):
                                      "util_pct": int(util), "pids": sorted(int(p.pid) for p in procs)})
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
         self.join(timeout=10)
 
     def busy_clocks(self) -> dict[str, dict]:
