@@ -104,3 +104,21 @@ def bootstrap_median_ratio(
         high=float(high),
         confidence=confidence,
     )
+
+
+def resampled_medians(sorted_values: np.ndarray, sorted_indices: np.ndarray) -> np.ndarray:
+    """Medians of bootstrap resamples of many samples at once, without sorting any values.
+
+    `sorted_values` (cases, n): each case's samples in ascending order. `sorted_indices`
+    (resamples, n): each row a resample's indices (drawn with replacement), sorted ascending.
+    Because the values are sorted, the k-th smallest value of a resample is
+    sorted_values[sorted_index[k]], so a resample's median is read at the middle rank(s):
+    O(resamples * n log n) once for the indices, then a gather of (cases, resamples).
+    Identical to np.median(sorted_values[:, idx]) for the same draw; resampling the sorted
+    sample is the same bootstrap as resampling it in any order. Returns (cases, resamples).
+    """
+    n = sorted_values.shape[1]
+    mid = n // 2
+    if n % 2:
+        return sorted_values[:, sorted_indices[:, mid]]
+    return (sorted_values[:, sorted_indices[:, mid - 1]] + sorted_values[:, sorted_indices[:, mid]]) / 2.0

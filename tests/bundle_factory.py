@@ -94,6 +94,7 @@ def make_bundle(
     latency_scale: float = 1.0,
     variant_scale: dict[str, float] | None = None,
     n_samples: int = 50,
+    recorded: dict[str, list[float]] | None = None,
     with_samples: bool = True,
     with_correctness: bool = True,
     with_builds: bool = True,
@@ -105,7 +106,8 @@ def make_bundle(
 
     `statuses` maps case ids (or variant names) to a non-ok status; `n_cases` cuts the case
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
-    variant's latency (plant a regression); commit_sha defaults to a hash of the run id.
+    variant's latency (plant a regression); `recorded` maps case ids to per-call samples (µs) to
+    store instead of drawn ones (real noise); commit_sha defaults to a hash of the run id.
     """
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -130,7 +132,10 @@ def make_bundle(
             continue
         scale = latency_scale * (variant_scale or {}).get(variant, 1.0)
         base_us = shape.flops(is_causal) / (VARIANT_TFLOPS.get(variant, 100.0) * 1e12) * 1e6 * scale
-        values = (base_us * rng.lognormal(0.0, 0.01, n_samples)).tolist()
+        if recorded is not None and cid in recorded:
+            values = [float(v) * scale for v in recorded[cid]]
+        else:
+            values = (base_us * rng.lognormal(0.0, 0.01, n_samples)).tolist()
         medians[(shape.id, dtype, is_causal, variant)] = float(np.median(values))
         samples[cid] = values
         timings.append((cid, variant, shape, dtype, is_causal, values))
