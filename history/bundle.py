@@ -14,7 +14,9 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
-Top-level layout of each JSON file (every one an object with `schema` and `schema_version`):
+Top-level layout of each JSON file (every one an object with `schema` and `schema_version`;
+the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
+functions in history.bundle_upgrades):
 
     manifest.json      {"schema": "attnwatch.manifest", "schema_version": 1, ...Manifest fields}
     benchmark.json     pytest-benchmark's own layout: {"machine_info", "commit_info",
@@ -22,16 +24,18 @@ Top-level layout of each JSON file (every one an object with `schema` and `schem
                        "extra_info": {"attnwatch": CaseTiming}}], "datetime", "version"}
                        (pytest-benchmark writes no schema keys: its "version" identifies it)
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
-    correctness.json   {"schema": "attnwatch.correctness", "schema_version": 1, "records": [CorrectnessRecord]}
+    correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
     builds.json        {"schema": "attnwatch.builds", "schema_version": 1, "builds": [BuildRecord]}
     samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
                         "samples": {case_id: [float, ...]}}
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
-Producers (ci) build these dataclasses and write them with `to_json_dict`; `history` loads and
-validates every file before anything is written to the database. Bundles are untrusted
-data: sizes are capped and every field is checked (see history.validate).
+Producers (ci, and the tests' factory) build these dataclasses and write them with the one
+writer, history.bundle_writer, which checks every record as the reader will; history.validate
+is the one reader: it loads and validates every file before anything is written to the
+database (ingest) or compared (compare's rounds). Bundles are untrusted data: sizes are capped
+and every field is checked.
 
 Units are in field names: `_us` microseconds, `_mhz`, `_bytes`, `_tflops`.
 """
@@ -41,7 +45,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-BUNDLE_SCHEMA_VERSION = 1
+# The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
+from history.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
+
+# The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
+# from the previous version and bumps its number here.
+SCHEMA_VERSIONS = {
+    "attnwatch.manifest": 1,
+    "attnwatch.outcomes": 1,
+    "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
+    "attnwatch.builds": 1,
+    "attnwatch.samples": 1,
+    "attnwatch.ncu": 1,
+    "attnwatch.case_timing": 1,  # extra_info["attnwatch"] of a benchmark.json entry
+}
 
 MANIFEST_FILE = "manifest.json"
 BENCHMARK_FILE = "benchmark.json"
@@ -52,9 +69,9 @@ SAMPLES_FILE = "samples.json"
 NCU_FILE = "ncu.json"
 NCU_RAW_FILE = "ncu_raw.csv"
 
-# Largest file a bundle may hold; anything bigger is refused before it is parsed.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
+# A manifest's commit_sha when the run was measured outside a git checkout: compare accepts
+# it, ingest does not (a run must be placed on a commit).
+UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
@@ -107,7 +124,7 @@ class Manifest:
     notes: str = ""
     files: dict[str, str] = field(default_factory=dict)  # role -> file name inside the bundle
     schema: str = "attnwatch.manifest"
-    schema_version: int = BUNDLE_SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSIONS["attnwatch.manifest"]
 
 
 @dataclass
@@ -152,7 +169,7 @@ class CaseTiming:
     throttle_reasons: list[str] = field(default_factory=list)
     throttled_samples: int = 0
     interleave_group: str | None = None  # cases timed round-robin together share this
-    schema_version: int = BUNDLE_SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSIONS["attnwatch.case_timing"]
     # CUDA-event timing enqueues each block behind a guard kernel so host dispatch never lands
     # inside a sample. Blocks re-timed because the host outlasted the guard, and blocks kept
     # still uncovered after the last attempt (samples possibly containing host gaps).
@@ -173,8 +190,16 @@ class CaseOutcome:
     duration_s: float | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CorrectnessRecord:
+    """One seed of one case's correctness check against the float64 reference, with the case.
+
+    Written by ci from kernels.correctness's CheckResult (ci.records), field by field. Every
+    field is required: None says a value does not exist (no output was compared: the check
+    failed first) or, for a record upgraded from schema v1, was not recorded then.
+    Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
+    """
+
     case_id: str
     variant: str
     shape_id: str
@@ -185,13 +210,19 @@ class CorrectnessRecord:
     dtype: str
     causal: bool
     seed: int
-    max_abs_err: float | None
-    rel_err: float | None
+    profile: str | None  # kernels.inputs input profile ("normal", "large_logits")
+    calls: int | None  # launches checked (each compared with the reference)
+    passed: bool
+    error: str | None
     atol: float
     rtol: float
-    passed: bool
-    nonfinite: int = 0  # count of NaN/Inf (or unwritten) output elements
-    error: str | None = None
+    # The error's magnitude (over the finite elements) and how much of the allowance it used.
+    max_abs_err: float | None
+    rel_err: float | None  # ||out - ref||_2 / ||ref||_2
+    tolerance_used: float | None  # max |out - ref| / (atol + rtol*|ref|): < 1 passes
+    violations: int | None  # elements outside the allowance, non-finite ones included
+    nonfinite: int | None  # NaN/Inf (or never written) output elements
+    worst_index: tuple[int, int, int, int] | None  # (b, h, s, d) of the worst violation
 
 
 @dataclass
@@ -282,4 +313,5 @@ EXTRA_INFO_KEY = "attnwatch"
 def file_envelope(file_name: str, **payload: Any) -> dict[str, Any]:
     """The JSON object to write as `file_name` (see FILE_SCHEMAS), dataclasses converted."""
     body = {k: to_json_dict(v) if isinstance(v, list) else v for k, v in payload.items()}
-    return {"schema": FILE_SCHEMAS[file_name], "schema_version": BUNDLE_SCHEMA_VERSION, **body}
+    schema = FILE_SCHEMAS[file_name]
+    return {"schema": schema, "schema_version": SCHEMA_VERSIONS[schema], **body}

@@ -2,7 +2,7 @@
 
 Every known file is checked before anything is written: names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
-schema_version are known (older versions are upgraded by history.checks.UPGRADERS),
+schema_version are known (older versions are upgraded by history.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
 unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
 timings). The first problem raises BundleError(path, field, message).
@@ -30,7 +30,9 @@ from history.bundle import (
     REQUIRED_FILES,
     RUN_STATUSES,
     SAMPLES_FILE,
+    SCHEMA_VERSIONS,
     TRIGGERS,
+    UNKNOWN_COMMIT,
     BuildRecord,
     CaseOutcome,
     CorrectnessRecord,
@@ -38,15 +40,16 @@ from history.bundle import (
     NcuCaseMetrics,
     NcuKernelRow,
 )
+from history.bundle_upgrades import UPGRADERS
 from history.checks import (
     build_dataclass,
+    check_envelope,
     check_type,
     check_utf8_name,
     first_negative,
     parse_utc,
     read_json_file,
     require_non_negative,
-    upgrade,
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
@@ -74,7 +77,12 @@ def load_input(path: Path) -> LoadedBundle:
     raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
 
 
-def load_bundle(directory: Path) -> LoadedBundle:
+def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
+    """Read and validate every file of a bundle directory (the contract's one reader).
+
+    `known_commit=False` accepts a manifest whose commit is UNKNOWN_COMMIT (a run measured
+    outside a git checkout): compare can compare such a round, the history cannot place it.
+    """
     directory = Path(directory)
     for entry in sorted(directory.iterdir(), key=lambda p: str(p).encode("utf-8", "surrogateescape")):
         check_utf8_name(entry)
@@ -94,7 +102,7 @@ def load_bundle(directory: Path) -> LoadedBundle:
             docs[name], raw = read_json_file(path)
         _hash_file(hasher, name, raw)
 
-    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE)
+    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE, known_commit)
     for role, name in manifest.files.items():
         if name not in KNOWN_FILES or not (directory / name).is_file():
             raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
@@ -174,20 +182,16 @@ def _read_raw(path: Path) -> bytes:
 
 
 def _envelope(doc: Any, path: Path, schema: str) -> dict:
-    if not isinstance(doc, dict):
-        raise BundleError(path, "schema", "a bundle file is a JSON object with schema and schema_version")
-    if doc.get("schema") != schema:
-        raise BundleError(path, "schema", f"expected {schema!r}, got {doc.get('schema')!r}")
-    return upgrade(schema, doc, path)
+    return check_envelope(doc, path, schema, SCHEMA_VERSIONS[schema], UPGRADERS)
 
 
-def _manifest(doc: Any, path: Path) -> Manifest:
+def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
     doc = _envelope(doc, path, FILE_SCHEMAS[MANIFEST_FILE])
     manifest: Manifest = build_dataclass(Manifest, doc, path, "")
     if not RUN_ID_PATTERN.match(manifest.run_id):
         raise BundleError(path, "run_id", f"{manifest.run_id[:80]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
-    if not SHA_PATTERN.match(manifest.commit_sha):
-        raise BundleError(path, "commit_sha", f"{manifest.commit_sha[:80]!r} is not a lowercase hex git SHA")
+    if known_commit or manifest.commit_sha != UNKNOWN_COMMIT:
+        _check_sha(manifest.commit_sha, path)
     if manifest.parent_sha is not None and not SHA_PATTERN.match(manifest.parent_sha):
         raise BundleError(path, "parent_sha", f"{manifest.parent_sha[:80]!r} is not a lowercase hex git SHA")
     if manifest.trigger not in TRIGGERS:
@@ -205,6 +209,11 @@ def _manifest(doc: Any, path: Path) -> Manifest:
     if manifest.environment.device_kind not in ("cuda", "cpu"):
         raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
     return manifest
+
+
+def _check_sha(sha: str, path: Path) -> None:
+    if not SHA_PATTERN.match(sha):
+        raise BundleError(path, "commit_sha", f"{sha[:80]!r} is not a lowercase hex git SHA")
 
 
 def _records(docs: dict, directory: Path, name: str, key: str, cls: type) -> list:
@@ -286,7 +295,7 @@ def _check_consistency(b: LoadedBundle, directory: Path) -> None:
     _unique(((k.case_id, k.kernel_index) for k in b.ncu_kernels), directory / NCU_FILE, "kernels", "case id and kernel_index")
     _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
     for i, r in enumerate(b.correctness):
-        for name in ("max_abs_err", "rel_err", "atol", "rtol"):
+        for name in ("max_abs_err", "rel_err", "atol", "rtol", "tolerance_used", "violations", "nonfinite", "calls"):
             require_non_negative(getattr(r, name), directory / CORRECTNESS_FILE, f"records[{i}].{name}")
 
 

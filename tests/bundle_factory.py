@@ -2,9 +2,10 @@
 
 `make_bundle(directory, ...)` writes a complete bundle directory (manifest, a pytest-benchmark
 format benchmark.json whose entries carry `extra_info["attnwatch"]`, outcomes, correctness,
-builds, samples, optionally ncu) through history.bundle_writer, the same writer a producer
-uses. Latencies are drawn from a seeded log-normal around a per-variant speed, and the stored
-statistics are computed from the stored samples, so every file agrees with the others.
+builds, samples, optionally ncu) through history.bundle_writer, the one writer production
+(ci.bundle_writer) uses too. Latencies are drawn from a seeded log-normal around a per-variant
+speed (or taken from recorded samples), and the stored statistics are computed from the
+stored samples, so every file agrees with the others.
 
 `make_pytest_benchmark_file(path, ...)` writes a plain pytest-benchmark JSON file.
 
@@ -32,7 +33,7 @@ from history.bundle import (
     NcuKernelRow,
     to_json_dict,
 )
-from history.bundle_writer import write_bundle
+from history.bundle_writer import BundleContents, NcuFiles, write_bundle
 from history.statistics import summarize
 
 
@@ -179,9 +180,7 @@ def make_bundle(
     document = benchmark_document(entries, started, sha, branch)
     timed_ids = [t[0] for t in timings]
     correctness = [
-        CorrectnessRecord(cid, v, sh.id, sh.batch, sh.heads, sh.seq, sh.head_dim, d, c, seed=k,
-                          max_abs_err=1e-3, rel_err=2e-4, atol=2e-2, rtol=2e-2,
-                          passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
+        _correctness(cid, v, sh, d, c, k, passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
         for cid, v, sh, d, c, _ in timings for k in (0, 1)
     ] if with_correctness else None
     builds = [BuildRecord(v, ok=True, target="sm_90", compile_seconds=3.2, registers_per_thread=128,
@@ -196,8 +195,22 @@ def make_bundle(
                        for i, cid in enumerate(timed_ids)]
         ncu_cases = [NcuCaseMetrics(cid, kernel_count=1, duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
                      for i, cid in enumerate(timed_ids)]
-    return write_bundle(directory, manifest, document, outcomes, correctness=correctness, builds=builds,
-                        samples=samples if with_samples else None, ncu_kernels=ncu_kernels, ncu_cases=ncu_cases)
+    ncu = NcuFiles(None, ncu_kernels, ncu_cases) if with_ncu else None
+    return write_bundle(directory, BundleContents(manifest, document, outcomes, correctness=correctness, builds=builds,
+                                                  samples=samples if with_samples else None, ncu=ncu))
+
+
+def _correctness(cid: str, variant: str, shape: FactoryShape, dtype: str, causal: bool, seed: int,
+                 passed: bool) -> CorrectnessRecord:
+    """A plausible check record: a pass well inside the fp16 allowance, or a failure with its error."""
+    return CorrectnessRecord(
+        case_id=cid, variant=variant, shape_id=shape.id, batch=shape.batch, heads=shape.heads, seq_len=shape.seq,
+        head_dim=shape.head_dim, dtype=dtype, causal=causal, seed=seed, profile="normal", calls=2, passed=passed,
+        error=None if passed else "call 1: 12 elements outside atol=0.02 + rtol=0.02*|ref|, worst at (b, h, s, d) = (0, 1, 7, 3)",
+        atol=2e-2, rtol=2e-2, max_abs_err=1e-3 if passed else 0.25, rel_err=2e-4 if passed else 0.05,
+        tolerance_used=0.04 if passed else 8.3, violations=0 if passed else 12, nonfinite=0,
+        worst_index=None if passed else (0, 1, 7, 3),
+    )
 
 
 def _benchmark_entry(timing: CaseTiming, values_us: list[float]) -> dict:
