@@ -25,7 +25,7 @@ functions in history.bundle_upgrades):
                        (pytest-benchmark writes no schema keys: its "version" identifies it)
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
     correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
-    builds.json        {"schema": "attnwatch.builds", "schema_version": 1, "builds": [BuildRecord]}
+    builds.json        {"schema": "attnwatch.builds", "schema_version": 2, "builds": [BuildRecord]}
     samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
                         "samples": {case_id: [float, ...]}}
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
@@ -47,6 +47,7 @@ from typing import Any
 
 # The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
 from history.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
+from history.statistics import Summary
 
 # The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
 # from the previous version and bumps its number here.
@@ -54,7 +55,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.manifest": 1,
     "attnwatch.outcomes": 1,
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
-    "attnwatch.builds": 1,
+    "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
     "attnwatch.case_timing": 1,  # extra_info["attnwatch"] of a benchmark.json entry
@@ -127,9 +128,11 @@ class Manifest:
     schema_version: int = SCHEMA_VERSIONS["attnwatch.manifest"]
 
 
-@dataclass
-class CaseTiming:
-    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`.
+@dataclass(kw_only=True)
+class CaseTiming(Summary):
+    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`: the
+    Summary of its samples (history.statistics: n, median_us ... max_us, rel_spread) and what
+    was measured, how, and the figures derived from it.
 
     Latencies are per-call CUDA-event times in microseconds with L2 flushed before each call;
     on a CPU run they are host wall-clock times and `timing_mode` says "cpu_wall".
@@ -146,19 +149,9 @@ class CaseTiming:
     dtype: str
     causal: bool
     timing_mode: str  # "cuda_events" | "cuda_graph" | "cpu_wall"
-    n: int
-    median_us: float
-    p10_us: float
-    p90_us: float
-    iqr_us: float
-    mean_us: float
-    stddev_us: float
-    min_us: float
-    max_us: float
     us_per_head: float
     tflops: float
     converged: bool  # relative spread under target before the time cap
-    rel_spread: float  # IQR / median
     graph_median_us: float | None = None  # CUDA-graph replay time, launch-bound cases
     gap_to_sdpa: float | None = None  # median / median(sdpa), same run, same GPU
     gap_to_backends: dict[str, float] = field(default_factory=dict)  # sdpa_* -> ratio
@@ -190,17 +183,14 @@ class CaseOutcome:
     duration_s: float | None = None
 
 
-@dataclass(kw_only=True)
-class CorrectnessRecord:
-    """One seed of one case's correctness check against the float64 reference, with the case.
+@dataclass(frozen=True)
+class CaseKey:
+    """The case a record is about: a variant on one problem (kernels.cases.Case, as plain data).
 
-    Written by ci from kernels.correctness's CheckResult (ci.records), field by field. Every
-    field is required: None says a value does not exist (no output was compared: the check
-    failed first) or, for a record upgraded from schema v1, was not recorded then.
-    Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
+    ci's plan (ci.plan.PlannedCase) is this too: what a child is asked to run is what its
+    records are about.
     """
 
-    case_id: str
     variant: str
     shape_id: str
     batch: int
@@ -209,6 +199,19 @@ class CorrectnessRecord:
     head_dim: int
     dtype: str
     causal: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectnessRecord(CaseKey):
+    """One seed of one case's correctness check against the float64 reference.
+
+    Written by ci from kernels.correctness's CheckResult (ci.records), field by field. Every
+    field is required: None says a value does not exist (no output was compared: the check
+    failed first) or, for a record upgraded from schema v1, was not recorded then.
+    Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
+    """
+
+    case_id: str
     seed: int
     profile: str | None  # kernels.inputs input profile ("normal", "large_logits")
     calls: int | None  # launches checked (each compared with the reference)
@@ -225,24 +228,26 @@ class CorrectnessRecord:
     worst_index: tuple[int, int, int, int] | None  # (b, h, s, d) of the worst violation
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BuildRecord:
-    """Same fields as kernels.registry.BuildReport (history must not import kernels)."""
+    """What the compiler said about one variant's build (kernels' BuildReport, converted by
+    ci.records). Every field is required (format 2): a record says what it does not know."""
 
     variant: str
     ok: bool
-    target: str = ""
-    compile_seconds: float | None = None
-    registers_per_thread: int | None = None
-    shared_mem_bytes: int | None = None
-    spill_store_bytes: int | None = None
-    spill_load_bytes: int | None = None
-    stack_frame_bytes: int | None = None
-    source_hash: str | None = None
-    cached: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    log_tail: str = ""
-    error: str | None = None
+    error: str | None  # why the build failed
+    target: str  # e.g. "sm_90", "sm_90a", "triton"; "" when unknown
+    cached: bool  # the binary came from the build cache
+    source_hash: str | None
+    compile_seconds: float | None  # of the original compile, also for a cache hit
+    # ptxas -v (or the compiled kernel's attributes): per thread and per block.
+    registers_per_thread: int | None
+    shared_mem_bytes: int | None
+    stack_frame_bytes: int | None
+    spill_store_bytes: int | None
+    spill_load_bytes: int | None
+    config: dict[str, Any]  # the variant's build choices, e.g. the Triton autotune pick
+    log_tail: str  # the end of the compiler's output
 
 
 @dataclass
@@ -306,6 +311,26 @@ FILE_SCHEMAS = {
     NCU_FILE: "attnwatch.ncu",
 }
 REQUIRED_FILES = (MANIFEST_FILE, BENCHMARK_FILE, OUTCOMES_FILE)
+
+
+@dataclass(frozen=True)
+class RecordList:
+    """A list of records in a bundle file: {"schema", "schema_version", <key>: [record], ...}."""
+
+    file: str
+    key: str
+    record: type
+
+
+# Every record list of a bundle, under the name the writer's contents and the reader's
+# LoadedBundle give it: the one place a list's file, key and record type are said.
+RECORD_LISTS = {
+    "outcomes": RecordList(OUTCOMES_FILE, "cases", CaseOutcome),
+    "correctness": RecordList(CORRECTNESS_FILE, "records", CorrectnessRecord),
+    "builds": RecordList(BUILDS_FILE, "builds", BuildRecord),
+    "ncu_kernels": RecordList(NCU_FILE, "kernels", NcuKernelRow),
+    "ncu_cases": RecordList(NCU_FILE, "cases", NcuCaseMetrics),
+}
 # The key under a pytest-benchmark entry's extra_info holding the CaseTiming.
 EXTRA_INFO_KEY = "attnwatch"
 

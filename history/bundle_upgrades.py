@@ -32,6 +32,25 @@ def correctness_v1_to_v2(document: dict) -> dict:
     return document
 
 
+# What format 1 meant by a build record's absent field.
+_BUILD_V1_DEFAULTS = {
+    "error": None, "target": "", "cached": False, "source_hash": None, "compile_seconds": None,
+    "registers_per_thread": None, "shared_mem_bytes": None, "stack_frame_bytes": None,
+    "spill_store_bytes": None, "spill_load_bytes": None, "config": {}, "log_tail": "",
+}
+
+
+def builds_v1_to_v2(document: dict) -> dict:
+    """attnwatch.builds v1 -> v2: the same fields, all required; an absent one gets the value
+    format 1 gave it by default."""
+    builds = document.get("builds")
+    if isinstance(builds, list):
+        document["builds"] = [{**_BUILD_V1_DEFAULTS, **b} if isinstance(b, dict) else b for b in builds]
+    document["schema_version"] = 2
+    return document
+
+
 UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.correctness", 1): correctness_v1_to_v2,
+    ("attnwatch.builds", 1): builds_v1_to_v2,
 }

@@ -24,12 +24,9 @@ from typing import Any
 
 from history.bundle import (
     BENCHMARK_FILE,
-    BUILDS_FILE,
-    CORRECTNESS_FILE,
     MANIFEST_FILE,
-    NCU_FILE,
     NCU_RAW_FILE,
-    OUTCOMES_FILE,
+    RECORD_LISTS,
     SAMPLES_FILE,
     SCHEMA_VERSIONS,
     BuildRecord,
@@ -41,15 +38,8 @@ from history.bundle import (
     file_envelope,
 )
 from history.bundle_upgrades import UPGRADERS
-from history.checks import (
-    build_dataclass,
-    check_envelope,
-    check_record,
-    check_type,
-    first_negative,
-    read_json_file,
-    require_non_negative,
-)
+from history.checks import build_dataclass, check_envelope, check_record, read_json_file
+from history.validate import check_samples
 
 NOTES_LIMIT = 4000  # characters of a manifest's notes
 
@@ -83,11 +73,10 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / BENCHMARK_FILE, contents.benchmark)
     files = {"benchmark": BENCHMARK_FILE}
-    files["outcomes"] = _write_records(out, OUTCOMES_FILE, "cases", contents.outcomes)
-    if contents.correctness is not None:
-        files["correctness"] = _write_records(out, CORRECTNESS_FILE, "records", contents.correctness)
-    if contents.builds is not None:
-        files["builds"] = _write_records(out, BUILDS_FILE, "builds", contents.builds)
+    for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file
+        records = getattr(contents, role)
+        if records is not None:
+            files[role] = _write_lists(out, {role: records})
     if contents.samples is not None:
         files["samples"] = _write_samples(out, contents.samples)
     if contents.ncu is not None:
@@ -101,11 +90,8 @@ def write_ncu_files(directory: str | Path, ncu: NcuFiles) -> dict[str, str]:
     """Write ncu.json (and ncu_raw.csv when there is CSV) into `directory`, a bundle or an
     `attnwatch ncu` folder; returns role -> file name for a manifest's `files`."""
     directory = Path(directory)
-    path = directory / NCU_FILE
-    kernels = [check_record(k, path, f"kernels[{i}]") for i, k in enumerate(ncu.kernels)]
-    cases = [check_record(c, path, f"cases[{i}]") for i, c in enumerate(ncu.cases)]
-    write_json_atomic(path, file_envelope(NCU_FILE, ncu_version=ncu.ncu_version, kernels=kernels, cases=cases))
-    files = {"ncu": NCU_FILE}
+    files = {"ncu": _write_lists(directory, {"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases},
+                                 ncu_version=ncu.ncu_version)}
     if ncu.raw_csv:
         write_bytes_atomic(directory / NCU_RAW_FILE, ncu.raw_csv.encode("utf-8"))
         files["ncu_raw"] = NCU_RAW_FILE
@@ -130,20 +116,20 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
     return directory
 
 
-def _write_records(out: Path, name: str, key: str, records: list) -> str:
-    path = out / name
-    write_json_atomic(path, file_envelope(name, **{key: [check_record(r, path, f"{key}[{i}]") for i, r in enumerate(records)]}))
-    return name
+def _write_lists(directory: Path, lists: dict[str, list], **fields: Any) -> str:
+    """Write the file holding these record lists (RECORD_LISTS names), each record checked."""
+    specs = {name: RECORD_LISTS[name] for name in lists}
+    (file_name,) = {spec.file for spec in specs.values()}
+    path = directory / file_name
+    payload = {spec.key: [check_record(r, path, f"{spec.key}[{i}]") for i, r in enumerate(lists[name])]
+               for name, spec in specs.items()}
+    write_json_atomic(path, file_envelope(file_name, **fields, **payload))
+    return file_name
 
 
 def _write_samples(out: Path, samples: dict[str, list[float]]) -> str:
     path = out / SAMPLES_FILE
-    checked = check_type(dict[str, list[float]], samples, path, "samples")
-    for case_id, values in checked.items():
-        bad = first_negative(values)
-        if bad is not None:
-            require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")
-    write_json_atomic(path, file_envelope(SAMPLES_FILE, unit="us", samples=checked))
+    write_json_atomic(path, file_envelope(SAMPLES_FILE, unit="us", samples=check_samples(samples, path)))
     return SAMPLES_FILE
 
 

@@ -13,9 +13,14 @@ from typing import Sequence
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class Summary:
-    """Robust summary of one case's per-call latencies (microseconds)."""
+    """Robust summary of one case's per-call latencies (microseconds).
+
+    The one definition of a case's latency statistics: the bundle's CaseTiming extends it
+    (history.bundle), so what is stored is what `summarize` computes; a change here changes
+    that format (and its schema version).
+    """
 
     n: int
     median_us: float
@@ -26,11 +31,7 @@ class Summary:
     stddev_us: float
     min_us: float
     max_us: float
-
-    @property
-    def rel_spread(self) -> float:
-        """IQR / median: the dispersion measure the adaptive sampler drives down."""
-        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
+    rel_spread: float  # IQR / median: the dispersion measure the adaptive sampler drives down
 
 
 def summarize(samples_us: Sequence[float]) -> Summary:
@@ -55,6 +56,7 @@ def summarize(samples_us: Sequence[float]) -> Summary:
         stddev_us=float(x.std(ddof=1)) if x.size > 1 else 0.0,
         min_us=float(x.min()),
         max_us=float(x.max()),
+        rel_spread=float(q3 - q1) / float(med) if med > 0 else math.inf,
     )
 
 

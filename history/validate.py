@@ -31,14 +31,12 @@ from history.bundle import (
     RUN_STATUSES,
     SAMPLES_FILE,
     SCHEMA_VERSIONS,
+    RECORD_LISTS,
     TRIGGERS,
     UNKNOWN_COMMIT,
-    BuildRecord,
     CaseOutcome,
-    CorrectnessRecord,
     Manifest,
-    NcuCaseMetrics,
-    NcuKernelRow,
+    RecordList,
 )
 from history.bundle_upgrades import UPGRADERS
 from history.checks import (
@@ -107,7 +105,6 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
         if name not in KNOWN_FILES or not (directory / name).is_file():
             raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
     version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
-    outcomes = _records(docs, directory, OUTCOMES_FILE, "cases", CaseOutcome)
     bundle = LoadedBundle(
         source_path=str(directory),
         source="bundle",
@@ -115,12 +112,8 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
         content_sha256=hasher.hexdigest(),
         pytest_benchmark_version=version,
         benchmarks=benchmarks,
-        outcomes=outcomes,
-        correctness=_records(docs, directory, CORRECTNESS_FILE, "records", CorrectnessRecord),
-        builds=_records(docs, directory, BUILDS_FILE, "builds", BuildRecord),
+        **{name: _records(docs, directory, spec) for name, spec in RECORD_LISTS.items()},
         samples=_samples(docs, directory),
-        ncu_kernels=_records(docs, directory, NCU_FILE, "kernels", NcuKernelRow),
-        ncu_cases=_records(docs, directory, NCU_FILE, "cases", NcuCaseMetrics),
         ncu_version=_ncu_version(docs, directory),
     )
     _check_consistency(bundle, directory)
@@ -216,15 +209,15 @@ def _check_sha(sha: str, path: Path) -> None:
         raise BundleError(path, "commit_sha", f"{sha[:80]!r} is not a lowercase hex git SHA")
 
 
-def _records(docs: dict, directory: Path, name: str, key: str, cls: type) -> list:
-    if name not in docs:
+def _records(docs: dict, directory: Path, spec: RecordList) -> list:
+    if spec.file not in docs:
         return []
-    path = directory / name
-    doc = _envelope(docs[name], path, FILE_SCHEMAS[name])
-    items = doc.get(key, [])
+    path = directory / spec.file
+    doc = _envelope(docs[spec.file], path, FILE_SCHEMAS[spec.file])
+    items = doc.get(spec.key, [])
     if not isinstance(items, list):
-        raise BundleError(path, key, "expected a list")
-    return [build_dataclass(cls, item, path, f"{key}[{i}]") for i, item in enumerate(items)]
+        raise BundleError(path, spec.key, "expected a list")
+    return [build_dataclass(spec.record, item, path, f"{spec.key}[{i}]") for i, item in enumerate(items)]
 
 
 def _ncu_version(docs: dict, directory: Path) -> str | None:
@@ -243,7 +236,13 @@ def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
     doc = _envelope(docs[SAMPLES_FILE], path, FILE_SCHEMAS[SAMPLES_FILE])
     if doc.get("unit", "us") != "us":
         raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
-    samples = check_type(dict[str, list[float]], doc.get("samples", {}), path, "samples")
+    return check_samples(doc.get("samples", {}), path)
+
+
+def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
+    """samples.json's payload: case id -> finite, non-negative latencies (µs). Also what the
+    writer checks before writing one."""
+    samples = check_type(dict[str, list[float]], samples, path, "samples")
     for case_id, values in samples.items():
         bad = first_negative(values)
         if bad is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -150,11 +150,10 @@ def make_bundle(
         timing = CaseTiming(
             case_id=cid, variant=variant, shape_id=shape.id, batch=shape.batch, heads=shape.heads,
             seq_q=shape.seq, seq_k=shape.seq, head_dim=shape.head_dim, dtype=dtype, causal=is_causal,
-            timing_mode="cuda_events", n=s.n, median_us=s.median_us, p10_us=s.p10_us, p90_us=s.p90_us,
-            iqr_us=s.iqr_us, mean_us=s.mean_us, stddev_us=s.stddev_us, min_us=s.min_us, max_us=s.max_us,
+            timing_mode="cuda_events", **asdict(s),
             us_per_head=s.median_us / (shape.batch * shape.heads),
             tflops=shape.flops(is_causal) / (s.median_us * 1e-6) / 1e12,
-            converged=True, rel_spread=s.rel_spread,
+            converged=True,
             gap_to_sdpa=s.median_us / sdpa if sdpa else None,
             gap_to_backends=backends,
             gap_to_fastest_backend=backends[fastest] if fastest else None,
@@ -183,9 +182,10 @@ def make_bundle(
         _correctness(cid, v, sh, d, c, k, passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
         for cid, v, sh, d, c, _ in timings for k in (0, 1)
     ] if with_correctness else None
-    builds = [BuildRecord(v, ok=True, target="sm_90", compile_seconds=3.2, registers_per_thread=128,
-                          shared_mem_bytes=49152, spill_store_bytes=0, spill_load_bytes=0,
-                          config={"block_m": 64, "block_n": 64, "stages": 2})
+    builds = [BuildRecord(variant=v, ok=True, error=None, target="sm_90", cached=False, source_hash="5eed" * 16,
+                          compile_seconds=3.2, registers_per_thread=128, shared_mem_bytes=49152, stack_frame_bytes=0,
+                          spill_store_bytes=0, spill_load_bytes=0, config={"block_m": 64, "block_n": 64, "stages": 2},
+                          log_tail="ptxas info    : Used 128 registers")
               for v in sorted({t[1] for t in timings}) if v.startswith(("cuda", "triton"))] if with_builds else None
     ncu_kernels = ncu_cases = None
     if with_ncu:

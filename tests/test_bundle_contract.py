@@ -15,14 +15,14 @@ from bundle_factory import make_bundle
 from ci.bundle_writer import BundleContent, write_bundle
 from ci.environment import GitInfo
 from ci.plan import plan_cases
-from ci.records import UnmappedField, correctness_record
+from ci.records import UnmappedField, build_record, correctness_record
 from ci.suite_state import SuiteState
 from history.bundle import Environment
 from history.db import open_read
 from history.errors import BundleError
 from history.ingest import ingest_paths
 from kernels.correctness import CheckResult, check_case
-from kernels.registry import Prepared, Variant
+from kernels.registry import BuildReport, Prepared, Variant
 from kernels.shapes import adhoc_shape
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -121,8 +121,29 @@ def test_a_field_kernels_adds_is_refused_not_dropped():
         correctness_record(CASE, more)
 
 
+def test_every_field_of_a_build_report_is_stored():
+    report = BuildReport(variant="cuda_wmma", ok=False, target="sm_90", compile_seconds=4.5, registers_per_thread=96,
+                         shared_mem_bytes=49152, spill_store_bytes=8, spill_load_bytes=12, stack_frame_bytes=16,
+                         source_hash="f00d" * 16, cached=True, config={"kernel": "attn_fwd"}, log_tail="ptxas info",
+                         error="kernel 'attn_fwd' not in the ptxas report")
+    assert asdict(build_record(report)) == asdict(report)
+
+
+def test_a_journalled_build_without_a_field_is_refused(tmp_path):
+    state = SuiteState([CASE])
+    record = asdict(build_record(BuildReport(variant="sdpa", ok=True)))
+    del record["log_tail"]
+    state.apply({"e": "build", "record": record})
+    state.apply({"e": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
+    with pytest.raises(BundleError) as info:
+        write_bundle(tmp_path / "b", BundleContent(state, GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
+                                                   "2026-11-03T09:05:00Z"))
+    assert info.value.path.endswith("builds.json") and info.value.field == "builds[0].log_tail"
+
+
 def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
-    """Format 1 as the earlier writer wrote it, and the shipped H200 sample (format 1 throughout)."""
+    """Correctness and builds in format 1 as earlier writers wrote them (a build record could
+    leave fields out), and the shipped H200 sample (format 1 throughout)."""
     (sample,) = (REPO_ROOT / "docs" / "data").glob("*.tgz")
     with tarfile.open(sample) as archive:
         archive.extractall(tmp_path / "sample", filter="data")
@@ -136,8 +157,13 @@ def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
     del document["records"][0]["nonfinite"]  # optional in format 1
     document["schema_version"] = 1
     path.write_text(json.dumps(document))
+    builds = {"schema": "attnwatch.builds", "schema_version": 1, "builds": [{"variant": "cuda_wmma", "ok": True}]}
+    (bundle / "builds.json").write_text(json.dumps(builds))  # format 1: every field but two optional
     db = tmp_path / "history.duckdb"
     assert len(ingest_paths(db, [recorded, bundle]).inserted) == 2
     rows = _stored(db)  # the sample was recorded without correctness checks: these are the factory's
     assert len(rows) == 4 and {r["nonfinite"] for r in rows} == {0}
     assert all(r[name] is None for r in rows for name in v2_only)
+    with open_read(db) as con:
+        assert con.execute("SELECT ok, target, cached, log_tail, registers_per_thread FROM builds WHERE run_id = 'old-format'"
+                           ).fetchall() == [(True, "", False, "", None)]

@@ -31,7 +31,6 @@ from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_u
 from ci.timing.gpu_state import open_monitor
 from ci.timing.graphs import graph_replay_us
 from ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
-from history.bundle import BuildRecord
 
 CRASH_EXIT_CODE = 70
 # Texts that identify an error after which the CUDA context is unusable (sticky errors).
@@ -141,7 +140,7 @@ class GroupMeasurer:
 
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
-        from ci.records import build_record
+        from ci.records import build_record, failed_build
         from kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
@@ -158,10 +157,9 @@ class GroupMeasurer:
                 record = build_record(variant.build())
             except Exception as exc:  # noqa: BLE001 - a build error is data, not a crash
                 if is_poisoning(exc):
-                    self.journal.write("build", record=asdict(BuildRecord(variant=name, ok=False, error=str(exc))))
+                    self.journal.write("build", record=asdict(failed_build(name, str(exc))))
                     os._exit(CRASH_EXIT_CODE)
-                record = BuildRecord(variant=name, ok=False, error=f"{type(exc).__name__}: {exc}",
-                                     compile_seconds=time.perf_counter() - started)
+                record = failed_build(name, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
             self.journal.write("build", record=asdict(record))
             if not record.ok:
                 self.build_failures[name] = record.error or "build failed"
