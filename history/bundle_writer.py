@@ -25,6 +25,7 @@ from typing import Any
 from history.bundle import (
     BENCHMARK_FILE,
     MANIFEST_FILE,
+    NCU_FILE,
     NCU_RAW_FILE,
     RECORD_LISTS,
     SAMPLES_FILE,
@@ -68,21 +69,29 @@ class BundleContents:
 
 
 def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
-    """Write every file of one bundle, the manifest last; returns the directory."""
+    """Check every record, then write every file of one bundle, the manifest last; returns the
+    directory. A record the reader would refuse raises BundleError before any file is written."""
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / BENCHMARK_FILE, contents.benchmark)
+    documents: dict[str, Any] = {BENCHMARK_FILE: contents.benchmark}
     files = {"benchmark": BENCHMARK_FILE}
     for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file
         records = getattr(contents, role)
         if records is not None:
-            files[role] = _write_lists(out, {role: records})
+            files[role], documents[files[role]] = _list_document(out, {role: records})
     if contents.samples is not None:
-        files["samples"] = _write_samples(out, contents.samples)
+        path = out / SAMPLES_FILE
+        files["samples"], documents[SAMPLES_FILE] = SAMPLES_FILE, file_envelope(
+            SAMPLES_FILE, unit="us", samples=check_samples(contents.samples, path))
     if contents.ncu is not None:
-        files.update(write_ncu_files(out, contents.ncu))
-    manifest = dataclasses.replace(contents.manifest, files={**files, **contents.manifest.files})
-    _write_manifest(out, manifest)
+        files["ncu"], documents[NCU_FILE] = _ncu_document(out, contents.ncu)
+    manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),
+                                                             **contents.manifest.files})
+    manifest_document = check_record(manifest, out / MANIFEST_FILE, "")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, document in documents.items():
+        write_json_atomic(out / name, document)
+    _write_raw_csv(out, contents.ncu)
+    write_json_atomic(out / MANIFEST_FILE, manifest_document)
     return out
 
 
@@ -90,12 +99,10 @@ def write_ncu_files(directory: str | Path, ncu: NcuFiles) -> dict[str, str]:
     """Write ncu.json (and ncu_raw.csv when there is CSV) into `directory`, a bundle or an
     `attnwatch ncu` folder; returns role -> file name for a manifest's `files`."""
     directory = Path(directory)
-    files = {"ncu": _write_lists(directory, {"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases},
-                                 ncu_version=ncu.ncu_version)}
-    if ncu.raw_csv:
-        write_bytes_atomic(directory / NCU_RAW_FILE, ncu.raw_csv.encode("utf-8"))
-        files["ncu_raw"] = NCU_RAW_FILE
-    return files
+    name, document = _ncu_document(directory, ncu)
+    write_json_atomic(directory / name, document)
+    _write_raw_csv(directory, ncu)
+    return {"ncu": name, **_raw_csv_file(ncu)}
 
 
 def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = "") -> Path:
@@ -116,21 +123,28 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
     return directory
 
 
-def _write_lists(directory: Path, lists: dict[str, list], **fields: Any) -> str:
-    """Write the file holding these record lists (RECORD_LISTS names), each record checked."""
+def _list_document(directory: Path, lists: dict[str, list], **fields: Any) -> tuple[str, dict]:
+    """(file name, JSON document) of the file holding these record lists (RECORD_LISTS names),
+    every record checked as the reader will check it."""
     specs = {name: RECORD_LISTS[name] for name in lists}
     (file_name,) = {spec.file for spec in specs.values()}
     path = directory / file_name
     payload = {spec.key: [check_record(r, path, f"{spec.key}[{i}]") for i, r in enumerate(lists[name])]
                for name, spec in specs.items()}
-    write_json_atomic(path, file_envelope(file_name, **fields, **payload))
-    return file_name
+    return file_name, file_envelope(file_name, **fields, **payload)
 
 
-def _write_samples(out: Path, samples: dict[str, list[float]]) -> str:
-    path = out / SAMPLES_FILE
-    write_json_atomic(path, file_envelope(SAMPLES_FILE, unit="us", samples=check_samples(samples, path)))
-    return SAMPLES_FILE
+def _ncu_document(directory: Path, ncu: NcuFiles) -> tuple[str, dict]:
+    return _list_document(directory, {"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases}, ncu_version=ncu.ncu_version)
+
+
+def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:
+    return {"ncu_raw": NCU_RAW_FILE} if ncu is not None and ncu.raw_csv else {}
+
+
+def _write_raw_csv(directory: Path, ncu: NcuFiles | None) -> None:
+    if _raw_csv_file(ncu):
+        write_bytes_atomic(directory / NCU_RAW_FILE, ncu.raw_csv.encode("utf-8"))
 
 
 def _write_manifest(out: Path, manifest: Manifest) -> None:
