@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from history.bundle import EXTRA_INFO_KEY, CaseOutcome, CaseTiming, Environment, Manifest
+from history.bundle import EXTRA_INFO_KEY, SCHEMA_VERSIONS, CaseOutcome, CaseTiming, Environment, Manifest
+from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_type, parse_utc, read_json_file, require_non_negative, upgrade
 from history.errors import BundleError
 from history.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
@@ -112,7 +113,8 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
     """Our GPU statistics of one case, upgraded to the current schema and sanity-checked."""
     if not isinstance(data, dict):
         raise BundleError(path, where, "expected an object")
-    data = upgrade("attnwatch.case_timing", data, path, f"{where}.schema_version")
+    schema = "attnwatch.case_timing"
+    data = upgrade(schema, data, path, SCHEMA_VERSIONS[schema], UPGRADERS, f"{where}.schema_version")
     timing: CaseTiming = build_dataclass(CaseTiming, data, path, where)
     if timing.timing_mode not in TIMING_MODES:
         raise BundleError(path, f"{where}.timing_mode", f"{timing.timing_mode!r} is not one of {TIMING_MODES}")
