@@ -127,12 +127,12 @@ def open_read(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-only connection; a missing history is a clear error, not a new database.
 
-    `config` (DuckDB settings, e.g. history.sql's sandbox) gets a connection of its own; without
-    one, readers of a lake share this process's attached instance (a cursor each).
+    `config`: DuckDB settings, e.g. history.sql's sandbox. Readers of a lake share this process's
+    attached instance for their settings (a cursor each; history.lake).
     """
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.connect(loc, read_only=True, config=config) if config else lake.shared_reader(loc)
+        con = lake.shared_reader(loc, config)
     else:
         if not loc.path.is_file():
             raise HistoryNotFoundError(
@@ -142,9 +142,9 @@ def open_read(
     try:
         check_compatible(con, loc.label)
         yield con
-    except duckdb.Error:
-        if loc.is_lake and not config:
-            lake.forget_shared_reader(loc)  # a broken catalog connection is not kept for the next reader
+    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
+        if loc.is_lake:
+            lake.forget_shared_reader(loc, config)  # a broken catalog connection is not kept for the next reader
         raise
     finally:
         con.close()

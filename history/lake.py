@@ -10,8 +10,12 @@ temporary directory.
 Every connection is an in-memory DuckDB with the lake attached as `history` and made the default
 (`USE history`), so the same SQL runs on a file and on a lake. Settings that would stop the
 attach itself (`enable_external_access = false`, `lock_configuration = true`) are applied after
-it, in that order. Readers without such settings share one attached instance per process and
-get a cursor each (an attach costs ~0.2 s plus ~0.6 s of extension loading on a 2-core box).
+it, in that order, with the lake's data path as the one allowed directory (DuckLake reads its
+Parquet files through DuckDB's file system, which external access off would close too).
+
+Readers share one attached read-only instance per process and settings, and get a cursor each
+(an attach costs ~0.2 s plus ~0.6 s of extension loading on a 2-core box): the dashboard's
+queries and its users' sandboxed SQL each reuse theirs. Writers get a connection of their own.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ S3_EXTENSION = ("httpfs", "duckdb_extension_httpfs")
 BASE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 DEFERRED_SETTINGS = ("enable_external_access", "lock_configuration")  # applied after the attach, in order
 
-_shared: dict[str, duckdb.DuckDBPyConnection] = {}
+_shared: dict[str, duckdb.DuckDBPyConnection] = {}  # (location, settings) -> instance
 _shared_lock = threading.Lock()
 
 
@@ -93,8 +97,12 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
         _attach(con, location, options)
         con.execute(f"USE {ALIAS}")
         stored = con.execute(f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'").fetchone()
-        if location.is_s3 or (stored and str(stored[0]).startswith("s3://")):
+        data_path = str(stored[0]) if stored else (location.data_path or "")
+        if data_path.startswith("s3://"):
             _enable_s3(con)
+        if deferred and data_path:
+            # With external access off DuckDB opens only allowed paths, the lake's own files included.
+            con.execute(f"SET allowed_directories = ['{_sql_text(data_path)}']")
         for key, value in deferred:
             con.execute(f"SET {key} = {'true' if value is True else 'false' if value is False else repr(value)}")
     except BaseException:
@@ -143,22 +151,26 @@ def _enable_s3(con) -> None:
     con.execute(f"CREATE OR REPLACE SECRET attnwatch_lake_s3 ({', '.join(parts)})")
 
 
-def shared_reader(location: HistoryLocation) -> duckdb.DuckDBPyConnection:
-    """A cursor on this process's read-only instance of the lake (attached once, reused)."""
-    key = location.label
+def _key(location: HistoryLocation, config: dict | None) -> str:
+    return location.label + "\0" + repr(sorted((config or {}).items()))
+
+
+def shared_reader(location: HistoryLocation, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    """A cursor on this process's read-only instance of the lake with these settings."""
+    key = _key(location, config)
     with _shared_lock:
         con = _shared.get(key)
         if con is None:
-            con = _shared[key] = connect(location, read_only=True)
+            con = _shared[key] = connect(location, read_only=True, config=config)
         cursor = con.cursor()
     cursor.execute(f"USE {ALIAS}")
     return cursor
 
 
-def forget_shared_reader(location: HistoryLocation) -> None:
+def forget_shared_reader(location: HistoryLocation, config: dict | None = None) -> None:
     """Drop the cached instance (after an error that may have left it unusable)."""
     with _shared_lock:
-        con = _shared.pop(location.label, None)
+        con = _shared.pop(_key(location, config), None)
     if con is not None:
         try:
             con.close()

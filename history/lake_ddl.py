@@ -5,7 +5,7 @@ DuckLake refuses PRIMARY KEY, UNIQUE and CHECK constraints, indexes and sequence
 the history file, where those clauses make ingest idempotent and keep alerts unique; on a lake
 the same file is applied after `lake_sql` has removed, in CREATE TABLE statements,
   - PRIMARY KEY / UNIQUE / CHECK on a column, and table-level PRIMARY KEY (...), UNIQUE (...),
-    CHECK (...) and CONSTRAINT ... elements,
+    CHECK (...) and CONSTRAINT ... elements (a primary key's columns keep the NOT NULL it implied),
   - DEFAULT nextval('...'), and whole CREATE SEQUENCE statements.
 Columns, types, NOT NULL, literal defaults, views and ALTER TABLE pass through unchanged, so a
 lake has the same columns as a file (tests/test_history_lake.py compares them). What the removed
@@ -40,12 +40,22 @@ def lake_sql(sql: str) -> str:
 def _create_table(statement: str) -> str:
     open_at = statement.index("(")
     close_at = _matching(statement, open_at)
+    parts = [p for p in _split(statement[open_at + 1:close_at], ",") if p.strip()]
+    key_columns = set()  # a PRIMARY KEY's columns are NOT NULL: that much of it survives
+    for part in parts:
+        table_key = re.match(r"\s*PRIMARY\s+KEY\s*\((.*)\)\s*$", part, re.IGNORECASE | re.DOTALL)
+        if table_key:
+            key_columns |= {c.strip().strip('"').lower() for c in table_key.group(1).split(",")}
     elements = []
-    for element in _split(statement[open_at + 1:close_at], ","):
-        if not element.strip() or _TABLE_CONSTRAINT.match(element):
+    for element in parts:
+        if _TABLE_CONSTRAINT.match(element):
             continue
         element = _remove_checks(element)
         element = _NEXTVAL_DEFAULT.sub("", element)
+        name = element.split()[0].strip('"').lower()
+        if (re.search(r"\bPRIMARY\s+KEY\b", element, re.IGNORECASE) or name in key_columns) \
+                and not re.search(r"\bNOT\s+NULL\b", element, re.IGNORECASE):
+            element += " NOT NULL"
         element = _COLUMN_KEY.sub("", element)
         elements.append(" ".join(element.split()))
     body = ",\n    ".join(elements)
