@@ -86,8 +86,8 @@ def table_hashes(location: HistoryLocation) -> dict[str, np.ndarray]:
         for table in base_tables(con):
             if table in BOOKKEEPING:
                 continue
-            column = con.execute(f"SELECT {_content_hash(con, table)} FROM \"{table}\" e").arrow().column(0)
-            out[table] = column.to_numpy(zero_copy_only=False).astype(np.uint64)
+            hashes = con.execute(f'SELECT {_content_hash(con, table)} AS h FROM "{table}" e').fetchnumpy()["h"]
+            out[table] = np.asarray(hashes, dtype=np.uint64)
     return out
 
 
