@@ -110,7 +110,7 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
     """A read-write connection with the schema migrated to this code's version; closed on exit."""
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.connect(loc, read_only=False)
+        con = lake.shared_connection(loc, read_only=False)
     else:
         loc.path.parent.mkdir(parents=True, exist_ok=True)
         con = connect_with_retry(loc.path, deadline_s)
@@ -132,7 +132,7 @@ def open_read(
     """
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.shared_reader(loc, config)
+        con = lake.shared_connection(loc, read_only=True, config=config)
     else:
         if not loc.path.is_file():
             raise HistoryNotFoundError(
@@ -144,7 +144,7 @@ def open_read(
         yield con
     except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
         if loc.is_lake:
-            lake.forget_shared_reader(loc, config)  # a broken catalog connection is not kept for the next reader
+            lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
         raise
     finally:
         con.close()
@@ -160,7 +160,7 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
     with open_read(loc, deadline_s) as con:
         if not check_compatible(con, loc.label):
             return []
-    con = lake.connect(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
+    con = lake.shared_connection(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     try:
         return migrate(con, loc.label)
     finally:

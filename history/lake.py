@@ -13,9 +13,9 @@ attach itself (`enable_external_access = false`, `lock_configuration = true`) ar
 it, in that order, with the lake's data path as the one allowed directory (DuckLake reads its
 Parquet files through DuckDB's file system, which external access off would close too).
 
-Readers share one attached read-only instance per process and settings, and get a cursor each
+Connections share one attached instance per process, mode and settings, and get a cursor each
 (an attach costs ~0.2 s plus ~0.6 s of extension loading on a 2-core box): the dashboard's
-queries and its users' sandboxed SQL each reuse theirs. Writers get a connection of their own.
+queries, its users' sandboxed SQL (read-only, locked) and its writes each reuse theirs.
 """
 
 from __future__ import annotations
@@ -151,26 +151,27 @@ def _enable_s3(con) -> None:
     con.execute(f"CREATE OR REPLACE SECRET attnwatch_lake_s3 ({', '.join(parts)})")
 
 
-def _key(location: HistoryLocation, config: dict | None) -> str:
-    return location.label + "\0" + repr(sorted((config or {}).items()))
+def _key(location: HistoryLocation, read_only: bool, config: dict | None) -> str:
+    return f"{location.label}\0{read_only}\0{sorted((config or {}).items())!r}"
 
 
-def shared_reader(location: HistoryLocation, config: dict | None = None) -> duckdb.DuckDBPyConnection:
-    """A cursor on this process's read-only instance of the lake with these settings."""
-    key = _key(location, config)
+def shared_connection(location: HistoryLocation, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+    """A cursor (a connection of its own, with its own transactions) on this process's instance
+    of the lake for these settings, attached on first use."""
+    key = _key(location, read_only, config)
     with _shared_lock:
         con = _shared.get(key)
         if con is None:
-            con = _shared[key] = connect(location, read_only=True, config=config)
+            con = _shared[key] = connect(location, read_only=read_only, config=config)
         cursor = con.cursor()
     cursor.execute(f"USE {ALIAS}")
     return cursor
 
 
-def forget_shared_reader(location: HistoryLocation, config: dict | None = None) -> None:
+def forget_shared(location: HistoryLocation, read_only: bool, config: dict | None = None) -> None:
     """Drop the cached instance (after an error that may have left it unusable)."""
     with _shared_lock:
-        con = _shared.pop(_key(location, config), None)
+        con = _shared.pop(_key(location, read_only, config), None)
     if con is not None:
         try:
             con.close()

@@ -108,6 +108,8 @@ def check_compatible(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> li
 
 def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
     """Apply pending migrations, each in one transaction; return the versions applied."""
+    if applied_migrations(con) and not check_compatible(con, db_label, directory):
+        return []  # current: no write transaction at all (on a lake each costs catalog round trips)
     lake = is_lake(con)
 
     def bookkeeping(c, _claims) -> None:
