@@ -203,3 +203,18 @@ def test_the_lakes_connection_string_holds_no_secret_user_sql_could_read(lake_db
         run_user_sql(lake_db, "SELECT getenv('PGPASSWORD')")
     with pytest.raises(QueryError, match="file system operations are disabled"):
         run_user_sql(lake_db, "SELECT * FROM read_text('~/.pgpass')")
+
+
+def test_a_read_only_catalog_role_serves_the_dashboard_and_cannot_write(lake_db, tmp_path, postgres_server):
+    """README's team set-up: the dashboard's role may only SELECT the catalog, so even a door the
+    SQL gate missed could not write through it."""
+    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
+    dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
+    role = f"reader_{dbname}"
+    postgres_server.psql(f"CREATE ROLE {role} LOGIN")
+    postgres_server.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
+    reader = lake_db.replace("user=attnwatch", f"user={role}")
+    assert run_user_sql(reader, "SELECT count(*) AS n FROM results").n.tolist() == [24]
+    with pytest.raises(Exception, match="(?i)permission denied"):
+        ingest_paths(reader, [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
+    assert _count(lake_db, "SELECT count(*) FROM runs") == 1
