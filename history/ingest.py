@@ -24,7 +24,7 @@ from typing import Iterable
 
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
-from history.errors import BundleError, HistoryNotFoundError, LockTimeoutError
+from history.errors import BundleError, LockTimeoutError
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
 from history.store import insert_arrow, rows_to_arrow
@@ -95,9 +95,16 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     without being parsed again: CI retries and re-uploads are common and cost nothing.
     """
     paths = [Path(p) for p in paths]
-    unchanged = _already_stored(db_path, paths)
-    bundles = load_all([p for p in paths if p not in unchanged])
-    report = ingest_loaded(db_path, bundles, deadline_s=deadline_s)
+    location = parse_location(db_path)
+    if location.is_lake:  # no lock to avoid: check, validate and write on one connection
+        with open_write(location, deadline_s=deadline_s) as con:
+            unchanged = _stored_identities(con, paths)
+            bundles = load_all([p for p in paths if p not in unchanged])
+            report = _ingest_on(con, location, bundles, deadline_s)
+    else:
+        unchanged = _already_stored(location, paths)
+        bundles = load_all([p for p in paths if p not in unchanged])
+        report = ingest_loaded(location, bundles, deadline_s=deadline_s) if bundles else IngestReport(location.label)
     fresh = iter(report.bundles)
     ordered = []
     for p in paths:
@@ -109,45 +116,51 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     return report
 
 
-def _already_stored(db_path: str | Path | HistoryLocation, paths: list[Path]) -> dict[Path, str]:
-    """Inputs whose run id is stored with this exact content hash (path -> run id)."""
-    location = parse_location(db_path)
-    if not location.is_lake and not location.path.is_file():
-        return {}
-    identities = {p: input_identity(p) for p in paths}
-    wanted = {ident[0] for ident in identities.values() if ident}
-    if not wanted:
+def _already_stored(location: HistoryLocation, paths: list[Path]) -> dict[Path, str]:
+    """Inputs whose run id is stored with this exact content hash (path -> run id), checked on a
+    short read-only connection so that an unchanged re-ingest never waits for the file's write lock."""
+    if not location.path.is_file():
         return {}
     try:
-        with open_read(db_path, deadline_s=PRECHECK_DEADLINE_S) as con:
-            stored = _known_runs(con, sorted(wanted))
-    except (LockTimeoutError, HistoryNotFoundError):
-        return {}  # busy, or a lake not created yet: validate everything, which is always correct
+        with open_read(location, deadline_s=PRECHECK_DEADLINE_S) as con:
+            return _stored_identities(con, paths)
+    except LockTimeoutError:
+        return {}  # busy: fall back to validating everything, which is always correct
+
+
+def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
+    identities = {p: input_identity(p) for p in paths}
+    wanted = {ident[0] for ident in identities.values() if ident}
+    stored = _known_runs(con, sorted(wanted)) if wanted else {}
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
 def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:
     location = parse_location(db_path)
-    report = IngestReport(db_path=location.label)
     with open_write(location, deadline_s=deadline_s) as con:
-        known = _known_runs(con, [b.manifest.run_id for b in bundles])
-        for b in bundles:
-            _refuse_clash(b, known.get(b.manifest.run_id))
-        done: set[str] = set()
-        for b in bundles:
-            run_id = b.manifest.run_id
-            if run_id in known or run_id in done:
-                why = "already in the history" if run_id in known else "same bundle given twice"
-                report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
-                continue
-            rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
-                                     deadline_s=max(deadline_s, 60.0))
-            done.add(run_id)
-            if rows is None:  # a concurrent ingest stored it first (a lake only)
-                report.bundles.append(BundleReport(b.source_path, run_id, "skipped",
-                                                   reason="stored meanwhile by a concurrent ingest"))
-            else:
-                report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
+        return _ingest_on(con, location, bundles, deadline_s)
+
+
+def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float) -> IngestReport:
+    report = IngestReport(db_path=location.label)
+    known = _known_runs(con, [b.manifest.run_id for b in bundles])
+    for b in bundles:
+        _refuse_clash(b, known.get(b.manifest.run_id))
+    done: set[str] = set()
+    for b in bundles:
+        run_id = b.manifest.run_id
+        if run_id in known or run_id in done:
+            why = "already in the history" if run_id in known else "same bundle given twice"
+            report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
+            continue
+        rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
+                                 deadline_s=max(deadline_s, 60.0))
+        done.add(run_id)
+        if rows is None:  # a concurrent ingest stored it first (a lake only)
+            report.bundles.append(BundleReport(b.source_path, run_id, "skipped",
+                                               reason="stored meanwhile by a concurrent ingest"))
+        else:
+            report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
     return report
 
 
