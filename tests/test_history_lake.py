@@ -96,10 +96,20 @@ def test_a_later_run_fills_what_a_stored_commit_lacked(lake_db, tmp_path):
         assert con.execute("SELECT count(*), any_value(message) FROM commits").fetchone() == (1, "Fuse softmax")
 
 
-def test_readers_need_only_the_catalog_and_a_missing_lake_is_a_clear_error(lake_db, tmp_path, monkeypatch):
+def test_readers_need_only_the_catalog_and_a_missing_lake_is_a_clear_error(lake_db, tmp_path, monkeypatch, capsys):
     with pytest.raises(HistoryNotFoundError, match="no lake history"):
         with open_read(lake_db):
             pass
+    assert cli_main(["--db", lake_db, "migrate", "--check"]) == 2  # --check never creates
+    assert "no lake history" in capsys.readouterr().err
+    monkeypatch.delenv("ATTNWATCH_LAKE_DATA")
+    assert cli_main(["--db", lake_db, "migrate"]) == 2
+    assert "ATTNWATCH_LAKE_DATA" in capsys.readouterr().err
+    monkeypatch.setenv("ATTNWATCH_LAKE_DATA", str(tmp_path / "lake-data"))
+    assert cli_main(["--db", lake_db, "migrate"]) == 0  # the README's first step creates the lake
+    assert "created a lake" in capsys.readouterr().out
+    assert cli_main(["--db", lake_db, "migrate"]) == 0
+    assert "already at schema" in capsys.readouterr().out
     ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
     monkeypatch.delenv("ATTNWATCH_LAKE_DATA")
     assert parse_location(lake_db).data_path is None
