@@ -26,7 +26,10 @@ BIN_ENV = "ATTNWATCH_PG_BIN"  # a directory holding initdb, pg_ctl and psql, to 
 def find_binaries() -> Path | None:
     """The newest installed server's bin directory (Debian: /usr/lib/postgresql/N/bin), or PATH's."""
     explicit = os.environ.get(BIN_ENV)
-    candidates = [Path(explicit)] if explicit else []
+    if explicit:  # exclusive: also how to check the tests' skip message
+        candidates = [Path(explicit)]
+        return candidates[0] if all((candidates[0] / t).is_file() for t in ("initdb", "pg_ctl", "psql")) else None
+    candidates = []
     debian = Path("/usr/lib/postgresql")
     if debian.is_dir():
         versions = sorted((p for p in debian.iterdir() if p.name.isdigit()), key=lambda p: int(p.name), reverse=True)
