@@ -9,6 +9,11 @@ Each query gets its own short-lived connection that is
 and the query is interrupted from a timer thread (`connection.interrupt()`) after the time
 limit. One statement per call; at most `max_rows` rows are fetched (the frame says whether
 it was cut). Both `attnwatch sql` and the dashboard's SQL page come through here.
+
+On a lake (history.location) the connection is attached read-only before external access is
+turned off and the configuration locked (history.lake), and history.sql_gate refuses what that
+leaves open there: anything but a SELECT, the PostgreSQL and DuckLake extensions' functions,
+and the catalog database.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import pyarrow as pa
 
 from history.db import open_read
 from history.errors import HistoryError, QueryError
+from history.location import parse_location
+from history.sql_gate import refuse_unsafe_lake_sql
 
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_TIMEOUT_S = 30.0
@@ -70,6 +77,8 @@ def run_user_sql(
         statements = _statements(con, sql)
         if len(statements) != 1:
             raise QueryError(f"one statement per query, got {len(statements)}")
+        if parse_location(db_path).is_lake:
+            refuse_unsafe_lake_sql(con, sql)
         timer = threading.Timer(timeout_s, con.interrupt)
         started = time.perf_counter()
         timer.start()
