@@ -49,10 +49,10 @@ def private_tmp(tmp_path, monkeypatch):
 # --- spill: bounded, and in a private directory, not beside the history -------------------------
 
 def _assert_spill_bounded(watch: DiskWatch, history: Path, private_tmp: Path, message: str):
-    assert "temporary disk space" in message and "256MiB" in message, message
     assert watch.peak <= size_bytes(SqlLimits().temp_limit) + 32 * MIB, f"spilled {watch.peak / MIB:.0f} MiB"
     assert not (history.parent / (history.name + ".tmp")).exists(), "spilled beside the history"
     assert list(private_tmp.iterdir()) == [], "the private temp directory was left behind"
+    assert "temporary disk space" in message and "256MiB" in message, message
 
 
 @pytest.mark.slow
@@ -85,9 +85,9 @@ def test_wide_rows_are_cut_at_the_byte_cap_without_growing_the_cli(history):
 def test_a_huge_constant_is_one_line_and_bounded_in_the_cli(history):
     seen = probe("cli", history, HUGE_CONSTANT)
     lines = seen["stderr"].strip().splitlines()
+    assert seen["growth_mib"] < PROBE_GROWTH_MIB, seen
     assert seen["exit"] == 2 and len(lines) == 1 and "Traceback" not in seen["stderr"], seen
     assert "of memory" in lines[0], seen
-    assert seen["growth_mib"] < PROBE_GROWTH_MIB, seen
 
 
 @pytest.mark.slow
