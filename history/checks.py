@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from history import json_limits
 from history.bundle import BUNDLE_SCHEMA_VERSION, MAX_FILE_BYTES
 from history.errors import BundleError
 
@@ -42,7 +43,7 @@ def read_json_file(path: Path, max_bytes: int | None = None) -> tuple[Any, bytes
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start}): {exc.reason}") from None
     try:
-        return json.loads(text), raw
+        return json_limits.loads(text, path), raw
     except json.JSONDecodeError as exc:
         what = "truncated JSON" if exc.pos >= len(text.rstrip()) else "invalid JSON"
         raise BundleError(path, "json", f"{what} at line {exc.lineno} column {exc.colno}: {exc.msg}") from None

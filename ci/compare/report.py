@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ci.errors import UserError
+from history import json_limits
+from history.errors import BundleError
 
 COMPARE_SCHEMA = "attnwatch.compare"
 COMPARE_SCHEMA_VERSION = 1
@@ -304,7 +306,9 @@ def load_report(path: str | Path) -> CompareReport:
         raise ReportError(path, "(file)", f"{size} bytes, over the {MAX_REPORT_BYTES}-byte limit")
     raw = path.read_bytes()
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+        data = json_limits.loads(raw.decode("utf-8"), path, parse_constant=_reject_constant)
+    except BundleError as exc:  # nested too deeply
+        raise ReportError(path, exc.field, exc.message) from None
     except UnicodeDecodeError as exc:
         raise ReportError(path, "(file)", f"not UTF-8: {exc}") from None
     except json.JSONDecodeError as exc:
