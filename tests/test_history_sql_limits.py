@@ -186,6 +186,7 @@ def _catalogue_statements() -> list[str]:
     return statements + ["SHOW DATABASES", "SHOW ALL TABLES", "DESCRIBE runs", "SHOW ALL", "SELECT current_database()"]
 
 
+@pytest.mark.slow
 def test_no_catalogue_function_or_view_shows_a_server_path(history, tmp_path, private_tmp):
     """Run them all; each is refused or answers without a path of this machine in any cell."""
     secrets = [str(tmp_path), str(REPO_ROOT), sys.prefix] + [str(Path.home())] * (len(Path.home().parts) > 1)
