@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from history import json_limits
 from history.errors import BundleError
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # largest JSON file read unless a format says otherwise
@@ -87,7 +88,7 @@ def read_json_file(path: Path, max_bytes: int | None = None, strict: bool = Fals
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start}): {exc.reason}") from None
     try:
-        return json.loads(text, parse_constant=_refuse_constant if strict else None), raw
+        return json_limits.loads(text, path, parse_constant=_refuse_constant if strict else None), raw
     except _ConstantError as exc:
         raise BundleError(path, "json", str(exc)) from None
     except json.JSONDecodeError as exc:

@@ -100,8 +100,9 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
         data_path = str(stored[0]) if stored else (location.data_path or "")
         if data_path.startswith("s3://"):
             _enable_s3(con)
-        if deferred and data_path:
-            # With external access off DuckDB opens only allowed paths, the lake's own files included.
+        if data_path:
+            # Whoever turns external access off later (here, deferred, or history.sql_sandbox's
+            # lock_down), DuckDB then opens only allowed paths: the lake's own files stay readable.
             con.execute(f"SET allowed_directories = ['{_sql_text(data_path)}']")
         for key, value in deferred:
             con.execute(f"SET {key} = {'true' if value is True else 'false' if value is False else repr(value)}")

@@ -39,6 +39,9 @@ _HOST_STATS = {  # our name -> pytest-benchmark stats key (seconds)
     "q3_us": "q3",
 }
 _MIN_MAJOR_VERSION = 2
+# The newest pytest-benchmark whose file format this reader was checked against (5.2): a file
+# from a later major version may mean something else by the same fields, so it is refused.
+_MAX_MAJOR_VERSION = 5
 
 
 def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, list[BenchmarkEntry]]:
@@ -51,6 +54,10 @@ def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, li
             raise BundleError(path, "version", f"not a pytest-benchmark version: {version!r}")
         if int(version.split(".")[0]) < _MIN_MAJOR_VERSION:
             raise BundleError(path, "version", f"pytest-benchmark {version} is older than 2.0; not supported")
+        if int(version.split(".")[0]) > _MAX_MAJOR_VERSION:
+            raise BundleError(path, "version", f"pytest-benchmark {version} is newer than the formats this attnwatch "
+                                               f"reads ({_MIN_MAJOR_VERSION}.x to {_MAX_MAJOR_VERSION}.x); upgrade "
+                                               "attnwatch, or save the file with a supported pytest-benchmark")
     benchmarks = doc.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise BundleError(path, "benchmarks", "missing or not a list")

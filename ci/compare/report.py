@@ -13,7 +13,7 @@ from a rejected file is used.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ci.errors import UserError

@@ -218,6 +218,9 @@ def _profile_group(
         for case in cases:
             errors.setdefault(case.id, str(exc))
         return [], csv_text, errors
+    if parsed.unknown_columns:
+        print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
+              f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
     return parsed.kernels, csv_text, errors
 
 
