@@ -2,8 +2,8 @@
 --
 -- Until now a run recorded NVML's device 0 whatever GPU it used (a runner pinned to GPU 1 of a
 -- 2-GPU host stored GPU 0's UUID and clocks), and series were keyed by GPU model alone, so two
--- hosts of one model interleaved into one noisy series. Now (docs/design.md, "GPU identity and
--- series"):
+-- hosts of one model interleaved into one noisy series. Now
+-- (docs/design.md, "GPU identity and series"):
 --   runs.gpu_uuid          (since 001) the UUID of the GPU the run used, found by CUDA_VISIBLE_DEVICES / torch
 --   runs.gpu_pci_bus_id    its PCI bus id as NVML prints it, e.g. 00000000:19:00.0
 --   runs.gpu_index         NVML's index of that GPU (not CUDA's ordinal)
