@@ -66,3 +66,16 @@ def test_a_crash_only_after_another_case_is_not_attributed(tmp_path):
     assert victim["error"].startswith(UNKNOWN_ORIGIN) and ATTRIBUTED not in victim["error"]
     assert outcomes["t_corrupt"]["status"] == "ok"
     assert "the process had just run t_corrupt/cpu_tiny/fp16/noncausal" in notes
+
+
+def test_diagnose_runs_children_with_launch_blocking_and_stays_out_of_the_history(tmp_path, capsys, monkeypatch):
+    from ci.cli import main
+    from ci.runner import _child_env
+
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    options = RunOptions(shape_set="cpu", device_kind="cpu", timing=timing_config("cpu"), diagnose=True)
+    assert _child_env(tmp_path, None, options)["CUDA_LAUNCH_BLOCKING"] == "1"
+    plain = RunOptions(shape_set="cpu", device_kind="cpu", timing=timing_config("cpu"))
+    assert "CUDA_LAUNCH_BLOCKING" not in _child_env(tmp_path, None, plain)
+    assert main(["run", "--diagnose", "--ingest", "--shapes", "cpu", "--device", "cpu"]) == 2
+    assert "not for the history" in capsys.readouterr().err
