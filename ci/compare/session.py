@@ -80,6 +80,8 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                                   method=options.method, resamples=options.resamples, log=log)
     finally:
         for side in sides.values():
+            side.stop()
+        for side in sides.values():
             side.close()
     notes = [n for name in ("base", "head") for n in sides[name].attribution.notes]  # each names its side
     write_rounds(Path(out_dir) / ROUNDS_FILE, measured)

@@ -100,6 +100,11 @@ class Side:
             raise WorkerDied(rc=None, timed_out=False, case=None, stage=None, predecessor=None,
                              error=f"gave up after {self.max_restarts} worker restarts; last: {why[:500]}")
 
+    def stop(self) -> None:
+        """Ask the worker to stop without waiting (close() then waits, so sides stop in parallel)."""
+        if self._worker is not None:
+            self._worker.stop()
+
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()

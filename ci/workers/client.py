@@ -123,16 +123,23 @@ class WorkerProcess:
             if reply.get("kind") in final:
                 return reply
 
-    def close(self, timeout_s: float = 10.0) -> None:
-        """Ask the worker to stop; kill it if it does not within `timeout_s`."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None and self._to_worker is not None:
+    def stop(self) -> None:
+        """Ask the worker to stop (it has nothing to save: its results are all sent)."""
+        if self.proc is not None and self.proc.poll() is None and self._to_worker is not None:
             try:
                 send(self._to_worker, {"op": "shutdown"})
-                self.proc.wait(timeout=timeout_s)
-            except (ChannelClosed, subprocess.TimeoutExpired):
+            except ChannelClosed:
                 pass
+
+    def close(self, timeout_s: float = 0.5) -> None:
+        """Ask the worker to stop; kill it if it has not within `timeout_s` (interpreter teardown)."""
+        if self.proc is None:
+            return
+        self.stop()
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
         self.kill()
 
     def kill(self) -> None:
