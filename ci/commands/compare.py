@@ -120,8 +120,8 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
         add_ncu(session, cases, roots, out, log)
     _print_costs(session)
     return session.measured.base, session.measured.head, {"confidence": options.design.per_look_confidence,
-                                                          "design": options.design, "notes": session.notes,
-                                                          "measured": session.measured}
+                                                          "resamples": options.resamples, "design": options.design,
+                                                          "notes": session.notes, "measured": session.measured}
 
 
 def _print_costs(session) -> None:
@@ -166,7 +166,9 @@ def _run(args) -> int:
         refs = {"base_sha": base[0].commit_sha, "head_sha": head[0].commit_sha, "merge_base_sha": base[0].commit_sha,
                 "base_ref": args.base or "", "head_ref": args.head if args.base else ""}
     env = head[0].environment
-    cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"))
+    # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
+    cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
+                           resamples=extra.get("resamples", 2000))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

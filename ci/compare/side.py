@@ -18,7 +18,7 @@ A worker that dies while building variant V is restarted with V's build marked f
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -174,8 +174,9 @@ class Side:
             out[case_id] = self._lost(by_id[case_id], decision.status or "crashed", decision.error or died.error)
 
     def _probe(self, case_id: str, stage: str):
-        name = f"{self.name}-probe-{self.attribution.probes}"
-        result = probe_case(self.spec, case_id, stage, name)
+        """The isolated re-run: a fresh worker whose plan holds this case only (one build)."""
+        spec = replace(self.spec, plan=self.spec.plan.with_cases([c for c in self.spec.plan.cases if c.case_id == case_id]))
+        result = probe_case(spec, case_id, stage, f"{self.name}-probe-{self.attribution.probes}")
         self.times.probe_s += result.seconds
         return result
 
