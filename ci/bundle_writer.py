@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ci.environment import GitInfo, merge_device_properties
+from ci.environment import IDENTITY_FIELDS, GitInfo, merge_device_properties
 from ci.ncu.files import write_ncu_files
 from ci.suite_state import SuiteState
 from history.bundle import (
@@ -150,7 +150,10 @@ def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Pat
 def _device_fields(child_env: dict[str, Any]) -> dict[str, Any]:
     if child_env.get("device_kind") != "cuda":
         return {}
-    return {k: child_env.get(k) for k in ("gpu_name", "compute_capability", "sm_count", "l2_bytes", "gpu_count")}
+    fields_ = ("gpu_name", "compute_capability", "sm_count", "l2_bytes", "gpu_count")
+    # The child found its GPU by torch's UUID: its identity (and clocks) is the one recorded.
+    fields_ += (*IDENTITY_FIELDS, "sm_clock_mhz", "sm_clock_max_mhz")
+    return {k: child_env.get(k) for k in fields_}
 
 
 def utc_now() -> str:

@@ -1,8 +1,8 @@
 """A small GitHub REST client (standard library only) for the sticky PR comment.
 
-What it does: find the pull requests whose head is a commit (including fork PRs), find the
-comment this bot posted earlier (hidden marker AND author login, following `Link` pagination),
-and create or update that one comment in place.
+What it does: read one pull request, find the pull requests whose head is a commit (including
+fork PRs), find the comment this bot posted earlier (hidden marker AND author login, following
+`Link` pagination), and create or update that one comment in place.
 
 What it is careful about: rate limits (403/429 with `Retry-After`, or `x-ratelimit-remaining: 0`
 with `x-ratelimit-reset`) are waited out a bounded number of times, each wait capped; 5xx
@@ -165,6 +165,13 @@ class GitHubClient:
             return sorted(set(found))
         return sorted({p["number"] for p in self.paginate(f"/repos/{self.repo}/pulls", {"state": "open"})
                        if p.get("head", {}).get("sha") == sha})
+
+    def pull_request(self, number: int) -> dict:
+        """The pull request `number` as the API reports it now (head SHA, head repository, state)."""
+        resp = self.request("GET", f"/repos/{self.repo}/pulls/{int(number)}")
+        if not isinstance(resp.data, dict):
+            raise GitHubError(f"GET /repos/{self.repo}/pulls/{int(number)}: expected an object")
+        return resp.data
 
     def find_comment(self, pr: int, marker: str, author: str) -> dict | None:
         """The earliest comment on `pr` by `author` that carries `marker`, or None."""

@@ -3,8 +3,8 @@
 Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
 page. Writes go through history.db.open_write (lock retry, migrations); every transition is
 one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
-leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, metric and
-the commit of the step): recording the same finding again, or after it was resolved, adds
+leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, pool, metric
+and the commit of the step): recording the same finding again, or after it was resolved, adds
 nothing.
 """
 
@@ -46,6 +46,7 @@ class NewAlert:
     new_value: float | None
     change_pct: float | None
     detail: str = ""
+    pool: str | None = None  # the series' pool (history.series_key); None for alerts from before it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,10 +199,10 @@ def record_alerts(con, alerts: Iterable[NewAlert], actor: str = "attnwatch detec
         if a.kind not in KINDS:
             raise AlertError(f"alerts.kind: unknown {a.kind!r}")
         row = con.execute(
-            "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, run_id, commit_sha, baseline_value, "
-            "new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, pool, run_id, commit_sha, baseline_value, "
+            "new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (dedup_key) DO NOTHING RETURNING alert_id",
-            [a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.run_id, a.commit_sha, a.baseline_value,
+            [a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.pool, a.run_id, a.commit_sha, a.baseline_value,
              a.new_value, a.change_pct, a.detail[:MAX_NOTE]],
         ).fetchone()
         if row is None:

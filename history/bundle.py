@@ -83,6 +83,14 @@ class Environment:
     triton_version: str | None = None
     cupy_version: str | None = None
     nvcc_version: str | None = None
+    # Which GPU and which pool (bundles before these fields: None; history.series_key).
+    # gpu_uuid above and these name the GPU the run used, as NVML does: `gpu_index` is NVML's
+    # index (not CUDA's ordinal under CUDA_VISIBLE_DEVICES), `gpu_mig_uuid` the MIG slice if any;
+    # `pool` is what the runner declared in ATTNWATCH_POOL (None: its host is its pool).
+    gpu_pci_bus_id: str | None = None
+    gpu_index: int | None = None
+    gpu_mig_uuid: str | None = None
+    pool: str | None = None
 
 
 @dataclass

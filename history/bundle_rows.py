@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from history.loaded_bundle import BenchmarkEntry, LoadedBundle
+from history.series_key import series_pool
 from history.store import rows_to_arrow
 
 _TIMING_COLUMNS = (
@@ -62,6 +63,9 @@ def run_row(b: LoadedBundle, ingested_at: datetime | None = None) -> dict:
         "ingested_at": ingested_at or datetime.now(timezone.utc).replace(tzinfo=None),
     }
     row.update(env)
+    # Migration 006: the series pool, declared or defaulted (history.series_key), so that old
+    # bundles (no pool, no PCI id: NULL) fall in with their host's new runs.
+    row["pool"] = series_pool(env.get("pool"), env.get("hostname"), m.runner)
     return row
 
 

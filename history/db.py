@@ -1,7 +1,7 @@
 """Opening the history file: one writer at a time, short-lived readers, schema checked.
 
 DuckDB lets one process hold a database file for writing, and a read-only connection held
-open also blocks a writer (DESIGN.md, History). So:
+open also blocks a writer (docs/design.md, "History"). So:
   - `open_write` retries DuckDB's file-lock error with exponential backoff and full jitter
     (the "Exponential Backoff And Jitter" scheme, AWS Architecture Blog, 2015) until a
     deadline, then raises LockTimeoutError naming the file; it applies pending migrations.

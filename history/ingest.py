@@ -8,18 +8,25 @@
      same run id with different content is refused, again before anything is written;
   3. writes each new run in its own transaction: runs, commits (upsert), results, samples,
      correctness, builds, ncu_kernels, ncu_metrics, ncu_cases. A failure rolls back that run.
+
+A pull request's compare bundles are ingested with a PullRequestLabel each
+(history.pull_request_runs): the run id, trigger, PR and branch then come from the trusted
+caller, not from the bundle. No pull-request run writes a commits row: commit metadata (message,
+date, parent, branch) is taken only from runs on trusted refs, since a PR's bundle is written by
+the PR's own code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
 from history.errors import BundleError, LockTimeoutError
 from history.loaded_bundle import LoadedBundle
+from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run
 from history.store import insert_arrow, rows_to_arrow
 from history.validate import input_identity, load_input
 
@@ -75,9 +82,14 @@ class IngestReport:
         return out
 
 
-def load_all(paths: Iterable[str | Path]) -> list[LoadedBundle]:
-    """Validate every input; the first problem raises and nothing has been written."""
-    loaded = [load_input(Path(p)) for p in paths]
+def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel] | None = None) -> list[LoadedBundle]:
+    """Validate every input (and relabel the labelled ones); the first problem raises and nothing
+    has been written."""
+    labels = labels or {}
+    loaded = []
+    for p in map(Path, paths):
+        bundle = load_input(p)
+        loaded.append(as_pull_request_run(bundle, labels[p]) if p in labels else bundle)
     first: dict[str, LoadedBundle] = {}
     for b in loaded:
         other = first.setdefault(b.manifest.run_id, b)
@@ -89,15 +101,19 @@ def load_all(paths: Iterable[str | Path]) -> list[LoadedBundle]:
     return loaded
 
 
-def ingest_paths(db_path: str | Path, paths: Iterable[str | Path], deadline_s: float = 60.0) -> IngestReport:
+def ingest_paths(db_path: str | Path, paths: Iterable[str | Path], deadline_s: float = 60.0,
+                 labels: Mapping[Path, PullRequestLabel] | None = None) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
     Inputs whose exact content (run id and content hash) is already stored are skipped
     without being parsed again: CI retries and re-uploads are common and cost nothing.
+    `labels` (path -> PullRequestLabel) stores those inputs as pull-request runs; they are
+    always validated, since their stored run id is not the one in their files.
     """
     paths = [Path(p) for p in paths]
-    unchanged = _already_stored(db_path, paths)
-    bundles = load_all([p for p in paths if p not in unchanged])
+    labels = {Path(p): label for p, label in (labels or {}).items()}
+    unchanged = _already_stored(db_path, [p for p in paths if p not in labels])
+    bundles = load_all([p for p in paths if p not in unchanged], labels)
     report = ingest_loaded(db_path, bundles, deadline_s=deadline_s)
     fresh = iter(report.bundles)
     ordered = []
@@ -167,7 +183,7 @@ def _write_bundle(con, b: LoadedBundle) -> dict[str, int]:
     con.execute("BEGIN TRANSACTION")
     try:
         rows = {"runs": insert_arrow(con, "runs", rows_to_arrow([run_row(b)]))}
-        commit = commit_row(b)
+        commit = commit_row(b) if b.manifest.trigger != PULL_REQUEST_TRIGGER else None
         if commit is not None:
             con.execute(_UPSERT_COMMIT, list(commit.values()))
         for table in CHILD_TABLES:

@@ -34,6 +34,7 @@ from history.bundle import (
     BuildRecord,
     CaseOutcome,
     CorrectnessRecord,
+    Environment,
     Manifest,
     NcuCaseMetrics,
     NcuKernelRow,
@@ -50,6 +51,7 @@ from history.checks import (
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
+from history.series_key import pool_problem
 from history.pytest_benchmark_import import (
     load_pytest_benchmark_file,
     parse_benchmark_document,
@@ -58,6 +60,7 @@ from history.pytest_benchmark_import import (
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+PCI_BUS_ID_PATTERN = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
 KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
 # Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
 UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
@@ -204,7 +207,19 @@ def _manifest(doc: Any, path: Path) -> Manifest:
         raise BundleError(path, "pr_number", f"{manifest.pr_number} is not a pull request number")
     if manifest.environment.device_kind not in ("cuda", "cpu"):
         raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
+    _check_gpu_identity(manifest.environment, path)
     return manifest
+
+
+def _check_gpu_identity(env: Environment, path: Path) -> None:
+    """The GPU identity and pool fields key series and alerts: well-formed, or the bundle is refused."""
+    if env.pool is not None and pool_problem(env.pool):
+        raise BundleError(path, "environment.pool", pool_problem(env.pool))
+    if env.gpu_pci_bus_id is not None and not PCI_BUS_ID_PATTERN.match(env.gpu_pci_bus_id):
+        raise BundleError(path, "environment.gpu_pci_bus_id",
+                          f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)")
+    if env.gpu_index is not None and not 0 <= env.gpu_index < 4096:
+        raise BundleError(path, "environment.gpu_index", f"{env.gpu_index} is not an NVML device index")
 
 
 def _records(docs: dict, directory: Path, name: str, key: str, cls: type) -> list:

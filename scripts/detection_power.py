@@ -3,7 +3,7 @@
     python scripts/detection_power.py [--samples FILE ...] [--trials 200] [--json OUT]
 
 Input: per-call CUDA-event latencies per case from two or more separate processes
-(fixtures/timing/h200_event_samples.json layout: {"processes": {name: {case: {"us": [...]}}}}).
+(tests/data/timing/h200_event_samples.json layout: {"processes": {name: {case: {"us": [...]}}}}).
 Slowdowns of 0, 1, 2, 3, 5 and 10% are injected and the verdicts counted.
 
 A/B (pull requests): each trial draws `rounds` rounds per side. Base rounds resample one real
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -185,9 +184,7 @@ def pct(hits: int, total: int) -> str:
 
 
 def main(argv=None) -> int:
-    here = Path(__file__).resolve().parent.parent
-    shared = Path(os.environ["ATTNWATCH_SHARED"]) if os.environ.get("ATTNWATCH_SHARED") else here.parent / "shared"
-    default_samples = shared / "fixtures" / "timing" / "h200_event_samples.json"
+    default_samples = Path(__file__).resolve().parent.parent / "tests" / "data" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", nargs="+", type=Path, default=[default_samples],
                    help="per-call sample files (fixture layout) or run bundle directories (one process each)")

@@ -100,12 +100,15 @@ def make_bundle(
     with_ncu: bool = False,
     synthetic: bool = False,
     seed: int = 0,
+    hostname: str = "gpu-runner-1",
+    environment: dict | None = None,
 ) -> Path:
     """Write one bundle and return its directory.
 
     `statuses` maps case ids (or variant names) to a non-ok status; `n_cases` cuts the case
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
-    variant's latency (plant a regression); commit_sha defaults to a hash of the run id.
+    variant's latency (plant a regression); commit_sha defaults to a hash of the run id;
+    `hostname` names the host (runner) and `environment` overrides any other Environment field.
     """
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -156,8 +159,8 @@ def make_bundle(
         )
         entries.append(_benchmark_entry(timing, values))
 
-    environment = Environment(
-        device_kind="cuda", hostname="gpu-runner-1", os="Linux 6.8", python_version="3.12.3",
+    env_fields = dict(
+        device_kind="cuda", hostname=hostname, os="Linux 6.8", python_version="3.12.3",
         cpu="x86_64", gpu_name=gpu_name, gpu_uuid=f"GPU-{hashlib.md5(gpu_name.encode()).hexdigest()[:8]}",
         gpu_count=1, compute_capability="9.0", sm_count=132, l2_bytes=50 * 2**20,
         driver_version="580.65", cuda_version="13.0", sm_clock_mhz=1980, sm_clock_max_mhz=1980,
@@ -166,7 +169,7 @@ def make_bundle(
     manifest = Manifest(
         run_id=run_id, repo=repo, commit_sha=sha, trigger=trigger,
         started_at=started.isoformat(), finished_at=(started + timedelta(minutes=5)).isoformat(),
-        runner="gpu-runner-1", shape_set="pr", status=run_status, environment=environment,
+        runner=hostname, shape_set="pr", status=run_status, environment=Environment(**{**env_fields, **(environment or {})}),
         parent_sha=parent_sha, branch=branch, pr_number=pr_number, commit_message=commit_message,
         commit_date=(commit_date or started - timedelta(minutes=10)).isoformat(), synthetic=synthetic,
         notes="synthetic: made by tests/bundle_factory.py" if synthetic else "",

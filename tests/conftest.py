@@ -1,28 +1,17 @@
-"""Shared fixtures: real DuckDB files in tmp dirs, the recorded H200 fixtures, GPU marks."""
+"""Shared fixtures: real DuckDB files in tmp dirs, the recorded H200 data, GPU marks.
+
+Tests read only inside the checkout: the recorded data is `tests/data` (its README says
+where, when and how each file was recorded).
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _shared_dir() -> Path:
-    """The project's shared folder beside the checkout (fixtures recorded on an H200)."""
-    explicit = os.environ.get("ATTNWATCH_SHARED")
-    if explicit:
-        return Path(explicit)
-    for candidate in (REPO_ROOT / "shared", REPO_ROOT.parent / "shared"):
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    return REPO_ROOT.parent / "shared"
-
-
-SHARED = _shared_dir()
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "data"
 
 
 def _has_cuda() -> bool:
@@ -45,8 +34,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"recorded fixtures not found at {FIXTURES} (set ATTNWATCH_SHARED)")
+    """The recorded real outputs (tests/data: ncu CSVs, H200 timing samples, old pytest-benchmark JSON)."""
     return FIXTURES
 
 

@@ -1,5 +1,5 @@
 """The Compare page's batched bootstrap: exact against the one-at-a-time definition, and in
-agreement with CI's interval on real H200 samples (fixtures/timing/h200_event_samples.json)."""
+agreement with CI's interval on real H200 samples (tests/data/timing/h200_event_samples.json)."""
 
 from __future__ import annotations
 

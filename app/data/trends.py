@@ -1,5 +1,9 @@
 """The Trends page's data: one metric over runs for chosen cases on one GPU and branch.
 
+`pool` narrows to one pool of that GPU (a host, unless runners declared shared pools:
+history.series_key); with None every pool is drawn and each is a series of its own (its name
+ends the series label), so two hosts never interleave into one line.
+
 Aggregation happens in DuckDB and the number of runs plotted is capped (`max_runs`, newest
 first), so a history of a million results draws as fast as one of a hundred.
 """
@@ -51,6 +55,11 @@ SERIES_LABEL = (
 )
 
 
+def series_label(pool: str | None, runs_alias: str) -> str:
+    """SERIES_LABEL, with the run's pool appended when every pool is drawn (`pool` None)."""
+    return SERIES_LABEL if pool is not None else f"{SERIES_LABEL} || ' · ' || {runs_alias}.pool"
+
+
 @cached_query
 def trend_options(source: Source) -> dict[str, list]:
     """Distinct GPUs, branches, variants, shapes and dtypes present (each one short query)."""
@@ -89,6 +98,7 @@ def trend_series(
     dtype: str,
     causal: bool,
     max_runs: int = 200,
+    pool: str | None = None,
 ) -> pd.DataFrame:
     """The metric per series (variant · shape · dtype) over the newest `max_runs` runs, oldest first.
 
@@ -100,11 +110,11 @@ def trend_series(
         source,
         f"""
         WITH picked AS (
-            SELECT run_id, started_at, commit_sha FROM runs
-            WHERE coalesce(gpu_name, device_kind) = ? AND branch = ?
+            SELECT run_id, started_at, commit_sha, pool FROM runs
+            WHERE coalesce(gpu_name, device_kind) = ? AND branch = ? AND (?::VARCHAR IS NULL OR pool = ?)
             ORDER BY started_at DESC, run_id DESC LIMIT ?
         )
-        SELECT {SERIES_LABEL} AS series, r.case_id, p.started_at, {value} AS value,
+        SELECT {series_label(pool, "p")} AS series, r.case_id, p.started_at, {value} AS value,
                {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
                c.message AS commit_message, c.committed_at AS commit_date
         FROM results r JOIN picked p USING (run_id) {join}
@@ -114,12 +124,13 @@ def trend_series(
           AND r.dtype = ? AND r.causal = ?
         ORDER BY p.started_at, series
         """,
-        [gpu, branch, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
+        [gpu, branch, pool, pool, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
     )
 
 
 @cached_query
-def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...]) -> pd.DataFrame:
+def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...],
+                 pool: str | None = None) -> pd.DataFrame:
     """Alerts (detection's change points and correctness failures) on the plotted cases,
     placed at their run with the plotted metric's value there."""
     metric = METRICS[metric_label]
@@ -127,7 +138,7 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
     return read_frame(
         source,
         f"""
-        SELECT {SERIES_LABEL} AS series, u.started_at, {value} AS value, a.kind, a.status,
+        SELECT {series_label(pool, "u")} AS series, u.started_at, {value} AS value, a.kind, a.status,
                a.alert_id, a.run_id, a.metric,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
                  || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
@@ -135,8 +146,9 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         JOIN runs u ON u.run_id = a.run_id
         JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
         WHERE coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ? AND list_contains(?, a.case_id)
+          AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
           AND {value} IS NOT NULL
         ORDER BY u.started_at
         """,
-        [gpu, list(case_ids)],
+        [gpu, list(case_ids), pool, pool],
     )

@@ -1,4 +1,4 @@
-"""Overview: per GPU, the newest complete main run — every case with its stored latency,
+"""Overview: per GPU (and host, where a model ran on several), the newest complete main run — every case with its stored latency,
 µs/head, TFLOPS, gap-to-SDPA, correctness and recent trend — and the GPU's open alerts."""
 
 import streamlit as st
@@ -42,8 +42,9 @@ def overview_page(source, shape):
         st.subheader("Latest main run per GPU")
         st.dataframe(summary, hide_index=True, width="stretch")
     gpu = ui.gpu_picker(shape, key="overview_gpu")
-    latest = runs.latest_main_run(source, gpu)
-    newest = overview.newest_main_run_any_status(source, gpu)
+    pool = ui.host_picker(source, gpu, key="overview_host")
+    latest = runs.latest_main_run(source, gpu, pool)
+    newest = overview.newest_main_run_any_status(source, gpu, pool)
     if latest.empty:
         st.info(f"No complete main-branch run on {ui.md(gpu)} yet. See the Run page for runs of other branches.")
         if not newest.empty:
@@ -56,7 +57,7 @@ def overview_page(source, shape):
             "showing the latest complete one."
         )
     ui.run_caption(run)
-    cases = overview.latest_cases(source, run.run_id, gpu)
+    cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
     ui.run_metrics(cases)
     if cases["gap_to_sdpa"].isna().all():
         st.info("No gap-to-SDPA in this run: the `sdpa` baseline was not measured on this GPU (or it failed), "
@@ -68,7 +69,7 @@ def overview_page(source, shape):
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
 
     st.subheader("Open alerts")
-    alerts = overview.open_alerts_for_gpu(source, gpu)
+    alerts = overview.open_alerts_for_gpu(source, gpu, pool=pool)
     if alerts.empty:
         st.success(f"No open alerts on {ui.md(gpu)}.")
     else:

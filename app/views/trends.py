@@ -1,4 +1,4 @@
-"""Trends: one stored metric over runs for chosen variants, shapes, dtype, causal mode, GPU and
+"""Trends: one stored metric over runs for chosen variants, shapes, dtype, causal mode, GPU, host and
 branch; the p10–p90 band; detection's change points and alerts marked. Hovering a point shows
 its commit; clicking it opens that run."""
 
@@ -15,11 +15,13 @@ def pick_defaults(options: list[str], preferred: tuple[str, ...], fallback: int)
 
 def trends_page(source, shape):
     opts = trends.trend_options(source)
-    top = st.columns([2, 2, 3])
+    top = st.columns([2, 2, 2, 3])
     with top[0]:
         gpu = ui.gpu_picker(shape, key="trends_gpu")
-    branch = top[1].selectbox("branch", opts["branches"] or ["main"], key="trends_branch")
-    metric = top[2].selectbox("metric", list(trends.METRICS), key="trends_metric")
+    with top[1]:
+        pool = ui.host_picker(source, gpu, key="trends_host", allow_all=True)
+    branch = top[2].selectbox("branch", opts["branches"] or ["main"], key="trends_branch")
+    metric = top[3].selectbox("metric", list(trends.METRICS), key="trends_metric")
     row = st.columns([3, 3, 1.2, 1.2, 1.2, 2])
     variants = row[0].multiselect(
         "variants", opts["variants"], default=pick_defaults(opts["variants"], ("sdpa", "triton_fa2", "cuda_wmma_cpasync"), 3),
@@ -36,7 +38,8 @@ def trends_page(source, shape):
         st.info("Choose at least one variant and one shape.")
         return
 
-    series = trends.trend_series(source, metric, gpu, branch, tuple(variants), tuple(shapes), dtype, causal, max_runs)
+    series = trends.trend_series(source, metric, gpu, branch, tuple(variants), tuple(shapes), dtype, causal, max_runs,
+                                 pool=pool)
     if series.empty:
         st.info(
             f"No stored values of '{ui.md(metric)}' for these cases on {ui.md(gpu)} ({ui.md(branch)}, {ui.md(dtype)}, "
@@ -44,7 +47,7 @@ def trends_page(source, shape):
             "ncu metrics exist only for profiled runs."
         )
         return
-    alerts = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))))
+    alerts = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))), pool=pool)
     # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
     column = trends.METRICS[metric].column
     markers = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")]

@@ -50,6 +50,6 @@ def _run(args) -> int:
           f"({report.skipped_short} too short), {len(report.findings)} findings, "
           f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}")
     for f in report.findings:
-        print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name}] {f.metric}: {f.detail}")
+        print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name} @ {f.pool}] {f.metric}: {f.detail}")
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0

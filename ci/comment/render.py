@@ -1,11 +1,12 @@
 """Markdown for the sticky PR comment and the job summary, from a validated CompareReport.
 
-Layout (DESIGN.md "PR comments"): a hidden marker, a one-line verdict, correctness failures
-first, a table of significant changes (base, head, Δ%, interval, gap-to-SDPA), ncu deltas for
-regressed cases, the full table folded in <details>, links to the run and the dashboard.
-Every value that came from the artifact is escaped (ci.comment.escape); numbers are formatted
-here. GitHub refuses comment bodies over 65,536 characters: the folded table is cut first, then
-the significant-changes table, each with a note saying how many rows were left out.
+Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
+correctness failures first, a table of significant changes (base, head, Δ%, interval,
+gap-to-SDPA), ncu deltas for regressed cases, the full table folded in <details>, links to
+the run and the dashboard. Every value that came from the artifact is escaped
+(ci.comment.escape); numbers are formatted here. GitHub refuses comment bodies over 65,536
+characters: the folded table is cut first, then the significant-changes table, each with a
+note saying how many rows were left out.
 """
 
 from __future__ import annotations

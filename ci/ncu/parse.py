@@ -1,6 +1,6 @@
 """Parse what Nsight Compute really prints with `--csv` (`--page raw` or `--page details`).
 
-What real ncu output contains, and how each is handled (see shared fixtures recorded on an H200):
+What real ncu output contains, and how each is handled (H200 recordings in tests/data/ncu):
 - `==PROF==`, `==WARNING==`, `==ERROR==` lines before, between and after the CSV: collected as
   notes, never parsed as data;
 - a header row starting with "ID"; on `--page raw` a units row right after it (empty "ID");

@@ -154,3 +154,14 @@ def open_device(plan: RunPlan, config: TimingConfig) -> tuple[Any, Any, Any]:
     # swamp a sub-millisecond call; one thread keeps cpu_wall honest.
     torch.set_num_threads(1)
     return torch.device("cpu"), NoFlush(), CpuWallTimer()
+
+
+def device_monitor(plan: RunPlan, device: Any) -> Any:
+    """Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID."""
+    from ci.timing.gpu_state import open_monitor
+
+    if device.type != "cuda":
+        return open_monitor(plan.device_kind)
+    from ci.environment import torch_device_identity
+
+    return open_monitor(plan.device_kind, device.index or 0, **torch_device_identity(device.index or 0))

@@ -30,10 +30,9 @@ from typing import Any, Iterator
 from ci.journal import JournalWriter
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
-from ci.suites.case_setup import CaseSetup, is_poisoning, open_device, variant_availability
+from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
 from ci.timing.derived import apply_gaps, case_timing
 from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
-from ci.timing.gpu_state import open_monitor
 from ci.timing.graphs import graph_replay_us
 
 CRASH_EXIT_CODE = 70
@@ -59,7 +58,7 @@ class GroupMeasurer:
             import_module(module)
         self.device, self.flusher, self.timer = open_device(plan, self.config)
         self.setup = CaseSetup(plan, self.device, self.config)
-        self.monitor = open_monitor(plan.device_kind)
+        self.monitor = device_monitor(plan, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         from kernels.availability import capabilities

@@ -1,6 +1,6 @@
 """From raw samples to `history.bundle.CaseTiming`: statistics and derived metrics.
 
-Definitions (DESIGN.md "Metrics", one each, used everywhere):
+Definitions (docs/design.md "Metrics", one each, used everywhere):
 
 * statistics: `history.statistics.summarize` (order statistics, Hyndman & Fan type 7);
 * us_per_head = median / (B*H), the seeds' unit;

@@ -39,10 +39,9 @@ from typing import Any, Iterator
 
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
-from ci.suites.case_setup import CaseSetup, is_poisoning, open_device, variant_availability
+from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
 from ci.timing.derived import apply_gaps, case_timing
 from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
-from ci.timing.gpu_state import open_monitor
 from ci.workers.protocol import ChannelClosed, Reader, send
 
 CRASH_EXIT_CODE = 70
@@ -64,7 +63,7 @@ class Worker:
         self.device, self.flusher, self.timer = open_device(plan, self.config)
         self.setup = CaseSetup(plan, self.device, self.config)
         self.setup.build_failures.update(failed_builds)
-        self.monitor = open_monitor(plan.device_kind)
+        self.monitor = device_monitor(plan, self.device)
         from kernels.availability import capabilities
 
         capabilities()

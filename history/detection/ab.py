@@ -15,7 +15,7 @@ Two interval methods, both percentile bootstraps of the ratio head/base:
   Between-process variation thus enters the interval. With few rounds the outer level is coarse
   and still somewhat optimistic (factor (R-1)/R on the variance), which min_effect absorbs.
 
-Verdict (DESIGN.md): regression when the interval's lower bound exceeds 1 + min_effect,
+Verdict (docs/design.md, "Detection"): regression when the interval's lower bound exceeds 1 + min_effect,
 improvement when its upper bound is below 1 / (1 + min_effect), otherwise no change.
 scripts/detection_power.py measures both methods' power and false-alarm rate on real noise.
 """
