@@ -128,6 +128,19 @@ def test_the_measuring_modules_need_no_database():
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
+def test_both_workers_get_the_machines_cutlass_headers(monkeypatch, tmp_path):
+    """The headers are ignored by git: a worktree of the base has none, so without this its
+    worker would skip every CUTLASS variant and the A/B would call them `new`."""
+    from ci.compare.session import machine_env
+    from kernels.cutlass.headers import cutlass_include_dir
+
+    monkeypatch.delenv("CUTLASS_INCLUDE_DIR", raising=False)
+    found = cutlass_include_dir()
+    assert machine_env() == ({"CUTLASS_INCLUDE_DIR": str(found)} if found else {})
+    monkeypatch.setenv("CUTLASS_INCLUDE_DIR", str(tmp_path))
+    assert machine_env() == {}  # an explicit choice reaches the workers through the environment itself
+
+
 def test_one_round_warns_that_the_interval_lacks_run_to_run_noise(tmp_path, capsys):
     """One round per side cannot show between-round variation: the interval is too narrow (an
     A/A with --rounds 1 on an H200 excluded zero for many cases). Never silently."""

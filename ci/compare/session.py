@@ -16,6 +16,7 @@ workers, and writes beside compare.json:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -68,8 +69,9 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                    correctness=options.correctness, correctness_seeds=list(options.correctness_seeds),
                    timing_seed=options.timing_seed, extra_variant_modules=list(options.extra_variant_modules))
     work = Path(out_dir) / "workers"
+    env = machine_env()
     sides = {
-        name: Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path,
+        name: Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
                                    startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
                                    case_timeout_s=options.case_timeout_s, python=options.python or sys.executable),
                    commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
@@ -87,6 +89,18 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     write_rounds(Path(out_dir) / ROUNDS_FILE, measured)
     write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(measured, sides, options, notes))
     return Session(measured, sides, notes)
+
+
+def machine_env() -> dict[str, str]:
+    """What both workers must see alike although it is not in either revision: the CUTLASS
+    headers (ignored by git, so a worktree of the base has no `.cutlass/include`; without this
+    the base would skip every CUTLASS variant and the A/B would call them `new`)."""
+    if os.environ.get("CUTLASS_INCLUDE_DIR"):
+        return {}
+    from kernels.cutlass.headers import cutlass_include_dir
+
+    found = cutlass_include_dir()
+    return {"CUTLASS_INCLUDE_DIR": str(found)} if found is not None else {}
 
 
 def write_rounds(path: Path, measured: Measured) -> Path:

@@ -200,7 +200,8 @@ class Side:
 
 
 def side_spec(plan: RunPlan, name: str, checkout: Path | None, work_dir: Path, *, extra_sys_path: list[str],
-              startup_timeout_s: float, build_timeout_s: float, case_timeout_s: float, python: str) -> WorkerSpec:
+              extra_env: dict[str, str], startup_timeout_s: float, build_timeout_s: float, case_timeout_s: float,
+              python: str) -> WorkerSpec:
     return WorkerSpec(plan=plan, side=name, checkout=checkout, work_dir=work_dir / name, python=python,
-                      extra_sys_path=list(extra_sys_path), startup_timeout_s=startup_timeout_s,
+                      extra_sys_path=list(extra_sys_path), extra_env=dict(extra_env), startup_timeout_s=startup_timeout_s,
                       build_timeout_s=build_timeout_s, case_timeout_s=case_timeout_s)
