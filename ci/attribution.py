@@ -86,8 +86,8 @@ class CrashAttribution:
         where = f" ({crash.where})" if crash.where else ""
         first = self.retried.get(crash.case_id)
         if first is not None:
-            note = (f"{UNKNOWN_ORIGIN}: {crash.case_id} crashed again during {crash.stage}{where} after running "
-                    f"alone without error; recorded as crashed, not attributed")
+            note = (f"{UNKNOWN_ORIGIN}: {crash.case_id} crashed again during {crash.stage}{where}; its first crash "
+                    f"(during {first.stage}) was not reproduced alone; recorded as crashed, not attributed")
             self.notes.append(note)
             return Decision(False, "crashed", f"{UNKNOWN_ORIGIN}: crashed during {crash.stage} in two processes "
                                               f"but not alone; last error: {_cut(crash.error)}", note)

@@ -58,6 +58,7 @@ class Side:
     restarts: int = 0
     _worker: WorkerProcess | None = None
     _counted: WorkerProcess | None = None
+    _idle_deaths: int = 0
     _banked: dict = field(default_factory=dict)
     _current: dict = field(default_factory=dict)
 
@@ -138,13 +139,15 @@ class Side:
             except WorkerDied as died:
                 self._worker = None
                 self._banked = self._current  # a dead worker's stage seconds stay counted
-                self._after_death(died, by_id, out, round_index)
+                give_up = self._after_death(died, by_id, out, round_index)
                 try:
                     self._count_restart(died.error)
                 except WorkerDied as gave_up:
+                    give_up = gave_up.error
+                if give_up:
                     for case in pending:
                         if case.case_id not in out:
-                            out[case.case_id] = self._lost(case, "failed", gave_up.error)
+                            out[case.case_id] = self._lost(case, "failed", give_up)
             finally:
                 self.times.requests_s += time.monotonic() - started
             pending = [c for c in pending if c.case_id not in out]
@@ -158,20 +161,26 @@ class Side:
         self.times.prepare_s = get("prepare", "warmup")
         self.times.timing_s = get("timing")
 
-    def _after_death(self, died: WorkerDied, by_id: dict[str, PlannedCase], out: dict, round_index: int) -> None:
+    def _after_death(self, died: WorkerDied, by_id: dict[str, PlannedCase], out: dict, round_index: int) -> str | None:
+        """Judge the case in flight; a reason to give up on the request when no case was."""
         case_id = died.case if died.case in by_id and died.case not in out else None
         if case_id is None:
+            self._idle_deaths += 1
+            if self._idle_deaths >= 2:  # not a case's doing, and not passing: stop paying for restarts
+                return f"the {self.name} worker died twice with no case in flight; last: {died.error}"
             self.log(f"compare: {self.name} worker died between cases ({died.error[:200]}); asking a fresh one")
-            return
+            return None
+        self._idle_deaths = 0
         if died.timed_out:
             out[case_id] = self._lost(by_id[case_id], "timeout", died.error)
-            return
+            return None
         crash = Crash(case_id, died.stage or "unknown", died.error, died.predecessor, f"{self.name} worker, round {round_index + 1}")
         decision = self.attribution.decide(crash, self._probe)
         if decision.note:
             self.log(f"compare: {decision.note}")
         if not decision.retry:
             out[case_id] = self._lost(by_id[case_id], decision.status or "crashed", decision.error or died.error)
+        return None
 
     def _probe(self, case_id: str, stage: str):
         """The isolated re-run: a fresh worker whose plan holds this case only (one build)."""
