@@ -81,29 +81,30 @@ def test_a_hang_is_a_timeout_without_a_retry(tmp_path):
 
 
 def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path, monkeypatch, capsys):
-    """The head's t_planted is t_planted plus 100% extra work (tests/fault_variants/
-    attnwatch_planted.py); the compare keeps one worker per side for all rounds, alternates
-    them ABBA, stops the planted case once its regression is decided, and records why."""
-    monkeypatch.setenv("ATTNWATCH_PLANTED_SLOWDOWN", "1.0")
+    """The head's t_planted is sdpa plus 300% extra work (tests/fault_variants/
+    attnwatch_planted.py; that large because a shared CI CPU's rounds can differ by 2x); the
+    compare keeps one worker per side for all rounds, alternates them ABBA, stops the planted
+    case once its regression is decided, and records why."""
+    monkeypatch.setenv("ATTNWATCH_PLANTED_SLOWDOWN", "3.0")
     out = tmp_path / "out"
     rc = main(["compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
-               "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "2", "--rounds", "4",
+               "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
                "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness",
                "--out", str(out)])
     assert rc == 0
     report = load_report(out / "compare.json")
     by_variant = {c.variant: c for c in report.cases}
     planted = by_variant["t_planted"]
-    assert planted.verdict == "regression" and 1.5 < planted.ratio < 2.5
+    assert planted.verdict == "regression" and 2.5 < planted.ratio < 6
     session = json.loads((out / "session.json").read_text())
     assert session["decided"][planted.case_id] == "regression"
-    assert session["rounds_used"][planted.case_id] == 2 == len(planted.base.round_medians_us)  # stopped at the first look
+    assert session["rounds_used"][planted.case_id] == 3 == len(planted.base.round_medians_us)  # stopped at the first look
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     schedule = [tuple(entry[:2]) for entry in session["schedule"]]
     assert schedule[:4] == [("base", 1), ("head", 1), ("head", 2), ("base", 2)]
     assert session["sides"]["base"]["kernels_path"] == session["sides"]["head"]["kernels_path"] == str(REPO_ROOT / "kernels")
     rounds = json.loads((out / "rounds.json").read_text())
     assert len(rounds["sides"]["base"]) == session["rounds_run"]
-    assert any("sequential: 2 to 4 rounds per case" in n for n in report.notes)
+    assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
     err = capsys.readouterr().err
     assert "compare: base: start-up" in err and "timing" in err

@@ -18,14 +18,15 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_compare.py"
 def test_planted_step_and_budget_skips_on_cpu(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--steps", "planted,sanitizer,diagnose", "--slowdown", "1.0", "--rounds", "3",
-         "--min-rounds", "2", "--budget-s", "250", "--device", "cpu", "--out", str(out)],
+        [sys.executable, str(SCRIPT), "--steps", "planted,sanitizer,diagnose", "--slowdown", "3.0", "--rounds", "4",
+         "--min-rounds", "3", "--budget-s", "250", "--device", "cpu", "--out", str(out)],
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((out / "gpu_compare.json").read_text())
     planted = report["steps"]["planted"]
     assert planted["rc"] == 1  # --fail-on regression: the planted slowdown fails the check
-    assert planted["regressions"] == ["t_planted/cpu_tiny/fp16/causal", "t_planted/cpu_tiny/fp16/noncausal"]
+    # (a shared CPU's noise may flag an sdpa case too: a CPU compare checks the pipeline, not kernels)
+    assert {"t_planted/cpu_tiny/fp16/causal", "t_planted/cpu_tiny/fp16/noncausal"} <= set(planted["regressions"])
     assert set(planted["breakdown_s"]) == {"base", "head"} and planted["breakdown_s"]["head"]["timing_s"] > 0
     assert report["steps"]["sanitizer"] == {"step": "sanitizer", "skipped": "no GPU"}
     diagnose = report["steps"]["diagnose"]
