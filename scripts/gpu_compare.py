@@ -25,7 +25,7 @@ Writes under --out (default $OUT): gpu_compare.json (every figure), one folder p
 prints a short table last. On a machine without a GPU the same steps run on the CPU (shape set
 `cpu`; no sanitizer), which checks the script itself.
 
-    PYTHONPATH=. python3 scripts/gpu_compare.py --budget-s 560 --out $OUT
+    PYTHONPATH=. python3 scripts/gpu_compare.py --budget-s 560 --commit <sha> --out $OUT
 
 A step is started only when the budget left, less what the later steps need at least, covers its
 own minimum; it is stopped at its maximum (NEED and MOST below). What is skipped is named in the
@@ -71,6 +71,7 @@ def parse_args(argv):
     p.add_argument("--budget-s", type=float, default=560.0, help="wall-clock budget of the whole call")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_compare)")
+    p.add_argument("--commit", default=None, help="commit measured, for a copy without .git (recorded in gpu_compare.json)")
     p.add_argument("--run-group", metavar="BUNDLE_DIR", help=argparse.SUPPRESS)  # child mode of steps 4 and 5
     p.add_argument("--group-diagnose", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group-deadline-s", type=float, default=120.0, help=argparse.SUPPRESS)
@@ -229,7 +230,10 @@ def main(argv=None) -> int:
     env = dict(os.environ, ATTNWATCH_CACHE=str(caches / "attnwatch"), TRITON_CACHE_DIR=str(caches / "triton"),
                CUPY_CACHE_DIR=str(caches / "cupy"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    from ci.environment import capture_git
+
     report = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_kind": kind,
+              "commit": args.commit or capture_git(REPO_ROOT).sha,
               "shapes": args.shapes, "budget_s": args.budget_s, "steps": {}}
     # A step gets at most MOST[step] seconds and never eats what the later steps asked for need
     # (NEED: the least worth starting; a cut-off compare returns nothing useful).
