@@ -30,6 +30,9 @@ class ReplaySide:
     def start(self) -> None:
         pass
 
+    def ready(self) -> None:
+        pass
+
     def measure(self, cases, round_index, sampling):
         self.asked.append([c.case_id for c in cases])
         out = {}

@@ -2,8 +2,10 @@
 
 One worker per side lives for the whole compare (ci/compare/side.py, ci/workers): each imports
 its revision's `kernels`, builds and checks them once, then times "these cases, now" when
-asked. Rounds alternate A B | B A | A B ... (an ABBA design): slow drift (clocks, temperature)
-hits both sides alike, and neither side always runs first after the other has warmed the GPU.
+asked. The two start at once, and nothing is measured until both are ready (one side's build
+is no neighbour for the other's timed round). Rounds alternate A B | B A | A B ... (an ABBA
+design): slow drift (clocks, temperature) hits both sides alike, and neither side always runs
+first after the other has warmed the GPU.
 
 Each round draws fresh inputs at a new allocation placement in each worker (ci/workers/
 server.py), the per-process offset that made separate processes' medians differ by up to 1.2%
@@ -63,7 +65,9 @@ def measure_rounds(cases: list[PlannedCase], sides: dict[str, Side], design: Seq
     measured = Measured([], [])
     history: dict[str, dict[str, list[CaseRound]]] = {c.case_id: {"base": [], "head": []} for c in cases}
     for side in sides.values():
-        side.start()  # both start (imports, builds) in parallel; timing never overlaps
+        side.start()  # both start (imports, builds) in parallel ...
+    for side in sides.values():
+        side.ready()  # ... and nothing is measured until both are done: a build is no neighbour for a timed round
     active = list(cases)
     threads = max(1, min(8, (os.cpu_count() or 2)))
     with ThreadPoolExecutor(threads) as pool:

@@ -70,6 +70,14 @@ class Side:
             self._worker = WorkerProcess(self.spec, f"{self.name}-{self.times.workers_started}").start()
             self.times.workers_started += 1
 
+    def ready(self) -> None:
+        """Wait until the worker has started and built (a side that cannot start fails its
+        cases when first asked, in `measure`)."""
+        try:
+            self._ready_worker()
+        except WorkerDied:
+            pass
+
     def _ready_worker(self) -> WorkerProcess:
         """The worker, started and built; a worker dying during a build fails that build."""
         while True:
