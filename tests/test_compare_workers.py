@@ -5,12 +5,14 @@ a planted slowdown caught, and each case measured only until its verdict is deci
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
-from ci.cli import main
 from ci.compare.report import load_report
 from ci.compare.side import Side
 from ci.plan import RunPlan, plan_cases
@@ -80,18 +82,20 @@ def test_a_hang_is_a_timeout_without_a_retry(tmp_path):
     assert side.attribution.probes == 0
 
 
-def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path, monkeypatch, capsys):
+def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     """The head's t_planted is sdpa plus 300% extra work (tests/fault_variants/
     attnwatch_planted.py; that large because a shared CI CPU's rounds can differ by 2x); the
     compare keeps one worker per side for all rounds, alternates them ABBA, stops the planted
-    case once its regression is decided, and records why."""
-    monkeypatch.setenv("ATTNWATCH_PLANTED_SLOWDOWN", "3.0")
+    case once its regression is decided, and records why. (A subprocess: the variant module
+    registers t_planted in whatever process imports it.)"""
     out = tmp_path / "out"
-    rc = main(["compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
-               "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
-               "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness",
-               "--out", str(out)])
-    assert rc == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
+         "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
+         "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness", "--out", str(out)],
+        cwd=REPO_ROOT, env={**os.environ, "ATTNWATCH_PLANTED_SLOWDOWN": "3.0"}, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(out / "compare.json")
     by_variant = {c.variant: c for c in report.cases}
     planted = by_variant["t_planted"]
@@ -106,5 +110,4 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path, monk
     rounds = json.loads((out / "rounds.json").read_text())
     assert len(rounds["sides"]["base"]) == session["rounds_run"]
     assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
-    err = capsys.readouterr().err
-    assert "compare: base: start-up" in err and "timing" in err
+    assert "compare: base: start-up" in done.stderr and "timing" in done.stderr
