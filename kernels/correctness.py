@@ -60,7 +60,8 @@ class Tolerance:
 
 @dataclass
 class CheckResult:
-    """One seed of one case (field names match history.bundle.CorrectnessRecord)."""
+    """One seed of one case. ci.records turns it into the bundle's record, field by field: a field
+    added here must be added there too (it refuses one it does not know)."""
 
     case_id: str
     seed: int

@@ -1,6 +1,9 @@
 """Server-side render time of every dashboard page, cold and warm, over a given history.
 
-    python scripts/bench_dashboard.py --db PATH [--warm-repeats 5] [--json OUT]
+    python scripts/bench_dashboard.py --db LOCATION [--warm-repeats 5] [--json OUT]
+
+LOCATION is a history file or a lake (`ducklake:postgres:...`, history.location), so the same
+pages can be timed on a file and on a lake holding the same rows (`attnwatch history copy`).
 
 Each page is rendered by Streamlit's AppTest (the same script run a server does, without the
 browser). Definitions:
@@ -34,18 +37,28 @@ PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/aler
          "views/kernel.py", "views/sql.py", "views/run.py")
 
 
-def history_size(db: Path) -> dict:
-    import duckdb
+def history_size(db: str) -> dict:
+    from history.db import open_read
 
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with open_read(db) as con:
         row = con.execute(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM runs WHERE synthetic), "
             "(SELECT count(*) FROM results), (SELECT count(*) FROM samples), (SELECT count(*) FROM ncu_cases)"
         ).fetchone()
-    finally:
-        con.close()
     return dict(zip(("runs", "synthetic_runs", "results", "samples", "ncu_cases"), row))
+
+
+def stored_bytes(db: str) -> int:
+    """The file's size, or the lake's data files (ducklake_table_info) without its catalog."""
+    from history.db import open_read
+    from history.location import parse_location
+
+    location = parse_location(db)
+    if not location.is_lake:
+        return location.path.stat().st_size
+    with open_read(location) as con:
+        return int(con.execute("SELECT sum(file_size_bytes + delete_file_size_bytes) "
+                               "FROM ducklake_table_info('history')").fetchone()[0] or 0)
 
 
 def timed(action) -> float:
@@ -156,17 +169,25 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the history to render (e.g. from scripts/make_synthetic_history.py)")
+    parser.add_argument("--db", required=True, help="the history to render, a file or a ducklake:postgres: lake "
+                        "(e.g. from scripts/make_synthetic_history.py)")
     parser.add_argument("--warm-repeats", type=int, default=5)
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--compare-samples", type=int, default=0, metavar="N",
                         help="also time Compare on a copy with N samples per case for two runs")
     args = parser.parse_args(argv)
-    db = Path(args.db).resolve()
-    if not db.is_file():
+    from history.db import exists
+    from history.location import parse_location
+
+    location = parse_location(args.db)
+    db = location.label if location.is_lake else str(location.path.resolve())
+    if not exists(db):
         print(f"bench_dashboard: {db}: no such history", file=sys.stderr)
         return 2
-    os.environ["ATTNWATCH_DB"] = str(db)
+    if location.is_lake and args.compare_samples:
+        print("bench_dashboard: --compare-samples copies a history file; give a file", file=sys.stderr)
+        return 2
+    os.environ["ATTNWATCH_DB"] = db
     import duckdb
     import streamlit
 
@@ -183,14 +204,15 @@ def main(argv: list[str] | None = None) -> int:
             result = bench_compare_with_samples(base, head, args.warm_repeats)
             result["notes"] = f"{cases} cases x {args.compare_samples} samples per run, intervals for every case"
             results.append(result)
-            os.environ["ATTNWATCH_DB"] = str(db)
+            os.environ["ATTNWATCH_DB"] = db
     report = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(),
         "machine": machine(),
         "versions": {"streamlit": streamlit.__version__, "duckdb": duckdb.__version__},
         "history": size,
-        "db_bytes": db.stat().st_size,
+        "history_kind": "lake" if location.is_lake else "file",
+        "db_bytes": stored_bytes(db),
         "import_s": imports,
         "pages": results,
     }
@@ -198,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     label = " (synthetic)" if size["synthetic_runs"] else ""
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
-    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; history{label}: {size['runs']:,} runs, "
+    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; {report['history_kind']} history{label}: {size['runs']:,} runs, "
           f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
     print(f"server process start (imports, once): {imports:.2f} s")
     print()

@@ -46,6 +46,7 @@ from ci.compare.sequential import SequentialDesign, decide, final_verdict  # noq
 from history.changepoints import significant_steps  # noqa: E402
 from history.detection.ab import ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
+from history.validate import load_bundle  # noqa: E402
 
 SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
 
@@ -67,7 +68,8 @@ def load_processes(paths: list[Path]) -> dict[str, list[np.ndarray]]:
     cases: dict[str, list[np.ndarray]] = {}
     for path in paths:
         if path.is_dir():
-            processes = [{case: {"us": us} for case, us in json.loads((path / "samples.json").read_text())["samples"].items()}]
+            samples = load_bundle(path, known_commit=False).samples  # the bundle reader: format checked
+            processes = [{case: {"us": us} for case, us in samples.items()}]
         else:
             processes = list(json.loads(path.read_text())["processes"].values())
         for proc in processes:

@@ -35,7 +35,11 @@ SHAPES = [  # id, B, H, S, D
     ("l4_mission", 1, 8, 512, 64), ("h100_small", 1, 16, 1024, 64), ("b4_h16_s1k", 4, 16, 1024, 64),
     ("b4_h16_s1k_d128", 4, 16, 1024, 128), ("b4_h16_s2k", 4, 16, 2048, 64), ("b16_h16_s2k", 16, 16, 2048, 64),
 ]
-GPUS = {"NVIDIA H200": 1.0, "NVIDIA H100 80GB HBM3": 0.78, "NVIDIA L4": 0.12}  # relative speed
+GPUS = {  # relative speed; the first three are the default, --gpus 5 adds the others
+    "NVIDIA H200": 1.0, "NVIDIA H100 80GB HBM3": 0.78, "NVIDIA L4": 0.12,
+    "NVIDIA A100-SXM4-80GB": 0.50, "NVIDIA L40S": 0.30,
+}
+DEFAULT_GPUS = 3
 DTYPES = ("fp16", "bf16")
 BACKENDS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
 CHUNK_RUNS = 200
@@ -51,10 +55,12 @@ def case_grid():
     return rows
 
 
-def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commits: float = 6.0) -> dict:
+def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commits: float = 6.0,
+             n_gpus: int = DEFAULT_GPUS) -> dict:
+    """Write the history into `db_path` (a file or a lake location, history.location)."""
     rng = np.random.default_rng(seed)
     cases = case_grid()
-    n_cases, gpus = len(cases), list(GPUS)
+    n_cases, gpus = len(cases), list(GPUS)[:n_gpus]
     n_commits = max(1, -(-target_rows // (n_cases * len(gpus))))
     now = datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
     commit_times = [now - timedelta(hours=hours_between_commits * (n_commits - i)) for i in range(n_commits)]
@@ -84,7 +90,8 @@ def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commit
         })
         con.execute("BEGIN TRANSACTION")
         con.register("incoming_commits", commit_rows)
-        con.execute("INSERT OR IGNORE INTO commits BY NAME SELECT * FROM incoming_commits")
+        con.execute("INSERT INTO commits BY NAME SELECT * FROM incoming_commits i "
+                    "WHERE NOT EXISTS (SELECT 1 FROM commits c WHERE c.sha = i.sha)")  # a lake has no key to ignore on
         con.unregister("incoming_commits")
         con.execute("COMMIT")
         totals["commits"] = n_commits
@@ -209,11 +216,13 @@ def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, var
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, required=True, help="result rows to write (about)")
-    parser.add_argument("--db", required=True, help="DuckDB history file (created if missing)")
+    parser.add_argument("--db", required=True, help="the history: a DuckDB file or a ducklake:postgres: lake (created if missing)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--gpus", type=int, default=DEFAULT_GPUS, choices=range(1, len(GPUS) + 1),
+                        help=f"how many GPU types (default {DEFAULT_GPUS}: {', '.join(list(GPUS)[:DEFAULT_GPUS])})")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    totals = generate(args.db, args.rows, seed=args.seed)
+    totals = generate(args.db, args.rows, seed=args.seed, n_gpus=args.gpus)
     elapsed = time.perf_counter() - started
     print(", ".join(f"{v} {k}" for k, v in totals.items()) + f" in {elapsed:.1f} s -> {args.db} (synthetic)")
     return 0

@@ -6,6 +6,7 @@ where, when and how each file was recorded).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,30 @@ def db_path(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "history.duckdb"
     monkeypatch.setenv("ATTNWATCH_DB", str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the session (tests/pg_server.py), stopped at the end."""
+    import pg_server
+
+    reason = pg_server.why_unavailable()
+    if reason:
+        pytest.skip(f"lake tests need a PostgreSQL server: {reason}")
+    server = pg_server.start()
+    yield server
+    server.stop()
+
+
+_LAKE_COUNTER = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def lake_db(postgres_server, tmp_path, monkeypatch) -> str:
+    """A new, empty lake: its own catalog database on the session's server, data under tmp_path.
+    ATTNWATCH_DB names it and ATTNWATCH_LAKE_DATA its data path for the test's duration."""
+    name = postgres_server.create_database(f"lake_{os.getpid()}_{next(_LAKE_COUNTER)}")
+    location = f"ducklake:postgres:{postgres_server.dsn(name)}"
+    monkeypatch.setenv("ATTNWATCH_DB", location)
+    monkeypatch.setenv("ATTNWATCH_LAKE_DATA", str(tmp_path / "lake-data"))
+    return location

@@ -26,6 +26,7 @@ class StubState:
     comments: dict[int, list[dict]] = field(default_factory=dict)  # issue number -> comments
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # next responses to fail
     requests: list[dict] = field(default_factory=list)
+    not_found: set[str] = field(default_factory=set)  # paths under /repos/{repo}/ answered 404, e.g. "pulls"
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -84,6 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"message": "Not Found"})
             return
         rest = path[len(prefix):].strip("/").split("/")
+        if "/".join(rest) in state.not_found:
+            self._send(404, {"message": "Not Found"})
+            return
         if method == "GET" and len(rest) == 3 and rest[0] == "commits" and rest[2] == "pulls":
             numbers = state.associated.get(rest[1], [])
             self._page([p for p in state.pulls if p["number"] in numbers], query)

@@ -22,11 +22,21 @@ class Metric:
     """A plottable column: where it is stored, its band columns (if any) and its unit."""
 
     label: str
-    table: str  # "results" (alias r) or "ncu_cases" (alias n)
+    table: str  # a key of JOINS: where the column is read
     column: str
     p10: str | None = None
     p90: str | None = None
     higher_is_better: bool = False
+    ok_only: bool = True  # only cases that timed fine; a correctness check ran before timing, whatever followed
+
+
+# Where a metric's column lives (alias, join onto results r). Correctness: the worst of a case's
+# seeds in a run (the correctness_summaries view, migrations 001 and 005).
+JOINS = {
+    "results": ("r", ""),
+    "ncu_cases": ("n", "JOIN ncu_cases n ON n.run_id = r.run_id AND n.case_id = r.case_id"),
+    "correctness": ("k", "JOIN correctness_summaries k ON k.run_id = r.run_id AND k.case_id = r.case_id"),
+}
 
 
 # Every metric is read as stored by CI; none is recomputed here.
@@ -47,6 +57,9 @@ METRICS: dict[str, Metric] = {m.label: m for m in (
     Metric("ncu: registers per thread", "ncu_cases", "registers_per_thread"),
     Metric("ncu: local memory (spill) bytes", "ncu_cases", "local_memory_bytes"),
     Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
+    Metric("correctness: max abs error", "correctness", "worst_max_abs_err", ok_only=False),
+    Metric("correctness: relative error", "correctness", "worst_rel_err", ok_only=False),
+    Metric("correctness: tolerance used (1 = fails)", "correctness", "worst_tolerance_used", ok_only=False),
 )}
 
 SERIES_LABEL = (
@@ -80,8 +93,7 @@ def trend_options(source: Source) -> dict[str, list]:
 
 def _value_sql(metric: Metric) -> tuple[str, str, str, str]:
     """(value, p10, p90, join) SQL fragments for a metric; column names come from METRICS only."""
-    alias = "r" if metric.table == "results" else "n"
-    join = "" if metric.table == "results" else "JOIN ncu_cases n ON n.run_id = r.run_id AND n.case_id = r.case_id"
+    alias, join = JOINS[metric.table]
     p10 = f"{alias}.{metric.p10}" if metric.p10 else "NULL::DOUBLE"
     p90 = f"{alias}.{metric.p90}" if metric.p90 else "NULL::DOUBLE"
     return f"{alias}.{metric.column}", p10, p90, join
@@ -102,10 +114,12 @@ def trend_series(
 ) -> pd.DataFrame:
     """The metric per series (variant · shape · dtype) over the newest `max_runs` runs, oldest first.
 
-    Failed or skipped cases have no value and are left out (the chart shows a gap there).
+    Failed or skipped cases have no value and are left out (the chart shows a gap there); a
+    correctness metric is kept for every case that was checked, whatever its timing did.
     """
     metric = METRICS[metric_label]
     value, p10, p90, join = _value_sql(metric)
+    status = "r.status = 'ok' AND " if metric.ok_only else ""
     return read_frame(
         source,
         f"""
@@ -119,7 +133,7 @@ def trend_series(
                c.message AS commit_message, c.committed_at AS commit_date
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
-        WHERE r.status = 'ok' AND {value} IS NOT NULL
+        WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
           AND r.dtype = ? AND r.causal = ?
         ORDER BY p.started_at, series

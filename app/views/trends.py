@@ -1,6 +1,7 @@
-"""Trends: one stored metric over runs for chosen variants, shapes, dtype, causal mode, GPU, host and
-branch; the p10–p90 band; detection's change points and alerts marked. Hovering a point shows
-its commit; clicking it opens that run."""
+"""Trends: one stored metric over runs for chosen variants, shapes, dtype, causal mode, GPU, host
+and branch (timings, ncu metrics, and the correctness check's error and margin); the p10–p90 band;
+detection's change points and alerts marked. Hovering a point shows its commit; clicking it
+opens that run."""
 
 import streamlit as st
 
@@ -44,7 +45,7 @@ def trends_page(source, shape):
         st.info(
             f"No stored values of '{ui.md(metric)}' for these cases on {ui.md(gpu)} ({ui.md(branch)}, {ui.md(dtype)}, "
             f"{'causal' if causal else 'non-causal'}). Failed and skipped cases have no value; "
-            "ncu metrics exist only for profiled runs."
+            "ncu metrics exist only for profiled runs; the correctness margin only for runs recorded since it is stored."
         )
         return
     alerts = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))), pool=pool)

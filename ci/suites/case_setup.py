@@ -19,6 +19,7 @@ is called, a no-op that the test suite's fault variants use to simulate an async
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from ci.plan import PlannedCase, RunPlan
@@ -96,20 +97,13 @@ class CaseSetup:
         return (variant, kcase), None
 
     def check(self, case: PlannedCase, variant: Any, kcase: Any) -> list[dict[str, Any]]:
-        """Correctness records (history.bundle.CorrectnessRecord fields), one per seed."""
+        """Correctness on fresh inputs per seed (kernels.correctness), as the bundle's records
+        (ci.records converts every field)."""
+        from ci.records import correctness_record
         from kernels.correctness import check_case
 
         results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
-        records = []
-        for seed, r in zip(self.plan.correctness_seeds, results):
-            records.append({
-                "case_id": case.case_id, "variant": case.variant, "shape_id": case.shape_id,
-                "batch": case.batch, "heads": case.heads, "seq_len": case.seq_len, "head_dim": case.head_dim,
-                "dtype": case.dtype, "causal": case.causal, "seed": int(getattr(r, "seed", seed)),
-                "max_abs_err": r.max_abs_err, "rel_err": r.rel_err, "atol": r.atol, "rtol": r.rtol,
-                "passed": bool(r.passed), "nonfinite": int(r.nonfinite or 0), "error": r.error,
-            })
-        return records
+        return [asdict(correctness_record(case, r)) for r in results]
 
     def input_set_count(self, case: PlannedCase) -> int:
         """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""

@@ -102,6 +102,7 @@ class GroupMeasurer:
 
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
+        from ci.records import build_record, failed_build
         from kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
@@ -115,16 +116,15 @@ class GroupMeasurer:
             self.journal.write("build_begin", variant=name)
             started = time.perf_counter()
             try:
-                report = asdict(variant.build())
+                record = build_record(variant.build())
             except Exception as exc:  # noqa: BLE001 - a build error is data, not a crash
                 if is_poisoning(exc):
-                    self.journal.write("build", record={"variant": name, "ok": False, "error": str(exc)})
+                    self.journal.write("build", record=asdict(failed_build(name, str(exc))))
                     os._exit(CRASH_EXIT_CODE)
-                report = {"variant": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
-                          "compile_seconds": time.perf_counter() - started}
-            self.journal.write("build", record=report)
-            if not report.get("ok"):
-                self.build_failures[name] = report.get("error") or "build failed"
+                record = failed_build(name, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            self.journal.write("build", record=asdict(record))
+            if not record.ok:
+                self.build_failures[name] = record.error or "build failed"
 
     # -- measuring -----------------------------------------------------------------------
 

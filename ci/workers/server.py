@@ -98,7 +98,9 @@ class Worker:
     # -- builds ----------------------------------------------------------------------------
 
     def build_all(self) -> list[dict[str, Any]]:
-        """Build every planned, available variant once; a failed build fails its cases."""
+        """Build every planned, available variant once (ci.records' build records); a failed
+        build fails its cases."""
+        from ci.records import build_record, failed_build
         from kernels import registry
 
         records = []
@@ -115,18 +117,16 @@ class Worker:
             self.emit("build_begin", variant=name)
             started = time.perf_counter()
             try:
-                report = asdict(variant.build())
+                record = build_record(variant.build())
             except Exception as exc:  # noqa: BLE001 - a build error is data, not a crash
                 if is_poisoning(exc):
                     self.emit("fault", case=None, stage="build", variant=name, error=str(exc))
                     os._exit(CRASH_EXIT_CODE)
-                report = {"variant": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
-                          "compile_seconds": time.perf_counter() - started}
-            report["wall_seconds"] = time.perf_counter() - started
-            records.append(report)
-            self.emit("build", record=report)
-            if not report.get("ok"):
-                self.setup.build_failures[name] = report.get("error") or "build failed"
+                record = failed_build(name, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            records.append(asdict(record))
+            self.emit("build", record=records[-1], wall_s=time.perf_counter() - started)
+            if not record.ok:
+                self.setup.build_failures[name] = record.error or "build failed"
         return records
 
     # -- measuring -----------------------------------------------------------------------
