@@ -30,9 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ci.bundle_writer import utc_now
 from ci.compare.rounds import CaseRound, RoundData
 from ci.compare.sequential import SequentialDesign, decide
-from ci.bundle_writer import utc_now
 from ci.compare.side import Side
 from ci.plan import PlannedCase
 from history.detection.ab import ratio_interval

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ci.child_env import REPO_ROOT
 from ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from ci.compare.measure import Measured, measure_rounds
 from ci.compare.sequential import SequentialDesign
@@ -104,8 +105,6 @@ def side_git(root: Path | None, sha: str, side: str) -> GitInfo:
 
     `sha` (the resolved head, or the merge base) wins over what the checkout says; the base is
     not the pull request, so it gets no branch or PR number from the job's environment."""
-    from ci.runner import REPO_ROOT
-
     git = capture_git(root or REPO_ROOT)
     if sha and sha != git.sha:  # a checkout of another commit (or none): its metadata is not sha's
         git = GitInfo(sha=sha, repo=git.repo, branch=git.branch, pr_number=git.pr_number)
