@@ -22,9 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from ci.environment import IDENTITY_FIELDS, GitInfo, merge_device_properties
-from ci.suite_state import SuiteState
+from ci.suite_state import LOST_STATUSES, SuiteState
 from history import bundle_writer
-from history.bundle import BUILDS_FILE, CORRECTNESS_FILE, TRIGGERS, BuildRecord, CorrectnessRecord, Environment, Manifest
+from history.bundle import (
+    BUILDS_FILE,
+    CORRECTNESS_FILE,
+    TRIGGERS,
+    BuildRecord,
+    CaseOutcome,
+    CorrectnessRecord,
+    Environment,
+    Manifest,
+)
 from history.bundle_writer import BundleContents
 from history.checks import build_dataclass, json_ready
 
@@ -44,10 +53,14 @@ class BundleContent:
 
 def run_status(state: SuiteState) -> str:
     """complete: nothing lost; partial: some cases lost, some measured; failed: nothing measured."""
-    lost = state.lost_cases()
-    if not lost:
+    return outcomes_status(state.ordered_outcomes())
+
+
+def outcomes_status(outcomes: list[CaseOutcome]) -> str:
+    """A run's status from its case outcomes (the rule of `run_status`, for any producer)."""
+    if not any(o.status in LOST_STATUSES for o in outcomes):
         return "complete"
-    return "partial" if state.ok_ids() else "failed"
+    return "partial" if any(o.status == "ok" for o in outcomes) else "failed"
 
 
 def new_run_id(git: GitInfo, started_at: str) -> str:
@@ -63,25 +76,9 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
     # The children journalled the contract's records as JSON objects (ci.records); rebuilt strictly.
     correctness = [r for cid in state.order for r in state.correctness.get(cid, [])]
     notes = "; ".join(filter(None, [content.notes, *state.notes]))
-    manifest = Manifest(
-        run_id=new_run_id(content.git, content.started_at),
-        repo=content.git.repo,
-        commit_sha=content.git.sha,
-        trigger=content.trigger if content.trigger in TRIGGERS else "local",
-        started_at=content.started_at,
-        finished_at=content.finished_at,
-        runner=os.environ.get("RUNNER_NAME") or env.hostname,
-        shape_set=content.shape_set,
-        status=run_status(state),
-        environment=env,
-        parent_sha=content.git.parent_sha,
-        branch=content.git.branch,
-        pr_number=content.git.pr_number,
-        commit_message=content.git.message,
-        commit_date=content.git.date,
-        dirty=content.git.dirty,
-        notes=notes[: bundle_writer.NOTES_LIMIT],
-    )
+    manifest = run_manifest(content.git, env, shape_set=content.shape_set, trigger=content.trigger,
+                            started_at=content.started_at, finished_at=content.finished_at, status=run_status(state),
+                            notes=notes)
     return bundle_writer.write_bundle(out_dir, BundleContents(
         manifest=manifest,
         benchmark=state.benchmark_json(),
@@ -93,6 +90,31 @@ def write_bundle(out_dir: Path, content: BundleContent) -> Path:
         samples={c: state.samples[c] for c in state.order if c in ok},
         ncu=content.ncu.files() if content.ncu is not None else None,
     ))
+
+
+def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trigger: str, started_at: str,
+                 finished_at: str, status: str, notes: str = "") -> Manifest:
+    """The manifest of a run measured at `git` in `environment`: the one place a producer in ci
+    turns what it knows into a Manifest (`attnwatch run`'s bundle and compare's round bundles)."""
+    return Manifest(
+        run_id=new_run_id(git, started_at),
+        repo=git.repo,
+        commit_sha=git.sha,
+        trigger=trigger if trigger in TRIGGERS else "local",
+        started_at=started_at,
+        finished_at=finished_at,
+        runner=os.environ.get("RUNNER_NAME") or environment.hostname,
+        shape_set=shape_set,
+        status=status,
+        environment=environment,
+        parent_sha=git.parent_sha,
+        branch=git.branch,
+        pr_number=git.pr_number,
+        commit_message=git.message,
+        commit_date=git.date,
+        dirty=git.dirty,
+        notes=notes[: bundle_writer.NOTES_LIMIT],
+    )
 
 
 def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Path:

@@ -39,6 +39,14 @@ class SourceRun:
             raise UserError(f"workflow run id and attempt must be positive, got {self.run_id}.{self.attempt}")
 
 
+def round_dir(compare_dir: Path, side: str, round_number: int) -> Path:
+    """Where `attnwatch compare --out compare_dir` writes one side's round bundle (ci/compare/bundles.py)."""
+    name = f"{side}-round{int(round_number)}"
+    if not ROUND_DIR.match(name):
+        raise ValueError(f"not a round bundle name: {name!r}")
+    return Path(compare_dir) / BUNDLES_DIR / name
+
+
 def run_id_for(pr: int, source: SourceRun, side: str, round_number: int) -> str:
     """The history run id of one round's bundle of one side."""
     return f"pr{int(pr)}-run{source.run_id}.{source.attempt}-{side}-round{int(round_number)}"

@@ -62,8 +62,13 @@ def load_processes(paths: list[Path]) -> dict[str, list[np.ndarray]]:
     """case -> one array of samples per process (cases seen in at least two processes).
 
     A path is either a samples file in the fixture's layout or a run bundle directory (its
-    samples.json is one process): the bundles of an A/A `attnwatch compare` on a GPU, every
-    round its own process, are exactly the between-run data the fixture lacks.
+    samples.json is one "process" here): an `attnwatch run` bundle, or a round bundle of an
+    `attnwatch compare` (`--out DIR/bundles/<side>-round<k>`, read by the bundle reader).
+    A compare measures each side with one warm worker, so its rounds are not separate
+    processes: each draws fresh inputs at a new allocation placement in the same process
+    (ci/compare/measure.py). An A/A compare's round bundles therefore give the between-round
+    spread compare's bootstrap sees, which lacks what a process fixes once (e.g. its Triton
+    block configuration); separate `attnwatch run` bundles give the between-process spread.
     """
     cases: dict[str, list[np.ndarray]] = {}
     for path in paths:

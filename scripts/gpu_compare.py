@@ -21,7 +21,7 @@ Steps, in order (each skipped, and said so, when the rest of `--budget-s` cannot
    faulting kernel is then named by its own launch.
 
 Writes under --out (default $OUT): gpu_compare.json (every figure), one folder per step
-(compare.json, session.json, rounds.json and worker logs; bundles and sanitizer logs), and
+(compare.json, session.json, the round bundles and worker logs; sanitizer logs), and
 prints a short table last. On a machine without a GPU the same steps run on the CPU (shape set
 `cpu`; no sanitizer), which checks the script itself.
 

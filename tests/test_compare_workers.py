@@ -14,6 +14,7 @@ import pytest
 
 from ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
 from ci.compare.report import load_report
+from ci.compare.rounds import read_round
 from ci.compare.side import Side
 from ci.plan import RunPlan, plan_cases
 from ci.run_config import timing_config
@@ -107,7 +108,9 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     schedule = [tuple(entry[:2]) for entry in session["schedule"]]
     assert schedule[:4] == [("base", 1), ("head", 1), ("head", 2), ("base", 2)]
     assert session["sides"]["base"]["kernels_path"] == session["sides"]["head"]["kernels_path"] == str(REPO_ROOT / "kernels")
-    rounds = json.loads((out / "rounds.json").read_text())
-    assert len(rounds["sides"]["base"]) == session["rounds_run"]
+    # Every round each side ran is a bundle; the decided case is only in the rounds it was measured in.
+    bundles = {side: [read_round(out / p) for p in s["bundles"]] for side, s in session["sides"].items()}
+    assert [len(b) for b in bundles.values()] == [session["rounds_run"]] * 2
+    assert [planted.case_id in rd.cases for rd in bundles["head"]] == [k < 3 for k in range(session["rounds_run"])]
     assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
     assert "compare: base: start-up" in done.stderr and "timing" in done.stderr

@@ -7,8 +7,11 @@ Checks the merge base out as a git worktree and measures both sides' kernels wit
 worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
 until its verdict is decided (ci.compare.sequential: a bootstrap interval of head/base
 clearly beyond or clearly inside the GPU's min_effect, config/thresholds.toml) or the round
-cap is reached. Writes `compare.json` (schema-versioned; the PR-comment workflow reads it as
-untrusted data), `rounds.json` and `session.json` under --out, and prints a table.
+cap is reached. Writes under --out every round of each side as a run bundle,
+`bundles/<base|head>-round<k>/` (ci/compare/bundles.py; the PR-comment workflow stores them as
+pull-request runs), `compare.json` computed from those bundles as read back by the bundle
+reader (schema-versioned; the PR-comment workflow reads it as untrusted data) and
+`session.json`, and prints a table.
 `--base-bundles/--head-bundles` compare bundles already recorded instead of measuring. Needs
 no database.
 """
@@ -24,8 +27,10 @@ from ci.compare.report import COMPARE_FILE, CompareReport, write_report
 from ci.compare.rounds import RoundData, read_round
 from ci.compare.table import format_table
 from ci.errors import UserError
+from history.bundle import UNKNOWN_COMMIT
 from history.detection.ab import METHODS
 from history.detection.thresholds import load_thresholds
+from history.validate import SHA_PATTERN
 
 
 def register(subparsers) -> None:
@@ -94,8 +99,8 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
         raise UserError(f"--base-root: {exc}") from None
     base_sha = _known(capture_git(base_root).sha, args.base)
     head_sha = _known(capture_git(REPO_ROOT).sha, None)
-    base, head, extra = _session(args, out, {"base": base_root, "head": None}, {"base": base_sha, "head": head_sha},
-                                 f"base kernels from {base_root}")
+    commits = {"base": _commit_or_unknown(base_sha), "head": _commit_or_unknown(head_sha)}  # for the round bundles
+    base, head, extra = _session(args, out, {"base": base_root, "head": None}, commits, f"base kernels from {base_root}")
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
             "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
     return base, head, extra, refs
@@ -103,6 +108,11 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
 
 def _known(sha: str | None, fallback: str | None) -> str:
     return (sha if sha and sha != "unknown" else (fallback or "unknown"))[:64]
+
+
+def _commit_or_unknown(text: str) -> str:
+    """A bundle's commit: a git SHA, or "unknown" (--base names a label where git cannot tell)."""
+    return text if SHA_PATTERN.match(text) else UNKNOWN_COMMIT
 
 
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
@@ -119,9 +129,11 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     if args.ncu:
         add_ncu(session, cases, roots, out, log)
     _print_costs(session)
-    return session.measured.base, session.measured.head, {"confidence": options.design.per_look_confidence,
-                                                          "resamples": options.resamples, "design": options.design,
-                                                          "notes": session.notes, "measured": session.measured}
+    # The verdicts come from the round bundles as the reader reads them: what compare.json says
+    # is exactly what the bundles (and the pull-request runs stored from them) hold.
+    base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+    return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
+                        "design": options.design, "notes": session.notes, "measured": session.measured}
 
 
 def _print_costs(session) -> None:

@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ci.bundle_writer import utc_now
 from ci.compare.rounds import CaseRound, RoundData
 from ci.compare.sequential import SequentialDesign, decide
 from ci.compare.side import Side
@@ -75,14 +76,17 @@ def measure_rounds(cases: list[PlannedCase], sides: dict[str, Side], design: Seq
             if not active:
                 break
             per_side: dict[str, dict[str, CaseRound]] = {}
+            when: dict[str, tuple[str, str]] = {}
             for name in round_order(r):
                 log(f"compare: round {r + 1}/{design.max_rounds}: measuring {name} ({len(active)} cases)")
+                began = utc_now()
                 per_side[name] = sides[name].measure(active, r, sampling)
+                when[name] = (began, utc_now())
                 measured.schedule.append((name, r + 1, len(active)))
             for name, rounds in (("base", measured.base), ("head", measured.head)):
                 side = sides[name]
                 rounds.append(RoundData(f"{name}-round{r + 1}", side.environment.get("gpu_name"), side.commit_sha,
-                                        per_side[name], side.environment))
+                                        per_side[name], side.environment, *when[name]))
                 for cid, record in per_side[name].items():
                     history[cid][name].append(record)
             t0 = time.monotonic()

@@ -1,10 +1,11 @@
 """What one A/B round measured for one side: per case, samples, gap-to-SDPA, correctness, ncu.
 
-A round is one run bundle (one process running the suite with one side's kernels). It is read
-by the bundle contract's one reader, history.validate (every file's schema version, every
-field, the files' agreement), and nothing else; it needs no database, so compare runs on a GPU
-host without duckdb. A round may say commit "unknown" (a base measured from an exported
-checkout): compare can still compare it, though the history would not store it.
+A round is one run bundle (`DIR/bundles/<side>-round<k>`, written by ci/compare/bundles.py
+from one round of a side's warm worker, or recorded earlier by `attnwatch run`). It is read by
+the bundle contract's one reader, history.validate (every file's schema version, every field,
+the files' agreement), and nothing else; it needs no database, so compare runs on a GPU host
+without duckdb. A round may say commit "unknown" (a base measured from an exported checkout):
+compare can still compare it, though the history would not store it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ class CaseRound:
     rel_err: float | None = None
     error: str | None = None
     ncu: dict[str, float] = field(default_factory=dict)
+    # As a worker reported them, for the round's bundle (ci/compare/bundles.py): the CaseTiming
+    # (a dict, as history.bundle.CaseTiming) and the correctness records checked in this round.
+    timing: dict | None = None
+    checks: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -48,6 +53,8 @@ class RoundData:
     commit_sha: str
     cases: dict[str, CaseRound]
     environment: dict = field(default_factory=dict)
+    started_at: str = ""  # ISO 8601 UTC: when the side's round began and ended
+    finished_at: str = ""
 
 
 def read_round(bundle_dir: str | Path) -> RoundData:
@@ -81,4 +88,5 @@ def read_round(bundle_dir: str | Path) -> RoundData:
         if case is not None:
             case.ncu = {k: getattr(row, k) for k in NCU_FIELDS if getattr(row, k) is not None}
     env = asdict(bundle.manifest.environment)
-    return RoundData(str(bundle_dir), env.get("gpu_name"), bundle.manifest.commit_sha, cases, env)
+    m = bundle.manifest
+    return RoundData(str(bundle_dir), env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)

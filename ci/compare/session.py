@@ -6,30 +6,31 @@ checkout, the head's from its own or this checkout: the same way `attnwatch run`
 import another checkout's kernels, ci/child_env.py), runs ci.compare.measure, stops the
 workers, and writes beside compare.json:
 
-* `rounds.json`: every round's per-case samples, status and gap-to-SDPA, per side (the raw
-  data the verdicts come from; schema attnwatch.compare_rounds, version 1);
-* `session.json`: the design, the rounds each case used, the workers (kernels path, builds,
-  restarts), the crash-attribution notes, and the wall-time breakdown per side;
+* `bundles/<side>-round<k>/`: every round each side measured, as a run bundle
+  (ci/compare/bundles.py): the data compare.json's verdicts are computed from, and what the
+  PR-comment workflow stores as pull-request runs;
+* `session.json`: the design, the rounds each case used, the workers (kernels path, restarts,
+  their round bundles), the crash-attribution notes, and the wall-time breakdown per side;
 * `workers/<side>/`: each worker's plan and log.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ci.child_env import REPO_ROOT
+from ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from ci.compare.measure import Measured, measure_rounds
 from ci.compare.sequential import SequentialDesign
 from ci.compare.side import Side, side_spec
+from ci.environment import GitInfo, capture_git
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
 from history.bundle_writer import write_json_atomic
 
-ROUNDS_SCHEMA = "attnwatch.compare_rounds"
-ROUNDS_FILE = "rounds.json"
 SESSION_FILE = "session.json"
 
 
@@ -40,6 +41,7 @@ class SessionOptions:
     sampling: dict
     design: SequentialDesign
     min_effect: float
+    shape_set: str = ""
     method: str = "hierarchical"
     resamples: int = 2000
     correctness: bool = True
@@ -59,6 +61,7 @@ class Session:
     measured: Measured
     sides: dict[str, Side]
     notes: list[str]
+    bundles: dict[str, list[Path]]  # side -> its round bundles, round 1 first
 
 
 def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], commits: dict[str, str], out_dir: Path,
@@ -70,6 +73,7 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                    timing_seed=options.timing_seed, extra_variant_modules=list(options.extra_variant_modules))
     work = Path(out_dir) / "workers"
     env = machine_env()
+    gits = {name: side_git(roots[name], commits.get(name, ""), name) for name in ("base", "head")}
     sides = {
         name: Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
                                    startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
@@ -86,9 +90,27 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
         for side in sides.values():
             side.close()
     notes = [n for name in ("base", "head") for n in sides[name].attribution.notes]  # each names its side
-    write_rounds(Path(out_dir) / ROUNDS_FILE, measured)
-    write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(measured, sides, options, notes))
-    return Session(measured, sides, notes)
+    bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
+                                        environment=side_environment(sides[name].environment, options.device_kind),
+                                        builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
+                                        groups={c.case_id: c.group for c in cases}, shape_set=options.shape_set,
+                                        total_cases=len(cases))
+               for name, rounds in (("base", measured.base), ("head", measured.head))}
+    write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(measured, sides, options, notes, bundles, out_dir))
+    return Session(measured, sides, notes, bundles)
+
+
+def side_git(root: Path | None, sha: str, side: str) -> GitInfo:
+    """The commit a side measured, with git's metadata where the checkout is that commit.
+
+    `sha` (the resolved head, or the merge base) wins over what the checkout says; the base is
+    not the pull request, so it gets no branch or PR number from the job's environment."""
+    git = capture_git(root or REPO_ROOT)
+    if sha and sha != git.sha:  # a checkout of another commit (or none): its metadata is not sha's
+        git = GitInfo(sha=sha, repo=git.repo, branch=git.branch, pr_number=git.pr_number)
+    if side == "base":
+        git.branch, git.pr_number = None, None
+    return git
 
 
 def machine_env() -> dict[str, str]:
@@ -103,17 +125,10 @@ def machine_env() -> dict[str, str]:
     return {"CUTLASS_INCLUDE_DIR": str(found)} if found is not None else {}
 
 
-def write_rounds(path: Path, measured: Measured) -> Path:
-    """Every round's per-case records, per side (samples in microseconds)."""
-    data = {"schema": ROUNDS_SCHEMA, "schema_version": 1, "unit": "us",
-            "sides": {name: [{"round": i + 1, "cases": {cid: asdict(rec) for cid, rec in rd.cases.items()}}
-                             for i, rd in enumerate(rounds)]
-                      for name, rounds in (("base", measured.base), ("head", measured.head))}}
-    path.write_text(json.dumps(data, allow_nan=False), encoding="utf-8")
-    return path
-
-
-def session_record(measured: Measured, sides: dict[str, Side], options: SessionOptions, notes: list[str]) -> dict:
+def session_record(measured: Measured, sides: dict[str, Side], options: SessionOptions, notes: list[str],
+                   bundles: dict[str, list[Path]], out_dir: Path) -> dict:
+    """What the round bundles do not say: the design, the schedule, the workers and their cost.
+    Each side's builds and measurements are in its round bundles, named relative to `out_dir`."""
     design = options.design
     return {
         "design": {"min_rounds": design.min_rounds, "max_rounds": design.max_rounds, "looks": design.looks,
@@ -127,7 +142,8 @@ def session_record(measured: Measured, sides: dict[str, Side], options: SessionO
         "decided": measured.decided,
         "sides": {name: {"kernels_path": s.kernels_path, "commit_sha": s.commit_sha, "restarts": s.restarts,
                          "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
-                         "builds": s.builds, "times": asdict(s.times)} for name, s in sides.items()},
+                         "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
+                         "times": asdict(s.times)} for name, s in sides.items()},
         "notes": notes,
     }
 
@@ -135,14 +151,14 @@ def session_record(measured: Measured, sides: dict[str, Side], options: SessionO
 def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | None], out_dir: Path,
             log: Callable[[str], None] = print) -> None:
     """`--ncu`: profile each side's measured cases once (after the rounds, never during them) and
-    attach the metrics to that side's first round, where ci.compare.analysis looks for them."""
-    import math
-
-    from ci.compare.rounds import NCU_FIELDS
+    add the pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run`
+    does), where ci.compare.analysis finds it when the rounds are read back."""
+    from ci.bundle_writer import add_ncu as add_ncu_to_bundle
+    from ci.bundle_writer import utc_now
     from ci.ncu.profile import profile_cases
 
     for name, rounds in (("base", session.measured.base), ("head", session.measured.head)):
-        if not rounds:
+        if not rounds or not session.bundles.get(name):
             continue
         ok = {cid for rd in rounds for cid, rec in rd.cases.items() if rec.status == "ok"}
         chosen = [c.to_case() for c in cases if c.case_id in ok]
@@ -151,9 +167,5 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
         profile = profile_cases(chosen, Path(out_dir) / "ncu" / name, kernels_root=roots[name],
                                 gpu_name=session.sides[name].environment.get("gpu_name"))
         log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s")
-        for metrics in profile.case_metrics:
-            record = rounds[0].cases.get(metrics.case_id)
-            if record is not None:
-                values = {k: getattr(metrics, k, None) for k in NCU_FIELDS}
-                record.ncu = {k: float(v) for k, v in values.items()
-                              if isinstance(v, (int, float)) and math.isfinite(v)}
+        add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),
+                          note=f"ncu pass over {len(chosen)} cases after the rounds")

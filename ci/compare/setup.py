@@ -56,7 +56,8 @@ def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
     timeout = args.case_timeout or float(default(f"case_timeout_{kind}_s"))
     return SessionOptions(
         device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
-        design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, method=args.method,
+        design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes,
+        method=args.method,
         resamples=int(compare_setting("resamples")), correctness=not args.no_correctness,
         correctness_seeds=list(default("correctness_seeds")), timing_seed=int(default("timing_seed")),
         case_timeout_s=timeout, build_timeout_s=float(default("build_timeout_s")),

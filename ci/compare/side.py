@@ -213,7 +213,8 @@ class Side:
                          samples_us=[float(v) for v in message.get("samples_us") or []],
                          gap_to_sdpa=message.get("gap_to_sdpa"), correct=correct,
                          max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
-                         error=message.get("error") or failing)
+                         error=message.get("error") or failing, timing=message.get("timing"),
+                         checks=[r for r in records if isinstance(r, dict)])
 
 
 def side_spec(plan: RunPlan, name: str, checkout: Path | None, work_dir: Path, *, extra_sys_path: list[str],

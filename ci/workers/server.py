@@ -9,7 +9,8 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
   round (seed timing_seed + SEED_STRIDE*r; the previous round's tensors freed and the device's
   cached blocks released first, so each round draws a new allocation placement, the per-process
   offset the round-level bootstrap must see: ci/compare/measure.py), warm-up, and interleaved
-  timing with the round's sampling overrides. One `result` message per case, then `done`.
+  timing with the round's sampling overrides. One `result` message per case (samples, the
+  CaseTiming, the correctness records checked this round), then `done`.
 * `{"op": "probe", "case": id, "stage": s}`: the isolated re-run of ci/attribution.py: the
   case alone through every stage up to `s`, the device synchronized after each; `probe_result`.
 * `{"op": "shutdown"}`.
@@ -205,13 +206,16 @@ class Worker:
             if not raw.error and raw.samples_us:
                 timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}"))
         apply_gaps(timings, self.setup.families)
-        gaps = {t.case_id: t.gap_to_sdpa for t in timings}
+        by_case = {t.case_id: t for t in timings}
         for subject, correctness in subjects:
             raw = raws[subject.key]
+            timing = by_case.get(subject.key)
             fields: dict[str, Any] = {"status": "ok", "samples_us": raw.samples_us}
             if raw.error or not raw.samples_us:
                 fields = {"status": "failed", "error": raw.error or "no samples"}
-            self.emit("result", case=subject.key, correctness=correctness or None, gap_to_sdpa=gaps.get(subject.key),
+            # The whole CaseTiming goes to the parent: the round's bundle stores it (ci/compare/bundles.py).
+            self.emit("result", case=subject.key, correctness=correctness or None,
+                      gap_to_sdpa=timing.gap_to_sdpa if timing else None, timing=asdict(timing) if timing else None,
                       converged=raw.converged, throttled_samples=raw.throttled_samples, **fields)
 
     # -- the isolated re-run ---------------------------------------------------------------
