@@ -2,7 +2,10 @@
 
 Layout (DESIGN.md "PR comments"): a hidden marker, a one-line verdict, correctness failures
 first, a table of significant changes (base, head, Δ%, interval, gap-to-SDPA), ncu deltas for
-regressed cases, the full table folded in <details>, links to the run and the dashboard.
+regressed cases, the full table folded in <details>, links to the run and the dashboard. With a
+dashboard URL, each significant change links to its Trends view (the case on the GPU, the
+merge base..head range marked) and the footer to the Compare view of the two commits, in the
+dashboard's URL contract (history.links).
 Every value that came from the artifact is escaped (ci.comment.escape); numbers are formatted
 here. GitHub refuses comment bodies over 65,536 characters: the folded table is cut first, then
 the significant-changes table, each with a note saying how many rows were left out.
@@ -14,6 +17,7 @@ from dataclasses import dataclass
 
 from ci.comment.escape import md_code, md_text, safe_url
 from ci.compare.report import CaseComparison, CompareReport
+from history import links as dashboard
 
 MARKER = "<!-- attnwatch:compare -->"
 GITHUB_BODY_LIMIT = 65536
@@ -97,13 +101,29 @@ def _correctness_section(report: CompareReport) -> list[str]:
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
-def _change_row(c: CaseComparison) -> str:
-    return (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
-            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+def _change_row(c: CaseComparison, plot_url: str | None = None, linked: bool = False) -> str:
+    """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
+    row = (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+    return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
 _CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head |",
                   "|---|---|---:|---:|---:|---|---|"]
+_LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
+
+
+def _commits(report: CompareReport) -> str:
+    return dashboard.commit_range(report.merge_base_sha, report.head_sha)
+
+
+def _trend_url(report: CompareReport, case: CaseComparison, dash_url: str | None) -> str | None:
+    """The dashboard's Trends view of this case on this GPU with the merge base..head range marked
+    (history.links: the dashboard's own URL contract); None without a dashboard URL."""
+    if not dash_url:
+        return None
+    query = dashboard.case_trend_query(report.gpu_name, case.case_id, commits=_commits(report))
+    return safe_url(dashboard.url(dash_url, "trends", query)) if query else None
 
 
 def _failed_section(report: CompareReport) -> list[str]:
@@ -156,15 +176,19 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
         link_parts.append(f"[workflow run]({run_url})")
     if dash_url:
         link_parts.append(f"[dashboard]({dash_url})")
+        compare_url = safe_url(dashboard.url(dash_url, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report))))
+        if compare_url:
+            link_parts.append(f"[these commits on the dashboard]({compare_url})")
     link_parts.append("full data: the `compare.json` artifact")
     tail.append(" · ".join(link_parts))
 
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c) for c in significant]
+    change_rows = [_change_row(c, _trend_url(report, c, dash_url), linked=bool(dash_url)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
-    sig = (["#### Significant changes", "", *_CHANGE_HEADER, *change_lines, ""] if significant
+    header = _LINKED_HEADER if dash_url else _CHANGE_HEADER
+    sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
            else [f"No case moved beyond ±{report.min_effect:.1%} with {report.confidence:.0%} confidence.", ""])
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
