@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -100,12 +100,15 @@ def make_bundle(
     with_ncu: bool = False,
     synthetic: bool = False,
     seed: int = 0,
+    timing_overrides: dict[str, dict] | None = None,
 ) -> Path:
     """Write one bundle and return its directory.
 
     `statuses` maps case ids (or variant names) to a non-ok status; `n_cases` cuts the case
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
-    variant's latency (plant a regression); commit_sha defaults to a hash of the run id.
+    variant's latency (plant a regression); commit_sha defaults to a hash of the run id;
+    `timing_overrides` maps case ids to CaseTiming fields to set (e.g. converged=False,
+    graph_median_us=..., throttled_samples=...), as the harness would have stored them.
     """
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -154,6 +157,8 @@ def make_bundle(
             gap_to_fastest_backend=backends[fastest] if fastest else None,
             fastest_backend=fastest, sm_clock_mhz_before=1980, sm_clock_mhz_after=1980,
         )
+        if timing_overrides and cid in timing_overrides:
+            timing = replace(timing, **timing_overrides[cid])
         entries.append(_benchmark_entry(timing, values))
 
     environment = Environment(
