@@ -45,6 +45,8 @@ METRICS: dict[str, Metric] = {m.label: m for m in (
     Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
 )}
 
+METRIC_BY_COLUMN: dict[str, str] = {m.column: label for label, m in METRICS.items()}
+
 SERIES_LABEL = (
     "r.variant || ' · ' || coalesce(r.shape_id, '?') || ' · ' || coalesce(r.dtype, '?')"
     " || CASE WHEN r.causal THEN ' · causal' ELSE '' END"
@@ -90,32 +92,66 @@ def trend_series(
     causal: bool,
     max_runs: int = 200,
 ) -> pd.DataFrame:
-    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs, oldest first.
+    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in commit
+    order (commit date, then run start: as detection's `case_series`), oldest first.
 
-    Failed or skipped cases have no value and are left out (the chart shows a gap there).
+    Also returned per point: the run's place on the commit axis (`x`, `x_order`), and what the
+    harness stored about the number's quality (converged, rel_spread, throttled_samples,
+    graph_median_us, median_us: app.data.quality marks them). Failed or skipped cases have no
+    value and are left out (the chart shows a gap there).
     """
     metric = METRICS[metric_label]
     value, p10, p90, join = _value_sql(metric)
-    return read_frame(
+    frame = read_frame(
         source,
         f"""
         WITH picked AS (
-            SELECT run_id, started_at, commit_sha FROM runs
-            WHERE coalesce(gpu_name, device_kind) = ? AND branch = ?
-            ORDER BY started_at DESC, run_id DESC LIMIT ?
+            SELECT u.run_id, u.started_at, u.commit_sha, coalesce(c.committed_at, u.started_at) AS order_at
+            FROM runs u LEFT JOIN commits c ON c.sha = u.commit_sha
+            WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = ?
+            ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         )
-        SELECT {SERIES_LABEL} AS series, r.case_id, p.started_at, {value} AS value,
-               {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
-               c.message AS commit_message, c.committed_at AS commit_date
+        SELECT {SERIES_LABEL} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
+               {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
+               c.message AS commit_message, c.committed_at AS commit_date,
+               r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
         WHERE r.status = 'ok' AND {value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
           AND r.dtype = ? AND r.causal = ?
-        ORDER BY p.started_at, series
+        ORDER BY p.order_at, p.started_at, p.run_id, series
         """,
         [gpu, branch, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
     )
+    return with_commit_axis(frame)
+
+
+def with_commit_axis(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add `x_order` (0.. in commit order) and `x` (the commit's short sha; a commit measured more
+    than once gets `sha·2`, `sha·3` for its later runs), so the x axis is commits, not time."""
+    if frame.empty:
+        return frame.assign(x=pd.Series(dtype=object), x_order=pd.Series(dtype="int64"))
+    runs = frame.drop_duplicates("run_id")[["run_id", "commit_sha", "order_at", "started_at"]]
+    runs = runs.sort_values(["order_at", "started_at", "run_id"]).reset_index(drop=True)
+    short = runs["commit_sha"].fillna("?").str.slice(0, 7)
+    repeat = short.groupby(short).cumcount()
+    labels = [s if k == 0 else f"{s}·{k + 1}" for s, k in zip(short, repeat)]
+    axis = pd.DataFrame({"run_id": runs["run_id"], "x": labels, "x_order": range(len(runs))})
+    return frame.merge(axis, on="run_id", how="left")
+
+
+def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
+    """Each series divided by its value at the run of `base_commit` (full sha or prefix), or at
+    its first point when that commit is not plotted; value, p10 and p90 alike."""
+    out = series.copy()
+    for name, group in out.groupby("series", sort=False):
+        group = group.sort_values("x_order")
+        at_base = group[group["commit_sha"].fillna("").str.startswith(base_commit)] if base_commit else group.iloc[:0]
+        reference = (at_base if not at_base.empty else group)["value"].iloc[0]
+        if reference:
+            out.loc[group.index, ["value", "p10", "p90"]] = group[["value", "p10", "p90"]] / reference
+    return out
 
 
 @cached_query
