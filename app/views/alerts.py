@@ -140,6 +140,12 @@ def apply_action(source, action: str, alert_ids: list[int]) -> None:
     except HistoryError as exc:
         st.session_state["alerts_flash"] = ("error", f"Not changed (none of the {len(alert_ids)}): {ui.md(exc)}", None)
     else:
+        # The pickers' labels carry each alert's state. Setting their (unchanged) values from here
+        # makes the browser redraw the shown label: without it the selectbox kept the old text
+        # ("open") although its options were relabelled.
+        for key in ("alerts_group", "alerts_alert"):
+            if key in st.session_state:
+                st.session_state[key] = st.session_state[key]
         ids = [a.alert_id for a in changed]
         state = changed[0].status if changed else action
         st.session_state["alerts_flash"] = ("success", f"{len(ids)} alert(s) now {state}: "
