@@ -21,10 +21,8 @@ BINDINGS = {
                         "trends_causal": "causal", "trends_max_runs": "runs", "trends_log": "log", "trends_norm": "norm",
                         "trends_band": "band", "trends_commits": "commits"},
     "views/compare.py": {"compare_gpu": "gpu", "compare_base_runs": "base", "compare_head_runs": "head"},
-    "views/overview.py": {"overview_gpu": "gpu"},
     "views/kernel.py": {"kernel_gpu": "gpu", "kernel_variant": "variant", "kernel_roofline_variants": "variants",
                         "kernel_roofline_dtype": "dtype"},
-    "views/run.py": {"run_pick": "run"},
     "views/alerts.py": {"alerts_status": "status", "alerts_kind": "kind", "alerts_group": "group", "alerts_alert": "alert"},
 }
 
@@ -100,9 +98,7 @@ def test_trends_values_a_link_names_but_the_history_lacks_are_named(push_history
 
 
 @pytest.mark.parametrize("page, query", [
-    ("views/overview.py", {"gpu": H200}),
     ("views/kernel.py", {"gpu": H200, "variant": "cuda_wmma", "variants": "cuda_wmma,triton_fa2", "dtype": "fp16"}),
-    ("views/run.py", {"run": "h100-push-03"}),
     ("views/alerts.py", {"status": "open", "kind": "regression", "alert": "5"}),
 ])
 def test_each_view_opens_from_its_url_and_reopens_identically(push_history, monkeypatch, page, query):
@@ -116,14 +112,6 @@ def test_each_view_opens_from_its_url_and_reopens_identically(push_history, monk
             shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
             assert shown == query[param], (key, value)
     assert state(reopened(db, monkeypatch, page, at), page) == opened
-
-
-def test_compare_link_opens_the_named_runs_and_reopens(push_history, monkeypatch):
-    db, ids = push_history
-    at = open_page(db, monkeypatch, "views/compare.py", **compare_query(H100, base=ids["h100_base"], head=ids["h100_head"]))
-    assert (at.selectbox(key="compare_base_runs").value, at.selectbox(key="compare_head_runs").value) == (
-        ids["h100_base"], ids["h100_head"])
-    assert state(reopened(db, monkeypatch, "views/compare.py", at), "views/compare.py") == state(at, "views/compare.py")
 
 
 def test_compare_by_commit_range_link(push_history, monkeypatch):
