@@ -2,6 +2,7 @@
 regressions first (with their intervals and whether each is a real slowdown), then correctness
 failures, cases that stopped running, improvements. Every line opens the plot that shows it."""
 
+import pandas as pd
 import streamlit as st
 
 from app import ui
@@ -32,13 +33,13 @@ ORDER = ["gpu", "case_id", "verdict", "correctness", "delta_pct", "ratio_low", "
 
 
 def _pct(value) -> str:
-    return "—" if value is None or value != value else f"{(value - 1) * 100:+.1f}%"
+    return "—" if pd.isna(value) else f"{(value - 1) * 100:+.1f}%"
 
 
 def change_label(row) -> str:
     """One regression or improvement as a reader says it: where, what, by how much, how sure, real?"""
-    interval = f" [{_pct(row.ratio_low)}, {_pct(row.ratio_high)}]" if row.ratio_low == row.ratio_low and row.ratio_low is not None else ""
-    graph = f", graph replay {row.head_graph_median_us:.3g} µs" if row.head_graph_median_us == row.head_graph_median_us and row.head_graph_median_us else ""
+    interval = "" if pd.isna(row.ratio_low) else f" [{_pct(row.ratio_low)}, {_pct(row.ratio_high)}]"
+    graph = "" if pd.isna(row.head_graph_median_us) else f", graph replay {row.head_graph_median_us:.3g} µs"
     return (f"**{ui.md(row.gpu)}** · {ui.code_span(row.case_id)} · **{_pct(row.ratio)}**{interval} · "
             f"{row.base_us:.3g} → {row.head_us:.3g} µs{graph} · real slowdown? {ui.md(row.real or '—')}")
 
@@ -82,7 +83,7 @@ def _relative_url(path: str, query) -> str | None:
 
 def correctness_links(rows) -> None:
     for row in rows.head(MAX_LINKS).itertuples():
-        err = "" if row.head_max_abs_err != row.head_max_abs_err or row.head_max_abs_err is None else f" · max abs err {row.head_max_abs_err:.3g}"
+        err = "" if pd.isna(row.head_max_abs_err) else f" · max abs err {row.head_max_abs_err:.3g}"
         st.page_link("views/run.py", query_params={"run": row.head_run}, icon=":material/error:",
                      label=f"**{ui.md(row.gpu)}** · {ui.code_span(row.case_id)} · correctness **{ui.md(row.correctness)}**{err}")
 

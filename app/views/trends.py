@@ -126,15 +126,19 @@ def across_range(series, highlight, shown_range, metric) -> None:
 
 
 def commit_span(series, span):
-    """The (first, last) x labels of the commit range's runs among the plotted ones, or None."""
+    """The (first, last) x labels of the commit range's runs among the plotted ones, or None.
+    Without a base (`..HEAD`), the range is the step into HEAD: from the run before it."""
     if span is None:
         return None
-    runs = series.drop_duplicates("run_id").sort_values("x_order")
-    base = runs[runs["commit_sha"].map(span.matches_base)]
+    runs = series.drop_duplicates("run_id").sort_values("x_order").reset_index(drop=True)
     head = runs[runs["commit_sha"].map(span.matches_head)]
     if head.empty:
         return None
-    first = base["x"].iloc[-1] if not base.empty else runs["x"].iloc[0]
+    base = runs[runs["commit_sha"].map(span.matches_base)]
+    if not base.empty:
+        first = base["x"].iloc[-1]
+    else:
+        first = runs["x"].iloc[max(int(head.index[0]) - 1, 0)]
     return first, head["x"].iloc[-1]
 
 
