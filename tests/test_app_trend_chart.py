@@ -95,3 +95,12 @@ def test_defaults_come_from_the_data(push_history, monkeypatch):
     assert (kernel.selectbox(key="kernel_gpu").value, kernel.selectbox(key="kernel_variant").value) == (H200, "cuda_wmma")
     overview = open_page(db, monkeypatch, "views/overview.py")
     assert overview.selectbox(key="overview_gpu").value == H200
+
+
+def test_a_range_without_base_marks_the_step_into_its_commit(push_history, monkeypatch):
+    db, ids = push_history
+    at = open_page(db, monkeypatch, "views/trends.py", gpu=H100, variants="triton_fa2", shapes="h100_small",
+                   dtype="fp16", causal="0", commits=f"..{ids['head_commit']}")
+    (spec,) = plotly_specs(at)
+    (shade,) = spec["layout"]["shapes"]
+    assert (shade["x0"], shade["x1"]) == (ids["base_commit"][:7], ids["head_commit"][:7])
