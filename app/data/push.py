@@ -21,8 +21,8 @@ from app.data.store import Source, cached_query, read_frame
 from history.detection.thresholds import load_thresholds
 from history.links import case_trend_query, commit_range
 
-# Sections of the page, in the order a reader needs them.
-SECTIONS = ("regression", "correctness", "not measured", "improvement", "no interval")
+# `section` values, in the order the page shows them: regression, correctness, not measured,
+# improvement, no interval (moved beyond min_effect, but no samples for an interval).
 NO_SAMPLES = "ratio only (no samples stored)"
 
 

@@ -27,11 +27,11 @@ class Metric:
 
 # Every metric is read as stored by CI; none is recomputed here.
 METRICS: dict[str, Metric] = {m.label: m for m in (
-    Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us"),
+    Metric("median latency (µs, CUDA events)", "results", "median_us", "p10_us", "p90_us"),
     Metric("µs per head", "results", "us_per_head"),
-    Metric("TFLOPS", "results", "tflops", higher_is_better=True),
-    Metric("gap to SDPA (× sdpa latency)", "results", "gap_to_sdpa"),
-    Metric("gap to fastest SDPA backend", "results", "gap_to_fastest_backend"),
+    Metric("TFLOPS (from the event median)", "results", "tflops", higher_is_better=True),
+    Metric("gap to SDPA (× sdpa latency, event medians)", "results", "gap_to_sdpa"),
+    Metric("gap to fastest SDPA backend (event medians)", "results", "gap_to_fastest_backend"),
     Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
     Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
     Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
