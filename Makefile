@@ -11,7 +11,7 @@ TRITON_SPEC ?= triton>=3.0
 STAMP := $(VENV)/.installed
 export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
 
-.PHONY: demo test install browser clean
+.PHONY: demo test install browser postgres clean
 
 install: $(STAMP)
 
@@ -30,6 +30,13 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null; \
 	  else echo "chromium not found and cannot install it: the browser test will report that"; fi; }
 
+# Debian's PostgreSQL server for the lake tests (tests/pg_server.py starts one in a temp dir).
+postgres:
+	@ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || command -v pg_ctl >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null; \
+	  else echo "PostgreSQL server not found and cannot install it: the lake tests will skip and say why"; fi; }
+
 SAMPLE := docs/data/h200-main-fp16-3225df5.tgz
 
 demo: $(STAMP)
@@ -41,7 +48,7 @@ demo: $(STAMP)
 	@echo "history: $(ATTNWATCH_DB)  (query it: $(PY) -m ci.cli sql \"select count(*) from results\")"
 	$(PY) -m ci.cli dashboard
 
-test: $(STAMP) browser
+test: $(STAMP) browser postgres
 	$(PY) -m pytest -p no:cacheprovider tests
 
 clean:

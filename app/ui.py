@@ -13,7 +13,7 @@ from typing import Callable
 
 import streamlit as st
 
-from app.data.runs import EmptyHistory, HistoryShape, history_shape
+from app.data.runs import EmptyHistory, HistoryShape, gpu_pools, history_shape
 from app.data.store import HistoryUnavailable, Source, current_source
 from app.url_state import UrlState
 from history.errors import HistoryError
@@ -117,6 +117,27 @@ def gpu_picker(shape: HistoryShape, key: str, url: UrlState, default: str | None
         st.warning(f"The link names GPU {md(ignored[0])}, which has no runs in this history: showing "
                    f"{md(st.session_state[key])} instead.")
     return st.selectbox("GPU", options, key=key, help="Runs are only compared on the same GPU model.")
+
+
+ALL_HOSTS = "all hosts"
+
+
+def host_picker(source: Source, gpu: str, key: str, allow_all: bool = False) -> str | None:
+    """Which host of `gpu` to show (its pool: history.series_key), remembered in the URL as
+    ?host=. Drawn only when that GPU model ran on more than one; returns the pool, or None for
+    every host (offered where `allow_all`)."""
+    pools = gpu_pools(source, gpu)
+    if len(pools) <= 1:
+        return pools[0] if pools else None
+    options = ([ALL_HOSTS] if allow_all else []) + pools
+    wanted = st.query_params.get("host")
+    index = options.index(wanted) if wanted in options else 0
+    host = st.selectbox("host", options, index=index, key=key,
+                        help="Each host (or declared pool of interchangeable GPUs) is a series of its own: "
+                             "two hosts of one model are never mixed in one line.")
+    if host != wanted:
+        st.query_params["host"] = host
+    return None if host == ALL_HOSTS else host
 
 
 def run_label(row) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ci.errors import UserError
 from history.errors import HistoryError
-from history.paths import default_db_path
+from history.location import DB_ENV, default_file_path
 
 COMMAND_MODULES = (
     "run",
@@ -22,6 +23,7 @@ COMMAND_MODULES = (
     "sql",
     "export",
     "migrate",
+    "history",
     "ncu",
     "compare",
     "detect",
@@ -40,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--db",
         default=None,
-        help=f"DuckDB history file (default: $ATTNWATCH_DB or {default_db_path()})",
+        help="the history: a DuckDB file, or ducklake:postgres:<connection string> for a lake whose data "
+        f"path is $ATTNWATCH_LAKE_DATA (default: $ATTNWATCH_DB or {os.environ.get(DB_ENV) or default_file_path()})",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.db is None:
-        args.db = str(default_db_path())
+        args.db = os.environ.get(DB_ENV) or str(default_file_path())
     try:
         return int(args.func(args) or 0)
     except (UserError, HistoryError) as exc:

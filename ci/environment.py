@@ -5,9 +5,12 @@ poisons the context must only kill the child):
 
 * `capture_git(repo_dir)` and `capture_environment(probe_device=False)` use only
   subprocess `git`, NVML (nvidia-ml-py, no CUDA context) and package metadata;
-* `device_properties()` asks torch for compute capability, SM count and L2 size, which
-  creates a context: the measuring child calls it and journals the result, and
-  `attnwatch env` (a process of its own) calls it directly.
+* `device_properties()` asks torch for compute capability, SM count, L2 size and the
+  device's UUID and PCI bus id, which creates a context: the measuring child calls it and
+  journals the result, and `attnwatch env` (a process of its own) calls it directly.
+
+NVML is read for the GPU the run uses, never simply NVML's device 0: the parent picks it from
+CUDA_VISIBLE_DEVICES, the child by torch's UUID (ci.gpu_identity).
 
 A CPU-only machine yields a valid `Environment` with `device_kind="cpu"` and GPU fields None.
 Everything here degrades to None with the reason left out rather than guessing a value.
@@ -24,9 +27,12 @@ import subprocess
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from ci.errors import UserError
+from ci.gpu_identity import find_gpu, open_handle, pci_from_parts
 from history.bundle import Environment
+from history.series_key import pool_problem
 
 
 @dataclass
@@ -144,6 +150,12 @@ def torch_version_info() -> tuple[str | None, str | None]:
 
 @dataclass
 class NvmlGpu:
+    """The GPU this process uses, read through NVML: identity, driver and clocks.
+
+    `uuid`, `pci_bus_id` and `nvml_index` name the physical GPU (NVML's index, not CUDA's
+    ordinal); `mig_uuid` the MIG slice when the run is confined to one; `count` is how many
+    GPUs the host has."""
+
     name: str
     uuid: str
     driver_version: str
@@ -151,14 +163,32 @@ class NvmlGpu:
     sm_clock_mhz: int | None
     sm_clock_max_mhz: int | None
     count: int
+    pci_bus_id: str | None = None
+    nvml_index: int | None = None
+    mig_uuid: str | None = None
 
 
-def nvml_gpu(index: int = 0) -> NvmlGpu | None:
-    """GPU identity and clocks through NVML (no CUDA context); None without NVML or a GPU."""
-    if package_version("nvidia-ml-py") is None:
+def load_pynvml() -> Any:
+    """The pynvml module (package nvidia-ml-py), or None where it is not installed."""
+    try:
+        import pynvml
+    except ImportError:
         return None
-    import pynvml
+    return pynvml
 
+
+def nvml_gpu(ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None,
+             env: Mapping[str, str] | None = None) -> NvmlGpu | None:
+    """The GPU this process uses, through NVML (no CUDA context); None without NVML or a GPU.
+
+    Given torch's `uuid` / `pci_bus_id` of the device in use (the measuring child), that GPU;
+    otherwise CUDA device `ordinal` under `CUDA_VISIBLE_DEVICES` (ci.gpu_identity), so a runner
+    pinned to GPU 1 records GPU 1, not NVML's device 0. None when the variable hides every GPU.
+    """
+    pynvml = load_pynvml()
+    if pynvml is None:
+        return None
+    env = os.environ if env is None else env
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
@@ -167,16 +197,22 @@ def nvml_gpu(index: int = 0) -> NvmlGpu | None:
         count = pynvml.nvmlDeviceGetCount()
         if count == 0:
             return None
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        gpu = find_gpu(pynvml, visible=env.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal, uuid=uuid, pci_bus_id=pci_bus_id)
+        if gpu is None:
+            return None
+        handle = open_handle(pynvml, gpu)
         cuda_int = pynvml.nvmlSystemGetCudaDriverVersion()
         return NvmlGpu(
-            name=_text(pynvml.nvmlDeviceGetName(handle)),
-            uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
+            name=gpu.name,
+            uuid=gpu.uuid,
             driver_version=_text(pynvml.nvmlSystemGetDriverVersion()),
             cuda_driver_version=f"{cuda_int // 1000}.{(cuda_int % 1000) // 10}",
             sm_clock_mhz=int(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
             sm_clock_max_mhz=int(pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)),
             count=int(count),
+            pci_bus_id=gpu.pci_bus_id or None,
+            nvml_index=gpu.nvml_index,
+            mig_uuid=gpu.mig_uuid,
         )
     except pynvml.NVMLError:
         return None
@@ -188,8 +224,23 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def torch_device_identity(ordinal: int) -> dict[str, str]:
+    """torch's UUID and PCI bus id of CUDA device `ordinal` ({} for what this torch lacks):
+    what NVML is asked for, so clocks and identity come from the device that runs the kernels."""
+    import torch
+
+    props = torch.cuda.get_device_properties(ordinal)
+    found: dict[str, str] = {}
+    if getattr(props, "uuid", None) is not None:
+        found["uuid"] = str(props.uuid)
+    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
+    if all(isinstance(p, int) for p in parts):
+        found["pci_bus_id"] = pci_from_parts(*parts)
+    return found
+
+
 def device_properties() -> dict[str, Any]:
-    """Compute capability, SM count, L2 bytes and name from torch (creates a CUDA context).
+    """Compute capability, SM count, L2 bytes, name and identity from torch (creates a CUDA context).
 
     Returns {} on a machine without CUDA. Called by the measuring child, never the parent.
     """
@@ -199,13 +250,16 @@ def device_properties() -> dict[str, Any]:
 
     if not torch.cuda.is_available():
         return {}
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    ordinal = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(ordinal)
     return {
         "gpu_name": props.name,
         "compute_capability": f"{props.major}.{props.minor}",
         "sm_count": int(props.multi_processor_count),
         "l2_bytes": int(props.L2_cache_size),
         "gpu_count": int(torch.cuda.device_count()),
+        "cuda_ordinal": int(ordinal),
+        "torch_identity": torch_device_identity(ordinal),
     }
 
 
@@ -219,15 +273,30 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+def declared_pool(env: Mapping[str, str] | None = None) -> str | None:
+    """ATTNWATCH_POOL: the pool of interchangeable GPUs this runner belongs to (history.series_key);
+    None when the runner declares none (its host is then its pool)."""
+    value = (os.environ if env is None else env).get("ATTNWATCH_POOL", "").strip()
+    if not value:
+        return None
+    problem = pool_problem(value)
+    if problem:
+        raise UserError(f"ATTNWATCH_POOL: {problem}")
+    return value
+
+
 def capture_environment(probe_device: bool = False) -> Environment:
     """The Environment record for a manifest.
 
-    `probe_device=False` (the run's parent) reads the GPU through NVML only; `True` also asks
-    torch for the device properties, which creates a CUDA context. The device kind is "cuda"
-    when NVML or torch sees a GPU, else "cpu".
+    `probe_device=False` (the run's parent) reads the GPU through NVML only, choosing it by
+    CUDA_VISIBLE_DEVICES; `True` also asks torch for the device properties, which creates a
+    CUDA context, and then reads NVML for the very device torch uses (by UUID). The device kind
+    is "cuda" when NVML or torch sees a GPU, else "cpu".
     """
     torch_version, cuda_version = torch_version_info()
-    gpu = nvml_gpu()
+    props = device_properties() if probe_device else {}
+    identity = props.get("torch_identity") or {}
+    gpu = nvml_gpu(int(props.get("cuda_ordinal") or 0), uuid=identity.get("uuid"), pci_bus_id=identity.get("pci_bus_id"))
     env = Environment(
         device_kind="cuda" if gpu else "cpu",
         hostname=socket.gethostname(),
@@ -239,6 +308,7 @@ def capture_environment(probe_device: bool = False) -> Environment:
         cupy_version=package_version("cupy-cuda13x") or package_version("cupy-cuda12x") or package_version("cupy"),
         nvcc_version=nvcc_version(),
         cuda_version=cuda_version,
+        pool=declared_pool(),
     )
     if gpu:
         env.gpu_name = gpu.name
@@ -248,16 +318,30 @@ def capture_environment(probe_device: bool = False) -> Environment:
         env.sm_clock_mhz = gpu.sm_clock_mhz
         env.sm_clock_max_mhz = gpu.sm_clock_max_mhz
         env.cuda_version = env.cuda_version or gpu.cuda_driver_version
-    if probe_device:
-        merge_device_properties(env, device_properties())
+        env.gpu_pci_bus_id = gpu.pci_bus_id
+        env.gpu_index = gpu.nvml_index
+        env.gpu_mig_uuid = gpu.mig_uuid
+    merge_device_properties(env, props)
     return env
 
 
+# Fields that name the GPU a run used. The measuring child finds them from torch's own device,
+# so where it reports them they replace the parent's CUDA_VISIBLE_DEVICES-based reading.
+IDENTITY_FIELDS = ("gpu_uuid", "gpu_pci_bus_id", "gpu_index", "gpu_mig_uuid")
+
+
 def merge_device_properties(env: Environment, props: dict[str, Any]) -> Environment:
-    """Fill the torch-reported device fields into `env` (what the child journalled)."""
+    """Fill the torch-reported device fields into `env` (what the child journalled).
+
+    When the child names a different GPU than `env` (the parent's guess from
+    CUDA_VISIBLE_DEVICES, wrong only on hosts mixing GPU models), the child's GPU wins: its
+    identity, name and clocks replace the parent's."""
     if not props:
         return env
     env.device_kind = "cuda"
+    if props.get("gpu_uuid") and props["gpu_uuid"] != env.gpu_uuid:
+        for name in (*IDENTITY_FIELDS, "gpu_name", "sm_clock_mhz", "sm_clock_max_mhz"):
+            setattr(env, name, props.get(name))
     env.gpu_name = env.gpu_name or props.get("gpu_name")
     env.compute_capability = props.get("compute_capability")
     env.sm_count = props.get("sm_count")

@@ -1,8 +1,8 @@
 """A small GitHub REST client (standard library only) for the sticky PR comment.
 
-What it does: find the pull requests whose head is a commit (including fork PRs), find the
-comment this bot posted earlier (hidden marker AND author login, following `Link` pagination),
-and create or update that one comment in place.
+What it does: read one pull request, find the pull requests whose head is a commit (including
+fork PRs), find the comment this bot posted earlier (hidden marker AND author login, following
+`Link` pagination), and create or update that one comment in place.
 
 What it is careful about: rate limits (403/429 with `Retry-After`, or `x-ratelimit-remaining: 0`
 with `x-ratelimit-reset`) are waited out a bounded number of times, each wait capped; 5xx
@@ -156,15 +156,34 @@ class GitHubClient:
 
     def pulls_for_sha(self, sha: str) -> list[int]:
         """Open PR numbers whose head is `sha`: the commit's associated PRs, then (fork PRs are
-        not always associated) a scan of open PRs' head.sha."""
+        not always associated) a scan of open PRs' head.sha.
+
+        An associated PR counts when its head is `sha` and its `state` is "open" or not given
+        (not every server that speaks this API returns it; a PR whose head is still this commit
+        is one to comment on). Either list answering 404 (a commit this repository does not
+        have, an endpoint the server lacks) means none found there, not a failed job.
+        """
         if not _SHA.match(sha or ""):
             raise GitHubError(f"not a commit SHA: {sha!r}")
-        found = [p["number"] for p in self.paginate(f"/repos/{self.repo}/commits/{sha}/pulls")
-                 if p.get("state") == "open" and p.get("head", {}).get("sha") == sha]
-        if found:
-            return sorted(set(found))
-        return sorted({p["number"] for p in self.paginate(f"/repos/{self.repo}/pulls", {"state": "open"})
-                       if p.get("head", {}).get("sha") == sha})
+        found = _heads_at(self._list_or_none(f"/repos/{self.repo}/commits/{sha}/pulls"), sha)
+        return found or _heads_at(self._list_or_none(f"/repos/{self.repo}/pulls", {"state": "open"}), sha)
+
+    def _list_or_none(self, path: str, params: dict | None = None) -> list:
+        """All items of a list endpoint; [] (said in the log) when it answers 404."""
+        try:
+            return list(self.paginate(path, params))
+        except GitHubError as exc:
+            if exc.status != 404:
+                raise
+            self.log(f"GitHub answered 404 for {path}; taking it as no pull requests there")
+            return []
+
+    def pull_request(self, number: int) -> dict:
+        """The pull request `number` as the API reports it now (head SHA, head repository, state)."""
+        resp = self.request("GET", f"/repos/{self.repo}/pulls/{int(number)}")
+        if not isinstance(resp.data, dict):
+            raise GitHubError(f"GET /repos/{self.repo}/pulls/{int(number)}: expected an object")
+        return resp.data
 
     def find_comment(self, pr: int, marker: str, author: str) -> dict | None:
         """The earliest comment on `pr` by `author` that carries `marker`, or None."""
@@ -181,6 +200,13 @@ class GitHubClient:
             return "updated", int(resp.data["id"])
         resp = self.request("POST", f"/repos/{self.repo}/issues/{int(pr)}/comments", {"body": body})
         return "created", int(resp.data["id"])
+
+
+def _heads_at(pulls: list, sha: str) -> list[int]:
+    """Numbers of the pull requests in `pulls` whose head is `sha` and whose state is open or not given."""
+    return sorted({p["number"] for p in pulls
+                   if isinstance(p, dict) and isinstance(p.get("number"), int) and p.get("state", "open") == "open"
+                   and isinstance(p.get("head"), dict) and p["head"].get("sha") == sha})
 
 
 def _message(raw: bytes) -> str:

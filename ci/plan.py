@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from history.bundle import CaseKey
 from kernels.cases import Case, case_id
 from kernels.shapes import Shape
 
@@ -22,15 +23,8 @@ BASELINE = "sdpa"  # the gap-to-SDPA reference, first in every interleave group
 
 
 @dataclass(frozen=True)
-class PlannedCase:
-    variant: str
-    shape_id: str
-    batch: int
-    heads: int
-    seq_len: int
-    head_dim: int
-    dtype: str
-    causal: bool
+class PlannedCase(CaseKey):
+    """A case to run: the bundle's CaseKey (what its records will be about), with what ci needs."""
 
     @property
     def case_id(self) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ci.plan import PlannedCase
-from history.bundle import BuildRecord, CaseOutcome
+from ci.records import failed_build
+from history.bundle import CaseOutcome
 
 LOST_STATUSES = ("failed", "crashed", "timeout")
 
@@ -103,7 +104,7 @@ class SuiteState:
                 status, why = "crashed", f"the child died ({describe_exit(rc)}) during {phase}; its log ends: {log_tail[-600:]}"
             if self.inflight["kind"] == "build":
                 variant = self.inflight["variant"]
-                self.builds.setdefault(variant, asdict(BuildRecord(variant=variant, ok=False, error=f"build {status}: {why}")))
+                self.builds.setdefault(variant, asdict(failed_build(variant, f"build {status}: {why}")))
                 for case in self.remaining():
                     if case.variant == variant:
                         self._set_outcome(case.case_id, status, f"build {status}: {why}")

@@ -3,9 +3,13 @@
 Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
 page. Writes go through history.db.open_write (lock retry, migrations); every transition is
 one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
-leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, metric and
-the commit of the step): recording the same finding again, or after it was resolved, adds
+leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, pool, metric
+and the commit of the step): recording the same finding again, or after it was resolved, adds
 nothing.
+
+Ids are assigned here, not by a sequence (a DuckLake has none): the next id is one more than the
+largest stored, and on a lake each new id and dedup_key is claimed (history.transactions), so two
+detects recording at once cannot both take an id or a finding; the loser retries.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from history.db import open_read, open_write
+from history.db import exists, open_read, open_write
 from history.errors import HistoryError
+from history.transactions import Claims, is_lake, write_transaction
 
 KINDS = ("regression", "improvement", "correctness")
 STATUSES = ("open", "acknowledged", "resolved")
@@ -46,6 +51,7 @@ class NewAlert:
     new_value: float | None
     change_pct: float | None
     detail: str = ""
+    pool: str | None = None  # the series' pool (history.series_key); None for alerts from before it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,25 +170,22 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
     ids = list(dict.fromkeys(int(a) for a in alert_ids))
     if not ids:
         raise AlertError("alert ids: none given")
-    if not Path(db_path).is_file():  # open_write would create an empty history at a mistyped path
+    if not exists(db_path):  # open_write would create an empty history at a mistyped path
         raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
+
+    def change(con, claims: Claims) -> None:
+        for alert_id in ids:
+            current = get_alert(con, alert_id)
+            if current.status not in _TRANSITIONS[target]:
+                raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
+            con.execute(
+                "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
+                [target, note, actor, alert_id],
+            )
+            _append_event(con, claims, alert_id, target, note, actor)
+
     with open_write(db_path) as con:
-        con.execute("BEGIN TRANSACTION")
-        try:
-            for alert_id in ids:
-                current = get_alert(con, alert_id)
-                if current.status not in _TRANSITIONS[target]:
-                    raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
-                con.execute(
-                    "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
-                    [target, note, actor, alert_id],
-                )
-                con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, ?, ?, ?)",
-                            [alert_id, target, note, actor])
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        write_transaction(con, change, str(db_path))
         return [get_alert(con, alert_id) for alert_id in ids]
 
 
@@ -206,24 +209,47 @@ def resolve_many(db_path: str | Path, alert_ids, note: str, actor: str) -> list[
     return _transition(db_path, alert_ids, "resolved", note, actor, note_required=False)
 
 
-def record_alerts(con, alerts: Iterable[NewAlert], actor: str = "attnwatch detect") -> tuple[list[int], int]:
-    """Insert alerts whose dedup_key is new, on an open write connection (inside the caller's
-    transaction). Returns (ids inserted, number already known)."""
+def _next_id(con, claims: Claims, table: str, column: str) -> int:
+    """One more than the largest stored id, claimed so that no concurrent writer takes it too."""
+    next_id = int(con.execute(f"SELECT coalesce(max({column}), 0) + 1 FROM {table}").fetchone()[0])
+    claims.take(column, str(next_id))
+    return next_id
+
+
+def _append_event(con, claims: Claims, alert_id: int, action: str, note: str, actor: str) -> None:
+    con.execute("INSERT INTO alert_events (event_id, alert_id, action, note, actor) VALUES (?, ?, ?, ?, ?)",
+                [_next_id(con, claims, "alert_events", "event_id"), alert_id, action, note, actor])
+
+
+def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
+                  actor: str = "attnwatch detect") -> tuple[list[int], int]:
+    """Insert alerts whose dedup_key is new, inside the caller's transaction. Returns (ids
+    inserted, number already known). On a lake the transaction must be history.transactions.
+    write_transaction's, whose `claims` are passed in; a file needs none."""
+    if claims is None:
+        if is_lake(con):
+            raise AlertError("record_alerts on a lake needs the claims of write_transaction")
+        claims = Claims(con, lake=False)
+    alerts = list(alerts)
+    keys = [a.dedup_key for a in alerts]
+    stored = {r[0] for r in con.execute(
+        "SELECT dedup_key FROM alerts WHERE dedup_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()}
     inserted, known = [], 0
     for a in alerts:
         if a.kind not in KINDS:
             raise AlertError(f"alerts.kind: unknown {a.kind!r}")
-        row = con.execute(
-            "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, run_id, commit_sha, baseline_value, "
-            "new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (dedup_key) DO NOTHING RETURNING alert_id",
-            [a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.run_id, a.commit_sha, a.baseline_value,
-             a.new_value, a.change_pct, a.detail[:MAX_NOTE]],
-        ).fetchone()
-        if row is None:
+        if a.dedup_key in stored:
             known += 1
             continue
-        con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'opened', ?, ?)",
-                    [row[0], a.detail[:MAX_NOTE], actor])
-        inserted.append(int(row[0]))
+        stored.add(a.dedup_key)
+        claims.take("dedup_key", a.dedup_key)
+        alert_id = _next_id(con, claims, "alerts", "alert_id")
+        con.execute(
+            "INSERT INTO alerts (alert_id, dedup_key, kind, metric, case_id, gpu_name, pool, run_id, commit_sha, "
+            "baseline_value, new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [alert_id, a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.pool, a.run_id, a.commit_sha, a.baseline_value,
+             a.new_value, a.change_pct, a.detail[:MAX_NOTE]],
+        )
+        _append_event(con, claims, alert_id, "opened", a.detail[:MAX_NOTE], actor)
+        inserted.append(alert_id)
     return inserted, known

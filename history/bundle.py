@@ -14,7 +14,9 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
-Top-level layout of each JSON file (every one an object with `schema` and `schema_version`):
+Top-level layout of each JSON file (every one an object with `schema` and `schema_version`;
+the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
+functions in history.bundle_upgrades):
 
     manifest.json      {"schema": "attnwatch.manifest", "schema_version": 1, ...Manifest fields}
     benchmark.json     pytest-benchmark's own layout: {"machine_info", "commit_info",
@@ -22,16 +24,18 @@ Top-level layout of each JSON file (every one an object with `schema` and `schem
                        "extra_info": {"attnwatch": CaseTiming}}], "datetime", "version"}
                        (pytest-benchmark writes no schema keys: its "version" identifies it)
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
-    correctness.json   {"schema": "attnwatch.correctness", "schema_version": 1, "records": [CorrectnessRecord]}
-    builds.json        {"schema": "attnwatch.builds", "schema_version": 1, "builds": [BuildRecord]}
+    correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
+    builds.json        {"schema": "attnwatch.builds", "schema_version": 2, "builds": [BuildRecord]}
     samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
                         "samples": {case_id: [float, ...]}}
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
-Producers (ci) build these dataclasses and write them with `to_json_dict`; `history` loads and
-validates every file before anything is written to the database. Bundles are untrusted
-data: sizes are capped and every field is checked (see history.validate).
+Producers (ci, and the tests' factory) build these dataclasses and write them with the one
+writer, history.bundle_writer, which checks every record as the reader will; history.validate
+is the one reader: it loads and validates every file before anything is written to the
+database (ingest) or compared (compare's rounds). Bundles are untrusted data: sizes are capped
+and every field is checked.
 
 Units are in field names: `_us` microseconds, `_mhz`, `_bytes`, `_tflops`.
 """
@@ -41,7 +45,21 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
-BUNDLE_SCHEMA_VERSION = 1
+# The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
+from history.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
+from history.statistics import Summary
+
+# The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
+# from the previous version and bumps its number here.
+SCHEMA_VERSIONS = {
+    "attnwatch.manifest": 1,
+    "attnwatch.outcomes": 1,
+    "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
+    "attnwatch.builds": 2,  # v2: every field required
+    "attnwatch.samples": 1,
+    "attnwatch.ncu": 1,
+    "attnwatch.case_timing": 1,  # extra_info["attnwatch"] of a benchmark.json entry
+}
 
 MANIFEST_FILE = "manifest.json"
 BENCHMARK_FILE = "benchmark.json"
@@ -52,9 +70,9 @@ SAMPLES_FILE = "samples.json"
 NCU_FILE = "ncu.json"
 NCU_RAW_FILE = "ncu_raw.csv"
 
-# Largest file a bundle may hold; anything bigger is refused before it is parsed.
-MAX_FILE_BYTES = 64 * 1024 * 1024
-
+# A manifest's commit_sha when the run was measured outside a git checkout: compare accepts
+# it, ingest does not (a run must be placed on a commit).
+UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
@@ -83,6 +101,14 @@ class Environment:
     triton_version: str | None = None
     cupy_version: str | None = None
     nvcc_version: str | None = None
+    # Which GPU and which pool (bundles before these fields: None; history.series_key).
+    # gpu_uuid above and these name the GPU the run used, as NVML does: `gpu_index` is NVML's
+    # index (not CUDA's ordinal under CUDA_VISIBLE_DEVICES), `gpu_mig_uuid` the MIG slice if any;
+    # `pool` is what the runner declared in ATTNWATCH_POOL (None: its host is its pool).
+    gpu_pci_bus_id: str | None = None
+    gpu_index: int | None = None
+    gpu_mig_uuid: str | None = None
+    pool: str | None = None
 
 
 @dataclass
@@ -107,12 +133,14 @@ class Manifest:
     notes: str = ""
     files: dict[str, str] = field(default_factory=dict)  # role -> file name inside the bundle
     schema: str = "attnwatch.manifest"
-    schema_version: int = BUNDLE_SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSIONS["attnwatch.manifest"]
 
 
-@dataclass
-class CaseTiming:
-    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`.
+@dataclass(kw_only=True)
+class CaseTiming(Summary):
+    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`: the
+    Summary of its samples (history.statistics: n, median_us ... max_us, rel_spread) and what
+    was measured, how, and the figures derived from it.
 
     Latencies are per-call CUDA-event times in microseconds with L2 flushed before each call;
     on a CPU run they are host wall-clock times and `timing_mode` says "cpu_wall".
@@ -129,19 +157,9 @@ class CaseTiming:
     dtype: str
     causal: bool
     timing_mode: str  # "cuda_events" | "cuda_graph" | "cpu_wall"
-    n: int
-    median_us: float
-    p10_us: float
-    p90_us: float
-    iqr_us: float
-    mean_us: float
-    stddev_us: float
-    min_us: float
-    max_us: float
     us_per_head: float
     tflops: float
     converged: bool  # relative spread under target before the time cap
-    rel_spread: float  # IQR / median
     graph_median_us: float | None = None  # CUDA-graph replay time, launch-bound cases
     gap_to_sdpa: float | None = None  # median / median(sdpa), same run, same GPU
     gap_to_backends: dict[str, float] = field(default_factory=dict)  # sdpa_* -> ratio
@@ -152,7 +170,7 @@ class CaseTiming:
     throttle_reasons: list[str] = field(default_factory=list)
     throttled_samples: int = 0
     interleave_group: str | None = None  # cases timed round-robin together share this
-    schema_version: int = BUNDLE_SCHEMA_VERSION
+    schema_version: int = SCHEMA_VERSIONS["attnwatch.case_timing"]
     # CUDA-event timing enqueues each block behind a guard kernel so host dispatch never lands
     # inside a sample. Blocks re-timed because the host outlasted the guard, and blocks kept
     # still uncovered after the last attempt (samples possibly containing host gaps).
@@ -173,9 +191,14 @@ class CaseOutcome:
     duration_s: float | None = None
 
 
-@dataclass
-class CorrectnessRecord:
-    case_id: str
+@dataclass(frozen=True)
+class CaseKey:
+    """The case a record is about: a variant on one problem (kernels.cases.Case, as plain data).
+
+    ci's plan (ci.plan.PlannedCase) is this too: what a child is asked to run is what its
+    records are about.
+    """
+
     variant: str
     shape_id: str
     batch: int
@@ -184,34 +207,55 @@ class CorrectnessRecord:
     head_dim: int
     dtype: str
     causal: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class CorrectnessRecord(CaseKey):
+    """One seed of one case's correctness check against the float64 reference.
+
+    Written by ci from kernels.correctness's CheckResult (ci.records), field by field. Every
+    field is required: None says a value does not exist (no output was compared: the check
+    failed first) or, for a record upgraded from schema v1, was not recorded then.
+    Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
+    """
+
+    case_id: str
     seed: int
-    max_abs_err: float | None
-    rel_err: float | None
+    profile: str | None  # kernels.inputs input profile ("normal", "large_logits")
+    calls: int | None  # launches checked (each compared with the reference)
+    passed: bool
+    error: str | None
     atol: float
     rtol: float
-    passed: bool
-    nonfinite: int = 0  # count of NaN/Inf (or unwritten) output elements
-    error: str | None = None
+    # The error's magnitude (over the finite elements) and how much of the allowance it used.
+    max_abs_err: float | None
+    rel_err: float | None  # ||out - ref||_2 / ||ref||_2
+    tolerance_used: float | None  # max |out - ref| / (atol + rtol*|ref|): < 1 passes
+    violations: int | None  # elements outside the allowance, non-finite ones included
+    nonfinite: int | None  # NaN/Inf (or never written) output elements
+    worst_index: tuple[int, int, int, int] | None  # (b, h, s, d) of the worst violation
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BuildRecord:
-    """Same fields as kernels.registry.BuildReport (history must not import kernels)."""
+    """What the compiler said about one variant's build (kernels' BuildReport, converted by
+    ci.records). Every field is required (format 2): a record says what it does not know."""
 
     variant: str
     ok: bool
-    target: str = ""
-    compile_seconds: float | None = None
-    registers_per_thread: int | None = None
-    shared_mem_bytes: int | None = None
-    spill_store_bytes: int | None = None
-    spill_load_bytes: int | None = None
-    stack_frame_bytes: int | None = None
-    source_hash: str | None = None
-    cached: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    log_tail: str = ""
-    error: str | None = None
+    error: str | None  # why the build failed
+    target: str  # e.g. "sm_90", "sm_90a", "triton"; "" when unknown
+    cached: bool  # the binary came from the build cache
+    source_hash: str | None
+    compile_seconds: float | None  # of the original compile, also for a cache hit
+    # ptxas -v (or the compiled kernel's attributes): per thread and per block.
+    registers_per_thread: int | None
+    shared_mem_bytes: int | None
+    stack_frame_bytes: int | None
+    spill_store_bytes: int | None
+    spill_load_bytes: int | None
+    config: dict[str, Any]  # the variant's build choices, e.g. the Triton autotune pick
+    log_tail: str  # the end of the compiler's output
 
 
 @dataclass
@@ -275,6 +319,26 @@ FILE_SCHEMAS = {
     NCU_FILE: "attnwatch.ncu",
 }
 REQUIRED_FILES = (MANIFEST_FILE, BENCHMARK_FILE, OUTCOMES_FILE)
+
+
+@dataclass(frozen=True)
+class RecordList:
+    """A list of records in a bundle file: {"schema", "schema_version", <key>: [record], ...}."""
+
+    file: str
+    key: str
+    record: type
+
+
+# Every record list of a bundle, under the name the writer's contents and the reader's
+# LoadedBundle give it: the one place a list's file, key and record type are said.
+RECORD_LISTS = {
+    "outcomes": RecordList(OUTCOMES_FILE, "cases", CaseOutcome),
+    "correctness": RecordList(CORRECTNESS_FILE, "records", CorrectnessRecord),
+    "builds": RecordList(BUILDS_FILE, "builds", BuildRecord),
+    "ncu_kernels": RecordList(NCU_FILE, "kernels", NcuKernelRow),
+    "ncu_cases": RecordList(NCU_FILE, "cases", NcuCaseMetrics),
+}
 # The key under a pytest-benchmark entry's extra_info holding the CaseTiming.
 EXTRA_INFO_KEY = "attnwatch"
 
@@ -282,4 +346,5 @@ EXTRA_INFO_KEY = "attnwatch"
 def file_envelope(file_name: str, **payload: Any) -> dict[str, Any]:
     """The JSON object to write as `file_name` (see FILE_SCHEMAS), dataclasses converted."""
     body = {k: to_json_dict(v) if isinstance(v, list) else v for k, v in payload.items()}
-    return {"schema": FILE_SCHEMAS[file_name], "schema_version": BUNDLE_SCHEMA_VERSION, **body}
+    schema = FILE_SCHEMAS[file_name]
+    return {"schema": schema, "schema_version": SCHEMA_VERSIONS[schema], **body}

@@ -1,6 +1,7 @@
 """A LoadedBundle as rows of the history's tables (Arrow tables keyed by table name).
 
-Pure conversion: no database access. Column names match history/migrations/001_initial.sql.
+Pure conversion: no database access. Column names match history/migrations (001, and 005 for
+the correctness check's margin): every field of a record is a column, none is left out.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime, timezone
 import pyarrow as pa
 
 from history.loaded_bundle import BenchmarkEntry, LoadedBundle
+from history.series_key import series_pool
 from history.store import rows_to_arrow
 
 _TIMING_COLUMNS = (
@@ -27,6 +29,20 @@ _RESULT_TYPES = {
     "gap_to_backends__values": pa.list_(pa.float64()),
     "throttle_reasons": pa.list_(pa.string()),
     "error": pa.string(),
+}
+
+# Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that
+# inference gets wrong when a bundle's values are all None (a v1 bundle) or tuples.
+_CORRECTNESS_TYPES = {
+    "max_abs_err": pa.float64(),
+    "rel_err": pa.float64(),
+    "error": pa.string(),
+    "profile": pa.string(),
+    "calls": pa.int32(),
+    "tolerance_used": pa.float64(),
+    "violations": pa.int64(),
+    "nonfinite": pa.int64(),
+    "worst_index": pa.list_(pa.int32()),
 }
 
 
@@ -62,6 +78,9 @@ def run_row(b: LoadedBundle, ingested_at: datetime | None = None) -> dict:
         "ingested_at": ingested_at or datetime.now(timezone.utc).replace(tzinfo=None),
     }
     row.update(env)
+    # Migration 006: the series pool, declared or defaulted (history.series_key), so that old
+    # bundles (no pool, no PCI id: NULL) fall in with their host's new runs.
+    row["pool"] = series_pool(env.get("pool"), env.get("hostname"), m.runner)
     return row
 
 
@@ -160,7 +179,7 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
         "latency_us": pa.array(latencies, pa.float64()),
     }) if case_ids else pa.table({})
 
-    tables["correctness"] = rows_to_arrow([{"run_id": run_id, **_flat(r)} for r in b.correctness])
+    tables["correctness"] = rows_to_arrow([{"run_id": run_id, **_flat(r)} for r in b.correctness], _CORRECTNESS_TYPES)
     tables["builds"] = rows_to_arrow(
         [{"run_id": run_id, **_flat(r), "config": json.dumps(r.config, sort_keys=True)} for r in b.builds],
         {"config": pa.string()},

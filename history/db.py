@@ -1,14 +1,22 @@
-"""Opening the history file: one writer at a time, short-lived readers, schema checked.
+"""Opening the history, a file or a lake (history.location), with its schema checked.
+
+Every opener of the project comes through here; each takes a location (a HistoryLocation, or
+the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`).
+
+A lake (history.lake) has no file lock: many processes read and write it at once, DuckLake
+orders their commits, and history.transactions keeps natural keys unique. Its readers share one
+attached instance per process. A file follows the rules below.
 
 DuckDB lets one process hold a database file for writing, and a read-only connection held
-open also blocks a writer (DESIGN.md, History). So:
+open also blocks a writer (docs/design.md, "History"). So:
   - `open_write` retries DuckDB's file-lock error with exponential backoff and full jitter
     (the "Exponential Backoff And Jitter" scheme, AWS Architecture Blog, 2015) until a
     deadline, then raises LockTimeoutError naming the file; it applies pending migrations.
   - `open_read` opens a read-only connection, retrying the lock briefly, for callers that
     close it soon (the dashboard, `attnwatch sql`). It never migrates, so a history last
     written by an older attnwatch lacks the newer views until `upgrade` (or any write) runs.
-Both refuse a database migrated by a newer attnwatch (SchemaTooNewError).
+Both refuse a database migrated by a newer attnwatch (SchemaTooNewError), and a file written
+by a newer DuckDB storage format than this one reads (StorageTooNewError, with the way out).
 """
 
 from __future__ import annotations
@@ -21,12 +29,31 @@ from typing import Iterator
 
 import duckdb
 
-from history.errors import HistoryNotFoundError, LockTimeoutError
+from history import lake
+from history.errors import HistoryError, HistoryNotFoundError, LockTimeoutError
+from history.location import HistoryLocation, parse_location
 from history.migrations import applied_migrations, check_compatible, code_schema_version, migrate
 
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 1.0
 READ_DEADLINE_S = 10.0
+
+
+class StorageTooNewError(HistoryError):
+    """The file was written by a newer DuckDB storage format than the pinned DuckDB reads."""
+
+
+def _storage_error(db_path: Path, exc: BaseException) -> StorageTooNewError | None:
+    text = str(exc)
+    if not (isinstance(exc, duckdb.IOException) and "created with an newer version of DuckDB" in text):
+        return None
+    found = text.split("version number", 1)[-1].split(",")[0].strip()
+    return StorageTooNewError(
+        f"{db_path}: this history file was written by a newer DuckDB (storage version {found}) than the "
+        f"DuckDB {duckdb.__version__} attnwatch is pinned to, which cannot read it. Export it where it was "
+        f"written (`attnwatch --db {db_path} export DIR`, run with that newer DuckDB) and import it here "
+        f"(`attnwatch --db NEW_FILE import DIR`); see pyproject.toml for why DuckDB is pinned"
+    )
 
 
 def is_lock_error(exc: BaseException) -> bool:
@@ -50,6 +77,9 @@ def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> du
         try:
             return duckdb.connect(str(db_path), **connect_kwargs)
         except (duckdb.IOException, duckdb.ConnectionException) as exc:
+            too_new = _storage_error(db_path, exc)
+            if too_new is not None:
+                raise too_new from None
             if not is_lock_error(exc):
                 raise
             remaining = give_up_at - time.monotonic()
@@ -63,14 +93,29 @@ def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> du
             attempt += 1
 
 
-@contextmanager
-def open_write(db_path: str | Path, deadline_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection with the schema migrated to this code's version; closed on exit."""
-    path = Path(db_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    con = connect_with_retry(path, deadline_s)
+def exists(location: str | Path | HistoryLocation) -> bool:
+    """Whether there is a history to read (a file on disk; a lake whose catalog answers)."""
+    loc = parse_location(location)
+    if not loc.is_lake:
+        return loc.path.is_file()
     try:
-        migrate(con, str(path))
+        with open_read(loc):
+            return True
+    except HistoryNotFoundError:
+        return False
+
+
+@contextmanager
+def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection with the schema migrated to this code's version; closed on exit."""
+    loc = parse_location(location)
+    if loc.is_lake:
+        con = lake.shared_connection(loc, read_only=False)
+    else:
+        loc.path.parent.mkdir(parents=True, exist_ok=True)
+        con = connect_with_retry(loc.path, deadline_s)
+    try:
+        migrate(con, loc.label)
         yield con
     finally:
         con.close()
@@ -78,41 +123,52 @@ def open_write(db_path: str | Path, deadline_s: float = 60.0) -> Iterator[duckdb
 
 @contextmanager
 def open_read(
-    db_path: str | Path, deadline_s: float = READ_DEADLINE_S, config: dict | None = None
+    location: str | Path | HistoryLocation, deadline_s: float = READ_DEADLINE_S, config: dict | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short-lived read-only connection; a missing file is a clear error, not a new database."""
-    path = Path(db_path)
-    if not path.is_file():
-        raise HistoryNotFoundError(
-            f"{path}: no history here yet (ingest a bundle first: attnwatch ingest BUNDLE_DIR)"
-        )
-    con = connect_with_retry(path, deadline_s, read_only=True, config=config or {})
+    """A short-lived read-only connection; a missing history is a clear error, not a new database.
+
+    `config`: DuckDB settings, e.g. history.sql's sandbox. Readers of a lake share this process's
+    attached instance for their settings (a cursor each; history.lake).
+    """
+    loc = parse_location(location)
+    if loc.is_lake:
+        con = lake.shared_connection(loc, read_only=True, config=config)
+    else:
+        if not loc.path.is_file():
+            raise HistoryNotFoundError(
+                f"{loc.path}: no history here yet (ingest a bundle first: attnwatch ingest BUNDLE_DIR)"
+            )
+        con = connect_with_retry(loc.path, deadline_s, read_only=True, config=config or {})
     try:
-        check_compatible(con, str(path))
+        check_compatible(con, loc.label)
         yield con
+    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
+        if loc.is_lake:
+            lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
+        raise
     finally:
         con.close()
 
 
-def upgrade(db_path: str | Path, deadline_s: float = 60.0) -> list[int]:
+def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) -> list[int]:
     """Apply the migrations an existing history still lacks; return the versions applied.
 
     The check is made read-only first, so a history that is already current is never opened
     for writing (a dashboard calling this on start does not contend with ingest for the lock).
     """
-    path = Path(db_path)
-    with open_read(path, deadline_s) as con:
-        if not check_compatible(con, str(path)):
+    loc = parse_location(location)
+    with open_read(loc, deadline_s) as con:
+        if not check_compatible(con, loc.label):
             return []
-    con = connect_with_retry(path, deadline_s)
+    con = lake.shared_connection(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     try:
-        return migrate(con, str(path))
+        return migrate(con, loc.label)
     finally:
         con.close()
 
 
-def schema_version(db_path: str | Path) -> tuple[int, int]:
+def schema_version(location: str | Path | HistoryLocation) -> tuple[int, int]:
     """(the history's schema version, this code's); read-only."""
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         applied = applied_migrations(con)
     return (max(applied) if applied else 0, code_schema_version())

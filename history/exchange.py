@@ -6,10 +6,15 @@ Export writes one Parquet file per table and `export.json`:
      "tables": {table: {"file": "table.parquet", "rows": n}}}
 Import validates everything first (manifest, migration lineage, files, row counts, columns,
 run ids that clash with different content), then inserts in one transaction rows whose
-natural key is not there yet, so importing the same export twice adds nothing and an
-import into an existing history merges. Surrogate ids drawn from a sequence (alerts'
-alert_id, alert_events' event_id) are local to each database: alerts are matched by
-dedup_key and get this database's ids, and rows that point at them are re-pointed.
+natural key (history.keys: the migrations' declared keys) is not there yet, so importing the
+same export twice adds nothing and an import into an existing history merges. Surrogate ids
+(alerts' alert_id, alert_events' event_id) are local to each database: alerts are matched by
+dedup_key; into an empty table they keep their ids (a copy is exact), otherwise they get the
+next free ids of this database, and rows that point at them are re-pointed.
+
+Both work on a file and on a lake (history.location). On a lake the import's transaction claims
+the single-column keys of every row it adds (history.transactions), so it cannot double a run
+that a concurrent ingest is writing: one of the two retries and then finds it there.
 """
 
 from __future__ import annotations
@@ -23,7 +28,10 @@ import pyarrow.parquet as pq
 
 from history.db import open_read, open_write
 from history.errors import BundleError, HistoryError
+from history.keys import primary_key, single_column_keys
+from history.location import HistoryLocation, parse_location
 from history.migrations import applied_migrations, available_migrations
+from history.transactions import Claims, write_transaction
 
 EXPORT_FORMAT = "attnwatch.export"
 EXPORT_FORMAT_VERSION = 1
@@ -64,11 +72,11 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
     out.mkdir(parents=True, exist_ok=True)
     report = ExchangeReport(str(out))
     with open_read(db_path) as con:
-        tables = _base_tables(con)
+        tables = base_tables(con)
         manifest_tables = {}
         for table in tables:
             target = out / f"{table}.parquet"
-            key = EXPORT_ORDER.get(table) or _key_columns(con, table)
+            key = EXPORT_ORDER.get(table) or primary_key(table)
             order = ", ".join(f'"{c}"' for c in key) or "ALL"
             con.execute(f"COPY (SELECT * FROM \"{table}\" ORDER BY {order}) TO '{_sql_path(target)}' (FORMAT parquet)")
             rows = pq.ParquetFile(target).metadata.num_rows
@@ -87,30 +95,30 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
     return report
 
 
-def import_history(db_path: str | Path, directory: str | Path) -> ExchangeReport:
+def import_history(db_path: str | Path | HistoryLocation, directory: str | Path) -> ExchangeReport:
     src = Path(directory)
     manifest = _read_manifest(src)
+    location = parse_location(db_path)
     report = ExchangeReport(str(src))
-    with open_write(db_path) as con:
+    with open_write(location) as con:
         tables = _validate_against(con, src, manifest)
-        con.execute("BEGIN TRANSACTION")
-        try:
-            con.execute("CREATE OR REPLACE TEMP TABLE _import_known_runs AS SELECT run_id FROM runs")
+
+        def body(c, claims: Claims) -> None:
+            report.rows.clear()
+            report.skipped.clear()
+            c.execute("CREATE OR REPLACE TEMP TABLE _import_known_runs AS SELECT run_id FROM runs")
             id_maps: dict[str, str] = {"runs_before": "_import_known_runs"}
-            for table in tables:
-                before = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-                path = _sql_path(src / manifest["tables"][table]["file"])
-                _import_table(con, table, path, id_maps)
-                added = con.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0] - before
-                report.rows[table] = added
-                report.skipped[table] = manifest["tables"][table]["rows"] - added
-            con.execute("COMMIT")
-        except Exception:
-            con.execute("ROLLBACK")
-            raise
-        finally:
-            for view in id_maps.values():
-                con.execute(f"DROP TABLE IF EXISTS {view}")
+            try:
+                for table in tables:
+                    path = _sql_path(src / manifest["tables"][table]["file"])
+                    added = _import_table(c, claims, table, path, id_maps)
+                    report.rows[table] = added
+                    report.skipped[table] = manifest["tables"][table]["rows"] - added
+            finally:
+                for temp in id_maps.values():
+                    c.execute(f"DROP TABLE IF EXISTS {temp}")
+
+        write_transaction(con, body, location.label)
     return report
 
 
@@ -141,7 +149,7 @@ def _validate_against(con, src: Path, manifest: dict) -> list[str]:
             raise BundleError(path, f"migrations[{i}]", f"{m!r} is unknown to this attnwatch (exported by a newer one?)")
         if ours.checksum != m.get("checksum"):
             raise BundleError(path, f"migrations[{i}].checksum", f"migration {ours.version:03d}_{ours.name} differs from this attnwatch's")
-    existing = set(_base_tables(con))
+    existing = set(base_tables(con))
     to_import = []
     for table, entry in manifest["tables"].items():
         if table in BOOKKEEPING_TABLES:
@@ -159,7 +167,7 @@ def _validate_against(con, src: Path, manifest: dict) -> list[str]:
         if meta.metadata.num_rows != entry.get("rows"):
             raise BundleError(file, f"{where}.rows", f"manifest says {entry.get('rows')} rows, file has {meta.metadata.num_rows}")
         columns = set(meta.schema_arrow.names)
-        unknown = columns - set(_columns(con, table))
+        unknown = columns - set(table_columns(con, table))
         if unknown:
             raise BundleError(file, f"{where}.{sorted(unknown)[0]}", "column not in this history's table")
         to_import.append(table)
@@ -179,59 +187,71 @@ def _validate_against(con, src: Path, manifest: dict) -> list[str]:
     return sorted(to_import, key=lambda t: (ranked.get(t, len(ranked)), t))
 
 
-def _import_table(con, table: str, parquet: str, id_maps: dict[str, str]) -> None:
+def _import_table(con, claims: Claims, table: str, parquet: str, id_maps: dict[str, str]) -> int:
+    """Stage the rows this history lacks in a temp table, claim their keys, insert; return the count."""
     source = f"read_parquet('{parquet}')"
+    staged = f"_import_new_{table}"
+    id_maps[f"staged {table}"] = staged
     if table in RUN_SCOPED_WITHOUT_KEY:
-        con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {source} '
+        con.execute(f'CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} '
                     f'WHERE run_id NOT IN (SELECT run_id FROM {id_maps["runs_before"]})')
-        return
-    surrogate = SURROGATE_KEYS.get(table)
-    if surrogate is None:
-        con.execute(f'INSERT OR IGNORE INTO "{table}" BY NAME SELECT * FROM {source}')
-        return
+    elif table in SURROGATE_KEYS:
+        _stage_with_ids(con, table, source, staged, id_maps)
+    else:
+        key = primary_key(table)
+        match = " AND ".join(f't."{c}" IS NOT DISTINCT FROM s."{c}"' for c in key) or "false"
+        con.execute(f'CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} s '
+                    f'WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE {match})')
+    for column in single_column_keys(table):
+        for (value,) in con.execute(f'SELECT DISTINCT "{column}" FROM {staged}').fetchall():
+            claims.take(column, str(value))
+    added = con.execute(f'INSERT INTO "{table}" BY NAME SELECT * FROM {staged}').fetchone()[0]
+    if table in NATURAL_KEYS:
+        surrogate = SURROGATE_KEYS[table]
+        id_map = f"_import_ids_{table}"
+        on = " AND ".join(f's."{c}" = t."{c}"' for c in NATURAL_KEYS[table])
+        con.execute(f'CREATE OR REPLACE TEMP TABLE {id_map} AS SELECT s."{surrogate}" AS old_id, t."{surrogate}" AS new_id '
+                    f'FROM {source} s JOIN "{table}" t ON {on}')
+        id_maps[table] = id_map
+    return int(added)
+
+
+def _stage_with_ids(con, table: str, source: str, staged: str, id_maps: dict[str, str]) -> None:
+    """Rows new to `table`, with references re-pointed and this database's ids: the exported ids
+    when the table is empty (a copy stays exact), else the next free ones in exported order."""
+    surrogate = SURROGATE_KEYS[table]
     incoming = [d[0] for d in con.execute(f"SELECT * FROM {source} LIMIT 0").description]
+    references = ID_REFERENCES.get(table, {})
     select = []
     for column in incoming:
         if column == surrogate:
             continue
-        parent = ID_REFERENCES.get(table, {}).get(column)
+        parent = references.get(column)
         select.append(f'{id_maps[parent]}.new_id AS "{column}"' if parent else f's."{column}"')
-    joins = "".join(
-        f" JOIN {id_maps[parent]} ON {id_maps[parent]}.old_id = s.\"{column}\""
-        for column, parent in ID_REFERENCES.get(table, {}).items()
-    )
+    joins = "".join(f' JOIN {id_maps[parent]} ON {id_maps[parent]}.old_id = s."{column}"'
+                    for column, parent in references.items())
     key = NATURAL_KEYS.get(table) or tuple(c for c in incoming if c != surrogate)
-    incoming_key = [f'{id_maps[ID_REFERENCES[table][c]]}.new_id' if c in ID_REFERENCES.get(table, {}) else f's."{c}"' for c in key]
+    incoming_key = [f"{id_maps[references[c]]}.new_id" if c in references else f's."{c}"' for c in key]
     match = " AND ".join(f't."{c}" IS NOT DISTINCT FROM {e}' for c, e in zip(key, incoming_key))
+    empty, top = con.execute(f'SELECT count(*) = 0, coalesce(max("{surrogate}"), 0) FROM "{table}"').fetchone()
+    new_id = f's."{surrogate}"' if empty else f'{int(top)} + row_number() OVER (ORDER BY s."{surrogate}")'
     con.execute(
-        f'INSERT INTO "{table}" BY NAME SELECT {", ".join(select)} FROM {source} s{joins} '
-        f'WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE {match}) ORDER BY s."{surrogate}"'
+        f'CREATE OR REPLACE TEMP TABLE {staged} AS SELECT {", ".join(select)}, {new_id} AS "{surrogate}" '
+        f'FROM {source} s{joins} WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE {match})'
     )
-    if table in NATURAL_KEYS:
-        id_map = f"_import_ids_{table}"
-        on = " AND ".join(f's."{c}" = t."{c}"' for c in NATURAL_KEYS[table])
-        con.execute(f'CREATE TEMP TABLE {id_map} AS SELECT s."{surrogate}" AS old_id, t."{surrogate}" AS new_id '
-                    f'FROM {source} s JOIN "{table}" t ON {on}')
-        id_maps[table] = id_map
 
 
-def _base_tables(con) -> list[str]:
+def base_tables(con) -> list[str]:
+    """The history's tables (not views), in its own catalog (a lake's connection has others)."""
     return [r[0] for r in con.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-        "AND table_type = 'BASE TABLE' ORDER BY table_name").fetchall()]
+        "AND table_catalog = current_database() AND table_type = 'BASE TABLE' ORDER BY table_name").fetchall()]
 
 
-def _columns(con, table: str) -> list[str]:
+def table_columns(con, table: str) -> list[str]:
     return [r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' AND table_name = ? "
-        "ORDER BY ordinal_position", [table]).fetchall()]
-
-
-def _key_columns(con, table: str) -> list[str]:
-    row = con.execute(
-        "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = 'main' "
-        "AND table_name = ? AND constraint_type = 'PRIMARY KEY'", [table]).fetchone()
-    return list(row[0]) if row else []
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+        "AND table_catalog = current_database() AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
 
 
 def _sql_path(path: Path) -> str:

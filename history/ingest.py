@@ -3,40 +3,46 @@
 `ingest_paths(db_path, paths)`:
   1. loads and validates every input before touching the database: one bad input and
      nothing is written (BundleError names the file and field);
-  2. takes the write lock once (history.db.open_write: backoff until a deadline) and checks
-     each run id against the history: the same content again is skipped and reported; the
-     same run id with different content is refused, again before anything is written;
+  2. opens the history for writing once (history.db.open_write: on a file, the write lock with
+     backoff until a deadline) and checks each run id against it: the same content again is
+     skipped and reported; the same run id with different content is refused, again before
+     anything is written;
   3. writes each new run in its own transaction: runs, commits (upsert), results, samples,
      correctness, builds, ncu_kernels, ncu_metrics, ncu_cases. A failure rolls back that run.
+
+A pull request's compare bundles are ingested with a PullRequestLabel each
+(history.pull_request_runs): the run id, trigger, PR and branch then come from the trusted
+caller, not from the bundle. No pull-request run writes a commits row: commit metadata (message,
+date, parent, branch) is taken only from runs on trusted refs, since a PR's bundle is written by
+the PR's own code.
+
+On a DuckLake many ingests run at once (no serialized ingest job): each run's transaction checks
+the run id again inside itself and claims it (history.transactions), so of two concurrent ingests
+of one bundle one commits it and the other, retried after the conflict, reports it skipped. The
+commit row is claimed likewise: runs of one commit on several GPUs arrive together.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
 from history.errors import BundleError, LockTimeoutError
 from history.loaded_bundle import LoadedBundle
+from history.location import HistoryLocation, parse_location
+from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run
 from history.store import insert_arrow, rows_to_arrow
+from history.transactions import Claims, write_transaction
 from history.validate import input_identity, load_input
 
 PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy history
 
 CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases")
 
-_UPSERT_COMMIT = """
-INSERT INTO commits (sha, parent_sha, message, committed_at, branch, repo)
-VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (sha) DO UPDATE SET
-    parent_sha   = coalesce(commits.parent_sha, excluded.parent_sha),
-    message      = coalesce(commits.message, excluded.message),
-    committed_at = coalesce(commits.committed_at, excluded.committed_at),
-    branch       = coalesce(commits.branch, excluded.branch),
-    repo         = coalesce(commits.repo, excluded.repo)
-"""
+COMMIT_COLUMNS = ("parent_sha", "message", "committed_at", "branch", "repo")  # besides sha
 
 
 @dataclass
@@ -75,9 +81,14 @@ class IngestReport:
         return out
 
 
-def load_all(paths: Iterable[str | Path]) -> list[LoadedBundle]:
-    """Validate every input; the first problem raises and nothing has been written."""
-    loaded = [load_input(Path(p)) for p in paths]
+def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel] | None = None) -> list[LoadedBundle]:
+    """Validate every input (and relabel the labelled ones); the first problem raises and nothing
+    has been written."""
+    labels = labels or {}
+    loaded = []
+    for p in map(Path, paths):
+        bundle = load_input(p)
+        loaded.append(as_pull_request_run(bundle, labels[p]) if p in labels else bundle)
     first: dict[str, LoadedBundle] = {}
     for b in loaded:
         other = first.setdefault(b.manifest.run_id, b)
@@ -89,16 +100,27 @@ def load_all(paths: Iterable[str | Path]) -> list[LoadedBundle]:
     return loaded
 
 
-def ingest_paths(db_path: str | Path, paths: Iterable[str | Path], deadline_s: float = 60.0) -> IngestReport:
+def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Path], deadline_s: float = 60.0,
+                 labels: Mapping[Path, PullRequestLabel] | None = None) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
     Inputs whose exact content (run id and content hash) is already stored are skipped
     without being parsed again: CI retries and re-uploads are common and cost nothing.
+    `labels` (path -> PullRequestLabel) stores those inputs as pull-request runs; they are
+    always validated, since their stored run id is not the one in their files.
     """
     paths = [Path(p) for p in paths]
-    unchanged = _already_stored(db_path, paths)
-    bundles = load_all([p for p in paths if p not in unchanged])
-    report = ingest_loaded(db_path, bundles, deadline_s=deadline_s)
+    labels = {Path(p): label for p, label in (labels or {}).items()}
+    location = parse_location(db_path)
+    if location.is_lake:  # no lock to avoid: check, validate and write on one connection
+        with open_write(location, deadline_s=deadline_s) as con:
+            unchanged = _stored_identities(con, [p for p in paths if p not in labels])
+            bundles = load_all([p for p in paths if p not in unchanged], labels)
+            report = _ingest_on(con, location, bundles, deadline_s)
+    else:
+        unchanged = _already_stored(location, [p for p in paths if p not in labels])
+        bundles = load_all([p for p in paths if p not in unchanged], labels)
+        report = ingest_loaded(location, bundles, deadline_s=deadline_s) if bundles else IngestReport(location.label)
     fresh = iter(report.bundles)
     ordered = []
     for p in paths:
@@ -110,46 +132,62 @@ def ingest_paths(db_path: str | Path, paths: Iterable[str | Path], deadline_s: f
     return report
 
 
-def _already_stored(db_path: str | Path, paths: list[Path]) -> dict[Path, str]:
-    """Inputs whose run id is stored with this exact content hash (path -> run id)."""
-    if not Path(db_path).is_file():
-        return {}
-    identities = {p: input_identity(p) for p in paths}
-    wanted = {ident[0] for ident in identities.values() if ident}
-    if not wanted:
+def _already_stored(location: HistoryLocation, paths: list[Path]) -> dict[Path, str]:
+    """Inputs whose run id is stored with this exact content hash (path -> run id), checked on a
+    short read-only connection so that an unchanged re-ingest never waits for the file's write lock."""
+    if not location.path.is_file():
         return {}
     try:
-        with open_read(db_path, deadline_s=PRECHECK_DEADLINE_S) as con:
-            stored = _known_runs(con, sorted(wanted))
+        with open_read(location, deadline_s=PRECHECK_DEADLINE_S) as con:
+            return _stored_identities(con, paths)
     except LockTimeoutError:
         return {}  # busy: fall back to validating everything, which is always correct
+
+
+def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
+    identities = {p: input_identity(p) for p in paths}
+    wanted = {ident[0] for ident in identities.values() if ident}
+    stored = _known_runs(con, sorted(wanted)) if wanted else {}
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
-def ingest_loaded(db_path: str | Path, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:
-    report = IngestReport(db_path=str(db_path))
-    with open_write(db_path, deadline_s=deadline_s) as con:
-        known = _known_runs(con, [b.manifest.run_id for b in bundles])
-        for b in bundles:
-            stored = known.get(b.manifest.run_id)
-            if stored is not None and stored != b.content_sha256:
-                raise BundleError(
-                    b.source_path, "run_id",
-                    f"{b.manifest.run_id!r} is already in the history with different content "
-                    f"(stored sha256 {stored[:12]}, this {b.content_sha256[:12]}); a run id names one "
-                    "measurement: give a new run a new id. Nothing was written",
-                )
-        done: set[str] = set()
-        for b in bundles:
-            run_id = b.manifest.run_id
-            if run_id in known or run_id in done:
-                why = "already in the history" if run_id in known else "same bundle given twice"
-                report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
-                continue
-            rows = _write_bundle(con, b)
-            done.add(run_id)
+def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:
+    location = parse_location(db_path)
+    with open_write(location, deadline_s=deadline_s) as con:
+        return _ingest_on(con, location, bundles, deadline_s)
+
+
+def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float) -> IngestReport:
+    report = IngestReport(db_path=location.label)
+    known = _known_runs(con, [b.manifest.run_id for b in bundles])
+    for b in bundles:
+        _refuse_clash(b, known.get(b.manifest.run_id))
+    done: set[str] = set()
+    for b in bundles:
+        run_id = b.manifest.run_id
+        if run_id in known or run_id in done:
+            why = "already in the history" if run_id in known else "same bundle given twice"
+            report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
+            continue
+        rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
+                                 deadline_s=max(deadline_s, 60.0))
+        done.add(run_id)
+        if rows is None:  # a concurrent ingest stored it first (a lake only)
+            report.bundles.append(BundleReport(b.source_path, run_id, "skipped",
+                                               reason="stored meanwhile by a concurrent ingest"))
+        else:
             report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
     return report
+
+
+def _refuse_clash(b: LoadedBundle, stored: str | None) -> None:
+    if stored is not None and stored != b.content_sha256:
+        raise BundleError(
+            b.source_path, "run_id",
+            f"{b.manifest.run_id!r} is already in the history with different content "
+            f"(stored sha256 {stored[:12]}, this {b.content_sha256[:12]}); a run id names one "
+            "measurement: give a new run a new id. Nothing was written",
+        )
 
 
 def _known_runs(con, run_ids: list[str]) -> dict[str, str]:
@@ -161,19 +199,42 @@ def _known_runs(con, run_ids: list[str]) -> dict[str, str]:
     return dict(found)
 
 
-def _write_bundle(con, b: LoadedBundle) -> dict[str, int]:
-    """One run, one transaction: all of its rows or none of them."""
+def _write_bundle(con, claims: Claims, b: LoadedBundle) -> dict[str, int] | None:
+    """One run's rows, inside the caller's transaction; None when the run is already stored.
+
+    The run id is checked again here, inside the transaction: on a lake another ingest may have
+    committed it since the check before the loop (or since this transaction's last attempt).
+    """
+    run_id = b.manifest.run_id
+    stored = _known_runs(con, [run_id]).get(run_id)
+    if stored is not None:
+        _refuse_clash(b, stored)
+        return None
+    claims.take("run", run_id)
     tables = table_rows(b)
-    con.execute("BEGIN TRANSACTION")
-    try:
-        rows = {"runs": insert_arrow(con, "runs", rows_to_arrow([run_row(b)]))}
-        commit = commit_row(b)
-        if commit is not None:
-            con.execute(_UPSERT_COMMIT, list(commit.values()))
-        for table in CHILD_TABLES:
-            rows[table] = insert_arrow(con, table, tables[table])
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+    rows = {"runs": insert_arrow(con, "runs", rows_to_arrow([run_row(b)]))}
+    commit = commit_row(b) if b.manifest.trigger != PULL_REQUEST_TRIGGER else None
+    if commit is not None:
+        upsert_commit(con, claims, commit)
+    for table in CHILD_TABLES:
+        rows[table] = insert_arrow(con, table, tables[table])
     return rows
+
+
+def upsert_commit(con, claims: Claims, commit: dict) -> None:
+    """Insert a commit, or fill the columns a stored one lacks (later runs may know more).
+
+    No ON CONFLICT: a lake has no key to conflict on. A new sha is claimed; an update of a stored
+    row is a delete and an insert on a lake, which conflicts with concurrent writers of the table,
+    so a race costs a retry, never a lost or doubled row.
+    """
+    stored = con.execute(f"SELECT {', '.join(COMMIT_COLUMNS)} FROM commits WHERE sha = ?", [commit["sha"]]).fetchone()
+    if stored is None:
+        claims.take("commit", commit["sha"])
+        con.execute(f"INSERT INTO commits (sha, {', '.join(COMMIT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+                    [commit["sha"], *(commit.get(c) for c in COMMIT_COLUMNS)])
+        return
+    missing = [c for c, value in zip(COMMIT_COLUMNS, stored) if value is None and commit.get(c) is not None]
+    if missing:
+        con.execute(f"UPDATE commits SET {', '.join(f'{c} = ?' for c in missing)} WHERE sha = ?",
+                    [*(commit[c] for c in missing), commit["sha"]])

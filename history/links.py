@@ -22,6 +22,7 @@ PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "com
 # Every query parameter a view reads, with what it holds.
 PARAMS = {
     "gpu": "GPU model (or device kind) as the harness records it",
+    "host": "one pool (host) of that GPU model, where it ran on several (history.series_key)",
     "branch": "branch whose runs a trend shows (default main)",
     "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
     "variants": "comma-joined kernel variants",
@@ -85,10 +86,13 @@ def _flag(value: bool) -> str:
 
 
 def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric: str = "median_us",
-                commits: str | None = None, branch: str | None = None) -> dict[str, str]:
-    """Query of the Trends page showing these cases on `gpu`, the commit range marked."""
+                commits: str | None = None, branch: str | None = None, host: str | None = None) -> dict[str, str]:
+    """Query of the Trends page showing these cases on `gpu` (one `host` of it, if given), the
+    commit range marked."""
     query = {"gpu": gpu, "metric": metric, "variants": join_list(variants), "shapes": join_list(shapes),
              "dtype": dtype, "causal": _flag(causal)}
+    if host:
+        query["host"] = host
     if commits:
         query["commits"] = commits
     if branch and branch != "main":
@@ -97,13 +101,14 @@ def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric:
 
 
 def case_trend_query(gpu: str, case_id: str, *, metric: str = "median_us", commits: str | None = None,
-                     branch: str | None = None) -> dict[str, str] | None:
+                     branch: str | None = None, host: str | None = None) -> dict[str, str] | None:
     """Trends query for one case id `variant/shape/dtype/causal|noncausal`; None if it has another form."""
     parts = case_id.split("/")
     if len(parts) != 4 or parts[3] not in ("causal", "noncausal"):
         return None
     variant, shape, dtype, mode = parts
-    return trend_query(gpu, [variant], [shape], dtype, mode == "causal", metric=metric, commits=commits, branch=branch)
+    return trend_query(gpu, [variant], [shape], dtype, mode == "causal", metric=metric, commits=commits, branch=branch,
+                       host=host)
 
 
 def compare_query(gpu: str, *, base: str | None = None, head: str | None = None, commits: str | None = None) -> dict[str, str]:

@@ -8,6 +8,11 @@ where checksum is the SHA-256 of the file's text. Opening refuses a database tha
     append-only; a shipped migration is never edited, a new one is added instead).
 Each pending migration runs in its own transaction with its bookkeeping row, so a failing
 migration leaves the database at the previous version.
+
+On a DuckLake the same files apply, translated by history.lake_ddl (no constraint clauses) with
+the checksum still over the shipped file. Each migration's transaction claims its version
+(history.transactions), so of two writers opening a new lake at once one applies it and the
+other, retried, finds it applied.
 """
 
 from __future__ import annotations
@@ -17,7 +22,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
+
 from history.errors import MigrationError, SchemaTooNewError
+from history.lake_ddl import lake_sql
+from history.transactions import ensure_claim_schema, is_lake, write_transaction
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -99,21 +108,35 @@ def check_compatible(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> li
 
 def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
     """Apply pending migrations, each in one transaction; return the versions applied."""
-    con.execute(_BOOKKEEPING)
-    applied_now = []
-    for m in check_compatible(con, db_label, directory):
-        con.execute("BEGIN TRANSACTION")
+    if applied_migrations(con) and not check_compatible(con, db_label, directory):
+        return []  # current: no write transaction at all (on a lake each costs catalog round trips)
+    lake = is_lake(con)
+
+    def bookkeeping(c, _claims) -> None:
+        if lake:
+            ensure_claim_schema(c)
+        c.execute(lake_sql(_BOOKKEEPING) if lake else _BOOKKEEPING)
+
+    def next_migration(c, claims) -> int | None:
+        pending = check_compatible(c, db_label, directory)
+        if not pending:
+            return None
+        m = pending[0]
+        claims.take("migration", str(m.version))
         try:
-            con.execute(m.sql)
-            con.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?, now() AT TIME ZONE 'UTC', ?)",
-                [m.version, m.name, m.checksum],
-            )
-            con.execute("COMMIT")
-        except Exception as exc:
-            con.execute("ROLLBACK")
+            c.execute(lake_sql(m.sql) if lake else m.sql)
+        except duckdb.Error as exc:
             raise MigrationError(f"{db_label}: migration {m.version:03d}_{m.name} failed: {exc}") from exc
-        applied_now.append(m.version)
+        c.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, now() AT TIME ZONE 'UTC', ?)",
+            [m.version, m.name, m.checksum],
+        )
+        return m.version
+
+    write_transaction(con, bookkeeping, db_label)
+    applied_now = []
+    while (version := write_transaction(con, next_migration, db_label)) is not None:
+        applied_now.append(version)
     return applied_now
 
 

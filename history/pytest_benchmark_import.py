@@ -20,7 +20,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from history.bundle import EXTRA_INFO_KEY, CaseOutcome, CaseTiming, Environment, Manifest
+from history.bundle import EXTRA_INFO_KEY, SCHEMA_VERSIONS, CaseOutcome, CaseTiming, Environment, Manifest
+from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_type, parse_utc, read_json_file, require_non_negative, upgrade
 from history.errors import BundleError
 from history.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
@@ -38,6 +39,9 @@ _HOST_STATS = {  # our name -> pytest-benchmark stats key (seconds)
     "q3_us": "q3",
 }
 _MIN_MAJOR_VERSION = 2
+# The newest pytest-benchmark whose file format this reader was checked against (5.2): a file
+# from a later major version may mean something else by the same fields, so it is refused.
+_MAX_MAJOR_VERSION = 5
 
 
 def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, list[BenchmarkEntry]]:
@@ -50,6 +54,10 @@ def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, li
             raise BundleError(path, "version", f"not a pytest-benchmark version: {version!r}")
         if int(version.split(".")[0]) < _MIN_MAJOR_VERSION:
             raise BundleError(path, "version", f"pytest-benchmark {version} is older than 2.0; not supported")
+        if int(version.split(".")[0]) > _MAX_MAJOR_VERSION:
+            raise BundleError(path, "version", f"pytest-benchmark {version} is newer than the formats this attnwatch "
+                                               f"reads ({_MIN_MAJOR_VERSION}.x to {_MAX_MAJOR_VERSION}.x); upgrade "
+                                               "attnwatch, or save the file with a supported pytest-benchmark")
     benchmarks = doc.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise BundleError(path, "benchmarks", "missing or not a list")
@@ -112,7 +120,8 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
     """Our GPU statistics of one case, upgraded to the current schema and sanity-checked."""
     if not isinstance(data, dict):
         raise BundleError(path, where, "expected an object")
-    data = upgrade("attnwatch.case_timing", data, path, f"{where}.schema_version")
+    schema = "attnwatch.case_timing"
+    data = upgrade(schema, data, path, SCHEMA_VERSIONS[schema], UPGRADERS, f"{where}.schema_version")
     timing: CaseTiming = build_dataclass(CaseTiming, data, path, where)
     if timing.timing_mode not in TIMING_MODES:
         raise BundleError(path, f"{where}.timing_mode", f"{timing.timing_mode!r} is not one of {TIMING_MODES}")

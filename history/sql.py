@@ -1,50 +1,44 @@
-"""User SQL over the history, locked down by DuckDB's own configuration.
+"""User SQL over the history, locked down by DuckDB's own configuration and bounded in every resource.
 
-Each query gets its own short-lived connection that is
+Each query runs in a child process of its own (history.sql_worker: address space and CPU time
+limited by the kernel, killed past its time limit) on a short-lived connection that is
   - read-only (no INSERT / CREATE / DROP / UPDATE on the file),
   - `enable_external_access = false` (no COPY ... TO, ATTACH, EXPORT DATABASE, read_csv of
     arbitrary files, INSTALL / LOAD of extensions from disk),
   - `lock_configuration = true` (no SET / PRAGMA / RESET undoing any of this),
-  - limited in memory and threads, with extension auto-install/auto-load off,
+  - limited in memory, threads and spill (temporary disk space, in a private directory of its
+    own, not beside the history), with extension auto-install/auto-load off
+    (history.sql_sandbox says which setting is made where, and why),
 and the query is interrupted from a timer thread (`connection.interrupt()`) after the time
-limit. One statement per call; at most `max_rows` rows are fetched (the frame says whether
-it was cut). Both `attnwatch sql` and the dashboard's SQL page come through here.
+limit. Before it runs, the statement is refused if it names a function that shows server paths
+(history.sql_guard, sql_denied.toml). Its result is streamed in small Arrow batches and kept
+up to a row and a byte cap (history.sql_stream), never fetched whole. Every DuckDB, Arrow,
+pandas or memory error becomes one QueryError line, with paths scrubbed. One statement per
+call. Both `attnwatch sql` and the dashboard's SQL page come through here.
+
+On a lake (history.location) the connection is attached read-only before external access is
+turned off and the configuration locked (history.lake), and history.sql_gate refuses what that
+leaves open there: anything but a SELECT, the PostgreSQL and DuckLake extensions' functions,
+and the catalog database (history.sql_worker applies it in the child).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
-import duckdb
 import pandas as pd
 import pyarrow as pa
 
 from history.db import open_read
 from history.errors import HistoryError, QueryError
+from history.sql_sandbox import SqlLimits, private_temp_dir
+from history.sql_worker import run_in_worker
 
-DEFAULT_MAX_ROWS = 100_000
-DEFAULT_TIMEOUT_S = 30.0
+DEFAULTS = SqlLimits()
+DEFAULT_MAX_ROWS = DEFAULTS.max_rows
+DEFAULT_MAX_BYTES = DEFAULTS.max_bytes
+DEFAULT_TIMEOUT_S = DEFAULTS.timeout_s
 MAX_SQL_CHARS = 100_000
-
-SANDBOX_CONFIG = {
-    "enable_external_access": False,
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "memory_limit": "2GB",
-    "threads": 2,
-    "lock_configuration": True,  # last: nothing above can be changed by the query
-}
-
-
-def sandbox_config(memory_limit: str | None = None, threads: int | None = None) -> dict:
-    config = dict(SANDBOX_CONFIG)
-    if memory_limit:
-        config["memory_limit"] = memory_limit
-    if threads:
-        config["threads"] = threads
-    return config
 
 
 def run_user_sql(
@@ -54,64 +48,42 @@ def run_user_sql(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     memory_limit: str | None = None,
     threads: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    temp_limit: str | None = None,
 ) -> pd.DataFrame:
     """Run one user statement; return its rows as a DataFrame.
 
-    `frame.attrs["truncated"]` is True when the result had more than `max_rows` rows (only
-    the first `max_rows` are returned); `frame.attrs["elapsed_s"]` is the query's wall time.
-    Raises QueryError for refused, failing, empty or timed-out SQL.
+    `frame.attrs["truncated"]` is True when the result was cut, `frame.attrs["cut"]` says by
+    which cap ('rows': more than `max_rows` rows; 'bytes': more than `max_bytes` bytes), and
+    `frame.attrs["elapsed_s"]` is the query's wall time. Raises QueryError for refused,
+    failing, empty, oversized or timed-out SQL.
     """
+    limits = SqlLimits(
+        max_rows=max_rows, max_bytes=max_bytes, timeout_s=timeout_s,
+        memory_limit=memory_limit or DEFAULTS.memory_limit, threads=threads or DEFAULTS.threads,
+        temp_limit=temp_limit or DEFAULTS.temp_limit,
+    )
     sql = (sql or "").strip()
     if not sql:
         raise QueryError("no SQL given")
     if len(sql) > MAX_SQL_CHARS:
         raise QueryError(f"the SQL is {len(sql)} characters; the limit is {MAX_SQL_CHARS}")
-    with open_read(db_path, config=sandbox_config(memory_limit, threads)) as con:
-        statements = _statements(con, sql)
-        if len(statements) != 1:
-            raise QueryError(f"one statement per query, got {len(statements)}")
-        timer = threading.Timer(timeout_s, con.interrupt)
-        started = time.perf_counter()
-        timer.start()
-        try:
-            table, truncated = _fetch(con, sql, max_rows)
-        except duckdb.InterruptException:
-            raise QueryError(f"the query ran past the {timeout_s:g} s time limit and was stopped") from None
-        except duckdb.Error as exc:
-            raise QueryError(_first_line(exc)) from None
-        finally:
-            timer.cancel()
-        elapsed = time.perf_counter() - started
-    frame = table.to_pandas()
-    frame.attrs["truncated"] = truncated
-    frame.attrs["elapsed_s"] = elapsed
+    with private_temp_dir() as temp_dir:
+        answer = run_in_worker(str(db_path), sql, limits, temp_dir)
+    frame = to_frame(answer.table)
+    frame.attrs["truncated"] = answer.cut is not None
+    frame.attrs["cut"] = answer.cut
+    frame.attrs["elapsed_s"] = answer.elapsed_s
     return frame
 
 
-def _statements(con, sql: str) -> list:
+def to_frame(table: pa.Table) -> pd.DataFrame:
+    """The result as pandas; a column type pandas cannot hold is a QueryError naming the fix."""
     try:
-        return con.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(_first_line(exc)) from None
-
-
-def _fetch(con, sql: str, max_rows: int) -> tuple[pa.Table, bool]:
-    """Stream at most max_rows + 1 rows as Arrow batches, so a huge result is never materialized."""
-    relation = con.sql(sql)  # statements without a result (refused ones included) run here
-    if relation is None:
-        return pa.table({}), False
-    batch_rows = min(max(max_rows, 1), 100_000)
-    # DuckDB 2.x names it to_arrow_reader; 1.x fetch_record_batch (the same streaming reader).
-    open_reader = getattr(relation, "to_arrow_reader", None) or relation.fetch_record_batch
-    reader = open_reader(batch_rows)
-    batches, rows = [], 0
-    for batch in reader:
-        batches.append(batch)
-        rows += batch.num_rows
-        if rows > max_rows:
-            break
-    table = pa.Table.from_batches(batches, schema=reader.schema)
-    return table.slice(0, max_rows), rows > max_rows
+        return table.to_pandas()
+    except (pa.ArrowException, ValueError, TypeError, OverflowError, MemoryError) as exc:
+        raise QueryError(f"the result cannot be shown: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__} "
+                         "(cast that column to VARCHAR)") from None
 
 
 def schema_overview(db_path: str | Path) -> pd.DataFrame:
@@ -138,9 +110,4 @@ def schema_overview(db_path: str | Path) -> pd.DataFrame:
         ).df()
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-__all__ = ["run_user_sql", "schema_overview", "QueryError", "HistoryError", "sandbox_config"]
+__all__ = ["run_user_sql", "schema_overview", "QueryError", "HistoryError", "SqlLimits"]

@@ -13,9 +13,14 @@ from typing import Sequence
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(kw_only=True)
 class Summary:
-    """Robust summary of one case's per-call latencies (microseconds)."""
+    """Robust summary of one case's per-call latencies (microseconds).
+
+    The one definition of a case's latency statistics: the bundle's CaseTiming extends it
+    (history.bundle), so what is stored is what `summarize` computes; a change here changes
+    that format (and its schema version).
+    """
 
     n: int
     median_us: float
@@ -26,11 +31,7 @@ class Summary:
     stddev_us: float
     min_us: float
     max_us: float
-
-    @property
-    def rel_spread(self) -> float:
-        """IQR / median: the dispersion measure the adaptive sampler drives down."""
-        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
+    rel_spread: float  # IQR / median: the dispersion measure the adaptive sampler drives down
 
 
 def summarize(samples_us: Sequence[float]) -> Summary:
@@ -55,6 +56,7 @@ def summarize(samples_us: Sequence[float]) -> Summary:
         stddev_us=float(x.std(ddof=1)) if x.size > 1 else 0.0,
         min_us=float(x.min()),
         max_us=float(x.max()),
+        rel_spread=float(q3 - q1) / float(med) if med > 0 else math.inf,
     )
 
 
@@ -104,3 +106,21 @@ def bootstrap_median_ratio(
         high=float(high),
         confidence=confidence,
     )
+
+
+def resampled_medians(sorted_values: np.ndarray, sorted_indices: np.ndarray) -> np.ndarray:
+    """Medians of bootstrap resamples of many samples at once, without sorting any values.
+
+    `sorted_values` (cases, n): each case's samples in ascending order. `sorted_indices`
+    (resamples, n): each row a resample's indices (drawn with replacement), sorted ascending.
+    Because the values are sorted, the k-th smallest value of a resample is
+    sorted_values[sorted_index[k]], so a resample's median is read at the middle rank(s):
+    O(resamples * n log n) once for the indices, then a gather of (cases, resamples).
+    Identical to np.median(sorted_values[:, idx]) for the same draw; resampling the sorted
+    sample is the same bootstrap as resampling it in any order. Returns (cases, resamples).
+    """
+    n = sorted_values.shape[1]
+    mid = n // 2
+    if n % 2:
+        return sorted_values[:, sorted_indices[:, mid]]
+    return (sorted_values[:, sorted_indices[:, mid - 1]] + sorted_values[:, sorted_indices[:, mid]]) / 2.0

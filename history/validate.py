@@ -2,7 +2,7 @@
 
 Every known file is checked before anything is written: names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
-schema_version are known (older versions are upgraded by history.checks.UPGRADERS),
+schema_version are known (older versions are upgraded by history.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
 unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
 timings). The first problem raises BundleError(path, field, message).
@@ -30,26 +30,29 @@ from history.bundle import (
     REQUIRED_FILES,
     RUN_STATUSES,
     SAMPLES_FILE,
+    SCHEMA_VERSIONS,
+    RECORD_LISTS,
     TRIGGERS,
-    BuildRecord,
+    UNKNOWN_COMMIT,
     CaseOutcome,
-    CorrectnessRecord,
+    Environment,
     Manifest,
-    NcuCaseMetrics,
-    NcuKernelRow,
+    RecordList,
 )
+from history.bundle_upgrades import UPGRADERS
 from history.checks import (
     build_dataclass,
+    check_envelope,
     check_type,
     check_utf8_name,
     first_negative,
     parse_utc,
     read_json_file,
     require_non_negative,
-    upgrade,
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
+from history.series_key import pool_problem
 from history.pytest_benchmark_import import (
     load_pytest_benchmark_file,
     parse_benchmark_document,
@@ -58,6 +61,7 @@ from history.pytest_benchmark_import import (
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+PCI_BUS_ID_PATTERN = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
 KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
 # Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
 UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
@@ -74,7 +78,12 @@ def load_input(path: Path) -> LoadedBundle:
     raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
 
 
-def load_bundle(directory: Path) -> LoadedBundle:
+def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
+    """Read and validate every file of a bundle directory (the contract's one reader).
+
+    `known_commit=False` accepts a manifest whose commit is UNKNOWN_COMMIT (a run measured
+    outside a git checkout): compare can compare such a round, the history cannot place it.
+    """
     directory = Path(directory)
     for entry in sorted(directory.iterdir(), key=lambda p: str(p).encode("utf-8", "surrogateescape")):
         check_utf8_name(entry)
@@ -94,12 +103,11 @@ def load_bundle(directory: Path) -> LoadedBundle:
             docs[name], raw = read_json_file(path)
         _hash_file(hasher, name, raw)
 
-    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE)
+    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE, known_commit)
     for role, name in manifest.files.items():
         if name not in KNOWN_FILES or not (directory / name).is_file():
             raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
     version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
-    outcomes = _records(docs, directory, OUTCOMES_FILE, "cases", CaseOutcome)
     bundle = LoadedBundle(
         source_path=str(directory),
         source="bundle",
@@ -107,12 +115,8 @@ def load_bundle(directory: Path) -> LoadedBundle:
         content_sha256=hasher.hexdigest(),
         pytest_benchmark_version=version,
         benchmarks=benchmarks,
-        outcomes=outcomes,
-        correctness=_records(docs, directory, CORRECTNESS_FILE, "records", CorrectnessRecord),
-        builds=_records(docs, directory, BUILDS_FILE, "builds", BuildRecord),
+        **{name: _records(docs, directory, spec) for name, spec in RECORD_LISTS.items()},
         samples=_samples(docs, directory),
-        ncu_kernels=_records(docs, directory, NCU_FILE, "kernels", NcuKernelRow),
-        ncu_cases=_records(docs, directory, NCU_FILE, "cases", NcuCaseMetrics),
         ncu_version=_ncu_version(docs, directory),
     )
     _check_consistency(bundle, directory)
@@ -174,20 +178,16 @@ def _read_raw(path: Path) -> bytes:
 
 
 def _envelope(doc: Any, path: Path, schema: str) -> dict:
-    if not isinstance(doc, dict):
-        raise BundleError(path, "schema", "a bundle file is a JSON object with schema and schema_version")
-    if doc.get("schema") != schema:
-        raise BundleError(path, "schema", f"expected {schema!r}, got {doc.get('schema')!r}")
-    return upgrade(schema, doc, path)
+    return check_envelope(doc, path, schema, SCHEMA_VERSIONS[schema], UPGRADERS)
 
 
-def _manifest(doc: Any, path: Path) -> Manifest:
+def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
     doc = _envelope(doc, path, FILE_SCHEMAS[MANIFEST_FILE])
     manifest: Manifest = build_dataclass(Manifest, doc, path, "")
     if not RUN_ID_PATTERN.match(manifest.run_id):
         raise BundleError(path, "run_id", f"{manifest.run_id[:80]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
-    if not SHA_PATTERN.match(manifest.commit_sha):
-        raise BundleError(path, "commit_sha", f"{manifest.commit_sha[:80]!r} is not a lowercase hex git SHA")
+    if known_commit or manifest.commit_sha != UNKNOWN_COMMIT:
+        _check_sha(manifest.commit_sha, path)
     if manifest.parent_sha is not None and not SHA_PATTERN.match(manifest.parent_sha):
         raise BundleError(path, "parent_sha", f"{manifest.parent_sha[:80]!r} is not a lowercase hex git SHA")
     if manifest.trigger not in TRIGGERS:
@@ -204,18 +204,35 @@ def _manifest(doc: Any, path: Path) -> Manifest:
         raise BundleError(path, "pr_number", f"{manifest.pr_number} is not a pull request number")
     if manifest.environment.device_kind not in ("cuda", "cpu"):
         raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
+    _check_gpu_identity(manifest.environment, path)
     return manifest
 
 
-def _records(docs: dict, directory: Path, name: str, key: str, cls: type) -> list:
-    if name not in docs:
+def _check_gpu_identity(env: Environment, path: Path) -> None:
+    """The GPU identity and pool fields key series and alerts: well-formed, or the bundle is refused."""
+    if env.pool is not None and pool_problem(env.pool):
+        raise BundleError(path, "environment.pool", pool_problem(env.pool))
+    if env.gpu_pci_bus_id is not None and not PCI_BUS_ID_PATTERN.match(env.gpu_pci_bus_id):
+        raise BundleError(path, "environment.gpu_pci_bus_id",
+                          f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)")
+    if env.gpu_index is not None and not 0 <= env.gpu_index < 4096:
+        raise BundleError(path, "environment.gpu_index", f"{env.gpu_index} is not an NVML device index")
+
+
+def _check_sha(sha: str, path: Path) -> None:
+    if not SHA_PATTERN.match(sha):
+        raise BundleError(path, "commit_sha", f"{sha[:80]!r} is not a lowercase hex git SHA")
+
+
+def _records(docs: dict, directory: Path, spec: RecordList) -> list:
+    if spec.file not in docs:
         return []
-    path = directory / name
-    doc = _envelope(docs[name], path, FILE_SCHEMAS[name])
-    items = doc.get(key, [])
+    path = directory / spec.file
+    doc = _envelope(docs[spec.file], path, FILE_SCHEMAS[spec.file])
+    items = doc.get(spec.key, [])
     if not isinstance(items, list):
-        raise BundleError(path, key, "expected a list")
-    return [build_dataclass(cls, item, path, f"{key}[{i}]") for i, item in enumerate(items)]
+        raise BundleError(path, spec.key, "expected a list")
+    return [build_dataclass(spec.record, item, path, f"{spec.key}[{i}]") for i, item in enumerate(items)]
 
 
 def _ncu_version(docs: dict, directory: Path) -> str | None:
@@ -234,7 +251,13 @@ def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
     doc = _envelope(docs[SAMPLES_FILE], path, FILE_SCHEMAS[SAMPLES_FILE])
     if doc.get("unit", "us") != "us":
         raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
-    samples = check_type(dict[str, list[float]], doc.get("samples", {}), path, "samples")
+    return check_samples(doc.get("samples", {}), path)
+
+
+def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
+    """samples.json's payload: case id -> finite, non-negative latencies (µs). Also what the
+    writer checks before writing one."""
+    samples = check_type(dict[str, list[float]], samples, path, "samples")
     for case_id, values in samples.items():
         bad = first_negative(values)
         if bad is not None:
@@ -286,7 +309,7 @@ def _check_consistency(b: LoadedBundle, directory: Path) -> None:
     _unique(((k.case_id, k.kernel_index) for k in b.ncu_kernels), directory / NCU_FILE, "kernels", "case id and kernel_index")
     _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
     for i, r in enumerate(b.correctness):
-        for name in ("max_abs_err", "rel_err", "atol", "rtol"):
+        for name in ("max_abs_err", "rel_err", "atol", "rtol", "tolerance_used", "violations", "nonfinite", "calls"):
             require_non_negative(getattr(r, name), directory / CORRECTNESS_FILE, f"records[{i}].{name}")
 
 

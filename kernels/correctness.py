@@ -35,7 +35,8 @@ from kernels.availability import runnable_device, skip_reason
 from kernels.cases import Case
 from kernels.inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
 from kernels.reference import reference_attention
-from kernels.registry import Variant, get
+from kernels.registry import get
+from kernels.variant import Variant
 
 TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
 ERROR_TEXT_LIMIT = 2000
@@ -59,7 +60,8 @@ class Tolerance:
 
 @dataclass
 class CheckResult:
-    """One seed of one case (field names match history.bundle.CorrectnessRecord)."""
+    """One seed of one case. ci.records turns it into the bundle's record, field by field: a field
+    added here must be added there too (it refuses one it does not know)."""
 
     case_id: str
     seed: int

@@ -5,7 +5,7 @@ Layout convention (ALL variants, library and custom alike):
 * ``q``, ``k``, ``v`` and the output ``out`` are contiguous tensors of shape
   ``(B, H, S, D)`` = (batch, heads, sequence length, head dim), row-major, in the case's
   dtype (``fp16`` -> ``torch.float16``, ``bf16`` -> ``torch.bfloat16``), on one device.
-  Sq = Sk = S (self-attention shapes, DESIGN.md "Shapes").
+  Sq = Sk = S (self-attention shapes, docs/design.md "Shapes").
 * The softmax scale is ``1 / sqrt(D)`` (``softmax_scale``), applied to ``q @ k^T`` before
   the softmax.
 * Causal means lower-triangular: query row ``i`` attends to keys ``j <= i`` (Sq = Sk, so

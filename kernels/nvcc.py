@@ -4,8 +4,9 @@ report, and a cubin loader that launches on torch's current stream.
 Why a cache keyed by content: CI builds every variant on every commit, but most commits touch
 none of the `.cu` files; hashing the sources (and the local headers they include), the flags,
 the target and the nvcc version makes an unchanged kernel a cache hit, and any change a rebuild.
-Writes go to a temporary file that is renamed into place, so two parallel builds of the same
-key never leave a half-written cubin behind (rename is atomic on one filesystem).
+The cache itself (kernels.compile_cache) is one private directory per trust level, and every
+hit is verified against the sha256 recorded when it was built: a pull-request job can neither
+plant a binary that a main job loads nor have a changed one loaded on a key match alone.
 
 Every build passes `-Xptxas -v` so that the registers, shared memory and spills of each kernel
 are recorded in the build report (`parse_ptxas_verbose`), and `-lineinfo` so that profilers can
@@ -18,18 +19,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kernels.registry import BuildReport
+from kernels import compile_cache
+from kernels.build_report import BuildReport
+from kernels.record_paths import Names, portable_command, portable_text
 
 OUTPUT_KINDS = ("cubin", "shared")
 LOG_TAIL_CHARS = 4000
@@ -49,7 +49,11 @@ class NvccError(RuntimeError):
 
 @dataclass(frozen=True)
 class NvccResult:
-    """One build: where the binary is, what nvcc printed, and whether it came from the cache."""
+    """One build: where the binary is, what nvcc printed, and whether it came from the cache.
+
+    `log` and `command` are as the build record keeps them (kernels.record_paths): paths
+    relative to the repository, named include folders, never this machine's layout.
+    """
 
     path: Path
     log: str
@@ -78,9 +82,8 @@ class ResourceUsage:
 
 
 def default_cache_dir() -> Path:
-    """`$ATTNWATCH_CACHE/nvcc` when set, else `~/.cache/attnwatch/nvcc`."""
-    root = os.environ.get("ATTNWATCH_CACHE")
-    return Path(root) / "nvcc" if root else Path.home() / ".cache" / "attnwatch" / "nvcc"
+    """`$ATTNWATCH_CACHE/nvcc/<trust>`, else `~/.cache/attnwatch/nvcc/<trust>` (kernels.compile_cache)."""
+    return compile_cache.default_cache_dir("nvcc")
 
 
 @functools.lru_cache(maxsize=None)
@@ -173,11 +176,14 @@ def nvcc_compile(
     flags: Sequence[str] = (),
     include_dirs: Sequence[Path] = (),
     cache_dir: Path | None = None,
+    include_names: Names | None = None,
 ) -> NvccResult:
     """Compile `sources` to a cubin (one source) or a shared library, through the cache.
 
     Raises NvccError (naming the sources, with the log tail) when nvcc fails, and ValueError for
     a bad `output` or `arch`. A cache hit returns the stored log and original compile time.
+    `include_names` names folders for the record (e.g. the CUTLASS headers as `<cutlass-4.2.0>`);
+    the result's command and log hold no absolute path (kernels.record_paths).
     """
     sources = [Path(s) for s in sources]
     if output not in OUTPUT_KINDS:
@@ -195,17 +201,20 @@ def nvcc_compile(
     include_dirs = [Path(d) for d in include_dirs]
     key = source_hash(sources, output=output, arch=arch, flags=flags, include_dirs=include_dirs)
 
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        cache = compile_cache.CompileCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+    except (compile_cache.UnsafeCacheError, ValueError) as exc:
+        raise NvccError(sources, str(exc)) from None
     suffix = ".cubin" if output == "cubin" else ".so"
-    binary = cache / f"{key}{suffix}"
-    meta_path = cache / f"{key}.json"
-    if binary.is_file() and meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        return NvccResult(binary, meta["log"], meta["compile_seconds"], True, key, tuple(meta["command"]))
+    hit = cache.lookup(key, suffix)
+    if hit is not None:
+        meta = hit.meta
+        # Entries written before paths were recorded portably are made portable on the way out.
+        return NvccResult(hit.binary, portable_text(meta["log"], include_names), meta["compile_seconds"], True, key,
+                          portable_command(meta["command"], include_names))
 
     kind_flags = ["-cubin"] if output == "cubin" else ["-shared", "-Xcompiler", "-fPIC"]
-    with tempfile.TemporaryDirectory(dir=cache, prefix=".build-") as scratch:
+    with cache.staging() as scratch:
         staged = Path(scratch) / f"out{suffix}"
         command = [
             "nvcc", *kind_flags, *target_flags, "-Xptxas", "-v", "-lineinfo",
@@ -218,12 +227,11 @@ def nvcc_compile(
         log = done.stdout + done.stderr
         if done.returncode != 0 or not staged.is_file():
             raise NvccError(sources, f"nvcc exited {done.returncode} building for {arch}", log)
-        recorded = [part if part != str(staged) else f"{key}{suffix}" for part in command]
-        meta_tmp = Path(scratch) / "meta.json"
-        meta_tmp.write_text(json.dumps({"log": log, "compile_seconds": seconds, "command": recorded}))
-        os.replace(meta_tmp, meta_path)  # metadata first: a visible binary always has its log
-        os.replace(staged, binary)
-    return NvccResult(binary, log, seconds, False, key, tuple(recorded))
+        recorded = portable_command([part if part != str(staged) else f"{key}{suffix}" for part in command],
+                                    include_names)
+        log = portable_text(log, include_names)
+        binary = cache.store(key, suffix, staged, {"log": log, "compile_seconds": seconds, "command": recorded})
+    return NvccResult(binary, log, seconds, False, key, recorded)
 
 
 # --------------------------------------------------------------------------- ptxas -v
@@ -286,7 +294,7 @@ def parse_ptxas_verbose(log: str) -> dict[str, ResourceUsage]:
 
 
 def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> BuildReport:
-    """The registry's BuildReport for one kernel of a successful build.
+    """The BuildReport for one kernel of a successful build.
 
     A kernel missing from the ptxas report (wrong name, or stripped) gives ok=False with the
     reason, rather than a report with blank resources.
@@ -320,12 +328,16 @@ def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> Bui
     )
 
 
-def failed_build_report(variant_name: str, error: Exception, target: str) -> BuildReport:
-    """The BuildReport of a build that raised (NvccError keeps its log tail)."""
-    log = getattr(error, "log", "") or ""
+def failed_build_report(
+    variant_name: str, error: Exception, target: str, include_names: Names | None = None
+) -> BuildReport:
+    """The BuildReport of a build that raised (NvccError keeps its log tail). The error keeps
+    this machine's paths for whoever reads it here; the record gets them made portable."""
+    log = portable_text(getattr(error, "log", "") or "", include_names)
+    first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
     return BuildReport(
         variant=variant_name, ok=False, target=target, log_tail=log[-LOG_TAIL_CHARS:],
-        error=str(error).splitlines()[0] if str(error) else type(error).__name__,
+        error=portable_text(first_line, include_names),
     )
 
 

@@ -1,6 +1,6 @@
 """Named attention shapes and the sets that CI runs.
 
-The ids and sizes come from the kernel team's reports (DESIGN.md, "Shapes"); the `nightly`
+The ids and sizes come from the kernel team's reports (docs/design.md, "Shapes"); the `nightly`
 set adds the FlashAttention-paper grid (B*S = 16k tokens, hidden 2048, D in {64, 128},
 S from 512 to 16k).
 """

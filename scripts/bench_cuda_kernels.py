@@ -4,7 +4,7 @@ Why a separate script: the CUDA kernels' speed target (cuda_wmma within 4x of sd
 `main` shapes) is shown by a measurement anyone can rerun, whose output goes in
 docs/benchmarks.md with the machine, date and commit.
 
-Method (DESIGN.md, "Measurement recipe"): every variant is prepared (inputs, compile, load)
+Method (docs/design.md, "Measurement recipe"): every variant is prepared (inputs, compile, load)
 outside the timed region and warmed up; then, round-robin over the variants of one case,
 each call is preceded by an L2 flush (writing a 256 MiB buffer, several times the H200's
 50 MiB L2) and bracketed by CUDA events on the current stream. The headline is the median

@@ -1,7 +1,10 @@
 """Render time of every dashboard page, cold and warm, over a given history: server-side, and
 with --browser as a user sees it in Chromium.
 
-    python scripts/bench_dashboard.py --db PATH [--warm-repeats 5] [--json OUT] [--browser]
+    python scripts/bench_dashboard.py --db LOCATION [--warm-repeats 5] [--json OUT] [--browser]
+
+LOCATION is a history file or a lake (`ducklake:postgres:...`, history.location), so the same
+pages can be timed on a file and on a lake holding the same rows (`attnwatch history copy`).
 
 Each page is rendered by Streamlit's AppTest (the same script run a server does, without the
 browser). Definitions:
@@ -43,18 +46,28 @@ PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare
          "views/kernel.py", "views/sql.py", "views/run.py")
 
 
-def history_size(db: Path) -> dict:
-    import duckdb
+def history_size(db: str) -> dict:
+    from history.db import open_read
 
-    con = duckdb.connect(str(db), read_only=True)
-    try:
+    with open_read(db) as con:
         row = con.execute(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM runs WHERE synthetic), "
             "(SELECT count(*) FROM results), (SELECT count(*) FROM samples), (SELECT count(*) FROM ncu_cases)"
         ).fetchone()
-    finally:
-        con.close()
     return dict(zip(("runs", "synthetic_runs", "results", "samples", "ncu_cases"), row))
+
+
+def stored_bytes(db: str) -> int:
+    """The file's size, or the lake's data files (ducklake_table_info) without its catalog."""
+    from history.db import open_read
+    from history.location import parse_location
+
+    location = parse_location(db)
+    if not location.is_lake:
+        return location.path.stat().st_size
+    with open_read(location) as con:
+        return int(con.execute("SELECT sum(file_size_bytes + delete_file_size_bytes) "
+                               "FROM ducklake_table_info('history')").fetchone()[0] or 0)
 
 
 def timed(action) -> float:
@@ -108,7 +121,7 @@ IDLE_JS = ("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
            " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
 
 
-def bench_browser(db: Path, warm_repeats: int) -> list[dict]:
+def bench_browser(db: str, warm_repeats: int) -> list[dict]:
     """Each page by URL in headless Chromium against a fresh `attnwatch dashboard` on `db`."""
     import shutil
     import signal
@@ -227,7 +240,8 @@ def machine() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the history to render (e.g. from scripts/make_synthetic_history.py)")
+    parser.add_argument("--db", required=True, help="the history to render, a file or a ducklake:postgres: lake "
+                        "(e.g. from scripts/make_synthetic_history.py)")
     parser.add_argument("--warm-repeats", type=int, default=5)
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--compare-samples", type=int, default=0, metavar="N",
@@ -235,11 +249,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--browser", action="store_true",
                         help="time page loads in headless Chromium against a served dashboard instead of AppTest")
     args = parser.parse_args(argv)
-    db = Path(args.db).resolve()
-    if not db.is_file():
+    from history.db import exists
+    from history.location import parse_location
+
+    location = parse_location(args.db)
+    db = location.label if location.is_lake else str(location.path.resolve())
+    if not exists(db):
         print(f"bench_dashboard: {db}: no such history", file=sys.stderr)
         return 2
-    os.environ["ATTNWATCH_DB"] = str(db)
+    if location.is_lake and args.compare_samples:
+        print("bench_dashboard: --compare-samples copies a history file; give a file", file=sys.stderr)
+        return 2
+    os.environ["ATTNWATCH_DB"] = db
     import duckdb
     import streamlit
 
@@ -259,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             result = bench_compare_with_samples(base, head, args.warm_repeats)
             result["notes"] = f"{cases} cases x {args.compare_samples} samples per run, intervals for every case"
             results.append(result)
-            os.environ["ATTNWATCH_DB"] = str(db)
+            os.environ["ATTNWATCH_DB"] = db
     report = {
         "load_average": os.getloadavg(),  # other work on the machine slows a browser most of all
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -267,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "versions": {"streamlit": streamlit.__version__, "duckdb": duckdb.__version__},
         "history": size,
-        "db_bytes": db.stat().st_size,
+        "history_kind": "lake" if location.is_lake else "file",
+        "db_bytes": stored_bytes(db),
         "import_s": imports,
         "mode": "browser" if args.browser else "apptest",
         "pages": results,
@@ -276,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     label = " (synthetic)" if size["synthetic_runs"] else ""
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
-    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; history{label}: {size['runs']:,} runs, "
+    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; {report['history_kind']} history{label}: {size['runs']:,} runs, "
           f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
     print(f"server process start (imports, once): {imports:.2f} s; load average at the end "
           + "/".join(f"{x:.1f}" for x in report["load_average"]) + f" on {os.cpu_count()} cores")

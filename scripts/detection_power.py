@@ -3,7 +3,7 @@
     python scripts/detection_power.py [--samples FILE ...] [--trials 200] [--json OUT]
 
 Input: per-call CUDA-event latencies per case from two or more separate processes
-(fixtures/timing/h200_event_samples.json layout: {"processes": {name: {case: {"us": [...]}}}}).
+(tests/data/timing/h200_event_samples.json layout: {"processes": {name: {case: {"us": [...]}}}}).
 Slowdowns of 0, 1, 2, 3, 5 and 10% are injected and the verdicts counted.
 
 A/B (pull requests): each trial draws `rounds` rounds per side. Base rounds resample one real
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from history.changepoints import significant_steps  # noqa: E402
 from history.detection.ab import ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
+from history.validate import load_bundle  # noqa: E402
 
 SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
 
@@ -62,7 +62,8 @@ def load_processes(paths: list[Path]) -> dict[str, list[np.ndarray]]:
     cases: dict[str, list[np.ndarray]] = {}
     for path in paths:
         if path.is_dir():
-            processes = [{case: {"us": us} for case, us in json.loads((path / "samples.json").read_text())["samples"].items()}]
+            samples = load_bundle(path, known_commit=False).samples  # the bundle reader: format checked
+            processes = [{case: {"us": us} for case, us in samples.items()}]
         else:
             processes = list(json.loads(path.read_text())["processes"].values())
         for proc in processes:
@@ -144,9 +145,7 @@ def pct(hits: int, total: int) -> str:
 
 
 def main(argv=None) -> int:
-    here = Path(__file__).resolve().parent.parent
-    shared = Path(os.environ["ATTNWATCH_SHARED"]) if os.environ.get("ATTNWATCH_SHARED") else here.parent / "shared"
-    default_samples = shared / "fixtures" / "timing" / "h200_event_samples.json"
+    default_samples = Path(__file__).resolve().parent.parent / "tests" / "data" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", nargs="+", type=Path, default=[default_samples],
                    help="per-call sample files (fixture layout) or run bundle directories (one process each)")

@@ -1,86 +1,100 @@
-"""Measure the roofline ceilings of the GPU this runs on and print them as history/ceilings.toml entries.
+"""Measure a GPU's roofline ceilings and print them as history/ceilings.toml entries.
 
-    python scripts/measure_ceilings.py [--device 0] [--json OUT]
+Two ceilings, the same recipe that gave the H200's entries:
+  - matmul_tflops: a dense 8192x8192x8192 GEMM (torch.matmul, so cuBLAS) per dtype,
+    2*M*N*K flops over the median time of `triton.testing.do_bench` (which flushes L2 and
+    times each call with CUDA events);
+  - copy_tbps: a device-to-device copy of a buffer far larger than L2 (2 GiB), bytes read +
+    bytes written over the median time.
+A ceiling is what this GPU reached with a vendor-tuned kernel, not a datasheet peak: that is
+the roof a kernel can be held against. The printed block names the GPU, SM count, driver,
+SM clock after the run and torch version, and is meant to be pasted into history/ceilings.toml
+as measured; `--out` also writes the raw figures as JSON.
 
-The same method as the shipped H200 entries (history/ceilings.toml), so roofs of different GPUs
-compare: dense GEMM 8192x8192x8192 through torch.matmul (cuBLAS) for fp16 and bf16, and a
-device-to-device copy of a buffer far larger than L2 (bytes read + written over the time), each
-timed with triton.testing.do_bench and its median taken. What it prints is a measurement with
-its provenance (GPU, SMs, driver, SM clock, torch, date); append it to history/ceilings.toml by
-hand after reading it, since that file is what CI and the dashboard trust. Needs a CUDA GPU.
+Run on the GPU machine from the repository root:  python3 scripts/measure_ceilings.py --out $OUT
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import statistics
 import subprocess
-import sys
-from datetime import datetime, timezone
+from pathlib import Path
 
-GEMM_N = 8192
-COPY_BYTES = 4 * 2**30  # 4 GiB: far beyond any L2
-
-
-def _smi(device: int) -> dict[str, str]:
-    fields = ("name", "driver_version", "clocks.current.sm", "clocks.max.sm")
-    out = subprocess.run(["nvidia-smi", f"--id={device}", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout.strip().split(", ")
-    return dict(zip(fields, out))
+GEMM_SIZE = 8192
+COPY_BYTES = 2 * 1024**3
+REPEATS = 5
 
 
-def measure(device: int) -> dict:
-    import torch
+def _median_ms(fn) -> float:
+    """Median of REPEATS do_bench medians: one do_bench call is itself a median of many calls."""
     from triton.testing import do_bench
 
-    torch.cuda.set_device(device)
-    found = {}
-    for dtype, name in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
-        a = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-        b = torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=dtype)
-        ms = do_bench(lambda: torch.matmul(a, b), warmup=100, rep=1000, return_mode="median")
-        found[f"gemm_{name}_{GEMM_N}_tflops"] = 2.0 * GEMM_N**3 / (ms * 1e-3) / 1e12
-        del a, b
-    src = torch.empty(COPY_BYTES // 2, device="cuda", dtype=torch.uint8)
+    return statistics.median(do_bench(fn, warmup=100, rep=500, return_mode="median") for _ in range(REPEATS))
+
+
+def gemm_tflops(dtype) -> float:
+    import torch
+
+    a = torch.randn(GEMM_SIZE, GEMM_SIZE, device="cuda", dtype=dtype)
+    b = torch.randn(GEMM_SIZE, GEMM_SIZE, device="cuda", dtype=dtype)
+    ms = _median_ms(lambda: torch.matmul(a, b))
+    return 2 * GEMM_SIZE**3 / (ms * 1e-3) / 1e12
+
+
+def copy_tbps() -> float:
+    import torch
+
+    src = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=500, return_mode="median")
-    found["d2d_copy_TBps"] = 2.0 * src.numel() / (ms * 1e-3) / 1e12
-    props = torch.cuda.get_device_properties(device)
-    return {"ceilings": found, "sms": props.multi_processor_count, "torch": torch.__version__}
+    ms = _median_ms(lambda: dst.copy_(src))
+    return 2 * COPY_BYTES / (ms * 1e-3) / 1e12
 
 
-def toml_entries(gpu: str, result: dict, where: str) -> str:
-    c = result["ceilings"]
-    rows = [
-        ("matmul_tflops", "fp16", c[f"gemm_fp16_{GEMM_N}_tflops"],
-         f"Dense fp16 GEMM {GEMM_N}x{GEMM_N}x{GEMM_N} (torch.matmul, cuBLAS), triton.testing.do_bench median time."),
-        ("matmul_tflops", "bf16", c[f"gemm_bf16_{GEMM_N}_tflops"],
-         f"Dense bf16 GEMM {GEMM_N}x{GEMM_N}x{GEMM_N} (torch.matmul, cuBLAS), triton.testing.do_bench median time."),
-        ("copy_tbps", "any", c["d2d_copy_TBps"],
-         "Device-to-device copy of a buffer far larger than L2, bytes read + written over the median time."),
-    ]
-    return "\n".join(
-        f'[[ceiling]]\ngpu = "{gpu}"\nkind = "{kind}"\ndtype = "{dtype}"\nvalue = {value!r}\nhow = "{how}"\nmeasured = "{where}"\n'
-        for kind, dtype, value, how in rows
+def _smi(field: str) -> str:
+    out = subprocess.run(
+        ["nvidia-smi", "-i", "0", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
+        capture_output=True, text=True, check=False,
     )
+    return out.stdout.strip() or "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main() -> int:
+    import torch
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", type=int, default=0, help="CUDA device index (as nvidia-smi numbers it)")
-    parser.add_argument("--json", help="also write the raw figures and the environment here")
-    args = parser.parse_args(argv)
-    smi = _smi(args.device)
-    result = measure(args.device)
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    where = (f"{smi['name']} ({result['sms']} SMs, driver {smi['driver_version']}, SM clock {smi['clocks.current.sm']} MHz "
-             f"of {smi['clocks.max.sm']}), torch {result['torch']}, {date}; scripts/measure_ceilings.py")
-    print(toml_entries(smi["name"], result, where))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump({"smi": smi, **result, "date": date}, fh, indent=1)
+    parser.add_argument("--out", type=Path, default=None, help="folder for ceilings.json")
+    args = parser.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    figures = {
+        ("matmul_tflops", "fp16"): gemm_tflops(torch.float16),
+        ("matmul_tflops", "bf16"): gemm_tflops(torch.bfloat16),
+        ("copy_tbps", "any"): copy_tbps(),
+    }
+    where = (
+        f"{props.name} ({props.multi_processor_count} SMs, driver {_smi('driver_version')}, "
+        f"SM clock {_smi('clocks.sm')} MHz), torch {torch.__version__}, {datetime.date.today().isoformat()}"
+    )
+    how = {
+        "matmul_tflops": f"Dense {{dtype}} GEMM {GEMM_SIZE}x{GEMM_SIZE}x{GEMM_SIZE} (torch.matmul, cuBLAS), "
+        f"median of {REPEATS} triton.testing.do_bench medians.",
+        "copy_tbps": f"Device-to-device copy of a {COPY_BYTES // 1024**3} GiB buffer, bytes read + written "
+        f"over the median of {REPEATS} triton.testing.do_bench medians.",
+    }
+    for (kind, dtype), value in figures.items():
+        print(
+            f'\n[[ceiling]]\ngpu = "{props.name}"\nkind = "{kind}"\ndtype = "{dtype}"\nvalue = {value!r}\n'
+            f'how = "{how[kind].format(dtype=dtype)}"\n'
+            f'measured = "{where}; scripts/measure_ceilings.py."'
+        )
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        rows = [{"gpu": props.name, "kind": k, "dtype": d, "value": v, "measured": where} for (k, d), v in figures.items()]
+        (args.out / "ceilings.json").write_text(json.dumps(rows, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -17,7 +17,6 @@ What it holds, and why each part is there:
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -104,7 +103,8 @@ def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
     shared fixtures, parsed and aggregated by the project's own ncu code (ci.ncu)."""
     from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
     from ci.ncu.parse import parse_ncu_csv
-    from history.bundle import NCU_FILE, NcuKernelRow, file_envelope
+    from history.bundle import NcuKernelRow
+    from history.bundle_writer import NcuFiles, write_ncu_files
 
     shape = next(s for s in SHAPES if s.id == "b4_h16_s1k")
     directory = make_bundle(
@@ -120,8 +120,7 @@ def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
         cases.append(aggregate_case(cid, kernels_of_case, work))
         kernels += [NcuKernelRow(cid, i, k.kernel_name, k.metrics, k.block_size, k.grid_size)
                     for i, k in enumerate(kernels_of_case)]
-    envelope = file_envelope(NCU_FILE, ncu_version="2025.3.1", kernels=kernels, cases=cases)
-    (directory / NCU_FILE).write_text(json.dumps(envelope, allow_nan=False), encoding="utf-8")
+    write_ncu_files(directory, NcuFiles("2025.3.1", kernels, cases))  # over the factory's stand-in ncu.json
     ingest_paths(db_path, [directory])
     return NCU_RUN
 

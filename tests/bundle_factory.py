@@ -2,9 +2,10 @@
 
 `make_bundle(directory, ...)` writes a complete bundle directory (manifest, a pytest-benchmark
 format benchmark.json whose entries carry `extra_info["attnwatch"]`, outcomes, correctness,
-builds, samples, optionally ncu) through history.bundle_writer, the same writer a producer
-uses. Latencies are drawn from a seeded log-normal around a per-variant speed, and the stored
-statistics are computed from the stored samples, so every file agrees with the others.
+builds, samples, optionally ncu) through history.bundle_writer, the one writer production
+(ci.bundle_writer) uses too. Latencies are drawn from a seeded log-normal around a per-variant
+speed (or taken from recorded samples), and the stored statistics are computed from the
+stored samples, so every file agrees with the others.
 
 `make_pytest_benchmark_file(path, ...)` writes a plain pytest-benchmark JSON file.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from history.bundle import (
     NcuKernelRow,
     to_json_dict,
 )
-from history.bundle_writer import write_bundle
+from history.bundle_writer import BundleContents, NcuFiles, write_bundle
 from history.statistics import summarize
 
 
@@ -94,19 +95,24 @@ def make_bundle(
     latency_scale: float = 1.0,
     variant_scale: dict[str, float] | None = None,
     n_samples: int = 50,
+    recorded: dict[str, list[float]] | None = None,
     with_samples: bool = True,
     with_correctness: bool = True,
     with_builds: bool = True,
     with_ncu: bool = False,
     synthetic: bool = False,
     seed: int = 0,
+    hostname: str = "gpu-runner-1",
+    environment: dict | None = None,
     timing_overrides: dict[str, dict] | None = None,
 ) -> Path:
     """Write one bundle and return its directory.
 
     `statuses` maps case ids (or variant names) to a non-ok status; `n_cases` cuts the case
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
-    variant's latency (plant a regression); commit_sha defaults to a hash of the run id;
+    variant's latency (plant a regression); `recorded` maps case ids to per-call samples (µs) to
+    store instead of drawn ones (real noise); commit_sha defaults to a hash of the run id;
+    `hostname` names the host (runner) and `environment` overrides any other Environment field;
     `timing_overrides` maps case ids to CaseTiming fields to set (e.g. converged=False,
     graph_median_us=..., throttled_samples=...), as the harness would have stored them.
     """
@@ -133,7 +139,10 @@ def make_bundle(
             continue
         scale = latency_scale * (variant_scale or {}).get(variant, 1.0)
         base_us = shape.flops(is_causal) / (VARIANT_TFLOPS.get(variant, 100.0) * 1e12) * 1e6 * scale
-        values = (base_us * rng.lognormal(0.0, 0.01, n_samples)).tolist()
+        if recorded is not None and cid in recorded:
+            values = [float(v) * scale for v in recorded[cid]]
+        else:
+            values = (base_us * rng.lognormal(0.0, 0.01, n_samples)).tolist()
         medians[(shape.id, dtype, is_causal, variant)] = float(np.median(values))
         samples[cid] = values
         timings.append((cid, variant, shape, dtype, is_causal, values))
@@ -147,11 +156,10 @@ def make_bundle(
         timing = CaseTiming(
             case_id=cid, variant=variant, shape_id=shape.id, batch=shape.batch, heads=shape.heads,
             seq_q=shape.seq, seq_k=shape.seq, head_dim=shape.head_dim, dtype=dtype, causal=is_causal,
-            timing_mode="cuda_events", n=s.n, median_us=s.median_us, p10_us=s.p10_us, p90_us=s.p90_us,
-            iqr_us=s.iqr_us, mean_us=s.mean_us, stddev_us=s.stddev_us, min_us=s.min_us, max_us=s.max_us,
+            timing_mode="cuda_events", **asdict(s),
             us_per_head=s.median_us / (shape.batch * shape.heads),
             tflops=shape.flops(is_causal) / (s.median_us * 1e-6) / 1e12,
-            converged=True, rel_spread=s.rel_spread,
+            converged=True,
             gap_to_sdpa=s.median_us / sdpa if sdpa else None,
             gap_to_backends=backends,
             gap_to_fastest_backend=backends[fastest] if fastest else None,
@@ -161,8 +169,8 @@ def make_bundle(
             timing = replace(timing, **timing_overrides[cid])
         entries.append(_benchmark_entry(timing, values))
 
-    environment = Environment(
-        device_kind="cuda", hostname="gpu-runner-1", os="Linux 6.8", python_version="3.12.3",
+    env_fields = dict(
+        device_kind="cuda", hostname=hostname, os="Linux 6.8", python_version="3.12.3",
         cpu="x86_64", gpu_name=gpu_name, gpu_uuid=f"GPU-{hashlib.md5(gpu_name.encode()).hexdigest()[:8]}",
         gpu_count=1, compute_capability="9.0", sm_count=132, l2_bytes=50 * 2**20,
         driver_version="580.65", cuda_version="13.0", sm_clock_mhz=1980, sm_clock_max_mhz=1980,
@@ -171,7 +179,7 @@ def make_bundle(
     manifest = Manifest(
         run_id=run_id, repo=repo, commit_sha=sha, trigger=trigger,
         started_at=started.isoformat(), finished_at=(started + timedelta(minutes=5)).isoformat(),
-        runner="gpu-runner-1", shape_set="pr", status=run_status, environment=environment,
+        runner=hostname, shape_set="pr", status=run_status, environment=Environment(**{**env_fields, **(environment or {})}),
         parent_sha=parent_sha, branch=branch, pr_number=pr_number, commit_message=commit_message,
         commit_date=(commit_date or started - timedelta(minutes=10)).isoformat(), synthetic=synthetic,
         notes="synthetic: made by tests/bundle_factory.py" if synthetic else "",
@@ -179,14 +187,13 @@ def make_bundle(
     document = benchmark_document(entries, started, sha, branch)
     timed_ids = [t[0] for t in timings]
     correctness = [
-        CorrectnessRecord(cid, v, sh.id, sh.batch, sh.heads, sh.seq, sh.head_dim, d, c, seed=k,
-                          max_abs_err=1e-3, rel_err=2e-4, atol=2e-2, rtol=2e-2,
-                          passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
+        _correctness(cid, v, sh, d, c, k, passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
         for cid, v, sh, d, c, _ in timings for k in (0, 1)
     ] if with_correctness else None
-    builds = [BuildRecord(v, ok=True, target="sm_90", compile_seconds=3.2, registers_per_thread=128,
-                          shared_mem_bytes=49152, spill_store_bytes=0, spill_load_bytes=0,
-                          config={"block_m": 64, "block_n": 64, "stages": 2})
+    builds = [BuildRecord(variant=v, ok=True, error=None, target="sm_90", cached=False, source_hash="5eed" * 16,
+                          compile_seconds=3.2, registers_per_thread=128, shared_mem_bytes=49152, stack_frame_bytes=0,
+                          spill_store_bytes=0, spill_load_bytes=0, config={"block_m": 64, "block_n": 64, "stages": 2},
+                          log_tail="ptxas info    : Used 128 registers")
               for v in sorted({t[1] for t in timings}) if v.startswith(("cuda", "triton"))] if with_builds else None
     ncu_kernels = ncu_cases = None
     if with_ncu:
@@ -196,8 +203,22 @@ def make_bundle(
                        for i, cid in enumerate(timed_ids)]
         ncu_cases = [NcuCaseMetrics(cid, kernel_count=1, duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
                      for i, cid in enumerate(timed_ids)]
-    return write_bundle(directory, manifest, document, outcomes, correctness=correctness, builds=builds,
-                        samples=samples if with_samples else None, ncu_kernels=ncu_kernels, ncu_cases=ncu_cases)
+    ncu = NcuFiles(None, ncu_kernels, ncu_cases) if with_ncu else None
+    return write_bundle(directory, BundleContents(manifest, document, outcomes, correctness=correctness, builds=builds,
+                                                  samples=samples if with_samples else None, ncu=ncu))
+
+
+def _correctness(cid: str, variant: str, shape: FactoryShape, dtype: str, causal: bool, seed: int,
+                 passed: bool) -> CorrectnessRecord:
+    """A plausible check record: a pass well inside the fp16 allowance, or a failure with its error."""
+    return CorrectnessRecord(
+        case_id=cid, variant=variant, shape_id=shape.id, batch=shape.batch, heads=shape.heads, seq_len=shape.seq,
+        head_dim=shape.head_dim, dtype=dtype, causal=causal, seed=seed, profile="normal", calls=2, passed=passed,
+        error=None if passed else "call 1: 12 elements outside atol=0.02 + rtol=0.02*|ref|, worst at (b, h, s, d) = (0, 1, 7, 3)",
+        atol=2e-2, rtol=2e-2, max_abs_err=1e-3 if passed else 0.25, rel_err=2e-4 if passed else 0.05,
+        tolerance_used=0.04 if passed else 8.3, violations=0 if passed else 12, nonfinite=0,
+        worst_index=None if passed else (0, 1, 7, 3),
+    )
 
 
 def _benchmark_entry(timing: CaseTiming, values_us: list[float]) -> dict:

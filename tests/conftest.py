@@ -1,4 +1,8 @@
-"""Shared fixtures: real DuckDB files in tmp dirs, the recorded H200 fixtures, GPU marks."""
+"""Shared fixtures: real DuckDB files in tmp dirs, the recorded H200 data, GPU marks.
+
+Tests read only inside the checkout: the recorded data is `tests/data` (its README says
+where, when and how each file was recorded).
+"""
 
 from __future__ import annotations
 
@@ -8,21 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
-def _shared_dir() -> Path:
-    """The project's shared folder beside the checkout (fixtures recorded on an H200)."""
-    explicit = os.environ.get("ATTNWATCH_SHARED")
-    if explicit:
-        return Path(explicit)
-    for candidate in (REPO_ROOT / "shared", REPO_ROOT.parent / "shared"):
-        if (candidate / "fixtures").is_dir():
-            return candidate
-    return REPO_ROOT.parent / "shared"
-
-
-SHARED = _shared_dir()
-FIXTURES = SHARED / "fixtures"
+FIXTURES = REPO_ROOT / "tests" / "data"
 
 
 def _has_cuda() -> bool:
@@ -45,8 +35,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    if not FIXTURES.is_dir():
-        pytest.fail(f"recorded fixtures not found at {FIXTURES} (set ATTNWATCH_SHARED)")
+    """The recorded real outputs (tests/data: ncu CSVs, H200 timing samples, old pytest-benchmark JSON)."""
     return FIXTURES
 
 
@@ -56,3 +45,30 @@ def db_path(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "history.duckdb"
     monkeypatch.setenv("ATTNWATCH_DB", str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the session (tests/pg_server.py), stopped at the end."""
+    import pg_server
+
+    reason = pg_server.why_unavailable()
+    if reason:
+        pytest.skip(f"lake tests need a PostgreSQL server: {reason}")
+    server = pg_server.start()
+    yield server
+    server.stop()
+
+
+_LAKE_COUNTER = iter(range(1, 1_000_000))
+
+
+@pytest.fixture
+def lake_db(postgres_server, tmp_path, monkeypatch) -> str:
+    """A new, empty lake: its own catalog database on the session's server, data under tmp_path.
+    ATTNWATCH_DB names it and ATTNWATCH_LAKE_DATA its data path for the test's duration."""
+    name = postgres_server.create_database(f"lake_{os.getpid()}_{next(_LAKE_COUNTER)}")
+    location = f"ducklake:postgres:{postgres_server.dsn(name)}"
+    monkeypatch.setenv("ATTNWATCH_DB", location)
+    monkeypatch.setenv("ATTNWATCH_LAKE_DATA", str(tmp_path / "lake-data"))
+    return location

@@ -1,6 +1,6 @@
 """A GitHub-compatible REST server on loopback for tests: real HTTP, in-memory state.
 
-Implements what attnwatch's client uses: commit -> associated pulls, open pulls, issue comments
+Implements what attnwatch's client uses: commit -> associated pulls, open pulls, one pull, issue comments
 (list with Link pagination, create, update), GitHub's 65,536-character body limit (422), and
 scripted failures (403/429 with Retry-After or x-ratelimit-* headers) queued per request.
 Every request is recorded (method, path, Authorization header) so tests can check what was sent.
@@ -26,6 +26,7 @@ class StubState:
     comments: dict[int, list[dict]] = field(default_factory=dict)  # issue number -> comments
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # next responses to fail
     requests: list[dict] = field(default_factory=list)
+    not_found: set[str] = field(default_factory=set)  # paths under /repos/{repo}/ answered 404, e.g. "pulls"
     next_id: int = 1000
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -84,9 +85,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"message": "Not Found"})
             return
         rest = path[len(prefix):].strip("/").split("/")
+        if "/".join(rest) in state.not_found:
+            self._send(404, {"message": "Not Found"})
+            return
         if method == "GET" and len(rest) == 3 and rest[0] == "commits" and rest[2] == "pulls":
             numbers = state.associated.get(rest[1], [])
             self._page([p for p in state.pulls if p["number"] in numbers], query)
+        elif method == "GET" and len(rest) == 2 and rest[0] == "pulls" and rest[1].isdigit():
+            found = [p for p in state.pulls if p["number"] == int(rest[1])]
+            self._send(200, found[0]) if found else self._send(404, {"message": "Not Found"})
         elif method == "GET" and rest == ["pulls"]:
             wanted = query.get("state", ["open"])[0]
             self._page([p for p in state.pulls if wanted == "all" or p["state"] == wanted], query)

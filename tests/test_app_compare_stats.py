@@ -1,17 +1,20 @@
-"""The Compare page's batched bootstrap: exact against the one-at-a-time definition, and in
-agreement with CI's interval on real H200 samples (fixtures/timing/h200_event_samples.json)."""
+"""The two-level bootstrap in its batched form: exact against the one-case definition, and the
+Compare page's verdicts on real H200 samples (tests/data/timing/h200_event_samples.json)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.data.compare import batched_median_ratio_intervals, resampled_medians
-from history.detection.ab import verdict
+from app.data.compare import run_intervals
+from history.detection.ab import hierarchical_intervals, hierarchical_ratio, verdict
 from history.detection.thresholds import load_thresholds
-from history.statistics import bootstrap_median_ratio
+from history.statistics import resampled_medians
+
+H200_SAMPLES = Path(__file__).resolve().parent / "data" / "timing" / "h200_event_samples.json"
 
 
 @pytest.mark.parametrize("n", [7, 8, 300, 301])
@@ -25,32 +28,32 @@ def test_resampled_medians_equal_numpy_median_of_the_same_draw(n):
 
 
 @pytest.fixture(scope="module")
-def h200_samples(fixtures_dir):
-    processes = json.loads((fixtures_dir / "timing" / "h200_event_samples.json").read_text())["processes"]
+def h200_samples():
+    processes = json.loads(H200_SAMPLES.read_text())["processes"]
     p0, p1 = processes["process0"], processes["process1"]
     # First call of a process pays for warm-up effects the harness discards; drop it here too.
     return {case: (p0[case]["us"][1:], p1[case]["us"][1:]) for case in sorted(set(p0) & set(p1))}
 
 
-def test_intervals_agree_with_ci_bootstrap_on_real_h200_noise(h200_samples):
-    base = {case: a for case, (a, _) in h200_samples.items()}
-    head = {case: b for case, (_, b) in h200_samples.items()}
-    batched = batched_median_ratio_intervals(base, head, confidence=0.95)
-    assert set(batched) == set(h200_samples)
-    for case, (a, b) in h200_samples.items():
-        ci = bootstrap_median_ratio(a, b, confidence=0.95, resamples=2000, seed=0)
-        mine = batched[case]
-        assert mine.ratio == pytest.approx(ci.ratio, rel=1e-12)
-        # Different random draws: the ends agree within Monte Carlo error (well under 0.5%).
-        assert mine.low == pytest.approx(ci.low, abs=0.004), case
-        assert mine.high == pytest.approx(ci.high, abs=0.004), case
+def test_all_cases_at_once_equal_each_case_alone(h200_samples):
+    """Batching is an implementation detail: every case's interval is the one it gets alone,
+    with one round per side (the Compare page) and with unequal rounds (compare's unpaired form)."""
+    base = {case: [a[:150], a[150:]] for case, (a, _) in h200_samples.items()}
+    head = {case: [b[:100], b[100:200], b[200:]] for case, (_, b) in h200_samples.items()}
+    for b_rounds, h_rounds in ((base, head), ({c: [a] for c, (a, _) in h200_samples.items()},
+                                              {c: [b] for c, (_, b) in h200_samples.items()})):
+        together = hierarchical_intervals(b_rounds, h_rounds, resamples=500, seed=3)
+        assert set(together) == set(h200_samples)
+        for case in h200_samples:
+            assert together[case] == hierarchical_ratio(b_rounds[case], h_rounds[case], resamples=500, seed=3), case
 
 
 def test_planted_slowdown_on_real_noise_gets_ci_verdicts(h200_samples):
     h200 = load_thresholds("NVIDIA H200")
     base = {case: a for case, (a, _) in h200_samples.items()}
     slower = {case: list(np.asarray(a) * 1.05) for case, a in base.items()}
-    same = batched_median_ratio_intervals(base, base, confidence=h200.confidence)
-    regressed = batched_median_ratio_intervals(base, slower, confidence=h200.confidence)
+    same = run_intervals(base, base, confidence=h200.confidence)
+    regressed = run_intervals(base, slower, confidence=h200.confidence)
     assert {verdict(iv, h200.min_effect) for iv in same.values()} == {"no change"}
     assert {verdict(iv, h200.min_effect) for iv in regressed.values()} == {"regression"}
+    assert {iv.method for iv in regressed.values()} == {"hierarchical"}

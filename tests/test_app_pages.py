@@ -185,6 +185,24 @@ def test_trends_ncu_metric_without_profiles_says_so(history, monkeypatch):
     assert any("ncu metrics exist only for profiled runs" in i for i in texts(at, "info"))
 
 
+def test_trends_charts_the_correctness_error_and_its_margin(history, monkeypatch):
+    """The check's error is stored per seed and charted per run (worst seed): the failed check
+    of the newest complete run stands out, with its correctness alert on the point."""
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/trends.py")
+    variant, shape = INCORRECT_CASE.split("/")[:2]
+    for metric, passing, failing in (("correctness: max abs error", 1e-3, 0.25),
+                                     ("correctness: tolerance used (1 = fails)", 0.04, 8.3)):
+        choose_trend(at, [variant], shape, metric=metric)
+        assert not at.exception
+        (spec,) = plotly_specs(at)
+        (line,) = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+        assert line["y"] == pytest.approx([passing] * 7 + [failing]), metric
+        assert line["customdata"][-1][0] == runs["latest_complete"]
+        (marker,) = [t for t in spec["data"] if t.get("name") == "correctness alerts"]
+        assert marker["customdata"][0][0] == runs["latest_complete"]
+
+
 def test_trends_with_nothing_selected_asks_for_a_choice(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/trends.py")

@@ -1,10 +1,12 @@
-"""The SQL page under AppTest: examples, the schema browser, results and downloads, and hostile
-SQL refused with a message while the history stays intact."""
+"""The SQL page under AppTest: examples, the schema browser, results and downloads, hostile
+SQL refused with a message while the history stays intact, and the issue-15 statements that
+exhausted the machine bounded (spill, memory, result size) and refused in one message."""
 
 from __future__ import annotations
 
 import io
 import re
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -13,8 +15,13 @@ from streamlit.testing.v1 import AppTest
 
 from app.data import sql_console
 from app.data.store import current_source
+import history.sql as history_sql
 from app_history import build_history
 from history.sql import run_user_sql
+from history.sql_sandbox import SqlLimits, size_bytes
+from sql_probe import (
+    BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
+)
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 
@@ -103,3 +110,59 @@ def test_a_file_that_is_not_a_history_is_a_query_error(tmp_path):
     with pytest.raises(Exception) as info:
         sql_console.run_query(current_source(junk), "SELECT 1")
     assert type(info.value).__name__ == "QueryError" and str(junk) in str(info.value)
+
+
+def page_errors(at: AppTest) -> list[str]:
+    return [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # the app escapes markdown in messages
+
+
+@pytest.mark.slow
+def test_a_big_sort_is_refused_at_the_spill_limit_on_the_page(history, tmp_path, monkeypatch):
+    root = tmp_path / "systemp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    monkeypatch.setattr(history_sql, "DEFAULTS", SqlLimits(memory_limit="64MB"), raising=False)
+    monkeypatch.setattr(sql_console, "TIMEOUT_S", 60.0)  # a loaded 2-core machine needs more than 10 s to spill 256 MiB
+    at = sql_page(history, monkeypatch)
+    with DiskWatch(tmp_path) as watch, DiskWatch(history.parent) as beside:
+        run_sql(at, BIG_SORT)
+    assert watch.peak <= size_bytes(SqlLimits().temp_limit) + 32 * 2**20, f"spilled {watch.peak / 2**20:.0f} MiB"
+    assert beside.peak < 64 * 2**20, "spilled beside the history"
+    assert list(root.iterdir()) == []
+    (error,) = page_errors(at)
+    assert "temporary disk space" in error, error
+
+
+@pytest.mark.slow
+def test_wide_rows_are_cut_at_the_byte_cap_on_the_page(history):
+    seen = probe("app", history, WIDE_ROWS)
+    assert seen["exceptions"] == [] and seen["errors"] == [], seen
+    assert any(f"cut at the {sql_console.MAX_BYTES // 2**20} MiB limit" in c for c in seen["captions"]), seen
+    assert seen["growth_mib"] < PROBE_GROWTH_MIB, seen
+
+
+@pytest.mark.slow
+def test_a_huge_constant_is_one_message_on_the_page(history):
+    seen = probe("app", history, HUGE_CONSTANT)
+    assert seen["growth_mib"] < PROBE_GROWTH_MIB, seen
+    assert seen["exceptions"] == [] and len(seen["errors"]) == 1 and "of memory" in seen["errors"][0], seen
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("SELECT * FROM duckdb_settings()", "not available to user SQL"),
+    ("SELECT current_setting('temp_directory')", "not available to user SQL"),
+    (ERROR_MID_STREAM, MID_STREAM_SAYS.pattern),
+    ("SELECT union_value(k := 1) AS u", "cannot be shown"),
+])
+def test_settings_and_failing_results_are_one_message_naming_no_path(history, monkeypatch, sql, says):
+    at = run_sql(sql_page(history, monkeypatch), sql)
+    (error,) = page_errors(at)
+    assert error.startswith("Query refused or failed:") and re.search(says, error), error
+    assert tempfile.gettempdir() not in error and str(history.parent) not in error
+
+
+def test_a_result_parquet_cannot_hold_still_shows_with_its_csv(history, monkeypatch):
+    at = run_sql(sql_page(history, monkeypatch), "SELECT INTERVAL 1 MONTH AS i, 1 AS n")
+    assert not at.error and len(at.dataframe[-1].value) == 1
+    assert {b.proto.label for b in at.get("download_button")} == {"Download CSV"}
+    assert any("no Parquet for this result" in c.value for c in at.caption)

@@ -66,7 +66,7 @@ def test_untrusted_text_cannot_become_html_links_mentions_or_table_cells(report)
 
 
 def test_escape_helpers():
-    assert md_text("a_b*c<d>&@e|f") == "a\\_b\\*c&lt;d&gt;&amp;&#64;e\\|f"
+    assert md_text("a_b*c<d>&@e|f#1") == "a\\_b\\*c&lt;d&gt;&amp;@\u200de\\|f\\#\u200d1"
     assert md_text("x" * 500, limit=10).endswith("…") and len(md_text("x" * 500, limit=10)) == 10
     assert md_text("line1\nline2\u202e") == "line1 line2 "
     assert md_code("a`b|c") == "`a'b\\|c`"

@@ -95,6 +95,24 @@ def test_broken_bundle_is_named(tmp_path, capsys):
     assert "samples.json" in err
 
 
+def test_rounds_are_read_by_the_bundle_reader(tmp_path, capsys):
+    """compare reads rounds with history's validator: a format it does not know, or a record
+    the reader refuses, is an error naming the file and field, not a silent guess."""
+    base, head = _bundles(tmp_path, "base", rounds=1), _bundles(tmp_path, "head", rounds=1)
+    outcomes = json.loads((head[0] / "outcomes.json").read_text())
+    (head[0] / "outcomes.json").write_text(json.dumps({**outcomes, "schema_version": 99}))
+    rc, path = _compare(tmp_path, base, head)
+    assert rc == 2 and not path.exists()
+    err = capsys.readouterr().err
+    assert "outcomes.json: schema_version: 99 is newer than this attnwatch" in err
+    correctness = json.loads((base[0] / "correctness.json").read_text())
+    correctness["records"][0]["passed"] = "yes"
+    (base[0] / "correctness.json").write_text(json.dumps(correctness))
+    (head[0] / "outcomes.json").write_text(json.dumps(outcomes))
+    rc, _ = _compare(tmp_path, base, head)
+    assert rc == 2 and "correctness.json: records[0].passed: expected true/false" in capsys.readouterr().err
+
+
 NO_DUCKDB = """
 import importlib.abc, runpy, sys
 class NoDatabase(importlib.abc.MetaPathFinder):

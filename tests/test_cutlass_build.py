@@ -4,6 +4,8 @@ CUTLASS build break fails CI even without a GPU."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -102,10 +104,11 @@ def test_installed_headers_are_found_with_their_version():
 
 @pytest.fixture(scope="session")
 def nvcc_cache(tmp_path_factory) -> Path:
-    """A fresh build cache laid out as $ATTNWATCH_CACHE/nvcc, so variant.build() can use it too."""
+    """A fresh build cache laid out as $ATTNWATCH_CACHE/nvcc/local (the trust level of a developer's
+    machine, kernels.compile_cache), so variant.build() can use it too."""
     root = tmp_path_factory.mktemp("attnwatch-cache")
-    (root / "nvcc").mkdir()
-    return root / "nvcc"
+    (root / "nvcc" / "local").mkdir(parents=True)
+    return root / "nvcc" / "local"
 
 
 @pytest.fixture(scope="session")
@@ -130,6 +133,16 @@ def test_best_tile_compiles_for_sm90a_with_a_parsed_report(best_tile_report):
     assert report.config["tile_mnk"] == [64, 128, 64]
     assert report.config["schedule"] == "KernelTmaWarpSpecialized"
     assert report.config["cutlass_version"] == cutlass_version(cutlass_include_dir())
+
+
+@pytest.mark.slow
+def test_build_record_names_the_headers_by_version_not_by_folder(best_tile_report):
+    """The record says which CUTLASS, not where this machine keeps it (a wheel's site-packages)."""
+    tokens = best_tile_report.config["command"].split()
+    assert f"-I<cutlass-{cutlass_version(cutlass_include_dir())}>" in tokens
+    assert "kernels/cutlass/attention_3k.cu" in tokens
+    record = json.dumps(dataclasses.asdict(best_tile_report))
+    assert str(cutlass_include_dir()) not in record and str(REPO_ROOT) not in record
 
 
 @pytest.mark.slow
@@ -180,6 +193,7 @@ def test_broken_headers_fail_the_build_with_the_log(tmp_path, monkeypatch, nvcc_
     assert not report.ok
     assert "attention_3k.cu" in report.error and "nvcc exited" in report.error
     assert "this CUTLASS copy is broken" in report.log_tail
+    assert "<cutlass-" in report.log_tail and str(tmp_path) not in report.log_tail + report.error
 
 
 @pytest.mark.slow
@@ -204,7 +218,8 @@ def test_variant_build_reports_from_the_cache(best_tile_report, nvcc_cache, monk
     already built, so a cache hit), then reports its own."""
     from kernels.variants import cutlass_3k
 
-    monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent))
+    monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent.parent))
+    monkeypatch.setenv("ATTNWATCH_TRUST", "local")
     only = ((_config("64x128x64"),), configs.load()[1])
     monkeypatch.setattr(configs, "default", lambda: only)
     cutlass_3k._prebuild_all.cache_clear()

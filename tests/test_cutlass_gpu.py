@@ -1,8 +1,8 @@
 """CUTLASS 3-kernel variants on a Hopper GPU: every variant against the float64 reference
 (kernels.correctness.check_case: fresh inputs per seed, output poisoned with NaN before each
-call, two calls per seed) at every DESIGN.md main shape and an odd S = 777 (S not a
-multiple of 8: the padded leading dimension of S and P, partial GEMM tiles, the softmax's
-partial vectors), fp16 and bf16, causal and not."""
+call, two calls per seed) at every main shape (docs/design.md "Shapes") and an odd S = 777
+(S not a multiple of 8: the padded leading dimension of S and P, partial GEMM tiles, the
+softmax's partial vectors), fp16 and bf16, causal and not."""
 
 from __future__ import annotations
 

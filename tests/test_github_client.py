@@ -133,13 +133,13 @@ def test_comment_command_end_to_end_never_shows_the_token(stub, tmp_path, fixtur
     stub.state.pulls.append(_pull(12, HEAD, fork=True))
     report = make_report(fixtures_dir, slowdown={"torch_3op/b4_h16_s1k/fp16/noncausal": 1.05})
     stub.state.failures = [(429, {"Retry-After": "0"})]
-    rc, summary = _cli(stub, tmp_path, report, monkeypatch)
+    rc, summary = _cli(stub, tmp_path, report, monkeypatch, "--sha", HEAD)
     assert rc == 0
     (comment,) = stub.state.comments[12]
     assert comment["body"].startswith(MARKER) and "1 regression" in comment["body"]
     assert "https://github.com/octo/kernels/actions/runs/4242" in comment["body"]
     assert "1 regression" in summary.read_text() and MARKER not in summary.read_text()
-    rc, _ = _cli(stub, tmp_path, report, monkeypatch)  # a re-run updates the same comment
+    rc, _ = _cli(stub, tmp_path, report, monkeypatch, "--sha", HEAD)  # a re-run updates the same comment
     assert rc == 0 and len(stub.state.comments[12]) == 1
     out = capsys.readouterr()
     assert "updated comment" in out.out
@@ -153,10 +153,11 @@ def test_body_too_long_falls_back_to_the_short_form(stub, tmp_path, fixtures_dir
     monkeypatch.setattr(render, "BODY_BUDGET", 70000)  # pretend the renderer misjudged the limit
     report = make_report(fixtures_dir)
     report.cases = [c.__class__(**{**c.__dict__, "case_id": f"{c.case_id}-{i}"}) for i in range(500) for c in report.cases]
-    rc, _ = _cli(stub, tmp_path, report, monkeypatch, "--pr", "3")
+    stub.state.pulls.append(_pull(13, HEAD))  # by hand, the PR's current head must be the report's
+    rc, _ = _cli(stub, tmp_path, report, monkeypatch, "--pr", "13")
     assert rc == 0
     assert any(r["method"] == "POST" for r in stub.state.requests)
-    (comment,) = stub.state.comments[3]
+    (comment,) = stub.state.comments[13]
     assert "refused by GitHub (too long)" in comment["body"]
     assert "HTTP 422" in capsys.readouterr().err
 

@@ -12,7 +12,7 @@ import pytest
 from bundle_factory import make_bundle
 from ci.cli import main as cli_main
 from history.bundle import MAX_FILE_BYTES
-from history.checks import UPGRADERS
+from history.bundle_upgrades import UPGRADERS
 from history.db import open_read, open_write
 from history.errors import BundleError, MigrationError, SchemaTooNewError
 from history.ingest import ingest_paths

@@ -1,8 +1,8 @@
 """The correctness suite: every available variant passes it, and it can fail.
 
 CPU shapes are tiny (2-core CI) and include odd lengths (77, 129), S = 1 and D = 60; fp16 and bf16
-run natively on CPU (torch 2.13 CPU has fp16/bf16 matmul and softmax, no upcast). The
-`gpu` parametrization runs every DESIGN.md `main` shape plus S = 777 and D = 60 on CUDA.
+run natively on CPU (torch 2.13 CPU has fp16/bf16 matmul and softmax, no upcast). The `gpu`
+parametrization runs every `main` shape (docs/design.md "Shapes") plus S = 777 and D = 60 on CUDA.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ import pytest
 
 import stand_in_ncu  # tests/ helper
 
-from ci.ncu.files import write_ncu_files
 from ci.ncu.profile import profile_cases
 from history.bundle import NCU_FILE, NCU_RAW_FILE
+from history.bundle_writer import write_ncu_files
 from kernels.cases import Case
 from kernels.shapes import SHAPES
 
@@ -48,7 +48,7 @@ def test_profiles_each_variant_and_attributes_kernels_to_cases(fake_ncu, tmp_pat
 
     bundle = tmp_path / "bundle"
     bundle.mkdir()
-    files = write_ncu_files(profile, bundle)
+    files = write_ncu_files(bundle, profile.files())
     assert files == {"ncu": NCU_FILE, "ncu_raw": NCU_RAW_FILE}
     document = json.loads((bundle / NCU_FILE).read_text())
     assert document["schema"] == "attnwatch.ncu" and document["schema_version"] == 1

@@ -78,6 +78,23 @@ def test_ingested_into_duckdb(cpu_run):
     assert n >= 6
 
 
+def test_each_check_stores_its_margin_and_counts(cpu_run):
+    """The child's CheckResults reach the history whole (ci.records): margin, counts, calls, profile."""
+    import duckdb
+
+    _, out, db = cpu_run
+    run_id = json.loads((out / "manifest.json").read_text())["run_id"]
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute("SELECT tolerance_used, violations, nonfinite, calls, profile FROM correctness WHERE run_id = ?",
+                           [run_id]).fetchall()
+    finally:
+        con.close()
+    assert len(rows) == 18
+    assert all(0 < used < 1 and (violations, nonfinite, calls, profile) == (0, 0, 2, "normal")
+               for used, violations, nonfinite, calls, profile in rows)
+
+
 @pytest.mark.parametrize("argv,message", [
     (["run", "--shapes", "no_such_set"], "unknown shape set"),
     (["run", "--shapes", "cpu", "--variants", "nope"], "unknown variant"),

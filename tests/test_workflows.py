@@ -1,5 +1,8 @@
 """The GitHub workflows: valid against the GitHub-workflow JSON schema (check-jsonschema's vendored
-copy, offline), plus the security properties the design depends on."""
+copy, offline), clean under zizmor (offline, every ignore justified in place), plus the trust
+boundary the design depends on (docs/design.md, "Threat model"): PR code only on untrusted
+runners, the history and its credentials only on trusted ones, the runner matrix, partial runs
+still ingested, and the comment's target taken from the event."""
 
 from __future__ import annotations
 
@@ -12,8 +15,12 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-WORKFLOWS = Path(__file__).resolve().parent.parent / ".github" / "workflows"
+from ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
 FILES = ("ci.yml", "gpu-bench.yml", "pr-comment.yml")
+PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[0-9a-f]{40}$")
 
 
 def _load(name: str) -> dict:
@@ -25,16 +32,32 @@ def _steps(workflow: dict):
         yield from job.get("steps", [])
 
 
-def _check_jsonschema() -> list[str]:
-    exe = shutil.which("check-jsonschema", path=str(Path(sys.executable).parent)) or shutil.which("check-jsonschema")
+def _tool(name: str) -> list[str]:
+    exe = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if exe is None:
-        pytest.fail("check-jsonschema is not installed (it is in the dev extra)")
+        pytest.fail(f"{name} is not installed (it is in the dev extra)")
     return [exe]
+
+
+def _labels(job: dict) -> list[str]:
+    runs_on = job["runs-on"]
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def _script(job: dict) -> str:
+    return "\n".join(s.get("run", "") for s in job.get("steps", []))
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+# ---------------------------------------------------------------- schema and static analysis
 
 
 @pytest.mark.parametrize("name", FILES)
 def test_valid_against_the_github_workflow_schema(name):
-    done = subprocess.run([*_check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(WORKFLOWS / name)],
+    done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(WORKFLOWS / name)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -42,9 +65,47 @@ def test_valid_against_the_github_workflow_schema(name):
 def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
     bad = tmp_path / "bad.yml"
     bad.write_text("name: x\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: 3\n        run: also\n")
-    done = subprocess.run([*_check_jsonschema(), "--builtin-schema", "vendor.github-workflows", str(bad)],
+    done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(bad)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
+
+
+def _zizmor(path: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(path)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_zizmor_finds_nothing_unjustified(tmp_path):
+    """zizmor (pinned in the dev extra) over every workflow, offline, at its pedantic persona: no
+    finding, and each inline ignore says why. First, that the check can fail at all: an action
+    pinned by tag (as every workflow here was) is flagged."""
+    control = tmp_path / ".github" / "workflows"
+    control.mkdir(parents=True)
+    (control / "x.yml").write_text(
+        "name: x\non: push\npermissions: {}\njobs:\n  a:\n    name: a\n    runs-on: ubuntu-24.04\n    steps:\n"
+        "      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n")
+    flagged = _zizmor(control)
+    assert flagged.returncode != 0 and "unpinned-uses" in flagged.stdout, flagged.stdout + flagged.stderr
+    done = _zizmor(WORKFLOWS)
+    assert done.returncode == 0 and "No findings to report" in done.stdout, done.stdout + done.stderr
+    ignores = [(name, line.strip()) for name in FILES for line in (WORKFLOWS / name).read_text().splitlines()
+               if "zizmor: ignore[" in line]
+    assert ignores, "pr-comment.yml's workflow_run trigger is an accepted, justified finding"
+    for name, line in ignores:
+        assert len(line.split("]", 1)[1].strip()) >= 40, f"{name}: an ignore without its reason: {line}"
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_every_action_is_pinned_by_commit_sha_with_its_version(name):
+    text = (WORKFLOWS / name).read_text()
+    uses = re.findall(r"uses:\s*(\S+)(.*)", text)
+    assert uses
+    for ref, rest in uses:
+        assert PINNED.match(ref), f"{name}: {ref} is not pinned to a commit SHA"
+        assert re.search(r"#\s*v\d+\.\d+\.\d+", rest), f"{name}: {ref} carries no `# vX.Y.Z` comment"
+
+
+# ---------------------------------------------------------------- general hygiene
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -71,39 +132,163 @@ def test_ci_runs_make_test_on_hosted_runners():
     assert wf["permissions"] == {"contents": "read"}
 
 
-def test_gpu_bench_triggers_runner_and_fork_guard():
+# ---------------------------------------------------------------- the trust boundary
+
+
+def _all_jobs():
+    for name in FILES:
+        for job_id, job in _load(name)["jobs"].items():
+            yield name, job_id, job
+
+
+def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
+    """A job that checks out anything but the default branch is a PR job: untrusted label and
+    trust level, no environment, no secrets."""
+    pr_jobs = []
+    for name, job_id, job in _all_jobs():
+        for step in job.get("steps", []):
+            ref = (step.get("with") or {}).get("ref") if str(step.get("uses", "")).startswith("actions/checkout") else None
+            if ref and ref != "${{ github.event.repository.default_branch }}":
+                pr_jobs.append((name, job_id))
+                assert "untrusted" in _labels(job) and "trusted" not in _labels(job), (name, job_id)
+                assert job["env"]["ATTNWATCH_TRUST"] == "untrusted"
+                assert "environment" not in job and "secrets." not in str(job), (name, job_id)
+    assert pr_jobs == [("gpu-bench.yml", "compare")]
+
+
+def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
+    trusted = [(name, job_id, job) for name, job_id, job in _all_jobs() if "trusted" in _labels(job)]
+    assert {(n, j) for n, j, _ in trusted} == {("gpu-bench.yml", "measure"), ("gpu-bench.yml", "collect"),
+                                               ("pr-comment.yml", "ingest")}
+    for name, job_id, job in trusted:
+        assert _labels(job)[0] == "self-hosted" and "untrusted" not in _labels(job)
+        assert job["environment"] == "attnwatch-history", (name, job_id)  # main-only branch rule
+        assert job["env"]["ATTNWATCH_TRUST"] == "trusted"
+        assert "pull_request" not in str(job.get("if", "")), (name, job_id)
+        for step in job["steps"]:
+            if str(step.get("uses", "")).startswith("actions/checkout"):
+                assert step["with"].get("ref", "${{ github.event.repository.default_branch }}") == \
+                    "${{ github.event.repository.default_branch }}"
+    # The history's credentials appear nowhere else.
+    for name, job_id, job in _all_jobs():
+        if "secrets." in str(job):
+            assert "trusted" in _labels(job) and "ATTNWATCH_CATALOG_PASSWORD" in str(job), (name, job_id)
+
+
+def test_the_pr_event_never_reaches_a_trusted_job():
+    wf = _load("gpu-bench.yml")
+    measure_if = _flat(wf["jobs"]["measure"]["if"])
+    assert "pull_request" not in measure_if
+    assert wf["jobs"]["collect"]["needs"] == "measure"  # so it never runs without a trusted measure job
+    assert "needs.measure.result != 'skipped'" in _flat(wf["jobs"]["collect"]["if"])
+
+
+def test_gpu_bench_runs_a_matrix_over_gpu_labels():
     wf = _load("gpu-bench.yml")
     assert set(wf["on"]) == {"push", "pull_request", "schedule", "workflow_dispatch"}
     assert wf["on"]["push"]["branches"] == ["main"]
     assert wf["permissions"] == {"contents": "read"}
+    measure = wf["jobs"]["measure"]
+    assert measure["strategy"]["fail-fast"] is False
+    assert "fromJSON(vars.ATTNWATCH_GPU_LABELS" in measure["strategy"]["matrix"]["gpu"]
+    assert _labels(measure) == ["self-hosted", "gpu", "trusted", "${{ matrix.gpu }}"]
+    assert "${{ matrix.gpu }}" in next(s for s in measure["steps"] if "upload-artifact" in str(s.get("uses")))["with"]["name"]
     for job in wf["jobs"].values():
-        assert job["runs-on"] == ["self-hosted", "gpu"]
         assert job["timeout-minutes"] <= 180
+    assert "nightly" in measure["env"]["SHAPES"] and "--ncu" in measure["env"]["NCU"]
+
+
+def test_each_matrix_job_ingests_into_the_lake_or_one_collector_ingests_the_file():
+    wf = _load("gpu-bench.yml")
+    measure, collect = wf["jobs"]["measure"], wf["jobs"]["collect"]
+    lake_steps = [s for s in measure["steps"] if s.get("if") == "env.SHARED_LAKE == 'true'"]
+    assert [("attnwatch ingest" in s["run"], "attnwatch detect" in s["run"]) for s in lake_steps] == [(True, False), (False, True)]
+    assert measure["env"]["SHARED_LAKE"] == "${{ startsWith(vars.ATTNWATCH_DB, 'ducklake:') }}"
+    assert "!startsWith(vars.ATTNWATCH_DB, 'ducklake:')" in _flat(collect["if"])
+    assert "attnwatch-history" in _labels(collect)
+    download = next(s for s in collect["steps"] if "download-artifact" in str(s.get("uses")))
+    assert download["with"]["pattern"] == "attnwatch-bundle-*-${{ github.run_id }}-${{ github.run_attempt }}"
+    script = _script(collect)
+    assert script.index("attnwatch ingest") < script.index("attnwatch detect")
+    assert 'for bundle in "${bundles[@]}"' in script  # one at a time: a refused bundle costs only itself
+    # No concurrency group on writers: GitHub would cancel a pending ingest when a newer one queues.
+    assert "concurrency" not in collect and "concurrency" not in _load("pr-comment.yml")["jobs"]["ingest"]
+
+
+def test_a_partial_run_is_ingested_and_scanned_then_the_job_fails():
+    """`attnwatch run` exits 1 when cases crashed (its bundle says `partial`): the steps after it
+    must still run, and the job must still end red."""
+    wf = _load("gpu-bench.yml")
+    steps = wf["jobs"]["measure"]["steps"]
+    names = [s.get("name") or s.get("uses", "").split("@")[0] for s in steps]
+    measure = steps[names.index("measure")]
+    assert measure["id"] == "measure" and measure["continue-on-error"] is True
+    for step in steps[names.index("measure") + 1:]:
+        condition = str(step.get("if", ""))
+        assert "success()" not in condition and "steps.measure.outcome == 'success'" not in condition
+    assert steps[-1]["if"] == "steps.measure.outcome == 'failure'" and "exit 1" in steps[-1]["run"]
+    upload = steps[names.index("actions/upload-artifact")]
+    assert upload["if"] == "always()"
+    # The file collector runs after failed matrix jobs too, and detection after a refused bundle.
+    collect = wf["jobs"]["collect"]
+    assert "!cancelled()" in collect["if"] and "needs.measure.result != 'skipped'" in _flat(collect["if"])
+    assert next(s for s in collect["steps"] if "attnwatch detect" in s.get("run", ""))["if"] == "${{ !cancelled() }}"
+
+
+def test_same_repository_prs_are_compared_on_the_untrusted_runner():
+    wf = _load("gpu-bench.yml")
     compare = wf["jobs"]["compare"]
-    guard = re.sub(r"\s+", " ", compare["if"])
+    guard = _flat(compare["if"])
     assert "github.event.pull_request.head.repo.full_name == github.repository" in guard
-    assert "workflow_dispatch" in guard  # the deliberate maintainer path
-    script = " ".join(s.get("run", "") for s in compare["steps"])
-    assert "attnwatch compare" in script and "--fail-on regression" in script
+    assert "needs.approve-dispatch.result == 'success'" in guard
+    script = _script(compare)
+    assert "attnwatch compare" in script and "--fail-on regression" in script and '--head "$HEAD_SHA"' in script
     uploads = [s for s in compare["steps"] if str(s.get("uses", "")).startswith("actions/upload-artifact")]
     assert uploads and uploads[0]["with"]["name"] == "attnwatch-compare" and uploads[0]["if"] == "always()"
-    history = wf["jobs"]["history"]
-    assert history["concurrency"] == {"group": "attnwatch-history", "cancel-in-progress": False}
-    steps = " ".join(s.get("run", "") for s in history["steps"])
-    assert steps.index("attnwatch run") < steps.index("attnwatch ingest") < steps.index("attnwatch detect")
-    assert "ATTNWATCH_DB" in history["env"]
-    assert "nightly" in history["env"]["SHAPES"] and "--ncu" in history["env"]["NCU"]
 
 
-def test_pr_comment_never_runs_pr_code():
+def test_a_dispatch_measures_the_sha_the_maintainer_named_after_approval():
+    wf = _load("gpu-bench.yml")
+    inputs = wf["on"]["workflow_dispatch"]["inputs"]
+    assert {"pr", "sha"} <= set(inputs)
+    approve = wf["jobs"]["approve-dispatch"]
+    assert approve["environment"] == "gpu-pr-dispatch"  # required reviewers
+    assert not str(approve["runs-on"]).startswith("self-hosted")
+    step = approve["steps"][0]
+    assert step["env"]["SHA"] == "${{ inputs.sha }}" and step["env"]["PR"] == "${{ inputs.pr }}"
+    assert "pulls/$PR" in step["run"] and '"$head" != "$SHA"' in step["run"]
+    compare = wf["jobs"]["compare"]
+    assert compare["needs"] == "approve-dispatch"
+    checkout = next(s for s in compare["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
+    assert checkout["with"]["ref"].endswith("|| inputs.sha }}")
+    assert "refs/pull" not in (WORKFLOWS / "gpu-bench.yml").read_text()  # never a PR ref that moves after review
+
+
+def test_the_dispatch_run_title_is_what_the_comment_job_parses():
+    wf = _load("gpu-bench.yml")
+    template = re.search(r"format\('([^']*)', inputs\.pr, inputs\.sha\)", wf["run-name"]).group(1)
+    title = template.replace("{0}", "12").replace("{1}", "a" * 40)
+    assert DISPATCH_TITLE.match(title).groups() == ("12", "a" * 40)
+    assert "inputs.mode == 'compare'" in wf["run-name"]
+
+
+# ---------------------------------------------------------------- the comment workflow
+
+
+def test_pr_comment_accepts_only_this_repositorys_gpu_bench_and_never_runs_pr_code():
     wf = _load("pr-comment.yml")
-    assert wf["on"] == {"workflow_run": {"workflows": ["gpu-bench"], "types": ["completed"]}}
-    assert wf["permissions"] == {"pull-requests": "write", "actions": "read"}
+    assert wf["on"] == {"workflow_run": {"workflows": [_load("gpu-bench.yml")["name"]], "types": ["completed"]}}
+    assert (WORKFLOWS / Path(WORKFLOW_PATH).name).is_file() and WORKFLOW_PATH.startswith(".github/workflows/")
+    assert wf["permissions"] == {}
     assert "head_sha" in wf["concurrency"]["group"]
-    (job,) = wf["jobs"].values()
-    assert not str(job["runs-on"]).startswith("self-hosted")
+    comment = wf["jobs"]["comment"]
+    guard = _flat(comment["if"])
+    assert "github.event.workflow_run.head_repository.full_name == github.repository" in guard
+    assert f"github.event.workflow_run.path == '{WORKFLOW_PATH}'" in guard
+    assert comment["permissions"] == {"contents": "read", "pull-requests": "write", "actions": "read"}
+    assert not str(comment["runs-on"]).startswith("self-hosted")
     text = (WORKFLOWS / "pr-comment.yml").read_text()
-    for step in job["steps"]:
+    for step in _steps(wf):
         uses = str(step.get("uses", ""))
         if uses.startswith("actions/checkout"):
             assert step["with"]["ref"] == "${{ github.event.repository.default_branch }}"
@@ -111,7 +296,18 @@ def test_pr_comment_never_runs_pr_code():
             assert step["with"]["path"].startswith("${{ runner.temp }}")
             assert step["with"]["run-id"] == "${{ github.event.workflow_run.id }}"
     assert "head_branch" not in text and "pull_request.head" not in text  # nothing from the PR selects code
-    comment = next(s for s in job["steps"] if "attnwatch comment" in s.get("run", ""))
-    assert comment["env"]["HEAD_SHA"] == "${{ github.event.workflow_run.head_sha }}"
-    assert "untrusted-compare/compare.json" in comment["run"]
-    assert '--sha "$HEAD_SHA"' in comment["run"] and comment["env"]["EVENT"] == "${{ github.event.workflow_run.event }}"
+    step = next(s for s in comment["steps"] if "attnwatch comment" in s.get("run", ""))
+    assert '--workflow-run-event "$GITHUB_EVENT_PATH"' in step["run"] and "--sha" not in step["run"]
+    assert "untrusted-compare/compare.json" in step["run"]
+
+
+def test_pr_comment_stores_the_rounds_as_runs_of_the_checked_pr():
+    wf = _load("pr-comment.yml")
+    comment, ingest = wf["jobs"]["comment"], wf["jobs"]["ingest"]
+    assert set(comment["outputs"]) == {"pr", "head_sha", "source_run"}
+    assert all(v.startswith("${{ steps.comment.outputs.") for v in comment["outputs"].values())
+    assert ingest["needs"] == "comment" and ingest["if"] == "${{ !cancelled() && needs.comment.outputs.pr != '' }}"
+    step = next(s for s in ingest["steps"] if "attnwatch ingest" in s.get("run", ""))
+    assert step["env"]["PR"] == "${{ needs.comment.outputs.pr }}"
+    assert step["env"]["HEAD_SHA"] == "${{ needs.comment.outputs.head_sha }}"
+    assert '--pull-request "$PR" --head-sha "$HEAD_SHA" --source-run "$SOURCE_RUN"' in _flat(step["run"])

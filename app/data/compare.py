@@ -1,16 +1,18 @@
 """The Compare page's data: two runs side by side, case by case.
 
 The medians, gaps and statuses are the stored ones. Where both runs stored their raw samples,
-each case gets a head/base interval by the method CI's `pooled` A/B uses (percentile bootstrap
-of the ratio of medians, each side resampled independently: Efron & Tibshirani 1993, ch. 13;
-same confidence and resample count), and the verdict comes from CI's own rule and thresholds
+each case gets a head/base interval from the very code a PR comment's interval comes from
+(`history.detection.ab.hierarchical_intervals`, the two-level bootstrap of `attnwatch compare`;
+same confidence, resample count and seed), and the verdict from CI's own rule and thresholds
 (`history.detection.ab.verdict`, the GPU's min_effect from the thresholds file), so the
-dashboard and a PR comment cannot disagree on what counts as a regression. Without samples
-only the ratio of stored medians is shown, with no verdict.
+dashboard and a PR comment given the same samples report the same bounds and verdicts. Each
+run is one round (one process): with a single round per side the outer level has nothing to
+resample, so run-to-run variation is not in the interval, as the page's caption says. Without
+samples only the ratio of stored medians is shown, with no verdict.
 
-The bootstrap is computed for all cases at once (`batched_median_ratio_intervals`): a main run
-has hundreds of cases with hundreds of samples each, and one-case-at-a-time resampling took
-over 6 s for 240 cases x 300 samples on the 2-core CI machine; the batched form is ~0.1 s.
+The estimator resamples all cases of a run at once: a main run has hundreds of cases with
+hundreds of samples each, and one-case-at-a-time resampling took over 6 s for 240 cases x 300
+samples on the 2-core CI machine; the batched form takes 0.13-0.16 s there (load average ~13).
 """
 
 from __future__ import annotations
@@ -20,58 +22,18 @@ import pandas as pd
 
 from app.data import quality
 from app.data.store import Source, cached_query, read_frame
-from history.detection.ab import ABInterval, verdict
+from history.detection.ab import ABInterval, hierarchical_intervals, verdict
 from history.detection.thresholds import load_thresholds
 
 RESAMPLES = 2000  # as CI's A/B intervals
 SEED = 0  # fixed: the same pair of runs always gets the same intervals
 
 
-def resampled_medians(sorted_values: np.ndarray, sorted_indices: np.ndarray) -> np.ndarray:
-    """Medians of bootstrap resamples of many samples at once.
-
-    `sorted_values` (cases, n): each case's samples in ascending order. `sorted_indices`
-    (resamples, n): each row a resample's indices (drawn with replacement), sorted ascending.
-    Because the values are sorted, the k-th smallest value of a resample is
-    sorted_values[sorted_index[k]], so a resample's median is read at the middle rank(s)
-    without sorting any values: O(resamples * n log n) once for the indices, then a gather.
-    Identical to np.median(sorted_values[idx]) for the same draw; resampling the sorted sample
-    is the same bootstrap as resampling it in any order. Returns (cases, resamples).
-    """
-    n = sorted_values.shape[1]
-    mid = n // 2
-    if n % 2:
-        return sorted_values[:, sorted_indices[:, mid]]
-    return (sorted_values[:, sorted_indices[:, mid - 1]] + sorted_values[:, sorted_indices[:, mid]]) / 2.0
-
-
-def batched_median_ratio_intervals(
-    base: dict[str, list[float]], head: dict[str, list[float]], confidence: float,
-    resamples: int = RESAMPLES, seed: int = SEED,
-) -> dict[str, ABInterval]:
-    """Percentile-bootstrap interval of median(head)/median(base) for every case in both dicts.
-
-    Cases with the same sample counts share one index draw per side (each case's bootstrap is
-    still exact; only cases' draws are correlated, which no per-case interval depends on).
-    """
-    rng = np.random.default_rng(seed)
-    alpha = (1.0 - confidence) / 2.0
-    groups: dict[tuple[int, int], list[str]] = {}
-    for case in sorted(set(base) & set(head)):
-        if len(base[case]) and len(head[case]):
-            groups.setdefault((len(base[case]), len(head[case])), []).append(case)
-    out: dict[str, ABInterval] = {}
-    for (nb, nh), cases in groups.items():
-        b = np.sort(np.asarray([base[c] for c in cases], dtype=np.float64), axis=1)
-        h = np.sort(np.asarray([head[c] for c in cases], dtype=np.float64), axis=1)
-        ib = np.sort(rng.integers(0, nb, size=(resamples, nb)), axis=1)
-        ih = np.sort(rng.integers(0, nh, size=(resamples, nh)), axis=1)
-        ratios = resampled_medians(h, ih) / resampled_medians(b, ib)
-        lows, highs = np.quantile(ratios, [alpha, 1.0 - alpha], axis=1)
-        points = np.median(h, axis=1) / np.median(b, axis=1)
-        for i, case in enumerate(cases):
-            out[case] = ABInterval(float(points[i]), float(lows[i]), float(highs[i]), confidence, "pooled", 1)
-    return out
+def run_intervals(base: dict[str, list[float]], head: dict[str, list[float]], confidence: float) -> dict[str, ABInterval]:
+    """The head/base interval of every case both runs have samples of, each run one round."""
+    measured = [case for case in sorted(set(base) & set(head)) if len(base[case]) and len(head[case])]
+    return hierarchical_intervals({c: [base[c]] for c in measured}, {c: [head[c]] for c in measured},
+                                  confidence, RESAMPLES, SEED)
 
 
 def default_pair(recent: pd.DataFrame, head_id: str | None = None) -> tuple[str | None, str | None]:
@@ -157,7 +119,7 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
     base_samples = run_samples(source, base_run)
     head_samples = run_samples(source, head_run)
     thresholds = load_thresholds(gpu)
-    intervals = batched_median_ratio_intervals(base_samples, head_samples, thresholds.confidence)
+    intervals = run_intervals(base_samples, head_samples, thresholds.confidence)
     lows, highs, verdicts = [], [], []
     for row in pair.itertuples():
         status = _status_verdict(row.base_status, row.head_status)

@@ -1,5 +1,9 @@
 """The Overview page's data: one GPU's latest main run, every case, its change against the main
-run before it, its recent trend, what the harness stored about its quality, and alerts."""
+run before it, its recent trend, what the harness stored about its quality, and alerts.
+
+`pool` narrows each query to one pool of that GPU model (a host, unless runners declared shared
+pools: history.series_key): the latest run and the sparklines of one host are not mixed with
+another host's. None means every pool."""
 
 from __future__ import annotations
 
@@ -14,44 +18,46 @@ SPARKLINE_RUNS = 20
 
 @cached_query
 def gpu_summary(source: Source) -> pd.DataFrame:
-    """One row per GPU: its latest complete main run, case counts by outcome, open alerts."""
+    """One row per GPU and host (pool): its latest complete main run, case counts by outcome,
+    open alerts by kind (regressions and improvements are different news)."""
     return read_frame(
         source,
         """
         WITH open_alerts AS (
-            SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu,
+            SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, coalesce(a.pool, u.pool) AS pool,
                    count(*) FILTER (WHERE a.kind = 'regression') AS open_regressions,
                    count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements,
                    count(*) FILTER (WHERE a.kind = 'correctness') AS open_correctness
-            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1
+            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1, 2
         )
-        SELECT coalesce(l.gpu_name, l.device_kind) AS gpu, l.run_id, l.commit_sha, l.started_at, l.synthetic,
-               s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
+        SELECT coalesce(l.gpu_name, l.device_kind) AS gpu, l.pool AS host, l.run_id, l.commit_sha, l.started_at,
+               l.synthetic, s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
                coalesce(o.open_regressions, 0) AS open_regressions, coalesce(o.open_improvements, 0) AS open_improvements,
                coalesce(o.open_correctness, 0) AS open_correctness_alerts
         FROM latest_main_runs l JOIN run_summaries s USING (run_id)
-        LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind)
-        ORDER BY gpu
+        LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind) AND o.pool IS NOT DISTINCT FROM l.pool
+        ORDER BY gpu, host
         """,
     )
 
 
 @cached_query
-def newest_main_run_any_status(source: Source, gpu: str) -> pd.DataFrame:
+def newest_main_run_any_status(source: Source, gpu: str, pool: str | None = None) -> pd.DataFrame:
     """The newest main run on `gpu` whatever its status: a failed or partial one gets a notice."""
     return read_frame(
         source,
         """
         SELECT run_id, status, started_at, commit_sha FROM runs
-        WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ?
+        WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
         ORDER BY started_at DESC, run_id DESC LIMIT 1
         """,
-        [gpu],
+        [gpu, pool, pool],
     )
 
 
 @cached_query
-def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS) -> pd.DataFrame:
+def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS,
+                 pool: str | None = None) -> pd.DataFrame:
     """Every case of `run_id` with its stored figures, correctness over seeds (NULL: not
     checked), its change against the main run before it (`runs.main_run_before`), the median
     latency of the last `spark_runs` main runs on the same GPU (oldest first; `trend_rel` is the
@@ -63,7 +69,7 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
         """
         WITH recent AS (
             SELECT run_id, started_at FROM runs
-            WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ?
+            WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
               AND started_at <= (SELECT started_at FROM runs WHERE run_id = ?)
             ORDER BY started_at DESC, run_id DESC LIMIT ?
         ),
@@ -84,6 +90,7 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
                    count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements
             FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
             WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
+              AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
             GROUP BY a.case_id
         ),
         prev AS (SELECT case_id, median_us FROM results WHERE run_id = ? AND status = 'ok')
@@ -104,13 +111,13 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
         WHERE res.run_id = ?
         ORDER BY res.shape_id, res.dtype, res.causal, res.variant
         """,
-        [gpu, run_id, int(spark_runs), gpu, previous, run_id],
+        [gpu, pool, pool, run_id, int(spark_runs), gpu, pool, pool, previous, run_id],
     )
 
 
 @cached_query
-def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200) -> pd.DataFrame:
-    """Open alerts on one GPU, newest first."""
+def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200, pool: str | None = None) -> pd.DataFrame:
+    """Open alerts on one GPU (and pool), newest first."""
     return read_frame(
         source,
         """
@@ -118,7 +125,8 @@ def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200) -> pd.DataFr
                a.commit_sha, a.run_id, a.created_at, a.detail
         FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
         WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
+          AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
         ORDER BY a.created_at DESC, a.alert_id DESC LIMIT ?
         """,
-        [gpu, int(limit)],
+        [gpu, pool, pool, int(limit)],
     )

@@ -1,6 +1,7 @@
 """The first page's data: what the last push changed, on every GPU at once.
 
-For each GPU, the newest main run (whatever its status) is compared with the main run before it
+For each GPU (and each host of a GPU model that ran on several: its pool, history.series_key,
+a series of its own), the newest main run (whatever its status) is compared with the main run before it
 (`runs.main_run_before`: the newest earlier main run that did not fail outright) case by case,
 through the Compare page's own code (`compare.compare_runs`: stored medians, the interval from
 both runs' samples, CI's verdict rule and the GPU's min_effect), so the two pages cannot
@@ -28,25 +29,27 @@ NO_SAMPLES = "ratio only (no samples stored)"
 
 @cached_query
 def newest_main_runs(source: Source) -> pd.DataFrame:
-    """One row per GPU: its newest main run, the run it is compared with, and whether the newest
-    run checked correctness at all (a run with no check has no failures to count)."""
+    """One row per GPU and pool: its newest main run, the run it is compared with, whether the
+    newest run checked correctness at all (a run with no check has no failures to count), and
+    `host`: the pool, named only where the GPU model ran on several."""
     heads = read_frame(
         source,
         """
-        SELECT gpu, run_id, commit_sha, status, started_at, synthetic,
+        SELECT gpu, CASE WHEN count(*) OVER (PARTITION BY gpu) > 1 THEN pool END AS host, run_id, commit_sha,
+               status, started_at, synthetic,
                EXISTS (SELECT 1 FROM correctness k WHERE k.run_id = newest.run_id) AS correctness_checked
-        FROM (SELECT coalesce(gpu_name, device_kind) AS gpu, run_id, commit_sha, status, started_at, synthetic
+        FROM (SELECT coalesce(gpu_name, device_kind) AS gpu, pool, run_id, commit_sha, status, started_at, synthetic
               FROM runs WHERE branch = 'main'
-              QUALIFY row_number() OVER (PARTITION BY coalesce(gpu_name, device_kind)
+              QUALIFY row_number() OVER (PARTITION BY coalesce(gpu_name, device_kind), pool
                                          ORDER BY started_at DESC, run_id DESC) = 1) AS newest
-        ORDER BY started_at DESC, gpu
+        ORDER BY started_at DESC, gpu, host
         """,
     )
     heads["base_run"] = pd.Series([main_run_before(source, r) for r in heads["run_id"]], index=heads.index, dtype=object)
     bases = read_frame(source, "SELECT run_id AS base_run, commit_sha AS base_commit FROM runs WHERE list_contains(?, run_id)",
                        [[b for b in heads["base_run"] if b]])
     out = heads.merge(bases, on="base_run", how="left")
-    return out.astype({"base_run": object, "base_commit": object}).where(out.notna(), None)
+    return out.astype({"base_run": object, "base_commit": object, "host": object}).where(out.notna(), None)
 
 
 def _classify(row, min_effect: float) -> str | None:
@@ -116,16 +119,17 @@ def push_changes(source: Source) -> pd.DataFrame:
         table = compare.compare_runs(source, pair.base_run, pair.run_id, pair.gpu).copy()
         min_effect = load_thresholds(pair.gpu).min_effect
         table.insert(0, "gpu", pair.gpu)
+        table.insert(1, "host", pair.host)
         table["base_run"], table["head_run"] = pair.base_run, pair.run_id
         table["section"] = [_classify(r, min_effect) for r in table.itertuples()]
         table["real"] = [assess(r, min_effect) for r in table.itertuples()]
         span = commit_range(pair.base_commit, pair.commit_sha)
-        table["trend_query"] = [case_trend_query(pair.gpu, c, commits=span) for c in table["case_id"]]
+        table["trend_query"] = [case_trend_query(pair.gpu, c, commits=span, host=pair.host) for c in table["case_id"]]
         if not pair.correctness_checked:
             table["correctness"] = "not run"
         frames.append(table)
     if not frames:
-        return pd.DataFrame(columns=["gpu", "case_id", "section", "verdict", "correctness", "real"])
+        return pd.DataFrame(columns=["gpu", "host", "case_id", "section", "verdict", "correctness", "real"])
     out = pd.concat(frames, ignore_index=True)
     out["sort_effect"] = [_sure_effect(r) for r in out.itertuples()]
     return out

@@ -54,16 +54,30 @@ def history_shape(source: Source) -> HistoryShape:
 
 
 @cached_query
-def latest_main_run(source: Source, gpu: str) -> pd.DataFrame:
-    """The newest main-branch run on `gpu` (empty frame when that GPU has none)."""
+def gpu_pools(source: Source, gpu: str) -> list[str]:
+    """The pools (hosts, unless runners declared shared pools: history.series_key) that ran on
+    `gpu`, most runs first: each is a series of its own."""
+    frame = read_frame(
+        source,
+        "SELECT pool FROM runs WHERE coalesce(gpu_name, device_kind) = ? AND pool IS NOT NULL "
+        "GROUP BY pool ORDER BY count(*) DESC, pool",
+        [gpu],
+    )
+    return [str(p) for p in frame["pool"]]
+
+
+@cached_query
+def latest_main_run(source: Source, gpu: str, pool: str | None = None) -> pd.DataFrame:
+    """The newest main-branch run on `gpu` in `pool` (every pool's when None; empty when none)."""
     return read_frame(
         source,
         f"""
         SELECT {RUN_COLUMNS} FROM latest_main_runs l
         JOIN runs r USING (run_id) LEFT JOIN commits c ON c.sha = r.commit_sha
-        WHERE coalesce(r.gpu_name, r.device_kind) = ?
+        WHERE coalesce(r.gpu_name, r.device_kind) = ? AND (?::VARCHAR IS NULL OR r.pool = ?)
+        ORDER BY r.started_at DESC
         """,
-        [gpu],
+        [gpu, pool, pool],
     )
 
 
@@ -115,13 +129,15 @@ def runs_by_id(source: Source, run_ids: tuple[str, ...]) -> pd.DataFrame:
 
 @cached_query
 def main_run_before(source: Source, run_id: str) -> str | None:
-    """The newest main run on the same GPU that started before `run_id` and did not fail
-    outright (complete or partial): what "the run before it" means on every page."""
+    """The newest main run on the same GPU and pool (host: history.series_key) that started before
+    `run_id` and did not fail outright (complete or partial): what "the run before it" means on
+    every page."""
     frame = read_frame(
         source,
         """
         SELECT b.run_id FROM runs h JOIN runs b
           ON coalesce(b.gpu_name, b.device_kind) = coalesce(h.gpu_name, h.device_kind)
+         AND b.pool IS NOT DISTINCT FROM h.pool
          AND b.branch = 'main' AND b.status <> 'failed' AND b.run_id <> h.run_id
          AND (b.started_at < h.started_at OR (b.started_at = h.started_at AND b.run_id < h.run_id))
         WHERE h.run_id = ?

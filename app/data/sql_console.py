@@ -1,6 +1,7 @@
 """The SQL page's data: user queries through history.sql (read-only, external access off,
-configuration locked, memory, threads and time limited: the same path as `attnwatch sql`),
-the schema for the browser, and the example queries (sql_examples.toml)."""
+configuration locked, memory, spill, threads, time, rows and bytes limited, in a child process:
+the same path as `attnwatch sql`), the schema for the browser, and the example queries
+(sql_examples.toml)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from history.errors import HistoryError, QueryError
 
 EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
 MAX_ROWS = 10_000
+MAX_BYTES = 16 * 2**20  # what one result may hold: it is sent to the browser, and kept per session
 TIMEOUT_S = 10.0
 
 
@@ -34,13 +36,14 @@ def examples(path: Path = EXAMPLES_FILE) -> list[Example]:
 
 
 def run_query(source: Source, sql: str) -> pd.DataFrame:
-    """A user's query, limited to MAX_ROWS rows and TIMEOUT_S seconds.
+    """A user's query, limited to MAX_ROWS rows, MAX_BYTES bytes and TIMEOUT_S seconds.
 
     Raises QueryError for anything that goes wrong, including a file DuckDB cannot open, so
-    the page has one kind of failure to show. `frame.attrs["truncated"]` says if rows were cut.
+    the page has one kind of failure to show. `frame.attrs["truncated"]` says if the result was
+    cut, `frame.attrs["cut"]` by which limit ('rows' or 'bytes').
     """
     try:
-        return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S)
+        return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S, max_bytes=MAX_BYTES)
     except QueryError:
         raise
     except (HistoryError, duckdb.Error) as exc:
@@ -57,6 +60,20 @@ def schema(source: Source) -> pd.DataFrame:
 
 
 def to_parquet(frame: pd.DataFrame) -> bytes:
+    """The frame as Parquet bytes; raises QueryError for a column type Parquet cannot hold (INTERVAL)."""
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, index=False)
+    try:
+        frame.to_parquet(buffer, index=False)
+    except (ValueError, TypeError, OverflowError, NotImplementedError) as exc:  # what pyarrow raises
+        raise QueryError(f"no Parquet for this result: {str(exc).splitlines()[0]} (cast that column to VARCHAR)") from None
     return buffer.getvalue()
+
+
+def limit_note(frame: pd.DataFrame) -> str:
+    """Which limit cut the result, for the caption; empty when nothing was cut."""
+    cut = frame.attrs.get("cut")
+    if cut == "bytes":
+        return f", cut at the {MAX_BYTES // 2**20} MiB limit"
+    if cut == "rows" or frame.attrs.get("truncated"):
+        return f", cut at the {MAX_ROWS:,}-row limit"
+    return ""

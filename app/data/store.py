@@ -1,4 +1,4 @@
-"""Where the dashboard's data comes from: the history file, read through short-lived connections.
+"""Where the dashboard's data comes from: the history (a file or a lake), read per query.
 
 DuckDB lets one process write a file, and a read-only connection that stays open blocks that
 writer. So the dashboard never keeps a connection: every query opens one with
@@ -6,6 +6,9 @@ writer. So the dashboard never keeps a connection: every query opens one with
 (`cached_query`) under a key that includes the file's *signature* (size and modification
 time of the database and its write-ahead log), so the moment an ingest commits, the next
 page view reads fresh data, and while nothing changes no query reaches the file at all.
+
+A lake (ATTNWATCH_DB=ducklake:postgres:...) has no file to stat: its signature is the id of its
+latest snapshot, which every commit advances, read on this process's shared lake reader.
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import pandas as pd
 import streamlit as st
 
 from history.db import open_read, upgrade
-from history.errors import SchemaTooNewError
-from history.paths import default_db_path
+from history.errors import HistoryNotFoundError, SchemaTooNewError
+from history.lake import current_snapshot
+from history.location import HistoryLocation, default_location, parse_location
 
 # Seconds a cached result may be served even if the signature did not change (belt and braces
 # against a file system with coarse mtimes).
@@ -34,7 +38,7 @@ class HistoryUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Source:
-    """One version of the history file: the path and what its bytes looked like when read."""
+    """One version of the history: its location's text and what it looked like when read."""
 
     path: str
     signature: tuple[int, ...]
@@ -54,11 +58,26 @@ def _stat(path: Path) -> tuple[int, int]:
 
 def current_source(path: str | os.PathLike[str] | None = None) -> Source:
     """The history named by ATTNWATCH_DB (or the default path), with its current signature."""
-    db = Path(path) if path is not None else default_db_path()
+    location = parse_location(path) if path is not None else default_location()
+    if location.is_lake:
+        return Source(location.label, _lake_signature(location))
+    db = location.path
     main = _stat(db)
     wal = _stat(db.with_name(db.name + ".wal"))
     exists = 1 if db.exists() else 0
     return Source(str(db), (exists, *main, *wal))
+
+
+def _lake_signature(location: HistoryLocation) -> tuple[int, ...]:
+    """(1, latest snapshot id); (0,) when the lake was never created; (1, -1) when unreadable
+    now (the query that follows reports why)."""
+    try:
+        with open_read(location) as con:
+            return (1, current_snapshot(con))
+    except HistoryNotFoundError:
+        return (0,)
+    except Exception:  # duckdb and the catalog raise many types; read_frame shows the message
+        return (1, -1)
 
 
 def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:

@@ -1,5 +1,9 @@
 """The Trends page's data: one metric over runs for chosen cases on one GPU and branch.
 
+`pool` narrows to one pool of that GPU (a host, unless runners declared shared pools:
+history.series_key); with None every pool is drawn and each is a series of its own (its name
+ends the series label), so two hosts never interleave into one line.
+
 Aggregation happens in DuckDB and the number of runs plotted is capped (`max_runs`, newest
 first), so a history of a million results draws as fast as one of a hundred.
 """
@@ -18,11 +22,21 @@ class Metric:
     """A plottable column: where it is stored, its band columns (if any) and its unit."""
 
     label: str
-    table: str  # "results" (alias r) or "ncu_cases" (alias n)
+    table: str  # a key of JOINS: where the column is read
     column: str
     p10: str | None = None
     p90: str | None = None
     higher_is_better: bool = False
+    ok_only: bool = True  # only cases that timed fine; a correctness check ran before timing, whatever followed
+
+
+# Where a metric's column lives (alias, join onto results r). Correctness: the worst of a case's
+# seeds in a run (the correctness_summaries view, migrations 001 and 005).
+JOINS = {
+    "results": ("r", ""),
+    "ncu_cases": ("n", "JOIN ncu_cases n ON n.run_id = r.run_id AND n.case_id = r.case_id"),
+    "correctness": ("k", "JOIN correctness_summaries k ON k.run_id = r.run_id AND k.case_id = r.case_id"),
+}
 
 
 # Every metric is read as stored by CI; none is recomputed here.
@@ -43,6 +57,9 @@ METRICS: dict[str, Metric] = {m.label: m for m in (
     Metric("ncu: registers per thread", "ncu_cases", "registers_per_thread"),
     Metric("ncu: local memory (spill) bytes", "ncu_cases", "local_memory_bytes"),
     Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
+    Metric("correctness: max abs error", "correctness", "worst_max_abs_err", ok_only=False),
+    Metric("correctness: relative error", "correctness", "worst_rel_err", ok_only=False),
+    Metric("correctness: tolerance used (1 = fails)", "correctness", "worst_tolerance_used", ok_only=False),
 )}
 
 METRIC_BY_COLUMN: dict[str, str] = {m.column: label for label, m in METRICS.items()}
@@ -51,6 +68,11 @@ SERIES_LABEL = (
     "r.variant || ' · ' || coalesce(r.shape_id, '?') || ' · ' || coalesce(r.dtype, '?')"
     " || CASE WHEN r.causal THEN ' · causal' ELSE '' END"
 )
+
+
+def series_label(pool: str | None, runs_alias: str) -> str:
+    """SERIES_LABEL, with the run's pool appended when every pool is drawn (`pool` None)."""
+    return SERIES_LABEL if pool is not None else f"{SERIES_LABEL} || ' · ' || {runs_alias}.pool"
 
 
 @cached_query
@@ -73,8 +95,7 @@ def trend_options(source: Source) -> dict[str, list]:
 
 def _value_sql(metric: Metric) -> tuple[str, str, str, str]:
     """(value, p10, p90, join) SQL fragments for a metric; column names come from METRICS only."""
-    alias = "r" if metric.table == "results" else "n"
-    join = "" if metric.table == "results" else "JOIN ncu_cases n ON n.run_id = r.run_id AND n.case_id = r.case_id"
+    alias, join = JOINS[metric.table]
     p10 = f"{alias}.{metric.p10}" if metric.p10 else "NULL::DOUBLE"
     p90 = f"{alias}.{metric.p90}" if metric.p90 else "NULL::DOUBLE"
     return f"{alias}.{metric.column}", p10, p90, join
@@ -91,6 +112,7 @@ def trend_series(
     dtype: str,
     causal: bool,
     max_runs: int = 200,
+    pool: str | None = None,
 ) -> pd.DataFrame:
     """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in commit
     order (commit date, then run start: as detection's `case_series`), oldest first.
@@ -98,47 +120,52 @@ def trend_series(
     Also returned per point: the run's place on the commit axis (`x`, `x_order`), and what the
     harness stored about the number's quality (converged, rel_spread, throttled_samples,
     graph_median_us, median_us: app.data.quality marks them). Failed or skipped cases have no
-    value and are left out (the chart shows a gap there).
+    value and are left out (the chart shows a gap there); a correctness metric is kept for every
+    case that was checked, whatever its timing did.
     """
     metric = METRICS[metric_label]
     value, p10, p90, join = _value_sql(metric)
+    status = "r.status = 'ok' AND " if metric.ok_only else ""
     frame = read_frame(
         source,
         f"""
         WITH picked AS (
-            SELECT u.run_id, u.started_at, u.commit_sha, coalesce(c.committed_at, u.started_at) AS order_at
+            SELECT u.run_id, u.started_at, u.commit_sha, u.pool, coalesce(c.committed_at, u.started_at) AS order_at
             FROM runs u LEFT JOIN commits c ON c.sha = u.commit_sha
-            WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = ?
+            WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = ? AND (?::VARCHAR IS NULL OR u.pool = ?)
             ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         )
-        SELECT {SERIES_LABEL} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
-               {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
+        SELECT {series_label(pool, "p")} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
+               p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
                c.message AS commit_message, c.committed_at AS commit_date,
                r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
-        WHERE r.status = 'ok' AND {value} IS NOT NULL
+        WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
           AND r.dtype = ? AND r.causal = ?
         ORDER BY p.order_at, p.started_at, p.run_id, series
         """,
-        [gpu, branch, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
+        [gpu, branch, pool, pool, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
     )
     return with_commit_axis(frame)
 
 
 def with_commit_axis(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add `x_order` (0.. in commit order) and `x` (the commit's short sha; a commit measured more
-    than once gets `sha·2`, `sha·3` for its later runs), so the x axis is commits, not time."""
+    """Add `x` (the commit's short sha; a commit measured more than once on one pool gets `sha·2`,
+    `sha·3` for its later runs there) and `x_order` (0.. in commit order), so the x axis is
+    commits, not time, and the runs of one commit on different hosts share their place."""
     if frame.empty:
         return frame.assign(x=pd.Series(dtype=object), x_order=pd.Series(dtype="int64"))
-    runs = frame.drop_duplicates("run_id")[["run_id", "commit_sha", "order_at", "started_at"]]
-    runs = runs.sort_values(["order_at", "started_at", "run_id"]).reset_index(drop=True)
+    columns = ["run_id", "commit_sha", "order_at", "started_at"] + (["pool"] if "pool" in frame else [])
+    runs = frame.drop_duplicates("run_id")[columns].sort_values(["order_at", "started_at", "run_id"])
     short = runs["commit_sha"].fillna("?").str.slice(0, 7)
-    repeat = short.groupby(short).cumcount()
-    labels = [s if k == 0 else f"{s}·{k + 1}" for s, k in zip(short, repeat)]
-    axis = pd.DataFrame({"run_id": runs["run_id"], "x": labels, "x_order": range(len(runs))})
-    return frame.merge(axis, on="run_id", how="left")
+    keys = [runs["pool"].fillna(""), short] if "pool" in runs else [short]
+    repeat = short.groupby(keys).cumcount()
+    runs = runs.assign(x=[s if k == 0 else f"{s}·{k + 1}" for s, k in zip(short, repeat)])
+    order = {x: i for i, x in enumerate(dict.fromkeys(runs["x"]))}
+    runs = runs.assign(x_order=runs["x"].map(order))
+    return frame.merge(runs[["run_id", "x", "x_order"]], on="run_id", how="left")
 
 
 def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
@@ -155,7 +182,8 @@ def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
 
 
 @cached_query
-def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...]) -> pd.DataFrame:
+def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...],
+                 pool: str | None = None) -> pd.DataFrame:
     """Alerts (detection's change points and correctness failures) on the plotted cases,
     placed at their run with the plotted metric's value there."""
     metric = METRICS[metric_label]
@@ -163,7 +191,7 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
     return read_frame(
         source,
         f"""
-        SELECT {SERIES_LABEL} AS series, u.started_at, {value} AS value, a.kind, a.status,
+        SELECT {series_label(pool, "u")} AS series, u.started_at, {value} AS value, a.kind, a.status,
                a.alert_id, a.run_id, a.metric,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
                  || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
@@ -171,8 +199,9 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         JOIN runs u ON u.run_id = a.run_id
         JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
         WHERE coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ? AND list_contains(?, a.case_id)
+          AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
           AND {value} IS NOT NULL
         ORDER BY u.started_at
         """,
-        [gpu, list(case_ids)],
+        [gpu, list(case_ids), pool, pool],
     )

@@ -2,7 +2,7 @@
 alert with a label a reader can act on, and the series it was found on.
 
 A step alert sits at the first main run after the step (`alerts.run_id`); the commit range that
-caused it runs from the commit of the main run before that one on the same GPU (the newest
+caused it runs from the commit of the main run before that one on the same GPU and pool (the newest
 earlier main run that did not fail outright, as everywhere in the dashboard) to the alert's
 commit. All alerts with the same range form one group, across GPUs and metrics: one push that
 slowed a kernel everywhere is one thing to triage, not 48.
@@ -22,7 +22,7 @@ SERIES_METRICS = ("median_us", "gap_to_sdpa")
 _ALERTS = """
     WITH main AS (
         SELECT run_id, started_at,
-               lag(commit_sha) OVER (PARTITION BY coalesce(gpu_name, device_kind) ORDER BY started_at, run_id) AS prev_sha
+               lag(commit_sha) OVER (PARTITION BY coalesce(gpu_name, device_kind), pool ORDER BY started_at, run_id) AS prev_sha
         FROM runs WHERE branch = 'main' AND status <> 'failed'
     )
     SELECT a.alert_id, a.kind, a.metric, a.case_id, coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu,

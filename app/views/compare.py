@@ -118,10 +118,10 @@ def show_comparison(source, base, head, gpu) -> None:
     thresholds = load_thresholds(gpu)
     table = compare.compare_runs(source, base, head, gpu)
     st.caption(
-        f"Verdicts use CI's rule for {ui.md(gpu)}: head/base interval ({thresholds.confidence:.0%} pooled percentile "
-        f"bootstrap of the median ratio over both runs' stored samples, {compare.RESAMPLES} resamples, fixed seed) against a "
-        f"min_effect of {thresholds.min_effect:.1%}. Two separate runs also carry run-to-run drift that a "
-        "same-job A/B (what PR comments use) cancels."
+        f"Verdicts use CI's rule for {ui.md(gpu)}: head/base interval ({thresholds.confidence:.0%} two-level percentile "
+        f"bootstrap, the PR comment's own code, over both runs' stored samples, {compare.RESAMPLES} resamples, fixed seed) "
+        f"against a min_effect of {thresholds.min_effect:.1%}. Each run is a single round, so run-to-run drift is not "
+        "in the interval; a same-job A/B over several rounds (what PR comments use) puts it there."
     )
     counts = table["verdict"].value_counts()
     failing = int(table["correctness"].isin(["FAIL", "FAIL (base too)"]).sum())

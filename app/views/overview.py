@@ -1,4 +1,4 @@
-"""Overview: per GPU, the newest complete main run — every case with its stored latency (and
+"""Overview: per GPU (and host, where a model ran on several), the newest complete main run — every case with its stored latency (and
 graph-replay time where there is one), its change against the main run before it, µs/head,
 TFLOPS, gap-to-SDPA, correctness (pass, FAIL or not run), quality marks and recent trend, the
 cases that need a look first — and the GPU's open alerts by kind."""
@@ -72,9 +72,10 @@ def overview_page(source, shape):
         st.subheader("Latest main run per GPU")
         st.dataframe(summary, hide_index=True, width="stretch")
     gpu = ui.gpu_picker(shape, key="overview_gpu", url=url, default=defaults.focus(source).gpu)
+    pool = ui.host_picker(source, gpu, key="overview_host")
     url.publish()
-    latest = runs.latest_main_run(source, gpu)
-    newest = overview.newest_main_run_any_status(source, gpu)
+    latest = runs.latest_main_run(source, gpu, pool)
+    newest = overview.newest_main_run_any_status(source, gpu, pool)
     if latest.empty:
         st.info(f"No complete main-branch run on {ui.md(gpu)} yet. See the Run page for runs of other branches.")
         if not newest.empty:
@@ -87,7 +88,7 @@ def overview_page(source, shape):
             "showing the latest complete one."
         )
     ui.run_caption(run)
-    cases = overview.latest_cases(source, run.run_id, gpu)
+    cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
     cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases))
     metrics(cases)
     if cases["gap_to_sdpa"].isna().all():
@@ -102,7 +103,7 @@ def overview_page(source, shape):
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
 
     st.subheader("Open alerts")
-    alerts = overview.open_alerts_for_gpu(source, gpu)
+    alerts = overview.open_alerts_for_gpu(source, gpu, pool=pool)
     if alerts.empty:
         st.success(f"No open alerts on {ui.md(gpu)}.")
     else:

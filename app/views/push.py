@@ -13,6 +13,7 @@ MAX_LINKS = 25  # per section; the rest are in the section's table
 
 CHANGE_COLUMNS = {
     "gpu": st.column_config.TextColumn("GPU"),
+    "host": st.column_config.TextColumn("host", help="the pool (host) where the GPU model ran on several"),
     "case_id": st.column_config.TextColumn("case"),
     "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.1f"),
     "ratio_low": st.column_config.NumberColumn("interval low", format="%.4f"),
@@ -28,7 +29,7 @@ CHANGE_COLUMNS = {
     "verdict": st.column_config.TextColumn("verdict"),
     "plot": st.column_config.LinkColumn("plot", display_text="open trend"),
 }
-ORDER = ["gpu", "case_id", "verdict", "correctness", "delta_pct", "ratio_low", "ratio_high", "base_us", "head_us",
+ORDER = ["gpu", "host", "case_id", "verdict", "correctness", "delta_pct", "ratio_low", "ratio_high", "base_us", "head_us",
          "head_graph_median_us", "real", "base_marks", "head_marks", "plot"]
 
 
@@ -36,18 +37,23 @@ def _pct(value) -> str:
     return "—" if pd.isna(value) else f"{(value - 1) * 100:+.1f}%"
 
 
+def where(row) -> str:
+    """The GPU, and the host where its model ran on several (each host is its own series)."""
+    return f"**{ui.md(row.gpu)}**" + (f" (host {ui.code_span(row.host)})" if row.host else "")
+
+
 def change_label(row) -> str:
     """One regression or improvement as a reader says it: where, what, by how much, how sure, real?"""
     interval = "" if pd.isna(row.ratio_low) else f" [{_pct(row.ratio_low)}, {_pct(row.ratio_high)}]"
     graph = "" if pd.isna(row.head_graph_median_us) else f", graph replay {row.head_graph_median_us:.3g} µs"
-    return (f"**{ui.md(row.gpu)}** · {ui.code_span(row.case_id)} · **{_pct(row.ratio)}**{interval} · "
+    return (f"{where(row)} · {ui.code_span(row.case_id)} · **{_pct(row.ratio)}**{interval} · "
             f"{row.base_us:.3g} → {row.head_us:.3g} µs{graph} · real slowdown? {ui.md(row.real or '—')}")
 
 
 def gpu_summary(pairs, changes) -> None:
     """One line per GPU: which runs are compared and what the push changed there."""
     for pair in pairs.itertuples():
-        rows = changes[changes["gpu"] == pair.gpu] if not changes.empty else changes
+        rows = changes[(changes["gpu"] == pair.gpu) & (changes["host"].fillna("") == (pair.host or ""))] if not changes.empty else changes
         counts = rows["section"].value_counts() if not rows.empty else {}
         correctness = (f"{int(counts.get('correctness', 0))} correctness failure(s)" if pair.correctness_checked
                        else "correctness **not run**")
@@ -55,7 +61,7 @@ def gpu_summary(pairs, changes) -> None:
                    if pair.base_run else "(no earlier main run to compare with)")
         status = "" if pair.status == "complete" else f" · run status **{ui.md(pair.status)}**"
         st.markdown(
-            f"**{ui.md(pair.gpu)}**: run {ui.code_span(pair.run_id)} (commit {ui.code_span(ui.short_sha(pair.commit_sha))}) "
+            f"{where(pair)}: run {ui.code_span(pair.run_id)} (commit {ui.code_span(ui.short_sha(pair.commit_sha))}) "
             f"{against}{status} · {int(counts.get('regression', 0))} regression(s) · {correctness} · "
             f"{int(counts.get('not measured', 0))} not measured · {int(counts.get('improvement', 0))} improvement(s)"
         )
@@ -85,13 +91,13 @@ def correctness_links(rows) -> None:
     for row in rows.head(MAX_LINKS).itertuples():
         err = "" if pd.isna(row.head_max_abs_err) else f" · max abs err {row.head_max_abs_err:.3g}"
         st.page_link("views/run.py", query_params={"run": row.head_run}, icon=":material/error:",
-                     label=f"**{ui.md(row.gpu)}** · {ui.code_span(row.case_id)} · correctness **{ui.md(row.correctness)}**{err}")
+                     label=f"{where(row)} · {ui.code_span(row.case_id)} · correctness **{ui.md(row.correctness)}**{err}")
 
 
 def not_measured_links(rows) -> None:
     for row in rows.head(MAX_LINKS).itertuples():
         st.page_link("views/run.py", query_params={"run": row.head_run}, icon=":material/warning:",
-                     label=f"**{ui.md(row.gpu)}** · {ui.code_span(row.case_id)} · {ui.md(row.verdict)}")
+                     label=f"{where(row)} · {ui.code_span(row.case_id)} · {ui.md(row.verdict)}")
 
 
 def push_page(source, shape):

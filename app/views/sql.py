@@ -40,7 +40,8 @@ def sql_page(source, shape):
             st.session_state["sql_result"] = (sql, None, str(exc))
     result = st.session_state.get("sql_result")
     if not result:
-        st.caption(f"Results are capped at {sql_console.MAX_ROWS:,} rows and {sql_console.TIMEOUT_S:g} s.")
+        st.caption(f"Results are capped at {sql_console.MAX_ROWS:,} rows, {sql_console.MAX_BYTES // 2**20} MiB "
+                   f"and {sql_console.TIMEOUT_S:g} s.")
         return
     ran_sql, frame, error = result
     if error:
@@ -48,18 +49,22 @@ def sql_page(source, shape):
         return
     if ran_sql != sql:
         st.caption("Showing the result of the previous query; press Run query for the edited one.")
-    cut = bool(frame.attrs.get("truncated"))
     elapsed = frame.attrs.get("elapsed_s")
     st.caption(
-        f"{len(frame):,} row(s)" + (f", cut at the {sql_console.MAX_ROWS:,}-row limit" if cut else "")
+        f"{len(frame):,} row(s)" + sql_console.limit_note(frame)
         + (f" in {elapsed:.3f} s" if elapsed is not None else "")
     )
     st.dataframe(frame, hide_index=True, width="stretch")
     cols = st.columns(2)
     cols[0].download_button("Download CSV", frame.to_csv(index=False).encode("utf-8"), file_name="attnwatch_query.csv",
                             mime="text/csv", on_click="ignore", key="sql_csv")
-    cols[1].download_button("Download Parquet", sql_console.to_parquet(frame), file_name="attnwatch_query.parquet",
-                            mime="application/vnd.apache.parquet", on_click="ignore", key="sql_parquet")
+    try:
+        parquet = sql_console.to_parquet(frame)
+    except HistoryError as exc:
+        cols[1].caption(ui.md(str(exc)))
+    else:
+        cols[1].download_button("Download Parquet", parquet, file_name="attnwatch_query.parquet",
+                                mime="application/vnd.apache.parquet", on_click="ignore", key="sql_parquet")
 
 
 ui.run_page("SQL", sql_page)

@@ -1,5 +1,6 @@
-"""Trends: one stored metric over commits for chosen variants, shapes, dtype, causal mode, GPU and
-branch; the p10–p90 band; detection's alerts marked; a commit range shaded. Hovering a point
+"""Trends: one stored metric over commits for chosen variants, shapes, dtype, causal mode, GPU, host
+and branch (timings, ncu metrics, and the correctness check's error and margin); the p10–p90
+band; detection's alerts marked; a commit range shaded. Hovering a point
 shows its commit and run time; clicking it opens that run. Every choice is in the URL."""
 
 import streamlit as st
@@ -16,17 +17,19 @@ def pickers(source, shape, url: UrlState):
     """Every control, seeded from the URL (else from the data), in page order."""
     opts = trends.trend_options(source)
     focus = defaults.focus(source)
-    top = st.columns([2, 2, 3])
+    top = st.columns([2, 2, 2, 3])
     with top[0]:
         gpu = ui.gpu_picker(shape, key="trends_gpu", url=url, default=focus.gpu)
+    with top[1]:
+        pool = ui.host_picker(source, gpu, key="trends_host", allow_all=True)
     measured = defaults.measured_on(source, gpu)
     on_focus = focus.gpu == gpu
     branches = opts["branches"] or ["main"]
     url.choice("trends_branch", "branch", branches, "main" if "main" in branches else branches[0])
-    branch = top[1].selectbox("branch", branches, key="trends_branch")
+    branch = top[2].selectbox("branch", branches, key="trends_branch")
     metric_columns = list(trends.METRIC_BY_COLUMN)
     url.choice("trends_metric", "metric", metric_columns, "median_us")
-    metric = trends.METRIC_BY_COLUMN[top[2].selectbox("metric", metric_columns, key="trends_metric",
+    metric = trends.METRIC_BY_COLUMN[top[3].selectbox("metric", metric_columns, key="trends_metric",
                                                       format_func=trends.METRIC_BY_COLUMN.get)]
     row = st.columns([3, 3, 1.2, 1.2, 2])
     variants_all = measured["variants"] + [v for v in opts["variants"] if v not in measured["variants"]]
@@ -57,7 +60,7 @@ def pickers(source, shape, url: UrlState):
                                  help="Shaded on the chart; with 'normalise', each series is divided by its value at BASE.")
     if ignored:
         st.warning(f"Not in this history for {ui.md(gpu)}, so not shown: {ui.md(', '.join(ignored))}.")
-    return dict(gpu=gpu, branch=branch, metric=metric, variants=variants, shapes=shapes, dtype=dtype, causal=causal,
+    return dict(gpu=gpu, pool=pool, branch=branch, metric=metric, variants=variants, shapes=shapes, dtype=dtype, causal=causal,
                 max_runs=max_runs, band=band, log_y=log_y, norm=norm, commits=parse_commit_range(commits))
 
 
@@ -69,12 +72,12 @@ def trends_page(source, shape):
         st.info("Choose at least one variant and one shape.")
         return
     series = trends.trend_series(source, c["metric"], c["gpu"], c["branch"], tuple(c["variants"]), tuple(c["shapes"]),
-                                 c["dtype"], c["causal"], c["max_runs"])
+                                 c["dtype"], c["causal"], c["max_runs"], pool=c["pool"])
     if series.empty:
         st.info(
             f"No stored values of '{ui.md(c['metric'])}' for these cases on {ui.md(c['gpu'])} ({ui.md(c['branch'])}, "
             f"{ui.md(c['dtype'])}, {'causal' if c['causal'] else 'non-causal'}). Failed and skipped cases have no value; "
-            "ncu metrics exist only for profiled runs."
+            "ncu metrics exist only for profiled runs; the correctness margin only for runs recorded since it is stored."
         )
         return
     series = series.assign(marks=quality.marks(series))
@@ -84,7 +87,7 @@ def trends_page(source, shape):
     if c["norm"]:
         series = trends.normalise(series, span.base if span else None)
         label = f"{c['metric']} ÷ value at {'BASE' if span and span.base else 'first point'}"
-    alerts = trends.trend_alerts(source, c["metric"], c["gpu"], tuple(sorted(set(series["case_id"]))))
+    alerts = trends.trend_alerts(source, c["metric"], c["gpu"], tuple(sorted(set(series["case_id"]))), pool=c["pool"])
     # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
     column = trends.METRICS[c["metric"]].column
     shown = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")].drop(columns=["value", "started_at"])

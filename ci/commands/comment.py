@@ -4,6 +4,15 @@ Reads compare.json as untrusted data (validated by ci.compare.report.load_report
 markdown, appends it to the job summary ($GITHUB_STEP_SUMMARY) and upserts the comment through
 the REST API. Environment: GITHUB_API_URL, GITHUB_REPOSITORY, GITHUB_TOKEN (never printed),
 GITHUB_SERVER_URL + GITHUB_RUN_ID (run link), ATTNWATCH_DASHBOARD_URL.
+
+The report never chooses where the verdict goes. The target is one of:
+  --workflow-run-event FILE  the pr-comment workflow: the workflow_run event GitHub wrote, checked
+                             by ci.comment.provenance (this repository's gpu-bench.yml run, the PR
+                             from the event or the maintainer's dispatch, its head still the
+                             measured SHA); the checked PR and SHA go to $GITHUB_OUTPUT for the
+                             job that ingests the rounds as pull-request runs;
+  --pr N / --sha SHA         by hand: the PR(s), whose current head the API reports.
+Either way the report's head_sha must be the target's head SHA, or nothing is posted.
 """
 
 from __future__ import annotations
@@ -12,31 +21,45 @@ import os
 import sys
 from pathlib import Path
 
+from ci.comment.provenance import Refused, Target, check_report_head, load_event, resolve_target
 from ci.comment.render import MARKER, Links, render_comment, render_short
 from ci.compare.report import load_report
 from ci.errors import UserError
 from ci.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
+from ci.pr_runs import dashboard_link
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("comment", help="post the sticky A/B comment on a pull request (and the job summary)")
     p.add_argument("--compare", required=True, help="compare.json written by `attnwatch compare`")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--pr", type=int, help="pull request number")
-    target.add_argument("--sha", help="find the open PR(s) whose head is this commit (default: the report's head)")
+    target.add_argument("--workflow-run-event", metavar="FILE",
+                        help="the workflow_run event of the gpu-bench run (GITHUB_EVENT_PATH): the PR and SHA "
+                             "are taken from it and checked against the API")
+    target.add_argument("--pr", type=int, help="pull request number (its current head must be the report's)")
+    target.add_argument("--sha", help="the open PR(s) whose head is this commit")
     p.add_argument("--dry-run", action="store_true", help="print the markdown; call no API")
-    p.add_argument("--run-url", help="link to the workflow run (default: from GITHUB_SERVER_URL/REPOSITORY/RUN_ID)")
+    p.add_argument("--run-url", help="link to the workflow run (default: the event's run, else GITHUB_SERVER_URL/REPOSITORY/RUN_ID)")
     p.add_argument("--dashboard-url", default=os.environ.get("ATTNWATCH_DASHBOARD_URL"), help="link to the dashboard")
     p.add_argument("--bot-login", default=os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN),
                    help=f"author of the sticky comment (default {DEFAULT_BOT_LOGIN})")
     p.set_defaults(func=_run)
 
 
-def _run_url(args) -> str | None:
+def _run_url(args, target: Target | None) -> str | None:
     if args.run_url:
         return args.run_url
+    if target is not None and target.run_url:
+        return target.run_url
     server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
     return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
+
+
+def _dashboard_url(args, target: Target | None, gpu: str) -> str | None:
+    """The Compare page on this PR's stored runs when the run is known, else the plain dashboard."""
+    if args.dashboard_url and target is not None and target.source is not None:
+        return dashboard_link(args.dashboard_url, min(target.prs), target.source, gpu)
+    return args.dashboard_url
 
 
 def _write_summary(body: str) -> None:
@@ -46,12 +69,35 @@ def _write_summary(body: str) -> None:
             fh.write(body.replace(MARKER + "\n", "") + "\n")
 
 
+def _write_outputs(target: Target) -> None:
+    """The checked target for later jobs (only values this job verified; never the report's)."""
+    output = os.environ.get("GITHUB_OUTPUT")
+    if output and target.source is not None:
+        with Path(output).open("a", encoding="utf-8") as fh:
+            fh.write(f"pr={min(target.prs)}\nhead_sha={target.head_sha}\n"
+                     f"source_run={target.source.run_id}.{target.source.attempt}\n")
+
+
+def _target(args, client: GitHubClient) -> Target | None:
+    if args.workflow_run_event:
+        return resolve_target(load_event(args.workflow_run_event), client.repo, client)
+    if args.pr:
+        pr = client.pull_request(args.pr)
+        head = (pr.get("head") or {}).get("sha")
+        if pr.get("state") != "open" or not isinstance(head, str):
+            raise Refused(f"PR #{args.pr} is {pr.get('state')!r}, not an open pull request")
+        return Target((args.pr,), head, None, "manual")
+    if args.sha:
+        prs = client.pulls_for_sha(args.sha)
+        return Target(tuple(prs), args.sha, None, "manual") if prs else None
+    raise UserError("say where to post: --workflow-run-event FILE, --pr N or --sha SHA (the report never chooses)")
+
+
 def _run(args) -> int:
-    report = load_report(args.compare)
-    links = Links(run_url=_run_url(args), dashboard_url=args.dashboard_url)
-    body = render_comment(report, links)
-    _write_summary(body)
+    report = load_report(args.compare)  # a malformed artifact is refused before anything else
     if args.dry_run:
+        body = render_comment(report, Links(run_url=_run_url(args, None), dashboard_url=args.dashboard_url))
+        _write_summary(body)
         sys.stdout.write(body)
         return 0
     token = os.environ.get("GITHUB_TOKEN", "")
@@ -63,11 +109,17 @@ def _run(args) -> int:
         api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
         log=lambda message: print(message, file=sys.stderr),
     )
-    prs = [args.pr] if args.pr else client.pulls_for_sha(args.sha or report.head_sha)
-    if not prs:
-        print(f"attnwatch comment: no open pull request has head {(args.sha or report.head_sha)[:12]}; nothing posted")
+    target = _target(args, client)
+    if target is None:
+        print("attnwatch comment: nothing to post (no open pull request for that commit, or the run did not finish)")
         return 0
-    for pr in prs:
+    check_report_head(report.head_sha, target, args.compare)
+    _write_outputs(target)  # verified: the rounds may be stored even if posting fails below
+    links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name),
+                  dashboard_root=args.dashboard_url)
+    body = render_comment(report, links)
+    _write_summary(body)
+    for pr in target.prs:
         try:
             action, comment_id = client.upsert_comment(pr, body, MARKER, args.bot_login)
         except GitHubError as exc:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from ci.errors import UserError
+from history.location import LAKE_PREFIX
 
 
 def entrypoint() -> Path:
@@ -52,14 +53,15 @@ def streamlit_command(port: int, host: str) -> list[str]:
 def _run(args) -> int:
     if not 0 < args.port < 65536:
         raise UserError(f"--port: {args.port} is not a TCP port (1-65535)")
-    db = Path(args.db).expanduser()
-    if not db.exists():
+    lake = args.db.startswith(LAKE_PREFIX)
+    db = args.db if lake else str(Path(args.db).expanduser())
+    if not lake and not Path(db).exists():
         print(f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
               file=sys.stderr)
     cmd = streamlit_command(args.port, args.host)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
-    env = dict(os.environ, ATTNWATCH_DB=str(db))
+    env = dict(os.environ, ATTNWATCH_DB=db)
     print(f"attnwatch dashboard: http://{args.host}:{args.port}  (history: {db})", file=sys.stderr)
     return subprocess.call(cmd, env=env)

@@ -7,8 +7,6 @@ data, not a failed command) unless --fail-on-new is given and something new was 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ci.errors import UserError
 from history.detection.thresholds import load_thresholds
 
@@ -28,28 +26,24 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     from history.alerts import record_alerts
-    from history.db import open_write
+    from history.db import exists, open_write
     from history.detection.scan import scan_history
+    from history.transactions import write_transaction
 
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
-    if not Path(args.db).is_file():  # open_write would create an empty history at a mistyped path
+    if not exists(args.db):  # open_write would create an empty history at a mistyped path
         raise UserError(f"{args.db}: no history here yet (ingest a bundle first, or check --db / ATTNWATCH_DB)")
     with open_write(args.db) as con:
         report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)
         if args.dry_run:
             inserted, known = [], 0
         else:
-            con.execute("BEGIN TRANSACTION")
-            try:
-                inserted, known = record_alerts(con, report.findings)
-                con.execute("COMMIT")
-            except BaseException:
-                con.execute("ROLLBACK")
-                raise
+            inserted, known = write_transaction(
+                con, lambda c, claims: record_alerts(c, report.findings, claims), str(args.db))
     print(f"attnwatch detect: {report.series_scanned} series scanned "
           f"({report.skipped_short} too short), {len(report.findings)} findings, "
           f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}")
     for f in report.findings:
-        print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name}] {f.metric}: {f.detail}")
+        print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name} @ {f.pool}] {f.metric}: {f.detail}")
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0

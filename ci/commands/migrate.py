@@ -3,6 +3,8 @@
 Writers (ingest, detect, alerts) migrate on open; readers (the dashboard, `attnwatch sql`)
 never write, so a history last written by an older attnwatch lacks the newer views until a
 write or this command. `--check` only reports, and exits 1 when migrations are pending.
+On a lake location that has no lake yet, this command creates it (with $ATTNWATCH_LAKE_DATA as
+its data path): the one step to take before pointing runners at a new team history.
 """
 
 from __future__ import annotations
@@ -24,8 +26,16 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from history.db import schema_version, upgrade
+    from history.db import exists, open_write, schema_version, upgrade
+    from history.location import parse_location
+    from history.migrations import code_schema_version
 
+    location = parse_location(args.db)
+    if location.is_lake and not args.check and not exists(location):
+        with open_write(location, deadline_s=args.lock_timeout):
+            pass
+        print(f"{location.label}: created a lake at schema {code_schema_version()} (data under {location.data_path})")
+        return 0
     before, code = schema_version(args.db)
     if args.check:
         state = "current" if before == code else f"behind: {code - before} migration(s) pending"

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from ci.errors import UserError
-from ci.ncu.files import write_ncu_files
 from ci.ncu.profile import profile_cases
 from ci.selection import select_cases as selection_for
 from history.bundle import NcuCaseMetrics
+from history.bundle_writer import write_ncu_files
 from kernels import registry
 from kernels.cases import Case
 
@@ -87,7 +87,7 @@ def _run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     gpu = _gpu_name()
     profile = profile_cases(cases, out / "reports", full=args.full, timeout_s=args.timeout, gpu_name=gpu)
-    write_ncu_files(profile, out)
+    write_ncu_files(out, profile.files())
     print(format_table(profile.case_metrics))
     print(f"\n{len(cases)} cases, {profile.seconds:.1f} s under ncu {profile.ncu_version or '(unknown)'}; "
           f"{len(profile.errors)} without metrics; wrote {out / 'ncu.json'}")

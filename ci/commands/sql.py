@@ -5,21 +5,26 @@
     echo "SELECT count(*) FROM runs" | attnwatch sql -
 
 Prints an aligned table (at most --show rows; the rest is counted, not printed), or writes
-csv / json / parquet with --format and --output.
+csv / json / parquet with --format and --output. A result over --max-rows rows or --max-bytes
+is cut (and says so on stderr); a query over its time, memory or spill limit is refused with one
+line (history.sql).
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 from pathlib import Path
 
 from ci.errors import UserError
+from history.sql_sandbox import SqlLimits, size_bytes
 
-# Mirrors history.sql's defaults; that module (duckdb, pandas) is imported only when the
-# command runs, because GPU runners have no duckdb and the CLI must still load there.
-DEFAULT_MAX_ROWS = 100_000
-DEFAULT_TIMEOUT_S = 30.0
+# history.sql_sandbox has no third-party imports; history.sql (duckdb, pandas) is imported only
+# when the command runs, because GPU runners have no duckdb and the CLI must still load there.
+DEFAULT_MAX_ROWS = SqlLimits().max_rows
+DEFAULT_MAX_BYTES = SqlLimits().max_bytes
+DEFAULT_TIMEOUT_S = SqlLimits().timeout_s
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -36,9 +41,21 @@ def register(subparsers) -> None:
     p.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
     p.add_argument("--output", "-o", type=Path, help="write the result here (required for parquet)")
     p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=f"rows fetched at most (default {DEFAULT_MAX_ROWS})")
+    p.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES,
+                   help=f"result size fetched at most, e.g. 16MiB (default {DEFAULT_MAX_BYTES // 2**20} MiB)")
     p.add_argument("--show", type=int, default=50, help="rows printed in table format (default 50)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds before the query is stopped (default {DEFAULT_TIMEOUT_S:g})")
     p.set_defaults(func=_run)
+
+
+def _size(text: str) -> int:
+    try:
+        value = size_bytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1 byte")
+    return value
 
 
 def _read_sql(args) -> str:
@@ -59,10 +76,10 @@ def _read_sql(args) -> str:
 def _run(args) -> int:
     from history.sql import run_user_sql
 
-    frame = run_user_sql(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout)
-    truncated = frame.attrs.get("truncated", False)
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs --output FILE")
+    frame = run_user_sql(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
+                         max_bytes=args.max_bytes)
     if args.format == "table":
         text = format_table(frame, args.show)
         if args.output:
@@ -71,12 +88,24 @@ def _run(args) -> int:
             print(text)
     else:
         _write(frame, args.format, args.output)
-    if truncated:
+    cut = frame.attrs.get("cut")
+    if cut == "rows":
         print(f"note: result cut at --max-rows {args.max_rows}", file=sys.stderr)
+    elif cut == "bytes":
+        print(f"note: result cut at --max-bytes {args.max_bytes / 2**20:g} MiB ({len(frame)} rows kept)", file=sys.stderr)
     return 0
 
 
 def _write(frame, fmt: str, output: Path | None) -> None:
+    """Write csv / json / parquet; a value the format cannot hold is one UserError line."""
+    try:
+        _write_unchecked(frame, fmt, output)
+    except (ValueError, TypeError, OverflowError, NotImplementedError) as exc:  # what pyarrow and pandas raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"cannot write the result as {fmt}: {first} (cast that column to VARCHAR)") from None
+
+
+def _write_unchecked(frame, fmt: str, output: Path | None) -> None:
     if fmt == "parquet":
         frame.to_parquet(output, index=False)
         return

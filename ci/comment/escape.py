@@ -1,10 +1,16 @@
-"""Escaping untrusted text (kernel names, branch names, error messages) for GitHub markdown.
+r"""Escaping untrusted text (kernel names, branch names, error messages) for GitHub markdown.
 
 GitHub renders a subset of HTML inside comments, so untrusted text must never reach the
 comment as markup: `<`, `>` and `&` become entities, every markdown metacharacter is
-backslash-escaped, `|` cannot break a table, newlines cannot start a block, `@` cannot ping
-anyone and `#123` cannot link an issue. Output is capped so a long name cannot flood the
-comment.
+backslash-escaped, `|` cannot break a table, newlines cannot start a block. Output is capped so
+a long name cannot flood the comment.
+
+Mentions and issue references are found by GitHub after rendering, in the text a reader sees,
+so escaping them in markdown does nothing: `&#64;user` and `\#123` render as `@user` and
+`#123` again. Instead a zero-width joiner (U+200D) follows every `@` and `#`: the rendered text
+reads the same, but `@\u200duser` is no mention and `#\u200d123` no reference (GitHub's
+patterns want a name or a number right after the sign). Code spans (`md_code`) are never
+scanned for either.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ import re
 from urllib.parse import urlsplit
 
 _MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~=:")
-_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", "@": "&#64;", '"': "&quot;", "'": "&#39;"}
+_ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;"}
+_ZWJ = "\u200d"
+_INERT = {"@": "@" + _ZWJ, "#": "\\#" + _ZWJ}  # no mention, no issue reference (module docstring)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -24,7 +32,9 @@ def md_text(value: object, limit: int = 200) -> str:
         text = text[: limit - 1] + "…"
     out = []
     for ch in text:
-        if ch in _ENTITIES:
+        if ch in _INERT:
+            out.append(_INERT[ch])
+        elif ch in _ENTITIES:
             out.append(_ENTITIES[ch])
         elif ch in _MARKDOWN_SPECIALS:
             out.append("\\" + ch)

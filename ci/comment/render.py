@@ -1,14 +1,14 @@
 """Markdown for the sticky PR comment and the job summary, from a validated CompareReport.
 
-Layout (DESIGN.md "PR comments"): a hidden marker, a one-line verdict, correctness failures
-first, a table of significant changes (base, head, Δ%, interval, gap-to-SDPA), ncu deltas for
-regressed cases, the full table folded in <details>, links to the run and the dashboard. With a
-dashboard URL, each significant change links to its Trends view (the case on the GPU, the
-merge base..head range marked) and the footer to the Compare view of the two commits, in the
-dashboard's URL contract (history.links).
-Every value that came from the artifact is escaped (ci.comment.escape); numbers are formatted
-here. GitHub refuses comment bodies over 65,536 characters: the folded table is cut first, then
-the significant-changes table, each with a note saying how many rows were left out.
+Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
+correctness failures first, a table of significant changes (base, head, Δ%, interval,
+gap-to-SDPA), ncu deltas for regressed cases, the full table folded in <details>, links to
+the run and the dashboard. With a dashboard URL, each significant change links to its Trends
+view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
+of the two commits, in the dashboard's URL contract (history.links). Every value that came from
+the artifact is escaped (ci.comment.escape); numbers are formatted here. GitHub refuses comment
+bodies over 65,536 characters: the folded table is cut first, then the significant-changes
+table, each with a note saying how many rows were left out.
 """
 
 from __future__ import annotations
@@ -27,8 +27,13 @@ SECTION_BUDGET = 12000  # correctness failures and unmeasured cases: each table 
 
 @dataclass(frozen=True)
 class Links:
+    """Where the comment links to. `dashboard_url`: the footer's dashboard link (the root, or a page
+    already chosen for this PR); `dashboard_root`: the dashboard's root, from which each change's
+    Trends link is built (defaults to `dashboard_url`, taken as the root)."""
+
     run_url: str | None = None
     dashboard_url: str | None = None
+    dashboard_root: str | None = None
 
 
 def _us(value: float | None) -> str:
@@ -171,12 +176,14 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     head += _failed_section(report)
     tail = []
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
+    root = safe_url(links.dashboard_root or links.dashboard_url)
     link_parts = []
     if run_url:
         link_parts.append(f"[workflow run]({run_url})")
     if dash_url:
         link_parts.append(f"[dashboard]({dash_url})")
-        compare_url = safe_url(dashboard.url(dash_url, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report))))
+    if root and dash_url == root:  # no page chosen for this PR: the two commits on Compare
+        compare_url = safe_url(dashboard.url(root, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report))))
         if compare_url:
             link_parts.append(f"[these commits on the dashboard]({compare_url})")
     link_parts.append("full data: the `compare.json` artifact")
@@ -185,9 +192,9 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c, _trend_url(report, c, dash_url), linked=bool(dash_url)) for c in significant]
+    change_rows = [_change_row(c, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
-    header = _LINKED_HEADER if dash_url else _CHANGE_HEADER
+    header = _LINKED_HEADER if root else _CHANGE_HEADER
     sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
            else [f"No case moved beyond ±{report.min_effect:.1%} with {report.confidence:.0%} confidence.", ""])
     ncu_text = "\n".join(ncu)

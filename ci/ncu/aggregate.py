@@ -1,6 +1,6 @@
 """Per-case Nsight Compute metrics from per-kernel rows, plus the derived roofline inputs.
 
-Rules (DESIGN.md "Metrics: ncu"): a multi-kernel variant's durations, bytes and instruction
+Rules (docs/design.md "Metrics: ncu"): a multi-kernel variant's durations, bytes and instruction
 counts are summed; percentages and rates are weighted by each kernel's duration, so a 5 µs
 scale kernel does not count as much as a 100 µs softmax; per-launch resources (registers,
 shared memory, occupancy limits) take the largest kernel's value.

@@ -1,4 +1,5 @@
-"""The fixed ncu metric list (metrics.toml). The measured ceilings live in history/ceilings.toml."""
+"""The fixed ncu metric list (metrics.toml), and the other columns ncu is expected to print
+(known_columns.toml). The measured ceilings live in history/ceilings.toml."""
 
 from __future__ import annotations
 
@@ -40,3 +41,13 @@ def metric_specs() -> tuple[MetricSpec, ...]:
 def metrics_argument() -> str:
     """The comma-separated list for `ncu --metrics`."""
     return ",".join(spec.metric for spec in metric_specs())
+
+
+@lru_cache(maxsize=1)
+def known_column_prefixes() -> tuple[str, ...]:
+    """Prefixes of the raw-page columns that are expected besides the metric list; each entry has a reason."""
+    data = tomllib.loads((_HERE / "known_columns.toml").read_text(encoding="utf-8"))
+    for entry in data["known"]:
+        if not entry.get("prefix") or not entry.get("reason"):
+            raise ValueError(f"known_columns.toml: every entry needs a prefix and a reason: {entry}")
+    return tuple(entry["prefix"] for entry in data["known"])

@@ -1,6 +1,6 @@
 """Parse what Nsight Compute really prints with `--csv` (`--page raw` or `--page details`).
 
-What real ncu output contains, and how each is handled (see shared fixtures recorded on an H200):
+What real ncu output contains, and how each is handled (H200 recordings in tests/data/ncu):
 - `==PROF==`, `==WARNING==`, `==ERROR==` lines before, between and after the CSV: collected as
   notes, never parsed as data;
 - a header row starting with "ID"; on `--page raw` a units row right after it (empty "ID");
@@ -10,6 +10,12 @@ What real ncu output contains, and how each is handled (see shared fixtures reco
   `743  "<default domain>:sdpa:none:none:none:none:none:none" `, which attributes kernels to cases.
 
 Values are normalised to base units (ns, byte, hz, ...) whatever `--print-units` was.
+
+What is refused or reported rather than read as fewer kernels:
+- a file cut short: text that does not end with a newline (ncu ends every line with one), or
+  a header with no kernel rows after it, is an NcuParseError saying it is truncated;
+- a raw-page column that looks like a metric (`unit__counter...`) but is neither on the
+  metric list nor expected (known_columns.toml) is listed in `ParsedReport.unknown_columns`.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.ncu.metrics import metric_specs
+from ci.ncu.metrics import known_column_prefixes, metric_specs
 
 NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -62,6 +68,7 @@ class ParsedReport:
     kernels: list[ParsedKernel]
     notes: list[str]  # the ==PROF== / ==WARNING== / ==ERROR== lines
     page: str  # "raw" or "details"
+    unknown_columns: list[str] = field(default_factory=list)  # metric-like raw-page columns not read
 
 
 def parse_number(text: str) -> float | None:
@@ -118,12 +125,29 @@ def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedRepor
         errors = [n for n in notes if n.startswith("==ERROR==")]
         detail = f" (ncu said: {errors[0]})" if errors else ""
         raise NcuParseError(path, "header", f'no CSV header row starting with "ID"{detail}')
+    if not text.endswith("\n"):
+        raise NcuParseError(path, f"line {len(text.splitlines())}", "the file ends mid-line: it is truncated")
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     header = rows[0]
     if "Section Name" in header and "Metric Name" in header:
         kernels = _parse_details(path, header, rows[1:])
-        return ParsedReport(kernels, notes, "details")
-    return ParsedReport(_parse_raw(path, header, rows[1:]), notes, "raw")
+        report = ParsedReport(kernels, notes, "details")
+    else:
+        report = ParsedReport(_parse_raw(path, header, rows[1:]), notes, "raw", unknown_metric_columns(header))
+    if not report.kernels:
+        raise NcuParseError(path, "data rows", "a header but no kernel rows after it: the file is truncated")
+    return report
+
+
+def unknown_metric_columns(header: list[str]) -> list[str]:
+    """Raw-page columns named like a metric that neither the metric list nor known_columns.toml expects.
+
+    A listed metric's rollups (`.avg`, `.max`, `.min`, `.sum`, `.pct_of_...`) share its base name.
+    """
+    bases = {spec.metric.split(".")[0] for spec in metric_specs()}
+    known = known_column_prefixes()
+    return [name for name in header
+            if "__" in name and not name.startswith(known) and name.split(".")[0] not in bases]
 
 
 def _column(header: list[str], name: str, path: str) -> int:

@@ -32,6 +32,7 @@ from ci.ncu.metrics import metrics_argument
 from ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from ci.ncu.target import OUTCOME_PREFIX
 from history.bundle import NcuCaseMetrics, NcuKernelRow
+from history.bundle_writer import NcuFiles
 from history.ceilings import find_ceiling
 from kernels.cases import Case
 
@@ -47,6 +48,10 @@ class NcuProfile:
     errors: dict[str, str] = field(default_factory=dict)  # case id -> why it has no metrics
     ncu_version: str = ""
     seconds: float = 0.0
+
+    def files(self) -> NcuFiles:
+        """ncu.json's records and the CSV, as the bundle writer (history.bundle_writer) takes them."""
+        return NcuFiles(self.ncu_version, self.kernel_rows, self.case_metrics, self.raw_csv)
 
 
 def find_ncu() -> str | None:
@@ -213,6 +218,9 @@ def _profile_group(
         for case in cases:
             errors.setdefault(case.id, str(exc))
         return [], csv_text, errors
+    if parsed.unknown_columns:
+        print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
+              f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
     return parsed.kernels, csv_text, errors
 
 

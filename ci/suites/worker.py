@@ -98,7 +98,8 @@ class GroupMeasurer:
             torch.set_num_threads(1)
             self.flusher = NoFlush()
             self.timer = CpuWallTimer()
-        self.monitor = open_monitor(plan.device_kind)
+        # Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID.
+        self.monitor = open_monitor(plan.device_kind, self.device.index or 0, **self._identity())
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         from kernels.availability import capabilities
@@ -111,6 +112,13 @@ class GroupMeasurer:
         self._cases = {c.case_id: c for c in plan.cases}
         for case in plan.cases:
             self._by_group.setdefault(case.group, []).append(case)
+
+    def _identity(self) -> dict[str, str]:
+        if self.device.type != "cuda":
+            return {}
+        from ci.environment import torch_device_identity
+
+        return torch_device_identity(self.device.index or 0)
 
     def case(self, case_id: str) -> PlannedCase:
         return self._cases[case_id]
@@ -140,6 +148,7 @@ class GroupMeasurer:
 
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
+        from ci.records import build_record, failed_build
         from kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
@@ -153,16 +162,15 @@ class GroupMeasurer:
             self.journal.write("build_begin", variant=name)
             started = time.perf_counter()
             try:
-                report = asdict(variant.build())
+                record = build_record(variant.build())
             except Exception as exc:  # noqa: BLE001 - a build error is data, not a crash
                 if is_poisoning(exc):
-                    self.journal.write("build", record={"variant": name, "ok": False, "error": str(exc)})
+                    self.journal.write("build", record=asdict(failed_build(name, str(exc))))
                     os._exit(CRASH_EXIT_CODE)
-                report = {"variant": name, "ok": False, "error": f"{type(exc).__name__}: {exc}",
-                          "compile_seconds": time.perf_counter() - started}
-            self.journal.write("build", record=report)
-            if not report.get("ok"):
-                self.build_failures[name] = report.get("error") or "build failed"
+                record = failed_build(name, f"{type(exc).__name__}: {exc}", time.perf_counter() - started)
+            self.journal.write("build", record=asdict(record))
+            if not record.ok:
+                self.build_failures[name] = record.error or "build failed"
 
     # -- measuring -----------------------------------------------------------------------
 
@@ -285,17 +293,11 @@ class GroupMeasurer:
                                graph_note=raw.graph_note)
 
     def _check(self, case: PlannedCase, variant: Any, kcase: Any) -> None:
-        """Correctness on fresh inputs per seed (kernels.correctness), journalled as records."""
+        """Correctness on fresh inputs per seed (kernels.correctness), journalled as the bundle's
+        records (ci.records converts every field)."""
+        from ci.records import correctness_record
         from kernels.correctness import check_case
 
         results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
-        records = []
-        for seed, r in zip(self.plan.correctness_seeds, results):
-            records.append({
-                "case_id": case.case_id, "variant": case.variant, "shape_id": case.shape_id,
-                "batch": case.batch, "heads": case.heads, "seq_len": case.seq_len, "head_dim": case.head_dim,
-                "dtype": case.dtype, "causal": case.causal, "seed": int(getattr(r, "seed", seed)),
-                "max_abs_err": r.max_abs_err, "rel_err": r.rel_err, "atol": r.atol, "rtol": r.rtol,
-                "passed": bool(r.passed), "nonfinite": int(r.nonfinite or 0), "error": r.error,
-            })
+        records = [asdict(correctness_record(case, r)) for r in results]
         self.journal.write("correctness", case=case.case_id, records=records)

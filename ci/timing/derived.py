@@ -1,6 +1,6 @@
 """From raw samples to `history.bundle.CaseTiming`: statistics and derived metrics.
 
-Definitions (DESIGN.md "Metrics", one each, used everywhere):
+Definitions (docs/design.md "Metrics", one each, used everywhere):
 
 * statistics: `history.statistics.summarize` (order statistics, Hyndman & Fan type 7);
 * us_per_head = median / (B*H), the seeds' unit;
@@ -12,6 +12,8 @@ Definitions (DESIGN.md "Metrics", one each, used everywhere):
 """
 
 from __future__ import annotations
+
+from dataclasses import asdict
 
 from ci.plan import BASELINE, PlannedCase
 from ci.timing.engine import RawMeasurement
@@ -34,19 +36,10 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str) -
         dtype=case.dtype,
         causal=case.causal,
         timing_mode=raw.timing_mode,
-        n=s.n,
-        median_us=s.median_us,
-        p10_us=s.p10_us,
-        p90_us=s.p90_us,
-        iqr_us=s.iqr_us,
-        mean_us=s.mean_us,
-        stddev_us=s.stddev_us,
-        min_us=s.min_us,
-        max_us=s.max_us,
+        **asdict(s),
         us_per_head=s.median_us / (case.batch * case.heads),
         tflops=case.flops / (s.median_us * 1e-6) / 1e12,
         converged=raw.converged,
-        rel_spread=s.rel_spread,
         graph_median_us=raw.graph_median_us,
         sm_clock_mhz_before=raw.sm_clock_mhz_before,
         sm_clock_mhz_after=raw.sm_clock_mhz_after,

@@ -7,7 +7,10 @@ application-clock and sync-boost bits are recorded by name but do not flag sampl
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from ci.gpu_identity import find_gpu, open_handle
 
 REASON_BITS: dict[int, str] = {
     0x1: "gpu_idle",
@@ -45,16 +48,28 @@ class NullMonitor:
 
 
 class NvmlMonitor:
-    """Reads one GPU's SM clock and current clocks-event reasons (cheap: a few microseconds)."""
+    """Reads one GPU's SM clock and current clocks-event reasons (cheap: a few microseconds).
+
+    The GPU is the one the process measures on (ci.gpu_identity.find_gpu): given torch's
+    `uuid` / `pci_bus_id`, that device; otherwise CUDA device `ordinal` under
+    CUDA_VISIBLE_DEVICES. `identity` says which GPU the readings come from.
+    """
 
     available = True
 
-    def __init__(self, index: int = 0) -> None:
+    def __init__(self, ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None) -> None:
         import pynvml
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        identity = find_gpu(pynvml, visible=os.environ.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal,
+                            uuid=uuid, pci_bus_id=pci_bus_id)
+        if identity is None:
+            pynvml.nvmlShutdown()
+            raise LookupError(f"NVML lists no GPU for CUDA device {ordinal} "
+                              f"(uuid {uuid}, pci {pci_bus_id}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        self.identity = identity
+        self._handle = open_handle(pynvml, identity)
         # Renamed from "ClocksThrottleReasons" in newer NVML; both return the same mask.
         self._reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
 
@@ -65,12 +80,16 @@ class NvmlMonitor:
         return decode_reasons(int(self._reasons_fn(self._handle)))
 
 
-def open_monitor(device_kind: str, index: int = 0) -> Any:
-    """An NvmlMonitor on a CUDA machine with nvidia-ml-py installed, else a NullMonitor."""
+def open_monitor(device_kind: str, ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None) -> Any:
+    """An NvmlMonitor of the GPU in use on a CUDA machine with nvidia-ml-py installed, else a
+    NullMonitor (also when NVML cannot find that GPU: no reading beats another GPU's)."""
     if device_kind != "cuda":
         return NullMonitor()
-    from importlib.util import find_spec
-
-    if find_spec("pynvml") is None:
+    try:
+        import pynvml  # noqa: F401 - only: is nvidia-ml-py installed
+    except ImportError:
         return NullMonitor()
-    return NvmlMonitor(index)
+    try:
+        return NvmlMonitor(ordinal, uuid=uuid, pci_bus_id=pci_bus_id)
+    except LookupError:
+        return NullMonitor()

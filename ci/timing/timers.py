@@ -1,6 +1,6 @@
 """Timing one block of calls: CUDA events on a GPU, host wall-clock on a CPU.
 
-Method (DESIGN.md "Measurement recipe"): before every call the L2 is flushed by writing a
+Method (docs/design.md "Measurement recipe"): before every call the L2 is flushed by writing a
 buffer several times its size (`L2Flusher`), outside the timed region; each call is then
 bracketed by its own pair of CUDA events on the current stream, so a sample is the device
 time of exactly one call, launch gaps included but not the flush. The block is synchronized

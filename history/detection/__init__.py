@@ -1,2 +1,2 @@
 """Regression detection: thresholds per GPU, A/B verdicts for pull requests, change-point
-scans over the main-branch history (see DESIGN.md, "Regression detection")."""
+scans over the main-branch history (docs/design.md, "Detection")."""

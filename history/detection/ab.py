@@ -15,7 +15,7 @@ Two interval methods, both percentile bootstraps of the ratio head/base:
   Between-process variation thus enters the interval. With few rounds the outer level is coarse
   and still somewhat optimistic (factor (R-1)/R on the variance), which min_effect absorbs.
 
-Verdict (DESIGN.md): regression when the interval's lower bound exceeds 1 + min_effect,
+Verdict (docs/design.md, "Detection"): regression when the interval's lower bound exceeds 1 + min_effect,
 improvement when its upper bound is below 1 / (1 + min_effect), otherwise no change.
 scripts/detection_power.py measures both methods' power and false-alarm rate on real noise.
 """
@@ -23,11 +23,11 @@ scripts/detection_power.py measures both methods' power and false-alarm rate on 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from history.statistics import bootstrap_median_ratio
+from history.statistics import bootstrap_median_ratio, resampled_medians
 
 METHODS = ("hierarchical", "pooled")
 VERDICTS = ("regression", "improvement", "no change")
@@ -53,11 +53,66 @@ def _as_rounds(rounds: Sequence[Sequence[float]], side: str) -> list[np.ndarray]
 
 
 def _round_median_draws(rounds: list[np.ndarray], resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """(resamples, R): for each round, medians of `resamples` within-round bootstrap resamples."""
-    draws = np.empty((resamples, len(rounds)))
-    for j, r in enumerate(rounds):
-        draws[:, j] = np.median(r[rng.integers(0, r.size, size=(resamples, r.size))], axis=1)
-    return draws
+    """(cases, resamples, R): per round, the medians of `resamples` within-round resamples.
+
+    `rounds[j]` is (cases, n_j): round j of every case, all cases with the same n_j. One index
+    draw per round serves every case (history.statistics.resampled_medians reads each
+    resample's median from the sorted values, exactly np.median of the same draw).
+    """
+    draws = []
+    for values in rounds:
+        n = values.shape[1]
+        indices = np.sort(rng.integers(0, n, size=(resamples, n)), axis=1)
+        draws.append(resampled_medians(np.sort(values, axis=1), indices))
+    return np.stack(draws, axis=2)
+
+
+def _signature(rounds: list[np.ndarray]) -> tuple[int, ...]:
+    return tuple(r.size for r in rounds)
+
+
+def hierarchical_intervals(
+    base: Mapping[str, Sequence[Sequence[float]]],
+    head: Mapping[str, Sequence[Sequence[float]]],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, ABInterval]:
+    """The two-level bootstrap interval (module doc) for every case in both mappings at once.
+
+    `base[case]` and `head[case]` are that case's rounds (lists of per-call latencies). The one
+    implementation of the estimator: `hierarchical_ratio` (compare, PR comments) is this with a
+    single case, the dashboard's Compare page calls it with all cases of two runs.
+
+    Cases whose rounds have the same sample counts are resampled together, each group from a
+    generator seeded with `seed`: a case's draws depend only on the seed and its round sizes, so
+    its interval is the same computed alone or with any other cases (cases in one group share
+    index draws; no per-case interval depends on that correlation). Cost: per group,
+    O(resamples * n log n) per round for the index draws plus O(cases * resamples * R).
+    """
+    groups: dict[tuple, list[tuple[str, list[np.ndarray], list[np.ndarray]]]] = {}
+    for case in sorted(set(base) & set(head)):
+        b = _as_rounds(base[case], f"{case}: base")
+        h = _as_rounds(head[case], f"{case}: head")
+        groups.setdefault((_signature(b), _signature(h)), []).append((case, b, h))
+    alpha = (1.0 - confidence) / 2.0
+    out: dict[str, ABInterval] = {}
+    for members in groups.values():
+        rng = np.random.default_rng(seed)
+        n_base, n_head = len(members[0][1]), len(members[0][2])
+        b_draws = _round_median_draws([np.stack([m[1][j] for m in members]) for j in range(n_base)], resamples, rng)
+        h_draws = _round_median_draws([np.stack([m[2][j] for m in members]) for j in range(n_head)], resamples, rng)
+        rows = np.arange(resamples)[:, None]
+        # Paired when both sides have the same round count: round i of the base ran next to round i of the head.
+        b_pick = rng.integers(0, n_base, size=(resamples, n_base))
+        h_pick = b_pick if n_head == n_base else rng.integers(0, n_head, size=(resamples, n_head))
+        ratios = h_draws[:, rows, h_pick].mean(axis=2) / b_draws[:, rows, b_pick].mean(axis=2)
+        lows, highs = np.quantile(ratios, [alpha, 1.0 - alpha], axis=1)
+        for i, (case, b, h) in enumerate(members):
+            point = float(np.mean([np.median(r) for r in h]) / np.mean([np.median(r) for r in b]))
+            out[case] = ABInterval(point, float(lows[i]), float(highs[i]), confidence, "hierarchical",
+                                   min(n_base, n_head))
+    return out
 
 
 def hierarchical_ratio(
@@ -67,24 +122,14 @@ def hierarchical_ratio(
     resamples: int = 2000,
     seed: int = 0,
 ) -> ABInterval:
-    """Two-level (rounds, then samples) percentile bootstrap of mean-of-round-medians ratio.
+    """Two-level (rounds, then samples) percentile bootstrap of the mean-of-round-medians ratio,
+    for one case: `hierarchical_intervals` with that case alone.
 
-    Cost: O(resamples * total samples) for the inner level plus O(resamples * R) for the outer.
     Rounds are paired when both sides have the same count, else resampled independently.
     """
-    base = _as_rounds(base_rounds, "base")
-    head = _as_rounds(head_rounds, "head")
-    rng = np.random.default_rng(seed)
-    b_draws = _round_median_draws(base, resamples, rng)
-    h_draws = _round_median_draws(head, resamples, rng)
-    rows = np.arange(resamples)[:, None]
-    b_pick = rng.integers(0, len(base), size=(resamples, len(base)))
-    h_pick = b_pick if len(head) == len(base) else rng.integers(0, len(head), size=(resamples, len(head)))
-    ratios = h_draws[rows, h_pick].mean(axis=1) / b_draws[rows, b_pick].mean(axis=1)
-    alpha = (1.0 - confidence) / 2.0
-    low, high = np.quantile(ratios, [alpha, 1.0 - alpha])
-    point = float(np.mean([np.median(r) for r in head]) / np.mean([np.median(r) for r in base]))
-    return ABInterval(point, float(low), float(high), confidence, "hierarchical", min(len(base), len(head)))
+    _as_rounds(base_rounds, "base")
+    _as_rounds(head_rounds, "head")
+    return hierarchical_intervals({"case": base_rounds}, {"case": head_rounds}, confidence, resamples, seed)["case"]
 
 
 def pooled_ratio(

@@ -1,12 +1,18 @@
 """Scan the main-branch history for persistent steps and correctness failures -> alerts.
 
-For every series (case x GPU, view `case_series`) and each metric — latency (`median_us`) and
-gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift such as a driver or clock change) —
+For every series (case x GPU model x pool, view `case_series`; history.series_key) and each
+metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
+such as a driver or clock change) —
 history.changepoints finds level shifts with a penalty from the series' own noise; a shift of
 at least the GPU's min_effect that holds for min_persist runs becomes an alert. Correctness
 failures on main are always alerts, one per failing streak. Dedup keys carry the commit of
 the step, so rescans add nothing new; a step that PELT re-places a run or two away as more data
 arrives is recognised as the same finding (`shift_tolerance`).
+
+Two hosts of one GPU model are two series unless their runners declared one pool: a constant
+offset between hosts is then neither a step nor noise. Thresholds stay per GPU model
+(history.detection.thresholds): they describe how that model measures, and a pool is by
+definition a set of GPUs that measure alike.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from history.detection.thresholds import Thresholds
 
 # Scanned columns of `case_series`: column -> (index in the _series row, label for people).
 METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}
+POOL = 8  # index of series_pool in a _series row
 SHIFT_TOLERANCE = 2  # runs either side of a step's commit that count as the same step
 
 
@@ -31,12 +38,15 @@ class ScanReport:
     skipped_short: int = 0
 
 
-def dedup_key(kind: str, case_id: str, gpu: str, metric: str, commit_sha: str) -> str:
-    return f"{kind}|{case_id}|{gpu}|{metric}|{commit_sha}"
+def dedup_key(kind: str, case_id: str, gpu: str, metric: str, commit_sha: str, pool: str) -> str:
+    return f"{kind}|{case_id}|{gpu}|{metric}|{commit_sha}|{pool}"
 
 
-def _known_steps(con) -> set[tuple[str, str, str, str]]:
-    rows = con.execute("SELECT case_id, coalesce(gpu_name, ''), metric, coalesce(commit_sha, '') FROM alerts").fetchall()
+def _known_steps(con) -> set[tuple[str, str, str, str, str]]:
+    """(case, GPU, pool, metric, commit) of every stored alert (pool backfilled by migration 006)."""
+    rows = con.execute(
+        "SELECT case_id, coalesce(gpu_name, ''), coalesce(pool, ''), metric, coalesce(commit_sha, '') FROM alerts"
+    ).fetchall()
     return {tuple(r) for r in rows}
 
 
@@ -45,18 +55,18 @@ def _series(con, gpu: str | None, window: int):
     params = [gpu] if gpu else []
     return con.execute(
         f"""
-        SELECT case_id, series_gpu, series_index, run_id, commit_sha, median_us, gap_to_sdpa, synthetic
-        FROM (SELECT *, row_number() OVER (PARTITION BY case_id, series_gpu ORDER BY series_index DESC) AS back
+        SELECT case_id, series_gpu, series_index, run_id, commit_sha, median_us, gap_to_sdpa, synthetic, series_pool
+        FROM (SELECT *, row_number() OVER (PARTITION BY case_id, series_gpu, series_pool ORDER BY series_index DESC) AS back
               FROM case_series {where})
         WHERE back <= {int(window)}
-        ORDER BY case_id, series_gpu, series_index
+        ORDER BY case_id, series_gpu, series_pool, series_index
         """,
         params,
     ).fetchall()
 
 
 def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanReport) -> None:
-    case_id, gpu = rows[0][0], rows[0][1]
+    case_id, gpu, pool = rows[0][0], rows[0][1], rows[0][POOL]
     commits = [r[4] for r in rows]
     for column, (metric_index, label) in METRICS.items():
         points = [(i, r[metric_index]) for i, r in enumerate(rows)
@@ -70,50 +80,55 @@ def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanRe
                                       penalty_scale=th.penalty_scale, sigma_floor=th.sigma_floor):
             row_index = points[step.index][0]
             nearby = commits[max(0, row_index - SHIFT_TOLERANCE): row_index + SHIFT_TOLERANCE + 1]
-            if any((case_id, gpu or "", column, c or "") in known for c in nearby):
+            if any((case_id, gpu or "", pool or "", column, c or "") in known for c in nearby):
                 continue
             kind = "regression" if step.ratio > 1 else "improvement"
             row = rows[row_index]
             synthetic = " (synthetic data)" if row[7] else ""
             report.findings.append(NewAlert(
-                dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or ""),
-                kind=kind, metric=column, case_id=case_id, gpu_name=gpu, run_id=row[3], commit_sha=row[4],
+                dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or "", pool or ""),
+                kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row[3], commit_sha=row[4],
                 baseline_value=step.before, new_value=step.after, change_pct=step.change * 100.0,
                 detail=(f"{label} {step.change * 100:+.1f}% at {str(row[4])[:12]}: median {step.before:.4g} over "
                         f"{step.points_before} runs before, {step.after:.4g} over {step.points_after} runs after"
                         f"{synthetic}"),
             ))
-            known.add((case_id, gpu or "", column, row[4] or ""))
+            known.add((case_id, gpu or "", pool or "", column, row[4] or ""))
 
 
 def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) -> None:
-    """One alert per streak of failing main runs of a case on a GPU, keyed by its first commit."""
+    """One alert per streak of failing main runs of a case on a GPU model and pool, keyed by its first commit."""
     where = "AND coalesce(u.gpu_name, u.device_kind) = ?" if gpu else ""
     rows = con.execute(
         f"""
-        SELECT s.case_id, coalesce(u.gpu_name, u.device_kind) AS gpu, u.run_id, u.commit_sha, s.passed,
+        SELECT s.case_id, coalesce(u.gpu_name, u.device_kind) AS gpu, u.pool, u.run_id, u.commit_sha, s.passed,
                s.worst_max_abs_err, s.worst_rel_err, s.nonfinite
         FROM correctness_summaries s
         JOIN runs u USING (run_id)
         LEFT JOIN commits c ON c.sha = u.commit_sha
         WHERE u.branch = 'main' {where}
-        ORDER BY s.case_id, gpu, c.committed_at NULLS LAST, u.started_at, u.run_id
+        ORDER BY s.case_id, gpu, u.pool, c.committed_at NULLS LAST, u.started_at, u.run_id
         """,
         [gpu] if gpu else [],
     ).fetchall()
-    previous_passed: dict[tuple[str, str], bool] = {}
-    for case_id, g, run_id, sha, passed, max_abs, rel, nonfinite in rows:
-        key = (case_id, g)
-        if not passed and previous_passed.get(key, True) and (case_id, g or "", "correctness", sha or "") not in known:
+    previous_passed: dict[tuple[str, str, str], bool] = {}
+    for case_id, g, pool, run_id, sha, passed, max_abs, rel, nonfinite in rows:
+        key = (case_id, g, pool)
+        new_streak = not passed and previous_passed.get(key, True)
+        if new_streak and (case_id, g or "", pool or "", "correctness", sha or "") not in known:
             report.findings.append(NewAlert(
-                dedup_key=dedup_key("correctness", case_id, g or "", "correctness", sha or ""),
-                kind="correctness", metric="correctness", case_id=case_id, gpu_name=g, run_id=run_id,
+                dedup_key=dedup_key("correctness", case_id, g or "", "correctness", sha or "", pool or ""),
+                kind="correctness", metric="correctness", case_id=case_id, gpu_name=g, pool=pool, run_id=run_id,
                 commit_sha=sha, baseline_value=None, new_value=max_abs, change_pct=None,
                 detail=(f"correctness failed from {str(sha)[:12]}: max abs err {max_abs}, rel err {rel}, "
                         f"{nonfinite or 0} non-finite elements"),
             ))
-            known.add((case_id, g or "", "correctness", sha or ""))
+            known.add((case_id, g or "", pool or "", "correctness", sha or ""))
         previous_passed[key] = bool(passed)
+
+
+def _series_key(row: tuple) -> tuple:
+    return row[0], row[1], row[POOL]
 
 
 def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu: str | None = None,
@@ -125,7 +140,7 @@ def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu
     cache: dict[str | None, Thresholds] = {}
     start = 0
     for end in range(1, len(rows) + 1):
-        if end == len(rows) or rows[end][:2] != rows[start][:2]:
+        if end == len(rows) or _series_key(rows[end]) != _series_key(rows[start]):
             g = rows[start][1]
             if g not in cache:
                 cache[g] = thresholds_for(g)

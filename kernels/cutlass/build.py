@@ -9,7 +9,8 @@ CUTLASS version rebuilds), the flags and the nvcc version.
 The build report records what ptxas said about every kernel in the library (the two GEMMs
 and the softmax, per dtype) and what the library says about its GEMMs at compile time
 (dynamic shared memory, pipeline stages, threads per CTA): CUTLASS kernels take all their
-shared memory dynamically, so ptxas alone would report 0 bytes.
+shared memory dynamically, so ptxas alone would report 0 bytes. The record names the
+headers by their version (`-I<cutlass-4.2.0>`), not by where this machine keeps them.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kernels.build_report import BuildReport
 from kernels.cutlass.configs import TileConfig
 from kernels.cutlass.headers import cutlass_include_dir, cutlass_version
 from kernels.nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
-from kernels.registry import BuildReport
 
 SOURCE = Path(__file__).with_name("attention_3k.cu")
 ARCH = "sm_90a"
@@ -35,6 +36,16 @@ _locks_guard = threading.Lock()
 
 def flags_for(config: TileConfig) -> list[str]:
     return [*BASE_FLAGS, *config.defines()]
+
+
+def include_names(include: Path | None) -> dict[Path, str]:
+    """How the build record names the header folder: by the CUTLASS version it holds."""
+    if include is None:
+        return {}
+    try:
+        return {include: f"<cutlass-{cutlass_version(include)}>"}
+    except (OSError, ValueError):
+        return {include: "<cutlass>"}
 
 
 def build_library(config: TileConfig, cache_dir: Path | None = None) -> NvccResult:
@@ -52,7 +63,7 @@ def build_library(config: TileConfig, cache_dir: Path | None = None) -> NvccResu
     with lock:
         return nvcc_compile(
             [SOURCE], output="shared", arch=ARCH, flags=flags_for(config),
-            include_dirs=[include], cache_dir=cache_dir,
+            include_dirs=[include], cache_dir=cache_dir, include_names=include_names(include),
         )
 
 
@@ -135,6 +146,6 @@ def build_and_report(config: TileConfig, cache_dir: Path | None = None) -> Build
     try:
         result = build_library(config, cache_dir)
     except NvccError as exc:
-        return failed_build_report(config.variant_name, exc, ARCH)
+        return failed_build_report(config.variant_name, exc, ARCH, include_names(cutlass_include_dir()))
     library = Attention3kLibrary(result.path)
     return report_for(config, result, library.gemm_facts())

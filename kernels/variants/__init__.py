@@ -1,11 +1,22 @@
-"""Built-in variants; each module registers its variants on import.
+"""Built-in variants: each module listed here exposes its `VARIANTS`; `BUILTIN` is all of them,
+in this order, and `kernels.registry` registers them on first use.
 
 The list is explicit (no discovery by file name): a variant exists once its module is
 imported here. Modules import torch, Triton and CuPy lazily, so this list imports on a
-dashboard host that has none of them.
+dashboard host that has none of them. No variant module imports the registry: the registry
+imports this list, never the other way round (docs/design.md, "Layers and the direction of
+imports").
 """
 
-from kernels.variants import sdpa, torch_3op  # noqa: F401  (register on import)
-from kernels.variants import cuda_kernels  # noqa: F401  (register on import)
-from kernels.variants import triton_fa2  # noqa: F401  (register on import)
-from kernels.variants import cutlass_3k  # noqa: F401  (register on import)
+from kernels.variants import sdpa, torch_3op
+from kernels.variants import cuda_kernels
+from kernels.variants import triton_fa2
+from kernels.variants import cutlass_3k
+
+BUILTIN = (
+    *sdpa.VARIANTS,
+    *torch_3op.VARIANTS,
+    *cuda_kernels.VARIANTS,
+    *triton_fa2.VARIANTS,
+    *cutlass_3k.VARIANTS,
+)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernels.build_report import BuildReport
 from kernels.cases import Case
 from kernels.cuda.launch import SPECS, make_launcher, target_arch, unsupported_reason, variant_build_report
 from kernels.inputs import make_inputs, make_output
 from kernels.nvcc import NvccError, failed_build_report
-from kernels.registry import BuildReport, Prepared, Variant, register
+from kernels.variant import Prepared, Variant
 
 NEEDS = frozenset({"cuda", "nvcc", "cupy"})
 LINEAGE = {
@@ -56,8 +57,8 @@ def _build_for(variant: str):
     return build
 
 
-for _name, _spec in SPECS.items():
-    register(Variant(
+VARIANTS = tuple(
+    Variant(
         name=_name,
         family="cuda",
         description=_spec.description,
@@ -66,4 +67,6 @@ for _name, _spec in SPECS.items():
         unsupported=_unsupported_for(_name),
         build=_build_for(_name),
         lineage=LINEAGE[_name],
-    ))
+    )
+    for _name, _spec in SPECS.items()
+)

@@ -29,7 +29,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kernels.availability import capabilities
+from kernels.build_report import BuildReport
+from kernels.capabilities import capabilities
 from kernels.cases import Case
 from kernels.cutlass import configs
 from kernels.cutlass.build import build_and_report, build_library
@@ -37,7 +38,7 @@ from kernels.cutlass.configs import TileConfig
 from kernels.cutlass.library import Attention3kLibrary
 from kernels.nvcc import NvccError
 from kernels.inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
-from kernels.registry import BuildReport, Prepared, Variant, register
+from kernels.variant import Prepared, Variant
 
 NEEDS = frozenset({"cuda", "hopper", "nvcc", "cutlass"})
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}
@@ -151,10 +152,10 @@ def _build_for(config: TileConfig):
     return build
 
 
-def _register_all() -> list[Variant]:
+def _one_per_tile_config() -> list[Variant]:
     tile_configs, _ = configs.default()
     return [
-        register(Variant(
+        Variant(
             name=config.variant_name,
             family="cutlass",
             description=(f"CUTLASS 3.x GEMM (tile {'x'.join(map(str, config.tile))}, cluster {config.cluster_m}x1, "
@@ -164,9 +165,10 @@ def _register_all() -> list[Variant]:
             unsupported=_unsupported,
             build=_build_for(config),
             lineage="CUTLASS 3-kernel (seed 000 iterations 0-8, seed 002 tile sweep)",
-        ))
+        )
         for config in tile_configs
     ]
 
 
-CUTLASS_3K_VARIANTS = _register_all()
+CUTLASS_3K_VARIANTS = _one_per_tile_config()
+VARIANTS = tuple(CUTLASS_3K_VARIANTS)

@@ -28,10 +28,10 @@ import functools
 import warnings
 from typing import Any, Callable
 
-from kernels.availability import capabilities
+from kernels.capabilities import capabilities
 from kernels.cases import Case
 from kernels.inputs import input_shape, make_inputs, softmax_scale, torch_dtype
-from kernels.registry import Prepared, Variant, register
+from kernels.variant import Prepared, Variant
 
 # aten op that runs the attention for each backend (what the profiler shows).
 BACKEND_OPS = {
@@ -152,7 +152,7 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
 
 def _variant(name: str, backend: str | None, description: str, lineage: str,
              needs: frozenset[str] = frozenset(), is_reference: bool = False) -> Variant:
-    return register(Variant(
+    return Variant(
         name=name,
         family="sdpa",
         description=description,
@@ -161,7 +161,7 @@ def _variant(name: str, backend: str | None, description: str, lineage: str,
         needs=needs,
         unsupported=_unsupported_for(backend),
         lineage=lineage,
-    ))
+    )
 
 
 SDPA = _variant(
@@ -189,3 +189,5 @@ SDPA_MATH = _variant(
     "SDPA pinned to the math backend: unfused composite ops, the slow but general fallback",
     "PyTorch SDPA math fallback",
 )
+
+VARIANTS = (SDPA, SDPA_FLASH, SDPA_EFFICIENT, SDPA_CUDNN, SDPA_MATH)

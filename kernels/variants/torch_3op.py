@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.availability import capabilities
+from kernels.capabilities import capabilities
 from kernels.cases import Case
 from kernels.inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
-from kernels.registry import Prepared, Variant, register
+from kernels.variant import Prepared, Variant
 
 # Above this share of device memory the materialised scores and probabilities are declared
 # unsupported instead of discovered as an out-of-memory crash.
@@ -68,11 +68,13 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     return Prepared(fn=run, q=q, k=k, v=v, out=out, info={"kernels": kernels, "torch": torch.__version__})
 
 
-TORCH_3OP = register(Variant(
+TORCH_3OP = Variant(
     name="torch_3op",
     family="torch",
     description="unfused matmul -> softmax -> matmul (cuBLAS GEMMs + torch softmax; causal adds a masked_fill)",
     prepare=_prepare,
     unsupported=_unsupported,
     lineage="cuBLAS 3-kernel; Phase B hybrid",
-))
+)
+
+VARIANTS = (TORCH_3OP,)

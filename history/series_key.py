@@ -1,0 +1,35 @@
+"""How runs group into series: one series per case x GPU model x pool (docs/design.md, "GPU
+identity and series").
+
+A pool is a set of GPUs of one model that measure alike, so that their runs may form one
+series. A runner declares its pool in ATTNWATCH_POOL (recorded in the bundle as
+`environment.pool`); a runner that declares none is a pool of its own host, so two hosts are
+never mixed in one series unless someone said they may be, while the GPUs of one host (same
+chassis, cooling, power limits, driver) share one. Bundles written before pools existed carry
+no pool and get the same default from the host name they recorded, so an existing one-host
+history keeps its series unbroken.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A declared pool: a short name people choose (letters, digits and . _ : @ + / -), shown in
+# the dashboard and used in alert keys. Host names fit it as well.
+POOL_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,99}$")
+UNKNOWN_POOL = "unknown-host"
+
+
+def series_pool(declared: str | None, hostname: str | None, runner: str | None = None) -> str:
+    """The pool a run belongs to: the declared one, else its host name, else its runner name."""
+    for value in (declared, hostname, runner):
+        if value and value.strip():
+            return value.strip()
+    return UNKNOWN_POOL
+
+
+def pool_problem(value: str) -> str | None:
+    """Why `value` cannot be a declared pool name, or None when it can."""
+    if POOL_PATTERN.match(value):
+        return None
+    return f"{value[:80]!r}: a pool name is 1-100 of A-Z a-z 0-9 . _ : @ + / -, starting with a letter or digit"

@@ -1,0 +1,161 @@
+"""The on-disk compile cache: one directory per trust level, every entry checked before use.
+
+Why it exists apart from the compiler: a compiled binary is code that a later job loads (a
+cubin runs on the GPU, a shared library is dlopen'ed). When pull-request jobs (code nobody has
+reviewed yet) and main jobs (whose numbers go into the history) shared one cache, a PR could
+plant a binary under the key of an unchanged kernel and the next main run would load it on a
+key match alone. So (docs/design.md, "Threat model"):
+
+- **One directory per trust level.** `$ATTNWATCH_TRUST` is `trusted` (jobs on the default
+  branch, on the trusted runner), `untrusted` (pull-request jobs) or, unset, `local` (a
+  developer's machine). The default directory is `$ATTNWATCH_CACHE/<kind>/<trust>`, else
+  `~/.cache/attnwatch/<kind>/<trust>`. The name alone protects nothing (a PR job can set the
+  variable); what protects the trusted directory is that the untrusted OS user cannot write it
+  (README, "GPU runners"), and the next rule checks that this holds.
+- **Private or refused.** The cache directory must belong to the user running the build and be
+  writable by nobody else (the check sshd's StrictModes makes for `~/.ssh`); otherwise
+  UnsafeCacheError names the directory and the fix. An entry whose files belong to another
+  user or are group/world-writable is not used.
+- **Verified before loading.** Each entry's metadata records the sha256 of the binary when it
+  was written; a lookup recomputes it, and an entry that does not match (tampered, truncated,
+  or written by an older attnwatch without a digest) is a miss, rebuilt and replaced. The
+  digest is checked against metadata in the same private directory: it catches any change to
+  the binary made after it was written, and the ownership rule above is what keeps another
+  user from rewriting both.
+
+Writes are staged in a temporary directory inside the cache and renamed into place (metadata
+first), so parallel builds of one key never expose a half-written binary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+TRUST_VARIABLE = "ATTNWATCH_TRUST"
+TRUST_LEVELS = ("trusted", "untrusted", "local")
+DIGEST_FIELD = "sha256"
+_CHUNK = 1 << 20
+
+
+class UnsafeCacheError(RuntimeError):
+    """The cache directory could be written by another user: nothing in it can be trusted."""
+
+
+class CacheEntryWarning(UserWarning):
+    """A cache entry was ignored (wrong owner, writable by others, or its digest did not match)."""
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A verified hit: the binary and the metadata stored with it."""
+
+    binary: Path
+    meta: dict[str, Any]
+
+
+def trust_level(env: Mapping[str, str] | None = None) -> str:
+    """`$ATTNWATCH_TRUST` (trusted, untrusted), `local` when unset; anything else is refused."""
+    value = (os.environ if env is None else env).get(TRUST_VARIABLE, "").strip() or "local"
+    if value not in TRUST_LEVELS:
+        raise ValueError(f"{TRUST_VARIABLE}={value!r}: expected one of {', '.join(TRUST_LEVELS)}")
+    return value
+
+
+def default_cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
+    """`$ATTNWATCH_CACHE/<kind>/<trust>`, else `~/.cache/attnwatch/<kind>/<trust>`."""
+    env = os.environ if env is None else env
+    root = env.get("ATTNWATCH_CACHE")
+    base = Path(root) if root else Path.home() / ".cache" / "attnwatch"
+    return base / kind / trust_level(env)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _foreign_or_shared(st: os.stat_result) -> str | None:
+    """Why a file or directory with this stat is not private to us, or None when it is."""
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    who = [name for bit, name in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others")) if st.st_mode & bit]
+    if who:
+        return f"writable by {' and '.join(who)} (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+class CompileCache:
+    """A private, verified cache directory of compiled binaries keyed by content hash."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        st = self.root.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise UnsafeCacheError(f"{self.root}: the compile cache is a symlink; use a real directory")
+        problem = _foreign_or_shared(st)
+        if problem:
+            raise UnsafeCacheError(
+                f"{self.root}: the compile cache is {problem}: another user could plant binaries in it. "
+                f"Give each trust level its own directory (chmod 700, owned by the user that builds) "
+                f"or point ATTNWATCH_CACHE elsewhere"
+            )
+
+    def paths(self, key: str, suffix: str) -> tuple[Path, Path]:
+        """(binary, metadata) file paths of one key."""
+        return self.root / f"{key}{suffix}", self.root / f"{key}.json"
+
+    def lookup(self, key: str, suffix: str) -> CacheEntry | None:
+        """The verified entry for `key`, or None (a miss, also for an entry that fails a check)."""
+        binary, meta_path = self.paths(key, suffix)
+        try:
+            stats = [binary.stat(follow_symlinks=False), meta_path.stat(follow_symlinks=False)]
+        except FileNotFoundError:
+            return None
+        for path, st in zip((binary, meta_path), stats):
+            problem = "a symlink" if stat.S_ISLNK(st.st_mode) else _foreign_or_shared(st)
+            if problem:
+                warnings.warn(f"{path}: ignored, the cache entry is {problem}; rebuilding", CacheEntryWarning,
+                              stacklevel=2)
+                return None
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            return None  # a metadata file we cannot read is a miss; the rebuild replaces it
+        recorded = meta.get(DIGEST_FIELD) if isinstance(meta, dict) else None
+        if not isinstance(recorded, str):
+            return None  # written before entries carried a digest: rebuild once
+        actual = sha256_file(binary)
+        if actual != recorded:
+            warnings.warn(f"{binary}: ignored, its sha256 {actual[:12]} is not the {recorded[:12]} recorded when it "
+                          "was built (changed after it was written, or two builds raced); rebuilding", CacheEntryWarning, stacklevel=2)
+            return None
+        return CacheEntry(binary, meta)
+
+    @contextmanager
+    def staging(self) -> Iterator[Path]:
+        """A scratch directory inside the cache (same filesystem, so the final rename is atomic)."""
+        with tempfile.TemporaryDirectory(dir=self.root, prefix=".build-") as scratch:
+            yield Path(scratch)
+
+    def store(self, key: str, suffix: str, staged: Path, meta: Mapping[str, Any]) -> Path:
+        """Move a built binary from the staging directory into place, its digest in the metadata."""
+        binary, meta_path = self.paths(key, suffix)
+        record = {**meta, DIGEST_FIELD: sha256_file(staged)}
+        meta_tmp = Path(staged).with_name(f"{key}.json.tmp")
+        meta_tmp.write_text(json.dumps(record))
+        os.replace(meta_tmp, meta_path)  # metadata first: a visible binary always has its digest
+        os.replace(staged, binary)
+        return binary

@@ -1,0 +1,55 @@
+"""What a variant is: its record (`Variant`) and what its `prepare` returns (`Prepared`).
+
+Each variant declares what it needs ("cuda", "hopper", "triton", "nvcc", "cupy",
+"cutlass"), which combinations it does not support (with the reason), and a `prepare`
+function that does all setup and compilation and returns a zero-argument callable, so that
+nothing but the kernel launch sits in the timed region (the tritonbench operator style,
+docs/design.md "Kernel variants").
+
+A leaf below the registry: variant modules build these records and the registry collects
+them, so no variant module imports the registry (which imports the variant modules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from kernels.build_report import BuildReport
+from kernels.cases import Case
+
+FAMILIES = ("sdpa", "torch", "cuda", "triton", "cutlass", "test")
+
+
+@dataclass
+class Prepared:
+    """A case ready to run: `fn()` launches the kernel once and returns the output tensor.
+
+    `out` is the caller-visible output buffer when the variant writes into one it was given
+    (custom kernels); the correctness suite fills it with NaN before each call so that
+    unwritten elements fail. Library variants that allocate their own output leave it None.
+    """
+
+    fn: Callable[[], Any]
+    q: Any
+    k: Any
+    v: Any
+    out: Any | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Variant:
+    name: str
+    family: str
+    description: str
+    prepare: Callable[[Case, Any, int], Prepared]  # (case, torch.device, seed) -> Prepared
+    is_reference: bool = False
+    needs: frozenset[str] = frozenset()
+    unsupported: Callable[[Case], str | None] = lambda case: None
+    build: Callable[[], BuildReport] | None = None
+    lineage: str = ""
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"variant {self.name!r}: unknown family {self.family!r}")

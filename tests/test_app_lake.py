@@ -1,0 +1,53 @@
+"""The dashboard on a lake: every page renders the team history (tests/app_history.py, copied
+into a lake on the session's PostgreSQL server) as it renders the file, and sees a new commit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.data.store import current_source
+from app_history import CRASHED_CASE, build_history
+from bundle_factory import make_bundle
+from history.copy import copy_history
+from history.ingest import ingest_paths
+
+ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
+PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
+         "views/kernel.py", "views/sql.py", "views/run.py")
+
+
+@pytest.fixture
+def team_lake(lake_db, tmp_path):
+    file = tmp_path / "team.duckdb"
+    build_history(file, tmp_path / "bundles")
+    copy_history(file, lake_db)
+    return lake_db
+
+
+def _render(page: str) -> AppTest:
+    at = AppTest.from_file(str(ENTRYPOINT), default_timeout=180)
+    at.run()
+    if page != PAGES[0]:
+        at.switch_page(page).run()
+    return at
+
+
+def test_every_page_renders_a_lake(team_lake):
+    for page in PAGES:
+        at = _render(page)
+        assert not at.exception, (page, [e.value for e in at.exception])
+        assert not [w.value for w in at.warning if "could not read" in w.value], page
+    overview = _render(PAGES[0])
+    cases = next(d.value for d in overview.dataframe if "trend_us" in d.value.columns)
+    assert len(cases) == 16 and (cases.set_index("case_id").loc[CRASHED_CASE, "status"] == "crashed")
+
+
+def test_a_commit_to_the_lake_changes_the_dashboards_cache_key(team_lake, tmp_path):
+    before = current_source()
+    assert before.exists and before.path == team_lake
+    assert current_source() == before  # nothing committed: the cached results stay valid
+    ingest_paths(team_lake, [make_bundle(tmp_path / "new", run_id="new-run", n_samples=5)])
+    assert current_source() != before

@@ -1,0 +1,105 @@
+"""The direction of imports and the absence of import circles, read from the source with `ast`
+(docs/design.md, "Layers and the direction of imports"): kernels/ and history/ import nothing
+else of the project, app/ only history/, ci/ kernels/ and history/; no package imports a
+module of its own in a circle. scripts/import_graph.py is the checker; the planted trees below
+show that it catches each kind of break, lazy imports included."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "import_graph.py"
+
+
+@pytest.fixture(scope="module")
+def graph():
+    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for package in ("kernels", "ci", "history", "app"):
+        (root / package).mkdir(exist_ok=True)
+        (root / package / "__init__.py").touch()
+    return root
+
+
+def test_every_package_imports_only_what_its_layer_allows(graph):
+    assert sum(len(graph.package_sources(p)) for p in graph.PACKAGES) >= 80
+    bad = [f"{imp.path.relative_to(ROOT)}:{imp.line} {imp.source} -> {imp.target}" for imp in graph.layer_violations()]
+    assert bad == []
+
+
+@pytest.mark.parametrize("package", ["kernels", "ci", "history", "app"])
+def test_no_package_has_an_import_cycle(graph, package):
+    assert graph.cycles(graph.import_graph(package)) == []
+
+
+@pytest.mark.parametrize(("path", "text", "target"), [
+    ("kernels/a.py", "from ci import cli\n", "ci"),
+    ("kernels/a.py", "def f():\n    import history.db\n", "history.db"),
+    ("history/a.py", "from kernels.cases import Case\n", "kernels.cases"),
+    ("history/a.py", "from app import ui\n", "app"),
+    ("app/a.py", "import kernels\n", "kernels"),
+    ("app/a.py", "from ci.compare import stats\n", "ci.compare"),
+    ("ci/a.py", "from app.data import store\n", "app.data"),
+    ("ci/a.py", "from scripts import tool\n", "scripts"),
+])
+def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target):
+    root = _tree(tmp_path, {path: text})
+    found = [(imp.source, imp.target) for imp in graph.layer_violations(root)]
+    assert found == [(path[:-3].replace("/", "."), target)]
+
+
+def test_allowed_imports_are_not_reported(graph, tmp_path):
+    root = _tree(tmp_path, {
+        "ci/a.py": "from kernels import registry\nfrom history.db import connect\n",
+        "app/a.py": "from history import sql\nimport streamlit\n",
+        "history/a.py": "from history.db import connect\nfrom . import b\n",
+        "history/b.py": "",
+    })
+    assert graph.layer_violations(root) == []
+
+
+def test_a_planted_circle_through_a_lazy_import_is_found(graph, tmp_path):
+    """The old kernels/ circle in miniature: the registry loads the variants lazily, a variant
+    imports the compiler driver, the driver imports the registry for its record."""
+    root = _tree(tmp_path, {
+        "kernels/registry.py": "def load():\n    from kernels import variants\n",
+        "kernels/variants/__init__.py": "from kernels.variants import cuda\n",
+        "kernels/variants/cuda.py": "from kernels.nvcc import compile\n",
+        "kernels/nvcc.py": "from kernels.registry import BuildReport\n",
+        "kernels/shapes.py": "",
+    })
+    assert graph.cycles(graph.import_graph("kernels", root)) == [
+        ["kernels.nvcc", "kernels.registry", "kernels.variants", "kernels.variants.cuda"]]
+
+
+def test_relative_imports_resolve_to_their_package(graph, tmp_path):
+    root = _tree(tmp_path, {
+        "ci/x/__init__.py": "from .y import f\n",
+        "ci/x/y.py": "from ..z import g\n",
+        "ci/z.py": "from .x import y\n",
+    })
+    edges = graph.import_graph("ci", root)
+    assert edges["ci.x"] == {"ci.x.y"} and edges["ci.x.y"] == {"ci.z"} and edges["ci.z"] == {"ci.x.y"}
+    assert graph.cycles(edges) == [["ci.x.y", "ci.z"]]
+
+
+def test_the_script_exits_nonzero_on_a_break(graph, tmp_path, capsys):
+    root = _tree(tmp_path, {"history/a.py": "from app import ui\n"})
+    assert graph.main(["--root", str(root)]) == 1
+    assert "history.a imports app" in capsys.readouterr().out
+    assert graph.main([]) == 0
