@@ -74,3 +74,16 @@ def default(name: str) -> Any:
 
 def default_dtypes(shape_set: str) -> list[str]:
     return list(_raw()["defaults"]["dtypes"].get(shape_set, ["fp16"]))
+
+
+def compare_setting(name: str) -> Any:
+    """A [compare] entry: min_rounds, max_rounds, resamples."""
+    return _raw()["compare"][name]
+
+
+def compare_sampling(device_kind: str) -> dict[str, Any]:
+    """TimingConfig overrides for one compare round per case ([compare.<device kind>])."""
+    section = _raw()["compare"]
+    if device_kind not in section:
+        raise ValueError(f"{CONFIG_PATH.name}: no [compare.{device_kind}] section")
+    return dict(section[device_kind])

@@ -5,8 +5,10 @@ new process group, and follows the child's journal (ci/journal.py):
 
 * a case the child finished (any status) is kept, whatever happens to the child later;
 * the child exits abnormally (abort, segfault, a CUDA error it journalled itself): the case
-  in flight is `crashed` with the exit status and the tail of the child's log, and a fresh
-  child is started for the cases not yet finished;
+  in flight is re-run alone in a fresh process (ci/attribution.py); if it crashes alone it is
+  `crashed` (attributed) with the exit status and the tail of the child's log, else the crash
+  is noted as of unknown origin and the case is measured again once; a fresh child is started
+  for the cases not yet finished;
 * the journal stays silent for `case_timeout_s`: the child's process group is killed, the
   case in flight is `timeout`, and a fresh child continues;
 * a child that finishes nothing at all (an import error, a broken plugin) fails the remaining
@@ -34,11 +36,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ci.attribution import Crash, CrashAttribution
 from ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
+from ci.child_env import child_env
 from ci.environment import capture_environment, capture_git
 from ci.plan import PlannedCase, RunPlan
 from ci.progress import Progress
@@ -90,6 +94,9 @@ class RunOptions:
     # cases are measured, again after ncu's files are added. A caller whose job can be killed
     # from outside (gpu_check) copies the bundle out at once instead of waiting for the end.
     on_bundle_written: Callable[[Path], None] | None = None
+    # Diagnostic mode: children run with CUDA_LAUNCH_BLOCKING=1 (every launch synchronous, so a
+    # faulting kernel is named by the launch that reports it). Timings are then not comparable.
+    diagnose: bool = False
 
 
 def resolve_kernels_checkout(kernels_root: Path | None) -> Path | None:
@@ -206,6 +213,7 @@ def _ncu_note(ncu: Any) -> str:
 
 def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress) -> None:
     env = _child_env(work, checkout, options)
+    attribution = CrashAttribution()
     generation = 0
     while state.remaining() and generation <= options.max_restarts:
         remaining = state.remaining()
@@ -224,8 +232,11 @@ def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | No
             break
         state.finish_generation(paths["benchmark"], rc=rc, timed_out=timed_out, log_tail=log_tail,
                                 timeout_s=options.case_timeout_s)
+        crash = state.take_crash()
+        if crash is not None:
+            _attribute(replace(crash, where=f"child {generation}"), attribution, plan, state, work, checkout, options)
         progress.sync(state)
-        if len(state.outcomes) == before:
+        if len(state.outcomes) == before and crash is None:
             state.fail_remaining(f"the measuring child finished no case (exit status {rc}); its log ends: {log_tail}")
             progress.sync(state)
             break
@@ -233,6 +244,24 @@ def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | No
     if state.remaining():
         state.fail_remaining(f"gave up after {options.max_restarts} child restarts")
         progress.sync(state)
+
+
+def _attribute(crash: Crash, attribution: CrashAttribution, plan: RunPlan, state: SuiteState, work: Path,
+               checkout: Path | None, options: RunOptions) -> None:
+    """A child died with `crash.case_id` in flight: re-run it alone to tell whether it caused
+    the crash (ci/attribution.py); record it, or leave it to the next child (its one retry)."""
+    from ci.workers.client import WorkerSpec, probe_case
+
+    spec = WorkerSpec(plan=plan.with_cases([state.cases[crash.case_id]]), side="isolated re-run", checkout=checkout,
+                      work_dir=work, python=options.python, extra_sys_path=list(options.extra_sys_path),
+                      startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
+                      case_timeout_s=options.case_timeout_s)
+    decision = attribution.decide(crash, lambda case_id, stage: probe_case(spec, case_id, stage,
+                                                                         f"probe-{attribution.probes}"))
+    if not decision.retry:
+        state.record(crash.case_id, decision.status or "crashed", decision.error)
+    if decision.note:
+        state.notes.append(decision.note)
 
 
 def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions, state: SuiteState, progress: Progress) -> tuple[int, bool]:
@@ -301,22 +330,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _child_env(work: Path, checkout: Path | None, options: RunOptions) -> dict[str, str]:
-    env = dict(os.environ)
-    path = list(options.extra_sys_path)
-    if checkout is not None:
-        shim = work / "kernels-shim"
-        shim.mkdir(exist_ok=True)
-        link = shim / "kernels"
-        if not link.exists():
-            link.symlink_to(checkout / "kernels", target_is_directory=True)
-        path.insert(0, str(shim))
-    path.append(str(REPO_ROOT))
-    if env.get("PYTHONPATH"):
-        path.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(path)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    return child_env(work, checkout, options.extra_sys_path,
+                     {"CUDA_LAUNCH_BLOCKING": "1"} if options.diagnose else None)
 
 
 def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunOptions, gpu_name: str | None):

@@ -1,7 +1,9 @@
 """What the parent knows about a run so far, rebuilt from the children's journals.
 
 Every journal event is applied in order (`apply`); at the end of each child (`finish_generation`)
-the case or build still in flight is marked crashed or timed out, and the child's
+a build still in flight is marked crashed or timed out, a case in flight that hung is marked
+timed out, and a case in flight when the child crashed becomes `pending_crash` (the caller
+decides whether the case caused it: ci/attribution.py). The child's
 pytest-benchmark JSON is read if the child lived to write it, else its benchmark entries are
 taken from the journal (the child journals each entry as soon as its test ends, in
 pytest-benchmark's own `as_dict` layout). A case keeps the first final outcome it gets.
@@ -15,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ci.attribution import Crash
 from ci.plan import PlannedCase
 from ci.records import failed_build
 from history.bundle import CaseOutcome
@@ -51,6 +54,9 @@ class SuiteState:
         self.benchmark_version: str | None = None
         self.inflight: dict[str, Any] | None = None
         self.current_case: str | None = None
+        self.previous_case: str | None = None  # the case whose stages ran just before the current one
+        self.fault: dict[str, Any] | None = None  # what a dying child said about its poisoned context
+        self.pending_crash: Crash | None = None  # a child died with a case in flight: the caller decides
         self._gen_entries: dict[str, dict[str, Any]] = {}
         self._begun: dict[str, float] = {}
 
@@ -69,6 +75,8 @@ class SuiteState:
             self.inflight = None
         elif kind in ("begin", "beat"):
             self.inflight = {"kind": "case", "case": case, "phase": event.get("phase", "timing")}
+            if case != self.current_case:
+                self.previous_case = self.current_case
             self.current_case = case
             self._begun.setdefault(case, event.get("t", 0.0))
         elif kind == "correctness":
@@ -82,6 +90,10 @@ class SuiteState:
             self._set_outcome(case, event["status"], event.get("error"), event.get("duration_s"))
             if self.inflight and self.inflight.get("case") == case:
                 self.inflight = None
+        elif kind == "fault":
+            self.fault = {"case": case, "error": event.get("error")}
+            if case is not None and (self.inflight is None or self.inflight.get("case") != case):
+                self.inflight = {"kind": "case", "case": case, "phase": (self.inflight or {}).get("phase", "timing")}
         elif kind == "note":
             self.notes.append(f"{case}: {event.get('text')}" if case else str(event.get("text")))
 
@@ -108,9 +120,15 @@ class SuiteState:
                 for case in self.remaining():
                     if case.variant == variant:
                         self._set_outcome(case.case_id, status, f"build {status}: {why}")
-            else:
+            elif timed_out:
                 self._set_outcome(self.inflight["case"], status, why)
+            else:  # a crash: whether the case caused it is decided by the caller (ci/attribution.py)
+                said = (self.fault or {}).get("error")
+                error = f"{said}; the child then exited ({describe_exit(rc)})" if said else why
+                previous = self.previous_case if self.previous_case != self.inflight["case"] else None
+                self.pending_crash = Crash(self.inflight["case"], phase, error, previous)
         self.inflight = None
+        self.fault = None
         file_entries = self._read_benchmark_file(benchmark_path)
         # The file is pytest-benchmark's own record; journalled entries fill what it lacks.
         entries = {**self._gen_entries, **(file_entries or {})}
@@ -143,6 +161,15 @@ class SuiteState:
             if cid:
                 out[cid] = entry
         return out
+
+    def take_crash(self) -> Crash | None:
+        """The crash of the last child, if it died with a case in flight (once)."""
+        crash, self.pending_crash = self.pending_crash, None
+        return crash
+
+    def record(self, case_id: str, status: str, error: str | None) -> None:
+        """Set a case's final outcome from outside the journal (a crash's attribution)."""
+        self._set_outcome(case_id, status, error)
 
     # -- queries -------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """A small fork server: each user query runs in a fresh child process the parent can kill.
 
-`python -m history.sql_server` imports DuckDB and Arrow once, then reads requests (length-
-prefixed pickles, from the parent only) on stdin, forks one child per request, reports the
-child's pid, waits for it and reports its exit status. The child runs
-`history.sql_worker.answer(request)`. A fork of this single-threaded server takes milliseconds
+The server process is `python -m history.sql_worker` (SERVER_MODULE): it imports DuckDB and
+Arrow once and calls `serve(answer)`, which reads requests (length-prefixed pickles, from the
+parent only) on stdin, forks one child per request, reports the child's pid, waits for it and
+reports its exit status. The child runs `answer(request)`. (The worker module starts the loop
+and hands it its handler, so this module imports nothing of the worker's: no import cycle.) A fork of this single-threaded server takes milliseconds
 where a new interpreter takes about a second, and the child inherits none of the parent's
 threads, connections or caches (the dashboard's Streamlit server has many).
 multiprocessing's forkserver was tried first: in Python 3.11 it re-imports the caller's main
@@ -29,6 +30,9 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import Callable
+
+SERVER_MODULE = "history.sql_worker"  # its __main__ runs serve(answer)
 
 MAX_SERVERS = 2  # user queries of one process that run at once; more wait for a free server
 START_TIMEOUT_S = 60.0  # a server's first answer (it imports DuckDB and Arrow first)
@@ -83,7 +87,7 @@ class _Server:
         root = str(Path(__file__).resolve().parent.parent)  # this checkout's `history`, not another install
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "history.sql_server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", SERVER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             env=env, close_fds=True,
         )
         self.closed = False
@@ -141,10 +145,9 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def serve() -> None:
-    """The server loop: one child at a time; ends when the parent closes stdin."""
-    from history import sql_worker  # imported here once, so each child starts with it
-
+def serve(answer: Callable[[dict], None]) -> None:
+    """The server loop: one child at a time, each running `answer(request)`; ends when the
+    parent closes stdin."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     protocol_out = os.dup(1)
     os.dup2(2, 1)  # stray output of the server or a child must not reach the protocol pipe
@@ -159,7 +162,7 @@ def serve() -> None:
             os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the request pipe is the server's
             code = 1
             try:
-                sql_worker.answer(request)
+                answer(request)
                 code = 0
             except BaseException:
                 traceback.print_exc()  # a bug, not a refused query (those are answers): to stderr
@@ -168,7 +171,3 @@ def serve() -> None:
         _write_frame(protocol_out, {"pid": pid})
         _, status = os.waitpid(pid, 0)
         _write_frame(protocol_out, {"status": status})
-
-
-if __name__ == "__main__":
-    serve()

@@ -174,3 +174,7 @@ def _timed(con, sql: str, limits: SqlLimits) -> tuple[pa.Table, str | None, floa
         raise QueryError(refusal(exc, limits)) from None
     finally:
         timer.cancel()
+
+
+if __name__ == "__main__":
+    sql_server.serve(answer)

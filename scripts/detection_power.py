@@ -19,6 +19,11 @@ medians estimated from the data (pooled over cases: sigma^2 = mean over cases of
 the planted one (history.changepoints.significant_steps); a false alarm is any step in a series
 without one.
 
+Sequential (`--sequential MIN MAX`, what compare does): rounds are drawn as in the A/B designs,
+up to MAX per side; after every round from MIN on, an undecided case gets the two-level interval
+at the Bonferroni-split level (ci.compare.sequential) and stops once it is decided; the table
+gives the share of regression verdicts (any verdict at 0%) and the mean rounds per case.
+
 What two processes per case can tell: one difference per case, nine in all; sigma_between is
 then known only to within a factor of about 1.8 (chi-square, 9 degrees of freedom, 95%). The
 main-mode table is therefore also run at the upper 95% bound of sigma_between.
@@ -37,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
 from history.changepoints import significant_steps  # noqa: E402
 from history.detection.ab import ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
@@ -121,6 +127,41 @@ def ab_trials(cases, *, design, method, slowdown, trials, rounds, n, min_effect,
     return regress, alarms, covered
 
 
+def _draw_rounds(procs, *, design, slowdown, rounds, n, rng, sigma_between):
+    """`rounds` rounds per side, as in ab_trials (one trial)."""
+    if design == "recorded":
+        b, h = rng.choice(len(procs), size=2, replace=False)
+        return ([rng.choice(procs[b], size=n) for _ in range(rounds)],
+                [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)])
+    draw = lambda: rng.choice(procs[rng.integers(len(procs))], size=n) * math.exp(rng.normal(0.0, sigma_between))  # noqa: E731
+    return [draw() for _ in range(rounds)], [draw() * (1 + slowdown) for _ in range(rounds)]
+
+
+def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials, n, min_effect, resamples, rng,
+                      sigma_between=0.0) -> dict:
+    """compare's sequential rule on drawn rounds: verdict counts, rounds used, undecided at the cap."""
+    out = {"regression": 0, "any_verdict": 0, "covered": 0, "rounds": 0, "undecided": 0, "total": 0}
+    for procs in cases.values():
+        for _ in range(trials):
+            base, head = _draw_rounds(procs, design=design, slowdown=slowdown, rounds=seq.max_rounds, n=n, rng=rng,
+                                      sigma_between=sigma_between)
+            seed = int(rng.integers(1 << 31))
+            for rounds in seq.looks:
+                iv = ratio_interval(base[:rounds], head[:rounds], method="hierarchical",
+                                    confidence=seq.per_look_confidence, resamples=resamples, seed=seed)
+                decided = decide(iv, min_effect)
+                if decided is not None or rounds == seq.max_rounds:
+                    break
+            v = decided or final_verdict(iv, min_effect)
+            out["undecided"] += decided is None
+            out["regression"] += v == "regression"
+            out["any_verdict"] += v != "no change"
+            out["covered"] += iv.low <= 1 + slowdown <= iv.high
+            out["rounds"] += rounds
+            out["total"] += 1
+    return out
+
+
 def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, rng) -> tuple[int, int]:
     """(step detected at the planted run, any step) over trials x cases."""
     found = alarms = 0
@@ -158,6 +199,9 @@ def main(argv=None) -> int:
     p.add_argument("--after", type=int, default=5, help="main: runs after the planted step")
     p.add_argument("--seed", type=int, default=20261121)
     p.add_argument("--json", type=Path, help="write every figure here as JSON")
+    p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
+                   help="also measure compare's sequential rule with looks after rounds MIN..MAX")
+    p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
     args = p.parse_args(argv)
 
     th = load_thresholds(args.gpu)
@@ -177,6 +221,10 @@ def main(argv=None) -> int:
     print(f"thresholds ({args.gpu}): min_effect {th.min_effect:.1%}, confidence {th.confidence:.0%}, "
           f"min_persist {th.min_persist}\n")
 
+    if args.sequential:
+        out["sequential"] = sequential_table(cases, args, th, rng, sigma)
+    if args.only_sequential:
+        return _finish(out, started, args)
     print(f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
           f"({args.trials * len(cases)} per cell). Power = share of regression verdicts; at 0% the share of any "
           f"verdict (false alarms). 'recorded': base and head from two different real processes; "
@@ -217,11 +265,39 @@ def main(argv=None) -> int:
         text = "0% (false alarms)" if s == 0 else f"{s:.0%}"
         print(f"| {text} | {pct(row['estimate'][key], row['estimate']['total'])} | "
               f"{pct(row['upper95'][key], row['upper95']['total'])} |")
+    return _finish(out, started, args)
+
+
+def _finish(out: dict, started: float, args) -> int:
     out["seconds"] = time.time() - started
     print(f"\n({out['seconds']:.0f} s; percentages with Wilson 95% intervals)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     return 0
+
+
+def sequential_table(cases, args, th, rng, sigma) -> dict:
+    """compare's sequential rule, both designs (two-level interval), as a markdown table."""
+    seq = SequentialDesign(args.sequential[0], args.sequential[1], th.confidence)
+    print(f"A/B, sequential: looks after rounds {seq.min_rounds}..{seq.max_rounds} ({len(seq.looks)} looks at "
+          f"{seq.per_look_confidence:.2%}), {args.n} samples per round, {args.trials} trials per case "
+          f"({args.trials * len(cases)} per cell). Cells: share of regression verdicts (at 0%: any verdict), "
+          f"mean rounds per side, share undecided at the cap.")
+    print("| slowdown | recorded | rounds | undecided | per-round | rounds | undecided |\n|---:|---|---:|---:|---|---:|---:|")
+    table = {}
+    for s in SLOWDOWNS:
+        row = {d: sequential_trials(cases, design=d, seq=seq, slowdown=s, trials=args.trials, n=args.n,
+                                    min_effect=th.min_effect, resamples=args.resamples, rng=rng, sigma_between=sigma)
+               for d in ("recorded", "per-round")}
+        table[f"{s:.2f}"] = row
+        key = "any_verdict" if s == 0 else "regression"
+        label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
+        cells = [f"{pct(r[key], r['total'])} | {r['rounds'] / r['total']:.2f} | {100 * r['undecided'] / r['total']:.0f}%"
+                 for r in row.values()]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    return {"min_rounds": seq.min_rounds, "max_rounds": seq.max_rounds, "per_look_confidence": seq.per_look_confidence,
+            "rows": table}
 
 
 if __name__ == "__main__":

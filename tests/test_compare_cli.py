@@ -13,6 +13,8 @@ import pytest
 
 from bundle_factory import make_bundle
 from ci.cli import main
+from ci.comment.render import render_comment
+from ci.compare.report import NO_RUN_NOISE
 from ci.compare.measure import round_order
 from ci.compare.report import load_report
 
@@ -135,6 +137,52 @@ def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
     assert load_report(tmp_path / "out" / "compare.json").rounds == 2
 
 
+def test_the_measuring_modules_need_no_database():
+    """The GPU host measures with warm workers and has no duckdb: neither the compare session
+    nor the worker process nor the crash attribution may import it."""
+    modules = "ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.runner"
+    script = NO_DUCKDB.split("sys.argv =")[0] + f"import {modules}\nprint('ok')\n"
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_both_workers_get_the_machines_cutlass_headers(monkeypatch, tmp_path):
+    """The headers are ignored by git: a worktree of the base has none, so without this its
+    worker would skip every CUTLASS variant and the A/B would call them `new`."""
+    from ci.compare.session import machine_env
+    from kernels.cutlass.headers import cutlass_include_dir
+
+    monkeypatch.delenv("CUTLASS_INCLUDE_DIR", raising=False)
+    found = cutlass_include_dir()
+    assert machine_env() == ({"CUTLASS_INCLUDE_DIR": str(found)} if found else {})
+    monkeypatch.setenv("CUTLASS_INCLUDE_DIR", str(tmp_path))
+    assert machine_env() == {}  # an explicit choice reaches the workers through the environment itself
+
+
+def test_one_round_warns_that_the_interval_lacks_run_to_run_noise(tmp_path, capsys):
+    """One round per side cannot show between-round variation: the interval is too narrow (an
+    A/A with --rounds 1 on an H200 excluded zero for many cases). Never silently."""
+    rc, path = _compare(tmp_path, _bundles(tmp_path, "base", rounds=1), _bundles(tmp_path, "head", rounds=1))
+    assert rc == 0
+    report = load_report(path)
+    warning = [n for n in report.notes if n.startswith(NO_RUN_NOISE)]
+    assert len(warning) == 1 and f"{len(report.cases)} of {len(report.cases)} compared cases" in warning[0]
+    assert NO_RUN_NOISE in capsys.readouterr().out  # the job log
+    body = render_comment(report)
+    assert f"⚠️ **The {NO_RUN_NOISE}**" in body  # and the PR comment, near the top
+    assert body.index(NO_RUN_NOISE) < body.index("<details>")
+
+
+def test_pooled_intervals_warn_and_three_rounds_do_not(tmp_path):
+    base, head = _bundles(tmp_path, "base"), _bundles(tmp_path, "head")
+    _, path = _compare(tmp_path, base, head, "--method", "pooled")
+    assert any(n.startswith(NO_RUN_NOISE) and "pooled" in n for n in load_report(path).notes)
+    _, path = _compare(tmp_path, base, head)
+    report = load_report(path)
+    assert not any(NO_RUN_NOISE in n for n in report.notes)
+    assert "does not include" not in render_comment(report)
+
+
 def test_rounds_alternate_abba():
     assert [round_order(r) for r in range(4)] == [("base", "head"), ("head", "base"), ("base", "head"), ("head", "base")]
 
@@ -153,7 +201,8 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from ci.cli import main; "
          "sys.exit(main(sys.argv[1:]))", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
-         "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--out", str(out)],
+         "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--no-correctness",
+         "--out", str(out)],
         cwd=clone, capture_output=True, text=True, timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -161,12 +210,13 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     assert (report.merge_base_sha, report.head_sha) == (base_sha, head_sha)
     assert {c.case_id for c in report.cases} == {"sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"}
     assert all(c.base.status == c.head.status == "ok" and c.ratio for c in report.cases)
-    manifests = {p.parent.name: json.loads(p.read_text()) for p in (out / "bundles").glob("*/manifest.json")}
-    assert sorted(manifests) == ["base-round1", "base-round2", "head-round1", "head-round2"]
-    assert {m["commit_sha"] for k, m in manifests.items() if k.startswith("base")} == {base_sha}
-    assert {m["commit_sha"] for k, m in manifests.items() if k.startswith("head")} == {head_sha}
-    starts = sorted(manifests, key=lambda k: manifests[k]["started_at"])
-    assert starts == ["base-round1", "head-round1", "head-round2", "base-round2"]  # A B | B A
+    session = json.loads((out / "session.json").read_text())
+    assert session["schedule"] == [["base", 1, 2], ["head", 1, 2], ["head", 2, 2], ["base", 2, 2]]  # A B | B A
+    assert {name: s["commit_sha"] for name, s in session["sides"].items()} == {"base": base_sha, "head": head_sha}
+    # each side imported its own revision's kernels, from a worktree of that revision
+    paths = {name: s["kernels_path"] for name, s in session["sides"].items()}
+    assert all(p.endswith("/checkout/kernels") for p in paths.values()) and paths["base"] != paths["head"]
+    assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
 
 
@@ -179,10 +229,12 @@ def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
     subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
     out = tmp_path / "out"
     rc = main(["compare", "--base-root", str(export), "--base", "exported-head", "--shapes", "cpu", "--variants",
-               "sdpa", "--causal", "no", "--rounds", "1", "--out", str(out)])
+               "sdpa", "--causal", "no", "--rounds", "1", "--no-correctness", "--out", str(out)])
     assert rc == 0
     report = load_report(out / "compare.json")
     assert report.base_ref == "exported-head" and report.rounds == 1
     (case,) = report.cases
     assert case.case_id == "sdpa/cpu_tiny/fp16/noncausal" and case.base.status == case.head.status == "ok"
-    assert sorted(p.name for p in (out / "bundles").iterdir()) == ["base-round1", "head-round1"]
+    assert any("interval does not include run-to-run noise" in n for n in report.notes)
+    session = json.loads((out / "session.json").read_text())
+    assert session["sides"]["base"]["kernels_path"] == str((export / "kernels").resolve())

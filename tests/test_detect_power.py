@@ -64,3 +64,21 @@ def test_run_bundles_are_processes(power, tmp_path):
     assert len(cases) == 4 and all(len(p) == 4 for p in cases.values())  # 2 shapes x 2 causal, 4 processes
     sigma, df = power.between_process_sigma(cases)
     assert df == 12 and 0.002 < sigma < 0.01
+
+
+RECORDED = Path(__file__).resolve().parent / "data" / "timing" / "h200_event_samples.json"
+
+
+def test_sequential_rule_on_recorded_noise(power, tmp_path, capsys):
+    """compare's sequential rule: no verdict at 0%, every 10% slowdown caught at the first look."""
+    out = tmp_path / "seq.json"
+    rc = power.main(["--samples", str(RECORDED), "--trials", "2",
+                     "--resamples", "300", "--sequential", "3", "5", "--only-sequential", "--json", str(out)])
+    assert rc == 0
+    data = json.loads(out.read_text())["sequential"]
+    assert data["min_rounds"] == 3 and math.isclose(data["per_look_confidence"], 1 - 0.05 / 3)
+    for design in ("recorded", "per-round"):
+        assert data["rows"]["0.00"][design]["any_verdict"] == 0
+        ten = data["rows"]["0.10"][design]
+        assert ten["regression"] == ten["total"] == 18 and ten["rounds"] == 3 * 18
+    assert "| 10% |" in capsys.readouterr().out

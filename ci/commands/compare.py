@@ -1,14 +1,16 @@
 """`attnwatch compare`: same-job A/B of a pull request's merge base against its head.
 
-    attnwatch compare --base origin/main --head HEAD [--shapes pr] [--rounds 3]
+    attnwatch compare --base origin/main --head HEAD [--shapes pr] [--rounds 8] [--min-rounds 3]
                       [--fail-on regression] [--out DIR]
 
-Checks the merge base out as a git worktree, measures both sides' kernels in alternating
-rounds on this GPU (ci.compare.measure), and judges each case with a bootstrap interval of
-head/base against the GPU's thresholds (config/thresholds.toml). Writes `compare.json`
-(schema-versioned; the PR-comment workflow reads it as untrusted data) and every round's
-bundle under --out, and prints a table. `--base-bundles/--head-bundles` compare bundles
-already recorded instead of measuring. Needs no database.
+Checks the merge base out as a git worktree and measures both sides' kernels with one warm
+worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
+until its verdict is decided (ci.compare.sequential: a bootstrap interval of head/base
+clearly beyond or clearly inside the GPU's min_effect, config/thresholds.toml) or the round
+cap is reached. Writes `compare.json` (schema-versioned; the PR-comment workflow reads it as
+untrusted data), `rounds.json` and `session.json` under --out, and prints a table.
+`--base-bundles/--head-bundles` compare bundles already recorded instead of measuring. Needs
+no database.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci.compare.analysis import compare_rounds
+from ci.compare.analysis import compare_rounds, noise_warnings
 from ci.compare.report import COMPARE_FILE, CompareReport, write_report
 from ci.compare.rounds import RoundData, read_round
 from ci.compare.table import format_table
@@ -34,8 +36,10 @@ def register(subparsers) -> None:
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="alternating rounds per side (default 5: reaches 80%% power at a 3%% slowdown in docs/benchmarks.md; 3 does not)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="most alternating rounds per side; a case stops earlier once decided (default: ci/run_config.toml [compare])")
+    p.add_argument("--min-rounds", type=int, default=None,
+                   help="rounds before the first look (default: ci/run_config.toml [compare]; = --rounds for a fixed design)")
     p.add_argument("--method", choices=METHODS, default="hierarchical", help="bootstrap interval (default hierarchical)")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
@@ -43,6 +47,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu, for deltas in the PR comment")
     p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case is killed")
+    p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
+    p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
+    p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
     p.add_argument("--base-root", type=Path,
                    help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
                         "base: for hosts without the repository's history")
@@ -51,12 +58,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
-def _measure(args, out: Path) -> tuple[list[Path], list[Path], dict]:
-    # The measuring machinery (and its torch/kernels imports) is only needed when measuring.
-    from ci.compare.measure import measure_rounds
+def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
+    """(base rounds, head rounds, refs, extra): measure with two warm workers (ci.compare.session)."""
     from ci.compare.revisions import current_head, merge_base, repo_root, resolve, worktree
-    from ci.compare.setup import plan_for, run_options
-    from ci.runner import run_suite
 
     if args.base_root:
         return _measure_checkout(args, out)
@@ -66,51 +70,72 @@ def _measure(args, out: Path) -> tuple[list[Path], list[Path], dict]:
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
     mb = merge_base(repo, base_sha, head_sha)
-    cases = plan_for(args)
-    options = run_options(args)
-    print(f"compare: {len(cases)} cases x {args.rounds} rounds x 2 sides; merge base {mb[:12]}, head {head_sha[:12]}",
-          file=sys.stderr)
+    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "base_ref": args.base, "head_ref": args.head}
+    commits = {"base": mb, "head": head_sha}
     # The head is measured from this very checkout when it is the one being asked for; any other
     # head revision (or another repository) gets its own worktree too.
     here = repo == repo_root(Path(__file__).resolve().parent)
     with worktree(repo, mb, "base") as base_root:
         if here and head_sha == current_head(repo):
-            measured = measure_rounds(cases, rounds=args.rounds, base_root=base_root, head_root=None, out_dir=out,
-                                      options=options, run_suite=run_suite, log=lambda m: print(m, file=sys.stderr))
-        else:
-            with worktree(repo, head_sha, "head") as head_root:
-                measured = measure_rounds(cases, rounds=args.rounds, base_root=base_root, head_root=head_root,
-                                          out_dir=out, options=options, run_suite=run_suite,
-                                          log=lambda m: print(m, file=sys.stderr))
-    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "base_ref": args.base, "head_ref": args.head}
-    return measured.base_bundles, measured.head_bundles, refs
+            return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
+        with worktree(repo, head_sha, "head") as head_root:
+            return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
 
 
-def _measure_checkout(args, out: Path) -> tuple[list[Path], list[Path], dict]:
+def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
     """--base-root: the base's kernels are already checked out (no git needed on this host);
-    the head is this checkout. The bundles record each side's commit where git can tell it."""
-    from ci.compare.measure import measure_rounds
-    from ci.compare.setup import plan_for, run_options
-    from ci.runner import resolve_kernels_checkout, run_suite
+    the head is this checkout. Each side's commit is recorded where git can tell it."""
+    from ci.environment import capture_git
+    from ci.runner import REPO_ROOT, resolve_kernels_checkout
 
     try:
         base_root = resolve_kernels_checkout(Path(args.base_root))
     except FileNotFoundError as exc:
         raise UserError(f"--base-root: {exc}") from None
-    cases = plan_for(args)
-    print(f"compare: {len(cases)} cases x {args.rounds} rounds x 2 sides; base kernels from {base_root}", file=sys.stderr)
-    measured = measure_rounds(cases, rounds=args.rounds, base_root=base_root, head_root=None, out_dir=out,
-                              options=run_options(args), run_suite=run_suite, log=lambda m: print(m, file=sys.stderr))
-    base_sha = _recorded_commit(measured.base_bundles, args.base)
-    head_sha = _recorded_commit(measured.head_bundles, None)
+    base_sha = _known(capture_git(base_root).sha, args.base)
+    head_sha = _known(capture_git(REPO_ROOT).sha, None)
+    base, head, extra = _session(args, out, {"base": base_root, "head": None}, {"base": base_sha, "head": head_sha},
+                                 f"base kernels from {base_root}")
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
             "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
-    return measured.base_bundles, measured.head_bundles, refs
+    return base, head, extra, refs
 
 
-def _recorded_commit(bundles: list[Path], fallback: str | None) -> str:
-    sha = read_round(bundles[0]).commit_sha if bundles else ""
+def _known(sha: str | None, fallback: str | None) -> str:
     return (sha if sha and sha != "unknown" else (fallback or "unknown"))[:64]
+
+
+def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
+    from ci.compare.session import add_ncu, run_session
+    from ci.compare.setup import device_kind, plan_for, session_options
+
+    cases = plan_for(args)
+    kind, gpu = device_kind()
+    thresholds = load_thresholds(gpu or "cpu", args.thresholds)
+    options = session_options(args, kind, thresholds)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
+    session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
+    if args.ncu:
+        add_ncu(session, cases, roots, out, log)
+    _print_costs(session)
+    return session.measured.base, session.measured.head, {"confidence": options.design.per_look_confidence,
+                                                          "resamples": options.resamples, "design": options.design,
+                                                          "notes": session.notes, "measured": session.measured}
+
+
+def _print_costs(session) -> None:
+    """Where the wall time went, per side (the figures behind docs/benchmarks.md's breakdown)."""
+    m = session.measured
+    for name, side in session.sides.items():
+        t = side.times
+        print(f"compare: {name}: start-up {t.startup_s:.1f} s, builds {t.build_s:.1f} s, correctness {t.correctness_s:.1f} s, "
+              f"inputs+warm-up {t.prepare_s:.1f} s, timing {t.timing_s:.1f} s, re-runs {t.probe_s:.1f} s, "
+              f"{t.workers_started} worker(s)", file=sys.stderr)
+    used = sorted(m.rounds_used.values())
+    spread = f"{used[0]}-{used[-1]}" if used else "-"
+    print(f"compare: measured in {m.wall_s:.1f} s ({len(m.base)} rounds run, {spread} per case; "
+          f"{m.looks_s:.1f} s judging)", file=sys.stderr)
 
 
 def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
@@ -122,30 +147,36 @@ def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
 
 
 def _run(args) -> int:
-    if args.rounds < 1 or args.rounds > 50:
+    if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    extra: dict = {}
     if args.base_bundles or args.head_bundles:
         if not (args.base_bundles and args.head_bundles):
             raise UserError("--base-bundles and --head-bundles go together")
-        base_paths, head_paths = args.base_bundles, args.head_bundles
+        base = [read_round(p) for p in args.base_bundles]
+        head = [read_round(p) for p in args.head_bundles]
         refs = None
     else:
-        base_paths, head_paths, refs = _measure(args, out)
-    base = [read_round(p) for p in base_paths]
-    head = [read_round(p) for p in head_paths]
+        base, head, extra, refs = _measure(args, out)
     gpu = _same_gpu(base, head)
     thresholds = load_thresholds(gpu, args.thresholds)
     if refs is None:
         refs = {"base_sha": base[0].commit_sha, "head_sha": head[0].commit_sha, "merge_base_sha": base[0].commit_sha,
                 "base_ref": args.base or "", "head_ref": args.head if args.base else ""}
     env = head[0].environment
-    notes = []
+    # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
+    cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
+                           resamples=extra.get("resamples", 2000))
+    notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")
     if gpu == "cpu":
         notes.append("measured on a CPU (host wall-clock): a pipeline check, not a GPU verdict")
+    if "design" in extra:
+        notes.append(_design_note(extra["design"], extra["measured"], cases, thresholds.min_effect))
+    notes += extra.get("notes", [])
     report = CompareReport(
         **refs,
         gpu_name=gpu,
@@ -155,10 +186,10 @@ def _run(args) -> int:
         min_effect=thresholds.min_effect,
         shape_set=args.shapes,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        cases=compare_rounds(base, head, thresholds, method=args.method),
+        cases=cases,
         environment={k: env.get(k) for k in ("gpu_name", "driver_version", "cuda_version", "torch_version",
                                               "triton_version", "cupy_version", "hostname") if k in env},
-        notes=notes,
+        notes=[n[:1900] for n in notes][:50],
     )
     path = write_report(report, out / COMPARE_FILE)
     print(format_table(report))
@@ -166,3 +197,14 @@ def _run(args) -> int:
     if args.fail_on == "regression" and report.should_fail():
         return 1
     return 0
+
+
+def _design_note(design, measured, cases, min_effect: float) -> str:
+    """The sampling design in one line, with the cases that reached the cap undecided."""
+    compared = [c for c in cases if c.ratio is not None]
+    undecided = [c.case_id for c in compared if c.case_id not in measured.decided]
+    text = f"{design.describe()}; {len(compared) - len(undecided)} of {len(compared)} compared cases decided"
+    if undecided and len(design.looks) > 1:
+        text += (f"; {len(undecided)} undecided at the {design.max_rounds}-round cap (interval straddles "
+                 f"±{min_effect:.1%}): {', '.join(undecided[:8])}{' ...' if len(undecided) > 8 else ''}")
+    return text

@@ -2,7 +2,7 @@
 
     attnwatch run --shapes pr|main|nightly|cpu|auto|<shape,ids> [--variants a,b] [--dtypes fp16,bf16]
                   [--causal both|yes|no] [--out DIR] [--ingest] [--ncu] [--ncu-full]
-                  [--case-timeout S] [--no-correctness]
+                  [--case-timeout S] [--no-correctness] [--diagnose]
 
 `auto` is `pr` on a GPU machine and `cpu` elsewhere. The measuring happens in supervised child
 processes (ci/runner.py), so a crashing or hanging kernel costs only its cases. Exit status:
@@ -19,6 +19,9 @@ import time
 from pathlib import Path
 
 from ci.errors import UserError
+
+
+DIAGNOSE_NOTE = "diagnostic run: CUDA_LAUNCH_BLOCKING=1, timings not comparable"
 
 
 def register(subparsers) -> None:
@@ -43,6 +46,9 @@ def register(subparsers) -> None:
                    help="stop after this long: unfinished cases are recorded as not run (status partial)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--notes", default="", help="free text stored in the manifest")
+    p.add_argument("--diagnose", action="store_true",
+                   help="run the children with CUDA_LAUNCH_BLOCKING=1, so a faulting kernel is named by its own launch; "
+                        "timings are then not comparable (noted in the bundle; not with --ingest)")
     p.add_argument("--commit", default=None, help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)")
     p.set_defaults(func=_run)
 
@@ -77,6 +83,8 @@ def _run(args) -> int:
     from ci.selection import detect_device_kind, select_cases
     from ci.summary import format_ncu_line, format_summary
 
+    if args.diagnose and args.ingest:
+        raise UserError("--diagnose: timings with CUDA_LAUNCH_BLOCKING=1 are not for the history; drop --ingest")
     commit = check_commit(args.commit, args.ingest)
     device_kind = detect_device_kind() if args.device == "auto" else args.device
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
@@ -99,7 +107,8 @@ def _run(args) -> int:
         ncu_cases=[p for p in args.ncu_cases.split(",") if p],
         progress=not args.no_progress,
         plain_progress=not sys.stderr.isatty(),  # CI logs get one line per case, not bar redraws
-        notes=args.notes,
+        notes="; ".join(filter(None, [args.notes, DIAGNOSE_NOTE if args.diagnose else ""])),
+        diagnose=args.diagnose,
         deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
         commit_sha=commit,
     )

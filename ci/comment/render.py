@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ci.comment.escape import md_code, md_text, safe_url
-from ci.compare.report import CaseComparison, CompareReport
+from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from history import links as dashboard
 
 MARKER = "<!-- attnwatch:compare -->"
@@ -87,9 +87,32 @@ def _context_line(report: CompareReport) -> str:
     method = "two-level (rounds, samples)" if report.method == "hierarchical" else "pooled-sample"
     return (
         f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
-        f"on {md_text(report.gpu_name)}, same job, {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} bootstrap interval of "
+        f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} bootstrap interval of "
         f"head/base median; flagged when the whole interval is beyond ±{report.min_effect:.1%}."
     )
+
+
+_WARNINGS = {NO_RUN_NOISE: f"**The {NO_RUN_NOISE}**", "crash of unknown origin": "**A crash of unknown origin**"}
+
+
+def _note_line(note: str) -> str:
+    """One note as a quoted line; the known warnings get a fixed, bold lead (the rest escaped)."""
+    for lead, shown in _WARNINGS.items():
+        if note.startswith(lead):
+            return f"> ⚠️ {shown}{md_text(note[len(lead):], 400)}"
+    return f"> {md_text(note, 400)}"
+
+
+def _notes(report: CompareReport) -> list[str]:
+    """The report's notes, warnings first, each a quoted line; at most 10, each cut to 400
+    characters (the notes come from the artifact: escaped like every other value)."""
+    if not report.notes:
+        return []
+    ordered = sorted(report.notes, key=lambda n: not any(n.startswith(lead) for lead in _WARNINGS))
+    lines = [_note_line(n) for n in ordered[:10]]
+    if len(report.notes) > 10:
+        lines.append(f"> … {len(report.notes) - 10} more notes in compare.json")
+    return lines + [""]
 
 
 def _correctness_section(report: CompareReport) -> list[str]:
@@ -172,6 +195,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement")),
                          key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
     head = [MARKER, headline(report), "", _context_line(report), ""]
+    head += _notes(report)
     head += _correctness_section(report)
     head += _failed_section(report)
     tail = []
@@ -209,7 +233,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
 
 def render_short(report: CompareReport, links: Links = Links()) -> str:
     """A minimal body (verdict, counts, links): the fallback when GitHub refuses the full one."""
-    lines = [MARKER, headline(report), "", _context_line(report), "",
+    lines = [MARKER, headline(report), "", _context_line(report), "", *_notes(report),
              "The full comment was refused by GitHub (too long); every case is in the `compare.json` artifact.", ""]
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     if run_url:

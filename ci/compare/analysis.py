@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ci.compare.report import CaseComparison, NcuDelta, SideResult
+from ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, SideResult
 from ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
 from history.detection.ab import ratio_interval, verdict
 from history.detection.thresholds import Thresholds
@@ -61,8 +61,15 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
-                   method: str = "hierarchical", resamples: int = 2000, seed: int = 0) -> list[CaseComparison]:
-    """One CaseComparison per case seen on either side, sorted by case id."""
+                   method: str = "hierarchical", resamples: int = 2000, seed: int = 0,
+                   confidence: float | None = None) -> list[CaseComparison]:
+    """One CaseComparison per case seen on either side, sorted by case id.
+
+    A case is judged on the rounds it was measured in (a sequential compare stops measuring a
+    decided case: ci/compare/sequential.py). `confidence`: the interval's level, default the
+    thresholds'; a sequential compare passes its per-look level, which reproduces the interval
+    of the look the case stopped at (same rounds, same seed).
+    """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []
     for cid in ids:
@@ -74,8 +81,9 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
                               causal=info.causal, verdict="failed", base=b_side, head=h_side,
                               correctness_failed=h_side.correct is False)
         if b_side.status == "ok" and h_side.status == "ok":
-            iv = ratio_interval([r.samples_us for r in b_rounds], [r.samples_us for r in h_rounds], method=method,
-                                confidence=thresholds.confidence, resamples=resamples, seed=seed)
+            iv = ratio_interval([r.samples_us for r in b_rounds if r is not None],
+                                [r.samples_us for r in h_rounds if r is not None], method=method,
+                                confidence=confidence or thresholds.confidence, resamples=resamples, seed=seed)
             comp.ratio, comp.low, comp.high = iv.ratio, iv.low, iv.high
             comp.verdict = verdict(iv, thresholds.min_effect)
         else:
@@ -83,4 +91,25 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
         if comp.verdict == "regression":
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
         out.append(comp)
+    return out
+
+
+
+def noise_warnings(cases: Sequence[CaseComparison], method: str) -> list[str]:
+    """Warnings for intervals that cannot contain between-round variation (issue 11).
+
+    The two-level bootstrap gets run-to-run (between-process, between-round) variation only from
+    resampling rounds: with one round per side there is nothing to resample, and the pooled
+    method ignores rounds altogether. Such an interval is narrower than the truth (an A/A on
+    an H200 with one round excluded zero for many cases), so it is never shown silently.
+    """
+    compared = [c for c in cases if c.ratio is not None]
+    out = []
+    if method == "pooled" and compared:
+        out.append(f"{NO_RUN_NOISE}: the pooled bootstrap ignores the rounds (use --method hierarchical)")
+    single = [c for c in compared if min(len(c.base.round_medians_us), len(c.head.round_medians_us)) < 2]
+    if single and method != "pooled":
+        out.append(f"{NO_RUN_NOISE}: {len(single)} of {len(compared)} compared cases have one round per side, "
+                   f"so between-round variation cannot be estimated and their intervals are too narrow "
+                   f"(use at least 3 rounds)")
     return out

@@ -1,25 +1,51 @@
-"""Measure base and head in alternating rounds on one GPU, in one job.
+"""Measure base and head in alternating rounds on one GPU, in one job, with two warm workers.
 
-Each round runs the whole case list once per side, each side in its own supervised child
-process (ci.runner.run_suite): the base with the merge base's `kernels/` (a git worktree), the
-head with its own. Order alternates A B | B A | A B ... (an ABBA design): slow drift (clocks,
-temperature) then hits both sides alike, and neither side always runs first after the other
-has warmed the GPU. Every round's bundle is kept for the artifact.
+One worker per side lives for the whole compare (ci/compare/side.py, ci/workers): each imports
+its revision's `kernels`, builds and checks them once, then times "these cases, now" when
+asked. The two start at once, and nothing is measured until both are ready (one side's build
+is no neighbour for the other's timed round). Rounds alternate A B | B A | A B ... (an ABBA
+design): slow drift (clocks, temperature) hits both sides alike, and neither side always runs
+first after the other has warmed the GPU.
+
+Each round draws fresh inputs at a new allocation placement in each worker (ci/workers/
+server.py), the per-process offset that made separate processes' medians differ by up to 1.2%
+on an H200 (config/thresholds.toml), so the rounds' spread still contains it and the
+two-level bootstrap sees it. What a warm worker keeps for the whole compare, and so is not in
+the between-round spread, is what a process decides once: its Triton block configuration
+(tuned per process; kernels/triton/tuner.py resolves near-ties to the same choice on purpose)
+and anything else cached per process. The A/A compare of scripts/gpu_compare.py measures
+whether that matters (docs/benchmarks.md).
+
+After each round from the design's first look, every undecided case is judged
+(ci/compare/sequential.py); decided cases are not measured again, the others continue up to
+the cap. The bootstraps of one look run in a thread pool (numpy releases the GIL for most of
+the work) while the workers wait.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Callable
 
+from ci.compare.rounds import CaseRound, RoundData
+from ci.compare.sequential import SequentialDesign, decide
+from ci.compare.side import Side
 from ci.plan import PlannedCase
+from history.detection.ab import ratio_interval
 
 
 @dataclass
 class Measured:
-    base_bundles: list[Path]
-    head_bundles: list[Path]
+    base: list[RoundData]
+    head: list[RoundData]
+    decided: dict[str, str] = field(default_factory=dict)  # case id -> decided verdict, at its stopping look
+    rounds_used: dict[str, int] = field(default_factory=dict)  # case id -> rounds measured per side
+    schedule: list[tuple[str, int, int]] = field(default_factory=list)  # (side, round, cases asked), in order
+    wall_s: float = 0.0
+    looks_s: float = 0.0  # parent time spent judging undecided cases
 
 
 def round_order(round_index: int) -> tuple[str, str]:
@@ -27,16 +53,68 @@ def round_order(round_index: int) -> tuple[str, str]:
     return ("base", "head") if round_index % 2 == 0 else ("head", "base")
 
 
-def measure_rounds(cases: list[PlannedCase], *, rounds: int, base_root: Path | None, head_root: Path | None,
-                   out_dir: Path, options, run_suite: Callable[..., Path],
+def _comparable(rounds: list[CaseRound]) -> bool:
+    return bool(rounds) and all(r.status == "ok" and r.samples_us for r in rounds)
+
+
+def measure_rounds(cases: list[PlannedCase], sides: dict[str, Side], design: SequentialDesign, *, min_effect: float,
+                   sampling: dict, method: str = "hierarchical", resamples: int = 2000, seed: int = 0,
                    log: Callable[[str], None] = print) -> Measured:
-    """Run `rounds` interleaved rounds; `run_suite` is ci.runner.run_suite (or a stand-in)."""
-    roots = {"base": base_root, "head": head_root}
-    bundles: dict[str, list[Path]] = {"base": [], "head": []}
-    for r in range(rounds):
-        for side in round_order(r):
-            log(f"compare: round {r + 1}/{rounds}: measuring {side}")
-            bundle = run_suite(cases, kernels_root=roots[side], out_dir=out_dir / "bundles" / f"{side}-round{r + 1}",
-                               options=options)
-            bundles[side].append(Path(bundle))
-    return Measured(bundles["base"], bundles["head"])
+    """Alternating rounds until every case is decided, lost on a side, or at the cap."""
+    started = time.monotonic()
+    measured = Measured([], [])
+    history: dict[str, dict[str, list[CaseRound]]] = {c.case_id: {"base": [], "head": []} for c in cases}
+    for side in sides.values():
+        side.start()  # both start (imports, builds) in parallel ...
+    for side in sides.values():
+        side.ready()  # ... and nothing is measured until both are done: a build is no neighbour for a timed round
+    active = list(cases)
+    threads = max(1, min(8, (os.cpu_count() or 2)))
+    with ThreadPoolExecutor(threads) as pool:
+        for r in range(design.max_rounds):
+            if not active:
+                break
+            per_side: dict[str, dict[str, CaseRound]] = {}
+            for name in round_order(r):
+                log(f"compare: round {r + 1}/{design.max_rounds}: measuring {name} ({len(active)} cases)")
+                per_side[name] = sides[name].measure(active, r, sampling)
+                measured.schedule.append((name, r + 1, len(active)))
+            for name, rounds in (("base", measured.base), ("head", measured.head)):
+                side = sides[name]
+                rounds.append(RoundData(f"{name}-round{r + 1}", side.environment.get("gpu_name"), side.commit_sha,
+                                        per_side[name], side.environment))
+                for cid, record in per_side[name].items():
+                    history[cid][name].append(record)
+            t0 = time.monotonic()
+            active = _judge(active, history, r + 1, design, measured, min_effect, method, resamples, seed, pool)
+            measured.looks_s += time.monotonic() - t0
+    for cid, sides_rounds in history.items():
+        measured.rounds_used[cid] = min(len(sides_rounds["base"]), len(sides_rounds["head"]))
+    measured.wall_s = time.monotonic() - started
+    return measured
+
+
+def _judge(active: list[PlannedCase], history, rounds_done: int, design: SequentialDesign, measured: Measured,
+           min_effect: float, method: str, resamples: int, seed: int, pool: ThreadPoolExecutor) -> list[PlannedCase]:
+    """The cases still to measure after `rounds_done` rounds (decided and lost ones leave)."""
+    still, jobs = [], {}
+    for case in active:
+        base, head = history[case.case_id]["base"], history[case.case_id]["head"]
+        if not (_comparable(base) and _comparable(head)):
+            continue  # lost, skipped or unsupported on a side: nothing to decide, nothing to gain
+        if not design.is_look(rounds_done):
+            still.append(case)
+            continue
+        jobs[case.case_id] = pool.submit(ratio_interval, [r.samples_us for r in base], [r.samples_us for r in head],
+                                         method=method, confidence=design.per_look_confidence, resamples=resamples,
+                                         seed=seed)
+    for case in active:
+        job = jobs.get(case.case_id)
+        if job is None:
+            continue
+        verdict = decide(job.result(), min_effect)
+        if verdict is None:
+            still.append(case)
+        else:
+            measured.decided[case.case_id] = verdict
+    return still

@@ -1,26 +1,65 @@
-"""The case list and run options compare measures with (the same defaults as `attnwatch run`)."""
+"""The case list and the session options compare measures with (the same defaults as `attnwatch run`)."""
 
 from __future__ import annotations
 
+import sys
+from importlib import import_module
+
+from ci.compare.sequential import SequentialDesign
+from ci.compare.session import SessionOptions
 from ci.environment import capture_environment
 from ci.errors import UserError
 from ci.plan import PlannedCase
-from ci.run_config import default, timing_config
-from ci.runner import RunOptions
+from ci.run_config import compare_sampling, compare_setting, default, timing_config
 from ci.selection import select_cases
+from history.detection.thresholds import Thresholds
 from kernels.shapes import SHAPE_SETS
+
+
+def load_variant_modules(args) -> None:
+    """--variant-module/--variant-path: extra variants (a plugin's, the test suite's), also in
+    this process, so that --variants can name them."""
+    for path in args.variant_path or []:
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    for module in args.variant_module or []:
+        try:
+            import_module(module)
+        except ImportError as exc:
+            raise UserError(f"--variant-module {module}: {exc}") from None
 
 
 def plan_for(args) -> list[PlannedCase]:
     """Variants are the head's registry (a variant the base lacks shows up as `new`)."""
     if args.shapes not in SHAPE_SETS:
         raise UserError(f"--shapes: unknown shape set {args.shapes!r}; known: {', '.join(SHAPE_SETS)}")
+    load_variant_modules(args)
     return select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind="cuda").cases
 
 
-def run_options(args) -> RunOptions:
-    device_kind = capture_environment(probe_device=False).device_kind
-    timeout = args.case_timeout or float(default(f"case_timeout_{device_kind}_s"))
-    return RunOptions(shape_set=args.shapes, device_kind=device_kind, timing=timing_config(device_kind),
-                      case_timeout_s=timeout, trigger="compare", ncu=bool(args.ncu),
-                      notes="attnwatch compare round")
+def design_for(args, confidence: float) -> SequentialDesign:
+    """--rounds is the cap; --min-rounds the first look (default: the config's, at most the cap)."""
+    max_rounds = args.rounds if args.rounds is not None else int(compare_setting("max_rounds"))
+    min_rounds = args.min_rounds if args.min_rounds is not None else min(int(compare_setting("min_rounds")), max_rounds)
+    if not 1 <= min_rounds <= max_rounds:
+        raise UserError(f"--min-rounds: expected 1..{max_rounds} (the --rounds cap), got {min_rounds}")
+    return SequentialDesign(min_rounds, max_rounds, confidence)
+
+
+def device_kind() -> tuple[str, str | None]:
+    """("cuda" or "cpu", the GPU's name), read through NVML without a CUDA context."""
+    env = capture_environment(probe_device=False)
+    return env.device_kind, env.gpu_name
+
+
+def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
+    timeout = args.case_timeout or float(default(f"case_timeout_{kind}_s"))
+    return SessionOptions(
+        device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
+        design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, method=args.method,
+        resamples=int(compare_setting("resamples")), correctness=not args.no_correctness,
+        correctness_seeds=list(default("correctness_seeds")), timing_seed=int(default("timing_seed")),
+        case_timeout_s=timeout, build_timeout_s=float(default("build_timeout_s")),
+        max_restarts=int(default("max_child_restarts")),
+        extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
+    )

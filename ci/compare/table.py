@@ -13,7 +13,7 @@ def format_table(report: CompareReport) -> str:
     header = f"{'case':<44} {'verdict':<12} {'base us':>10} {'head us':>10} {'delta':>7} {'interval':>17} {'gap base->head':>15}"
     lines = [
         f"compare: head {report.head_sha[:12]} vs merge base {report.merge_base_sha[:12]} on {report.gpu_name}, "
-        f"{report.rounds} rounds/side, {report.confidence:.0%} {report.method} bootstrap, min effect {report.min_effect:.1%}",
+        f"up to {report.rounds} rounds/side, {report.confidence:.0%} {report.method} bootstrap, min effect {report.min_effect:.1%}",
         header,
         "-" * len(header),
     ]
@@ -24,6 +24,7 @@ def format_table(report: CompareReport) -> str:
         flag = " INCORRECT" if c.correctness_failed else ""
         lines.append(f"{c.case_id[:44]:<44} {c.verdict:<12} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
                      f"{delta:>7} {interval:>17} {gap:>15}{flag}")
+    lines += [f"note: {n}" for n in report.notes]
     lines.append(f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
                  f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured")
     return "\n".join(lines)

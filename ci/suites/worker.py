@@ -3,15 +3,19 @@
 Runs inside the pytest child (`ci/suites/test_bench.py`), never in the parent. The first test
 of an interleave group calls `GroupMeasurer.result(case)`, which measures the whole group
 (every variant of one shape/dtype/causal) round-robin and caches the results; each test then
-reports its own case to pytest-benchmark.
+reports its own case to pytest-benchmark. The stages of a case (resolve, correctness, prepare)
+are ci.suites.case_setup's, shared with the compare workers.
 
-Fault handling here, the parent does the rest (ci/runner.py):
+Fault handling here, the parent does the rest (ci/runner.py, ci/attribution.py):
 * a variant that raises a Python error loses its case: outcome `failed` with the error;
+* every stage ends with a device synchronization, so an asynchronous CUDA error surfaces in
+  the stage (and case) that issued the work;
 * a CUDA error poisons this process's context (every later call would fail), so the child
-  journals the case as `crashed` and exits at once; the parent restarts a fresh child for
-  the remaining cases;
+  journals a `fault` naming the case and stage and exits at once; the parent decides what the
+  case's outcome is (an isolated re-run tells whether the case causes the crash) and restarts
+  a fresh child for the remaining cases;
 * an abort or a hang cannot be handled here: the journal's last `begin`/`beat` names the
-  case, and the parent marks it.
+  case, and the parent handles it the same way.
 """
 
 from __future__ import annotations
@@ -26,35 +30,12 @@ from typing import Any, Iterator
 from ci.journal import JournalWriter
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
+from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
 from ci.timing.derived import apply_gaps, case_timing
 from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
-from ci.timing.gpu_state import open_monitor
 from ci.timing.graphs import graph_replay_us
-from ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
 
 CRASH_EXIT_CODE = 70
-# Texts that identify an error after which the CUDA context is unusable (sticky errors).
-_POISON_MARKERS = (
-    "illegal memory access",
-    "illegal address",
-    "unspecified launch failure",
-    "device-side assert",
-    "misaligned address",
-    "illegal instruction",
-    "CUDA_ERROR_",
-    "cudaErrorIllegal",
-    "cudaErrorLaunchFailure",
-    "AcceleratorError",
-    "CUDA error",
-)
-
-
-def is_poisoning(exc: BaseException) -> bool:
-    """True when `exc` is a CUDA error that leaves the context unusable (not out-of-memory)."""
-    if type(exc).__name__ == "OutOfMemoryError":
-        return False
-    text = f"{type(exc).__name__}: {exc}"
-    return any(marker in text for marker in _POISON_MARKERS)
 
 
 @dataclass
@@ -66,59 +47,30 @@ class CaseResult:
     started: float = field(default_factory=time.time)
 
 
-def variant_availability(variant: Any) -> tuple[bool, str]:
-    """kernels' own decision (kernels.availability), made once per process."""
-    from kernels.availability import availability
-
-    return availability(variant)
-
-
 class GroupMeasurer:
     """Session-scoped: device, timer, flusher, monitor and the per-group result cache."""
 
     def __init__(self, plan: RunPlan, journal: JournalWriter) -> None:
-        import torch
-
         self.plan = plan
         self.journal = journal
         self.config = TimingConfig.from_dict(plan.timing)
         for module in plan.extra_variant_modules:
             import_module(module)
-        if plan.device_kind == "cuda":
-            if not torch.cuda.is_available():
-                raise RuntimeError("the plan asks for a CUDA run but this process sees no CUDA device")
-            self.device = torch.device("cuda", torch.cuda.current_device())
-            l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
-            self.flusher: Any = L2Flusher(self.device, int(self.config.flush_l2_multiple * l2))
-            self.timer: Any = CudaEventTimer(self.config.block_calls)
-        else:
-            self.device = torch.device("cpu")
-            # One intra-op thread: on a shared CI CPU a thread pool's scheduling stalls
-            # (tens of ms) swamp a sub-millisecond call; one thread keeps cpu_wall honest.
-            torch.set_num_threads(1)
-            self.flusher = NoFlush()
-            self.timer = CpuWallTimer()
-        # Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID.
-        self.monitor = open_monitor(plan.device_kind, self.device.index or 0, **self._identity())
+        self.device, self.flusher, self.timer = open_device(plan, self.config)
+        self.setup = CaseSetup(plan, self.device, self.config)
+        self.monitor = device_monitor(plan, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         from kernels.availability import capabilities
 
         capabilities()
-        self.families: dict[str, str] = {}
-        self.build_failures: dict[str, str] = {}
+        self.families = self.setup.families
+        self.build_failures = self.setup.build_failures
         self._results: dict[str, CaseResult] = {}
         self._by_group: dict[str, list[PlannedCase]] = {}
         self._cases = {c.case_id: c for c in plan.cases}
         for case in plan.cases:
             self._by_group.setdefault(case.group, []).append(case)
-
-    def _identity(self) -> dict[str, str]:
-        if self.device.type != "cuda":
-            return {}
-        from ci.environment import torch_device_identity
-
-        return torch_device_identity(self.device.index or 0)
 
     def case(self, case_id: str) -> PlannedCase:
         return self._cases[case_id]
@@ -131,13 +83,15 @@ class GroupMeasurer:
         self.journal.write("begin", case=case_id, phase=phase)
         try:
             yield
+            self.setup.device_sync()  # an asynchronous error of this stage surfaces here, not later
         except Exception as exc:  # noqa: BLE001 - classified below, re-raised unless fatal
             if is_poisoning(exc):
                 self.crash(case_id, f"{phase}: {type(exc).__name__}: {exc}")
             raise
 
     def crash(self, case_id: str, error: str) -> None:
-        self.journal.write("outcome", case=case_id, status="crashed", error=error)
+        """The context is poisoned: journal the fault (the parent decides the outcome) and exit."""
+        self.journal.write("fault", case=case_id, error=error)
         os._exit(CRASH_EXIT_CODE)
 
     def outcome(self, case: PlannedCase, status: str, error: str | None = None) -> None:
@@ -189,23 +143,8 @@ class GroupMeasurer:
                         self._results[c.case_id].fn = None
 
     def _resolve(self, case: PlannedCase) -> tuple[Any, CaseResult | None]:
-        from kernels import registry
-        from kernels.cases import Case
-
-        try:
-            variant = registry.get(case.variant)
-        except KeyError as exc:
-            return None, CaseResult("skipped", f"variant not in this checkout's registry: {exc}")
-        ok, reason = variant_availability(variant)
-        if not ok:
-            return None, CaseResult("skipped", reason or "unavailable")
-        kcase = Case(case.variant, case.shape(), case.dtype, case.causal)
-        reason = variant.unsupported(kcase)
-        if reason:
-            return None, CaseResult("unsupported", reason)
-        if case.variant in self.build_failures:
-            return None, CaseResult("failed", f"build failed: {self.build_failures[case.variant]}")
-        return (variant, kcase), None
+        resolved, early = self.setup.resolve(case)
+        return resolved, (CaseResult(*early) if early is not None else None)
 
     def _measure_group(self, cases: list[PlannedCase]) -> None:
         subjects: list[Subject] = []
@@ -221,7 +160,7 @@ class GroupMeasurer:
                     with self.phase(case.case_id, "correctness"):
                         self._check(case, variant, kcase)
                 with self.phase(case.case_id, "prepare"):
-                    fn = self._prepare_rotation(variant, kcase, case)
+                    fn = self.setup.prepare_rotation(variant, kcase, case, self.plan.timing_seed)
                 with self.phase(case.case_id, "warmup"):
                     warm_up(fn, self.config, self.timer, self.flusher)
             except Exception as exc:  # noqa: BLE001 - the variant's error costs its case only
@@ -233,30 +172,7 @@ class GroupMeasurer:
             self._time(subjects, cases)
 
     def input_set_count(self, case: PlannedCase) -> int:
-        """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""
-        element = 4 if case.dtype == "fp32" else 2
-        per_set = case.shape().min_bytes(element)  # Q, K, V and O once each
-        sets = self.config.input_sets
-        return sets if sets > 1 and sets * per_set <= self.config.input_sets_max_bytes else 1
-
-    def _prepare_rotation(self, variant: Any, kcase: Any, case: PlannedCase) -> Any:
-        """One callable over `input_set_count` prepared input sets (seeds timing_seed + j).
-
-        Successive calls use successive sets, so the per-call samples (and the median) average
-        over several independent allocations instead of inheriting one allocation's placement.
-        """
-        count = self.input_set_count(case)
-        fns = [variant.prepare(kcase, self.device, self.plan.timing_seed + j).fn for j in range(count)]
-        if count == 1:
-            return fns[0]
-        state = {"i": 0}
-
-        def rotating() -> Any:
-            i = state["i"]
-            state["i"] = (i + 1) % count
-            return fns[i]()
-
-        return rotating
+        return self.setup.input_set_count(case)
 
     def _time(self, subjects: list[Subject], cases: list[PlannedCase]) -> None:
         by_id = {c.case_id: c for c in cases}
@@ -267,6 +183,7 @@ class GroupMeasurer:
                 subjects, self.config, self.timer, self.flusher, self.monitor,
                 on_block=lambda key: self.journal.write("beat", case=key),
                 is_fatal=is_poisoning,
+                after_block=self.setup.device_sync,
             )
         except SubjectFailed as failed:
             self.crash(failed.key, f"timing: {type(failed.exc).__name__}: {failed.exc}")
@@ -293,11 +210,5 @@ class GroupMeasurer:
                                graph_note=raw.graph_note)
 
     def _check(self, case: PlannedCase, variant: Any, kcase: Any) -> None:
-        """Correctness on fresh inputs per seed (kernels.correctness), journalled as the bundle's
-        records (ci.records converts every field)."""
-        from ci.records import correctness_record
-        from kernels.correctness import check_case
-
-        results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
-        records = [asdict(correctness_record(case, r)) for r in results]
-        self.journal.write("correctness", case=case.case_id, records=records)
+        """Correctness on fresh inputs per seed (kernels.correctness), journalled as records."""
+        self.journal.write("correctness", case=case.case_id, records=self.setup.check(case, variant, kcase))

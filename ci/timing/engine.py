@@ -94,13 +94,16 @@ def measure_interleaved(
     monitor: Any,
     on_block: Callable[[str], None] = lambda key: None,
     is_fatal: Callable[[BaseException], bool] = lambda exc: False,
+    after_block: Callable[[], None] = lambda: None,
 ) -> dict[str, RawMeasurement]:
     """Times `subjects` round-robin until each converges or hits its cap (module docstring).
 
     `on_block(key)` is called before each block (the caller journals a heartbeat naming the
     case in flight). A subject that raises is dropped with its error recorded, unless
     `is_fatal(exc)` says the exception poisoned the process (a CUDA error): then
-    `SubjectFailed` propagates so the caller can record the crash and exit.
+    `SubjectFailed` propagates so the caller can record the crash and exit. `after_block()`
+    runs after each block as part of it (the harness synchronizes the device there, so an
+    asynchronous error of the block is charged to the subject that issued it).
     """
     results = {s.key: RawMeasurement(key=s.key, timing_mode=timer.mode) for s in subjects}
     policy = getattr(timer, "policy", None)  # timers written before the guard have none
@@ -124,6 +127,7 @@ def measure_interleaved(
                 retimed, uncovered = policy.retimed_blocks, policy.uncovered_blocks
             try:
                 block = timer.time_block(subject.fn, config.block_calls, flusher)
+                after_block()
             except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
                 if is_fatal(exc):
                     raise SubjectFailed(subject.key, exc) from exc

@@ -151,3 +151,90 @@ def _illegal_address(case, device, seed):
 
 register(Variant(name="t_cuda_illegal", family="test", description="illegal address on the 4th call (GPU)",
                  prepare=_illegal_address, needs=frozenset({"cuda", "cupy"})))
+
+
+# -- asynchronous faults (issue 11): errors reported after the call that caused them ----------
+#
+# A CUDA kernel that faults does not fail its own launch: the error is reported by the next
+# call that synchronizes (or by any later call: the context is poisoned). On a CPU this module
+# reproduces that: `torch.cpu.synchronize` (the harness's device sync on a CPU, a no-op in
+# torch) raises the pending error, as cudaDeviceSynchronize would.
+
+ASYNC_ERROR = "CUDA error: an illegal memory access was encountered (asynchronous, reported at the next synchronization)"
+_pending = {"error": None}
+_corrupted = {"by": None}
+_real_cpu_synchronize = torch.cpu.synchronize
+
+
+def _synchronize_reporting_pending(device=None):
+    if _pending["error"]:
+        raise RuntimeError(_pending["error"])
+    return _real_cpu_synchronize(device)
+
+
+torch.cpu.synchronize = _synchronize_reporting_pending
+
+
+def _async_fault(case, device, seed):
+    """Returns normally, but from its 4th call on leaves an error for the next sync to report."""
+    q, k, v = _inputs(case, device, seed)
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        if calls["n"] > 3:
+            _pending["error"] = ASYNC_ERROR
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _corrupt(case, device, seed):
+    """Writes out of bounds into memory others use: harmless to itself, fatal to `t_victim`."""
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        _corrupted["by"] = "t_corrupt"
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _victim(case, device, seed):
+    """Correct alone; faults when `t_corrupt` ran before it in the same process."""
+    q, k, v = _inputs(case, device, seed)
+
+    def fn():
+        if _corrupted["by"]:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (reading corrupted memory)")
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+def _crash_once(case, device, seed):
+    """Crashes the first process that times it, never another: a crash that does not recur.
+
+    The first crash leaves a marker file in $ATTNWATCH_TEST_MARKER_DIR (one per case)."""
+    q, k, v = _inputs(case, device, seed)
+    marker = os.path.join(os.environ.get("ATTNWATCH_TEST_MARKER_DIR", "."), f"crashed-once-{case.id.replace('/', '_')}")
+    calls = {"n": 0}
+
+    def fn():
+        calls["n"] += 1
+        if calls["n"] > 3 and not os.path.exists(marker):
+            with open(marker, "w") as fh:
+                fh.write("crashed\n")
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (once)")
+        return _attention(q, k, v, case.causal)
+
+    return Prepared(fn=fn, q=q, k=k, v=v)
+
+
+for _name, _prepare, _desc in (
+    ("t_async_fault", _async_fault, "an asynchronous fault from the 4th call, reported at the next sync"),
+    ("t_corrupt", _corrupt, "corrupts memory that t_victim reads (no error of its own)"),
+    ("t_victim", _victim, "faults when t_corrupt ran before it"),
+    ("t_crash_once", _crash_once, "crashes once per $ATTNWATCH_TEST_MARKER_DIR, then never"),
+):
+    register(Variant(name=_name, family="test", description=_desc, prepare=_prepare))

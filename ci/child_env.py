@@ -1,0 +1,37 @@
+"""The environment of a measuring child process, so that it imports the right `kernels`.
+
+`compare` measures two revisions: a child measuring the base must import `kernels` from the
+base's checkout while `ci` and `history` stay this checkout's. A temp dir holding a `kernels`
+symlink to the chosen checkout goes first on the child's PYTHONPATH, this checkout's root after
+it. Children run with the work dir as cwd (never a checkout: `python -m` puts the cwd first on
+sys.path, which would shadow the chosen kernels with this checkout's).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env(work: Path, checkout: Path | None, extra_sys_path: list[str] | tuple[str, ...] = (),
+              extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """os.environ plus PYTHONPATH = [kernels shim of `checkout`], extra paths, this checkout."""
+    env = dict(os.environ)
+    path = list(extra_sys_path)
+    if checkout is not None:
+        shim = Path(work) / "kernels-shim"
+        shim.mkdir(parents=True, exist_ok=True)
+        link = shim / "kernels"
+        if not link.exists():
+            link.symlink_to(Path(checkout) / "kernels", target_is_directory=True)
+        path.insert(0, str(shim))
+    path.append(str(REPO_ROOT))
+    if env.get("PYTHONPATH"):
+        path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra_env or {})
+    return env

@@ -1,0 +1,1 @@
+"""Long-lived measuring workers for compare: the wire format, the worker, the parent's handle."""

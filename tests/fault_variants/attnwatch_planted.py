@@ -1,0 +1,110 @@
+"""A planted slowdown of a known size, for checking that compare catches one (never in the registry).
+
+`t_planted` is `sdpa` followed by a calibrated amount of extra work, on both sides of a compare,
+so the two sides differ only in that amount: in the head worker (ATTNWATCH_SIDE=head, set by
+ci/workers/client.py) the extra work is ATTNWATCH_PLANTED_SLOWDOWN (default 0.03) times the
+base composite's own median. How:
+
+* GPU: after the SDPA call, a `torch.cuda._sleep` spin (a device loop of a given cycle count).
+  Both sides spin, the base for 1 µs, so both have the same launch structure and only the spin
+  length differs. The composite's median M (L2 flushed before each call, as the harness times
+  it) and the spin's cycles per µs are measured once per case and process; the head spins
+  slowdown x M longer. The realized slowdown is what the compare's base and head medians say.
+* CPU: after the call, a busy-wait of slowdown x (the call's median host time).
+
+Imported by a compare worker through `--variant-module attnwatch_planted --variant-path tests/fault_variants`.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+import torch
+
+from kernels import registry
+from kernels.registry import Prepared, Variant, register
+
+WRAPPED = "sdpa"
+_calibrated: dict[str, tuple[float, float]] = {}  # case id -> (composite median us, cycles per us)
+
+
+def planted_slowdown() -> float:
+    if os.environ.get("ATTNWATCH_SIDE") != "head":
+        return 0.0
+    return float(os.environ.get("ATTNWATCH_PLANTED_SLOWDOWN", "0.03"))
+
+
+def _cycles_per_us() -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(1_000_000)
+    start.record()
+    torch.cuda._sleep(2_000_000)
+    end.record()
+    end.synchronize()
+    return 2_000_000 / (start.elapsed_time(end) * 1000.0)
+
+
+def _gpu_median_us(fn, calls: int = 60) -> float:
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    flush = torch.empty(l2, dtype=torch.int32, device="cuda")  # 4 x L2 bytes, as the harness flushes
+    samples = []
+    for _ in range(calls):
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0)
+    return statistics.median(samples[calls // 4:])
+
+
+def _gpu(case, inner, slowdown: float):
+    if case.id not in _calibrated:
+        per_us = _cycles_per_us()
+        base_spin = int(per_us)  # 1 us on both sides
+        _calibrated[case.id] = (_gpu_median_us(lambda: (inner(), torch.cuda._sleep(base_spin))), per_us)
+    median_us, per_us = _calibrated[case.id]
+    spin = int(per_us) + int(slowdown * median_us * per_us)
+
+    def fn():
+        out = inner()
+        torch.cuda._sleep(spin)
+        return out
+
+    return fn, {"composite_median_us": median_us, "spin_cycles": spin, "cycles_per_us": per_us}
+
+
+def _cpu(case, inner, slowdown: float):
+    if case.id not in _calibrated:
+        samples = []
+        for _ in range(15):
+            t0 = time.perf_counter()
+            inner()
+            samples.append(time.perf_counter() - t0)
+        _calibrated[case.id] = (statistics.median(samples) * 1e6, 0.0)
+    extra_s = slowdown * _calibrated[case.id][0] / 1e6
+
+    def fn():
+        out = inner()
+        until = time.perf_counter() + extra_s
+        while time.perf_counter() < until:
+            pass
+        return out
+
+    return fn, {"call_median_us": _calibrated[case.id][0], "extra_us": extra_s * 1e6}
+
+
+def _prepare(case, device, seed):
+    inner = registry.get(WRAPPED).prepare(case, device, seed)
+    slowdown = planted_slowdown()
+    fn, info = (_gpu if device.type == "cuda" else _cpu)(case, inner.fn, slowdown)
+    return Prepared(fn=fn, q=inner.q, k=inner.k, v=inner.v, out=inner.out,
+                    info={**inner.info, **info, "planted_slowdown": slowdown})
+
+
+register(Variant(name="t_planted", family="test", prepare=_prepare,
+                 description=f"{WRAPPED} + a calibrated extra ATTNWATCH_PLANTED_SLOWDOWN in the head worker",
+                 unsupported=lambda case: registry.get(WRAPPED).unsupported(case)))

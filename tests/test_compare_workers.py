@@ -1,0 +1,113 @@
+"""A compare side's warm worker when cases crash (ci/compare/side.py), and a whole compare
+through `attnwatch compare --base-root` on this CPU: two warm workers, rounds alternating,
+a planted slowdown caught, and each case measured only until its verdict is decided."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
+from ci.compare.report import load_report
+from ci.compare.side import Side
+from ci.plan import RunPlan, plan_cases
+from ci.run_config import timing_config
+from ci.workers.client import WorkerSpec
+from kernels.shapes import SHAPES
+
+pytestmark = pytest.mark.slow  # worker processes and their isolated re-runs
+
+FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _side(tmp_path, variants: list[str], case_timeout_s: float = 60.0) -> tuple[Side, list]:
+    cases = plan_cases(variants, [SHAPES["cpu_tiny"]], ["fp16"], [False])
+    timing = timing_config("cpu").with_overrides(min_samples=6, max_samples=12, time_cap_s=0.2)
+    plan = RunPlan(cases=cases, timing=timing.to_dict(), device_kind="cpu", correctness=False,
+                   extra_variant_modules=["attnwatch_fault_variants"])
+    spec = WorkerSpec(plan=plan, side="head", checkout=None, work_dir=tmp_path / "work", extra_sys_path=[FAULTS],
+                      startup_timeout_s=120.0, case_timeout_s=case_timeout_s)
+    return Side("head", spec, log=lambda m: None), cases
+
+
+def _status(records) -> dict[str, tuple[str, str]]:
+    return {cid.split("/")[0]: (r.status, r.error or "") for cid, r in records.items()}
+
+
+def test_worker_crash_retries_only_the_case_in_flight_once(tmp_path, monkeypatch):
+    """t_crash_once kills the worker once: the side starts a fresh worker, t_crash_once is
+    re-run alone (passes), measured again, and the crash is a note, not an outcome."""
+    monkeypatch.setenv("ATTNWATCH_TEST_MARKER_DIR", str(tmp_path))
+    side, cases = _side(tmp_path, ["t_ok", "t_crash_once", "t_slow"])
+    try:
+        first = side.measure(cases, 0, {})
+        second = side.measure(cases, 1, {})
+    finally:
+        side.close()
+    assert {v for v, _ in _status(first).values()} == {"ok"} and {v for v, _ in _status(second).values()} == {"ok"}
+    assert side.restarts == 1 and side.times.workers_started == 2 and side.attribution.probes == 1
+    assert len(side.attribution.notes) == 1 and side.attribution.notes[0].startswith(UNKNOWN_ORIGIN)
+    assert "t_crash_once" in side.attribution.notes[0] and not side.final
+
+
+def test_a_case_that_crashes_alone_is_lost_for_the_side_and_not_asked_again(tmp_path):
+    side, cases = _side(tmp_path, ["t_ok", "t_poison"])
+    try:
+        first = side.measure(cases, 0, {})
+        second = side.measure(cases, 1, {})
+    finally:
+        side.close()
+    status = _status(first)
+    assert status["t_ok"][0] == "ok"
+    assert status["t_poison"][0] == "crashed" and status["t_poison"][1].startswith(ATTRIBUTED)
+    assert _status(second)["t_poison"] == status["t_poison"]  # the side's final record, not a new try
+    assert side.times.workers_started == 2 and side.restarts == 1  # no worker was spent on it in round 2
+
+
+def test_a_hang_is_a_timeout_without_a_retry(tmp_path):
+    side, cases = _side(tmp_path, ["t_ok", "t_hang"], case_timeout_s=3.0)
+    try:
+        records = side.measure(cases, 0, {})
+    finally:
+        side.close()
+    status = _status(records)
+    assert status["t_ok"][0] == "ok"
+    assert status["t_hang"][0] == "timeout" and "no sign of life for 3 s" in status["t_hang"][1]
+    assert side.attribution.probes == 0
+
+
+def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
+    """The head's t_planted is sdpa plus 300% extra work (tests/fault_variants/
+    attnwatch_planted.py; that large because a shared CI CPU's rounds can differ by 2x); the
+    compare keeps one worker per side for all rounds, alternates them ABBA, stops the planted
+    case once its regression is decided, and records why. (A subprocess: the variant module
+    registers t_planted in whatever process imports it.)"""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
+         "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
+         "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness", "--out", str(out)],
+        cwd=REPO_ROOT, env={**os.environ, "ATTNWATCH_PLANTED_SLOWDOWN": "3.0"}, capture_output=True, text=True,
+        timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = load_report(out / "compare.json")
+    by_variant = {c.variant: c for c in report.cases}
+    planted = by_variant["t_planted"]
+    assert planted.verdict == "regression" and 2.5 < planted.ratio < 6
+    session = json.loads((out / "session.json").read_text())
+    assert session["decided"][planted.case_id] == "regression"
+    assert session["rounds_used"][planted.case_id] == 3 == len(planted.base.round_medians_us)  # stopped at the first look
+    assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
+    schedule = [tuple(entry[:2]) for entry in session["schedule"]]
+    assert schedule[:4] == [("base", 1), ("head", 1), ("head", 2), ("base", 2)]
+    assert session["sides"]["base"]["kernels_path"] == session["sides"]["head"]["kernels_path"] == str(REPO_ROOT / "kernels")
+    rounds = json.loads((out / "rounds.json").read_text())
+    assert len(rounds["sides"]["base"]) == session["rounds_run"]
+    assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
+    assert "compare: base: start-up" in done.stderr and "timing" in done.stderr
