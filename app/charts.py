@@ -42,7 +42,7 @@ def _rgba(hex_color: str, alpha: float) -> str:
 def _escaped(messages: pd.Series) -> np.ndarray:
     """Hover-safe commit text, escaping each distinct message once (many points share a commit)."""
     lookup = {m: escape_hover(m) for m in messages.dropna().unique()}
-    return messages.astype(object).map(lookup).fillna("").to_numpy()
+    return messages.map(lookup).astype(object).fillna("").to_numpy()
 
 
 # One colour per variant wherever it is drawn, whatever else is selected: the registry's
