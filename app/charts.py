@@ -7,6 +7,8 @@ because plotly interprets a subset of HTML in labels.
 
 from __future__ import annotations
 
+import hashlib
+import html
 import math
 
 import numpy as np
@@ -40,7 +42,26 @@ def _rgba(hex_color: str, alpha: float) -> str:
 def _escaped(messages: pd.Series) -> np.ndarray:
     """Hover-safe commit text, escaping each distinct message once (many points share a commit)."""
     lookup = {m: escape_hover(m) for m in messages.dropna().unique()}
-    return messages.map(lookup).fillna("").to_numpy()
+    return messages.map(lookup).astype(object).fillna("").to_numpy()
+
+
+# One colour per variant wherever it is drawn, whatever else is selected: the registry's
+# variants get fixed colours, any other name a colour from its hash (stable across sessions).
+VARIANT_COLORS = {
+    "sdpa": "#1f77b4", "sdpa_flash": "#17becf", "sdpa_efficient": "#9467bd", "sdpa_cudnn": "#8c564b",
+    "sdpa_math": "#7f7f7f", "torch_3op": "#bcbd22", "cuda_scalar": "#e377c2", "cuda_wmma": "#ff7f0e",
+    "cuda_wmma_cpasync": "#d62728", "triton_fa2": "#2ca02c",
+}
+SHAPE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def variant_color(variant: str) -> str:
+    if variant in VARIANT_COLORS:
+        return VARIANT_COLORS[variant]
+    if variant.startswith("cutlass_3k"):
+        return "#393b79"
+    digest = int(hashlib.sha1(variant.encode("utf-8")).hexdigest(), 16)
+    return PALETTE[digest % len(PALETTE)]
 
 
 def trend_figure(
@@ -48,43 +69,55 @@ def trend_figure(
     metric_label: str,
     band: bool = True,
     markers: pd.DataFrame | None = None,
+    log_y: bool = False,
+    highlight: tuple[str, str] | None = None,
 ) -> go.Figure:
-    """One line per series over runs in time order, with an optional p10–p90 band.
+    """One line per series over runs in commit order, with an optional p10–p90 band.
 
-    `series` columns: series, started_at, value, p10, p90 (may be NaN), run_id, commit_sha,
-    commit_message, commit_date, failed (bool: the case did not produce a number in that run).
-    `markers` (detection's alerts: change points and correctness failures) columns: started_at,
-    value, label, kind (a MARKER_STYLE key), run_id.
+    `series` columns: series, variant, shape_id, x (the run's commit label), x_order, value, p10,
+    p90 (may be NaN), run_id, commit_sha, commit_message, commit_date, started_at and `marks`
+    (quality marks: such points are drawn hollow). Colour follows the variant, dash the shape.
+    `markers` (detection's alerts) columns: x, value, label, kind (a MARKER_STYLE key), run_id.
+    `highlight`: (first, last) x labels of a commit range to shade.
     """
     fig = go.Figure()
     names = list(dict.fromkeys(series["series"]))
-    for index, name in enumerate(names):
-        color = PALETTE[index % len(PALETTE)]
-        s = series[series["series"] == name].sort_values("started_at")
+    shapes = list(dict.fromkeys(series["shape_id"]))
+    axis = series.drop_duplicates("x").sort_values("x_order")["x"].tolist()
+    for name in names:
+        s = series[series["series"] == name].sort_values("x_order")
+        color = variant_color(str(s["variant"].iloc[0]))
+        dash = SHAPE_DASHES[shapes.index(s["shape_id"].iloc[0]) % len(SHAPE_DASHES)]
         if band and len(names) <= MAX_BANDS and s["p10"].notna().any():
             fig.add_trace(go.Scatter(
-                x=s["started_at"], y=s["p90"], mode="lines", line=dict(width=0),
+                x=s["x"], y=s["p90"], mode="lines", line=dict(width=0),
                 hoverinfo="skip", showlegend=False, legendgroup=name,
             ))
             fig.add_trace(go.Scatter(
-                x=s["started_at"], y=s["p10"], mode="lines", line=dict(width=0),
+                x=s["x"], y=s["p10"], mode="lines", line=dict(width=0),
                 fill="tonexty", fillcolor=_rgba(color, 0.18), hoverinfo="skip",
                 name=f"{name} p10–p90", showlegend=False, legendgroup=name,
             ))
+        marks = s["marks"].fillna("") if "marks" in s else pd.Series("", index=s.index)
         custom = np.column_stack([  # one object array: plotly validates it far faster than tuples
             s["run_id"].astype(str).to_numpy(),
             s["commit_sha"].map(short_sha).to_numpy(),
             _escaped(s["commit_message"]),
             s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
+            s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
+            marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
         ])
         fig.add_trace(go.Scatter(
-            x=s["started_at"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
-            legendgroup=name, line=dict(color=color, width=2), marker=dict(size=6),
+            x=s["x"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
+            legendgroup=name, line=dict(color=color, width=2, dash=dash),
+            marker=dict(size=7, color=color, symbol=["circle-open" if m else "circle" for m in marks],
+                        line=dict(width=2, color=color)),
             customdata=custom,
             hovertemplate=(
                 "%{y:.4g} " + escape_hover(metric_label, 40)
                 + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
-                + "<br>run %{customdata[0]}<extra>" + escape_hover(name, 60) + "</extra>"
+                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[5]}<extra>"
+                + escape_hover(name, 60) + "</extra>"
             ),
         ))
     if markers is not None and not markers.empty:
@@ -93,14 +126,54 @@ def trend_figure(
             if m.empty:
                 continue
             fig.add_trace(go.Scatter(
-                x=m["started_at"], y=m["value"], mode="markers", name=f"{kind} alerts",
+                x=m["x"], y=m["value"], mode="markers", name=f"{kind} alerts",
                 marker=dict(symbol=symbol, size=15, color=color, line=dict(width=2, color=color)),
                 customdata=list(zip(m["run_id"], m["label"].map(escape_hover))),
                 hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
             ))
+    if highlight and highlight[0] in axis and highlight[1] in axis:
+        fig.add_vrect(x0=highlight[0], x1=highlight[1], fillcolor="rgba(255,200,0,0.18)", line_width=0,
+                      annotation_text="commit range", annotation_position="top left")
     fig.update_layout(
         height=460, margin=dict(l=10, r=10, t=30, b=10), hovermode="closest",
-        yaxis_title=metric_label, xaxis_title="run start (UTC)",
+        yaxis=dict(title=metric_label, type="log" if log_y else "linear"),
+        xaxis=dict(title="commit (in commit order; hover for dates)", type="category",
+                   categoryorder="array", categoryarray=axis),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    )
+    return fig
+
+
+def step_figure(trend: pd.DataFrame, step_x: str, before: float, after: float, band: float,
+                metric_label: str, title: str) -> go.Figure:
+    """One alert on its series: the values over commits, the level before and after the step
+    (detection's medians) and the threshold band (before × (1 ± min_effect)): a step outside
+    the band is what made it an alert. `trend` columns: x, x_order, value, run_id, commit_sha."""
+    fig = go.Figure()
+    t = trend.sort_values("x_order")
+    axis = t["x"].tolist()
+    split = axis.index(step_x) if step_x in axis else len(axis)
+    if axis:
+        fig.add_trace(go.Scatter(
+            x=axis, y=[before * (1 + band)] * len(axis), mode="lines", line=dict(width=0),
+            hoverinfo="skip", showlegend=False))
+        fig.add_trace(go.Scatter(
+            x=axis, y=[before * (1 - band)] * len(axis), mode="lines", line=dict(width=0), fill="tonexty",
+            fillcolor="rgba(120,120,120,0.18)", name=f"threshold band ±{band:.1%} around before", hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=t["x"], y=t["value"], mode="lines+markers", name="value", line=dict(color="#1f77b4", width=2),
+        customdata=list(zip(t["run_id"], t["commit_sha"].map(short_sha))),
+        hovertemplate="%{y:.4g}<br>commit %{customdata[1]}<br>run %{customdata[0]}<extra></extra>"))
+    if split > 0:
+        fig.add_trace(go.Scatter(x=axis[:split], y=[before] * split, mode="lines", name=f"before {before:.4g}",
+                                 line=dict(color="#444", dash="dash")))
+    if split < len(axis):
+        fig.add_trace(go.Scatter(x=axis[split:], y=[after] * (len(axis) - split), mode="lines",
+                                 name=f"after {after:.4g}", line=dict(color="#d62728", dash="dash")))
+        fig.add_vline(x=split - 0.5, line=dict(color="#d62728", width=1))
+    fig.update_layout(
+        height=320, margin=dict(l=10, r=10, t=40, b=10), title=dict(text=escape_hover(title, 120), font=dict(size=13)),
+        yaxis_title=metric_label, xaxis=dict(type="category", categoryorder="array", categoryarray=axis, title="commit"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig

@@ -11,7 +11,8 @@ from app.data.store import current_source, schema_notice
 st.set_page_config(page_title="attnwatch", page_icon=":material/monitoring:", layout="wide")
 
 PAGES = [
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+    st.Page("views/push.py", title="This push", icon=":material/rocket_launch:", default=True),
+    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:"),
     st.Page("views/trends.py", title="Trends", icon=":material/show_chart:"),
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),

@@ -15,6 +15,7 @@ import streamlit as st
 
 from app.data.runs import EmptyHistory, HistoryShape, gpu_pools, history_shape
 from app.data.store import HistoryUnavailable, Source, current_source
+from app.url_state import UrlState
 from history.errors import HistoryError
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
@@ -107,15 +108,15 @@ def run_page(title: str, body: Callable[[Source, HistoryShape], None], needs_his
         show_unavailable(exc)
 
 
-def gpu_picker(shape: HistoryShape, key: str) -> str:
-    """Which GPU (or device kind) to show; remembered in the URL as ?gpu=."""
+def gpu_picker(shape: HistoryShape, key: str, url: UrlState, default: str | None = None) -> str:
+    """Which GPU (or device kind) to show: the URL's ?gpu= if it names one, else `default` (the
+    data's focus), else the most-measured GPU. A GPU in a link that this history lacks is named."""
     options = list(shape.gpus)
-    wanted = st.query_params.get("gpu")
-    index = options.index(wanted) if wanted in options else 0
-    gpu = st.selectbox("GPU", options, index=index, key=key, help="Runs are only compared on the same GPU model.")
-    if gpu != wanted:
-        st.query_params["gpu"] = gpu
-    return gpu
+    ignored = url.choice(key, "gpu", options, default if default in options else options[0])
+    if ignored:
+        st.warning(f"The link names GPU {md(ignored[0])}, which has no runs in this history: showing "
+                   f"{md(st.session_state[key])} instead.")
+    return st.selectbox("GPU", options, key=key, help="Runs are only compared on the same GPU model.")
 
 
 ALL_HOSTS = "all hosts"
@@ -157,21 +158,6 @@ def run_caption(run) -> None:
     )
     if run.commit_message:
         st.text(truncate(run.commit_message, 200))
-
-
-def run_metrics(cases) -> None:
-    """Counts across a run's cases: how many produced a number, failed, or failed correctness."""
-    total = len(cases)
-    ok = int((cases["status"] == "ok").sum())
-    broken = int(cases["status"].isin(["failed", "crashed", "timeout"]).sum())
-    incorrect = int((cases["correct"] == False).sum())  # noqa: E712 (NA stays out)
-    alerts = int(cases["open_alerts"].sum()) if "open_alerts" in cases else 0
-    cols = st.columns(5)
-    cols[0].metric("cases", total)
-    cols[1].metric("timed ok", ok)
-    cols[2].metric("failed / crashed / timeout", broken)
-    cols[3].metric("correctness failures", incorrect)
-    cols[4].metric("open alerts on these cases", alerts)
 
 
 def safe_file_name(name: str) -> str:

@@ -162,35 +162,51 @@ def _clean(text: Any, name: str, limit: int, required: bool) -> str:
     return text
 
 
-def _transition(db_path: str | Path, alert_id: int, target: str, note: str, actor: str, note_required: bool) -> Alert:
+def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: str, note_required: bool) -> list[Alert]:
+    """Move every alert of `alert_ids` to `target` in one transaction: all of them, or (on an
+    unknown id or a transition the lifecycle refuses) none, with the offending alert named."""
     note = _clean(note, "note", MAX_NOTE, note_required)
     actor = _clean(actor, "actor", MAX_ACTOR, True)
+    ids = list(dict.fromkeys(int(a) for a in alert_ids))
+    if not ids:
+        raise AlertError("alert ids: none given")
     if not exists(db_path):  # open_write would create an empty history at a mistyped path
         raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
 
     def change(con, claims: Claims) -> None:
-        current = get_alert(con, alert_id)
-        if current.status not in _TRANSITIONS[target]:
-            raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
-        con.execute(
-            "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
-            [target, note, actor, int(alert_id)],
-        )
-        _append_event(con, claims, int(alert_id), target, note, actor)
+        for alert_id in ids:
+            current = get_alert(con, alert_id)
+            if current.status not in _TRANSITIONS[target]:
+                raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
+            con.execute(
+                "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
+                [target, note, actor, alert_id],
+            )
+            _append_event(con, claims, alert_id, target, note, actor)
 
     with open_write(db_path) as con:
         write_transaction(con, change, str(db_path))
-        return get_alert(con, alert_id)
+        return [get_alert(con, alert_id) for alert_id in ids]
 
 
 def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
     """open (or acknowledged, to amend the note) -> acknowledged. A note is required."""
-    return _transition(db_path, alert_id, "acknowledged", note, actor, note_required=True)
+    return _transition(db_path, [alert_id], "acknowledged", note, actor, note_required=True)[0]
 
 
 def resolve(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
     """open or acknowledged -> resolved. A resolved alert stays resolved (its key stays used)."""
-    return _transition(db_path, alert_id, "resolved", note, actor, note_required=False)
+    return _transition(db_path, [alert_id], "resolved", note, actor, note_required=False)[0]
+
+
+def acknowledge_many(db_path: str | Path, alert_ids, note: str, actor: str) -> list[Alert]:
+    """Acknowledge a group (e.g. every alert one commit caused) with one note, all or none."""
+    return _transition(db_path, alert_ids, "acknowledged", note, actor, note_required=True)
+
+
+def resolve_many(db_path: str | Path, alert_ids, note: str, actor: str) -> list[Alert]:
+    """Resolve a group with one note, all or none."""
+    return _transition(db_path, alert_ids, "resolved", note, actor, note_required=False)
 
 
 def _next_id(con, claims: Claims, table: str, column: str) -> int:

@@ -1,6 +1,7 @@
-"""Server-side render time of every dashboard page, cold and warm, over a given history.
+"""Render time of every dashboard page, cold and warm, over a given history: server-side, and
+with --browser as a user sees it in Chromium.
 
-    python scripts/bench_dashboard.py --db LOCATION [--warm-repeats 5] [--json OUT]
+    python scripts/bench_dashboard.py --db LOCATION [--warm-repeats 5] [--json OUT] [--browser]
 
 LOCATION is a history file or a lake (`ducklake:postgres:...`, history.location), so the same
 pages can be timed on a file and on a lake holding the same rows (`attnwatch history copy`).
@@ -15,6 +16,14 @@ The SQL page is also timed running one example query (not cached: user SQL alway
 With --compare-samples N, a copy of the history gets N synthetic samples per case for the two
 newest main runs of its most-run GPU (the generator writes none), and Compare is timed on that
 pair: its cold render then includes the bootstrap intervals of every case.
+With --browser, `attnwatch dashboard` serves the history and headless Chromium (Debian's, driven
+by Playwright through executable_path) loads each page by its URL, timed from navigation start
+until the page's own content is drawn (BROWSER_PAGES: a heading, chart or table it shows only
+when finished) and Streamlit's running indicator is gone:
+  cold  the first load of that page after the server started (its queries not cached yet; pages
+        visited before it may have cached shared ones, e.g. the history's size);
+  warm  the same URL loaded again `--warm-repeats` times in the same browser (a new session each
+        time, data from the server's cache); the median and the maximum are reported.
 Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks.md.
 """
 
@@ -33,7 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "app" / "streamlit_app.py"
-PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
+PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
          "views/kernel.py", "views/sql.py", "views/run.py")
 
 
@@ -95,6 +104,68 @@ def bench_page(page: str, warm_repeats: int) -> dict:
         result["query_s"] = timed(lambda: at.button(key="sql_run").click().run())
         result["problems"] += [e.value for e in at.error if e.value.startswith("Query refused")]
     return result
+
+
+# URL path, and what the page shows only once it has drawn with data (a Playwright selector).
+BROWSER_PAGES = (
+    ("", "text=Regressions ("),
+    ("overview", "[data-testid='stDataFrame']"),
+    ("trends", ".js-plotly-plot .main-svg"),
+    ("compare", "text=Verdicts use CI's rule"),
+    ("alerts", "[data-testid='stDataFrame']"),
+    ("kernel", "text=Roofline"),
+    ("sql", "textarea"),
+    ("run", "[data-testid='stDataFrame']"),
+)
+IDLE_JS = ("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+           " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
+
+
+def bench_browser(db: str, warm_repeats: int) -> list[dict]:
+    """Each page by URL in headless Chromium against a fresh `attnwatch dashboard` on `db`."""
+    import shutil
+    import signal
+    import socket
+    import urllib.request
+
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        raise SystemExit("bench_dashboard --browser: chromium not found on PATH (make browser)")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(REPO))
+    server = subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
+                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    results = []
+    try:
+        for _ in range(600):
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read().strip() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.25)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=executable, args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1500, "height": 1200})
+            for path, drawn in BROWSER_PAGES:
+                def load() -> None:
+                    page.goto(f"http://127.0.0.1:{port}/{path}", wait_until="domcontentloaded", timeout=300_000)
+                    page.locator(drawn).first.wait_for(timeout=300_000)
+                    page.wait_for_function(IDLE_JS, timeout=300_000)
+
+                cold = timed(load)
+                failed = "could not read" in page.locator("[data-testid='stMain']").inner_text()
+                warm = [timed(load) for _ in range(warm_repeats)]
+                results.append({"page": path or "push", "cold_s": cold, "warm_median_s": statistics.median(warm),
+                                "warm_max_s": max(warm), "problems": ["a read failed"] if failed else []})
+            browser.close()
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    return results
 
 
 def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
@@ -175,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures here")
     parser.add_argument("--compare-samples", type=int, default=0, metavar="N",
                         help="also time Compare on a copy with N samples per case for two runs")
+    parser.add_argument("--browser", action="store_true",
+                        help="time page loads in headless Chromium against a served dashboard instead of AppTest")
     args = parser.parse_args(argv)
     from history.db import exists
     from history.location import parse_location
@@ -193,8 +266,11 @@ def main(argv: list[str] | None = None) -> int:
 
     size = history_size(db)
     imports = import_seconds()
-    results = [bench_page(page, args.warm_repeats) for page in PAGES]
-    if args.compare_samples:
+    if args.browser:
+        results = bench_browser(db, args.warm_repeats)
+    else:
+        results = [bench_page(page, args.warm_repeats) for page in PAGES]
+    if args.compare_samples and not args.browser:
         import tempfile
 
         with tempfile.TemporaryDirectory() as scratch:
@@ -206,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(result)
             os.environ["ATTNWATCH_DB"] = db
     report = {
+        "load_average": os.getloadavg(),  # other work on the machine slows a browser most of all
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": git_commit(),
         "machine": machine(),
@@ -214,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         "history_kind": "lake" if location.is_lake else "file",
         "db_bytes": stored_bytes(db),
         "import_s": imports,
+        "mode": "browser" if args.browser else "apptest",
         "pages": results,
     }
     if args.json:
@@ -222,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
     print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; {report['history_kind']} history{label}: {size['runs']:,} runs, "
           f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
-    print(f"server process start (imports, once): {imports:.2f} s")
+    print(f"server process start (imports, once): {imports:.2f} s; load average at the end "
+          + "/".join(f"{x:.1f}" for x in report["load_average"]) + f" on {os.cpu_count()} cores")
+    print("measured: " + ("page loads in headless Chromium (navigation start to drawn)" if args.browser
+                          else "server-side renders (AppTest)"))
     print()
     print("| page | cold (s) | warm median (s) | warm max (s) | notes |")
     print("| --- | ---: | ---: | ---: | --- |")

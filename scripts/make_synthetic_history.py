@@ -7,8 +7,15 @@ mistaken for a measurement. What it models:
     variant and GPU, with a gentle random-walk drift per series and ~0.3% per-run noise;
   - planted steps: triton_fa2 8% slower from 60% of the way on the first GPU, cuda_wmma
     12% faster from 80% on every GPU (detection should find both);
+  - the last push (newest commit): triton_fa2 10% slower on the first two GPUs (PUSH_STEP), and
+    one correctness failure (PUSH_INCORRECT_CASE on the first GPU);
+  - what the timing harness stores about a number's quality: small cases noisier (some not
+    converged), a few throttled samples, and a CUDA-graph replay time below the event time for
+    launch-bound cases (median under 50 µs);
   - some failures (crashed / timeout), unsupported cases (no sdpa_cudnn on a GPU), and ncu
-    rows for every 10th commit.
+    rows for every 10th commit;
+  - raw samples and correctness checks only for the newest two runs of each GPU (what the
+    dashboard's first page compares); every older run reads "correctness not run".
 Rows are generated column-wise with numpy and bulk-inserted as Arrow tables (history.store),
 in chunks of runs, one transaction per chunk.
 """
@@ -43,6 +50,12 @@ DEFAULT_GPUS = 3
 DTYPES = ("fp16", "bf16")
 BACKENDS = ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn")
 CHUNK_RUNS = 200
+PUSH_STEP = ("triton_fa2", 1.10, 2)  # variant, factor, on the first N GPUs, in the newest commit
+PUSH_INCORRECT_CASE = "cuda_wmma/b4_h16_s1k/fp16/noncausal"  # fails correctness in the newest run of GPU 0
+GRAPH_THRESHOLD_US = 50.0  # as ci/run_config.toml: launch-bound cases are also timed as graph replays
+DISPATCH_GAP_US = 8.0  # host dispatch per call that event timing of a launch-bound case includes
+PUSH_SAMPLES = 200  # raw samples per case in the newest two runs of each GPU
+CORRECTNESS_SEEDS = 3
 
 
 def case_grid():
@@ -102,6 +115,8 @@ def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commit
             if g == 0:
                 step[int(0.6 * n_commits):, variant == "triton_fa2"] *= 1.08
             step[int(0.8 * n_commits):, variant == "cuda_wmma"] *= 0.88
+            if g < PUSH_STEP[2] and n_commits > 1:
+                step[n_commits - 1:, variant == PUSH_STEP[0]] *= PUSH_STEP[1]
             base_us = flops / (tflops_eff * GPUS[gpu] * 1e12) * 1e6
             for start in range(0, n_commits, CHUNK_RUNS):
                 stop = min(n_commits, start + CHUNK_RUNS)
@@ -110,7 +125,46 @@ def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commit
                 _write_chunk(con, rng, seed, gpu, range(start, stop), shas, commit_times, cases, case_ids, variant,
                              shape_id, batch, heads, seq, dim, dtype, causal, flops, base_us, drift, step,
                              sdpa_of, backend_of, totals, target_rows)
+        _last_push_details(con, rng, gpus, totals)
     return totals
+
+
+def _last_push_details(con, rng, gpus, totals) -> None:
+    """Samples and correctness for the newest two runs of each GPU (one planted failure)."""
+    for g, gpu in enumerate(gpus):
+        runs = [r[0] for r in con.execute(
+            "SELECT run_id FROM runs WHERE gpu_name = ? AND synthetic ORDER BY started_at DESC LIMIT 2", [gpu]).fetchall()]
+        if not runs:
+            continue
+        ok = con.execute(
+            "SELECT run_id, case_id, variant, shape_id, batch, heads, seq_q, head_dim, dtype, causal, median_us "
+            "FROM results WHERE list_contains(?, run_id) AND status = 'ok' ORDER BY run_id, case_id", [runs]).fetchall()
+        if not ok:
+            continue
+        cols = list(zip(*ok))
+        n = len(ok)
+        medians = np.asarray(cols[10], dtype=float)
+        samples = medians[:, None] * rng.lognormal(0, 0.003, size=(n, PUSH_SAMPLES))
+        samples *= medians[:, None] / np.median(samples, axis=1)[:, None]  # the stored median stays the median
+        failing = np.array([g == 0 and r == runs[0] and c == PUSH_INCORRECT_CASE for r, c in zip(cols[0], cols[1])])
+        err = np.where(failing, 0.5, 1e-3)
+        k = CORRECTNESS_SEEDS
+        con.execute("BEGIN TRANSACTION")
+        totals["samples"] = totals.get("samples", 0) + insert_arrow(con, "samples", pa.table({
+            "run_id": np.repeat(cols[0], PUSH_SAMPLES), "case_id": np.repeat(cols[1], PUSH_SAMPLES),
+            "sample_index": pa.array(np.tile(np.arange(PUSH_SAMPLES), n), pa.int32()),
+            "latency_us": samples.reshape(-1),
+        }))
+        totals["correctness"] = totals.get("correctness", 0) + insert_arrow(con, "correctness", pa.table({
+            "run_id": np.repeat(cols[0], k), "case_id": np.repeat(cols[1], k),
+            "seed": pa.array(np.tile(np.arange(k), n), pa.int64()), "variant": np.repeat(cols[2], k),
+            "shape_id": np.repeat(cols[3], k), "batch": pa.array(np.repeat(cols[4], k), pa.int32()),
+            "heads": pa.array(np.repeat(cols[5], k), pa.int32()), "seq_len": pa.array(np.repeat(cols[6], k), pa.int32()),
+            "head_dim": pa.array(np.repeat(cols[7], k), pa.int32()), "dtype": np.repeat(cols[8], k),
+            "causal": np.repeat(cols[9], k), "max_abs_err": np.repeat(err, k), "rel_err": np.repeat(err / 2, k),
+            "atol": np.full(n * k, 2e-2), "rtol": np.full(n * k, 2e-2), "passed": np.repeat(~failing, k),
+        }))
+        con.execute("COMMIT")
 
 
 def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, variant, shape_id, batch, heads,
@@ -130,7 +184,12 @@ def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, var
         status[:, variant == "sdpa_cudnn"] = "unsupported"
     ok = status == "ok"
     sdpa_med = median[:, sdpa_of]
-    spread = np.abs(rng.normal(0.006, 0.002, size=median.shape))
+    launch_bound = median < GRAPH_THRESHOLD_US
+    # Small cases are noisier: some never reach the 1% IQR/median target (not converged).
+    spread = np.abs(rng.normal(np.where(launch_bound, 0.012, 0.006), np.where(launch_bound, 0.008, 0.002)))
+    converged = ok & (spread <= 0.01)
+    throttled = np.where(rng.random(median.shape) < 0.01, rng.integers(1, 20, size=median.shape), 0)
+    graph = np.where(launch_bound, np.maximum(median - DISPATCH_GAP_US, 0.3 * median), np.nan)
     gaps = {b: median / median[:, backend_of[b]] for b in BACKENDS}
     if gpu == "NVIDIA L4":
         gaps.pop("sdpa_cudnn")
@@ -166,9 +225,9 @@ def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, var
         "gap_to_fastest_backend": when_ok(gap_fastest), "fastest_backend": flat(np.broadcast_to(fastest_name, median.shape)).astype(str),
         "gap_to_backends__keys": pa.array([keys] * n, pa.list_(pa.string())),
         "gap_to_backends__values": pa.array(list(gap_values), pa.list_(pa.float64())),
-        "converged": flat(ok), "rel_spread": when_ok(spread),
+        "converged": flat(converged), "rel_spread": when_ok(spread), "graph_median_us": when_ok(graph),
         "sm_clock_mhz_before": pa.array(np.full(n, 1980), pa.int32()), "sm_clock_mhz_after": pa.array(np.full(n, 1980), pa.int32()),
-        "throttled_samples": pa.array(np.zeros(n), pa.int32()),
+        "throttled_samples": pa.array(flat(throttled), pa.int32()),
     })
     runs = pa.table({
         "run_id": run_ids, "source": ["bundle"] * n_runs, "repo": ["example/attention-kernels"] * n_runs,

@@ -123,3 +123,71 @@ def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
     write_ncu_files(directory, NcuFiles("2025.3.1", kernels, cases))  # over the factory's stand-in ncu.json
     ingest_paths(db_path, [directory])
     return NCU_RUN
+
+
+# --- A push on two GPUs --------------------------------------------------------------------------
+#
+# What `build_push_history` holds, and why each part is there:
+#   - PUSH_RUNS main commits, each measured on an H200 and an H100 (one shared commit per run);
+#   - cuda_wmma 8% slower from commit OLD_STEP on both GPUs: detection raises latency and
+#     gap-to-SDPA regressions on both, which the Alerts page groups under one commit range;
+#   - the last push (the newest commit): triton_fa2 12% slower on both GPUs (too recent for
+#     detection, which waits for min_persist runs: only the first page's run-to-run comparison
+#     shows it), one of them (NOISY_CASE on the H100) not converged, and DISPATCH_CASE
+#     launch-bound on the H200 (graph replay far below the event time);
+#   - a correctness failure (PUSH_INCORRECT_CASE) in the newest H200 run, and no correctness
+#     check at all in the newest H100 run (it must read "not run", never "0 failures").
+
+H100 = "NVIDIA H100 80GB HBM3"
+PUSH_GPUS = (H200, H100)
+PUSH_RUNS = 8
+OLD_STEP = 3
+PUSH_REGRESSED_VARIANT = "triton_fa2"
+OLD_REGRESSED_VARIANT = "cuda_wmma"
+PUSH_INCORRECT_CASE = case_id("sdpa_flash", SHAPES[1].id, "fp16", True)
+NOISY_CASE = case_id("triton_fa2", SHAPES[1].id, "fp16", True)
+DISPATCH_CASE = case_id("sdpa_flash", SHAPES[0].id, "fp16", False)
+DISPATCH_GRAPH_US = 0.6  # the graph-replay median planted for DISPATCH_CASE (events read ~1.9 µs)
+
+
+def push_commit(i: int) -> str:
+    return f"{i:02d}" + "beef" * 9 + "00"
+
+
+def push_run_id(gpu: str, i: int) -> str:
+    return f"{'h200' if gpu == H200 else 'h100'}-push-{i:02d}"
+
+
+def build_push_history(db_path: Path, work_dir: Path) -> dict[str, str]:
+    """Write and ingest the two-GPU push history, run detection; returns named ids."""
+    bundles = []
+    last = PUSH_RUNS - 1
+    for g, gpu in enumerate(PUSH_GPUS):
+        for i in range(PUSH_RUNS):
+            scale = {}
+            if i >= OLD_STEP:
+                scale[OLD_REGRESSED_VARIANT] = 1.08
+            if i == last:
+                scale[PUSH_REGRESSED_VARIANT] = 1.12
+            overrides = {}
+            if gpu == H200 and i >= last - 1:
+                overrides[DISPATCH_CASE] = {"graph_median_us": DISPATCH_GRAPH_US}
+            if gpu == H100 and i == last:
+                overrides[NOISY_CASE] = {"converged": False, "rel_spread": 0.08}
+            bundles.append(make_bundle(
+                work_dir / push_run_id(gpu, i), run_id=push_run_id(gpu, i), variants=VARIANTS,
+                seed=100 * g + i, gpu_name=gpu, commit_sha=push_commit(i), parent_sha=push_commit(i - 1) if i else None,
+                commit_message=f"Push {i}: tune tiles", started_at=START + timedelta(hours=i, minutes=10 * g),
+                commit_date=START + timedelta(hours=i, minutes=-10), variant_scale=scale or None,
+                statuses={PUSH_INCORRECT_CASE: "failed"} if gpu == H200 and i == last else None,
+                with_correctness=not (gpu == H100 and i == last), timing_overrides=overrides or None,
+            ))
+    ingest_paths(db_path, bundles)
+    with open_write(db_path) as con:
+        record_alerts(con, scan_history(con, load_thresholds).findings)
+    return {
+        "h200_head": push_run_id(H200, last), "h200_base": push_run_id(H200, last - 1),
+        "h100_head": push_run_id(H100, last), "h100_base": push_run_id(H100, last - 1),
+        "old_step_commit": push_commit(OLD_STEP), "old_step_base": push_commit(OLD_STEP - 1),
+        "head_commit": push_commit(last), "base_commit": push_commit(last - 1),
+    }

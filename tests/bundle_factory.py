@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -104,6 +104,7 @@ def make_bundle(
     seed: int = 0,
     hostname: str = "gpu-runner-1",
     environment: dict | None = None,
+    timing_overrides: dict[str, dict] | None = None,
 ) -> Path:
     """Write one bundle and return its directory.
 
@@ -111,7 +112,9 @@ def make_bundle(
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
     variant's latency (plant a regression); `recorded` maps case ids to per-call samples (µs) to
     store instead of drawn ones (real noise); commit_sha defaults to a hash of the run id;
-    `hostname` names the host (runner) and `environment` overrides any other Environment field.
+    `hostname` names the host (runner) and `environment` overrides any other Environment field;
+    `timing_overrides` maps case ids to CaseTiming fields to set (e.g. converged=False,
+    graph_median_us=..., throttled_samples=...), as the harness would have stored them.
     """
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -162,6 +165,8 @@ def make_bundle(
             gap_to_fastest_backend=backends[fastest] if fastest else None,
             fastest_backend=fastest, sm_clock_mhz_before=1980, sm_clock_mhz_after=1980,
         )
+        if timing_overrides and cid in timing_overrides:
+            timing = replace(timing, **timing_overrides[cid])
         entries.append(_benchmark_entry(timing, values))
 
     env_fields = dict(

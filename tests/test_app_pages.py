@@ -17,10 +17,11 @@ from app_history import (
     CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, NCU_RUN, REGRESSED_CASE,
     add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
 )
+from app.data.trends import METRICS
 from history.alerts import list_alerts
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
-PAGES = ("views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
+PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
          "views/kernel.py", "views/sql.py", "views/run.py")
 
 
@@ -39,8 +40,8 @@ def open_page(db: Path, monkeypatch, page: str = "views/overview.py", **query) -
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120)
     for key, value in query.items():
         at.query_params[key] = value
-    at.run()
-    if page != "views/overview.py":
+    at.run()  # the first page (This push)
+    if page != "views/push.py":
         at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
@@ -94,7 +95,7 @@ def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history,
     assert abs(rel[0] - 1) < 0.02 and rel[-1] > 1.05  # the median sits on the longer (earlier) level
     sdpa_rel = [x for t in cases[cases["variant"] == "sdpa"]["trend_rel"] for x in t]
     assert max(abs(x - 1) for x in sdpa_rel) < 0.02  # 1% noise stays a flat line
-    assert by_case.loc[REGRESSED_CASE, "open_alerts"] == 2  # latency and gap-to-SDPA steps
+    assert by_case.loc[REGRESSED_CASE, "open_regressions"] == 2  # latency and gap-to-SDPA steps
     alerts = frame_with(at, "alert_id")
     triton_cases = {c for c in cases["case_id"] if c.startswith("triton_fa2/")}
     assert set(alerts["case_id"]) == triton_cases | {INCORRECT_CASE}
@@ -149,7 +150,7 @@ def choose_trend(at: AppTest, variants, shape, metric=None, causal=False) -> App
     at.multiselect(key="trends_variants").set_value(list(variants))
     at.multiselect(key="trends_shapes").set_value([shape])
     if metric:
-        at.selectbox(key="trends_metric").select(metric)
+        at.selectbox(key="trends_metric").set_value(METRICS[metric].column)
     at.toggle(key="trends_causal").set_value(causal)
     return at.run()
 
@@ -255,7 +256,10 @@ def test_compare_by_commit(history, monkeypatch):
     at = open_page(db, monkeypatch, "views/compare.py")
     at.radio(key="compare_mode").set_value("commits").run()
     assert not at.exception
-    assert "verdict" in frame_with(at, "verdict").columns
+    at.text_input(key="compare_commits").input("04c0ffee..05c0ffee").run()
+    assert at.query_params["commits"] == ["04c0ffee..05c0ffee"] or at.query_params["commits"] == "04c0ffee..05c0ffee"
+    table = frame_with(at, "verdict").set_index("case_id")
+    assert table.loc[REGRESSED_CASE, "verdict"] == "regression"
 
 
 # --- Alerts ----------------------------------------------------------------------------------
@@ -268,9 +272,10 @@ def alert_id_of(db: Path, case: str, metric: str = "median_us") -> int:
 def test_alerts_filters(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/alerts.py")
-    assert set(frame_with(at, "alert_id")["kind"]) == {"regression", "correctness"}
+    groups = frame_with(at, "regressions")
+    assert (groups["regressions"].sum(), groups["correctness"].sum()) == (8, 1)
     at.multiselect(key="alerts_kind").set_value(["correctness"]).run()
-    assert list(frame_with(at, "alert_id")["case_id"]) == [INCORRECT_CASE]
+    assert list(frame_with(at, "label")["case_id"]) == [INCORRECT_CASE]
     at.text_input(key="alerts_case").input("no-such-case").run()
     assert any("No alerts match" in s for s in texts(at, "success"))
 
@@ -280,24 +285,24 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
     build_history(db, tmp_path / "bundles")
     target = alert_id_of(db, REGRESSED_CASE)
     at = open_page(db, monkeypatch, "views/alerts.py")
-    at.selectbox(key="alerts_pick").select(target)
+    at.text_input(key="alerts_case").input(REGRESSED_CASE).run()  # a group of this case's two alerts
+    pair = {a.alert_id for a in list_alerts(db) if a.case_id == REGRESSED_CASE}
     at.text_input(key="alerts_actor").input("kernel-dev")
     at.button(key="alerts_acknowledge").click().run()  # Acknowledge with an empty note
-    assert any("not changed" in e and "note" in e for e in texts(at, "error"))
+    assert any("Not changed" in e and "note" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
 
     at.text_area(key="alerts_note").input("Known: tile change in 05; <b>looking</b>")
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
-    assert any(f"#{target} is now acknowledged" in s for s in texts(at, "success"))
+    assert any(f"#{target}" in s and "now acknowledged" in s for s in texts(at, "success"))
     stored = next(a for a in list_alerts(db) if a.alert_id == target)
     assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
 
-    at.selectbox(key="alerts_pick").select(target)
     at.button(key="alerts_resolve").click().run()  # Resolve
-    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "resolved"
+    assert {a.status for a in list_alerts(db) if a.alert_id in pair} == {"resolved"}
     at.multiselect(key="alerts_status").set_value(["resolved"]).run()
-    assert list(frame_with(at, "alert_id")["alert_id"]) == [target]
+    assert set(frame_with(at, "label")["alert_id"]) == pair
 
 
 # --- Kernel ----------------------------------------------------------------------------------
@@ -331,7 +336,8 @@ def test_kernel_page_roofline_from_real_ncu_under_measured_ceilings(history, mon
 def test_kernel_page_without_ceilings_for_the_gpu_says_so(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/kernel.py", gpu=L4, variant="triton_fa2")
-    assert any("No measured fp16 ceilings recorded for NVIDIA L4" in i for i in texts(at, "info"))
+    (info,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
+    assert "No ceilings for this GPU" in info and "NVIDIA L4" in info
 
 
 # --- Run -------------------------------------------------------------------------------------
@@ -379,10 +385,10 @@ def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypa
     build_history(db, tmp_path / "bundles")
     target = alert_id_of(db, REGRESSED_CASE)
     at = open_page(db, monkeypatch, "views/alerts.py")
-    at.selectbox(key="alerts_pick").select(target)
+    at.text_input(key="alerts_case").input(REGRESSED_CASE).run()
     at.text_area(key="alerts_note").input("a note")
     at.button(key="alerts_acknowledge").click().run()
-    assert any("not changed" in e and "actor" in e for e in texts(at, "error"))
+    assert any("Not changed" in e and "actor" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
 
 
@@ -392,7 +398,8 @@ def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):
     summary = frame_with(at, "cases_crashed").set_index("gpu")
     assert summary.loc[H200, "run_id"] == runs["latest_complete"] and summary.loc[L4, "run_id"] == runs["l4"]
     assert summary.loc[H200, "cases_crashed"] == 1
-    assert summary.loc[H200, "open_alerts"] == 9  # 4 triton cases x (latency, gap) + 1 correctness
+    assert summary.loc[H200, "open_regressions"] == 8  # 4 triton cases x (latency, gap)
+    assert summary.loc[H200, "open_correctness_alerts"] == 1
 
 
 def test_compare_from_a_run_link_uses_main_before_it_as_base(history, monkeypatch):

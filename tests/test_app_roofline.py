@@ -51,3 +51,21 @@ def test_kernel_roofline_draws_stored_values_and_derives_only_for_old_rows(roofl
     caption = next(c for c in texts(at, "caption") if "Points:" in c)
     assert "2 value(s) from runs that predate those fields are derived" in caption
     assert "h200_sdpa_backends.json" in caption
+
+
+def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
+    """Profiled without DRAM bytes on a GPU with ceilings, and profiled on a GPU without any:
+    each gets its own reason, never an empty chart or silence."""
+    no_bytes = make_bundle(tmp_path / "a", run_id="no-bytes", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True)
+    l4 = make_bundle(tmp_path / "b", run_id="l4", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True, gpu_name="NVIDIA L4")
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [no_bytes, l4])
+    at = open_page(db, monkeypatch, "views/kernel.py", gpu="NVIDIA H200", variant="sdpa")
+    (why,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
+    assert "No DRAM bytes" in why and "2 profiled case(s)" in why and "No ceilings" not in why
+    at = open_page(db, monkeypatch, "views/kernel.py", gpu="NVIDIA L4", variant="sdpa")
+    (why,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
+    assert "No ceilings for this GPU" in why and "NVIDIA L4 (fp16)" in why
+    assert "measured so far:" in why and "NVIDIA H200" in why
+    assert "No DRAM bytes" in why
+    assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]

@@ -10,32 +10,22 @@ silently skipping.
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from app_history import HOSTILE_MESSAGE, add_real_ncu_run, build_history, main_run_id
+from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve
+from browser_support import wait_idle as _wait_idle
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-SERVER_START_TIMEOUT_S = 90
-PAGE_TIMEOUT_MS = 60_000
 PLOTLY = ".js-plotly-plot .main-svg"
 TABLE = "[data-testid='stDataFrame']"
 # (url path, title, what shows the page has drawn with this history)
 PAGES = (
-    ("", "Overview", TABLE),
+    ("", "This push", "[data-testid='stMarkdown']"),
+    ("overview", "Overview", TABLE),
     ("trends", "Trends", PLOTLY),
     ("compare", "Compare", TABLE),
     ("alerts", "Alerts", TABLE),
@@ -45,86 +35,15 @@ PAGES = (
 )
 
 
-def _chromium() -> str:
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        message = "chromium not found on PATH (install Debian's chromium: make browser)"
-        if os.environ.get("CI"):
-            pytest.fail(message + "; CI must not skip the browser test")
-        pytest.skip(message)
-    return path
-
-
-def _playwright():
-    """Playwright's sync API (the python package, in the dev extra); same skip/fail rule as chromium."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        message = "python package playwright not installed (pip install -e '.[dev]')"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return sync_playwright
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> None:
-    """Poll Streamlit's health endpoint until it answers "ok", the process dies, or time runs out."""
-    give_up = time.monotonic() + SERVER_START_TIMEOUT_S
-    while time.monotonic() < give_up:
-        if proc.poll() is not None:
-            raise AssertionError(f"dashboard exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                if response.read().strip() == b"ok":
-                    return
-        except OSError:
-            pass
-        time.sleep(0.25)
-    raise AssertionError(f"dashboard not healthy after {SERVER_START_TIMEOUT_S} s:\n{log.read_text(errors='replace')[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def dashboard_url(tmp_path_factory, fixtures_dir):
-    """`attnwatch dashboard` over a fixture history, as a subprocess in its own process group,
-    always terminated at the end."""
+    """`attnwatch dashboard` over a fixture history, always terminated at the end."""
     work = tmp_path_factory.mktemp("browser_history")
     db = work / "history.duckdb"
     build_history(db, work / "bundles")
     add_real_ncu_run(db, work / "bundles", fixtures_dir)
-    port = _free_port()
-    log = work / "dashboard.log"
-    env = dict(os.environ, ATTNWATCH_DB=str(db))
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
-    try:
-        _wait_healthy(proc, port, log)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=15)
-
-
-def _wait_idle(page) -> None:
-    """Until Streamlit's "running" indicator is gone and no element is still a loading skeleton."""
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
-        timeout=PAGE_TIMEOUT_MS,
-    )
+    with serve(db, work / "dashboard.log") as url:
+        yield url
 
 
 def _screenshot_dirs(tmp_path: Path) -> list[Path]:
@@ -139,14 +58,14 @@ def _screenshot_dirs(tmp_path: Path) -> list[Path]:
 @pytest.fixture(scope="module")
 def chromium_path() -> str:
     """Checked before the server starts: a missing browser skips (or, under CI, fails) at once."""
-    path = _chromium()
-    _playwright()
+    path = chromium()
+    playwright()
     return path
 
 
 def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
     executable = chromium_path
-    sync_playwright = _playwright()
+    sync_playwright = playwright()
     dialogs: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)

@@ -89,3 +89,22 @@ def test_an_empty_comparison_is_not_a_pass(report):
     empty = dataclasses.replace(report, cases=[])
     assert empty.should_fail()
     assert render_comment(empty).splitlines()[1] == "### ⚠️ attnwatch: no cases were compared"
+
+
+def test_dashboard_links_open_each_change_on_its_trend_and_the_commits_on_compare(report):
+    from urllib.parse import parse_qs, urlsplit
+
+    body = render_comment(report, Links(None, "https://perf.example.org/app"))
+    significant = body[body.index("#### Significant changes"):body.index("#### ncu")]
+    row = next(line for line in significant.splitlines() if SLOW in line)
+    link = re.search(r"\[trend\]\((\S+)\)", row).group(1)
+    parts = urlsplit(link)
+    query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+    variant, shape, dtype, mode = SLOW.split("/")
+    assert parts.path == "/app/trends"
+    assert query == {"gpu": report.gpu_name, "metric": "median_us", "variants": variant, "shapes": shape, "dtype": dtype,
+                     "causal": "0", "commits": f"{report.merge_base_sha}..{report.head_sha}"}
+    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # the extra plot cell, header included
+    compare = re.search(r"\[these commits on the dashboard\]\((\S+)\)", body).group(1)
+    assert parse_qs(urlsplit(compare).query) == {"gpu": [report.gpu_name], "commits": [f"{report.merge_base_sha}..{report.head_sha}"]}
+    assert "[trend](" not in render_comment(report, Links(None, None))  # no dashboard, no links

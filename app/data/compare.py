@@ -17,8 +17,10 @@ samples on the 2-core CI machine; the batched form takes 0.13-0.16 s there (load
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from app.data import quality
 from app.data.store import Source, cached_query, read_frame
 from history.detection.ab import ABInterval, hierarchical_intervals, verdict
 from history.detection.thresholds import load_thresholds
@@ -48,13 +50,21 @@ def default_pair(recent: pd.DataFrame, head_id: str | None = None) -> tuple[str 
     return (earlier.iloc[0].run_id if not earlier.empty else None), head.run_id
 
 
+# Per side of a pair: what the harness stored about the number's quality (app.data.quality).
+_SIDE_QUALITY = ("converged", "rel_spread", "throttled_samples", "n_samples", "graph_median_us")
+
+
 @cached_query
 def run_pair(source: Source, base_run: str, head_run: str) -> pd.DataFrame:
-    """Every case of either run: stored figures of both sides (full outer join on case_id)."""
+    """Every case of either run: stored figures of both sides (full outer join on case_id), each
+    side's correctness over seeds (NULL: not checked) and the quality columns `base_*`/`head_*`."""
+    quality = ", ".join(f"a.{c} AS base_{c}, b.{c} AS head_{c}" for c in _SIDE_QUALITY)
     return read_frame(
         source,
-        """
-        WITH a AS (SELECT * FROM results WHERE run_id = ?), b AS (SELECT * FROM results WHERE run_id = ?)
+        f"""
+        WITH a AS (SELECT * FROM results WHERE run_id = ?), b AS (SELECT * FROM results WHERE run_id = ?),
+             ca AS (SELECT case_id, passed, worst_max_abs_err FROM correctness_summaries WHERE run_id = ?),
+             cb AS (SELECT case_id, passed, worst_max_abs_err FROM correctness_summaries WHERE run_id = ?)
         SELECT coalesce(a.case_id, b.case_id) AS case_id,
                coalesce(a.variant, b.variant) AS variant, coalesce(a.shape_id, b.shape_id) AS shape_id,
                coalesce(a.dtype, b.dtype) AS dtype, coalesce(a.causal, b.causal) AS causal,
@@ -63,23 +73,28 @@ def run_pair(source: Source, base_run: str, head_run: str) -> pd.DataFrame:
                b.median_us / a.median_us AS ratio,
                a.tflops AS base_tflops, b.tflops AS head_tflops,
                a.gap_to_sdpa AS base_gap, b.gap_to_sdpa AS head_gap,
-               a.p10_us AS base_p10_us, a.p90_us AS base_p90_us, b.p10_us AS head_p10_us, b.p90_us AS head_p90_us
+               a.p10_us AS base_p10_us, a.p90_us AS base_p90_us, b.p10_us AS head_p10_us, b.p90_us AS head_p90_us,
+               ca.passed AS base_correct, cb.passed AS head_correct, cb.worst_max_abs_err AS head_max_abs_err,
+               {quality}
         FROM a FULL OUTER JOIN b ON a.case_id = b.case_id
+        LEFT JOIN ca ON ca.case_id = coalesce(a.case_id, b.case_id)
+        LEFT JOIN cb ON cb.case_id = coalesce(a.case_id, b.case_id)
         ORDER BY shape_id, dtype, causal, variant
         """,
-        [base_run, head_run],
+        [base_run, head_run, base_run, head_run],
     )
 
 
 @cached_query
-def run_samples(source: Source, run_id: str) -> dict[str, list[float]]:
-    """Raw samples of one run per case, in the order they were taken."""
+def run_samples(source: Source, run_id: str) -> dict[str, np.ndarray]:
+    """Raw samples of one run per case, in the order they were taken, as float arrays (the cache
+    pickles what this returns: a list of numpy scalars took ~0.3 s per 48k-sample run)."""
     frame = read_frame(
         source,
         "SELECT case_id, list(latency_us ORDER BY sample_index) AS s FROM samples WHERE run_id = ? GROUP BY case_id",
         [run_id],
     )
-    return {row.case_id: list(row.s) for row in frame.itertuples()}
+    return {row.case_id: np.asarray(row.s, dtype=np.float64) for row in frame.itertuples()}
 
 
 def _status_verdict(base_status: str | None, head_status: str | None) -> str | None:
@@ -124,4 +139,16 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
     out["ratio_low"] = pd.array(lows, dtype="Float64")
     out["ratio_high"] = pd.array(highs, dtype="Float64")
     out["verdict"] = verdicts
+    out["correctness"] = [_correctness(b, h) for b, h in zip(out["base_correct"], out["head_correct"])]
+    out["base_marks"] = quality.marks(out.rename(columns={"base_us": "base_median_us"}), "base_")
+    out["head_marks"] = quality.marks(out.rename(columns={"head_us": "head_median_us"}), "head_")
     return out
+
+
+def _correctness(base, head) -> str:
+    """The head's correctness, with the base's beside a failure (a failure the base had too is
+    not this change's): 'FAIL', 'FAIL (base too)', 'pass', 'not run'."""
+    text = quality.correctness_text(head)
+    if text == "FAIL" and quality.correctness_text(base) == "FAIL":
+        return "FAIL (base too)"
+    return text

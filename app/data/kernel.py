@@ -28,6 +28,45 @@ def variants_with_data(source: Source) -> list[str]:
 
 
 @cached_query
+def variants_by_recency(source: Source, gpu: str) -> list[str]:
+    """Variants with a build report or ncu metrics on `gpu`, the most recently built or profiled
+    first: what the Kernel page can show anything for, in the order a reader cares about."""
+    frame = read_frame(
+        source,
+        """
+        SELECT variant, max(started_at) AS newest FROM (
+            SELECT b.variant, u.started_at FROM builds b JOIN runs u USING (run_id)
+            WHERE coalesce(u.gpu_name, u.device_kind) = ?
+            UNION ALL
+            SELECT r.variant, u.started_at FROM ncu_cases n JOIN runs u USING (run_id)
+            JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
+            WHERE coalesce(u.gpu_name, u.device_kind) = ?
+        ) GROUP BY variant ORDER BY newest DESC, variant
+        """,
+        [gpu, gpu],
+    )
+    return frame["variant"].tolist()
+
+
+@cached_query
+def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict[str, int]:
+    """How many profiled main-run cases of `variants` on `gpu` there are, and how many of them
+    have DRAM bytes and an achieved TFLOPS: says why a roofline has no points."""
+    row = read_frame(
+        source,
+        """
+        SELECT count(*) AS profiled, count(*) FILTER (WHERE dram_bytes > 0 OR arithmetic_intensity > 0) AS with_bytes,
+               count(*) FILTER (WHERE arithmetic_intensity > 0 AND achieved_tflops > 0) AS drawable,
+               coalesce(list(DISTINCT dtype ORDER BY dtype) FILTER (WHERE arithmetic_intensity > 0 AND achieved_tflops > 0), []) AS drawable_dtypes
+        FROM ncu_roofline WHERE gpu = ? AND branch = 'main' AND list_contains(?, variant)
+        """,
+        [gpu, list(variants)],
+    ).iloc[0]
+    return {"profiled": int(row.profiled), "with_bytes": int(row.with_bytes), "drawable": int(row.drawable),
+            "dtypes": list(row.drawable_dtypes)}
+
+
+@cached_query
 def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
     """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, oldest first."""
     return read_frame(

@@ -1,4 +1,5 @@
-"""The Overview page's data: one GPU's latest main run, every case, its recent trend and alerts.
+"""The Overview page's data: one GPU's latest main run, every case, its change against the main
+run before it, its recent trend, what the harness stored about its quality, and alerts.
 
 `pool` narrows each query to one pool of that GPU model (a host, unless runners declared shared
 pools: history.series_key): the latest run and the sparklines of one host are not mixed with
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from app.data.runs import main_run_before
 from app.data.store import Source, cached_query, read_frame
 
 # How many recent main runs the sparkline covers.
@@ -16,18 +18,22 @@ SPARKLINE_RUNS = 20
 
 @cached_query
 def gpu_summary(source: Source) -> pd.DataFrame:
-    """One row per GPU and host (pool): its latest complete main run, case counts by outcome, open alerts."""
+    """One row per GPU and host (pool): its latest complete main run, case counts by outcome,
+    open alerts by kind (regressions and improvements are different news)."""
     return read_frame(
         source,
         """
         WITH open_alerts AS (
             SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, coalesce(a.pool, u.pool) AS pool,
-                   count(*) AS open_alerts
+                   count(*) FILTER (WHERE a.kind = 'regression') AS open_regressions,
+                   count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements,
+                   count(*) FILTER (WHERE a.kind = 'correctness') AS open_correctness
             FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1, 2
         )
         SELECT coalesce(l.gpu_name, l.device_kind) AS gpu, l.pool AS host, l.run_id, l.commit_sha, l.started_at,
                l.synthetic, s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
-               coalesce(o.open_alerts, 0) AS open_alerts
+               coalesce(o.open_regressions, 0) AS open_regressions, coalesce(o.open_improvements, 0) AS open_improvements,
+               coalesce(o.open_correctness, 0) AS open_correctness_alerts
         FROM latest_main_runs l JOIN run_summaries s USING (run_id)
         LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind) AND o.pool IS NOT DISTINCT FROM l.pool
         ORDER BY gpu, host
@@ -52,9 +58,12 @@ def newest_main_run_any_status(source: Source, gpu: str, pool: str | None = None
 @cached_query
 def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS,
                  pool: str | None = None) -> pd.DataFrame:
-    """Every case of `run_id` with its stored figures, correctness over seeds, the median
+    """Every case of `run_id` with its stored figures, correctness over seeds (NULL: not
+    checked), its change against the main run before it (`runs.main_run_before`), the median
     latency of the last `spark_runs` main runs on the same GPU (oldest first; `trend_rel` is the
-    same divided by its median, so every row's sparkline shares one scale) and its open alerts."""
+    same divided by its median, so every row's sparkline shares one scale), its open alerts by
+    kind and the harness's quality columns."""
+    previous = main_run_before(source, run_id) or ""
     return read_frame(
         source,
         """
@@ -77,27 +86,32 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
             GROUP BY case_id
         ),
         open_alerts AS (
-            SELECT a.case_id, count(*) AS open_alerts
+            SELECT a.case_id, count(*) FILTER (WHERE a.kind = 'regression') AS open_regressions,
+                   count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements
             FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
             WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
               AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
             GROUP BY a.case_id
-        )
+        ),
+        prev AS (SELECT case_id, median_us FROM results WHERE run_id = ? AND status = 'ok')
         SELECT res.variant, res.shape_id, res.dtype, res.causal, res.status,
-               res.median_us, res.us_per_head, res.tflops, res.gap_to_sdpa,
+               res.median_us, (res.median_us / prev.median_us - 1) * 100 AS change_pct, res.graph_median_us,
+               res.us_per_head, res.tflops, res.gap_to_sdpa,
                res.gap_to_fastest_backend, res.fastest_backend,
                cs.passed AS correct, cs.seeds AS correctness_seeds, cs.worst_rel_err,
                trend.trend_rel, trend.trend_us,
-               coalesce(open_alerts.open_alerts, 0) AS open_alerts,
-               res.rel_spread, res.converged, res.n_samples, res.error, res.case_id
+               coalesce(open_alerts.open_regressions, 0) AS open_regressions,
+               coalesce(open_alerts.open_improvements, 0) AS open_improvements,
+               res.rel_spread, res.converged, res.throttled_samples, res.n_samples, res.error, res.case_id
         FROM results res
         LEFT JOIN correctness_summaries cs ON cs.run_id = res.run_id AND cs.case_id = res.case_id
         LEFT JOIN trend ON trend.case_id = res.case_id
         LEFT JOIN open_alerts ON open_alerts.case_id = res.case_id
+        LEFT JOIN prev ON prev.case_id = res.case_id
         WHERE res.run_id = ?
         ORDER BY res.shape_id, res.dtype, res.causal, res.variant
         """,
-        [gpu, pool, pool, run_id, int(spark_runs), gpu, pool, pool, run_id],
+        [gpu, pool, pool, run_id, int(spark_runs), gpu, pool, pool, previous, run_id],
     )
 
 

@@ -97,6 +97,72 @@ def recent_runs(source: Source, gpu: str | None = None, limit: int = 500) -> pd.
 
 
 @cached_query
+def find_runs(source: Source, text: str, gpu: str | None = None, limit: int = 100) -> pd.DataFrame:
+    """Runs whose id, commit (prefix), branch or PR number matches `text`, newest first: pickers
+    search the whole history instead of listing only the newest few hundred runs."""
+    needle = text.strip()
+    if not needle:
+        return recent_runs(source, gpu, limit)
+    gpu_clause = "AND coalesce(r.gpu_name, r.device_kind) = ?" if gpu else ""
+    return read_frame(
+        source,
+        f"""
+        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
+        WHERE (contains(lower(r.run_id), lower(?)) OR starts_with(lower(coalesce(r.commit_sha, '')), lower(?))
+               OR contains(lower(coalesce(r.branch, '')), lower(?)) OR CAST(r.pr_number AS VARCHAR) = ?)
+        {gpu_clause}
+        ORDER BY r.started_at DESC, r.run_id DESC LIMIT {int(limit)}
+        """,
+        [needle, needle, needle, needle.lstrip("#"), *([gpu] if gpu else [])],
+    )
+
+
+@cached_query
+def runs_by_id(source: Source, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    """The named runs (those that exist), for pickers that must keep a run a link names."""
+    return read_frame(
+        source,
+        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha WHERE list_contains(?, r.run_id)",
+        [list(run_ids)],
+    )
+
+
+@cached_query
+def main_run_before(source: Source, run_id: str) -> str | None:
+    """The newest main run on the same GPU and pool (host: history.series_key) that started before
+    `run_id` and did not fail outright (complete or partial): what "the run before it" means on
+    every page."""
+    frame = read_frame(
+        source,
+        """
+        SELECT b.run_id FROM runs h JOIN runs b
+          ON coalesce(b.gpu_name, b.device_kind) = coalesce(h.gpu_name, h.device_kind)
+         AND b.pool IS NOT DISTINCT FROM h.pool
+         AND b.branch = 'main' AND b.status <> 'failed' AND b.run_id <> h.run_id
+         AND (b.started_at < h.started_at OR (b.started_at = h.started_at AND b.run_id < h.run_id))
+        WHERE h.run_id = ?
+        ORDER BY b.started_at DESC, b.run_id DESC LIMIT 1
+        """,
+        [run_id],
+    )
+    return None if frame.empty else str(frame["run_id"].iloc[0])
+
+
+@cached_query
+def newest_run_of_commit(source: Source, sha: str, gpu: str) -> pd.DataFrame:
+    """The newest run of the commit `sha` (full or prefix) on `gpu` (empty if none)."""
+    return read_frame(
+        source,
+        f"""
+        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
+        WHERE starts_with(r.commit_sha, ?) AND coalesce(r.gpu_name, r.device_kind) = ?
+        ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1
+        """,
+        [sha.strip().lower(), gpu],
+    )
+
+
+@cached_query
 def run_header(source: Source, run_id: str) -> pd.DataFrame:
     """Every stored column of one run (manifest and environment) plus its commit."""
     return read_frame(
@@ -122,8 +188,9 @@ def run_results(source: Source, run_id: str) -> pd.DataFrame:
         )
         SELECT res.case_id, res.variant, res.shape_id, res.dtype, res.causal, res.status,
                res.median_us, res.p10_us, res.p90_us, res.us_per_head, res.tflops, res.gap_to_sdpa,
-               res.gap_to_fastest_backend, res.fastest_backend, res.n_samples, res.rel_spread, res.converged,
-               res.timing_mode, corr.correct, corr.seeds, corr.max_abs_err, corr.rel_err, res.error
+               res.gap_to_fastest_backend, res.fastest_backend, res.graph_median_us, res.n_samples, res.rel_spread,
+               res.converged, res.throttled_samples, res.timing_mode, corr.correct, corr.seeds, corr.max_abs_err,
+               corr.rel_err, res.error
         FROM results res LEFT JOIN corr USING (case_id)
         WHERE res.run_id = ?
         ORDER BY res.shape_id, res.dtype, res.causal, res.variant

@@ -41,11 +41,11 @@ JOINS = {
 
 # Every metric is read as stored by CI; none is recomputed here.
 METRICS: dict[str, Metric] = {m.label: m for m in (
-    Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us"),
+    Metric("median latency (µs, CUDA events)", "results", "median_us", "p10_us", "p90_us"),
     Metric("µs per head", "results", "us_per_head"),
-    Metric("TFLOPS", "results", "tflops", higher_is_better=True),
-    Metric("gap to SDPA (× sdpa latency)", "results", "gap_to_sdpa"),
-    Metric("gap to fastest SDPA backend", "results", "gap_to_fastest_backend"),
+    Metric("TFLOPS (from the event median)", "results", "tflops", higher_is_better=True),
+    Metric("gap to SDPA (× sdpa latency, event medians)", "results", "gap_to_sdpa"),
+    Metric("gap to fastest SDPA backend (event medians)", "results", "gap_to_fastest_backend"),
     Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
     Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
     Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
@@ -61,6 +61,8 @@ METRICS: dict[str, Metric] = {m.label: m for m in (
     Metric("correctness: relative error", "correctness", "worst_rel_err", ok_only=False),
     Metric("correctness: tolerance used (1 = fails)", "correctness", "worst_tolerance_used", ok_only=False),
 )}
+
+METRIC_BY_COLUMN: dict[str, str] = {m.column: label for label, m in METRICS.items()}
 
 SERIES_LABEL = (
     "r.variant || ' · ' || coalesce(r.shape_id, '?') || ' · ' || coalesce(r.dtype, '?')"
@@ -112,34 +114,71 @@ def trend_series(
     max_runs: int = 200,
     pool: str | None = None,
 ) -> pd.DataFrame:
-    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs, oldest first.
+    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in commit
+    order (commit date, then run start: as detection's `case_series`), oldest first.
 
-    Failed or skipped cases have no value and are left out (the chart shows a gap there); a
-    correctness metric is kept for every case that was checked, whatever its timing did.
+    Also returned per point: the run's place on the commit axis (`x`, `x_order`), and what the
+    harness stored about the number's quality (converged, rel_spread, throttled_samples,
+    graph_median_us, median_us: app.data.quality marks them). Failed or skipped cases have no
+    value and are left out (the chart shows a gap there); a correctness metric is kept for every
+    case that was checked, whatever its timing did.
     """
     metric = METRICS[metric_label]
     value, p10, p90, join = _value_sql(metric)
     status = "r.status = 'ok' AND " if metric.ok_only else ""
-    return read_frame(
+    frame = read_frame(
         source,
         f"""
         WITH picked AS (
-            SELECT run_id, started_at, commit_sha, pool FROM runs
-            WHERE coalesce(gpu_name, device_kind) = ? AND branch = ? AND (?::VARCHAR IS NULL OR pool = ?)
-            ORDER BY started_at DESC, run_id DESC LIMIT ?
+            SELECT u.run_id, u.started_at, u.commit_sha, u.pool, coalesce(c.committed_at, u.started_at) AS order_at
+            FROM runs u LEFT JOIN commits c ON c.sha = u.commit_sha
+            WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = ? AND (?::VARCHAR IS NULL OR u.pool = ?)
+            ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         )
-        SELECT {series_label(pool, "p")} AS series, r.case_id, p.started_at, {value} AS value,
-               {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
-               c.message AS commit_message, c.committed_at AS commit_date
+        SELECT {series_label(pool, "p")} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
+               p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
+               c.message AS commit_message, c.committed_at AS commit_date,
+               r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
         WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
           AND r.dtype = ? AND r.causal = ?
-        ORDER BY p.started_at, series
+        ORDER BY p.order_at, p.started_at, p.run_id, series
         """,
         [gpu, branch, pool, pool, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
     )
+    return with_commit_axis(frame)
+
+
+def with_commit_axis(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add `x` (the commit's short sha; a commit measured more than once on one pool gets `sha·2`,
+    `sha·3` for its later runs there) and `x_order` (0.. in commit order), so the x axis is
+    commits, not time, and the runs of one commit on different hosts share their place."""
+    if frame.empty:
+        return frame.assign(x=pd.Series(dtype=object), x_order=pd.Series(dtype="int64"))
+    columns = ["run_id", "commit_sha", "order_at", "started_at"] + (["pool"] if "pool" in frame else [])
+    runs = frame.drop_duplicates("run_id")[columns].sort_values(["order_at", "started_at", "run_id"])
+    short = runs["commit_sha"].fillna("?").str.slice(0, 7)
+    keys = [runs["pool"].fillna(""), short] if "pool" in runs else [short]
+    repeat = short.groupby(keys).cumcount()
+    runs = runs.assign(x=[s if k == 0 else f"{s}·{k + 1}" for s, k in zip(short, repeat)])
+    order = {x: i for i, x in enumerate(dict.fromkeys(runs["x"]))}
+    runs = runs.assign(x_order=runs["x"].map(order))
+    return frame.merge(runs[["run_id", "x", "x_order"]], on="run_id", how="left")
+
+
+def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
+    """Each series divided by its value at the run of `base_commit` (full sha or prefix), or at
+    its first point when that commit is not plotted; value, p10 and p90 alike."""
+    out = series.copy()
+    for name, group in out.groupby("series", sort=False):
+        group = group.sort_values("x_order")
+        at_base = group[group["commit_sha"].fillna("").str.startswith(base_commit)] if base_commit else group.iloc[:0]
+        reference = (at_base if not at_base.empty else group)["value"].iloc[0]
+        if reference:
+            out.loc[group.index, ["value", "p10", "p90"]] = group[["value", "p10", "p90"]] / reference
+    return out
 
 
 @cached_query

@@ -1,64 +1,155 @@
-"""Alerts: filter the regression, improvement and correctness alerts detection recorded, and
-acknowledge or resolve one with a note. Changes are written through history.alerts (one
-transaction, retried while an ingest holds the file), so neither side loses anything."""
+"""Alerts: what detection recorded, grouped by the commit range that caused it. Pick a group to see
+its alerts (each labelled with kind, metric, GPU, case, change and current state) and one of them
+drawn on its series with the step and the threshold band; acknowledge or resolve the whole group
+with one note. Changes go through history.alerts (one transaction for the group, retried while
+an ingest holds the file), so neither side loses anything."""
 
 import streamlit as st
 
-from app import ui
-from app.data import alerts
+from app import charts, ui
+from app.data import alerts, triage
+from app.url_state import UrlState
+from history.detection.thresholds import load_thresholds
 from history.errors import HistoryError
+from history.links import case_trend_query, relative
 
+GROUP_COLUMNS = {
+    "commits": st.column_config.TextColumn("commit range"),
+    "largest_change_pct": st.column_config.NumberColumn("largest change %", format="%+.1f"),
+    "newest_run": st.column_config.DatetimeColumn("step run started"),
+}
 ALERT_COLUMNS = {
     "alert_id": st.column_config.NumberColumn("id", format="%d"),
+    "label": st.column_config.TextColumn("alert"),
     "change_pct": st.column_config.NumberColumn("change %", format="%+.2f"),
     "baseline_value": st.column_config.NumberColumn("before", format="%.4g"),
     "new_value": st.column_config.NumberColumn("after", format="%.4g"),
+    "plot": st.column_config.LinkColumn("plot", display_text="open on Trends"),
 }
-ORDER = ["alert_id", "status", "kind", "metric", "case_id", "gpu_name", "change_pct", "baseline_value", "new_value",
-         "commit_sha", "run_id", "created_at", "updated_at", "actor", "note", "detail"]
+ALERT_ORDER = ["alert_id", "label", "status", "kind", "metric", "gpu", "case_id", "change_pct", "baseline_value", "new_value",
+               "note", "actor", "updated_at", "plot", "detail"]
+ALL_GPUS = "(all)"
+
+
+def filters(source, url: UrlState):
+    cols = st.columns([2, 2, 2, 3])
+    url.many("alerts_status", "status", alerts.STATUSES, ["open", "acknowledged"])
+    statuses = cols[0].multiselect("status", alerts.STATUSES, key="alerts_status")
+    url.many("alerts_kind", "kind", alerts.KINDS, list(alerts.KINDS))
+    kinds = cols[1].multiselect("kind", alerts.KINDS, key="alerts_kind")
+    gpus = [ALL_GPUS, *alerts.alert_gpus(source)]
+    url.choice("alerts_gpu", "gpu", gpus, ALL_GPUS)
+    gpu = cols[2].selectbox("GPU", gpus, key="alerts_gpu")
+    url.text("alerts_case", "case")
+    case = cols[3].text_input("case id contains", key="alerts_case", max_chars=200)
+    return tuple(statuses), tuple(kinds), None if gpu == ALL_GPUS else gpu, case.strip()
 
 
 def alerts_page(source, shape):
+    url = UrlState()
     show_last_change(source)
-    cols = st.columns([2, 2, 2, 3])
-    statuses = cols[0].multiselect("status", alerts.STATUSES, default=["open", "acknowledged"], key="alerts_status")
-    kinds = cols[1].multiselect("kind", alerts.KINDS, default=list(alerts.KINDS), key="alerts_kind")
-    gpu = cols[2].selectbox("GPU", ["(all)", *alerts.alert_gpus(source)], key="alerts_gpu")
-    case = cols[3].text_input("case id contains", key="alerts_case", max_chars=200)
-    table = alerts.alert_table(source, tuple(statuses), tuple(kinds), None if gpu == "(all)" else gpu, case.strip())
+    statuses, kinds, gpu, case = filters(source, url)  # gpu None: every GPU
+    found = triage.filtered_alerts(source, statuses, kinds, gpu)
+    if case:
+        found = found[found["case_id"].str.contains(case, regex=False)]
+    table = triage.groups(found)
     if table.empty:
+        url.publish(gpu=gpu, group=None, alert=None)
         st.success("No alerts match these filters.")
         return
-    st.dataframe(table[ORDER], hide_index=True, column_config=ALERT_COLUMNS, width="stretch")
-    st.subheader("Acknowledge or resolve")
-    actionable = table[table["status"] != "resolved"]
-    if actionable.empty:
-        st.caption("Every alert shown is resolved.")
+    st.subheader(f"{len(found)} alert(s) in {len(table)} commit range(s)")
+    st.dataframe(table.drop(columns=["group_key"]), hide_index=True, column_config=GROUP_COLUMNS, width="stretch",
+                 key="alerts_groups")
+    keys = table["group_key"].tolist()
+    labels = {r.group_key: triage.group_label(r) for r in table.itertuples()}
+    ignored = url.choice("alerts_group", "group", keys, keys[0])
+    if ignored:
+        st.warning(f"The link names commit range {ui.md(ignored[0])}, which has no alert matching these filters.")
+    key = st.selectbox("commit range", keys, format_func=labels.get, key="alerts_group")
+    members = found[found["group_key"] == key]
+    show_group(source, members, key, url)
+    url.publish(gpu=gpu)
+
+
+def show_group(source, members, key, url: UrlState) -> None:
+    first = members.iloc[0]
+    st.markdown(f"**{ui.md(triage.short_range(first.prev_sha, first.commit_sha))}** · commit message:")
+    st.text(ui.truncate(first.commit_message, 200) or "(no message stored)")
+    view = members.assign(plot=[_trend_link(r) for r in members.itertuples()])
+    st.dataframe(view[ALERT_ORDER], hide_index=True, column_config=ALERT_COLUMNS, width="stretch", key="alerts_members")
+    ids = [int(a) for a in members["alert_id"]]
+    names = {int(r.alert_id): r.label for r in members.itertuples()}
+    url.choice("alerts_alert", "alert", ids, ids[0], decode=lambda t: int(t) if t.isdigit() else None)
+    chosen = st.selectbox("alert drawn on its series", ids, format_func=names.get, key="alerts_alert")
+    draw_alert(source, members[members["alert_id"] == chosen].iloc[0])
+    action_form(source, members)
+
+
+def _trend_link(row) -> str | None:
+    metric = row.metric if row.metric in triage.SERIES_METRICS else "median_us"
+    query = case_trend_query(row.gpu, row.case_id, metric=metric, commits=f"{row.prev_sha or ''}..{row.commit_sha or ''}")
+    return relative("trends", query) if query else None
+
+
+def draw_alert(source, alert) -> None:
+    """The step on its series: values, the levels before and after, and the threshold band."""
+    if alert.metric not in triage.SERIES_METRICS:
+        st.caption(f"Correctness of {ui.md(alert.case_id)} on {ui.md(alert.gpu)} over the newest checked main runs:")
+        st.dataframe(triage.correctness_series(source, alert.case_id, alert.gpu), hide_index=True, width="stretch",
+                     key="alerts_correctness")
         return
-    labels = {int(r.alert_id): f"#{r.alert_id} · {r.status} · {r.kind} · {ui.truncate(r.case_id, 70)}" for r in actionable.itertuples()}
+    series = triage.alert_series(source, alert.case_id, alert.gpu, alert.metric, alert.run_id)
+    if series.empty or alert.baseline_value is None:
+        st.info("No stored series for this alert's case on main (its runs may have been removed).")
+        return
+    band = load_thresholds(alert.gpu).min_effect
+    step = series.loc[series["run_id"] == alert.run_id, "x"]
+    figure = charts.step_figure(series, step.iloc[0] if not step.empty else "", float(alert.baseline_value),
+                                float(alert.new_value), band, triage.METRIC_NAMES.get(alert.metric, alert.metric), alert.label)
+    st.plotly_chart(figure, key="alerts_step_chart", width="stretch")
+    st.caption(f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
+               f"for {ui.md(alert.gpu)} (config/thresholds.toml); a step that leaves it and holds is an alert.")
+
+
+def action_form(source, members) -> None:
+    open_ids = [int(a) for a in members.loc[members["status"] != "resolved", "alert_id"]]
+    st.subheader("Acknowledge or resolve this group")
+    if not open_ids:
+        st.caption("Every alert of this group is resolved.")
+        return
     with st.form("alert_action", clear_on_submit=False):
-        st.selectbox("alert", list(labels), format_func=labels.get, key="alerts_pick")
+        st.caption(f"Applies to the {len(open_ids)} alert(s) of this group that are not resolved, in one transaction.")
         st.text_area("note", max_chars=2000, key="alerts_note",
                      help="Required to acknowledge: what is known, who looks at it.")
         st.text_input("who", max_chars=100, key="alerts_actor", placeholder="your name or handle (required)",
                       help="Recorded with the change; the dashboard has no login, so say who you are.")
         left, right = st.columns(2)
-        left.form_submit_button("Acknowledge", key="alerts_acknowledge", on_click=apply_action, args=(source, "acknowledge"))
-        right.form_submit_button("Resolve", key="alerts_resolve", on_click=apply_action, args=(source, "resolve"))
+        left.form_submit_button(f"Acknowledge {len(open_ids)}", key="alerts_acknowledge", on_click=apply_action,
+                                args=(source, "acknowledge", open_ids))
+        right.form_submit_button(f"Resolve {len(open_ids)}", key="alerts_resolve", on_click=apply_action,
+                                 args=(source, "resolve", open_ids))
 
 
-def apply_action(source, action: str) -> None:
+def apply_action(source, action: str, alert_ids: list[int]) -> None:
     """Runs as the button's callback, before the page is drawn again: the change is written
     (waiting for an ingest's lock if need be) before any read, so nothing the user typed is lost
     to a read that had to wait."""
-    alert_id = st.session_state.get("alerts_pick")
     try:
-        changed = alerts.change_status(source, alert_id, action, st.session_state.get("alerts_note", ""),
+        changed = alerts.change_status(source, alert_ids, action, st.session_state.get("alerts_note", ""),
                                        st.session_state.get("alerts_actor", ""))
     except HistoryError as exc:
-        st.session_state["alerts_flash"] = ("error", f"Alert #{alert_id} not changed: {ui.md(exc)}", None)
+        st.session_state["alerts_flash"] = ("error", f"Not changed (none of the {len(alert_ids)}): {ui.md(exc)}", None)
     else:
-        st.session_state["alerts_flash"] = ("success", f"Alert #{changed.alert_id} is now {changed.status}.", changed.alert_id)
+        # The pickers' labels carry each alert's state. Setting their (unchanged) values from here
+        # makes the browser redraw the shown label: without it the selectbox kept the old text
+        # ("open") although its options were relabelled.
+        for key in ("alerts_group", "alerts_alert"):
+            if key in st.session_state:
+                st.session_state[key] = st.session_state[key]
+        ids = [a.alert_id for a in changed]
+        state = changed[0].status if changed else action
+        st.session_state["alerts_flash"] = ("success", f"{len(ids)} alert(s) now {state}: "
+                                            + ", ".join(f"#{i}" for i in ids), ids[0] if ids else None)
 
 
 def show_last_change(source) -> None:
@@ -71,8 +162,9 @@ def show_last_change(source) -> None:
         st.error(message)
         return
     st.success(message)
-    with st.expander(f"History of alert #{int(alert_id)}", expanded=True):
-        st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
+    if alert_id is not None:
+        with st.expander(f"History of alert #{int(alert_id)}", expanded=False):
+            st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
 
 
 ui.run_page("Alerts", alerts_page)

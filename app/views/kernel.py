@@ -1,12 +1,14 @@
 """Kernel: one variant's build report over runs (registers, shared memory, spills), its Nsight
 Compute metrics over runs, and a roofline of the newest profiled run under the GPU's measured
-ceilings."""
+ceilings — or, when it cannot be drawn, why (no ceilings measured for the GPU, no profiled
+case, no DRAM bytes)."""
 
 import streamlit as st
 
 from app import charts, ui
-from app.data import kernel
-from history.ceilings import CeilingsError, find_ceiling
+from app.data import defaults, kernel
+from app.url_state import UrlState
+from history.ceilings import CeilingsError, ceilings, find_ceiling
 
 BUILD_SERIES = ["registers_per_thread", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"]
 
@@ -50,26 +52,42 @@ def ncu_section(source, variant, gpu):
                          hide_index=True, width="stretch")
 
 
-def roofline_section(source, variant, gpu, all_variants):
+def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     st.subheader("Roofline")
-    chosen = st.multiselect("variants on the roofline", all_variants, default=[variant], key="kernel_roofline_variants")
-    dtype = st.selectbox("roof for dtype", ["fp16", "bf16"], key="kernel_roofline_dtype")
-    points = kernel.roofline_points(source, gpu, tuple(chosen))
+    url.many("kernel_roofline_variants", "variants", all_variants, [variant])
+    chosen = st.multiselect("variants on the roofline", all_variants, key="kernel_roofline_variants")
+    inputs = kernel.roofline_inputs(source, gpu, tuple(chosen))
+    dtypes = list(dict.fromkeys(inputs["dtypes"] + ["fp16", "bf16"]))
+    url.choice("kernel_roofline_dtype", "dtype", dtypes, dtypes[0])
+    dtype = st.selectbox("roof for dtype", dtypes, key="kernel_roofline_dtype")
     try:
         compute = find_ceiling(gpu, "matmul_tflops", dtype)
         memory = find_ceiling(gpu, "copy_tbps", dtype)
     except CeilingsError as exc:
         st.error(str(exc))
         return
+    reasons = []
     if compute is None or memory is None:
-        st.info(f"No measured {dtype} ceilings recorded for {ui.md(gpu)} (history/ceilings.toml): the roofline needs a measured "
-                "GEMM peak and copy bandwidth for this GPU, never a datasheet figure.")
-        if not points.empty:
-            st.dataframe(points, hide_index=True, width="stretch")
+        measured = sorted({c.gpu for c in ceilings()})
+        missing = " or ".join(n for n, c in (("dense GEMM peak", compute), ("DRAM copy bandwidth", memory)) if c is None)
+        reasons.append(
+            f"**No ceilings for this GPU**: history/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
+            f"measured so far: {ui.md(', '.join(measured) or 'none')}. Roofs are drawn only from measurements, never from a "
+            "datasheet (scripts/measure_ceilings.py prints the entries to add, run on that GPU).")
+    if inputs["drawable"] == 0:
+        if inputs["profiled"] == 0:
+            reasons.append(f"**No profiled cases**: no main run profiled {ui.md(', '.join(chosen)) or 'these variants'} on "
+                           f"{ui.md(gpu)} under Nsight Compute (nightly runs and `attnwatch ncu` do).")
+        elif inputs["with_bytes"] == 0:
+            reasons.append(f"**No DRAM bytes**: {inputs['profiled']} profiled case(s), but none stored ncu's DRAM bytes "
+                           "(dram__bytes), so no arithmetic intensity can be placed on the x axis.")
+        else:
+            reasons.append(f"**No achieved TFLOPS**: {inputs['with_bytes']} profiled case(s) have DRAM bytes but no kernel "
+                           "duration to divide the FLOPs by.")
+    if reasons:
+        st.info("The roofline cannot be drawn here.\n\n" + "\n\n".join(f"- {r}" for r in reasons))
         return
-    if points.empty:
-        st.info(f"No profiled case of {ui.md(', '.join(chosen)) or 'these variants'} on {ui.md(gpu)} has ncu DRAM bytes and achieved TFLOPS.")
-        return
+    points = kernel.roofline_points(source, gpu, tuple(chosen))
     label = f"measured roof: {compute.value:.1f} TFLOP/s {dtype} GEMM, {memory.value:.2f} TB/s copy"
     st.plotly_chart(charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch")
     derived = int((points["intensity_source"] == "derived").sum() + (points["tflops_source"] == "derived").sum())
@@ -84,16 +102,24 @@ def roofline_section(source, variant, gpu, all_variants):
 
 
 def kernel_page(source, shape):
+    url = UrlState()
     all_variants = kernel.variants_with_data(source)
+    focus = defaults.focus(source)
     cols = st.columns(2)
     with cols[0]:
-        gpu = ui.gpu_picker(shape, key="kernel_gpu")
-    wanted = st.query_params.get("variant")
-    variant = cols[1].selectbox("variant", all_variants,
-                                index=all_variants.index(wanted) if wanted in all_variants else 0, key="kernel_variant")
+        gpu = ui.gpu_picker(shape, key="kernel_gpu", url=url, default=focus.gpu)
+    with_data = kernel.variants_by_recency(source, gpu)
+    # Default: the variant of the newest regression on this GPU when it has build or ncu data, else
+    # the most recently built or profiled one (never simply the alphabetically first).
+    preferred = [v for v in ((focus.variant if focus.gpu == gpu else None), *with_data) if v in all_variants]
+    ignored = url.choice("kernel_variant", "variant", all_variants, preferred[0] if preferred else all_variants[0])
+    if ignored:
+        st.warning(f"The link names variant {ui.md(ignored[0])}, which has no data in this history.")
+    variant = cols[1].selectbox("variant", all_variants, key="kernel_variant")
     build_section(source, variant, gpu)
     ncu_section(source, variant, gpu)
-    roofline_section(source, variant, gpu, all_variants)
+    roofline_section(source, variant, gpu, all_variants, url)
+    url.publish()
 
 
 ui.run_page("Kernel", kernel_page)

@@ -1,10 +1,23 @@
-"""Run: one run in full — its commit, environment and status, every case as stored, and the
-errors of the cases that failed. Reached from Trends (click a point), Overview and Compare."""
+"""Run: one run in full — its commit, environment and status, every case as stored (correctness
+pass / FAIL / not run, quality marks, graph-replay time), and the errors of the cases that
+failed. Reached from Trends (click a point), This push, Overview and Compare; any run can be
+found by search, and a run the link names is shown as named (or said not to exist)."""
 
 import streamlit as st
 
 from app import ui
-from app.data import runs
+from app.data import quality, runs
+from app.url_state import UrlState, url_text
+from history.links import compare_query
+
+PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
+FIRST = ["case_id", "status", "correctness", "median_us", "graph_median_us", "marks", "tflops", "gap_to_sdpa"]
+RESULT_COLUMNS = {
+    "median_us": st.column_config.NumberColumn("median µs (events)", format="%.2f"),
+    "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f"),
+    "tflops": st.column_config.NumberColumn("TFLOPS (events)", format="%.1f"),
+    "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA (events)", format="%.3f×"),
+}
 
 ENVIRONMENT_FIELDS = (
     "run_id", "repo", "commit_sha", "parent_sha", "branch", "pr_number", "trigger", "status", "started_at",
@@ -15,14 +28,21 @@ ENVIRONMENT_FIELDS = (
 
 
 def run_page(source, shape):
-    recent = runs.recent_runs(source)
-    labels = {row.run_id: ui.run_label(row) for row in recent.itertuples()}
-    wanted = st.query_params.get("run")
+    url = UrlState()
+    search = st.text_input("find a run (id, commit sha prefix, branch or PR number)", key="run_search", max_chars=200)
+    found = runs.find_runs(source, search, None, PICKER_RUNS)
+    wanted = url_text("run")
+    labels = {row.run_id: ui.run_label(row) for row in runs.runs_by_id(source, (wanted,)).itertuples()} if wanted else {}
+    labels.update({row.run_id: ui.run_label(row) for row in found.itertuples()})
     if wanted and wanted not in labels:
-        labels = {wanted: wanted, **labels}
+        labels = {wanted: wanted, **labels}  # kept as named: the page then says it does not exist
     ids = list(labels)
-    run_id = st.selectbox("run", ids, index=ids.index(wanted) if wanted in ids else 0, format_func=labels.get, key="run_pick")
-    st.query_params["run"] = run_id
+    if not ids:
+        st.info("No run matches this search.")
+        return
+    url.choice("run_pick", "run", ids, ids[0])
+    run_id = st.selectbox("run", ids, format_func=labels.get, key="run_pick")
+    url.publish()
     header = runs.run_header(source, run_id)
     if header.empty:
         st.warning(f"No run with id '{ui.md(run_id)}' in this history.")
@@ -39,14 +59,24 @@ def run_page(source, shape):
     if results.empty:
         st.info("This run stored no case results (it may have failed before any case ran).")
     else:
+        results = results.assign(correctness=results["correct"].map(quality.correctness_text), marks=quality.marks(results))
         st.subheader("Cases")
-        st.dataframe(results, hide_index=True, width="stretch")
+        if results["correct"].isna().all():
+            st.info("Correctness was not checked in this run: every case reads 'not run'.")
+        st.dataframe(results[FIRST + [c for c in results.columns if c not in FIRST]], hide_index=True, width="stretch",
+                     column_config=RESULT_COLUMNS)
+        st.caption(" ".join(quality.explain(results["marks"]) + [quality.BASIS]))
         broken = results[results["status"] != "ok"]
         if not broken.empty:
             st.subheader("Cases without a measurement")
             st.dataframe(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
-    st.page_link("views/compare.py", label="Compare this run with the main run before it",
-                 query_params={"head": run_id, "gpu": str(run.gpu_name or run.device_kind)}, icon=":material/compare_arrows:")
+    gpu = str(run.gpu_name or run.device_kind)
+    before = runs.main_run_before(source, run_id)
+    if before:
+        st.page_link("views/compare.py", label=f"Compare this run with the main run before it ({ui.md(before)})",
+                     query_params=compare_query(gpu, base=before, head=run_id), icon=":material/compare_arrows:")
+    else:
+        st.caption("No earlier main run on this GPU to compare with.")
     with st.expander("Environment and manifest"):
         fields = [f for f in ENVIRONMENT_FIELDS if f in header.columns]
         st.dataframe(header[fields].T.rename(columns={0: "value"}).astype(str), width="stretch")

@@ -1,65 +1,113 @@
-"""Trends: one stored metric over runs for chosen variants, shapes, dtype, causal mode, GPU, host
-and branch (timings, ncu metrics, and the correctness check's error and margin); the p10–p90 band;
-detection's change points and alerts marked. Hovering a point shows its commit; clicking it
-opens that run."""
+"""Trends: one stored metric over commits for chosen variants, shapes, dtype, causal mode, GPU, host
+and branch (timings, ncu metrics, and the correctness check's error and margin); the p10–p90
+band; detection's alerts marked; a commit range shaded. Hovering a point
+shows its commit and run time; clicking it opens that run. Every choice is in the URL."""
 
 import streamlit as st
 
 from app import charts, ui
-from app.data import trends
+from app.data import defaults, quality, trends
+from app.url_state import UrlState
+from history.links import commit_range, parse_commit_range
+
+RUNS_RANGE = (10, 1000)
 
 
-def pick_defaults(options: list[str], preferred: tuple[str, ...], fallback: int) -> list[str]:
-    chosen = [o for o in preferred if o in options]
-    return chosen or options[:fallback]
+def pickers(source, shape, url: UrlState):
+    """Every control, seeded from the URL (else from the data), in page order."""
+    opts = trends.trend_options(source)
+    focus = defaults.focus(source)
+    top = st.columns([2, 2, 2, 3])
+    with top[0]:
+        gpu = ui.gpu_picker(shape, key="trends_gpu", url=url, default=focus.gpu)
+    with top[1]:
+        pool = ui.host_picker(source, gpu, key="trends_host", allow_all=True)
+    measured = defaults.measured_on(source, gpu)
+    on_focus = focus.gpu == gpu
+    branches = opts["branches"] or ["main"]
+    url.choice("trends_branch", "branch", branches, "main" if "main" in branches else branches[0])
+    branch = top[2].selectbox("branch", branches, key="trends_branch")
+    metric_columns = list(trends.METRIC_BY_COLUMN)
+    url.choice("trends_metric", "metric", metric_columns, "median_us")
+    metric = trends.METRIC_BY_COLUMN[top[3].selectbox("metric", metric_columns, key="trends_metric",
+                                                      format_func=trends.METRIC_BY_COLUMN.get)]
+    row = st.columns([3, 3, 1.2, 1.2, 2])
+    variants_all = measured["variants"] + [v for v in opts["variants"] if v not in measured["variants"]]
+    ignored = url.many("trends_variants", "variants", variants_all,
+                       defaults.default_variants(measured["variants"], focus.variant if on_focus else None))
+    variants = row[0].multiselect("variants", variants_all, key="trends_variants")
+    shapes_all = measured["shapes"] + [s for s in opts["shapes"] if s not in measured["shapes"]]
+    ignored += url.many("trends_shapes", "shapes", shapes_all,
+                        [focus.shape_id] if on_focus and focus.shape_id else shapes_all[:1])
+    shapes = row[1].multiselect("shapes", shapes_all, key="trends_shapes")
+    dtypes = measured["dtypes"] + [d for d in opts["dtypes"] if d not in measured["dtypes"]] or ["fp16"]
+    ignored += url.choice("trends_dtype", "dtype", dtypes, focus.dtype if on_focus and focus.dtype in dtypes else dtypes[0])
+    dtype = row[2].selectbox("dtype", dtypes, key="trends_dtype")
+    url.flag("trends_causal", "causal", bool(focus.causal) if on_focus else False)
+    causal = row[3].toggle("causal", key="trends_causal")
+    url.integer("trends_max_runs", "runs", 200, *RUNS_RANGE)
+    max_runs = row[4].slider("newest runs", *RUNS_RANGE, step=10, key="trends_max_runs")
+    view = st.columns([1.2, 1.2, 1.6, 4])
+    url.flag("trends_band", "band", True)
+    band = view[0].toggle("band", key="trends_band", help="p10–p90 band, where CI stored percentiles (latency).")
+    url.flag("trends_log", "log", False)
+    log_y = view[1].toggle("log scale", key="trends_log")
+    url.flag("trends_norm", "norm", False)
+    norm = view[2].toggle("normalise", key="trends_norm",
+                          help="Each series divided by its value at the start of the commit range (or its first point).")
+    url.text("trends_commits", "commits")
+    commits = view[3].text_input("commit range to mark (BASE..HEAD)", key="trends_commits", max_chars=200,
+                                 help="Shaded on the chart; with 'normalise', each series is divided by its value at BASE.")
+    if ignored:
+        st.warning(f"Not in this history for {ui.md(gpu)}, so not shown: {ui.md(', '.join(ignored))}.")
+    return dict(gpu=gpu, pool=pool, branch=branch, metric=metric, variants=variants, shapes=shapes, dtype=dtype, causal=causal,
+                max_runs=max_runs, band=band, log_y=log_y, norm=norm, commits=parse_commit_range(commits))
 
 
 def trends_page(source, shape):
-    opts = trends.trend_options(source)
-    top = st.columns([2, 2, 2, 3])
-    with top[0]:
-        gpu = ui.gpu_picker(shape, key="trends_gpu")
-    with top[1]:
-        pool = ui.host_picker(source, gpu, key="trends_host", allow_all=True)
-    branch = top[2].selectbox("branch", opts["branches"] or ["main"], key="trends_branch")
-    metric = top[3].selectbox("metric", list(trends.METRICS), key="trends_metric")
-    row = st.columns([3, 3, 1.2, 1.2, 1.2, 2])
-    variants = row[0].multiselect(
-        "variants", opts["variants"], default=pick_defaults(opts["variants"], ("sdpa", "triton_fa2", "cuda_wmma_cpasync"), 3),
-        key="trends_variants",
-    )
-    shapes = row[1].multiselect(
-        "shapes", opts["shapes"], default=opts["shapes"][:1], key="trends_shapes",
-    )
-    dtype = row[2].selectbox("dtype", opts["dtypes"] or ["fp16"], key="trends_dtype")
-    causal = row[3].toggle("causal", value=False, key="trends_causal")
-    band = row[4].toggle("band", value=True, key="trends_band", help="p10–p90 band, where CI stored percentiles (latency).")
-    max_runs = row[5].slider("newest runs", 10, 1000, 200, step=10, key="trends_max_runs")
-    if not variants or not shapes:
+    url = UrlState()
+    c = pickers(source, shape, url)
+    url.publish()
+    if not c["variants"] or not c["shapes"]:
         st.info("Choose at least one variant and one shape.")
         return
-
-    series = trends.trend_series(source, metric, gpu, branch, tuple(variants), tuple(shapes), dtype, causal, max_runs,
-                                 pool=pool)
+    series = trends.trend_series(source, c["metric"], c["gpu"], c["branch"], tuple(c["variants"]), tuple(c["shapes"]),
+                                 c["dtype"], c["causal"], c["max_runs"], pool=c["pool"])
     if series.empty:
         st.info(
-            f"No stored values of '{ui.md(metric)}' for these cases on {ui.md(gpu)} ({ui.md(branch)}, {ui.md(dtype)}, "
-            f"{'causal' if causal else 'non-causal'}). Failed and skipped cases have no value; "
+            f"No stored values of '{ui.md(c['metric'])}' for these cases on {ui.md(c['gpu'])} ({ui.md(c['branch'])}, "
+            f"{ui.md(c['dtype'])}, {'causal' if c['causal'] else 'non-causal'}). Failed and skipped cases have no value; "
             "ncu metrics exist only for profiled runs; the correctness margin only for runs recorded since it is stored."
         )
         return
-    alerts = trends.trend_alerts(source, metric, gpu, tuple(sorted(set(series["case_id"]))), pool=pool)
+    series = series.assign(marks=quality.marks(series))
+    span = c["commits"]
+    highlight = commit_span(series, span)
+    label = c["metric"]
+    if c["norm"]:
+        series = trends.normalise(series, span.base if span else None)
+        label = f"{c['metric']} ÷ value at {'BASE' if span and span.base else 'first point'}"
+    alerts = trends.trend_alerts(source, c["metric"], c["gpu"], tuple(sorted(set(series["case_id"]))), pool=c["pool"])
     # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
-    column = trends.METRICS[metric].column
-    markers = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")]
-    figure = cached_figure(series, metric, band, markers)
+    column = trends.METRICS[c["metric"]].column
+    shown = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")].drop(columns=["value", "started_at"])
+    markers = shown.merge(series[["series", "run_id", "x", "value"]], on=["series", "run_id"])
+    figure = cached_figure(series, label, c["band"], markers, c["log_y"], highlight)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
     runs_plotted = series["run_id"].nunique()
+    flagged = series[series["marks"] != ""]
+    shown_range = ui.md(commit_range(ui.short_sha(span.base), ui.short_sha(span.head))) if span else ""
     st.caption(
-        f"{runs_plotted} run(s), {series['series'].nunique()} series. "
+        f"{runs_plotted} run(s) in commit order, {series['series'].nunique()} series. "
         + ("Only one run: a trend needs at least two. " if runs_plotted == 1 else "")
+        + (f"Commit range {shown_range} shaded. " if highlight else "")
+        + (f"The commit range {shown_range} is not among the plotted runs. " if span and not highlight else "")
         + "Click a point to open its run."
     )
+    if highlight:
+        across_range(series, highlight, shown_range, c["metric"])
+    if not flagged.empty:
+        st.caption(f"Hollow points ({len(flagged)}) are not clean kernel times: " + " ".join(quality.explain(flagged["marks"])))
     open_selected_run(event)
     if not alerts.empty:
         st.subheader("Alerts on these cases")
@@ -68,10 +116,39 @@ def trends_page(source, shape):
         st.dataframe(series, hide_index=True, width="stretch")
 
 
+def across_range(series, highlight, shown_range, metric) -> None:
+    """Per series, the value at the range's first and last run and the change between them."""
+    at = series[series["x"].isin(highlight)].pivot_table(index="series", columns="x", values="value", aggfunc="first")
+    if highlight[0] == highlight[1] or not set(highlight) <= set(at.columns):
+        return
+    table = at[list(highlight)].rename(columns={highlight[0]: "at BASE", highlight[1]: "at HEAD"})
+    table["change %"] = (table["at HEAD"] / table["at BASE"] - 1) * 100
+    st.caption(f"Across {shown_range} ({ui.md(metric)}):")
+    st.dataframe(table.reset_index(), hide_index=True, width="stretch", key="trend_range_table",
+                 column_config={"change %": st.column_config.NumberColumn(format="%+.1f")})
+
+
+def commit_span(series, span):
+    """The (first, last) x labels of the commit range's runs among the plotted ones, or None.
+    Without a base (`..HEAD`), the range is the step into HEAD: from the run before it."""
+    if span is None:
+        return None
+    runs = series.drop_duplicates("run_id").sort_values("x_order").reset_index(drop=True)
+    head = runs[runs["commit_sha"].map(span.matches_head)]
+    if head.empty:
+        return None
+    base = runs[runs["commit_sha"].map(span.matches_base)]
+    if not base.empty:
+        first = base["x"].iloc[-1]
+    else:
+        first = runs["x"].iloc[max(int(head.index[0]) - 1, 0)]
+    return first, head["x"].iloc[-1]
+
+
 @st.cache_data(ttl=600, max_entries=32, show_spinner=False)
-def cached_figure(series, metric, band, markers):
+def cached_figure(series, metric, band, markers, log_y, highlight):
     """Building a figure of thousands of points costs more than its query: keep it with the data."""
-    return charts.trend_figure(series, metric, band=band, markers=markers)
+    return charts.trend_figure(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight)
 
 
 def open_selected_run(event) -> None:

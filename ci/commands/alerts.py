@@ -28,6 +28,8 @@ def register(subparsers) -> None:
     ls.add_argument("--case", help="part of a case id")
     ls.add_argument("--limit", type=int, default=200)
     ls.add_argument("--history", action="store_true", help="show each alert's lifecycle events")
+    ls.add_argument("--dashboard-url", default=os.environ.get("ATTNWATCH_DASHBOARD_URL"),
+                    help="print each alert's trend on this dashboard (default $ATTNWATCH_DASHBOARD_URL)")
     ls.set_defaults(func=_list)
     for name, helptext, fn in (("ack", "acknowledge an alert (a note is required)", _ack),
                                ("resolve", "resolve an alert", _resolve)):
@@ -54,10 +56,24 @@ def _list(args) -> int:
               f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}")
         if a.note:
             print(f"{'':>7}note ({a.actor}): {a.note}")
+        link = _trend_link(args.dashboard_url, a)
+        if link:
+            print(f"{'':>7}plot: {link}")
         if args.history:
             for e in alert_events(args.db, a.alert_id):
                 print(f"{'':>7}{e.happened_at:%Y-%m-%d %H:%M} {e.action:<12} {e.actor}: {e.note}")
     return 0
+
+
+def _trend_link(dashboard_url: str | None, alert) -> str | None:
+    """The alert's case on its GPU and metric, the step into its commit marked (history.links)."""
+    from history.links import case_trend_query, commit_range, url
+
+    if not dashboard_url or not alert.gpu_name:
+        return None
+    metric = alert.metric if alert.metric in ("median_us", "gap_to_sdpa") else "median_us"
+    query = case_trend_query(alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha))
+    return url(dashboard_url, "trends", query) if query else None
 
 
 def _ack(args) -> int:

@@ -115,7 +115,8 @@ def _run(args) -> int:
         return 0
     check_report_head(report.head_sha, target, args.compare)
     _write_outputs(target)  # verified: the rounds may be stored even if posting fails below
-    links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name))
+    links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name),
+                  dashboard_root=args.dashboard_url)
     body = render_comment(report, links)
     _write_summary(body)
     for pr in target.prs:

@@ -3,10 +3,12 @@
 Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
 correctness failures first, a table of significant changes (base, head, Δ%, interval,
 gap-to-SDPA), ncu deltas for regressed cases, the full table folded in <details>, links to
-the run and the dashboard. Every value that came from the artifact is escaped
-(ci.comment.escape); numbers are formatted here. GitHub refuses comment bodies over 65,536
-characters: the folded table is cut first, then the significant-changes table, each with a
-note saying how many rows were left out.
+the run and the dashboard. With a dashboard URL, each significant change links to its Trends
+view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
+of the two commits, in the dashboard's URL contract (history.links). Every value that came from
+the artifact is escaped (ci.comment.escape); numbers are formatted here. GitHub refuses comment
+bodies over 65,536 characters: the folded table is cut first, then the significant-changes
+table, each with a note saying how many rows were left out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 from ci.comment.escape import md_code, md_text, safe_url
 from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
+from history import links as dashboard
 
 MARKER = "<!-- attnwatch:compare -->"
 GITHUB_BODY_LIMIT = 65536
@@ -24,8 +27,13 @@ SECTION_BUDGET = 12000  # correctness failures and unmeasured cases: each table 
 
 @dataclass(frozen=True)
 class Links:
+    """Where the comment links to. `dashboard_url`: the footer's dashboard link (the root, or a page
+    already chosen for this PR); `dashboard_root`: the dashboard's root, from which each change's
+    Trends link is built (defaults to `dashboard_url`, taken as the root)."""
+
     run_url: str | None = None
     dashboard_url: str | None = None
+    dashboard_root: str | None = None
 
 
 def _us(value: float | None) -> str:
@@ -121,13 +129,29 @@ def _correctness_section(report: CompareReport) -> list[str]:
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
-def _change_row(c: CaseComparison) -> str:
-    return (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
-            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+def _change_row(c: CaseComparison, plot_url: str | None = None, linked: bool = False) -> str:
+    """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
+    row = (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+    return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
 _CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head |",
                   "|---|---|---:|---:|---:|---|---|"]
+_LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
+
+
+def _commits(report: CompareReport) -> str:
+    return dashboard.commit_range(report.merge_base_sha, report.head_sha)
+
+
+def _trend_url(report: CompareReport, case: CaseComparison, dash_url: str | None) -> str | None:
+    """The dashboard's Trends view of this case on this GPU with the merge base..head range marked
+    (history.links: the dashboard's own URL contract); None without a dashboard URL."""
+    if not dash_url:
+        return None
+    query = dashboard.case_trend_query(report.gpu_name, case.case_id, commits=_commits(report))
+    return safe_url(dashboard.url(dash_url, "trends", query)) if query else None
 
 
 def _failed_section(report: CompareReport) -> list[str]:
@@ -176,20 +200,26 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     head += _failed_section(report)
     tail = []
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
+    root = safe_url(links.dashboard_root or links.dashboard_url)
     link_parts = []
     if run_url:
         link_parts.append(f"[workflow run]({run_url})")
     if dash_url:
         link_parts.append(f"[dashboard]({dash_url})")
+    if root and dash_url == root:  # no page chosen for this PR: the two commits on Compare
+        compare_url = safe_url(dashboard.url(root, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report))))
+        if compare_url:
+            link_parts.append(f"[these commits on the dashboard]({compare_url})")
     link_parts.append("full data: the `compare.json` artifact")
     tail.append(" · ".join(link_parts))
 
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c) for c in significant]
+    change_rows = [_change_row(c, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
-    sig = (["#### Significant changes", "", *_CHANGE_HEADER, *change_lines, ""] if significant
+    header = _LINKED_HEADER if root else _CHANGE_HEADER
+    sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
            else [f"No case moved beyond ±{report.min_effect:.1%} with {report.confidence:.0%} confidence.", ""])
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:

@@ -1,0 +1,87 @@
+"""Honest numbers: which stored latencies are not a clean kernel time, and why.
+
+Three marks, each from what the timing harness stored with the result (nothing re-measured):
+  unconverged     `converged` is false: sampling hit its cap before IQR/median fell under the
+                  target, so the median carries the spread shown (`rel_spread` = IQR/median);
+  throttled       `throttled_samples` > 0: the SM clock reported a throttle reason during that
+                  many samples;
+  dispatch-bound  the case was under the graph threshold, so it was also timed as CUDA-graph
+                  replays (`graph_median_us`), and the event median exceeds the replay median by
+                  at least `min_event_over_graph` (number_marks.toml): the event time includes
+                  host launch gaps. TFLOPS and gap-to-SDPA are computed by CI from the event
+                  median, so they inherit the gap; the graph-replay time is shown beside them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+MARKS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
+
+EXPLAIN = {
+    "unconverged": "sampling stopped at its cap before IQR/median reached the target: the median carries that spread",
+    "throttled": "the SM clock reported a throttle reason during some samples: those ran at a lower clock",
+    "dispatch-bound": "event time includes host launch gaps: the CUDA-graph replay time (no gaps) is the kernel's",
+}
+BASIS = ("TFLOPS and gap-to-SDPA are computed by CI from the CUDA-event median (µs), the headline for every case; "
+         "for cases under the graph threshold the graph-replay median is shown beside it.")
+
+
+@lru_cache(maxsize=2)
+def dispatch_ratio(path: Path = MARKS_FILE) -> float:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    value = data["dispatch_bound"]["min_event_over_graph"]
+    if not data["dispatch_bound"].get("min_event_over_graph_reason"):
+        raise ValueError(f"{path}: dispatch_bound.min_event_over_graph_reason: every threshold needs its reason")
+    return float(value)
+
+
+def _column(frame: pd.DataFrame, name: str, fill) -> pd.Series:
+    return frame[name] if name in frame else pd.Series(fill, index=frame.index)
+
+
+def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
+    """Per row, the marks as short text ('' for a clean number): e.g. 'unconverged (IQR/median 0.69);
+    dispatch-bound (graph 11.5 µs)'. Columns read (with `prefix`): median_us, converged,
+    rel_spread, throttled_samples, n_samples, graph_median_us; missing columns count as clean."""
+    if frame.empty:
+        return pd.Series([], dtype=object, index=frame.index)
+    median = pd.to_numeric(_column(frame, prefix + "median_us", np.nan), errors="coerce")
+    converged = _column(frame, prefix + "converged", None)
+    spread = pd.to_numeric(_column(frame, prefix + "rel_spread", np.nan), errors="coerce")
+    throttled = pd.to_numeric(_column(frame, prefix + "throttled_samples", 0), errors="coerce").fillna(0)
+    samples = pd.to_numeric(_column(frame, prefix + "n_samples", np.nan), errors="coerce")
+    graph = pd.to_numeric(_column(frame, prefix + "graph_median_us", np.nan), errors="coerce")
+    ratio = dispatch_ratio()
+    out = []
+    for m, c, sp, th, n, g in zip(median, converged, spread, throttled, samples, graph):
+        parts = []
+        if np.isnan(m):
+            out.append("")
+            continue
+        if c is False or (c is not None and not pd.isna(c) and not bool(c)):
+            parts.append("unconverged" + (f" (IQR/median {sp:.2f})" if not np.isnan(sp) else ""))
+        if th > 0:
+            parts.append(f"throttled ({int(th)}" + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
+        if not np.isnan(g) and g > 0 and m / g >= ratio:
+            parts.append(f"dispatch-bound (graph {g:.3g} µs)")
+        out.append("; ".join(parts))
+    return pd.Series(out, index=frame.index, dtype=object)
+
+
+def correctness_text(passed) -> str:
+    """'pass', 'FAIL' or 'not run': a check that never ran is never shown as a pass or as 0 failures."""
+    if passed is None or (not isinstance(passed, (bool, np.bool_)) and pd.isna(passed)):
+        return "not run"
+    return "pass" if bool(passed) else "FAIL"
+
+
+def explain(found: pd.Series) -> list[str]:
+    """One sentence per mark present in `found` (a marks() Series), for a caption under a table."""
+    text = " ".join(found.dropna().astype(str))
+    return [f"{name}: {why}." for name, why in EXPLAIN.items() if name in text]

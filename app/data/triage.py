@@ -1,0 +1,130 @@
+"""The Alerts page's triage data: alerts grouped by the commit range that caused them, each
+alert with a label a reader can act on, and the series it was found on.
+
+A step alert sits at the first main run after the step (`alerts.run_id`); the commit range that
+caused it runs from the commit of the main run before that one on the same GPU and pool (the newest
+earlier main run that did not fail outright, as everywhere in the dashboard) to the alert's
+commit. All alerts with the same range form one group, across GPUs and metrics: one push that
+slowed a kernel everywhere is one thing to triage, not 48.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from app.data.store import Source, cached_query, read_frame
+from app.data.trends import with_commit_axis
+
+METRIC_NAMES = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA", "correctness": "correctness"}
+# Metrics of step alerts that have a series in `case_series` (column names from detection).
+SERIES_METRICS = ("median_us", "gap_to_sdpa")
+
+_ALERTS = """
+    WITH main AS (
+        SELECT run_id, started_at,
+               lag(commit_sha) OVER (PARTITION BY coalesce(gpu_name, device_kind), pool ORDER BY started_at, run_id) AS prev_sha
+        FROM runs WHERE branch = 'main' AND status <> 'failed'
+    )
+    SELECT a.alert_id, a.kind, a.metric, a.case_id, coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu,
+           a.status, a.change_pct, a.baseline_value, a.new_value, a.run_id, a.commit_sha, m.prev_sha,
+           coalesce(m.prev_sha, '') || '..' || coalesce(a.commit_sha, '') AS group_key,
+           u.started_at AS run_started_at, c.message AS commit_message, a.note, a.actor, a.updated_at, a.detail
+    FROM alerts a
+    LEFT JOIN runs u ON u.run_id = a.run_id
+    LEFT JOIN main m ON m.run_id = a.run_id
+    LEFT JOIN commits c ON c.sha = a.commit_sha
+    WHERE list_contains(?, a.status) AND list_contains(?, a.kind)
+      AND (? IS NULL OR coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?)
+"""
+
+
+def label(row) -> str:
+    """'#12 · regression · latency (median_us) · NVIDIA H200 · triton_fa2/… · +10.0% · open'."""
+    metric = f"{METRIC_NAMES.get(row.metric, row.metric)} ({row.metric})" if row.metric in SERIES_METRICS else row.metric
+    change = "" if row.change_pct is None or pd.isna(row.change_pct) else f" · {row.change_pct:+.1f}%"
+    return f"#{int(row.alert_id)} · {row.kind} · {metric} · {row.gpu} · {row.case_id}{change} · {row.status}"
+
+
+@cached_query
+def filtered_alerts(source: Source, statuses: tuple[str, ...], kinds: tuple[str, ...], gpu: str | None) -> pd.DataFrame:
+    """Every alert matching the filters, with its group key and label, newest step first."""
+    frame = read_frame(source, _ALERTS + " ORDER BY u.started_at DESC NULLS LAST, a.alert_id",
+                       [list(statuses), list(kinds), gpu, gpu])
+    frame["label"] = [label(r) for r in frame.itertuples()]
+    return frame
+
+
+def groups(alerts: pd.DataFrame) -> pd.DataFrame:
+    """One row per commit range: counts by kind and status, GPUs, metrics, the largest change."""
+    if alerts.empty:
+        return pd.DataFrame(columns=["group_key", "commits", "alerts", "regressions", "improvements", "correctness",
+                                     "gpus", "metrics", "statuses", "largest_change_pct", "commit_message", "newest_run"])
+    rows = []
+    for key, g in alerts.groupby("group_key", sort=False):
+        statuses = g["status"].value_counts()
+        kinds = g["kind"].value_counts()
+        change = g["change_pct"].dropna()
+        rows.append({
+            "group_key": key,
+            "commits": short_range(g["prev_sha"].iloc[0], g["commit_sha"].iloc[0]),
+            "alerts": len(g),
+            "regressions": int(kinds.get("regression", 0)),
+            "improvements": int(kinds.get("improvement", 0)),
+            "correctness": int(kinds.get("correctness", 0)),
+            "gpus": ", ".join(sorted(set(g["gpu"].dropna()))),
+            "metrics": ", ".join(METRIC_NAMES.get(m, m) for m in sorted(set(g["metric"]))),
+            "statuses": ", ".join(f"{n} {s}" for s, n in statuses.items()),
+            "largest_change_pct": float(change.loc[change.abs().idxmax()]) if not change.empty else None,
+            "commit_message": g["commit_message"].iloc[0],
+            "newest_run": g["run_started_at"].max(),
+        })
+    return pd.DataFrame(rows)
+
+
+def short_range(base: str | None, head: str | None) -> str:
+    return f"{(base or '?')[:10]}..{(head or '?')[:10]}"
+
+
+def group_label(row) -> str:
+    kinds = ", ".join(f"{n} {k}" for k, n in (("regression", row.regressions), ("improvement", row.improvements),
+                                               ("correctness", row.correctness)) if n)
+    return f"{row.commits} · {row.alerts} alert(s): {kinds} · {row.gpus} · {row.statuses}"
+
+
+@cached_query
+def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: str, around: int = 30) -> pd.DataFrame:
+    """The series detection scanned for this alert (`case_series`: main, ok results, commit
+    order), `around` points either side of the alert's run, on the commit axis."""
+    if metric not in SERIES_METRICS:
+        raise ValueError(f"no series for metric {metric!r}")
+    frame = read_frame(
+        source,
+        f"""
+        WITH s AS (
+            SELECT run_id, commit_sha, started_at, coalesce(committed_at, started_at) AS order_at,
+                   {metric} AS value, series_index
+            FROM case_series WHERE case_id = ? AND series_gpu = ? AND {metric} IS NOT NULL
+        ),
+        anchor AS (SELECT coalesce(max(series_index) FILTER (WHERE run_id = ?), max(series_index)) AS i FROM s)
+        SELECT s.* EXCLUDE (series_index) FROM s, anchor
+        WHERE s.series_index BETWEEN anchor.i - ? AND anchor.i + ?
+        ORDER BY s.series_index
+        """,
+        [case_id, gpu, run_id, int(around), int(around)],
+    )
+    return with_commit_axis(frame)
+
+
+@cached_query
+def correctness_series(source: Source, case_id: str, gpu: str, window: int = 20) -> pd.DataFrame:
+    """The case's correctness over the newest `window` main runs on `gpu` (checked ones only)."""
+    return read_frame(
+        source,
+        """
+        SELECT u.run_id, u.commit_sha, u.started_at, s.passed, s.seeds, s.worst_max_abs_err, s.worst_rel_err, s.nonfinite
+        FROM correctness_summaries s JOIN runs u USING (run_id)
+        WHERE s.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
+        ORDER BY u.started_at DESC LIMIT ?
+        """,
+        [case_id, gpu, int(window)],
+    )

@@ -1,0 +1,143 @@
+"""The dashboard's link contract: which page and query parameters reopen a view in one exact state.
+
+A PR comment, an alert, a notification or another dashboard page points at a plot by URL, so
+the parameter names and their encoding are defined once, here, for every writer (ci.comment,
+the dashboard's own links) and for the one reader (app/url_state.py). history owns it because
+both sides may import history and neither may import the other.
+
+Encoding: lists are comma-joined (`variants=sdpa,triton_fa2`; names never contain commas),
+booleans are `1`/`0`, a commit range is `BASE..HEAD` (git's notation: the commits after BASE up
+to and including HEAD). Parameters a view does not use are ignored by it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+# URL path of each page under the dashboard's root (the first page is the root itself).
+PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "compare", "alerts": "alerts",
+         "kernel": "kernel", "sql": "sql", "run": "run"}
+
+# Every query parameter a view reads, with what it holds.
+PARAMS = {
+    "gpu": "GPU model (or device kind) as the harness records it",
+    "host": "one pool (host) of that GPU model, where it ran on several (history.series_key)",
+    "branch": "branch whose runs a trend shows (default main)",
+    "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
+    "variants": "comma-joined kernel variants",
+    "shapes": "comma-joined shape ids",
+    "dtype": "fp16, bf16, ...",
+    "causal": "1 causal, 0 non-causal",
+    "commits": "BASE..HEAD commit range (Trends marks it, Compare compares the newest run of each)",
+    "runs": "Trends: how many of the newest runs are plotted",
+    "base": "Compare: base run id",
+    "head": "Compare: head run id",
+    "run": "Run page: run id",
+    "variant": "Kernel page: variant",
+    "group": "Alerts: BASE..HEAD commit range of an alert group",
+    "alert": "Alerts: alert id shown on its trend",
+    "log": "1: logarithmic y axis",
+    "norm": "1: each series divided by its value at the start of the commit range (or its first run)",
+}
+
+RANGE_SEPARATOR = ".."
+
+
+def join_list(values) -> str:
+    return ",".join(str(v) for v in values if str(v))
+
+
+def split_list(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def commit_range(base: str | None, head: str | None) -> str:
+    """`BASE..HEAD`; either side may be empty (an open range)."""
+    return f"{base or ''}{RANGE_SEPARATOR}{head or ''}"
+
+
+@dataclass(frozen=True)
+class CommitRange:
+    base: str | None
+    head: str | None
+
+    def matches_base(self, sha: str | None) -> bool:
+        return bool(self.base and sha and sha.startswith(self.base))
+
+    def matches_head(self, sha: str | None) -> bool:
+        return bool(self.head and sha and sha.startswith(self.head))
+
+
+def parse_commit_range(text: str | None) -> CommitRange | None:
+    """`BASE..HEAD` (shas or their prefixes) -> CommitRange; a single sha means `..SHA`; None if empty."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if RANGE_SEPARATOR in text:
+        base, head = text.split(RANGE_SEPARATOR, 1)
+    else:
+        base, head = "", text
+    return CommitRange(base.strip() or None, head.strip() or None)
+
+
+def _flag(value: bool) -> str:
+    return "1" if value else "0"
+
+
+def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric: str = "median_us",
+                commits: str | None = None, branch: str | None = None, host: str | None = None) -> dict[str, str]:
+    """Query of the Trends page showing these cases on `gpu` (one `host` of it, if given), the
+    commit range marked."""
+    query = {"gpu": gpu, "metric": metric, "variants": join_list(variants), "shapes": join_list(shapes),
+             "dtype": dtype, "causal": _flag(causal)}
+    if host:
+        query["host"] = host
+    if commits:
+        query["commits"] = commits
+    if branch and branch != "main":
+        query["branch"] = branch
+    return query
+
+
+def case_trend_query(gpu: str, case_id: str, *, metric: str = "median_us", commits: str | None = None,
+                     branch: str | None = None, host: str | None = None) -> dict[str, str] | None:
+    """Trends query for one case id `variant/shape/dtype/causal|noncausal`; None if it has another form."""
+    parts = case_id.split("/")
+    if len(parts) != 4 or parts[3] not in ("causal", "noncausal"):
+        return None
+    variant, shape, dtype, mode = parts
+    return trend_query(gpu, [variant], [shape], dtype, mode == "causal", metric=metric, commits=commits, branch=branch,
+                       host=host)
+
+
+def compare_query(gpu: str, *, base: str | None = None, head: str | None = None, commits: str | None = None) -> dict[str, str]:
+    """Compare two runs (by id) or the newest runs of two commits (`commits=BASE..HEAD`)."""
+    query = {"gpu": gpu}
+    if commits:
+        query["commits"] = commits
+    else:
+        query.update({k: v for k, v in (("base", base), ("head", head)) if v})
+    return query
+
+
+def alert_query(group: str | None = None, alert: int | None = None) -> dict[str, str]:
+    query = {}
+    if group:
+        query["group"] = group
+    if alert is not None:
+        query["alert"] = str(int(alert))
+    return query
+
+
+def relative(page: str, query: dict[str, str] | None = None) -> str:
+    """Link from one dashboard page to another: the page's path and the encoded query."""
+    if page not in PAGES:
+        raise ValueError(f"unknown dashboard page {page!r} (known: {', '.join(PAGES)})")
+    text = urlencode(query or {}, safe=",.")
+    return PAGES[page] + (f"?{text}" if text else "")
+
+
+def url(base_url: str, page: str, query: dict[str, str] | None = None) -> str:
+    """Absolute link: the dashboard's root URL, the page's path, the encoded query."""
+    return f"{base_url.rstrip('/')}/{relative(page, query)}"

@@ -1,0 +1,105 @@
+"""What the browser tests share: Debian's Chromium driven by Playwright through `executable_path`
+(nothing downloaded), and `attnwatch dashboard` serving a history on a free loopback port.
+
+Without Chromium or Playwright a browser test skips locally but fails when $CI is set, so CI
+cannot pass by silently skipping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+SERVER_START_TIMEOUT_S = 90
+PAGE_TIMEOUT_MS = 60_000
+
+
+def chromium() -> str:
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "chromium not found on PATH (install Debian's chromium: make browser)"
+        if os.environ.get("CI"):
+            pytest.fail(message + "; CI must not skip the browser test")
+        pytest.skip(message)
+    return path
+
+
+def playwright():
+    """Playwright's sync API (the python package, in the dev extra); same skip/fail rule as chromium."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        message = "python package playwright not installed (pip install -e '.[dev]')"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sync_playwright
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> None:
+    """Poll Streamlit's health endpoint until it answers "ok", the process dies, or time runs out."""
+    give_up = time.monotonic() + SERVER_START_TIMEOUT_S
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            raise AssertionError(f"dashboard exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                if response.read().strip() == b"ok":
+                    return
+        except OSError:
+            pass
+        time.sleep(0.25)
+    raise AssertionError(f"dashboard not healthy after {SERVER_START_TIMEOUT_S} s:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+@contextlib.contextmanager
+def serve(db: Path, log: Path):
+    """`attnwatch dashboard` over `db` as a subprocess in its own process group; yields its URL and
+    always terminates it."""
+    port = free_port()
+    env = dict(os.environ, ATTNWATCH_DB=str(db))
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
+            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+        )
+    try:
+        wait_healthy(proc, port, log)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=15)
+
+
+def wait_idle(page) -> None:
+    """Until Streamlit's "running" indicator is gone and no element is still a loading skeleton."""
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
+        timeout=PAGE_TIMEOUT_MS,
+    )

@@ -1,0 +1,106 @@
+"""Charts that read right: commits in commit order on the x axis (run time on hover), one colour per
+variant whatever is selected, log scale and normalise-to-baseline, and defaults taken from the
+data (the GPU of the newest regression, the dtypes and variants measured there)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from app.charts import variant_color
+from app_history import H100, H200, START, build_push_history, push_commit, push_run_id
+from bundle_factory import SHAPES, make_bundle
+from history.alerts import list_alerts, resolve_many
+from history.ingest import ingest_paths
+from test_app_pages import open_page, plotly_specs
+
+
+@pytest.fixture(scope="module")
+def push_history(tmp_path_factory):
+    work = tmp_path_factory.mktemp("chart_history")
+    db = work / "history.duckdb"
+    ids = build_push_history(db, work / "bundles")
+    # A late-started rerun of an early commit: by start time it is the newest point, by commit the second.
+    late = make_bundle(work / "bundles" / "rerun", run_id="h200-rerun-01", variants=("sdpa", "triton_fa2"),
+                       commit_sha=push_commit(1), commit_date=START + timedelta(hours=1, minutes=-10),
+                       started_at=START + timedelta(hours=30), seed=555)
+    # Another GPU measured in bf16 only, and an old cuda_scalar build (alphabetically first variant).
+    l4 = make_bundle(work / "bundles" / "l4", run_id="l4-bf16-00", variants=("sdpa", "triton_fa2"), dtypes=("bf16",),
+                     gpu_name="NVIDIA L4", started_at=START - timedelta(days=1), seed=556)
+    scalar = make_bundle(work / "bundles" / "scalar", run_id="h200-scalar-00", variants=("cuda_scalar",),
+                         shapes=SHAPES[:1], started_at=START - timedelta(days=2), seed=557)
+    ingest_paths(db, [late, l4, scalar])
+    return db, ids
+
+
+def lines(spec):
+    return {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
+
+
+def test_x_axis_is_commit_order_with_run_time_on_hover(push_history, monkeypatch):
+    db, _ = push_history
+    at = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants="triton_fa2", shapes="l4_mission",
+                   dtype="fp16", causal="0")
+    (spec,) = plotly_specs(at)
+    (line,) = lines(spec).values()
+    runs = [c[0] for c in line["customdata"]]
+    assert runs == [push_run_id(H200, 0), push_run_id(H200, 1), "h200-rerun-01", *[push_run_id(H200, i) for i in range(2, 8)]]
+    assert line["x"][:3] == [push_commit(0)[:7], push_commit(1)[:7], push_commit(1)[:7] + "·2"]
+    assert spec["layout"]["xaxis"]["type"] == "category"
+    assert "run started %{customdata[4]}" in line["hovertemplate"]
+    assert line["customdata"][2][4].startswith(str((START + timedelta(hours=30)).date()))
+
+
+def test_a_variant_keeps_its_colour_whatever_is_selected(push_history, monkeypatch):
+    db, _ = push_history
+    colours = []
+    for chosen in ("triton_fa2", "sdpa,triton_fa2", "cuda_wmma,sdpa_flash,triton_fa2"):
+        at = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants=chosen, shapes="l4_mission,h100_small",
+                       dtype="fp16", causal="0")
+        (spec,) = plotly_specs(at)
+        triton = [t for name, t in lines(spec).items() if name.startswith("triton_fa2")]
+        assert len(triton) == 2 and triton[0]["line"]["dash"] != triton[1]["line"]["dash"]  # shapes by dash
+        colours += [t["line"]["color"] for t in triton]
+    assert set(colours) == {variant_color("triton_fa2")}
+    assert len({variant_color(v) for v in ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")}) == 4
+
+
+def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeypatch):
+    db, ids = push_history
+    at = open_page(db, monkeypatch, "views/trends.py", gpu=H100, variants="sdpa,triton_fa2", shapes="h100_small",
+                   dtype="fp16", causal="0", log="1", norm="1", commits=f"{ids['base_commit']}..{ids['head_commit']}")
+    (spec,) = plotly_specs(at)
+    assert spec["layout"]["yaxis"]["type"] == "log"
+    for name, line in lines(spec).items():
+        at_base = line["y"][line["x"].index(ids["base_commit"][:7])]
+        assert at_base == pytest.approx(1.0)
+    triton = next(t for n, t in lines(spec).items() if n.startswith("triton_fa2"))
+    assert triton["y"][-1] == pytest.approx(1.12, abs=0.02)  # the push's +12%, read off the normalised chart
+    assert "÷ value at BASE" in spec["layout"]["yaxis"]["title"]["text"]
+
+
+def test_defaults_come_from_the_data(push_history, monkeypatch):
+    db, _ = push_history
+    # Resolve the H100's regressions: the newest unresolved regression is then on the H200.
+    resolve_many(db, [a.alert_id for a in list_alerts(db) if a.gpu_name == H100 and a.kind == "regression"], "seen", "t")
+    at = open_page(db, monkeypatch, "views/trends.py")
+    assert at.selectbox(key="trends_gpu").value == H200
+    assert at.selectbox(key="trends_dtype").value == "fp16"  # bf16 exists in the history, but not on this GPU
+    assert at.multiselect(key="trends_variants").value[0] == "cuda_wmma"  # the regressed variant first
+    (shape,) = at.multiselect(key="trends_shapes").value
+    shown = f"cuda_wmma/{shape}/fp16/{'causal' if at.toggle(key='trends_causal').value else 'noncausal'}"
+    assert any(a.case_id == shown and a.gpu_name == H200 and a.status == "open" for a in list_alerts(db))
+    kernel = open_page(db, monkeypatch, "views/kernel.py")
+    assert (kernel.selectbox(key="kernel_gpu").value, kernel.selectbox(key="kernel_variant").value) == (H200, "cuda_wmma")
+    overview = open_page(db, monkeypatch, "views/overview.py")
+    assert overview.selectbox(key="overview_gpu").value == H200
+
+
+def test_a_range_without_base_marks_the_step_into_its_commit(push_history, monkeypatch):
+    db, ids = push_history
+    at = open_page(db, monkeypatch, "views/trends.py", gpu=H100, variants="triton_fa2", shapes="h100_small",
+                   dtype="fp16", causal="0", commits=f"..{ids['head_commit']}")
+    (spec,) = plotly_specs(at)
+    (shade,) = spec["layout"]["shapes"]
+    assert (shade["x0"], shade["x1"]) == (ids["base_commit"][:7], ids["head_commit"][:7])
