@@ -71,37 +71,35 @@ def _remove_checks(element: str) -> str:
         element = element[:match.start()] + element[end + 1:]
 
 
-def _matching(text: str, open_at: int) -> int:
-    """Index of the parenthesis closing the one at `open_at` (quotes respected)."""
+def _unquoted(text: str, start: int = 0):
+    """(index, character, parenthesis depth after it) of each character outside quotes, from
+    `start`: the one scanner behind _matching and _split."""
     depth, quote = 0, None
-    for i in range(open_at, len(text)):
+    for i in range(start, len(text)):
         ch = text[i]
         if quote:
             quote = None if ch == quote else quote
-        elif ch in "'\"":
+            continue
+        if ch in "'\"":
             quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
+            continue
+        depth += (ch == "(") - (ch == ")")
+        yield i, ch, depth
+
+
+def _matching(text: str, open_at: int) -> int:
+    """Index of the parenthesis closing the one at `open_at` (quotes respected)."""
+    for i, ch, depth in _unquoted(text, open_at):
+        if ch == ")" and depth == 0:
+            return i
     raise ValueError(f"unbalanced parentheses in: {text[open_at:open_at + 80]!r}")
 
 
 def _split(text: str, separator: str) -> list[str]:
     """Split at `separator` outside quotes and parentheses."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-        elif ch == separator and depth == 0:
+    parts, start = [], 0
+    for i, ch, depth in _unquoted(text):
+        if ch == separator and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
