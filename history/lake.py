@@ -94,12 +94,14 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
         options = ["READ_ONLY"] if read_only else []
         if location.data_path and not read_only:
             options.append(f"DATA_PATH '{_sql_text(location.data_path)}'")
+        if location.is_s3 or importlib.util.find_spec(S3_EXTENSION[1]) is not None:
+            # DuckLake opens an s3:// data path during the attach, and a reader that names the
+            # catalog alone learns the path only from it: S3 access must be ready beforehand.
+            _enable_s3(con)
         _attach(con, location, options)
         con.execute(f"USE {ALIAS}")
         stored = con.execute(f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'").fetchone()
         data_path = str(stored[0]) if stored else (location.data_path or "")
-        if data_path.startswith("s3://"):
-            _enable_s3(con)
         if data_path:
             # Whoever turns external access off later (here, deferred, or history.sql_sandbox's
             # lock_down), DuckDB then opens only allowed paths: the lake's own files stay readable.
@@ -129,6 +131,9 @@ def _attach(con, location: HistoryLocation, options: list[str]) -> None:
         if "Unable to connect to Postgres" in text or isinstance(exc, duckdb.IOException):
             reason = text.split("failed:", 1)[-1].strip() if "failed:" in text else text
             raise LakeUnavailableError(f"{location.label}: cannot reach the lake's PostgreSQL catalog: {reason}") from None
+        if "requires the extension httpfs" in text:
+            raise LakeUnavailableError(f"{location.label}: this lake's data files are in an S3 bucket: "
+                                       f"pip install duckdb-extension-httpfs=={duckdb.__version__}") from None
         if not location.data_path and "DATA_PATH" in text:
             raise LakeUnavailableError(f"{location.label}: creating a lake needs a data path: set ATTNWATCH_LAKE_DATA "
                                        "to a directory or s3://bucket/prefix") from None
@@ -137,7 +142,11 @@ def _attach(con, location: HistoryLocation, options: list[str]) -> None:
 
 def _enable_s3(con) -> None:
     """httpfs from its wheel, and an S3 secret from the standard AWS variables (redacted in
-    duckdb_secrets(); AWS_ENDPOINT_URL selects an S3-compatible server such as MinIO)."""
+    duckdb_secrets(); AWS_ENDPOINT_URL selects an S3-compatible server such as MinIO).
+
+    Done before the attach whenever the wheel is installed (a reader cannot tell a bucket lake
+    from a directory one until attached), so a child process that runs user SQL reads the
+    bucket with the AWS variables its caller passed it."""
     con.execute(f"LOAD '{_sql_text(str(extension_path(*S3_EXTENSION)))}'")
     parts = ["TYPE s3"]
     for key, env in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
