@@ -15,11 +15,11 @@ no-op. Round directories that do not look like `<side>-round<k>` are refused, na
 from __future__ import annotations
 
 import re
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from ci.errors import UserError
+from history import links
 from history.pull_request_runs import PullRequestLabel
 
 BUNDLES_DIR = "bundles"
@@ -53,14 +53,11 @@ def run_id_for(pr: int, source: SourceRun, side: str, round_number: int) -> str:
 
 
 def dashboard_link(dashboard_url: str, pr: int, source: SourceRun, gpu: str | None) -> str:
-    """The dashboard's Compare page on the first round's base and head runs of this PR.
-
-    `/compare` is the URL Streamlit gives app/views/compare.py (a page's URL is its file's stem);
-    the page reads `base`, `head` and `gpu` from the query (tests/test_pr_runs.py opens it)."""
-    query = {"base": run_id_for(pr, source, "base", 1), "head": run_id_for(pr, source, "head", 1)}
-    if gpu:
-        query["gpu"] = gpu
-    return f"{dashboard_url.rstrip('/')}/compare?{urllib.parse.urlencode(query)}"
+    """The dashboard's Compare page on the first round's base and head runs of this PR, in the
+    link format every other dashboard link uses (history.links); tests/test_pr_runs.py opens it."""
+    query = links.compare_query(gpu or "", base=run_id_for(pr, source, "base", 1), head=run_id_for(pr, source, "head", 1))
+    ordered = {key: query[key] for key in ("base", "head", "gpu") if query.get(key)}  # the runs first, as before
+    return links.url(dashboard_url, "compare", ordered)
 
 
 def pull_request_labels(compare_dir: Path, pr: int, head_sha: str, source: SourceRun) -> dict[Path, PullRequestLabel]:
