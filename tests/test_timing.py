@@ -27,7 +27,7 @@ class ReplayTimer:
         self.samples = {k: list(v) for k, v in samples.items()}
         self.order: list[str] = []
 
-    def time_block(self, fn, calls, flusher):
+    def time_block(self, fn, calls, flusher, key=None):
         key = fn()
         self.order.append(key)
         out, self.samples[key] = self.samples[key][:calls], self.samples[key][calls:]
@@ -194,16 +194,44 @@ def test_guard_policy_grows_past_the_host_enqueue_time_and_bounds_retries():
     from ci.timing.timers import GuardPolicy
 
     policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=3)
-    assert policy.after_block(covered=True, enqueue_us=400.0, attempt=0) is False
-    assert policy.guard_us == 1000.0  # a covered block leaves the guard alone
+    assert policy.guard_us() == 1000.0
     # the host took 3 ms to enqueue: the next guard must outlast that
     assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=0) is True
-    assert policy.guard_us == 6000.0 and policy.retimed_blocks == 1
+    assert policy.guard_us() == 6000.0 and policy.retimed_blocks == 1
     assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=1) is True
-    assert policy.guard_us == 12000.0
+    assert policy.guard_us() == 12000.0
     # the last attempt is kept, and counted as uncovered rather than silently clean
     assert policy.after_block(covered=False, enqueue_us=3000.0, attempt=2) is False
     assert policy.uncovered_blocks == 1
     for _ in range(10):
         policy.after_block(covered=False, enqueue_us=1e6, attempt=0)
-    assert policy.guard_us == 50_000.0  # capped
+    assert policy.guard_us() == 50_000.0  # capped
+
+
+def test_guard_policy_shrinks_back_to_what_the_subject_needs():
+    from ci.timing.timers import GuardPolicy
+
+    policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4, floor_us=200.0)
+    policy.after_block(covered=False, enqueue_us=8000.0, attempt=0)  # one slow enqueue (a first call)
+    assert policy.guard_us() == 16_000.0
+    guards = []
+    for _ in range(8):  # then blocks that enqueue in 150 µs: at most halving per block, down to the floor
+        assert policy.after_block(covered=True, enqueue_us=150.0, attempt=0) is False
+        guards.append(policy.guard_us())
+    assert guards == [8000.0, 4000.0, 2000.0, 1000.0, 500.0, 300.0, 300.0, 300.0]  # 2 x 150 µs
+    policy.after_block(covered=True, enqueue_us=10.0, attempt=0)
+    policy.after_block(covered=True, enqueue_us=10.0, attempt=0)
+    assert policy.guard_us() == 200.0  # never below the floor
+
+
+def test_guard_policy_keeps_one_guard_per_subject():
+    from ci.timing.timers import GuardPolicy
+
+    policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4)
+    # sdpa_math's many ops take 5 ms to enqueue; a one-kernel case beside it takes 100 µs.
+    policy.after_block(covered=False, enqueue_us=5000.0, attempt=0, key="sdpa_math")
+    policy.after_block(covered=True, enqueue_us=5000.0, attempt=1, key="sdpa_math")
+    policy.after_block(covered=True, enqueue_us=100.0, attempt=0, key="triton_fa2")
+    assert policy.guard_us("sdpa_math") == 10_000.0  # what that case needs
+    assert policy.guard_us("triton_fa2") == 500.0  # not charged the slow neighbour's guard
+    assert policy.guard_us("not seen yet") == 1000.0

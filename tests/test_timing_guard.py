@@ -1,7 +1,7 @@
 """The timing guard reported per case: engine attribution, CaseTiming, summary, history column.
 
-`CudaEventTimer` keeps one `GuardPolicy` per timer; its counters are attributed to the subject
-whose block was being timed. Here a fake timer drives the real `GuardPolicy` with a scripted
+`CudaEventTimer` keeps one `GuardPolicy` per timer, with one guard per subject; its counters are
+attributed to the subject whose block was being timed. Here a fake timer drives the real `GuardPolicy` with a scripted
 coverage outcome per block (no GPU needed), exactly as `CudaEventTimer.time_block` does.
 """
 
@@ -31,12 +31,12 @@ class ScriptedGuardTimer:
         self.coverage = {k: list(v) for k, v in coverage.items()}
         self.policy = policy
 
-    def time_block(self, fn, calls, flusher):
-        key = fn()
+    def time_block(self, fn, calls, flusher, key=None):
+        assert key == fn()  # the engine names the subject whose guard this block uses
         attempt = 0
         while True:
             covered = self.coverage[key].pop(0) if self.coverage[key] else True
-            if not self.policy.after_block(covered, enqueue_us=5000.0, attempt=attempt):
+            if not self.policy.after_block(covered, enqueue_us=5000.0, attempt=attempt, key=key):
                 return [10.0] * calls
             attempt += 1
 

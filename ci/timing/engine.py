@@ -126,7 +126,7 @@ def measure_interleaved(
                 # The policy counts per timer, across subjects: attribute by difference.
                 retimed, uncovered = policy.retimed_blocks, policy.uncovered_blocks
             try:
-                block = timer.time_block(subject.fn, config.block_calls, flusher)
+                block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key)
                 after_block()
             except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
                 if is_fatal(exc):

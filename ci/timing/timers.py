@@ -54,33 +54,51 @@ class BlockTimer(Protocol):
     mode: str
     policy: "GuardPolicy | None"  # the guard's counters (CUDA events); None where no guard runs
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher) -> list[float]: ...
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]: ...
 
     def synchronize(self) -> None: ...
 
 
 class GuardPolicy:
-    """How long the guard kernel holds the stream (pure logic, testable without a GPU).
+    """How long the guard kernel holds the stream, per subject (pure logic, testable without a GPU).
 
-    Starts at `initial_us`; after a block whose host enqueue outlasted the guard, the next guard
-    is `growth` x that enqueue time (at most `max_us`). `max_attempts` bounds the re-timing of
-    one block; a block still uncovered after that is kept and counted in `uncovered_blocks`.
+    Each key (the subject being timed; None for a caller that names none) has its own guard,
+    starting at `initial_us`. After a covered block the next guard is `growth` x that block's
+    host enqueue time, at least `floor_us` and at least half the current guard (so one fast
+    block does not undo a lesson); after an uncovered block it is `growth` x the larger of the
+    guard and the enqueue time, and the block is timed again. Every guard stays at most
+    `max_us`; `max_attempts` bounds the re-timing of one block, and a block still uncovered after
+    that is kept and counted in `uncovered_blocks`.
+
+    Why per subject and adaptive both ways: the guard is GPU time spent spinning before every
+    block. One shared guard that only grew was set by the slowest enqueue any case ever had (a
+    first call, a many-op variant) and then charged to every later block of the process: on the
+    H200 (`main` runs of 2026-11-23) blocks of ten ~20 µs calls cost 8-16 ms of wall time, ten times
+    their GPU work, which is where most of a compare's timing time went.
     """
 
     def __init__(self, initial_us: float = 1000.0, growth: float = 2.0, max_us: float = 50_000.0,
-                 max_attempts: int = 4) -> None:
-        self.guard_us = initial_us
+                 max_attempts: int = 4, floor_us: float = 200.0) -> None:
+        self.initial_us = initial_us
         self.growth = growth
         self.max_us = max_us
         self.max_attempts = max_attempts
+        self.floor_us = min(floor_us, initial_us)
         self.uncovered_blocks = 0
         self.retimed_blocks = 0
+        self._guards: dict[object, float] = {}
 
-    def after_block(self, covered: bool, enqueue_us: float, attempt: int) -> bool:
-        """Record a block's outcome; True if it must be timed again."""
+    def guard_us(self, key: object = None) -> float:
+        """The guard the next block of `key` starts with."""
+        return self._guards.get(key, self.initial_us)
+
+    def after_block(self, covered: bool, enqueue_us: float, attempt: int, key: object = None) -> bool:
+        """Record a block's outcome for `key`; True if it must be timed again."""
+        current = self.guard_us(key)
         if covered:
+            self._guards[key] = min(self.max_us, max(self.floor_us, self.growth * enqueue_us, current / 2.0))
             return False
-        self.guard_us = min(self.max_us, max(self.guard_us * self.growth, enqueue_us * self.growth))
+        self._guards[key] = min(self.max_us, self.growth * max(current, enqueue_us))
         if attempt + 1 < self.max_attempts:
             self.retimed_blocks += 1
             return True
@@ -104,23 +122,27 @@ class CudaEventTimer:
         self._cycles_per_us = self._calibrate()
 
     def _calibrate(self) -> float:
-        """Device cycles per microsecond of the guard kernel, measured once with events."""
+        """Device cycles per microsecond of the guard kernel, measured once with events.
+
+        The spin counts SM clock cycles; ~100 ms of spinning first brings an idle GPU's clock up,
+        so the rate (the SM clock) is the one later blocks run at, not a ramping one."""
         torch = self._torch
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         cycles = 2_000_000
-        torch.cuda._sleep(cycles)  # first launch loads the kernel
+        torch.cuda._sleep(200_000_000)  # loads the kernel and raises the clock
         start.record()
         torch.cuda._sleep(cycles)
         end.record()
         end.synchronize()
         return cycles / max(start.elapsed_time(end) * 1000.0, 1.0)
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher) -> list[float]:
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
+        """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject)."""
         if calls > len(self._starts):
             raise ValueError(f"block of {calls} calls exceeds the {len(self._starts)} events allocated")
         attempt = 0
         while True:
-            self._torch.cuda._sleep(int(self.policy.guard_us * self._cycles_per_us))
+            self._torch.cuda._sleep(int(self.policy.guard_us(key) * self._cycles_per_us))
             self._guard_done.record()
             t0 = time.perf_counter()
             for i in range(calls):
@@ -131,7 +153,7 @@ class CudaEventTimer:
             enqueue_us = (time.perf_counter() - t0) * 1e6
             covered = not self._guard_done.query()  # guard still running: no idle gap in the block
             self._ends[calls - 1].synchronize()
-            if not self.policy.after_block(covered, enqueue_us, attempt):
+            if not self.policy.after_block(covered, enqueue_us, attempt, key):
                 return [self._starts[i].elapsed_time(self._ends[i]) * 1000.0 for i in range(calls)]
             attempt += 1
 
@@ -145,7 +167,7 @@ class CpuWallTimer:
     mode = "cpu_wall"
     policy = None  # nothing is enqueued ahead of the host: no guard, no host-gap counters
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher) -> list[float]:
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
         out = []
         for _ in range(calls):
             flusher.flush()
