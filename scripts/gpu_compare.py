@@ -117,7 +117,21 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
         result["error"] = f"no compare.json/session.json: {exc}; log tail: {str(text)[-800:]}"
         return result
     result.update(summarize_compare(report, session, wall))
+    result["sampling"] = sampling_cost(folder / "bundles", result["breakdown_s"])
     return result
+
+
+def sampling_cost(bundles: Path, breakdown: dict) -> dict:
+    """Per side: timed calls over all rounds (the round bundles' samples.json) and the timing
+    wall time per call, guard, flush and bookkeeping included: what one more sample costs."""
+    out = {}
+    for side, parts in breakdown.items():
+        calls = 0
+        for samples in sorted(bundles.glob(f"{side}-round*/samples.json")):
+            calls += sum(len(v) for v in json.loads(samples.read_text())["samples"].values())
+        out[side] = {"calls": calls,
+                     "timing_us_per_call": round(parts.get("timing_s", 0.0) * 1e6 / calls, 1) if calls else None}
+    return out
 
 
 def summarize_compare(report: dict, session: dict, wall: float) -> dict:
@@ -289,6 +303,9 @@ def print_table(report: dict) -> None:
             log(f"{name:<10} {r['rc']:>4} {r['wall_s']:>7}  {text}")
             for side, parts in r["breakdown_s"].items():
                 log(f"{'':<10} {'':>4} {'':>7}  {side}: " + ", ".join(f"{k[:-2]} {v}" for k, v in parts.items()))
+            if r.get("sampling"):
+                log(f"{'':<10} {'':>4} {'':>7}  timed calls " + ", ".join(
+                    f"{side} {c['calls']} ({c['timing_us_per_call']} us of timing each)" for side, c in r["sampling"].items()))
             log(f"{'':<10} {'':>4} {'':>7}  setup (both sides, overlapped) {r['setup_overlapped_s']}, judging "
                 f"{r['judging_s']}, other {r['other_s']}; restarts {r['restarts']}; lost {list(r['lost'])}")
         else:

@@ -28,6 +28,8 @@ def test_planted_step_and_budget_skips_on_cpu(tmp_path):
     # (a shared CPU's noise may flag an sdpa case too: a CPU compare checks the pipeline, not kernels)
     assert {"t_planted/cpu_tiny/fp16/causal", "t_planted/cpu_tiny/fp16/noncausal"} <= set(planted["regressions"])
     assert set(planted["breakdown_s"]) == {"base", "head"} and planted["breakdown_s"]["head"]["timing_s"] > 0
+    # every timed call of every round bundle counted, and what one cost
+    assert all(c["calls"] >= 3 * 2 * 10 and c["timing_us_per_call"] > 0 for c in planted["sampling"].values())
     assert report["steps"]["sanitizer"] == {"step": "sanitizer", "skipped": "no GPU"}
     diagnose = report["steps"]["diagnose"]
     assert diagnose["rc"] == 0 and diagnose["statuses"]["ok"] >= 1 and not diagnose["lost"]

@@ -37,16 +37,27 @@ def planted_slowdown() -> float:
 
 
 def _cycles_per_us() -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda._sleep(1_000_000)
-    start.record()
-    torch.cuda._sleep(2_000_000)
-    end.record()
-    end.synchronize()
-    return 2_000_000 / (start.elapsed_time(end) * 1000.0)
+    """The spin's clock rate at the clocks the timed calls run at.
+
+    `torch.cuda._sleep` counts SM clock cycles, so cycles per µs is the SM clock. Measured
+    cold (a GPU that was idle between cases ramps up over tens of ms) it came out low, and the
+    head's extra spin, sized in cycles, would run short at full clock: on the H200 a planted 3%
+    was realized as 2.6-3.0% (2026-11-23), consistent with a rate read below full clock. So the
+    clock is driven up by 100 ms of spinning first, and the rate is the median of 5 spins of
+    2 ms each."""
+    torch.cuda._sleep(200_000_000)  # ~100 ms at ~2 GHz
+    rates = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(4_000_000)
+        end.record()
+        end.synchronize()
+        rates.append(4_000_000 / (start.elapsed_time(end) * 1000.0))
+    return statistics.median(rates)
 
 
-def _gpu_median_us(fn, calls: int = 60) -> float:
+def _gpu_median_us(fn, calls: int = 200) -> float:
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
     flush = torch.empty(l2, dtype=torch.int32, device="cuda")  # 4 x L2 bytes, as the harness flushes
     samples = []
