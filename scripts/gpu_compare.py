@@ -122,14 +122,19 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
 
 
 def sampling_cost(bundles: Path, breakdown: dict) -> dict:
-    """Per side: timed calls over all rounds (the round bundles' samples.json) and the timing
-    wall time per call, guard, flush and bookkeeping included: what one more sample costs."""
+    """Per side: timed calls over all rounds (the round bundles' samples.json), the timing wall
+    time per call (guard, flush and bookkeeping included: what one more sample costs), and the
+    blocks the guard made re-time or left uncovered (benchmark.json)."""
     out = {}
     for side, parts in breakdown.items():
-        calls = 0
-        for samples in sorted(bundles.glob(f"{side}-round*/samples.json")):
-            calls += sum(len(v) for v in json.loads(samples.read_text())["samples"].values())
-        out[side] = {"calls": calls,
+        calls = retimed = uncovered = 0
+        for bundle in sorted(bundles.glob(f"{side}-round*")):
+            calls += sum(len(v) for v in json.loads((bundle / "samples.json").read_text())["samples"].values())
+            for entry in json.loads((bundle / "benchmark.json").read_text())["benchmarks"]:
+                timing = entry["extra_info"]["attnwatch"]
+                retimed += timing.get("guard_retimed_blocks") or 0
+                uncovered += timing.get("guard_uncovered_blocks") or 0
+        out[side] = {"calls": calls, "guard_retimed_blocks": retimed, "guard_uncovered_blocks": uncovered,
                      "timing_us_per_call": round(parts.get("timing_s", 0.0) * 1e6 / calls, 1) if calls else None}
     return out
 
@@ -305,7 +310,8 @@ def print_table(report: dict) -> None:
                 log(f"{'':<10} {'':>4} {'':>7}  {side}: " + ", ".join(f"{k[:-2]} {v}" for k, v in parts.items()))
             if r.get("sampling"):
                 log(f"{'':<10} {'':>4} {'':>7}  timed calls " + ", ".join(
-                    f"{side} {c['calls']} ({c['timing_us_per_call']} us of timing each)" for side, c in r["sampling"].items()))
+                    f"{side} {c['calls']} ({c['timing_us_per_call']} us of timing each, blocks re-timed "
+                    f"{c['guard_retimed_blocks']}, uncovered {c['guard_uncovered_blocks']})" for side, c in r["sampling"].items()))
             log(f"{'':<10} {'':>4} {'':>7}  setup (both sides, overlapped) {r['setup_overlapped_s']}, judging "
                 f"{r['judging_s']}, other {r['other_s']}; restarts {r['restarts']}; lost {list(r['lost'])}")
         else:

@@ -211,17 +211,32 @@ def test_guard_policy_grows_past_the_host_enqueue_time_and_bounds_retries():
 def test_guard_policy_shrinks_back_to_what_the_subject_needs():
     from ci.timing.timers import GuardPolicy
 
-    policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4, floor_us=200.0)
+    policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4, floor_us=200.0, window=8)
     policy.after_block(covered=False, enqueue_us=8000.0, attempt=0)  # one slow enqueue (a first call)
     assert policy.guard_us() == 16_000.0
     guards = []
-    for _ in range(8):  # then blocks that enqueue in 150 µs: at most halving per block, down to the floor
+    for _ in range(8):  # then blocks that enqueue in 150 µs: the slow one counts until it leaves the window
         assert policy.after_block(covered=True, enqueue_us=150.0, attempt=0) is False
         guards.append(policy.guard_us())
-    assert guards == [8000.0, 4000.0, 2000.0, 1000.0, 500.0, 300.0, 300.0, 300.0]  # 2 x 150 µs
-    policy.after_block(covered=True, enqueue_us=10.0, attempt=0)
-    policy.after_block(covered=True, enqueue_us=10.0, attempt=0)
+    assert guards == [16_000.0] * 7 + [300.0]  # then 2 x 150 µs
+    for _ in range(8):
+        policy.after_block(covered=True, enqueue_us=10.0, attempt=0)
     assert policy.guard_us() == 200.0  # never below the floor
+
+
+def test_guard_policy_sizes_from_first_attempts_not_from_retimings():
+    from ci.timing.timers import GuardPolicy
+
+    # A block's first attempt follows another subject's block and enqueues in 600 µs; its
+    # immediate re-timing, warm, in 200 µs. Sized from the re-timing (400 µs), every first
+    # attempt would fail again; sized from first attempts, the next one is covered.
+    policy = GuardPolicy(initial_us=500.0, growth=2.0, max_attempts=4)
+    assert policy.after_block(covered=False, enqueue_us=600.0, attempt=0, key="k") is True
+    assert policy.after_block(covered=True, enqueue_us=200.0, attempt=1, key="k") is False
+    assert policy.guard_us("k") == 1200.0
+    for _ in range(20):  # steady state: first attempts of 600 µs under a 1200 µs guard are covered
+        assert policy.after_block(covered=policy.guard_us("k") > 600.0, enqueue_us=600.0, attempt=0, key="k") is False
+    assert policy.retimed_blocks == 1
 
 
 def test_guard_policy_keeps_one_guard_per_subject():
@@ -233,5 +248,5 @@ def test_guard_policy_keeps_one_guard_per_subject():
     policy.after_block(covered=True, enqueue_us=5000.0, attempt=1, key="sdpa_math")
     policy.after_block(covered=True, enqueue_us=100.0, attempt=0, key="triton_fa2")
     assert policy.guard_us("sdpa_math") == 10_000.0  # what that case needs
-    assert policy.guard_us("triton_fa2") == 500.0  # not charged the slow neighbour's guard
+    assert policy.guard_us("triton_fa2") == 200.0  # 2 x its own enqueue, not the slow neighbour's guard
     assert policy.guard_us("not seen yet") == 1000.0

@@ -21,6 +21,7 @@ the host's enqueue; if not, the block is re-timed with a longer guard (`GuardPol
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Callable, Protocol
 
 
@@ -63,30 +64,35 @@ class GuardPolicy:
     """How long the guard kernel holds the stream, per subject (pure logic, testable without a GPU).
 
     Each key (the subject being timed; None for a caller that names none) has its own guard,
-    starting at `initial_us`. After a covered block the next guard is `growth` x that block's
-    host enqueue time, at least `floor_us` and at least half the current guard (so one fast
-    block does not undo a lesson); after an uncovered block it is `growth` x the larger of the
-    guard and the enqueue time, and the block is timed again. Every guard stays at most
-    `max_us`; `max_attempts` bounds the re-timing of one block, and a block still uncovered after
-    that is kept and counted in `uncovered_blocks`.
+    starting at `initial_us`. After a covered block the next guard is `growth` x the longest
+    host enqueue among the subject's last `window` first attempts (at least `floor_us`); after
+    an uncovered block it is `growth` x the larger of the guard and that block's enqueue time,
+    and the block is timed again. Every guard stays at most `max_us`; `max_attempts` bounds the
+    re-timing of one block, and a block still uncovered after that is kept and counted in
+    `uncovered_blocks`.
 
-    Why per subject and adaptive both ways: the guard is GPU time spent spinning before every
-    block. One shared guard that only grew was set by the slowest enqueue any case ever had (a
-    first call, a many-op variant) and then charged to every later block of the process: on the
-    H200 (`main` runs of 2026-11-23) blocks of ten ~20 µs calls cost 8-16 ms of wall time, ten times
-    their GPU work, which is where most of a compare's timing time went.
+    Why per subject: the guard is GPU time spent spinning before every block. One shared guard
+    that only grew was set by the slowest enqueue any case ever had (a first call, a many-op
+    variant) and then charged to every later block of the process: on the H200 (`main` runs of
+    2026-11-23) blocks of ten ~20 µs calls cost 8-16 ms of wall time, ten times their GPU work.
+    Why first attempts only: a block's first attempt follows another subject's block (the
+    round-robin), and enqueues slower than its immediate re-timing; a guard sized from the
+    re-timings failed the next first attempt again, and on the H200 (2026-11-23, commit 2b32cb7)
+    8,454 of ~12,000 blocks of an A/A compare were timed twice.
     """
 
     def __init__(self, initial_us: float = 1000.0, growth: float = 2.0, max_us: float = 50_000.0,
-                 max_attempts: int = 4, floor_us: float = 200.0) -> None:
+                 max_attempts: int = 4, floor_us: float = 200.0, window: int = 8) -> None:
         self.initial_us = initial_us
         self.growth = growth
         self.max_us = max_us
         self.max_attempts = max_attempts
         self.floor_us = min(floor_us, initial_us)
+        self.window = window
         self.uncovered_blocks = 0
         self.retimed_blocks = 0
         self._guards: dict[object, float] = {}
+        self._first_enqueues: dict[object, deque[float]] = {}
 
     def guard_us(self, key: object = None) -> float:
         """The guard the next block of `key` starts with."""
@@ -94,11 +100,13 @@ class GuardPolicy:
 
     def after_block(self, covered: bool, enqueue_us: float, attempt: int, key: object = None) -> bool:
         """Record a block's outcome for `key`; True if it must be timed again."""
-        current = self.guard_us(key)
+        if attempt == 0:
+            self._first_enqueues.setdefault(key, deque(maxlen=self.window)).append(enqueue_us)
         if covered:
-            self._guards[key] = min(self.max_us, max(self.floor_us, self.growth * enqueue_us, current / 2.0))
+            longest = max(self._first_enqueues.get(key) or [enqueue_us])
+            self._guards[key] = min(self.max_us, max(self.floor_us, self.growth * longest))
             return False
-        self._guards[key] = min(self.max_us, self.growth * max(current, enqueue_us))
+        self._guards[key] = min(self.max_us, self.growth * max(self.guard_us(key), enqueue_us))
         if attempt + 1 < self.max_attempts:
             self.retimed_blocks += 1
             return True
