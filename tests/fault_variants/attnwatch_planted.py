@@ -7,9 +7,10 @@ base composite's own median. How:
 
 * GPU: after the SDPA call, a `torch.cuda._sleep` spin (a device loop of a given cycle count).
   Both sides spin, the base for 1 µs, so both have the same launch structure and only the spin
-  length differs. The composite's median M (L2 flushed before each call, as the harness times
-  it) and the spin's cycles per µs are measured once per case and process; the head spins
-  slowdown x M longer. The realized slowdown is what the compare's base and head medians say.
+  length differs. The composite's median M (with the harness's own timer: guard kernel, L2
+  flushed before each call) and the spin's cycles per µs are measured once per case and
+  process; the head spins slowdown x M longer. The realized slowdown is what the compare's base
+  and head medians say.
 * CPU: after the call, a busy-wait of slowdown x (the call's median host time).
 
 Imported by a compare worker through `--variant-module attnwatch_planted --variant-path tests/fault_variants`.
@@ -57,19 +58,24 @@ def _cycles_per_us() -> float:
     return statistics.median(rates)
 
 
-def _gpu_median_us(fn, calls: int = 200) -> float:
-    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
-    flush = torch.empty(l2, dtype=torch.int32, device="cuda")  # 4 x L2 bytes, as the harness flushes
+def _gpu_median_us(fn, blocks: int = 20) -> float:
+    """The composite's median as the harness times it: its own event timer, behind its guard
+    kernel, 4 x L2 flushed before each call (ci.timing.timers).
+
+    Timing each call alone with a sync after it, as this did before, let the host's dispatch of
+    the call land inside the sample: on the H100 host a 6% plant on ~20 µs cases was sized from
+    that and came out at +27% and +54% (2026-11-23)."""
+    from ci.timing.timers import CudaEventTimer, L2Flusher
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    flusher = L2Flusher(device, 4 * torch.cuda.get_device_properties(device).L2_cache_size)
+    timer = CudaEventTimer(10)
     samples = []
-    for _ in range(calls):
-        flush.zero_()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0)
-    return statistics.median(samples[calls // 4:])
+    for index in range(blocks + 2):
+        block = timer.time_block(fn, 10, flusher, key="planted")
+        if index >= 2:  # the first blocks size the guard and warm up
+            samples.extend(block)
+    return statistics.median(samples)
 
 
 def _gpu(case, inner, slowdown: float):
