@@ -114,6 +114,29 @@ class GuardPolicy:
         return False
 
 
+def spin_cycles_per_us(torch: Any, tries: int = 5) -> float:
+    """Cycles per microsecond of `torch.cuda._sleep`, the device spin of the guard kernel.
+
+    The spin counts SM clock cycles, so this is the SM clock as the timed blocks will see it:
+    ~100 ms of spinning first brings an idle GPU's clock up (a rate read while it ramps is too
+    low), then the fastest of `tries` 1 ms spins timed with events is taken. Another process's
+    work on the GPU (the other side's worker starting up beside this one) can only lengthen a
+    timed spin; read once, such a spin gave a rate so low that every guard ran short and, on
+    the H200 (2026-11-23, commit 62dbcd0), 2,964 blocks of one worker were timed twice.
+    """
+    cycles = 2_000_000
+    torch.cuda._sleep(200_000_000)  # loads the kernel and raises the clock
+    rates = []
+    for _ in range(tries):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        rates.append(cycles / max(start.elapsed_time(end) * 1000.0, 1.0))
+    return max(rates)
+
+
 class CudaEventTimer:
     """Per-call CUDA-event timing behind a guard kernel; returns microseconds."""
 
@@ -127,22 +150,7 @@ class CudaEventTimer:
         self._ends = [torch.cuda.Event(enable_timing=True) for _ in range(max_calls)]
         self._guard_done = torch.cuda.Event()
         self.policy = policy or GuardPolicy()
-        self._cycles_per_us = self._calibrate()
-
-    def _calibrate(self) -> float:
-        """Device cycles per microsecond of the guard kernel, measured once with events.
-
-        The spin counts SM clock cycles; ~100 ms of spinning first brings an idle GPU's clock up,
-        so the rate (the SM clock) is the one later blocks run at, not a ramping one."""
-        torch = self._torch
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        cycles = 2_000_000
-        torch.cuda._sleep(200_000_000)  # loads the kernel and raises the clock
-        start.record()
-        torch.cuda._sleep(cycles)
-        end.record()
-        end.synchronize()
-        return cycles / max(start.elapsed_time(end) * 1000.0, 1.0)
+        self._cycles_per_us = spin_cycles_per_us(torch)
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
         """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject)."""

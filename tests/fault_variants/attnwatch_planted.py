@@ -7,10 +7,10 @@ base composite's own median. How:
 
 * GPU: after the SDPA call, a `torch.cuda._sleep` spin (a device loop of a given cycle count).
   Both sides spin, the base for 1 µs, so both have the same launch structure and only the spin
-  length differs. The composite's median M (with the harness's own timer: guard kernel, L2
-  flushed before each call) and the spin's cycles per µs are measured once per case and
-  process; the head spins slowdown x M longer. The realized slowdown is what the compare's base
-  and head medians say.
+  length differs. Once per case and process the head sizes its extra spin by measurement: the
+  base and head composites timed side by side with the harness's own timer (guard kernel, L2
+  flushed before each call), the extra cycles scaled until head/base is 1 + slowdown
+  (`_calibrated_spin`). The realized slowdown is what the compare's base and head medians say.
 * CPU: after the call, a busy-wait of slowdown x (the call's median host time).
 
 Imported by a compare worker through `--variant-module attnwatch_planted --variant-path tests/fault_variants`.
@@ -28,7 +28,7 @@ from kernels import registry
 from kernels.registry import Prepared, Variant, register
 
 WRAPPED = "sdpa"
-_calibrated: dict[str, tuple[float, float]] = {}  # case id -> (composite median us, cycles per us)
+_calibrated: dict[str, dict] = {}  # case id -> the spin and how it was calibrated (GPU); the call's median (CPU)
 
 
 def planted_slowdown() -> float:
@@ -37,61 +37,65 @@ def planted_slowdown() -> float:
     return float(os.environ.get("ATTNWATCH_PLANTED_SLOWDOWN", "0.03"))
 
 
-def _cycles_per_us() -> float:
-    """The spin's clock rate at the clocks the timed calls run at.
+def _with_spin(inner, cycles: int):
+    def fn():
+        out = inner()
+        torch.cuda._sleep(cycles)
+        return out
 
-    `torch.cuda._sleep` counts SM clock cycles, so cycles per µs is the SM clock. Measured
-    cold (a GPU that was idle between cases ramps up over tens of ms) it came out low, and the
-    head's extra spin, sized in cycles, would run short at full clock: on the H200 a planted 3%
-    was realized as 2.6-3.0% (2026-11-23), consistent with a rate read below full clock. So the
-    clock is driven up by 100 ms of spinning first, and the rate is the median of 5 spins of
-    2 ms each."""
-    torch.cuda._sleep(200_000_000)  # ~100 ms at ~2 GHz
-    rates = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        torch.cuda._sleep(4_000_000)
-        end.record()
-        end.synchronize()
-        rates.append(4_000_000 / (start.elapsed_time(end) * 1000.0))
-    return statistics.median(rates)
+    return fn
 
 
-def _gpu_median_us(fn, blocks: int = 20) -> float:
-    """The composite's median as the harness times it: its own event timer, behind its guard
-    kernel, 4 x L2 flushed before each call (ci.timing.timers).
+def _medians(fns, timer, flusher, blocks: int) -> list[float]:
+    """Medians of `fns` timed by the harness's own timer (guard kernel, 4 x L2 flush before each
+    call), in alternating blocks so that drift hits them alike; two blocks each of warm-up."""
+    samples: list[list[float]] = [[] for _ in fns]
+    for index in range(blocks + 2):
+        for i, fn in enumerate(fns):
+            block = timer.time_block(fn, 10, flusher, key=i)
+            if index >= 2:
+                samples[i].extend(block)
+    return [statistics.median(s) for s in samples]
 
-    Timing each call alone with a sync after it, as this did before, let the host's dispatch of
-    the call land inside the sample: on the H100 host a 6% plant on ~20 µs cases was sized from
-    that and came out at +27% and +54% (2026-11-23)."""
-    from ci.timing.timers import CudaEventTimer, L2Flusher
+
+def _calibrated_spin(inner, slowdown: float) -> dict:
+    """Spin cycles (1 µs, plus the head's extra) that make the composite `slowdown` slower as the
+    harness measures it: a first guess from the spin's rate, then corrected by measurement.
+
+    Sizing the extra spin from rate x time alone missed on both GPUs (2026-11-23): with the
+    median timed per call and synced, a host's dispatch landed in it (a 6% plant came out +27%
+    and +54% on ~20 µs H100 cases); timed behind the guard, a 3% plant came out 1.8-3.1% on the
+    H200, since a spin of n µs after the kernel does not add exactly n µs to the composite. So
+    the base and the head composites are timed side by side and the extra cycles scaled by
+    target / realized, three times."""
+    from ci.timing.timers import CudaEventTimer, L2Flusher, spin_cycles_per_us
 
     device = torch.device("cuda", torch.cuda.current_device())
     flusher = L2Flusher(device, 4 * torch.cuda.get_device_properties(device).L2_cache_size)
     timer = CudaEventTimer(10)
-    samples = []
-    for index in range(blocks + 2):
-        block = timer.time_block(fn, 10, flusher, key="planted")
-        if index >= 2:  # the first blocks size the guard and warm up
-            samples.extend(block)
-    return statistics.median(samples)
+    per_us = spin_cycles_per_us(torch)
+    base = int(per_us)  # 1 µs on both sides
+    info = {"cycles_per_us": per_us, "base_spin_cycles": base}
+    if slowdown <= 0:
+        return {**info, "spin_cycles": base}
+    base_us = _medians([_with_spin(inner, base)], timer, flusher, blocks=20)[0]
+    extra = slowdown * base_us * per_us
+    realized = []
+    for _ in range(3):
+        base_us, head_us = _medians([_with_spin(inner, base), _with_spin(inner, base + int(extra))], timer, flusher,
+                                    blocks=60)
+        realized.append(head_us / base_us - 1.0)
+        if realized[-1] > 0:
+            extra *= min(2.0, max(0.5, slowdown / realized[-1]))
+    return {**info, "spin_cycles": base + int(extra), "composite_median_us": base_us,
+            "calibration_realized": [round(r, 5) for r in realized]}
 
 
 def _gpu(case, inner, slowdown: float):
     if case.id not in _calibrated:
-        per_us = _cycles_per_us()
-        base_spin = int(per_us)  # 1 us on both sides
-        _calibrated[case.id] = (_gpu_median_us(lambda: (inner(), torch.cuda._sleep(base_spin))), per_us)
-    median_us, per_us = _calibrated[case.id]
-    spin = int(per_us) + int(slowdown * median_us * per_us)
-
-    def fn():
-        out = inner()
-        torch.cuda._sleep(spin)
-        return out
-
-    return fn, {"composite_median_us": median_us, "spin_cycles": spin, "cycles_per_us": per_us}
+        _calibrated[case.id] = _calibrated_spin(inner, slowdown)
+    info = _calibrated[case.id]
+    return _with_spin(inner, info["spin_cycles"]), info
 
 
 def _cpu(case, inner, slowdown: float):
@@ -101,8 +105,9 @@ def _cpu(case, inner, slowdown: float):
             t0 = time.perf_counter()
             inner()
             samples.append(time.perf_counter() - t0)
-        _calibrated[case.id] = (statistics.median(samples) * 1e6, 0.0)
-    extra_s = slowdown * _calibrated[case.id][0] / 1e6
+        _calibrated[case.id] = {"call_median_us": statistics.median(samples) * 1e6}
+    call_us = _calibrated[case.id]["call_median_us"]
+    extra_s = slowdown * call_us / 1e6
 
     def fn():
         out = inner()
@@ -111,7 +116,7 @@ def _cpu(case, inner, slowdown: float):
             pass
         return out
 
-    return fn, {"call_median_us": _calibrated[case.id][0], "extra_us": extra_s * 1e6}
+    return fn, {"call_median_us": call_us, "extra_us": extra_s * 1e6}
 
 
 def _prepare(case, device, seed):
