@@ -16,8 +16,9 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
 * `{"op": "shutdown"}`.
 
 While working it sends `begin` (case, stage) and `beat` (case, one per timed block), so the
-parent knows the case in flight and whether the worker is alive. Compilation and tuning happen
-once per process (kernels cache them); only the inputs are new each round.
+parent knows the case in flight and whether the worker is alive. Compilation happens once per
+process (kernels cache it); inputs and tuned launch choices are new each round
+(`forget_tuned_choices`).
 
 A CUDA error that poisons the context is sent as `fault` (case, stage, error) and the worker
 exits at once with CRASH_EXIT_CODE; the parent starts a fresh one. A Python error of a variant
@@ -163,6 +164,7 @@ class Worker:
 
     def measure(self, request: dict[str, Any]) -> None:
         round_index = int(request.get("round", 0))
+        forget_tuned_choices()
         config = self.config.with_overrides(**(request.get("sampling") or {}))
         seed = self.plan.timing_seed + SEED_STRIDE * round_index
         groups: dict[str, list[PlannedCase]] = {}
@@ -255,6 +257,20 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a Python error alone is not a crash
             error = f"{type(exc).__name__}: {exc}"
         self.emit("probe_result", case=case.case_id, status="ok" if error is None else "failed", error=error)
+
+
+def forget_tuned_choices() -> None:
+    """Make the side's kernels tune their launch choices again for this round.
+
+    A choice an autotuner makes once per process (triton_fa2's block configuration) would
+    otherwise be fixed for the whole compare on each side, so a near-tie that flips between the
+    two workers reads as a difference between the revisions (kernels/triton/tuner.py,
+    `forget_choices`). Only a tuner this process already imported is asked, and a revision
+    whose tuner has no `forget_choices` (older than this) keeps its choices."""
+    tuner = sys.modules.get("kernels.triton.tuner")
+    forget = getattr(tuner, "forget_choices", None)
+    if forget is not None:
+        forget()
 
 
 def serve(worker: Worker, in_fd: int) -> int:

@@ -64,6 +64,17 @@ def candidates_for(table: ConfigTable, q, causal: bool) -> list[BlockConfig]:
     return found
 
 
+def forget_choices() -> None:
+    """Drop this process's choices: the next `choose` of each problem tunes again.
+
+    For a compare (ci/workers/server.py), which re-tunes every round: where two candidates are
+    near a tie at small sizes, the fastest differs between processes (on the H200, 2026-11-23, a
+    warm worker per side read triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen
+    once per worker, that flip is a constant difference between the sides that no round can
+    show; chosen every round, it is round-to-round noise the interval includes."""
+    _CACHE.clear()
+
+
 def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None) -> Choice:
     """The configuration to run this problem with (tuned on the device, cached per problem)."""
     table = table or load_table()
