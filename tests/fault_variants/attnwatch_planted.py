@@ -65,9 +65,11 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
     Sizing the extra spin from rate x time alone missed on both GPUs (2026-11-23): with the
     median timed per call and synced, a host's dispatch landed in it (a 6% plant came out +27%
     and +54% on ~20 µs H100 cases); timed behind the guard, a 3% plant came out 1.8-3.1% on the
-    H200, since a spin of n µs after the kernel does not add exactly n µs to the composite. So
-    the base and the head composites are timed side by side and the extra cycles scaled by
-    target / realized, three times."""
+    H200. So the base and the head composites are timed side by side and the extra cycles scaled
+    by target / realized, three times. What a compare then reads still varies per case and
+    compare (H200, f73af78 and eb418a0: +2.3% to +3.8% for 3%; H100: +5.5% to +6.0% for 6%): the
+    base runs in another worker process, and small cases differ by up to ~1% between processes
+    (docs/benchmarks.md, "The PR check on the H200")."""
     from ci.timing.timers import CudaEventTimer, L2Flusher, spin_cycles_per_us
 
     device = torch.device("cuda", torch.cuda.current_device())
