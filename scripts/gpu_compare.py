@@ -89,6 +89,20 @@ class Budget:
 # -- compares -----------------------------------------------------------------------------------
 
 
+def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path) -> tuple[int, float]:
+    """Run a step's subprocess from the repository root, its stdout and stderr written to `log_path`;
+    (exit status, wall seconds). Killed at `timeout_s`, it reads 124, as timeout(1) does."""
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        rc, text = done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired as exc:
+        parts = [p.decode(errors="replace") if isinstance(p, bytes) else (p or "") for p in (exc.stdout, exc.stderr)]
+        rc, text = 124, "".join(parts) + f"\n(killed after {timeout_s:.0f} s)"
+    log_path.write_text(text)
+    return rc, time.monotonic() - started
+
+
 def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants: str | None, extra: list[str],
                 timeout_s: float) -> dict:
     """One `python -m ci.compare` in a subprocess; its results read back from what it wrote."""
@@ -100,21 +114,14 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
     for flag, value in (("--rounds", args.rounds), ("--min-rounds", args.min_rounds)):
         if value is not None:
             cmd += [flag, str(value)]
-    started = time.monotonic()
-    try:
-        done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-        rc, text = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, text = 124, f"{exc.stdout or ''}{exc.stderr or ''}\n(killed after {timeout_s:.0f} s)"
-    wall = time.monotonic() - started
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "compare.log").write_text(text if isinstance(text, str) else text.decode(errors="replace"))
+    rc, wall = run_logged(cmd, env, timeout_s, folder / "compare.log")
     result = {"step": name, "rc": rc, "wall_s": round(wall, 1)}
     try:
         report = json.loads((folder / "compare.json").read_text())
         session = json.loads((folder / "session.json").read_text())
     except (OSError, ValueError) as exc:
-        result["error"] = f"no compare.json/session.json: {exc}; log tail: {str(text)[-800:]}"
+        result["error"] = f"no compare.json/session.json: {exc}; log tail: {(folder / 'compare.log').read_text()[-800:]}"
         return result
     result.update(summarize_compare(report, session, wall))
     result["sampling"] = sampling_cost(folder / "bundles", result["breakdown_s"])
@@ -122,18 +129,20 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
 
 
 def sampling_cost(bundles: Path, breakdown: dict) -> dict:
-    """Per side: timed calls over all rounds (the round bundles' samples.json), the timing wall
-    time per call (guard, flush and bookkeeping included: what one more sample costs), and the
-    blocks the guard made re-time or left uncovered (benchmark.json)."""
+    """Per side: timed calls over all rounds (the round bundles, read by the bundle reader), the
+    timing wall time per call (guard, flush and bookkeeping included: what one more sample
+    costs), and the blocks the guard made re-time or left uncovered."""
+    from history.validate import load_bundle
+
     out = {}
     for side, parts in breakdown.items():
         calls = retimed = uncovered = 0
-        for bundle in sorted(bundles.glob(f"{side}-round*")):
-            calls += sum(len(v) for v in json.loads((bundle / "samples.json").read_text())["samples"].values())
-            for entry in json.loads((bundle / "benchmark.json").read_text())["benchmarks"]:
-                timing = entry["extra_info"]["attnwatch"]
-                retimed += timing.get("guard_retimed_blocks") or 0
-                uncovered += timing.get("guard_uncovered_blocks") or 0
+        for folder in sorted(bundles.glob(f"{side}-round*")):
+            bundle = load_bundle(folder, known_commit=False)
+            calls += sum(len(v) for v in bundle.samples.values())
+            for timing in (entry.timing for entry in bundle.benchmarks if entry.timing is not None):
+                retimed += timing.guard_retimed_blocks or 0
+                uncovered += timing.guard_uncovered_blocks or 0
         out[side] = {"calls": calls, "guard_retimed_blocks": retimed, "guard_uncovered_blocks": uncovered,
                      "timing_us_per_call": round(parts.get("timing_s", 0.0) * 1e6 / calls, 1) if calls else None}
     return out
@@ -198,14 +207,8 @@ def group_step(name: str, out: Path, *, sanitizer: str | None, diagnose: bool, t
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
         cmd = [sanitizer, "--tool", "memcheck", "--target-processes", "all", "--report-api-errors", "no",
                "--print-limit", "50", "--log-file", str(folder / "memcheck.%p.log"), *cmd]
-    started = time.monotonic()
-    try:
-        done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
-        rc, text = done.returncode, done.stdout + done.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, text = 124, f"{exc.stdout or ''}{exc.stderr or ''}\n(killed after {timeout_s:.0f} s)"
-    (folder / "run.log").write_text(text if isinstance(text, str) else text.decode(errors="replace"))
-    result = {"step": name, "rc": rc, "wall_s": round(time.monotonic() - started, 1)}
+    rc, wall = run_logged(cmd, env, timeout_s, folder / "run.log")
+    result = {"step": name, "rc": rc, "wall_s": round(wall, 1)}
     outcomes_path = folder / "bundle" / "outcomes.json"
     if outcomes_path.is_file():
         outcomes = json.loads(outcomes_path.read_text())["cases"]

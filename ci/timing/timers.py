@@ -78,7 +78,7 @@ class GuardPolicy:
     Why first attempts only: a block's first attempt follows another subject's block (the
     round-robin), and enqueues slower than its immediate re-timing; a guard sized from the
     re-timings failed the next first attempt again, and on the H200 (2026-11-23, commit 2b32cb7)
-    8,454 of ~12,000 blocks of an A/A compare were timed twice.
+    an A/A compare re-timed blocks 8,454 times for 20,534 blocks kept.
     """
 
     def __init__(self, initial_us: float = 1000.0, growth: float = 2.0, max_us: float = 50_000.0,

@@ -46,16 +46,21 @@ def _with_spin(inner, cycles: int):
     return fn
 
 
-def _medians(fns, timer, flusher, blocks: int) -> list[float]:
-    """Medians of `fns` timed by the harness's own timer (guard kernel, 4 x L2 flush before each
-    call), in alternating blocks so that drift hits them alike; two blocks each of warm-up."""
-    samples: list[list[float]] = [[] for _ in fns]
-    for index in range(blocks + 2):
-        for i, fn in enumerate(fns):
-            block = timer.time_block(fn, 10, flusher, key=i)
-            if index >= 2:
-                samples[i].extend(block)
-    return [statistics.median(s) for s in samples]
+def _medians(fns, timer, flusher, calls: int) -> list[float]:
+    """Medians of `fns` as the harness times them: its warm-up, then its interleaved sampler
+    (ci.timing.engine: round-robin blocks behind the guard kernel, 4 x L2 flushed before each
+    call), exactly `calls` calls each."""
+    from ci.run_config import timing_config
+    from ci.timing.engine import Subject, measure_interleaved, warm_up
+    from ci.timing.gpu_state import NullMonitor
+
+    config = timing_config("cuda").with_overrides(min_samples=calls, max_samples=calls, time_cap_s=60.0,
+                                                  target_rel_spread=-1.0)
+    for fn in fns:
+        warm_up(fn, config, timer, flusher)
+    raws = measure_interleaved([Subject(str(i), fn) for i, fn in enumerate(fns)], config, timer, flusher,
+                               NullMonitor())
+    return [statistics.median(raws[str(i)].samples_us) for i in range(len(fns))]
 
 
 def _calibrated_spin(inner, slowdown: float) -> dict:
@@ -80,12 +85,12 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
     info = {"cycles_per_us": per_us, "base_spin_cycles": base}
     if slowdown <= 0:
         return {**info, "spin_cycles": base}
-    base_us = _medians([_with_spin(inner, base)], timer, flusher, blocks=20)[0]
+    base_us = _medians([_with_spin(inner, base)], timer, flusher, calls=200)[0]
     extra = slowdown * base_us * per_us
     realized = []
     for _ in range(3):
         base_us, head_us = _medians([_with_spin(inner, base), _with_spin(inner, base + int(extra))], timer, flusher,
-                                    blocks=60)
+                                    calls=600)
         realized.append(head_us / base_us - 1.0)
         if realized[-1] > 0:
             extra *= min(2.0, max(0.5, slowdown / realized[-1]))
