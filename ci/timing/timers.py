@@ -39,15 +39,30 @@ class NoFlush:
 
 
 class L2Flusher:
-    """Evicts the GPU's L2 by zero-filling a device buffer of `nbytes` (>= 2x L2)."""
+    """Evicts the GPU's L2 by zero-filling a device buffer of `nbytes` (>= 2x L2).
+
+    `release` and `allocate` move the buffer: a compare worker gives it a new placement every
+    round (ci/workers/server.py), because each timed call starts with L2 full of the buffer's
+    dirty lines, and a placement fixed for the life of a process is an offset no round varies.
+    """
 
     def __init__(self, device: Any, nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+        self.device = device
+        self._buffer: Any = None
+        self.allocate()
+
+    def allocate(self) -> None:
         import torch
 
-        self.nbytes = int(nbytes)
-        self._buffer = torch.empty(max(self.nbytes // 4, 1), dtype=torch.int32, device=device)
+        self._buffer = torch.empty(max(self.nbytes // 4, 1), dtype=torch.int32, device=self.device)
+
+    def release(self) -> None:
+        self._buffer = None
 
     def flush(self) -> None:
+        if self._buffer is None:
+            raise RuntimeError("L2Flusher.flush after release: allocate() first")
         self._buffer.zero_()
 
 

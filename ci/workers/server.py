@@ -134,14 +134,19 @@ class Worker:
     # -- measuring -----------------------------------------------------------------------
 
     def _spacer(self, round_index: int, group: str) -> Any:
-        """Release cached device blocks and hold a pseudo-random spacer (CUDA only)."""
+        """Release cached device blocks and the flush buffer, hold a pseudo-random spacer and
+        allocate the flush buffer after it (CUDA only): the group's inputs and the buffer every
+        timed call starts from both get a new placement this round."""
         if self.plan.device_kind != "cuda":
             return None
         import torch
 
+        self.flusher.release()
         torch.cuda.empty_cache()
         steps = random.Random(f"{self.plan.timing_seed}/{round_index}/{group}").randrange(SPACER_STEPS)
-        return torch.empty(steps * SPACER_STEP_BYTES, dtype=torch.uint8, device=self.device) if steps else None
+        spacer = torch.empty(steps * SPACER_STEP_BYTES, dtype=torch.uint8, device=self.device) if steps else None
+        self.flusher.allocate()
+        return spacer
 
     def _ready_case(self, case: PlannedCase, seed: int, config: TimingConfig, correctness: list) -> Any:
         """Resolve, check (once), prepare and warm up; the callable, or a result message's fields."""
