@@ -24,6 +24,14 @@ up to MAX per side; after every round from MIN on, an undecided case gets the tw
 at the Bonferroni-split level (ci.compare.sequential) and stops once it is decided; the table
 gives the share of regression verdicts (any verdict at 0%) and the mean rounds per case.
 
+Replay (`--compares DIR ...`, the `--out` folders of real `attnwatch compare` runs, each with
+`bundles/<side>-round<k>`): every case's recorded rounds as they were measured, the head's
+samples multiplied by the slowdown, judged at the first look (min rounds, at the sequential
+design's per-look level) by the verdict rule and, for contrast, by the earlier rule (the whole
+interval beyond 1 + min_effect). Nothing is resampled or modelled: the two warm workers' real
+offsets are in every case. Also printed per compare: the mean over its cases of the head/base
+log ratio, the offset the two worker processes carried.
+
 What two processes per case can tell: one difference per case, nine in all; sigma_between is
 then known only to within a factor of about 1.8 (chi-square, 9 degrees of freedom, 95%). The
 main-mode table is therefore also run at the upper 95% bound of sigma_between.
@@ -185,6 +193,63 @@ def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, r
     return found, alarms
 
 
+def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
+    """case -> (base rounds, head rounds) of one compare's `--out` folder, read by the round reader."""
+    from ci.compare.rounds import read_round
+
+    sides: dict[str, dict[str, list[np.ndarray]]] = {"base": {}, "head": {}}
+    for side, by_case in sides.items():
+        paths = sorted((folder / "bundles").glob(f"{side}-round*"), key=lambda q: int(q.name.rsplit("round", 1)[1]))
+        for path in paths:
+            for case_id, case in read_round(path).cases.items():
+                if case.samples_us:
+                    by_case.setdefault(case_id, []).append(np.asarray(case.samples_us, dtype=np.float64))
+    return {c: (sides["base"][c], sides["head"][c]) for c in sorted(set(sides["base"]) & set(sides["head"]))}
+
+
+def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int) -> dict:
+    """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc."""
+    earlier = lambda iv: ("regression" if iv.low > 1 + min_effect else "improvement"  # noqa: E731
+                          if iv.high < 1 / (1 + min_effect) else "no change")
+    print(f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
+          f"{seq.per_look_confidence:.2%} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
+          f"'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule.")
+    data = {str(f): load_compare_rounds(f) for f in folders}
+    for name, cases in data.items():
+        logs = [np.mean([np.log(np.median(h) / np.median(b)) for b, h in zip(*rounds)]) for rounds in cases.values()]
+        print(f"  {name}: {len(cases)} cases, mean head/base offset {100 * np.mean(logs):+.2f}% "
+              f"(cases from {100 * min(logs):+.2f}% to {100 * max(logs):+.2f}%)")
+    print("| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule: regression |\n|---:|---|---|---|---|")
+    table = {}
+    for s in SLOWDOWNS:
+        counts = {"regression": 0, "any_verdict": 0, "no_change": 0, "undecided": 0, "earlier_regression": 0,
+                  "earlier_any": 0, "total": 0}
+        for cases in data.values():
+            for base, head in cases.values():
+                if min(len(base), len(head)) < seq.min_rounds:
+                    continue
+                n = seq.min_rounds
+                iv = ratio_interval(base[:n], [h * (1 + s) for h in head[:n]], method="hierarchical",
+                                    confidence=seq.per_look_confidence, resamples=resamples, seed=seed)
+                decided = decide(iv, min_effect)
+                counts["regression"] += decided == "regression"
+                counts["any_verdict"] += decided in ("regression", "improvement")
+                counts["no_change"] += decided == "no change"
+                counts["undecided"] += decided is None
+                counts["earlier_regression"] += earlier(iv) == "regression"
+                counts["earlier_any"] += earlier(iv) != "no change"
+                counts["total"] += 1
+        table[f"{s:.2f}"] = counts
+        key = "any_verdict" if s == 0 else "regression"
+        label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
+        print(f"| {label} | {pct(counts[key], counts['total'])} | {pct(counts['no_change'], counts['total'])} | "
+              f"{pct(counts['undecided'], counts['total'])} | "
+              f"{pct(counts['earlier_any' if s == 0 else 'earlier_regression'], counts['total'])} |")
+    print()
+    return {"folders": list(data), "min_rounds": seq.min_rounds, "per_look_confidence": seq.per_look_confidence,
+            "rows": table}
+
+
 def pct(hits: int, total: int) -> str:
     low, high = wilson(hits, total)
     return f"{100 * hits / total:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
@@ -207,7 +272,17 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
                    help="also measure compare's sequential rule with looks after rounds MIN..MAX")
     p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
+    p.add_argument("--compares", nargs="+", type=Path, metavar="DIR",
+                   help="replay recorded compares (their --out folders) at the first look, and stop there")
     args = p.parse_args(argv)
+    if args.compares:
+        th = load_thresholds(args.gpu)
+        seq = SequentialDesign(args.sequential[0], args.sequential[1], th.confidence) if args.sequential else \
+            SequentialDesign(3, 8, th.confidence)
+        started = time.time()
+        out = {"gpu": args.gpu, "min_effect": th.min_effect,
+               "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed)}
+        return _finish(out, started, args)
 
     th = load_thresholds(args.gpu)
     cases = load_processes(args.samples)

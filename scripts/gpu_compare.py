@@ -66,6 +66,8 @@ def parse_args(argv):
     p.add_argument("--shapes", default=None, help="shape set of the compares (default: pr on a GPU, cpu on a CPU)")
     p.add_argument("--variants", default=None, help="variants of the cold/warm compares (default: all)")
     p.add_argument("--slowdown", type=float, default=0.03, help="planted slowdown (default 0.03)")
+    p.add_argument("--planted-repeats", type=int, default=1,
+                   help="run the planted step this many times (planted, planted_2, ...): each a fresh pair of workers")
     p.add_argument("--rounds", type=int, default=None, help="compare --rounds (default: ci/run_config.toml)")
     p.add_argument("--min-rounds", type=int, default=None, help="compare --min-rounds (default: ci/run_config.toml)")
     p.add_argument("--budget-s", type=float, default=560.0, help="wall-clock budget of the whole call")
@@ -281,8 +283,17 @@ def main(argv=None) -> int:
             result = run_compare(step, args, out, base_root, env, args.variants, [], timeout)
         elif step == "planted":
             planted_env = dict(env, ATTNWATCH_PLANTED_SLOWDOWN=str(args.slowdown))
-            result = run_compare(step, args, out, base_root, planted_env, "sdpa,t_planted",
-                                 ["--variant-module", "attnwatch_planted", "--variant-path", str(FAULTS)], timeout)
+            for k in range(1, max(1, args.planted_repeats) + 1):
+                name = "planted" if k == 1 else f"planted_{k}"
+                if k > 1 and budget.left() - later < NEED[step]:
+                    report["steps"][name] = {"step": name, "skipped": f"{budget.left():.0f} s of the budget left"}
+                    break
+                if k > 1:
+                    log(f"{name}: starting (up to {min(MOST[step], budget.left() - later):.0f} s)")
+                report["steps"][name] = run_compare(name, args, out, base_root, planted_env, "sdpa,t_planted",
+                                                    ["--variant-module", "attnwatch_planted", "--variant-path", str(FAULTS)],
+                                                    min(MOST[step], budget.left() - later))
+            result = report["steps"]["planted"]
         else:
             result = group_step(step, out, sanitizer=sanitizer if step == "sanitizer" else None,
                                 diagnose=step == "diagnose", timeout_s=timeout)
@@ -305,7 +316,7 @@ def print_table(report: dict) -> None:
             continue
         if "verdicts" in r:
             text = f"{r['cases']} cases {r['verdicts']}, rounds/case {r['rounds_per_case']} (mean {r['mean_rounds']})"
-            if name == "planted":
+            if name.startswith("planted"):
                 planted = {k: round(v, 4) for k, v in r["ratios"].items() if k.startswith("t_planted/")}
                 text += f"; t_planted ratios {planted}; regressions {len(r['regressions'])}"
             log(f"{name:<10} {r['rc']:>4} {r['wall_s']:>7}  {text}")

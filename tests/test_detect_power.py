@@ -82,3 +82,22 @@ def test_sequential_rule_on_recorded_noise(power, tmp_path, capsys):
         ten = data["rows"]["0.10"][design]
         assert ten["regression"] == ten["total"] == 18 and ten["rounds"] == 3 * 18
     assert "| 10% |" in capsys.readouterr().out
+
+
+def test_replay_of_recorded_compares(power, tmp_path, capsys):
+    """--compares judges a compare's recorded rounds as they are, head x (1 + slowdown), at the
+    first look: a head worker 0.4% slower in every case (a process offset) is no verdict, a 10%
+    slowdown on top is a regression in every case, by the verdict rule and the earlier one."""
+    from bundle_factory import make_bundle
+
+    folder = tmp_path / "compare"
+    for k in range(1, 4):
+        for side, scale in (("base", 1.0), ("head", 1.004)):
+            make_bundle(folder / "bundles" / f"{side}-round{k}", run_id=f"{side}{k}", variants=("sdpa",),
+                        latency_scale=scale * (1 + 0.001 * k), n_samples=200, seed=10 * k + (side == "head"))
+    out = tmp_path / "replay.json"
+    assert power.main(["--compares", str(folder), "--resamples", "300", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["replay"]["rows"]
+    assert rows["0.00"]["total"] == 4 and rows["0.00"]["any_verdict"] == 0
+    assert rows["0.10"]["regression"] == rows["0.10"]["earlier_regression"] == 4
+    assert "mean head/base offset +0.4" in capsys.readouterr().out

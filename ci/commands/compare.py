@@ -217,6 +217,6 @@ def _design_note(design, measured, cases, min_effect: float) -> str:
     undecided = [c.case_id for c in compared if c.case_id not in measured.decided]
     text = f"{design.describe()}; {len(compared) - len(undecided)} of {len(compared)} compared cases decided"
     if undecided and len(design.looks) > 1:
-        text += (f"; {len(undecided)} undecided at the {design.max_rounds}-round cap (interval straddles "
-                 f"±{min_effect:.1%}): {', '.join(undecided[:8])}{' ...' if len(undecided) > 8 else ''}")
+        text += (f"; {len(undecided)} undecided at the {design.max_rounds}-round cap (neither inside "
+                 f"±{min_effect:.1%} nor surely beyond it): {', '.join(undecided[:8])}{' ...' if len(undecided) > 8 else ''}")
     return text

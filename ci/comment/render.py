@@ -88,7 +88,7 @@ def _context_line(report: CompareReport) -> str:
     return (
         f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
         f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} bootstrap interval of "
-        f"head/base median; flagged when the whole interval is beyond ±{report.min_effect:.1%}."
+        f"head/base median; flagged when the interval excludes 1 and the median moved by at least ±{report.min_effect:.1%}."
     )
 
 
@@ -220,7 +220,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
     sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
-           else [f"No case moved beyond ±{report.min_effect:.1%} with {report.confidence:.0%} confidence.", ""])
+           else [f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.", ""])
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
         ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
