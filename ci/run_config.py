@@ -86,4 +86,9 @@ def compare_sampling(device_kind: str) -> dict[str, Any]:
     section = _raw()["compare"]
     if device_kind not in section:
         raise ValueError(f"{CONFIG_PATH.name}: no [compare.{device_kind}] section")
-    return dict(section[device_kind])
+    return {k: v for k, v in section[device_kind].items() if k != "workers_per_side"}
+
+
+def compare_workers_per_side(device_kind: str) -> int:
+    """How many warm workers each side of a compare keeps ([compare.<device kind>] workers_per_side)."""
+    return int(_raw()["compare"][device_kind].get("workers_per_side", 1))

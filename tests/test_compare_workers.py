@@ -114,3 +114,26 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     assert [planted.case_id in rd.cases for rd in bundles["head"]] == [k < 3 for k in range(session["rounds_run"])]
     assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
     assert "compare: base: start-up" in done.stderr and "timing" in done.stderr
+
+
+def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):
+    """--workers-per-side 2: round r is measured by worker r mod 2 of each side (each its own
+    process, so the rounds' spread contains the workers' offsets); only the first worker of a
+    side checks correctness; a real compare of sdpa on the CPU still decides."""
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "ci.compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
+         "--variants", "sdpa", "--causal", "no", "--min-rounds", "2", "--rounds", "2", "--workers-per-side", "2",
+         "--out", str(out)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    session = json.loads((out / "session.json").read_text())
+    assert session["workers_per_side"] == 2
+    assert [s["times"]["workers_started"] for s in session["sides"].values()] == [2, 2]
+    for side in ("base", "head"):
+        logs = sorted(p.name for p in (out / "workers" / side).glob("*.log"))
+        assert logs == [f"{side}-0.log", f"{side}.2-0.log"], logs
+        assert session["sides"][side]["rounds_by_worker"] == [side, f"{side}.2"]
+    bundles = {side: [read_round(out / p) for p in s["bundles"]] for side, s in session["sides"].items()}
+    checked = [[rec.correct is not None for rec in rd.cases.values()] for rd in bundles["head"]]
+    assert checked == [[True], [False]]  # round 1 (first worker) checked correctness, round 2 (second) did not

@@ -45,6 +45,9 @@ def register(subparsers) -> None:
                    help="most alternating rounds per side; a case stops earlier once decided (default: ci/run_config.toml [compare])")
     p.add_argument("--min-rounds", type=int, default=None,
                    help="rounds before the first look (default: ci/run_config.toml [compare]; = --rounds for a fixed design)")
+    p.add_argument("--workers-per-side", type=int, default=None,
+                   help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
+                        "(default: ci/run_config.toml [compare.<device>])")
     p.add_argument("--method", choices=METHODS, default="hierarchical", help="bootstrap interval (default hierarchical)")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",

@@ -33,7 +33,7 @@ from typing import Callable
 from ci.bundle_writer import utc_now
 from ci.compare.rounds import CaseRound, RoundData
 from ci.compare.sequential import SequentialDesign, decide
-from ci.compare.side import Side
+from ci.compare.side_group import SideGroup
 from ci.plan import PlannedCase
 from history.detection.ab import ratio_interval
 
@@ -58,7 +58,7 @@ def _comparable(rounds: list[CaseRound]) -> bool:
     return bool(rounds) and all(r.status == "ok" and r.samples_us for r in rounds)
 
 
-def measure_rounds(cases: list[PlannedCase], sides: dict[str, Side], design: SequentialDesign, *, min_effect: float,
+def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design: SequentialDesign, *, min_effect: float,
                    sampling: dict, method: str = "hierarchical", resamples: int = 2000, seed: int = 0,
                    log: Callable[[str], None] = print) -> Measured:
     """Alternating rounds until every case is decided, lost on a side, or at the cap."""

@@ -26,6 +26,7 @@ from ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from ci.compare.measure import Measured, measure_rounds
 from ci.compare.sequential import SequentialDesign
 from ci.compare.side import Side, side_spec
+from ci.compare.side_group import SideGroup
 from ci.environment import GitInfo, capture_git
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
@@ -54,12 +55,13 @@ class SessionOptions:
     extra_variant_modules: list[str] = field(default_factory=list)
     extra_sys_path: list[str] = field(default_factory=list)
     python: str = ""
+    workers_per_side: int = 1  # ci/compare/side_group.py: k workers per side take the rounds in turn
 
 
 @dataclass
 class Session:
     measured: Measured
-    sides: dict[str, Side]
+    sides: dict[str, SideGroup]
     notes: list[str]
     bundles: dict[str, list[Path]]  # side -> its round bundles, round 1 first
 
@@ -75,10 +77,11 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     env = machine_env()
     gits = {name: side_git(roots[name], commits.get(name, ""), name) for name in ("base", "head")}
     sides = {
-        name: Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
+        name: SideGroup.of(Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
                                    startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
                                    case_timeout_s=options.case_timeout_s, python=options.python or sys.executable),
-                   commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
+                   commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log),
+                           options.workers_per_side)
         for name in ("base", "head")
     }
     try:
@@ -89,7 +92,7 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
             side.stop()
         for side in sides.values():
             side.close()
-    notes = [n for name in ("base", "head") for n in sides[name].attribution.notes]  # each names its side
+    notes = [n for name in ("base", "head") for n in sides[name].notes]  # each names its side and worker
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
                                         environment=side_environment(sides[name].environment, options.device_kind),
                                         builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
@@ -125,7 +128,7 @@ def machine_env() -> dict[str, str]:
     return {"CUTLASS_INCLUDE_DIR": str(found)} if found is not None else {}
 
 
-def session_record(measured: Measured, sides: dict[str, Side], options: SessionOptions, notes: list[str],
+def session_record(measured: Measured, sides: dict[str, SideGroup], options: SessionOptions, notes: list[str],
                    bundles: dict[str, list[Path]], out_dir: Path) -> dict:
     """What the round bundles do not say: the design, the schedule, the workers and their cost.
     Each side's builds and measurements are in its round bundles, named relative to `out_dir`."""
@@ -140,9 +143,11 @@ def session_record(measured: Measured, sides: dict[str, Side], options: SessionO
         "schedule": [list(entry) for entry in measured.schedule],
         "rounds_used": measured.rounds_used,
         "decided": measured.decided,
+        "workers_per_side": options.workers_per_side,
         "sides": {name: {"kernels_path": s.kernels_path, "commit_sha": s.commit_sha, "restarts": s.restarts,
                          "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
                          "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
+                         "rounds_by_worker": s.measured_by,
                          "times": asdict(s.times)} for name, s in sides.items()},
         "notes": notes,
     }

@@ -10,7 +10,7 @@ from ci.compare.session import SessionOptions
 from ci.environment import capture_environment
 from ci.errors import UserError
 from ci.plan import PlannedCase
-from ci.run_config import compare_sampling, compare_setting, default, timing_config
+from ci.run_config import compare_sampling, compare_setting, compare_workers_per_side, default, timing_config
 from ci.selection import select_cases
 from history.detection.thresholds import Thresholds
 from kernels.shapes import SHAPE_SETS
@@ -63,4 +63,5 @@ def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
         case_timeout_s=timeout, build_timeout_s=float(default("build_timeout_s")),
         max_restarts=int(default("max_child_restarts")),
         extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
+        workers_per_side=args.workers_per_side or compare_workers_per_side(kind),
     )
