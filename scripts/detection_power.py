@@ -20,15 +20,15 @@ the planted one (history.changepoints.significant_steps); a false alarm is any s
 without one.
 
 Sequential (`--sequential MIN MAX`, what compare does): rounds are drawn as in the A/B designs,
-up to MAX per side; after every round from MIN on, an undecided case gets the two-level interval
-at the Bonferroni-split level (ci.compare.sequential) and stops once it is decided; the table
+up to MAX per side; after every round from MIN on, an undecided case gets the `--method` interval
+(default compare's paired t over rounds) at the Bonferroni-split level (ci.compare.sequential) and stops once it is decided; the table
 gives the share of regression verdicts (any verdict at 0%) and the mean rounds per case.
 
 Replay (`--compares DIR ...`, the `--out` folders of real `attnwatch compare` runs, each with
 `bundles/<side>-round<k>`): every case's recorded rounds as they were measured, the head's
 samples multiplied by the slowdown, judged at the first look (min rounds, at the sequential
-design's per-look level) by the verdict rule and, for contrast, by the earlier rule (the whole
-interval beyond 1 + min_effect). Nothing is resampled or modelled: the two warm workers' real
+design's per-look level) by the verdict rule on the `--method` interval and, for contrast, by
+the earlier rule (the whole two-level bootstrap interval beyond 1 + min_effect). Nothing is resampled or modelled: the two warm workers' real
 offsets are in every case. Also printed per compare: the mean over its cases of the head/base
 log ratio, the offset the two worker processes carried.
 
@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
 from history.changepoints import significant_steps  # noqa: E402
-from history.detection.ab import ratio_interval, verdict  # noqa: E402
+from history.detection.ab import METHODS, ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
 from history.validate import load_bundle  # noqa: E402
 
@@ -151,7 +151,7 @@ def _draw_rounds(procs, *, design, slowdown, rounds, n, rng, sigma_between):
 
 
 def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials, n, min_effect, resamples, rng,
-                      sigma_between=0.0) -> dict:
+                      sigma_between=0.0, method: str = "rounds-t") -> dict:
     """compare's sequential rule on drawn rounds: verdict counts, rounds used, undecided at the cap."""
     out = {"regression": 0, "any_verdict": 0, "covered": 0, "rounds": 0, "undecided": 0, "total": 0}
     for procs in cases.values():
@@ -160,7 +160,7 @@ def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials,
                                       sigma_between=sigma_between)
             seed = int(rng.integers(1 << 31))
             for rounds in seq.looks:
-                iv = ratio_interval(base[:rounds], head[:rounds], method="hierarchical",
+                iv = ratio_interval(base[:rounds], head[:rounds], method=method,
                                     confidence=seq.per_look_confidence, resamples=resamples, seed=seed)
                 decided = decide(iv, min_effect)
                 if decided is not None or rounds == seq.max_rounds:
@@ -207,19 +207,21 @@ def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[
     return {c: (sides["base"][c], sides["head"][c]) for c in sorted(set(sides["base"]) & set(sides["head"]))}
 
 
-def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int) -> dict:
-    """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc."""
+def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int,
+                    method: str = "rounds-t") -> dict:
+    """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc.
+    The earlier rule is judged on the two-level bootstrap interval, as compare used it."""
     earlier = lambda iv: ("regression" if iv.low > 1 + min_effect else "improvement"  # noqa: E731
                           if iv.high < 1 / (1 + min_effect) else "no change")
     print(f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
-          f"{seq.per_look_confidence:.2%} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
+          f"{seq.per_look_confidence:.2%} {method} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
           f"'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule.")
     data = {str(f): load_compare_rounds(f) for f in folders}
     for name, cases in data.items():
         logs = [np.mean([np.log(np.median(h) / np.median(b)) for b, h in zip(*rounds)]) for rounds in cases.values()]
         print(f"  {name}: {len(cases)} cases, mean head/base offset {100 * np.mean(logs):+.2f}% "
               f"(cases from {100 * min(logs):+.2f}% to {100 * max(logs):+.2f}%)")
-    print("| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule: regression |\n|---:|---|---|---|---|")
+    print("| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule, two-level: regression |\n|---:|---|---|---|---|")
     table = {}
     for s in SLOWDOWNS:
         counts = {"regression": 0, "any_verdict": 0, "no_change": 0, "undecided": 0, "earlier_regression": 0,
@@ -229,9 +231,13 @@ def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: floa
                 if min(len(base), len(head)) < seq.min_rounds:
                     continue
                 n = seq.min_rounds
-                iv = ratio_interval(base[:n], [h * (1 + s) for h in head[:n]], method="hierarchical",
-                                    confidence=seq.per_look_confidence, resamples=resamples, seed=seed)
+                slowed = [h * (1 + s) for h in head[:n]]
+                iv = ratio_interval(base[:n], slowed, method=method, confidence=seq.per_look_confidence,
+                                    resamples=resamples, seed=seed)
                 decided = decide(iv, min_effect)
+                if method != "hierarchical":
+                    iv = ratio_interval(base[:n], slowed, method="hierarchical", confidence=seq.per_look_confidence,
+                                        resamples=resamples, seed=seed)
                 counts["regression"] += decided == "regression"
                 counts["any_verdict"] += decided in ("regression", "improvement")
                 counts["no_change"] += decided == "no change"
@@ -246,7 +252,7 @@ def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: floa
               f"{pct(counts['undecided'], counts['total'])} | "
               f"{pct(counts['earlier_any' if s == 0 else 'earlier_regression'], counts['total'])} |")
     print()
-    return {"folders": list(data), "min_rounds": seq.min_rounds, "per_look_confidence": seq.per_look_confidence,
+    return {"folders": list(data), "method": method, "min_rounds": seq.min_rounds, "per_look_confidence": seq.per_look_confidence,
             "rows": table}
 
 
@@ -272,6 +278,8 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
                    help="also measure compare's sequential rule with looks after rounds MIN..MAX")
     p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
+    p.add_argument("--method", choices=METHODS, default="rounds-t",
+                   help="interval of the sequential and replay verdicts (default rounds-t, compare's)")
     p.add_argument("--compares", nargs="+", type=Path, metavar="DIR",
                    help="replay recorded compares (their --out folders) at the first look, and stop there")
     args = p.parse_args(argv)
@@ -281,7 +289,7 @@ def main(argv=None) -> int:
             SequentialDesign(3, 8, th.confidence)
         started = time.time()
         out = {"gpu": args.gpu, "min_effect": th.min_effect,
-               "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed)}
+               "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method)}
         return _finish(out, started, args)
 
     th = load_thresholds(args.gpu)
@@ -359,7 +367,7 @@ def _finish(out: dict, started: float, args) -> int:
 def sequential_table(cases, args, th, rng, sigma) -> dict:
     """compare's sequential rule, both designs (two-level interval), as a markdown table."""
     seq = SequentialDesign(args.sequential[0], args.sequential[1], th.confidence)
-    print(f"A/B, sequential: looks after rounds {seq.min_rounds}..{seq.max_rounds} ({len(seq.looks)} looks at "
+    print(f"A/B, sequential ({args.method} interval): looks after rounds {seq.min_rounds}..{seq.max_rounds} ({len(seq.looks)} looks at "
           f"{seq.per_look_confidence:.2%}), {args.n} samples per round, {args.trials} trials per case "
           f"({args.trials * len(cases)} per cell). Cells: share of regression verdicts (at 0%: any verdict), "
           f"mean rounds per side, share undecided at the cap.")
@@ -367,7 +375,8 @@ def sequential_table(cases, args, th, rng, sigma) -> dict:
     table = {}
     for s in SLOWDOWNS:
         row = {d: sequential_trials(cases, design=d, seq=seq, slowdown=s, trials=args.trials, n=args.n,
-                                    min_effect=th.min_effect, resamples=args.resamples, rng=rng, sigma_between=sigma)
+                                    min_effect=th.min_effect, resamples=args.resamples, rng=rng, sigma_between=sigma,
+                                    method=args.method)
                for d in ("recorded", "per-round")}
         table[f"{s:.2f}"] = row
         key = "any_verdict" if s == 0 else "regression"
@@ -376,8 +385,8 @@ def sequential_table(cases, args, th, rng, sigma) -> dict:
                  for r in row.values()]
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
-    return {"min_rounds": seq.min_rounds, "max_rounds": seq.max_rounds, "per_look_confidence": seq.per_look_confidence,
-            "rows": table}
+    return {"method": args.method, "min_rounds": seq.min_rounds, "max_rounds": seq.max_rounds,
+            "per_look_confidence": seq.per_look_confidence, "rows": table}
 
 
 if __name__ == "__main__":

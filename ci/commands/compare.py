@@ -48,7 +48,8 @@ def register(subparsers) -> None:
     p.add_argument("--workers-per-side", type=int, default=None,
                    help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
                         "(default: ci/run_config.toml [compare.<device>])")
-    p.add_argument("--method", choices=METHODS, default="hierarchical", help="bootstrap interval (default hierarchical)")
+    p.add_argument("--method", choices=METHODS, default="rounds-t",
+                   help="interval of head/base: paired t over rounds (default), two-level or pooled bootstrap")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")

@@ -83,11 +83,15 @@ def headline(report: CompareReport) -> str:
     return f"### {icon} attnwatch: " + ", ".join(parts)
 
 
+INTERVAL_NAMES = {"rounds-t": "paired-t (over rounds)", "hierarchical": "two-level bootstrap (rounds, samples)",
+                  "pooled": "pooled-sample bootstrap"}
+
+
 def _context_line(report: CompareReport) -> str:
-    method = "two-level (rounds, samples)" if report.method == "hierarchical" else "pooled-sample"
+    method = INTERVAL_NAMES.get(report.method, report.method)
     return (
         f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
-        f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} bootstrap interval of "
+        f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} interval of "
         f"head/base median; flagged when the interval excludes 1 and the median moved by at least ±{report.min_effect:.1%}."
     )
 

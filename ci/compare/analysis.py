@@ -61,7 +61,7 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
-                   method: str = "hierarchical", resamples: int = 2000, seed: int = 0,
+                   method: str = "rounds-t", resamples: int = 2000, seed: int = 0,
                    confidence: float | None = None) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
@@ -106,7 +106,7 @@ def noise_warnings(cases: Sequence[CaseComparison], method: str) -> list[str]:
     compared = [c for c in cases if c.ratio is not None]
     out = []
     if method == "pooled" and compared:
-        out.append(f"{NO_RUN_NOISE}: the pooled bootstrap ignores the rounds (use --method hierarchical)")
+        out.append(f"{NO_RUN_NOISE}: the pooled bootstrap ignores the rounds (use --method rounds-t)")
     single = [c for c in compared if min(len(c.base.round_medians_us), len(c.head.round_medians_us)) < 2]
     if single and method != "pooled":
         out.append(f"{NO_RUN_NOISE}: {len(single)} of {len(compared)} compared cases have one round per side, "

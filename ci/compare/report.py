@@ -37,7 +37,7 @@ NO_RUN_NOISE = "interval does not include run-to-run noise"
 VERDICTS = ("regression", "improvement", "no change", "failed", "new", "removed", "skipped")
 SIDES = ("base", "head")
 SIDE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported", "missing")
-METHODS = ("hierarchical", "pooled")  # history.detection.ab.METHODS
+METHODS = ("rounds-t", "hierarchical", "pooled")  # history.detection.ab.METHODS
 # Every string is an identifier-like name unless its field says otherwise.
 TEXT = TextRule(max_len=MAX_NAME)
 # (schema, version) -> upgrade to version + 1; none yet (compare.json is at version 1).

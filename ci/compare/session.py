@@ -43,7 +43,7 @@ class SessionOptions:
     design: SequentialDesign
     min_effect: float
     shape_set: str = ""
-    method: str = "hierarchical"
+    method: str = "rounds-t"
     resamples: int = 2000
     correctness: bool = True
     correctness_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])

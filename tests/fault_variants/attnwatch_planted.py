@@ -18,8 +18,10 @@ Imported by a compare worker through `--variant-module attnwatch_planted --varia
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -101,6 +103,9 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
 def _gpu(case, inner, slowdown: float):
     if case.id not in _calibrated:
         _calibrated[case.id] = _calibrated_spin(inner, slowdown)
+        # into the worker's log (workers/<side>/*.log): what this process planted, to set beside what the compare read
+        print(f"t_planted calibration {case.id} side={os.environ.get('ATTNWATCH_SIDE')}: {json.dumps(_calibrated[case.id])}",
+              file=sys.stderr, flush=True)
     info = _calibrated[case.id]
     return _with_spin(inner, info["spin_cycles"]), info
 
