@@ -7,10 +7,10 @@ base composite's own median. How:
 
 * GPU: after the SDPA call, a `torch.cuda._sleep` spin (a device loop of a given cycle count).
   Both sides spin, the base for 1 µs, so both have the same launch structure and only the spin
-  length differs. Once per case and process the head sizes its extra spin by measurement: the
-  base and head composites timed side by side with the harness's own timer (guard kernel, L2
-  flushed before each call), the extra cycles scaled until head/base is 1 + slowdown
-  (`_calibrated_spin`). The realized slowdown is what the compare's base and head medians say.
+  length differs. Once per case and process the head sizes its extra spin by measurement: five
+  spin lengths timed side by side with the harness's own timer (guard kernel, L2 flushed before
+  each call) and a straight line fitted through their medians (`_calibrated_spin`). The
+  realized slowdown is what the compare's base and head medians say.
 * CPU: after the call, a busy-wait of slowdown x (the call's median host time).
 
 Imported by a compare worker through `--variant-module attnwatch_planted --variant-path tests/fault_variants`.
@@ -65,18 +65,27 @@ def _medians(fns, timer, flusher, calls: int) -> list[float]:
     return [statistics.median(raws[str(i)].samples_us) for i in range(len(fns))]
 
 
+FIT_MULTIPLES = (0.0, 0.5, 1.0, 1.5, 2.0)  # extra spins measured, in multiples of the first guess
+FIT_REPEATS = 3  # interleaved passes over them, 400 calls each per pass
+
+
 def _calibrated_spin(inner, slowdown: float) -> dict:
     """Spin cycles (1 µs, plus the head's extra) that make the composite `slowdown` slower as the
-    harness measures it: a first guess from the spin's rate, then corrected by measurement.
+    harness measures it, from a straight line fitted to measurements.
 
-    Sizing the extra spin from rate x time alone missed on both GPUs (2026-11-23): with the
-    median timed per call and synced, a host's dispatch landed in it (a 6% plant came out +27%
-    and +54% on ~20 µs H100 cases); timed behind the guard, a 3% plant came out 1.8-3.1% on the
-    H200. So the base and the head composites are timed side by side and the extra cycles scaled
-    by target / realized, three times. What a compare then reads still varies per case and
-    compare (H200, f73af78 and eb418a0: +2.3% to +3.8% for 3%; H100: +5.5% to +6.0% for 6%): the
-    base runs in another worker process, and small cases differ by up to ~1% between processes
-    (docs/benchmarks.md, "The PR check on the H200")."""
+    How: five extra spins (0 to 2x the first guess, slowdown x median x the spin's rate) are timed
+    side by side with the harness's timer, three interleaved passes; the composite's median is
+    fitted by least squares as intercept + slope x extra cycles, and the extra is the one the line
+    puts at (1 + slowdown) x intercept. Why a fit: scaling one guess by one measured ratio chased
+    noise. On the H200 (2026-11-23, c57d880) the in-process head/base ratio of ~20 µs composites
+    read 1.8%, 3.4%, 3.9% in three successive 600-call measurements, so the extra spins chosen for
+    one case were 1,023 to 1,963 cycles in three compares, and the compares read +0.8% to +3.6%.
+    Five spin lengths x 1,200 calls pin the line down, and its slope shows whether a spin's cycles
+    add to the composite at the nominal rate (1 / cycles_per_us µs each) or not. What a compare
+    reads still carries the offset between its two worker processes (docs/benchmarks.md, "The PR
+    check on the H200")."""
+    import numpy as np
+
     from ci.timing.timers import CudaEventTimer, L2Flusher, spin_cycles_per_us
 
     device = torch.device("cuda", torch.cuda.current_device())
@@ -87,17 +96,18 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
     info = {"cycles_per_us": per_us, "base_spin_cycles": base}
     if slowdown <= 0:
         return {**info, "spin_cycles": base}
-    base_us = _medians([_with_spin(inner, base)], timer, flusher, calls=200)[0]
-    extra = slowdown * base_us * per_us
-    realized = []
-    for _ in range(3):
-        base_us, head_us = _medians([_with_spin(inner, base), _with_spin(inner, base + int(extra))], timer, flusher,
-                                    calls=600)
-        realized.append(head_us / base_us - 1.0)
-        if realized[-1] > 0:
-            extra *= min(2.0, max(0.5, slowdown / realized[-1]))
-    return {**info, "spin_cycles": base + int(extra), "composite_median_us": base_us,
-            "calibration_realized": [round(r, 5) for r in realized]}
+    guess = slowdown * _medians([_with_spin(inner, base)], timer, flusher, calls=200)[0] * per_us
+    extras = [int(m * guess) for m in FIT_MULTIPLES]
+    xs, ys = [], []
+    for _ in range(FIT_REPEATS):
+        medians = _medians([_with_spin(inner, base + e) for e in extras], timer, flusher, calls=400)
+        xs += extras
+        ys += medians
+    slope, intercept = (float(v) for v in np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1))
+    extra = slowdown * intercept / slope if slope > 0 else guess
+    return {**info, "spin_cycles": base + int(extra), "composite_median_us": intercept,
+            "fit_us_per_cycle": slope, "nominal_us_per_cycle": 1.0 / per_us, "first_guess_cycles": int(guess),
+            "fit_points": [[x, round(y, 4)] for x, y in zip(xs, ys)]}
 
 
 def _gpu(case, inner, slowdown: float):
