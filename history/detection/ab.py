@@ -3,17 +3,20 @@
 Input per side is a list of rounds, each round the per-call latencies (µs) one process measured.
 Rounds alternate base/head in one job on one GPU, so drift within the job hits both sides alike.
 
-Two interval methods, both percentile bootstraps of the ratio head/base:
+Three interval methods for the ratio head/base:
 
-* `pooled` — all rounds of a side pooled, resampled as one sample (history.statistics
-  `bootstrap_median_ratio`; Efron & Tibshirani 1993, ch. 13). It ignores that each process has
-  its own median offset (0.04–1.2% on an H200), so its interval is too narrow when rounds differ.
+* `rounds-t` (compare's default) — Student's paired t interval over rounds of the log ratio of
+  round medians (`rounds_t_ratio`). Honest with few rounds, which the bootstraps below are not.
 * `hierarchical` — the two-level bootstrap (Davison & Hinkley 1997, §3.8; Saravanan et al. 2020,
   "Application of the hierarchical bootstrap to multi-level data in neuroscience"): resample
   rounds with replacement (paired: round i of base goes with round i of head, which ran next to
   it), then samples within each chosen round; the statistic is the mean of per-round medians.
-  Between-process variation thus enters the interval. With few rounds the outer level is coarse
-  and still somewhat optimistic (factor (R-1)/R on the variance), which min_effect absorbs.
+  Between-process variation thus enters the interval. With few rounds the outer level cannot
+  reach beyond the rounds' range, so its coverage is well below the stated level at 3 rounds
+  (`rounds_t_ratio`'s docstring has a recorded case). The dashboard's Compare of two runs uses it.
+* `pooled` — all rounds of a side pooled, resampled as one sample (history.statistics
+  `bootstrap_median_ratio`; Efron & Tibshirani 1993, ch. 13). It ignores that each process has
+  its own median offset (0.04–1.2% on an H200), so its interval is too narrow when rounds differ.
 
 Verdict (docs/design.md, "Detection"): a change must be both real and material. Regression: the
 interval lies above 1 (the rounds' noise cannot explain the slowdown) and the point estimate is
@@ -26,9 +29,10 @@ Why not "the whole interval beyond 1 + min_effect" (the rule before 2026-11-23):
 threshold was min_effect plus the interval's half-width, so it moved with a case's noise. On the
 H200, slowdowns of +2.3% to +2.7% on ~20 µs cases stayed undecided after 8 rounds while +2.1%
 on 40 µs cases were flagged. Why not significance alone: each side of a compare is one worker
-process, and a process carries an offset that no round varies (common to its cases, -0.5% to
-+0.4% per compare, docs/benchmarks.md "Detection quality"): in 408 recorded A/A case verdicts
-the 99.17% interval excluded 1 in 130, while no point estimate was beyond ±1.14%. min_effect
+process, and a process carries an offset that no round varies (shared by most of its cases,
+-0.7% to +0.6% per compare, docs/benchmarks.md "The PR check on the H200"): in 408 recorded A/A
+case verdicts the two-level bootstrap's 99.17% interval excluded 1 in 130, while no point
+estimate was beyond ±1.14%. min_effect
 is what keeps such offsets from being verdicts; the interval keeps round noise from being one.
 scripts/detection_power.py measures power and false alarms on recorded noise and on recorded
 compares.
