@@ -5,9 +5,9 @@
 
 Checks the merge base out as a git worktree and measures both sides' kernels with one warm
 worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
-until its verdict is decided (ci.compare.sequential: a bootstrap interval of head/base
-clearly beyond or clearly inside the GPU's min_effect, config/thresholds.toml) or the round
-cap is reached. Writes under --out every round of each side as a run bundle,
+until its verdict is decided (ci.compare.sequential: the interval of head/base, paired t over
+rounds by default, beyond 1 with the median ratio beyond the GPU's min_effect, or inside
+±min_effect; config/thresholds.toml) or the round cap is reached. Writes under --out every round of each side as a run bundle,
 `bundles/<base|head>-round<k>/` (ci/compare/bundles.py; the PR-comment workflow stores them as
 pull-request runs), `compare.json` computed from those bundles as read back by the bundle
 reader (schema-versioned; the PR-comment workflow reads it as untrusted data) and

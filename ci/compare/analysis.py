@@ -98,8 +98,8 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
 def noise_warnings(cases: Sequence[CaseComparison], method: str) -> list[str]:
     """Warnings for intervals that cannot contain between-round variation (issue 11).
 
-    The two-level bootstrap gets run-to-run (between-process, between-round) variation only from
-    resampling rounds: with one round per side there is nothing to resample, and the pooled
+    The round-level intervals (paired t, two-level bootstrap) get run-to-run variation only from
+    the spread between rounds: with one round per side there is none to see, and the pooled
     method ignores rounds altogether. Such an interval is narrower than the truth (an A/A on
     an H200 with one round excluded zero for many cases), so it is never shown silently.
     """

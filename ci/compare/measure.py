@@ -7,11 +7,13 @@ is no neighbour for the other's timed round). Rounds alternate A B | B A | A B .
 design): slow drift (clocks, temperature) hits both sides alike, and neither side always runs
 first after the other has warmed the GPU.
 
-Each round draws fresh inputs at a new allocation placement in each worker (ci/workers/
-server.py), the per-process offset that made separate processes' medians differ by up to 1.2%
-on an H200 (config/thresholds.toml), so the rounds' spread still contains it and the
-two-level bootstrap sees it. What a warm worker keeps for the whole compare, and so is not in
-the between-round spread, is what a process decides once: its Triton block configuration
+Each round draws fresh inputs and a fresh L2-flush buffer at a new allocation placement in each
+worker (ci/workers/server.py), and re-tunes autotuned launch choices, so what those change is in
+the rounds' spread and the interval sees it. What a warm worker keeps for the whole compare, and
+so is not in the between-round spread, is an offset of the process itself (on the H200 -0.7% to
++0.6% per compare, shared by most cases; cause unknown, docs/benchmarks.md): the min_effect
+threshold on the median ratio keeps it from being a verdict (history.detection.ab). Its Triton
+block configuration was such a choice until compare re-tuned it every round
 (tuned per process; kernels/triton/tuner.py resolves near-ties to the same choice on purpose)
 and anything else cached per process. The A/A compare of scripts/gpu_compare.py measures
 whether that matters (docs/benchmarks.md).

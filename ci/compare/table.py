@@ -13,7 +13,7 @@ def format_table(report: CompareReport) -> str:
     header = f"{'case':<44} {'verdict':<12} {'base us':>10} {'head us':>10} {'delta':>7} {'interval':>17} {'gap base->head':>15}"
     lines = [
         f"compare: head {report.head_sha[:12]} vs merge base {report.merge_base_sha[:12]} on {report.gpu_name}, "
-        f"up to {report.rounds} rounds/side, {report.confidence:.0%} {report.method} bootstrap, min effect {report.min_effect:.1%}",
+        f"up to {report.rounds} rounds/side, {report.confidence:.0%} {report.method} interval, min effect {report.min_effect:.1%}",
         header,
         "-" * len(header),
     ]

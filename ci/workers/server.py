@@ -7,9 +7,9 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
 * `{"op": "measure", "round": r, "cases": [ids], "sampling": {...}}`: for each interleave
   group among the cases: correctness the first time a case is seen, then fresh inputs for this
   round (seed timing_seed + SEED_STRIDE*r; the previous round's tensors freed and the device's
-  cached blocks released first, so each round draws a new allocation placement, the per-process
-  offset the round-level bootstrap must see: ci/compare/measure.py), warm-up, and interleaved
-  timing with the round's sampling overrides. One `result` message per case (samples, the
+  cached blocks and the L2-flush buffer released first, so each round draws a new allocation
+  placement for both, which the round-level interval then sees: ci/compare/measure.py), warm-up,
+  and interleaved timing with the round's sampling overrides. One `result` message per case (samples, the
   CaseTiming, the correctness records checked this round), then `done`.
 * `{"op": "probe", "case": id, "stage": s}`: the isolated re-run of ci/attribution.py: the
   case alone through every stage up to `s`, the device synchronized after each; `probe_result`.
