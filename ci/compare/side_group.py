@@ -90,20 +90,21 @@ class SideGroup:
     # -- the workers ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        for m in self.members:
-            m.start()
+        self._each("start")
 
     def ready(self) -> None:
-        for m in self.members:
-            m.ready()
+        self._each("ready")
 
     def stop(self) -> None:
-        for m in self.members:
-            m.stop()
+        self._each("stop")
 
     def close(self) -> None:
+        self._each("close")
+
+    def _each(self, action: str) -> None:
+        """Every member's `action` in turn (start and stop return at once, so members overlap)."""
         for m in self.members:
-            m.close()
+            getattr(m, action)()
 
     def measure(self, cases: list[PlannedCase], round_index: int, sampling: dict) -> dict[str, CaseRound]:
         """Round `round_index` by member round_index mod k; cases lost by any member stay lost."""
