@@ -7,8 +7,8 @@ Checks the merge base out as a git worktree and measures both sides' kernels wit
 worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
 until its verdict is decided (ci.compare.sequential: the interval of head/base, paired t over
 rounds by default, beyond 1 with the median ratio beyond the GPU's min_effect, or inside
-±min_effect; config/thresholds.toml) or the round cap is reached. Writes under --out every round of each side as a run bundle,
-`bundles/<base|head>-round<k>/` (ci/compare/bundles.py; the PR-comment workflow stores them as
+±min_effect; config/thresholds.toml) or the round cap is reached. Writes under --out every
+round of each side as a run bundle, `bundles/<base|head>-round<k>/` (ci/compare/bundles.py; the PR-comment workflow stores them as
 pull-request runs), `compare.json` computed from those bundles as read back by the bundle
 reader (schema-versioned; the PR-comment workflow reads it as untrusted data) and
 `session.json`, and prints a table.

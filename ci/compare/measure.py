@@ -12,11 +12,9 @@ worker (ci/workers/server.py), and re-tunes autotuned launch choices, so what th
 the rounds' spread and the interval sees it. What a warm worker keeps for the whole compare, and
 so is not in the between-round spread, is an offset of the process itself (on the H200 -0.7% to
 +0.6% per compare, shared by most cases; cause unknown, docs/benchmarks.md): the min_effect
-threshold on the median ratio keeps it from being a verdict (history.detection.ab). Its Triton
-block configuration was such a choice until compare re-tuned it every round
-(tuned per process; kernels/triton/tuner.py resolves near-ties to the same choice on purpose)
-and anything else cached per process. The A/A compare of scripts/gpu_compare.py measures
-whether that matters (docs/benchmarks.md).
+threshold on the median ratio keeps it from being a verdict (history.detection.ab). Triton's
+tuned block configuration was such a per-process choice until every round re-tuned it. The A/A
+compares of scripts/gpu_compare.py measure what is left (docs/benchmarks.md).
 
 After each round from the design's first look, every undecided case is judged
 (ci/compare/sequential.py); decided cases are not measured again, the others continue up to

@@ -4,8 +4,8 @@ Method: repeated confidence intervals (Jennison & Turnbull 1989, "Interim analys
 repeated confidence interval approach", JRSS B 51:305-361; Jennison & Turnbull 2000, "Group
 Sequential Methods with Applications to Clinical Trials", ch. 9). Rounds are measured in
 groups (one base and one head round, ABBA order); after each round from `min_rounds` to
-`max_rounds` every undecided case gets the interval of head/base (paired t over rounds by default)
-(history.detection.ab.ratio_interval, the same estimator as a fixed-size compare) at the
+`max_rounds` every undecided case gets the interval of head/base (paired t over rounds by
+default; history.detection.ab.ratio_interval, the same estimator as a fixed-size compare) at the
 per-look level `1 - alpha/K`, K = the number of looks. The case stops at the first look where
 
 * the verdict rule of history.detection.ab says regression or improvement (the interval on
@@ -27,10 +27,10 @@ for a case whose truth lies beyond ±min_effect with probability at most alpha. 
 by a little less than min_effect can still be called a regression when its point estimate lands
 beyond the threshold (near the threshold about half the time): that is what a threshold on the
 estimate means. The price of the split is a wider interval at each look (99.2% instead of 95%
-for K = 6). These guarantees are only as good as the interval's own coverage: the paired t interval's
-rests on roughly normal per-round log ratios, the two-level bootstrap's is well below nominal
-with few rounds, and neither can see the offset a worker process
-carries for its whole life (history.detection.ab); the power and false-alarm rates on
+for K = 6). These guarantees are only as good as the interval's own coverage: the paired t
+interval's rests on roughly normal per-round log ratios, the two-level bootstrap's is well
+below nominal with few rounds, and neither can see the offset a worker process carries for its
+whole life (history.detection.ab); the power and false-alarm rates on
 recorded H200 noise are measured, not assumed (scripts/detection_power.py --sequential,
 docs/benchmarks.md "Detection quality").
 

@@ -76,14 +76,13 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     work = Path(out_dir) / "workers"
     env = machine_env()
     gits = {name: side_git(roots[name], commits.get(name, ""), name) for name in ("base", "head")}
-    sides = {
-        name: SideGroup.of(Side(name, side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
-                                   startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
-                                   case_timeout_s=options.case_timeout_s, python=options.python or sys.executable),
-                   commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log),
-                           options.workers_per_side)
-        for name in ("base", "head")
-    }
+    sides = {}
+    for name in ("base", "head"):
+        spec = side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
+                         startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
+                         case_timeout_s=options.case_timeout_s, python=options.python or sys.executable)
+        first = Side(name, spec, commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
+        sides[name] = SideGroup.of(first, options.workers_per_side)
     try:
         measured = measure_rounds(cases, sides, options.design, min_effect=options.min_effect, sampling=options.sampling,
                                   method=options.method, resamples=options.resamples, log=log)

@@ -1,13 +1,16 @@
 """Several warm workers for one side of a compare, taking the rounds in turn.
 
 Why: a worker process carries an offset for its whole life that no round varies. On the H200
-(2026-11-23) the head worker's medians sat between -0.8% and +0.4% from the base worker's,
-the same sign for nearly every one of a compare's cases, and the next compare drew a new
-offset (docs/benchmarks.md, "The PR check on the H200"). With one worker per side that offset
-is a bias the rounds' interval cannot see: it moved a planted 3% slowdown to +1.3% in one
-compare. With k workers per side, round r is measured by worker r mod k of each side, so the
-rounds' spread contains the process offsets (the interval sees them) and the point estimate
-averages k of them instead of resting on one.
+(2026-11-23) the head worker's medians sat between -0.7% and +0.6% from the base worker's,
+the same sign for most of a compare's cases, and the next compare drew a new offset
+(docs/benchmarks.md, "The PR check on the H200"). With one worker per side that offset is a
+bias the rounds' interval cannot see. With k workers per side, round r is measured by worker
+r mod k of each side, so the rounds' spread contains the process offsets (the interval sees
+them) and the point estimate averages k of them instead of resting on one.
+
+Not the default (`--workers-per-side`, ci/run_config.toml): on the H200 two workers per side
+made the warm pr-set compare 159.5 s instead of 128.0 s (every worker prepares every case once)
+and the cold one miss its 270 s slot (four workers compiling at once), without a clearer result.
 
 What a group shares: a case lost by any member (crashed, timed out) is lost for the side and
 not asked again, as with one worker (ci/compare/side.py). Only the first member checks

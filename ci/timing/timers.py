@@ -43,8 +43,9 @@ class L2Flusher:
 
     `release` and `allocate` move the buffer: a compare worker gives it a new placement every
     round (ci/workers/server.py), because each timed call starts with L2 full of the buffer's
-    dirty lines, and a placement fixed for the life of a process is an offset no round varies.
-    """
+    dirty lines, and a placement fixed for the life of a process is an offset no round varies
+    (on the H200 the buffer's placement moved a 17 µs SDPA median by 0.45%,
+    scripts/flush_placement_check.py)."""
 
     def __init__(self, device: Any, nbytes: int) -> None:
         self.nbytes = int(nbytes)
