@@ -51,6 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
+from ci.run_config import compare_setting  # noqa: E402
 from history.changepoints import significant_steps  # noqa: E402
 from history.detection.ab import METHODS, ratio_interval, verdict  # noqa: E402
 from history.detection.thresholds import load_thresholds  # noqa: E402
@@ -285,8 +286,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.compares:
         th = load_thresholds(args.gpu)
-        seq = SequentialDesign(args.sequential[0], args.sequential[1], th.confidence) if args.sequential else \
-            SequentialDesign(3, 8, th.confidence)
+        rounds = args.sequential or (int(compare_setting("min_rounds")), int(compare_setting("max_rounds")))
+        seq = SequentialDesign(rounds[0], rounds[1], th.confidence)  # compare's design unless --sequential
         started = time.time()
         out = {"gpu": args.gpu, "min_effect": th.min_effect,
                "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method)}

@@ -9,8 +9,9 @@ r mod k of each side, so the rounds' spread contains the process offsets (the in
 them) and the point estimate averages k of them instead of resting on one.
 
 Not the default (`--workers-per-side`, ci/run_config.toml): on the H200 two workers per side
-made the warm pr-set compare 159.5 s instead of 128.0 s (every worker prepares every case once)
-and the cold one miss its 270 s slot (four workers compiling at once), without a clearer result.
+made the warm pr-set compare 159.5 s, against 128.0-149.7 s with one worker on other machines
+that day (every worker prepares every case once), and the cold one miss its 270 s slot (four
+workers compiling at once), without a clearer result.
 
 What a group shares: a case lost by any member (crashed, timed out) is lost for the side and
 not asked again, as with one worker (ci/compare/side.py). Only the first member checks
