@@ -29,6 +29,7 @@ class TimingConfig:
     host_rounds: int
     input_sets: int = 1
     input_sets_max_bytes: int = 0
+    streams: int = 1
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
@@ -39,6 +40,8 @@ class TimingConfig:
             raise ValueError("timing config: host_rounds must be >= 1")
         if self.input_sets < 1:
             raise ValueError("timing config: input_sets must be >= 1")
+        if self.streams < 1:
+            raise ValueError("timing config: streams must be >= 1")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -73,6 +73,8 @@ class BlockTimer(Protocol):
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]: ...
 
+    def renew_streams(self) -> None: ...
+
     def synchronize(self) -> None: ...
 
 
@@ -154,24 +156,63 @@ def spin_cycles_per_us(torch: Any, tries: int = 5) -> float:
 
 
 class CudaEventTimer:
-    """Per-call CUDA-event timing behind a guard kernel; returns microseconds."""
+    """Per-call CUDA-event timing behind a guard kernel; returns microseconds.
+
+    With `streams` > 1, successive blocks go to successive streams of a fixed pool (the guard,
+    flushes, calls and events of one block all on its stream; a block is synchronized before
+    the next starts, so nothing overlaps). Why: the launch cost a call pays depends on the
+    stream it is issued on. On the H200 (2026-11-23, scripts/process_offset_check.py) a stream
+    kept a per-launch offset of about +-100-200 ns for its whole life, shared by every kernel on
+    it: a one-launch call read 3.55-3.65 µs on one process's stream and 3.81-4.10 µs on
+    another's, four launches per call four times that. A process that times everything on
+    one stream carries that offset in every median, as a bias no round of a compare varies
+    (0.4-0.5% between processes at 17 µs, F test p < 1e-4); with a new stream per round the
+    between-process part vanished (F < 1). A pool spreads every case's samples over several
+    streams, so its median averages the offsets instead of inheriting one: with a pool of 8 the
+    between-process part at 17 µs fell from 0.44-0.52% to 0.21-0.25% and the round-to-round
+    part from 0.31-0.37% to 0.21-0.24%.
+    """
 
     mode = "cuda_events"
 
-    def __init__(self, max_calls: int, policy: GuardPolicy | None = None) -> None:
+    def __init__(self, max_calls: int, policy: GuardPolicy | None = None, streams: int = 1) -> None:
         import torch
 
+        if streams < 1:
+            raise ValueError("CudaEventTimer: streams must be >= 1")
         self._torch = torch
         self._starts = [torch.cuda.Event(enable_timing=True) for _ in range(max_calls)]
         self._ends = [torch.cuda.Event(enable_timing=True) for _ in range(max_calls)]
         self._guard_done = torch.cuda.Event()
         self.policy = policy or GuardPolicy()
         self._cycles_per_us = spin_cycles_per_us(torch)
+        self._stream_count = streams
+        self._streams: list[Any] = []
+        self._next_stream = 0
+        self.renew_streams()
+
+    def renew_streams(self) -> None:
+        """Take a new pool of streams: a compare worker does so every round (ci/workers/server.py),
+        so that what is left of the pool's offset after averaging varies from round to round,
+        where the round-level interval sees it, instead of staying with the process."""
+        if self._stream_count > 1:
+            self._streams = [self._torch.cuda.Stream() for _ in range(self._stream_count)]
+            self._next_stream = 0
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
-        """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject)."""
+        """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject),
+        on the pool's next stream when there is a pool."""
         if calls > len(self._starts):
             raise ValueError(f"block of {calls} calls exceeds the {len(self._starts)} events allocated")
+        if not self._streams:
+            return self._time_block(fn, calls, flusher, key)
+        stream = self._streams[self._next_stream]
+        self._next_stream = (self._next_stream + 1) % len(self._streams)
+        stream.wait_stream(self._torch.cuda.current_stream())  # the caller's pending work (inputs) first
+        with self._torch.cuda.stream(stream):
+            return self._time_block(fn, calls, flusher, key)
+
+    def _time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object) -> list[float]:
         attempt = 0
         while True:
             self._torch.cuda._sleep(int(self.policy.guard_us(key) * self._cycles_per_us))
@@ -198,6 +239,9 @@ class CpuWallTimer:
 
     mode = "cpu_wall"
     policy = None  # nothing is enqueued ahead of the host: no guard, no host-gap counters
+
+    def renew_streams(self) -> None:
+        return None  # no streams on a CPU
 
     def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
         out = []

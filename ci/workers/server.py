@@ -170,6 +170,7 @@ class Worker:
     def measure(self, request: dict[str, Any]) -> None:
         round_index = int(request.get("round", 0))
         forget_tuned_choices()
+        self.timer.renew_streams()  # a new stream pool per round: its leftover offset varies by round
         config = self.config.with_overrides(**(request.get("sampling") or {}))
         seed = self.plan.timing_seed + SEED_STRIDE * round_index
         groups: dict[str, list[PlannedCase]] = {}
