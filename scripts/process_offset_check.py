@@ -1,7 +1,7 @@
 """Where does a measuring process's lifelong offset come from? Fresh processes, each timing the
 same calls for several rounds, under arms that each remove one candidate cause.
 
-    PYTHONPATH=. python3 scripts/process_offset_check.py [--processes 6] [--rounds 4] [--arms free,pinned,companion] [--out DIR]
+    PYTHONPATH=. python3 scripts/process_offset_check.py [--processes 6] [--rounds 4] [--arms free,pool_per_round] [--out DIR]
 
 Why (issue 11): in the A/A compares on the H200 (2026-11-23) each compare worker carried an
 offset for its whole life (the unchanged `sdpa` cases of one compare moved together, −0.7% to
@@ -42,6 +42,11 @@ medians with processes as groups (Fisher's F = between-process mean square / wit
 square, df P-1 and P(R-1); the between-process standard deviation by the method of moments,
 sqrt((MSB - MSW) / R), Searle, Casella & McCulloch, "Variance Components", 1992, ch. 3). The
 shared part: each process's mean deviation over subjects (its offset common to all calls).
+
+What it found on the H200 (docs/benchmarks.md, "Where the process offset came from"): the offset
+is a launch cost of about +-100-200 ns per kernel launch that belongs to the stream; only the
+arms that change the stream remove it, and the harness now times on a pool of streams that a
+compare worker renews every round.
 
 Writes process_offset.json under --out (default $OUT) and prints a short table last.
 """
@@ -273,7 +278,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=6, help="processes per arm")
     p.add_argument("--rounds", type=int, default=4, help="rounds per process")
-    p.add_argument("--arms", default=",".join(ARMS))
+    p.add_argument("--arms", default="free,pool_per_round", help=f"comma-separated subset of {', '.join(ARMS)}")
     p.add_argument("--pin-cpu", type=int, default=None, help="CPU of the pinned arm (default: the lowest this process may use)")
     p.add_argument("--out", default=None)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)

@@ -72,6 +72,14 @@ def test_config_files_load_with_reasons():
         timing_config("cpu").with_overrides(min_samples=10, max_samples=5)
 
 
+def test_gpu_timing_spreads_blocks_over_a_stream_pool_and_a_cpu_has_none():
+    assert timing_config("cuda").streams == 8
+    assert timing_config("cpu").streams == 1
+    with pytest.raises(ValueError, match="streams"):
+        timing_config("cuda").with_overrides(streams=0)
+    CpuWallTimer().renew_streams()  # the worker renews every round on any device: a no-op here
+
+
 def test_sampler_stops_on_spread_target_with_real_noise(h200):
     key = "torch_3op/B16_H16_S2048_D64"  # IQR/median ~0.1% on the H200
     timer = ReplayTimer({key: h200[key]})

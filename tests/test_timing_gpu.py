@@ -78,3 +78,36 @@ def test_illegal_address_costs_only_its_case(tmp_path):
     assert outcomes["t_ok/l4_mission/fp16/noncausal"]["status"] == "ok"
     assert outcomes["t_slow/l4_mission/fp16/noncausal"]["status"] == "ok"
     assert result.status == "partial"
+
+
+@pytest.mark.gpu
+def test_stream_pool_spreads_blocks_and_renews():
+    """Successive blocks run on successive streams of the pool, never on the caller's stream;
+    renew_streams() takes a new pool (ci/timing/timers.py: a stream's launch offset)."""
+    import torch
+
+    x = torch.zeros(1, device="cuda")
+    seen: list[int] = []
+
+    def fn():
+        seen.append(torch.cuda.current_stream().cuda_stream)
+        x.add_(1.0)
+
+    config = timing_config("cuda")
+    flusher = L2Flusher(torch.device("cuda"), 4 * torch.cuda.get_device_properties(0).L2_cache_size)
+    timer = CudaEventTimer(config.block_calls, streams=3)
+    first = []
+    for _ in range(6):
+        seen.clear()
+        samples = timer.time_block(fn, 4, flusher)
+        assert len(samples) == 4 and all(s > 0 for s in samples)
+        assert len(set(seen)) == 1  # one block, one stream
+        first.append(seen[0])
+    assert first[:3] == first[3:] and len(set(first[:3])) == 3
+    assert torch.cuda.current_stream().cuda_stream not in first
+    timer.renew_streams()
+    seen.clear()
+    timer.time_block(fn, 4, flusher)
+    assert seen[0] not in first[:3]  # torch hands out the next streams of its 32-stream pool
+    torch.cuda.synchronize()
+    assert x.item() >= 28

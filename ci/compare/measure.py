@@ -7,13 +7,15 @@ is no neighbour for the other's timed round). Rounds alternate A B | B A | A B .
 design): slow drift (clocks, temperature) hits both sides alike, and neither side always runs
 first after the other has warmed the GPU.
 
-Each round draws fresh inputs and a fresh L2-flush buffer at a new allocation placement in each
-worker (ci/workers/server.py), and re-tunes autotuned launch choices, so what those change is in
-the rounds' spread and the interval sees it. What a warm worker keeps for the whole compare, and
-so is not in the between-round spread, is an offset of the process itself (on the H200 -0.7% to
-+0.6% per compare, shared by most cases; cause unknown, docs/benchmarks.md): the min_effect
-threshold on the median ratio keeps it from being a verdict (history.detection.ab). Triton's
-tuned block configuration was such a per-process choice until every round re-tuned it. The A/A
+Each round draws fresh inputs, a fresh L2-flush buffer at a new allocation placement and a new
+pool of timing streams in each worker (ci/workers/server.py), and re-tunes autotuned launch
+choices, so what those change is in the rounds' spread and the interval sees it. What a warm
+worker kept for the whole compare before the stream pool, and so was not in the between-round
+spread, was the launch-cost offset of its one stream (on the H200 -0.70% to +0.60% per compare,
+shared by most cases; with the pool renewed every round -0.26% to +0.14%, docs/benchmarks.md
+"Where the process offset came from"); the min_effect threshold on the median ratio keeps what
+is left from being a verdict (history.detection.ab). Triton's tuned block configuration was
+such a per-process choice until every round re-tuned it. The A/A
 compares of scripts/gpu_compare.py measure what is left (docs/benchmarks.md).
 
 After each round from the design's first look, every undecided case is judged

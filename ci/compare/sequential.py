@@ -29,8 +29,8 @@ beyond the threshold (near the threshold about half the time): that is what a th
 estimate means. The price of the split is a wider interval at each look (99.2% instead of 95%
 for K = 6). These guarantees are only as good as the interval's own coverage: the paired t
 interval's rests on roughly normal per-round log ratios, the two-level bootstrap's is well
-below nominal with few rounds, and neither can see the offset a worker process carries for its
-whole life (history.detection.ab); the power and false-alarm rates on
+below nominal with few rounds, and neither can see an offset a worker process keeps for its
+whole life (history.detection.ab; the stream's, now renewed every round); the power and false-alarm rates on
 recorded H200 noise are measured, not assumed (scripts/detection_power.py --sequential,
 docs/benchmarks.md "Detection quality").
 

@@ -8,7 +8,8 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
   group among the cases: correctness the first time a case is seen, then fresh inputs for this
   round (seed timing_seed + SEED_STRIDE*r; the previous round's tensors freed and the device's
   cached blocks and the L2-flush buffer released first, so each round draws a new allocation
-  placement for both, which the round-level interval then sees: ci/compare/measure.py), warm-up,
+  placement for both, and a new pool of timing streams, whose launch-cost offsets the
+  round-level interval then sees: ci/compare/measure.py), warm-up,
   and interleaved timing with the round's sampling overrides. One `result` message per case (samples, the
   CaseTiming, the correctness records checked this round), then `done`.
 * `{"op": "probe", "case": id, "stage": s}`: the isolated re-run of ci/attribution.py: the

@@ -29,11 +29,12 @@ Why not "the whole interval beyond 1 + min_effect" (the rule before 2026-11-23):
 threshold was min_effect plus the interval's half-width, so it moved with a case's noise. On the
 H200, slowdowns of +2.3% to +2.7% on ~20 µs cases stayed undecided after 8 rounds while +2.1%
 on 40 µs cases were flagged. Why not significance alone: each side of a compare is one worker
-process, and a process carries an offset that no round varies (shared by most of its cases,
--0.7% to +0.6% per compare, docs/benchmarks.md "The PR check on the H200"): in 408 recorded A/A
-case verdicts the two-level bootstrap's 99.17% interval excluded 1 in 130, while no point
-estimate was beyond ±1.14%. min_effect
-is what keeps such offsets from being verdicts; the interval keeps round noise from being one.
+process, and whatever a process keeps for its life is an offset no round varies (until the
+stream pool, the launch cost of the one stream it timed on: shared by most of its cases, -0.7%
+to +0.6% per compare, docs/benchmarks.md "The PR check on the H200"): in 408 recorded A/A case
+verdicts the two-level bootstrap's 99.17% interval excluded 1 in 130, while no point estimate
+was beyond ±1.14%. min_effect is what keeps such offsets from being verdicts; the interval
+keeps round noise from being one.
 scripts/detection_power.py measures power and false alarms on recorded noise and on recorded
 compares.
 """
