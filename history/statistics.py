@@ -157,3 +157,42 @@ def student_t_quantile(p: float, df: int) -> float:
         mid = (low + high) / 2
         low, high = (mid, high) if cdf(mid) < p else (low, mid)
     return (low + high) / 2
+
+
+@dataclass(frozen=True)
+class OneWayAnova:
+    """Fisher's one-way analysis of variance of groups of values (e.g. per-round log medians
+    grouped by process or by buffer): the between- and within-group mean squares, F = MSB/MSW
+    with (k-1, n-k) degrees of freedom, and the between-group standard deviation of the
+    random-effects model by the method of moments, sqrt(max(0, (MSB - MSW) / n0)) with n0 the
+    mean group size (Searle, Casella & McCulloch, "Variance Components", 1992, ch. 3)."""
+
+    f: float
+    df_between: int
+    df_within: int
+    ms_between: float
+    ms_within: float
+    between_sd: float
+    within_sd: float
+
+    def p_value(self) -> float | None:
+        """P(F' >= F) under no group effect; None where scipy is not installed (the GPU runners)."""
+        try:
+            from scipy import stats
+        except ImportError:
+            return None
+        return float(stats.f.sf(self.f, self.df_between, self.df_within))
+
+
+def one_way_anova(groups: Sequence[Sequence[float]]) -> OneWayAnova:
+    """OneWayAnova of at least two groups, each of at least one value, with n > k."""
+    k, n = len(groups), sum(len(g) for g in groups)
+    if k < 2 or n <= k:
+        raise ValueError(f"one_way_anova: need >= 2 groups and more values than groups, got {k} and {n}")
+    grand = sum(sum(g) for g in groups) / n
+    means = [sum(g) / len(g) for g in groups]
+    msb = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means)) / (k - 1)
+    msw = sum(sum((x - m) ** 2 for x in g) for g, m in zip(groups, means)) / (n - k)
+    f = msb / msw if msw > 0 else math.inf
+    return OneWayAnova(f=f, df_between=k - 1, df_within=n - k, ms_between=msb, ms_within=msw,
+                       between_sd=math.sqrt(max(0.0, (msb - msw) / (n / k))), within_sd=math.sqrt(msw))

@@ -43,23 +43,6 @@ SUBJECTS = {  # (batch, heads, seq_len, head_dim, causal): the pr set's shapes, 
 }
 
 
-def f_test(groups: list[list[float]]) -> tuple[float, int, int]:
-    """Fisher's one-way F statistic and its degrees of freedom (between, within)."""
-    k, n = len(groups), sum(len(g) for g in groups)
-    grand = sum(sum(g) for g in groups) / n
-    between = sum(len(g) * (statistics.fmean(g) - grand) ** 2 for g in groups) / (k - 1)
-    within = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups) / (n - k)
-    return (between / within if within > 0 else math.inf), k - 1, n - k
-
-
-def f_pvalue(f: float, df1: int, df2: int) -> float | None:
-    try:
-        from scipy import stats
-    except ImportError:
-        return None
-    return float(stats.f.sf(f, df1, df2))
-
-
 def make_subject(name: str):
     import torch
 
@@ -87,6 +70,7 @@ def main(argv=None) -> int:
     from ci.timing.engine import Subject, measure_interleaved, warm_up
     from ci.timing.gpu_state import NullMonitor
     from ci.timing.timers import CudaEventTimer, L2Flusher
+    from history.statistics import one_way_anova
 
     device = torch.device("cuda")
     config = timing_config("cuda").with_overrides(min_samples=args.calls, max_samples=args.calls, time_cap_s=60.0,
@@ -110,13 +94,13 @@ def main(argv=None) -> int:
                 raw = measure_interleaved([Subject(name, fn)], config, timer, flushers[k], NullMonitor())[name]
                 medians[k].append(statistics.median(raw.samples_us))
         logs = [[math.log(m) for m in ms] for ms in medians]
-        f, df1, df2 = f_test(logs)
+        anova = one_way_anova(logs)
+        f, df1, df2 = anova.f, anova.df_between, anova.df_within
         means = [statistics.fmean(g) for g in logs]
-        within_sd = math.sqrt(sum(statistics.variance(g) for g in logs) / len(logs))
         rows.append({"subject": name, "median_us": statistics.median([m for ms in medians for m in ms]),
                      "buffer_medians_us": [statistics.median(ms) for ms in medians],
                      "buffer_spread_pct": 100 * (math.exp(max(means) - min(means)) - 1),
-                     "rep_sd_pct": 100 * within_sd, "F": f, "df": [df1, df2], "p": f_pvalue(f, df1, df2),
+                     "rep_sd_pct": 100 * anova.within_sd, "F": f, "df": [df1, df2], "p": anova.p_value(),
                      "medians_us": medians})
     out = Path(args.out or os.environ.get("OUT") or "out/flush_placement")
     out.mkdir(parents=True, exist_ok=True)

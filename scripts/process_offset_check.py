@@ -232,21 +232,12 @@ def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
 
 
 def anova(groups: list[list[float]]) -> dict:
-    """One-way random-effects ANOVA (module docstring) of log values grouped by process."""
-    k, n = len(groups), sum(len(g) for g in groups)
-    r = n / k
-    grand = sum(sum(g) for g in groups) / n
-    msb = sum(len(g) * (statistics.fmean(g) - grand) ** 2 for g in groups) / (k - 1)
-    msw = sum(sum((x - statistics.fmean(g)) ** 2 for x in g) for g in groups) / (n - k)
-    f = msb / msw if msw > 0 else math.inf
-    try:
-        from scipy import stats
+    """One-way random-effects ANOVA (module docstring) of log values grouped by process, in %."""
+    from history.statistics import one_way_anova
 
-        p = float(stats.f.sf(f, k - 1, n - k))
-    except ImportError:
-        p = None
-    return {"F": f, "df": [k - 1, n - k], "p": p, "within_sd_pct": 100 * math.sqrt(msw),
-            "between_sd_pct": 100 * math.sqrt(max(0.0, (msb - msw) / r))}
+    a = one_way_anova(groups)
+    return {"F": a.f, "df": [a.df_between, a.df_within], "p": a.p_value(),
+            "within_sd_pct": 100 * a.within_sd, "between_sd_pct": 100 * a.between_sd}
 
 
 def analyse(processes: list[dict]) -> dict:

@@ -81,6 +81,23 @@ def test_student_t_quantile_matches_scipy():
         student_t_quantile(1.0, 3)
 
 
+def test_one_way_anova_matches_scipy_and_recovers_a_planted_group_effect():
+    from scipy import stats
+
+    from history.statistics import one_way_anova
+
+    rng = np.random.default_rng(11)
+    groups = [list(rng.normal(offset, 0.002, 4)) for offset in rng.normal(0, 0.005, 40)]
+    result = one_way_anova(groups)
+    f, p = stats.f_oneway(*groups)
+    assert result.f == pytest.approx(f, rel=1e-9) and result.p_value() == pytest.approx(p, rel=1e-6)
+    assert (result.df_between, result.df_within) == (39, 120)
+    assert result.within_sd == pytest.approx(0.002, rel=0.2)
+    assert result.between_sd == pytest.approx(0.005, rel=0.35)
+    with pytest.raises(ValueError):
+        one_way_anova([[1.0, 2.0]])
+
+
 def test_rounds_t_pays_for_few_rounds_where_the_bootstrap_cannot():
     """Three rounds whose ratios disagree (-5.6%, -7.1%, -0.2%: a tuned configuration that flipped
     between rounds, as recorded on the H200): the two-level bootstrap cannot reach beyond the
