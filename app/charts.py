@@ -54,6 +54,14 @@ VARIANT_COLORS = {
 }
 SHAPE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
+# The trend's margins, sized for what it draws around the plot: y tick labels and title on the
+# left, the legend (one or two rows) above, commit labels (vertical when many) and the axis title
+# below. Plotly grows a margin that is too small for them (axis automargin, legend), but does so
+# by drawing the whole figure a second time (Plots.doAutoMargin); starting from margins that
+# already fit saved ~160 ms of the browser's main-thread time per Trends load (docs/benchmarks.md).
+# A longer legend or wider labels still get their room, at the price of that second pass.
+TREND_MARGIN = dict(l=70, r=10, t=50, b=100)
+
 
 def variant_color(variant: str) -> str:
     if variant in VARIANT_COLORS:
@@ -135,7 +143,7 @@ def trend_figure(
         fig.add_vrect(x0=highlight[0], x1=highlight[1], fillcolor="rgba(255,200,0,0.18)", line_width=0,
                       annotation_text="commit range", annotation_position="top left")
     fig.update_layout(
-        height=460, margin=dict(l=10, r=10, t=30, b=10), hovermode="closest",
+        height=460, margin=TREND_MARGIN, hovermode="closest",
         yaxis=dict(title=metric_label, type="log" if log_y else "linear"),
         xaxis=dict(title="commit (in commit order; hover for dates)", type="category",
                    categoryorder="array", categoryarray=axis),

@@ -107,3 +107,26 @@ def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
         finally:
             browser.close()
     assert dialogs == [], f"a commit message ran script: {dialogs}"
+
+
+def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
+    """The trend opens with margins that already hold its labels and legend: the plot area
+    plotly settles on is the one the figure asked for. Had plotly needed to grow a margin, it
+    would have drawn the whole figure a second time (Plots.doAutoMargin), the cost that
+    `app.charts.TREND_MARGIN` exists to avoid."""
+    from app.charts import TREND_MARGIN
+
+    sync_playwright = playwright()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1200})
+            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            _wait_idle(page)
+            settled = page.evaluate(
+                "() => { const s = document.querySelector('.js-plotly-plot')._fullLayout._size;"
+                " return {l: s.l, r: s.r, t: s.t, b: s.b}; }")
+        finally:
+            browser.close()
+    assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
