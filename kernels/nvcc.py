@@ -387,7 +387,17 @@ class CubinKernel:
         }
 
     def bind(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> Callable[[], None]:
-        """Convert the arguments once and return a zero-argument launch (the timed-region form)."""
+        """Convert the arguments once and return a zero-argument launch (the timed-region form).
+
+        The launch passes raw device pointers, so it holds the tensors they point into
+        (`launch.keep_alive`): a caller that keeps only the launch must not free its inputs.
+        Without that, the harness (which keeps only the launch) dropped q, k and v; the caching
+        allocator reused their blocks or, at `torch.cuda.empty_cache()` (which CUDA-graph capture
+        calls), handed them back to the driver, and the kernel read freed memory: the illegal
+        memory access of cuda_wmma's graph stage (docs/benchmarks.md).
+        """
+        import numpy as np
+
         converted = tuple(self._convert(index, arg) for index, arg in enumerate(args))
         function, shared_mem = self._function, self.dynamic_smem_bytes
 
@@ -395,6 +405,7 @@ class CubinKernel:
             with _current_stream():  # cupy raises CUDADriverError when the launch is refused
                 function(grid, block, converted, shared_mem=shared_mem)
 
+        launch.keep_alive = tuple(arg for arg in args if not isinstance(arg, np.generic))  # type: ignore[attr-defined]
         return launch
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> None:

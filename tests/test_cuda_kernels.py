@@ -156,3 +156,40 @@ def test_launch_uses_torch_current_stream():
     ref = reference_attention(q_good, prepared.k, prepared.v, True)
     cmp = compare(prepared.out, ref, 2e-3, 2e-3)
     assert cmp.nonfinite == 0 and cmp.violations == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant_name", CUDA_VARIANTS)
+def test_a_kept_launch_alone_runs_right_after_empty_cache_in_a_graph(variant_name):
+    """What the harness does: keep only `Prepared.fn`, then time it in a CUDA graph, whose
+    capture empties the allocator's cache. The launch must still read its own q, k and v."""
+    import gc
+    import weakref
+
+    import torch
+
+    from kernels.correctness import compare
+    from kernels.reference import reference_attention
+
+    case = Case(variant_name, SHAPES["l4_mission"], "fp16", False)
+    prepared = registry.get(variant_name).prepare(case, torch.device("cuda"), 5)
+    q, k, v = (t.clone() for t in (prepared.q, prepared.k, prepared.v))
+    inputs = [weakref.ref(t) for t in (prepared.q, prepared.k, prepared.v)]
+    fn = prepared.fn
+    del prepared
+    gc.collect()
+    torch.cuda.empty_cache()
+    assert all(ref() is not None for ref in inputs)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    cmp = compare(out, reference_attention(q, k, v, False), 2e-3, 2e-3)
+    assert cmp.nonfinite == 0 and cmp.violations == 0

@@ -238,3 +238,37 @@ def test_missing_nvcc_is_a_clear_error():
 
     with pytest.raises(NvccError, match="no-such-nvcc not found on PATH"):
         nvcc_version("no-such-nvcc")
+
+
+def test_a_bound_launch_holds_the_tensors_it_points_into(monkeypatch):
+    """A bound launch passes raw device pointers; it must keep their tensors alive, because the
+    harness keeps only the launch. Checked without a GPU: the launch goes to a recording stand-in
+    for the cupy function, the tensors are CPU tensors passed by address."""
+    import contextlib
+    import gc
+    import weakref
+
+    import numpy as np
+    import torch
+
+    import kernels.nvcc as nvcc
+
+    calls = []
+    kernel = object.__new__(nvcc.CubinKernel)
+    kernel.name, kernel.dynamic_smem_bytes = "stand_in", 0
+    kernel._function = lambda grid, block, args, shared_mem: calls.append(args)
+    monkeypatch.setattr(nvcc.CubinKernel, "_convert",
+                        lambda self, index, arg: np.uintp(arg.data_ptr()) if isinstance(arg, torch.Tensor) else arg)
+    monkeypatch.setattr(nvcc, "_current_stream", contextlib.nullcontext)
+    q, out = torch.ones(16), torch.zeros(16)
+    addresses = (q.data_ptr(), out.data_ptr())
+    alive = [weakref.ref(q), weakref.ref(out)]
+    launch = kernel.bind((1, 1, 1), (32, 1, 1), (q, out, np.int32(16)))
+    del q, out
+    gc.collect()
+    assert all(ref() is not None for ref in alive), "the launch let a tensor it points into be freed"
+    launch()
+    assert calls == [(np.uintp(addresses[0]), np.uintp(addresses[1]), np.int32(16))]
+    del launch
+    gc.collect()
+    assert all(ref() is None for ref in alive), "the launch should hold its tensors no longer than it lives"
