@@ -32,9 +32,9 @@ when finished) and Streamlit's running indicator is gone:
         and server caches hot); the median and the maximum are reported.
 The browser runs on a persistent profile in a temporary directory, as a returning user's does: it
 keeps the HTTP cache and V8's code cache between loads. An off-the-record context (Playwright's
-default) keeps no code cache on disk: in its traces every Trends load compiled the plotly chunk
-again and produced a 4.2 MB module cache that no later load read (`v8.produceModuleCache`,
-42-73 ms of main-thread time per load), which no returning user pays.
+default) keeps no code cache on disk: in its traces even the sixth load of Trends compiled the
+plotly chunk again and produced a 4.2 MB module cache that no later load read
+(`v8.produceModuleCache`, 42-73 ms of main-thread time per load), which no returning user pays.
 Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks.md.
 """
 
