@@ -17,9 +17,9 @@ With --compare-samples N, a copy of the history gets N synthetic samples per cas
 newest main runs of its most-run GPU (the generator writes none), and Compare is timed on that
 pair: its cold render then includes the bootstrap intervals of every case.
 With --browser, `attnwatch dashboard` serves the history and headless Chromium (Debian's, driven
-by Playwright through executable_path) loads each page by its URL, timed from navigation start
-until the page's own content is drawn (BROWSER_PAGES: a heading, chart or table it shows only
-when finished) and Streamlit's running indicator is gone:
+by Playwright through executable_path) loads each page by its URL, timed by the page's own clock
+from navigation start until its own content is drawn and visible (BROWSER_PAGES: a heading,
+chart or table it shows only when finished) and Streamlit's running indicator is gone (DRAWN_JS):
   cold  the first load of that page after the server started (its queries not cached yet; pages
         visited before it may have cached shared ones, e.g. the history's size);
   next  the same URL's second and third loads (a new session each time, data from the server's
@@ -29,7 +29,9 @@ when finished) and Streamlit's running indicator is gone:
         JavaScript developers", 2019: cold, warm and hot runs); the plotly bundle's compile is
         what separates a first from a returning visit of a chart page (~0.6 s on a 2-core EPYC);
   warm  then `--warm-repeats` more loads of that URL: what a returning user waits for (browser
-        and server caches hot); the median and the maximum are reported.
+        and server caches hot); the median and the maximum are reported. Before each warm
+        load the idle page runs a fixed piece of JavaScript (CPU_REFERENCE_JS); its time, the
+        "CPU reference", shows how fast the machine ran the browser at that moment.
 The browser runs on a persistent profile in a temporary directory, as a returning user's does: it
 keeps the HTTP cache and V8's code cache between loads. An off-the-record context (Playwright's
 default) keeps no code cache on disk: in its traces even the sixth load of Trends compiled the
@@ -117,19 +119,63 @@ def bench_page(page: str, warm_repeats: int) -> dict:
     return result
 
 
-# URL path, and what the page shows only once it has drawn with data (a Playwright selector).
+# URL path, and what the page shows only once it has drawn with data: a CSS selector and a text
+# that element contains ("" for any), where possible the last thing the page draws.
 BROWSER_PAGES = (
-    ("", "text=Regressions ("),
-    ("overview", "[data-testid='stDataFrame']"),
-    ("trends", ".js-plotly-plot .main-svg"),
-    ("compare", "text=Verdicts use CI's rule"),
-    ("alerts", "[data-testid='stDataFrame']"),
-    ("kernel", "text=Roofline"),
-    ("sql", "textarea"),
-    ("run", "[data-testid='stDataFrame']"),
+    ("", "h3", "Improvements ("),
+    ("overview", "[data-testid='stDataFrame']", ""),
+    ("trends", ".js-plotly-plot .main-svg", ""),
+    ("compare", "[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
+    ("alerts", "[data-testid='stDataFrame']", ""),
+    ("kernel", "h3", "Roofline"),
+    ("sql", "textarea", ""),
+    ("run", "[data-testid='stDataFrame']", ""),
 )
-IDLE_JS = ("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-           " && !document.querySelector('[data-testid=\"stSkeleton\"]')")
+# Checked by the page itself on every animation frame (Playwright's `polling="raf"`). The page
+# counts as drawn when that element is visible, every plotly chart on it has drawn visibly
+# (Streamlit's chart element first draws hidden, before it knows its width) and Streamlit is idle
+# (no running indicator, no skeleton), and all of that holds for SETTLE_MS: a page whose first
+# section is drawn while later ones are still coming is not drawn yet. Returned: the
+# milliseconds from navigation start to the start of that settled state, by the page's clock.
+# Timed in the page, not by polling from outside: Playwright's selector wait retries after 0, 20,
+# 50, 100, 100 and then every 500 ms, so a page drawn just after one check was reported up to
+# half a second late (docs/benchmarks.md, "The benchmark's own wait").
+SETTLE_MS = 200
+DRAWN_JS = """([css, text, settleMs]) => {
+  const visible = (e) => e.checkVisibility({visibilityProperty: true});
+  const shown = [...document.querySelectorAll(css)].some((e) => (!text || e.textContent.includes(text)) && visible(e));
+  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every((chart) => {
+    const svg = chart.querySelector(".main-svg");
+    return svg !== null && visible(svg);
+  });
+  const busy = document.querySelector('[data-testid="stStatusWidget"]') || document.querySelector('[data-testid="stSkeleton"]');
+  const now = performance.now();
+  if (!(shown && charts && !busy)) {
+    window.__drawnSince = undefined;
+    return 0;
+  }
+  window.__drawnSince ??= now;
+  return now - window.__drawnSince >= settleMs ? window.__drawnSince : 0;
+}"""
+
+# A fixed piece of JavaScript, timed in the idle page before every warm load: how fast this
+# machine runs the browser at that moment. On a shared 2-core VM the same code has run at
+# different speeds for minutes at a time, and page times follow; with this beside each load, a
+# slow page can be told from a slow machine (docs/benchmarks.md, "CPU reference").
+CPU_REFERENCE_JS = """() => {
+  const started = performance.now();
+  const values = [];
+  for (let i = 0; i < 300000; i++) values.push((i * 7919) % 100003);
+  values.sort((a, b) => a - b);
+  let text = "";
+  for (let i = 0; i < 30000; i++) text += String.fromCharCode(97 + (values[i * 7] % 26));
+  return [performance.now() - started, text.length];
+}"""
+
+
+def cpu_reference_ms(page) -> float:
+    """Milliseconds the page takes to run CPU_REFERENCE_JS once (the page must be idle)."""
+    return float(page.evaluate(CPU_REFERENCE_JS)[0])
 
 
 def bench_browser(db: str, warm_repeats: int) -> list[dict]:
@@ -164,18 +210,23 @@ def bench_browser(db: str, warm_repeats: int) -> list[dict]:
                 profile, executable_path=executable, args=["--headless", "--no-sandbox", "--disable-gpu"],
                 viewport={"width": 1500, "height": 1200})
             page = context.new_page()
-            for path, drawn in BROWSER_PAGES:
-                def load() -> None:
+            for path, css, text in BROWSER_PAGES:
+                def load() -> float:
+                    """Seconds from navigation start until the page is drawn, as the page's clock reads."""
                     page.goto(f"http://127.0.0.1:{port}/{path}", wait_until="domcontentloaded", timeout=300_000)
-                    page.locator(drawn).first.wait_for(timeout=300_000)
-                    page.wait_for_function(IDLE_JS, timeout=300_000)
+                    drawn = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=300_000)
+                    return drawn.json_value() / 1000
 
-                cold = timed(load)
+                cold = load()
                 failed = "could not read" in page.locator("[data-testid='stMain']").inner_text()
-                following = max(timed(load) for _ in range(2))
-                warm = [timed(load) for _ in range(warm_repeats)]
+                following = max(load() for _ in range(2))
+                reference, warm = [], []
+                for _ in range(warm_repeats):
+                    reference.append(cpu_reference_ms(page))
+                    warm.append(load())
                 results.append({"page": path or "push", "cold_s": cold, "next_s": following,
                                 "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
+                                "warm_s": warm, "cpu_reference_ms": reference,
                                 "problems": ["a read failed"] if failed else []})
             context.close()
     finally:
@@ -322,8 +373,9 @@ def main(argv: list[str] | None = None) -> int:
                           else "server-side renders (AppTest)"))
     print()
     browser = args.browser
-    print("| page | cold (s) | " + ("2nd-3rd load, max (s) | " if browser else "") + "warm median (s) | warm max (s) | notes |")
-    print("| --- | ---: | " + ("---: | " if browser else "") + "---: | ---: | --- |")
+    print("| page | cold (s) | " + ("2nd-3rd load, max (s) | " if browser else "") + "warm median (s) | warm max (s) | "
+          + ("CPU reference, median (max) (ms) | " if browser else "") + "notes |")
+    print("| --- | ---: | " + ("---: | " if browser else "") + "---: | ---: | " + ("---: | " if browser else "") + "--- |")
     for r in results:
         notes = "; ".join(r["problems"] + ([r["notes"]] if "notes" in r else []))
         if "all_variants_1000_runs_cold_s" in r:
@@ -334,7 +386,10 @@ def main(argv: list[str] | None = None) -> int:
             notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
         name = Path(r["page"]).stem if r["page"].startswith("views/") else r["page"]
         following = f"{r['next_s']:.2f} | " if browser else ""
-        print(f"| {name} | {r['cold_s']:.2f} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | {notes} |")
+        reference = (f"{statistics.median(r['cpu_reference_ms']):.0f} ({max(r['cpu_reference_ms']):.0f}) | "
+                     if browser else "")
+        print(f"| {name} | {r['cold_s']:.2f} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | "
+              f"{reference}{notes} |")
     return 1 if any(r["problems"] for r in results) else 0
 
 

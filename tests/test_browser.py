@@ -130,3 +130,41 @@ def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
         finally:
             browser.close()
     assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
+
+
+def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, dashboard_url):
+    """scripts/bench_dashboard.py times a page by the page's own clock until DRAWN_JS holds: the
+    page's content visible, every chart drawn visibly, Streamlit idle, for SETTLE_MS. Each part is
+    checked on the served Trends page: a hidden chart, a running indicator, and a state that has
+    not yet lasted SETTLE_MS each keep the page from counting as drawn."""
+    from scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
+
+    css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
+    sync_playwright = playwright()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1200})
+            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            drawn_ms = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf",
+                                              timeout=PAGE_TIMEOUT_MS).json_value()
+            loaded_ms = page.evaluate("() => performance.now()")
+
+            def check_now_and_settled(change: str) -> tuple[float, float]:
+                """DRAWN_JS right after `change` (run in the page), then again SETTLE_MS later."""
+                page.evaluate(f"() => {{ window.__drawnSince = undefined; {change} }}")
+                now = page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
+                page.wait_for_timeout(SETTLE_MS + 50)
+                return now, page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
+
+            chart = "document.querySelector('.js-plotly-plot')"
+            hidden = check_now_and_settled(f"{chart}.style.visibility = 'hidden';")
+            running = check_now_and_settled(
+                f"{chart}.style.visibility = '';"
+                " document.body.insertAdjacentHTML('beforeend', '<div data-testid=\"stStatusWidget\">x</div>');")
+            idle_again = check_now_and_settled("document.querySelector('[data-testid=\"stStatusWidget\"]').remove();")
+        finally:
+            browser.close()
+    assert 0 < drawn_ms <= loaded_ms - SETTLE_MS  # the start of the settled state, by the page's clock
+    assert hidden == (0, 0) and running == (0, 0)
+    assert idle_again[0] == 0 and idle_again[1] > loaded_ms  # drawn again, but only once settled
