@@ -9,6 +9,7 @@ silently skipping.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -109,6 +110,19 @@ def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
     assert dialogs == [], f"a commit message ran script: {dialogs}"
 
 
+@contextlib.contextmanager
+def opened_trends(chromium_path: str, dashboard_url: str):
+    """A 1500x1200 Chromium page navigated to the served Trends page (its content not waited for)."""
+    with playwright()() as pw:
+        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1200})
+            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            yield page
+        finally:
+            browser.close()
+
+
 def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
     """The trend opens with margins that already hold its labels and legend: the plot area
     plotly settles on is the one the figure asked for. Had plotly needed to grow a margin, it
@@ -116,19 +130,12 @@ def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
     `app.charts.TREND_MARGIN` exists to avoid."""
     from app.charts import TREND_MARGIN
 
-    sync_playwright = playwright()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1200})
-            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
-            page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-            _wait_idle(page)
-            settled = page.evaluate(
-                "() => { const s = document.querySelector('.js-plotly-plot')._fullLayout._size;"
-                " return {l: s.l, r: s.r, t: s.t, b: s.b}; }")
-        finally:
-            browser.close()
+    with opened_trends(chromium_path, dashboard_url) as page:
+        page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        _wait_idle(page)
+        settled = page.evaluate(
+            "() => { const s = document.querySelector('.js-plotly-plot')._fullLayout._size;"
+            " return {l: s.l, r: s.r, t: s.t, b: s.b}; }")
     assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
 
 
@@ -140,31 +147,24 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
     from scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
-    sync_playwright = playwright()
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1200})
-            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
-            drawn_ms = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf",
-                                              timeout=PAGE_TIMEOUT_MS).json_value()
-            loaded_ms = page.evaluate("() => performance.now()")
+    with opened_trends(chromium_path, dashboard_url) as page:
+        drawn_ms = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf",
+                                          timeout=PAGE_TIMEOUT_MS).json_value()
+        loaded_ms = page.evaluate("() => performance.now()")
 
-            def check_now_and_settled(change: str) -> tuple[float, float]:
-                """DRAWN_JS right after `change` (run in the page), then again SETTLE_MS later."""
-                page.evaluate(f"() => {{ window.__drawnSince = undefined; {change} }}")
-                now = page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
-                page.wait_for_timeout(SETTLE_MS + 50)
-                return now, page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
+        def check_now_and_settled(change: str) -> tuple[float, float]:
+            """DRAWN_JS right after `change` (run in the page), then again SETTLE_MS later."""
+            page.evaluate(f"() => {{ window.__drawnSince = undefined; {change} }}")
+            now = page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
+            page.wait_for_timeout(SETTLE_MS + 50)
+            return now, page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
 
-            chart = "document.querySelector('.js-plotly-plot')"
-            hidden = check_now_and_settled(f"{chart}.style.visibility = 'hidden';")
-            running = check_now_and_settled(
-                f"{chart}.style.visibility = '';"
-                " document.body.insertAdjacentHTML('beforeend', '<div data-testid=\"stStatusWidget\">x</div>');")
-            idle_again = check_now_and_settled("document.querySelector('[data-testid=\"stStatusWidget\"]').remove();")
-        finally:
-            browser.close()
+        chart = "document.querySelector('.js-plotly-plot')"
+        hidden = check_now_and_settled(f"{chart}.style.visibility = 'hidden';")
+        running = check_now_and_settled(
+            f"{chart}.style.visibility = '';"
+            " document.body.insertAdjacentHTML('beforeend', '<div data-testid=\"stStatusWidget\">x</div>');")
+        idle_again = check_now_and_settled("document.querySelector('[data-testid=\"stStatusWidget\"]').remove();")
     assert 0 < drawn_ms <= loaded_ms - SETTLE_MS  # the start of the settled state, by the page's clock
     assert hidden == (0, 0) and running == (0, 0)
     assert idle_again[0] == 0 and idle_again[1] > loaded_ms  # drawn again, but only once settled
