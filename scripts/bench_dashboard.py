@@ -159,9 +159,9 @@ DRAWN_JS = """([css, text, settleMs]) => {
 }"""
 
 # A fixed piece of JavaScript, timed in the idle page before every warm load: how fast this
-# machine runs the browser at that moment. On a shared 2-core VM the same code has run at
-# different speeds for minutes at a time, and page times follow; with this beside each load, a
-# slow page can be told from a slow machine (docs/benchmarks.md, "CPU reference").
+# machine runs the browser at that moment. A shared 2-core VM runs the same code at speeds a
+# factor of 1.5-2 apart for minutes at a time; with this beside each load, a run met in the slow
+# state can be recognised (docs/benchmarks.md, "The benchmark's own wait, and the CPU reference").
 CPU_REFERENCE_JS = """() => {
   const started = performance.now();
   const values = [];
