@@ -396,8 +396,6 @@ class CubinKernel:
         calls), handed them back to the driver, and the kernel read freed memory: the illegal
         memory access of cuda_wmma's graph stage (docs/benchmarks.md).
         """
-        import numpy as np
-
         converted = tuple(self._convert(index, arg) for index, arg in enumerate(args))
         function, shared_mem = self._function, self.dynamic_smem_bytes
 
@@ -405,7 +403,7 @@ class CubinKernel:
             with _current_stream():  # cupy raises CUDADriverError when the launch is refused
                 function(grid, block, converted, shared_mem=shared_mem)
 
-        launch.keep_alive = tuple(arg for arg in args if not isinstance(arg, np.generic))  # type: ignore[attr-defined]
+        launch.keep_alive = tuple(args)  # type: ignore[attr-defined]
         return launch
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> None:

@@ -169,9 +169,8 @@ class CudaEventTimer:
     (0.36-0.52% between processes at 17 µs, F test p <= 0.009 in five series); with a new
     stream per round the between-process part was no longer significant (F 0.3-1.5). A pool
     spreads every case's samples over several streams, so its median averages the offsets
-    instead of inheriting one: with a pool of 8 the
-    between-process part at 17 µs fell from 0.44-0.52% to 0.21-0.25% and the round-to-round
-    part from 0.31-0.37% to 0.21-0.24%.
+    instead of inheriting one: with a pool of 8 the between-process part at 17 µs fell from
+    0.44-0.52% to 0.21-0.25% and the round-to-round part from 0.31-0.37% to 0.21-0.24%.
     """
 
     mode = "cuda_events"
