@@ -39,6 +39,7 @@ PARAMS = {
     "alert": "Alerts: alert id shown on its trend",
     "log": "1: logarithmic y axis",
     "norm": "1: each series divided by its value at the start of the commit range (or its first run)",
+    "sql": "SQL page: the query last run; opening the link runs it and shows its result",
 }
 
 RANGE_SEPARATOR = ".."

@@ -34,6 +34,7 @@ _IDENTIFIER = re.compile(r'"((?:[^"]|"")*)"|([A-Za-z_\u0080-\U0010ffff][\w$\u008
 _WORD = re.compile(r"[A-Za-z_][\w$]*")
 # An absolute path: a slash at the start or after a quote, space, bracket or '=', then path characters.
 _ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s\"'(\[=:]))(?:~|[A-Za-z]:)?/[^\s\"'\])]*")
+_PID = re.compile(r"\s*\(PID \d+\)|\s*\bPID:? \d+", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -94,10 +95,24 @@ def scrub_paths(text: str) -> str:
     return _ABSOLUTE_PATH.sub("<path>", text)
 
 
-def refusal(exc: BaseException, limits: SqlLimits) -> str:
-    """The one line shown for a DuckDB, Arrow or memory error: no traceback, no server path."""
+def public_text(text: str, location) -> str:
+    """`text` as a user of the SQL page or `attnwatch sql` may see it: its first line, the history
+    file named by its file name alone, no other absolute path (the Python binary's, a spill
+    file's), no process id (DuckDB's lock error names the holder's binary and PID)."""
+    first = (str(text).strip().splitlines() or [""])[0]
+    where = str(location)
+    if where and not where.startswith("ducklake:"):
+        path = Path(where).expanduser()
+        for spelling in sorted({where, str(path), str(path.resolve())}, key=len, reverse=True):
+            first = first.replace(spelling, path.name)
+    return _PID.sub("", scrub_paths(first))
+
+
+def refusal(exc: BaseException, limits: SqlLimits, location=None) -> str:
+    """The one line shown for a DuckDB, Arrow or memory error: no traceback, no server path (the
+    history at `location` named by its file name)."""
     text = str(exc).strip()
-    first = scrub_paths(text.splitlines()[0] if text else type(exc).__name__)
+    first = public_text(text or type(exc).__name__, location or "")
     if "max_temp_directory_size" in text:
         return (f"the query needs more than the {limits.temp_limit} of temporary disk space user SQL may use "
                 f"({first}); filter or aggregate before sorting or joining")

@@ -48,9 +48,11 @@ class SqlLimits:
     threads: int = 2
     temp_limit: str = "256MiB"  # spill to the private temp directory, per query
     process_memory: str = "4GiB"  # address space of the process running the query (history.sql_worker)
+    lock_wait_s: float | None = None  # wait for a file history's lock; None: history.db.READ_DEADLINE_S
 
     def __post_init__(self) -> None:
-        if self.max_rows < 1 or self.max_bytes < 1 or self.timeout_s <= 0 or self.threads < 1:
+        if (self.max_rows < 1 or self.max_bytes < 1 or self.timeout_s <= 0 or self.threads < 1
+                or (self.lock_wait_s is not None and self.lock_wait_s < 0)):
             raise ValueError(f"limits must be positive: {self}")
         for text in (self.memory_limit, self.temp_limit, self.process_memory):
             size_bytes(text)

@@ -12,7 +12,7 @@ child forked by history.sql_server, with
   - RLIMIT_FSIZE = the spill limit (or the answer's size, if larger) per file: DuckDB allows
     user SQL to write into its temp directory (it adds it to allowed_directories), whose random
     name user SQL cannot learn (history.sql_guard); this bounds such a file all the same;
-  - a kill from the parent at timeout + READ_DEADLINE_S + GRACE_S; a child that dies (a signal,
+  - a kill from the parent at timeout + the lock wait + GRACE_S; a child that dies (a signal,
     a crash inside DuckDB) is one refusal line too.
 
 The child does the whole query: open read-only (history.db.open_read, any backend) in the
@@ -29,8 +29,10 @@ import resource
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -38,12 +40,12 @@ import pyarrow as pa
 from history import errors as history_errors
 from history import sql_server
 from history.db import READ_DEADLINE_S, open_read
-from history.errors import HistoryError, QueryError
+from history.errors import HistoryError, LockTimeoutError, QueryError
 from history.location import parse_location
 from history.sql_gate import refuse_unsafe_lake_sql
 from history.sql_guard import refusal, refuse_denied_names
 from history.sql_sandbox import SqlLimits, connect_config, lock_down, size_bytes
-from history.sql_stream import fetch_capped
+from history.sql_stream import Capped, fetch_capped
 
 GRACE_S = 5.0
 IPC_OVERHEAD = 2**20  # schema and framing beyond max_bytes of data
@@ -53,18 +55,20 @@ TABLE_FILE = "answer.arrow"
 
 @dataclass(frozen=True)
 class Answer:
-    """What came back: the capped result as Arrow, which cap cut it (None, 'rows', 'bytes'), wall time."""
+    """What came back: the capped result as Arrow, which cap cut it (None, 'rows', 'bytes'), wall
+    time, and the result bytes the cap counted (history.sql_stream)."""
 
     table: pa.Table
     cut: str | None
     elapsed_s: float
+    nbytes: int
 
 
 def run_in_worker(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> Answer:
     """Run one statement in a child (module docstring); raise QueryError or another HistoryError."""
     request = {"location": location, "sql": sql, "limits": asdict(limits), "temp_dir": str(temp_dir),
                "environ": dict(os.environ)}
-    deadline = limits.timeout_s + READ_DEADLINE_S + GRACE_S
+    deadline = limits.timeout_s + _lock_wait(limits) + GRACE_S
     try:
         status = sql_server.run_child(request, deadline, wait_s=limits.timeout_s)
     except TimeoutError as exc:
@@ -84,7 +88,11 @@ def run_in_worker(location: str, sql: str, limits: SqlLimits, temp_dir: Path) ->
         raise QueryError(f"the result is larger than the {limits.max_bytes} bytes a result may hold")
     with pa.OSFile(str(table_path)) as source:
         table = pa.ipc.open_file(source).read_all()
-    return Answer(table, header["cut"], header["elapsed_s"])
+    return Answer(table, header["cut"], header["elapsed_s"], header["bytes"])
+
+
+def _lock_wait(limits: SqlLimits) -> float:
+    return READ_DEADLINE_S if limits.lock_wait_s is None else limits.lock_wait_s
 
 
 def _error(header: dict) -> Exception:
@@ -119,10 +127,14 @@ def answer(request: dict) -> None:
     os.environ.update(request["environ"])
     temp_dir = Path(request["temp_dir"])
     try:
-        table, cut, elapsed = _query(request["location"], request["sql"], limits, temp_dir)
-        with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table)
-        header = {"kind": "ok", "cut": cut, "elapsed_s": elapsed}
+        capped, elapsed = _query(request["location"], request["sql"], limits, temp_dir)
+        with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, capped.table.schema) as writer:
+            writer.write_table(capped.table)
+        header = {"kind": "ok", "cut": capped.cut, "elapsed_s": elapsed, "bytes": capped.nbytes}
+    except LockTimeoutError:  # DuckDB's text names the holder's binary and PID: not repeated
+        header = {"kind": "error", "error": "LockTimeoutError", "message": (
+            f"{request['location']}: the history is busy: another process (an ingest, a migration) held its lock "
+            f"for more than {_lock_wait(limits):g} s; run the query again when it has finished")}
     except HistoryError as exc:
         header = {"kind": "error", "error": type(exc).__name__, "message": str(exc)}
     except (duckdb.Error, pa.ArrowException, OSError, MemoryError) as exc:
@@ -130,10 +142,17 @@ def answer(request: dict) -> None:
     (temp_dir / HEADER_FILE).write_text(json.dumps(header), encoding="utf-8")
 
 
-def _query(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[pa.Table, str | None, float]:
+@contextmanager
+def sandboxed(location: str, limits: SqlLimits, temp_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The connection a user query runs on: read-only, in the sandbox, configuration locked."""
+    with open_read(location, deadline_s=_lock_wait(limits), config=connect_config(limits, temp_dir)) as con:
+        lock_down(con, limits)
+        yield con
+
+
+def _query(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[Capped, float]:
     try:
-        with open_read(location, config=connect_config(limits, temp_dir)) as con:
-            lock_down(con, limits)
+        with sandboxed(location, limits, temp_dir) as con:
             try:
                 statements = con.extract_statements(sql)
             except duckdb.Error as exc:
@@ -141,15 +160,15 @@ def _query(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[
             if len(statements) != 1:
                 raise QueryError(f"one statement per query, got {len(statements)}")
             refuse_denied_names(sql)
-            if parse_location(location).is_lake:
-                refuse_unsafe_lake_sql(con, sql)
-            return _timed(con, sql, limits)
+            gate = (lambda: refuse_unsafe_lake_sql(con, sql)) if parse_location(location).is_lake else None
+            return _timed(con, sql, limits, gate)
     except duckdb.Error as exc:  # opening: a file that is not a history, a damaged one
-        raise QueryError(f"{location}: {refusal(exc, limits)}") from None
+        raise QueryError(f"{location}: {refusal(exc, limits, location)}") from None
 
 
-def _timed(con, sql: str, limits: SqlLimits) -> tuple[pa.Table, str | None, float]:
-    """Run and stream under the time limit (connection.interrupt() from a timer thread)."""
+def _timed(con, sql: str, limits: SqlLimits, gate: Callable[[], None] | None = None) -> tuple[Capped, float]:
+    """Check (`gate`: binding a lake statement reads the catalog), run and stream, all under the
+    time limit (connection.interrupt() from a timer thread)."""
     stopped = threading.Event()
 
     def stop() -> None:
@@ -160,8 +179,10 @@ def _timed(con, sql: str, limits: SqlLimits) -> tuple[pa.Table, str | None, floa
     started = time.perf_counter()
     timer.start()
     try:
+        if gate is not None:
+            gate()
         capped = fetch_capped(con.sql(sql), limits.max_rows, limits.max_bytes)
-        return capped.table, capped.cut, time.perf_counter() - started
+        return capped, time.perf_counter() - started
     except (duckdb.Error, pa.ArrowException, OSError, MemoryError) as exc:
         # An error inside DuckDB's Arrow stream reaches Python as OSError (pyarrow's IOError).
         if stopped.is_set():

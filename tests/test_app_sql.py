@@ -99,9 +99,9 @@ def test_schema_browser_lists_tables_views_and_columns(history, monkeypatch):
 
 
 def test_parquet_download_round_trips(history):
-    frame = sql_console.run_query(current_source(history), "SELECT run_id, started_at, synthetic FROM runs ORDER BY run_id")
-    back = pd.read_parquet(io.BytesIO(sql_console.to_parquet(frame)))
-    pd.testing.assert_frame_equal(back, frame.reset_index(drop=True))
+    result = sql_console.run_query(current_source(history), "SELECT run_id, started_at, synthetic FROM runs ORDER BY run_id")
+    back = pd.read_parquet(io.BytesIO(sql_console.to_parquet(result)))
+    pd.testing.assert_frame_equal(back, result.frame.reset_index(drop=True))
 
 
 def test_a_file_that_is_not_a_history_is_a_query_error(tmp_path):
@@ -109,7 +109,8 @@ def test_a_file_that_is_not_a_history_is_a_query_error(tmp_path):
     junk.write_bytes(b"not a database" * 100)
     with pytest.raises(Exception) as info:
         sql_console.run_query(current_source(junk), "SELECT 1")
-    assert type(info.value).__name__ == "QueryError" and str(junk) in str(info.value)
+    assert type(info.value).__name__ == "QueryError" and str(info.value).startswith("junk.duckdb: ")
+    assert str(tmp_path) not in str(info.value)
 
 
 def page_errors(at: AppTest) -> list[str]:

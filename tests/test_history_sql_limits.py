@@ -122,7 +122,7 @@ def test_an_error_inside_the_result_stream_is_one_line(history, capsys):
 
 @pytest.mark.parametrize("sql, fmt, says", [
     ("SELECT union_value(k := 1) AS u", "table", "cannot be shown"),
-    ("SELECT INTERVAL 1 MONTH AS i", "parquet", "cannot write the result as parquet"),
+    ("SELECT INTERVAL 1 MONTH AS i", "parquet", "no Parquet for this result"),
     ("SELECT INTERVAL 1 MONTH AS i", "json", "cannot write the result as json"),
 ])
 def test_results_no_format_can_hold_are_one_line(history, tmp_path, capsys, sql, fmt, says):

@@ -1,11 +1,11 @@
 """The SQL page's data: user queries through history.sql (read-only, external access off,
 configuration locked, memory, spill, threads, time, rows and bytes limited, in a child process:
-the same path as `attnwatch sql`), the schema for the browser, and the example queries
-(sql_examples.toml)."""
+the same path as `attnwatch sql`), the schema for the browser, the example queries
+(sql_examples.toml), and the downloads (CSV from the table shown, Parquet from DuckDB's own
+Arrow result, so nested columns such as `gap_to_backends` keep their type)."""
 
 from __future__ import annotations
 
-import io
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,11 +16,15 @@ import pandas as pd
 from app.data.store import HistoryUnavailable, Source, cached_query
 from history import sql as history_sql
 from history.errors import HistoryError, QueryError
+from history.sql import UserResult
+from history.sql_guard import public_text
 
 EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
 MAX_ROWS = 10_000
 MAX_BYTES = 16 * 2**20  # what one result may hold: it is sent to the browser, and kept per session
 TIMEOUT_S = 10.0
+MAX_SQL_CHARS = 20_000  # the editor's limit, and so the longest query a link may carry
+LOCK_WAIT_S: float | None = None  # a file history's lock; None: history.db's read deadline
 
 
 @dataclass(frozen=True)
@@ -35,19 +39,21 @@ def examples(path: Path = EXAMPLES_FILE) -> list[Example]:
     return [Example(e["title"], e["reason"], e["sql"].strip()) for e in data["example"]]
 
 
-def run_query(source: Source, sql: str) -> pd.DataFrame:
+def run_query(source: Source, sql: str) -> UserResult:
     """A user's query, limited to MAX_ROWS rows, MAX_BYTES bytes and TIMEOUT_S seconds.
 
-    Raises QueryError for anything that goes wrong, including a file DuckDB cannot open, so
-    the page has one kind of failure to show. `frame.attrs["truncated"]` says if the result was
-    cut, `frame.attrs["cut"]` by which limit ('rows' or 'bytes').
+    Raises QueryError, one line without a server path, for anything that goes wrong (a refused
+    statement, a file DuckDB cannot open, a lock held too long, a fault of the query's process),
+    so the page has one kind of failure to show. The result's frame says in `attrs` whether it
+    was cut and by which limit (history.sql.run_user_sql).
     """
     try:
-        return history_sql.run_user_sql(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S, max_bytes=MAX_BYTES)
+        return history_sql.run_user_query(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S,
+                                          max_bytes=MAX_BYTES, lock_wait_s=LOCK_WAIT_S)
     except QueryError:
         raise
-    except (HistoryError, duckdb.Error) as exc:
-        raise QueryError(f"{source.path}: {exc}") from None
+    except (HistoryError, duckdb.Error, OSError) as exc:
+        raise QueryError(public_text(str(exc) or type(exc).__name__, source.path)) from None
 
 
 @cached_query
@@ -56,17 +62,16 @@ def schema(source: Source) -> pd.DataFrame:
     try:
         return history_sql.schema_overview(source.path)
     except (HistoryError, duckdb.Error) as exc:
-        raise HistoryUnavailable(f"schema of {source.path}: {exc}") from None
+        raise HistoryUnavailable(f"schema of the history: {public_text(str(exc), source.path)}") from None
 
 
-def to_parquet(frame: pd.DataFrame) -> bytes:
-    """The frame as Parquet bytes; raises QueryError for a column type Parquet cannot hold (INTERVAL)."""
-    buffer = io.BytesIO()
-    try:
-        frame.to_parquet(buffer, index=False)
-    except (ValueError, TypeError, OverflowError, NotImplementedError) as exc:  # what pyarrow raises
-        raise QueryError(f"no Parquet for this result: {str(exc).splitlines()[0]} (cast that column to VARCHAR)") from None
-    return buffer.getvalue()
+def to_parquet(result: UserResult) -> bytes:
+    """The result as Parquet bytes, from its Arrow table; QueryError for a type Parquet cannot hold (INTERVAL)."""
+    return history_sql.to_parquet(result.table)
+
+
+def to_csv(result: UserResult) -> bytes:
+    return result.frame.to_csv(index=False).encode("utf-8")
 
 
 def limit_note(frame: pd.DataFrame) -> str:
@@ -77,3 +82,11 @@ def limit_note(frame: pd.DataFrame) -> str:
     if cut == "rows" or frame.attrs.get("truncated"):
         return f", cut at the {MAX_ROWS:,}-row limit"
     return ""
+
+
+def renamed_note(result: UserResult) -> str:
+    """Duplicate column names the result repeated and what they are shown as; empty if none."""
+    if not result.renamed:
+        return ""
+    pairs = ", ".join(f"{new} (a second {old})" for new, old in result.renamed.items())
+    return f"The query repeats column names; shown as {pairs}."

@@ -1,12 +1,19 @@
 """SQL: query the history with DuckDB SQL — read-only and locked down exactly like
 `attnwatch sql` — with a schema browser, example queries, a results table and CSV / Parquet
-downloads. A refused or failing query is a message, never a traceback."""
+downloads. The query run is kept in the URL (`?sql=`), so the page's link reruns it and shows
+its result. A refused or failing query, or anything else that goes wrong, is a one-line
+message, never a traceback."""
 
 import streamlit as st
 
 from app import ui
 from app.data import sql_console
+from app.url_state import url_text
 from history.errors import HistoryError
+from history.sql_guard import public_text
+
+URL_PARAM = "sql"  # history.links.PARAMS
+_URL_SEEN = "_url_seen:sql"
 
 
 def load_example() -> None:
@@ -26,27 +33,36 @@ def schema_browser(source) -> None:
         st.dataframe(overview[overview["object"] == chosen][["column", "type"]], hide_index=True, width="stretch")
 
 
-def sql_page(source, shape):
-    examples = sql_console.examples()
-    st.session_state.setdefault("sql_text", examples[0].sql)
-    schema_browser(source)
-    st.selectbox("example queries", [e.title for e in examples], index=None, placeholder="load an example…",
-                 key="sql_example", on_change=load_example)
-    sql = st.text_area("SQL (read-only)", key="sql_text", height=200, max_chars=20_000)
-    if st.button("Run query", type="primary", key="sql_run"):
-        try:
-            st.session_state["sql_result"] = (sql, sql_console.run_query(source, sql), None)
-        except HistoryError as exc:
-            st.session_state["sql_result"] = (sql, None, str(exc))
-    result = st.session_state.get("sql_result")
-    if not result:
-        st.caption(f"Results are capped at {sql_console.MAX_ROWS:,} rows, {sql_console.MAX_BYTES // 2**20} MiB "
-                   f"and {sql_console.TIMEOUT_S:g} s.")
+def run(source, sql: str) -> None:
+    """Run `sql`, keep its result for this session, and put it in the URL (the page's permalink)."""
+    try:
+        st.session_state["sql_result"] = (sql, sql_console.run_query(source, sql), None)
+    except HistoryError as exc:
+        st.session_state["sql_result"] = (sql, None, str(exc))
+    if sql.strip():
+        st.query_params[URL_PARAM] = sql
+    elif URL_PARAM in st.query_params:
+        del st.query_params[URL_PARAM]
+    st.session_state[_URL_SEEN] = url_text(URL_PARAM)
+
+
+def follow_link(source) -> None:
+    """A query in the URL that this session has not seen (a link opened, a page reloaded): into the
+    editor, and run."""
+    linked = url_text(URL_PARAM)
+    if linked is None or st.session_state.get(_URL_SEEN) == linked:
         return
-    ran_sql, frame, error = result
-    if error:
-        st.error(f"Query refused or failed: {ui.md(error)}")
+    st.session_state[_URL_SEEN] = linked
+    if len(linked) > sql_console.MAX_SQL_CHARS:
+        st.warning(f"The link's query is longer than the {sql_console.MAX_SQL_CHARS:,} characters the editor holds; "
+                   "it was not run.")
         return
+    st.session_state["sql_text"] = linked
+    run(source, linked)
+
+
+def show_result(ran_sql: str, result, sql: str) -> None:
+    frame = result.frame
     if ran_sql != sql:
         st.caption("Showing the result of the previous query; press Run query for the edited one.")
     elapsed = frame.attrs.get("elapsed_s")
@@ -54,17 +70,45 @@ def sql_page(source, shape):
         f"{len(frame):,} row(s)" + sql_console.limit_note(frame)
         + (f" in {elapsed:.3f} s" if elapsed is not None else "")
     )
+    if result.renamed:
+        st.caption(ui.md(sql_console.renamed_note(result)))
     st.dataframe(frame, hide_index=True, width="stretch")
     cols = st.columns(2)
-    cols[0].download_button("Download CSV", frame.to_csv(index=False).encode("utf-8"), file_name="attnwatch_query.csv",
+    cols[0].download_button("Download CSV", sql_console.to_csv(result), file_name="attnwatch_query.csv",
                             mime="text/csv", on_click="ignore", key="sql_csv")
     try:
-        parquet = sql_console.to_parquet(frame)
+        parquet = sql_console.to_parquet(result)
     except HistoryError as exc:
         cols[1].caption(ui.md(str(exc)))
     else:
         cols[1].download_button("Download Parquet", parquet, file_name="attnwatch_query.parquet",
                                 mime="application/vnd.apache.parquet", on_click="ignore", key="sql_parquet")
+
+
+def sql_page(source, shape):
+    examples = sql_console.examples()
+    follow_link(source)
+    st.session_state.setdefault("sql_text", examples[0].sql)
+    schema_browser(source)
+    st.selectbox("example queries", [e.title for e in examples], index=None, placeholder="load an example…",
+                 key="sql_example", on_change=load_example)
+    sql = st.text_area("SQL (read-only)", key="sql_text", height=200, max_chars=sql_console.MAX_SQL_CHARS)
+    if st.button("Run query", type="primary", key="sql_run"):
+        run(source, sql)
+    result = st.session_state.get("sql_result")
+    if not result:
+        st.caption(f"Results are capped at {sql_console.MAX_ROWS:,} rows, {sql_console.MAX_BYTES // 2**20} MiB "
+                   f"and {sql_console.TIMEOUT_S:g} s. The page's link carries the query you run.")
+        return
+    ran_sql, frame_result, error = result
+    if error:
+        st.error(f"Query refused or failed: {ui.md(error)}")
+        return
+    try:
+        show_result(ran_sql, frame_result, sql)
+    except Exception as exc:  # noqa: BLE001 - whatever fails in showing a result, the page says so in one line
+        first = public_text(f"{type(exc).__name__}: {exc}", source.path)
+        st.error(f"The result could not be shown: {ui.md(first)}")
 
 
 ui.run_page("SQL", sql_page)

@@ -74,20 +74,28 @@ def _read_sql(args) -> str:
 
 
 def _run(args) -> int:
-    from history.sql import run_user_sql
+    from history.sql import run_user_query
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs --output FILE")
-    frame = run_user_sql(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
-                         max_bytes=args.max_bytes)
+    result = run_user_query(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
+                            max_bytes=args.max_bytes)
+    frame = result.frame
     if args.format == "table":
         text = format_table(frame, args.show)
         if args.output:
             args.output.write_text(text + "\n", encoding="utf-8")
         else:
             print(text)
+    elif args.format == "parquet":
+        from history.sql import to_parquet
+
+        args.output.write_bytes(to_parquet(result.table))
     else:
         _write(frame, args.format, args.output)
+    if result.renamed:
+        print("note: columns renamed to be unique: "
+              + ", ".join(f"{new} (a second {old})" for new, old in result.renamed.items()), file=sys.stderr)
     cut = frame.attrs.get("cut")
     if cut == "rows":
         print(f"note: result cut at --max-rows {args.max_rows}", file=sys.stderr)
@@ -97,7 +105,7 @@ def _run(args) -> int:
 
 
 def _write(frame, fmt: str, output: Path | None) -> None:
-    """Write csv / json / parquet; a value the format cannot hold is one UserError line."""
+    """Write csv / json; a value the format cannot hold is one UserError line."""
     try:
         _write_unchecked(frame, fmt, output)
     except (ValueError, TypeError, OverflowError, NotImplementedError) as exc:  # what pyarrow and pandas raise
@@ -106,9 +114,6 @@ def _write(frame, fmt: str, output: Path | None) -> None:
 
 
 def _write_unchecked(frame, fmt: str, output: Path | None) -> None:
-    if fmt == "parquet":
-        frame.to_parquet(output, index=False)
-        return
     text = frame.to_csv(index=False) if fmt == "csv" else frame.to_json(orient="records", date_format="iso", indent=1)
     if output:
         output.write_text(text, encoding="utf-8")

@@ -1,0 +1,132 @@
+"""The SQL gate on a real lake (PostgreSQL catalog from the session's server): the DuckLake catalog
+database is refused under every name form, each checked first to be a real door (DuckDB answers it
+when the gate is not asked), while what users ask of the lake still passes.
+
+Most forms are checked on one sandboxed connection, opened as history.sql_worker opens it, so the
+test attaches the lake once; two go through the whole user-SQL path (child process and all)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from app.data.sql_console import examples
+from bundle_factory import make_bundle
+from history.errors import QueryError
+from history.ingest import ingest_paths
+from history.sql import run_user_sql
+from history.sql_gate import dotted_qualifiers, refuse_blocked_operators, refuse_unsafe_lake_sql
+from history.sql_sandbox import SqlLimits, private_temp_dir
+from history.sql_worker import sandboxed
+
+CATALOG = "__ducklake_metadata_history"
+
+# Each reaches the catalog database when not gated: its rows (the data path, every file's name)
+# or its tables' columns.
+CATALOG_FORMS = [
+    f"SELECT * FROM {CATALOG}.ducklake_metadata",  # two-part: catalog.table
+    f'SELECT * FROM "{CATALOG}"."ducklake_data_file"',
+    f"SELECT * FROM {CATALOG.upper()}.DUCKLAKE_DATA_FILE",
+    "SELECT * FROM __DuckLake_Metadata_History.Ducklake_Data_File",
+    f'SELECT path FROM "{CATALOG}".ducklake_data_file',
+    f"SELECT * FROM {CATALOG}.public.ducklake_data_file",  # three-part
+    f'SELECT * FROM "{CATALOG}"."public"."ducklake_metadata"',
+    f"FROM {CATALOG}.ducklake_data_file",  # FROM-first
+    f"DESCRIBE {CATALOG}.ducklake_data_file",
+    f"DESCRIBE SELECT * FROM {CATALOG}.ducklake_data_file",
+    f"SUMMARIZE {CATALOG}.ducklake_data_file",
+    f"SUMMARIZE SELECT path FROM {CATALOG}.ducklake_data_file",
+    f"SHOW {CATALOG}.ducklake_data_file",
+    f"SELECT * FROM runs, (SELECT path FROM {CATALOG}.ducklake_data_file) f",  # in a subquery
+    f"WITH f AS (SELECT * FROM {CATALOG}.ducklake_data_file) SELECT * FROM f",  # in a CTE
+    f"SELECT (SELECT max(value) FROM {CATALOG}.ducklake_metadata)",  # a scalar subquery
+    f"SELECT * FROM runs WHERE EXISTS (SELECT 1 FROM {CATALOG}.ducklake_data_file)",
+    f"SELECT * FROM pragma_table_info('{CATALOG}.ducklake_data_file')",  # a name given as text
+    f"""SELECT * FROM pragma_table_info('"{CATALOG}".public.ducklake_data_file')""",
+]
+# The lake's own catalog functions that show the data path, under any name.
+DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.settings()",
+                       'SELECT data_path FROM "HISTORY".settings()']
+# Listings of the catalogue: they pass, and list nothing of the catalog database.
+LISTINGS = [
+    "SELECT * FROM information_schema.tables", "SELECT * FROM information_schema.columns",
+    "SELECT * FROM information_schema.schemata", "SELECT * FROM duckdb_tables()", "SELECT * FROM duckdb_columns()",
+    "SELECT * FROM duckdb_views()", "SELECT * FROM duckdb_schemas()", "SHOW ALL TABLES", "SHOW TABLES",
+]
+
+
+@pytest.fixture(scope="module")
+def lake(postgres_server, tmp_path_factory):
+    """One lake with one run for the whole module (the tests only read it): (location, data path)."""
+    work = tmp_path_factory.mktemp("gate_lake")
+    name = postgres_server.create_database(f"gate_{os.getpid()}")
+    location = f"ducklake:postgres:{postgres_server.dsn(name)}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNWATCH_LAKE_DATA", str(work / "lake-data"))
+        ingest_paths(location, [make_bundle(work / "b", n_samples=5)])
+    return location, str(work / "lake-data")
+
+
+@pytest.fixture(scope="module")
+def lake_con(lake):
+    with private_temp_dir() as temp_dir, sandboxed(lake[0], SqlLimits(), temp_dir) as con:
+        yield con
+
+
+def test_the_catalog_database_is_refused_under_every_name_form(lake_con):
+    for sql in CATALOG_FORMS:
+        assert lake_con.execute(sql).fetchall(), f"not a door: {sql}"
+        with pytest.raises(QueryError, match="own tables only") as info:
+            refuse_unsafe_lake_sql(lake_con, sql)
+        assert CATALOG in str(info.value).lower(), (sql, str(info.value))
+
+
+def test_the_binding_check_alone_refuses_reading_the_catalog(lake_con):
+    """Check 3 does not read names: a read of the catalog's rows is a PostgreSQL scan in the plan."""
+    for sql in CATALOG_FORMS[:8] + [f"SUMMARIZE {CATALOG}.ducklake_data_file"]:
+        with pytest.raises(QueryError, match="reads the lake's catalog database"):
+            refuse_blocked_operators(lake_con, sql)
+
+
+def test_functions_that_show_the_data_path_are_refused(lake, lake_con):
+    data_path = lake[1]
+    for sql in DATA_PATH_FUNCTIONS:
+        assert data_path in str(lake_con.execute(sql).fetchall()), f"not a door: {sql}"
+        with pytest.raises(QueryError, match="own tables only"):
+            refuse_unsafe_lake_sql(lake_con, sql)
+
+
+def test_catalogue_listings_pass_and_show_nothing_of_the_catalog_database(lake, lake_con):
+    for sql in LISTINGS:
+        refuse_unsafe_lake_sql(lake_con, sql)
+        rows = str(lake_con.execute(sql).fetchall())
+        assert "ducklake_data_file" not in rows and "__ducklake" not in rows.lower(), sql
+        assert lake[1] not in rows, sql
+
+
+def test_what_users_ask_of_a_lake_still_passes(lake_con):
+    asked = [e.sql for e in examples()] + [
+        "SELECT count(*) FROM runs", "FROM results LIMIT 3", "DESCRIBE runs", "SUMMARIZE results", "SHOW TABLES",
+        "SELECT * FROM history.main.runs", "SELECT * FROM main.runs", "SELECT * FROM pragma_table_info('main.runs')",
+        "SELECT snapshot_id FROM ducklake_snapshots('history')", "SELECT * FROM ducklake_table_info('history')",
+        "SELECT * FROM pg_catalog.pg_tables", "SELECT CAST('{}' AS JSON), [1, 2], {'a': 1}, map([1], [2])",
+        "WITH t AS (SELECT * FROM runs) SELECT t.run_id FROM t",
+    ]
+    for sql in asked:
+        refuse_unsafe_lake_sql(lake_con, sql)
+        lake_con.execute(sql).fetchall()
+
+
+def test_the_whole_user_sql_path_refuses_the_two_part_name(lake):
+    lake_db = lake[0]
+    for sql in (f"SELECT * FROM {CATALOG}.ducklake_metadata", f"DESCRIBE {CATALOG}.ducklake_data_file"):
+        with pytest.raises(QueryError, match="own tables only"):
+            run_user_sql(lake_db, sql)
+
+
+def test_dotted_names_given_as_text_are_read_as_the_parser_reads_them():
+    assert dotted_qualifiers("cat.tbl") == ["cat"]
+    assert dotted_qualifiers(' "Cat"."sch" . tbl ') == ["Cat", "sch"]
+    assert dotted_qualifiers('"a.b".c') == ["a.b"]
+    assert dotted_qualifiers("runs") == [] and dotted_qualifiers("/etc/passwd") == [] and dotted_qualifiers("a b.c") == []
