@@ -37,8 +37,9 @@ class Capped:
 def fetch_capped(relation, max_rows: int, max_bytes: int) -> Capped:
     """Stream `relation` (a DuckDB relation, or None for a statement without a result).
 
-    The byte cap counts the result's own Arrow buffers (`RecordBatch.nbytes`: values, offsets,
-    validity), so a result of `max_bytes` bytes is kept whole and one byte less is cut. Kept
+    The byte cap counts the result's own Arrow buffers (values, offsets, validity bits, as
+    DuckDB exports them: `get_total_buffer_size`, which is also 25 times quicker than `nbytes`
+    on 57 columns), so a result of `max_bytes` bytes is kept whole and one byte less is cut. Kept
     batches are merged into chunks of about CHUNK_BYTES as they arrive: 32-row batches carry a
     framing of their own per batch and column (a few KB for 57 columns) in an Arrow IPC file,
     which made a file of 80,000 narrow rows 30% larger than its data.
@@ -53,14 +54,13 @@ def fetch_capped(relation, max_rows: int, max_bytes: int) -> Capped:
         keep = min(batch.num_rows, max_rows - rows)
         if keep < batch.num_rows:
             cut = "rows"
-        if size + batch.slice(0, keep).nbytes > max_bytes:
-            keep, cut = _rows_within(batch.slice(0, keep), max_bytes - size), "bytes"
-        if keep < batch.num_rows:
-            batch = batch.take(pa.array(range(keep), type=pa.int64()))  # a copy: the rest is freed
+        if keep < batch.num_rows or size + batch.get_total_buffer_size() > max_bytes:
+            batch, keep_cut = _head_within(batch, keep, max_bytes - size)
+            cut = keep_cut or cut
         pending.append(batch)
-        pending_size += batch.nbytes
+        pending_size += batch.get_total_buffer_size()
         rows += batch.num_rows
-        size += batch.nbytes
+        size += batch.get_total_buffer_size()
         if pending_size >= CHUNK_BYTES:
             chunks.append(_merged(pending, reader.schema))
             pending, pending_size = [], 0
@@ -80,6 +80,19 @@ def _merged(batches: list[pa.RecordBatch], schema: pa.Schema) -> list[pa.RecordB
         return pa.Table.from_batches(batches, schema=schema).combine_chunks().to_batches()
     except pa.ArrowInvalid:  # offsets past 2**31 in one string column
         return batches
+
+
+def _head_within(batch: pa.RecordBatch, rows: int, budget: int) -> tuple[pa.RecordBatch, str | None]:
+    """A copy of the first `rows` rows of `batch`, fewer if they hold more than `budget` bytes (then
+    'bytes' is returned as the cut). A copy, so the rest of the batch is freed."""
+    keep, cut = rows, None
+    if batch.slice(0, keep).nbytes > budget:
+        keep, cut = _rows_within(batch.slice(0, keep), budget), "bytes"
+    while True:
+        head = batch.take(pa.array(range(keep), type=pa.int64()))
+        if keep == 0 or head.get_total_buffer_size() <= budget:
+            return head, cut
+        keep, cut = keep - 1, "bytes"  # the copy's buffers can be a few bytes larger than the slice's
 
 
 def _rows_within(batch: pa.RecordBatch, budget: int) -> int:

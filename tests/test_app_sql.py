@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -19,6 +21,8 @@ import history.sql as history_sql
 from app_history import build_history
 from history.sql import run_user_sql
 from history.sql_sandbox import SqlLimits, size_bytes
+from test_app_pages import open_page
+from test_history_sql_results import assert_public, lock_held
 from sql_probe import (
     BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
 )
@@ -167,3 +171,57 @@ def test_a_result_parquet_cannot_hold_still_shows_with_its_csv(history, monkeypa
     assert not at.error and len(at.dataframe[-1].value) == 1
     assert {b.proto.label for b in at.get("download_button")} == {"Download CSV"}
     assert any("no Parquet for this result" in c.value for c in at.caption)
+
+
+def test_duplicate_column_names_are_shown_not_crashed_on(history, monkeypatch):
+    at = run_sql(sql_page(history, monkeypatch), "SELECT 1 AS x, 2 AS x")
+    assert not at.error, page_errors(at)
+    assert list(at.dataframe[-1].value.columns) == ["x", "x_1"]
+    assert any("shown as x_1 (a second x)" in re.sub(r"\\(.)", r"\1", c.value) for c in at.caption)
+
+
+def test_every_result_of_the_results_table_offers_both_downloads_that_parse(history, monkeypatch):
+    """`SELECT * FROM results` has MAP and LIST columns (gap_to_backends): shown, and both files parse."""
+    at = run_sql(sql_page(history, monkeypatch), "SELECT * FROM results")
+    assert not at.error and len(at.dataframe[-1].value) > 0, page_errors(at)
+    assert {b.proto.label for b in at.get("download_button")} == {"Download CSV", "Download Parquet"}
+    result = sql_console.run_query(current_source(history), "SELECT * FROM results")
+    parquet = pq.read_table(io.BytesIO(sql_console.to_parquet(result)))
+    assert parquet.num_rows == len(result.frame) and pa.types.is_map(parquet.schema.field("gap_to_backends").type)
+    csv = pd.read_csv(io.BytesIO(sql_console.to_csv(result)))
+    assert list(csv.columns) == list(result.frame.columns) and len(csv) == len(result.frame)
+
+
+def test_the_url_carries_the_query_and_its_link_shows_the_result(history, monkeypatch):
+    sql = "SELECT variant, count(*) AS n FROM results GROUP BY variant ORDER BY variant"
+    at = run_sql(sql_page(history, monkeypatch), sql)
+    assert at.query_params["sql"] in (sql, [sql])
+    linked = open_page(history, monkeypatch, "views/sql.py", sql=sql)
+    assert not linked.error and linked.text_area(key="sql_text").value == sql
+    assert linked.dataframe[-1].value.equals(at.dataframe[-1].value)
+    linked.button(key="sql_run").click().run()  # a rerun does not take the URL for a new link
+    assert not linked.exception and linked.dataframe[-1].value.equals(at.dataframe[-1].value)
+
+
+def test_a_refused_query_from_a_link_is_one_line(history, monkeypatch):
+    at = open_page(history, monkeypatch, "views/sql.py", sql="SELECT * FROM duckdb_settings()")
+    (error,) = page_errors(at)
+    assert "\n" not in error and "not available to user SQL" in error
+
+
+def test_a_lock_held_too_long_is_one_line_on_the_page(history, monkeypatch):
+    monkeypatch.setattr(sql_console, "LOCK_WAIT_S", 0.5)
+    at = sql_page(history, monkeypatch)  # the page's own reads are cached before the lock is taken
+    with lock_held(history) as pid:
+        run_sql(at, "SELECT count(*) FROM runs")
+    (error,) = page_errors(at)
+    assert error.startswith("Query refused or failed: "), error
+    assert_public(error.removeprefix("Query refused or failed: "), history, pid)
+
+
+def test_every_error_on_the_page_is_one_line(history, monkeypatch):
+    at = sql_page(history, monkeypatch)
+    for sql in ("SELEC nonsense FROM", "SELECT * FROM no_such_table", "SELECT 1; SELECT 2",
+                "SELECT * FROM read_csv('/etc/passwd')", "SELECT union_value(k := 1) AS u"):
+        (error,) = page_errors(run_sql(at, sql))
+        assert "\n" not in error and "/etc" not in error and str(history.parent) not in error, (sql, error)

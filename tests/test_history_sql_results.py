@@ -1,0 +1,126 @@
+"""What user SQL gives back (issue 25 and 26): the byte cap at its edge, duplicate column names,
+nested columns in Parquet, the schema browser's columns, and a lock held too long, each through
+history.sql and `attnwatch sql`."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from contextlib import contextmanager
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import history.sql as history_sql
+from bundle_factory import make_bundle
+from ci.cli import main as cli_main
+from history.errors import LockTimeoutError, QueryError
+from history.ingest import ingest_paths
+from history.sql import run_user_query, run_user_sql, schema_overview, unique_names
+from history.sql_sandbox import SqlLimits
+
+WIDE = "SELECT " + ", ".join(f"range + {i} AS c{i}" for i in range(57)) + " FROM range(20000)"  # 625 batches of 32
+
+
+@pytest.fixture
+def history(tmp_path, db_path):
+    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=5)])
+    return db_path
+
+
+def test_the_byte_cap_counts_result_bytes_at_its_edge(history, capsys):
+    """A result of exactly the cap is kept whole; one byte less cuts it, and the CLI says so. (The
+    cap used to count each 32-row batch's framing too, and refused this result at its own size.)"""
+    size = run_user_sql(history, WIDE, max_bytes=2**30).attrs["bytes"]
+    assert 20000 * 57 * 8 <= size < 20000 * 57 * 8 * 1.05  # the values, their validity bits
+    exact = run_user_sql(history, WIDE, max_bytes=size)
+    assert len(exact) == 20000 and exact.attrs["cut"] is None and exact.attrs["bytes"] == size
+    assert cli_main(["--db", str(history), "sql", WIDE, "--max-bytes", str(size - 1), "--show", "1"]) == 0
+    out = capsys.readouterr()
+    kept = int(out.out.strip().splitlines()[-1].strip("(").split()[0])
+    assert 19900 < kept < 20000, out.out[-200:]
+    assert f"note: result cut at --max-bytes {(size - 1) / 2**20:g} MiB ({kept} rows kept)" in out.err
+
+
+def test_duplicate_column_names_are_shown_renamed(history, capsys):
+    frame = run_user_sql(history, "SELECT 1 AS x, 2 AS x, 3 AS x_1, 4 AS X")
+    assert list(frame.columns) == ["x", "x_2", "x_1", "X_3"] and frame.iloc[0].tolist() == [1, 2, 3, 4]
+    assert frame.attrs["renamed"] == {"x_2": "x", "X_3": "X"}
+    assert cli_main(["--db", str(history), "sql", "SELECT 1 AS x, 2 AS x"]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[0].split() == ["x", "x_1"] and out.out.splitlines()[2].split() == ["1", "2"]
+    assert "note: columns renamed to be unique: x_1 (a second x)" in out.err
+    assert cli_main(["--db", str(history), "sql", "SELECT 1 AS x, 2 AS x", "--format", "json"]) == 0
+    assert pd.read_json(io.StringIO(capsys.readouterr().out)).iloc[0].tolist() == [1, 2]
+    assert unique_names(["a", "b"]) == (["a", "b"], {})
+
+
+def test_parquet_keeps_nested_columns(history, tmp_path, capsys):
+    """`SELECT * FROM results` has MAP and LIST columns that pandas holds as Python objects; the
+    Parquet comes from DuckDB's Arrow result and keeps their types. CSV of the same rows parses."""
+    result = run_user_query(history, "SELECT * FROM results ORDER BY case_id")
+    back = pq.read_table(io.BytesIO(history_sql.to_parquet(result.table)))
+    assert back.schema.field("gap_to_backends").type == result.table.schema.field("gap_to_backends").type
+    assert pa.types.is_map(back.schema.field("gap_to_backends").type)
+    assert back.equals(result.table)
+    out = tmp_path / "r.parquet"
+    assert cli_main(["--db", str(history), "sql", "SELECT * FROM results", "--format", "parquet", "-o", str(out)]) == 0
+    assert pq.read_table(out).num_rows == 24
+    assert cli_main(["--db", str(history), "sql", "SELECT * FROM results", "--format", "csv"]) == 0
+    assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == 24
+
+
+def test_the_schema_overview_lists_the_columns_a_view_returns(history):
+    """information_schema keeps a view's columns as of its creation (latest_results: 72), while its
+    `SELECT d.*` returns the columns added since (79): the browser shows what a query returns."""
+    overview = schema_overview(history)
+    for view in overview[overview.kind == "view"].object.unique():
+        returned = run_user_sql(history, f"SELECT * FROM {view} LIMIT 0")
+        shown = overview[overview.object == view].sort_values("position")
+        assert shown["column"].tolist() == list(returned.columns), view
+    latest = overview[overview.object == "latest_results"]
+    assert len(latest) == len(run_user_sql(history, "SELECT * FROM latest_results").columns)
+
+
+@contextmanager
+def lock_held(path):
+    """Another process with the history open for writing: DuckDB's lock, which readers wait for."""
+    code = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        yield holder.pid
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def assert_public(message: str, history, pid: int) -> None:
+    """One line naming the history by its file name; no directory, binary or process id."""
+    assert "\n" not in message and message.startswith(f"{history.name}: the history is busy"), message
+    assert str(history.parent) not in message and sys.executable not in message, message
+    assert str(pid) not in message and "PID" not in message, message
+
+
+def test_a_lock_held_too_long_is_one_line_without_paths_or_pid(history, monkeypatch, capsys):
+    with lock_held(history) as pid:
+        with pytest.raises(LockTimeoutError) as info:
+            run_user_sql(history, "SELECT 1", lock_wait_s=0.5)
+        assert_public(str(info.value), history, pid)
+        monkeypatch.setattr(history_sql, "DEFAULTS", SqlLimits(lock_wait_s=0.5))
+        assert cli_main(["--db", str(history), "sql", "SELECT 1"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("attnwatch sql: error: "), line
+        assert_public(line.removeprefix("attnwatch sql: error: "), history, pid)
+
+
+def test_a_query_error_naming_the_history_names_its_file_only(tmp_path):
+    junk = tmp_path / "junk.duckdb"
+    junk.write_bytes(b"not a database" * 100)
+    with pytest.raises(QueryError) as info:
+        run_user_sql(junk, "SELECT 1")
+    assert str(info.value).startswith("junk.duckdb: ") and str(tmp_path) not in str(info.value)
