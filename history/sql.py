@@ -13,13 +13,16 @@ and the query is interrupted from a timer thread (`connection.interrupt()`) afte
 limit. Before it runs, the statement is refused if it names a function that shows server paths
 (history.sql_guard, sql_denied.toml). Its result is streamed in small Arrow batches and kept
 up to a row and a byte cap (history.sql_stream), never fetched whole. Every DuckDB, Arrow,
-pandas or memory error becomes one QueryError line, with paths scrubbed. One statement per
-call. Both `attnwatch sql` and the dashboard's SQL page come through here.
+pandas or memory error becomes one QueryError line, the history named by its file name and
+other paths and process ids scrubbed (history.sql_guard.public_text). One statement per
+call. Both `attnwatch sql` and the dashboard's SQL page come through here, and both write
+Parquet from the Arrow result (`to_parquet`), not from pandas.
 
 On a lake (history.location) the connection is attached read-only before external access is
 turned off and the configuration locked (history.lake), and history.sql_gate refuses what that
 leaves open there: anything but a SELECT, the PostgreSQL and DuckLake extensions' functions,
-and the catalog database (history.sql_worker applies it in the child).
+and the catalog database under any name (history.sql_worker applies it in the child, within
+the time limit).
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ and DuckDB's error messages name such paths too. So:
   - `refusal(exc, limits)` turns any DuckDB or Arrow error into the one line the CLI and the
     dashboard show: the first line of the message, absolute paths replaced by `<path>`, and
     the limit named when a memory or spill limit stopped the query.
+  - `public_text(text, location)` is what every error of the SQL path goes through before a
+    user sees it (history.sql, app/data/sql_console.py): one line, the history named by its
+    file name alone, no other absolute path, no process id (DuckDB's lock error names the
+    holder's Python binary and PID).
 """
 
 from __future__ import annotations

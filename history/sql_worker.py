@@ -15,10 +15,13 @@ child forked by history.sql_server, with
   - a kill from the parent at timeout + the lock wait + GRACE_S; a child that dies (a signal,
     a crash inside DuckDB) is one refusal line too.
 
-The child does the whole query: open read-only (history.db.open_read, any backend) in the
-sandbox (history.sql_sandbox), refuse denied names (history.sql_guard), stream the capped result
-(history.sql_stream), and write it as an Arrow IPC file into the query's private temp directory,
-with a small header beside it. The parent reads it only if it is within the byte cap.
+The child does the whole query: open read-only (history.db.open_read, any backend, waiting for
+a file's lock up to limits.lock_wait_s) in the sandbox (history.sql_sandbox), refuse denied
+names (history.sql_guard), on a lake pass the gate (history.sql_gate) and stream the capped
+result (history.sql_stream) under the time limit, and write it as an Arrow IPC file into the
+query's private temp directory, with a small header beside it (a lock held too long is
+reported without DuckDB's text, which names the holder's binary and PID). The parent reads it
+only if it is within the byte cap.
 """
 
 from __future__ import annotations
