@@ -18,14 +18,16 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
 `json_serialize_sql` gives, before anything is bound; the third on DuckDB's own binding):
   1. one SELECT (DESCRIBE, SHOW and SUMMARIZE are SELECTs) that calls no function the lake's
      extensions add (found by comparing a plain DuckDB with one that loaded them) except the
-     read-only ones in ALLOWED_EXTENSION_FUNCTIONS, and no function that runs SQL given as
-     text (query, query_table, json_execute_serialized_sql). These are refused before binding
+     read-only ones in ALLOWED_EXTENSION_FUNCTIONS, no function that runs SQL given as
+     text (query, query_table, json_execute_serialized_sql) and no table function that writes
+     (checkpoint: on a lake it flushes inlined data; the read-only attach refuses it too). These are refused before binding
      because binding some of them (postgres_query) already talks to a server.
   2. names resolved against what the connection itself lists, not against spellings: every
      qualifier in the statement (the catalog or schema part of a table, a table function, a
      function or a type; also the qualifier of a dotted name given as text to a table
      function, as in pragma_table_info('cat.tbl')) must be a database that `duckdb_databases()`
-     lists or a schema that `duckdb_schemas()` lists. The parser has already unquoted and split
+     lists or a schema that `duckdb_schemas()` lists, and a name given as text may not be a
+     database attached but unlisted (`pragma_database_size()` names those). The parser has already unquoted and split
      the names, and DuckDB compares them case-insensitively, as this check does. A database
      attached but unlisted, the DuckLake catalog first of all, cannot be named, whichever part
      of a two- or three-part name it takes and whether it is quoted or not; unqualified names
@@ -52,6 +54,7 @@ from history import lake
 from history.errors import QueryError
 
 TEXT_AS_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql"})
+WRITES = frozenset({"checkpoint", "force_checkpoint"})  # table functions that write (DuckLake flushes inlined data)
 ALLOWED_EXTENSION_FUNCTIONS = frozenset({
     "ducklake_snapshots", "ducklake_table_info", "ducklake_current_snapshot", "ducklake_last_committed_snapshot",
     "murmur3_32",
@@ -61,9 +64,9 @@ ALLOWED_OPERATORS = ALLOWED_EXTENSION_FUNCTIONS | {"ducklake_scan"}
 QUALIFIER_KEYS = ("catalog_name", "schema_name", "catalog", "schema")
 OWN_TABLES_ONLY = "SQL on a lake history reads the history's own tables only"
 
-# A dotted name given as text: parts that are plain words or "double-quoted", two or three of them.
+# A name given as text: parts that are plain words or "double-quoted", one to three of them.
 _PART = r'(?:"(?:[^"]|"")*"|[A-Za-z_\u0080-\U0010ffff][\w$\u0080-\U0010ffff]*)'
-_DOTTED_NAME = re.compile(rf"\s*({_PART})(?:\s*\.\s*({_PART}))(?:\s*\.\s*({_PART}))?\s*")
+_DOTTED_NAME = re.compile(rf"\s*({_PART})(?:\s*\.\s*({_PART}))?(?:\s*\.\s*({_PART}))?\s*")
 
 
 @lru_cache(maxsize=1)
@@ -86,7 +89,7 @@ def refuse_unsafe_lake_sql(con, sql: str) -> None:
     """Raise QueryError unless `sql` passes the three checks of the module docstring."""
     tree = _syntax_tree(con, sql)
     refuse_blocked_functions(tree)
-    refuse_unlisted_qualifiers(tree, reachable_names(con))
+    refuse_unlisted_qualifiers(tree, *reachable_names(con))
     refuse_blocked_operators(con, sql)
 
 
@@ -103,22 +106,27 @@ def _syntax_tree(con, sql: str) -> dict:
 
 def refuse_blocked_functions(tree: dict) -> None:
     """Check 1: no extension function outside the allowed ones, no SQL given as text."""
-    blocked = (extension_functions() - ALLOWED_EXTENSION_FUNCTIONS) | TEXT_AS_SQL
+    blocked = (extension_functions() - ALLOWED_EXTENSION_FUNCTIONS) | TEXT_AS_SQL | WRITES
     for node in _nodes(tree):
         name = node.get("function_name")
         if isinstance(name, str) and name.lower() in blocked:
             raise QueryError(f"{name}: this function is not available to SQL on a lake history")
 
 
-def reachable_names(con) -> frozenset[str]:
-    """The databases and schemas this connection lists, lower-case: the qualifiers user SQL may use."""
-    rows = con.execute("SELECT database_name FROM duckdb_databases() "
-                       "UNION SELECT schema_name FROM duckdb_schemas()").fetchall()
-    return frozenset(str(name).lower() for (name,) in rows)
+def reachable_names(con) -> tuple[frozenset[str], frozenset[str]]:
+    """(the databases and schemas this connection lists: the qualifiers user SQL may use; the
+    databases attached but not listed, which `pragma_database_size()` shows by name), lower-case."""
+    listed = con.execute("SELECT database_name FROM duckdb_databases() "
+                         "UNION SELECT schema_name FROM duckdb_schemas()").fetchall()
+    sized = con.execute("SELECT database_name FROM pragma_database_size()").fetchall()
+    reachable = frozenset(str(name).lower() for (name,) in listed)
+    return reachable, frozenset(str(name).lower() for (name,) in sized) - reachable
 
 
-def refuse_unlisted_qualifiers(tree: dict, reachable: frozenset[str]) -> None:
-    """Check 2: every qualifier names a listed database or schema (module docstring)."""
+def refuse_unlisted_qualifiers(tree: dict, reachable: frozenset[str], hidden: frozenset[str] = frozenset()) -> None:
+    """Check 2: every qualifier names a listed database or schema (module docstring); a name
+    given as text to a table function neither has a qualifier outside them nor is a hidden
+    database itself (`checkpoint('db')`, `pragma_metadata_info('db')` take a database's name)."""
     for node in _nodes(tree):
         for key in QUALIFIER_KEYS:
             value = node.get(key)
@@ -126,19 +134,19 @@ def refuse_unlisted_qualifiers(tree: dict, reachable: frozenset[str]) -> None:
                 raise QueryError(f"{value}: {OWN_TABLES_ONLY}")
         if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
             for text in _text_arguments(node["function"]):
-                for qualifier in dotted_qualifiers(text):
-                    if qualifier.lower() not in reachable:
-                        raise QueryError(f"{qualifier}: {OWN_TABLES_ONLY}")
+                parts = dotted_parts(text)
+                for i, part in enumerate(parts):
+                    if (i < len(parts) - 1 and part.lower() not in reachable) or part.lower() in hidden:
+                        raise QueryError(f"{part}: {OWN_TABLES_ONLY}")
 
 
-def dotted_qualifiers(text: str) -> list[str]:
-    """The qualifiers of a two- or three-part name given as text ('cat.tbl' -> ['cat']), unquoted;
-    [] for text that is not such a name (a file name with a slash, a sentence, a single word)."""
+def dotted_parts(text: str) -> list[str]:
+    """The parts of a name given as text, one to three of them, unquoted ('cat.tbl' -> ['cat', 'tbl']);
+    [] for text that is not such a name (a file name with a slash, a sentence)."""
     match = _DOTTED_NAME.fullmatch(text)
     if match is None:
         return []
-    parts = [p for p in match.groups() if p is not None]
-    return [p[1:-1].replace('""', '"') if p.startswith('"') else p for p in parts[:-1]]
+    return [p[1:-1].replace('""', '"') if p.startswith('"') else p for p in match.groups() if p is not None]
 
 
 def _text_arguments(function: dict) -> list[str]:

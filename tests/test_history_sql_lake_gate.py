@@ -16,7 +16,7 @@ from bundle_factory import make_bundle
 from history.errors import QueryError
 from history.ingest import ingest_paths
 from history.sql import run_user_sql
-from history.sql_gate import dotted_qualifiers, refuse_blocked_operators, refuse_unsafe_lake_sql
+from history.sql_gate import dotted_parts, refuse_blocked_operators, refuse_unsafe_lake_sql
 from history.sql_sandbox import SqlLimits, private_temp_dir
 from history.sql_worker import sandboxed
 
@@ -44,7 +44,13 @@ CATALOG_FORMS = [
     f"SELECT * FROM runs WHERE EXISTS (SELECT 1 FROM {CATALOG}.ducklake_data_file)",
     f"SELECT * FROM pragma_table_info('{CATALOG}.ducklake_data_file')",  # a name given as text
     f"""SELECT * FROM pragma_table_info('"{CATALOG}".public.ducklake_data_file')""",
+    f"SELECT * FROM pragma_show('{CATALOG}.ducklake_data_file')",
+    f"SELECT * FROM {CATALOG}.information_schema.tables",
 ]
+# Table functions given the catalog database's name as text that show nothing of it here: refused all the same.
+CATALOG_BY_NAME = [f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pragma_metadata_info('{CATALOG}')",
+                   f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
+                   f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')"]
 # The lake's own catalog functions that show the data path, under any name.
 DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.settings()",
                        'SELECT data_path FROM "HISTORY".settings()']
@@ -80,6 +86,12 @@ def test_the_catalog_database_is_refused_under_every_name_form(lake_con):
         with pytest.raises(QueryError, match="own tables only") as info:
             refuse_unsafe_lake_sql(lake_con, sql)
         assert CATALOG in str(info.value).lower(), (sql, str(info.value))
+
+
+def test_the_catalog_database_given_by_its_bare_name_is_refused(lake_con):
+    for sql in CATALOG_BY_NAME:
+        with pytest.raises(QueryError, match="own tables only|not available"):
+            refuse_unsafe_lake_sql(lake_con, sql)
 
 
 def test_the_binding_check_alone_refuses_reading_the_catalog(lake_con):
@@ -125,8 +137,8 @@ def test_the_whole_user_sql_path_refuses_the_two_part_name(lake):
             run_user_sql(lake_db, sql)
 
 
-def test_dotted_names_given_as_text_are_read_as_the_parser_reads_them():
-    assert dotted_qualifiers("cat.tbl") == ["cat"]
-    assert dotted_qualifiers(' "Cat"."sch" . tbl ') == ["Cat", "sch"]
-    assert dotted_qualifiers('"a.b".c') == ["a.b"]
-    assert dotted_qualifiers("runs") == [] and dotted_qualifiers("/etc/passwd") == [] and dotted_qualifiers("a b.c") == []
+def test_names_given_as_text_are_read_as_the_parser_reads_them():
+    assert dotted_parts("cat.tbl") == ["cat", "tbl"] and dotted_parts("runs") == ["runs"]
+    assert dotted_parts(' "Cat"."sch" . tbl ') == ["Cat", "sch", "tbl"]
+    assert dotted_parts('"a.b".c') == ["a.b", "c"]
+    assert dotted_parts("/etc/passwd") == [] and dotted_parts("a b.c") == [] and dotted_parts("a.b.c.d") == []
