@@ -18,20 +18,22 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
 `json_serialize_sql` gives, before anything is bound; the third on DuckDB's own binding):
   1. one SELECT (DESCRIBE, SHOW and SUMMARIZE are SELECTs) that calls no function the lake's
      extensions add (found by comparing a plain DuckDB with one that loaded them) except the
-     read-only ones in ALLOWED_EXTENSION_FUNCTIONS, no function that runs SQL given as
-     text (query, query_table, json_execute_serialized_sql) and no table function that writes
-     (checkpoint: on a lake it flushes inlined data; the read-only attach refuses it too). These are refused before binding
-     because binding some of them (postgres_query) already talks to a server.
+     read-only ones in ALLOWED_EXTENSION_FUNCTIONS, no function that runs SQL given as text
+     (query, query_table, json_execute_serialized_sql) and no table function that writes
+     (checkpoint: on a lake it flushes inlined data, which the read-only attach refuses too).
+     These are refused before binding because binding some of them (postgres_query) already
+     talks to a server.
   2. names resolved against what the connection itself lists, not against spellings: every
      qualifier in the statement (the catalog or schema part of a table, a table function, a
      function or a type; also the qualifier of a dotted name given as text to a table
      function, as in pragma_table_info('cat.tbl')) must be a database that `duckdb_databases()`
      lists or a schema that `duckdb_schemas()` lists, and a name given as text may not be a
-     database attached but unlisted (`pragma_database_size()` names those). The parser has already unquoted and split
-     the names, and DuckDB compares them case-insensitively, as this check does. A database
-     attached but unlisted, the DuckLake catalog first of all, cannot be named, whichever part
-     of a two- or three-part name it takes and whether it is quoted or not; unqualified names
-     resolve through the search path, which the locked configuration keeps on the lake.
+     database attached but unlisted (`pragma_database_size()` names those). The parser has
+     already unquoted and split the names, and DuckDB compares them case-insensitively, as
+     this check does. A database attached but unlisted, the DuckLake catalog first of all,
+     cannot be named, whichever part of a two- or three-part name it takes and whether it is
+     quoted or not; unqualified names resolve through the search path, which the locked
+     configuration keeps on the lake.
   3. what the statement binds to: `EXPLAIN (FORMAT json)` makes DuckDB's binder resolve every
      name, view and function and plan the query without running it; the plan may contain no
      operator of the lake's extensions but the lake's own table scan (ducklake_scan) and the

@@ -41,8 +41,9 @@ def fetch_capped(relation, max_rows: int, max_bytes: int) -> Capped:
     DuckDB exports them: `get_total_buffer_size`, which is also 25 times quicker than `nbytes`
     on 57 columns), so a result of `max_bytes` bytes is kept whole and one byte less is cut. Kept
     batches are merged into chunks of about CHUNK_BYTES as they arrive: 32-row batches carry a
-    framing of their own per batch and column (a few KB for 57 columns) in an Arrow IPC file,
-    which made a file of 80,000 narrow rows 30% larger than its data.
+    framing of their own per batch and column in an Arrow IPC file, which made the answer file
+    of 80,000 rows of 57 BIGINT columns 18% larger than its data (43.6 MB for 37.1 MB; merged,
+    36.5 MB) and past the cap the parent checks it against.
     """
     if relation is None:
         return Capped(pa.table({}), None)

@@ -71,6 +71,10 @@ def test_parquet_keeps_nested_columns(history, tmp_path, capsys):
     assert pq.read_table(out).num_rows == 24
     assert cli_main(["--db", str(history), "sql", "SELECT * FROM results", "--format", "csv"]) == 0
     assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == 24
+    nowhere = tmp_path / "missing" / "r.parquet"
+    assert cli_main(["--db", str(history), "sql", "SELECT 1", "--format", "parquet", "-o", str(nowhere)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "cannot write the result: No such file or directory" in line
 
 
 def test_the_schema_overview_lists_the_columns_a_view_returns(history):

@@ -81,18 +81,23 @@ def _run(args) -> int:
     result = run_user_query(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
                             max_bytes=args.max_bytes)
     frame = result.frame
-    if args.format == "table":
-        text = format_table(frame, args.show)
-        if args.output:
-            args.output.write_text(text + "\n", encoding="utf-8")
-        else:
-            print(text)
-    elif args.format == "parquet":
-        from history.sql import to_parquet
+    try:
+        if args.format == "table":
+            text = format_table(frame, args.show)
+            if args.output:
+                args.output.write_text(text + "\n", encoding="utf-8")
+            else:
+                print(text)
+        elif args.format == "parquet":
+            from history.sql import to_parquet
 
-        args.output.write_bytes(to_parquet(result.table))
-    else:
-        _write(frame, args.format, args.output)
+            args.output.write_bytes(to_parquet(result.table))
+        else:
+            _write(frame, args.format, args.output)
+    except OSError as exc:
+        if args.output is None:  # stdout (a closed pipe is the CLI's to handle)
+            raise
+        raise UserError(f"{args.output}: cannot write the result: {exc.strerror or exc}") from None
     if result.renamed:
         print("note: columns renamed to be unique: "
               + ", ".join(f"{new} (a second {old})" for new, old in result.renamed.items()), file=sys.stderr)
