@@ -16,7 +16,9 @@ from bundle_factory import make_bundle
 from history.errors import QueryError
 from history.ingest import ingest_paths
 from history.sql import run_user_sql
-from history.sql_gate import dotted_parts, refuse_blocked_operators, refuse_unsafe_lake_sql
+from history.sql_gate import (
+    METADATA_CATALOG, dotted_parts, hidden_databases, refuse_blocked_operators, refuse_unsafe_lake_sql,
+)
 from history.sql_sandbox import SqlLimits, private_temp_dir
 from history.sql_worker import sandboxed
 
@@ -89,6 +91,7 @@ def test_the_catalog_database_is_refused_under_every_name_form(lake_con):
 
 
 def test_the_catalog_database_given_by_its_bare_name_is_refused(lake_con):
+    assert hidden_databases(lake_con) == {METADATA_CATALOG} == {CATALOG}  # the one database the lists hide
     for sql in CATALOG_BY_NAME:
         with pytest.raises(QueryError, match="own tables only|not available"):
             refuse_unsafe_lake_sql(lake_con, sql)
