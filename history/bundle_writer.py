@@ -10,7 +10,8 @@ contract cannot disagree.
 Files are written to a hidden temporary name and renamed, so a reader never sees half a
 file, and `manifest.json` is written last: a directory with a manifest is a complete bundle.
 benchmark.json is passed as the pytest-benchmark document the harness produced (its
-`extra_info["attnwatch"]` entries are CaseTiming dicts) and written as it is.
+`extra_info["attnwatch"]` entries are CaseTiming dicts), checked by the reader's own parser and
+written as it is.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from history.bundle import (
 )
 from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_envelope, check_record, read_json_file
+from history.pytest_benchmark_import import parse_benchmark_document
 from history.validate import check_samples
 
 NOTES_LIMIT = 4000  # characters of a manifest's notes
@@ -72,6 +74,7 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
     """Check every record, then write every file of one bundle, the manifest last; returns the
     directory. A record the reader would refuse raises BundleError before any file is written."""
     out = Path(directory)
+    parse_benchmark_document(contents.benchmark, out / BENCHMARK_FILE)  # its CaseTimings, as the reader checks them
     documents: dict[str, Any] = {BENCHMARK_FILE: contents.benchmark}
     files = {"benchmark": BENCHMARK_FILE}
     for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file

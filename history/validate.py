@@ -52,6 +52,7 @@ from history.checks import (
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
+from history.names import CASE_ID, name_problem
 from history.series_key import pool_problem
 from history.pytest_benchmark_import import (
     load_pytest_benchmark_file,
@@ -259,6 +260,9 @@ def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
     writer checks before writing one."""
     samples = check_type(dict[str, list[float]], samples, path, "samples")
     for case_id, values in samples.items():
+        problem = name_problem(case_id, CASE_ID)
+        if problem:
+            raise BundleError(path, "samples", f"key {problem}")
         bad = first_negative(values)
         if bad is not None:
             require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")

@@ -1,0 +1,98 @@
+"""What a series is keyed by cannot be forged: a run of another repository is refused (a setting
+names the repository, the history records it with its runs), and names that only look like
+another (Cyrillic, fullwidth, invisible, bidirectional, no-break space) are refused with the file
+and field, by the reader and by the writer alike (history/names.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bundle_factory import make_bundle
+from ci.cli import main as cli_main
+from history.db import open_read
+from history.errors import BundleError
+from history.ingest import ingest_paths
+from history.names import CASE_ID, IMPORTED, NAME, name_problem
+
+LOOKALIKES = {
+    "cyrillic": "\u0455dpa",  # ѕdpa
+    "fullwidth": "\uff53dpa",  # ｓdpa
+    "zero-width space": "sdpa\u200b",
+    "right-to-left override": "sdpa\u202e",
+    "no-break space": "sdpa\u00a0",
+}
+
+
+def _runs(db_path) -> list[tuple[str, str]]:
+    if not Path(db_path).exists():
+        return []
+    with open_read(db_path) as con:
+        return con.execute("SELECT run_id, repo FROM runs ORDER BY run_id").fetchall()
+
+
+def _edit_json(path: Path, edit) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+# --- names ---------------------------------------------------------------------------------------
+
+def test_every_shipped_name_fits_the_rule():
+    from kernels.cases import case_id
+    from kernels.registry import all_variants
+    from kernels.shapes import SHAPES
+
+    variants = [v.name for v in all_variants()]
+    assert variants and all(name_problem(v, NAME) is None for v in variants)
+    assert all(name_problem(s, NAME) is None for s in SHAPES)
+    assert name_problem(case_id("sdpa_flash", "fa_s1024_d64", "bf16", True), CASE_ID) is None
+    assert name_problem("test_attention[fp16-1024] x", IMPORTED) is None
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_a_lookalike_variant_is_refused_naming_file_and_field(tmp_path, db_path, kind, capsys):
+    bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
+    forged = LOOKALIKES[kind]
+    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][0]["extra_info"]["attnwatch"].update(variant=forged))
+    assert cli_main(["--db", str(db_path), "ingest", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "benchmark.json: benchmarks[0].extra_info.attnwatch.variant" in err and ascii(forged) in err, err
+    assert len(err.strip().splitlines()) == 1 and not db_path.exists()
+
+
+@pytest.mark.parametrize(("file", "field", "edit"), [
+    ("outcomes.json", "cases[0].shape_id", lambda d: d["cases"][0].update(shape_id="b4\u200b_h16")),
+    ("outcomes.json", "cases[0].case_id", lambda d: d["cases"][0].update(case_id="sdpa/b4 h16/fp16/causal")),
+    ("correctness.json", "records[0].dtype", lambda d: d["records"][0].update(dtype="fp\uff11\uff16")),
+    ("samples.json", "samples", lambda d: d["samples"].update({"sdpa\u202e/x/fp16/causal": [1.0]})),
+])
+def test_lookalike_names_in_other_files_are_refused(tmp_path, db_path, file, field, edit):
+    bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
+    _edit_json(bad / file, edit)
+    with pytest.raises(BundleError) as info:
+        ingest_paths(db_path, [bad])
+    assert info.value.path.endswith(file) and info.value.field == field
+    assert not db_path.exists()
+
+
+@pytest.mark.parametrize("kind", sorted(LOOKALIKES))
+def test_the_writer_refuses_what_the_reader_refuses(tmp_path, kind):
+    with pytest.raises(BundleError) as info:
+        make_bundle(tmp_path / "bad", variants=(LOOKALIKES[kind],), n_cases=1)
+    assert info.value.path.endswith("benchmark.json") and "extra_info.attnwatch" in info.value.field
+    assert not (tmp_path / "bad").exists()
+
+
+def test_an_imported_pytest_name_must_be_printable_ascii(tmp_path, db_path):
+    document = {"version": "5.2.3", "datetime": "2026-11-01T12:00:00+00:00", "commit_info": {}, "machine_info": {},
+                "benchmarks": [{"name": "test_attn\u200b", "fullname": "t.py::test_attn\u200b", "group": None,
+                                "stats": {"median": 1e-3, "min": 1e-3, "max": 1e-3, "mean": 1e-3}}]}
+    path = tmp_path / "plain.json"
+    path.write_text(json.dumps(document))
+    with pytest.raises(BundleError) as info:
+        ingest_paths(db_path, [path])
+    assert info.value.field == "benchmarks[0].fullname" and "\\u200b" in str(info.value)
