@@ -87,6 +87,23 @@ def test_a_head_round_of_another_commit_is_refused_and_nothing_is_written(tmp_pa
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("setting", [None, "example/attention-kernels"])
+def test_rounds_of_another_repository_are_refused_and_nothing_is_written(tmp_path, with_main, capsys, monkeypatch,
+                                                                          setting):
+    """A PR's bundles say which repository they measured; another one's never joins this history."""
+    monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
+    if setting:
+        monkeypatch.setenv("ATTNWATCH_REPO", setting)
+    out = _compare_out(tmp_path / "compare", rounds=1, repo="evil/other-repo")
+    assert _ingest_pr(with_main, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert "manifest.json: repo: 'evil/other-repo' is not this history's repository 'example/attention-kernels'" in err
+    assert len(err.splitlines()) == 1
+    with open_read(with_main) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert _ingest_pr(with_main, _compare_out(tmp_path / "genuine", rounds=1)) == 0
+
+
 @pytest.mark.parametrize("name", ["evil", "head-round0", "main-round1", "head-round2 (a file)", "head-round3 (a symlink)"])
 def test_anything_but_round_directories_is_refused(tmp_path, with_main, capsys, name):
     out = _compare_out(tmp_path / "compare", rounds=1)

@@ -96,3 +96,62 @@ def test_an_imported_pytest_name_must_be_printable_ascii(tmp_path, db_path):
     with pytest.raises(BundleError) as info:
         ingest_paths(db_path, [path])
     assert info.value.field == "benchmarks[0].fullname" and "\\u200b" in str(info.value)
+
+
+# --- repository ----------------------------------------------------------------------------------
+
+GENUINE = "example/attention-kernels"  # the bundle factory's repository
+FOREIGN = "evil/other-repo"
+
+
+def test_a_foreign_repository_is_refused_once_the_history_has_runs(tmp_path, db_path, capsys, monkeypatch):
+    monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
+    assert cli_main(["--db", str(db_path), "ingest", str(make_bundle(tmp_path / "genuine", run_id="genuine"))]) == 0
+    foreign = make_bundle(tmp_path / "foreign", run_id="foreign", seed=3, repo=FOREIGN)
+    capsys.readouterr()
+    assert cli_main(["--db", str(db_path), "ingest", str(foreign)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert f"{foreign / 'manifest.json'}: repo: '{FOREIGN}'" in err and repr(GENUINE) in err, err
+    assert _runs(db_path) == [("genuine", GENUINE)]
+    again = make_bundle(tmp_path / "again", run_id="again", seed=4)
+    assert cli_main(["--db", str(db_path), "ingest", str(again)]) == 0
+    assert _runs(db_path) == [("again", GENUINE), ("genuine", GENUINE)]
+
+
+def test_the_setting_names_the_repository_before_the_history_exists(tmp_path, db_path, capsys, monkeypatch):
+    monkeypatch.setenv("ATTNWATCH_REPO", GENUINE)
+    foreign = make_bundle(tmp_path / "foreign", run_id="foreign", repo=FOREIGN)
+    assert cli_main(["--db", str(db_path), "ingest", str(foreign)]) == 2
+    assert "ATTNWATCH_REPO" in capsys.readouterr().err and not db_path.exists()
+    assert cli_main(["--db", str(db_path), "--repo", FOREIGN, "ingest", str(foreign)]) == 0  # --repo wins
+    capsys.readouterr()
+    genuine = make_bundle(tmp_path / "genuine", run_id="genuine")
+    assert cli_main(["--db", str(db_path), "ingest", str(genuine)]) == 2  # the history holds FOREIGN's runs
+    err = capsys.readouterr().err
+    assert "ATTNWATCH_REPO is" in err and repr(FOREIGN) in err and len(err.strip().splitlines()) == 1, err
+    assert _runs(db_path) == [("foreign", FOREIGN)]
+
+
+def test_a_first_ingest_must_agree_with_itself(tmp_path, db_path):
+    genuine = make_bundle(tmp_path / "genuine", run_id="genuine")
+    foreign = make_bundle(tmp_path / "foreign", run_id="foreign", repo=FOREIGN)
+    with pytest.raises(BundleError) as info:
+        ingest_paths(db_path, [genuine, foreign])
+    assert info.value.path == str(foreign / "manifest.json") and info.value.field == "repo"
+    assert _runs(db_path) == []
+
+
+def test_a_history_of_several_repositories_asks_for_the_setting(tmp_path, db_path):
+    from history.db import open_write
+    from history.repository import RepositoryError
+
+    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
+    ingest_paths(db_path, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    with open_write(db_path) as con:  # as a history written before the check could be
+        con.execute("UPDATE runs SET repo = ? WHERE run_id = 'b'", [FOREIGN])
+    genuine = make_bundle(tmp_path / "c", run_id="c", seed=3)
+    with pytest.raises(RepositoryError, match="several repositories"):
+        ingest_paths(db_path, [genuine])
+    ingest_paths(db_path, [genuine], repo=GENUINE)
+    assert ("c", GENUINE) in _runs(db_path)
