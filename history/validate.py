@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,9 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
 PCI_BUS_ID_PATTERN = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
 KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
+# Most entries (files and folders, at any depth) a bundle directory may hold: it has 8 files of
+# its own; a directory holding more is not a bundle, and walking it must not cost without bound.
+MAX_BUNDLE_ENTRIES = 1000
 # Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
 UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
 
@@ -86,8 +90,7 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
     outside a git checkout): compare can compare such a round, the history cannot place it.
     """
     directory = Path(directory)
-    for entry in sorted(directory.iterdir(), key=lambda p: str(p).encode("utf-8", "surrogateescape")):
-        check_utf8_name(entry)
+    check_tree(directory)
     for name in REQUIRED_FILES:
         if not (directory / name).exists():
             raise BundleError(directory / name, "file", "required bundle file is missing")
@@ -124,6 +127,37 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
     return bundle
 
 
+def check_tree(directory: Path) -> list[tuple[Path, int]]:
+    """Every entry under a bundle directory, with its size, walked without following a link.
+
+    A symbolic link anywhere inside, or the directory itself being one, is refused: a bundle is
+    data its producer wrote, and a link would make the reader open whatever the link names on
+    the reading machine (`extra -> /etc`). So is a tree of more than MAX_BUNDLE_ENTRIES entries.
+    Every reader of bundles (ingest, pull-request ingest, compare's rounds) comes through
+    load_bundle, which calls this first.
+    """
+    directory = Path(directory)
+    if directory.is_symlink():
+        raise BundleError(directory, "path", "is a symbolic link; a bundle is a plain directory")
+    if not directory.is_dir():
+        raise BundleError(directory, "path", "not a directory")
+    entries: list[tuple[Path, int]] = []
+    pending = [directory]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for entry in listing:  # unsorted: a huge folder costs only MAX_BUNDLE_ENTRIES steps
+                path = Path(entry.path)
+                check_utf8_name(path)
+                if entry.is_symlink():
+                    raise BundleError(path, "file", "is a symbolic link; bundles hold plain files only")
+                if len(entries) >= MAX_BUNDLE_ENTRIES:
+                    raise BundleError(directory, "path", f"holds more than {MAX_BUNDLE_ENTRIES} entries; not a bundle")
+                entries.append((path, entry.stat(follow_symlinks=False).st_size))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+    return entries
+
+
 def _hash_file(hasher, name: str, raw: bytes) -> None:
     """The bundle's content hash covers each known file's name, length and bytes, in KNOWN_FILES order."""
     hasher.update(f"{name}\0{len(raw)}\0".encode())
@@ -139,7 +173,9 @@ def input_identity(path: Path) -> tuple[str, str] | None:
     """
     path = Path(path)
     try:
-        if path.is_file() and path.suffix == ".json" and not path.is_symlink():
+        if path.is_symlink():
+            return None
+        if path.is_file() and path.suffix == ".json":
             if path.stat().st_size > MAX_FILE_BYTES:
                 return None
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
