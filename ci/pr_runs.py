@@ -35,8 +35,8 @@ class SourceRun:
     attempt: int = 1
 
     def __post_init__(self) -> None:
-        if self.run_id < 1 or self.attempt < 1:
-            raise UserError(f"workflow run id and attempt must be positive, got {self.run_id}.{self.attempt}")
+        if any(type(v) is not int or v < 1 for v in (self.run_id, self.attempt)):  # bool is no attempt number
+            raise UserError(f"workflow run id and attempt must be positive integers, got {self.run_id!r}.{self.attempt!r}")
 
 
 def round_dir(compare_dir: Path, side: str, round_number: int) -> Path:
