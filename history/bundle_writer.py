@@ -41,6 +41,7 @@ from history.bundle import (
 )
 from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_envelope, check_record, read_json_file
+from history.ncu_csv import check_bundle_csv
 from history.pytest_benchmark_import import parse_benchmark_document
 from history.validate import check_samples
 
@@ -87,6 +88,7 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
             SAMPLES_FILE, unit="us", samples=check_samples(contents.samples, path))
     if contents.ncu is not None:
         files["ncu"], documents[NCU_FILE] = _ncu_document(out, contents.ncu)
+        _check_raw_csv(out, contents.ncu)
     manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),
                                                              **contents.manifest.files})
     manifest_document = check_record(manifest, out / MANIFEST_FILE, "")
@@ -103,6 +105,7 @@ def write_ncu_files(directory: str | Path, ncu: NcuFiles) -> dict[str, str]:
     `attnwatch ncu` folder; returns role -> file name for a manifest's `files`."""
     directory = Path(directory)
     name, document = _ncu_document(directory, ncu)
+    _check_raw_csv(directory, ncu)
     write_json_atomic(directory / name, document)
     _write_raw_csv(directory, ncu)
     return {"ncu": name, **_raw_csv_file(ncu)}
@@ -143,6 +146,12 @@ def _ncu_document(directory: Path, ncu: NcuFiles) -> tuple[str, dict]:
 
 def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:
     return {"ncu_raw": NCU_RAW_FILE} if ncu is not None and ncu.raw_csv else {}
+
+
+def _check_raw_csv(directory: Path, ncu: NcuFiles) -> None:
+    """The CSV as the reader will check it: whole ncu tables only (history.ncu_csv)."""
+    if _raw_csv_file(ncu):
+        check_bundle_csv(directory / NCU_RAW_FILE, ncu.raw_csv)
 
 
 def _write_raw_csv(directory: Path, ncu: NcuFiles | None) -> None:

@@ -54,6 +54,7 @@ from history.checks import (
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
 from history.names import CASE_ID, name_problem
+from history.ncu_csv import check_bundle_csv
 from history.series_key import pool_problem
 from history.pytest_benchmark_import import (
     load_pytest_benchmark_file,
@@ -202,15 +203,17 @@ def input_identity(path: Path) -> tuple[str, str] | None:
 
 
 def _read_raw(path: Path) -> bytes:
+    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.ncu_csv), as the writer checked."""
     if path.is_symlink() or not path.is_file():
         raise BundleError(path, "file", "not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise BundleError(path, "size", f"over the {MAX_FILE_BYTES}-byte limit; refused unread")
     raw = path.read_bytes()
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start})") from None
+    check_bundle_csv(path, text)
     return raw
 
 
