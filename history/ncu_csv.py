@@ -3,7 +3,7 @@
 One reading of the table's structure, shared by the metric parser (ci/ncu/parse.py, which reads
 the values) and the bundle reader (history/validate.py, which checks a bundle's `ncu_raw.csv`),
 so a CSV the parser refuses is refused at ingest too, with the same file and line. It lives
-here because history/ may not import ci/ (docs/design.md, layers).
+here because history/ may not import ci/ (docs/design.md "Layers and the direction of imports").
 
 What real ncu output holds (H200 recordings in tests/data/ncu): `==PROF==`, `==WARNING==` and
 `==ERROR==` lines before, between and after the CSV (notes, never data); a header row starting
