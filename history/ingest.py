@@ -120,7 +120,6 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
         with open_write(location, deadline_s=deadline_s) as con:
             unchanged = _stored_identities(con, [p for p in paths if p not in labels])
             bundles = load_all([p for p in paths if p not in unchanged], labels)
-            check_repository(bundles, repo)
             report = _ingest_on(con, location, bundles, deadline_s, repo)
     else:
         unchanged = _already_stored(location, [p for p in paths if p not in labels])

@@ -183,6 +183,7 @@ def input_identity(path: Path) -> tuple[str, str] | None:
             return pytest_benchmark_run_id(digest), digest
         if not path.is_dir():
             return None
+        check_tree(path)  # a link inside: validate it, so that it is refused rather than skipped
         hasher = hashlib.sha256()
         manifest_raw = b""
         for name in KNOWN_FILES:
@@ -197,7 +198,7 @@ def input_identity(path: Path) -> tuple[str, str] | None:
             manifest_raw = raw if name == MANIFEST_FILE else manifest_raw
             _hash_file(hasher, name, raw)
         run_id = json.loads(manifest_raw.decode("utf-8")).get("run_id") if manifest_raw else None
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, BundleError):
         return None
     return (run_id, hasher.hexdigest()) if isinstance(run_id, str) else None
 

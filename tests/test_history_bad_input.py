@@ -163,6 +163,14 @@ def test_a_symbolic_link_anywhere_inside_a_bundle_is_refused(stored, tmp_path, c
     assert "symbolic link" in _refused(stored, bad, where.split("/")[-1], "file", capsys)
 
 
+def test_a_stored_bundle_given_again_with_a_link_inside_is_refused_not_skipped(stored, tmp_path, capsys):
+    db_path, good, before = stored
+    assert cli_main(["--db", str(db_path), "ingest", str(good)]) == 0
+    (good / "extra_dir").symlink_to("/etc", target_is_directory=True)
+    assert cli_main(["--db", str(db_path), "ingest", str(good)]) == 2
+    assert "extra_dir: file: is a symbolic link" in capsys.readouterr().err
+
+
 def test_a_bundle_that_is_itself_a_symbolic_link_is_refused(stored, tmp_path, capsys):
     real = make_bundle(tmp_path / "real", run_id="bad")
     link = tmp_path / "linked"
