@@ -1,11 +1,13 @@
 """Load and validate a run bundle directory into a LoadedBundle, or refuse it.
 
-Every known file is checked before anything is written: names are UTF-8, sizes are capped
+Every known file is checked before anything is written: the directory is walked without
+following links and holds none (check_tree), names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
 schema_version are known (older versions are upgraded by history.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
 unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
-timings). The first problem raises BundleError(path, field, message).
+timings). Names that key a series fit history.names; ncu_raw.csv holds whole ncu tables
+(history.ncu_csv). The first problem raises BundleError(path, field, message).
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ def check_tree(directory: Path) -> list[tuple[Path, int]]:
 
     A symbolic link anywhere inside, or the directory itself being one, is refused: a bundle is
     data its producer wrote, and a link would make the reader open whatever the link names on
-    the reading machine (`extra -> /etc`). So is a tree of more than MAX_BUNDLE_ENTRIES entries.
+    the reading machine (`extra -> /etc`). So are a name that is not UTF-8 and a tree of more
+    than MAX_BUNDLE_ENTRIES entries.
     Every reader of bundles (ingest, pull-request ingest, compare's rounds) comes through
     load_bundle, which calls this first.
     """
