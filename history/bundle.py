@@ -48,7 +48,7 @@ from typing import Any
 # The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
 from history.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
 from history.checks import rule
-from history.names import CASE_ID, NAME
+from history.names import CASE_ID, LABEL, NAME
 from history.statistics import Summary
 
 # The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
@@ -89,7 +89,7 @@ class Environment:
     os: str
     python_version: str
     cpu: str = ""
-    gpu_name: str | None = None
+    gpu_name: str | None = rule(None, name=LABEL)  # the GPU model: part of every series key
     gpu_uuid: str | None = None
     gpu_count: int = 0
     compute_capability: str | None = None

@@ -12,13 +12,14 @@ invisible, bidirectional or look-alike characters:
   - NAME: 1-128 of `A-Z a-z 0-9 _ . + -`, starting with a letter or digit. Every variant in
     kernels/variants, every shape id in kernels/shapes.py and every dtype fits it.
   - CASE ID: 1-8 NAMEs joined by `/` (the harness writes exactly 4), at most 512 characters.
-  - IMPORTED NAME: what a plain pytest-benchmark file (no attnwatch timing) contributes as a
-    variant or case id, i.e. pytest's test names (`test_attn[fp16-1024]`): 1-512 printable ASCII
-    characters (U+0021-U+007E, and inner spaces), no leading or trailing space.
+  - LABEL: a name written by another program that keys a series too: a plain pytest-benchmark
+    file's test names, its variant and case id (`test_attn[fp16-1024]`), and the GPU model as
+    NVML reports it (`NVIDIA H100 80GB HBM3`): 1-512 printable ASCII characters (U+0021-U+007E,
+    and inner spaces), no leading or trailing space.
 
 history.bundle marks the contract's fields with `rule(name=...)` (history.checks applies it,
 to what a bundle holds and to what history.bundle_writer is about to write); samples.json's
-keys and the imported names are checked through `name_problem` directly.
+keys and the imported test names are checked through `name_problem` directly.
 """
 
 from __future__ import annotations
@@ -27,18 +28,18 @@ import re
 
 NAME = "name"
 CASE_ID = "case_id"
-IMPORTED = "imported"
+LABEL = "label"
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}"
 _PATTERNS = {
     NAME: re.compile(_NAME),
     CASE_ID: re.compile(rf"(?=.{{1,512}}$){_NAME}(?:/{_NAME}){{0,7}}", re.DOTALL),
-    IMPORTED: re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?"),
+    LABEL: re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?"),
 }
 _SPOKEN = {
     NAME: "a name is 1-128 of A-Z a-z 0-9 _ . + - (ASCII), starting with a letter or digit",
     CASE_ID: "a case id is names (1-128 of A-Z a-z 0-9 _ . + -, ASCII) joined by /",
-    IMPORTED: "an imported test name is 1-512 printable ASCII characters, no leading or trailing space",
+    LABEL: "a label is 1-512 printable ASCII characters, no leading or trailing space",
 }
 
 

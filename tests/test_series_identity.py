@@ -15,7 +15,7 @@ from ci.cli import main as cli_main
 from history.db import open_read
 from history.errors import BundleError
 from history.ingest import ingest_paths
-from history.names import CASE_ID, IMPORTED, NAME, name_problem
+from history.names import CASE_ID, LABEL, NAME, name_problem
 
 LOOKALIKES = {
     "cyrillic": "\u0455dpa",  # ѕdpa
@@ -50,7 +50,7 @@ def test_every_shipped_name_fits_the_rule():
     assert variants and all(name_problem(v, NAME) is None for v in variants)
     assert all(name_problem(s, NAME) is None for s in SHAPES)
     assert name_problem(case_id("sdpa_flash", "fa_s1024_d64", "bf16", True), CASE_ID) is None
-    assert name_problem("test_attention[fp16-1024] x", IMPORTED) is None
+    assert name_problem("test_attention[fp16-1024] x", LABEL) is None
 
 
 @pytest.mark.parametrize("kind", sorted(LOOKALIKES))
@@ -69,6 +69,7 @@ def test_a_lookalike_variant_is_refused_naming_file_and_field(tmp_path, db_path,
     ("outcomes.json", "cases[0].case_id", lambda d: d["cases"][0].update(case_id="sdpa/b4 h16/fp16/causal")),
     ("correctness.json", "records[0].dtype", lambda d: d["records"][0].update(dtype="fp\uff11\uff16")),
     ("samples.json", "samples", lambda d: d["samples"].update({"sdpa\u202e/x/fp16/causal": [1.0]})),
+    ("manifest.json", "environment.gpu_name", lambda d: d["environment"].update(gpu_name="NVIDIA \u041d200")),
 ])
 def test_lookalike_names_in_other_files_are_refused(tmp_path, db_path, file, field, edit):
     bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
