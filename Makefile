@@ -39,6 +39,9 @@ postgres:
 
 SAMPLE := docs/data/h200-main-fp16-3225df5.tgz
 
+# The repository the demo's runs are of: the shipped H200 sample records "attnwatch", and a
+# history admits runs of one repository only (history/repository.py).
+demo: export ATTNWATCH_REPO ?= attnwatch
 demo: $(STAMP)
 	$(PY) -m ci.cli run --shapes auto --ingest
 	@# A real H200 run shipped with the project, so the dashboard has GPU data on any machine.

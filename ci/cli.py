@@ -15,6 +15,7 @@ import sys
 from ci.errors import UserError
 from history.errors import HistoryError
 from history.location import DB_ENV, default_file_path
+from history.repository import REPO_ENV
 
 COMMAND_MODULES = (
     "run",
@@ -44,6 +45,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="the history: a DuckDB file, or ducklake:postgres:<connection string> for a lake whose data "
         f"path is $ATTNWATCH_LAKE_DATA (default: $ATTNWATCH_DB or {os.environ.get(DB_ENV) or default_file_path()})",
+    )
+    parser.add_argument(
+        "--repo",
+        default=None,
+        help=f"the repository (owner/name) the history tracks; a run of another is refused at ingest "
+        f"(default: ${REPO_ENV}, else the repository of the runs the history holds)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 from ci.errors import UserError
 from ci.gpu_identity import find_gpu, open_handle, pci_from_parts
 from history.bundle import Environment
+from history.repository import REPO_ENV, repo_setting
 from history.series_key import pool_problem
 
 
@@ -89,7 +90,9 @@ def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitI
 
     GitHub Actions variables win where the checkout cannot know: a PR job checks out a
     detached merge commit, so the branch comes from GITHUB_HEAD_REF (PRs) or GITHUB_REF_NAME,
-    and the PR number from GITHUB_REF. Outside a repository the sha is "unknown".
+    and the PR number from GITHUB_REF. Outside a repository the sha is "unknown". The
+    repository is ATTNWATCH_REPO where set (the one setting a history checks runs against,
+    history.repository), else GITHUB_REPOSITORY, else the origin remote's owner/name, else "local".
     """
     env = dict(os.environ if env is None else env)
     repo_dir = Path(repo_dir)
@@ -111,6 +114,7 @@ def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitI
         info.sha = env["GITHUB_SHA"]
     if env.get("GITHUB_REPOSITORY"):
         info.repo = env["GITHUB_REPOSITORY"]
+    info.repo = repo_setting(env.get(REPO_ENV, "")) or info.repo  # the setting names the repository
     head_ref = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME")
     if head_ref:
         info.branch = head_ref

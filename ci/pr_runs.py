@@ -9,22 +9,29 @@ never the artifact's manifests), so the link opens exactly what was ingested:
     pr<N>-run<W>.<A>-<side>-round<k>     N: PR number, W/A: the gpu-bench run id and attempt
 
 A re-run of the same workflow run (a new attempt) gets new ids; ingesting one artifact twice is a
-no-op. Round directories that do not look like `<side>-round<k>` are refused, naming the path.
+no-op. Round directories that do not look like `<side>-round<k>` are refused, naming the path, and
+so is an artifact past the bounds of pr_ingest_limits.toml (rounds per side, files and folders,
+total bytes), before any bundle in it is read.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from ci.errors import UserError
 from history import links
 from history.pull_request_runs import PullRequestLabel
+from history.validate import check_tree
 
 BUNDLES_DIR = "bundles"
 ROUND_DIR = re.compile(r"^(base|head)-round([1-9][0-9]{0,2})$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+LIMITS_PATH = Path(__file__).resolve().parent / "pr_ingest_limits.toml"
 
 
 @dataclass(frozen=True)
@@ -35,8 +42,8 @@ class SourceRun:
     attempt: int = 1
 
     def __post_init__(self) -> None:
-        if self.run_id < 1 or self.attempt < 1:
-            raise UserError(f"workflow run id and attempt must be positive, got {self.run_id}.{self.attempt}")
+        if any(type(v) is not int or v < 1 for v in (self.run_id, self.attempt)):  # bool is no attempt number
+            raise UserError(f"workflow run id and attempt must be positive integers, got {self.run_id!r}.{self.attempt!r}")
 
 
 def round_dir(compare_dir: Path, side: str, round_number: int) -> Path:
@@ -73,14 +80,49 @@ def pull_request_labels(compare_dir: Path, pr: int, head_sha: str, source: Sourc
     bundles = Path(compare_dir) / BUNDLES_DIR
     if not bundles.is_dir() or bundles.is_symlink():
         raise UserError(f"{bundles}: no bundles directory (expected the --out directory of `attnwatch compare`)")
+    limits = ingest_limits()
     labels: dict[Path, PullRequestLabel] = {}
-    for path in sorted(bundles.iterdir()):
-        match = ROUND_DIR.match(path.name)
-        if match is None or not path.is_dir() or path.is_symlink():
-            raise UserError(f"{path}: not a round bundle directory (<base|head>-round<k>); nothing was ingested")
-        side, number = match.group(1), int(match.group(2))
-        labels[path] = PullRequestLabel(run_id=run_id_for(pr, source, side, number), pr_number=pr,
-                                        expect_commit=head_sha if side == "head" else None)
+    per_side = {"base": 0, "head": 0}
+    with os.scandir(bundles) as listing:
+        for entry in listing:  # unsorted, so that a huge folder is refused at its first stranger
+            path = bundles / entry.name
+            match = ROUND_DIR.match(entry.name)
+            if match is None or entry.is_symlink() or not entry.is_dir():
+                raise UserError(f"{path}: not a round bundle directory (<base|head>-round<k>); nothing was ingested")
+            side, number = match.group(1), int(match.group(2))
+            per_side[side] += 1
+            if per_side[side] > limits["max_rounds_per_side"]:
+                raise UserError(f"{bundles}: more than {limits['max_rounds_per_side']} {side} rounds, past what a "
+                                f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
+            labels[path] = PullRequestLabel(run_id=run_id_for(pr, source, side, number), pr_number=pr,
+                                            expect_commit=head_sha if side == "head" else None)
     if not labels:
         raise UserError(f"{bundles}: no round bundles to ingest")
-    return labels
+    _check_size(bundles, sorted(labels), limits)
+    return dict(sorted(labels.items()))
+
+
+def _check_size(bundles: Path, rounds: list[Path], limits: dict[str, int]) -> None:
+    """Refuse an artifact of more entries or bytes than `limits`, walking no further than them
+    (each round through the bundle reader's own walk, which refuses links; history.validate)."""
+    entries, total = len(rounds), 0
+    for path in rounds:
+        tree = check_tree(path)
+        entries += len(tree)
+        total += sum(size for _, size in tree)
+        if entries > limits["max_entries"]:
+            raise UserError(f"{bundles}: more than {limits['max_entries']} files and folders, past what a "
+                            f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
+        if total > limits["max_total_bytes"]:
+            raise UserError(f"{bundles}: more than {limits['max_total_bytes']} bytes, past what a "
+                            f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
+
+
+@lru_cache(maxsize=1)
+def ingest_limits() -> dict[str, int]:
+    """The bounds of a pull-request ingest, from pr_ingest_limits.toml (each with its reason there)."""
+    limits = tomllib.loads(LIMITS_PATH.read_text(encoding="utf-8"))
+    expected = {"max_rounds_per_side", "max_entries", "max_total_bytes"}
+    if set(limits) != expected or not all(type(v) is int and v > 0 for v in limits.values()):
+        raise ValueError(f"{LIMITS_PATH.name}: expected positive integers {sorted(expected)}, got {limits}")
+    return limits

@@ -47,6 +47,8 @@ from typing import Any
 
 # The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
 from history.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
+from history.checks import rule
+from history.names import CASE_ID, LABEL, NAME
 from history.statistics import Summary
 
 # The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
@@ -87,7 +89,7 @@ class Environment:
     os: str
     python_version: str
     cpu: str = ""
-    gpu_name: str | None = None
+    gpu_name: str | None = rule(None, name=LABEL)  # the GPU model: part of every series key
     gpu_uuid: str | None = None
     gpu_count: int = 0
     compute_capability: str | None = None
@@ -146,15 +148,15 @@ class CaseTiming(Summary):
     on a CPU run they are host wall-clock times and `timing_mode` says "cpu_wall".
     """
 
-    case_id: str
-    variant: str
-    shape_id: str
+    case_id: str = rule(name=CASE_ID)
+    variant: str = rule(name=NAME)
+    shape_id: str = rule(name=NAME)
     batch: int
     heads: int
     seq_q: int
     seq_k: int
     head_dim: int
-    dtype: str
+    dtype: str = rule(name=NAME)
     causal: bool
     timing_mode: str  # "cuda_events" | "cuda_graph" | "cpu_wall"
     us_per_head: float
@@ -181,10 +183,10 @@ class CaseTiming(Summary):
 
 @dataclass
 class CaseOutcome:
-    case_id: str
-    variant: str
-    shape_id: str
-    dtype: str
+    case_id: str = rule(name=CASE_ID)
+    variant: str = rule(name=NAME)
+    shape_id: str = rule(name=NAME)
+    dtype: str = rule(name=NAME)
     causal: bool
     status: str  # one of CASE_STATUSES
     error: str | None = None
@@ -199,13 +201,13 @@ class CaseKey:
     records are about.
     """
 
-    variant: str
-    shape_id: str
+    variant: str = rule(name=NAME)
+    shape_id: str = rule(name=NAME)
     batch: int
     heads: int
     seq_len: int
     head_dim: int
-    dtype: str
+    dtype: str = rule(name=NAME)
     causal: bool
 
 
@@ -219,7 +221,7 @@ class CorrectnessRecord(CaseKey):
     Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
     """
 
-    case_id: str
+    case_id: str = rule(name=CASE_ID)
     seed: int
     profile: str | None  # kernels.inputs input profile ("normal", "large_logits")
     calls: int | None  # launches checked (each compared with the reference)
@@ -241,7 +243,7 @@ class BuildRecord:
     """What the compiler said about one variant's build (kernels' BuildReport, converted by
     ci.records). Every field is required (format 2): a record says what it does not know."""
 
-    variant: str
+    variant: str = rule(name=NAME)
     ok: bool
     error: str | None  # why the build failed
     target: str  # e.g. "sm_90", "sm_90a", "triton"; "" when unknown
@@ -262,7 +264,7 @@ class BuildRecord:
 class NcuKernelRow:
     """One profiled kernel launch inside a case's NVTX range; metric names are ncu's own."""
 
-    case_id: str
+    case_id: str = rule(name=CASE_ID)
     kernel_index: int
     kernel_name: str
     metrics: dict[str, float]  # ncu metric name -> value in base units
@@ -274,7 +276,7 @@ class NcuKernelRow:
 class NcuCaseMetrics:
     """Per case: durations summed over its kernels, percentages weighted by duration."""
 
-    case_id: str
+    case_id: str = rule(name=CASE_ID)
     kernel_count: int
     duration_us: float | None = None
     sm_throughput_pct: float | None = None

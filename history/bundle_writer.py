@@ -10,7 +10,8 @@ contract cannot disagree.
 Files are written to a hidden temporary name and renamed, so a reader never sees half a
 file, and `manifest.json` is written last: a directory with a manifest is a complete bundle.
 benchmark.json is passed as the pytest-benchmark document the harness produced (its
-`extra_info["attnwatch"]` entries are CaseTiming dicts) and written as it is.
+`extra_info["attnwatch"]` entries are CaseTiming dicts), checked by the reader's own parser and
+written as it is.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from history.bundle import (
 )
 from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_envelope, check_record, read_json_file
+from history.ncu_csv import check_bundle_csv
+from history.pytest_benchmark_import import parse_benchmark_document
 from history.validate import check_samples
 
 NOTES_LIMIT = 4000  # characters of a manifest's notes
@@ -72,6 +75,7 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
     """Check every record, then write every file of one bundle, the manifest last; returns the
     directory. A record the reader would refuse raises BundleError before any file is written."""
     out = Path(directory)
+    parse_benchmark_document(contents.benchmark, out / BENCHMARK_FILE)  # its CaseTimings, as the reader checks them
     documents: dict[str, Any] = {BENCHMARK_FILE: contents.benchmark}
     files = {"benchmark": BENCHMARK_FILE}
     for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file
@@ -84,6 +88,7 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
             SAMPLES_FILE, unit="us", samples=check_samples(contents.samples, path))
     if contents.ncu is not None:
         files["ncu"], documents[NCU_FILE] = _ncu_document(out, contents.ncu)
+        _check_raw_csv(out, contents.ncu)
     manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),
                                                              **contents.manifest.files})
     manifest_document = check_record(manifest, out / MANIFEST_FILE, "")
@@ -100,6 +105,7 @@ def write_ncu_files(directory: str | Path, ncu: NcuFiles) -> dict[str, str]:
     `attnwatch ncu` folder; returns role -> file name for a manifest's `files`."""
     directory = Path(directory)
     name, document = _ncu_document(directory, ncu)
+    _check_raw_csv(directory, ncu)
     write_json_atomic(directory / name, document)
     _write_raw_csv(directory, ncu)
     return {"ncu": name, **_raw_csv_file(ncu)}
@@ -140,6 +146,12 @@ def _ncu_document(directory: Path, ncu: NcuFiles) -> tuple[str, dict]:
 
 def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:
     return {"ncu_raw": NCU_RAW_FILE} if ncu is not None and ncu.raw_csv else {}
+
+
+def _check_raw_csv(directory: Path, ncu: NcuFiles) -> None:
+    """The CSV as the reader will check it: whole ncu tables only (history.ncu_csv)."""
+    if _raw_csv_file(ncu):
+        check_bundle_csv(directory / NCU_RAW_FILE, ncu.raw_csv)
 
 
 def _write_raw_csv(directory: Path, ncu: NcuFiles | None) -> None:

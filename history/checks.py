@@ -28,6 +28,7 @@ import numpy as np
 
 from history import json_limits
 from history.errors import BundleError
+from history.names import name_problem
 
 MAX_FILE_BYTES = 64 * 1024 * 1024  # largest JSON file read unless a format says otherwise
 RULE_KEY = "attnwatch.rule"  # dataclass field metadata key of a FieldRule
@@ -44,6 +45,7 @@ class FieldRule:
     high: int | None = None  # ... and <= high
     max_len: int | None = None  # longest string (overrides the document's TextRule)
     max_items: int | None = None  # longest list, largest dict
+    name: str | None = None  # a series-key name: history.names' kind (NAME, CASE_ID) its text must fit
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,10 @@ def _check_text(value: str, path: Path | str, where: str, text: TextRule | None,
         raise BundleError(path, where, "contains control characters")
     if field_rule is not None and field_rule.choices is not None and value not in field_rule.choices:
         raise BundleError(path, where, f"expected one of {', '.join(field_rule.choices)}, got {value[:80]!r}")
+    if field_rule is not None and field_rule.name is not None:
+        problem = name_problem(value, field_rule.name)
+        if problem:
+            raise BundleError(path, where, problem)
 
 
 def _check_int(value: int, path: Path | str, where: str, field_rule: FieldRule) -> None:

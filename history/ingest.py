@@ -2,7 +2,9 @@
 
 `ingest_paths(db_path, paths)`:
   1. loads and validates every input before touching the database: one bad input and
-     nothing is written (BundleError names the file and field);
+     nothing is written (BundleError names the file and field); every run must be of the
+     history's repository (history.repository: the ATTNWATCH_REPO setting, else the
+     repository its runs record);
   2. opens the history for writing once (history.db.open_write: on a file, the write lock with
      backoff until a deadline) and checks each run id against it: the same content again is
      skipped and reported; the same run id with different content is refused, again before
@@ -34,6 +36,7 @@ from history.errors import BundleError, LockTimeoutError
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
 from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run
+from history.repository import check_repository, stored_repositories
 from history.store import insert_arrow, rows_to_arrow
 from history.transactions import Claims, write_transaction
 from history.validate import input_identity, load_input
@@ -101,13 +104,14 @@ def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel
 
 
 def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Path], deadline_s: float = 60.0,
-                 labels: Mapping[Path, PullRequestLabel] | None = None) -> IngestReport:
+                 labels: Mapping[Path, PullRequestLabel] | None = None, repo: str | None = None) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
     Inputs whose exact content (run id and content hash) is already stored are skipped
     without being parsed again: CI retries and re-uploads are common and cost nothing.
     `labels` (path -> PullRequestLabel) stores those inputs as pull-request runs; they are
-    always validated, since their stored run id is not the one in their files.
+    always validated, since their stored run id is not the one in their files. `repo` is the
+    repository setting (history.repository): every run must be of the history's repository.
     """
     paths = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
@@ -116,11 +120,12 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
         with open_write(location, deadline_s=deadline_s) as con:
             unchanged = _stored_identities(con, [p for p in paths if p not in labels])
             bundles = load_all([p for p in paths if p not in unchanged], labels)
-            report = _ingest_on(con, location, bundles, deadline_s)
+            report = _ingest_on(con, location, bundles, deadline_s, repo)
     else:
         unchanged = _already_stored(location, [p for p in paths if p not in labels])
         bundles = load_all([p for p in paths if p not in unchanged], labels)
-        report = ingest_loaded(location, bundles, deadline_s=deadline_s) if bundles else IngestReport(location.label)
+        check_repository(bundles, repo)  # before the history is opened (or created)
+        report = ingest_loaded(location, bundles, deadline_s=deadline_s, repo=repo) if bundles else IngestReport(location.label)
     fresh = iter(report.bundles)
     ordered = []
     for p in paths:
@@ -151,14 +156,18 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
-def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:
+def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0,
+                  repo: str | None = None) -> IngestReport:
     location = parse_location(db_path)
     with open_write(location, deadline_s=deadline_s) as con:
-        return _ingest_on(con, location, bundles, deadline_s)
+        return _ingest_on(con, location, bundles, deadline_s, repo)
 
 
-def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float) -> IngestReport:
+def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
+               repo: str | None = None) -> IngestReport:
     report = IngestReport(db_path=location.label)
+    if bundles:
+        check_repository(bundles, repo, stored_repositories(con))
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
     for b in bundles:
         _refuse_clash(b, known.get(b.manifest.run_id))

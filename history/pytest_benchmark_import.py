@@ -25,6 +25,7 @@ from history.bundle_upgrades import UPGRADERS
 from history.checks import build_dataclass, check_type, parse_utc, read_json_file, require_non_negative, upgrade
 from history.errors import BundleError
 from history.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
+from history.names import LABEL, name_problem
 
 LATENCY_FIELDS = ("median_us", "p10_us", "p90_us", "iqr_us", "mean_us", "stddev_us", "min_us", "max_us")
 TIMING_MODES = ("cuda_events", "cuda_graph", "cpu_wall", "host")
@@ -152,6 +153,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     """A plain pytest-benchmark JSON file as a run (see module docstring)."""
     doc, raw = read_json_file(path)
     version, entries = parse_benchmark_document(doc, path)
+    _check_imported_names(entries, path)
     digest = hashlib.sha256(raw).hexdigest()
     commit = doc.get("commit_info") or {}
     machine = doc.get("machine_info") or {}
@@ -206,6 +208,18 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         benchmarks=entries,
         outcomes=outcomes,
     )
+
+
+def _check_imported_names(entries: list[BenchmarkEntry], path: Path | str) -> None:
+    """An entry without our timing keys its series by pytest's names (its fullname is the case
+    id, its group or name the variant): they must be names (history.names, LABEL)."""
+    for i, e in enumerate(entries):
+        if e.timing is not None:
+            continue  # CaseTiming's own fields were checked as names
+        for key, value in (("fullname", e.fullname), ("group" if e.group else "name", e.group or e.name)):
+            problem = name_problem(value, LABEL)
+            if problem:
+                raise BundleError(path, f"benchmarks[{i}].{key}", problem)
 
 
 def _optional_str(obj: dict, key: str, path: Path | str, where: str) -> str | None:

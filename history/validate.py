@@ -1,17 +1,20 @@
 """Load and validate a run bundle directory into a LoadedBundle, or refuse it.
 
-Every known file is checked before anything is written: names are UTF-8, sizes are capped
+Every known file is checked before anything is written: the directory is walked without
+following links and holds none (check_tree), names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
 schema_version are known (older versions are upgraded by history.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
 unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
-timings). The first problem raises BundleError(path, field, message).
+timings). Names that key a series fit history.names; ncu_raw.csv holds whole ncu tables
+(history.ncu_csv). The first problem raises BundleError(path, field, message).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,8 @@ from history.checks import (
 )
 from history.errors import BundleError
 from history.loaded_bundle import LoadedBundle
+from history.names import CASE_ID, name_problem
+from history.ncu_csv import check_bundle_csv
 from history.series_key import pool_problem
 from history.pytest_benchmark_import import (
     load_pytest_benchmark_file,
@@ -63,6 +68,9 @@ RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
 PCI_BUS_ID_PATTERN = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
 KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
+# Most entries (files and folders, at any depth) a bundle directory may hold: it has 8 files of
+# its own; a directory holding more is not a bundle, and walking it must not cost without bound.
+MAX_BUNDLE_ENTRIES = 1000
 # Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
 UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
 
@@ -85,8 +93,7 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
     outside a git checkout): compare can compare such a round, the history cannot place it.
     """
     directory = Path(directory)
-    for entry in sorted(directory.iterdir(), key=lambda p: str(p).encode("utf-8", "surrogateescape")):
-        check_utf8_name(entry)
+    check_tree(directory)
     for name in REQUIRED_FILES:
         if not (directory / name).exists():
             raise BundleError(directory / name, "file", "required bundle file is missing")
@@ -123,6 +130,38 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
     return bundle
 
 
+def check_tree(directory: Path) -> list[tuple[Path, int]]:
+    """Every entry under a bundle directory, with its size, walked without following a link.
+
+    A symbolic link anywhere inside, or the directory itself being one, is refused: a bundle is
+    data its producer wrote, and a link would make the reader open whatever the link names on
+    the reading machine (`extra -> /etc`). So are a name that is not UTF-8 and a tree of more
+    than MAX_BUNDLE_ENTRIES entries.
+    Every reader of bundles (ingest, pull-request ingest, compare's rounds) comes through
+    load_bundle, which calls this first.
+    """
+    directory = Path(directory)
+    if directory.is_symlink():
+        raise BundleError(directory, "path", "is a symbolic link; a bundle is a plain directory")
+    if not directory.is_dir():
+        raise BundleError(directory, "path", "not a directory")
+    entries: list[tuple[Path, int]] = []
+    pending = [directory]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for entry in listing:  # unsorted: a huge folder costs only MAX_BUNDLE_ENTRIES steps
+                path = Path(entry.path)
+                check_utf8_name(path)
+                if entry.is_symlink():
+                    raise BundleError(path, "file", "is a symbolic link; bundles hold plain files only")
+                if len(entries) >= MAX_BUNDLE_ENTRIES:
+                    raise BundleError(directory, "path", f"holds more than {MAX_BUNDLE_ENTRIES} entries; not a bundle")
+                entries.append((path, entry.stat(follow_symlinks=False).st_size))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+    return entries
+
+
 def _hash_file(hasher, name: str, raw: bytes) -> None:
     """The bundle's content hash covers each known file's name, length and bytes, in KNOWN_FILES order."""
     hasher.update(f"{name}\0{len(raw)}\0".encode())
@@ -138,13 +177,16 @@ def input_identity(path: Path) -> tuple[str, str] | None:
     """
     path = Path(path)
     try:
-        if path.is_file() and path.suffix == ".json" and not path.is_symlink():
+        if path.is_symlink():
+            return None
+        if path.is_file() and path.suffix == ".json":
             if path.stat().st_size > MAX_FILE_BYTES:
                 return None
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             return pytest_benchmark_run_id(digest), digest
         if not path.is_dir():
             return None
+        check_tree(path)  # a link inside: validate it, so that it is refused rather than skipped
         hasher = hashlib.sha256()
         manifest_raw = b""
         for name in KNOWN_FILES:
@@ -159,21 +201,23 @@ def input_identity(path: Path) -> tuple[str, str] | None:
             manifest_raw = raw if name == MANIFEST_FILE else manifest_raw
             _hash_file(hasher, name, raw)
         run_id = json.loads(manifest_raw.decode("utf-8")).get("run_id") if manifest_raw else None
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, BundleError):
         return None
     return (run_id, hasher.hexdigest()) if isinstance(run_id, str) else None
 
 
 def _read_raw(path: Path) -> bytes:
+    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.ncu_csv), as the writer checked."""
     if path.is_symlink() or not path.is_file():
         raise BundleError(path, "file", "not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise BundleError(path, "size", f"over the {MAX_FILE_BYTES}-byte limit; refused unread")
     raw = path.read_bytes()
     try:
-        raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start})") from None
+    check_bundle_csv(path, text)
     return raw
 
 
@@ -259,6 +303,9 @@ def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
     writer checks before writing one."""
     samples = check_type(dict[str, list[float]], samples, path, "samples")
     for case_id, values in samples.items():
+        problem = name_problem(case_id, CASE_ID)
+        if problem:
+            raise BundleError(path, "samples", f"key {problem}")
         bad = first_negative(values)
         if bad is not None:
             require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")

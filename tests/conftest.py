@@ -13,6 +13,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "tests" / "data"
+# The history's repository setting (history/repository.py): the tests' bundles name their own
+# repository, and a test that wants the setting sets it; an operator's value must not leak in.
+os.environ.pop("ATTNWATCH_REPO", None)
 
 
 def _has_cuda() -> bool:

@@ -149,7 +149,8 @@ def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
         archive.extractall(tmp_path / "sample", filter="data")
     (recorded,) = (tmp_path / "sample").iterdir()
     assert json.loads((recorded / "correctness.json").read_text())["schema_version"] == 1
-    bundle = make_bundle(tmp_path / "old", run_id="old-format", n_cases=2)
+    repo = json.loads((recorded / "manifest.json").read_text())["repo"]  # one history, one repository
+    bundle = make_bundle(tmp_path / "old", run_id="old-format", n_cases=2, repo=repo)
     path = bundle / "correctness.json"
     document = json.loads(path.read_text())
     v2_only = ("profile", "calls", "tolerance_used", "violations", "worst_index")

@@ -178,6 +178,24 @@ def test_other_events_are_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsy
     assert_refused(gh, capsys, rc, reason)
 
 
+@pytest.mark.parametrize("attempt", [True, 0, -1, 1.0, "2", None])
+def test_a_run_attempt_that_is_not_a_positive_integer_is_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsys,
+                                                                 attempt):
+    """`run_attempt: true` was taken as attempt 1 and stored under run ids `...run4242.True-...`."""
+    rc, outputs = _comment(gh, tmp_path, monkeypatch, fixtures_dir, pr_run_event(run_attempt=attempt))
+    assert_refused(gh, capsys, rc, "workflow_run.run_attempt must be a positive integer")
+    assert "source_run" not in outputs
+
+
+def test_a_source_run_is_made_of_positive_integers_only():
+    from ci.errors import UserError
+    from ci.pr_runs import SourceRun
+
+    for run_id, attempt in ((4242, True), (True, 1), (4242, 0), (4242, 1.0)):
+        with pytest.raises(UserError, match="positive integers"):
+            SourceRun(run_id, attempt)
+
+
 def test_by_hand_the_report_must_be_of_the_prs_current_head(gh, tmp_path, monkeypatch, fixtures_dir, capsys):
     rc, _ = _comment(gh, tmp_path, monkeypatch, fixtures_dir, None, "--pr", "8")  # PR #8's head is not the report's
     assert_refused(gh, capsys, rc, "not the measured head")

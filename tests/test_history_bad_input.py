@@ -154,6 +154,60 @@ def test_symlinked_file_is_refused(stored, tmp_path, capsys):
     _refused(stored, bad, "builds.json", "file", capsys)
 
 
+@pytest.mark.parametrize("where", ["extra_dir", "nested/deeper/link"])
+def test_a_symbolic_link_anywhere_inside_a_bundle_is_refused(stored, tmp_path, capsys, where):
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    link = bad / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to("/etc", target_is_directory=True)
+    assert "symbolic link" in _refused(stored, bad, where.split("/")[-1], "file", capsys)
+
+
+def test_a_stored_bundle_given_again_with_a_link_inside_is_refused_not_skipped(stored, tmp_path, capsys):
+    db_path, good, before = stored
+    assert cli_main(["--db", str(db_path), "ingest", str(good)]) == 0
+    (good / "extra_dir").symlink_to("/etc", target_is_directory=True)
+    assert cli_main(["--db", str(db_path), "ingest", str(good)]) == 2
+    assert "extra_dir: file: is a symbolic link" in capsys.readouterr().err
+
+
+def test_a_bundle_that_is_itself_a_symbolic_link_is_refused(stored, tmp_path, capsys):
+    real = make_bundle(tmp_path / "real", run_id="bad")
+    link = tmp_path / "linked"
+    link.symlink_to(real, target_is_directory=True)
+    assert "symbolic link" in _refused(stored, link, "linked", "path", capsys)
+
+
+def test_compare_reads_no_round_with_a_symbolic_link(tmp_path):
+    from ci.compare.rounds import read_round
+
+    bundle = make_bundle(tmp_path / "head-round1", run_id="r")
+    (bundle / "extra_dir").symlink_to("/etc", target_is_directory=True)
+    with pytest.raises(BundleError, match="symbolic link"):
+        read_round(bundle)
+    link = tmp_path / "linked-round"
+    link.symlink_to(make_bundle(tmp_path / "plain", run_id="p"), target_is_directory=True)
+    with pytest.raises(BundleError, match="symbolic link"):
+        read_round(link)
+
+
+def test_a_symlinked_pytest_benchmark_file_is_refused(stored, tmp_path, capsys):
+    from bundle_factory import make_pytest_benchmark_file
+
+    link = tmp_path / "linked.json"
+    link.symlink_to(make_pytest_benchmark_file(tmp_path / "bench.json"))
+    assert "symbolic link" in _refused(stored, link, "linked.json", "file", capsys)
+
+
+def test_a_bundle_of_too_many_entries_is_refused(stored, tmp_path, capsys):
+    from history.validate import MAX_BUNDLE_ENTRIES
+
+    bad = make_bundle(tmp_path / "bad", run_id="bad")
+    for i in range(MAX_BUNDLE_ENTRIES):
+        (bad / f"extra{i}").mkdir()
+    assert "more than" in _refused(stored, bad, "bad", "path", capsys)
+
+
 def test_ok_outcome_without_timing(stored, tmp_path, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad", with_samples=False)
     _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"].pop(0))

@@ -87,6 +87,23 @@ def test_a_head_round_of_another_commit_is_refused_and_nothing_is_written(tmp_pa
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
+@pytest.mark.parametrize("setting", [None, "example/attention-kernels"])
+def test_rounds_of_another_repository_are_refused_and_nothing_is_written(tmp_path, with_main, capsys, monkeypatch,
+                                                                          setting):
+    """A PR's bundles say which repository they measured; another one's never joins this history."""
+    monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
+    if setting:
+        monkeypatch.setenv("ATTNWATCH_REPO", setting)
+    out = _compare_out(tmp_path / "compare", rounds=1, repo="evil/other-repo")
+    assert _ingest_pr(with_main, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert "manifest.json: repo: 'evil/other-repo' is not this history's repository 'example/attention-kernels'" in err
+    assert len(err.splitlines()) == 1
+    with open_read(with_main) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    assert _ingest_pr(with_main, _compare_out(tmp_path / "genuine", rounds=1)) == 0
+
+
 @pytest.mark.parametrize("name", ["evil", "head-round0", "main-round1", "head-round2 (a file)", "head-round3 (a symlink)"])
 def test_anything_but_round_directories_is_refused(tmp_path, with_main, capsys, name):
     out = _compare_out(tmp_path / "compare", rounds=1)
@@ -99,6 +116,43 @@ def test_anything_but_round_directories_is_refused(tmp_path, with_main, capsys, 
         entry.mkdir()
     assert _ingest_pr(with_main, out) == 2
     assert "not a round bundle directory" in capsys.readouterr().err
+
+
+def test_a_round_holding_a_symbolic_link_is_refused(tmp_path, with_main, capsys):
+    out = _compare_out(tmp_path / "compare", rounds=1)
+    (out / "bundles" / "head-round1" / "extra_dir").symlink_to("/etc", target_is_directory=True)
+    assert _ingest_pr(with_main, out) == 2
+    assert "extra_dir: file: is a symbolic link" in capsys.readouterr().err
+    with open_read(with_main) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("bound", ["max_rounds_per_side", "max_entries", "max_total_bytes"])
+def test_an_artifact_past_the_bounds_is_refused_before_reading(tmp_path, with_main, capsys, monkeypatch, bound):
+    """The bounds are data (ci/pr_ingest_limits.toml); here lowered so that 2 rounds pass them."""
+    from ci import pr_runs
+
+    out = _compare_out(tmp_path / "compare", rounds=2)
+    size = sum(f.stat().st_size for f in (out / "bundles").rglob("*") if f.is_file())
+    entries = sum(1 for _ in (out / "bundles").rglob("*"))
+    limits = dict(pr_runs.ingest_limits())
+    limits[bound] = {"max_rounds_per_side": 1, "max_entries": entries - 1, "max_total_bytes": size - 1}[bound]
+    monkeypatch.setattr(pr_runs, "ingest_limits", lambda: limits)
+    assert _ingest_pr(with_main, out) == 2
+    err = capsys.readouterr().err.strip()
+    assert "past what a pull-request ingest takes (pr_ingest_limits.toml); nothing was ingested" in err
+    assert len(err.splitlines()) == 1
+    limits[bound] += 1  # exactly at the bound: taken
+    assert _ingest_pr(with_main, out) == 0
+
+
+def test_the_shipped_bounds_take_what_compare_writes():
+    from ci.pr_runs import ingest_limits
+    from ci.run_config import compare_setting
+
+    limits = ingest_limits()
+    assert limits["max_rounds_per_side"] >= 4 * compare_setting("max_rounds")
+    assert limits["max_entries"] >= 2 * limits["max_rounds_per_side"] * 9
 
 
 def test_bad_pull_request_arguments_are_refused(tmp_path, with_main, capsys):

@@ -21,6 +21,7 @@ from ci.ncu.parse import NcuParseError, parse_ncu_csv
 from compare_factory import make_report
 from github_stub import GitHubStub, StubState
 from history.db import open_read
+from history.ingest import ingest_paths
 
 NCU_DATA = Path(__file__).resolve().parent / "data" / "ncu"
 RAW = "h200_raw_sdpa_flash_3op.csv"
@@ -163,6 +164,39 @@ def test_a_truncated_csv_is_refused_not_read_as_fewer_kernels(tmp_path, cut):
     with pytest.raises(NcuParseError, match="truncated") as info:
         parse_ncu_csv(tmp_path / RAW)
     assert RAW in str(info.value)
+
+
+@pytest.mark.parametrize("cut", ["mid-row", "after the units row"])
+def test_a_bundle_whose_ncu_csv_the_parser_refuses_is_refused_at_ingest(tmp_path, db_path, capsys, cut):
+    """ncu_raw.csv used to be stored verbatim whatever it held; now it is read as the parser reads it."""
+    text = (NCU_DATA / RAW).read_text()
+    bundle = make_bundle(tmp_path / "bundle", run_id="ncu-cut", with_ncu=True)
+    units_end = text.index("\n", text.index("\n", text.index('"ID"')) + 1) + 1
+    (bundle / "ncu_raw.csv").write_text(text[:len(text) - 40] if cut == "mid-row" else text[:units_end])
+    with pytest.raises(NcuParseError):  # the parser's own verdict on the same text
+        parse_ncu_csv(bundle / "ncu_raw.csv")
+    assert cli_main(["--db", str(db_path), "ingest", str(bundle)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "truncated" in err, err
+    assert f"{bundle / 'ncu_raw.csv'}: line {len(text.splitlines()) if cut == 'mid-row' else ''}" in err, err
+    assert not db_path.exists()
+
+
+def test_joined_ncu_tables_are_ingested_and_the_writer_refuses_a_cut_one(tmp_path, db_path):
+    """A pass over two variants joins two `ncu --import` outputs; each is read as a whole table."""
+    from history.bundle_writer import NcuFiles, write_ncu_files
+    from history.errors import BundleError
+
+    text = (NCU_DATA / RAW).read_text()
+    bundle = make_bundle(tmp_path / "bundle", run_id="ncu-joined", with_ncu=True)
+    (bundle / "ncu_raw.csv").write_text(text + "\n" + text)
+    assert len(ingest_paths(db_path, [bundle]).inserted) == 1
+    out = tmp_path / "ncu-out"
+    out.mkdir()
+    with pytest.raises(BundleError) as info:
+        write_ncu_files(out, NcuFiles("2025.3.1", [], [], raw_csv=text + "\n" + text[:-40]))
+    assert info.value.path.endswith("ncu_raw.csv") and "truncated" in info.value.message
+    assert list(out.iterdir()) == []
 
 
 def test_an_unknown_metric_column_is_reported(tmp_path):

@@ -1,7 +1,8 @@
 """`attnwatch ingest PATH...`: load run bundles (directories) and pytest-benchmark files (.json).
 
 Every input is validated before anything is written; one bad input and nothing is stored
-(exit 2, the message names the file and field). The same bundle twice is skipped.
+(exit 2, the message names the file and field). The same bundle twice is skipped. Every run
+must be of the history's repository (`--repo` / ATTNWATCH_REPO; history/repository.py).
 
 `attnwatch ingest --pull-request N --head-sha SHA --source-run W[.A] DIR` stores the round
 bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/pr_runs.py): the
@@ -45,6 +46,7 @@ def _source_run(text: str | None):
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
     from history.ingest import ingest_paths
+    from history.repository import repo_setting
 
     labels = None
     if args.pull_request is not None or args.head_sha or args.source_run:
@@ -56,7 +58,7 @@ def _run(args) -> int:
             raise UserError("with --pull-request, give exactly one compare output directory")
         labels = pull_request_labels(Path(args.paths[0]), args.pull_request, args.head_sha, _source_run(args.source_run))
         args.paths = list(labels)
-    report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout, labels=labels)
+    report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout, labels=labels, repo=repo_setting(args.repo))
     for line in report.lines():
         print(line)
     return 0

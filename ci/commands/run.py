@@ -123,7 +123,8 @@ def _run(args) -> int:
         print(f"child logs and journals: {result.work_dir}", file=sys.stderr)
     if args.ingest:
         from history.ingest import ingest_paths
+        from history.repository import repo_setting
 
-        ingest_paths(Path(args.db), [result.bundle])
+        ingest_paths(Path(args.db), [result.bundle], repo=repo_setting(args.repo))
         print(f"ingested into {args.db}")
     return 0 if result.status == "complete" else 1

@@ -98,10 +98,10 @@ def _check_origin(event: dict, repo: str, workflow_path: str) -> dict:
 
 
 def _source(run: dict) -> SourceRun:
-    run_id, attempt = run.get("id"), run.get("run_attempt", 1)
-    if not isinstance(run_id, int) or not isinstance(attempt, int) or isinstance(run_id, bool):
-        raise Refused(f"workflow_run.id/run_attempt are not numbers: {run_id!r}/{attempt!r}")
-    return SourceRun(run_id, attempt)
+    for key, value in (("id", run.get("id")), ("run_attempt", run.get("run_attempt", 1))):
+        if type(value) is not int or value < 1:  # bool is an int to isinstance: `true` was read as attempt 1
+            raise Refused(f"workflow_run.{key} must be a positive integer, got {json.dumps(value)[:40]}")
+    return SourceRun(run["id"], run.get("run_attempt", 1))
 
 
 def _checked_pr(client: GitHubClient, number: int, sha: str, repo: str, same_repo_only: bool) -> int:

@@ -13,20 +13,22 @@ Values are normalised to base units (ns, byte, hz, ...) whatever `--print-units`
 
 What is refused or reported rather than read as fewer kernels:
 - a file cut short: text that does not end with a newline (ncu ends every line with one), or
-  a header with no kernel rows after it, is an NcuParseError saying it is truncated;
+  a header with no kernel rows after it, is an NcuParseError saying it is truncated; so are
+  a missing column, a row of the wrong width and a launch ID that is not an integer. These are
+  the table's structure, read by history.ncu_csv, which the bundle reader shares: a CSV refused
+  here is refused at ingest too. A listed metric's value that is not a number is refused here;
 - a raw-page column that looks like a metric (`unit__counter...`) but is neither on the
   metric list nor expected (known_columns.toml) is listed in `ParsedReport.unknown_columns`.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ci.ncu.metrics import known_column_prefixes, metric_specs
+from history.ncu_csv import DETAILS_COLUMNS, CsvTable, NcuCsvError, read_table
 
 NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
 _QUOTED = re.compile(r'"([^"]*)"')
@@ -42,12 +44,9 @@ _UNIT_FACTORS = {
 }
 
 
-class NcuParseError(ValueError):
-    """The CSV is not what ncu prints; names the file and the line or field."""
-
-    def __init__(self, path: str, where: str, message: str) -> None:
-        super().__init__(f"{path}: {where}: {message}")
-        self.path, self.where, self.message = path, where, message
+# The table's structure (header, truncation, row widths, launch ids) is read by history.ncu_csv,
+# which the bundle reader shares: its NcuCsvError is this parser's error.
+NcuParseError = NcuCsvError
 
 
 @dataclass
@@ -99,18 +98,6 @@ def nvtx_range_name(cell: str) -> str | None:
     return names[-1] if names else None
 
 
-def split_notes(text: str) -> tuple[list[str], list[str]]:
-    """Separate ncu's own message lines from the CSV lines."""
-    notes, data = [], []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("==") and "==" in stripped[2:]:
-            notes.append(stripped)
-        elif stripped:
-            data.append(line)
-    return notes, data
-
-
 def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedReport:
     """Parse a raw-page or details-page CSV. `source` names the file in errors."""
     path = str(source)
@@ -119,24 +106,10 @@ def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedRepor
             text = Path(source).read_text(encoding="utf-8", errors="replace")
         except OSError as exc:
             raise NcuParseError(path, "file", f"cannot read: {exc}") from exc
-    notes, lines = split_notes(text)
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-    if start is None:
-        errors = [n for n in notes if n.startswith("==ERROR==")]
-        detail = f" (ncu said: {errors[0]})" if errors else ""
-        raise NcuParseError(path, "header", f'no CSV header row starting with "ID"{detail}')
-    if not text.endswith("\n"):
-        raise NcuParseError(path, f"line {len(text.splitlines())}", "the file ends mid-line: it is truncated")
-    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
-    header = rows[0]
-    if "Section Name" in header and "Metric Name" in header:
-        kernels = _parse_details(path, header, rows[1:])
-        report = ParsedReport(kernels, notes, "details")
-    else:
-        report = ParsedReport(_parse_raw(path, header, rows[1:]), notes, "raw", unknown_metric_columns(header))
-    if not report.kernels:
-        raise NcuParseError(path, "data rows", "a header but no kernel rows after it: the file is truncated")
-    return report
+    notes, table = read_table(path, text)
+    if table.page == "details":
+        return ParsedReport(_parse_details(table), notes, "details")
+    return ParsedReport(_parse_raw(path, table), notes, "raw", unknown_metric_columns(table.header))
 
 
 def unknown_metric_columns(header: list[str]) -> list[str]:
@@ -150,37 +123,20 @@ def unknown_metric_columns(header: list[str]) -> list[str]:
             if "__" in name and not name.startswith(known) and name.split(".")[0] not in bases]
 
 
-def _column(header: list[str], name: str, path: str) -> int:
-    try:
-        return header.index(name)
-    except ValueError:
-        raise NcuParseError(path, "header", f"missing column {name!r}") from None
-
-
 def _nvtx_column(header: list[str]) -> int | None:
     return next((i for i, h in enumerate(header) if h.startswith(NVTX_COLUMN_PREFIX)), None)
 
 
-def _parse_raw(path: str, header: list[str], rows: list[list[str]]) -> list[ParsedKernel]:
-    units: list[str] = [""] * len(header)
-    if rows and rows[0] and rows[0][0] == "":
-        units, rows = rows[0], rows[1:]
-    id_col = _column(header, "ID", path)
-    name_col = _column(header, "Kernel Name", path)
+def _parse_raw(path: str, table: CsvTable) -> list[ParsedKernel]:
+    header, units = table.header, table.units or [""] * len(table.header)
+    id_col, name_col = table.column("ID"), table.column("Kernel Name")
     nvtx_col = _nvtx_column(header)
-    block_col, grid_col = header.index("Block Size"), header.index("Grid Size")
+    block_col, grid_col = table.column("Block Size"), table.column("Grid Size")
     wanted = {spec.metric for spec in metric_specs()}
     kernels = []
-    for offset, row in enumerate(rows):
-        line = f"data row {offset + 1}"
-        if len(row) != len(header):
-            raise NcuParseError(path, line, f"{len(row)} columns, header has {len(header)}")
-        try:
-            launch_id = int(row[id_col])
-        except ValueError:
-            raise NcuParseError(path, f"{line}, column ID", f"not an integer: {row[id_col]!r}") from None
+    for index, row in enumerate(table.rows):
         kernel = ParsedKernel(
-            launch_id=launch_id,
+            launch_id=int(row[id_col]),
             kernel_name=row[name_col],
             nvtx_range=nvtx_range_name(row[nvtx_col]) if nvtx_col is not None else None,
             block_size=row[block_col],
@@ -192,7 +148,7 @@ def _parse_raw(path: str, header: list[str], rows: list[list[str]]) -> list[Pars
             try:
                 value = parse_number(row[col])
             except ValueError:
-                raise NcuParseError(path, f"{line}, column {name}", f"not a number: {row[col]!r}") from None
+                raise NcuParseError(path, f"{table.place(index)}, column {name}", f"not a number: {row[col]!r}") from None
             if value is None:
                 kernel.missing.append(name)
             else:
@@ -202,29 +158,25 @@ def _parse_raw(path: str, header: list[str], rows: list[list[str]]) -> list[Pars
     return kernels
 
 
-def _parse_details(path: str, header: list[str], rows: list[list[str]]) -> list[ParsedKernel]:
+def _parse_details(table: CsvTable) -> list[ParsedKernel]:
     """`--page details`: one row per (kernel, section, metric). Rule rows (no metric) are skipped."""
-    cols = {name: _column(header, name, path) for name in
-            ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")}
+    header = table.header
+    cols = {name: table.column(name) for name in DETAILS_COLUMNS}
     nvtx_col = _nvtx_column(header)
+    optional = {name: header.index(name) for name in ("Block Size", "Grid Size") if name in header}
     by_details_name = {spec.details: spec.metric for spec in metric_specs() if spec.details}
     kernels: dict[int, ParsedKernel] = {}
-    for offset, row in enumerate(rows):
-        line = f"data row {offset + 1}"
-        if len(row) <= cols["Metric Value"]:
-            raise NcuParseError(path, line, f"{len(row)} columns, expected at least {cols['Metric Value'] + 1}")
-        try:
-            launch_id = int(row[cols["ID"]])
-        except ValueError:
-            raise NcuParseError(path, f"{line}, column ID", f"not an integer: {row[cols['ID']]!r}") from None
+    for row in table.rows:
+        launch_id = int(row[cols["ID"]])
         kernel = kernels.get(launch_id)
         if kernel is None:
+            extra = {name: row[i] if i < len(row) else "" for name, i in optional.items()}
             kernel = kernels[launch_id] = ParsedKernel(
                 launch_id=launch_id,
                 kernel_name=row[cols["Kernel Name"]],
-                nvtx_range=nvtx_range_name(row[nvtx_col]) if nvtx_col is not None else None,
-                block_size=row[header.index("Block Size")] if "Block Size" in header else "",
-                grid_size=row[header.index("Grid Size")] if "Grid Size" in header else "",
+                nvtx_range=nvtx_range_name(row[nvtx_col]) if nvtx_col is not None and nvtx_col < len(row) else None,
+                block_size=extra.get("Block Size", ""),
+                grid_size=extra.get("Grid Size", ""),
             )
         metric_name = row[cols["Metric Name"]]
         if not metric_name:

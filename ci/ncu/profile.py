@@ -208,16 +208,18 @@ def _profile_group(
     imported_ok, csv_text = _run_bounded(
         [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
     )
+    # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
+    # tables, history.ncu_csv); why it was refused is each case's error.
     if not imported_ok:
         for case in cases:
             errors.setdefault(case.id, "ncu --import failed: " + _why(csv_text))
-        return [], csv_text, errors
+        return [], "", errors
     try:
         parsed = parse_ncu_csv(str(report_file), text=csv_text)
     except NcuParseError as exc:
         for case in cases:
             errors.setdefault(case.id, str(exc))
-        return [], csv_text, errors
+        return [], "", errors
     if parsed.unknown_columns:
         print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
