@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from history.db import open_read
-from history.errors import HistoryError
+from history.errors import BundleError, HistoryError
 from history.exchange import ID_REFERENCES, NATURAL_KEYS, SURROGATE_KEYS, base_tables, export_history, import_history, table_columns
 from history.location import HistoryLocation, parse_location
 
@@ -57,13 +57,19 @@ class CopyReport:
         return out
 
 
-def copy_history(source: str | Path | HistoryLocation, destination: str | Path | HistoryLocation) -> CopyReport:
+def copy_history(source: str | Path | HistoryLocation, destination: str | Path | HistoryLocation,
+                 repo: str | None = None) -> CopyReport:
+    """Copy SOURCE into DESTINATION and verify it (module docstring); `repo`: the repository
+    setting, which the copied runs must match (history.repository)."""
     src, dst = parse_location(source), parse_location(destination)
     if src.label == dst.label:
         raise HistoryError(f"{src.label}: source and destination are the same history")
     with tempfile.TemporaryDirectory(prefix="attnwatch-copy-") as tmp:
         export_history(src, Path(tmp) / "export")
-        imported = import_history(dst, Path(tmp) / "export")
+        try:
+            imported = import_history(dst, Path(tmp) / "export", repo)
+        except BundleError as exc:  # the export is a temporary directory: name the source history instead
+            raise BundleError(src.label, exc.field, exc.message) from None
     before = table_hashes(src)
     after = table_hashes(dst)
     report = CopyReport(src.label, dst.label)

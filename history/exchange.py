@@ -31,6 +31,7 @@ from history.errors import BundleError, HistoryError
 from history.keys import primary_key, single_column_keys
 from history.location import HistoryLocation, parse_location
 from history.migrations import applied_migrations, available_migrations
+from history.repository import check_sources, stored_repositories
 from history.transactions import Claims, write_transaction
 
 EXPORT_FORMAT = "attnwatch.export"
@@ -95,13 +96,15 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
     return report
 
 
-def import_history(db_path: str | Path | HistoryLocation, directory: str | Path) -> ExchangeReport:
+def import_history(db_path: str | Path | HistoryLocation, directory: str | Path, repo: str | None = None) -> ExchangeReport:
+    """Merge the export in `directory` into the history; `repo`: the repository setting
+    (history.repository), which the export's runs must match as an ingested bundle's must."""
     src = Path(directory)
     manifest = _read_manifest(src)
     location = parse_location(db_path)
     report = ExchangeReport(str(src))
     with open_write(location) as con:
-        tables = _validate_against(con, src, manifest)
+        tables = _validate_against(con, src, manifest, repo)
 
         def body(c, claims: Claims) -> None:
             report.rows.clear()
@@ -139,7 +142,7 @@ def _read_manifest(src: Path) -> dict:
     return manifest
 
 
-def _validate_against(con, src: Path, manifest: dict) -> list[str]:
+def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -> list[str]:
     """Every check before the first write; returns the tables to import, parents first."""
     path = src / MANIFEST_NAME
     shipped = {m.version: m for m in available_migrations()}
@@ -176,6 +179,9 @@ def _validate_against(con, src: Path, manifest: dict) -> list[str]:
             if table in to_import and parent not in to_import:
                 raise BundleError(path, f"tables.{parent}", f"missing, but {table}.{column} refers to it")
     if "runs" in to_import:
+        runs_file = src / manifest["tables"]["runs"]["file"]
+        repos = con.execute(f"SELECT DISTINCT repo FROM read_parquet('{_sql_path(runs_file)}') ORDER BY repo").fetchall()
+        check_sources([(r, str(runs_file), "runs.repo") for (r,) in repos], repo, stored_repositories(con))
         clash = con.execute(
             f"SELECT i.run_id FROM read_parquet('{_sql_path(src / manifest['tables']['runs']['file'])}') i "
             "JOIN runs r USING (run_id) WHERE r.content_sha256 <> i.content_sha256 LIMIT 1"

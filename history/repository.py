@@ -60,6 +60,12 @@ def check_repository(bundles: list[LoadedBundle], setting: str | None, stored: l
     `stored`: the repositories of the runs the history holds (None: not looked at yet, as
     before the history is opened, where only the setting is checked).
     """
+    check_sources([(_repo(b), *_manifest(b)) for b in bundles], setting, stored)
+
+
+def check_sources(sources: list[tuple[str, str, str]], setting: str | None, stored: list[str] | None = None) -> None:
+    """The rule of check_repository over (repository, file, field) triples: bundles at ingest,
+    the runs table of an export at `attnwatch import` and `history copy` (history.exchange)."""
     stored = stored or []
     if setting is not None:
         if stored and setting not in stored:
@@ -71,14 +77,13 @@ def check_repository(bundles: list[LoadedBundle], setting: str | None, stored: l
                               f"{REPO_ENV} (or --repo) to the one it tracks; nothing was written")
     elif stored:
         expected, why = stored[0], "the repository of the runs it holds"
-    elif bundles:
-        expected, why = _repo(bundles[0]), f"the repository of {_manifest(bundles[0])[0]}, first in this ingest"
+    elif sources:
+        expected, why = sources[0][0], f"the repository of {sources[0][1]}, first in this ingest"
     else:
         return
-    for b in bundles:
-        if _repo(b) != expected:
-            path, field = _manifest(b)
-            raise BundleError(path, field, f"{ascii(_repo(b)[:100])} is not this history's repository "
+    for repo, path, field in sources:
+        if repo != expected:
+            raise BundleError(path, field, f"{ascii(repo[:100])} is not this history's repository "
                                            f"{expected!r} ({why}); nothing was written")
 
 

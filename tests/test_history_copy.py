@@ -78,8 +78,8 @@ def test_a_row_lost_in_the_copy_is_an_error_naming_the_table(tmp_path, monkeypat
     build_history(source, tmp_path / "bundles")
     real_import = history_copy.import_history
 
-    def lossy_import(db, directory):
-        report = real_import(db, directory)
+    def lossy_import(db, directory, repo=None):
+        report = real_import(db, directory, repo)
         con = duckdb.connect(str(db))
         con.execute("DELETE FROM samples WHERE rowid IN (SELECT rowid FROM samples LIMIT 3)")
         con.close()

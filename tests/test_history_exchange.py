@@ -145,3 +145,30 @@ def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
     with pytest.raises(HistoryError, match="not empty"):
         export_history(db_path, tmp_path / "busy")
     assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"
+
+
+def test_an_export_of_another_repository_is_refused_by_import_and_copy(tmp_path, db_path, capsys):
+    """An export is a history's runs wholesale: `import` and `history copy` hold them to the
+    repository rule an ingested bundle meets (history.repository), and write nothing."""
+    from history.copy import copy_history
+    from history.repository import RepositoryError
+
+    other = tmp_path / "other.duckdb"
+    ingest_paths(other, [make_bundle(tmp_path / "b1", run_id="b1", repo="evil/other-repo")])
+    export = tmp_path / "export"
+    cli_main(["--db", str(other), "export", str(export)])
+    ingest_paths(db_path, [make_bundle(tmp_path / "a1", run_id="a1")])
+    before = _tables(db_path)
+    capsys.readouterr()
+    assert cli_main(["--db", str(db_path), "import", str(export)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "runs.parquet: runs.repo: 'evil/other-repo' is not this history's repository" in err
+    with pytest.raises(BundleError, match=r"other\.duckdb: runs\.repo: 'evil/other-repo'"):
+        copy_history(other, db_path)
+    with pytest.raises(BundleError, match=r"'evil/other-repo' is not .* \(ATTNWATCH_REPO\)"):
+        copy_history(other, tmp_path / "fresh.duckdb", repo="example/attention-kernels")
+    with pytest.raises(RepositoryError, match="ATTNWATCH_REPO is 'someone/else'"):
+        copy_history(other, db_path, repo="someone/else")
+    _assert_same(before, _tables(db_path))
+    # Into an empty history with no setting, the export's own repository is taken, as at a first ingest.
+    copy_history(other, tmp_path / "empty.duckdb")

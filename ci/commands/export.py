@@ -39,8 +39,9 @@ def _export(args) -> int:
 
 def _import(args) -> int:
     from history.exchange import import_history
+    from history.repository import repo_setting
 
-    report = import_history(args.db, args.directory)
+    report = import_history(args.db, args.directory, repo_setting(args.repo))
     for line in report.lines():
         print(line)
     print(f"imported {sum(report.rows.values())} new rows into {args.db}")

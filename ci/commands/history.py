@@ -28,8 +28,9 @@ def register(subparsers) -> None:
 def _copy(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
     from history.copy import copy_history
+    from history.repository import repo_setting
 
-    report = copy_history(args.source, args.destination)
+    report = copy_history(args.source, args.destination, repo_setting(args.repo))
     for line in report.lines():
         print(line)
     return 0
