@@ -57,10 +57,10 @@ def load_plan(path: Path) -> list[dict]:
     return steps
 
 
-def git(work: Path, *args: str) -> str:
+def git(work: Path, *args: str, check: bool = True) -> str:
     done = subprocess.run(["git", "-C", str(work), *args], capture_output=True, text=True,
                           env={**os.environ, **IDENTITY})
-    if done.returncode != 0:
+    if done.returncode != 0 and check:
         raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout.strip()
 
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         start = time.monotonic()
         rc = subprocess.run(command, cwd=args.work, env=env).returncode
-        record = {"step": i + 1, "commit": sha, "parent": git(args.work, "rev-parse", "HEAD^"),
+        record = {"step": i + 1, "commit": sha, "parent": git(args.work, "rev-parse", "--verify", "--quiet", "HEAD^", check=False) or None,
                   "kind": next(k for k in KINDS if k in step), "message": git(args.work, "log", "-1", "--format=%B"),
                   "why": step["why"], "command": ["python3", "-m", "ci.cli", *command[3:]], "exit_status": rc,
                   "seconds": round(time.monotonic() - start, 1)}
