@@ -123,10 +123,12 @@ def test_this_push_shows_the_newest_pushs_regressions_with_their_intervals(demo)
         page.close()
 
 
-def test_the_alerts_page_shows_the_step_detection_found(demo):
+def test_alerts_and_trends_show_the_step_detection_found(demo):
+    """Alerts lists the Triton step; Trends opens on that case, its alerts listed under the plot."""
     url, browser = demo
-    page, text = _open(browser, url + "/alerts", "Alerts")
-    try:
-        assert STEP_COMMIT in text and "triton_fa2" in text, text[:3000]
-    finally:
-        page.close()
+    for path, heading in (("alerts", "Alerts"), ("trends", "Trends")):
+        page, text = _open(browser, f"{url}/{path}", heading)
+        try:
+            assert STEP_COMMIT in text and "triton_fa2" in text, (heading, text[:3000])
+        finally:
+            page.close()
