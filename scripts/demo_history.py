@@ -1,7 +1,7 @@
 """Measure a short main-branch history for the shipped demo: one `attnwatch run` per commit.
 
     python3 scripts/demo_history.py --repo REPO_OR_GIT_BUNDLE --plan docs/data/demo/plan.toml \
-        --work /tmp/demo-repo --out /tmp/demo-runs -- --shapes pr --variants sdpa,... --ncu
+        --work SCRATCH_CLONE --out OUT_DIR -- --shapes pr --variants sdpa,... --ncu
 
 The plan (TOML, one `[[step]]` per run, each with its reason) names real commits of this
 repository and scratch changes made on top of them: a patch applied and committed, an empty
