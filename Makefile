@@ -37,15 +37,18 @@ postgres:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >/dev/null; \
 	  else echo "PostgreSQL server not found and cannot install it: the lake tests will skip and say why"; fi; }
 
-SAMPLE := docs/data/h200-main-fp16-3225df5.tgz
+# A short main-branch history measured on an H200 (8 runs, docs/data/demo/README.md).
+SAMPLE := docs/data/demo/h200-demo-history.tgz
 
 # The repository the demo's runs are of: the shipped H200 sample records "attnwatch", and a
 # history admits runs of one repository only (history/repository.py).
 demo: export ATTNWATCH_REPO ?= attnwatch
 demo: $(STAMP)
 	$(PY) -m ci.cli run --shapes auto --ingest
-	@# A real H200 run shipped with the project, so the dashboard has GPU data on any machine.
-	tmp=$$(mktemp -d) && tar xzf $(SAMPLE) -C $$tmp && $(PY) -m ci.cli ingest $$tmp/* && rm -rf $$tmp
+	@# Real H200 runs shipped with the project, so every page has GPU data on any machine: a step
+	@# that detection turns into alerts, and a newest push with regressions, intervals and ncu metrics.
+	tmp=$$(mktemp -d) && tar xzf $(SAMPLE) -C $$tmp && $(PY) -m ci.cli ingest $$tmp/h200-demo-history/* && rm -rf $$tmp
+	$(PY) -m ci.cli detect
 	$(PY) -m ci.cli sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as median_us, round(r.tflops, 2) as tflops, round(r.gap_to_sdpa, 3) as gap_to_sdpa from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
 	$(PY) -m ci.cli sql "select count(*) as results from results"
 	@echo "history: $(ATTNWATCH_DB)  (query it: $(PY) -m ci.cli sql \"select count(*) from results\")"

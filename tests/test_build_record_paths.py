@@ -17,7 +17,10 @@ from kernels.cuda.launch import variant_build_report
 from kernels.nvcc import NvccError, failed_build_report, nvcc_compile
 from kernels.record_paths import REPO_ROOT, absolute_paths, portable_command, portable_path, portable_text
 
-SAMPLE = REPO_ROOT / "docs" / "data" / "h200-main-fp16-3225df5.tgz"
+# The H200 run shipped as the demo until the demo became a short history; kept for its cleaned
+# CUTLASS build commands (and as a real format-1 bundle, tests/test_bundle_contract.py).
+SAMPLE = REPO_ROOT / "tests" / "data" / "bundles" / "h200-main-fp16-3225df5.tgz"
+DEMO_HISTORY = REPO_ROOT / "docs" / "data" / "demo" / "h200-demo-history.tgz"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 # A second, plainer check than absolute_paths: a command token (or its -I/-L value) that starts with "/".
 GLUED = re.compile(r"^(-I|-L|-o|--[\w-]+=)")
@@ -62,6 +65,24 @@ def test_shipped_sample_holds_no_absolute_machine_path():
     assert len(commands) == 10
     assert [c for c in commands if _absolute_tokens(c)] == []
     assert sum("kernels/cutlass/attention_3k.cu" in c and "-I<cutlass-4.2.0>" in c for c in commands) == 7
+
+
+def test_the_demo_history_holds_no_absolute_machine_path():
+    """Every run of the demo history `make demo` loads: no machine path in any file, and the
+    hand-written CUDA builds name their source as a repository path."""
+    with tarfile.open(DEMO_HISTORY) as tar:
+        members = tar.getmembers()
+        assert all(not m.name.startswith("/") and ".." not in Path(m.name).parts for m in members)
+        texts = {m.name: tar.extractfile(m).read().decode() for m in members if m.isfile()}
+    manifests = [name for name in texts if name.endswith("/manifest.json")]
+    assert len(manifests) == 8
+    for name, text in texts.items():
+        assert absolute_paths(text) == [], name
+        assert "site-packages" not in text, name
+    for name in (n for n in texts if n.endswith("/builds.json")):
+        commands = [b["config"]["command"] for b in json.loads(texts[name])["builds"] if "command" in b["config"]]
+        assert commands and [c for c in commands if _absolute_tokens(c)] == [], name
+        assert all(" kernels/cuda/cuda_wmma.cu " in c for c in commands), name
 
 
 # ---------------------------------------------------------------- records made by the code

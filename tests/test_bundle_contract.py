@@ -143,8 +143,9 @@ def test_a_journalled_build_without_a_field_is_refused(tmp_path):
 
 def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
     """Correctness and builds in format 1 as earlier writers wrote them (a build record could
-    leave fields out), and the shipped H200 sample (format 1 throughout)."""
-    (sample,) = (REPO_ROOT / "docs" / "data").glob("*.tgz")
+    leave fields out), and a real H200 run recorded in format 1 throughout (the demo sample until
+    the demo became a history)."""
+    sample = REPO_ROOT / "tests" / "data" / "bundles" / "h200-main-fp16-3225df5.tgz"
     with tarfile.open(sample) as archive:
         archive.extractall(tmp_path / "sample", filter="data")
     (recorded,) = (tmp_path / "sample").iterdir()

@@ -1,0 +1,134 @@
+"""A newcomer's first look at the demo, in a real headless Chromium: what `make demo` builds
+(a CPU run of this checkout on the main branch, the shipped H200 history from docs/data/demo,
+`attnwatch detect`) served by the real `attnwatch dashboard`, and every page opened in turn.
+
+No page may show an error element or a Python exception, and the first page must show what
+the product is for: the newest H200 push's regressions, each with its interval. The history
+is built through the CLI a newcomer runs, not through test helpers, so the test fails whenever
+the shipped sample, ingest, detection or a page stops working on it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_HISTORY = REPO / "docs" / "data" / "demo" / "h200-demo-history.tgz"
+MAIN = "[data-testid='stMain']"
+ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
+# Every page, by URL path, with its heading.
+PAGES = (
+    ("", "This push"),
+    ("overview", "Overview"),
+    ("overview?gpu=cpu", "Overview"),  # the demo's own CPU run
+    ("trends", "Trends"),
+    ("compare", "Compare"),
+    ("alerts", "Alerts"),
+    ("kernel", "Kernel"),
+    ("sql", "SQL"),
+    ("run", "Run"),
+)
+# The newest push (docs/data/demo/README.md): cuda_wmma at h100_small 11-15% slower, with an
+# interval whose lower bound is above no change.
+PUSH_REGRESSION = re.compile(r"cuda_wmma/h100_small/fp16/(?:non)?causal\S* · \*{0,2}\+1\d\.\d%\*{0,2} "
+                             r"\[\+(?P<low>\d+\.\d)%, \+(?P<high>\d+\.\d)%\]")
+STEP_COMMIT = "7559a11"  # the Triton step detection turns into alerts
+
+
+def _cli(db: Path, *args: str, timeout: float = 600) -> str:
+    env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main")  # a fresh clone is on main
+    done = subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    executable = chromium()  # a missing browser skips (or fails under CI) before any work
+    sync_playwright = playwright()
+    work = tmp_path_factory.mktemp("demo")
+    db = work / "history.duckdb"
+    # What make demo does, smaller: a CPU run of this checkout (two variants measured, one that
+    # needs a GPU and is skipped, as most are on a CPU), the shipped history, detect.
+    _cli(db, "run", "--device", "cpu", "--shapes", "cpu", "--variants", "sdpa,torch_3op,cuda_wmma", "--no-progress",
+         "--out", str(work / "cpu-run"), "--ingest")
+    with tarfile.open(DEMO_HISTORY) as tar:
+        tar.extractall(work / "sample", filter="data")
+    bundles = sorted((work / "sample" / "h200-demo-history").iterdir())
+    assert len(bundles) == 8
+    _cli(db, "ingest", *map(str, bundles))
+    detected = _cli(db, "detect")
+    assert "4 new alerts" in detected, detected
+    with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield url, browser
+        finally:
+            browser.close()
+
+
+def _open(browser, url: str, heading: str) -> tuple[object, str]:
+    """The page at `url` once drawn: its heading there, Streamlit idle; returns it and its text."""
+    page = browser.new_page(viewport={"width": 1440, "height": 2400})
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url, wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+    page.get_by_role("heading", name=heading).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    wait_idle(page)
+    assert dialogs == [], f"{heading}: {dialogs}"
+    return page, " ".join(page.locator(MAIN).inner_text().split())
+
+
+def test_every_page_of_the_demo_opens_without_an_error(demo):
+    url, browser = demo
+    failures = []
+    for path, heading in PAGES:
+        page, text = _open(browser, f"{url}/{path}", heading)
+        try:
+            errors = page.locator(ERRORS)
+            if errors.count():
+                failures.append(f"{heading or path}: {' | '.join(errors.all_inner_texts())[:400]}")
+            if "Traceback" in text or "could not read" in text:
+                failures.append(f"{heading}: {text[:400]}")
+        finally:
+            page.close()
+    assert failures == [], "\n".join(failures)
+
+
+def test_this_push_shows_the_newest_pushs_regressions_with_their_intervals(demo):
+    url, browser = demo
+    page, text = _open(browser, url + "/", "This push")
+    try:
+        page.get_by_text(re.compile(r"Regressions \(\d+\)")).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        count = int(re.search(r"Regressions \((\d+)\)", text).group(1))
+        found = list(PUSH_REGRESSION.finditer(text))
+        assert count >= 2 and len(found) >= 2, text[:3000]
+        for match in found:
+            low, high = float(match["low"]), float(match["high"])
+            assert 10.0 < low <= high < 16.0, match.group(0)
+        assert "2f4b244" in text and "8f98dca" in text  # the two commits compared
+    finally:
+        page.close()
+
+
+def test_alerts_and_trends_show_the_step_detection_found(demo):
+    """Alerts lists the Triton step; Trends opens on that case, its alerts listed under the plot."""
+    url, browser = demo
+    for path, heading in (("alerts", "Alerts"), ("trends", "Trends")):
+        page, text = _open(browser, f"{url}/{path}", heading)
+        try:
+            assert STEP_COMMIT in text and "triton_fa2" in text, (heading, text[:3000])
+        finally:
+            page.close()
