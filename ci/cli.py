@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from ci.errors import UserError
@@ -53,6 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        try:
+            return _dispatch(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe must surface here, not in the interpreter's exit flush
+    except BrokenPipeError:
+        # The reader went away (`attnwatch alerts list | head`): stop quietly with the status of a
+        # Unix tool killed by SIGPIPE, and keep Python from failing again on its final flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.db is None:
