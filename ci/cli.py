@@ -12,6 +12,7 @@ import importlib
 import os
 import signal
 import sys
+import threading
 
 from ci.errors import UserError
 from history.errors import HistoryError
@@ -53,7 +54,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI step cancelled, a service stopped), handled as Ctrl-C is: children stopped,
+    temporary directories removed, what finished kept. Without it the default action ends the
+    process on the spot and no clean-up runs."""
+
+
+def _terminate(signum, _frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         try:
             return _dispatch(argv)
@@ -64,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         # Unix tool killed by SIGPIPE, and keep Python from failing again on its final flush.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _dispatch(argv: list[str] | None) -> int:
@@ -76,6 +92,9 @@ def _dispatch(argv: list[str] | None) -> int:
     except (UserError, HistoryError) as exc:
         print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("attnwatch: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("attnwatch: interrupted", file=sys.stderr)
         return 130

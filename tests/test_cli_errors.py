@@ -50,3 +50,28 @@ def test_ingesting_a_path_that_does_not_exist_says_so(tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith("no-such-bundle: path: no such file or directory"), lines
+
+
+def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
+    """SIGTERM (a cancelled CI step) used to end the process on the spot: no `finally`, no
+    removed work directory. It now unwinds as Ctrl-C does, exits 143, and the handler is put back."""
+    import signal
+    import time
+
+    import ci.commands.env as env_command
+    from ci.cli import main
+
+    cleaned = []
+
+    def long_command(args):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        finally:
+            cleaned.append(True)
+
+    monkeypatch.setattr(env_command, "_run", long_command)
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["env"]) == 143
+    assert cleaned == [True] and "attnwatch: terminated" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from ci.errors import UserError
+from history.temp_dirs import owned_temp_dir
 
 
 def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -56,7 +56,7 @@ def repo_root(start: Path) -> Path:
 @contextmanager
 def worktree(repo: Path, sha: str, label: str) -> Iterator[Path]:
     """A detached checkout of `sha` in a temporary directory, removed afterwards."""
-    parent = Path(tempfile.mkdtemp(prefix=f"attnwatch-{label}-"))
+    parent = owned_temp_dir(f"attnwatch-{label}-")  # swept by the next compare if we are killed
     path = parent / "checkout"
     _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
     try:
