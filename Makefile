@@ -5,18 +5,28 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# The CPU build here; on a CUDA runner an existing system torch is reused (the venv sees it).
 TORCH_SPEC ?= torch==2.13.0
 TRITON_SPEC ?= triton>=3.0
-STAMP := $(VENV)/.installed
+# The venv is isolated from the host's site-packages, so the tests run on what pyproject.toml
+# asks for, never on whatever pytest, numpy or pytest plugins the machine happens to have.
+# SYSTEM_TORCH=1 (the GPU runners: `make install SYSTEM_TORCH=1`) makes it with
+# --system-site-packages instead, to reuse the system's CUDA build of torch, triton and cupy.
+SYSTEM_TORCH ?=
+SYSTEM_SITE := $(filter 1,$(SYSTEM_TORCH))
+STAMP := $(VENV)/.installed$(if $(SYSTEM_SITE),-system-torch)
+# The dashboard's port for `make demo PORT=8502`; empty: attnwatch's own default (ci/port.py).
+PORT ?=
 export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
 
-.PHONY: demo test install browser postgres clean
+.PHONY: demo test install browser postgres clean port-free
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	@# A venv made in the other mode is made again: the mode decides what the tests run on.
+	@if [ -f $(VENV)/pyvenv.cfg ] && ! grep -qx "include-system-site-packages = $(if $(SYSTEM_SITE),true,false)" $(VENV)/pyvenv.cfg; then \
+	  echo "$(VENV) was made $(if $(SYSTEM_SITE),without,with) the system site packages: making it again"; rm -rf $(VENV); fi
+	test -x $(PY) || $(PYTHON) -m venv $(if $(SYSTEM_SITE),--system-site-packages) $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -c "import triton" 2>/dev/null || $(PY) -m pip install -q "$(TRITON_SPEC)"
@@ -40,10 +50,14 @@ postgres:
 # A short main-branch history measured on an H200 (8 runs, docs/data/demo/README.md).
 SAMPLE := docs/data/demo/h200-demo-history.tgz
 
+# A taken port fails here, in a second, before the set-up and the measuring (bare python3: no venv yet).
+port-free:
+	@$(PYTHON) -m ci.port $(PORT)
+
 # The repository the demo's runs are of: the shipped H200 sample records "attnwatch", and a
 # history admits runs of one repository only (history/repository.py).
 demo: export ATTNWATCH_REPO ?= attnwatch
-demo: $(STAMP)
+demo: port-free $(STAMP)
 	$(PY) -m ci.cli run --shapes auto --ingest
 	@# Real H200 runs shipped with the project, so every page has GPU data on any machine: a step
 	@# that detection turns into alerts, and a newest push with regressions, intervals and ncu metrics.
@@ -51,8 +65,9 @@ demo: $(STAMP)
 	$(PY) -m ci.cli detect
 	$(PY) -m ci.cli sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as median_us, round(r.tflops, 2) as tflops, round(r.gap_to_sdpa, 3) as gap_to_sdpa from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
 	$(PY) -m ci.cli sql "select count(*) as results from results"
-	@echo "history: $(ATTNWATCH_DB)  (query it: $(PY) -m ci.cli sql \"select count(*) from results\")"
-	$(PY) -m ci.cli dashboard
+	@echo "history: $(ATTNWATCH_DB)  (query it: $(VENV)/bin/attnwatch sql \"select count(*) from results\")"
+	@echo "attnwatch is installed in $(VENV), not on your PATH: run $(VENV)/bin/attnwatch --help, or 'source $(VENV)/bin/activate' first"
+	$(PY) -m ci.cli dashboard $(if $(PORT),--port $(PORT))
 
 test: $(STAMP) browser postgres
 	$(PY) -m pytest -p no:cacheprovider tests

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from ci.errors import UserError
 from history.errors import HistoryError
@@ -59,7 +61,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a CI step cancelled, a service stopped), handled as Ctrl-C is: children stopped,
+    temporary directories removed, what finished kept. Without it the default action ends the
+    process on the spot and no clean-up runs."""
+
+
+def _terminate(signum, _frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        try:
+            return _dispatch(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe must surface here, not in the interpreter's exit flush
+    except BrokenPipeError:
+        # The reader went away (`attnwatch alerts list | head`): stop quietly with the status of a
+        # Unix tool killed by SIGPIPE, and keep Python from failing again on its final flush.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.db is None:
@@ -69,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, HistoryError) as exc:
         print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("attnwatch: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except KeyboardInterrupt:
         print("attnwatch: interrupted", file=sys.stderr)
         return 130

@@ -34,7 +34,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,10 +47,12 @@ from ci.plan import PlannedCase, RunPlan
 from ci.progress import Progress
 from ci.run_config import TimingConfig, default
 from ci.suite_state import SuiteState
+from history.temp_dirs import mark_kept, owned_temp_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SUITES_DIR = REPO_ROOT / "ci" / "suites"
 LOG_TAIL_CHARS = 2000
+RUN_DIR_PREFIX = "attnwatch-run-"  # + pid: a killed run's work dir is swept by the next (history/temp_dirs.py)
 
 
 @dataclass
@@ -143,7 +144,7 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         git.sha = options.commit_sha
     environment = capture_environment(probe_device=False)
     environment.device_kind = options.device_kind
-    work = Path(tempfile.mkdtemp(prefix="attnwatch-run-"))
+    work = owned_temp_dir(RUN_DIR_PREFIX)
     plan = RunPlan(
         cases=list(cases),
         timing=options.timing.to_dict(),
@@ -180,6 +181,8 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
     bundle = write_bundle(out_dir, content)
     _announce(options, bundle)
     keep = options.keep_work_dir or bool(state.lost_cases())
+    if keep:  # its path is shown to the user: never swept as a dead process's leftover
+        mark_kept(work, "child logs and journals of a run that lost cases or was asked to keep them")
     ncu = None
     try:
         if interrupted:

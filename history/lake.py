@@ -24,20 +24,20 @@ import atexit
 import importlib.util
 import os
 import shutil
-import tempfile
 import threading
-from functools import lru_cache
 from pathlib import Path
 
 import duckdb
 
 from history.errors import HistoryError, HistoryNotFoundError
 from history.location import HistoryLocation
+from history.temp_dirs import owned_temp_dir
 
 ALIAS = "history"
 # Extension name (what DuckDB expects the file to be called) -> the wheel's Python package.
 EXTENSIONS = {"postgres_scanner": "duckdb_extension_postgres", "ducklake": "duckdb_extension_ducklake"}
 S3_EXTENSION = ("httpfs", "duckdb_extension_httpfs")
+EXT_DIR_PREFIX = "attnwatch-ext-"
 BASE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 DEFERRED_SETTINGS = ("enable_external_access", "lock_configuration")  # applied after the attach, in order
 
@@ -64,18 +64,34 @@ def _wheel_file(extension: str, package: str) -> Path:
     return found[0]
 
 
-@lru_cache(maxsize=None)
+_ext_dir: list[Path] = []  # this process's link directory, made on first use
+_ext_dir_lock = threading.Lock()
+
+
 def _extension_dir() -> Path:
-    """A private directory of links named as DuckDB wants each extension file named."""
-    directory = Path(tempfile.mkdtemp(prefix="attnwatch-ext-"))
-    atexit.register(shutil.rmtree, directory, True)
-    return directory
+    """A private directory of links named as DuckDB wants each extension file named: one per
+    process, removed at exit, swept by the next process when this one was killed
+    (history/temp_dirs.py). Made again should a sweep of another PID namespace have taken it."""
+    with _ext_dir_lock:
+        if not _ext_dir or not _ext_dir[0].is_dir():
+            if not _ext_dir:
+                atexit.register(_remove_extension_dir, os.getpid())
+            _ext_dir[:] = [owned_temp_dir(EXT_DIR_PREFIX)]
+        return _ext_dir[0]
+
+
+def _remove_extension_dir(owner: int) -> None:
+    if _ext_dir and os.getpid() == owner:  # not from a forked child that inherited the hook
+        shutil.rmtree(_ext_dir[0], ignore_errors=True)
 
 
 def extension_path(extension: str, package: str) -> Path:
     link = _extension_dir() / f"{extension}.duckdb_extension"
-    if not link.exists():
-        os.symlink(_wheel_file(extension, package), link)
+    if not os.path.lexists(link):
+        try:
+            os.symlink(_wheel_file(extension, package), link)
+        except FileExistsError:  # another thread of this process made it first
+            pass
     return link
 
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from history.temp_dirs import owned_temp_dir
 
 MIB = 2**20
 
@@ -61,7 +62,7 @@ class SqlLimits:
 @contextmanager
 def private_temp_dir() -> Iterator[Path]:
     """A new directory only this process's user can enter, removed with what is in it on exit."""
-    path = Path(tempfile.mkdtemp(prefix="attnwatch-sql-"))
+    path = owned_temp_dir("attnwatch-sql-")  # a query child killed at its time limit: swept next time
     try:
         yield path
     finally:

@@ -83,6 +83,8 @@ def load_input(path: Path) -> LoadedBundle:
         return load_bundle(path)
     if path.is_file() and path.suffix == ".json":
         return load_pytest_benchmark_file(path)
+    if not path.exists():
+        raise BundleError(path, "path", "no such file or directory")
     raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
 
 

@@ -7,6 +7,8 @@ where, when and how each file was recorded).
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,69 @@ def _has_cuda() -> bool:
 
 
 HAS_CUDA = _has_cuda()
+
+
+# The temporary directories of this session: every test and every child process it starts makes
+# its temp dirs here (TMPDIR), so what they leave behind is found at the end, apart from any other
+# run on the machine. pytest's own tmp_path stays under the system temp directory.
+_SESSION_TMP: list[Path] = []
+# The kinds made by history.temp_dirs.owned_temp_dir (lake links, run work dirs, query spill
+# dirs, compare checkouts): each is swept by the next process that makes one of its kind.
+TEMP_PREFIXES = ("attnwatch-ext-", "attnwatch-run-", "attnwatch-sql-", "attnwatch-base-", "attnwatch-head-")
+
+
+def pytest_configure(config):
+    if _SESSION_TMP:
+        return
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    _SESSION_TMP.append(Path(tempfile.mkdtemp(prefix="attnwatch-tests-")))
+    _SESSION_TMP[0].chmod(0o1777)  # as /tmp is: the PostgreSQL server runs as its own user
+    os.environ["TMPDIR"] = str(_SESSION_TMP[0])
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run when the code under test left temporary directories behind.
+
+    A process that was killed (the fault tests SIGKILL runs, workers and query children) runs no
+    clean-up; its directories are swept by the next attnwatch process, as on a user's machine
+    (history/temp_dirs.py), so they are swept here first; this process's own are removed at its
+    exit. What remains is a leak: a directory nothing removes, or one of a process that is still
+    running after the tests.
+    """
+    if not _SESSION_TMP:
+        return
+    from history.temp_dirs import sweep_stale
+
+    root = _SESSION_TMP[0]
+    for prefix in TEMP_PREFIXES:
+        sweep_stale(prefix, root)
+    ours = tuple(f"{prefix}{os.getpid()}-" for prefix in TEMP_PREFIXES)  # removed at this process's exit
+    left = sorted(p.name for p in root.glob("attnwatch-*") if not p.name.startswith(ours))
+    shutil.rmtree(root, ignore_errors=True)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = f"temporary directories left behind by this run ({len(left)}): {', '.join(left[:20])}"
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1
+
+
+@pytest.fixture
+def remove_kept_run_dirs():
+    """For tests whose runs lose cases on purpose: the work dir such a run keeps for the user
+    (child logs and journals, marked kept) is what they test; it is removed afterwards."""
+    from ci.runner import RUN_DIR_PREFIX
+    from history.temp_dirs import KEPT_MARKER
+
+    def kept() -> set[Path]:
+        return {p.parent for p in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*/{KEPT_MARKER}")}
+
+    before = kept()
+    yield
+    for path in kept() - before:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

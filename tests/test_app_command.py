@@ -39,7 +39,13 @@ def test_a_port_out_of_range_is_a_clear_error(capsys, tmp_path):
     assert "--port: 70000 is not a TCP port" in capsys.readouterr().err
 
 
-def test_the_server_answers_on_loopback_and_stops(tmp_path):
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_the_server_answers_on_loopback_and_a_sigterm_to_the_command_frees_the_port(tmp_path):
+    """SIGTERM to `attnwatch dashboard` alone (as a service manager sends it) stops Streamlit too."""
     port = free_port()
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
@@ -60,8 +66,32 @@ def test_the_server_answers_on_loopback_and_stops(tmp_path):
         assert health == "ok", log.read_text(errors="replace")[-2000:]
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200 and b"<html" in r.read().lower()
+        os.kill(proc.pid, signal.SIGTERM)  # the command only, not its process group
+        proc.wait(timeout=30)
+        give_up = time.monotonic() + 15
+        while _listening(port) and time.monotonic() < give_up:
+            time.sleep(0.2)
+        assert not _listening(port), "Streamlit still serves the port after the command was stopped"
+        assert proc.returncode == 128 + signal.SIGTERM
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-    assert proc.returncode is not None
+        try:  # whatever is left of the test's process group (before the fix: the Streamlit child)
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=20)
+
+
+def test_a_taken_port_is_refused_before_streamlit_starts(tmp_path):
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            capture_output=True, text=True, timeout=60, env=dict(os.environ))
+        assert done.returncode == 2
+        assert done.stderr.strip().splitlines()[-1] == (
+            f"attnwatch dashboard: error: port {port} is in use on 127.0.0.1: stop whatever serves it, "
+            "or pick another port (attnwatch dashboard --port N, make demo PORT=N)")
+        assert "http://" not in done.stderr and time.monotonic() - started < 30

@@ -16,7 +16,8 @@ from ci.runner import RunOptions, execute_suite
 from history.validate import load_bundle
 from kernels.shapes import SHAPES
 
-pytestmark = pytest.mark.slow  # child processes and their isolated re-runs
+# child processes and their isolated re-runs; the logs a lossy run keeps are removed after
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("remove_kept_run_dirs")]
 
 FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 

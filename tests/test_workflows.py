@@ -132,6 +132,22 @@ def test_ci_runs_make_test_on_hosted_runners():
     assert wf["permissions"] == {"contents": "read"}
 
 
+def test_gpu_runners_make_the_venv_with_their_system_torch_and_hosted_runners_isolated():
+    """`make` makes an isolated venv (the tests run on what pyproject.toml asks for); a GPU
+    runner reuses its system CUDA torch, triton and cupy only through SYSTEM_TORCH=1."""
+    seen = {"gpu": 0, "hosted": 0}
+    for name, job_id, job in _all_jobs():
+        gpu = "gpu" in _labels(job)
+        for step in job.get("steps", []):
+            for line in step.get("run", "").splitlines():
+                words = line.split("#", 1)[0].split()
+                if words[:1] != ["make"]:
+                    continue
+                seen["gpu" if gpu else "hosted"] += 1
+                assert ("SYSTEM_TORCH=1" in words) == gpu, f"{name}:{job_id}: {line.strip()}"
+    assert seen["gpu"] >= 2 and seen["hosted"] >= 1, seen
+
+
 # ---------------------------------------------------------------- the trust boundary
 
 

@@ -3,18 +3,21 @@
 The app is started with `streamlit run` in a child process so that Streamlit owns its own
 event loop and signal handling; the database path reaches it through ATTNWATCH_DB, which is
 the only way the app learns where the history lives. By default it listens on loopback only:
-the dashboard has no authentication, so exposing it is an explicit choice (--host).
+the dashboard has no authentication, so exposing it is an explicit choice (--host). A taken
+port is refused before Streamlit starts (ci/port.py), and the child runs in its own process
+group that goes down with this command, whatever signal stops it (ci/process_group.py).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 from ci.errors import UserError
+from ci.port import DEFAULT_HOST, DEFAULT_PORT, parse_port, port_problem
+from ci.process_group import run_in_group
 from history.location import LAKE_PREFIX
 
 
@@ -32,8 +35,9 @@ def register(subparsers) -> None:
         help="serve the dashboard (Streamlit) over the history",
         description="Serve the Streamlit dashboard over the DuckDB history (read-only, short-lived connections).",
     )
-    p.add_argument("--port", type=int, default=8501, help="TCP port (default 8501)")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: loopback only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"address to listen on (default {DEFAULT_HOST}: loopback only)")
     p.add_argument("--dry-run", action="store_true", help="print the command that would run and exit")
     p.set_defaults(func=_run)
 
@@ -51,8 +55,10 @@ def streamlit_command(port: int, host: str) -> list[str]:
 
 
 def _run(args) -> int:
-    if not 0 < args.port < 65536:
-        raise UserError(f"--port: {args.port} is not a TCP port (1-65535)")
+    try:
+        parse_port(args.port)
+    except ValueError as exc:
+        raise UserError(f"--port: {exc}") from None
     lake = args.db.startswith(LAKE_PREFIX)
     db = args.db if lake else str(Path(args.db).expanduser())
     if not lake and not Path(db).exists():
@@ -62,6 +68,12 @@ def _run(args) -> int:
     if args.dry_run:
         print(" ".join(cmd))
         return 0
+    try:
+        problem = port_problem(args.host, args.port)
+    except OSError as exc:  # an address this machine does not have
+        raise UserError(f"--host {args.host}: {exc.strerror or exc}") from None
+    if problem:
+        raise UserError(problem)
     env = dict(os.environ, ATTNWATCH_DB=db)
     print(f"attnwatch dashboard: http://{args.host}:{args.port}  (history: {db})", file=sys.stderr)
-    return subprocess.call(cmd, env=env)
+    return run_in_group(cmd, env)

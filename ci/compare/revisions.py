@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from ci.errors import UserError
+from history.temp_dirs import owned_temp_dir
+
+
+def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
+    except FileNotFoundError:
+        raise UserError("git is not installed; compare needs it to check out the merge base") from None
 
 
 def _git(repo: Path, *args: str) -> str:
-    try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=120)
-    except FileNotFoundError:
-        raise UserError("git is not installed; compare needs it to check out the merge base") from None
+    done = _run_git(repo, *args)
     if done.returncode != 0:
         raise UserError(f"git {' '.join(args)}: {done.stderr.strip() or done.stdout.strip()}"[:500])
     return done.stdout.strip()
@@ -30,7 +34,11 @@ def resolve(repo: Path, rev: str) -> str:
     """Full SHA of a revision (branch, tag, SHA); a clear error for an unknown one."""
     if not rev or rev.startswith("-"):
         raise UserError(f"not a revision: {rev!r}")
-    return _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    done = _run_git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
+    if done.returncode != 0:
+        # --quiet leaves stderr empty for an unknown name: say what was not found.
+        raise UserError(f"no such commit or ref: {rev}")
+    return done.stdout.strip()
 
 
 def merge_base(repo: Path, base: str, head: str) -> str:
@@ -48,7 +56,7 @@ def repo_root(start: Path) -> Path:
 @contextmanager
 def worktree(repo: Path, sha: str, label: str) -> Iterator[Path]:
     """A detached checkout of `sha` in a temporary directory, removed afterwards."""
-    parent = Path(tempfile.mkdtemp(prefix=f"attnwatch-{label}-"))
+    parent = owned_temp_dir(f"attnwatch-{label}-")  # swept by the next compare if we are killed
     path = parent / "checkout"
     _git(repo, "worktree", "add", "--detach", "--quiet", str(path), sha)
     try:
