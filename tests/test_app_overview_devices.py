@@ -97,6 +97,6 @@ def test_overview_counts_cases_with_open_regressions_not_alerts(tmp_path, monkey
     assert len(open_regressions) > len(cases)  # latency and gap-to-SDPA alerts on each case
     at = open_page(db, monkeypatch, "views/overview.py", gpu=H200)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["cases with open regressions"] == str(len(cases))
+    assert shown["regressed cases"] == str(len(cases))
     config = column_config(at, "alert_id")
     assert "%" in config["change_pct"]["type_config"]["format"]

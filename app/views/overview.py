@@ -21,22 +21,22 @@ def case_columns(timer: str, timer_help: str) -> dict:
     1440 px screen; the rest follows. `timer` names what timed the numbers (app.data.timers)."""
     measured = f"timed by {timer_help}"
     return {
-        "variant": st.column_config.TextColumn("variant", width=110),
+        "variant": st.column_config.TextColumn("variant", width=100),
         "shape_id": st.column_config.TextColumn("shape", width=95),
         "dtype": st.column_config.TextColumn("dtype", width=48),
         "causal": st.column_config.CheckboxColumn("causal", width=52),
         "correctness": st.column_config.TextColumn("correct", width=62,
                                                    help="every seed within tolerance, no NaN/Inf; 'not run': never checked"),
-        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=105, help=measured),
-        "change_pct": st.column_config.NumberColumn("Δ % vs prev", format="%+.1f", width=78,
+        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
+        "change_pct": st.column_config.NumberColumn("Δ % vs prev", format="%+.1f", width=74,
                                                     help="median against the main run before this one on the same device "
                                                          "(no interval: see This push / Compare)"),
         "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f", width=70, help=measured),
-        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=95, help=measured),
+        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
         "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85,
                                                      help=f"median / median(sdpa), same run, same device ({measured}); < 1 is faster"),
         "trend_rel": st.column_config.LineChartColumn(
-            f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE, width=110,
+            f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE, width=100,
             help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
                  "so noise looks like noise and a step like a step (bigger moves leave the axis: see Trends)"),
         "status": st.column_config.TextColumn("status", width=60),
@@ -88,9 +88,9 @@ def metrics(cases) -> None:
     cols[2].metric("failed / crashed / timeout", int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()))
     cols[3].metric("correctness failures", int((cases["correctness"] == "FAIL").sum()) if checked.any() else "not run",
                    help=f"{int((~checked).sum())} case(s) not checked" if (~checked).any() else None)
-    cols[4].metric("cases with open regressions", int((cases["open_regressions"] > 0).sum()),
-                   help=f"{int(cases['open_regressions'].sum())} open regression alert(s) on these cases (one per metric)")
-    cols[5].metric("cases with open improvements", int((cases["open_improvements"] > 0).sum()))
+    cols[4].metric("regressed cases", int((cases["open_regressions"] > 0).sum()),
+                   help=f"cases with an open regression alert; {int(cases['open_regressions'].sum())} alert(s) on them (one per metric)")
+    cols[5].metric("improved cases", int((cases["open_improvements"] > 0).sum()), help="cases with an open improvement alert")
 
 
 def has_trend(trend) -> bool:
