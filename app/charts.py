@@ -183,7 +183,10 @@ def step_figure(trend: pd.DataFrame, step_x: str, before: float, after: float, b
                                  name=f"after {after:.4g}", line=dict(color="#d62728", dash="dash")))
         fig.add_vline(x=split - 0.5, line=dict(color="#d62728", width=1))
     fig.update_layout(
-        height=320, margin=dict(l=10, r=10, t=40, b=10), title=dict(text=escape_hover(title, 120), font=dict(size=13)),
+        # The title at the very top, the legend's row under it above the plot: with a 40 px top
+        # margin the legend was drawn over the title.
+        height=380, margin=dict(l=10, r=10, t=95, b=10),
+        title=dict(text=escape_hover(title, 120), font=dict(size=13), y=0.985, yanchor="top", x=0.01, xanchor="left"),
         yaxis_title=metric_label, xaxis=dict(type="category", categoryorder="array", categoryarray=axis, title="commit"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )

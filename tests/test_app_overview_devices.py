@@ -13,7 +13,7 @@ from app_history import H200, START, build_history
 from bundle_factory import SHAPES, case_id, make_bundle
 from history.alerts import list_alerts
 from history.ingest import ingest_paths
-from test_app_pages import frame_with, open_page
+from test_app_pages import frame_with, open_page, plotly_specs
 
 CPU_VARIANTS = ("sdpa", "torch_3op", "triton_fa2")
 UNSUPPORTED = case_id("triton_fa2", SHAPES[0].id, "fp16", False)
@@ -100,3 +100,16 @@ def test_overview_counts_cases_with_open_regressions_not_alerts(tmp_path, monkey
     assert shown["regressed cases"] == str(len(cases))
     config = column_config(at, "alert_id")
     assert "%" in config["change_pct"]["type_config"]["format"]
+
+
+def test_trends_and_run_label_a_cpu_run_by_its_wall_clock(devices_history, monkeypatch):
+    at = open_page(devices_history, monkeypatch, "views/trends.py", gpu="cpu", variants="sdpa", shapes=SHAPES[0].id)
+    (spec,) = plotly_specs(at)
+    title = spec["layout"]["yaxis"]["title"]["text"]
+    assert "CPU wall clock" in title and "CUDA" not in title and "event" not in title
+    at = open_page(devices_history, monkeypatch, "views/run.py", run="cpu-main-1")
+    labels = {k: v.get("label", "") for k, v in column_config(at, "correctness").items()}
+    assert "CPU wall clock" in labels["median_us"] and not any("events" in label for label in labels.values()), labels
+    at = open_page(devices_history, monkeypatch, "views/trends.py", gpu=H200, variants="sdpa", shapes=SHAPES[0].id)
+    (spec,) = plotly_specs(at)
+    assert "CUDA events" in spec["layout"]["yaxis"]["title"]["text"]
