@@ -143,7 +143,9 @@ def overview_page(source, shape):
         st.success(f"No open alerts on {ui.md(gpu)}.")
     else:
         counts = alerts["kind"].value_counts()
-        st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k}" for k in ("regression", "correctness", "improvement")))
+        cases_of = alerts.groupby("kind")["case_id"].nunique()
+        st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k} alert(s) on {int(cases_of.get(k, 0))} case(s)"
+                               for k in ("regression", "correctness", "improvement")))
         st.dataframe(alerts, hide_index=True, width="stretch", column_config=ALERT_COLUMNS, column_order=ALERT_ORDER)
         st.page_link("views/alerts.py", label="Triage them on the Alerts page (grouped by commit)",
                      query_params={"gpu": gpu}, icon=":material/notifications:")
