@@ -140,8 +140,11 @@ def trend_figure(
                 hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
             ))
     if highlight and highlight[0] in axis and highlight[1] in axis:
-        fig.add_vrect(x0=highlight[0], x1=highlight[1], fillcolor="rgba(255,200,0,0.18)", line_width=0,
-                      annotation_text="commit range", annotation_position="top left")
+        # By category position, never by label: plotly autoranges a shape's string x0 as a number
+        # when it looks like one (a short hash '5380e62' is 5.38e65), which squeezed every run
+        # of the chart onto one spot.
+        fig.add_vrect(x0=axis.index(highlight[0]), x1=axis.index(highlight[1]), fillcolor="rgba(255,200,0,0.18)",
+                      line_width=0, annotation_text="commit range", annotation_position="top left")
     fig.update_layout(
         height=460, margin=TREND_MARGIN, hovermode="closest",
         yaxis=dict(title=metric_label, type="log" if log_y else "linear"),
@@ -180,7 +183,10 @@ def step_figure(trend: pd.DataFrame, step_x: str, before: float, after: float, b
                                  name=f"after {after:.4g}", line=dict(color="#d62728", dash="dash")))
         fig.add_vline(x=split - 0.5, line=dict(color="#d62728", width=1))
     fig.update_layout(
-        height=320, margin=dict(l=10, r=10, t=40, b=10), title=dict(text=escape_hover(title, 120), font=dict(size=13)),
+        # The title at the very top, the legend's row under it above the plot: with a 40 px top
+        # margin the legend was drawn over the title.
+        height=380, margin=dict(l=10, r=10, t=95, b=10),
+        title=dict(text=escape_hover(title, 120), font=dict(size=13), y=0.985, yanchor="top", x=0.01, xanchor="left"),
         yaxis_title=metric_label, xaxis=dict(type="category", categoryorder="array", categoryarray=axis, title="commit"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
@@ -222,8 +228,11 @@ def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: fl
     return fig
 
 
-def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str) -> go.Figure:
-    """Several numeric columns of one frame over `x` (build report or ncu metrics over runs)."""
+def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, height: int = 360) -> go.Figure:
+    """Several numeric columns of one frame over runs (build report or ncu metrics), one y axis:
+    give it columns of one unit only. `x` is the commit axis label column (data.trends'
+    `with_commit_axis`), drawn as categories in the frame's order, so runs stand in commit order
+    as on Trends and a hash that looks like a number stays a label."""
     fig = go.Figure()
     for index, column in enumerate(columns):
         if column not in frame or frame[column].isna().all():
@@ -236,7 +245,9 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str) 
             + "<extra>" + column + "</extra>",
         ))
     fig.update_layout(
-        height=360, margin=dict(l=10, r=10, t=30, b=10), yaxis_title=y_title,
+        height=height, margin=dict(l=10, r=10, t=30, b=10), yaxis_title=y_title,
+        xaxis=dict(type="category", categoryorder="array", categoryarray=list(dict.fromkeys(frame[x])),
+                   title="commit (in commit order)"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig

@@ -4,11 +4,18 @@ Run with `attnwatch dashboard` (or `streamlit run app/streamlit_app.py`); the hi
 file named by $ATTNWATCH_DB. Every page reads it through short-lived read-only connections.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from app.data.store import current_source, schema_notice
 
-st.set_page_config(page_title="attnwatch", page_icon=":material/monitoring:", layout="wide")
+# A file shipped with the package: Streamlit serves it from the dashboard's own server. An emoji
+# or :material/...: page icon makes every load fetch an image from an outside font host, which an
+# offline runner cannot reach (and which the dashboard should not call anyway).
+ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
+
+st.set_page_config(page_title="attnwatch", page_icon=str(ICON), layout="wide")
 
 PAGES = [
     st.Page("views/push.py", title="This push", icon=":material/rocket_launch:", default=True),

@@ -105,6 +105,7 @@ def make_bundle(
     hostname: str = "gpu-runner-1",
     environment: dict | None = None,
     timing_overrides: dict[str, dict] | None = None,
+    incorrect: tuple[str, ...] = (),
 ) -> Path:
     """Write one bundle and return its directory.
 
@@ -114,7 +115,8 @@ def make_bundle(
     store instead of drawn ones (real noise); commit_sha defaults to a hash of the run id;
     `hostname` names the host (runner) and `environment` overrides any other Environment field;
     `timing_overrides` maps case ids to CaseTiming fields to set (e.g. converged=False,
-    graph_median_us=..., throttled_samples=...), as the harness would have stored them.
+    graph_median_us=..., throttled_samples=...), as the harness would have stored them;
+    `incorrect` names cases whose correctness check fails although they timed fine (status ok).
     """
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
@@ -187,7 +189,8 @@ def make_bundle(
     document = benchmark_document(entries, started, sha, branch)
     timed_ids = [t[0] for t in timings]
     correctness = [
-        _correctness(cid, v, sh, d, c, k, passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed")
+        _correctness(cid, v, sh, d, c, k,
+                     passed=(statuses or {}).get(cid, (statuses or {}).get(v)) != "failed" and cid not in incorrect)
         for cid, v, sh, d, c, _ in timings for k in (0, 1)
     ] if with_correctness else None
     builds = [BuildRecord(variant=v, ok=True, error=None, target="sm_90", cached=False, source_hash="5eed" * 16,

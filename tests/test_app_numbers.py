@@ -29,7 +29,7 @@ def test_marks_from_what_the_harness_stored():
         "n_samples": [300, 300, 300, 300, None],
     })
     assert marks(frame).tolist() == [
-        "unconverged (IQR/median 0.69); dispatch-bound (graph 11.5 µs)", "", "throttled (12 of 300 samples)",
+        "unconverged (300 samples, IQR/median 69.0%); dispatch-bound (graph 11.5 µs)", "", "throttled (12 of 300 samples)",
         "", ""]  # 10 µs by events over 9 µs by graph replay: under the threshold
     assert 10.0 / 9.0 < dispatch_ratio() <= 37.7 / 11.5
     assert [correctness_text(v) for v in (True, False, None, pd.NA, float("nan"))] == ["pass", "FAIL", "not run", "not run", "not run"]
@@ -52,7 +52,7 @@ def test_overview_says_not_run_when_correctness_never_ran(push_history, monkeypa
     cases = frame_with(at, "marks")
     assert set(cases["correctness"]) == {"not run"}
     assert [m.value for m in at.metric if m.label == "correctness failures"] == ["not run"]
-    assert cases.set_index("case_id").loc[NOISY_CASE, "marks"] == "unconverged (IQR/median 0.08)"
+    assert cases.set_index("case_id").loc[NOISY_CASE, "marks"] == "unconverged (50 samples, IQR/median 8.0%)"
     assert any("unconverged:" in c for c in texts(at, "caption"))
 
 

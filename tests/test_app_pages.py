@@ -395,11 +395,11 @@ def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypa
 def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):
     db, runs = history
     at = open_page(db, monkeypatch)
-    summary = frame_with(at, "cases_crashed").set_index("gpu")
+    summary = frame_with(at, "cases_crashed").set_index("device")
     assert summary.loc[H200, "run_id"] == runs["latest_complete"] and summary.loc[L4, "run_id"] == runs["l4"]
     assert summary.loc[H200, "cases_crashed"] == 1
-    assert summary.loc[H200, "open_regressions"] == 8  # 4 triton cases x (latency, gap)
-    assert summary.loc[H200, "open_correctness_alerts"] == 1
+    assert summary.loc[H200, "open_regressions"] == 4  # 4 triton cases (each with a latency and a gap alert)
+    assert summary.loc[H200, "open_correctness"] == 1
 
 
 def test_compare_from_a_run_link_uses_main_before_it_as_base(history, monkeypatch):

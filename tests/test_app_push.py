@@ -63,7 +63,7 @@ def test_is_it_real_answers_from_the_stored_evidence(push_history, monkeypatch):
     at = open_page(db, monkeypatch, "views/push.py")
     table = next(d.value for d in at.dataframe if "real" in d.value.columns and len(d.value) == 8)
     real = dict(zip(zip(table["gpu"], table["case_id"]), table["real"]))
-    assert real[(H100, NOISY_CASE)].startswith("check: head unconverged (IQR/median 0.08)")
+    assert real[(H100, NOISY_CASE)].startswith("check: head unconverged (50 samples, IQR/median 8.0%)")
     clean = [v for k, v in real.items() if k != (H100, NOISY_CASE)]
     assert all(v.startswith("yes: clean samples on both sides, gap-to-SDPA +") for v in clean), clean
 

@@ -27,6 +27,7 @@ from history.detection.thresholds import load_thresholds
 
 RESAMPLES = 2000  # as CI's A/B intervals
 SEED = 0  # fixed: the same pair of runs always gets the same intervals
+NO_SAMPLES = "ratio only (no samples stored)"  # the verdict of a case neither run stored samples of
 
 
 def run_intervals(base: dict[str, list[float]], head: dict[str, list[float]], confidence: float) -> dict[str, ABInterval]:
@@ -51,7 +52,7 @@ def default_pair(recent: pd.DataFrame, head_id: str | None = None) -> tuple[str 
 
 
 # Per side of a pair: what the harness stored about the number's quality (app.data.quality).
-_SIDE_QUALITY = ("converged", "rel_spread", "throttled_samples", "n_samples", "graph_median_us")
+_SIDE_QUALITY = ("converged", "rel_spread", "throttled_samples", "n_samples", "graph_median_us", "timing_mode")
 
 
 @cached_query
@@ -131,7 +132,7 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
             low, high = iv.low, iv.high
             verdicts.append(verdict(iv, thresholds.min_effect))
         else:
-            verdicts.append("ratio only (no samples stored)")
+            verdicts.append(NO_SAMPLES)
         lows.append(low)
         highs.append(high)
     out = pair.copy()
@@ -143,6 +144,39 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
     out["base_marks"] = quality.marks(out.rename(columns={"base_us": "base_median_us"}), "base_")
     out["head_marks"] = quality.marks(out.rename(columns={"head_us": "head_median_us"}), "head_")
     return out
+
+
+# What the Compare page reads per case (`shown`), in the order its rows come: what breaks a
+# kernel, then what got slower, then what moved without an interval to say so, the rest after.
+SHOWN_ORDER = {"correctness FAIL": 0, "regression": 1, "moved, no interval": 2, "improvement": 4,
+               "within min_effect, no interval": 5, "no change": 6, "correctness FAIL (base too)": 3}
+
+
+def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
+    """`table` (compare_runs) with `shown`, the verdict a reader sees, and sorted for reading.
+
+    A head that fails its correctness check reads 'correctness FAIL' whatever its timing did (a
+    wrong kernel's speed means nothing). Without samples there is no interval, so, as This
+    push does, the ratio of the stored medians alone decides only whether the case moved by at
+    least min_effect ('moved, no interval') or not. Status verdicts (crashed, new case) stay.
+    Rows: by SHOWN_ORDER (status verdicts between moved and improvements), then the largest
+    change first."""
+    shown = []
+    for verdict_, correctness, ratio in zip(table["verdict"], table["correctness"], table["ratio"]):
+        if correctness == "FAIL":
+            shown.append("correctness FAIL")
+        elif correctness == "FAIL (base too)":
+            shown.append("correctness FAIL (base too)")
+        elif verdict_ == NO_SAMPLES:
+            moved = ratio is not None and not pd.isna(ratio) and abs(float(ratio) - 1.0) >= min_effect
+            shown.append("moved, no interval" if moved else "within min_effect, no interval")
+        else:
+            shown.append(verdict_)
+    out = table.assign(shown=shown)
+    order = out["shown"].map(SHOWN_ORDER).fillna(2.5)
+    size = (pd.to_numeric(out["ratio"], errors="coerce") - 1.0).abs().fillna(-1.0)
+    return (out.assign(_order=order, _size=-size).sort_values(["_order", "_size"], kind="stable")
+            .drop(columns=["_order", "_size"]).reset_index(drop=True))
 
 
 def _correctness(base, head) -> str:

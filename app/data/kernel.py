@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from app.data.store import Source, cached_query, read_frame
+from app.data.trends import with_commit_axis
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (
@@ -68,19 +69,41 @@ def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict
 
 @cached_query
 def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
-    """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, oldest first."""
+    """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, in commit order
+    (as Trends: commit date, then run start), with the commit axis `x`, `x_order`."""
+    frame = read_frame(
+        source,
+        """
+        SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha, u.branch,
+               b.ok, b.target, b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
+               b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
+        FROM builds b JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
+        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
+        ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
+        """,
+        [variant, gpu, int(max_runs)],
+    )
+    return with_commit_axis(frame).sort_values("x_order", kind="stable").reset_index(drop=True)
+
+
+@cached_query
+def build_counts(source: Source, variant: str) -> pd.DataFrame:
+    """How many build reports of `variant` the history stores, per device and branch: what the
+    Kernel page says when the chosen device's main runs have none."""
     return read_frame(
         source,
         """
-        SELECT u.started_at, u.run_id, u.commit_sha, u.branch, b.ok, b.target,
-               b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
-               b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
-        FROM builds b JOIN runs u USING (run_id)
-        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
-        ORDER BY u.started_at DESC LIMIT ?
+        SELECT coalesce(u.gpu_name, u.device_kind) AS device, u.branch, count(*) AS builds
+        FROM builds b JOIN runs u USING (run_id) WHERE b.variant = ?
+        GROUP BY ALL ORDER BY builds DESC, device, branch
         """,
-        [variant, gpu, int(max_runs)],
-    ).iloc[::-1].reset_index(drop=True)
+        [variant],
+    )
+
+
+@cached_query
+def variants_with_builds(source: Source) -> list[str]:
+    return read_frame(source, "SELECT DISTINCT variant FROM builds ORDER BY 1")["variant"].tolist()
 
 
 @cached_query
@@ -101,18 +124,21 @@ def ncu_cases_of_variant(source: Source, variant: str, gpu: str) -> list[str]:
 
 @cached_query
 def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
-    """Per-case ncu metrics of one case over the newest `max_runs` profiled main runs, oldest first."""
+    """Per-case ncu metrics of one case over the newest `max_runs` profiled main runs, in commit
+    order with the commit axis `x`, `x_order` (as build_history)."""
     columns = ", ".join(f"n.{c}" for c in NCU_COLUMNS)
-    return read_frame(
+    frame = read_frame(
         source,
         f"""
-        SELECT u.started_at, u.run_id, u.commit_sha, n.kernel_count, n.occupancy_limiter, n.error, {columns}
-        FROM ncu_cases n JOIN runs u USING (run_id)
+        SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha,
+               n.kernel_count, n.occupancy_limiter, n.error, {columns}
+        FROM ncu_cases n JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
         WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
-        ORDER BY u.started_at DESC LIMIT ?
+        ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         """,
         [case_id, gpu, int(max_runs)],
-    ).iloc[::-1].reset_index(drop=True)
+    )
+    return with_commit_axis(frame).sort_values("x_order", kind="stable").reset_index(drop=True)
 
 
 @cached_query

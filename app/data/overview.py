@@ -18,25 +18,27 @@ SPARKLINE_RUNS = 20
 
 @cached_query
 def gpu_summary(source: Source) -> pd.DataFrame:
-    """One row per GPU and host (pool): its latest complete main run, case counts by outcome,
-    open alerts by kind (regressions and improvements are different news)."""
+    """One row per device (GPU model, or `cpu`/`host` for runs without a GPU) and host (pool):
+    its latest complete main run, case counts by outcome, and the cases with open alerts by kind
+    (a case is counted once, however many of its metrics alerted: latency and gap-to-SDPA move
+    together; regressions and improvements are different news)."""
     return read_frame(
         source,
         """
         WITH open_alerts AS (
             SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, coalesce(a.pool, u.pool) AS pool,
-                   count(*) FILTER (WHERE a.kind = 'regression') AS open_regressions,
-                   count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements,
-                   count(*) FILTER (WHERE a.kind = 'correctness') AS open_correctness
+                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'regression') AS open_regressions,
+                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'improvement') AS open_improvements,
+                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'correctness') AS open_correctness
             FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1, 2
         )
-        SELECT coalesce(l.gpu_name, l.device_kind) AS gpu, l.pool AS host, l.run_id, l.commit_sha, l.started_at,
+        SELECT coalesce(l.gpu_name, l.device_kind) AS device, l.pool AS host, l.run_id, l.commit_sha, l.started_at,
                l.synthetic, s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
                coalesce(o.open_regressions, 0) AS open_regressions, coalesce(o.open_improvements, 0) AS open_improvements,
-               coalesce(o.open_correctness, 0) AS open_correctness_alerts
+               coalesce(o.open_correctness, 0) AS open_correctness
         FROM latest_main_runs l JOIN run_summaries s USING (run_id)
         LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind) AND o.pool IS NOT DISTINCT FROM l.pool
-        ORDER BY gpu, host
+        ORDER BY device, host
         """,
     )
 
@@ -102,7 +104,7 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
                trend.trend_rel, trend.trend_us,
                coalesce(open_alerts.open_regressions, 0) AS open_regressions,
                coalesce(open_alerts.open_improvements, 0) AS open_improvements,
-               res.rel_spread, res.converged, res.throttled_samples, res.n_samples, res.error, res.case_id
+               res.rel_spread, res.converged, res.throttled_samples, res.n_samples, res.timing_mode, res.error, res.case_id
         FROM results res
         LEFT JOIN correctness_summaries cs ON cs.run_id = res.run_id AND cs.case_id = res.case_id
         LEFT JOIN trend ON trend.case_id = res.case_id

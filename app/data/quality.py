@@ -24,7 +24,8 @@ import pandas as pd
 MARKS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
 
 EXPLAIN = {
-    "unconverged": "sampling stopped at its cap before IQR/median reached the target: the median carries that spread",
+    "unconverged": ("sampling stopped at its cap (calls or time) before it had both enough calls and IQR/median under "
+                    "the target: the median rests on the samples and spread shown"),
     "throttled": "the SM clock reported a throttle reason during some samples: those ran at a lower clock",
     "dispatch-bound": "event time includes host launch gaps: the CUDA-graph replay time (no gaps) is the kernel's",
 }
@@ -46,7 +47,7 @@ def _column(frame: pd.DataFrame, name: str, fill) -> pd.Series:
 
 
 def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
-    """Per row, the marks as short text ('' for a clean number): e.g. 'unconverged (IQR/median 0.69);
+    """Per row, the marks as short text ('' for a clean number): e.g. 'unconverged (300 samples, IQR/median 69.0%);
     dispatch-bound (graph 11.5 µs)'. Columns read (with `prefix`): median_us, converged,
     rel_spread, throttled_samples, n_samples, graph_median_us; missing columns count as clean."""
     if frame.empty:
@@ -65,13 +66,19 @@ def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
             out.append("")
             continue
         if c is False or (c is not None and not pd.isna(c) and not bool(c)):
-            parts.append("unconverged" + (f" (IQR/median {sp:.2f})" if not np.isnan(sp) else ""))
+            detail = ([f"{int(n)} samples"] if not np.isnan(n) else []) + ([f"IQR/median {_percent(sp)}"] if not np.isnan(sp) else [])
+            parts.append("unconverged" + (f" ({', '.join(detail)})" if detail else ""))
         if th > 0:
             parts.append(f"throttled ({int(th)}" + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
         if not np.isnan(g) and g > 0 and m / g >= ratio:
             parts.append(f"dispatch-bound (graph {g:.3g} µs)")
         out.append("; ".join(parts))
     return pd.Series(out, index=frame.index, dtype=object)
+
+
+def _percent(fraction: float) -> str:
+    """A relative spread as a percent that never reads 0 for a small non-zero spread."""
+    return f"{fraction:.2%}" if fraction < 0.01 else f"{fraction:.1%}"
 
 
 def correctness_text(passed) -> str:

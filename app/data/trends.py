@@ -28,6 +28,7 @@ class Metric:
     p90: str | None = None
     higher_is_better: bool = False
     ok_only: bool = True  # only cases that timed fine; a correctness check ran before timing, whatever followed
+    timed: bool = False  # derived from the run's stored timer (results.timing_mode): the axis names it
 
 
 # Where a metric's column lives (alias, join onto results r). Correctness: the worst of a case's
@@ -39,13 +40,14 @@ JOINS = {
 }
 
 
-# Every metric is read as stored by CI; none is recomputed here.
+# Every metric is read as stored by CI; none is recomputed here. A `timed` metric's label names no
+# timer: the page adds the one the plotted rows stored (CUDA events, or a CPU/host wall clock).
 METRICS: dict[str, Metric] = {m.label: m for m in (
-    Metric("median latency (µs, CUDA events)", "results", "median_us", "p10_us", "p90_us"),
-    Metric("µs per head", "results", "us_per_head"),
-    Metric("TFLOPS (from the event median)", "results", "tflops", higher_is_better=True),
-    Metric("gap to SDPA (× sdpa latency, event medians)", "results", "gap_to_sdpa"),
-    Metric("gap to fastest SDPA backend (event medians)", "results", "gap_to_fastest_backend"),
+    Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us", timed=True),
+    Metric("µs per head", "results", "us_per_head", timed=True),
+    Metric("TFLOPS (from the median)", "results", "tflops", higher_is_better=True, timed=True),
+    Metric("gap to SDPA (× sdpa latency, same timer)", "results", "gap_to_sdpa", timed=True),
+    Metric("gap to fastest SDPA backend (same timer)", "results", "gap_to_fastest_backend", timed=True),
     Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
     Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
     Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
@@ -138,7 +140,8 @@ def trend_series(
         SELECT {series_label(pool, "p")} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
                p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
                c.message AS commit_message, c.committed_at AS commit_date,
-               r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us
+               r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us,
+               r.timing_mode
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
         WHERE {status}{value} IS NOT NULL

@@ -13,21 +13,35 @@ from history.detection.thresholds import load_thresholds
 from history.errors import HistoryError
 from history.links import case_trend_query, relative
 
+# Both tables put what a reader acts on first, sized to fit a 1440 px screen; the rest follows.
 GROUP_COLUMNS = {
-    "commits": st.column_config.TextColumn("commit range"),
-    "largest_change_pct": st.column_config.NumberColumn("largest change %", format="%+.1f"),
+    "commits": st.column_config.TextColumn("commit range", width=175),
+    "alerts": st.column_config.NumberColumn("alerts", width=55),
+    "regressions": st.column_config.NumberColumn("regr.", width=50, help="regression alerts"),
+    "improvements": st.column_config.NumberColumn("impr.", width=50, help="improvement alerts"),
+    "correctness": st.column_config.NumberColumn("correct.", width=62, help="correctness alerts"),
+    "largest_change_pct": st.column_config.NumberColumn("largest change", format="%+.1f%%", width=100),
+    "gpus": st.column_config.TextColumn("devices", width=140),
+    "statuses": st.column_config.TextColumn("statuses", width=130),
+    "metrics": st.column_config.TextColumn("metrics", width=160),
+    "commit_message": st.column_config.TextColumn("commit message"),
     "newest_run": st.column_config.DatetimeColumn("step run started"),
 }
 ALERT_COLUMNS = {
-    "alert_id": st.column_config.NumberColumn("id", format="%d"),
+    "alert_id": st.column_config.NumberColumn("id", format="%d", width=45),
+    "status": st.column_config.TextColumn("status", width=95),
+    "kind": st.column_config.TextColumn("kind", width=85),
+    "metric": st.column_config.TextColumn("metric", width=105),
+    "case_id": st.column_config.TextColumn("case", width=245),
+    "change_pct": st.column_config.NumberColumn("change", format="%+.1f%%", width=72),
+    "baseline_value": st.column_config.NumberColumn("before", format="%.4g", width=68),
+    "new_value": st.column_config.NumberColumn("after", format="%.4g", width=68),
+    "plot": st.column_config.LinkColumn("plot", display_text="open on Trends", width=115),
+    "gpu": st.column_config.TextColumn("device"),
     "label": st.column_config.TextColumn("alert"),
-    "change_pct": st.column_config.NumberColumn("change %", format="%+.2f"),
-    "baseline_value": st.column_config.NumberColumn("before", format="%.4g"),
-    "new_value": st.column_config.NumberColumn("after", format="%.4g"),
-    "plot": st.column_config.LinkColumn("plot", display_text="open on Trends"),
 }
-ALERT_ORDER = ["alert_id", "label", "status", "kind", "metric", "gpu", "case_id", "change_pct", "baseline_value", "new_value",
-               "note", "actor", "updated_at", "plot", "detail"]
+ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "plot", "gpu",
+               "label", "note", "actor", "updated_at", "detail"]
 ALL_GPUS = "(all)"
 
 
@@ -59,7 +73,7 @@ def alerts_page(source, shape):
         return
     st.subheader(f"{len(found)} alert(s) in {len(table)} commit range(s)")
     st.dataframe(table.drop(columns=["group_key"]), hide_index=True, column_config=GROUP_COLUMNS, width="stretch",
-                 key="alerts_groups")
+                 key="alerts_groups", column_order=list(GROUP_COLUMNS))
     keys = table["group_key"].tolist()
     labels = {r.group_key: triage.group_label(r) for r in table.itertuples()}
     ignored = url.choice("alerts_group", "group", keys, keys[0])

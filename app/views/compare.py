@@ -6,38 +6,51 @@ as named, or the page says it does not exist (never silently another run)."""
 import streamlit as st
 
 from app import ui
-from app.data import compare, defaults, quality, runs
+from app.data import compare, defaults, quality, runs, timers
 from app.url_state import UrlState, url_text
 from history.detection.thresholds import load_thresholds
 from history.links import parse_commit_range
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
-DELTA_COLUMNS = {
-    "base_us": st.column_config.NumberColumn("base µs (events)", format="%.2f"),
-    "head_us": st.column_config.NumberColumn("head µs (events)", format="%.2f"),
-    "head_graph_median_us": st.column_config.NumberColumn("head µs (graph replay)", format="%.2f"),
-    "ratio": st.column_config.NumberColumn("head/base", format="%.4f"),
-    "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.2f"),
-    "ratio_low": st.column_config.NumberColumn("interval low", format="%.4f"),
-    "ratio_high": st.column_config.NumberColumn("interval high", format="%.4f"),
-    "base_gap": st.column_config.NumberColumn("base gap to SDPA (events)", format="%.3f×"),
-    "head_gap": st.column_config.NumberColumn("head gap to SDPA (events)", format="%.3f×"),
-    "base_tflops": st.column_config.NumberColumn("base TFLOPS (events)", format="%.1f"),
-    "head_tflops": st.column_config.NumberColumn("head TFLOPS (events)", format="%.1f"),
-    "correctness": st.column_config.TextColumn("correctness (head)", help="pass / FAIL / not run (never counted as a pass)"),
-    "base_marks": st.column_config.TextColumn("base: marks"),
-    "head_marks": st.column_config.TextColumn("head: marks"),
-}
-ORDER = ["verdict", "correctness", "variant", "shape_id", "dtype", "causal", "base_us", "head_us", "delta_pct", "ratio",
-         "ratio_low", "ratio_high", "head_graph_median_us", "base_marks", "head_marks", "base_gap", "head_gap",
-         "base_tflops", "head_tflops", "base_status", "head_status", "case_id"]
-# Rows a reader must see first.
-PRIORITY = {"regression": 0, "improvement": 3, "no change": 5}
+def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
+    """The comparison table's columns in the order shown: the verdict, the case and the numbers
+    that decide it fit a 1440 px screen; the rest follows. The timers come from what each run
+    stored (app.data.timers), so a CPU or host wall clock is never labelled as CUDA events."""
+    measured = f"timed by {timer_help}"
+    return {
+        "shown": st.column_config.TextColumn("verdict", width=150,
+                                             help="correctness first; 'moved, no interval': the stored medians differ by at "
+                                                  "least min_effect but no samples were stored for an interval"),
+        "variant": st.column_config.TextColumn("variant", width=110),
+        "shape_id": st.column_config.TextColumn("shape", width=95),
+        "dtype": st.column_config.TextColumn("dtype", width=48),
+        "causal": st.column_config.CheckboxColumn("causal", width=52),
+        "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.2f", width=65),
+        "ratio_low": st.column_config.NumberColumn("interval low", format="%.4f", width=80),
+        "ratio_high": st.column_config.NumberColumn("interval high", format="%.4f", width=80),
+        "base_us": st.column_config.NumberColumn(f"base µs ({base_timer})", format="%.2f", width=100, help=measured),
+        "head_us": st.column_config.NumberColumn(f"head µs ({head_timer})", format="%.2f", width=100, help=measured),
+        "correctness": st.column_config.TextColumn("correct (head)", width=85,
+                                                   help="pass / FAIL / not run (never counted as a pass)"),
+        "head_marks": st.column_config.TextColumn("head: marks", width=140),
+        "ratio": st.column_config.NumberColumn("head/base", format="%.4f"),
+        "head_graph_median_us": st.column_config.NumberColumn("head µs (graph replay)", format="%.2f"),
+        "base_marks": st.column_config.TextColumn("base: marks"),
+        "base_gap": st.column_config.NumberColumn("base gap to SDPA", format="%.3f×", help=measured),
+        "head_gap": st.column_config.NumberColumn("head gap to SDPA", format="%.3f×", help=measured),
+        "base_tflops": st.column_config.NumberColumn(f"base TFLOPS ({base_timer})", format="%.1f", help=measured),
+        "head_tflops": st.column_config.NumberColumn(f"head TFLOPS ({head_timer})", format="%.1f", help=measured),
+        "base_status": st.column_config.TextColumn("base status"),
+        "head_status": st.column_config.TextColumn("head status"),
+        "verdict": st.column_config.TextColumn("timing verdict", help="from the latency alone (interval, or ratio only)"),
+        "case_id": st.column_config.TextColumn("case id"),
+    }
 
 
 def _labels(frame, key_column: str) -> dict[str, str]:
-    return {getattr(row, key_column): ui.run_label(row) for row in frame.itertuples()}
+    """Run labels without the GPU (the page has picked it): what tells runs apart stays readable."""
+    return {getattr(row, key_column): ui.run_label(row).replace(f" · {row.gpu} · ", " · ") for row in frame.itertuples()}
 
 
 def pick_runs(source, gpu, url: UrlState):
@@ -62,9 +75,9 @@ def pick_runs(source, gpu, url: UrlState):
     base_default = runs.main_run_before(source, head_default) if head_default else None
     url.choice("compare_head_runs", "head", ids, head_default)
     url.choice("compare_base_runs", "base", ids, base_default if base_default in ids else ids[min(1, len(ids) - 1)])
-    cols = st.columns(2)
-    base = cols[0].selectbox("base", ids, format_func=labels.get, key="compare_base_runs")
-    head = cols[1].selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
+    # One above the other, full width: side by side, a run's label was cut at 1440 px.
+    base = st.selectbox("base", ids, format_func=labels.get, key="compare_base_runs")
+    head = st.selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
     if base_default and base_default not in ids and not named["base"]:
         st.caption("The main run before the head is not listed: search for it.")
     return (None, None) if missing else (base, head)
@@ -123,24 +136,30 @@ def show_comparison(source, base, head, gpu) -> None:
         f"against a min_effect of {thresholds.min_effect:.1%}. Each run is a single round, so run-to-run drift is not "
         "in the interval; a same-job A/B over several rounds (what PR comments use) puts it there."
     )
-    counts = table["verdict"].value_counts()
-    failing = int(table["correctness"].isin(["FAIL", "FAIL (base too)"]).sum())
+    table = compare.shown_verdicts(table, thresholds.min_effect)
+    counts = table["shown"].value_counts()
     not_run = int((table["correctness"] == "not run").sum())
-    cols = st.columns(5)
-    cols[0].metric("regressions", int(counts.get("regression", 0)))
-    cols[1].metric("correctness failures", failing if not_run < len(table) else "not run",
+    failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))
+    named = ["correctness FAIL", "correctness FAIL (base too)", "regression", "moved, no interval", "improvement",
+             "no change", "within min_effect, no interval"]
+    cols = st.columns(6)
+    cols[0].metric("correctness failures", failing if not_run < len(table) else "not run",
                    help=f"{not_run} case(s) without a correctness check in the head run" if not_run else None)
-    cols[2].metric("improvements", int(counts.get("improvement", 0)))
-    cols[3].metric("no change", int(counts.get("no change", 0)))
-    cols[4].metric("other (status, no samples)", int(len(table) - counts.reindex(["regression", "improvement", "no change"]).fillna(0).sum()))
-    verdicts = sorted(table["verdict"].unique())
+    cols[1].metric("regressions", int(counts.get("regression", 0)))
+    cols[2].metric("moved, no interval", int(counts.get("moved, no interval", 0)),
+                   help=f"stored medians differ by at least min_effect ({thresholds.min_effect:.1%}); no samples for an interval")
+    cols[3].metric("improvements", int(counts.get("improvement", 0)))
+    cols[4].metric("no change", int(counts.get("no change", 0) + counts.get("within min_effect, no interval", 0)))
+    cols[5].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
+    verdicts = list(dict.fromkeys(table["shown"]))
     shown = st.multiselect("verdicts shown", verdicts, default=verdicts, key="compare_verdicts")
-    view = table[table["verdict"].isin(shown)]
-    order = [0 if c.startswith("FAIL") else PRIORITY.get(v, 1) for v, c in zip(view["verdict"], view["correctness"])]
-    view = view.assign(_order=order).sort_values(["_order", "shape_id", "dtype", "causal", "variant"])[ORDER]
-    st.dataframe(view, hide_index=True, column_config=DELTA_COLUMNS, width="stretch")
+    view = table[table["shown"].isin(shown)]
+    columns = delta_columns(timers.timer_tag(table["base_timing_mode"]), timers.timer_tag(table["head_timing_mode"]),
+                            timers.timer_name(list(table["base_timing_mode"]) + list(table["head_timing_mode"])))
+    view = view[list(columns)]
+    st.dataframe(view, hide_index=True, column_config=columns, width="stretch", key="compare_table")
     notes = quality.explain(view["head_marks"]) + [n for n in quality.explain(view["base_marks"]) if n not in quality.explain(view["head_marks"])]
-    st.caption(" ".join(notes + [quality.BASIS]))
+    st.caption(" ".join(notes + [timers.basis(list(table["base_timing_mode"]) + list(table["head_timing_mode"]))]))
     st.download_button(
         "Download CSV", view.to_csv(index=False).encode("utf-8"), file_name=ui.safe_file_name(f"compare_{base}_vs_{head}.csv"),
         mime="text/csv", key="compare_csv",

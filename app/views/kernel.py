@@ -10,22 +10,41 @@ from app.data import defaults, kernel
 from app.url_state import UrlState
 from history.ceilings import CeilingsError, ceilings, find_ceiling
 
-BUILD_SERIES = ["registers_per_thread", "spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"]
+# The build report's series, one chart per unit: registers and bytes never share an axis.
+BUILD_CHARTS = (
+    (["registers_per_thread"], "registers per thread"),
+    (["spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"], "spill / stack bytes per thread"),
+    (["shared_mem_bytes"], "shared memory per block (bytes)"),
+)
+
+
+def no_builds_notice(source, variant, gpu) -> None:
+    """Why there is no build chart, from what the history stores (never a guess about the variant)."""
+    stored = kernel.build_counts(source, variant)
+    if stored.empty:
+        others = kernel.variants_with_builds(source)
+        st.info(f"This history stores no build report for {ui.md(variant)} on any device or branch (a build report is "
+                "stored by runs that compile the variant: nvcc or Triton). "
+                + (f"Variants with build reports here: {ui.md(', '.join(others))}." if others else
+                   "No run in it stored any build report."))
+        return
+    where = ", ".join(f"{int(r.builds)} on {r.device} ({r.branch or 'no branch'})" for r in stored.itertuples())
+    st.info(f"No build report for {ui.md(variant)} on {ui.md(gpu)}'s main runs; this history has: {ui.md(where)}.")
 
 
 def build_section(source, variant, gpu):
     st.subheader("Build report")
     builds = kernel.build_history(source, variant, gpu)
     if builds.empty:
-        st.info(f"No build reports for {ui.md(variant)} on {ui.md(gpu)}: only compiled variants (CUDA, Triton) record one.")
+        no_builds_notice(source, variant, gpu)
         return
     failed = builds[~builds["ok"]]
     if not failed.empty:
         st.warning(f"{len(failed)} of {len(builds)} builds failed; the newest error:")
         st.code(str(failed["error"].iloc[-1] or "(no error text stored)"), language=None)
-    st.plotly_chart(charts.lines_figure(builds, "started_at", BUILD_SERIES, "registers / bytes"), key="build_chart", width="stretch")
-    st.plotly_chart(charts.lines_figure(builds, "started_at", ["shared_mem_bytes"], "shared memory per block (bytes)"),
-                    key="smem_chart", width="stretch")
+    for (series, title), column, key in zip(BUILD_CHARTS, st.columns(len(BUILD_CHARTS)),
+                                            ("build_chart", "spill_chart", "smem_chart")):
+        column.plotly_chart(charts.lines_figure(builds, "x", series, title, height=300), key=key, width="stretch")
     with st.expander("Build reports"):
         st.dataframe(builds, hide_index=True, width="stretch")
 
@@ -41,7 +60,7 @@ def ncu_section(source, variant, gpu):
     wanted = st.multiselect("metrics", list(kernel.NCU_COLUMNS),
                             default=["sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "tensor_pipe_pct"],
                             key="kernel_metrics")
-    st.plotly_chart(charts.lines_figure(history, "started_at", wanted, "value (units in the name)"), key="ncu_chart", width="stretch")
+    st.plotly_chart(charts.lines_figure(history, "x", wanted, "value (units in the name)"), key="ncu_chart", width="stretch")
     newest = history.iloc[-1]
     with st.expander(f"Kernels of {ui.md(case)} in the newest profiled run ({ui.md(newest.run_id)})"):
         per_kernel = kernel.ncu_kernels_of_run(source, newest.run_id, case)
@@ -110,8 +129,10 @@ def kernel_page(source, shape):
         gpu = ui.gpu_picker(shape, key="kernel_gpu", url=url, default=focus.gpu)
     with_data = kernel.variants_by_recency(source, gpu)
     # Default: the variant of the newest regression on this GPU when it has build or ncu data, else
-    # the most recently built or profiled one (never simply the alphabetically first).
-    preferred = [v for v in ((focus.variant if focus.gpu == gpu else None), *with_data) if v in all_variants]
+    # the most recently built or profiled one (never simply the alphabetically first, nor a variant
+    # with nothing to show).
+    focus_variant = focus.variant if focus.gpu == gpu and focus.variant in with_data else None
+    preferred = [v for v in (focus_variant, *with_data) if v in all_variants]
     ignored = url.choice("kernel_variant", "variant", all_variants, preferred[0] if preferred else all_variants[0])
     if ignored:
         st.warning(f"The link names variant {ui.md(ignored[0])}, which has no data in this history.")

@@ -3,57 +3,84 @@ graph-replay time where there is one), its change against the main run before it
 TFLOPS, gap-to-SDPA, correctness (pass, FAIL or not run), quality marks and recent trend, the
 cases that need a look first — and the GPU's open alerts by kind."""
 
+import numpy as np
 import streamlit as st
 
 from app import ui
-from app.data import defaults, overview, quality, runs
+from app.data import defaults, overview, quality, runs, timers
 from app.url_state import UrlState
+from history.detection.thresholds import load_thresholds
 
 SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
+TEXT_COLUMNS = ("fastest_backend", "error", "marks")  # an empty cell reads empty, never "None"
 
-CASE_COLUMNS = {
-    "variant": st.column_config.TextColumn("variant"),
-    "shape_id": st.column_config.TextColumn("shape"),
-    "dtype": st.column_config.TextColumn("dtype"),
-    "causal": st.column_config.CheckboxColumn("causal"),
-    "status": st.column_config.TextColumn("status"),
-    "correctness": st.column_config.TextColumn("correctness", help="every seed within tolerance, no NaN/Inf; 'not run': never checked"),
-    "median_us": st.column_config.NumberColumn("median µs (events)", format="%.2f"),
-    "change_pct": st.column_config.NumberColumn("Δ % vs previous run", format="%+.1f",
-                                                help="median against the main run before this one on the same GPU (no interval: see This push / Compare)"),
-    "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
-                                                     help="CUDA-graph replay median, launch gaps removed (cases under the graph threshold)"),
-    "marks": st.column_config.TextColumn("marks", help="unconverged, throttled or dispatch-bound: see the note under the table"),
-    "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f"),
-    "tflops": st.column_config.NumberColumn("TFLOPS (events)", format="%.1f"),
-    "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA (events)", format="%.3f×", help="median / median(sdpa), same run, same GPU; < 1 is faster"),
-    "trend_rel": st.column_config.LineChartColumn(
-        f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE,
-        help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
-             "so noise looks like noise and a step like a step (bigger moves leave the axis: see Trends)"),
-    "open_regressions": st.column_config.NumberColumn("open regressions"),
-    "open_improvements": st.column_config.NumberColumn("open improvements"),
-    "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
-    "fastest_backend": st.column_config.TextColumn("fastest backend"),
-    "correctness_seeds": st.column_config.NumberColumn("seeds"),
-    "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
-    "rel_spread": st.column_config.NumberColumn("IQR/median", format="%.4f"),
-    "n_samples": st.column_config.NumberColumn("samples"),
-    "error": st.column_config.TextColumn("error"),
-    "case_id": st.column_config.TextColumn("case id"),
+
+def case_columns(timer: str, timer_help: str) -> dict:
+    """The case table's columns, in the order they are shown: what identifies a case and what
+    matters first (correctness, the number, its change, the derived figures and the trend) fit a
+    1440 px screen; the rest follows. `timer` names what timed the numbers (app.data.timers)."""
+    measured = f"timed by {timer_help}"
+    return {
+        "variant": st.column_config.TextColumn("variant", width=100),
+        "shape_id": st.column_config.TextColumn("shape", width=95),
+        "dtype": st.column_config.TextColumn("dtype", width=48),
+        "causal": st.column_config.CheckboxColumn("causal", width=52),
+        "correctness": st.column_config.TextColumn("correct", width=62,
+                                                   help="every seed within tolerance, no NaN/Inf; 'not run': never checked"),
+        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
+        "change_pct": st.column_config.NumberColumn("Δ % vs prev", format="%+.1f", width=74,
+                                                    help="median against the main run before this one on the same device "
+                                                         "(no interval: see This push / Compare)"),
+        "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f", width=70, help=measured),
+        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
+        "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85,
+                                                     help=f"median / median(sdpa), same run, same device ({measured}); < 1 is faster"),
+        "trend_rel": st.column_config.LineChartColumn(
+            f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE, width=100,
+            help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
+                 "so noise looks like noise and a step like a step (bigger moves leave the axis: see Trends)"),
+        "status": st.column_config.TextColumn("status", width=60),
+        "marks": st.column_config.TextColumn("marks", width=160,
+                                             help="unconverged, throttled or dispatch-bound: see the note under the table"),
+        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
+                                                         help="CUDA-graph replay median, launch gaps removed (cases under the graph threshold)"),
+        "open_regressions": st.column_config.NumberColumn("open regression alerts"),
+        "open_improvements": st.column_config.NumberColumn("open improvement alerts"),
+        "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
+        "fastest_backend": st.column_config.TextColumn("fastest backend"),
+        "correctness_seeds": st.column_config.NumberColumn("seeds"),
+        "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
+        "rel_spread": st.column_config.NumberColumn("IQR/median", format="percent"),
+        "n_samples": st.column_config.NumberColumn("samples"),
+        "error": st.column_config.TextColumn("error"),
+        "case_id": st.column_config.TextColumn("case id"),
+    }
+
+
+ALERT_COLUMNS = {
+    "change_pct": st.column_config.NumberColumn("change", format="%+.1f%%", help="after / before − 1, as detection stored it"),
+    "baseline_value": st.column_config.NumberColumn("before", format="%.4g"),
+    "new_value": st.column_config.NumberColumn("after", format="%.4g"),
 }
+ALERT_ORDER = ["kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "commit_sha", "created_at",
+               "alert_id", "run_id", "detail"]
 
 
-def needs_a_look(cases):
+def needs_a_look(cases, min_effect_pct: float):
     """Rows sorted so what needs attention comes first: correctness failures, cases without a
-    number, open regressions, marked numbers; then by shape as stored."""
-    rank = (cases["correctness"].eq("FAIL") * 8 + cases["status"].ne("ok") * 4
-            + (cases["open_regressions"] > 0) * 2 + cases["marks"].ne("") * 1)
-    return cases.assign(_rank=-rank).sort_values("_rank", kind="stable").drop(columns="_rank")
+    number, cases with an open regression, cases whose median moved by at least the device's
+    min_effect since the run before, then marked numbers; within each, the largest change first."""
+    moved = cases["change_pct"].abs() >= min_effect_pct
+    rank = (cases["correctness"].eq("FAIL") * 16 + cases["status"].ne("ok") * 8
+            + (cases["open_regressions"] > 0) * 4 + moved.fillna(False).astype(bool) * 2 + cases["marks"].ne("") * 1)
+    size = cases["change_pct"].abs().fillna(0.0)
+    return (cases.assign(_rank=-rank, _size=-size).sort_values(["_rank", "_size"], kind="stable")
+            .drop(columns=["_rank", "_size"]))
 
 
 def metrics(cases) -> None:
-    """Counts across the run's cases; a correctness check that never ran reads 'not run'."""
+    """Counts across the run's cases; a correctness check that never ran reads 'not run'. Alerts
+    are counted by case: one regression moves a case's latency and its gap-to-SDPA alike."""
     checked = cases["correct"].notna()
     cols = st.columns(6)
     cols[0].metric("cases", len(cases))
@@ -61,15 +88,21 @@ def metrics(cases) -> None:
     cols[2].metric("failed / crashed / timeout", int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()))
     cols[3].metric("correctness failures", int((cases["correctness"] == "FAIL").sum()) if checked.any() else "not run",
                    help=f"{int((~checked).sum())} case(s) not checked" if (~checked).any() else None)
-    cols[4].metric("open regressions", int(cases["open_regressions"].sum()))
-    cols[5].metric("open improvements", int(cases["open_improvements"].sum()))
+    cols[4].metric("regressed cases", int((cases["open_regressions"] > 0).sum()),
+                   help=f"cases with an open regression alert; {int(cases['open_regressions'].sum())} alert(s) on them (one per metric)")
+    cols[5].metric("improved cases", int((cases["open_improvements"] > 0).sum()), help="cases with an open improvement alert")
+
+
+def has_trend(trend) -> bool:
+    """A sparkline needs two points; a case that never produced a number has no list at all."""
+    return isinstance(trend, (list, tuple, np.ndarray)) and len(trend) >= 2
 
 
 def overview_page(source, shape):
     url = UrlState()
     summary = overview.gpu_summary(source)
     if len(summary) > 1:
-        st.subheader("Latest main run per GPU")
+        st.subheader("Latest main run per device")
         st.dataframe(summary, hide_index=True, width="stretch")
     gpu = ui.gpu_picker(shape, key="overview_gpu", url=url, default=defaults.focus(source).gpu)
     pool = ui.host_picker(source, gpu, key="overview_host")
@@ -90,16 +123,18 @@ def overview_page(source, shape):
     ui.run_caption(run)
     cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
     cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases))
+    cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
     metrics(cases)
     if cases["gap_to_sdpa"].isna().all():
         st.info("No gap-to-SDPA in this run: the `sdpa` baseline was not measured on this GPU (or it failed), "
                 "so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
-    if cases["trend_us"].map(lambda t: t is None or len(t) < 2).all():
+    if not cases["trend_us"].map(has_trend).any():
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
-    cases = needs_a_look(cases)
-    st.dataframe(cases, hide_index=True, column_config=CASE_COLUMNS, column_order=list(CASE_COLUMNS), width="stretch",
-                 height=min(38 + 35 * len(cases), 1200))
-    st.caption(" ".join(quality.explain(cases["marks"]) + [quality.BASIS]))
+    cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
+    columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]))
+    st.dataframe(cases, hide_index=True, column_config=columns, column_order=list(columns), width="stretch",
+                 height=min(38 + 35 * len(cases), 1200), key="overview_cases")
+    st.caption(" ".join(quality.explain(cases["marks"]) + [timers.basis(cases["timing_mode"])]))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
 
     st.subheader("Open alerts")
@@ -108,8 +143,10 @@ def overview_page(source, shape):
         st.success(f"No open alerts on {ui.md(gpu)}.")
     else:
         counts = alerts["kind"].value_counts()
-        st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k}" for k in ("regression", "correctness", "improvement")))
-        st.dataframe(alerts, hide_index=True, width="stretch")
+        cases_of = alerts.groupby("kind")["case_id"].nunique()
+        st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k} alert(s) on {int(cases_of.get(k, 0))} case(s)"
+                               for k in ("regression", "correctness", "improvement")))
+        st.dataframe(alerts, hide_index=True, width="stretch", column_config=ALERT_COLUMNS, column_order=ALERT_ORDER)
         st.page_link("views/alerts.py", label="Triage them on the Alerts page (grouped by commit)",
                      query_params={"gpu": gpu}, icon=":material/notifications:")
 

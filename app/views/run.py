@@ -6,18 +6,28 @@ found by search, and a run the link names is shown as named (or said not to exis
 import streamlit as st
 
 from app import ui
-from app.data import quality, runs
+from app.data import quality, runs, timers
 from app.url_state import UrlState, url_text
 from history.links import compare_query
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
-FIRST = ["case_id", "status", "correctness", "median_us", "graph_median_us", "marks", "tflops", "gap_to_sdpa"]
-RESULT_COLUMNS = {
-    "median_us": st.column_config.NumberColumn("median µs (events)", format="%.2f"),
-    "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f"),
-    "tflops": st.column_config.NumberColumn("TFLOPS (events)", format="%.1f"),
-    "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA (events)", format="%.3f×"),
-}
+
+
+def result_columns(timer: str, timer_help: str) -> dict:
+    """The first columns of the case table, sized so they fit a 1440 px screen, labelled with
+    the timer the run stored (app.data.timers); every other stored column follows them."""
+    measured = f"timed by {timer_help}"
+    return {
+        "case_id": st.column_config.TextColumn("case", width=240),
+        "status": st.column_config.TextColumn("status", width=60),
+        "correctness": st.column_config.TextColumn("correct", width=62),
+        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
+        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f", width=95),
+        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
+        "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85, help=measured),
+        "marks": st.column_config.TextColumn("marks", width=160),
+    }
+
 
 ENVIRONMENT_FIELDS = (
     "run_id", "repo", "commit_sha", "parent_sha", "branch", "pr_number", "trigger", "status", "started_at",
@@ -63,9 +73,12 @@ def run_page(source, shape):
         st.subheader("Cases")
         if results["correct"].isna().all():
             st.info("Correctness was not checked in this run: every case reads 'not run'.")
-        st.dataframe(results[FIRST + [c for c in results.columns if c not in FIRST]], hide_index=True, width="stretch",
-                     column_config=RESULT_COLUMNS)
-        st.caption(" ".join(quality.explain(results["marks"]) + [quality.BASIS]))
+        columns = result_columns(timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]))
+        results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "")
+                                    for c in ("marks", "error", "fastest_backend")})
+        st.dataframe(results[list(columns) + [c for c in results.columns if c not in columns]], hide_index=True,
+                     width="stretch", column_config=columns, key="run_cases")
+        st.caption(" ".join(quality.explain(results["marks"]) + [timers.basis(results["timing_mode"])]))
         broken = results[results["status"] != "ok"]
         if not broken.empty:
             st.subheader("Cases without a measurement")

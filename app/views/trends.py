@@ -6,7 +6,7 @@ shows its commit and run time; clicking it opens that run. Every choice is in th
 import streamlit as st
 
 from app import charts, ui
-from app.data import defaults, quality, trends
+from app.data import defaults, quality, timers, trends
 from app.url_state import UrlState
 from history.links import commit_range, parse_commit_range
 
@@ -31,7 +31,8 @@ def pickers(source, shape, url: UrlState):
     url.choice("trends_metric", "metric", metric_columns, "median_us")
     metric = trends.METRIC_BY_COLUMN[top[3].selectbox("metric", metric_columns, key="trends_metric",
                                                       format_func=trends.METRIC_BY_COLUMN.get)]
-    row = st.columns([3, 3, 1.2, 1.2, 2])
+    # The variant picker gets the widest place: at 1440 px a third of the row showed 2 of 4 chips.
+    row = st.columns([6, 4])
     variants_all = measured["variants"] + [v for v in opts["variants"] if v not in measured["variants"]]
     ignored = url.many("trends_variants", "variants", variants_all,
                        defaults.default_variants(measured["variants"], focus.variant if on_focus else None))
@@ -42,12 +43,13 @@ def pickers(source, shape, url: UrlState):
     shapes = row[1].multiselect("shapes", shapes_all, key="trends_shapes")
     dtypes = measured["dtypes"] + [d for d in opts["dtypes"] if d not in measured["dtypes"]] or ["fp16"]
     ignored += url.choice("trends_dtype", "dtype", dtypes, focus.dtype if on_focus and focus.dtype in dtypes else dtypes[0])
-    dtype = row[2].selectbox("dtype", dtypes, key="trends_dtype")
+    view = st.columns([1.3, 1.1, 2.2, 1, 1.2, 1.4])
+    dtype = view[0].selectbox("dtype", dtypes, key="trends_dtype")
     url.flag("trends_causal", "causal", bool(focus.causal) if on_focus else False)
-    causal = row[3].toggle("causal", key="trends_causal")
+    causal = view[1].toggle("causal", key="trends_causal")
     url.integer("trends_max_runs", "runs", 200, *RUNS_RANGE)
-    max_runs = row[4].slider("newest runs", *RUNS_RANGE, step=10, key="trends_max_runs")
-    view = st.columns([1.2, 1.2, 1.6, 4])
+    max_runs = view[2].slider("newest runs", *RUNS_RANGE, step=10, key="trends_max_runs")
+    view = view[3:]
     url.flag("trends_band", "band", True)
     band = view[0].toggle("band", key="trends_band", help="p10–p90 band, where CI stored percentiles (latency).")
     url.flag("trends_log", "log", False)
@@ -56,7 +58,7 @@ def pickers(source, shape, url: UrlState):
     norm = view[2].toggle("normalise", key="trends_norm",
                           help="Each series divided by its value at the start of the commit range (or its first point).")
     url.text("trends_commits", "commits")
-    commits = view[3].text_input("commit range to mark (BASE..HEAD)", key="trends_commits", max_chars=200,
+    commits = st.text_input("commit range to mark (BASE..HEAD)", key="trends_commits", max_chars=200,
                                  help="Shaded on the chart; with 'normalise', each series is divided by its value at BASE.")
     if ignored:
         st.warning(f"Not in this history for {ui.md(gpu)}, so not shown: {ui.md(', '.join(ignored))}.")
@@ -83,10 +85,11 @@ def trends_page(source, shape):
     series = series.assign(marks=quality.marks(series))
     span = c["commits"]
     highlight = commit_span(series, span)
-    label = c["metric"]
+    timed = trends.METRICS[c["metric"]].timed
+    label = f"{c['metric']} · {timers.timer_name(series['timing_mode'])}" if timed else c["metric"]
     if c["norm"]:
         series = trends.normalise(series, span.base if span else None)
-        label = f"{c['metric']} ÷ value at {'BASE' if span and span.base else 'first point'}"
+        label = f"{label} ÷ value at {'BASE' if span and span.base else 'first point'}"
     alerts = trends.trend_alerts(source, c["metric"], c["gpu"], tuple(sorted(set(series["case_id"]))), pool=c["pool"])
     # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
     column = trends.METRICS[c["metric"]].column

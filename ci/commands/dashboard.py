@@ -43,7 +43,10 @@ def register(subparsers) -> None:
 
 
 def streamlit_command(port: int, host: str) -> list[str]:
-    """The exact `streamlit run` command line: headless, no usage statistics, no file watcher."""
+    """The exact `streamlit run` command line: headless, no usage statistics, no file watcher,
+    and the viewer's toolbar (no "Deploy" button: this is a served dashboard, not a script being
+    developed). Set here, not in a .streamlit/config.toml, so it holds in an installed package
+    whatever the working directory."""
     return [
         sys.executable, "-m", "streamlit", "run", str(entrypoint()),
         "--server.port", str(port),
@@ -51,6 +54,7 @@ def streamlit_command(port: int, host: str) -> list[str]:
         "--server.headless", "true",
         "--server.fileWatcherType", "none",
         "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
     ]
 
 

@@ -1,0 +1,54 @@
+"""Charts with commits on x draw them as categories in commit order whatever a hash looks like,
+and the Kernel page opens on a variant it can show (issue 26). AppTest over a real history
+(tests/commit_axis_history.py); the browser side is tests/test_browser_pages.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from app_history import H200
+from commit_axis_history import (BUILT_VARIANTS, REGRESSED_VARIANT, RUNS, build_commit_axis_history, commit_sha)
+from test_app_pages import open_page, plotly_specs, texts
+
+
+@pytest.fixture(scope="module")
+def axis_history(tmp_path_factory):
+    work = tmp_path_factory.mktemp("commit_axis")
+    return build_commit_axis_history(work / "history.duckdb", work / "bundles")
+
+
+def test_a_trend_link_with_a_commit_range_shades_it_by_position(axis_history, monkeypatch):
+    at = open_page(axis_history, monkeypatch, "views/trends.py", gpu=H200, variants="triton_fa2", shapes="l4_mission",
+                   commits=f"{commit_sha(3)}..{commit_sha(6)}")
+    (spec,) = plotly_specs(at)
+    assert spec["layout"]["xaxis"]["type"] == "category"
+    (shape,) = spec["layout"]["shapes"]
+    # A label such as '4380e63' given to plotly as a shape position is autoranged as 4.38e66.
+    assert (shape["x0"], shape["x1"]) == (3, 6)
+
+
+def test_kernel_draws_builds_in_commit_order_one_unit_per_chart(axis_history, monkeypatch):
+    at = open_page(axis_history, monkeypatch, "views/kernel.py", gpu=H200, variant="triton_fa2")
+    specs = [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") != "log"]
+    in_commit_order = [commit_sha(i)[:7] for i in range(RUNS)]
+    assert len(specs) >= 3
+    for spec in specs:
+        assert spec["layout"]["xaxis"]["type"] == "category"
+        axis = spec["layout"]["xaxis"]["categoryarray"]
+        assert axis == [x for x in in_commit_order if x in axis] and len(axis) >= 2
+    titles = [s["layout"]["yaxis"]["title"]["text"] for s in specs]
+    registers = [s for s, t in zip(specs, titles) if "registers" in t]
+    assert registers and all({tr["name"] for tr in s["data"]} == {"registers_per_thread"} for s in registers)
+
+
+def test_kernel_opens_on_a_variant_with_data_not_the_focus_without(axis_history, monkeypatch):
+    at = open_page(axis_history, monkeypatch, "views/kernel.py")
+    chosen = at.selectbox(key="kernel_variant").value
+    assert chosen != REGRESSED_VARIANT and chosen in BUILT_VARIANTS + ("sdpa",)
+
+
+def test_kernel_says_what_build_reports_the_history_has(axis_history, monkeypatch):
+    at = open_page(axis_history, monkeypatch, "views/kernel.py", gpu=H200, variant="sdpa")
+    (info,) = [i for i in texts(at, "info") if "build report" in i]
+    assert "stores no build report for sdpa" in info and "cuda_wmma, triton_fa2" in info
+    assert "only compiled variants" not in info

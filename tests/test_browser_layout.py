@@ -1,0 +1,111 @@
+"""The dashboard at 1440x900 in a real headless Chromium (issue 26): what matters first on each
+page is on screen without scrolling sideways, nothing is fetched from outside the dashboard's own
+server, there is no "Deploy" button, and charts with commits on x stay categories whatever a
+hash looks like. History: tests/commit_axis_history.py (hashes such as '1380e60'); server and
+browser: tests/browser_support.py."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
+from commit_axis_history import build_commit_axis_history, commit_sha
+
+pytestmark = pytest.mark.browser
+
+VIEWPORT = {"width": 1440, "height": 900}
+# Per page: the column headers that must be on screen at 1440 px, left to right.
+KEY_COLUMNS = {
+    "overview": ["variant", "shape", "dtype", "causal", "correct", "median µs (events)", "Δ % vs prev", "µs/head",
+                 "TFLOPS (events)", "gap to SDPA", "last 20 main runs"],
+    "compare?base=h200-main-05&head=h200-main-06": ["verdict", "variant", "shape", "dtype", "causal", "Δ %",
+                                                    "interval low", "interval high", "base µs (events)", "head µs (events)"],
+    "run?run=h200-main-09": ["case", "status", "correct", "median µs (events)", "TFLOPS (events)", "gap to SDPA"],
+    "alerts": ["id", "status", "kind", "metric", "case", "change", "before", "after", "plot"],
+}
+STATE = """() => ({
+  pageWidth: document.scrollingElement.scrollWidth,
+  deploy: [...document.querySelectorAll('button')].filter(b => b.textContent.trim() === 'Deploy').length,
+  headers: [...document.querySelectorAll('[data-testid=stDataFrame]')].map(d => [...d.querySelectorAll('th')].map(t => t.textContent)),
+  chips: [...document.querySelectorAll('[data-testid=stMultiSelect]')].map(m => { const box = m.getBoundingClientRect();
+      return [...m.querySelectorAll('[data-tag]')].map(c => { const b = c.getBoundingClientRect(); const text = c.querySelector('span');
+          return {name: c.getAttribute('aria-label'), inside: b.width > 0 && b.left >= box.left && b.right <= box.right + 0.5,
+                  cut: text.scrollWidth > text.clientWidth + 1}; }); }),
+  pickers: [...document.querySelectorAll('[data-testid=stSelectbox] input[role=combobox]')].map(i => ({value: i.value, cut: i.scrollWidth > i.clientWidth + 1})),
+  charts: [...document.querySelectorAll('.js-plotly-plot')].map(gd => { const box = e => e && e.getBoundingClientRect();
+      const t = box(gd.querySelector('.gtitle')), l = box(gd.querySelector('.legend'));
+      return {type: gd._fullLayout.xaxis.type, range: gd._fullLayout.xaxis.range, categories: (gd._fullLayout.xaxis._categories || []).length,
+              overlap: !!(t && l && t.bottom > l.top && l.bottom > t.top && t.right > l.left && l.right > t.left)}; }),
+})"""
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    executable = chromium()
+    sync_playwright = playwright()
+    work = tmp_path_factory.mktemp("browser_layout")
+    db = build_commit_axis_history(work / "history.duckdb", work / "bundles")
+    with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport=VIEWPORT)
+        requests: list[str] = []
+        page.on("request", lambda r: requests.append(r.url))
+        try:
+            yield url, page, requests
+        finally:
+            browser.close()
+
+
+def visit(served, path: str, header: str | None = None) -> dict:
+    """Open `path`, wait until it is drawn (and, given `header`, until a grid shows that column)."""
+    url, page, _ = served
+    page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+    page.locator("h1").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.wait_for_timeout(1500)  # let the first script run start before waiting for it to end
+    wait_idle(page)
+    if header:
+        page.wait_for_function(
+            "h => [...document.querySelectorAll('[data-testid=stDataFrame] th')].some(t => t.textContent === h)",
+            arg=header, timeout=PAGE_TIMEOUT_MS)
+    return page.evaluate(STATE)
+
+
+@pytest.mark.parametrize("path", list(KEY_COLUMNS))
+def test_key_columns_are_on_screen_at_1440(served, path):
+    state = visit(served, path, KEY_COLUMNS[path][0])
+    assert state["pageWidth"] <= VIEWPORT["width"], "the page itself scrolls sideways"
+    key = KEY_COLUMNS[path]
+    # A grid lists (for assistive technology) the columns it draws on screen: the table whose
+    # first key column is there must have every key column there.
+    (table,) = [h for h in state["headers"] if key[0] in h and key[1] in h]
+    missing = [c for c in key if c not in table]
+    assert not missing, f"off screen at 1440 px: {missing}; on screen: {table}"
+    assert not [p for p in state["pickers"] if p["cut"]], state["pickers"]
+
+
+def test_every_load_stays_on_the_dashboards_own_server_without_a_deploy_button(served):
+    url, _, requests = served
+    for path in ("", "overview", "trends", "compare", "alerts", "kernel", "sql", "run"):
+        assert visit(served, path)["deploy"] == 0, path
+    origin = urlsplit(url).netloc
+    outside = sorted({urlsplit(r).netloc for r in requests if urlsplit(r).scheme in ("http", "https", "ws", "wss")} - {origin})
+    assert not outside, f"fetched from outside the dashboard's server: {outside}"
+
+
+def test_trend_link_with_a_numeric_looking_commit_range_draws_every_run(served):
+    state = visit(served, f"trends?variants=sdpa,sdpa_efficient,triton_fa2,cuda_wmma&commits={commit_sha(3)}..{commit_sha(6)}")
+    (chart,) = state["charts"]
+    assert chart["type"] == "category" and chart["categories"] >= 8
+    low, high = chart["range"]
+    assert -1 <= low and high <= chart["categories"], f"x range {chart['range']}: runs squeezed onto one spot"
+    chips = state["chips"][0]
+    assert [c["name"] for c in chips] == ["sdpa", "sdpa_efficient", "triton_fa2", "cuda_wmma"]
+    assert all(c["inside"] and not c["cut"] for c in chips), chips
+
+
+def test_alert_step_chart_title_clear_of_its_legend(served):
+    state = visit(served, "alerts")
+    (chart,) = state["charts"]
+    assert chart["type"] == "category" and not chart["overlap"]
