@@ -46,8 +46,17 @@ PUSH_REGRESSION = re.compile(r"cuda_wmma/h100_small/fp16/(?:non)?causal\S* · \*
 STEP_COMMIT = "7559a11"  # the Triton step detection turns into alerts
 
 
+def _makefile_demo_repo() -> str:
+    """The repository `make demo` sets (`demo: export ATTNWATCH_REPO ?= ...` in the Makefile)."""
+    found = re.search(r"^demo: export ATTNWATCH_REPO \?= (\S+)$", (REPO / "Makefile").read_text(), re.M)
+    assert found, "the Makefile's demo target no longer names the sample's repository"
+    return found.group(1)
+
+
 def _cli(db: Path, *args: str, timeout: float = 600) -> str:
-    env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main")  # a fresh clone is on main
+    # A fresh clone is on main; the Makefile's demo target names the repository the shipped sample
+    # records, so the CPU run and the sample are one repository's runs (history/repository.py).
+    env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main", ATTNWATCH_REPO=_makefile_demo_repo())
     done = subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
