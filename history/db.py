@@ -159,6 +159,7 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
     temp = loc.path.with_name(f".{loc.path.name}.new-{os.getpid()}")
     try:
         loc.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(loc.path)
         con = connect_with_retry(temp, deadline_s, label=loc.label)
         try:
             with _faults_named(loc, writing=True):
@@ -173,6 +174,18 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
     finally:
         for leftover in (temp, temp.with_name(temp.name + ".wal")):
             leftover.unlink(missing_ok=True)
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Temporary files of creators that were killed (their process is gone); never linked, so empty of runs."""
+    for leftover in path.parent.glob(f".{path.name}.new-*"):
+        pid = leftover.name.rsplit("-", 1)[-1].removesuffix(".wal")
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            pass  # not ours, or a live process (maybe another user's)
 
 
 def _not_duckdb(db_path: Path, exc: BaseException) -> HistoryError | None:

@@ -16,8 +16,8 @@ included) and SIGKILLs itself just before statement K:
     python tests/fault_env.py K attnwatch-arguments...    (K=0: count only; the count goes to stderr)
 
 With `--legacy-wal` among the arguments it writes as attnwatch did before history.db's
-DURABLE_WRITES (commits in the write-ahead log, no CHECKPOINT statements): the files
-`attnwatch history recover` is for.
+DURABLE_WRITES (commits in the write-ahead log, no CHECKPOINT statements, a new file made in
+place): the files `attnwatch history recover` is for.
 """
 
 from __future__ import annotations
@@ -199,8 +199,9 @@ def _main(argv: list[str]) -> int:
     kill_at, counter = int(argv[0]), [0]
     legacy = "--legacy-wal" in argv
     argv = [a for a in argv if a != "--legacy-wal"]
-    if legacy:
+    if legacy:  # as before: no checkpoint at commit, a new file created in place
         history.db.DURABLE_WRITES = {}
+        history.db._create_whole = lambda loc, deadline_s: None
     connect = history.db.duckdb.connect
 
     class _Shim:
