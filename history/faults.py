@@ -69,27 +69,28 @@ def file_fault(exc: BaseException, label: str, writing: bool = True, doing: str 
     kind = _kind(exc)
     if kind is None:
         return None
-    after = f" {doing}" if doing else ""
-    if kind == "disk":
-        reason = (f"the disk is full (a write was refused{after}); the interrupted transaction was not kept and "
-                  "nothing stored before it was lost. Free space on that disk and run the command again")
-        cls = DiskFullError
-    elif kind == "read-only":
-        reason = (f"the file system holding the history is read-only{after}. Mount it read-write, or point "
-                  "--db / ATTNWATCH_DB at a copy on a writable disk" if writing else
-                  f"the file system holding the history is read-only and DuckDB could not open it{after}")
-        cls = ReadOnlyError
-    elif kind == "denied":
-        reason = (f"permission denied{after}: this user may not {'write' if writing else 'read'} the history "
-                  "file or its directory. Run as the history's owner, or give this user access to both")
-        cls = AccessDeniedError
-    elif kind == "lock":
-        reason = (f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
-                  "`attnwatch sql`). Retry when it has finished, or wait longer with --lock-timeout")
-        cls = LockTimeoutError
-    else:
+    if kind == "wal":
         return wal_replay_error(label)
+    cls, words = _WORDS[kind]
+    reason = words(f" {doing}" if doing else "", "write" if writing else "read")
     return cls(f"{label}: {reason}", reason)
+
+
+# kind -> (error class, its reason from (what was under way, "write" | "read")): what happened, what to do.
+_WORDS = {
+    "disk": (DiskFullError, lambda after, _: (
+        f"the disk is full (a write was refused{after}); the interrupted transaction was not kept and nothing "
+        "stored before it was lost. Free space on that disk and run the command again")),
+    "read-only": (ReadOnlyError, lambda after, mode: (
+        f"the file system holding the history is read-only, and this command must {mode} the file{after}. "
+        "Mount it read-write, or point --db / ATTNWATCH_DB at a copy on a writable disk")),
+    "denied": (AccessDeniedError, lambda after, mode: (
+        f"permission denied{after}: this user may not {mode} the history file or its directory. Run as the "
+        "history's owner, or give this user access to both")),
+    "lock": (LockTimeoutError, lambda after, _: (
+        f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
+        "`attnwatch sql`). Retry when it has finished, or wait longer with --lock-timeout")),
+}
 
 
 def lock_timeout(label: str, deadline_s: float) -> LockTimeoutError:

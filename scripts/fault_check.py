@@ -119,14 +119,19 @@ class Battery:
             return f"{db.parent.name}: after a clean ingest holds {state.runs}"
         return None
 
+    def statements(self, count: int, sample: int | None) -> list[int]:
+        """Kill points 1..count, or `sample` of them; the last (before the final COMMIT, when
+        everything before it would rest in an old-style log) always among them."""
+        if sample is None or sample >= count:
+            return list(range(1, count + 1))
+        return sorted(self.rng.sample(range(1, count), sample - 1)) + [count]
+
     # --- kinds ----------------------------------------------------------------------------
 
     def kill_at_statements(self, tally: Tally, schema: int | None, sample: int | None) -> None:
         args = ["ingest", *map(str, self.bundles[:2])]
         count = fault_env.statement_count(killed_at(0, self.fresh(schema=schema), *args))
-        points = list(range(1, count + 1))
-        if sample is not None and sample < len(points):
-            points = sorted(self.rng.sample(points, sample))
+        points = self.statements(count, sample)
         for k in points:
             db = self.fresh(schema=schema)
             result = killed_at(k, db, *args)
@@ -227,10 +232,7 @@ class Battery:
         """Files as the old code left them (no checkpoint at commit), killed at every statement; then recover."""
         args = ["--legacy-wal", "ingest", *map(str, self.bundles[:2])]
         count = fault_env.statement_count(killed_at(0, self.fresh(), *args))
-        points = list(range(1, count + 1))
-        if sample is not None and sample < len(points):
-            points = sorted(self.rng.sample(points, sample))
-        for k in points:
+        for k in self.statements(count, sample):
             db = self.fresh()
             result = killed_at(k, db, *args)
             reported = reported_inserted(result.stdout)

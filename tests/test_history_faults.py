@@ -116,3 +116,40 @@ def test_dashboard_shows_a_fault_without_paths(battery):
         read_frame(current_source(db), "SELECT count(*) FROM runs")
     text = str(caught.value)
     assert "attnwatch history recover" in text and str(db.parent) not in text and "PID" not in text
+
+
+@pytest.mark.parametrize("text, kind", [
+    ('IO Error: Could not set lock on file "/srv/h.duckdb": Conflicting lock is held in /usr/bin/python3.11 (PID 4242). '
+     'See also https://duckdb.org/docs/stable/connect/concurrency', "LockTimeoutError"),
+    ('IO Error: Could not write file "/srv/h.duckdb.wal": No space left on device', "DiskFullError"),
+    ('FATAL Error: Failed to create checkpoint because of error: Could not write file "/srv/h.duckdb": File too large',
+     "DiskFullError"),
+    ('IO Error: Cannot open file "/srv/h.duckdb": Read-only file system', "ReadOnlyError"),
+    ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
+    ('INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
+     'with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)', "WalReplayError"),
+])
+def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
+    from history.faults import file_fault
+
+    exc = (duckdb.InternalException if "INTERNAL" in text else duckdb.FatalException if "FATAL" in text
+           else duckdb.IOException)(text)
+    fault = file_fault(exc, "team/history.duckdb")
+    assert type(fault).__name__ == kind
+    line = str(fault)
+    assert line.startswith("team/history.duckdb: ") and "\n" not in line
+    assert "/srv" not in line and "PID" not in line and "python" not in line
+    assert "team/history.duckdb" not in fault.reason
+
+
+def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
+    from history.db import open_read, open_write
+    from history.errors import HistoryError
+
+    db = tmp_path / "history.duckdb"
+    db.write_bytes(b"")  # what a creation killed by an older attnwatch left
+    for opener in (open_read, open_write):
+        with pytest.raises(HistoryError, match=r"not a DuckDB database \(0 bytes\)"):
+            with opener(db):
+                pass
+    assert db.read_bytes() == b""
