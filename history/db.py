@@ -28,6 +28,7 @@ history.faults line.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import time
@@ -166,7 +167,7 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
                 migrate(con, loc.label)
         finally:
             _close(con)
-        os.link(temp, loc.path)
+        _link_new(temp, loc.path)
     except FileExistsError:
         pass
     except OSError as exc:
@@ -174,6 +175,18 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
     finally:
         for leftover in (temp, temp.with_name(temp.name + ".wal")):
             leftover.unlink(missing_ok=True)
+
+
+def _link_new(temp: Path, path: Path) -> None:
+    """Put the made file in place unless one is there; FileExistsError when another creator won."""
+    try:
+        os.link(temp, path)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK) or path.exists():
+            raise
+        # A file system without hard links: rename, which would replace a file that another creator
+        # linked in this instant (narrow, and only between two first writers of one new history).
+        os.replace(temp, path)
 
 
 def _remove_abandoned(path: Path) -> None:

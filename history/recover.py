@@ -75,7 +75,7 @@ def recover(location: str | Path) -> RecoveryReport:
     report = RecoveryReport(path)
     wal = wal_path(path)
     if not wal.is_file() or wal.stat().st_size == 0:
-        report.runs, report.schema = _opened(path)
+        report.runs, report.schema = _opened(path, "and has no write-ahead log, so recover cannot help")
         return report
     report.wal_bytes = wal.stat().st_size
     report.backup = _backup(path, wal)
@@ -88,7 +88,7 @@ def recover(location: str | Path) -> RecoveryReport:
             raise fault from None  # disk full, read-only, lock: nothing changed, the backup is there
         report.notes.append(f"replay through an attached database failed too: {_first_line(exc)}")
         wal.replace(report.backup / (wal.name + ".unreplayable"))
-    report.runs, report.schema = _opened(path)
+    report.runs, report.schema = _opened(path, "after recovery; the backup is untouched")
     return report
 
 
@@ -118,7 +118,7 @@ def _replay_attached(path: Path) -> None:
         con.close()
 
 
-def _opened(path: Path) -> tuple[int, int]:
+def _opened(path: Path, otherwise: str) -> tuple[int, int]:
     """(runs, schema version) as an ordinary open sees them; a failure is a RecoveryError."""
     try:
         with open_read(path) as con:
@@ -127,7 +127,7 @@ def _opened(path: Path) -> tuple[int, int]:
             runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if has_runs else 0
             return int(runs), database_schema_version(con)
     except HistoryError as exc:
-        raise RecoveryError(f"{path}: still does not open after recovery ({exc}); the backup is untouched") from None
+        raise RecoveryError(f"{path}: does not open {otherwise} ({exc})") from None
 
 
 def _first_line(exc: BaseException) -> str:
