@@ -3,6 +3,9 @@
 Every subcommand lives in its own module under `ci/commands/` and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int` (the exit code).
 The list below is explicit: no discovery by file name.
+
+Errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
+history.faults) are printed here, as one line, with exit status 2.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import threading
 
 from ci.errors import UserError
 from history.errors import HistoryError
+from history.faults import file_fault
 from history.location import DB_ENV, default_file_path
 from history.repository import REPO_ENV
 
@@ -98,6 +102,12 @@ def _dispatch(argv: list[str] | None) -> int:
         return int(args.func(args) or 0)
     except (UserError, HistoryError) as exc:
         print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a full disk, read-only or forbidden file outside the history (history.faults)
+        fault = file_fault(exc, str(exc.filename or "a file"))
+        if fault is None:
+            raise
+        print(f"attnwatch {args.command}: error: {fault}", file=sys.stderr)
         return 2
     except Terminated:
         print("attnwatch: terminated", file=sys.stderr)

@@ -17,10 +17,19 @@ open also blocks a writer (docs/design.md, "History"). So:
     written by an older attnwatch lacks the newer views until `upgrade` (or any write) runs.
 Both refuse a database migrated by a newer attnwatch (SchemaTooNewError), and a file written
 by a newer DuckDB storage format than this one reads (StorageTooNewError, with the way out).
+
+A file is written durably: its write connection checkpoints every commit into the file and
+writes nothing to DuckDB's write-ahead log (DURABLE_WRITES). So a schema change never rests in
+the log, where DuckDB 1.5.5 cannot replay it (docs/upstream.md), and a commit that returns is in
+the file: a write the disk refuses fails its COMMIT and leaves the file as it was. Every fault
+of the file (disk full, read-only, permission, lock, an unreplayable log) leaves here as one
+history.faults line.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import random
 import time
 from contextlib import contextmanager
@@ -30,13 +39,21 @@ from typing import Iterator
 import duckdb
 
 from history import lake
-from history.errors import HistoryError, HistoryNotFoundError, LockTimeoutError
+from history.errors import HistoryError, HistoryNotFoundError
+from history.faults import file_fault, is_lock_text, lock_timeout
 from history.location import HistoryLocation, parse_location
 from history.migrations import applied_migrations, check_compatible, code_schema_version, migrate
 
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 1.0
 READ_DEADLINE_S = 10.0
+
+# Checkpoint at every commit (a WAL threshold of 0) and skip the WAL write for it (DuckDB skips it
+# when the commit's estimated size reaches this threshold): the commit is the checkpoint, and a
+# checkpoint the disk refuses fails the COMMIT, with the file still at its last checkpoint.
+# DuckDB's duck_transaction_manager.cpp, CommitTransaction, says which commits qualify: all of a
+# connection that is the only one in its process, as history.db's writers are.
+DURABLE_WRITES = {"wal_autocheckpoint": "0KB", "auto_checkpoint_skip_wal_threshold": 0}
 
 
 class StorageTooNewError(HistoryError):
@@ -65,29 +82,36 @@ def is_lock_error(exc: BaseException) -> bool:
     """
     text = str(exc)
     if isinstance(exc, duckdb.IOException):
-        return "Could not set lock" in text or "Conflicting lock" in text
+        return is_lock_text(text)
     return isinstance(exc, duckdb.ConnectionException) and "different configuration" in text
 
 
-def connect_with_retry(db_path: Path, deadline_s: float, **connect_kwargs) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect, retried on the file lock with capped exponential backoff + full jitter."""
+def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = None,
+                       **connect_kwargs) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried on the file lock with capped exponential backoff + full jitter.
+
+    A writer (no `read_only`) gets DURABLE_WRITES; a fault of the file is a history.faults line
+    naming `label` (default: the path)."""
+    label = label or str(db_path)
+    if not connect_kwargs.get("read_only"):
+        connect_kwargs["config"] = {**connect_kwargs.get("config", {}), **DURABLE_WRITES}
     give_up_at = time.monotonic() + deadline_s
     attempt = 0
     while True:
         try:
             return duckdb.connect(str(db_path), **connect_kwargs)
-        except (duckdb.IOException, duckdb.ConnectionException) as exc:
+        except duckdb.Error as exc:
             too_new = _storage_error(db_path, exc)
             if too_new is not None:
                 raise too_new from None
             if not is_lock_error(exc):
-                raise
+                fault = file_fault(exc, label, writing=not connect_kwargs.get("read_only")) or _not_duckdb(db_path, exc)
+                if fault is None:
+                    raise
+                raise fault from None
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
-                raise LockTimeoutError(
-                    f"{db_path}: the history stayed busy (locked by another process, or open here "
-                    f"with other settings) for more than {deadline_s:g} s ({exc}); retry when it has finished"
-                ) from exc
+                raise lock_timeout(label, deadline_s) from None
             ceiling = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * (2**attempt))
             time.sleep(min(remaining, random.uniform(0, ceiling)))
             attempt += 1
@@ -112,13 +136,80 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
     if loc.is_lake:
         con = lake.shared_connection(loc, read_only=False)
     else:
-        loc.path.parent.mkdir(parents=True, exist_ok=True)
+        if not loc.path.exists():
+            _create_whole(loc, deadline_s)
         con = connect_with_retry(loc.path, deadline_s)
     try:
-        migrate(con, loc.label)
-        yield con
+        with _faults_named(loc, writing=True):
+            migrate(con, loc.label)
+            yield con
+            if not loc.is_lake:
+                con.execute("CHECKPOINT")  # a no-op after DURABLE_WRITES' commits; nothing is left in the log
     finally:
-        con.close()
+        _close(con)
+
+
+def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
+    """Make a new history file appear whole or not at all.
+
+    DuckDB writes a new file's headers after creating it, so a kill or a full disk at that moment
+    would leave an empty or cut-off file that DuckDB then refuses to open. Instead the file is
+    created and migrated under a temporary name beside it, then hard-linked into place; of two
+    processes creating one history at once, the second finds the first's (FileExistsError).
+    """
+    temp = loc.path.with_name(f".{loc.path.name}.new-{os.getpid()}")
+    try:
+        loc.path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(loc.path)
+        con = connect_with_retry(temp, deadline_s, label=loc.label)
+        try:
+            with _faults_named(loc, writing=True):
+                migrate(con, loc.label)
+        finally:
+            _close(con)
+        _link_new(temp, loc.path)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise (file_fault(exc, loc.label) or exc) from None
+    finally:
+        for leftover in (temp, temp.with_name(temp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+
+
+def _link_new(temp: Path, path: Path) -> None:
+    """Put the made file in place unless one is there; FileExistsError when another creator won."""
+    try:
+        os.link(temp, path)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK) or path.exists():
+            raise
+        # A file system without hard links: rename, which would replace a file that another creator
+        # linked in this instant (narrow, and only between two first writers of one new history).
+        os.replace(temp, path)
+
+
+def _remove_abandoned(path: Path) -> None:
+    """Temporary files of creators that were killed (their process is gone); never linked, so empty of runs."""
+    for leftover in path.parent.glob(f".{path.name}.new-*"):
+        pid = leftover.name.rsplit("-", 1)[-1].removesuffix(".wal")
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            leftover.unlink(missing_ok=True)
+        except (ValueError, OSError):
+            pass  # not ours, or a live process (maybe another user's)
+
+
+def _not_duckdb(db_path: Path, exc: BaseException) -> HistoryError | None:
+    """A file DuckDB says is no database: name it and say what it probably is (not deleted: it is not ours)."""
+    if not isinstance(exc, duckdb.IOException) or "not a valid DuckDB database file" not in str(exc) and \
+            "Could not read enough bytes" not in str(exc):
+        return None
+    size = db_path.stat().st_size if db_path.exists() else 0
+    return HistoryError(f"{db_path}: not a DuckDB database ({size} bytes). An empty or cut-off file is what an "
+                        "older attnwatch left when killed while creating a history: if it holds nothing of yours, "
+                        "remove it and run the command again")
 
 
 @contextmanager
@@ -140,14 +231,35 @@ def open_read(
             )
         con = connect_with_retry(loc.path, deadline_s, read_only=True, config=config or {})
     try:
-        check_compatible(con, loc.label)
-        yield con
+        with _faults_named(loc, writing=False):
+            check_compatible(con, loc.label)
+            yield con
     except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
         if loc.is_lake:
             lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
         raise
     finally:
+        _close(con)
+
+
+@contextmanager
+def _faults_named(loc: HistoryLocation, writing: bool) -> Iterator[None]:
+    """On a file, a DuckDB or OS error that is a fault of the file becomes its one-line FaultError."""
+    try:
+        yield
+    except (duckdb.Error, OSError) as exc:
+        fault = None if loc.is_lake else file_fault(exc, loc.label, writing=writing)
+        if fault is None:
+            raise
+        raise fault from None
+
+
+def _close(con) -> None:
+    """Close; a connection a failed checkpoint invalidated raises again on close, and has nothing to keep."""
+    try:
         con.close()
+    except duckdb.FatalException:
+        pass
 
 
 def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) -> list[int]:
@@ -162,9 +274,10 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
             return []
     con = lake.shared_connection(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     try:
-        return migrate(con, loc.label)
+        with _faults_named(loc, writing=True):
+            return migrate(con, loc.label)
     finally:
-        con.close()
+        _close(con)
 
 
 def schema_version(location: str | Path | HistoryLocation) -> tuple[int, int]:

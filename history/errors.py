@@ -21,8 +21,36 @@ class SchemaTooNewError(HistoryError):
     """The database was migrated by a newer attnwatch than this one."""
 
 
-class LockTimeoutError(HistoryError):
+class FaultError(HistoryError):
+    """The file system, or another process, stopped a read or write of a history file.
+
+    The message is one line: the history, what happened, what to do (history.faults words it).
+    `reason` is the same without the history's path, for pages a dashboard user sees.
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+class LockTimeoutError(FaultError):
     """Another process held the database's write lock past the deadline."""
+
+
+class DiskFullError(FaultError):
+    """The disk (or a file-size limit) refused a write; the failed transaction was not kept."""
+
+
+class ReadOnlyError(FaultError):
+    """The history's file system is mounted read-only."""
+
+
+class AccessDeniedError(FaultError):
+    """This user may not open the history file (or its directory) as asked."""
+
+
+class WalReplayError(FaultError):
+    """DuckDB cannot replay the history's write-ahead log; `attnwatch history recover` can."""
 
 
 class QueryError(HistoryError):

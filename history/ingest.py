@@ -11,6 +11,8 @@
      anything is written;
   3. writes each new run in its own transaction: runs, commits (upsert), results, samples,
      correctness, builds, ncu_kernels, ncu_metrics, ncu_cases. A failure rolls back that run.
+     On a file each COMMIT is a checkpoint into the file (history.db), so a run reported
+     "inserted" is in the file; a fault names the run it stopped at and how many were stored.
 
 A pull request's compare bundles are ingested with a PullRequestLabel each
 (history.pull_request_runs): the run id, trigger, PR and branch then come from the trusted
@@ -30,11 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping
 
+import duckdb
+
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
-from history.errors import BundleError, LockTimeoutError
+from history.errors import BundleError, HistoryNotFoundError, LockTimeoutError
+from history.faults import file_fault
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
+from history.migrations import database_schema_version
 from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run
 from history.repository import check_repository, stored_repositories
 from history.store import insert_arrow, rows_to_arrow
@@ -144,9 +150,11 @@ def _already_stored(location: HistoryLocation, paths: list[Path]) -> dict[Path, 
         return {}
     try:
         with open_read(location, deadline_s=PRECHECK_DEADLINE_S) as con:
+            if database_schema_version(con) == 0:
+                return {}  # no runs table yet: a new history, or one whose first migration was interrupted
             return _stored_identities(con, paths)
-    except LockTimeoutError:
-        return {}  # busy: fall back to validating everything, which is always correct
+    except (LockTimeoutError, HistoryNotFoundError):
+        return {}  # busy, or not created yet: validate everything, which is always correct
 
 
 def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
@@ -178,8 +186,16 @@ def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], dead
             why = "already in the history" if run_id in known else "same bundle given twice"
             report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
             continue
-        rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
-                                 deadline_s=max(deadline_s, 60.0))
+        try:
+            rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
+                                     deadline_s=max(deadline_s, 60.0))
+        except (duckdb.Error, OSError) as exc:  # say how far this ingest got, then the fault's line
+            stored = len(report.inserted)
+            fault = None if location.is_lake else file_fault(
+                exc, location.label, doing=f"while storing run {run_id}, after {stored} run(s) of this ingest were stored")
+            if fault is None:
+                raise
+            raise fault from None
         done.add(run_id)
         if rows is None:  # a concurrent ingest stored it first (a lake only)
             report.bundles.append(BundleReport(b.source_path, run_id, "skipped",

@@ -7,7 +7,10 @@ where checksum is the SHA-256 of the file's text. Opening refuses a database tha
   - recorded a checksum that no longer matches the file (MigrationError: migrations are
     append-only; a shipped migration is never edited, a new one is added instead).
 Each pending migration runs in its own transaction with its bookkeeping row, so a failing
-migration leaves the database at the previous version.
+migration leaves the database at the previous version. On a file each is checkpointed into the
+file before the next begins, so no schema change rests in DuckDB's write-ahead log, where
+DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.db's writers already checkpoint at
+every commit; the CHECKPOINT here keeps that true for any other connection handed in.
 
 On a DuckLake the same files apply, translated by history.lake_ddl (no constraint clauses) with
 the checksum still over the shipped file. Each migration's transaction claims its version
@@ -136,6 +139,8 @@ def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
     write_transaction(con, bookkeeping, db_label)
     applied_now = []
     while (version := write_transaction(con, next_migration, db_label)) is not None:
+        if not lake:
+            con.execute("CHECKPOINT")
         applied_now.append(version)
     return applied_now
 

@@ -22,7 +22,7 @@ import pandas as pd
 import streamlit as st
 
 from history.db import open_read, upgrade
-from history.errors import HistoryNotFoundError, SchemaTooNewError
+from history.errors import FaultError, HistoryNotFoundError, SchemaTooNewError
 from history.lake import current_snapshot
 from history.location import HistoryLocation, default_location, parse_location
 
@@ -89,6 +89,8 @@ def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) ->
             return con.execute(sql, list(params or [])).df()
     except HistoryUnavailable:
         raise
+    except FaultError as exc:  # its reason: no path, binary or PID on a page (history.faults)
+        raise HistoryUnavailable(f"could not read the history: {exc.reason}") from None
     except Exception as exc:  # duckdb raises many types; the page shows one clear line
         raise HistoryUnavailable(f"could not read {source.path}: {type(exc).__name__}: {exc}") from exc
 
@@ -109,6 +111,9 @@ def schema_notice(source: Source) -> tuple[str, str] | None:
         applied = upgrade(source.path, deadline_s=5.0)
     except SchemaTooNewError as exc:  # written by a newer attnwatch: only an upgrade of this one helps
         return ("warning", str(exc))
+    except FaultError as exc:  # read-only, busy, full: its reason, without paths (history.faults)
+        return ("warning", f"The history could not be brought up to this attnwatch's schema: {exc.reason} "
+                "Pages that need newer views will fail until `attnwatch migrate` has run on it.")
     except Exception as exc:  # duckdb raises many types; the dashboard shows one clear line
         return ("warning", f"{source.path} could not be brought up to this attnwatch's schema "
                 f"({type(exc).__name__}: {exc}); pages that need newer views will fail until "

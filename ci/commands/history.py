@@ -1,4 +1,6 @@
-"""`attnwatch history copy SRC DST`: move a history between a file and a lake, verified.
+"""`attnwatch history copy SRC DST` and `attnwatch history recover`.
+
+`copy` moves a history between a file and a lake, verified:
 
     attnwatch history copy ~/.local/share/attnwatch/history.duckdb "ducklake:postgres:dbname=attnwatch host=db"
     attnwatch history copy "ducklake:postgres:dbname=attnwatch host=db" backup.duckdb
@@ -7,12 +9,18 @@ Each side is a file path or a `ducklake:postgres:` location (a new lake's data p
 $ATTNWATCH_LAKE_DATA). The copy goes through the Parquet export format (history.exchange), so
 it merges into a destination that already has runs; afterwards every table's row count and
 checksum are compared, and any difference is an error (exit 2) that names the table.
+
+`recover` makes a history file whose write-ahead log DuckDB cannot replay open again, keeping
+every committed run it can and a backup of what it found (history.recover):
+
+    attnwatch --db ~/.local/share/attnwatch/history.duckdb history recover
 """
 
 from __future__ import annotations
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("history", help="move a history between a file and a lake (copy SRC DST)")
+    p = subparsers.add_parser("history", help="move a history between a file and a lake (copy SRC DST); "
+                              "recover a file that does not open")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(
@@ -23,6 +31,13 @@ def register(subparsers) -> None:
     c.add_argument("source", metavar="SRC")
     c.add_argument("destination", metavar="DST")
     c.set_defaults(func=_copy)
+    r = sub.add_parser(
+        "recover", help="make the --db history file open again when DuckDB cannot replay its write-ahead log",
+        description="Back up the --db file and its write-ahead log, replay the log through an attached "
+        "database and checkpoint it into the file (or, if that fails too, set the log aside), then report "
+        "what the file holds. Nothing is deleted.",
+    )
+    r.set_defaults(func=_recover)
 
 
 def _copy(args) -> int:
@@ -34,3 +49,12 @@ def _copy(args) -> int:
     for line in report.lines():
         print(line)
     return 0
+
+
+def _recover(args) -> int:
+    from history.recover import recover
+
+    report = recover(args.db)
+    for line in report.lines():
+        print(line)
+    return 0 if report.replayed or report.backup is None else 1

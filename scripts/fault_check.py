@@ -1,0 +1,305 @@
+"""The fault battery of a history file: kill -9, a full disk, read-only, forbidden, busy, concurrent.
+
+Every trial runs the real `attnwatch` CLI in a child process under one fault (tests/fault_env.py
+says how each is made), then checks what the file holds, as DuckDB alone opens it (read-only):
+  - it opens;
+  - it holds every run whose ingest printed "inserted", each whole (all its result rows), and no
+    run that was not ingested;
+  - a failed command failed in one line (non-zero, no traceback, no PID or binary path);
+and then that it takes writes again: an ingest of every bundle, in this process, after which each
+run is there once. A run committed just before the kill but not yet reported may be there too:
+the report is printed after the commit, never before.
+
+Kinds (a trial each):
+  kill -9 at statement K      every write statement of a first ingest into a new history, which
+                              applies migrations 001..N one statement at a time, BEGIN and COMMIT
+                              included; then of an ingest into a history at schema N-1
+  kill -9 at a random time    a first ingest of three bundles, killed after a uniform random delay
+  disk full at size L         a file-size limit (EFBIG, as ENOSPC) swept from 0 bytes to past
+                              the final size: first ingests, and ingests into a history with runs
+  read-only / permission / lock / concurrent   one trial per command they touch
+  old WAL + recover           files left as attnwatch left them before checkpointing every commit
+                              (killed at every statement); counted: how many DuckDB cannot open,
+                              and whether `attnwatch history recover` then keeps every reported run
+
+    python -m scripts.fault_check --workdir /some/scratch [--quick] [--seed 1]
+
+Prints the table (trial kind, trials, held, failed) and exits 1 if any trial failed. --quick runs
+a sample of each kind (the CI test, tests/test_history_faults.py, runs a smaller one still).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory and fault helpers
+
+import fault_env  # noqa: E402
+from bundle_factory import make_bundle  # noqa: E402
+from fault_env import cli, file_size_limit, inspect, killed_at, one_line_error, reported_inserted  # noqa: E402
+
+RUNS = ("run-a", "run-b", "run-c")
+RESULTS_PER_RUN = 4  # make_bundle with one variant: 2 shapes x 2 causal modes
+
+
+@dataclass
+class Tally:
+    kind: str
+    trials: int = 0
+    held: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, failure: str | None) -> None:
+        self.trials += 1
+        if failure is None:
+            self.held += 1
+        else:
+            self.failures.append(failure)
+
+
+class Battery:
+    def __init__(self, workdir: Path, rng: random.Random) -> None:
+        self.workdir, self.rng = workdir, rng
+        self.bundles = [make_bundle(workdir / "bundles" / run_id, run_id=run_id, seed=i, variants=("sdpa",),
+                                    n_samples=5) for i, run_id in enumerate(RUNS)]
+        self.counter = 0
+
+    def fresh(self, seed_runs: int = 0, schema: int | None = None) -> Path:
+        """A new trial directory with a history holding the first `seed_runs` runs (or none yet)."""
+        self.counter += 1
+        trial = self.workdir / f"t{self.counter:04d}"
+        trial.mkdir(parents=True)
+        db = trial / "history.duckdb"
+        if schema is not None:
+            from old_history import history_at_version
+            history_at_version(db, schema, trial / "scratch")
+        if seed_runs:
+            from history.ingest import ingest_paths
+            ingest_paths(db, self.bundles[:seed_runs])
+        return db
+
+    def held(self, db: Path, reported: set[str], attempted: int, result=None, must_fail: bool = False) -> str | None:
+        """None when the history survived the trial as it must; else what went wrong."""
+        if result is not None and result.returncode != 0 and result.returncode != -signal.SIGKILL:
+            wrong = one_line_error(result)
+            if wrong:
+                return f"{db.parent.name}: the failing command: {wrong}"
+        if must_fail and result is not None and result.returncode == 0:
+            return f"{db.parent.name}: the command succeeded under a fault that must stop it"
+        state = inspect(db)
+        if not state.opens:
+            return f"{db.parent.name}: does not open: {state.error}"
+        wanted = set(RUNS[:attempted])
+        if missing := reported - set(state.runs):
+            return f"{db.parent.name}: reported inserted but missing: {sorted(missing)}"
+        if extra := set(state.runs) - wanted:
+            return f"{db.parent.name}: runs never ingested: {sorted(extra)}"
+        if partial := [r for r, n in state.runs.items() if n != RESULTS_PER_RUN]:
+            return f"{db.parent.name}: half-written runs: {partial}"
+        return self.writable(db, attempted)
+
+    def writable(self, db: Path, attempted: int) -> str | None:
+        from history.ingest import ingest_paths
+
+        try:
+            ingest_paths(db, self.bundles[:attempted], deadline_s=30)
+        except Exception as exc:  # what matters is that it failed; the message says why
+            return f"{db.parent.name}: does not take writes afterwards: {type(exc).__name__}: {exc}"
+        state = inspect(db)
+        if sorted(state.runs) != sorted(RUNS[:attempted]) or set(state.runs.values()) != {RESULTS_PER_RUN}:
+            return f"{db.parent.name}: after a clean ingest holds {state.runs}"
+        return None
+
+    def statements(self, count: int, sample: int | None) -> list[int]:
+        """Kill points 1..count, or `sample` of them; the last (before the final COMMIT, when
+        everything before it would rest in an old-style log) always among them."""
+        if sample is None or sample >= count:
+            return list(range(1, count + 1))
+        return sorted(self.rng.sample(range(1, count), sample - 1)) + [count]
+
+    # --- kinds ----------------------------------------------------------------------------
+
+    def kill_at_statements(self, tally: Tally, schema: int | None, sample: int | None) -> None:
+        args = ["ingest", *map(str, self.bundles[:2])]
+        count = fault_env.statement_count(killed_at(0, self.fresh(schema=schema), *args))
+        points = self.statements(count, sample)
+        for k in points:
+            db = self.fresh(schema=schema)
+            result = killed_at(k, db, *args)
+            tally.add(self.held(db, reported_inserted(result.stdout), 2, result))
+
+    def kill_at_random_times(self, tally: Tally, trials: int) -> None:
+        args = ["ingest", *map(str, self.bundles)]
+        started = time.monotonic()
+        cli(self.fresh(), *args)
+        full = time.monotonic() - started
+        for _ in range(trials):
+            db = self.fresh()
+            child = subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), *args], env=fault_env.child_env(),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(self.rng.uniform(0.2, full * 1.1))
+            child.send_signal(signal.SIGKILL)
+            out, err = child.communicate()
+            tally.add(self.held(db, reported_inserted(out), 3, subprocess.CompletedProcess(child.args, child.returncode, out, err)))
+
+    def disk_full(self, tally: Tally, seed_runs: int, steps: int) -> None:
+        args = ["ingest", *map(str, self.bundles)]
+        final = self.fresh(seed_runs)
+        start_size = final.stat().st_size if final.exists() else 0
+        cli(final, *args)
+        limits = sorted({start_size + int(i * (final.stat().st_size * 1.1 - start_size) / (steps - 1)) for i in range(steps)})
+        for limit in limits:
+            db = self.fresh(seed_runs)
+            result = cli(db, *args, preexec=file_size_limit(limit))
+            reported = reported_inserted(result.stdout) | set(RUNS[:seed_runs])
+            tally.add(self.held(db, reported, 3, result))
+
+    def read_only(self, tally: Tally) -> None:
+        why = fault_env.read_only_unavailable(self.workdir / "probe-ro")
+        if why:
+            tally.failures.append(f"not run: {why}")
+            return
+        from history.migrations import code_schema_version
+
+        for args, must_fail, seeded, schema in ((["ingest", str(self.bundles[1])], True, 1, None),
+                                                (["sql", "SELECT count(*) FROM runs"], False, 1, None),
+                                                (["migrate"], True, 0, code_schema_version() - 1)):
+            db = self.fresh(seed_runs=seeded, schema=schema)
+            result = cli(db, *args, preexec=fault_env.read_only_mount(db.parent))
+            failure = self.held(db, set(RUNS[:seeded]), 1, result, must_fail)
+            if failure is None and must_fail and "read-only" not in result.stderr:
+                failure = f"{db.parent.name}: the error does not say read-only: {result.stderr.strip()}"
+            tally.add(failure)
+
+    def permission(self, tally: Tally) -> None:
+        for mode, args in ((0o444, ["ingest", str(self.bundles[1])]), (0o000, ["sql", "SELECT count(*) FROM runs"])):
+            db = self.fresh(seed_runs=1)
+            db.chmod(mode)
+            try:
+                result = cli(db, *args, preexec=fault_env.no_permission_override())
+            finally:
+                db.chmod(0o644)
+            failure = self.held(db, {RUNS[0]}, 1, result, must_fail=True)
+            if failure is None and "permission denied" not in result.stderr:
+                failure = f"{db.parent.name}: the error does not say permission denied: {result.stderr.strip()}"
+            tally.add(failure)
+
+    def lock_held(self, tally: Tally) -> None:
+        for args in (["ingest", "--lock-timeout", "0.5", str(self.bundles[1])], ["sql", "SELECT count(*) FROM runs"]):
+            self.lock_held_once(tally, self.fresh(seed_runs=1), args)
+
+    def lock_held_once(self, tally: Tally, db: Path, args: list[str]) -> None:
+        """`args` while another process holds the history (run-a stored) for writing."""
+        holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+                                   "print('held', flush=True); time.sleep(600)", str(db)],
+                                  stdout=subprocess.PIPE, text=True)
+        try:
+            holder.stdout.readline()
+            result = cli(db, *args)
+        finally:
+            holder.kill()
+            holder.wait()
+        failure = self.held(db, {RUNS[0]}, 1, result, must_fail=True)
+        if failure is None and (str(db) not in result.stderr or "busy" not in result.stderr):
+            failure = f"{db.parent.name}: the error does not name the history and say it is busy: {result.stderr.strip()}"
+        tally.add(failure)
+
+    def concurrent(self, tally: Tally, trials: int) -> None:
+        for _ in range(trials):
+            db = self.fresh()
+            children = [subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), "ingest", "--lock-timeout", "120",
+                                          *map(str, self.rng.sample(self.bundles, 2))], env=fault_env.child_env(),
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+            outputs = [c.communicate(timeout=600) for c in children]
+            failure = next((f"{db.parent.name}: an ingest failed: {err.strip()[-300:]}"
+                            for c, (_, err) in zip(children, outputs) if c.returncode != 0), None)
+            reported = set().union(*(reported_inserted(out) for out, _ in outputs))
+            state = inspect(db)
+            stored = set(state.runs or {})
+            tally.add(failure or (None if reported == stored else f"{db.parent.name}: reported {reported}, stored {stored}")
+                      or self.held(db, reported, 3))
+
+    def legacy_wal(self, broken: Tally, recovered: Tally, sample: int | None) -> None:
+        """Files as the old code left them (no checkpoint at commit), killed at every statement; then recover."""
+        args = ["--legacy-wal", "ingest", *map(str, self.bundles[:2])]
+        count = fault_env.statement_count(killed_at(0, self.fresh(), *args))
+        for k in self.statements(count, sample):
+            db = self.fresh()
+            result = killed_at(k, db, *args)
+            reported = reported_inserted(result.stdout)
+            state = inspect(db)
+            broken.add(None if state.opens else f"{db.parent.name}: unopenable after kill at statement {k}")
+            if state.opens:
+                continue
+            fixed = cli(db, "history", "recover")
+            failure = None if fixed.returncode == 0 else f"{db.parent.name}: recover: {fixed.stdout}{fixed.stderr}"
+            recovered.add(failure or self.held(db, reported, 2))
+
+
+def table(tallies: list[Tally]) -> str:
+    rows = [("trial kind", "trials", "held", "failed")] + [(t.kind, str(t.trials), str(t.held), str(len(t.failures)))
+                                                           for t in tallies]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def run(workdir: Path, quick: bool, seed: int) -> list[Tally]:
+    battery = Battery(workdir, random.Random(seed))
+    sample = 12 if quick else None
+    tallies = [Tally("kill -9 at each statement: first ingest, migrations 001..N"),
+               Tally("kill -9 at each statement: ingest into a history at schema N-1"),
+               Tally("kill -9 at a random time: first ingest"),
+               Tally("disk full (file-size limit): first ingest"),
+               Tally("disk full (file-size limit): ingest into a history with runs"),
+               Tally("read-only file system"), Tally("permission denied"), Tally("lock held past --lock-timeout"),
+               Tally("concurrent ingests (4 processes)"),
+               Tally("old WAL (before this fix): opens after kill -9"),
+               Tally("old WAL: `history recover` keeps every reported run")]
+    from history.migrations import code_schema_version
+
+    battery.kill_at_statements(tallies[0], None, sample)
+    battery.kill_at_statements(tallies[1], code_schema_version() - 1, sample)
+    battery.kill_at_random_times(tallies[2], 10 if quick else 40)
+    battery.disk_full(tallies[3], 0, 10 if quick else 40)
+    battery.disk_full(tallies[4], 1, 10 if quick else 30)
+    battery.read_only(tallies[5])
+    battery.permission(tallies[6])
+    battery.lock_held(tallies[7])
+    battery.concurrent(tallies[8], 1 if quick else 5)
+    battery.legacy_wal(tallies[9], tallies[10], sample)
+    return tallies
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workdir", type=Path, required=True, help="scratch directory (emptied first)")
+    parser.add_argument("--quick", action="store_true", help="a sample of each kind")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    shutil.rmtree(args.workdir, ignore_errors=True)
+    args.workdir.mkdir(parents=True)
+    started = time.monotonic()
+    tallies = run(args.workdir, args.quick, args.seed)
+    print(table(tallies))
+    print(f"({time.monotonic() - started:.0f} s)")
+    failed = False
+    for t in tallies:
+        for failure in t.failures[:5]:
+            print(f"  {t.kind}: {failure}")
+        failed |= bool(t.failures) and not t.kind.startswith("old WAL (before")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Faults for real `attnwatch` subprocesses: kill -9 at a statement, a full disk, a read-only or
+forbidden history, and the checks every fault trial makes afterwards.
+
+Shared by the fault tests and scripts/fault_check.py (the full battery). Each fault is a
+`preexec_fn` for subprocess, applied in the child only:
+  - file_size_limit(n): RLIMIT_FSIZE, with SIGXFSZ ignored, so a write past n bytes fails with
+    EFBIG as a full disk fails with ENOSPC (needs no privilege, unlike a small tmpfs);
+  - read_only_mount(dir): a private mount namespace in which `dir` is bind-mounted read-only
+    (as root; otherwise through a user namespace where the kernel allows one);
+  - no_permission_override(): as root, drops CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the
+    child, so a file's mode binds it as it binds any user (a non-root user needs nothing).
+Run as a script, this module is the statement killer: it runs the CLI with every statement of
+the history's write connection counted (a migration's statements one by one, BEGIN and COMMIT
+included) and SIGKILLs itself just before statement K:
+
+    python tests/fault_env.py K attnwatch-arguments...    (K=0: count only; the count goes to stderr)
+
+With `--legacy-wal` among the arguments it writes as attnwatch did before history.db's
+DURABLE_WRITES (commits in the write-ahead log, no CHECKPOINT statements, a new file made in
+place): the files `attnwatch history recover` is for.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STATEMENTS_MARK = "fault_env statements: "
+
+
+def child_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
+def cli(db: Path | str, *args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`attnwatch --db DB ARGS...` in a child process, with an optional fault."""
+    return subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), *args], env=child_env(),
+                          preexec_fn=preexec, capture_output=True, text=True, timeout=timeout)
+
+
+def killed_at(k: int, db: Path | str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI, killed with SIGKILL just before write statement `k` (0: never; its stderr says how many)."""
+    return subprocess.run([sys.executable, str(Path(__file__).resolve()), str(k), "--db", str(db), *args],
+                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def statement_count(result: subprocess.CompletedProcess) -> int:
+    return int(result.stderr.rsplit(STATEMENTS_MARK, 1)[1].split()[0])
+
+
+def file_size_limit(nbytes: int):
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+    return limit
+
+
+_CLONE_NEWNS, _CLONE_NEWUSER = 0x00020000, 0x10000000
+_MS_RDONLY, _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+_PR_CAPBSET_DROP, _CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH = 24, 1, 2
+
+
+def _libc_call(name: str, *args) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if getattr(libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{name}: {os.strerror(err)}")
+
+
+def read_only_mount(directory: Path):
+    """In the child only: `directory` read-only (the parent and everyone else still write it)."""
+    d = str(directory).encode()
+    uid, gid = os.getuid(), os.getgid()
+
+    def mount() -> None:
+        if uid == 0:
+            _libc_call("unshare", _CLONE_NEWNS)
+        else:
+            _libc_call("unshare", _CLONE_NEWUSER | _CLONE_NEWNS)
+            Path("/proc/self/setgroups").write_text("deny")
+            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        _libc_call("mount", b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        _libc_call("mount", d, d, None, _MS_BIND, None)
+        _libc_call("mount", b"none", d, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
+    return mount
+
+
+def read_only_unavailable(scratch: Path) -> str | None:
+    """Why read_only_mount cannot work on this machine, or None when it does."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(["sh", "-c", f"touch '{scratch}/probe'"], preexec_fn=read_only_mount(scratch),
+                              capture_output=True, text=True, timeout=30)
+    except (subprocess.SubprocessError, OSError) as exc:
+        return f"no private read-only mount here ({exc})"
+    if done.returncode == 0:
+        return "a read-only bind mount did not stop writes here"
+    return None
+
+
+def no_permission_override():
+    def drop() -> None:
+        if os.getuid() == 0:
+            for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
+                _libc_call("prctl", _PR_CAPBSET_DROP, cap, 0, 0, 0)
+    return drop
+
+
+# --- what every trial checks afterwards ------------------------------------------------------
+
+@dataclass
+class Held:
+    """What a history holds after a fault, read as a plain DuckDB open would (no attnwatch help)."""
+
+    opens: bool
+    error: str = ""
+    schema: int = 0
+    runs: dict | None = None  # run_id -> result rows
+
+
+def inspect(db: Path) -> Held:
+    """Open the file with DuckDB alone, read-only (what a user's own tools see)."""
+    import duckdb
+
+    if not db.exists():
+        return Held(True, schema=0, runs={})
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error as exc:
+        return Held(False, error=str(exc).splitlines()[0])
+    try:
+        tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        schema = con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if "schema_migrations" in tables else 0
+        runs = dict(con.execute("SELECT u.run_id, count(r.run_id) FROM runs u LEFT JOIN results r USING (run_id) "
+                                "GROUP BY u.run_id").fetchall()) if "runs" in tables else {}
+        return Held(True, schema=schema or 0, runs=runs)
+    finally:
+        con.close()
+
+
+def reported_inserted(stdout: str) -> set[str]:
+    """Run ids the ingest said it inserted (the CLI prints `inserted RUN_ID (...)` per run)."""
+    return {line.split()[1] for line in stdout.splitlines() if line.startswith("inserted ")}
+
+
+def one_line_error(result: subprocess.CompletedProcess) -> str | None:
+    """None when the command failed as faults must (non-zero, one line, no traceback, no PID or
+    binary path); else what is wrong."""
+    err = result.stderr.strip()
+    if result.returncode == 0:
+        return "exit status 0"
+    if "Traceback" in err or len(err.splitlines()) != 1:
+        return f"not one line: {err[-600:]!r}"
+    if "PID" in err or sys.executable in err or "/bin/python" in err:
+        return f"names a PID or binary: {err!r}"
+    return None
+
+
+# --- the statement killer (run as a script) ----------------------------------------------------
+
+class _Counting:
+    """A write connection whose statements are counted (a multi-statement text one by one)."""
+
+    def __init__(self, con, kill_at: int, counter: list[int], legacy: bool) -> None:
+        self._con, self._kill_at, self._counter, self._legacy = con, kill_at, counter, legacy
+
+    def execute(self, query, parameters=None):
+        statements = [query] if parameters is not None or not isinstance(query, str) else self._con.extract_statements(query)
+        for statement in statements:
+            if self._legacy and str(getattr(statement, "query", statement)).strip().upper() == "CHECKPOINT":
+                continue
+            self._counter[0] += 1
+            if self._counter[0] == self._kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if parameters is None:
+                self._con.execute(statement)
+            else:
+                self._con.execute(statement, parameters)
+        return self._con
+
+    def __getattr__(self, name):
+        return getattr(self._con, name)
+
+
+def _main(argv: list[str]) -> int:
+    import duckdb
+
+    import history.db
+    from ci.cli import main
+
+    kill_at, counter = int(argv[0]), [0]
+    legacy = "--legacy-wal" in argv
+    argv = [a for a in argv if a != "--legacy-wal"]
+    if legacy:  # as before: no checkpoint at commit, a new file created in place
+        history.db.DURABLE_WRITES = {}
+        history.db._create_whole = lambda loc, deadline_s: None
+    connect = history.db.duckdb.connect
+
+    class _Shim:
+        def __getattr__(self, name):
+            return getattr(duckdb, name)
+
+        @staticmethod
+        def connect(database, *args, **kwargs):
+            con = connect(database, *args, **kwargs)
+            return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy)
+
+    history.db.duckdb = _Shim()
+    try:
+        return main(argv[1:])
+    finally:
+        print(f"{STATEMENTS_MARK}{counter[0]}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO_ROOT))
+    sys.exit(_main(sys.argv[1:]))

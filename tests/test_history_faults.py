@@ -1,0 +1,155 @@
+"""Faults of a history file, with real `attnwatch` subprocesses: kill -9, a full disk, read-only,
+forbidden, busy; and a file DuckDB cannot replay, recovered.
+
+The fast part of scripts/fault_check.py (which runs hundreds of trials; docs/benchmarks.md has
+its table): after each fault the file opens with DuckDB alone, holds every run whose ingest said
+"inserted" and no half-written one, and takes writes again; a failing command says so in one
+line (no traceback, no PID, no binary path).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import duckdb
+import pytest
+
+import fault_env
+from conftest import REPO_ROOT
+from fault_env import cli, inspect, killed_at, one_line_error, reported_inserted
+
+sys.path.insert(0, str(REPO_ROOT))
+from scripts.fault_check import RUNS, Battery, Tally  # noqa: E402
+
+
+@pytest.fixture
+def battery(tmp_path) -> Battery:
+    return Battery(tmp_path / "battery", random.Random(25))
+
+
+def held(tally: Tally) -> None:
+    assert tally.trials > 0
+    assert tally.failures == [], "\n".join(tally.failures)
+
+
+def test_kill_9_at_statements_of_a_first_ingest_and_of_the_last_migration(battery):
+    first, later = Tally("first ingest"), Tally("at schema N-1")
+    from history.migrations import code_schema_version
+
+    battery.kill_at_statements(first, None, sample=3)
+    battery.kill_at_statements(later, code_schema_version() - 1, sample=3)
+    held(first)
+    held(later)
+
+
+def test_disk_full_at_every_stage_of_an_ingest_loses_nothing_reported(battery):
+    first, later = Tally("first ingest"), Tally("later ingest")
+    battery.disk_full(first, seed_runs=0, steps=3)
+    battery.disk_full(later, seed_runs=1, steps=2)
+    held(first)
+    held(later)
+
+
+def test_disk_full_is_one_line_naming_the_run_it_stopped_at(battery):
+    db = battery.fresh(seed_runs=1)
+    result = cli(db, "ingest", *map(str, battery.bundles[1:]), preexec=fault_env.file_size_limit(db.stat().st_size))
+    assert one_line_error(result) is None, result.stderr
+    assert result.stderr.startswith(f"attnwatch ingest: error: {db}: the disk is full")
+    assert "while storing run run-b, after 0 run(s) of this ingest were stored" in result.stderr
+    assert "inserted" not in result.stdout
+    assert sorted(inspect(db).runs) == [RUNS[0]]
+
+
+def test_read_only_file_system(battery, tmp_path):
+    why = fault_env.read_only_unavailable(tmp_path / "probe")
+    if why:
+        pytest.skip(why)
+    tally = Tally("read-only")
+    battery.read_only(tally)
+    held(tally)
+
+
+def test_permission_denied(battery):
+    tally = Tally("permission")
+    battery.permission(tally)
+    held(tally)
+
+
+def test_lock_held_is_one_line_without_pid_or_binary(battery):
+    db = battery.fresh(seed_runs=1)
+    tally = Tally("lock")
+    battery.lock_held_once(tally, db, ["ingest", "--lock-timeout", "0.5", str(battery.bundles[1])])
+    held(tally)
+
+
+def test_an_unreplayable_wal_names_the_recovery_command_and_recover_keeps_every_committed_run(battery):
+    bundles = [str(b) for b in battery.bundles[:2]]
+    db = battery.fresh()
+    count = fault_env.statement_count(killed_at(0, battery.fresh(), "--legacy-wal", "ingest", *bundles))
+    killed_at(count, db, "--legacy-wal", "ingest", *bundles)  # before the second run's COMMIT, as the old code wrote
+    with pytest.raises(duckdb.InternalException, match="GetDefaultDatabase"):
+        duckdb.connect(str(db), read_only=True)
+
+    refused = cli(db, "sql", "SELECT count(*) FROM runs")
+    assert one_line_error(refused) is None, refused.stderr
+    assert str(db) in refused.stderr and f"attnwatch --db {db} history recover" in refused.stderr
+
+    fixed = cli(db, "history", "recover")
+    assert fixed.returncode == 0, fixed.stderr
+    assert "every committed transaction was kept" in fixed.stdout
+    backups = list(db.parent.glob("history.duckdb.recover-*"))
+    assert len(backups) == 1 and {p.name for p in backups[0].iterdir()} == {"history.duckdb", "history.duckdb.wal"}
+    assert inspect(db).runs == {RUNS[0]: 4}  # the first run was committed (in the log) before the kill
+    assert battery.writable(db, 2) is None
+    again = cli(db, "history", "recover")
+    assert again.returncode == 0 and "nothing to recover" in again.stdout
+
+
+def test_dashboard_shows_a_fault_without_paths(battery):
+    from app.data.store import HistoryUnavailable, current_source, read_frame
+
+    db = battery.fresh()
+    killed_at(fault_env.statement_count(killed_at(0, battery.fresh(), "--legacy-wal", "ingest", str(battery.bundles[0]))),
+              db, "--legacy-wal", "ingest", str(battery.bundles[0]))
+    with pytest.raises(HistoryUnavailable) as caught:
+        read_frame(current_source(db), "SELECT count(*) FROM runs")
+    text = str(caught.value)
+    assert "attnwatch history recover" in text and str(db.parent) not in text and "PID" not in text
+
+
+@pytest.mark.parametrize("text, kind", [
+    ('IO Error: Could not set lock on file "/srv/h.duckdb": Conflicting lock is held in /usr/bin/python3.11 (PID 4242). '
+     'See also https://duckdb.org/docs/stable/connect/concurrency', "LockTimeoutError"),
+    ('IO Error: Could not write file "/srv/h.duckdb.wal": No space left on device', "DiskFullError"),
+    ('FATAL Error: Failed to create checkpoint because of error: Could not write file "/srv/h.duckdb": File too large',
+     "DiskFullError"),
+    ('IO Error: Cannot open file "/srv/h.duckdb": Read-only file system', "ReadOnlyError"),
+    ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
+    ('INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
+     'with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)', "WalReplayError"),
+])
+def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
+    from history.faults import file_fault
+
+    exc = (duckdb.InternalException if "INTERNAL" in text else duckdb.FatalException if "FATAL" in text
+           else duckdb.IOException)(text)
+    fault = file_fault(exc, "team/history.duckdb")
+    assert type(fault).__name__ == kind
+    line = str(fault)
+    assert line.startswith("team/history.duckdb: ") and "\n" not in line
+    assert "/srv" not in line and "PID" not in line and "python" not in line
+    assert "team/history.duckdb" not in fault.reason
+
+
+def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
+    from history.db import open_read, open_write
+    from history.errors import HistoryError
+
+    db = tmp_path / "history.duckdb"
+    db.write_bytes(b"")  # what a creation killed by an older attnwatch left
+    for opener in (open_read, open_write):
+        with pytest.raises(HistoryError, match=r"not a DuckDB database \(0 bytes\)"):
+            with opener(db):
+                pass
+    assert db.read_bytes() == b""
