@@ -213,7 +213,8 @@ class Worker:
         for key in keys:
             raw = raws[key]
             if not raw.error and raw.samples_us:
-                timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}"))
+                timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}",
+                                           self.setup.kernel_configs.get(key, (None, None))))
         apply_gaps(timings, self.setup.families)
         by_case = {t.case_id: t for t in timings}
         for subject, correctness in subjects:
