@@ -230,6 +230,20 @@ def gpu_snapshot() -> str:
         return f"nvidia-smi failed: {exc}"
 
 
+def recorded_args(args: list[str]) -> str:
+    """The job's arguments as choices.toml records them: without --out, whose folder is the
+    tuning machine's and says nothing about the choices."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return " ".join(kept)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="main", help="shape set name (kernels.shapes)")
@@ -406,7 +420,7 @@ def main(argv=None) -> int:
         from scripts.tune_choices import write_choices
 
         write_choices(Path(args.write_choices), result, rounds=args.rounds, commit=args.commit,
-                      job="python3 -m scripts.tune_triton " + " ".join(argv if argv is not None else sys.argv[1:]))
+                      job="python3 -m scripts.tune_triton " + recorded_args(argv if argv is not None else sys.argv[1:]))
     return 0
 
 
