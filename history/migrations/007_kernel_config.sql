@@ -8,3 +8,8 @@
 -- The views over results select r.*, so they show the new columns without being recreated.
 ALTER TABLE results ADD COLUMN kernel_config VARCHAR;
 ALTER TABLE results ADD COLUMN kernel_config_source VARCHAR;
+
+-- An alert whose step coincides with a kernel configuration change says which ("m64_n64_w4_s3
+-- -> m64_n128_w4_s3": the usual configuration of the runs before and after the step), apart
+-- from the commit it names. NULL: no change seen, or an alert from before this column.
+ALTER TABLE alerts ADD COLUMN config_change VARCHAR;
