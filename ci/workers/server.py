@@ -18,8 +18,9 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
 
 While working it sends `begin` (case, stage) and `beat` (case, one per timed block), so the
 parent knows the case in flight and whether the worker is alive. Compilation happens once per
-process (kernels cache it); inputs and tuned launch choices are new each round
-(`forget_tuned_choices`).
+process (kernels cache it); inputs are new each round. Launch configurations come from the
+recorded table where it has the problem (kernels/triton/choices.toml: both sides alike), and
+are tuned again each round where it does not (`forget_tuned_choices`).
 
 A CUDA error that poisons the context is sent as `fault` (case, stage, error) and the worker
 exits at once with CRASH_EXIT_CODE; the parent starts a fresh one. A Python error of a variant
@@ -268,12 +269,12 @@ class Worker:
 
 
 def forget_tuned_choices() -> None:
-    """Make the side's kernels tune their launch choices again for this round.
+    """Make the side's kernels decide their launch choices again for this round.
 
-    A choice an autotuner makes once per process (triton_fa2's block configuration) would
-    otherwise be fixed for the whole compare on each side, so a near-tie that flips between the
-    two workers reads as a difference between the revisions (kernels/triton/tuner.py,
-    `forget_choices`). Only a tuner this process already imported is asked, and a revision
+    A recorded choice (kernels/triton/choices.toml) comes back the same on both sides. A choice
+    an autotuner makes in the process (a problem the table lacks) would otherwise be fixed for
+    the whole compare on each side, so a near-tie that flips between the two workers reads as a
+    difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner this process already imported is asked, and a revision
     whose tuner has no `forget_choices` (older than this) keeps its choices."""
     tuner = sys.modules.get("kernels.triton.tuner")
     forget = getattr(tuner, "forget_choices", None)
