@@ -72,7 +72,7 @@ def read_round(bundle_dir: str | Path) -> RoundData:
         case = cases.get(entry.timing.case_id) if entry.timing is not None else None
         if case is not None:
             case.gap_to_sdpa = entry.timing.gap_to_sdpa
-            case.timing = {"kernel_config": entry.timing.kernel_config}
+            case.timing = asdict(entry.timing)  # as the worker reported it (kernel_config among it)
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)
         if zero is not None:  # the reader allows 0 µs; a ratio of medians cannot use it

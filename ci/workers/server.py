@@ -274,8 +274,9 @@ def forget_tuned_choices() -> None:
     A recorded choice (kernels/triton/choices.toml) comes back the same on both sides. A choice
     an autotuner makes in the process (a problem the table lacks) would otherwise be fixed for
     the whole compare on each side, so a near-tie that flips between the two workers reads as a
-    difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner this process already imported is asked, and a revision
-    whose tuner has no `forget_choices` (older than this) keeps its choices."""
+    difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner
+    this process already imported is asked, and a revision whose tuner has no
+    `forget_choices` (older than this) keeps its choices."""
     tuner = sys.modules.get("kernels.triton.tuner")
     forget = getattr(tuner, "forget_choices", None)
     if forget is not None:

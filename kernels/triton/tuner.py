@@ -5,8 +5,8 @@ an explicit tuning job: kernels/triton/choices.py) is used as it is: every proce
 side of a compare, the same. Only a problem the table lacks is tuned here, and its Choice says
 so (`source` "tuned"), so that a stored result shows it ran on a per-process pick.
 
-Tuning in the process: the candidates come from `configs.toml` (per head dim / causal / sequence-length bucket). On a
-GPU each candidate is compiled, run once, and timed with CUDA events (median of several calls,
+Tuning in the process: the candidates come from `configs.toml` (per head dim / causal /
+sequence-length bucket). On a GPU each candidate is compiled, run once, and timed with CUDA events (median of several calls,
 L2 flushed before each by `triton.testing.do_bench`); the fastest wins, near-ties going to the
 candidate listed first (`pick`). A candidate that fails
 to compile or launch (too much shared memory, an option this Triton lacks) is recorded with its
