@@ -193,3 +193,26 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     raw = RawMeasurement(key=case.case_id, samples_us=[10.0, 11.0, 12.0], timing_mode="cuda_events", converged=True)
     timing = case_timing(case, raw, "g", setup.kernel_configs[planned.case_id])
     assert (timing.kernel_config, timing.kernel_config_source) == ("m64_n128_w4_s3", "tuned")
+
+
+def test_the_run_summary_names_cases_tuned_in_the_process():
+    from ci.plan import plan_cases
+    from ci.suite_state import SuiteState
+    from ci.summary import format_summary
+    from kernels.shapes import SHAPES
+
+    state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
+    for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),
+                                ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned")):
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": True,
+                  "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
+                  "kernel_config": config, "kernel_config_source": source}
+        state.apply({"e": "measured", "case": cid, "timing": timing, "samples": [17.0]})
+        state.apply({"e": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
+        state.apply({"e": "outcome", "case": cid, "status": "ok"})
+    state.bench_entries.update(state._gen_entries)  # as the end of a child's generation does
+    text = format_summary(state, "cuda_events")
+    assert "NOTE: 1 cases ran a launch configuration tuned in this process" in text
+    assert "triton_fa2/h100_small/fp16/noncausal" in text.splitlines()[-1]
+    state.timings["triton_fa2/h100_small/fp16/noncausal"]["kernel_config_source"] = "table"
+    assert "tuned in this process" not in format_summary(state, "cuda_events")
