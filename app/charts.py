@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from app.ui import escape_hover, short_sha
+from history.kernel_config import change_text, changed
 
 # At most this many series get a p10–p90 band; more bands than that hide the lines.
 MAX_BANDS = 6
@@ -72,6 +73,32 @@ def variant_color(variant: str) -> str:
     return PALETTE[digest % len(PALETTE)]
 
 
+def _config_hover(s: pd.DataFrame) -> np.ndarray:
+    """Per point, the hover line naming the kernel configuration it ran ("" when none recorded)."""
+    if "kernel_config" not in s:
+        return np.full(len(s), "", dtype=object)
+    sources = s["kernel_config_source"] if "kernel_config_source" in s else pd.Series(None, index=s.index)
+    return np.array([
+        f"<br>config {escape_hover(c, 60)}" + (f" ({escape_hover(src, 20)})" if isinstance(src, str) else "")
+        if isinstance(c, str) else "" for c, src in zip(s["kernel_config"], sources)], dtype=object)
+
+
+def config_changes(series: pd.DataFrame) -> pd.DataFrame:
+    """The points whose kernel configuration differs from the series' previous recorded one:
+    columns series, x, value, run_id, label ("autotuner chose X instead of Y"). A run that
+    recorded none is passed over, not counted as a change."""
+    rows = []
+    if "kernel_config" in series:
+        for name, s in series.groupby("series", sort=False):
+            previous = None
+            for row in s.sort_values("x_order").itertuples():
+                config = row.kernel_config if isinstance(row.kernel_config, str) else None
+                if changed(previous, config):
+                    rows.append((name, row.x, row.value, row.run_id, f"{name}: {change_text(previous, config)}"))
+                previous = config or previous
+    return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])
+
+
 def trend_figure(
     series: pd.DataFrame,
     metric_label: str,
@@ -84,7 +111,9 @@ def trend_figure(
 
     `series` columns: series, variant, shape_id, x (the run's commit label), x_order, value, p10,
     p90 (may be NaN), run_id, commit_sha, commit_message, commit_date, started_at and `marks`
-    (quality marks: such points are drawn hollow). Colour follows the variant, dash the shape.
+    (quality marks: such points are drawn hollow), optionally kernel_config / _source (shown on
+    hover; a run whose configuration changed gets an open diamond). Colour follows the variant,
+    dash the shape.
     `markers` (detection's alerts) columns: x, value, label, kind (a MARKER_STYLE key), run_id.
     `highlight`: (first, last) x labels of a commit range to shade.
     """
@@ -114,6 +143,7 @@ def trend_figure(
             s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
             s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
             marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
+            _config_hover(s),
         ])
         fig.add_trace(go.Scatter(
             x=s["x"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
@@ -124,9 +154,17 @@ def trend_figure(
             hovertemplate=(
                 "%{y:.4g} " + escape_hover(metric_label, 40)
                 + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
-                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[5]}<extra>"
+                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[5]}<extra>"
                 + escape_hover(name, 60) + "</extra>"
             ),
+        ))
+    changes = config_changes(series)
+    if not changes.empty:
+        fig.add_trace(go.Scatter(
+            x=changes["x"], y=changes["value"], mode="markers", name="kernel config changed",
+            marker=dict(symbol="diamond-open", size=14, color="#7f7f7f", line=dict(width=2, color="#7f7f7f")),
+            customdata=list(zip(changes["run_id"], changes["label"].map(lambda t: escape_hover(t, 200)))),
+            hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>config change</extra>",
         ))
     if markers is not None and not markers.empty:
         for kind, (symbol, color) in MARKER_STYLE.items():

@@ -63,6 +63,11 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
         lines.append(f"WARNING: {len(uncovered)} cases kept {blocks} blocks the guard kernel did not cover "
                      f"(samples possibly containing host gaps; most: {worst['case_id']}, "
                      f"{worst['guard_uncovered_blocks']} blocks)")
+    tuned = [t["case_id"] for t in timed if t.get("kernel_config_source") == "tuned"]
+    if tuned:
+        lines.append(f"NOTE: {len(tuned)} cases ran a launch configuration tuned in this process (no recorded "
+                     f"entry for this GPU: kernels/triton/choices.toml), which a fresh process may pick "
+                     f"differently: {', '.join(tuned[:4])}" + (" ..." if len(tuned) > 4 else ""))
     failed_checks = sorted({cid for cid, records in state.correctness.items() if any(not r["passed"] for r in records)})
     if failed_checks:
         lines.append(f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"

@@ -52,6 +52,8 @@ class NewAlert:
     change_pct: float | None
     detail: str = ""
     pool: str | None = None  # the series' pool (history.series_key); None for alerts from before it
+    # "before -> after" when the step coincides with a kernel configuration change (migration 007)
+    config_change: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,9 +248,10 @@ def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
         alert_id = _next_id(con, claims, "alerts", "alert_id")
         con.execute(
             "INSERT INTO alerts (alert_id, dedup_key, kind, metric, case_id, gpu_name, pool, run_id, commit_sha, "
-            "baseline_value, new_value, change_pct, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "baseline_value, new_value, change_pct, detail, config_change) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [alert_id, a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.pool, a.run_id, a.commit_sha, a.baseline_value,
-             a.new_value, a.change_pct, a.detail[:MAX_NOTE]],
+             a.new_value, a.change_pct, a.detail[:MAX_NOTE], a.config_change],
         )
         _append_event(con, claims, alert_id, "opened", a.detail[:MAX_NOTE], actor)
         inserted.append(alert_id)

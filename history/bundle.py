@@ -60,7 +60,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
-    "attnwatch.case_timing": 1,  # extra_info["attnwatch"] of a benchmark.json entry
+    "attnwatch.case_timing": 2,  # extra_info["attnwatch"]; v2: kernel_config, kernel_config_source
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -77,6 +77,7 @@ NCU_RAW_FILE = "ncu_raw.csv"
 UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
+KERNEL_CONFIG_SOURCES = ("table", "tuned", "fixed")  # CaseTiming.kernel_config_source
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
 
 
@@ -179,6 +180,12 @@ class CaseTiming(Summary):
     # None: no guard ran (cpu_wall timing, or a bundle written before these fields).
     guard_retimed_blocks: int | None = None
     guard_uncovered_blocks: int | None = None
+    # The launch configuration the kernel ran with, as its variant reported it
+    # (kernels.variant.Prepared.config, e.g. triton_fa2's "m64_n128_w4_s3"), and how it was
+    # chosen: "table" (recorded per GPU model and problem), "tuned" (timed in the measuring
+    # process), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
+    kernel_config: str | None = rule(None, name=NAME)
+    kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
 
 
 @dataclass

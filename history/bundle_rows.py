@@ -23,12 +23,15 @@ _TIMING_COLUMNS = (
     "graph_median_us", "converged", "rel_spread", "sm_clock_mhz_before", "sm_clock_mhz_after",
     "throttle_reasons", "throttled_samples", "interleave_group",
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
+    "kernel_config", "kernel_config_source",  # migration 007
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
     "gap_to_backends__values": pa.list_(pa.float64()),
     "throttle_reasons": pa.list_(pa.string()),
     "error": pa.string(),
+    "kernel_config": pa.string(),
+    "kernel_config_source": pa.string(),
 }
 
 # Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that

@@ -50,7 +50,17 @@ def builds_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def case_timing_v1_to_v2(document: dict) -> dict:
+    """attnwatch.case_timing v1 -> v2: a timing gains the launch configuration its kernel ran
+    with and how it was chosen; v1 did not record them, so both are unknown (None)."""
+    document.setdefault("kernel_config", None)
+    document.setdefault("kernel_config_source", None)
+    document["schema_version"] = 2
+    return document
+
+
 UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.correctness", 1): correctness_v1_to_v2,
     ("attnwatch.builds", 1): builds_v1_to_v2,
+    ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
 }

@@ -28,6 +28,13 @@ class Prepared:
     `out` is the caller-visible output buffer when the variant writes into one it was given
     (custom kernels); the correctness suite fills it with NaN before each call so that
     unwritten elements fail. Library variants that allocate their own output leave it None.
+
+    `config` names the launch configuration the kernel runs with when the variant chooses one
+    per problem (an autotuner's pick, e.g. "m64_n128_w4_s3"), and `config_source` how it was
+    chosen ("table": recorded per GPU model and problem; "tuned": timed in this process;
+    "fixed": nothing to choose). Every result stores both (kernel_config,
+    kernel_config_source), so a step in a series that coincides with a new configuration is
+    told apart from a code change. None: the variant reports no configuration.
     """
 
     fn: Callable[[], Any]
@@ -36,6 +43,8 @@ class Prepared:
     v: Any
     out: Any | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    config: str | None = None
+    config_source: str | None = None
 
 
 @dataclass

@@ -11,7 +11,11 @@ One invocation does everything a tuning session needs, so it fits one GPU job:
 3. time the correct candidates and the SDPA flash and cuDNN backends round-robin (the same
    rounds, so clock drift hits all alike): L2 flushed before every call, one CUDA-event pair
    per call, median of the samples;
-4. write everything to a JSON file and print a compact table last.
+4. write everything to a JSON file and print a compact table last;
+5. with --write-choices, record per named shape the configuration the tuner's rule
+   (`tuner.pick`: configs.toml's bucket order, its tie margin) takes from these medians in
+   kernels/triton/choices.toml, with the medians and the job's provenance: the table runs
+   use instead of tuning in each process (kernels/triton/choices.py). Review its diff.
 
 Candidates are the configs.toml configurations (default) or, with --explore, that list plus
 the extra ones below. Run from the repository root: `python3 -m scripts.tune_triton`.
@@ -35,6 +39,7 @@ from pathlib import Path
 from kernels.inputs import make_inputs, make_output
 from kernels.cases import Case
 from kernels.shapes import SHAPES, adhoc_shape, shape_set
+from kernels.triton.choices import CHOICES_FILE
 from kernels.triton.configs import BlockConfig, load_table, runs_exactly
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MiB L2
@@ -225,6 +230,20 @@ def gpu_snapshot() -> str:
         return f"nvidia-smi failed: {exc}"
 
 
+def recorded_args(args: list[str]) -> str:
+    """The job's arguments as choices.toml records them: without --out, whose folder is the
+    tuning machine's and says nothing about the choices."""
+    kept, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--out":
+            skip = True
+        elif not arg.startswith("--out="):
+            kept.append(arg)
+    return " ".join(kept)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default="main", help="shape set name (kernels.shapes)")
@@ -235,6 +254,10 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for tune_triton.json")
     parser.add_argument("--dtypes", default="fp16,bf16")
     parser.add_argument("--only", default="", help="comma-separated config names to keep (default: all)")
+    parser.add_argument("--write-choices", nargs="?", const=str(CHOICES_FILE), default=None, metavar="PATH",
+                        help="record the chosen configuration per named shape in this choices table "
+                             "(default kernels/triton/choices.toml)")
+    parser.add_argument("--commit", default=None, help="the commit tuned (default: git rev-parse HEAD)")
     parser.add_argument("--dry-run", action="store_true",
                         help="CPU check of this script under TRITON_INTERPRET=1 at tiny shapes (no SDPA)")
     args = parser.parse_args(argv)
@@ -393,6 +416,11 @@ def main(argv=None) -> int:
               f"{r.get('sdpa_flash', float('nan')):8.2f} {r.get('sdpa_cudnn', float('nan')):8.2f} "
               f"{r.get('x_sdpa_flash', float('nan')):7.3f} {r.get('x_sdpa_cudnn', float('nan')):7.3f} {r['rel_err']:8.1e}")
     print(f"wall {result['wall_s']:.0f} s; smi before: {result['smi_before']}; after: {result['smi_after']}")
+    if args.write_choices:
+        from scripts.tune_choices import write_choices
+
+        write_choices(Path(args.write_choices), result, rounds=args.rounds, commit=args.commit,
+                      job="python3 -m scripts.tune_triton " + recorded_args(argv if argv is not None else sys.argv[1:]))
     return 0
 
 

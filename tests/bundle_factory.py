@@ -106,6 +106,7 @@ def make_bundle(
     environment: dict | None = None,
     timing_overrides: dict[str, dict] | None = None,
     incorrect: tuple[str, ...] = (),
+    kernel_configs: dict[str, str] | None = None,
 ) -> Path:
     """Write one bundle and return its directory.
 
@@ -117,7 +118,10 @@ def make_bundle(
     `timing_overrides` maps case ids to CaseTiming fields to set (e.g. converged=False,
     graph_median_us=..., throttled_samples=...), as the harness would have stored them;
     `incorrect` names cases whose correctness check fails although they timed fine (status ok).
+    `kernel_configs` maps variants to the launch configuration their results record (default:
+    triton_fa2 ran the recorded "m64_n64_w4_s3", as on a GPU with a choices.toml entry).
     """
+    kernel_configs = {"triton_fa2": "m64_n64_w4_s3"} if kernel_configs is None else kernel_configs
     rng = np.random.default_rng(seed)
     started = started_at or datetime(2026, 11, 1, 12, 0, tzinfo=timezone.utc)
     run_id = run_id or f"run-{seed}-{int(started.timestamp())}"
@@ -166,6 +170,8 @@ def make_bundle(
             gap_to_backends=backends,
             gap_to_fastest_backend=backends[fastest] if fastest else None,
             fastest_backend=fastest, sm_clock_mhz_before=1980, sm_clock_mhz_after=1980,
+            kernel_config=kernel_configs.get(variant),
+            kernel_config_source="table" if variant in kernel_configs else None,
         )
         if timing_overrides and cid in timing_overrides:
             timing = replace(timing, **timing_overrides[cid])

@@ -184,3 +184,28 @@ def test_alerts_list_links_each_alert_to_its_trend(tmp_path, db_path, capsys):
     assert (f"plot: https://perf.example.org/trends?gpu=NVIDIA+H200&metric=median_us&variants=triton_fa2"
             f"&shapes=l4_mission&dtype=fp16&causal=0&commits=..{step}") in out
     assert out.count("plot: https://perf.example.org/trends?") == len([a for a in _alerts(db_path) if a.kind == "regression"])
+
+
+def test_a_step_with_a_new_kernel_configuration_says_so_apart_from_the_commit(tmp_path, db_path):
+    """The autotuner's pick changed with the step: the alert names both configurations."""
+    paths = []
+    for i in range(16):
+        paths.append(make_bundle(
+            tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", started_at=T0 + timedelta(hours=i),
+            commit_date=T0 + timedelta(hours=i), variants=("sdpa", "triton_fa2"), seed=i,
+            variant_scale={"triton_fa2": 1.06} if i >= STEP_AT else None,
+            kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= STEP_AT else "m64_n64_w4_s3"}))
+    ingest_paths(db_path, paths)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    steps = [a for a in _alerts(db_path) if a.kind == "regression"]
+    assert steps and {a.commit_sha for a in steps} == {f"{STEP_AT:040x}"}
+    for a in steps:
+        assert a.config_change == "m64_n64_w4_s3 -> m64_n128_w4_s3"
+        assert "autotuner chose m64_n128_w4_s3 instead of m64_n64_w4_s3" in a.detail
+
+
+def test_a_step_on_the_same_configuration_names_none(tmp_path, db_path):
+    _history(tmp_path, db_path, broken_from=99)
+    assert main(["--db", str(db_path), "detect"]) == 0
+    steps = [a for a in _alerts(db_path) if a.kind == "regression"]
+    assert steps and all(a.config_change is None and "autotuner" not in a.detail for a in steps)

@@ -92,7 +92,8 @@ def _interpreter_worker(cases) -> dict:
             rel = float((got.double() - ref).norm() / ref.norm())
             worst = max(worst, rel if rel == rel else float("inf"))
         results[_case_key(case)] = {"rel_err": worst, "nonfinite": nonfinite, "config": chosen,
-                                    "info": prepared.info["config"]}
+                                    "info": prepared.info["config"],
+                                    "reported": [prepared.config, prepared.config_source]}
     return results
 
 
@@ -123,6 +124,8 @@ def test_interpreter_records_the_configuration_it_ran(interpreter_results):
     assert (info["BLOCK_M"], info["BLOCK_N"]) == (first.block_m, first.block_n)
     assert info["num_warps"] == first.num_warps and info["num_stages"] == first.num_stages
     assert info["tuned"] is False  # nothing is timed under the interpreter
+    # what every stored result of it records (CaseTiming.kernel_config / kernel_config_source)
+    assert interpreter_results[_case_key(INTERPRETER_CASES[0])]["reported"] == [first.name, "fixed"]
 
 
 # ---- the config table (data) ---------------------------------------------------------------

@@ -119,8 +119,9 @@ def trend_series(
     """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in commit
     order (commit date, then run start: as detection's `case_series`), oldest first.
 
-    Also returned per point: the run's place on the commit axis (`x`, `x_order`), and what the
-    harness stored about the number's quality (converged, rel_spread, throttled_samples,
+    Also returned per point: the run's place on the commit axis (`x`, `x_order`), the launch
+    configuration the kernel ran with and how it was chosen (kernel_config, _source; NULL when
+    the variant reports none), and what the harness stored about the number's quality (converged, rel_spread, throttled_samples,
     graph_median_us, median_us: app.data.quality marks them). Failed or skipped cases have no
     value and are left out (the chart shows a gap there); a correctness metric is kept for every
     case that was checked, whatever its timing did.
@@ -141,7 +142,7 @@ def trend_series(
                p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
                c.message AS commit_message, c.committed_at AS commit_date,
                r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us,
-               r.timing_mode
+               r.timing_mode, r.kernel_config, r.kernel_config_source
         FROM results r JOIN picked p USING (run_id) {join}
         LEFT JOIN commits c ON c.sha = p.commit_sha
         WHERE {status}{value} IS NOT NULL

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ci.comment.escape import md_code, md_text, safe_url
 from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from history import links as dashboard
+from history.kernel_config import change_text
 
 MARKER = "<!-- attnwatch:compare -->"
 GITHUB_BODY_LIMIT = 65536
@@ -133,6 +134,26 @@ def _correctness_section(report: CompareReport) -> list[str]:
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
+def _config_section(report: CompareReport) -> list[str]:
+    """Cases whose kernel ran another launch configuration on the head than on the base (an
+    autotuner's pick, not the PR's code), and sides whose configuration differed between rounds:
+    said apart from the verdict, which does not tell a code change from a configuration change."""
+    rows = []
+    for c in sorted(report.cases, key=lambda c: c.case_id):
+        if c.config_change:
+            base, head = c.config_change
+            rows.append(f"- {md_code(c.case_id)} ({_VERDICT_MARK[c.verdict]}): {change_text(md_code(base), md_code(head))} "
+                        "on the head; the difference may be the configuration, not the code")
+        for side_name, side in (("base", c.base), ("head", c.head)):
+            if len(side.kernel_configs) > 1:
+                rows.append(f"- {md_code(c.case_id)}: the {side_name} ran "
+                            f"{', '.join(md_code(k) for k in side.kernel_configs[:10])} in different rounds "
+                            "(tuned in the process)")
+    if not rows:
+        return []
+    return ["#### Kernel configuration changes", "", *_table(rows, SECTION_BUDGET, "configuration changes")[0], ""]
+
+
 def _change_row(c: CaseComparison, plot_url: str | None = None, linked: bool = False) -> str:
     """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
     row = (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
@@ -202,6 +223,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     head += _notes(report)
     head += _correctness_section(report)
     head += _failed_section(report)
+    head += _config_section(report)
     tail = []
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     root = safe_url(links.dashboard_root or links.dashboard_url)

@@ -27,6 +27,7 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
                           max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
                           error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"))
     medians = [statistics.median(r.samples_us) for r in measured]
+    configs = list(dict.fromkeys(r.kernel_config for r in measured if r.kernel_config))
     return SideResult(
         status="ok",
         median_us=statistics.fmean(medians),
@@ -37,6 +38,7 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
         max_abs_err=worst("max_abs_err"),
         rel_err=worst("rel_err"),
         error=errors[0] if errors else None,
+        kernel_configs=configs,
     )
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from ci.errors import UserError
 from history.checks import TextRule, Upgrader, load_document, rule
 from history.errors import BundleError
+from history.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 1
+COMPARE_SCHEMA_VERSION = 2  # v2: SideResult.kernel_configs
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -40,8 +41,21 @@ SIDE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported",
 METHODS = ("rounds-t", "hierarchical", "pooled")  # history.detection.ab.METHODS
 # Every string is an identifier-like name unless its field says otherwise.
 TEXT = TextRule(max_len=MAX_NAME)
-# (schema, version) -> upgrade to version + 1; none yet (compare.json is at version 1).
-COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {}
+
+
+def compare_v1_to_v2(document: dict) -> dict:
+    """compare.json v1 -> v2: each side gains the kernel configurations it ran with (v1 did
+    not record them: none)."""
+    for case in document.get("cases") or []:
+        for side in SIDES:
+            if isinstance(case, dict) and isinstance(case.get(side), dict):
+                case[side].setdefault("kernel_configs", [])
+    document["schema_version"] = 2
+    return document
+
+
+# (schema, version) -> upgrade to version + 1.
+COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2}
 
 
 class ReportError(UserError):
@@ -64,6 +78,15 @@ class SideResult:
     max_abs_err: float | None = None
     rel_err: float | None = None
     error: str | None = rule(None, max_len=MAX_TEXT)
+    # The launch configurations the side's kernel ran with, in the order first seen over the
+    # rounds (CaseTiming.kernel_config); one name when every round agreed, none when the
+    # variant reports none.
+    kernel_configs: list[str] = rule(default_factory=list, max_items=100)
+
+    @property
+    def kernel_config(self) -> str | None:
+        """The side's configuration when every round used one and the same."""
+        return self.kernel_configs[0] if len(self.kernel_configs) == 1 else None
 
 
 @dataclass
@@ -90,6 +113,12 @@ class CaseComparison:
     high: float | None = rule(None, positive=True)
     correctness_failed: bool = False  # head failed correctness (base's failures are not the PR's)
     ncu: list[NcuDelta] = rule(default_factory=list, max_items=100)
+
+    @property
+    def config_change(self) -> tuple[str, str] | None:
+        """(base, head) configuration when each side ran one and they differ."""
+        b, h = self.base.kernel_config, self.head.kernel_config
+        return (b, h) if changed(b, h) else None
 
 
 @dataclass

@@ -45,6 +45,12 @@ class CaseRound:
     timing: dict | None = None
     checks: list[dict] = field(default_factory=list)
 
+    @property
+    def kernel_config(self) -> str | None:
+        """The launch configuration the kernel ran with this round (CaseTiming.kernel_config)."""
+        value = (self.timing or {}).get("kernel_config")
+        return value if isinstance(value, str) else None
+
 
 @dataclass
 class RoundData:
@@ -66,6 +72,7 @@ def read_round(bundle_dir: str | Path) -> RoundData:
         case = cases.get(entry.timing.case_id) if entry.timing is not None else None
         if case is not None:
             case.gap_to_sdpa = entry.timing.gap_to_sdpa
+            case.timing = asdict(entry.timing)  # as the worker reported it (kernel_config among it)
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)
         if zero is not None:  # the reader allows 0 µs; a ratio of medians cannot use it

@@ -65,6 +65,8 @@ class CaseSetup:
         self.config = config
         self.families: dict[str, str] = {}
         self.build_failures: dict[str, str] = {}
+        # case id -> (config, config_source) its latest prepare reported (kernels.variant.Prepared)
+        self.kernel_configs: dict[str, tuple[str | None, str | None]] = {}
 
     def device_sync(self) -> None:
         """Wait for all work on the device; raises the device's pending asynchronous error."""
@@ -119,7 +121,9 @@ class CaseSetup:
         over several independent allocations instead of inheriting one allocation's placement.
         """
         count = self.input_set_count(case)
-        fns = [variant.prepare(kcase, self.device, seed + j).fn for j in range(count)]
+        prepared = [variant.prepare(kcase, self.device, seed + j) for j in range(count)]
+        self.kernel_configs[case.case_id] = (prepared[0].config, prepared[0].config_source)
+        fns = [p.fn for p in prepared]
         if count == 1:
             return fns[0]
         state = {"i": 0}

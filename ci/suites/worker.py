@@ -200,7 +200,8 @@ class GroupMeasurer:
                     raw.graph_median_us, raw.graph_note = graph_replay_us(
                         subject.fn, self.flusher, self.config.graph_calls, self.config.graph_replays)
             case = by_id[subject.key]
-            timing = case_timing(case, raw, f"{group}#{os.getpid()}")
+            timing = case_timing(case, raw, f"{group}#{os.getpid()}",
+                                 self.setup.kernel_configs.get(subject.key, (None, None)))
             timings.append((timing, raw))
         apply_gaps([t for t, _ in timings], self.families)
         for timing, raw in timings:

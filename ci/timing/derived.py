@@ -21,8 +21,10 @@ from history.bundle import CaseTiming
 from history.statistics import summarize
 
 
-def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str) -> CaseTiming:
-    """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`)."""
+def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
+                kernel_config: tuple[str | None, str | None] = (None, None)) -> CaseTiming:
+    """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`).
+    `kernel_config` is what the variant's Prepared said it ran: (config, config_source)."""
     s = summarize(raw.samples_us)
     return CaseTiming(
         case_id=case.case_id,
@@ -48,6 +50,8 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str) -
         interleave_group=interleave_group,
         guard_retimed_blocks=raw.guard_retimed_blocks,
         guard_uncovered_blocks=raw.guard_uncovered_blocks,
+        kernel_config=kernel_config[0],
+        kernel_config_source=kernel_config[1],
     )
 
 

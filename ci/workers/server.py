@@ -18,8 +18,9 @@ input channel (ci/workers/protocol.py) until told to stop or its parent goes awa
 
 While working it sends `begin` (case, stage) and `beat` (case, one per timed block), so the
 parent knows the case in flight and whether the worker is alive. Compilation happens once per
-process (kernels cache it); inputs and tuned launch choices are new each round
-(`forget_tuned_choices`).
+process (kernels cache it); inputs are new each round. Launch configurations come from the
+recorded table where it has the problem (kernels/triton/choices.toml: both sides alike), and
+are tuned again each round where it does not (`forget_tuned_choices`).
 
 A CUDA error that poisons the context is sent as `fault` (case, stage, error) and the worker
 exits at once with CRASH_EXIT_CODE; the parent starts a fresh one. A Python error of a variant
@@ -213,7 +214,8 @@ class Worker:
         for key in keys:
             raw = raws[key]
             if not raw.error and raw.samples_us:
-                timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}"))
+                timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}",
+                                           self.setup.kernel_configs.get(key, (None, None))))
         apply_gaps(timings, self.setup.families)
         by_case = {t.case_id: t for t in timings}
         for subject, correctness in subjects:
@@ -267,13 +269,14 @@ class Worker:
 
 
 def forget_tuned_choices() -> None:
-    """Make the side's kernels tune their launch choices again for this round.
+    """Make the side's kernels decide their launch choices again for this round.
 
-    A choice an autotuner makes once per process (triton_fa2's block configuration) would
-    otherwise be fixed for the whole compare on each side, so a near-tie that flips between the
-    two workers reads as a difference between the revisions (kernels/triton/tuner.py,
-    `forget_choices`). Only a tuner this process already imported is asked, and a revision
-    whose tuner has no `forget_choices` (older than this) keeps its choices."""
+    A recorded choice (kernels/triton/choices.toml) comes back the same on both sides. A choice
+    an autotuner makes in the process (a problem the table lacks) would otherwise be fixed for
+    the whole compare on each side, so a near-tie that flips between the two workers reads as a
+    difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner
+    this process already imported is asked, and a revision whose tuner has no
+    `forget_choices` (older than this) keeps its choices."""
     tuner = sys.modules.get("kernels.triton.tuner")
     forget = getattr(tuner, "forget_choices", None)
     if forget is not None:

@@ -7,7 +7,9 @@ history.changepoints finds level shifts with a penalty from the series' own nois
 at least the GPU's min_effect that holds for min_persist runs becomes an alert. Correctness
 failures on main are always alerts, one per failing streak. Dedup keys carry the commit of
 the step, so rescans add nothing new; a step that PELT re-places a run or two away as more data
-arrives is recognised as the same finding (`shift_tolerance`).
+arrives is recognised as the same finding (`shift_tolerance`). A step whose runs before and
+after used different kernel configurations (results.kernel_config: an autotuner's pick) says so
+in its detail and in `config_change` ("before -> after"), apart from the commit it names.
 
 Two hosts of one GPU model are two series unless their runners declared one pool: a constant
 offset between hosts is then neither a step nor noise. Thresholds stay per GPU model
@@ -24,10 +26,12 @@ from typing import Callable
 from history.alerts import NewAlert
 from history.changepoints import significant_steps
 from history.detection.thresholds import Thresholds
+from history.kernel_config import change_text, segment_change
 
 # Scanned columns of `case_series`: column -> (index in the _series row, label for people).
 METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}
 POOL = 8  # index of series_pool in a _series row
+KERNEL_CONFIG = 9  # index of kernel_config in a _series row
 SHIFT_TOLERANCE = 2  # runs either side of a step's commit that count as the same step
 
 
@@ -55,7 +59,8 @@ def _series(con, gpu: str | None, window: int):
     params = [gpu] if gpu else []
     return con.execute(
         f"""
-        SELECT case_id, series_gpu, series_index, run_id, commit_sha, median_us, gap_to_sdpa, synthetic, series_pool
+        SELECT case_id, series_gpu, series_index, run_id, commit_sha, median_us, gap_to_sdpa, synthetic, series_pool,
+               kernel_config
         FROM (SELECT *, row_number() OVER (PARTITION BY case_id, series_gpu, series_pool ORDER BY series_index DESC) AS back
               FROM case_series {where})
         WHERE back <= {int(window)}
@@ -85,15 +90,26 @@ def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanRe
             kind = "regression" if step.ratio > 1 else "improvement"
             row = rows[row_index]
             synthetic = " (synthetic data)" if row[7] else ""
+            config = config_step(rows, points, step)
+            config_note = f"; {change_text(*config)} (a configuration change)" if config else ""
             report.findings.append(NewAlert(
                 dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or "", pool or ""),
                 kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row[3], commit_sha=row[4],
                 baseline_value=step.before, new_value=step.after, change_pct=step.change * 100.0,
                 detail=(f"{label} {step.change * 100:+.1f}% at {str(row[4])[:12]}: median {step.before:.4g} over "
                         f"{step.points_before} runs before, {step.after:.4g} over {step.points_after} runs after"
-                        f"{synthetic}"),
+                        f"{config_note}{synthetic}"),
+                config_change=f"{config[0]} -> {config[1]}" if config else None,
             ))
             known.add((case_id, gpu or "", pool or "", column, row[4] or ""))
+
+
+def config_step(rows: list[tuple], points: list[tuple[int, float]], step) -> tuple[str, str] | None:
+    """(configuration before, after) when the runs either side of a step used different kernel
+    configurations (history.kernel_config: the usual one of each segment)."""
+    before = points[step.index - step.points_before: step.index]
+    after = points[step.index: step.index + step.points_after]
+    return segment_change((rows[i][KERNEL_CONFIG] for i, _ in before), (rows[i][KERNEL_CONFIG] for i, _ in after))
 
 
 def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) -> None:

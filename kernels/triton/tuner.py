@@ -1,7 +1,12 @@
-"""Pick the block configuration of the Triton FA2 forward for one problem, on the device.
+"""Pick the block configuration of the Triton FA2 forward for one problem.
 
-The candidates come from `configs.toml` (per head dim / causal / sequence-length bucket). On a
-GPU each candidate is compiled, run once, and timed with CUDA events (median of several calls,
+On a GPU the configuration recorded for this GPU model and problem (choices.toml, written by
+an explicit tuning job: kernels/triton/choices.py) is used as it is: every process, every
+side of a compare, the same. Only a problem the table lacks is tuned here, and its Choice says
+so (`source` "tuned"), so that a stored result shows it ran on a per-process pick.
+
+Tuning in the process: the candidates come from `configs.toml` (per head dim / causal /
+sequence-length bucket). On a GPU each candidate is compiled, run once, and timed with CUDA events (median of several calls,
 L2 flushed before each by `triton.testing.do_bench`); the fastest wins, near-ties going to the
 candidate listed first (`pick`). A candidate that fails
 to compile or launch (too much shared memory, an option this Triton lacks) is recorded with its
@@ -18,7 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kernels.triton.configs import BlockConfig, ConfigTable, load_table
+from kernels.triton.choices import ChoiceTable, load_choices, problem_id
+from kernels.triton.configs import BlockConfig, ConfigTable, load_table, runs_exactly
 from kernels.triton.fa2_fwd import make_launcher
 
 # Timing budget per candidate (milliseconds of do_bench warm-up and measurement): enough for a
@@ -34,16 +40,26 @@ class Trial:
     error: str | None = None
 
 
+# Where a Choice came from (stored with every result as kernel_config_source):
+SOURCES = {
+    "table": "recorded for this GPU model and problem in choices.toml",
+    "tuned": "timed in this process: the table has no entry for this GPU and problem",
+    "fixed": "the only candidate (or the interpreter's): nothing to choose",
+}
+
+
 @dataclass
 class Choice:
     config: BlockConfig
-    tuned: bool  # False under the interpreter (no timing) or when only one candidate fits
+    tuned: bool  # timed in this process (source "tuned")
     trials: list[Trial] = field(default_factory=list)
+    source: str = "fixed"  # a key of SOURCES
 
     def as_record(self) -> dict:
         return {
             **self.config.as_record(),
             "tuned": self.tuned,
+            "source": self.source,
             "trials": [t.__dict__ for t in self.trials],
         }
 
@@ -65,27 +81,67 @@ def candidates_for(table: ConfigTable, q, causal: bool) -> list[BlockConfig]:
 
 
 def forget_choices() -> None:
-    """Drop this process's choices: the next `choose` of each problem tunes again.
+    """Drop this process's choices: the next `choose` of each problem decides again.
 
-    For a compare (ci/workers/server.py), which re-tunes every round: where two candidates are
-    near a tie at small sizes, the fastest differs between processes (on the H200, 2026-11-23, a
-    warm worker per side read triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen
-    once per worker, that flip is a constant difference between the sides that no round can
-    show; chosen every round, it is round-to-round noise the interval includes."""
+    A recorded choice (choices.toml) comes back the same, so both sides of a compare run the
+    same configuration every round. For a problem the table lacks, the compare
+    (ci/workers/server.py) re-tunes every round: where two candidates are near a tie, the
+    fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
+    triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen once per worker, that
+    flip is a constant difference between the sides that no round can show; chosen every
+    round, it is round-to-round noise the interval includes."""
     _CACHE.clear()
 
 
-def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None) -> Choice:
-    """The configuration to run this problem with (tuned on the device, cached per problem)."""
+def dtype_name(q) -> str:
+    """The case dtype name of a tensor ("fp16", "bf16"; anything else as torch names it)."""
+    name = str(q.dtype).removeprefix("torch.")
+    return {"float16": "fp16", "bfloat16": "bf16"}.get(name, name)
+
+
+def device_name(q) -> str | None:
+    """The GPU model the tensor lives on, as CUDA names it (the bundle's gpu_name)."""
+    if not q.is_cuda:
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(q.device)
+
+
+def recorded(q, causal: bool, table: ConfigTable, choices: ChoiceTable, gpu: str | None) -> BlockConfig | None:
+    """The configuration choices.toml records for this GPU model and problem, if it runs it exactly."""
+    if gpu is None:
+        return None
+    b, h, s, d = q.shape
+    entry = choices.lookup(gpu, problem_id(b, h, s, d), dtype_name(q), causal)
+    if entry is None:
+        return None
+    config = table.configs[entry.config]
+    if not runs_exactly(config, causal, s):
+        raise ValueError(f"choices.toml: {entry.problem}/{entry.dtype} records {config.name!r}, "
+                         f"which cannot run S={s} exactly")
+    return config
+
+
+def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None,
+           choices: ChoiceTable | None = None, gpu: str | None = None) -> Choice:
+    """The configuration to run this problem with: the recorded one where choices.toml has
+    it, else tuned on the device (cached per problem for the process). `gpu` defaults to the
+    model of q's device (tests name one)."""
     table = table or load_table()
-    key = (tuple(q.shape), bool(causal), str(q.dtype), str(q.device), interpreting())
+    gpu = gpu or device_name(q)
+    key = (tuple(q.shape), bool(causal), str(q.dtype), str(q.device), gpu, interpreting())
     if key in _CACHE:
         return _CACHE[key]
-    found = candidates_for(table, q, causal)
-    if interpreting() or len(found) == 1:
-        choice = Choice(found[0], tuned=False)
+    fixed = None if interpreting() else recorded(q, causal, table, choices or load_choices(), gpu)
+    if fixed is not None:
+        choice = Choice(fixed, tuned=False, source="table")
     else:
-        choice = time_candidates(q, k, v, out, causal, found, table.tie_margin)
+        found = candidates_for(table, q, causal)
+        if interpreting() or len(found) == 1:
+            choice = Choice(found[0], tuned=False, source="fixed")
+        else:
+            choice = time_candidates(q, k, v, out, causal, found, table.tie_margin)
     _CACHE[key] = choice
     return choice
 
@@ -105,7 +161,7 @@ def time_candidates(q, k, v, out, causal: bool, found: list[BlockConfig], tie_ma
             trials.append(Trial(config.name, error=f"{type(exc).__name__}: {str(exc)[:300]}"))
     best = pick(trials, tie_margin)
     by_name = {c.name: c for c in found}
-    return Choice(by_name[best.config], tuned=True, trials=trials)
+    return Choice(by_name[best.config], tuned=True, trials=trials, source="tuned")
 
 
 def pick(trials: list[Trial], tie_margin: float) -> Trial:

@@ -1,10 +1,11 @@
 """`triton_fa2`: the fused FlashAttention-2 forward written in Triton (kernels/triton/fa2_fwd.py).
 
-`prepare` draws the inputs, picks the block configuration (timed on the GPU over the candidates
-that configs.toml lists for the problem's bucket; the first interpreter candidate under
-TRITON_INTERPRET=1), compiles and runs the kernel once, all outside the timed region, and
+`prepare` draws the inputs, picks the block configuration (the one choices.toml records for
+this GPU model and problem; else timed on the GPU over the candidates that configs.toml lists
+for the problem's bucket; the first interpreter candidate under TRITON_INTERPRET=1), compiles and runs the kernel once, all outside the timed region, and
 returns a callable that is one kernel launch into the preallocated `out`. The chosen
-configuration, the tuning trials and the compiler's resource report go into `Prepared.info`.
+configuration, the tuning trials and the compiler's resource report go into `Prepared.info`;
+its name and how it was chosen into `Prepared.config` / `config_source` (stored per result).
 
 Triton is imported lazily: this module is listed by kernels.variants and must import on a
 dashboard host that has neither torch nor Triton.
@@ -68,7 +69,8 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
         torch.cuda.synchronize(q.device)
     else:
         run()
-    return Prepared(fn=run, q=q, k=k, v=v, out=out, info=info)
+    return Prepared(fn=run, q=q, k=k, v=v, out=out, info=info, config=choice.config.name,
+                    config_source=choice.source)
 
 
 def _build() -> BuildReport:

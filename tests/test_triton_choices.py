@@ -1,0 +1,218 @@
+"""The recorded configuration table (kernels/triton/choices.toml) and how runs use it.
+
+A run reads its Triton configuration from the table for its GPU model and problem, so fresh
+processes agree; only a problem the table lacks is tuned in the process, and says so.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from kernels.shapes import shape_set
+from kernels.triton import tuner
+from kernels.triton.choices import (
+    CHOICES_FILE, HEADER, ChoiceTable, Recorded, Tuning, load_choices, merged, parse_choices, problem_id,
+    render_choices,
+)
+from kernels.triton.configs import ConfigError, load_table, runs_exactly
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+H200 = "NVIDIA H200"
+TUNING = {"gpu": H200, "date": "2026-11-26", "commit": "abc1234", "torch": "2.11.0", "triton": "3.6.0",
+          "job": "python3 -m scripts.tune_triton --write-choices", "tie_margin": 0.02, "rounds": 200}
+CHOICE = {"gpu": H200, "problem": "b4_h16_s2048_d64", "dtype": "fp16", "causal": False,
+          "config": "m128_n64_w8_s3", "trials_us": {"m64_n64_w4_s3": 164.7, "m128_n64_w8_s3": 160.5}}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_tuner():
+    tuner.forget_choices()
+    yield
+    tuner.forget_choices()
+
+
+def _meta(b, h, s, d, dtype=torch.float16):
+    return torch.empty(b, h, s, d, dtype=dtype, device="meta")
+
+
+def test_the_committed_table_covers_the_main_shapes_on_the_h200_and_each_entry_runs_its_problem():
+    table, configs = load_choices(), load_table()
+    assert H200 in table.tunings and table.tunings[H200].commit
+    for shape in shape_set("main"):
+        for causal in (False, True):
+            entry = table.lookup(H200, problem_id(shape.batch, shape.heads, shape.seq_len, shape.head_dim), "fp16", causal)
+            assert entry is not None, (shape.id, causal)
+            assert runs_exactly(configs.configs[entry.config], causal, shape.seq_len)
+            assert entry.config in entry.trials_us  # chosen from what the job measured
+
+
+def test_a_recorded_problem_uses_the_table_without_timing_anything(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(tuner, "time_candidates", lambda *a, **k: pytest.fail("a recorded problem was timed"))
+    q = _meta(4, 16, 2048, 64)
+    choice = tuner.choose(q, q, q, q, causal=False, gpu=H200)
+    expected = load_choices().lookup(H200, "b4_h16_s2048_d64", "fp16", False).config
+    assert (choice.config.name, choice.source, choice.tuned) == (expected, "table", False)
+    assert choice.as_record()["source"] == "table"
+
+
+def test_a_problem_the_table_lacks_is_tuned_in_the_process_and_says_so(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    timed = []
+
+    def fake_timing(q, k, v, out, causal, found, margin):
+        timed.append([c.name for c in found])
+        return tuner.Choice(found[-1], tuned=True, trials=[], source="tuned")
+
+    monkeypatch.setattr(tuner, "time_candidates", fake_timing)
+    q = _meta(3, 16, 2048, 64)  # B=3: no entry
+    choice = tuner.choose(q, q, q, q, causal=False, gpu=H200)
+    assert choice.source == "tuned" and timed
+    q = _meta(4, 16, 2048, 64)  # recorded, but for another GPU model only
+    assert tuner.choose(q, q, q, q, causal=False, gpu="NVIDIA H100 80GB HBM3").source == "tuned"
+    q = _meta(4, 16, 2048, 64, torch.bfloat16)  # recorded for fp16 only
+    assert tuner.choose(q, q, q, q, causal=False, gpu=H200).source == "tuned"
+
+
+_FRESH = """
+import json, torch
+from kernels.shapes import shape_set
+from kernels.triton import tuner
+out = {}
+for s in shape_set("main"):
+    for causal in (False, True):
+        q = torch.empty(s.batch, s.heads, s.seq_len, s.head_dim, dtype=torch.float16, device="meta")
+        c = tuner.choose(q, q, q, q, causal, gpu="NVIDIA H200")
+        out[f"{s.id}/{causal}"] = [c.config.name, c.source]
+print(json.dumps(out))
+"""
+
+
+def test_three_fresh_processes_choose_the_same_configurations():
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", _FRESH], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err[-2000:]
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert results[0] == results[1] == results[2]
+    assert {source for _, source in results[0].values()} == {"table"}
+
+
+def _doc(**changes):
+    choice = {**CHOICE, **changes.pop("choice", {})}
+    return {"tuning": [{**TUNING, **changes.pop("tuning", {})}], "choice": [choice], **changes}
+
+
+@pytest.mark.parametrize("document, field", [
+    (_doc(choice={"config": "m999"}), "'config'"),
+    (_doc(choice={"dtype": "fp8"}), "'dtype'"),
+    (_doc(choice={"causal": "no"}), "'causal'"),
+    (_doc(choice={"gpu": "NVIDIA B200"}), "[[tuning]]"),
+    (_doc(choice={"trials_us": {"m64_n64_w4_s3": -1}}), "'trials_us'"),
+    (_doc(tuning={"rounds": True}), "'rounds'"),
+    ({"tuning": [TUNING], "choice": [CHOICE, CHOICE]}, "twice"),
+])
+def test_a_malformed_entry_names_the_file_and_the_field(document, field):
+    with pytest.raises(ConfigError, match=r"choices\.toml: \[\[(choice|tuning)\]\] #\d") as info:
+        parse_choices(document, "choices.toml", load_table())
+    assert field in str(info.value)
+
+
+def test_rendered_table_reads_back_the_same_in_a_stable_order(tmp_path):
+    base = parse_choices(_doc(), "choices.toml", load_table())
+    other = Recorded(H200, "b1_h8_s512_d64", "fp16", True, "m64_n64_w4_s5", {"m64_n64_w4_s5": 10.66})
+    table = merged(base, Tuning(**{**TUNING, "commit": "def5678"}), [other])
+    text = render_choices(table, HEADER)
+    assert parse_choices(tomllib.loads(text), "x", load_table()) == table
+    assert render_choices(merged(base, table.tunings[H200], [other]), HEADER) == text  # order-independent
+    assert table.tunings[H200].commit == "def5678"
+
+
+def test_the_tuning_job_applies_the_tuners_rule_to_its_medians(tmp_path):
+    from scripts.tune_choices import write_choices
+
+    def case(shape_id, b, h, s, d, causal, medians):
+        return {"case": f"triton_fa2/{shape_id}/fp16/{'causal' if causal else 'noncausal'}",
+                "shape": {"id": shape_id, "batch": b, "heads": h, "seq_len": s, "head_dim": d},
+                "candidates": {n: {"median_us": us} for n, us in medians.items()}}
+
+    result = {"gpu": "NVIDIA Test GPU", "torch": "2.11.0", "triton": "3.6.0", "cases": [
+        # bucket order m64_n64_w4_s3, m128_n64_w8_s3, m128_n64_w8_s4: 1.5% faster is within the tie margin
+        case("b4_h16_s2k", 4, 16, 2048, 64, False,
+             {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 98.5, "m128_n64_w8_s4": 99.0}),
+        case("b16_h16_s2k", 16, 16, 2048, 64, False,
+             {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 90.0}),  # 10% faster wins
+        case("s777_odd", 2, 4, 777, 64, False, {"m64_n64_w4_s3": 10.0}),  # not a named shape: not recorded
+    ]}
+    path = tmp_path / "choices.toml"
+    write_choices(path, result, rounds=200, commit="abc1234", job="python3 -m scripts.tune_triton --write-choices")
+    table = parse_choices(tomllib.loads(path.read_text()), path.name, load_table())
+    gpu = "NVIDIA Test GPU"
+    assert table.lookup(gpu, "b4_h16_s2048_d64", "fp16", False).config == "m64_n64_w4_s3"
+    assert table.lookup(gpu, "b16_h16_s2048_d64", "fp16", False).config == "m128_n64_w8_s3"
+    assert len(table.entries) == 2 and table.tunings[gpu].commit == "abc1234"
+
+
+def test_the_recorded_job_line_names_no_machine_folder():
+    from scripts.tune_triton import recorded_args
+
+    assert recorded_args(["--shapes", "main", "--out", "/somewhere/out", "--out=/x", "--write-choices"]) == \
+        "--shapes main --write-choices"
+    assert "/" not in load_choices(CHOICES_FILE).tunings[H200].job.split("tune_triton", 1)[1]
+
+
+def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
+    """CaseSetup keeps what Prepared said; case_timing stores it (worker and compare server alike)."""
+    from ci.suites.case_setup import CaseSetup
+    from ci.timing.derived import case_timing
+    from ci.timing.engine import RawMeasurement
+    from kernels.shapes import adhoc_shape
+    from kernels.variant import Prepared
+
+    variant = SimpleNamespace(prepare=lambda case, device, seed: Prepared(
+        fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"))
+    setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
+    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16))
+    setup.prepare_rotation(variant, None, planned, 0)
+    assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
+    from ci.plan import PlannedCase
+
+    case = PlannedCase(variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16",
+                       causal=False)
+    raw = RawMeasurement(key=case.case_id, samples_us=[10.0, 11.0, 12.0], timing_mode="cuda_events", converged=True)
+    timing = case_timing(case, raw, "g", setup.kernel_configs[planned.case_id])
+    assert (timing.kernel_config, timing.kernel_config_source) == ("m64_n128_w4_s3", "tuned")
+
+
+def test_the_run_summary_names_cases_tuned_in_the_process():
+    from ci.plan import plan_cases
+    from ci.suite_state import SuiteState
+    from ci.summary import format_summary
+    from kernels.shapes import SHAPES
+
+    state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
+    for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),
+                                ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned")):
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": True,
+                  "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
+                  "kernel_config": config, "kernel_config_source": source}
+        state.apply({"e": "measured", "case": cid, "timing": timing, "samples": [17.0]})
+        state.apply({"e": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
+        state.apply({"e": "outcome", "case": cid, "status": "ok"})
+    state.bench_entries.update(state._gen_entries)  # as the end of a child's generation does
+    text = format_summary(state, "cuda_events")
+    assert "NOTE: 1 cases ran a launch configuration tuned in this process" in text
+    assert "triton_fa2/h100_small/fp16/noncausal" in text.splitlines()[-1]
+    state.timings["triton_fa2/h100_small/fp16/noncausal"]["kernel_config_source"] = "table"
+    assert "tuned in this process" not in format_summary(state, "cuda_events")
