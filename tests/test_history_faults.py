@@ -91,9 +91,14 @@ def test_an_unreplayable_wal_names_the_recovery_command_and_recover_keeps_every_
     with pytest.raises(duckdb.InternalException, match="GetDefaultDatabase"):
         duckdb.connect(str(db), read_only=True)
 
-    refused = cli(db, "sql", "SELECT count(*) FROM runs")
+    refused = cli(db, "alerts", "list")
     assert one_line_error(refused) is None, refused.stderr
     assert str(db) in refused.stderr and f"attnwatch --db {db} history recover" in refused.stderr
+    # User SQL names the history by its file name only (history.sql_guard.public_text), as the
+    # dashboard's SQL page does, and still points to the command.
+    queried = cli(db, "sql", "SELECT count(*) FROM runs")
+    assert one_line_error(queried) is None, queried.stderr
+    assert "history.duckdb" in queried.stderr and "history recover" in queried.stderr
 
     fixed = cli(db, "history", "recover")
     assert fixed.returncode == 0, fixed.stderr
