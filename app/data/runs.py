@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.data.store import HistoryUnavailable, Source, cached_query, read_frame
+from app.data.store import HistoryUnavailable, Source, cached_query, read_frame, read_frames
 from history.settings import DEFAULT_BRANCH_SQL
 
 # A run is identified to people by its commit and time; these columns describe it everywhere.
@@ -36,22 +36,22 @@ def history_shape(source: Source) -> HistoryShape:
     """Counts of runs and results, and the GPUs measured; an unmigrated file counts as empty."""
     if not source.exists:
         return HistoryShape(0, 0, 0, ())
-    tables = read_frame(source, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
-    if not {"runs", "results"} <= set(tables["table_name"]):
-        return HistoryShape(0, 0, 0, ())
-    counts = read_frame(
-        source,
-        """
-        SELECT (SELECT count(*) FROM runs) AS runs,
-               (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
-               (SELECT count(*) FROM results) AS results
-        """,
-    ).iloc[0]
-    gpus = read_frame(
-        source,
-        "SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu",
-    )
-    return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+
+    def body(query) -> HistoryShape:  # one connection: every page asks this first, cold
+        tables = query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
+        if not {"runs", "results"} <= set(tables["table_name"]):
+            return HistoryShape(0, 0, 0, ())
+        counts = query(
+            """
+            SELECT (SELECT count(*) FROM runs) AS runs,
+                   (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
+                   (SELECT count(*) FROM results) AS results
+            """,
+        ).iloc[0]
+        gpus = query("SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu")
+        return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+
+    return read_frames(source, body)
 
 
 @cached_query

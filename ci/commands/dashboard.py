@@ -39,9 +39,11 @@ def register(subparsers) -> None:
 
 
 def streamlit_command(port: int, host: str) -> list[str]:
-    """The exact `streamlit run` command line: headless, no usage statistics, no file watcher."""
+    """The exact `streamlit run` command line: headless, no usage statistics, no file watcher;
+    through `app.serve`, which imports the dashboard's modules before the server listens, so the
+    first visitor does not wait for them."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(entrypoint()),
+        sys.executable, "-m", "app.serve", "run", str(entrypoint()),
         "--server.port", str(port),
         "--server.address", host,
         "--server.headless", "true",
