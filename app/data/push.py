@@ -31,7 +31,7 @@ import pandas as pd
 from app.data import compare, quality
 from app.data.store import Source, cached_query, read_frame, read_frames
 from history.detection.thresholds import load_thresholds
-from history.links import case_trend_query, commit_range
+from history.links import case_trend_query, commit_range, relative
 from history.settings import DEFAULT_BRANCH_SQL
 
 NO_SAMPLES = "ratio only (no samples stored)"
@@ -146,7 +146,8 @@ def _pairs_and_samples(source: Source, compared: pd.DataFrame):
 @cached_query
 def push_changes(source: Source) -> pd.DataFrame:
     """Every case of every GPU's newest main run against the run before it, with `section`
-    (SECTIONS, or None), `real` (assess) and the Trends query that shows the case around the push."""
+    (SECTIONS, or None), `real` (assess) and the Trends query that shows the case around the push
+    (`trend_query`, and as a relative link, `plot`)."""
     pairs = newest_main_runs(source)
     compared = pairs[pairs["base_run"].notna()]
     if compared.empty:
@@ -165,6 +166,7 @@ def push_changes(source: Source) -> pd.DataFrame:
         table["section"], table["real"], table["sort_effect"] = ([j[k] for j in judged] for k in range(3))
         span = commit_range(pair.base_commit, pair.commit_sha)
         table["trend_query"] = [case_trend_query(pair.gpu, c, commits=span, host=pair.host) for c in table["case_id"]]
+        table["plot"] = [relative("trends", q) if q else None for q in table["trend_query"]]  # once, not per render
         if not pair.correctness_checked:
             table["correctness"] = "not run"
         frames.append(table)

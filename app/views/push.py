@@ -12,7 +12,7 @@ import streamlit as st
 
 from app import ui
 from app.data import push, quality, runs
-from history.links import alert_query, relative
+from history.links import alert_query
 
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
 MAX_ROWS = 60  # case rows drawn per cause; the rest are in the section's table
@@ -83,7 +83,7 @@ def _case_link(row) -> str:
     """The case without its variant (the cause names it), linked to its trend around the push."""
     parts = str(row.case_id).split("/")
     text = ui.md(" ".join(parts[1:]) if len(parts) == 4 else row.case_id)
-    return f"[{text}]({relative('trends', row.trend_query)})" if row.trend_query else text
+    return f"[{text}]({row.plot})" if row.plot else text
 
 
 def cause_table(rows: pd.DataFrame, question: str) -> str:
@@ -127,20 +127,35 @@ def changes_by_cause(rows: pd.DataFrame, name: str, key: str) -> None:
     table(rows, key, question)
 
 
+CAPTIONS = {"no interval": "These runs stored no raw samples, so there is no interval and no verdict: only the ratio "
+                           "of medians."}
+
+
+def change_section(changes, name: str, title: str, key: str, when_empty=None) -> pd.DataFrame:
+    """A change section's heading and its causes; an empty section shows `when_empty`, or
+    nothing at all when that is None. Returns the section's rows."""
+    rows = push.section(changes, name)
+    if rows.empty and when_empty is None:
+        return rows
+    st.subheader(f"{title} ({len(rows)})")
+    if name in CAPTIONS:
+        st.caption(CAPTIONS[name])
+    if rows.empty:
+        when_empty()
+    else:
+        changes_by_cause(rows, name, key)
+    return rows
+
+
 def table(rows, key: str, question: str = "real?") -> None:
-    view = rows.assign(plot=[_relative_url("trends", q) for q in rows["trend_query"]])
     config = {**CHANGE_COLUMNS, "real": st.column_config.TextColumn(question)}
     with st.expander(f"Table ({len(rows)} rows)"):
-        st.dataframe(view[_columns(view)], hide_index=True, column_config=config, width="stretch", key=key)
+        st.dataframe(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
 
 
 def _columns(frame: pd.DataFrame) -> list[str]:
     """ORDER, without the host column where no GPU model ran on several hosts."""
     return [c for c in ORDER if c != "host" or frame["host"].notna().any()]
-
-
-def _relative_url(path: str, query) -> str | None:
-    return relative(path, query) if query else None
 
 
 def correctness_links(rows) -> None:
@@ -205,30 +220,16 @@ def push_page(source, shape):
     else:
         correctness_links(failures)
 
-    regressions = push.section(changes, "regression")
-    st.subheader(f"Regressions ({len(regressions)})")
-    if regressions.empty:
-        st.success("No case is slower beyond its GPU's min_effect with confidence.")
-    else:
-        changes_by_cause(regressions, "regression", "push_regressions")
+    regressions = change_section(changes, "regression", "Regressions", "push_regressions",
+                                 lambda: st.success("No case is slower beyond its GPU's min_effect with confidence."))
 
     lost = push.section(changes, "not measured")
     if not lost.empty:
         st.subheader(f"Cases that stopped producing a number ({len(lost)})")
         not_measured_links(lost)
 
-    improvements = push.section(changes, "improvement")
-    st.subheader(f"Improvements ({len(improvements)})")
-    if improvements.empty:
-        st.caption("None.")
-    else:
-        changes_by_cause(improvements, "improvement", "push_improvements")
-
-    unverified = push.section(changes, "no interval")
-    if not unverified.empty:
-        st.subheader(f"Moved, without samples for an interval ({len(unverified)})")
-        st.caption("These runs stored no raw samples, so there is no interval and no verdict: only the ratio of medians.")
-        changes_by_cause(unverified, "no interval", "push_unverified")
+    improvements = change_section(changes, "improvement", "Improvements", "push_improvements", lambda: st.caption("None."))
+    unverified = change_section(changes, "no interval", "Moved, without samples for an interval", "push_unverified")
 
     repeats = push.section(changes, "repeat")
     if not repeats.empty:
@@ -241,8 +242,7 @@ def push_page(source, shape):
     notes = push.quality_caption([regressions, improvements, unverified])
     st.caption(" ".join(["Marks:", *notes, quality.BASIS]) if notes else quality.BASIS)
     with st.expander("Every case of the push"):
-        every = changes.assign(plot=[_relative_url("trends", q) for q in changes["trend_query"]])
-        st.dataframe(every[_columns(every)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
+        st.dataframe(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
     st.page_link("views/alerts.py", label="Alerts detection recorded, grouped by the commit that caused them",
                  icon=":material/notifications:", query_params=alert_query())
 
