@@ -27,6 +27,16 @@ def push_history(tmp_path_factory):
     return db, build_push_history(db, work / "bundles")
 
 
+def open_push(db, monkeypatch):
+    """The first page with every table shown (each is drawn on request: no data grid on the first view)."""
+    at = open_page(db, monkeypatch, "views/push.py")
+    assert not at.dataframe
+    for toggle in at.toggle:
+        if toggle.key and toggle.key.endswith("_table"):
+            toggle.set_value(True)
+    return at.run()
+
+
 def links(at):
     """(label, page name, query) of every page link, query parsed."""
     return [(p.proto.label, p.proto.page.split("/")[-1].removesuffix(".py"),
@@ -35,7 +45,7 @@ def links(at):
 
 def test_first_page_is_this_push(push_history, monkeypatch):
     db, _ = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     assert [t.value for t in at.title] == ["This push"]
     assert not [w for w in texts(at, "warning") if "could not read" in w]
 
@@ -47,7 +57,7 @@ def trend_links(markdown: str) -> list[dict[str, str]]:
 
 def test_correctness_first_then_regressions_grouped_by_cause_with_intervals_and_trend_links(push_history, monkeypatch):
     db, ids = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     headings = [h.value for h in at.subheader]
     assert headings[:2] == ["Correctness failures (1)", "Regressions (8)"]
     # One cause (triton_fa2 slower on two shapes, two modes, two GPUs): one line, its cases inside.
@@ -76,7 +86,7 @@ def test_correctness_first_then_regressions_grouped_by_cause_with_intervals_and_
 
 def test_is_it_real_answers_from_the_stored_evidence(push_history, monkeypatch):
     db, _ = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     table = next(d.value for d in at.dataframe if "real" in d.value.columns and len(d.value) == 8)
     real = dict(zip(zip(table["gpu"], table["case_id"]), table["real"]))
     assert real[(H100, NOISY_CASE)].startswith("check: head unconverged (IQR/median 0.08)")
@@ -86,7 +96,7 @@ def test_is_it_real_answers_from_the_stored_evidence(push_history, monkeypatch):
 
 def test_correctness_failure_listed_and_not_run_said_so(push_history, monkeypatch):
     db, ids = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     failures = [(label, q) for label, page, q in links(at) if page == "run"]
     assert len(failures) == 1
     label, query = failures[0]
@@ -101,7 +111,7 @@ def test_correctness_failure_listed_and_not_run_said_so(push_history, monkeypatc
 
 def test_nothing_else_is_called_a_change(push_history, monkeypatch):
     db, _ = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     every = next(d.value for d in at.dataframe if len(d.value) == 32)
     flagged = every[every["verdict"] != "no change"]
     assert set(zip(flagged["gpu"], flagged["case_id"])) == {(g, c) for g in (H200, H100) for c in REGRESSED} | {
@@ -111,7 +121,7 @@ def test_nothing_else_is_called_a_change(push_history, monkeypatch):
 
 def test_dispatch_bound_case_shows_its_graph_time_and_mark(push_history, monkeypatch):
     db, _ = push_history
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     every = next(d.value for d in at.dataframe if len(d.value) == 32).set_index(["gpu", "case_id"])
     row = every.loc[(H200, DISPATCH_CASE)]
     assert row["head_graph_median_us"] == pytest.approx(DISPATCH_GRAPH_US)
@@ -122,7 +132,7 @@ def test_dispatch_bound_case_shows_its_graph_time_and_mark(push_history, monkeyp
 def test_a_gpu_with_one_run_and_a_failed_newest_run_are_explained(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
     runs = build_history(db, tmp_path / "bundles")  # newest H200 main run failed; L4 has one run
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     assert not [w for w in texts(at, "warning") if "could not read" in w]
     assert any(runs["failed"] in w and "'failed'" in w for w in texts(at, "warning"))
     summary = {m.value.split("**")[1]: m.value for m in at.markdown if m.value.startswith("**NVIDIA")}
@@ -157,7 +167,7 @@ def repeat_history(tmp_path_factory):
 
 
 def test_a_re_measured_commit_is_noise_not_a_change(repeat_history, monkeypatch):
-    at = open_page(repeat_history, monkeypatch, "views/push.py")
+    at = open_push(repeat_history, monkeypatch)
     summary = [m.value for m in at.markdown if m.value.startswith(f"**{H200}**")]
     assert len(summary) == 1 and "same commit, an A/A repeat: its differences are noise, not changes" in summary[0]
     assert "regression(s)" not in summary[0] and "improvement(s)" not in summary[0]
@@ -170,7 +180,7 @@ def test_a_re_measured_commit_is_noise_not_a_change(repeat_history, monkeypatch)
 
 
 def test_improvements_ask_whether_the_speed_up_is_real(repeat_history, monkeypatch):
-    at = open_page(repeat_history, monkeypatch, "views/push.py")
+    at = open_push(repeat_history, monkeypatch)
     assert "Improvements (8)" in [h.value for h in at.subheader]
     (cause,) = [e for e in at.expander if "triton" in e.label]
     assert "8 case(s)" in cause.label and "real speed-up?" in cause.label and "slowdown" not in cause.label
@@ -196,7 +206,7 @@ def test_the_pair_is_the_rule_of_main_run_before(repeat_history, monkeypatch):
 def test_one_run_per_gpu_says_what_to_do_and_counts_nothing(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
     ingest_paths(db, [_bundle(tmp_path, "h200-only", 0)])
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     (summary,) = [m.value for m in at.markdown if m.value.startswith(f"**{H200}**")]
     assert "first main run: nothing to compare it with yet" in summary and "regression" not in summary
     (info,) = texts(at, "info")
@@ -207,7 +217,23 @@ def test_one_run_per_gpu_says_what_to_do_and_counts_nothing(tmp_path, monkeypatc
 def test_runs_on_another_default_branch_are_named_with_the_fix(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
     ingest_paths(db, [_bundle(tmp_path, f"m-{i}", i, branch="master", seed=i) for i in range(2)])
-    at = open_page(db, monkeypatch, "views/push.py")
+    at = open_push(db, monkeypatch)
     (info,) = texts(at, "info")
     assert "No run on the default branch `main`" in info and "`master` (2 runs)" in info
     assert [c.value for c in at.code] == ["attnwatch history default-branch master"]
+
+
+def test_every_interval_is_the_one_compare_gives_the_pair(push_history):
+    """The first page computes all GPUs' intervals in one call; each must be Compare's own."""
+    from app.data import compare
+    from app.data.push import newest_main_runs, push_changes
+    from app.data.store import current_source
+
+    db, _ = push_history
+    source = current_source(db)
+    changes = push_changes(source)
+    for pair in newest_main_runs(source).itertuples():
+        alone = compare.compare_runs(source, pair.base_run, pair.run_id, pair.gpu).set_index("case_id")
+        mine = changes[changes["head_run"] == pair.run_id].set_index("case_id").loc[alone.index]
+        for column in ("ratio_low", "ratio_high", "verdict"):
+            assert list(mine[column]) == list(alone[column]), (pair.gpu, column)

@@ -137,10 +137,12 @@ def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) 
 
 
 def judge(pair: pd.DataFrame, base_samples: dict[str, np.ndarray], head_samples: dict[str, np.ndarray],
-          gpu: str | None) -> pd.DataFrame:
-    """A run pair's rows (RUN_PAIRS_SQL) with Δ%, interval, verdict, correctness and quality marks."""
+          gpu: str | None, intervals: dict[str, ABInterval] | None = None) -> pd.DataFrame:
+    """A run pair's rows (RUN_PAIRS_SQL) with Δ%, interval, verdict, correctness and quality marks;
+    `intervals`, when given, are run_intervals' of these samples computed with other pairs'."""
     thresholds = load_thresholds(gpu)
-    intervals = run_intervals(base_samples, head_samples, thresholds.confidence)
+    if intervals is None:
+        intervals = run_intervals(base_samples, head_samples, thresholds.confidence)
     lows, highs, verdicts = [], [], []
     for row in pair.itertuples():
         status = _status_verdict(row.base_status, row.head_status)

@@ -49,7 +49,8 @@ def newest_main_runs(source: Source) -> pd.DataFrame:
     """One row per GPU and pool: its newest main run, the run it is compared with (`base_run`,
     None for a GPU's first main run), whether that is a run of the same commit (`same_commit`),
     whether the newest run checked correctness at all (a run with no check has no failures to
-    count), and `host`: the pool, named only where the GPU model ran on several."""
+    count), `host`: the pool, named only where the GPU model ran on several, and `main_branch`,
+    the default branch (read here: one connection fewer for the first page)."""
     out = read_frame(
         source,
         f"""
@@ -67,7 +68,8 @@ def newest_main_runs(source: Source) -> pd.DataFrame:
         SELECT h.gpu, CASE WHEN count(*) OVER (PARTITION BY h.gpu) > 1 THEN h.pool END AS host, h.run_id,
                h.commit_sha, h.status, h.started_at, h.synthetic,
                EXISTS (SELECT 1 FROM correctness k WHERE k.run_id = h.run_id) AS correctness_checked,
-               b.base_run, b.base_commit, coalesce(b.base_commit = h.commit_sha, false) AS same_commit
+               b.base_run, b.base_commit, coalesce(b.base_commit = h.commit_sha, false) AS same_commit,
+               {DEFAULT_BRANCH_SQL} AS main_branch
         FROM main h LEFT JOIN bases b ON b.gpu = h.gpu AND b.pool IS NOT DISTINCT FROM h.pool
         WHERE h.back = 1
         ORDER BY h.started_at DESC, h.gpu, host
@@ -143,6 +145,23 @@ def _pairs_and_samples(source: Source, compared: pd.DataFrame):
     return read_frames(source, body)
 
 
+def _every_interval(compared: pd.DataFrame, samples: dict) -> dict[str, dict]:
+    """compare.run_intervals of every pair, computed in one call per confidence level: a case's
+    interval depends only on its samples, the seed and its sample counts
+    (history.detection.ab.hierarchical_intervals), so it is the one each pair would get alone,
+    while cases of equal counts on every GPU share one set of index draws. head run -> case -> interval."""
+    by_confidence: dict[float, list] = {}
+    for pair in compared.itertuples():
+        by_confidence.setdefault(load_thresholds(pair.gpu).confidence, []).append(pair)
+    out: dict[str, dict] = {}
+    for confidence, pairs in by_confidence.items():
+        base = {(p.run_id, c): v for p in pairs for c, v in samples.get(p.base_run, {}).items()}
+        head = {(p.run_id, c): v for p in pairs for c, v in samples.get(p.run_id, {}).items()}
+        for (run_id, case), interval in compare.run_intervals(base, head, confidence).items():
+            out.setdefault(run_id, {})[case] = interval
+    return out
+
+
 @cached_query
 def push_changes(source: Source) -> pd.DataFrame:
     """Every case of every GPU's newest main run against the run before it, with `section`
@@ -153,10 +172,12 @@ def push_changes(source: Source) -> pd.DataFrame:
     if compared.empty:
         return pd.DataFrame(columns=["gpu", "host", "case_id", "section", "verdict", "correctness", "real"])
     rows, samples = _pairs_and_samples(source, compared)
+    intervals = _every_interval(compared, samples)
     frames = []
     for pair in compared.itertuples():
         pair_rows = rows[rows["pair"] == pair.run_id].drop(columns="pair").reset_index(drop=True)
-        table = compare.judge(pair_rows, samples.get(pair.base_run, {}), samples.get(pair.run_id, {}), pair.gpu)
+        table = compare.judge(pair_rows, samples.get(pair.base_run, {}), samples.get(pair.run_id, {}), pair.gpu,
+                              intervals.get(pair.run_id, {}))
         min_effect = load_thresholds(pair.gpu).min_effect
         table.insert(0, "gpu", pair.gpu)
         table.insert(1, "host", pair.host)

@@ -127,6 +127,9 @@ def changes_by_cause(rows: pd.DataFrame, name: str, key: str) -> None:
     table(rows, key, question)
 
 
+# Tables are drawn on request: a data grid is the one part of the page that makes the browser
+# load and compile the grid's code, which the first view after a start pays in full.
+TABLE_HELP = "every column, sortable and downloadable"
 CAPTIONS = {"no interval": "These runs stored no raw samples, so there is no interval and no verdict: only the ratio "
                            "of medians."}
 
@@ -149,7 +152,7 @@ def change_section(changes, name: str, title: str, key: str, when_empty=None) ->
 
 def table(rows, key: str, question: str = "real?") -> None:
     config = {**CHANGE_COLUMNS, "real": st.column_config.TextColumn(question)}
-    with st.expander(f"Table ({len(rows)} rows)"):
+    if st.toggle(f"Table ({len(rows)} rows)", key=f"{key}_table", help=TABLE_HELP):
         st.dataframe(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
 
 
@@ -196,7 +199,7 @@ def nothing_to_compare(source, pairs, main: str) -> None:
 def push_page(source, shape):
     pairs = push.newest_main_runs(source)
     changes = push.push_changes(source)
-    main = runs.default_branch(source)
+    main = pairs["main_branch"].iloc[0] if not pairs.empty else runs.default_branch(source)
     st.caption(f"The newest run on {ui.code_span(main)} (the default branch) of every GPU against the run before it. "
                "Verdicts as on Compare: the head/base interval from both runs' samples against the GPU's min_effect "
                "(config/thresholds.toml).")
@@ -241,7 +244,7 @@ def push_page(source, shape):
 
     notes = push.quality_caption([regressions, improvements, unverified])
     st.caption(" ".join(["Marks:", *notes, quality.BASIS]) if notes else quality.BASIS)
-    with st.expander("Every case of the push"):
+    if st.toggle(f"Every case of the push ({len(changes)})", key="push_all_table", help=TABLE_HELP):
         st.dataframe(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
     st.page_link("views/alerts.py", label="Alerts detection recorded, grouped by the commit that caused them",
                  icon=":material/notifications:", query_params=alert_query())
