@@ -118,12 +118,12 @@ def changes_by_cause(rows: pd.DataFrame, name: str, key: str) -> None:
     question = push.QUESTION[name]
     causes = push.causes(rows)
     st.caption(f"{len(rows)} case(s) from {len(causes)} cause(s), one per kernel variant; the largest sure "
-               "change first. Each case opens its trend around the push.")
+               "change first. Each case opens its trend around the push (in a new tab).")
     for i, cause in enumerate(causes.itertuples()):
         with st.expander(cause_label(cause, question), expanded=i < EXPANDED_CAUSES):
             st.markdown(cause_table(cause.rows, question))
             if cause.cases > MAX_ROWS:
-                st.caption(f"{cause.cases - MAX_ROWS} more in the table below.")
+                st.caption(f"{cause.cases - MAX_ROWS} more: turn on the table below.")
     table(rows, key, question)
 
 
