@@ -52,7 +52,7 @@ class NewAlert:
     change_pct: float | None
     detail: str = ""
     pool: str | None = None  # the series' pool (history.series_key); None for alerts from before it
-    # "before -> after" when the step coincides with a kernel configuration change (migration 007)
+    # "before -> after" when the step coincides with a kernel configuration change (migration 008)
     config_change: str | None = None
 
 

@@ -23,7 +23,7 @@ _TIMING_COLUMNS = (
     "graph_median_us", "converged", "rel_spread", "sm_clock_mhz_before", "sm_clock_mhz_after",
     "throttle_reasons", "throttled_samples", "interleave_group",
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
-    "kernel_config", "kernel_config_source",  # migration 007
+    "kernel_config", "kernel_config_source",  # migration 008
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),

@@ -23,7 +23,7 @@ PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "com
 PARAMS = {
     "gpu": "GPU model (or device kind) as the harness records it",
     "host": "one pool (host) of that GPU model, where it ran on several (history.series_key)",
-    "branch": "branch whose runs a trend shows (default main)",
+    "branch": "branch whose runs a trend shows (default: the history's default branch)",
     "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
     "variants": "comma-joined kernel variants",
     "shapes": "comma-joined shape ids",
@@ -96,7 +96,7 @@ def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric:
         query["host"] = host
     if commits:
         query["commits"] = commits
-    if branch and branch != "main":
+    if branch:
         query["branch"] = branch
     return query
 

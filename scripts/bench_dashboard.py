@@ -16,7 +16,8 @@ The SQL page is also timed running one example query (not cached: user SQL alway
 With --compare-samples N, a copy of the history gets N synthetic samples per case for the two
 newest main runs of its most-run GPU (the generator writes none), and Compare is timed on that
 pair: its cold render then includes the bootstrap intervals of every case.
-With --browser, `attnwatch dashboard` serves the history and headless Chromium (Debian's, driven
+With --browser (--pages to time some pages only, --servers N to repeat in N fresh servers and
+report the median cold load), `attnwatch dashboard` serves the history and headless Chromium (Debian's, driven
 by Playwright through executable_path) loads each page by its URL, timed by the page's own clock
 from navigation start until its own content is drawn and visible (BROWSER_PAGES: a heading,
 chart or table it shows only when finished) and Streamlit's running indicator is gone (DRAWN_JS):
@@ -178,8 +179,26 @@ def cpu_reference_ms(page) -> float:
     return float(page.evaluate(CPU_REFERENCE_JS)[0])
 
 
-def bench_browser(db: str, warm_repeats: int) -> list[dict]:
-    """Each page by URL in headless Chromium against a fresh `attnwatch dashboard` on `db`."""
+def bench_browser_servers(db: str, warm_repeats: int, servers: int, pages: list[str] | None) -> list[dict]:
+    """`bench_browser` in `servers` fresh server processes, one after another: a page has one cold
+    load per server, so the median over several is what a shared machine can report. Per page:
+    `cold_s` the median cold load, `cold_all_s` each, and the warm loads of every server pooled."""
+    runs = [bench_browser(db, warm_repeats, pages) for _ in range(servers)]
+    merged = []
+    for per_page in zip(*runs):
+        colds = [r["cold_s"] for r in per_page]
+        warm = [w for r in per_page for w in r["warm_s"]]
+        merged.append({**per_page[0], "cold_s": statistics.median(colds), "cold_all_s": colds,
+                       "next_s": max(r["next_s"] for r in per_page), "warm_s": warm,
+                       "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
+                       "cpu_reference_ms": [c for r in per_page for c in r["cpu_reference_ms"]],
+                       "problems": sorted({p for r in per_page for p in r["problems"]})})
+    return merged
+
+
+def bench_browser(db: str, warm_repeats: int, pages: list[str] | None = None) -> list[dict]:
+    """Each page by URL in headless Chromium against a fresh `attnwatch dashboard` on `db`
+    (only `pages`, by name: push, overview, ..., when given)."""
     import shutil
     import signal
     import socket
@@ -210,7 +229,7 @@ def bench_browser(db: str, warm_repeats: int) -> list[dict]:
                 profile, executable_path=executable, args=["--headless", "--no-sandbox", "--disable-gpu"],
                 viewport={"width": 1500, "height": 1200})
             page = context.new_page()
-            for path, css, text in BROWSER_PAGES:
+            for path, css, text in [p for p in BROWSER_PAGES if not pages or (p[0] or "push") in pages]:
                 def load() -> float:
                     """Seconds from navigation start until the page is drawn, as the page's clock reads."""
                     page.goto(f"http://127.0.0.1:{port}/{path}", wait_until="domcontentloaded", timeout=300_000)
@@ -315,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time Compare on a copy with N samples per case for two runs")
     parser.add_argument("--browser", action="store_true",
                         help="time page loads in headless Chromium against a served dashboard instead of AppTest")
+    parser.add_argument("--pages", help="with --browser: only these pages, comma-separated (push, overview, trends, ...)")
+    parser.add_argument("--servers", type=int, default=1, metavar="N",
+                        help="with --browser: repeat in N fresh server processes; cold is then the median of N cold loads")
     args = parser.parse_args(argv)
     from history.db import exists
     from history.location import parse_location
@@ -334,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     size = history_size(db)
     imports = import_seconds()
     if args.browser:
-        results = bench_browser(db, args.warm_repeats)
+        pages = args.pages.split(",") if args.pages else None
+        results = bench_browser_servers(db, args.warm_repeats, max(1, args.servers), pages)
     else:
         results = [bench_page(page, args.warm_repeats) for page in PAGES]
     if args.compare_samples and not args.browser:
@@ -382,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             notes = (notes + "; " if notes else "") + (
                 f"all variants, newest 1000 runs: cold {r['all_variants_1000_runs_cold_s']:.2f} s, "
                 f"warm {r['all_variants_1000_runs_warm_s']:.2f} s")
+        if len(r.get("cold_all_s", [])) > 1:
+            notes = (notes + "; " if notes else "") + "cold loads: " + ", ".join(f"{c:.2f}" for c in r["cold_all_s"])
         if "query_s" in r:
             notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
         name = Path(r["page"]).stem if r["page"].startswith("views/") else r["page"]

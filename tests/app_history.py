@@ -160,6 +160,14 @@ def push_run_id(gpu: str, i: int) -> str:
 
 def build_push_history(db_path: Path, work_dir: Path) -> dict[str, str]:
     """Write and ingest the two-GPU push history, run detection; returns named ids."""
+    ingest_paths(db_path, push_bundles(work_dir))
+    with open_write(db_path) as con:
+        record_alerts(con, scan_history(con, load_thresholds).findings)
+    return push_ids()
+
+
+def push_bundles(work_dir: Path, branch: str = "main") -> list[Path]:
+    """The two-GPU push history's bundles, every run on `branch`."""
     bundles = []
     last = PUSH_RUNS - 1
     for g, gpu in enumerate(PUSH_GPUS):
@@ -181,10 +189,14 @@ def build_push_history(db_path: Path, work_dir: Path) -> dict[str, str]:
                 commit_date=START + timedelta(hours=i, minutes=-10), variant_scale=scale or None,
                 statuses={PUSH_INCORRECT_CASE: "failed"} if gpu == H200 and i == last else None,
                 with_correctness=not (gpu == H100 and i == last), timing_overrides=overrides or None,
+                branch=branch,
             ))
-    ingest_paths(db_path, bundles)
-    with open_write(db_path) as con:
-        record_alerts(con, scan_history(con, load_thresholds).findings)
+    return bundles
+
+
+def push_ids() -> dict[str, str]:
+    """Named run ids and commits of the push history."""
+    last = PUSH_RUNS - 1
     return {
         "h200_head": push_run_id(H200, last), "h200_base": push_run_id(H200, last - 1),
         "h100_head": push_run_id(H100, last), "h100_base": push_run_id(H100, last - 1),

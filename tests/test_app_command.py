@@ -26,7 +26,7 @@ def test_dry_run_prints_a_headless_loopback_streamlit_command(capsys, tmp_path):
     assert main(["--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", "8600", "--dry-run"]) == 0
     out = capsys.readouterr()
     command = out.out.split()
-    assert command[1:4] == ["-m", "streamlit", "run"]
+    assert command[1:4] == ["-m", "app.serve", "run"]  # streamlit's own CLI, the app's modules imported first
     assert Path(command[4]).name == "streamlit_app.py" and Path(command[4]).is_file()
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8600"
@@ -64,6 +64,7 @@ def test_the_server_answers_on_loopback_and_a_sigterm_to_the_command_frees_the_p
             except OSError:
                 time.sleep(0.25)
         assert health == "ok", log.read_text(errors="replace")[-2000:]
+        assert "No runtime found" not in log.read_text(errors="replace")  # app.serve's preload logs nothing
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200 and b"<html" in r.read().lower()
         os.kill(proc.pid, signal.SIGTERM)  # the command only, not its process group

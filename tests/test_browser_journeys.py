@@ -22,10 +22,9 @@ pytestmark = pytest.mark.browser
 MAIN = "[data-testid='stMain']"
 LINK = "[data-testid='stPageLink'] a"
 PLOTLY = ".js-plotly-plot .main-svg"
-# "GPU · case · +Δ% [low, high] · before → after µs · real slowdown? answer"
-REGRESSION = re.compile(
-    r"(?P<gpu>NVIDIA [^·]+?) · (?P<case>\S+) · (?P<delta>[+-]\d+\.\d)% \[(?P<low>[+-]\d+\.\d)%, (?P<high>[+-]\d+\.\d)%\]"
-    r" · \S+ → \S+ µs · real slowdown\? (?P<real>.+)")
+# A case line of a cause's table on the first page: GPU | case | Δ | interval | before → after | ... | real slowdown?
+CAUSE_ROW = "[data-testid='stExpander'] table tbody tr"
+INTERVAL = re.compile(r"\[(?P<low>[+-]\d+\.\d)%, (?P<high>[+-]\d+\.\d)%\]")
 
 
 @pytest.fixture(scope="module")
@@ -112,34 +111,43 @@ def test_what_regressed_in_the_last_push_in_at_most_one_click(browser, dashboard
     visit = Visit(browser)
     try:
         visit.open(url + "/", "This push", drawn="Regressions (8)")
-        # Zero clicks: the first page answers what, where, by how much and whether it is real.
-        links = visit.page.locator(LINK).filter(has_text="real slowdown?")
-        found = [REGRESSION.search(" ".join(t.split())) for t in links.all_inner_texts()]
-        assert all(found) and len(found) == 8, links.all_inner_texts()
-        assert {(m["gpu"].strip(), m["case"]) for m in found} == {
+        # Zero clicks: the first page answers what, where, by how much and whether it is real: one
+        # cause (the variant), its cases in a table under it.
+        cause = visit.page.locator("[data-testid='stExpander'] summary", has_text="real slowdown?")
+        assert cause.count() == 1 and PUSH_REGRESSED_VARIANT in cause.inner_text() and "8 case(s)" in cause.inner_text()
+        rows = visit.page.locator(CAUSE_ROW)
+        found = []
+        for row in rows.all():
+            gpu, case, delta, interval, _, real = [" ".join(c.split()) for c in row.locator("td").all_inner_texts()]
+            found.append((gpu, f"{PUSH_REGRESSED_VARIANT}/{case.replace(' ', '/')}", float(delta.rstrip("%")),
+                          INTERVAL.fullmatch(interval), real))
+        assert {(g, c) for g, c, *_ in found} == {
             (g, f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{c}") for g in (H200, H100)
             for s in ("l4_mission", "h100_small") for c in ("causal", "noncausal")}
-        for m in found:
-            assert 10.0 <= float(m["delta"]) <= 14.0 and 0 < float(m["low"]) <= float(m["delta"]) <= float(m["high"])
-            noisy = (m["gpu"].strip(), m["case"]) == (H100, NOISY_CASE)
-            assert m["real"].startswith("check: head unconverged" if noisy else "yes: clean samples on both sides")
+        for gpu, case, delta, interval, real in found:
+            assert 10.0 <= delta <= 14.0 and 0 < float(interval["low"]) <= delta <= float(interval["high"])
+            noisy = (gpu, case) == (H100, NOISY_CASE)
+            assert real.startswith("check: head unconverged" if noisy else "yes: clean samples on both sides")
         assert "correctness not run" in " ".join(visit.text().split())  # the H100 push was never checked
-        first_page = [" ".join(links.first.inner_text().split())]
-        reopens(browser, visit, "This push", "Regressions (8)", first_page)
+        reopens(browser, visit, "This push", "Regressions (8)")
 
-        # One click: the biggest regression's own plot, the push's commit range marked.
+        # One click: the biggest regression's own plot (in a new tab: the first page stays open),
+        # the push's commit range marked.
         top = found[0]
-        visit.click(links.first)
+        with visit.page.context.expect_page() as opened:
+            visit.click(rows.first.locator("a"))
+        first_page, visit.page = visit.page, opened.value
         visit.settle("Trends", drawn="Commit range")
         visit.page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
         query = visit.query()
-        assert query["gpu"] == top["gpu"].strip() and query["variants"] == PUSH_REGRESSED_VARIANT
+        assert query["gpu"] == top[0] and query["variants"] == PUSH_REGRESSED_VARIANT
         assert query["commits"] == f"{ids['base_commit']}..{ids['head_commit']}"
         text = " ".join(visit.text().split())
         assert f"Commit range {ids['base_commit'][:10]}..{ids['head_commit'][:10]} shaded" in text
         assert visit.clicks <= 1
         reopens(browser, visit, "Trends", "Commit range", [f"Across {ids['base_commit'][:10]}..{ids['head_commit'][:10]}",
                                                             "1 series"], ["GPU", "metric", "dtype"])
+        first_page.close()
     finally:
         visit.close()
 

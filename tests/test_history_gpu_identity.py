@@ -120,7 +120,7 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
     finally:
         con.close()
 
-    assert upgrade(db_path) == [6, 7]
+    assert upgrade(db_path) == [6, 7, 8]
     with open_read(db_path) as con:
         assert con.execute("SELECT DISTINCT pool FROM runs").fetchall() == [("h200-a",)]
         assert con.execute("SELECT count(*), count(gpu_pci_bus_id) FROM runs").fetchone() == (16, 0)

@@ -327,3 +327,14 @@ def test_pr_comment_stores_the_rounds_as_runs_of_the_checked_pr():
     assert step["env"]["PR"] == "${{ needs.comment.outputs.pr }}"
     assert step["env"]["HEAD_SHA"] == "${{ needs.comment.outputs.head_sha }}"
     assert '--pull-request "$PR" --head-sha "$HEAD_SHA" --source-run "$SOURCE_RUN"' in _flat(step["run"])
+
+
+def test_every_history_ingest_records_the_repositorys_default_branch():
+    """A repository whose default branch is `master` gets its series: the ingest tells the
+    history which branch is its mainline (history.settings), from the event, never a literal."""
+    jobs = _load("gpu-bench.yml")["jobs"]
+    ingests = [s for job in ("measure", "collect") for s in jobs[job]["steps"] if "attnwatch ingest" in s.get("run", "")]
+    assert len(ingests) == 2
+    for step in ingests:
+        assert step["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch }}"
+        assert '--default-branch "$DEFAULT_BRANCH"' in step["run"]

@@ -7,6 +7,7 @@ import pandas as pd
 
 from app.data.store import Source, cached_query, read_frame
 from app.data.trends import with_commit_axis
+from history.settings import DEFAULT_BRANCH_SQL
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (
@@ -55,11 +56,11 @@ def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict
     have DRAM bytes and an achieved TFLOPS: says why a roofline has no points."""
     row = read_frame(
         source,
-        """
+        f"""
         SELECT count(*) AS profiled, count(*) FILTER (WHERE dram_bytes > 0 OR arithmetic_intensity > 0) AS with_bytes,
                count(*) FILTER (WHERE arithmetic_intensity > 0 AND achieved_tflops > 0) AS drawable,
                coalesce(list(DISTINCT dtype ORDER BY dtype) FILTER (WHERE arithmetic_intensity > 0 AND achieved_tflops > 0), []) AS drawable_dtypes
-        FROM ncu_roofline WHERE gpu = ? AND branch = 'main' AND list_contains(?, variant)
+        FROM ncu_roofline WHERE gpu = ? AND branch = {DEFAULT_BRANCH_SQL} AND list_contains(?, variant)
         """,
         [gpu, list(variants)],
     ).iloc[0]
@@ -73,12 +74,12 @@ def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -
     (as Trends: commit date, then run start), with the commit axis `x`, `x_order`."""
     frame = read_frame(
         source,
-        """
+        f"""
         SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha, u.branch,
                b.ok, b.target, b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
                b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
         FROM builds b JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
-        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
+        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
         ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         """,
         [variant, gpu, int(max_runs)],
@@ -133,7 +134,7 @@ def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> 
         SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha,
                n.kernel_count, n.occupancy_limiter, n.error, {columns}
         FROM ncu_cases n JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
-        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
+        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
         ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
         """,
         [case_id, gpu, int(max_runs)],
@@ -165,13 +166,13 @@ def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.D
     """
     return read_frame(
         source,
-        """
+        f"""
         SELECT variant || ' · ' || dtype || CASE WHEN causal THEN ' · causal' ELSE '' END AS label,
                case_id, shape_id, run_id, achieved_tflops, tflops_source, arithmetic_intensity,
                intensity_source, dram_bytes, dram_bytes_ideal, dram_excess_ratio, peak_tflops,
                pct_of_peak, timed_tflops, started_at AS profiled_at
         FROM ncu_roofline
-        WHERE gpu = ? AND branch = 'main' AND list_contains(?, variant)
+        WHERE gpu = ? AND branch = {DEFAULT_BRANCH_SQL} AND list_contains(?, variant)
           AND arithmetic_intensity > 0 AND achieved_tflops > 0
         QUALIFY row_number() OVER (PARTITION BY case_id ORDER BY started_at DESC, run_id DESC) = 1
         ORDER BY label, shape_id

@@ -11,6 +11,7 @@ import pandas as pd
 
 from app.data.runs import main_run_before
 from app.data.store import Source, cached_query, read_frame
+from history.settings import DEFAULT_BRANCH_SQL
 
 # How many recent main runs the sparkline covers.
 SPARKLINE_RUNS = 20
@@ -48,9 +49,9 @@ def newest_main_run_any_status(source: Source, gpu: str, pool: str | None = None
     """The newest main run on `gpu` whatever its status: a failed or partial one gets a notice."""
     return read_frame(
         source,
-        """
+        f"""
         SELECT run_id, status, started_at, commit_sha FROM runs
-        WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
+        WHERE branch = {DEFAULT_BRANCH_SQL} AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
         ORDER BY started_at DESC, run_id DESC LIMIT 1
         """,
         [gpu, pool, pool],
@@ -68,10 +69,10 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
     previous = main_run_before(source, run_id) or ""
     return read_frame(
         source,
-        """
+        f"""
         WITH recent AS (
             SELECT run_id, started_at FROM runs
-            WHERE branch = 'main' AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
+            WHERE branch = {DEFAULT_BRANCH_SQL} AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
               AND started_at <= (SELECT started_at FROM runs WHERE run_id = ?)
             ORDER BY started_at DESC, run_id DESC LIMIT ?
         ),

@@ -2,12 +2,24 @@
 
 For each GPU (and each host of a GPU model that ran on several: its pool, history.series_key,
 a series of its own), the newest main run (whatever its status) is compared with the main run before it
-(`runs.main_run_before`: the newest earlier main run that did not fail outright) case by case,
-through the Compare page's own code (`compare.compare_runs`: stored medians, the interval from
-both runs' samples, CI's verdict rule and the GPU's min_effect), so the two pages cannot
-disagree. Each change then gets an answer to "is it a real slowdown" (`assess`) from what the
-harness stored with both numbers (app.data.quality) and from gap-to-SDPA, which moves only when
-the case moved relative to the baseline measured in the same run.
+(the newest earlier main run that did not fail outright: the rule of `runs.main_run_before`,
+here in one query for every GPU) case by case, through the Compare page's own code
+(`compare.judge`: stored medians, the interval from both runs' samples, CI's verdict rule and
+the GPU's min_effect), so the two pages cannot disagree. Each change then gets an answer to "is
+it real" (`assess`) from what the harness stored with both numbers (app.data.quality) and from
+gap-to-SDPA, which moves only when the case moved relative to the baseline measured in the same
+run. "main" is the history's default branch (history.settings).
+
+A newest run of the same commit as the run before it is a re-measurement (an A/A repeat): what
+differs between the two is noise, so none of it is called a regression or an improvement
+(section `repeat`); correctness failures and lost cases are still facts about the newest run.
+
+Changes are grouped by cause (`causes`): one kernel variant slower on every shape, dtype and
+GPU is one line with a count and the range of the change, not dozens.
+
+Cost: the page is the dashboard's first, so it is read cold more than any other. Every pair's
+rows and samples come from two queries on one connection (`store.read_frames`); opening the
+1M-result history costs ~0.1 s a connection, which fourteen connections a load paid before.
 """
 
 from __future__ import annotations
@@ -17,51 +29,66 @@ import math
 import pandas as pd
 
 from app.data import compare, quality
-from app.data.runs import main_run_before
-from app.data.store import Source, cached_query, read_frame
+from app.data.store import Source, cached_query, read_frame, read_frames
 from history.detection.thresholds import load_thresholds
-from history.links import case_trend_query, commit_range
+from history.links import case_trend_query, commit_range, relative
+from history.settings import DEFAULT_BRANCH_SQL
 
-# `section` values, in the order the page shows them: regression, correctness, not measured,
-# improvement, no interval (moved beyond min_effect, but no samples for an interval).
 NO_SAMPLES = "ratio only (no samples stored)"
+# `section` values, in the order the page shows them: correctness first (as the PR comment),
+# then regression, not measured, improvement, no interval (moved beyond min_effect, but no
+# samples for an interval), repeat (moved between two runs of one commit: noise).
+SECTIONS = ("correctness", "regression", "not measured", "improvement", "no interval", "repeat")
+# The question each change section answers per line: a slowdown for regressions, a speed-up for
+# improvements (`assess` answers either from the same evidence).
+QUESTION = {"regression": "real slowdown?", "improvement": "real speed-up?", "no interval": "real change?"}
 
 
 @cached_query
 def newest_main_runs(source: Source) -> pd.DataFrame:
-    """One row per GPU and pool: its newest main run, the run it is compared with, whether the
-    newest run checked correctness at all (a run with no check has no failures to count), and
-    `host`: the pool, named only where the GPU model ran on several."""
-    heads = read_frame(
+    """One row per GPU and pool: its newest main run, the run it is compared with (`base_run`,
+    None for a GPU's first main run), whether that is a run of the same commit (`same_commit`),
+    whether the newest run checked correctness at all (a run with no check has no failures to
+    count), `host`: the pool, named only where the GPU model ran on several, and `main_branch`,
+    the default branch (read here: one connection fewer for the first page)."""
+    out = read_frame(
         source,
-        """
-        SELECT gpu, CASE WHEN count(*) OVER (PARTITION BY gpu) > 1 THEN pool END AS host, run_id, commit_sha,
-               status, started_at, synthetic,
-               EXISTS (SELECT 1 FROM correctness k WHERE k.run_id = newest.run_id) AS correctness_checked
-        FROM (SELECT coalesce(gpu_name, device_kind) AS gpu, pool, run_id, commit_sha, status, started_at, synthetic
-              FROM runs WHERE branch = 'main'
-              QUALIFY row_number() OVER (PARTITION BY coalesce(gpu_name, device_kind), pool
-                                         ORDER BY started_at DESC, run_id DESC) = 1) AS newest
-        ORDER BY started_at DESC, gpu, host
+        f"""
+        WITH main AS (
+            SELECT coalesce(gpu_name, device_kind) AS gpu, pool, run_id, commit_sha, status, started_at, synthetic,
+                   row_number() OVER (PARTITION BY coalesce(gpu_name, device_kind), pool
+                                      ORDER BY started_at DESC, run_id DESC) AS back
+            FROM runs WHERE branch = {DEFAULT_BRANCH_SQL}
+        ),
+        bases AS (
+            SELECT gpu, pool, run_id AS base_run, commit_sha AS base_commit FROM main
+            WHERE back > 1 AND status <> 'failed'
+            QUALIFY row_number() OVER (PARTITION BY gpu, pool ORDER BY back) = 1
+        )
+        SELECT h.gpu, CASE WHEN count(*) OVER (PARTITION BY h.gpu) > 1 THEN h.pool END AS host, h.run_id,
+               h.commit_sha, h.status, h.started_at, h.synthetic,
+               EXISTS (SELECT 1 FROM correctness k WHERE k.run_id = h.run_id) AS correctness_checked,
+               b.base_run, b.base_commit, coalesce(b.base_commit = h.commit_sha, false) AS same_commit,
+               {DEFAULT_BRANCH_SQL} AS main_branch
+        FROM main h LEFT JOIN bases b ON b.gpu = h.gpu AND b.pool IS NOT DISTINCT FROM h.pool
+        WHERE h.back = 1
+        ORDER BY h.started_at DESC, h.gpu, host
         """,
     )
-    heads["base_run"] = pd.Series([main_run_before(source, r) for r in heads["run_id"]], index=heads.index, dtype=object)
-    bases = read_frame(source, "SELECT run_id AS base_run, commit_sha AS base_commit FROM runs WHERE list_contains(?, run_id)",
-                       [[b for b in heads["base_run"] if b]])
-    out = heads.merge(bases, on="base_run", how="left")
     return out.astype({"base_run": object, "base_commit": object, "host": object}).where(out.notna(), None)
 
 
-def _classify(row, min_effect: float) -> str | None:
+def _classify(row, min_effect: float, same_commit: bool) -> str | None:
     if row.correctness in ("FAIL", "FAIL (base too)"):
         return "correctness"
-    if row.verdict in ("regression", "improvement"):
-        return row.verdict
     if str(row.verdict).startswith("head "):
         return "not measured"
-    if row.verdict == NO_SAMPLES and _finite(row.ratio) and abs(row.ratio - 1) >= min_effect:
-        return "no interval"  # moved by more than min_effect, but without samples there is no verdict
-    return None
+    moved = None
+    if row.verdict in ("regression", "improvement"):
+        moved = row.verdict
+    elif row.verdict == NO_SAMPLES and _finite(row.ratio) and abs(row.ratio - 1) >= min_effect:
+        moved = "no interval"  # moved by more than min_effect, but without samples there is no verdict
+    return "repeat" if moved and same_commit else moved
 
 
 def _sure_effect(row) -> float:
@@ -107,32 +134,64 @@ def _finite(value) -> bool:
     return value is not None and not pd.isna(value) and math.isfinite(float(value))
 
 
+def _pairs_and_samples(source: Source, compared: pd.DataFrame):
+    """Every compared pair's rows (compare.RUN_PAIRS_SQL) and both runs' samples, on one connection."""
+    bases, heads = list(compared["base_run"]), list(compared["run_id"])
+
+    def body(query):
+        rows = query(compare.RUN_PAIRS_SQL, [bases, heads])
+        return rows, compare.samples_by_run(query(compare.RUN_SAMPLES_SQL, [bases + heads]))
+
+    return read_frames(source, body)
+
+
+def _every_interval(compared: pd.DataFrame, samples: dict) -> dict[str, dict]:
+    """compare.run_intervals of every pair, computed in one call per confidence level: a case's
+    interval depends only on its samples, the seed and its sample counts
+    (history.detection.ab.hierarchical_intervals), so it is the one each pair would get alone,
+    while cases of equal counts on every GPU share one set of index draws. head run -> case -> interval."""
+    by_confidence: dict[float, list] = {}
+    for pair in compared.itertuples():
+        by_confidence.setdefault(load_thresholds(pair.gpu).confidence, []).append(pair)
+    out: dict[str, dict] = {}
+    for confidence, pairs in by_confidence.items():
+        base = {(p.run_id, c): v for p in pairs for c, v in samples.get(p.base_run, {}).items()}
+        head = {(p.run_id, c): v for p in pairs for c, v in samples.get(p.run_id, {}).items()}
+        for (run_id, case), interval in compare.run_intervals(base, head, confidence).items():
+            out.setdefault(run_id, {})[case] = interval
+    return out
+
+
 @cached_query
 def push_changes(source: Source) -> pd.DataFrame:
     """Every case of every GPU's newest main run against the run before it, with `section`
-    (regression, correctness, not measured, improvement, or None), `real` (assess) and the
-    Trends query that shows the case around the push."""
+    (SECTIONS, or None), `real` (assess) and the Trends query that shows the case around the push
+    (`trend_query`, and as a relative link, `plot`)."""
+    pairs = newest_main_runs(source)
+    compared = pairs[pairs["base_run"].notna()]
+    if compared.empty:
+        return pd.DataFrame(columns=["gpu", "host", "case_id", "section", "verdict", "correctness", "real"])
+    rows, samples = _pairs_and_samples(source, compared)
+    intervals = _every_interval(compared, samples)
     frames = []
-    for pair in newest_main_runs(source).itertuples():
-        if not isinstance(pair.base_run, str):  # the GPU's first main run: nothing before it
-            continue
-        table = compare.compare_runs(source, pair.base_run, pair.run_id, pair.gpu).copy()
+    for pair in compared.itertuples():
+        pair_rows = rows[rows["pair"] == pair.run_id].drop(columns="pair").reset_index(drop=True)
+        table = compare.judge(pair_rows, samples.get(pair.base_run, {}), samples.get(pair.run_id, {}), pair.gpu,
+                              intervals.get(pair.run_id, {}))
         min_effect = load_thresholds(pair.gpu).min_effect
         table.insert(0, "gpu", pair.gpu)
         table.insert(1, "host", pair.host)
         table["base_run"], table["head_run"] = pair.base_run, pair.run_id
-        table["section"] = [_classify(r, min_effect) for r in table.itertuples()]
-        table["real"] = [assess(r, min_effect) for r in table.itertuples()]
+        judged = [(_classify(r, min_effect, pair.same_commit), assess(r, min_effect), _sure_effect(r))
+                  for r in table.itertuples()]
+        table["section"], table["real"], table["sort_effect"] = ([j[k] for j in judged] for k in range(3))
         span = commit_range(pair.base_commit, pair.commit_sha)
         table["trend_query"] = [case_trend_query(pair.gpu, c, commits=span, host=pair.host) for c in table["case_id"]]
+        table["plot"] = [relative("trends", q) if q else None for q in table["trend_query"]]  # once, not per render
         if not pair.correctness_checked:
             table["correctness"] = "not run"
         frames.append(table)
-    if not frames:
-        return pd.DataFrame(columns=["gpu", "host", "case_id", "section", "verdict", "correctness", "real"])
-    out = pd.concat(frames, ignore_index=True)
-    out["sort_effect"] = [_sure_effect(r) for r in out.itertuples()]
-    return out
+    return pd.concat(frames, ignore_index=True)
 
 
 def section(changes: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -141,6 +200,43 @@ def section(changes: pd.DataFrame, name: str) -> pd.DataFrame:
     return rows.sort_values(["sort_effect", "gpu"], ascending=[False, True]) if not rows.empty else rows
 
 
+def _real_summary(answers: pd.Series) -> str:
+    """'yes 40 · check 8': how many lines got each kind of answer (the text before its colon)."""
+    kinds = answers.fillna("").map(lambda a: a.split(":")[0] if a else "—")
+    return " · ".join(f"{k} {n}" for k, n in kinds.value_counts().items())
+
+
+def causes(rows: pd.DataFrame) -> pd.DataFrame:
+    """A section's rows grouped by cause: one group per kernel variant (a change in one kernel
+    shows on every shape, dtype and GPU it runs on), largest sure change first. Per group: the
+    count, the GPUs, the range of the change (Δ% of the medians), the lower bounds' range and how
+    many lines got each answer to "is it real"; `rows` holds the group's lines in section order."""
+    if rows.empty:
+        return pd.DataFrame(columns=["variant", "cases", "gpus", "low_pct", "high_pct", "real", "rows"])
+    groups = []
+    for variant, members in rows.groupby("variant", sort=False):
+        groups.append({
+            "variant": variant, "cases": len(members), "gpus": list(dict.fromkeys(members["gpu"])),
+            "low_pct": float(members["delta_pct"].min()), "high_pct": float(members["delta_pct"].max()),
+            "real": _real_summary(members["real"]), "rows": members, "order": float(members["sort_effect"].max()),
+        })
+    return pd.DataFrame(groups).sort_values("order", ascending=False, kind="stable").drop(columns="order").reset_index(drop=True)
+
+
 def quality_caption(frames: list[pd.DataFrame]) -> list[str]:
     found = pd.concat([f[c] for f in frames for c in ("base_marks", "head_marks") if c in f] or [pd.Series([], dtype=object)])
     return quality.explain(found)
+
+
+@cached_query
+def other_branches(source: Source) -> pd.DataFrame:
+    """Branches with runs other than the default one (most runs first): what an empty first page
+    names when the runs are on a branch the history does not take as its mainline."""
+    return read_frame(
+        source,
+        f"""
+        SELECT branch, count(*) AS runs FROM runs
+        WHERE branch IS NOT NULL AND branch <> {DEFAULT_BRANCH_SQL} AND pr_number IS NULL
+        GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5
+        """,
+    )

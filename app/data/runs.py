@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.data.store import HistoryUnavailable, Source, cached_query, read_frame
+from app.data.store import HistoryUnavailable, Source, cached_query, read_frame, read_frames
+from history.settings import DEFAULT_BRANCH_SQL
 
 # A run is identified to people by its commit and time; these columns describe it everywhere.
 RUN_COLUMNS = """
@@ -35,22 +36,22 @@ def history_shape(source: Source) -> HistoryShape:
     """Counts of runs and results, and the GPUs measured; an unmigrated file counts as empty."""
     if not source.exists:
         return HistoryShape(0, 0, 0, ())
-    tables = read_frame(source, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
-    if not {"runs", "results"} <= set(tables["table_name"]):
-        return HistoryShape(0, 0, 0, ())
-    counts = read_frame(
-        source,
-        """
-        SELECT (SELECT count(*) FROM runs) AS runs,
-               (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
-               (SELECT count(*) FROM results) AS results
-        """,
-    ).iloc[0]
-    gpus = read_frame(
-        source,
-        "SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu",
-    )
-    return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+
+    def body(query) -> HistoryShape:  # one connection: every page asks this first, cold
+        tables = query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")
+        if not {"runs", "results"} <= set(tables["table_name"]):
+            return HistoryShape(0, 0, 0, ())
+        counts = query(
+            """
+            SELECT (SELECT count(*) FROM runs) AS runs,
+                   (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
+                   (SELECT count(*) FROM results) AS results
+            """,
+        ).iloc[0]
+        gpus = query("SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu")
+        return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+
+    return read_frames(source, body)
 
 
 @cached_query
@@ -128,17 +129,23 @@ def runs_by_id(source: Source, run_ids: tuple[str, ...]) -> pd.DataFrame:
 
 
 @cached_query
+def default_branch(source: Source) -> str:
+    """The history's default branch (history.settings): what "main" means on every page."""
+    return str(read_frame(source, f"SELECT {DEFAULT_BRANCH_SQL} AS branch")["branch"].iloc[0])
+
+
+@cached_query
 def main_run_before(source: Source, run_id: str) -> str | None:
     """The newest main run on the same GPU and pool (host: history.series_key) that started before
     `run_id` and did not fail outright (complete or partial): what "the run before it" means on
     every page."""
     frame = read_frame(
         source,
-        """
+        f"""
         SELECT b.run_id FROM runs h JOIN runs b
           ON coalesce(b.gpu_name, b.device_kind) = coalesce(h.gpu_name, h.device_kind)
          AND b.pool IS NOT DISTINCT FROM h.pool
-         AND b.branch = 'main' AND b.status <> 'failed' AND b.run_id <> h.run_id
+         AND b.branch = {DEFAULT_BRANCH_SQL} AND b.status <> 'failed' AND b.run_id <> h.run_id
          AND (b.started_at < h.started_at OR (b.started_at = h.started_at AND b.run_id < h.run_id))
         WHERE h.run_id = ?
         ORDER BY b.started_at DESC, b.run_id DESC LIMIT 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import pandas as pd
 import streamlit as st
@@ -30,6 +30,7 @@ from history.location import HistoryLocation, default_location, parse_location
 # against a file system with coarse mtimes).
 CACHE_TTL_S = 600
 CACHE_MAX_ENTRIES = 256
+T = TypeVar("T")
 
 
 class HistoryUnavailable(Exception):
@@ -82,11 +83,18 @@ def _lake_signature(location: HistoryLocation) -> tuple[int, ...]:
 
 def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
     """Run one read-only query on a fresh connection and close it before returning."""
+    return read_frames(source, lambda query: query(sql, params))
+
+
+def read_frames(source: Source, body: Callable[[Callable[..., pd.DataFrame]], T]) -> T:
+    """`body(query)` on one fresh read-only connection, where `query(sql, params)` returns a
+    DataFrame: for a page that needs several queries at once (opening the 1M-result history
+    costs ~0.1 s per connection, more than most of its queries)."""
     if not source.exists:
         raise HistoryUnavailable(f"no history at {source.path} yet: ingest a run bundle first")
     try:
         with open_read(source.path) as con:
-            return con.execute(sql, list(params or [])).df()
+            return body(lambda sql, params=None: con.execute(sql, list(params or [])).df())
     except HistoryUnavailable:
         raise
     except FaultError as exc:  # its reason: no path, binary or PID on a page (history.faults)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from app.data.store import Source, cached_query, read_frame
+from history.settings import DEFAULT_BRANCH_SQL
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def trend_options(source: Source) -> dict[str, list]:
     return {
         "gpus": distinct("SELECT coalesce(gpu_name, device_kind) FROM runs GROUP BY 1 ORDER BY count(*) DESC"),
         "branches": distinct(
-            "SELECT branch FROM runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = 'main') DESC, count(*) DESC LIMIT 200"
+            f"SELECT branch FROM runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = {DEFAULT_BRANCH_SQL}) DESC, count(*) DESC LIMIT 200"
         ),
         "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
         # Most-measured shape first: the natural default for a trend.

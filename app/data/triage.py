@@ -14,16 +14,17 @@ import pandas as pd
 
 from app.data.store import Source, cached_query, read_frame
 from app.data.trends import with_commit_axis
+from history.settings import DEFAULT_BRANCH_SQL
 
 METRIC_NAMES = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA", "correctness": "correctness"}
 # Metrics of step alerts that have a series in `case_series` (column names from detection).
 SERIES_METRICS = ("median_us", "gap_to_sdpa")
 
-_ALERTS = """
+_ALERTS = f"""
     WITH main AS (
         SELECT run_id, started_at,
                lag(commit_sha) OVER (PARTITION BY coalesce(gpu_name, device_kind), pool ORDER BY started_at, run_id) AS prev_sha
-        FROM runs WHERE branch = 'main' AND status <> 'failed'
+        FROM runs WHERE branch = {DEFAULT_BRANCH_SQL} AND status <> 'failed'
     )
     SELECT a.alert_id, a.kind, a.metric, a.case_id, coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu,
            a.status, a.change_pct, a.baseline_value, a.new_value, a.run_id, a.commit_sha, m.prev_sha,
@@ -120,10 +121,10 @@ def correctness_series(source: Source, case_id: str, gpu: str, window: int = 20)
     """The case's correctness over the newest `window` main runs on `gpu` (checked ones only)."""
     return read_frame(
         source,
-        """
+        f"""
         SELECT u.run_id, u.commit_sha, u.started_at, s.passed, s.seeds, s.worst_max_abs_err, s.worst_rel_err, s.nonfinite
         FROM correctness_summaries s JOIN runs u USING (run_id)
-        WHERE s.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = 'main'
+        WHERE s.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
         ORDER BY u.started_at DESC LIMIT ?
         """,
         [case_id, gpu, int(window)],

@@ -71,7 +71,7 @@ def pick_runs(source, gpu, url: UrlState):
     if len(ids) < 2:
         st.info(f"{ui.md(gpu)} has {len(ids)} matching run(s): a comparison needs two.")
         return None, None
-    head_default = named["head"] if named["head"] in labels else compare.default_pair(frame)[1] or ids[0]
+    head_default = named["head"] if named["head"] in labels else compare.default_pair(frame, main_branch=runs.default_branch(source))[1] or ids[0]
     base_default = runs.main_run_before(source, head_default) if head_default else None
     url.choice("compare_head_runs", "head", ids, head_default)
     url.choice("compare_base_runs", "base", ids, base_default if base_default in ids else ids[min(1, len(ids) - 1)])

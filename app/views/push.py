@@ -1,15 +1,22 @@
 """This push: the newest main run of every GPU against the run before it, in one view —
-regressions first (with their intervals and whether each is a real slowdown), then correctness
-failures, cases that stopped running, improvements. Every line opens the plot that shows it."""
+correctness failures first (as the PR comment), then regressions grouped by cause (one kernel
+variant slower on every shape and GPU is one line, with the count and the range of the change,
+its cases one click away), cases that stopped running, improvements. A re-measurement of the
+same commit is said to be one: its differences are noise, never changes.
+
+Every line fits a 1440 px wide window: the per-case details are markdown tables, which wrap,
+not one-line links or canvas grids, which cut their text at the edge."""
 
 import pandas as pd
 import streamlit as st
 
 from app import ui
-from app.data import push, quality
-from history.links import alert_query, relative
+from app.data import push, quality, runs
+from history.links import alert_query
 
-MAX_LINKS = 25  # per section; the rest are in the section's table
+NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
+MAX_ROWS = 60  # case rows drawn per cause; the rest are in the section's table
+EXPANDED_CAUSES = 3  # causes opened at first in a section
 
 CHANGE_COLUMNS = {
     "gpu": st.column_config.TextColumn("GPU"),
@@ -22,7 +29,7 @@ CHANGE_COLUMNS = {
     "head_us": st.column_config.NumberColumn("after µs (events)", format="%.2f"),
     "head_graph_median_us": st.column_config.NumberColumn("after µs (graph replay)", format="%.2f",
                                                           help="CUDA-graph replay median: launch gaps removed (cases under the graph threshold only)"),
-    "real": st.column_config.TextColumn("real slowdown?"),
+    "real": st.column_config.TextColumn("real?", help="is the change real: the answer from the stored evidence"),
     "head_marks": st.column_config.TextColumn("after: marks"),
     "base_marks": st.column_config.TextColumn("before: marks"),
     "correctness": st.column_config.TextColumn("correctness"),
@@ -42,87 +49,171 @@ def where(row) -> str:
     return f"**{ui.md(row.gpu)}**" + (f" (host {ui.code_span(row.host)})" if row.host else "")
 
 
-def change_label(row) -> str:
-    """One regression or improvement as a reader says it: where, what, by how much, how sure, real?"""
-    interval = "" if pd.isna(row.ratio_low) else f" [{_pct(row.ratio_low)}, {_pct(row.ratio_high)}]"
-    graph = "" if pd.isna(row.head_graph_median_us) else f", graph replay {row.head_graph_median_us:.3g} µs"
-    return (f"{where(row)} · {ui.code_span(row.case_id)} · **{_pct(row.ratio)}**{interval} · "
-            f"{row.base_us:.3g} → {row.head_us:.3g} µs{graph} · real slowdown? {ui.md(row.real or '—')}")
+def _run_commit(run_id, sha) -> str:
+    return f"run {ui.code_span(run_id)} (commit {ui.code_span(ui.short_sha(sha))})"
 
 
 def gpu_summary(pairs, changes) -> None:
-    """One line per GPU: which runs are compared and what the push changed there."""
+    """One line per GPU: which runs are compared and what the push changed there. A GPU with
+    nothing to compare lists no counts: '0 regressions' there would claim a comparison."""
     for pair in pairs.itertuples():
         rows = changes[(changes["gpu"] == pair.gpu) & (changes["host"].fillna("") == (pair.host or ""))] if not changes.empty else changes
         counts = rows["section"].value_counts() if not rows.empty else {}
+        status = "" if pair.status == "complete" else f" · run status **{ui.md(pair.status)}**"
+        head = f"{where(pair)}: {_run_commit(pair.run_id, pair.commit_sha)}"
+        if not pair.base_run:
+            st.markdown(f"{head}{status} is its first main run: nothing to compare it with yet.")
+            continue
         correctness = (f"{int(counts.get('correctness', 0))} correctness failure(s)" if pair.correctness_checked
                        else "correctness **not run**")
-        against = (f"vs {ui.code_span(pair.base_run)} (commit {ui.code_span(ui.short_sha(pair.base_commit))})"
-                   if pair.base_run else "(no earlier main run to compare with)")
-        status = "" if pair.status == "complete" else f" · run status **{ui.md(pair.status)}**"
+        lost = f"{int(counts.get('not measured', 0))} not measured"
+        if pair.same_commit:
+            st.markdown(f"{head}{status} re-measured the commit of run {ui.code_span(pair.base_run)}: "
+                        f"**same commit, an A/A repeat: its differences are noise, not changes** "
+                        f"({int(counts.get('repeat', 0))} beyond min_effect) · {correctness} · {lost}")
+            continue
         st.markdown(
-            f"{where(pair)}: run {ui.code_span(pair.run_id)} (commit {ui.code_span(ui.short_sha(pair.commit_sha))}) "
-            f"{against}{status} · {int(counts.get('regression', 0))} regression(s) · {correctness} · "
-            f"{int(counts.get('not measured', 0))} not measured · {int(counts.get('improvement', 0))} improvement(s)"
+            f"{head} vs {_run_commit(pair.base_run, pair.base_commit)}{status} · "
+            f"{int(counts.get('regression', 0))} regression(s) · {correctness} · {lost} · "
+            f"{int(counts.get('improvement', 0))} improvement(s)"
         )
 
 
-def change_links(rows, key: str) -> None:
-    for row in rows.head(MAX_LINKS).itertuples():
-        if row.trend_query:
-            st.page_link("views/trends.py", label=change_label(row), query_params=row.trend_query,
-                         icon=":material/show_chart:")
-    if len(rows) > MAX_LINKS:
-        st.caption(f"{len(rows) - MAX_LINKS} more in the table below.")
-    table(rows, key)
+def _case_link(row) -> str:
+    """The case without its variant (the cause names it), linked to its trend around the push."""
+    parts = str(row.case_id).split("/")
+    text = ui.md(" ".join(parts[1:]) if len(parts) == 4 else row.case_id)
+    return f"[{text}]({row.plot})" if row.plot else text
 
 
-def table(rows, key: str) -> None:
-    view = rows.assign(plot=[_relative_url("trends", q) for q in rows["trend_query"]])
-    with st.expander(f"Table ({len(rows)} rows)"):
-        st.dataframe(view[ORDER], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key=key)
+def cause_table(rows: pd.DataFrame, question: str) -> str:
+    """A cause's cases as a markdown table: wraps to the width, links each case to its trend."""
+    show_host = rows["host"].notna().any()
+    show_graph = rows["head_graph_median_us"].notna().any()
+    header = ["GPU", *(["host"] if show_host else []), "case", "Δ", "interval", "before → after (µs)",
+              *(["after, graph replay (µs)"] if show_graph else []), question]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows.head(MAX_ROWS).itertuples():
+        interval = "—" if pd.isna(row.ratio_low) else f"[{_pct(row.ratio_low)},{NBSP}{_pct(row.ratio_high)}]"
+        cells = [ui.md(row.gpu), *([ui.md(row.host or "")] if show_host else []), _case_link(row), f"**{_pct(row.ratio)}**",
+                 interval, f"{row.base_us:.3g} → {row.head_us:.3g}",
+                 *(["—" if pd.isna(row.head_graph_median_us) else f"{row.head_graph_median_us:.3g}"] if show_graph else []),
+                 ui.md(row.real or "—")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
-def _relative_url(path: str, query) -> str | None:
-    return relative(path, query) if query else None
+def cause_label(cause, question: str) -> str:
+    """One line per cause: the variant, how many cases on which GPUs, the range of the change,
+    and how the cases answered the section's question."""
+    gpus = ", ".join(cause.gpus)
+    span = (f"{cause.low_pct:+.1f}%" if abs(cause.high_pct - cause.low_pct) < 0.05
+            else f"{cause.low_pct:+.1f}% to {cause.high_pct:+.1f}%")
+    return (f"**{ui.md(cause.variant)}** · {cause.cases} case(s) on {ui.md(gpus)} · {span} · "
+            f"{question} {ui.md(cause.real or '—')}")
+
+
+def changes_by_cause(rows: pd.DataFrame, name: str, key: str) -> None:
+    """A change section: one expander per cause (the first few open), then every line in a table."""
+    question = push.QUESTION[name]
+    causes = push.causes(rows)
+    st.caption(f"{len(rows)} case(s) from {len(causes)} cause(s), one per kernel variant; the largest sure "
+               "change first. Each case opens its trend around the push (in a new tab).")
+    for i, cause in enumerate(causes.itertuples()):
+        with st.expander(cause_label(cause, question), expanded=i < EXPANDED_CAUSES):
+            st.markdown(cause_table(cause.rows, question))
+            if cause.cases > MAX_ROWS:
+                st.caption(f"{cause.cases - MAX_ROWS} more: turn on the table below.")
+    table(rows, key, question)
+
+
+# Tables are drawn on request: a data grid is the one part of the page that makes the browser
+# load and compile the grid's code, which the first view after a start pays in full.
+TABLE_HELP = "every column, sortable and downloadable"
+CAPTIONS = {"no interval": "These runs stored no raw samples, so there is no interval and no verdict: only the ratio "
+                           "of medians."}
+
+
+def change_section(changes, name: str, title: str, key: str, when_empty=None) -> pd.DataFrame:
+    """A change section's heading and its causes; an empty section shows `when_empty`, or
+    nothing at all when that is None. Returns the section's rows."""
+    rows = push.section(changes, name)
+    if rows.empty and when_empty is None:
+        return rows
+    st.subheader(f"{title} ({len(rows)})")
+    if name in CAPTIONS:
+        st.caption(CAPTIONS[name])
+    if rows.empty:
+        when_empty()
+    else:
+        changes_by_cause(rows, name, key)
+    return rows
+
+
+def table(rows, key: str, question: str = "real?") -> None:
+    config = {**CHANGE_COLUMNS, "real": st.column_config.TextColumn(question)}
+    if st.toggle(f"Table ({len(rows)} rows)", key=f"{key}_table", help=TABLE_HELP):
+        st.dataframe(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
+
+
+def _columns(frame: pd.DataFrame) -> list[str]:
+    """ORDER, without the host column where no GPU model ran on several hosts."""
+    return [c for c in ORDER if c != "host" or frame["host"].notna().any()]
 
 
 def correctness_links(rows) -> None:
-    for row in rows.head(MAX_LINKS).itertuples():
+    for row in rows.itertuples():
         err = "" if pd.isna(row.head_max_abs_err) else f" · max abs err {row.head_max_abs_err:.3g}"
         st.page_link("views/run.py", query_params={"run": row.head_run}, icon=":material/error:",
                      label=f"{where(row)} · {ui.code_span(row.case_id)} · correctness **{ui.md(row.correctness)}**{err}")
 
 
 def not_measured_links(rows) -> None:
-    for row in rows.head(MAX_LINKS).itertuples():
+    for row in rows.itertuples():
         st.page_link("views/run.py", query_params={"run": row.head_run}, icon=":material/warning:",
                      label=f"{where(row)} · {ui.code_span(row.case_id)} · {ui.md(row.verdict)}")
+
+
+def nothing_to_compare(source, pairs, main: str) -> None:
+    """The empty first page, honestly: why nothing is compared and what makes it show a push."""
+    if pairs.empty:
+        elsewhere = push.other_branches(source)
+        text = f"No run on the default branch {ui.code_span(main)} yet: this page compares its newest runs."
+        if not elsewhere.empty:
+            named = ", ".join(f"{ui.code_span(b)} ({n} runs)" for b, n in zip(elsewhere["branch"], elsewhere["runs"]))
+            first = elsewhere["branch"].iloc[0]
+            text += (f" This history has runs on {named}. If {ui.code_span(first)} is the repository's default "
+                     "branch, record it once (the GPU workflow passes it to `attnwatch ingest --default-branch`):")
+        st.info(text)
+        if not elsewhere.empty:
+            st.code(f"attnwatch history default-branch {first}", language=None)
+        return
+    st.info("Every GPU has one main run so far, so there is no push to show yet: this page compares a GPU's "
+            "newest main run with the one before it. Measure and ingest the next commit on the same GPU "
+            "(`attnwatch run --ingest`) and its changes appear here; until then Overview and Run show what "
+            "the first run measured.")
+    for name, page in (("Overview", "views/overview.py"), ("Run", "views/run.py")):
+        st.page_link(page, label=name, icon=":material/arrow_forward:")
 
 
 def push_page(source, shape):
     pairs = push.newest_main_runs(source)
     changes = push.push_changes(source)
-    st.caption("The newest main run of every GPU against the main run before it. Verdicts as on Compare: the "
-               "head/base interval from both runs' samples against the GPU's min_effect (config/thresholds.toml).")
+    main = pairs["main_branch"].iloc[0] if not pairs.empty else runs.default_branch(source)
+    st.caption(f"The newest run on {ui.code_span(main)} (the default branch) of every GPU against the run before it. "
+               "Verdicts as on Compare: the head/base interval from both runs' samples against the GPU's min_effect "
+               "(config/thresholds.toml).")
     gpu_summary(pairs, changes)
     for pair in pairs.itertuples():
-        if not pair.correctness_checked:
+        if not pair.correctness_checked and pair.base_run:
             st.info(f"Correctness was not checked in run {ui.md(pair.run_id)} on {ui.md(pair.gpu)}: "
                     "its cases read 'not run', never '0 failures'.")
         if pair.status != "complete":
             st.warning(f"The newest main run on {ui.md(pair.gpu)} ({ui.md(pair.run_id)}) ended '{ui.md(pair.status)}': "
                        "only what it measured is compared.")
     if changes.empty:
-        st.info("No GPU has two main runs yet: the first page compares a GPU's newest main run with the one before it.")
+        nothing_to_compare(source, pairs, main)
         return
-
-    regressions = push.section(changes, "regression")
-    st.subheader(f"Regressions ({len(regressions)})")
-    if regressions.empty:
-        st.success("No case is slower beyond its GPU's min_effect with confidence.")
-    else:
-        change_links(regressions, "push_regressions")
 
     failures = push.section(changes, "correctness")
     st.subheader(f"Correctness failures ({len(failures)})")
@@ -132,29 +223,29 @@ def push_page(source, shape):
     else:
         correctness_links(failures)
 
+    regressions = change_section(changes, "regression", "Regressions", "push_regressions",
+                                 lambda: st.success("No case is slower beyond its GPU's min_effect with confidence."))
+
     lost = push.section(changes, "not measured")
     if not lost.empty:
         st.subheader(f"Cases that stopped producing a number ({len(lost)})")
         not_measured_links(lost)
 
-    improvements = push.section(changes, "improvement")
-    st.subheader(f"Improvements ({len(improvements)})")
-    if improvements.empty:
-        st.caption("None.")
-    else:
-        change_links(improvements, "push_improvements")
+    improvements = change_section(changes, "improvement", "Improvements", "push_improvements", lambda: st.caption("None."))
+    unverified = change_section(changes, "no interval", "Moved, without samples for an interval", "push_unverified")
 
-    unverified = push.section(changes, "no interval")
-    if not unverified.empty:
-        st.subheader(f"Moved, without samples for an interval ({len(unverified)})")
-        st.caption("These runs stored no raw samples, so there is no interval and no verdict: only the ratio of medians.")
-        change_links(unverified, "push_unverified")
+    repeats = push.section(changes, "repeat")
+    if not repeats.empty:
+        st.subheader(f"Same commit re-measured: noise, not changes ({len(repeats)})")
+        st.caption("The newest run measured the same commit as the run before it (an A/A repeat). Nothing changed "
+                   "in the code, so these differences beyond min_effect are run-to-run noise: none is a regression "
+                   "or an improvement. They show how far two runs of one commit can differ on this GPU.")
+        table(repeats, "push_repeats")
 
     notes = push.quality_caption([regressions, improvements, unverified])
     st.caption(" ".join(["Marks:", *notes, quality.BASIS]) if notes else quality.BASIS)
-    with st.expander("Every case of the push"):
-        st.dataframe(changes.assign(plot=[_relative_url("trends", q) for q in changes["trend_query"]])[ORDER],
-                     hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
+    if st.toggle(f"Every case of the push ({len(changes)})", key="push_all_table", help=TABLE_HELP):
+        st.dataframe(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
     st.page_link("views/alerts.py", label="Alerts detection recorded, grouped by the commit that caused them",
                  icon=":material/notifications:", query_params=alert_query())
 

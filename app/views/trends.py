@@ -6,7 +6,7 @@ shows its commit and run time; clicking it opens that run. Every choice is in th
 import streamlit as st
 
 from app import charts, ui
-from app.data import defaults, quality, timers, trends
+from app.data import defaults, quality, runs, timers, trends
 from app.url_state import UrlState
 from history.links import commit_range, parse_commit_range
 
@@ -24,8 +24,9 @@ def pickers(source, shape, url: UrlState):
         pool = ui.host_picker(source, gpu, key="trends_host", allow_all=True)
     measured = defaults.measured_on(source, gpu)
     on_focus = focus.gpu == gpu
-    branches = opts["branches"] or ["main"]
-    url.choice("trends_branch", "branch", branches, "main" if "main" in branches else branches[0])
+    main = runs.default_branch(source)
+    branches = opts["branches"] or [main]
+    url.choice("trends_branch", "branch", branches, main if main in branches else branches[0])
     branch = top[2].selectbox("branch", branches, key="trends_branch")
     metric_columns = list(trends.METRIC_BY_COLUMN)
     url.choice("trends_metric", "metric", metric_columns, "median_us")

@@ -45,10 +45,11 @@ def register(subparsers) -> None:
 def streamlit_command(port: int, host: str) -> list[str]:
     """The exact `streamlit run` command line: headless, no usage statistics, no file watcher,
     and the viewer's toolbar (no "Deploy" button: this is a served dashboard, not a script being
-    developed). Set here, not in a .streamlit/config.toml, so it holds in an installed package
-    whatever the working directory."""
+    developed), through `app.serve`, which imports the dashboard's modules before the server
+    listens, so the first visitor does not wait for them. Set here, not in a
+    .streamlit/config.toml, so it holds in an installed package whatever the working directory."""
     return [
-        sys.executable, "-m", "streamlit", "run", str(entrypoint()),
+        sys.executable, "-m", "app.serve", "run", str(entrypoint()),
         "--server.port", str(port),
         "--server.address", host,
         "--server.headless", "true",

@@ -14,13 +14,19 @@ checksum are compared, and any difference is an error (exit 2) that names the ta
 every committed run it can and a backup of what it found (history.recover):
 
     attnwatch --db ~/.local/share/attnwatch/history.duckdb history recover
+
+`attnwatch history default-branch [BRANCH]` shows or sets the repository's default branch, the
+mainline of the series, the alerts and the dashboard (history.settings).
 """
 
 from __future__ import annotations
 
+from ci.commands import add_lock_timeout
+
+
 def register(subparsers) -> None:
     p = subparsers.add_parser("history", help="move a history between a file and a lake (copy SRC DST); "
-                              "recover a file that does not open")
+                              "recover a file that does not open; its default branch (default-branch)")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(
@@ -38,6 +44,29 @@ def register(subparsers) -> None:
         "what the file holds. Nothing is deleted.",
     )
     r.set_defaults(func=_recover)
+    b = sub.add_parser(
+        "default-branch", help="show or set the repository's default branch (the mainline of series and pages)",
+        description="Without BRANCH, print the history's default branch; with it, record BRANCH as the "
+        "default branch: the runs detection scans and the dashboard shows as main runs.",
+    )
+    b.add_argument("branch", metavar="BRANCH", nargs="?")
+    add_lock_timeout(b)
+    b.set_defaults(func=_default_branch)
+
+
+def _default_branch(args) -> int:
+    from history.db import open_read, open_write
+    from history.settings import check_branch, default_branch, set_default_branch
+
+    if args.branch is None:
+        with open_read(args.db) as con:
+            print(default_branch(con))
+        return 0
+    check_branch(args.branch, "BRANCH")
+    with open_write(args.db, deadline_s=args.lock_timeout) as con:
+        changed = set_default_branch(con, args.branch, str(args.db))
+    print(f"default branch: {args.branch}" + ("" if changed else " (unchanged)"))
+    return 0
 
 
 def _copy(args) -> int:

@@ -7,6 +7,9 @@ must be of the history's repository (`--repo` / ATTNWATCH_REPO; history/reposito
 `attnwatch ingest --pull-request N --head-sha SHA --source-run W[.A] DIR` stores the round
 bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/pr_runs.py): the
 trusted PR-comment workflow does this after checking where the artifact came from.
+
+`--default-branch BRANCH` records the repository's default branch in the history first
+(history.settings): the branch whose runs are "main runs" for detection and the dashboard.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ def register(subparsers) -> None:
         "then store each as one transaction. Idempotent: a run already stored is skipped.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="bundle directory or pytest-benchmark .json file")
+    p.add_argument("--default-branch", metavar="BRANCH",
+                   help="record BRANCH as the repository's default branch (the mainline detection and the "
+                   "dashboard follow; the GPU workflow passes github.event.repository.default_branch)")
     pr = p.add_argument_group("pull-request compare results (PATH: one `attnwatch compare --out` directory)")
     pr.add_argument("--pull-request", type=int, metavar="N", help="store the compare rounds as runs of this PR")
     pr.add_argument("--head-sha", help="the PR head that was measured (head rounds must record it)")
@@ -58,6 +64,13 @@ def _run(args) -> int:
             raise UserError("with --pull-request, give exactly one compare output directory")
         labels = pull_request_labels(Path(args.paths[0]), args.pull_request, args.head_sha, _source_run(args.source_run))
         args.paths = list(labels)
+    if args.default_branch is not None:
+        from history.db import open_write
+        from history.settings import check_branch, set_default_branch
+
+        check_branch(args.default_branch, "--default-branch")
+        with open_write(args.db, deadline_s=args.lock_timeout) as con:
+            set_default_branch(con, args.default_branch, str(args.db))
     report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout, labels=labels, repo=repo_setting(args.repo))
     for line in report.lines():
         print(line)

@@ -119,17 +119,21 @@ def hierarchical_intervals(
     for members in groups.values():
         rng = np.random.default_rng(seed)
         n_base, n_head = len(members[0][1]), len(members[0][2])
-        b_draws = _round_median_draws([np.stack([m[1][j] for m in members]) for j in range(n_base)], resamples, rng)
-        h_draws = _round_median_draws([np.stack([m[2][j] for m in members]) for j in range(n_head)], resamples, rng)
+        b_rounds = [np.stack([m[1][j] for m in members]) for j in range(n_base)]
+        h_rounds = [np.stack([m[2][j] for m in members]) for j in range(n_head)]
+        b_draws = _round_median_draws(b_rounds, resamples, rng)
+        h_draws = _round_median_draws(h_rounds, resamples, rng)
         rows = np.arange(resamples)[:, None]
         # Paired when both sides have the same round count: round i of the base ran next to round i of the head.
         b_pick = rng.integers(0, n_base, size=(resamples, n_base))
         h_pick = b_pick if n_head == n_base else rng.integers(0, n_head, size=(resamples, n_head))
         ratios = h_draws[:, rows, h_pick].mean(axis=2) / b_draws[:, rows, b_pick].mean(axis=2)
         lows, highs = np.quantile(ratios, [alpha, 1.0 - alpha], axis=1)
-        for i, (case, b, h) in enumerate(members):
-            point = float(np.mean([np.median(r) for r in h]) / np.mean([np.median(r) for r in b]))
-            out[case] = ABInterval(point, float(lows[i]), float(highs[i]), confidence, "hierarchical",
+        # The point estimate, every case at once: mean over rounds of the round medians, head/base.
+        points = (np.mean([np.median(r, axis=1) for r in h_rounds], axis=0)
+                  / np.mean([np.median(r, axis=1) for r in b_rounds], axis=0))
+        for i, (case, _, _) in enumerate(members):
+            out[case] = ABInterval(float(points[i]), float(lows[i]), float(highs[i]), confidence, "hierarchical",
                                    min(n_base, n_head))
     return out
 

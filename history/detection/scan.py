@@ -1,5 +1,7 @@
 """Scan the main-branch history for persistent steps and correctness failures -> alerts.
 
+"main" is the history's default branch (history.settings; `case_series` reads the same setting).
+
 For every series (case x GPU model x pool, view `case_series`; history.series_key) and each
 metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
 such as a driver or clock change) —
@@ -27,6 +29,7 @@ from history.alerts import NewAlert
 from history.changepoints import significant_steps
 from history.detection.thresholds import Thresholds
 from history.kernel_config import change_text, segment_change
+from history.settings import default_branch
 
 # Scanned columns of `case_series`: column -> (index in the _series row, label for people).
 METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}
@@ -115,6 +118,7 @@ def config_step(rows: list[tuple], points: list[tuple[int, float]], step) -> tup
 def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) -> None:
     """One alert per streak of failing main runs of a case on a GPU model and pool, keyed by its first commit."""
     where = "AND coalesce(u.gpu_name, u.device_kind) = ?" if gpu else ""
+    params = [default_branch(con), *([gpu] if gpu else [])]
     rows = con.execute(
         f"""
         SELECT s.case_id, coalesce(u.gpu_name, u.device_kind) AS gpu, u.pool, u.run_id, u.commit_sha, s.passed,
@@ -122,10 +126,10 @@ def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) 
         FROM correctness_summaries s
         JOIN runs u USING (run_id)
         LEFT JOIN commits c ON c.sha = u.commit_sha
-        WHERE u.branch = 'main' {where}
+        WHERE u.branch = ? {where}
         ORDER BY s.case_id, gpu, u.pool, c.committed_at NULLS LAST, u.started_at, u.run_id
         """,
-        [gpu] if gpu else [],
+        params,
     ).fetchall()
     previous_passed: dict[tuple[str, str, str], bool] = {}
     for case_id, g, pool, run_id, sha, passed, max_abs, rel, nonfinite in rows:
