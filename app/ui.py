@@ -22,6 +22,16 @@ _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
+# What a table cell without a value shows. Streamlit's own default is the word "None", which reads
+# as a value; the SQL page keeps it, since there a NULL is what the query returned.
+EMPTY_CELL = "—"
+
+
+def table(data, **kwargs):
+    """st.dataframe for the pages' own tables: a missing number or text shows EMPTY_CELL."""
+    return st.dataframe(data, placeholder=EMPTY_CELL, **kwargs)
+
+
 def truncate(text: str | None, limit: int = 80) -> str:
     """First line of `text`, at most `limit` characters, control characters removed."""
     if not text:

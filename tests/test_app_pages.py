@@ -414,3 +414,16 @@ def test_a_hostile_run_id_in_the_url_is_shown_escaped(history, monkeypatch):
     at = open_page(db, monkeypatch, "views/run.py", run="[login](http://evil.example) ![x](http://t.example/p.png)")
     (warning,) = [w.value for w in at.warning]
     assert "\\[login\\]\\(http" in warning and "\\!\\[x\\]" in warning  # markdown cannot make a link or image
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p != "views/sql.py"])
+def test_a_cell_without_a_value_is_shown_empty_not_as_none(history, monkeypatch, page):
+    """Streamlit draws a missing value as the word "None", which reads as a value: every table of
+    the pages shows app.ui.EMPTY_CELL instead (the SQL page keeps NULLs as the query returned them)."""
+    from app.ui import EMPTY_CELL
+
+    at = open_page(history[0], monkeypatch, page)
+    assert not at.exception
+    tables = list(at.dataframe)
+    assert tables or page in ("views/push.py", "views/trends.py"), f"{page}: no table drawn to check"
+    assert all(t.proto.placeholder == EMPTY_CELL for t in tables), page

@@ -72,7 +72,7 @@ def alerts_page(source, shape):
         st.success("No alerts match these filters.")
         return
     st.subheader(f"{len(found)} alert(s) in {len(table)} commit range(s)")
-    st.dataframe(table.drop(columns=["group_key"]), hide_index=True, column_config=GROUP_COLUMNS, width="stretch",
+    ui.table(table.drop(columns=["group_key"]), hide_index=True, column_config=GROUP_COLUMNS, width="stretch",
                  key="alerts_groups", column_order=list(GROUP_COLUMNS))
     keys = table["group_key"].tolist()
     labels = {r.group_key: triage.group_label(r) for r in table.itertuples()}
@@ -90,7 +90,7 @@ def show_group(source, members, key, url: UrlState) -> None:
     st.markdown(f"**{ui.md(triage.short_range(first.prev_sha, first.commit_sha))}** · commit message:")
     st.text(ui.truncate(first.commit_message, 200) or "(no message stored)")
     view = members.assign(plot=[_trend_link(r) for r in members.itertuples()])
-    st.dataframe(view[ALERT_ORDER], hide_index=True, column_config=ALERT_COLUMNS, width="stretch", key="alerts_members")
+    ui.table(view[ALERT_ORDER], hide_index=True, column_config=ALERT_COLUMNS, width="stretch", key="alerts_members")
     ids = [int(a) for a in members["alert_id"]]
     names = {int(r.alert_id): r.label for r in members.itertuples()}
     url.choice("alerts_alert", "alert", ids, ids[0], decode=lambda t: int(t) if t.isdigit() else None)
@@ -109,7 +109,7 @@ def draw_alert(source, alert) -> None:
     """The step on its series: values, the levels before and after, and the threshold band."""
     if alert.metric not in triage.SERIES_METRICS:
         st.caption(f"Correctness of {ui.md(alert.case_id)} on {ui.md(alert.gpu)} over the newest checked main runs:")
-        st.dataframe(triage.correctness_series(source, alert.case_id, alert.gpu), hide_index=True, width="stretch",
+        ui.table(triage.correctness_series(source, alert.case_id, alert.gpu), hide_index=True, width="stretch",
                      key="alerts_correctness")
         return
     series = triage.alert_series(source, alert.case_id, alert.gpu, alert.metric, alert.run_id)
@@ -178,7 +178,7 @@ def show_last_change(source) -> None:
     st.success(message)
     if alert_id is not None:
         with st.expander(f"History of alert #{int(alert_id)}", expanded=False):
-            st.dataframe(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
+            ui.table(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
 
 
 ui.run_page("Alerts", alerts_page)

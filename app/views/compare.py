@@ -90,7 +90,7 @@ def pick_commits(source, gpu, url: UrlState):
     span = parse_commit_range(text)
     recent = runs.recent_runs(source, gpu, PICKER_RUNS).drop_duplicates("commit_sha")
     with st.expander("Commits with runs on this GPU (newest first)"):
-        st.dataframe(recent[["commit_sha", "branch", "started_at", "commit_message", "run_id"]], hide_index=True, width="stretch")
+        ui.table(recent[["commit_sha", "branch", "started_at", "commit_message", "run_id"]], hide_index=True, width="stretch")
     if not span or not span.base or not span.head:
         st.info("Name two commits as BASE..HEAD (e.g. from the table above).")
         return None, None
@@ -157,7 +157,7 @@ def show_comparison(source, base, head, gpu) -> None:
     columns = delta_columns(timers.timer_tag(table["base_timing_mode"]), timers.timer_tag(table["head_timing_mode"]),
                             timers.timer_name(list(table["base_timing_mode"]) + list(table["head_timing_mode"])))
     view = view[list(columns)]
-    st.dataframe(view, hide_index=True, column_config=columns, width="stretch", key="compare_table")
+    ui.table(view, hide_index=True, column_config=columns, width="stretch", key="compare_table")
     notes = quality.explain(view["head_marks"]) + [n for n in quality.explain(view["base_marks"]) if n not in quality.explain(view["head_marks"])]
     st.caption(" ".join(notes + [timers.basis(list(table["base_timing_mode"]) + list(table["head_timing_mode"]))]))
     st.download_button(

@@ -46,7 +46,7 @@ def build_section(source, variant, gpu):
                                             ("build_chart", "spill_chart", "smem_chart")):
         column.plotly_chart(charts.lines_figure(builds, "x", series, title, height=300), key=key, width="stretch")
     with st.expander("Build reports"):
-        st.dataframe(builds, hide_index=True, width="stretch")
+        ui.table(builds, hide_index=True, width="stretch")
 
 
 def ncu_section(source, variant, gpu):
@@ -67,7 +67,7 @@ def ncu_section(source, variant, gpu):
         if per_kernel.empty:
             st.caption("No per-kernel rows stored.")
         else:
-            st.dataframe(per_kernel.pivot_table(index=["kernel_index", "kernel_name"], columns="metric_name", values="value").reset_index(),
+            ui.table(per_kernel.pivot_table(index=["kernel_index", "kernel_name"], columns="metric_name", values="value").reset_index(),
                          hide_index=True, width="stretch")
 
 
@@ -117,7 +117,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
         + (f"; {derived} value(s) from runs that predate those fields are derived from ncu's stored bytes/duration." if derived else ".")
     )
     with st.expander("Roofline points"):
-        st.dataframe(points, hide_index=True, width="stretch")
+        ui.table(points, hide_index=True, width="stretch")
 
 
 def kernel_page(source, shape):

@@ -103,7 +103,7 @@ def overview_page(source, shape):
     summary = overview.gpu_summary(source)
     if len(summary) > 1:
         st.subheader("Latest main run per device")
-        st.dataframe(summary, hide_index=True, width="stretch")
+        ui.table(summary, hide_index=True, width="stretch")
     gpu = ui.gpu_picker(shape, key="overview_gpu", url=url, default=defaults.focus(source).gpu)
     pool = ui.host_picker(source, gpu, key="overview_host")
     url.publish()
@@ -132,7 +132,7 @@ def overview_page(source, shape):
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
     cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
     columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]))
-    st.dataframe(cases, hide_index=True, column_config=columns, column_order=list(columns), width="stretch",
+    ui.table(cases, hide_index=True, column_config=columns, column_order=list(columns), width="stretch",
                  height=min(38 + 35 * len(cases), 1200), key="overview_cases")
     st.caption(" ".join(quality.explain(cases["marks"]) + [timers.basis(cases["timing_mode"])]))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
@@ -146,7 +146,7 @@ def overview_page(source, shape):
         cases_of = alerts.groupby("kind")["case_id"].nunique()
         st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k} alert(s) on {int(cases_of.get(k, 0))} case(s)"
                                for k in ("regression", "correctness", "improvement")))
-        st.dataframe(alerts, hide_index=True, width="stretch", column_config=ALERT_COLUMNS, column_order=ALERT_ORDER)
+        ui.table(alerts, hide_index=True, width="stretch", column_config=ALERT_COLUMNS, column_order=ALERT_ORDER)
         st.page_link("views/alerts.py", label="Triage them on the Alerts page (grouped by commit)",
                      query_params={"gpu": gpu}, icon=":material/notifications:")
 

@@ -153,7 +153,7 @@ def change_section(changes, name: str, title: str, key: str, when_empty=None) ->
 def table(rows, key: str, question: str = "real?") -> None:
     config = {**CHANGE_COLUMNS, "real": st.column_config.TextColumn(question)}
     if st.toggle(f"Table ({len(rows)} rows)", key=f"{key}_table", help=TABLE_HELP):
-        st.dataframe(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
+        ui.table(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
 
 
 def _columns(frame: pd.DataFrame) -> list[str]:
@@ -245,7 +245,7 @@ def push_page(source, shape):
     notes = push.quality_caption([regressions, improvements, unverified])
     st.caption(" ".join(["Marks:", *notes, quality.BASIS]) if notes else quality.BASIS)
     if st.toggle(f"Every case of the push ({len(changes)})", key="push_all_table", help=TABLE_HELP):
-        st.dataframe(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
+        ui.table(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
     st.page_link("views/alerts.py", label="Alerts detection recorded, grouped by the commit that caused them",
                  icon=":material/notifications:", query_params=alert_query())
 

@@ -76,13 +76,13 @@ def run_page(source, shape):
         columns = result_columns(timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]))
         results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "")
                                     for c in ("marks", "error", "fastest_backend")})
-        st.dataframe(results[list(columns) + [c for c in results.columns if c not in columns]], hide_index=True,
+        ui.table(results[list(columns) + [c for c in results.columns if c not in columns]], hide_index=True,
                      width="stretch", column_config=columns, key="run_cases")
         st.caption(" ".join(quality.explain(results["marks"]) + [timers.basis(results["timing_mode"])]))
         broken = results[results["status"] != "ok"]
         if not broken.empty:
             st.subheader("Cases without a measurement")
-            st.dataframe(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
+            ui.table(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
     gpu = str(run.gpu_name or run.device_kind)
     before = runs.main_run_before(source, run_id)
     if before:
@@ -92,7 +92,7 @@ def run_page(source, shape):
         st.caption("No earlier main run on this GPU to compare with.")
     with st.expander("Environment and manifest"):
         fields = [f for f in ENVIRONMENT_FIELDS if f in header.columns]
-        st.dataframe(header[fields].T.rename(columns={0: "value"}).astype(str), width="stretch")
+        ui.table(header[fields].T.rename(columns={0: "value"}).astype(str), width="stretch")
 
 
 ui.run_page("Run", run_page)

@@ -115,9 +115,9 @@ def trends_page(source, shape):
     open_selected_run(event)
     if not alerts.empty:
         st.subheader("Alerts on these cases")
-        st.dataframe(alerts.drop(columns=["value"]), hide_index=True, width="stretch")
+        ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch")
     with st.expander("Plotted values"):
-        st.dataframe(series, hide_index=True, width="stretch")
+        ui.table(series, hide_index=True, width="stretch")
 
 
 def across_range(series, highlight, shown_range, metric) -> None:
@@ -128,7 +128,7 @@ def across_range(series, highlight, shown_range, metric) -> None:
     table = at[list(highlight)].rename(columns={highlight[0]: "at BASE", highlight[1]: "at HEAD"})
     table["change %"] = (table["at HEAD"] / table["at BASE"] - 1) * 100
     st.caption(f"Across {shown_range} ({ui.md(metric)}):")
-    st.dataframe(table.reset_index(), hide_index=True, width="stretch", key="trend_range_table",
+    ui.table(table.reset_index(), hide_index=True, width="stretch", key="trend_range_table",
                  column_config={"change %": st.column_config.NumberColumn(format="%+.1f")})
 
 
