@@ -29,7 +29,7 @@ from typing import Iterator
 
 import duckdb
 
-from history import lake
+from history import lake, lake_faults
 from history.errors import HistoryError, HistoryNotFoundError, LockTimeoutError
 from history.location import HistoryLocation, parse_location
 from history.migrations import applied_migrations, check_compatible, code_schema_version, migrate
@@ -110,15 +110,40 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
     """A read-write connection with the schema migrated to this code's version; closed on exit."""
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.shared_connection(loc, read_only=False)
+        con = _lake_cursor(loc, read_only=False)
     else:
         loc.path.parent.mkdir(parents=True, exist_ok=True)
         con = connect_with_retry(loc.path, deadline_s)
     try:
         migrate(con, loc.label)
         yield con
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
+        raise
     finally:
         con.close()
+
+
+def _lake_cursor(loc: HistoryLocation, read_only: bool, config: dict | None = None):
+    try:
+        return lake.shared_connection(loc, read_only=read_only, config=config)
+    except duckdb.Error as exc:  # the attach itself answers with LakeUnavailableError
+        lake.forget_shared(loc, read_only, config)
+        _raise_lake_fault(loc, exc)
+        raise
+
+
+def _raise_lake_fault(loc: HistoryLocation, exc: BaseException) -> None:
+    """On a lake, a catalog or data-path fault as its one-line error (history.lake_faults); a
+    broken connection's cached instance is dropped first. Anything else: the caller re-raises."""
+    if not loc.is_lake:
+        return
+    fault = lake_faults.translate(exc, loc.label)
+    if fault is None:
+        return
+    if isinstance(fault, lake_faults.LakeUnavailableError):
+        lake.forget_location(loc)
+    raise fault from None
 
 
 @contextmanager
@@ -132,7 +157,7 @@ def open_read(
     """
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.shared_connection(loc, read_only=True, config=config)
+        con = _lake_cursor(loc, read_only=True, config=config)
     else:
         if not loc.path.is_file():
             raise HistoryNotFoundError(
@@ -142,9 +167,13 @@ def open_read(
     try:
         check_compatible(con, loc.label)
         yield con
-    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
+    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException) as exc:
         if loc.is_lake:
             lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
+        _raise_lake_fault(loc, exc)
+        raise
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
         raise
     finally:
         con.close()
@@ -160,9 +189,12 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
     with open_read(loc, deadline_s) as con:
         if not check_compatible(con, loc.label):
             return []
-    con = lake.shared_connection(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
+    con = _lake_cursor(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     try:
         return migrate(con, loc.label)
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
+        raise
     finally:
         con.close()
 

@@ -20,6 +20,12 @@ On a DuckLake many ingests run at once (no serialized ingest job): each run's tr
 the run id again inside itself and claims it (history.transactions), so of two concurrent ingests
 of one bundle one commits it and the other, retried after the conflict, reports it skipped. The
 commit row is claimed likewise: runs of one commit on several GPUs arrive together.
+
+A lake's catalog can also go away for a moment (PostgreSQL restarted): each step on a lake (the
+check of what is stored, then each run's transaction) is retried while it is unreachable
+(history.lake_faults.retrying). A run whose COMMIT may have landed before the connection broke
+is found stored on the retry and reported skipped, with that reason: never doubled, and never
+reported inserted unless this ingest's COMMIT returned.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from typing import Iterable, Mapping
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
 from history.errors import BundleError, LockTimeoutError
+from history.lake_faults import retrying
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
 from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run
@@ -112,11 +119,11 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     paths = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
     location = parse_location(db_path)
-    if location.is_lake:  # no lock to avoid: check, validate and write on one connection
-        with open_write(location, deadline_s=deadline_s) as con:
-            unchanged = _stored_identities(con, [p for p in paths if p not in labels])
-            bundles = load_all([p for p in paths if p not in unchanged], labels)
-            report = _ingest_on(con, location, bundles, deadline_s)
+    if location.is_lake:  # no lock to avoid; each step retried while the catalog is unreachable
+        unchanged = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _stored_identities(
+            con, [p for p in paths if p not in labels])))
+        bundles = load_all([p for p in paths if p not in unchanged], labels)
+        report = _ingest_lake(location, bundles, deadline_s)
     else:
         unchanged = _already_stored(location, [p for p in paths if p not in labels])
         bundles = load_all([p for p in paths if p not in unchanged], labels)
@@ -153,13 +160,42 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
 
 def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0) -> IngestReport:
     location = parse_location(db_path)
+    if location.is_lake:
+        return _ingest_lake(location, bundles, deadline_s)
     with open_write(location, deadline_s=deadline_s) as con:
         return _ingest_on(con, location, bundles, deadline_s)
 
 
 def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float) -> IngestReport:
-    report = IngestReport(db_path=location.label)
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
+    return _write_each(location, bundles, known, lambda b: (write_transaction(
+        con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, 60.0)), False))
+
+
+def _on_lake(location: HistoryLocation, deadline_s: float, work):
+    with open_write(location, deadline_s=deadline_s) as con:
+        return work(con)
+
+
+def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float) -> IngestReport:
+    """`_ingest_on` for a lake, one step at a time, each retried while the catalog is unreachable."""
+    known = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _known_runs(
+        con, [b.manifest.run_id for b in bundles])))
+
+    def write(b: LoadedBundle):
+        broken: list[Exception] = []
+        rows = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: write_transaction(
+            con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, 60.0))),
+            on_retry=broken.append)
+        return rows, bool(broken)
+
+    return _write_each(location, bundles, known, write)
+
+
+def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: dict[str, str], write) -> IngestReport:
+    """Each new run through `write(bundle) -> (rows or None when found stored, whether the catalog
+    connection broke meanwhile)`; clashes refused before anything is written."""
+    report = IngestReport(db_path=location.label)
     for b in bundles:
         _refuse_clash(b, known.get(b.manifest.run_id))
     done: set[str] = set()
@@ -169,14 +205,14 @@ def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], dead
             why = "already in the history" if run_id in known else "same bundle given twice"
             report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
             continue
-        rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
-                                 deadline_s=max(deadline_s, 60.0))
+        rows, broken = write(b)
         done.add(run_id)
-        if rows is None:  # a concurrent ingest stored it first (a lake only)
-            report.bundles.append(BundleReport(b.source_path, run_id, "skipped",
-                                               reason="stored meanwhile by a concurrent ingest"))
-        else:
+        if rows is not None:
             report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
+            continue
+        why = ("found stored when retried after the catalog connection broke (this ingest's commit landed, "
+               "or a concurrent one's)") if broken else "stored meanwhile by a concurrent ingest"  # a lake only
+        report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
     return report
 
 

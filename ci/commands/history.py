@@ -1,4 +1,5 @@
-"""`attnwatch history copy SRC DST`: move a history between a file and a lake, verified.
+"""`attnwatch history copy SRC DST` (move a history between a file and a lake, verified) and
+`attnwatch history maintain` (compaction, snapshot expiry and file clean-up of a lake).
 
     attnwatch history copy ~/.local/share/attnwatch/history.duckdb "ducklake:postgres:dbname=attnwatch host=db"
     attnwatch history copy "ducklake:postgres:dbname=attnwatch host=db" backup.duckdb
@@ -7,12 +8,16 @@ Each side is a file path or a `ducklake:postgres:` location (a new lake's data p
 $ATTNWATCH_LAKE_DATA). The copy goes through the Parquet export format (history.exchange), so
 it merges into a destination that already has runs; afterwards every table's row count and
 checksum are compared, and any difference is an error (exit 2) that names the table.
+
+`maintain` runs DuckLake's own maintenance functions on the history (history.maintain); a
+scheduled workflow (.github/workflows/history-maintain.yml) runs it on the team lake. On a
+history file it runs a CHECKPOINT and says that a file needs nothing more.
 """
 
 from __future__ import annotations
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("history", help="move a history between a file and a lake (copy SRC DST)")
+    p = subparsers.add_parser("history", help="copy a history between a file and a lake; maintain a lake")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(
@@ -23,6 +28,18 @@ def register(subparsers) -> None:
     c.add_argument("source", metavar="SRC")
     c.add_argument("destination", metavar="DST")
     c.set_defaults(func=_copy)
+    m = sub.add_parser(
+        "maintain", help="compact a lake's files, expire old snapshots, delete files nothing needs",
+        description="On a lake: drop leftover claims, flush inlined rows, merge adjacent files, expire snapshots "
+        "older than --keep-days, delete files unreferenced for longer than --grace-hours (DuckLake's own functions). "
+        "On a history file: a CHECKPOINT.",
+    )
+    m.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
+                   help="keep snapshots (time travel) this many days (default 7)")
+    m.add_argument("--grace-hours", type=float, default=None, metavar="HOURS",
+                   help="delete unreferenced files only once they are this old: readers of an older snapshot and "
+                   "writers not yet committed still use newer ones (default 24)")
+    m.set_defaults(func=_maintain)
 
 
 def _copy(args) -> int:
@@ -31,5 +48,18 @@ def _copy(args) -> int:
 
     report = copy_history(args.source, args.destination)
     for line in report.lines():
+        print(line)
+    return 0
+
+
+def _maintain(args) -> int:
+    from ci.errors import UserError
+    from history.maintain import GRACE_HOURS, KEEP_DAYS, maintain
+
+    keep = KEEP_DAYS if args.keep_days is None else args.keep_days
+    grace = GRACE_HOURS if args.grace_hours is None else args.grace_hours
+    if keep < 0 or grace < 0:
+        raise UserError("--keep-days and --grace-hours must not be negative")
+    for line in maintain(args.db, keep_days=keep, grace_hours=grace).lines():
         print(line)
     return 0

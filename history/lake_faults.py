@@ -1,0 +1,158 @@
+"""A lake's faults as one-line errors, and a retry for the ones that pass.
+
+DuckDB's PostgreSQL and DuckLake extensions report a catalog problem as the text of the catalog
+query that met it (a COMMIT's whole batch of INSERTs: thousands of characters) followed by
+libpq's reason. `reason` keeps the reason; `translate` turns what a user can act on into a
+HistoryError that the CLI prints as one line and the dashboard shows as one message:
+
+  - the catalog cannot be reached (PostgreSQL restarting, stopped, the network gone):
+    LakeUnavailableError with `transient` set, which `retrying` waits out;
+  - the catalog database or role is gone, or the login is refused: LakeUnavailableError, not
+    retried (waiting does not bring a dropped database back);
+  - the role may only read (the README's dashboard role): ReadOnlyHistoryError;
+  - a data file the catalog lists is missing (the data path removed or unmounted):
+    LakeDataMissingError, naming the file but not the machine's directory.
+
+`retrying(location, work)` runs `work()` (which opens its own connection) and, on a lake,
+retries it while the catalog is unreachable: capped exponential backoff with full jitter ("Exponential
+Backoff And Jitter", AWS Architecture Blog, 2015) until a deadline, the cached lake instance
+dropped before each try. Work whose commit may have happened before the connection broke is
+safe to retry only because every write re-reads its natural key inside its transaction
+(history.transactions): a retried ingest finds its run stored and skips it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from typing import Callable, TypeVar
+
+import duckdb
+
+from history.errors import HistoryError
+
+RETRY_ENV = "ATTNWATCH_LAKE_RETRY_S"  # how long to wait out an unreachable catalog
+RETRY_DEADLINE_S = 120.0
+FIRST_BACKOFF_S = 0.1
+MAX_BACKOFF_S = 5.0
+MAX_REASON = 200
+T = TypeVar("T")
+
+# libpq / PostgreSQL texts of a connection that broke or a server that is not up (yet).
+TRANSIENT_MARKERS = (
+    "server closed the connection unexpectedly", "connection refused", "the database system is shutting down",
+    "the database system is starting up", "the database system is in recovery mode",
+    "the database system is not yet accepting connections", "terminating connection due to administrator command",
+    "no connection to the server", "could not receive data from server", "could not send data to server",
+    "connection reset by peer", "broken pipe", "ssl connection has been closed unexpectedly", "timeout expired",
+    "connection timed out", "could not connect to server", "connection to server was lost",
+    "could not translate host name", "network is unreachable", "no route to host", "connection is closed",
+)
+# ... and of one that waiting does not mend.
+PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
+                     "authentication failed", "no password supplied")
+MISSING_FILE = re.compile(r"(?:no such file or directory|no files found that match the pattern|"
+                          r"cannot open file|could not open file)", re.IGNORECASE)
+_PARQUET = re.compile(r"([^/\s\"']+\.parquet)")
+
+
+class LakeUnavailableError(HistoryError):
+    """The lake cannot be opened or reached here; `transient` when waiting may help."""
+
+    def __init__(self, message: str, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class ReadOnlyHistoryError(HistoryError):
+    """The catalog role may read the lake but not write it."""
+
+
+class LakeDataMissingError(HistoryError):
+    """A data file the lake's catalog lists is not in its data path."""
+
+
+def reason(exc: BaseException) -> str:
+    """The part of a DuckDB error a person reads: libpq's reason after any quoted catalog query,
+    on one line, at most MAX_REASON characters."""
+    text = " ".join(str(exc).split())
+    if '": ' in text and ('query "' in text or 'COPY "' in text):
+        text = text.rsplit('": ', 1)[1]
+    text = re.sub(r"^(?:[A-Za-z ]+ Error: )+", "", text)
+    text = re.sub(r"^(?:ERROR|FATAL):\s+", "", text)
+    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+
+
+def is_transient(text: str) -> bool:
+    low = text.lower()
+    return not any(m in low for m in PERMANENT_MARKERS) and any(m in low for m in TRANSIENT_MARKERS)
+
+
+def translate(exc: BaseException, label: str) -> HistoryError | None:
+    """The one-line error for a DuckDB error met on the lake `label`, or None when it is not a lake
+    fault (a conflict, a bug: the caller re-raises it as it is)."""
+    if not isinstance(exc, duckdb.Error):
+        return None
+    text = " ".join(str(exc).split())
+    low = text.lower()
+    why = reason(exc)
+    if "permission denied" in low or "must be owner of" in low or "read-only transaction" in low:
+        return ReadOnlyHistoryError(
+            f"{label}: this history is read-only for you (the catalog role may only read: {why}); "
+            "nothing was changed. Writing needs the writers' role")
+    if is_transient(text):
+        return LakeUnavailableError(f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}",
+                                    transient=True)
+    if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
+        return LakeUnavailableError(f"{label}: the lake's PostgreSQL catalog refused: {why}")
+    if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text):
+        found = _PARQUET.search(text)
+        name = found.group(1) if found else "a data file"
+        return LakeDataMissingError(
+            f"{label}: {name}, which the lake's catalog lists, is missing from the lake's data path (was the data "
+            "directory or bucket removed, moved or unmounted?); nothing was changed. Restore it and retry")
+    return None
+
+
+def deadline_s() -> float:
+    """How long `retrying` waits out an unreachable catalog: $ATTNWATCH_LAKE_RETRY_S or 120 s."""
+    raw = os.environ.get(RETRY_ENV, "").strip()
+    try:
+        value = float(raw) if raw else RETRY_DEADLINE_S
+    except ValueError:
+        raise HistoryError(f"{RETRY_ENV}={raw!r}: expected a number of seconds") from None
+    return max(0.0, value)
+
+
+def retrying(location, work: Callable[[], T], deadline: float | None = None,
+             on_retry: Callable[[LakeUnavailableError], None] | None = None) -> T:
+    """`work()`, retried on a lake while the catalog is unreachable (module docstring); a file's
+    work runs once. After the deadline: LakeUnavailableError, one line, nothing more written."""
+    from history import lake
+    from history.location import parse_location
+
+    loc = parse_location(location)
+    if not loc.is_lake:
+        return work()
+    limit = deadline_s() if deadline is None else deadline
+    give_up_at = time.monotonic() + limit
+    attempt = 0
+    while True:
+        try:
+            return work()
+        except LakeUnavailableError as exc:
+            if not exc.transient:
+                raise
+            lake.forget_location(loc)
+            remaining = give_up_at - time.monotonic()
+            if remaining <= 0:
+                last = str(exc).split(": ", 1)[-1]
+                raise LakeUnavailableError(
+                    f"{loc.label}: the lake's PostgreSQL catalog stayed unreachable for more than {limit:g} s "
+                    f"({last}); retry when it is back") from None
+            if on_retry is not None:
+                on_retry(exc)
+            time.sleep(min(remaining, random.uniform(0, min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt))))
+            attempt += 1
