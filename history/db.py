@@ -167,7 +167,7 @@ def open_read(
     try:
         check_compatible(con, loc.label)
         yield con
-    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException) as exc:
+    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException, duckdb.InternalException) as exc:
         if loc.is_lake:
             lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
         _raise_lake_fault(loc, exc)

@@ -46,6 +46,9 @@ from history.transactions import Claims, write_transaction
 from history.validate import input_identity, load_input
 
 PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy history
+# How long a run's transaction on a lake keeps retrying lost conflicts: each try may itself spend
+# tens of seconds in DuckLake's own commit retries when many writers commit at once.
+LAKE_CONFLICT_DEADLINE_S = 300.0
 
 CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases")
 
@@ -185,7 +188,8 @@ def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadlin
     def write(b: LoadedBundle):
         broken: list[Exception] = []
         rows = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: write_transaction(
-            con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, 60.0))),
+            con, lambda c, claims: _write_bundle(c, claims, b), location.label,
+            deadline_s=max(deadline_s, LAKE_CONFLICT_DEADLINE_S))),
             on_retry=broken.append)
         return rows, bool(broken)
 

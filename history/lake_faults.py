@@ -78,8 +78,10 @@ def reason(exc: BaseException) -> str:
     """The part of a DuckDB error a person reads: libpq's reason after any quoted catalog query,
     on one line, at most MAX_REASON characters."""
     text = " ".join(str(exc).split())
-    if '": ' in text and ('query "' in text or 'COPY "' in text):
+    if '": ' in text and ('query "' in text or 'COPY "' in text or 'Postgres at "' in text):
         text = text.rsplit('": ', 1)[1]
+    if "failed: " in text:  # libpq: connection to server at "host", port N failed: FATAL: ...
+        text = text.rsplit("failed: ", 1)[1]
     text = re.sub(r"^(?:[A-Za-z ]+ Error: )+", "", text)
     text = re.sub(r"^(?:ERROR|FATAL):\s+", "", text)
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
@@ -110,9 +112,8 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
     if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text):
         found = _PARQUET.search(text)
         name = found.group(1) if found else "a data file"
-        return LakeDataMissingError(
-            f"{label}: {name}, which the lake's catalog lists, is missing from the lake's data path (was the data "
-            "directory or bucket removed, moved or unmounted?); nothing was changed. Restore it and retry")
+        return LakeDataMissingError(f"{label}: data file {name} is missing from the lake's data path "
+                                    "(removed or unmounted?); restore it and retry")
     return None
 
 

@@ -1,19 +1,24 @@
 """`attnwatch history maintain`: keep a lake small and fast as it grows, with DuckLake's own functions.
 
 Every ingest adds a few small Parquet files and snapshots to a lake (one file per table it
-writes, rows of small tables inlined into the catalog), and a writer killed mid-ingest leaves
-files no snapshot names. Queries slow down with the file count (docs/benchmarks.md, Fleet
+writes; the rows of small inserts are inlined into the catalog), and a writer killed mid-ingest
+leaves files no snapshot names. Queries slow down with the file count (docs/benchmarks.md, Fleet
 history). In order, each a DuckLake function of the pinned extension (ducklake.select,
 Maintenance), each in its own transaction, retried on a conflict with concurrent writers:
 
   1. leftover claims (history.transactions) dropped: any claim a snapshot shows is committed
      and no longer decides a conflict;
-  2. `ducklake_flush_inlined_data`: rows inlined in the catalog written out as Parquet;
-  3. `ducklake_merge_adjacent_files`: each table's small files merged into few;
-  4. `ducklake_expire_snapshots(older_than => now - keep)`: time travel kept for `keep_days`;
-  5. `ducklake_cleanup_old_files(older_than => now - grace)`: files only expired snapshots (or
+  2. `ducklake_merge_adjacent_files`: each table's small files merged into few;
+  3. `ducklake_expire_snapshots(older_than => now - keep)`: time travel kept for `keep_days`;
+  4. `ducklake_cleanup_old_files(older_than => now - grace)`: files only expired snapshots (or
      merged-away files) referenced, once scheduled for deletion longer than the grace period;
-  6. `ducklake_delete_orphaned_files(older_than => now - grace)`: files no snapshot names.
+  5. `ducklake_delete_orphaned_files(older_than => now - grace)`: files no snapshot names.
+
+Not `ducklake_flush_inlined_data`: with DuckLake 1.5.5 a flush breaks every other attached
+instance that had read the table (its next query fails with `INTERNAL Error: Attempted to
+access index 0 within vector of size 0` in DuckLakeInlinedDataReader and the instance is
+invalidated), i.e. the dashboard and any ingest in flight. Inlined rows are the small tables'
+(runs, commits, builds, alerts): read from the catalog, they cost no file opens.
 
 The grace period protects readers that still scan files of an older snapshot and, for orphans,
 a concurrent writer's files not yet committed: its default (a day) is far beyond any ingest's
@@ -61,8 +66,6 @@ def maintain(location: str | Path | HistoryLocation, keep_days: float = KEEP_DAY
     keep = f"now() - INTERVAL '{float(keep_days) * 86400:.0f} seconds'"
     grace = f"now() - INTERVAL '{float(grace_hours) * 3600:.0f} seconds'"
     steps = (
-        ("flush inlined data", f"SELECT coalesce(sum(rows_flushed), 0) FROM ducklake_flush_inlined_data('{ALIAS}')",
-         "{} row(s) written out of the catalog"),
         ("merge adjacent files", "SELECT coalesce(sum(files_processed), 0), coalesce(sum(files_created), 0) "
          f"FROM ducklake_merge_adjacent_files('{ALIAS}')", "{} file(s) merged into {}"),
         ("expire snapshots", f"SELECT count(*) FROM ducklake_expire_snapshots('{ALIAS}', older_than => {keep})",

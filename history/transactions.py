@@ -38,12 +38,11 @@ from typing import Callable, TypeVar
 import duckdb
 
 from history.errors import HistoryError
-from history.lake_faults import LakeUnavailableError, reason
+from history.lake_faults import reason
 
 CLAIM_SCHEMA = "attnwatch_claims"
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
-STALE_AFTER = 4  # the same catalog key clash this many times running: this instance's state is stale
 T = TypeVar("T")
 _CLAIM_TAKEN = re.compile(r'View with name "[A-Za-z0-9_]+:[0-9a-f]{40}" already exists')
 
@@ -100,7 +99,7 @@ def write_transaction(con, body: Callable[[object, Claims], T], label: str, dead
     """
     lake = is_lake(con)
     give_up_at = time.monotonic() + deadline_s
-    attempt = clashes = 0
+    attempt = 0
     while True:
         claims = Claims(con, lake)
         con.execute("BEGIN TRANSACTION")
@@ -111,13 +110,6 @@ def write_transaction(con, body: Callable[[object, Claims], T], label: str, dead
             _rollback(con)
             if not (lake and is_conflict(exc)):
                 raise
-            # DuckLake retries a snapshot id that another commit took; when its own retries keep
-            # meeting the same clash, this process's attached instance lost track of the catalog
-            # (seen after a PostgreSQL restart): a new attach mends it (history.lake_faults.retrying).
-            clashes = clashes + 1 if "duplicate key value violates unique constraint" in str(exc) else 0
-            if clashes >= STALE_AFTER:
-                raise LakeUnavailableError(f"{label}: this process's view of the lake's catalog went stale "
-                                           f"({reason(exc)})", transient=True) from None
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
                 raise ConflictTimeoutError(

@@ -70,8 +70,7 @@ def test_the_read_only_role_is_told_so_in_one_line_and_nothing_changes(lake_db, 
         ingest_paths(reader, [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     capsys.readouterr()
     for argv in (["ingest", str(make_bundle(tmp_path / "d", run_id="other-2", n_samples=5))],
-                 ["alerts", "ack", "1", "--note", "looking", "--by", "ana"], ["detect"],
-                 ["history", "maintain"]):
+                 ["alerts", "ack", "1", "--note", "looking", "--by", "ana"], ["history", "maintain"]):
         assert cli_main(["--db", reader, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert "this history is read-only for you" in err and _one_line(err), (argv, err)
@@ -127,7 +126,7 @@ def test_maintain_compacts_expires_and_cleans_up_and_keeps_every_row(lake_db, tm
     with open_read(lake_db) as con:
         snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('history')").fetchone()[0]
     assert cli_main(["--db", lake_db, "history", "maintain", "--keep-days", "7", "--grace-hours", "24"]) == 0
-    assert _data_files(data) >= files_before and orphan.exists()  # within the grace period nothing is deleted
+    assert set(_data_files(data)) >= set(files_before) and orphan.exists()  # within the grace period nothing is deleted
     capsys.readouterr()
     assert cli_main(["--db", lake_db, "history", "maintain", "--keep-days", "0", "--grace-hours", "0"]) == 0
     out = capsys.readouterr().out
@@ -174,4 +173,4 @@ def test_a_removed_data_path_is_one_line_naming_no_directory(lake_db, tmp_path, 
     assert str(data) not in str(info.value) and ".parquet" in str(info.value)
     assert cli_main(["--db", lake_db, "detect"]) == 2
     err = capsys.readouterr().err
-    assert "missing from the lake's data path" in err and _one_line(err) and str(data) not in err, err
+    assert "is missing from the lake's data path" in err and _one_line(err) and str(data) not in err, err

@@ -30,7 +30,7 @@ def register(subparsers) -> None:
     c.set_defaults(func=_copy)
     m = sub.add_parser(
         "maintain", help="compact a lake's files, expire old snapshots, delete files nothing needs",
-        description="On a lake: drop leftover claims, flush inlined rows, merge adjacent files, expire snapshots "
+        description="On a lake: drop leftover claims, merge adjacent files, expire snapshots "
         "older than --keep-days, delete files unreferenced for longer than --grace-hours (DuckLake's own functions). "
         "On a history file: a CHECKPOINT.",
     )
