@@ -129,7 +129,7 @@ def _attach(con, location: HistoryLocation, options: list[str]) -> None:
             why = text.split("failed:", 1)[-1].strip() if "failed:" in text else reason(exc)
             why = why if len(why) <= 200 else why[:199] + "…"
             raise LakeUnavailableError(f"{location.label}: cannot reach the lake's PostgreSQL catalog: {why}",
-                                       transient=is_transient(text)) from None
+                                       transient=is_transient(text), why=why) from None
         if "requires the extension httpfs" in text:
             raise LakeUnavailableError(f"{location.label}: this lake's data files are in an S3 bucket: "
                                        f"pip install duckdb-extension-httpfs=={duckdb.__version__}") from None

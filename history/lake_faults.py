@@ -49,6 +49,8 @@ TRANSIENT_MARKERS = (
     "connection reset by peer", "broken pipe", "ssl connection has been closed unexpectedly", "timeout expired",
     "connection timed out", "could not connect to server", "connection to server was lost",
     "could not translate host name", "network is unreachable", "no route to host", "connection is closed",
+    # a COMMIT whose connection broke: libpq then fails the extension's ROLLBACK with no text
+    'failed to execute query "rollback"',
 )
 # ... and of one that waiting does not mend.
 PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
@@ -61,9 +63,9 @@ _PARQUET = re.compile(r"([^/\s\"']+\.parquet)")
 class LakeUnavailableError(HistoryError):
     """The lake cannot be opened or reached here; `transient` when waiting may help."""
 
-    def __init__(self, message: str, transient: bool = False) -> None:
+    def __init__(self, message: str, transient: bool = False, why: str = "") -> None:
         super().__init__(message)
-        self.transient = transient
+        self.transient, self.why = transient, why or message
 
 
 class ReadOnlyHistoryError(HistoryError):
@@ -83,7 +85,7 @@ def reason(exc: BaseException) -> str:
     if "failed: " in text:  # libpq: connection to server at "host", port N failed: FATAL: ...
         text = text.rsplit("failed: ", 1)[1]
     text = re.sub(r"^(?:[A-Za-z ]+ Error: )+", "", text)
-    text = re.sub(r"^(?:ERROR|FATAL):\s+", "", text)
+    text = re.sub(r"^(?:ERROR|FATAL):\s+", "", text) or "the catalog connection broke without a reason"
     return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
 
 
@@ -106,7 +108,7 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
             "nothing was changed. Writing needs the writers' role")
     if is_transient(text):
         return LakeUnavailableError(f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}",
-                                    transient=True)
+                                    transient=True, why=why)
     if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
         return LakeUnavailableError(f"{label}: the lake's PostgreSQL catalog refused: {why}")
     if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text):
@@ -149,10 +151,9 @@ def retrying(location, work: Callable[[], T], deadline: float | None = None,
             lake.forget_location(loc)
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
-                last = str(exc).split(": ", 1)[-1]
                 raise LakeUnavailableError(
                     f"{loc.label}: the lake's PostgreSQL catalog stayed unreachable for more than {limit:g} s "
-                    f"({last}); retry when it is back") from None
+                    f"({exc.why}); retry when it is back", why=exc.why) from None
             if on_retry is not None:
                 on_retry(exc)
             time.sleep(min(remaining, random.uniform(0, min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt))))
