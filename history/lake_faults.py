@@ -57,6 +57,9 @@ PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_
                      "authentication failed", "no password supplied")
 MISSING_FILE = re.compile(r"(?:no such file or directory|no files found that match the pattern|"
                           r"cannot open file|could not open file)", re.IGNORECASE)
+# PostgreSQL refusing the role (not the OS refusing a file: "Permission denied", capitalised).
+_READ_ONLY = re.compile(r"permission denied for (?:table|relation|schema|sequence|database|view)|must be owner of|"
+                        r"cannot execute \w+ in a read-only transaction")
 _PARQUET = re.compile(r"([^/\s\"']+\.parquet)")
 
 
@@ -102,7 +105,7 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
     text = " ".join(str(exc).split())
     low = text.lower()
     why = reason(exc)
-    if "permission denied" in low or "must be owner of" in low or "read-only transaction" in low:
+    if _READ_ONLY.search(text):
         return ReadOnlyHistoryError(
             f"{label}: this history is read-only for you (the catalog role may only read: {why}); "
             "nothing was changed. Writing needs the writers' role")

@@ -50,6 +50,7 @@ def test_the_catalogs_query_text_never_reaches_the_message():
     assert isinstance(gone, LakeUnavailableError) and not gone.transient  # waiting never brings it back
     assert translate(duckdb.TransactionException("Transaction conflict - attempting to create view"), LABEL) is None
     assert translate(duckdb.BinderException("Referenced column \"x\" not found"), LABEL) is None  # a bug stays loud
+    assert translate(duckdb.IOException('Cannot open file "/x/y.csv": Permission denied'), LABEL) is None  # the OS's
 
 
 def _reader(lake_db: str, postgres_server) -> str:
