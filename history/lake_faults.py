@@ -114,9 +114,9 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
                                     transient=True, why=why)
     if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
         return LakeUnavailableError(f"{label}: the lake's PostgreSQL catalog refused: {why}")
-    if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text):
-        found = _PARQUET.search(text)
-        name = found.group(1) if found else "a data file"
+    found = _PARQUET.search(text)
+    if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text) and found and "permission" not in low:
+        name = found.group(1)
         return LakeDataMissingError(f"{label}: data file {name} is missing from the lake's data path "
                                     "(removed or unmounted?); restore it and retry")
     return None
