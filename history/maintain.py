@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from history.db import open_write
+from history.db import exists, open_write
+from history.errors import HistoryNotFoundError
 from history.lake import ALIAS
 from history.lake_faults import retrying
 from history.location import HistoryLocation, parse_location
@@ -56,6 +57,8 @@ def maintain(location: str | Path | HistoryLocation, keep_days: float = KEEP_DAY
     if keep_days < 0 or grace_hours < 0:
         raise ValueError("keep_days and grace_hours must not be negative")
     loc = parse_location(location)
+    if not retrying(loc, lambda: exists(loc)):  # open_write would create an empty history at a mistyped path
+        raise HistoryNotFoundError(f"{loc.label}: no history here to maintain (check --db / ATTNWATCH_DB)")
     report = MaintainReport(loc.label)
     if not loc.is_lake:
         with open_write(loc) as con:

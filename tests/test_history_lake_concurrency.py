@@ -16,7 +16,7 @@ import time
 import pytest
 
 from bundle_factory import make_bundle
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, started_postgres
 from history.db import open_read, open_write
 from history.transactions import CLAIM_SCHEMA
 
@@ -125,14 +125,7 @@ RESTART_WRITERS = 8
 def own_server():
     """A PostgreSQL server of this module's own: restarting or stopping the session's would cut
     other tests' connections."""
-    import pg_server
-
-    reason = pg_server.why_unavailable()
-    if reason:
-        pytest.skip(f"lake tests need a PostgreSQL server: {reason}")
-    server = pg_server.start()
-    yield server
-    server.stop()
+    yield from started_postgres()
 
 
 def _own_lake(server, tmp_path, name: str) -> tuple[str, dict]:

@@ -146,6 +146,8 @@ def test_maintain_on_a_file_says_what_it_does(db_path, tmp_path, capsys):
     assert cli_main(["--db", str(db_path), "history", "maintain"]) == 0
     out = capsys.readouterr().out
     assert "checkpoint" in out and "nothing more to do" in out
+    assert cli_main(["--db", str(tmp_path / "typo.duckdb"), "history", "maintain"]) == 2
+    assert "no history here" in capsys.readouterr().err and not (tmp_path / "typo.duckdb").exists()
 
 
 def test_a_dropped_catalog_database_is_one_line(lake_db, tmp_path, postgres_server, monkeypatch, capsys):
