@@ -88,6 +88,10 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
     try:
         for extension, package in EXTENSIONS.items():
             con.execute(f"LOAD '{_sql_text(str(extension_path(extension, package)))}'")
+        # No data inlining (every insert a Parquet file, which maintain then merges): with DuckLake
+        # 1.5.5 the reader of inlined rows failed with an INTERNAL error that invalidates the
+        # instance after a catalog restart, and after another process's flush of them.
+        con.execute("SET ducklake_default_data_inlining_row_limit = 0")
         options = ["READ_ONLY"] if read_only else []
         if location.data_path and not read_only:
             options.append(f"DATA_PATH '{_sql_text(location.data_path)}'")

@@ -71,7 +71,7 @@ def test_the_read_only_role_is_told_so_in_one_line_and_nothing_changes(lake_db, 
         ingest_paths(reader, [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     capsys.readouterr()
     for argv in (["ingest", str(make_bundle(tmp_path / "d", run_id="other-2", n_samples=5))],
-                 ["alerts", "ack", "1", "--note", "looking", "--by", "ana"], ["history", "maintain"]):
+                 ["alerts", "ack", "1", "--note", "looking", "--by", "ana"]):
         assert cli_main(["--db", reader, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert "this history is read-only for you" in err and _one_line(err), (argv, err)
