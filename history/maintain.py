@@ -1,8 +1,8 @@
 """`attnwatch history maintain`: keep a lake small and fast as it grows, with DuckLake's own functions.
 
 Every ingest adds a few small Parquet files and snapshots to a lake (one file per table it
-writes; the rows of small inserts are inlined into the catalog), and a writer killed mid-ingest
-leaves files no snapshot names. Queries slow down with the file count (docs/benchmarks.md, Fleet
+writes), and a writer killed mid-ingest leaves files no snapshot names. Queries slow down with
+the file count (docs/benchmarks.md, Fleet
 history). In order, each a DuckLake function of the pinned extension (ducklake.select,
 Maintenance), each in its own transaction, retried on a conflict with concurrent writers:
 
@@ -17,8 +17,8 @@ Maintenance), each in its own transaction, retried on a conflict with concurrent
 Not `ducklake_flush_inlined_data`: with DuckLake 1.5.5 a flush breaks every other attached
 instance that had read the table (its next query fails with `INTERNAL Error: Attempted to
 access index 0 within vector of size 0` in DuckLakeInlinedDataReader and the instance is
-invalidated), i.e. the dashboard and any ingest in flight. Inlined rows are the small tables'
-(runs, commits, builds, alerts): read from the catalog, they cost no file opens.
+invalidated), i.e. the dashboard and any ingest in flight. attnwatch turns inlining off
+(history.lake), so only rows written by an older attnwatch are inlined.
 
 The grace period protects readers that still scan files of an older snapshot and, for orphans,
 a concurrent writer's files not yet committed: its default (a day) is far beyond any ingest's
