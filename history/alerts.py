@@ -2,7 +2,7 @@
 
 Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
 page. Writes go through history.db.open_write (lock retry, migrations; on a lake each command is
-retried while the catalog is unreachable, history.lake_faults); every transition is
+retried while the catalog is unreachable, history.lake_retry); every transition is
 one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
 leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, pool, metric
 and the commit of the step): recording the same finding again, or after it was resolved, adds
@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 from history.db import exists, open_read, open_write
 from history.errors import HistoryError
-from history.lake_faults import retrying
+from history.lake_retry import retrying
 from history.transactions import Claims, is_lake, write_transaction
 
 KINDS = ("regression", "improvement", "correctness")

@@ -23,7 +23,7 @@ commit row is claimed likewise: runs of one commit on several GPUs arrive togeth
 
 A lake's catalog can also go away for a moment (PostgreSQL restarted): each step on a lake (the
 check of what is stored, then each run's transaction) is retried while it is unreachable
-(history.lake_faults.retrying). A run whose COMMIT may have landed before the connection broke
+(history.lake_retry.retrying). A run whose COMMIT may have landed before the connection broke
 is found stored on the retry and reported skipped, with that reason: never doubled, and never
 reported inserted unless this ingest's COMMIT returned.
 """
@@ -37,7 +37,7 @@ from typing import Iterable, Mapping
 from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
 from history.errors import BundleError, LockTimeoutError
-from history.lake_faults import retrying
+from history.lake_retry import retrying
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
 from history.pull_request_runs import PULL_REQUEST_TRIGGER, PullRequestLabel, as_pull_request_run

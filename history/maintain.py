@@ -34,7 +34,7 @@ from pathlib import Path
 from history.db import exists, open_write
 from history.errors import HistoryNotFoundError
 from history.lake import ALIAS
-from history.lake_faults import retrying
+from history.lake_retry import retrying
 from history.location import HistoryLocation, parse_location
 from history.transactions import CLAIM_SCHEMA, write_transaction
 

@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 
 def _list(args) -> int:
     from history.alerts import AlertFilter, alert_events, list_alerts
-    from history.lake_faults import retrying
+    from history.lake_retry import retrying
 
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
     wanted = AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu, metric=args.metric,

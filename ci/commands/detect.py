@@ -25,7 +25,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from history.lake_faults import retrying
+    from history.lake_retry import retrying
 
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
     # On a lake, scanned and recorded again while the catalog is unreachable: findings are
