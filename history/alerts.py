@@ -1,7 +1,8 @@
 """Alerts and their lifecycle: open -> acknowledged (note, who, when) -> resolved.
 
 Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
-page. Writes go through history.db.open_write (lock retry, migrations); every transition is
+page. Writes go through history.db.open_write (lock retry, migrations; on a lake each command is
+retried while the catalog is unreachable, history.lake_retry); every transition is
 one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
 leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, pool, metric
 and the commit of the step): recording the same finding again, or after it was resolved, adds
@@ -21,6 +22,7 @@ from typing import Any, Iterable
 
 from history.db import exists, open_read, open_write
 from history.errors import HistoryError
+from history.lake_retry import retrying
 from history.transactions import Claims, is_lake, write_transaction
 
 KINDS = ("regression", "improvement", "correctness")
@@ -172,12 +174,13 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
     ids = list(dict.fromkeys(int(a) for a in alert_ids))
     if not ids:
         raise AlertError("alert ids: none given")
-    if not exists(db_path):  # open_write would create an empty history at a mistyped path
-        raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
+    broken: list[Exception] = []  # the catalog connection broke on an earlier try (a lake)
 
     def change(con, claims: Claims) -> None:
         for alert_id in ids:
             current = get_alert(con, alert_id)
+            if broken and (current.status, current.note, current.actor) == (target, note, actor):
+                continue  # that try's COMMIT landed before the connection broke: not twice
             if current.status not in _TRANSITIONS[target]:
                 raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
             con.execute(
@@ -186,9 +189,14 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
             )
             _append_event(con, claims, alert_id, target, note, actor)
 
-    with open_write(db_path) as con:
-        write_transaction(con, change, str(db_path))
-        return [get_alert(con, alert_id) for alert_id in ids]
+    def attempt() -> list[Alert]:
+        if not exists(db_path):  # open_write would create an empty history at a mistyped path
+            raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
+        with open_write(db_path) as con:
+            write_transaction(con, change, str(db_path))
+            return [get_alert(con, alert_id) for alert_id in ids]
+
+    return retrying(db_path, attempt, on_retry=broken.append)
 
 
 def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:

@@ -38,7 +38,7 @@ from typing import Iterator
 
 import duckdb
 
-from history import lake
+from history import lake, lake_faults
 from history.errors import HistoryError, HistoryNotFoundError
 from history.faults import file_fault, is_lock_text, lock_timeout
 from history.location import HistoryLocation, parse_location
@@ -134,7 +134,7 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
     """A read-write connection with the schema migrated to this code's version; closed on exit."""
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.shared_connection(loc, read_only=False)
+        con = _lake_cursor(loc, read_only=False)
     else:
         if not loc.path.exists():
             _create_whole(loc, deadline_s)
@@ -145,6 +145,9 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
             yield con
             if not loc.is_lake:
                 con.execute("CHECKPOINT")  # a no-op after DURABLE_WRITES' commits; nothing is left in the log
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
+        raise
     finally:
         _close(con)
 
@@ -212,6 +215,28 @@ def _not_duckdb(db_path: Path, exc: BaseException) -> HistoryError | None:
                         "remove it and run the command again")
 
 
+def _lake_cursor(loc: HistoryLocation, read_only: bool, config: dict | None = None):
+    try:
+        return lake.shared_connection(loc, read_only=read_only, config=config)
+    except duckdb.Error as exc:  # the attach itself answers with LakeUnavailableError
+        lake.forget_shared(loc, read_only, config)
+        _raise_lake_fault(loc, exc)
+        raise
+
+
+def _raise_lake_fault(loc: HistoryLocation, exc: BaseException) -> None:
+    """On a lake, a catalog or data-path fault as its one-line error (history.lake_faults); a
+    broken connection's cached instance is dropped first. Anything else: the caller re-raises."""
+    if not loc.is_lake:
+        return
+    fault = lake_faults.translate(exc, loc.label)
+    if fault is None:
+        return
+    if isinstance(fault, lake_faults.LakeUnavailableError):
+        lake.forget_location(loc)
+    raise fault from None
+
+
 @contextmanager
 def open_read(
     location: str | Path | HistoryLocation, deadline_s: float = READ_DEADLINE_S, config: dict | None = None
@@ -223,7 +248,7 @@ def open_read(
     """
     loc = parse_location(location)
     if loc.is_lake:
-        con = lake.shared_connection(loc, read_only=True, config=config)
+        con = _lake_cursor(loc, read_only=True, config=config)
     else:
         if not loc.path.is_file():
             raise HistoryNotFoundError(
@@ -234,9 +259,13 @@ def open_read(
         with _faults_named(loc, writing=False):
             check_compatible(con, loc.label)
             yield con
-    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException):
+    except (duckdb.ConnectionException, duckdb.IOException, duckdb.FatalException, duckdb.InternalException) as exc:
         if loc.is_lake:
             lake.forget_shared(loc, True, config)  # a broken catalog connection is not kept for the next reader
+        _raise_lake_fault(loc, exc)
+        raise
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
         raise
     finally:
         _close(con)
@@ -272,10 +301,13 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
     with open_read(loc, deadline_s) as con:
         if not check_compatible(con, loc.label):
             return []
-    con = lake.shared_connection(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
+    con = _lake_cursor(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     try:
         with _faults_named(loc, writing=True):
             return migrate(con, loc.label)
+    except duckdb.Error as exc:
+        _raise_lake_fault(loc, exc)
+        raise
     finally:
         _close(con)
 

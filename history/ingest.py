@@ -24,6 +24,12 @@ On a DuckLake many ingests run at once (no serialized ingest job): each run's tr
 the run id again inside itself and claims it (history.transactions), so of two concurrent ingests
 of one bundle one commits it and the other, retried after the conflict, reports it skipped. The
 commit row is claimed likewise: runs of one commit on several GPUs arrive together.
+
+A lake's catalog can also go away for a moment (PostgreSQL restarted): each step on a lake (the
+check of what is stored, then each run's transaction) is retried while it is unreachable
+(history.lake_retry.retrying). A run whose COMMIT may have landed before the connection broke
+is found stored on the retry and reported skipped, with that reason: never doubled, and never
+reported inserted unless this ingest's COMMIT returned.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from history.bundle_rows import commit_row, run_row, table_rows
 from history.db import open_read, open_write
 from history.errors import BundleError, HistoryNotFoundError, LockTimeoutError
 from history.faults import file_fault
+from history.lake_retry import retrying
 from history.loaded_bundle import LoadedBundle
 from history.location import HistoryLocation, parse_location
 from history.migrations import database_schema_version
@@ -48,6 +55,9 @@ from history.transactions import Claims, write_transaction
 from history.validate import input_identity, load_input
 
 PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy history
+# How long a run's transaction on a lake keeps retrying lost conflicts: each try may itself spend
+# tens of seconds in DuckLake's own commit retries when many writers commit at once.
+LAKE_CONFLICT_DEADLINE_S = 300.0
 
 CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases")
 
@@ -122,11 +132,11 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     paths = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
     location = parse_location(db_path)
-    if location.is_lake:  # no lock to avoid: check, validate and write on one connection
-        with open_write(location, deadline_s=deadline_s) as con:
-            unchanged = _stored_identities(con, [p for p in paths if p not in labels])
-            bundles = load_all([p for p in paths if p not in unchanged], labels)
-            report = _ingest_on(con, location, bundles, deadline_s, repo)
+    if location.is_lake:  # no lock to avoid; each step retried while the catalog is unreachable
+        unchanged = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _stored_identities(
+            con, [p for p in paths if p not in labels])))
+        bundles = load_all([p for p in paths if p not in unchanged], labels)
+        report = _ingest_lake(location, bundles, deadline_s, repo)
     else:
         unchanged = _already_stored(location, [p for p in paths if p not in labels])
         bundles = load_all([p for p in paths if p not in unchanged], labels)
@@ -167,16 +177,49 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
 def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0,
                   repo: str | None = None) -> IngestReport:
     location = parse_location(db_path)
+    if location.is_lake:
+        return _ingest_lake(location, bundles, deadline_s, repo)
     with open_write(location, deadline_s=deadline_s) as con:
         return _ingest_on(con, location, bundles, deadline_s, repo)
 
 
 def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
                repo: str | None = None) -> IngestReport:
-    report = IngestReport(db_path=location.label)
     if bundles:
         check_repository(bundles, repo, stored_repositories(con))
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
+    return _write_each(location, bundles, known, lambda b: (write_transaction(
+        con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, 60.0)), False))
+
+
+def _on_lake(location: HistoryLocation, deadline_s: float, work):
+    with open_write(location, deadline_s=deadline_s) as con:
+        return work(con)
+
+
+def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
+                 repo: str | None = None) -> IngestReport:
+    """`_ingest_on` for a lake, one step at a time, each retried while the catalog is unreachable."""
+    known, stored_repos = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: (_known_runs(
+        con, [b.manifest.run_id for b in bundles]), stored_repositories(con))))
+    if bundles:
+        check_repository(bundles, repo, stored_repos)
+
+    def write(b: LoadedBundle):
+        broken: list[Exception] = []
+        rows = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: write_transaction(
+            con, lambda c, claims: _write_bundle(c, claims, b), location.label,
+            deadline_s=max(deadline_s, LAKE_CONFLICT_DEADLINE_S))),
+            on_retry=broken.append)
+        return rows, bool(broken)
+
+    return _write_each(location, bundles, known, write)
+
+
+def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: dict[str, str], write) -> IngestReport:
+    """Each new run through `write(bundle) -> (rows or None when found stored, whether the catalog
+    connection broke meanwhile)`; clashes refused before anything is written."""
+    report = IngestReport(db_path=location.label)
     for b in bundles:
         _refuse_clash(b, known.get(b.manifest.run_id))
     done: set[str] = set()
@@ -187,21 +230,21 @@ def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], dead
             report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
             continue
         try:
-            rows = write_transaction(con, lambda c, claims: _write_bundle(c, claims, b), location.label,
-                                     deadline_s=max(deadline_s, 60.0))
-        except (duckdb.Error, OSError) as exc:  # say how far this ingest got, then the fault's line
-            stored = len(report.inserted)
+            rows, broken = write(b)
+        except (duckdb.Error, OSError) as exc:  # a file's fault: say how far this ingest got, then its line
             fault = None if location.is_lake else file_fault(
-                exc, location.label, doing=f"while storing run {run_id}, after {stored} run(s) of this ingest were stored")
+                exc, location.label,
+                doing=f"while storing run {run_id}, after {len(report.inserted)} run(s) of this ingest were stored")
             if fault is None:
                 raise
             raise fault from None
         done.add(run_id)
-        if rows is None:  # a concurrent ingest stored it first (a lake only)
-            report.bundles.append(BundleReport(b.source_path, run_id, "skipped",
-                                               reason="stored meanwhile by a concurrent ingest"))
-        else:
+        if rows is not None:
             report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
+            continue
+        why = ("found stored when retried after the catalog connection broke (this ingest's commit landed, "
+               "or a concurrent one's)") if broken else "stored meanwhile by a concurrent ingest"  # a lake only
+        report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
     return report
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import duckdb
 
-from history.errors import HistoryError, HistoryNotFoundError
+from history.errors import HistoryNotFoundError
+from history.lake_faults import LakeUnavailableError, is_transient, reason
 from history.location import HistoryLocation
 from history.temp_dirs import owned_temp_dir
 
@@ -43,10 +44,6 @@ DEFERRED_SETTINGS = ("enable_external_access", "lock_configuration")  # applied 
 
 _shared: dict[str, duckdb.DuckDBPyConnection] = {}  # (location, settings) -> instance
 _shared_lock = threading.Lock()
-
-
-class LakeUnavailableError(HistoryError):
-    """The lake cannot be opened here: an extension wheel is missing, or the catalog is unreachable."""
 
 
 def _wheel_file(extension: str, package: str) -> Path:
@@ -107,6 +104,10 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
     try:
         for extension, package in EXTENSIONS.items():
             con.execute(f"LOAD '{_sql_text(str(extension_path(extension, package)))}'")
+        # No data inlining (every insert a Parquet file, which maintain then merges): with DuckLake
+        # 1.5.5 the reader of inlined rows failed with an INTERNAL error that invalidates the
+        # instance after a catalog restart, and after another process's flush of them.
+        con.execute("SET ducklake_default_data_inlining_row_limit = 0")
         options = ["READ_ONLY"] if read_only else []
         if location.data_path and not read_only:
             options.append(f"DATA_PATH '{_sql_text(location.data_path)}'")
@@ -145,15 +146,17 @@ def _attach(con, location: HistoryLocation, options: list[str]) -> None:
                                        f"the data path this lake was created with ({text.split('catalog ')[-1]}); "
                                        "unset it or give the recorded one") from None
         if "Unable to connect to Postgres" in text or isinstance(exc, duckdb.IOException):
-            reason = text.split("failed:", 1)[-1].strip() if "failed:" in text else text
-            raise LakeUnavailableError(f"{location.label}: cannot reach the lake's PostgreSQL catalog: {reason}") from None
+            why = text.split("failed:", 1)[-1].strip() if "failed:" in text else reason(exc)
+            why = why if len(why) <= 200 else why[:199] + "…"
+            raise LakeUnavailableError(f"{location.label}: cannot reach the lake's PostgreSQL catalog: {why}",
+                                       transient=is_transient(text), why=why) from None
         if "requires the extension httpfs" in text:
             raise LakeUnavailableError(f"{location.label}: this lake's data files are in an S3 bucket: "
                                        f"pip install duckdb-extension-httpfs=={duckdb.__version__}") from None
         if not location.data_path and "DATA_PATH" in text:
             raise LakeUnavailableError(f"{location.label}: creating a lake needs a data path: set ATTNWATCH_LAKE_DATA "
                                        "to a directory or s3://bucket/prefix") from None
-        raise LakeUnavailableError(f"{location.label}: {text}") from None
+        raise LakeUnavailableError(f"{location.label}: {reason(exc)}", transient=is_transient(text)) from None
 
 
 def _enable_s3(con) -> None:
@@ -199,6 +202,18 @@ def forget_shared(location: HistoryLocation, read_only: bool, config: dict | Non
     with _shared_lock:
         con = _shared.pop(_key(location, read_only, config), None)
     if con is not None:
+        try:
+            con.close()
+        except duckdb.Error:
+            pass
+
+
+def forget_location(location: HistoryLocation) -> None:
+    """Drop every cached instance of this lake (after its catalog connection broke)."""
+    prefix = f"{location.label}\0"
+    with _shared_lock:
+        gone = [_shared.pop(k) for k in [k for k in _shared if k.startswith(prefix)]]
+    for con in gone:
         try:
             con.close()
         except duckdb.Error:

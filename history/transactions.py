@@ -15,7 +15,13 @@ would both insert it. What stands in for the key:
 
 After the commit the claims are dropped in a second transaction (the row itself is the record
 from then on: a later writer's snapshot contains it), so the catalog does not grow with claims.
-A claim left behind by a crash between the two is harmless: its row is committed.
+A claim left behind by a crash between the two (kill -9, a lost connection) is stale: its row is
+committed, and every writer that starts later sees the row and takes no claim. Should the row be
+deleted afterwards, the next writer of that key finds the claim in its own snapshot and takes it
+over (DROP VIEW IF EXISTS, then CREATE VIEW, in its transaction): two writers taking over one
+stale claim still conflict, on the drop or on the create. `attnwatch history maintain` drops
+whatever claims are left (history.maintain): a claim a snapshot shows is committed, and a
+conflict is decided by what was committed since a transaction began, not by what still exists.
 
 On a file every claim is a no-op (its constraints and the single writer do the job) and the
 retry never fires, so callers have one code path for both.
@@ -25,17 +31,20 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 import time
 from typing import Callable, TypeVar
 
 import duckdb
 
 from history.errors import HistoryError
+from history.lake_faults import reason
 
 CLAIM_SCHEMA = "attnwatch_claims"
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 2.0
 T = TypeVar("T")
+_CLAIM_TAKEN = re.compile(r'View with name "[A-Za-z0-9_]+:[0-9a-f]{40}" already exists')
 
 
 class ConflictTimeoutError(HistoryError):
@@ -54,8 +63,10 @@ def is_conflict(exc: BaseException) -> bool:
     if isinstance(exc, duckdb.TransactionException):
         return "conflict" in text.lower() or "maximum retry count" in text
     # A claim that a concurrent writer committed after this transaction's snapshot was taken but
-    # before its CREATE VIEW ran: DuckDB reports the name as taken. Retrying sees the row.
-    return isinstance(exc, duckdb.CatalogException) and CLAIM_SCHEMA in text and "already exists" in text
+    # before its CREATE VIEW ran: DuckDB reports the name as taken (a stale claim this snapshot
+    # shows was dropped just before, in Claims.take). Retrying sees the row.
+    return isinstance(exc, duckdb.CatalogException) and bool(
+        (CLAIM_SCHEMA in text and "already exists" in text) or _CLAIM_TAKEN.search(text))
 
 
 class Claims:
@@ -68,6 +79,8 @@ class Claims:
         if not self.lake:
             return
         name = f"{kind}:{hashlib.sha256(key.encode('utf-8')).hexdigest()[:40]}"
+        # A claim this snapshot already shows is stale (its row was deleted since): take it over.
+        self.con.execute(f'DROP VIEW IF EXISTS {CLAIM_SCHEMA}."{name}"')
         self.con.execute(f'CREATE VIEW {CLAIM_SCHEMA}."{name}" AS SELECT 1 AS claimed')
         self.names.append(name)
 
@@ -101,7 +114,7 @@ def write_transaction(con, body: Callable[[object, Claims], T], label: str, dead
             if remaining <= 0:
                 raise ConflictTimeoutError(
                     f"{label}: concurrent writers kept conflicting with this transaction for more than "
-                    f"{deadline_s:g} s ({' '.join(str(exc).split())[:200]}); retry later") from exc
+                    f"{deadline_s:g} s ({reason(exc)}); retry later") from exc
             time.sleep(min(remaining, random.uniform(0, min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt))))
             attempt += 1
             continue

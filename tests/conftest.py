@@ -115,17 +115,25 @@ def db_path(tmp_path, monkeypatch) -> Path:
     return path
 
 
-@pytest.fixture(scope="session")
-def postgres_server():
-    """One real PostgreSQL server for the session (tests/pg_server.py), stopped at the end."""
+def started_postgres():
+    """A new real PostgreSQL server (tests/pg_server.py) for a fixture to yield, stopped after;
+    the test is skipped with the reason where none can start."""
     import pg_server
 
     reason = pg_server.why_unavailable()
     if reason:
         pytest.skip(f"lake tests need a PostgreSQL server: {reason}")
     server = pg_server.start()
-    yield server
-    server.stop()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One real PostgreSQL server for the session, stopped at the end."""
+    yield from started_postgres()
 
 
 _LAKE_COUNTER = iter(range(1, 1_000_000))

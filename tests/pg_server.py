@@ -90,10 +90,30 @@ class PostgresServer:
         self.psql(f'CREATE DATABASE "{name}"')
         return name
 
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m MODE`: every client connection is cut, the server is back when this returns."""
+        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode,
+                        "-o", _options(self.port, self.root), "-l", str(self.root / "server.log"), "-w", "-t", "60",
+                        "restart"], check=True, capture_output=True, timeout=90)
+
+    def halt(self) -> None:
+        """Stop the server (fast), keeping its data: `start_again` brings it back."""
+        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w",
+                        "stop"], check=True, capture_output=True, timeout=90)
+
+    def start_again(self) -> None:
+        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-o",
+                        _options(self.port, self.root), "-l", str(self.root / "server.log"), "-w", "-t", "60", "start"],
+                       check=True, capture_output=True, timeout=90)
+
     def stop(self) -> None:
         subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
                         "-w", "stop"], capture_output=True, timeout=60)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _options(port: int, root: Path) -> str:
+    return f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
 
 
 def start() -> PostgresServer:
@@ -112,7 +132,7 @@ def start() -> PostgresServer:
                     "--no-sync"], check=True, capture_output=True, timeout=120)
     for attempt in range(3):  # a port found free can be taken before the server binds it
         port = _free_port()
-        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        options = _options(port, root)
         started = subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log),
                                   "-w", "-t", "60", "start"], capture_output=True, text=True, timeout=90)
         if started.returncode == 0:

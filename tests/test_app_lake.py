@@ -11,8 +11,10 @@ from streamlit.testing.v1 import AppTest
 from app.data.store import current_source
 from app_history import CRASHED_CASE, build_history
 from bundle_factory import make_bundle
+from history.alerts import list_alerts
 from history.copy import copy_history
 from history.ingest import ingest_paths
+from history.location import parse_location
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
@@ -51,3 +53,22 @@ def test_a_commit_to_the_lake_changes_the_dashboards_cache_key(team_lake, tmp_pa
     assert current_source() == before  # nothing committed: the cached results stay valid
     ingest_paths(team_lake, [make_bundle(tmp_path / "new", run_id="new-run", n_samples=5)])
     assert current_source() != before
+
+
+def test_the_read_only_role_is_told_so_on_the_alerts_page(team_lake, postgres_server, monkeypatch):
+    """README's dashboard role: Acknowledge answers with one plain message, no traceback, and
+    nothing is written."""
+    dbname = parse_location(team_lake).catalog.split()[0].split("=")[1]
+    role = f"dash_{dbname}"
+    postgres_server.psql(f"CREATE ROLE {role} LOGIN")
+    postgres_server.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
+    monkeypatch.setenv("ATTNWATCH_DB", team_lake.replace("user=attnwatch", f"user={role}"))
+    at = _render("views/alerts.py")
+    at.text_area(key="alerts_note").input("looking at it")
+    at.text_input(key="alerts_actor").input("kernel-dev")
+    at.button(key="alerts_acknowledge").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped Markdown
+    assert any("this history is read-only for you" in e and "Not changed" in e for e in errors), errors
+    assert all(len(e) <= 400 and "Traceback" not in e and "INSERT INTO" not in e for e in errors), errors
+    assert all(a.status == "open" for a in list_alerts(team_lake))

@@ -11,9 +11,12 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
+
+import pytest
 
 from bundle_factory import make_bundle
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, started_postgres
 from history.db import open_read, open_write
 from history.transactions import CLAIM_SCHEMA
 
@@ -113,3 +116,86 @@ def test_writers_racing_to_create_the_schema_of_a_new_lake_apply_each_migration_
         versions = [r[0] for r in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
         assert versions == sorted(set(versions)) and versions[0] == 1
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+RESTART_WRITERS = 8
+
+
+@pytest.fixture(scope="module")
+def own_server():
+    """A PostgreSQL server of this module's own: restarting or stopping the session's would cut
+    other tests' connections."""
+    yield from started_postgres()
+
+
+def _own_lake(server, tmp_path, name: str) -> tuple[str, dict]:
+    location = f"ducklake:postgres:{server.dsn(server.create_database(name))}"
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(tmp_path / "lake-data"),
+           "ATTNWATCH_LAKE_RETRY_S": "90"}
+    subprocess.run([sys.executable, "-m", "ci.cli", "--db", location, "migrate"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    return location, env
+
+
+def _one_line_or_nothing(err: str) -> bool:
+    return "Traceback" not in err and len(err.strip().splitlines()) <= 1 and all(len(x) <= 300 for x in err.splitlines())
+
+
+def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server, tmp_path):
+    """`pg_ctl restart -m fast` while 8 writer processes ingest: the connection errors are waited
+    out (history.lake_faults), every run is stored exactly once, every process exits 0, and a
+    run reported inserted is stored."""
+    location, env = _own_lake(own_server, tmp_path, "restart_lake")
+    shared = make_bundle(tmp_path / "shared", run_id="shared-run", seed=7, commit_sha="ee" * 20, n_samples=5)
+    groups = [[shared, *(make_bundle(tmp_path / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=10 * w + i,
+                                     commit_sha="ee" * 20, n_samples=5) for i in range(2))]
+              for w in range(RESTART_WRITERS)]
+    writers = [subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", location, "ingest", *map(str, group)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
+    first = _wait_for_first_run(location, env, writers)
+    own_server.restart()
+    outputs = [w.communicate(timeout=600) for w in writers]
+    reported = []
+    for w, (out, err) in zip(writers, outputs):
+        assert _one_line_or_nothing(err), err
+        assert w.returncode == 0, err
+        reported += [line.split()[1] for line in out.splitlines() if line.startswith("inserted ")]
+    expected = sorted({"shared-run", *(f"writer{w}-run{i}" for w in range(RESTART_WRITERS) for i in range(2))})
+    with open_read(location) as con:
+        stored = sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
+        per_run = con.execute("SELECT count(*) FROM results GROUP BY run_id").fetchall()
+    assert stored == expected  # each once
+    assert set(per_run) == {(24,)}  # whole runs, none doubled
+    assert len(reported) == len(set(reported)) and set(reported) <= set(stored)
+    assert first is not None  # the restart did come while the writers were at work
+
+
+def _wait_for_first_run(location: str, env: dict, writers, timeout_s: float = 300.0):
+    """Block until some writer has committed a run (the restart then lands amid the ingests)."""
+    probe = "from history.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(w.poll() is None for w in writers):
+        done = subprocess.run([sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120)
+        if done.returncode == 0 and int(done.stdout.strip() or 0) > 0:
+            return int(done.stdout.strip())
+        time.sleep(0.2)
+    return None
+
+
+def test_an_ingest_waits_out_a_stopped_catalog_then_gives_up_in_one_line(own_server, tmp_path):
+    location, env = _own_lake(own_server, tmp_path, "stopped_lake")
+    bundle = make_bundle(tmp_path / "b", run_id="patient", n_samples=5)
+    own_server.halt()
+    try:
+        quick = subprocess.run([sys.executable, "-m", "ci.cli", "--db", location, "ingest", str(bundle)],
+                               env={**env, "ATTNWATCH_LAKE_RETRY_S": "2"}, capture_output=True, text=True, timeout=300)
+        assert quick.returncode == 2 and _one_line_or_nothing(quick.stderr), quick.stderr
+        assert "stayed unreachable for more than 2 s" in quick.stderr
+        patient = subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", location, "ingest", str(bundle)],
+                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)  # the attach meets a stopped server, and waits
+    finally:
+        own_server.start_again()
+    out, err = patient.communicate(timeout=300)
+    assert patient.returncode == 0 and not err.strip(), err
+    assert "1 run(s) inserted" in out

@@ -19,7 +19,7 @@ from ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-FILES = ("ci.yml", "gpu-bench.yml", "pr-comment.yml")
+FILES = ("ci.yml", "gpu-bench.yml", "pr-comment.yml", "history-maintain.yml")
 PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[0-9a-f]{40}$")
 
 
@@ -175,7 +175,7 @@ def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
 def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
     trusted = [(name, job_id, job) for name, job_id, job in _all_jobs() if "trusted" in _labels(job)]
     assert {(n, j) for n, j, _ in trusted} == {("gpu-bench.yml", "measure"), ("gpu-bench.yml", "collect"),
-                                               ("pr-comment.yml", "ingest")}
+                                               ("pr-comment.yml", "ingest"), ("history-maintain.yml", "maintain")}
     for name, job_id, job in trusted:
         assert _labels(job)[0] == "self-hosted" and "untrusted" not in _labels(job)
         assert job["environment"] == "attnwatch-history", (name, job_id)  # main-only branch rule
@@ -249,6 +249,17 @@ def test_a_partial_run_is_ingested_and_scanned_then_the_job_fails():
     collect = wf["jobs"]["collect"]
     assert "!cancelled()" in collect["if"] and "needs.measure.result != 'skipped'" in _flat(collect["if"])
     assert next(s for s in collect["steps"] if "attnwatch detect" in s.get("run", ""))["if"] == "${{ !cancelled() }}"
+
+
+def test_history_maintain_runs_weekly_on_the_historys_trusted_runner():
+    wf = _load("history-maintain.yml")
+    assert set(wf["on"]) == {"schedule", "workflow_dispatch"} and wf["on"]["schedule"][0]["cron"]
+    assert wf["permissions"] == {} and wf["concurrency"]["cancel-in-progress"] is False
+    (job,) = wf["jobs"].values()
+    assert "attnwatch-history" in _labels(job) and job["environment"] == "attnwatch-history"
+    assert job["env"]["ATTNWATCH_DB"].startswith("${{ vars.ATTNWATCH_DB")
+    assert job["steps"][-1]["run"].strip() == ".venv/bin/attnwatch history maintain"
+    assert job["steps"][-1]["env"]["PGPASSWORD"] == "${{ secrets.ATTNWATCH_CATALOG_PASSWORD }}"
 
 
 def test_same_repository_prs_are_compared_on_the_untrusted_runner():

@@ -42,10 +42,12 @@ def register(subparsers) -> None:
 
 def _list(args) -> int:
     from history.alerts import AlertFilter, alert_events, list_alerts
+    from history.lake_retry import retrying
 
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
-    alerts = list_alerts(args.db, AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu,
-                                              metric=args.metric, case_contains=args.case, limit=args.limit))
+    wanted = AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu, metric=args.metric,
+                         case_contains=args.case, limit=args.limit)
+    alerts = retrying(args.db, lambda: list_alerts(args.db, wanted))  # a lake: waits out a catalog restart
     if not alerts:
         print("no alerts")
         return 0

@@ -25,21 +25,12 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from history.alerts import record_alerts
-    from history.db import exists, open_write
-    from history.detection.scan import scan_history
-    from history.transactions import write_transaction
+    from history.lake_retry import retrying
 
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
-    if not exists(args.db):  # open_write would create an empty history at a mistyped path
-        raise UserError(f"{args.db}: no history here yet (ingest a bundle first, or check --db / ATTNWATCH_DB)")
-    with open_write(args.db) as con:
-        report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)
-        if args.dry_run:
-            inserted, known = [], 0
-        else:
-            inserted, known = write_transaction(
-                con, lambda c, claims: record_alerts(c, report.findings, claims), str(args.db))
+    # On a lake, scanned and recorded again while the catalog is unreachable: findings are
+    # deduplicated by key, so a retry after a COMMIT that landed records nothing twice.
+    report, inserted, known = retrying(args.db, lambda: _scan_and_record(args))
     print(f"attnwatch detect: {report.series_scanned} series scanned "
           f"({report.skipped_short} too short), {len(report.findings)} findings, "
           f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}")
@@ -47,3 +38,20 @@ def _run(args) -> int:
         print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name} @ {f.pool}] {f.metric}: {f.detail}")
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0
+
+
+def _scan_and_record(args):
+    from history.alerts import record_alerts
+    from history.db import exists, open_write
+    from history.detection.scan import scan_history
+    from history.transactions import write_transaction
+
+    if not exists(args.db):  # open_write would create an empty history at a mistyped path
+        raise UserError(f"{args.db}: no history here yet (ingest a bundle first, or check --db / ATTNWATCH_DB)")
+    with open_write(args.db) as con:
+        report = scan_history(con, lambda gpu: load_thresholds(gpu, args.thresholds), gpu=args.gpu, window=args.window)
+        if args.dry_run:
+            return report, [], 0
+        inserted, known = write_transaction(
+            con, lambda c, claims: record_alerts(c, report.findings, claims), str(args.db))
+    return report, inserted, known

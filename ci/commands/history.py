@@ -1,4 +1,4 @@
-"""`attnwatch history copy SRC DST` and `attnwatch history recover`.
+"""`attnwatch history copy|recover|maintain|default-branch`.
 
 `copy` moves a history between a file and a lake, verified:
 
@@ -17,6 +17,10 @@ every committed run it can and a backup of what it found (history.recover):
 
 `attnwatch history default-branch [BRANCH]` shows or sets the repository's default branch, the
 mainline of the series, the alerts and the dashboard (history.settings).
+
+`maintain` runs DuckLake's own maintenance functions on the history (history.maintain); a
+scheduled workflow (.github/workflows/history-maintain.yml) runs it on the team lake. On a
+history file it runs a CHECKPOINT and says that a file needs nothing more.
 """
 
 from __future__ import annotations
@@ -25,8 +29,8 @@ from ci.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("history", help="move a history between a file and a lake (copy SRC DST); "
-                              "recover a file that does not open; its default branch (default-branch)")
+    p = subparsers.add_parser("history", help="copy a history between a file and a lake; recover a file that does "
+                              "not open; maintain a lake; its default branch (default-branch)")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(
@@ -52,6 +56,18 @@ def register(subparsers) -> None:
     b.add_argument("branch", metavar="BRANCH", nargs="?")
     add_lock_timeout(b)
     b.set_defaults(func=_default_branch)
+    m = sub.add_parser(
+        "maintain", help="compact a lake's files, expire old snapshots, delete files nothing needs",
+        description="On a lake: drop leftover claims, merge adjacent files, expire snapshots "
+        "older than --keep-days, delete files unreferenced for longer than --grace-hours (DuckLake's own functions). "
+        "On a history file: a CHECKPOINT.",
+    )
+    m.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
+                   help="keep snapshots (time travel) this many days (default 7)")
+    m.add_argument("--grace-hours", type=float, default=None, metavar="HOURS",
+                   help="delete unreferenced files only once they are this old: readers of an older snapshot and "
+                   "writers not yet committed still use newer ones (default 24)")
+    m.set_defaults(func=_maintain)
 
 
 def _default_branch(args) -> int:
@@ -87,3 +103,16 @@ def _recover(args) -> int:
     for line in report.lines():
         print(line)
     return 0 if report.replayed or report.backup is None else 1
+
+
+def _maintain(args) -> int:
+    from ci.errors import UserError
+    from history.maintain import GRACE_HOURS, KEEP_DAYS, maintain
+
+    keep = KEEP_DAYS if args.keep_days is None else args.keep_days
+    grace = GRACE_HOURS if args.grace_hours is None else args.grace_hours
+    if keep < 0 or grace < 0:
+        raise UserError("--keep-days and --grace-hours must not be negative")
+    for line in maintain(args.db, keep_days=keep, grace_hours=grace).lines():
+        print(line)
+    return 0
