@@ -17,7 +17,7 @@ import pytest
 import history.sql as history_sql
 from bundle_factory import make_bundle
 from ci.cli import main as cli_main
-from history.errors import LockTimeoutError, QueryError
+from history.errors import HistoryError, LockTimeoutError, QueryError
 from history.ingest import ingest_paths
 from history.sql import run_user_query, run_user_sql, schema_overview, unique_names
 from history.sql_sandbox import SqlLimits
@@ -125,6 +125,6 @@ def test_a_lock_held_too_long_is_one_line_without_paths_or_pid(history, monkeypa
 def test_a_query_error_naming_the_history_names_its_file_only(tmp_path):
     junk = tmp_path / "junk.duckdb"
     junk.write_bytes(b"not a database" * 100)
-    with pytest.raises(QueryError) as info:
+    with pytest.raises(HistoryError) as info:  # not a query's fault: the file is no history (history.db)
         run_user_sql(junk, "SELECT 1")
     assert str(info.value).startswith("junk.duckdb: ") and str(tmp_path) not in str(info.value)
