@@ -207,7 +207,7 @@ class Battery:
 
     def tmpfs_full(self, tally: Tally, stage: str, steps: int | None = None, frees: list[int] | None = None) -> None:
         """`stage` with its history on a tmpfs left `free` bytes free, for `steps` values from 0 to
-        half again past what the command needs (or the given `frees`)."""
+        past what the command needs (or the given `frees`)."""
         why = tmpfs_unavailable(self.workdir / "probe-tmpfs")
         if why:
             tally.failures.append(f"not run: {why}")
@@ -216,8 +216,10 @@ class Battery:
             final, args, _ = self.tmpfs_stage(stage)
             before = sum(p.stat().st_size for p in final.parent.iterdir())
             cli(final, *args)
-            need = max(sum(p.stat().st_size for p in final.parent.iterdir()) - before, 256 * 1024)
-            frees = sorted({int(i * need * 1.5 / (steps - 1)) for i in range(steps)})
+            # Checkpoints write new blocks before freeing old ones, and the log comes and goes: the
+            # peak is well above the growth, so the sweep runs to three times it (and a MiB) free.
+            need = sum(p.stat().st_size for p in final.parent.iterdir()) - before
+            frees = sorted({int(i * (3 * need + 2**20) / (steps - 1)) for i in range(steps)})
         filled = 0
         for free in frees:
             db, args, attempted = self.tmpfs_stage(stage)
