@@ -30,7 +30,7 @@ Kinds (a trial each):
                               (killed at every statement); counted: how many DuckDB cannot open,
                               and whether `attnwatch history recover` then keeps every reported run
 
-    python -m scripts.fault_check --workdir /some/scratch [--quick] [--seed 1]
+    python -m scripts.fault_check --workdir /some/scratch [--quick] [--seed 1] [--only tmpfs]
 
 Prints the table (trial kind, trials, held, failed) and exits 1 if any trial failed. --quick runs
 a sample of each kind (the CI test, tests/test_history_faults.py, runs a smaller one still).
@@ -375,36 +375,44 @@ def table(tallies: list[Tally]) -> str:
     return "\n".join(lines)
 
 
-def run(workdir: Path, quick: bool, seed: int) -> list[Tally]:
-    battery = Battery(workdir, random.Random(seed))
-    sample = 12 if quick else None
-    tallies = [Tally("kill -9 at each statement: first ingest, migrations 001..N"),
-               Tally("kill -9 at each statement: ingest into a history at schema N-1"),
-               Tally("kill -9 at a random time: first ingest"),
-               Tally("disk full (file-size limit): first ingest"),
-               Tally("disk full (file-size limit): ingest into a history with runs"),
-               *(Tally(f"disk full (24 MiB tmpfs): {stage}") for stage in TMPFS_STAGES),
-               Tally("malformed input (+ a crashed kernel's run stored)"),
-               Tally("read-only file system"), Tally("permission denied"), Tally("lock held past --lock-timeout"),
-               Tally("concurrent ingests (4 processes)"),
-               Tally("old WAL (before this fix): opens after kill -9"),
-               Tally("old WAL: `history recover` keeps every reported run")]
+def run(workdir: Path, quick: bool, seed: int, only: str | None = None) -> list[Tally]:
+    """Every kind (or those whose name contains `only`), each kind's line printed to stderr when done."""
     from history.migrations import code_schema_version
 
-    battery.kill_at_statements(tallies[0], None, sample)
-    battery.kill_at_statements(tallies[1], code_schema_version() - 1, sample)
-    battery.kill_at_random_times(tallies[2], 10 if quick else 40)
-    battery.disk_full(tallies[3], 0, 10 if quick else 40)
-    battery.disk_full(tallies[4], 1, 10 if quick else 30)
-    for tally, stage in zip(tallies[5:], TMPFS_STAGES):
-        battery.tmpfs_full(tally, stage, 6 if quick else 20)
-    battery.malformed(tallies[10])
-    battery.read_only(tallies[11])
-    battery.permission(tallies[12])
-    battery.lock_held(tallies[13])
-    battery.concurrent(tallies[14], 1 if quick else 5)
-    battery.legacy_wal(tallies[15], tallies[16], sample)
+    b = Battery(workdir, random.Random(seed))
+    sample = 12 if quick else None
+    kinds = [
+        ("kill -9 at each statement: first ingest, migrations 001..N", lambda t: b.kill_at_statements(t, None, sample)),
+        ("kill -9 at each statement: ingest into a history at schema N-1",
+         lambda t: b.kill_at_statements(t, code_schema_version() - 1, sample)),
+        ("kill -9 at a random time: first ingest", lambda t: b.kill_at_random_times(t, 10 if quick else 40)),
+        ("disk full (file-size limit): first ingest", lambda t: b.disk_full(t, 0, 10 if quick else 40)),
+        ("disk full (file-size limit): ingest into a history with runs", lambda t: b.disk_full(t, 1, 10 if quick else 30)),
+        *((f"disk full (24 MiB tmpfs): {stage}", lambda t, stage=stage: b.tmpfs_full(t, stage, 6 if quick else 20))
+          for stage in TMPFS_STAGES),
+        ("malformed input (+ a crashed kernel's run stored)", b.malformed),
+        ("read-only file system", b.read_only), ("permission denied", b.permission),
+        ("lock held past --lock-timeout", b.lock_held),
+        ("concurrent ingests (4 processes)", lambda t: b.concurrent(t, 1 if quick else 5)),
+    ]
+    tallies = []
+    for kind, trials in kinds:
+        if only is None or only in kind:
+            tallies.append(_timed(Tally(kind), trials))
+    if only is None or only in "old WAL":
+        broken, recovered = Tally("old WAL (before this fix): opens after kill -9"), Tally(
+            "old WAL: `history recover` keeps every reported run")
+        _timed(broken, lambda t: b.legacy_wal(t, recovered, sample))
+        tallies += [broken, recovered]
     return tallies
+
+
+def _timed(tally: Tally, trials) -> Tally:
+    started = time.monotonic()
+    trials(tally)
+    print(f"{tally.kind}: {tally.trials} trials, {tally.held} held, {len(tally.failures)} failed "
+          f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+    return tally
 
 
 def main() -> int:
@@ -412,11 +420,12 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, required=True, help="scratch directory (emptied first)")
     parser.add_argument("--quick", action="store_true", help="a sample of each kind")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--only", help="only the trial kinds whose name contains this text (e.g. tmpfs)")
     args = parser.parse_args()
     shutil.rmtree(args.workdir, ignore_errors=True)
     args.workdir.mkdir(parents=True)
     started = time.monotonic()
-    tallies = run(args.workdir, args.quick, args.seed)
+    tallies = run(args.workdir, args.quick, args.seed, args.only)
     print(table(tallies))
     print(f"({time.monotonic() - started:.0f} s)")
     failed = False
