@@ -72,8 +72,8 @@ BAD_INPUTS: list[tuple[str, Callable[[Path, int], Path], str, str]] = [
     ("empty file", _rewritten("outcomes.json", lambda t: ""), "outcomes.json", "json"),
     ("wrong type: a string for an integer", _edited("manifest.json", lambda d: d.update(pr_number="7")),
      "manifest.json", "pr_number"),
-    ("wrong type: a fraction for a count", _edited("benchmark.json", lambda d: d["benchmarks"][1]["extra_info"]["attnwatch"]
-                                                   .update(batch=1.5)), "benchmark.json", "benchmarks[1].extra_info.attnwatch.batch"),
+    ("wrong type: a fraction for a count", _edited("benchmark.json", lambda d: d["benchmarks"][1]["extra_info"][
+        "attnwatch"].update(batch=1.5)), "benchmark.json", "benchmarks[1].extra_info.attnwatch.batch"),
     ("wrong type: a list for an object", _edited("manifest.json", lambda d: d.update(environment=[])),
      "manifest.json", "environment"),
     ("a negative latency", _edited("benchmark.json", lambda d: d["benchmarks"][0]["extra_info"]["attnwatch"]

@@ -1,5 +1,6 @@
-"""Faults of a history file, with real `attnwatch` subprocesses: kill -9, a full disk, read-only,
-forbidden, busy; and a file DuckDB cannot replay, recovered.
+"""Faults of a history file, with real `attnwatch` subprocesses: kill -9, a full disk (a file-size
+limit, and a real tmpfs where one can be mounted), read-only, forbidden, busy, malformed input;
+and a file DuckDB cannot replay, recovered (its log intact, or damaged and set aside).
 
 The fast part of scripts/fault_check.py (which runs hundreds of trials; docs/benchmarks.md has
 its table): after each fault the file opens with DuckDB alone, holds every run whose ingest said
@@ -94,7 +95,8 @@ def test_an_unreplayable_wal_names_the_recovery_command_and_recover_keeps_every_
 
     refused = cli(db, "sql", "SELECT count(*) FROM runs")
     assert one_line_error(refused) is None, refused.stderr
-    assert str(db) in refused.stderr and f"attnwatch --db {db} history recover" in refused.stderr
+    # `attnwatch sql` names the history by its file name alone (history.sql_guard.public_text)
+    assert f"attnwatch --db {db.name} history recover" in refused.stderr, refused.stderr
 
     fixed = cli(db, "history", "recover")
     assert fixed.returncode == 0, fixed.stderr
@@ -129,6 +131,8 @@ def test_dashboard_shows_a_fault_without_paths(battery):
     ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
     ('INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
      'with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)', "WalReplayError"),
+    ('IO Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Corrupt WAL file: entry at byte position 56 '
+     'computed checksum 1 does not match stored checksum 2', "WalReplayError"),
 ])
 def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
     from history.faults import file_fault
@@ -179,10 +183,10 @@ def test_a_real_full_disk_at_each_stage_loses_nothing_reported(battery, tmp_path
 
 def test_malformed_inputs_are_refused_in_one_line_and_change_nothing(battery):
     tally = Tally("malformed")
-    battery.malformed(tally, names=["truncated file", "a symbolic link to a directory inside", "a foreign repository",
-                                    "a crashed kernel with a timing", "a hostile name: right-to-left override"])
+    # a sample: each rule has its in-process test in test_history_bad_input.py / test_series_identity.py
+    battery.malformed(tally, names=["truncated file", "a foreign repository", "a hostile name: right-to-left override"])
     held(tally)
-    assert tally.trials == 5
+    assert tally.trials == 3
     assert battery.crashed_stored() is None
 
 

@@ -20,23 +20,21 @@ Its exit status is the CLI's; 97 when the tmpfs itself could not be set up (stde
 
 from __future__ import annotations
 
-import ctypes
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from fault_env import _CLONE_NEWNS, _MS_PRIVATE, _MS_REC, _libc_call, child_env
+
 SIZE = 24 * 1024 * 1024  # as the issue's operator mounted it
 FILLER = ".filler"
 SETUP_FAILED = 97
-_CLONE_NEWNS, _MS_REC, _MS_PRIVATE, _MNT_DETACH = 0x00020000, 16384, 1 << 18, 2
+_MNT_DETACH = 2
 
 
 def on_full_tmpfs(db: Path, free: int, *args: str, size: int = SIZE, timeout: float = 300) -> subprocess.CompletedProcess:
     """`attnwatch --db DB ARGS...` with DB's directory a `size`-byte tmpfs holding `free` bytes free."""
-    from fault_env import child_env
-
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(db.parent), str(size), str(free),
                            "--db", str(db), *args], env=child_env(), capture_output=True, text=True, timeout=timeout)
     if done.returncode == SETUP_FAILED:
@@ -52,13 +50,6 @@ def tmpfs_unavailable(scratch: Path) -> str | None:
     done = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(scratch), str(1024 * 1024), "0", "--probe"],
                           capture_output=True, text=True, timeout=60)
     return None if done.returncode == 0 else f"no private tmpfs here: {done.stderr.strip()[-300:]}"
-
-
-def _libc(name: str, *args) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    if getattr(libc, name)(*args) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{name}: {os.strerror(err)}")
 
 
 def _files(directory: Path) -> dict[str, bytes]:
@@ -81,9 +72,9 @@ def _main(argv: list[str]) -> int:
     d = str(directory).encode()
     try:
         seed = _files(directory)
-        _libc("unshare", _CLONE_NEWNS)
-        _libc("mount", b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
-        _libc("mount", b"attnwatch-full-disk", d, b"tmpfs", 0, f"size={size},mode=0755".encode())
+        _libc_call("unshare", _CLONE_NEWNS)
+        _libc_call("mount", b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+        _libc_call("mount", b"attnwatch-full-disk", d, b"tmpfs", 0, f"size={size},mode=0755".encode())
         for name, data in seed.items():
             (directory / name).write_bytes(data)
         _fill(directory, free)
@@ -95,7 +86,7 @@ def _main(argv: list[str]) -> int:
     rc = subprocess.run([sys.executable, "-m", "ci.cli", *args]).returncode
     (directory / FILLER).unlink(missing_ok=True)
     left = _files(directory)
-    _libc("umount2", d, _MNT_DETACH)
+    _libc_call("umount2", d, _MNT_DETACH)
     for stale in _files(directory):
         (directory / stale).unlink()
     for name, data in left.items():
