@@ -102,12 +102,12 @@ class Battery:
         """A new trial directory with a history holding the first `seed_runs` runs (or none yet),
         in its subdirectory `disk` if given."""
         self.counter += 1
-        trial = self.workdir / f"t{self.counter:04d}"
-        (trial / disk).mkdir(parents=True)
-        db = trial / disk / "history.duckdb"
+        directory = self.workdir / f"t{self.counter:04d}"
+        (directory / disk).mkdir(parents=True)
+        db = directory / disk / "history.duckdb"
         if schema is not None:
             from old_history import history_at_version
-            history_at_version(db, schema, trial / "scratch")
+            history_at_version(db, schema, directory / "scratch")
         if seed_runs:
             from history.ingest import ingest_paths
             ingest_paths(db, self.bundles[:seed_runs])
@@ -205,21 +205,20 @@ class Battery:
         args = [a for arg in args for a in (map(str, self.bundles) if arg == "BUNDLES" else [arg])]
         return db, args, attempted
 
-    def tmpfs_full(self, tally: Tally, stage: str, steps: int | None = None, frees: list[int] | None = None) -> None:
-        """`stage` with its history on a tmpfs left `free` bytes free, for `steps` values from 0 to
-        past what the command needs (or the given `frees`)."""
+    def tmpfs_full(self, tally: Tally, stage: str, steps: int) -> None:
+        """`stage` with its history on a tmpfs left F bytes free, F swept in `steps` values from 0
+        to past what the command needs."""
         why = tmpfs_unavailable(self.workdir / "probe-tmpfs")
         if why:
             tally.failures.append(f"not run: {why}")
             return
-        if frees is None:
-            final, args, _ = self.tmpfs_stage(stage)
-            before = sum(p.stat().st_size for p in final.parent.iterdir())
-            cli(final, *args)
-            # Checkpoints write new blocks before freeing old ones, and the log comes and goes: the
-            # peak is well above the growth, so the sweep runs to three times it (and a MiB) free.
-            need = sum(p.stat().st_size for p in final.parent.iterdir()) - before
-            frees = sorted({int(i * (3 * need + 2**20) / (steps - 1)) for i in range(steps)})
+        final, args, _ = self.tmpfs_stage(stage)
+        before = sum(p.stat().st_size for p in final.parent.iterdir())
+        cli(final, *args)
+        # Checkpoints write new blocks before freeing old ones, and the log comes and goes: the
+        # peak is well above the growth, so the sweep runs to three times it (and a MiB) free.
+        need = sum(p.stat().st_size for p in final.parent.iterdir()) - before
+        frees = sorted({int(i * (3 * need + 2**20) / (steps - 1)) for i in range(steps)})
         filled = 0
         for free in frees:
             db, args, attempted = self.tmpfs_stage(stage)

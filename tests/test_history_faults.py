@@ -22,7 +22,7 @@ from conftest import REPO_ROOT
 from fault_env import cli, inspect, killed_at, one_line_error, reported_inserted
 
 sys.path.insert(0, str(REPO_ROOT))
-from scripts.fault_check import RUNS, Battery, Tally  # noqa: E402
+from scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402
 
 
 @pytest.fixture
@@ -168,17 +168,14 @@ TMPFS_FREE = {"first ingest": 3_000_000, "migration": 150_000, "later ingest": 3
 
 @pytest.mark.parametrize("stage", sorted(TMPFS_FREE))
 def test_a_real_full_disk_at_each_stage_loses_nothing_reported(battery, tmp_path, stage):
-    from scripts.fault_check import TMPFS_STAGES
-    from tmpfs_disk import tmpfs_unavailable
-
-    why = tmpfs_unavailable(tmp_path / "probe")
+    assert sorted(TMPFS_FREE) == sorted(TMPFS_STAGES)
+    why = tmpfs_disk.tmpfs_unavailable(tmp_path / "probe")
     if why:
         pytest.skip(why)
     db, args, attempted = battery.tmpfs_stage(stage)
     result = tmpfs_disk.on_full_tmpfs(db, TMPFS_FREE[stage], *args)
     assert result.returncode == 2 and "the disk is full" in result.stderr, (result.returncode, result.stderr)
     assert battery.tmpfs_held(db, stage, result, attempted) is None
-    assert stage in TMPFS_STAGES
 
 
 def test_malformed_inputs_are_refused_in_one_line_and_change_nothing(battery):
