@@ -227,6 +227,8 @@ class Battery:
             tally.add(self.tmpfs_held(db, stage, result, attempted))
         if not filled:
             tally.failures.append(f"{stage}: the disk never filled at {frees} bytes free: nothing was tried")
+        print(f"  {stage}: the disk filled in {filled} of {len(frees)} trials ({frees[0]}..{frees[-1]} bytes free)",
+              file=sys.stderr, flush=True)
 
     def tmpfs_held(self, db: Path, stage: str, result, attempted: int) -> str | None:
         seeded = TMPFS_STAGES[stage][0]
