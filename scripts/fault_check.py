@@ -216,8 +216,10 @@ class Battery:
         before = sum(p.stat().st_size for p in final.parent.iterdir())
         cli(final, *args)
         # Checkpoints write new blocks before freeing old ones, and the log comes and goes: the
-        # peak is well above the growth, so the sweep runs to three times it (and a MiB) free.
-        need = sum(p.stat().st_size for p in final.parent.iterdir()) - before
+        # peak is well above the growth (a later ingest may not grow the file at all, reusing its
+        # free blocks), so the sweep runs to three times the growth or half the file (and a MiB).
+        after = sum(p.stat().st_size for p in final.parent.iterdir())
+        need = max(after - before, after // 2)
         frees = sorted({int(i * (3 * need + 2**20) / (steps - 1)) for i in range(steps)})
         filled = 0
         for free in frees:
