@@ -216,11 +216,14 @@ class Battery:
         before = sum(p.stat().st_size for p in final.parent.iterdir())
         cli(final, *args)
         # Checkpoints write new blocks before freeing old ones, and the log comes and goes: the
-        # peak is well above the growth (a later ingest may not grow the file at all, reusing its
-        # free blocks), so the sweep runs to three times the growth or half the file (and a MiB).
+        # peak is well above the growth, so most steps run to three times it (and a MiB) free;
+        # a later ingest may not grow the file at all (it reuses free blocks), so the last four
+        # run on to three times half the file, where the command succeeds.
         after = sum(p.stat().st_size for p in final.parent.iterdir())
-        need = max(after - before, after // 2)
-        frees = sorted({int(i * (3 * need + 2**20) / (steps - 1)) for i in range(steps)})
+        low = 3 * (after - before) + 2**20
+        high = max(low, 3 * (after // 2) + 2**20)
+        frees = sorted({int(i * low / (steps - 5)) for i in range(steps - 4)} |
+                       {int(low + i * (high - low) / 4) for i in range(1, 5)})
         filled = 0
         for free in frees:
             db, args, attempted = self.tmpfs_stage(stage)
