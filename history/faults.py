@@ -32,6 +32,7 @@ _READ_ONLY = ("Read-only file system",)
 _DENIED = ("Permission denied", "Operation not permitted")
 _LOCK = ("Could not set lock", "Conflicting lock")
 _WAL_REPLAY = "Failure while replaying WAL file"
+_DAMAGED_WAL = "Corrupt WAL file"  # a log entry's checksum does not match: the log itself is damaged
 _ERRNOS = {
     errno.ENOSPC: "disk", errno.EFBIG: "disk", errno.EDQUOT: "disk",
     errno.EROFS: "read-only", errno.EACCES: "denied", errno.EPERM: "denied",
@@ -70,7 +71,7 @@ def file_fault(exc: BaseException, label: str, writing: bool = True, doing: str 
     if kind is None:
         return None
     if kind == "wal":
-        return wal_replay_error(label)
+        return wal_replay_error(label, damaged=_DAMAGED_WAL in str(exc))
     cls, words = _WORDS[kind]
     reason = words(f" {doing}" if doing else "", "write" if writing else "read")
     return cls(f"{label}: {reason}", reason)
@@ -99,9 +100,14 @@ def lock_timeout(label: str, deadline_s: float) -> LockTimeoutError:
     return LockTimeoutError(f"{label}: {reason}", reason)
 
 
-def wal_replay_error(label: str) -> WalReplayError:
-    """A file whose write-ahead log DuckDB's own open cannot replay (docs/upstream.md); it is intact."""
+def wal_replay_error(label: str, damaged: bool = False) -> WalReplayError:
+    """A file whose write-ahead log DuckDB's own open cannot replay: intact (docs/upstream.md), or
+    `damaged` (a checksum mismatch: then recover keeps only what the last checkpoint wrote)."""
     def text(command: str) -> str:
+        if damaged:
+            return ("this history's write-ahead log is damaged (a checksum does not match), so DuckDB cannot open "
+                    f"the history. Run `{command}`: it keeps a backup of both, and the history then holds what its "
+                    "last checkpoint wrote; the transactions only in the damaged log are not kept")
         return ("DuckDB cannot replay this history's write-ahead log when opening it (a DuckDB defect after an "
                 f"interrupted schema change; nothing is lost yet). Run `{command}`: it keeps a backup and folds "
                 "the log into the file")

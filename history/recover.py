@@ -86,7 +86,8 @@ def recover(location: str | Path) -> RecoveryReport:
         fault = file_fault(exc, str(path))
         if fault is not None and not isinstance(fault, WalReplayError):
             raise fault from None  # disk full, read-only, lock: nothing changed, the backup is there
-        report.notes.append(f"replay through an attached database failed too: {_first_line(exc)}")
+        said = _first_line(exc).replace(str(wal), wal.name)  # DuckDB names the log by its full path
+        report.notes.append(f"replay through an attached database failed too: {said}")
         wal.replace(report.backup / (wal.name + ".unreplayable"))
     report.runs, report.schema = _opened(path, "after recovery; the backup is untouched")
     return report

@@ -146,6 +146,28 @@ def inspect(db: Path) -> Held:
         con.close()
 
 
+def content(db: Path) -> dict[str, tuple]:
+    """Every table's row count and an order-free hash of its rows: equal before and after means unchanged."""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE "
+                                            "table_type = 'BASE TABLE' ORDER BY 1").fetchall()]
+        return {t: con.execute(f'SELECT count(*), sum(hash(t)::HUGEINT) FROM "{t}" t').fetchone() for t in tables}
+    finally:
+        con.close()
+
+
+def other_paths(text: str, *named: Path | str) -> list[str]:
+    """Absolute paths in `text` other than those the user named (and paths within those)."""
+    import re
+
+    for path in sorted(map(str, named), key=len, reverse=True):
+        text = text.replace(path, "NAMED")
+    return re.findall(r"(?<![\w.])/[\w.-][^\s:'\"]*", text)
+
+
 def reported_inserted(stdout: str) -> set[str]:
     """Run ids the ingest said it inserted (the CLI prints `inserted RUN_ID (...)` per run)."""
     return {line.split()[1] for line in stdout.splitlines() if line.startswith("inserted ")}

@@ -1,5 +1,6 @@
-"""Faults of a history file, with real `attnwatch` subprocesses: kill -9, a full disk, read-only,
-forbidden, busy; and a file DuckDB cannot replay, recovered.
+"""Faults of a history file, with real `attnwatch` subprocesses: kill -9, a full disk (a file-size
+limit, and a real tmpfs where one can be mounted), read-only, forbidden, busy, malformed input;
+and a file DuckDB cannot replay, recovered (its log intact, or damaged and set aside).
 
 The fast part of scripts/fault_check.py (which runs hundreds of trials; docs/benchmarks.md has
 its table): after each fault the file opens with DuckDB alone, holds every run whose ingest said
@@ -16,11 +17,12 @@ import duckdb
 import pytest
 
 import fault_env
+import tmpfs_disk
 from conftest import REPO_ROOT
 from fault_env import cli, inspect, killed_at, one_line_error, reported_inserted
 
 sys.path.insert(0, str(REPO_ROOT))
-from scripts.fault_check import RUNS, Battery, Tally  # noqa: E402
+from scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402
 
 
 @pytest.fixture
@@ -133,6 +135,8 @@ def test_dashboard_shows_a_fault_without_paths(battery):
     ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
     ('INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
      'with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)', "WalReplayError"),
+    ('IO Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Corrupt WAL file: entry at byte position 56 '
+     'computed checksum 1 does not match stored checksum 2', "WalReplayError"),
 ])
 def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
     from history.faults import file_fault
@@ -158,3 +162,60 @@ def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
             with opener(db):
                 pass
     assert db.read_bytes() == b""
+
+
+# Bytes left free on the tmpfs, per stage: where the disk fills in the middle of the work (a run
+# or a migration stored before it, the transaction at hand cut), as the battery's sweeps found.
+TMPFS_FREE = {"first ingest": 3_000_000, "migration": 150_000, "later ingest": 300_000, "detect": 900_000,
+              "alerts ack": 300_000}
+
+
+@pytest.mark.parametrize("stage", sorted(TMPFS_FREE))
+def test_a_real_full_disk_at_each_stage_loses_nothing_reported(battery, tmp_path, stage):
+    assert sorted(TMPFS_FREE) == sorted(TMPFS_STAGES)
+    why = tmpfs_disk.tmpfs_unavailable(tmp_path / "probe")
+    if why:
+        pytest.skip(why)
+    db, args, attempted = battery.tmpfs_stage(stage)
+    result = tmpfs_disk.on_full_tmpfs(db, TMPFS_FREE[stage], *args)
+    assert result.returncode == 2 and "the disk is full" in result.stderr, (result.returncode, result.stderr)
+    assert battery.tmpfs_held(db, stage, result, attempted) is None
+
+
+def test_malformed_inputs_are_refused_in_one_line_and_change_nothing(battery):
+    tally = Tally("malformed")
+    # a sample: each rule has its in-process test in test_history_bad_input.py / test_series_identity.py
+    battery.malformed(tally, names=["truncated file", "a foreign repository", "a hostile name: right-to-left override"])
+    held(tally)
+    assert tally.trials == 3
+    assert battery.crashed_stored() is None
+
+
+def test_recover_sets_a_damaged_log_aside_and_says_what_was_not_kept(battery):
+    """The fallback: a log neither DuckDB's open nor an attached replay can read (a checksum broken)."""
+    db = battery.fresh(seed_runs=1)
+    args = ["--legacy-wal", "ingest", *map(str, battery.bundles[1:])]
+    killed_at(fault_env.statement_count(killed_at(0, battery.fresh(seed_runs=1), *args)), db, *args)
+    wal = db.with_name(db.name + ".wal")
+    data = bytearray(wal.read_bytes())  # run-b's transaction, committed in the log only
+    middle = len(data) // 3
+    data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+    wal.write_bytes(data)
+    damaged = bytes(data)
+
+    refused = cli(db, "sql", "SELECT count(*) FROM runs")
+    assert one_line_error(refused) is None, refused.stderr
+    assert "write-ahead log is damaged" in refused.stderr and "history recover" in refused.stderr
+    assert "defect" not in refused.stderr  # not the DuckDB defect whose recovery keeps everything
+
+    fixed = cli(db, "history", "recover")
+    assert fixed.returncode == 1, fixed.stderr
+    assert "could not be replayed; its transactions were NOT kept" in fixed.stdout
+    assert "replay through an attached database failed too" in fixed.stdout and "Corrupt WAL file" in fixed.stdout
+    assert not fault_env.other_paths(fixed.stdout, db), fixed.stdout
+    assert not wal.exists()
+    backup, = db.parent.glob("history.duckdb.recover-*")
+    assert (backup / "history.duckdb.wal").read_bytes() == damaged
+    assert (backup / "history.duckdb.wal.unreplayable").read_bytes() == damaged
+    assert inspect(db).runs == {RUNS[0]: 4}  # what the last checkpoint held
+    assert battery.writable(db, 3) is None
