@@ -40,8 +40,10 @@ PAGES = (
     ("run", "Run"),
 )
 # The newest push (docs/data/demo/README.md): cuda_wmma at h100_small 11-15% slower, with an
-# interval whose lower bound is above no change.
-PUSH_REGRESSION = re.compile(r"cuda_wmma/h100_small/fp16/(?:non)?causal\S* · \*{0,2}\+1\d\.\d%\*{0,2} "
+# interval whose lower bound is above no change; This push groups the cases under their cause (the
+# variant) and lists each with its shape, dtype, causality, change and interval.
+PUSH_CAUSE = re.compile(r"cuda_wmma · 2 case\(s\) on NVIDIA H200 · \+1\d\.\d% to \+1\d\.\d%")
+PUSH_REGRESSION = re.compile(r"h100_small fp16 (?:non)?causal \*{0,2}\+1\d\.\d%\*{0,2} "
                              r"\[\+(?P<low>\d+\.\d)%, \+(?P<high>\d+\.\d)%\]")
 STEP_COMMIT = "7559a11"  # the Triton step detection turns into alerts
 
@@ -121,9 +123,10 @@ def test_this_push_shows_the_newest_pushs_regressions_with_their_intervals(demo)
     page, text = _open(browser, url + "/", "This push")
     try:
         page.get_by_text(re.compile(r"Regressions \(\d+\)")).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        text = " ".join(page.locator(MAIN).inner_text().split())  # the sections drawn after the heading
         count = int(re.search(r"Regressions \((\d+)\)", text).group(1))
         found = list(PUSH_REGRESSION.finditer(text))
-        assert count >= 2 and len(found) >= 2, text[:3000]
+        assert count >= 2 and len(found) >= 2 and PUSH_CAUSE.search(text), text[:6000]
         for match in found:
             low, high = float(match["low"]), float(match["high"])
             assert 10.0 < low <= high < 16.0, match.group(0)
