@@ -176,10 +176,20 @@ def test_a_real_full_disk_at_each_stage_loses_nothing_reported(battery, tmp_path
     why = tmpfs_disk.tmpfs_unavailable(tmp_path / "probe")
     if why:
         pytest.skip(why)
-    db, args, attempted = battery.tmpfs_stage(stage)
-    result = tmpfs_disk.on_full_tmpfs(db, TMPFS_FREE[stage], *args)
-    assert result.returncode == 2 and "the disk is full" in result.stderr, (result.returncode, result.stderr)
-    assert battery.tmpfs_held(db, stage, result, attempted) is None
+    # How much a stage writes moves with the schema and the code, so the free space is stepped down
+    # from the value the sweep found until the disk fills; every trial on the way must hold too.
+    for free in (TMPFS_FREE[stage], TMPFS_FREE[stage] // 4, 0):
+        db, args, attempted = battery.tmpfs_stage(stage)
+        size_before = db.stat().st_size if db.exists() else 0
+        result = tmpfs_disk.on_full_tmpfs(db, free, *args)
+        assert battery.tmpfs_held(db, stage, result, attempted) is None
+        if result.returncode != 0:
+            assert result.returncode == 2 and "the disk is full" in result.stderr, (result.returncode, result.stderr)
+            break
+    else:
+        # Nothing refused even with no byte free: DuckDB wrote only into blocks the file already
+        # had free (it reuses them), so the disk was never asked for more. The file shows it.
+        assert db.stat().st_size <= size_before, f"{stage}: the file grew on a full disk without an error"
 
 
 def test_malformed_inputs_are_refused_in_one_line_and_change_nothing(battery):
