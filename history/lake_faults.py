@@ -37,6 +37,9 @@ TRANSIENT_MARKERS = (
     "could not translate host name", "network is unreachable", "no route to host", "connection is closed",
     # a COMMIT whose connection broke: libpq then fails the extension's ROLLBACK with no text
     'failed to execute query "rollback"',
+    # a catalog connection that broke inside the extension without an error of its own: DuckDB
+    # then refuses the transaction's next statement (seen after `pg_ctl restart` amid ingests)
+    "current transaction is aborted",
 )
 # ... and of one that waiting does not mend.
 PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",

@@ -45,6 +45,10 @@ def test_the_catalogs_query_text_never_reaches_the_message():
     lost = translate(copy, LABEL)
     assert isinstance(lost, LakeUnavailableError) and lost.transient and _one_line(str(lost))
     assert reason(copy).startswith("server closed the connection unexpectedly")
+    aborted = translate(duckdb.InvalidInputException(
+        "Invalid Input Error: Attempting to fetch from an unsuccessful query result\nError: TransactionContext Error: "
+        "Current transaction is aborted (please ROLLBACK)"), LABEL)
+    assert isinstance(aborted, LakeUnavailableError) and aborted.transient and _one_line(str(aborted))
     gone = translate(duckdb.IOException('Failed to get data file list from DuckLake: Unable to connect to Postgres at '
                                         '"dbname=x": FATAL:  database "x" does not exist'), LABEL)
     assert isinstance(gone, LakeUnavailableError) and not gone.transient  # waiting never brings it back
