@@ -52,22 +52,22 @@ SAMPLE := docs/data/demo/h200-demo-history.tgz
 
 # A taken port fails here, in a second, before the set-up and the measuring (bare python3: no venv yet).
 port-free:
-	@$(PYTHON) -m ci.port $(PORT)
+	@$(PYTHON) -m attnwatch.ci.port $(PORT)
 
 # The repository the demo's runs are of: the shipped H200 sample records "attnwatch", and a
-# history admits runs of one repository only (history/repository.py).
+# history admits runs of one repository only (history/contract/repository.py).
 demo: export ATTNWATCH_REPO ?= attnwatch
 demo: port-free $(STAMP)
-	$(PY) -m ci.cli run --shapes auto --ingest
+	$(PY) -m attnwatch run --shapes auto --ingest
 	@# Real H200 runs shipped with the project, so every page has GPU data on any machine: a step
 	@# that detection turns into alerts, and a newest push with regressions, intervals and ncu metrics.
-	tmp=$$(mktemp -d) && tar xzf $(SAMPLE) -C $$tmp && $(PY) -m ci.cli ingest $$tmp/h200-demo-history/* && rm -rf $$tmp
-	$(PY) -m ci.cli detect
-	$(PY) -m ci.cli sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as median_us, round(r.tflops, 2) as tflops, round(r.gap_to_sdpa, 3) as gap_to_sdpa from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
-	$(PY) -m ci.cli sql "select count(*) as results from results"
+	tmp=$$(mktemp -d) && tar xzf $(SAMPLE) -C $$tmp && $(PY) -m attnwatch ingest $$tmp/h200-demo-history/* && rm -rf $$tmp
+	$(PY) -m attnwatch detect
+	$(PY) -m attnwatch sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as median_us, round(r.tflops, 2) as tflops, round(r.gap_to_sdpa, 3) as gap_to_sdpa from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
+	$(PY) -m attnwatch sql "select count(*) as results from results"
 	@echo "history: $(ATTNWATCH_DB)  (query it: $(VENV)/bin/attnwatch sql \"select count(*) from results\")"
 	@echo "attnwatch is installed in $(VENV), not on your PATH: run $(VENV)/bin/attnwatch --help, or 'source $(VENV)/bin/activate' first"
-	$(PY) -m ci.cli dashboard $(if $(PORT),--port $(PORT))
+	$(PY) -m attnwatch dashboard $(if $(PORT),--port $(PORT))
 
 test: $(STAMP) browser postgres
 	$(PY) -m pytest -p no:cacheprovider tests

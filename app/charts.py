@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from app.ui import escape_hover, short_sha
-from history.kernel_config import change_text, changed
+from attnwatch.app.ui import escape_hover, short_sha
+from attnwatch.history.analysis.kernel_config import change_text, changed
 
 # At most this many series get a p10–p90 band; more bands than that hide the lines.
 MAX_BANDS = 6

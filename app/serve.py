@@ -17,10 +17,10 @@ import sys
 
 # Every module a page imports that is slow to import; the view scripts themselves are run by
 # Streamlit on each visit and are not imported here.
-PRELOAD = ("pandas", "numpy", "pyarrow", "duckdb", "plotly.graph_objects", "app.ui", "app.charts", "app.url_state",
-           "app.data.alerts", "app.data.compare", "app.data.defaults", "app.data.kernel", "app.data.overview",
-           "app.data.push", "app.data.quality", "app.data.runs", "app.data.sql_console", "app.data.store",
-           "app.data.trends", "app.data.triage", "history.links", "history.detection.thresholds")
+PRELOAD = ("pandas", "numpy", "pyarrow", "duckdb", "plotly.graph_objects", "attnwatch.app.ui", "attnwatch.app.charts", "attnwatch.app.url_state",
+           "attnwatch.app.data.alerts", "attnwatch.app.data.compare", "attnwatch.app.data.defaults", "attnwatch.app.data.kernel", "attnwatch.app.data.overview",
+           "attnwatch.app.data.push", "attnwatch.app.data.quality", "attnwatch.app.data.runs", "attnwatch.app.data.sql_console", "attnwatch.app.data.store",
+           "attnwatch.app.data.trends", "attnwatch.app.data.triage", "attnwatch.history.links", "attnwatch.history.analysis.thresholds")
 # Decorating a cached function before Streamlit's runtime exists logs a warning per function
 # (the cache itself is made at the first call, inside the runtime): not worth a log line each.
 _CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"

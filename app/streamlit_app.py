@@ -8,7 +8,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app.data.store import current_source, schema_notice
+from attnwatch.app.data.store import current_source, schema_notice
 
 # A file shipped with the package: Streamlit serves it from the dashboard's own server. An emoji
 # or :material/...: page icon makes every load fetch an image from an outside font host, which an

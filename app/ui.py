@@ -13,10 +13,10 @@ from typing import Callable
 
 import streamlit as st
 
-from app.data.runs import EmptyHistory, HistoryShape, gpu_pools, history_shape
-from app.data.store import HistoryUnavailable, Source, current_source
-from app.url_state import UrlState
-from history.errors import HistoryError
+from attnwatch.app.data.runs import EmptyHistory, HistoryShape, gpu_pools, history_shape
+from attnwatch.app.data.store import HistoryUnavailable, Source, current_source
+from attnwatch.app.url_state import UrlState
+from attnwatch.history.errors import HistoryError
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import streamlit as st
 
-from history.links import join_list, split_list
+from attnwatch.history.links import join_list, split_list
 
 _SEEN = "_url_seen:"
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci.environment import IDENTITY_FIELDS, GitInfo, merge_device_properties
-from ci.suite_state import LOST_STATUSES, SuiteState
-from history import bundle_writer
-from history.bundle import (
+from attnwatch.ci.environment import IDENTITY_FIELDS, GitInfo, merge_device_properties
+from attnwatch.ci.suite_state import LOST_STATUSES, SuiteState
+from attnwatch.history.contract import bundle_writer
+from attnwatch.history.contract.bundle import (
     BUILDS_FILE,
     CORRECTNESS_FILE,
     TRIGGERS,
@@ -34,8 +34,8 @@ from history.bundle import (
     Environment,
     Manifest,
 )
-from history.bundle_writer import BundleContents
-from history.checks import build_dataclass, json_ready
+from attnwatch.history.contract.bundle_writer import BundleContents
+from attnwatch.history.contract.checks import build_dataclass, json_ready
 
 
 @dataclass

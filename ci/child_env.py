@@ -2,8 +2,9 @@
 
 `compare` measures two revisions: a child measuring the base must import `kernels` from the
 base's checkout while `ci` and `history` stay this checkout's. A temp dir holding a `kernels`
-symlink to the chosen checkout goes first on the child's PYTHONPATH, this checkout's root after
-it. Children run with the work dir as cwd (never a checkout: `python -m` puts the cwd first on
+symlink to the chosen checkout goes first on the child's PYTHONPATH, the folder holding this
+`attnwatch` after it, and KERNELS_FROM_PATH_ENV makes `attnwatch.kernels` that `kernels`
+(attnwatch._kernels_alias). Children run with the work dir as cwd (never a checkout: `python -m` puts the cwd first on
 sys.path, which would shadow the chosen kernels with this checkout's).
 """
 
@@ -12,7 +13,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+import attnwatch
+from attnwatch import KERNELS_FROM_PATH_ENV
+
+# The folder that holds the `attnwatch` package: a checkout's root, or site-packages.
+IMPORT_ROOT = Path(attnwatch.__file__).resolve().parent.parent
 
 
 def child_env(work: Path, checkout: Path | None, extra_sys_path: list[str] | tuple[str, ...] = (),
@@ -27,7 +32,10 @@ def child_env(work: Path, checkout: Path | None, extra_sys_path: list[str] | tup
         if not link.exists():
             link.symlink_to(Path(checkout) / "kernels", target_is_directory=True)
         path.insert(0, str(shim))
-    path.append(str(REPO_ROOT))
+        env[KERNELS_FROM_PATH_ENV] = "1"
+    else:
+        env.pop(KERNELS_FROM_PATH_ENV, None)
+    path.append(str(IMPORT_ROOT))
     if env.get("PYTHONPATH"):
         path.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(path)

@@ -17,11 +17,11 @@ import signal
 import sys
 import threading
 
-from ci.errors import UserError
-from history.errors import HistoryError
-from history.faults import file_fault
-from history.location import DB_ENV, default_file_path
-from history.repository import REPO_ENV
+from attnwatch.ci.errors import UserError
+from attnwatch.history.errors import HistoryError
+from attnwatch.history.store.faults import file_fault
+from attnwatch.history.store.location import DB_ENV, default_file_path
+from attnwatch.history.contract.repository import REPO_ENV
 
 COMMAND_MODULES = (
     "run",
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
-        importlib.import_module(f"ci.commands.{name}").register(sub)
+        importlib.import_module(f"attnwatch.ci.commands.{name}").register(sub)
     return parser
 
 

@@ -29,11 +29,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 
-from ci.errors import UserError
-from ci.gpu_identity import find_gpu, open_handle, pci_from_parts
-from history.bundle import Environment
-from history.repository import REPO_ENV, repo_setting
-from history.series_key import pool_problem
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.gpu_identity import find_gpu, open_handle, pci_from_parts
+from attnwatch.history.contract.bundle import Environment
+from attnwatch.history.contract.repository import REPO_ENV, repo_setting
+from attnwatch.history.contract.series_key import pool_problem
 
 
 @dataclass

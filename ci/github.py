@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from ci.errors import UserError
+from attnwatch.ci.errors import UserError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_BOT_LOGIN = "github-actions[bot]"

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from history.bundle import CaseKey
-from kernels.cases import Case, case_id
-from kernels.shapes import Shape
+from attnwatch.history.contract.bundle import CaseKey
+from attnwatch.kernels.cases import Case, case_id
+from attnwatch.kernels.shapes import Shape
 
 PLAN_SCHEMA = "attnwatch.plan"
 BASELINE = "sdpa"  # the gap-to-SDPA reference, first in every interleave group

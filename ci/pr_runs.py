@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from ci.errors import UserError
-from history import links
-from history.pull_request_runs import PullRequestLabel
-from history.validate import check_tree
+from attnwatch.ci.errors import UserError
+from attnwatch.history import links
+from attnwatch.history.contract.pull_request_runs import PullRequestLabel
+from attnwatch.history.contract.validate import check_tree
 
 BUNDLES_DIR = "bundles"
 ROUND_DIR = re.compile(r"^(base|head)-round([1-9][0-9]{0,2})$")

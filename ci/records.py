@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ci.plan import PlannedCase
-from history.bundle import BuildRecord, CaseKey, CorrectnessRecord
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.history.contract.bundle import BuildRecord, CaseKey, CorrectnessRecord
 
 
 class UnmappedField(ValueError):

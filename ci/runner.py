@@ -39,18 +39,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ci.attribution import Crash, CrashAttribution
-from ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
-from ci.child_env import child_env
-from ci.environment import capture_environment, capture_git
-from ci.plan import PlannedCase, RunPlan
-from ci.progress import Progress
-from ci.run_config import TimingConfig, default
-from ci.suite_state import SuiteState
-from history.temp_dirs import mark_kept, owned_temp_dir
+from attnwatch.ci.attribution import Crash, CrashAttribution
+from attnwatch.ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
+from attnwatch.ci.child_env import child_env
+from attnwatch.ci.environment import capture_environment, capture_git
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.progress import Progress
+from attnwatch.ci.run_config import TimingConfig, default
+from attnwatch.ci.suite_state import SuiteState
+from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SUITES_DIR = REPO_ROOT / "ci" / "suites"
+SUITES_DIR = Path(__file__).resolve().parent / "suites"
 LOG_TAIL_CHARS = 2000
 RUN_DIR_PREFIX = "attnwatch-run-"  # + pid: a killed run's work dir is swept by the next (history/temp_dirs.py)
 
@@ -208,7 +208,7 @@ def _announce(options: RunOptions, bundle: Path) -> None:
 
 def _ncu_note(ncu: Any) -> str:
     """A manifest note when the run's deadline left cases unprofiled (empty otherwise)."""
-    from ci.ncu.profile import DEADLINE_ERROR
+    from attnwatch.ci.ncu.profile import DEADLINE_ERROR
 
     cut = sum(1 for m in ncu.case_metrics if (m.error or "").startswith(DEADLINE_ERROR))
     return f"ncu: {cut} of {len(ncu.case_metrics)} cases {DEADLINE_ERROR}" if cut else ""
@@ -253,7 +253,7 @@ def _attribute(crash: Crash, attribution: CrashAttribution, plan: RunPlan, state
                checkout: Path | None, options: RunOptions) -> None:
     """A child died with `crash.case_id` in flight: re-run it alone to tell whether it caused
     the crash (ci/attribution.py); record it, or leave it to the next child (its one retry)."""
-    from ci.workers.client import WorkerSpec, probe_case
+    from attnwatch.ci.workers.client import WorkerSpec, probe_case
 
     spec = WorkerSpec(plan=plan.with_cases([state.cases[crash.case_id]]), side="isolated re-run", checkout=checkout,
                       work_dir=work, python=options.python, extra_sys_path=list(options.extra_sys_path),
@@ -269,7 +269,7 @@ def _attribute(crash: Crash, attribution: CrashAttribution, plan: RunPlan, state
 
 def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions, state: SuiteState, progress: Progress) -> tuple[int, bool]:
     """Start one child, follow its journal until it exits or goes silent; (exit code, timed out)."""
-    from ci.journal import JournalReader
+    from attnwatch.ci.journal import JournalReader
 
     cmd = [
         options.python, "-m", "pytest", str(SUITES_DIR / "test_bench.py"),
@@ -341,7 +341,7 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
     """ncu metrics for the cases that timed ok (`--ncu`); None when not asked for."""
     if not options.ncu:
         return None
-    from ci.ncu.profile import profile_cases
+    from attnwatch.ci.ncu.profile import profile_cases
 
     cases = state.ok_kernel_cases()
     if options.ncu_cases:

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from ci.errors import UserError
-from ci.plan import PlannedCase, plan_cases
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.plan import PlannedCase, plan_cases
 
 CAUSAL_MODES = {"both": [False, True], "yes": [True], "no": [False]}
 
@@ -38,7 +38,7 @@ def select_cases(shapes: str, variants: str | None, dtypes: str | None, causal: 
 
 def detect_device_kind() -> str:
     """"cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
-    from ci.environment import nvml_gpu, package_version
+    from attnwatch.ci.environment import nvml_gpu, package_version
 
     if nvml_gpu() is not None:
         return "cuda"
@@ -51,7 +51,7 @@ def detect_device_kind() -> str:
 
 def select_shapes(spec: str, device_kind: str) -> tuple[str, list]:
     """(shape set name, shapes); a comma list of ids is the ad-hoc set "custom"."""
-    from kernels.shapes import SHAPE_SETS, SHAPES, shape_set
+    from attnwatch.kernels.shapes import SHAPE_SETS, SHAPES, shape_set
 
     name = ("pr" if device_kind == "cuda" else "cpu") if spec == "auto" else spec
     if name in SHAPE_SETS:
@@ -64,7 +64,7 @@ def select_shapes(spec: str, device_kind: str) -> tuple[str, list]:
 
 
 def select_variants(spec: str | None) -> list[str]:
-    from kernels import registry
+    from attnwatch.kernels import registry
 
     known = [v.name for v in registry.all_variants() if v.family != "test"]
     if not spec:
@@ -80,8 +80,8 @@ def select_variants(spec: str | None) -> list[str]:
 
 
 def select_dtypes(spec: str | None, shape_set_name: str) -> list[str]:
-    from ci.run_config import default_dtypes
-    from kernels.cases import DTYPES
+    from attnwatch.ci.run_config import default_dtypes
+    from attnwatch.kernels.cases import DTYPES
 
     dtypes = [d.strip() for d in spec.split(",")] if spec else default_dtypes(shape_set_name)
     bad = [d for d in dtypes if d not in DTYPES]

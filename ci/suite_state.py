@@ -17,10 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ci.attribution import Crash
-from ci.plan import PlannedCase
-from ci.records import failed_build
-from history.bundle import CaseOutcome
+from attnwatch.ci.attribution import Crash
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.ci.records import failed_build
+from attnwatch.history.contract.bundle import CaseOutcome
 
 LOST_STATUSES = ("failed", "crashed", "timeout")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ci.suite_state import SuiteState
+from attnwatch.ci.suite_state import SuiteState
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -77,7 +77,7 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
 
 def format_ncu_line(ncu: Any) -> str:
     """One line on the ncu pass (ci.ncu.profile.NcuProfile): profiled, cut by the deadline, failed."""
-    from ci.ncu.profile import DEADLINE_ERROR
+    from attnwatch.ci.ncu.profile import DEADLINE_ERROR
 
     metrics = ncu.case_metrics
     cut = [m for m in metrics if (m.error or "").startswith(DEADLINE_ERROR)]

@@ -1,4 +1,6 @@
-"""The store: DuckDB schema and migrations, bundle validation and ingest, queries, detection.
+"""The history: the bundle contract, pure analysis, the store, ingest, SQL and detection.
 
-`history` imports nothing else from this repository (docs/design.md, "Layers and the direction of imports").
+Subpackages by role (docs/design.md, "Layers and the direction of imports"): `contract` and
+`analysis` are pure and are all that `ci` uses outside its command line; `store`, `ingest`,
+`sql` and `detection` work on a history. `history` imports nothing else of this project.
 """

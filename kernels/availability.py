@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.capabilities import Capabilities, capabilities, cutlass_headers_problem
-from kernels.cases import Case
-from kernels.registry import get
-from kernels.variant import Variant
+from .capabilities import Capabilities, capabilities, cutlass_headers_problem
+from .cases import Case
+from .registry import get
+from .variant import Variant
 
 __all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capabilities",
            "cutlass_headers_problem", "device_summary", "runnable_device", "skip_reason"]

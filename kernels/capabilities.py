@@ -83,7 +83,7 @@ def _probe_nvcc() -> tuple[str | None, str | None]:
     path = shutil.which("nvcc")
     if path is None:
         return None, None
-    from kernels.nvcc import NvccError, nvcc_version
+    from .nvcc import NvccError, nvcc_version
 
     try:
         text = nvcc_version()
@@ -133,7 +133,7 @@ def capabilities() -> Capabilities:
 def cutlass_headers_problem() -> str | None:
     """Why the CUTLASS headers are unusable, or None when found. Probed on first use only:
     just the CUTLASS variants need it."""
-    from kernels.cutlass.headers import CutlassHeadersError, cutlass_include_dir
+    from .cutlass.headers import CutlassHeadersError, cutlass_include_dir
 
     try:
         folder = cutlass_include_dir()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernels.shapes import Shape
+from .shapes import Shape
 
 DTYPES = ("fp16", "bf16")
 

@@ -31,12 +31,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from kernels.availability import runnable_device, skip_reason
-from kernels.cases import Case
-from kernels.inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
-from kernels.reference import reference_attention
-from kernels.registry import get
-from kernels.variant import Variant
+from .availability import runnable_device, skip_reason
+from .cases import Case
+from .inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
+from .reference import reference_attention
+from .registry import get
+from .variant import Variant
 
 TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
 ERROR_TEXT_LIMIT = 2000

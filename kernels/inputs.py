@@ -39,7 +39,7 @@ import contextvars
 import math
 from typing import Any, Iterator
 
-from kernels.cases import Case
+from .cases import Case
 
 TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from kernels import compile_cache
-from kernels.build_report import BuildReport
-from kernels.record_paths import Names, portable_command, portable_text
+from . import compile_cache
+from .build_report import BuildReport
+from .record_paths import Names, portable_command, portable_text
 
 OUTPUT_KINDS = ("cubin", "shared")
 LOG_TAIL_CHARS = 4000

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.inputs import softmax_scale
+from .inputs import softmax_scale
 
 DEFAULT_MAX_CHUNK_BYTES = 1 << 30
 

@@ -12,8 +12,8 @@ its reason.
 
 from __future__ import annotations
 
-from kernels.build_report import BuildReport
-from kernels.variant import FAMILIES, Prepared, Variant
+from .build_report import BuildReport
+from .variant import FAMILIES, Prepared, Variant
 
 __all__ = ["BuildReport", "FAMILIES", "Prepared", "Variant", "all_variants", "get", "register"]
 
@@ -50,7 +50,7 @@ def _load_builtin_variants() -> None:
     if _loaded:
         return
     _loaded = True
-    from kernels.variants import BUILTIN
+    from .variants import BUILTIN
 
     for variant in BUILTIN:
         register(variant)

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kernels.build_report import BuildReport
-from kernels.cases import Case
+from .build_report import BuildReport
+from .cases import Case
 
 FAMILIES = ("sdpa", "torch", "cuda", "triton", "cutlass", "test")
 

@@ -27,11 +27,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from kernels import registry  # noqa: E402
-from kernels.availability import device_summary, skip_reason  # noqa: E402
-from kernels.cases import Case  # noqa: E402
-from kernels.correctness import check_case  # noqa: E402
-from kernels.shapes import shape_set  # noqa: E402
+from attnwatch.kernels import registry  # noqa: E402
+from attnwatch.kernels.availability import device_summary, skip_reason  # noqa: E402
+from attnwatch.kernels.cases import Case  # noqa: E402
+from attnwatch.kernels.correctness import check_case  # noqa: E402
+from attnwatch.kernels.shapes import shape_set  # noqa: E402
 
 FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULT_VARIANTS = ("sdpa_flash", "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")

@@ -26,16 +26,16 @@ import sys
 import time
 from pathlib import Path
 
-from ci.run_config import timing_config
-from ci.timing.engine import Subject, measure_interleaved, warm_up
-from ci.timing.gpu_state import open_monitor
-from ci.timing.graphs import graph_replay_us
-from ci.timing.timers import CudaEventTimer, L2Flusher
-from history.statistics import summarize
-from kernels.availability import device_summary, skip_reason
-from kernels.cases import Case
-from kernels.registry import all_variants, get
-from kernels.shapes import SHAPES, shape_set
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+from attnwatch.ci.timing.gpu_state import open_monitor
+from attnwatch.ci.timing.graphs import graph_replay_us
+from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
+from attnwatch.history.analysis.statistics import summarize
+from attnwatch.kernels.availability import device_summary, skip_reason
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.registry import all_variants, get
+from attnwatch.kernels.shapes import SHAPES, shape_set
 
 BASELINES = ("sdpa", "torch_3op")
 TIMING_SEED = 1234

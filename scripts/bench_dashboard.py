@@ -61,7 +61,7 @@ PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare
 
 
 def history_size(db: str) -> dict:
-    from history.db import open_read
+    from attnwatch.history.store.db import open_read
 
     with open_read(db) as con:
         row = con.execute(
@@ -73,8 +73,8 @@ def history_size(db: str) -> dict:
 
 def stored_bytes(db: str) -> int:
     """The file's size, or the lake's data files (ducklake_table_info) without its catalog."""
-    from history.db import open_read
-    from history.location import parse_location
+    from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.location import parse_location
 
     location = parse_location(db)
     if not location.is_lake:
@@ -214,7 +214,7 @@ def bench_browser(db: str, warm_repeats: int, pages: list[str] | None = None) ->
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(REPO))
-    server = subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     results = []
     try:
@@ -259,7 +259,7 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
     samples (0.5% spread) around each stored median; returns (base run, head run, cases)."""
     import shutil
 
-    from history.db import open_write
+    from attnwatch.history.store.db import open_write
 
     shutil.copyfile(db, copy)
     with open_write(copy) as con:
@@ -338,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", type=int, default=1, metavar="N",
                         help="with --browser: repeat in N fresh server processes; cold is then the median of N cold loads")
     args = parser.parse_args(argv)
-    from history.db import exists
-    from history.location import parse_location
+    from attnwatch.history.store.db import exists
+    from attnwatch.history.store.location import parse_location
 
     location = parse_location(args.db)
     db = location.label if location.is_lake else str(location.path.resolve())

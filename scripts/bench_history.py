@@ -30,9 +30,9 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory
 
 from bundle_factory import make_bundle  # noqa: E402
 
-from history.ingest import ingest_loaded, load_all  # noqa: E402
-from history.sql import run_user_sql  # noqa: E402
-from scripts.make_synthetic_history import generate  # noqa: E402
+from attnwatch.history.ingest.write import ingest_loaded, load_all  # noqa: E402
+from attnwatch.history.sql.query import run_user_sql  # noqa: E402
+from attnwatch.scripts.make_synthetic_history import generate  # noqa: E402
 
 TYPICAL_AGGREGATE = """
 SELECT r.variant, count(*) AS results, median(r.median_us) AS median_of_median_us
@@ -94,7 +94,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     for _ in range(repeats):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), "sql", TYPICAL_AGGREGATE],
+        subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "sql", TYPICAL_AGGREGATE],
                        check=True, capture_output=True, env=env)
         timings_cli.append(time.perf_counter() - t)
     stored = run_user_sql(db, "SELECT count(*) AS n FROM results")["n"].iloc[0]
@@ -111,7 +111,7 @@ def _python_start(env) -> float:
     times = []
     for _ in range(3):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "ci.cli", "--help"], check=True, capture_output=True, env=env)
+        subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--help"], check=True, capture_output=True, env=env)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory a
 
 from bundle_factory import SHAPES, make_bundle  # noqa: E402
 
-from scripts.bench_dashboard import git_commit, machine  # noqa: E402
+from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
 
 WRITER = textwrap.dedent(
     """
@@ -93,7 +93,7 @@ def make_bundles(work: Path, writers: int, per_writer: int, shared: int) -> tupl
 
 
 def stored(db: str) -> dict:
-    from history.db import open_read
+    from attnwatch.history.store.db import open_read
 
     with open_read(db) as con:
         row = con.execute(
@@ -107,7 +107,7 @@ def stored(db: str) -> dict:
 
 def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, samples_per_run: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    from history.db import open_write
+    from attnwatch.history.store.db import open_write
 
     with open_write(db):  # the lake exists before the runners start (README: team set-up)
         pass

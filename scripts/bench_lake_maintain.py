@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory a
 
 from bundle_factory import make_bundle  # noqa: E402
 
-from scripts.bench_dashboard import git_commit, machine  # noqa: E402
+from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
 
 QUERIES = {
     "detection scan (case_series, last 200 per series)": """
@@ -77,9 +77,9 @@ def _ingest(location: str, bundles: list[Path], workers: int, env: dict) -> floa
 
 
 def _time_queries(location: str, repeats: int) -> dict[str, float]:
-    from history.db import open_read
-    from history.lake import forget_location
-    from history.location import parse_location
+    from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.lake import forget_location
+    from attnwatch.history.store.location import parse_location
 
     forget_location(parse_location(location))  # a fresh attach, as a new dashboard process makes
     out = {}
@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import pg_server
-    from history.copy import copy_history
-    from history.maintain import maintain
+    from attnwatch.history.store.copy import copy_history
+    from attnwatch.history.store.maintain import maintain
 
     server = pg_server.start()
     try:
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             bundles = _bundles(root / "bundles", args.runs)
             made_s = time.perf_counter() - t
-            subprocess.run([sys.executable, "-m", "ci.cli", "--db", lake, "migrate"], env=env, check=True,
+            subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", lake, "migrate"], env=env, check=True,
                            capture_output=True)
             ingest_s = _ingest(lake, bundles, args.workers, env)
             files_before = _files(root / "many")

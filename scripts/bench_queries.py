@@ -19,10 +19,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from history.location import parse_location
-from history.sql import run_user_sql
-from scripts.bench_dashboard import git_commit, history_size, machine, stored_bytes
-from scripts.bench_history import TYPICAL_AGGREGATE
+from attnwatch.history.store.location import parse_location
+from attnwatch.history.sql.query import run_user_sql
+from attnwatch.scripts.bench_dashboard import git_commit, history_size, machine, stored_bytes
+from attnwatch.scripts.bench_history import TYPICAL_AGGREGATE
 
 QUERIES = {
     "typical aggregate: median per variant, main, last 30 days": TYPICAL_AGGREGATE,

@@ -9,7 +9,7 @@ Slowdowns of 0, 1, 2, 3, 5 and 10% are injected and the verdicts counted.
 A/B (pull requests): each trial draws `rounds` rounds per side. Base rounds resample one real
 process's samples and head rounds another's (so the real process-to-process offset is in every
 trial); head samples are multiplied by the slowdown. Verdict with history.detection.ab (both
-interval methods) and the GPU's min_effect from config/thresholds.toml.
+interval methods) and the GPU's min_effect from history/analysis/thresholds.toml.
 
 Main (change points): each trial builds a series of per-run medians, `runs` long with the step
 `after` runs from the end. A run's median = the median of `n` samples resampled from a random
@@ -50,12 +50,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
-from ci.run_config import compare_setting  # noqa: E402
-from history.changepoints import significant_steps  # noqa: E402
-from history.detection.ab import METHODS, ratio_interval, verdict  # noqa: E402
-from history.detection.thresholds import load_thresholds  # noqa: E402
-from history.validate import load_bundle  # noqa: E402
+from attnwatch.ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
+from attnwatch.ci.run_config import compare_setting  # noqa: E402
+from attnwatch.history.analysis.changepoints import significant_steps  # noqa: E402
+from attnwatch.history.analysis.ab import METHODS, ratio_interval, verdict  # noqa: E402
+from attnwatch.history.analysis.thresholds import load_thresholds  # noqa: E402
+from attnwatch.history.contract.validate import load_bundle  # noqa: E402
 
 SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
 
@@ -196,7 +196,7 @@ def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, r
 
 def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
     """case -> (base rounds, head rounds) of one compare's `--out` folder, read by the round reader."""
-    from ci.compare.rounds import read_round
+    from attnwatch.ci.compare.rounds import read_round
 
     sides: dict[str, dict[str, list[np.ndarray]]] = {"base": {}, "head": {}}
     for side, by_case in sides.items():
@@ -267,7 +267,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--samples", nargs="+", type=Path, default=[default_samples],
                    help="per-call sample files (fixture layout) or run bundle directories (one process each)")
-    p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (config/thresholds.toml)")
+    p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (history/analysis/thresholds.toml)")
     p.add_argument("--trials", type=int, default=200, help="trials per case and slowdown")
     p.add_argument("--rounds", type=int, default=5, help="A/B rounds per side (compare's default)")
     p.add_argument("--n", type=int, default=100, help="samples per round / per run (the harness's minimum)")

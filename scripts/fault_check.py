@@ -109,7 +109,7 @@ class Battery:
             from old_history import history_at_version
             history_at_version(db, schema, directory / "scratch")
         if seed_runs:
-            from history.ingest import ingest_paths
+            from attnwatch.history.ingest.write import ingest_paths
             ingest_paths(db, self.bundles[:seed_runs])
         return db
 
@@ -134,7 +134,7 @@ class Battery:
         return self.writable(db, attempted)
 
     def writable(self, db: Path, attempted: int) -> str | None:
-        from history.ingest import ingest_paths
+        from attnwatch.history.ingest.write import ingest_paths
 
         try:
             ingest_paths(db, self.bundles[:attempted], deadline_s=30)
@@ -170,7 +170,7 @@ class Battery:
         full = time.monotonic() - started
         for _ in range(trials):
             db = self.fresh()
-            child = subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), *args], env=fault_env.child_env(),
+            child = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], env=fault_env.child_env(),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(self.rng.uniform(0.2, full * 1.1))
             child.send_signal(signal.SIGKILL)
@@ -191,7 +191,7 @@ class Battery:
 
     def tmpfs_stage(self, stage: str) -> tuple[Path, list[str], int]:
         """A history made ready for `stage` in a `disk` directory: (it, the CLI arguments, runs attempted)."""
-        from history.migrations import code_schema_version
+        from attnwatch.history.store.migrations import code_schema_version
 
         seed_runs, before, args, attempted = TMPFS_STAGES[stage]
         db = self.fresh(seed_runs, code_schema_version() - 1 if before == "N-1" else None, disk="disk")
@@ -199,7 +199,7 @@ class Battery:
             import contextlib
             import io
 
-            from ci.cli import main
+            from attnwatch.ci.cli import main
             with contextlib.redirect_stdout(io.StringIO()):
                 assert main(["--db", str(db), "detect"]) == 0
         args = [a for arg in args for a in (map(str, self.bundles) if arg == "BUNDLES" else [arg])]
@@ -296,7 +296,7 @@ class Battery:
         if why:
             tally.failures.append(f"not run: {why}")
             return
-        from history.migrations import code_schema_version
+        from attnwatch.history.store.migrations import code_schema_version
 
         for args, must_fail, seeded, schema in ((["ingest", str(self.bundles[1])], True, 1, None),
                                                 (["sql", "SELECT count(*) FROM runs"], False, 1, None),
@@ -345,7 +345,7 @@ class Battery:
     def concurrent(self, tally: Tally, trials: int) -> None:
         for _ in range(trials):
             db = self.fresh()
-            children = [subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db), "ingest", "--lock-timeout", "120",
+            children = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "ingest", "--lock-timeout", "120",
                                           *map(str, self.rng.sample(self.bundles, 2))], env=fault_env.child_env(),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
             outputs = [c.communicate(timeout=600) for c in children]
@@ -385,7 +385,7 @@ def table(tallies: list[Tally]) -> str:
 
 def run(workdir: Path, quick: bool, seed: int, only: str | None = None) -> list[Tally]:
     """Every kind (or those whose name contains `only`), each kind's line printed to stderr when done."""
-    from history.migrations import code_schema_version
+    from attnwatch.history.store.migrations import code_schema_version
 
     b = Battery(workdir, random.Random(seed))
     sample = 12 if quick else None

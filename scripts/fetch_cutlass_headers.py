@@ -26,7 +26,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from kernels.cutlass.headers import REPO_HEADERS, cutlass_include_dir, cutlass_version
+from attnwatch.kernels.cutlass.headers import REPO_HEADERS, cutlass_include_dir, cutlass_version
 
 WHEEL_INCLUDE_PREFIX = "cutlass_library/source/include/"
 
@@ -91,7 +91,7 @@ def copy_installed(staging: Path, only_reachable: bool) -> int:
         raise SystemExit("no installed CUTLASS headers to copy (pip install nvidia-cutlass first)")
     base = source.resolve()
     if only_reachable:
-        from kernels.cutlass.build import SOURCE
+        from attnwatch.kernels.cutlass.build import SOURCE
 
         files = reachable_headers(SOURCE, base)
         files.append(base / "cutlass" / "version.h")

@@ -66,11 +66,11 @@ def main(argv=None) -> int:
 
     import torch
 
-    from ci.run_config import timing_config
-    from ci.timing.engine import Subject, measure_interleaved, warm_up
-    from ci.timing.gpu_state import NullMonitor
-    from ci.timing.timers import CudaEventTimer, L2Flusher
-    from history.statistics import one_way_anova
+    from attnwatch.ci.run_config import timing_config
+    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.gpu_state import NullMonitor
+    from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
+    from attnwatch.history.analysis.statistics import one_way_anova
 
     device = torch.device("cuda")
     config = timing_config("cuda").with_overrides(min_samples=args.calls, max_samples=args.calls, time_cap_s=60.0,

@@ -37,12 +37,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ci.selection import detect_device_kind, select_cases
-from ci.environment import capture_environment, capture_git
-from ci.plan import PlannedCase, RunPlan
-from ci.run_config import default, timing_config
-from ci.runner import RunOptions, execute_suite
-from history.statistics import coefficient_of_variation
+from attnwatch.ci.selection import detect_device_kind, select_cases
+from attnwatch.ci.environment import capture_environment, capture_git
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import default, timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.history.analysis.statistics import coefficient_of_variation
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,8 +142,8 @@ def do_bench_worker(plan_path: str, result_path: str) -> int:
     import torch
     import triton.testing
 
-    from kernels import registry
-    from kernels.cases import Case
+    from attnwatch.kernels import registry
+    from attnwatch.kernels.cases import Case
 
     plan = RunPlan.load(Path(plan_path))
     rep_ms = float(plan.timing.get("do_bench_rep_ms", 200.0))
@@ -170,9 +170,9 @@ def probe_worker(result_path: str) -> int:
     import torch
     import triton.testing
 
-    from ci.timing.engine import Subject, measure_interleaved, warm_up
-    from ci.timing.gpu_state import NvmlMonitor
-    from ci.timing.timers import CudaEventTimer, L2Flusher
+    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.gpu_state import NvmlMonitor
+    from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
 
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)

@@ -47,7 +47,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from ci.selection import detect_device_kind  # noqa: E402
+from attnwatch.ci.selection import detect_device_kind  # noqa: E402
 
 FAULTS = REPO_ROOT / "tests" / "fault_variants"
 STEPS = ("cold", "warm", "planted", "sanitizer", "diagnose")
@@ -109,7 +109,7 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
                 timeout_s: float) -> dict:
     """One `python -m ci.compare` in a subprocess; its results read back from what it wrote."""
     folder = out / name
-    cmd = [sys.executable, "-m", "ci.compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
+    cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
            "--shapes", args.shapes, "--out", str(folder), "--fail-on", "regression", *extra]
     if variants:
         cmd += ["--variants", variants]
@@ -134,7 +134,7 @@ def sampling_cost(bundles: Path, breakdown: dict) -> dict:
     """Per side: timed calls over all rounds (the round bundles, read by the bundle reader), the
     timing wall time per call (guard, flush and bookkeeping included: what one more sample
     costs), and the blocks the guard made re-time or left uncovered."""
-    from history.validate import load_bundle
+    from attnwatch.history.contract.validate import load_bundle
 
     out = {}
     for side, parts in breakdown.items():
@@ -180,9 +180,9 @@ def summarize_compare(report: dict, session: dict, wall: float) -> dict:
 
 def run_group(bundle_dir: str, diagnose: bool, deadline_s: float) -> int:
     """Child mode: `attnwatch run` of one main group with light timing (what gpu_check does)."""
-    from ci.run_config import timing_config
-    from ci.runner import RunOptions, execute_suite
-    from ci.selection import select_cases
+    from attnwatch.ci.run_config import timing_config
+    from attnwatch.ci.runner import RunOptions, execute_suite
+    from attnwatch.ci.selection import select_cases
 
     kind = detect_device_kind()
     selection = select_cases(MAIN_GROUP if kind == "cuda" else "cpu_tiny", None, "fp16", "no", kind)
@@ -254,7 +254,7 @@ def main(argv=None) -> int:
     env = dict(os.environ, ATTNWATCH_CACHE=str(caches / "attnwatch"), TRITON_CACHE_DIR=str(caches / "triton"),
                CUPY_CACHE_DIR=str(caches / "cupy"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    from ci.environment import capture_git
+    from attnwatch.ci.environment import capture_git
 
     report = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_kind": kind,
               "commit": args.commit or capture_git(REPO_ROOT).sha,

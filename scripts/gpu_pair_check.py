@@ -119,7 +119,7 @@ def load_nvml() -> Any:
 
 
 def expected_gpus(nvml: Any, devices: list[str]) -> dict[str, str | None]:
-    from ci.gpu_identity import nvml_devices, visible_gpu
+    from attnwatch.ci.gpu_identity import nvml_devices, visible_gpu
 
     if nvml is None:
         return {d: None for d in devices}
@@ -138,7 +138,7 @@ class Sampler(threading.Thread):
         self._stopping = threading.Event()
 
     def run(self) -> None:
-        from ci.gpu_identity import nvml_devices
+        from attnwatch.ci.gpu_identity import nvml_devices
 
         gpus = [(d.uuid, self.nvml.nvmlDeviceGetHandleByIndex(d.index)) for d in nvml_devices(self.nvml)]
         while not self._stopping.wait(self.period_s):
@@ -172,7 +172,7 @@ class Sampler(threading.Thread):
 
 def start_run(args: argparse.Namespace, device: str, out_dir: Path, log_path: Path) -> subprocess.Popen:
     """`attnwatch run` pinned to CUDA_VISIBLE_DEVICES=`device`, writing its bundle to `out_dir`."""
-    cmd = [sys.executable, "-m", "ci.cli", "run", "--shapes", args.shapes, "--variants", args.variants,
+    cmd = [sys.executable, "-m", "attnwatch.ci.cli", "run", "--shapes", args.shapes, "--variants", args.variants,
            "--dtypes", args.dtypes, "--device", args.device, "--out", str(out_dir), "--no-progress",
            "--trigger", "workflow_dispatch", "--max-minutes", str(args.max_minutes),
            "--notes", f"gpu_pair_check CUDA_VISIBLE_DEVICES={device}"]

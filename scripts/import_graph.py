@@ -1,9 +1,20 @@
 """The project's import graph, read from the source: layer violations and import cycles.
 
-The rules (docs/design.md, "Layers and the direction of imports"): `kernels` and `history`
-import nothing else of the project, `app` imports only `history`, `ci` may import `kernels`
-and `history`; `scripts` and `tests` are free. Inside a package, modules must not import one
-another in a circle: a circle makes the import order decide what works.
+The rules (docs/design.md, "Layers and the direction of imports"), as prefixes of what a module
+may import from the project besides what its own rule names, the most specific rule winning:
+
+  - `kernels` imports nothing else of the project, and itself only relatively (a compare loads
+    another revision's `kernels/` under another name: attnwatch._kernels_alias);
+  - `history`'s roles: `analysis` and `contract` are pure (no store), `store` may use the
+    contract, `ingest`, `sql` and `detection` build on the store;
+  - `app` imports `history`;
+  - `ci` outside its command line (`ci.cli`, `ci.commands`) imports `kernels` and only the pure
+    part of `history`; the command line may use all of it;
+  - every import of the project names it `attnwatch.…` (a bare `history.…` would load a second
+    copy of the module in a checkout): `scripts` and `tests` are otherwise free.
+
+Inside a package, modules must not import one another in a circle: a circle makes the import
+order decide what works.
 
 Every `import` / `from … import` statement counts, at module level or inside a function (a
 lazy import is still a dependency; it only hides the circle until run time). The source is
@@ -21,15 +32,39 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+NAMESPACE = "attnwatch"
 PACKAGES = ("kernels", "ci", "history", "app")
-# What each package may import from the project, besides itself.
+_PURE_HISTORY = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.analysis",
+                           "history.contract"})
+# What a module may import from the project besides its own rule's prefix; the longest matching
+# source prefix decides.
 ALLOWED: dict[str, frozenset[str]] = {
-    "kernels": frozenset(),
-    "history": frozenset(),
-    "app": frozenset({"history"}),
-    "ci": frozenset({"kernels", "history"}),
+    "kernels": frozenset({"kernels"}),
+    "history": frozenset({"history.errors", "history.temp_dirs"}),
+    "history.analysis": frozenset({"history.errors", "history.analysis"}),
+    "history.contract": frozenset({"history.errors", "history.analysis", "history.contract"}),
+    "history.store": frozenset({"history.errors", "history.temp_dirs", "history.contract", "history.store"}),
+    "history.ingest": frozenset({"history.errors", "history.temp_dirs", "history.analysis", "history.contract",
+                                 "history.store", "history.ingest"}),
+    "history.sql": frozenset({"history.errors", "history.temp_dirs", "history.store", "history.sql"}),
+    "history.detection": frozenset({"history.errors", "history.analysis", "history.contract", "history.store",
+                                    "history.detection"}),
+    "app": frozenset({"app", "history"}),
+    "ci": frozenset({"ci", "kernels"}) | _PURE_HISTORY,
+    "ci.cli": frozenset({"ci", "kernels", "history"}),
+    "ci.commands": frozenset({"ci", "kernels", "history"}),
 }
 PROJECT_TOP_LEVEL = frozenset(PACKAGES) | {"scripts", "tests"}
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def allowed_for(source: str) -> frozenset[str]:
+    """The rule of the longest ALLOWED prefix of `source`."""
+    best = max((p for p in ALLOWED if _under(source, p)), key=len)
+    return ALLOWED[best]
 
 
 @dataclass(frozen=True)
@@ -40,6 +75,8 @@ class Import:
     target: str  # dotted module name as resolved, e.g. "kernels.registry"
     path: Path
     line: int
+    bare: bool = False  # named without the attnwatch prefix
+    relative: bool = False
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -62,19 +99,23 @@ def _resolve_relative(source: str, is_package: bool, level: int, module: str | N
 
 
 def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
-    """Every project import in one file, with `from pkg import mod` resolved to `pkg.mod`
-    when `mod` is a module or package in the tree."""
+    """Every project import in one file, named without the `attnwatch.` prefix, with
+    `from pkg import mod` resolved to `pkg.mod` when `mod` is a module or package in the tree."""
     source = module_name(path, root)
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: list[Import] = []
     for node in ast.walk(tree):
+        relative = isinstance(node, ast.ImportFrom) and node.level > 0
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            named = [alias.name for alias in node.names]
+            targets = [_unprefixed(n) for n in named]
         elif isinstance(node, ast.ImportFrom):
             module = node.module if node.level == 0 else _resolve_relative(
                 source, path.name == "__init__.py", node.level, node.module)
             if not module:
                 continue
+            named = [module] * len(node.names)
+            module = _unprefixed(module)
             targets = []
             for alias in node.names:
                 candidate = f"{module}.{alias.name}"
@@ -83,21 +124,33 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
                 targets.append(candidate if is_module else module)
         else:
             continue
-        for target in targets:
-            if target.split(".")[0] in PROJECT_TOP_LEVEL:
-                found.append(Import(source, target, path, node.lineno))
+        for name, target in zip(named, targets):
+            if target.split(".")[0] in PROJECT_TOP_LEVEL and name.split(".")[0] != "tests":
+                bare = not relative and not _under(name, NAMESPACE)
+                found.append(Import(source, target, path, node.lineno, bare=bare, relative=relative))
     return found
 
 
+def _unprefixed(name: str) -> str:
+    return name[len(NAMESPACE) + 1:] if name.startswith(NAMESPACE + ".") else name
+
+
 def layer_violations(root: Path = ROOT) -> list[Import]:
-    """Imports that cross a layer the wrong way (an import of a package not in ALLOWED)."""
+    """Imports that cross a layer the wrong way (not allowed by the source's rule in ALLOWED),
+    that name the project without the `attnwatch.` prefix, or that reach `kernels` from inside it
+    other than relatively."""
     bad = []
     for package in PACKAGES:
         for path in package_sources(package, root):
             for imp in imports_of(path, root):
-                top = imp.target.split(".")[0]
-                if top != package and top not in ALLOWED[package]:
+                allowed = allowed_for(imp.source)
+                if imp.bare or not any(_under(imp.target, p) for p in allowed):
                     bad.append(imp)
+                elif package == "kernels" and not imp.relative:
+                    bad.append(imp)
+    for free in ("scripts", "tests"):
+        for path in package_sources(free, root):
+            bad += [imp for imp in imports_of(path, root) if imp.bare and imp.target.split(".")[0] in PACKAGES]
     return bad
 
 
@@ -165,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems = 0
     for imp in layer_violations(args.root):
-        print(f"{imp.path.relative_to(args.root)}:{imp.line}: {imp.source} imports {imp.target}")
+        how = " without the attnwatch. prefix" if imp.bare else ""
+        print(f"{imp.path.relative_to(args.root)}:{imp.line}: {imp.source} imports {imp.target}{how}")
         problems += 1
     for package in PACKAGES:
         for component in cycles(import_graph(package, args.root)):

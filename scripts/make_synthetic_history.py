@@ -31,8 +31,8 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pyarrow as pa
 
-from history.db import open_write
-from history.store import insert_arrow
+from attnwatch.history.store.db import open_write
+from attnwatch.history.store.arrow_insert import insert_arrow
 
 VARIANTS = {  # name -> effective TFLOPS on an H200-class GPU (fp16, non-causal, large shapes)
     "sdpa": 330.0, "sdpa_flash": 300.0, "sdpa_efficient": 190.0, "sdpa_cudnn": 360.0, "sdpa_math": 35.0,

@@ -1,4 +1,4 @@
-"""Measure a GPU's roofline ceilings and print them as history/ceilings.toml entries.
+"""Measure a GPU's roofline ceilings and print them as history/analysis/ceilings.toml entries.
 
 Two ceilings, the same recipe that gave the H200's entries:
   - matmul_tflops: a dense 8192x8192x8192 GEMM (torch.matmul, so cuBLAS) per dtype,
@@ -8,7 +8,7 @@ Two ceilings, the same recipe that gave the H200's entries:
     bytes written over the median time.
 A ceiling is what this GPU reached with a vendor-tuned kernel, not a datasheet peak: that is
 the roof a kernel can be held against. The printed block names the GPU, SM count, driver,
-SM clock after the run and torch version, and is meant to be pasted into history/ceilings.toml
+SM clock after the run and torch version, and is meant to be pasted into history/analysis/ceilings.toml
 as measured; `--out` also writes the raw figures as JSON.
 
 Run on the GPU machine from the repository root:  python3 scripts/measure_ceilings.py --out $OUT

@@ -143,11 +143,11 @@ def _probe_streams(torch, config, timer, flusher, measure_interleaved, Subject, 
 def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool: int) -> dict:
     import torch
 
-    from ci.run_config import compare_sampling, timing_config
-    from ci.timing.engine import Subject, measure_interleaved, warm_up
-    from ci.timing.gpu_state import NullMonitor
-    from ci.timing.graphs import graph_replay_us
-    from ci.timing.timers import CudaEventTimer, L2Flusher
+    from attnwatch.ci.run_config import compare_sampling, timing_config
+    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.gpu_state import NullMonitor
+    from attnwatch.ci.timing.graphs import graph_replay_us
+    from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
 
     config = timing_config("cuda").with_overrides(**compare_sampling("cuda"))
     device = torch.device("cuda")
@@ -233,7 +233,7 @@ def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
 
 def anova(groups: list[list[float]]) -> dict:
     """One-way random-effects ANOVA (module docstring) of log values grouped by process, in %."""
-    from history.statistics import one_way_anova
+    from attnwatch.history.analysis.statistics import one_way_anova
 
     a = one_way_anova(groups)
     return {"F": a.f, "df": [a.df_between, a.df_within], "p": a.p_value(),

@@ -12,10 +12,18 @@ import subprocess
 import time
 from pathlib import Path
 
-from kernels.shapes import SHAPES
-from kernels.triton.choices import HEADER, Recorded, Tuning, load_choices, merged, problem_id, render_choices
-from kernels.triton.configs import load_table, runs_exactly
-from kernels.triton.tuner import Trial, pick
+from attnwatch.kernels.shapes import SHAPES
+from attnwatch.kernels.triton.choices import (
+    HEADER,
+    Recorded,
+    Tuning,
+    load_choices,
+    merged,
+    problem_id,
+    render_choices,
+)
+from attnwatch.kernels.triton.configs import load_table, runs_exactly
+from attnwatch.kernels.triton.tuner import Trial, pick
 
 
 def chosen_entries(result: dict, gpu: str) -> list[Recorded]:

@@ -36,11 +36,11 @@ from dataclasses import asdict
 from multiprocessing import get_context
 from pathlib import Path
 
-from kernels.inputs import make_inputs, make_output
-from kernels.cases import Case
-from kernels.shapes import SHAPES, adhoc_shape, shape_set
-from kernels.triton.choices import CHOICES_FILE
-from kernels.triton.configs import BlockConfig, load_table, runs_exactly
+from attnwatch.kernels.inputs import make_inputs, make_output
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import SHAPES, adhoc_shape, shape_set
+from attnwatch.kernels.triton.choices import CHOICES_FILE
+from attnwatch.kernels.triton.configs import BlockConfig, load_table, runs_exactly
 
 L2_FLUSH_BYTES = 256 * 1024 * 1024  # > 4x the H200's 60 MiB L2
 COMPILE_SEQ = 256  # compile-and-smoke-test length: a multiple of every block size
@@ -100,8 +100,8 @@ def _compile_worker(config_dict: dict, head_dims: list[int], dtypes: list[str], 
 
     import torch
 
-    from kernels.inputs import torch_dtype
-    from kernels.triton.fa2_fwd import make_launcher
+    from attnwatch.kernels.inputs import torch_dtype
+    from attnwatch.kernels.triton.fa2_fwd import make_launcher
 
     config = BlockConfig(**config_dict)
     report = {}
@@ -266,8 +266,8 @@ def main(argv=None) -> int:
     import torch
     import triton
 
-    from kernels.reference import reference_attention
-    from kernels.triton.fa2_fwd import make_launcher
+    from attnwatch.kernels.reference import reference_attention
+    from attnwatch.kernels.triton.fa2_fwd import make_launcher
 
     dtypes = args.dtypes.split(",")
     if args.dry_run:
@@ -417,7 +417,7 @@ def main(argv=None) -> int:
               f"{r.get('x_sdpa_flash', float('nan')):7.3f} {r.get('x_sdpa_cudnn', float('nan')):7.3f} {r['rel_err']:8.1e}")
     print(f"wall {result['wall_s']:.0f} s; smi before: {result['smi_before']}; after: {result['smi_after']}")
     if args.write_choices:
-        from scripts.tune_choices import write_choices
+        from attnwatch.scripts.tune_choices import write_choices
 
         write_choices(Path(args.write_choices), result, rounds=args.rounds, commit=args.commit,
                       job="python3 -m scripts.tune_triton " + recorded_args(argv if argv is not None else sys.argv[1:]))

@@ -21,11 +21,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bundle_factory import SHAPES, case_id, make_bundle
-from history.alerts import record_alerts
-from history.detection.scan import scan_history
-from history.detection.thresholds import load_thresholds
-from history.db import open_write
-from history.ingest import ingest_paths
+from attnwatch.history.detection.alerts import record_alerts
+from attnwatch.history.detection.scan import scan_history
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.store.db import open_write
+from attnwatch.history.ingest.write import ingest_paths
 
 H200 = "NVIDIA H200"
 L4 = "NVIDIA L4"
@@ -101,10 +101,10 @@ NCU_RANGES = {"sdpa": "sdpa", "sdpa_flash": "sdpa_flash", "torch_3op": "torch_3o
 def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
     """A nightly main run whose ncu metrics are the real H200 Nsight Compute CSV from the
     shared fixtures, parsed and aggregated by the project's own ncu code (ci.ncu)."""
-    from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-    from ci.ncu.parse import parse_ncu_csv
-    from history.bundle import NcuKernelRow
-    from history.bundle_writer import NcuFiles, write_ncu_files
+    from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
+    from attnwatch.ci.ncu.parse import parse_ncu_csv
+    from attnwatch.history.contract.bundle import NcuKernelRow
+    from attnwatch.history.contract.bundle_writer import NcuFiles, write_ncu_files
 
     shape = next(s for s in SHAPES if s.id == "b4_h16_s1k")
     directory = make_bundle(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from history.bundle import (
+from attnwatch.history.contract.bundle import (
     BuildRecord,
     CaseOutcome,
     CaseTiming,
@@ -33,8 +33,8 @@ from history.bundle import (
     NcuKernelRow,
     to_json_dict,
 )
-from history.bundle_writer import BundleContents, NcuFiles, write_bundle
-from history.statistics import summarize
+from attnwatch.history.contract.bundle_writer import BundleContents, NcuFiles, write_bundle
+from attnwatch.history.analysis.statistics import summarize
 
 
 @dataclass(frozen=True)

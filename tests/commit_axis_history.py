@@ -15,11 +15,11 @@ from pathlib import Path
 
 from app_history import START
 from bundle_factory import make_bundle
-from history.alerts import record_alerts
-from history.db import open_write
-from history.detection.scan import scan_history
-from history.detection.thresholds import load_thresholds
-from history.ingest import ingest_paths
+from attnwatch.history.detection.alerts import record_alerts
+from attnwatch.history.store.db import open_write
+from attnwatch.history.detection.scan import scan_history
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.ingest.write import ingest_paths
 
 RUNS = 10
 STEP_RUN = 6

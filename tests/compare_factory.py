@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ci.compare.analysis import compare_rounds
-from ci.compare.report import CompareReport
-from ci.compare.rounds import CaseRound, RoundData
-from history.detection.thresholds import load_thresholds
+from attnwatch.ci.compare.analysis import compare_rounds
+from attnwatch.ci.compare.report import CompareReport
+from attnwatch.ci.compare.rounds import CaseRound, RoundData
+from attnwatch.history.analysis.thresholds import load_thresholds
 
 SHAPE_OF = {"B1_H16_S1024_D64": "h100_small", "B4_H16_S1024_D64": "b4_h16_s1k", "B16_H16_S2048_D64": "b16_h16_s2k"}
 GPU = "NVIDIA H200"

@@ -15,7 +15,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "tests" / "data"
-# The history's repository setting (history/repository.py): the tests' bundles name their own
+# The history's repository setting (history/contract/repository.py): the tests' bundles name their own
 # repository, and a test that wants the setting sets it; an operator's value must not leak in.
 os.environ.pop("ATTNWATCH_REPO", None)
 
@@ -61,7 +61,7 @@ def pytest_sessionfinish(session, exitstatus):
     """
     if not _SESSION_TMP:
         return
-    from history.temp_dirs import sweep_stale
+    from attnwatch.history.temp_dirs import sweep_stale
 
     root = _SESSION_TMP[0]
     for prefix in TEMP_PREFIXES:
@@ -82,8 +82,8 @@ def pytest_sessionfinish(session, exitstatus):
 def remove_kept_run_dirs():
     """For tests whose runs lose cases on purpose: the work dir such a run keeps for the user
     (child logs and journals, marked kept) is what they test; it is removed afterwards."""
-    from ci.runner import RUN_DIR_PREFIX
-    from history.temp_dirs import KEPT_MARKER
+    from attnwatch.ci.runner import RUN_DIR_PREFIX
+    from attnwatch.history.temp_dirs import KEPT_MARKER
 
     def kept() -> set[Path]:
         return {p.parent for p in Path(tempfile.gettempdir()).glob(f"{RUN_DIR_PREFIX}*/{KEPT_MARKER}")}

@@ -41,7 +41,7 @@ def child_env() -> dict:
 
 def cli(db: Path | str, *args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`attnwatch --db DB ARGS...` in a child process, with an optional fault."""
-    return subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), *args], env=child_env(),
+    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], env=child_env(),
                           preexec_fn=preexec, capture_output=True, text=True, timeout=timeout)
 
 
@@ -215,16 +215,16 @@ class _Counting:
 def _main(argv: list[str]) -> int:
     import duckdb
 
-    import history.db
-    from ci.cli import main
+    import attnwatch.history.store.db as history_db
+    from attnwatch.ci.cli import main
 
     kill_at, counter = int(argv[0]), [0]
     legacy = "--legacy-wal" in argv
     argv = [a for a in argv if a != "--legacy-wal"]
     if legacy:  # as before: no checkpoint at commit, a new file created in place
-        history.db.DURABLE_WRITES = {}
-        history.db._create_whole = lambda loc, deadline_s: None
-    connect = history.db.duckdb.connect
+        history_db.DURABLE_WRITES = {}
+        history_db._create_whole = lambda loc, deadline_s: None
+    connect = history_db.duckdb.connect
 
     class _Shim:
         def __getattr__(self, name):
@@ -235,7 +235,7 @@ def _main(argv: list[str]) -> int:
             con = connect(database, *args, **kwargs)
             return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy)
 
-    history.db.duckdb = _Shim()
+    history_db.duckdb = _Shim()
     try:
         return main(argv[1:])
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from history.migrations import MIGRATIONS_DIR, available_migrations, migrate
+from attnwatch.history.store.migrations import MIGRATIONS_DIR, available_migrations, migrate
 
 
 def history_at_version(db_path: Path, version: int, scratch: Path) -> Path:

@@ -85,8 +85,8 @@ def peak_mib() -> float:
 
 
 def probe_api(db: str, sql: str) -> dict:
-    from history.errors import QueryError
-    from history.sql import run_user_sql
+    from attnwatch.history.errors import QueryError
+    from attnwatch.history.sql.query import run_user_sql
 
     run_user_sql(db, "SELECT 1")  # everything imported and started before the baseline
     before = peak_mib()
@@ -99,7 +99,7 @@ def probe_api(db: str, sql: str) -> dict:
 
 
 def probe_cli(db: str, sql: str) -> dict:
-    from ci.cli import main
+    from attnwatch.ci.cli import main
 
     main(["--db", db, "sql", "SELECT 1"])
     before = peak_mib()

@@ -11,7 +11,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ci.cli import main
+from attnwatch.ci.cli import main
 
 START_TIMEOUT_S = 90
 
@@ -26,7 +26,7 @@ def test_dry_run_prints_a_headless_loopback_streamlit_command(capsys, tmp_path):
     assert main(["--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", "8600", "--dry-run"]) == 0
     out = capsys.readouterr()
     command = out.out.split()
-    assert command[1:4] == ["-m", "app.serve", "run"]  # streamlit's own CLI, the app's modules imported first
+    assert command[1:4] == ["-m", "attnwatch.app.serve", "run"]  # streamlit's own CLI, the app's modules imported first
     assert Path(command[4]).name == "streamlit_app.py" and Path(command[4]).is_file()
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8600"
@@ -50,7 +50,7 @@ def test_the_server_answers_on_loopback_and_a_sigterm_to_the_command_frees_the_p
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
         )
     try:
@@ -89,7 +89,7 @@ def test_a_taken_port_is_refused_before_streamlit_starts(tmp_path):
         port = held.getsockname()[1]
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
             capture_output=True, text=True, timeout=60, env=dict(os.environ))
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1] == (

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.data.compare import run_intervals
-from history.detection.ab import hierarchical_intervals, hierarchical_ratio, verdict
-from history.detection.thresholds import load_thresholds
-from history.statistics import resampled_medians
+from attnwatch.app.data.compare import run_intervals
+from attnwatch.history.analysis.ab import hierarchical_intervals, hierarchical_ratio, verdict
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.analysis.statistics import resampled_medians
 
 H200_SAMPLES = Path(__file__).resolve().parent / "data" / "timing" / "h200_event_samples.json"
 

@@ -12,7 +12,7 @@ import pytest
 
 from app_history import H200, START
 from bundle_factory import SHAPES, case_id, make_bundle
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_overview_devices import CPU_ENV
 from test_app_pages import frame_with, open_page
 

@@ -15,8 +15,8 @@ from streamlit.testing.v1 import AppTest
 
 from app_history import REGRESSED_CASE, START, build_history
 from bundle_factory import make_bundle
-from history.alerts import alert_events, list_alerts
-from history.db import is_lock_error, open_read
+from attnwatch.history.detection.alerts import alert_events, list_alerts
+from attnwatch.history.store.db import is_lock_error, open_read
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 EXTRA_BUNDLES = 25
@@ -34,7 +34,7 @@ def extra_bundles(work: Path) -> list[Path]:
 
 def start_ingest(db: Path, bundles: list[Path]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "ci.cli", "--db", str(db), "ingest", *map(str, bundles)],
+        [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "ingest", *map(str, bundles)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

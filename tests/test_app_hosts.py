@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from bundle_factory import make_bundle
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pandas as pd
 
-from app.charts import config_changes
+from attnwatch.app.charts import config_changes
 from bundle_factory import make_bundle
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, plotly_specs
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.data.store import current_source
+from attnwatch.app.data.store import current_source
 from app_history import CRASHED_CASE, build_history
 from bundle_factory import make_bundle
-from history.alerts import list_alerts
-from history.copy import copy_history
-from history.ingest import ingest_paths
-from history.location import parse_location
+from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.store.copy import copy_history
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",

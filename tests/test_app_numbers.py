@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from app.data.quality import correctness_text, dispatch_ratio, marks
+from attnwatch.app.data.quality import correctness_text, dispatch_ratio, marks
 from app_history import DISPATCH_CASE, DISPATCH_GRAPH_US, H100, H200, NOISY_CASE, build_push_history
 from test_app_pages import frame_with, open_page, plotly_specs, texts
 

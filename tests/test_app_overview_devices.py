@@ -11,8 +11,8 @@ import pytest
 
 from app_history import H200, START, build_history
 from bundle_factory import SHAPES, case_id, make_bundle
-from history.alerts import list_alerts
-from history.ingest import ingest_paths
+from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page, plotly_specs
 
 CPU_VARIANTS = ("sdpa", "torch_3op", "triton_fa2")

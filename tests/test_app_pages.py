@@ -17,8 +17,8 @@ from app_history import (
     CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, NCU_RUN, REGRESSED_CASE,
     add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
 )
-from app.data.trends import METRICS
-from history.alerts import list_alerts
+from attnwatch.app.data.trends import METRICS
+from attnwatch.history.detection.alerts import list_alerts
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
@@ -420,7 +420,7 @@ def test_a_hostile_run_id_in_the_url_is_shown_escaped(history, monkeypatch):
 def test_a_cell_without_a_value_is_shown_empty_not_as_none(history, monkeypatch, page):
     """Streamlit draws a missing value as the word "None", which reads as a value: every table of
     the pages shows app.ui.EMPTY_CELL instead (the SQL page keeps NULLs as the query returned them)."""
-    from app.ui import EMPTY_CELL
+    from attnwatch.app.ui import EMPTY_CELL
 
     at = open_page(history[0], monkeypatch, page)
     assert not at.exception

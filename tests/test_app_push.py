@@ -14,7 +14,7 @@ from app_history import (
     build_history, build_push_history,
 )
 from bundle_factory import make_bundle
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, texts
 
 REGRESSED = {f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{m}" for s in ("l4_mission", "h100_small") for m in ("causal", "noncausal")}
@@ -192,9 +192,9 @@ def test_improvements_ask_whether_the_speed_up_is_real(repeat_history, monkeypat
 
 
 def test_the_pair_is_the_rule_of_main_run_before(repeat_history, monkeypatch):
-    from app.data.push import newest_main_runs
-    from app.data.runs import main_run_before
-    from app.data.store import current_source
+    from attnwatch.app.data.push import newest_main_runs
+    from attnwatch.app.data.runs import main_run_before
+    from attnwatch.app.data.store import current_source
 
     source = current_source(repeat_history)
     pairs = newest_main_runs(source)
@@ -225,9 +225,9 @@ def test_runs_on_another_default_branch_are_named_with_the_fix(tmp_path, monkeyp
 
 def test_every_interval_is_the_one_compare_gives_the_pair(push_history):
     """The first page computes all GPUs' intervals in one call; each must be Compare's own."""
-    from app.data import compare
-    from app.data.push import newest_main_runs, push_changes
-    from app.data.store import current_source
+    from attnwatch.app.data import compare
+    from attnwatch.app.data.push import newest_main_runs, push_changes
+    from attnwatch.app.data.store import current_source
 
     db, _ = push_history
     source = current_source(db)

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from bundle_factory import SHAPES, case_id, make_bundle
-from history.bundle import NCU_FILE
-from history.ingest import ingest_paths
+from attnwatch.history.contract.bundle import NCU_FILE
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, plotly_specs, texts
 
 SHAPE = SHAPES[0]

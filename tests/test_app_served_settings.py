@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from ci.commands.dashboard import entrypoint, streamlit_command
+from attnwatch.ci.commands.dashboard import entrypoint, streamlit_command
 
 ROOT = Path(__file__).resolve().parent.parent
 

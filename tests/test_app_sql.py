@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.data import sql_console
-from app.data.store import current_source
-import history.sql as history_sql
+from attnwatch.app.data import sql_console
+from attnwatch.app.data.store import current_source
+import attnwatch.history.sql.query as history_sql
 from app_history import build_history
-from history.sql import run_user_sql
-from history.sql_sandbox import SqlLimits, size_bytes
+from attnwatch.history.sql.query import run_user_sql
+from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 from test_app_pages import open_page
 from test_history_sql_results import assert_public, lock_held
 from sql_probe import (

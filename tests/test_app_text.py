@@ -1,12 +1,12 @@
 """Text that reaches the screen from untrusted data, and the provenance of the measured ceilings the
-roofline draws (history/ceilings.toml; its loader's own checks are in test_history_ceilings.py)."""
+roofline draws (history/analysis/ceilings.toml; its loader's own checks are in test_history_ceilings.py)."""
 
 from __future__ import annotations
 
 import json
 
-from app.ui import code_span, escape_hover, escape_markdown, safe_file_name, truncate
-from history.ceilings import find_ceiling
+from attnwatch.app.ui import code_span, escape_hover, escape_markdown, safe_file_name, truncate
+from attnwatch.history.analysis.ceilings import find_ceiling
 
 
 def test_escape_markdown_neutralises_markup():

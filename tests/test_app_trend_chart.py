@@ -8,11 +8,11 @@ from datetime import timedelta
 
 import pytest
 
-from app.charts import variant_color
+from attnwatch.app.charts import variant_color
 from app_history import H100, H200, START, build_push_history, push_commit, push_run_id
 from bundle_factory import SHAPES, make_bundle
-from history.alerts import list_alerts, resolve_many
-from history.ingest import ingest_paths
+from attnwatch.history.detection.alerts import list_alerts, resolve_many
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, plotly_specs
 
 

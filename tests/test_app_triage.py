@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from app_history import H100, H200, OLD_REGRESSED_VARIANT, PUSH_INCORRECT_CASE, build_push_history
-from history.alerts import alert_events, list_alerts
+from attnwatch.history.detection.alerts import alert_events, list_alerts
 from test_app_pages import frame_with, open_page, plotly_specs, texts
 
 

@@ -4,7 +4,7 @@ tests/test_compare_workers.py."""
 
 from __future__ import annotations
 
-from ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN, Crash, CrashAttribution, ProbeResult
+from attnwatch.ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN, Crash, CrashAttribution, ProbeResult
 
 CRASH = Crash("cuda_wmma/l4_mission/fp16/noncausal", "graph", "CUDA error: an illegal memory access was encountered",
               "cuda_scalar/l4_mission/fp16/noncausal", "child 0")

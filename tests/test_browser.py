@@ -128,7 +128,7 @@ def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
     plotly settles on is the one the figure asked for. Had plotly needed to grow a margin, it
     would have drawn the whole figure a second time (Plots.doAutoMargin), the cost that
     `app.charts.TREND_MARGIN` exists to avoid."""
-    from app.charts import TREND_MARGIN
+    from attnwatch.app.charts import TREND_MARGIN
 
     with opened_trends(chromium_path, dashboard_url) as page:
         page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
@@ -144,7 +144,7 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
     page's content visible, every chart drawn visibly, Streamlit idle, for SETTLE_MS. Each part is
     checked on the served Trends page: a hidden chart, a running indicator, and a state that has
     not yet lasted SETTLE_MS each keep the page from counting as drawn."""
-    from scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
+    from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
     with opened_trends(chromium_path, dashboard_url) as page:

@@ -13,9 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from kernels.cuda.launch import variant_build_report
-from kernels.nvcc import NvccError, failed_build_report, nvcc_compile
-from kernels.record_paths import REPO_ROOT, absolute_paths, portable_command, portable_path, portable_text
+from attnwatch.kernels.cuda.launch import variant_build_report
+from attnwatch.kernels.nvcc import NvccError, failed_build_report, nvcc_compile
+from attnwatch.kernels.record_paths import (
+    REPO_ROOT,
+    absolute_paths,
+    portable_command,
+    portable_path,
+    portable_text,
+)
 
 # The H200 run shipped as the demo until the demo became a short history; kept for its cleaned
 # CUTLASS build commands (and as a real format-1 bundle, tests/test_bundle_contract.py).

@@ -12,18 +12,18 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from ci.bundle_writer import BundleContent, write_bundle
-from ci.environment import GitInfo
-from ci.plan import plan_cases
-from ci.records import UnmappedField, build_record, correctness_record
-from ci.suite_state import SuiteState
-from history.bundle import Environment
-from history.db import open_read
-from history.errors import BundleError
-from history.ingest import ingest_paths
-from kernels.correctness import CheckResult, check_case
-from kernels.registry import BuildReport, Prepared, Variant
-from kernels.shapes import adhoc_shape
+from attnwatch.ci.bundle_writer import BundleContent, write_bundle
+from attnwatch.ci.environment import GitInfo
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.records import UnmappedField, build_record, correctness_record
+from attnwatch.ci.suite_state import SuiteState
+from attnwatch.history.contract.bundle import Environment
+from attnwatch.history.store.db import open_read
+from attnwatch.history.errors import BundleError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.kernels.correctness import CheckResult, check_case
+from attnwatch.kernels.registry import BuildReport, Prepared, Variant
+from attnwatch.kernels.shapes import adhoc_shape
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHAPE = adhoc_shape(1, 2, 16, 64)

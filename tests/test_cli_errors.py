@@ -20,13 +20,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ci.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd or tmp_path, env=_env(tmp_path))
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`attnwatch … | head`: the reader closes the pipe before the command writes; no traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "ci.cli", "variants"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "variants"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=tmp_path, env=_env(tmp_path))
     proc.stdout.close()  # before the child has imported anything: its first write meets a closed pipe
     err = proc.stderr.read().decode(errors="replace")
@@ -58,8 +58,8 @@ def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
     import signal
     import time
 
-    import ci.commands.env as env_command
-    from ci.cli import main
+    import attnwatch.ci.commands.env as env_command
+    from attnwatch.ci.cli import main
 
     cleaned = []
 

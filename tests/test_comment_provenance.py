@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from ci.cli import main
-from ci.compare.report import write_report
+from attnwatch.ci.cli import main
+from attnwatch.ci.compare.report import write_report
 from compare_factory import make_report
 from github_stub import GitHubStub, StubState
 
@@ -188,8 +188,8 @@ def test_a_run_attempt_that_is_not_a_positive_integer_is_refused(gh, tmp_path, m
 
 
 def test_a_source_run_is_made_of_positive_integers_only():
-    from ci.errors import UserError
-    from ci.pr_runs import SourceRun
+    from attnwatch.ci.errors import UserError
+    from attnwatch.ci.pr_runs import SourceRun
 
     for run_id, attempt in ((4242, True), (True, 1), (4242, 0), (4242, 1.0)):
         with pytest.raises(UserError, match="positive integers"):

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main
-from ci.comment.render import render_comment
-from ci.compare.report import NO_RUN_NOISE
-from ci.compare.measure import round_order
-from ci.compare.report import load_report
+from attnwatch.ci.cli import main
+from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.compare.report import NO_RUN_NOISE
+from attnwatch.ci.compare.measure import round_order
+from attnwatch.ci.compare.report import load_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 11, 2, tzinfo=timezone.utc)
@@ -149,8 +149,8 @@ def test_the_measuring_modules_need_no_database():
 def test_both_workers_get_the_machines_cutlass_headers(monkeypatch, tmp_path):
     """The headers are ignored by git: a worktree of the base has none, so without this its
     worker would skip every CUTLASS variant and the A/B would call them `new`."""
-    from ci.compare.session import machine_env
-    from kernels.cutlass.headers import cutlass_include_dir
+    from attnwatch.ci.compare.session import machine_env
+    from attnwatch.kernels.cutlass.headers import cutlass_include_dir
 
     monkeypatch.delenv("CUTLASS_INCLUDE_DIR", raising=False)
     found = cutlass_include_dir()

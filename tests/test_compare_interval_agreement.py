@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from app.data.compare import compare_runs
-from app.data.store import current_source
+from attnwatch.app.data.compare import compare_runs
+from attnwatch.app.data.store import current_source
 from bundle_factory import SHAPES, make_bundle
-from ci.cli import main
-from ci.compare.report import load_report
+from attnwatch.ci.cli import main
+from attnwatch.ci.compare.report import load_report
 from compare_factory import GPU, SHAPE_OF, fixture_processes
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=timezone.utc)

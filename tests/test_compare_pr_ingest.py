@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from ci.cli import main
-from ci.compare.report import load_report
-from ci.pr_runs import SourceRun, dashboard_link, run_id_for
-from history.db import open_read
+from attnwatch.ci.cli import main
+from attnwatch.ci.compare.report import load_report
+from attnwatch.ci.pr_runs import SourceRun, dashboard_link, run_id_for
+from attnwatch.history.store.db import open_read
 
 pytestmark = pytest.mark.slow  # two measuring workers
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ci.compare.measure import measure_rounds
-from ci.compare.rounds import CaseRound
-from ci.compare.sequential import SequentialDesign, decide, final_verdict
-from ci.plan import plan_cases
-from history.detection.ab import ABInterval
-from kernels.shapes import SHAPES
+from attnwatch.ci.compare.measure import measure_rounds
+from attnwatch.ci.compare.rounds import CaseRound
+from attnwatch.ci.compare.sequential import SequentialDesign, decide, final_verdict
+from attnwatch.ci.plan import plan_cases
+from attnwatch.history.analysis.ab import ABInterval
+from attnwatch.kernels.shapes import SHAPES
 
 MIN_EFFECT = 0.02
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.compile_cache import (
+from attnwatch.kernels.compile_cache import (
     CacheEntryWarning,
     CompileCache,
     UnsafeCacheError,
@@ -20,7 +20,7 @@ from kernels.compile_cache import (
     sha256_file,
     trust_level,
 )
-from kernels.nvcc import NvccError, nvcc_compile
+from attnwatch.kernels.nvcc import NvccError, nvcc_compile
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
 

@@ -7,11 +7,11 @@ import shutil
 
 import pytest
 
-from kernels import registry
-from kernels.cases import Case
-from kernels.cuda.launch import HEAD_DIMS, SPECS, build, variant_build_report
-from kernels.nvcc import parse_ptxas_verbose
-from kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
+from attnwatch.kernels import registry
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.cuda.launch import HEAD_DIMS, SPECS, build, variant_build_report
+from attnwatch.kernels.nvcc import parse_ptxas_verbose
+from attnwatch.kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
 
 CUDA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
@@ -123,7 +123,7 @@ GPU_SHAPES = [SHAPES[s] for s in SHAPE_SETS["main"]] + [
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
 def test_matches_float64_reference(variant, shape, dtype, causal):
-    from kernels.correctness import check_case
+    from attnwatch.kernels.correctness import check_case
 
     assert shape.head_dim in HEAD_DIMS
     seeds = (0,) if shape.batch * shape.heads * shape.seq_len > 100_000 else (0, 1)
@@ -137,8 +137,8 @@ def test_matches_float64_reference(variant, shape, dtype, causal):
 def test_launch_uses_torch_current_stream():
     import torch
 
-    from kernels.correctness import compare
-    from kernels.reference import reference_attention
+    from attnwatch.kernels.correctness import compare
+    from attnwatch.kernels.reference import reference_attention
 
     variant = registry.get("cuda_wmma")
     case = Case("cuda_wmma", adhoc_shape(1, 2, 256, 64), "fp16", True)
@@ -168,8 +168,8 @@ def test_a_kept_launch_alone_runs_right_after_empty_cache_in_a_graph(variant_nam
 
     import torch
 
-    from kernels.correctness import compare
-    from kernels.reference import reference_attention
+    from attnwatch.kernels.correctness import compare
+    from attnwatch.kernels.reference import reference_attention
 
     case = Case(variant_name, SHAPES["l4_mission"], "fp16", False)
     prepared = registry.get(variant_name).prepare(case, torch.device("cuda"), 5)

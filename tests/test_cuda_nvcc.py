@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernels.nvcc import (
+from attnwatch.kernels.nvcc import (
     NvccError,
     arch_flags,
     build_report,
@@ -142,7 +142,7 @@ def test_local_headers_are_found_transitively(tmp_path):
 def test_key_does_not_depend_on_where_the_headers_live(tmp_path, monkeypatch):
     """A header folder that sorts before the source's folder, and one that sorts after it,
     hold the same headers: the key is the same (a GPU runner's carried copy is a cache hit)."""
-    monkeypatch.setattr("kernels.nvcc.nvcc_version", lambda nvcc="nvcc": "nvcc stand-in")
+    monkeypatch.setattr("attnwatch.kernels.nvcc.nvcc_version", lambda nvcc="nvcc": "nvcc stand-in")
     source = write(tmp_path / "m" / "k.cu", '#include "lib/x.h"\n#include "own.cuh"\n')
     write(tmp_path / "m" / "own.cuh", "#define OWN 1\n")
     keys = []
@@ -234,7 +234,7 @@ def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
 
 
 def test_missing_nvcc_is_a_clear_error():
-    from kernels.nvcc import nvcc_version
+    from attnwatch.kernels.nvcc import nvcc_version
 
     with pytest.raises(NvccError, match="no-such-nvcc not found on PATH"):
         nvcc_version("no-such-nvcc")
@@ -251,7 +251,7 @@ def test_a_bound_launch_holds_the_tensors_it_points_into(monkeypatch):
     import numpy as np
     import torch
 
-    import kernels.nvcc as nvcc
+    import attnwatch.kernels.nvcc as nvcc
 
     calls = []
     kernel = object.__new__(nvcc.CubinKernel)

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kernels.cases import Case
-from kernels.cutlass import configs
-from kernels.cutlass.build import ARCH, build_and_report, build_library
-from kernels.cutlass.configs import TileConfigError
-from kernels.cutlass.headers import CutlassHeadersError, cutlass_include_dir, cutlass_version
-from kernels.cutlass.library import Attention3kError, Attention3kLibrary
-from kernels.registry import all_variants, get
-from kernels.shapes import SHAPES, adhoc_shape, shape_set
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.cutlass import configs
+from attnwatch.kernels.cutlass.build import ARCH, build_and_report, build_library
+from attnwatch.kernels.cutlass.configs import TileConfigError
+from attnwatch.kernels.cutlass.headers import CutlassHeadersError, cutlass_include_dir, cutlass_version
+from attnwatch.kernels.cutlass.library import Attention3kError, Attention3kLibrary
+from attnwatch.kernels.registry import all_variants, get
+from attnwatch.kernels.shapes import SHAPES, adhoc_shape, shape_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_VARIANTS = (
@@ -216,7 +216,7 @@ def test_cutlass_accepts_every_main_shape_and_odd_s_through_padding(best_tile_re
 def test_variant_build_reports_from_the_cache(best_tile_report, nvcc_cache, monkeypatch):
     """The registry's build(): the first call compiles every configuration (here only the one
     already built, so a cache hit), then reports its own."""
-    from kernels.variants import cutlass_3k
+    from attnwatch.kernels.variants import cutlass_3k
 
     monkeypatch.setenv("ATTNWATCH_CACHE", str(nvcc_cache.parent.parent))
     monkeypatch.setenv("ATTNWATCH_TRUST", "local")

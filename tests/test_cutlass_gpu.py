@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.cases import Case
-from kernels.correctness import check_case
-from kernels.registry import all_variants, get
-from kernels.shapes import adhoc_shape, shape_set
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.correctness import check_case
+from attnwatch.kernels.registry import all_variants, get
+from attnwatch.kernels.shapes import adhoc_shape, shape_set
 
 pytestmark = pytest.mark.gpu
 

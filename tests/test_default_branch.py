@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from app_history import H100, H200, PUSH_REGRESSED_VARIANT, push_bundles
-from history.db import open_read, open_write
-from history.settings import SettingError, default_branch, set_default_branch
+from attnwatch.history.store.db import open_read, open_write
+from attnwatch.history.store.settings import SettingError, default_branch, set_default_branch
 from test_app_pages import open_page
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(db), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], capture_output=True, text=True,
                           timeout=300, env=env, cwd=REPO)
 
 

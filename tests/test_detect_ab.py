@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compare_factory import fixture_processes
-from history.detection.ab import hierarchical_ratio, pooled_ratio, ratio_interval, verdict
+from attnwatch.history.analysis.ab import hierarchical_ratio, pooled_ratio, ratio_interval, verdict
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_same_seed_same_interval_and_bad_input(procs):
 def test_student_t_quantile_matches_scipy():
     from scipy import stats
 
-    from history.statistics import student_t_quantile
+    from attnwatch.history.analysis.statistics import student_t_quantile
 
     for df in (1, 2, 3, 5, 7, 30):
         for p in (0.9, 0.975, 1 - 0.05 / 12, 0.999):
@@ -84,7 +84,7 @@ def test_student_t_quantile_matches_scipy():
 def test_one_way_anova_matches_scipy_and_recovers_a_planted_group_effect():
     from scipy import stats
 
-    from history.statistics import one_way_anova
+    from attnwatch.history.analysis.statistics import one_way_anova
 
     rng = np.random.default_rng(11)
     groups = [list(rng.normal(offset, 0.002, 4)) for offset in rng.normal(0, 0.005, 40)]
@@ -102,7 +102,7 @@ def test_rounds_t_pays_for_few_rounds_where_the_bootstrap_cannot():
     """Three rounds whose ratios disagree (-5.6%, -7.1%, -0.2%: a tuned configuration that flipped
     between rounds, as recorded on the H200): the two-level bootstrap cannot reach beyond the
     rounds' range and calls it an improvement; the paired t interval spans 1, so no verdict."""
-    from history.detection.ab import rounds_t_ratio
+    from attnwatch.history.analysis.ab import rounds_t_ratio
 
     rng = np.random.default_rng(3)
     base = [list(100 * np.exp(rng.normal(0, 0.01, 400))) for _ in range(3)]
@@ -116,7 +116,7 @@ def test_rounds_t_pays_for_few_rounds_where_the_bootstrap_cannot():
 
 def test_rounds_t_with_one_round_is_the_within_round_interval():
     """No spread between rounds to estimate: the two-level interval, labelled so (compare warns)."""
-    from history.detection.ab import rounds_t_ratio
+    from attnwatch.history.analysis.ab import rounds_t_ratio
 
     iv = rounds_t_ratio([[10.0, 10.1, 9.9, 10.2]], [[10.5, 10.6, 10.4, 10.7]])
     assert iv.method == "hierarchical" and iv.rounds == 1 and iv.low > 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from history.changepoints import bic_penalty, detect_steps, robust_sigma, significant_steps
+from attnwatch.history.analysis.changepoints import bic_penalty, detect_steps, robust_sigma, significant_steps
 
 
 def _series(n: int, sigma: float, seed: int, steps: dict[int, float] | None = None) -> np.ndarray:
@@ -84,7 +84,7 @@ def test_kernel_cpd_linear_matches_pelt_l2():
     """The fast solver finds exactly what ruptures' reference PELT with the l2 cost finds."""
     import ruptures
 
-    from history.changepoints import bic_penalty, robust_sigma
+    from attnwatch.history.analysis.changepoints import bic_penalty, robust_sigma
 
     for seed in range(20):
         x = np.log(_series(80, 0.004, seed, {30: 1.04, 60: 0.97}))

@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from bundle_factory import make_bundle
-from ci.cli import main
-from history.alerts import list_alerts
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main
+from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.ingest.write import ingest_paths
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 VARIANTS = ("sdpa", "triton_fa2", "cuda_wmma")

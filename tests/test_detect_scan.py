@@ -8,9 +8,9 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main
-from history.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main
+from attnwatch.history.detection.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
+from attnwatch.history.ingest.write import ingest_paths
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10

@@ -1,10 +1,10 @@
-"""config/thresholds.toml: per-GPU values, every one with a reason; bad files fail clearly."""
+"""history/analysis/thresholds.toml: per-GPU values, every one with a reason; bad files fail clearly."""
 
 from __future__ import annotations
 
 import pytest
 
-from history.detection.thresholds import REPO_THRESHOLDS, ThresholdsError, load_thresholds
+from attnwatch.history.analysis.thresholds import REPO_THRESHOLDS, ThresholdsError, load_thresholds
 
 
 def test_repository_file_has_h200_and_default():

@@ -8,13 +8,20 @@ import sys
 
 import pytest
 
-from ci.environment import capture_environment, declared_pool, merge_device_properties, nvml_gpu
-from ci.errors import UserError
-from ci.gpu_identity import (
-    GpuIdentity, MigDevice, NvmlDevice, canonical_pci, match_device, parse_visible_devices, pci_from_parts,
-    visible_gpu, visible_gpus,
+from attnwatch.ci.environment import capture_environment, declared_pool, merge_device_properties, nvml_gpu
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.gpu_identity import (
+    GpuIdentity,
+    MigDevice,
+    NvmlDevice,
+    canonical_pci,
+    match_device,
+    parse_visible_devices,
+    pci_from_parts,
+    visible_gpu,
+    visible_gpus,
 )
-from ci.timing.gpu_state import NullMonitor, NvmlMonitor, open_monitor
+from attnwatch.ci.timing.gpu_state import NullMonitor, NvmlMonitor, open_monitor
 from fake_nvml import FakeGpu, FakeNvml, two_h200s
 
 UUID0 = "GPU-0a0a0a0a-1111-2222-3333-444444444444"

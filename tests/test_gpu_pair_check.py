@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bundle_factory import make_bundle
-from scripts.gpu_pair_check import compare_medians, identity_verdict, read_bundle
+from attnwatch.scripts.gpu_pair_check import compare_medians, identity_verdict, read_bundle
 
 GPU0 = {"gpu_uuid": "GPU-0a0a", "gpu_pci_bus_id": "00000000:19:00.0", "gpu_index": 0}
 GPU1 = {"gpu_uuid": "GPU-1b1b", "gpu_pci_bus_id": "00000000:3B:00.0", "gpu_index": 1}

@@ -10,12 +10,12 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.bundle import MAX_FILE_BYTES
-from history.bundle_upgrades import UPGRADERS
-from history.db import open_read, open_write
-from history.errors import BundleError, MigrationError, SchemaTooNewError
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.contract.bundle import MAX_FILE_BYTES
+from attnwatch.history.contract.bundle_upgrades import UPGRADERS
+from attnwatch.history.store.db import open_read, open_write
+from attnwatch.history.errors import BundleError, MigrationError, SchemaTooNewError
+from attnwatch.history.ingest.write import ingest_paths
 
 TABLES = ("runs", "commits", "results", "samples", "correctness", "builds", "ncu_metrics", "ncu_cases")
 
@@ -179,7 +179,7 @@ def test_a_bundle_that_is_itself_a_symbolic_link_is_refused(stored, tmp_path, ca
 
 
 def test_compare_reads_no_round_with_a_symbolic_link(tmp_path):
-    from ci.compare.rounds import read_round
+    from attnwatch.ci.compare.rounds import read_round
 
     bundle = make_bundle(tmp_path / "head-round1", run_id="r")
     (bundle / "extra_dir").symlink_to("/etc", target_is_directory=True)
@@ -200,7 +200,7 @@ def test_a_symlinked_pytest_benchmark_file_is_refused(stored, tmp_path, capsys):
 
 
 def test_a_bundle_of_too_many_entries_is_refused(stored, tmp_path, capsys):
-    from history.validate import MAX_BUNDLE_ENTRIES
+    from attnwatch.history.contract.validate import MAX_BUNDLE_ENTRIES
 
     bad = make_bundle(tmp_path / "bad", run_id="bad")
     for i in range(MAX_BUNDLE_ENTRIES):

@@ -1,4 +1,4 @@
-"""history/ceilings.toml: the one set of measured ceilings CI and the dashboard both read."""
+"""history/analysis/ceilings.toml: the one set of measured ceilings CI and the dashboard both read."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from history.ceilings import CEILINGS_FILE, CeilingsError, find_ceiling, load_ceilings
-from history.errors import HistoryError
+from attnwatch.history.analysis.ceilings import CEILINGS_FILE, CeilingsError, find_ceiling, load_ceilings
+from attnwatch.history.errors import HistoryError
 
 GOOD = """
 [[ceiling]]

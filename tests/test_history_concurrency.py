@@ -13,8 +13,8 @@ import textwrap
 
 from bundle_factory import make_bundle
 from conftest import REPO_ROOT
-from history.db import open_read
-from history.ingest import ingest_paths
+from attnwatch.history.store.db import open_read
+from attnwatch.history.ingest.write import ingest_paths
 
 READER = textwrap.dedent(
     """
@@ -49,7 +49,7 @@ def test_parallel_ingest_with_a_reader(tmp_path, db_path):
     reader = subprocess.Popen([sys.executable, "-c", READER, str(db_path), str(stop)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writers = [
-        subprocess.Popen([sys.executable, "-m", "ci.cli", "--db", str(db_path), "ingest",
+        subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db_path), "ingest",
                           "--lock-timeout", "120", *map(str, group)],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for group in groups
@@ -79,8 +79,8 @@ def test_parallel_ingest_with_a_reader(tmp_path, db_path):
 def test_lock_held_past_the_deadline_names_the_file(tmp_path, db_path):
     import pytest
 
-    from history.errors import LockTimeoutError
-    from history.db import open_write
+    from attnwatch.history.errors import LockTimeoutError
+    from attnwatch.history.store.db import open_write
 
     ingest_paths(db_path, [make_bundle(tmp_path / "b", variants=("sdpa",), n_samples=5)])
     holder = subprocess.Popen(

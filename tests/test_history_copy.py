@@ -8,12 +8,12 @@ import pandas as pd
 import pytest
 
 from app_history import build_history
-from ci.cli import main as cli_main
-from history import copy as history_copy
-from history.alerts import acknowledge
-from history.copy import CopyVerificationError, copy_history, missing_count, table_hashes
-from history.db import open_read
-from history.location import parse_location
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store import copy as history_copy
+from attnwatch.history.detection.alerts import acknowledge
+from attnwatch.history.store.copy import CopyVerificationError, copy_history, missing_count, table_hashes
+from attnwatch.history.store.db import open_read
+from attnwatch.history.store.location import parse_location
 
 
 def _frames(location) -> dict[str, pd.DataFrame]:
@@ -64,7 +64,7 @@ def test_a_copy_into_a_history_with_other_runs_merges_and_verifies(lake_db, tmp_
     build_history(first, tmp_path / "a")
     copy_history(first, lake_db)
     from bundle_factory import make_bundle
-    from history.ingest import ingest_paths
+    from attnwatch.history.ingest.write import ingest_paths
 
     ingest_paths(second, [make_bundle(tmp_path / "extra", run_id="extra-run", n_samples=5)])
     report = copy_history(second, lake_db)

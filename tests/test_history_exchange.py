@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.db import open_read, open_write
-from history.errors import BundleError, HistoryError
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store.db import open_read, open_write
+from attnwatch.history.errors import BundleError, HistoryError
+from attnwatch.history.ingest.write import ingest_paths
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
@@ -85,7 +85,7 @@ def test_import_merges_into_an_existing_history(tmp_path):
     _fill(a, tmp_path / "ma", ["r1", "r2"])
     _fill(b, tmp_path / "mb", ["r2", "r3"])  # r2: the same bundle content in both (seeded)
     out = tmp_path / "export-a"
-    from history.exchange import export_history, import_history
+    from attnwatch.history.store.exchange import export_history, import_history
     export_history(a, out)
     report = import_history(b, out)
     assert report.rows["runs"] == 1 and report.skipped["runs"] == 1
@@ -106,7 +106,7 @@ def test_import_refuses_a_clashing_run_and_writes_nothing(tmp_path):
     ingest_paths(a, [make_bundle(tmp_path / "x", run_id="same", seed=1, n_samples=5)])
     ingest_paths(b, [make_bundle(tmp_path / "y", run_id="same", seed=2, n_samples=5)])
     ingest_paths(a, [make_bundle(tmp_path / "z", run_id="other", seed=3, n_samples=5)])
-    from history.exchange import export_history, import_history
+    from attnwatch.history.store.exchange import export_history, import_history
     export_history(a, tmp_path / "e")
     with pytest.raises(BundleError, match="different content") as info:
         import_history(b, tmp_path / "e")
@@ -118,7 +118,7 @@ def test_import_refuses_a_clashing_run_and_writes_nothing(tmp_path):
 def test_import_validates_before_writing(tmp_path, db_path, capsys):
     _fill(db_path, tmp_path, ["r1"], with_alerts=False)
     out = tmp_path / "e"
-    from history.exchange import export_history
+    from attnwatch.history.store.exchange import export_history
     export_history(db_path, out)
     manifest = json.loads((out / "export.json").read_text())
     manifest["tables"]["samples"]["rows"] += 1
@@ -141,7 +141,7 @@ def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
     _fill(db_path, tmp_path, ["r1"], with_alerts=False)
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("mine")
-    from history.exchange import export_history
+    from attnwatch.history.store.exchange import export_history
     with pytest.raises(HistoryError, match="not empty"):
         export_history(db_path, tmp_path / "busy")
     assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"
@@ -150,8 +150,8 @@ def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
 def test_an_export_of_another_repository_is_refused_by_import_and_copy(tmp_path, db_path, capsys):
     """An export is a history's runs wholesale: `import` and `history copy` hold them to the
     repository rule an ingested bundle meets (history.repository), and write nothing."""
-    from history.copy import copy_history
-    from history.repository import RepositoryError
+    from attnwatch.history.store.copy import copy_history
+    from attnwatch.history.contract.repository import RepositoryError
 
     other = tmp_path / "other.duckdb"
     ingest_paths(other, [make_bundle(tmp_path / "b1", run_id="b1", repo="evil/other-repo")])

@@ -22,7 +22,7 @@ from conftest import REPO_ROOT
 from fault_env import cli, inspect, killed_at, one_line_error, reported_inserted
 
 sys.path.insert(0, str(REPO_ROOT))
-from scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402
+from attnwatch.scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def held(tally: Tally) -> None:
 
 def test_kill_9_at_statements_of_a_first_ingest_and_of_the_last_migration(battery):
     first, later = Tally("first ingest"), Tally("at schema N-1")
-    from history.migrations import code_schema_version
+    from attnwatch.history.store.migrations import code_schema_version
 
     battery.kill_at_statements(first, None, sample=3)
     battery.kill_at_statements(later, code_schema_version() - 1, sample=3)
@@ -114,7 +114,7 @@ def test_an_unreplayable_wal_names_the_recovery_command_and_recover_keeps_every_
 
 
 def test_dashboard_shows_a_fault_without_paths(battery):
-    from app.data.store import HistoryUnavailable, current_source, read_frame
+    from attnwatch.app.data.store import HistoryUnavailable, current_source, read_frame
 
     db = battery.fresh()
     killed_at(fault_env.statement_count(killed_at(0, battery.fresh(), "--legacy-wal", "ingest", str(battery.bundles[0]))),
@@ -139,7 +139,7 @@ def test_dashboard_shows_a_fault_without_paths(battery):
      'computed checksum 1 does not match stored checksum 2', "WalReplayError"),
 ])
 def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
-    from history.faults import file_fault
+    from attnwatch.history.store.faults import file_fault
 
     exc = (duckdb.InternalException if "INTERNAL" in text else duckdb.FatalException if "FATAL" in text
            else duckdb.IOException)(text)
@@ -152,8 +152,8 @@ def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(te
 
 
 def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
-    from history.db import open_read, open_write
-    from history.errors import HistoryError
+    from attnwatch.history.store.db import open_read, open_write
+    from attnwatch.history.errors import HistoryError
 
     db = tmp_path / "history.duckdb"
     db.write_bytes(b"")  # what a creation killed by an older attnwatch left

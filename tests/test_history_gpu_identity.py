@@ -12,14 +12,14 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.alerts import list_alerts
-from history.bundle_rows import commit_row, run_row, table_rows
-from history.db import open_read, upgrade
-from history.errors import BundleError
-from history.ingest import ingest_paths
-from history.store import insert_arrow, rows_to_arrow
-from history.validate import load_bundle
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.ingest.rows import commit_row, run_row, table_rows
+from attnwatch.history.store.db import open_read, upgrade
+from attnwatch.history.errors import BundleError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.arrow_insert import insert_arrow, rows_to_arrow
+from attnwatch.history.contract.validate import load_bundle
 from old_history import history_at_version
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)

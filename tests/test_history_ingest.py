@@ -9,10 +9,10 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle, make_pytest_benchmark_file
-from ci.cli import main as cli_main
-from history.bundle import CaseTiming, CorrectnessRecord, Environment, NcuCaseMetrics
-from history.db import open_read
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.contract.bundle import CaseTiming, CorrectnessRecord, Environment, NcuCaseMetrics
+from attnwatch.history.store.db import open_read
+from attnwatch.history.ingest.write import ingest_paths
 
 
 def _counts(db_path) -> dict[str, int]:
@@ -169,7 +169,7 @@ def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
 
 
 def test_unchanged_inputs_are_skipped_without_reparsing(tmp_path, db_path, monkeypatch):
-    import history.ingest as ingest_module
+    import attnwatch.history.ingest.write as ingest_module
 
     stored = make_bundle(tmp_path / "stored", run_id="stored", seed=1)
     ingest_paths(db_path, [stored])

@@ -7,15 +7,15 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.db import open_read, open_write, schema_version
-from history.errors import BundleError, HistoryNotFoundError, QueryError
-from history.ingest import ingest_paths
-from history.lake import current_snapshot
-from history.location import parse_location
-from history.migrations import applied_migrations, code_schema_version
-from history.sql import run_user_sql
-from history.transactions import CLAIM_SCHEMA
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store.db import open_read, open_write, schema_version
+from attnwatch.history.errors import BundleError, HistoryNotFoundError, QueryError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.lake import current_snapshot
+from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.migrations import applied_migrations, code_schema_version
+from attnwatch.history.sql.query import run_user_sql
+from attnwatch.history.store.transactions import CLAIM_SCHEMA
 
 
 def _schema(location) -> list[tuple]:

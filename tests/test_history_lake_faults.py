@@ -11,16 +11,21 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history import transactions
-from history.db import open_read, open_write
-from history.ingest import ingest_paths
-from history.lake import forget_location
-from history.lake_faults import (LakeDataMissingError, LakeUnavailableError, ReadOnlyHistoryError, reason,
-                                 translate)
-from history.location import parse_location
-from history.maintain import maintain
-from history.transactions import CLAIM_SCHEMA
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store import transactions
+from attnwatch.history.store.db import open_read, open_write
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.lake import forget_location
+from attnwatch.history.store.lake_faults import (
+    LakeDataMissingError,
+    LakeUnavailableError,
+    ReadOnlyHistoryError,
+    reason,
+    translate,
+)
+from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.maintain import maintain
+from attnwatch.history.store.transactions import CLAIM_SCHEMA
 
 LABEL = "ducklake:postgres:dbname=attnwatch host=db"
 LONG_QUERY = "INSERT INTO \"public\".ducklake_snapshot VALUES (18, NOW(), 18, 47, 20);" + \

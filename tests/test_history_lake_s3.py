@@ -14,11 +14,11 @@ import socket
 import pytest
 
 from bundle_factory import make_bundle
-from history.db import open_read
-from history.ingest import ingest_paths
-from history.lake import S3_EXTENSION, forget_shared
-from history.location import parse_location
-from history.sql import run_user_sql
+from attnwatch.history.store.db import open_read
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.lake import S3_EXTENSION, forget_shared
+from attnwatch.history.store.location import parse_location
+from attnwatch.history.sql.query import run_user_sql
 
 moto_server = pytest.importorskip("moto.server", reason="the S3 lake test needs moto's server mode: pip install 'moto[server]'")
 boto3 = pytest.importorskip("boto3", reason="the S3 lake test needs boto3 (installed with moto)")

@@ -7,9 +7,24 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from app_history import build_push_history
-from history.alerts import AlertError, acknowledge_many, alert_events, list_alerts, resolve, resolve_many
-from history.links import (
-    PAGES, PARAMS, case_trend_query, commit_range, compare_query, parse_commit_range, relative, split_list, url,
+from attnwatch.history.detection.alerts import (
+    AlertError,
+    acknowledge_many,
+    alert_events,
+    list_alerts,
+    resolve,
+    resolve_many,
+)
+from attnwatch.history.links import (
+    PAGES,
+    PARAMS,
+    case_trend_query,
+    commit_range,
+    compare_query,
+    parse_commit_range,
+    relative,
+    split_list,
+    url,
 )
 
 

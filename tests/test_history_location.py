@@ -8,11 +8,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from ci.cli import main as cli_main
-from history.db import StorageTooNewError, open_read, open_write
-from history.lake_ddl import lake_sql
-from history.location import HistoryLocation, LocationError, default_location, parse_location
-from history.migrations import available_migrations
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store.db import StorageTooNewError, open_read, open_write
+from attnwatch.history.store.lake_ddl import lake_sql
+from attnwatch.history.store.location import HistoryLocation, LocationError, default_location, parse_location
+from attnwatch.history.store.migrations import available_migrations
 
 
 def test_a_path_is_a_file_history_and_the_default_is_one(monkeypatch, tmp_path):

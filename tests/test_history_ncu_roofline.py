@@ -9,10 +9,10 @@ import json
 import pytest
 
 from bundle_factory import make_bundle
-from history.bundle import NCU_FILE
-from history.db import open_read
-from history.exchange import export_history, import_history
-from history.ingest import ingest_paths
+from attnwatch.history.contract.bundle import NCU_FILE
+from attnwatch.history.store.db import open_read
+from attnwatch.history.store.exchange import export_history, import_history
+from attnwatch.history.ingest.write import ingest_paths
 from old_history import history_at_version
 
 ROOFLINE_FIELDS = ("memory_throughput_pct", "dram_bytes_ideal", "arithmetic_intensity", "peak_tflops", "pct_of_peak")

@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.errors import HistoryNotFoundError, QueryError
-from history.ingest import ingest_paths
-from history.sql import run_user_sql, schema_overview
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.errors import HistoryNotFoundError, QueryError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.sql.query import run_user_sql, schema_overview
 
 
 @pytest.fixture
@@ -156,7 +156,7 @@ def test_user_sql_waits_for_a_differently_configured_reader_in_this_process(hist
     """A dashboard read (plain read-only) and a sandboxed query can overlap in one server."""
     import threading
 
-    from history.db import open_read
+    from attnwatch.history.store.db import open_read
 
     opened, results = threading.Event(), []
 
@@ -191,8 +191,8 @@ def test_history_commands_load_without_duckdb():
 
 
 def test_cli_sql_defaults_match_the_library():
-    import history.sql
-    from ci.commands import sql as sql_command
+    from attnwatch.history.sql import query as sql_query
+    from attnwatch.ci.commands import sql as sql_command
 
-    assert sql_command.DEFAULT_MAX_ROWS == history.sql.DEFAULT_MAX_ROWS
-    assert sql_command.DEFAULT_TIMEOUT_S == history.sql.DEFAULT_TIMEOUT_S
+    assert sql_command.DEFAULT_MAX_ROWS == sql_query.DEFAULT_MAX_ROWS
+    assert sql_command.DEFAULT_TIMEOUT_S == sql_query.DEFAULT_TIMEOUT_S

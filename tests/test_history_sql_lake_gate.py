@@ -11,16 +11,20 @@ import os
 
 import pytest
 
-from app.data.sql_console import examples
+from attnwatch.app.data.sql_console import examples
 from bundle_factory import make_bundle
-from history.errors import QueryError
-from history.ingest import ingest_paths
-from history.sql import run_user_sql
-from history.sql_gate import (
-    METADATA_CATALOG, dotted_parts, hidden_databases, refuse_blocked_operators, refuse_unsafe_lake_sql,
+from attnwatch.history.errors import QueryError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.sql.query import run_user_sql
+from attnwatch.history.sql.gate import (
+    METADATA_CATALOG,
+    dotted_parts,
+    hidden_databases,
+    refuse_blocked_operators,
+    refuse_unsafe_lake_sql,
 )
-from history.sql_sandbox import SqlLimits, private_temp_dir
-from history.sql_worker import sandboxed
+from attnwatch.history.sql.sandbox import SqlLimits, private_temp_dir
+from attnwatch.history.sql.worker import sandboxed
 
 CATALOG = "__ducklake_metadata_history"
 

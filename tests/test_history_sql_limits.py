@@ -14,15 +14,15 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import history.sql as history_sql
+import attnwatch.history.sql.query as history_sql
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
+from attnwatch.ci.cli import main as cli_main
 from conftest import REPO_ROOT
-from history.errors import QueryError
-from history.ingest import ingest_paths
-from history.sql import run_user_sql
-from history.sql_guard import denied_names, named_identifiers, scrub_paths
-from history.sql_sandbox import SqlLimits, size_bytes
+from attnwatch.history.errors import QueryError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.sql.query import run_user_sql
+from attnwatch.history.sql.guard import denied_names, named_identifiers, scrub_paths
+from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 from sql_probe import (
     BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
 )
@@ -225,6 +225,6 @@ def test_names_are_read_as_the_parser_reads_them():
 
 
 def test_the_cli_defaults_come_from_the_library():
-    from ci.commands import sql as sql_command
+    from attnwatch.ci.commands import sql as sql_command
 
     assert sql_command.DEFAULT_MAX_BYTES == history_sql.DEFAULT_MAX_BYTES == 64 * MIB

@@ -14,13 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import history.sql as history_sql
+import attnwatch.history.sql.query as history_sql
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.errors import HistoryError, LockTimeoutError, QueryError
-from history.ingest import ingest_paths
-from history.sql import run_user_query, run_user_sql, schema_overview, unique_names
-from history.sql_sandbox import SqlLimits
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.errors import HistoryError, LockTimeoutError, QueryError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.sql.query import run_user_query, run_user_sql, schema_overview, unique_names
+from attnwatch.history.sql.sandbox import SqlLimits
 
 WIDE = "SELECT " + ", ".join(f"range + {i} AS c{i}" for i in range(57)) + " FROM range(20000)"  # 625 batches of 32
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from history.db import open_read
-from scripts.make_synthetic_history import main as make_synthetic
+from attnwatch.history.store.db import open_read
+from attnwatch.scripts.make_synthetic_history import main as make_synthetic
 
 
 def test_synthetic_history_is_labelled_and_has_planted_steps(db_path, capsys):

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 import duckdb
 import pytest
 
-from ci.cli import main as cli_main
-from history.db import open_read, open_write, schema_version, upgrade
-from history.errors import HistoryNotFoundError, LockTimeoutError
-from history.migrations import code_schema_version
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store.db import open_read, open_write, schema_version, upgrade
+from attnwatch.history.errors import HistoryNotFoundError, LockTimeoutError
+from attnwatch.history.store.migrations import code_schema_version
 from old_history import history_at_version
 from test_app_pages import open_page, texts
 

@@ -1,7 +1,8 @@
 """The direction of imports and the absence of import circles, read from the source with `ast`
 (docs/design.md, "Layers and the direction of imports"): kernels/ and history/ import nothing
-else of the project, app/ only history/, ci/ kernels/ and history/; no package imports a
-module of its own in a circle. scripts/import_graph.py is the checker; the planted trees below
+else of the project, app/ only history/, ci/ kernels/ and history/ (outside its command line only
+history's pure part); history's roles keep their order; every import names `attnwatch.`; no
+package imports a module of its own in a circle. scripts/import_graph.py is the checker; the planted trees below
 show that it catches each kind of break, lazy imports included."""
 
 from __future__ import annotations
@@ -48,14 +49,19 @@ def test_no_package_has_an_import_cycle(graph, package):
 
 
 @pytest.mark.parametrize(("path", "text", "target"), [
-    ("kernels/a.py", "from ci import cli\n", "ci"),
-    ("kernels/a.py", "def f():\n    import history.db\n", "history.db"),
-    ("history/a.py", "from kernels.cases import Case\n", "kernels.cases"),
-    ("history/a.py", "from app import ui\n", "app"),
-    ("app/a.py", "import kernels\n", "kernels"),
-    ("app/a.py", "from ci.compare import stats\n", "ci.compare"),
-    ("ci/a.py", "from app.data import store\n", "app.data"),
-    ("ci/a.py", "from scripts import tool\n", "scripts"),
+    ("kernels/a.py", "from attnwatch.ci import cli\n", "ci"),
+    ("kernels/a.py", "def f():\n    import attnwatch.history.store.db\n", "history.store.db"),
+    ("kernels/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),  # itself, not relatively
+    ("history/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),
+    ("history/a.py", "from attnwatch.app import ui\n", "app"),
+    ("history/a.py", "from history.errors import HistoryError\n", "history.errors"),  # no attnwatch prefix
+    ("history/contract/a.py", "from attnwatch.history.store import db\n", "history.store"),  # the pure part, on the store
+    ("history/sql/a.py", "from attnwatch.history.detection import scan\n", "history.detection"),
+    ("app/a.py", "import attnwatch.kernels\n", "kernels"),
+    ("app/a.py", "from attnwatch.ci.compare import stats\n", "ci.compare"),
+    ("ci/a.py", "from attnwatch.app.data import store\n", "app.data"),
+    ("ci/a.py", "from attnwatch.scripts import tool\n", "scripts"),
+    ("ci/compare/a.py", "from attnwatch.history.store.db import connect\n", "history.store.db"),  # outside the CLI
 ])
 def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target):
     root = _tree(tmp_path, {path: text})
@@ -65,22 +71,35 @@ def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target
 
 def test_allowed_imports_are_not_reported(graph, tmp_path):
     root = _tree(tmp_path, {
-        "ci/a.py": "from kernels import registry\nfrom history.db import connect\n",
-        "app/a.py": "from history import sql\nimport streamlit\n",
-        "history/a.py": "from history.db import connect\nfrom . import b\n",
-        "history/b.py": "",
+        "ci/a.py": "from attnwatch.kernels import registry\nfrom attnwatch.history.contract import bundle\n",
+        "ci/commands/b.py": "from attnwatch.history.store.db import connect\n",
+        "app/a.py": "from attnwatch.history import sql\nimport streamlit\n",
+        "history/store/a.py": "from attnwatch.history.contract import bundle\nfrom . import b\n",
+        "history/store/b.py": "",
+        "history/contract/bundle.py": "from attnwatch.history.analysis import statistics\n",
+        "kernels/x.py": "from .cases import Case\n",
+        "tests/t.py": "from attnwatch.history.store.db import connect\n",
     })
     assert graph.layer_violations(root) == []
+
+
+def test_a_bare_project_import_in_tests_or_scripts_is_reported(graph, tmp_path):
+    """A test importing `history.…` would load a second copy of a module the code imports as
+    `attnwatch.history.…`: two classes of every error, two caches."""
+    root = _tree(tmp_path, {"tests/t.py": "from history.errors import HistoryError\n",
+                            "scripts/s.py": "import attnwatch.ci.cli\nfrom kernels import cases\n"})
+    assert sorted((imp.source, imp.target) for imp in graph.layer_violations(root)) == [
+        ("scripts.s", "kernels"), ("tests.t", "history.errors")]
 
 
 def test_a_planted_circle_through_a_lazy_import_is_found(graph, tmp_path):
     """The old kernels/ circle in miniature: the registry loads the variants lazily, a variant
     imports the compiler driver, the driver imports the registry for its record."""
     root = _tree(tmp_path, {
-        "kernels/registry.py": "def load():\n    from kernels import variants\n",
-        "kernels/variants/__init__.py": "from kernels.variants import cuda\n",
-        "kernels/variants/cuda.py": "from kernels.nvcc import compile\n",
-        "kernels/nvcc.py": "from kernels.registry import BuildReport\n",
+        "kernels/registry.py": "def load():\n    from . import variants\n",
+        "kernels/variants/__init__.py": "from . import cuda\n",
+        "kernels/variants/cuda.py": "from ..nvcc import compile\n",
+        "kernels/nvcc.py": "from .registry import BuildReport\n",
         "kernels/shapes.py": "",
     })
     assert graph.cycles(graph.import_graph("kernels", root)) == [
@@ -99,7 +118,7 @@ def test_relative_imports_resolve_to_their_package(graph, tmp_path):
 
 
 def test_the_script_exits_nonzero_on_a_break(graph, tmp_path, capsys):
-    root = _tree(tmp_path, {"history/a.py": "from app import ui\n"})
+    root = _tree(tmp_path, {"history/a.py": "from attnwatch.app import ui\n"})
     assert graph.main(["--root", str(root)]) == 1
     assert "history.a imports app" in capsys.readouterr().out
     assert graph.main([]) == 0

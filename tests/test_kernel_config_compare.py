@@ -5,11 +5,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from ci.comment.render import render_comment
-from ci.compare.analysis import compare_rounds
-from ci.compare.report import load_report, write_report
+from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.compare.analysis import compare_rounds
+from attnwatch.ci.compare.report import load_report, write_report
 from compare_factory import make_report, make_rounds
-from history.detection.thresholds import load_thresholds
+from attnwatch.history.analysis.thresholds import load_thresholds
 
 TRITON_CASE = "sdpa_flash/b4_h16_s1k/fp16/noncausal"  # stands in for a tuned kernel's case
 

@@ -8,7 +8,7 @@ import json
 import duckdb
 
 from bundle_factory import make_bundle
-from history.ingest import ingest_paths
+from attnwatch.history.ingest.write import ingest_paths
 from old_history import history_at_version
 
 

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels import registry
-from kernels.availability import skip_reason
-from kernels.cases import DTYPES, Case
-from kernels.correctness import (
+from attnwatch.kernels import registry
+from attnwatch.kernels.availability import skip_reason
+from attnwatch.kernels.cases import DTYPES, Case
+from attnwatch.kernels.correctness import (
     CheckResult,
     ToleranceFileError,
     UnsupportedCase,
@@ -29,9 +29,9 @@ from kernels.correctness import (
     compare,
     load_tolerances,
 )
-from kernels.inputs import make_inputs, make_output, softmax_scale
-from kernels.registry import Prepared, Variant
-from kernels.shapes import SHAPES, adhoc_shape, shape_set
+from attnwatch.kernels.inputs import make_inputs, make_output, softmax_scale
+from attnwatch.kernels.registry import Prepared, Variant
+from attnwatch.kernels.shapes import SHAPES, adhoc_shape, shape_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")

@@ -7,14 +7,20 @@ import math
 import pytest
 import torch
 
-from kernels import availability as availability_module
-from kernels.availability import availability, capabilities, device_summary, runnable_device, skip_reason
-from kernels.cases import Case
-from kernels.inputs import input_profile, make_inputs, make_output, softmax_scale
-from kernels.reference import reference_attention
-from kernels.registry import Prepared, Variant, get
-from kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
-from kernels.variants.sdpa import backend_ops
+from attnwatch.kernels import availability as availability_module
+from attnwatch.kernels.availability import (
+    availability,
+    capabilities,
+    device_summary,
+    runnable_device,
+    skip_reason,
+)
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.inputs import input_profile, make_inputs, make_output, softmax_scale
+from attnwatch.kernels.reference import reference_attention
+from attnwatch.kernels.registry import Prepared, Variant, get
+from attnwatch.kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
+from attnwatch.kernels.variants.sdpa import backend_ops
 
 CPU = torch.device("cpu")
 PINNED = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",

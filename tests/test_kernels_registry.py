@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from kernels import registry
-from kernels.availability import KNOWN_NEEDS, availability
-from kernels.cases import DTYPES, Case
-from kernels.registry import FAMILIES, Prepared, Variant
-from kernels.shapes import SHAPES, adhoc_shape
+from attnwatch.kernels import registry
+from attnwatch.kernels.availability import KNOWN_NEEDS, availability
+from attnwatch.kernels.cases import DTYPES, Case
+from attnwatch.kernels.registry import FAMILIES, Prepared, Variant
+from attnwatch.kernels.shapes import SHAPES, adhoc_shape
 
 VARIANTS_DIR = Path(registry.__file__).with_name("variants")
 
@@ -33,7 +33,7 @@ def _listed_modules() -> set[str]:
     tree = ast.parse((VARIANTS_DIR / "__init__.py").read_text(encoding="utf-8"))
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "kernels.variants":
+        if isinstance(node, ast.ImportFrom) and node.module == "attnwatch.kernels.variants":
             names.update(alias.name for alias in node.names)
     return names
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from ci.ncu.metrics import metric_specs, metrics_argument
-from ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv, parse_number
+from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
+from attnwatch.ci.ncu.metrics import metric_specs, metrics_argument
+from attnwatch.ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv, parse_number
 
 RAW = "ncu/h200_raw_sdpa_flash_3op.csv"
 DETAILS = "ncu/h200_details_full_sdpa_flash.csv"

@@ -14,11 +14,11 @@ import pytest
 
 import stand_in_ncu  # tests/ helper
 
-from ci.ncu.profile import profile_cases
-from history.bundle import NCU_FILE, NCU_RAW_FILE
-from history.bundle_writer import write_ncu_files
-from kernels.cases import Case
-from kernels.shapes import SHAPES
+from attnwatch.ci.ncu.profile import profile_cases
+from attnwatch.history.contract.bundle import NCU_FILE, NCU_RAW_FILE
+from attnwatch.history.contract.bundle_writer import write_ncu_files
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import SHAPES
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_profiles_each_variant_and_attributes_kernels_to_cases(fake_ncu, tmp_pat
     assert sdpa.duration_us == pytest.approx(43.68)
     # derived from the case's own FLOPs and the measured fp16 ceiling
     assert sdpa.achieved_tflops == pytest.approx(4 * 4 * 16 * 1024 * 1024 * 64 / 43.68e-6 / 1e12)
-    assert sdpa.peak_tflops == pytest.approx(666.5904706742397)  # history/ceilings.toml, H200 fp16 GEMM
+    assert sdpa.peak_tflops == pytest.approx(666.5904706742397)  # history/analysis/ceilings.toml, H200 fp16 GEMM
     assert sdpa.pct_of_peak == pytest.approx(100 * sdpa.achieved_tflops / 666.5904706742397)
     assert len([r for r in profile.kernel_rows if r.case_id.startswith("torch_3op")]) == 4
 
@@ -92,7 +92,7 @@ def test_one_failing_case_costs_only_itself(fake_ncu, tmp_path, monkeypatch):
 
 
 def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_path, capsys):
-    from ci.cli import main
+    from attnwatch.ci.cli import main
 
     out = tmp_path / "ncu-out"
     code = main(["ncu", "--shapes", "main", "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no",
@@ -108,7 +108,7 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
 
 
 def test_ncu_command_refuses_an_empty_selection(tmp_path, capsys):
-    from ci.cli import main
+    from attnwatch.ci.cli import main
 
     code = main(["ncu", "--shapes", "main", "--variants", "sdpa", "--cases", "nothing/*", "--out", str(tmp_path)])
     assert code == 2

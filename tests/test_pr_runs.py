@@ -1,5 +1,5 @@
 """A pull request's compare rounds stored as pull-request runs (ci/pr_runs.py,
-history/pull_request_runs.py, `attnwatch ingest --pull-request`), on real DuckDB files: the labels
+history/contract/pull_request_runs.py, `attnwatch ingest --pull-request`), on real DuckDB files: the labels
 come from the trusted caller, never from the PR-written manifests, and the comment's dashboard
 link opens exactly the runs that were stored."""
 
@@ -12,10 +12,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from ci.pr_runs import SourceRun, dashboard_link, run_id_for
-from history.db import open_read
-from history.ingest import ingest_paths
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.ci.pr_runs import SourceRun, dashboard_link, run_id_for
+from attnwatch.history.store.db import open_read
+from attnwatch.history.ingest.write import ingest_paths
 
 HEAD = "c" * 40
 MERGE_BASE = "b" * 40
@@ -130,7 +130,7 @@ def test_a_round_holding_a_symbolic_link_is_refused(tmp_path, with_main, capsys)
 @pytest.mark.parametrize("bound", ["max_rounds_per_side", "max_entries", "max_total_bytes"])
 def test_an_artifact_past_the_bounds_is_refused_before_reading(tmp_path, with_main, capsys, monkeypatch, bound):
     """The bounds are data (ci/pr_ingest_limits.toml); here lowered so that 2 rounds pass them."""
-    from ci import pr_runs
+    from attnwatch.ci import pr_runs
 
     out = _compare_out(tmp_path / "compare", rounds=2)
     size = sum(f.stat().st_size for f in (out / "bundles").rglob("*") if f.is_file())
@@ -147,8 +147,8 @@ def test_an_artifact_past_the_bounds_is_refused_before_reading(tmp_path, with_ma
 
 
 def test_the_shipped_bounds_take_what_compare_writes():
-    from ci.pr_runs import ingest_limits
-    from ci.run_config import compare_setting
+    from attnwatch.ci.pr_runs import ingest_limits
+    from attnwatch.ci.run_config import compare_setting
 
     limits = ingest_limits()
     assert limits["max_rounds_per_side"] >= 4 * compare_setting("max_rounds")

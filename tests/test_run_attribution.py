@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
-from ci.plan import plan_cases
-from ci.run_config import timing_config
-from ci.runner import RunOptions, execute_suite
-from history.validate import load_bundle
-from kernels.shapes import SHAPES
+from attnwatch.ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.history.contract.validate import load_bundle
+from attnwatch.kernels.shapes import SHAPES
 
 # child processes and their isolated re-runs; the logs a lossy run keeps are removed after
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("remove_kept_run_dirs")]
@@ -70,8 +70,8 @@ def test_a_crash_only_after_another_case_is_not_attributed(tmp_path):
 
 
 def test_diagnose_runs_children_with_launch_blocking_and_stays_out_of_the_history(tmp_path, capsys, monkeypatch):
-    from ci.cli import main
-    from ci.runner import _child_env
+    from attnwatch.ci.cli import main
+    from attnwatch.ci.runner import _child_env
 
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     options = RunOptions(shape_set="cpu", device_kind="cpu", timing=timing_config("cpu"), diagnose=True)

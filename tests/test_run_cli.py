@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from ci.cli import main
-from history.validate import load_bundle
+from attnwatch.ci.cli import main
+from attnwatch.history.contract.validate import load_bundle
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +141,7 @@ def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
     copy = tmp_path / "copy"
     for package in ("ci", "history", "kernels"):
         shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "ci.cli", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
+    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
                            "--ingest", "--out", str(tmp_path / "b")],
                           cwd=copy, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
                           capture_output=True, text=True, timeout=120)

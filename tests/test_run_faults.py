@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ci.plan import plan_cases
-from ci.run_config import timing_config
-from ci.runner import RunOptions, execute_suite
-from history.validate import load_bundle
-from kernels.shapes import SHAPES
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.history.contract.validate import load_bundle
+from attnwatch.kernels.shapes import SHAPES
 
 # child processes, deliberate crashes and an 8 s hang; the logs a lossy run keeps are removed after
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("remove_kept_run_dirs")]

@@ -22,14 +22,14 @@ import pytest
 
 import stand_in_ncu as stand_in  # tests/ helper
 
-from ci.ncu.profile import DEADLINE_ERROR, profile_cases
-from ci.plan import plan_cases
-from ci.run_config import timing_config
-from ci.runner import RunOptions, execute_suite
-from ci.summary import format_ncu_line
-from history.validate import load_bundle
-from kernels.cases import Case
-from kernels.shapes import SHAPES
+from attnwatch.ci.ncu.profile import DEADLINE_ERROR, profile_cases
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.summary import format_ncu_line
+from attnwatch.history.contract.validate import load_bundle
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import SHAPES
 
 pytestmark = pytest.mark.slow  # child processes and a profiler that hangs until stopped
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from ci.plan import plan_cases
-from ci.suite_state import SuiteState, describe_exit
-from kernels.shapes import SHAPES
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.suite_state import SuiteState, describe_exit
+from attnwatch.kernels.shapes import SHAPES
 
 
 def _state(variants=("sdpa", "cuda_wmma")) -> SuiteState:
@@ -86,7 +86,7 @@ def test_describe_exit():
 
 
 def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
-    from ci.progress import Progress
+    from attnwatch.ci.progress import Progress
 
     s = _state(("sdpa",))
     p = Progress(2, enabled=True, plain=True)
@@ -106,7 +106,7 @@ def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
 
 
 def test_summary_calls_out_caps_throttling_and_correctness():
-    from ci.summary import format_summary
+    from attnwatch.ci.summary import format_summary
 
     s = _state(("sdpa", "cuda_wmma"))
     for cid, converged, throttled in (("sdpa/h100_small/fp16/noncausal", True, 0), ("cuda_wmma/h100_small/fp16/noncausal", False, 30)):

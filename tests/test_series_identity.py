@@ -1,7 +1,7 @@
 """What a series is keyed by cannot be forged: a run of another repository is refused (a setting
 names the repository, the history records it with its runs), and names that only look like
 another (Cyrillic, fullwidth, invisible, bidirectional, no-break space) are refused with the file
-and field, by the reader and by the writer alike (history/names.py)."""
+and field, by the reader and by the writer alike (history/contract/names.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from history.db import open_read
-from history.errors import BundleError
-from history.ingest import ingest_paths
-from history.names import CASE_ID, LABEL, NAME, name_problem
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.history.store.db import open_read
+from attnwatch.history.errors import BundleError
+from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.contract.names import CASE_ID, LABEL, NAME, name_problem
 
 LOOKALIKES = {
     "cyrillic": "\u0455dpa",  # ѕdpa
@@ -42,9 +42,9 @@ def _edit_json(path: Path, edit) -> None:
 # --- names ---------------------------------------------------------------------------------------
 
 def test_every_shipped_name_fits_the_rule():
-    from kernels.cases import case_id
-    from kernels.registry import all_variants
-    from kernels.shapes import SHAPES
+    from attnwatch.kernels.cases import case_id
+    from attnwatch.kernels.registry import all_variants
+    from attnwatch.kernels.shapes import SHAPES
 
     variants = [v.name for v in all_variants()]
     assert variants and all(name_problem(v, NAME) is None for v in variants)
@@ -144,8 +144,8 @@ def test_a_first_ingest_must_agree_with_itself(tmp_path, db_path):
 
 
 def test_a_history_of_several_repositories_asks_for_the_setting(tmp_path, db_path):
-    from history.db import open_write
-    from history.repository import RepositoryError
+    from attnwatch.history.store.db import open_write
+    from attnwatch.history.contract.repository import RepositoryError
 
     ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
     ingest_paths(db_path, [make_bundle(tmp_path / "b", run_id="b", seed=2)])

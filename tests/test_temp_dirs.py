@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from history.temp_dirs import mark_kept, owned_temp_dir, sweep_stale
+from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir, sweep_stale
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 HOLD = "import sys, time\nprint({expr}, flush=True)\ntime.sleep(120)\n"

@@ -8,14 +8,14 @@ import math
 
 import pytest
 
-from ci.journal import JournalReader, JournalWriter
-from ci.run_config import TimingConfig, default_dtypes, timing_config
-from ci.plan import PlannedCase
-from ci.timing.derived import apply_gaps, case_timing
-from ci.timing.engine import RawMeasurement, Subject, measure_interleaved
-from ci.timing.gpu_state import NullMonitor, decode_reasons, is_throttling
-from ci.timing.timers import CpuWallTimer, NoFlush
-from history.bundle import CaseTiming
+from attnwatch.ci.journal import JournalReader, JournalWriter
+from attnwatch.ci.run_config import TimingConfig, default_dtypes, timing_config
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.ci.timing.derived import apply_gaps, case_timing
+from attnwatch.ci.timing.engine import RawMeasurement, Subject, measure_interleaved
+from attnwatch.ci.timing.gpu_state import NullMonitor, decode_reasons, is_throttling
+from attnwatch.ci.timing.timers import CpuWallTimer, NoFlush
+from attnwatch.history.contract.bundle import CaseTiming
 
 
 class ReplayTimer:
@@ -137,7 +137,7 @@ def test_a_raising_subject_is_dropped_others_continue():
 
 
 def test_fatal_errors_propagate_with_their_subject():
-    from ci.timing.engine import SubjectFailed
+    from attnwatch.ci.timing.engine import SubjectFailed
 
     def poisoned():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
@@ -199,7 +199,7 @@ def test_cpu_wall_timer_measures_real_time():
 
 
 def test_guard_policy_grows_past_the_host_enqueue_time_and_bounds_retries():
-    from ci.timing.timers import GuardPolicy
+    from attnwatch.ci.timing.timers import GuardPolicy
 
     policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=3)
     assert policy.guard_us() == 1000.0
@@ -217,7 +217,7 @@ def test_guard_policy_grows_past_the_host_enqueue_time_and_bounds_retries():
 
 
 def test_guard_policy_shrinks_back_to_what_the_subject_needs():
-    from ci.timing.timers import GuardPolicy
+    from attnwatch.ci.timing.timers import GuardPolicy
 
     policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4, floor_us=200.0, window=8)
     policy.after_block(covered=False, enqueue_us=8000.0, attempt=0)  # one slow enqueue (a first call)
@@ -233,7 +233,7 @@ def test_guard_policy_shrinks_back_to_what_the_subject_needs():
 
 
 def test_guard_policy_sizes_from_first_attempts_not_from_retimings():
-    from ci.timing.timers import GuardPolicy
+    from attnwatch.ci.timing.timers import GuardPolicy
 
     # A block's first attempt follows another subject's block and enqueues in 600 µs; its
     # immediate re-timing, warm, in 200 µs. Sized from the re-timing (400 µs), every first
@@ -248,7 +248,7 @@ def test_guard_policy_sizes_from_first_attempts_not_from_retimings():
 
 
 def test_guard_policy_keeps_one_guard_per_subject():
-    from ci.timing.timers import GuardPolicy
+    from attnwatch.ci.timing.timers import GuardPolicy
 
     policy = GuardPolicy(initial_us=1000.0, growth=2.0, max_us=50_000.0, max_attempts=4)
     # sdpa_math's many ops take 5 ms to enqueue; a one-kernel case beside it takes 100 µs.

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from ci.plan import plan_cases
-from ci.run_config import timing_config
-from ci.runner import RunOptions, execute_suite
-from ci.timing.engine import Subject, measure_interleaved, warm_up
-from ci.timing.gpu_state import NvmlMonitor
-from ci.timing.graphs import graph_replay_us
-from ci.timing.timers import CudaEventTimer, L2Flusher
-from kernels.shapes import SHAPES
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+from attnwatch.ci.timing.gpu_state import NvmlMonitor
+from attnwatch.ci.timing.graphs import graph_replay_us
+from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
+from attnwatch.kernels.shapes import SHAPES
 
 FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 

@@ -11,15 +11,15 @@ import json
 
 import pytest
 
-from ci.run_config import timing_config
-from ci.plan import PlannedCase
-from ci.timing.derived import case_timing
-from ci.timing.engine import Subject, measure_interleaved
-from ci.timing.gpu_state import NullMonitor
-from ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
-from history.bundle import CaseTiming
-from history.errors import BundleError
-from history.pytest_benchmark_import import parse_case_timing
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.ci.timing.derived import case_timing
+from attnwatch.ci.timing.engine import Subject, measure_interleaved
+from attnwatch.ci.timing.gpu_state import NullMonitor
+from attnwatch.ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
+from attnwatch.history.contract.bundle import CaseTiming
+from attnwatch.history.errors import BundleError
+from attnwatch.history.contract.pytest_benchmark_import import parse_case_timing
 
 
 class ScriptedGuardTimer:
@@ -91,10 +91,10 @@ def test_case_timing_carries_the_guard_counts_through_the_bundle_contract():
 
 
 def test_summary_warns_about_uncovered_blocks():
-    from ci.plan import plan_cases
-    from ci.suite_state import SuiteState
-    from ci.summary import format_summary
-    from kernels.shapes import SHAPES
+    from attnwatch.ci.plan import plan_cases
+    from attnwatch.ci.suite_state import SuiteState
+    from attnwatch.ci.summary import format_summary
+    from attnwatch.kernels.shapes import SHAPES
 
     state = SuiteState(plan_cases(["sdpa", "cuda_wmma"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, uncovered in (("sdpa/h100_small/fp16/noncausal", 0), ("cuda_wmma/h100_small/fp16/noncausal", 3)):
@@ -115,8 +115,8 @@ def test_summary_warns_about_uncovered_blocks():
 
 def test_guard_counts_land_in_the_history(tmp_path, db_path):
     from bundle_factory import make_bundle
-    from history.db import open_read
-    from history.ingest import ingest_paths
+    from attnwatch.history.store.db import open_read
+    from attnwatch.history.ingest.write import ingest_paths
 
     bundle = make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=20)
     path = bundle / "benchmark.json"
@@ -146,7 +146,7 @@ def test_migration_004_adds_the_columns_to_a_history_at_version_3(tmp_path, db_p
 
     import duckdb
 
-    from history.migrations import MIGRATIONS_DIR, migrate
+    from attnwatch.history.store.migrations import MIGRATIONS_DIR, migrate
 
     early = tmp_path / "migrations"
     early.mkdir()
@@ -167,7 +167,7 @@ def test_migration_004_adds_the_columns_to_a_history_at_version_3(tmp_path, db_p
 
 
 def test_gpu_check_reports_guard_totals_per_run_and_none_for_cpu_timing():
-    from scripts.gpu_check import guard_totals
+    from attnwatch.scripts.gpu_check import guard_totals
 
     timings = {"a": {"guard_retimed_blocks": 2, "guard_uncovered_blocks": 1},
                "b": {"guard_retimed_blocks": 3, "guard_uncovered_blocks": 0}}

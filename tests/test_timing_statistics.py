@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from history.statistics import bootstrap_median_ratio, coefficient_of_variation, summarize
+from attnwatch.history.analysis.statistics import bootstrap_median_ratio, coefficient_of_variation, summarize
 
 
 @pytest.fixture(scope="module")

@@ -16,13 +16,21 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from kernels.shapes import shape_set
-from kernels.triton import tuner
-from kernels.triton.choices import (
-    CHOICES_FILE, HEADER, ChoiceTable, Recorded, Tuning, load_choices, merged, parse_choices, problem_id,
+from attnwatch.kernels.shapes import shape_set
+from attnwatch.kernels.triton import tuner
+from attnwatch.kernels.triton.choices import (
+    CHOICES_FILE,
+    HEADER,
+    ChoiceTable,
+    Recorded,
+    Tuning,
+    load_choices,
+    merged,
+    parse_choices,
+    problem_id,
     render_choices,
 )
-from kernels.triton.configs import ConfigError, load_table, runs_exactly
+from attnwatch.kernels.triton.configs import ConfigError, load_table, runs_exactly
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 H200 = "NVIDIA H200"
@@ -140,7 +148,7 @@ def test_rendered_table_reads_back_the_same_in_a_stable_order(tmp_path):
 
 
 def test_the_tuning_job_applies_the_tuners_rule_to_its_medians(tmp_path):
-    from scripts.tune_choices import write_choices
+    from attnwatch.scripts.tune_choices import write_choices
 
     def case(shape_id, b, h, s, d, causal, medians):
         return {"case": f"triton_fa2/{shape_id}/fp16/{'causal' if causal else 'noncausal'}",
@@ -165,7 +173,7 @@ def test_the_tuning_job_applies_the_tuners_rule_to_its_medians(tmp_path):
 
 
 def test_the_recorded_job_line_names_no_machine_folder():
-    from scripts.tune_triton import recorded_args
+    from attnwatch.scripts.tune_triton import recorded_args
 
     assert recorded_args(["--shapes", "main", "--out", "/somewhere/out", "--out=/x", "--write-choices"]) == \
         "--shapes main --write-choices"
@@ -174,11 +182,11 @@ def test_the_recorded_job_line_names_no_machine_folder():
 
 def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     """CaseSetup keeps what Prepared said; case_timing stores it (worker and compare server alike)."""
-    from ci.suites.case_setup import CaseSetup
-    from ci.timing.derived import case_timing
-    from ci.timing.engine import RawMeasurement
-    from kernels.shapes import adhoc_shape
-    from kernels.variant import Prepared
+    from attnwatch.ci.suites.case_setup import CaseSetup
+    from attnwatch.ci.timing.derived import case_timing
+    from attnwatch.ci.timing.engine import RawMeasurement
+    from attnwatch.kernels.shapes import adhoc_shape
+    from attnwatch.kernels.variant import Prepared
 
     variant = SimpleNamespace(prepare=lambda case, device, seed: Prepared(
         fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"))
@@ -186,7 +194,7 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16))
     setup.prepare_rotation(variant, None, planned, 0)
     assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
-    from ci.plan import PlannedCase
+    from attnwatch.ci.plan import PlannedCase
 
     case = PlannedCase(variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16",
                        causal=False)
@@ -196,10 +204,10 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
 
 
 def test_the_run_summary_names_cases_tuned_in_the_process():
-    from ci.plan import plan_cases
-    from ci.suite_state import SuiteState
-    from ci.summary import format_summary
-    from kernels.shapes import SHAPES
+    from attnwatch.ci.plan import plan_cases
+    from attnwatch.ci.suite_state import SuiteState
+    from attnwatch.ci.summary import format_summary
+    from attnwatch.kernels.shapes import SHAPES
 
     state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),

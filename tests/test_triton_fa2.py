@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kernels.cases import Case
-from kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
-from kernels.triton.configs import ConfigError, load_table, parse_table, runs_exactly
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
+from attnwatch.kernels.triton.configs import ConfigError, load_table, parse_table, runs_exactly
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,10 +59,10 @@ def _interpreter_worker(cases) -> dict:
     prepare (or an explicit config), output poisoned with NaN before each of two calls."""
     import torch
 
-    from kernels.reference import reference_attention
-    from kernels.triton.configs import BlockConfig
-    from kernels.triton.fa2_fwd import make_launcher
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.reference import reference_attention
+    from attnwatch.kernels.triton.configs import BlockConfig
+    from attnwatch.kernels.triton.fa2_fwd import make_launcher
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     extra = {
         "m16_n64_narrow": BlockConfig("m16_n64_narrow", 16, 64, 4, 2, False, False, "test"),
@@ -207,7 +207,7 @@ def test_missing_or_bad_tie_margin_is_refused():
 
 
 def test_pick_prefers_the_listed_order_within_the_tie_margin():
-    from kernels.triton.tuner import Trial, pick
+    from attnwatch.kernels.triton.tuner import Trial, pick
 
     trials = [Trial("first", 101.5), Trial("broken", error="OutOfResources"), Trial("second", 100.0)]
     assert pick(trials, 0.02).config == "first"  # 1.5% slower: a tie, the preferred one stays
@@ -216,7 +216,7 @@ def test_pick_prefers_the_listed_order_within_the_tie_margin():
 
 
 def test_pick_fails_loudly_when_every_candidate_failed():
-    from kernels.triton.tuner import Trial, pick
+    from attnwatch.kernels.triton.tuner import Trial, pick
 
     with pytest.raises(RuntimeError, match="every candidate configuration failed.*boom"):
         pick([Trial("a", error="boom")], 0.02)
@@ -232,7 +232,7 @@ def test_longer_sequences_than_any_bucket_use_the_longest_bucket():
 # ---- the variant's declarations --------------------------------------------------------------
 
 def test_variant_is_registered_with_its_needs():
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     assert TRITON_FA2.name == "triton_fa2" and TRITON_FA2.family == "triton"
     assert TRITON_FA2.needs == frozenset({"triton"})
@@ -245,14 +245,14 @@ def test_variant_is_registered_with_its_needs():
     (Shape("many_heads", 1100, 64, 128, 64), "fp16", "grid's y limit"),
 ])
 def test_unsupported_cases_say_why(shape, dtype, expected):
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     reason = TRITON_FA2.unsupported(Case("triton_fa2", shape, dtype, False))
     assert reason and expected in reason
 
 
 def test_interpreter_declares_large_shapes_unsupported(monkeypatch):
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert "TRITON_INTERPRET=1" in TRITON_FA2.unsupported(Case("triton_fa2", SHAPES["b4_h16_s1k"], "fp16", True))
@@ -264,7 +264,7 @@ def test_interpreter_declares_large_shapes_unsupported(monkeypatch):
 def test_launcher_refuses_a_descriptor_config_that_would_cross_heads():
     import torch
 
-    from kernels.triton.fa2_fwd import make_launcher
+    from attnwatch.kernels.triton.fa2_fwd import make_launcher
 
     table = load_table()
     q = torch.zeros(1, 1, 100, 64, dtype=torch.float16)
@@ -281,7 +281,7 @@ def test_launcher_refuses_a_descriptor_config_that_would_cross_heads():
 def test_tuning_script_checks_then_times_and_writes_its_record(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "scripts.tune_triton", "--dry-run", "--only",
+        [sys.executable, "-m", "attnwatch.scripts.tune_triton", "--dry-run", "--only",
          "m64_n64_w4_s3,m64_n64_w4_s3_tma", "--dtypes", "fp16", "--rounds", "2", "--workers", "1",
          "--out", str(tmp_path)],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
@@ -312,8 +312,8 @@ GPU_SHAPES = list(shape_set("main")) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(
 def test_gpu_tuned_kernel_matches_reference(shape, dtype, causal):
     import torch
 
-    from kernels.reference import reference_attention
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.reference import reference_attention
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     case = Case("triton_fa2", shape, dtype, causal)
     prepared = TRITON_FA2.prepare(case, torch.device("cuda"), 3)
@@ -332,7 +332,7 @@ def test_gpu_tuned_kernel_matches_reference(shape, dtype, causal):
 
 @pytest.mark.gpu
 def test_gpu_build_reports_compiler_resources():
-    from kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
     report = TRITON_FA2.build()
     assert report.ok, report.error

@@ -14,14 +14,14 @@ import pytest
 from markdown_it import MarkdownIt
 
 from bundle_factory import make_bundle
-from ci.cli import main as cli_main
-from ci.comment.render import render_comment
-from ci.compare.report import write_report
-from ci.ncu.parse import NcuParseError, parse_ncu_csv
+from attnwatch.ci.cli import main as cli_main
+from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.compare.report import write_report
+from attnwatch.ci.ncu.parse import NcuParseError, parse_ncu_csv
 from compare_factory import make_report
 from github_stub import GitHubStub, StubState
-from history.db import open_read
-from history.ingest import ingest_paths
+from attnwatch.history.store.db import open_read
+from attnwatch.history.ingest.write import ingest_paths
 
 NCU_DATA = Path(__file__).resolve().parent / "data" / "ncu"
 RAW = "h200_raw_sdpa_flash_3op.csv"
@@ -184,8 +184,8 @@ def test_a_bundle_whose_ncu_csv_the_parser_refuses_is_refused_at_ingest(tmp_path
 
 def test_joined_ncu_tables_are_ingested_and_the_writer_refuses_a_cut_one(tmp_path, db_path):
     """A pass over two variants joins two `ncu --import` outputs; each is read as a whole table."""
-    from history.bundle_writer import NcuFiles, write_ncu_files
-    from history.errors import BundleError
+    from attnwatch.history.contract.bundle_writer import NcuFiles, write_ncu_files
+    from attnwatch.history.errors import BundleError
 
     text = (NCU_DATA / RAW).read_text()
     bundle = make_bundle(tmp_path / "bundle", run_id="ncu-joined", with_ncu=True)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import sys
 import types
 
-from ci.workers.server import forget_tuned_choices
+from attnwatch.ci.workers.server import forget_tuned_choices
 
 
 def test_a_round_start_empties_the_triton_tuners_choices():
-    from kernels.triton import tuner
+    from attnwatch.kernels.triton import tuner
 
     tuner._CACHE[((1, 2, 64, 64), False, "torch.float16", "cuda:0", False)] = "a choice"
     forget_tuned_choices()
@@ -21,7 +21,7 @@ def test_a_round_start_empties_the_triton_tuners_choices():
 def test_the_next_choice_is_tuned_again(monkeypatch):
     import torch
 
-    from kernels.triton import tuner
+    from attnwatch.kernels.triton import tuner
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     q = torch.zeros(1, 1, 16, 16)
@@ -32,14 +32,14 @@ def test_the_next_choice_is_tuned_again(monkeypatch):
 
 
 def test_a_base_revision_whose_tuner_cannot_forget_keeps_its_choices(monkeypatch):
-    old = types.ModuleType("kernels.triton.tuner")
+    old = types.ModuleType("attnwatch.kernels.triton.tuner")
     old._CACHE = {"problem": "choice"}
-    monkeypatch.setitem(sys.modules, "kernels.triton.tuner", old)
+    monkeypatch.setitem(sys.modules, "attnwatch.kernels.triton.tuner", old)
     forget_tuned_choices()  # no error: that revision simply tunes once per process
     assert old._CACHE == {"problem": "choice"}
 
 
 def test_nothing_is_imported_for_a_side_that_never_used_the_tuner(monkeypatch):
-    monkeypatch.delitem(sys.modules, "kernels.triton.tuner", raising=False)
+    monkeypatch.delitem(sys.modules, "attnwatch.kernels.triton.tuner", raising=False)
     forget_tuned_choices()
-    assert "kernels.triton.tuner" not in sys.modules
+    assert "attnwatch.kernels.triton.tuner" not in sys.modules

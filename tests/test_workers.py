@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from ci.plan import RunPlan, plan_cases
-from ci.run_config import timing_config
-from ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec
-from ci.workers.protocol import MAX_MESSAGE_BYTES, ChannelClosed, ProtocolError, Reader, encode, send
-from kernels.shapes import SHAPES
+from attnwatch.ci.plan import RunPlan, plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec
+from attnwatch.ci.workers.protocol import (
+    MAX_MESSAGE_BYTES,
+    ChannelClosed,
+    ProtocolError,
+    Reader,
+    encode,
+    send,
+)
+from attnwatch.kernels.shapes import SHAPES
 
 FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
+from attnwatch.ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"

@@ -8,8 +8,8 @@ from dataclasses import asdict
 
 import pandas as pd
 
-from app.data.store import Source, cached_query
-from history import alerts as history_alerts
+from attnwatch.app.data.store import Source, cached_query
+from attnwatch.history.detection import alerts as history_alerts
 
 STATUSES = history_alerts.STATUSES
 KINDS = history_alerts.KINDS

@@ -20,10 +20,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from app.data import quality
-from app.data.store import Source, cached_query, read_frame
-from history.detection.ab import ABInterval, hierarchical_intervals, verdict
-from history.detection.thresholds import load_thresholds
+from attnwatch.app.data import quality
+from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.history.analysis.ab import ABInterval, hierarchical_intervals, verdict
+from attnwatch.history.analysis.thresholds import load_thresholds
 
 RESAMPLES = 2000  # as CI's A/B intervals
 SEED = 0  # fixed: the same pair of runs always gets the same intervals

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.data.store import Source, cached_query, read_frame
+from attnwatch.app.data.store import Source, cached_query, read_frame
 
 # Variants a trend shows by default when they were measured (the baseline and the team's fused
 # kernels), before any other; the focus case's own variant always comes first.

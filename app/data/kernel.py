@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.data.store import Source, cached_query, read_frame
-from app.data.trends import with_commit_axis
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.app.data.trends import with_commit_axis
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.data.runs import main_run_before
-from app.data.store import Source, cached_query, read_frame
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data.runs import main_run_before
+from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 # How many recent main runs the sparkline covers.
 SPARKLINE_RUNS = 20

@@ -28,11 +28,11 @@ import math
 
 import pandas as pd
 
-from app.data import compare, quality
-from app.data.store import Source, cached_query, read_frame, read_frames
-from history.detection.thresholds import load_thresholds
-from history.links import case_trend_query, commit_range, relative
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data import compare, quality
+from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.links import case_trend_query, commit_range, relative
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 NO_SAMPLES = "ratio only (no samples stored)"
 # `section` values, in the order the page shows them: correctness first (as the PR comment),

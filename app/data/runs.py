@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.data.store import HistoryUnavailable, Source, cached_query, read_frame, read_frames
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data.store import HistoryUnavailable, Source, cached_query, read_frame, read_frames
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 # A run is identified to people by its commit and time; these columns describe it everywhere.
 RUN_COLUMNS = """

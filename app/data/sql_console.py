@@ -13,11 +13,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from app.data.store import HistoryUnavailable, Source, cached_query
-from history import sql as history_sql
-from history.errors import HistoryError, QueryError
-from history.sql import UserResult
-from history.sql_guard import public_text
+from attnwatch.app.data.store import HistoryUnavailable, Source, cached_query
+from attnwatch.history.sql import query as history_sql
+from attnwatch.history.errors import HistoryError, QueryError
+from attnwatch.history.sql.query import UserResult
+from attnwatch.history.sql.guard import public_text
 
 EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
 MAX_ROWS = 10_000

@@ -21,10 +21,10 @@ from typing import Any, Callable, Sequence, TypeVar
 import pandas as pd
 import streamlit as st
 
-from history.db import open_read, upgrade
-from history.errors import FaultError, HistoryNotFoundError, SchemaTooNewError
-from history.lake import current_snapshot
-from history.location import HistoryLocation, default_location, parse_location
+from attnwatch.history.store.db import open_read, upgrade
+from attnwatch.history.errors import FaultError, HistoryNotFoundError, SchemaTooNewError
+from attnwatch.history.store.lake import current_snapshot
+from attnwatch.history.store.location import HistoryLocation, default_location, parse_location
 
 # Seconds a cached result may be served even if the signature did not change (belt and braces
 # against a file system with coarse mtimes).

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from app.data.store import Source, cached_query, read_frame
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from app.data.store import Source, cached_query, read_frame
-from app.data.trends import with_commit_axis
-from history.settings import DEFAULT_BRANCH_SQL
+from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.app.data.trends import with_commit_axis
+from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 METRIC_NAMES = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA", "correctness": "correctness"}
 # Metrics of step alerts that have a series in `case_series` (column names from detection).

@@ -6,12 +6,12 @@ an ingest holds the file), so neither side loses anything."""
 
 import streamlit as st
 
-from app import charts, ui
-from app.data import alerts, triage
-from app.url_state import UrlState
-from history.detection.thresholds import load_thresholds
-from history.errors import HistoryError
-from history.links import case_trend_query, relative
+from attnwatch.app import charts, ui
+from attnwatch.app.data import alerts, triage
+from attnwatch.app.url_state import UrlState
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.errors import HistoryError
+from attnwatch.history.links import case_trend_query, relative
 
 # Both tables put what a reader acts on first, sized to fit a 1440 px screen; the rest follows.
 GROUP_COLUMNS = {
@@ -122,7 +122,7 @@ def draw_alert(source, alert) -> None:
                                 float(alert.new_value), band, triage.METRIC_NAMES.get(alert.metric, alert.metric), alert.label)
     st.plotly_chart(figure, key="alerts_step_chart", width="stretch")
     st.caption(f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
-               f"for {ui.md(alert.gpu)} (config/thresholds.toml); a step that leaves it and holds is an alert.")
+               f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert.")
 
 
 def action_form(source, members) -> None:

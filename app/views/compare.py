@@ -5,11 +5,11 @@ as named, or the page says it does not exist (never silently another run)."""
 
 import streamlit as st
 
-from app import ui
-from app.data import compare, defaults, quality, runs, timers
-from app.url_state import UrlState, url_text
-from history.detection.thresholds import load_thresholds
-from history.links import parse_commit_range
+from attnwatch.app import ui
+from attnwatch.app.data import compare, defaults, quality, runs, timers
+from attnwatch.app.url_state import UrlState, url_text
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.links import parse_commit_range
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 

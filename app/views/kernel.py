@@ -5,10 +5,10 @@ case, no DRAM bytes)."""
 
 import streamlit as st
 
-from app import charts, ui
-from app.data import defaults, kernel
-from app.url_state import UrlState
-from history.ceilings import CeilingsError, ceilings, find_ceiling
+from attnwatch.app import charts, ui
+from attnwatch.app.data import defaults, kernel
+from attnwatch.app.url_state import UrlState
+from attnwatch.history.analysis.ceilings import CeilingsError, ceilings, find_ceiling
 
 # The build report's series, one chart per unit: registers and bytes never share an axis.
 BUILD_CHARTS = (
@@ -90,7 +90,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
         measured = sorted({c.gpu for c in ceilings()})
         missing = " or ".join(n for n, c in (("dense GEMM peak", compute), ("DRAM copy bandwidth", memory)) if c is None)
         reasons.append(
-            f"**No ceilings for this GPU**: history/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
+            f"**No ceilings for this GPU**: history/analysis/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
             f"measured so far: {ui.md(', '.join(measured) or 'none')}. Roofs are drawn only from measurements, never from a "
             "datasheet (scripts/measure_ceilings.py prints the entries to add, run on that GPU).")
     if inputs["drawable"] == 0:

@@ -6,10 +6,10 @@ cases that need a look first — and the GPU's open alerts by kind."""
 import numpy as np
 import streamlit as st
 
-from app import ui
-from app.data import defaults, overview, quality, runs, timers
-from app.url_state import UrlState
-from history.detection.thresholds import load_thresholds
+from attnwatch.app import ui
+from attnwatch.app.data import defaults, overview, quality, runs, timers
+from attnwatch.app.url_state import UrlState
+from attnwatch.history.analysis.thresholds import load_thresholds
 
 SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
 TEXT_COLUMNS = ("fastest_backend", "error", "marks")  # an empty cell reads empty, never "None"

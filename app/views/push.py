@@ -10,9 +10,9 @@ not one-line links or canvas grids, which cut their text at the edge."""
 import pandas as pd
 import streamlit as st
 
-from app import ui
-from app.data import push, quality, runs
-from history.links import alert_query
+from attnwatch.app import ui
+from attnwatch.app.data import push, quality, runs
+from attnwatch.history.links import alert_query
 
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
 MAX_ROWS = 60  # case rows drawn per cause; the rest are in the section's table
@@ -202,7 +202,7 @@ def push_page(source, shape):
     main = pairs["main_branch"].iloc[0] if not pairs.empty else runs.default_branch(source)
     st.caption(f"The newest run on {ui.code_span(main)} (the default branch) of every GPU against the run before it. "
                "Verdicts as on Compare: the head/base interval from both runs' samples against the GPU's min_effect "
-               "(config/thresholds.toml).")
+               "(history/analysis/thresholds.toml).")
     gpu_summary(pairs, changes)
     for pair in pairs.itertuples():
         if not pair.correctness_checked and pair.base_run:

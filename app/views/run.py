@@ -5,10 +5,10 @@ found by search, and a run the link names is shown as named (or said not to exis
 
 import streamlit as st
 
-from app import ui
-from app.data import quality, runs, timers
-from app.url_state import UrlState, url_text
-from history.links import compare_query
+from attnwatch.app import ui
+from attnwatch.app.data import quality, runs, timers
+from attnwatch.app.url_state import UrlState, url_text
+from attnwatch.history.links import compare_query
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 

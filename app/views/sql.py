@@ -6,11 +6,11 @@ message, never a traceback."""
 
 import streamlit as st
 
-from app import ui
-from app.data import sql_console
-from app.url_state import url_text
-from history.errors import HistoryError
-from history.sql_guard import public_text
+from attnwatch.app import ui
+from attnwatch.app.data import sql_console
+from attnwatch.app.url_state import url_text
+from attnwatch.history.errors import HistoryError
+from attnwatch.history.sql.guard import public_text
 
 URL_PARAM = "sql"  # history.links.PARAMS
 _URL_SEEN = "_url_seen:sql"

@@ -5,10 +5,10 @@ shows its commit and run time; clicking it opens that run. Every choice is in th
 
 import streamlit as st
 
-from app import charts, ui
-from app.data import defaults, quality, runs, timers, trends
-from app.url_state import UrlState
-from history.links import commit_range, parse_commit_range
+from attnwatch.app import charts, ui
+from attnwatch.app.data import defaults, quality, runs, timers, trends
+from attnwatch.app.url_state import UrlState
+from attnwatch.history.links import commit_range, parse_commit_range
 
 RUNS_RANGE = (10, 1000)
 

@@ -41,8 +41,8 @@ def register(subparsers) -> None:
 
 
 def _list(args) -> int:
-    from history.alerts import AlertFilter, alert_events, list_alerts
-    from history.lake_retry import retrying
+    from attnwatch.history.detection.alerts import AlertFilter, alert_events, list_alerts
+    from attnwatch.history.store.lake_retry import retrying
 
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
     wanted = AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu, metric=args.metric,
@@ -69,7 +69,7 @@ def _list(args) -> int:
 
 def _trend_link(dashboard_url: str | None, alert) -> str | None:
     """The alert's case on its GPU and metric, the step into its commit marked (history.links)."""
-    from history.links import case_trend_query, commit_range, url
+    from attnwatch.history.links import case_trend_query, commit_range, url
 
     if not dashboard_url or not alert.gpu_name:
         return None
@@ -79,7 +79,7 @@ def _trend_link(dashboard_url: str | None, alert) -> str | None:
 
 
 def _ack(args) -> int:
-    from history.alerts import acknowledge
+    from attnwatch.history.detection.alerts import acknowledge
 
     a = acknowledge(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} acknowledged by {a.actor}: {a.note}")
@@ -87,7 +87,7 @@ def _ack(args) -> int:
 
 
 def _resolve(args) -> int:
-    from history.alerts import resolve
+    from attnwatch.history.detection.alerts import resolve
 
     a = resolve(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} resolved by {a.actor}" + (f": {a.note}" if a.note else ""))

@@ -21,12 +21,12 @@ import os
 import sys
 from pathlib import Path
 
-from ci.comment.provenance import Refused, Target, check_report_head, load_event, resolve_target
-from ci.comment.render import MARKER, Links, render_comment, render_short
-from ci.compare.report import load_report
-from ci.errors import UserError
-from ci.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from ci.pr_runs import dashboard_link
+from attnwatch.ci.comment.provenance import Refused, Target, check_report_head, load_event, resolve_target
+from attnwatch.ci.comment.render import MARKER, Links, render_comment, render_short
+from attnwatch.ci.compare.report import load_report
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
+from attnwatch.ci.pr_runs import dashboard_link
 
 
 def register(subparsers) -> None:

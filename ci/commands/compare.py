@@ -7,7 +7,7 @@ Checks the merge base out as a git worktree and measures both sides' kernels wit
 worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
 until its verdict is decided (ci.compare.sequential: the interval of head/base, paired t over
 rounds by default, beyond 1 with the median ratio beyond the GPU's min_effect, or inside
-±min_effect; config/thresholds.toml) or the round cap is reached. Writes under --out every
+±min_effect; history/analysis/thresholds.toml) or the round cap is reached. Writes under --out every
 round of each side as a run bundle, `bundles/<base|head>-round<k>/` (ci/compare/bundles.py; the PR-comment workflow stores them as
 pull-request runs), `compare.json` computed from those bundles as read back by the bundle
 reader (schema-versioned; the PR-comment workflow reads it as untrusted data) and
@@ -22,15 +22,15 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ci.compare.analysis import compare_rounds, noise_warnings
-from ci.compare.report import COMPARE_FILE, CompareReport, write_report
-from ci.compare.rounds import RoundData, read_round
-from ci.compare.table import format_table
-from ci.errors import UserError
-from history.bundle import UNKNOWN_COMMIT
-from history.detection.ab import METHODS
-from history.detection.thresholds import load_thresholds
-from history.validate import SHA_PATTERN
+from attnwatch.ci.compare.analysis import compare_rounds, noise_warnings
+from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_report
+from attnwatch.ci.compare.rounds import RoundData, read_round
+from attnwatch.ci.compare.table import format_table
+from attnwatch.ci.errors import UserError
+from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
+from attnwatch.history.analysis.ab import METHODS
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.contract.validate import SHA_PATTERN
 
 
 def register(subparsers) -> None:
@@ -50,7 +50,7 @@ def register(subparsers) -> None:
                         "(default: ci/run_config.toml [compare.<device>])")
     p.add_argument("--method", choices=METHODS, default="rounds-t",
                    help="interval of head/base: paired t over rounds (default), two-level or pooled bootstrap")
-    p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
+    p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
@@ -69,7 +69,7 @@ def register(subparsers) -> None:
 
 def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
     """(base rounds, head rounds, refs, extra): measure with two warm workers (ci.compare.session)."""
-    from ci.compare.revisions import current_head, merge_base, repo_root, resolve, worktree
+    from attnwatch.ci.compare.revisions import current_head, merge_base, repo_root, resolve, worktree
 
     if args.base_root:
         return _measure_checkout(args, out)
@@ -94,8 +94,8 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
 def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
     """--base-root: the base's kernels are already checked out (no git needed on this host);
     the head is this checkout. Each side's commit is recorded where git can tell it."""
-    from ci.environment import capture_git
-    from ci.runner import REPO_ROOT, resolve_kernels_checkout
+    from attnwatch.ci.environment import capture_git
+    from attnwatch.ci.runner import REPO_ROOT, resolve_kernels_checkout
 
     try:
         base_root = resolve_kernels_checkout(Path(args.base_root))
@@ -120,8 +120,8 @@ def _commit_or_unknown(text: str) -> str:
 
 
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
-    from ci.compare.session import add_ncu, run_session
-    from ci.compare.setup import device_kind, plan_for, session_options
+    from attnwatch.ci.compare.session import add_ncu, run_session
+    from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
 
     cases = plan_for(args)
     kind, gpu = device_kind()

@@ -15,15 +15,15 @@ import os
 import sys
 from pathlib import Path
 
-from ci.errors import UserError
-from ci.port import DEFAULT_HOST, DEFAULT_PORT, parse_port, port_problem
-from ci.process_group import run_in_group
-from history.location import LAKE_PREFIX
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.port import DEFAULT_HOST, DEFAULT_PORT, parse_port, port_problem
+from attnwatch.ci.process_group import run_in_group
+from attnwatch.history.store.location import LAKE_PREFIX
 
 
 def entrypoint() -> Path:
     """The app's entry script, located without importing the app (ci does not depend on it)."""
-    spec = importlib.util.find_spec("app")
+    spec = importlib.util.find_spec("attnwatch.app")
     if spec is None or not spec.submodule_search_locations:
         raise UserError("the `app` package is not installed next to `ci`; reinstall attnwatch")
     return Path(list(spec.submodule_search_locations)[0]) / "streamlit_app.py"
@@ -49,7 +49,7 @@ def streamlit_command(port: int, host: str) -> list[str]:
     listens, so the first visitor does not wait for them. Set here, not in a
     .streamlit/config.toml, so it holds in an installed package whatever the working directory."""
     return [
-        sys.executable, "-m", "app.serve", "run", str(entrypoint()),
+        sys.executable, "-m", "attnwatch.app.serve", "run", str(entrypoint()),
         "--server.port", str(port),
         "--server.address", host,
         "--server.headless", "true",

@@ -7,8 +7,8 @@ data, not a failed command) unless --fail-on-new is given and something new was 
 
 from __future__ import annotations
 
-from ci.errors import UserError
-from history.detection.thresholds import load_thresholds
+from attnwatch.ci.errors import UserError
+from attnwatch.history.analysis.thresholds import load_thresholds
 
 # history.db, history.alerts and the scan need duckdb: imported when the command runs, so the CLI
 # (and `attnwatch compare`) still starts on a GPU runner that has no duckdb installed.
@@ -18,14 +18,14 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("detect", help="find change points and correctness failures on main; record alerts")
     p.add_argument("--gpu", help="only this GPU's series (exact recorded name)")
     p.add_argument("--window", type=int, default=200, help="scan the last N main runs of each series (default 200)")
-    p.add_argument("--thresholds", help="thresholds TOML (default: config/thresholds.toml or $ATTNWATCH_THRESHOLDS)")
+    p.add_argument("--thresholds", help="thresholds TOML (default: history/analysis/thresholds.toml or $ATTNWATCH_THRESHOLDS)")
     p.add_argument("--dry-run", action="store_true", help="report findings without recording them")
     p.add_argument("--fail-on-new", action="store_true", help="exit 1 when a new regression or correctness alert is found")
     p.set_defaults(func=_run)
 
 
 def _run(args) -> int:
-    from history.lake_retry import retrying
+    from attnwatch.history.store.lake_retry import retrying
 
     load_thresholds(None, args.thresholds)  # a broken thresholds file fails before the database is touched
     # On a lake, scanned and recorded again while the catalog is unreachable: findings are
@@ -41,10 +41,10 @@ def _run(args) -> int:
 
 
 def _scan_and_record(args):
-    from history.alerts import record_alerts
-    from history.db import exists, open_write
-    from history.detection.scan import scan_history
-    from history.transactions import write_transaction
+    from attnwatch.history.detection.alerts import record_alerts
+    from attnwatch.history.store.db import exists, open_write
+    from attnwatch.history.detection.scan import scan_history
+    from attnwatch.history.store.transactions import write_transaction
 
     if not exists(args.db):  # open_write would create an empty history at a mistyped path
         raise UserError(f"{args.db}: no history here yet (ingest a bundle first, or check --db / ATTNWATCH_DB)")

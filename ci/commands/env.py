@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 
 def _run(args) -> int:
-    from ci.environment import capture_environment, capture_git
+    from attnwatch.ci.environment import capture_environment, capture_git
 
     env = capture_environment(probe_device=not args.no_device)
     git = capture_git(Path(args.repo))

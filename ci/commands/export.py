@@ -28,7 +28,7 @@ def register(subparsers) -> None:
 
 def _export(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from history.exchange import export_history
+    from attnwatch.history.store.exchange import export_history
 
     report = export_history(args.db, args.directory)
     for line in report.lines():
@@ -38,8 +38,8 @@ def _export(args) -> int:
 
 
 def _import(args) -> int:
-    from history.exchange import import_history
-    from history.repository import repo_setting
+    from attnwatch.history.store.exchange import import_history
+    from attnwatch.history.contract.repository import repo_setting
 
     report = import_history(args.db, args.directory, repo_setting(args.repo))
     for line in report.lines():

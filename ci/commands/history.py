@@ -25,7 +25,7 @@ history file it runs a CHECKPOINT and says that a file needs nothing more.
 
 from __future__ import annotations
 
-from ci.commands import add_lock_timeout
+from attnwatch.ci.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:
@@ -71,8 +71,8 @@ def register(subparsers) -> None:
 
 
 def _default_branch(args) -> int:
-    from history.db import open_read, open_write
-    from history.settings import check_branch, default_branch, set_default_branch
+    from attnwatch.history.store.db import open_read, open_write
+    from attnwatch.history.store.settings import check_branch, default_branch, set_default_branch
 
     if args.branch is None:
         with open_read(args.db) as con:
@@ -87,8 +87,8 @@ def _default_branch(args) -> int:
 
 def _copy(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from history.copy import copy_history
-    from history.repository import repo_setting
+    from attnwatch.history.store.copy import copy_history
+    from attnwatch.history.contract.repository import repo_setting
 
     report = copy_history(args.source, args.destination, repo_setting(args.repo))
     for line in report.lines():
@@ -97,7 +97,7 @@ def _copy(args) -> int:
 
 
 def _recover(args) -> int:
-    from history.recover import recover
+    from attnwatch.history.store.recover import recover
 
     report = recover(args.db)
     for line in report.lines():
@@ -106,8 +106,8 @@ def _recover(args) -> int:
 
 
 def _maintain(args) -> int:
-    from ci.errors import UserError
-    from history.maintain import GRACE_HOURS, KEEP_DAYS, maintain
+    from attnwatch.ci.errors import UserError
+    from attnwatch.history.store.maintain import GRACE_HOURS, KEEP_DAYS, maintain
 
     keep = KEEP_DAYS if args.keep_days is None else args.keep_days
     grace = GRACE_HOURS if args.grace_hours is None else args.grace_hours

@@ -2,7 +2,7 @@
 
 Every input is validated before anything is written; one bad input and nothing is stored
 (exit 2, the message names the file and field). The same bundle twice is skipped. Every run
-must be of the history's repository (`--repo` / ATTNWATCH_REPO; history/repository.py).
+must be of the history's repository (`--repo` / ATTNWATCH_REPO; history/contract/repository.py).
 
 `attnwatch ingest --pull-request N --head-sha SHA --source-run W[.A] DIR` stores the round
 bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/pr_runs.py): the
@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ci.commands import add_lock_timeout
-from ci.errors import UserError
+from attnwatch.ci.commands import add_lock_timeout
+from attnwatch.ci.errors import UserError
 
 
 def register(subparsers) -> None:
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
 
 
 def _source_run(text: str | None):
-    from ci.pr_runs import SourceRun
+    from attnwatch.ci.pr_runs import SourceRun
 
     match = re.fullmatch(r"([1-9][0-9]{0,19})(?:\.([1-9][0-9]{0,4}))?", text or "")
     if match is None:
@@ -51,12 +51,12 @@ def _source_run(text: str | None):
 
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from history.ingest import ingest_paths
-    from history.repository import repo_setting
+    from attnwatch.history.ingest.write import ingest_paths
+    from attnwatch.history.contract.repository import repo_setting
 
     labels = None
     if args.pull_request is not None or args.head_sha or args.source_run:
-        from ci.pr_runs import pull_request_labels
+        from attnwatch.ci.pr_runs import pull_request_labels
 
         if args.pull_request is None or not args.head_sha or not args.source_run:
             raise UserError("--pull-request, --head-sha and --source-run go together")
@@ -65,8 +65,8 @@ def _run(args) -> int:
         labels = pull_request_labels(Path(args.paths[0]), args.pull_request, args.head_sha, _source_run(args.source_run))
         args.paths = list(labels)
     if args.default_branch is not None:
-        from history.db import open_write
-        from history.settings import check_branch, set_default_branch
+        from attnwatch.history.store.db import open_write
+        from attnwatch.history.store.settings import check_branch, set_default_branch
 
         check_branch(args.default_branch, "--default-branch")
         with open_write(args.db, deadline_s=args.lock_timeout) as con:

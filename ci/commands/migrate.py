@@ -9,7 +9,7 @@ its data path): the one step to take before pointing runners at a new team histo
 
 from __future__ import annotations
 
-from ci.commands import add_lock_timeout
+from attnwatch.ci.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:
@@ -26,9 +26,9 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from history.db import exists, open_write, schema_version, upgrade
-    from history.location import parse_location
-    from history.migrations import code_schema_version
+    from attnwatch.history.store.db import exists, open_write, schema_version, upgrade
+    from attnwatch.history.store.location import parse_location
+    from attnwatch.history.store.migrations import code_schema_version
 
     location = parse_location(args.db)
     if location.is_lake and not args.check and not exists(location):

@@ -6,13 +6,13 @@ import fnmatch
 import json
 from pathlib import Path
 
-from ci.errors import UserError
-from ci.ncu.profile import profile_cases
-from ci.selection import select_cases as selection_for
-from history.bundle import NcuCaseMetrics
-from history.bundle_writer import write_ncu_files
-from kernels import registry
-from kernels.cases import Case
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.ncu.profile import profile_cases
+from attnwatch.ci.selection import select_cases as selection_for
+from attnwatch.history.contract.bundle import NcuCaseMetrics
+from attnwatch.history.contract.bundle_writer import write_ncu_files
+from attnwatch.kernels import registry
+from attnwatch.kernels.cases import Case
 
 TABLE_COLUMNS = (
     ("case", 44), ("kernels", 7), ("dur_us", 9), ("SM%", 6), ("DRAM%", 6),
@@ -42,7 +42,7 @@ def register(subparsers) -> None:
 def select_cases(args) -> list[Case]:
     """The flags' cases (ci.selection, as `attnwatch run` reads them), kept when runnable here
     and, with --cases, when a pattern matches."""
-    from kernels.availability import availability
+    from attnwatch.kernels.availability import availability
 
     selection = selection_for(args.shapes, args.variants or None, args.dtypes, args.causal, "cuda")
     cases = []

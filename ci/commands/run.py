@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from ci.errors import UserError
+from attnwatch.ci.errors import UserError
 
 
 DIAGNOSE_NOTE = "diagnostic run: CUDA_LAUNCH_BLOCKING=1, timings not comparable"
@@ -54,7 +54,7 @@ def register(subparsers) -> None:
 
 
 def default_trigger() -> str:
-    from history.bundle import TRIGGERS
+    from attnwatch.history.contract.bundle import TRIGGERS
 
     event = os.environ.get("GITHUB_EVENT_NAME", "local")
     return event if event in TRIGGERS else "local"
@@ -62,8 +62,8 @@ def default_trigger() -> str:
 
 def check_commit(explicit: str | None, ingest: bool) -> str | None:
     """The commit to record; refuse early when the history would refuse the bundle anyway."""
-    from ci.environment import capture_git
-    from ci.runner import REPO_ROOT
+    from attnwatch.ci.environment import capture_git
+    from attnwatch.ci.runner import REPO_ROOT
 
     if explicit is not None:
         if not re.fullmatch(r"[0-9a-f]{7,64}", explicit):
@@ -78,10 +78,10 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 
 def _run(args) -> int:
-    from ci.run_config import default, timing_config
-    from ci.runner import RunOptions, execute_suite
-    from ci.selection import detect_device_kind, select_cases
-    from ci.summary import format_ncu_line, format_summary
+    from attnwatch.ci.run_config import default, timing_config
+    from attnwatch.ci.runner import RunOptions, execute_suite
+    from attnwatch.ci.selection import detect_device_kind, select_cases
+    from attnwatch.ci.summary import format_ncu_line, format_summary
 
     if args.diagnose and args.ingest:
         raise UserError("--diagnose: timings with CUDA_LAUNCH_BLOCKING=1 are not for the history; drop --ingest")
@@ -122,8 +122,8 @@ def _run(args) -> int:
     if result.work_dir is not None:
         print(f"child logs and journals: {result.work_dir}", file=sys.stderr)
     if args.ingest:
-        from history.ingest import ingest_paths
-        from history.repository import repo_setting
+        from attnwatch.history.ingest.write import ingest_paths
+        from attnwatch.history.contract.repository import repo_setting
 
         ingest_paths(Path(args.db), [result.bundle], repo=repo_setting(args.repo))
         print(f"ingested into {args.db}")

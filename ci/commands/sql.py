@@ -17,8 +17,8 @@ import re
 import sys
 from pathlib import Path
 
-from ci.errors import UserError
-from history.sql_sandbox import SqlLimits, size_bytes
+from attnwatch.ci.errors import UserError
+from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 
 # history.sql_sandbox has no third-party imports; history.sql (duckdb, pandas) is imported only
 # when the command runs, because GPU runners have no duckdb and the CLI must still load there.
@@ -74,7 +74,7 @@ def _read_sql(args) -> str:
 
 
 def _run(args) -> int:
-    from history.sql import run_user_query
+    from attnwatch.history.sql.query import run_user_query
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs --output FILE")
@@ -89,7 +89,7 @@ def _run(args) -> int:
             else:
                 print(text)
         elif args.format == "parquet":
-            from history.sql import to_parquet
+            from attnwatch.history.sql.query import to_parquet
 
             args.output.write_bytes(to_parquet(result.table))
         else:

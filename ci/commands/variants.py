@@ -13,11 +13,11 @@ import dataclasses
 import json
 from collections import Counter
 
-from ci.errors import UserError
-from kernels.availability import availability, capabilities, device_summary, skip_reason
-from kernels.cases import DTYPES, Case
-from kernels.registry import all_variants
-from kernels.shapes import SHAPE_SETS, shape_set
+from attnwatch.ci.errors import UserError
+from attnwatch.kernels.availability import availability, capabilities, device_summary, skip_reason
+from attnwatch.kernels.cases import DTYPES, Case
+from attnwatch.kernels.registry import all_variants
+from attnwatch.kernels.shapes import SHAPE_SETS, shape_set
 
 
 def register(subparsers) -> None:

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ci.errors import UserError
-from ci.github import GitHubClient
-from ci.pr_runs import SourceRun
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.github import GitHubClient
+from attnwatch.ci.pr_runs import SourceRun
 
 WORKFLOW_PATH = ".github/workflows/gpu-bench.yml"
 DISPATCH_TITLE = re.compile(r"^gpu-bench compare: PR #([1-9][0-9]{0,9}) at ([0-9a-f]{40})$")

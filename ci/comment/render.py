@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.comment.escape import md_code, md_text, safe_url
-from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
-from history import links as dashboard
-from history.kernel_config import change_text
+from attnwatch.ci.comment.escape import md_code, md_text, safe_url
+from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
+from attnwatch.history import links as dashboard
+from attnwatch.history.analysis.kernel_config import change_text
 
 MARKER = "<!-- attnwatch:compare -->"
 GITHUB_BODY_LIMIT = 65536

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ci.commands import compare
-from ci.errors import UserError
-from history.errors import HistoryError
+from attnwatch.ci.commands import compare
+from attnwatch.ci.errors import UserError
+from attnwatch.history.errors import HistoryError
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, SideResult
-from ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
-from history.detection.ab import ratio_interval, verdict
-from history.detection.thresholds import Thresholds
+from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, SideResult
+from attnwatch.ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
+from attnwatch.history.analysis.ab import ratio_interval, verdict
+from attnwatch.history.analysis.thresholds import Thresholds
 
 
 def _side(rounds: list[CaseRound | None]) -> SideResult:

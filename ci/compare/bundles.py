@@ -29,13 +29,13 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from ci.bundle_writer import outcomes_status, run_manifest
-from ci.compare.rounds import RoundData
-from ci.environment import GitInfo, capture_environment
-from ci.pr_runs import round_dir
-from ci.records import failed_build
-from history import bundle_writer
-from history.bundle import (
+from attnwatch.ci.bundle_writer import outcomes_status, run_manifest
+from attnwatch.ci.compare.rounds import RoundData
+from attnwatch.ci.environment import GitInfo, capture_environment
+from attnwatch.ci.pr_runs import round_dir
+from attnwatch.ci.records import failed_build
+from attnwatch.history.contract import bundle_writer
+from attnwatch.history.contract.bundle import (
     BENCHMARK_FILE,
     BUILDS_FILE,
     CORRECTNESS_FILE,
@@ -46,8 +46,8 @@ from history.bundle import (
     CorrectnessRecord,
     Environment,
 )
-from history.bundle_writer import BundleContents
-from history.checks import build_dataclass, json_ready
+from attnwatch.history.contract.bundle_writer import BundleContents
+from attnwatch.history.contract.checks import build_dataclass, json_ready
 
 COMPARE_TRIGGER = "compare"
 STATS_LABEL_KEY = "attnwatch_stats_are"  # as ci/suites/test_bench.py labels a run's host stats

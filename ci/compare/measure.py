@@ -32,12 +32,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ci.bundle_writer import utc_now
-from ci.compare.rounds import CaseRound, RoundData
-from ci.compare.sequential import SequentialDesign, decide
-from ci.compare.side_group import SideGroup
-from ci.plan import PlannedCase
-from history.detection.ab import ratio_interval
+from attnwatch.ci.bundle_writer import utc_now
+from attnwatch.ci.compare.rounds import CaseRound, RoundData
+from attnwatch.ci.compare.sequential import SequentialDesign, decide
+from attnwatch.ci.compare.side_group import SideGroup
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.history.analysis.ab import ratio_interval
 
 
 @dataclass

@@ -16,10 +16,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ci.errors import UserError
-from history.checks import TextRule, Upgrader, load_document, rule
-from history.errors import BundleError
-from history.kernel_config import changed
+from attnwatch.ci.errors import UserError
+from attnwatch.history.contract.checks import TextRule, Upgrader, load_document, rule
+from attnwatch.history.errors import BundleError
+from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
 COMPARE_SCHEMA_VERSION = 2  # v2: SideResult.kernel_configs

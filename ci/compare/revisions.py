@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from ci.errors import UserError
-from history.temp_dirs import owned_temp_dir
+from attnwatch.ci.errors import UserError
+from attnwatch.history.temp_dirs import owned_temp_dir
 
 
 def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from history.bundle import SAMPLES_FILE
-from history.errors import BundleError
-from history.validate import load_bundle
+from attnwatch.history.contract.bundle import SAMPLES_FILE
+from attnwatch.history.errors import BundleError
+from attnwatch.history.contract.validate import load_bundle
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
 NCU_FIELDS = (

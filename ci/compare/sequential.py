@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from history.detection.ab import ABInterval, verdict
+from attnwatch.history.analysis.ab import ABInterval, verdict
 
 DECIDED = ("regression", "improvement", "no change")
 

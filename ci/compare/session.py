@@ -21,16 +21,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ci.child_env import REPO_ROOT
-from ci.compare.bundles import side_builds, side_environment, write_side_bundles
-from ci.compare.measure import Measured, measure_rounds
-from ci.compare.sequential import SequentialDesign
-from ci.compare.side import Side, side_spec
-from ci.compare.side_group import SideGroup
-from ci.environment import GitInfo, capture_git
-from ci.plan import PlannedCase, RunPlan
-from ci.run_config import TimingConfig
-from history.bundle_writer import write_json_atomic
+from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
+from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
+from attnwatch.ci.compare.measure import Measured, measure_rounds
+from attnwatch.ci.compare.sequential import SequentialDesign
+from attnwatch.ci.compare.side import Side, side_spec
+from attnwatch.ci.compare.side_group import SideGroup
+from attnwatch.ci.environment import GitInfo, capture_git
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import TimingConfig
+from attnwatch.history.contract.bundle_writer import write_json_atomic
 
 SESSION_FILE = "session.json"
 
@@ -121,7 +121,7 @@ def machine_env() -> dict[str, str]:
     the base would skip every CUTLASS variant and the A/B would call them `new`)."""
     if os.environ.get("CUTLASS_INCLUDE_DIR"):
         return {}
-    from kernels.cutlass.headers import cutlass_include_dir
+    from attnwatch.kernels.cutlass.headers import cutlass_include_dir
 
     found = cutlass_include_dir()
     return {"CUTLASS_INCLUDE_DIR": str(found)} if found is not None else {}
@@ -157,9 +157,9 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
     """`--ncu`: profile each side's measured cases once (after the rounds, never during them) and
     add the pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run`
     does), where ci.compare.analysis finds it when the rounds are read back."""
-    from ci.bundle_writer import add_ncu as add_ncu_to_bundle
-    from ci.bundle_writer import utc_now
-    from ci.ncu.profile import profile_cases
+    from attnwatch.ci.bundle_writer import add_ncu as add_ncu_to_bundle
+    from attnwatch.ci.bundle_writer import utc_now
+    from attnwatch.ci.ncu.profile import profile_cases
 
     for name, rounds in (("base", session.measured.base), ("head", session.measured.head)):
         if not rounds or not session.bundles.get(name):

@@ -5,15 +5,21 @@ from __future__ import annotations
 import sys
 from importlib import import_module
 
-from ci.compare.sequential import SequentialDesign
-from ci.compare.session import SessionOptions
-from ci.environment import capture_environment
-from ci.errors import UserError
-from ci.plan import PlannedCase
-from ci.run_config import compare_sampling, compare_setting, compare_workers_per_side, default, timing_config
-from ci.selection import select_cases
-from history.detection.thresholds import Thresholds
-from kernels.shapes import SHAPE_SETS
+from attnwatch.ci.compare.sequential import SequentialDesign
+from attnwatch.ci.compare.session import SessionOptions
+from attnwatch.ci.environment import capture_environment
+from attnwatch.ci.errors import UserError
+from attnwatch.ci.plan import PlannedCase
+from attnwatch.ci.run_config import (
+    compare_sampling,
+    compare_setting,
+    compare_workers_per_side,
+    default,
+    timing_config,
+)
+from attnwatch.ci.selection import select_cases
+from attnwatch.history.analysis.thresholds import Thresholds
+from attnwatch.kernels.shapes import SHAPE_SETS
 
 
 def load_variant_modules(args) -> None:

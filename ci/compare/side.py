@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from ci.attribution import Crash, CrashAttribution
-from ci.compare.rounds import CaseRound
-from ci.plan import PlannedCase, RunPlan
-from ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec, probe_case
+from attnwatch.ci.attribution import Crash, CrashAttribution
+from attnwatch.ci.compare.rounds import CaseRound
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec, probe_case
 
 
 @dataclass

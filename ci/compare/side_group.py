@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from ci.compare.rounds import CaseRound
-from ci.compare.side import Side, SideTimes
-from ci.plan import PlannedCase
+from attnwatch.ci.compare.rounds import CaseRound
+from attnwatch.ci.compare.side import Side, SideTimes
+from attnwatch.ci.plan import PlannedCase
 
 PARALLEL_TIMES = ("startup_s", "build_s")  # members start and build at once: the slowest one's
 

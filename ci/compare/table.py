@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ci.compare.report import CompareReport
+from attnwatch.ci.compare.report import CompareReport
 
 
 def _f(value: float | None, spec: str) -> str:

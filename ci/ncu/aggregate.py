@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ci.ncu.metrics import MetricSpec, metric_specs
-from ci.ncu.parse import ParsedKernel
-from history.bundle import NcuCaseMetrics
+from attnwatch.ci.ncu.metrics import MetricSpec, metric_specs
+from attnwatch.ci.ncu.parse import ParsedKernel
+from attnwatch.history.contract.bundle import NcuCaseMetrics
 
 DURATION_METRIC = "gpu__time_duration.sum"
 _LIMIT_FIELDS = {
@@ -29,7 +29,7 @@ class CaseWork:
 
     flops: float
     ideal_bytes: float
-    peak_tflops: float | None = None  # a measured ceiling (history/ceilings.toml), if known
+    peak_tflops: float | None = None  # a measured ceiling (history/analysis/ceilings.toml), if known
 
 
 def combine(spec: MetricSpec, kernels: list[ParsedKernel]) -> float | None:

@@ -1,5 +1,5 @@
 """The fixed ncu metric list (metrics.toml), and the other columns ncu is expected to print
-(known_columns.toml). The measured ceilings live in history/ceilings.toml."""
+(known_columns.toml). The measured ceilings live in history/analysis/ceilings.toml."""
 
 from __future__ import annotations
 

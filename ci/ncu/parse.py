@@ -27,8 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ci.ncu.metrics import known_column_prefixes, metric_specs
-from history.ncu_csv import DETAILS_COLUMNS, CsvTable, NcuCsvError, read_table
+from attnwatch.ci.ncu.metrics import known_column_prefixes, metric_specs
+from attnwatch.history.contract.ncu_csv import DETAILS_COLUMNS, CsvTable, NcuCsvError, read_table
 
 NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
 _QUOTED = re.compile(r'"([^"]*)"')

@@ -27,14 +27,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from ci.ncu.metrics import metrics_argument
-from ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
-from ci.ncu.target import OUTCOME_PREFIX
-from history.bundle import NcuCaseMetrics, NcuKernelRow
-from history.bundle_writer import NcuFiles
-from history.ceilings import find_ceiling
-from kernels.cases import Case
+from attnwatch.ci.child_env import child_env
+from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
+from attnwatch.ci.ncu.metrics import metrics_argument
+from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
+from attnwatch.ci.ncu.target import OUTCOME_PREFIX
+from attnwatch.history.contract.bundle import NcuCaseMetrics, NcuKernelRow
+from attnwatch.history.contract.bundle_writer import NcuFiles
+from attnwatch.history.analysis.ceilings import find_ceiling
+from attnwatch.kernels.cases import Case
 
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 DEADLINE_ERROR = "not profiled: run deadline"
@@ -154,18 +155,7 @@ def _all_failed(profile: NcuProfile, cases: Sequence[Case], reason: str, started
 
 def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
     """The profiled program's environment: this checkout's `ci`, maybe another checkout's `kernels`."""
-    env = dict(os.environ)
-    repo_root = Path(__file__).resolve().parents[2]
-    paths = [str(repo_root)]
-    if kernels_root is not None:
-        shim = scratch / "kernels_shim"
-        shim.mkdir(exist_ok=True)
-        link = shim / "kernels"
-        if not link.exists():
-            link.symlink_to(Path(kernels_root).resolve() / "kernels", target_is_directory=True)
-        paths.insert(0, str(shim))
-    env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    return env
+    return child_env(scratch, Path(kernels_root).resolve() if kernels_root is not None else None)
 
 
 def _profile_group(
@@ -187,7 +177,7 @@ def _profile_group(
         "--target-processes", "all", "--force-overwrite", "--export", str(report),
     ]
     command += ["--set", "full"] if full else ["--metrics", metrics_argument()]
-    command += [sys.executable, "-m", "ci.ncu.target", str(plan)]
+    command += [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
         ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import sys
 
-from kernels import registry
-from kernels.cases import Case
-from kernels.shapes import Shape
+from attnwatch.kernels import registry
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import Shape
 
 OUTCOME_PREFIX = "attnwatch-ncu:"
 WARMUP_CALLS = 3

@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from ci.plan import PlannedCase, RunPlan
-from ci.run_config import TimingConfig
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import TimingConfig
 
 # Texts that identify an error after which the CUDA context is unusable (sticky errors).
 _POISON_MARKERS = (
@@ -51,7 +51,7 @@ def is_poisoning(exc: BaseException) -> bool:
 
 def variant_availability(variant: Any) -> tuple[bool, str]:
     """kernels' own decision (kernels.availability), made once per process."""
-    from kernels.availability import availability
+    from attnwatch.kernels.availability import availability
 
     return availability(variant)
 
@@ -79,8 +79,8 @@ class CaseSetup:
 
     def resolve(self, case: PlannedCase) -> tuple[Any, tuple[str, str] | None]:
         """((variant, kernels Case), None) when the case can run, else (None, (status, reason))."""
-        from kernels import registry
-        from kernels.cases import Case
+        from attnwatch.kernels import registry
+        from attnwatch.kernels.cases import Case
 
         try:
             variant = registry.get(case.variant)
@@ -101,8 +101,8 @@ class CaseSetup:
     def check(self, case: PlannedCase, variant: Any, kcase: Any) -> list[dict[str, Any]]:
         """Correctness on fresh inputs per seed (kernels.correctness), as the bundle's records
         (ci.records converts every field)."""
-        from ci.records import correctness_record
-        from kernels.correctness import check_case
+        from attnwatch.ci.records import correctness_record
+        from attnwatch.kernels.correctness import check_case
 
         results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
         return [asdict(correctness_record(case, r)) for r in results]
@@ -140,7 +140,7 @@ def open_device(plan: RunPlan, config: TimingConfig) -> tuple[Any, Any, Any]:
     """(device, L2 flusher, block timer) for the plan's device kind; refuses a silent CPU fallback."""
     import torch
 
-    from ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
+    from attnwatch.ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
 
     if plan.device_kind == "cuda":
         if not torch.cuda.is_available():
@@ -156,10 +156,10 @@ def open_device(plan: RunPlan, config: TimingConfig) -> tuple[Any, Any, Any]:
 
 def device_monitor(plan: RunPlan, device: Any) -> Any:
     """Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID."""
-    from ci.timing.gpu_state import open_monitor
+    from attnwatch.ci.timing.gpu_state import open_monitor
 
     if device.type != "cuda":
         return open_monitor(plan.device_kind)
-    from ci.environment import torch_device_identity
+    from attnwatch.ci.environment import torch_device_identity
 
     return open_monitor(plan.device_kind, device.index or 0, **torch_device_identity(device.index or 0))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ci.environment import capture_environment
-from ci.journal import JournalWriter
-from ci.plan import RunPlan
+from attnwatch.ci.environment import capture_environment
+from attnwatch.ci.journal import JournalWriter
+from attnwatch.ci.plan import RunPlan
 
 
 def pytest_addoption(parser):
@@ -67,9 +67,9 @@ def journal(pytestconfig):
 @pytest.fixture(scope="session")
 def measurer(pytestconfig, journal):
     """Builds first, then measures groups on demand; journals the session's environment."""
-    import kernels
+    from attnwatch import kernels
 
-    from ci.suites.worker import GroupMeasurer
+    from attnwatch.ci.suites.worker import GroupMeasurer
 
     plan = _plan(pytestconfig)
     env = _environment(pytestconfig)

@@ -27,13 +27,19 @@ from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from typing import Any, Iterator
 
-from ci.journal import JournalWriter
-from ci.plan import PlannedCase, RunPlan
-from ci.run_config import TimingConfig
-from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
-from ci.timing.derived import apply_gaps, case_timing
-from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
-from ci.timing.graphs import graph_replay_us
+from attnwatch.ci.journal import JournalWriter
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import TimingConfig
+from attnwatch.ci.suites.case_setup import (
+    CaseSetup,
+    device_monitor,
+    is_poisoning,
+    open_device,
+    variant_availability,
+)
+from attnwatch.ci.timing.derived import apply_gaps, case_timing
+from attnwatch.ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
+from attnwatch.ci.timing.graphs import graph_replay_us
 
 CRASH_EXIT_CODE = 70
 
@@ -61,7 +67,7 @@ class GroupMeasurer:
         self.monitor = device_monitor(plan, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
-        from kernels.availability import capabilities
+        from attnwatch.kernels.availability import capabilities
 
         capabilities()
         self.families = self.setup.families
@@ -102,8 +108,8 @@ class GroupMeasurer:
 
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
-        from ci.records import build_record, failed_build
-        from kernels import registry
+        from attnwatch.ci.records import build_record, failed_build
+        from attnwatch.kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
             try:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from ci.plan import BASELINE, PlannedCase
-from ci.timing.engine import RawMeasurement
-from history.bundle import CaseTiming
-from history.statistics import summarize
+from attnwatch.ci.plan import BASELINE, PlannedCase
+from attnwatch.ci.timing.engine import RawMeasurement
+from attnwatch.history.contract.bundle import CaseTiming
+from attnwatch.history.analysis.statistics import summarize
 
 
 def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,

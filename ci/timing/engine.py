@@ -23,10 +23,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ci.run_config import TimingConfig
-from ci.timing.gpu_state import is_throttling
-from ci.timing.timers import BlockTimer, Flusher
-from history.statistics import summarize
+from attnwatch.ci.run_config import TimingConfig
+from attnwatch.ci.timing.gpu_state import is_throttling
+from attnwatch.ci.timing.timers import BlockTimer, Flusher
+from attnwatch.history.analysis.statistics import summarize
 
 
 @dataclass

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ci.gpu_identity import find_gpu, open_handle
+from attnwatch.ci.gpu_identity import find_gpu, open_handle
 
 REASON_BITS: dict[int, str] = {
     0x1: "gpu_idle",

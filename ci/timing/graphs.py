@@ -20,7 +20,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Callable
 
-from ci.timing.timers import Flusher
+from attnwatch.ci.timing.timers import Flusher
 
 
 def graph_replay_us(fn: Callable[[], Any], flusher: Flusher, calls: int, replays: int) -> tuple[float | None, str | None]:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ci.attribution import ProbeResult
-from ci.child_env import child_env
-from ci.plan import RunPlan
-from ci.suite_state import describe_exit
-from ci.workers.protocol import ChannelClosed, ProtocolError, Reader, send
+from attnwatch.ci.attribution import ProbeResult
+from attnwatch.ci.child_env import child_env
+from attnwatch.ci.plan import RunPlan
+from attnwatch.ci.suite_state import describe_exit
+from attnwatch.ci.workers.protocol import ChannelClosed, ProtocolError, Reader, send
 
 LOG_TAIL_CHARS = 1500
 
@@ -83,7 +83,7 @@ class WorkerProcess:
         plan_path = self.spec.plan.save(work / f"{self.name}-plan.json")
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        cmd = [self.spec.python, "-m", "ci.workers.server", "--plan", str(plan_path), "--in-fd", str(to_child_r),
+        cmd = [self.spec.python, "-m", "attnwatch.ci.workers.server", "--plan", str(plan_path), "--in-fd", str(to_child_r),
                "--out-fd", str(from_child_w), "--side", self.spec.side,
                "--failed-builds", json.dumps(self.spec.failed_builds)]
         env = child_env(work, self.spec.checkout, self.spec.extra_sys_path,

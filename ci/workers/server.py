@@ -41,12 +41,18 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Iterator
 
-from ci.plan import PlannedCase, RunPlan
-from ci.run_config import TimingConfig
-from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
-from ci.timing.derived import apply_gaps, case_timing
-from ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
-from ci.workers.protocol import ChannelClosed, Reader, send
+from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import TimingConfig
+from attnwatch.ci.suites.case_setup import (
+    CaseSetup,
+    device_monitor,
+    is_poisoning,
+    open_device,
+    variant_availability,
+)
+from attnwatch.ci.timing.derived import apply_gaps, case_timing
+from attnwatch.ci.timing.engine import Subject, SubjectFailed, measure_interleaved, warm_up
+from attnwatch.ci.workers.protocol import ChannelClosed, Reader, send
 
 CRASH_EXIT_CODE = 70
 SEED_STRIDE = 1000  # round r's inputs use seeds timing_seed + 1000*r + j: never another round's
@@ -68,7 +74,7 @@ class Worker:
         self.setup = CaseSetup(plan, self.device, self.config)
         self.setup.build_failures.update(failed_builds)
         self.monitor = device_monitor(plan, self.device)
-        from kernels.availability import capabilities
+        from attnwatch.kernels.availability import capabilities
 
         capabilities()
         self.cases = {c.case_id: c for c in plan.cases}
@@ -104,8 +110,8 @@ class Worker:
     def build_all(self) -> list[dict[str, Any]]:
         """Build every planned, available variant once (ci.records' build records); a failed
         build fails its cases."""
-        from ci.records import build_record, failed_build
-        from kernels import registry
+        from attnwatch.ci.records import build_record, failed_build
+        from attnwatch.kernels import registry
 
         records = []
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
@@ -251,7 +257,7 @@ class Worker:
                                           after_block=self.setup.device_sync)[case.case_id]
                 error = raw.error
             if "graph" in wanted and self.plan.device_kind == "cuda":
-                from ci.timing.graphs import graph_replay_us
+                from attnwatch.ci.timing.graphs import graph_replay_us
 
                 with self.stage(case.case_id, "graph"):
                     graph_replay_us(ready, self.flusher, self.config.graph_calls, self.config.graph_replays)
@@ -277,7 +283,7 @@ def forget_tuned_choices() -> None:
     difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner
     this process already imported is asked, and a revision whose tuner has no
     `forget_choices` (older than this) keeps its choices."""
-    tuner = sys.modules.get("kernels.triton.tuner")
+    tuner = sys.modules.get("attnwatch.kernels.triton.tuner")
     forget = getattr(tuner, "forget_choices", None)
     if forget is not None:
         forget()
@@ -316,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         imported = time.perf_counter()
         builds = worker.build_all()
         built = time.perf_counter()
-        import kernels
+        from attnwatch import kernels
 
-        from ci.environment import capture_environment
+        from attnwatch.ci.environment import capture_environment
 
         environment = asdict(capture_environment(probe_device=worker.plan.device_kind == "cuda"))
         worker.emit("ready", pid=os.getpid(), kernels_path=str(Path(kernels.__file__).resolve().parent),

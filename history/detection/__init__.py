@@ -1,2 +1,3 @@
-"""Regression detection: thresholds per GPU, A/B verdicts for pull requests, change-point
-scans over the main-branch history (docs/design.md, "Detection")."""
+"""Regression detection over the main-branch history: change-point scans that open alerts, and
+the alerts' life (acknowledged, resolved). The statistics it uses are in history.analysis
+(docs/design.md, "Detection")."""

@@ -25,11 +25,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from history.alerts import NewAlert
-from history.changepoints import significant_steps
-from history.detection.thresholds import Thresholds
-from history.kernel_config import change_text, segment_change
-from history.settings import default_branch
+from attnwatch.history.detection.alerts import NewAlert
+from attnwatch.history.analysis.changepoints import significant_steps
+from attnwatch.history.analysis.thresholds import Thresholds
+from attnwatch.history.analysis.kernel_config import change_text, segment_change
+from attnwatch.history.store.settings import default_branch
 
 # Scanned columns of `case_series`: column -> (index in the _series row, label for people).
 METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.build_report import BuildReport
-from kernels.nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
+from ..build_report import BuildReport
+from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
 
 SOURCE_DIR = Path(__file__).resolve().parent
 HEAD_DIMS = (64, 128)

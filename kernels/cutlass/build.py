@@ -19,10 +19,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kernels.build_report import BuildReport
-from kernels.cutlass.configs import TileConfig
-from kernels.cutlass.headers import cutlass_include_dir, cutlass_version
-from kernels.nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
+from ..build_report import BuildReport
+from .configs import TileConfig
+from .headers import cutlass_include_dir, cutlass_version
+from ..nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
 
 SOURCE = Path(__file__).with_name("attention_3k.cu")
 ARCH = "sm_90a"
@@ -141,7 +141,7 @@ def report_for(config: TileConfig, result: NvccResult, gemm_facts: dict[str, dic
 
 def build_and_report(config: TileConfig, cache_dir: Path | None = None) -> BuildReport:
     """Build `config` and describe it; a failed build gives ok=False with nvcc's log tail."""
-    from kernels.cutlass.library import Attention3kLibrary
+    from .library import Attention3kLibrary
 
     try:
         result = build_library(config, cache_dir)

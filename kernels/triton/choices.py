@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.triton.configs import ConfigError, ConfigTable, load_table
+from .configs import ConfigError, ConfigTable, load_table
 
 CHOICES_FILE = Path(__file__).with_name("choices.toml")
 DTYPES = ("fp16", "bf16")

@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from kernels.triton.choices import ChoiceTable, load_choices, problem_id
-from kernels.triton.configs import BlockConfig, ConfigTable, load_table, runs_exactly
-from kernels.triton.fa2_fwd import make_launcher
+from .choices import ChoiceTable, load_choices, problem_id
+from .configs import BlockConfig, ConfigTable, load_table, runs_exactly
+from .fa2_fwd import make_launcher
 
 # Timing budget per candidate (milliseconds of do_bench warm-up and measurement): enough for a
 # stable median at these sizes (tens of calls even at 1 ms per call) without making a suite slow.

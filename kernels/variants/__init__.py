@@ -8,10 +8,10 @@ imports this list, never the other way round (docs/design.md, "Layers and the di
 imports").
 """
 
-from kernels.variants import sdpa, torch_3op
-from kernels.variants import cuda_kernels
-from kernels.variants import triton_fa2
-from kernels.variants import cutlass_3k
+from . import sdpa, torch_3op
+from . import cuda_kernels
+from . import triton_fa2
+from . import cutlass_3k
 
 BUILTIN = (
     *sdpa.VARIANTS,

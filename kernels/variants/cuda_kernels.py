@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.build_report import BuildReport
-from kernels.cases import Case
-from kernels.cuda.launch import SPECS, make_launcher, target_arch, unsupported_reason, variant_build_report
-from kernels.inputs import make_inputs, make_output
-from kernels.nvcc import NvccError, failed_build_report
-from kernels.variant import Prepared, Variant
+from ..build_report import BuildReport
+from ..cases import Case
+from ..cuda.launch import SPECS, make_launcher, target_arch, unsupported_reason, variant_build_report
+from ..inputs import make_inputs, make_output
+from ..nvcc import NvccError, failed_build_report
+from ..variant import Prepared, Variant
 
 NEEDS = frozenset({"cuda", "nvcc", "cupy"})
 LINEAGE = {

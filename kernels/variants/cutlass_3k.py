@@ -29,16 +29,16 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from kernels.build_report import BuildReport
-from kernels.capabilities import capabilities
-from kernels.cases import Case
-from kernels.cutlass import configs
-from kernels.cutlass.build import build_and_report, build_library
-from kernels.cutlass.configs import TileConfig
-from kernels.cutlass.library import Attention3kLibrary
-from kernels.nvcc import NvccError
-from kernels.inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
-from kernels.variant import Prepared, Variant
+from ..build_report import BuildReport
+from ..capabilities import capabilities
+from ..cases import Case
+from ..cutlass import configs
+from ..cutlass.build import build_and_report, build_library
+from ..cutlass.configs import TileConfig
+from ..cutlass.library import Attention3kLibrary
+from ..nvcc import NvccError
+from ..inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
+from ..variant import Prepared, Variant
 
 NEEDS = frozenset({"cuda", "hopper", "nvcc", "cutlass"})
 ELEMENT_BYTES = {"fp16": 2, "bf16": 2}

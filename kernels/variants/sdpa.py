@@ -28,10 +28,10 @@ import functools
 import warnings
 from typing import Any, Callable
 
-from kernels.capabilities import capabilities
-from kernels.cases import Case
-from kernels.inputs import input_shape, make_inputs, softmax_scale, torch_dtype
-from kernels.variant import Prepared, Variant
+from ..capabilities import capabilities
+from ..cases import Case
+from ..inputs import input_shape, make_inputs, softmax_scale, torch_dtype
+from ..variant import Prepared, Variant
 
 # aten op that runs the attention for each backend (what the profiler shows).
 BACKEND_OPS = {

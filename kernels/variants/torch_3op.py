@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.capabilities import capabilities
-from kernels.cases import Case
-from kernels.inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
-from kernels.variant import Prepared, Variant
+from ..capabilities import capabilities
+from ..cases import Case
+from ..inputs import input_shape, make_inputs, make_output, softmax_scale, torch_dtype
+from ..variant import Prepared, Variant
 
 # Above this share of device memory the materialised scores and probabilities are declared
 # unsupported instead of discovered as an out-of-memory crash.

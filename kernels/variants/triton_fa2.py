@@ -17,10 +17,10 @@ import os
 import time
 from typing import Any
 
-from kernels.build_report import BuildReport
-from kernels.cases import Case
-from kernels.inputs import make_inputs, make_output
-from kernels.variant import Prepared, Variant
+from ..build_report import BuildReport
+from ..cases import Case
+from ..inputs import make_inputs, make_output
+from ..variant import Prepared, Variant
 
 SUPPORTED_DTYPES = ("fp16", "bf16")
 MAX_GRID_Y = 65535  # kernels.triton.fa2_fwd.MAX_GRID_Y (not imported: that module needs Triton)
@@ -31,7 +31,7 @@ def _interpreting() -> bool:
 
 
 def _unsupported(case: Case) -> str | None:
-    from kernels.triton.configs import load_table
+    from ..triton.configs import load_table
 
     if case.dtype not in SUPPORTED_DTYPES:
         return f"fp16 and bf16 only (tensor-core dots with fp32 accumulate); got {case.dtype}"
@@ -51,8 +51,8 @@ def _unsupported(case: Case) -> str | None:
 
 
 def _prepare(case: Case, device: Any, seed: int) -> Prepared:
-    from kernels.triton import tuner
-    from kernels.triton.fa2_fwd import make_launcher
+    from ..triton import tuner
+    from ..triton.fa2_fwd import make_launcher
 
     reason = _unsupported(case)
     if reason:
@@ -80,7 +80,7 @@ def _build() -> BuildReport:
     The per-case configuration actually timed is in each case's Prepared.info; this report
     says that the kernel builds on this machine and what the representative builds cost.
     """
-    from kernels.triton.configs import load_table
+    from ..triton.configs import load_table
 
     if _interpreting():
         table = load_table()
@@ -93,7 +93,7 @@ def _build() -> BuildReport:
                            error="no CUDA device, and TRITON_INTERPRET is not 1")
     import triton
 
-    from kernels.triton.fa2_fwd import make_launcher
+    from ..triton.fa2_fwd import make_launcher
 
     table = load_table()
     major, minor = torch.cuda.get_device_capability()

@@ -11,8 +11,8 @@ import time
 
 import torch
 
-from kernels.inputs import make_inputs
-from kernels.registry import Prepared, Variant, register
+from attnwatch.kernels.inputs import make_inputs
+from attnwatch.kernels.registry import Prepared, Variant, register
 
 
 def _inputs(case, device, seed):

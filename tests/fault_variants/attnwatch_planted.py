@@ -26,8 +26,8 @@ import time
 
 import torch
 
-from kernels import registry
-from kernels.registry import Prepared, Variant, register
+from attnwatch.kernels import registry
+from attnwatch.kernels.registry import Prepared, Variant, register
 
 WRAPPED = "sdpa"
 _calibrated: dict[str, dict] = {}  # case id -> the spin and how it was calibrated (GPU); the call's median (CPU)
@@ -52,9 +52,9 @@ def _medians(fns, timer, flusher, calls: int) -> list[float]:
     """Medians of `fns` as the harness times them: its warm-up, then its interleaved sampler
     (ci.timing.engine: round-robin blocks behind the guard kernel, 4 x L2 flushed before each
     call), exactly `calls` calls each."""
-    from ci.run_config import timing_config
-    from ci.timing.engine import Subject, measure_interleaved, warm_up
-    from ci.timing.gpu_state import NullMonitor
+    from attnwatch.ci.run_config import timing_config
+    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.gpu_state import NullMonitor
 
     config = timing_config("cuda").with_overrides(min_samples=calls, max_samples=calls, time_cap_s=60.0,
                                                   target_rel_spread=-1.0)
@@ -86,7 +86,7 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
     check on the H200")."""
     import numpy as np
 
-    from ci.timing.timers import CudaEventTimer, L2Flusher, spin_cycles_per_us
+    from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher, spin_cycles_per_us
 
     device = torch.device("cuda", torch.cuda.current_device())
     flusher = L2Flusher(device, 4 * torch.cuda.get_device_properties(device).L2_cache_size)

@@ -1,0 +1,66 @@
+"""Explicit upgrades of older bundle files to the current formats (history.bundle.SCHEMA_VERSIONS).
+
+The reader (history.checks.check_envelope) applies them one version at a time, so a bundle
+written by any earlier attnwatch still ingests. One function per format change, registered in
+UPGRADERS under (schema name, the version it upgrades from); never edit a shipped one.
+"""
+
+from __future__ import annotations
+
+from attnwatch.history.contract.checks import Upgrader
+
+# Fields correctness records gained in v2. A v1 record did not carry them (the producer of the
+# time dropped them), so they are unknown: None, which the history stores as NULL.
+_CORRECTNESS_V2_FIELDS = ("profile", "calls", "tolerance_used", "violations", "worst_index")
+
+
+def correctness_v1_to_v2(document: dict) -> dict:
+    """attnwatch.correctness v1 -> v2: records gain the check's profile, calls, tolerance used,
+    violations and worst index (unknown for v1: None); `nonfinite` and `error`, optional in v1
+    (0 and None when absent), become required."""
+    records = document.get("records")
+    if isinstance(records, list):
+        upgraded = []
+        for record in records:
+            if isinstance(record, dict):  # anything else is left for the reader to refuse
+                record = {"nonfinite": 0, "error": None, **record}
+                for name in _CORRECTNESS_V2_FIELDS:
+                    record.setdefault(name, None)
+            upgraded.append(record)
+        document["records"] = upgraded
+    document["schema_version"] = 2
+    return document
+
+
+# What format 1 meant by a build record's absent field.
+_BUILD_V1_DEFAULTS = {
+    "error": None, "target": "", "cached": False, "source_hash": None, "compile_seconds": None,
+    "registers_per_thread": None, "shared_mem_bytes": None, "stack_frame_bytes": None,
+    "spill_store_bytes": None, "spill_load_bytes": None, "config": {}, "log_tail": "",
+}
+
+
+def builds_v1_to_v2(document: dict) -> dict:
+    """attnwatch.builds v1 -> v2: the same fields, all required; an absent one gets the value
+    format 1 gave it by default."""
+    builds = document.get("builds")
+    if isinstance(builds, list):
+        document["builds"] = [{**_BUILD_V1_DEFAULTS, **b} if isinstance(b, dict) else b for b in builds]
+    document["schema_version"] = 2
+    return document
+
+
+def case_timing_v1_to_v2(document: dict) -> dict:
+    """attnwatch.case_timing v1 -> v2: a timing gains the launch configuration its kernel ran
+    with and how it was chosen; v1 did not record them, so both are unknown (None)."""
+    document.setdefault("kernel_config", None)
+    document.setdefault("kernel_config_source", None)
+    document["schema_version"] = 2
+    return document
+
+
+UPGRADERS: dict[tuple[str, int], Upgrader] = {
+    ("attnwatch.correctness", 1): correctness_v1_to_v2,
+    ("attnwatch.builds", 1): builds_v1_to_v2,
+    ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
+}

@@ -1,0 +1,370 @@
+"""Load and validate a run bundle directory into a LoadedBundle, or refuse it.
+
+Every known file is checked before anything is written: the directory is walked without
+following links and holds none (check_tree), names are UTF-8, sizes are capped
+before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
+schema_version are known (older versions are upgraded by history.bundle_upgrades),
+fields have their declared types, latencies are finite and non-negative, case ids are
+unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
+timings). Names that key a series fit history.names; ncu_raw.csv holds whole ncu tables
+(history.ncu_csv). The first problem raises BundleError(path, field, message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from attnwatch.history.contract.bundle import (
+    BENCHMARK_FILE,
+    BUILDS_FILE,
+    CASE_STATUSES,
+    CORRECTNESS_FILE,
+    FILE_SCHEMAS,
+    MAX_FILE_BYTES,
+    MANIFEST_FILE,
+    NCU_FILE,
+    NCU_RAW_FILE,
+    OUTCOMES_FILE,
+    REQUIRED_FILES,
+    RUN_STATUSES,
+    SAMPLES_FILE,
+    SCHEMA_VERSIONS,
+    RECORD_LISTS,
+    TRIGGERS,
+    UNKNOWN_COMMIT,
+    CaseOutcome,
+    Environment,
+    Manifest,
+    RecordList,
+)
+from attnwatch.history.contract.bundle_upgrades import UPGRADERS
+from attnwatch.history.contract.checks import (
+    build_dataclass,
+    check_envelope,
+    check_type,
+    check_utf8_name,
+    first_negative,
+    parse_utc,
+    read_json_file,
+    require_non_negative,
+)
+from attnwatch.history.errors import BundleError
+from attnwatch.history.contract.loaded_bundle import LoadedBundle
+from attnwatch.history.contract.names import CASE_ID, name_problem
+from attnwatch.history.contract.ncu_csv import check_bundle_csv
+from attnwatch.history.contract.series_key import pool_problem
+from attnwatch.history.contract.pytest_benchmark_import import (
+    load_pytest_benchmark_file,
+    parse_benchmark_document,
+    pytest_benchmark_run_id,
+)
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
+PCI_BUS_ID_PATTERN = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
+KNOWN_FILES = (*FILE_SCHEMAS, BENCHMARK_FILE, NCU_RAW_FILE)
+# Most entries (files and folders, at any depth) a bundle directory may hold: it has 8 files of
+# its own; a directory holding more is not a bundle, and walking it must not cost without bound.
+MAX_BUNDLE_ENTRIES = 1000
+# Statuses whose case never produced a timing; a benchmark entry for them contradicts outcomes.
+UNTIMED_STATUSES = ("crashed", "timeout", "skipped", "unsupported")
+
+
+def load_input(path: Path) -> LoadedBundle:
+    """A bundle directory or a pytest-benchmark .json file; anything else is refused."""
+    path = Path(path)
+    check_utf8_name(path)
+    if path.is_dir():
+        return load_bundle(path)
+    if path.is_file() and path.suffix == ".json":
+        return load_pytest_benchmark_file(path)
+    if not path.exists():
+        raise BundleError(path, "path", "no such file or directory")
+    raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
+
+
+def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
+    """Read and validate every file of a bundle directory (the contract's one reader).
+
+    `known_commit=False` accepts a manifest whose commit is UNKNOWN_COMMIT (a run measured
+    outside a git checkout): compare can compare such a round, the history cannot place it.
+    """
+    directory = Path(directory)
+    check_tree(directory)
+    for name in REQUIRED_FILES:
+        if not (directory / name).exists():
+            raise BundleError(directory / name, "file", "required bundle file is missing")
+
+    docs: dict[str, Any] = {}
+    hasher = hashlib.sha256()
+    for name in KNOWN_FILES:
+        path = directory / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        if name == NCU_RAW_FILE:
+            raw = _read_raw(path)
+        else:
+            docs[name], raw = read_json_file(path)
+        _hash_file(hasher, name, raw)
+
+    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE, known_commit)
+    for role, name in manifest.files.items():
+        if name not in KNOWN_FILES or not (directory / name).is_file():
+            raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
+    version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
+    bundle = LoadedBundle(
+        source_path=str(directory),
+        source="bundle",
+        manifest=manifest,
+        content_sha256=hasher.hexdigest(),
+        pytest_benchmark_version=version,
+        benchmarks=benchmarks,
+        **{name: _records(docs, directory, spec) for name, spec in RECORD_LISTS.items()},
+        samples=_samples(docs, directory),
+        ncu_version=_ncu_version(docs, directory),
+    )
+    _check_consistency(bundle, directory)
+    return bundle
+
+
+def check_tree(directory: Path) -> list[tuple[Path, int]]:
+    """Every entry under a bundle directory, with its size, walked without following a link.
+
+    A symbolic link anywhere inside, or the directory itself being one, is refused: a bundle is
+    data its producer wrote, and a link would make the reader open whatever the link names on
+    the reading machine (`extra -> /etc`). So are a name that is not UTF-8 and a tree of more
+    than MAX_BUNDLE_ENTRIES entries.
+    Every reader of bundles (ingest, pull-request ingest, compare's rounds) comes through
+    load_bundle, which calls this first.
+    """
+    directory = Path(directory)
+    if directory.is_symlink():
+        raise BundleError(directory, "path", "is a symbolic link; a bundle is a plain directory")
+    if not directory.is_dir():
+        raise BundleError(directory, "path", "not a directory")
+    entries: list[tuple[Path, int]] = []
+    pending = [directory]
+    while pending:
+        with os.scandir(pending.pop()) as listing:
+            for entry in listing:  # unsorted: a huge folder costs only MAX_BUNDLE_ENTRIES steps
+                path = Path(entry.path)
+                check_utf8_name(path)
+                if entry.is_symlink():
+                    raise BundleError(path, "file", "is a symbolic link; bundles hold plain files only")
+                if len(entries) >= MAX_BUNDLE_ENTRIES:
+                    raise BundleError(directory, "path", f"holds more than {MAX_BUNDLE_ENTRIES} entries; not a bundle")
+                entries.append((path, entry.stat(follow_symlinks=False).st_size))
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(path)
+    return entries
+
+
+def _hash_file(hasher, name: str, raw: bytes) -> None:
+    """The bundle's content hash covers each known file's name, length and bytes, in KNOWN_FILES order."""
+    hasher.update(f"{name}\0{len(raw)}\0".encode())
+    hasher.update(raw)
+
+
+def input_identity(path: Path) -> tuple[str, str] | None:
+    """(run_id, content_sha256) of an input, computed without validating it; None when unsure.
+
+    Lets ingest skip re-validating an input whose exact content is already stored (a stored
+    run passed validation when it was ingested). Anything unusual returns None, and the full
+    validation then runs and reports it.
+    """
+    path = Path(path)
+    try:
+        if path.is_symlink():
+            return None
+        if path.is_file() and path.suffix == ".json":
+            if path.stat().st_size > MAX_FILE_BYTES:
+                return None
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            return pytest_benchmark_run_id(digest), digest
+        if not path.is_dir():
+            return None
+        check_tree(path)  # a link inside: validate it, so that it is refused rather than skipped
+        hasher = hashlib.sha256()
+        manifest_raw = b""
+        for name in KNOWN_FILES:
+            file = path / name
+            if file.is_symlink():
+                return None
+            if not file.exists():
+                continue
+            if not file.is_file() or file.stat().st_size > MAX_FILE_BYTES:
+                return None
+            raw = file.read_bytes()
+            manifest_raw = raw if name == MANIFEST_FILE else manifest_raw
+            _hash_file(hasher, name, raw)
+        run_id = json.loads(manifest_raw.decode("utf-8")).get("run_id") if manifest_raw else None
+    except (OSError, ValueError, AttributeError, BundleError):
+        return None
+    return (run_id, hasher.hexdigest()) if isinstance(run_id, str) else None
+
+
+def _read_raw(path: Path) -> bytes:
+    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.ncu_csv), as the writer checked."""
+    if path.is_symlink() or not path.is_file():
+        raise BundleError(path, "file", "not a regular file")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise BundleError(path, "size", f"over the {MAX_FILE_BYTES}-byte limit; refused unread")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start})") from None
+    check_bundle_csv(path, text)
+    return raw
+
+
+def _envelope(doc: Any, path: Path, schema: str) -> dict:
+    return check_envelope(doc, path, schema, SCHEMA_VERSIONS[schema], UPGRADERS)
+
+
+def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
+    doc = _envelope(doc, path, FILE_SCHEMAS[MANIFEST_FILE])
+    manifest: Manifest = build_dataclass(Manifest, doc, path, "")
+    if not RUN_ID_PATTERN.match(manifest.run_id):
+        raise BundleError(path, "run_id", f"{manifest.run_id[:80]!r}: use 1-128 of A-Z a-z 0-9 . _ : -")
+    if known_commit or manifest.commit_sha != UNKNOWN_COMMIT:
+        _check_sha(manifest.commit_sha, path)
+    if manifest.parent_sha is not None and not SHA_PATTERN.match(manifest.parent_sha):
+        raise BundleError(path, "parent_sha", f"{manifest.parent_sha[:80]!r} is not a lowercase hex git SHA")
+    if manifest.trigger not in TRIGGERS:
+        raise BundleError(path, "trigger", f"{manifest.trigger!r} is not one of {TRIGGERS}")
+    if manifest.status not in RUN_STATUSES:
+        raise BundleError(path, "status", f"{manifest.status!r} is not one of {RUN_STATUSES}")
+    for name in ("started_at", "finished_at", "commit_date"):
+        value = getattr(manifest, name)
+        if value is not None:
+            setattr(manifest, name, parse_utc(value, path, name))
+    if manifest.finished_at < manifest.started_at:
+        raise BundleError(path, "finished_at", "is before started_at")
+    if manifest.pr_number is not None and manifest.pr_number < 1:
+        raise BundleError(path, "pr_number", f"{manifest.pr_number} is not a pull request number")
+    if manifest.environment.device_kind not in ("cuda", "cpu"):
+        raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
+    _check_gpu_identity(manifest.environment, path)
+    return manifest
+
+
+def _check_gpu_identity(env: Environment, path: Path) -> None:
+    """The GPU identity and pool fields key series and alerts: well-formed, or the bundle is refused."""
+    if env.pool is not None and pool_problem(env.pool):
+        raise BundleError(path, "environment.pool", pool_problem(env.pool))
+    if env.gpu_pci_bus_id is not None and not PCI_BUS_ID_PATTERN.match(env.gpu_pci_bus_id):
+        raise BundleError(path, "environment.gpu_pci_bus_id",
+                          f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)")
+    if env.gpu_index is not None and not 0 <= env.gpu_index < 4096:
+        raise BundleError(path, "environment.gpu_index", f"{env.gpu_index} is not an NVML device index")
+
+
+def _check_sha(sha: str, path: Path) -> None:
+    if not SHA_PATTERN.match(sha):
+        raise BundleError(path, "commit_sha", f"{sha[:80]!r} is not a lowercase hex git SHA")
+
+
+def _records(docs: dict, directory: Path, spec: RecordList) -> list:
+    if spec.file not in docs:
+        return []
+    path = directory / spec.file
+    doc = _envelope(docs[spec.file], path, FILE_SCHEMAS[spec.file])
+    items = doc.get(spec.key, [])
+    if not isinstance(items, list):
+        raise BundleError(path, spec.key, "expected a list")
+    return [build_dataclass(spec.record, item, path, f"{spec.key}[{i}]") for i, item in enumerate(items)]
+
+
+def _ncu_version(docs: dict, directory: Path) -> str | None:
+    if NCU_FILE not in docs:
+        return None
+    version = docs[NCU_FILE].get("ncu_version")
+    if version is not None and not isinstance(version, str):
+        raise BundleError(directory / NCU_FILE, "ncu_version", "expected a string")
+    return version
+
+
+def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
+    if SAMPLES_FILE not in docs:
+        return {}
+    path = directory / SAMPLES_FILE
+    doc = _envelope(docs[SAMPLES_FILE], path, FILE_SCHEMAS[SAMPLES_FILE])
+    if doc.get("unit", "us") != "us":
+        raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
+    return check_samples(doc.get("samples", {}), path)
+
+
+def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
+    """samples.json's payload: case id -> finite, non-negative latencies (µs). Also what the
+    writer checks before writing one."""
+    samples = check_type(dict[str, list[float]], samples, path, "samples")
+    for case_id, values in samples.items():
+        problem = name_problem(case_id, CASE_ID)
+        if problem:
+            raise BundleError(path, "samples", f"key {problem}")
+        bad = first_negative(values)
+        if bad is not None:
+            require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")
+    return samples
+
+
+def _check_consistency(b: LoadedBundle, directory: Path) -> None:
+    """Cross-file checks: one outcome per case, timings only for cases that ran, and so on."""
+    out_path = directory / OUTCOMES_FILE
+    outcomes: dict[str, CaseOutcome] = {}
+    for i, o in enumerate(b.outcomes):
+        if o.case_id in outcomes:
+            raise BundleError(out_path, f"cases[{i}].case_id", f"duplicate case id {o.case_id!r}")
+        if o.status not in CASE_STATUSES:
+            raise BundleError(out_path, f"cases[{i}].status", f"{o.status!r} is not one of {CASE_STATUSES}")
+        require_non_negative(o.duration_s, out_path, f"cases[{i}].duration_s")
+        outcomes[o.case_id] = o
+
+    bench_path = directory / BENCHMARK_FILE
+    timed = {}
+    for i, entry in enumerate(b.benchmarks):
+        if entry.timing is None:
+            continue
+        where = f"benchmarks[{i}].extra_info.attnwatch.case_id"
+        case = entry.timing.case_id
+        outcome = outcomes.get(case)
+        if outcome is None:
+            raise BundleError(bench_path, where, f"{case!r} has a timing but no entry in {OUTCOMES_FILE}")
+        if outcome.status in UNTIMED_STATUSES:
+            raise BundleError(bench_path, where, f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}")
+        if outcome.variant != entry.timing.variant:
+            raise BundleError(bench_path, f"benchmarks[{i}].extra_info.attnwatch.variant",
+                              f"{entry.timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}")
+        timed[case] = entry.timing
+    for i, o in enumerate(b.outcomes):
+        if o.status == "ok" and o.case_id not in timed:
+            raise BundleError(out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {BENCHMARK_FILE}")
+
+    samples_path = directory / SAMPLES_FILE
+    for case, values in b.samples.items():
+        if case not in timed:
+            raise BundleError(samples_path, f"samples.{case}", "samples for a case without a timing")
+        if len(values) != timed[case].n:
+            raise BundleError(samples_path, f"samples.{case}", f"{len(values)} samples but the timing says n={timed[case].n}")
+
+    _unique(((r.case_id, r.seed) for r in b.correctness), directory / CORRECTNESS_FILE, "records", "case id and seed")
+    _unique((r.variant for r in b.builds), directory / BUILDS_FILE, "builds", "variant")
+    _unique(((k.case_id, k.kernel_index) for k in b.ncu_kernels), directory / NCU_FILE, "kernels", "case id and kernel_index")
+    _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
+    for i, r in enumerate(b.correctness):
+        for name in ("max_abs_err", "rel_err", "atol", "rtol", "tolerance_used", "violations", "nonfinite", "calls"):
+            require_non_negative(getattr(r, name), directory / CORRECTNESS_FILE, f"records[{i}].{name}")
+
+
+def _unique(keys, path: Path, where: str, what: str) -> None:
+    seen = set()
+    for i, key in enumerate(keys):
+        if key in seen:
+            raise BundleError(path, f"{where}[{i}]", f"duplicate {what} {key!r}")
+        seen.add(key)

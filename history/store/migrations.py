@@ -1,0 +1,150 @@
+"""Numbered SQL migrations, applied in order when a history is opened for writing.
+
+Each file `history/store/migrations/NNN_name.sql` is one migration: version NNN, name `name`.
+Applied migrations are recorded in `schema_migrations(version, name, applied_at, checksum)`
+where checksum is the SHA-256 of the file's text. Opening refuses a database that
+  - has a version newer than any file here (SchemaTooNewError: upgrade attnwatch), or
+  - recorded a checksum that no longer matches the file (MigrationError: migrations are
+    append-only; a shipped migration is never edited, a new one is added instead).
+Each pending migration runs in its own transaction with its bookkeeping row, so a failing
+migration leaves the database at the previous version. On a file each is checkpointed into the
+file before the next begins, so no schema change rests in DuckDB's write-ahead log, where
+DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.db's writers already checkpoint at
+every commit; the CHECKPOINT here keeps that true for any other connection handed in.
+
+On a DuckLake the same files apply, translated by history.lake_ddl (no constraint clauses) with
+the checksum still over the shipped file. Each migration's transaction claims its version
+(history.transactions), so of two writers opening a new lake at once one applies it and the
+other, retried, finds it applied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from attnwatch.history.errors import MigrationError, SchemaTooNewError
+from attnwatch.history.store.lake_ddl import lake_sql
+from attnwatch.history.store.transactions import ensure_claim_schema, is_lake, write_transaction
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+_FILE_NAME = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+_BOOKKEEPING = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       VARCHAR NOT NULL,
+    applied_at TIMESTAMP NOT NULL,
+    checksum   VARCHAR NOT NULL
+)
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def available_migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """The migration files shipped with this code, by version; refuses gaps and duplicates."""
+    found: dict[int, Migration] = {}
+    for path in sorted(directory.glob("*.sql")):
+        match = _FILE_NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"{path}: migration file names look like 001_initial.sql")
+        version = int(match.group(1))
+        if version in found:
+            raise MigrationError(f"{path}: version {version} also used by {found[version].name}")
+        found[version] = Migration(version, match.group(2), path.read_text(encoding="utf-8"))
+    versions = sorted(found)
+    if versions != list(range(1, len(versions) + 1)):
+        raise MigrationError(f"{directory}: migration versions must run 1..N without gaps, got {versions}")
+    return [found[v] for v in versions]
+
+
+def code_schema_version(directory: Path = MIGRATIONS_DIR) -> int:
+    migrations = available_migrations(directory)
+    return migrations[-1].version if migrations else 0
+
+
+def applied_migrations(con) -> dict[int, tuple[str, str]]:
+    """version -> (name, checksum) recorded in the database; empty for a new database."""
+    exists = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_migrations'"
+    ).fetchone()[0]
+    if not exists:
+        return {}
+    rows = con.execute("SELECT version, name, checksum FROM schema_migrations").fetchall()
+    return {int(v): (n, c) for v, n, c in rows}
+
+
+def check_compatible(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[Migration]:
+    """Raise if the database cannot be used by this code; return the migrations still to apply."""
+    migrations = available_migrations(directory)
+    applied = applied_migrations(con)
+    newest_known = migrations[-1].version if migrations else 0
+    if applied and max(applied) > newest_known:
+        raise SchemaTooNewError(
+            f"{db_label}: the history is at schema version {max(applied)} "
+            f"({applied[max(applied)][0]}) but this attnwatch knows only up to {newest_known}; "
+            "upgrade attnwatch to read or write it"
+        )
+    for m in migrations:
+        if m.version in applied and applied[m.version][1] != m.checksum:
+            raise MigrationError(
+                f"{db_label}: schema_migrations.checksum of migration {m.version:03d}_{m.name} "
+                "differs from the shipped file; an applied migration was edited "
+                "(add a new migration instead)"
+            )
+    return [m for m in migrations if m.version not in applied]
+
+
+def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
+    """Apply pending migrations, each in one transaction; return the versions applied."""
+    if applied_migrations(con) and not check_compatible(con, db_label, directory):
+        return []  # current: no write transaction at all (on a lake each costs catalog round trips)
+    lake = is_lake(con)
+
+    def bookkeeping(c, _claims) -> None:
+        if lake:
+            ensure_claim_schema(c)
+        c.execute(lake_sql(_BOOKKEEPING) if lake else _BOOKKEEPING)
+
+    def next_migration(c, claims) -> int | None:
+        pending = check_compatible(c, db_label, directory)
+        if not pending:
+            return None
+        m = pending[0]
+        claims.take("migration", str(m.version))
+        try:
+            c.execute(lake_sql(m.sql) if lake else m.sql)
+        except duckdb.Error as exc:
+            raise MigrationError(f"{db_label}: migration {m.version:03d}_{m.name} failed: {exc}") from exc
+        c.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, now() AT TIME ZONE 'UTC', ?)",
+            [m.version, m.name, m.checksum],
+        )
+        return m.version
+
+    write_transaction(con, bookkeeping, db_label)
+    applied_now = []
+    while (version := write_transaction(con, next_migration, db_label)) is not None:
+        if not lake:
+            con.execute("CHECKPOINT")
+        applied_now.append(version)
+    return applied_now
+
+
+def database_schema_version(con) -> int:
+    applied = applied_migrations(con)
+    return max(applied) if applied else 0
