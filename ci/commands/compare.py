@@ -122,7 +122,13 @@ def _commit_or_unknown(text: str) -> str:
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
     from ci.compare.session import add_ncu, run_session
     from ci.compare.setup import device_kind, plan_for, session_options
+    from ci.kernels_api import check_measurable
 
+    for name, root in roots.items():  # None: this checkout, whose harness API is this harness's own
+        if root is not None:
+            label = commits[name] if commits[name] != UNKNOWN_COMMIT else getattr(args, name) or "checkout"
+            check_measurable(root, name, label[:12] if SHA_PATTERN.match(label) else label[:100])
+    out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
     cases = plan_for(args)
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
@@ -166,7 +172,6 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}
     if args.base_bundles or args.head_bundles:
         if not (args.base_bundles and args.head_bundles):

@@ -28,6 +28,7 @@ from importlib import import_module
 from typing import Any, Iterator
 
 from ci.journal import JournalWriter
+from ci.kernels_api import kernels_api
 from ci.plan import PlannedCase, RunPlan
 from ci.run_config import TimingConfig
 from ci.suites.case_setup import CaseSetup, device_monitor, is_poisoning, open_device, variant_availability
@@ -61,9 +62,7 @@ class GroupMeasurer:
         self.monitor = device_monitor(plan, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
-        from kernels.availability import capabilities
-
-        capabilities()
+        kernels_api().capabilities()
         self.families = self.setup.families
         self.build_failures = self.setup.build_failures
         self._results: dict[str, CaseResult] = {}
@@ -103,11 +102,10 @@ class GroupMeasurer:
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
         from ci.records import build_record, failed_build
-        from kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
             try:
-                variant = registry.get(name)
+                variant = kernels_api().get(name)
             except KeyError:
                 continue  # reported per case
             self.families[name] = variant.family
