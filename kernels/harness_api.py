@@ -1,4 +1,5 @@
-"""The harness API: what the measuring harness (ci/) may use of a revision's `kernels`, versioned.
+"""The harness API: what the measuring harness (ci/) may use of a revision's `kernels`, versioned
+(docs/design.md, "The harness API").
 
 Why it exists: `compare` measures the base revision's kernels with the head's harness. A
 worker process imports the base checkout's `kernels` and this checkout's `ci` (ci/child_env.py),
@@ -15,7 +16,8 @@ the harness's only way in there):
   `prepare(case, device, seed)` -> `Prepared` (`fn`, `config`, `config_source`);
 * `availability(variant)` -> (ok, reason); `capabilities()` (probe the machine once);
 * `Case(variant, shape, dtype, causal)`, `case_id(variant, shape_id, dtype, causal)`,
-  `Shape(id, batch, heads, seq_len, head_dim)` with `flops(causal)` and `min_bytes(element)`;
+  `Shape(id, batch, heads, seq_len, head_dim, source="")` with `flops(causal)` and
+  `min_bytes(element)`;
 * `check_case(variant, case, device, seeds)` -> list of `CheckResult` (ci/records.py reads
   every field by name and refuses one it does not know);
 * `forget_tuned_choices()`: make in-process autotuners decide again (each compare round);
