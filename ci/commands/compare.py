@@ -119,6 +119,13 @@ def _commit_or_unknown(text: str) -> str:
     return text if SHA_PATTERN.match(text) else UNKNOWN_COMMIT
 
 
+def _side_label(commit: str, ref: str | None) -> str:
+    """How a refusal names a side: its commit, else the revision or label the user gave."""
+    if commit != UNKNOWN_COMMIT:
+        return commit[:12]
+    return (ref or "checkout")[:100]
+
+
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
     from ci.compare.session import add_ncu, run_session
     from ci.compare.setup import device_kind, plan_for, session_options
@@ -126,8 +133,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
 
     for name, root in roots.items():  # None: this checkout, whose harness API is this harness's own
         if root is not None:
-            label = commits[name] if commits[name] != UNKNOWN_COMMIT else getattr(args, name) or "checkout"
-            check_measurable(root, name, label[:12] if SHA_PATTERN.match(label) else label[:100])
+            check_measurable(root, name, _side_label(commits[name], getattr(args, name)))
     out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
     cases = plan_for(args)
     kind, gpu = device_kind()
