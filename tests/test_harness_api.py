@@ -15,7 +15,8 @@ import pytest
 import ci.kernels_api as kernels_api_module
 from ci.cli import main
 from ci.compare.report import load_report
-from ci.kernels_api import NAMES, NEWEST_KNOWN, HarnessApiError, _version_0, declared_version, kernels_api
+from ci.kernels_api import (NAMES, NEWEST_KNOWN, OLDEST_SUPPORTED, HarnessApiError, _version_0, declared_version,
+                            kernels_api)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # main before the harness API existed: its kernels/ have no harness_api.py (version 0).
@@ -117,7 +118,8 @@ def test_a_measuring_process_refuses_a_version_it_does_not_know(tmp_path):
     done = subprocess.run([sys.executable, "-c", "from ci.kernels_api import kernels_api; kernels_api()"],
                           cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
-    assert "HarnessApiError: kernels/harness_api.py: HARNESS_API_VERSION 7: this harness uses versions 0..1" in done.stderr
+    assert (f"HarnessApiError: kernels/harness_api.py: HARNESS_API_VERSION 7: this harness uses versions "
+            f"{OLDEST_SUPPORTED}..{NEWEST_KNOWN}") in done.stderr
 
 
 def _tree_before_the_api(tmp_path: Path) -> Path:
