@@ -24,7 +24,10 @@ class _KernelsAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != _PREFIX and not fullname.startswith(_PREFIX + "."):
             return None
-        real = importlib.import_module(fullname[len("attnwatch."):])
+        name = fullname[len("attnwatch."):]
+        if name not in sys.modules and importlib.util.find_spec(name) is None:
+            return None  # not in that revision either: the import fails under the name it was asked by
+        real = importlib.import_module(name)
         return importlib.util.spec_from_loader(fullname, self, is_package=hasattr(real, "__path__"))
 
     def create_module(self, spec):

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
+from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.history.contract.bundle import CaseKey
-from attnwatch.kernels.cases import Case, case_id
-from attnwatch.kernels.shapes import Shape
+
+if TYPE_CHECKING:
+    from attnwatch.kernels.cases import Case
+    from attnwatch.kernels.shapes import Shape
 
 PLAN_SCHEMA = "attnwatch.plan"
 BASELINE = "sdpa"  # the gap-to-SDPA reference, first in every interleave group
@@ -28,7 +31,7 @@ class PlannedCase(CaseKey):
 
     @property
     def case_id(self) -> str:
-        return case_id(self.variant, self.shape_id, self.dtype, self.causal)
+        return kernels_api().case_id(self.variant, self.shape_id, self.dtype, self.causal)
 
     @property
     def group(self) -> str:
@@ -36,11 +39,12 @@ class PlannedCase(CaseKey):
         return f"{self.shape_id}/{self.dtype}/{'causal' if self.causal else 'noncausal'}"
 
     def shape(self) -> Shape:
-        return Shape(self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim)
+        """The kernels-side shape (of this process's kernels: another revision's in a compare worker)."""
+        return kernels_api().Shape(self.shape_id, self.batch, self.heads, self.seq_len, self.head_dim)
 
     def to_case(self) -> Case:
         """The kernels-side case (for code that prepares and runs it in this process)."""
-        return Case(self.variant, self.shape(), self.dtype, self.causal)
+        return kernels_api().Case(self.variant, self.shape(), self.dtype, self.causal)
 
     @property
     def flops(self) -> float:

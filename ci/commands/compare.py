@@ -119,10 +119,22 @@ def _commit_or_unknown(text: str) -> str:
     return text if SHA_PATTERN.match(text) else UNKNOWN_COMMIT
 
 
+def _side_label(commit: str, ref: str | None) -> str:
+    """How a refusal names a side: its commit, else the revision or label the user gave."""
+    if commit != UNKNOWN_COMMIT:
+        return commit[:12]
+    return (ref or "checkout")[:100]
+
+
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
     from attnwatch.ci.compare.session import add_ncu, run_session
     from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
+    from attnwatch.ci.kernels_api import check_measurable
 
+    for name, root in roots.items():  # None: this checkout, whose harness API is this harness's own
+        if root is not None:
+            check_measurable(root, name, _side_label(commits[name], getattr(args, name)))
+    out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
     cases = plan_for(args)
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
@@ -166,7 +178,6 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}
     if args.base_bundles or args.head_bundles:
         if not (args.base_bundles and args.head_bundles):

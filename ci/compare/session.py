@@ -9,8 +9,9 @@ workers, and writes beside compare.json:
 * `bundles/<side>-round<k>/`: every round each side measured, as a run bundle
   (ci/compare/bundles.py): the data compare.json's verdicts are computed from, and what the
   PR-comment workflow stores as pull-request runs;
-* `session.json`: the design, the rounds each case used, the workers (kernels path, restarts,
-  their round bundles), the crash-attribution notes, and the wall-time breakdown per side;
+* `session.json`: the design, the rounds each case used, the workers (kernels path and its
+  harness API version, restarts, their round bundles), the crash-attribution notes, and the
+  wall-time breakdown per side;
 * `workers/<side>/`: each worker's plan and log.
 """
 
@@ -143,7 +144,8 @@ def session_record(measured: Measured, sides: dict[str, SideGroup], options: Ses
         "rounds_used": measured.rounds_used,
         "decided": measured.decided,
         "workers_per_side": options.workers_per_side,
-        "sides": {name: {"kernels_path": s.kernels_path, "commit_sha": s.commit_sha, "restarts": s.restarts,
+        "sides": {name: {"kernels_path": s.kernels_path, "harness_api_version": s.harness_api_version,
+                         "commit_sha": s.commit_sha, "restarts": s.restarts,
                          "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
                          "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
                          "rounds_by_worker": s.measured_by,

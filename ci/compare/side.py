@@ -54,6 +54,7 @@ class Side:
     times: SideTimes = field(default_factory=SideTimes)
     environment: dict = field(default_factory=dict)
     kernels_path: str = ""
+    harness_api_version: int | None = None  # of the side's kernels, as its worker loaded them (ci/kernels_api.py)
     builds: list[dict] = field(default_factory=list)
     restarts: int = 0
     _worker: WorkerProcess | None = None
@@ -94,6 +95,7 @@ class Side:
                 continue
             if not self.kernels_path:
                 self.environment, self.kernels_path = ready.get("environment") or {}, ready.get("kernels_path", "")
+                self.harness_api_version = ready.get("harness_api_version")
                 self.builds = list(ready.get("builds") or [])
             if self._worker is not self._counted:  # each worker's start-up is counted once
                 build = float(ready.get("build_s") or 0.0)

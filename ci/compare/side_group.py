@@ -70,6 +70,10 @@ class SideGroup:
         return self.members[0].kernels_path
 
     @property
+    def harness_api_version(self) -> int | None:
+        return self.members[0].harness_api_version
+
+    @property
     def builds(self) -> list[dict]:
         return self.members[0].builds
 

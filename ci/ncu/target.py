@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import sys
 
-from attnwatch.kernels import registry
-from attnwatch.kernels.cases import Case
-from attnwatch.kernels.shapes import Shape
+from attnwatch.ci.kernels_api import kernels_api
 
 OUTCOME_PREFIX = "attnwatch-ncu:"
 WARMUP_CALLS = 3
@@ -29,10 +27,11 @@ def main(argv: list[str]) -> int:
 
     plan = json.loads(open(argv[0], encoding="utf-8").read())
     device = torch.device("cuda")
+    api = kernels_api()  # the profiled checkout's kernels (compare profiles the base's too)
     for entry in plan["cases"]:
-        case = Case(entry["variant"], Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+        case = api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
         try:
-            variant = registry.get(case.variant)
+            variant = api.get(case.variant)
             reason = variant.unsupported(case)
             if reason:
                 _report(case.id, "unsupported", reason)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
 
@@ -51,9 +52,7 @@ def is_poisoning(exc: BaseException) -> bool:
 
 def variant_availability(variant: Any) -> tuple[bool, str]:
     """kernels' own decision (kernels.availability), made once per process."""
-    from attnwatch.kernels.availability import availability
-
-    return availability(variant)
+    return kernels_api().availability(variant)
 
 
 class CaseSetup:
@@ -79,18 +78,16 @@ class CaseSetup:
 
     def resolve(self, case: PlannedCase) -> tuple[Any, tuple[str, str] | None]:
         """((variant, kernels Case), None) when the case can run, else (None, (status, reason))."""
-        from attnwatch.kernels import registry
-        from attnwatch.kernels.cases import Case
-
+        api = kernels_api()
         try:
-            variant = registry.get(case.variant)
+            variant = api.get(case.variant)
         except KeyError as exc:
             return None, ("skipped", f"variant not in this checkout's registry: {exc}")
         self.families[case.variant] = variant.family
         ok, reason = variant_availability(variant)
         if not ok:
             return None, ("skipped", reason or "unavailable")
-        kcase = Case(case.variant, case.shape(), case.dtype, case.causal)
+        kcase = case.to_case()
         reason = variant.unsupported(kcase)
         if reason:
             return None, ("unsupported", reason)
@@ -102,9 +99,8 @@ class CaseSetup:
         """Correctness on fresh inputs per seed (kernels.correctness), as the bundle's records
         (ci.records converts every field)."""
         from attnwatch.ci.records import correctness_record
-        from attnwatch.kernels.correctness import check_case
 
-        results = check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
+        results = kernels_api().check_case(variant, kcase, self.device, list(self.plan.correctness_seeds))
         return [asdict(correctness_record(case, r)) for r in results]
 
     def input_set_count(self, case: PlannedCase) -> int:

@@ -67,13 +67,12 @@ def journal(pytestconfig):
 @pytest.fixture(scope="session")
 def measurer(pytestconfig, journal):
     """Builds first, then measures groups on demand; journals the session's environment."""
-    from attnwatch import kernels
-
+    from attnwatch.ci.kernels_api import kernels_dir
     from attnwatch.ci.suites.worker import GroupMeasurer
 
     plan = _plan(pytestconfig)
     env = _environment(pytestconfig)
     m = GroupMeasurer(plan, journal)
-    journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(Path(kernels.__file__).resolve().parent))
+    journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(kernels_dir()))
     m.build_all()
     return m

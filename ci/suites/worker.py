@@ -28,6 +28,7 @@ from importlib import import_module
 from typing import Any, Iterator
 
 from attnwatch.ci.journal import JournalWriter
+from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
 from attnwatch.ci.suites.case_setup import (
@@ -67,9 +68,7 @@ class GroupMeasurer:
         self.monitor = device_monitor(plan, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
-        from attnwatch.kernels.availability import capabilities
-
-        capabilities()
+        kernels_api().capabilities()
         self.families = self.setup.families
         self.build_failures = self.setup.build_failures
         self._results: dict[str, CaseResult] = {}
@@ -109,11 +108,10 @@ class GroupMeasurer:
     def build_all(self) -> None:
         """Build every planned, available variant once; a failed build fails its cases."""
         from attnwatch.ci.records import build_record, failed_build
-        from attnwatch.kernels import registry
 
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
             try:
-                variant = registry.get(name)
+                variant = kernels_api().get(name)
             except KeyError:
                 continue  # reported per case
             self.families[name] = variant.family

@@ -41,6 +41,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Iterator
 
+from attnwatch.ci.kernels_api import kernels_api, kernels_dir
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
 from attnwatch.ci.suites.case_setup import (
@@ -74,9 +75,7 @@ class Worker:
         self.setup = CaseSetup(plan, self.device, self.config)
         self.setup.build_failures.update(failed_builds)
         self.monitor = device_monitor(plan, self.device)
-        from attnwatch.kernels.availability import capabilities
-
-        capabilities()
+        kernels_api().capabilities()
         self.cases = {c.case_id: c for c in plan.cases}
         self.checked: set[str] = set()
         self.seconds = {stage: 0.0 for stage in STAGES}
@@ -111,12 +110,11 @@ class Worker:
         """Build every planned, available variant once (ci.records' build records); a failed
         build fails its cases."""
         from attnwatch.ci.records import build_record, failed_build
-        from attnwatch.kernels import registry
 
         records = []
         for name in dict.fromkeys(c.variant for c in self.plan.cases):
             try:
-                variant = registry.get(name)
+                variant = kernels_api().get(name)
             except KeyError:
                 continue  # reported per case
             self.setup.families[name] = variant.family
@@ -280,13 +278,9 @@ def forget_tuned_choices() -> None:
     A recorded choice (kernels/triton/choices.toml) comes back the same on both sides. A choice
     an autotuner makes in the process (a problem the table lacks) would otherwise be fixed for
     the whole compare on each side, so a near-tie that flips between the two workers reads as a
-    difference between the revisions (kernels/triton/tuner.py, `forget_choices`). Only a tuner
-    this process already imported is asked, and a revision whose tuner has no
-    `forget_choices` (older than this) keeps its choices."""
-    tuner = sys.modules.get("attnwatch.kernels.triton.tuner")
-    forget = getattr(tuner, "forget_choices", None)
-    if forget is not None:
-        forget()
+    difference between the revisions (kernels/triton/tuner.py, `forget_choices`), asked through
+    the side's harness API (ci/kernels_api.py)."""
+    kernels_api().forget_tuned_choices()
 
 
 def serve(worker: Worker, in_fd: int) -> int:
@@ -322,14 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         imported = time.perf_counter()
         builds = worker.build_all()
         built = time.perf_counter()
-        from attnwatch import kernels
-
         from attnwatch.ci.environment import capture_environment
 
         environment = asdict(capture_environment(probe_device=worker.plan.device_kind == "cuda"))
-        worker.emit("ready", pid=os.getpid(), kernels_path=str(Path(kernels.__file__).resolve().parent),
-                    environment=environment, builds=builds, startup_s=imported - started, build_s=built - imported,
-                    sent_at=time.time())
+        worker.emit("ready", pid=os.getpid(), kernels_path=str(kernels_dir()),
+                    harness_api_version=kernels_api().HARNESS_API_VERSION, environment=environment, builds=builds,
+                    startup_s=imported - started, build_s=built - imported, sent_at=time.time())
         return serve(worker, args.in_fd)
     except ChannelClosed:
         return 0
