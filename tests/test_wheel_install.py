@@ -1,5 +1,5 @@
 """The installed wheel: every module under `attnwatch.`, its data files shipped, beside a user's
-own `kernels` package (docs/design.md, "Layout").
+own `kernels` package (docs/design.md, "Layers and the direction of imports").
 
 The wheel is built from this checkout and installed without dependencies into a fresh virtual
 environment; the dependencies come from the test's own environment through a path file (a
