@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ci.run_config import configured
 from history.bundle import CaseKey
 from kernels.cases import Case, case_id
 from kernels.shapes import Shape
@@ -73,8 +74,8 @@ class RunPlan:
     timing: dict[str, Any]
     device_kind: str  # "cuda" or "cpu": the child refuses to fall back silently
     correctness: bool = True
-    correctness_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    timing_seed: int = 1234
+    correctness_seeds: list[int] = configured("correctness_seeds")
+    timing_seed: int = configured("timing_seed")
     build: bool = True
     # Modules the child imports before resolving variants: extra variants registered outside
     # the built-in registry (the test suite's deliberately failing variants).

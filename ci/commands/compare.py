@@ -27,6 +27,7 @@ from ci.compare.report import COMPARE_FILE, CompareReport, write_report
 from ci.compare.rounds import RoundData, read_round
 from ci.compare.table import format_table
 from ci.errors import UserError
+from ci.run_config import compare_setting
 from history.bundle import UNKNOWN_COMMIT
 from history.detection.ab import METHODS
 from history.detection.thresholds import load_thresholds
@@ -48,8 +49,9 @@ def register(subparsers) -> None:
     p.add_argument("--workers-per-side", type=int, default=None,
                    help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
                         "(default: ci/run_config.toml [compare.<device>])")
-    p.add_argument("--method", choices=METHODS, default="rounds-t",
-                   help="interval of head/base: paired t over rounds (default), two-level or pooled bootstrap")
+    p.add_argument("--method", choices=METHODS, default=None,
+                   help="interval of head/base: paired t over rounds, two-level or pooled bootstrap "
+                        "(default: ci/run_config.toml [compare])")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
@@ -165,6 +167,7 @@ def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
 def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
+    args.method = args.method or compare_setting("method")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     extra: dict = {}
@@ -184,7 +187,7 @@ def _run(args) -> int:
     env = head[0].environment
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
-                           resamples=extra.get("resamples", 2000))
+                           resamples=extra.get("resamples", compare_setting("resamples")))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

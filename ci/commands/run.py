@@ -78,7 +78,7 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 
 def _run(args) -> int:
-    from ci.run_config import default, timing_config
+    from ci.run_config import timing_config
     from ci.runner import RunOptions, execute_suite
     from ci.selection import detect_device_kind, select_cases
     from ci.summary import format_ncu_line, format_summary
@@ -93,14 +93,13 @@ def _run(args) -> int:
         time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
     if timing.max_samples < timing.min_samples:
         timing = timing.with_overrides(min_samples=timing.max_samples)
-    timeout = args.case_timeout or float(default(f"case_timeout_{device_kind}_s"))
     out = Path(args.out) if args.out else Path("out") / "runs" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     options = RunOptions(
         shape_set=selection.set_name,
         device_kind=device_kind,
         timing=timing,
         correctness=not args.no_correctness,
-        case_timeout_s=timeout,
+        case_timeout_s=args.case_timeout or None,  # None: the device kind's, ci/run_config.toml
         trigger=args.trigger or default_trigger(),
         ncu=args.ncu or args.ncu_full,
         ncu_full=args.ncu_full,
