@@ -57,7 +57,8 @@ def register(subparsers) -> None:
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu, for deltas in the PR comment")
-    p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case is killed")
+    p.add_argument("--case-timeout", type=float, default=None,
+                   help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
     p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")

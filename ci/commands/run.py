@@ -35,7 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("--ncu", action="store_true", help="also profile the measured cases with Nsight Compute")
     p.add_argument("--ncu-full", action="store_true", help="with --ncu: the full section set (slow)")
     p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile, e.g. '*/fp16/noncausal' (default: every case timed)")
-    p.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a case counts as hung")
+    p.add_argument("--case-timeout", type=float, default=None,
+                   help="seconds without progress before a case counts as hung (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     p.add_argument("--trigger", default=None, help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)")
     p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)")
