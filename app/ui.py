@@ -13,7 +13,7 @@ from typing import Callable
 
 import streamlit as st
 
-from attnwatch.app.data.runs import EmptyHistory, HistoryShape, gpu_pools, history_shape
+from attnwatch.app.data.runs import HistoryShape, gpu_pools, history_shape
 from attnwatch.app.data.store import HistoryUnavailable, Source, current_source
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.errors import HistoryError
@@ -112,8 +112,6 @@ def run_page(title: str, body: Callable[[Source, HistoryShape], None], needs_his
             return
         synthetic_banner(shape.synthetic_runs, shape.runs)
         body(source, shape)
-    except EmptyHistory:
-        empty_history_notice(source)
     except (HistoryUnavailable, HistoryError) as exc:
         show_unavailable(exc)
 

@@ -4,7 +4,9 @@ The parent (no CUDA) builds the plan from the registry and the named shapes; the
 (`ci/suites`) reads it. Cases are plain records (no kernels objects) so that a plan can name
 variants that exist only in another checkout (`compare` measures a merge base that way).
 Cases are ordered by interleave group (shape, dtype, causal) so that a group's tests run
-together, with the `sdpa` baseline first in each group.
+together, with the reference variant (the registry's `is_reference`, `sdpa`) first in each
+group. The plan names that reference, so the child (and both sides of a compare, whatever the
+base's registry says) takes every gap against the variant the parent's registry chose.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from attnwatch.ci.kernels_api import kernels_api
+from attnwatch.ci.run_config import configured
 from attnwatch.history.contract.bundle import CaseKey
 
 if TYPE_CHECKING:
@@ -22,7 +25,6 @@ if TYPE_CHECKING:
     from attnwatch.kernels.shapes import Shape
 
 PLAN_SCHEMA = "attnwatch.plan"
-BASELINE = "sdpa"  # the gap-to-SDPA reference, first in every interleave group
 
 
 @dataclass(frozen=True)
@@ -56,10 +58,18 @@ class PlannedCase(CaseKey):
         return cls(variant, shape.id, shape.batch, shape.heads, shape.seq_len, shape.head_dim, dtype, causal)
 
 
+def reference_variant() -> str:
+    """The registry's reference variant (kernels.registry.reference): the gaps' denominator."""
+    from attnwatch.kernels.registry import reference
+
+    return reference().name
+
+
 def plan_cases(variants: Iterable[str], shapes: Iterable[Shape], dtypes: Iterable[str], causal_modes: Iterable[bool]) -> list[PlannedCase]:
-    """Every (variant, shape, dtype, causal), grouped, the baseline first in each group."""
+    """Every (variant, shape, dtype, causal), grouped, the reference variant first in each group."""
     variants = list(dict.fromkeys(variants))
-    ordered = sorted(variants, key=lambda v: (v != BASELINE, variants.index(v)))
+    first = reference_variant()
+    ordered = sorted(variants, key=lambda v: (v != first, variants.index(v)))
     return [
         PlannedCase.of(v, shape, dtype, causal)
         for shape in shapes
@@ -77,9 +87,10 @@ class RunPlan:
     timing: dict[str, Any]
     device_kind: str  # "cuda" or "cpu": the child refuses to fall back silently
     correctness: bool = True
-    correctness_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    timing_seed: int = 1234
+    correctness_seeds: list[int] = configured("correctness_seeds")
+    timing_seed: int = configured("timing_seed")
     build: bool = True
+    reference: str = field(default_factory=reference_variant)  # every gap's denominator (kernels.registry.reference)
     # Modules the child imports before resolving variants: extra variants registered outside
     # the built-in registry (the test suite's deliberately failing variants).
     extra_variant_modules: list[str] = field(default_factory=list)

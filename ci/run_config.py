@@ -1,9 +1,15 @@
-"""The run's configuration, read from `ci/run_config.toml` (every entry has its reason there)."""
+"""The run's configuration, read from `ci/run_config.toml` (every entry has its reason there).
+
+This module is the one reader of that file: a dataclass whose field has a default from it
+declares the field with `configured(...)` (or resolves it from the device kind when an instance
+is made), so no number in the TOML is written a second time in the code.
+"""
 
 from __future__ import annotations
 
+import copy
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -27,9 +33,9 @@ class TimingConfig:
     graph_calls: int
     graph_replays: int
     host_rounds: int
-    input_sets: int = 1
-    input_sets_max_bytes: int = 0
-    streams: int = 1
+    input_sets: int
+    input_sets_max_bytes: int
+    streams: int
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
@@ -71,17 +77,40 @@ def timing_config(device_kind: str) -> TimingConfig:
     return TimingConfig.from_dict(dict(section[device_kind]))
 
 
+def setting(section: str, name: str) -> Any:
+    """`[section] name` (a dotted section for a table inside another: "compare.cuda")."""
+    table: Any = _raw()
+    for part in section.split("."):
+        table = table.get(part) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or name not in table:
+        raise KeyError(f"{CONFIG_PATH.name}: no {name} in [{section}]")
+    return table[name]
+
+
 def default(name: str) -> Any:
-    return _raw()["defaults"][name]
+    """A [defaults] entry."""
+    return setting("defaults", name)
+
+
+def configured(name: str, section: str = "defaults") -> Any:
+    """A dataclass field whose default is `[section] name`, read (and copied, so that no two
+    instances share a list) each time an instance is made without it."""
+    return field(default_factory=lambda: copy.deepcopy(setting(section, name)))
+
+
+def case_timeout(device_kind: str) -> float:
+    """Journal silence after which a case is killed: [defaults] case_timeout_<device kind>_s."""
+    return float(default(f"case_timeout_{device_kind}_s"))
 
 
 def default_dtypes(shape_set: str) -> list[str]:
-    return list(_raw()["defaults"]["dtypes"].get(shape_set, ["fp16"]))
+    """The dtypes a shape set runs in ([defaults.dtypes]; "custom" for shapes named one by one)."""
+    return list(setting("defaults.dtypes", shape_set))
 
 
 def compare_setting(name: str) -> Any:
-    """A [compare] entry: min_rounds, max_rounds, resamples."""
-    return _raw()["compare"][name]
+    """A [compare] entry: min_rounds, max_rounds, method, resamples."""
+    return setting("compare", name)
 
 
 def compare_sampling(device_kind: str) -> dict[str, Any]:
@@ -94,4 +123,4 @@ def compare_sampling(device_kind: str) -> dict[str, Any]:
 
 def compare_workers_per_side(device_kind: str) -> int:
     """How many warm workers each side of a compare keeps ([compare.<device kind>] workers_per_side)."""
-    return int(_raw()["compare"][device_kind].get("workers_per_side", 1))
+    return int(setting(f"compare.{device_kind}", "workers_per_side"))

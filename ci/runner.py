@@ -45,7 +45,7 @@ from attnwatch.ci.child_env import child_env
 from attnwatch.ci.environment import capture_environment, capture_git
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.progress import Progress
-from attnwatch.ci.run_config import TimingConfig, default
+from attnwatch.ci.run_config import TimingConfig, case_timeout, configured
 from attnwatch.ci.suite_state import SuiteState
 from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 
@@ -57,22 +57,25 @@ RUN_DIR_PREFIX = "attnwatch-run-"  # + pid: a killed run's work dir is swept by 
 
 @dataclass
 class RunOptions:
-    """How to run a suite. `device_kind` is "cuda" or "cpu" (resolved by the caller)."""
+    """How to run a suite. `device_kind` is "cuda" or "cpu" (resolved by the caller).
+
+    Every default that is a setting comes from ci/run_config.toml (`configured`); the case
+    timeout, when not given, is the device kind's ([defaults] case_timeout_<kind>_s)."""
 
     shape_set: str
     device_kind: str
     timing: TimingConfig
     correctness: bool = True
-    case_timeout_s: float = 120.0
-    build_timeout_s: float = float(default("build_timeout_s"))
+    case_timeout_s: float | None = None
+    build_timeout_s: float = configured("build_timeout_s")
     trigger: str = "local"
-    correctness_seeds: list[int] = field(default_factory=lambda: list(default("correctness_seeds")))
-    timing_seed: int = int(default("timing_seed"))
-    max_restarts: int = int(default("max_child_restarts"))
+    correctness_seeds: list[int] = configured("correctness_seeds")
+    timing_seed: int = configured("timing_seed")
+    max_restarts: int = configured("max_child_restarts")
     build: bool = True
     ncu: bool = False
     ncu_full: bool = False
-    ncu_timeout_s: float = 600.0
+    ncu_timeout_s: float = configured("ncu_timeout_s")
     ncu_cases: list[str] = field(default_factory=list)  # fnmatch patterns on case ids; empty = all
     progress: bool = True
     plain_progress: bool = False  # one line per finished case instead of a bar (logs, non-TTY)
@@ -90,7 +93,7 @@ class RunOptions:
     # time limit still ends with a valid bundle instead of being killed from outside.
     deadline: float | None = None
     # Silence allowed before a child's first journal line (interpreter, torch and pytest start-up).
-    startup_timeout_s: float = 300.0
+    startup_timeout_s: float = configured("startup_timeout_s")
     # Called with the bundle directory each time it is (re)written complete: once after the
     # cases are measured, again after ncu's files are added. A caller whose job can be killed
     # from outside (gpu_check) copies the bundle out at once instead of waiting for the end.
@@ -98,6 +101,10 @@ class RunOptions:
     # Diagnostic mode: children run with CUDA_LAUNCH_BLOCKING=1 (every launch synchronous, so a
     # faulting kernel is named by the launch that reports it). Timings are then not comparable.
     diagnose: bool = False
+
+    def __post_init__(self) -> None:
+        if self.case_timeout_s is None:
+            self.case_timeout_s = case_timeout(self.device_kind)
 
 
 def resolve_kernels_checkout(kernels_root: Path | None) -> Path | None:

@@ -152,7 +152,7 @@ def _draw_rounds(procs, *, design, slowdown, rounds, n, rng, sigma_between):
 
 
 def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials, n, min_effect, resamples, rng,
-                      sigma_between=0.0, method: str = "rounds-t") -> dict:
+                      method: str, sigma_between=0.0) -> dict:
     """compare's sequential rule on drawn rounds: verdict counts, rounds used, undecided at the cap."""
     out = {"regression": 0, "any_verdict": 0, "covered": 0, "rounds": 0, "undecided": 0, "total": 0}
     for procs in cases.values():
@@ -209,7 +209,7 @@ def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[
 
 
 def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int,
-                    method: str = "rounds-t") -> dict:
+                    method: str) -> dict:
     """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc.
     The earlier rule is judged on the two-level bootstrap interval, as compare used it."""
     earlier = lambda iv: ("regression" if iv.low > 1 + min_effect else "improvement"  # noqa: E731
@@ -279,8 +279,8 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
                    help="also measure compare's sequential rule with looks after rounds MIN..MAX")
     p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
-    p.add_argument("--method", choices=METHODS, default="rounds-t",
-                   help="interval of the sequential and replay verdicts (default rounds-t, compare's)")
+    p.add_argument("--method", choices=METHODS, default=compare_setting("method"),
+                   help="interval of the sequential and replay verdicts (default: compare's, ci/run_config.toml)")
     p.add_argument("--compares", nargs="+", type=Path, metavar="DIR",
                    help="replay recorded compares (their --out folders) at the first look, and stop there")
     args = p.parse_args(argv)

@@ -49,7 +49,8 @@ def _run(head_truths: dict[str, tuple[float, float]], design: SequentialDesign, 
     base_truths = {v: (100.0, sd) for v, (_, sd) in head_truths.items()}
     cases = plan_cases(list(head_truths), [SHAPES["h100_small"]], ["fp16"], [False])
     sides = {"base": ReplaySide("base", base_truths, seed), "head": ReplaySide("head", head_truths, seed + 1)}
-    measured = measure_rounds(cases, sides, design, min_effect=MIN_EFFECT, sampling={}, resamples=1000, log=lambda m: None)
+    measured = measure_rounds(cases, sides, design, min_effect=MIN_EFFECT, sampling={}, method="rounds-t", resamples=1000,
+                              log=lambda m: None)
     by_variant = {cid.split("/")[0]: cid for cid in measured.rounds_used}
     return measured, sides, by_variant
 

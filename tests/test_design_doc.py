@@ -1,7 +1,10 @@
-"""docs/design.md is in the repository and every citation of it names one of its sections."""
+"""docs/design.md is in the repository, every citation of it names one of its sections, and its
+claims about the dashboard's writes and pages, the median, the reference variant and the
+settings match the code."""
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -45,3 +48,113 @@ def test_no_file_points_to_a_design_document_that_is_not_in_the_repository():
              if "DESIGN.md" in p.read_text(encoding="utf-8", errors="replace")
              and str(p.relative_to(ROOT)) not in FROZEN and p != Path(__file__).resolve()]
     assert stale == []
+
+
+def _section(heading: str) -> str:
+    """The text under `## heading` up to the next heading of the same or a higher level."""
+    text = DESIGN.read_text(encoding="utf-8")
+    found = re.search(rf"^(#+) {re.escape(heading)}\n(.*?)(?=^#{{1,{2}}} |\Z)", text, re.MULTILINE | re.DOTALL)
+    assert found, heading
+    return found.group(2)
+
+
+def _history_writers() -> dict[str, set[str]]:
+    """history module -> its public functions that write: those that open a writing connection,
+    run a write transaction or migrate, or call a function of their module that does."""
+    tokens = ("open_write(", "write_transaction(", "migrate(", "connect_with_retry(")
+    writers = {}
+    for path in (ROOT / "history").rglob("*.py"):
+        source = path.read_text(encoding="utf-8")
+        bodies = {node.name: ast.get_source_segment(source, node) or "" for node in ast.parse(source).body
+                  if isinstance(node, ast.FunctionDef)}
+        writing = {name for name, body in bodies.items() if any(t in body.split(":", 1)[-1] for t in tokens)}
+        while True:  # a function calling a writer of its own module writes too
+            more = {name for name, body in bodies.items() if name not in writing
+                    and any(re.search(rf"\b{w}\(", body.split(":", 1)[-1]) for w in writing)}
+            if not more:
+                break
+            writing |= more
+        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        writers[module] = {name for name in writing if not name.startswith("_")}
+    return writers
+
+
+def _app_modules_that_write() -> set[str]:
+    """The app modules that call one of history's writers (through `from history.x import f`
+    or `from history import x as alias` then `alias.f(...)`)."""
+    writers = _history_writers()
+    found = set()
+    for path in (ROOT / "app").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names, modules = set(), {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("history"):
+                for alias in node.names:
+                    if alias.name in writers.get(node.module, set()):
+                        names.add(alias.asname or alias.name)
+                    if f"{node.module}.{alias.name}" in writers:
+                        modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in names:
+                found.add(str(path.relative_to(ROOT)))
+            if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
+                    and func.attr in writers[modules[func.value.id]]):
+                found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_the_dashboard_section_names_every_module_that_writes_and_only_those():
+    """The dashboard is not read-only: its first page view may migrate, and the Alerts page
+    writes. The section's paragraph names exactly the app modules that call a history writer."""
+    section = _section("Dashboard")
+    assert "**What the dashboard writes.**" in section
+    paragraph = section.split("**What the dashboard writes.**", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(app/[\w/]+\.py)`", paragraph))
+    writing = _app_modules_that_write()
+    assert writing == {"app/data/store.py", "app/data/alerts.py"}  # if this changes, so must the doc
+    assert writing == {m for m in named if m.startswith("app/data/")}
+    assert all((ROOT / m).is_file() for m in named)
+    assert "`history.db.upgrade`" in paragraph and "Alerts page" in paragraph and "No other page writes." in paragraph
+    assert "read-only short-lived connections)" not in _section("Data flow")  # the old claim, unqualified
+
+
+def test_the_dashboard_section_lists_every_page_with_the_first_one_first():
+    app = (ROOT / "app" / "streamlit_app.py").read_text(encoding="utf-8")
+    pages = re.findall(r'st\.Page\("views/(\w+)\.py", title="([^"]+)"(.*?)\)', app)
+    first = [title for _, title, rest in pages if "default=True" in rest]
+    assert first == [pages[0][1]] == ["This push"]
+    section = " ".join(_section("Dashboard").split())
+    assert f"Pages: {first[0]} (the first page, `app/views/{pages[0][0]}.py`" in section
+    positions = [section.find(f"{title} (") for _, title, _ in pages]
+    assert -1 not in positions and positions == sorted(positions), "every page, in the app's order"
+
+
+def test_the_median_is_the_one_history_statistics_defines():
+    from attnwatch.history.analysis.statistics import summarize
+
+    metrics = _section("Metrics")
+    assert "**the median**" in metrics
+    claim = metrics.split("**the median**", 1)[1].split("\n- ", 1)[0]
+    assert "`history/analysis/statistics.py`" in claim and "mean of the two middle values" in claim
+    assert summarize([1.0, 2.0, 4.0, 10.0]).median_us == 3.0  # what the claim says, for an even count
+    assert "summarize(raw.samples_us)" in (ROOT / "ci" / "timing" / "derived.py").read_text(encoding="utf-8")
+
+
+def test_the_reference_the_doc_names_is_the_registry_s_one_flag():
+    from attnwatch.kernels import registry
+
+    section = _section("Kernel variants")
+    named = re.findall(r"`(\w+)` \([^)]*\bthe reference\)", section)
+    assert named == [registry.reference().name]
+    assert "`is_reference=True`" in section and "`RunPlan.reference`" in section
+    assert not [p for p in (ROOT / "ci").rglob("*.py") if re.search(r"^BASELINE\s*=", p.read_text(encoding="utf-8"), re.M)]
+
+
+def test_the_settings_section_names_the_one_reader_and_its_test():
+    section = _section("Settings")
+    assert "`ci/run_config.py` is the one reader" in section and "`tests/test_run_config.py`" in section
+    for path in re.findall(r"`((?:ci|config|kernels)/[\w/]+\.toml)`", section):
+        assert (ROOT / path).is_file(), path

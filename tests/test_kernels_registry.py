@@ -65,7 +65,11 @@ def test_registered_names_are_unique_and_registering_twice_is_refused():
 
 def test_exactly_one_reference_and_it_is_default_sdpa():
     references = [v.name for v in registry.all_variants() if v.is_reference]
-    assert references == ["sdpa"]
+    assert references == ["sdpa"] == [registry.reference().name]
+    second = Variant("second_reference", "test", "d", prepare=lambda c, d, s: None, is_reference=True)
+    with pytest.raises(ValueError, match=r"^variant 'second_reference' is marked is_reference, but 'sdpa' is the reference"):
+        registry.register(second)
+    assert "second_reference" not in {v.name for v in registry.all_variants()}
 
 
 def test_unknown_family_is_refused():

@@ -167,7 +167,7 @@ def test_gaps_only_within_an_interleave_group():
     families = {"sdpa": "sdpa", "sdpa_flash": "sdpa", "sdpa_cudnn": "sdpa", "triton_fa2": "triton"}
     group_a = [_timing("sdpa", 40.0, "a"), _timing("sdpa_flash", 60.0, "a"), _timing("sdpa_cudnn", 38.0, "a"), _timing("triton_fa2", 42.0, "a")]
     group_b = [_timing("triton_fa2", 50.0, "b")]  # no sdpa measured with it: no gap
-    apply_gaps(group_a + group_b, families)
+    apply_gaps(group_a + group_b, families, "sdpa")
     fa2 = group_a[3]
     assert fa2.gap_to_sdpa == pytest.approx(42.0 / 40.0)
     assert fa2.gap_to_backends == {"sdpa_cudnn": pytest.approx(42 / 38), "sdpa_flash": pytest.approx(42 / 60)}

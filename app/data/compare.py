@@ -1,14 +1,14 @@
 """The Compare page's data: two runs side by side, case by case.
 
 The medians, gaps and statuses are the stored ones. Where both runs stored their raw samples,
-each case gets a head/base interval from the very code a PR comment's interval comes from
-(`history.detection.ab.hierarchical_intervals`, the two-level bootstrap of `attnwatch compare`;
-same confidence, resample count and seed), and the verdict from CI's own rule and thresholds
-(`history.detection.ab.verdict`, the GPU's min_effect from the thresholds file), so the
-dashboard and a PR comment given the same samples report the same bounds and verdicts. Each
-run is one round (one process): with a single round per side the outer level has nothing to
-resample, so run-to-run variation is not in the interval, as the page's caption says. Without
-samples only the ratio of stored medians is shown, with no verdict.
+each case gets a head/base interval from the two-level bootstrap
+(`history.detection.ab.hierarchical_intervals`, `attnwatch compare --method hierarchical`) at
+the GPU's confidence, and the verdict from CI's own rule and thresholds
+(`history.detection.ab.verdict`, the GPU's min_effect from the thresholds file). Its bounds are
+not a PR comment's: a comment's interval is Student's paired t over a compare's rounds, which
+needs two rounds per side, and here each run is one round (one process), so the bootstrap's
+outer level has nothing to resample and run-to-run variation is not in the interval, as the
+page's caption says. Without samples only the ratio of stored medians is shown, with no verdict.
 
 The estimator resamples all cases of a run at once: a main run has hundreds of cases with
 hundreds of samples each, and one-case-at-a-time resampling took over 6 s for 240 cases x 300
@@ -25,7 +25,7 @@ from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.analysis.ab import ABInterval, hierarchical_intervals, verdict
 from attnwatch.history.analysis.thresholds import load_thresholds
 
-RESAMPLES = 2000  # as CI's A/B intervals
+RESAMPLES = 2000  # bootstrap resamples per case: the 95% interval's 2.5% tails rest on 50 resamples each
 SEED = 0  # fixed: the same pair of runs always gets the same intervals
 NO_SAMPLES = "ratio only (no samples stored)"  # the verdict of a case neither run stored samples of
 

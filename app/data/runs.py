@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from attnwatch.app.data.store import HistoryUnavailable, Source, cached_query, read_frame, read_frames
+from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
 # A run is identified to people by its commit and time; these columns describe it everywhere.
@@ -204,15 +204,3 @@ def run_results(source: Source, run_id: str) -> pd.DataFrame:
         """,
         [run_id, run_id],
     )
-
-
-def require_history(source: Source) -> HistoryShape:
-    """The history's shape, raising HistoryUnavailable with a readable reason if it cannot be read."""
-    shape = history_shape(source)
-    if shape.empty:
-        raise EmptyHistory(source.path)
-    return shape
-
-
-class EmptyHistory(HistoryUnavailable):
-    """Nothing ingested yet (or the file is not an attnwatch history)."""

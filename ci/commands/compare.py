@@ -27,6 +27,7 @@ from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_repor
 from attnwatch.ci.compare.rounds import RoundData, read_round
 from attnwatch.ci.compare.table import format_table
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.run_config import compare_setting
 from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
 from attnwatch.history.analysis.ab import METHODS
 from attnwatch.history.analysis.thresholds import load_thresholds
@@ -48,14 +49,16 @@ def register(subparsers) -> None:
     p.add_argument("--workers-per-side", type=int, default=None,
                    help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
                         "(default: ci/run_config.toml [compare.<device>])")
-    p.add_argument("--method", choices=METHODS, default="rounds-t",
-                   help="interval of head/base: paired t over rounds (default), two-level or pooled bootstrap")
+    p.add_argument("--method", choices=METHODS, default=None,
+                   help="interval of head/base: paired t over rounds, two-level or pooled bootstrap "
+                        "(default: ci/run_config.toml [compare])")
     p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
     p.add_argument("--ncu", action="store_true", help="also profile with ncu, for deltas in the PR comment")
-    p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case is killed")
+    p.add_argument("--case-timeout", type=float, default=None,
+                   help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
     p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
@@ -177,6 +180,7 @@ def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
 def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
+    args.method = args.method or compare_setting("method")
     out = Path(args.out)
     extra: dict = {}
     if args.base_bundles or args.head_bundles:
@@ -195,7 +199,7 @@ def _run(args) -> int:
     env = head[0].environment
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
-                           resamples=extra.get("resamples", 2000))
+                           resamples=extra.get("resamples", compare_setting("resamples")))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

@@ -30,11 +30,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--shapes", default="pr", help="shape set (pr, main, nightly, cpu); default pr")
     p.add_argument("--variants", default="", help="comma-separated variant names (default: all available)")
-    p.add_argument("--dtypes", default="fp16", help="comma-separated dtypes (default fp16)")
+    p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: the shape set's, ci/run_config.toml)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--cases", nargs="*", default=[], help="case ids or fnmatch patterns to keep")
     p.add_argument("--full", action="store_true", help="collect `--set full` (slow; nightly)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per variant's ncu process")
+    p.add_argument("--timeout", type=float, default=None,
+                   help="seconds per variant's ncu process (default: ci/run_config.toml [defaults] ncu_timeout_s)")
     p.add_argument("--out", default="ncu-out", help="directory for ncu.json, ncu_raw.csv and reports")
     p.set_defaults(func=_run)
 

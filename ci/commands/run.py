@@ -35,7 +35,8 @@ def register(subparsers) -> None:
     p.add_argument("--ncu", action="store_true", help="also profile the measured cases with Nsight Compute")
     p.add_argument("--ncu-full", action="store_true", help="with --ncu: the full section set (slow)")
     p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile, e.g. '*/fp16/noncausal' (default: every case timed)")
-    p.add_argument("--case-timeout", type=float, default=None, help="seconds without progress before a case counts as hung")
+    p.add_argument("--case-timeout", type=float, default=None,
+                   help="seconds without progress before a case counts as hung (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     p.add_argument("--trigger", default=None, help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)")
     p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)")
@@ -78,7 +79,7 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 
 def _run(args) -> int:
-    from attnwatch.ci.run_config import default, timing_config
+    from attnwatch.ci.run_config import timing_config
     from attnwatch.ci.runner import RunOptions, execute_suite
     from attnwatch.ci.selection import detect_device_kind, select_cases
     from attnwatch.ci.summary import format_ncu_line, format_summary
@@ -93,14 +94,13 @@ def _run(args) -> int:
         time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
     if timing.max_samples < timing.min_samples:
         timing = timing.with_overrides(min_samples=timing.max_samples)
-    timeout = args.case_timeout or float(default(f"case_timeout_{device_kind}_s"))
     out = Path(args.out) if args.out else Path("out") / "runs" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     options = RunOptions(
         shape_set=selection.set_name,
         device_kind=device_kind,
         timing=timing,
         correctness=not args.no_correctness,
-        case_timeout_s=timeout,
+        case_timeout_s=args.case_timeout or None,  # None: the device kind's, ci/run_config.toml
         trigger=args.trigger or default_trigger(),
         ncu=args.ncu or args.ncu_full,
         ncu_full=args.ncu_full,

@@ -63,7 +63,7 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
-                   method: str = "rounds-t", resamples: int = 2000, seed: int = 0,
+                   method: str, resamples: int, seed: int = 0,
                    confidence: float | None = None) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 

@@ -61,7 +61,7 @@ def _comparable(rounds: list[CaseRound]) -> bool:
 
 
 def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design: SequentialDesign, *, min_effect: float,
-                   sampling: dict, method: str = "rounds-t", resamples: int = 2000, seed: int = 0,
+                   sampling: dict, method: str, resamples: int, seed: int = 0,
                    log: Callable[[str], None] = print) -> Measured:
     """Alternating rounds until every case is decided, lost on a side, or at the cap."""
     started = time.monotonic()

@@ -30,7 +30,7 @@ from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
 from attnwatch.ci.environment import GitInfo, capture_git
 from attnwatch.ci.plan import PlannedCase, RunPlan
-from attnwatch.ci.run_config import TimingConfig
+from attnwatch.ci.run_config import TimingConfig, case_timeout, compare_workers_per_side, configured
 from attnwatch.history.contract.bundle_writer import write_json_atomic
 
 SESSION_FILE = "session.json"
@@ -38,25 +38,34 @@ SESSION_FILE = "session.json"
 
 @dataclass
 class SessionOptions:
+    """How to measure a compare. Settings not given come from ci/run_config.toml, as for
+    `attnwatch run` (ci.runner.RunOptions): the case timeout and the workers per side by device kind."""
+
     device_kind: str
     timing: TimingConfig
     sampling: dict
     design: SequentialDesign
     min_effect: float
     shape_set: str = ""
-    method: str = "rounds-t"
-    resamples: int = 2000
+    method: str = configured("method", "compare")
+    resamples: int = configured("resamples", "compare")
     correctness: bool = True
-    correctness_seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    timing_seed: int = 1234
-    case_timeout_s: float = 120.0
-    startup_timeout_s: float = 300.0
-    build_timeout_s: float = 900.0
-    max_restarts: int = 50
+    correctness_seeds: list[int] = configured("correctness_seeds")
+    timing_seed: int = configured("timing_seed")
+    case_timeout_s: float | None = None
+    startup_timeout_s: float = configured("startup_timeout_s")
+    build_timeout_s: float = configured("build_timeout_s")
+    max_restarts: int = configured("max_child_restarts")
     extra_variant_modules: list[str] = field(default_factory=list)
     extra_sys_path: list[str] = field(default_factory=list)
     python: str = ""
-    workers_per_side: int = 1  # ci/compare/side_group.py: k workers per side take the rounds in turn
+    workers_per_side: int | None = None  # ci/compare/side_group.py: k workers per side take the rounds in turn
+
+    def __post_init__(self) -> None:
+        if self.case_timeout_s is None:
+            self.case_timeout_s = case_timeout(self.device_kind)
+        if self.workers_per_side is None:
+            self.workers_per_side = compare_workers_per_side(self.device_kind)
 
 
 @dataclass

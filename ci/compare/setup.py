@@ -10,13 +10,7 @@ from attnwatch.ci.compare.session import SessionOptions
 from attnwatch.ci.environment import capture_environment
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.plan import PlannedCase
-from attnwatch.ci.run_config import (
-    compare_sampling,
-    compare_setting,
-    compare_workers_per_side,
-    default,
-    timing_config,
-)
+from attnwatch.ci.run_config import compare_sampling, compare_setting, timing_config
 from attnwatch.ci.selection import select_cases
 from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.kernels.shapes import SHAPE_SETS
@@ -59,15 +53,11 @@ def device_kind() -> tuple[str, str | None]:
 
 
 def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
-    timeout = args.case_timeout or float(default(f"case_timeout_{kind}_s"))
+    """What the command line sets; every other setting is SessionOptions' own (ci/run_config.toml)."""
     return SessionOptions(
         device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
         design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes,
-        method=args.method,
-        resamples=int(compare_setting("resamples")), correctness=not args.no_correctness,
-        correctness_seeds=list(default("correctness_seeds")), timing_seed=int(default("timing_seed")),
-        case_timeout_s=timeout, build_timeout_s=float(default("build_timeout_s")),
-        max_restarts=int(default("max_child_restarts")),
+        method=args.method, correctness=not args.no_correctness, case_timeout_s=args.case_timeout or None,
         extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
-        workers_per_side=args.workers_per_side or compare_workers_per_side(kind),
+        workers_per_side=args.workers_per_side or None,
     )

@@ -25,6 +25,7 @@ from typing import Callable
 from attnwatch.ci.attribution import Crash, CrashAttribution
 from attnwatch.ci.compare.rounds import CaseRound
 from attnwatch.ci.plan import PlannedCase, RunPlan
+from attnwatch.ci.run_config import configured
 from attnwatch.ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec, probe_case
 
 
@@ -47,7 +48,7 @@ class Side:
     name: str
     spec: WorkerSpec
     commit_sha: str = ""
-    max_restarts: int = 50
+    max_restarts: int = configured("max_child_restarts")
     log: Callable[[str], None] = print
     attribution: CrashAttribution = field(default_factory=CrashAttribution)
     final: dict[str, CaseRound] = field(default_factory=dict)

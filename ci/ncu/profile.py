@@ -32,6 +32,7 @@ from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
 from attnwatch.ci.ncu.metrics import metrics_argument
 from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from attnwatch.ci.ncu.target import OUTCOME_PREFIX
+from attnwatch.ci.run_config import default
 from attnwatch.history.contract.bundle import NcuCaseMetrics, NcuKernelRow
 from attnwatch.history.contract.bundle_writer import NcuFiles
 from attnwatch.history.analysis.ceilings import find_ceiling
@@ -89,16 +90,18 @@ def profile_cases(
     out_dir: Path,
     *,
     full: bool = False,
-    timeout_s: float = 600.0,
+    timeout_s: float | None = None,
     kernels_root: Path | None = None,
     gpu_name: str | None = None,
     deadline: float | None = None,
 ) -> NcuProfile:
     """Profile every case; never raises for ncu's own failures (they land in `errors`).
 
+    `timeout_s`: per variant's ncu process (default: ci/run_config.toml [defaults] ncu_timeout_s).
     `deadline` (time.monotonic()): no variant starts after it, and none runs past it.
     """
     started = time.monotonic()
+    timeout_s = float(default("ncu_timeout_s")) if timeout_s is None else timeout_s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     profile = NcuProfile()

@@ -207,7 +207,7 @@ class GroupMeasurer:
             timing = case_timing(case, raw, f"{group}#{os.getpid()}",
                                  self.setup.kernel_configs.get(subject.key, (None, None)))
             timings.append((timing, raw))
-        apply_gaps([t for t, _ in timings], self.families)
+        apply_gaps([t for t, _ in timings], self.families, self.plan.reference)
         for timing, raw in timings:
             data = asdict(timing)
             self._results[timing.case_id].timing = data

@@ -5,8 +5,9 @@ Definitions (docs/design.md "Metrics", one each, used everywhere):
 * statistics: `history.statistics.summarize` (order statistics, Hyndman & Fan type 7);
 * us_per_head = median / (B*H), the seeds' unit;
 * TFLOPS = flops / median, flops = 4*B*H*Sq*Sk*D, halved when causal;
-* gap_to_sdpa = median / median(`sdpa`) of the same interleave group (same process, same GPU,
-  timed round-robin); gap_to_backends the same against each measured `sdpa_*` backend;
+* gap_to_sdpa = median / median(reference) of the same interleave group (same process, same
+  GPU, timed round-robin), the reference being the variant the plan names (the registry's
+  `is_reference`: `sdpa`); gap_to_backends the same against each other measured SDPA backend;
   fastest_backend the SDPA-family variant with the lowest median, and the gap to it.
   Gaps are only ever taken inside one interleave group, never across processes or runs.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from attnwatch.ci.plan import BASELINE, PlannedCase
+from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.timing.engine import RawMeasurement
 from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.analysis.statistics import summarize
@@ -55,11 +56,12 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
     )
 
 
-def apply_gaps(timings: list[CaseTiming], families: dict[str, str]) -> None:
+def apply_gaps(timings: list[CaseTiming], families: dict[str, str], reference: str) -> None:
     """Fill gap_to_sdpa, gap_to_backends, fastest_backend and its gap, per interleave group.
 
     `families` maps variant name -> family; the SDPA family ("sdpa") supplies the backends.
-    Mutates the timings in place; a group without `sdpa` gets no gap_to_sdpa.
+    `reference`: the plan's reference variant (RunPlan.reference). Mutates the timings in
+    place; a group without the reference gets no gap_to_sdpa.
     """
     groups: dict[str | None, list[CaseTiming]] = {}
     for t in timings:
@@ -67,12 +69,12 @@ def apply_gaps(timings: list[CaseTiming], families: dict[str, str]) -> None:
     for members in groups.values():
         by_variant = {t.variant: t for t in members}
         backends = {v: t for v, t in by_variant.items() if families.get(v) == "sdpa"}
-        baseline = by_variant.get(BASELINE)
+        baseline = by_variant.get(reference)
         fastest = min(backends.values(), key=lambda t: t.median_us) if backends else None
         for t in members:
             if baseline is not None:
                 t.gap_to_sdpa = t.median_us / baseline.median_us
-            t.gap_to_backends = {v: t.median_us / b.median_us for v, b in sorted(backends.items()) if v != BASELINE}
+            t.gap_to_backends = {v: t.median_us / b.median_us for v, b in sorted(backends.items()) if v != reference}
             if fastest is not None:
                 t.fastest_backend = fastest.variant
                 t.gap_to_fastest_backend = t.median_us / fastest.median_us

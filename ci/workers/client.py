@@ -26,6 +26,7 @@ from typing import Any, Callable
 from attnwatch.ci.attribution import ProbeResult
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.plan import RunPlan
+from attnwatch.ci.run_config import case_timeout, configured
 from attnwatch.ci.suite_state import describe_exit
 from attnwatch.ci.workers.protocol import ChannelClosed, ProtocolError, Reader, send
 
@@ -44,7 +45,7 @@ class WorkerDied(Exception):
 
 @dataclass
 class WorkerSpec:
-    """How to start a worker for one side."""
+    """How to start a worker for one side (time limits not given: ci/run_config.toml, the case's by the plan's device kind)."""
 
     plan: RunPlan
     side: str
@@ -54,9 +55,13 @@ class WorkerSpec:
     extra_sys_path: list[str] = field(default_factory=list)
     extra_env: dict[str, str] = field(default_factory=dict)
     failed_builds: dict[str, str] = field(default_factory=dict)
-    startup_timeout_s: float = 300.0
-    build_timeout_s: float = 900.0
-    case_timeout_s: float = 120.0
+    startup_timeout_s: float = configured("startup_timeout_s")
+    build_timeout_s: float = configured("build_timeout_s")
+    case_timeout_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.case_timeout_s is None:
+            self.case_timeout_s = case_timeout(self.plan.device_kind)
 
 
 class WorkerProcess:

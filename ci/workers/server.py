@@ -220,7 +220,7 @@ class Worker:
             if not raw.error and raw.samples_us:
                 timings.append(case_timing(self.cases[key], raw, f"{group}#round{round_index}",
                                            self.setup.kernel_configs.get(key, (None, None))))
-        apply_gaps(timings, self.setup.families)
+        apply_gaps(timings, self.setup.families, self.plan.reference)
         by_case = {t.case_id: t for t in timings}
         for subject, correctness in subjects:
             raw = raws[subject.key]

@@ -26,9 +26,10 @@ class ThresholdsError(HistoryError):
 class Thresholds:
     """What counts as a regression on one GPU.
 
-    min_effect: smallest relative slowdown reported (0.02 = 2%); confidence: of the bootstrap
-    interval; min_persist: runs a main-branch step must hold; penalty_scale and sigma_floor:
-    the change-point penalty (see history.changepoints); min_series: shortest series scanned.
+    min_effect: smallest relative slowdown reported (0.02 = 2%); confidence: of the head/base
+    interval (a compare's paired t, the Compare page's bootstrap); min_persist: runs a
+    main-branch step must hold; penalty_scale and sigma_floor: the change-point penalty (see
+    history.changepoints); min_series: shortest series scanned.
     """
 
     gpu: str
