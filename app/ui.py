@@ -131,7 +131,7 @@ ALL_HOSTS = "all hosts"
 
 
 def host_picker(source: Source, gpu: str, key: str, allow_all: bool = False) -> str | None:
-    """Which host of `gpu` to show (its pool: history.series_key), remembered in the URL as
+    """Which host of `gpu` to show (its pool: history.contract.series_key), remembered in the URL as
     ?host=. Drawn only when that GPU model ran on more than one; returns the pool, or None for
     every host (offered where `allow_all`)."""
     pools = gpu_pools(source, gpu)

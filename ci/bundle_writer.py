@@ -2,14 +2,14 @@
 
 The suite state (ci.suite_state) holds what the measuring children journalled: outcomes,
 timings, samples, and the correctness and build records ci.records converted from kernels'
-results. `write_bundle` turns them into the contract's records (history.bundle) and hands
-them to history.bundle_writer, the writer every producer uses: there each record is checked as
+results. `write_bundle` turns them into the contract's records (history.contract.bundle) and hands
+them to history.contract.bundle_writer, the writer every producer uses: there each record is checked as
 the reader will check it, so an unknown or missing field fails here, at the producer, naming
 the file and the field, and nothing is dropped on the way.
 
 The optional ncu pass runs after the bundle is written (it can outlast a GPU job's time limit):
 `add_ncu` then adds ncu.json / ncu_raw.csv to the finished bundle and rewrites its manifest
-(history.bundle_writer.add_ncu), so the bundle is complete and valid at every moment.
+(history.contract.bundle_writer.add_ncu), so the bundle is complete and valid at every moment.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Every subcommand lives in its own module under `ci/commands/` and exposes
 The list below is explicit: no discovery by file name.
 
 Errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
-history.faults) are printed here, as one line, with exit status 2.
+history.store.faults) are printed here, as one line, with exit status 2.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def _dispatch(argv: list[str] | None) -> int:
     except (UserError, HistoryError) as exc:
         print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a full disk, read-only or forbidden file outside the history (history.faults)
+    except OSError as exc:  # a full disk, read-only or forbidden file outside the history (history.store.faults)
         fault = file_fault(exc, str(exc.filename or "a file"))
         if fault is None:
             raise

@@ -92,7 +92,7 @@ def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitI
     detached merge commit, so the branch comes from GITHUB_HEAD_REF (PRs) or GITHUB_REF_NAME,
     and the PR number from GITHUB_REF. Outside a repository the sha is "unknown". The
     repository is ATTNWATCH_REPO where set (the one setting a history checks runs against,
-    history.repository), else GITHUB_REPOSITORY, else the origin remote's owner/name, else "local".
+    history.contract.repository), else GITHUB_REPOSITORY, else the origin remote's owner/name, else "local".
     """
     env = dict(os.environ if env is None else env)
     repo_dir = Path(repo_dir)
@@ -278,7 +278,7 @@ def _cpu_name() -> str:
 
 
 def declared_pool(env: Mapping[str, str] | None = None) -> str | None:
-    """ATTNWATCH_POOL: the pool of interchangeable GPUs this runner belongs to (history.series_key);
+    """ATTNWATCH_POOL: the pool of interchangeable GPUs this runner belongs to (history.contract.series_key);
     None when the runner declares none (its host is then its pool)."""
     value = (os.environ if env is None else env).get("ATTNWATCH_POOL", "").strip()
     if not value:

@@ -2,7 +2,7 @@
 
 `attnwatch compare --out DIR` writes compare.json and every round's bundle under
 `DIR/bundles/<side>-round<k>` (side: base or head). The PR-comment workflow's trusted ingest job
-stores those bundles as pull-request runs (history.pull_request_runs), and the comment links to
+stores those bundles as pull-request runs (history.contract.pull_request_runs), and the comment links to
 them. Both sides compute the ids here, from trusted data only (the verified workflow run and PR,
 never the artifact's manifests), so the link opens exactly what was ingested:
 
@@ -104,7 +104,7 @@ def pull_request_labels(compare_dir: Path, pr: int, head_sha: str, source: Sourc
 
 def _check_size(bundles: Path, rounds: list[Path], limits: dict[str, int]) -> None:
     """Refuse an artifact of more entries or bytes than `limits`, walking no further than them
-    (each round through the bundle reader's own walk, which refuses links; history.validate)."""
+    (each round through the bundle reader's own walk, which refuses links; history.contract.validate)."""
     entries, total = len(rounds), 0
     for path in rounds:
         tree = check_tree(path)

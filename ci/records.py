@@ -3,7 +3,7 @@
 kernels/ and history/ may not import each other (docs/design.md), so a check's result and a
 build's report are defined in kernels/ (kernels.correctness.CheckResult, kernels.registry's
 BuildReport: what the check and the compiler produce) and the records a bundle stores in
-history/ (history.bundle.CorrectnessRecord, BuildRecord: the contract, with the case a record
+history/ (history.contract.bundle.CorrectnessRecord, BuildRecord: the contract, with the case a record
 belongs to and every field required). ci, which may import both, converts here, naming every
 field; nothing else copies one into the other.
 

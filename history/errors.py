@@ -24,7 +24,7 @@ class SchemaTooNewError(HistoryError):
 class FaultError(HistoryError):
     """The file system, or another process, stopped a read or write of a history file.
 
-    The message is one line: the history, what happened, what to do (history.faults words it).
+    The message is one line: the history, what happened, what to do (history.store.faults words it).
     `reason` is the same without the history's path, for pages a dashboard user sees.
     """
 

@@ -22,7 +22,7 @@ PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "com
 # Every query parameter a view reads, with what it holds.
 PARAMS = {
     "gpu": "GPU model (or device kind) as the harness records it",
-    "host": "one pool (host) of that GPU model, where it ran on several (history.series_key)",
+    "host": "one pool (host) of that GPU model, where it ran on several (history.contract.series_key)",
     "branch": "branch whose runs a trend shows (default: the history's default branch)",
     "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
     "variants": "comma-joined kernel variants",

@@ -3,7 +3,7 @@ with --browser as a user sees it in Chromium.
 
     python scripts/bench_dashboard.py --db LOCATION [--warm-repeats 5] [--json OUT] [--browser]
 
-LOCATION is a history file or a lake (`ducklake:postgres:...`, history.location), so the same
+LOCATION is a history file or a lake (`ducklake:postgres:...`, history.store.location), so the same
 pages can be timed on a file and on a lake holding the same rows (`attnwatch history copy`).
 
 Each page is rendered by Streamlit's AppTest (the same script run a server does, without the

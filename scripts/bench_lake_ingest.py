@@ -4,7 +4,7 @@ failures, throughput.
     python -m scripts.bench_lake_ingest [--writers 8] [--bundles 20] [--shared 2] [--db LAKE] [--json OUT]
 
 Each writer is its own process that ingests its bundles one call each, as a runner ingests its
-own run (history.ingest.ingest_paths; each call opens the lake, as `attnwatch ingest` does, but
+own run (history.ingest.write.ingest_paths; each call opens the lake, as `attnwatch ingest` does, but
 without the interpreter start-up). All writers start together. Every writer is also given the
 same --shared bundles first, so the same run is ingested by every writer at the same moment:
 it must be stored once. A reader process polls meanwhile and records any moment at which it saw
@@ -40,7 +40,7 @@ from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
 WRITER = textwrap.dedent(
     """
     import json, sys, time
-    from history.ingest import ingest_paths
+    from history.ingest.write import ingest_paths
     db, go, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
     time.sleep(max(0.0, go - time.time()))  # every writer starts at the same moment
     calls = []
@@ -60,7 +60,7 @@ WRITER = textwrap.dedent(
 READER = textwrap.dedent(
     """
     import json, sys, pathlib, time
-    from history.db import open_read
+    from history.store.db import open_read
     from history.errors import HistoryNotFoundError
     db, stop, cases = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
     reads, bad = 0, []

@@ -8,7 +8,7 @@ Slowdowns of 0, 1, 2, 3, 5 and 10% are injected and the verdicts counted.
 
 A/B (pull requests): each trial draws `rounds` rounds per side. Base rounds resample one real
 process's samples and head rounds another's (so the real process-to-process offset is in every
-trial); head samples are multiplied by the slowdown. Verdict with history.detection.ab (both
+trial); head samples are multiplied by the slowdown. Verdict with history.analysis.ab (both
 interval methods) and the GPU's min_effect from history/analysis/thresholds.toml.
 
 Main (change points): each trial builds a series of per-run medians, `runs` long with the step
@@ -16,7 +16,7 @@ Main (change points): each trial builds a series of per-run medians, `runs` long
 real process, times exp(N(0, sigma_between)), where sigma_between is the run-to-run spread of
 medians estimated from the data (pooled over cases: sigma^2 = mean over cases of
 (ln m_p - ln m_q)^2 / 2 for two processes). A detection is a regression step within two runs of
-the planted one (history.changepoints.significant_steps); a false alarm is any step in a series
+the planted one (history.analysis.changepoints.significant_steps); a false alarm is any step in a series
 without one.
 
 Sequential (`--sequential MIN MAX`, what compare does): rounds are drawn as in the A/B designs,

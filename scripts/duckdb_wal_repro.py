@@ -8,8 +8,8 @@ checkpoint (os._exit, as a kill -9 or a power cut would), leaving the ALTER in t
     INTERNAL Error: Failure while replaying WAL file "...": Calling
     DatabaseManager::GetDefaultDatabase with no default database set
 
-and so does a read-only open. Then it shows the two ways around it that history.db and
-history.recover use: ATTACH from an in-memory database replays the same log, and a writer
+and so does a read-only open. Then it shows the two ways around it that history.store.db and
+history.store.recover use: ATTACH from an in-memory database replays the same log, and a writer
 configured to checkpoint every commit without writing the log never leaves the ALTER there.
 docs/upstream.md has the analysis and the text to report upstream.
 

@@ -337,7 +337,7 @@ class Battery:
             holder.kill()
             holder.wait()
         failure = self.held(db, {RUNS[0]}, 1, result, must_fail=True)
-        # (`attnwatch sql` names the history by its file name alone: history.sql_guard.public_text)
+        # (`attnwatch sql` names the history by its file name alone: history.sql.guard.public_text)
         if failure is None and (db.name not in result.stderr or "busy" not in result.stderr):
             failure = f"{trial(db)}: the error does not name the history and say it is busy: {result.stderr.strip()}"
         tally.add(failure)

@@ -1,5 +1,5 @@
 """A small but complete history for the dashboard's tests, built the way production builds one:
-real bundle directories (tests/bundle_factory.py) ingested by history.ingest, alerts found
+real bundle directories (tests/bundle_factory.py) ingested by history.ingest.write, alerts found
 by the project's own detection.
 
 What it holds, and why each part is there:

@@ -1,8 +1,8 @@
-"""Real run bundles for tests, built from the history.bundle dataclasses.
+"""Real run bundles for tests, built from the history.contract.bundle dataclasses.
 
 `make_bundle(directory, ...)` writes a complete bundle directory (manifest, a pytest-benchmark
 format benchmark.json whose entries carry `extra_info["attnwatch"]`, outcomes, correctness,
-builds, samples, optionally ncu) through history.bundle_writer, the one writer production
+builds, samples, optionally ncu) through history.contract.bundle_writer, the one writer production
 (ci.bundle_writer) uses too. Latencies are drawn from a seeded log-normal around a per-variant
 speed (or taken from recorded samples), and the stored statistics are computed from the
 stored samples, so every file agrees with the others.

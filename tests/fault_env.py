@@ -15,7 +15,7 @@ included) and SIGKILLs itself just before statement K:
 
     python tests/fault_env.py K attnwatch-arguments...    (K=0: count only; the count goes to stderr)
 
-With `--legacy-wal` among the arguments it writes as attnwatch did before history.db's
+With `--legacy-wal` among the arguments it writes as attnwatch did before history.store.db's
 DURABLE_WRITES (commits in the write-ahead log, no CHECKPOINT statements, a new file made in
 place): the files `attnwatch history recover` is for.
 """

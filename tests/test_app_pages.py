@@ -1,5 +1,5 @@
 """Every dashboard page under Streamlit's AppTest, on a history built from real bundles
-(tests/app_history.py: bundle_factory + history.ingest + history.alerts)."""
+(tests/app_history.py: bundle_factory + history.ingest.write + history.detection.alerts)."""
 
 from __future__ import annotations
 

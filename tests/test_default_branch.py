@@ -1,4 +1,4 @@
-"""The default branch is a setting of the history (history.settings), not the word "main": a
+"""The default branch is a setting of the history (history.store.settings), not the word "main": a
 repository whose default branch is `master` gets its series, alerts and pages."""
 
 from __future__ import annotations

@@ -74,21 +74,21 @@ def _history_writers() -> dict[str, set[str]]:
             if not more:
                 break
             writing |= more
-        module = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        module = ".".join(("attnwatch", *path.relative_to(ROOT).with_suffix("").parts))
         writers[module] = {name for name in writing if not name.startswith("_")}
     return writers
 
 
 def _app_modules_that_write() -> set[str]:
-    """The app modules that call one of history's writers (through `from history.x import f`
-    or `from history import x as alias` then `alias.f(...)`)."""
+    """The app modules that call one of history's writers (through `from attnwatch.history.x import f`
+    or `from attnwatch.history import x as alias` then `alias.f(...)`)."""
     writers = _history_writers()
     found = set()
     for path in (ROOT / "app").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names, modules = set(), {}
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("history"):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("attnwatch.history"):
                 for alias in node.names:
                     if alias.name in writers.get(node.module, set()):
                         names.add(alias.asname or alias.name)
@@ -117,7 +117,7 @@ def test_the_dashboard_section_names_every_module_that_writes_and_only_those():
     assert writing == {"app/data/store.py", "app/data/alerts.py"}  # if this changes, so must the doc
     assert writing == {m for m in named if m.startswith("app/data/")}
     assert all((ROOT / m).is_file() for m in named)
-    assert "`history.db.upgrade`" in paragraph and "Alerts page" in paragraph and "No other page writes." in paragraph
+    assert "`history.store.db.upgrade`" in paragraph and "Alerts page" in paragraph and "No other page writes." in paragraph
     assert "read-only short-lived connections)" not in _section("Data flow")  # the old claim, unqualified
 
 

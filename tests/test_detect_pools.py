@@ -1,4 +1,4 @@
-"""Series keyed by GPU model x pool (history.series_key): two hosts of one model are two series
+"""Series keyed by GPU model x pool (history.contract.series_key): two hosts of one model are two series
 unless their runners declared one pool; the GPUs of one host share one. Real bundles, a real
 DuckDB history, `attnwatch detect` as CI runs it."""
 

@@ -1,7 +1,7 @@
 """Several ingest processes and a reader at once: every run lands exactly once, nobody fails.
 
 DuckDB allows one writer process per file and a read-only connection blocks writers, so
-both sides retry on the file lock (history.db). This drives real processes through the CLI.
+both sides retry on the file lock (history.store.db). This drives real processes through the CLI.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from attnwatch.history.ingest.write import ingest_paths
 READER = textwrap.dedent(
     """
     import sys, pathlib
-    from history.db import open_read
+    from history.store.db import open_read
     db, stop = sys.argv[1], pathlib.Path(sys.argv[2])
     reads, last = 0, 0
     while not stop.exists() or reads == 0:

@@ -149,7 +149,7 @@ def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
 
 def test_an_export_of_another_repository_is_refused_by_import_and_copy(tmp_path, db_path, capsys):
     """An export is a history's runs wholesale: `import` and `history copy` hold them to the
-    repository rule an ingested bundle meets (history.repository), and write nothing."""
+    repository rule an ingested bundle meets (history.contract.repository), and write nothing."""
     from attnwatch.history.store.copy import copy_history
     from attnwatch.history.contract.repository import RepositoryError
 

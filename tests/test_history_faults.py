@@ -96,7 +96,7 @@ def test_an_unreplayable_wal_names_the_recovery_command_and_recover_keeps_every_
     refused = cli(db, "alerts", "list")
     assert one_line_error(refused) is None, refused.stderr
     assert str(db) in refused.stderr and f"attnwatch --db {db} history recover" in refused.stderr
-    # User SQL names the history by its file name only (history.sql_guard.public_text), as the
+    # User SQL names the history by its file name only (history.sql.guard.public_text), as the
     # dashboard's SQL page does, and still points to the command.
     queried = cli(db, "sql", "SELECT count(*) FROM runs")
     assert one_line_error(queried) is None, queried.stderr

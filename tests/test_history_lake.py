@@ -206,7 +206,7 @@ def test_hostile_sql_on_a_lake_is_refused_without_side_effects(lake_db, tmp_path
 
 def test_the_lakes_connection_string_holds_no_secret_user_sql_could_read(lake_db, tmp_path):
     ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
-    # User SQL cannot list the attached databases at all (history.sql_guard) ...
+    # User SQL cannot list the attached databases at all (history.sql.guard) ...
     with pytest.raises(QueryError, match="duckdb_databases is not available"):
         run_user_sql(lake_db, "SELECT path FROM duckdb_databases()")
     # ... and what it would have shown, the attached catalog string, carries no password anyway.

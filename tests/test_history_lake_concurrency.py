@@ -2,7 +2,7 @@
 
 Real processes through the CLI, against the session's PostgreSQL server: no serialized ingest
 job, no file lock. Every writer is also given the same two bundles first, so the same run is
-ingested by several processes at the same moment (history.transactions' claims decide).
+ingested by several processes at the same moment (history.store.transactions' claims decide).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ CASES = 8  # make_bundle with two variants: 2 x 2 shapes x ... = 8 results per r
 READER = textwrap.dedent(
     """
     import sys, pathlib
-    from history.db import open_read
+    from history.store.db import open_read
     db, stop = sys.argv[1], pathlib.Path(sys.argv[2])
     reads, last = 0, 0
     while not stop.exists() or reads == 0:
@@ -143,7 +143,7 @@ def _one_line_or_nothing(err: str) -> bool:
 
 def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server, tmp_path):
     """`pg_ctl restart -m fast` while 8 writer processes ingest: the connection errors are waited
-    out (history.lake_faults), every run is stored exactly once, every process exits 0, and a
+    out (history.store.lake_faults), every run is stored exactly once, every process exits 0, and a
     run reported inserted is stored."""
     location, env = _own_lake(own_server, tmp_path, "restart_lake")
     shared = make_bundle(tmp_path / "shared", run_id="shared-run", seed=7, commit_sha="ee" * 20, n_samples=5)
@@ -172,7 +172,7 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
 
 def _wait_for_first_run(location: str, env: dict, writers, timeout_s: float = 300.0):
     """Block until some writer has committed a run (the restart then lands amid the ingests)."""
-    probe = "from history.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
+    probe = "from history.store.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(w.poll() is None for w in writers):
         done = subprocess.run([sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,4 @@
-"""history.links, the dashboard's URL contract, and the group lifecycle of history.alerts."""
+"""history.links, the dashboard's URL contract, and the group lifecycle of history.detection.alerts."""
 
 from __future__ import annotations
 

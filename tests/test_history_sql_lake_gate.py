@@ -2,7 +2,7 @@
 database is refused under every name form, each checked first to be a real door (DuckDB answers it
 when the gate is not asked), while what users ask of the lake still passes.
 
-Most forms are checked on one sandboxed connection, opened as history.sql_worker opens it, so the
+Most forms are checked on one sandboxed connection, opened as history.sql.worker opens it, so the
 test attaches the lake once; two go through the whole user-SQL path (child process and all)."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ CATALOG_BY_NAME = [f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pra
                    f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
                    f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')"]
 # The lake's own catalog functions that show the data path, under any name.
-DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.settings()",
+DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.store.settings()",
                        'SELECT data_path FROM "HISTORY".settings()']
 # Listings of the catalogue: they pass, and list nothing of the catalog database.
 LISTINGS = [

@@ -1,6 +1,6 @@
 """User SQL bounded in every resource (issue 15): spill, memory, result size, errors, server paths.
 
-Each statement of the issue is run as a user runs it: through history.sql, `attnwatch sql` and,
+Each statement of the issue is run as a user runs it: through history.sql.query, `attnwatch sql` and,
 in tests/test_app_sql.py, the dashboard's SQL page. Memory is measured as the peak RSS growth of
 a separate process that asks (tests/sql_probe.py), so this test process is never at risk.
 """

@@ -1,6 +1,6 @@
 """What user SQL gives back (issue 25 and 26): the byte cap at its edge, duplicate column names,
 nested columns in Parquet, the schema browser's columns, and a lock held too long, each through
-history.sql and `attnwatch sql`."""
+history.sql.query and `attnwatch sql`."""
 
 from __future__ import annotations
 
@@ -125,6 +125,6 @@ def test_a_lock_held_too_long_is_one_line_without_paths_or_pid(history, monkeypa
 def test_a_query_error_naming_the_history_names_its_file_only(tmp_path):
     junk = tmp_path / "junk.duckdb"
     junk.write_bytes(b"not a database" * 100)
-    with pytest.raises(HistoryError) as info:  # not a query's fault: the file is no history (history.db)
+    with pytest.raises(HistoryError) as info:  # not a query's fault: the file is no history (history.store.db)
         run_user_sql(junk, "SELECT 1")
     assert str(info.value).startswith("junk.duckdb: ") and str(tmp_path) not in str(info.value)

@@ -1,4 +1,4 @@
-"""Bringing a history written by an older attnwatch up to date: `history.db.upgrade`, the
+"""Bringing a history written by an older attnwatch up to date: `history.store.db.upgrade`, the
 `attnwatch migrate` command, and the dashboard doing it on opening (readers never migrate)."""
 
 from __future__ import annotations

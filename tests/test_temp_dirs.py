@@ -32,7 +32,7 @@ def _killed_holding(tmp: Path, setup: str, expr: str) -> Path:
 
 
 def test_a_killed_lake_connections_extension_dir_is_swept_by_the_next_process(tmp_path):
-    setup = "from history.lake import _extension_dir\n"
+    setup = "from history.store.lake import _extension_dir\n"
     killed = _killed_holding(tmp_path, setup, "_extension_dir()")
     assert killed.name.startswith("attnwatch-ext-") and killed.exists()
     done = subprocess.run([sys.executable, "-c", setup + "print(_extension_dir())"], capture_output=True, text=True,

@@ -1,4 +1,4 @@
-"""The statistics every stored latency goes through (history.statistics), on the recorded H200
+"""The statistics every stored latency goes through (history.analysis.statistics), on the recorded H200
 samples: order statistics, the refusal of non-finite data, CV, and the bootstrap interval
 (seeded, so reproducible) with a planted slowdown."""
 

@@ -342,7 +342,7 @@ def test_pr_comment_stores_the_rounds_as_runs_of_the_checked_pr():
 
 def test_every_history_ingest_records_the_repositorys_default_branch():
     """A repository whose default branch is `master` gets its series: the ingest tells the
-    history which branch is its mainline (history.settings), from the event, never a literal."""
+    history which branch is its mainline (history.store.settings), from the event, never a literal."""
     jobs = _load("gpu-bench.yml")["jobs"]
     ingests = [s for job in ("measure", "collect") for s in jobs[job]["steps"] if "attnwatch ingest" in s.get("run", "")]
     assert len(ingests) == 2

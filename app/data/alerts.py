@@ -1,5 +1,5 @@
 """The Alerts page's lifecycle side: the GPUs with alerts, one alert's events, and the two
-actions on a group, which history.alerts performs in one write transaction with lock retry.
+actions on a group, which history.detection.alerts performs in one write transaction with lock retry.
 Listing and grouping for triage is app.data.triage."""
 
 from __future__ import annotations

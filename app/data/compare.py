@@ -2,9 +2,9 @@
 
 The medians, gaps and statuses are the stored ones. Where both runs stored their raw samples,
 each case gets a head/base interval from the two-level bootstrap
-(`history.detection.ab.hierarchical_intervals`, `attnwatch compare --method hierarchical`) at
+(`history.analysis.ab.hierarchical_intervals`, `attnwatch compare --method hierarchical`) at
 the GPU's confidence, and the verdict from CI's own rule and thresholds
-(`history.detection.ab.verdict`, the GPU's min_effect from the thresholds file). Its bounds are
+(`history.analysis.ab.verdict`, the GPU's min_effect from the thresholds file). Its bounds are
 not a PR comment's: a comment's interval is Student's paired t over a compare's rounds, which
 needs two rounds per side, and here each run is one round (one process), so the bootstrap's
 outer level has nothing to resample and run-to-run variation is not in the interval, as the

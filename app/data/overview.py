@@ -2,7 +2,7 @@
 run before it, its recent trend, what the harness stored about its quality, and alerts.
 
 `pool` narrows each query to one pool of that GPU model (a host, unless runners declared shared
-pools: history.series_key): the latest run and the sparklines of one host are not mixed with
+pools: history.contract.series_key): the latest run and the sparklines of one host are not mixed with
 another host's. None means every pool."""
 
 from __future__ import annotations

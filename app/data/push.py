@@ -1,6 +1,6 @@
 """The first page's data: what the last push changed, on every GPU at once.
 
-For each GPU (and each host of a GPU model that ran on several: its pool, history.series_key,
+For each GPU (and each host of a GPU model that ran on several: its pool, history.contract.series_key,
 a series of its own), the newest main run (whatever its status) is compared with the main run before it
 (the newest earlier main run that did not fail outright: the rule of `runs.main_run_before`,
 here in one query for every GPU) case by case, through the Compare page's own code
@@ -8,7 +8,7 @@ here in one query for every GPU) case by case, through the Compare page's own co
 the GPU's min_effect), so the two pages cannot disagree. Each change then gets an answer to "is
 it real" (`assess`) from what the harness stored with both numbers (app.data.quality) and from
 gap-to-SDPA, which moves only when the case moved relative to the baseline measured in the same
-run. "main" is the history's default branch (history.settings).
+run. "main" is the history's default branch (history.store.settings).
 
 A newest run of the same commit as the run before it is a re-measurement (an A/A repeat): what
 differs between the two is noise, so none of it is called a regression or an improvement
@@ -148,7 +148,7 @@ def _pairs_and_samples(source: Source, compared: pd.DataFrame):
 def _every_interval(compared: pd.DataFrame, samples: dict) -> dict[str, dict]:
     """compare.run_intervals of every pair, computed in one call per confidence level: a case's
     interval depends only on its samples, the seed and its sample counts
-    (history.detection.ab.hierarchical_intervals), so it is the one each pair would get alone,
+    (history.analysis.ab.hierarchical_intervals), so it is the one each pair would get alone,
     while cases of equal counts on every GPU share one set of index draws. head run -> case -> interval."""
     by_confidence: dict[float, list] = {}
     for pair in compared.itertuples():

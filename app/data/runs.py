@@ -56,7 +56,7 @@ def history_shape(source: Source) -> HistoryShape:
 
 @cached_query
 def gpu_pools(source: Source, gpu: str) -> list[str]:
-    """The pools (hosts, unless runners declared shared pools: history.series_key) that ran on
+    """The pools (hosts, unless runners declared shared pools: history.contract.series_key) that ran on
     `gpu`, most runs first: each is a series of its own."""
     frame = read_frame(
         source,
@@ -130,13 +130,13 @@ def runs_by_id(source: Source, run_ids: tuple[str, ...]) -> pd.DataFrame:
 
 @cached_query
 def default_branch(source: Source) -> str:
-    """The history's default branch (history.settings): what "main" means on every page."""
+    """The history's default branch (history.store.settings): what "main" means on every page."""
     return str(read_frame(source, f"SELECT {DEFAULT_BRANCH_SQL} AS branch")["branch"].iloc[0])
 
 
 @cached_query
 def main_run_before(source: Source, run_id: str) -> str | None:
-    """The newest main run on the same GPU and pool (host: history.series_key) that started before
+    """The newest main run on the same GPU and pool (host: history.contract.series_key) that started before
     `run_id` and did not fail outright (complete or partial): what "the run before it" means on
     every page."""
     frame = read_frame(

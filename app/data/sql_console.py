@@ -1,4 +1,4 @@
-"""The SQL page's data: user queries through history.sql (read-only, external access off,
+"""The SQL page's data: user queries through history.sql.query (read-only, external access off,
 configuration locked, memory, spill, threads, time, rows and bytes limited, in a child process:
 the same path as `attnwatch sql`), the schema for the browser, the example queries
 (sql_examples.toml), and the downloads (CSV from the table shown, Parquet from DuckDB's own
@@ -24,7 +24,7 @@ MAX_ROWS = 10_000
 MAX_BYTES = 16 * 2**20  # what one result may hold: it is sent to the browser, and kept per session
 TIMEOUT_S = 10.0
 MAX_SQL_CHARS = 20_000  # the editor's limit, and so the longest query a link may carry
-LOCK_WAIT_S: float | None = None  # a file history's lock; None: history.db's read deadline
+LOCK_WAIT_S: float | None = None  # a file history's lock; None: history.store.db's read deadline
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def run_query(source: Source, sql: str) -> UserResult:
     Raises QueryError, one line without a server path, for anything that goes wrong (a refused
     statement, a file DuckDB cannot open, a lock held too long, a fault of the query's process),
     so the page has one kind of failure to show. The result's frame says in `attrs` whether it
-    was cut and by which limit (history.sql.run_user_sql).
+    was cut and by which limit (history.sql.query.run_user_sql).
     """
     try:
         return history_sql.run_user_query(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S,

@@ -2,7 +2,7 @@
 
 DuckDB lets one process write a file, and a read-only connection that stays open blocks that
 writer. So the dashboard never keeps a connection: every query opens one with
-`history.db.open_read`, reads a DataFrame and closes it. Results are cached by Streamlit
+`history.store.db.open_read`, reads a DataFrame and closes it. Results are cached by Streamlit
 (`cached_query`) under a key that includes the file's *signature* (size and modification
 time of the database and its write-ahead log), so the moment an ingest commits, the next
 page view reads fresh data, and while nothing changes no query reaches the file at all.
@@ -97,7 +97,7 @@ def read_frames(source: Source, body: Callable[[Callable[..., pd.DataFrame]], T]
             return body(lambda sql, params=None: con.execute(sql, list(params or [])).df())
     except HistoryUnavailable:
         raise
-    except FaultError as exc:  # its reason: no path, binary or PID on a page (history.faults)
+    except FaultError as exc:  # its reason: no path, binary or PID on a page (history.store.faults)
         raise HistoryUnavailable(f"could not read the history: {exc.reason}") from None
     except Exception as exc:  # duckdb raises many types; the page shows one clear line
         raise HistoryUnavailable(f"could not read {source.path}: {type(exc).__name__}: {exc}") from exc
@@ -119,7 +119,7 @@ def schema_notice(source: Source) -> tuple[str, str] | None:
         applied = upgrade(source.path, deadline_s=5.0)
     except SchemaTooNewError as exc:  # written by a newer attnwatch: only an upgrade of this one helps
         return ("warning", str(exc))
-    except FaultError as exc:  # read-only, busy, full: its reason, without paths (history.faults)
+    except FaultError as exc:  # read-only, busy, full: its reason, without paths (history.store.faults)
         return ("warning", f"The history could not be brought up to this attnwatch's schema: {exc.reason} "
                 "Pages that need newer views will fail until `attnwatch migrate` has run on it.")
     except Exception as exc:  # duckdb raises many types; the dashboard shows one clear line

@@ -1,7 +1,7 @@
 """The Trends page's data: one metric over runs for chosen cases on one GPU and branch.
 
 `pool` narrows to one pool of that GPU (a host, unless runners declared shared pools:
-history.series_key); with None every pool is drawn and each is a series of its own (its name
+history.contract.series_key); with None every pool is drawn and each is a series of its own (its name
 ends the series label), so two hosts never interleave into one line.
 
 Aggregation happens in DuckDB and the number of runs plotted is capped (`max_runs`, newest

@@ -1,7 +1,7 @@
 """Alerts: what detection recorded, grouped by the commit range that caused it. Pick a group to see
 its alerts (each labelled with kind, metric, GPU, case, change and current state) and one of them
 drawn on its series with the step and the threshold band; acknowledge or resolve the whole group
-with one note. Changes go through history.alerts (one transaction for the group, retried while
+with one note. Changes go through history.detection.alerts (one transaction for the group, retried while
 an ingest holds the file), so neither side loses anything."""
 
 import streamlit as st

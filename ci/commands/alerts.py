@@ -5,7 +5,7 @@ from __future__ import annotations
 import getpass
 import os
 
-# history.alerts needs duckdb; the lifecycle functions are imported when a subcommand runs so the
+# history.detection.alerts needs duckdb; the lifecycle functions are imported when a subcommand runs so the
 # CLI still starts where duckdb is absent (a GPU runner running `attnwatch compare`).
 KINDS = ("regression", "improvement", "correctness")
 STATUSES = ("open", "acknowledged", "resolved")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from attnwatch.ci.errors import UserError
 from attnwatch.history.analysis.thresholds import load_thresholds
 
-# history.db, history.alerts and the scan need duckdb: imported when the command runs, so the CLI
+# history.store.db, history.detection.alerts and the scan need duckdb: imported when the command runs, so the CLI
 # (and `attnwatch compare`) still starts on a GPU runner that has no duckdb installed.
 
 

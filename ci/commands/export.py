@@ -2,7 +2,7 @@
 
 Both commands live here because `import` cannot be a module name. Export writes one Parquet
 file per table and export.json (schema version, migrations, row counts); import validates an
-export first and then merges it idempotently (history.exchange).
+export first and then merges it idempotently (history.store.exchange).
 """
 
 from __future__ import annotations

@@ -6,19 +6,19 @@
     attnwatch history copy "ducklake:postgres:dbname=attnwatch host=db" backup.duckdb
 
 Each side is a file path or a `ducklake:postgres:` location (a new lake's data path comes from
-$ATTNWATCH_LAKE_DATA). The copy goes through the Parquet export format (history.exchange), so
+$ATTNWATCH_LAKE_DATA). The copy goes through the Parquet export format (history.store.exchange), so
 it merges into a destination that already has runs; afterwards every table's row count and
 checksum are compared, and any difference is an error (exit 2) that names the table.
 
 `recover` makes a history file whose write-ahead log DuckDB cannot replay open again, keeping
-every committed run it can and a backup of what it found (history.recover):
+every committed run it can and a backup of what it found (history.store.recover):
 
     attnwatch --db ~/.local/share/attnwatch/history.duckdb history recover
 
 `attnwatch history default-branch [BRANCH]` shows or sets the repository's default branch, the
-mainline of the series, the alerts and the dashboard (history.settings).
+mainline of the series, the alerts and the dashboard (history.store.settings).
 
-`maintain` runs DuckLake's own maintenance functions on the history (history.maintain); a
+`maintain` runs DuckLake's own maintenance functions on the history (history.store.maintain); a
 scheduled workflow (.github/workflows/history-maintain.yml) runs it on the team lake. On a
 history file it runs a CHECKPOINT and says that a file needs nothing more.
 """

@@ -9,7 +9,7 @@ bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/pr
 trusted PR-comment workflow does this after checking where the artifact came from.
 
 `--default-branch BRANCH` records the repository's default branch in the history first
-(history.settings): the branch whose runs are "main runs" for detection and the dashboard.
+(history.store.settings): the branch whose runs are "main runs" for detection and the dashboard.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`attnwatch sql`: query the history with read-only, locked-down SQL (history.sql).
+"""`attnwatch sql`: query the history with read-only, locked-down SQL (history.sql.query).
 
     attnwatch sql "SELECT variant, median(median_us) FROM case_series GROUP BY variant"
     attnwatch sql -f report.sql --format csv --output report.csv
@@ -7,7 +7,7 @@
 Prints an aligned table (at most --show rows; the rest is counted, not printed), or writes
 csv / json / parquet with --format and --output. A result over --max-rows rows or --max-bytes
 is cut (and says so on stderr); a query over its time, memory or spill limit is refused with one
-line (history.sql).
+line (history.sql.query).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 from attnwatch.ci.errors import UserError
 from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 
-# history.sql_sandbox has no third-party imports; history.sql (duckdb, pandas) is imported only
+# history.sql.sandbox has no third-party imports; history.sql.query (duckdb, pandas) is imported only
 # when the command runs, because GPU runners have no duckdb and the CLI must still load there.
 DEFAULT_MAX_ROWS = SqlLimits().max_rows
 DEFAULT_MAX_BYTES = SqlLimits().max_bytes

@@ -3,7 +3,7 @@
 A compare's rounds are its data: compare.json's verdicts are computed from these bundles, read
 back through the bundle contract's one reader (ci/compare/rounds.read_round), and the
 PR-comment workflow stores the same bundles as pull-request runs (ci/pr_runs.py). They are
-written by the one bundle writer (history.bundle_writer; the manifest assembled as
+written by the one bundle writer (history.contract.bundle_writer; the manifest assembled as
 `attnwatch run` assembles it, ci.bundle_writer.run_manifest), so a record the reader would
 refuse fails here, at the producer, naming the file and field.
 

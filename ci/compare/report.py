@@ -3,7 +3,7 @@
 compare.json leaves the GPU job as an artifact and is read by the PR-comment workflow, which
 must treat it as untrusted data (anyone who can open a PR can shape it). `load_report`
 therefore checks everything, with the checker every bundle file goes through
-(history.checks.load_document): size before parsing, strict JSON, schema and version (older
+(history.contract.checks.load_document): size before parsing, strict JSON, schema and version (older
 versions through COMPARE_UPGRADERS), every field's type, unknown and missing fields, and
 what the field rules below add: ranges, enumerations, string lengths (no control characters)
 and the number of cases. Any problem raises `ReportError(path, field, message)`; nothing
@@ -38,7 +38,7 @@ NO_RUN_NOISE = "interval does not include run-to-run noise"
 VERDICTS = ("regression", "improvement", "no change", "failed", "new", "removed", "skipped")
 SIDES = ("base", "head")
 SIDE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported", "missing")
-METHODS = ("rounds-t", "hierarchical", "pooled")  # history.detection.ab.METHODS
+METHODS = ("rounds-t", "hierarchical", "pooled")  # history.analysis.ab.METHODS
 # Every string is an identifier-like name unless its field says otherwise.
 TEXT = TextRule(max_len=MAX_NAME)
 

@@ -2,7 +2,7 @@
 
 A round is one run bundle (`DIR/bundles/<side>-round<k>`, written by ci/compare/bundles.py
 from one round of a side's warm worker, or recorded earlier by `attnwatch run`). It is read by
-the bundle contract's one reader, history.validate (every file's schema version, every field,
+the bundle contract's one reader, history.contract.validate (every file's schema version, every field,
 the files' agreement), and nothing else; it needs no database, so compare runs on a GPU host
 without duckdb. A round may say commit "unknown" (a base measured from an exported checkout):
 compare can still compare it, though the history would not store it.
@@ -41,7 +41,7 @@ class CaseRound:
     error: str | None = None
     ncu: dict[str, float] = field(default_factory=dict)
     # As a worker reported them, for the round's bundle (ci/compare/bundles.py): the CaseTiming
-    # (a dict, as history.bundle.CaseTiming) and the correctness records checked in this round.
+    # (a dict, as history.contract.bundle.CaseTiming) and the correctness records checked in this round.
     timing: dict | None = None
     checks: list[dict] = field(default_factory=list)
 

@@ -5,10 +5,10 @@ repeated confidence interval approach", JRSS B 51:305-361; Jennison & Turnbull 2
 Sequential Methods with Applications to Clinical Trials", ch. 9). Rounds are measured in
 groups (one base and one head round, ABBA order); after each round from `min_rounds` to
 `max_rounds` every undecided case gets the interval of head/base (paired t over rounds by
-default; history.detection.ab.ratio_interval, the same estimator as a fixed-size compare) at the
+default; history.analysis.ab.ratio_interval, the same estimator as a fixed-size compare) at the
 per-look level `1 - alpha/K`, K = the number of looks. The case stops at the first look where
 
-* the verdict rule of history.detection.ab says regression or improvement (the interval on
+* the verdict rule of history.analysis.ab says regression or improvement (the interval on
   one side of 1 and the point estimate beyond ±min_effect);
 * the interval lies entirely inside (1/(1 + min_effect), 1 + min_effect): no change, decided
   (an equivalence decision in the sense of Schuirmann's two one-sided tests, 1987);
@@ -30,11 +30,11 @@ estimate means. The price of the split is a wider interval at each look (99.2% i
 for K = 6). These guarantees are only as good as the interval's own coverage: the paired t
 interval's rests on roughly normal per-round log ratios, the two-level bootstrap's is well
 below nominal with few rounds, and neither can see an offset a worker process keeps for its
-whole life (history.detection.ab; the stream's, now renewed every round); the power and false-alarm rates on
+whole life (history.analysis.ab; the stream's, now renewed every round); the power and false-alarm rates on
 recorded H200 noise are measured, not assumed (scripts/detection_power.py --sequential,
 docs/benchmarks.md "Detection quality").
 
-Cost: one interval per undecided case per look (history.detection.ab: the t interval reads R
+Cost: one interval per undecided case per look (history.analysis.ab: the t interval reads R
 medians; a bootstrap is O(resamples x samples)).
 """
 

@@ -15,7 +15,7 @@ What is refused or reported rather than read as fewer kernels:
 - a file cut short: text that does not end with a newline (ncu ends every line with one), or
   a header with no kernel rows after it, is an NcuParseError saying it is truncated; so are
   a missing column, a row of the wrong width and a launch ID that is not an integer. These are
-  the table's structure, read by history.ncu_csv, which the bundle reader shares: a CSV refused
+  the table's structure, read by history.contract.ncu_csv, which the bundle reader shares: a CSV refused
   here is refused at ingest too. A listed metric's value that is not a number is refused here;
 - a raw-page column that looks like a metric (`unit__counter...`) but is neither on the
   metric list nor expected (known_columns.toml) is listed in `ParsedReport.unknown_columns`.
@@ -44,7 +44,7 @@ _UNIT_FACTORS = {
 }
 
 
-# The table's structure (header, truncation, row widths, launch ids) is read by history.ncu_csv,
+# The table's structure (header, truncation, row widths, launch ids) is read by history.contract.ncu_csv,
 # which the bundle reader shares: its NcuCsvError is this parser's error.
 NcuParseError = NcuCsvError
 

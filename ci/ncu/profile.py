@@ -52,7 +52,7 @@ class NcuProfile:
     seconds: float = 0.0
 
     def files(self) -> NcuFiles:
-        """ncu.json's records and the CSV, as the bundle writer (history.bundle_writer) takes them."""
+        """ncu.json's records and the CSV, as the bundle writer (history.contract.bundle_writer) takes them."""
         return NcuFiles(self.ncu_version, self.kernel_rows, self.case_metrics, self.raw_csv)
 
 
@@ -202,7 +202,7 @@ def _profile_group(
         [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
     )
     # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
-    # tables, history.ncu_csv); why it was refused is each case's error.
+    # tables, history.contract.ncu_csv); why it was refused is each case's error.
     if not imported_ok:
         for case in cases:
             errors.setdefault(case.id, "ncu --import failed: " + _why(csv_text))

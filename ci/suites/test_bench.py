@@ -1,7 +1,7 @@
 """One pytest-benchmark test per planned case: `test_bench[<variant>/<shape>/<dtype>/<causal>]`.
 
 The device statistics (interleaved CUDA-event timing, ci.timing) are measured by the group
-measurer and stored in `benchmark.extra_info["attnwatch"]` (a history.bundle.CaseTiming).
+measurer and stored in `benchmark.extra_info["attnwatch"]` (a history.contract.bundle.CaseTiming).
 pytest-benchmark's own `stats` are a second, real measurement of the same case: host
 wall-clock seconds per synchronized call (`benchmark.pedantic`, L2 flushed and the device
 idle before each round), labelled in `extra_info["attnwatch_stats_are"]`.

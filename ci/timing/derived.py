@@ -1,8 +1,8 @@
-"""From raw samples to `history.bundle.CaseTiming`: statistics and derived metrics.
+"""From raw samples to `history.contract.bundle.CaseTiming`: statistics and derived metrics.
 
 Definitions (docs/design.md "Metrics", one each, used everywhere):
 
-* statistics: `history.statistics.summarize` (order statistics, Hyndman & Fan type 7);
+* statistics: `history.analysis.statistics.summarize` (order statistics, Hyndman & Fan type 7);
 * us_per_head = median / (B*H), the seeds' unit;
 * TFLOPS = flops / median, flops = 4*B*H*Sq*Sk*D, halved when causal;
 * gap_to_sdpa = median / median(reference) of the same interleave group (same process, same

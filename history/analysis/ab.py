@@ -14,7 +14,7 @@ Three interval methods for the ratio head/base:
   Between-process variation thus enters the interval. With few rounds the outer level cannot
   reach beyond the rounds' range, so its coverage is well below the stated level at 3 rounds
   (`rounds_t_ratio`'s docstring has a recorded case). The dashboard's Compare of two runs uses it.
-* `pooled` — all rounds of a side pooled, resampled as one sample (history.statistics
+* `pooled` — all rounds of a side pooled, resampled as one sample (history.analysis.statistics
   `bootstrap_median_ratio`; Efron & Tibshirani 1993, ch. 13). It ignores that each process has
   its own median offset (0.04–1.2% on an H200), so its interval is too narrow when rounds differ.
 
@@ -79,7 +79,7 @@ def _round_median_draws(rounds: list[np.ndarray], resamples: int, rng: np.random
     """(cases, resamples, R): per round, the medians of `resamples` within-round resamples.
 
     `rounds[j]` is (cases, n_j): round j of every case, all cases with the same n_j. One index
-    draw per round serves every case (history.statistics.resampled_medians reads each
+    draw per round serves every case (history.analysis.statistics.resampled_medians reads each
     resample's median from the sorted values, exactly np.median of the same draw).
     """
     draws = []

@@ -19,7 +19,7 @@ class Summary:
     """Robust summary of one case's per-call latencies (microseconds).
 
     The one definition of a case's latency statistics: the bundle's CaseTiming extends it
-    (history.bundle), so what is stored is what `summarize` computes; a change here changes
+    (history.contract.bundle), so what is stored is what `summarize` computes; a change here changes
     that format (and its schema version).
     """
 

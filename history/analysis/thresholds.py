@@ -29,7 +29,7 @@ class Thresholds:
     min_effect: smallest relative slowdown reported (0.02 = 2%); confidence: of the head/base
     interval (a compare's paired t, the Compare page's bootstrap); min_persist: runs a
     main-branch step must hold; penalty_scale and sigma_floor: the change-point penalty (see
-    history.changepoints); min_series: shortest series scanned.
+    history.analysis.changepoints); min_series: shortest series scanned.
     """
 
     gpu: str

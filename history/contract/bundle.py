@@ -16,7 +16,7 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
 
 Top-level layout of each JSON file (every one an object with `schema` and `schema_version`;
 the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
-functions in history.bundle_upgrades):
+functions in history.contract.bundle_upgrades):
 
     manifest.json      {"schema": "attnwatch.manifest", "schema_version": 1, ...Manifest fields}
     benchmark.json     pytest-benchmark's own layout: {"machine_info", "commit_info",
@@ -32,7 +32,7 @@ functions in history.bundle_upgrades):
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
 Producers (ci, and the tests' factory) build these dataclasses and write them with the one
-writer, history.bundle_writer, which checks every record as the reader will; history.validate
+writer, history.contract.bundle_writer, which checks every record as the reader will; history.contract.validate
 is the one reader: it loads and validates every file before anything is written to the
 database (ingest) or compared (compare's rounds). Bundles are untrusted data: sizes are capped
 and every field is checked.
@@ -51,7 +51,7 @@ from attnwatch.history.contract.checks import rule
 from attnwatch.history.contract.names import CASE_ID, LABEL, NAME
 from attnwatch.history.analysis.statistics import Summary
 
-# The current version of each format; a change to one adds an upgrader (history.bundle_upgrades)
+# The current version of each format; a change to one adds an upgrader (history.contract.bundle_upgrades)
 # from the previous version and bumps its number here.
 SCHEMA_VERSIONS = {
     "attnwatch.manifest": 1,
@@ -104,7 +104,7 @@ class Environment:
     triton_version: str | None = None
     cupy_version: str | None = None
     nvcc_version: str | None = None
-    # Which GPU and which pool (bundles before these fields: None; history.series_key).
+    # Which GPU and which pool (bundles before these fields: None; history.contract.series_key).
     # gpu_uuid above and these name the GPU the run used, as NVML does: `gpu_index` is NVML's
     # index (not CUDA's ordinal under CUDA_VISIBLE_DEVICES), `gpu_mig_uuid` the MIG slice if any;
     # `pool` is what the runner declared in ATTNWATCH_POOL (None: its host is its pool).
@@ -142,7 +142,7 @@ class Manifest:
 @dataclass(kw_only=True)
 class CaseTiming(Summary):
     """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`: the
-    Summary of its samples (history.statistics: n, median_us ... max_us, rel_spread) and what
+    Summary of its samples (history.analysis.statistics: n, median_us ... max_us, rel_spread) and what
     was measured, how, and the figures derived from it.
 
     Latencies are per-call CUDA-event times in microseconds with L2 flushed before each call;

@@ -1,6 +1,6 @@
-"""Explicit upgrades of older bundle files to the current formats (history.bundle.SCHEMA_VERSIONS).
+"""Explicit upgrades of older bundle files to the current formats (history.contract.bundle.SCHEMA_VERSIONS).
 
-The reader (history.checks.check_envelope) applies them one version at a time, so a bundle
+The reader (history.contract.checks.check_envelope) applies them one version at a time, so a bundle
 written by any earlier attnwatch still ingests. One function per format change, registered in
 UPGRADERS under (schema name, the version it upgrades from); never edit a shipped one.
 """

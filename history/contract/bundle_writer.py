@@ -1,8 +1,8 @@
-"""The one writer of run bundles (the layout history.bundle documents, history.validate reads).
+"""The one writer of run bundles (the layout history.contract.bundle documents, history.contract.validate reads).
 
 Every producer writes through here: the harness on a GPU runner (ci.bundle_writer assembles the
 records from what its children measured), `attnwatch ncu` and the tests' factory. Each record
-is checked as the reader will check it before anything is written (history.checks.check_record),
+is checked as the reader will check it before anything is written (history.contract.checks.check_record),
 so a record the reader would refuse fails at the producer with the file and field named,
 never later at ingest, and no field can be dropped on the way: a writer and a reader of one
 contract cannot disagree.
@@ -149,7 +149,7 @@ def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:
 
 
 def _check_raw_csv(directory: Path, ncu: NcuFiles) -> None:
-    """The CSV as the reader will check it: whole ncu tables only (history.ncu_csv)."""
+    """The CSV as the reader will check it: whole ncu tables only (history.contract.ncu_csv)."""
     if _raw_csv_file(ncu):
         check_bundle_csv(directory / NCU_RAW_FILE, ncu.raw_csv)
 

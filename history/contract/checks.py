@@ -1,7 +1,7 @@
 """Checking untrusted JSON: capped reads, typed dataclass construction, schema upgrades.
 
-The one validator of the project's JSON formats: the run bundle's files (history.validate),
-the records a producer is about to write (history.bundle_writer) and compare.json
+The one validator of the project's JSON formats: the run bundle's files (history.contract.validate),
+the records a producer is about to write (history.contract.bundle_writer) and compare.json
 (ci.compare.report) are all checked here, against their dataclasses. A dataclass field's type
 hint says what a value may be; `rule(...)` in its metadata adds what a type cannot say
 (choices, a positive number, length caps); a `TextRule` caps a whole document's strings.
@@ -45,7 +45,7 @@ class FieldRule:
     high: int | None = None  # ... and <= high
     max_len: int | None = None  # longest string (overrides the document's TextRule)
     max_items: int | None = None  # longest list, largest dict
-    name: str | None = None  # a series-key name: history.names' kind (NAME, CASE_ID) its text must fit
+    name: str | None = None  # a series-key name: history.contract.names' kind (NAME, CASE_ID) its text must fit
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A validated run, ready to ingest: typed records, no raw JSON left.
 
-Both a bundle directory (history.validate) and a plain pytest-benchmark file
-(history.pytest_benchmark_import) become a LoadedBundle, so ingest has one input type.
+Both a bundle directory (history.contract.validate) and a plain pytest-benchmark file
+(history.contract.pytest_benchmark_import) become a LoadedBundle, so ingest has one input type.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ verified workflow run), and `as_pull_request_run` applies it before anything is 
 - a bundle that must be of the measured head (`expect_commit`) and records another commit is
   refused, naming the file and field.
 
-Everything else in the bundle is still validated as untrusted data by history.validate.
+Everything else in the bundle is still validated as untrusted data by history.contract.validate.
 """
 
 from __future__ import annotations

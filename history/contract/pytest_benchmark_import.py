@@ -226,7 +226,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
 
 def _check_imported_names(entries: list[BenchmarkEntry], path: Path | str) -> None:
     """An entry without our timing keys its series by pytest's names (its fullname is the case
-    id, its group or name the variant): they must be names (history.names, LABEL)."""
+    id, its group or name the variant): they must be names (history.contract.names, LABEL)."""
     for i, e in enumerate(entries):
         if e.timing is not None:
             continue  # CaseTiming's own fields were checked as names

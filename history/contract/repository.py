@@ -1,6 +1,6 @@
 """Which repository a history tracks: a run of any other is refused at ingest.
 
-A series is keyed by case, GPU model and pool (history.series_key), not by repository, so a
+A series is keyed by case, GPU model and pool (history.contract.series_key), not by repository, so a
 bundle whose manifest names another repository would join this repository's series and raise
 its alerts. Every run records its repository (`runs.repo`, from the manifest's `repo`; a plain
 pytest-benchmark file's `commit_info.project`), and ingest admits a run only when its repository
@@ -65,7 +65,7 @@ def check_repository(bundles: list[LoadedBundle], setting: str | None, stored: l
 
 def check_sources(sources: list[tuple[str, str, str]], setting: str | None, stored: list[str] | None = None) -> None:
     """The rule of check_repository over (repository, file, field) triples: bundles at ingest,
-    the runs table of an export at `attnwatch import` and `history copy` (history.exchange)."""
+    the runs table of an export at `attnwatch import` and `history copy` (history.store.exchange)."""
     stored = stored or []
     if setting is not None:
         if stored and setting not in stored:

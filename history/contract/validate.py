@@ -3,11 +3,11 @@
 Every known file is checked before anything is written: the directory is walked without
 following links and holds none (check_tree), names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
-schema_version are known (older versions are upgraded by history.bundle_upgrades),
+schema_version are known (older versions are upgraded by history.contract.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
 unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
-timings). Names that key a series fit history.names; ncu_raw.csv holds whole ncu tables
-(history.ncu_csv). The first problem raises BundleError(path, field, message).
+timings). Names that key a series fit history.contract.names; ncu_raw.csv holds whole ncu tables
+(history.contract.ncu_csv). The first problem raises BundleError(path, field, message).
 """
 
 from __future__ import annotations
@@ -209,7 +209,7 @@ def input_identity(path: Path) -> tuple[str, str] | None:
 
 
 def _read_raw(path: Path) -> bytes:
-    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.ncu_csv), as the writer checked."""
+    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.contract.ncu_csv), as the writer checked."""
     if path.is_symlink() or not path.is_file():
         raise BundleError(path, "file", "not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:

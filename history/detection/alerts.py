@@ -1,15 +1,15 @@
 """Alerts and their lifecycle: open -> acknowledged (note, who, when) -> resolved.
 
 Used by `attnwatch detect` (records new alerts), `attnwatch alerts` and the dashboard's Alerts
-page. Writes go through history.db.open_write (lock retry, migrations; on a lake each command is
-retried while the catalog is unreachable, history.lake_retry); every transition is
+page. Writes go through history.store.db.open_write (lock retry, migrations; on a lake each command is
+retried while the catalog is unreachable, history.store.lake_retry); every transition is
 one transaction that updates `alerts` and appends to `alert_events`, so a crash mid-way
 leaves either both or neither. Alerts are deduplicated by `dedup_key` (case, GPU, pool, metric
 and the commit of the step): recording the same finding again, or after it was resolved, adds
 nothing.
 
 Ids are assigned here, not by a sequence (a DuckLake has none): the next id is one more than the
-largest stored, and on a lake each new id and dedup_key is claimed (history.transactions), so two
+largest stored, and on a lake each new id and dedup_key is claimed (history.store.transactions), so two
 detects recording at once cannot both take an id or a finding; the loser retries.
 """
 
@@ -53,7 +53,7 @@ class NewAlert:
     new_value: float | None
     change_pct: float | None
     detail: str = ""
-    pool: str | None = None  # the series' pool (history.series_key); None for alerts from before it
+    pool: str | None = None  # the series' pool (history.contract.series_key); None for alerts from before it
     # "before -> after" when the step coincides with a kernel configuration change (migration 008)
     config_change: str | None = None
 
@@ -234,7 +234,7 @@ def _append_event(con, claims: Claims, alert_id: int, action: str, note: str, ac
 def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
                   actor: str = "attnwatch detect") -> tuple[list[int], int]:
     """Insert alerts whose dedup_key is new, inside the caller's transaction. Returns (ids
-    inserted, number already known). On a lake the transaction must be history.transactions.
+    inserted, number already known). On a lake the transaction must be history.store.transactions.
     write_transaction's, whose `claims` are passed in; a file needs none."""
     if claims is None:
         if is_lake(con):

@@ -1,11 +1,11 @@
 """Scan the main-branch history for persistent steps and correctness failures -> alerts.
 
-"main" is the history's default branch (history.settings; `case_series` reads the same setting).
+"main" is the history's default branch (history.store.settings; `case_series` reads the same setting).
 
-For every series (case x GPU model x pool, view `case_series`; history.series_key) and each
+For every series (case x GPU model x pool, view `case_series`; history.contract.series_key) and each
 metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
 such as a driver or clock change) —
-history.changepoints finds level shifts with a penalty from the series' own noise; a shift of
+history.analysis.changepoints finds level shifts with a penalty from the series' own noise; a shift of
 at least the GPU's min_effect that holds for min_persist runs becomes an alert. Correctness
 failures on main are always alerts, one per failing streak. Dedup keys carry the commit of
 the step, so rescans add nothing new; a step that PELT re-places a run or two away as more data
@@ -15,7 +15,7 @@ in its detail and in `config_change` ("before -> after"), apart from the commit 
 
 Two hosts of one GPU model are two series unless their runners declared one pool: a constant
 offset between hosts is then neither a step nor noise. Thresholds stay per GPU model
-(history.detection.thresholds): they describe how that model measures, and a pool is by
+(history.analysis.thresholds): they describe how that model measures, and a pool is by
 definition a set of GPUs that measure alike.
 """
 
@@ -109,7 +109,7 @@ def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanRe
 
 def config_step(rows: list[tuple], points: list[tuple[int, float]], step) -> tuple[str, str] | None:
     """(configuration before, after) when the runs either side of a step used different kernel
-    configurations (history.kernel_config: the usual one of each segment)."""
+    configurations (history.analysis.kernel_config: the usual one of each segment)."""
     before = points[step.index - step.points_before: step.index]
     after = points[step.index: step.index + step.points_after]
     return segment_change((rows[i][KERNEL_CONFIG] for i, _ in before), (rows[i][KERNEL_CONFIG] for i, _ in after))

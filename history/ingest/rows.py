@@ -81,7 +81,7 @@ def run_row(b: LoadedBundle, ingested_at: datetime | None = None) -> dict:
         "ingested_at": ingested_at or datetime.now(timezone.utc).replace(tzinfo=None),
     }
     row.update(env)
-    # Migration 006: the series pool, declared or defaulted (history.series_key), so that old
+    # Migration 006: the series pool, declared or defaulted (history.contract.series_key), so that old
     # bundles (no pool, no PCI id: NULL) fall in with their host's new runs.
     row["pool"] = series_pool(env.get("pool"), env.get("hostname"), m.runner)
     return row

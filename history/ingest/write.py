@@ -3,31 +3,31 @@
 `ingest_paths(db_path, paths)`:
   1. loads and validates every input before touching the database: one bad input and
      nothing is written (BundleError names the file and field); every run must be of the
-     history's repository (history.repository: the ATTNWATCH_REPO setting, else the
+     history's repository (history.contract.repository: the ATTNWATCH_REPO setting, else the
      repository its runs record);
-  2. opens the history for writing once (history.db.open_write: on a file, the write lock with
+  2. opens the history for writing once (history.store.db.open_write: on a file, the write lock with
      backoff until a deadline) and checks each run id against it: the same content again is
      skipped and reported; the same run id with different content is refused, again before
      anything is written;
   3. writes each new run in its own transaction: runs, commits (upsert), results, samples,
      correctness, builds, ncu_kernels, ncu_metrics, ncu_cases. A failure rolls back that run.
-     On a file each COMMIT is a checkpoint into the file (history.db), so a run reported
+     On a file each COMMIT is a checkpoint into the file (history.store.db), so a run reported
      "inserted" is in the file; a fault names the run it stopped at and how many were stored.
 
 A pull request's compare bundles are ingested with a PullRequestLabel each
-(history.pull_request_runs): the run id, trigger, PR and branch then come from the trusted
+(history.contract.pull_request_runs): the run id, trigger, PR and branch then come from the trusted
 caller, not from the bundle. No pull-request run writes a commits row: commit metadata (message,
 date, parent, branch) is taken only from runs on trusted refs, since a PR's bundle is written by
 the PR's own code.
 
 On a DuckLake many ingests run at once (no serialized ingest job): each run's transaction checks
-the run id again inside itself and claims it (history.transactions), so of two concurrent ingests
+the run id again inside itself and claims it (history.store.transactions), so of two concurrent ingests
 of one bundle one commits it and the other, retried after the conflict, reports it skipped. The
 commit row is claimed likewise: runs of one commit on several GPUs arrive together.
 
 A lake's catalog can also go away for a moment (PostgreSQL restarted): each step on a lake (the
 check of what is stored, then each run's transaction) is retried while it is unreachable
-(history.lake_retry.retrying). A run whose COMMIT may have landed before the connection broke
+(history.store.lake_retry.retrying). A run whose COMMIT may have landed before the connection broke
 is found stored on the retry and reported skipped, with that reason: never doubled, and never
 reported inserted unless this ingest's COMMIT returned.
 """
@@ -131,7 +131,7 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     without being parsed again: CI retries and re-uploads are common and cost nothing.
     `labels` (path -> PullRequestLabel) stores those inputs as pull-request runs; they are
     always validated, since their stored run id is not the one in their files. `repo` is the
-    repository setting (history.repository): every run must be of the history's repository.
+    repository setting (history.contract.repository): every run must be of the history's repository.
     """
     paths = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}

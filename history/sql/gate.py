@@ -11,7 +11,7 @@ A lake connection has the PostgreSQL and DuckLake extensions loaded, and with th
     form reaches (`SELECT * FROM __ducklake_metadata_history.ducklake_data_file`, quoted, any
     case, two- or three-part, DESCRIBE, SUMMARIZE, SHOW TABLES FROM ...), with the data path
     and every file's name in its rows;
-  - the lake's own catalog functions `history.options()` and `history.settings()`, which show
+  - the lake's own catalog functions `history.options()` and `history.store.settings()`, which show
     the data path.
 
 So on a lake user SQL must pass three checks, in this order (the first two on the syntax tree
@@ -41,7 +41,7 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
      that plan, and `history.options()` a ducklake_options, so both are refused whatever the
      statement called them.
 The catalog role the dashboard uses should be a read-only one as well (README, team set-up).
-history.sql_worker runs check 3 inside the query's time limit.
+history.sql.worker runs check 3 inside the query's time limit.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What DuckDB's own lock-down leaves open to user SQL, closed before and after it runs.
 
-Read-only, no external access and a locked configuration (history.sql_sandbox) stop writes and
+Read-only, no external access and a locked configuration (history.sql.sandbox) stop writes and
 file access, but not reading: the settings functions and a few catalog functions show paths of
 the server (the spill and home directories, the history's location, the extension directory),
 and DuckDB's error messages name such paths too. So:
@@ -14,7 +14,7 @@ and DuckDB's error messages name such paths too. So:
     dashboard show: the first line of the message, absolute paths replaced by `<path>`, and
     the limit named when a memory or spill limit stopped the query.
   - `public_text(text, location)` is what every error of the SQL path goes through before a
-    user sees it (history.sql, app/data/sql_console.py): one line, the history named by its
+    user sees it (history.sql.query, app/data/sql_console.py): one line, the history named by its
     file name alone, no other absolute path, no process id (DuckDB's lock error names the
     holder's Python binary and PID).
 """

@@ -1,6 +1,6 @@
 """User SQL over the history, locked down by DuckDB's own configuration and bounded in every resource.
 
-Each query runs in a child process of its own (history.sql_worker: address space and CPU time
+Each query runs in a child process of its own (history.sql.worker: address space and CPU time
 limited by the kernel, killed past its time limit) on a short-lived connection that is
   - read-only (no INSERT / CREATE / DROP / UPDATE on the file),
   - `enable_external_access = false` (no COPY ... TO, ATTACH, EXPORT DATABASE, read_csv of
@@ -8,20 +8,20 @@ limited by the kernel, killed past its time limit) on a short-lived connection t
   - `lock_configuration = true` (no SET / PRAGMA / RESET undoing any of this),
   - limited in memory, threads and spill (temporary disk space, in a private directory of its
     own, not beside the history), with extension auto-install/auto-load off
-    (history.sql_sandbox says which setting is made where, and why),
+    (history.sql.sandbox says which setting is made where, and why),
 and the query is interrupted from a timer thread (`connection.interrupt()`) after the time
 limit. Before it runs, the statement is refused if it names a function that shows server paths
-(history.sql_guard, history/sql/denied.toml). Its result is streamed in small Arrow batches and kept
-up to a row and a byte cap (history.sql_stream), never fetched whole. Every DuckDB, Arrow,
+(history.sql.guard, history/sql/denied.toml). Its result is streamed in small Arrow batches and kept
+up to a row and a byte cap (history.sql.stream), never fetched whole. Every DuckDB, Arrow,
 pandas or memory error becomes one QueryError line, the history named by its file name and
-other paths and process ids scrubbed (history.sql_guard.public_text). One statement per
+other paths and process ids scrubbed (history.sql.guard.public_text). One statement per
 call. Both `attnwatch sql` and the dashboard's SQL page come through here, and both write
 Parquet from the Arrow result (`to_parquet`), not from pandas.
 
-On a lake (history.location) the connection is attached read-only before external access is
-turned off and the configuration locked (history.lake), and history.sql_gate refuses what that
+On a lake (history.store.location) the connection is attached read-only before external access is
+turned off and the configuration locked (history.store.lake), and history.sql.gate refuses what that
 leaves open there: anything but a SELECT, the PostgreSQL and DuckLake extensions' functions,
-and the catalog database under any name (history.sql_worker applies it in the child, within
+and the catalog database under any name (history.sql.worker applies it in the child, within
 the time limit).
 """
 
@@ -55,7 +55,7 @@ class UserResult:
 
     Column names are unique in both (`unique_names`; `renamed` maps each new name to the one the
     query gave). `cut`: None, 'rows' or 'bytes' (which cap cut the result); `nbytes`: the result
-    bytes the cap counted (history.sql_stream); `elapsed_s`: the query's wall time.
+    bytes the cap counted (history.sql.stream); `elapsed_s`: the query's wall time.
     """
 
     table: pa.Table
@@ -87,7 +87,7 @@ def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_RO
     """Run one user statement (module docstring); its result as Arrow and pandas (UserResult).
 
     Every error is one QueryError (or another HistoryError) line that names the history by its
-    file name only, with no other path, binary or process id (history.sql_guard.public_text).
+    file name only, with no other path, binary or process id (history.sql.guard.public_text).
     """
     limits = SqlLimits(
         max_rows=max_rows, max_bytes=max_bytes, timeout_s=timeout_s,

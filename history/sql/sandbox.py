@@ -1,7 +1,7 @@
 """The sandbox a user's SQL runs in: its limits, DuckDB's settings, a private spill directory.
 
 One query, one connection, set up in two steps that either backend's opener can call (a file
-through history.db.open_read, or any other connection that ends with `lock_down`):
+through history.store.db.open_read, or any other connection that ends with `lock_down`):
 
   1. `connect_config(limits, temp_dir)`, given to duckdb.connect: memory_limit, threads,
      extension auto-install/auto-load off, Python replacement scans off (a query could
@@ -40,16 +40,16 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class SqlLimits:
-    """What one user query may use. Every field is enforced by DuckDB or by history.sql_stream."""
+    """What one user query may use. Every field is enforced by DuckDB or by history.sql.stream."""
 
     max_rows: int = 100_000  # rows fetched; more are cut and flagged
-    max_bytes: int = 64 * MIB  # Arrow bytes fetched (history.sql_stream); more are cut and flagged
+    max_bytes: int = 64 * MIB  # Arrow bytes fetched (history.sql.stream); more are cut and flagged
     timeout_s: float = 30.0  # wall time before connection.interrupt()
     memory_limit: str = "2GB"  # DuckDB's buffer manager (not the strings of a vector in flight)
     threads: int = 2
     temp_limit: str = "256MiB"  # spill to the private temp directory, per query
-    process_memory: str = "4GiB"  # address space of the process running the query (history.sql_worker)
-    lock_wait_s: float | None = None  # wait for a file history's lock; None: history.db.READ_DEADLINE_S
+    process_memory: str = "4GiB"  # address space of the process running the query (history.sql.worker)
+    lock_wait_s: float | None = None  # wait for a file history's lock; None: history.store.db.READ_DEADLINE_S
 
     def __post_init__(self) -> None:
         if (self.max_rows < 1 or self.max_bytes < 1 or self.timeout_s <= 0 or self.threads < 1

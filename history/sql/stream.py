@@ -5,7 +5,7 @@ The result is read through DuckDB's streaming Arrow reader (`to_arrow_reader`, a
 `max_rows` rows and `max_bytes` bytes (Arrow buffer sizes); the batch that crosses a cap is cut
 to the rows that fit and copied, so the rest of it is freed. What the process holds for a
 result is therefore bounded by the caps plus one batch, plus what DuckDB has in flight
-(about two vectors of 2,048 rows with history.sql_sandbox's streaming buffer): with 200 KB
+(about two vectors of 2,048 rows with history.sql.sandbox's streaming buffer): with 200 KB
 rows that is about 0.9 GB, where fetching the whole result first took 3.7 GB and more.
 One batch is BATCH_ROWS times the widest row: 32 keeps a batch of 10 MB values at 320 MB and
 costs about 0.3 s more per 100,000 narrow rows than DuckDB's 2,048 (measured, DuckDB 1.5.5).

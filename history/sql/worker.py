@@ -5,20 +5,20 @@ of a vector in flight are outside it, and a vector is 2,048 rows. For
 `SELECT repeat('x',10000000) FROM range(5000)` DuckDB 1.5.5 copies the constant into every row
 of a vector, 20 GB at once, whatever memory_limit says (measured: 8.9 GB when an address-space
 limit stopped it, 11 GB before). Only the operating system bounds that, so each query runs in a
-child forked by history.sql_server, with
+child forked by history.sql.server, with
   - RLIMIT_AS = limits.process_memory: an allocation past it fails, DuckDB reports it as "Out
     of Memory" and the query is refused; the parent (the dashboard, the CLI) is untouched;
   - RLIMIT_CPU = timeout x threads + 10 s, a hard stop behind the interrupt timer; no core files;
   - RLIMIT_FSIZE = the spill limit (or the answer's size, if larger) per file: DuckDB allows
     user SQL to write into its temp directory (it adds it to allowed_directories), whose random
-    name user SQL cannot learn (history.sql_guard); this bounds such a file all the same;
+    name user SQL cannot learn (history.sql.guard); this bounds such a file all the same;
   - a kill from the parent at timeout + the lock wait + GRACE_S; a child that dies (a signal,
     a crash inside DuckDB) is one refusal line too.
 
-The child does the whole query: open read-only (history.db.open_read, any backend, waiting for
-a file's lock up to limits.lock_wait_s) in the sandbox (history.sql_sandbox), refuse denied
-names (history.sql_guard), on a lake pass the gate (history.sql_gate) and stream the capped
-result (history.sql_stream) under the time limit, and write it as an Arrow IPC file into the
+The child does the whole query: open read-only (history.store.db.open_read, any backend, waiting for
+a file's lock up to limits.lock_wait_s) in the sandbox (history.sql.sandbox), refuse denied
+names (history.sql.guard), on a lake pass the gate (history.sql.gate) and stream the capped
+result (history.sql.stream) under the time limit, and write it as an Arrow IPC file into the
 query's private temp directory, with a small header beside it (a lock held too long is
 reported without DuckDB's text, which names the holder's binary and PID). The parent reads it
 only if it is within the byte cap.
@@ -59,7 +59,7 @@ TABLE_FILE = "answer.arrow"
 @dataclass(frozen=True)
 class Answer:
     """What came back: the capped result as Arrow, which cap cut it (None, 'rows', 'bytes'), wall
-    time, and the result bytes the cap counted (history.sql_stream)."""
+    time, and the result bytes the cap counted (history.sql.stream)."""
 
     table: pa.Table
     cut: str | None

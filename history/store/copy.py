@@ -1,6 +1,6 @@
 """Copy a history into another (a file into a lake, a lake into a file) and prove nothing was lost.
 
-`copy_history(SRC, DST)` exports SRC to Parquet and imports it into DST (history.exchange:
+`copy_history(SRC, DST)` exports SRC to Parquet and imports it into DST (history.store.exchange:
 validated, one transaction, idempotent, merging into a DST that has rows already), then checks
 every table: each SRC row must be in DST as often as in SRC. A row is compared by its content
 hash: DuckDB's `hash()` of the row's columns by name, leaving out ids that are local to one
@@ -68,7 +68,7 @@ class CopyReport:
 def copy_history(source: str | Path | HistoryLocation, destination: str | Path | HistoryLocation,
                  repo: str | None = None) -> CopyReport:
     """Copy SOURCE into DESTINATION and verify it (module docstring); `repo`: the repository
-    setting, which the copied runs must match (history.repository)."""
+    setting, which the copied runs must match (history.contract.repository)."""
     src, dst = parse_location(source), parse_location(destination)
     if src.label == dst.label:
         raise HistoryError(f"{src.label}: source and destination are the same history")

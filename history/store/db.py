@@ -1,10 +1,10 @@
-"""Opening the history, a file or a lake (history.location), with its schema checked.
+"""Opening the history, a file or a lake (history.store.location), with its schema checked.
 
 Every opener of the project comes through here; each takes a location (a HistoryLocation, or
 the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`).
 
-A lake (history.lake) has no file lock: many processes read and write it at once, DuckLake
-orders their commits, and history.transactions keeps natural keys unique. Its readers share one
+A lake (history.store.lake) has no file lock: many processes read and write it at once, DuckLake
+orders their commits, and history.store.transactions keeps natural keys unique. Its readers share one
 attached instance per process. A file follows the rules below.
 
 DuckDB lets one process hold a database file for writing, and a read-only connection held
@@ -23,7 +23,7 @@ writes nothing to DuckDB's write-ahead log (DURABLE_WRITES). So a schema change 
 the log, where DuckDB 1.5.5 cannot replay it (docs/upstream.md), and a commit that returns is in
 the file: a write the disk refuses fails its COMMIT and leaves the file as it was. Every fault
 of the file (disk full, read-only, permission, lock, an unreplayable log) leaves here as one
-history.faults line.
+history.store.faults line.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ READ_DEADLINE_S = 10.0
 # when the commit's estimated size reaches this threshold): the commit is the checkpoint, and a
 # checkpoint the disk refuses fails the COMMIT, with the file still at its last checkpoint.
 # DuckDB's duck_transaction_manager.cpp, CommitTransaction, says which commits qualify: all of a
-# connection that is the only one in its process, as history.db's writers are.
+# connection that is the only one in its process, as history.store.db's writers are.
 DURABLE_WRITES = {"wal_autocheckpoint": "0KB", "auto_checkpoint_skip_wal_threshold": 0}
 
 
@@ -95,7 +95,7 @@ def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = 
                        **connect_kwargs) -> duckdb.DuckDBPyConnection:
     """duckdb.connect, retried on the file lock with capped exponential backoff + full jitter.
 
-    A writer (no `read_only`) gets DURABLE_WRITES; a fault of the file is a history.faults line
+    A writer (no `read_only`) gets DURABLE_WRITES; a fault of the file is a history.store.faults line
     naming `label` (default: the path)."""
     label = label or str(db_path)
     if not connect_kwargs.get("read_only"):
@@ -230,7 +230,7 @@ def _lake_cursor(loc: HistoryLocation, read_only: bool, config: dict | None = No
 
 
 def _raise_lake_fault(loc: HistoryLocation, exc: BaseException) -> None:
-    """On a lake, a catalog or data-path fault as its one-line error (history.lake_faults); a
+    """On a lake, a catalog or data-path fault as its one-line error (history.store.lake_faults); a
     broken connection's cached instance is dropped first. Anything else: the caller re-raises."""
     if not loc.is_lake:
         return
@@ -248,8 +248,8 @@ def open_read(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-only connection; a missing history is a clear error, not a new database.
 
-    `config`: DuckDB settings, e.g. history.sql's sandbox. Readers of a lake share this process's
-    attached instance for their settings (a cursor each; history.lake).
+    `config`: DuckDB settings, e.g. history.sql.query's sandbox. Readers of a lake share this process's
+    attached instance for their settings (a cursor each; history.store.lake).
     """
     loc = parse_location(location)
     if loc.is_lake:

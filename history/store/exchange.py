@@ -6,14 +6,14 @@ Export writes one Parquet file per table and `export.json`:
      "tables": {table: {"file": "table.parquet", "rows": n}}}
 Import validates everything first (manifest, migration lineage, files, row counts, columns,
 run ids that clash with different content), then inserts in one transaction rows whose
-natural key (history.keys: the migrations' declared keys) is not there yet, so importing the
+natural key (history.store.keys: the migrations' declared keys) is not there yet, so importing the
 same export twice adds nothing and an import into an existing history merges. Surrogate ids
 (alerts' alert_id, alert_events' event_id) are local to each database: alerts are matched by
 dedup_key; into an empty table they keep their ids (a copy is exact), otherwise they get the
 next free ids of this database, and rows that point at them are re-pointed.
 
-Both work on a file and on a lake (history.location). On a lake the import's transaction claims
-the single-column keys of every row it adds (history.transactions), so it cannot double a run
+Both work on a file and on a lake (history.store.location). On a lake the import's transaction claims
+the single-column keys of every row it adds (history.store.transactions), so it cannot double a run
 that a concurrent ingest is writing: one of the two retries and then finds it there.
 """
 
@@ -98,7 +98,7 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
 
 def import_history(db_path: str | Path | HistoryLocation, directory: str | Path, repo: str | None = None) -> ExchangeReport:
     """Merge the export in `directory` into the history; `repo`: the repository setting
-    (history.repository), which the export's runs must match as an ingested bundle's must."""
+    (history.contract.repository), which the export's runs must match as an ingested bundle's must."""
     src = Path(directory)
     manifest = _read_manifest(src)
     location = parse_location(db_path)

@@ -3,7 +3,7 @@
 The one place where an error from DuckDB (or an OSError) met while opening, reading or writing
 a history *file* becomes a history.errors.FaultError: disk full, read-only file system,
 permission denied, the file lock held past a deadline, and a write-ahead log DuckDB cannot
-replay. history.db applies it around every connection it hands out, so each command, the
+replay. history.store.db applies it around every connection it hands out, so each command, the
 dashboard and `attnwatch sql` get the same words; the CLI prints a HistoryError as one line.
 
 DuckDB's own texts name the machine's paths, the Python binary and a PID (its lock error says

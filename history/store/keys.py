@@ -1,6 +1,6 @@
 """The natural keys of every table, read from the shipped migrations themselves.
 
-A history file declares its keys (PRIMARY KEY, UNIQUE); a DuckLake cannot (history.lake_ddl).
+A history file declares its keys (PRIMARY KEY, UNIQUE); a DuckLake cannot (history.store.lake_ddl).
 Code that must know a table's key on both (export order, import's "is this row already here",
 the lake's claims) asks here: the migrations are applied to a private in-memory DuckDB, whose
 constraints are then read, so a new migration's keys are known without a second list to maintain.

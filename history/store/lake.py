@@ -120,7 +120,7 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
         stored = con.execute(f"SELECT value FROM {ALIAS}.options() WHERE option_name = 'data_path'").fetchone()
         data_path = str(stored[0]) if stored else (location.data_path or "")
         if data_path:
-            # Whoever turns external access off later (here, deferred, or history.sql_sandbox's
+            # Whoever turns external access off later (here, deferred, or history.sql.sandbox's
             # lock_down), DuckDB then opens only allowed paths: the lake's own files stay readable.
             con.execute(f"SET allowed_directories = ['{_sql_text(data_path)}']")
         for key, value in deferred:

@@ -9,7 +9,7 @@ the same file is applied after `lake_sql` has removed, in CREATE TABLE statement
   - DEFAULT nextval('...'), and whole CREATE SEQUENCE statements.
 Columns, types, NOT NULL, literal defaults, views and ALTER TABLE pass through unchanged, so a
 lake has the same columns as a file (tests/test_history_lake.py compares them). What the removed
-clauses guaranteed is kept by code on the lake: natural-key claims (history.transactions), ids
+clauses guaranteed is kept by code on the lake: natural-key claims (history.store.transactions), ids
 assigned by the writer, values checked before they are written. schema_migrations records the
 checksum of the shipped file, not of this text, so a lake and a file agree on what was applied.
 CREATE INDEX and FOREIGN KEY have no translation: a migration using them fails on a lake with

@@ -6,14 +6,14 @@ libpq's reason. `reason` keeps the reason; `translate` turns what a user can act
 HistoryError that the CLI prints as one line and the dashboard shows as one message:
 
   - the catalog cannot be reached (PostgreSQL restarting, stopped, the network gone):
-    LakeUnavailableError with `transient` set, which history.lake_retry waits out;
+    LakeUnavailableError with `transient` set, which history.store.lake_retry waits out;
   - the catalog database or role is gone, or the login is refused: LakeUnavailableError, not
     retried (waiting does not bring a dropped database back);
   - the role may only read (the README's dashboard role): ReadOnlyHistoryError;
   - a data file the catalog lists is missing (the data path removed or unmounted):
     LakeDataMissingError, naming the file but not the machine's directory.
 
-history.lake_retry waits out the transient ones.
+history.store.lake_retry waits out the transient ones.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """Waiting out a lake's catalog that is briefly unreachable (a PostgreSQL restart).
 
 `retrying(location, work)` runs `work()` (which opens its own connection) and, on a lake,
-retries it while it raises a transient LakeUnavailableError (history.lake_faults): capped
+retries it while it raises a transient LakeUnavailableError (history.store.lake_faults): capped
 exponential backoff with full jitter ("Exponential Backoff And Jitter", AWS Architecture Blog,
 2015) until a deadline, the process's cached lake instances dropped before each try. Work whose
 commit may have happened before the connection broke is safe to retry only because every write
-re-reads its natural key inside its transaction (history.transactions): a retried ingest finds
+re-reads its natural key inside its transaction (history.store.transactions): a retried ingest finds
 its run stored and skips it.
 """
 

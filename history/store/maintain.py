@@ -6,7 +6,7 @@ the file count (docs/benchmarks.md, Fleet
 history). In order, each a DuckLake function of the pinned extension (ducklake.select,
 Maintenance), each in its own transaction, retried on a conflict with concurrent writers:
 
-  1. leftover claims (history.transactions) dropped: any claim a snapshot shows is committed
+  1. leftover claims (history.store.transactions) dropped: any claim a snapshot shows is committed
      and no longer decides a conflict;
   2. `ducklake_merge_adjacent_files`: each table's small files merged into few;
   3. `ducklake_expire_snapshots(older_than => now - keep)`: time travel kept for `keep_days`;
@@ -18,7 +18,7 @@ Not `ducklake_flush_inlined_data`: with DuckLake 1.5.5 a flush breaks every othe
 instance that had read the table (its next query fails with `INTERNAL Error: Attempted to
 access index 0 within vector of size 0` in DuckLakeInlinedDataReader and the instance is
 invalidated), i.e. the dashboard and any ingest in flight. attnwatch turns inlining off
-(history.lake), so only rows written by an older attnwatch are inlined.
+(history.store.lake), so only rows written by an older attnwatch are inlined.
 
 The grace period protects readers that still scan files of an older snapshot and, for orphans,
 a concurrent writer's files not yet committed: its default (a day) is far beyond any ingest's

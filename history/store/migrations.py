@@ -9,12 +9,12 @@ where checksum is the SHA-256 of the file's text. Opening refuses a database tha
 Each pending migration runs in its own transaction with its bookkeeping row, so a failing
 migration leaves the database at the previous version. On a file each is checkpointed into the
 file before the next begins, so no schema change rests in DuckDB's write-ahead log, where
-DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.db's writers already checkpoint at
+DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.store.db's writers already checkpoint at
 every commit; the CHECKPOINT here keeps that true for any other connection handed in.
 
-On a DuckLake the same files apply, translated by history.lake_ddl (no constraint clauses) with
+On a DuckLake the same files apply, translated by history.store.lake_ddl (no constraint clauses) with
 the checksum still over the shipped file. Each migration's transaction claims its version
-(history.transactions), so of two writers opening a new lake at once one applies it and the
+(history.store.transactions), so of two writers opening a new lake at once one applies it and the
 other, retried, finds it applied.
 """
 

@@ -3,7 +3,7 @@
 DuckDB 1.5.5 replays a file's log while opening the file as its main database, before a default
 database exists, and replaying an ALTER TABLE on a table with a function DEFAULT (nextval(),
 now()) then fails (docs/upstream.md). Attnwatch no longer leaves a schema change in the log
-(history.db, DURABLE_WRITES), but a file written by an earlier attnwatch, or by another
+(history.store.db, DURABLE_WRITES), but a file written by an earlier attnwatch, or by another
 program, may be in that state. The same replay succeeds when the file is ATTACHed to an
 in-memory database, which is the default one by then. So, in order:
 

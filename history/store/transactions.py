@@ -20,7 +20,7 @@ committed, and every writer that starts later sees the row and takes no claim. S
 deleted afterwards, the next writer of that key finds the claim in its own snapshot and takes it
 over (DROP VIEW IF EXISTS, then CREATE VIEW, in its transaction): two writers taking over one
 stale claim still conflict, on the drop or on the create. `attnwatch history maintain` drops
-whatever claims are left (history.maintain): a claim a snapshot shows is committed, and a
+whatever claims are left (history.store.maintain): a claim a snapshot shows is committed, and a
 conflict is decided by what was committed since a transaction began, not by what still exists.
 
 On a file every claim is a no-op (its constraints and the single writer do the job) and the
