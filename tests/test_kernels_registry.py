@@ -33,7 +33,7 @@ def _listed_modules() -> set[str]:
     tree = ast.parse((VARIANTS_DIR / "__init__.py").read_text(encoding="utf-8"))
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "attnwatch.kernels.variants":
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:  # from . import x
             names.update(alias.name for alias in node.names)
     return names
 
