@@ -61,6 +61,24 @@ def summarize(samples_us: Sequence[float]) -> Summary:
     )
 
 
+def median(values: Sequence[float]) -> float:
+    """The median: for an even count, the mean of the two middle order statistics.
+
+    The one median of the project, the `median_us` that `summarize` stores (Hyndman & Fan
+    type 7 at p = 0.5, numpy's and `statistics.median`'s definition): the graph-replay
+    threshold (ci/engine/group.py) and a compare round's median (ci/compare/analysis.py) are
+    decided on the same number the history shows. Not the lower or upper median: each is one
+    order statistic, biased by half a gap between the middle two, and for the even sample
+    counts the sampler produces (blocks of 10 calls) that gap is where a 50 µs threshold or a
+    0.5% ratio is decided. Raises ValueError on an empty sample.
+    """
+    x = sorted(float(v) for v in values)
+    if not x:
+        raise ValueError("no values to take the median of")
+    mid = len(x) // 2
+    return x[mid] if len(x) % 2 else (x[mid - 1] + x[mid]) / 2.0
+
+
 def coefficient_of_variation(values: Sequence[float]) -> float:
     """Sample standard deviation over mean (ddof=1); 0 for fewer than two values."""
     x = np.asarray(values, dtype=np.float64)
