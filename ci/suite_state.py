@@ -95,7 +95,8 @@ class SuiteState:
         elif kind == "fault":
             self.fault = {"case": case, "error": event.get("error")}
             if case is not None and (self.inflight is None or self.inflight.get("case") != case):
-                self.inflight = {"kind": "case", "case": case, "stage": event.get("stage") or (self.inflight or {}).get("stage", "timing")}
+                stage = event.get("stage") or (self.inflight or {}).get("stage", "timing")
+                self.inflight = {"kind": "case", "case": case, "stage": stage}
         elif kind == "note":
             self.notes.append(f"{case}: {event.get('text')}" if case else str(event.get("text")))
 
