@@ -142,6 +142,8 @@ def print_one(report: dict) -> None:
         f"{'ratio':>6} {'low':>6} {'high':>6} {'rnds':>4} {'spread%':>7}")
     for cid in sorted(ccases or mcases):
         m, c = mcases.get(cid, {}), ccases.get(cid, {})
+        if m.get("median_us") is None and c.get("ratio") is None:
+            continue  # skipped or unsupported on this machine (counted in the summary)
         spread = max((v for v in (c.get("base_round_spread"), c.get("head_round_spread")) if v is not None), default=None)
         log(f"{cid[:40]:<40} {fmt(m.get('median_us'), '.2f', 9)} {fmt(100 * m['rel_spread'] if m.get('rel_spread') is not None else None, '.2f', 8)} "
             f"{fmt(m.get('n'), 'd', 5)} {fmt(m.get('graph_median_us'), '.2f', 8)} | {fmt(c.get('base_median_us'), '.2f', 9)} "
@@ -173,6 +175,8 @@ def print_against(before: dict, after: dict) -> None:
     log(f"{'case':<40} {'main before':>11} {'after':>9} {'after/bef':>9} | {'A/A ratio bef':>13} {'after':>7} {'verdicts':>21}")
     for cid in sorted(set(bc) | set(ac)):
         b, a = bm.get(cid, {}), am.get(cid, {})
+        if not (b.get("median_us") or a.get("median_us") or bc.get(cid, {}).get("ratio") or ac.get(cid, {}).get("ratio")):
+            continue
         moved = a["median_us"] / b["median_us"] if b.get("median_us") and a.get("median_us") else None
         verdicts = f"{bc.get(cid, {}).get('verdict', '-')}/{ac.get(cid, {}).get('verdict', '-')}"
         log(f"{cid[:40]:<40} {fmt(b.get('median_us'), '.2f', 11)} {fmt(a.get('median_us'), '.2f', 9)} {fmt(moved, '.4f', 9)} | "
