@@ -18,7 +18,9 @@ prints one row per pr-set case and a summary. The script needs only what both tr
 the older tree and run there unchanged:
 
     PYTHONPATH=. python3 scripts/engine_check.py --budget-s 570 --commit <sha> --out $OUT
+    (or in two calls: --steps main, then --steps compare, both with --cache-dir /tmp/ec-cache)
     python3 scripts/engine_check.py --against OLD/engine_check.json NEW/engine_check.json
+    (a tree measured in two calls: OLD_MAIN/engine_check.json+OLD_COMPARE/engine_check.json)
 
 Run-to-run noise to read the side-by-side against (docs/benchmarks.md, H200): two `main` runs
 of one commit agreed to 0.17% in median over 204 cases (90th percentile 0.86%, worst 2.8% at
@@ -59,6 +61,9 @@ def parse_args(argv):
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/engine_check)")
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
+    p.add_argument("--cache-dir", default=None,
+                   help="compile caches of both steps (default: a new temporary folder); name one to split the "
+                        "steps over two calls on one machine and keep the compare warm")
     p.add_argument("--against", nargs=2, metavar=("BEFORE", "AFTER"), help="print two engine_check.json side by side; measures nothing")
     return p.parse_args(argv)
 
@@ -195,13 +200,22 @@ def print_against(before: dict, after: dict) -> None:
             + (f", A/A ratios {min(ratios):.4f}-{max(ratios):.4f}" if ratios else ""))
 
 
+def load_merged(spec: str) -> dict:
+    """One tree's result: an engine_check.json, or several joined by '+' (a call per step)."""
+    merged: dict = {}
+    for part in spec.split("+"):
+        report = json.loads(Path(part).read_text())
+        merged.update({k: v for k, v in report.items() if v is not None and (k not in merged or k in ("main", "compare"))})
+    return merged
+
+
 # -- the call -----------------------------------------------------------------------------------
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.against:
-        before, after = (json.loads(Path(p).read_text()) for p in args.against)
+        before, after = (load_merged(spec) for spec in args.against)
         print_against(before, after)
         return 0
     from ci.environment import capture_environment, capture_git
@@ -213,7 +227,8 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     steps = [s for s in args.steps.split(",") if s]
     work = Path(tempfile.mkdtemp(prefix="engine-check-"))
-    caches = work / "caches"  # one cache for both steps: the compare runs on what the main run compiled
+    # one cache for both steps: the compare runs on what the main run compiled
+    caches = Path(args.cache_dir) if args.cache_dir else work / "caches"
     env = dict(os.environ, ATTNWATCH_CACHE=str(caches / "attnwatch"), TRITON_CACHE_DIR=str(caches / "triton"),
                CUPY_CACHE_DIR=str(caches / "cupy"),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
