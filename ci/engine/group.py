@@ -247,10 +247,13 @@ class Engine:
             return
         if median(raw.samples_us) >= config.graph_threshold_us:
             return
-        with self.stage(subject.key, "graph"):
-            raw.graph_median_us, raw.graph_note = graph_replay_us(subject.fn, self.flusher, config.graph_calls,
-                                                                  config.graph_replays)
         self.graphed.add(subject.key)
+        try:
+            with self.stage(subject.key, "graph"):
+                raw.graph_median_us, raw.graph_note = graph_replay_us(subject.fn, self.flusher, config.graph_calls,
+                                                                      config.graph_replays)
+        except Exception as exc:  # noqa: BLE001 - a side figure: its Python error costs it, not the case
+            raw.graph_median_us, raw.graph_note = None, f"graph replay failed: {type(exc).__name__}: {exc}"
 
     # -- the isolated re-run -----------------------------------------------------------------
 
