@@ -64,13 +64,15 @@ def summarize(samples_us: Sequence[float]) -> Summary:
 def median(values: Sequence[float]) -> float:
     """The median: for an even count, the mean of the two middle order statistics.
 
-    The one median of the project, the `median_us` that `summarize` stores (Hyndman & Fan
-    type 7 at p = 0.5, numpy's and `statistics.median`'s definition): the graph-replay
-    threshold (ci/engine/group.py) and a compare round's median (ci/compare/analysis.py) are
-    decided on the same number the history shows. Not the lower or upper median: each is one
-    order statistic, biased by half a gap between the middle two, and for the even sample
-    counts the sampler produces (blocks of 10 calls) that gap is where a 50 µs threshold or a
-    0.5% ratio is decided. Raises ValueError on an empty sample.
+    The one median of the project: the `median_us` that `summarize` stores (Hyndman & Fan
+    type 7 at p = 0.5; numpy's and `statistics.median`'s definition, and the one the vectorised
+    bootstraps use: `resampled_medians`, history.detection.ab). Where a median decides
+    something (the graph-replay threshold in ci/engine/group.py, a compare round's median in
+    ci/compare/analysis.py) it is this one, so the decision rests on the number stored beside
+    it. Why not the lower or upper median: either is one order statistic, off this one by half
+    the gap between the middle two, and the sampler takes whole blocks of `block_calls` (10 on
+    a GPU), so its counts are even and the two would differ for every GPU case. Raises
+    ValueError on no values.
     """
     x = sorted(float(v) for v in values)
     if not x:
