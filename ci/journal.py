@@ -6,10 +6,11 @@ is journalled the moment it exists, each line written with one `os.write` on an 
 descriptor (no buffering to lose), so whatever the child finished survives it, and the last
 `begin`/`beat` line names the case in flight when it died or went silent.
 
-Events (field `e`): `session` (environment, benchmark machine_info), `build_begin`/`build`,
-`begin` (case, phase), `beat` (case: one per timed block), `correctness` (records), `measured`
-(CaseTiming dict and samples), `bench` (pytest-benchmark entry), `outcome` (final status of a
-case), `note`.
+Each line is one event `{"kind": ..., "t": <unix time>, ...}`: the measuring engine's events
+(ci/engine/events.py: `build_begin`/`build`, `begin`/`beat` (case, stage), `correctness`,
+`result`, `fault`), the same vocabulary a compare worker sends over its pipe, and the pytest
+harness's own: `session` (environment), `bench` (pytest-benchmark entry), `outcome` (final
+status of a case), `note`.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ class JournalWriter:
         self.path = Path(path)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def write(self, event: str, **fields: Any) -> None:
-        line = json.dumps({"e": event, "t": time.time(), **fields}, default=str, allow_nan=True) + "\n"
+    def write(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"kind": kind, "t": time.time(), **fields}, default=str, allow_nan=True) + "\n"
         os.write(self._fd, line.encode("utf-8"))
 
     def close(self) -> None:

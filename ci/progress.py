@@ -30,7 +30,7 @@ class Progress:
         print(f"[{time.monotonic() - self._started:7.1f} s] {text}", file=sys.stderr, flush=True)
 
     def on_event(self, event: dict[str, Any], state: Any) -> None:
-        kind = event.get("e")
+        kind = event.get("kind")
         if self._plain:
             if kind == "build_begin":
                 self._line(f"building {event.get('variant')}")
@@ -43,7 +43,7 @@ class Progress:
         if self._bar is None:
             return
         if kind == "begin":
-            self._bar.set_postfix_str(f"{event.get('case')} ({event.get('phase')})", refresh=False)
+            self._bar.set_postfix_str(f"{event.get('case')} ({event.get('stage')})", refresh=False)
         elif kind == "build_begin":
             self._bar.set_postfix_str(f"building {event.get('variant')}", refresh=False)
         elif kind != "outcome":

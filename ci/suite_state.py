@@ -1,6 +1,7 @@
 """What the parent knows about a run so far, rebuilt from the children's journals.
 
-Every journal event is applied in order (`apply`); at the end of each child (`finish_generation`)
+Every journal event (ci/journal.py, the engine's vocabulary in ci/engine/events.py) is applied
+in order (`apply`); at the end of each child (`finish_generation`)
 a build still in flight is marked crashed or timed out, a case in flight that hung is marked
 timed out, and a case in flight when the child crashed becomes `pending_crash` (the caller
 decides whether the case caused it: ci/attribution.py). The child's
@@ -63,27 +64,28 @@ class SuiteState:
     # -- events ----------------------------------------------------------------------------
 
     def apply(self, event: dict[str, Any]) -> None:
-        kind = event.get("e")
+        kind = event.get("kind")
         case = event.get("case")
         if kind == "session":
             self.sessions.append(event)
         elif kind == "build_begin":
-            self.inflight = {"kind": "build", "variant": event["variant"], "phase": "build"}
+            self.inflight = {"kind": "build", "variant": event["variant"], "stage": "build"}
         elif kind == "build":
             record = event["record"]
             self.builds.setdefault(record["variant"], record)
             self.inflight = None
         elif kind in ("begin", "beat"):
-            self.inflight = {"kind": "case", "case": case, "phase": event.get("phase", "timing")}
+            self.inflight = {"kind": "case", "case": case, "stage": event.get("stage", "timing")}
             if case != self.current_case:
                 self.previous_case = self.current_case
             self.current_case = case
             self._begun.setdefault(case, event.get("t", 0.0))
         elif kind == "correctness":
             self.correctness[case] = event["records"]
-        elif kind == "measured":
-            self.timings[case] = event["timing"]
-            self.samples[case] = event["samples"]
+        elif kind == "result":  # the case's status is its `outcome`, after host timing
+            if event.get("status") == "ok" and event.get("timing") is not None:
+                self.timings[case] = event["timing"]
+                self.samples[case] = event["samples_us"]
         elif kind == "bench":
             self._gen_entries[case] = event["entry"]
         elif kind == "outcome":
@@ -93,7 +95,8 @@ class SuiteState:
         elif kind == "fault":
             self.fault = {"case": case, "error": event.get("error")}
             if case is not None and (self.inflight is None or self.inflight.get("case") != case):
-                self.inflight = {"kind": "case", "case": case, "phase": (self.inflight or {}).get("phase", "timing")}
+                stage = event.get("stage") or (self.inflight or {}).get("stage", "timing")
+                self.inflight = {"kind": "case", "case": case, "stage": stage}
         elif kind == "note":
             self.notes.append(f"{case}: {event.get('text')}" if case else str(event.get("text")))
 
@@ -107,13 +110,16 @@ class SuiteState:
 
     def finish_generation(self, benchmark_path: Path, *, rc: int | None, timed_out: bool, log_tail: str, timeout_s: float) -> None:
         if self.inflight is not None:
-            phase = self.inflight["phase"]
+            stage = self.inflight["stage"]
+            said = (self.fault or {}).get("error")
             if timed_out:
-                status, why = "timeout", f"no sign of life for {timeout_s:g} s during {phase}; the child was killed"
+                status, why = "timeout", f"no sign of life for {timeout_s:g} s during {stage}; the child was killed"
                 if self.inflight["kind"] == "build":
-                    why = f"no sign of life during {phase}; the child was killed"
+                    why = f"no sign of life during {stage}; the child was killed"
+            elif said:
+                status, why = "crashed", f"{said}; the child then exited ({describe_exit(rc)})"
             else:
-                status, why = "crashed", f"the child died ({describe_exit(rc)}) during {phase}; its log ends: {log_tail[-600:]}"
+                status, why = "crashed", f"the child died ({describe_exit(rc)}) during {stage}; its log ends: {log_tail[-600:]}"
             if self.inflight["kind"] == "build":
                 variant = self.inflight["variant"]
                 self.builds.setdefault(variant, asdict(failed_build(variant, f"build {status}: {why}")))
@@ -123,10 +129,8 @@ class SuiteState:
             elif timed_out:
                 self._set_outcome(self.inflight["case"], status, why)
             else:  # a crash: whether the case caused it is decided by the caller (ci/attribution.py)
-                said = (self.fault or {}).get("error")
-                error = f"{said}; the child then exited ({describe_exit(rc)})" if said else why
                 previous = self.previous_case if self.previous_case != self.inflight["case"] else None
-                self.pending_crash = Crash(self.inflight["case"], phase, error, previous)
+                self.pending_crash = Crash(self.inflight["case"], stage, why, previous)
         self.inflight = None
         self.fault = None
         file_entries = self._read_benchmark_file(benchmark_path)

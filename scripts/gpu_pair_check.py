@@ -62,8 +62,9 @@ def read_bundle(bundle: Path) -> dict[str, Any]:
     timings = [b["extra_info"]["attnwatch"] for b in bench["benchmarks"]]
     before = [t["sm_clock_mhz_before"] for t in timings if t.get("sm_clock_mhz_before") is not None]
     after = [t["sm_clock_mhz_after"] for t in timings if t.get("sm_clock_mhz_after") is not None]
-    pids = sorted({int(t["interleave_group"].rsplit("#", 1)[1]) for t in timings
-                   if (t.get("interleave_group") or "").rpartition("#")[2].isdigit()})
+    # interleave_group is "<group>#<pid>.<round>" (ci/engine/group.py; "<group>#<pid>" before)
+    tails = [(t.get("interleave_group") or "").rpartition("#")[2].split(".")[0] for t in timings]
+    pids = sorted({int(tail) for tail in tails if tail.isdigit()})
     return {
         "run_id": manifest["run_id"], "status": manifest["status"], "hostname": env.get("hostname"),
         "pool": env.get("pool"), "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),

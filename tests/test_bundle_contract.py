@@ -36,8 +36,8 @@ def _production_bundle(out: Path, records: list[dict]) -> Path:
     """A bundle written the way `attnwatch run` writes one: journalled records (JSON, as a
     child sends them) applied to the parent's state, then ci.bundle_writer."""
     state = SuiteState([CASE])
-    state.apply({"e": "correctness", "case": CASE.case_id, "records": json.loads(json.dumps(records))})
-    state.apply({"e": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
+    state.apply({"kind": "correctness", "case": CASE.case_id, "records": json.loads(json.dumps(records))})
+    state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
     return write_bundle(out, BundleContent(state, GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z"))
 
 
@@ -133,8 +133,8 @@ def test_a_journalled_build_without_a_field_is_refused(tmp_path):
     state = SuiteState([CASE])
     record = asdict(build_record(BuildReport(variant="sdpa", ok=True)))
     del record["log_tail"]
-    state.apply({"e": "build", "record": record})
-    state.apply({"e": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
+    state.apply({"kind": "build", "record": record})
+    state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
     with pytest.raises(BundleError) as info:
         write_bundle(tmp_path / "b", BundleContent(state, GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
                                                    "2026-11-03T09:05:00Z"))

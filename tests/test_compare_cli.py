@@ -140,7 +140,8 @@ def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
 def test_the_measuring_modules_need_no_database():
     """The GPU host measures with warm workers and has no duckdb: neither the compare session
     nor the worker process nor the crash attribution may import it."""
-    modules = "ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.runner"
+    modules = ("ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.runner, "
+               "attnwatch.ci.suites.worker")
     script = NO_DUCKDB.split("sys.argv =")[0] + f"import {modules}\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

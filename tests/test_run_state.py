@@ -18,8 +18,8 @@ def test_crash_in_flight_is_left_to_the_attribution_of_that_case_only(tmp_path):
     """The case in flight is suspected, not convicted: the caller re-runs it alone
     (ci/attribution.py) before any outcome is set; the case before it is named."""
     s = _state()
-    s.apply({"e": "begin", "case": "sdpa/h100_small/fp16/noncausal", "phase": "prepare"})
-    s.apply({"e": "beat", "case": "cuda_wmma/h100_small/fp16/noncausal"})
+    s.apply({"kind": "begin", "case": "sdpa/h100_small/fp16/noncausal", "stage": "prepare"})
+    s.apply({"kind": "beat", "case": "cuda_wmma/h100_small/fp16/noncausal"})
     s.finish_generation(tmp_path / "none.json", rc=-6, timed_out=False, log_tail="Fatal", timeout_s=120)
     crash = s.take_crash()
     assert crash.case_id == "cuda_wmma/h100_small/fp16/noncausal" and crash.stage == "timing"
@@ -33,8 +33,9 @@ def test_crash_in_flight_is_left_to_the_attribution_of_that_case_only(tmp_path):
 
 def test_a_fault_journalled_by_the_child_names_its_case_and_error(tmp_path):
     s = _state()
-    s.apply({"e": "begin", "case": "cuda_wmma/h100_small/fp16/noncausal", "phase": "graph"})
-    s.apply({"e": "fault", "case": "cuda_wmma/h100_small/fp16/noncausal", "error": "graph: CUDA error: illegal address"})
+    s.apply({"kind": "begin", "case": "cuda_wmma/h100_small/fp16/noncausal", "stage": "graph"})
+    s.apply({"kind": "fault", "case": "cuda_wmma/h100_small/fp16/noncausal", "stage": "graph",
+             "error": "graph: CUDA error: illegal address"})
     s.finish_generation(tmp_path / "none.json", rc=70, timed_out=False, log_tail="", timeout_s=120)
     crash = s.take_crash()
     assert crash.stage == "graph" and crash.error.startswith("graph: CUDA error: illegal address")
@@ -43,25 +44,38 @@ def test_a_fault_journalled_by_the_child_names_its_case_and_error(tmp_path):
 
 def test_a_build_that_hangs_costs_every_case_of_its_variant(tmp_path):
     s = _state()
-    s.apply({"e": "build_begin", "variant": "cuda_wmma"})
+    s.apply({"kind": "build_begin", "variant": "cuda_wmma"})
     s.finish_generation(tmp_path / "none.json", rc=-9, timed_out=True, log_tail="", timeout_s=900)
     assert {c: o.status for c, o in s.outcomes.items()} == {
         "cuda_wmma/h100_small/fp16/noncausal": "timeout", "cuda_wmma/h100_small/fp16/causal": "timeout"}
     assert s.builds["cuda_wmma"]["ok"] is False and "timeout" in s.builds["cuda_wmma"]["error"]
 
 
+def test_a_build_that_poisons_the_child_fails_its_variant_with_what_the_child_said(tmp_path):
+    """The engine's `fault` of a build (no case, the variant named) ends the child: the build
+    record and the variant's cases carry the error it sent, not only the exit status."""
+    s = _state()
+    s.apply({"kind": "build_begin", "variant": "cuda_wmma"})
+    s.apply({"kind": "fault", "case": None, "stage": "build", "variant": "cuda_wmma",
+             "error": "build: RuntimeError: CUDA error: an illegal instruction was encountered"})
+    s.finish_generation(tmp_path / "none.json", rc=70, timed_out=False, log_tail="", timeout_s=900)
+    assert {o.status for o in s.outcomes.values()} == {"crashed"} and len(s.outcomes) == 2
+    assert "illegal instruction" in s.builds["cuda_wmma"]["error"] and "exit status 70" in s.builds["cuda_wmma"]["error"]
+    assert s.take_crash() is None
+
+
 def test_first_outcome_wins_and_unknown_cases_are_ignored():
     s = _state(("sdpa",))
-    s.apply({"e": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "skipped", "error": "why"})
-    s.apply({"e": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "ok"})
-    s.apply({"e": "outcome", "case": "not/a/planned/case", "status": "ok"})
+    s.apply({"kind": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "skipped", "error": "why"})
+    s.apply({"kind": "outcome", "case": "sdpa/h100_small/fp16/causal", "status": "ok"})
+    s.apply({"kind": "outcome", "case": "not/a/planned/case", "status": "ok"})
     assert s.outcomes["sdpa/h100_small/fp16/causal"].status == "skipped" and len(s.outcomes) == 1
 
 
 def test_ok_without_its_records_is_not_a_measurement(tmp_path):
     s = _state(("sdpa",))
     cid = "sdpa/h100_small/fp16/causal"
-    s.apply({"e": "outcome", "case": cid, "status": "ok"})
+    s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     s.finish_generation(tmp_path / "none.json", rc=0, timed_out=False, log_tail="", timeout_s=1)
     assert s.outcomes[cid].status == "failed" and s.ok_ids() == []
 
@@ -70,9 +84,9 @@ def test_benchmark_file_wins_over_journal_entries(tmp_path):
     s = _state(("sdpa",))
     cid = "sdpa/h100_small/fp16/causal"
     timing = {"case_id": cid, "median_us": 1.0}
-    s.apply({"e": "measured", "case": cid, "timing": timing, "samples": [1.0]})
-    s.apply({"e": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch": timing}}})
-    s.apply({"e": "outcome", "case": cid, "status": "ok"})
+    s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [1.0]})
+    s.apply({"kind": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch": timing}}})
+    s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     path = tmp_path / "benchmark.json"
     path.write_text(json.dumps({"machine_info": {"node": "n"}, "commit_info": {}, "version": "5.2.3",
                                 "benchmarks": [{"name": "file", "extra_info": {"attnwatch": timing}}]}))
@@ -90,12 +104,12 @@ def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
 
     s = _state(("sdpa",))
     p = Progress(2, enabled=True, plain=True)
-    for event in ({"e": "build_begin", "variant": "sdpa"}, {"e": "build", "record": {"variant": "sdpa", "ok": True}},
-                  {"e": "measured", "case": "sdpa/h100_small/fp16/noncausal", "timing": {"median_us": 17.06}, "samples": [17.06]},
-                  {"e": "outcome", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok"}):
+    for event in ({"kind": "build_begin", "variant": "sdpa"}, {"kind": "build", "record": {"variant": "sdpa", "ok": True}},
+                  {"kind": "result", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok", "timing": {"median_us": 17.06}, "samples_us": [17.06]},
+                  {"kind": "outcome", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok"}):
         s.apply(event)
         p.on_event(event, s)
-    s.apply({"e": "begin", "case": "sdpa/h100_small/fp16/causal", "phase": "warmup"})
+    s.apply({"kind": "begin", "case": "sdpa/h100_small/fp16/causal", "stage": "warmup"})
     s.finish_generation(tmp_path / "none.json", rc=-9, timed_out=True, log_tail="", timeout_s=120)
     p.sync(s)
     p.close()
@@ -112,10 +126,10 @@ def test_summary_calls_out_caps_throttling_and_correctness():
     for cid, converged, throttled in (("sdpa/h100_small/fp16/noncausal", True, 0), ("cuda_wmma/h100_small/fp16/noncausal", False, 30)):
         timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": converged,
                   "rel_spread": 0.04, "throttled_samples": throttled, "throttle_reasons": ["sw_power_cap"] if throttled else []}
-        s.apply({"e": "measured", "case": cid, "timing": timing, "samples": [17.0]})
-        s.apply({"e": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
-        s.apply({"e": "outcome", "case": cid, "status": "ok"})
-    s.apply({"e": "correctness", "case": "cuda_wmma/h100_small/fp16/noncausal", "records": [{"passed": False}, {"passed": True}]})
+        s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
+        s.apply({"kind": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
+        s.apply({"kind": "outcome", "case": cid, "status": "ok"})
+    s.apply({"kind": "correctness", "case": "cuda_wmma/h100_small/fp16/noncausal", "records": [{"passed": False}, {"passed": True}]})
     s.bench_entries.update(s._gen_entries)
     text = format_summary(s, "cuda_events")
     assert "1 cases stopped at the sample/time cap" in text and "cuda_wmma/h100_small/fp16/noncausal at 4.0%" in text

@@ -180,11 +180,11 @@ def test_journal_survives_torn_last_line(tmp_path):
     path = tmp_path / "j.jsonl"
     writer = JournalWriter(path)
     reader = JournalReader(path)
-    writer.write("begin", case="a", phase="prepare")
+    writer.write("begin", case="a", stage="prepare")
     with open(path, "ab") as fh:
-        fh.write(b'{"e": "beat", "ca')  # a child killed mid-write
+        fh.write(b'{"kind": "beat", "ca')  # a child killed mid-write
     events = reader.read_new()
-    assert [e["e"] for e in events] == ["begin"]
+    assert [e["kind"] for e in events] == ["begin"]
     with open(path, "ab") as fh:
         fh.write(b'se": "a"}\n')
     assert reader.read_new()[0]["case"] == "a"

@@ -1,4 +1,4 @@
-"""A compare worker re-tunes its kernels' launch choices every round (ci/workers/server.py,
+"""A compare worker re-tunes its kernels' launch choices every round (ci/engine/rounds.py,
 `forget_tuned_choices`), so that a near-tie that an autotuner breaks differently in the two
 workers shows as round-to-round noise instead of as a difference between the revisions."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import types
 
-from attnwatch.ci.workers.server import forget_tuned_choices
+from attnwatch.ci.engine.rounds import forget_tuned_choices
 
 
 def test_a_round_start_empties_the_triton_tuners_choices():

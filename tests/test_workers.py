@@ -90,9 +90,17 @@ def _spec(tmp_path, variants, *, checkout=None, case_timeout_s=60.0, causal=(Fal
 
 
 def _results(worker: WorkerProcess, cases: list[str], round_index: int) -> dict[str, dict]:
+    """Each case's `result`, with the `correctness` records sent before it (None: not checked)."""
     seen: dict[str, dict] = {}
-    done = worker.request({"op": "measure", "round": round_index, "cases": cases},
-                          lambda m: seen.__setitem__(m["case"], m) if m.get("kind") == "result" else None)
+    checks: dict[str, list] = {}
+
+    def on_message(m: dict) -> None:
+        if m.get("kind") == "correctness":
+            checks[m["case"]] = m["records"]
+        elif m.get("kind") == "result":
+            seen[m["case"]] = {**m, "correctness": checks.pop(m["case"], None)}
+
+    done = worker.request({"op": "measure", "round": round_index, "cases": cases}, on_message)
     assert done["kind"] == "done"
     return seen
 
@@ -115,7 +123,9 @@ def test_one_warm_worker_answers_several_rounds(tmp_path):
     assert all(r["status"] == "ok" and len(r["samples_us"]) >= 6 for r in (*first.values(), *second.values()))
     assert all(r["correctness"] and r["correctness"][0]["passed"] for r in first.values())
     assert all(r["correctness"] is None for r in second.values())
-    assert first["t_ok/cpu_tiny/fp16/noncausal"]["gap_to_sdpa"] > 0
+    assert first["t_ok/cpu_tiny/fp16/noncausal"]["timing"]["gap_to_sdpa"] > 0
+    assert first[ids[0]]["timing"]["interleave_group"] == f"cpu_tiny/fp16/noncausal#{ready['pid']}.0"
+    assert second[ids[0]]["timing"]["interleave_group"] == f"cpu_tiny/fp16/noncausal#{ready['pid']}.1"
     assert first["sdpa/cpu_tiny/fp16/noncausal"]["samples_us"] != second["sdpa/cpu_tiny/fp16/noncausal"]["samples_us"]
 
 

@@ -9,6 +9,7 @@ from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, 
 from attnwatch.ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
 from attnwatch.history.analysis.ab import ratio_interval, verdict
 from attnwatch.history.analysis.thresholds import Thresholds
+from attnwatch.history.analysis.statistics import median
 
 
 def _side(rounds: list[CaseRound | None]) -> SideResult:
@@ -26,7 +27,7 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
         return SideResult(status=bad.status if bad.status != "ok" else "failed", correct=correct,
                           max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
                           error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"))
-    medians = [statistics.median(r.samples_us) for r in measured]
+    medians = [median(r.samples_us) for r in measured]
     configs = list(dict.fromkeys(r.kernel_config for r in measured if r.kernel_config))
     return SideResult(
         status="ok",

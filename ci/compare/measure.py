@@ -8,7 +8,7 @@ design): slow drift (clocks, temperature) hits both sides alike, and neither sid
 first after the other has warmed the GPU.
 
 Each round draws fresh inputs, a fresh L2-flush buffer at a new allocation placement and a new
-pool of timing streams in each worker (ci/workers/server.py), and re-tunes autotuned launch
+pool of timing streams in each worker (ci/engine/rounds.py), and re-tunes autotuned launch
 choices, so what those change is in the rounds' spread and the interval sees it. What a warm
 worker kept for the whole compare before the stream pool, and so was not in the between-round
 spread, was the launch-cost offset of its one stream (on the H200 -0.70% to +0.60% per compare,

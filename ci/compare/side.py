@@ -137,9 +137,14 @@ class Side:
                     out[case.case_id] = self._lost(case, "failed", f"the {self.name} worker could not start: {died.error}")
                 break
 
+            checks: dict[str, list] = {}  # a case's correctness records arrive before its result
+
             def on_message(message: dict) -> None:
-                if message.get("kind") == "result" and message.get("case") in by_id:
-                    out[message["case"]] = self._case_round(by_id[message["case"]], message)
+                if message.get("kind") == "correctness" and message.get("case") in by_id:
+                    checks[message["case"]] = list(message.get("records") or [])
+                elif message.get("kind") == "result" and message.get("case") in by_id:
+                    out[message["case"]] = self._case_round(by_id[message["case"]], message,
+                                                            checks.pop(message["case"], []))
                 elif message.get("kind") == "done":
                     self._stage_seconds(message.get("seconds") or {})
 
@@ -206,15 +211,16 @@ class Side:
         return record
 
     @staticmethod
-    def _case_round(case: PlannedCase, message: dict) -> CaseRound:
-        records = message.get("correctness") or []
+    def _case_round(case: PlannedCase, message: dict, records: list) -> CaseRound:
+        """The round's record of a case from its `result` and the `correctness` records checked
+        in this round (ci/engine/events.py)."""
         correct = all(bool(r.get("passed")) for r in records) if records else None
         worst = lambda key: max((float(r[key]) for r in records if isinstance(r.get(key), (int, float))), default=None)  # noqa: E731
         failing = next((r.get("error") for r in records if not r.get("passed") and r.get("error")), None)
         return CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal,
                          str(message.get("status", "failed")),
                          samples_us=[float(v) for v in message.get("samples_us") or []],
-                         gap_to_sdpa=message.get("gap_to_sdpa"), correct=correct,
+                         gap_to_sdpa=(message.get("timing") or {}).get("gap_to_sdpa"), correct=correct,
                          max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
                          error=message.get("error") or failing, timing=message.get("timing"),
                          checks=[r for r in records if isinstance(r, dict)])

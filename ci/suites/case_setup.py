@@ -1,7 +1,7 @@
 """The stages every measuring process runs for a case before timing it, in one place.
 
-Used by the pytest child of `attnwatch run` (ci/suites/worker.py) and by the long-lived
-compare workers (ci/workers/server.py), so both resolve, check and prepare a case alike:
+Used by the measuring engine (ci/engine/group.py), which the pytest child of `attnwatch run`
+and the long-lived compare workers both run, so both resolve, check and prepare a case alike:
 
 * `resolve`: the variant from this process's registry, its availability, whether it supports
   the case, and whether its build failed;

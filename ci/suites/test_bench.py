@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnwatch.ci.suites.worker import CaseResult
+from attnwatch.ci.engine.group import CaseResult
 
 HOST_STATS_LABEL = "host wall-clock seconds per synchronized call (launch + device time + sync), L2 flushed before each round"
 CPU_STATS_LABEL = "host wall-clock seconds per call on the CPU"

@@ -17,10 +17,10 @@ stream, a host sync inside) gets None and the capture error as a note.
 
 from __future__ import annotations
 
-import statistics
 from typing import Any, Callable
 
 from attnwatch.ci.timing.timers import Flusher
+from attnwatch.history.analysis.statistics import median
 
 
 def graph_replay_us(fn: Callable[[], Any], flusher: Flusher, calls: int, replays: int) -> tuple[float | None, str | None]:
@@ -63,5 +63,5 @@ def graph_replay_us(fn: Callable[[], Any], flusher: Flusher, calls: int, replays
             end.record()
             end.synchronize()
             sink.append(start.elapsed_time(end) * 1000.0)
-    value = (statistics.median(full_us) - statistics.median(flush_us)) / calls
+    value = (median(full_us) - median(flush_us)) / calls
     return value, None

@@ -41,11 +41,11 @@ class NoFlush:
 class L2Flusher:
     """Evicts the GPU's L2 by zero-filling a device buffer of `nbytes` (>= 2x L2).
 
-    `release` and `allocate` move the buffer: a compare worker gives it a new placement every
-    round (ci/workers/server.py), because each timed call starts with L2 full of the buffer's
-    dirty lines, and a placement fixed for the life of a process is an offset no round varies
-    (on the H200 the buffer's placement moved a 17 µs SDPA median by 0.45%,
-    scripts/flush_placement_check.py)."""
+    `release` and `allocate` move the buffer: the engine gives it a new placement for every
+    group it times, each round of a compare anew (ci/engine/rounds.py), because each timed
+    call starts with L2 full of the buffer's dirty lines, and a placement fixed for the life
+    of a process is an offset no round varies (on the H200 the buffer's placement moved a
+    17 µs SDPA median by 0.45%, scripts/flush_placement_check.py)."""
 
     def __init__(self, device: Any, nbytes: int) -> None:
         self.nbytes = int(nbytes)
@@ -192,9 +192,10 @@ class CudaEventTimer:
         self.renew_streams()
 
     def renew_streams(self) -> None:
-        """Take a new pool of streams: a compare worker does so every round (ci/workers/server.py),
-        so that what is left of the pool's offset after averaging varies from round to round,
-        where the round-level interval sees it, instead of staying with the process."""
+        """Take a new pool of streams: the engine does so on every call, each round of a compare
+        (ci/engine/group.py), so that what is left of the pool's offset after averaging varies
+        from round to round, where the round-level interval sees it, instead of staying with
+        the process."""
         if self._stream_count > 1:
             self._streams = [self._torch.cuda.Stream() for _ in range(self._stream_count)]
             self._next_stream = 0

@@ -61,6 +61,26 @@ def summarize(samples_us: Sequence[float]) -> Summary:
     )
 
 
+def median(values: Sequence[float]) -> float:
+    """The median: for an even count, the mean of the two middle order statistics.
+
+    The one median of the project: the `median_us` that `summarize` stores (Hyndman & Fan
+    type 7 at p = 0.5; numpy's and `statistics.median`'s definition, and the one the vectorised
+    bootstraps use: `resampled_medians`, history.detection.ab). Where a median decides
+    something (the graph-replay threshold in ci/engine/group.py, a compare round's median in
+    ci/compare/analysis.py) it is this one, so the decision rests on the number stored beside
+    it. Why not the lower or upper median: either is one order statistic, off this one by half
+    the gap between the middle two, and the sampler takes whole blocks of `block_calls` (10 on
+    a GPU), so its counts are even and the two would differ for every GPU case. Raises
+    ValueError on no values.
+    """
+    x = sorted(float(v) for v in values)
+    if not x:
+        raise ValueError("no values to take the median of")
+    mid = len(x) // 2
+    return x[mid] if len(x) % 2 else (x[mid - 1] + x[mid]) / 2.0
+
+
 def coefficient_of_variation(values: Sequence[float]) -> float:
     """Sample standard deviation over mean (ddof=1); 0 for fewer than two values."""
     x = np.asarray(values, dtype=np.float64)

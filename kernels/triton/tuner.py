@@ -85,7 +85,7 @@ def forget_choices() -> None:
 
     A recorded choice (choices.toml) comes back the same, so both sides of a compare run the
     same configuration every round. For a problem the table lacks, the compare
-    (ci/workers/server.py) re-tunes every round: where two candidates are near a tie, the
+    (ci/engine/rounds.py) re-tunes every round: where two candidates are near a tie, the
     fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
     triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen once per worker, that
     flip is a constant difference between the sides that no round can show; chosen every
