@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ci.attribution import Crash, CrashAttribution
-from ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
+from ci.bundle_writer import RunHead, add_ncu, run_status, write_bundle
 from ci.child_env import child_env
 from ci.environment import capture_environment, capture_git
 from ci.plan import PlannedCase, RunPlan
@@ -168,17 +168,9 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         state.fail_remaining("not run: the run was interrupted")
     finally:
         progress.close()
-    content = BundleContent(
-        state=state,
-        git=git,
-        environment=environment,
-        shape_set=options.shape_set,
-        trigger=options.trigger,
-        started_at=started_at,
-        finished_at=_utc_now(),
-        notes=options.notes,
-    )
-    bundle = write_bundle(out_dir, content)
+    head = RunHead(git=git, environment=environment, shape_set=options.shape_set, trigger=options.trigger,
+                   started_at=started_at, finished_at=_utc_now(), notes=options.notes)
+    bundle = write_bundle(out_dir, state, head)
     _announce(options, bundle)
     keep = options.keep_work_dir or bool(state.lost_cases())
     if keep:  # its path is shown to the user: never swept as a dead process's leftover
