@@ -84,12 +84,12 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
     for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file
         records = getattr(contents, role)
         if records is not None:
-            files[role], documents[files[role]] = _list_document(out, {role: records})
+            files[role], documents[files[role]] = _list_document({role: records})
     if contents.samples is not None:
         files["samples"], documents[SAMPLES_FILE] = SAMPLES_FILE, file_envelope(
             SAMPLES_FILE, unit="us", samples=json_ready(contents.samples))
     if contents.ncu is not None:
-        files["ncu"], documents[NCU_FILE] = _ncu_document(out, contents.ncu)
+        files["ncu"], documents[NCU_FILE] = _ncu_document(contents.ncu)
     manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),
                                                              **contents.manifest.files})
     documents[MANIFEST_FILE] = json_ready(dataclasses.asdict(manifest))
@@ -103,7 +103,10 @@ def write_ncu_files(directory: str | Path, ncu: NcuFiles) -> dict[str, str]:
     """Write ncu.json (and ncu_raw.csv when there is CSV) into `directory`, a bundle or an
     `attnwatch ncu` folder; returns role -> file name for a manifest's `files`."""
     directory = Path(directory)
-    name, document = _ncu_document(directory, ncu)
+    name, document = _ncu_document(ncu)
+    for key, records in (("kernels", ncu.kernels), ("cases", ncu.cases)):  # as the reader checks them
+        for i, record in enumerate(records):
+            check_record(record, directory / name, f"{key}[{i}]")
     _check_raw_csv(directory, ncu)
     write_json_atomic(directory / name, document)
     _write_raw_csv(directory, ncu)
@@ -127,7 +130,7 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
         raise BundleError(path, "schema_version", f"an ncu pass is added only to a bundle of the current format ({current})")
     document = check_envelope(stored.get(MANIFEST_FILE), path, schema, current, {})
     manifest: Manifest = build_dataclass(Manifest, document, path, "")
-    name, ncu_document = _ncu_document(directory, ncu)
+    name, ncu_document = _ncu_document(ncu)
     files = {**manifest.files, "ncu": name, **_raw_csv_file(ncu)}
     notes = "; ".join(filter(None, [manifest.notes, note]))[:NOTES_LIMIT]
     manifest = dataclasses.replace(manifest, files=files, finished_at=finished_at, notes=notes)
@@ -159,23 +162,21 @@ def _write_all(out: Path, encoded: dict[str, bytes]) -> None:
 def _encode(path: Path, document: Any) -> bytes:
     try:
         return json.dumps(document, indent=1, allow_nan=False).encode("utf-8")
-    except ValueError as exc:  # NaN or Infinity, which JSON has not
+    except (TypeError, ValueError) as exc:  # NaN or Infinity, which JSON has not; a value of no JSON type
         raise BundleError(path, "json", f"cannot be written as JSON: {exc}") from None
 
 
-def _list_document(directory: Path, lists: dict[str, list], **fields: Any) -> tuple[str, dict]:
-    """(file name, JSON document) of the file holding these record lists (RECORD_LISTS names),
-    every record checked as the reader will check it."""
+def _list_document(lists: dict[str, list], **fields: Any) -> tuple[str, dict]:
+    """(file name, JSON document) of the file holding these record lists (RECORD_LISTS names);
+    checked with the rest of the bundle (_checked_bytes)."""
     specs = {name: RECORD_LISTS[name] for name in lists}
     (file_name,) = {spec.file for spec in specs.values()}
-    path = directory / file_name
-    payload = {spec.key: [check_record(r, path, f"{spec.key}[{i}]") for i, r in enumerate(lists[name])]
-               for name, spec in specs.items()}
+    payload = {spec.key: [json_ready(dataclasses.asdict(r)) for r in lists[name]] for name, spec in specs.items()}
     return file_name, file_envelope(file_name, **fields, **payload)
 
 
-def _ncu_document(directory: Path, ncu: NcuFiles) -> tuple[str, dict]:
-    return _list_document(directory, {"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases}, ncu_version=ncu.ncu_version)
+def _ncu_document(ncu: NcuFiles) -> tuple[str, dict]:
+    return _list_document({"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases}, ncu_version=ncu.ncu_version)
 
 
 def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:

@@ -157,10 +157,12 @@ def test_a_recorded_format_1_bundle_keeps_its_timings_and_host_statistics(tmp_pa
         assert host_median == pytest.approx(entry["stats"]["median"] * 1e6)
 
 
-def _pytest_benchmark_compare(path: Path) -> subprocess.CompletedProcess:
+def _pytest_benchmark_compare(*paths: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """pytest-benchmark's own `compare` command (run outside the repository: it loads the
+    conftest.py of its working directory)."""
     return subprocess.run([sys.executable, "-c", "import sys; from pytest_benchmark.cli import main; "
-                           "sys.argv[0] = 'pytest-benchmark'; main()", "compare", str(path)],
-                          capture_output=True, text=True, timeout=120)
+                           "sys.argv[0] = 'pytest-benchmark'; main()", "compare", *map(str, paths)],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def _round(status: str, samples: list[float]) -> RoundData:
@@ -178,14 +180,13 @@ def test_pytest_benchmark_compare_reads_a_run_and_a_compare_round(tmp_path):
     run = make_bundle(tmp_path / "run", run_id="r", variants=("sdpa",), n_samples=5)
     (compare_round,) = write_side_bundles(tmp_path / "cmp", "head", [_round("ok", [10.0, 11.0])], git=GIT,
                                           environment=ENV, builds=[], shape_set="pr", total_cases=1)
-    shown = _pytest_benchmark_compare(run / "benchmark.json")
-    assert shown.returncode == 0 and "Failed to load" not in shown.stderr, shown.stderr
-    assert "test_attention[sdpa/l4_mission/fp16/causal]" in shown.stdout
-    shown = _pytest_benchmark_compare(compare_round / "benchmark.json")
-    assert shown.returncode == 0 and "Failed to load" not in shown.stderr, shown.stderr
     assert len(load_bundle(compare_round, known_commit=False).timings) == 1
-    old = shutil.copytree(compare_round, tmp_path / "old")
-    assert "Failed to load" in _pytest_benchmark_compare(as_format_1(old) / "benchmark.json").stderr
+    old = as_format_1(shutil.copytree(compare_round, tmp_path / "old"))
+    shown = _pytest_benchmark_compare(run / "benchmark.json", compare_round / "benchmark.json",
+                                      old / "benchmark.json", cwd=tmp_path)
+    assert shown.returncode == 0 and "test_attention[sdpa/l4_mission/fp16/causal]" in shown.stdout
+    failed = [line for line in shown.stderr.splitlines() if "Failed to load" in line]
+    assert len(failed) == 1 and str(old / "benchmark.json") in failed[0], shown.stderr
 
 
 def test_run_and_compare_share_the_assembler_and_its_rule(tmp_path):
