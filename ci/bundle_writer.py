@@ -42,7 +42,7 @@ from history.bundle import (
     Environment,
     Manifest,
 )
-from history.bundle_writer import BundleContents, NcuFiles
+from history.bundle_writer import BundleContents
 from history.checks import build_dataclass, json_ready
 
 
@@ -67,7 +67,6 @@ class RunRecords:
     cases: list[CaseRecords]  # one per planned case that has an outcome, in plan order
     builds: list[dict[str, Any]] = field(default_factory=list)  # BuildRecord objects
     benchmark_header: dict[str, Any] = field(default_factory=dict)  # pytest-benchmark's machine_info, commit_info, version
-    ncu: NcuFiles | None = None
 
 
 def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
@@ -94,7 +93,6 @@ def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
         builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
                 for i, b in enumerate(run.builds)],
         samples={c.outcome.case_id: list(c.samples) for c in timed},
-        ncu=run.ncu,
     ))
 
 
