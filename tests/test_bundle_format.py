@@ -134,6 +134,16 @@ def test_a_format_1_bundle_ingests_into_the_same_rows(tmp_path):
     assert load_bundle(old).content_sha256 != load_bundle(new).content_sha256  # each keeps its own bytes' hash
 
 
+def test_a_bad_format_1_timing_is_named_where_format_1_stored_it(tmp_path):
+    old = as_format_1(make_bundle(tmp_path / "old", run_id="r", variants=("sdpa",), n_samples=5))
+    document = json.loads((old / "benchmark.json").read_text())
+    document["benchmarks"][1]["extra_info"]["attnwatch"]["batch"] = 1.5
+    (old / "benchmark.json").write_text(json.dumps(document))
+    with pytest.raises(BundleError) as info:
+        load_bundle(old)
+    assert info.value.path.endswith("benchmark.json") and info.value.field == "benchmarks[1].extra_info.attnwatch.batch"
+
+
 def test_a_recorded_format_1_bundle_keeps_its_timings_and_host_statistics(tmp_path):
     """The real H200 bundle of format 1: each result row has the CaseTiming and the host
     statistics its benchmark entry carried."""
