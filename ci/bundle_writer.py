@@ -1,11 +1,13 @@
-"""A run's bundle, assembled from what the parent collected and written by the one writer.
+"""A run's bundle, assembled from its case records and written by the one writer.
 
-The suite state (ci.suite_state) holds what the measuring children journalled: outcomes,
-timings, samples, and the correctness and build records ci.records converted from kernels'
-results. `write_bundle` turns them into the contract's records (history.contract.bundle) and hands
-them to history.contract.bundle_writer, the writer every producer uses: there each record is checked as
-the reader will check it, so an unknown or missing field fails here, at the producer, naming
-the file and the field, and nothing is dropped on the way.
+The one assembler of `attnwatch run` and `attnwatch compare`: each hands its cases as
+ci.case_records.CaseRecords (the run from the suite state, ci.suite_state; compare from its
+workers' rounds, ci/compare/bundles.py), and `write_run_bundle` applies the rule that an ok case
+comes with its record (ci.case_records.checked_outcome), turns the JSON the measuring processes
+reported into the contract's records (history.contract.bundle) strictly, and hands them to
+history.contract.bundle_writer, which checks the whole bundle as the reader will before writing a file.
+Each result is stored once: the timing in timings.json, the samples in samples.json, the host
+timing (the run's only) in benchmark.json, whose entries name their case.
 
 The optional ncu pass runs after the bundle is written (it can outlast a GPU job's time limit):
 `add_ncu` then adds ncu.json / ncu_raw.csv to the finished bundle and rewrites its manifest
@@ -14,22 +16,28 @@ The optional ncu pass runs after the bundle is written (it can outlast a GPU job
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from attnwatch.ci.case_records import CaseRecords, outcomes_status
 from attnwatch.ci.environment import IDENTITY_FIELDS, GitInfo, merge_device_properties
-from attnwatch.ci.suite_state import LOST_STATUSES, SuiteState
+from attnwatch.ci.suite_state import SuiteState
 from attnwatch.history.contract import bundle_writer
 from attnwatch.history.contract.bundle import (
     BUILDS_FILE,
+    CASE_LINK_KEY,
     CORRECTNESS_FILE,
+    TIMINGS_FILE,
     TRIGGERS,
     BuildRecord,
-    CaseOutcome,
+    CaseTiming,
     CorrectnessRecord,
     Environment,
     Manifest,
@@ -39,8 +47,9 @@ from attnwatch.history.contract.checks import build_dataclass, json_ready
 
 
 @dataclass
-class BundleContent:
-    state: SuiteState
+class RunHead:
+    """What a producer knows of a run besides its cases: the commit, where, how and when."""
+
     git: GitInfo
     environment: Environment
     shape_set: str
@@ -48,7 +57,70 @@ class BundleContent:
     started_at: str
     finished_at: str
     notes: str = ""
-    ncu: Any = None  # ci.ncu.profile.NcuProfile when --ncu was given
+
+
+@dataclass
+class RunRecords:
+    """Everything one bundle is assembled from."""
+
+    head: RunHead
+    cases: list[CaseRecords]  # one per planned case that has an outcome, in plan order
+    builds: list[dict[str, Any]] = field(default_factory=list)  # BuildRecord objects
+    benchmark_header: dict[str, Any] = field(default_factory=dict)  # pytest-benchmark's machine_info, commit_info, version
+
+
+def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
+    """Assemble and write one bundle; returns its directory. A record the reader would refuse
+    raises BundleError naming the file and field, before any file is written."""
+    out_dir = Path(out_dir)
+    cases = [c.checked() for c in run.cases]
+    timed = [c for c in cases if c.outcome.status == "ok"]
+    timings = [build_dataclass(CaseTiming, json_ready(c.timing), out_dir / TIMINGS_FILE, f"timings[{i}]")
+               for i, c in enumerate(timed)]
+    checks = [r for c in cases for r in c.checks]
+    outcomes = [c.outcome for c in cases]
+    head = run.head
+    manifest = run_manifest(head.git, head.environment, shape_set=head.shape_set, trigger=head.trigger,
+                            started_at=head.started_at, finished_at=head.finished_at, status=outcomes_status(outcomes),
+                            notes=head.notes)
+    return bundle_writer.write_bundle(out_dir, BundleContents(
+        manifest=manifest,
+        benchmark=benchmark_document(run.benchmark_header, [c for c in timed if c.host_entry is not None]),
+        outcomes=outcomes,
+        timings=timings,
+        correctness=[build_dataclass(CorrectnessRecord, json_ready(r), out_dir / CORRECTNESS_FILE, f"records[{i}]")
+                     for i, r in enumerate(checks)],
+        builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
+                for i, b in enumerate(run.builds)],
+        samples={c.outcome.case_id: list(c.samples) for c in timed},
+    ))
+
+
+def benchmark_document(header: dict[str, Any], cases: list[CaseRecords]) -> dict[str, Any]:
+    """pytest-benchmark's layout of these cases' host entries, each naming its case
+    (`extra_info["attnwatch_case"]`); with no entries when no host timing ran (compare), which
+    pytest-benchmark's own tools read as a run of no benchmarks."""
+    entries = [{**c.host_entry, "extra_info": {**(c.host_entry.get("extra_info") or {}), CASE_LINK_KEY: c.outcome.case_id}}
+               for c in cases]
+    return {
+        "machine_info": header.get("machine_info") or {},
+        "commit_info": header.get("commit_info") or {},
+        "benchmarks": entries,
+        "datetime": datetime.now(timezone.utc).isoformat(),
+        "version": header.get("version") or version("pytest-benchmark"),
+    }
+
+
+def write_bundle(out_dir: Path, state: SuiteState, head: RunHead) -> Path:
+    """`attnwatch run`'s bundle, through the one assembler: the suite's cases, the device its
+    measuring child found, and the notes the children journalled."""
+    environment = merge_device_properties(head.environment, _device_fields(state.device_properties()))
+    return write_run_bundle(out_dir, RunRecords(
+        head=dataclasses.replace(head, environment=environment, notes="; ".join(filter(None, [head.notes, *state.notes]))),
+        cases=state.case_records(),
+        builds=list(state.builds.values()),
+        benchmark_header=state.benchmark_header or {"machine_info": {"attnwatch": state.device_properties()}},
+    ))
 
 
 def run_status(state: SuiteState) -> str:
@@ -56,40 +128,9 @@ def run_status(state: SuiteState) -> str:
     return outcomes_status(state.ordered_outcomes())
 
 
-def outcomes_status(outcomes: list[CaseOutcome]) -> str:
-    """A run's status from its case outcomes (the rule of `run_status`, for any producer)."""
-    if not any(o.status in LOST_STATUSES for o in outcomes):
-        return "complete"
-    return "partial" if any(o.status == "ok" for o in outcomes) else "failed"
-
-
 def new_run_id(git: GitInfo, started_at: str) -> str:
     stamp = started_at.replace("-", "").replace(":", "")
     return f"{stamp}-{git.sha[:10]}-{secrets.token_hex(3)}"
-
-
-def write_bundle(out_dir: Path, content: BundleContent) -> Path:
-    out_dir = Path(out_dir)
-    state = content.state
-    env = merge_device_properties(content.environment, _device_fields(state.device_properties()))
-    ok = set(state.ok_ids())
-    # The children journalled the contract's records as JSON objects (ci.records); rebuilt strictly.
-    correctness = [r for cid in state.order for r in state.correctness.get(cid, [])]
-    notes = "; ".join(filter(None, [content.notes, *state.notes]))
-    manifest = run_manifest(content.git, env, shape_set=content.shape_set, trigger=content.trigger,
-                            started_at=content.started_at, finished_at=content.finished_at, status=run_status(state),
-                            notes=notes)
-    return bundle_writer.write_bundle(out_dir, BundleContents(
-        manifest=manifest,
-        benchmark=state.benchmark_json(),
-        outcomes=state.ordered_outcomes(),
-        correctness=[build_dataclass(CorrectnessRecord, json_ready(r), out_dir / CORRECTNESS_FILE, f"records[{i}]")
-                     for i, r in enumerate(correctness)],
-        builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
-                for i, b in enumerate(state.builds.values())],
-        samples={c: state.samples[c] for c in state.order if c in ok},
-        ncu=content.ncu.files() if content.ncu is not None else None,
-    ))
 
 
 def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trigger: str, started_at: str,

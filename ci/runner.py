@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from attnwatch.ci.attribution import Crash, CrashAttribution
-from attnwatch.ci.bundle_writer import BundleContent, add_ncu, run_status, write_bundle
+from attnwatch.ci.bundle_writer import RunHead, add_ncu, run_status, write_bundle
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.environment import capture_environment, capture_git
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.progress import Progress
-from attnwatch.ci.run_config import TimingConfig, case_timeout, configured
+from attnwatch.ci.run_config import TimingConfig, default
 from attnwatch.ci.suite_state import SuiteState
 from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 
@@ -175,17 +175,9 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         state.fail_remaining("not run: the run was interrupted")
     finally:
         progress.close()
-    content = BundleContent(
-        state=state,
-        git=git,
-        environment=environment,
-        shape_set=options.shape_set,
-        trigger=options.trigger,
-        started_at=started_at,
-        finished_at=_utc_now(),
-        notes=options.notes,
-    )
-    bundle = write_bundle(out_dir, content)
+    head = RunHead(git=git, environment=environment, shape_set=options.shape_set, trigger=options.trigger,
+                   started_at=started_at, finished_at=_utc_now(), notes=options.notes)
+    bundle = write_bundle(out_dir, state, head)
     _announce(options, bundle)
     keep = options.keep_work_dir or bool(state.lost_cases())
     if keep:  # its path is shown to the user: never swept as a dead process's leftover

@@ -4,10 +4,15 @@ Every journal event (ci/journal.py, the engine's vocabulary in ci/engine/events.
 in order (`apply`); at the end of each child (`finish_generation`)
 a build still in flight is marked crashed or timed out, a case in flight that hung is marked
 timed out, and a case in flight when the child crashed becomes `pending_crash` (the caller
-decides whether the case caused it: ci/attribution.py). The child's
-pytest-benchmark JSON is read if the child lived to write it, else its benchmark entries are
-taken from the journal (the child journals each entry as soon as its test ends, in
-pytest-benchmark's own `as_dict` layout). A case keeps the first final outcome it gets.
+decides whether the case caused it: ci/attribution.py). A case keeps the first final outcome
+it gets, and an "ok" without its timing and samples is lost (ci.case_records.checked_outcome).
+
+The parent keeps one copy of each result, from the journal: a case's CaseTiming and samples
+from its `result` event, pytest-benchmark's entry of its host timing from its `bench` event
+(written as soon as its test ends, in pytest-benchmark's own `as_dict` layout, naming the case
+in `extra_info["attnwatch_case"]`). The child's pytest-benchmark file repeats those entries; of
+it only the header is read (machine_info, commit_info, version), if the child lived to write it.
+`case_records` hands them to the one assembler (ci.bundle_writer).
 """
 
 from __future__ import annotations
@@ -19,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from attnwatch.ci.attribution import Crash
+from attnwatch.ci.case_records import LOST_STATUSES, CaseRecords, checked_outcome
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.records import failed_build
 from attnwatch.history.contract.bundle import CaseOutcome
-
-LOST_STATUSES = ("failed", "crashed", "timeout")
 
 
 def describe_exit(rc: int | None) -> str:
@@ -47,18 +51,15 @@ class SuiteState:
         self.samples: dict[str, list[float]] = {}
         self.correctness: dict[str, list[dict[str, Any]]] = {}
         self.builds: dict[str, dict[str, Any]] = {}
-        self.bench_entries: dict[str, dict[str, Any]] = {}
+        self.host_entries: dict[str, dict[str, Any]] = {}  # pytest-benchmark's entry per case
         self.sessions: list[dict[str, Any]] = []
         self.notes: list[str] = []
-        self.machine_info: dict[str, Any] | None = None
-        self.commit_info: dict[str, Any] = {}
-        self.benchmark_version: str | None = None
+        self.benchmark_header: dict[str, Any] = {}  # machine_info, commit_info, version of the first file read
         self.inflight: dict[str, Any] | None = None
         self.current_case: str | None = None
         self.previous_case: str | None = None  # the case whose stages ran just before the current one
         self.fault: dict[str, Any] | None = None  # what a dying child said about its poisoned context
         self.pending_crash: Crash | None = None  # a child died with a case in flight: the caller decides
-        self._gen_entries: dict[str, dict[str, Any]] = {}
         self._begun: dict[str, float] = {}
 
     # -- events ----------------------------------------------------------------------------
@@ -87,7 +88,7 @@ class SuiteState:
                 self.timings[case] = event["timing"]
                 self.samples[case] = event["samples_us"]
         elif kind == "bench":
-            self._gen_entries[case] = event["entry"]
+            self.host_entries[case] = event["entry"]
         elif kind == "outcome":
             self._set_outcome(case, event["status"], event.get("error"), event.get("duration_s"))
             if self.inflight and self.inflight.get("case") == case:
@@ -133,38 +134,10 @@ class SuiteState:
                 self.pending_crash = Crash(self.inflight["case"], stage, why, previous)
         self.inflight = None
         self.fault = None
-        file_entries = self._read_benchmark_file(benchmark_path)
-        # The file is pytest-benchmark's own record; journalled entries fill what it lacks.
-        entries = {**self._gen_entries, **(file_entries or {})}
-        if file_entries is None and self._gen_entries:
-            self.notes.append(f"{benchmark_path.name}: the child died before writing it; its benchmark entries come from the journal")
-        for cid, entry in entries.items():
-            outcome = self.outcomes.get(cid)
-            if outcome is not None and outcome.status == "ok":
-                self.bench_entries.setdefault(cid, entry)
+        if not self.benchmark_header:
+            self.benchmark_header = _benchmark_header(benchmark_path)
         for cid, outcome in self.outcomes.items():
-            if outcome.status == "ok" and (cid not in self.bench_entries or cid not in self.timings):
-                # An "ok" must come with its record; without one the case is lost, not measured.
-                outcome.status, outcome.error = "failed", "reported ok but no benchmark entry or timing was recorded"
-        self._gen_entries = {}
-
-    def _read_benchmark_file(self, path: Path) -> dict[str, dict[str, Any]] | None:
-        if not path.is_file():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            return None
-        if self.machine_info is None:
-            self.machine_info = data.get("machine_info") or {}
-            self.commit_info = data.get("commit_info") or {}
-            self.benchmark_version = data.get("version")
-        out = {}
-        for entry in data.get("benchmarks", []):
-            cid = ((entry.get("extra_info") or {}).get("attnwatch") or {}).get("case_id")
-            if cid:
-                out[cid] = entry
-        return out
+            self.outcomes[cid] = checked_outcome(outcome, self.timings.get(cid), self.samples.get(cid))
 
     def take_crash(self) -> Crash | None:
         """The crash of the last child, if it died with a case in flight (once)."""
@@ -188,7 +161,7 @@ class SuiteState:
         return [o for o in self.outcomes.values() if o.status in LOST_STATUSES]
 
     def ok_ids(self) -> list[str]:
-        return [c for c in self.order if c in self.outcomes and self.outcomes[c].status == "ok" and c in self.bench_entries]
+        return [c for c in self.order if c in self.outcomes and self.outcomes[c].status == "ok"]
 
     def ok_kernel_cases(self) -> list[Any]:
         return [self.cases[c].to_case() for c in self.ok_ids()]
@@ -200,23 +173,22 @@ class SuiteState:
         """The environment the (last) child journalled, with its device properties."""
         return dict(self.sessions[-1].get("environment") or {}) if self.sessions else {}
 
-    def benchmark_json(self) -> dict[str, Any]:
-        """pytest-benchmark's layout, merged over all children, ok cases only, plan order."""
-        from importlib.metadata import version
-
-        machine_info = self.machine_info
-        if machine_info is None:
-            machine_info = {"attnwatch": self.device_properties()}
-        return {
-            "machine_info": machine_info,
-            "commit_info": self.commit_info,
-            "benchmarks": [self.bench_entries[c] for c in self.ok_ids()],
-            "datetime": _utc_iso(),
-            "version": self.benchmark_version or version("pytest-benchmark"),
-        }
+    def case_records(self) -> list[CaseRecords]:
+        """Each case with an outcome, in plan order, with the one copy of its records."""
+        return [CaseRecords(self.outcomes[c], self.timings.get(c), self.samples.get(c), self.host_entries.get(c),
+                            self.correctness.get(c, []))
+                for c in self.order if c in self.outcomes]
 
 
-def _utc_iso() -> str:
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).isoformat()
+def _benchmark_header(path: Path) -> dict[str, Any]:
+    """machine_info, commit_info and version of a child's pytest-benchmark file; {} when the child
+    died before writing it (the assembler then records the device properties the child journalled)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {key: data.get(key) for key in ("machine_info", "commit_info", "version")}

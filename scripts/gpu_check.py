@@ -94,9 +94,8 @@ def run_pytest(paths: list[str], out: Path, timeout_s: float) -> dict:
 
 def bundle_timings(bundle: Path) -> tuple[dict[str, dict], dict[str, dict]]:
     """(timings by case id, outcomes by case id) read back from a written bundle."""
-    bench = json.loads((bundle / "benchmark.json").read_text())
     outcomes = json.loads((bundle / "outcomes.json").read_text())["cases"]
-    timings = {b["extra_info"]["attnwatch"]["case_id"]: b["extra_info"]["attnwatch"] for b in bench["benchmarks"]}
+    timings = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
     return timings, {o["case_id"]: o for o in outcomes}
 
 

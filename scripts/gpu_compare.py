@@ -142,7 +142,7 @@ def sampling_cost(bundles: Path, breakdown: dict) -> dict:
         for folder in sorted(bundles.glob(f"{side}-round*")):
             bundle = load_bundle(folder, known_commit=False)
             calls += sum(len(v) for v in bundle.samples.values())
-            for timing in (entry.timing for entry in bundle.benchmarks if entry.timing is not None):
+            for timing in bundle.timings:
                 retimed += timing.guard_retimed_blocks or 0
                 uncovered += timing.guard_uncovered_blocks or 0
         out[side] = {"calls": calls, "guard_retimed_blocks": retimed, "guard_uncovered_blocks": uncovered,

@@ -57,9 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def read_bundle(bundle: Path) -> dict[str, Any]:
     """What the check needs from one bundle: identity, clocks, per-case medians, child pids."""
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    bench = json.loads((bundle / "benchmark.json").read_text(encoding="utf-8"))
+    timings = json.loads((bundle / "timings.json").read_text(encoding="utf-8"))["timings"]
     env = manifest["environment"]
-    timings = [b["extra_info"]["attnwatch"] for b in bench["benchmarks"]]
     before = [t["sm_clock_mhz_before"] for t in timings if t.get("sm_clock_mhz_before") is not None]
     after = [t["sm_clock_mhz_after"] for t in timings if t.get("sm_clock_mhz_after") is not None]
     # interleave_group is "<group>#<pid>.<round>" (ci/engine/group.py; "<group>#<pid>" before)

@@ -1,7 +1,7 @@
 """Per case, how far apart the medians of several independent runs are (no database needed).
 
-`python3 -m scripts.run_spread BUNDLE...` reads each bundle's benchmark.json (the CaseTiming
-under extra_info["attnwatch"]) and outcomes.json, and prints one row per case: every run's
+`python3 -m scripts.run_spread BUNDLE...` reads each bundle's timings.json (its CaseTimings)
+and outcomes.json, and prints one row per case: every run's
 median (us), the spread (max - min) / min of those medians, and the kernel configurations the
 runs used (one name when they agree). `--json PATH` writes the same figures. Exit status 1 when
 a case's spread exceeds `--limit` (default 1%) or a case is missing from a run; this is the
@@ -18,10 +18,9 @@ from pathlib import Path
 
 def run_medians(bundle: Path) -> dict[str, dict]:
     """case id -> {"median_us", "kernel_config"} of one bundle's timed cases."""
-    document = json.loads((bundle / "benchmark.json").read_text())
+    document = json.loads((bundle / "timings.json").read_text())
     found = {}
-    for entry in document.get("benchmarks", []):
-        timing = (entry.get("extra_info") or {}).get("attnwatch")
+    for timing in document.get("timings", []):
         if isinstance(timing, dict) and timing.get("median_us"):
             found[timing["case_id"]] = {"median_us": float(timing["median_us"]),
                                         "kernel_config": timing.get("kernel_config")}

@@ -1,9 +1,11 @@
 """Real run bundles for tests, built from the history.contract.bundle dataclasses.
 
-`make_bundle(directory, ...)` writes a complete bundle directory (manifest, a pytest-benchmark
-format benchmark.json whose entries carry `extra_info["attnwatch"]`, outcomes, correctness,
-builds, samples, optionally ncu) through history.contract.bundle_writer, the one writer production
-(ci.bundle_writer) uses too. Latencies are drawn from a seeded log-normal around a per-variant
+`make_bundle(directory, ...)` writes a complete bundle directory (manifest, timings, a
+pytest-benchmark format benchmark.json whose entries name their case in
+`extra_info["attnwatch_case"]`, outcomes, correctness, builds, samples, optionally ncu) through
+history.contract.bundle_writer, the one writer production (ci.bundle_writer) uses too;
+`bundle_contents(...)` is what it hands the writer. `as_format_1(bundle)` rewrites a bundle as
+bundle format 1 stored it (the timings inside benchmark.json). Latencies are drawn from a seeded log-normal around a per-variant
 speed (or taken from recorded samples), and the stored statistics are computed from the
 stored samples, so every file agrees with the others.
 
@@ -31,7 +33,6 @@ from attnwatch.history.contract.bundle import (
     Manifest,
     NcuCaseMetrics,
     NcuKernelRow,
-    to_json_dict,
 )
 from attnwatch.history.contract.bundle_writer import BundleContents, NcuFiles, write_bundle
 from attnwatch.history.analysis.statistics import summarize
@@ -71,8 +72,12 @@ def case_id(variant: str, shape_id: str, dtype: str, causal: bool) -> str:
     return f"{variant}/{shape_id}/{dtype}/{'causal' if causal else 'noncausal'}"
 
 
-def make_bundle(
-    directory: str | Path,
+def make_bundle(directory: str | Path, **options) -> Path:
+    """Write one bundle (`bundle_contents`' options) and return its directory."""
+    return write_bundle(directory, bundle_contents(**options))
+
+
+def bundle_contents(
     *,
     run_id: str | None = None,
     n_cases: int | None = None,
@@ -107,8 +112,8 @@ def make_bundle(
     timing_overrides: dict[str, dict] | None = None,
     incorrect: tuple[str, ...] = (),
     kernel_configs: dict[str, str] | None = None,
-) -> Path:
-    """Write one bundle and return its directory.
+) -> BundleContents:
+    """The contents of one bundle, as a producer hands them to the writer.
 
     `statuses` maps case ids (or variant names) to a non-ok status; `n_cases` cuts the case
     list (variants x shapes x dtypes x causal, in that order); `variant_scale` multiplies one
@@ -153,6 +158,7 @@ def make_bundle(
         samples[cid] = values
         timings.append((cid, variant, shape, dtype, is_causal, values))
 
+    case_timings = []
     for cid, variant, shape, dtype, is_causal, values in timings:
         s = summarize(values)
         sdpa = medians.get((shape.id, dtype, is_causal, "sdpa"))
@@ -175,6 +181,7 @@ def make_bundle(
         )
         if timing_overrides and cid in timing_overrides:
             timing = replace(timing, **timing_overrides[cid])
+        case_timings.append(timing)
         entries.append(_benchmark_entry(timing, values))
 
     env_fields = dict(
@@ -213,8 +220,8 @@ def make_bundle(
         ncu_cases = [NcuCaseMetrics(cid, kernel_count=1, duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
                      for i, cid in enumerate(timed_ids)]
     ncu = NcuFiles(None, ncu_kernels, ncu_cases) if with_ncu else None
-    return write_bundle(directory, BundleContents(manifest, document, outcomes, correctness=correctness, builds=builds,
-                                                  samples=samples if with_samples else None, ncu=ncu))
+    return BundleContents(manifest, document, outcomes, timings=case_timings, correctness=correctness, builds=builds,
+                          samples=samples if with_samples else None, ncu=ncu)
 
 
 def _correctness(cid: str, variant: str, shape: FactoryShape, dtype: str, causal: bool, seed: int,
@@ -240,7 +247,7 @@ def _benchmark_entry(timing: CaseTiming, values_us: list[float]) -> dict:
         "fullname": f"tests/bench/test_attention.py::test_attention[{timing.case_id}]",
         "params": {"case": timing.case_id},
         "param": timing.case_id,
-        "extra_info": {"attnwatch": to_json_dict(timing)},
+        "extra_info": {"attnwatch_case": timing.case_id},
         "options": {"disable_gc": False, "timer": "perf_counter", "min_rounds": 5, "max_time": 1.0,
                     "min_time": 5e-06, "warmup": False},
         "stats": {"min": float(s.min()), "max": float(s.max()), "mean": float(s.mean()),
@@ -283,3 +290,24 @@ def make_pytest_benchmark_file(path: str | Path, *, names: tuple[str, ...] = ("t
     path = Path(path)
     path.write_text(json.dumps(benchmark_document(entries, when, sha, "main")), encoding="utf-8")
     return path
+
+
+def as_format_1(bundle: str | Path) -> Path:
+    """Rewrite a bundle in place as bundle format 1 stored it: each CaseTiming inside its
+    benchmark entry's `extra_info["attnwatch"]` (entries of cases without a host timing added as
+    compare wrote them, with empty stats), no timings.json, a version-1 manifest."""
+    bundle = Path(bundle)
+    timings = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
+    benchmark = json.loads((bundle / "benchmark.json").read_text())
+    entries = []
+    for entry in benchmark["benchmarks"]:
+        extra = dict(entry["extra_info"])
+        entries.append({**entry, "extra_info": {**extra, "attnwatch": timings.pop(extra.pop("attnwatch_case"))}})
+    entries += [{"name": f"compare[{cid}]", "fullname": f"attnwatch compare::{cid}", "group": None,
+                 "params": {"case": cid}, "stats": {}, "extra_info": {"attnwatch": t}} for cid, t in timings.items()]
+    (bundle / "benchmark.json").write_text(json.dumps({**benchmark, "benchmarks": entries}))
+    (bundle / "timings.json").unlink()
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"].pop("timings")
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "schema_version": 1}))
+    return bundle

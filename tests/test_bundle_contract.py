@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.bundle_writer import BundleContent, write_bundle
+from attnwatch.ci.bundle_writer import RunHead, write_bundle
 from attnwatch.ci.environment import GitInfo
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.records import UnmappedField, build_record, correctness_record
@@ -38,7 +38,7 @@ def _production_bundle(out: Path, records: list[dict]) -> Path:
     state = SuiteState([CASE])
     state.apply({"kind": "correctness", "case": CASE.case_id, "records": json.loads(json.dumps(records))})
     state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
-    return write_bundle(out, BundleContent(state, GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z"))
+    return write_bundle(out, state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z"))
 
 
 def _stored(db: Path) -> list[dict]:
@@ -136,8 +136,8 @@ def test_a_journalled_build_without_a_field_is_refused(tmp_path):
     state.apply({"kind": "build", "record": record})
     state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
     with pytest.raises(BundleError) as info:
-        write_bundle(tmp_path / "b", BundleContent(state, GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
-                                                   "2026-11-03T09:05:00Z"))
+        write_bundle(tmp_path / "b", state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
+                                                    "2026-11-03T09:05:00Z"))
     assert info.value.path.endswith("builds.json") and info.value.field == "builds[0].log_tail"
 
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from bundle_factory import make_bundle
+from bundle_factory import as_format_1, make_bundle
 from attnwatch.ci.cli import main as cli_main
 from attnwatch.history.contract.bundle import MAX_FILE_BYTES
-from attnwatch.history.contract.bundle_upgrades import UPGRADERS
+from attnwatch.history.contract.timings import BUNDLE_UPGRADERS
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.errors import BundleError, MigrationError, SchemaTooNewError
 from attnwatch.history.ingest.write import ingest_paths
@@ -75,15 +75,15 @@ def test_wrong_type_in_manifest(stored, tmp_path, capsys):
 
 def test_wrong_type_in_timing(stored, tmp_path, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad")
-    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][3]["extra_info"]["attnwatch"].update(batch=1.5))
-    _refused(stored, bad, "benchmark.json", "benchmarks[3].extra_info.attnwatch.batch", capsys)
+    _edit_json(bad / "timings.json", lambda d: d["timings"][3].update(batch=1.5))
+    _refused(stored, bad, "timings.json", "timings[3].batch", capsys)
 
 
 def test_nan_latency(stored, tmp_path, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad")
-    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][0]["extra_info"]["attnwatch"].update(median_us=float("nan")))
-    assert "NaN" in (bad / "benchmark.json").read_text()
-    assert "not a finite number" in _refused(stored, bad, "benchmark.json", "median_us", capsys)
+    _edit_json(bad / "timings.json", lambda d: d["timings"][0].update(median_us=float("nan")))
+    assert "NaN" in (bad / "timings.json").read_text()
+    assert "not a finite number" in _refused(stored, bad, "timings.json", "median_us", capsys)
 
 
 def test_negative_latency_sample(stored, tmp_path, capsys):
@@ -98,8 +98,8 @@ def test_negative_latency_sample(stored, tmp_path, capsys):
 
 def test_negative_latency_statistic(stored, tmp_path, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad")
-    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][1]["extra_info"]["attnwatch"].update(min_us=-1.0))
-    _refused(stored, bad, "benchmark.json", "benchmarks[1].extra_info.attnwatch.min_us", capsys)
+    _edit_json(bad / "timings.json", lambda d: d["timings"][1].update(min_us=-1.0))
+    _refused(stored, bad, "timings.json", "timings[1].min_us", capsys)
 
 
 def test_unknown_schema_version(stored, tmp_path, capsys):
@@ -210,7 +210,7 @@ def test_a_bundle_of_too_many_entries_is_refused(stored, tmp_path, capsys):
 
 def test_ok_outcome_without_timing(stored, tmp_path, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad", with_samples=False)
-    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"].pop(0))
+    _edit_json(bad / "timings.json", lambda d: d["timings"].pop(0))
     assert "no timing" in _refused(stored, bad, "outcomes.json", "status", capsys)
 
 
@@ -264,15 +264,17 @@ def test_edited_applied_migration_is_refused(stored):
 
 
 def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeypatch):
-    """A fake v0 manifest (GPU name at top level) is upgraded by an explicit function."""
+    """A fake bundle format 0 (GPU name at the manifest's top level) is upgraded by an explicit
+    function, and then to the current format by the shipped ones, one format at a time."""
 
-    def manifest_v0_to_v1(doc: dict) -> dict:
-        doc["environment"]["gpu_name"] = doc.pop("gpu")
-        doc["schema_version"] = 1
-        return doc
+    def bundle_v0_to_v1(documents: dict, directory: Path) -> dict:
+        manifest = documents["manifest.json"]
+        manifest["environment"]["gpu_name"] = manifest.pop("gpu")
+        manifest["schema_version"] = 1
+        return documents
 
-    monkeypatch.setitem(UPGRADERS, ("attnwatch.manifest", 0), manifest_v0_to_v1)
-    bundle = make_bundle(tmp_path / "old", run_id="old-format")
+    monkeypatch.setitem(BUNDLE_UPGRADERS, 0, bundle_v0_to_v1)
+    bundle = as_format_1(make_bundle(tmp_path / "old", run_id="old-format"))
 
     def to_v0(d):
         d["gpu"] = d["environment"].pop("gpu_name")
@@ -281,7 +283,7 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
     _edit_json(bundle / "manifest.json", to_v0)
     ingest_paths(db_path, [bundle])
     with open_read(db_path) as con:
-        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 1)
+        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 2)
 
 
 def test_manifest_listing_a_missing_file(stored, tmp_path, capsys):

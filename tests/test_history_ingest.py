@@ -8,7 +8,7 @@ import json
 import duckdb
 import pytest
 
-from bundle_factory import make_bundle, make_pytest_benchmark_file
+from bundle_factory import as_format_1, make_bundle, make_pytest_benchmark_file
 from attnwatch.ci.cli import main as cli_main
 from attnwatch.history.contract.bundle import CaseTiming, CorrectnessRecord, Environment, NcuCaseMetrics
 from attnwatch.history.store.db import open_read
@@ -56,10 +56,12 @@ def test_stored_values_match_the_bundle(tmp_path, db_path):
     bundle = make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=40)
     ingest_paths(db_path, [bundle])
     doc = json.loads((bundle / "benchmark.json").read_text())
+    timings = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
     samples = json.loads((bundle / "samples.json").read_text())["samples"]
+    assert sorted(e["extra_info"]["attnwatch_case"] for e in doc["benchmarks"]) == sorted(timings)
     with open_read(db_path) as con:
         for entry in doc["benchmarks"]:
-            t = entry["extra_info"]["attnwatch"]
+            t = timings[entry["extra_info"]["attnwatch_case"]]
             row = con.execute("SELECT median_us, p10_us, tflops, n_samples, host_median_us FROM results "
                               "WHERE case_id = ?", [t["case_id"]]).fetchone()
             assert row[:4] == (t["median_us"], t["p10_us"], t["tflops"], t["n"])
@@ -154,8 +156,8 @@ def test_reingest_after_reopen_with_duckdb_directly(tmp_path, db_path):
 
 
 def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
-    """A harness benchmark.json ingested on its own: extra_info.attnwatch is the timing."""
-    bundle = make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=10)
+    """A harness benchmark.json of format 1 ingested on its own: extra_info.attnwatch is the timing."""
+    bundle = as_format_1(make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=10))
     alone = tmp_path / "benchmark.json"
     alone.write_bytes((bundle / "benchmark.json").read_bytes())
     report = ingest_paths(db_path, [alone])
@@ -166,6 +168,19 @@ def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
         device = con.execute("SELECT device_kind, source FROM runs").fetchone()
     assert row[:6] == ("triton_fa2", "h100_small", 1, True, "cuda_events", 10) and row[6] > 0
     assert device == ("cuda", "pytest-benchmark")
+
+
+def test_a_bundles_benchmark_json_alone_is_pytest_benchmarks_host_timing(tmp_path, db_path):
+    """Since format 2 a bundle's benchmark.json holds only pytest-benchmark's measurement: alone,
+    it ingests as any pytest-benchmark file does, its host statistics keyed by pytest's names."""
+    bundle = make_bundle(tmp_path / "b", variants=("sdpa",), n_samples=10)
+    alone = tmp_path / "benchmark.json"
+    alone.write_bytes((bundle / "benchmark.json").read_bytes())
+    ingest_paths(db_path, [alone])
+    with open_read(db_path) as con:
+        rows = con.execute("SELECT case_id, timing_mode, median_us, host_median_us FROM results").fetchall()
+    assert len(rows) == 4 and all(r[0].startswith("tests/bench/test_attention.py::") for r in rows)
+    assert all(r[1] == "host" and r[2] == r[3] > 0 for r in rows)
 
 
 def test_unchanged_inputs_are_skipped_without_reparsing(tmp_path, db_path, monkeypatch):

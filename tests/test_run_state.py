@@ -80,19 +80,24 @@ def test_ok_without_its_records_is_not_a_measurement(tmp_path):
     assert s.outcomes[cid].status == "failed" and s.ok_ids() == []
 
 
-def test_benchmark_file_wins_over_journal_entries(tmp_path):
+def test_the_parent_keeps_one_copy_of_each_result(tmp_path):
+    """A case's timing and samples come from its `measured` event, its host entry from its
+    `bench` event; the child's pytest-benchmark file, which repeats the entries, gives only its
+    header: its entries (here differing) are not a second copy to merge."""
     s = _state(("sdpa",))
     cid = "sdpa/h100_small/fp16/causal"
     timing = {"case_id": cid, "median_us": 1.0}
     s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [1.0]})
-    s.apply({"kind": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch": timing}}})
+    s.apply({"kind": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch_case": cid}}})
     s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     path = tmp_path / "benchmark.json"
     path.write_text(json.dumps({"machine_info": {"node": "n"}, "commit_info": {}, "version": "5.2.3",
-                                "benchmarks": [{"name": "file", "extra_info": {"attnwatch": timing}}]}))
+                                "benchmarks": [{"name": "file", "extra_info": {"attnwatch_case": cid}}]}))
     s.finish_generation(path, rc=0, timed_out=False, log_tail="", timeout_s=1)
-    doc = s.benchmark_json()
-    assert [b["name"] for b in doc["benchmarks"]] == ["file"] and doc["machine_info"] == {"node": "n"}
+    (records,) = s.case_records()
+    assert records.host_entry["name"] == "journal" and records.timing is timing and records.samples == [1.0]
+    assert s.benchmark_header == {"machine_info": {"node": "n"}, "commit_info": {}, "version": "5.2.3"}
+    assert s.ok_ids() == [cid]
 
 
 def test_describe_exit():
@@ -127,10 +132,8 @@ def test_summary_calls_out_caps_throttling_and_correctness():
         timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": converged,
                   "rel_spread": 0.04, "throttled_samples": throttled, "throttle_reasons": ["sw_power_cap"] if throttled else []}
         s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
-        s.apply({"kind": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
         s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     s.apply({"kind": "correctness", "case": "cuda_wmma/h100_small/fp16/noncausal", "records": [{"passed": False}, {"passed": True}]})
-    s.bench_entries.update(s._gen_entries)
     text = format_summary(s, "cuda_events")
     assert "1 cases stopped at the sample/time cap" in text and "cuda_wmma/h100_small/fp16/noncausal at 4.0%" in text
     assert "WARNING: 1 cases have samples taken while the GPU was throttled (sw_power_cap)" in text

@@ -57,10 +57,10 @@ def test_every_shipped_name_fits_the_rule():
 def test_a_lookalike_variant_is_refused_naming_file_and_field(tmp_path, db_path, kind, capsys):
     bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
     forged = LOOKALIKES[kind]
-    _edit_json(bad / "benchmark.json", lambda d: d["benchmarks"][0]["extra_info"]["attnwatch"].update(variant=forged))
+    _edit_json(bad / "timings.json", lambda d: d["timings"][0].update(variant=forged))
     assert cli_main(["--db", str(db_path), "ingest", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert "benchmark.json: benchmarks[0].extra_info.attnwatch.variant" in err and ascii(forged) in err, err
+    assert "timings.json: timings[0].variant" in err and ascii(forged) in err, err
     assert len(err.strip().splitlines()) == 1 and not db_path.exists()
 
 
@@ -84,7 +84,7 @@ def test_lookalike_names_in_other_files_are_refused(tmp_path, db_path, file, fie
 def test_the_writer_refuses_what_the_reader_refuses(tmp_path, kind):
     with pytest.raises(BundleError) as info:
         make_bundle(tmp_path / "bad", variants=(LOOKALIKES[kind],), n_cases=1)
-    assert info.value.path.endswith("benchmark.json") and "extra_info.attnwatch" in info.value.field
+    assert info.value.path.endswith("timings.json") and info.value.field.startswith("timings[0].")
     assert not (tmp_path / "bad").exists()
 
 

@@ -19,7 +19,7 @@ from attnwatch.ci.timing.gpu_state import NullMonitor
 from attnwatch.ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
 from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.errors import BundleError
-from attnwatch.history.contract.pytest_benchmark_import import parse_case_timing
+from attnwatch.history.contract.timings import parse_case_timing
 
 
 class ScriptedGuardTimer:
@@ -77,17 +77,17 @@ def test_case_timing_carries_the_guard_counts_through_the_bundle_contract():
     dims = PlannedCase("sdpa", "h100_small", 1, 16, 1024, 64, "fp16", False)
     timing = case_timing(dims, raw, "g#1")
     assert (timing.guard_retimed_blocks, timing.guard_uncovered_blocks) == (3, 1)
-    # What the history's validator reads back from benchmark.json's extra_info.
+    # What the history's validator reads back from timings.json.
     data = json.loads(json.dumps(timing.__dict__))
-    parsed = parse_case_timing(data, "benchmark.json", "benchmarks[0].extra_info.attnwatch")
+    parsed = parse_case_timing(data, "timings.json", "timings[0]")
     assert isinstance(parsed, CaseTiming) and parsed.guard_uncovered_blocks == 1
     # An older bundle without the fields still validates, as "no guard information".
     for name in ("guard_retimed_blocks", "guard_uncovered_blocks"):
         data.pop(name)
-    assert parse_case_timing(data, "benchmark.json", "x").guard_uncovered_blocks is None
+    assert parse_case_timing(data, "timings.json", "x").guard_uncovered_blocks is None
     data["guard_uncovered_blocks"] = -1
     with pytest.raises(BundleError, match="guard_uncovered_blocks"):
-        parse_case_timing(data, "benchmark.json", "x")
+        parse_case_timing(data, "timings.json", "x")
 
 
 def test_summary_warns_about_uncovered_blocks():
@@ -102,9 +102,7 @@ def test_summary_warns_about_uncovered_blocks():
                   "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
                   "guard_retimed_blocks": 5, "guard_uncovered_blocks": uncovered}
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
-        state.apply({"kind": "bench", "case": cid, "entry": {"extra_info": {"attnwatch": timing}}})
         state.apply({"kind": "outcome", "case": cid, "status": "ok"})
-    state.bench_entries.update(state._gen_entries)  # as the end of a child's generation does
     text = format_summary(state, "cuda_events")
     assert ("WARNING: 1 cases kept 3 blocks the guard kernel did not cover (samples possibly containing host "
             "gaps; most: cuda_wmma/h100_small/fp16/noncausal, 3 blocks)") in text
@@ -119,10 +117,9 @@ def test_guard_counts_land_in_the_history(tmp_path, db_path):
     from attnwatch.history.ingest.write import ingest_paths
 
     bundle = make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=20)
-    path = bundle / "benchmark.json"
+    path = bundle / "timings.json"
     document = json.loads(path.read_text())
-    for i, entry in enumerate(document["benchmarks"]):
-        timing = entry["extra_info"]["attnwatch"]
+    for i, timing in enumerate(document["timings"]):
         if timing["variant"] == "triton_fa2":
             timing["guard_retimed_blocks"], timing["guard_uncovered_blocks"] = 4, i
     path.write_text(json.dumps(document))
@@ -130,7 +127,7 @@ def test_guard_counts_land_in_the_history(tmp_path, db_path):
     with open_read(db_path) as con:
         rows = con.execute("SELECT variant, guard_retimed_blocks, guard_uncovered_blocks FROM result_details "
                            "WHERE status = 'ok' ORDER BY case_id").fetchall()
-    expected = [(i, e["extra_info"]["attnwatch"]) for i, e in enumerate(document["benchmarks"])]
+    expected = list(enumerate(document["timings"]))
     assert len(rows) == len(expected) == 8
     for variant, retimed, uncovered in rows:
         if variant == "sdpa":

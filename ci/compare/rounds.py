@@ -68,11 +68,11 @@ def read_round(bundle_dir: str | Path) -> RoundData:
     bundle = load_bundle(Path(bundle_dir), known_commit=False)
     cases = {o.case_id: CaseRound(o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error)
              for o in bundle.outcomes}
-    for entry in bundle.benchmarks:
-        case = cases.get(entry.timing.case_id) if entry.timing is not None else None
+    for timing in bundle.timings:
+        case = cases.get(timing.case_id)
         if case is not None:
-            case.gap_to_sdpa = entry.timing.gap_to_sdpa
-            case.timing = asdict(entry.timing)  # as the worker reported it (kernel_config among it)
+            case.gap_to_sdpa = timing.gap_to_sdpa
+            case.timing = asdict(timing)  # as the worker reported it (kernel_config among it)
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)
         if zero is not None:  # the reader allows 0 µs; a ratio of medians cannot use it

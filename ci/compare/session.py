@@ -105,8 +105,7 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
                                         environment=side_environment(sides[name].environment, options.device_kind),
                                         builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
-                                        groups={c.case_id: c.group for c in cases}, shape_set=options.shape_set,
-                                        total_cases=len(cases))
+                                        shape_set=options.shape_set, total_cases=len(cases))
                for name, rounds in (("base", measured.base), ("head", measured.head))}
     write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(measured, sides, options, notes, bundles, out_dir))
     return Session(measured, sides, notes, bundles)

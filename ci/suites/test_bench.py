@@ -1,17 +1,19 @@
 """One pytest-benchmark test per planned case: `test_bench[<variant>/<shape>/<dtype>/<causal>]`.
 
 The device statistics (interleaved CUDA-event timing, ci.timing) are measured by the group
-measurer and stored in `benchmark.extra_info["attnwatch"]` (a history.contract.bundle.CaseTiming).
-pytest-benchmark's own `stats` are a second, real measurement of the same case: host
-wall-clock seconds per synchronized call (`benchmark.pedantic`, L2 flushed and the device
-idle before each round), labelled in `extra_info["attnwatch_stats_are"]`.
+measurer and journalled once, in the case's `result` event (a history.contract.bundle.CaseTiming; the
+bundle's timings.json). pytest-benchmark's own `stats` are a second, real measurement of the
+same case: host wall-clock seconds per synchronized call (`benchmark.pedantic`, L2 flushed and
+the device idle before each round), labelled in `extra_info["attnwatch_stats_are"]`; the entry
+names its case in `extra_info["attnwatch_case"]`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from attnwatch.ci.engine.group import CaseResult
+from attnwatch.ci.suites.worker import CaseResult
+from attnwatch.history.contract.bundle import CASE_LINK_KEY
 
 HOST_STATS_LABEL = "host wall-clock seconds per synchronized call (launch + device time + sync), L2 flushed before each round"
 CPU_STATS_LABEL = "host wall-clock seconds per call on the CPU"
@@ -28,7 +30,7 @@ def test_bench(case_id, measurer, journal, benchmark):
         pytest.fail(f"{planned_case.case_id}: {result.error}", pytrace=False)
 
     benchmark.group = planned_case.group
-    benchmark.extra_info["attnwatch"] = result.timing
+    benchmark.extra_info[CASE_LINK_KEY] = planned_case.case_id
     try:
         _host_timing(planned_case, measurer, benchmark, result.fn)
     except Exception as exc:  # a CUDA error never gets here: measurer.phase ends the child

@@ -66,7 +66,7 @@ def median(values: Sequence[float]) -> float:
 
     The one median of the project: the `median_us` that `summarize` stores (Hyndman & Fan
     type 7 at p = 0.5; numpy's and `statistics.median`'s definition, and the one the vectorised
-    bootstraps use: `resampled_medians`, history.detection.ab). Where a median decides
+    bootstraps use: `resampled_medians`, history.analysis.ab). Where a median decides
     something (the graph-replay threshold in ci/engine/group.py, a compare round's median in
     ci/compare/analysis.py) it is this one, so the decision rests on the number stored beside
     it. Why not the lower or upper median: either is one order statistic, off this one by half

@@ -3,8 +3,10 @@
 A bundle is a directory of JSON files, each carrying `schema` and `schema_version`:
 
     manifest.json      Manifest: who, what commit, where, when, environment, status
-    benchmark.json     the pytest-benchmark JSON as the harness wrote it; each benchmark's
-                       `extra_info["attnwatch"]` is a CaseTiming (GPU statistics)
+    timings.json       one CaseTiming (GPU statistics) per timed case
+    benchmark.json     the pytest-benchmark JSON of the harness's host timing, as pytest-benchmark
+                       writes it; each entry names the case it timed in
+                       `extra_info["attnwatch_case"]` (no entries when no host timing ran)
     outcomes.json      one CaseOutcome per planned case: ok / failed / crashed / timeout /
                        skipped / unsupported, with the error; cases that never reached
                        pytest-benchmark (a crash) are recorded here and nowhere else
@@ -14,14 +16,20 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
+Each result is stored once: a case's GPU timing in timings.json, its samples in samples.json,
+pytest-benchmark's host measurement in benchmark.json.
+
 Top-level layout of each JSON file (every one an object with `schema` and `schema_version`;
 the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
 functions in history.contract.bundle_upgrades):
 
-    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 1, ...Manifest fields}
+    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 2, ...Manifest fields}
+                       (its version is the bundle's format: format 1 kept each CaseTiming in
+                       benchmark.json's `extra_info["attnwatch"]`; history.contract.timings upgrades it)
+    timings.json       {"schema": "attnwatch.timings", "schema_version": 1, "timings": [CaseTiming]}
     benchmark.json     pytest-benchmark's own layout: {"machine_info", "commit_info",
                        "benchmarks": [{..., "stats": {...seconds...},
-                       "extra_info": {"attnwatch": CaseTiming}}], "datetime", "version"}
+                       "extra_info": {"attnwatch_case": case id, ...}}], "datetime", "version"}
                        (pytest-benchmark writes no schema keys: its "version" identifies it)
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
     correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
@@ -32,8 +40,8 @@ functions in history.contract.bundle_upgrades):
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
 Producers (ci, and the tests' factory) build these dataclasses and write them with the one
-writer, history.contract.bundle_writer, which checks every record as the reader will; history.contract.validate
-is the one reader: it loads and validates every file before anything is written to the
+writer, history.contract.bundle_writer, which runs the reader's own checks (history.contract.validate.check_documents)
+on the files it is about to write; history.contract.validate is the one reader: it loads and validates every file before anything is written to the
 database (ingest) or compared (compare's rounds). Bundles are untrusted data: sizes are capped
 and every field is checked.
 
@@ -54,16 +62,18 @@ from attnwatch.history.analysis.statistics import Summary
 # The current version of each format; a change to one adds an upgrader (history.contract.bundle_upgrades)
 # from the previous version and bumps its number here.
 SCHEMA_VERSIONS = {
-    "attnwatch.manifest": 1,
+    "attnwatch.manifest": 2,  # the bundle format; v2: timings in timings.json (history.contract.timings)
+    "attnwatch.timings": 1,
     "attnwatch.outcomes": 1,
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
     "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
-    "attnwatch.case_timing": 2,  # extra_info["attnwatch"]; v2: kernel_config, kernel_config_source
+    "attnwatch.case_timing": 2,  # each timings.json record; v2: kernel_config, kernel_config_source
 }
 
 MANIFEST_FILE = "manifest.json"
+TIMINGS_FILE = "timings.json"
 BENCHMARK_FILE = "benchmark.json"
 OUTCOMES_FILE = "outcomes.json"
 CORRECTNESS_FILE = "correctness.json"
@@ -141,7 +151,7 @@ class Manifest:
 
 @dataclass(kw_only=True)
 class CaseTiming(Summary):
-    """GPU statistics of one case, stored in pytest-benchmark's `extra_info["attnwatch"]`: the
+    """GPU statistics of one case, stored in timings.json (history.contract.timings): the
     Summary of its samples (history.analysis.statistics: n, median_us ... max_us, rel_spread) and what
     was measured, how, and the figures derived from it.
 
@@ -321,13 +331,14 @@ def to_json_dict(obj: Any) -> Any:
 # <payload keys as in the module docstring>}; CaseTiming carries its own schema_version.
 FILE_SCHEMAS = {
     MANIFEST_FILE: "attnwatch.manifest",
+    TIMINGS_FILE: "attnwatch.timings",
     OUTCOMES_FILE: "attnwatch.outcomes",
     CORRECTNESS_FILE: "attnwatch.correctness",
     BUILDS_FILE: "attnwatch.builds",
     SAMPLES_FILE: "attnwatch.samples",
     NCU_FILE: "attnwatch.ncu",
 }
-REQUIRED_FILES = (MANIFEST_FILE, BENCHMARK_FILE, OUTCOMES_FILE)
+REQUIRED_FILES = (MANIFEST_FILE, TIMINGS_FILE, BENCHMARK_FILE, OUTCOMES_FILE)  # timings.json: format 2 on
 
 
 @dataclass(frozen=True)
@@ -348,7 +359,10 @@ RECORD_LISTS = {
     "ncu_kernels": RecordList(NCU_FILE, "kernels", NcuKernelRow),
     "ncu_cases": RecordList(NCU_FILE, "cases", NcuCaseMetrics),
 }
-# The key under a pytest-benchmark entry's extra_info holding the CaseTiming.
+# The key under a pytest-benchmark entry's extra_info naming the case it timed (format 2), and
+# the one that held the case's CaseTiming in format 1 (and in a plain pytest-benchmark file
+# from an attnwatch harness of that time).
+CASE_LINK_KEY = "attnwatch_case"
 EXTRA_INFO_KEY = "attnwatch"
 
 

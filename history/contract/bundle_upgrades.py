@@ -3,6 +3,8 @@
 The reader (history.contract.checks.check_envelope) applies them one version at a time, so a bundle
 written by any earlier attnwatch still ingests. One function per format change, registered in
 UPGRADERS under (schema name, the version it upgrades from); never edit a shipped one.
+A change across files, the bundle's format (the manifest's schema_version), is upgraded by
+history.contract.timings.BUNDLE_UPGRADERS first: format 2 moved the timings into timings.json.
 """
 
 from __future__ import annotations

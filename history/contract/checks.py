@@ -85,12 +85,20 @@ def read_json_file(path: Path, max_bytes: int | None = None, strict: bool = Fals
     if size > max_bytes:
         raise BundleError(path, "size", f"{size} bytes is over the {max_bytes}-byte limit; refused unread")
     raw = path.read_bytes()
+    return parse_json_bytes(raw, path, max_bytes, strict), raw
+
+
+def parse_json_bytes(raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYTES, strict: bool = False) -> Any:
+    """The JSON document of a file's bytes, checked as read_json_file checks a file's (size,
+    UTF-8, nesting); also what a writer parses back before it writes those bytes."""
+    if len(raw) > max_bytes:
+        raise BundleError(path, "size", f"{len(raw)} bytes is over the {max_bytes}-byte limit")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start}): {exc.reason}") from None
     try:
-        return json_limits.loads(text, path, parse_constant=_refuse_constant if strict else None), raw
+        return json_limits.loads(text, path, parse_constant=_refuse_constant if strict else None)
     except _ConstantError as exc:
         raise BundleError(path, "json", str(exc)) from None
     except json.JSONDecodeError as exc:

@@ -37,13 +37,15 @@ class HostStats:
 
 @dataclass
 class BenchmarkEntry:
-    """One pytest-benchmark entry: its names, host statistics, and our GPU timing if present."""
+    """One pytest-benchmark entry: its names, host statistics, and the case it timed."""
 
     name: str
     fullname: str
     group: str | None
     host: HostStats
-    timing: CaseTiming | None  # extra_info["attnwatch"], when the harness was ours
+    # The attnwatch case this entry timed (extra_info["attnwatch_case"], or the case of a format-1
+    # timing it carried); None for a plain pytest-benchmark entry, keyed by its fullname.
+    case_id: str | None
 
 
 @dataclass
@@ -55,6 +57,7 @@ class LoadedBundle:
     pytest_benchmark_version: str | None
     benchmarks: list[BenchmarkEntry]
     outcomes: list[CaseOutcome]
+    timings: list[CaseTiming] = field(default_factory=list)  # GPU statistics, one per timed case
     correctness: list[CorrectnessRecord] = field(default_factory=list)
     builds: list[BuildRecord] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)

@@ -2,8 +2,9 @@
 
 Two uses:
   - `parse_benchmark_document`: the `benchmark.json` inside a bundle, or any pytest-benchmark
-    file, to BenchmarkEntry records (host statistics in microseconds, our CaseTiming from
-    `extra_info["attnwatch"]` when present).
+    file, to BenchmarkEntry records (host statistics in microseconds, the case each timed) and,
+    in a plain file an attnwatch harness of format 1 wrote, the CaseTiming of its
+    `extra_info["attnwatch"]` (a bundle keeps its timings in timings.json: history.contract.timings).
   - `load_pytest_benchmark_file`: a plain pytest-benchmark file (for instance one a project
     kept from before attnwatch) becomes a run: its run id is derived from the file's content
     hash, the commit from `commit_info` when present; each benchmark becomes a result row with
@@ -17,32 +18,23 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from attnwatch.history.contract.bundle import (
+    CASE_LINK_KEY,
     EXTRA_INFO_KEY,
-    SCHEMA_VERSIONS,
     CaseOutcome,
     CaseTiming,
     Environment,
     Manifest,
 )
-from attnwatch.history.contract.bundle_upgrades import UPGRADERS
-from attnwatch.history.contract.checks import (
-    build_dataclass,
-    check_type,
-    parse_utc,
-    read_json_file,
-    require_non_negative,
-    upgrade,
-)
+from attnwatch.history.contract.checks import check_type, parse_utc, read_json_file, require_non_negative
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
-from attnwatch.history.contract.names import LABEL, name_problem
-
-LATENCY_FIELDS = ("median_us", "p10_us", "p90_us", "iqr_us", "mean_us", "stddev_us", "min_us", "max_us")
-TIMING_MODES = ("cuda_events", "cuda_graph", "cpu_wall", "host")
+from attnwatch.history.contract.names import CASE_ID, LABEL, name_problem
+from attnwatch.history.contract.timings import parse_case_timing
 _HOST_STATS = {  # our name -> pytest-benchmark stats key (seconds)
     "median_us": "median",
     "mean_us": "mean",
@@ -59,8 +51,13 @@ _MIN_MAJOR_VERSION = 2
 _MAX_MAJOR_VERSION = 5
 
 
-def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, list[BenchmarkEntry]]:
-    """Validate a pytest-benchmark document; return (its version, entries)."""
+def parse_benchmark_document(doc: Any, path: Path | str, inline_timings: bool = False
+                             ) -> tuple[str | None, list[BenchmarkEntry], list[CaseTiming]]:
+    """Validate a pytest-benchmark document; return (its version, entries, the timings it carries).
+
+    `inline_timings`: a plain file may carry format-1 CaseTimings in `extra_info["attnwatch"]`;
+    a bundle's benchmark.json (format 2) may not: its timings are in timings.json, once.
+    """
     if not isinstance(doc, dict):
         raise BundleError(path, "benchmarks", "a pytest-benchmark file is a JSON object with a 'benchmarks' list")
     version = doc.get("version")
@@ -76,19 +73,22 @@ def parse_benchmark_document(doc: Any, path: Path | str) -> tuple[str | None, li
     benchmarks = doc.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise BundleError(path, "benchmarks", "missing or not a list")
-    entries = []
+    entries, timings = [], []
     seen: dict[str, int] = {}
     for i, bench in enumerate(benchmarks):
-        entry = _parse_entry(bench, path, f"benchmarks[{i}]")
-        key = entry.timing.case_id if entry.timing else entry.fullname
+        entry, timing = _parse_entry(bench, path, f"benchmarks[{i}]", inline_timings)
+        key = entry.case_id or entry.fullname
         if key in seen:
             raise BundleError(path, f"benchmarks[{i}]", f"duplicate case id {key!r} (also benchmarks[{seen[key]}])")
         seen[key] = i
         entries.append(entry)
-    return version, entries
+        if timing is not None:
+            timings.append(timing)
+    return version, entries, timings
 
 
-def _parse_entry(bench: Any, path: Path | str, where: str) -> BenchmarkEntry:
+def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
+                 ) -> tuple[BenchmarkEntry, CaseTiming | None]:
     if not isinstance(bench, dict):
         raise BundleError(path, where, "expected an object")
     name = bench.get("name")
@@ -104,13 +104,24 @@ def _parse_entry(bench: Any, path: Path | str, where: str) -> BenchmarkEntry:
     if not isinstance(stats, dict):
         raise BundleError(path, f"{where}.stats", "missing or not an object")
     host = _host_stats(stats, path, f"{where}.stats")
-    timing = None
+    timing, case_id = None, None
     extra = bench.get("extra_info") or {}
     if not isinstance(extra, dict):
         raise BundleError(path, f"{where}.extra_info", "not an object")
     if EXTRA_INFO_KEY in extra:
+        if not inline_timings:
+            raise BundleError(path, f"{where}.extra_info.{EXTRA_INFO_KEY}",
+                              "a bundle of format 2 keeps its timings in timings.json, not in benchmark.json")
         timing = parse_case_timing(extra[EXTRA_INFO_KEY], path, f"{where}.extra_info.{EXTRA_INFO_KEY}")
-    return BenchmarkEntry(name=name, fullname=fullname, group=group, host=host, timing=timing)
+        case_id = timing.case_id
+    if CASE_LINK_KEY in extra:
+        case_id = check_type(str, extra[CASE_LINK_KEY], path, f"{where}.extra_info.{CASE_LINK_KEY}")
+        problem = name_problem(case_id, CASE_ID)
+        if problem:
+            raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", problem)
+        if timing is not None and timing.case_id != case_id:
+            raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", f"{case_id!r} but its timing is of {timing.case_id!r}")
+    return BenchmarkEntry(name=name, fullname=fullname, group=group, host=host, case_id=case_id), timing
 
 
 def _host_stats(stats: dict, path: Path | str, where: str) -> HostStats:
@@ -131,33 +142,6 @@ def _host_stats(stats: dict, path: Path | str, where: str) -> HostStats:
     return HostStats(**values)
 
 
-def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
-    """Our GPU statistics of one case, upgraded to the current schema and sanity-checked."""
-    if not isinstance(data, dict):
-        raise BundleError(path, where, "expected an object")
-    schema = "attnwatch.case_timing"
-    data = upgrade(schema, data, path, SCHEMA_VERSIONS[schema], UPGRADERS, f"{where}.schema_version")
-    timing: CaseTiming = build_dataclass(CaseTiming, data, path, where)
-    if timing.timing_mode not in TIMING_MODES:
-        raise BundleError(path, f"{where}.timing_mode", f"{timing.timing_mode!r} is not one of {TIMING_MODES}")
-    if timing.n < 1:
-        raise BundleError(path, f"{where}.n", f"{timing.n}: a timing needs at least one sample")
-    for name in LATENCY_FIELDS + ("us_per_head", "tflops", "graph_median_us", "rel_spread",
-                                  "guard_retimed_blocks", "guard_uncovered_blocks"):
-        require_non_negative(getattr(timing, name), path, f"{where}.{name}")
-    if timing.median_us <= 0:
-        raise BundleError(path, f"{where}.median_us", f"{timing.median_us}: a latency must be positive")
-    order = [("min_us", timing.min_us), ("p10_us", timing.p10_us), ("median_us", timing.median_us),
-             ("p90_us", timing.p90_us), ("max_us", timing.max_us)]
-    for (lo_name, lo), (hi_name, hi) in zip(order, order[1:]):
-        if lo > hi * (1 + 1e-9):
-            raise BundleError(path, f"{where}.{lo_name}", f"{lo} exceeds {hi_name} {hi}: order statistics out of order")
-    for name in ("batch", "heads", "seq_q", "seq_k", "head_dim"):
-        if getattr(timing, name) < 1:
-            raise BundleError(path, f"{where}.{name}", f"{getattr(timing, name)} must be positive")
-    return timing
-
-
 def pytest_benchmark_run_id(content_sha256: str) -> str:
     """The run id of a plain pytest-benchmark file: its content hash, so re-imports are no-ops."""
     return f"pb-{content_sha256[:20]}"
@@ -166,7 +150,11 @@ def pytest_benchmark_run_id(content_sha256: str) -> str:
 def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     """A plain pytest-benchmark JSON file as a run (see module docstring)."""
     doc, raw = read_json_file(path)
-    version, entries = parse_benchmark_document(doc, path)
+    version, entries, timings = parse_benchmark_document(doc, path, inline_timings=True)
+    timed = {t.case_id: t for t in timings}
+    # A format-2 bundle's benchmark.json names its cases, but their timings are not in it: its
+    # entries are plain pytest-benchmark entries, keyed by their own names.
+    entries = [e if e.case_id in timed else replace(e, case_id=None) for e in entries]
     _check_imported_names(entries, path)
     digest = hashlib.sha256(raw).hexdigest()
     commit = doc.get("commit_info") or {}
@@ -180,7 +168,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     started = parse_utc(doc["datetime"], path, "datetime")
     sha = _optional_str(commit, "id", path, "commit_info")
     env = Environment(
-        device_kind="cuda" if any(e.timing and e.timing.timing_mode.startswith("cuda") for e in entries) else "host",
+        device_kind="cuda" if any(t.timing_mode.startswith("cuda") for t in timings) else "host",
         hostname=_optional_str(machine, "node", path, "machine_info") or "",
         os=" ".join(filter(None, [_optional_str(machine, "system", path, "machine_info"), _optional_str(machine, "release", path, "machine_info")])),
         python_version=_optional_str(machine, "python_version", path, "machine_info") or "",
@@ -202,17 +190,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         dirty=bool(commit.get("dirty", False)),
         notes=f"imported from pytest-benchmark file {path.name}",
     )
-    outcomes = [
-        CaseOutcome(
-            case_id=e.timing.case_id if e.timing else e.fullname,
-            variant=e.timing.variant if e.timing else (e.group or e.name),
-            shape_id=e.timing.shape_id if e.timing else "",
-            dtype=e.timing.dtype if e.timing else "",
-            causal=e.timing.causal if e.timing else False,
-            status="ok",
-        )
-        for e in entries
-    ]
+    outcomes = [_outcome(e, timed.get(e.case_id)) for e in entries]
     return LoadedBundle(
         source_path=str(path),
         source="pytest-benchmark",
@@ -221,15 +199,23 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         pytest_benchmark_version=version,
         benchmarks=entries,
         outcomes=outcomes,
+        timings=timings,
     )
+
+
+def _outcome(e: BenchmarkEntry, timing: CaseTiming | None) -> CaseOutcome:
+    """A plain file's entry as an ok case: its timing's case, else pytest's names."""
+    if timing is not None:
+        return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok")
+    return CaseOutcome(e.fullname, e.group or e.name, "", "", False, "ok")
 
 
 def _check_imported_names(entries: list[BenchmarkEntry], path: Path | str) -> None:
     """An entry without our timing keys its series by pytest's names (its fullname is the case
     id, its group or name the variant): they must be names (history.contract.names, LABEL)."""
     for i, e in enumerate(entries):
-        if e.timing is not None:
-            continue  # CaseTiming's own fields were checked as names
+        if e.case_id is not None:
+            continue  # a case id was checked as a name (and a CaseTiming's own fields too)
         for key, value in (("fullname", e.fullname), ("group" if e.group else "name", e.group or e.name)):
             problem = name_problem(value, LABEL)
             if problem:

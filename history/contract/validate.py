@@ -5,9 +5,11 @@ following links and holds none (check_tree), names are UTF-8, sizes are capped
 before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
 schema_version are known (older versions are upgraded by history.contract.bundle_upgrades),
 fields have their declared types, latencies are finite and non-negative, case ids are
-unique, and the files agree with each other (outcomes vs. benchmark entries, samples vs.
-timings). Names that key a series fit history.contract.names; ncu_raw.csv holds whole ncu tables
-(history.contract.ncu_csv). The first problem raises BundleError(path, field, message).
+unique, and the files agree with each other (outcomes vs. timings and benchmark entries,
+samples vs. timings). A bundle of an older format is upgraded first (history.contract.timings). Names
+that key a series fit history.contract.names; ncu_raw.csv holds whole ncu tables (history.contract.ncu_csv).
+The first problem raises BundleError(path, field, message). The writer runs the same checks
+(check_documents) on what it is about to write.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 from attnwatch.history.contract.bundle import (
     BENCHMARK_FILE,
     BUILDS_FILE,
+    CASE_LINK_KEY,
     CASE_STATUSES,
     CORRECTNESS_FILE,
     FILE_SCHEMAS,
@@ -35,6 +38,7 @@ from attnwatch.history.contract.bundle import (
     SAMPLES_FILE,
     SCHEMA_VERSIONS,
     RECORD_LISTS,
+    TIMINGS_FILE,
     TRIGGERS,
     UNKNOWN_COMMIT,
     CaseOutcome,
@@ -63,6 +67,7 @@ from attnwatch.history.contract.pytest_benchmark_import import (
     parse_benchmark_document,
     pytest_benchmark_run_id,
 )
+from attnwatch.history.contract.timings import BUNDLE_UPGRADERS, check_timings
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 SHA_PATTERN = re.compile(r"^[0-9a-f]{7,64}$")
@@ -96,11 +101,14 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
     """
     directory = Path(directory)
     check_tree(directory)
-    for name in REQUIRED_FILES:
-        if not (directory / name).exists():
-            raise BundleError(directory / name, "file", "required bundle file is missing")
+    documents, content_sha256 = read_documents(directory)
+    return check_documents(documents, directory, content_sha256, known_commit)
 
-    docs: dict[str, Any] = {}
+
+def read_documents(directory: Path) -> tuple[dict[str, Any], str]:
+    """Every known file of a bundle directory, parsed (ncu_raw.csv as text), and the content
+    hash of their bytes as stored (an upgraded bundle keeps the hash it was ingested under)."""
+    documents: dict[str, Any] = {}
     hasher = hashlib.sha256()
     for name in KNOWN_FILES:
         path = directory / name
@@ -108,28 +116,65 @@ def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
             continue
         if name == NCU_RAW_FILE:
             raw = _read_raw(path)
+            documents[name] = raw.decode("utf-8")
         else:
-            docs[name], raw = read_json_file(path)
+            documents[name], raw = read_json_file(path)
         _hash_file(hasher, name, raw)
+    return documents, hasher.hexdigest()
 
-    manifest = _manifest(docs[MANIFEST_FILE], directory / MANIFEST_FILE, known_commit)
+
+def check_documents(documents: dict[str, Any], directory: Path, content_sha256: str = "",
+                    known_commit: bool = True) -> LoadedBundle:
+    """The reader's checks of a bundle's files (file name -> parsed JSON; ncu_raw.csv its text),
+    after upgrading an older bundle format (history.contract.timings.BUNDLE_UPGRADERS).
+
+    load_bundle runs it on what it read, and history.contract.bundle_writer on what it is about to
+    write: one set of rules for both sides of the contract.
+    """
+    directory = Path(directory)
+    documents = _upgrade_format(documents, directory)
+    for name in REQUIRED_FILES:
+        if name not in documents:
+            raise BundleError(directory / name, "file", "required bundle file is missing")
+    manifest = _manifest(documents[MANIFEST_FILE], directory / MANIFEST_FILE, known_commit)
     for role, name in manifest.files.items():
-        if name not in KNOWN_FILES or not (directory / name).is_file():
+        if name not in documents:
             raise BundleError(directory / MANIFEST_FILE, f"files.{role}", f"{name!r} is not a file of this bundle")
-    version, benchmarks = parse_benchmark_document(docs[BENCHMARK_FILE], directory / BENCHMARK_FILE)
+    if NCU_RAW_FILE in documents:
+        check_bundle_csv(directory / NCU_RAW_FILE, documents[NCU_RAW_FILE])
+    version, benchmarks, _ = parse_benchmark_document(documents[BENCHMARK_FILE], directory / BENCHMARK_FILE)
     bundle = LoadedBundle(
         source_path=str(directory),
         source="bundle",
         manifest=manifest,
-        content_sha256=hasher.hexdigest(),
+        content_sha256=content_sha256,
         pytest_benchmark_version=version,
         benchmarks=benchmarks,
-        **{name: _records(docs, directory, spec) for name, spec in RECORD_LISTS.items()},
-        samples=_samples(docs, directory),
-        ncu_version=_ncu_version(docs, directory),
+        timings=check_timings(documents[TIMINGS_FILE], directory / TIMINGS_FILE),
+        **{name: _records(documents, directory, spec) for name, spec in RECORD_LISTS.items()},
+        samples=_samples(documents, directory),
+        ncu_version=_ncu_version(documents, directory),
     )
     _check_consistency(bundle, directory)
     return bundle
+
+
+def _upgrade_format(documents: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """Bring a bundle of an older format (its manifest's schema_version) to the current one,
+    one format at a time; a manifest without a usable version is left for _manifest to refuse."""
+    schema = FILE_SCHEMAS[MANIFEST_FILE]
+    current = SCHEMA_VERSIONS[schema]
+    while True:
+        manifest = documents.get(MANIFEST_FILE)
+        if not isinstance(manifest, dict) or manifest.get("schema") != schema:
+            return documents
+        version = manifest.get("schema_version")
+        if isinstance(version, bool) or not isinstance(version, int) or version >= current:
+            return documents
+        step = BUNDLE_UPGRADERS.get(version)
+        if step is None:
+            raise BundleError(directory / MANIFEST_FILE, "schema_version", f"unknown bundle format {version} (no upgrader)")
+        documents = step(documents, directory)
 
 
 def check_tree(directory: Path) -> list[tuple[Path, int]]:
@@ -209,17 +254,16 @@ def input_identity(path: Path) -> tuple[str, str] | None:
 
 
 def _read_raw(path: Path) -> bytes:
-    """ncu_raw.csv: UTF-8 text holding whole ncu tables (history.contract.ncu_csv), as the writer checked."""
+    """ncu_raw.csv's bytes, which must be UTF-8 (check_documents checks its tables: history.contract.ncu_csv)."""
     if path.is_symlink() or not path.is_file():
         raise BundleError(path, "file", "not a regular file")
     if path.stat().st_size > MAX_FILE_BYTES:
         raise BundleError(path, "size", f"over the {MAX_FILE_BYTES}-byte limit; refused unread")
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start})") from None
-    check_bundle_csv(path, text)
     return raw
 
 
@@ -326,25 +370,26 @@ def _check_consistency(b: LoadedBundle, directory: Path) -> None:
         require_non_negative(o.duration_s, out_path, f"cases[{i}].duration_s")
         outcomes[o.case_id] = o
 
-    bench_path = directory / BENCHMARK_FILE
+    timings_path = directory / TIMINGS_FILE
     timed = {}
-    for i, entry in enumerate(b.benchmarks):
-        if entry.timing is None:
-            continue
-        where = f"benchmarks[{i}].extra_info.attnwatch.case_id"
-        case = entry.timing.case_id
+    for i, timing in enumerate(b.timings):
+        case = timing.case_id
         outcome = outcomes.get(case)
         if outcome is None:
-            raise BundleError(bench_path, where, f"{case!r} has a timing but no entry in {OUTCOMES_FILE}")
+            raise BundleError(timings_path, f"timings[{i}].case_id", f"{case!r} has a timing but no entry in {OUTCOMES_FILE}")
         if outcome.status in UNTIMED_STATUSES:
-            raise BundleError(bench_path, where, f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}")
-        if outcome.variant != entry.timing.variant:
-            raise BundleError(bench_path, f"benchmarks[{i}].extra_info.attnwatch.variant",
-                              f"{entry.timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}")
-        timed[case] = entry.timing
+            raise BundleError(timings_path, f"timings[{i}].case_id", f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}")
+        if outcome.variant != timing.variant:
+            raise BundleError(timings_path, f"timings[{i}].variant",
+                              f"{timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}")
+        timed[case] = timing
     for i, o in enumerate(b.outcomes):
         if o.status == "ok" and o.case_id not in timed:
-            raise BundleError(out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {BENCHMARK_FILE}")
+            raise BundleError(out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {TIMINGS_FILE}")
+    for i, entry in enumerate(b.benchmarks):  # an entry naming no case is pytest-benchmark's alone
+        if entry.case_id is not None and entry.case_id not in timed:
+            raise BundleError(directory / BENCHMARK_FILE, f"benchmarks[{i}].extra_info.{CASE_LINK_KEY}",
+                              f"{entry.case_id!r} is not a case with a timing in {TIMINGS_FILE}")
 
     samples_path = directory / SAMPLES_FILE
     for case, values in b.samples.items():

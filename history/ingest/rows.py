@@ -12,7 +12,8 @@ from datetime import datetime, timezone
 
 import pyarrow as pa
 
-from attnwatch.history.contract.loaded_bundle import BenchmarkEntry, LoadedBundle
+from attnwatch.history.contract.bundle import CaseTiming
+from attnwatch.history.contract.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
 from attnwatch.history.contract.series_key import series_pool
 from attnwatch.history.store.arrow_insert import rows_to_arrow
 
@@ -102,10 +103,9 @@ def commit_row(b: LoadedBundle) -> dict | None:
 
 
 def result_rows(b: LoadedBundle) -> list[dict]:
-    """One row per outcome, with the timing and host statistics of its benchmark entry."""
-    by_case: dict[str, BenchmarkEntry] = {}
-    for e in b.benchmarks:
-        by_case[e.timing.case_id if e.timing else e.fullname] = e
+    """One row per outcome, with its GPU timing and the host statistics of its benchmark entry."""
+    by_case: dict[str, BenchmarkEntry] = {e.case_id or e.fullname: e for e in b.benchmarks}
+    timings = {t.case_id: t for t in b.timings}
     rows = []
     for o in b.outcomes:
         entry = by_case.get(o.case_id)
@@ -125,14 +125,19 @@ def result_rows(b: LoadedBundle) -> list[dict]:
             "throttle_reasons": None,
         }
         if entry is not None:
-            row.update(_entry_columns(entry))
+            row.update(_host_columns(entry))
+        timing = timings.get(o.case_id)
+        if timing is not None:
+            row.update(_timing_columns(timing))
+        elif entry is not None:
+            row.update(_host_as_timing(entry.host))
         rows.append(row)
     return rows
 
 
-def _entry_columns(e: BenchmarkEntry) -> dict:
+def _host_columns(e: BenchmarkEntry) -> dict:
     h = e.host
-    cols = {
+    return {
         "benchmark_name": e.name,
         "benchmark_fullname": e.fullname,
         "benchmark_group": e.group,
@@ -147,17 +152,19 @@ def _entry_columns(e: BenchmarkEntry) -> dict:
         "host_q1_us": h.q1_us,
         "host_q3_us": h.q3_us,
     }
-    t = e.timing
-    if t is None:
-        # A plain pytest-benchmark entry: its host statistics are the only timing there is.
-        cols.update(
-            timing_mode="host", n_samples=h.rounds, median_us=h.median_us, mean_us=h.mean_us,
-            stddev_us=h.stddev_us, min_us=h.min_us, max_us=h.max_us, iqr_us=h.iqr_us,
-            rel_spread=(h.iqr_us / h.median_us) if h.iqr_us is not None and h.median_us else None,
-        )
-        return cols
-    for name in _TIMING_COLUMNS:
-        cols[name] = getattr(t, name)
+
+
+def _host_as_timing(h: HostStats) -> dict:
+    """A plain pytest-benchmark entry: its host statistics are the only timing there is."""
+    return dict(
+        timing_mode="host", n_samples=h.rounds, median_us=h.median_us, mean_us=h.mean_us,
+        stddev_us=h.stddev_us, min_us=h.min_us, max_us=h.max_us, iqr_us=h.iqr_us,
+        rel_spread=(h.iqr_us / h.median_us) if h.iqr_us is not None and h.median_us else None,
+    )
+
+
+def _timing_columns(t: CaseTiming) -> dict:
+    cols = {name: getattr(t, name) for name in _TIMING_COLUMNS}
     cols["n_samples"] = t.n
     keys = sorted(t.gap_to_backends)
     cols["gap_to_backends__keys"] = keys
