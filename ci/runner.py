@@ -45,7 +45,7 @@ from attnwatch.ci.child_env import child_env
 from attnwatch.ci.environment import capture_environment, capture_git
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.progress import Progress
-from attnwatch.ci.run_config import TimingConfig, default
+from attnwatch.ci.run_config import TimingConfig, case_timeout, configured
 from attnwatch.ci.suite_state import SuiteState
 from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 
