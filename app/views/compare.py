@@ -8,6 +8,7 @@ import streamlit as st
 from app import ui
 from app.data import compare, defaults, quality, runs, timers
 from app.url_state import UrlState, url_text
+from history.detection import tiers
 from history.detection.thresholds import load_thresholds
 from history.links import parse_commit_range
 
@@ -21,7 +22,9 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
     return {
         "shown": st.column_config.TextColumn("verdict", width=150,
                                              help="correctness first; 'moved, no interval': the stored medians differ by at "
-                                                  "least min_effect but no samples were stored for an interval"),
+                                                  "least min_effect but no samples were stored for an interval; "
+                                                  "'slower, under the 2% threshold': the interval excludes no change, "
+                                                  "the median moved by less than min_effect"),
         "variant": st.column_config.TextColumn("variant", width=110),
         "shape_id": st.column_config.TextColumn("shape", width=95),
         "dtype": st.column_config.TextColumn("dtype", width=48),
@@ -140,9 +143,10 @@ def show_comparison(source, base, head, gpu) -> None:
     counts = table["shown"].value_counts()
     not_run = int((table["correctness"] == "not run").sum())
     failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))
+    under = [tiers.label(t, thresholds.min_effect) for t in tiers.UNDER]
     named = ["correctness FAIL", "correctness FAIL (base too)", "regression", "moved, no interval", "improvement",
-             "no change", "within min_effect, no interval"]
-    cols = st.columns(6)
+             "no change", "within min_effect, no interval", *under]
+    cols = st.columns(7)
     cols[0].metric("correctness failures", failing if not_run < len(table) else "not run",
                    help=f"{not_run} case(s) without a correctness check in the head run" if not_run else None)
     cols[1].metric("regressions", int(counts.get("regression", 0)))
@@ -150,7 +154,10 @@ def show_comparison(source, base, head, gpu) -> None:
                    help=f"stored medians differ by at least min_effect ({thresholds.min_effect:.1%}); no samples for an interval")
     cols[3].metric("improvements", int(counts.get("improvement", 0)))
     cols[4].metric("no change", int(counts.get("no change", 0) + counts.get("within min_effect, no interval", 0)))
-    cols[5].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
+    cols[5].metric("under threshold", int(counts.reindex(under).fillna(0).sum()),
+                   help=f"the interval excludes no change, but the median moved by less than {thresholds.min_effect:.1%}: "
+                        "real, too small to be a regression or improvement")
+    cols[6].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
     verdicts = list(dict.fromkeys(table["shown"]))
     shown = st.multiselect("verdicts shown", verdicts, default=verdicts, key="compare_verdicts")
     view = table[table["shown"].isin(shown)]

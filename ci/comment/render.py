@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ci.comment.escape import md_code, md_text, safe_url
 from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from history import links as dashboard
+from history.detection.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 from history.kernel_config import change_text
 
 MARKER = "<!-- attnwatch:compare -->"
@@ -63,6 +64,23 @@ def _gap(case: CaseComparison) -> str:
 
 _VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no change": "no change", "failed": "⚠️ failed",
                  "new": "new (no base)", "removed": "removed", "skipped": "skipped"}
+_UNDER_MARK = {SLOWER_UNDER: "🟡 ", UNDER[1]: "🔵 "}
+
+
+def _case_tier(c: CaseComparison) -> str:
+    return tier(c.verdict, c.low, c.high)
+
+
+def _mark(c: CaseComparison, min_effect: float) -> str:
+    """The verdict cell: a sure change under min_effect reads 'slower, under the 2% threshold'
+    (history.detection.tiers), never 'no change'."""
+    t = _case_tier(c)
+    return _UNDER_MARK[t] + label(t, min_effect) if t in UNDER else _VERDICT_MARK[c.verdict]
+
+
+def under_threshold(report: CompareReport) -> list[CaseComparison]:
+    """Cases whose interval excludes 1 by less than min_effect: real, but under the threshold."""
+    return [c for c in report.cases if _case_tier(c) in UNDER]
 
 
 def _count(n: int, noun: str, rest: str = "") -> str:
@@ -79,8 +97,13 @@ def headline(report: CompareReport) -> str:
         return "### ⚠️ attnwatch: no cases were compared"
     bad = report.should_fail()
     icon = "❌" if bad else "✅"
+    under = [_case_tier(c) for c in under_threshold(report)]
     if not parts:
-        parts.append(f"no significant change in {len(report.cases)} cases")
+        parts.append(f"no change of ±{percent(report.min_effect)} or more in {len(report.cases)} cases" if under
+                     else f"no significant change in {len(report.cases)} cases")
+    for t in UNDER:  # sure, but under the threshold: said, never counted as 'no change'
+        if under.count(t):
+            parts.append(f"{under.count(t)} {label(t, report.min_effect)}")
     return f"### {icon} attnwatch: " + ", ".join(parts)
 
 
@@ -142,7 +165,7 @@ def _config_section(report: CompareReport) -> list[str]:
     for c in sorted(report.cases, key=lambda c: c.case_id):
         if c.config_change:
             base, head = c.config_change
-            rows.append(f"- {md_code(c.case_id)} ({_VERDICT_MARK[c.verdict]}): {change_text(md_code(base), md_code(head))} "
+            rows.append(f"- {md_code(c.case_id)} ({_mark(c, report.min_effect)}): {change_text(md_code(base), md_code(head))} "
                         "on the head; the difference may be the configuration, not the code")
         for side_name, side in (("base", c.base), ("head", c.head)):
             if len(side.kernel_configs) > 1:
@@ -154,9 +177,9 @@ def _config_section(report: CompareReport) -> list[str]:
     return ["#### Kernel configuration changes", "", *_table(rows, SECTION_BUDGET, "configuration changes")[0], ""]
 
 
-def _change_row(c: CaseComparison, plot_url: str | None = None, linked: bool = False) -> str:
+def _change_row(c: CaseComparison, min_effect: float, plot_url: str | None = None, linked: bool = False) -> str:
     """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
-    row = (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+    row = (f"| {md_code(c.case_id)} | {_mark(c, min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
@@ -204,6 +227,19 @@ def _ncu_section(report: CompareReport) -> list[str]:
     return lines
 
 
+def _under_section(report: CompareReport, budget: int) -> list[str]:
+    """Sure changes under min_effect (history.detection.tiers): listed apart, slower first, with
+    what they mean; they fail nothing."""
+    under = sorted(under_threshold(report), key=lambda c: (_case_tier(c) != SLOWER_UNDER, -abs((c.ratio or 1.0) - 1.0)))
+    if not under:
+        return []
+    rows, _ = _table([_change_row(c, report.min_effect) for c in under], max(budget, 1000), "changes under the threshold")
+    return [f"#### Sure changes under the ±{percent(report.min_effect)} threshold", "",
+            f"The interval excludes no change, but the median moved by less than {percent(report.min_effect)}: real "
+            "on this job's worker processes, too small to fail the check (a process keeps an offset of up to about "
+            "±1% for its life, docs/benchmarks.md).", "", *_CHANGE_HEADER, *rows, ""]
+
+
 def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
     """Keep as many rows as fit in `budget` characters; return (rows, how many were left out)."""
     kept, used = [], 0
@@ -242,16 +278,17 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c, _trend_url(report, c, root), linked=bool(root)) for c in significant]
+    change_rows = [_change_row(c, report.min_effect, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
     sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
            else [f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.", ""])
+    sig += _under_section(report, budget // 4)
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
         ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
     budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
-    all_rows = [_change_row(c) for c in sorted(report.cases, key=lambda c: c.case_id)]
+    all_rows = [_change_row(c, report.min_effect) for c in sorted(report.cases, key=lambda c: c.case_id)]
     full, _ = _table(all_rows, max(budget - 400, 0), "cases")
     details = ["<details><summary>All " + str(len(report.cases)) + " cases</summary>", "", *_CHANGE_HEADER, *full, "", "</details>", ""]
     return "\n".join(head + sig + ncu + details + tail) + "\n"
