@@ -29,6 +29,7 @@ from ci.compare.table import format_table
 from ci.errors import UserError
 from history.bundle import UNKNOWN_COMMIT
 from history.detection.ab import METHODS
+from history.detection.case_rules import load_case_rules
 from history.detection.thresholds import load_thresholds
 from history.validate import SHA_PATTERN
 
@@ -51,6 +52,8 @@ def register(subparsers) -> None:
     p.add_argument("--method", choices=METHODS, default="rounds-t",
                    help="interval of head/base: paired t over rounds (default), two-level or pooled bootstrap")
     p.add_argument("--thresholds", help="thresholds TOML (default config/thresholds.toml)")
+    p.add_argument("--case-rules", help="per-case min effect and ignore rules (default config/case_rules.toml "
+                                        "or $ATTNWATCH_CASE_RULES)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
@@ -126,6 +129,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     cases = plan_for(args)
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
+    load_case_rules(args.case_rules)  # a broken rules file fails before any GPU time is spent
     options = session_options(args, kind, thresholds)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
@@ -184,7 +188,7 @@ def _run(args) -> int:
     env = head[0].environment
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
-                           resamples=extra.get("resamples", 2000))
+                           resamples=extra.get("resamples", 2000), rules=load_case_rules(args.case_rules))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

@@ -72,15 +72,17 @@ def _case_tier(c: CaseComparison) -> str:
 
 
 def _mark(c: CaseComparison, min_effect: float) -> str:
-    """The verdict cell: a sure change under min_effect reads 'slower, under the 2% threshold'
-    (history.detection.tiers), never 'no change'."""
+    """The verdict cell: a sure change under min_effect (the case's own where case rules give
+    one) reads 'slower, under the 2% threshold' (history.detection.tiers), never 'no change';
+    an ignored case says so."""
     t = _case_tier(c)
-    return _UNDER_MARK[t] + label(t, min_effect) if t in UNDER else _VERDICT_MARK[c.verdict]
+    mark = _UNDER_MARK[t] + label(t, c.effect(min_effect)) if t in UNDER else _VERDICT_MARK[c.verdict]
+    return mark + (" (ignored)" if c.ignored else "")
 
 
 def under_threshold(report: CompareReport) -> list[CaseComparison]:
     """Cases whose interval excludes 1 by less than min_effect: real, but under the threshold."""
-    return [c for c in report.cases if _case_tier(c) in UNDER]
+    return [c for c in report.cases if _case_tier(c) in UNDER and not c.ignored]
 
 
 def _count(n: int, noun: str, rest: str = "") -> str:
@@ -91,7 +93,8 @@ def _count(n: int, noun: str, rest: str = "") -> str:
 def headline(report: CompareReport) -> str:
     """The one-line verdict."""
     counted = ((report.correctness_failures, "correctness failure", ""), (report.regressions, "regression", ""),
-               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""))
+               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""),
+               (report.ignored, "ignored case", ""))
     parts = [_count(len(cases), noun, rest) for cases, noun, rest in counted if cases]
     if not report.cases:
         return "### ⚠️ attnwatch: no cases were compared"
@@ -240,6 +243,15 @@ def _under_section(report: CompareReport, budget: int) -> list[str]:
             "±1% for its life, docs/benchmarks.md).", "", *_CHANGE_HEADER, *rows, ""]
 
 
+def _ignored_section(report: CompareReport) -> list[str]:
+    """Cases an ignore rule of config/case_rules.toml covers: measured and shown, failing nothing."""
+    rows = [f"- {md_code(c.case_id)}: {_VERDICT_MARK[c.verdict]}, {md_text(c.ignored or '', 600)}"
+            for c in report.ignored]
+    if not rows:
+        return []
+    return ["#### Ignored cases (config/case_rules.toml)", "", *_table(rows, SECTION_BUDGET, "ignored cases")[0], ""]
+
+
 def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
     """Keep as many rows as fit in `budget` characters; return (rows, how many were left out)."""
     kept, used = [], 0
@@ -253,13 +265,14 @@ def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
 
 def render_comment(report: CompareReport, links: Links = Links()) -> str:
     """The whole comment body (marker first), under GitHub's 65,536-character limit."""
-    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement")),
+    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement") and not c.ignored),
                          key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
     head = [MARKER, headline(report), "", _context_line(report), ""]
     head += _notes(report)
     head += _correctness_section(report)
     head += _failed_section(report)
     head += _config_section(report)
+    head += _ignored_section(report)
     tail = []
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     root = safe_url(links.dashboard_root or links.dashboard_url)
