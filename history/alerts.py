@@ -181,13 +181,7 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
             current = get_alert(con, alert_id)
             if broken and (current.status, current.note, current.actor) == (target, note, actor):
                 continue  # that try's COMMIT landed before the connection broke: not twice
-            if current.status not in _TRANSITIONS[target]:
-                raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
-            con.execute(
-                "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
-                [target, note, actor, alert_id],
-            )
-            _append_event(con, claims, alert_id, target, note, actor)
+            _move(con, claims, current, target, note, actor)
 
     def attempt() -> list[Alert]:
         if not exists(db_path):  # open_write would create an empty history at a mistyped path
@@ -197,6 +191,28 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
             return [get_alert(con, alert_id) for alert_id in ids]
 
     return retrying(db_path, attempt, on_retry=broken.append)
+
+
+def _move(con, claims: Claims, current: Alert, target: str, note: str, actor: str) -> None:
+    if current.status not in _TRANSITIONS[target]:
+        raise AlertError(f"alert {current.alert_id}: cannot go from {current.status} to {target}")
+    con.execute(
+        "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
+        [target, note, actor, current.alert_id],
+    )
+    _append_event(con, claims, current.alert_id, target, note, actor)
+
+
+def resolve_in(con, claims: Claims, alert_id: int, note: str, actor: str) -> bool:
+    """Resolve inside the caller's transaction (history.transactions.write_transaction), as
+    `attnwatch detect` does when a series came back (history.detection.recovery). An alert
+    already resolved (a person was quicker, or a retried try's COMMIT landed) is left as it is:
+    returns whether this call resolved it."""
+    current = get_alert(con, alert_id)
+    if current.status == "resolved":
+        return False
+    _move(con, claims, current, "resolved", _clean(note, "note", MAX_NOTE, False), _clean(actor, "actor", MAX_ACTOR, True))
+    return True
 
 
 def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:

@@ -28,7 +28,9 @@ class Thresholds:
 
     min_effect: smallest relative slowdown reported (0.02 = 2%); confidence: of the bootstrap
     interval; min_persist: runs a main-branch step must hold; penalty_scale and sigma_floor:
-    the change-point penalty (see history.changepoints); min_series: shortest series scanned.
+    the change-point penalty (see history.changepoints); min_series: shortest series scanned;
+    resolve_after: consecutive runs back within min_effect that resolve an alert
+    (history.detection.recovery).
     """
 
     gpu: str
@@ -38,6 +40,7 @@ class Thresholds:
     penalty_scale: float
     sigma_floor: float
     min_series: int
+    resolve_after: int
 
 
 _NUMERIC = {f.name for f in fields(Thresholds)} - {"gpu"}
@@ -48,6 +51,7 @@ _RANGES = {
     "penalty_scale": (0.0, 1000.0),
     "sigma_floor": (0.0, 1.0),
     "min_series": (2, 100000),
+    "resolve_after": (1, 1000),
 }
 
 
@@ -68,7 +72,7 @@ def _check_section(path: Path, name: str, section: dict, require_all: bool) -> d
         low, high = _RANGES[key]
         if not low <= value <= high:
             raise ThresholdsError(f"{path}: [{name}].{key}: {value} outside [{low}, {high}]")
-        if key in ("min_persist", "min_series") and int(value) != value:
+        if key in ("min_persist", "min_series", "resolve_after") and int(value) != value:
             raise ThresholdsError(f"{path}: [{name}].{key}: expected an integer, got {value!r}")
         values[key] = value
     missing = _NUMERIC - values.keys()
@@ -112,4 +116,5 @@ def load_thresholds(gpu_name: str | None, path: str | Path | None = None) -> Thr
         penalty_scale=float(merged["penalty_scale"]),
         sigma_floor=float(merged["sigma_floor"]),
         min_series=int(merged["min_series"]),
+        resolve_after=int(merged["resolve_after"]),
     )
