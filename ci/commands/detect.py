@@ -45,6 +45,14 @@ def _run(args) -> int:
         print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name} @ {f.pool}] {f.metric}: {f.detail}")
     for r in recovered:
         print(f"  resolved     alert {r.alert_id} {r.case_id} {r.metric}: {r.note}")
+    if not args.dry_run and (inserted or recovered):  # recorded first; then told ($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)
+        from ci.commands.alerts import announce
+        from history.alerts import get_alerts
+
+        notes = {r.alert_id: r.note for r in recovered}
+        alerts = get_alerts(args.db, [*inserted, *notes])
+        announce([(a, "resolved", notes[a.alert_id], a.actor) if a.alert_id in notes else (a, "opened", a.detail, "attnwatch detect")
+                  for a in alerts])
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0
 
