@@ -8,6 +8,7 @@ import streamlit as st
 from app import ui
 from app.data import compare, defaults, quality, runs, timers
 from app.url_state import UrlState, url_text
+from history import baselines
 from history.detection import tiers
 from history.detection.thresholds import load_thresholds
 from history.links import parse_commit_range
@@ -108,20 +109,54 @@ def pick_commits(source, gpu, url: UrlState):
     return chosen[0], chosen[1]
 
 
+def pick_baseline(source, gpu, url: UrlState):
+    """Base and head run ids in 'pinned baseline' mode: the base is the baseline's pinned run, or
+    its commit's newest run on `gpu` (history.baselines); the head any run, as in 'runs' mode."""
+    pinned = {b.name: b for b in baselines.load_baselines()}
+    url.choice("compare_baseline", "baseline", list(pinned), next(iter(pinned)))
+    name = st.selectbox("pinned baseline (config/baselines.toml)", list(pinned), key="compare_baseline",
+                        format_func=lambda n: pinned[n].describe())
+    chosen = pinned[name]
+    st.caption(f"{ui.md(chosen.name)}: {ui.md(chosen.reason)}")
+    found = (runs.runs_by_id(source, (chosen.run,)) if chosen.run else runs.newest_run_of_commit(source, chosen.commit, gpu))
+    if chosen.run and not found.empty and str(found["gpu"].iloc[0]) != gpu:
+        found = found.iloc[0:0]  # a pinned run of another GPU is no baseline for this one
+    if found.empty:
+        st.error(f"Baseline {ui.md(chosen.describe())} has no run on {ui.md(gpu)} in this history: nothing is compared.")
+        return None, None
+    base = str(found["run_id"].iloc[0])
+    frame = runs.find_runs(source, "", gpu, PICKER_RUNS)
+    labels = {**_labels(runs.runs_by_id(source, tuple(v for v in (url_text("head"),) if v)), "run_id"),
+              **_labels(frame, "run_id")}
+    ids = [i for i in labels if i != base]
+    if not ids:
+        st.info(f"{ui.md(gpu)} has no other run to compare with the baseline.")
+        return None, None
+    url.choice("compare_head_runs", "head", ids, ids[0])
+    head = st.selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
+    st.caption(f"Comparing run {ui.md(head)} (head) with the baseline's run {ui.md(base)}.")
+    return base, head
+
+
 def compare_page(source, shape):
     url = UrlState()
     named_head = url_text("head") or url_text("base")
     header = runs.run_header(source, named_head) if named_head else None
     run_gpu = None if header is None or header.empty else str(header["gpu_name"].iloc[0] or header["device_kind"].iloc[0])
     gpu = ui.gpu_picker(shape, key="compare_gpu", url=url, default=run_gpu or defaults.focus(source).gpu)
-    if "compare_mode" not in st.session_state or (url_text("commits") and st.session_state.get("compare_mode") != "commits"):
-        st.session_state["compare_mode"] = "commits" if url_text("commits") else "runs"
-    mode = st.radio("compare", ["runs", "commits"], horizontal=True, key="compare_mode")
-    base, head = pick_commits(source, gpu, url) if mode == "commits" else pick_runs(source, gpu, url)
+    modes = ["runs", "commits"] + (["pinned baseline"] if baselines.load_baselines() else [])
+    linked = "commits" if url_text("commits") else "pinned baseline" if url_text("baseline") in (b.name for b in baselines.load_baselines()) else None
+    if "compare_mode" not in st.session_state or (linked and st.session_state.get("compare_mode") != linked):
+        st.session_state["compare_mode"] = linked or "runs"
+    mode = st.radio("compare", modes, horizontal=True, key="compare_mode")
+    pick = {"commits": pick_commits, "pinned baseline": pick_baseline}.get(mode, pick_runs)
+    base, head = pick(source, gpu, url)
     if mode == "commits":
-        url.publish(base=None, head=None)
+        url.publish(base=None, head=None, baseline=None)
+    elif mode == "pinned baseline":
+        url.publish(base=None, commits=None)
     else:
-        url.publish(commits=None)
+        url.publish(commits=None, baseline=None)
     if base is None:
         return
     if base == head:

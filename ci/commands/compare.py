@@ -37,6 +37,8 @@ from history.validate import SHA_PATTERN
 def register(subparsers) -> None:
     p = subparsers.add_parser("compare", help="A/B the merge base against the head on this GPU; write compare.json")
     p.add_argument("--base", help="base revision (the merge base with --head is what gets measured)")
+    p.add_argument("--baseline", help="a pinned baseline of config/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
+                                      "its commit is measured against the head")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--shapes", default="pr", help="shape set (default pr)")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
@@ -76,13 +78,16 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
 
     if args.base_root:
         return _measure_checkout(args, out)
+    if args.baseline:
+        args.base = pinned_base(args.baseline, args.base)
     if not args.base:
         raise UserError("--base is required unless --base-bundles/--head-bundles or --base-root are given")
     repo = repo_root(Path.cwd())
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
     mb = merge_base(repo, base_sha, head_sha)
-    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "base_ref": args.base, "head_ref": args.head}
+    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
+            "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
     commits = {"base": mb, "head": head_sha}
     # The head is measured from this very checkout when it is the one being asked for; any other
     # head revision (or another repository) gets its own worktree too.
@@ -92,6 +97,18 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
             return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
         with worktree(repo, head_sha, "head") as head_root:
             return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
+
+
+def pinned_base(name: str, base: str | None) -> str:
+    """The commit a pinned baseline names (history.baselines), as compare's --base."""
+    from history.baselines import find_baseline
+
+    if base:
+        raise UserError("--baseline and --base name the same thing: give one")
+    baseline = find_baseline(name)
+    if not baseline.commit:
+        raise UserError(f"baseline {name}: pins run {baseline.run}; compare measures commits, so pin its commit to use it here")
+    return baseline.commit
 
 
 def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:

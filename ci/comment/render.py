@@ -116,8 +116,10 @@ INTERVAL_NAMES = {"rounds-t": "paired-t (over rounds)", "hierarchical": "two-lev
 
 def _context_line(report: CompareReport) -> str:
     method = INTERVAL_NAMES.get(report.method, report.method)
+    base = (f"pinned {md_text(report.base_ref, 120)} at" if report.base_ref.startswith("baseline ")
+            else "merge base")
     return (
-        f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
+        f"Head {md_code(report.head_sha[:12])} vs {base} {md_code(report.merge_base_sha[:12])} "
         f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} interval of "
         f"head/base median; flagged when the interval excludes 1 and the median moved by at least ±{report.min_effect:.1%}."
     )
