@@ -441,3 +441,20 @@ def test_compare_against_a_pinned_baseline(history, monkeypatch, tmp_path):
     table = frame_with(at, "verdict").set_index("case_id")
     assert table.loc[REGRESSED_CASE, "verdict"] == "regression"
     assert at.query_params["baseline"] in (["v1.2"], "v1.2")
+
+
+def test_every_result_offers_the_command_that_measures_it_again(history, monkeypatch):
+    """Run page: `git checkout SHA && attnwatch run` for the exact case; Compare page: the A/B
+    of the two runs' commits for the exact case (history.reproduce)."""
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/run.py", run=runs["after_step"])
+    table = frame_with(at, "measure_again").set_index("case_id")
+    variant, shape, dtype, mode = REGRESSED_CASE.split("/")
+    command = table.loc[REGRESSED_CASE, "measure_again"]
+    assert command.startswith("git checkout --detach ") and command.endswith(
+        f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype} --causal {'yes' if mode == 'causal' else 'no'}")
+    assert (table["measure_again"] != "").all()
+    at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
+    table = frame_with(at, "measure_again").set_index("case_id")
+    assert table.loc[REGRESSED_CASE, "measure_again"].startswith("attnwatch compare --base ")
+    assert f"--shapes {shape} --variants {variant}" in table.loc[REGRESSED_CASE, "measure_again"]

@@ -64,7 +64,7 @@ def test_untrusted_text_cannot_become_html_links_mentions_or_table_cells(report)
     for line in body.splitlines():
         if line.startswith("| ") and HOSTILE[:4].replace("<", "") in line:
             # the hostile pipe is escaped: the row still has the header's column count
-            assert len(re.findall(r"(?<!\\)\|", line)) in (6, 8)
+            assert len(re.findall(r"(?<!\\)\|", line)) in (7, 9)
 
 
 def test_escape_helpers():
@@ -106,7 +106,7 @@ def test_dashboard_links_open_each_change_on_its_trend_and_the_commits_on_compar
     assert parts.path == "/app/trends"
     assert query == {"gpu": report.gpu_name, "metric": "median_us", "variants": variant, "shapes": shape, "dtype": dtype,
                      "causal": "0", "commits": f"{report.merge_base_sha}..{report.head_sha}"}
-    assert len(re.findall(r"(?<!\\)\|", row)) == 9  # the extra plot cell, header included
+    assert len(re.findall(r"(?<!\\)\|", row)) == 10  # the extra plot cell, header included
     compare = re.search(r"\[these commits on the dashboard\]\((\S+)\)", body).group(1)
     assert parse_qs(urlsplit(compare).query) == {"gpu": [report.gpu_name], "commits": [f"{report.merge_base_sha}..{report.head_sha}"]}
     assert "[trend](" not in render_comment(report, Links(None, None))  # no dashboard, no links

@@ -8,7 +8,7 @@ import streamlit as st
 from app import ui
 from app.data import compare, defaults, quality, runs, timers
 from app.url_state import UrlState, url_text
-from history import baselines
+from history import baselines, reproduce
 from history.detection import tiers
 from history.detection.thresholds import load_thresholds
 from history.links import parse_commit_range
@@ -48,6 +48,8 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
         "base_status": st.column_config.TextColumn("base status"),
         "head_status": st.column_config.TextColumn("head status"),
         "verdict": st.column_config.TextColumn("timing verdict", help="from the latency alone (interval, or ratio only)"),
+        "measure_again": st.column_config.TextColumn("measure again", help="the command that A/Bs this case between the "
+                                                     "two runs' commits in one job (history.reproduce)"),
         "case_id": st.column_config.TextColumn("case id"),
     }
 
@@ -175,6 +177,8 @@ def show_comparison(source, base, head, gpu) -> None:
         "in the interval; a same-job A/B over several rounds (what PR comments use) puts it there."
     )
     table = compare.shown_verdicts(table, thresholds.min_effect)
+    shas = runs.runs_by_id(source, (base, head)).set_index("run_id")["commit_sha"]
+    table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head)) or "" for c in table["case_id"]]
     counts = table["shown"].value_counts()
     not_run = int((table["correctness"] == "not run").sum())
     failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ci.comment.escape import md_code, md_text, safe_url
 from ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from history import links as dashboard
+from history import reproduce
 from history.detection.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 from history.kernel_config import change_text
 
@@ -152,13 +153,15 @@ def _correctness_section(report: CompareReport) -> list[str]:
     rows = report.correctness_failures
     if not rows:
         return []
-    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error |", "|---|---:|---:|:-:|---|"]
+    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error | measure again |",
+             "|---|---:|---:|:-:|---|---|"]
     body = []
     for c in rows:
         h = c.head
         err = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
         base_ok = {True: "yes", False: "no", None: "—"}[c.base.correct]
-        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} |")
+        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} "
+                    f"| {_reproduce(c, report)} |")
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
@@ -182,15 +185,23 @@ def _config_section(report: CompareReport) -> list[str]:
     return ["#### Kernel configuration changes", "", *_table(rows, SECTION_BUDGET, "configuration changes")[0], ""]
 
 
-def _change_row(c: CaseComparison, min_effect: float, plot_url: str | None = None, linked: bool = False) -> str:
-    """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
-    row = (f"| {md_code(c.case_id)} | {_mark(c, min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
-           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+def _reproduce(c: CaseComparison, report: CompareReport) -> str:
+    """The command that A/Bs this case again (history.reproduce), as a code span."""
+    command = reproduce.compare_command(c.case_id, report.merge_base_sha, report.head_sha, method=report.method,
+                                        rounds=report.rounds)
+    return md_code(command, 400) if command else "—"
+
+
+def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None = None, linked: bool = False) -> str:
+    """One case's row, ending with the command that measures it again; with `linked`, a last
+    cell linking to its trend on the dashboard."""
+    row = (f"| {md_code(c.case_id)} | {_mark(c, report.min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |")
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
-_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head |",
-                  "|---|---|---:|---:|---:|---|---|"]
+_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head | measure again |",
+                  "|---|---|---:|---:|---:|---|---|---|"]
 _LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
 
 
@@ -210,11 +221,12 @@ def _trend_url(report: CompareReport, case: CaseComparison, dash_url: str | None
 def _failed_section(report: CompareReport) -> list[str]:
     if not report.failed:
         return []
-    lines = ["#### Cases not measured", "", "| case | base | head | error |", "|---|---|---|---|"]
+    lines = ["#### Cases not measured", "", "| case | base | head | error | measure again |", "|---|---|---|---|---|"]
     body = []
     for c in report.failed:
         err = c.head.error or c.base.error or ""
-        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} |")
+        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} "
+                    f"| {_reproduce(c, report)} |")
     return lines + _table(body, SECTION_BUDGET, "unmeasured cases")[0] + [""]
 
 
@@ -238,7 +250,7 @@ def _under_section(report: CompareReport, budget: int) -> list[str]:
     under = sorted(under_threshold(report), key=lambda c: (_case_tier(c) != SLOWER_UNDER, -abs((c.ratio or 1.0) - 1.0)))
     if not under:
         return []
-    rows, _ = _table([_change_row(c, report.min_effect) for c in under], max(budget, 1000), "changes under the threshold")
+    rows, _ = _table([_change_row(c, report) for c in under], max(budget, 1000), "changes under the threshold")
     return [f"#### Sure changes under the ±{percent(report.min_effect)} threshold", "",
             f"The interval excludes no change, but the median moved by less than {percent(report.min_effect)}: real "
             "on this job's worker processes, too small to fail the check (a process keeps an offset of up to about "
@@ -293,7 +305,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c, report.min_effect, _trend_url(report, c, root), linked=bool(root)) for c in significant]
+    change_rows = [_change_row(c, report, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
     sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
@@ -303,7 +315,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
         ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
     budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
-    all_rows = [_change_row(c, report.min_effect) for c in sorted(report.cases, key=lambda c: c.case_id)]
+    all_rows = [_change_row(c, report) for c in sorted(report.cases, key=lambda c: c.case_id)]
     full, _ = _table(all_rows, max(budget - 400, 0), "cases")
     details = ["<details><summary>All " + str(len(report.cases)) + " cases</summary>", "", *_CHANGE_HEADER, *full, "", "</details>", ""]
     return "\n".join(head + sig + ncu + details + tail) + "\n"
