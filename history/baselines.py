@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from history.errors import HistoryError
+from history.toml_files import read_toml
 
 REPO_BASELINES = Path(__file__).resolve().parents[1] / "config" / "baselines.toml"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
@@ -54,14 +54,9 @@ def baselines_path(explicit: str | Path | None = None) -> Path:
 def load_baselines(path: str | Path | None = None) -> list[Baseline]:
     """Every pinned baseline in file order; a missing default file is none."""
     file = baselines_path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if path is None and "ATTNWATCH_BASELINES" not in os.environ:
-            return []
-        raise BaselineError(f"{file}: baselines file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{file}: not valid TOML: {exc}") from None
+    data = read_toml(file, "baselines", BaselineError, missing_ok=path is None and "ATTNWATCH_BASELINES" not in os.environ)
+    if data is None:
+        return []
     if set(data) - {"baseline"} or not isinstance(data.get("baseline", []), list):
         raise BaselineError(f"{file}: expected only [[baseline]] entries")
     out: list[Baseline] = []

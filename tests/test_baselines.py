@@ -3,18 +3,13 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from ci.cli import main
 from ci.comment.render import render_comment
 from ci.compare.report import load_report
+from git_clone import REPO_ROOT, attnwatch, clone_with_commits
 from history.baselines import REPO_BASELINES, BaselineError, find_baseline, load_baselines
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _file(tmp_path, text):
@@ -55,22 +50,14 @@ def test_compare_measures_the_head_against_a_pinned_baseline(tmp_path, monkeypat
     so the A/B base is that commit, not HEAD~1."""
     if not (REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    clone = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO_ROOT), str(clone)], check=True)
-    git = lambda *a: subprocess.run(["git", "-C", str(clone), *a], check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    for message in ("release", "later work"):
-        git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", message)
+    clone, git = clone_with_commits(tmp_path, "release", "later work")
     pinned = git("rev-parse", "HEAD~1")
     rules = _file(tmp_path, f'[[baseline]]\nname = "v-test"\ncommit = "{pinned}"\nreason = "the release under test"\n')
-    out = tmp_path / "out"
-    done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from ci.cli import main; "
-         "sys.exit(main(sys.argv[1:]))", "compare", "--baseline", "v-test", "--shapes", "cpu", "--variants", "sdpa",
-         "--dtypes", "fp16", "--causal", "no", "--rounds", "1", "--no-correctness", "--out", str(out)],
-        cwd=clone, capture_output=True, text=True, timeout=900, env={**__import__("os").environ, "ATTNWATCH_BASELINES": str(rules)},
-    )
+    done = attnwatch(clone, "compare", "--baseline", "v-test", "--shapes", "cpu", "--variants", "sdpa", "--dtypes", "fp16",
+                     "--causal", "no", "--rounds", "1", "--no-correctness", "--out", str(tmp_path / "out"),
+                     env={"ATTNWATCH_BASELINES": str(rules)})
     assert done.returncode == 0, done.stderr[-3000:]
-    report = load_report(out / "compare.json")
+    report = load_report(tmp_path / "out" / "compare.json")
     assert report.merge_base_sha == pinned and report.base_ref == "baseline v-test"
     assert f"vs pinned baseline v\\-test at `{pinned[:12]}`" in render_comment(report)
 

@@ -4,20 +4,15 @@ measures exactly that case between exactly those commits."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from ci.comment.render import render_comment
 from ci.compare.report import load_report
+from git_clone import REPO_ROOT, attnwatch, clone_with_commits
 from history.reproduce import compare_command, run_command
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 A, B = "a" * 40, "b" * 40
 
 
@@ -42,14 +37,8 @@ def test_untrusted_case_ids_cannot_become_a_second_command():
 def test_the_command_a_comment_row_offers_measures_that_case_again(tmp_path):
     if not (REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout")
-    clone = tmp_path / "repo"
-    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO_ROOT), str(clone)], check=True)
-    git = lambda *a: subprocess.run(["git", "-C", str(clone), *a], check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", "head")
-    cli = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from ci.cli import main; "
-           "sys.exit(main(sys.argv[1:]))"]
-    run = lambda args, out: subprocess.run([*cli, *args, "--no-correctness", "--out", str(out)], cwd=clone,  # noqa: E731
-                                           capture_output=True, text=True, timeout=900, env=dict(os.environ))
+    clone, _ = clone_with_commits(tmp_path, "head")
+    run = lambda args, out: attnwatch(clone, *args, "--no-correctness", "--out", str(out))  # noqa: E731
     first = run(["compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu", "--variants", "sdpa,torch_3op",
                  "--dtypes", "fp16", "--causal", "no", "--rounds", "1"], tmp_path / "first")
     assert first.returncode == 0, first.stderr[-3000:]

@@ -29,11 +29,11 @@ import datetime as dt
 import fnmatch
 import math
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from history.detection.thresholds import ThresholdsError
+from history.toml_files import read_toml
 
 # The repository's own file; `--case-rules` or $ATTNWATCH_CASE_RULES select another.
 REPO_CASE_RULES = Path(__file__).resolve().parents[2] / "config" / "case_rules.toml"
@@ -120,14 +120,9 @@ def _entries(file: Path, data: dict, name: str, known: set[str]) -> list[tuple[s
 def load_case_rules(path: str | Path | None = None) -> CaseRules:
     """The rules of `path` (default: the repository's file; a missing default file is no rules)."""
     file = case_rules_path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        if path is None and "ATTNWATCH_CASE_RULES" not in os.environ:
-            return CaseRules()
-        raise CaseRulesError(f"{file}: case rules file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise CaseRulesError(f"{file}: not valid TOML: {exc}") from None
+    data = read_toml(file, "case rules", CaseRulesError, missing_ok=path is None and "ATTNWATCH_CASE_RULES" not in os.environ)
+    if data is None:
+        return CaseRules()
     unknown = set(data) - {"min_effect", "ignore"}
     if unknown:
         raise CaseRulesError(f"{file}: unknown sections {sorted(unknown)} (expected [[min_effect]] and [[ignore]])")

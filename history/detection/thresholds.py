@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from history.errors import HistoryError
+from history.toml_files import read_toml
 
 # The repository's own file; `--thresholds` or $ATTNWATCH_THRESHOLDS select another.
 REPO_THRESHOLDS = Path(__file__).resolve().parents[2] / "config" / "thresholds.toml"
@@ -91,12 +91,7 @@ def thresholds_path(explicit: str | Path | None = None) -> Path:
 def load_thresholds(gpu_name: str | None, path: str | Path | None = None) -> Thresholds:
     """Thresholds for `gpu_name` (exact recorded name), falling back to [default]."""
     file = thresholds_path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ThresholdsError(f"{file}: thresholds file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ThresholdsError(f"{file}: not valid TOML: {exc}") from None
+    data = read_toml(file, "thresholds", ThresholdsError)
     unknown = set(data) - {"default", "gpu"}
     if unknown:
         raise ThresholdsError(f"{file}: unknown sections {sorted(unknown)} (expected [default] and [gpu.\"NAME\"])")
