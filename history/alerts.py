@@ -26,7 +26,6 @@ from history.lake_retry import retrying
 from history.transactions import Claims, is_lake, write_transaction
 
 KINDS = ("regression", "improvement", "correctness")
-ACTIONS = ("opened", "acknowledged", "resolved", "bisected")  # alert_events.action (migration 009)
 STATUSES = ("open", "acknowledged", "resolved")
 MAX_NOTE = 2000
 MAX_ACTOR = 100
