@@ -444,8 +444,8 @@ def test_compare_against_a_pinned_baseline(history, monkeypatch, tmp_path):
 
 
 def test_every_result_offers_the_command_that_measures_it_again(history, monkeypatch):
-    """Run page: `git checkout SHA && attnwatch run` for the exact case; Compare page: the A/B
-    of the two runs' commits for the exact case (history.reproduce)."""
+    """Run and Overview pages: `git checkout SHA && attnwatch run` for the exact case; Compare
+    page: the A/B of the two runs' commits for the exact case (history.reproduce)."""
     db, runs = history
     at = open_page(db, monkeypatch, "views/run.py", run=runs["after_step"])
     table = frame_with(at, "measure_again").set_index("case_id")
@@ -454,6 +454,8 @@ def test_every_result_offers_the_command_that_measures_it_again(history, monkeyp
     assert command.startswith("git checkout --detach ") and command.endswith(
         f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype} --causal {'yes' if mode == 'causal' else 'no'}")
     assert (table["measure_again"] != "").all()
+    overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
+    assert overview["measure_again"].str.contains(" && attnwatch run --shapes ").all()
     at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
     table = frame_with(at, "measure_again").set_index("case_id")
     assert table.loc[REGRESSED_CASE, "measure_again"].startswith("attnwatch compare --base ")
