@@ -37,7 +37,9 @@ def test_an_alert_resolves_itself_after_k_runs_back_and_records_the_event(tmp_pa
     opened = _steps(db_path)
     assert opened and {a.status for a in opened} == {"open"}
     _runs(tmp_path, db_path, back_from + k - 1, back_from + k, fixed)  # the k-th run back
-    assert main(["--db", str(db_path), "detect", "--dry-run"]) == 0
+    assert main(["--db", str(db_path), "detect", "--dry-run", "--gpu", "NVIDIA H100"]) == 0
+    assert "0 alerts would resolve" in capsys.readouterr().out  # another GPU's alerts are left alone
+    assert main(["--db", str(db_path), "detect", "--dry-run", "--gpu", "NVIDIA H200"]) == 0
     assert f"{len(opened)} alerts would resolve" in capsys.readouterr().out
     assert {a.status for a in _steps(db_path)} == {"open"}
     assert main(["--db", str(db_path), "detect"]) == 0

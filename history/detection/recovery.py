@@ -38,44 +38,52 @@ class Recovery:
 
 def _open_step_alerts(con, gpu: str | None) -> list[tuple]:
     return con.execute(
-        "SELECT alert_id, case_id, gpu_name, pool, metric, run_id, baseline_value FROM alerts "
-        "WHERE status IN ('open', 'acknowledged') AND kind IN ('regression', 'improvement') "
-        "AND metric IN ('median_us', 'gap_to_sdpa') AND baseline_value > 0 AND run_id IS NOT NULL "
-        "AND (? IS NULL OR gpu_name = ?) ORDER BY alert_id", [gpu, gpu]
-    ).fetchall()
+        f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {_OPEN_STEP} AND (? IS NULL OR gpu_name = ?) ORDER BY alert_id",
+        [gpu, gpu]).fetchall()
 
 
-def _runs_after(con, case_id: str, gpu: str | None, pool: str | None, metric: str, run_id: str,
-                limit: int) -> list[tuple[str, float | None]] | None:
-    """The last `limit` (run_id, value) of the series after the alert's run, oldest first; None
-    when the alert's run is no longer in the series (then nothing is decided)."""
-    column = {"median_us": "median_us", "gap_to_sdpa": "gap_to_sdpa"}[metric]
-    rows = con.execute(
-        f"""
-        WITH s AS (SELECT run_id, series_index, {column} AS value FROM case_series
-                   WHERE case_id = ? AND series_gpu IS NOT DISTINCT FROM ? AND series_pool IS NOT DISTINCT FROM ?),
-             step AS (SELECT min(series_index) AS step_index FROM s WHERE run_id = ?)
-        SELECT run_id, value FROM s
-        WHERE series_index > coalesce((SELECT step_index FROM step), 9223372036854775807)
-        ORDER BY series_index DESC LIMIT {int(limit)}
-        """,
-        [case_id, gpu, pool, run_id],
-    ).fetchall()
-    if not rows:
-        return None
-    return [(r[0], r[1]) for r in reversed(rows)]
+_ALERT_COLUMNS = "alert_id, case_id, gpu_name, pool, metric, run_id, baseline_value"
+_OPEN_STEP = ("status IN ('open', 'acknowledged') AND kind IN ('regression', 'improvement') "
+              "AND metric IN ('median_us', 'gap_to_sdpa') AND baseline_value > 0 AND run_id IS NOT NULL")
+
+# For every open step alert at once (`case_series` numbers all of main's results of the cases
+# asked for; a query per alert would do that once per alert): the last $3 runs of its series
+# after its step's run, oldest first. $1, $2: the GPU filter. An alert whose run is
+# no longer in its series gets no rows (nothing is decided).
+_RUNS_AFTER_SQL = f"""
+    WITH a AS (SELECT {_ALERT_COLUMNS} FROM alerts WHERE {_OPEN_STEP} AND ($1 IS NULL OR gpu_name = $2)),
+         s AS (SELECT case_id, series_gpu, series_pool, series_index, run_id, median_us, gap_to_sdpa
+               FROM case_series WHERE case_id IN (SELECT case_id FROM a)),
+         joined AS (SELECT a.alert_id, a.run_id AS step_run, a.metric, s.*
+                    FROM a JOIN s ON s.case_id = a.case_id AND s.series_gpu IS NOT DISTINCT FROM a.gpu_name
+                                 AND s.series_pool IS NOT DISTINCT FROM a.pool),
+         step AS (SELECT alert_id, min(series_index) AS step_index FROM joined WHERE run_id = step_run GROUP BY alert_id),
+         after AS (SELECT j.alert_id, j.run_id, j.series_index,
+                          CASE WHEN j.metric = 'median_us' THEN j.median_us ELSE j.gap_to_sdpa END AS value,
+                          row_number() OVER (PARTITION BY j.alert_id ORDER BY j.series_index DESC) AS back
+                   FROM joined j JOIN step USING (alert_id) WHERE j.series_index > step.step_index)
+    SELECT alert_id, run_id, value FROM after WHERE back <= $3 ORDER BY alert_id, series_index
+"""
 
 
 def find_recoveries(con, thresholds_for: Callable[[str | None], Thresholds], rules: CaseRules = CaseRules(),
                     only_gpu: str | None = None) -> list[Recovery]:
     """Every open step alert (on `only_gpu`, if given) whose series has been back within
     min_effect for resolve_after runs (read-only on `con`)."""
+    alerts = _open_step_alerts(con, only_gpu)
+    if not alerts:
+        return []
+    thresholds = {gpu: thresholds_for(gpu) for gpu in {a[2] for a in alerts}}
+    after: dict[int, list[tuple[str, float | None]]] = {}
+    limit = max(th.resolve_after for th in thresholds.values())
+    for alert_id, run, value in con.execute(_RUNS_AFTER_SQL, [only_gpu, only_gpu, limit]).fetchall():
+        after.setdefault(alert_id, []).append((run, value))
     out = []
-    for alert_id, case_id, gpu, pool, metric, run_id, baseline in _open_step_alerts(con, only_gpu):
-        th = thresholds_for(gpu)
+    for alert_id, case_id, gpu, pool, metric, run_id, baseline in alerts:
+        th = thresholds[gpu]
         effect = rules.min_effect(case_id, gpu, th.min_effect)
-        runs = _runs_after(con, case_id, gpu, pool, metric, run_id, th.resolve_after)
-        if runs is None or len(runs) < th.resolve_after:
+        runs = after.get(alert_id, [])[-th.resolve_after:]
+        if len(runs) < th.resolve_after:
             continue
         values = [v for _, v in runs]
         if any(v is None or not math.isfinite(v) or v <= 0 for v in values):
