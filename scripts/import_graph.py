@@ -34,21 +34,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "attnwatch"
 PACKAGES = ("kernels", "ci", "history", "app")
-_PURE_HISTORY = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.analysis",
-                           "history.contract"})
+# history's top-level modules: shared leaves that every role may import.
+_HISTORY_LEAVES = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.reproduce",
+                             "history.toml_files"})
+_PURE_HISTORY = _HISTORY_LEAVES | {"history.analysis", "history.contract"}
 # What a module may import from the project besides its own rule's prefix; the longest matching
 # source prefix decides.
 ALLOWED: dict[str, frozenset[str]] = {
     "kernels": frozenset({"kernels"}),
-    "history": frozenset({"history.errors", "history.temp_dirs"}),
-    "history.analysis": frozenset({"history.errors", "history.analysis"}),
-    "history.contract": frozenset({"history.errors", "history.analysis", "history.contract"}),
-    "history.store": frozenset({"history.errors", "history.temp_dirs", "history.contract", "history.store"}),
-    "history.ingest": frozenset({"history.errors", "history.temp_dirs", "history.analysis", "history.contract",
-                                 "history.store", "history.ingest"}),
-    "history.sql": frozenset({"history.errors", "history.temp_dirs", "history.store", "history.sql"}),
-    "history.detection": frozenset({"history.errors", "history.analysis", "history.contract", "history.store",
-                                    "history.detection"}),
+    "history": _HISTORY_LEAVES,
+    "history.analysis": _HISTORY_LEAVES | {"history.analysis"},
+    "history.contract": _HISTORY_LEAVES | {"history.analysis", "history.contract"},
+    "history.store": _HISTORY_LEAVES | {"history.contract", "history.store"},
+    "history.ingest": _PURE_HISTORY | {"history.store", "history.ingest"},
+    "history.sql": _HISTORY_LEAVES | {"history.store", "history.sql"},
+    "history.detection": _PURE_HISTORY | {"history.store", "history.detection"},
     "app": frozenset({"app", "history"}),
     "ci": frozenset({"ci", "kernels"}) | _PURE_HISTORY,
     "ci.cli": frozenset({"ci", "kernels", "history"}),

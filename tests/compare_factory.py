@@ -72,10 +72,10 @@ def make_rounds(fixtures_dir: Path, *, rounds: int = 3, slowdown: dict[str, floa
 
 
 def make_report(fixtures_dir: Path, **kwargs) -> CompareReport:
-    base, head = make_rounds(fixtures_dir, **{k: v for k, v in kwargs.items() if k != "method"})
+    base, head = make_rounds(fixtures_dir, **{k: v for k, v in kwargs.items() if k not in ("method", "rules")})
     method = kwargs.get("method", "hierarchical")
     th = load_thresholds(GPU)
-    cases = compare_rounds(base, head, th, method=method, resamples=400)
+    cases = compare_rounds(base, head, th, method=method, resamples=400, **({"rules": kwargs["rules"]} if "rules" in kwargs else {}))
     return CompareReport(base_sha="a" * 40, head_sha="c" * 40, merge_base_sha="a" * 40, gpu_name=GPU,
                          rounds=len(base), method=method, confidence=th.confidence, min_effect=th.min_effect,
                          shape_set="pr", created_at="2026-11-21T12:00:00Z", cases=cases,

@@ -1,7 +1,7 @@
 """A GitHub-compatible REST server on loopback for tests: real HTTP, in-memory state.
 
 Implements what attnwatch's client uses: commit -> associated pulls, open pulls, one pull, issue comments
-(list with Link pagination, create, update), GitHub's 65,536-character body limit (422), and
+(list with Link pagination, create, update), issues (list by state and label, create, close), GitHub's 65,536-character body limit (422), and
 scripted failures (403/429 with Retry-After or x-ratelimit-* headers) queued per request.
 Every request is recorded (method, path, Authorization header) so tests can check what was sent.
 """
@@ -24,6 +24,7 @@ class StubState:
     pulls: list[dict] = field(default_factory=list)  # {"number", "state", "head": {"sha", "repo": {...}}}
     associated: dict[str, list[int]] = field(default_factory=dict)  # sha -> PR numbers (same-repo PRs)
     comments: dict[int, list[dict]] = field(default_factory=dict)  # issue number -> comments
+    issues: list[dict] = field(default_factory=list)  # {"number", "title", "body", "state", "labels", "user"}
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)  # next responses to fail
     requests: list[dict] = field(default_factory=list)
     not_found: set[str] = field(default_factory=set)  # paths under /repos/{repo}/ answered 404, e.g. "pulls"
@@ -97,6 +98,24 @@ class _Handler(BaseHTTPRequestHandler):
         elif method == "GET" and rest == ["pulls"]:
             wanted = query.get("state", ["open"])[0]
             self._page([p for p in state.pulls if wanted == "all" or p["state"] == wanted], query)
+        elif rest == ["issues"] and method == "GET":
+            wanted, label = query.get("state", ["open"])[0], query.get("labels", [None])[0]
+            self._page([i for i in state.issues if (wanted == "all" or i["state"] == wanted)
+                        and (label is None or label in [lb["name"] for lb in i["labels"]])], query)
+        elif rest == ["issues"] and method == "POST":
+            with state.lock:
+                state.next_id += 1
+                issue = {"number": state.next_id, "title": body["title"], "body": body.get("body", ""), "state": "open",
+                         "labels": [{"name": n} for n in body.get("labels", [])], "user": {"login": "github-actions[bot]"}}
+                state.issues.append(issue)
+            self._send(201, issue)
+        elif method == "PATCH" and len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit():
+            found = [i for i in state.issues if i["number"] == int(rest[1])]
+            if not found:
+                self._send(404, {"message": "Not Found"})
+                return
+            found[0].update({k: v for k, v in body.items() if k in ("state", "title", "body")})
+            self._send(200, found[0])
         elif len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
             issue = int(rest[1])
             if method == "GET":

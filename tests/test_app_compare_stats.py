@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
-from attnwatch.app.data.compare import run_intervals
+from attnwatch.app.data.compare import run_intervals, judge, shown_verdicts
 from attnwatch.history.analysis.ab import hierarchical_intervals, hierarchical_ratio, verdict
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.analysis.statistics import resampled_medians
@@ -57,3 +58,21 @@ def test_planted_slowdown_on_real_noise_gets_ci_verdicts(h200_samples):
     assert {verdict(iv, h200.min_effect) for iv in same.values()} == {"no change"}
     assert {verdict(iv, h200.min_effect) for iv in regressed.values()} == {"regression"}
     assert {iv.method for iv in regressed.values()} == {"hierarchical"}
+
+
+def test_a_sure_slowdown_under_min_effect_reads_as_its_own_tier(h200_samples):
+    """+1.2% on every case: the interval excludes 1, the point is under the H200's 2%, so the
+    verdict stays 'no change' (it fails nothing) and the page shows 'slower, under the 2% threshold'."""
+    h200 = load_thresholds("NVIDIA H200")
+    base = {case: np.asarray(a) for case, (a, _) in h200_samples.items()}
+    head = {case: a * 1.012 for case, a in base.items()}
+    pair = pd.DataFrame({"case_id": list(base), "base_status": "ok", "head_status": "ok",
+                         "ratio": [1.012] * len(base), "base_correct": True, "head_correct": True})
+    for column in ("base_us", "head_us", *(f"{s}_{c}" for s in ("base", "head") for c in
+                                           ("converged", "rel_spread", "throttled_samples", "n_samples",
+                                            "graph_median_us", "timing_mode"))):
+        pair[column] = None
+    judged = judge(pair, base, head, "NVIDIA H200")
+    assert set(judged["verdict"]) == {"no change"}
+    shown = shown_verdicts(judged, h200.min_effect)
+    assert set(shown["shown"]) == {"slower, under the 2% threshold"}

@@ -427,3 +427,36 @@ def test_a_cell_without_a_value_is_shown_empty_not_as_none(history, monkeypatch,
     tables = list(at.dataframe)
     assert tables or page in ("views/push.py", "views/trends.py"), f"{page}: no table drawn to check"
     assert all(t.proto.placeholder == EMPTY_CELL for t in tables), page
+
+
+def test_compare_against_a_pinned_baseline(history, monkeypatch, tmp_path):
+    """history/analysis/baselines.toml pins a commit; the page compares any run with its newest run on the GPU."""
+    db, runs = history
+    pinned = tmp_path / "baselines.toml"
+    pinned.write_text(f'[[baseline]]\nname = "v1.2"\ncommit = "{"04c0ffee"}"\nreason = "release v1.2"\n')
+    monkeypatch.setenv("ATTNWATCH_BASELINES", str(pinned))
+    at = open_page(db, monkeypatch, "views/compare.py", baseline="v1.2", head=runs["after_step"])
+    assert not at.exception and at.radio(key="compare_mode").value == "pinned baseline"
+    assert any("release v1.2" in c for c in texts(at, "caption"))
+    table = frame_with(at, "verdict").set_index("case_id")
+    assert table.loc[REGRESSED_CASE, "verdict"] == "regression"
+    assert at.query_params["baseline"] in (["v1.2"], "v1.2")
+
+
+def test_every_result_offers_the_command_that_measures_it_again(history, monkeypatch):
+    """Run and Overview pages: `git checkout SHA && attnwatch run` for the exact case; Compare
+    page: the A/B of the two runs' commits for the exact case (history.reproduce)."""
+    db, runs = history
+    at = open_page(db, monkeypatch, "views/run.py", run=runs["after_step"])
+    table = frame_with(at, "measure_again").set_index("case_id")
+    variant, shape, dtype, mode = REGRESSED_CASE.split("/")
+    command = table.loc[REGRESSED_CASE, "measure_again"]
+    assert command.startswith("git checkout --detach ") and command.endswith(
+        f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype} --causal {'yes' if mode == 'causal' else 'no'}")
+    assert (table["measure_again"] != "").all()
+    overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
+    assert overview["measure_again"].str.contains(" && attnwatch run --shapes ").all()
+    at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
+    table = frame_with(at, "measure_again").set_index("case_id")
+    assert table.loc[REGRESSED_CASE, "measure_again"].startswith("attnwatch compare --base ")
+    assert f"--shapes {shape} --variants {variant}" in table.loc[REGRESSED_CASE, "measure_again"]

@@ -35,7 +35,7 @@ def _write(tmp_path, text):
 GOOD_DEFAULT = "\n".join(
     f'{k} = {v}\n{k}_reason = "because"'
     for k, v in dict(min_effect=0.03, confidence=0.95, min_persist=3, penalty_scale=2.0, sigma_floor=0.0005,
-                     min_series=6).items()
+                     min_series=6, resolve_after=3).items()
 )
 
 

@@ -132,11 +132,12 @@ def test_every_command_works_on_a_lake(lake_db, tmp_path, capsys):
     alerts = _count(lake_db, "SELECT count(*) FROM alerts")
     assert alerts >= 1, detected  # the failed correctness case
     assert cli_main(["--db", lake_db, "alerts", "ack", "1", "--note", "known", "--by", "ana"]) == 0
+    assert cli_main(["--db", lake_db, "alerts", "bisected", "1", "--commit", "c" * 40, "--by", "ana"]) == 0  # migration 009
     assert cli_main(["--db", lake_db, "alerts", "resolve", "1", "--by", "ana"]) == 0
     with open_read(lake_db) as con:
         assert con.execute("SELECT status FROM alerts WHERE alert_id = 1").fetchone() == ("resolved",)
         assert con.execute("SELECT list(action ORDER BY event_id) FROM alert_events WHERE alert_id = 1").fetchone()[0] == [
-            "opened", "acknowledged", "resolved"]
+            "opened", "acknowledged", "bisected", "resolved"]
         assert con.execute("SELECT count(DISTINCT event_id) = count(*) FROM alert_events").fetchone() == (True,)
     capsys.readouterr()
     assert cli_main(["--db", lake_db, "export", str(tmp_path / "export")]) == 0

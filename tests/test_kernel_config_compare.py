@@ -66,4 +66,4 @@ def test_a_version_1_compare_json_still_loads_with_no_configurations(fixtures_di
     old.write_text(json.dumps(document))
     loaded = load_report(old)
     assert all(c.base.kernel_configs == [] and c.head.kernel_configs == [] for c in loaded.cases)
-    assert loaded.schema_version == 2
+    assert loaded.schema_version == 3

@@ -185,10 +185,12 @@ def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
             if str(step.get("uses", "")).startswith("actions/checkout"):
                 assert step["with"].get("ref", "${{ github.event.repository.default_branch }}") == \
                     "${{ github.event.repository.default_branch }}"
-    # The history's credentials appear nowhere else.
+    # The history's credentials, and the alert webhook's URL (a credential too), appear nowhere else.
     for name, job_id, job in _all_jobs():
         if "secrets." in str(job):
-            assert "trusted" in _labels(job) and "ATTNWATCH_CATALOG_PASSWORD" in str(job), (name, job_id)
+            assert "trusted" in _labels(job), (name, job_id)
+            named = set(re.findall(r"secrets\.(\w+)", str(job)))
+            assert named and named <= {"ATTNWATCH_CATALOG_PASSWORD", "ATTNWATCH_WEBHOOK_URL"}, (name, job_id, named)
 
 
 def test_the_pr_event_never_reaches_a_trusted_job():

@@ -24,6 +24,7 @@ from attnwatch.app.data import quality
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.analysis.ab import ABInterval, hierarchical_intervals, verdict
 from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.analysis.tiers import FASTER_UNDER, SLOWER_UNDER, label, tier
 
 RESAMPLES = 2000  # bootstrap resamples per case: the 95% interval's 2.5% tails rest on 50 resamples each
 SEED = 0  # fixed: the same pair of runs always gets the same intervals
@@ -172,7 +173,8 @@ def judge(pair: pd.DataFrame, base_samples: dict[str, np.ndarray], head_samples:
 # What the Compare page reads per case (`shown`), in the order its rows come: what breaks a
 # kernel, then what got slower, then what moved without an interval to say so, the rest after.
 SHOWN_ORDER = {"correctness FAIL": 0, "regression": 1, "moved, no interval": 2, "improvement": 4,
-               "within min_effect, no interval": 5, "no change": 6, "correctness FAIL (base too)": 3}
+               SLOWER_UNDER: 4.5, FASTER_UNDER: 4.6, "within min_effect, no interval": 5, "no change": 6,
+               "correctness FAIL (base too)": 3}
 
 
 def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
@@ -182,21 +184,26 @@ def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
     wrong kernel's speed means nothing). Without samples there is no interval, so, as This
     push does, the ratio of the stored medians alone decides only whether the case moved by at
     least min_effect ('moved, no interval') or not. Status verdicts (crashed, new case) stay.
-    Rows: by SHOWN_ORDER (status verdicts between moved and improvements), then the largest
-    change first."""
-    shown = []
-    for verdict_, correctness, ratio in zip(table["verdict"], table["correctness"], table["ratio"]):
+    A 'no change' whose interval excludes 1 reads 'slower, under the 2% threshold' (or faster:
+    history.analysis.tiers), as in a PR comment. Rows: by SHOWN_ORDER (status verdicts between
+    moved and improvements), then the largest change first."""
+    shown, keys = [], []  # keys: what orders the row (SHOWN_ORDER), the tier for a timed verdict
+    for verdict_, correctness, ratio, low, high in zip(table["verdict"], table["correctness"], table["ratio"],
+                                                       table["ratio_low"], table["ratio_high"]):
         if correctness == "FAIL":
-            shown.append("correctness FAIL")
+            key = text = "correctness FAIL"
         elif correctness == "FAIL (base too)":
-            shown.append("correctness FAIL (base too)")
+            key = text = "correctness FAIL (base too)"
         elif verdict_ == NO_SAMPLES:
             moved = ratio is not None and not pd.isna(ratio) and abs(float(ratio) - 1.0) >= min_effect
-            shown.append("moved, no interval" if moved else "within min_effect, no interval")
+            key = text = "moved, no interval" if moved else "within min_effect, no interval"
         else:
-            shown.append(verdict_)
+            key = tier(verdict_, None if pd.isna(low) else float(low), None if pd.isna(high) else float(high))
+            text = label(key, min_effect)
+        shown.append(text)
+        keys.append(key)
     out = table.assign(shown=shown)
-    order = out["shown"].map(SHOWN_ORDER).fillna(2.5)
+    order = pd.Series(keys, index=out.index).map(SHOWN_ORDER).fillna(2.5)
     size = (pd.to_numeric(out["ratio"], errors="coerce") - 1.0).abs().fillna(-1.0)
     return (out.assign(_order=order, _size=-size).sort_values(["_order", "_size"], kind="stable")
             .drop(columns=["_order", "_size"]).reset_index(drop=True))

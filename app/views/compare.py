@@ -10,6 +10,8 @@ from attnwatch.app.data import compare, defaults, quality, runs, timers
 from attnwatch.app.url_state import UrlState, url_text
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.links import parse_commit_range
+from attnwatch.history.analysis import baselines, tiers
+from attnwatch.history import reproduce
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -21,7 +23,9 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
     return {
         "shown": st.column_config.TextColumn("verdict", width=150,
                                              help="correctness first; 'moved, no interval': the stored medians differ by at "
-                                                  "least min_effect but no samples were stored for an interval"),
+                                                  "least min_effect but no samples were stored for an interval; "
+                                                  "'slower, under the 2% threshold': the interval excludes no change, "
+                                                  "the median moved by less than min_effect"),
         "variant": st.column_config.TextColumn("variant", width=110),
         "shape_id": st.column_config.TextColumn("shape", width=95),
         "dtype": st.column_config.TextColumn("dtype", width=48),
@@ -44,6 +48,8 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
         "base_status": st.column_config.TextColumn("base status"),
         "head_status": st.column_config.TextColumn("head status"),
         "verdict": st.column_config.TextColumn("timing verdict", help="from the latency alone (interval, or ratio only)"),
+        "measure_again": st.column_config.TextColumn("measure again", help="the command that A/Bs this case between the "
+                                                     "two runs' commits in one job (history.reproduce)"),
         "case_id": st.column_config.TextColumn("case id"),
     }
 
@@ -105,20 +111,54 @@ def pick_commits(source, gpu, url: UrlState):
     return chosen[0], chosen[1]
 
 
+def pick_baseline(source, gpu, url: UrlState):
+    """Base and head run ids in 'pinned baseline' mode: the base is the baseline's pinned run, or
+    its commit's newest run on `gpu` (history.analysis.baselines); the head any run, as in 'runs' mode."""
+    pinned = {b.name: b for b in baselines.load_baselines()}
+    url.choice("compare_baseline", "baseline", list(pinned), next(iter(pinned)))
+    name = st.selectbox("pinned baseline (history/analysis/baselines.toml)", list(pinned), key="compare_baseline",
+                        format_func=lambda n: pinned[n].describe())
+    chosen = pinned[name]
+    st.caption(f"{ui.md(chosen.name)}: {ui.md(chosen.reason)}")
+    found = (runs.runs_by_id(source, (chosen.run,)) if chosen.run else runs.newest_run_of_commit(source, chosen.commit, gpu))
+    if chosen.run and not found.empty and str(found["gpu"].iloc[0]) != gpu:
+        found = found.iloc[0:0]  # a pinned run of another GPU is no baseline for this one
+    if found.empty:
+        st.error(f"Baseline {ui.md(chosen.describe())} has no run on {ui.md(gpu)} in this history: nothing is compared.")
+        return None, None
+    base = str(found["run_id"].iloc[0])
+    frame = runs.find_runs(source, "", gpu, PICKER_RUNS)
+    labels = {**_labels(runs.runs_by_id(source, tuple(v for v in (url_text("head"),) if v)), "run_id"),
+              **_labels(frame, "run_id")}
+    ids = [i for i in labels if i != base]
+    if not ids:
+        st.info(f"{ui.md(gpu)} has no other run to compare with the baseline.")
+        return None, None
+    url.choice("compare_head_runs", "head", ids, ids[0])
+    head = st.selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
+    st.caption(f"Comparing run {ui.md(head)} (head) with the baseline's run {ui.md(base)}.")
+    return base, head
+
+
 def compare_page(source, shape):
     url = UrlState()
     named_head = url_text("head") or url_text("base")
     header = runs.run_header(source, named_head) if named_head else None
     run_gpu = None if header is None or header.empty else str(header["gpu_name"].iloc[0] or header["device_kind"].iloc[0])
     gpu = ui.gpu_picker(shape, key="compare_gpu", url=url, default=run_gpu or defaults.focus(source).gpu)
-    if "compare_mode" not in st.session_state or (url_text("commits") and st.session_state.get("compare_mode") != "commits"):
-        st.session_state["compare_mode"] = "commits" if url_text("commits") else "runs"
-    mode = st.radio("compare", ["runs", "commits"], horizontal=True, key="compare_mode")
-    base, head = pick_commits(source, gpu, url) if mode == "commits" else pick_runs(source, gpu, url)
+    modes = ["runs", "commits"] + (["pinned baseline"] if baselines.load_baselines() else [])
+    linked = "commits" if url_text("commits") else "pinned baseline" if url_text("baseline") in (b.name for b in baselines.load_baselines()) else None
+    if "compare_mode" not in st.session_state or (linked and st.session_state.get("compare_mode") != linked):
+        st.session_state["compare_mode"] = linked or "runs"
+    mode = st.radio("compare", modes, horizontal=True, key="compare_mode")
+    pick = {"commits": pick_commits, "pinned baseline": pick_baseline}.get(mode, pick_runs)
+    base, head = pick(source, gpu, url)
     if mode == "commits":
-        url.publish(base=None, head=None)
+        url.publish(base=None, head=None, baseline=None)
+    elif mode == "pinned baseline":
+        url.publish(base=None, commits=None)
     else:
-        url.publish(commits=None)
+        url.publish(commits=None, baseline=None)
     if base is None:
         return
     if base == head:
@@ -137,12 +177,15 @@ def show_comparison(source, base, head, gpu) -> None:
         "in the interval; a same-job A/B over several rounds (what PR comments use) puts it there."
     )
     table = compare.shown_verdicts(table, thresholds.min_effect)
+    shas = runs.runs_by_id(source, (base, head)).set_index("run_id")["commit_sha"]
+    table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head)) or "" for c in table["case_id"]]
     counts = table["shown"].value_counts()
     not_run = int((table["correctness"] == "not run").sum())
     failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))
+    under = [tiers.label(t, thresholds.min_effect) for t in tiers.UNDER]
     named = ["correctness FAIL", "correctness FAIL (base too)", "regression", "moved, no interval", "improvement",
-             "no change", "within min_effect, no interval"]
-    cols = st.columns(6)
+             "no change", "within min_effect, no interval", *under]
+    cols = st.columns(7)
     cols[0].metric("correctness failures", failing if not_run < len(table) else "not run",
                    help=f"{not_run} case(s) without a correctness check in the head run" if not_run else None)
     cols[1].metric("regressions", int(counts.get("regression", 0)))
@@ -150,7 +193,10 @@ def show_comparison(source, base, head, gpu) -> None:
                    help=f"stored medians differ by at least min_effect ({thresholds.min_effect:.1%}); no samples for an interval")
     cols[3].metric("improvements", int(counts.get("improvement", 0)))
     cols[4].metric("no change", int(counts.get("no change", 0) + counts.get("within min_effect, no interval", 0)))
-    cols[5].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
+    cols[5].metric("under threshold", int(counts.reindex(under).fillna(0).sum()),
+                   help=f"the interval excludes no change, but the median moved by less than {thresholds.min_effect:.1%}: "
+                        "real, too small to be a regression or improvement")
+    cols[6].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
     verdicts = list(dict.fromkeys(table["shown"]))
     shown = st.multiselect("verdicts shown", verdicts, default=verdicts, key="compare_verdicts")
     view = table[table["shown"].isin(shown)]

@@ -10,6 +10,7 @@ from attnwatch.app import ui
 from attnwatch.app.data import defaults, overview, quality, runs, timers
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history import reproduce
 
 SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
 TEXT_COLUMNS = ("fastest_backend", "error", "marks")  # an empty cell reads empty, never "None"
@@ -54,6 +55,8 @@ def case_columns(timer: str, timer_help: str) -> dict:
         "n_samples": st.column_config.NumberColumn("samples"),
         "error": st.column_config.TextColumn("error"),
         "case_id": st.column_config.TextColumn("case id"),
+        "measure_again": st.column_config.TextColumn("measure again", help="the command that measures this case again at "
+                                                     "this run's commit (history.reproduce)"),
     }
 
 
@@ -122,7 +125,9 @@ def overview_page(source, shape):
         )
     ui.run_caption(run)
     cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
-    cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases))
+    cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases),
+                         measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None) or ""
+                                        for c in cases["case_id"]])
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
     metrics(cases)
     if cases["gap_to_sdpa"].isna().all():

@@ -9,6 +9,7 @@ from attnwatch.app import ui
 from attnwatch.app.data import quality, runs, timers
 from attnwatch.app.url_state import UrlState, url_text
 from attnwatch.history.links import compare_query
+from attnwatch.history import reproduce
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -26,6 +27,9 @@ def result_columns(timer: str, timer_help: str) -> dict:
         "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
         "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85, help=measured),
         "marks": st.column_config.TextColumn("marks", width=160),
+        "measure_again": st.column_config.TextColumn(
+            "measure again", width=200, help="the command that measures this case again at this run's commit "
+                                             "(history.reproduce): copy it into a checkout of the repository"),
     }
 
 
@@ -69,7 +73,10 @@ def run_page(source, shape):
     if results.empty:
         st.info("This run stored no case results (it may have failed before any case ran).")
     else:
-        results = results.assign(correctness=results["correct"].map(quality.correctness_text), marks=quality.marks(results))
+        device = "cpu" if str(run.device_kind) == "cpu" else None  # a CPU run is measured again on a CPU
+        results = results.assign(correctness=results["correct"].map(quality.correctness_text), marks=quality.marks(results),
+                                 measure_again=[reproduce.run_command(c, run.commit_sha, device) or ""
+                                                for c in results["case_id"]])
         st.subheader("Cases")
         if results["correct"].isna().all():
             st.info("Correctness was not checked in this run: every case reads 'not run'.")

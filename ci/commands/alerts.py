@@ -32,12 +32,19 @@ def register(subparsers) -> None:
                     help="print each alert's trend on this dashboard (default $ATTNWATCH_DASHBOARD_URL)")
     ls.set_defaults(func=_list)
     for name, helptext, fn in (("ack", "acknowledge an alert (a note is required)", _ack),
-                               ("resolve", "resolve an alert", _resolve)):
+                               ("resolve", "resolve an alert", _resolve),
+                               ("bisected", "record the commit a bisection placed the alert's step at", _bisected)):
         q = sub.add_parser(name, help=helptext)
         q.add_argument("alert_id", type=int, metavar="ID")
+        if name == "bisected":
+            q.add_argument("--commit", required=True, help="the commit the bisection found")
         q.add_argument("--note", required=(name == "ack"), default="")
         q.add_argument("--by", default=None, help="who (default: $GITHUB_ACTOR or the login name)")
         q.set_defaults(func=fn)
+    n = sub.add_parser("notify", help="send every alert event since a time to the configured webhook / GitHub issues "
+                                      "($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)")
+    n.add_argument("--since", required=True, help="UTC date or date-time (ISO 8601), e.g. 2026-11-26T06:00")
+    n.set_defaults(func=_notify)
 
 
 def _list(args) -> int:
@@ -78,11 +85,26 @@ def _trend_link(dashboard_url: str | None, alert) -> str | None:
     return url(dashboard_url, "trends", query) if query else None
 
 
+def transition(alert, action: str, note: str | None = None, actor: str | None = None):
+    """The notification of one transition, with the alert's trend link ($ATTNWATCH_DASHBOARD_URL)."""
+    from attnwatch.ci.notify.messages import Transition
+
+    return Transition.of(alert, action, note, actor, link=_trend_link(os.environ.get("ATTNWATCH_DASHBOARD_URL"), alert))
+
+
+def announce(pairs) -> list[str]:
+    """Send (alert, action[, note, actor]) transitions where the environment says (ci.notify.dispatch)."""
+    from attnwatch.ci.notify.dispatch import announce as send
+
+    return send([transition(*p) for p in pairs])
+
+
 def _ack(args) -> int:
     from attnwatch.history.detection.alerts import acknowledge
 
     a = acknowledge(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} acknowledged by {a.actor}: {a.note}")
+    announce([(a, "acknowledged")])
     return 0
 
 
@@ -91,4 +113,33 @@ def _resolve(args) -> int:
 
     a = resolve(args.db, args.alert_id, args.note, args.by or _default_actor())
     print(f"alert {a.alert_id} resolved by {a.actor}" + (f": {a.note}" if a.note else ""))
+    announce([(a, "resolved")])
     return 0
+
+
+def _bisected(args) -> int:
+    from attnwatch.history.detection.alerts import alert_events, record_bisected
+
+    a = record_bisected(args.db, args.alert_id, args.commit, args.note, args.by or _default_actor())
+    event = alert_events(args.db, a.alert_id)[-1]
+    print(f"alert {a.alert_id}: {event.note} (recorded by {event.actor})")
+    announce([(a, "bisected", event.note, event.actor)])
+    return 0
+
+
+def _notify(args) -> int:
+    from datetime import datetime, timezone
+
+    from attnwatch.ci.errors import UserError
+    from attnwatch.history.detection.alerts import events_since
+
+    try:
+        since = datetime.fromisoformat(args.since)
+    except ValueError:
+        raise UserError(f"--since: expected an ISO 8601 date or date-time, got {args.since[:40]!r}") from None
+    if since.tzinfo is not None:
+        since = since.astimezone(timezone.utc).replace(tzinfo=None)
+    events = events_since(args.db, since)
+    failures = announce([(a, e.action, e.note, e.actor) for a, e in events])
+    print(f"alerts notify: {len(events)} events since {since:%Y-%m-%d %H:%M} UTC, {len(failures)} not delivered")
+    return 1 if failures else 0

@@ -32,11 +32,14 @@ from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
 from attnwatch.history.analysis.ab import METHODS
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.contract.validate import SHA_PATTERN
+from attnwatch.history.analysis.case_rules import load_case_rules
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("compare", help="A/B the merge base against the head on this GPU; write compare.json")
     p.add_argument("--base", help="base revision (the merge base with --head is what gets measured)")
+    p.add_argument("--baseline", help="a pinned baseline of history/analysis/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
+                                      "its commit is measured against the head")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--shapes", default="pr", help="shape set (default pr)")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
@@ -53,6 +56,8 @@ def register(subparsers) -> None:
                    help="interval of head/base: paired t over rounds, two-level or pooled bootstrap "
                         "(default: ci/run_config.toml [compare])")
     p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
+    p.add_argument("--case-rules", help="per-case min effect and ignore rules (default history/analysis/case_rules.toml "
+                                        "or $ATTNWATCH_CASE_RULES)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
@@ -76,13 +81,16 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
 
     if args.base_root:
         return _measure_checkout(args, out)
+    if args.baseline:
+        args.base = pinned_base(args.baseline, args.base)
     if not args.base:
         raise UserError("--base is required unless --base-bundles/--head-bundles or --base-root are given")
     repo = repo_root(Path.cwd())
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
     mb = merge_base(repo, base_sha, head_sha)
-    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "base_ref": args.base, "head_ref": args.head}
+    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
+            "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
     commits = {"base": mb, "head": head_sha}
     # The head is measured from this very checkout when it is the one being asked for; any other
     # head revision (or another repository) gets its own worktree too.
@@ -92,6 +100,18 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
             return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
         with worktree(repo, head_sha, "head") as head_root:
             return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
+
+
+def pinned_base(name: str, base: str | None) -> str:
+    """The commit a pinned baseline names (history.analysis.baselines), as compare's --base."""
+    from attnwatch.history.analysis.baselines import find_baseline
+
+    if base:
+        raise UserError("--baseline and --base name the same thing: give one")
+    baseline = find_baseline(name)
+    if not baseline.commit:
+        raise UserError(f"baseline {name}: pins run {baseline.run}; compare measures commits, so pin its commit to use it here")
+    return baseline.commit
 
 
 def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
@@ -141,6 +161,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     cases = plan_for(args)
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
+    load_case_rules(args.case_rules)  # a broken rules file fails before any GPU time is spent
     options = session_options(args, kind, thresholds)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
@@ -199,7 +220,8 @@ def _run(args) -> int:
     env = head[0].environment
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
-                           resamples=extra.get("resamples", compare_setting("resamples")))
+                           resamples=extra.get("resamples", compare_setting("resamples")),
+                           rules=load_case_rules(args.case_rules))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

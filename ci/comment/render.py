@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 from attnwatch.ci.comment.escape import md_code, md_text, safe_url
 from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
-from attnwatch.history import links as dashboard
+from attnwatch.history import links as dashboard, reproduce
 from attnwatch.history.analysis.kernel_config import change_text
+from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 
 MARKER = "<!-- attnwatch:compare -->"
 GITHUB_BODY_LIMIT = 65536
@@ -63,6 +64,25 @@ def _gap(case: CaseComparison) -> str:
 
 _VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no change": "no change", "failed": "⚠️ failed",
                  "new": "new (no base)", "removed": "removed", "skipped": "skipped"}
+_UNDER_MARK = {SLOWER_UNDER: "🟡 ", UNDER[1]: "🔵 "}
+
+
+def _case_tier(c: CaseComparison) -> str:
+    return tier(c.verdict, c.low, c.high)
+
+
+def _mark(c: CaseComparison, min_effect: float) -> str:
+    """The verdict cell: a sure change under min_effect (the case's own where case rules give
+    one) reads 'slower, under the 2% threshold' (history.analysis.tiers), never 'no change';
+    an ignored case says so."""
+    t = _case_tier(c)
+    mark = _UNDER_MARK[t] + label(t, c.effect(min_effect)) if t in UNDER else _VERDICT_MARK[c.verdict]
+    return mark + (" (ignored)" if c.ignored else "")
+
+
+def under_threshold(report: CompareReport) -> list[CaseComparison]:
+    """Cases whose interval excludes 1 by less than min_effect: real, but under the threshold."""
+    return [c for c in report.cases if _case_tier(c) in UNDER and not c.ignored]
 
 
 def _count(n: int, noun: str, rest: str = "") -> str:
@@ -73,14 +93,20 @@ def _count(n: int, noun: str, rest: str = "") -> str:
 def headline(report: CompareReport) -> str:
     """The one-line verdict."""
     counted = ((report.correctness_failures, "correctness failure", ""), (report.regressions, "regression", ""),
-               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""))
+               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""),
+               (report.ignored, "ignored case", ""))
     parts = [_count(len(cases), noun, rest) for cases, noun, rest in counted if cases]
     if not report.cases:
         return "### ⚠️ attnwatch: no cases were compared"
     bad = report.should_fail()
     icon = "❌" if bad else "✅"
+    under = [_case_tier(c) for c in under_threshold(report)]
     if not parts:
-        parts.append(f"no significant change in {len(report.cases)} cases")
+        parts.append(f"no change of ±{percent(report.min_effect)} or more in {len(report.cases)} cases" if under
+                     else f"no significant change in {len(report.cases)} cases")
+    for t in UNDER:  # sure, but under the threshold: said, never counted as 'no change'
+        if under.count(t):
+            parts.append(f"{under.count(t)} {label(t, report.min_effect)}")
     return f"### {icon} attnwatch: " + ", ".join(parts)
 
 
@@ -90,8 +116,10 @@ INTERVAL_NAMES = {"rounds-t": "paired-t (over rounds)", "hierarchical": "two-lev
 
 def _context_line(report: CompareReport) -> str:
     method = INTERVAL_NAMES.get(report.method, report.method)
+    base = (f"pinned {md_text(report.base_ref, 120)} at" if report.base_ref.startswith("baseline ")
+            else "merge base")
     return (
-        f"Head {md_code(report.head_sha[:12])} vs merge base {md_code(report.merge_base_sha[:12])} "
+        f"Head {md_code(report.head_sha[:12])} vs {base} {md_code(report.merge_base_sha[:12])} "
         f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} interval of "
         f"head/base median; flagged when the interval excludes 1 and the median moved by at least ±{report.min_effect:.1%}."
     )
@@ -124,13 +152,15 @@ def _correctness_section(report: CompareReport) -> list[str]:
     rows = report.correctness_failures
     if not rows:
         return []
-    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error |", "|---|---:|---:|:-:|---|"]
+    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error | measure again |",
+             "|---|---:|---:|:-:|---|---|"]
     body = []
     for c in rows:
         h = c.head
         err = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
         base_ok = {True: "yes", False: "no", None: "—"}[c.base.correct]
-        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} |")
+        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} "
+                    f"| {_reproduce(c, report)} |")
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
@@ -142,7 +172,7 @@ def _config_section(report: CompareReport) -> list[str]:
     for c in sorted(report.cases, key=lambda c: c.case_id):
         if c.config_change:
             base, head = c.config_change
-            rows.append(f"- {md_code(c.case_id)} ({_VERDICT_MARK[c.verdict]}): {change_text(md_code(base), md_code(head))} "
+            rows.append(f"- {md_code(c.case_id)} ({_mark(c, report.min_effect)}): {change_text(md_code(base), md_code(head))} "
                         "on the head; the difference may be the configuration, not the code")
         for side_name, side in (("base", c.base), ("head", c.head)):
             if len(side.kernel_configs) > 1:
@@ -154,15 +184,23 @@ def _config_section(report: CompareReport) -> list[str]:
     return ["#### Kernel configuration changes", "", *_table(rows, SECTION_BUDGET, "configuration changes")[0], ""]
 
 
-def _change_row(c: CaseComparison, plot_url: str | None = None, linked: bool = False) -> str:
-    """One case's row; with `linked`, a last cell linking to its trend on the dashboard."""
-    row = (f"| {md_code(c.case_id)} | {_VERDICT_MARK[c.verdict]} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
-           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} |")
+def _reproduce(c: CaseComparison, report: CompareReport) -> str:
+    """The command that A/Bs this case again (history.reproduce), as a code span."""
+    command = reproduce.compare_command(c.case_id, report.merge_base_sha, report.head_sha, method=report.method,
+                                        rounds=report.rounds)
+    return md_code(command, 400) if command else "—"
+
+
+def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None = None, linked: bool = False) -> str:
+    """One case's row, ending with the command that measures it again; with `linked`, a last
+    cell linking to its trend on the dashboard."""
+    row = (f"| {md_code(c.case_id)} | {_mark(c, report.min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |")
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
-_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head |",
-                  "|---|---|---:|---:|---:|---|---|"]
+_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head | measure again |",
+                  "|---|---|---:|---:|---:|---|---|---|"]
 _LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
 
 
@@ -182,11 +220,12 @@ def _trend_url(report: CompareReport, case: CaseComparison, dash_url: str | None
 def _failed_section(report: CompareReport) -> list[str]:
     if not report.failed:
         return []
-    lines = ["#### Cases not measured", "", "| case | base | head | error |", "|---|---|---|---|"]
+    lines = ["#### Cases not measured", "", "| case | base | head | error | measure again |", "|---|---|---|---|---|"]
     body = []
     for c in report.failed:
         err = c.head.error or c.base.error or ""
-        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} |")
+        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} "
+                    f"| {_reproduce(c, report)} |")
     return lines + _table(body, SECTION_BUDGET, "unmeasured cases")[0] + [""]
 
 
@@ -204,6 +243,28 @@ def _ncu_section(report: CompareReport) -> list[str]:
     return lines
 
 
+def _under_section(report: CompareReport, budget: int) -> list[str]:
+    """Sure changes under min_effect (history.analysis.tiers): listed apart, slower first, with
+    what they mean; they fail nothing."""
+    under = sorted(under_threshold(report), key=lambda c: (_case_tier(c) != SLOWER_UNDER, -abs((c.ratio or 1.0) - 1.0)))
+    if not under:
+        return []
+    rows, _ = _table([_change_row(c, report) for c in under], max(budget, 1000), "changes under the threshold")
+    return [f"#### Sure changes under the ±{percent(report.min_effect)} threshold", "",
+            f"The interval excludes no change, but the median moved by less than {percent(report.min_effect)}: real "
+            "on this job's worker processes, too small to fail the check (a process keeps an offset of up to about "
+            "±1% for its life, docs/benchmarks.md).", "", *_CHANGE_HEADER, *rows, ""]
+
+
+def _ignored_section(report: CompareReport) -> list[str]:
+    """Cases an ignore rule of history/analysis/case_rules.toml covers: measured and shown, failing nothing."""
+    rows = [f"- {md_code(c.case_id)}: {_VERDICT_MARK[c.verdict]}, {md_text(c.ignored or '', 600)}"
+            for c in report.ignored]
+    if not rows:
+        return []
+    return ["#### Ignored cases (history/analysis/case_rules.toml)", "", *_table(rows, SECTION_BUDGET, "ignored cases")[0], ""]
+
+
 def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
     """Keep as many rows as fit in `budget` characters; return (rows, how many were left out)."""
     kept, used = [], 0
@@ -217,13 +278,14 @@ def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
 
 def render_comment(report: CompareReport, links: Links = Links()) -> str:
     """The whole comment body (marker first), under GitHub's 65,536-character limit."""
-    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement")),
+    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement") and not c.ignored),
                          key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
     head = [MARKER, headline(report), "", _context_line(report), ""]
     head += _notes(report)
     head += _correctness_section(report)
     head += _failed_section(report)
     head += _config_section(report)
+    head += _ignored_section(report)
     tail = []
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     root = safe_url(links.dashboard_root or links.dashboard_url)
@@ -242,16 +304,17 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     fixed = "\n".join(head + tail)
     ncu = _ncu_section(report)
     budget = BODY_BUDGET - len(fixed)
-    change_rows = [_change_row(c, _trend_url(report, c, root), linked=bool(root)) for c in significant]
+    change_rows = [_change_row(c, report, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
     sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
            else [f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.", ""])
+    sig += _under_section(report, budget // 4)
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
         ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
     budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
-    all_rows = [_change_row(c) for c in sorted(report.cases, key=lambda c: c.case_id)]
+    all_rows = [_change_row(c, report) for c in sorted(report.cases, key=lambda c: c.case_id)]
     full, _ = _table(all_rows, max(budget - 400, 0), "cases")
     details = ["<details><summary>All " + str(len(report.cases)) + " cases</summary>", "", *_CHANGE_HEADER, *full, "", "</details>", ""]
     return "\n".join(head + sig + ncu + details + tail) + "\n"

@@ -10,6 +10,7 @@ from attnwatch.ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
 from attnwatch.history.analysis.ab import ratio_interval, verdict
 from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.statistics import median
+from attnwatch.history.analysis.case_rules import CaseRules
 
 
 def _side(rounds: list[CaseRound | None]) -> SideResult:
@@ -65,13 +66,14 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
                    method: str, resamples: int, seed: int = 0,
-                   confidence: float | None = None) -> list[CaseComparison]:
+                   confidence: float | None = None, rules: CaseRules = CaseRules()) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
     A case is judged on the rounds it was measured in (a sequential compare stops measuring a
     decided case: ci/compare/sequential.py). `confidence`: the interval's level, default the
     thresholds'; a sequential compare passes its per-look level, which reproduces the interval
-    of the look the case stopped at (same rounds, same seed).
+    of the look the case stopped at (same rounds, same seed). `rules` (history/analysis/case_rules.toml):
+    a case's own min_effect, and the ignore rule it falls under, both recorded on the case.
     """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []
@@ -83,12 +85,16 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
         comp = CaseComparison(case_id=cid, variant=info.variant, shape_id=info.shape_id, dtype=info.dtype,
                               causal=info.causal, verdict="failed", base=b_side, head=h_side,
                               correctness_failed=h_side.correct is False)
+        min_effect = rules.min_effect(cid, thresholds.gpu, thresholds.min_effect)
+        comp.min_effect = None if min_effect == thresholds.min_effect else min_effect
+        rule = rules.ignored(cid, thresholds.gpu)
+        comp.ignored = rule.text() if rule else None
         if b_side.status == "ok" and h_side.status == "ok":
             iv = ratio_interval([r.samples_us for r in b_rounds if r is not None],
                                 [r.samples_us for r in h_rounds if r is not None], method=method,
                                 confidence=confidence or thresholds.confidence, resamples=resamples, seed=seed)
             comp.ratio, comp.low, comp.high = iv.ratio, iv.low, iv.high
-            comp.verdict = verdict(iv, thresholds.min_effect)
+            comp.verdict = verdict(iv, min_effect)
         else:
             comp.verdict = _unmeasured_verdict(b_side.status, h_side.status)
         if comp.verdict == "regression":

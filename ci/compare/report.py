@@ -22,7 +22,7 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 2  # v2: SideResult.kernel_configs
+COMPARE_SCHEMA_VERSION = 3  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -54,8 +54,20 @@ def compare_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def compare_v2_to_v3(document: dict) -> dict:
+    """compare.json v2 -> v3: each case gains its own min_effect and ignore rule (v2 had neither:
+    the report's min_effect, not ignored)."""
+    for case in document.get("cases") or []:
+        if isinstance(case, dict):
+            case.setdefault("min_effect", None)
+            case.setdefault("ignored", None)
+    document["schema_version"] = 3
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
-COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2}
+COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
+                                                      (COMPARE_SCHEMA, 2): compare_v2_to_v3}
 
 
 class ReportError(UserError):
@@ -113,6 +125,14 @@ class CaseComparison:
     high: float | None = rule(None, positive=True)
     correctness_failed: bool = False  # head failed correctness (base's failures are not the PR's)
     ncu: list[NcuDelta] = rule(default_factory=list, max_items=100)
+    # The case's own min_effect where history/analysis/case_rules.toml gives one (None: the report's), and
+    # the ignore rule it fell under ("ignored until DATE: reason"; None: not ignored).
+    min_effect: float | None = rule(None, positive=True)
+    ignored: str | None = rule(None, max_len=MAX_TEXT)
+
+    def effect(self, report_min_effect: float) -> float:
+        """The min_effect this case was judged by."""
+        return report_min_effect if self.min_effect is None else self.min_effect
 
     @property
     def config_change(self) -> tuple[str, str] | None:
@@ -145,19 +165,25 @@ class CompareReport:
 
     @property
     def regressions(self) -> list[CaseComparison]:
-        return [c for c in self.cases if c.verdict == "regression"]
+        """Regressions that count. An ignored case (history/analysis/case_rules.toml) counts in none of these
+        lists and fails no check: it is listed apart, with its rule."""
+        return [c for c in self.cases if c.verdict == "regression" and not c.ignored]
+
+    @property
+    def ignored(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.ignored]
 
     @property
     def improvements(self) -> list[CaseComparison]:
-        return [c for c in self.cases if c.verdict == "improvement"]
+        return [c for c in self.cases if c.verdict == "improvement" and not c.ignored]
 
     @property
     def correctness_failures(self) -> list[CaseComparison]:
-        return [c for c in self.cases if c.correctness_failed]
+        return [c for c in self.cases if c.correctness_failed and not c.ignored]
 
     @property
     def failed(self) -> list[CaseComparison]:
-        return [c for c in self.cases if c.verdict == "failed"]
+        return [c for c in self.cases if c.verdict == "failed" and not c.ignored]
 
     def should_fail(self) -> bool:
         """What `--fail-on regression` fails on: a regression, a correctness failure, a lost case,

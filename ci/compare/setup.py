@@ -30,9 +30,9 @@ def load_variant_modules(args) -> None:
 
 
 def plan_for(args) -> list[PlannedCase]:
-    """Variants are the head's registry (a variant the base lacks shows up as `new`)."""
-    if args.shapes not in SHAPE_SETS:
-        raise UserError(f"--shapes: unknown shape set {args.shapes!r}; known: {', '.join(SHAPE_SETS)}")
+    """Variants are the head's registry (a variant the base lacks shows up as `new`). --shapes is a
+    shape set or comma-separated shape ids, as for `attnwatch run` (one case's reproduce command,
+    history.reproduce, names its shape id)."""
     load_variant_modules(args)
     return select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind="cuda").cases
 
@@ -56,7 +56,7 @@ def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
     """What the command line sets; every other setting is SessionOptions' own (ci/run_config.toml)."""
     return SessionOptions(
         device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
-        design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes,
+        design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes if args.shapes in SHAPE_SETS else "custom",
         method=args.method, correctness=not args.no_correctness, case_timeout_s=args.case_timeout or None,
         extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
         workers_per_side=args.workers_per_side or None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from attnwatch.ci.compare.report import CompareReport
+from attnwatch.history.analysis.tiers import UNDER, label, tier
 
 
 def _f(value: float | None, spec: str) -> str:
@@ -10,7 +11,7 @@ def _f(value: float | None, spec: str) -> str:
 
 
 def format_table(report: CompareReport) -> str:
-    header = f"{'case':<44} {'verdict':<12} {'base us':>10} {'head us':>10} {'delta':>7} {'interval':>17} {'gap base->head':>15}"
+    header = f"{'case':<44} {'verdict':<31} {'base us':>10} {'head us':>10} {'delta':>7} {'interval':>17} {'gap base->head':>15}"
     lines = [
         f"compare: head {report.head_sha[:12]} vs merge base {report.merge_base_sha[:12]} on {report.gpu_name}, "
         f"up to {report.rounds} rounds/side, {report.confidence:.0%} {report.method} interval, min effect {report.min_effect:.1%}",
@@ -22,9 +23,12 @@ def format_table(report: CompareReport) -> str:
         interval = "-" if c.low is None else f"[{(c.low - 1) * 100:+.1f}%,{(c.high - 1) * 100:+.1f}%]"
         gap = f"{_f(c.base.gap_to_sdpa, '.3f')}->{_f(c.head.gap_to_sdpa, '.3f')}"
         flag = " INCORRECT" if c.correctness_failed else ""
-        lines.append(f"{c.case_id[:44]:<44} {c.verdict:<12} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
+        shown = label(tier(c.verdict, c.low, c.high), report.min_effect)  # a sure change under min_effect says so
+        lines.append(f"{c.case_id[:44]:<44} {shown:<31} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
                      f"{delta:>7} {interval:>17} {gap:>15}{flag}")
     lines += [f"note: {n}" for n in report.notes]
+    under = sum(tier(c.verdict, c.low, c.high) in UNDER for c in report.cases)
     lines.append(f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
+                 f"{under} sure changes under the min effect, "
                  f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured")
     return "\n".join(lines)

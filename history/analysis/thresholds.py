@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
 from attnwatch.history.errors import HistoryError
+from attnwatch.history.toml_files import read_toml
 
 # The repository's own file; `--thresholds` or $ATTNWATCH_THRESHOLDS select another.
 REPO_THRESHOLDS = Path(__file__).resolve().parent / "thresholds.toml"
@@ -29,7 +29,9 @@ class Thresholds:
     min_effect: smallest relative slowdown reported (0.02 = 2%); confidence: of the head/base
     interval (a compare's paired t, the Compare page's bootstrap); min_persist: runs a
     main-branch step must hold; penalty_scale and sigma_floor: the change-point penalty (see
-    history.analysis.changepoints); min_series: shortest series scanned.
+    history.analysis.changepoints); min_series: shortest series scanned;
+    resolve_after: consecutive runs back within min_effect that resolve an alert
+    (history.detection.recovery).
     """
 
     gpu: str
@@ -39,6 +41,7 @@ class Thresholds:
     penalty_scale: float
     sigma_floor: float
     min_series: int
+    resolve_after: int
 
 
 _NUMERIC = {f.name for f in fields(Thresholds)} - {"gpu"}
@@ -49,6 +52,7 @@ _RANGES = {
     "penalty_scale": (0.0, 1000.0),
     "sigma_floor": (0.0, 1.0),
     "min_series": (2, 100000),
+    "resolve_after": (1, 1000),
 }
 
 
@@ -69,7 +73,7 @@ def _check_section(path: Path, name: str, section: dict, require_all: bool) -> d
         low, high = _RANGES[key]
         if not low <= value <= high:
             raise ThresholdsError(f"{path}: [{name}].{key}: {value} outside [{low}, {high}]")
-        if key in ("min_persist", "min_series") and int(value) != value:
+        if key in ("min_persist", "min_series", "resolve_after") and int(value) != value:
             raise ThresholdsError(f"{path}: [{name}].{key}: expected an integer, got {value!r}")
         values[key] = value
     missing = _NUMERIC - values.keys()
@@ -88,12 +92,7 @@ def thresholds_path(explicit: str | Path | None = None) -> Path:
 def load_thresholds(gpu_name: str | None, path: str | Path | None = None) -> Thresholds:
     """Thresholds for `gpu_name` (exact recorded name), falling back to [default]."""
     file = thresholds_path(path)
-    try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ThresholdsError(f"{file}: thresholds file not found") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ThresholdsError(f"{file}: not valid TOML: {exc}") from None
+    data = read_toml(file, "thresholds", ThresholdsError)
     unknown = set(data) - {"default", "gpu"}
     if unknown:
         raise ThresholdsError(f"{file}: unknown sections {sorted(unknown)} (expected [default] and [gpu.\"NAME\"])")
@@ -113,4 +112,5 @@ def load_thresholds(gpu_name: str | None, path: str | Path | None = None) -> Thr
         penalty_scale=float(merged["penalty_scale"]),
         sigma_floor=float(merged["sigma_floor"]),
         min_series=int(merged["min_series"]),
+        resolve_after=int(merged["resolve_after"]),
     )

@@ -153,6 +153,21 @@ def alert_events(db_path: str | Path, alert_id: int) -> list[AlertEvent]:
     return [AlertEvent(*row) for row in rows]
 
 
+def get_alerts(db_path: str | Path, alert_ids: Iterable[int]) -> list[Alert]:
+    """The alerts `alert_ids`, in that order (an unknown id is an AlertError)."""
+    with open_read(db_path) as con:
+        return [get_alert(con, a) for a in alert_ids]
+
+
+def events_since(db_path: str | Path, since: datetime) -> list[tuple[Alert, AlertEvent]]:
+    """Every event that happened at or after `since` (naive UTC), oldest first, with its alert."""
+    with open_read(db_path) as con:
+        rows = con.execute(
+            "SELECT alert_id, action, note, actor, happened_at FROM alert_events WHERE happened_at >= ? "
+            "ORDER BY happened_at, event_id", [since]).fetchall()
+        return [(get_alert(con, row[0]), AlertEvent(*row)) for row in rows]
+
+
 def _clean(text: Any, name: str, limit: int, required: bool) -> str:
     if not isinstance(text, str):
         raise AlertError(f"{name}: expected text, got {type(text).__name__}")
@@ -181,13 +196,7 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
             current = get_alert(con, alert_id)
             if broken and (current.status, current.note, current.actor) == (target, note, actor):
                 continue  # that try's COMMIT landed before the connection broke: not twice
-            if current.status not in _TRANSITIONS[target]:
-                raise AlertError(f"alert {alert_id}: cannot go from {current.status} to {target}")
-            con.execute(
-                "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
-                [target, note, actor, alert_id],
-            )
-            _append_event(con, claims, alert_id, target, note, actor)
+            _move(con, claims, current, target, note, actor)
 
     def attempt() -> list[Alert]:
         if not exists(db_path):  # open_write would create an empty history at a mistyped path
@@ -195,6 +204,58 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
         with open_write(db_path) as con:
             write_transaction(con, change, str(db_path))
             return [get_alert(con, alert_id) for alert_id in ids]
+
+    return retrying(db_path, attempt, on_retry=broken.append)
+
+
+def _move(con, claims: Claims, current: Alert, target: str, note: str, actor: str) -> None:
+    if current.status not in _TRANSITIONS[target]:
+        raise AlertError(f"alert {current.alert_id}: cannot go from {current.status} to {target}")
+    con.execute(
+        "UPDATE alerts SET status = ?, note = ?, actor = ?, updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?",
+        [target, note, actor, current.alert_id],
+    )
+    _append_event(con, claims, current.alert_id, target, note, actor)
+
+
+def resolve_in(con, claims: Claims, alert_id: int, note: str, actor: str) -> bool:
+    """Resolve inside the caller's transaction (history.store.transactions.write_transaction), as
+    `attnwatch detect` does when a series came back (history.detection.recovery). An alert
+    already resolved (a person was quicker, or a retried try's COMMIT landed) is left as it is:
+    returns whether this call resolved it."""
+    current = get_alert(con, alert_id)
+    if current.status == "resolved":
+        return False
+    _move(con, claims, current, "resolved", _clean(note, "note", MAX_NOTE, False), _clean(actor, "actor", MAX_ACTOR, True))
+    return True
+
+
+def record_bisected(db_path: str | Path, alert_id: int, commit_sha: str, note: str, actor: str) -> Alert:
+    """Record that a bisection placed the alert's step at `commit_sha`: a 'bisected' event (note:
+    the commit, then `note`); the alert keeps its status. Not for a resolved alert."""
+    sha = _clean(commit_sha, "commit", 64, True)
+    if not all(ch in "0123456789abcdef" for ch in sha.lower()) or len(sha) < 7:
+        raise AlertError(f"commit: expected a commit sha (7 to 64 hex digits), got {sha[:80]!r}")
+    text = f"bisected to {sha}" + (f": {_clean(note, 'note', MAX_NOTE - 80, False)}" if note.strip() else "")
+    actor = _clean(actor, "actor", MAX_ACTOR, True)
+    broken: list[Exception] = []
+
+    def change(con, claims: Claims) -> None:
+        current = get_alert(con, alert_id)
+        if current.status == "resolved":
+            raise AlertError(f"alert {alert_id}: resolved; a bisection is recorded on an open or acknowledged alert")
+        if broken and con.execute("SELECT count(*) FROM alert_events WHERE alert_id = ? AND action = 'bisected' "
+                                  "AND note = ? AND actor = ?", [int(alert_id), text, actor]).fetchone()[0]:
+            return  # that try's COMMIT landed before the connection broke: not twice
+        con.execute("UPDATE alerts SET updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?", [int(alert_id)])
+        _append_event(con, claims, int(alert_id), "bisected", text, actor)
+
+    def attempt() -> Alert:
+        if not exists(db_path):
+            raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
+        with open_write(db_path) as con:
+            write_transaction(con, change, str(db_path))
+            return get_alert(con, alert_id)
 
     return retrying(db_path, attempt, on_retry=broken.append)
 

@@ -22,7 +22,7 @@ definition a set of GPUs that measure alike.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from attnwatch.history.detection.alerts import NewAlert
@@ -30,6 +30,7 @@ from attnwatch.history.analysis.changepoints import significant_steps
 from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.kernel_config import change_text, segment_change
 from attnwatch.history.store.settings import default_branch
+from attnwatch.history.analysis.case_rules import CaseRules
 
 # Scanned columns of `case_series`: column -> (index in the _series row, label for people).
 METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}
@@ -43,6 +44,7 @@ class ScanReport:
     series_scanned: int = 0
     findings: list[NewAlert] = field(default_factory=list)
     skipped_short: int = 0
+    ignored: int = 0  # findings on cases an ignore rule covers (history/analysis/case_rules.toml)
 
 
 def dedup_key(kind: str, case_id: str, gpu: str, metric: str, commit_sha: str, pool: str) -> str:
@@ -152,8 +154,10 @@ def _series_key(row: tuple) -> tuple:
 
 
 def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu: str | None = None,
-                 window: int = 200) -> ScanReport:
-    """All new findings over the last `window` main runs of every series (read-only on `con`)."""
+                 window: int = 200, rules: CaseRules = CaseRules()) -> ScanReport:
+    """All new findings over the last `window` main runs of every series (read-only on `con`).
+    `rules` (history/analysis/case_rules.toml): a case's own min_effect; an ignored case's findings are
+    counted in `ignored`, not returned."""
     report = ScanReport()
     known = _known_steps(con)
     rows = _series(con, gpu, window)
@@ -164,7 +168,13 @@ def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu
             g = rows[start][1]
             if g not in cache:
                 cache[g] = thresholds_for(g)
-            _step_findings(rows[start:end], cache[g], known, report)
+            case_id = rows[start][0]
+            th = cache[g]
+            effect = rules.min_effect(case_id, g, th.min_effect)
+            _step_findings(rows[start:end], th if effect == th.min_effect else replace(th, min_effect=effect), known, report)
             start = end
     _correctness_findings(con, gpu, known, report)
+    kept = [f for f in report.findings if not rules.ignored(f.case_id, f.gpu_name)]
+    report.ignored += len(report.findings) - len(kept)
+    report.findings = kept
     return report
