@@ -1,16 +1,24 @@
 """Run Nsight Compute over chosen cases and turn its output into bundle records.
 
-One ncu process per variant, so a variant whose kernel crashes or hangs under the profiler
-loses only its own cases. Each process runs `ci.ncu.target`, which profiles one call per case
-inside an NVTX range named by the case id. ncu is run with `--clock-control none`: its default
-locks the SM clock to base and reports durations about 30% longer than the timed runs.
+One ncu process profiles every chosen case: it launches one `ci.ncu.target` process that
+imports torch once, prepares each case (the variants' builds are cached), and runs each case's
+kernels once inside an NVTX range named by the case id, between cudaProfilerStart/Stop
+(`--profile-from-start off`), so only those launches are replayed. What is collected is the
+chosen sections of ci/ncu/metrics.toml (`--metrics`, kernel replay, `--cache-control all`);
+each section's cost per case is measured in docs/benchmarks.md. ncu is run with
+`--clock-control none`: its default locks the SM clock to base and reports durations about
+30% longer than the timed runs.
+
+A case whose kernel crashes the target loses only itself: the target reports each case as it
+finishes, so the first case without a report is the one that was running; it is recorded as
+crashed and the cases after it get a fresh process (at most one per crash).
 
 ncu missing, failing, timing out or refusing metrics never raises: the affected cases carry the
 reason in `NcuCaseMetrics.error` and everything else proceeds.
 
-A run's deadline (`deadline`, a time.monotonic() value) is checked between variants and bounds
-each ncu process: the variants that do not fit are recorded as `DEADLINE_ERROR`, so a GPU job
-with a time limit ends with the metrics that finished instead of being killed mid-profile.
+A run's deadline (`deadline`, a time.monotonic() value) bounds every ncu process: cases not
+profiled by then are recorded as `DEADLINE_ERROR`, so a GPU job with a time limit ends with the
+metrics that finished instead of being killed mid-profile.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from ci.ncu.metrics import metrics_argument
+from ci.ncu.metrics import choose_sections, metrics_argument, specs_in
 from ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from ci.ncu.target import OUTCOME_PREFIX
 from history.bundle import NcuCaseMetrics, NcuKernelRow
@@ -38,6 +46,8 @@ from kernels.cases import Case
 
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 DEADLINE_ERROR = "not profiled: run deadline"
+CRASH_ERROR = "crashed the profiled process"
+TIMED_OUT = "==ERROR== timed out"  # what _run_bounded appends when it kills the process group
 
 
 @dataclass
@@ -88,14 +98,16 @@ def profile_cases(
     out_dir: Path,
     *,
     full: bool = False,
+    sections: tuple[str, ...] | None = None,
     timeout_s: float = 600.0,
     kernels_root: Path | None = None,
     gpu_name: str | None = None,
     deadline: float | None = None,
 ) -> NcuProfile:
-    """Profile every case; never raises for ncu's own failures (they land in `errors`).
+    """Profile every case in one ncu process; never raises for ncu's own failures (they land in `errors`).
 
-    `deadline` (time.monotonic()): no variant starts after it, and none runs past it.
+    `sections`: the metric sections to collect (ci.ncu.metrics.choose_sections; default ones for
+    None). `timeout_s` bounds each ncu process; `deadline` (time.monotonic()) bounds them all.
     """
     started = time.monotonic()
     out_dir = Path(out_dir)
@@ -105,43 +117,57 @@ def profile_cases(
     if ncu is None:
         return _all_failed(profile, cases, "ncu not found (not on PATH; set ATTNWATCH_NCU)", started)
     profile.ncu_version = ncu_version(ncu)
-    by_variant: dict[str, list[Case]] = {}
-    for case in cases:
-        by_variant.setdefault(case.variant, []).append(case)
-    csv_parts = []
-    for variant, group in by_variant.items():
+    chosen = None if full else choose_sections(",".join(sections) if sections else None)
+    pending, kernels, csv_parts, attempt = list(cases), [], [], 0
+    while pending:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            for case in group:
-                profile.errors[case.id] = DEADLINE_ERROR
-                profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=DEADLINE_ERROR))
-            continue
+            profile.errors.update({case.id: DEADLINE_ERROR for case in pending})
+            break
         bounded = timeout_s if left is None else min(timeout_s, left)
-        kernels, csv_text, errors = _profile_group(ncu, group, out_dir / variant, full, bounded, kernels_root, deadline)
-        if bounded < timeout_s and time.monotonic() >= deadline:
+        found, csv_text, errors, reported, exited = _profile_group(
+            ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline)
+        if not exited and deadline is not None and bounded < timeout_s and time.monotonic() >= deadline:
             # Cut short by the run's deadline, not by ncu's own limit: say so.
             cut = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
             errors = {cid: cut if "timed out after" in why else why for cid, why in errors.items()}
+        kernels += found
         csv_parts.append(csv_text)
-        profile.errors.update(errors)
-        grouped = group_by_case(kernels)
-        for case in group:
-            rows = grouped.get(case.id, [])
-            for index, kernel in enumerate(rows):
-                profile.kernel_rows.append(NcuKernelRow(
-                    case_id=case.id, kernel_index=index, kernel_name=kernel.kernel_name,
-                    metrics=kernel.metrics, block_size=kernel.block_size, grid_size=kernel.grid_size,
-                ))
-            if case.id in profile.errors:
-                profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=profile.errors[case.id]))
-            else:
-                metrics = aggregate_case(case.id, rows, case_work(case, gpu_name))
-                if metrics.kernel_count == 0:
-                    profile.errors[case.id] = metrics.error or "no kernels"
-                profile.case_metrics.append(metrics)
+        profile.errors.update({cid: why for cid, why in errors.items() if cid in reported})
+        rest = [case for case in pending if case.id not in reported]
+        # A target that exited before reporting every case died inside the first unreported one.
+        # Retry the others only when the pass got going (one case reported, or the first pass):
+        # an ncu that cannot start at all is not retried once per case.
+        if rest and exited and (reported or attempt == 0):
+            why = errors.get(rest[0].id)
+            profile.errors[rest[0].id] = CRASH_ERROR + (f" ({why})" if why else "")
+            pending, attempt = rest[1:], attempt + 1
+            continue
+        profile.errors.update({case.id: errors.get(case.id) or "ncu did not profile this case" for case in rest})
+        break
+    _collect(profile, cases, kernels, gpu_name)
     profile.raw_csv = "\n".join(part for part in csv_parts if part)
     profile.seconds = time.monotonic() - started
     return profile
+
+
+def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKernel], gpu_name: str | None) -> None:
+    """Kernel rows and case metrics for every case, in the cases' order."""
+    grouped = group_by_case(kernels)
+    for case in cases:
+        rows = grouped.get(case.id, [])
+        for index, kernel in enumerate(rows):
+            profile.kernel_rows.append(NcuKernelRow(
+                case_id=case.id, kernel_index=index, kernel_name=kernel.kernel_name,
+                metrics=kernel.metrics, block_size=kernel.block_size, grid_size=kernel.grid_size,
+            ))
+        if case.id in profile.errors:
+            profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=profile.errors[case.id]))
+        else:
+            metrics = aggregate_case(case.id, rows, case_work(case, gpu_name))
+            if metrics.kernel_count == 0:
+                profile.errors[case.id] = metrics.error or "no kernels"
+            profile.case_metrics.append(metrics)
 
 
 def _all_failed(profile: NcuProfile, cases: Sequence[Case], reason: str, started: float) -> NcuProfile:
@@ -169,12 +195,14 @@ def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
 
 
 def _profile_group(
-    ncu: str, cases: list[Case], work_dir: Path, full: bool, timeout_s: float, kernels_root: Path | None,
-    deadline: float | None = None,
-) -> tuple[list[ParsedKernel], str, dict[str, str]]:
-    """One ncu process over one variant's cases: (kernels, csv text, per-case errors).
+    ncu: str, cases: list[Case], work_dir: Path, sections: tuple[str, ...] | None, timeout_s: float,
+    kernels_root: Path | None, deadline: float | None = None,
+) -> tuple[list[ParsedKernel], str, dict[str, str], set[str], bool]:
+    """One ncu process over `cases`: (kernels, csv text, per-case errors, the case ids the target
+    reported, whether ncu exited by itself rather than at the timeout).
 
-    `timeout_s` bounds each ncu process; `deadline` (monotonic) also bounds the report import.
+    `sections` None means `--set full`. `timeout_s` bounds the ncu process; `deadline`
+    (monotonic) also bounds the report import.
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     plan = work_dir / "plan.json"
@@ -183,15 +211,18 @@ def _profile_group(
     ]}), encoding="utf-8")
     report = work_dir / "report"
     command = [
-        ncu, "--clock-control", "none", "--profile-from-start", "off", "--nvtx",
-        "--target-processes", "all", "--force-overwrite", "--export", str(report),
+        ncu, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
+        "--profile-from-start", "off", "--nvtx", "--target-processes", "all", "--force-overwrite",
+        "--export", str(report),
     ]
-    command += ["--set", "full"] if full else ["--metrics", metrics_argument()]
+    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
     command += [sys.executable, "-m", "ci.ncu.target", str(plan)]
     errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
         ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s)
+    exited = TIMED_OUT not in output
     outcomes = _outcomes(output)
+    reported = set(outcomes)
     for case in cases:
         outcome = outcomes.get(case.id)
         if outcome and outcome["status"] != "ok":
@@ -202,8 +233,8 @@ def _profile_group(
     if not report_file.exists():
         for case in cases:
             errors.setdefault(case.id, _why(output) or "ncu wrote no report")
-        return [], "", errors
-    page = ["--page", "details"] if full else ["--page", "raw"]
+        return [], "", errors, reported, exited
+    page = ["--page", "details"] if sections is None else ["--page", "raw"]
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     imported_ok, csv_text = _run_bounded(
         [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
@@ -213,17 +244,18 @@ def _profile_group(
     if not imported_ok:
         for case in cases:
             errors.setdefault(case.id, "ncu --import failed: " + _why(csv_text))
-        return [], "", errors
+        return [], "", errors, reported, exited
     try:
-        parsed = parse_ncu_csv(str(report_file), text=csv_text)
+        requested = None if sections is None else frozenset(spec.metric for spec in specs_in(sections))
+        parsed = parse_ncu_csv(str(report_file), text=csv_text, requested=requested)
     except NcuParseError as exc:
         for case in cases:
             errors.setdefault(case.id, str(exc))
-        return [], "", errors
+        return [], "", errors, reported, exited
     if parsed.unknown_columns:
         print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
-    return parsed.kernels, csv_text, errors
+    return parsed.kernels, csv_text, errors, reported, exited
 
 
 def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[bool, str]:
@@ -239,7 +271,7 @@ def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float) -> t
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        return False, (output or "") + f"\n==ERROR== timed out after {timeout_s:.0f} s"
+        return False, (output or "") + f"\n{TIMED_OUT} after {timeout_s:.0f} s"
     return proc.returncode == 0, output or ""
 
 
