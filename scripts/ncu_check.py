@@ -7,9 +7,10 @@ In one call, on the cases `attnwatch ncu --shapes pr|main` would profile:
    default list on the main set; one case alone gives the fixed cost (ncu start-up, torch
    import, the cached builds). Per case = wall / cases; a section's own cost per case is its
    run's wall minus the core-only run's, over the cases;
-2. an A/A of the default list on the pr set (two profiles of the same build): every rule of
+2. planted regressions (below), against the pr default-list profile;
+3. an A/A of the default list on the pr set (two profiles of the same build): every rule of
    history/detection/ncu_rules.toml that fires between them is a false explanation;
-3. planted regressions: each patch in scripts/ncu_plants/ applied to a temporary copy of
+4. planted regressions: each patch in scripts/ncu_plants/ applied to a temporary copy of
    `kernels/` (never to this checkout), the planted variant's cases profiled against the
    unpatched build, and the ranked explanation checked against the rule the plant should hit.
 
@@ -137,30 +138,32 @@ def main(argv: list[str] | None = None) -> int:
     save()
 
     base_default = None
-    if "plants" not in skip:
-        result["plants"] = plants(pr, default, explain, log, fits, out)
-        save()
-    if "sections" not in skip:
-        for extra in (None, "throughput", "memory", "occupancy", "tensor", "stalls"):
-            chosen = ("core",) if extra is None else ("core", extra)
-            if not fits(60):
-                log(f"budget: skipped {chosen}")
-                continue
-            _, row = run(f"pr {'+'.join(chosen)}", pr, chosen, log)
-            result["runs"].append(row)
-            save()
-    if fits(60):
+    if fits(40):
         base_default, row = run("pr default", pr, default, log)
         result["runs"].append(row)
         (out / "pr_default_raw.csv").write_text(base_default.raw_csv, encoding="utf-8")
         save()
-    if "aa" not in skip and base_default is not None and fits(60):
+    if "plants" not in skip and base_default is not None:
+        result["plants"] = plants(pr, base_default, default, explain, log, fits, out)
+        save()
+    if "aa" not in skip and base_default is not None and fits(40):
         again, row = run("pr default again (A/A)", pr, default, log)
         result["runs"].append(row)
         result["aa"] = aa(base_default, again, pr, explain)
         log(f"A/A: {result['aa']['fired']} rule firings over {result['aa']['checked']} case-directions")
         save()
-    if "main" not in skip and fits(120):
+    if "sections" not in skip:
+        # Per-section cost on the pr set's first shape (half the cases), to fit a short lease.
+        half = [c for c in pr if c.shape.id == pr[0].shape.id]
+        for extra in (None, "throughput", "memory", "occupancy", "tensor", "stalls"):
+            chosen = ("core",) if extra is None else ("core", extra)
+            if not fits(25):
+                log(f"budget: skipped {chosen}")
+                continue
+            _, row = run(f"pr {pr[0].shape.id} {'+'.join(chosen)}", half, chosen, log)
+            result["runs"].append(row)
+            save()
+    if "main" not in skip and fits(90):
         _, row = run("main default", main_set, default, log)
         result["runs"].append(row)
         save()
@@ -184,19 +187,17 @@ def aa(first, second, cases, explain) -> dict:
     return {"checked": checked, "fired": fired, "examples": examples[:40]}
 
 
-def plants(pr, default, explain, log, fits, out: Path) -> list[dict]:
+def plants(pr, base, default, explain, log, fits, out: Path) -> list[dict]:
+    """Each plant's cases against `base` (the unpatched default-list profile of the same cases)."""
     rows = []
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
         for name, (variant, expected) in EXPECTED.items():
             cases = [c for c in pr if c.variant == variant]
-            if not cases or not fits(90):
+            if not cases or not fits(30):
                 log(f"plant {name}: skipped ({'no cases' if not cases else 'budget'})")
                 continue
-            if not rows:
-                base, row = run(f"plant base {variant}", cases, default, log)
-                _add(tar, "base.csv", base.raw_csv)
-            with tempfile.TemporaryDirectory() as tmp:
+            with tempfile.TemporaryDirectory() as tmp:  # a copy of kernels/, patched
                 root = Path(tmp)
                 shutil.copytree(REPO / "kernels", root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
                 apply_patch(PLANTS / f"{name}.patch", root)
