@@ -47,7 +47,10 @@ from kernels.cases import Case
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 DEADLINE_ERROR = "not profiled: run deadline"
 CRASH_ERROR = "crashed the profiled process"
+HANG_ERROR = "hung under the profiler"
 TIMED_OUT = "==ERROR== timed out"  # what _run_bounded appends when it kills the process group
+CONNECTED = "==PROF== Connected to process"  # ncu's line once the target runs
+IMPORT_MARGIN = 0.15  # share of the time left kept for writing and importing the report
 
 
 @dataclass
@@ -68,10 +71,10 @@ def find_ncu() -> str | None:
     """`$ATTNWATCH_NCU`, else `ncu` on PATH, else the usual CUDA install location."""
     explicit = os.environ.get("ATTNWATCH_NCU")
     if explicit:
-        return explicit if Path(explicit).exists() else None
+        return str(Path(explicit).resolve()) if Path(explicit).exists() else None
     for candidate in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
         if candidate and Path(candidate).exists():
-            return candidate
+            return str(Path(candidate).resolve())
     return None
 
 
@@ -125,25 +128,27 @@ def profile_cases(
             profile.errors.update({case.id: DEADLINE_ERROR for case in pending})
             break
         bounded = timeout_s if left is None else min(timeout_s, left)
-        found, csv_text, errors, reported, exited = _profile_group(
-            ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline)
-        if not exited and deadline is not None and bounded < timeout_s and time.monotonic() >= deadline:
-            # Cut short by the run's deadline, not by ncu's own limit: say so.
-            cut = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
-            errors = {cid: cut if "timed out after" in why else why for cid, why in errors.items()}
-        kernels += found
-        csv_parts.append(csv_text)
-        profile.errors.update({cid: why for cid, why in errors.items() if cid in reported})
-        rest = [case for case in pending if case.id not in reported]
-        # A target that exited before reporting every case died inside the first unreported one.
-        # Retry the others only when the pass got going (one case reported, or the first pass):
-        # an ncu that cannot start at all is not retried once per case.
-        if rest and exited and (reported or attempt == 0):
-            why = errors.get(rest[0].id)
-            profile.errors[rest[0].id] = CRASH_ERROR + (f" ({why})" if why else "")
-            pending, attempt = rest[1:], attempt + 1
+        run = _profile_group(ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline)
+        kernels += run.kernels
+        csv_parts.append(run.csv_text)
+        at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
+        profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
+        rest = [case for case in pending if case.id not in run.outcomes]
+        if rest and run.started and not at_deadline:
+            # The target died (or hung) inside the first case it did not report: that case alone
+            # is lost. A killed ncu wrote no report, so the cases it had finished go again too.
+            culprit = rest[0]
+            detail = run.failure if run.exited else None
+            profile.errors[culprit.id] = (CRASH_ERROR if run.exited else HANG_ERROR) + (f" ({detail})" if detail else "")
+            keep = (lambda case: case.id not in run.outcomes) if run.exited else (lambda case: not run.outcomes.get(case.id))
+            pending = [case for case in pending if case is not culprit and keep(case)]
+            attempt += 1
             continue
-        profile.errors.update({case.id: errors.get(case.id) or "ncu did not profile this case" for case in rest})
+        why = run.why or "ncu did not profile this case"
+        if at_deadline:
+            why = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
+        lost = [case for case in pending if case.id not in run.outcomes or (run.why and not run.outcomes[case.id])]
+        profile.errors.update({case.id: why for case in lost})
         break
     _collect(profile, cases, kernels, gpu_name)
     profile.raw_csv = "\n".join(part for part in csv_parts if part)
@@ -194,19 +199,31 @@ def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
     return env
 
 
+@dataclass
+class _Pass:
+    """What one ncu process gave."""
+
+    kernels: list[ParsedKernel]
+    csv_text: str
+    outcomes: dict[str, str | None]  # case id -> None (profiled) or why not, for each case the target reported
+    why: str | None  # why the pass as a whole gave no metrics (no report, import or parse failed)
+    failure: str | None  # ncu's error lines when it exited non-zero (a crashed target's last words)
+    exited: bool  # ncu exited by itself rather than killed at its time limit
+    started: bool  # the target ran (a case reported, or ncu connected to it)
+
+
 def _profile_group(
     ncu: str, cases: list[Case], work_dir: Path, sections: tuple[str, ...] | None, timeout_s: float,
     kernels_root: Path | None, deadline: float | None = None,
-) -> tuple[list[ParsedKernel], str, dict[str, str], set[str], bool]:
-    """One ncu process over `cases`: (kernels, csv text, per-case errors, the case ids the target
-    reported, whether ncu exited by itself rather than at the timeout).
-
-    `sections` None means `--set full`. `timeout_s` bounds the ncu process; `deadline`
-    (monotonic) also bounds the report import.
-    """
+) -> _Pass:
+    """One ncu process over `cases`. `sections` None means `--set full`. `timeout_s` bounds the
+    ncu process; `deadline` (monotonic) also bounds the report import, and the target starts no
+    case after `deadline` less the import's margin, so a slow pass still ends with a report."""
+    work_dir = work_dir.resolve()  # the target runs elsewhere (below)
     work_dir.mkdir(parents=True, exist_ok=True)
     plan = work_dir / "plan.json"
-    plan.write_text(json.dumps({"cases": [
+    stop_at = None if deadline is None else time.time() + (deadline - time.monotonic()) * (1 - IMPORT_MARGIN)
+    plan.write_text(json.dumps({"stop_at": stop_at, "cases": [
         {"variant": c.variant, "shape": asdict(c.shape), "dtype": c.dtype, "causal": c.causal} for c in cases
     ]}), encoding="utf-8")
     report = work_dir / "report"
@@ -217,23 +234,20 @@ def _profile_group(
     ]
     command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
     command += [sys.executable, "-m", "ci.ncu.target", str(plan)]
-    errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s)
-    exited = TIMED_OUT not in output
-    outcomes = _outcomes(output)
-    reported = set(outcomes)
-    for case in cases:
-        outcome = outcomes.get(case.id)
-        if outcome and outcome["status"] != "ok":
-            errors[case.id] = f"{outcome['status']}: {outcome['error']}"
-        elif not ok:
-            errors[case.id] = _why(output)
+        # The target runs in the scratch folder: `python -m` puts its working directory first on
+        # sys.path, so started from a checkout it would import that checkout's `kernels` ahead
+        # of `kernels_root`'s (a compare's base would be profiled with the head's kernels).
+        ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s, cwd=scratch)
+    outcomes = {cid: _outcome_error(record) for cid, record in _outcomes(output).items()}
+    run = _Pass([], "", outcomes, None, None if ok else _why(output), TIMED_OUT not in output,
+                bool(outcomes) or CONNECTED in output)
     report_file = report.with_suffix(".ncu-rep")
     if not report_file.exists():
-        for case in cases:
-            errors.setdefault(case.id, _why(output) or "ncu wrote no report")
-        return [], "", errors, reported, exited
+        run.why = _why(output) or "ncu wrote no report"
+        return run
+    if not ok and not outcomes:
+        run.why = run.failure
     page = ["--page", "details"] if sections is None else ["--page", "raw"]
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     imported_ok, csv_text = _run_bounded(
@@ -242,27 +256,35 @@ def _profile_group(
     # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
     # tables, history.ncu_csv); why it was refused is each case's error.
     if not imported_ok:
-        for case in cases:
-            errors.setdefault(case.id, "ncu --import failed: " + _why(csv_text))
-        return [], "", errors, reported, exited
+        run.why = "ncu --import failed: " + _why(csv_text)
+        return run
     try:
         requested = None if sections is None else frozenset(spec.metric for spec in specs_in(sections))
         parsed = parse_ncu_csv(str(report_file), text=csv_text, requested=requested)
     except NcuParseError as exc:
-        for case in cases:
-            errors.setdefault(case.id, str(exc))
-        return [], "", errors, reported, exited
+        run.why = str(exc)
+        return run
     if parsed.unknown_columns:
         print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
-    return parsed.kernels, csv_text, errors, reported, exited
+    run.kernels, run.csv_text = parsed.kernels, csv_text
+    return run
 
 
-def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[bool, str]:
+def _outcome_error(record: dict) -> str | None:
+    if record["status"] == "ok":
+        return None
+    if record["status"] == "deadline":
+        return DEADLINE_ERROR
+    return f"{record['status']}: {record['error']}"
+
+
+def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float, cwd: str | None = None) -> tuple[bool, str]:
     """Run in a new process group; on timeout kill the whole group (ncu and its target)."""
     try:
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+            cwd=cwd,
         )
     except OSError as exc:
         return False, f"==ERROR== could not start {command[0]}: {exc}"

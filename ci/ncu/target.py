@@ -1,6 +1,9 @@
 """The program ncu profiles: prepare each case, warm it up, then run it once inside its NVTX range.
 
-Run as `python -m ci.ncu.target PLAN.json`. Profiling is off at start (`ncu --profile-from-start
+Run as `python -m ci.ncu.target PLAN.json`, one process for every case of the plan (torch is
+imported once; each variant's build comes from the compile cache). A plan's `stop_at` (epoch
+seconds) is when no further case starts, so the profiler still writes its report before the
+run's deadline; later cases are reported with status "deadline". Profiling is off at start (`ncu --profile-from-start
 off`); compilation, autotuning and warm-up happen outside it, and only the one call per case
 between `cudaProfilerStart` and `cudaProfilerStop` is measured, attributed to the case by an NVTX
 range named with the case id. Each case's outcome is printed as one line starting with
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from kernels import registry
 from kernels.cases import Case
@@ -28,9 +32,13 @@ def main(argv: list[str]) -> int:
     import torch
 
     plan = json.loads(open(argv[0], encoding="utf-8").read())
+    stop_at = plan.get("stop_at")
     device = torch.device("cuda")
     for entry in plan["cases"]:
         case = Case(entry["variant"], Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+        if stop_at is not None and time.time() >= stop_at:
+            _report(case.id, "deadline", "not started: the run's deadline is near")
+            continue
         try:
             variant = registry.get(case.variant)
             reason = variant.unsupported(case)
