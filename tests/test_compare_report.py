@@ -58,7 +58,7 @@ def test_nan_truncated_oversized_and_missing(good, tmp_path):
         load_report(nan)
     cut = tmp_path / "cut.json"
     cut.write_text(text[: len(text) // 2])
-    with pytest.raises(ReportError, match="invalid JSON"):
+    with pytest.raises(ReportError, match="(invalid|truncated) JSON"):  # which, depends on where the cut lands
         load_report(cut)
     big = tmp_path / "big.json"
     with big.open("wb") as fh:

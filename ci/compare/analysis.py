@@ -5,9 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, SideResult
+from ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, NcuExplanation, RuleChange, SideResult
 from ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
 from history.detection.ab import ratio_interval, verdict
+from history.detection.ncu_explain import explain
 from history.detection.thresholds import Thresholds
 
 
@@ -46,6 +47,17 @@ def _ncu_deltas(base: list[CaseRound | None], head: list[CaseRound | None]) -> l
     b = next((r.ncu for r in base if r is not None and r.ncu), {})
     h = next((r.ncu for r in head if r is not None and r.ncu), {})
     return [NcuDelta(k, b[k], h[k]) for k in NCU_FIELDS if k in b and k in h]
+
+
+def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool) -> NcuExplanation | None:
+    """The counter rules' ranking (history/detection/ncu_rules.toml) when both sides were profiled."""
+    b = next((r.counters for r in base if r is not None and r.counters), None)
+    h = next((r.counters for r in head if r is not None and r.counters), None)
+    if not b or not h:
+        return None
+    found = explain(b, h, slower)
+    return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score)
+                                        for c in found.changes])
 
 
 _NOT_RUN = ("skipped", "unsupported")
@@ -90,8 +102,9 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
             comp.verdict = verdict(iv, thresholds.min_effect)
         else:
             comp.verdict = _unmeasured_verdict(b_side.status, h_side.status)
-        if comp.verdict == "regression":
+        if comp.verdict in ("regression", "improvement"):
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
+            comp.explanation = explain_change(b_rounds, h_rounds, slower=comp.verdict == "regression")
         out.append(comp)
     return out
 

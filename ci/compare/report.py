@@ -22,7 +22,7 @@ from history.errors import BundleError
 from history.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 2  # v2: SideResult.kernel_configs
+COMPARE_SCHEMA_VERSION = 3  # v2: SideResult.kernel_configs; v3: CaseComparison.explanation
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -54,8 +54,18 @@ def compare_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def compare_v2_to_v3(document: dict) -> dict:
+    """compare.json v2 -> v3: each case gains the counter rules' explanation (v2 had none)."""
+    for case in document.get("cases") or []:
+        if isinstance(case, dict):
+            case.setdefault("explanation", None)
+    document["schema_version"] = 3
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
-COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2}
+COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {
+    (COMPARE_SCHEMA, 1): compare_v1_to_v2, (COMPARE_SCHEMA, 2): compare_v2_to_v3}
 
 
 class ReportError(UserError):
@@ -99,6 +109,27 @@ class NcuDelta:
 
 
 @dataclass
+class RuleChange:
+    """One counter rule that fired (history.detection.ncu_explain.CounterChange): the rule, its
+    title, its signal on both sides, the relative move and the move over the rule's threshold."""
+
+    rule: str
+    title: str = rule(max_len=MAX_TEXT)
+    base: float
+    head: float
+    change: float
+    score: float
+
+
+@dataclass
+class NcuExplanation:
+    """Why a regressed or improved case moved, by the counter rules: one line, then the evidence."""
+
+    cause: str = rule(max_len=MAX_TEXT)
+    changes: list[RuleChange] = rule(default_factory=list, max_items=50)
+
+
+@dataclass
 class CaseComparison:
     case_id: str
     variant: str
@@ -113,6 +144,7 @@ class CaseComparison:
     high: float | None = rule(None, positive=True)
     correctness_failed: bool = False  # head failed correctness (base's failures are not the PR's)
     ncu: list[NcuDelta] = rule(default_factory=list, max_items=100)
+    explanation: NcuExplanation | None = None  # regressions and improvements profiled on both sides
 
     @property
     def config_change(self) -> tuple[str, str] | None:

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from history.bundle import SAMPLES_FILE
+from history.detection.ncu_explain import combine_kernels
 from history.errors import BundleError
 from history.validate import load_bundle
 
@@ -40,6 +41,9 @@ class CaseRound:
     rel_err: float | None = None
     error: str | None = None
     ncu: dict[str, float] = field(default_factory=dict)
+    # Every ncu counter of the case, its kernels combined (history.detection.ncu_explain): what
+    # the counter rules read.
+    counters: dict[str, float] = field(default_factory=dict)
     # As a worker reported them, for the round's bundle (ci/compare/bundles.py): the CaseTiming
     # (a dict, as history.bundle.CaseTiming) and the correctness records checked in this round.
     timing: dict | None = None
@@ -94,6 +98,12 @@ def read_round(bundle_dir: str | Path) -> RoundData:
         case = cases.get(row.case_id)
         if case is not None:
             case.ncu = {k: getattr(row, k) for k in NCU_FIELDS if getattr(row, k) is not None}
+    by_case: dict[str, list[dict[str, float]]] = {}
+    for kernel in bundle.ncu_kernels:
+        by_case.setdefault(kernel.case_id, []).append(kernel.metrics)
+    for case_id, kernels in by_case.items():
+        if case_id in cases:
+            cases[case_id].counters = combine_kernels(kernels)
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
     return RoundData(str(bundle_dir), env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)
