@@ -80,7 +80,7 @@ def default_dtypes(shape_set: str) -> list[str]:
 
 
 def compare_setting(name: str) -> Any:
-    """A [compare] entry: min_rounds, max_rounds, resamples."""
+    """A [compare] entry: min_rounds, max_rounds, resamples, ncu_budget_s."""
     return _raw()["compare"][name]
 
 
