@@ -74,3 +74,14 @@ def test_no_cause_without_a_profile_on_both_sides(history):
     assert cause_of(history, "correctness", alert.run_id, alert.case_id) is None  # not a speed alert
     assert cause_of(history, "regression", "run-3", alert.case_id) is None  # run-3 was not profiled
     assert cause_of(history, "regression", "run-8", alert.case_id) is None  # the first profiled run: nothing before it
+
+
+def test_the_dashboard_draws_the_cause_under_the_alert(history, monkeypatch):
+    from test_app_pages import frame_with, open_page, texts
+
+    alert = next(a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression" and a.metric == "median_us")
+    at = open_page(history, monkeypatch, "views/alerts.py", group=f"{STEP_AT - 1:040x}..{STEP_AT:040x}",
+                   alert=str(alert.alert_id))
+    assert any(m.startswith("**ncu cause:** warps wait at barriers") for m in texts(at, "markdown"))
+    rules = frame_with(at, "thresholds")
+    assert rules["rule"].iloc[0].startswith("warps wait at barriers") and rules["change"].iloc[0] == pytest.approx(300.0)
