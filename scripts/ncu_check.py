@@ -1,18 +1,20 @@
 """The Nsight Compute check for a GPU machine: what profiling costs, and whether the rules explain.
 
-In one call, on the cases `attnwatch ncu --shapes pr|main` would profile:
+In one call, on the fp16 non-causal cases `attnwatch ncu --shapes pr|main` would profile:
 
-1. cost per metric section (ci/ncu/metrics.toml): one ncu process over every chosen case for
-   "core" alone, "core" plus each other section, and the default list, on the pr set; the
-   default list on the main set; one case alone gives the fixed cost (ncu start-up, torch
-   import, the cached builds). Per case = wall / cases; a section's own cost per case is its
-   run's wall minus the core-only run's, over the cases;
-2. planted regressions (below), against the pr default-list profile;
-3. an A/A of the default list on the pr set (two profiles of the same build): every rule of
-   history/detection/ncu_rules.toml that fires between them is a false explanation;
-4. planted regressions: each patch in scripts/ncu_plants/ applied to a temporary copy of
-   `kernels/` (never to this checkout), the planted variant's cases profiled against the
-   unpatched build, and the ranked explanation checked against the rule the plant should hit.
+1. the cold pass (builds land in the compile cache) and one case alone (the fixed cost: ncu
+   start-up, torch import under the profiler, a cached build);
+2. the default sections (ci/ncu/metrics.toml) over the pr set: per case = wall / cases;
+3. planted regressions: each patch in scripts/ncu_plants/ applied to a temporary copy of
+   `kernels/` (never to this checkout), the planted variant's cases profiled and compared with
+   step 2's unpatched profile, and the ranked explanation checked against the rule the plant
+   should hit (EXPECTED below);
+4. an A/A: the default sections over the pr set again; every rule of
+   history/detection/ncu_rules.toml that fires between two profiles of one build is a false
+   explanation;
+5. cost per section on the pr set's first shape: "core" alone, then "core" plus each other
+   section (a section's own cost per case is its run's wall minus the core-only run's, over
+   the cases), then the default list over the main set, as the budget allows.
 
 Writes under --out (default $OUT): ncu_check.json (every figure), ncu_check.log,
 pr_default_raw.csv (the default list's real CSV over the pr set, for tests/data/ncu), and

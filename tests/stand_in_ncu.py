@@ -12,7 +12,7 @@ Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | hang 
 crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose profiling
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
-writes its working directory to).
+writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON).
 """
 
 from __future__ import annotations
@@ -67,6 +67,8 @@ def main(args: list[str]) -> int:
     assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
     assert "--profile-from-start" in args and "--nvtx" in args
     plan = json.loads(Path(args[-1]).read_text())
+    if os.environ.get("FAKE_NCU_ARGS"):
+        Path(os.environ["FAKE_NCU_ARGS"]).write_text(json.dumps(args))
     if os.environ.get("FAKE_NCU_CWD"):
         Path(os.environ["FAKE_NCU_CWD"]).write_text(os.getcwd())
     ranges = []

@@ -155,6 +155,23 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
         "sdpa/b4_h16_s1k/fp16/noncausal", "torch_3op/b4_h16_s1k/fp16/noncausal"}
 
 
+def test_ncu_command_collects_the_chosen_sections_and_refuses_an_unknown_one(fake_ncu, tmp_path, capsys, monkeypatch):
+    from ci.cli import main
+
+    seen = tmp_path / "args"
+    monkeypatch.setenv("FAKE_NCU_ARGS", str(seen))
+    args = ["ncu", "--shapes", "pr", "--variants", "sdpa", "--causal", "no", "--cases", "*/b4_h16_s1k/*"]
+    assert main([*args, "--sections", "core,stalls", "--out", str(tmp_path / "a")]) == 0
+    asked = json.loads(seen.read_text())
+    metrics = asked[asked.index("--metrics") + 1].split(",")
+    assert "gpu__time_duration.sum" in metrics and any("stalled_barrier" in m for m in metrics)
+    assert "dram__bytes_read.sum" not in metrics  # the memory section was not asked for
+    document = json.loads((tmp_path / "a" / NCU_FILE).read_text())
+    assert document["cases"][0]["error"] is None  # what was not asked for is not "missing"
+    assert main([*args, "--sections", "core,nope", "--out", str(tmp_path / "b")]) == 2
+    assert "--sections: unknown ncu section 'nope'" in capsys.readouterr().err
+
+
 def test_ncu_command_refuses_an_empty_selection(tmp_path, capsys):
     from ci.cli import main
 
