@@ -2,7 +2,8 @@
 
 Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
 correctness failures first, a table of significant changes (base, head, Δ%, interval,
-gap-to-SDPA), ncu deltas for regressed cases, the full table folded in <details>, links to
+gap-to-SDPA), for each changed case profiled on both sides the counter rules' cause and ranked
+rules (history/detection/ncu_explain.py), the full table folded in <details>, links to
 the run and the dashboard. With a dashboard URL, each significant change links to its Trends
 view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
 of the two commits, in the dashboard's URL contract (history.links). Every value that came from
