@@ -8,7 +8,7 @@ a whole `attnwatch ncu --shapes pr` pass whose NVTX ranges are the case ids: a c
 the fixture's rows of the same variant (its shape renamed when the fixture lacks it). The older
 fixture's ranges are variant names (sdpa, sdpa_flash, torch_3op) and are renamed likewise.
 
-Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | hang | case_fails |
+Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | perm_late | hang | case_fails |
 crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose profiling
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
@@ -92,6 +92,10 @@ def main(args: list[str]) -> int:
             continue
         ranges.append(case_id)
         _outcome(case_id, "ok", None)
+    if mode == "perm_late":  # the target ran, but ncu could read no counter: a report without kernels
+        Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps([]))
+        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+        return 1
     Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps(ranges))
     print("==PROF== Disconnected from process 1")
     return 0

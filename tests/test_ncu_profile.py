@@ -71,7 +71,8 @@ def test_ncu_missing_records_why_for_every_case(tmp_path, monkeypatch):
     assert all("ncu not found" in m.error for m in profile.case_metrics)
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("fail", "returned an error code"), ("perm", "ERR_NVGPUCTRPERM")])
+@pytest.mark.parametrize(("mode", "expected"), [("fail", "returned an error code"), ("perm", "ERR_NVGPUCTRPERM"),
+                                              ("perm_late", "ERR_NVGPUCTRPERM")])
 def test_ncu_failure_is_recorded_per_case(fake_ncu, tmp_path, monkeypatch, mode, expected):
     monkeypatch.setenv("FAKE_NCU_MODE", mode)
     profile = profile_cases(_cases(), tmp_path / "work")

@@ -9,9 +9,10 @@ each section's cost per case is measured in docs/benchmarks.md. ncu is run with
 `--clock-control none`: its default locks the SM clock to base and reports durations about
 30% longer than the timed runs.
 
-A case whose kernel crashes the target loses only itself: the target reports each case as it
-finishes, so the first case without a report is the one that was running; it is recorded as
-crashed and the cases after it get a fresh process (at most one per crash).
+A case whose kernel crashes or hangs the target loses only itself: the target reports each case
+as it finishes, so the first case without a report is the one that was running; it is recorded
+as crashed (or hung, when ncu had to be killed at its time limit) and the other cases get a
+fresh process (one per culprit; after a kill, which leaves no report, the finished ones too).
 
 ncu missing, failing, timing out or refusing metrics never raises: the affected cases carry the
 reason in `NcuCaseMetrics.error` and everything else proceeds.
@@ -122,6 +123,7 @@ def profile_cases(
     profile.ncu_version = ncu_version(ncu)
     chosen = None if full else choose_sections(",".join(sections) if sections else None)
     pending, kernels, csv_parts, attempt = list(cases), [], [], 0
+    silent: dict[str, str] = {}  # case id -> ncu's errors of a pass where the case ran but may have no kernels
     while pending:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
@@ -133,6 +135,8 @@ def profile_cases(
         csv_parts.append(run.csv_text)
         at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
         profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
+        if run.failure:
+            silent.update({cid: run.failure for cid, why in run.outcomes.items() if not why})
         rest = [case for case in pending if case.id not in run.outcomes]
         if rest and run.started and not at_deadline:
             # The target died (or hung) inside the first case it did not report: that case alone
@@ -144,20 +148,22 @@ def profile_cases(
             pending = [case for case in pending if case is not culprit and keep(case)]
             attempt += 1
             continue
-        why = run.why or "ncu did not profile this case"
+        why = run.failure or run.why or "ncu did not profile this case"  # ncu's own error is the root cause
         if at_deadline:
             why = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
         lost = [case for case in pending if case.id not in run.outcomes or (run.why and not run.outcomes[case.id])]
         profile.errors.update({case.id: why for case in lost})
         break
-    _collect(profile, cases, kernels, gpu_name)
+    _collect(profile, cases, kernels, gpu_name, silent)
     profile.raw_csv = "\n".join(part for part in csv_parts if part)
     profile.seconds = time.monotonic() - started
     return profile
 
 
-def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKernel], gpu_name: str | None) -> None:
-    """Kernel rows and case metrics for every case, in the cases' order."""
+def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKernel], gpu_name: str | None,
+             silent: dict[str, str]) -> None:
+    """Kernel rows and case metrics for every case, in the cases' order; a case that ran but has
+    no kernels says what ncu printed (`silent`: a permission error, say) when it printed anything."""
     grouped = group_by_case(kernels)
     for case in cases:
         rows = grouped.get(case.id, [])
@@ -171,7 +177,8 @@ def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKer
         else:
             metrics = aggregate_case(case.id, rows, case_work(case, gpu_name))
             if metrics.kernel_count == 0:
-                profile.errors[case.id] = metrics.error or "no kernels"
+                metrics.error = silent.get(case.id) or metrics.error or "no kernels"
+                profile.errors[case.id] = metrics.error
             profile.case_metrics.append(metrics)
 
 
