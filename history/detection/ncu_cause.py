@@ -15,43 +15,62 @@ from typing import Iterable
 from history.db import open_read
 from history.detection.ncu_explain import Explanation, combine_kernels, explain
 
-_EARLIER = """
-SELECT r.run_id FROM runs r, runs t
-WHERE t.run_id = ? AND r.gpu_name IS NOT DISTINCT FROM t.gpu_name AND r.branch IS NOT DISTINCT FROM t.branch
-  AND r.started_at < t.started_at AND NOT r.synthetic
-  AND EXISTS (SELECT 1 FROM ncu_metrics m WHERE m.run_id = r.run_id AND m.case_id = ?)
-ORDER BY r.started_at DESC LIMIT 1
+# (run, case) pairs as a table: every alert of a listing is explained with two queries, not
+# three per alert (a lake answers each query over the network).
+_PAIRS = "SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS case_id"
+_EARLIER = f"""
+WITH p AS ({_PAIRS}),
+profiled AS (SELECT DISTINCT run_id, case_id FROM ncu_metrics WHERE case_id IN (SELECT case_id FROM p))
+SELECT p.run_id, p.case_id, arg_max(r.run_id, r.started_at) AS base_run
+FROM p
+JOIN runs t ON t.run_id = p.run_id
+JOIN runs r ON r.gpu_name IS NOT DISTINCT FROM t.gpu_name AND r.branch IS NOT DISTINCT FROM t.branch
+           AND r.started_at < t.started_at AND NOT r.synthetic
+JOIN profiled n ON n.run_id = r.run_id AND n.case_id = p.case_id
+GROUP BY p.run_id, p.case_id
 """
-_COUNTERS = "SELECT kernel_index, metric_name, value FROM ncu_metrics WHERE run_id = ? AND case_id = ? AND value IS NOT NULL"
+_COUNTERS = f"""
+WITH p AS ({_PAIRS})
+SELECT m.run_id, m.case_id, m.kernel_index, m.metric_name, m.value
+FROM ncu_metrics m JOIN p ON m.run_id = p.run_id AND m.case_id = p.case_id
+WHERE m.value IS NOT NULL
+"""
+SPEED_KINDS = ("regression", "improvement")
 
 
-def counters_of(con, run_id: str, case_id: str) -> dict[str, float]:
-    """The case's counters in one run, its kernels combined; empty when it was not profiled."""
-    kernels: dict[int, dict[str, float]] = {}
-    for index, name, value in con.execute(_COUNTERS, [run_id, case_id]).fetchall():
-        kernels.setdefault(index, {})[name] = value
-    return combine_kernels(kernels.values())
+def _counters(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+    """(run, case) -> the case's counters in that run, its kernels combined."""
+    if not pairs:
+        return {}
+    runs, cases = zip(*sorted(pairs))
+    kernels: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    for run_id, case_id, index, name, value in con.execute(_COUNTERS, [list(runs), list(cases)]).fetchall():
+        kernels.setdefault((run_id, case_id), {}).setdefault(index, {})[name] = value
+    return {key: combine_kernels(per_kernel.values()) for key, per_kernel in kernels.items()}
 
 
-def explain_step(con, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
-    """The ranked counter changes behind a step of `kind` into `run_id`, or None (not a speed
-    alert, or the case not profiled in that run and an earlier one of the same GPU and branch)."""
-    if kind not in ("regression", "improvement") or not run_id:
-        return None
-    head = counters_of(con, run_id, case_id)
-    if not head:
-        return None
-    row = con.execute(_EARLIER, [run_id, case_id]).fetchone()
-    if row is None:
-        return None
-    base = counters_of(con, row[0], case_id)
-    return explain(base, head, slower=kind == "regression")
+def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
+    """(kind, run, case) steps -> (run, case) -> the ranked counter changes, for the speed steps
+    whose run and the latest earlier run of the same GPU and branch both profiled the case."""
+    wanted = {(run_id, case_id): kind for kind, run_id, case_id in steps if kind in SPEED_KINDS and run_id}
+    if not wanted:
+        return {}
+    runs, cases = zip(*sorted(wanted))
+    earlier = {(run_id, case_id): base for run_id, case_id, base in
+               con.execute(_EARLIER, [list(runs), list(cases)]).fetchall() if base}
+    counters = _counters(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
+    out = {}
+    for (run_id, case_id), base in earlier.items():
+        head, before = counters.get((run_id, case_id)), counters.get((base, case_id))
+        if head and before:
+            out[(run_id, case_id)] = explain(before, head, slower=wanted[(run_id, case_id)] == "regression")
+    return out
 
 
 def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
-    """explain_step on its own read connection (the dashboard's one alert)."""
+    """The ranked counter changes behind one step (the dashboard's alert), or None."""
     with open_read(db_path) as con:
-        return explain_step(con, kind, run_id, case_id)
+        return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id))
 
 
 def alert_causes(db_path: str | Path, alerts: Iterable) -> dict[int, Explanation]:
@@ -59,10 +78,6 @@ def alert_causes(db_path: str | Path, alerts: Iterable) -> dict[int, Explanation
     alerts = list(alerts)
     if not alerts:
         return {}
-    out = {}
     with open_read(db_path) as con:
-        for alert in alerts:
-            found = explain_step(con, alert.kind, alert.run_id, alert.case_id)
-            if found is not None:
-                out[alert.alert_id] = found
-    return out
+        found = explain_steps(con, [(a.kind, a.run_id, a.case_id) for a in alerts])
+    return {a.alert_id: found[(a.run_id, a.case_id)] for a in alerts if (a.run_id, a.case_id) in found}
