@@ -143,9 +143,12 @@ def profile_cases(
             # is lost. A killed ncu wrote no report, so the cases it had finished go again too.
             culprit = rest[0]
             detail = run.failure if run.exited else None
-            profile.errors[culprit.id] = (CRASH_ERROR if run.exited else HANG_ERROR) + (f" ({detail})" if detail else "")
-            keep = (lambda case: case.id not in run.outcomes) if run.exited else (lambda case: not run.outcomes.get(case.id))
-            pending = [case for case in pending if case is not culprit and keep(case)]
+            profile.errors[culprit.id] = (CRASH_ERROR if run.exited else HANG_ERROR) + (
+                f" ({detail})" if detail else "")
+            if run.exited:  # its report holds the finished cases
+                pending = [case for case in pending if case is not culprit and case.id not in run.outcomes]
+            else:  # killed: no report, so the finished cases go again (not the ones that failed)
+                pending = [case for case in pending if case is not culprit and not run.outcomes.get(case.id)]
             attempt += 1
             continue
         why = run.failure or run.why or "ncu did not profile this case"  # ncu's own error is the root cause

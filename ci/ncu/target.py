@@ -3,10 +3,10 @@
 Run as `python -m ci.ncu.target PLAN.json`, one process for every case of the plan (torch is
 imported once; each variant's build comes from the compile cache). A plan's `stop_at` (epoch
 seconds) is when no further case starts, so the profiler still writes its report before the
-run's deadline; later cases are reported with status "deadline". Profiling is off at start (`ncu --profile-from-start
-off`); compilation, autotuning and warm-up happen outside it, and only the one call per case
-between `cudaProfilerStart` and `cudaProfilerStop` is measured, attributed to the case by an NVTX
-range named with the case id. Each case's outcome is printed as one line starting with
+run's deadline; later cases are reported with status "deadline". Profiling is off at start
+(`ncu --profile-from-start off`); compilation, autotuning and warm-up happen outside it, and
+only the one call per case between `cudaProfilerStart` and `cudaProfilerStop` is measured,
+attributed to the case by an NVTX range named with the case id. Each case's outcome is printed as one line starting with
 `attnwatch-ncu:` so the parent can tell a case that could not run from one ncu did not see.
 """
 

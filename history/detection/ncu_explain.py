@@ -127,7 +127,7 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
     fired.sort(key=lambda item: (item[0], item[1]))
     changes = [item[2] for item in fired]
     if not changes:
-        return Explanation(cause="no counter moved past its rule's threshold (ci/ncu counters, history/detection/ncu_rules.toml)")
+        return Explanation(cause="no counter moved past its rule's threshold (history/detection/ncu_rules.toml)")
     top = changes[0]
     return Explanation(cause=f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%})",
                        changes=changes)
