@@ -36,7 +36,10 @@ def repeat(fixtures_dir):
 
 
 def test_every_rule_reads_counters_the_metric_list_collects():
-    listed = {spec.metric for spec in metric_specs()}
+    """...or, for `timing__` counters, ones a compare adds from its timed rounds."""
+    from ci.compare.analysis import THROTTLED
+
+    listed = {spec.metric for spec in metric_specs()} | {THROTTLED}
     for rule in load_rules():
         assert set(rule.counters) <= listed, rule.name
         assert rule.when is None or rule.when.counter in listed, rule.name
@@ -128,3 +131,19 @@ def test_a_bad_rule_file_is_refused_naming_the_rule_and_field(tmp_path):
     path.write_text('[[rule]]\nname = "x"\nkind = "cause"\n')
     with pytest.raises(RulesError, match=r"rules.toml: rule 'x': missing or bad field 'title'"):
         load_rules(path)
+
+
+def test_a_compare_whose_head_was_throttled_exonerates_the_kernel(base):
+    """The timed rounds' throttled share (CaseTiming.throttled_samples) joins the counters."""
+    from ci.compare.analysis import explain_change
+    from ci.compare.rounds import CaseRound
+
+    def rounds(counters, throttled):
+        return [CaseRound(CASE, "cuda_wmma", "b4_h16_s1k", "fp16", False, "ok", samples_us=[160.0] * 100,
+                          timing={"throttled_samples": throttled}, counters=counters)]
+
+    head = _planted(base[CASE], barrier=0.5)
+    found = explain_change(rounds(base[CASE], 0), rounds(head, 30), slower=True)
+    assert [c.rule for c in found.changes][:2] == ["throttled", "barrier_stalls"]
+    assert found.cause.startswith("the timed runs were throttled")
+    assert explain_change(rounds(base[CASE], 0), rounds(head, 0), slower=True).changes[0].rule == "barrier_stalls"

@@ -49,12 +49,30 @@ def _ncu_deltas(base: list[CaseRound | None], head: list[CaseRound | None]) -> l
     return [NcuDelta(k, b[k], h[k]) for k in NCU_FIELDS if k in b and k in h]
 
 
+THROTTLED = "timing__throttled_share"  # ncu_rules.toml's "throttled" rule reads it
+
+
+def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
+    """The share of the side's timed calls that NVML flagged as throttled (CaseTiming)."""
+    timed = [r for r in rounds if r is not None and r.timing and r.samples_us]
+    calls = sum(len(r.samples_us) for r in timed)
+    if not calls:
+        return None
+    return sum(int(r.timing.get("throttled_samples") or 0) for r in timed) / calls
+
+
 def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool) -> NcuExplanation | None:
-    """The counter rules' ranking (history/detection/ncu_rules.toml) when both sides were profiled."""
+    """The counter rules' ranking (history/detection/ncu_rules.toml) when both sides were
+    profiled; the timed rounds' throttled share joins the counters, for the rule that exonerates."""
     b = next((r.counters for r in base if r is not None and r.counters), None)
     h = next((r.counters for r in head if r is not None and r.counters), None)
     if not b or not h:
         return None
+    b, h = dict(b), dict(h)
+    for counters, rounds in ((b, base), (h, head)):
+        share = _throttled_share(rounds)
+        if share is not None:
+            counters[THROTTLED] = share
     found = explain(b, h, slower)
     return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score)
                                         for c in found.changes])
