@@ -109,7 +109,7 @@ def default_dtypes(shape_set: str) -> list[str]:
 
 
 def compare_setting(name: str) -> Any:
-    """A [compare] entry: min_rounds, max_rounds, method, resamples."""
+    """A [compare] entry: min_rounds, max_rounds, method, resamples, ncu_budget_s."""
     return setting("compare", name)
 
 

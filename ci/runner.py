@@ -17,7 +17,7 @@ new process group, and follows the child's journal (ci/journal.py):
 The bundle is always written and valid; its status is `partial` when any case was lost.
 It is written as soon as the cases are measured, BEFORE the optional ncu pass: ncu can take
 minutes, and a GPU job killed by its time limit during ncu must still leave the timing,
-outcomes and correctness records. The ncu pass respects `RunOptions.deadline` (variants that
+outcomes and correctness records. The ncu pass respects `RunOptions.deadline` (cases that
 do not fit are recorded as not profiled) and its files are then added to the written bundle.
 
 `compare` uses `run_suite(..., kernels_root=<a worktree of the merge base>)`: the child then

@@ -105,6 +105,7 @@ def bundle_contents(
     with_correctness: bool = True,
     with_builds: bool = True,
     with_ncu: bool = False,
+    ncu_metrics: dict[str, dict[str, float]] | None = None,
     synthetic: bool = False,
     seed: int = 0,
     hostname: str = "gpu-runner-1",
@@ -213,8 +214,10 @@ def bundle_contents(
               for v in sorted({t[1] for t in timings}) if v.startswith(("cuda", "triton"))] if with_builds else None
     ncu_kernels = ncu_cases = None
     if with_ncu:
+        # ncu_metrics: a case's kernel counters instead of the two stand-in ones (one kernel)
         ncu_kernels = [NcuKernelRow(cid, 0, f"{cid.split('/')[0]}_kernel",
-                                    {"gpu__time_duration.sum": 1000.0 * (i + 1), "sm__throughput.avg.pct_of_peak_sustained_elapsed": 61.5},
+                                    (ncu_metrics or {}).get(cid) or {"gpu__time_duration.sum": 1000.0 * (i + 1),
+                                                                     "sm__throughput.avg.pct_of_peak_sustained_elapsed": 61.5},
                                     block_size="(128, 1, 1)", grid_size="(64, 16, 1)")
                        for i, cid in enumerate(timed_ids)]
         ncu_cases = [NcuCaseMetrics(cid, kernel_count=1, duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)

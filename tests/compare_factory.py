@@ -35,7 +35,9 @@ def fixture_processes(fixtures_dir: Path) -> dict[str, dict[str, list[float]]]:
 
 def make_rounds(fixtures_dir: Path, *, rounds: int = 3, slowdown: dict[str, float] | None = None,
                 head_status: dict[str, str] | None = None, head_incorrect: set[str] | None = None,
-                ncu: bool = False) -> tuple[list[RoundData], list[RoundData]]:
+                ncu: bool = False, counters: dict[str, tuple[dict, dict]] | None = None,
+                ) -> tuple[list[RoundData], list[RoundData]]:
+    """`counters`: case id -> (base, head) ncu counters, as a profiled side's rounds carry them."""
     procs = fixture_processes(fixtures_dir)
     slowdown, head_status, head_incorrect = slowdown or {}, head_status or {}, head_incorrect or set()
     sdpa_key = lambda cid: "sdpa_cudnn/" + "/".join(cid.split("/")[1:])  # noqa: E731
@@ -64,6 +66,8 @@ def make_rounds(fixtures_dir: Path, *, rounds: int = 3, slowdown: dict[str, floa
                 if ncu:
                     case.ncu = {"duration_us": sorted(part)[len(part) // 2] * factor, "sm_throughput_pct": 71.0 / factor,
                                 "registers_per_thread": 128.0 if not is_head or factor == 1.0 else 168.0}
+                if counters and cid in counters:
+                    case.counters = dict(counters[cid][1 if is_head else 0])
                 cases[cid] = case
             out.append(RoundData(f"{proc}-round{r}", GPU, "b" * 40 if not is_head else "h" * 40, cases))
         return out

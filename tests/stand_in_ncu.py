@@ -2,11 +2,17 @@
 
 Run as a program (tests install it with `install`): it answers `--version`; for a profiling
 command it reads the plan `ci.ncu.target` would run, prints the target's outcome lines and
-writes a "report" naming each variant's case; for `--import REPORT` it prints the real H200 raw
-CSV fixture with the fixture's NVTX ranges (sdpa, sdpa_flash, torch_3op) renamed to those cases.
+writes a "report" naming each case; for `--import REPORT` it prints the real H200 raw CSV
+fixture's rows for those cases. The default fixture (tests/data/ncu/h200_raw_pr_default.csv) is
+a whole `attnwatch ncu --shapes pr` pass whose NVTX ranges are the case ids: a case's rows are
+the fixture's rows of the same variant (its shape renamed when the fixture lacks it). The older
+fixture's ranges are variant names (sdpa, sdpa_flash, torch_3op) and are renamed likewise.
 
-Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | hang | case_fails),
-FAKE_NCU_HANG (variants whose profiling hangs; FAKE_NCU_MARKER then names a file written first).
+Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | perm_late | hang | case_fails |
+crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose profiling
+hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
+ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
+writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ def install(directory: Path, monkeypatch, fixtures_dir: Path) -> Path:
     path.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
     path.chmod(0o755)
     monkeypatch.setenv("ATTNWATCH_NCU", str(path))
-    monkeypatch.setenv("FAKE_NCU_FIXTURE", str(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv"))
+    monkeypatch.setenv("FAKE_NCU_FIXTURE", str(fixtures_dir / "ncu" / "h200_raw_pr_default.csv"))
     return path
 
 
@@ -44,15 +50,11 @@ def main(args: list[str]) -> int:
     if "--import" in args:
         wanted = json.loads(Path(args[args.index("--import") + 1]).read_text())
         out = []
-        for line in Path(os.environ["FAKE_NCU_FIXTURE"]).read_text().splitlines():
-            if "<default domain>:" not in line:
-                out.append(line)
-                continue
-            for variant, case_id in wanted.items():
-                marker = "<default domain>:" + variant + ":none"
-                if marker in line:
-                    out.append(line.replace(marker, "<default domain>:" + case_id + ":none"))
-        print("\n".join(out))
+        lines = Path(os.environ["FAKE_NCU_FIXTURE"]).read_text().splitlines()
+        for case_id in wanted:
+            source = _fallback(lines, case_id)
+            out += [_renamed(line, case_id) for line in lines if source and _range_of(line) == source]
+        print("\n".join([line for line in lines if "<default domain>:" not in line] + out))
         return 0
     if mode == "hang":
         time.sleep(60)
@@ -65,20 +67,60 @@ def main(args: list[str]) -> int:
     assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
     assert "--profile-from-start" in args and "--nvtx" in args
     plan = json.loads(Path(args[-1]).read_text())
-    ranges = {}
+    if os.environ.get("FAKE_NCU_ARGS"):
+        Path(os.environ["FAKE_NCU_ARGS"]).write_text(json.dumps(args))
+    if os.environ.get("FAKE_NCU_CWD"):
+        Path(os.environ["FAKE_NCU_CWD"]).write_text(os.getcwd())
+    ranges = []
+    print("==PROF== Connected to process 1", flush=True)
     for case in plan["cases"]:
         case_id = _case_id(case)
+        if plan.get("stop_at") is not None and time.time() >= plan["stop_at"]:
+            _outcome(case_id, "deadline", "not started: the run's deadline is near")  # as ci.ncu.target does
+            continue
+        if case["variant"] in os.environ.get("FAKE_NCU_SLOW", "").split(","):
+            time.sleep(max(0.0, plan["stop_at"] + 0.3 - time.time()))  # finishes just after the stop time
+        if mode == "crash" and case["variant"] == "torch_3op":
+            Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps(ranges))
+            print("==ERROR== The application returned an error code (11).")
+            return 1
         if case["variant"] in os.environ.get("FAKE_NCU_HANG", "").split(","):
             Path(os.environ["FAKE_NCU_MARKER"]).write_text(case["variant"] + " " + str(os.getpid()))
             time.sleep(600)
         if mode == "case_fails" and case["variant"] == "torch_3op":
             _outcome(case_id, "failed", "RuntimeError: boom")
             continue
-        ranges[case["variant"]] = case_id
+        ranges.append(case_id)
         _outcome(case_id, "ok", None)
+    if mode == "perm_late":  # the target ran, but ncu could read no counter: a report without kernels
+        Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps([]))
+        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+        return 1
     Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps(ranges))
     print("==PROF== Disconnected from process 1")
     return 0
+
+
+def _range_of(line: str) -> str | None:
+    """The NVTX range (case id, or variant in the older fixture) of a fixture row."""
+    if "<default domain>:" not in line:
+        return None
+    return line.split("<default domain>:", 1)[1].split(":none", 1)[0]
+
+
+def _fallback(lines: list[str], case_id: str) -> str | None:
+    """The fixture's range standing in for a case it lacks: the same variant, any shape."""
+    variant = case_id.split("/")[0]
+    ranges = {_range_of(line) for line in lines} - {None}
+    if case_id in ranges:
+        return case_id
+    same = sorted(r for r in ranges if r == variant or r.startswith(variant + "/"))
+    return same[0] if same else None
+
+
+def _renamed(line: str, case_id: str) -> str:
+    found = _range_of(line)
+    return line.replace("<default domain>:" + found + ":none", "<default domain>:" + case_id + ":none")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,31 @@ def test_layout_verdict_then_correctness_then_changes_then_details(report):
     assert "registers\\_per\\_thread" in body or "`registers_per_thread`" in body
 
 
+def test_a_profiled_regression_shows_its_cause_and_the_ranked_counters(fixtures_dir):
+    """Both sides profiled (real H200 counters of the base; the head with a barrier planted and a
+    slower clock left out): the comment names the cause in one line, then the ranked rules."""
+    from attnwatch.ci.ncu.aggregate import group_by_case
+    from attnwatch.ci.ncu.parse import parse_ncu_csv
+    from attnwatch.history.analysis.ncu_explain import combine_kernels
+
+    groups = group_by_case(parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_pr_default.csv").kernels)
+    base = combine_kernels(k.metrics for k in groups["cuda_wmma/b4_h16_s1k/fp16/noncausal"])
+    barrier = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+    head = {**base, barrier: base[barrier] * 4, "smsp__inst_executed.sum": base["smsp__inst_executed.sum"] * 1.06}
+    fast = "sdpa_flash/h100_small/fp16/noncausal"
+    report = make_report(fixtures_dir, slowdown={SLOW: 1.06, fast: 0.9}, ncu=True,
+                         counters={SLOW: (base, head), fast: (head, base)})
+    slow_case = next(c for c in report.cases if c.case_id == SLOW)
+    assert slow_case.verdict == "regression" and slow_case.explanation.changes[0].rule == "barrier_stalls"
+    body = render_comment(report)
+    section = body[body.index("#### ncu"):body.index("<details>")]
+    assert f"`{SLOW}` slower: **warps wait at barriers" in section
+    assert f"`{fast}` faster: **warps wait at barriers" in section  # the same counters, read the other way
+    rows = [line for line in section.splitlines() if line.startswith("| warps wait") or line.startswith("| more instr")]
+    assert rows[0].startswith("| warps wait at barriers") and "+300.0%" in rows[0]
+    assert "| more instructions for the same work" in section
+
+
 def test_clean_report_says_so(fixtures_dir):
     body = render_comment(make_report(fixtures_dir))
     assert headline(make_report(fixtures_dir)).startswith("### ✅")

@@ -222,6 +222,43 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
 
 
 @pytest.mark.slow
+def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_path, monkeypatch, fixtures_dir):
+    """A base whose torch_3op does its work three times: the head's torch_3op is an improvement,
+    sdpa unchanged. Only torch_3op is profiled (the stand-in ncu replays real H200 output), on
+    both sides, and compare.json and the comment carry the counter rules' verdict."""
+    import stand_in_ncu  # tests/ helper
+
+    stand_in_ncu.install(tmp_path, monkeypatch, fixtures_dir)
+    export = tmp_path / "base"
+    export.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
+    source = export / "kernels" / "variants" / "torch_3op.py"
+    text = source.read_text()
+    assert text.count("    return Prepared(fn=run,") == 1
+    planted = ("    once = run\n\n    def run():  # planted: three times the work\n"
+               "        once()\n        once()\n        return once()\n\n    return Prepared(fn=run,")
+    source.write_text(text.replace("    return Prepared(fn=run,", planted))
+    out = tmp_path / "out"
+    rc = main(["compare", "--base-root", str(export), "--base", "slow-base", "--shapes", "cpu", "--variants",
+               "sdpa,torch_3op", "--causal", "no", "--rounds", "3", "--no-correctness", "--out", str(out)])
+    assert rc == 0
+    report = load_report(out / "compare.json")
+    by_case = {c.case_id: c for c in report.cases}
+    fast = by_case["torch_3op/cpu_tiny/fp16/noncausal"]
+    assert fast.verdict == "improvement", fast
+    assert fast.explanation is not None and fast.explanation.cause  # both sides were profiled
+    changed = {cid for cid, c in by_case.items() if c.verdict in ("regression", "improvement")}
+    assert {cid for cid, c in by_case.items() if c.explanation is not None} == changed
+    plans = sorted((out / "ncu").glob("*/pass0/plan.json"))
+    assert [p.parent.parent.name for p in plans] == ["base", "head"]
+    for plan in plans:  # only the changed cases (sdpa too, where this shared CPU's noise moved it) were profiled
+        profiled = {f"{c['variant']}/cpu_tiny/fp16/noncausal" for c in json.loads(plan.read_text())["cases"]}
+        assert profiled == changed
+    assert "#### ncu: why the changed cases moved" in render_comment(report)
+
+
+@pytest.mark.slow
 def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
     """--base-root: the base's kernels come from a plain directory (a host without the history)."""
     export = tmp_path / "base"

@@ -82,3 +82,15 @@ def test_comment_command_refuses_a_bad_artifact_without_calling_github(good, tmp
     assert main(["comment", "--compare", str(bad), "--pr", "1"]) == 2
     err = capsys.readouterr().err
     assert "cases[0].verdict" in err
+
+
+def test_a_version_2_compare_json_loads_with_no_explanations(good, tmp_path):
+    """compare.json v3 added each case's counter-rule explanation: a v2 file has none."""
+    document = json.loads(good[0].read_text())
+    document["schema_version"] = 2
+    for case in document["cases"]:
+        del case["explanation"]
+    old = tmp_path / "v2.json"
+    old.write_text(json.dumps(document))
+    loaded = load_report(old)
+    assert loaded.schema_version == 3 and all(c.explanation is None for c in loaded.cases)

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query
-from attnwatch.history.detection import alerts as history_alerts
+from attnwatch.history.detection import alerts as history_alerts, ncu_cause
 
 STATUSES = history_alerts.STATUSES
 KINDS = history_alerts.KINDS
@@ -18,6 +18,20 @@ KINDS = history_alerts.KINDS
 @cached_query
 def alert_gpus(source: Source) -> list[str]:
     return sorted({a.gpu_name for a in history_alerts.list_alerts(source.path, {"limit": 100000}) if a.gpu_name})
+
+
+@cached_query
+def counter_cause(source: Source, kind: str, run_id: str | None, case_id: str):
+    """The counter rules' explanation of a speed alert's step (history.detection.ncu_cause), or
+    None when its run and an earlier one of the same GPU and branch were not both profiled."""
+    return ncu_cause.cause_of(source.path, kind, run_id, case_id)
+
+
+def counter_table(explanation) -> pd.DataFrame:
+    """The ranked rules that fired, strongest first, for the page's table."""
+    return pd.DataFrame([{"rule": c.title, "base": c.base, "head": c.head, "change": 100.0 * c.change,
+                          "thresholds": c.score} for c in explanation.changes],
+                        columns=["rule", "base", "head", "change", "thresholds"])
 
 
 def events_of(source: Source, alert_id: int) -> pd.DataFrame:

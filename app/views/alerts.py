@@ -1,6 +1,7 @@
 """Alerts: what detection recorded, grouped by the commit range that caused it. Pick a group to see
 its alerts (each labelled with kind, metric, GPU, case, change and current state) and one of them
-drawn on its series with the step and the threshold band; acknowledge or resolve the whole group
+drawn on its series with the step and the threshold band, and the counter rules' cause where
+its run and an earlier one were profiled; acknowledge or resolve the whole group
 with one note. Changes go through history.detection.alerts (one transaction for the group, retried while
 an ingest holds the file), so neither side loses anything."""
 
@@ -43,6 +44,14 @@ ALERT_COLUMNS = {
 ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "plot", "gpu",
                "label", "note", "actor", "updated_at", "detail"]
 ALL_GPUS = "(all)"
+NCU_RULE_COLUMNS = {
+    "rule": st.column_config.TextColumn("counter rule (history/analysis/ncu_rules.toml)"),
+    "base": st.column_config.NumberColumn("before", format="%.4g"),
+    "head": st.column_config.NumberColumn("after", format="%.4g"),
+    "change": st.column_config.NumberColumn("change", format="%+.1f%%"),
+    "thresholds": st.column_config.NumberColumn("thresholds moved", format="%.1f",
+                                                help="the change over the rule's threshold; rules are ranked by it"),
+}
 
 
 def filters(source, url: UrlState):
@@ -123,6 +132,19 @@ def draw_alert(source, alert) -> None:
     st.plotly_chart(figure, key="alerts_step_chart", width="stretch")
     st.caption(f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
                f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert.")
+    draw_counter_cause(source, alert)
+
+
+def draw_counter_cause(source, alert) -> None:
+    """Why the step happened by the counter rules: the cause as one line, then the ranked rules."""
+    explanation = alerts.counter_cause(source, alert.kind, alert.run_id, alert.case_id)
+    if explanation is None:
+        st.caption("ncu: no counter cause: this run, or an earlier run on this device and branch, did not profile the case.")
+        return
+    st.markdown(f"**ncu cause:** {ui.md(explanation.cause)}")
+    if explanation.changes:
+        ui.table(alerts.counter_table(explanation), hide_index=True, width="stretch", key="alerts_ncu_rules",
+                 column_config=NCU_RULE_COLUMNS)
 
 
 def action_form(source, members) -> None:

@@ -49,6 +49,7 @@ def register(subparsers) -> None:
 
 def _list(args) -> int:
     from attnwatch.history.detection.alerts import AlertFilter, alert_events, list_alerts
+    from attnwatch.history.detection.ncu_cause import alert_causes
     from attnwatch.history.store.lake_retry import retrying
 
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
@@ -58,6 +59,7 @@ def _list(args) -> int:
     if not alerts:
         print("no alerts")
         return 0
+    causes = retrying(args.db, lambda: alert_causes(args.db, alerts))
     print(f"{'id':>5}  {'status':<12} {'kind':<11} {'change':>8}  {'commit':<12} {'gpu':<20} case / metric")
     for a in alerts:
         change = f"{a.change_pct:+.1f}%" if a.change_pct is not None else "—"
@@ -65,6 +67,9 @@ def _list(args) -> int:
               f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}")
         if a.note:
             print(f"{'':>7}note ({a.actor}): {a.note}")
+        if a.alert_id in causes:
+            for line in cause_lines(causes[a.alert_id]):
+                print(f"{'':>7}{line}")
         link = _trend_link(args.dashboard_url, a)
         if link:
             print(f"{'':>7}plot: {link}")
@@ -72,6 +77,21 @@ def _list(args) -> int:
             for e in alert_events(args.db, a.alert_id):
                 print(f"{'':>7}{e.happened_at:%Y-%m-%d %H:%M} {e.action:<12} {e.actor}: {e.note}")
     return 0
+
+
+RULES_SHOWN = 3  # ranked counter rules printed under an alert's cause
+
+
+def cause_lines(explanation) -> list[str]:
+    """The counter rules' cause as one line, then the ranked rules that fired (the strongest first)."""
+    from attnwatch.history.analysis.ncu_explain import format_value
+
+    lines = [f"ncu cause: {explanation.cause}"]
+    ranked = [f"{c.rule} {format_value(c.base)} → {format_value(c.head)} ({c.change:+.0%})"
+              for c in explanation.changes[:RULES_SHOWN]]
+    if ranked:
+        lines.append("ncu ranked: " + "; ".join(ranked))
+    return lines
 
 
 def _trend_link(dashboard_url: str | None, alert) -> str | None:

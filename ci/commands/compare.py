@@ -61,7 +61,12 @@ def register(subparsers) -> None:
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
-    p.add_argument("--ncu", action="store_true", help="also profile with ncu, for deltas in the PR comment")
+    p.add_argument("--ncu", choices=("changed", "all", "off"), nargs="?", const="all", default="changed",
+                   help="after the rounds, profile under ncu the regressed and improved cases on both sides "
+                        "(default 'changed'; the counter rules explain them in compare.json and the comment), "
+                        "every measured case ('all'; bare --ncu), or none ('off'); skipped where ncu is absent")
+    p.add_argument("--ncu-budget", type=float, default=None,
+                   help="seconds for the ncu pass, both sides (default: ci/run_config.toml [compare] ncu_budget_s)")
     p.add_argument("--case-timeout", type=float, default=None,
                    help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
@@ -150,7 +155,7 @@ def _side_label(commit: str, ref: str | None) -> str:
 
 
 def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
-    from attnwatch.ci.compare.session import add_ncu, run_session
+    from attnwatch.ci.compare.session import run_session
     from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
     from attnwatch.ci.kernels_api import check_measurable
 
@@ -166,14 +171,36 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
     session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
-    if args.ncu:
-        add_ncu(session, cases, roots, out, log)
+    _profile(args, session, cases, roots, out, thresholds, options, log)
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
     # is exactly what the bundles (and the pull-request runs stored from them) hold.
     base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
     return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
                         "design": options.design, "notes": session.notes, "measured": session.measured}
+
+
+def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> None:
+    """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides."""
+    from attnwatch.ci.compare.session import add_ncu
+    from attnwatch.ci.ncu.profile import find_ncu
+    from attnwatch.ci.run_config import compare_setting
+
+    if args.ncu == "off" or not session.bundles.get("base") or not session.bundles.get("head"):
+        return
+    if find_ncu() is None:
+        log("compare: ncu not found (not on PATH; set ATTNWATCH_NCU): changed cases are not profiled")
+        return
+    only = None
+    if args.ncu == "changed":
+        base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+        judged = compare_rounds(base, head, thresholds, method=args.method, resamples=options.resamples,
+                                confidence=options.design.per_look_confidence)
+        only = {c.case_id for c in judged if c.verdict in ("regression", "improvement")}
+        if not only:
+            return
+    budget = args.ncu_budget if args.ncu_budget is not None else float(compare_setting("ncu_budget_s"))
+    add_ncu(session, cases, roots, out, log, only=only, budget_s=budget)
 
 
 def _print_costs(session) -> None:

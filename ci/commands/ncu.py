@@ -13,6 +13,7 @@ from attnwatch.history.contract.bundle import NcuCaseMetrics
 from attnwatch.history.contract.bundle_writer import write_ncu_files
 from attnwatch.kernels import registry
 from attnwatch.kernels.cases import Case
+from attnwatch.ci.ncu.metrics import choose_sections
 
 TABLE_COLUMNS = (
     ("case", 44), ("kernels", 7), ("dur_us", 9), ("SM%", 6), ("DRAM%", 6),
@@ -24,18 +25,21 @@ def register(subparsers) -> None:
     p = subparsers.add_parser(
         "ncu",
         help="profile cases under Nsight Compute (--clock-control none) and print the metrics",
-        description="Profile one call per case under ncu with the fixed metric list (or --full), "
-        "attribute kernels to cases by NVTX range, and print durations, SM/DRAM throughput, tensor "
-        "pipe, occupancy and registers per case.",
+        description="Profile one call per case under ncu (one process for every case) with the metric "
+        "list's sections (or --full), attribute kernels to cases by NVTX range, and print durations, "
+        "SM/DRAM throughput, tensor pipe, occupancy and registers per case.",
     )
     p.add_argument("--shapes", default="pr", help="shape set (pr, main, nightly, cpu); default pr")
     p.add_argument("--variants", default="", help="comma-separated variant names (default: all available)")
     p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: the shape set's, ci/run_config.toml)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--cases", nargs="*", default=[], help="case ids or fnmatch patterns to keep")
+    p.add_argument("--sections", default=None,
+                   help="comma-separated metric sections of ci/ncu/metrics.toml, or 'all' (default: its default sections)")
     p.add_argument("--full", action="store_true", help="collect `--set full` (slow; nightly)")
     p.add_argument("--timeout", type=float, default=None,
-                   help="seconds per variant's ncu process (default: ci/run_config.toml [defaults] ncu_timeout_s)")
+                   help="seconds for the ncu process, one for every case (default: ci/run_config.toml [defaults] "
+                        "ncu_timeout_s)")
     p.add_argument("--out", default="ncu-out", help="directory for ncu.json, ncu_raw.csv and reports")
     p.set_defaults(func=_run)
 
@@ -81,13 +85,17 @@ def format_table(metrics: list[NcuCaseMetrics]) -> str:
 
 
 def _run(args) -> int:
+    try:
+        sections = choose_sections(args.sections)
+    except ValueError as exc:
+        raise UserError(f"--sections: {exc}") from None
     cases = select_cases(args)
     if not cases:
         raise UserError("no cases selected (check --shapes, --variants, --cases, and `attnwatch variants`)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = _gpu_name()
-    profile = profile_cases(cases, out / "reports", full=args.full, timeout_s=args.timeout, gpu_name=gpu)
+    profile = profile_cases(cases, out / "reports", full=args.full, sections=sections, timeout_s=args.timeout, gpu_name=gpu)
     write_ncu_files(out, profile.files())
     print(format_table(profile.case_metrics))
     print(f"\n{len(cases)} cases, {profile.seconds:.1f} s under ncu {profile.ncu_version or '(unknown)'}; "

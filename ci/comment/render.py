@@ -2,7 +2,8 @@
 
 Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
 correctness failures first, a table of significant changes (base, head, Δ%, interval,
-gap-to-SDPA), ncu deltas for regressed cases, the full table folded in <details>, links to
+gap-to-SDPA), for each changed case profiled on both sides the counter rules' cause and ranked
+rules (history/analysis/ncu_explain.py), the full table folded in <details>, links to
 the run and the dashboard. With a dashboard URL, each significant change links to its Trends
 view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
 of the two commits, in the dashboard's URL contract (history.links). Every value that came from
@@ -229,17 +230,35 @@ def _failed_section(report: CompareReport) -> list[str]:
     return lines + _table(body, SECTION_BUDGET, "unmeasured cases")[0] + [""]
 
 
+RULES_SHOWN = 5  # ranked counter rules per case in the comment; compare.json has them all
+
+
 def _ncu_section(report: CompareReport) -> list[str]:
-    cases = [c for c in report.regressions if c.ncu]
+    """Per changed case: the counter rules' cause as one line, then the ranked evidence
+    (history/analysis/ncu_rules.toml); the plain metric deltas where no rule table was read."""
+    changed = [c for c in report.cases if c.verdict in ("regression", "improvement")]
+    cases = [c for c in changed if c.explanation or (c.ncu and c.verdict == "regression")]
     if not cases:
         return []
-    lines = ["#### ncu: what changed in the regressed cases", ""]
+    lines = ["#### ncu: why the changed cases moved", ""]
     for c in cases:
+        word = "slower" if c.verdict == "regression" else "faster"
+        if c.explanation:
+            lines += [f"{md_code(c.case_id)} {word}: **{md_text(c.explanation.cause, 300)}**", ""]
+            if c.explanation.changes:
+                lines += ["| rule | base | head | Δ | thresholds |", "|---|---:|---:|---:|---:|"]
+                for r in c.explanation.changes[:RULES_SHOWN]:
+                    lines.append(f"| {md_text(r.title, 120)} | {r.base:.4g} | {r.head:.4g} | {r.change:+.1%} | {r.score:.1f} |")
+                lines.append("")
+            continue
         lines += [f"{md_code(c.case_id)}", "", "| metric | base | head | Δ |", "|---|---:|---:|---:|"]
         for d in c.ncu:
             delta = f"{(d.head / d.base - 1) * 100:+.1f}%" if d.base else "—"
             lines.append(f"| {md_code(d.metric)} | {d.base:.4g} | {d.head:.4g} | {delta} |")
         lines.append("")
+    missing = len(changed) - len([c for c in changed if c.explanation])
+    if missing:
+        lines += [f"{missing} changed case(s) were not profiled on both sides (ncu absent, failed, or past its time bound).", ""]
     return lines
 
 
@@ -312,7 +331,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     sig += _under_section(report, budget // 4)
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
-        ncu = ["#### ncu", "", f"ncu deltas for {len([c for c in report.regressions if c.ncu])} regressed cases are in compare.json (too long for this comment).", ""]
+        ncu = ["#### ncu", "", f"ncu explanations for {len([c for c in report.cases if c.explanation])} changed cases are in compare.json (too long for this comment).", ""]
     budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
     all_rows = [_change_row(c, report) for c in sorted(report.cases, key=lambda c: c.case_id)]
     full, _ = _table(all_rows, max(budget - 400, 0), "cases")

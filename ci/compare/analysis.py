@@ -5,12 +5,20 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, NcuDelta, SideResult
+from attnwatch.ci.compare.report import (
+    NO_RUN_NOISE,
+    CaseComparison,
+    NcuDelta,
+    SideResult,
+    NcuExplanation,
+    RuleChange,
+)
 from attnwatch.ci.compare.rounds import NCU_FIELDS, CaseRound, RoundData
 from attnwatch.history.analysis.ab import ratio_interval, verdict
 from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.statistics import median
 from attnwatch.history.analysis.case_rules import CaseRules
+from attnwatch.history.analysis.ncu_explain import explain
 
 
 def _side(rounds: list[CaseRound | None]) -> SideResult:
@@ -48,6 +56,35 @@ def _ncu_deltas(base: list[CaseRound | None], head: list[CaseRound | None]) -> l
     b = next((r.ncu for r in base if r is not None and r.ncu), {})
     h = next((r.ncu for r in head if r is not None and r.ncu), {})
     return [NcuDelta(k, b[k], h[k]) for k in NCU_FIELDS if k in b and k in h]
+
+
+THROTTLED = "timing__throttled_share"  # ncu_rules.toml's "throttled" rule reads it
+
+
+def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
+    """The share of the side's timed calls that NVML flagged as throttled (CaseTiming)."""
+    timed = [r for r in rounds if r is not None and r.timing and r.samples_us]
+    calls = sum(len(r.samples_us) for r in timed)
+    if not calls:
+        return None
+    return sum(int(r.timing.get("throttled_samples") or 0) for r in timed) / calls
+
+
+def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool) -> NcuExplanation | None:
+    """The counter rules' ranking (history/analysis/ncu_rules.toml) when both sides were
+    profiled; the timed rounds' throttled share joins the counters, for the rule that exonerates."""
+    b = next((r.counters for r in base if r is not None and r.counters), None)
+    h = next((r.counters for r in head if r is not None and r.counters), None)
+    if not b or not h:
+        return None
+    b, h = dict(b), dict(h)
+    for counters, rounds in ((b, base), (h, head)):
+        share = _throttled_share(rounds)
+        if share is not None:
+            counters[THROTTLED] = share
+    found = explain(b, h, slower)
+    return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score)
+                                        for c in found.changes])
 
 
 _NOT_RUN = ("skipped", "unsupported")
@@ -97,8 +134,9 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
             comp.verdict = verdict(iv, min_effect)
         else:
             comp.verdict = _unmeasured_verdict(b_side.status, h_side.status)
-        if comp.verdict == "regression":
+        if comp.verdict in ("regression", "improvement"):
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
+            comp.explanation = explain_change(b_rounds, h_rounds, slower=comp.verdict == "regression")
         out.append(comp)
     return out
 

@@ -22,7 +22,7 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 3  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored
+COMPARE_SCHEMA_VERSION = 3  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -56,11 +56,12 @@ def compare_v1_to_v2(document: dict) -> dict:
 
 def compare_v2_to_v3(document: dict) -> dict:
     """compare.json v2 -> v3: each case gains its own min_effect and ignore rule (v2 had neither:
-    the report's min_effect, not ignored)."""
+    the report's min_effect, not ignored) and the counter rules' explanation (v2 had none)."""
     for case in document.get("cases") or []:
         if isinstance(case, dict):
             case.setdefault("min_effect", None)
             case.setdefault("ignored", None)
+            case.setdefault("explanation", None)
     document["schema_version"] = 3
     return document
 
@@ -111,6 +112,27 @@ class NcuDelta:
 
 
 @dataclass
+class RuleChange:
+    """One counter rule that fired (history.analysis.ncu_explain.CounterChange): the rule, its
+    title, its signal on both sides, the relative move and the move over the rule's threshold."""
+
+    rule: str
+    title: str = rule(max_len=MAX_TEXT)
+    base: float
+    head: float
+    change: float
+    score: float
+
+
+@dataclass
+class NcuExplanation:
+    """Why a regressed or improved case moved, by the counter rules: one line, then the evidence."""
+
+    cause: str = rule(max_len=MAX_TEXT)
+    changes: list[RuleChange] = rule(default_factory=list, max_items=50)
+
+
+@dataclass
 class CaseComparison:
     case_id: str
     variant: str
@@ -129,6 +151,7 @@ class CaseComparison:
     # the ignore rule it fell under ("ignored until DATE: reason"; None: not ignored).
     min_effect: float | None = rule(None, positive=True)
     ignored: str | None = rule(None, max_len=MAX_TEXT)
+    explanation: NcuExplanation | None = None  # regressions and improvements profiled on both sides
 
     def effect(self, report_min_effect: float) -> float:
         """The min_effect this case was judged by."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from attnwatch.history.contract.bundle import SAMPLES_FILE
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.validate import load_bundle
+from attnwatch.history.analysis.ncu_explain import combine_kernels
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
 NCU_FIELDS = (
@@ -40,6 +41,9 @@ class CaseRound:
     rel_err: float | None = None
     error: str | None = None
     ncu: dict[str, float] = field(default_factory=dict)
+    # Every ncu counter of the case, its kernels combined (history.analysis.ncu_explain): what
+    # the counter rules read.
+    counters: dict[str, float] = field(default_factory=dict)
     # As a worker reported them, for the round's bundle (ci/compare/bundles.py): the CaseTiming
     # (a dict, as history.contract.bundle.CaseTiming) and the correctness records checked in this round.
     timing: dict | None = None
@@ -94,6 +98,12 @@ def read_round(bundle_dir: str | Path) -> RoundData:
         case = cases.get(row.case_id)
         if case is not None:
             case.ncu = {k: getattr(row, k) for k in NCU_FIELDS if getattr(row, k) is not None}
+    by_case: dict[str, list[dict[str, float]]] = {}
+    for kernel in bundle.ncu_kernels:
+        by_case.setdefault(kernel.case_id, []).append(kernel.metrics)
+    for case_id, kernels in by_case.items():
+        if case_id in cases:
+            cases[case_id].counters = combine_kernels(kernels)
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
     return RoundData(str(bundle_dir), env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)

@@ -163,23 +163,34 @@ def session_record(measured: Measured, sides: dict[str, SideGroup], options: Ses
 
 
 def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | None], out_dir: Path,
-            log: Callable[[str], None] = print) -> None:
-    """`--ncu`: profile each side's measured cases once (after the rounds, never during them) and
-    add the pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run`
-    does), where ci.compare.analysis finds it when the rounds are read back."""
+            log: Callable[[str], None] = print, *, only: set[str] | None = None,
+            budget_s: float | None = None) -> None:
+    """Profile each side's measured cases once (after the rounds, never during them) and add the
+    pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run` does), where
+    ci.compare.analysis finds it when the rounds are read back.
+
+    `only`: the case ids to profile (a compare's regressions and improvements); None: every
+    measured case. `budget_s` bounds both sides together, half each (the base's unused time
+    goes to the head): a case not profiled by then carries the deadline as its error.
+    """
+    import time
+
     from attnwatch.ci.bundle_writer import add_ncu as add_ncu_to_bundle
     from attnwatch.ci.bundle_writer import utc_now
     from attnwatch.ci.ncu.profile import profile_cases
 
+    end = None if budget_s is None else time.monotonic() + budget_s
     for name, rounds in (("base", session.measured.base), ("head", session.measured.head)):
         if not rounds or not session.bundles.get(name):
             continue
         ok = {cid for rd in rounds for cid, rec in rd.cases.items() if rec.status == "ok"}
-        chosen = [c.to_case() for c in cases if c.case_id in ok]
+        chosen = [c.to_case() for c in cases if c.case_id in ok and (only is None or c.case_id in only)]
         if not chosen:
             continue
+        deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
         profile = profile_cases(chosen, Path(out_dir) / "ncu" / name, kernels_root=roots[name],
-                                gpu_name=session.sides[name].environment.get("gpu_name"))
-        log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s")
+                                gpu_name=session.sides[name].environment.get("gpu_name"), deadline=deadline)
+        log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
+            + (f", {len(profile.errors)} without metrics" if profile.errors else ""))
         add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),
                           note=f"ncu pass over {len(chosen)} cases after the rounds")

@@ -20,27 +20,74 @@ class MetricSpec:
     scale: float
     combine: str
     reason: str
+    section: str
     details: str | None = None
 
 
+@dataclass(frozen=True)
+class Section:
+    """A named part of the metric list, collected together; `default` ones unless told otherwise."""
+
+    name: str
+    default: bool
+    reason: str
+
+
 @lru_cache(maxsize=1)
-def metric_specs() -> tuple[MetricSpec, ...]:
-    """The metric list, validated: unknown combine rules or duplicate fields are a bug in the file."""
+def _load() -> tuple[tuple[Section, ...], tuple[MetricSpec, ...]]:
+    """The sections and the metric list, validated: an unknown combine rule or section, or a
+    duplicate field, is a bug in the file."""
     data = tomllib.loads((_HERE / "metrics.toml").read_text(encoding="utf-8"))
+    sections = tuple(Section(**entry) for entry in data["section"])
+    names = {s.name for s in sections}
     specs = tuple(MetricSpec(**entry) for entry in data["metric"])
     seen: set[str] = set()
     for spec in specs:
         if spec.combine not in COMBINE_RULES:
             raise ValueError(f"metrics.toml: {spec.field}: combine {spec.combine!r} not in {COMBINE_RULES}")
+        if spec.section not in names:
+            raise ValueError(f"metrics.toml: {spec.field}: section {spec.section!r} is not a [[section]]")
         if spec.field in seen:
             raise ValueError(f"metrics.toml: field {spec.field!r} listed twice")
         seen.add(spec.field)
-    return specs
+    return sections, specs
 
 
-def metrics_argument() -> str:
-    """The comma-separated list for `ncu --metrics`."""
-    return ",".join(spec.metric for spec in metric_specs())
+def metric_specs() -> tuple[MetricSpec, ...]:
+    """Every metric on the list, whatever its section (the parser and aggregation read by these)."""
+    return _load()[1]
+
+
+def sections() -> tuple[Section, ...]:
+    return _load()[0]
+
+
+def choose_sections(names: str | None) -> tuple[str, ...]:
+    """Comma-separated section names, or the default sections for None/"" ("all": every one).
+
+    Raises ValueError naming the unknown section, for the CLI's one-line error.
+    """
+    known = [s.name for s in sections()]
+    if not names:
+        return tuple(s.name for s in sections() if s.default)
+    if names == "all":
+        return tuple(known)
+    chosen = tuple(n.strip() for n in names.split(",") if n.strip())
+    for name in chosen:
+        if name not in known:
+            raise ValueError(f"unknown ncu section {name!r} (ci/ncu/metrics.toml has {', '.join(known)})")
+    return chosen
+
+
+def specs_in(chosen: tuple[str, ...] | None = None) -> tuple[MetricSpec, ...]:
+    """The metrics the chosen sections collect (default sections for None)."""
+    chosen = chosen if chosen is not None else choose_sections(None)
+    return tuple(spec for spec in metric_specs() if spec.section in chosen)
+
+
+def metrics_argument(chosen: tuple[str, ...] | None = None) -> str:
+    """The comma-separated list for `ncu --metrics` (the chosen sections; default ones for None)."""
+    return ",".join(spec.metric for spec in specs_in(chosen))
 
 
 @lru_cache(maxsize=1)

@@ -98,8 +98,12 @@ def nvtx_range_name(cell: str) -> str | None:
     return names[-1] if names else None
 
 
-def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedReport:
-    """Parse a raw-page or details-page CSV. `source` names the file in errors."""
+def parse_ncu_csv(source: str | Path, *, text: str | None = None, requested: frozenset[str] | None = None) -> ParsedReport:
+    """Parse a raw-page or details-page CSV. `source` names the file in errors.
+
+    `requested`: the metrics ncu was asked for (default: the whole list); one of them absent
+    from the raw page is a kernel's `missing`, one of the list that was not asked for is not.
+    """
     path = str(source)
     if text is None:
         try:
@@ -109,7 +113,7 @@ def parse_ncu_csv(source: str | Path, *, text: str | None = None) -> ParsedRepor
     notes, table = read_table(path, text)
     if table.page == "details":
         return ParsedReport(_parse_details(table), notes, "details")
-    return ParsedReport(_parse_raw(path, table), notes, "raw", unknown_metric_columns(table.header))
+    return ParsedReport(_parse_raw(path, table, requested), notes, "raw", unknown_metric_columns(table.header))
 
 
 def unknown_metric_columns(header: list[str]) -> list[str]:
@@ -127,7 +131,7 @@ def _nvtx_column(header: list[str]) -> int | None:
     return next((i for i, h in enumerate(header) if h.startswith(NVTX_COLUMN_PREFIX)), None)
 
 
-def _parse_raw(path: str, table: CsvTable) -> list[ParsedKernel]:
+def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> list[ParsedKernel]:
     header, units = table.header, table.units or [""] * len(table.header)
     id_col, name_col = table.column("ID"), table.column("Kernel Name")
     nvtx_col = _nvtx_column(header)
@@ -153,7 +157,7 @@ def _parse_raw(path: str, table: CsvTable) -> list[ParsedKernel]:
                 kernel.missing.append(name)
             else:
                 kernel.metrics[name] = to_base_unit(value, units[col] if col < len(units) else "")
-        kernel.missing.extend(sorted(wanted - set(header)))
+        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header)))
         kernels.append(kernel)
     return kernels
 

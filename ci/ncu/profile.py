@@ -1,16 +1,25 @@
 """Run Nsight Compute over chosen cases and turn its output into bundle records.
 
-One ncu process per variant, so a variant whose kernel crashes or hangs under the profiler
-loses only its own cases. Each process runs `ci.ncu.target`, which profiles one call per case
-inside an NVTX range named by the case id. ncu is run with `--clock-control none`: its default
-locks the SM clock to base and reports durations about 30% longer than the timed runs.
+One ncu process profiles every chosen case: it launches one `ci.ncu.target` process that
+imports torch once, prepares each case (the variants' builds are cached), and runs each case's
+kernels once inside an NVTX range named by the case id, between cudaProfilerStart/Stop
+(`--profile-from-start off`), so only those launches are replayed. What is collected is the
+chosen sections of ci/ncu/metrics.toml (`--metrics`, kernel replay, `--cache-control all`);
+each section's cost per case is measured in docs/benchmarks.md. ncu is run with
+`--clock-control none`: its default locks the SM clock to base and reports durations about
+30% longer than the timed runs.
+
+A case whose kernel crashes or hangs the target loses only itself: the target reports each case
+as it finishes, so the first case without a report is the one that was running; it is recorded
+as crashed (or hung, when ncu had to be killed at its time limit) and the other cases get a
+fresh process (one per culprit; after a kill, which leaves no report, the finished ones too).
 
 ncu missing, failing, timing out or refusing metrics never raises: the affected cases carry the
 reason in `NcuCaseMetrics.error` and everything else proceeds.
 
-A run's deadline (`deadline`, a time.monotonic() value) is checked between variants and bounds
-each ncu process: the variants that do not fit are recorded as `DEADLINE_ERROR`, so a GPU job
-with a time limit ends with the metrics that finished instead of being killed mid-profile.
+A run's deadline (`deadline`, a time.monotonic() value) bounds every ncu process: cases not
+profiled by then are recorded as `DEADLINE_ERROR`, so a GPU job with a time limit ends with the
+metrics that finished instead of being killed mid-profile.
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from typing import Sequence
 
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from attnwatch.ci.ncu.metrics import metrics_argument
+from attnwatch.ci.ncu.metrics import metrics_argument, choose_sections, specs_in
 from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from attnwatch.ci.ncu.target import OUTCOME_PREFIX
 from attnwatch.ci.run_config import default
@@ -40,6 +49,11 @@ from attnwatch.kernels.cases import Case
 
 _ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 DEADLINE_ERROR = "not profiled: run deadline"
+CRASH_ERROR = "crashed the profiled process"
+HANG_ERROR = "hung under the profiler"
+TIMED_OUT = "==ERROR== timed out"  # what _run_bounded appends when it kills the process group
+CONNECTED = "==PROF== Connected to process"  # ncu's line once the target runs
+IMPORT_MARGIN = 0.15  # share of the time left kept for writing and importing the report
 
 
 @dataclass
@@ -60,10 +74,10 @@ def find_ncu() -> str | None:
     """`$ATTNWATCH_NCU`, else `ncu` on PATH, else the usual CUDA install location."""
     explicit = os.environ.get("ATTNWATCH_NCU")
     if explicit:
-        return explicit if Path(explicit).exists() else None
+        return str(Path(explicit).resolve()) if Path(explicit).exists() else None
     for candidate in (shutil.which("ncu"), "/usr/local/cuda/bin/ncu"):
         if candidate and Path(candidate).exists():
-            return candidate
+            return str(Path(candidate).resolve())
     return None
 
 
@@ -90,15 +104,17 @@ def profile_cases(
     out_dir: Path,
     *,
     full: bool = False,
+    sections: tuple[str, ...] | None = None,
     timeout_s: float | None = None,
     kernels_root: Path | None = None,
     gpu_name: str | None = None,
     deadline: float | None = None,
 ) -> NcuProfile:
-    """Profile every case; never raises for ncu's own failures (they land in `errors`).
+    """Profile every case in one ncu process; never raises for ncu's own failures (they land in `errors`).
 
-    `timeout_s`: per variant's ncu process (default: ci/run_config.toml [defaults] ncu_timeout_s).
-    `deadline` (time.monotonic()): no variant starts after it, and none runs past it.
+    `sections`: the metric sections to collect (ci.ncu.metrics.choose_sections; default ones for
+    None). `timeout_s` bounds each ncu process (default: ci/run_config.toml [defaults]
+    ncu_timeout_s); `deadline` (time.monotonic()) bounds them all.
     """
     started = time.monotonic()
     timeout_s = float(default("ncu_timeout_s")) if timeout_s is None else timeout_s
@@ -109,43 +125,68 @@ def profile_cases(
     if ncu is None:
         return _all_failed(profile, cases, "ncu not found (not on PATH; set ATTNWATCH_NCU)", started)
     profile.ncu_version = ncu_version(ncu)
-    by_variant: dict[str, list[Case]] = {}
-    for case in cases:
-        by_variant.setdefault(case.variant, []).append(case)
-    csv_parts = []
-    for variant, group in by_variant.items():
+    chosen = None if full else choose_sections(",".join(sections) if sections else None)
+    pending, kernels, csv_parts, attempt = list(cases), [], [], 0
+    silent: dict[str, str] = {}  # case id -> ncu's errors of a pass where the case ran but may have no kernels
+    while pending:
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
-            for case in group:
-                profile.errors[case.id] = DEADLINE_ERROR
-                profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=DEADLINE_ERROR))
-            continue
+            profile.errors.update({case.id: DEADLINE_ERROR for case in pending})
+            break
         bounded = timeout_s if left is None else min(timeout_s, left)
-        kernels, csv_text, errors = _profile_group(ncu, group, out_dir / variant, full, bounded, kernels_root, deadline)
-        if bounded < timeout_s and time.monotonic() >= deadline:
-            # Cut short by the run's deadline, not by ncu's own limit: say so.
-            cut = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
-            errors = {cid: cut if "timed out after" in why else why for cid, why in errors.items()}
-        csv_parts.append(csv_text)
-        profile.errors.update(errors)
-        grouped = group_by_case(kernels)
-        for case in group:
-            rows = grouped.get(case.id, [])
-            for index, kernel in enumerate(rows):
-                profile.kernel_rows.append(NcuKernelRow(
-                    case_id=case.id, kernel_index=index, kernel_name=kernel.kernel_name,
-                    metrics=kernel.metrics, block_size=kernel.block_size, grid_size=kernel.grid_size,
-                ))
-            if case.id in profile.errors:
-                profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=profile.errors[case.id]))
-            else:
-                metrics = aggregate_case(case.id, rows, case_work(case, gpu_name))
-                if metrics.kernel_count == 0:
-                    profile.errors[case.id] = metrics.error or "no kernels"
-                profile.case_metrics.append(metrics)
+        run = _profile_group(ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline)
+        kernels += run.kernels
+        csv_parts.append(run.csv_text)
+        at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
+        profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
+        if run.failure:
+            silent.update({cid: run.failure for cid, why in run.outcomes.items() if not why})
+        rest = [case for case in pending if case.id not in run.outcomes]
+        if rest and run.started and not at_deadline:
+            # The target died (or hung) inside the first case it did not report: that case alone
+            # is lost. A killed ncu wrote no report, so the cases it had finished go again too.
+            culprit = rest[0]
+            detail = run.failure if run.exited else None
+            profile.errors[culprit.id] = (CRASH_ERROR if run.exited else HANG_ERROR) + (
+                f" ({detail})" if detail else "")
+            if run.exited:  # its report holds the finished cases
+                pending = [case for case in pending if case is not culprit and case.id not in run.outcomes]
+            else:  # killed: no report, so the finished cases go again (not the ones that failed)
+                pending = [case for case in pending if case is not culprit and not run.outcomes.get(case.id)]
+            attempt += 1
+            continue
+        why = run.failure or run.why or "ncu did not profile this case"  # ncu's own error is the root cause
+        if at_deadline:
+            why = f"{DEADLINE_ERROR} (ncu stopped after {bounded:.0f} s)"
+        lost = [case for case in pending if case.id not in run.outcomes or (run.why and not run.outcomes[case.id])]
+        profile.errors.update({case.id: why for case in lost})
+        break
+    _collect(profile, cases, kernels, gpu_name, silent)
     profile.raw_csv = "\n".join(part for part in csv_parts if part)
     profile.seconds = time.monotonic() - started
     return profile
+
+
+def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKernel], gpu_name: str | None,
+             silent: dict[str, str]) -> None:
+    """Kernel rows and case metrics for every case, in the cases' order; a case that ran but has
+    no kernels says what ncu printed (`silent`: a permission error, say) when it printed anything."""
+    grouped = group_by_case(kernels)
+    for case in cases:
+        rows = grouped.get(case.id, [])
+        for index, kernel in enumerate(rows):
+            profile.kernel_rows.append(NcuKernelRow(
+                case_id=case.id, kernel_index=index, kernel_name=kernel.kernel_name,
+                metrics=kernel.metrics, block_size=kernel.block_size, grid_size=kernel.grid_size,
+            ))
+        if case.id in profile.errors:
+            profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=profile.errors[case.id]))
+        else:
+            metrics = aggregate_case(case.id, rows, case_work(case, gpu_name))
+            if metrics.kernel_count == 0:
+                metrics.error = silent.get(case.id) or metrics.error or "no kernels"
+                profile.errors[case.id] = metrics.error
+            profile.case_metrics.append(metrics)
 
 
 def _all_failed(profile: NcuProfile, cases: Sequence[Case], reason: str, started: float) -> NcuProfile:
@@ -161,42 +202,56 @@ def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
     return child_env(scratch, Path(kernels_root).resolve() if kernels_root is not None else None)
 
 
-def _profile_group(
-    ncu: str, cases: list[Case], work_dir: Path, full: bool, timeout_s: float, kernels_root: Path | None,
-    deadline: float | None = None,
-) -> tuple[list[ParsedKernel], str, dict[str, str]]:
-    """One ncu process over one variant's cases: (kernels, csv text, per-case errors).
+@dataclass
+class _Pass:
+    """What one ncu process gave."""
 
-    `timeout_s` bounds each ncu process; `deadline` (monotonic) also bounds the report import.
-    """
+    kernels: list[ParsedKernel]
+    csv_text: str
+    outcomes: dict[str, str | None]  # case id -> None (profiled) or why not, for each case the target reported
+    why: str | None  # why the pass as a whole gave no metrics (no report, import or parse failed)
+    failure: str | None  # ncu's error lines when it exited non-zero (a crashed target's last words)
+    exited: bool  # ncu exited by itself rather than killed at its time limit
+    started: bool  # the target ran (a case reported, or ncu connected to it)
+
+
+def _profile_group(
+    ncu: str, cases: list[Case], work_dir: Path, sections: tuple[str, ...] | None, timeout_s: float,
+    kernels_root: Path | None, deadline: float | None = None,
+) -> _Pass:
+    """One ncu process over `cases`. `sections` None means `--set full`. `timeout_s` bounds the
+    ncu process; `deadline` (monotonic) also bounds the report import, and the target starts no
+    case after `deadline` less the import's margin, so a slow pass still ends with a report."""
+    work_dir = work_dir.resolve()  # the target runs elsewhere (below)
     work_dir.mkdir(parents=True, exist_ok=True)
     plan = work_dir / "plan.json"
-    plan.write_text(json.dumps({"cases": [
+    stop_at = None if deadline is None else time.time() + (deadline - time.monotonic()) * (1 - IMPORT_MARGIN)
+    plan.write_text(json.dumps({"stop_at": stop_at, "cases": [
         {"variant": c.variant, "shape": asdict(c.shape), "dtype": c.dtype, "causal": c.causal} for c in cases
     ]}), encoding="utf-8")
     report = work_dir / "report"
     command = [
-        ncu, "--clock-control", "none", "--profile-from-start", "off", "--nvtx",
-        "--target-processes", "all", "--force-overwrite", "--export", str(report),
+        ncu, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
+        "--profile-from-start", "off", "--nvtx", "--target-processes", "all", "--force-overwrite",
+        "--export", str(report),
     ]
-    command += ["--set", "full"] if full else ["--metrics", metrics_argument()]
+    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
     command += [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
-    errors: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as scratch:
-        ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s)
-    outcomes = _outcomes(output)
-    for case in cases:
-        outcome = outcomes.get(case.id)
-        if outcome and outcome["status"] != "ok":
-            errors[case.id] = f"{outcome['status']}: {outcome['error']}"
-        elif not ok:
-            errors[case.id] = _why(output)
+        # The target runs in the scratch folder: `python -m` puts its working directory first on
+        # sys.path, so started from a checkout it would import that checkout's `kernels` ahead
+        # of `kernels_root`'s (a compare's base would be profiled with the head's kernels).
+        ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s, cwd=scratch)
+    outcomes = {cid: _outcome_error(record) for cid, record in _outcomes(output).items()}
+    run = _Pass([], "", outcomes, None, None if ok else _why(output), TIMED_OUT not in output,
+                bool(outcomes) or CONNECTED in output)
     report_file = report.with_suffix(".ncu-rep")
     if not report_file.exists():
-        for case in cases:
-            errors.setdefault(case.id, _why(output) or "ncu wrote no report")
-        return [], "", errors
-    page = ["--page", "details"] if full else ["--page", "raw"]
+        run.why = _why(output) or "ncu wrote no report"
+        return run
+    if not ok and not outcomes:
+        run.why = run.failure
+    page = ["--page", "details"] if sections is None else ["--page", "raw"]
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     imported_ok, csv_text = _run_bounded(
         [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
@@ -204,26 +259,35 @@ def _profile_group(
     # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
     # tables, history.contract.ncu_csv); why it was refused is each case's error.
     if not imported_ok:
-        for case in cases:
-            errors.setdefault(case.id, "ncu --import failed: " + _why(csv_text))
-        return [], "", errors
+        run.why = "ncu --import failed: " + _why(csv_text)
+        return run
     try:
-        parsed = parse_ncu_csv(str(report_file), text=csv_text)
+        requested = None if sections is None else frozenset(spec.metric for spec in specs_in(sections))
+        parsed = parse_ncu_csv(str(report_file), text=csv_text, requested=requested)
     except NcuParseError as exc:
-        for case in cases:
-            errors.setdefault(case.id, str(exc))
-        return [], "", errors
+        run.why = str(exc)
+        return run
     if parsed.unknown_columns:
         print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
-    return parsed.kernels, csv_text, errors
+    run.kernels, run.csv_text = parsed.kernels, csv_text
+    return run
 
 
-def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float) -> tuple[bool, str]:
+def _outcome_error(record: dict) -> str | None:
+    if record["status"] == "ok":
+        return None
+    if record["status"] == "deadline":
+        return DEADLINE_ERROR
+    return f"{record['status']}: {record['error']}"
+
+
+def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float, cwd: str | None = None) -> tuple[bool, str]:
     """Run in a new process group; on timeout kill the whole group (ncu and its target)."""
     try:
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+            cwd=cwd,
         )
     except OSError as exc:
         return False, f"==ERROR== could not start {command[0]}: {exc}"
@@ -232,7 +296,7 @@ def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float) -> t
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         output, _ = proc.communicate()
-        return False, (output or "") + f"\n==ERROR== timed out after {timeout_s:.0f} s"
+        return False, (output or "") + f"\n{TIMED_OUT} after {timeout_s:.0f} s"
     return proc.returncode == 0, output or ""
 
 

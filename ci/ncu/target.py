@@ -1,9 +1,12 @@
 """The program ncu profiles: prepare each case, warm it up, then run it once inside its NVTX range.
 
-Run as `python -m ci.ncu.target PLAN.json`. Profiling is off at start (`ncu --profile-from-start
-off`); compilation, autotuning and warm-up happen outside it, and only the one call per case
-between `cudaProfilerStart` and `cudaProfilerStop` is measured, attributed to the case by an NVTX
-range named with the case id. Each case's outcome is printed as one line starting with
+Run as `python -m ci.ncu.target PLAN.json`, one process for every case of the plan (torch is
+imported once; each variant's build comes from the compile cache). A plan's `stop_at` (epoch
+seconds) is when no further case starts, so the profiler still writes its report before the
+run's deadline; later cases are reported with status "deadline". Profiling is off at start
+(`ncu --profile-from-start off`); compilation, autotuning and warm-up happen outside it, and
+only the one call per case between `cudaProfilerStart` and `cudaProfilerStop` is measured,
+attributed to the case by an NVTX range named with the case id. Each case's outcome is printed as one line starting with
 `attnwatch-ncu:` so the parent can tell a case that could not run from one ncu did not see.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from attnwatch.ci.kernels_api import kernels_api
 
@@ -26,10 +30,14 @@ def main(argv: list[str]) -> int:
     import torch
 
     plan = json.loads(open(argv[0], encoding="utf-8").read())
+    stop_at = plan.get("stop_at")
     device = torch.device("cuda")
     api = kernels_api()  # the profiled checkout's kernels (compare profiles the base's too)
     for entry in plan["cases"]:
         case = api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+        if stop_at is not None and time.time() >= stop_at:
+            _report(case.id, "deadline", "not started: the run's deadline is near")
+            continue
         try:
             variant = api.get(case.variant)
             reason = variant.unsupported(case)

@@ -1,0 +1,83 @@
+"""The counter rules' cause for stored alerts: the alert's run against the one before it.
+
+An alert names a case and the run where its series stepped (history.detection.alerts). When that run was
+profiled (`--ncu` on main and nightly runs: ncu_metrics), its counters are compared with those
+of the latest earlier run of the same GPU and branch that profiled the case, and the rules of
+ncu_rules.toml rank what moved (history/analysis/ncu_explain.py). A regression alert is read
+as "slower", an improvement as "faster"; correctness alerts have no counter cause.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from attnwatch.history.store.db import open_read
+from attnwatch.history.analysis.ncu_explain import Explanation, combine_kernels, explain
+
+# (run, case) pairs as a table: every alert of a listing is explained with two queries, not
+# three per alert (a lake answers each query over the network).
+_PAIRS = "SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS case_id"
+_EARLIER = f"""
+WITH p AS ({_PAIRS}),
+profiled AS (SELECT DISTINCT run_id, case_id FROM ncu_metrics WHERE case_id IN (SELECT case_id FROM p))
+SELECT p.run_id, p.case_id, arg_max(r.run_id, r.started_at) AS base_run
+FROM p
+JOIN runs t ON t.run_id = p.run_id
+JOIN runs r ON r.gpu_name IS NOT DISTINCT FROM t.gpu_name AND r.branch IS NOT DISTINCT FROM t.branch
+           AND r.started_at < t.started_at AND NOT r.synthetic
+JOIN profiled n ON n.run_id = r.run_id AND n.case_id = p.case_id
+GROUP BY p.run_id, p.case_id
+"""
+_COUNTERS = f"""
+WITH p AS ({_PAIRS})
+SELECT m.run_id, m.case_id, m.kernel_index, m.metric_name, m.value
+FROM ncu_metrics m JOIN p ON m.run_id = p.run_id AND m.case_id = p.case_id
+WHERE m.value IS NOT NULL
+"""
+SPEED_KINDS = ("regression", "improvement")
+
+
+def _counters(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+    """(run, case) -> the case's counters in that run, its kernels combined."""
+    if not pairs:
+        return {}
+    runs, cases = zip(*sorted(pairs))
+    kernels: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
+    for run_id, case_id, index, name, value in con.execute(_COUNTERS, [list(runs), list(cases)]).fetchall():
+        kernels.setdefault((run_id, case_id), {}).setdefault(index, {})[name] = value
+    return {key: combine_kernels(per_kernel.values()) for key, per_kernel in kernels.items()}
+
+
+def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
+    """(kind, run, case) steps -> (run, case) -> the ranked counter changes, for the speed steps
+    whose run and the latest earlier run of the same GPU and branch both profiled the case."""
+    wanted = {(run_id, case_id): kind for kind, run_id, case_id in steps if kind in SPEED_KINDS and run_id}
+    if not wanted:
+        return {}
+    runs, cases = zip(*sorted(wanted))
+    earlier = {(run_id, case_id): base for run_id, case_id, base in
+               con.execute(_EARLIER, [list(runs), list(cases)]).fetchall() if base}
+    counters = _counters(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
+    out = {}
+    for (run_id, case_id), base in earlier.items():
+        head, before = counters.get((run_id, case_id)), counters.get((base, case_id))
+        if head and before:
+            out[(run_id, case_id)] = explain(before, head, slower=wanted[(run_id, case_id)] == "regression")
+    return out
+
+
+def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
+    """The ranked counter changes behind one step (the dashboard's alert), or None."""
+    with open_read(db_path) as con:
+        return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id))
+
+
+def alert_causes(db_path: str | Path, alerts: Iterable) -> dict[int, Explanation]:
+    """alert_id -> Explanation for the alerts that have one, on one read connection."""
+    alerts = list(alerts)
+    if not alerts:
+        return {}
+    with open_read(db_path) as con:
+        found = explain_steps(con, [(a.kind, a.run_id, a.case_id) for a in alerts])
+    return {a.alert_id: found[(a.run_id, a.case_id)] for a in alerts if (a.run_id, a.case_id) in found}
