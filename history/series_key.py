@@ -35,6 +35,12 @@ def series_order(alias: str = "", *, descending: bool = False) -> str:
     return ", ".join(f"{prefix}{column}{' DESC' if descending else ''}" for column in SERIES_ORDER)
 
 
+def series_position(alias: str = "") -> str:
+    """A run's place in its series as one comparable row value: `{series_position('b')} <
+    {series_position('h')}` says run b comes before run h."""
+    return f"({series_order(alias)})"
+
+
 def series_gpu(gpu_name: str | None, device_kind: str | None) -> str:
     """A run's GPU in its series key: the model, else the device kind ('cpu', 'host'), as the
     views' `series_gpu`."""

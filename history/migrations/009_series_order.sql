@@ -25,15 +25,15 @@ SELECT
 FROM runs u
 LEFT JOIN commits c ON c.sha = u.commit_sha;
 
--- Every alert with the key of its series and its run's start.
+-- Every alert with the key of its series, and its run's start and commit message.
 CREATE VIEW series_alerts AS
 SELECT
     a.*,
-    coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS series_gpu,
-    coalesce(a.pool, u.pool) AS series_pool,
-    u.started_at AS run_started_at
+    coalesce(a.gpu_name, u.series_gpu) AS series_gpu,
+    coalesce(a.pool, u.series_pool) AS series_pool,
+    u.started_at AS run_started_at, u.commit_message
 FROM alerts a
-LEFT JOIN runs u ON u.run_id = a.run_id;
+LEFT JOIN series_runs u ON u.run_id = a.run_id;
 
 -- As in 006, plus the series key and time of the result's run.
 CREATE OR REPLACE VIEW result_details AS
