@@ -10,6 +10,7 @@ from app.data import compare, defaults, quality, runs, timers
 from app.url_state import UrlState, url_text
 from history.detection.thresholds import load_thresholds
 from history.links import parse_commit_range
+from history.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -109,7 +110,7 @@ def compare_page(source, shape):
     url = UrlState()
     named_head = url_text("head") or url_text("base")
     header = runs.run_header(source, named_head) if named_head else None
-    run_gpu = None if header is None or header.empty else str(header["gpu_name"].iloc[0] or header["device_kind"].iloc[0])
+    run_gpu = None if header is None or header.empty else series_gpu(header["gpu_name"].iloc[0], header["device_kind"].iloc[0])
     gpu = ui.gpu_picker(shape, key="compare_gpu", url=url, default=run_gpu or defaults.focus(source).gpu)
     if "compare_mode" not in st.session_state or (url_text("commits") and st.session_state.get("compare_mode") != "commits"):
         st.session_state["compare_mode"] = "commits" if url_text("commits") else "runs"

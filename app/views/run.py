@@ -9,6 +9,7 @@ from app import ui
 from app.data import quality, runs, timers
 from app.url_state import UrlState, url_text
 from history.links import compare_query
+from history.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -83,7 +84,7 @@ def run_page(source, shape):
         if not broken.empty:
             st.subheader("Cases without a measurement")
             ui.table(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
-    gpu = str(run.gpu_name or run.device_kind)
+    gpu = series_gpu(run.gpu_name, run.device_kind)
     before = runs.main_run_before(source, run_id)
     if before:
         st.page_link("views/compare.py", label=f"Compare this run with the main run before it ({ui.md(before)})",

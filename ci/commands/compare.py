@@ -30,6 +30,7 @@ from ci.errors import UserError
 from history.bundle import UNKNOWN_COMMIT
 from history.detection.ab import METHODS
 from history.detection.thresholds import load_thresholds
+from history.series_key import series_gpu
 from history.validate import SHA_PATTERN
 
 
@@ -155,11 +156,12 @@ def _print_costs(session) -> None:
 
 
 def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
-    names = {rd.gpu_name for rd in (*base, *head)}
+    """The GPU of every round, keyed as a series is (history.series_key: the model, else the
+    device kind), so the comment's links open the main series of the GPU that measured."""
+    names = {series_gpu(rd.gpu_name, rd.environment.get("device_kind", "cpu")) for rd in (*base, *head)}
     if len(names) != 1:
         raise UserError(f"compare needs every round on one GPU model; the bundles name {sorted(map(str, names))}")
-    name = names.pop()
-    return name or "cpu"
+    return names.pop()
 
 
 def _run(args) -> int:

@@ -2,7 +2,8 @@
 
 "main" is the history's default branch (history.settings; `case_series` reads the same setting).
 
-For every series (case x GPU model x pool, view `case_series`; history.series_key) and each
+For every series (case x GPU model x pool, its points in the one series order every chart uses:
+view `case_series`, history.series_key) and each
 metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
 such as a driver or clock change) —
 history.changepoints finds level shifts with a penalty from the series' own noise; a shift of

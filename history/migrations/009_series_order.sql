@@ -1,5 +1,5 @@
 -- 009_series_order: one definition of a series' key and of the order of its points, in views
--- that detection, every dashboard page and user SQL read (docs/design.md, "Series: key and order").
+-- that detection, every dashboard page and user SQL read (docs/design.md, "GPU identity and series").
 --
 -- Until now each reader spelled the rule itself: `coalesce(gpu_name, device_kind)` in some thirty
 -- queries, and two orders: `case_series` (detection) put a run whose commit has no recorded time
