@@ -234,7 +234,7 @@ def other_branches(source: Source) -> pd.DataFrame:
     return read_frame(
         source,
         f"""
-        SELECT branch, count(*) AS runs FROM runs
+        SELECT branch, count(*) AS runs FROM series_runs
         WHERE branch IS NOT NULL AND branch <> {DEFAULT_BRANCH_SQL} AND pr_number IS NULL
         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5
         """,
