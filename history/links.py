@@ -21,8 +21,8 @@ PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "com
 
 # Every query parameter a view reads, with what it holds.
 PARAMS = {
-    "gpu": "GPU model (or device kind) as the harness records it",
-    "host": "one pool (host) of that GPU model, where it ran on several (history.contract.series_key)",
+    "gpu": "GPU model (or device kind): a series' GPU (history.contract.series_key.series_gpu, views' series_gpu)",
+    "host": "one pool (host) of that GPU model, the rest of a series' key (history.contract.series_key, series_pool)",
     "branch": "branch whose runs a trend shows (default: the history's default branch)",
     "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
     "variants": "comma-joined kernel variants",

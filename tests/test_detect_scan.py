@@ -175,6 +175,7 @@ def test_a_mistyped_history_path_is_an_error_not_a_new_database(tmp_path, capsys
 
 
 def test_alerts_list_links_each_alert_to_its_trend(tmp_path, db_path, capsys):
+    """Each alert links to the series it was found in: its GPU and its pool (here the host)."""
     _history(tmp_path, db_path)
     main(["--db", str(db_path), "detect"])
     capsys.readouterr()
@@ -182,7 +183,7 @@ def test_alerts_list_links_each_alert_to_its_trend(tmp_path, db_path, capsys):
     out = capsys.readouterr().out
     step = f"{STEP_AT:040x}"
     assert (f"plot: https://perf.example.org/trends?gpu=NVIDIA+H200&metric=median_us&variants=triton_fa2"
-            f"&shapes=l4_mission&dtype=fp16&causal=0&commits=..{step}") in out
+            f"&shapes=l4_mission&dtype=fp16&causal=0&host=gpu-runner-1&commits=..{step}") in out
     assert out.count("plot: https://perf.example.org/trends?") == len([a for a in _alerts(db_path) if a.kind == "regression"])
 
 

@@ -33,19 +33,18 @@ def focus(source: Source) -> Focus:
     newest = read_frame(
         source,
         """
-        SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, a.case_id, a.metric,
-               r.variant, r.shape_id, r.dtype, r.causal
-        FROM alerts a LEFT JOIN runs u USING (run_id)
+        SELECT a.series_gpu AS gpu, a.case_id, a.metric, r.variant, r.shape_id, r.dtype, r.causal
+        FROM series_alerts a
         LEFT JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id
         WHERE a.kind = 'regression' AND a.status <> 'resolved'
-        ORDER BY u.started_at DESC NULLS LAST, a.created_at DESC, a.alert_id DESC LIMIT 1
+        ORDER BY a.run_started_at DESC NULLS LAST, a.created_at DESC, a.alert_id DESC LIMIT 1
         """,
     )
     if not newest.empty:
         row = newest.iloc[0]
         return Focus(row.gpu, row.case_id, row.metric, row.variant, row.shape_id, row.dtype,
                      None if row.causal is None else bool(row.causal))
-    busiest = read_frame(source, "SELECT coalesce(gpu_name, device_kind) AS gpu FROM runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1")
+    busiest = read_frame(source, "SELECT series_gpu AS gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1")
     return Focus(None if busiest.empty else busiest["gpu"].iloc[0])
 
 
@@ -55,7 +54,7 @@ def measured_on(source: Source, gpu: str) -> dict[str, list]:
     frame = read_frame(
         source,
         """
-        WITH picked AS (SELECT run_id FROM runs WHERE coalesce(gpu_name, device_kind) = ?
+        WITH picked AS (SELECT run_id FROM series_runs WHERE series_gpu = ?
                         ORDER BY started_at DESC LIMIT 50)
         SELECT variant, shape_id, dtype, count(*) AS n FROM results JOIN picked USING (run_id)
         WHERE status = 'ok' GROUP BY ALL

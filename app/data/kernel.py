@@ -8,6 +8,7 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.app.data.trends import with_commit_axis
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
+from attnwatch.history.contract.series_key import series_order
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (
@@ -37,12 +38,12 @@ def variants_by_recency(source: Source, gpu: str) -> list[str]:
         source,
         """
         SELECT variant, max(started_at) AS newest FROM (
-            SELECT b.variant, u.started_at FROM builds b JOIN runs u USING (run_id)
-            WHERE coalesce(u.gpu_name, u.device_kind) = ?
+            SELECT b.variant, u.started_at FROM builds b JOIN series_runs u USING (run_id)
+            WHERE u.series_gpu = ?
             UNION ALL
-            SELECT r.variant, u.started_at FROM ncu_cases n JOIN runs u USING (run_id)
+            SELECT r.variant, u.started_at FROM ncu_cases n JOIN series_runs u USING (run_id)
             JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
-            WHERE coalesce(u.gpu_name, u.device_kind) = ?
+            WHERE u.series_gpu = ?
         ) GROUP BY variant ORDER BY newest DESC, variant
         """,
         [gpu, gpu],
@@ -70,17 +71,17 @@ def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict
 
 @cached_query
 def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -> pd.DataFrame:
-    """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, in commit order
-    (as Trends: commit date, then run start), with the commit axis `x`, `x_order`."""
+    """Build reports of `variant` over the newest `max_runs` main runs on `gpu`, in series order
+    (history.contract.series_key, as Trends), with the commit axis `x`, `x_order`."""
     frame = read_frame(
         source,
         f"""
-        SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha, u.branch,
+        SELECT u.started_at, u.series_at, u.run_id, u.commit_sha, u.branch,
                b.ok, b.target, b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
                b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
-        FROM builds b JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
-        WHERE b.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
-        ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
+        FROM builds b JOIN series_runs u USING (run_id)
+        WHERE b.variant = ? AND u.series_gpu = ? AND u.branch = {DEFAULT_BRANCH_SQL}
+        ORDER BY {series_order("u", descending=True)} LIMIT ?
         """,
         [variant, gpu, int(max_runs)],
     )
@@ -94,8 +95,8 @@ def build_counts(source: Source, variant: str) -> pd.DataFrame:
     return read_frame(
         source,
         """
-        SELECT coalesce(u.gpu_name, u.device_kind) AS device, u.branch, count(*) AS builds
-        FROM builds b JOIN runs u USING (run_id) WHERE b.variant = ?
+        SELECT u.series_gpu AS device, u.branch, count(*) AS builds
+        FROM builds b JOIN series_runs u USING (run_id) WHERE b.variant = ?
         GROUP BY ALL ORDER BY builds DESC, device, branch
         """,
         [variant],
@@ -115,8 +116,8 @@ def ncu_cases_of_variant(source: Source, variant: str, gpu: str) -> list[str]:
         """
         SELECT DISTINCT n.case_id FROM ncu_cases n
         JOIN results r ON r.run_id = n.run_id AND r.case_id = n.case_id
-        JOIN runs u ON u.run_id = n.run_id
-        WHERE r.variant = ? AND coalesce(u.gpu_name, u.device_kind) = ? ORDER BY 1
+        JOIN series_runs u ON u.run_id = n.run_id
+        WHERE r.variant = ? AND u.series_gpu = ? ORDER BY 1
         """,
         [variant, gpu],
     )
@@ -131,11 +132,11 @@ def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> 
     frame = read_frame(
         source,
         f"""
-        SELECT u.started_at, coalesce(c.committed_at, u.started_at) AS order_at, u.run_id, u.commit_sha,
+        SELECT u.started_at, u.series_at, u.run_id, u.commit_sha,
                n.kernel_count, n.occupancy_limiter, n.error, {columns}
-        FROM ncu_cases n JOIN runs u USING (run_id) LEFT JOIN commits c ON c.sha = u.commit_sha
-        WHERE n.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
-        ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
+        FROM ncu_cases n JOIN series_runs u USING (run_id)
+        WHERE n.case_id = ? AND u.series_gpu = ? AND u.branch = {DEFAULT_BRANCH_SQL}
+        ORDER BY {series_order("u", descending=True)} LIMIT ?
         """,
         [case_id, gpu, int(max_runs)],
     )

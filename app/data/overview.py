@@ -12,6 +12,7 @@ import pandas as pd
 from attnwatch.app.data.runs import main_run_before
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
+from attnwatch.history.contract.series_key import series_order, series_position
 
 # How many recent main runs the sparkline covers.
 SPARKLINE_RUNS = 20
@@ -27,18 +28,18 @@ def gpu_summary(source: Source) -> pd.DataFrame:
         source,
         """
         WITH open_alerts AS (
-            SELECT coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu, coalesce(a.pool, u.pool) AS pool,
-                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'regression') AS open_regressions,
-                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'improvement') AS open_improvements,
-                   count(DISTINCT a.case_id) FILTER (WHERE a.kind = 'correctness') AS open_correctness
-            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id WHERE a.status = 'open' GROUP BY 1, 2
+            SELECT series_gpu AS gpu, series_pool AS pool,
+                   count(DISTINCT case_id) FILTER (WHERE kind = 'regression') AS open_regressions,
+                   count(DISTINCT case_id) FILTER (WHERE kind = 'improvement') AS open_improvements,
+                   count(DISTINCT case_id) FILTER (WHERE kind = 'correctness') AS open_correctness
+            FROM series_alerts WHERE status = 'open' GROUP BY 1, 2
         )
-        SELECT coalesce(l.gpu_name, l.device_kind) AS device, l.pool AS host, l.run_id, l.commit_sha, l.started_at,
+        SELECT l.series_gpu AS device, l.series_pool AS host, l.run_id, l.commit_sha, l.started_at,
                l.synthetic, s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
                coalesce(o.open_regressions, 0) AS open_regressions, coalesce(o.open_improvements, 0) AS open_improvements,
                coalesce(o.open_correctness, 0) AS open_correctness
         FROM latest_main_runs l JOIN run_summaries s USING (run_id)
-        LEFT JOIN open_alerts o ON o.gpu = coalesce(l.gpu_name, l.device_kind) AND o.pool IS NOT DISTINCT FROM l.pool
+        LEFT JOIN open_alerts o ON o.gpu = l.series_gpu AND o.pool IS NOT DISTINCT FROM l.series_pool
         ORDER BY device, host
         """,
     )
@@ -50,8 +51,8 @@ def newest_main_run_any_status(source: Source, gpu: str, pool: str | None = None
     return read_frame(
         source,
         f"""
-        SELECT run_id, status, started_at, commit_sha FROM runs
-        WHERE branch = {DEFAULT_BRANCH_SQL} AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
+        SELECT run_id, status, started_at, commit_sha FROM series_runs
+        WHERE branch = {DEFAULT_BRANCH_SQL} AND series_gpu = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
         ORDER BY started_at DESC, run_id DESC LIMIT 1
         """,
         [gpu, pool, pool],
@@ -63,7 +64,8 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
                  pool: str | None = None) -> pd.DataFrame:
     """Every case of `run_id` with its stored figures, correctness over seeds (NULL: not
     checked), its change against the main run before it (`runs.main_run_before`), the median
-    latency of the last `spark_runs` main runs on the same GPU (oldest first; `trend_rel` is the
+    latency of the last `spark_runs` main runs on the same GPU up to this one, in series order
+    (history.contract.series_key: as Trends and detection draw them; `trend_rel` is the
     same divided by its median, so every row's sparkline shares one scale), its open alerts by
     kind and the harness's quality columns."""
     previous = main_run_before(source, run_id) or ""
@@ -71,30 +73,29 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
         source,
         f"""
         WITH recent AS (
-            SELECT run_id, started_at FROM runs
-            WHERE branch = {DEFAULT_BRANCH_SQL} AND coalesce(gpu_name, device_kind) = ? AND (?::VARCHAR IS NULL OR pool = ?)
-              AND started_at <= (SELECT started_at FROM runs WHERE run_id = ?)
-            ORDER BY started_at DESC, run_id DESC LIMIT ?
+            SELECT run_id, series_at, started_at FROM series_runs
+            WHERE branch = {DEFAULT_BRANCH_SQL} AND series_gpu = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
+              AND {series_position()} <= (SELECT {series_position()} FROM series_runs WHERE run_id = ?)
+            ORDER BY {series_order(descending=True)} LIMIT ?
         ),
         recent_ok AS (
-            SELECT r.case_id, r.median_us, recent.started_at
+            SELECT r.case_id, r.median_us, recent.series_at, recent.started_at, recent.run_id
             FROM results r JOIN recent USING (run_id)
             WHERE r.status = 'ok' AND r.median_us IS NOT NULL
         ),
         trend_median AS (SELECT case_id, median(median_us) AS m FROM recent_ok GROUP BY case_id),
         trend AS (
-            SELECT case_id, list(median_us ORDER BY started_at) AS trend_us,
-                   list(median_us / m ORDER BY started_at) AS trend_rel
+            SELECT case_id, list(median_us ORDER BY {series_order()}) AS trend_us,
+                   list(median_us / m ORDER BY {series_order()}) AS trend_rel
             FROM recent_ok JOIN trend_median USING (case_id)
             GROUP BY case_id
         ),
         open_alerts AS (
-            SELECT a.case_id, count(*) FILTER (WHERE a.kind = 'regression') AS open_regressions,
-                   count(*) FILTER (WHERE a.kind = 'improvement') AS open_improvements
-            FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
-            WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
-              AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
-            GROUP BY a.case_id
+            SELECT case_id, count(*) FILTER (WHERE kind = 'regression') AS open_regressions,
+                   count(*) FILTER (WHERE kind = 'improvement') AS open_improvements
+            FROM series_alerts
+            WHERE status = 'open' AND series_gpu = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
+            GROUP BY case_id
         ),
         prev AS (SELECT case_id, median_us FROM results WHERE run_id = ? AND status = 'ok')
         SELECT res.variant, res.shape_id, res.dtype, res.causal, res.status,
@@ -126,9 +127,8 @@ def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200, pool: str | 
         """
         SELECT a.alert_id, a.kind, a.metric, a.case_id, a.change_pct, a.baseline_value, a.new_value,
                a.commit_sha, a.run_id, a.created_at, a.detail
-        FROM alerts a LEFT JOIN runs u ON u.run_id = a.run_id
-        WHERE a.status = 'open' AND coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?
-          AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
+        FROM series_alerts a
+        WHERE a.status = 'open' AND a.series_gpu = ? AND (?::VARCHAR IS NULL OR a.series_pool = ?)
         ORDER BY a.created_at DESC, a.alert_id DESC LIMIT ?
         """,
         [gpu, pool, pool, int(limit)],

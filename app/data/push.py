@@ -55,10 +55,9 @@ def newest_main_runs(source: Source) -> pd.DataFrame:
         source,
         f"""
         WITH main AS (
-            SELECT coalesce(gpu_name, device_kind) AS gpu, pool, run_id, commit_sha, status, started_at, synthetic,
-                   row_number() OVER (PARTITION BY coalesce(gpu_name, device_kind), pool
-                                      ORDER BY started_at DESC, run_id DESC) AS back
-            FROM runs WHERE branch = {DEFAULT_BRANCH_SQL}
+            SELECT series_gpu AS gpu, series_pool AS pool, run_id, commit_sha, status, started_at, synthetic,
+                   row_number() OVER (PARTITION BY series_gpu, series_pool ORDER BY started_at DESC, run_id DESC) AS back
+            FROM series_runs WHERE branch = {DEFAULT_BRANCH_SQL}
         ),
         bases AS (
             SELECT gpu, pool, run_id AS base_run, commit_sha AS base_commit FROM main
@@ -235,7 +234,7 @@ def other_branches(source: Source) -> pd.DataFrame:
     return read_frame(
         source,
         f"""
-        SELECT branch, count(*) AS runs FROM runs
+        SELECT branch, count(*) AS runs FROM series_runs
         WHERE branch IS NOT NULL AND branch <> {DEFAULT_BRANCH_SQL} AND pr_number IS NULL
         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5
         """,

@@ -9,11 +9,11 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
-# A run is identified to people by its commit and time; these columns describe it everywhere.
+# A run is identified to people by its commit and time; these columns of `series_runs` (or
+# `latest_main_runs`: migration 010) describe it everywhere.
 RUN_COLUMNS = """
     r.run_id, r.commit_sha, r.branch, r.pr_number, r.trigger, r.status, r.started_at,
-    coalesce(r.gpu_name, r.device_kind) AS gpu, r.runner, r.synthetic,
-    c.message AS commit_message, c.committed_at AS commit_date
+    r.series_gpu AS gpu, r.runner, r.synthetic, r.commit_message, r.committed_at AS commit_date
 """
 
 
@@ -43,12 +43,12 @@ def history_shape(source: Source) -> HistoryShape:
             return HistoryShape(0, 0, 0, ())
         counts = query(
             """
-            SELECT (SELECT count(*) FROM runs) AS runs,
-                   (SELECT count(*) FROM runs WHERE synthetic) AS synthetic_runs,
+            SELECT (SELECT count(*) FROM series_runs) AS runs,
+                   (SELECT count(*) FROM series_runs WHERE synthetic) AS synthetic_runs,
                    (SELECT count(*) FROM results) AS results
             """,
         ).iloc[0]
-        gpus = query("SELECT coalesce(gpu_name, device_kind) AS gpu, count(*) AS n FROM runs GROUP BY 1 ORDER BY n DESC, gpu")
+        gpus = query("SELECT series_gpu AS gpu, count(*) AS n FROM series_runs GROUP BY 1 ORDER BY n DESC, gpu")
         return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
 
     return read_frames(source, body)
@@ -60,8 +60,8 @@ def gpu_pools(source: Source, gpu: str) -> list[str]:
     `gpu`, most runs first: each is a series of its own."""
     frame = read_frame(
         source,
-        "SELECT pool FROM runs WHERE coalesce(gpu_name, device_kind) = ? AND pool IS NOT NULL "
-        "GROUP BY pool ORDER BY count(*) DESC, pool",
+        "SELECT series_pool AS pool FROM series_runs WHERE series_gpu = ? AND series_pool IS NOT NULL "
+        "GROUP BY 1 ORDER BY count(*) DESC, 1",
         [gpu],
     )
     return [str(p) for p in frame["pool"]]
@@ -73,9 +73,8 @@ def latest_main_run(source: Source, gpu: str, pool: str | None = None) -> pd.Dat
     return read_frame(
         source,
         f"""
-        SELECT {RUN_COLUMNS} FROM latest_main_runs l
-        JOIN runs r USING (run_id) LEFT JOIN commits c ON c.sha = r.commit_sha
-        WHERE coalesce(r.gpu_name, r.device_kind) = ? AND (?::VARCHAR IS NULL OR r.pool = ?)
+        SELECT {RUN_COLUMNS} FROM latest_main_runs r
+        WHERE r.series_gpu = ? AND (?::VARCHAR IS NULL OR r.series_pool = ?)
         ORDER BY r.started_at DESC
         """,
         [gpu, pool, pool],
@@ -85,12 +84,12 @@ def latest_main_run(source: Source, gpu: str, pool: str | None = None) -> pd.Dat
 @cached_query
 def recent_runs(source: Source, gpu: str | None = None, limit: int = 500) -> pd.DataFrame:
     """Newest runs first (all branches), for run and commit pickers."""
-    where = "WHERE coalesce(r.gpu_name, r.device_kind) = ?" if gpu else ""
+    where = "WHERE r.series_gpu = ?" if gpu else ""
     params = [gpu] if gpu else []
     return read_frame(
         source,
         f"""
-        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
+        SELECT {RUN_COLUMNS} FROM series_runs r
         {where} ORDER BY r.started_at DESC LIMIT {int(limit)}
         """,
         params,
@@ -104,11 +103,11 @@ def find_runs(source: Source, text: str, gpu: str | None = None, limit: int = 10
     needle = text.strip()
     if not needle:
         return recent_runs(source, gpu, limit)
-    gpu_clause = "AND coalesce(r.gpu_name, r.device_kind) = ?" if gpu else ""
+    gpu_clause = "AND r.series_gpu = ?" if gpu else ""
     return read_frame(
         source,
         f"""
-        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
+        SELECT {RUN_COLUMNS} FROM series_runs r
         WHERE (contains(lower(r.run_id), lower(?)) OR starts_with(lower(coalesce(r.commit_sha, '')), lower(?))
                OR contains(lower(coalesce(r.branch, '')), lower(?)) OR CAST(r.pr_number AS VARCHAR) = ?)
         {gpu_clause}
@@ -123,7 +122,7 @@ def runs_by_id(source: Source, run_ids: tuple[str, ...]) -> pd.DataFrame:
     """The named runs (those that exist), for pickers that must keep a run a link names."""
     return read_frame(
         source,
-        f"SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha WHERE list_contains(?, r.run_id)",
+        f"SELECT {RUN_COLUMNS} FROM series_runs r WHERE list_contains(?, r.run_id)",
         [list(run_ids)],
     )
 
@@ -142,9 +141,8 @@ def main_run_before(source: Source, run_id: str) -> str | None:
     frame = read_frame(
         source,
         f"""
-        SELECT b.run_id FROM runs h JOIN runs b
-          ON coalesce(b.gpu_name, b.device_kind) = coalesce(h.gpu_name, h.device_kind)
-         AND b.pool IS NOT DISTINCT FROM h.pool
+        SELECT b.run_id FROM series_runs h JOIN series_runs b
+          ON b.series_gpu = h.series_gpu AND b.series_pool IS NOT DISTINCT FROM h.series_pool
          AND b.branch = {DEFAULT_BRANCH_SQL} AND b.status <> 'failed' AND b.run_id <> h.run_id
          AND (b.started_at < h.started_at OR (b.started_at = h.started_at AND b.run_id < h.run_id))
         WHERE h.run_id = ?
@@ -161,8 +159,8 @@ def newest_run_of_commit(source: Source, sha: str, gpu: str) -> pd.DataFrame:
     return read_frame(
         source,
         f"""
-        SELECT {RUN_COLUMNS} FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha
-        WHERE starts_with(r.commit_sha, ?) AND coalesce(r.gpu_name, r.device_kind) = ?
+        SELECT {RUN_COLUMNS} FROM series_runs r
+        WHERE starts_with(r.commit_sha, ?) AND r.series_gpu = ?
         ORDER BY r.started_at DESC, r.run_id DESC LIMIT 1
         """,
         [sha.strip().lower(), gpu],
@@ -175,8 +173,8 @@ def run_header(source: Source, run_id: str) -> pd.DataFrame:
     return read_frame(
         source,
         """
-        SELECT r.*, c.message AS commit_message, c.committed_at AS commit_date
-        FROM runs r LEFT JOIN commits c ON c.sha = r.commit_sha WHERE r.run_id = ?
+        SELECT r.* EXCLUDE (committed_at, series_gpu, series_pool, series_at), r.committed_at AS commit_date
+        FROM series_runs r WHERE r.run_id = ?
         """,
         [run_id],
     )

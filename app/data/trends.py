@@ -16,6 +16,7 @@ import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
+from attnwatch.history.contract.series_key import SERIES_ORDER, series_order
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,9 @@ SERIES_LABEL = (
 )
 
 
-def series_label(pool: str | None, runs_alias: str) -> str:
-    """SERIES_LABEL, with the run's pool appended when every pool is drawn (`pool` None)."""
-    return SERIES_LABEL if pool is not None else f"{SERIES_LABEL} || ' · ' || {runs_alias}.pool"
+def series_label(pool: str | None, pool_column: str) -> str:
+    """SERIES_LABEL, with the series' pool (`pool_column`) appended when every pool is drawn (`pool` None)."""
+    return SERIES_LABEL if pool is not None else f"{SERIES_LABEL} || ' · ' || {pool_column}"
 
 
 @cached_query
@@ -85,9 +86,9 @@ def trend_options(source: Source) -> dict[str, list]:
         return read_frame(source, sql).iloc[:, 0].tolist()
 
     return {
-        "gpus": distinct("SELECT coalesce(gpu_name, device_kind) FROM runs GROUP BY 1 ORDER BY count(*) DESC"),
+        "gpus": distinct("SELECT series_gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC"),
         "branches": distinct(
-            f"SELECT branch FROM runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = {DEFAULT_BRANCH_SQL}) DESC, count(*) DESC LIMIT 200"
+            f"SELECT branch FROM series_runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = {DEFAULT_BRANCH_SQL}) DESC, count(*) DESC LIMIT 200"
         ),
         "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
         # Most-measured shape first: the natural default for a trend.
@@ -117,8 +118,8 @@ def trend_series(
     max_runs: int = 200,
     pool: str | None = None,
 ) -> pd.DataFrame:
-    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in commit
-    order (commit date, then run start: as detection's `case_series`), oldest first.
+    """The metric per series (variant · shape · dtype) over the newest `max_runs` runs in series
+    order (history.contract.series_key: as detection's `case_series`), oldest first.
 
     Also returned per point: the run's place on the commit axis (`x`, `x_order`), the launch
     configuration the kernel ran with and how it was chosen (kernel_config, _source; NULL when
@@ -134,22 +135,21 @@ def trend_series(
         source,
         f"""
         WITH picked AS (
-            SELECT u.run_id, u.started_at, u.commit_sha, u.pool, coalesce(c.committed_at, u.started_at) AS order_at
-            FROM runs u LEFT JOIN commits c ON c.sha = u.commit_sha
-            WHERE coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = ? AND (?::VARCHAR IS NULL OR u.pool = ?)
-            ORDER BY order_at DESC, u.started_at DESC, u.run_id DESC LIMIT ?
+            SELECT run_id, started_at, series_at, commit_sha, series_pool AS pool, commit_message, committed_at
+            FROM series_runs
+            WHERE series_gpu = ? AND branch = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
+            ORDER BY {series_order(descending=True)} LIMIT ?
         )
-        SELECT {series_label(pool, "p")} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.order_at,
+        SELECT {series_label(pool, "p.pool")} AS series, r.variant, r.shape_id, r.case_id, p.started_at, p.series_at,
                p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
-               c.message AS commit_message, c.committed_at AS commit_date,
+               p.commit_message, p.committed_at AS commit_date,
                r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us,
                r.timing_mode, r.kernel_config, r.kernel_config_source
         FROM results r JOIN picked p USING (run_id) {join}
-        LEFT JOIN commits c ON c.sha = p.commit_sha
         WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
           AND r.dtype = ? AND r.causal = ?
-        ORDER BY p.order_at, p.started_at, p.run_id, series
+        ORDER BY {series_order("p")}, series
         """,
         [gpu, branch, pool, pool, int(max_runs), list(variants), list(shapes), dtype, bool(causal)],
     )
@@ -159,11 +159,12 @@ def trend_series(
 def with_commit_axis(frame: pd.DataFrame) -> pd.DataFrame:
     """Add `x` (the commit's short sha; a commit measured more than once on one pool gets `sha·2`,
     `sha·3` for its later runs there) and `x_order` (0.. in commit order), so the x axis is
-    commits, not time, and the runs of one commit on different hosts share their place."""
+    commits, not time, and the runs of one commit on different hosts share their place. The runs
+    are taken in series order (history.contract.series_key.SERIES_ORDER: the frame carries its columns)."""
     if frame.empty:
         return frame.assign(x=pd.Series(dtype=object), x_order=pd.Series(dtype="int64"))
-    columns = ["run_id", "commit_sha", "order_at", "started_at"] + (["pool"] if "pool" in frame else [])
-    runs = frame.drop_duplicates("run_id")[columns].sort_values(["order_at", "started_at", "run_id"])
+    columns = list(dict.fromkeys(["commit_sha", *SERIES_ORDER])) + (["pool"] if "pool" in frame else [])
+    runs = frame.drop_duplicates("run_id")[columns].sort_values(list(SERIES_ORDER))
     short = runs["commit_sha"].fillna("?").str.slice(0, 7)
     keys = [runs["pool"].fillna(""), short] if "pool" in runs else [short]
     repeat = short.groupby(keys).cumcount()
@@ -196,17 +197,16 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
     return read_frame(
         source,
         f"""
-        SELECT {series_label(pool, "u")} AS series, u.started_at, {value} AS value, a.kind, a.status,
-               a.alert_id, a.run_id, a.metric,
+        SELECT {series_label(pool, "a.series_pool")} AS series, a.run_started_at AS started_at, {value} AS value,
+               a.kind, a.status, a.alert_id, a.run_id, a.metric,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
                  || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
-        FROM alerts a
-        JOIN runs u ON u.run_id = a.run_id
+        FROM series_alerts a
         JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
-        WHERE coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ? AND list_contains(?, a.case_id)
-          AND (?::VARCHAR IS NULL OR coalesce(a.pool, u.pool) = ?)
+        WHERE a.series_gpu = ? AND list_contains(?, a.case_id)
+          AND (?::VARCHAR IS NULL OR a.series_pool = ?)
           AND {value} IS NOT NULL
-        ORDER BY u.started_at
+        ORDER BY a.run_started_at
         """,
         [gpu, list(case_ids), pool, pool],
     )

@@ -15,6 +15,7 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.app.data.trends import with_commit_axis
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
+from attnwatch.history.contract.series_key import series_order
 
 METRIC_NAMES = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA", "correctness": "correctness"}
 # Metrics of step alerts that have a series in `case_series` (column names from detection).
@@ -22,20 +23,18 @@ SERIES_METRICS = ("median_us", "gap_to_sdpa")
 
 _ALERTS = f"""
     WITH main AS (
-        SELECT run_id, started_at,
-               lag(commit_sha) OVER (PARTITION BY coalesce(gpu_name, device_kind), pool ORDER BY started_at, run_id) AS prev_sha
-        FROM runs WHERE branch = {DEFAULT_BRANCH_SQL} AND status <> 'failed'
+        SELECT run_id,
+               lag(commit_sha) OVER (PARTITION BY series_gpu, series_pool ORDER BY {series_order()}) AS prev_sha
+        FROM series_runs WHERE branch = {DEFAULT_BRANCH_SQL} AND status <> 'failed'
     )
-    SELECT a.alert_id, a.kind, a.metric, a.case_id, coalesce(a.gpu_name, u.gpu_name, u.device_kind) AS gpu,
+    SELECT a.alert_id, a.kind, a.metric, a.case_id, a.series_gpu AS gpu, a.series_pool AS pool,
            a.status, a.change_pct, a.baseline_value, a.new_value, a.run_id, a.commit_sha, m.prev_sha,
            coalesce(m.prev_sha, '') || '..' || coalesce(a.commit_sha, '') AS group_key,
-           u.started_at AS run_started_at, c.message AS commit_message, a.note, a.actor, a.updated_at, a.detail
-    FROM alerts a
-    LEFT JOIN runs u ON u.run_id = a.run_id
+           a.run_started_at, a.commit_message, a.note, a.actor, a.updated_at, a.detail
+    FROM series_alerts a
     LEFT JOIN main m ON m.run_id = a.run_id
-    LEFT JOIN commits c ON c.sha = a.commit_sha
     WHERE list_contains(?, a.status) AND list_contains(?, a.kind)
-      AND (? IS NULL OR coalesce(a.gpu_name, u.gpu_name, u.device_kind) = ?)
+      AND (? IS NULL OR a.series_gpu = ?)
 """
 
 
@@ -49,7 +48,7 @@ def label(row) -> str:
 @cached_query
 def filtered_alerts(source: Source, statuses: tuple[str, ...], kinds: tuple[str, ...], gpu: str | None) -> pd.DataFrame:
     """Every alert matching the filters, with its group key and label, newest step first."""
-    frame = read_frame(source, _ALERTS + " ORDER BY u.started_at DESC NULLS LAST, a.alert_id",
+    frame = read_frame(source, _ALERTS + " ORDER BY a.run_started_at DESC NULLS LAST, a.alert_id",
                        [list(statuses), list(kinds), gpu, gpu])
     frame["label"] = [label(r) for r in frame.itertuples()]
     return frame
@@ -93,39 +92,43 @@ def group_label(row) -> str:
 
 
 @cached_query
-def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: str, around: int = 30) -> pd.DataFrame:
-    """The series detection scanned for this alert (`case_series`: main, ok results, commit
-    order), `around` points either side of the alert's run, on the commit axis."""
+def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: str, around: int = 30,
+                 pool: str | None = None) -> pd.DataFrame:
+    """The series detection scanned for this alert (`case_series`: main, ok results, series
+    order) in its pool (every pool's points when None: an alert from before pools), `around`
+    points either side of the alert's run, on the commit axis."""
     if metric not in SERIES_METRICS:
         raise ValueError(f"no series for metric {metric!r}")
     frame = read_frame(
         source,
         f"""
         WITH s AS (
-            SELECT run_id, commit_sha, started_at, coalesce(committed_at, started_at) AS order_at,
-                   {metric} AS value, series_index
-            FROM case_series WHERE case_id = ? AND series_gpu = ? AND {metric} IS NOT NULL
+            SELECT run_id, commit_sha, started_at, series_at, {metric} AS value, series_index
+            FROM case_series WHERE case_id = ? AND series_gpu = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
+              AND {metric} IS NOT NULL
         ),
         anchor AS (SELECT coalesce(max(series_index) FILTER (WHERE run_id = ?), max(series_index)) AS i FROM s)
         SELECT s.* EXCLUDE (series_index) FROM s, anchor
         WHERE s.series_index BETWEEN anchor.i - ? AND anchor.i + ?
         ORDER BY s.series_index
         """,
-        [case_id, gpu, run_id, int(around), int(around)],
+        [case_id, gpu, pool, pool, run_id, int(around), int(around)],
     )
     return with_commit_axis(frame)
 
 
 @cached_query
-def correctness_series(source: Source, case_id: str, gpu: str, window: int = 20) -> pd.DataFrame:
-    """The case's correctness over the newest `window` main runs on `gpu` (checked ones only)."""
+def correctness_series(source: Source, case_id: str, gpu: str, window: int = 20, pool: str | None = None) -> pd.DataFrame:
+    """The case's correctness over the newest `window` main runs on `gpu` in `pool` (every pool's
+    when None), checked ones only, newest first in series order."""
     return read_frame(
         source,
         f"""
         SELECT u.run_id, u.commit_sha, u.started_at, s.passed, s.seeds, s.worst_max_abs_err, s.worst_rel_err, s.nonfinite
-        FROM correctness_summaries s JOIN runs u USING (run_id)
-        WHERE s.case_id = ? AND coalesce(u.gpu_name, u.device_kind) = ? AND u.branch = {DEFAULT_BRANCH_SQL}
-        ORDER BY u.started_at DESC LIMIT ?
+        FROM correctness_summaries s JOIN series_runs u USING (run_id)
+        WHERE s.case_id = ? AND u.series_gpu = ? AND (?::VARCHAR IS NULL OR u.series_pool = ?)
+          AND u.branch = {DEFAULT_BRANCH_SQL}
+        ORDER BY {series_order("u", descending=True)} LIMIT ?
         """,
-        [case_id, gpu, int(window)],
+        [case_id, gpu, pool, pool, int(window)],
     )

@@ -5,6 +5,7 @@ its run and an earlier one were profiled; acknowledge or resolve the whole group
 with one note. Changes go through history.detection.alerts (one transaction for the group, retried while
 an ingest holds the file), so neither side loses anything."""
 
+import pandas as pd
 import streamlit as st
 
 from attnwatch.app import charts, ui
@@ -110,18 +111,24 @@ def show_group(source, members, key, url: UrlState) -> None:
 
 def _trend_link(row) -> str | None:
     metric = row.metric if row.metric in triage.SERIES_METRICS else "median_us"
-    query = case_trend_query(row.gpu, row.case_id, metric=metric, commits=f"{row.prev_sha or ''}..{row.commit_sha or ''}")
+    query = case_trend_query(row.gpu, row.case_id, metric=metric, commits=f"{row.prev_sha or ''}..{row.commit_sha or ''}",
+                             host=_pool(row))
     return relative("trends", query) if query else None
+
+
+def _pool(row) -> str | None:
+    """The pool of the series the alert was found in (None: an alert from before pools)."""
+    return None if pd.isna(row.pool) else str(row.pool)
 
 
 def draw_alert(source, alert) -> None:
     """The step on its series: values, the levels before and after, and the threshold band."""
     if alert.metric not in triage.SERIES_METRICS:
         st.caption(f"Correctness of {ui.md(alert.case_id)} on {ui.md(alert.gpu)} over the newest checked main runs:")
-        ui.table(triage.correctness_series(source, alert.case_id, alert.gpu), hide_index=True, width="stretch",
+        ui.table(triage.correctness_series(source, alert.case_id, alert.gpu, pool=_pool(alert)), hide_index=True, width="stretch",
                      key="alerts_correctness")
         return
-    series = triage.alert_series(source, alert.case_id, alert.gpu, alert.metric, alert.run_id)
+    series = triage.alert_series(source, alert.case_id, alert.gpu, alert.metric, alert.run_id, pool=_pool(alert))
     if series.empty or alert.baseline_value is None:
         st.info("No stored series for this alert's case on main (its runs may have been removed).")
         return

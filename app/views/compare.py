@@ -12,6 +12,7 @@ from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.links import parse_commit_range
 from attnwatch.history.analysis import baselines, tiers
 from attnwatch.history import reproduce
+from attnwatch.history.contract.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -144,7 +145,7 @@ def compare_page(source, shape):
     url = UrlState()
     named_head = url_text("head") or url_text("base")
     header = runs.run_header(source, named_head) if named_head else None
-    run_gpu = None if header is None or header.empty else str(header["gpu_name"].iloc[0] or header["device_kind"].iloc[0])
+    run_gpu = None if header is None or header.empty else series_gpu(header["gpu_name"].iloc[0], header["device_kind"].iloc[0])
     gpu = ui.gpu_picker(shape, key="compare_gpu", url=url, default=run_gpu or defaults.focus(source).gpu)
     modes = ["runs", "commits"] + (["pinned baseline"] if baselines.load_baselines() else [])
     linked = "commits" if url_text("commits") else "pinned baseline" if url_text("baseline") in (b.name for b in baselines.load_baselines()) else None

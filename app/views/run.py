@@ -10,6 +10,7 @@ from attnwatch.app.data import quality, runs, timers
 from attnwatch.app.url_state import UrlState, url_text
 from attnwatch.history.links import compare_query
 from attnwatch.history import reproduce
+from attnwatch.history.contract.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
@@ -90,7 +91,7 @@ def run_page(source, shape):
         if not broken.empty:
             st.subheader("Cases without a measurement")
             ui.table(broken[["case_id", "status", "error"]], hide_index=True, width="stretch")
-    gpu = str(run.gpu_name or run.device_kind)
+    gpu = series_gpu(run.gpu_name, run.device_kind)
     before = runs.main_run_before(source, run_id)
     if before:
         st.page_link("views/compare.py", label=f"Compare this run with the main run before it ({ui.md(before)})",

@@ -95,13 +95,15 @@ def cause_lines(explanation) -> list[str]:
 
 
 def _trend_link(dashboard_url: str | None, alert) -> str | None:
-    """The alert's case on its GPU and metric, the step into its commit marked (history.links)."""
+    """The alert's case on its series (GPU and pool) and metric, the step into its commit marked
+    (history.links)."""
     from attnwatch.history.links import case_trend_query, commit_range, url
 
     if not dashboard_url or not alert.gpu_name:
         return None
     metric = alert.metric if alert.metric in ("median_us", "gap_to_sdpa") else "median_us"
-    query = case_trend_query(alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha))
+    query = case_trend_query(alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha),
+                             host=alert.pool)
     return url(dashboard_url, "trends", query) if query else None
 
 

@@ -33,6 +33,7 @@ from attnwatch.history.analysis.ab import METHODS
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.contract.validate import SHA_PATTERN
 from attnwatch.history.analysis.case_rules import load_case_rules
+from attnwatch.history.contract.series_key import series_gpu
 
 
 def register(subparsers) -> None:
@@ -218,11 +219,12 @@ def _print_costs(session) -> None:
 
 
 def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
-    names = {rd.gpu_name for rd in (*base, *head)}
+    """The GPU of every round, keyed as a series is (history.contract.series_key: the model, else the
+    device kind), so the comment's links open the main series of the GPU that measured."""
+    names = {series_gpu(rd.gpu_name, rd.environment.get("device_kind", "cpu")) for rd in (*base, *head)}
     if len(names) != 1:
         raise UserError(f"compare needs every round on one GPU model; the bundles name {sorted(map(str, names))}")
-    name = names.pop()
-    return name or "cpu"
+    return names.pop()
 
 
 def _run(args) -> int:

@@ -211,7 +211,10 @@ def _commits(report: CompareReport) -> str:
 
 def _trend_url(report: CompareReport, case: CaseComparison, dash_url: str | None) -> str | None:
     """The dashboard's Trends view of this case on this GPU with the merge base..head range marked
-    (history.links: the dashboard's own URL contract); None without a dashboard URL."""
+    (history.links: the dashboard's own URL contract); None without a dashboard URL. The GPU is
+    the series key's (history.contract.series_key.series_gpu, as compare wrote it); no host is named: a
+    pull request is measured on its own runner, outside main's pools, so every pool of that GPU
+    is drawn, each its own series."""
     if not dash_url:
         return None
     query = dashboard.case_trend_query(report.gpu_name, case.case_id, commits=_commits(report))

@@ -8,6 +8,12 @@ never mixed in one series unless someone said they may be, while the GPUs of one
 chassis, cooling, power limits, driver) share one. Bundles written before pools existed carry
 no pool and get the same default from the host name they recorded, so an existing one-host
 history keeps its series unbroken.
+
+A series' points are ordered by commit time (the run's start where the commit's time is unknown),
+then run start, then run id: the views of migration 010 (`series_runs`, `result_details`,
+`case_series`, `series_alerts`) carry the key (`series_gpu`, `series_pool`) and the time
+(`series_at`), and SERIES_ORDER names the order for queries that sort runs themselves, so
+detection, every dashboard page and the links into it agree on which point came after which.
 """
 
 from __future__ import annotations
@@ -18,6 +24,27 @@ import re
 # the dashboard and used in alert keys. Host names fit it as well.
 POOL_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+/-]{0,99}$")
 UNKNOWN_POOL = "unknown-host"
+# The order of a series' points, as columns of the views above (migration 010 spells the same
+# order in `case_series.series_index`): ties in commit time go by start, then by run id.
+SERIES_ORDER = ("series_at", "started_at", "run_id")
+
+
+def series_order(alias: str = "", *, descending: bool = False) -> str:
+    """SERIES_ORDER as an ORDER BY list, its columns read from `alias` (a view of migration 010)."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{column}{' DESC' if descending else ''}" for column in SERIES_ORDER)
+
+
+def series_position(alias: str = "") -> str:
+    """A run's place in its series as one comparable row value: `{series_position('b')} <
+    {series_position('h')}` says run b comes before run h."""
+    return f"({series_order(alias)})"
+
+
+def series_gpu(gpu_name: str | None, device_kind: str | None) -> str:
+    """A run's GPU in its series key: the model, else the device kind ('cpu', 'host'), as the
+    views' `series_gpu`."""
+    return gpu_name or device_kind or ""
 
 
 def series_pool(declared: str | None, hostname: str | None, runner: str | None = None) -> str:

@@ -2,7 +2,8 @@
 
 "main" is the history's default branch (history.store.settings; `case_series` reads the same setting).
 
-For every series (case x GPU model x pool, view `case_series`; history.contract.series_key) and each
+For every series (case x GPU model x pool, its points in the one series order every chart uses:
+view `case_series`, history.contract.series_key) and each
 metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
 such as a driver or clock change) —
 history.analysis.changepoints finds level shifts with a penalty from the series' own noise; a shift of
@@ -31,11 +32,13 @@ from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.kernel_config import change_text, segment_change
 from attnwatch.history.store.settings import default_branch
 from attnwatch.history.analysis.case_rules import CaseRules
+from attnwatch.history.contract.series_key import series_order
 
-# Scanned columns of `case_series`: column -> (index in the _series row, label for people).
-METRICS = {"median_us": (5, "latency"), "gap_to_sdpa": (6, "gap-to-SDPA")}
-POOL = 8  # index of series_pool in a _series row
-KERNEL_CONFIG = 9  # index of kernel_config in a _series row
+# Scanned columns of `case_series`: column -> label for people.
+METRICS = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA"}
+# What a series point carries, read by name (views of migration 010).
+POINT_COLUMNS = ("case_id", "series_gpu", "series_pool", "series_index", "run_id", "commit_sha",
+                 "median_us", "gap_to_sdpa", "synthetic", "kernel_config")
 SHIFT_TOLERANCE = 2  # runs either side of a step's commit that count as the same step
 
 
@@ -59,28 +62,34 @@ def _known_steps(con) -> set[tuple[str, str, str, str, str]]:
     return {tuple(r) for r in rows}
 
 
-def _series(con, gpu: str | None, window: int):
+def _named_rows(cursor) -> list[dict]:
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
+def series_points(con, gpu: str | None, window: int) -> list[dict]:
+    """The newest `window` points of every series (`case_series`, on `gpu` if given), each a dict
+    of POINT_COLUMNS, grouped by series and in series order (history.contract.series_key)."""
     where = "WHERE series_gpu = ?" if gpu else ""
     params = [gpu] if gpu else []
-    return con.execute(
+    return _named_rows(con.execute(
         f"""
-        SELECT case_id, series_gpu, series_index, run_id, commit_sha, median_us, gap_to_sdpa, synthetic, series_pool,
-               kernel_config
+        SELECT {", ".join(POINT_COLUMNS)}
         FROM (SELECT *, row_number() OVER (PARTITION BY case_id, series_gpu, series_pool ORDER BY series_index DESC) AS back
               FROM case_series {where})
         WHERE back <= {int(window)}
         ORDER BY case_id, series_gpu, series_pool, series_index
         """,
         params,
-    ).fetchall()
+    ))
 
 
-def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanReport) -> None:
-    case_id, gpu, pool = rows[0][0], rows[0][1], rows[0][POOL]
-    commits = [r[4] for r in rows]
-    for column, (metric_index, label) in METRICS.items():
-        points = [(i, r[metric_index]) for i, r in enumerate(rows)
-                  if r[metric_index] is not None and math.isfinite(r[metric_index]) and r[metric_index] > 0]
+def _step_findings(rows: list[dict], th: Thresholds, known: set, report: ScanReport) -> None:
+    case_id, gpu, pool = _series_key(rows[0])
+    commits = [r["commit_sha"] for r in rows]
+    for column, label in METRICS.items():
+        points = [(i, r[column]) for i, r in enumerate(rows)
+                  if r[column] is not None and math.isfinite(r[column]) and r[column] > 0]
         if len(points) < th.min_series:
             report.skipped_short += 1
             continue
@@ -94,48 +103,50 @@ def _step_findings(rows: list[tuple], th: Thresholds, known: set, report: ScanRe
                 continue
             kind = "regression" if step.ratio > 1 else "improvement"
             row = rows[row_index]
-            synthetic = " (synthetic data)" if row[7] else ""
+            sha = row["commit_sha"]
+            synthetic = " (synthetic data)" if row["synthetic"] else ""
             config = config_step(rows, points, step)
             config_note = f"; {change_text(*config)} (a configuration change)" if config else ""
             report.findings.append(NewAlert(
-                dedup_key=dedup_key("step", case_id, gpu or "", column, row[4] or "", pool or ""),
-                kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row[3], commit_sha=row[4],
+                dedup_key=dedup_key("step", case_id, gpu or "", column, sha or "", pool or ""),
+                kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row["run_id"], commit_sha=sha,
                 baseline_value=step.before, new_value=step.after, change_pct=step.change * 100.0,
-                detail=(f"{label} {step.change * 100:+.1f}% at {str(row[4])[:12]}: median {step.before:.4g} over "
+                detail=(f"{label} {step.change * 100:+.1f}% at {str(sha)[:12]}: median {step.before:.4g} over "
                         f"{step.points_before} runs before, {step.after:.4g} over {step.points_after} runs after"
                         f"{config_note}{synthetic}"),
                 config_change=f"{config[0]} -> {config[1]}" if config else None,
             ))
-            known.add((case_id, gpu or "", pool or "", column, row[4] or ""))
+            known.add((case_id, gpu or "", pool or "", column, sha or ""))
 
 
-def config_step(rows: list[tuple], points: list[tuple[int, float]], step) -> tuple[str, str] | None:
+def config_step(rows: list[dict], points: list[tuple[int, float]], step) -> tuple[str, str] | None:
     """(configuration before, after) when the runs either side of a step used different kernel
     configurations (history.analysis.kernel_config: the usual one of each segment)."""
     before = points[step.index - step.points_before: step.index]
     after = points[step.index: step.index + step.points_after]
-    return segment_change((rows[i][KERNEL_CONFIG] for i, _ in before), (rows[i][KERNEL_CONFIG] for i, _ in after))
+    return segment_change((rows[i]["kernel_config"] for i, _ in before), (rows[i]["kernel_config"] for i, _ in after))
 
 
 def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) -> None:
     """One alert per streak of failing main runs of a case on a GPU model and pool, keyed by its first commit."""
-    where = "AND coalesce(u.gpu_name, u.device_kind) = ?" if gpu else ""
+    where = "AND u.series_gpu = ?" if gpu else ""
     params = [default_branch(con), *([gpu] if gpu else [])]
-    rows = con.execute(
+    rows = _named_rows(con.execute(
         f"""
-        SELECT s.case_id, coalesce(u.gpu_name, u.device_kind) AS gpu, u.pool, u.run_id, u.commit_sha, s.passed,
+        SELECT s.case_id, u.series_gpu, u.series_pool, u.run_id, u.commit_sha, s.passed,
                s.worst_max_abs_err, s.worst_rel_err, s.nonfinite
         FROM correctness_summaries s
-        JOIN runs u USING (run_id)
-        LEFT JOIN commits c ON c.sha = u.commit_sha
+        JOIN series_runs u USING (run_id)
         WHERE u.branch = ? {where}
-        ORDER BY s.case_id, gpu, u.pool, c.committed_at NULLS LAST, u.started_at, u.run_id
+        ORDER BY s.case_id, u.series_gpu, u.series_pool, {series_order("u")}
         """,
         params,
-    ).fetchall()
+    ))
     previous_passed: dict[tuple[str, str, str], bool] = {}
-    for case_id, g, pool, run_id, sha, passed, max_abs, rel, nonfinite in rows:
-        key = (case_id, g, pool)
+    for row in rows:
+        key = case_id, g, pool = _series_key(row)
+        run_id, sha, passed = row["run_id"], row["commit_sha"], row["passed"]
+        max_abs, rel, nonfinite = row["worst_max_abs_err"], row["worst_rel_err"], row["nonfinite"]
         new_streak = not passed and previous_passed.get(key, True)
         if new_streak and (case_id, g or "", pool or "", "correctness", sha or "") not in known:
             report.findings.append(NewAlert(
@@ -149,8 +160,8 @@ def _correctness_findings(con, gpu: str | None, known: set, report: ScanReport) 
         previous_passed[key] = bool(passed)
 
 
-def _series_key(row: tuple) -> tuple:
-    return row[0], row[1], row[POOL]
+def _series_key(row: dict) -> tuple:
+    return row["case_id"], row["series_gpu"], row["series_pool"]
 
 
 def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu: str | None = None,
@@ -160,12 +171,12 @@ def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu
     counted in `ignored`, not returned."""
     report = ScanReport()
     known = _known_steps(con)
-    rows = _series(con, gpu, window)
+    rows = series_points(con, gpu, window)
     cache: dict[str | None, Thresholds] = {}
     start = 0
     for end in range(1, len(rows) + 1):
         if end == len(rows) or _series_key(rows[end]) != _series_key(rows[start]):
-            g = rows[start][1]
+            g = rows[start]["series_gpu"]
             if g not in cache:
                 cache[g] = thresholds_for(g)
             case_id = rows[start][0]
