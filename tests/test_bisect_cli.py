@@ -88,3 +88,23 @@ def test_bisect_refuses_an_alert_of_another_gpu_and_bad_arguments(tmp_path, caps
     assert main(["--db", str(db), "bisect", "--alert", "999"]) == 2
     assert "no alert 999" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()  # a refusal measures and writes nothing
+
+
+def test_a_range_outside_the_given_branch_or_backwards_is_refused(tmp_path, capsys):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = lambda *a: subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *a],  # noqa: E731
+                                    check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "--quiet", "-b", "main")
+    for i in range(3):
+        (repo / "f").write_text(str(i))
+        git("add", "f")
+        git("commit", "--quiet", "-m", f"c{i}")
+    git("checkout", "--quiet", "-b", "side")
+    git("commit", "--quiet", "--allow-empty", "-m", "on a side branch")
+    case = ["--case", "torch_3op/cpu_tiny/fp16/noncausal", "--checkout", str(repo), "--out", str(tmp_path / "o")]
+    assert main(["bisect", "--good", "main~2", "--bad", "side", "--within", "main", *case]) == 2
+    assert "is not reachable from --within" in capsys.readouterr().err
+    assert main(["bisect", "--good", "main", "--bad", "main~2", *case]) == 2
+    assert "is not an ancestor of --bad" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -76,12 +76,19 @@ def git_text(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def commit_range(repo: Path, good: str, bad: str) -> list[str]:
+def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
+                          capture_output=True, timeout=120).returncode == 0
+
+
+def commit_range(repo: Path, good: str, bad: str, within: str | None = None) -> list[str]:
     """[good, ..., bad]: the good commit, then bad's first-parent line after it, oldest first
-    (a merged pull request is one step, as the default branch received it)."""
-    if subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", good, bad],
-                      capture_output=True, timeout=120).returncode != 0:
+    (a merged pull request is one step, as the default branch received it). `within`: a
+    revision both must be reachable from (a trusted job measures default-branch code only)."""
+    if not _is_ancestor(repo, good, bad):
         raise UserError(f"--good {good[:12]} is not an ancestor of --bad {bad[:12]}")
+    if within is not None and not _is_ancestor(repo, bad, within):
+        raise UserError(f"--bad {bad[:12]} is not reachable from --within {within[:12]}: not measured here")
     between = git_text(repo, "rev-list", "--reverse", "--first-parent", "--ancestry-path", f"{good}..{bad}").split()
     if not between:
         raise UserError(f"no commits between {good[:12]} and {bad[:12]}")

@@ -32,6 +32,7 @@ def register(subparsers) -> None:
     p.add_argument("--bad", help="a later revision with it")
     p.add_argument("--case", action="append", help="case id to measure, variant/shape/dtype/causal (repeatable)")
     p.add_argument("--checkout", type=Path, default=Path("."), help="the git checkout to bisect (default: here)")
+    p.add_argument("--within", help="refuse a range not reachable from this revision (a trusted job: its default branch)")
     p.add_argument("--rounds", type=int, default=None,
                    help="round cap per compare (default: ci/run_config.toml [compare]); an undecided commit is "
                         "measured once more with twice as many")
@@ -81,7 +82,7 @@ def _run(args) -> int:
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)
     good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)
-    commits = commit_range(repo, good, bad)
+    commits = commit_range(repo, good, bad, resolve(repo, args.within) if args.within else None)
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     args.shapes = shape_set_of(cases)
     options = session_options(args, kind, thresholds)
