@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnwatch.ci.bisect.record import alert_target, record_bisect
+from attnwatch.history.detection.bisects import alert_target, record_bisect
 from attnwatch.ci.cli import main
 from attnwatch.history.detection.alerts import AlertError, list_alerts
 from attnwatch.history.store.db import open_read

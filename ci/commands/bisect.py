@@ -9,7 +9,7 @@ binary search: the bad revision first (the slowdown must reproduce here), then m
 undecided one measured once more with twice the rounds. Prints the culprit (SHA and subject)
 with its interval against the good revision, the revisions measured and the wall time; or
 "undecided between X and Y" with why. With --alert the outcome is recorded on the alert
-(ci/bisect/record.py). Writes `bisect.json` and every compare's round bundles under --out.
+(history/detection/bisects.py). Writes `bisect.json` and every compare's round bundles under --out.
 Exit 0 when the culprit was found, 1 when undecided or the slowdown did not reproduce.
 """
 
@@ -54,7 +54,7 @@ def _target(args) -> tuple[str, str, list[str], object | None]:
     if args.alert is not None:
         if args.good or args.bad or args.case:
             raise UserError("--alert takes its revisions and case from the alert: no --good/--bad/--case with it")
-        from attnwatch.ci.bisect.record import alert_target
+        from attnwatch.history.detection.bisects import alert_target
 
         target = alert_target(args.db, args.alert)
         return target.good_sha, target.bad_sha, [target.case_id], target
@@ -99,7 +99,7 @@ def _run(args) -> int:
     print_report(result, repo, oracle.measurements, wall_s)
     write_result(args.out / RESULT_FILE, result, repo, oracle.measurements, wall_s, text)
     if target is not None:
-        from attnwatch.ci.bisect.record import record_bisect
+        from attnwatch.history.detection.bisects import record_bisect
 
         record_bisect(args.db, target.alert_id, result.culprit, text)
         print(f"bisect: recorded on alert {target.alert_id}")

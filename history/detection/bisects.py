@@ -1,8 +1,8 @@
-"""A bisect and the history: what an alert asks to bisect, and writing the outcome on it.
+"""Alerts and `attnwatch bisect` (ci/bisect): what an alert asks to bisect, and its outcome.
 
 An alert (history.detection.alerts) names its series (case, GPU model, pool) and the commit of
 its step; the step's range starts after the commit of the series' previous run on the default
-branch (view `case_series`, ordered as detection orders it). Both reads and the one write are
+branch (view `case_series`, ordered as detection orders it). The read and the one write are
 here, so the alert-event log can be joined to `record_bisect` in one place.
 """
 
@@ -11,7 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnwatch.ci.errors import UserError
+from attnwatch.history.detection.alerts import AlertError, get_alert
+from attnwatch.history.store.db import exists, open_read, open_write
+from attnwatch.history.store.lake_retry import retrying
+from attnwatch.history.store.transactions import write_transaction
 
 MAX_RESULT = 2000
 
@@ -29,38 +32,30 @@ class AlertTarget:
 
 
 def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
-    """The alert's case and commit range; a one-line error when it has none to bisect."""
-    from attnwatch.history.detection.alerts import get_alert
-    from attnwatch.history.store.db import exists, open_read
-
+    """The alert's case and commit range; a one-line AlertError when it has none to bisect."""
     if not exists(db_path):
-        raise UserError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
+        raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
     with open_read(db_path) as con:
         alert = get_alert(con, alert_id)
         if alert.kind == "correctness" or not alert.commit_sha:
-            raise UserError(f"alert {alert_id}: a {alert.kind} alert without a step to bisect")
+            raise AlertError(f"alert {alert_id}: a {alert.kind} alert without a step to bisect")
         rows = con.execute(
             "SELECT commit_sha FROM case_series WHERE case_id = ? AND series_gpu IS NOT DISTINCT FROM ? "
             "AND series_pool IS NOT DISTINCT FROM ? ORDER BY series_index",
             [alert.case_id, alert.gpu_name, alert.pool]).fetchall()
     commits = [r[0] for r in rows]
     if alert.commit_sha not in commits:
-        raise UserError(f"alert {alert_id}: its commit {alert.commit_sha[:12]} is not in the series of {alert.case_id}")
+        raise AlertError(f"alert {alert_id}: its commit {alert.commit_sha[:12]} is not in the series of {alert.case_id}")
     step = commits.index(alert.commit_sha)
     before = [c for c in commits[:step] if c and c != alert.commit_sha]
     if not before:
-        raise UserError(f"alert {alert_id}: no earlier run of {alert.case_id} to serve as the good revision")
+        raise AlertError(f"alert {alert_id}: no earlier run of {alert.case_id} to serve as the good revision")
     return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha)
 
 
 def record_bisect(db_path: str | Path, alert_id: int, culprit_sha: str | None, result: str) -> None:
     """Write a bisect's outcome on the alert (migration 009), in one transaction; replaces an
     earlier one. `culprit_sha` is None when the bisect was undecided."""
-    from attnwatch.history.detection.alerts import get_alert
-    from attnwatch.history.store.db import open_write
-    from attnwatch.history.store.lake_retry import retrying
-    from attnwatch.history.store.transactions import write_transaction
-
     text = " ".join(result.split())[:MAX_RESULT]
 
     def change(con, claims) -> None:
