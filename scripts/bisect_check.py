@@ -107,11 +107,26 @@ def _set_share(repo: Path, share: float) -> None:
     path.write_text("".join(lines))
 
 
+SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".cutlass", "node_modules", "bisect-check-out"}
+
+
+def _tree_files() -> list[str]:
+    """This checkout's files: git's list (tracked, and untracked ones not ignored), or, in a copy
+    without .git, every file outside the build and cache folders."""
+    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True)
+    if listed.returncode == 0 and (REPO_ROOT / ".git").exists():
+        return [n for n in listed.stdout.decode().split("\0") if n]
+    out = []
+    for folder, dirs, files in os.walk(REPO_ROOT):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
+        out += [str((Path(folder) / f).relative_to(REPO_ROOT)) for f in files if not f.endswith((".pyc", ".so"))]
+    return out
+
+
 def build_history(repo: Path, commits: int, plant_at: int, slowdown: float) -> dict:
     """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
-    files = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, files):
+    for name in _tree_files():
         source = REPO_ROOT / name
         if source.is_file() and not source.is_symlink():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
