@@ -13,8 +13,8 @@ import pytest
 
 from attnwatch.history.detection.bisects import alert_target, record_bisect
 from attnwatch.ci.cli import main
-from attnwatch.history.detection.alerts import AlertError, list_alerts
-from attnwatch.history.store.db import open_read
+from attnwatch.history.detection.alerts import AlertError, NewAlert, list_alerts, record_alerts
+from attnwatch.history.store.db import open_read, open_write
 from commit_axis_history import REGRESSED_VARIANT, STEP_RUN, build_commit_axis_history, commit_sha
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bisect_check.py"
@@ -108,3 +108,13 @@ def test_a_range_outside_the_given_branch_or_backwards_is_refused(tmp_path, caps
     assert main(["bisect", "--good", "main", "--bad", "main~2", *case]) == 2
     assert "is not an ancestor of --bad" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_only_a_regression_alert_is_bisected(tmp_path):
+    db, alert_id = _alert_db(tmp_path)
+    with open_write(db) as con:
+        (faster,), _ = record_alerts(con, [NewAlert("test|faster", "improvement", "median_us", "sdpa/x/fp16/causal",
+                                                    "NVIDIA H200", None, commit_sha(3), 2.0, 1.0, -50.0)])
+    with pytest.raises(AlertError, match=f"alert {faster}: an alert of kind improvement; bisect looks for the commit of a slowdown"):
+        alert_target(db, faster)
+    assert alert_target(db, alert_id).bad_sha == commit_sha(STEP_RUN)

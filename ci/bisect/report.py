@@ -42,7 +42,7 @@ def outcome_line(result: SearchResult, repo: Path) -> str:
     return f"undecided between {low[:12]} (not slower) and {high[:12]} (slower): {result.why}"
 
 
-def print_report(result: SearchResult, repo: Path, measurements: list[Measurement], wall_s: float) -> None:
+def print_report(result: SearchResult, repo: Path, wall_s: float) -> None:
     print(f"{'#':>2}  {'commit':<12}  {'try':>3}  {'state':<9}  {'rounds':>6}  {'wall s':>7}  subject")
     for n, probe in enumerate(result.probes, 1):
         m = probe.judgement.data if isinstance(probe.judgement.data, Measurement) else None
@@ -54,8 +54,7 @@ def print_report(result: SearchResult, repo: Path, measurements: list[Measuremen
           f"({len(result.probes)} compares), wall time {wall_s:.1f} s")
 
 
-def write_result(path: Path, result: SearchResult, repo: Path, measurements: list[Measurement], wall_s: float,
-                 text: str) -> Path:
+def write_result(path: Path, result: SearchResult, wall_s: float, text: str) -> Path:
     document = {
         "schema": "attnwatch.bisect", "schema_version": 1,
         "outcome": result.outcome, "summary": text, "culprit": result.culprit,

@@ -96,8 +96,8 @@ def _run(args) -> int:
     from attnwatch.ci.bisect.report import outcome_line, print_report, write_result
 
     text = outcome_line(result, repo)
-    print_report(result, repo, oracle.measurements, wall_s)
-    write_result(args.out / RESULT_FILE, result, repo, oracle.measurements, wall_s, text)
+    print_report(result, repo, wall_s)
+    write_result(args.out / RESULT_FILE, result, wall_s, text)
     if target is not None:
         from attnwatch.history.detection.bisects import record_bisect
 

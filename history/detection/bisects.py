@@ -37,8 +37,8 @@ def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
         raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
     with open_read(db_path) as con:
         alert = get_alert(con, alert_id)
-        if alert.kind == "correctness" or not alert.commit_sha:
-            raise AlertError(f"alert {alert_id}: a {alert.kind} alert without a step to bisect")
+        if alert.kind != "regression" or not alert.commit_sha:
+            raise AlertError(f"alert {alert_id}: an alert of kind {alert.kind}; bisect looks for the commit of a slowdown")
         rows = con.execute(
             "SELECT commit_sha FROM case_series WHERE case_id = ? AND series_gpu IS NOT DISTINCT FROM ? "
             "AND series_pool IS NOT DISTINCT FROM ? ORDER BY series_index",
