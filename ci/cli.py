@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "history",
     "ncu",
     "compare",
+    "bisect",
     "detect",
     "alerts",
     "comment",

@@ -19,7 +19,7 @@ from attnwatch.ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-FILES = ("ci.yml", "gpu-bench.yml", "pr-comment.yml", "history-maintain.yml")
+FILES = ("ci.yml", "gpu-bench.yml", "pr-comment.yml", "history-maintain.yml", "bisect.yml")
 PINNED = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+(/[A-Za-z0-9_./-]+)?@[0-9a-f]{40}$")
 
 
@@ -175,7 +175,8 @@ def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
 def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
     trusted = [(name, job_id, job) for name, job_id, job in _all_jobs() if "trusted" in _labels(job)]
     assert {(n, j) for n, j, _ in trusted} == {("gpu-bench.yml", "measure"), ("gpu-bench.yml", "collect"),
-                                               ("pr-comment.yml", "ingest"), ("history-maintain.yml", "maintain")}
+                                               ("pr-comment.yml", "ingest"), ("history-maintain.yml", "maintain"),
+                                               ("bisect.yml", "bisect")}
     for name, job_id, job in trusted:
         assert _labels(job)[0] == "self-hosted" and "untrusted" not in _labels(job)
         assert job["environment"] == "attnwatch-history", (name, job_id)  # main-only branch rule
@@ -251,6 +252,22 @@ def test_a_partial_run_is_ingested_and_scanned_then_the_job_fails():
     collect = wf["jobs"]["collect"]
     assert "!cancelled()" in collect["if"] and "needs.measure.result != 'skipped'" in _flat(collect["if"])
     assert next(s for s in collect["steps"] if "attnwatch detect" in s.get("run", ""))["if"] == "${{ !cancelled() }}"
+
+
+def test_bisect_is_dispatched_by_hand_and_measures_only_default_branch_code():
+    """The bisect job (issue 28): a dispatch only, on the trusted GPU runner of the chosen model,
+    every measured revision reachable from the checked-out default branch, the outcome shown."""
+    wf = _load("bisect.yml")
+    assert set(wf["on"]) == {"workflow_dispatch"}
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) == {"alert", "good", "bad", "cases", "gpu"}
+    assert wf["permissions"] == {"contents": "read"} and wf["concurrency"]["cancel-in-progress"] is False
+    (job,) = wf["jobs"].values()
+    assert _labels(job) == ["self-hosted", "gpu", "trusted", "${{ inputs.gpu }}"]
+    checkout = job["steps"][0]
+    assert checkout["with"]["fetch-depth"] == 0 and "ref" not in checkout["with"]
+    script = _flat(_script(job))
+    assert ".venv/bin/attnwatch bisect \"${args[@]}\" --within HEAD" in script
+    assert "GITHUB_STEP_SUMMARY" in script and "::error::not a case id" in script
 
 
 def test_history_maintain_runs_weekly_on_the_historys_trusted_runner():

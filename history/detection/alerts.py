@@ -247,8 +247,7 @@ def record_bisected(db_path: str | Path, alert_id: int, commit_sha: str, note: s
         if broken and con.execute("SELECT count(*) FROM alert_events WHERE alert_id = ? AND action = 'bisected' "
                                   "AND note = ? AND actor = ?", [int(alert_id), text, actor]).fetchone()[0]:
             return  # that try's COMMIT landed before the connection broke: not twice
-        con.execute("UPDATE alerts SET updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?", [int(alert_id)])
-        _append_event(con, claims, int(alert_id), "bisected", text, actor)
+        bisected_in(con, claims, alert_id, text, actor)
 
     def attempt() -> Alert:
         if not exists(db_path):
@@ -258,6 +257,14 @@ def record_bisected(db_path: str | Path, alert_id: int, commit_sha: str, note: s
             return get_alert(con, alert_id)
 
     return retrying(db_path, attempt, on_retry=broken.append)
+
+
+def bisected_in(con, claims: Claims, alert_id: int, text: str, actor: str) -> None:
+    """The 'bisected' event, inside the caller's transaction (`record_bisected`, and
+    history.detection.bisects when `attnwatch bisect` names a culprit); the status stays."""
+    con.execute("UPDATE alerts SET updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?", [int(alert_id)])
+    _append_event(con, claims, int(alert_id), "bisected", _clean(text, "note", MAX_NOTE, False),
+                  _clean(actor, "actor", MAX_ACTOR, True))
 
 
 def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:

@@ -1,0 +1,110 @@
+"""`attnwatch bisect`: find the commit of a step's range that made a case slower.
+
+    attnwatch bisect --alert ID [--out DIR]                    the alert's case over its step's range
+    attnwatch bisect --good SHA --bad SHA --case ID [--case ID ...]
+
+Measures commits of the range (ci/bisect/runner.py: one same-job compare of the good revision
+against each, with the compare workers and interval) in the order of ci/bisect/search.py's
+binary search: the bad revision first (the slowdown must reproduce here), then midpoints, an
+undecided one measured once more with twice the rounds. Prints the culprit (SHA and subject)
+with its interval against the good revision, the revisions measured and the wall time; or
+"undecided between X and Y" with why. With --alert the outcome is recorded on the alert
+(history/detection/bisects.py). Writes `bisect.json` and every compare's round bundles under --out.
+Exit 0 when the culprit was found, 1 when undecided or the slowdown did not reproduce.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from attnwatch.ci.errors import UserError
+from attnwatch.history.analysis.ab import METHODS
+
+RESULT_FILE = "bisect.json"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("bisect", help="find the commit that made a case slower, by same-job compares")
+    p.add_argument("--alert", type=int, help="bisect this alert's case over its step's commit range (needs --db)")
+    p.add_argument("--good", help="a revision without the slowdown")
+    p.add_argument("--bad", help="a later revision with it")
+    p.add_argument("--case", action="append", help="case id to measure, variant/shape/dtype/causal (repeatable)")
+    p.add_argument("--checkout", type=Path, default=Path("."), help="the git checkout to bisect (default: here)")
+    p.add_argument("--within", help="refuse a range not reachable from this revision (a trusted job: its default branch)")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="round cap per compare (default: ci/run_config.toml [compare]); an undecided commit is "
+                        "measured once more with twice as many")
+    p.add_argument("--min-rounds", type=int, default=None, help="rounds before the first look")
+    p.add_argument("--workers-per-side", type=int, default=None)
+    p.add_argument("--method", choices=METHODS, default="rounds-t")
+    p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
+    p.add_argument("--case-timeout", type=float, default=None)
+    p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
+    p.add_argument("--variant-module", action="append")
+    p.add_argument("--variant-path", action="append")
+    p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
+    p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
+    p.set_defaults(func=_run)
+
+
+def _target(args) -> tuple[str, str, list[str], object | None]:
+    """(good, bad, case ids, the alert's target or None) from --alert or --good/--bad/--case."""
+    if args.alert is not None:
+        if args.good or args.bad or args.case:
+            raise UserError("--alert takes its revisions and case from the alert: no --good/--bad/--case with it")
+        from attnwatch.history.detection.bisects import alert_target
+
+        target = alert_target(args.db, args.alert)
+        return target.good_sha, target.bad_sha, [target.case_id], target
+    if not (args.good and args.bad and args.case):
+        raise UserError("bisect needs --alert ID, or --good, --bad and at least one --case")
+    return args.good, args.bad, list(args.case), None
+
+
+def _run(args) -> int:
+    from attnwatch.ci.bisect.runner import CompareOracle, commit_range, planned_cases, shape_set_of
+    from attnwatch.ci.bisect.search import bisect
+    from attnwatch.ci.compare.revisions import repo_root, resolve
+    from attnwatch.ci.compare.setup import device_kind, load_variant_modules, session_options
+    from attnwatch.history.analysis.thresholds import load_thresholds
+
+    if args.rounds is not None and not 1 <= args.rounds <= 25:
+        raise UserError(f"--rounds: expected 1..25 (a re-measure doubles it), got {args.rounds}")
+    started = time.monotonic()
+    good_ref, bad_ref, case_ids, target = _target(args)
+    kind, gpu = device_kind()
+    if target is not None and (target.gpu_name or "cpu") != (gpu or kind) and not args.any_gpu:
+        raise UserError(f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
+                        "bisect it there (or pass --any-gpu)")
+    load_variant_modules(args)
+    cases = planned_cases(case_ids)
+    repo = repo_root(args.checkout)
+    good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)
+    commits = commit_range(repo, good, bad, resolve(repo, args.within) if args.within else None)
+    thresholds = load_thresholds(gpu or "cpu", args.thresholds)
+    args.shapes = shape_set_of(cases)
+    options = session_options(args, kind, thresholds)
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log(f"bisect: {len(commits) - 1} commits after the good {good[:12]} up to {bad[:12]}, "
+        f"{len(cases)} case(s), {options.design.describe()}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    with CompareOracle(repo, good, bad, cases, options, thresholds, args.out, log) as oracle:
+        result = bisect(commits, oracle)
+    wall_s = time.monotonic() - started
+    from attnwatch.ci.bisect.report import outcome_line, print_report, write_result
+
+    text = outcome_line(result, repo)
+    print_report(result, repo, wall_s)
+    write_result(args.out / RESULT_FILE, result, wall_s, text)
+    if target is not None:
+        from attnwatch.ci.commands.alerts import announce
+        from attnwatch.history.detection.alerts import alert_events, get_alerts
+        from attnwatch.history.detection.bisects import record_bisect
+
+        if record_bisect(args.db, target.alert_id, result.culprit, text):
+            event = alert_events(args.db, target.alert_id)[-1]
+            announce([(get_alerts(args.db, [target.alert_id])[0], "bisected", event.note, event.actor)])
+        print(f"bisect: recorded on alert {target.alert_id}")
+    return 0 if result.outcome == "found" else 1
