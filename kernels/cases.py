@@ -32,3 +32,11 @@ class Case:
 
 def case_id(variant: str, shape_id: str, dtype: str, causal: bool) -> str:
     return f"{variant}/{shape_id}/{dtype}/{'causal' if causal else 'noncausal'}"
+
+
+def parse_case_id(text: str) -> tuple[str, str, str, bool]:
+    """Inverse of `case_id` (`attnwatch bisect --case`); raises ValueError naming the bad part."""
+    parts = text.split("/")
+    if len(parts) != 4 or parts[3] not in ("causal", "noncausal"):
+        raise ValueError(f"not a case id (variant/shape/dtype/causal|noncausal): {text!r}")
+    return parts[0], parts[1], parts[2], parts[3] == "causal"

@@ -179,7 +179,7 @@ def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu
             g = rows[start]["series_gpu"]
             if g not in cache:
                 cache[g] = thresholds_for(g)
-            case_id = rows[start][0]
+            case_id = rows[start]["case_id"]
             th = cache[g]
             effect = rules.min_effect(case_id, g, th.min_effect)
             _step_findings(rows[start:end], th if effect == th.min_effect else replace(th, min_effect=effect), known, report)
