@@ -59,6 +59,8 @@ def parse_args(argv):
     p.add_argument("--budget-s", type=float, default=570.0, help="wall-clock budget of the whole call")
     p.add_argument("--main-budget-s", type=float, default=380.0, help="budget of the main run (gpu_check --budget-s)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--variants", default=None,
+                   help="comma-separated variants for both steps (default: all; the same list on both trees)")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/engine_check)")
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
     p.add_argument("--cache-dir", default=None,
@@ -77,6 +79,8 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), "--shapes", "main" if kind == "cuda" else "cpu",
            "--repeats", "1", "--budget-s", str(args.main_budget_s), "--device", kind, "--out", str(folder)]
+    if args.variants:
+        cmd += ["--variants", args.variants]
     if args.commit:
         cmd += ["--commit", args.commit]
     started = time.monotonic()
@@ -89,8 +93,8 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
     result = {"rc": rc, "wall_s": round(time.monotonic() - started, 1), "cases": {}}
     try:
         with tarfile.open(folder / "bundles.tar.gz") as tar:
-            bench = json.load(tar.extractfile("run0/benchmark.json"))
             outcomes = json.load(tar.extractfile("run0/outcomes.json"))["cases"]
+            timings = _bundle_timings(tar)
     except (OSError, KeyError, tarfile.TarError, ValueError) as exc:
         result["error"] = f"no bundle: {exc}"
         return result
@@ -98,22 +102,55 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
     for o in outcomes:
         statuses[o["status"]] = statuses.get(o["status"], 0) + 1
     result["statuses"] = statuses
-    for entry in bench["benchmarks"]:
-        t = entry["extra_info"]["attnwatch"]
+    for t in timings:
         result["cases"][t["case_id"]] = {k: t.get(k) for k in ("median_us", "rel_spread", "n", "p10_us", "p90_us",
                                                                 "graph_median_us", "gap_to_sdpa", "interleave_group",
                                                                 "converged", "guard_retimed_blocks")}
     return result
 
 
+def _bundle_timings(tar: tarfile.TarFile) -> list[dict]:
+    """Each timed case's CaseTiming: timings.json (bundle format 2) or, in a bundle of format 1
+    (the tree before), pytest-benchmark's `extra_info["attnwatch"]`."""
+    try:
+        return json.load(tar.extractfile("run0/timings.json"))["timings"]
+    except KeyError:
+        bench = json.load(tar.extractfile("run0/benchmark.json"))
+        return [e["extra_info"]["attnwatch"] for e in bench["benchmarks"]]
+
+
+def _tree_module(name: str):
+    """This tree's `attnwatch.<name>`, or `<name>` in a tree from before the one installed name
+    (the script is copied into the older tree to measure it); only one of the two is loaded."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"attnwatch.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != "attnwatch":
+            raise
+        return importlib.import_module(name)
+
+
+def _gpu_compare():
+    """scripts/gpu_compare.py of this tree, loaded by path (the tree before has no `attnwatch`)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_compare", REPO_ROOT / "scripts" / "gpu_compare.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 def compare_step(args, out: Path, env: dict, kind: str, work: Path, timeout_s: float) -> dict:
     """gpu_compare.py's A/A compare of the pr set, warm; per case the sides' figures."""
-    from attnwatch.scripts.gpu_compare import run_compare
+    run_compare = _gpu_compare().run_compare
 
     base_root = work / "base"
     shutil.copytree(REPO_ROOT / "kernels", base_root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     options = SimpleNamespace(shapes="pr" if kind == "cuda" else "cpu", rounds=None, min_rounds=None)
-    result = run_compare("warm", options, out, base_root, env, None, [], timeout_s)
+    result = run_compare("warm", options, out, base_root, env, args.variants, [], timeout_s)
     result.pop("ratios", None)  # per case below, with the sides
     try:
         report = json.loads((out / "warm" / "compare.json").read_text())
@@ -218,8 +255,9 @@ def main(argv=None) -> int:
         before, after = (load_merged(spec) for spec in args.against)
         print_against(before, after)
         return 0
-    from attnwatch.ci.environment import capture_environment, capture_git
-    from attnwatch.ci.selection import detect_device_kind
+    environment, selection = _tree_module("ci.environment"), _tree_module("ci.selection")
+    capture_environment, capture_git = environment.capture_environment, environment.capture_git
+    detect_device_kind = selection.detect_device_kind
 
     end = time.monotonic() + args.budget_s
     kind = detect_device_kind() if args.device == "auto" else args.device
