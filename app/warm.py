@@ -23,6 +23,7 @@ import time
 from app.data import push
 from app.data.runs import history_shape
 from app.data.store import CACHE_TTL_S, Source, current_source, schema_notice
+from history.db import schema_version
 
 # Seconds between two looks at the history's signature (two stats of a file, one catalog query
 # of a lake). A new version is warmed once it has held for a whole interval, so that a write in
@@ -32,12 +33,17 @@ POLL_S = 5.0
 
 def warm() -> Source:
     """Compute and cache what the first page reads, in the order it reads it; returns the
-    version warmed. A history that cannot be read is left alone: the page says why."""
-    schema_notice(current_source())  # may bring an older history's schema up to date: a new version
+    version warmed. A history that cannot be read is left alone: the page says why. So is one
+    written by an older attnwatch: the first page view brings it up to date and says so
+    (store.schema_notice), which a warm-up nobody sees must not do in its place."""
     source = current_source()
     if not source.exists:
         return source
     try:
+        version, latest = schema_version(source.path)
+        if version < latest:
+            return source
+        schema_notice(source)  # nothing to apply: the page's answer (None, or "newer than this attnwatch")
         if not history_shape(source).empty:
             push.push_changes(source)  # reads push.newest_main_runs through the cache
     except Exception:  # noqa: BLE001  (unreadable, being written, damaged: the page shows the one-line reason)
