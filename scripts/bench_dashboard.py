@@ -16,13 +16,21 @@ The SQL page is also timed running one example query (not cached: user SQL alway
 With --compare-samples N, a copy of the history gets N synthetic samples per case for the two
 newest main runs of its most-run GPU (the generator writes none), and Compare is timed on that
 pair: its cold render then includes the bootstrap intervals of every case.
-With --browser (--pages to time some pages only, --servers N to repeat in N fresh servers and
-report the median cold load), `attnwatch dashboard` serves the history and headless Chromium (Debian's, driven
-by Playwright through executable_path) loads each page by its URL, timed by the page's own clock
-from navigation start until its own content is drawn and visible (BROWSER_PAGES: a heading,
-chart or table it shows only when finished) and Streamlit's running indicator is gone (DRAWN_JS):
-  cold  the first load of that page after the server started (its queries not cached yet; pages
-        visited before it may have cached shared ones, e.g. the history's size);
+With --browser (--pages to time some pages only, --servers N to repeat N times), `attnwatch
+dashboard` serves the history and headless Chromium (Debian's, driven by Playwright through
+executable_path) loads each page by its URL, timed by the page's own clock (DRAWN_JS, polled on
+every animation frame) from navigation start (`performance.timeOrigin`) until the page is drawn:
+  drawn  the page's own marker (BROWSER_PAGES: an element it shows only when finished, where
+        possible its last one) is present and visible, every plotly chart on the page has its
+        SVG drawn and visible, Streamlit shows no running indicator (stStatusWidget) and no
+        skeleton (stSkeleton: an element whose code is still loading), and all of that has held
+        for SETTLE_MS; the time reported is the start of that settled state;
+  cold  the first load of that page in a fresh server process (`attnwatch dashboard` started
+        for it alone, so nothing of the page is cached and the process has served nothing yet;
+        what the server does before it listens, such as app.serve's imports and app.warm's
+        warm-up of the first page, is in `server start`, not here) and a fresh browser profile
+        (nothing in its HTTP or code cache: a first visit). Every page and every one of the N
+        repeats gets its own server and profile; the median and the range of the N are reported;
   next  the same URL's second and third loads (a new session each time, data from the server's
         cache), reported as their maximum: the browser has the page's scripts in its HTTP cache
         but is still compiling them. V8 compiles a script on its first run, writes its code
@@ -33,6 +41,7 @@ chart or table it shows only when finished) and Streamlit's running indicator is
         and server caches hot); the median and the maximum are reported. Before each warm
         load the idle page runs a fixed piece of JavaScript (CPU_REFERENCE_JS); its time, the
         "CPU reference", shows how fast the machine ran the browser at that moment.
+  server start  from launching `attnwatch dashboard` until it answers its health check.
 The browser runs on a persistent profile in a temporary directory, as a returning user's does: it
 keeps the HTTP cache and V8's code cache between loads. An off-the-record context (Playwright's
 default) keeps no code cache on disk: in its traces even the sixth load of Trends compiled the
@@ -123,7 +132,7 @@ def bench_page(page: str, warm_repeats: int) -> dict:
 # URL path, and what the page shows only once it has drawn with data: a CSS selector and a text
 # that element contains ("" for any), where possible the last thing the page draws.
 BROWSER_PAGES = (
-    ("", "h3", "Improvements ("),
+    ("", "[data-testid='stPageLink']", "Alerts detection recorded"),
     ("overview", "[data-testid='stDataFrame']", ""),
     ("trends", ".js-plotly-plot .main-svg", ""),
     ("compare", "[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
@@ -180,25 +189,28 @@ def cpu_reference_ms(page) -> float:
 
 
 def bench_browser_servers(db: str, warm_repeats: int, servers: int, pages: list[str] | None) -> list[dict]:
-    """`bench_browser` in `servers` fresh server processes, one after another: a page has one cold
-    load per server, so the median over several is what a shared machine can report. Per page:
-    `cold_s` the median cold load, `cold_all_s` each, and the warm loads of every server pooled."""
-    runs = [bench_browser(db, warm_repeats, pages) for _ in range(servers)]
+    """`bench_browser` of each page (BROWSER_PAGES, or only `pages` by name: push, overview, ...)
+    `servers` times, each time in a fresh server process and a fresh browser profile: a page has
+    one cold load per server, so the median over several is what a shared machine can report.
+    Per page: `cold_s` the median cold load, `cold_all_s` each, and the warm loads pooled."""
     merged = []
-    for per_page in zip(*runs):
-        colds = [r["cold_s"] for r in per_page]
-        warm = [w for r in per_page for w in r["warm_s"]]
-        merged.append({**per_page[0], "cold_s": statistics.median(colds), "cold_all_s": colds,
-                       "next_s": max(r["next_s"] for r in per_page), "warm_s": warm,
+    for path, css, text in [p for p in BROWSER_PAGES if not pages or (p[0] or "push") in pages]:
+        runs = [bench_browser(db, warm_repeats, path, css, text) for _ in range(servers)]
+        colds = [r["cold_s"] for r in runs]
+        warm = [w for r in runs for w in r["warm_s"]]
+        merged.append({**runs[0], "cold_s": statistics.median(colds), "cold_all_s": colds,
+                       "server_start_s": statistics.median(r["server_start_s"] for r in runs),
+                       "next_s": max(r["next_s"] for r in runs), "warm_s": warm,
                        "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
-                       "cpu_reference_ms": [c for r in per_page for c in r["cpu_reference_ms"]],
-                       "problems": sorted({p for r in per_page for p in r["problems"]})})
+                       "cpu_reference_ms": [c for r in runs for c in r["cpu_reference_ms"]],
+                       "problems": sorted({p for r in runs for p in r["problems"]})})
     return merged
 
 
-def bench_browser(db: str, warm_repeats: int, pages: list[str] | None = None) -> list[dict]:
-    """Each page by URL in headless Chromium against a fresh `attnwatch dashboard` on `db`
-    (only `pages`, by name: push, overview, ..., when given)."""
+def bench_browser(db: str, warm_repeats: int, path: str, css: str, text: str) -> dict:
+    """One page (its URL path, and the marker DRAWN_JS waits for) loaded in headless Chromium
+    against a fresh `attnwatch dashboard` on `db`, in a fresh browser profile: its cold load,
+    the next two, then `warm_repeats` warm ones."""
     import shutil
     import signal
     import socket
@@ -214,44 +226,43 @@ def bench_browser(db: str, warm_repeats: int, pages: list[str] | None = None) ->
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(REPO))
+    launched = time.perf_counter()
     server = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    results = []
     try:
-        for _ in range(600):
+        for _ in range(2400):
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read().strip() == b"ok":
                     break
             except OSError:
-                time.sleep(0.25)
+                time.sleep(0.05)
+        server_start = time.perf_counter() - launched
         with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="bench-profile-") as profile:
             context = pw.chromium.launch_persistent_context(
                 profile, executable_path=executable, args=["--headless", "--no-sandbox", "--disable-gpu"],
                 viewport={"width": 1500, "height": 1200})
             page = context.new_page()
-            for path, css, text in [p for p in BROWSER_PAGES if not pages or (p[0] or "push") in pages]:
-                def load() -> float:
-                    """Seconds from navigation start until the page is drawn, as the page's clock reads."""
-                    page.goto(f"http://127.0.0.1:{port}/{path}", wait_until="domcontentloaded", timeout=300_000)
-                    drawn = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=300_000)
-                    return drawn.json_value() / 1000
 
-                cold = load()
-                failed = "could not read" in page.locator("[data-testid='stMain']").inner_text()
-                following = max(load() for _ in range(2))
-                reference, warm = [], []
-                for _ in range(warm_repeats):
-                    reference.append(cpu_reference_ms(page))
-                    warm.append(load())
-                results.append({"page": path or "push", "cold_s": cold, "next_s": following,
-                                "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
-                                "warm_s": warm, "cpu_reference_ms": reference,
-                                "problems": ["a read failed"] if failed else []})
+            def load() -> float:
+                """Seconds from navigation start until the page is drawn, as the page's clock reads."""
+                page.goto(f"http://127.0.0.1:{port}/{path}", wait_until="domcontentloaded", timeout=300_000)
+                drawn = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=300_000)
+                return drawn.json_value() / 1000
+
+            cold = load()
+            failed = "could not read" in page.locator("[data-testid='stMain']").inner_text()
+            following = max(load() for _ in range(2))
+            reference, warm = [], []
+            for _ in range(warm_repeats):
+                reference.append(cpu_reference_ms(page))
+                warm.append(load())
             context.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    return results
+    return {"page": path or "push", "cold_s": cold, "server_start_s": server_start, "next_s": following,
+            "warm_median_s": statistics.median(warm), "warm_max_s": max(warm), "warm_s": warm,
+            "cpu_reference_ms": reference, "problems": ["a read failed"] if failed else []}
 
 
 def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
@@ -392,13 +403,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
     print(f"server process start (imports, once): {imports:.2f} s; load average at the end "
           + "/".join(f"{x:.1f}" for x in report["load_average"]) + f" on {os.cpu_count()} cores")
-    print("measured: " + ("page loads in headless Chromium, persistent profile (navigation start to drawn)" if args.browser
-                          else "server-side renders (AppTest)"))
+    print("measured: " + (f"page loads in headless Chromium (navigation start to drawn); cold: the page's first load "
+                          f"in a fresh server and a fresh browser profile, median (range) of {max(1, args.servers)}"
+                          if args.browser else "server-side renders (AppTest)"))
     print()
     browser = args.browser
-    print("| page | cold (s) | " + ("2nd-3rd load, max (s) | " if browser else "") + "warm median (s) | warm max (s) | "
-          + ("CPU reference, median (max) (ms) | " if browser else "") + "notes |")
-    print("| --- | ---: | " + ("---: | " if browser else "") + "---: | ---: | " + ("---: | " if browser else "") + "--- |")
+    print("| page | cold (s) | " + ("server start (s) | 2nd-3rd load, max (s) | " if browser else "")
+          + "warm median (s) | warm max (s) | " + ("CPU reference, median (max) (ms) | " if browser else "") + "notes |")
+    print("| --- | ---: | " + ("---: | ---: | " if browser else "") + "---: | ---: | " + ("---: | " if browser else "") + "--- |")
     for r in results:
         notes = "; ".join(r["problems"] + ([r["notes"]] if "notes" in r else []))
         if "all_variants_1000_runs_cold_s" in r:
@@ -407,13 +419,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"warm {r['all_variants_1000_runs_warm_s']:.2f} s")
         if len(r.get("cold_all_s", [])) > 1:
             notes = (notes + "; " if notes else "") + "cold loads: " + ", ".join(f"{c:.2f}" for c in r["cold_all_s"])
+        colds = r.get("cold_all_s", [r["cold_s"]])
+        cold = f"{r['cold_s']:.2f}" + (f" ({min(colds):.2f}-{max(colds):.2f})" if len(colds) > 1 else "")
         if "query_s" in r:
             notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
         name = Path(r["page"]).stem if r["page"].startswith("views/") else r["page"]
-        following = f"{r['next_s']:.2f} | " if browser else ""
+        following = f"{r['server_start_s']:.2f} | {r['next_s']:.2f} | " if browser else ""
         reference = (f"{statistics.median(r['cpu_reference_ms']):.0f} ({max(r['cpu_reference_ms']):.0f}) | "
                      if browser else "")
-        print(f"| {name} | {r['cold_s']:.2f} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | "
+        print(f"| {name} | {cold} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | "
               f"{reference}{notes} |")
     return 1 if any(r["problems"] for r in results) else 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import signal
 import socket
@@ -12,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from attnwatch.ci.cli import main
+from attnwatch.ci.commands.dashboard import entrypoint
 
 START_TIMEOUT_S = 90
 
@@ -31,7 +33,33 @@ def test_dry_run_prints_a_headless_loopback_streamlit_command(capsys, tmp_path):
     assert command[command.index("--server.address") + 1] == "127.0.0.1"
     assert command[command.index("--server.port") + 1] == "8600"
     assert command[command.index("--server.headless") + 1] == "true"
+    assert command[command.index("--runner.magicEnabled") + 1] == "false"
     assert "does not exist yet" in out.err  # a missing history is announced, not an error
+
+
+def test_no_page_relies_on_magic():
+    """Served without Streamlit's magic, a bare expression in a page would show nothing there
+    (while AppTest, with magic, would draw it): every page draws through st calls."""
+    app_dir = Path(entrypoint()).parent
+    for script in [app_dir / "streamlit_app.py", *sorted((app_dir / "views").glob("*.py"))]:
+        for node in ast.walk(ast.parse(script.read_text())):
+            if isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)):
+                assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), \
+                    f"{script.name}:{node.lineno}: a bare expression (magic is off in the served dashboard)"
+
+
+def test_the_served_dashboard_skips_streamlits_once_per_process_repl_check(monkeypatch):
+    from streamlit import delta_generator, env_util
+
+    from attnwatch.app.serve import preload
+
+    def walked():
+        raise AssertionError("the first element still walks the stack to ask whether this is a REPL")
+
+    monkeypatch.setattr(env_util, "is_repl", walked)
+    monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)  # as in a new process
+    preload()
+    delta_generator._maybe_print_use_warning()  # what the first element of a process calls
 
 
 def test_a_port_out_of_range_is_a_clear_error(capsys, tmp_path):

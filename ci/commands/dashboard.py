@@ -46,7 +46,9 @@ def streamlit_command(port: int, host: str) -> list[str]:
     """The exact `streamlit run` command line: headless, no usage statistics, no file watcher,
     and the viewer's toolbar (no "Deploy" button: this is a served dashboard, not a script being
     developed), through `app.serve`, which imports the dashboard's modules before the server
-    listens, so the first visitor does not wait for them. Set here, not in a
+    listens, so the first visitor does not wait for them, and without Streamlit's "magic" (the
+    pages draw only through st calls; rewriting a page's source for it cost each page's first
+    visit 50-90 ms on the 2-core CI machine). Set here, not in a
     .streamlit/config.toml, so it holds in an installed package whatever the working directory."""
     return [
         sys.executable, "-m", "attnwatch.app.serve", "run", str(entrypoint()),
@@ -56,6 +58,7 @@ def streamlit_command(port: int, host: str) -> list[str]:
         "--server.fileWatcherType", "none",
         "--browser.gatherUsageStats", "false",
         "--client.toolbarMode", "viewer",
+        "--runner.magicEnabled", "false",
     ]
 
 
