@@ -312,8 +312,9 @@ def import_seconds() -> float:
     """A fresh interpreter importing Streamlit and every app module: paid once per server
     process, before any page (not part of the per-page cold figures)."""
     code = ("import time; t = time.perf_counter(); import streamlit, plotly.graph_objects; "
-            "import app.ui, app.charts, app.data.compare, app.data.trends, app.data.kernel, app.data.sql_console, "
-            "app.data.alerts, app.data.overview; print(time.perf_counter() - t)")
+            "import attnwatch.app.ui, attnwatch.app.charts, attnwatch.app.data.compare, attnwatch.app.data.trends, "
+            "attnwatch.app.data.kernel, attnwatch.app.data.sql_console, "
+            "attnwatch.app.data.alerts, attnwatch.app.data.overview; print(time.perf_counter() - t)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 

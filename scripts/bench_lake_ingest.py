@@ -40,7 +40,7 @@ from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
 WRITER = textwrap.dedent(
     """
     import json, sys, time
-    from history.ingest.write import ingest_paths
+    from attnwatch.history.ingest.write import ingest_paths
     db, go, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
     time.sleep(max(0.0, go - time.time()))  # every writer starts at the same moment
     calls = []
@@ -60,8 +60,8 @@ WRITER = textwrap.dedent(
 READER = textwrap.dedent(
     """
     import json, sys, pathlib, time
-    from history.store.db import open_read
-    from history.errors import HistoryNotFoundError
+    from attnwatch.history.store.db import open_read
+    from attnwatch.history.errors import HistoryNotFoundError
     db, stop, cases = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
     reads, bad = 0, []
     while not stop.exists():

@@ -50,7 +50,7 @@ QUERIES = {
 WRITER = textwrap.dedent(
     """
     import sys
-    from history.ingest.write import ingest_paths
+    from attnwatch.history.ingest.write import ingest_paths
     for p in sys.argv[2:]:
         ingest_paths(sys.argv[1], [p], deadline_s=600)
     """

@@ -200,7 +200,7 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     base_sha, head_sha = git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from ci.cli import main; "
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.ci.cli import main; "
          "sys.exit(main(sys.argv[1:]))", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
          "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--no-correctness",
          "--out", str(out)],

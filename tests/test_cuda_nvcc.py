@@ -202,7 +202,7 @@ def test_shared_library_builds_and_loads(tmp_path):
 CHILD_BUILD = """
 import sys
 from pathlib import Path
-from kernels.nvcc import nvcc_compile
+from attnwatch.kernels.nvcc import nvcc_compile
 result = nvcc_compile([Path(sys.argv[1])], arch="sm_90", cache_dir=Path(sys.argv[2]))
 print(result.path)
 """

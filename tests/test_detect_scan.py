@@ -154,7 +154,7 @@ def test_acknowledging_while_another_process_ingests_loses_nothing(tmp_path, db_
     more = [make_bundle(tmp_path / f"late-{i}", run_id=f"late-{i}", started_at=T0 + timedelta(days=2, hours=i),
                         variants=("sdpa", "triton_fa2"), seed=50 + i) for i in range(6)]
     tests_dir = Path(__file__).resolve().parent
-    code = ("import sys; from history.ingest.write import ingest_paths; "
+    code = ("import sys; from attnwatch.history.ingest.write import ingest_paths; "
             "[ingest_paths(sys.argv[1], [p]) for p in sys.argv[2:]]")
     ingest = subprocess.Popen([sys.executable, "-c", code, str(db_path), *map(str, more)], cwd=tests_dir.parent)
     acknowledge(db_path, alert_id, "looking into it", "ana")

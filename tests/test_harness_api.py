@@ -122,7 +122,7 @@ def test_a_measuring_process_refuses_a_version_it_does_not_know(tmp_path):
 
     base = _fake_kernels(tmp_path / "base", "HARNESS_API_VERSION = 7\n")
     env = child_env(tmp_path / "work", base)
-    done = subprocess.run([sys.executable, "-c", "from ci.kernels_api import kernels_api; kernels_api()"],
+    done = subprocess.run([sys.executable, "-c", "from attnwatch.ci.kernels_api import kernels_api; kernels_api()"],
                           cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0
     assert (f"HarnessApiError: kernels/harness_api.py: HARNESS_API_VERSION 7: this harness uses versions "

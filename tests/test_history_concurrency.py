@@ -19,7 +19,7 @@ from attnwatch.history.ingest.write import ingest_paths
 READER = textwrap.dedent(
     """
     import sys, pathlib
-    from history.store.db import open_read
+    from attnwatch.history.store.db import open_read
     db, stop = sys.argv[1], pathlib.Path(sys.argv[2])
     reads, last = 0, 0
     while not stop.exists() or reads == 0:

@@ -28,7 +28,7 @@ CASES = 8  # make_bundle with two variants: 2 x 2 shapes x ... = 8 results per r
 READER = textwrap.dedent(
     """
     import sys, pathlib
-    from history.store.db import open_read
+    from attnwatch.history.store.db import open_read
     db, stop = sys.argv[1], pathlib.Path(sys.argv[2])
     reads, last = 0, 0
     while not stop.exists() or reads == 0:
@@ -172,7 +172,7 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
 
 def _wait_for_first_run(location: str, env: dict, writers, timeout_s: float = 300.0):
     """Block until some writer has committed a run (the restart then lands amid the ingests)."""
-    probe = "from history.store.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
+    probe = "from attnwatch.history.store.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(w.poll() is None for w in writers):
         done = subprocess.run([sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120)

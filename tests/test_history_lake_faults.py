@@ -54,6 +54,11 @@ def test_the_catalogs_query_text_never_reaches_the_message():
         "Invalid Input Error: Attempting to fetch from an unsuccessful query result\nError: TransactionContext Error: "
         "Current transaction is aborted (please ROLLBACK)"), LABEL)
     assert isinstance(aborted, LakeUnavailableError) and aborted.transient and _one_line(str(aborted))
+    internal = translate(duckdb.InternalException(
+        "INTERNAL Error: Attempted to access index 0 within vector of size 0\n\nStack Trace:\n\n/tmp/x/ducklake.duckdb_"
+        "extension(+0xd7f00b) [0x7f9fe497f00b]"), LABEL)
+    assert isinstance(internal, LakeUnavailableError) and internal.transient and _one_line(str(internal))
+    assert "Stack Trace" not in str(internal) and "/tmp/" not in str(internal)
     gone = translate(duckdb.IOException('Failed to get data file list from DuckLake: Unable to connect to Postgres at '
                                         '"dbname=x": FATAL:  database "x" does not exist'), LABEL)
     assert isinstance(gone, LakeUnavailableError) and not gone.transient  # waiting never brings it back

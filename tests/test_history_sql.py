@@ -182,7 +182,7 @@ def test_history_commands_load_without_duckdb():
 
     code = ("import sys; sys.modules['duckdb'] = None\n"
             "import argparse\n"
-            "from ci.commands import ingest, sql, export\n"
+            "from attnwatch.ci.commands import ingest, sql, export\n"
             "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
             "for m in (ingest, sql, export): m.register(sub)\n"
             "print('loaded')")

@@ -58,7 +58,7 @@ CATALOG_BY_NAME = [f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pra
                    f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
                    f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')"]
 # The lake's own catalog functions that show the data path, under any name.
-DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.store.settings()",
+DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.settings()",
                        'SELECT data_path FROM "HISTORY".settings()']
 # Listings of the catalogue: they pass, and list nothing of the catalog database.
 LISTINGS = [

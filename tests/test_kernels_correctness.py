@@ -80,10 +80,10 @@ def _interpreted(name: str) -> bool:
 
 _INTERPRETER_CHILD = textwrap.dedent("""
     import json, sys
-    from kernels.availability import skip_reason
-    from kernels.cases import Case
-    from kernels.correctness import check_case
-    from kernels.shapes import adhoc_shape
+    from attnwatch.kernels.availability import skip_reason
+    from attnwatch.kernels.cases import Case
+    from attnwatch.kernels.correctness import check_case
+    from attnwatch.kernels.shapes import adhoc_shape
     rows = {}
     for name, batch, heads, seq, dim, dtype, causal, seeds in json.loads(sys.argv[1]):
         case = Case(name, adhoc_shape(batch, heads, seq, dim), dtype, causal)

@@ -121,8 +121,8 @@ def test_registry_imports_on_a_host_without_torch_triton_or_cupy():
     script = (
         "import sys\n"
         "for m in ('torch', 'triton', 'cupy'): sys.modules[m] = None\n"
-        "from kernels import registry\n"
-        "from kernels.availability import availability\n"
+        "from attnwatch.kernels import registry\n"
+        "from attnwatch.kernels.availability import availability\n"
         "names = [v.name for v in registry.all_variants()]\n"
         "print(len(names), availability('sdpa')[1])\n"
     )

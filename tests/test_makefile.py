@@ -39,11 +39,13 @@ def _lines_with(text: str, needle: str) -> list[str]:
 def test_make_demo_serves_on_the_port_it_is_given(tmp_path):
     done = _make("-n", "demo", "PORT=8502", f"VENV={tmp_path / 'venv'}")
     assert done.returncode == 0, done.stderr
-    assert _lines_with(done.stdout, "-m ci.port") == ["python3 -m ci.port 8502"]
-    assert [line.split("ci.cli ", 1)[1] for line in _lines_with(done.stdout, "ci.cli dashboard")] == ["dashboard --port 8502"]
+    assert _lines_with(done.stdout, "-m attnwatch.ci.port") == ["python3 -m attnwatch.ci.port 8502"]
+    assert [line.split("-m attnwatch ", 1)[1] for line in _lines_with(done.stdout, "attnwatch dashboard")] == [
+        "dashboard --port 8502"]
     default = _make("-n", "demo", f"VENV={tmp_path / 'venv'}")
     # No PORT: no second default here; `attnwatch dashboard` and ci/port.py hold the one default.
-    assert [line.split("ci.cli ", 1)[1] for line in _lines_with(default.stdout, "ci.cli dashboard")] == ["dashboard"]
+    assert [line.split("-m attnwatch ", 1)[1] for line in _lines_with(default.stdout, "attnwatch dashboard")] == [
+        "dashboard"]
 
 
 def test_make_demo_on_a_taken_port_fails_in_one_line_before_any_set_up(tmp_path):

@@ -6,6 +6,7 @@ its isolated environment, on a copy of the checkout's tracked files.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -45,7 +46,9 @@ def test_pip_install_leaves_no_build_output_in_the_tree_and_no_license_warning(t
     assert new == [], "the build wrote into the source tree"
     log = done.stdout + done.stderr
     assert not re.search(r"license.*deprecat|deprecat.*license", log, flags=re.IGNORECASE), log[-3000:]
-    installed = subprocess.run([str(python), "-c", "import ci.port, app, history, kernels; print(ci.port.DEFAULT_PORT)"],
-                               capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # only the installed files answer
+    installed = subprocess.run([str(python), "-c", "import attnwatch.app, attnwatch.history, attnwatch.kernels, "
+                                "attnwatch.ci.port; print(attnwatch.ci.port.DEFAULT_PORT)"],
+                               capture_output=True, text=True, cwd=tmp_path, timeout=60, env=alone)
     assert installed.stdout.strip() == "8501", installed.stderr
     assert (env_dir / "bin" / "attnwatch").is_file()

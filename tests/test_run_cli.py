@@ -141,7 +141,7 @@ def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
 
     repo = Path(__file__).resolve().parent.parent
     copy = tmp_path / "copy"
-    for package in ("ci", "history", "kernels"):
+    for package in ("attnwatch", "ci", "history", "kernels"):
         shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
     done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
                            "--ingest", "--out", str(tmp_path / "b")],

@@ -139,10 +139,10 @@ def test_interrupt_keeps_finished_cases_in_a_valid_bundle(tmp_path):
 import signal, sys, time
 from pathlib import Path
 sys.path.insert(0, {FAULTS!r})
-from ci.plan import plan_cases
-from ci.run_config import timing_config
-from ci.runner import RunOptions, execute_suite
-from kernels.shapes import SHAPES
+from attnwatch.ci.plan import plan_cases
+from attnwatch.ci.run_config import timing_config
+from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.kernels.shapes import SHAPES
 cases = plan_cases(["t_ok"], [SHAPES["cpu_tiny"]], ["fp16"], [True]) + plan_cases(["t_hang"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
 options = RunOptions(shape_set="cpu", device_kind="cpu", correctness=False, case_timeout_s=3600.0, progress=False,
                      timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),

@@ -92,8 +92,8 @@ def test_a_problem_the_table_lacks_is_tuned_in_the_process_and_says_so(monkeypat
 
 _FRESH = """
 import json, torch
-from kernels.shapes import shape_set
-from kernels.triton import tuner
+from attnwatch.kernels.shapes import shape_set
+from attnwatch.kernels.triton import tuner
 out = {}
 for s in shape_set("main"):
     for causal in (False, True):

@@ -11,7 +11,7 @@ A lake connection has the PostgreSQL and DuckLake extensions loaded, and with th
     form reaches (`SELECT * FROM __ducklake_metadata_history.ducklake_data_file`, quoted, any
     case, two- or three-part, DESCRIBE, SUMMARIZE, SHOW TABLES FROM ...), with the data path
     and every file's name in its rows;
-  - the lake's own catalog functions `history.options()` and `history.store.settings()`, which show
+  - the lake's own catalog functions `history.options()` and `history.settings()`, which show
     the data path.
 
 So on a lake user SQL must pass three checks, in this order (the first two on the syntax tree

@@ -70,8 +70,9 @@ class LakeDataMissingError(HistoryError):
 
 def reason(exc: BaseException) -> str:
     """The part of a DuckDB error a person reads: libpq's reason after any quoted catalog query,
-    on one line, at most MAX_REASON characters."""
-    text = " ".join(str(exc).split())
+    on one line, at most MAX_REASON characters; an internal error's stack trace (library paths
+    of this machine) is left out."""
+    text = " ".join(str(exc).split("Stack Trace:", 1)[0].split())
     if '": ' in text and ('query "' in text or 'COPY "' in text or 'Postgres at "' in text):
         text = text.rsplit('": ', 1)[1]
     if "failed: " in text:  # libpq: connection to server at "host", port N failed: FATAL: ...
@@ -100,6 +101,12 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
             "nothing was changed. Writing needs the writers' role")
     if is_transient(text):
         return LakeUnavailableError(f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}",
+                                    transient=True, why=why)
+    if isinstance(exc, duckdb.InternalException):
+        # DuckLake 1.5.5 can fail internally on the first catalog read after PostgreSQL restarted
+        # ("Attempted to access index 0 within vector of size 0", seen amid a `pg_ctl restart`):
+        # the instance is invalidated, and a new one (history.store.lake_retry) reads normally.
+        return LakeUnavailableError(f"{label}: the lake extension failed after a catalog fault: {why}",
                                     transient=True, why=why)
     if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
         return LakeUnavailableError(f"{label}: the lake's PostgreSQL catalog refused: {why}")
