@@ -237,3 +237,19 @@ def test_every_interval_is_the_one_compare_gives_the_pair(push_history):
         mine = changes[changes["head_run"] == pair.run_id].set_index("case_id").loc[alone.index]
         for column in ("ratio_low", "ratio_high", "verdict"):
             assert list(mine[column]) == list(alone[column]), (pair.gpu, column)
+
+
+def test_a_gpu_wide_move_is_told_apart_from_the_reference_by_its_gap_not_its_name():
+    """The reference (gap 1 exactly on both sides, whatever the registry names it) moving with
+    the GPU is not called "GPU-wide? ... moved as much"; a variant whose gap stayed flat is."""
+    from types import SimpleNamespace
+
+    from attnwatch.app.data.push import assess
+
+    def row(variant, base_gap, head_gap):
+        return SimpleNamespace(verdict="regression", variant=variant, base_marks="", head_marks="",
+                               base_graph_median_us=None, head_graph_median_us=None, base_gap=base_gap, head_gap=head_gap)
+
+    assert assess(row("triton_fa2", 1.20, 1.205), 0.02).startswith("GPU-wide?")
+    assert not assess(row("my_reference", 1.0, 1.0), 0.02).startswith("GPU-wide?")
+    assert assess(row("sdpa", 0.9, 0.9), 0.02).startswith("GPU-wide?")  # sdpa when it is not the reference
