@@ -61,7 +61,7 @@ def _section(heading: str) -> str:
 def _history_writers() -> dict[str, set[str]]:
     """history module -> its public functions that write: those that open a writing connection,
     run a write transaction or migrate, or call a function of their module that does."""
-    tokens = ("open_write(", "write_transaction(", "migrate(", "connect_with_retry(")
+    tokens = ("open_write(", "write_transaction(", "migrate(")  # connect_with_retry also opens readers
     writers = {}
     for path in (ROOT / "history").rglob("*.py"):
         source = path.read_text(encoding="utf-8")
