@@ -26,7 +26,9 @@ class _KernelsAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             return None
         name = fullname[len("attnwatch."):]
         if name not in sys.modules and importlib.util.find_spec(name) is None:
-            return None  # not in that revision either: the import fails under the name it was asked by
+            # Not in that revision: the import fails here, under the name it was asked by. Returning
+            # None would let a later finder (an editable install's) answer with this checkout's module.
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         real = importlib.import_module(name)
         return importlib.util.spec_from_loader(fullname, self, is_package=hasattr(real, "__path__"))
 
