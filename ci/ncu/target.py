@@ -6,12 +6,17 @@ seconds) is when no further case starts, so the profiler still writes its report
 run's deadline; later cases are reported with status "deadline". Profiling is off at start
 (`ncu --profile-from-start off`); compilation, autotuning and warm-up happen outside it, and
 only the one call per case between `cudaProfilerStart` and `cudaProfilerStop` is measured,
-attributed to the case by an NVTX range named with the case id. Each case's outcome is printed as one line starting with
-`attnwatch-ncu:` so the parent can tell a case that could not run from one ncu did not see.
+attributed to the case by an NVTX range named with the case id: ncu replays exactly the
+kernels of that one call. After each case its tensors are freed and torch's cached blocks given
+back (`empty_cache`), so the memory ncu saves and restores around a multi-pass kernel is the
+profiled case's, not every earlier case's too. Each case's outcome is printed as one line
+starting with `attnwatch-ncu:` so the parent can tell a case that could not run from one ncu
+did not see.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -38,6 +43,7 @@ def main(argv: list[str]) -> int:
         if stop_at is not None and time.time() >= stop_at:
             _report(case.id, "deadline", "not started: the run's deadline is near")
             continue
+        prepared = None
         try:
             variant = api.get(case.variant)
             reason = variant.unsupported(case)
@@ -55,9 +61,12 @@ def main(argv: list[str]) -> int:
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
             _report(case.id, "ok")
-            del prepared
         except Exception as exc:  # one case's failure must not cost the others
             _report(case.id, "failed", f"{type(exc).__name__}: {exc}")
+        finally:
+            del prepared
+            gc.collect()
+            torch.cuda.empty_cache()
     return 0
 
 
