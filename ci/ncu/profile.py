@@ -241,14 +241,7 @@ def _profile_group(
         {"variant": c.variant, "shape": asdict(c.shape), "dtype": c.dtype, "causal": c.causal} for c in cases
     ]}), encoding="utf-8")
     report = work_dir / "report"
-    settings = replay_settings()
-    command = [
-        ncu, "--clock-control", "none", "--cache-control", cache_control or settings.cache_control,
-        "--replay-mode", settings.replay_mode, "--profile-from-start", "off", "--nvtx",
-        "--target-processes", "application-only", "--force-overwrite", "--export", str(report),
-    ]
-    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
-    command += [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
+    command = ncu_command(ncu, report, sections, plan, cache_control)
     with tempfile.TemporaryDirectory() as scratch:
         # The target runs in the scratch folder: `python -m` puts its working directory first on
         # sys.path, so started from a checkout it would import that checkout's `kernels` ahead
@@ -284,6 +277,19 @@ def _profile_group(
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
     run.kernels, run.csv_text = parsed.kernels, csv_text
     return run
+
+
+def ncu_command(ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path,
+                cache_control: str | None = None) -> list[str]:
+    """The ncu command that profiles `plan`'s cases (module doc); `sections` None: `--set full`."""
+    settings = replay_settings()
+    command = [
+        ncu, "--clock-control", "none", "--cache-control", cache_control or settings.cache_control,
+        "--replay-mode", settings.replay_mode, "--profile-from-start", "off", "--nvtx",
+        "--target-processes", "application-only", "--force-overwrite", "--export", str(report),
+    ]
+    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
+    return command + [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
 
 
 def pass_counts(output: str) -> list[int]:
