@@ -274,6 +274,11 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "result": result, "wall_s": round(time.monotonic() - started, 1)}
 
 
+def _this_commit() -> str | None:
+    done = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or None if done.returncode == 0 else None
+
+
 def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
 
@@ -337,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="relative distance from --slowdown a calibration compare accepts (default 0.1: 5%% +- 0.5)")
     p.add_argument("--budget-s", type=float, default=520.0,
                    help="the whole call's time: calibration compares stop at a third of it, the bisect at all of it")
+    p.add_argument("--commit", default=None, help="the commit measured, for the record (default: git rev-parse here)")
     p.add_argument("--out", type=Path, default=None, help="default $OUT, else ./bisect-check-out")
     args = p.parse_args(argv)
     if not 1 <= args.plant_at <= args.commits:
@@ -363,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     bound = 1 + math.ceil(math.log2(args.commits)) if args.commits > 1 else 1
     culprit_ratio, culprit_interval = realized_ratio({**result, "commits": [history["planted"]]})
     report = {
-        "device": device, "case": case, "commits": args.commits, "plant_at": args.plant_at, "slowdown": args.slowdown,
+        "commit": args.commit or _this_commit(), "device": device, "case": case, "commits": args.commits, "plant_at": args.plant_at, "slowdown": args.slowdown,
         "calibration": calibration, "planted": history["planted"], "good": history["good"], "bad": history["bad"],
         "rc": ran["rc"], "outcome": result.get("outcome"), "culprit": result.get("culprit"),
         "found_planted": result.get("culprit") == history["planted"],
