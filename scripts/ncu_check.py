@@ -42,6 +42,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -117,6 +118,8 @@ class Check:
                "wall_per_case_s": round(profile.seconds / max(1, len(cases)), 3),
                "per_case_s": None if fixed is None else round((profile.seconds - fixed) / max(1, len(cases)), 3),
                "kernels": len(profile.kernel_rows), "passes": _spread(profile.passes),
+               # kernels profiled per case -> cases: each case's one call, once (torch_3op: 3, causal 4)
+               "kernels_per_case": dict(sorted(Counter(str(m.kernel_count) for m in profile.case_metrics).items())),
                "errors": dict(list(profile.errors.items())[:5])}
         self.log(f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
                  f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
@@ -180,7 +183,7 @@ def metric_passes(check: Check, ncu: str) -> None:
                 break
             began = time.monotonic()
             done = subprocess.run([ncu, "--clock-control", "none", "--metrics", spec.metric, str(binary)],
-                                  capture_output=True, text=True, timeout=120)
+                                  capture_output=True, text=True, timeout=max(5.0, min(120.0, check.left())))
             passes = pass_counts(done.stdout + done.stderr)
             check.result["metric_passes"].append({
                 "metric": spec.metric, "section": spec.section, "passes": passes[0] if passes else None,

@@ -35,6 +35,7 @@ def test_every_step_runs_and_the_table_comes_last(tmp_path, monkeypatch, fixture
     for row in result["runs"]:
         assert row["profiled"] == row["cases"] > 0, row
         assert row["passes"] == {"min": 7, "median": 7, "max": 7}  # parsed from ncu's per-kernel lines
+        assert sum(row["kernels_per_case"].values()) == row["cases"]
         over_fixed = (row["wall_s"] - result["fixed"]["under_ncu_s"]) / row["cases"]
         assert abs(row["per_case_s"] - over_fixed) < 0.01 and row["wall_per_case_s"] > row["per_case_s"]
     none = next(r for r in result["runs"] if "none" in r["label"])
