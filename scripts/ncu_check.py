@@ -147,13 +147,17 @@ def fixed_start(check: Check, ncu: str) -> None:
         under = ncu_command(ncu, Path(scratch) / "report", ("core",), plan)
         for key, command in (("import_only_s", target), ("under_ncu_s", under)):
             began = time.monotonic()
-            done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
+            try:
+                done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired:
+                check.log(f"fixed start {key}: still running after 300 s, killed")
+                continue
             check.result["fixed"][key] = round(time.monotonic() - began, 2)
             if done.returncode != 0:
                 check.log(f"fixed start {key}: exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}")
     fixed = check.result["fixed"]
-    check.log(f"fixed start: target over an empty plan {fixed['import_only_s']} s without ncu, "
-              f"{fixed['under_ncu_s']} s under ncu")
+    check.log(f"fixed start: target over an empty plan {fixed.get('import_only_s')} s without ncu, "
+              f"{fixed.get('under_ncu_s')} s under ncu")
     check.save()
 
 
@@ -182,9 +186,13 @@ def metric_passes(check: Check, ncu: str) -> None:
                 check.log("budget: metric passes stopped")
                 break
             began = time.monotonic()
-            done = subprocess.run([ncu, "--clock-control", "none", "--metrics", spec.metric, str(binary)],
-                                  capture_output=True, text=True, timeout=max(5.0, min(120.0, check.left())))
-            passes = pass_counts(done.stdout + done.stderr)
+            try:
+                done = subprocess.run([ncu, "--clock-control", "none", "--metrics", spec.metric, str(binary)],
+                                      capture_output=True, text=True, timeout=max(5.0, min(120.0, check.left())))
+                passes = pass_counts(done.stdout + done.stderr)
+            except subprocess.TimeoutExpired:
+                check.log(f"metric passes: {spec.metric} timed out; stopped")
+                break
             check.result["metric_passes"].append({
                 "metric": spec.metric, "section": spec.section, "passes": passes[0] if passes else None,
                 "wall_s": round(time.monotonic() - began, 2)})
