@@ -150,6 +150,8 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
     printed = capsys.readouterr().out
     assert code == 0
     assert "sdpa/b4_h16_s1k/fp16/noncausal" in printed and "43.14" in printed
+    row = next(line for line in printed.splitlines() if line.strip().startswith("sdpa/b4_h16_s1k")).split()
+    assert "DRAM_MB" in printed and row[3] != "-" and row[5] != "-"  # the default list fills every column
     assert "torch_3op/b4_h16_s1k/fp16/noncausal" in printed
     assert "2 cases" in printed
     document = json.loads((out / NCU_FILE).read_text())
