@@ -30,9 +30,10 @@ H200), so the spin is calibrated until it REALIZES --slowdown:
 
 The last realized share (a compare's, else this process's) is recorded beside the bisect.
 
-Writes under --out (default $OUT, else ./bisect-check-out): bisect_check.json (every figure,
-with "calibration"), bisect/ (bisect.json and every compare's round bundles; calibration/N/ the
-same for the calibration compares), bisect.stdout/.stderr; prints a table.
+Writes five flat files under --out (default $OUT, else ./bisect-check-out): bisect_check.json
+(every figure, with "calibration"), bisect.json (the bisect's own record), bisect.stdout/.stderr,
+and bundles.tar.gz (every compare's round bundles: bisect/<probe>/, and calibration/N/bisect/…
+for the calibration compares); prints a table.
 
     PYTHONPATH=. python3 scripts/bisect_check.py --out $OUT --budget-s 520        # the H200: 5% in 16 commits
     PYTHONPATH=. python3 scripts/bisect_check.py --device cpu --commits 6 --plant-at 3 --slowdown 2
@@ -46,9 +47,11 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -274,24 +277,28 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
         command += ["--thresholds", str(_cpu_thresholds(repo.parent / "thresholds.toml"))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
+    # Its own session: at the budget the bisect and its compare workers are killed together.
+    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
     try:
-        done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, env=env,
-                              timeout=max(1.0, timeout_s))
-        rc, stdout, stderr = done.returncode, done.stdout, done.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, stdout, stderr = None, _text(exc.stdout), _text(exc.stderr) + f"\nbisect_check: stopped at the budget ({timeout_s:.0f} s)"
+        stdout, stderr = proc.communicate(timeout=max(1.0, timeout_s))
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        rc, stderr = None, stderr + f"\nbisect_check: stopped at the budget ({timeout_s:.0f} s)"
     result_file = out / "bisect.json"
     result = json.loads(result_file.read_text()) if result_file.is_file() else {}
     return {"rc": rc, "stdout": stdout, "stderr": stderr, "result": result, "wall_s": round(time.monotonic() - started, 1)}
 
 
 def _this_commit() -> str | None:
-    done = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or None if done.returncode == 0 else None
-
-
-def _text(data) -> str:
-    return data.decode(errors="replace") if isinstance(data, bytes) else (data or "")
+    try:
+        done = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
 def realized_ratio(result: dict) -> tuple[float | None, str | None]:
@@ -365,23 +372,32 @@ def main(argv: list[str] | None = None) -> int:
     out = (args.out or Path(os.environ.get("OUT") or "bisect-check-out")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     case = args.case or CASES[device]
+    bundles = Path(tempfile.mkdtemp(prefix="attnwatch-bisect-bundles-"))  # every compare's output, tarred at the end
     try:
-        calibration = calibrate(args, device, case, out, started + args.budget_s / 3)
+        calibration = calibrate(args, device, case, bundles, started + args.budget_s / 3)
     except CalibrationError as exc:
+        (out / "bisect_check.json").write_text(json.dumps({"device": device, "case": case, "error": str(exc)}))
+        shutil.rmtree(bundles, ignore_errors=True)
         sys.exit(f"bisect_check: {exc}")
     with tempfile.TemporaryDirectory(prefix="attnwatch-bisect-check-") as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         history = build_history(repo, args.commits, args.plant_at, args.slowdown, calibration["spin"])
-        ran = run_bisect(repo, history, case, args, device, out / "bisect", started + args.budget_s - time.monotonic())
+        ran = run_bisect(repo, history, case, args, device, bundles / "bisect",
+                         started + args.budget_s - time.monotonic())
     (out / "bisect.stdout").write_text(ran["stdout"])
     (out / "bisect.stderr").write_text(ran["stderr"])
     result = ran["result"]
+    (out / "bisect.json").write_text(json.dumps(result, indent=1))
+    with tarfile.open(out / "bundles.tar.gz", "w:gz") as tar:
+        tar.add(bundles, arcname=".")
+    shutil.rmtree(bundles, ignore_errors=True)
     bound = 1 + math.ceil(math.log2(args.commits)) if args.commits > 1 else 1
     culprit_ratio, culprit_interval = realized_ratio({**result, "commits": [history["planted"]]})
     report = {
-        "commit": args.commit or _this_commit(), "device": device, "case": case, "commits": args.commits, "plant_at": args.plant_at, "slowdown": args.slowdown,
-        "calibration": calibration, "planted": history["planted"], "good": history["good"], "bad": history["bad"],
+        "commit": args.commit or _this_commit(), "device": device, "case": case, "commits": args.commits,
+        "plant_at": args.plant_at, "slowdown": args.slowdown, "calibration": calibration,
+        "planted_ratio": culprit_ratio, "planted": history["planted"], "good": history["good"], "bad": history["bad"],
         "rc": ran["rc"], "outcome": result.get("outcome"), "culprit": result.get("culprit"),
         "found_planted": result.get("culprit") == history["planted"],
         "revisions_measured": result.get("revisions_measured"), "bound": bound,

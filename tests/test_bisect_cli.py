@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -43,14 +44,19 @@ def test_bisect_names_the_planted_commit_of_a_scratch_history(tmp_path):
     assert f"found {report['planted'][:12]} \"torch_3op: planted slowdown of 200%\": " \
            "torch_3op/cpu_tiny/fp16/noncausal x" in printed
     assert "revisions measured" in printed and "wall time" in printed
-    result = json.loads((out / "bisect" / "bisect.json").read_text())
+    assert sorted(f.name for f in out.iterdir()) == [  # flat: what a GPU call brings back
+        "bisect.json", "bisect.stderr", "bisect.stdout", "bisect_check.json", "bundles.tar.gz"]
+    result = json.loads((out / "bisect.json").read_text())
     planted_at = result["commits"].index(report["planted"])
     assert result["range"] == [result["commits"][planted_at - 1], report["planted"]]  # the step, proved both sides
     probes = {p["sha"]: p["state"] for p in result["probes"]}
     assert probes[report["bad"]] == probes[report["planted"]] == "slow"
     # every compare left its round bundles, measured against the good revision
+    with tarfile.open(out / "bundles.tar.gz") as tar:
+        sessions = {name: json.load(tar.extractfile(name)) for name in tar.getnames() if name.endswith("/session.json")}
+    assert any(name.startswith("./calibration/0/") for name in sessions)
     for probe in result["probes"]:
-        session = json.loads((out / "bisect" / probe["out"] / "session.json").read_text())
+        session = sessions[f"./bisect/{probe['out']}/session.json"]
         assert session["sides"]["base"]["commit_sha"] == report["good"]
         assert session["sides"]["head"]["commit_sha"] == probe["sha"]
 
