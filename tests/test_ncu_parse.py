@@ -59,7 +59,7 @@ def test_sections_choose_parts_of_the_list():
 
 def test_the_default_list_is_what_the_counter_rules_read():
     """The PR/alert list: every counter a rule reads, and beyond them only the duration and
-    launch resources (launch__ values cost no replay pass); the rest is --sections all."""
+    launch resources (launch__ values need no counter pass of their own); the rest is --sections all."""
     from attnwatch.history.analysis.ncu_explain import DURATION, load_rules
 
     read = {c for rule in load_rules() for c in rule.counters if not c.startswith("timing__")}

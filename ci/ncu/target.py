@@ -8,8 +8,8 @@ run's deadline; later cases are reported with status "deadline". Profiling is of
 only the one call per case between `cudaProfilerStart` and `cudaProfilerStop` is measured,
 attributed to the case by an NVTX range named with the case id: ncu replays exactly the
 kernels of that one call. After each case its tensors are freed and torch's cached blocks given
-back (`empty_cache`), so the memory ncu saves and restores around a multi-pass kernel is the
-profiled case's, not every earlier case's too. Each case's outcome is printed as one line
+back (`empty_cache`), so the device memory ncu may save and restore around a multi-pass kernel
+holds no earlier case's blocks. Each case's outcome is printed as one line
 starting with `attnwatch-ncu:` so the parent can tell a case that could not run from one ncu
 did not see.
 """
