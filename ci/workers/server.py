@@ -2,7 +2,7 @@
 
 The compare's side of the engine (ci/engine/group.py). One worker per side lives for the whole
 compare: it imports torch and the side's `kernels` once, builds every planned variant once
-(`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
+and fingerprints each (ci/fingerprint/variant.py) (`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
 stop or its parent goes away:
 
 * `{"op": "measure", "round": r, "cases": [ids], "sampling": {...}}`: `Engine.measure` of the
@@ -90,9 +90,14 @@ def main(argv: list[str] | None = None) -> int:
         from attnwatch.ci.environment import capture_environment
         from attnwatch.ci.kernels_api import kernels_api, kernels_dir
 
+        from attnwatch.ci.fingerprint.variant import plan_fingerprints
+
         environment = asdict(capture_environment(probe_device=worker.engine.plan.device_kind == "cuda"))
+        before = time.perf_counter()
+        fingerprints = plan_fingerprints(worker.engine.plan, builds, environment)  # ci/compare/select.py
         worker.emit("ready", pid=os.getpid(), kernels_path=str(kernels_dir()),
                     harness_api_version=kernels_api().HARNESS_API_VERSION, environment=environment, builds=builds,
+                    fingerprints=fingerprints, fingerprint_s=time.perf_counter() - before,
                     startup_s=imported - started, build_s=built - imported, sent_at=time.time())
         return serve(worker, args.in_fd)
     except ChannelClosed:
