@@ -68,6 +68,7 @@ class SessionOptions:
     # the A/A canary), rotating the canary by `rotation` (the head commit); False measures every variant.
     select: bool = False
     rotation: str = ""
+    measure_all: str | None = None  # with `select`: why every variant is measured anyway (--all), recorded as such
 
     def __post_init__(self) -> None:
         if self.case_timeout_s is None:
@@ -143,8 +144,8 @@ def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roo
     return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
                            reference=next((v for v, fp in head.items() if fp.get("reference")), None),
                            rotation=options.rotation, canary=int(rules()["selection"]["canary_variants"]),
-                           everything=harness_change(harness["base"].files, harness["head"].files,
-                                                     harness["base"].unknown, harness["head"].unknown))
+                           everything=options.measure_all or harness_change(harness["base"].files, harness["head"].files,
+                                                                            harness["base"].unknown, harness["head"].unknown))
 
 
 def side_git(root: Path | None, sha: str, side: str) -> GitInfo:

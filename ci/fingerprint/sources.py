@@ -108,25 +108,19 @@ class _Walker:
 
     def _scan(self, path: Path) -> None:
         label = self.label(path)
-        try:
-            tree = ast.parse(path.read_bytes(), filename=label)
-        except (SyntaxError, ValueError) as exc:
-            self.out.unknown.append(f"{label} does not parse: {exc.msg if isinstance(exc, SyntaxError) else exc}")
+        found = _statements(path.read_bytes())
+        if isinstance(found, str):
+            self.out.unknown.append(f"{label} does not parse: {found}")
             return
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    self._absolute(alias.name, (), label)
-            elif isinstance(node, ast.ImportFrom):
-                names = tuple(a.name for a in node.names if a.name != "*")
-                if node.level:
-                    self._relative(path, node.level, node.module, names, label)
-                elif node.module and node.module != "__future__":
-                    self._absolute(node.module, names, label)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                self._maybe_data(path, node.value)
-            elif isinstance(node, ast.Call) and self.dynamic_is_unknown and _called_name(node) in _DYNAMIC:
-                self.out.unknown.append(f"{label} imports a module by name at run time (line {node.lineno})")
+        for kind, *args in found:
+            if kind == "import":
+                self._absolute(args[0], args[1], label)
+            elif kind == "relative":
+                self._relative(path, args[0], args[1], args[2], label)
+            elif kind == "text":
+                self._maybe_data(path, args[0])
+            elif self.dynamic_is_unknown:
+                self.out.unknown.append(f"{label} imports a module by name at run time (line {args[0]})")
 
     def _maybe_data(self, module: Path, text: str) -> None:
         if len(text) > 200 or "\n" in text or not text.endswith(self.data_suffixes):
@@ -166,6 +160,32 @@ class _Walker:
                 sub = _module_file(target / name)
                 if sub is not None:
                     self.add_module(sub)
+
+
+@lru_cache(maxsize=4096)
+def _statements(source: bytes) -> tuple | str:
+    """What a module's text says that a closure follows, parsed once per distinct text (the same
+    modules recur in every variant's closure): ("import", dotted, names), ("relative", level,
+    dotted, names), ("text", a string constant), ("dynamic", line); a string when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        return exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    out: list[tuple] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [("import", alias.name, ()) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = tuple(a.name for a in node.names if a.name != "*")
+            if node.level:
+                out.append(("relative", node.level, node.module, names))
+            elif node.module and node.module != "__future__":
+                out.append(("import", node.module, names))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            out.append(("text", node.value))
+        elif isinstance(node, ast.Call) and _called_name(node) in _DYNAMIC:
+            out.append(("dynamic", node.lineno))
+    return tuple(out)
 
 
 def _module_file(target: Path) -> Path | None:
