@@ -124,22 +124,32 @@ def _tree_files() -> list[str]:
     return out
 
 
-def build_history(repo: Path, commits: int, plant_at: int, slowdown: float) -> dict:
-    """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
+def copy_checkout(repo: Path) -> None:
+    """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start)."""
     for name in _tree_files():
         source = REPO_ROOT / name
         if source.is_file() and not source.is_symlink():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, repo / name)
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "this tree")
+
+
+def hook_plant(repo: Path, script: str) -> None:
+    """torch_3op's call wrapped by `_planted` (PLANT) at no slowdown; `_set_share` then plants one."""
     variant = repo / VARIANT_FILE
     text = variant.read_text()
     if HOOKED not in text:
-        sys.exit(f"bisect_check: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
+        sys.exit(f"{script}: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
     variant.write_text(text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda),")
                        + "\n" + SHARE_LINE.format(share=0.0) + PLANT)
+
+
+def build_history(repo: Path, commits: int, plant_at: int, slowdown: float) -> dict:
+    """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
+    copy_checkout(repo)
+    _git(repo, "init", "--quiet")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "--quiet", "-m", "this tree")
+    hook_plant(repo, "bisect_check")
     _git(repo, "commit", "--quiet", "-am", "torch_3op: the hook of the planted slowdown, at no slowdown")
     good = _git(repo, "rev-parse", "HEAD")
     planted = None

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import HOOKED, PLANT, SHARE_LINE, VARIANT_FILE, _cpu_thresholds, _device, _set_share, _tree_files  # noqa: E402
+from bisect_check import _cpu_thresholds, _device, _git, _set_share, copy_checkout, hook_plant  # noqa: E402
 
 ENGINE_FILE = "ci/engine/group.py"
 PLANTED = "torch_3op"
@@ -48,28 +48,10 @@ NEED = {"cuda": {"warmup": 60.0, "aa": 40.0, "planted": 50.0, "engine": 120.0},
 SMOKE_VARIANTS = "sdpa,sdpa_math,sdpa_flash,torch_3op"
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "select check", "GIT_AUTHOR_EMAIL": "check@example.org",
-           "GIT_COMMITTER_NAME": "select check", "GIT_COMMITTER_EMAIL": "check@example.org"}
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=300)
-    if done.returncode != 0:
-        sys.exit(f"select_check: git {args[0]}: {done.stderr.strip()[:300]}")
-    return done.stdout.strip()
-
-
 def build_chain(repo: Path, slowdown: float) -> list[str]:
     """c0..c3 of the module doc; returns their SHAs."""
-    for name in _tree_files():
-        source = REPO_ROOT / name
-        if source.is_file() and not source.is_symlink():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, repo / name)
-    variant = repo / VARIANT_FILE
-    text = variant.read_text()
-    if HOOKED not in text:
-        sys.exit(f"select_check: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
-    variant.write_text(text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda),")
-                       + "\n" + SHARE_LINE.format(share=0.0) + PLANT)
+    copy_checkout(repo)
+    hook_plant(repo, "select_check")
     _git(repo, "init", "--quiet")
     _git(repo, "add", "-A")
     _git(repo, "commit", "--quiet", "-m", "c0: this tree, torch_3op hooked at no slowdown")
