@@ -138,14 +138,21 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
 
 def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roots: dict[str, Path | None],
                     options: SessionOptions) -> Selection:
-    """The selection (ci/compare/select.py) from the workers' fingerprints and each checkout's harness."""
-    harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
+    """The selection (ci/compare/select.py) from the workers' fingerprints and each checkout's harness;
+    what cannot be fingerprinted measures everything (never a lost compare)."""
+    everything, canary = options.measure_all, 0
+    try:
+        canary = int(rules()["selection"]["canary_variants"])
+        if everything is None:
+            harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
+            everything = harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
+                                        harness["head"].unknown)
+    except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
+        everything = f"the shared harness could not be fingerprinted ({type(exc).__name__})"
     head = sides["head"].fingerprints
     return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
                            reference=next((v for v, fp in head.items() if fp.get("reference")), None),
-                           rotation=options.rotation, canary=int(rules()["selection"]["canary_variants"]),
-                           everything=options.measure_all or harness_change(harness["base"].files, harness["head"].files,
-                                                                            harness["base"].unknown, harness["head"].unknown))
+                           rotation=options.rotation, canary=canary, everything=everything)
 
 
 def side_git(root: Path | None, sha: str, side: str) -> GitInfo:
