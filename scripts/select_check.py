@@ -43,7 +43,7 @@ from bisect_check import _cpu_thresholds, _device, _git, _set_share, copy_checko
 
 ENGINE_FILE = "ci/engine/group.py"
 PLANTED = "torch_3op"
-NEED = {"cuda": {"warmup": 60.0, "aa": 40.0, "planted": 50.0, "engine": 120.0},
+NEED = {"cuda": {"warmup": 60.0, "aa": 40.0, "planted": 50.0, "engine": 150.0},  # least seconds to start one
         "cpu": {"warmup": 20.0, "aa": 15.0, "planted": 15.0, "engine": 15.0}}
 SMOKE_VARIANTS = "sdpa,sdpa_math,sdpa_flash,torch_3op"
 
