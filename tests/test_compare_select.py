@@ -151,6 +151,21 @@ def test_a_triton_config_entry_change_measures_the_triton_variant(sides):
     assert selection.measured["triton_fa2"] == "changed: kernels/triton/configs.toml"
 
 
+def test_a_data_file_beside_a_module_counts_even_when_its_name_is_computed(sides):
+    base, head = sides
+    (head / "kernels" / "triton" / "extra_configs.toml").write_text("# read by a name the code computes\n")
+    assert changed(select(base, head)) == {"triton_fa2"}
+
+
+def test_a_cutlass_source_change_measures_the_cutlass_variants_only(sides):
+    """Every variant imports kernels/cutlass/headers.py (the capability check): the .cu beside it is
+    still only the CUTLASS variants' (named by kernels/cutlass/build.py)."""
+    base, head = sides
+    source = head / "kernels" / "cutlass" / "attention_3k.cu"
+    source.write_text(source.read_text() + "\n// a change\n")
+    assert changed(select(base, head)) == {v.name for v in all_variants() if v.family == "cutlass"}
+
+
 def test_an_engine_change_measures_everything(sides):
     base, head = sides
     engine = head / "ci" / "engine" / "group.py"

@@ -3,10 +3,14 @@
 From an entry module, every import that names the project (`attnwatch.kernels.x`, the
 top-level `kernels.x` a compare worker aliases, or a relative `from ..x import y`) is resolved
 to its file in the checkout being fingerprinted and followed, with the `__init__.py` of every
-package on the way (importing a module runs them). A string constant that names a file with a
-data suffix (rules.toml [closure]) next to the module is a data file the module reads
-(`Path(__file__).with_name("choices.toml")`); a CUDA file's `#include "..."` headers are followed
-as nvcc finds them (kernels/nvcc.local_headers). Imports of anything else (torch, triton, the
+package on the way (importing a module runs them). Every data file (rules.toml [closure]: TOML,
+JSON, CSV) in a module's folder is one it may read, also where the name is computed; so is a
+file a string constant names relative to the module (`"../x.toml"`, `"cuda_wmma.cu"`). CUDA
+files enter only by name, and their `#include "..."` headers are followed as nvcc finds them
+(kernels/nvcc.local_headers): a built variant's CUDA files are what its nvcc key covers
+(ci/fingerprint/variant.py), so a CUDA file beside a module some other variant imports (the
+CUTLASS source beside kernels/cutlass/headers.py, which every variant's capability check
+imports) does not tie that variant to it. Imports of anything else (torch, triton, the
 standard library) are libraries, recorded by version (ci/fingerprint/variant.py).
 
 What cannot be resolved is reported, never guessed: an import of a project module that does not
@@ -79,8 +83,11 @@ class _Walker:
         self.out.files[label] = file_digest(path)
         if label not in self.not_followed:
             self._queue.append(path)
-        if not label.startswith("external/"):  # importing a module runs its packages' __init__ first
-            parent = path.parent
+        if not label.startswith("external/"):
+            for sibling in sorted(path.parent.iterdir()):  # data beside a module, also where its name is computed
+                if sibling.suffix in self.data_suffixes and sibling.suffix not in self.cuda_suffixes and sibling.is_file():
+                    self.add_data(sibling)
+            parent = path.parent  # importing a module runs its packages' __init__ first
             while parent != self.root and self.root in parent.parents:
                 init = parent / "__init__.py"
                 if init.is_file():
