@@ -21,7 +21,7 @@ compare's time breakdown, the selection, every case's verdict, whether the expec
 <compare>.json (each compare.json), select_check.log (every compare's stderr); prints a table last.
 
     PYTHONPATH=. python3 scripts/select_check.py --budget-s 540 --out $OUT      # the H200
-    PYTHONPATH=. python3 scripts/select_check.py --device cpu --smoke --out /tmp/select  # this script's own check
+    PYTHONPATH=. python3 scripts/select_check.py --device cpu --smoke --out select-smoke   # this script's own check
 """
 
 from __future__ import annotations

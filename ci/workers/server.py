@@ -1,8 +1,9 @@
 """A long-lived measuring worker: `python -m ci.workers.server --plan P --in-fd R --out-fd W`.
 
 The compare's side of the engine (ci/engine/group.py). One worker per side lives for the whole
-compare: it imports torch and the side's `kernels` once, builds every planned variant once
-and fingerprints each (ci/fingerprint/variant.py) (`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
+compare: it imports torch and the side's `kernels` once, builds every planned variant once and
+fingerprints each (ci/fingerprint/variant.py; the parent selects what to measure from them)
+(`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
 stop or its parent goes away:
 
 * `{"op": "measure", "round": r, "cases": [ids], "sampling": {...}}`: `Engine.measure` of the
