@@ -69,25 +69,28 @@ PLANT = '''
 CPU_STEADY_S = 0.005  # on a CPU every call sleeps this long, plus the planted spin: noise well below the plant
 
 
-def _planted(run, on_gpu: bool):
+def _planted(run, on_gpu: bool, case_id: str = ""):
     """`run` followed by the planted spin (scripts/bisect_check.py's scratch history only):
-    PLANTED_SPIN cycles of `torch.cuda._sleep` on a GPU, microseconds of sleep on a CPU."""
+    PLANTED_SPIN cycles of `torch.cuda._sleep` on a GPU, microseconds of sleep on a CPU; a dict
+    PLANTED_SPIN holds one spin per case id (scripts/select_check.py calibrates each case)."""
     import time
 
     import torch
 
+    spin = PLANTED_SPIN.get(case_id, 0) if isinstance(PLANTED_SPIN, dict) else PLANTED_SPIN
+
     if not on_gpu:
         def slept():
             out = run()
-            time.sleep(CPU_STEADY_S + PLANTED_SPIN / 1e6)
+            time.sleep(CPU_STEADY_S + spin / 1e6)
             return out
         return slept
-    if PLANTED_SPIN <= 0:
+    if spin <= 0:
         return run
 
     def spun():
         out = run()
-        torch.cuda._sleep(PLANTED_SPIN)
+        torch.cuda._sleep(spin)
         return out
     return spun
 '''
@@ -188,7 +191,8 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def _set_spin(repo: Path, spin: int) -> None:
+def _set_spin(repo: Path, spin: int | dict[str, int]) -> None:
+    """PLANTED_SPIN in the scratch variant: one spin for every case, or one per case id."""
     path = repo / VARIANT_FILE
     lines = path.read_text().splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("PLANTED_SPIN = "))
@@ -213,22 +217,32 @@ def _tree_files() -> list[str]:
     return out
 
 
-def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin: int) -> dict:
-    """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
+def copy_checkout(repo: Path) -> None:
+    """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start)."""
     for name in _tree_files():
         source = REPO_ROOT / name
         if source.is_file() and not source.is_symlink():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, repo / name)
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "this tree")
+
+
+def hook_plant(repo: Path, script: str) -> None:
+    """torch_3op's call wrapped by `_planted` (PLANT) at no slowdown; `_set_spin` then plants one."""
     variant = repo / VARIANT_FILE
     text = variant.read_text()
     if HOOKED not in text:
-        sys.exit(f"bisect_check: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
-    variant.write_text(text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda),")
+        sys.exit(f"{script}: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
+    variant.write_text(text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda, case.id),")
                        + "\n" + SPIN_LINE.format(spin=0) + PLANT)
+
+
+def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin: int) -> dict:
+    """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
+    copy_checkout(repo)
+    _git(repo, "init", "--quiet")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "--quiet", "-m", "this tree")
+    hook_plant(repo, "bisect_check")
     _git(repo, "commit", "--quiet", "-am", "torch_3op: the hook of the planted slowdown, at no slowdown")
     good = _git(repo, "rev-parse", "HEAD")
     planted = None

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from attnwatch.ci.compare.report import MAX_REPORT_BYTES, ReportError, load_report, write_report
+from attnwatch.ci.compare.report import COMPARE_SCHEMA_VERSION, MAX_REPORT_BYTES, ReportError, load_report, write_report
 from compare_factory import make_report
 
 
@@ -93,4 +93,4 @@ def test_a_version_2_compare_json_loads_with_no_explanations(good, tmp_path):
     old = tmp_path / "v2.json"
     old.write_text(json.dumps(document))
     loaded = load_report(old)
-    assert loaded.schema_version == 3 and all(c.explanation is None for c in loaded.cases)
+    assert loaded.schema_version == COMPARE_SCHEMA_VERSION and all(c.explanation is None for c in loaded.cases)

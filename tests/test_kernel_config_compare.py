@@ -7,7 +7,7 @@ import json
 
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.analysis import compare_rounds
-from attnwatch.ci.compare.report import load_report, write_report
+from attnwatch.ci.compare.report import COMPARE_SCHEMA_VERSION, load_report, write_report
 from compare_factory import make_report, make_rounds
 from attnwatch.history.analysis.thresholds import load_thresholds
 
@@ -68,4 +68,4 @@ def test_a_version_1_compare_json_still_loads_with_no_configurations(fixtures_di
     loaded = load_report(old)
     assert all(c.base.kernel_configs == [] and c.head.kernel_configs == [] for c in loaded.cases)
     assert all(c.explanation is None for c in loaded.cases)
-    assert loaded.schema_version == 3
+    assert loaded.schema_version == COMPARE_SCHEMA_VERSION

@@ -3,8 +3,10 @@
     attnwatch compare --base origin/main --head HEAD [--shapes pr] [--rounds 8] [--min-rounds 3]
                       [--fail-on regression] [--out DIR]
 
-Checks the merge base out as a git worktree and measures both sides' kernels with one warm
-worker per side, in alternating rounds on this GPU (ci.compare.measure); each case is measured
+Checks the merge base out as a git worktree and starts one warm worker per side; once both have
+built, each variant's fingerprint is compared across the sides and only the variants that differ
+(with the reference and a rotating A/A canary) are measured (ci/compare/select.py; `--all`
+measures every variant), in alternating rounds on this GPU (ci.compare.measure); each case is measured
 until its verdict is decided (ci.compare.sequential: the interval of head/base, paired t over
 rounds by default, beyond 1 with the median ratio beyond the GPU's min_effect, or inside
 ±min_effect; history/analysis/thresholds.toml) or the round cap is reached. Writes under --out every
@@ -19,10 +21,14 @@ no database.
 from __future__ import annotations
 
 import sys
+import time
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
 from attnwatch.ci.compare.analysis import compare_rounds, noise_warnings
+from attnwatch.ci.compare.costs import format_times, time_breakdown
+from attnwatch.ci.compare.select import selection_record
 from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_report
 from attnwatch.ci.compare.rounds import RoundData, read_round
 from attnwatch.ci.compare.table import format_table
@@ -71,6 +77,10 @@ def register(subparsers) -> None:
     p.add_argument("--case-timeout", type=float, default=None,
                    help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
+    p.add_argument("--all", action="store_true",
+                   help="measure every variant; by default a variant whose fingerprint (code, data files, binaries, "
+                        "libraries, settings) is identical on both sides is not measured, except the reference and "
+                        "an A/A canary (ci/compare/select.py)")
     p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
     p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
     p.add_argument("--base-root", type=Path,
@@ -169,16 +179,23 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     load_case_rules(args.case_rules)  # a broken rules file fails before any GPU time is spent
     options = session_options(args, kind, thresholds)
+    options.rotation = commits["head"]  # the A/A canary rotates with the head commit
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
     session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
+    started = time.monotonic()
     _profile(args, session, cases, roots, out, thresholds, options, log)
+    profiling_s = time.monotonic() - started
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
     # is exactly what the bundles (and the pull-request runs stored from them) hold.
     base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+    planned = Counter(c.variant for c in cases)
+    selection = session.selection and selection_record(session.selection, dict(planned), session.sides["base"].fingerprints,
+                                                        session.sides["head"].fingerprints)
     return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
-                        "design": options.design, "notes": session.notes, "measured": session.measured}
+                        "design": options.design, "notes": session.notes, "measured": session.measured,
+                        "session": session, "profiling_s": profiling_s, "selection": selection}
 
 
 def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> None:
@@ -228,6 +245,7 @@ def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
 
 
 def _run(args) -> int:
+    started = time.monotonic()
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     args.method = args.method or compare_setting("method")
@@ -247,6 +265,7 @@ def _run(args) -> int:
         refs = {"base_sha": base[0].commit_sha, "head_sha": head[0].commit_sha, "merge_base_sha": base[0].commit_sha,
                 "base_ref": args.base or "", "head_ref": args.head if args.base else ""}
     env = head[0].environment
+    judging = time.monotonic()
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
                            resamples=extra.get("resamples", compare_setting("resamples")),
@@ -259,6 +278,11 @@ def _run(args) -> int:
     if "design" in extra:
         notes.append(_design_note(extra["design"], extra["measured"], cases, thresholds.min_effect))
     notes += extra.get("notes", [])
+    times = {}
+    if "session" in extra:
+        times = time_breakdown(extra["session"], wall_s=time.monotonic() - started, profiling_s=extra["profiling_s"],
+                               judging_s=time.monotonic() - judging)
+        print(f"compare: time: {format_times(times)}", file=sys.stderr)
     report = CompareReport(
         **refs,
         gpu_name=gpu,
@@ -272,6 +296,8 @@ def _run(args) -> int:
         environment={k: env.get(k) for k in ("gpu_name", "driver_version", "cuda_version", "torch_version",
                                               "triton_version", "cupy_version", "hostname") if k in env},
         notes=[n[:1900] for n in notes][:50],
+        selection=extra.get("selection"),
+        times=times,
     )
     path = write_report(report, out / COMPARE_FILE)
     print(format_table(report))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnwatch.ci.comment.escape import md_code, md_text, safe_url
+from attnwatch.ci.comment.selection import selection_lines
 from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from attnwatch.history import links as dashboard, reproduce
 from attnwatch.history.analysis.kernel_config import change_text
@@ -304,6 +305,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
                          key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
     head = [MARKER, headline(report), "", _context_line(report), ""]
     head += _notes(report)
+    head += selection_lines(report)
     head += _correctness_section(report)
     head += _failed_section(report)
     head += _config_section(report)

@@ -62,16 +62,20 @@ def _comparable(rounds: list[CaseRound]) -> bool:
 
 def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design: SequentialDesign, *, min_effect: float,
                    sampling: dict, method: str, resamples: int, seed: int = 0,
-                   log: Callable[[str], None] = print) -> Measured:
-    """Alternating rounds until every case is decided, lost on a side, or at the cap."""
+                   log: Callable[[str], None] = print,
+                   choose: Callable[[list[PlannedCase]], list[PlannedCase]] | None = None) -> Measured:
+    """Alternating rounds until every case is decided, lost on a side, or at the cap.
+
+    `choose`: once both sides are built, the cases to measure (ci/compare/select.py: those whose
+    variant's fingerprint differs); None measures every case."""
     started = time.monotonic()
     measured = Measured([], [])
-    history: dict[str, dict[str, list[CaseRound]]] = {c.case_id: {"base": [], "head": []} for c in cases}
     for side in sides.values():
         side.start()  # both start (imports, builds) in parallel ...
     for side in sides.values():
         side.ready()  # ... and nothing is measured until both are done: a build is no neighbour for a timed round
-    active = list(cases)
+    active = choose(list(cases)) if choose is not None else list(cases)
+    history: dict[str, dict[str, list[CaseRound]]] = {c.case_id: {"base": [], "head": []} for c in active}
     threads = max(1, min(8, (os.cpu_count() or 2)))
     with ThreadPoolExecutor(threads) as pool:
         for r in range(design.max_rounds):

@@ -22,7 +22,8 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 3  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation
+COMPARE_SCHEMA_VERSION = 4  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+# v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went)
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -66,9 +67,18 @@ def compare_v2_to_v3(document: dict) -> dict:
     return document
 
 
+def compare_v3_to_v4(document: dict) -> dict:
+    """compare.json v3 -> v4: v3 measured every variant (no selection) and kept no time breakdown."""
+    document.setdefault("selection", None)
+    document.setdefault("times", {})
+    document["schema_version"] = 4
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
-                                                      (COMPARE_SCHEMA, 2): compare_v2_to_v3}
+                                                      (COMPARE_SCHEMA, 2): compare_v2_to_v3,
+                                                      (COMPARE_SCHEMA, 3): compare_v3_to_v4}
 
 
 class ReportError(UserError):
@@ -165,6 +175,39 @@ class CaseComparison:
 
 
 @dataclass
+class VariantChoice:
+    """One variant's part in the selection (ci/compare/select.py): measured or not, and why, with
+    its fingerprint on each side (sha256; None where unknown or absent)."""
+
+    variant: str
+    measured: bool
+    reason: str = rule(max_len=MAX_TEXT)
+    cases: int = rule(0, low=0)  # planned cases of the variant
+    base_fingerprint: str | None = rule(None, max_len=64)
+    head_fingerprint: str | None = rule(None, max_len=64)
+
+
+@dataclass
+class SelectionRecord:
+    """Which variants a compare measured. `everything`: why all were (--all, a change to the shared
+    harness or the libraries); None: selected by fingerprint. `canary`: the unchanged variants
+    measured anyway as an A/A check, whose verdicts are shown as such."""
+
+    variants: list[VariantChoice] = rule(max_items=1000)
+    reference: str | None = None
+    canary: list[str] = rule(default_factory=list, max_items=100)
+    everything: str | None = rule(None, max_len=MAX_TEXT)
+
+    @property
+    def skipped(self) -> list[VariantChoice]:
+        return [v for v in self.variants if not v.measured]
+
+
+TIME_PARTS = ("startup_s", "builds_s", "fingerprint_s", "correctness_s", "timing_s", "judging_s", "profiling_s",
+              "other_s", "wall_s")
+
+
+@dataclass
 class CompareReport:
     base_sha: str = rule(max_len=64)
     head_sha: str = rule(max_len=64)
@@ -183,6 +226,9 @@ class CompareReport:
     # Scalars only (GPU, driver and library versions); text up to MAX_TEXT.
     environment: dict[str, str | int | float | bool | None] = rule(default_factory=dict, max_items=100, max_len=MAX_TEXT)
     notes: list[str] = rule(default_factory=list, max_items=50, max_len=MAX_TEXT)
+    selection: SelectionRecord | None = None  # None: every variant measured, none selected (also bundles compared)
+    # Seconds of the compare's wall time per part (TIME_PARTS); empty when nothing was measured.
+    times: dict[str, float] = rule(default_factory=dict, max_items=len(TIME_PARTS))
     schema: str = COMPARE_SCHEMA
     schema_version: int = COMPARE_SCHEMA_VERSION
 
@@ -195,6 +241,12 @@ class CompareReport:
     @property
     def ignored(self) -> list[CaseComparison]:
         return [c for c in self.cases if c.ignored]
+
+    @property
+    def canary_cases(self) -> list[CaseComparison]:
+        """The A/A canary's cases: variants identical on both sides, measured as a check."""
+        canary = set(self.selection.canary) if self.selection else set()
+        return [c for c in self.cases if c.variant in canary]
 
     @property
     def improvements(self) -> list[CaseComparison]:
@@ -237,4 +289,9 @@ def load_report(path: str | Path) -> CompareReport:
     ids = [c.case_id for c in report.cases]
     if len(set(ids)) != len(ids):
         raise ReportError(path, "cases", "duplicate case ids")
+    for part, seconds in report.times.items():
+        if part not in TIME_PARTS:
+            raise ReportError(path, "times", f"unknown part {part!r} (known: {', '.join(TIME_PARTS)})")
+        if seconds < 0:
+            raise ReportError(path, f"times.{part}", f"expected seconds >= 0, got {seconds}")
     return report

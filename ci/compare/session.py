@@ -10,14 +10,16 @@ workers, and writes beside compare.json:
   (ci/compare/bundles.py): the data compare.json's verdicts are computed from, and what the
   PR-comment workflow stores as pull-request runs;
 * `session.json`: the design, the rounds each case used, the workers (kernels path and its
-  harness API version, restarts, their round bundles), the crash-attribution notes, and the
-  wall-time breakdown per side;
+  harness API version, restarts, their round bundles, every variant's fingerprint), the
+  selection (ci/compare/select.py: which variants were measured and why), the
+  crash-attribution notes, and the wall-time breakdown per side;
 * `workers/<side>/`: each worker's plan and log.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,10 +27,12 @@ from typing import Callable
 from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from attnwatch.ci.compare.measure import Measured, measure_rounds
+from attnwatch.ci.compare.select import Selection, harness_change, select_variants
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
 from attnwatch.ci.environment import GitInfo, capture_git
+from attnwatch.ci.fingerprint.sources import harness_closure, rules
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig, case_timeout, compare_workers_per_side, configured
 from attnwatch.history.contract.bundle_writer import write_json_atomic
@@ -60,6 +64,11 @@ class SessionOptions:
     extra_sys_path: list[str] = field(default_factory=list)
     python: str = ""
     workers_per_side: int | None = None  # ci/compare/side_group.py: k workers per side take the rounds in turn
+    # ci/compare/select.py: measure only the variants whose fingerprints differ (plus the reference and
+    # the A/A canary), rotating the canary by `rotation` (the head commit); False measures every variant.
+    select: bool = False
+    rotation: str = ""
+    measure_all: str | None = None  # with `select`: why every variant is measured anyway (--all), recorded as such
 
     def __post_init__(self) -> None:
         if self.case_timeout_s is None:
@@ -74,6 +83,8 @@ class Session:
     sides: dict[str, SideGroup]
     notes: list[str]
     bundles: dict[str, list[Path]]  # side -> its round bundles, round 1 first
+    selection: Selection | None = None  # None: every variant measured without selecting (options.select off)
+    select_s: float = 0.0  # the parent's part of fingerprinting: the harness of both checkouts, the decision
 
 
 def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], commits: dict[str, str], out_dir: Path,
@@ -93,9 +104,22 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                          case_timeout_s=options.case_timeout_s, python=options.python or sys.executable)
         first = Side(name, spec, commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
         sides[name] = SideGroup.of(first, options.workers_per_side)
+    chosen: dict = {}
+
+    def choose(planned: list[PlannedCase]) -> list[PlannedCase]:
+        started = time.monotonic()
+        chosen["selection"] = choose_variants(planned, sides, roots, options)
+        chosen["seconds"] = time.monotonic() - started
+        selection = chosen["selection"]
+        why = selection.everything or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"
+        log(f"compare: measuring {len(selection.measured)} of {len(selection.measured) + len(selection.skipped)} "
+            f"variants ({why})")
+        return [c for c in planned if c.variant in selection.measured]
+
     try:
         measured = measure_rounds(cases, sides, options.design, min_effect=options.min_effect, sampling=options.sampling,
-                                  method=options.method, resamples=options.resamples, log=log)
+                                  method=options.method, resamples=options.resamples, log=log,
+                                  choose=choose if options.select else None)
     finally:
         for side in sides.values():
             side.stop()
@@ -107,8 +131,28 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                                         builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
                                         shape_set=options.shape_set, total_cases=len(cases))
                for name, rounds in (("base", measured.base), ("head", measured.head))}
-    write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(measured, sides, options, notes, bundles, out_dir))
-    return Session(measured, sides, notes, bundles)
+    session = Session(measured, sides, notes, bundles, chosen.get("selection"), chosen.get("seconds", 0.0))
+    write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(session, options, out_dir))
+    return session
+
+
+def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roots: dict[str, Path | None],
+                    options: SessionOptions) -> Selection:
+    """The selection (ci/compare/select.py) from the workers' fingerprints and each checkout's harness;
+    what cannot be fingerprinted measures everything (never a lost compare)."""
+    everything, canary = options.measure_all, 0
+    try:
+        canary = int(rules()["selection"]["canary_variants"])
+        if everything is None:
+            harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
+            everything = harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
+                                        harness["head"].unknown)
+    except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
+        everything = f"the shared harness could not be fingerprinted ({type(exc).__name__})"
+    head = sides["head"].fingerprints
+    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
+                           reference=next((v for v, fp in head.items() if fp.get("reference")), None),
+                           rotation=options.rotation, canary=canary, everything=everything)
 
 
 def side_git(root: Path | None, sha: str, side: str) -> GitInfo:
@@ -136,11 +180,11 @@ def machine_env() -> dict[str, str]:
     return {"CUTLASS_INCLUDE_DIR": str(found)} if found is not None else {}
 
 
-def session_record(measured: Measured, sides: dict[str, SideGroup], options: SessionOptions, notes: list[str],
-                   bundles: dict[str, list[Path]], out_dir: Path) -> dict:
-    """What the round bundles do not say: the design, the schedule, the workers and their cost.
-    Each side's builds and measurements are in its round bundles, named relative to `out_dir`."""
-    design = options.design
+def session_record(session: Session, options: SessionOptions, out_dir: Path) -> dict:
+    """What the round bundles do not say: the design, the schedule, the workers and their cost, the
+    selection with every variant's fingerprint on both sides. Each side's builds and measurements
+    are in its round bundles, named relative to `out_dir`."""
+    measured, sides, notes, bundles, design = session.measured, session.sides, session.notes, session.bundles, options.design
     return {
         "design": {"min_rounds": design.min_rounds, "max_rounds": design.max_rounds, "looks": design.looks,
                    "confidence": design.confidence, "per_look_confidence": design.per_look_confidence,
@@ -157,7 +201,9 @@ def session_record(measured: Measured, sides: dict[str, SideGroup], options: Ses
                          "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
                          "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
                          "rounds_by_worker": s.measured_by,
-                         "times": asdict(s.times)} for name, s in sides.items()},
+                         "times": asdict(s.times), "fingerprints": s.fingerprints} for name, s in sides.items()},
+        "selection": asdict(session.selection) if session.selection else None,
+        "select_s": session.select_s,
         "notes": notes,
     }
 

@@ -59,5 +59,6 @@ def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
         design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes if args.shapes in SHAPE_SETS else "custom",
         method=args.method, correctness=not args.no_correctness, case_timeout_s=args.case_timeout or None,
         extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
-        workers_per_side=args.workers_per_side or None,
+        workers_per_side=args.workers_per_side or None, select=True,
+        measure_all="--all: every variant measured, as asked" if getattr(args, "all", False) else None,
     )

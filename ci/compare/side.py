@@ -35,6 +35,7 @@ class SideTimes:
 
     startup_s: float = 0.0  # process start + imports, every worker started (ready - spawn - builds)
     build_s: float = 0.0
+    fingerprint_s: float = 0.0  # the worker's fingerprints of its variants (ci/fingerprint), after its builds
     correctness_s: float = 0.0
     prepare_s: float = 0.0  # inputs and warm-up, every round
     timing_s: float = 0.0  # interleaved timing, every round
@@ -57,6 +58,7 @@ class Side:
     kernels_path: str = ""
     harness_api_version: int | None = None  # of the side's kernels, as its worker loaded them (ci/kernels_api.py)
     builds: list[dict] = field(default_factory=list)
+    fingerprints: dict[str, dict] = field(default_factory=dict)  # variant -> its fingerprint, as the first worker made it
     restarts: int = 0
     _worker: WorkerProcess | None = None
     _counted: WorkerProcess | None = None
@@ -98,10 +100,12 @@ class Side:
                 self.environment, self.kernels_path = ready.get("environment") or {}, ready.get("kernels_path", "")
                 self.harness_api_version = ready.get("harness_api_version")
                 self.builds = list(ready.get("builds") or [])
+                self.fingerprints = dict(ready.get("fingerprints") or {})
             if self._worker is not self._counted:  # each worker's start-up is counted once
-                build = float(ready.get("build_s") or 0.0)
+                build, prints = float(ready.get("build_s") or 0.0), float(ready.get("fingerprint_s") or 0.0)
                 self.times.build_s += build
-                self.times.startup_s += max(0.0, float(ready.get("sent_at") or 0.0) - self._worker.spawned_at - build)
+                self.times.fingerprint_s += prints
+                self.times.startup_s += max(0.0, float(ready.get("sent_at") or 0.0) - self._worker.spawned_at - build - prints)
                 self._counted = self._worker
             return self._worker
 

@@ -30,7 +30,7 @@ from attnwatch.ci.compare.rounds import CaseRound
 from attnwatch.ci.compare.side import Side, SideTimes
 from attnwatch.ci.plan import PlannedCase
 
-PARALLEL_TIMES = ("startup_s", "build_s")  # members start and build at once: the slowest one's
+PARALLEL_TIMES = ("startup_s", "build_s", "fingerprint_s")  # members start and build at once: the slowest one's
 
 
 @dataclass
@@ -76,6 +76,10 @@ class SideGroup:
     @property
     def builds(self) -> list[dict]:
         return self.members[0].builds
+
+    @property
+    def fingerprints(self) -> dict[str, dict]:
+        return self.members[0].fingerprints
 
     @property
     def restarts(self) -> int:

@@ -1,7 +1,8 @@
 """A long-lived measuring worker: `python -m ci.workers.server --plan P --in-fd R --out-fd W`.
 
 The compare's side of the engine (ci/engine/group.py). One worker per side lives for the whole
-compare: it imports torch and the side's `kernels` once, builds every planned variant once
+compare: it imports torch and the side's `kernels` once, builds every planned variant once and
+fingerprints each (ci/fingerprint/variant.py; the parent selects what to measure from them)
 (`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
 stop or its parent goes away:
 
@@ -90,9 +91,14 @@ def main(argv: list[str] | None = None) -> int:
         from attnwatch.ci.environment import capture_environment
         from attnwatch.ci.kernels_api import kernels_api, kernels_dir
 
+        from attnwatch.ci.fingerprint.variant import plan_fingerprints
+
         environment = asdict(capture_environment(probe_device=worker.engine.plan.device_kind == "cuda"))
+        before = time.perf_counter()
+        fingerprints = plan_fingerprints(worker.engine.plan, builds, environment)  # ci/compare/select.py
         worker.emit("ready", pid=os.getpid(), kernels_path=str(kernels_dir()),
                     harness_api_version=kernels_api().HARNESS_API_VERSION, environment=environment, builds=builds,
+                    fingerprints=fingerprints, fingerprint_s=time.perf_counter() - before,
                     startup_s=imported - started, build_s=built - imported, sent_at=time.time())
         return serve(worker, args.in_fd)
     except ChannelClosed:

@@ -1,0 +1,46 @@
+"""The comment's account of a selective compare (ci/compare/select.py): what was not measured and
+why, in one folded line, and the A/A canary's verdicts, shown as a check rather than as changes.
+
+Every value comes from compare.json (untrusted): names are escaped as in the rest of the comment.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from attnwatch.ci.comment.escape import md_code, md_text
+from attnwatch.ci.compare.report import CompareReport
+
+MOVED = ("regression", "improvement")
+
+
+def selection_lines(report: CompareReport) -> list[str]:
+    """Lines for the comment (none when the compare measured every variant without selecting)."""
+    selection = report.selection
+    if selection is None:
+        return []
+    if selection.everything:
+        return [f"Every variant measured: {md_text(selection.everything, 300)}.", ""]
+    lines = []
+    skipped = selection.skipped
+    if skipped:
+        cases = sum(v.cases for v in skipped)
+        names = ", ".join(f"{md_code(v.variant)} ({v.cases})" for v in skipped[:60])
+        more = f" and {len(skipped) - 60} more" if len(skipped) > 60 else ""
+        lines += [f"<details><summary>Not measured: {len(skipped)} variants ({cases} cases), unchanged: identical code "
+                  f"and binaries on both sides (fingerprints in compare.json)</summary>", "", names + more, "", "</details>", ""]
+    lines += _canary_lines(report)
+    return lines
+
+
+def _canary_lines(report: CompareReport) -> list[str]:
+    cases = report.canary_cases
+    if not cases:
+        return []
+    verdicts = Counter(c.verdict for c in cases)
+    names = ", ".join(md_code(v) for v in report.selection.canary)
+    said = ", ".join(f"{n} {verdict}" for verdict, n in sorted(verdicts.items()))
+    if any(verdicts[v] for v in MOVED):
+        return [f"> ⚠️ **A/A canary moved**: {names}, identical on both sides, read {said}: the fingerprint missed "
+                "a change, or the noise floor is off. Its verdicts count like any other case's.", ""]
+    return [f"A/A canary {names} (identical on both sides, measured as a check): {said}.", ""]

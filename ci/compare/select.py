@@ -1,0 +1,130 @@
+"""Which variants a compare measures: those whose fingerprints differ, and a few that do not.
+
+Pure (no I/O): it reads the two sides' variant fingerprints (ci/fingerprint/variant.py, made by
+each side's worker after its builds) and the two checkouts' shared-harness fingerprints
+(ci/fingerprint/sources.harness_closure), and decides per variant:
+
+* the reference variant (every gap is taken against it) is always measured;
+* a variant whose fingerprint is unknown on either side, or differs, is measured, with the
+  files (or builds, libraries, settings) that differ as its reason;
+* of the variants identical on both sides, `canary` of them, rotated by the head commit so
+  that successive pull requests cover different ones, are measured anyway as an A/A check
+  whose verdicts the comment shows as such: a canary that moves says the fingerprint missed
+  something or the noise floor is off;
+* the rest are reported "unchanged: identical code and binaries", neither timed nor checked.
+
+Everything is measured when forced (`--all`), when the shared harness differs or cannot be
+fingerprinted on a side (what it changes, no variant's fingerprint can see), or when the
+library versions of the two sides differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
+
+UNCHANGED = "unchanged: identical code and binaries"
+REFERENCE = "the reference variant (every gap is taken against it): always measured"
+CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
+PARTS = ("files", "builds", "libraries", "settings")
+
+
+@dataclass
+class Selection:
+    """The decision, per variant: measured (with why) or skipped (with why)."""
+
+    measured: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    canary: list[str] = field(default_factory=list)
+    reference: str | None = None
+    everything: str | None = None  # why every variant is measured; None when it selected
+
+
+def harness_change(base: dict[str, str], head: dict[str, str], base_unknown: list[str],
+                   head_unknown: list[str]) -> str | None:
+    """Why the shared harness forces measuring everything, or None when it is identical."""
+    for side, unknown in (("base", base_unknown), ("head", head_unknown)):
+        if unknown:
+            return f"the {side}'s shared harness cannot be fingerprinted ({unknown[0]})"
+    differ = sorted(k for k in base.keys() | head.keys() if base.get(k) != head.get(k))
+    if differ:
+        return f"the shared harness changed ({_listed(differ)})"
+    return None
+
+
+def library_change(base: dict[str, dict], head: dict[str, dict]) -> str | None:
+    """Why different library versions on the two sides force measuring everything."""
+    for name in sorted(base.keys() & head.keys()):
+        b, h = base[name].get("libraries"), head[name].get("libraries")
+        if b is not None and h is not None and b != h:
+            key = next(k for k in sorted(b.keys() | h.keys()) if b.get(k) != h.get(k))
+            return f"the sides run different libraries ({key}: {b.get(key)} vs {h.get(key)})"
+    return None
+
+
+def difference(base: dict | None, head: dict | None) -> str | None:
+    """Why one variant's two fingerprints do not vouch for identical timed work (None: identical)."""
+    for side, fp in (("base", base), ("head", head)):
+        if not fp:
+            return f"not on the {side} side"
+        if not fp.get("digest"):
+            return f"fingerprint unknown on the {side} side: {fp.get('unknown') or 'no digest'}"
+    if base["digest"] == head["digest"]:
+        return None
+    bf, hf = base.get("files") or {}, head.get("files") or {}
+    files = sorted(k for k in bf.keys() | hf.keys() if bf.get(k) != hf.get(k))
+    if files:
+        return f"changed: {_listed(files)}"
+    parts = [p for p in PARTS[1:] if base.get(p) != head.get(p)]
+    return f"changed: {', '.join(parts) or 'fingerprint'}"
+
+
+def canary_order(names: list[str], rotation: str) -> list[str]:
+    """`names` in an order that a new head commit reshuffles (deterministic for one commit)."""
+    return sorted(names, key=lambda n: hashlib.sha256(f"{rotation}\0{n}".encode()).hexdigest())
+
+
+def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, dict], *, reference: str | None,
+                    rotation: str, canary: int, everything: str | None = None) -> Selection:
+    """Decide for each of `variants` (in order). `everything`: a reason to measure all of them
+    (--all, a harness or library change), else None to select by fingerprint."""
+    out = Selection(reference=reference)
+    everything = everything or library_change(base, head)
+    if everything:
+        out.everything = everything
+        out.measured = {v: everything for v in variants}
+        return out
+    unchanged = []
+    for name in variants:
+        why = difference(base.get(name), head.get(name))
+        if name == reference:
+            out.measured[name] = REFERENCE
+        elif why is not None:
+            out.measured[name] = why
+        else:
+            unchanged.append(name)
+    out.canary = sorted(canary_order(unchanged, rotation)[:max(0, canary)])
+    for name in unchanged:
+        if name in out.canary:
+            out.measured[name] = CANARY
+        else:
+            out.skipped[name] = UNCHANGED
+    return out
+
+
+def _listed(items: list[str], most: int = 6) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
+
+
+def selection_record(selection: Selection, planned: dict[str, int], base: dict[str, dict],
+                     head: dict[str, dict]) -> SelectionRecord:
+    """compare.json's account of `selection`: every planned variant (name -> its case count), measured
+    or not, with why and both sides' fingerprint digests."""
+    choices = []
+    for name, cases in planned.items():
+        measured = name in selection.measured
+        choices.append(VariantChoice(name, measured, (selection.measured if measured else selection.skipped).get(name, ""),
+                                     cases, (base.get(name) or {}).get("digest"), (head.get(name) or {}).get("digest")))
+    return SelectionRecord(choices, selection.reference, list(selection.canary), selection.everything)

@@ -1,0 +1,90 @@
+"""One variant's fingerprint, computed in the measuring worker of each side of a compare.
+
+The worker has imported its own revision's `kernels` and built its variants (ci/workers/server.py),
+so it fingerprints exactly what it will time:
+
+* `files`: the variant's module and everything of `kernels/` it imports, with the data files
+  and CUDA headers they name (ci/fingerprint/sources.py), by content;
+* `builds`: its build records without their volatile fields (rules.toml [builds]): nvcc's source
+  hash (the cache key of its cubin or shared object: sources, headers, flags, target, nvcc),
+  ptxas's resources, the Triton configurations it compiled. Where every build of the variant
+  carries a source hash, that key stands for its CUDA files, so a module naming several .cu
+  files (kernels/cuda/launch.py) does not tie its variants together;
+* `libraries`: the versions this process runs with (torch, Triton, CUDA, CuPy, nvcc, driver,
+  Python, GPU), stated rather than assumed equal;
+* `settings`: the plan's timing and correctness settings and the variant's case ids.
+
+`digest` is the sha256 of all four. A variant whose module cannot be found, or whose closure
+has anything unresolved, has no digest and says why (`unknown`): it is measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from attnwatch.ci.fingerprint.sources import module_closure, rules
+
+LIBRARY_FIELDS = ("python_version", "torch_version", "triton_version", "cuda_version", "cupy_version",
+                  "nvcc_version", "driver_version", "gpu_name", "device_kind")
+
+
+def digest_of(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stable_build(record: dict) -> dict:
+    """A build record without what differs between two builds of one binary."""
+    volatile = {entry["field"] for entry in rules()["builds"]["volatile"]}
+    return {k: v for k, v in record.items() if k not in volatile}
+
+
+def variant_fingerprint(module_file: Path | None, root: Path, *, builds: list[dict], libraries: dict,
+                        settings: dict) -> dict:
+    """The fingerprint of one variant whose module is `module_file`, in the checkout at `root`."""
+    if module_file is None or not Path(module_file).is_file():
+        return {"digest": None, "unknown": "the module defining the variant was not found"}
+    closure = module_closure([Path(module_file)], root)
+    if closure.unknown:
+        return {"digest": None, "unknown": "; ".join(closure.unknown)[:1000]}
+    stable = [stable_build(b) for b in builds]
+    keyed = bool(stable) and all(b.get("ok") and b.get("source_hash") for b in stable)
+    files = {label: sha for label, sha in closure.files.items() if not (keyed and label in closure.cuda)}
+    parts = {"files": files, "builds": stable, "libraries": libraries, "settings": settings}
+    return {"digest": digest_of(parts), "unknown": None, **parts}
+
+
+def _module_file(variant: Any) -> Path | None:
+    prepare = getattr(variant, "prepare", None)
+    name = getattr(prepare, "__module__", None) or getattr(getattr(prepare, "func", None), "__module__", None)
+    module = sys.modules.get(name or "")
+    found = getattr(module, "__file__", None)
+    return Path(found) if found else None
+
+
+def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[str, dict]:
+    """{variant: fingerprint} for every variant of `plan`, in this process (a compare worker)."""
+    from attnwatch.ci.kernels_api import kernels_api, kernels_dir
+
+    root = kernels_dir().parent
+    libraries = {k: environment.get(k) for k in LIBRARY_FIELDS}
+    common = {"timing": plan.timing, "device_kind": plan.device_kind, "correctness": plan.correctness,
+              "correctness_seeds": list(plan.correctness_seeds), "timing_seed": plan.timing_seed}
+    out = {}
+    for name in dict.fromkeys(c.variant for c in plan.cases):
+        try:
+            variant = kernels_api().get(name)
+        except KeyError:
+            out[name] = {"digest": None, "unknown": "not registered on this side"}
+            continue
+        settings = {**common, "cases": sorted(c.case_id for c in plan.cases if c.variant == name)}
+        try:
+            out[name] = variant_fingerprint(_module_file(variant), root, libraries=libraries, settings=settings,
+                                            builds=[b for b in builds if b.get("variant") == name])
+        except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
+            out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
+        out[name]["reference"] = bool(getattr(variant, "is_reference", False))
+    return out

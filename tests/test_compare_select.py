@@ -1,0 +1,317 @@
+"""Which variants a compare measures (ci/compare/select.py) from real fingerprints of two copies of
+this checkout (ci/fingerprint), one of them changed: a variant's source, a header a CUDA variant
+includes, a Triton config table, the engine, nothing; and the comment and compare.json's account."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.compare.report import ReportError, load_report, write_report
+from attnwatch.ci.compare.select import CANARY, REFERENCE, UNCHANGED, harness_change, select_variants, selection_record
+from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
+from attnwatch.ci.fingerprint.variant import variant_fingerprint
+from attnwatch.kernels.registry import all_variants, reference
+from compare_factory import make_report
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LIBRARIES = {"torch_version": "2.11.0", "triton_version": "3.6.0", "nvcc_version": "13.0"}
+CUDA = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    """A copy of what a fingerprint reads of this checkout (kernels/, ci/, history/)."""
+    root = tmp_path_factory.mktemp("checkout")
+    for part in ("kernels", "ci", "history"):
+        shutil.copytree(REPO_ROOT / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+@pytest.fixture
+def sides(tree, tmp_path) -> tuple[Path, Path]:
+    """(base, head): two identical copies; a test changes the head."""
+    out = []
+    for name in ("base", "head"):
+        shutil.copytree(tree, tmp_path / name)
+        out.append(tmp_path / name)
+    return out[0], out[1]
+
+
+def _module(variant) -> str:
+    """The variant's module, relative to the checkout root."""
+    return Path(sys.modules[variant.prepare.__module__].__file__).resolve().relative_to(REPO_ROOT).as_posix()
+
+
+def _nvcc_key(root: Path, name: str) -> str:
+    """nvcc's cache key of the variant's cubin in `root` (kernels.nvcc.source_hash, the real function)."""
+    from attnwatch.kernels.cuda.launch import SPECS
+    from attnwatch.kernels.nvcc import source_hash
+
+    return source_hash([root / "kernels" / "cuda" / SPECS[name].path.name], output="cubin", arch="sm_90", flags=(),
+                       include_dirs=())
+
+
+def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES) -> dict[str, dict]:
+    """Every registered variant's fingerprint in `root`, as a worker makes it (ci/fingerprint/variant.py);
+    `keyed`: the CUDA variants built, each build record carrying nvcc's source hash."""
+    out = {}
+    for v in all_variants():
+        builds = [{"variant": v.name, "ok": True, "source_hash": _nvcc_key(root, v.name), "compile_seconds": 1.0}] \
+            if keyed and v.name in CUDA else []
+        out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
+                                          settings={"cases": [v.name]})
+        out[v.name]["reference"] = v.is_reference
+    return out
+
+
+def select(base: Path, head: Path, *, keyed: bool = False, rotation: str = "c0ffee", canary: int = 1, **kw):
+    hb, hh = harness_closure(base), harness_closure(head)
+    return select_variants([v.name for v in all_variants()], fingerprints(base, keyed=keyed),
+                           fingerprints(head, keyed=keyed, **kw), reference=reference().name, rotation=rotation,
+                           canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
+
+
+def changed(selection) -> set[str]:
+    return {v for v, why in selection.measured.items() if why.startswith("changed")}
+
+
+@pytest.fixture
+def stand_in_nvcc(tmp_path, monkeypatch):
+    """An `nvcc` that only answers --version: nvcc's key needs the version text, not a compiler."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    nvcc = bin_dir / "nvcc"
+    nvcc.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.48'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
+    selection = select(*sides)
+    assert selection.everything is None and not changed(selection)
+    assert selection.measured[reference().name] == REFERENCE
+    assert len(selection.canary) == 1 and selection.measured[selection.canary[0]] == CANARY
+    assert set(selection.measured) == {reference().name, *selection.canary}
+    assert set(selection.skipped) == {v.name for v in all_variants()} - set(selection.measured)
+    assert set(selection.skipped.values()) == {UNCHANGED}
+
+
+def test_a_variant_source_change_measures_that_variant(sides):
+    base, head = sides
+    source = head / "kernels" / "variants" / "torch_3op.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    selection = select(base, head)
+    assert changed(selection) == {"torch_3op"}
+    assert selection.measured["torch_3op"] == "changed: kernels/variants/torch_3op.py"
+    assert set(selection.measured) == {"torch_3op", reference().name, *selection.canary}
+
+
+def test_a_module_a_variant_imports_is_followed(sides):
+    """kernels/triton/fa2_fwd.py is imported lazily, inside a function, two packages away."""
+    base, head = sides
+    source = head / "kernels" / "triton" / "fa2_fwd.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    assert changed(select(base, head)) == {"triton_fa2"}
+
+
+def test_a_header_change_measures_the_cuda_variants_that_include_it(sides, stand_in_nvcc):
+    base, head = sides
+    header = head / "kernels" / "cuda" / "wmma_attention.cuh"
+    header.write_text(header.read_text() + "\n// a change\n")
+    selection = select(base, head, keyed=True)
+    assert changed(selection) == {"cuda_wmma", "cuda_wmma_cpasync"}  # cuda_scalar does not include it
+    assert selection.measured["cuda_wmma"] == "changed: builds"
+    # without build records nothing vouches for which .cu a variant compiles: every CUDA file counts
+    assert changed(select(base, head)) == set(CUDA)
+
+
+def test_a_header_every_cuda_source_includes_measures_them_all(sides, stand_in_nvcc):
+    base, head = sides
+    header = head / "kernels" / "cuda" / "attention_common.cuh"
+    header.write_text(header.read_text() + "\n// a change\n")
+    assert changed(select(base, head, keyed=True)) == set(CUDA)
+
+
+def test_a_triton_config_entry_change_measures_the_triton_variant(sides):
+    base, head = sides
+    table = head / "kernels" / "triton" / "configs.toml"
+    text = table.read_text()
+    assert "num_warps = 4" in text
+    table.write_text(text.replace("num_warps = 4", "num_warps = 8", 1))
+    selection = select(base, head)
+    assert changed(selection) == {"triton_fa2"}
+    assert selection.measured["triton_fa2"] == "changed: kernels/triton/configs.toml"
+
+
+def test_a_data_file_beside_a_module_counts_even_when_its_name_is_computed(sides):
+    base, head = sides
+    (head / "kernels" / "triton" / "extra_configs.toml").write_text("# read by a name the code computes\n")
+    assert changed(select(base, head)) == {"triton_fa2"}
+
+
+def test_a_cutlass_source_change_measures_the_cutlass_variants_only(sides):
+    """Every variant imports kernels/cutlass/headers.py (the capability check): the .cu beside it is
+    still only the CUTLASS variants' (named by kernels/cutlass/build.py)."""
+    base, head = sides
+    source = head / "kernels" / "cutlass" / "attention_3k.cu"
+    source.write_text(source.read_text() + "\n// a change\n")
+    assert changed(select(base, head)) == {v.name for v in all_variants() if v.family == "cutlass"}
+
+
+def test_an_engine_change_measures_everything(sides):
+    base, head = sides
+    engine = head / "ci" / "engine" / "group.py"
+    engine.write_text(engine.read_text() + "\n# a comment-only change\n")
+    selection = select(base, head)
+    assert selection.everything == "the shared harness changed (ci/engine/group.py)"
+    assert set(selection.measured) == {v.name for v in all_variants()} and not selection.skipped
+
+
+def test_a_kernels_harness_module_change_measures_everything(sides):
+    base, head = sides
+    inputs = head / "kernels" / "inputs.py"
+    inputs.write_text(inputs.read_text() + "\n# a change\n")
+    assert "kernels/inputs.py" in select(base, head).everything
+
+
+def test_a_checkout_without_the_harness_measures_everything(sides):
+    """A kernels-only base (--base-root of an exported kernels/): nothing says its harness is the same."""
+    base, head = sides
+    shutil.rmtree(base / "ci")
+    selection = select(base, head)
+    assert selection.everything.startswith("the base's shared harness cannot be fingerprinted")
+    assert not selection.skipped
+
+
+def test_different_library_versions_measure_everything(sides):
+    base, head = sides
+    selection = select(base, head, libraries={**LIBRARIES, "torch_version": "2.12.0"})
+    assert selection.everything == "the sides run different libraries (torch_version: 2.11.0 vs 2.12.0)"
+
+
+def test_an_import_that_cannot_be_resolved_makes_the_variant_unknown_and_measured(sides):
+    base, head = sides
+    source = head / "kernels" / "variants" / "torch_3op.py"
+    source.write_text(source.read_text() + "\nfrom ..no_such_module import x  # noqa\n")
+    selection = select(base, head)
+    assert selection.measured["torch_3op"].startswith("fingerprint unknown on the head side")
+    dynamic = head / "kernels" / "variants" / "sdpa.py"
+    dynamic.write_text(dynamic.read_text() + "\nimport importlib\nimportlib.import_module('kernels.' + 'x')\n")
+    assert "imports a module by name at run time" in select(base, head).measured["sdpa_math"]
+
+
+def test_the_variant_list_is_hashed_but_not_followed(tree):
+    """kernels/variants/__init__.py imports every variant: following it would tie them all together."""
+    closure = module_closure([tree / "kernels" / "variants" / "torch_3op.py"], tree)
+    assert "kernels/variants/__init__.py" in closure.files
+    assert not any(label.endswith(("sdpa.py", "triton_fa2.py")) for label in closure.files)
+
+
+def test_the_canary_rotates_with_the_head_commit(tree):
+    same = fingerprints(tree)
+    pick = lambda rotation: select_variants(list(same), same, same, reference=reference().name,  # noqa: E731
+                                            rotation=rotation, canary=1).canary
+    canaries = {tuple(pick(f"{k:040x}")) for k in range(6)}
+    assert len(canaries) > 1  # successive pull requests cover different variants
+    assert pick("abc") == pick("abc") and reference().name not in {c for cs in canaries for c in cs}
+
+
+def test_forced_measures_everything(sides):
+    selection = select_variants(["sdpa", "torch_3op"], {}, {}, reference="sdpa", rotation="", canary=1,
+                                everything="--all")
+    assert selection.everything == "--all" and set(selection.measured) == {"sdpa", "torch_3op"}
+
+
+def test_compare_json_and_the_comment_say_what_was_skipped_and_the_canary(sides, fixtures_dir, tmp_path):
+    base, head = sides
+    selection = select(base, head)
+    planned = {v.name: 3 for v in all_variants()}
+    report = make_report(fixtures_dir)
+    report.selection = selection_record(selection, planned, fingerprints(base), fingerprints(head))
+    report.selection.canary = ["sdpa_cudnn"]  # the fixture's cases are sdpa_cudnn's and a few others'
+    report.times = {"startup_s": 4.0, "wall_s": 50.0}
+    loaded = load_report(write_report(report, tmp_path / "compare.json"))
+    skipped = loaded.selection.skipped
+    assert skipped and all(v.reason == UNCHANGED and v.base_fingerprint == v.head_fingerprint for v in skipped)
+    body = render_comment(loaded)
+    folded = [line for line in body.splitlines() if line.startswith("<details><summary>Not measured")]
+    assert folded == [f"<details><summary>Not measured: {len(skipped)} variants ({3 * len(skipped)} cases), unchanged: "
+                      "identical code and binaries on both sides (fingerprints in compare.json)</summary>"]
+    assert "A/A canary `sdpa_cudnn` (identical on both sides, measured as a check)" in body
+
+
+def test_a_canary_that_moved_is_a_warning(fixtures_dir):
+    report = make_report(fixtures_dir, slowdown={"sdpa_cudnn/h100_small/fp16/noncausal": 1.10})
+    report.selection = selection_record(select_variants(["sdpa", "sdpa_cudnn"], {}, {}, reference="sdpa", rotation="",
+                                                        canary=1, everything=None), {"sdpa": 1, "sdpa_cudnn": 1}, {}, {})
+    report.selection.canary = ["sdpa_cudnn"]
+    assert "**A/A canary moved**" in render_comment(report)
+
+
+def test_a_report_with_an_unknown_time_part_is_refused(fixtures_dir, tmp_path):
+    report = make_report(fixtures_dir)
+    report.times = {"coffee_s": 1.0}
+    path = write_report(report, tmp_path / "compare.json")
+    with pytest.raises(ReportError, match="times: unknown part 'coffee_s'"):
+        load_report(path)
+    document = json.loads(path.read_text())
+    document["times"] = {"wall_s": -1.0}
+    path.write_text(json.dumps(document))
+    with pytest.raises(ReportError, match="times.wall_s: expected seconds >= 0"):
+        load_report(path)
+
+
+def _scratch_repo(tmp_path: Path) -> Path:
+    """A git repository holding this checkout's files in one commit (the base)."""
+    repo = tmp_path / "repo"
+    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "-co", "--exclude-standard"], check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO_ROOT / name).is_file():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO_ROOT / name, repo / name)
+    for args in (["init", "--quiet"], ["add", "-A"], ["commit", "--quiet", "-m", "base"]):
+        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args], check=True)
+    return repo
+
+
+@pytest.mark.slow
+def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
+    """Through git worktrees on this CPU: a head that changes torch_3op measures sdpa (the reference),
+    torch_3op and one A/A canary of the two unchanged sdpa variants; --all measures all four."""
+    repo = _scratch_repo(tmp_path)
+    source = repo / "kernels" / "variants" / "torch_3op.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
+                    "-am", "head"], check=True)
+    variants = ("sdpa", "sdpa_math", "sdpa_flash", "torch_3op")
+    reports = {}
+    for name, extra in (("selected", []), ("all", ["--all"])):
+        out = tmp_path / name
+        done = subprocess.run(
+            [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
+             "--variants", ",".join(variants), "--causal", "no", "--rounds", "1", "--no-correctness", "--ncu", "off",
+             "--out", str(out), *extra], cwd=repo, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "compare: time: wall " in done.stderr
+        reports[name] = load_report(out / "compare.json")
+    selected = reports["selected"]
+    (canary,) = selected.selection.canary
+    assert canary in ("sdpa_math", "sdpa_flash")
+    assert {c.variant for c in selected.cases} == {"sdpa", "torch_3op", canary}
+    by_name = {v.variant: v for v in selected.selection.variants}
+    assert by_name["torch_3op"].reason == "changed: kernels/variants/torch_3op.py"
+    (skipped,) = selected.selection.skipped
+    assert skipped.reason == UNCHANGED and skipped.base_fingerprint == skipped.head_fingerprint
+    assert set(selected.times) >= {"startup_s", "builds_s", "fingerprint_s", "timing_s", "judging_s", "wall_s"}
+    everything = reports["all"]
+    assert {c.variant for c in everything.cases} == set(variants) and not everything.selection.skipped
+    assert everything.selection.everything.startswith("--all")
