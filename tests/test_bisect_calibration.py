@@ -50,10 +50,26 @@ def test_the_plant_timed_is_the_plant_committed(check, tmp_path, monkeypatch):
     history = check.build_history(tmp_path, 2, 2, 0.05, 1234)
     text = (tmp_path / check.VARIANT_FILE).read_text()
     assert check.PLANT in text and "PLANTED_SPIN = 1234  #" in text
-    assert "return Prepared(fn=_planted(run, q.is_cuda)," in text
+    assert "return Prepared(fn=_planted(run, q.is_cuda, case.id)," in text
     assert len(history["commits"]) == 2 and history["planted"] == history["bad"]
     calls = []
     slept = check.planted(lambda: calls.append(1), 20_000, on_gpu=False)  # CPU: 5 ms steady + 20 ms
     began = time.perf_counter()
     slept()
     assert calls == [1] and time.perf_counter() - began >= 0.025
+
+
+def test_a_spin_per_case_plants_only_the_cases_it_names(check, tmp_path, monkeypatch):
+    """scripts/select_check.py calibrates one spin per case: the others run unplanted."""
+    monkeypatch.setattr(check, "_tree_files", lambda: [check.VARIANT_FILE])
+    check.build_history(tmp_path, 1, 1, 0.05, {"torch_3op/cpu_tiny/fp16/causal": 20_000})
+    text = (tmp_path / check.VARIANT_FILE).read_text()
+    spin_line = next(line for line in text.splitlines() if line.startswith("PLANTED_SPIN = "))
+    namespace = {}
+    exec(compile(spin_line + "\n" + text[text.index("CPU_STEADY_S"):], "<plant>", "exec"), namespace)
+    assert namespace["PLANTED_SPIN"] == {"torch_3op/cpu_tiny/fp16/causal": 20_000}
+    for case_id, least in (("torch_3op/cpu_tiny/fp16/causal", 0.025), ("torch_3op/cpu_tiny/fp16/noncausal", 0.005)):
+        began = time.perf_counter()
+        namespace["_planted"](lambda: None, False, case_id)()
+        took = time.perf_counter() - began
+        assert took >= least and (least > 0.01 or took < 0.02)
