@@ -340,13 +340,17 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
     """ncu metrics for the cases that timed ok (`--ncu`); None when not asked for."""
     if not options.ncu:
         return None
+    from attnwatch.ci.ncu.metrics import choose_sections
     from attnwatch.ci.ncu.profile import profile_cases
 
     cases = state.ok_kernel_cases()
     if options.ncu_cases:
         cases = [c for c in cases if any(fnmatch.fnmatch(c.id, p) for p in options.ncu_cases)]
-    return profile_cases(cases, work / "ncu", full=options.ncu_full, timeout_s=options.ncu_timeout_s,
-                         kernels_root=checkout, gpu_name=gpu_name, deadline=options.deadline)
+    # Every section, not the PR's lean list: a run's profile is the history the Kernel page charts
+    # (SM and DRAM throughput, L2 hit rate), and a run is not waited on as a PR is.
+    return profile_cases(cases, work / "ncu", full=options.ncu_full, sections=choose_sections("all"),
+                         timeout_s=options.ncu_timeout_s, kernels_root=checkout, gpu_name=gpu_name,
+                         deadline=options.deadline)
 
 
 def _tail(path: Path) -> str:
