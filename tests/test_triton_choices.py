@@ -212,7 +212,7 @@ def test_the_run_summary_names_cases_tuned_in_the_process():
     state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),
                                 ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned")):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": True,
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": True,
                   "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
                   "kernel_config": config, "kernel_config_source": source}
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})

@@ -237,7 +237,7 @@ class Engine:
             self._graph(subject, raw, config)
             timed.append((case_timing(self.cases[subject.key], raw, interleave_id(group, round_index),
                                       self.setup.kernel_configs.get(subject.key, (None, None))), raw))
-        apply_gaps([t for t, _ in timed], self.setup.families, self.plan.reference)
+        apply_gaps([t for t, _ in timed], self.plan.baselines, self.plan.references)
         for timing, raw in timed:
             result = results[timing.case_id]
             result.timing, result.samples_us = asdict(timing), raw.samples_us

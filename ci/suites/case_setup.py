@@ -105,8 +105,7 @@ class CaseSetup:
 
     def input_set_count(self, case: PlannedCase) -> int:
         """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""
-        element = 4 if case.dtype == "fp32" else 2
-        per_set = case.shape().min_bytes(element)  # Q, K, V and O once each
+        per_set = case.bytes  # the operator's byte model: every input and output once
         sets = self.config.input_sets
         return sets if sets > 1 and sets * per_set <= self.config.input_sets_max_bytes else 1
 
