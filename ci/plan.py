@@ -75,6 +75,11 @@ class PlannedCase(CaseKey):
         return kernels_api().get_operator(self.operator).flops(self.shape(), self.mode)
 
     @property
+    def bound(self) -> str:
+        """What the operator's roofline plots against: "compute" or "memory" (kernels.operators)."""
+        return "compute" if self.attention else kernels_api().get_operator(self.operator).bound
+
+    @property
     def bytes(self) -> float:
         """The operator's byte model: the fewest DRAM bytes one call must move."""
         if self.attention:
@@ -115,17 +120,27 @@ def operator_references() -> dict[str, list[str]]:
     return {op: list(get_operator(op).references) for op in operators}
 
 
+def _operator_of(variant: str) -> str:
+    """The variant's operator in this process's registry; attention for a variant registered only
+    where it runs (a module the child loads, a compare side's own variant)."""
+    from attnwatch.kernels import registry
+
+    try:
+        return registry.get(variant).operator
+    except KeyError:
+        return "attention"
+
+
 def plan_cases(variants: Iterable[str], shapes: Iterable[Any], dtypes: Iterable[str],
                causal_modes: Iterable[bool]) -> list[PlannedCase]:
     """Every (variant, shape, dtype, mode) of each variant's operator, grouped, the operator's
     baseline first in each group. A variant runs only on shapes of its operator's shape type;
     `causal_modes` chooses attention's modes, another operator runs in all of its own."""
-    from attnwatch.kernels import registry
     from attnwatch.kernels.operators import get_operator, operator_of_shape
 
     variants = list(dict.fromkeys(variants))
     causal_modes = list(causal_modes)
-    operator_of = {v: registry.get(v).operator for v in variants}
+    operator_of = {v: _operator_of(v) for v in variants}
     baselines = {op: get_operator(op).baseline for op in set(operator_of.values())}
     ordered = sorted(variants, key=lambda v: (v != baselines[operator_of[v]], variants.index(v)))
     planned = []

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .cases import Case
 from .shapes import Shape
 
 BOUNDS = ("compute", "memory")
@@ -87,9 +86,9 @@ def _attention_bytes(shape: Shape, dtype: str, mode: str) -> float:
 
 
 def _attention_inputs(shape: Shape, dtype: str, mode: str, device: Any, seed: int) -> tuple:
-    from .inputs import make_inputs
+    from .inputs import make_qkv
 
-    return make_inputs(Case("", shape, dtype, mode == "causal"), device, seed)
+    return make_qkv(shape, dtype, device, seed)
 
 
 def _attention_reference(inputs: tuple, mode: str) -> Any:

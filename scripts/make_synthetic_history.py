@@ -221,7 +221,7 @@ def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, var
         "iqr_us": when_ok(median * spread), "mean_us": when_ok(median * (1 + spread / 4)),
         "stddev_us": when_ok(median * spread * 0.8), "min_us": when_ok(median * (1 - 2 * spread)),
         "max_us": when_ok(median * (1 + 5 * spread)), "us_per_head": when_ok(median / (batch * heads)),
-        "tflops": when_ok(flops / (median * 1e-6) / 1e12), "operator": np.full(n, "attention"),
+        "tflops": when_ok(flops / (median * 1e-6) / 1e12), "operator": np.full(n, "attention"), "bound": np.full(n, "compute"),
         "bytes": tile(4.0 * batch * heads * seq * dim * 2).astype(float),  # Q, K, V, O once (fp16/bf16)
         "gap_to_baseline": when_ok(median / sdpa_med), "baseline_variant": np.full(n, "sdpa"),
         "gap_to_sdpa": when_ok(median / sdpa_med),  # migration 012 keeps the column: the baseline is sdpa

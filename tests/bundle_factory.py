@@ -173,7 +173,7 @@ def bundle_contents(
             us_per_head=s.median_us / (shape.batch * shape.heads),
             tflops=shape.flops(is_causal) / (s.median_us * 1e-6) / 1e12,
             converged=True,
-            bytes=4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2,
+            bound="compute", bytes=4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2,
             gap_to_baseline=s.median_us / sdpa if sdpa else None, baseline_variant="sdpa" if sdpa else None,
             gap_to_backends=backends,
             gap_to_fastest_reference=backends[fastest] if fastest else None,

@@ -191,7 +191,8 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     variant = SimpleNamespace(prepare=lambda case, device, seed: Prepared(
         fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"))
     setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
-    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16))
+    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16),
+                              bytes=4.0 * 16 * 16 * 2)
     setup.prepare_rotation(variant, None, planned, 0)
     assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
     from attnwatch.ci.plan import PlannedCase

@@ -146,6 +146,7 @@ def overview_page(source, shape):
                          measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None) or ""
                                         for c in cases["case_id"]])
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
+    several = cases["operator"].nunique() > 1
     cases = operator_filter(cases)
     metrics(cases)
     if cases["gap_to_baseline"].isna().all():
@@ -156,7 +157,9 @@ def overview_page(source, shape):
     cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
     columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]),
                            cases["baseline_variant"])
-    ui.table(cases, hide_index=True, column_config=columns, column_order=list(columns), width="stretch",
+    # The operator column leads only where the run measured several (one says nothing per row).
+    order = [c for c in columns if c != "operator" or several]
+    ui.table(cases, hide_index=True, column_config=columns, column_order=order, width="stretch",
                  height=min(38 + 35 * len(cases), 1200), key="overview_cases")
     st.caption(" ".join(quality.explain(cases["marks"]) + [timers.basis(cases["timing_mode"])]))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")

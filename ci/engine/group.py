@@ -142,7 +142,6 @@ class Engine:
                 variant = kernels_api().get(name)
             except KeyError:
                 continue  # reported per case
-            self.setup.families[name] = variant.family
             if name in self.setup.build_failures:
                 continue
             if variant.build is None or not self.plan.build or not variant_availability(variant)[0]:

@@ -62,7 +62,6 @@ class CaseSetup:
         self.plan = plan
         self.device = device
         self.config = config
-        self.families: dict[str, str] = {}
         self.build_failures: dict[str, str] = {}
         # case id -> (config, config_source) its latest prepare reported (kernels.variant.Prepared)
         self.kernel_configs: dict[str, tuple[str | None, str | None]] = {}
@@ -83,7 +82,6 @@ class CaseSetup:
             variant = api.get(case.variant)
         except KeyError as exc:
             return None, ("skipped", f"variant not in this checkout's registry: {exc}")
-        self.families[case.variant] = variant.family
         ok, reason = variant_availability(variant)
         if not ok:
             return None, ("skipped", reason or "unavailable")

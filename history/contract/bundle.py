@@ -70,7 +70,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
     "attnwatch.case_timing": 3,  # each timings.json record; v2: kernel_config, kernel_config_source;
-    # v3: operator, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference
+    # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -89,6 +89,7 @@ UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
 KERNEL_CONFIG_SOURCES = ("table", "tuned", "fixed")  # CaseTiming.kernel_config_source
+OPERATOR_BOUNDS = ("compute", "memory")  # CaseTiming.bound (kernels.operators.BOUNDS)
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
 
 
@@ -175,9 +176,12 @@ class CaseTiming(Summary):
     tflops: float
     converged: bool  # relative spread under target before the time cap
     graph_median_us: float | None = None  # CUDA-graph replay time, launch-bound cases
-    # The operator (kernels.operators) and its byte model's figure: the fewest DRAM bytes one
-    # call moves (attention: Q, K, V and O once). None: a bundle from before v3.
+    # The operator (kernels.operators), what its roofline plots against ("compute": TFLOP/s under
+    # the GEMM peak; "memory": bytes / median under the DRAM bandwidth), and its byte model's
+    # figure: the fewest DRAM bytes one call moves (attention: Q, K, V and O once). None: a
+    # bundle from before v3 did not record it.
     operator: str = rule("attention", name=NAME)
+    bound: str | None = rule(None, choices=OPERATOR_BOUNDS)
     bytes: float | None = None
     # median / median(baseline_variant): the operator's baseline, same interleave group.
     gap_to_baseline: float | None = None

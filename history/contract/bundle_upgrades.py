@@ -74,14 +74,15 @@ def case_timing_v2_to_v3(document: dict) -> dict:
     """attnwatch.case_timing v2 -> v3: operators (issue 29). Every v2 timing was attention, its
     gaps taken against sdpa: gap_to_sdpa becomes gap_to_baseline with baseline_variant "sdpa"
     (None where no gap was taken), gap_to_fastest_backend / fastest_backend become
-    gap_to_fastest_reference / fastest_reference (the SDPA backend then fastest); the byte model's
-    figure was not recorded (None)."""
+    gap_to_fastest_reference / fastest_reference (the SDPA backend then fastest); the bound is
+    attention's, "compute"; the byte model's figure was not recorded (None)."""
     gap = document.pop("gap_to_sdpa", None)
     document["gap_to_baseline"] = gap
     document["baseline_variant"] = "sdpa" if gap is not None else None
     document["gap_to_fastest_reference"] = document.pop("gap_to_fastest_backend", None)
     document["fastest_reference"] = document.pop("fastest_backend", None)
     document.setdefault("operator", "attention")
+    document.setdefault("bound", "compute")  # attention's roofline is the GEMM peak
     document.setdefault("bytes", None)
     document["schema_version"] = 3
     return document

@@ -25,7 +25,7 @@ _TIMING_COLUMNS = (
     "throttle_reasons", "throttled_samples", "interleave_group",
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
     "kernel_config", "kernel_config_source",  # migration 008
-    "bytes", "gap_to_baseline", "baseline_variant", "gap_to_fastest_reference", "fastest_reference",  # 012
+    "bound", "bytes", "gap_to_baseline", "baseline_variant", "gap_to_fastest_reference", "fastest_reference",  # 012
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -35,6 +35,7 @@ _RESULT_TYPES = {
     "kernel_config": pa.string(),
     "kernel_config_source": pa.string(),
     "operator": pa.string(),
+    "bound": pa.string(),
     "bytes": pa.float64(),
     "gap_to_baseline": pa.float64(),
     "baseline_variant": pa.string(),

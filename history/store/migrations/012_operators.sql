@@ -2,6 +2,8 @@
 -- its byte model's figure, and its gaps against the operator's own baseline and references
 -- (issue 29). Until now the reference was fixed: `gap_to_sdpa`, taken against sdpa.
 --   operator                  what the case computes; every result before this migration was attention
+--   bound                     what its roofline plots against: 'compute' (TFLOP/s under the GEMM peak)
+--                             or 'memory' (bytes / median under the DRAM bandwidth); attention's is compute
 --   bytes                     the fewest DRAM bytes one call moves (the operator's byte model): what a
 --                             memory-bound roofline divides by the median. Attention: Q, K, V and O
 --                             once, 4*B*H*S*D elements of 2 bytes (fp16, bf16) or 4 (fp32), which is
@@ -17,6 +19,7 @@
 -- the rows before this migration and are NULL after it.
 -- The views over results select r.*, so they show the new columns without being recreated.
 ALTER TABLE results ADD COLUMN operator VARCHAR DEFAULT 'attention';
+ALTER TABLE results ADD COLUMN bound VARCHAR;
 ALTER TABLE results ADD COLUMN bytes DOUBLE;
 ALTER TABLE results ADD COLUMN gap_to_baseline DOUBLE;
 ALTER TABLE results ADD COLUMN baseline_variant VARCHAR;
@@ -24,12 +27,15 @@ ALTER TABLE results ADD COLUMN gap_to_fastest_reference DOUBLE;
 ALTER TABLE results ADD COLUMN fastest_reference VARCHAR;
 UPDATE results SET
     operator = 'attention',
-    bytes = CASE WHEN batch IS NOT NULL AND heads IS NOT NULL AND seq_q IS NOT NULL AND head_dim IS NOT NULL
-                 THEN 4.0 * batch * heads * seq_q * head_dim * (CASE WHEN dtype = 'fp32' THEN 4 ELSE 2 END) END,
     gap_to_baseline = gap_to_sdpa,
     baseline_variant = CASE WHEN gap_to_sdpa IS NOT NULL THEN 'sdpa' END,
     gap_to_fastest_reference = gap_to_fastest_backend,
     fastest_reference = fastest_backend;
+-- What a timing record (not a host-only pytest-benchmark entry) would have carried.
+UPDATE results SET
+    bound = 'compute',
+    bytes = 4.0 * batch * heads * seq_q * head_dim * (CASE WHEN dtype = 'fp32' THEN 4 ELSE 2 END)
+WHERE timing_mode IS NOT NULL AND timing_mode <> 'host' AND batch IS NOT NULL;
 
 -- Detection's metric is gap_to_baseline now (history/detection/scan.py). An alert stored with the
 -- metric gap_to_sdpa was found in the same values (gap_to_baseline = gap_to_sdpa for every row
