@@ -1,10 +1,10 @@
 """`attnwatch variants [--json] [--shapes SET]`: every registered variant and whether it runs here.
 
-Lists name, family, lineage (the seeds' name for it), whether it is the gap-to-SDPA
-reference, what it needs, and its availability on this machine with the reason when it is
-unavailable, under a one-line description of the device. With `--shapes`, also which cases
-of that shape set (x fp16/bf16 x causal/non-causal) each variant would skip, and why, before
-any GPU time is spent.
+Lists name, operator, family, lineage (the seeds' name for it), whether it is its operator's
+baseline (kernels/operators.py), what it needs, and its availability on this machine with the
+reason when it is unavailable, under a one-line description of the device. With `--shapes`,
+also which cases of that shape set (its operator's shapes x fp16/bf16 x the operator's modes)
+each variant would skip, and why, before any GPU time is spent.
 """
 
 from __future__ import annotations

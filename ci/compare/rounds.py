@@ -1,4 +1,4 @@
-"""What one A/B round measured for one side: per case, samples, gap-to-SDPA, correctness, ncu.
+"""What one A/B round measured for one side: per case, samples, gap to baseline, correctness, ncu.
 
 A round is one run bundle (`DIR/bundles/<side>-round<k>`, written by ci/compare/bundles.py
 from one round of a side's warm worker, or recorded earlier by `attnwatch run`). It is read by

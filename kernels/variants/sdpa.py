@@ -1,5 +1,5 @@
-"""PyTorch scaled_dot_product_attention: the default dispatch (THE gap-to-SDPA baseline)
-and one variant pinned to each backend.
+"""PyTorch scaled_dot_product_attention: the default dispatch (attention's baseline,
+kernels/operators.py) and one variant pinned to each backend.
 
 Pinning uses the public `torch.nn.attention.sdpa_kernel([SDPBackend.X])` context, entered
 inside the timed callable so that interleaved variants never leak each other's global
@@ -165,7 +165,7 @@ def _variant(name: str, backend: str | None, description: str, lineage: str,
 
 SDPA = _variant(
     "sdpa", None,
-    "torch.nn.functional.scaled_dot_product_attention, default backend dispatch: the gap-to-SDPA baseline",
+    "torch.nn.functional.scaled_dot_product_attention, default backend dispatch: attention's baseline",
     "PyTorch SDPA baseline (all seeds)",
 )
 SDPA_FLASH = _variant(
