@@ -67,24 +67,31 @@ class PlannedCase(CaseKey):
             return kernels_api().Case(self.variant, self.shape(), self.dtype, self.causal)
         return kernels_api().Case(self.variant, self.shape(), self.dtype, mode=self.mode, operator=self.operator)
 
+    def _declared(self) -> Any:
+        """The case's Operator in the side's kernels (kernels.operators); None in a revision before
+        harness API 2, which has attention only and its models on `Shape`."""
+        get_operator = getattr(kernels_api(), "get_operator", None)
+        return get_operator(self.operator) if get_operator is not None else None
+
     @property
     def flops(self) -> float:
-        """The operator's FLOP model (kernels.operators): the one definition of a case's FLOPs."""
-        if self.attention:
-            return self.shape().flops(self.causal)
-        return kernels_api().get_operator(self.operator).flops(self.shape(), self.mode)
+        """The operator's FLOP model: the one definition of a case's FLOPs."""
+        op = self._declared()
+        return op.flops(self.shape(), self.mode) if op else self.shape().flops(self.causal)
 
     @property
     def bound(self) -> str:
-        """What the operator's roofline plots against: "compute" or "memory" (kernels.operators)."""
-        return "compute" if self.attention else kernels_api().get_operator(self.operator).bound
+        """What the operator's roofline plots against: "compute" or "memory"."""
+        op = self._declared()
+        return op.bound if op else "compute"
 
     @property
     def bytes(self) -> float:
         """The operator's byte model: the fewest DRAM bytes one call must move."""
-        if self.attention:
-            return float(self.shape().min_bytes(4 if self.dtype == "fp32" else 2))  # Q, K, V and O once each
-        return float(kernels_api().get_operator(self.operator).bytes(self.shape(), self.dtype, self.mode))
+        op = self._declared()
+        if op is None:  # attention before harness API 2: Q, K, V and O once each
+            return float(self.shape().min_bytes(4 if self.dtype == "fp32" else 2))
+        return float(op.bytes(self.shape(), self.dtype, self.mode))
 
     @classmethod
     def of(cls, variant: str, shape: Any, dtype: str, mode: str | bool, operator: str = "attention") -> "PlannedCase":
