@@ -289,3 +289,30 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, 
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig
+
+
+def bandwidth_figure(points: pd.DataFrame, bandwidth_tbps: float, ceiling_label: str) -> go.Figure:
+    """A memory-bound operator's roofline: achieved DRAM bandwidth (its byte model's bytes over
+    the median) per shape, under the *measured* copy bandwidth (the caller passes it with its
+    provenance in `ceiling_label`). `points` columns: label, shape_id, achieved_tbps, run_id."""
+    fig = go.Figure()
+    shapes = list(dict.fromkeys(points["shape_id"]))
+    for index, (label, group) in enumerate(points.groupby("label", sort=True)):
+        fig.add_trace(go.Scatter(
+            x=group["shape_id"], y=group["achieved_tbps"], mode="markers", name=escape_hover(label, 60),
+            marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
+            customdata=list(zip(group["run_id"], (100 * group["achieved_tbps"] / bandwidth_tbps).round(1))),
+            hovertemplate="%{y:.3f} TB/s (%{customdata[1]}% of the roof)<br>%{x}<br>run %{customdata[0]}<extra>"
+            + escape_hover(label, 60) + "</extra>",
+        ))
+    fig.add_trace(go.Scatter(
+        x=shapes, y=[bandwidth_tbps] * len(shapes), mode="lines", name=ceiling_label,
+        line=dict(color="#444", width=2, dash="dash"), hovertemplate="roof %{y:.2f} TB/s<extra></extra>",
+    ))
+    fig.update_layout(
+        height=420, margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(type="category", categoryorder="array", categoryarray=shapes, title="shape"),
+        yaxis=dict(title="achieved DRAM bandwidth (TB/s, bytes of the byte model / median)", rangemode="tozero"),
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    )
+    return fig

@@ -34,12 +34,15 @@ VERSION_NAME = "HARNESS_API_VERSION"
 VERSIONS = {
     0: "no kernels/harness_api.py: the names found module by module, as in every commit before it",
     1: "kernels/harness_api.py re-exports the surface and declares HARNESS_API_VERSION",
+    2: "operators: get_operator, SHAPES of every operator, Case and case_id with a mode (before: attention only)",
 }
 OLDEST_SUPPORTED = min(VERSIONS)
 NEWEST_KNOWN = max(VERSIONS)
 # What the harness calls (kernels/harness_api.py documents each); every version provides them all.
 NAMES = ("availability", "capabilities", "Case", "case_id", "check_case", "forget_tuned_choices", "get",
          "register", "Shape")
+# What version 2 added: only a case of an operator other than attention reaches them (ci.plan).
+OPERATOR_NAMES = ("get_operator", "SHAPES")
 
 
 class HarnessApiError(ValueError):
@@ -96,7 +99,7 @@ def kernels_api() -> Any:
     if type(version) is not int or version not in VERSIONS:
         raise HarnessApiError(f"{API_FILE}: {VERSION_NAME} {version!r}: this harness uses versions "
                               f"{OLDEST_SUPPORTED}..{NEWEST_KNOWN}")
-    missing = [name for name in NAMES if not hasattr(module, name)]
+    missing = [name for name in NAMES + (OPERATOR_NAMES if version >= 2 else ()) if not hasattr(module, name)]
     if missing:
         raise HarnessApiError(f"{API_FILE} (version {version}) lacks {', '.join(missing)}")
     return module

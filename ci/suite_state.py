@@ -105,7 +105,8 @@ class SuiteState:
         if case_id in self.outcomes or case_id not in self.cases:
             return
         c = self.cases[case_id]
-        self.outcomes[case_id] = CaseOutcome(case_id, c.variant, c.shape_id, c.dtype, c.causal, status, error, duration_s)
+        self.outcomes[case_id] = CaseOutcome(case_id, c.variant, c.shape_id, c.dtype, c.causal, status, error, duration_s,
+                                              operator=c.operator)
 
     # -- end of a child ------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The table printed at the end of `attnwatch run`: one row per case, grouped by shape.
 
-Columns: median (us), TFLOPS, gap to SDPA, correctness (passed seeds / seeds), status. Read
+Columns: median (us), TFLOPS, gap to the operator's baseline, correctness (passed seeds / seeds), status. Read
 from the bundle's records, so the table shows exactly what was stored.
 """
 
@@ -25,7 +25,7 @@ def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
             "case": outcome.case_id,
             "median_us": timing["median_us"] if timing else None,
             "tflops": timing["tflops"] if timing else None,
-            "gap_to_sdpa": timing.get("gap_to_sdpa") if timing else None,
+            "gap_to_baseline": timing.get("gap_to_baseline") if timing else None,
             "correct": f"{sum(1 for r in checks if r['passed'])}/{len(checks)}" if checks else "-",
             "status": outcome.status,
             "error": outcome.error,
@@ -37,12 +37,12 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     rows = summary_rows(state)
     width = max([len(r["case"]) for r in rows] + [4])
     unit = "median_us" if timing_mode != "cpu_wall" else "median_us(cpu)"
-    lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'gap/sdpa':>8}  {'correct':>7}  status"]
+    lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'gap/base':>8}  {'correct':>7}  status"]
     for r in rows:
         status = r["status"] if not r["error"] or r["status"] == "ok" else f"{r['status']}: {r['error'][:120]}"
         lines.append(
             f"{r['case']:<{width}}  {_fmt(r['median_us'], '14.2f')}  {_fmt(r['tflops'], '8.2f')}  "
-            f"{_fmt(r['gap_to_sdpa'], '8.3f')}  {r['correct']:>7}  {status}"
+            f"{_fmt(r['gap_to_baseline'], '8.3f')}  {r['correct']:>7}  {status}"
         )
     lost = state.lost_cases()
     lines.append(f"{len(state.ok_ids())} measured, {len(lost)} lost, {len(rows) - len(state.ok_ids()) - len(lost)} skipped/unsupported")

@@ -24,7 +24,7 @@ PARAMS = {
     "gpu": "GPU model (or device kind): a series' GPU (history.contract.series_key.series_gpu, views' series_gpu)",
     "host": "one pool (host) of that GPU model, the rest of a series' key (history.contract.series_key, series_pool)",
     "branch": "branch whose runs a trend shows (default: the history's default branch)",
-    "metric": "stored column plotted, e.g. median_us, gap_to_sdpa, tflops",
+    "metric": "stored column plotted, e.g. median_us, gap_to_baseline, tflops",
     "variants": "comma-joined kernel variants",
     "shapes": "comma-joined shape ids",
     "dtype": "fp16, bf16, ...",

@@ -1,42 +1,83 @@
-"""A case: (variant, shape, dtype, causal), with its stable text id."""
+"""A case: (variant, shape, dtype, mode) of one operator, with its stable text id.
+
+The mode is the fourth part of the id: attention's is "causal" or "noncausal" (kept as the
+`causal` flag too, which every attention variant reads); another operator's are its own
+(kernels.operators.Operator.modes, e.g. RMSNorm's "fwd"). `Case(variant, shape, dtype, causal)`
+still builds an attention case, as every revision's harness calls it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from .shapes import Shape
+from typing import Any
 
 DTYPES = ("fp16", "bf16")
+ATTENTION_MODES = ("causal", "noncausal")
 
 
 @dataclass(frozen=True)
 class Case:
     variant: str
-    shape: Shape
+    shape: Any  # the operator's shape type (attention: kernels.shapes.Shape)
     dtype: str
-    causal: bool
+    causal: bool | None = None
+    mode: str | None = None
+    operator: str = "attention"
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES + ("fp32",):
             raise ValueError(f"case {self.variant}/{self.shape.id}: unknown dtype {self.dtype!r}")
+        if self.operator == "attention":
+            if self.mode is None and self.causal is None:
+                raise ValueError(f"case {self.variant}/{self.shape.id}: an attention case needs causal or mode")
+            mode = self.mode if self.mode is not None else mode_name(bool(self.causal))
+            if mode not in ATTENTION_MODES or (self.causal is not None and (mode == "causal") != bool(self.causal)):
+                raise ValueError(f"case {self.variant}/{self.shape.id}: attention mode {mode!r} "
+                                 f"does not match causal={self.causal!r}")
+            object.__setattr__(self, "mode", mode)
+            object.__setattr__(self, "causal", mode == "causal")
+        else:
+            if not self.mode:
+                raise ValueError(f"case {self.variant}/{self.shape.id}: a {self.operator} case needs its mode")
+            object.__setattr__(self, "causal", False)
 
     @property
     def id(self) -> str:
         """Stable text id, e.g. `triton_fa2/b4_h16_s1k/fp16/causal`."""
-        return case_id(self.variant, self.shape.id, self.dtype, self.causal)
+        return case_id(self.variant, self.shape.id, self.dtype, self.mode)
 
     @property
     def flops(self) -> float:
-        return self.shape.flops(self.causal)
+        """FLOPs of one call, by the operator's model (kernels.operators)."""
+        from .operators import get_operator
+
+        return get_operator(self.operator).flops(self.shape, self.mode)
+
+    @property
+    def bytes(self) -> float:
+        """Minimum DRAM bytes of one call, by the operator's model (kernels.operators)."""
+        from .operators import get_operator
+
+        return get_operator(self.operator).bytes(self.shape, self.dtype, self.mode)
 
 
-def case_id(variant: str, shape_id: str, dtype: str, causal: bool) -> str:
-    return f"{variant}/{shape_id}/{dtype}/{'causal' if causal else 'noncausal'}"
+def mode_name(causal: bool) -> str:
+    """Attention's mode of a causal flag."""
+    return "causal" if causal else "noncausal"
 
 
-def parse_case_id(text: str) -> tuple[str, str, str, bool]:
-    """Inverse of `case_id` (`attnwatch bisect --case`); raises ValueError naming the bad part."""
+def case_id(variant: str, shape_id: str, dtype: str, mode: str | bool) -> str:
+    """`variant/shape/dtype/mode`; a bool mode is attention's causal flag (the harness API's form)."""
+    return f"{variant}/{shape_id}/{dtype}/{mode_name(mode) if isinstance(mode, bool) else mode}"
+
+
+def parse_case_id(text: str) -> tuple[str, str, str, str]:
+    """Inverse of `case_id` (`attnwatch bisect --case`): (variant, shape id, dtype, mode), the mode
+    one of a registered operator's; raises ValueError naming the bad part."""
+    from .operators import all_operators
+
+    modes = sorted({m for op in all_operators() for m in op.modes})
     parts = text.split("/")
-    if len(parts) != 4 or parts[3] not in ("causal", "noncausal"):
-        raise ValueError(f"not a case id (variant/shape/dtype/causal|noncausal): {text!r}")
-    return parts[0], parts[1], parts[2], parts[3] == "causal"
+    if len(parts) != 4 or parts[3] not in modes:
+        raise ValueError(f"not a case id (variant/shape/dtype/{'|'.join(modes)}): {text!r}")
+    return parts[0], parts[1], parts[2], parts[3]

@@ -18,6 +18,11 @@ the harness's only way in there):
 * `Case(variant, shape, dtype, causal)`, `case_id(variant, shape_id, dtype, causal)`,
   `Shape(id, batch, heads, seq_len, head_dim, source="")` with `flops(causal)` and
   `min_bytes(element)`;
+* since version 2: `Case(variant, shape, dtype, mode=..., operator=...)` for any operator's case,
+  `case_id(variant, shape_id, dtype, mode)` with a mode name, `get_operator(name)` ->
+  `Operator` (kernels/operators.py: `flops`, `bytes`, `modes`, `baseline`, `references`), and
+  `SHAPES` (every named shape by id, of any operator); a revision before version 2 has attention
+  only, and the harness reaches it through the names above;
 * `check_case(variant, case, device, seeds)` -> list of `CheckResult` (ci/records.py reads
   every field by name and refuses one it does not know);
 * `forget_tuned_choices()`: make in-process autotuners decide again (each compare round);
@@ -43,14 +48,16 @@ from .availability import availability, capabilities
 from .build_report import BuildReport
 from .cases import Case, case_id
 from .correctness import CheckResult, check_case
+from .operators import Operator, get_operator
 from .registry import get, register
-from .shapes import Shape
+from .shapes import SHAPES, Shape
 from .variant import Prepared, Variant
 
-HARNESS_API_VERSION = 1
+HARNESS_API_VERSION = 2
 
-__all__ = ["HARNESS_API_VERSION", "BuildReport", "Case", "CheckResult", "Prepared", "Shape", "Variant",
-           "availability", "capabilities", "case_id", "check_case", "forget_tuned_choices", "get", "register"]
+__all__ = ["HARNESS_API_VERSION", "SHAPES", "BuildReport", "Case", "CheckResult", "Operator", "Prepared", "Shape",
+           "Variant", "availability", "capabilities", "case_id", "check_case", "forget_tuned_choices", "get",
+           "get_operator", "register"]
 
 
 def forget_tuned_choices() -> None:

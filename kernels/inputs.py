@@ -39,8 +39,6 @@ import contextvars
 import math
 from typing import Any, Iterator
 
-from .cases import Case
-
 TORCH_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 INPUT_PROFILES = {
@@ -83,14 +81,24 @@ def softmax_scale(head_dim: int) -> float:
     return 1.0 / math.sqrt(head_dim)
 
 
-def input_shape(case: Case) -> tuple[int, int, int, int]:
-    """(B, H, S, D) of the case: the shape of q, k, v and out."""
-    s = case.shape
-    return (s.batch, s.heads, s.seq_len, s.head_dim)
+def input_shape(case: Any) -> tuple[int, int, int, int]:
+    """(B, H, S, D) of the case (a kernels.cases.Case): the shape of q, k, v and out."""
+    return shape_dims(case.shape)
 
 
-def make_inputs(case: Case, device: Any, seed: int, profile: str | None = None) -> tuple[Any, Any, Any]:
-    """Fresh random q, k, v for `case` on `device`, reproducible from `seed`.
+def shape_dims(shape: Any) -> tuple[int, int, int, int]:
+    """(B, H, S, D) of an attention shape (kernels.shapes.Shape)."""
+    return (shape.batch, shape.heads, shape.seq_len, shape.head_dim)
+
+
+def make_inputs(case: Any, device: Any, seed: int, profile: str | None = None) -> tuple[Any, Any, Any]:
+    """Fresh random q, k, v for `case` (a kernels.cases.Case) on `device`, reproducible from
+    `seed`: `make_qkv` of its shape and dtype."""
+    return make_qkv(case.shape, case.dtype, device, seed, profile)
+
+
+def make_qkv(shape: Any, dtype_name: str, device: Any, seed: int, profile: str | None = None) -> tuple[Any, Any, Any]:
+    """Fresh random q, k, v of an attention shape and dtype on `device`, reproducible from `seed`.
 
     Sampled in float32 by a generator on the target device (fast for the large shapes)
     and rounded once to the case dtype, so fp16 and bf16 cases of one seed see the same
@@ -104,8 +112,8 @@ def make_inputs(case: Case, device: Any, seed: int, profile: str | None = None) 
     device = torch.device(device)
     generator = torch.Generator(device=device)
     generator.manual_seed(int(seed))
-    dtype = torch_dtype(case.dtype)
-    shape = input_shape(case)
+    dtype = torch_dtype(dtype_name)
+    shape = shape_dims(shape)
     q, k, v = (torch.randn(shape, generator=generator, device=device, dtype=torch.float32) for _ in range(3))
     if profile == "large_logits":
         common = torch.randn((shape[0], shape[1], 1, shape[3]), generator=generator, device=device)
@@ -113,7 +121,7 @@ def make_inputs(case: Case, device: Any, seed: int, profile: str | None = None) 
     return tuple(x.to(dtype).contiguous() for x in (q, k, v))
 
 
-def make_output(case: Case, device: Any) -> Any:
+def make_output(case: Any, device: Any) -> Any:
     """An uninitialised output buffer in the convention's layout, for variants that write
     into a buffer they are given (the correctness suite poisons it before each call)."""
     import torch

@@ -1,4 +1,9 @@
-"""Named attention shapes and the sets that CI runs.
+"""Named shapes, of every operator, and the sets that CI runs.
+
+`SHAPES` holds each named shape by id, whatever its type (attention's `Shape` here; another
+operator adds its own with `register_shapes`); a set of `SHAPE_SETS` may hold shapes of several
+operators, and the plan runs a variant only on the shapes of its operator's shape type
+(kernels.operators.Operator.shape_type).
 
 The ids and sizes come from the kernel team's reports (docs/design.md, "Shapes"); the `nightly`
 set adds the FlashAttention-paper grid (B*S = 16k tokens, hidden 2048, D in {64, 128},
@@ -82,7 +87,21 @@ SHAPE_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
-def shape_set(name: str) -> list[Shape]:
+def register_shapes(shapes: list, sets: dict[str, tuple[str, ...]]) -> None:
+    """Add another operator's named shapes, and their ids to the named sets (a new name makes a
+    set); an id already taken is a programming error."""
+    for shape in shapes:
+        if shape.id in SHAPES:
+            raise ValueError(f"shape {shape.id!r} registered twice")
+        SHAPES[shape.id] = shape
+    for name, ids in sets.items():
+        unknown = [i for i in ids if i not in SHAPES]
+        if unknown:
+            raise ValueError(f"shape set {name!r}: unknown shape id(s) {', '.join(unknown)}")
+        SHAPE_SETS[name] = tuple(dict.fromkeys(SHAPE_SETS.get(name, ()) + tuple(ids)))
+
+
+def shape_set(name: str) -> list:
     """The shapes of a named set; a clear error for an unknown name."""
     try:
         ids = SHAPE_SETS[name]

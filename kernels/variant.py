@@ -53,11 +53,11 @@ class Variant:
     family: str
     description: str
     prepare: Callable[[Case, Any, int], Prepared]  # (case, torch.device, seed) -> Prepared
-    is_reference: bool = False
     needs: frozenset[str] = frozenset()
     unsupported: Callable[[Case], str | None] = lambda case: None
     build: Callable[[], BuildReport] | None = None
     lineage: str = ""
+    operator: str = "attention"  # kernels.operators: what it computes, its shapes and its baseline
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:

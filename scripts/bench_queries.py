@@ -29,7 +29,7 @@ QUERIES = {
     "one case's case_series on one GPU": (
         "SELECT series_index, median_us, commit_sha FROM case_series "
         "WHERE case_id = 'triton_fa2/b4_h16_s2k/fp16/noncausal' AND series_gpu = 'NVIDIA H200' ORDER BY series_index"),
-    "latest_results grouped by GPU": "SELECT gpu_name, count(*), median(gap_to_sdpa) FROM latest_results GROUP BY ALL",
+    "latest_results grouped by GPU": "SELECT gpu_name, count(*), median(gap_to_baseline) FROM latest_results GROUP BY ALL",
     "run_summaries over all runs": "SELECT count(*), sum(cases_ok), sum(cases_crashed) FROM run_summaries",
     "results per GPU and week (full scan)": (
         "SELECT u.gpu_name, date_trunc('week', u.started_at) AS week, count(*) AS results, avg(r.tflops) AS tflops "

@@ -104,7 +104,7 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
     result["statuses"] = statuses
     for t in timings:
         result["cases"][t["case_id"]] = {k: t.get(k) for k in ("median_us", "rel_spread", "n", "p10_us", "p90_us",
-                                                                "graph_median_us", "gap_to_sdpa", "interleave_group",
+                                                                "graph_median_us", "gap_to_baseline", "interleave_group",
                                                                 "converged", "guard_retimed_blocks")}
     return result
 

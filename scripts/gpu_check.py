@@ -118,7 +118,7 @@ def noise_table(runs: list[dict[str, dict]]) -> dict[str, dict]:
     table = {}
     for cid in sorted(common):
         medians = [r[cid]["median_us"] for r in runs]
-        gaps = [r[cid]["gap_to_sdpa"] for r in runs if r[cid].get("gap_to_sdpa") is not None]
+        gaps = [r[cid]["gap_to_baseline"] for r in runs if r[cid].get("gap_to_baseline") is not None]
         graph = [r[cid]["graph_median_us"] for r in runs if r[cid].get("graph_median_us") is not None]
         table[cid] = {
             "medians_us": medians,
@@ -347,7 +347,7 @@ def print_table(report: dict, runs: list[dict[str, dict]]) -> None:
         d = db.get(cid, {})
         cells = [
             f"{n.get('mean_median_us', t['median_us']):10.2f}",
-            f"{t['gap_to_sdpa']:6.3f}" if t.get("gap_to_sdpa") is not None else f"{'-':>6}",
+            f"{t['gap_to_baseline']:6.3f}" if t.get("gap_to_baseline") is not None else f"{'-':>6}",
             f"{100 * n['cv_median']:6.2f}" if n else f"{'-':>6}",
             f"{100 * n['cv_gap']:6.2f}" if n.get("cv_gap") is not None else f"{'-':>6}",
             f"{t['graph_median_us']:9.2f}" if t.get("graph_median_us") is not None else f"{'-':>9}",

@@ -221,8 +221,12 @@ def _write_chunk(con, rng, seed, gpu, commits, shas, times, cases, case_ids, var
         "iqr_us": when_ok(median * spread), "mean_us": when_ok(median * (1 + spread / 4)),
         "stddev_us": when_ok(median * spread * 0.8), "min_us": when_ok(median * (1 - 2 * spread)),
         "max_us": when_ok(median * (1 + 5 * spread)), "us_per_head": when_ok(median / (batch * heads)),
-        "tflops": when_ok(flops / (median * 1e-6) / 1e12), "gap_to_sdpa": when_ok(median / sdpa_med),
-        "gap_to_fastest_backend": when_ok(gap_fastest), "fastest_backend": flat(np.broadcast_to(fastest_name, median.shape)).astype(str),
+        "tflops": when_ok(flops / (median * 1e-6) / 1e12), "operator": np.full(n, "attention"), "bound": np.full(n, "compute"),
+        "bytes": tile(4.0 * batch * heads * seq * dim * 2).astype(float),  # Q, K, V, O once (fp16/bf16)
+        "gap_to_baseline": when_ok(median / sdpa_med), "baseline_variant": np.full(n, "sdpa"),
+        "gap_to_sdpa": when_ok(median / sdpa_med),  # migration 012 keeps the column: the baseline is sdpa
+        "gap_to_fastest_reference": when_ok(gap_fastest),
+        "fastest_reference": flat(np.broadcast_to(fastest_name, median.shape)).astype(str),
         "gap_to_backends__keys": pa.array([keys] * n, pa.list_(pa.string())),
         "gap_to_backends__values": pa.array(list(gap_values), pa.list_(pa.float64())),
         "converged": flat(converged), "rel_spread": when_ok(spread), "graph_median_us": when_ok(graph),

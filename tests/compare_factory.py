@@ -56,7 +56,8 @@ def make_rounds(fixtures_dir: Path, *, rounds: int = 3, slowdown: dict[str, floa
                 status = head_status.get(cid, "ok") if is_head else "ok"
                 case = CaseRound(cid, variant, shape, dtype, causal == "causal", status,
                                  samples_us=[s * factor for s in part] if status == "ok" else [],
-                                 gap_to_sdpa=sorted(part)[len(part) // 2] * factor / sorted(ref)[len(ref) // 2],
+                                 gap_to_baseline=sorted(part)[len(part) // 2] * factor / sorted(ref)[len(ref) // 2],
+                                 baseline_variant="sdpa",
                                  correct=not (is_head and cid in head_incorrect),
                                  max_abs_err=0.5 if is_head and cid in head_incorrect else 1e-3,
                                  rel_err=0.2 if is_head and cid in head_incorrect else 1e-4,

@@ -72,7 +72,7 @@ def test_overview_draws_a_gpu_run_with_a_case_that_never_produced_a_number(devic
     cases = frame_with(at, "trend_us")
     labels = {k: v.get("label", "") for k, v in column_config(at, "trend_us").items()}
     assert labels["median_us"] == "median µs (events)"
-    assert "None" not in set(cases["marks"]) | set(cases["fastest_backend"]) | set(cases["error"])
+    assert "None" not in set(cases["marks"]) | set(cases["fastest_reference"]) | set(cases["error"])
     summary = frame_with(at, "cases_ok")
     assert "device" in summary.columns and "gpu" not in summary.columns and "cpu" in set(summary["device"])
 

@@ -87,7 +87,7 @@ def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history,
     assert by_case.loc[CRASHED_CASE, "status"] == "crashed"
     assert by_case.loc[INCORRECT_CASE, "correct"] == False  # noqa: E712
     sdpa_rows = cases[cases["variant"] == "sdpa"]
-    assert (sdpa_rows["gap_to_sdpa"].round(9) == 1.0).all()
+    assert (sdpa_rows["gap_to_baseline"].round(9) == 1.0).all()
     # The sparkline spans the main runs up to the shown one (8), oldest first, with the step.
     trend = list(by_case.loc[REGRESSED_CASE, "trend_us"])
     assert len(trend) == 8 and trend[-1] > trend[0] * 1.05
@@ -105,8 +105,8 @@ def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history,
 def test_overview_on_a_gpu_without_sdpa_says_there_is_no_gap(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, gpu=L4)
-    assert any("no gap-to-SDPA" in i.lower() or "No gap-to-SDPA" in i for i in texts(at, "info"))
-    assert frame_with(at, "trend_us")["gap_to_sdpa"].isna().all()
+    assert any("No gap to baseline" in i for i in texts(at, "info"))
+    assert frame_with(at, "trend_us")["gap_to_baseline"].isna().all()
     assert any("Only one main run" in c for c in texts(at, "caption"))
 
 
@@ -173,7 +173,7 @@ def test_trends_plots_the_step_with_band_alert_marker_and_escaped_commit(history
     raw = json.dumps(spec)
     assert "<script>" not in raw and "&lt;script&gt;" in raw  # the hostile commit, escaped for hover
     alert_table = frame_with(at, "alert_id")
-    assert sorted(alert_table["metric"]) == ["gap_to_sdpa", "median_us"]  # both found by detection
+    assert sorted(alert_table["metric"]) == ["gap_to_baseline", "median_us"]  # both found by detection
     assert len(markers[0]["x"]) == 1  # only the latency alert is drawn on a latency chart
 
 

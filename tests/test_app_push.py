@@ -91,7 +91,7 @@ def test_is_it_real_answers_from_the_stored_evidence(push_history, monkeypatch):
     real = dict(zip(zip(table["gpu"], table["case_id"]), table["real"]))
     assert real[(H100, NOISY_CASE)].startswith("check: head unconverged (50 samples, IQR/median 8.0%)")
     clean = [v for k, v in real.items() if k != (H100, NOISY_CASE)]
-    assert all(v.startswith("yes: clean samples on both sides, gap-to-SDPA +") for v in clean), clean
+    assert all(v.startswith("yes: clean samples on both sides, gap to sdpa +") for v in clean), clean
 
 
 def test_correctness_failure_listed_and_not_run_said_so(push_history, monkeypatch):

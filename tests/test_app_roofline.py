@@ -10,7 +10,9 @@ import pytest
 
 from bundle_factory import SHAPES, case_id, make_bundle
 from attnwatch.history.contract.bundle import NCU_FILE
+from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.db import open_read
 from test_app_pages import open_page, plotly_specs, texts
 
 SHAPE = SHAPES[0]
@@ -69,3 +71,24 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     assert "measured so far:" in why and "NVIDIA H200" in why
     assert "No DRAM bytes" in why
     assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
+
+
+def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_measured_copy_roof(tmp_path, monkeypatch):
+    """results.bound = 'memory': the Kernel page plots each case's stored bytes / stored median
+    against the GPU's measured DRAM copy bandwidth (ceilings.toml), never the ncu FLOP roofline."""
+    ids = [case_id("sdpa", SHAPE.id, "fp16", causal) for causal in (False, True)]
+    overrides = {cid: {"bound": "memory", "bytes": 3e6 * (i + 1)} for i, cid in enumerate(ids)}
+    bundle = make_bundle(tmp_path / "b", run_id="memory", variants=("sdpa",), shapes=(SHAPE,), timing_overrides=overrides)
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [bundle])
+    with open_read(db) as con:
+        medians = dict(con.execute("SELECT case_id, median_us FROM results").fetchall())
+    at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
+    chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
+    points = {t["name"]: t["y"][0] for t in chart["data"] if t.get("mode") == "markers"}
+    assert points == {"sdpa · fp16 · noncausal": pytest.approx(3e6 / medians[ids[0]] / 1e6),
+                      "sdpa · fp16 · causal": pytest.approx(6e6 / medians[ids[1]] / 1e6)}
+    roof = next(t for t in chart["data"] if t.get("mode") == "lines")
+    assert set(roof["y"]) == {find_ceiling("NVIDIA H200", "copy_tbps", "any").value}
+    assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
+    assert any("memory-bound" in c for c in texts(at, "caption"))

@@ -99,7 +99,7 @@ def test_schema_browser_lists_tables_views_and_columns(history, monkeypatch):
     assert {"runs", "results", "alerts", "case_series", "latest_results"} <= names
     picker.select("results").run()
     columns = at.dataframe[0].value
-    assert {"median_us", "gap_to_sdpa", "us_per_head"} <= set(columns["column"])
+    assert {"median_us", "gap_to_baseline", "gap_to_sdpa", "operator", "us_per_head"} <= set(columns["column"])
 
 
 def test_parquet_download_round_trips(history):

@@ -40,7 +40,7 @@ def test_labels_say_kind_metric_gpu_case_change_and_state(push_history, monkeypa
     for row in members.itertuples():
         assert row.label.startswith(f"#{row.alert_id} · regression · ")
         assert f" · {row.gpu} · {row.case_id} · +" in row.label and row.label.endswith(" · open")
-        assert ("latency (median_us)" if row.metric == "median_us" else "gap-to-SDPA (gap_to_sdpa)") in row.label
+        assert ("latency (median_us)" if row.metric == "median_us" else "gap to baseline (gap_to_baseline)") in row.label
         query = {k: v[0] for k, v in parse_qs(row.plot.split("?", 1)[1]).items()}
         assert row.plot.startswith("trends?") and query["gpu"] == row.gpu and query["metric"] == row.metric
         assert query["commits"] == f"{ids['old_step_base']}..{ids['old_step_commit']}"

@@ -79,9 +79,9 @@ def test_trends_change_goes_to_the_url_and_reopens(push_history, monkeypatch):
     db, _ = push_history
     at = open_page(db, monkeypatch, "views/trends.py")
     at.toggle(key="trends_log").set_value(True).run()
-    at.selectbox(key="trends_metric").set_value("gap_to_sdpa").run()
+    at.selectbox(key="trends_metric").set_value("gap_to_baseline").run()
     at.multiselect(key="trends_variants").set_value(["sdpa_flash", "triton_fa2"]).run()
-    assert (url_of(at)["log"], url_of(at)["metric"], url_of(at)["variants"]) == ("1", "gap_to_sdpa", "sdpa_flash,triton_fa2")
+    assert (url_of(at)["log"], url_of(at)["metric"], url_of(at)["variants"]) == ("1", "gap_to_baseline", "sdpa_flash,triton_fa2")
     again = reopened(db, monkeypatch, "views/trends.py", at)
     assert state(again, "views/trends.py") == state(at, "views/trends.py")
     (spec,) = plotly_specs(again)

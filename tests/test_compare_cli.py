@@ -47,7 +47,7 @@ def test_planted_regression_is_the_only_verdict_and_fails_the_check(tmp_path, ca
     assert {v for cid, v in verdicts.items() if not cid.startswith("triton_fa2/")} == {"no change"}
     slow = next(c for c in report.cases if c.verdict == "regression")
     assert 1.03 < slow.low < slow.ratio < slow.high < 1.09
-    assert slow.head.gap_to_sdpa > slow.base.gap_to_sdpa
+    assert slow.head.gap_to_baseline > slow.base.gap_to_baseline
     assert len(slow.base.round_medians_us) == 3 and slow.base.n_samples == 600
     assert report.gpu_name == "NVIDIA H200" and report.min_effect == 0.02 and report.rounds == 3
     table = capsys.readouterr().out

@@ -94,3 +94,25 @@ def test_a_version_2_compare_json_loads_with_no_explanations(good, tmp_path):
     old.write_text(json.dumps(document))
     loaded = load_report(old)
     assert loaded.schema_version == COMPARE_SCHEMA_VERSION and all(c.explanation is None for c in loaded.cases)
+
+
+def test_a_version_3_compare_json_s_gap_to_sdpa_is_the_gap_to_baseline_sdpa(good, tmp_path):
+    """compare.json v5 names a side's gap to its operator's baseline; v3's gap_to_sdpa was that
+    gap, taken against sdpa."""
+    document = json.loads(good[0].read_text())
+    document["schema_version"] = 3
+    document.pop("selection", None)
+    document.pop("times", None)
+    gaps = []
+    for case in document["cases"]:
+        for side in ("base", "head"):
+            gaps.append(case[side].pop("gap_to_baseline"))
+            del case[side]["baseline_variant"]
+            case[side]["gap_to_sdpa"] = gaps[-1]
+    old = tmp_path / "v3.json"
+    old.write_text(json.dumps(document))
+    loaded = load_report(old)
+    assert [getattr(c, side).gap_to_baseline for c in loaded.cases for side in ("base", "head")] == gaps
+    assert {getattr(c, side).baseline_variant for c in loaded.cases for side in ("base", "head")
+            if getattr(c, side).gap_to_baseline is not None} == {"sdpa"}
+    assert any(g is not None for g in gaps)

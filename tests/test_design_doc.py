@@ -143,13 +143,13 @@ def test_the_median_is_the_one_history_statistics_defines():
     assert "summarize(raw.samples_us)" in (ROOT / "ci" / "timing" / "derived.py").read_text(encoding="utf-8")
 
 
-def test_the_reference_the_doc_names_is_the_registry_s_one_flag():
+def test_the_baseline_the_doc_names_is_the_operator_s_one_declaration():
     from attnwatch.kernels import registry
 
     section = _section("Kernel variants")
-    named = re.findall(r"`(\w+)` \([^)]*\bthe reference\)", section)
+    named = re.findall(r"`(\w+)` \(the baseline\b", section)
     assert named == [registry.reference().name]
-    assert "`is_reference=True`" in section and "`RunPlan.reference`" in section
+    assert "`Variant.operator`" in section and "`RunPlan.baselines`" in section and "`kernels/operators.py`" in section
     assert not [p for p in (ROOT / "ci").rglob("*.py") if re.search(r"^BASELINE\s*=", p.read_text(encoding="utf-8"), re.M)]
 
 

@@ -40,7 +40,7 @@ def test_detect_finds_the_planted_step_on_both_metrics_and_the_correctness_failu
     alerts = _alerts(db_path)
     steps = [a for a in alerts if a.kind == "regression"]
     assert {a.case_id.split("/")[0] for a in steps} == {"triton_fa2"}  # sdpa and cuda_wmma did not move
-    assert {a.metric for a in steps} == {"median_us", "gap_to_sdpa"}
+    assert {a.metric for a in steps} == {"median_us", "gap_to_baseline"}
     assert {a.commit_sha for a in steps} == {f"{STEP_AT:040x}"}
     assert all(4.0 < a.change_pct < 8.0 for a in steps)
     broken = [a for a in alerts if a.kind == "correctness"]

@@ -56,7 +56,7 @@ def test_each_call_and_group_is_its_own_interleave_group(measured):
             group = engine.cases[case_id].group
             assert result.timing["interleave_group"] == f"{group}#{os.getpid()}.{r}"
             if case_id.startswith("sdpa/"):
-                assert result.timing["gap_to_sdpa"] == 1.0
+                assert result.timing["gap_to_baseline"] == 1.0
     assert rounds[0]["sdpa/cpu_tiny/fp16/noncausal"].samples_us != rounds[1]["sdpa/cpu_tiny/fp16/noncausal"].samples_us
 
 

@@ -35,11 +35,13 @@ def test_bundle_lands_with_every_table(tmp_path, db_path):
     with open_read(db_path) as con:
         crashed = con.execute("SELECT count(*) FROM results WHERE status = 'crashed' AND median_us IS NULL "
                               "AND error LIKE 'crashed%'").fetchone()[0]
-        gap = con.execute("SELECT gap_to_sdpa, gap_to_backends['sdpa_flash'], fastest_backend FROM results "
-                          "WHERE case_id = 'sdpa/l4_mission/fp16/causal'").fetchone()
+        gap = con.execute("SELECT gap_to_baseline, gap_to_backends['sdpa_flash'], fastest_reference, baseline_variant, "
+                          "gap_to_sdpa, operator, bytes FROM results WHERE case_id = 'sdpa/l4_mission/fp16/causal'").fetchone()
         env = con.execute("SELECT gpu_name, torch_version, device_kind, synthetic FROM runs").fetchone()
     assert crashed == 4
     assert gap[0] == pytest.approx(1.0) and gap[1] > 0 and gap[2] in ("sdpa_flash", "sdpa_efficient")
+    # Migration 012 keeps gap_to_sdpa for stored queries: the gap where the baseline is sdpa.
+    assert gap[3:] == ("sdpa", gap[0], "attention", 4.0 * 1 * 8 * 512 * 64 * 2)
     assert env == ("NVIDIA H200", "2.11.0", "cuda", False)
 
 
@@ -163,7 +165,7 @@ def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
     report = ingest_paths(db_path, [alone])
     assert report.bundles[0].rows["results"] == 8
     with open_read(db_path) as con:
-        row = con.execute("SELECT variant, shape_id, batch, causal, timing_mode, n_samples, gap_to_sdpa "
+        row = con.execute("SELECT variant, shape_id, batch, causal, timing_mode, n_samples, gap_to_baseline "
                           "FROM results WHERE case_id = 'triton_fa2/h100_small/fp16/causal'").fetchone()
         device = con.execute("SELECT device_kind, source FROM runs").fetchone()
     assert row[:6] == ("triton_fa2", "h100_small", 1, True, "cuda_events", 10) and row[6] > 0

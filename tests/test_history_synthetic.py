@@ -25,7 +25,7 @@ def test_synthetic_history_is_labelled_and_has_planted_steps(db_path, capsys):
             """
         ).fetchone()
         ncu = con.execute("SELECT count(*) FROM ncu_cases").fetchone()[0]
-        gap = con.execute("SELECT max(abs(gap_to_sdpa - 1)) FROM results WHERE variant = 'sdpa'").fetchone()[0]
+        gap = con.execute("SELECT max(abs(gap_to_baseline - 1)) FROM results WHERE variant = 'sdpa'").fetchone()[0]
     assert runs == synthetic == labelled > 0
     assert 30000 <= results < 30000 + 240
     assert statuses["ok"] > 0.9 * results and statuses.get("crashed", 0) > 0 and statuses["unsupported"] > 0

@@ -30,7 +30,7 @@ def test_variants_json_lists_every_variant_with_availability(listing):
     document = listing
     rows = {row["name"]: row for row in document["variants"]}
     assert set(rows) == {v.name for v in registry.all_variants()}
-    assert rows["sdpa"]["is_reference"] and rows["sdpa"]["available"]
+    assert rows["sdpa"]["is_baseline"] and rows["sdpa"]["operator"] == "attention" and rows["sdpa"]["available"]
     assert rows["torch_3op"]["lineage"].startswith("cuBLAS 3-kernel")
     for row in rows.values():
         assert row["available"] == (row["reason"] is None)
@@ -43,7 +43,7 @@ def test_variants_table_names_the_device_and_each_unavailable_reason(listing):
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("device: ")
-    assert lines[1].split()[:6] == ["name", "family", "ref", "needs", "available", "lineage"]
+    assert lines[1].split()[:7] == ["name", "operator", "family", "baseline", "needs", "available", "lineage"]
     for row in listing["variants"]:
         if not row["available"]:
             assert f"{row['name']}: unavailable: {row['reason']}" in lines

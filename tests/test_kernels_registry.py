@@ -63,13 +63,13 @@ def test_registered_names_are_unique_and_registering_twice_is_refused():
         registry.register(variants[0])
 
 
-def test_exactly_one_reference_and_it_is_default_sdpa():
-    references = [v.name for v in registry.all_variants() if v.is_reference]
-    assert references == ["sdpa"] == [registry.reference().name]
-    second = Variant("second_reference", "test", "d", prepare=lambda c, d, s: None, is_reference=True)
-    with pytest.raises(ValueError, match=r"^variant 'second_reference' is marked is_reference, but 'sdpa' is the reference"):
-        registry.register(second)
-    assert "second_reference" not in {v.name for v in registry.all_variants()}
+def test_each_operator_s_baseline_is_a_registered_variant_of_it():
+    assert registry.baseline("attention").name == "sdpa" == registry.reference().name
+    assert {v.operator for v in registry.all_variants()} >= {"attention"}
+    stray = Variant("stray_operator", "test", "d", prepare=lambda c, d, s: None, operator="no_such_operator")
+    with pytest.raises(ValueError, match=r"^variant 'stray_operator': unknown operator 'no_such_operator'; known: "):
+        registry.register(stray)
+    assert "stray_operator" not in {v.name for v in registry.all_variants()}
 
 
 def test_unknown_family_is_refused():

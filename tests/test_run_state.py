@@ -129,7 +129,7 @@ def test_summary_calls_out_caps_throttling_and_correctness():
 
     s = _state(("sdpa", "cuda_wmma"))
     for cid, converged, throttled in (("sdpa/h100_small/fp16/noncausal", True, 0), ("cuda_wmma/h100_small/fp16/noncausal", False, 30)):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": converged,
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": converged,
                   "rel_spread": 0.04, "throttled_samples": throttled, "throttle_reasons": ["sw_power_cap"] if throttled else []}
         s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
         s.apply({"kind": "outcome", "case": cid, "status": "ok"})

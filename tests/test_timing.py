@@ -164,16 +164,15 @@ def test_derived_metrics_follow_the_design_definitions():
 
 
 def test_gaps_only_within_an_interleave_group():
-    families = {"sdpa": "sdpa", "sdpa_flash": "sdpa", "sdpa_cudnn": "sdpa", "triton_fa2": "triton"}
     group_a = [_timing("sdpa", 40.0, "a"), _timing("sdpa_flash", 60.0, "a"), _timing("sdpa_cudnn", 38.0, "a"), _timing("triton_fa2", 42.0, "a")]
     group_b = [_timing("triton_fa2", 50.0, "b")]  # no sdpa measured with it: no gap
-    apply_gaps(group_a + group_b, families, "sdpa")
+    apply_gaps(group_a + group_b, {"attention": "sdpa"}, {"attention": ["sdpa_flash", "sdpa_cudnn", "fa4_sm90"]})
     fa2 = group_a[3]
-    assert fa2.gap_to_sdpa == pytest.approx(42.0 / 40.0)
+    assert (fa2.gap_to_baseline, fa2.baseline_variant) == (pytest.approx(42.0 / 40.0), "sdpa")
     assert fa2.gap_to_backends == {"sdpa_cudnn": pytest.approx(42 / 38), "sdpa_flash": pytest.approx(42 / 60)}
-    assert fa2.fastest_backend == "sdpa_cudnn" and fa2.gap_to_fastest_backend == pytest.approx(42 / 38)
-    assert group_a[0].gap_to_sdpa == 1.0
-    assert group_b[0].gap_to_sdpa is None and group_b[0].fastest_backend is None
+    assert fa2.fastest_reference == "sdpa_cudnn" and fa2.gap_to_fastest_reference == pytest.approx(42 / 38)
+    assert group_a[0].gap_to_baseline == 1.0
+    assert group_b[0].gap_to_baseline is None and group_b[0].fastest_reference is None
 
 
 def test_journal_survives_torn_last_line(tmp_path):

@@ -98,7 +98,7 @@ def test_summary_warns_about_uncovered_blocks():
 
     state = SuiteState(plan_cases(["sdpa", "cuda_wmma"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, uncovered in (("sdpa/h100_small/fp16/noncausal", 0), ("cuda_wmma/h100_small/fp16/noncausal", 3)):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": True,
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": True,
                   "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
                   "guard_retimed_blocks": 5, "guard_uncovered_blocks": uncovered}
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})

@@ -191,7 +191,8 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     variant = SimpleNamespace(prepare=lambda case, device, seed: Prepared(
         fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"))
     setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
-    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16))
+    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16),
+                              bytes=4.0 * 16 * 16 * 2)
     setup.prepare_rotation(variant, None, planned, 0)
     assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
     from attnwatch.ci.plan import PlannedCase
@@ -212,7 +213,7 @@ def test_the_run_summary_names_cases_tuned_in_the_process():
     state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),
                                 ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned")):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_sdpa": 1.0, "converged": True,
+        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": True,
                   "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
                   "kernel_config": config, "kernel_config_source": source}
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})

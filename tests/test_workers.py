@@ -123,7 +123,7 @@ def test_one_warm_worker_answers_several_rounds(tmp_path):
     assert all(r["status"] == "ok" and len(r["samples_us"]) >= 6 for r in (*first.values(), *second.values()))
     assert all(r["correctness"] and r["correctness"][0]["passed"] for r in first.values())
     assert all(r["correctness"] is None for r in second.values())
-    assert first["t_ok/cpu_tiny/fp16/noncausal"]["timing"]["gap_to_sdpa"] > 0
+    assert first["t_ok/cpu_tiny/fp16/noncausal"]["timing"]["gap_to_baseline"] > 0
     assert first[ids[0]]["timing"]["interleave_group"] == f"cpu_tiny/fp16/noncausal#{ready['pid']}.0"
     assert second[ids[0]]["timing"]["interleave_group"] == f"cpu_tiny/fp16/noncausal#{ready['pid']}.1"
     assert first["sdpa/cpu_tiny/fp16/noncausal"]["samples_us"] != second["sdpa/cpu_tiny/fp16/noncausal"]["samples_us"]

@@ -84,7 +84,8 @@ RUN_PAIRS_SQL = f"""
            a.median_us AS base_us, b.median_us AS head_us,
            b.median_us / a.median_us AS ratio,
            a.tflops AS base_tflops, b.tflops AS head_tflops,
-           a.gap_to_sdpa AS base_gap, b.gap_to_sdpa AS head_gap,
+           a.gap_to_baseline AS base_gap, b.gap_to_baseline AS head_gap,
+           coalesce(b.baseline_variant, a.baseline_variant) AS baseline_variant,
            a.p10_us AS base_p10_us, a.p90_us AS base_p90_us, b.p10_us AS head_p10_us, b.p90_us AS head_p90_us,
            ca.passed AS base_correct, cb.passed AS head_correct, cb.worst_max_abs_err AS head_max_abs_err,
            {", ".join(f"a.{c} AS base_{c}, b.{c} AS head_{c}" for c in _SIDE_QUALITY)}

@@ -180,3 +180,41 @@ def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.D
         """,
         [gpu, list(variants)],
     )
+
+
+@cached_query
+def variant_operator(source: Source, variant: str) -> tuple[str | None, str | None]:
+    """(operator, bound) of `variant` as its newest stored timing says: the bound is what its
+    roofline plots against, "compute" or "memory" (results.bound since migration 012);
+    (None, None) when no timing records it."""
+    frame = read_frame(
+        source,
+        """
+        SELECT r.operator, r.bound FROM results r JOIN runs u USING (run_id)
+        WHERE r.variant = ? AND r.bound IS NOT NULL
+        ORDER BY u.started_at DESC, r.run_id DESC LIMIT 1
+        """,
+        [variant],
+    )
+    return (None, None) if frame.empty else (str(frame["operator"].iloc[0]), str(frame["bound"].iloc[0]))
+
+
+@cached_query
+def bandwidth_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.DataFrame:
+    """For each case of `variants` on `gpu` with a byte model's figure (results.bytes), its
+    newest ok main-run timing: achieved bandwidth = bytes / median, in TB/s. Both numbers are as
+    CI stored them (the operator's byte model over the CUDA-event median); nothing is re-derived."""
+    return read_frame(
+        source,
+        f"""
+        SELECT variant || ' · ' || dtype || ' · ' || split_part(case_id, '/', 4) AS label,
+               case_id, shape_id, run_id, operator, bytes, median_us, timing_mode,
+               bytes / median_us / 1e6 AS achieved_tbps, started_at AS measured_at
+        FROM result_details
+        WHERE series_gpu = ? AND branch = {DEFAULT_BRANCH_SQL} AND list_contains(?, variant)
+          AND status = 'ok' AND bytes > 0 AND median_us > 0
+        QUALIFY row_number() OVER (PARTITION BY case_id ORDER BY started_at DESC, run_id DESC) = 1
+        ORDER BY label, shape_id
+        """,
+        [gpu, list(variants)],
+    )

@@ -22,7 +22,7 @@ SPARKLINE_RUNS = 20
 def gpu_summary(source: Source) -> pd.DataFrame:
     """One row per device (GPU model, or `cpu`/`host` for runs without a GPU) and host (pool):
     its latest complete main run, case counts by outcome, and the cases with open alerts by kind
-    (a case is counted once, however many of its metrics alerted: latency and gap-to-SDPA move
+    (a case is counted once, however many of its metrics alerted: latency and gap to baseline move
     together; regressions and improvements are different news)."""
     return read_frame(
         source,
@@ -98,10 +98,10 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
             GROUP BY case_id
         ),
         prev AS (SELECT case_id, median_us FROM results WHERE run_id = ? AND status = 'ok')
-        SELECT res.variant, res.shape_id, res.dtype, res.causal, res.status,
+        SELECT res.operator, res.variant, res.shape_id, res.dtype, res.causal, res.status,
                res.median_us, (res.median_us / prev.median_us - 1) * 100 AS change_pct, res.graph_median_us,
-               res.us_per_head, res.tflops, res.gap_to_sdpa,
-               res.gap_to_fastest_backend, res.fastest_backend,
+               res.us_per_head, res.tflops, res.bytes, res.gap_to_baseline, res.baseline_variant,
+               res.gap_to_fastest_reference, res.fastest_reference,
                cs.passed AS correct, cs.seeds AS correctness_seeds, cs.worst_rel_err,
                trend.trend_rel, trend.trend_us,
                coalesce(open_alerts.open_regressions, 0) AS open_regressions,
@@ -113,7 +113,7 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
         LEFT JOIN open_alerts ON open_alerts.case_id = res.case_id
         LEFT JOIN prev ON prev.case_id = res.case_id
         WHERE res.run_id = ?
-        ORDER BY res.shape_id, res.dtype, res.causal, res.variant
+        ORDER BY res.operator, res.shape_id, res.dtype, res.causal, res.variant
         """,
         [gpu, pool, pool, run_id, int(spark_runs), gpu, pool, pool, previous, run_id],
     )

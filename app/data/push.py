@@ -7,7 +7,7 @@ here in one query for every GPU) case by case, through the Compare page's own co
 (`compare.judge`: stored medians, the interval from both runs' samples, CI's verdict rule and
 the GPU's min_effect), so the two pages cannot disagree. Each change then gets an answer to "is
 it real" (`assess`) from what the harness stored with both numbers (app.data.quality) and from
-gap-to-SDPA, which moves only when the case moved relative to the baseline measured in the same
+the gap to the operator's baseline, which moves only when the case moved relative to the baseline measured in the same
 run. "main" is the history's default branch (history.store.settings).
 
 A newest run of the same commit as the run before it is a re-measurement (an A/A repeat): what
@@ -102,8 +102,8 @@ def _sure_effect(row) -> float:
 def assess(row, min_effect: float) -> str:
     """Is a regression (or improvement) real? One line from the stored evidence:
     the interval (already beyond min_effect, or there is no verdict), the quality marks of both
-    numbers, gap-to-SDPA (a GPU-wide change such as a clock or driver moves sdpa too and leaves
-    the gap flat) and, for launch-bound cases, the graph-replay times."""
+    numbers, the gap to the operator's baseline (a GPU-wide change such as a clock or driver moves
+    the baseline, e.g. sdpa, too and leaves the gap flat) and, for launch-bound cases, the graph-replay times."""
     if row.verdict not in ("regression", "improvement"):
         return ""
     doubts = []
@@ -120,17 +120,24 @@ def assess(row, min_effect: float) -> str:
     gap_note = ""
     if _finite(row.base_gap) and _finite(row.head_gap) and row.base_gap > 0:
         gap_change = row.head_gap / row.base_gap - 1
-        gap_note = f"gap-to-SDPA {gap_change * 100:+.1f}%"
+        baseline = _baseline_name(row)
+        gap_note = f"gap to {baseline} {gap_change * 100:+.1f}%"
         if abs(gap_change) < min_effect and not _is_reference(row):
-            return f"GPU-wide? sdpa moved as much: {gap_note}" + (f"; {'; '.join(doubts)}" if doubts else "")
+            return f"GPU-wide? {baseline} moved as much: {gap_note}" + (f"; {'; '.join(doubts)}" if doubts else "")
     evidence = "; ".join(x for x in (gap_note, graph_note) if x)
     if doubts:
         return "check: " + "; ".join(doubts) + (f" ({evidence})" if evidence else "")
     return "yes: clean samples on both sides" + (f", {evidence}" if evidence else "")
 
 
+def _baseline_name(row) -> str:
+    """The variant the gaps were taken against (results.baseline_variant), or "baseline"."""
+    name = getattr(row, "baseline_variant", None)
+    return name if isinstance(name, str) and name else "baseline"
+
+
 def _is_reference(row) -> bool:
-    """The run's reference variant (the registry's `is_reference`; the gaps are taken against it,
+    """The operator's baseline variant (kernels.operators; the gaps are taken against it,
     ci.timing.derived.apply_gaps), known here by its own gap, 1 exactly on both sides: the app
     cannot import the registry, and a second copy of the name would be a second declaration."""
     return row.base_gap == 1.0 and row.head_gap == 1.0

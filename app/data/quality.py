@@ -8,7 +8,7 @@ Three marks, each from what the timing harness stored with the result (nothing r
   dispatch-bound  the case was under the graph threshold, so it was also timed as CUDA-graph
                   replays (`graph_median_us`), and the event median exceeds the replay median by
                   at least `min_event_over_graph` (number_marks.toml): the event time includes
-                  host launch gaps. TFLOPS and gap-to-SDPA are computed by CI from the event
+                  host launch gaps. TFLOPS and gap to baseline are computed by CI from the event
                   median, so they inherit the gap; the graph-replay time is shown beside them.
 """
 
@@ -29,7 +29,7 @@ EXPLAIN = {
     "throttled": "the SM clock reported a throttle reason during some samples: those ran at a lower clock",
     "dispatch-bound": "event time includes host launch gaps: the CUDA-graph replay time (no gaps) is the kernel's",
 }
-BASIS = ("TFLOPS and gap-to-SDPA are computed by CI from the CUDA-event median (µs), the headline for every case; "
+BASIS = ("TFLOPS and gap to baseline are computed by CI from the CUDA-event median (µs), the headline for every case; "
          "for cases under the graph threshold the graph-replay median is shown beside it.")
 
 

@@ -17,9 +17,9 @@ from attnwatch.app.data.trends import with_commit_axis
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order
 
-METRIC_NAMES = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA", "correctness": "correctness"}
+METRIC_NAMES = {"median_us": "latency", "gap_to_baseline": "gap to baseline", "correctness": "correctness"}
 # Metrics of step alerts that have a series in `case_series` (column names from detection).
-SERIES_METRICS = ("median_us", "gap_to_sdpa")
+SERIES_METRICS = ("median_us", "gap_to_baseline")
 
 _ALERTS = f"""
     WITH main AS (

@@ -1,7 +1,10 @@
 """Kernel: one variant's build report over runs (registers, shared memory, spills), its Nsight
-Compute metrics over runs, and a roofline of the newest profiled run under the GPU's measured
-ceilings — or, when it cannot be drawn, why (no ceilings measured for the GPU, no profiled
-case, no DRAM bytes)."""
+Compute metrics over runs, and a roofline under the GPU's measured ceilings — or, when it cannot
+be drawn, why (no ceilings measured for the GPU, no profiled case, no DRAM bytes). A
+compute-bound operator's roofline (attention) places the newest profiled run by arithmetic
+intensity under the GEMM peak; a memory-bound operator's (results.bound = 'memory', e.g.
+RMSNorm) plots each case's achieved bandwidth, its byte model's bytes over the median, under the
+measured DRAM copy bandwidth."""
 
 import streamlit as st
 
@@ -71,10 +74,43 @@ def ncu_section(source, variant, gpu):
                          hide_index=True, width="stretch")
 
 
+def bandwidth_section(source, operator, gpu, chosen) -> None:
+    """A memory-bound operator's roofline: achieved bandwidth (bytes / median) of each case's newest
+    main run against the GPU's measured copy bandwidth."""
+    try:
+        memory = find_ceiling(gpu, "copy_tbps", "any")
+    except CeilingsError as exc:
+        st.error(str(exc))
+        return
+    points = kernel.bandwidth_points(source, gpu, tuple(chosen))
+    points = points[points["operator"] == operator]
+    if memory is None:
+        measured = sorted({c.gpu for c in ceilings() if c.kind == "copy_tbps"})
+        st.info(f"The roofline cannot be drawn here.\n\n- **No ceiling for this GPU**: history/analysis/ceilings.toml holds "
+                f"no measured DRAM copy bandwidth for {ui.md(gpu)}; measured so far: {ui.md(', '.join(measured) or 'none')}. "
+                "Roofs are drawn only from measurements, never from a datasheet (scripts/measure_ceilings.py).")
+        return
+    if points.empty:
+        st.info(f"The roofline cannot be drawn here.\n\n- **No timed cases with a byte model**: no ok main run of "
+                f"{ui.md(', '.join(chosen)) or 'these variants'} ({ui.md(operator)}) on {ui.md(gpu)} stored bytes.")
+        return
+    label = f"measured roof: {memory.value:.2f} TB/s copy"
+    st.plotly_chart(charts.bandwidth_figure(points, memory.value, label), key="bandwidth_chart", width="stretch")
+    st.caption(f"Ceiling: {memory.provenance} Points: each case's newest ok main run; achieved bandwidth = the operator's "
+               f"byte model (the fewest DRAM bytes one call moves) / the median, both as CI stored them ({operator} is "
+               "memory-bound: its roof is bandwidth, not TFLOP/s).")
+    with st.expander("Roofline points"):
+        ui.table(points.assign(pct_of_roof=100 * points["achieved_tbps"] / memory.value), hide_index=True, width="stretch")
+
+
 def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     st.subheader("Roofline")
     url.many("kernel_roofline_variants", "variants", all_variants, [variant])
     chosen = st.multiselect("variants on the roofline", all_variants, key="kernel_roofline_variants")
+    operator, bound = kernel.variant_operator(source, variant)
+    if bound == "memory":
+        bandwidth_section(source, operator, gpu, chosen)
+        return
     inputs = kernel.roofline_inputs(source, gpu, tuple(chosen))
     dtypes = list(dict.fromkeys(inputs["dtypes"] + ["fp16", "bf16"]))
     url.choice("kernel_roofline_dtype", "dtype", dtypes, dtypes[0])

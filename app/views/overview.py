@@ -1,6 +1,6 @@
 """Overview: per GPU (and host, where a model ran on several), the newest complete main run — every case with its stored latency (and
 graph-replay time where there is one), its change against the main run before it, µs/head,
-TFLOPS, gap-to-SDPA, correctness (pass, FAIL or not run), quality marks and recent trend, the
+TFLOPS, gap to the operator's baseline, correctness (pass, FAIL or not run), quality marks and recent trend, the
 cases that need a look first — and the GPU's open alerts by kind."""
 
 import numpy as np
@@ -8,20 +8,23 @@ import streamlit as st
 
 from attnwatch.app import ui
 from attnwatch.app.data import defaults, overview, quality, runs, timers
+from attnwatch.app.data.baselines import gap_help, gap_label
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history import reproduce
 
 SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
-TEXT_COLUMNS = ("fastest_backend", "error", "marks")  # an empty cell reads empty, never "None"
+TEXT_COLUMNS = ("fastest_reference", "baseline_variant", "error", "marks")  # an empty cell reads empty, never "None"
 
 
-def case_columns(timer: str, timer_help: str) -> dict:
+def case_columns(timer: str, timer_help: str, baselines=()) -> dict:
     """The case table's columns, in the order they are shown: what identifies a case and what
     matters first (correctness, the number, its change, the derived figures and the trend) fit a
-    1440 px screen; the rest follows. `timer` names what timed the numbers (app.data.timers)."""
+    1440 px screen; the rest follows. `timer` names what timed the numbers (app.data.timers);
+    `baselines` the rows' baseline variants, which name the gap's column (app.data.baselines)."""
     measured = f"timed by {timer_help}"
     return {
+        "operator": st.column_config.TextColumn("operator", width=80),
         "variant": st.column_config.TextColumn("variant", width=100),
         "shape_id": st.column_config.TextColumn("shape", width=95),
         "dtype": st.column_config.TextColumn("dtype", width=48),
@@ -34,8 +37,8 @@ def case_columns(timer: str, timer_help: str) -> dict:
                                                          "(no interval: see This push / Compare)"),
         "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f", width=70, help=measured),
         "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
-        "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85,
-                                                     help=f"median / median(sdpa), same run, same device ({measured}); < 1 is faster"),
+        "gap_to_baseline": st.column_config.NumberColumn(gap_label(baselines), format="%.3f×", width=85,
+                                                         help=gap_help(baselines, measured)),
         "trend_rel": st.column_config.LineChartColumn(
             f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE, width=100,
             help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
@@ -47,8 +50,11 @@ def case_columns(timer: str, timer_help: str) -> dict:
                                                          help="CUDA-graph replay median, launch gaps removed (cases under the graph threshold)"),
         "open_regressions": st.column_config.NumberColumn("open regression alerts"),
         "open_improvements": st.column_config.NumberColumn("open improvement alerts"),
-        "gap_to_fastest_backend": st.column_config.NumberColumn("gap to fastest backend", format="%.3f×"),
-        "fastest_backend": st.column_config.TextColumn("fastest backend"),
+        "gap_to_fastest_reference": st.column_config.NumberColumn("gap to fastest reference", format="%.3f×",
+                                                                  help="median / median(the fastest of the operator's "
+                                                                       "references measured in the same run)"),
+        "fastest_reference": st.column_config.TextColumn("fastest reference"),
+        "baseline_variant": st.column_config.TextColumn("baseline"),
         "correctness_seeds": st.column_config.NumberColumn("seeds"),
         "worst_rel_err": st.column_config.NumberColumn("worst rel err", format="%.2e"),
         "rel_spread": st.column_config.NumberColumn("IQR/median", format="percent"),
@@ -83,7 +89,7 @@ def needs_a_look(cases, min_effect_pct: float):
 
 def metrics(cases) -> None:
     """Counts across the run's cases; a correctness check that never ran reads 'not run'. Alerts
-    are counted by case: one regression moves a case's latency and its gap-to-SDPA alike."""
+    are counted by case: one regression moves a case's latency and its gap to baseline alike."""
     checked = cases["correct"].notna()
     cols = st.columns(6)
     cols[0].metric("cases", len(cases))
@@ -94,6 +100,17 @@ def metrics(cases) -> None:
     cols[4].metric("regressed cases", int((cases["open_regressions"] > 0).sum()),
                    help=f"cases with an open regression alert; {int(cases['open_regressions'].sum())} alert(s) on them (one per metric)")
     cols[5].metric("improved cases", int((cases["open_improvements"] > 0).sum()), help="cases with an open improvement alert")
+
+
+def operator_filter(cases):
+    """The rows of the operator picked above the table, when the run measured several (each has
+    its own shapes, baseline and units of work); every row when it measured one."""
+    operators = sorted(cases["operator"].dropna().unique())
+    if len(operators) < 2:
+        return cases
+    picked = st.selectbox("operator", ["all", *operators], key="overview_operator",
+                          help="each operator (kernels/operators.py) has its own shapes and baseline")
+    return cases if picked == "all" else cases[cases["operator"] == picked]
 
 
 def has_trend(trend) -> bool:
@@ -129,15 +146,20 @@ def overview_page(source, shape):
                          measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None) or ""
                                         for c in cases["case_id"]])
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
+    several = cases["operator"].nunique() > 1
+    cases = operator_filter(cases)
     metrics(cases)
-    if cases["gap_to_sdpa"].isna().all():
-        st.info("No gap-to-SDPA in this run: the `sdpa` baseline was not measured on this GPU (or it failed), "
-                "so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
+    if cases["gap_to_baseline"].isna().all():
+        st.info("No gap to baseline in this run: the operator's baseline (attention: `sdpa`) was not measured on "
+                "this GPU (or it failed), so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
     if not cases["trend_us"].map(has_trend).any():
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
     cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
-    columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]))
-    ui.table(cases, hide_index=True, column_config=columns, column_order=list(columns), width="stretch",
+    columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]),
+                           cases["baseline_variant"])
+    # The operator column leads only where the run measured several (one says nothing per row).
+    order = [c for c in columns if c != "operator" or several]
+    ui.table(cases, hide_index=True, column_config=columns, column_order=order, width="stretch",
                  height=min(38 + 35 * len(cases), 1200), key="overview_cases")
     st.caption(" ".join(quality.explain(cases["marks"]) + [timers.basis(cases["timing_mode"])]))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")

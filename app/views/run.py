@@ -7,6 +7,7 @@ import streamlit as st
 
 from attnwatch.app import ui
 from attnwatch.app.data import quality, runs, timers
+from attnwatch.app.data.baselines import gap_help, gap_label
 from attnwatch.app.url_state import UrlState, url_text
 from attnwatch.history.links import compare_query
 from attnwatch.history import reproduce
@@ -15,7 +16,7 @@ from attnwatch.history.contract.series_key import series_gpu
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
 
-def result_columns(timer: str, timer_help: str) -> dict:
+def result_columns(timer: str, timer_help: str, baselines=()) -> dict:
     """The first columns of the case table, sized so they fit a 1440 px screen, labelled with
     the timer the run stored (app.data.timers); every other stored column follows them."""
     measured = f"timed by {timer_help}"
@@ -26,7 +27,8 @@ def result_columns(timer: str, timer_help: str) -> dict:
         "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
         "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f", width=95),
         "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
-        "gap_to_sdpa": st.column_config.NumberColumn("gap to SDPA", format="%.3f×", width=85, help=measured),
+        "gap_to_baseline": st.column_config.NumberColumn(gap_label(baselines), format="%.3f×", width=85,
+                                                         help=gap_help(baselines, measured)),
         "marks": st.column_config.TextColumn("marks", width=160),
         "measure_again": st.column_config.TextColumn(
             "measure again", width=200, help="the command that measures this case again at this run's commit "
@@ -81,9 +83,10 @@ def run_page(source, shape):
         st.subheader("Cases")
         if results["correct"].isna().all():
             st.info("Correctness was not checked in this run: every case reads 'not run'.")
-        columns = result_columns(timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]))
+        columns = result_columns(timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]),
+                                 results["baseline_variant"])
         results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "")
-                                    for c in ("marks", "error", "fastest_backend")})
+                                    for c in ("marks", "error", "fastest_reference", "baseline_variant")})
         ui.table(results[list(columns) + [c for c in results.columns if c not in columns]], hide_index=True,
                      width="stretch", column_config=columns, key="run_cases")
         st.caption(" ".join(quality.explain(results["marks"]) + [timers.basis(results["timing_mode"])]))

@@ -29,7 +29,7 @@ def pickers(source, shape, url: UrlState):
     url.choice("trends_branch", "branch", branches, main if main in branches else branches[0])
     branch = top[2].selectbox("branch", branches, key="trends_branch")
     metric_columns = list(trends.METRIC_BY_COLUMN)
-    url.choice("trends_metric", "metric", metric_columns, "median_us")
+    url.choice("trends_metric", "metric", metric_columns, "median_us", decode=lambda t: trends.METRIC_ALIASES.get(t, t))
     metric = trends.METRIC_BY_COLUMN[top[3].selectbox("metric", metric_columns, key="trends_metric",
                                                       format_func=trends.METRIC_BY_COLUMN.get)]
     # The variant picker gets the widest place: at 1440 px a third of the row showed 2 of 4 chips.

@@ -48,17 +48,22 @@ class Measurement:
 def planned_cases(case_ids: list[str]) -> list[PlannedCase]:
     """The named cases (kernels.cases ids) as a plan; a one-line error for an unknown one."""
     from attnwatch.kernels.cases import parse_case_id
+    from attnwatch.kernels.operators import operator_of_shape
     from attnwatch.kernels.shapes import SHAPES
 
     out = []
     for text in dict.fromkeys(case_ids):
         try:
-            variant, shape_id, dtype, causal = parse_case_id(text)
+            variant, shape_id, dtype, mode = parse_case_id(text)
         except ValueError as exc:
             raise UserError(f"--case: {exc}") from None
         if shape_id not in SHAPES:
             raise UserError(f"--case {text}: unknown shape {shape_id!r}")
-        out.append(PlannedCase.of(variant, SHAPES[shape_id], dtype, causal))
+        shape = SHAPES[shape_id]
+        operator = operator_of_shape(shape)
+        if operator is None or mode not in operator.modes:
+            raise UserError(f"--case {text}: mode {mode!r} is not one of shape {shape_id!r}'s operator")
+        out.append(PlannedCase.of(variant, shape, dtype, mode, operator.name))
     return out
 
 

@@ -101,7 +101,7 @@ def _trend_link(dashboard_url: str | None, alert) -> str | None:
 
     if not dashboard_url or not alert.gpu_name:
         return None
-    metric = alert.metric if alert.metric in ("median_us", "gap_to_sdpa") else "median_us"
+    metric = alert.metric if alert.metric in ("median_us", "gap_to_baseline") else "median_us"
     query = case_trend_query(alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha),
                              host=alert.pool)
     return url(dashboard_url, "trends", query) if query else None

@@ -1,10 +1,10 @@
 """`attnwatch variants [--json] [--shapes SET]`: every registered variant and whether it runs here.
 
-Lists name, family, lineage (the seeds' name for it), whether it is the gap-to-SDPA
-reference, what it needs, and its availability on this machine with the reason when it is
-unavailable, under a one-line description of the device. With `--shapes`, also which cases
-of that shape set (x fp16/bf16 x causal/non-causal) each variant would skip, and why, before
-any GPU time is spent.
+Lists name, operator, family, lineage (the seeds' name for it), whether it is its operator's
+baseline (kernels/operators.py), what it needs, and its availability on this machine with the
+reason when it is unavailable, under a one-line description of the device. With `--shapes`,
+also which cases of that shape set (its operator's shapes x fp16/bf16 x the operator's modes)
+each variant would skip, and why, before any GPU time is spent.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections import Counter
 from attnwatch.ci.errors import UserError
 from attnwatch.kernels.availability import availability, capabilities, device_summary, skip_reason
 from attnwatch.kernels.cases import DTYPES, Case
-from attnwatch.kernels.registry import all_variants
+from attnwatch.kernels.operators import get_operator
+from attnwatch.kernels.registry import all_variants, get
 from attnwatch.kernels.shapes import SHAPE_SETS, shape_set
 
 
@@ -41,7 +42,8 @@ def variant_rows() -> list[dict]:
             "family": variant.family,
             "lineage": variant.lineage,
             "description": variant.description,
-            "is_reference": variant.is_reference,
+            "operator": variant.operator,
+            "is_baseline": get_operator(variant.operator).baseline == variant.name,
             "needs": sorted(variant.needs),
             "available": ok,
             "reason": reason or None,
@@ -50,7 +52,8 @@ def variant_rows() -> list[dict]:
 
 
 def case_skips(set_name: str) -> dict[str, dict[str, str]]:
-    """variant -> {case id: skip reason} over the shape set x DTYPES x causal, on this machine."""
+    """variant -> {case id: skip reason} over the set's shapes of the variant's operator x DTYPES x
+    the operator's modes, on this machine."""
     try:
         shapes = shape_set(set_name)
     except KeyError as exc:
@@ -58,10 +61,11 @@ def case_skips(set_name: str) -> dict[str, dict[str, str]]:
     skips: dict[str, dict[str, str]] = {}
     for variant in all_variants():
         skipped = {}
-        for shape in shapes:
+        op = get_operator(variant.operator)
+        for shape in (s for s in shapes if isinstance(s, op.shape_type)):
             for dtype in DTYPES:
-                for causal in (False, True):
-                    case = Case(variant.name, shape, dtype, causal)
+                for mode in op.modes:
+                    case = Case(variant.name, shape, dtype, mode=mode, operator=op.name)
                     reason = skip_reason(variant, case)
                     if reason:
                         skipped[case.id] = reason
@@ -70,9 +74,10 @@ def case_skips(set_name: str) -> dict[str, dict[str, str]]:
 
 
 def _skip_lines(set_name: str, skips: dict[str, dict[str, str]]) -> list[str]:
-    total = len(shape_set(set_name)) * len(DTYPES) * 2
-    lines = ["", f"cases of shape set {set_name!r} ({total} per variant):"]
+    lines = ["", f"cases of shape set {set_name!r} (its shapes of each variant's operator x dtypes x modes):"]
     for name, skipped in skips.items():
+        op = get_operator(get(name).operator)
+        total = sum(isinstance(s, op.shape_type) for s in shape_set(set_name)) * len(DTYPES) * len(op.modes)
         lines.append(f"{name}: runs {total - len(skipped)}/{total}")
         for reason, count in Counter(skipped.values()).most_common():
             lines.append(f"  skips {count}: {reason}")
@@ -80,10 +85,10 @@ def _skip_lines(set_name: str, skips: dict[str, dict[str, str]]) -> list[str]:
 
 
 def _table(rows: list[dict]) -> str:
-    headers = ("name", "family", "ref", "needs", "available", "lineage")
+    headers = ("name", "operator", "family", "baseline", "needs", "available", "lineage")
     body = [
         (
-            r["name"], r["family"], "yes" if r["is_reference"] else "", ",".join(r["needs"]) or "-",
+            r["name"], r["operator"], r["family"], "yes" if r["is_baseline"] else "", ",".join(r["needs"]) or "-",
             "yes" if r["available"] else "no", r["lineage"],
         )
         for r in rows

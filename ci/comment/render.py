@@ -2,7 +2,7 @@
 
 Layout (docs/design.md "PR comments and workflows"): a hidden marker, a one-line verdict,
 correctness failures first, a table of significant changes (base, head, Δ%, interval,
-gap-to-SDPA), for each changed case profiled on both sides the counter rules' cause and ranked
+gap to its operator's baseline), for each changed case profiled on both sides the counter rules' cause and ranked
 rules (history/analysis/ncu_explain.py), the full table folded in <details>, links to
 the run and the dashboard. With a dashboard URL, each significant change links to its Trends
 view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
@@ -57,11 +57,13 @@ def _interval(case: CaseComparison) -> str:
 
 
 def _gap(case: CaseComparison) -> str:
-    b, h = case.base.gap_to_sdpa, case.head.gap_to_sdpa
+    """The gap to the operator's baseline on each side, naming the baseline (the head's)."""
+    b, h = case.base.gap_to_baseline, case.head.gap_to_baseline
     if b is None and h is None:
         return "—"
     fmt = lambda g: "—" if g is None else f"{g:.3f}×"  # noqa: E731
-    return f"{fmt(b)} → {fmt(h)}"
+    baseline = case.head.baseline_variant or case.base.baseline_variant
+    return f"{fmt(b)} → {fmt(h)}" + (f" (vs {baseline})" if baseline else "")
 
 
 _VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no change": "no change", "failed": "⚠️ failed",
@@ -201,7 +203,7 @@ def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None =
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
-_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap-to-SDPA base → head | measure again |",
+_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap to baseline base → head | measure again |",
                   "|---|---|---:|---:|---:|---|---|---|"]
 _LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
 

@@ -30,7 +30,8 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
     correct = all(checked) if checked else None
     worst = lambda name: max((getattr(r, name) for r in present if getattr(r, name) is not None), default=None)  # noqa: E731
     errors = [r.error for r in present if r.error]
-    gaps = [r.gap_to_sdpa for r in measured if r.gap_to_sdpa is not None]
+    gaps = [r.gap_to_baseline for r in measured if r.gap_to_baseline is not None]
+    baseline = next((r.baseline_variant for r in measured if r.baseline_variant), None)
     if len(measured) < len(present):  # a round that did not measure makes the side unusable for A/B
         bad = next(r for r in present if not (r.status == "ok" and r.samples_us))
         return SideResult(status=bad.status if bad.status != "ok" else "failed", correct=correct,
@@ -43,7 +44,8 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
         median_us=statistics.fmean(medians),
         round_medians_us=medians,
         n_samples=sum(len(r.samples_us) for r in measured),
-        gap_to_sdpa=statistics.fmean(gaps) if gaps else None,
+        gap_to_baseline=statistics.fmean(gaps) if gaps else None,
+        baseline_variant=baseline if gaps else None,
         correct=correct,
         max_abs_err=worst("max_abs_err"),
         rel_err=worst("rel_err"),

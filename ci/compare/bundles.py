@@ -52,7 +52,8 @@ def write_side_bundles(out_dir: Path, side: str, rounds: list[RoundData], *, git
 
 def round_cases(rd: RoundData) -> list[CaseRecords]:
     """A round's cases as the records its side's worker reported."""
-    return [CaseRecords(CaseOutcome(cid, rec.variant, rec.shape_id, rec.dtype, rec.causal, rec.status, rec.error),
+    return [CaseRecords(CaseOutcome(cid, rec.variant, rec.shape_id, rec.dtype, rec.causal, rec.status, rec.error,
+                                    operator=rec.operator),
                         timing=rec.timing, samples=rec.samples_us, checks=rec.checks)
             for cid, rec in rd.cases.items()]
 

@@ -22,8 +22,9 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 4  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
-# v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went)
+COMPARE_SCHEMA_VERSION = 5  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+# v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went);
+# v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa)
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -75,10 +76,23 @@ def compare_v3_to_v4(document: dict) -> dict:
     return document
 
 
+def compare_v4_to_v5(document: dict) -> dict:
+    """compare.json v4 -> v5: a side's gap_to_sdpa is its gap_to_baseline, the baseline sdpa (the
+    only one before operators, issue 29)."""
+    for case in document.get("cases") or []:
+        for side in SIDES:
+            if isinstance(case, dict) and isinstance(case.get(side), dict) and "gap_to_sdpa" in case[side]:
+                gap = case[side].pop("gap_to_sdpa")
+                case[side].update(gap_to_baseline=gap, baseline_variant="sdpa" if gap is not None else None)
+    document["schema_version"] = 5
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
                                                       (COMPARE_SCHEMA, 2): compare_v2_to_v3,
-                                                      (COMPARE_SCHEMA, 3): compare_v3_to_v4}
+                                                      (COMPARE_SCHEMA, 3): compare_v3_to_v4,
+                                                      (COMPARE_SCHEMA, 4): compare_v4_to_v5}
 
 
 class ReportError(UserError):
@@ -96,7 +110,8 @@ class SideResult:
     median_us: float | None = rule(None, positive=True)  # mean of per-round medians
     round_medians_us: list[float] = rule(default_factory=list, positive=True, max_items=1000)
     n_samples: int = rule(0, low=0)
-    gap_to_sdpa: float | None = rule(None, positive=True)  # mean over rounds, each measured in its own round
+    gap_to_baseline: float | None = rule(None, positive=True)  # mean over rounds, each measured in its own round
+    baseline_variant: str | None = None  # the operator's baseline the gap was taken against
     correct: bool | None = None  # None: not checked
     max_abs_err: float | None = None
     rel_err: float | None = None

@@ -1,4 +1,4 @@
-"""What one A/B round measured for one side: per case, samples, gap-to-SDPA, correctness, ncu.
+"""What one A/B round measured for one side: per case, samples, gap to baseline, correctness, ncu.
 
 A round is one run bundle (`DIR/bundles/<side>-round<k>`, written by ci/compare/bundles.py
 from one round of a side's warm worker, or recorded earlier by `attnwatch run`). It is read by
@@ -35,7 +35,8 @@ class CaseRound:
     causal: bool
     status: str
     samples_us: list[float] = field(default_factory=list)
-    gap_to_sdpa: float | None = None
+    gap_to_baseline: float | None = None
+    baseline_variant: str | None = None
     correct: bool | None = None
     max_abs_err: float | None = None
     rel_err: float | None = None
@@ -48,6 +49,7 @@ class CaseRound:
     # (a dict, as history.contract.bundle.CaseTiming) and the correctness records checked in this round.
     timing: dict | None = None
     checks: list[dict] = field(default_factory=list)
+    operator: str = "attention"  # kernels.operators: what the case computes
 
     @property
     def kernel_config(self) -> str | None:
@@ -70,12 +72,13 @@ class RoundData:
 def read_round(bundle_dir: str | Path) -> RoundData:
     """Read one bundle's cases for comparison; raises BundleError naming the file and field."""
     bundle = load_bundle(Path(bundle_dir), known_commit=False)
-    cases = {o.case_id: CaseRound(o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error)
+    cases = {o.case_id: CaseRound(o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error,
+                                 operator=o.operator)
              for o in bundle.outcomes}
     for timing in bundle.timings:
         case = cases.get(timing.case_id)
         if case is not None:
-            case.gap_to_sdpa = timing.gap_to_sdpa
+            case.gap_to_baseline, case.baseline_variant = timing.gap_to_baseline, timing.baseline_variant
             case.timing = asdict(timing)  # as the worker reported it (kernel_config among it)
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)

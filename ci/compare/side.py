@@ -210,7 +210,8 @@ class Side:
         return result
 
     def _lost(self, case: PlannedCase, status: str, error: str) -> CaseRound:
-        record = CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal, status, error=error[:2000])
+        record = CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal, status, error=error[:2000],
+                           operator=case.operator)
         self.final[case.case_id] = record
         return record
 
@@ -224,10 +225,11 @@ class Side:
         return CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal,
                          str(message.get("status", "failed")),
                          samples_us=[float(v) for v in message.get("samples_us") or []],
-                         gap_to_sdpa=(message.get("timing") or {}).get("gap_to_sdpa"), correct=correct,
+                         gap_to_baseline=(message.get("timing") or {}).get("gap_to_baseline"),
+                         baseline_variant=(message.get("timing") or {}).get("baseline_variant"), correct=correct,
                          max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
                          error=message.get("error") or failing, timing=message.get("timing"),
-                         checks=[r for r in records if isinstance(r, dict)])
+                         checks=[r for r in records if isinstance(r, dict)], operator=case.operator)
 
 
 def side_spec(plan: RunPlan, name: str, checkout: Path | None, work_dir: Path, *, extra_sys_path: list[str],

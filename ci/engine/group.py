@@ -142,7 +142,6 @@ class Engine:
                 variant = kernels_api().get(name)
             except KeyError:
                 continue  # reported per case
-            self.setup.families[name] = variant.family
             if name in self.setup.build_failures:
                 continue
             if variant.build is None or not self.plan.build or not variant_availability(variant)[0]:
@@ -237,7 +236,7 @@ class Engine:
             self._graph(subject, raw, config)
             timed.append((case_timing(self.cases[subject.key], raw, interleave_id(group, round_index),
                                       self.setup.kernel_configs.get(subject.key, (None, None))), raw))
-        apply_gaps([t for t, _ in timed], self.setup.families, self.plan.reference)
+        apply_gaps([t for t, _ in timed], self.plan.baselines, self.plan.references)
         for timing, raw in timed:
             result = results[timing.case_id]
             result.timing, result.samples_us = asdict(timing), raw.samples_us

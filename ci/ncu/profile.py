@@ -50,7 +50,6 @@ from attnwatch.history.contract.bundle_writer import NcuFiles
 from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.kernels.cases import Case
 
-_ELEMENT_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}
 DEADLINE_ERROR = "not profiled: run deadline"
 CRASH_ERROR = "crashed the profiled process"
 HANG_ERROR = "hung under the profiler"
@@ -100,7 +99,7 @@ def case_work(case: Case, gpu_name: str | None) -> CaseWork:
     ceiling = find_ceiling(gpu_name, "matmul_tflops", case.dtype)
     return CaseWork(
         flops=case.flops,
-        ideal_bytes=float(case.shape.min_bytes(_ELEMENT_BYTES[case.dtype])),
+        ideal_bytes=float(case.bytes),  # the operator's byte model (kernels.operators)
         peak_tflops=ceiling.value if ceiling else None,
     )
 

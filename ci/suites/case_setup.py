@@ -62,7 +62,6 @@ class CaseSetup:
         self.plan = plan
         self.device = device
         self.config = config
-        self.families: dict[str, str] = {}
         self.build_failures: dict[str, str] = {}
         # case id -> (config, config_source) its latest prepare reported (kernels.variant.Prepared)
         self.kernel_configs: dict[str, tuple[str | None, str | None]] = {}
@@ -83,7 +82,6 @@ class CaseSetup:
             variant = api.get(case.variant)
         except KeyError as exc:
             return None, ("skipped", f"variant not in this checkout's registry: {exc}")
-        self.families[case.variant] = variant.family
         ok, reason = variant_availability(variant)
         if not ok:
             return None, ("skipped", reason or "unavailable")
@@ -105,8 +103,7 @@ class CaseSetup:
 
     def input_set_count(self, case: PlannedCase) -> int:
         """How many input sets to rotate over: `input_sets` when they all fit the byte cap."""
-        element = 4 if case.dtype == "fp32" else 2
-        per_set = case.shape().min_bytes(element)  # Q, K, V and O once each
+        per_set = case.bytes  # the operator's byte model: every input and output once
         sets = self.config.input_sets
         return sets if sets > 1 and sets * per_set <= self.config.input_sets_max_bytes else 1
 

@@ -4,11 +4,15 @@ Definitions (docs/design.md "Metrics", one each, used everywhere):
 
 * statistics: `history.analysis.statistics.summarize` (order statistics, Hyndman & Fan type 7);
 * us_per_head = median / (B*H), the seeds' unit;
-* TFLOPS = flops / median, flops = 4*B*H*Sq*Sk*D, halved when causal;
-* gap_to_sdpa = median / median(reference) of the same interleave group (same process, same
-  GPU, timed round-robin), the reference being the variant the plan names (the registry's
-  `is_reference`: `sdpa`); gap_to_backends the same against each other measured SDPA backend;
-  fastest_backend the SDPA-family variant with the lowest median, and the gap to it.
+* TFLOPS = flops / median, flops by the operator's model (kernels.operators; attention:
+  4*B*H*Sq*Sk*D, halved when causal); bytes the operator's byte model (the fewest DRAM bytes
+  one call moves: attention's Q, K, V and O once), what a memory-bound roofline divides;
+* gap_to_baseline = median / median(baseline) of the same interleave group (same process, same
+  GPU, timed round-robin), the baseline being the one the plan names for the case's operator
+  (kernels.operators.Operator.baseline: attention's `sdpa`), recorded in baseline_variant;
+  gap_to_backends the same against each measured reference of the operator
+  (Operator.references: attention's SDPA backends); fastest_reference the reference with the
+  lowest median, and gap_to_fastest_reference the gap to it.
   Gaps are only ever taken inside one interleave group, never across processes or runs.
 """
 
@@ -38,6 +42,9 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
         head_dim=case.head_dim,
         dtype=case.dtype,
         causal=case.causal,
+        operator=case.operator,
+        bound=case.bound,
+        bytes=case.bytes,
         timing_mode=raw.timing_mode,
         **asdict(s),
         us_per_head=s.median_us / (case.batch * case.heads),
@@ -56,25 +63,29 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
     )
 
 
-def apply_gaps(timings: list[CaseTiming], families: dict[str, str], reference: str) -> None:
-    """Fill gap_to_sdpa, gap_to_backends, fastest_backend and its gap, per interleave group.
+def apply_gaps(timings: list[CaseTiming], baselines: dict[str, str], references: dict[str, list[str]]) -> None:
+    """Fill gap_to_baseline (and baseline_variant), gap_to_backends, fastest_reference and
+    gap_to_fastest_reference, per interleave group and operator.
 
-    `families` maps variant name -> family; the SDPA family ("sdpa") supplies the backends.
-    `reference`: the plan's reference variant (RunPlan.reference). Mutates the timings in
-    place; a group without the reference gets no gap_to_sdpa.
+    `baselines`: operator -> the plan's baseline variant (RunPlan.baselines); `references`:
+    operator -> the variants its kernel team compares with (RunPlan.references). Mutates the
+    timings in place; a group without its baseline gets no gap_to_baseline, one without any
+    reference no fastest reference.
     """
-    groups: dict[str | None, list[CaseTiming]] = {}
+    groups: dict[tuple[str | None, str], list[CaseTiming]] = {}
     for t in timings:
-        groups.setdefault(t.interleave_group, []).append(t)
-    for members in groups.values():
+        groups.setdefault((t.interleave_group, t.operator), []).append(t)
+    for (_, operator), members in groups.items():
         by_variant = {t.variant: t for t in members}
-        backends = {v: t for v, t in by_variant.items() if families.get(v) == "sdpa"}
-        baseline = by_variant.get(reference)
-        fastest = min(backends.values(), key=lambda t: t.median_us) if backends else None
+        reference = baselines.get(operator)
+        measured = {v: by_variant[v] for v in references.get(operator, ()) if v in by_variant}
+        baseline = by_variant.get(reference) if reference else None
+        fastest = min(measured.values(), key=lambda t: t.median_us) if measured else None
         for t in members:
             if baseline is not None:
-                t.gap_to_sdpa = t.median_us / baseline.median_us
-            t.gap_to_backends = {v: t.median_us / b.median_us for v, b in sorted(backends.items()) if v != reference}
+                t.gap_to_baseline = t.median_us / baseline.median_us
+                t.baseline_variant = baseline.variant
+            t.gap_to_backends = {v: t.median_us / b.median_us for v, b in sorted(measured.items())}
             if fastest is not None:
-                t.fastest_backend = fastest.variant
-                t.gap_to_fastest_backend = t.median_us / fastest.median_us
+                t.fastest_reference = fastest.variant
+                t.gap_to_fastest_reference = t.median_us / fastest.median_us

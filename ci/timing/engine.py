@@ -8,7 +8,7 @@ so that no variant always follows the same neighbour. A variant leaves the rotat
 * it reached `max_samples` calls or `time_cap_s` seconds of timing wall time (not converged).
 
 Interleaving makes slow drift (clocks, temperature, other tenants) hit every variant of the
-group alike, which is what makes gap-to-SDPA stable run to run (nvbench and tritonbench time
+group alike, which is what makes the gap to baseline stable run to run (nvbench and tritonbench time
 one variant at a time; the seeds' cross-day baselines are the failure this avoids). After each
 block the SM clock's throttle reasons are read; the block's samples are flagged as throttled
 when a clock-lowering reason is active, and counted.

@@ -64,12 +64,13 @@ from attnwatch.history.analysis.statistics import Summary
 SCHEMA_VERSIONS = {
     "attnwatch.manifest": 2,  # the bundle format; v2: timings in timings.json (history.contract.timings)
     "attnwatch.timings": 1,
-    "attnwatch.outcomes": 1,
+    "attnwatch.outcomes": 2,  # v2: each case's operator
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
     "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
-    "attnwatch.case_timing": 2,  # each timings.json record; v2: kernel_config, kernel_config_source
+    "attnwatch.case_timing": 3,  # each timings.json record; v2: kernel_config, kernel_config_source;
+    # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -88,6 +89,7 @@ UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
 KERNEL_CONFIG_SOURCES = ("table", "tuned", "fixed")  # CaseTiming.kernel_config_source
+OPERATOR_BOUNDS = ("compute", "memory")  # CaseTiming.bound (kernels.operators.BOUNDS)
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
 
 
@@ -174,10 +176,20 @@ class CaseTiming(Summary):
     tflops: float
     converged: bool  # relative spread under target before the time cap
     graph_median_us: float | None = None  # CUDA-graph replay time, launch-bound cases
-    gap_to_sdpa: float | None = None  # median / median(sdpa), same run, same GPU
-    gap_to_backends: dict[str, float] = field(default_factory=dict)  # sdpa_* -> ratio
-    gap_to_fastest_backend: float | None = None
-    fastest_backend: str | None = None
+    # The operator (kernels.operators), what its roofline plots against ("compute": TFLOP/s under
+    # the GEMM peak; "memory": bytes / median under the DRAM bandwidth), and its byte model's
+    # figure: the fewest DRAM bytes one call moves (attention: Q, K, V and O once). None: a
+    # bundle from before v3 did not record it.
+    operator: str = rule("attention", name=NAME)
+    bound: str | None = rule(None, choices=OPERATOR_BOUNDS)
+    bytes: float | None = None
+    # median / median(baseline_variant): the operator's baseline, same interleave group.
+    gap_to_baseline: float | None = None
+    baseline_variant: str | None = rule(None, name=NAME)
+    gap_to_backends: dict[str, float] = field(default_factory=dict)  # each measured reference -> ratio
+    # The gap to the fastest of the operator's references measured in the group, and which it was.
+    gap_to_fastest_reference: float | None = None
+    fastest_reference: str | None = rule(None, name=NAME)
     sm_clock_mhz_before: int | None = None
     sm_clock_mhz_after: int | None = None
     throttle_reasons: list[str] = field(default_factory=list)
@@ -208,6 +220,7 @@ class CaseOutcome:
     status: str  # one of CASE_STATUSES
     error: str | None = None
     duration_s: float | None = None
+    operator: str = rule("attention", name=NAME)  # kernels.operators: what the case computes
 
 
 @dataclass(frozen=True)

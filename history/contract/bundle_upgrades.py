@@ -61,8 +61,37 @@ def case_timing_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def outcomes_v1_to_v2(document: dict) -> dict:
+    """attnwatch.outcomes v1 -> v2: each case names its operator; every v1 case was attention."""
+    cases = document.get("cases")
+    if isinstance(cases, list):
+        document["cases"] = [{"operator": "attention", **c} if isinstance(c, dict) else c for c in cases]
+    document["schema_version"] = 2
+    return document
+
+
+def case_timing_v2_to_v3(document: dict) -> dict:
+    """attnwatch.case_timing v2 -> v3: operators (issue 29). Every v2 timing was attention, its
+    gaps taken against sdpa: gap_to_sdpa becomes gap_to_baseline with baseline_variant "sdpa"
+    (None where no gap was taken), gap_to_fastest_backend / fastest_backend become
+    gap_to_fastest_reference / fastest_reference (the SDPA backend then fastest); the bound is
+    attention's, "compute"; the byte model's figure was not recorded (None)."""
+    gap = document.pop("gap_to_sdpa", None)
+    document["gap_to_baseline"] = gap
+    document["baseline_variant"] = "sdpa" if gap is not None else None
+    document["gap_to_fastest_reference"] = document.pop("gap_to_fastest_backend", None)
+    document["fastest_reference"] = document.pop("fastest_backend", None)
+    document.setdefault("operator", "attention")
+    document.setdefault("bound", "compute")  # attention's roofline is the GEMM peak
+    document.setdefault("bytes", None)
+    document["schema_version"] = 3
+    return document
+
+
 UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.correctness", 1): correctness_v1_to_v2,
     ("attnwatch.builds", 1): builds_v1_to_v2,
     ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
+    ("attnwatch.case_timing", 2): case_timing_v2_to_v3,
+    ("attnwatch.outcomes", 1): outcomes_v1_to_v2,
 }

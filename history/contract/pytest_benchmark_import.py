@@ -206,7 +206,8 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
 def _outcome(e: BenchmarkEntry, timing: CaseTiming | None) -> CaseOutcome:
     """A plain file's entry as an ok case: its timing's case, else pytest's names."""
     if timing is not None:
-        return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok")
+        return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok",
+                           operator=timing.operator)
     return CaseOutcome(e.fullname, e.group or e.name, "", "", False, "ok")
 
 

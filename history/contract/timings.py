@@ -79,7 +79,7 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
         raise BundleError(path, f"{where}.timing_mode", f"{timing.timing_mode!r} is not one of {TIMING_MODES}")
     if timing.n < 1:
         raise BundleError(path, f"{where}.n", f"{timing.n}: a timing needs at least one sample")
-    for name in LATENCY_FIELDS + ("us_per_head", "tflops", "graph_median_us", "rel_spread",
+    for name in LATENCY_FIELDS + ("us_per_head", "tflops", "bytes", "graph_median_us", "rel_spread",
                                   "guard_retimed_blocks", "guard_uncovered_blocks"):
         require_non_negative(getattr(timing, name), path, f"{where}.{name}")
     if timing.median_us <= 0:

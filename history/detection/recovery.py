@@ -1,7 +1,7 @@
 """Alerts that resolve themselves: a step alert whose series came back.
 
 An open (or acknowledged) regression or improvement alert on a series (case x GPU x pool,
-metric `median_us` or `gap_to_sdpa`) is resolved when the last `resolve_after` main runs of
+metric `median_us` or `gap_to_baseline`) is resolved when the last `resolve_after` main runs of
 that series, all after the step's run, are each within min_effect of the level before the step
 (the alert's `baseline_value`): |value / baseline - 1| < min_effect. min_effect is the case's
 own where history/analysis/case_rules.toml gives one, else the GPU's; `resolve_after` comes from
@@ -44,7 +44,7 @@ def _open_step_alerts(con, gpu: str | None) -> list[tuple]:
 
 _ALERT_COLUMNS = "alert_id, case_id, gpu_name, pool, metric, run_id, baseline_value"
 _OPEN_STEP = ("status IN ('open', 'acknowledged') AND kind IN ('regression', 'improvement') "
-              "AND metric IN ('median_us', 'gap_to_sdpa') AND baseline_value > 0 AND run_id IS NOT NULL")
+              "AND metric IN ('median_us', 'gap_to_baseline') AND baseline_value > 0 AND run_id IS NOT NULL")
 
 # For every open step alert at once (`case_series` numbers all of main's results of the cases
 # asked for; a query per alert would do that once per alert): the last $3 runs of its series
@@ -52,14 +52,14 @@ _OPEN_STEP = ("status IN ('open', 'acknowledged') AND kind IN ('regression', 'im
 # no longer in its series gets no rows (nothing is decided).
 _RUNS_AFTER_SQL = f"""
     WITH a AS (SELECT {_ALERT_COLUMNS} FROM alerts WHERE {_OPEN_STEP} AND ($1 IS NULL OR gpu_name = $2)),
-         s AS (SELECT case_id, series_gpu, series_pool, series_index, run_id, median_us, gap_to_sdpa
+         s AS (SELECT case_id, series_gpu, series_pool, series_index, run_id, median_us, gap_to_baseline
                FROM case_series WHERE case_id IN (SELECT case_id FROM a)),
          joined AS (SELECT a.alert_id, a.run_id AS step_run, a.metric, s.*
                     FROM a JOIN s ON s.case_id = a.case_id AND s.series_gpu IS NOT DISTINCT FROM a.gpu_name
                                  AND s.series_pool IS NOT DISTINCT FROM a.pool),
          step AS (SELECT alert_id, min(series_index) AS step_index FROM joined WHERE run_id = step_run GROUP BY alert_id),
          after AS (SELECT j.alert_id, j.run_id, j.series_index,
-                          CASE WHEN j.metric = 'median_us' THEN j.median_us ELSE j.gap_to_sdpa END AS value,
+                          CASE WHEN j.metric = 'median_us' THEN j.median_us ELSE j.gap_to_baseline END AS value,
                           row_number() OVER (PARTITION BY j.alert_id ORDER BY j.series_index DESC) AS back
                    FROM joined j JOIN step USING (alert_id) WHERE j.series_index > step.step_index)
     SELECT alert_id, run_id, value FROM after WHERE back <= $3 ORDER BY alert_id, series_index

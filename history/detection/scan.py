@@ -4,8 +4,8 @@
 
 For every series (case x GPU model x pool, its points in the one series order every chart uses:
 view `case_series`, history.contract.series_key) and each
-metric — latency (`median_us`) and gap-to-SDPA (`gap_to_sdpa`, which cancels GPU-wide drift
-such as a driver or clock change) —
+metric — latency (`median_us`) and the gap to the operator's baseline (`gap_to_baseline`,
+which cancels GPU-wide drift such as a driver or clock change) —
 history.analysis.changepoints finds level shifts with a penalty from the series' own noise; a shift of
 at least the GPU's min_effect that holds for min_persist runs becomes an alert. Correctness
 failures on main are always alerts, one per failing streak. Dedup keys carry the commit of
@@ -35,10 +35,10 @@ from attnwatch.history.analysis.case_rules import CaseRules
 from attnwatch.history.contract.series_key import series_order
 
 # Scanned columns of `case_series`: column -> label for people.
-METRICS = {"median_us": "latency", "gap_to_sdpa": "gap-to-SDPA"}
+METRICS = {"median_us": "latency", "gap_to_baseline": "gap to baseline"}
 # What a series point carries, read by name (views of migration 010).
 POINT_COLUMNS = ("case_id", "series_gpu", "series_pool", "series_index", "run_id", "commit_sha",
-                 "median_us", "gap_to_sdpa", "synthetic", "kernel_config")
+                 "median_us", "gap_to_baseline", "synthetic", "kernel_config")
 SHIFT_TOLERANCE = 2  # runs either side of a step's commit that count as the same step
 
 

@@ -1,7 +1,7 @@
 """A LoadedBundle as rows of the history's tables (Arrow tables keyed by table name).
 
-Pure conversion: no database access. Column names match history/migrations (001, and 005 for
-the correctness check's margin): every field of a record is a column, none is left out.
+Pure conversion: no database access. Column names match history/migrations (001, 005 for
+the correctness check's margin, 012 for operators and gap_to_baseline): every field of a record is a column, none is left out.
 """
 
 from __future__ import annotations
@@ -20,11 +20,12 @@ from attnwatch.history.store.arrow_insert import rows_to_arrow
 _TIMING_COLUMNS = (
     "shape_id", "batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal", "timing_mode",
     "median_us", "p10_us", "p90_us", "iqr_us", "mean_us", "stddev_us", "min_us", "max_us",
-    "us_per_head", "tflops", "gap_to_sdpa", "gap_to_fastest_backend", "fastest_backend",
+    "us_per_head", "tflops",
     "graph_median_us", "converged", "rel_spread", "sm_clock_mhz_before", "sm_clock_mhz_after",
     "throttle_reasons", "throttled_samples", "interleave_group",
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
     "kernel_config", "kernel_config_source",  # migration 008
+    "bound", "bytes", "gap_to_baseline", "baseline_variant", "gap_to_fastest_reference", "fastest_reference",  # 012
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -33,6 +34,14 @@ _RESULT_TYPES = {
     "error": pa.string(),
     "kernel_config": pa.string(),
     "kernel_config_source": pa.string(),
+    "operator": pa.string(),
+    "bound": pa.string(),
+    "bytes": pa.float64(),
+    "gap_to_baseline": pa.float64(),
+    "baseline_variant": pa.string(),
+    "gap_to_fastest_reference": pa.float64(),
+    "fastest_reference": pa.string(),
+    "gap_to_sdpa": pa.float64(),
 }
 
 # Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that
@@ -113,6 +122,7 @@ def result_rows(b: LoadedBundle) -> list[dict]:
             "run_id": b.manifest.run_id,
             "case_id": o.case_id,
             "variant": o.variant,
+            "operator": o.operator,
             "shape_id": o.shape_id or None,
             "dtype": o.dtype or None,
             "causal": o.causal if o.shape_id else None,
@@ -166,6 +176,8 @@ def _host_as_timing(h: HostStats) -> dict:
 def _timing_columns(t: CaseTiming) -> dict:
     cols = {name: getattr(t, name) for name in _TIMING_COLUMNS}
     cols["n_samples"] = t.n
+    # Migration 012 keeps the column stored queries read: the gap where the baseline was sdpa.
+    cols["gap_to_sdpa"] = t.gap_to_baseline if t.baseline_variant == "sdpa" else None
     keys = sorted(t.gap_to_backends)
     cols["gap_to_backends__keys"] = keys
     cols["gap_to_backends__values"] = [t.gap_to_backends[k] for k in keys]

@@ -1,5 +1,5 @@
-"""PyTorch scaled_dot_product_attention: the default dispatch (THE gap-to-SDPA baseline)
-and one variant pinned to each backend.
+"""PyTorch scaled_dot_product_attention: the default dispatch (attention's baseline,
+kernels/operators.py) and one variant pinned to each backend.
 
 Pinning uses the public `torch.nn.attention.sdpa_kernel([SDPBackend.X])` context, entered
 inside the timed callable so that interleaved variants never leak each other's global
@@ -151,13 +151,12 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
 
 
 def _variant(name: str, backend: str | None, description: str, lineage: str,
-             needs: frozenset[str] = frozenset(), is_reference: bool = False) -> Variant:
+             needs: frozenset[str] = frozenset()) -> Variant:
     return Variant(
         name=name,
         family="sdpa",
         description=description,
         prepare=_prepare_for(backend),
-        is_reference=is_reference,
         needs=needs,
         unsupported=_unsupported_for(backend),
         lineage=lineage,
@@ -166,8 +165,8 @@ def _variant(name: str, backend: str | None, description: str, lineage: str,
 
 SDPA = _variant(
     "sdpa", None,
-    "torch.nn.functional.scaled_dot_product_attention, default backend dispatch: the gap-to-SDPA baseline",
-    "PyTorch SDPA baseline (all seeds)", is_reference=True,
+    "torch.nn.functional.scaled_dot_product_attention, default backend dispatch: attention's baseline",
+    "PyTorch SDPA baseline (all seeds)",
 )
 SDPA_FLASH = _variant(
     "sdpa_flash", "FLASH_ATTENTION",
