@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from attnwatch.ci.plan import operator_baselines
+
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
 from attnwatch.ci.compare.select import CANARY, REFERENCE, UNCHANGED, harness_change, select_variants, selection_record
@@ -68,7 +70,7 @@ def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES
             if keyed and v.name in CUDA else []
         out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
                                           settings={"cases": [v.name]})
-        out[v.name]["reference"] = v.is_reference
+        out[v.name]["reference"] = v.name in operator_baselines().values()
     return out
 
 

@@ -233,10 +233,11 @@ def test_longer_sequences_than_any_bucket_use_the_longest_bucket():
 
 def test_variant_is_registered_with_its_needs():
     from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
+    from attnwatch.kernels.operators import get_operator
 
     assert TRITON_FA2.name == "triton_fa2" and TRITON_FA2.family == "triton"
     assert TRITON_FA2.needs == frozenset({"triton"})
-    assert not TRITON_FA2.is_reference
+    assert TRITON_FA2.operator == "attention" and TRITON_FA2.name != get_operator("attention").baseline
 
 
 @pytest.mark.parametrize("shape, dtype, expected", [

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 
 UNCHANGED = "unchanged: identical code and binaries"
-REFERENCE = "the reference variant (every gap is taken against it): always measured"
+REFERENCE = "an operator's baseline (every gap of its cases is taken against it): always measured"
 CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
 PARTS = ("files", "builds", "libraries", "settings")
 
@@ -86,11 +86,14 @@ def canary_order(names: list[str], rotation: str) -> list[str]:
     return sorted(names, key=lambda n: hashlib.sha256(f"{rotation}\0{n}".encode()).hexdigest())
 
 
-def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, dict], *, reference: str | None,
-                    rotation: str, canary: int, everything: str | None = None) -> Selection:
-    """Decide for each of `variants` (in order). `everything`: a reason to measure all of them
-    (--all, a harness or library change), else None to select by fingerprint."""
-    out = Selection(reference=reference)
+def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, dict], *,
+                    reference: str | list[str] | None, rotation: str, canary: int,
+                    everything: str | None = None) -> Selection:
+    """Decide for each of `variants` (in order). `reference`: the baseline variant(s), one per
+    operator, always measured. `everything`: a reason to measure all of them (--all, a harness or
+    library change), else None to select by fingerprint."""
+    references = [reference] if isinstance(reference, str) else list(reference or [])
+    out = Selection(reference=", ".join(references) or None)
     everything = everything or library_change(base, head)
     if everything:
         out.everything = everything
@@ -99,7 +102,7 @@ def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, 
     unchanged = []
     for name in variants:
         why = difference(base.get(name), head.get(name))
-        if name == reference:
+        if name in references:
             out.measured[name] = REFERENCE
         elif why is not None:
             out.measured[name] = why

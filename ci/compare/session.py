@@ -151,7 +151,7 @@ def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roo
         everything = f"the shared harness could not be fingerprinted ({type(exc).__name__})"
     head = sides["head"].fingerprints
     return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
-                           reference=next((v for v, fp in head.items() if fp.get("reference")), None),
+                           reference=[v for v, fp in head.items() if fp.get("reference")],
                            rotation=options.rotation, canary=canary, everything=everything)
 
 
