@@ -1,0 +1,228 @@
+"""fa4_sm90 (flash-attn-4's SM90 forward) beside SDPA's backends on a Hopper GPU, in one call.
+
+Every figure comes from the real harness: each step is one `python3 -m attnwatch run` of the
+variants sdpa, sdpa_flash, sdpa_cudnn and fa4_sm90 (builds, correctness against the float64
+reference, interleaved timing; gaps only within a run), and this script only reads back the
+bundles it writes. Steps, in order of what matters most, each given what is left of
+--budget-s (`--max-minutes`: a step cut short records its unfinished cases as not run):
+
+1. `main`: the main set (which holds the pr set), fp16 and bf16, causal and not;
+2. `fa_grid_fp16`: the FlashAttention-paper grid of the nightly set (fa_s512..16384, D 64/128);
+3. `fa_grid_bf16`: the same grid in bf16 (the first to go when the budget is short).
+
+A step that cannot start with at least MIN_STEP_S left is skipped and listed. flash-attn-4
+installed with `pip --target` is found through ATTNWATCH_EXTRA_SITE (or --extra-site), which
+the runs' measuring children inherit.
+
+Writes under --out (default $OUT, else out/fa4_check): fa4_check.json (per fa4_sm90 case: its
+median, graph-replay median, TFLOPS, gaps to sdpa, sdpa_cudnn and sdpa_flash, the reference
+medians, correctness, kernel configuration; per step its status and wall time),
+bundles.tar.gz (every run bundle), fa4_check.log (the runs' output); prints a table last.
+
+    ATTNWATCH_EXTRA_SITE=/root/fa4site PYTHONPATH=. python3 scripts/fa4_check.py --budget-s 540 --out $OUT
+    PYTHONPATH=. python3 scripts/fa4_check.py --smoke --out /tmp/fa4   # CPU: fa4_sm90 skipped, with its reason
+
+Imports nothing that needs duckdb, streamlit or plotly: a GPU machine without them runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from attnwatch.kernels.capabilities import EXTRA_SITE_ENV  # noqa: E402  (a leaf: no torch at import)
+from attnwatch.kernels.shapes import SHAPE_SETS  # noqa: E402
+
+VARIANTS = ("sdpa", "sdpa_flash", "sdpa_cudnn", "fa4_sm90")
+SUBJECT = "fa4_sm90"
+FA_GRID = tuple(s for s in SHAPE_SETS["nightly"] if s.startswith("fa_"))
+STEPS = {  # name -> (shapes, dtypes)
+    "main": ("main", "fp16,bf16"),
+    "fa_grid_fp16": (",".join(FA_GRID), "fp16"),
+    "fa_grid_bf16": (",".join(FA_GRID), "bf16"),
+}
+SMOKE_STEPS = {"cpu": ("cpu", "fp16")}
+MIN_STEP_S = 60.0  # less than this left: start-up, compile and correctness would leave nothing timed
+RESERVE_S = 15.0  # kept back from the last step for the summary and the files
+
+
+def log(text: str) -> None:
+    print(text, flush=True)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole call (at most 9 min)")
+    p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/fa4_check)")
+    p.add_argument("--steps", default=None, help=f"comma-separated subset of {', '.join(STEPS)} (default: all, in order)")
+    p.add_argument("--extra-site", default=None, help=f"folder flash-attn-4 was pip --target-ed into (sets {EXTRA_SITE_ENV})")
+    p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap, seconds (default: ci/run_config.toml)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
+    p.add_argument("--smoke", action="store_true", help="CPU, the cpu shape set, fp16, a few samples: checks the script itself")
+    p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
+    return p.parse_args(argv)
+
+
+def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work: Path, env: dict,
+             seconds: float, log_file) -> dict:
+    """One `attnwatch run`; its bundle folder and exit status. Killed (its process group) if it
+    outlives its own --max-minutes by a minute."""
+    bundle = work / name
+    cmd = [sys.executable, "-m", "attnwatch", "run", "--shapes", shapes, "--variants", ",".join(VARIANTS),
+           "--dtypes", dtypes, "--causal", "both", "--out", str(bundle), "--no-progress",
+           "--trigger", "workflow_dispatch", "--notes", f"fa4_check step {name}",
+           "--max-minutes", f"{seconds / 60.0:.2f}"]
+    if args.smoke:
+        cmd += ["--device", "cpu", "--time-cap", "0.2", "--max-samples", "20"]
+    else:
+        cmd += ["--device", args.device] + (["--time-cap", str(args.time_cap)] if args.time_cap else [])
+    if args.commit:
+        cmd += ["--commit", args.commit]
+    log(f"step {name}: {shapes if len(shapes) < 40 else shapes[:37] + '...'} {dtypes}, {seconds:.0f} s allowed")
+    log_file.write(f"\n=== step {name}: {' '.join(cmd[1:])}\n")
+    log_file.flush()
+    started = time.perf_counter()
+    child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        rc = child.wait(timeout=seconds + 60.0)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        rc = child.wait()
+    wall = round(time.perf_counter() - started, 1)
+    status = json.loads((bundle / "manifest.json").read_text()).get("status") if (bundle / "manifest.json").exists() else None
+    log(f"step {name}: rc {rc}, {wall} s, bundle status {status}")
+    return {"shapes": shapes, "dtypes": dtypes, "rc": rc, "wall_s": wall, "status": status,
+            "bundle": str(bundle) if (bundle / "outcomes.json").exists() else None}
+
+
+def _records(bundle: Path, name: str, key: str) -> list[dict]:
+    return json.loads((bundle / name).read_text())[key]
+
+
+def summarize_bundle(bundle: Path, step: str) -> dict[str, dict]:
+    """Per fa4_sm90 case of one bundle: what the harness recorded for it and its references."""
+    outcomes = {o["case_id"]: o for o in _records(bundle, "outcomes.json", "cases")}
+    timings = {t["case_id"]: t for t in _records(bundle, "timings.json", "timings")}
+    checks: dict[str, list[dict]] = {}
+    for record in _records(bundle, "correctness.json", "records"):
+        checks.setdefault(record["case_id"], []).append(record)
+    rows = {}
+    for case_id, outcome in outcomes.items():
+        if outcome["variant"] != SUBJECT:
+            continue
+        shape = outcome["shape_id"]
+        timing = timings.get(case_id, {})
+        seeds = checks.get(case_id, [])
+        errors = [r["max_abs_err"] for r in seeds if r.get("max_abs_err") is not None]
+
+        def reference(variant: str) -> float | None:
+            return timings.get(case_id.replace(SUBJECT + "/", variant + "/", 1), {}).get("median_us")
+
+        rows[case_id] = {
+            "step": step, "shape": shape, "dtype": outcome["dtype"], "causal": outcome["causal"],
+            "sets": [name for name, ids in SHAPE_SETS.items() if shape in ids and name != "cpu"],
+            "status": outcome["status"], "error": outcome.get("error"),
+            "median_us": timing.get("median_us"), "graph_median_us": timing.get("graph_median_us"),
+            "tflops": timing.get("tflops"), "gap_to_sdpa": timing.get("gap_to_sdpa"),
+            "gap_to_cudnn": (timing.get("gap_to_backends") or {}).get("sdpa_cudnn"),
+            "gap_to_flash": (timing.get("gap_to_backends") or {}).get("sdpa_flash"),
+            "sdpa_us": reference("sdpa"), "cudnn_us": reference("sdpa_cudnn"), "flash_us": reference("sdpa_flash"),
+            "kernel_config": timing.get("kernel_config"),
+            "correct": all(r["passed"] for r in seeds) if seeds else None,
+            "max_abs_err": max(errors) if errors else None,
+            "tolerance_used": max((r["tolerance_used"] for r in seeds if r.get("tolerance_used") is not None), default=None),
+            "correctness_errors": sorted({r["error"] for r in seeds if r.get("error")}),
+        }
+    return rows
+
+
+def save(report: dict, bundles: list[Path], out: Path) -> None:
+    """The report and the bundles so far, each renamed into place whole."""
+    tmp = out / ".bundles.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        for bundle in bundles:
+            tar.add(bundle, arcname=bundle.name, filter=lambda m: None if m.name.endswith(".tmp") else m)
+    os.replace(tmp, out / "bundles.tar.gz")
+    tmp = out / ".fa4_check.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    os.replace(tmp, out / "fa4_check.json")
+
+
+def _cell(value: float | None, spec: str, width: int) -> str:
+    return format(value, spec).rjust(width) if value is not None else "-".rjust(width)
+
+
+def print_table(report: dict) -> None:
+    log("")
+    log(f"{'shape':<16} {'dtype':<5} {'causal':<6} {'fa4_us':>9} {'sdpa_us':>9} {'cudnn_us':>9} {'/sdpa':>6} "
+        f"{'/cudnn':>6} {'/flash':>6} {'max_err':>8} {'ok':>3}  config / reason")
+    for row in report["cases"].values():
+        ok = {True: "yes", False: "NO", None: "-"}[row["correct"]]
+        tail = row["kernel_config"] or ""
+        if row["status"] != "ok":
+            tail = f"{row['status']}: {(row['error'] or '')[:90]}"
+        log(f"{row['shape']:<16} {row['dtype']:<5} {'yes' if row['causal'] else 'no':<6} "
+            f"{_cell(row['median_us'], '.2f', 9)} {_cell(row['sdpa_us'], '.2f', 9)} {_cell(row['cudnn_us'], '.2f', 9)} "
+            f"{_cell(row['gap_to_sdpa'], '.3f', 6)} {_cell(row['gap_to_cudnn'], '.3f', 6)} {_cell(row['gap_to_flash'], '.3f', 6)} "
+            f"{_cell(row['max_abs_err'], '.1e', 8)} {ok:>3}  {tail}")
+    for name, step in report["steps"].items():
+        log(f"step {name}: " + (f"skipped: {step['skipped']}" if "skipped" in step
+                                else f"{step['status']}, {step['wall_s']} s, rc {step['rc']}"))
+    rows = list(report["cases"].values())
+    log(f"{SUBJECT}: {sum(r['status'] == 'ok' for r in rows)}/{len(rows)} cases timed, "
+        f"{sum(r['correct'] is False for r in rows)} failed correctness; total {report['seconds']} s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = time.perf_counter()
+    out = Path(args.out or os.environ.get("OUT") or REPO_ROOT / "out" / "fa4_check")
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="fa4-check-"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    if args.extra_site:
+        env[EXTRA_SITE_ENV] = args.extra_site
+    steps = SMOKE_STEPS if args.smoke else {n: STEPS[n] for n in (args.steps.split(",") if args.steps else STEPS)}
+    report: dict = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": args.commit,
+                    "args": vars(args), "extra_site": env.get(EXTRA_SITE_ENV), "variants": list(VARIANTS),
+                    "steps": {}, "cases": {}}
+    bundles: list[Path] = []
+    with open(out / "fa4_check.log", "w", encoding="utf-8") as log_file:
+        for name, (shapes, dtypes) in steps.items():
+            left = args.budget_s - (time.perf_counter() - started) - RESERVE_S
+            if left < MIN_STEP_S:
+                report["steps"][name] = {"shapes": shapes, "dtypes": dtypes,
+                                         "skipped": f"{left:.0f} s of --budget-s left, under {MIN_STEP_S:.0f} s"}
+                log(f"step {name}: skipped, {left:.0f} s left")
+                continue
+            step = run_step(name, shapes, dtypes, args, work, env, left, log_file)
+            report["steps"][name] = step
+            if step["bundle"]:
+                bundle = Path(step["bundle"])
+                bundles.append(bundle)
+                report["cases"].update(summarize_bundle(bundle, name))
+                manifest = json.loads((bundle / "manifest.json").read_text())
+                report.setdefault("environment", manifest.get("environment"))
+            report["seconds"] = round(time.perf_counter() - started, 1)
+            save(report, bundles, out)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    save(report, bundles, out)
+    print_table(report)
+    ran = [s for s in report["steps"].values() if "skipped" not in s]
+    return 0 if ran and all(s["status"] == "complete" for s in ran) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
