@@ -30,7 +30,8 @@ from .registry import get
 from .variant import Variant
 
 __all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capabilities",
-           "cutlass_headers_problem", "device_summary", "runnable_device", "skip_reason"]
+           "cutlass_headers_problem", "device_summary", "flash_attn_cute_problem", "runnable_device",
+           "skip_reason"]
 
 KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", "flash_attn_cute"})
 DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device

@@ -151,7 +151,6 @@ def cutlass_headers_problem() -> str | None:
     return None if folder is not None else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
 
 
-
 def extra_site_dirs() -> list[str]:
     """The folders named in ATTNWATCH_EXTRA_SITE, each added once with `site.addsitedir`.
 

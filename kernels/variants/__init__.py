@@ -2,8 +2,8 @@
 in this order, and `kernels.registry` registers them on first use.
 
 The list is explicit (no discovery by file name): a variant exists once its module is
-imported here. Modules import torch, Triton, CuPy and flash_attn lazily, so this list imports on a
-dashboard host that has none of them. No variant module imports the registry: the registry
+imported here. Modules import torch, Triton, CuPy and flash_attn lazily, so this list
+imports on a dashboard host that has none of them. No variant module imports the registry: the registry
 imports this list, never the other way round (docs/design.md, "Layers and the direction of
 imports").
 """

@@ -21,8 +21,8 @@ What is timed, and what is not:
   cached per configuration for the process) and launches it once. That call is recorded at the
   package's compile cache: the compiled function and the exact arguments the interface passed
   it. The timed `fn()` is that one compiled launch with those arguments, so neither the
-  compile nor the interface's Python (about 100 us of argument checks and planning per call,
-  more than a small case's kernel) is in the timed region. Should a future version launch
+  compile nor the interface's Python (argument checks, tile planning and the compile key,
+  redone on every call) is in the timed region. Should a future version launch
   anything else (a second kernel, a split-KV combine), the recording finds a number of launches
   other than one and `prepare` fails the case with that, rather than time part of the work.
 
