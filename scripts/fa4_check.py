@@ -10,11 +10,17 @@ bundles it writes. Steps, in order of what matters most, each given what is left
 2. `fa_grid_fp16`: the FlashAttention-paper grid of the nightly set (fa_s512..16384, D 64/128);
 3. `fa_grid_bf16`: the same grid in bf16 (the first to go when the budget is short).
 
+Before the steps, a probe in its own process (PROBE_TIMEOUT_S at most) records whether fa4_sm90
+is available here and why not, the versions of the flash-attn-4 stack, and the correctness check
+(kernels.correctness, float64 reference) on problems the sets lack: S = 777 (partial tiles,
+masking at the tail) in both head dims, dtypes and causalities, and the large-logits inputs
+(kernels.inputs) that catch a softmax without its running maximum.
+
 A step that cannot start with at least MIN_STEP_S left is skipped and listed. flash-attn-4
 installed with `pip --target` is found through ATTNWATCH_EXTRA_SITE (or --extra-site), which
 the runs' measuring children inherit.
 
-Writes under --out (default $OUT, else out/fa4_check): fa4_check.json (per fa4_sm90 case: its
+Writes under --out (default $OUT, else out/fa4_check): fa4_check.json (the probe; per fa4_sm90 case: its
 median, graph-replay median, TFLOPS, gaps to sdpa, sdpa_cudnn and sdpa_flash, the reference
 medians, correctness, kernel configuration; per step its status and wall time),
 bundles.tar.gz (every run bundle), fa4_check.log (the runs' output); prints a table last.
@@ -53,6 +59,9 @@ STEPS = {  # name -> (shapes, dtypes)
     "fa_grid_bf16": (",".join(FA_GRID), "bf16"),
 }
 SMOKE_STEPS = {"cpu": ("cpu", "fp16")}
+STACK = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13", "apache-tvm-ffi",
+         "torch-c-dlpack-ext", "quack-kernels", "torch")
+PROBE_TIMEOUT_S = 150.0
 MIN_STEP_S = 60.0  # less than this left: start-up, compile and correctness would leave nothing timed
 RESERVE_S = 15.0  # kept back from the last step for the summary and the files
 
@@ -71,7 +80,69 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--smoke", action="store_true", help="CPU, the cpu shape set, fp16, a few samples: checks the script itself")
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
+    p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
+    p.add_argument("--probe-checks", default=SUBJECT, help=argparse.SUPPRESS)
     return p.parse_args(argv)
+
+
+def _probe_cases(variant: str) -> list:
+    """(case, input profile): S = 777 in both head dims, dtypes and causalities, and the
+    large-logits inputs on one of them."""
+    from attnwatch.kernels.cases import Case
+    from attnwatch.kernels.shapes import adhoc_shape
+
+    cases = [(Case(variant, adhoc_shape(b, h, 777, d), dtype, causal), "normal")
+             for b, h, d, dtype in ((2, 3, 64, "fp16"), (1, 2, 128, "bf16")) for causal in (False, True)]
+    return cases + [(Case(variant, adhoc_shape(2, 3, 777, 64), "fp16", True), "large_logits")]
+
+
+def probe_worker(result_path: str, checked: str) -> int:
+    """Child process: fa4_sm90's availability, the stack's versions, and the extra correctness
+    checks of `checked` (fa4_sm90 when available; sdpa under --smoke, which exercises this on
+    a CPU): one seed each, two calls, the output poisoned before each."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from attnwatch.kernels.availability import availability, device_summary
+    from attnwatch.kernels.correctness import check_case
+
+    ok, reason = availability(SUBJECT)  # adds ATTNWATCH_EXTRA_SITE's folders first
+    versions = {}
+    for dist in STACK:
+        try:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
+            versions[dist] = None
+    result = {"available": ok, "reason": reason, "device": device_summary(), "versions": versions, "checks": {}}
+    for case, profile in (_probe_cases(checked) if ok or checked != SUBJECT else []):
+        [check] = check_case(checked, case, seeds=(0,), profile=profile)
+        result["checks"][f"{case.id}/{profile}"] = {"passed": check.passed, "max_abs_err": check.max_abs_err,
+                                                    "tolerance_used": check.tolerance_used, "error": check.error}
+        Path(result_path).write_text(json.dumps(result, indent=1))
+    Path(result_path).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def run_probe(work: Path, env: dict, timeout_s: float, checked: str) -> dict:
+    path = work / "probe.json"
+    failure = None
+    try:
+        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(path),
+                               "--probe-checks", checked], cwd=REPO_ROOT, env=env, timeout=timeout_s, check=False,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            failure = f"exit {done.returncode}: {done.stderr[-1500:]}"
+    except subprocess.TimeoutExpired:
+        failure = f"stopped after {timeout_s:.0f} s"
+    probe = json.loads(path.read_text()) if path.exists() else {}
+    if failure:
+        probe["error"] = failure
+        log(f"probe: {failure}")
+    log(f"probe: {SUBJECT} " + ("available" if probe.get("available") else f"unavailable: {probe.get('reason')}"))
+    log(f"probe: {probe.get('device')}; {probe.get('versions')}")
+    for name, check in probe.get("checks", {}).items():
+        log(f"probe: {name}: {'ok' if check['passed'] else 'FAILED'}, max_abs_err {check['max_abs_err']}"
+            + (f", {check['error']}" if check["error"] else ""))
+    return probe
 
 
 def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work: Path, env: dict,
@@ -181,12 +252,16 @@ def print_table(report: dict) -> None:
         log(f"step {name}: " + (f"skipped: {step['skipped']}" if "skipped" in step
                                 else f"{step['status']}, {step['wall_s']} s, rc {step['rc']}"))
     rows = list(report["cases"].values())
+    checks = report["probe"].get("checks", {}).values()
+    log(f"probe: {sum(c['passed'] for c in checks)}/{len(checks)} extra correctness checks passed")
     log(f"{SUBJECT}: {sum(r['status'] == 'ok' for r in rows)}/{len(rows)} cases timed, "
         f"{sum(r['correct'] is False for r in rows)} failed correctness; total {report['seconds']} s")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.probe_worker:
+        return probe_worker(args.probe_worker, args.probe_checks)
     started = time.perf_counter()
     out = Path(args.out or os.environ.get("OUT") or REPO_ROOT / "out" / "fa4_check")
     out.mkdir(parents=True, exist_ok=True)
@@ -199,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
                     "args": vars(args), "extra_site": env.get(EXTRA_SITE_ENV), "variants": list(VARIANTS),
                     "steps": {}, "cases": {}}
     bundles: list[Path] = []
+    report["probe"] = run_probe(work, env, min(PROBE_TIMEOUT_S, args.budget_s / 4), "sdpa" if args.smoke else SUBJECT)
     with open(out / "fa4_check.log", "w", encoding="utf-8") as log_file:
         for name, (shapes, dtypes) in steps.items():
             left = args.budget_s - (time.perf_counter() - started) - RESERVE_S

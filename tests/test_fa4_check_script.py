@@ -1,7 +1,8 @@
 """scripts/fa4_check.py on the CPU (--smoke): the one GPU call it is made for must not fail on a
 typo, and it must run where duckdb, streamlit and plotly are missing (the GPU machine has none).
 One real `attnwatch run` of the cpu set: sdpa is timed, fa4_sm90 is skipped with its reason, and
-the reason is in the run bundle the script returns and in its summary."""
+the reason is in the run bundle the script returns and in its summary; the probe's extra
+correctness checks run on sdpa."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def test_smoke_run_reports_fa4_skipped_with_its_reason_beside_a_timed_sdpa(tmp_p
     assert files == ["bundles.tar.gz", "fa4_check.json", "fa4_check.log"]
 
     report = json.loads((out / "fa4_check.json").read_text())
+    probe = report["probe"]  # its checks run on sdpa under --smoke: the loop itself is exercised
+    assert probe["available"] is False and "needs a Hopper GPU" in probe["reason"] and "error" not in probe
+    assert probe["versions"]["torch"] and len(probe["checks"]) == 5
+    assert all(c["passed"] for c in probe["checks"].values())
+    assert "sdpa/b2_h3_s777_d64/fp16/causal/large_logits" in probe["checks"]
     assert report["steps"]["cpu"]["status"] == "complete"
     rows = report["cases"]
     assert sorted(rows) == ["fa4_sm90/cpu_tiny/fp16/causal", "fa4_sm90/cpu_tiny/fp16/noncausal"]
