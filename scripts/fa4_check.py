@@ -70,6 +70,7 @@ PROBE_TIMEOUT_S = 150.0
 GPU_TIME_CAP_S = 0.8
 MIN_STEP_S = 60.0  # less than this left: start-up, compile and correctness would leave nothing timed
 RESERVE_S = 15.0  # kept back from the last step for the summary and the files
+WRAP_UP_S = 25.0  # a run's deadline before its step's end: the case in flight, then the bundle written
 
 
 def log(text: str) -> None:
@@ -119,12 +120,12 @@ def probe_worker(result_path: str, checked: str) -> int:
         except PackageNotFoundError:
             versions[dist] = None
     result = {"available": ok, "reason": reason, "device": device_summary(), "versions": versions, "checks": {}}
+    Path(result_path).write_text(json.dumps(result, indent=1))  # kept should a check crash the process
     for case, profile in (_probe_cases(checked) if ok or checked != SUBJECT else []):
         [check] = check_case(checked, case, seeds=(0,), profile=profile)
         result["checks"][f"{case.id}/{profile}"] = {"passed": check.passed, "max_abs_err": check.max_abs_err,
                                                     "tolerance_used": check.tolerance_used, "error": check.error}
         Path(result_path).write_text(json.dumps(result, indent=1))
-    Path(result_path).write_text(json.dumps(result, indent=1))
     return 0
 
 
@@ -153,13 +154,14 @@ def run_probe(work: Path, env: dict, timeout_s: float, checked: str) -> dict:
 
 def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work: Path, env: dict,
              seconds: float, log_file) -> dict:
-    """One `attnwatch run`; its bundle folder and exit status. Killed (its process group) if it
-    outlives its own --max-minutes by a minute."""
+    """One `attnwatch run` given `seconds`: its own deadline (--max-minutes) comes WRAP_UP_S
+    earlier, so it ends its case in flight and writes its bundle in time; its process group
+    is killed at `seconds`. Its bundle folder and exit status."""
     bundle = work / name
     cmd = [sys.executable, "-m", "attnwatch", "run", "--shapes", shapes, "--variants", ",".join(VARIANTS),
            "--dtypes", dtypes, "--causal", "both", "--out", str(bundle), "--no-progress",
            "--trigger", "workflow_dispatch", "--notes", f"fa4_check step {name}",
-           "--max-minutes", f"{seconds / 60.0:.2f}"]
+           "--max-minutes", f"{(seconds - WRAP_UP_S) / 60.0:.2f}"]
     if args.smoke:
         cmd += list(SMOKE_RUN)
     else:
@@ -173,7 +175,7 @@ def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work
     child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
                              start_new_session=True)
     try:
-        rc = child.wait(timeout=seconds + 60.0)
+        rc = child.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         rc = child.wait()
