@@ -14,7 +14,8 @@ Before the steps, a probe in its own process (PROBE_TIMEOUT_S at most) records w
 is available here and why not, the versions of the flash-attn-4 stack, and the correctness check
 (kernels.correctness, float64 reference) on problems the sets lack: S = 777 (partial tiles,
 masking at the tail) in both head dims, dtypes and causalities, and the large-logits inputs
-(kernels.inputs) that catch a softmax without its running maximum.
+(kernels.inputs) that catch a softmax without its running maximum; and what one timed call is
+(the kernels it launches, its host time beside the interface's own call's).
 
 A step that cannot start with at least MIN_STEP_S left is skipped and listed. flash-attn-4
 installed with `pip --target` is found through ATTNWATCH_EXTRA_SITE (or --extra-site), which
@@ -64,6 +65,7 @@ SMOKE_RUN = ("--device", "cpu", "--time-cap", "0.2", "--max-samples", "20")  # t
 STACK = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13", "apache-tvm-ffi",
          "torch-c-dlpack-ext", "quack-kernels", "torch")
 PROBE_TIMEOUT_S = 150.0
+LAUNCH_CALLS = 200
 # Per-case timing cap of the GPU steps: their 288 cases fit 9 minutes at it (the H200 checked
 # and timed 408 `main` cases in 441 s at 0.8 s, docs/benchmarks.md "Harness noise, cost and
 # agreement"); ci/run_config.toml's 1.5 s would leave the bf16 grid out.
@@ -103,6 +105,40 @@ def _probe_cases(variant: str) -> list:
     return cases + [(Case(variant, adhoc_shape(2, 3, 777, 64), "fp16", True), "large_logits")]
 
 
+def launch_facts(case) -> dict:
+    """What one timed call of fa4_sm90 is: the CUDA kernels it launches (the profiler's
+    names; one is the design) and its host time beside that of the interface's own call
+    (median of LAUNCH_CALLS back-to-back calls each, no synchronisation between them)."""
+    import statistics
+
+    import torch
+    from flash_attn.cute import interface
+
+    from attnwatch.kernels.inputs import softmax_scale
+    from attnwatch.kernels.registry import get
+
+    prepared = get(SUBJECT).prepare(case, torch.device("cuda"), 0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        prepared.fn()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    views = [t.transpose(1, 2) for t in (prepared.q, prepared.k, prepared.v, prepared.out)]
+    scale = softmax_scale(case.shape.head_dim)
+
+    def host_us(call) -> float:
+        spent = []
+        for _ in range(LAUNCH_CALLS):
+            begin = time.perf_counter()
+            call()
+            spent.append(time.perf_counter() - begin)
+        torch.cuda.synchronize()
+        return statistics.median(spent) * 1e6
+
+    return {"case": case.id, "kernels_per_call": kernels, "host_us_timed_call": host_us(prepared.fn),
+            "host_us_interface_call": host_us(lambda: interface._flash_attn_fwd(
+                *views[:3], softmax_scale=scale, causal=case.causal, out=views[3], _arch=90))}
+
+
 def probe_worker(result_path: str, checked: str) -> int:
     """Child process: fa4_sm90's availability, the stack's versions, and the extra correctness
     checks of `checked` (fa4_sm90 when available; sdpa under --smoke, which exercises this on
@@ -125,6 +161,15 @@ def probe_worker(result_path: str, checked: str) -> int:
         [check] = check_case(checked, case, seeds=(0,), profile=profile)
         result["checks"][f"{case.id}/{profile}"] = {"passed": check.passed, "max_abs_err": check.max_abs_err,
                                                     "tolerance_used": check.tolerance_used, "error": check.error}
+        Path(result_path).write_text(json.dumps(result, indent=1))
+    if ok and checked == SUBJECT:
+        from attnwatch.kernels.cases import Case
+        from attnwatch.kernels.shapes import SHAPES
+
+        try:
+            result["launch"] = launch_facts(Case(SUBJECT, SHAPES["b4_h16_s1k"], "fp16", False))
+        except Exception as exc:  # noqa: BLE001 - a fact not gathered is reported, not fatal
+            result["launch"] = {"error": f"{type(exc).__name__}: {exc}"[:1500]}
         Path(result_path).write_text(json.dumps(result, indent=1))
     return 0
 
@@ -149,6 +194,8 @@ def run_probe(work: Path, env: dict, timeout_s: float, checked: str) -> dict:
     for name, check in probe.get("checks", {}).items():
         log(f"probe: {name}: {'ok' if check['passed'] else 'FAILED'}, max_abs_err {check['max_abs_err']}"
             + (f", {check['error']}" if check["error"] else ""))
+    if "launch" in probe:
+        log(f"probe: one timed call: {probe['launch']}")
     return probe
 
 

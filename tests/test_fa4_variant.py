@@ -146,3 +146,24 @@ def test_a_forward_of_more_than_one_launch_is_refused_not_timed_in_part():
     with pytest.raises(RuntimeError, match="made 2 compiled launches, expected exactly 1"):
         record_launch(interface, *(torch.zeros(1, 8, 2, 64) for _ in range(4)), 0.125, False)
     assert interface._flash_attn_fwd.compile_cache is cache
+
+
+@pytest.mark.gpu
+def test_on_hopper_one_timed_call_is_one_kernel_launch():
+    """Where the package and a Hopper GPU are: what is timed is the forward's one kernel, and
+    the configuration the package chose is recorded."""
+    import torch
+
+    from attnwatch.kernels.availability import skip_reason
+
+    case = _case(causal=True)
+    reason = skip_reason("fa4_sm90", case)
+    if reason:
+        pytest.skip(reason)
+    prepared = get("fa4_sm90").prepare(case, torch.device("cuda"), 0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        prepared.fn()
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 1, kernels
+    assert prepared.config.startswith("m") and prepared.config_source == "fixed"
