@@ -91,7 +91,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
     p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
     p.add_argument("--probe-checks", default=SUBJECT, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    unknown = set(args.steps.split(",")) - set(STEPS) if args.steps else set()
+    if unknown:
+        p.error(f"--steps: unknown step(s) {', '.join(sorted(unknown))}; known: {', '.join(STEPS)}")
+    return args
 
 
 def _probe_cases(variant: str) -> list:
