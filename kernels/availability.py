@@ -9,26 +9,31 @@ A variant declares what it `needs` (kernels.variant): any of
   only small shapes are practical);
 * ``nvcc``   the CUDA compiler on PATH;
 * ``cupy``   CuPy importable and seeing a CUDA device (launches nvcc-built cubins);
-* ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks).
+* ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks);
+* ``flash_attn_cute`` flash-attn-4's CuTe package (`flash_attn.cute`) importable, also from a
+  `pip --target` folder named in ATTNWATCH_EXTRA_SITE (kernels.capabilities).
 
 Every variant also needs torch (all of them take and return torch tensors). The machine is
 probed once per process (`kernels.capabilities`, re-exported here); every `False` carries a
-reason that names the missing piece, so a skip in a run bundle says why it happened.
+reason that names the missing piece, so a skip in a run bundle says why it happened. Without a
+CUDA device the device needs make one reason, not one each: the Hopper one when the variant
+needs Hopper (the more exact statement of what is missing), else the CUDA one.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .capabilities import Capabilities, capabilities, cutlass_headers_problem
+from .capabilities import Capabilities, capabilities, cutlass_headers_problem, flash_attn_cute_problem
 from .cases import Case
 from .registry import get
 from .variant import Variant
 
 __all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capabilities",
-           "cutlass_headers_problem", "device_summary", "runnable_device", "skip_reason"]
+           "cutlass_headers_problem", "device_summary", "flash_attn_cute_problem", "runnable_device",
+           "skip_reason"]
 
-KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass"})
+KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", "flash_attn_cute"})
 DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device
 
 
@@ -57,6 +62,9 @@ def _missing(need: str, caps: Capabilities) -> str | None:
     if need == "cutlass":
         problem = cutlass_headers_problem()
         return None if problem is None else f"needs the CUTLASS headers: {problem}"
+    if need == "flash_attn_cute":
+        problem = flash_attn_cute_problem()
+        return None if problem is None else f"needs flash-attn-4: {problem}"
     return f"declares an unknown need {need!r} (known: {', '.join(sorted(KNOWN_NEEDS))})"
 
 
@@ -73,8 +81,9 @@ def availability(variant: Variant | str) -> tuple[bool, str]:
     needs = set(variant.needs)
     if needs & DEVICE_NEEDS and not caps.cuda:
         # One reason for the missing device, not one per need that depends on it.
+        device_need = "hopper" if "hopper" in needs else "cuda"
         needs -= DEVICE_NEEDS
-        needs.add("cuda")
+        needs.add(device_need)
     reasons = [r for need in sorted(needs) if (r := _missing(need, caps)) is not None]
     return (False, "; ".join(reasons)) if reasons else (True, "")
 

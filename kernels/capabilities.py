@@ -1,5 +1,5 @@
 """What this machine has, probed once per process: torch and its device, Triton, nvcc, CuPy,
-the CUTLASS headers.
+the CUTLASS headers, flash-attn-4's CuTe package.
 
 The probe runs once (`capabilities()` is cached) because CUDA initialisation, `nvcc --version`
 and importing Triton cost seconds; the harness, the CLI, the variants and the tests all read
@@ -12,11 +12,20 @@ ask it without importing the registry.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import re
 import shutil
+import site
+import sys
 from dataclasses import dataclass
 from typing import Any
+
+# Folders (os.pathsep-separated) of packages installed with `pip --target` beside the
+# environment, e.g. flash-attn-4 on a GPU runner whose Python is not ours to install into.
+EXTRA_SITE_ENV = "ATTNWATCH_EXTRA_SITE"
+FA4_INSTALL_HINT = ("pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
+                    f"pip --target and name that folder in {EXTRA_SITE_ENV}")
 
 
 @dataclass(frozen=True)
@@ -141,3 +150,35 @@ def cutlass_headers_problem() -> str | None:
         return str(exc)
     return None if folder is not None else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
 
+
+def extra_site_dirs() -> list[str]:
+    """The folders named in ATTNWATCH_EXTRA_SITE, each added once with `site.addsitedir`.
+
+    `site.addsitedir`, not a plain sys.path entry: it also runs the folder's `.pth` files,
+    and the CuTe DSL wheels (nvidia-cutlass-dsl-libs-*) put their `cutlass` package on the
+    path only through one, so with `pip --target` `import cutlass` fails without it. The
+    variable reaches the measuring children through their environment, so each process adds
+    the folders itself. A folder that does not exist is skipped (its import then fails with
+    the package's name)."""
+    folders = [f for f in os.environ.get(EXTRA_SITE_ENV, "").split(os.pathsep) if f]
+    for folder in folders:
+        if os.path.isdir(folder) and folder not in sys.path:
+            site.addsitedir(folder)
+    return folders
+
+
+@functools.lru_cache(maxsize=1)
+def flash_attn_cute_problem() -> str | None:
+    """Why flash-attn-4's CuTe package (`flash_attn.cute`) is unusable, or None when it imports.
+    Probed on first use only (importing it loads the CuTe DSL, seconds): just the fa4
+    variants need it. The import's own error is kept, with any machine path in it reduced to
+    a file name (kernels.record_paths): the reason ends up in bundles and on the dashboard."""
+    folders = extra_site_dirs()
+    try:
+        importlib.import_module("flash_attn.cute")
+    except Exception as exc:  # an ImportError, or the DSL failing to load its runtime library
+        from .record_paths import portable_text
+
+        said = portable_text(f"{type(exc).__name__}: {exc}", {f: f"<{EXTRA_SITE_ENV}>" for f in folders})
+        return f"flash_attn.cute is not importable ({said}); {FA4_INSTALL_HINT}"
+    return None

@@ -1,10 +1,10 @@
 """What a variant is: its record (`Variant`) and what its `prepare` returns (`Prepared`).
 
 Each variant declares what it needs ("cuda", "hopper", "triton", "nvcc", "cupy",
-"cutlass"), which combinations it does not support (with the reason), and a `prepare`
-function that does all setup and compilation and returns a zero-argument callable, so that
-nothing but the kernel launch sits in the timed region (the tritonbench operator style,
-docs/design.md "Kernel variants").
+"cutlass", "flash_attn_cute"), which combinations it does not support (with the reason),
+and a `prepare` function that does all setup and compilation and returns a zero-argument
+callable, so that nothing but the kernel launch sits in the timed region (the tritonbench
+operator style, docs/design.md "Kernel variants").
 
 A leaf below the registry: variant modules build these records and the registry collects
 them, so no variant module imports the registry (which imports the variant modules).
@@ -18,7 +18,11 @@ from typing import Any, Callable
 from .build_report import BuildReport
 from .cases import Case
 
-FAMILIES = ("sdpa", "torch", "cuda", "triton", "cutlass", "test")
+# By where the kernel comes from: SDPA's backends, composed torch ops, our CUDA, Triton and
+# CUTLASS C++ sources, and `flash_attn`: the FlashAttention project's own released kernels
+# (flash-attn-4's CuTe DSL forward), a third-party reference like cuDNN, neither ours to
+# build with nvcc nor one of SDPA's backends (whose family supplies the per-backend gaps).
+FAMILIES = ("sdpa", "torch", "cuda", "triton", "cutlass", "flash_attn", "test")
 
 
 @dataclass

@@ -373,7 +373,7 @@ def test_cpu_sdpa_backends_subtract_the_max(name):
 # must survive large logits. The unfused paths (torch_3op, cutlass_3k_*) round the scores to
 # the input dtype first and are expected to exceed the tolerance; they are not listed.
 FP32_SOFTMAX = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
-                "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
+                "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "fa4_sm90")
 
 
 @pytest.mark.gpu

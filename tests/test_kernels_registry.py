@@ -18,13 +18,13 @@ VARIANTS_DIR = Path(registry.__file__).with_name("variants")
 # docs/design.md "Kernel variants": the built-in variants (cutlass_3k: one per tile configuration).
 DESIGNED_VARIANTS = (
     "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "torch_3op",
-    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k",
+    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k", "fa4_sm90",
 )
 # Those whose module has landed and must be registered now; the others are expected
 # failures until their module lands (and the explicit-list test below forces it to be listed).
 EXPECTED_NOW = frozenset({
     "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "torch_3op",
-    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k",
+    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k", "fa4_sm90",
 })
 
 

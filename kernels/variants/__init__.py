@@ -2,8 +2,8 @@
 in this order, and `kernels.registry` registers them on first use.
 
 The list is explicit (no discovery by file name): a variant exists once its module is
-imported here. Modules import torch, Triton and CuPy lazily, so this list imports on a
-dashboard host that has none of them. No variant module imports the registry: the registry
+imported here. Modules import torch, Triton, CuPy and flash_attn lazily, so this list
+imports on a dashboard host that has none of them. No variant module imports the registry: the registry
 imports this list, never the other way round (docs/design.md, "Layers and the direction of
 imports").
 """
@@ -12,6 +12,7 @@ from . import sdpa, torch_3op
 from . import cuda_kernels
 from . import triton_fa2
 from . import cutlass_3k
+from . import fa4_cute
 
 BUILTIN = (
     *sdpa.VARIANTS,
@@ -19,4 +20,5 @@ BUILTIN = (
     *cuda_kernels.VARIANTS,
     *triton_fa2.VARIANTS,
     *cutlass_3k.VARIANTS,
+    *fa4_cute.VARIANTS,
 )
