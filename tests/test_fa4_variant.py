@@ -18,6 +18,7 @@ import pytest
 from attnwatch.kernels.availability import availability, capabilities
 from attnwatch.kernels.cases import Case
 from attnwatch.kernels.record_paths import absolute_paths
+from attnwatch.kernels.operators import get_operator
 from attnwatch.kernels.registry import get
 from attnwatch.kernels.shapes import SHAPES, adhoc_shape
 from attnwatch.kernels.variants.fa4_cute import record_launch
@@ -31,7 +32,8 @@ def _case(shape=SHAPES["b4_h16_s1k"], dtype="fp16", causal=False) -> Case:
 
 def test_registered_as_a_hopper_flash_attn_variant_with_its_limits():
     variant = get("fa4_sm90")
-    assert variant.family == "flash_attn" and not variant.is_reference
+    assert variant.family == "flash_attn" and variant.operator == "attention"
+    assert "fa4_sm90" in get_operator("attention").references  # a reference, not the baseline
     assert variant.needs == {"cuda", "hopper", "flash_attn_cute"}
     for dtype in ("fp16", "bf16"):
         for causal in (False, True):
