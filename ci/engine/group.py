@@ -48,7 +48,7 @@ from attnwatch.ci.suites.case_setup import (
     variant_availability,
 )
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, measure_interleaved, warm_up
+from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, kept_samples, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.history.analysis.statistics import median
@@ -240,7 +240,7 @@ class Engine:
         apply_gaps([t for t, _ in timed], self.setup.families, self.plan.reference)
         for timing, raw in timed:
             result = results[timing.case_id]
-            result.timing, result.samples_us = asdict(timing), raw.samples_us
+            result.timing, result.samples_us = asdict(timing), kept_samples(raw)  # the samples its statistics use
             result.converged, result.throttled_samples, result.graph_note = raw.converged, raw.throttled_samples, raw.graph_note
         for subject in subjects:
             self.emit("result", case=subject.key, **results[subject.key].message())

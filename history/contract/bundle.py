@@ -69,7 +69,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 1,
     "attnwatch.ncu": 1,
-    "attnwatch.case_timing": 2,  # each timings.json record; v2: kernel_config, kernel_config_source
+    "attnwatch.case_timing": 3,  # each timings.json record; v2: kernel_config, kernel_config_source; v3: timing_recipe, clocks, pacing, band
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -196,6 +196,21 @@ class CaseTiming(Summary):
     # process), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
     kernel_config: str | None = rule(None, name=NAME)
     kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
+    # How the samples were taken on a GPU that may run under its power or thermal cap
+    # (ci/timing/power.py): the recipe's name (ci/run_config.toml: "plain" = no clock record, no
+    # pacing, no band), the per-sample SM clocks' median, min and max, the reference clock and
+    # the clock-normalised median (median of t_i * f_i / f_ref: a cycle-space figure, NOT a
+    # latency, stored beside median_us and never in its place), the pacing gap's total wall time
+    # (None: no pacing), and the samples the clock band discarded (None: no band; the statistics
+    # above are those of the samples kept). All None: a run without these (v2 bundle, CPU).
+    timing_recipe: str | None = rule(None, name=NAME)
+    sm_clock_median_mhz: float | None = None
+    sm_clock_min_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    reference_clock_mhz: float | None = None
+    clock_normalised_median_us: float | None = None
+    pacing_gap_s: float | None = None
+    band_discarded_samples: int | None = None
 
 
 @dataclass

@@ -61,8 +61,24 @@ def case_timing_v1_to_v2(document: dict) -> dict:
     return document
 
 
+# The fields case_timing v3 added (history.contract.bundle.CaseTiming): how the samples were
+# taken under a power or thermal cap. A v2 run recorded none of them: all unknown.
+CASE_TIMING_V3_FIELDS = ("timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",
+                         "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples")
+
+
+def case_timing_v2_to_v3(document: dict) -> dict:
+    """attnwatch.case_timing v2 -> v3: a timing gains its recipe and clock summary (None: v2
+    took samples the way the "plain" recipe does, but did not say so, so it stays unknown)."""
+    for name in CASE_TIMING_V3_FIELDS:
+        document.setdefault(name, None)
+    document["schema_version"] = 3
+    return document
+
+
 UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.correctness", 1): correctness_v1_to_v2,
     ("attnwatch.builds", 1): builds_v1_to_v2,
     ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
+    ("attnwatch.case_timing", 2): case_timing_v2_to_v3,
 }

@@ -25,6 +25,8 @@ _TIMING_COLUMNS = (
     "throttle_reasons", "throttled_samples", "interleave_group",
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
     "kernel_config", "kernel_config_source",  # migration 008
+    "timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",  # migration 013
+    "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples",
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -33,6 +35,14 @@ _RESULT_TYPES = {
     "error": pa.string(),
     "kernel_config": pa.string(),
     "kernel_config_source": pa.string(),
+    "timing_recipe": pa.string(),
+    "sm_clock_median_mhz": pa.float64(),
+    "sm_clock_min_mhz": pa.float64(),
+    "sm_clock_max_mhz": pa.float64(),
+    "reference_clock_mhz": pa.float64(),
+    "clock_normalised_median_us": pa.float64(),
+    "pacing_gap_s": pa.float64(),
+    "band_discarded_samples": pa.int32(),
 }
 
 # Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that
