@@ -16,7 +16,7 @@ from fake_nvml import FakeGpu, FakeNvml
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.run_config import timing_config, with_recipe
 from attnwatch.ci.timing.derived import case_timing
-from attnwatch.ci.timing.engine import Subject, kept_samples, measure_interleaved
+from attnwatch.ci.timing.engine import Subject, kept, measure_interleaved
 from attnwatch.ci.timing.gpu_state import NullMonitor, NvmlMonitor
 from attnwatch.ci.timing.power import (
     PacingPolicy,
@@ -178,8 +178,9 @@ def test_clock_recipe_stores_the_normalised_median_beside_an_untouched_latency()
 
 def test_band_recipe_drops_off_clock_samples_counts_them_and_converges():
     raw, _, timing = _measure("band")
-    kept = kept_samples(raw)
-    assert timing.n == len(kept) == len(raw.samples_us) - timing.band_discarded_samples
+    samples, clocks = kept(raw)
+    assert timing.n == len(samples) == len(clocks) == len(raw.samples_us) - timing.band_discarded_samples
+    assert all(abs(c - 1980.0) <= 19.8 for c in clocks)
     assert timing.band_discarded_samples > 0
     assert timing.converged and timing.rel_spread <= 0.01 and timing.median_us == pytest.approx(1000.0)
 
