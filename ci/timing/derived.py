@@ -27,7 +27,7 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
                 kernel_config: tuple[str | None, str | None] = (None, None)) -> CaseTiming:
     """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`).
     `kernel_config` is what the variant's Prepared said it ran: (config, config_source).
-    With a clock band the statistics are those of the samples inside it (`kept_samples`), and
+    With a clock band the statistics are those of the samples inside it (`ci.timing.engine.kept`), and
     the clock summary (ci/timing/power.py) goes beside them under its own names."""
     kept, clocks = summarize_clocks(raw.samples_us, raw.clocks_mhz, raw.reference_clock_mhz, raw.band_applied)
     s = summarize(kept)  # the samples inside the clock band, or all of them

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from attnwatch.ci.run_config import TimingConfig
 from attnwatch.ci.timing.gpu_state import is_throttling
-from attnwatch.ci.timing.power import PacingPolicy, summarize_clocks
+from attnwatch.ci.timing.power import PacingPolicy, band_keep
 from attnwatch.ci.timing.timers import BlockTimer, Flusher
 from attnwatch.history.analysis.statistics import summarize
 
@@ -194,15 +194,17 @@ def _reference_clock(config: TimingConfig, monitor: Any) -> float | None:
     return float(top) if top else None
 
 
-def kept_samples(raw: RawMeasurement) -> list[float]:
-    """The samples the statistics use: all of them, or those inside the clock band."""
+def kept(raw: RawMeasurement) -> tuple[list[float], list[float | None]]:
+    """The samples the statistics use and their clocks: all of them, or those inside the clock
+    band (ci.timing.power.band_keep); the clocks are empty without a clock record."""
     if raw.band_applied <= 0 or not raw.clocks_mhz:
-        return raw.samples_us
-    return summarize_clocks(raw.samples_us, raw.clocks_mhz, None, raw.band_applied)[0]
+        return raw.samples_us, raw.clocks_mhz
+    keep = band_keep(raw.clocks_mhz, raw.band_applied)
+    return ([t for t, k in zip(raw.samples_us, keep) if k], [c for c, k in zip(raw.clocks_mhz, keep) if k])
 
 
 def _finished(raw: RawMeasurement, config: TimingConfig) -> bool:
-    samples = kept_samples(raw)
+    samples = kept(raw)[0]
     n = len(samples)
     if n >= config.min_samples and summarize(samples).rel_spread <= config.target_rel_spread:
         raw.converged = True
