@@ -71,8 +71,9 @@ def test_duty_pacing_sizes_the_gap_from_the_calls_own_duration():
     policy.after_block([2000.0, 2100.0, 1900.0], "a")
     assert policy.gap_us("a") == pytest.approx(2000.0)
     assert duty_gap_us(1000.0, 0.8) == pytest.approx(250.0)
-    policy.after_block([2000.0] * 3, "a")
-    assert policy.gap_s == pytest.approx(3 * 2000e-6)  # the second block was charged its gaps
+    policy.after_block([3000.0] * 3, "a")
+    assert policy.gap_us("a") == pytest.approx(3000.0)  # follows the subject's last block
+    assert policy.gap_us("b") == 0.0  # per subject
     with pytest.raises(ValueError):
         PacingPolicy(mode="duty", duty=0.0)
 
@@ -221,3 +222,36 @@ def test_the_recipe_and_clock_summary_survive_bundle_ingest_and_query(tmp_path, 
         con.close()
     assert row[:8] == ("band", 1980.0, 1515.0, 1980.0, 1980.0, 2400.5, None, 37)
     assert row[8] != 2400.5  # the latency column is the latency
+
+
+def test_each_samples_clock_is_stored_with_it_and_a_mismatch_is_refused_by_file_and_field(tmp_path, db_path):
+    import dataclasses
+    import json
+
+    from bundle_factory import bundle_contents
+    from attnwatch.history.contract.bundle_writer import write_bundle
+    from attnwatch.history.contract.validate import load_bundle
+    from attnwatch.history.errors import BundleError
+
+    contents = bundle_contents(variants=("sdpa",), causal=(True,), n_samples=20)
+    cid = next(iter(contents.samples))
+    clocks = [1980.0] * 15 + [1515.0, None, 1605.0, 1980.0, 1965.0]
+    bundle = write_bundle(tmp_path / "b", dataclasses.replace(contents, sample_clocks={cid: clocks}))
+    assert load_bundle(bundle).sample_clocks == {cid: clocks}
+    ingest_paths(db_path, [bundle])
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        stored = [r[0] for r in con.execute("SELECT sm_clock_mhz FROM samples WHERE case_id = ? ORDER BY sample_index",
+                                            [cid]).fetchall()]
+        others = con.execute("SELECT count(*), count(sm_clock_mhz) FROM samples WHERE case_id <> ?", [cid]).fetchone()
+    finally:
+        con.close()
+    assert stored == clocks
+    assert others[0] > 0 and others[1] == 0  # cases without a clock record: NULL
+
+    path = bundle / "samples.json"
+    document = json.loads(path.read_text())
+    document["sm_clock_mhz"][cid] = clocks[:-1]
+    path.write_text(json.dumps(document))
+    with pytest.raises(BundleError, match=r"samples\.json: sm_clock_mhz\..*19 clocks but 20 samples"):
+        load_bundle(bundle)

@@ -115,7 +115,6 @@ class PacingPolicy:
     duty: float = 1.0
     margin: float = 0.9
     min_duty: float = 0.2
-    gap_s: float = 0.0  # total idle gap charged so far (all subjects): the pacing's wall-time cost
     _busy: dict[object, float] = field(default_factory=dict)
     _duty: dict[object, float] = field(default_factory=dict)
 
@@ -142,10 +141,9 @@ class PacingPolicy:
 
     def after_block(self, samples_us: Sequence[float], key: object = None, power_w: float | None = None,
                     limit_w: float | None = None, capped: bool = False) -> None:
-        """Record a block: its median call, the gap it was charged, and (mode power) the draw."""
+        """Record a block: its median call and (mode power) the draw."""
         if not samples_us:
             return
-        self.gap_s += self.gap_us(key) * len(samples_us) * 1e-6
         self._busy[key] = float(np.median(samples_us))
         if self.mode != "power" or not power_w or not limit_w:
             return

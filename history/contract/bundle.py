@@ -12,7 +12,8 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
                        pytest-benchmark (a crash) are recorded here and nowhere else
     correctness.json   CorrectnessRecord list
     builds.json        BuildRecord list
-    samples.json       raw per-call samples (microseconds) per case id
+    samples.json       raw per-call samples (microseconds) per case id, and each sample's SM
+                       clock where the run's recipe recorded it
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
@@ -34,8 +35,10 @@ functions in history.contract.bundle_upgrades):
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
     correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
     builds.json        {"schema": "attnwatch.builds", "schema_version": 2, "builds": [BuildRecord]}
-    samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
-                        "samples": {case_id: [float, ...]}}
+    samples.json       {"schema": "attnwatch.samples", "schema_version": 2, "unit": "us",
+                        "samples": {case_id: [float, ...]},
+                        "sm_clock_mhz": {case_id: [float | null, ...]}}  (v2; only the cases
+                        whose recipe recorded clocks, one per sample, null where none was read)
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
@@ -67,7 +70,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.outcomes": 1,
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
     "attnwatch.builds": 2,  # v2: every field required
-    "attnwatch.samples": 1,
+    "attnwatch.samples": 2,  # v2: sm_clock_mhz, each sample's SM clock (ci/timing/power.py)
     "attnwatch.ncu": 1,
     "attnwatch.case_timing": 3,  # each timings.json record; v2: kernel_config, kernel_config_source; v3: timing_recipe, clocks, pacing, band
 }

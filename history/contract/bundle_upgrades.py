@@ -61,6 +61,13 @@ def case_timing_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def samples_v1_to_v2(document: dict) -> dict:
+    """attnwatch.samples v1 -> v2: the per-sample SM clocks; v1 recorded none."""
+    document.setdefault("sm_clock_mhz", {})
+    document["schema_version"] = 2
+    return document
+
+
 # The fields case_timing v3 added (history.contract.bundle.CaseTiming): how the samples were
 # taken under a power or thermal cap. A v2 run recorded none of them: all unknown.
 CASE_TIMING_V3_FIELDS = ("timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",
@@ -81,4 +88,5 @@ UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.builds", 1): builds_v1_to_v2,
     ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
     ("attnwatch.case_timing", 2): case_timing_v2_to_v3,
+    ("attnwatch.samples", 1): samples_v1_to_v2,
 }

@@ -187,16 +187,18 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
     run_id = b.manifest.run_id
     tables: dict[str, pa.Table] = {"results": rows_to_arrow(result_rows(b), _RESULT_TYPES)}
 
-    case_ids, indexes, latencies = [], [], []
+    case_ids, indexes, latencies, clocks = [], [], [], []
     for case_id, values in b.samples.items():
         case_ids.extend([case_id] * len(values))
         indexes.extend(range(len(values)))
         latencies.extend(values)
+        clocks.extend(b.sample_clocks.get(case_id) or [None] * len(values))
     tables["samples"] = pa.table({
         "run_id": pa.array([run_id] * len(case_ids), pa.string()),
         "case_id": pa.array(case_ids, pa.string()),
         "sample_index": pa.array(indexes, pa.int32()),
         "latency_us": pa.array(latencies, pa.float64()),
+        "sm_clock_mhz": pa.array(clocks, pa.float64()),  # migration 013
     }) if case_ids else pa.table({})
 
     tables["correctness"] = rows_to_arrow([{"run_id": run_id, **_flat(r)} for r in b.correctness], _CORRECTNESS_TYPES)

@@ -17,3 +17,7 @@ ALTER TABLE results ADD COLUMN reference_clock_mhz DOUBLE;
 ALTER TABLE results ADD COLUMN clock_normalised_median_us DOUBLE;
 ALTER TABLE results ADD COLUMN pacing_gap_s DOUBLE;
 ALTER TABLE results ADD COLUMN band_discarded_samples INTEGER;
+
+-- Each sample's SM clock (MHz), read by the host from NVML while the sample ran, where the
+-- recipe recorded clocks (samples.json v2); NULL otherwise.
+ALTER TABLE samples ADD COLUMN sm_clock_mhz DOUBLE;
