@@ -178,7 +178,7 @@ def child(args) -> int:
         results = engine.measure(members, round_index, sampling=config.to_dict())
         round_index += 1
         t1 = time.perf_counter()
-        out["phases"].append({"label": label, "t0": t0 - poller.t0, "t1": t1 - poller.t0, **poller.window(t0 - poller.t0, t1 - poller.t0)})
+        out["phases"].append({"label": label, "recipe": recipe, "group": members[0].group, "t0": t0 - poller.t0, "t1": t1 - poller.t0, **poller.window(t0 - poller.t0, t1 - poller.t0)})
         rows = []
         for case in members:
             r = results[case.case_id]
@@ -288,7 +288,12 @@ def aggregate(children: list[dict], recipes: list[str]) -> dict:
                                   "normalised_us": [r.get("clock_normalised_median_us") for r in rs],
                                   "tflops": [r.get("tflops") for r in rs], "clock_min_mhz": [r.get("sm_clock_min_mhz") for r in rs]}
                  for (rec, cid), rs in sorted(by.items())}
-    return {"recipes": table, "cases": cases_out}
+    plain_rows = {cid: rs for (rec, cid), rs in by.items() if rec == "plain"}
+    by_length = sorted(({"case_id": cid, "median_us": plain[cid], "rel_spread": _median([r["rel_spread"] for r in rs]),
+                         "r2r": spread([r["median_us"] for r in rs]),
+                         "throttled_share": _median([(r.get("throttled_samples") or 0) / max(r.get("n") or 1, 1) for r in rs])}
+                        for cid, rs in plain_rows.items()), key=lambda r: r["median_us"])
+    return {"recipes": table, "cases": cases_out, "spread_vs_length": by_length}
 
 
 def evidence(first: dict) -> dict:
@@ -297,7 +302,7 @@ def evidence(first: dict) -> dict:
     ev["one_case"] = [{k: r.get(k) for k in ("label", "case_id", "median_us", "rel_spread", "sm_clock_median_mhz",
                                              "sm_clock_min_mhz", "clock_normalised_median_us", "timing_s", "n")}
                       for r in first["results"] if r["label"] != "compare"]
-    ev["phases"] = [p for p in first.get("phases", []) if p["label"] != "compare"]
+    ev["phases"] = first.get("phases", [])  # in run order: clock and power by position in the process
     per_case = {}
     for key, data in first.get("samples", {}).items():
         pairs = [(t, c) for t, c in zip(data["samples_us"], data["clocks_mhz"]) if c]
@@ -384,6 +389,9 @@ def parent(args) -> int:
         log(f"  evidence {row['label']:<10} {row['case_id']}: median {row['median_us'] or 0:.1f} us, "
             f"IQR/median {_pct(row['rel_spread'])}, clock {row['sm_clock_median_mhz']} (min {row['sm_clock_min_mhz']}) MHz, "
             f"timing {row['timing_s']:.2f} s")
+    for row in summary["spread_vs_length"]:
+        log(f"  plain {row['case_id']:<44} median {row['median_us']:>10.1f} us  IQR/median {_pct(row['rel_spread']):>7}  "
+            f"r2r {_pct(row['r2r']):>7}  throttled {_pct(row['throttled_share'])}")
     print_table(summary, log)
     return 0
 

@@ -255,3 +255,17 @@ def test_each_samples_clock_is_stored_with_it_and_a_mismatch_is_refused_by_file_
     path.write_text(json.dumps(document))
     with pytest.raises(BundleError, match=r"samples\.json: sm_clock_mhz\..*19 clocks but 20 samples"):
         load_bundle(bundle)
+
+
+def test_run_refuses_an_unknown_recipe_in_one_line_before_measuring(tmp_path):
+    import os
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "run", "--device", "cpu", "--shapes", "cpu",
+                           "--recipe", "fast", "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--recipe" in lines[0] and "[timing.recipes.fast]" in lines[0]
+    assert "plain, band, clock, paced_duty, paced_power" in lines[0]
+    assert not (tmp_path / "run").exists()
