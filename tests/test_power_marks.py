@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,7 +40,7 @@ def capped_history(tmp_path, monkeypatch):
                           "band_discarded_samples": 12, "clock_normalised_median_us": 3.25,
                           "sm_clock_median_mhz": 1980.0, "reference_clock_mhz": 1980.0},
                  CLEAN: {"timing_recipe": "plain"}}
-    ingest_paths(db, [make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), causal=(True,),
+    ingest_paths(db, [make_bundle(tmp_path / "b", run_id="capped-run", variants=("sdpa", "triton_fa2"), causal=(True,),
                                   timing_overrides=overrides)])
     return current_source(str(db))
 
@@ -60,6 +61,17 @@ def test_the_trend_badges_a_capped_point_and_shows_its_recipe(capped_history):
     assert any("recipe band: 12 samples off the modal clock discarded" in h and "clock-normalised 3.25 µs" in h
                for h in hover)
     assert "" in hover  # the plain recipe adds nothing
+
+
+def test_the_run_page_names_the_recipe_and_the_normalised_figure_apart_from_the_latency(capped_history, monkeypatch):
+    from test_app_pages import frame_with, open_page
+
+    at = open_page(Path(capped_history.path), monkeypatch, "views/run.py", run="capped-run")
+    table = frame_with(at, "case_id").set_index("case_id")
+    assert table.loc[CAPPED, "recipe"] == ("recipe band: 12 samples off the modal clock discarded; "
+                                           "clock-normalised 3.25 µs")
+    assert table.loc[CAPPED, "marks"].startswith("throttled: power cap")
+    assert table.loc[CAPPED, "median_us"] != 3.25 and table.loc[CLEAN, "recipe"] == ""
 
 
 @pytest.fixture(scope="module")
