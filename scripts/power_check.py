@@ -206,7 +206,8 @@ def child(args) -> int:
         for duty in (1.0, 0.75, 0.5, 0.33):
             if time.time() > deadline - 5:
                 break
-            config = clock_config if duty == 1.0 else clock_config.with_overrides(pacing="duty", pacing_duty=duty)
+            config = clock_config if duty == 1.0 else clock_config.with_overrides(
+                pacing="duty", pacing_duty=duty, recipe=f"clock_duty{duty}")
             measure(f"duty={duty}", one, config, "clock", keep_samples=True)
         if time.time() < deadline - 5:
             flusher, engine.flusher = engine.flusher, KeepNoFlush()
