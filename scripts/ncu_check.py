@@ -1,24 +1,29 @@
-"""The Nsight Compute check for a GPU machine: what profiling costs, and whether the rules explain.
+"""The Nsight Compute cost check for a GPU machine: what profiling costs, per part, and whether
+the rules still explain.
 
-In one call, on the fp16 non-causal cases `attnwatch ncu --shapes pr|main` would profile:
+In one call (each step only when the budget, --budget-s, still fits an estimate of it), on the
+fp16 cases `attnwatch ncu --shapes pr|main` would profile:
 
-1. the cold pass (builds land in the compile cache) and one case alone (the fixed cost: ncu
-   start-up, torch import under the profiler, a cached build);
-2. the default sections (ci/ncu/metrics.toml) over the pr set: per case = wall / cases;
-3. planted regressions: each patch in scripts/ncu_plants/ applied to a temporary copy of
-   `kernels/` (never to this checkout), the planted variant's cases profiled and compared with
-   step 2's unpatched profile, and the ranked explanation checked against the rule the plant
-   should hit (EXPECTED below);
-4. an A/A: the default sections over the pr set again; every rule of
-   history/analysis/ncu_rules.toml that fires between two profiles of one build is a false
-   explanation;
-5. cost per section on the pr set's first shape: "core" alone, then "core" plus each other
-   section (a section's own cost per case is its run's wall minus the core-only run's, over
-   the cases), then the default list over the main set, as the budget allows.
+1. the fixed start, in parts: the target (ci.ncu.target) over an empty plan without ncu (torch
+   and kernels imported), the same under ncu (ncu's start-up and injection added: the fixed cost
+   of every ncu process, `fixed` below), then `core` over the pr set cold (every variant built
+   into the compile cache: not a per-case figure);
+2. the lean default list (ci/ncu/metrics.toml's default sections) over the pr set and the main
+   set, non-causal;
+3. each section alone over the pr set, with ncu's replay passes per kernel;
+4. the default list over the pr set with `--cache-control none` (what the flush costs), every
+   section (`all`), and the pr and main sets causal;
+5. the replay passes of each metric alone: ncu over a one-kernel CUDA program (built with nvcc;
+   skipped without it): which metrics need extra passes;
+6. with `--with plants,aa`: each patch of scripts/ncu_plants/ applied to a copy of `kernels/`
+   and explained against the unpatched default profile (EXPECTED: the rule it should hit), and
+   an A/A (every rule that fires between two profiles of one build is a false explanation).
 
-Writes under --out (default $OUT): ncu_check.json (every figure), ncu_check.log,
-pr_default_raw.csv (the default list's real CSV over the pr set, for tests/data/ncu), and
-plants_raw.tar.gz (each plant's base and head CSVs); prints a short table last.
+Per case = (wall - fixed) / cases, and wall / cases; both are printed. Writes under --out
+(default $OUT): ncu_check.json (every figure), ncu_check.log, pr_default_raw.csv (the default
+list's CSV over the pr set, for tests/data/ncu), plants_raw.tar.gz with --with plants; prints a
+short table last. `--device cpu` runs every step against whatever `ncu` is configured
+(ATTNWATCH_NCU: tests/stand_in_ncu.py) with two variants, so a typo cannot waste a GPU call.
 
 Run from the repository root:  PYTHONPATH=. python3 scripts/ncu_check.py --budget-s 520
 """
@@ -31,11 +36,13 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,6 +54,244 @@ EXPECTED = {
     "shared_mem": ("cuda_wmma", {"occupancy_shared_mem"}),
     "global_loads": ("cuda_wmma", {"global_traffic", "l2_traffic", "dram_traffic"}),
 }
+CPU_VARIANTS = "sdpa,torch_3op"  # --device cpu: cases selected without asking for a GPU
+PROBE = r"""
+__global__ void probe(float *x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * 1.5f + 1.0f;
+}
+int main() {
+  const int n = 1 << 22;
+  float *x;
+  cudaMalloc(&x, n * sizeof(float));
+  cudaMemset(x, 0, n * sizeof(float));
+  probe<<<n / 256, 256>>>(x, n);
+  cudaDeviceSynchronize();
+  cudaFree(x);
+  return 0;
+}
+"""
+
+
+class Check:
+    """The run's clock, log, budget and result document."""
+
+    def __init__(self, out: Path, budget_s: float, gpu: str | None):
+        self.out, self.budget_s, self.gpu = out, budget_s, gpu
+        self.started = time.monotonic()
+        self.log_file = open(out / "ncu_check.log", "w", encoding="utf-8")
+        self.result: dict = {"gpu": gpu, "runs": [], "fixed": {}, "metric_passes": [], "aa": {}, "plants": []}
+        self.per_case_s = 1.0  # estimate until a default-list run measured it
+
+    def log(self, message: str) -> None:
+        line = f"[{time.monotonic() - self.started:6.1f}s] {message}"
+        print(line, flush=True)
+        self.log_file.write(line + "\n")
+        self.log_file.flush()
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self.started)
+
+    def fits(self, cases: int, label: str) -> bool:
+        """Whether a run of `cases` cases should fit what is left (fixed start + measured per case)."""
+        need = self.result["fixed"].get("under_ncu_s", 15.0) + 3.0 + cases * self.per_case_s
+        if need < self.left():
+            return True
+        self.log(f"budget: skipped {label} (needs ~{need:.0f} s, {self.left():.0f} s left)")
+        return False
+
+    def save(self) -> None:
+        (self.out / "ncu_check.json").write_text(json.dumps(self.result, indent=1), encoding="utf-8")
+
+    def run(self, label: str, cases, sections, **kwargs):
+        """One profile_cases call: its wall, per-case figures and replay passes, as a row."""
+        from attnwatch.ci.ncu.profile import profile_cases
+
+        deadline = self.started + self.budget_s
+        with tempfile.TemporaryDirectory() as work:
+            profile = profile_cases(cases, Path(work), sections=sections, gpu_name=self.gpu, deadline=deadline,
+                                    **kwargs)
+        fixed = self.result["fixed"].get("under_ncu_s")
+        row = {"label": label, "sections": list(sections or ("full",)),
+               "cache_control": kwargs.get("cache_control") or "metrics.toml", "cases": len(cases),
+               "profiled": len(cases) - len(profile.errors), "wall_s": round(profile.seconds, 2),
+               "wall_per_case_s": round(profile.seconds / max(1, len(cases)), 3),
+               "per_case_s": None if fixed is None else round((profile.seconds - fixed) / max(1, len(cases)), 3),
+               "kernels": len(profile.kernel_rows), "passes": _spread(profile.passes),
+               # kernels profiled per case -> cases: each case's one call, once (torch_3op: 3, causal 4)
+               "kernels_per_case": dict(sorted(Counter(str(m.kernel_count) for m in profile.case_metrics).items())),
+               "errors": dict(list(profile.errors.items())[:5])}
+        self.log(f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
+                 f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
+                 f"{row['kernels']} kernels, passes {row['passes']}"
+                 + (f"; errors e.g. {next(iter(profile.errors.values()))[:300]}" if profile.errors else ""))
+        self.result["runs"].append(row)
+        self.save()
+        return profile, row
+
+
+def _spread(values: list[int]) -> dict | None:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)} if values else None
+
+
+def fixed_start(check: Check, ncu: str) -> None:
+    """The target over an empty plan, without ncu and under it (module doc, step 1)."""
+    from attnwatch.ci.child_env import child_env
+    from attnwatch.ci.ncu.profile import ncu_command
+
+    with tempfile.TemporaryDirectory() as scratch:
+        plan = Path(scratch) / "plan.json"
+        plan.write_text(json.dumps({"stop_at": None, "cases": []}), encoding="utf-8")
+        env = child_env(Path(scratch), None)
+        target = [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
+        under = ncu_command(ncu, Path(scratch) / "report", ("core",), plan)
+        for key, command in (("import_only_s", target), ("under_ncu_s", under)):
+            began = time.monotonic()
+            try:
+                done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True, timeout=300)
+            except subprocess.TimeoutExpired:
+                check.log(f"fixed start {key}: still running after 300 s, killed")
+                continue
+            check.result["fixed"][key] = round(time.monotonic() - began, 2)
+            if done.returncode != 0:
+                check.log(f"fixed start {key}: exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}")
+    fixed = check.result["fixed"]
+    check.log(f"fixed start: target over an empty plan {fixed.get('import_only_s')} s without ncu, "
+              f"{fixed.get('under_ncu_s')} s under ncu")
+    check.save()
+
+
+def metric_passes(check: Check, ncu: str) -> None:
+    """Each listed metric alone over a one-kernel CUDA program: the replay passes it needs (step 5)."""
+    from attnwatch.ci.ncu.metrics import metric_specs
+    from attnwatch.ci.ncu.profile import pass_counts
+
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    if nvcc is None:
+        check.log("metric passes: skipped (no nvcc)")
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        source, binary = Path(scratch) / "probe.cu", Path(scratch) / "probe"
+        source.write_text(PROBE, encoding="utf-8")
+        for arch in ("-arch=native", "-arch=sm_90"):
+            built = subprocess.run([nvcc, "-O2", arch, "-o", str(binary), str(source)],
+                                   capture_output=True, text=True, timeout=180)
+            if built.returncode == 0:
+                break
+        if built.returncode != 0:
+            check.log(f"metric passes: skipped (nvcc failed: {built.stderr.strip()[-300:]})")
+            return
+        for spec in metric_specs():
+            if check.left() < 10:
+                check.log("budget: metric passes stopped")
+                break
+            began = time.monotonic()
+            try:
+                done = subprocess.run([ncu, "--clock-control", "none", "--metrics", spec.metric, str(binary)],
+                                      capture_output=True, text=True, timeout=max(5.0, min(120.0, check.left())))
+                passes = pass_counts(done.stdout + done.stderr)
+            except subprocess.TimeoutExpired:
+                check.log(f"metric passes: {spec.metric} timed out; stopped")
+                break
+            check.result["metric_passes"].append({
+                "metric": spec.metric, "section": spec.section, "passes": passes[0] if passes else None,
+                "wall_s": round(time.monotonic() - began, 2)})
+    check.log("metric passes: " + ", ".join(f"{r['metric']}={r['passes']}" for r in check.result["metric_passes"]))
+    check.save()
+
+
+def counters(profile, case_id: str) -> dict[str, float]:
+    from attnwatch.history.analysis.ncu_explain import combine_kernels
+
+    return combine_kernels(r.metrics for r in profile.kernel_rows if r.case_id == case_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default=os.environ.get("OUT", "ncu-check-out"))
+    p.add_argument("--budget-s", type=float, default=520.0, help="skip steps that would not end by then")
+    p.add_argument("--commit", default=None, help="the commit measured (default: git rev-parse here)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: a smoke run against the configured ncu (tests/stand_in_ncu.py), two variants")
+    p.add_argument("--skip", default="", help="comma-separated steps to skip: sections,main,variants,metrics")
+    p.add_argument("--with", dest="extra", default="", help="comma-separated extra steps: plants,aa")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    skip, extra = set(filter(None, args.skip.split(","))), set(filter(None, args.extra.split(",")))
+
+    import torch
+
+    from attnwatch.ci.commands.ncu import select_cases
+    from attnwatch.ci.ncu.metrics import choose_sections, sections
+    from attnwatch.ci.ncu.profile import find_ncu, ncu_version
+
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
+    check = Check(out, args.budget_s, gpu)
+    ncu = find_ncu()
+    if ncu is None:
+        sys.exit("ncu_check: ncu not found (not on PATH; set ATTNWATCH_NCU)")
+    check.result.update({"ncu": ncu_version(ncu), "torch": torch.__version__, "commit": args.commit or _commit(),
+                         "budget_s": args.budget_s, "device": args.device})
+    check.log(f"{gpu or 'cpu (smoke)'}, {check.result['ncu']}, torch {torch.__version__}")
+    variants = CPU_VARIANTS if args.device == "cpu" else ""
+
+    def chosen(shapes: str, causal: str):
+        return select_cases(argparse.Namespace(shapes=shapes, variants=variants, dtypes="fp16", causal=causal, cases=[]))
+
+    pr, main_set = chosen("pr", "no"), chosen("main", "no")
+    default = choose_sections(None)
+    check.log(f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}")
+
+    fixed_start(check, ncu)
+    check.run("core, pr, cold (builds)", pr, ("core",))
+    base_default, row = check.run("default, pr", pr, default)
+    (out / "pr_default_raw.csv").write_text(base_default.raw_csv, encoding="utf-8")
+    if row["per_case_s"] is not None and row["profiled"]:
+        check.per_case_s = max(0.05, row["per_case_s"])
+    if "main" not in skip and check.fits(len(main_set), "default, main"):
+        check.run("default, main", main_set, default)
+    if "sections" not in skip:
+        for section in sections():
+            if check.fits(len(pr), f"{section.name} alone"):
+                check.run(f"{section.name} alone, pr", pr, (section.name,))
+    if "variants" not in skip:
+        for label, cases, chosen_sections, kwargs in (
+            ("default, pr, --cache-control none", pr, default, {"cache_control": "none"}),
+            ("all sections, pr", pr, tuple(s.name for s in sections()), {}),
+            ("default, pr, causal", chosen("pr", "yes"), default, {}),
+            ("default, main, causal", chosen("main", "yes"), default, {}),
+        ):
+            if check.fits(len(cases), label):
+                check.run(label, cases, chosen_sections, **kwargs)
+    if "metrics" not in skip and check.left() > 30:
+        metric_passes(check, ncu) if args.device == "cuda" else check.log("metric passes: skipped on cpu")
+    if "plants" in extra:
+        check.result["plants"] = plants(check, pr, base_default, default)
+    if "aa" in extra and check.fits(len(pr), "A/A"):
+        again, _ = check.run("default, pr, again (A/A)", pr, default)
+        check.result["aa"] = aa(base_default, again, pr)
+        check.log(f"A/A: {check.result['aa']['fired']} rule firings over {check.result['aa']['checked']} case-directions")
+    table(check)
+    check.save()
+    return 0
+
+
+def aa(first, second, cases) -> dict:
+    """Rules that fire between two profiles of one build, both ways (each a false explanation)."""
+    from attnwatch.history.analysis.ncu_explain import explain
+
+    fired, checked, examples = 0, 0, []
+    for case in cases:
+        a, b = counters(first, case.id), counters(second, case.id)
+        if not a or not b:
+            continue
+        for slower in (True, False):
+            checked += 1
+            changes = explain(a, b, slower).changes
+            fired += len(changes)
+            examples += [f"{case.id} {'slower' if slower else 'faster'}: {c.rule} {c.change:+.1%}" for c in changes]
+    return {"checked": checked, "fired": fired, "examples": examples[:40]}
 
 
 def apply_patch(patch: Path, root: Path) -> None:
@@ -71,139 +316,22 @@ def apply_patch(patch: Path, root: Path) -> None:
         target.write_text(content, encoding="utf-8")
 
 
-def counters(profile, case_id: str) -> dict[str, float]:
-    from attnwatch.history.analysis.ncu_explain import combine_kernels
-
-    return combine_kernels(r.metrics for r in profile.kernel_rows if r.case_id == case_id)
-
-
-def run(label: str, cases, sections, log, **kwargs):
-    from attnwatch.ci.ncu.profile import profile_cases
-
-    with tempfile.TemporaryDirectory() as work:
-        profile = profile_cases(cases, Path(work), sections=sections, gpu_name=GPU, **kwargs)
-    ok = len(cases) - len(profile.errors)
-    row = {"label": label, "sections": list(sections or ()), "cases": len(cases), "profiled": ok,
-           "wall_s": round(profile.seconds, 2), "per_case_s": round(profile.seconds / max(1, len(cases)), 3),
-           "errors": dict(list(profile.errors.items())[:5])}
-    log(f"{label}: {ok}/{len(cases)} profiled in {profile.seconds:.1f} s ({row['per_case_s']:.3f} s/case)"
-        + (f"; errors e.g. {next(iter(profile.errors.values()))[:300]}" if profile.errors else ""))
-    return profile, row
-
-
-def main(argv: list[str] | None = None) -> int:
-    global GPU
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default=os.environ.get("OUT", "ncu-check-out"))
-    p.add_argument("--budget-s", type=float, default=520.0, help="skip steps that would start after this")
-    p.add_argument("--commit", default=None, help="the commit measured (default: git rev-parse here)")
-    p.add_argument("--skip", default="", help="comma-separated steps to skip: sections,aa,plants,main")
-    args = p.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    skip = set(filter(None, args.skip.split(",")))
-    log_file = open(out / "ncu_check.log", "w", encoding="utf-8")
-
-    def log(message: str) -> None:
-        line = f"[{time.monotonic() - started:6.1f}s] {message}"
-        print(line, flush=True)
-        log_file.write(line + "\n")
-        log_file.flush()
-
-    import torch
-
-    from attnwatch.ci.commands.ncu import select_cases
-    from attnwatch.ci.ncu.metrics import choose_sections
-    from attnwatch.ci.ncu.profile import find_ncu, ncu_version
+def plants(check: Check, pr, base, default) -> list[dict]:
+    """Each plant's cases against `base` (the unpatched default-list profile of the same cases)."""
     from attnwatch.history.analysis.ncu_explain import explain
 
-    GPU = torch.cuda.get_device_name(0)
-    ncu = find_ncu()
-    result = {"gpu": GPU, "ncu": ncu_version(ncu) if ncu else None, "torch": torch.__version__,
-              "commit": args.commit or _commit(), "runs": [], "aa": {}, "plants": []}
-    log(f"{GPU}, {result['ncu']}, torch {torch.__version__}")
-    ns = lambda shapes: argparse.Namespace(shapes=shapes, variants="", dtypes="fp16", causal="no", cases=[])  # noqa: E731
-    pr, main_set = select_cases(ns("pr")), select_cases(ns("main"))
-    default = choose_sections(None)
-    log(f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}")
-    fits = lambda need: time.monotonic() - started + need < args.budget_s  # noqa: E731
-
-    def save():
-        (out / "ncu_check.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-
-    # Cold: builds land in the cache (not a per-case figure), then the fixed cost of one case.
-    _, row = run("cold core pr (builds)", pr, ("core",), log)
-    result["runs"].append(row)
-    _, row = run("core, one case (fixed cost)", pr[:1], ("core",), log)
-    result["runs"].append(row)
-    save()
-
-    base_default = None
-    if fits(40):
-        base_default, row = run("pr default", pr, default, log)
-        result["runs"].append(row)
-        (out / "pr_default_raw.csv").write_text(base_default.raw_csv, encoding="utf-8")
-        save()
-    if "plants" not in skip and base_default is not None:
-        result["plants"] = plants(pr, base_default, default, explain, log, fits, out)
-        save()
-    if "aa" not in skip and base_default is not None and fits(40):
-        again, row = run("pr default again (A/A)", pr, default, log)
-        result["runs"].append(row)
-        result["aa"] = aa(base_default, again, pr, explain)
-        log(f"A/A: {result['aa']['fired']} rule firings over {result['aa']['checked']} case-directions")
-        save()
-    if "sections" not in skip:
-        # Per-section cost on the pr set's first shape (half the cases), to fit a short lease.
-        half = [c for c in pr if c.shape.id == pr[0].shape.id]
-        for extra in (None, "throughput", "memory", "occupancy", "tensor", "stalls"):
-            chosen = ("core",) if extra is None else ("core", extra)
-            if not fits(25):
-                log(f"budget: skipped {chosen}")
-                continue
-            _, row = run(f"pr {pr[0].shape.id} {'+'.join(chosen)}", half, chosen, log)
-            result["runs"].append(row)
-            save()
-    if "main" not in skip and fits(90):
-        _, row = run("main default", main_set, default, log)
-        result["runs"].append(row)
-        save()
-    table(result, log)
-    save()
-    return 0
-
-
-def aa(first, second, cases, explain) -> dict:
-    """Rules that fire between two profiles of one build, both ways (each a false explanation)."""
-    fired, checked, examples = 0, 0, []
-    for case in cases:
-        a, b = counters(first, case.id), counters(second, case.id)
-        if not a or not b:
-            continue
-        for slower in (True, False):
-            checked += 1
-            changes = explain(a, b, slower).changes
-            fired += len(changes)
-            examples += [f"{case.id} {'slower' if slower else 'faster'}: {c.rule} {c.change:+.1%}" for c in changes]
-    return {"checked": checked, "fired": fired, "examples": examples[:40]}
-
-
-def plants(pr, base, default, explain, log, fits, out: Path) -> list[dict]:
-    """Each plant's cases against `base` (the unpatched default-list profile of the same cases)."""
     rows = []
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
         for name, (variant, expected) in EXPECTED.items():
             cases = [c for c in pr if c.variant == variant]
-            if not cases or not fits(30):
-                log(f"plant {name}: skipped ({'no cases' if not cases else 'budget'})")
+            if not cases or not check.fits(len(cases), f"plant {name}"):
                 continue
             with tempfile.TemporaryDirectory() as tmp:  # a copy of kernels/, patched
                 root = Path(tmp)
                 shutil.copytree(REPO / "kernels", root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
                 apply_patch(PLANTS / f"{name}.patch", root)
-                head, row = run(f"plant {name}", cases, default, log, kernels_root=root)
+                head, _ = check.run(f"plant {name}", cases, default, kernels_root=root)
             _add(tar, f"{name}.csv", head.raw_csv)
             for case in cases:
                 b, h = counters(base, case.id), counters(head, case.id)
@@ -213,13 +341,11 @@ def plants(pr, base, default, explain, log, fits, out: Path) -> list[dict]:
                 db, dh = b.get("gpu__time_duration.sum"), h.get("gpu__time_duration.sum")
                 verdict = explain(b, h, slower=dh > db)
                 top = verdict.changes[0].rule if verdict.changes else None
-                rows.append({"plant": name, "case": case.id, "duration_ns": [db, dh], "slower": dh > db,
-                             "cause": verdict.cause, "top": top, "expected": sorted(expected),
-                             "right": top in expected,
-                             "ranked": [[c.rule, c.base, c.head, round(c.change, 4), round(c.score, 2)] for c in verdict.changes]})
-                log(f"plant {name} {case.id}: {db / 1e3:.1f} -> {dh / 1e3:.1f} us; top {top} "
-                    f"({'right' if top in expected else 'WRONG'}); {verdict.cause}")
-    (out / "plants_raw.tar.gz").write_bytes(archive.getvalue())
+                rows.append({"plant": name, "case": case.id, "duration_ns": [db, dh], "top": top,
+                             "expected": sorted(expected), "right": top in expected, "cause": verdict.cause})
+                check.log(f"plant {name} {case.id}: {db / 1e3:.1f} -> {dh / 1e3:.1f} us; top {top} "
+                          f"({'right' if top in expected else 'WRONG'})")
+    (check.out / "plants_raw.tar.gz").write_bytes(archive.getvalue())
     return rows
 
 
@@ -230,18 +356,29 @@ def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
     tar.addfile(info, io.BytesIO(data))
 
 
-def table(result: dict, log) -> None:
-    log("run                                   cases  wall_s  s/case")
+def table(check: Check) -> None:
+    """The short table printed last: per run, cases, passes, wall, and both per-case figures."""
+    result = check.result
+    fixed = result["fixed"]
+    check.log(f"fixed start: {fixed.get('under_ncu_s')} s under ncu ({fixed.get('import_only_s')} s of it the "
+              f"target's imports without ncu); per case = (wall - fixed) / cases")
+    check.log(f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}")
     for r in result["runs"]:
-        log(f"{r['label'][:38]:<38} {r['profiled']:>3}/{r['cases']:<3} {r['wall_s']:>6.1f}  {r['per_case_s']:.3f}")
+        passes = r["passes"]
+        spread = "-" if passes is None else (f"{passes['min']}" if passes["min"] == passes["max"]
+                                             else f"{passes['min']}-{passes['max']}")
+        per_case = "-" if r["per_case_s"] is None else f"{r['per_case_s']:.3f}"
+        check.log(f"{r['label'][:40]:<40} {r['profiled']:>3}/{r['cases']:<3} {spread:>7} {r['wall_s']:>7.1f} "
+                  f"{per_case:>7} {r['wall_per_case_s']:>9.3f}")
+    more = [r for r in result["metric_passes"] if r["passes"] and r["passes"] > 1]
+    if result["metric_passes"]:
+        check.log("metrics needing more than one pass alone: "
+                  + (", ".join(f"{r['metric']} {r['passes']}" for r in more) or "none"))
     for r in result["plants"]:
-        if "error" in r:
-            log(f"plant {r['plant']:<12} {r['case'][:40]:<40} error {r['error'][:80]}")
-        else:
-            log(f"plant {r['plant']:<12} {r['case'][:40]:<40} {r['duration_ns'][0] / 1e3:7.1f} -> {r['duration_ns'][1] / 1e3:7.1f} us "
-                f"top {r['top']} {'ok' if r['right'] else 'WRONG'}")
+        check.log(f"plant {r['plant']:<12} {r['case'][:40]:<40} "
+                  + (f"error {r['error'][:80]}" if "error" in r else f"top {r['top']} {'ok' if r['right'] else 'WRONG'}"))
     if result["aa"]:
-        log(f"A/A false firings: {result['aa']['fired']} of {result['aa']['checked']} case-directions")
+        check.log(f"A/A false firings: {result['aa']['fired']} of {result['aa']['checked']} case-directions")
 
 
 def _commit() -> str:
@@ -251,8 +388,6 @@ def _commit() -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
 
-
-GPU = None
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,7 +12,8 @@ Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | perm_
 crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose profiling
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
-writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON).
+writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON),
+FAKE_NCU_PASSES (the replay passes it logs per profiled case, default 2).
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def main(args: list[str]) -> int:
             _outcome(case_id, "failed", "RuntimeError: boom")
             continue
         ranges.append(case_id)
+        print(f'==PROF== Profiling "stand_in_kernel" - {len(ranges) - 1}: 0%....50%....100% - '
+              f'{os.environ.get("FAKE_NCU_PASSES", "2")} passes', flush=True)  # as ncu logs each kernel
         _outcome(case_id, "ok", None)
     if mode == "perm_late":  # the target ran, but ncu could read no counter: a report without kernels
         Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps([]))

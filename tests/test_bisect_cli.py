@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -22,28 +23,40 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bisect_check.py"
 
 @pytest.mark.slow
 def test_bisect_names_the_planted_commit_of_a_scratch_history(tmp_path):
-    """6 commits after the good one, the 3rd plants torch_3op's call 3x slower: the bisect must
-    name it, measuring at most 1 + ceil(log2 6) = 4 revisions (about a minute on a 2-core CPU)."""
+    """6 commits after the good one, the 3rd plants torch_3op's call 3x slower (the spin
+    calibrated, then checked by one compare): the bisect must name it, measuring at most
+    1 + ceil(log2 6) = 4 revisions (about two minutes on a 2-core CPU)."""
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--commits", "6", "--plant-at", "3",
-                           "--slowdown", "2", "--rounds", "3", "--no-correctness", "--out", str(out)],
+                           "--slowdown", "2", "--rounds", "3", "--no-correctness", "--calibration-compares", "1",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
     report = json.loads((out / "bisect_check.json").read_text())
     assert done.returncode == 0 and report["rc"] == 0, done.stdout[-2000:] + (out / "bisect.stderr").read_text()[-3000:]
     assert report["outcome"] == "found" and report["culprit"] == report["planted"]
     assert report["revisions_measured"] <= report["bound"] == 4
+    # the spin was calibrated in this process, then checked by one compare of good against the plant
+    calibration = report["calibration"]
+    assert calibration["in_process"]["spin"] > 0 and len(calibration["compares"]) == 1
+    assert calibration["realized_by"] == "compare 1" and calibration["realized"] > 0.5
+    assert calibration["compares"][0]["ratio"] == pytest.approx(1 + calibration["realized"])
     printed = (out / "bisect.stdout").read_text()
     assert f"found {report['planted'][:12]} \"torch_3op: planted slowdown of 200%\": " \
            "torch_3op/cpu_tiny/fp16/noncausal x" in printed
     assert "revisions measured" in printed and "wall time" in printed
-    result = json.loads((out / "bisect" / "bisect.json").read_text())
+    assert sorted(f.name for f in out.iterdir()) == [  # flat: what a GPU call brings back
+        "bisect.json", "bisect.stderr", "bisect.stdout", "bisect_check.json", "bundles.tar.gz"]
+    result = json.loads((out / "bisect.json").read_text())
     planted_at = result["commits"].index(report["planted"])
     assert result["range"] == [result["commits"][planted_at - 1], report["planted"]]  # the step, proved both sides
     probes = {p["sha"]: p["state"] for p in result["probes"]}
     assert probes[report["bad"]] == probes[report["planted"]] == "slow"
     # every compare left its round bundles, measured against the good revision
+    with tarfile.open(out / "bundles.tar.gz") as tar:
+        sessions = {name: json.load(tar.extractfile(name)) for name in tar.getnames() if name.endswith("/session.json")}
+    assert any(name.startswith("./calibration/0/") for name in sessions)
     for probe in result["probes"]:
-        session = json.loads((out / "bisect" / probe["out"] / "session.json").read_text())
+        session = sessions[f"./bisect/{probe['out']}/session.json"]
         assert session["sides"]["base"]["commit_sha"] == report["good"]
         assert session["sides"]["head"]["commit_sha"] == probe["sha"]
 

@@ -34,7 +34,7 @@ def test_thousands_separators_and_base_units(raw):
     assert raw.kernels[1].metrics["dram__bytes_read.sum"] == 25_234_176.0
     assert raw.kernels[0].metrics["sm__cycles_elapsed.avg.per_second"] == pytest.approx(1_747_448_384.95)
     # the metrics added to the list after this recording are reported missing, not read as zero
-    added = ADDED_SINCE | {s.metric for s in metric_specs() if s.section == "stalls"}
+    added = ADDED_SINCE | {s.metric for s in metric_specs() if "_issue_stalled_" in s.metric}
     assert all(set(k.missing) == added for k in raw.kernels)
 
 
@@ -55,6 +55,28 @@ def test_sections_choose_parts_of_the_list():
     assert not any("stalled" in m for m in core)
     with pytest.raises(ValueError, match="unknown ncu section 'bogus'"):
         choose_sections("core,bogus")
+
+
+def test_the_default_list_is_what_the_counter_rules_read():
+    """The PR/alert list: every counter a rule reads, and beyond them only the duration and
+    launch resources (launch__ values need no counter pass of their own); the rest is --sections all."""
+    from attnwatch.history.analysis.ncu_explain import DURATION, load_rules
+
+    read = {c for rule in load_rules() for c in rule.counters if not c.startswith("timing__")}
+    read |= {rule.when.counter for rule in load_rules() if rule.when}
+    default = {s.metric for s in specs_in(None)}
+    assert read <= default
+    assert {m for m in default - read if not m.startswith("launch__")} == {DURATION}
+    unread = {s.metric for s in metric_specs()} - default
+    assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in unread and not unread & read
+    assert all(s.cost and s.reason for s in sections())
+
+
+def test_replay_settings_are_data_with_reasons():
+    from attnwatch.ci.ncu.metrics import replay_settings
+
+    settings = replay_settings()
+    assert (settings.replay_mode, settings.cache_control) == ("kernel", "all")
 
 
 def test_a_metric_not_asked_for_is_not_missing(fixtures_dir):

@@ -41,6 +41,7 @@ def test_profiles_every_case_in_one_process_and_attributes_kernels_to_cases(fake
     assert profile.errors == {}
     assert profile.ncu_version.startswith("Version 2025.3")
     assert [p.name for p in (tmp_path / "work").iterdir()] == ["pass0"]  # one ncu process for both variants
+    assert profile.passes == [2, 2]  # ncu's "- N passes" line per profiled kernel
     by_case = {m.case_id: m for m in profile.case_metrics}
     sdpa = by_case["sdpa/b4_h16_s1k/fp16/noncausal"]
     unfused = by_case["torch_3op/b4_h16_s1k/fp16/noncausal"]
@@ -149,6 +150,8 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
     printed = capsys.readouterr().out
     assert code == 0
     assert "sdpa/b4_h16_s1k/fp16/noncausal" in printed and "43.14" in printed
+    row = next(line for line in printed.splitlines() if line.strip().startswith("sdpa/b4_h16_s1k")).split()
+    assert "DRAM_MB" in printed and row[3] != "-" and row[5] != "-"  # the default list fills every column
     assert "torch_3op/b4_h16_s1k/fp16/noncausal" in printed
     assert "2 cases" in printed
     document = json.loads((out / NCU_FILE).read_text())
@@ -167,6 +170,9 @@ def test_ncu_command_collects_the_chosen_sections_and_refuses_an_unknown_one(fak
     metrics = asked[asked.index("--metrics") + 1].split(",")
     assert "gpu__time_duration.sum" in metrics and any("stalled_barrier" in m for m in metrics)
     assert "dram__bytes_read.sum" not in metrics  # the memory section was not asked for
+    # only the target is injected (not a build's ninja), with metrics.toml's replay settings
+    assert asked[asked.index("--target-processes") + 1] == "application-only"
+    assert asked[asked.index("--cache-control") + 1] == "all" and asked[asked.index("--replay-mode") + 1] == "kernel"
     document = json.loads((tmp_path / "a" / NCU_FILE).read_text())
     assert document["cases"][0]["error"] is None  # what was not asked for is not "missing"
     assert main([*args, "--sections", "core,nope", "--out", str(tmp_path / "b")]) == 2

@@ -15,8 +15,10 @@ from attnwatch.kernels import registry
 from attnwatch.kernels.cases import Case
 from attnwatch.ci.ncu.metrics import choose_sections
 
+# What the default (lean) sections give: the speed-of-light percentages come only with
+# --sections all, so the table shows the bytes the traffic and spill rules read instead.
 TABLE_COLUMNS = (
-    ("case", 44), ("kernels", 7), ("dur_us", 9), ("SM%", 6), ("DRAM%", 6),
+    ("case", 44), ("kernels", 7), ("dur_us", 9), ("DRAM_MB", 8), ("local_MB", 8),
     ("tensor%", 7), ("occ%", 6), ("regs", 5), ("limiter", 20),
 )
 
@@ -27,7 +29,7 @@ def register(subparsers) -> None:
         help="profile cases under Nsight Compute (--clock-control none) and print the metrics",
         description="Profile one call per case under ncu (one process for every case) with the metric "
         "list's sections (or --full), attribute kernels to cases by NVTX range, and print durations, "
-        "SM/DRAM throughput, tensor pipe, occupancy and registers per case.",
+        "DRAM and local-memory bytes, tensor pipe, occupancy and registers per case.",
     )
     p.add_argument("--shapes", default="pr", help="shape set (pr, main, nightly, cpu); default pr")
     p.add_argument("--variants", default="", help="comma-separated variant names (default: all available)")
@@ -78,10 +80,14 @@ def format_table(metrics: list[NcuCaseMetrics]) -> str:
             continue
         lines.append(" ".join((
             cell(m.case_id, 44), cell(m.kernel_count, 7), cell(m.duration_us, 9, 2),
-            cell(m.sm_throughput_pct, 6), cell(m.dram_throughput_pct, 6), cell(m.tensor_pipe_pct, 7),
+            cell(_mega(m.dram_bytes), 8), cell(_mega(m.local_memory_bytes), 8), cell(m.tensor_pipe_pct, 7),
             cell(m.achieved_occupancy_pct, 6), cell(m.registers_per_thread, 5, 0), cell(m.occupancy_limiter, 20),
         )))
     return "\n".join(lines)
+
+
+def _mega(value: float | None) -> float | None:
+    return None if value is None else value / 1e6
 
 
 def _run(args) -> int:

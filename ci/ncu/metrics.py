@@ -30,14 +30,44 @@ class Section:
 
     name: str
     default: bool
+    cost: str  # what it was measured to cost per case, or that it was not measured
     reason: str
+
+
+@dataclass(frozen=True)
+class ReplaySettings:
+    """How ncu replays a kernel and what it does to the caches between passes ([profile])."""
+
+    replay_mode: str
+    cache_control: str
+
+
+REPLAY_MODES = ("kernel", "application", "range")
+CACHE_CONTROLS = ("all", "none")
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict:
+    return tomllib.loads((_HERE / "metrics.toml").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def replay_settings() -> ReplaySettings:
+    """metrics.toml [profile]: the replay mode and cache control every ncu process uses."""
+    entry = _data()["profile"]
+    settings = ReplaySettings(entry["replay_mode"], entry["cache_control"])
+    for name, value, allowed in (("replay_mode", settings.replay_mode, REPLAY_MODES),
+                                 ("cache_control", settings.cache_control, CACHE_CONTROLS)):
+        if value not in allowed or not entry.get(f"{name}_reason"):
+            raise ValueError(f"metrics.toml: [profile] {name}: {value!r} not in {allowed}, or no {name}_reason")
+    return settings
 
 
 @lru_cache(maxsize=1)
 def _load() -> tuple[tuple[Section, ...], tuple[MetricSpec, ...]]:
     """The sections and the metric list, validated: an unknown combine rule or section, or a
     duplicate field, is a bug in the file."""
-    data = tomllib.loads((_HERE / "metrics.toml").read_text(encoding="utf-8"))
+    data = _data()
     sections = tuple(Section(**entry) for entry in data["section"])
     names = {s.name for s in sections}
     specs = tuple(MetricSpec(**entry) for entry in data["metric"])

@@ -3,11 +3,13 @@
 One ncu process profiles every chosen case: it launches one `ci.ncu.target` process that
 imports torch once, prepares each case (the variants' builds are cached), and runs each case's
 kernels once inside an NVTX range named by the case id, between cudaProfilerStart/Stop
-(`--profile-from-start off`), so only those launches are replayed. What is collected is the
-chosen sections of ci/ncu/metrics.toml (`--metrics`, kernel replay, `--cache-control all`);
-each section's cost per case is measured in docs/benchmarks.md. ncu is run with
-`--clock-control none`: its default locks the SM clock to base and reports durations about
-30% longer than the timed runs.
+(`--profile-from-start off`), so only those launches are replayed, and only in the target
+itself (`--target-processes application-only`: a build's ninja or compiler run is not injected).
+What is collected is the chosen sections of ci/ncu/metrics.toml (`--metrics`; the replay mode
+and cache control of its [profile]); each section's cost per case is measured in
+docs/benchmarks.md, and the replay passes ncu needed per kernel are kept (`NcuProfile.passes`).
+ncu is run with `--clock-control none`: its default locks the SM clock to base and reports
+durations about 30% longer than the timed runs.
 
 A case whose kernel crashes or hangs the target loses only itself: the target reports each case
 as it finishes, so the first case without a report is the one that was running; it is recorded
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -38,7 +41,7 @@ from typing import Sequence
 
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from attnwatch.ci.ncu.metrics import metrics_argument, choose_sections, specs_in
+from attnwatch.ci.ncu.metrics import metrics_argument, choose_sections, replay_settings, specs_in
 from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from attnwatch.ci.ncu.target import OUTCOME_PREFIX
 from attnwatch.ci.run_config import default
@@ -54,6 +57,8 @@ HANG_ERROR = "hung under the profiler"
 TIMED_OUT = "==ERROR== timed out"  # what _run_bounded appends when it kills the process group
 CONNECTED = "==PROF== Connected to process"  # ncu's line once the target runs
 IMPORT_MARGIN = 0.15  # share of the time left kept for writing and importing the report
+# ncu's line per profiled kernel ends "- 9 passes" (or "- 1 pass")
+_PASSES = re.compile(r'^==PROF== Profiling ".*- (\d+) pass(?:es)?\b')
 
 
 @dataclass
@@ -62,6 +67,7 @@ class NcuProfile:
     case_metrics: list[NcuCaseMetrics] = field(default_factory=list)
     raw_csv: str = ""  # every CSV ncu printed, concatenated, for the bundle's ncu_raw.csv
     errors: dict[str, str] = field(default_factory=dict)  # case id -> why it has no metrics
+    passes: list[int] = field(default_factory=list)  # replay passes ncu reported, per profiled kernel
     ncu_version: str = ""
     seconds: float = 0.0
 
@@ -109,12 +115,14 @@ def profile_cases(
     kernels_root: Path | None = None,
     gpu_name: str | None = None,
     deadline: float | None = None,
+    cache_control: str | None = None,
 ) -> NcuProfile:
     """Profile every case in one ncu process; never raises for ncu's own failures (they land in `errors`).
 
     `sections`: the metric sections to collect (ci.ncu.metrics.choose_sections; default ones for
     None). `timeout_s` bounds each ncu process (default: ci/run_config.toml [defaults]
-    ncu_timeout_s); `deadline` (time.monotonic()) bounds them all.
+    ncu_timeout_s); `deadline` (time.monotonic()) bounds them all. `cache_control` overrides
+    metrics.toml's [profile] one (scripts/ncu_check.py measures what `none` would save).
     """
     started = time.monotonic()
     timeout_s = float(default("ncu_timeout_s")) if timeout_s is None else timeout_s
@@ -134,8 +142,10 @@ def profile_cases(
             profile.errors.update({case.id: DEADLINE_ERROR for case in pending})
             break
         bounded = timeout_s if left is None else min(timeout_s, left)
-        run = _profile_group(ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline)
+        run = _profile_group(ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline,
+                             cache_control)
         kernels += run.kernels
+        profile.passes += run.passes
         csv_parts.append(run.csv_text)
         at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
         profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
@@ -213,11 +223,12 @@ class _Pass:
     failure: str | None  # ncu's error lines when it exited non-zero (a crashed target's last words)
     exited: bool  # ncu exited by itself rather than killed at its time limit
     started: bool  # the target ran (a case reported, or ncu connected to it)
+    passes: list[int] = field(default_factory=list)  # replay passes per profiled kernel, from ncu's log
 
 
 def _profile_group(
     ncu: str, cases: list[Case], work_dir: Path, sections: tuple[str, ...] | None, timeout_s: float,
-    kernels_root: Path | None, deadline: float | None = None,
+    kernels_root: Path | None, deadline: float | None = None, cache_control: str | None = None,
 ) -> _Pass:
     """One ncu process over `cases`. `sections` None means `--set full`. `timeout_s` bounds the
     ncu process; `deadline` (monotonic) also bounds the report import, and the target starts no
@@ -230,13 +241,7 @@ def _profile_group(
         {"variant": c.variant, "shape": asdict(c.shape), "dtype": c.dtype, "causal": c.causal} for c in cases
     ]}), encoding="utf-8")
     report = work_dir / "report"
-    command = [
-        ncu, "--clock-control", "none", "--cache-control", "all", "--replay-mode", "kernel",
-        "--profile-from-start", "off", "--nvtx", "--target-processes", "all", "--force-overwrite",
-        "--export", str(report),
-    ]
-    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
-    command += [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
+    command = ncu_command(ncu, report, sections, plan, cache_control)
     with tempfile.TemporaryDirectory() as scratch:
         # The target runs in the scratch folder: `python -m` puts its working directory first on
         # sys.path, so started from a checkout it would import that checkout's `kernels` ahead
@@ -244,7 +249,7 @@ def _profile_group(
         ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s, cwd=scratch)
     outcomes = {cid: _outcome_error(record) for cid, record in _outcomes(output).items()}
     run = _Pass([], "", outcomes, None, None if ok else _why(output), TIMED_OUT not in output,
-                bool(outcomes) or CONNECTED in output)
+                bool(outcomes) or CONNECTED in output, pass_counts(output))
     report_file = report.with_suffix(".ncu-rep")
     if not report_file.exists():
         run.why = _why(output) or "ncu wrote no report"
@@ -272,6 +277,24 @@ def _profile_group(
               f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
     run.kernels, run.csv_text = parsed.kernels, csv_text
     return run
+
+
+def ncu_command(ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path,
+                cache_control: str | None = None) -> list[str]:
+    """The ncu command that profiles `plan`'s cases (module doc); `sections` None: `--set full`."""
+    settings = replay_settings()
+    command = [
+        ncu, "--clock-control", "none", "--cache-control", cache_control or settings.cache_control,
+        "--replay-mode", settings.replay_mode, "--profile-from-start", "off", "--nvtx",
+        "--target-processes", "application-only", "--force-overwrite", "--export", str(report),
+    ]
+    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
+    return command + [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
+
+
+def pass_counts(output: str) -> list[int]:
+    """The replay passes ncu printed for each kernel it profiled, in order."""
+    return [int(m.group(1)) for m in map(_PASSES.match, output.splitlines()) if m]
 
 
 def _outcome_error(record: dict) -> str | None:

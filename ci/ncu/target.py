@@ -6,12 +6,17 @@ seconds) is when no further case starts, so the profiler still writes its report
 run's deadline; later cases are reported with status "deadline". Profiling is off at start
 (`ncu --profile-from-start off`); compilation, autotuning and warm-up happen outside it, and
 only the one call per case between `cudaProfilerStart` and `cudaProfilerStop` is measured,
-attributed to the case by an NVTX range named with the case id. Each case's outcome is printed as one line starting with
-`attnwatch-ncu:` so the parent can tell a case that could not run from one ncu did not see.
+attributed to the case by an NVTX range named with the case id: ncu replays exactly the
+kernels of that one call. After each case its tensors are freed and torch's cached blocks given
+back (`empty_cache`), so the device memory ncu may save and restore around a multi-pass kernel
+holds no earlier case's blocks. Each case's outcome is printed as one line
+starting with `attnwatch-ncu:` so the parent can tell a case that could not run from one ncu
+did not see.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -32,12 +37,15 @@ def main(argv: list[str]) -> int:
     plan = json.loads(open(argv[0], encoding="utf-8").read())
     stop_at = plan.get("stop_at")
     device = torch.device("cuda")
+    if torch.cuda.is_available():
+        torch.empty(1, device=device)  # the context (and ncu's set-up of it) before the first case's clock starts
     api = kernels_api()  # the profiled checkout's kernels (compare profiles the base's too)
     for entry in plan["cases"]:
         case = api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
         if stop_at is not None and time.time() >= stop_at:
             _report(case.id, "deadline", "not started: the run's deadline is near")
             continue
+        prepared = None
         try:
             variant = api.get(case.variant)
             reason = variant.unsupported(case)
@@ -55,9 +63,12 @@ def main(argv: list[str]) -> int:
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
             _report(case.id, "ok")
-            del prepared
         except Exception as exc:  # one case's failure must not cost the others
             _report(case.id, "failed", f"{type(exc).__name__}: {exc}")
+        finally:
+            del prepared
+            gc.collect()
+            torch.cuda.empty_cache()
     return 0
 
 
