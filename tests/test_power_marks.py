@@ -74,6 +74,14 @@ def test_the_run_page_names_the_recipe_and_the_normalised_figure_apart_from_the_
     assert table.loc[CAPPED, "median_us"] != 3.25 and table.loc[CLEAN, "recipe"] == ""
 
 
+def test_the_overview_mark_names_the_cap(capped_history, monkeypatch):
+    from test_app_pages import frame_with, open_page
+
+    at = open_page(Path(capped_history.path), monkeypatch, "views/overview.py")
+    marks_shown = frame_with(at, "marks")["marks"].tolist()
+    assert sum(1 for m in marks_shown if str(m).startswith("throttled: power cap (40 of ")) == 1
+
+
 @pytest.fixture(scope="module")
 def capped_report(fixtures_dir):
     report = make_report(fixtures_dir)
