@@ -100,8 +100,7 @@ def capped_points(series: pd.DataFrame) -> pd.DataFrame:
     clocks-event reasons): columns x, value, run_id, label ("power cap")."""
     if "throttle_reasons" not in series or series.empty:
         return pd.DataFrame(columns=["x", "value", "run_id", "label"])
-    labels = series["throttle_reasons"].map(
-        lambda r: cap_mark(r) if isinstance(r, (list, tuple, np.ndarray)) else None)
+    labels = series["throttle_reasons"].map(cap_mark)
     picked = series[labels.notna()]
     return pd.DataFrame({"x": picked["x"], "value": picked["value"], "run_id": picked["run_id"],
                          "label": labels[labels.notna()]})

@@ -19,7 +19,7 @@ Needs torch (and nvidia-ml-py on a GPU), nothing of duckdb/streamlit/plotly. Wri
 the first process), power_check.log; prints a table last.
 
     PYTHONPATH=. python3 scripts/power_check.py --budget-s 530 --commit <sha> --out $OUT
-    PYTHONPATH=. python3 scripts/power_check.py --device cpu --smoke --out /tmp/pc   (a pipeline check)
+    PYTHONPATH=. python3 scripts/power_check.py --device cpu --smoke --out out/pc   (a pipeline check)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ def test_capping_reasons_name_their_cap_and_the_others_none():
     assert cap_mark(["gpu_idle", "sw_power_cap"]) == "power cap"
     assert cap_mark(["hw_thermal_slowdown"]) == "thermal"
     assert cap_mark(["gpu_idle", "applications_clocks_setting", "sync_boost"]) is None
-    assert cap_mark(None) is None
+    assert cap_mark(None) is None and cap_mark(float("nan")) is None and cap_mark("sw_power_cap") is None
 
 
 @pytest.fixture()

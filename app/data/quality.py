@@ -73,7 +73,7 @@ def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
             detail = ([f"{int(n)} samples"] if not np.isnan(n) else []) + ([f"IQR/median {_percent(sp)}"] if not np.isnan(sp) else [])
             parts.append("unconverged" + (f" ({', '.join(detail)})" if detail else ""))
         if th > 0:
-            cap = cap_mark(why if isinstance(why, (list, tuple, np.ndarray)) else None)
+            cap = cap_mark(why)
             parts.append("throttled" + (f": {cap}" if cap else "") + f" ({int(th)}"
                          + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
         if not np.isnan(g) and g > 0 and m / g >= ratio:

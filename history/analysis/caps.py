@@ -35,8 +35,15 @@ def cap_table(path: Path = CAPS_FILE) -> tuple[tuple[str, frozenset[str]], ...]:
 
 def cap_mark(reasons: Iterable[str] | None) -> str | None:
     """The mark of the first cap whose reasons were reported ("power cap", "thermal", ...), or
-    None when no capping reason was (idle, application clocks and sync boost do not count)."""
-    seen = set(reasons) if reasons is not None else set()
+    None when no capping reason was (idle, application clocks and sync boost do not count).
+    `reasons` as stored (a list, or a column's array); anything else (None, a missing value)
+    reports none."""
+    if reasons is None or isinstance(reasons, (str, bytes)):
+        return None
+    try:
+        seen = {str(r) for r in reasons}
+    except TypeError:  # a missing value of a DataFrame column (NaN)
+        return None
     for mark, names in cap_table():
         if seen & names:
             return mark
