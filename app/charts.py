@@ -15,7 +15,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from attnwatch.app.data.quality import recipe_text
 from attnwatch.app.ui import escape_hover, short_sha
+from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
 
 # At most this many series get a p10–p90 band; more bands than that hide the lines.
@@ -83,6 +85,27 @@ def _config_hover(s: pd.DataFrame) -> np.ndarray:
         if isinstance(c, str) else "" for c, src in zip(s["kernel_config"], sources)], dtype=object)
 
 
+def _recipe_hover(s: pd.DataFrame) -> np.ndarray:
+    """Per point, the hover line naming how its samples were taken ("" for the plain recipe)."""
+    if "timing_recipe" not in s:
+        return np.full(len(s), "", dtype=object)
+    col = lambda name: s[name] if name in s else pd.Series(None, index=s.index)  # noqa: E731
+    return np.array([("<br>" + html.escape(t)) if t else "" for t in map(
+        recipe_text, s["timing_recipe"], col("clock_normalised_median_us"), col("band_discarded_samples"),
+        col("pacing_gap_s"))], dtype=object)
+
+
+def capped_points(series: pd.DataFrame) -> pd.DataFrame:
+    """The points measured under a power or thermal cap (history.analysis.caps, from the stored
+    clocks-event reasons): columns x, value, run_id, label ("power cap")."""
+    if "throttle_reasons" not in series or series.empty:
+        return pd.DataFrame(columns=["x", "value", "run_id", "label"])
+    labels = series["throttle_reasons"].map(cap_mark)
+    picked = series[labels.notna()]
+    return pd.DataFrame({"x": picked["x"], "value": picked["value"], "run_id": picked["run_id"],
+                         "label": labels[labels.notna()]})
+
+
 def config_changes(series: pd.DataFrame) -> pd.DataFrame:
     """The points whose kernel configuration differs from the series' previous recorded one:
     columns series, x, value, run_id, label ("autotuner chose X instead of Y"). A run that
@@ -144,6 +167,7 @@ def trend_figure(
             s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
             marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
             _config_hover(s),
+            _recipe_hover(s),
         ])
         fig.add_trace(go.Scatter(
             x=s["x"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
@@ -154,9 +178,17 @@ def trend_figure(
             hovertemplate=(
                 "%{y:.4g} " + escape_hover(metric_label, 40)
                 + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
-                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[5]}<extra>"
+                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[7]}%{customdata[5]}<extra>"
                 + escape_hover(name, 60) + "</extra>"
             ),
+        ))
+    capped = capped_points(series)
+    if not capped.empty:  # a badge over each point the GPU's cap may have set, whatever the code did
+        fig.add_trace(go.Scatter(
+            x=capped["x"], y=capped["value"], mode="markers", name="under a power/thermal cap",
+            marker=dict(symbol="triangle-down-open", size=13, color="#d62728", line=dict(width=1.5, color="#d62728")),
+            customdata=list(zip(capped["run_id"], capped["label"])),
+            hovertemplate="measured under %{customdata[1]}<br>run %{customdata[0]}<extra>cap</extra>",
         ))
     changes = config_changes(series)
     if not changes.empty:

@@ -93,6 +93,7 @@ def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
         builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
                 for i, b in enumerate(run.builds)],
         samples={c.outcome.case_id: list(c.samples) for c in timed},
+        sample_clocks={c.outcome.case_id: list(c.clocks) for c in timed if c.clocks},
     ))
 
 

@@ -26,6 +26,7 @@ class CaseRecords:
     samples: list[float] | None = None  # per-call latencies (µs)
     host_entry: dict[str, Any] | None = None  # pytest-benchmark's entry (`attnwatch run`; compare times no host)
     checks: list[dict[str, Any]] = field(default_factory=list)  # CorrectnessRecord objects
+    clocks: list[float | None] | None = None  # each sample's SM clock (MHz), with a clock-recording recipe
 
     def checked(self) -> CaseRecords:
         """These records with the outcome `checked_outcome` gives them."""

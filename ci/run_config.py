@@ -36,6 +36,13 @@ class TimingConfig:
     input_sets: int
     input_sets_max_bytes: int
     streams: int
+    recipe: str
+    clock_record: bool
+    pacing: str
+    pacing_duty: float
+    pacing_power_margin: float
+    clock_band: float
+    reference_clock_mhz: float
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
@@ -48,6 +55,14 @@ class TimingConfig:
             raise ValueError("timing config: input_sets must be >= 1")
         if self.streams < 1:
             raise ValueError("timing config: streams must be >= 1")
+        if self.pacing not in ("none", "duty", "power"):
+            raise ValueError(f"timing config: pacing must be none, duty or power, got {self.pacing!r}")
+        if not 0 < self.pacing_duty <= 1 or not 0 < self.pacing_power_margin <= 1:
+            raise ValueError("timing config: pacing_duty and pacing_power_margin must be in (0, 1]")
+        if self.clock_band < 0 or self.reference_clock_mhz < 0:
+            raise ValueError("timing config: clock_band and reference_clock_mhz must be >= 0")
+        if (self.clock_band > 0 or self.pacing != "none") and not self.clock_record:
+            raise ValueError("timing config: clock_band and pacing need clock_record (the stored clocks say what they did)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,6 +90,29 @@ def timing_config(device_kind: str) -> TimingConfig:
     if device_kind not in section:
         raise ValueError(f"{CONFIG_PATH.name}: no [timing.{device_kind}] section")
     return TimingConfig.from_dict(dict(section[device_kind]))
+
+
+def recipes() -> list[str]:
+    """The recipe names a run may ask for: "plain" and each [timing.recipes.NAME]."""
+    return ["plain", *sorted(_raw()["timing"].get("recipes", {}))]
+
+
+def with_recipe(config: TimingConfig, name: str) -> TimingConfig:
+    """`config` with [timing.recipes.NAME]'s overrides and `recipe` = NAME ("plain": unchanged
+    but for the name). An unknown name is a one-line error naming the file."""
+    table = _raw()["timing"].get("recipes", {})
+    if name != "plain" and name not in table:
+        raise ValueError(f"{CONFIG_PATH.name}: no [timing.recipes.{name}] (known: {', '.join(recipes())})")
+    overrides = dict(table.get(name, {}))
+    unknown = set(overrides) - {f.name for f in fields(TimingConfig)}
+    if unknown:
+        raise ValueError(f"{CONFIG_PATH.name}: [timing.recipes.{name}]: unknown keys {sorted(unknown)}")
+    return replace(config, recipe=name, **overrides)
+
+
+def default_recipe(shape_set: str) -> str:
+    """The recipe a shape set runs with ([defaults.recipe])."""
+    return str(setting("defaults.recipe", shape_set))
 
 
 def setting(section: str, name: str) -> Any:

@@ -49,6 +49,7 @@ class SuiteState:
         self.outcomes: dict[str, CaseOutcome] = {}
         self.timings: dict[str, dict[str, Any]] = {}
         self.samples: dict[str, list[float]] = {}
+        self.sample_clocks: dict[str, list[float | None]] = {}  # with a clock-recording recipe
         self.correctness: dict[str, list[dict[str, Any]]] = {}
         self.builds: dict[str, dict[str, Any]] = {}
         self.host_entries: dict[str, dict[str, Any]] = {}  # pytest-benchmark's entry per case
@@ -87,6 +88,8 @@ class SuiteState:
             if event.get("status") == "ok" and event.get("timing") is not None:
                 self.timings[case] = event["timing"]
                 self.samples[case] = event["samples_us"]
+                if event.get("clocks_mhz"):
+                    self.sample_clocks[case] = event["clocks_mhz"]
         elif kind == "bench":
             self.host_entries[case] = event["entry"]
         elif kind == "outcome":
@@ -177,7 +180,7 @@ class SuiteState:
     def case_records(self) -> list[CaseRecords]:
         """Each case with an outcome, in plan order, with the one copy of its records."""
         return [CaseRecords(self.outcomes[c], self.timings.get(c), self.samples.get(c), self.host_entries.get(c),
-                            self.correctness.get(c, []))
+                            self.correctness.get(c, []), self.sample_clocks.get(c))
                 for c in self.order if c in self.outcomes]
 
 

@@ -24,6 +24,8 @@ class FakeGpu:
     sm_clock_mhz: int = 1980
     sm_clock_max_mhz: int = 1980
     reasons_mask: int = 0
+    power_mw: int = 450_000
+    power_limit_mw: int = 700_000
     migs: list[tuple[str, str]] = field(default_factory=list)  # (MIG uuid, name); non-empty = MIG mode on
 
 
@@ -94,6 +96,12 @@ class FakeNvml:
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle) -> int:
         return self._gpu(handle).reasons_mask
+
+    def nvmlDeviceGetPowerUsage(self, handle) -> int:
+        return self._gpu(handle).power_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle) -> int:
+        return self._gpu(handle).power_limit_mw
 
     def nvmlDeviceGetMigMode(self, handle) -> list[int]:
         on = 1 if self._gpu(handle).migs else 0

@@ -111,3 +111,28 @@ def test_stream_pool_spreads_blocks_and_renews():
     assert seen[0] not in first[:3]  # torch hands out the next streams of its 32-stream pool
     torch.cuda.synchronize()
     assert x.item() >= 28
+
+
+@pytest.mark.gpu
+def test_clock_record_and_pacing_gap_on_the_gpu():
+    """Every call of a block gets an SM clock from the host's NVML polls, and a pacing gap
+    lengthens the block's wall time without entering the samples (ci/timing/power.py)."""
+    import time
+
+    import torch
+
+    fn = _attention_b4_h16_s1k()
+    monitor = NvmlMonitor(0)
+    flusher = L2Flusher(torch.device("cuda"), 4 * torch.cuda.get_device_properties(0).L2_cache_size)
+    timer = CudaEventTimer(10)
+    timer.time_block(fn, 10, flusher)  # warm
+    t0 = time.perf_counter()
+    plain = timer.time_block(fn, 10, flusher, clock=monitor.sm_clock_mhz)
+    plain_s = time.perf_counter() - t0
+    assert len(timer.last_clocks) == 10 and all(c and c > 100 for c in timer.last_clocks)
+    gap_us = 20 * statistics.median(plain)  # 20x the call: far above any guard re-timing
+    t0 = time.perf_counter()
+    paced = timer.time_block(fn, 10, flusher, gap_us=gap_us, clock=monitor.sm_clock_mhz)
+    paced_s = time.perf_counter() - t0
+    assert paced_s > plain_s + 10 * gap_us * 1e-6 * 0.5  # the gaps ran
+    assert statistics.median(paced) < 1.5 * statistics.median(plain)  # and stayed out of the samples

@@ -106,7 +106,8 @@ def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKL
                trend.trend_rel, trend.trend_us,
                coalesce(open_alerts.open_regressions, 0) AS open_regressions,
                coalesce(open_alerts.open_improvements, 0) AS open_improvements,
-               res.rel_spread, res.converged, res.throttled_samples, res.n_samples, res.timing_mode, res.error, res.case_id
+               res.rel_spread, res.converged, res.throttled_samples, res.throttle_reasons, res.n_samples, res.timing_mode,
+               res.error, res.case_id
         FROM results res
         LEFT JOIN correctness_summaries cs ON cs.run_id = res.run_id AND cs.case_id = res.case_id
         LEFT JOIN trend ON trend.case_id = res.case_id

@@ -4,7 +4,8 @@ Three marks, each from what the timing harness stored with the result (nothing r
   unconverged     `converged` is false: sampling hit its cap before IQR/median fell under the
                   target, so the median carries the spread shown (`rel_spread` = IQR/median);
   throttled       `throttled_samples` > 0: the SM clock reported a throttle reason during that
-                  many samples;
+                  many samples; with `throttle_reasons`, the cap it names (history.analysis.caps:
+                  "throttled: power cap (120 of 300 samples)");
   dispatch-bound  the case was under the graph threshold, so it was also timed as CUDA-graph
                   replays (`graph_median_us`), and the event median exceeds the replay median by
                   at least `min_event_over_graph` (number_marks.toml): the event time includes
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from attnwatch.history.analysis.caps import cap_mark
 
 MARKS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
 
@@ -58,9 +61,10 @@ def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
     throttled = pd.to_numeric(_column(frame, prefix + "throttled_samples", 0), errors="coerce").fillna(0)
     samples = pd.to_numeric(_column(frame, prefix + "n_samples", np.nan), errors="coerce")
     graph = pd.to_numeric(_column(frame, prefix + "graph_median_us", np.nan), errors="coerce")
+    reasons = _column(frame, prefix + "throttle_reasons", None)
     ratio = dispatch_ratio()
     out = []
-    for m, c, sp, th, n, g in zip(median, converged, spread, throttled, samples, graph):
+    for m, c, sp, th, n, g, why in zip(median, converged, spread, throttled, samples, graph, reasons):
         parts = []
         if np.isnan(m):
             out.append("")
@@ -69,11 +73,29 @@ def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
             detail = ([f"{int(n)} samples"] if not np.isnan(n) else []) + ([f"IQR/median {_percent(sp)}"] if not np.isnan(sp) else [])
             parts.append("unconverged" + (f" ({', '.join(detail)})" if detail else ""))
         if th > 0:
-            parts.append(f"throttled ({int(th)}" + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
+            cap = cap_mark(why)
+            parts.append("throttled" + (f": {cap}" if cap else "") + f" ({int(th)}"
+                         + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
         if not np.isnan(g) and g > 0 and m / g >= ratio:
             parts.append(f"dispatch-bound (graph {g:.3g} µs)")
         out.append("; ".join(parts))
     return pd.Series(out, index=frame.index, dtype=object)
+
+
+def recipe_text(recipe, normalised_us, discarded, gap_s) -> str:
+    """How a result's samples were taken, for a hover or a table: '' for the plain recipe or a run
+    before migration 013; else e.g. 'recipe band: 37 samples off the modal clock discarded;
+    clock-normalised 2.4e+03 µs' (a cycle-space figure beside the latency, never in its place)."""
+    if not isinstance(recipe, str) or recipe == "plain":
+        return ""
+    parts = [f"recipe {recipe}"]
+    if discarded is not None and not pd.isna(discarded):
+        parts.append(f"{int(discarded)} samples off the modal clock discarded")
+    if gap_s is not None and not pd.isna(gap_s):
+        parts.append(f"pacing gap {float(gap_s):.3g} s")
+    if normalised_us is not None and not pd.isna(normalised_us):
+        parts.append(f"clock-normalised {float(normalised_us):.4g} µs")
+    return "; ".join(parts[:1]) + (": " + "; ".join(parts[1:]) if len(parts) > 1 else "")
 
 
 def _percent(fraction: float) -> str:

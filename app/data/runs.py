@@ -193,9 +193,10 @@ def run_results(source: Source, run_id: str) -> pd.DataFrame:
         )
         SELECT res.case_id, res.operator, res.variant, res.shape_id, res.dtype, res.causal, res.status,
                res.median_us, res.p10_us, res.p90_us, res.us_per_head, res.tflops, res.gap_to_baseline,
-               res.baseline_variant, res.gap_to_fastest_reference, res.fastest_reference, res.graph_median_us, res.n_samples, res.rel_spread,
-               res.converged, res.throttled_samples, res.timing_mode, corr.correct, corr.seeds, corr.max_abs_err,
-               corr.rel_err, res.error
+               res.baseline_variant, res.gap_to_fastest_reference, res.fastest_reference, res.graph_median_us,
+               res.n_samples, res.rel_spread, res.converged, res.throttled_samples, res.throttle_reasons,
+               res.timing_mode, res.timing_recipe, res.clock_normalised_median_us, res.band_discarded_samples,
+               res.pacing_gap_s, corr.correct, corr.seeds, corr.max_abs_err, corr.rel_err, res.error
         FROM results res LEFT JOIN corr USING (case_id)
         WHERE res.run_id = ?
         ORDER BY res.operator, res.shape_id, res.dtype, res.causal, res.variant

@@ -125,8 +125,9 @@ def trend_series(
 
     Also returned per point: the run's place on the commit axis (`x`, `x_order`), the launch
     configuration the kernel ran with and how it was chosen (kernel_config, _source; NULL when
-    the variant reports none), and what the harness stored about the number's quality (converged, rel_spread, throttled_samples,
-    graph_median_us, median_us: app.data.quality marks them). Failed or skipped cases have no
+    the variant reports none), what the harness stored about the number's quality (converged, rel_spread, throttled_samples,
+    throttle_reasons, graph_median_us, median_us: app.data.quality marks them), and how its samples were
+    taken (timing_recipe, clock_normalised_median_us, band_discarded_samples, pacing_gap_s; NULL before migration 013). Failed or skipped cases have no
     value and are left out (the chart shows a gap there); a correctness metric is kept for every
     case that was checked, whatever its timing did.
     """
@@ -146,7 +147,8 @@ def trend_series(
                p.pool, {value} AS value, {p10} AS p10, {p90} AS p90, p.run_id, p.commit_sha,
                p.commit_message, p.committed_at AS commit_date,
                r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us,
-               r.timing_mode, r.kernel_config, r.kernel_config_source
+               r.timing_mode, r.kernel_config, r.kernel_config_source, r.throttle_reasons,
+               r.timing_recipe, r.clock_normalised_median_us, r.band_discarded_samples, r.pacing_gap_s
         FROM results r JOIN picked p USING (run_id) {join}
         WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)

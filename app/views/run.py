@@ -30,6 +30,12 @@ def result_columns(timer: str, timer_help: str, baselines=()) -> dict:
         "gap_to_baseline": st.column_config.NumberColumn(gap_label(baselines), format="%.3f×", width=85,
                                                          help=gap_help(baselines, measured)),
         "marks": st.column_config.TextColumn("marks", width=160),
+        "recipe": st.column_config.TextColumn(
+            "recipe", width=160, help="how the samples were taken on a GPU that may run under its power cap "
+                                      "(ci/run_config.toml [timing.recipes]); empty: plain"),
+        "clock_normalised_median_us": st.column_config.NumberColumn(
+            "clock-normalised µs (not a latency)", format="%.2f", width=130,
+            help="median of time × SM clock / reference clock: cycle space, stored beside the latency, never in its place"),
         "measure_again": st.column_config.TextColumn(
             "measure again", width=200, help="the command that measures this case again at this run's commit "
                                              "(history.reproduce): copy it into a checkout of the repository"),
@@ -78,6 +84,9 @@ def run_page(source, shape):
     else:
         device = "cpu" if str(run.device_kind) == "cpu" else None  # a CPU run is measured again on a CPU
         results = results.assign(correctness=results["correct"].map(quality.correctness_text), marks=quality.marks(results),
+                                 recipe=[quality.recipe_text(*row) for row in zip(
+                                     results["timing_recipe"], results["clock_normalised_median_us"],
+                                     results["band_discarded_samples"], results["pacing_gap_s"])],
                                  measure_again=[reproduce.run_command(c, run.commit_sha, device) or ""
                                                 for c in results["case_id"]])
         st.subheader("Cases")

@@ -42,6 +42,9 @@ def register(subparsers) -> None:
     p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)")
     p.add_argument("--max-samples", type=int, default=None, help="per-case sample cap (default: ci/run_config.toml)")
     p.add_argument("--target-spread", type=float, default=None, help="stop when IQR/median is below this (default: ci/run_config.toml)")
+    p.add_argument("--recipe", default=None,
+                   help="timing recipe: plain, or a [timing.recipes] entry of ci/run_config.toml (clock record, pacing, "
+                        "clock band; default: per shape set, [defaults.recipe])")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="where to measure (default: a GPU when present)")
     p.add_argument("--max-minutes", type=float, default=None,
                    help="stop after this long: unfinished cases are recorded as not run (status partial)")
@@ -79,7 +82,7 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 
 def _run(args) -> int:
-    from attnwatch.ci.run_config import timing_config
+    from attnwatch.ci.run_config import default_recipe, timing_config, with_recipe
     from attnwatch.ci.runner import RunOptions, execute_suite
     from attnwatch.ci.selection import detect_device_kind, select_cases
     from attnwatch.ci.summary import format_ncu_line, format_summary
@@ -90,7 +93,11 @@ def _run(args) -> int:
     device_kind = detect_device_kind() if args.device == "auto" else args.device
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
     cases = selection.cases
-    timing = timing_config(device_kind).with_overrides(
+    try:
+        base = with_recipe(timing_config(device_kind), args.recipe or (default_recipe(selection.set_name) if device_kind == "cuda" else "plain"))
+    except ValueError as exc:
+        raise UserError(f"--recipe: {exc}") from None
+    timing = base.with_overrides(
         time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
     if timing.max_samples < timing.min_samples:
         timing = timing.with_overrides(min_samples=timing.max_samples)

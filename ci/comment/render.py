@@ -20,6 +20,7 @@ from attnwatch.ci.comment.escape import md_code, md_text, safe_url
 from attnwatch.ci.comment.selection import selection_lines
 from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from attnwatch.history import links as dashboard, reproduce
+from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text
 from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 
@@ -195,10 +196,22 @@ def _reproduce(c: CaseComparison, report: CompareReport) -> str:
     return md_code(command, 400) if command else "—"
 
 
+def cap_note(c: CaseComparison) -> str:
+    """A warning after the case id, e.g. " ⚠ power cap (head)", when a side was measured under a power or thermal cap
+    (history.analysis.caps, from the clocks-event reasons its rounds reported); "" otherwise."""
+    marks = {side: cap_mark(getattr(c, side).throttle_reasons) for side in ("base", "head")}
+    if not any(marks.values()):
+        return ""
+    if marks["base"] == marks["head"]:
+        return f" ⚠ {marks['base']} (both)"
+    return "".join(f" ⚠ {m} ({side})" for side, m in marks.items() if m)
+
+
 def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None = None, linked: bool = False) -> str:
     """One case's row, ending with the command that measures it again; with `linked`, a last
-    cell linking to its trend on the dashboard."""
-    row = (f"| {md_code(c.case_id)} | {_mark(c, report.min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+    cell linking to its trend on the dashboard. A side measured under a cap is marked after
+    the case id."""
+    row = (f"| {md_code(c.case_id)}{cap_note(c)} | {_mark(c, report.min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |")
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 

@@ -39,6 +39,7 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
                           error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"))
     medians = [median(r.samples_us) for r in measured]
     configs = list(dict.fromkeys(r.kernel_config for r in measured if r.kernel_config))
+    reasons = list(dict.fromkeys(str(x) for r in measured for x in ((r.timing or {}).get("throttle_reasons") or [])))
     return SideResult(
         status="ok",
         median_us=statistics.fmean(medians),
@@ -51,6 +52,7 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
         rel_err=worst("rel_err"),
         error=errors[0] if errors else None,
         kernel_configs=configs,
+        throttle_reasons=reasons,
     )
 
 

@@ -22,9 +22,10 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 5  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+COMPARE_SCHEMA_VERSION = 6  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
 # v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went);
-# v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa)
+# v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa);
+# v6: SideResult.throttle_reasons
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -88,11 +89,23 @@ def compare_v4_to_v5(document: dict) -> dict:
     return document
 
 
+def compare_v5_to_v6(document: dict) -> dict:
+    """compare.json v5 -> v6: each side gains the clocks-event reasons its rounds reported (v5
+    did not keep them: none)."""
+    for case in document.get("cases") or []:
+        for side in SIDES:
+            if isinstance(case, dict) and isinstance(case.get(side), dict):
+                case[side].setdefault("throttle_reasons", [])
+    document["schema_version"] = 6
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
                                                       (COMPARE_SCHEMA, 2): compare_v2_to_v3,
                                                       (COMPARE_SCHEMA, 3): compare_v3_to_v4,
-                                                      (COMPARE_SCHEMA, 4): compare_v4_to_v5}
+                                                      (COMPARE_SCHEMA, 4): compare_v4_to_v5,
+                                                      (COMPARE_SCHEMA, 5): compare_v5_to_v6}
 
 
 class ReportError(UserError):
@@ -120,6 +133,10 @@ class SideResult:
     # rounds (CaseTiming.kernel_config); one name when every round agreed, none when the
     # variant reports none.
     kernel_configs: list[str] = rule(default_factory=list, max_items=100)
+    # The NVML clocks-event reasons any of the side's rounds reported (CaseTiming.throttle_reasons,
+    # first seen first): the comment marks a side measured under a power or thermal cap
+    # (history.analysis.caps).
+    throttle_reasons: list[str] = rule(default_factory=list, max_items=20)
 
     @property
     def kernel_config(self) -> str | None:

@@ -12,7 +12,7 @@ Engine events:
 * `begin` {case, stage[, group]}: the case and stage now in flight (`group` with `timing`);
 * `beat` {case, stage}: one per timed block, so a parent can tell a slow case from a hung one;
 * `correctness` {case, records}: the records of a check, the moment it finished;
-* `result` {case, status, error, timing, samples_us, converged, throttled_samples,
+* `result` {case, status, error, timing, samples_us, clocks_mhz (each sample's SM clock, with a clock record), converged, throttled_samples,
   graph_note}: a case's measurement in this call (status ok, failed, skipped, unsupported;
   `timing` is the CaseTiming dict with its gaps, None unless ok);
 * `fault` {case, stage, error[, variant]}: the CUDA context is poisoned; the process exits

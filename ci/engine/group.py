@@ -48,7 +48,7 @@ from attnwatch.ci.suites.case_setup import (
     variant_availability,
 )
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, measure_interleaved, warm_up
+from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, kept, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.history.analysis.statistics import median
@@ -62,6 +62,9 @@ class CaseResult:
     error: str | None = None
     timing: dict[str, Any] | None = None  # history.contract.bundle.CaseTiming as a dict, gaps filled
     samples_us: list[float] = field(default_factory=list)
+    # Each sample's SM clock (MHz; None where its block got no reading), with a clock record
+    # (the run's recipe, ci/timing/power.py); empty otherwise.
+    clocks_mhz: list[float | None] = field(default_factory=list)
     converged: bool = False
     throttled_samples: int = 0
     graph_note: str | None = None
@@ -70,7 +73,7 @@ class CaseResult:
 
     def message(self) -> dict[str, Any]:
         return {"status": self.status, "error": self.error, "timing": self.timing, "samples_us": self.samples_us,
-                "converged": self.converged, "throttled_samples": self.throttled_samples,
+                "clocks_mhz": self.clocks_mhz, "converged": self.converged, "throttled_samples": self.throttled_samples,
                 "graph_note": self.graph_note}
 
 
@@ -239,7 +242,7 @@ class Engine:
         apply_gaps([t for t, _ in timed], self.plan.baselines, self.plan.references)
         for timing, raw in timed:
             result = results[timing.case_id]
-            result.timing, result.samples_us = asdict(timing), raw.samples_us
+            result.timing, (result.samples_us, result.clocks_mhz) = asdict(timing), kept(raw)  # what its statistics use
             result.converged, result.throttled_samples, result.graph_note = raw.converged, raw.throttled_samples, raw.graph_note
         for subject in subjects:
             self.emit("result", case=subject.key, **results[subject.key].message())

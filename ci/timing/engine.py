@@ -13,8 +13,15 @@ one variant at a time; the seeds' cross-day baselines are the failure this avoid
 block the SM clock's throttle reasons are read; the block's samples are flagged as throttled
 when a clock-lowering reason is active, and counted.
 
+Power and clocks (ci/timing/power.py, a run's recipe): with `clock_record` the host polls the
+SM clock while each block runs and every sample gets its clock; with `pacing` each call is
+preceded by an idle gap (from the call's duration or from NVML's power draw); with `clock_band`
+samples off the modal clock are left out of the statistics and counted. The stopping rule
+judges the samples the statistics will use.
+
 Cost: per call one L2 flush (a memset of `flush_l2_multiple` x L2) plus the call; one sync and
-two NVML reads per block.
+two NVML reads per block (with a clock record, NVML clock reads for as long as the block runs,
+on the host, which waits anyway; with power pacing two more reads per block).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any, Callable
 
 from attnwatch.ci.run_config import TimingConfig
 from attnwatch.ci.timing.gpu_state import is_throttling
+from attnwatch.ci.timing.power import PacingPolicy, band_keep
 from attnwatch.ci.timing.timers import BlockTimer, Flusher
 from attnwatch.history.analysis.statistics import summarize
 
@@ -58,6 +66,13 @@ class RawMeasurement:
     # still uncovered after the last attempt (their samples may contain host gaps).
     guard_retimed_blocks: int | None = None
     guard_uncovered_blocks: int | None = None
+    # With a clock record (config.clock_record): each sample's SM clock (MHz; None where the
+    # block got no reading), and the reference clock of the normalised median.
+    clocks_mhz: list[float | None] = field(default_factory=list)
+    reference_clock_mhz: float | None = None
+    recipe: str | None = None
+    band_applied: float = 0.0  # the clock band the statistics apply (ci.timing.power.band_keep); 0: none
+    pacing_gap_s: float | None = None  # idle gap inserted before this subject's calls (pacing's cost)
 
 
 class SubjectFailed(Exception):
@@ -110,8 +125,16 @@ def measure_interleaved(
     if policy is not None:
         for raw in results.values():
             raw.guard_retimed_blocks = raw.guard_uncovered_blocks = 0
+    clock = monitor.sm_clock_mhz if config.clock_record and getattr(monitor, "available", False) else None
+    reference = _reference_clock(config, monitor) if clock is not None else None
+    pacing = PacingPolicy(mode=config.pacing, duty=config.pacing_duty, margin=config.pacing_power_margin)
     for s in subjects:
         results[s.key].sm_clock_mhz_before = monitor.sm_clock_mhz()
+        results[s.key].recipe = config.recipe
+        results[s.key].reference_clock_mhz = reference
+        results[s.key].band_applied = config.clock_band if clock is not None else 0.0
+        if config.pacing != "none":
+            results[s.key].pacing_gap_s = 0.0
     active = list(subjects)
     rnd = 0
     while active:
@@ -125,8 +148,13 @@ def measure_interleaved(
             if policy is not None:
                 # The policy counts per timer, across subjects: attribute by difference.
                 retimed, uncovered = policy.retimed_blocks, policy.uncovered_blocks
+            gap_us = pacing.gap_us(subject.key)
             try:
-                block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key)
+                if clock is None and gap_us <= 0:
+                    block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key)
+                else:
+                    block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key,
+                                             gap_us=gap_us, clock=clock)
                 after_block()
             except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
                 if is_fatal(exc):
@@ -145,15 +173,40 @@ def measure_interleaved(
             if is_throttling(reasons):
                 raw.throttled_samples += len(block)
             raw.samples_us.extend(block)
+            if clock is not None:
+                clocks = list(getattr(timer, "last_clocks", []) or [])
+                raw.clocks_mhz.extend(clocks if len(clocks) == len(block) else [None] * len(block))
+            if config.pacing != "none":
+                raw.pacing_gap_s += gap_us * len(block) * 1e-6
+                power = (monitor.power_w(), monitor.power_limit_w()) if config.pacing == "power" else (None, None)
+                pacing.after_block(block, subject.key, *power, capped="sw_power_cap" in reasons)
             if _finished(raw, config):
                 raw.sm_clock_mhz_after = monitor.sm_clock_mhz()
                 active.remove(subject)
     return results
 
 
+def _reference_clock(config: TimingConfig, monitor: Any) -> float | None:
+    """f_ref of the clock-normalised median: the declared clock, else the GPU's maximum SM clock."""
+    if config.reference_clock_mhz > 0:
+        return float(config.reference_clock_mhz)
+    top = monitor.max_sm_clock_mhz() if hasattr(monitor, "max_sm_clock_mhz") else None
+    return float(top) if top else None
+
+
+def kept(raw: RawMeasurement) -> tuple[list[float], list[float | None]]:
+    """The samples the statistics use and their clocks: all of them, or those inside the clock
+    band (ci.timing.power.band_keep); the clocks are empty without a clock record."""
+    if raw.band_applied <= 0 or not raw.clocks_mhz:
+        return raw.samples_us, raw.clocks_mhz
+    keep = band_keep(raw.clocks_mhz, raw.band_applied)
+    return ([t for t, k in zip(raw.samples_us, keep) if k], [c for c, k in zip(raw.clocks_mhz, keep) if k])
+
+
 def _finished(raw: RawMeasurement, config: TimingConfig) -> bool:
-    n = len(raw.samples_us)
-    if n >= config.min_samples and summarize(raw.samples_us).rel_spread <= config.target_rel_spread:
+    samples = kept(raw)[0]
+    n = len(samples)
+    if n >= config.min_samples and summarize(samples).rel_spread <= config.target_rel_spread:
         raw.converged = True
         return True
-    return n >= config.max_samples or raw.timing_wall_s >= config.time_cap_s
+    return len(raw.samples_us) >= config.max_samples or raw.timing_wall_s >= config.time_cap_s

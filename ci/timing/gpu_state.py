@@ -1,4 +1,4 @@
-"""SM clock and throttle reasons through NVML, read around every case and after every block.
+"""SM clock, throttle reasons and power through NVML, read around every case and after every block.
 
 Bits are NVML's `nvmlClocksEventReasons` values (nvml.h). Only the reasons that lower the
 clock under load count as throttling (HW slowdown, thermal, power brake, power cap); idle,
@@ -46,6 +46,15 @@ class NullMonitor:
     def reasons(self) -> list[str]:
         return []
 
+    def max_sm_clock_mhz(self) -> int | None:
+        return None
+
+    def power_w(self) -> float | None:
+        return None
+
+    def power_limit_w(self) -> float | None:
+        return None
+
 
 class NvmlMonitor:
     """Reads one GPU's SM clock and current clocks-event reasons (cheap: a few microseconds).
@@ -78,6 +87,18 @@ class NvmlMonitor:
 
     def reasons(self) -> list[str]:
         return decode_reasons(int(self._reasons_fn(self._handle)))
+
+    def max_sm_clock_mhz(self) -> int | None:
+        return int(self._nvml.nvmlDeviceGetMaxClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+
+    def power_w(self) -> float | None:
+        """Board power draw (NVML's nvmlDeviceGetPowerUsage, milliwatts; a running average on
+        recent GPUs): what power pacing sizes its gap from."""
+        return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0
+
+    def power_limit_w(self) -> float | None:
+        """The power limit the driver enforces now (the cap `sw_power_cap` reports hitting)."""
+        return self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1000.0
 
 
 def open_monitor(device_kind: str, ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None) -> Any:

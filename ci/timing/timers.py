@@ -24,6 +24,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Protocol
 
+from attnwatch.ci.timing.power import assign_clocks
+
 
 class Flusher(Protocol):
     def flush(self) -> None: ...
@@ -71,7 +73,10 @@ class BlockTimer(Protocol):
     mode: str
     policy: "GuardPolicy | None"  # the guard's counters (CUDA events); None where no guard runs
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]: ...
+    last_clocks: list[float | None]  # per call of the last block, with a clock reader; else empty
+
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
+                   gap_us: float = 0.0, clock: "Callable[[], int | None] | None" = None) -> list[float]: ...
 
     def renew_streams(self) -> None: ...
 
@@ -177,6 +182,7 @@ class CudaEventTimer:
     """
 
     mode = "cuda_events"
+    last_clocks: list[float | None] = []
 
     def __init__(self, max_calls: int, policy: GuardPolicy | None = None, streams: int = 1) -> None:
         import torch
@@ -203,36 +209,65 @@ class CudaEventTimer:
             self._streams = [self._torch.cuda.Stream() for _ in range(self._stream_count)]
             self._next_stream = 0
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
+                   gap_us: float = 0.0, clock: Callable[[], int | None] | None = None) -> list[float]:
         """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject),
-        on the pool's next stream when there is a pool."""
+        on the pool's next stream when there is a pool. With `gap_us` > 0 each call (its flush
+        included) is preceded by a one-thread device spin of that length, outside the events:
+        the pacing gap (ci/timing/power.py). With `clock` (an NVML SM-clock read) the host polls
+        it while the block runs, instead of one blocking wait, and `last_clocks` holds each
+        call's clock (power.assign_clocks)."""
         if calls > len(self._starts):
             raise ValueError(f"block of {calls} calls exceeds the {len(self._starts)} events allocated")
         if not self._streams:
-            return self._time_block(fn, calls, flusher, key)
+            return self._time_block(fn, calls, flusher, key, gap_us, clock)
         stream = self._streams[self._next_stream]
         self._next_stream = (self._next_stream + 1) % len(self._streams)
         stream.wait_stream(self._torch.cuda.current_stream())  # the caller's pending work (inputs) first
         with self._torch.cuda.stream(stream):
-            return self._time_block(fn, calls, flusher, key)
+            return self._time_block(fn, calls, flusher, key, gap_us, clock)
 
-    def _time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object) -> list[float]:
+    def _time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object, gap_us: float,
+                    clock: Callable[[], int | None] | None) -> list[float]:
         attempt = 0
+        gap_cycles = int(gap_us * self._cycles_per_us)
         while True:
             self._torch.cuda._sleep(int(self.policy.guard_us(key) * self._cycles_per_us))
             self._guard_done.record()
             t0 = time.perf_counter()
             for i in range(calls):
+                if gap_cycles > 0:
+                    self._torch.cuda._sleep(gap_cycles)
                 flusher.flush()
                 self._starts[i].record()
                 fn()
                 self._ends[i].record()
             enqueue_us = (time.perf_counter() - t0) * 1e6
             covered = not self._guard_done.query()  # guard still running: no idle gap in the block
-            self._ends[calls - 1].synchronize()
+            self.last_clocks = self._wait(calls, clock)
             if not self.policy.after_block(covered, enqueue_us, attempt, key):
                 return [self._starts[i].elapsed_time(self._ends[i]) * 1000.0 for i in range(calls)]
             attempt += 1
+
+    def _wait(self, calls: int, clock: Callable[[], int | None] | None) -> list[float | None]:
+        """Wait for the block's last call; with a clock reader, poll it meanwhile and attribute
+        each reading to the first call not yet finished (its end event not reached)."""
+        if clock is None:
+            self._ends[calls - 1].synchronize()
+            return []
+        readings: list[tuple[int, float]] = []
+        first = 0
+        while first < calls:
+            while first < calls and self._ends[first].query():
+                first += 1
+            if first < calls:
+                try:
+                    mhz = clock()
+                except Exception:  # noqa: BLE001 - a failed NVML read is a missing clock, not a failed case
+                    mhz = None
+                if mhz:
+                    readings.append((first, float(mhz)))
+        return assign_clocks(calls, readings)
 
     def synchronize(self) -> None:
         self._torch.cuda.synchronize()
@@ -243,13 +278,18 @@ class CpuWallTimer:
 
     mode = "cpu_wall"
     policy = None  # nothing is enqueued ahead of the host: no guard, no host-gap counters
+    last_clocks: list[float | None] = []  # a CPU has no SM clock
 
     def renew_streams(self) -> None:
         return None  # no streams on a CPU
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None) -> list[float]:
+    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
+                   gap_us: float = 0.0, clock: Callable[[], int | None] | None = None) -> list[float]:
+        """`gap_us`: the pacing gap, slept on the host before each call; `clock` is unused."""
         out = []
         for _ in range(calls):
+            if gap_us > 0:
+                time.sleep(gap_us * 1e-6)
             flusher.flush()
             t0 = time.perf_counter_ns()
             fn()

@@ -12,7 +12,8 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
                        pytest-benchmark (a crash) are recorded here and nowhere else
     correctness.json   CorrectnessRecord list
     builds.json        BuildRecord list
-    samples.json       raw per-call samples (microseconds) per case id
+    samples.json       raw per-call samples (microseconds) per case id, and each sample's SM
+                       clock where the run's recipe recorded it
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
 
@@ -34,8 +35,10 @@ functions in history.contract.bundle_upgrades):
     outcomes.json      {"schema": "attnwatch.outcomes", "schema_version": 1, "cases": [CaseOutcome]}
     correctness.json   {"schema": "attnwatch.correctness", "schema_version": 2, "records": [CorrectnessRecord]}
     builds.json        {"schema": "attnwatch.builds", "schema_version": 2, "builds": [BuildRecord]}
-    samples.json       {"schema": "attnwatch.samples", "schema_version": 1, "unit": "us",
-                        "samples": {case_id: [float, ...]}}
+    samples.json       {"schema": "attnwatch.samples", "schema_version": 2, "unit": "us",
+                        "samples": {case_id: [float, ...]},
+                        "sm_clock_mhz": {case_id: [float | null, ...]}}  (v2; only the cases
+                        whose recipe recorded clocks, one per sample, null where none was read)
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
 
@@ -67,10 +70,11 @@ SCHEMA_VERSIONS = {
     "attnwatch.outcomes": 2,  # v2: each case's operator
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
     "attnwatch.builds": 2,  # v2: every field required
-    "attnwatch.samples": 1,
+    "attnwatch.samples": 2,  # v2: sm_clock_mhz, each sample's SM clock (ci/timing/power.py)
     "attnwatch.ncu": 1,
-    "attnwatch.case_timing": 3,  # each timings.json record; v2: kernel_config, kernel_config_source;
-    # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference
+    "attnwatch.case_timing": 4,  # each timings.json record; v2: kernel_config, kernel_config_source;
+    # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference;
+    # v4: timing_recipe, clocks, pacing, band
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -208,6 +212,21 @@ class CaseTiming(Summary):
     # process), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
     kernel_config: str | None = rule(None, name=NAME)
     kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
+    # How the samples were taken on a GPU that may run under its power or thermal cap
+    # (ci/timing/power.py): the recipe's name (ci/run_config.toml: "plain" = no clock record, no
+    # pacing, no band), the per-sample SM clocks' median, min and max, the reference clock and
+    # the clock-normalised median (median of t_i * f_i / f_ref: a cycle-space figure, NOT a
+    # latency, stored beside median_us and never in its place), the pacing gap's total wall time
+    # (None: no pacing), and the samples the clock band discarded (None: no band; the statistics
+    # above are those of the samples kept). All None: a run without these (v2 bundle, CPU).
+    timing_recipe: str | None = rule(None, name=NAME)
+    sm_clock_median_mhz: float | None = None
+    sm_clock_min_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    reference_clock_mhz: float | None = None
+    clock_normalised_median_us: float | None = None
+    pacing_gap_s: float | None = None
+    band_discarded_samples: int | None = None
 
 
 @dataclass

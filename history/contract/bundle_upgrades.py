@@ -70,6 +70,13 @@ def outcomes_v1_to_v2(document: dict) -> dict:
     return document
 
 
+def samples_v1_to_v2(document: dict) -> dict:
+    """attnwatch.samples v1 -> v2: the per-sample SM clocks; v1 recorded none."""
+    document.setdefault("sm_clock_mhz", {})
+    document["schema_version"] = 2
+    return document
+
+
 def case_timing_v2_to_v3(document: dict) -> dict:
     """attnwatch.case_timing v2 -> v3: operators (issue 29). Every v2 timing was attention, its
     gaps taken against sdpa: gap_to_sdpa becomes gap_to_baseline with baseline_variant "sdpa"
@@ -88,10 +95,27 @@ def case_timing_v2_to_v3(document: dict) -> dict:
     return document
 
 
+# The fields case_timing v4 added (history.contract.bundle.CaseTiming): how the samples were
+# taken under a power or thermal cap. A v3 run recorded none of them: all unknown.
+CASE_TIMING_V4_FIELDS = ("timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",
+                         "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples")
+
+
+def case_timing_v3_to_v4(document: dict) -> dict:
+    """attnwatch.case_timing v3 -> v4: a timing gains its recipe and clock summary (None: v3
+    took samples the way the "plain" recipe does, but did not say so, so it stays unknown)."""
+    for name in CASE_TIMING_V4_FIELDS:
+        document.setdefault(name, None)
+    document["schema_version"] = 4
+    return document
+
+
 UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.correctness", 1): correctness_v1_to_v2,
     ("attnwatch.builds", 1): builds_v1_to_v2,
     ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
     ("attnwatch.case_timing", 2): case_timing_v2_to_v3,
+    ("attnwatch.case_timing", 3): case_timing_v3_to_v4,
     ("attnwatch.outcomes", 1): outcomes_v1_to_v2,
+    ("attnwatch.samples", 1): samples_v1_to_v2,
 }

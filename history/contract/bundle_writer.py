@@ -77,6 +77,7 @@ class BundleContents:
     correctness: list[CorrectnessRecord] | None = None
     builds: list[BuildRecord] | None = None
     samples: dict[str, list[float]] | None = None  # case id -> per-call latencies (µs)
+    sample_clocks: dict[str, list[float | None]] | None = None  # case id -> each sample's SM clock (MHz)
     ncu: NcuFiles | None = None
 
 
@@ -93,7 +94,8 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
             files[role], documents[files[role]] = _list_document({role: records})
     if contents.samples is not None:
         files["samples"], documents[SAMPLES_FILE] = SAMPLES_FILE, file_envelope(
-            SAMPLES_FILE, unit="us", samples=json_ready(contents.samples))
+            SAMPLES_FILE, unit="us", samples=json_ready(contents.samples),
+            sm_clock_mhz=json_ready(contents.sample_clocks or {}))
     if contents.ncu is not None:
         files["ncu"], documents[NCU_FILE] = _ncu_document(contents.ncu)
     manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),

@@ -61,6 +61,9 @@ class LoadedBundle:
     correctness: list[CorrectnessRecord] = field(default_factory=list)
     builds: list[BuildRecord] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    # Each sample's SM clock (MHz, None where none was read), for the cases whose recipe
+    # recorded clocks (samples.json v2); aligned with `samples`.
+    sample_clocks: dict[str, list[float | None]] = field(default_factory=dict)
     ncu_kernels: list[NcuKernelRow] = field(default_factory=list)
     ncu_cases: list[NcuCaseMetrics] = field(default_factory=list)
     ncu_version: str | None = None

@@ -80,7 +80,9 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
     if timing.n < 1:
         raise BundleError(path, f"{where}.n", f"{timing.n}: a timing needs at least one sample")
     for name in LATENCY_FIELDS + ("us_per_head", "tflops", "bytes", "graph_median_us", "rel_spread",
-                                  "guard_retimed_blocks", "guard_uncovered_blocks"):
+                                  "guard_retimed_blocks", "guard_uncovered_blocks", "sm_clock_median_mhz",
+                                  "sm_clock_min_mhz", "sm_clock_max_mhz", "reference_clock_mhz",
+                                  "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples"):
         require_non_negative(getattr(timing, name), path, f"{where}.{name}")
     if timing.median_us <= 0:
         raise BundleError(path, f"{where}.median_us", f"{timing.median_us}: a latency must be positive")

@@ -152,7 +152,7 @@ def check_documents(documents: dict[str, Any], directory: Path, content_sha256: 
         benchmarks=benchmarks,
         timings=check_timings(documents[TIMINGS_FILE], directory / TIMINGS_FILE),
         **{name: _records(documents, directory, spec) for name, spec in RECORD_LISTS.items()},
-        samples=_samples(documents, directory),
+        **_samples(documents, directory),
         ncu_version=_ncu_version(documents, directory),
     )
     _check_consistency(bundle, directory)
@@ -334,14 +334,26 @@ def _ncu_version(docs: dict, directory: Path) -> str | None:
     return version
 
 
-def _samples(docs: dict, directory: Path) -> dict[str, list[float]]:
+def _samples(docs: dict, directory: Path) -> dict[str, dict]:
+    """LoadedBundle's samples and sample_clocks from samples.json (both empty without it)."""
     if SAMPLES_FILE not in docs:
-        return {}
+        return {"samples": {}, "sample_clocks": {}}
     path = directory / SAMPLES_FILE
     doc = _envelope(docs[SAMPLES_FILE], path, FILE_SCHEMAS[SAMPLES_FILE])
     if doc.get("unit", "us") != "us":
         raise BundleError(path, "unit", f"{doc.get('unit')!r}: samples are stored in microseconds ('us')")
-    return check_samples(doc.get("samples", {}), path)
+    samples = check_samples(doc.get("samples", {}), path)
+    clocks = check_type(dict[str, list[float | None]], doc.get("sm_clock_mhz", {}), path, "sm_clock_mhz")
+    for case_id, values in clocks.items():
+        if case_id not in samples:
+            raise BundleError(path, f"sm_clock_mhz.{case_id[:80]}", "clocks for a case without samples")
+        if len(values) != len(samples[case_id]):
+            raise BundleError(path, f"sm_clock_mhz.{case_id}",
+                              f"{len(values)} clocks but {len(samples[case_id])} samples: one clock per sample")
+        bad = first_negative([v for v in values if v is not None])
+        if bad is not None:
+            raise BundleError(path, f"sm_clock_mhz.{case_id}", "a clock must be positive")
+    return {"samples": samples, "sample_clocks": clocks}
 
 
 def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:

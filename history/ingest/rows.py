@@ -26,6 +26,8 @@ _TIMING_COLUMNS = (
     "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
     "kernel_config", "kernel_config_source",  # migration 008
     "bound", "bytes", "gap_to_baseline", "baseline_variant", "gap_to_fastest_reference", "fastest_reference",  # 012
+    "timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",  # migration 013
+    "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples",
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -42,6 +44,14 @@ _RESULT_TYPES = {
     "gap_to_fastest_reference": pa.float64(),
     "fastest_reference": pa.string(),
     "gap_to_sdpa": pa.float64(),
+    "timing_recipe": pa.string(),
+    "sm_clock_median_mhz": pa.float64(),
+    "sm_clock_min_mhz": pa.float64(),
+    "sm_clock_max_mhz": pa.float64(),
+    "reference_clock_mhz": pa.float64(),
+    "clock_normalised_median_us": pa.float64(),
+    "pacing_gap_s": pa.float64(),
+    "band_discarded_samples": pa.int32(),
 }
 
 # Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that
@@ -189,16 +199,18 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
     run_id = b.manifest.run_id
     tables: dict[str, pa.Table] = {"results": rows_to_arrow(result_rows(b), _RESULT_TYPES)}
 
-    case_ids, indexes, latencies = [], [], []
+    case_ids, indexes, latencies, clocks = [], [], [], []
     for case_id, values in b.samples.items():
         case_ids.extend([case_id] * len(values))
         indexes.extend(range(len(values)))
         latencies.extend(values)
+        clocks.extend(b.sample_clocks.get(case_id) or [None] * len(values))
     tables["samples"] = pa.table({
         "run_id": pa.array([run_id] * len(case_ids), pa.string()),
         "case_id": pa.array(case_ids, pa.string()),
         "sample_index": pa.array(indexes, pa.int32()),
         "latency_us": pa.array(latencies, pa.float64()),
+        "sm_clock_mhz": pa.array(clocks, pa.float64()),  # migration 013
     }) if case_ids else pa.table({})
 
     tables["correctness"] = rows_to_arrow([{"run_id": run_id, **_flat(r)} for r in b.correctness], _CORRECTNESS_TYPES)
