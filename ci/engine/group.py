@@ -89,10 +89,10 @@ class Engine:
         self.config = TimingConfig.from_dict(plan.timing)
         for module in plan.extra_variant_modules:
             import_module(module)
-        self.device, self.flusher, self.timer = open_device(plan, self.config)
+        self.device, self.flusher, self.timer = open_device(plan.device_kind, self.config)
         self.setup = CaseSetup(plan, self.device, self.config)
         self.setup.build_failures.update(failed_builds or {})
-        self.monitor = device_monitor(plan, self.device)
+        self.monitor = device_monitor(plan.device_kind, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         kernels_api().capabilities()
