@@ -27,6 +27,7 @@ from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_repor
 from attnwatch.ci.compare.rounds import RoundData, read_round
 from attnwatch.ci.compare.table import format_table
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 from attnwatch.ci.run_config import compare_setting
 from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
 from attnwatch.history.analysis.ab import METHODS
@@ -71,8 +72,7 @@ def register(subparsers) -> None:
     p.add_argument("--case-timeout", type=float, default=None,
                    help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
-    p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
-    p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
+    add_variant_arguments(p)
     p.add_argument("--base-root", type=Path,
                    help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
                         "base: for hosts without the repository's history")
