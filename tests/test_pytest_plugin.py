@@ -100,3 +100,45 @@ def test_the_writer_refuses_what_the_reader_refuses(suite_json, tmp_path):
         ingest_paths(tmp_path / "h.duckdb", [path])
     assert not (tmp_path / "h.duckdb").exists() or not duckdb.connect(str(tmp_path / "h.duckdb")).execute(
         "SELECT count(*) FROM runs").fetchone()[0]
+
+
+SLOW_SUITE = '''
+import time
+import torch
+from mykernel import scale
+
+
+def test_scale(gpu_benchmark):
+    x = torch.ones(256)
+    gpu_benchmark(scale, x, expected=x * 2)
+'''
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                   check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
+    """`attnwatch compare --pytest`: the suite in each revision's checkout, alternately; a
+    kernel made 2 ms slower in the head is a regression by the variant compare's verdict code."""
+    repo = tmp_path / "repo"
+    (repo / "bench").mkdir(parents=True)
+    (repo / "bench" / "test_scale.py").write_text(SLOW_SUITE)
+    (repo / "mykernel.py").write_text("def scale(x):\n    return x * 2\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    (repo / "mykernel.py").write_text("import time\n\ndef scale(x):\n    time.sleep(0.002)\n    return x * 2\n")
+    _git(repo, "commit", "-qam", "head: slower")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--pytest-args",
+         "-p attnwatch.ci.pytest_plugin", "--base", "HEAD~1", "--rounds", "2", "--ncu", "off",
+         "--out", str(tmp_path / "out")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "out" / "compare.json").read_text())
+    verdicts = {c["case_id"]: c["verdict"] for c in report["cases"]}
+    assert verdicts == {"test_scale/default/fp32": "regression"}, done.stdout
+    assert report["rounds"] == 2 and report["shape_set"] == "pytest"

@@ -44,6 +44,10 @@ def register(subparsers) -> None:
                                       "its commit is measured against the head")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--shapes", default="pr", help="shape set (default pr)")
+    p.add_argument("--pytest", metavar="PATH",
+                   help="instead of the registry's variants, A/B this pytest suite of gpu_benchmark tests: run in each "
+                        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds)")
+    p.add_argument("--pytest-args", default="", help="with --pytest: more pytest arguments, one string (e.g. '-k softmax')")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
@@ -98,6 +102,8 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
             "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
     commits = {"base": mb, "head": head_sha}
+    if args.pytest:
+        return (*_pytest_sides(args, out, repo, mb, head_sha), refs)
     # The head is measured from this very checkout when it is the one being asked for; any other
     # head revision (or another repository) gets its own worktree too.
     here = repo == repo_root(Path(__file__).resolve().parent)
@@ -106,6 +112,27 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
             return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
         with worktree(repo, head_sha, "head") as head_root:
             return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
+
+
+def _pytest_sides(args, out: Path, repo: Path, base_sha: str, head_sha: str) -> tuple[list[RoundData], list[RoundData], dict]:
+    """--pytest: the suite in a worktree of the base and in the head (this checkout when it is
+    the head asked for), alternating (ci/compare/pytest_suite.py)."""
+    import shlex
+    from contextlib import ExitStack
+
+    from attnwatch.ci.compare.pytest_suite import measure_suite
+    from attnwatch.ci.compare.revisions import current_head, worktree
+
+    rounds = args.rounds if args.rounds is not None else int(compare_setting("min_rounds"))
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log(f"compare --pytest {args.pytest}: {rounds} round(s) per side, base {base_sha[:12]}, head {head_sha[:12]}")
+    out.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        base_root = stack.enter_context(worktree(repo, base_sha, "base"))
+        head_root = repo if head_sha == current_head(repo) else stack.enter_context(worktree(repo, head_sha, "head"))
+        base, head = measure_suite(args.pytest, {"base": base_root, "head": head_root}, out, rounds,
+                                   shlex.split(args.pytest_args), log)
+    return base, head, {}
 
 
 def pinned_base(name: str, base: str | None) -> str:
@@ -231,6 +258,8 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     args.method = args.method or compare_setting("method")
+    if args.pytest:
+        args.shapes = "pytest"  # the report's case set: the suite's tests
     out = Path(args.out)
     extra: dict = {}
     if args.base_bundles or args.head_bundles:
