@@ -45,6 +45,12 @@ def pytest_addoption(parser: Any) -> None:
                     help="where gpu_benchmark measures (default: CUDA when torch sees a GPU, else the CPU, said so in each record)")
 
 
+def pytest_configure(config: Any) -> None:
+    """An explicit --gpu-benchmark-device cuda on a machine without one is a usage error at once."""
+    if config.getoption("gpu_benchmark_device", "auto") == "cuda":
+        _device_kind("cuda")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_benchmark_update_machine_info(config: Any, machine_info: dict) -> None:
     """The measuring machine's Environment (GPU model, driver, clocks), as a run bundle has it;
