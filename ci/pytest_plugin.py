@@ -102,51 +102,56 @@ class GpuBenchmark:
                  expected: Any = None, check: Callable[[Any], Any] | None = None, flops: float | None = None,
                  bytes: float | None = None, atol: float | None = None, rtol: float | None = None,  # noqa: A002
                  name: str | None = None, dtype: str | None = None, **kwargs: Any) -> Any:
-        from attnwatch.ci.engine.callables import callable_timing, with_reference_gap
         from attnwatch.ci.plugin_correctness import correctness_record
-        from attnwatch.ci.timing.engine import Subject
-        from attnwatch.history.contract.pytest_record import MEASUREMENT_KEY, Measurement, measurement_block
 
-        if getattr(self.benchmark, "disabled", False):  # --benchmark-disable: run once, check, record nothing
-            return fn(*args, **kwargs)
-        engine = _engine(self.request.config)
-        variant = _name(name or getattr(self.request.node, "originalname", None) or self.request.node.name)
-        callspec = getattr(self.request.node, "callspec", None)
+        node = self.request.node
+        variant = _name(name or getattr(node, "originalname", None) or node.name)
+        callspec = getattr(node, "callspec", None)
         shape = _name(callspec.id) if callspec is not None else "default"
         dtype = _name(dtype or _dtype_of(args) or "na")
         case_id = f"{variant}/{shape}/{dtype}"
-        call = (lambda: fn(*args, **kwargs))
-        out = call()
-        engine.sync()
-        if expected is None and reference is not None:
-            expected = reference(*args, **kwargs)
-            engine.sync()
+        call = lambda: fn(*args, **kwargs)  # noqa: E731
+        ref_call = (lambda: reference(*args, **kwargs)) if reference is not None else None  # noqa: E731
+        out = _synchronized(call)
+        if expected is None and ref_call is not None:
+            expected = _synchronized(ref_call)
         correctness = None
         if expected is not None or check is not None:
             correctness = correctness_record(case_id, variant, shape, dtype, out, expected, check, atol, rtol)
-        subjects = [Subject(case_id, call)]
+        if not getattr(self.benchmark, "disabled", False):  # --benchmark-disable: checked, not measured
+            self._measure(case_id, (variant, shape, dtype), call, ref_call, correctness, flops, bytes)
+        if correctness is not None and not correctness.passed:
+            pytest.fail(f"{case_id}: incorrect output: {correctness.error or _spoken(correctness)}", pytrace=False)
+        return out
+
+    def _measure(self, case_id: str, names: tuple[str, str, str], call: Callable[[], Any],
+                 ref_call: Callable[[], Any] | None, correctness: Any, flops: float | None,
+                 nbytes: float | None) -> None:
+        """The engine's measurement into extra_info, then pytest-benchmark's own."""
+        from attnwatch.ci.engine.callables import callable_timing, with_reference_gap
+        from attnwatch.ci.timing.engine import Subject
+        from attnwatch.history.contract.pytest_record import MEASUREMENT_KEY, Measurement, measurement_block
+
+        engine = _engine(self.request.config)
+        variant, shape, dtype = names
         ref_id = f"{variant}.reference/{shape}/{dtype}"
-        if reference is not None:
-            subjects.append(Subject(ref_id, lambda: reference(*args, **kwargs)))
+        subjects = [Subject(case_id, call)] + ([Subject(ref_id, ref_call)] if ref_call is not None else [])
         raws, group_id = engine.measure(subjects, f"{variant}/{shape}/{dtype}")
         failed = [raw.error for raw in raws.values() if raw.error or not raw.samples_us]
         if failed:
             pytest.fail(f"{case_id}: timing failed: {failed[0] or 'no samples'}", pytrace=False)
         timing = callable_timing(case_id, variant, shape, dtype, raws[case_id], group_id, flops)
         ref_timing = None
-        if reference is not None:
+        if ref_call is not None:
             ref_timing = callable_timing(ref_id, f"{variant}.reference", shape, dtype, raws[ref_id], group_id, flops)
             with_reference_gap(timing, ref_timing)
         measurement = Measurement(
             timing=timing, timing_note=engine.note, samples_us=raws[case_id].samples_us,
-            flops_per_call=float(flops) if flops else None, bytes_per_call=float(bytes) if bytes else None,
-            bandwidth_gbps=(bytes / (timing.median_us * 1e-6) / 1e9) if bytes else None, correctness=correctness,
-            reference=ref_timing, reference_samples_us=raws[ref_id].samples_us if reference is not None else [])
+            flops_per_call=float(flops) if flops else None, bytes_per_call=float(nbytes) if nbytes else None,
+            bandwidth_gbps=(nbytes / (timing.median_us * 1e-6) / 1e9) if nbytes else None, correctness=correctness,
+            reference=ref_timing, reference_samples_us=raws[ref_id].samples_us if ref_call is not None else [])
         self.benchmark.extra_info[MEASUREMENT_KEY] = measurement_block(measurement)
         self._host_timing(engine, call)
-        if correctness is not None and not correctness.passed:
-            pytest.fail(f"{case_id}: incorrect output: {correctness.error or _spoken(correctness)}", pytrace=False)
-        return out
 
     def _host_timing(self, engine: Any, call: Callable[[], Any]) -> None:
         """pytest-benchmark's own statistics: a second, labelled host measurement."""
@@ -154,6 +159,16 @@ class GpuBenchmark:
         self.benchmark.extra_info[MEASUREMENT_STATS_LABEL] = HOST_STATS_LABEL if cuda else CPU_STATS_LABEL
         self.benchmark.pedantic(engine.host_call(call), setup=engine.before_host_call if cuda else None,
                                 rounds=engine.config.host_rounds, warmup_rounds=1)
+
+
+def _synchronized(call: Callable[[], Any]) -> Any:
+    """The call's output once the device has finished it (so an asynchronous error is its own)."""
+    import torch
+
+    out = call()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return out
 
 
 def _name(text: str) -> str:

@@ -85,6 +85,16 @@ def test_ingest_stores_the_whole_record(suite_json, tmp_path):
         assert con.execute("SELECT device_kind FROM runs").fetchone()[0] == "cpu"
 
 
+def test_with_benchmarks_disabled_the_outputs_are_still_checked(tmp_path):
+    shutil.copytree(SUITE, tmp_path / "suite")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "attnwatch.ci.pytest_plugin", "-p", "no:cacheprovider", "-q",
+         "--benchmark-disable", "suite"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "2 passed" in done.stdout and "test_wrong_output/default/fp32: incorrect output" in done.stdout
+
+
 def test_the_writer_refuses_what_the_reader_refuses(suite_json, tmp_path):
     out, _ = suite_json
     block = _entries(out)["test_softmax[256]"]["extra_info"][MEASUREMENT_KEY]
