@@ -28,9 +28,8 @@ from typing import Callable
 
 from attnwatch.ci.compare.rounds import RoundData, round_of
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.run_config import compare_setting
 from attnwatch.history.contract.pytest_benchmark_import import load_pytest_benchmark_file
-
-SUITE_TIMEOUT_S = 3600.0  # one suite run on one side; a hung suite must not hold a CI job for ever
 
 
 def suite_command(suite: str, out: Path, extra: list[str]) -> list[str]:
@@ -53,8 +52,10 @@ def run_suite_once(root: Path, suite: str, out: Path, extra: list[str], timeout_
 
 
 def measure_suite(suite: str, roots: dict[str, Path], out: Path, rounds: int, extra: list[str],
-                  log: Callable[[str], None], timeout_s: float = SUITE_TIMEOUT_S) -> tuple[list[RoundData], list[RoundData]]:
-    """(base rounds, head rounds): `rounds` alternating runs of the suite on each side."""
+                  log: Callable[[str], None]) -> tuple[list[RoundData], list[RoundData]]:
+    """(base rounds, head rounds): `rounds` alternating runs of the suite on each side, each
+    within [compare] pytest_suite_timeout_s (ci/run_config.toml)."""
+    timeout_s = float(compare_setting("pytest_suite_timeout_s"))
     folder = out / "pytest-rounds"
     folder.mkdir(parents=True, exist_ok=True)
     taken: dict[str, list[RoundData]] = {"base": [], "head": []}
