@@ -117,7 +117,7 @@ def _run(args) -> int:
         deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
         commit_sha=commit,
         extra_variant_modules=variant_specs,
-        extra_sys_path=list(args.variant_path or []),
+        extra_sys_path=[str(Path(p).resolve()) for p in args.variant_path or []],
     )
     print(f"attnwatch run: {len(cases)} cases ({len(selection.variants)} variants x {len(selection.shapes)} shapes"
           f" x {len(selection.dtypes)} dtypes x {len(selection.causal)} causal modes) on {device_kind}", file=sys.stderr)
