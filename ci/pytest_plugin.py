@@ -5,7 +5,8 @@ for the fixture instead of `benchmark`:
 
     def test_softmax(gpu_benchmark):
         x = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
-        gpu_benchmark(softmax, x, reference=torch.softmax_ref, flops=5 * x.numel(), bytes=4 * x.numel())
+        gpu_benchmark(my_softmax, x, reference=lambda x: torch.softmax(x, -1), flops=5 * x.numel(),
+                      bytes=2 * x.numel() * x.element_size())
 
 Each call is measured by the callables' engine (ci/engine/callables.py: CUDA events with the
 L2 flushed before every call, guarded blocks, stream pool, clocks and throttle reasons,
@@ -21,7 +22,9 @@ its one writer) and the machine's Environment in `machine_info["attnwatch_enviro
 
 The case id is `<variant>/<shape>/<dtype>`: the variant is `name=` or the test function's
 name, the shape the test's parameter id (`default` without one), the dtype `dtype=` or the
-first tensor argument's. A failed correctness check fails the test after it is recorded.
+first tensor argument's. A failed correctness check fails the test after it is recorded;
+`atol=`/`rtol=` override kernels/tolerances.toml's for the dtype. Under `--benchmark-disable`
+the output is checked and nothing is measured.
 
 Options: `--gpu-benchmark-device auto|cuda|cpu` (default auto: CUDA when torch sees a GPU).
 """
@@ -33,9 +36,7 @@ from typing import Any, Callable
 
 import pytest
 
-MEASUREMENT_STATS_LABEL = "attnwatch_stats_are"
-HOST_STATS_LABEL = "host wall-clock seconds per synchronized call, L2 flushed before each round"
-CPU_STATS_LABEL = "host wall-clock seconds per call on the CPU"
+MEASUREMENT_STATS_LABEL = "attnwatch_stats_are"  # what pytest-benchmark's own stats are, as a run labels them
 _DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
 
 
@@ -154,7 +155,9 @@ class GpuBenchmark:
         self._host_timing(engine, call)
 
     def _host_timing(self, engine: Any, call: Callable[[], Any]) -> None:
-        """pytest-benchmark's own statistics: a second, labelled host measurement."""
+        """pytest-benchmark's own statistics: a second, labelled host measurement (as a run's)."""
+        from attnwatch.ci.suites.test_bench import CPU_STATS_LABEL, HOST_STATS_LABEL
+
         cuda = engine.device_kind == "cuda"
         self.benchmark.extra_info[MEASUREMENT_STATS_LABEL] = HOST_STATS_LABEL if cuda else CPU_STATS_LABEL
         self.benchmark.pedantic(engine.host_call(call), setup=engine.before_host_call if cuda else None,
