@@ -27,6 +27,9 @@ first tensor argument's. A failed correctness check fails the test after it is r
 the output is checked and nothing is measured.
 
 Options: `--gpu-benchmark-device auto|cuda|cpu` (default auto: CUDA when torch sees a GPU).
+Where attnwatch is not installed (a checkout on the path), `-p attnwatch.ci.pytest_plugin`
+loads the plugin; where it is, that would load it a second time, which pytest refuses:
+`plugin_args()` says which applies.
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ import pytest
 
 MEASUREMENT_STATS_LABEL = "attnwatch_stats_are"  # what pytest-benchmark's own stats are, as a run labels them
 _DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+
+
+ENTRY_POINT = ("pytest11", "attnwatch")  # pyproject.toml's [project.entry-points.pytest11]
+
+
+def plugin_args() -> list[str]:
+    """The pytest arguments that load this plugin here: none where its entry point is installed."""
+    from importlib.metadata import entry_points
+
+    group, name = ENTRY_POINT
+    return [] if any(ep.name == name for ep in entry_points(group=group)) else ["-p", __name__]
 
 
 def pytest_addoption(parser: Any) -> None:

@@ -5,7 +5,7 @@ On a GPU host (no duckdb, streamlit or plotly needed):
     PYTHONPATH=. python3 scripts/adopt_check.py --budget-s 540 --out $OUT
 
 copies examples/adopt to a scratch folder, runs its suite there (`python -m pytest tests/bench
--p attnwatch.ci.pytest_plugin --benchmark-json=...`, this checkout's attnwatch on the path,
+--benchmark-json=...` with the plugin loaded, this checkout's attnwatch on the path,
 with duckdb, streamlit and plotly made unimportable so a dependency on them fails the check),
 reads the file with the importer's own reader (history.contract.pytest_benchmark_import, which
 needs no database) and checks that every entry holds the engine's GPU statistics: timing mode
@@ -50,8 +50,10 @@ def run_suite(device: str, out: Path, budget_s: float) -> tuple[int, float]:
         env["PYTHONPATH"] = os.pathsep.join([str(_blocker(Path(scratch) / "blocked")), str(ROOT), str(repo)])
         if device == "cpu":
             env["TRITON_INTERPRET"] = "1"
-        command = [sys.executable, "-m", "pytest", "tests/bench", "-q", "-p", "attnwatch.ci.pytest_plugin",
-                   "-p", "no:cacheprovider", f"--gpu-benchmark-device={device}", f"--benchmark-json={out / 'bench.json'}"]
+        from attnwatch.ci.pytest_plugin import plugin_args
+
+        command = [sys.executable, "-m", "pytest", "tests/bench", "-q", *plugin_args(), "-p", "no:cacheprovider",
+                   f"--gpu-benchmark-device={device}", f"--benchmark-json={out / 'bench.json'}"]
         started = time.monotonic()
         with open(out / "pytest.log", "w", encoding="utf-8") as log:
             try:

@@ -16,6 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from attnwatch.ci.pytest_plugin import plugin_args
 from attnwatch.history.contract.pytest_record import (
     ENVIRONMENT_KEY,
     MEASUREMENT_KEY,
@@ -26,17 +27,25 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SUITE = Path(__file__).parent / "data" / "plugin_suite"
+# Kept under another name, so the project's own test run does not collect it; copied in as a test file.
+SUITE_FILE = Path(__file__).parent / "data" / "plugin_suite" / "user_suite.py"
+
+
+def _suite(folder: Path) -> Path:
+    suite = folder / "suite"
+    suite.mkdir()
+    shutil.copy(SUITE_FILE, suite / "test_user_suite.py")
+    return suite
 
 
 @pytest.fixture(scope="module")
 def suite_json(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
     work = tmp_path_factory.mktemp("suite")
-    shutil.copytree(SUITE, work / "suite")
+    _suite(work)
     out = work / "out.json"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "attnwatch.ci.pytest_plugin", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q",
          f"--benchmark-json={out}", "suite"], cwd=work, env=env, capture_output=True, text=True, timeout=300)
     return out, done
 
@@ -86,9 +95,9 @@ def test_ingest_stores_the_whole_record(suite_json, tmp_path):
 
 
 def test_with_benchmarks_disabled_the_outputs_are_still_checked(tmp_path):
-    shutil.copytree(SUITE, tmp_path / "suite")
+    _suite(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "attnwatch.ci.pytest_plugin", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q",
          "--benchmark-disable", "suite"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
@@ -145,7 +154,7 @@ def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     done = subprocess.run(
         [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--pytest-args",
-         "-p attnwatch.ci.pytest_plugin", "--base", "HEAD~1", "--rounds", "2", "--ncu", "off",
+         " ".join(plugin_args()), "--base", "HEAD~1", "--rounds", "2", "--ncu", "off",
          "--out", str(tmp_path / "out")], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "out" / "compare.json").read_text())
