@@ -102,6 +102,14 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def attnwatch_wheel(tmp_path_factory) -> Path:
+    """This checkout's wheel, built once per session (tests/wheel_env.py)."""
+    from wheel_env import build_wheel
+
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+@pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     """The recorded real outputs (tests/data: ncu CSVs, H200 timing samples, old pytest-benchmark JSON)."""
     return FIXTURES

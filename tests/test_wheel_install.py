@@ -2,8 +2,7 @@
 own `kernels` package (docs/design.md, "Layers and the direction of imports").
 
 The wheel is built from this checkout and installed without dependencies into a fresh virtual
-environment; the dependencies come from the test's own environment through a path file (a
-fresh download of torch would take minutes). Everything then runs from a directory outside the
+environment (tests/wheel_env.py). Everything then runs from a directory outside the
 checkout with no PYTHONPATH, so only the installed files can answer an `attnwatch.` import.
 """
 
@@ -12,40 +11,22 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from wheel_env import pip, venv_with_wheel
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def _pip(python: Path, *args: str) -> None:
-    done = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, Path]:
+def installed(tmp_path_factory, attnwatch_wheel) -> tuple[Path, Path]:
     """(the fresh environment's python, a working directory outside the checkout)."""
     work = tmp_path_factory.mktemp("wheel")
-    wheels = work / "wheels"
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(wheels), str(ROOT)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
-    # This environment's packages (duckdb, streamlit, torch, pip...) behind the fresh one's own.
-    # In sys.path's order: the first setuptools found must be the one this environment builds with.
-    ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
-    (purelib / "zz_test_dependencies.pth").write_text("\n".join(ours) + "\n", encoding="utf-8")
-    _pip(python, "install", "--no-deps", "--no-index", str(next(wheels.glob("attnwatch-*.whl"))))
+    python = venv_with_wheel(work, attnwatch_wheel)
     user = work / "user-kernels"
     (user / "kernels").mkdir(parents=True)
     (user / "kernels" / "__init__.py").write_text('WHOSE = "the user\'s own kernels"\n', encoding="utf-8")
@@ -59,7 +40,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
         [tool.setuptools]
         packages = ["kernels"]
         """), encoding="utf-8")
-    _pip(python, "install", "--no-deps", "--no-build-isolation", "--no-index", str(user))
+    pip(python, "install", "--no-deps", "--no-build-isolation", "--no-index", str(user))
     outside = work / "elsewhere"
     outside.mkdir()
     return python, outside

@@ -368,3 +368,27 @@ def test_every_history_ingest_records_the_repositorys_default_branch():
     for step in ingests:
         assert step["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch }}"
         assert '--default-branch "$DEFAULT_BRANCH"' in step["run"]
+
+
+# ---------------------------------------------------------------- the adoption action and example
+
+ACTION = ROOT / ".github" / "actions" / "attnwatch-bench" / "action.yml"
+EXAMPLE_WORKFLOW = ROOT / "examples" / "adopt" / ".github" / "workflows" / "bench.yml"
+
+
+def test_the_adoption_action_and_the_examples_workflow_are_valid_and_clean():
+    """The composite action a kernel repository uses and examples/adopt's workflow: schema-valid,
+    no zizmor finding, pinned actions, and inputs reach scripts only through env."""
+    for path, schema in ((ACTION, "vendor.github-actions"), (EXAMPLE_WORKFLOW, "vendor.github-workflows")):
+        done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(ACTION),
+                           str(EXAMPLE_WORKFLOW)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "No findings to report" in done.stdout, done.stdout + done.stderr
+    action = YAML(typ="safe").load(ACTION.read_text())
+    assert action["runs"]["using"] == "composite"
+    for step in action["runs"]["steps"]:
+        assert "${{" not in step.get("run", ""), step
+    for ref, rest in re.findall(r"^\s*(?:- )?uses:\s*(\S+)(.*)", EXAMPLE_WORKFLOW.read_text(), re.MULTILINE):
+        assert PINNED.match(ref) and re.search(r"#\s*v\d+\.\d+\.\d+", rest), ref

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 from attnwatch.history.analysis.ab import METHODS
 
 RESULT_FILE = "bisect.json"
@@ -42,8 +43,7 @@ def register(subparsers) -> None:
     p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
     p.add_argument("--case-timeout", type=float, default=None)
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
-    p.add_argument("--variant-module", action="append")
-    p.add_argument("--variant-path", action="append")
+    add_variant_arguments(p)
     p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
     p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
     p.set_defaults(func=_run)
@@ -67,7 +67,8 @@ def _run(args) -> int:
     from attnwatch.ci.bisect.runner import CompareOracle, commit_range, planned_cases, shape_set_of
     from attnwatch.ci.bisect.search import bisect
     from attnwatch.ci.compare.revisions import repo_root, resolve
-    from attnwatch.ci.compare.setup import device_kind, load_variant_modules, session_options
+    from attnwatch.ci.compare.setup import device_kind, session_options
+    from attnwatch.ci.variant_modules import load_requested
     from attnwatch.history.analysis.thresholds import load_thresholds
 
     if args.rounds is not None and not 1 <= args.rounds <= 25:
@@ -78,7 +79,7 @@ def _run(args) -> int:
     if target is not None and (target.gpu_name or "cpu") != (gpu or kind) and not args.any_gpu:
         raise UserError(f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
                         "bisect it there (or pass --any-gpu)")
-    load_variant_modules(args)
+    load_requested(args)
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)
     good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)

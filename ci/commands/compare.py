@@ -33,6 +33,7 @@ from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_repor
 from attnwatch.ci.compare.rounds import RoundData, read_round
 from attnwatch.ci.compare.table import format_table
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 from attnwatch.ci.run_config import compare_setting
 from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
 from attnwatch.history.analysis.ab import METHODS
@@ -49,6 +50,10 @@ def register(subparsers) -> None:
                                       "its commit is measured against the head")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--shapes", default="pr", help="shape set (default pr)")
+    p.add_argument("--pytest", metavar="PATH",
+                   help="instead of the registry's variants, A/B this pytest suite of gpu_benchmark tests: run in each "
+                        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds)")
+    p.add_argument("--pytest-args", default="", help="with --pytest: more pytest arguments, one string (e.g. '-k softmax')")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
@@ -81,8 +86,7 @@ def register(subparsers) -> None:
                    help="measure every variant; by default a variant whose fingerprint (code, data files, binaries, "
                         "libraries, settings) is identical on both sides is not measured, except the reference and "
                         "an A/A canary (ci/compare/select.py)")
-    p.add_argument("--variant-module", action="append", help="a module that registers extra variants (repeatable)")
-    p.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
+    add_variant_arguments(p)
     p.add_argument("--base-root", type=Path,
                    help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
                         "base: for hosts without the repository's history")
@@ -108,6 +112,8 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
             "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
     commits = {"base": mb, "head": head_sha}
+    if args.pytest:
+        return (*_pytest_sides(args, out, repo, mb, head_sha), refs)
     # The head is measured from this very checkout when it is the one being asked for; any other
     # head revision (or another repository) gets its own worktree too.
     here = repo == repo_root(Path(__file__).resolve().parent)
@@ -116,6 +122,27 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
             return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
         with worktree(repo, head_sha, "head") as head_root:
             return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
+
+
+def _pytest_sides(args, out: Path, repo: Path, base_sha: str, head_sha: str) -> tuple[list[RoundData], list[RoundData], dict]:
+    """--pytest: the suite in a worktree of the base and in the head (this checkout when it is
+    the head asked for), alternating (ci/compare/pytest_suite.py)."""
+    import shlex
+    from contextlib import ExitStack
+
+    from attnwatch.ci.compare.pytest_suite import measure_suite
+    from attnwatch.ci.compare.revisions import current_head, worktree
+
+    rounds = args.rounds if args.rounds is not None else int(compare_setting("min_rounds"))
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    log(f"compare --pytest {args.pytest}: {rounds} round(s) per side, base {base_sha[:12]}, head {head_sha[:12]}")
+    out.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        base_root = stack.enter_context(worktree(repo, base_sha, "base"))
+        head_root = repo if head_sha == current_head(repo) else stack.enter_context(worktree(repo, head_sha, "head"))
+        base, head = measure_suite(args.pytest, {"base": base_root, "head": head_root}, out, rounds,
+                                   shlex.split(args.pytest_args), log)
+    return base, head, {}
 
 
 def pinned_base(name: str, base: str | None) -> str:
@@ -249,6 +276,8 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     args.method = args.method or compare_setting("method")
+    if args.pytest:
+        args.shapes = "pytest"  # the report's case set: the suite's tests
     out = Path(args.out)
     extra: dict = {}
     if args.base_bundles or args.head_bundles:

@@ -3,6 +3,7 @@
     attnwatch run --shapes pr|main|nightly|cpu|auto|<shape,ids> [--variants a,b] [--dtypes fp16,bf16]
                   [--causal both|yes|no] [--out DIR] [--ingest] [--ncu] [--ncu-full]
                   [--case-timeout S] [--no-correctness] [--diagnose]
+                  [--variant-module SPEC ...] [--variant-path DIR ...]
 
 `auto` is `pr` on a GPU machine and `cpu` elsewhere. The measuring happens in supervised child
 processes (ci/runner.py), so a crashing or hanging kernel costs only its cases. Exit status:
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
+from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 
 
 DIAGNOSE_NOTE = "diagnostic run: CUDA_LAUNCH_BLOCKING=1, timings not comparable"
@@ -54,6 +56,7 @@ def register(subparsers) -> None:
                    help="run the children with CUDA_LAUNCH_BLOCKING=1, so a faulting kernel is named by its own launch; "
                         "timings are then not comparable (noted in the bundle; not with --ingest)")
     p.add_argument("--commit", default=None, help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)")
+    add_variant_arguments(p)
     p.set_defaults(func=_run)
 
 
@@ -86,11 +89,13 @@ def _run(args) -> int:
     from attnwatch.ci.runner import RunOptions, execute_suite
     from attnwatch.ci.selection import detect_device_kind, select_cases
     from attnwatch.ci.summary import format_ncu_line, format_summary
+    from attnwatch.ci.variant_modules import load_requested
 
     if args.diagnose and args.ingest:
         raise UserError("--diagnose: timings with CUDA_LAUNCH_BLOCKING=1 are not for the history; drop --ingest")
     commit = check_commit(args.commit, args.ingest)
     device_kind = detect_device_kind() if args.device == "auto" else args.device
+    variant_specs = load_requested(args)
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
     cases = selection.cases
     try:
@@ -118,6 +123,8 @@ def _run(args) -> int:
         diagnose=args.diagnose,
         deadline=time.monotonic() + 60.0 * args.max_minutes if args.max_minutes else None,
         commit_sha=commit,
+        extra_variant_modules=variant_specs,
+        extra_sys_path=[str(Path(p).resolve()) for p in args.variant_path or []],
     )
     print(f"attnwatch run: {len(cases)} cases ({len(selection.variants)} variants x {len(selection.shapes)} shapes"
           f" x {len(selection.dtypes)} dtypes x {len(selection.causal)} causal modes) on {device_kind}", file=sys.stderr)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from attnwatch.history.contract.bundle import SAMPLES_FILE
 from attnwatch.history.errors import BundleError
+from attnwatch.history.contract.loaded_bundle import LoadedBundle
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.history.analysis.ncu_explain import combine_kernels
 
@@ -71,7 +72,14 @@ class RoundData:
 
 def read_round(bundle_dir: str | Path) -> RoundData:
     """Read one bundle's cases for comparison; raises BundleError naming the file and field."""
-    bundle = load_bundle(Path(bundle_dir), known_commit=False)
+    return round_of(load_bundle(Path(bundle_dir), known_commit=False))
+
+
+def round_of(bundle: LoadedBundle) -> RoundData:
+    """A validated run as one round: a bundle, or a pytest-benchmark file of the pytest plugin's
+    measurements (history.contract.pytest_benchmark_import; `attnwatch compare --pytest`)."""
+    bundle_dir = bundle.source_path
+    samples_file = Path(bundle_dir) / SAMPLES_FILE if bundle.source == "bundle" else Path(bundle_dir)
     cases = {o.case_id: CaseRound(o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error,
                                  operator=o.operator)
              for o in bundle.outcomes}
@@ -83,7 +91,7 @@ def read_round(bundle_dir: str | Path) -> RoundData:
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)
         if zero is not None:  # the reader allows 0 µs; a ratio of medians cannot use it
-            raise BundleError(Path(bundle_dir) / SAMPLES_FILE, f"samples.{case_id}[{zero}]",
+            raise BundleError(samples_file, f"samples.{case_id}[{zero}]",
                               f"{values[zero]}: compare needs positive latencies")
         cases[case_id].samples_us = list(values)
     for rec in bundle.correctness:
@@ -109,4 +117,4 @@ def read_round(bundle_dir: str | Path) -> RoundData:
             cases[case_id].counters = combine_kernels(kernels)
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
-    return RoundData(str(bundle_dir), env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)
+    return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)

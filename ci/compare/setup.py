@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-from importlib import import_module
-
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.session import SessionOptions
 from attnwatch.ci.environment import capture_environment
@@ -12,28 +9,16 @@ from attnwatch.ci.errors import UserError
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.run_config import compare_sampling, compare_setting, timing_config
 from attnwatch.ci.selection import select_cases
+from attnwatch.ci.variant_modules import load_requested, requested_specs
 from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.kernels.shapes import SHAPE_SETS
-
-
-def load_variant_modules(args) -> None:
-    """--variant-module/--variant-path: extra variants (a plugin's, the test suite's), also in
-    this process, so that --variants can name them."""
-    for path in args.variant_path or []:
-        if path not in sys.path:
-            sys.path.insert(0, path)
-    for module in args.variant_module or []:
-        try:
-            import_module(module)
-        except ImportError as exc:
-            raise UserError(f"--variant-module {module}: {exc}") from None
 
 
 def plan_for(args) -> list[PlannedCase]:
     """Variants are the head's registry (a variant the base lacks shows up as `new`). --shapes is a
     shape set or comma-separated shape ids, as for `attnwatch run` (one case's reproduce command,
     history.reproduce, names its shape id)."""
-    load_variant_modules(args)
+    load_requested(args)
     return select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind="cuda").cases
 
 
@@ -58,7 +43,7 @@ def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:
         device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
         design=design_for(args, thresholds.confidence), min_effect=thresholds.min_effect, shape_set=args.shapes if args.shapes in SHAPE_SETS else "custom",
         method=args.method, correctness=not args.no_correctness, case_timeout_s=args.case_timeout or None,
-        extra_variant_modules=list(args.variant_module or []), extra_sys_path=list(args.variant_path or []),
+        extra_variant_modules=requested_specs(args), extra_sys_path=list(args.variant_path or []),
         workers_per_side=args.workers_per_side or None, select=True,
         measure_all="--all: every variant measured, as asked" if getattr(args, "all", False) else None,
     )

@@ -33,7 +33,6 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from importlib import import_module
 from typing import Any, Iterator
 
 from attnwatch.ci.engine.events import CRASH_EXIT_CODE, STAGES, Emit
@@ -51,6 +50,7 @@ from attnwatch.ci.timing.derived import apply_gaps, case_timing
 from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, kept, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.kernels_api import kernels_api
+from attnwatch.ci.variant_modules import load_specs
 from attnwatch.history.analysis.statistics import median
 
 
@@ -90,12 +90,11 @@ class Engine:
         self.plan = plan
         self.emit = emit
         self.config = TimingConfig.from_dict(plan.timing)
-        for module in plan.extra_variant_modules:
-            import_module(module)
-        self.device, self.flusher, self.timer = open_device(plan, self.config)
+        load_specs(plan.extra_variant_modules)
+        self.device, self.flusher, self.timer = open_device(plan.device_kind, self.config)
         self.setup = CaseSetup(plan, self.device, self.config)
         self.setup.build_failures.update(failed_builds or {})
-        self.monitor = device_monitor(plan, self.device)
+        self.monitor = device_monitor(plan.device_kind, self.device)
         # Probe the machine (nvcc, CuPy, Triton) now, inside the start-up allowance, rather
         # than in the first case, whose hang limit is meant for the kernel.
         kernels_api().capabilities()

@@ -129,13 +129,14 @@ class CaseSetup:
         return rotating
 
 
-def open_device(plan: RunPlan, config: TimingConfig) -> tuple[Any, Any, Any]:
-    """(device, L2 flusher, block timer) for the plan's device kind; refuses a silent CPU fallback."""
+def open_device(device_kind: str, config: TimingConfig) -> tuple[Any, Any, Any]:
+    """(device, L2 flusher, block timer) for the device kind ("cuda" or "cpu": a plan's, or the
+    pytest plugin's); refuses a silent CPU fallback."""
     import torch
 
     from attnwatch.ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
 
-    if plan.device_kind == "cuda":
+    if device_kind == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("the plan asks for a CUDA run but this process sees no CUDA device")
         device = torch.device("cuda", torch.cuda.current_device())
@@ -147,12 +148,12 @@ def open_device(plan: RunPlan, config: TimingConfig) -> tuple[Any, Any, Any]:
     return torch.device("cpu"), NoFlush(), CpuWallTimer()
 
 
-def device_monitor(plan: RunPlan, device: Any) -> Any:
+def device_monitor(device_kind: str, device: Any) -> Any:
     """Clocks and throttle reasons of the GPU these kernels run on, found by torch's UUID."""
     from attnwatch.ci.timing.gpu_state import open_monitor
 
     if device.type != "cuda":
-        return open_monitor(plan.device_kind)
+        return open_monitor(device_kind)
     from attnwatch.ci.environment import torch_device_identity
 
-    return open_monitor(plan.device_kind, device.index or 0, **torch_device_identity(device.index or 0))
+    return open_monitor(device_kind, device.index or 0, **torch_device_identity(device.index or 0))

@@ -34,7 +34,15 @@ from attnwatch.history.contract.checks import check_type, parse_utc, read_json_f
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
 from attnwatch.history.contract.names import CASE_ID, LABEL, name_problem
+from attnwatch.history.contract.pytest_record import (
+    ENVIRONMENT_KEY,
+    MEASUREMENT_KEY,
+    Measurement,
+    parse_environment,
+    parse_measurement,
+)
 from attnwatch.history.contract.timings import parse_case_timing
+
 _HOST_STATS = {  # our name -> pytest-benchmark stats key (seconds)
     "median_us": "median",
     "mean_us": "mean",
@@ -55,9 +63,16 @@ def parse_benchmark_document(doc: Any, path: Path | str, inline_timings: bool = 
                              ) -> tuple[str | None, list[BenchmarkEntry], list[CaseTiming]]:
     """Validate a pytest-benchmark document; return (its version, entries, the timings it carries).
 
-    `inline_timings`: a plain file may carry format-1 CaseTimings in `extra_info["attnwatch"]`;
-    a bundle's benchmark.json (format 2) may not: its timings are in timings.json, once.
+    `inline_timings`: a plain file may carry format-1 CaseTimings in `extra_info["attnwatch"]`
+    and the plugin's measurements; a bundle's benchmark.json (format 2) may not: its timings
+    are in timings.json, once.
     """
+    version, entries, measurements = _parse_document(doc, path, inline_timings)
+    return version, entries, [m.timing for m in measurements]
+
+
+def _parse_document(doc: Any, path: Path | str, inline_timings: bool
+                    ) -> tuple[str | None, list[BenchmarkEntry], list[Measurement]]:
     if not isinstance(doc, dict):
         raise BundleError(path, "benchmarks", "a pytest-benchmark file is a JSON object with a 'benchmarks' list")
     version = doc.get("version")
@@ -73,22 +88,25 @@ def parse_benchmark_document(doc: Any, path: Path | str, inline_timings: bool = 
     benchmarks = doc.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise BundleError(path, "benchmarks", "missing or not a list")
-    entries, timings = [], []
+    entries, measurements = [], []
     seen: dict[str, int] = {}
     for i, bench in enumerate(benchmarks):
-        entry, timing = _parse_entry(bench, path, f"benchmarks[{i}]", inline_timings)
-        key = entry.case_id or entry.fullname
-        if key in seen:
-            raise BundleError(path, f"benchmarks[{i}]", f"duplicate case id {key!r} (also benchmarks[{seen[key]}])")
-        seen[key] = i
+        entry, measurement = _parse_entry(bench, path, f"benchmarks[{i}]", inline_timings)
+        keys = [entry.case_id or entry.fullname]
+        if measurement is not None and measurement.reference is not None:
+            keys.append(measurement.reference.case_id)
+        for key in keys:
+            if key in seen:
+                raise BundleError(path, f"benchmarks[{i}]", f"duplicate case id {key!r} (also benchmarks[{seen[key]}])")
+            seen[key] = i
         entries.append(entry)
-        if timing is not None:
-            timings.append(timing)
-    return version, entries, timings
+        if measurement is not None:
+            measurements.append(measurement)
+    return version, entries, measurements
 
 
 def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
-                 ) -> tuple[BenchmarkEntry, CaseTiming | None]:
+                 ) -> tuple[BenchmarkEntry, Measurement | None]:
     if not isinstance(bench, dict):
         raise BundleError(path, where, "expected an object")
     name = bench.get("name")
@@ -104,15 +122,23 @@ def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
     if not isinstance(stats, dict):
         raise BundleError(path, f"{where}.stats", "missing or not an object")
     host = _host_stats(stats, path, f"{where}.stats")
-    timing, case_id = None, None
+    measurement, timing, case_id = None, None, None
     extra = bench.get("extra_info") or {}
     if not isinstance(extra, dict):
         raise BundleError(path, f"{where}.extra_info", "not an object")
-    if EXTRA_INFO_KEY in extra:
-        if not inline_timings:
-            raise BundleError(path, f"{where}.extra_info.{EXTRA_INFO_KEY}",
+    for key in (EXTRA_INFO_KEY, MEASUREMENT_KEY):
+        if key in extra and not inline_timings:
+            raise BundleError(path, f"{where}.extra_info.{key}",
                               "a bundle of format 2 keeps its timings in timings.json, not in benchmark.json")
+    if EXTRA_INFO_KEY in extra and MEASUREMENT_KEY in extra:
+        raise BundleError(path, f"{where}.extra_info.{EXTRA_INFO_KEY}", f"an entry carries {MEASUREMENT_KEY} or a format-1 timing, not both")
+    if EXTRA_INFO_KEY in extra:
         timing = parse_case_timing(extra[EXTRA_INFO_KEY], path, f"{where}.extra_info.{EXTRA_INFO_KEY}")
+        measurement = Measurement(timing, "format-1 harness timing", [])
+    if MEASUREMENT_KEY in extra:
+        measurement = parse_measurement(extra[MEASUREMENT_KEY], path, f"{where}.extra_info.{MEASUREMENT_KEY}")
+        timing = measurement.timing
+    if timing is not None:
         case_id = timing.case_id
     if CASE_LINK_KEY in extra:
         case_id = check_type(str, extra[CASE_LINK_KEY], path, f"{where}.extra_info.{CASE_LINK_KEY}")
@@ -121,7 +147,7 @@ def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
             raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", problem)
         if timing is not None and timing.case_id != case_id:
             raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", f"{case_id!r} but its timing is of {timing.case_id!r}")
-    return BenchmarkEntry(name=name, fullname=fullname, group=group, host=host, case_id=case_id), timing
+    return BenchmarkEntry(name=name, fullname=fullname, group=group, host=host, case_id=case_id), measurement
 
 
 def _host_stats(stats: dict, path: Path | str, where: str) -> HostStats:
@@ -150,8 +176,9 @@ def pytest_benchmark_run_id(content_sha256: str) -> str:
 def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     """A plain pytest-benchmark JSON file as a run (see module docstring)."""
     doc, raw = read_json_file(path)
-    version, entries, timings = parse_benchmark_document(doc, path, inline_timings=True)
-    timed = {t.case_id: t for t in timings}
+    version, entries, measurements = _parse_document(doc, path, inline_timings=True)
+    timings = [t for m in measurements for t in (m.timing, m.reference) if t is not None]
+    timed = {m.timing.case_id: m.timing for m in measurements}
     # A format-2 bundle's benchmark.json names its cases, but their timings are not in it: its
     # entries are plain pytest-benchmark entries, keyed by their own names.
     entries = [e if e.case_id in timed else replace(e, case_id=None) for e in entries]
@@ -167,13 +194,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         raise BundleError(path, "datetime", "missing or not an ISO 8601 date-time string")
     started = parse_utc(doc["datetime"], path, "datetime")
     sha = _optional_str(commit, "id", path, "commit_info")
-    env = Environment(
-        device_kind="cuda" if any(t.timing_mode.startswith("cuda") for t in timings) else "host",
-        hostname=_optional_str(machine, "node", path, "machine_info") or "",
-        os=" ".join(filter(None, [_optional_str(machine, "system", path, "machine_info"), _optional_str(machine, "release", path, "machine_info")])),
-        python_version=_optional_str(machine, "python_version", path, "machine_info") or "",
-        cpu=_cpu_text(machine),
-    )
+    env = _environment(machine, timings, path)
     manifest = Manifest(
         run_id=pytest_benchmark_run_id(digest),
         repo=_optional_str(commit, "project", path, "commit_info") or "",
@@ -191,6 +212,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         notes=f"imported from pytest-benchmark file {path.name}",
     )
     outcomes = [_outcome(e, timed.get(e.case_id)) for e in entries]
+    outcomes += [_outcome(None, m.reference) for m in measurements if m.reference is not None]
     return LoadedBundle(
         source_path=str(path),
         source="pytest-benchmark",
@@ -200,10 +222,26 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         benchmarks=entries,
         outcomes=outcomes,
         timings=timings,
+        correctness=[m.correctness for m in measurements if m.correctness is not None],
+        samples={t.case_id: s for m in measurements
+                 for t, s in ((m.timing, m.samples_us), (m.reference, m.reference_samples_us)) if t is not None and s},
     )
 
 
-def _outcome(e: BenchmarkEntry, timing: CaseTiming | None) -> CaseOutcome:
+def _environment(machine: dict, timings: list[CaseTiming], path: Path | str) -> Environment:
+    """The plugin's Environment record when the file has one, else what pytest-benchmark says."""
+    if ENVIRONMENT_KEY in machine:
+        return parse_environment(machine[ENVIRONMENT_KEY], path, f"machine_info.{ENVIRONMENT_KEY}")
+    return Environment(
+        device_kind="cuda" if any(t.timing_mode.startswith("cuda") for t in timings) else "host",
+        hostname=_optional_str(machine, "node", path, "machine_info") or "",
+        os=" ".join(filter(None, [_optional_str(machine, "system", path, "machine_info"), _optional_str(machine, "release", path, "machine_info")])),
+        python_version=_optional_str(machine, "python_version", path, "machine_info") or "",
+        cpu=_cpu_text(machine),
+    )
+
+
+def _outcome(e: BenchmarkEntry | None, timing: CaseTiming | None) -> CaseOutcome:
     """A plain file's entry as an ok case: its timing's case, else pytest's names."""
     if timing is not None:
         return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok",

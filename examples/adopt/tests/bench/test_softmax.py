@@ -1,0 +1,33 @@
+"""The kernels' benchmarks: each test measures one kernel with attnwatch's gpu_benchmark fixture
+(CUDA events, L2 flushed, interleaved with the torch reference, output checked against it).
+
+    pytest tests/bench --benchmark-json=bench.json && attnwatch ingest bench.json
+"""
+
+import pytest
+import torch
+
+from mykernels import softmax_torch, softmax_triton
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+# (rows, cols): report-sized problems on a GPU; small ones on a CPU (Triton's interpreter).
+SHAPES = [(4096, 1024), (4096, 4096)] if DEVICE == "cuda" else [(4, 64)]
+DTYPE = torch.float16 if DEVICE == "cuda" else torch.float32
+
+
+def _work(x: torch.Tensor) -> dict:
+    """One pass reads and writes every element; ~5 operations each (max, subtract, exp, sum, divide)."""
+    return {"flops": 5 * x.numel(), "bytes": 2 * x.numel() * x.element_size()}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_softmax_triton(gpu_benchmark, shape):
+    x = torch.randn(*shape, device=DEVICE, dtype=DTYPE)
+    gpu_benchmark(softmax_triton, x, reference=softmax_torch, **_work(x))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+def test_softmax_torch(gpu_benchmark, shape):
+    x = torch.randn(*shape, device=DEVICE, dtype=DTYPE)
+    gpu_benchmark(softmax_torch, x, check=lambda out: bool(torch.allclose(out.float().sum(-1), torch.ones(shape[0], device=DEVICE), atol=1e-2)),
+                  **_work(x))
