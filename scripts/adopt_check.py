@@ -96,13 +96,13 @@ def check_entries(path: Path, device: str) -> tuple[list[dict], list[str]]:
                 failed.append("launch-bound but no graph replay")
         if m.correctness is None or not m.correctness.passed:
             failed.append("correctness not passed")
-        if "triton" in t.variant and (ref is None or ref.interleave_group != t.interleave_group or t.gap_to_sdpa is None):
+        if "triton" in t.variant and (ref is None or ref.interleave_group != t.interleave_group or t.gap_to_baseline is None):
             failed.append("no reference timed in the same group")
         if not m.bandwidth_gbps:
             failed.append("no bandwidth")
         rows.append({"name": bench["name"], "case_id": t.case_id, "mode": t.timing_mode, "n": t.n,
                      "median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "rel_spread": t.rel_spread,
-                     "graph_median_us": t.graph_median_us, "gap_to_reference": t.gap_to_sdpa,
+                     "graph_median_us": t.graph_median_us, "gap_to_reference": t.gap_to_baseline,
                      "reference_median_us": ref.median_us if ref else None, "bandwidth_gbps": m.bandwidth_gbps,
                      "tflops": t.tflops, "sm_clock_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after],
                      "throttled_samples": t.throttled_samples, "guard_retimed_blocks": t.guard_retimed_blocks,

@@ -108,4 +108,4 @@ def callable_timing(case_id: str, variant: str, shape_id: str, dtype: str, raw: 
 
 def with_reference_gap(timing: CaseTiming, reference: CaseTiming) -> None:
     """The test's gap to its reference, taken as every gap is (ci/timing/derived.py)."""
-    apply_gaps([timing, reference], {}, reference.variant)
+    apply_gaps([timing, reference], {timing.operator: reference.variant}, {})

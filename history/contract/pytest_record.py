@@ -13,7 +13,7 @@ gets, in each entry's `extra_info`, under MEASUREMENT_KEY:
      "bandwidth_gbps": float | null,       bytes_per_call / median
      "correctness": CorrectnessRecord | null,   expected= / check= given
      "reference": CaseTiming | null,       reference= given: timed interleaved with the test's
-     "reference_samples_us": [float, ...]}      call, its gap in timing.gap_to_sdpa
+     "reference_samples_us": [float, ...]}      call, its gap in timing.gap_to_baseline
 
 and in pytest-benchmark's `machine_info`, under ENVIRONMENT_KEY, the Environment of the
 measuring machine (the GPU model keys every series). `measurement_block` is the writer: it
