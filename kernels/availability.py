@@ -9,7 +9,8 @@ A variant declares what it `needs` (kernels.variant): any of
   only small shapes are practical);
 * ``nvcc``   the CUDA compiler on PATH;
 * ``cupy``   CuPy importable and seeing a CUDA device (launches nvcc-built cubins);
-* ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks).
+* ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks);
+* an optional package's need (``liger``, ``quack``: kernels.optional_packages): its module imports.
 
 Every variant also needs torch (all of them take and return torch tensors). The machine is
 probed once per process (`kernels.capabilities`, re-exported here); every `False` carries a
@@ -22,13 +23,14 @@ from typing import Any
 
 from .capabilities import Capabilities, capabilities, cutlass_headers_problem
 from .cases import Case
+from .optional_packages import OPTIONAL_PACKAGES, package_problem
 from .registry import get
 from .variant import Variant
 
 __all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capabilities",
            "cutlass_headers_problem", "device_summary", "runnable_device", "skip_reason"]
 
-KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass"})
+KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", *OPTIONAL_PACKAGES})
 DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device
 
 
@@ -57,6 +59,9 @@ def _missing(need: str, caps: Capabilities) -> str | None:
     if need == "cutlass":
         problem = cutlass_headers_problem()
         return None if problem is None else f"needs the CUTLASS headers: {problem}"
+    if need in OPTIONAL_PACKAGES:
+        problem = package_problem(need)
+        return None if problem is None else f"needs {problem}"
     return f"declares an unknown need {need!r} (known: {', '.join(sorted(KNOWN_NEEDS))})"
 
 

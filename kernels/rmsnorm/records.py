@@ -1,0 +1,53 @@
+"""What the RMSNorm variants share: their record construction, inputs of a case, and the
+dtype rule.
+
+`variant_record` and `prepared_record` build `kernels.variant.Variant` / `Prepared` with
+the operator fields (`Variant.operator`, `Prepared.inputs`) when those records have them,
+and without them on a tree where they are not there yet, so the variant modules are written
+once against the operator API (kernels/operators.py) and import either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any, Callable
+
+from ..cases import Case
+from ..variant import Prepared, Variant
+from .model import MODES, make_inputs
+
+OPERATOR = "rmsnorm"
+SUPPORTED_DTYPES = ("fp16", "bf16")
+
+
+def variant_record(**values: Any) -> Variant:
+    """A Variant of the rmsnorm operator; `operator` is dropped where Variant lacks the field."""
+    known = {f.name for f in fields(Variant)}
+    values["operator"] = OPERATOR
+    return Variant(**{k: v for k, v in values.items() if k in known})
+
+
+def prepared_record(fn: Callable[[], Any], inputs: tuple[Any, Any], out: Any | None = None,
+                    info: dict[str, Any] | None = None, config: str | None = None,
+                    config_source: str | None = None) -> Prepared:
+    """A Prepared of (x, w): as `inputs` where Prepared has that field, else in q (x) and k (w)."""
+    extra: dict[str, Any] = {"out": out, "info": info or {}, "config": config, "config_source": config_source}
+    if "inputs" in {f.name for f in fields(Prepared)}:
+        return Prepared(fn=fn, inputs=inputs, **extra)  # type: ignore[call-arg]
+    return Prepared(fn, inputs[0], inputs[1], None, **extra)
+
+
+def case_mode(case: Case) -> str:
+    """The case's mode ("fwd", RMSNorm's only one); a Case without the field is forward."""
+    return getattr(case, "mode", None) or MODES[0]
+
+
+def case_inputs(case: Case, device: Any, seed: int) -> tuple[Any, Any]:
+    """(x, w) of `case` (kernels/rmsnorm/model.py `make_inputs`)."""
+    return make_inputs(case.shape, case.dtype, case_mode(case), device, seed)
+
+
+def dtype_unsupported(case: Case) -> str | None:
+    if case.dtype not in SUPPORTED_DTYPES:
+        return f"only fp16 and bf16 are measured; got {case.dtype}"
+    return None
