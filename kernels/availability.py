@@ -23,7 +23,7 @@ from typing import Any
 
 from .capabilities import Capabilities, capabilities, cutlass_headers_problem
 from .cases import Case
-from .optional_packages import OPTIONAL_PACKAGES, package_problem
+from .optional_packages import OPTIONAL_PACKAGES, package_reason
 from .registry import get
 from .variant import Variant
 
@@ -60,8 +60,7 @@ def _missing(need: str, caps: Capabilities) -> str | None:
         problem = cutlass_headers_problem()
         return None if problem is None else f"needs the CUTLASS headers: {problem}"
     if need in OPTIONAL_PACKAGES:
-        problem = package_problem(need)
-        return None if problem is None else f"needs {problem}"
+        return package_reason(need)
     return f"declares an unknown need {need!r} (known: {', '.join(sorted(KNOWN_NEEDS))})"
 
 

@@ -2,7 +2,8 @@
 
 A need named here is met when its module imports. Each entry names the module imported, the
 PyPI distribution to install, and what it is for; a missing or broken package becomes a
-reason that names the distribution and the import error, so a skip says what to install.
+reason that names the distribution and the import error (`package_reason`), so a skip says
+what to install.
 Probed once per process per need (an import of a CuTe-DSL package costs seconds), and only
 when a variant that needs it is asked about.
 
@@ -40,11 +41,18 @@ _PATH = re.compile(r"(?<![\w.])/(?:[^\s'\"/]+/)*([^\s'\"/]+)")
 
 @functools.lru_cache(maxsize=None)
 def package_problem(need: str) -> str | None:
-    """Why the package of `need` is unusable here, or None when its module imports."""
+    """Why the package of `need` is unusable here (the import error, one line), or None when
+    its module imports."""
     package = OPTIONAL_PACKAGES[need]
     try:
         importlib.import_module(package.module)
     except Exception as exc:  # ImportError, or a package that fails while importing its own deps
         first_line = _PATH.sub(lambda m: m.group(1), (str(exc).splitlines() or [""])[0])
-        return f"the {package.distribution} package is not importable ({type(exc).__name__}: {first_line})"
+        return f"{type(exc).__name__}: {first_line}"
     return None
+
+
+def package_reason(need: str) -> str | None:
+    """The availability reason for `need`: the distribution to install and why it failed."""
+    problem = package_problem(need)
+    return None if problem is None else f"needs the {OPTIONAL_PACKAGES[need].distribution} package: {problem}"

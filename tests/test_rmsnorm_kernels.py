@@ -181,7 +181,7 @@ def test_liger_and_quack_unavailable_with_the_package_named(fresh_packages, vari
         pytest.skip(f"{distribution} is installed here")
     ok, reason = availability(variant)
     assert not ok
-    assert f"needs the {distribution} package is not importable (ModuleNotFoundError: No module named" in reason
+    assert f"needs the {distribution} package: ModuleNotFoundError: No module named" in reason
 
 
 def test_a_broken_package_is_a_reason_without_its_path(fresh_packages, tmp_path):
@@ -191,8 +191,7 @@ def test_a_broken_package_is_a_reason_without_its_path(fresh_packages, tmp_path)
         "raise ImportError('libcuda.so.1: cannot open shared object file /opt/cuda/lib64/libcuda.so.1')\n")
     fresh_packages.syspath_prepend(str(tmp_path))
     problem = package_problem("liger")
-    assert problem == ("the liger-kernel package is not importable "
-                       "(ImportError: libcuda.so.1: cannot open shared object file libcuda.so.1)")
+    assert problem == "ImportError: libcuda.so.1: cannot open shared object file libcuda.so.1"
     assert availability(RMSNORM_LIGER)[1].count("liger-kernel") == 1
 
 
