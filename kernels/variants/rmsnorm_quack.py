@@ -1,6 +1,6 @@
 """`rmsnorm_quack`: quack's CuTe-DSL RMSNorm forward, a reference of the rmsnorm operator.
 
-Called through quack's public `quack.rmsnorm(x, w, eps=...)`; without gradients it stores no
+Called through quack's public `rmsnorm(x, w, eps=...)` (quack/rmsnorm.py, exported as `quack.rmsnorm`); without gradients it stores no
 per-row 1/rms. The first call JIT-compiles the kernel for the dtype and row length (seconds,
 cached per process): `prepare` makes it, so timed calls are launches. quack allocates the
 output on every call, which stays in the timed call. Needs a Hopper GPU and the
@@ -21,11 +21,12 @@ from ..variant import Prepared
 def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     import quack
     import torch
+    from quack.rmsnorm import rmsnorm  # the function; `quack.rmsnorm` also names the submodule
 
     x, w = case_inputs(case, device, seed)
 
     def run() -> Any:
-        return quack.rmsnorm(x, w, eps=EPS)
+        return rmsnorm(x, w, eps=EPS)
 
     run()  # JIT-compiles for this dtype and row length
     torch.cuda.synchronize(x.device)
