@@ -215,15 +215,15 @@ def copy_subject(x):
 
 def run_group(shape, dtype, variants, device, timing, tol, ceiling_tbps, log) -> dict:
     from attnwatch.kernels.availability import skip_reason
-    from attnwatch.kernels.cases import Case
     from attnwatch.kernels.rmsnorm.model import bytes_moved, make_inputs
+    from attnwatch.kernels.rmsnorm.records import rmsnorm_case
 
     nbytes = bytes_moved(shape, dtype, "fwd")
     group = {"shape": shape.id, "rows": shape.rows, "hidden": shape.hidden, "dtype": dtype, "bytes": nbytes,
              "variants": {}}
     to_time = {}
     for variant in variants:
-        case = Case(variant.name, shape, dtype, False)
+        case = rmsnorm_case(variant.name, shape, dtype)
         reason = skip_reason(variant, case)
         if reason:
             group["variants"][variant.name] = {"skipped": reason}

@@ -19,10 +19,10 @@ import pytest
 import torch
 
 from attnwatch.kernels.availability import availability
-from attnwatch.kernels.cases import Case
 from attnwatch.kernels.correctness import compare
 from attnwatch.kernels.optional_packages import package_problem
 from attnwatch.kernels.rmsnorm import model
+from attnwatch.kernels.rmsnorm.records import rmsnorm_case
 from attnwatch.kernels.rmsnorm.shapes import SHAPE_SETS, SHAPES, RowsShape, adhoc_rows_shape, shape_set
 from attnwatch.kernels.variants.rmsnorm_liger import RMSNORM_LIGER
 from attnwatch.kernels.variants.rmsnorm_quack import RMSNORM_QUACK
@@ -111,6 +111,38 @@ def test_operator_record_names_baseline_references_and_model():
     assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0
 
 
+def test_records_fill_the_operator_fields_where_the_records_have_them(monkeypatch):
+    from dataclasses import dataclass, field
+
+    from attnwatch.kernels.rmsnorm import records
+
+    assert records.case_mode(rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")) == "fwd"
+    assert records.variant_record(name="v", family="torch", description="d", prepare=None).name == "v"
+
+    @dataclass
+    class OperatorVariant:
+        name: str
+        family: str
+        description: str
+        prepare: object
+        operator: str = "attention"
+
+    @dataclass
+    class OperatorPrepared:
+        fn: object
+        inputs: tuple
+        out: object = None
+        info: dict = field(default_factory=dict)
+        config: str | None = None
+        config_source: str | None = None
+
+    monkeypatch.setattr(records, "Variant", OperatorVariant)
+    monkeypatch.setattr(records, "Prepared", OperatorPrepared)
+    assert records.variant_record(name="v", family="torch", description="d", prepare=None).operator == "rmsnorm"
+    prepared = records.prepared_record(print, ("x", "w"), out="y", config="c", config_source="fixed")
+    assert (prepared.inputs, prepared.out, prepared.config) == (("x", "w"), "y", "c")
+
+
 # -- tolerances: what they let through and what they catch ---------------------------------------
 
 
@@ -144,7 +176,7 @@ def test_tolerances_catch_the_bugs_they_are_for(bug, dtype):
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("rows, hidden", CHECK_SHAPES)
 def test_torch_variant_matches_reference64(rows, hidden, dtype):
-    case = Case("rmsnorm_torch", adhoc_rows_shape(rows, hidden), dtype, False)
+    case = rmsnorm_case("rmsnorm_torch", adhoc_rows_shape(rows, hidden), dtype)
     for seed in (0, 1):
         prepared = RMSNORM_TORCH.prepare(case, torch.device("cpu"), seed)
         inputs = (prepared.q, prepared.k) if not hasattr(prepared, "inputs") else prepared.inputs
@@ -156,9 +188,9 @@ def test_torch_variant_matches_reference64(rows, hidden, dtype):
 def test_variants_declare_the_rmsnorm_operator_and_dtypes():
     for variant in (RMSNORM_TORCH, RMSNORM_TRITON, RMSNORM_LIGER, RMSNORM_QUACK):
         assert getattr(variant, "operator", "rmsnorm") == "rmsnorm"
-        assert variant.unsupported(Case(variant.name, SHAPES["rms_t4k_h4096"], "fp32", False)).startswith("only fp16")
+        assert variant.unsupported(rmsnorm_case(variant.name, SHAPES["rms_t4k_h4096"], "fp32")).startswith("only fp16")
     assert RMSNORM_LIGER.needs == {"cuda", "triton", "liger"} and RMSNORM_QUACK.needs == {"hopper", "quack"}
-    wide = Case("rmsnorm_triton", adhoc_rows_shape(2, 65536), "fp16", False)
+    wide = rmsnorm_case("rmsnorm_triton", adhoc_rows_shape(2, 65536), "fp16")
     assert "exceeds 32768" in RMSNORM_TRITON.unsupported(wide)
 
 
@@ -204,7 +236,7 @@ def _interpreter_worker() -> dict:
     results = {}
     for rows, hidden in CHECK_SHAPES:
         for dtype in ("fp16", "bf16"):
-            case = Case("rmsnorm_triton", adhoc_rows_shape(rows, hidden), dtype, False)
+            case = rmsnorm_case("rmsnorm_triton", adhoc_rows_shape(rows, hidden), dtype)
             worst = {"violations": 0, "nonfinite": 0, "tolerance_used": 0.0}
             for seed in (0, 1):
                 prepared = RMSNORM_TRITON.prepare(case, torch.device("cpu"), seed)

@@ -37,6 +37,18 @@ def prepared_record(fn: Callable[[], Any], inputs: tuple[Any, Any], out: Any | N
     return Prepared(fn, inputs[0], inputs[1], None, **extra)
 
 
+def rmsnorm_case(variant: str, shape: Any, dtype: str) -> Case:
+    """A forward case of an RMSNorm variant: mode "fwd" where Case has modes, and causal False
+    (which means nothing to RMSNorm) where Case still has that field."""
+    names = {f.name for f in fields(Case)}
+    extra: dict[str, Any] = {}
+    if "mode" in names:
+        extra["mode"] = MODES[0]
+    if "causal" in names:
+        extra["causal"] = False
+    return Case(variant=variant, shape=shape, dtype=dtype, **extra)
+
+
 def case_mode(case: Case) -> str:
     """The case's mode ("fwd", RMSNorm's only one); a Case without the field is forward."""
     return getattr(case, "mode", None) or MODES[0]
