@@ -63,3 +63,11 @@ def dtype_unsupported(case: Case) -> str | None:
     if case.dtype not in SUPPORTED_DTYPES:
         return f"only fp16 and bf16 are measured; got {case.dtype}"
     return None
+
+
+def row_kernel_unsupported(case: Case, max_hidden: int, why: str) -> str | None:
+    """The dtype rule, and the row length limit of a kernel that holds a whole row per program."""
+    reason = dtype_unsupported(case)
+    if reason is None and case.shape.hidden > max_hidden:
+        reason = f"hidden {case.shape.hidden} exceeds {max_hidden}: {why}"
+    return reason

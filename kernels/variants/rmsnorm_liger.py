@@ -15,7 +15,7 @@ from typing import Any
 
 from ..cases import Case
 from ..rmsnorm.model import EPS
-from ..rmsnorm.records import case_inputs, dtype_unsupported, prepared_record, variant_record
+from ..rmsnorm.records import case_inputs, prepared_record, row_kernel_unsupported, variant_record
 from ..variant import Prepared
 
 CASTING_MODE = "llama"
@@ -23,13 +23,7 @@ MAX_HIDDEN = 65536  # Liger's MAX_FUSED_SIZE: one program holds a row
 
 
 def _unsupported(case: Case) -> str | None:
-    reason = dtype_unsupported(case)
-    if reason:
-        return reason
-    shape = case.shape
-    if shape.hidden > MAX_HIDDEN:
-        return f"hidden {shape.hidden} exceeds Liger's {MAX_HIDDEN} (one program per row)"
-    return None
+    return row_kernel_unsupported(case, MAX_HIDDEN, "Liger's limit (one program holds a row)")
 
 
 def _version() -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..cases import Case
 from ..rmsnorm.model import EPS, make_output
-from ..rmsnorm.records import case_inputs, dtype_unsupported, prepared_record, variant_record
+from ..rmsnorm.records import case_inputs, prepared_record, row_kernel_unsupported, variant_record
 from ..rmsnorm.triton_config import INTERPRETER_MAX_ELEMENTS, INTERPRETER_REASON, MAX_HIDDEN
 from ..variant import Prepared
 
@@ -23,12 +23,10 @@ def _interpreting() -> bool:
 
 
 def _unsupported(case: Case) -> str | None:
-    reason = dtype_unsupported(case)
+    reason = row_kernel_unsupported(case, MAX_HIDDEN, "one program holds a whole row in registers")
     if reason:
         return reason
     shape = case.shape
-    if shape.hidden > MAX_HIDDEN:
-        return f"hidden {shape.hidden} exceeds {MAX_HIDDEN}: one program holds a whole row in registers"
     if _interpreting() and shape.rows * shape.hidden > INTERPRETER_MAX_ELEMENTS:
         return (f"TRITON_INTERPRET=1: rows*hidden = {shape.rows * shape.hidden} exceeds "
                 f"{INTERPRETER_MAX_ELEMENTS}; {INTERPRETER_REASON}")
