@@ -31,7 +31,7 @@ OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
     "liger": OptionalPackage("liger_kernel.ops.rms_norm", "liger-kernel",
                              "Liger-Kernel's Triton RMSNorm, a reference of the rmsnorm operator"),
     "quack": OptionalPackage("quack.rmsnorm", "quack-kernels",
-                             "quack's CuTe-DSL RMSNorm (needs nvidia-cutlass-dsl), a reference of the rmsnorm operator"),
+                             "quack's CuTe-DSL RMSNorm (with nvidia-cutlass-dsl), a reference of rmsnorm"),
 }
 
 

@@ -125,7 +125,8 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
                 got = prepared.out if got is None else got
                 _sync(device)
                 if tuple(got.shape) != tuple(ref.shape) or got.dtype != inputs[0].dtype:
-                    raise ValueError(f"output {tuple(got.shape)} {got.dtype}, expected {tuple(ref.shape)} {inputs[0].dtype}")
+                    raise ValueError(f"output {tuple(got.shape)} {got.dtype}, "
+                                     f"expected {tuple(ref.shape)} {inputs[0].dtype}")
                 cmp = compare(got, ref, tol.atol, tol.rtol)
                 if worst is None or (cmp.tolerance_used or float("inf")) > (worst.tolerance_used or 0.0):
                     worst = cmp
@@ -162,10 +163,15 @@ def time_group(subjects: dict, device, config, log) -> dict:
     else:
         flusher, timer = NoFlush(), CpuWallTimer()
     monitor = open_monitor(device.type)
-    for fn in subjects.values():
-        warm_up(fn, config, timer, flusher)
-    raws = measure_interleaved([Subject(k, fn) for k, fn in subjects.items()], config, timer, flusher, monitor)
     results = {}
+    for key, fn in list(subjects.items()):
+        try:
+            warm_up(fn, config, timer, flusher)
+        except Exception as exc:  # a subject that fails its warm-up is dropped with the error
+            results[key] = {"error": f"warm-up: {type(exc).__name__}: {str(exc)[:300]}"}
+            log(f"    {key}: {results[key]['error']}")
+            del subjects[key]
+    raws = measure_interleaved([Subject(k, fn) for k, fn in subjects.items()], config, timer, flusher, monitor)
     for key, raw in raws.items():
         if raw.error or not raw.samples_us:
             results[key] = {"error": raw.error or "no samples"}
@@ -179,7 +185,6 @@ def time_group(subjects: dict, device, config, log) -> dict:
             "sm_clock_mhz": [raw.sm_clock_mhz_before, raw.sm_clock_mhz_after],
             "guard_uncovered_blocks": raw.guard_uncovered_blocks, "timing_mode": raw.timing_mode,
         }
-    flusher = None
     if device.type == "cuda":
         _do_bench_cross_check(subjects, results)
     return results
@@ -322,7 +327,7 @@ def main(argv=None) -> int:
         "copy_ceiling_tbps": ceiling.value if ceiling else None,
         "copy_ceiling_provenance": ceiling.provenance if ceiling else None,
         "tolerances": {k: {"atol": t.atol, "rtol": t.rtol} for k, t in tolerances.items()},
-        "groups": [], "not_run": [],
+        "groups": [], "not_run": [], "group_errors": [],
     }
     log(f"rmsnorm_check: {len(shapes)} shapes x {len(dtypes)} dtypes on {report['device']}")
     for shape in shapes:
@@ -332,9 +337,13 @@ def main(argv=None) -> int:
                 log(f"  {shape.id}/{dtype}: not run (budget of {args.budget_s:.0f} s)")
                 continue
             log(f"  {shape.id} ({shape.rows} x {shape.hidden}) {dtype}")
-            group = run_group(shape, dtype, variants, device, timing, tolerances[dtype],
-                              ceiling.value if ceiling else None, log)
-            report["groups"].append(group)
+            try:
+                group = run_group(shape, dtype, variants, device, timing, tolerances[dtype],
+                                  ceiling.value if ceiling else None, log)
+                report["groups"].append(group)
+            except Exception as exc:  # e.g. out of memory for the inputs: the other groups still run
+                report["group_errors"].append(f"{shape.id}/{dtype}: {type(exc).__name__}: {str(exc)[:300]}")
+                log(f"    group failed: {report['group_errors'][-1]}")
             if kind == "cuda":
                 torch.cuda.empty_cache()
             (out / JSON_NAME).write_text(json.dumps(report, indent=1, default=str))
@@ -342,9 +351,10 @@ def main(argv=None) -> int:
     (out / JSON_NAME).write_text(json.dumps(report, indent=1, default=str))
     failed = [f"{g['shape']}/{g['dtype']}/{n}" for g in report["groups"] for n, r in g["variants"].items()
               if "skipped" not in r and not r["passed"]]
-    log(f"wall {report['wall_s']:.0f} s; {len(failed)} failed: {', '.join(failed) or 'none'}")
+    log(f"wall {report['wall_s']:.0f} s; {len(failed)} failed: {', '.join(failed) or 'none'}; "
+        f"group errors: {'; '.join(report['group_errors']) or 'none'}; not run: {', '.join(report['not_run']) or 'none'}")
     log(table(report["groups"], report["copy_ceiling_tbps"]))
-    return 1 if failed else 0
+    return 1 if failed or report["group_errors"] else 0
 
 
 def _variants(names: list[str]) -> list:

@@ -43,3 +43,16 @@ def test_smoke_run_checks_times_and_reports_on_the_cpu(tmp_path):
     lines = proc.stdout.strip().splitlines()
     assert lines[-1].startswith("bytes = x read + y written + w read")
     assert any(line.startswith("rms_cpu_tiny     bf16  rmsnorm_triton  ok ") for line in lines[-12:])
+
+
+def test_a_spent_budget_starts_no_group_and_says_so(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # what --smoke sets, restored after the test
+    spec = importlib.util.spec_from_file_location("rmsnorm_check", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--smoke", "--budget-s", "0", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "rmsnorm_check.json").read_text())
+    assert report["groups"] == [] and report["not_run"] == ["rms_cpu_tiny/fp16: budget", "rms_cpu_tiny/bf16: budget"]
+    assert "not run: rms_cpu_tiny/fp16: budget" in capsys.readouterr().out

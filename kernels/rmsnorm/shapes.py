@@ -49,8 +49,8 @@ SHAPES: dict[str, RowsShape] = {
         RowsShape("rms_t32k_h4096", 32768, 4096, "Llama-3-8B width, a 32k-token batch"),
         RowsShape("rms_t16k_h5120", 16384, 5120, "Qwen2.5-14B width (not a power of two), a 16k-token batch"),
         RowsShape("rms_t16k_h7168", 16384, 7168, "DeepSeek-V3 width (not a power of two), a 16k-token batch"),
-        RowsShape("rms_t32k_h8192", 32768, 8192, "Llama-3-70B width, a 32k-token batch (1 GiB read + written in fp16)"),
-        RowsShape("rms_cpu_tiny", 8, 200, "small enough for a CPU under the Triton interpreter; 200 is not a power of two"),
+        RowsShape("rms_t32k_h8192", 32768, 8192, "Llama-3-70B width, a 32k-token batch (1 GiB moved in fp16)"),
+        RowsShape("rms_cpu_tiny", 8, 200, "small enough for the Triton interpreter; 200 is not a power of two"),
     )
 }
 

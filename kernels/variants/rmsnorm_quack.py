@@ -1,9 +1,10 @@
 """`rmsnorm_quack`: quack's CuTe-DSL RMSNorm forward, a reference of the rmsnorm operator.
 
-Called through quack's public `rmsnorm(x, w, eps=...)` (quack/rmsnorm.py, exported as `quack.rmsnorm`); without gradients it stores no
-per-row 1/rms. The first call JIT-compiles the kernel for the dtype and row length (seconds,
-cached per process): `prepare` makes it, so timed calls are launches. quack allocates the
-output on every call, which stays in the timed call. Needs a Hopper GPU and the
+Called through quack's public `rmsnorm(x, w, eps=...)` (quack/rmsnorm.py, exported as
+`quack.rmsnorm`); without gradients it stores no per-row 1/rms. The first call JIT-compiles
+the kernel for the dtype and row length (seconds, cached per process): `prepare` makes it,
+so timed calls are launches. quack allocates the output on every call, which stays in the
+timed call. Needs a Hopper GPU and the
 `quack-kernels` package with its CUTLASS DSL (`nvidia-cutlass-dsl`; need "quack",
 kernels/optional_packages.py).
 """

@@ -27,8 +27,8 @@ def _unsupported(case: Case) -> str | None:
     if reason:
         return reason
     shape = case.shape
-    if _interpreting() and shape.rows * shape.hidden > INTERPRETER_MAX_ELEMENTS:
-        return (f"TRITON_INTERPRET=1: rows*hidden = {shape.rows * shape.hidden} exceeds "
+    if _interpreting() and shape.elements > INTERPRETER_MAX_ELEMENTS:
+        return (f"TRITON_INTERPRET=1: rows*hidden = {shape.elements} exceeds "
                 f"{INTERPRETER_MAX_ELEMENTS}; {INTERPRETER_REASON}")
     return None
 
