@@ -194,6 +194,14 @@ def test_variants_declare_the_rmsnorm_operator_and_dtypes():
     assert "exceeds 32768" in RMSNORM_TRITON.unsupported(wide)
 
 
+def test_a_case_of_another_operator_s_shape_is_declared_unsupported_not_raised():
+    from attnwatch.kernels.shapes import SHAPES as ATTENTION_SHAPES
+
+    for variant in (RMSNORM_TORCH, RMSNORM_TRITON, RMSNORM_LIGER, RMSNORM_QUACK):
+        case = rmsnorm_case(variant.name, ATTENTION_SHAPES["h100_small"], "fp16")
+        assert variant.unsupported(case) == "shape 'h100_small' is not an RMSNorm (rows x hidden) shape"
+
+
 @pytest.fixture
 def fresh_packages(monkeypatch):
     """Re-probe the optional packages, and forget any module a test made importable."""

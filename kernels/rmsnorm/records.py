@@ -1,5 +1,5 @@
 """What the RMSNorm variants share: their record construction, inputs of a case, and the
-dtype rule.
+shape and dtype rules.
 
 `variant_record` and `prepared_record` build `kernels.variant.Variant` / `Prepared` with
 the operator fields (`Variant.operator`, `Prepared.inputs`) when those records have them,
@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ..cases import Case
 from ..variant import Prepared, Variant
 from .model import MODES, make_inputs
+from .shapes import RowsShape
 
 OPERATOR = "rmsnorm"
 SUPPORTED_DTYPES = ("fp16", "bf16")
@@ -60,6 +61,10 @@ def case_inputs(case: Case, device: Any, seed: int) -> tuple[Any, Any]:
 
 
 def dtype_unsupported(case: Case) -> str | None:
+    """The shape type and dtype rule of every RMSNorm variant: a reason, never an exception,
+    for a case of another operator's shape."""
+    if not isinstance(case.shape, RowsShape):
+        return f"shape {getattr(case.shape, 'id', case.shape)!r} is not an RMSNorm (rows x hidden) shape"
     if case.dtype not in SUPPORTED_DTYPES:
         return f"only fp16 and bf16 are measured; got {case.dtype}"
     return None
