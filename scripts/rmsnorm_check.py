@@ -90,10 +90,6 @@ def _versions() -> dict:
     return found
 
 
-def _inputs_of(prepared) -> tuple:
-    return tuple(prepared.inputs) if hasattr(prepared, "inputs") else (prepared.q, prepared.k)
-
-
 def _sync(device) -> None:
     import torch
 
@@ -105,6 +101,7 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
     """Correctness over SEEDS; returns (record, the seed-0 Prepared to time, or None on failure)."""
     from attnwatch.kernels.correctness import compare
     from attnwatch.kernels.rmsnorm.model import reference64
+    from attnwatch.kernels.rmsnorm.records import prepared_inputs
 
     record = {"passed": True, "seeds": []}
     kept = None
@@ -114,7 +111,7 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
         try:
             prepared = variant.prepare(case, device, seed)
             _sync(device)
-            inputs = _inputs_of(prepared)
+            inputs = prepared_inputs(prepared)
             originals = [t.clone() for t in inputs]
             ref = reference64(inputs, "fwd")
             worst = None
@@ -293,6 +290,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.monotonic()
     for folder in args.site:
+        if not os.path.isdir(folder):
+            print(f"rmsnorm_check: --site {folder}: no such folder; the packages it was to hold stay missing")
         site.addsitedir(os.path.abspath(folder))
     if args.smoke or args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before anything imports Triton

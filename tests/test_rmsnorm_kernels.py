@@ -22,7 +22,7 @@ from attnwatch.kernels.availability import availability
 from attnwatch.kernels.correctness import compare
 from attnwatch.kernels.optional_packages import package_problem
 from attnwatch.kernels.rmsnorm import model
-from attnwatch.kernels.rmsnorm.records import rmsnorm_case
+from attnwatch.kernels.rmsnorm.records import prepared_inputs, rmsnorm_case
 from attnwatch.kernels.rmsnorm.shapes import SHAPE_SETS, SHAPES, RowsShape, adhoc_rows_shape, shape_set
 from attnwatch.kernels.variants.rmsnorm_liger import RMSNORM_LIGER
 from attnwatch.kernels.variants.rmsnorm_quack import RMSNORM_QUACK
@@ -141,6 +141,7 @@ def test_records_fill_the_operator_fields_where_the_records_have_them(monkeypatc
     assert records.variant_record(name="v", family="torch", description="d", prepare=None).operator == "rmsnorm"
     prepared = records.prepared_record(print, ("x", "w"), out="y", config="c", config_source="fixed")
     assert (prepared.inputs, prepared.out, prepared.config) == (("x", "w"), "y", "c")
+    assert records.prepared_inputs(prepared) == ("x", "w")
 
 
 # -- tolerances: what they let through and what they catch ---------------------------------------
@@ -179,8 +180,7 @@ def test_torch_variant_matches_reference64(rows, hidden, dtype):
     case = rmsnorm_case("rmsnorm_torch", adhoc_rows_shape(rows, hidden), dtype)
     for seed in (0, 1):
         prepared = RMSNORM_TORCH.prepare(case, torch.device("cpu"), seed)
-        inputs = (prepared.q, prepared.k) if not hasattr(prepared, "inputs") else prepared.inputs
-        cmp = _check(prepared.fn(), inputs, dtype)
+        cmp = _check(prepared.fn(), prepared_inputs(prepared), dtype)
         assert cmp.violations == 0 and cmp.nonfinite == 0, cmp
         assert cmp.tolerance_used < 0.5, cmp  # measured 0.22 (tolerances.toml)
 
@@ -248,7 +248,7 @@ def _interpreter_worker() -> dict:
             worst = {"violations": 0, "nonfinite": 0, "tolerance_used": 0.0}
             for seed in (0, 1):
                 prepared = RMSNORM_TRITON.prepare(case, torch.device("cpu"), seed)
-                inputs = (prepared.q, prepared.k) if not hasattr(prepared, "inputs") else prepared.inputs
+                inputs = prepared_inputs(prepared)
                 for _ in range(2):
                     prepared.out.fill_(float("nan"))
                     got = prepared.fn()

@@ -38,6 +38,12 @@ def prepared_record(fn: Callable[[], Any], inputs: tuple[Any, Any], out: Any | N
     return Prepared(fn, inputs[0], inputs[1], None, **extra)
 
 
+def prepared_inputs(prepared: Prepared) -> tuple[Any, Any]:
+    """(x, w) of a Prepared made by `prepared_record`, whichever layout Prepared has."""
+    inputs = getattr(prepared, "inputs", None)
+    return tuple(inputs) if inputs is not None else (prepared.q, prepared.k)
+
+
 def rmsnorm_case(variant: str, shape: Any, dtype: str) -> Case:
     """A forward case of an RMSNorm variant: mode "fwd" where Case has modes, and causal False
     (which means nothing to RMSNorm) where Case still has that field."""
