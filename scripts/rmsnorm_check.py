@@ -26,7 +26,7 @@ with their reasons) and rmsnorm_check.log; prints the table last. Needs torch (a
 for rmsnorm_triton / rmsnorm_liger); never duckdb, streamlit or plotly.
 
     python3 scripts/rmsnorm_check.py --budget-s 540 --site DIR --out $OUT     # on the GPU
-    python3 scripts/rmsnorm_check.py --smoke --out /tmp/x                     # CPU, interpreter
+    python3 scripts/rmsnorm_check.py --smoke --out out/rmsnorm_smoke          # CPU, interpreter
 
 --site DIR (repeatable) adds a folder that `pip install --target DIR` filled (liger-kernel,
 quack-kernels and nvidia-cutlass-dsl) with site.addsitedir, which also runs the .pth files the
