@@ -12,6 +12,7 @@ A variant declares what it `needs` (kernels.variant): any of
 * ``cutlass`` the CUTLASS/CuTe C++ headers found (kernels.cutlass.headers says where it looks);
 * ``flash_attn_cute`` flash-attn-4's CuTe package (`flash_attn.cute`) importable, also from a
   `pip --target` folder named in ATTNWATCH_EXTRA_SITE (kernels.capabilities).
+* an optional package's need (``liger``, ``quack``: kernels.optional_packages): its module imports.
 
 Every variant also needs torch (all of them take and return torch tensors). The machine is
 probed once per process (`kernels.capabilities`, re-exported here); every `False` carries a
@@ -26,6 +27,7 @@ from typing import Any
 
 from .capabilities import Capabilities, capabilities, cutlass_headers_problem, flash_attn_cute_problem
 from .cases import Case
+from .optional_packages import OPTIONAL_PACKAGES, package_reason
 from .registry import get
 from .variant import Variant
 
@@ -33,7 +35,7 @@ __all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capab
            "cutlass_headers_problem", "device_summary", "flash_attn_cute_problem", "runnable_device",
            "skip_reason"]
 
-KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", "flash_attn_cute"})
+KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", "flash_attn_cute", *OPTIONAL_PACKAGES})
 DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device
 
 
@@ -65,6 +67,8 @@ def _missing(need: str, caps: Capabilities) -> str | None:
     if need == "flash_attn_cute":
         problem = flash_attn_cute_problem()
         return None if problem is None else f"needs flash-attn-4: {problem}"
+    if need in OPTIONAL_PACKAGES:
+        return package_reason(need)
     return f"declares an unknown need {need!r} (known: {', '.join(sorted(KNOWN_NEEDS))})"
 
 

@@ -1,0 +1,58 @@
+"""Optional Python packages that some variants need, as availability needs.
+
+A need named here is met when its module imports. Each entry names the module imported, the
+PyPI distribution to install, and what it is for; a missing or broken package becomes a
+reason that names the distribution and the import error (`package_reason`), so a skip says
+what to install.
+Probed once per process per need (an import of a CuTe-DSL package costs seconds), and only
+when a variant that needs it is asked about.
+
+Packages installed outside the interpreter's site-packages (`pip install --target DIR`) are
+found once DIR is on sys.path; `site.addsitedir(DIR)` also runs the `.pth` files that the
+CUTLASS DSL wheels rely on (scripts/rmsnorm_check.py's --site does this).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class OptionalPackage:
+    module: str  # imported to decide the need
+    distribution: str  # what to pip install
+    purpose: str
+
+
+OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
+    "liger": OptionalPackage("liger_kernel.ops.rms_norm", "liger-kernel",
+                             "Liger-Kernel's Triton RMSNorm, a reference of the rmsnorm operator"),
+    "quack": OptionalPackage("quack.rmsnorm", "quack-kernels",
+                             "quack's CuTe-DSL RMSNorm (with nvidia-cutlass-dsl), a reference of rmsnorm"),
+}
+
+
+# An absolute path in an import error is reduced to its last part: reasons reach bundles and PRs.
+_PATH = re.compile(r"(?<![\w.])/(?:[^\s'\"/]+/)*([^\s'\"/]+)")
+
+
+@functools.lru_cache(maxsize=None)
+def package_problem(need: str) -> str | None:
+    """Why the package of `need` is unusable here (the import error, one line), or None when
+    its module imports."""
+    package = OPTIONAL_PACKAGES[need]
+    try:
+        importlib.import_module(package.module)
+    except Exception as exc:  # ImportError, or a package that fails while importing its own deps
+        first_line = _PATH.sub(lambda m: m.group(1), (str(exc).splitlines() or [""])[0])
+        return f"{type(exc).__name__}: {first_line}"
+    return None
+
+
+def package_reason(need: str) -> str | None:
+    """The availability reason for `need`: the distribution to install and why it failed."""
+    problem = package_problem(need)
+    return None if problem is None else f"needs the {OPTIONAL_PACKAGES[need].distribution} package: {problem}"
