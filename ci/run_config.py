@@ -41,6 +41,7 @@ class TimingConfig:
     pacing: str
     pacing_duty: float
     pacing_power_margin: float
+    pacing_min_call_us: float
     clock_band: float
     reference_clock_mhz: float
 
@@ -59,6 +60,8 @@ class TimingConfig:
             raise ValueError(f"timing config: pacing must be none, duty or power, got {self.pacing!r}")
         if not 0 < self.pacing_duty <= 1 or not 0 < self.pacing_power_margin <= 1:
             raise ValueError("timing config: pacing_duty and pacing_power_margin must be in (0, 1]")
+        if self.pacing_min_call_us < 0:
+            raise ValueError("timing config: pacing_min_call_us must be >= 0")
         if self.clock_band < 0 or self.reference_clock_mhz < 0:
             raise ValueError("timing config: clock_band and reference_clock_mhz must be >= 0")
         if (self.clock_band > 0 or self.pacing != "none") and not self.clock_record:

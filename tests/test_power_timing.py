@@ -269,3 +269,13 @@ def test_run_refuses_an_unknown_recipe_in_one_line_before_measuring(tmp_path):
     assert len(lines) == 1 and "--recipe" in lines[0] and "[timing.recipes.fast]" in lines[0]
     assert "plain, band, clock, paced_duty, paced_power" in lines[0]
     assert not (tmp_path / "run").exists()
+
+
+def test_pacing_leaves_calls_under_its_minimum_length_alone():
+    """paced_duty paces only the long calls (ci/run_config.toml pacing_min_call_us): a short call's
+    figure must not move because the long ones are paced."""
+    policy = PacingPolicy(mode="duty", duty=0.5, min_call_us=1000.0)
+    policy.after_block([150.0, 150.0, 151.0], key="short")
+    policy.after_block([2000.0, 2010.0, 1990.0], key="long")
+    assert policy.gap_us("short") == 0.0
+    assert policy.gap_us("long") == pytest.approx(2000.0)

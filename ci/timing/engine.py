@@ -127,7 +127,8 @@ def measure_interleaved(
             raw.guard_retimed_blocks = raw.guard_uncovered_blocks = 0
     clock = monitor.sm_clock_mhz if config.clock_record and getattr(monitor, "available", False) else None
     reference = _reference_clock(config, monitor) if clock is not None else None
-    pacing = PacingPolicy(mode=config.pacing, duty=config.pacing_duty, margin=config.pacing_power_margin)
+    pacing = PacingPolicy(mode=config.pacing, duty=config.pacing_duty, margin=config.pacing_power_margin,
+                           min_call_us=config.pacing_min_call_us)
     for s in subjects:
         results[s.key].sm_clock_mhz_before = monitor.sm_clock_mhz()
         results[s.key].recipe = config.recipe

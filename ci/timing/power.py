@@ -115,6 +115,7 @@ class PacingPolicy:
     duty: float = 1.0
     margin: float = 0.9
     min_duty: float = 0.2
+    min_call_us: float = 0.0  # calls shorter than this are not paced (ci/run_config.toml pacing_min_call_us)
     _busy: dict[object, float] = field(default_factory=dict)
     _duty: dict[object, float] = field(default_factory=dict)
 
@@ -135,7 +136,7 @@ class PacingPolicy:
     def gap_us(self, key: object = None) -> float:
         """The gap before each call of the subject's next block (0 until a block was seen)."""
         busy = self._busy.get(key)
-        if self.mode == "none" or busy is None:
+        if self.mode == "none" or busy is None or busy < self.min_call_us:
             return 0.0
         return duty_gap_us(busy, self.busy_fraction(key))
 
