@@ -17,7 +17,8 @@ from attnwatch.ci.plan import operator_baselines
 
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
-from attnwatch.ci.compare.select import CANARY, REFERENCE, UNCHANGED, harness_change, select_variants, selection_record
+from attnwatch.ci.compare.select import (CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
+                                         selection_record)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
@@ -61,13 +62,28 @@ def _nvcc_key(root: Path, name: str) -> str:
                        include_dirs=())
 
 
+def _cache_binary(key: str, content: str = "") -> None:
+    """A compile-cache entry's metadata for `key`, as kernels.compile_cache writes it: the sha256 of
+    the stored binary (here of a stand-in text; `content` changes it, as a non-deterministic build would)."""
+    import hashlib
+
+    from attnwatch.kernels.compile_cache import DIGEST_FIELD, default_cache_dir
+
+    root = default_cache_dir("nvcc")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / f"{key}.json").write_text(json.dumps({DIGEST_FIELD: hashlib.sha256((key + content).encode()).hexdigest()}))
+
+
 def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES) -> dict[str, dict]:
     """Every registered variant's fingerprint in `root`, as a worker makes it (ci/fingerprint/variant.py);
-    `keyed`: the CUDA variants built, each build record carrying nvcc's source hash."""
+    `keyed`: the CUDA variants built, each build record carrying nvcc's source hash and its binary cached."""
     out = {}
     for v in all_variants():
         builds = [{"variant": v.name, "ok": True, "source_hash": _nvcc_key(root, v.name), "compile_seconds": 1.0}] \
             if keyed and v.name in CUDA else []
+        for build in builds:
+            if not (default_cache_dir_has(build["source_hash"])):
+                _cache_binary(build["source_hash"])
         out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
                                           settings={"cases": [v.name]})
         out[v.name]["reference"] = v.name in operator_baselines().values()
@@ -85,9 +101,17 @@ def changed(selection) -> set[str]:
     return {v for v, why in selection.measured.items() if why.startswith("changed")}
 
 
+def default_cache_dir_has(key: str) -> bool:
+    from attnwatch.kernels.compile_cache import default_cache_dir
+
+    return (default_cache_dir("nvcc") / f"{key}.json").exists()
+
+
 @pytest.fixture
 def stand_in_nvcc(tmp_path, monkeypatch):
-    """An `nvcc` that only answers --version: nvcc's key needs the version text, not a compiler."""
+    """An `nvcc` that only answers --version: nvcc's key needs the version text, not a compiler;
+    and a compile cache of its own (ATTNWATCH_CACHE) for the binaries' digests."""
+    monkeypatch.setenv("ATTNWATCH_CACHE", str(tmp_path / "cache"))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     nvcc = bin_dir / "nvcc"
@@ -130,7 +154,7 @@ def test_a_header_change_measures_the_cuda_variants_that_include_it(sides, stand
     header.write_text(header.read_text() + "\n// a change\n")
     selection = select(base, head, keyed=True)
     assert changed(selection) == {"cuda_wmma", "cuda_wmma_cpasync"}  # cuda_scalar does not include it
-    assert selection.measured["cuda_wmma"] == "changed: builds"
+    assert selection.measured["cuda_wmma"] == "changed: builds, binaries"  # a new key, its own cubin
     # without build records nothing vouches for which .cu a variant compiles: every CUDA file counts
     assert changed(select(base, head)) == set(CUDA)
 
@@ -317,3 +341,23 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     everything = reports["all"]
     assert {c.variant for c in everything.cases} == set(variants) and not everything.selection.skipped
     assert everything.selection.everything.startswith("--all")
+
+
+def test_the_same_build_key_with_another_binary_measures_the_variant(sides, stand_in_nvcc):
+    """Byte-identical sources that compiled to different machine code (a non-deterministic build,
+    another nvcc behind the same version text) are not vouched for by the key alone."""
+    base, head = sides
+    before = fingerprints(base, keyed=True)
+    _cache_binary(_nvcc_key(head, "cuda_wmma"), content="another cubin")
+    after = fingerprints(head, keyed=True)
+    assert before["cuda_wmma"]["builds"] == after["cuda_wmma"]["builds"]
+    assert before["cuda_wmma"]["digest"] != after["cuda_wmma"]["digest"]
+    assert difference(before["cuda_wmma"], after["cuda_wmma"]) == "changed: binaries"
+
+
+def test_a_keyed_build_whose_binary_is_not_cached_is_unknown(sides, stand_in_nvcc):
+    base, _ = sides
+    v = next(v for v in all_variants() if v.name == "cuda_wmma")
+    build = {"variant": v.name, "ok": True, "source_hash": "0" * 64, "compile_seconds": 1.0}
+    fp = variant_fingerprint(base / _module(v), base, builds=[build], libraries=LIBRARIES, settings={})
+    assert fp["digest"] is None and "compile cache" in fp["unknown"]

@@ -28,7 +28,7 @@ from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 UNCHANGED = "unchanged: identical code and binaries"
 REFERENCE = "an operator's baseline (every gap of its cases is taken against it): always measured"
 CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
-PARTS = ("files", "builds", "libraries", "settings")
+PARTS = ("files", "builds", "binaries", "libraries", "settings")
 
 
 @dataclass

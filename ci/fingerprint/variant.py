@@ -10,11 +10,17 @@ so it fingerprints exactly what it will time:
   ptxas's resources, the Triton configurations it compiled. Where every build of the variant
   carries a source hash, that key stands for its CUDA files, so a module naming several .cu
   files (kernels/cuda/launch.py) does not tie its variants together;
+* `binaries`: the sha256 of each compiled cubin or shared object the builds produced, read from
+  the compile cache's entry for the build's key (kernels.compile_cache records it when it
+  stores the binary and checks it on every hit), so two sides agree on a variant only when they
+  would launch byte-identical machine code; a keyed build whose entry is not in this process's
+  cache makes the variant unknown (measured). Triton's compiled kernels are not hashed: the
+  Triton source, its configuration tables and the Triton version stand for them;
 * `libraries`: the versions this process runs with (torch, Triton, CUDA, CuPy, nvcc, driver,
   Python, GPU), stated rather than assumed equal;
 * `settings`: the plan's timing and correctness settings and the variant's case ids.
 
-`digest` is the sha256 of all four. A variant whose module cannot be found, or whose closure
+`digest` is the sha256 of all five. A variant whose module cannot be found, or whose closure
 has anything unresolved, has no digest and says why (`unknown`): it is measured.
 """
 
@@ -53,8 +59,30 @@ def variant_fingerprint(module_file: Path | None, root: Path, *, builds: list[di
     stable = [stable_build(b) for b in builds]
     keyed = bool(stable) and all(b.get("ok") and b.get("source_hash") for b in stable)
     files = {label: sha for label, sha in closure.files.items() if not (keyed and label in closure.cuda)}
-    parts = {"files": files, "builds": stable, "libraries": libraries, "settings": settings}
+    binaries = binary_digests(stable)
+    if binaries is None:
+        return {"digest": None, "unknown": "a compiled binary is not in this process's compile cache"}
+    parts = {"files": files, "builds": stable, "binaries": binaries, "libraries": libraries, "settings": settings}
     return {"digest": digest_of(parts), "unknown": None, **parts}
+
+
+def binary_digests(builds: list[dict], cache_dir: Path | None = None) -> dict[str, str] | None:
+    """nvcc source hash -> the sha256 of the binary cached under it, for every keyed build; None
+    when a keyed build's cache entry is missing or unreadable (module doc, `binaries`)."""
+    from attnwatch.kernels.compile_cache import DIGEST_FIELD, default_cache_dir
+
+    root = Path(cache_dir) if cache_dir is not None else default_cache_dir("nvcc")
+    found = {}
+    for key in sorted({b["source_hash"] for b in builds if b.get("ok") and b.get("source_hash")}):
+        try:
+            meta = json.loads((root / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        digest = meta.get(DIGEST_FIELD) if isinstance(meta, dict) else None
+        if not isinstance(digest, str):
+            return None
+        found[key] = digest
+    return found
 
 
 def _module_file(variant: Any) -> Path | None:
