@@ -108,3 +108,11 @@ def shape_set(name: str) -> list:
     except KeyError:
         raise KeyError(f"unknown shape set {name!r}; known: {', '.join(SHAPE_SETS)}") from None
     return [SHAPES[i] for i in ids]
+
+
+# RMSNorm's shapes and sets (kernels/rmsnorm/shapes.py, which does not import this module), here so
+# that every named set is whole as soon as this module is imported (select_shapes runs before the
+# registry loads).
+from .rmsnorm import shapes as _rmsnorm_shapes  # noqa: E402
+
+register_shapes(list(_rmsnorm_shapes.SHAPES.values()), _rmsnorm_shapes.SHAPE_SETS)

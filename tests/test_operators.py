@@ -78,7 +78,7 @@ def test_each_variant_is_planned_on_its_operator_s_shapes_and_modes_baseline_fir
     assert toy_case.to_case() == Case("toy_base", TOY_SHAPE, "fp16", mode="fwd", operator="toyrows")
     assert (toy_case.flops, toy_case.bytes, toy_case.bound) == (2.0 * 64 * 32, 2.0 * 64 * 32 * 2, "memory")
     plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
-    assert plan.baselines == {"attention": "sdpa", "toyrows": "toy_base"}
+    assert plan.baselines == {"attention": "sdpa", "rmsnorm": "rmsnorm_torch", "toyrows": "toy_base"}
     assert plan.references["toyrows"] == ["toy_ref", "toy_absent"]
 
 

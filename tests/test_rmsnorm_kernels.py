@@ -111,36 +111,15 @@ def test_operator_record_names_baseline_references_and_model():
     assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0
 
 
-def test_records_fill_the_operator_fields_where_the_records_have_them(monkeypatch):
-    from dataclasses import dataclass, field
-
+def test_records_are_rmsnorm_cases_variants_and_prepared_inputs():
     from attnwatch.kernels.rmsnorm import records
 
-    assert records.case_mode(rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")) == "fwd"
-    assert records.variant_record(name="v", family="torch", description="d", prepare=None).name == "v"
-
-    @dataclass
-    class OperatorVariant:
-        name: str
-        family: str
-        description: str
-        prepare: object
-        operator: str = "attention"
-
-    @dataclass
-    class OperatorPrepared:
-        fn: object
-        inputs: tuple
-        out: object = None
-        info: dict = field(default_factory=dict)
-        config: str | None = None
-        config_source: str | None = None
-
-    monkeypatch.setattr(records, "Variant", OperatorVariant)
-    monkeypatch.setattr(records, "Prepared", OperatorPrepared)
+    case = rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")
+    assert (case.operator, case.mode, records.case_mode(case)) == ("rmsnorm", "fwd", "fwd")
+    assert case.id == "rmsnorm_torch/rms_t4k_h2048/fp16/fwd"
     assert records.variant_record(name="v", family="torch", description="d", prepare=None).operator == "rmsnorm"
     prepared = records.prepared_record(print, ("x", "w"), out="y", config="c", config_source="fixed")
-    assert (prepared.inputs, prepared.out, prepared.config) == (("x", "w"), "y", "c")
+    assert (prepared.inputs, prepared.out, prepared.config, prepared.q) == (("x", "w"), "y", "c", None)
     assert records.prepared_inputs(prepared) == ("x", "w")
 
 
