@@ -16,6 +16,7 @@ variants name it), before the registry loads.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .shapes import Shape
@@ -37,6 +38,9 @@ class Operator:
     make_inputs: Callable[[Any, str, str, Any, int], tuple]  # (shape, dtype, mode, device, seed) -> tensors
     reference64: Callable[[tuple, str], Any]  # (inputs, mode) -> float64 output (ground truth)
     shape_type: type  # the shape dataclass (attention: Shape)
+    # The per-dtype correctness tolerances of its cases (kernels.correctness's format); None:
+    # attention's, kernels/tolerances.toml.
+    tolerances: Path | None = None
 
     def __post_init__(self) -> None:
         if self.bound not in BOUNDS:

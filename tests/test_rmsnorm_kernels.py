@@ -104,11 +104,11 @@ def test_operator_record_names_baseline_references_and_model():
     from dataclasses import make_dataclass
 
     fields = ["name", "modes", "baseline", "references", "bound", "flops", "bytes", "make_inputs",
-              "reference64", "shape_type"]
+              "reference64", "shape_type", "tolerances"]
     op = model.make_operator(make_dataclass("Operator", fields, frozen=True))
     assert (op.name, op.modes, op.baseline, op.bound) == ("rmsnorm", ("fwd",), "rmsnorm_torch", "memory")
     assert op.references == ("rmsnorm_liger", "rmsnorm_quack") and op.shape_type is RowsShape
-    assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0
+    assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0 and op.tolerances == model.TOLERANCES_PATH
 
 
 def test_records_are_rmsnorm_cases_variants_and_prepared_inputs():

@@ -128,6 +128,7 @@ def make_operator(operator_type: type) -> Any:
         make_inputs=make_inputs,
         reference64=reference64,
         shape_type=RowsShape,
+        tolerances=TOLERANCES_PATH,
     )
 
 
