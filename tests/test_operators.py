@@ -110,6 +110,28 @@ def test_gaps_are_taken_against_the_operator_s_own_baseline_and_references(toy):
     assert (columns["bound"], columns["gap_to_baseline"], columns["gap_to_sdpa"]) == ("memory", pytest.approx(0.5), None)
 
 
+def test_rmsnorm_is_wired_its_cases_gaps_and_byte_model():
+    """The registered RMSNorm: its shapes in the named sets, its variants planned on them only,
+    gaps against rmsnorm_torch and the faster of Liger and quack."""
+    assert "rms_cpu_tiny" in shapes.SHAPE_SETS["cpu"] and "rms_t4k_h2048" in shapes.SHAPE_SETS["pr"]
+    assert registry.baseline("rmsnorm").name == "rmsnorm_torch"
+    names = ["rmsnorm_triton", "rmsnorm_quack", "rmsnorm_liger", "rmsnorm_torch", "sdpa"]
+    cases = plan_cases(names, shapes.shape_set("pr"), ["bf16"], [True])
+    rms = [c for c in cases if c.operator == "rmsnorm"]
+    assert [c.case_id for c in rms[:4]] == [
+        "rmsnorm_torch/rms_t4k_h2048/bf16/fwd", "rmsnorm_triton/rms_t4k_h2048/bf16/fwd",
+        "rmsnorm_quack/rms_t4k_h2048/bf16/fwd", "rmsnorm_liger/rms_t4k_h2048/bf16/fwd"]
+    assert len(rms) == 8 and all(c.variant == "sdpa" for c in cases if c.operator == "attention")
+    group = rms[:4]
+    timings = [_timing(c, median) for c, median in zip(group, (20.0, 10.0, 8.0, 12.0))]
+    plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
+    apply_gaps(timings, plan.baselines, plan.references)
+    own = timings[1]
+    assert (own.gap_to_baseline, own.baseline_variant) == (pytest.approx(0.5), "rmsnorm_torch")
+    assert (own.fastest_reference, own.gap_to_fastest_reference) == ("rmsnorm_quack", pytest.approx(10 / 8))
+    assert (own.bound, own.bytes) == ("memory", float((2 * 4096 * 2048 + 2048) * 2))
+
+
 def test_a_v2_timing_is_attention_against_sdpa():
     old = {"schema_version": 2, "gap_to_sdpa": 1.25, "gap_to_fastest_backend": 0.9, "fastest_backend": "sdpa_flash"}
     assert case_timing_v2_to_v3(dict(old)) == {
