@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from attnwatch.kernels.availability import availability
-from attnwatch.kernels.correctness import compare
+from attnwatch.kernels.correctness import compare, load_tolerances
 from attnwatch.kernels.optional_packages import package_problem
 from attnwatch.kernels.rmsnorm import model
 from attnwatch.kernels.rmsnorm.records import prepared_inputs, rmsnorm_case
@@ -30,7 +30,7 @@ from attnwatch.kernels.variants.rmsnorm_torch import RMSNORM_TORCH
 from attnwatch.kernels.variants.rmsnorm_triton import RMSNORM_TRITON
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TOLERANCES = model.load_rmsnorm_tolerances()
+TOLERANCES = load_tolerances(model.TOLERANCES_PATH)
 # (rows, hidden): powers of two, and widths that leave a masked tail in the row block.
 CHECK_SHAPES = ((16, 2048), (5, 1000), (3, 5120), (7, 96))
 
