@@ -201,3 +201,17 @@ def test_a_v6_compare_report_reads_as_of_unknown_bound(fixtures_dir, tmp_path):
         del case["bound"], case["bytes"]
     (tmp_path / "compare.json").write_text(json.dumps(document))
     assert all(c.bound is None and c.bytes is None for c in load_report(tmp_path / "compare.json").cases)
+
+
+def test_a_case_s_bound_and_bytes_come_from_its_timing_records(fixtures_dir):
+    """compare_rounds takes bound and bytes from the rounds' CaseTiming (the plan's operator model)."""
+    from attnwatch.ci.compare.analysis import compare_rounds
+    from attnwatch.history.analysis.thresholds import load_thresholds
+    from compare_factory import GPU, make_rounds
+
+    base, head = make_rounds(fixtures_dir)
+    for rd in (*base, *head):
+        rd.cases[SLOW].timing = {"bound": "memory", "bytes": 1.5e6}
+    cases = {c.case_id: c for c in compare_rounds(base, head, load_thresholds(GPU), method="hierarchical", resamples=50)}
+    assert (cases[SLOW].bound, cases[SLOW].bytes) == ("memory", 1.5e6)
+    assert next(c for c in cases.values() if c.case_id != SLOW).bound is None
