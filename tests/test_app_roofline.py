@@ -97,7 +97,8 @@ def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_
 def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_roof(tmp_path, monkeypatch):
     """End to end: `attnwatch run` on the CPU (rmsnorm_triton under Triton's interpreter, as CI runs
     Triton without a GPU) stores RMSNorm's cases as operator rmsnorm, bound memory, with the byte
-    model and the gap to rmsnorm_torch; the Kernel page plots rmsnorm_triton's achieved bandwidth.
+    model and the gap to rmsnorm_torch; the Kernel page plots rmsnorm_triton's achieved bandwidth
+    and Trends its series.
     The CPU has no measured copy bandwidth in ceilings.toml: the test lends it one."""
     import os
     import subprocess
@@ -132,3 +133,8 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
     assert points == {"rmsnorm_triton · fp16 · fwd": pytest.approx(expected_bytes / triton_row[5] / 1e6)}
     roof = next(t for t in chart["data"] if t.get("mode") == "lines")
     assert set(roof["y"]) == {0.05}
+    at = open_page(db, monkeypatch, "views/trends.py", gpu="cpu", variants="rmsnorm_triton,rmsnorm_torch",
+                   shapes="rms_cpu_tiny", dtype="fp16", causal="0")
+    (trend,) = plotly_specs(at)
+    lines = [t["name"] for t in trend["data"] if t.get("mode") == "lines+markers"]
+    assert sorted(name.split(" ")[0] for name in lines) == ["rmsnorm_torch", "rmsnorm_triton"]
