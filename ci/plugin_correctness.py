@@ -64,11 +64,8 @@ def _compare(out: Any, expected: Any, tolerance: tuple[float, float], fields: di
     if tuple(out.shape) != tuple(expected.shape):
         return f"output shape {tuple(out.shape)} but expected {tuple(expected.shape)}"
     result = compare(out, expected, *tolerance)
-    index = result.worst_index
-    if index is not None:
-        index = (0,) * (4 - len(index)) + tuple(index) if len(index) <= 4 else None
     fields.update(max_abs_err=result.max_abs_err, rel_err=result.rel_err, tolerance_used=result.tolerance_used,
-                  violations=result.violations, nonfinite=result.nonfinite, worst_index=index)
+                  violations=result.violations, nonfinite=result.nonfinite, worst_index=result.worst_index)
     if result.nonfinite or result.violations:
         return (f"{result.violations} element(s) outside atol {tolerance[0]:g} + rtol {tolerance[1]:g}*|expected|"
                 f" ({result.nonfinite} not finite), max abs error {result.max_abs_err}")

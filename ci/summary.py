@@ -1,6 +1,7 @@
 """The table printed at the end of `attnwatch run`: one row per case, grouped by shape.
 
-Columns: median (us), TFLOPS, gap to the operator's baseline, correctness (passed seeds / seeds), status. Read
+Columns: median (us), TFLOPS, GB/s (a memory-bound operator's byte model over the median; "-" for a
+compute-bound one), gap to the operator's baseline, correctness (passed seeds / seeds), status. Read
 from the bundle's records, so the table shows exactly what was stored.
 """
 
@@ -16,6 +17,13 @@ def _fmt(value: float | None, spec: str) -> str:
     return f"{'-':>{width}}" if value is None else format(value, spec)
 
 
+def _gbps(timing: dict[str, Any]) -> float | None:
+    """Achieved GB/s of a memory-bound case (CaseTiming.bytes / median); None for a compute-bound one."""
+    if timing.get("bound") != "memory" or not timing.get("bytes") or not timing.get("median_us"):
+        return None
+    return timing["bytes"] / timing["median_us"] / 1e3
+
+
 def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
     rows = []
     for outcome in state.ordered_outcomes():
@@ -25,6 +33,7 @@ def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
             "case": outcome.case_id,
             "median_us": timing["median_us"] if timing else None,
             "tflops": timing["tflops"] if timing else None,
+            "gbps": _gbps(timing) if timing else None,
             "gap_to_baseline": timing.get("gap_to_baseline") if timing else None,
             "correct": f"{sum(1 for r in checks if r['passed'])}/{len(checks)}" if checks else "-",
             "status": outcome.status,
@@ -37,11 +46,11 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     rows = summary_rows(state)
     width = max([len(r["case"]) for r in rows] + [4])
     unit = "median_us" if timing_mode != "cpu_wall" else "median_us(cpu)"
-    lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'gap/base':>8}  {'correct':>7}  status"]
+    lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"]
     for r in rows:
         status = r["status"] if not r["error"] or r["status"] == "ok" else f"{r['status']}: {r['error'][:120]}"
         lines.append(
-            f"{r['case']:<{width}}  {_fmt(r['median_us'], '14.2f')}  {_fmt(r['tflops'], '8.2f')}  "
+            f"{r['case']:<{width}}  {_fmt(r['median_us'], '14.2f')}  {_fmt(r['tflops'], '8.2f')}  {_fmt(r['gbps'], '8.1f')}  "
             f"{_fmt(r['gap_to_baseline'], '8.3f')}  {r['correct']:>7}  {status}"
         )
     lost = state.lost_cases()

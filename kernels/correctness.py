@@ -1,7 +1,9 @@
 """The correctness check of one case: a variant's output against the float64 reference.
 
-For each seed: fresh random inputs (the variant's own `prepare`), the float64 reference of
-exactly those inputs (kernels.reference), then `calls` launches of the prepared callable.
+For each seed: fresh random inputs (the variant's own `prepare`, which returns them as
+`Prepared.inputs`), the float64 reference of exactly those inputs (the case's operator's
+`reference64`, kernels.operators: attention's is kernels.reference), then `calls` launches of
+the prepared callable.
 Before every launch the variant's output buffer (`Prepared.out`, when it has one) is filled
 with NaN, so an element the kernel never writes stays NaN and fails; a kernel that only
 works on its first call, or accumulates into its output, fails on the second.
@@ -10,11 +12,12 @@ Pass rule (elementwise, the `torch.allclose` form, plus finiteness):
 
     passed  <=>  no NaN/Inf in the output  and  |out - ref| <= atol + rtol * |ref| everywhere
 
-with (atol, rtol) from the one per-dtype table in `tolerances.toml`. Also reported:
+with (atol, rtol) from the operator's per-dtype table (`Operator.tolerances`: attention's is
+`tolerances.toml` here, RMSNorm's kernels/rmsnorm/tolerances.toml). Also reported:
 max_abs_err and the relative error ||out - ref||_2 / ||ref||_2 (both over the finite
 elements; non-finite ones are counted in `nonfinite`), the number of violating elements and
-the (b, h, s, d) index of the worst one, so a failure says where it is (e.g. the last row
-of an odd S), and `tolerance_used` = max |out - ref| / (atol + rtol*|ref|), the margin of a
+the index of the worst one in the output's own rank (attention's (b, h, s, d), RMSNorm's
+(row, column)), so a failure says where it is (e.g. the last row of an odd S), and `tolerance_used` = max |out - ref| / (atol + rtol*|ref|), the margin of a
 pass (0.4 means the worst element used 40% of its allowance). The inputs are also checked
 to be unchanged by the kernel.
 
@@ -34,7 +37,7 @@ from typing import Any, Iterable
 from .availability import runnable_device, skip_reason
 from .cases import Case
 from .inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
-from .reference import reference_attention
+from .operators import get_operator
 from .registry import get
 from .variant import Variant
 
@@ -74,7 +77,7 @@ class CheckResult:
     error: str | None = None
     violations: int = 0  # elements outside atol + rtol*|ref| (non-finite ones included)
     tolerance_used: float | None = None  # max |out - ref| / (atol + rtol*|ref|): < 1 passes; the margin
-    worst_index: tuple[int, int, int, int] | None = None  # (b, h, s, d) of the worst violation
+    worst_index: tuple[int, ...] | None = None  # of the worst violation, in the output's rank
     calls: int = 0  # launches checked for this seed
     profile: str = "normal"  # kernels.inputs.INPUT_PROFILES: what the inputs looked like
 
@@ -113,12 +116,19 @@ def load_tolerances(path: Path | str = TOLERANCES_PATH) -> dict[str, Tolerance]:
     return tolerances
 
 
-def tolerance_for(dtype: str, table: dict[str, Tolerance] | None = None) -> Tolerance:
-    table = load_tolerances() if table is None else table
+def tolerance_for(dtype: str, table: dict[str, Tolerance] | None = None, path: Path | str = TOLERANCES_PATH
+                  ) -> Tolerance:
+    """`dtype`'s row of `table`, or of the table at `path` (default: attention's)."""
+    table = load_tolerances(path) if table is None else table
     try:
         return table[dtype]
     except KeyError:
-        raise ToleranceFileError(f"{TOLERANCES_PATH}: no tolerance for dtype {dtype!r}") from None
+        raise ToleranceFileError(f"{Path(path).name}: no tolerance for dtype {dtype!r}") from None
+
+
+def operator_tolerances_path(operator: str) -> Path:
+    """The tolerance table of `operator`'s cases (Operator.tolerances; None: attention's, here)."""
+    return get_operator(operator).tolerances or TOLERANCES_PATH
 
 
 def _error_text(stage: str, exc: BaseException) -> str:
@@ -126,8 +136,11 @@ def _error_text(stage: str, exc: BaseException) -> str:
     return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
 
 
-def _layout_problem(name: str, tensor: Any, case: Case, *, contiguous: bool = True) -> str | None:
-    """The layout convention (kernels.inputs): contiguous (B, H, S, D) in the case dtype.
+def _layout_problem(name: str, tensor: Any, case: Case, expected: tuple[int, ...] | None, *,
+                    contiguous: bool = True) -> str | None:
+    """The layout convention: contiguous, in the case dtype, of the `expected` shape (attention's
+    inputs and output: (B, H, S, D), kernels.inputs; any operator's output: its reference's; None:
+    the shape is not checked).
 
     A library's own returned output only needs the logical shape: SDPA's memory-efficient
     backend, for one, returns a (B, S, H, D)-strided view of the same values, and forcing a
@@ -136,9 +149,9 @@ def _layout_problem(name: str, tensor: Any, case: Case, *, contiguous: bool = Tr
 
     if not isinstance(tensor, torch.Tensor):
         return f"{name} is {type(tensor).__name__}, not a tensor"
-    expected = input_shape(case)
-    if tuple(tensor.shape) != expected:
-        return f"{name} has shape {tuple(tensor.shape)}, expected (B, H, S, D) = {expected}"
+    if expected is not None and tuple(tensor.shape) != expected:
+        named = "(B, H, S, D) = " if case.operator == "attention" else ""
+        return f"{name} has shape {tuple(tensor.shape)}, expected {named}{expected}"
     if tensor.dtype != torch_dtype(case.dtype):
         return f"{name} has dtype {tensor.dtype}, expected {torch_dtype(case.dtype)}"
     if contiguous and not tensor.is_contiguous():
@@ -159,7 +172,7 @@ class _Comparison:
     rel_err: float | None
     nonfinite: int
     violations: int
-    worst_index: tuple[int, int, int, int] | None
+    worst_index: tuple[int, ...] | None
     tolerance_used: float | None = None
 
 
@@ -196,6 +209,17 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(index))
 
 
+def _input_names(case: Case, count: int) -> tuple[str, ...]:
+    """How a message names the inputs: attention's q, k, v; another operator's by position."""
+    if case.operator == "attention" and count == 3:
+        return ("q", "k", "v")
+    return tuple(f"input {i}" for i in range(count))
+
+
+def _index_name(case: Case) -> str:
+    return "(b, h, s, d)" if case.operator == "attention" else "index"
+
+
 def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int,
                 profile: str) -> CheckResult:
     import torch
@@ -210,19 +234,23 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
         _synchronize(device)
     except Exception as exc:  # a broken variant costs its case, never the run
         return failed(_error_text("prepare", exc))
-    for name in ("q", "k", "v"):
-        problem = _layout_problem(name, getattr(prepared, name), case)
+    operator = get_operator(case.operator)
+    inputs = tuple(prepared.inputs)
+    names = _input_names(case, len(inputs))
+    expected = input_shape(case) if case.operator == "attention" else None
+    for name, tensor in zip(names, inputs):
+        problem = _layout_problem(name, tensor, case, expected)
         if problem:
             return failed(f"prepare: {problem}")
-    if prepared.out is not None:
-        problem = _layout_problem("Prepared.out", prepared.out, case)
-        if problem:
-            return failed(f"prepare: {problem}")
-    originals = [t.clone() for t in (prepared.q, prepared.k, prepared.v)]
+    originals = [t.clone() for t in inputs]
     try:
-        ref = reference_attention(prepared.q, prepared.k, prepared.v, case.causal)
+        ref = operator.reference64(inputs, case.mode)
     except Exception as exc:
         return failed(_error_text("reference", exc))
+    if prepared.out is not None:
+        problem = _layout_problem("Prepared.out", prepared.out, case, tuple(ref.shape))
+        if problem:
+            return failed(f"prepare: {problem}")
 
     worst: CheckResult | None = None
     for call in range(1, calls + 1):
@@ -234,11 +262,11 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
         except Exception as exc:
             return failed(_error_text(f"call {call}", exc), call)
         out = result if result is not None else prepared.out
-        problem = _layout_problem("output", out, case, contiguous=out is prepared.out)
+        problem = _layout_problem("output", out, case, tuple(ref.shape), contiguous=out is prepared.out)
         if problem:
             return failed(f"call {call}: {problem}", call)
-        if out.device != prepared.q.device:
-            return failed(f"call {call}: output on {out.device}, inputs on {prepared.q.device}", call)
+        if out.device != inputs[0].device:
+            return failed(f"call {call}: output on {out.device}, inputs on {inputs[0].device}", call)
         try:
             cmp = compare(out, ref, tol.atol, tol.rtol)
         except Exception as exc:  # e.g. out of memory for the float64 comparison
@@ -249,7 +277,7 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             error = f"call {call}: {cmp.nonfinite} NaN/Inf (or unwritten) output elements"
         elif cmp.violations:
             error = (f"call {call}: {cmp.violations} elements outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref|, "
-                     f"worst at (b, h, s, d) = {cmp.worst_index}")
+                     f"worst at {_index_name(case)} = {cmp.worst_index}")
         current = CheckResult(case.id, seed, cmp.max_abs_err, cmp.rel_err, tol.atol, tol.rtol, passed,
                               cmp.nonfinite, error, cmp.violations, cmp.tolerance_used, cmp.worst_index, call,
                               profile)
@@ -260,8 +288,7 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
         worst.calls = call
     assert worst is not None
     try:
-        changed = [n for n, before, now in zip("qkv", originals, (prepared.q, prepared.k, prepared.v))
-                   if not torch.equal(before, now)]
+        changed = [n for n, before, now in zip(names, originals, inputs) if not torch.equal(before, now)]
     except Exception as exc:
         return failed(_error_text("input check", exc), calls)
     if changed:
@@ -299,6 +326,6 @@ def check_case(
         raise ValueError("calls must be >= 1")
     if profile not in INPUT_PROFILES:
         raise ValueError(f"unknown input profile {profile!r}; known: {', '.join(INPUT_PROFILES)}")
-    tol = tolerance_for(case.dtype, tolerances)
+    tol = tolerance_for(case.dtype, tolerances, operator_tolerances_path(case.operator))
     device = runnable_device() if device is None else device
     return [_check_seed(variant, case, device, int(seed), tol, calls, profile) for seed in seeds]

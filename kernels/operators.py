@@ -8,13 +8,15 @@ name their operator (`Variant.operator`); the plan runs a variant only on shapes
 operator's `shape_type`, and the registry checks that each operator's baseline is a registered
 variant of it.
 
-Attention is registered here. Another operator registers itself with `register_operator` from
-the module that defines it (its variants name it), before the registry loads.
+Attention is registered here, and RMSNorm (its model in kernels/rmsnorm/model.py) at the bottom;
+another operator registers itself with `register_operator` from the module that defines it (its
+variants name it), before the registry loads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from .shapes import Shape
@@ -36,6 +38,9 @@ class Operator:
     make_inputs: Callable[[Any, str, str, Any, int], tuple]  # (shape, dtype, mode, device, seed) -> tensors
     reference64: Callable[[tuple, str], Any]  # (inputs, mode) -> float64 output (ground truth)
     shape_type: type  # the shape dataclass (attention: Shape)
+    # The per-dtype correctness tolerances of its cases (kernels.correctness's format); None:
+    # attention's, kernels/tolerances.toml.
+    tolerances: Path | None = None
 
     def __post_init__(self) -> None:
         if self.bound not in BOUNDS:
@@ -112,3 +117,10 @@ ATTENTION = register_operator(Operator(
     reference64=_attention_reference,
     shape_type=Shape,
 ))
+
+
+# --- rmsnorm (kernels/rmsnorm/model.py): registered here, before its variants name it ----------
+
+from .rmsnorm.model import make_operator as _make_rmsnorm  # noqa: E402  (after Operator exists)
+
+RMSNORM = register_operator(_make_rmsnorm(Operator))

@@ -101,10 +101,19 @@ def register_shapes(shapes: list, sets: dict[str, tuple[str, ...]]) -> None:
         SHAPE_SETS[name] = tuple(dict.fromkeys(SHAPE_SETS.get(name, ()) + tuple(ids)))
 
 
-def shape_set(name: str) -> list:
-    """The shapes of a named set; a clear error for an unknown name."""
+def shape_set(name: str, shape_type: type | None = None) -> list:
+    """The shapes of a named set, of every operator, or only those of `shape_type` (attention's
+    `Shape`: what a script or test about attention kernels wants); a clear error for an unknown name."""
     try:
         ids = SHAPE_SETS[name]
     except KeyError:
         raise KeyError(f"unknown shape set {name!r}; known: {', '.join(SHAPE_SETS)}") from None
-    return [SHAPES[i] for i in ids]
+    return [SHAPES[i] for i in ids if shape_type is None or isinstance(SHAPES[i], shape_type)]
+
+
+# RMSNorm's shapes and sets (kernels/rmsnorm/shapes.py, which does not import this module), here so
+# that every named set is whole as soon as this module is imported (select_shapes runs before the
+# registry loads).
+from .rmsnorm import shapes as _rmsnorm_shapes  # noqa: E402
+
+register_shapes(list(_rmsnorm_shapes.SHAPES.values()), _rmsnorm_shapes.SHAPE_SETS)

@@ -29,6 +29,10 @@ FAMILIES = ("sdpa", "torch", "cuda", "triton", "cutlass", "flash_attn", "test")
 class Prepared:
     """A case ready to run: `fn()` launches the kernel once and returns the output tensor.
 
+    `inputs` are the tensors the call reads, in the order the operator's `reference64` takes
+    them (kernels.operators): attention's (q, k, v), RMSNorm's (x, w). An attention variant
+    may pass q, k, v alone (every revision's harness does); `inputs` is then (q, k, v).
+
     `out` is the caller-visible output buffer when the variant writes into one it was given
     (custom kernels); the correctness suite fills it with NaN before each call so that
     unwritten elements fail. Library variants that allocate their own output leave it None.
@@ -42,13 +46,17 @@ class Prepared:
     """
 
     fn: Callable[[], Any]
-    q: Any
-    k: Any
-    v: Any
+    q: Any = None
+    k: Any = None
+    v: Any = None
     out: Any | None = None
     info: dict[str, Any] = field(default_factory=dict)
     config: str | None = None
     config_source: str | None = None
+    inputs: tuple[Any, ...] | None = None
+
+    def __post_init__(self) -> None:
+        self.inputs = (self.q, self.k, self.v) if self.inputs is None else tuple(self.inputs)
 
 
 @dataclass

@@ -31,7 +31,7 @@ from attnwatch.kernels import registry  # noqa: E402
 from attnwatch.kernels.availability import device_summary, skip_reason  # noqa: E402
 from attnwatch.kernels.cases import Case  # noqa: E402
 from attnwatch.kernels.correctness import check_case  # noqa: E402
-from attnwatch.kernels.shapes import shape_set  # noqa: E402
+from attnwatch.kernels.shapes import Shape, shape_set  # noqa: E402
 
 FLUSH_BYTES = 256 * 1024 * 1024
 DEFAULT_VARIANTS = ("sdpa_flash", "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                                         "kernels": report.config.get("kernels", {})}
 
     rows = []
-    for shape in shape_set(args.shapes):
+    for shape in shape_set(args.shapes, Shape):
         for dtype in args.dtypes.split(","):
             for causal in (False, True):
                 prepared, skipped, checks = {}, {}, {}

@@ -35,7 +35,7 @@ from attnwatch.history.analysis.statistics import summarize
 from attnwatch.kernels.availability import device_summary, skip_reason
 from attnwatch.kernels.cases import Case
 from attnwatch.kernels.registry import all_variants, get
-from attnwatch.kernels.shapes import SHAPES, shape_set
+from attnwatch.kernels.shapes import SHAPES, Shape, shape_set
 
 BASELINES = ("sdpa", "torch_3op")
 TIMING_SEED = int(default("timing_seed"))  # the inputs `attnwatch run` times
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the sweep needs a CUDA GPU", file=sys.stderr)
         return 2
     device = torch.device("cuda")
-    shapes = shape_set(args.shapes) if "," not in args.shapes and args.shapes not in SHAPES else \
+    shapes = shape_set(args.shapes, Shape) if "," not in args.shapes and args.shapes not in SHAPES else \
         [SHAPES[s] for s in args.shapes.split(",")]
     causals = {"no": [False], "yes": [True], "both": [False, True]}[args.causal]
     names = variant_names(args.variants)

@@ -301,7 +301,8 @@ def main(argv=None) -> int:
     from attnwatch.ci.run_config import timing_config
     from attnwatch.history.analysis.ceilings import find_ceiling
     from attnwatch.kernels.availability import device_summary
-    from attnwatch.kernels.rmsnorm.model import load_rmsnorm_tolerances
+    from attnwatch.kernels.correctness import load_tolerances
+    from attnwatch.kernels.rmsnorm.model import TOLERANCES_PATH
     from attnwatch.kernels.rmsnorm.shapes import shape_set
 
     out = Path(args.out or os.environ.get("OUT") or REPO_ROOT / "out" / "rmsnorm_check")
@@ -319,7 +320,7 @@ def main(argv=None) -> int:
     timing = timing.with_overrides(time_cap_s=cap, max_samples=20 if args.smoke else None)
     gpu = torch.cuda.get_device_name(device) if kind == "cuda" else None
     ceiling = find_ceiling(gpu, "copy_tbps") if gpu else None
-    tolerances = load_rmsnorm_tolerances()
+    tolerances = load_tolerances(TOLERANCES_PATH)
     report = {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device_summary(), "gpu": gpu,
         "versions": _versions(), "args": vars(args), "timing_config": timing.to_dict(),

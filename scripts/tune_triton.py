@@ -38,7 +38,7 @@ from pathlib import Path
 
 from attnwatch.kernels.inputs import make_inputs, make_output
 from attnwatch.kernels.cases import Case
-from attnwatch.kernels.shapes import SHAPES, adhoc_shape, shape_set
+from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 from attnwatch.kernels.triton.choices import CHOICES_FILE
 from attnwatch.kernels.triton.configs import BlockConfig, load_table, runs_exactly
 
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
         shapes = [adhoc_shape(1, 1, 128, 64), adhoc_shape(1, 1, 77, 64)]
     else:
         device, flush_bytes = "cuda", L2_FLUSH_BYTES
-        shapes = shape_set(args.shapes) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]
+        shapes = shape_set(args.shapes, Shape) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]
     head_dims = sorted({s.head_dim for s in shapes})
     odd_lengths = sorted({s.seq_len for s in shapes if "even" not in build_key(64, False, "fp16", s.seq_len)})
     configs = candidate_list(args.explore)

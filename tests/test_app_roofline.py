@@ -92,3 +92,49 @@ def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_
     assert set(roof["y"]) == {find_ceiling("NVIDIA H200", "copy_tbps", "any").value}
     assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
     assert any("memory-bound" in c for c in texts(at, "caption"))
+
+
+def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_roof(tmp_path, monkeypatch):
+    """End to end: `attnwatch run` on the CPU (rmsnorm_triton under Triton's interpreter, as CI runs
+    Triton without a GPU) stores RMSNorm's cases as operator rmsnorm, bound memory, with the byte
+    model and the gap to rmsnorm_torch; the Kernel page plots rmsnorm_triton's achieved bandwidth
+    and Trends its series.
+    The CPU has no measured copy bandwidth in ceilings.toml: the test lends it one."""
+    import os
+    import subprocess
+    import sys
+
+    from attnwatch.history.analysis import ceilings as ceilings_module
+    from attnwatch.kernels.rmsnorm.model import bytes_moved
+    from attnwatch.kernels.rmsnorm.shapes import SHAPES as RMS_SHAPES
+
+    db = tmp_path / "history.duckdb"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "GITHUB_REF_NAME": "main", "GITHUB_EVENT_NAME": "push"}
+    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "run", "--shapes", "rms_cpu_tiny",
+                           "--variants", "rmsnorm_torch,rmsnorm_triton", "--dtypes", "fp16", "--device", "cpu",
+                           "--time-cap", "0.3", "--max-samples", "30", "--out", str(tmp_path / "bundle"), "--ingest",
+                           "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_read(db) as con:
+        rows = {r[0]: r[1:] for r in con.execute(
+            "SELECT variant, operator, bound, bytes, baseline_variant, gap_to_baseline, median_us, status FROM results").fetchall()}
+    expected_bytes = bytes_moved(RMS_SHAPES["rms_cpu_tiny"], "fp16", "fwd")
+    torch_row, triton_row = rows["rmsnorm_torch"], rows["rmsnorm_triton"]
+    assert triton_row[:4] == ("rmsnorm", "memory", expected_bytes, "rmsnorm_torch") and triton_row[-1] == "ok"
+    assert triton_row[4] == pytest.approx(triton_row[5] / torch_row[5])
+
+    lent = ceilings_module.Ceiling(gpu="cpu", kind="copy_tbps", dtype="any", value=0.05, how="lent by this test",
+                                   measured="not measured: a test's stand-in")
+    shipped = ceilings_module.ceilings()
+    monkeypatch.setattr(ceilings_module, "ceilings", lambda path=ceilings_module.CEILINGS_FILE: (*shipped, lent))
+    at = open_page(db, monkeypatch, "views/kernel.py", gpu="cpu", variant="rmsnorm_triton")
+    chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
+    points = {t["name"]: t["y"][0] for t in chart["data"] if t.get("mode") == "markers"}
+    assert points == {"rmsnorm_triton · fp16 · fwd": pytest.approx(expected_bytes / triton_row[5] / 1e6)}
+    roof = next(t for t in chart["data"] if t.get("mode") == "lines")
+    assert set(roof["y"]) == {0.05}
+    at = open_page(db, monkeypatch, "views/trends.py", gpu="cpu", variants="rmsnorm_triton,rmsnorm_torch",
+                   shapes="rms_cpu_tiny", dtype="fp16", causal="0")
+    (trend,) = plotly_specs(at)
+    lines = [t["name"] for t in trend["data"] if t.get("mode") == "lines+markers"]
+    assert sorted(name.split(" ")[0] for name in lines) == ["rmsnorm_torch", "rmsnorm_triton"]

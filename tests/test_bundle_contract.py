@@ -32,12 +32,12 @@ ENV = Environment(device_kind="cpu", hostname="runner", os="Linux", python_versi
 GIT = GitInfo(sha="ab" * 20, branch="main", repo="example/kernels")
 
 
-def _production_bundle(out: Path, records: list[dict]) -> Path:
+def _production_bundle(out: Path, records: list[dict], case=CASE) -> Path:
     """A bundle written the way `attnwatch run` writes one: journalled records (JSON, as a
     child sends them) applied to the parent's state, then ci.bundle_writer."""
-    state = SuiteState([CASE])
-    state.apply({"kind": "correctness", "case": CASE.case_id, "records": json.loads(json.dumps(records))})
-    state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
+    state = SuiteState([case])
+    state.apply({"kind": "correctness", "case": case.case_id, "records": json.loads(json.dumps(records))})
+    state.apply({"kind": "outcome", "case": case.case_id, "status": "failed", "error": "not timed in this test"})
     return write_bundle(out, state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z"))
 
 
@@ -92,6 +92,25 @@ def test_the_worst_element_of_a_failing_check_is_stored(tmp_path):
     (row,) = _stored(db)
     assert not row["passed"] and row["violations"] == result.violations > 0
     assert list(row["worst_index"]) == list(result.worst_index) and row["tolerance_used"] == result.tolerance_used > 1
+
+
+def test_an_rmsnorm_check_takes_its_operator_s_tolerances_and_stores_a_two_part_worst_index(tmp_path):
+    from attnwatch.kernels.rmsnorm import model
+    from attnwatch.kernels.shapes import SHAPES
+
+    def prepare(case, device, seed):  # drops the weight: |w - 1| ~ 1, far outside any tolerance
+        x, w = model.make_inputs(case.shape, case.dtype, case.mode, device, seed)
+        return Prepared(lambda: model.reference64((x, w.new_ones(w.shape)), "fwd").to(x.dtype), inputs=(x, w))
+
+    case = plan_cases(["rmsnorm_torch"], [SHAPES["rms_cpu_tiny"]], ["fp16"], [True])[0]
+    wrong = Variant("rmsnorm_torch", "test", "drops the weight", prepare=prepare, operator="rmsnorm")
+    (result,) = check_case(wrong, case.to_case(), "cpu", seeds=(0,))
+    assert (result.atol, result.rtol) == (1e-3, 2e-3)  # kernels/rmsnorm/tolerances.toml, not attention's
+    assert not result.passed and len(result.worst_index) == 2 and "worst at index = (" in result.error
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [_production_bundle(tmp_path / "b", [asdict(correctness_record(case, result))], case)])
+    (row,) = _stored(db)
+    assert list(row["worst_index"]) == list(result.worst_index) and row["case_id"].endswith("/fwd")
 
 
 @pytest.mark.parametrize("change, field, message", [

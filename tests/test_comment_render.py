@@ -158,3 +158,60 @@ def test_a_sure_change_under_the_threshold_is_its_own_tier_not_no_change(fixture
     row = next(line for line in under.splitlines() if f"`{case_id}`" in line)
     assert "slower, under the 2% threshold" in row and "| no change |" not in row
     assert f"{case_id} " in format_table(report) and "slower, under the 2% threshold" in format_table(report)
+
+
+def test_a_memory_bound_change_shows_its_bandwidth_and_share_of_the_measured_dram_roof(fixtures_dir, tmp_path):
+    """RMSNorm is memory-bound: its rows say the achieved GB/s (byte model / median) and the share
+    of the GPU's copy bandwidth in history/analysis/ceilings.toml; a compute-bound row says neither."""
+    from attnwatch.ci.compare.report import load_report, write_report
+    from attnwatch.history.analysis.ceilings import find_ceiling
+
+    report = make_report(fixtures_dir, slowdown={SLOW: 1.06})
+    slow = next(c for c in report.cases if c.case_id == SLOW)
+    rms = "rmsnorm_triton/rms_t4k_h4096/bf16/fwd"
+    memory = dataclasses.replace(slow, case_id=rms, variant="rmsnorm_triton", dtype="bf16", bound="memory",
+                                 bytes=slow.head.median_us * 3.0e6)  # 3,000 GB/s at the head's median
+    report = dataclasses.replace(report, cases=[*report.cases, memory])
+    write_report(report, tmp_path / "compare.json")
+    report = load_report(tmp_path / "compare.json")  # the fields travel through compare.json v7
+    share = 3000 / (find_ceiling("NVIDIA H200", "copy_tbps").value * 1e3)
+    body = render_comment(report)
+    significant = body[body.index("#### Significant changes"):body.index("<details>")]
+    row = next(line for line in significant.splitlines() if f"`{rms}`" in line)
+    assert f" · 3,000 GB/s, {share:.0%} |" in row and f"{share:.0%}" == "71%"
+    base_gbps = memory.bytes / slow.base.median_us / 1e3
+    assert f" · {base_gbps:,.0f} GB/s, " in row
+    assert "measured DRAM copy bandwidth" in significant
+    attention_row = next(line for line in significant.splitlines() if f"`{SLOW}`" in line)
+    assert "GB/s" not in attention_row
+    elsewhere = render_comment(dataclasses.replace(report, gpu_name="NVIDIA L4"))  # no copy bandwidth measured
+    row = next(line for line in elsewhere.splitlines() if f"`{rms}`" in line)
+    assert " · 3,000 GB/s |" in row
+
+
+def test_a_v6_compare_report_reads_as_of_unknown_bound(fixtures_dir, tmp_path):
+    import json
+
+    from attnwatch.ci.compare.report import load_report, write_report
+
+    write_report(make_report(fixtures_dir), tmp_path / "compare.json")
+    document = json.loads((tmp_path / "compare.json").read_text())
+    document["schema_version"] = 6
+    for case in document["cases"]:
+        del case["bound"], case["bytes"]
+    (tmp_path / "compare.json").write_text(json.dumps(document))
+    assert all(c.bound is None and c.bytes is None for c in load_report(tmp_path / "compare.json").cases)
+
+
+def test_a_case_s_bound_and_bytes_come_from_its_timing_records(fixtures_dir):
+    """compare_rounds takes bound and bytes from the rounds' CaseTiming (the plan's operator model)."""
+    from attnwatch.ci.compare.analysis import compare_rounds
+    from attnwatch.history.analysis.thresholds import load_thresholds
+    from compare_factory import GPU, make_rounds
+
+    base, head = make_rounds(fixtures_dir)
+    for rd in (*base, *head):
+        rd.cases[SLOW].timing = {"bound": "memory", "bytes": 1.5e6}
+    cases = {c.case_id: c for c in compare_rounds(base, head, load_thresholds(GPU), method="hierarchical", resamples=50)}
+    assert (cases[SLOW].bound, cases[SLOW].bytes) == ("memory", 1.5e6)
+    assert next(c for c in cases.values() if c.case_id != SLOW).bound is None

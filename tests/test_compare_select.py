@@ -189,7 +189,8 @@ def test_a_cutlass_source_change_measures_the_cutlass_variants_only(sides):
     base, head = sides
     source = head / "kernels" / "cutlass" / "attention_3k.cu"
     source.write_text(source.read_text() + "\n// a change\n")
-    assert changed(select(base, head)) == {v.name for v in all_variants() if v.family == "cutlass"}
+    # (rmsnorm_quack is of the cutlass family too, but quack's CuTe DSL is a library: no .cu of ours)
+    assert changed(select(base, head)) == {v.name for v in all_variants() if v.name.startswith("cutlass_3k")}
 
 
 def test_an_engine_change_measures_everything(sides):

@@ -11,7 +11,7 @@ from attnwatch.kernels import registry
 from attnwatch.kernels.cases import Case
 from attnwatch.kernels.cuda.launch import HEAD_DIMS, SPECS, build, variant_build_report
 from attnwatch.kernels.nvcc import parse_ptxas_verbose
-from attnwatch.kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
+from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 
 CUDA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not on PATH")
@@ -99,7 +99,7 @@ def test_registered_with_needs_and_unsupported_reasons(variant):
     v = registry.get(variant)
     assert v.family == "cuda" and v.needs == frozenset({"cuda", "nvcc", "cupy"})
     assert v.build is not None and v.lineage
-    for shape_id in SHAPE_SETS["main"]:
+    for shape_id in [s.id for s in shape_set("main", Shape)]:
         for dtype in ("fp16", "bf16"):
             assert v.unsupported(Case(variant, SHAPES[shape_id], dtype, True)) is None
     reason = v.unsupported(Case(variant, adhoc_shape(1, 2, 128, 96), "fp16", False))
@@ -109,7 +109,7 @@ def test_registered_with_needs_and_unsupported_reasons(variant):
 
 # ---------------------------------------------------------------- correctness on the GPU
 
-GPU_SHAPES = [SHAPES[s] for s in SHAPE_SETS["main"]] + [
+GPU_SHAPES = shape_set("main", Shape) + [
     adhoc_shape(2, 3, 777, 64),  # a tail tile in every dimension the kernels tile
     adhoc_shape(2, 3, 777, 128),
     adhoc_shape(1, 1, 1, 64),  # one query, one key

@@ -19,7 +19,7 @@ from attnwatch.kernels.cutlass.configs import TileConfigError
 from attnwatch.kernels.cutlass.headers import CutlassHeadersError, cutlass_include_dir, cutlass_version
 from attnwatch.kernels.cutlass.library import Attention3kError, Attention3kLibrary
 from attnwatch.kernels.registry import all_variants, get
-from attnwatch.kernels.shapes import SHAPES, adhoc_shape, shape_set
+from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_VARIANTS = (
@@ -202,7 +202,7 @@ def test_cutlass_accepts_every_main_shape_and_odd_s_through_padding(best_tile_re
     runs its GEMMs over ld = roundup(S, 8) keys, since CUTLASS's TMA GEMMs need every contiguous
     extent to be a multiple of 8 elements; a key count that is not is refused with the reason."""
     library = Attention3kLibrary(build_library(_config("64x128x64"), cache_dir=nvcc_cache).path)
-    for shape in [*shape_set("main"), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]:
+    for shape in [*shape_set("main", Shape), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]:
         ld = configs.padded_ld(shape.seq_len)
         for dtype in ("fp16", "bf16"):
             library.can_implement(dtype, shape.batch * shape.heads, shape.seq_len, ld, ld, shape.head_dim)

@@ -11,12 +11,12 @@ import pytest
 from attnwatch.kernels.cases import Case
 from attnwatch.kernels.correctness import check_case
 from attnwatch.kernels.registry import all_variants, get
-from attnwatch.kernels.shapes import adhoc_shape, shape_set
+from attnwatch.kernels.shapes import Shape, adhoc_shape, shape_set
 
 pytestmark = pytest.mark.gpu
 
 CUTLASS_VARIANTS = sorted(v.name for v in all_variants() if v.family == "cutlass")
-SHAPES = [*shape_set("main"), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]
+SHAPES = [*shape_set("main", Shape), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]
 
 
 def _case_params():

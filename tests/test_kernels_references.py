@@ -19,7 +19,7 @@ from attnwatch.kernels.cases import Case
 from attnwatch.kernels.inputs import input_profile, make_inputs, make_output, softmax_scale
 from attnwatch.kernels.reference import reference_attention
 from attnwatch.kernels.registry import Prepared, Variant, get
-from attnwatch.kernels.shapes import SHAPE_SETS, SHAPES, adhoc_shape
+from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 from attnwatch.kernels.variants.sdpa import backend_ops
 
 CPU = torch.device("cpu")
@@ -194,7 +194,7 @@ def test_each_pin_is_honoured(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("shape_id", SHAPE_SETS["main"])
+@pytest.mark.parametrize("shape_id", [s.id for s in shape_set("main", Shape)])
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_each_pin_is_honoured_on_every_main_shape(name, shape_id, dtype, causal):
     variant = get(name)

@@ -78,7 +78,7 @@ def test_each_variant_is_planned_on_its_operator_s_shapes_and_modes_baseline_fir
     assert toy_case.to_case() == Case("toy_base", TOY_SHAPE, "fp16", mode="fwd", operator="toyrows")
     assert (toy_case.flops, toy_case.bytes, toy_case.bound) == (2.0 * 64 * 32, 2.0 * 64 * 32 * 2, "memory")
     plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
-    assert plan.baselines == {"attention": "sdpa", "toyrows": "toy_base"}
+    assert plan.baselines == {"attention": "sdpa", "rmsnorm": "rmsnorm_torch", "toyrows": "toy_base"}
     assert plan.references["toyrows"] == ["toy_ref", "toy_absent"]
 
 
@@ -108,6 +108,28 @@ def test_gaps_are_taken_against_the_operator_s_own_baseline_and_references(toy):
     record = parse_case_timing(dataclasses.asdict(fast), "timings.json", "timings[0]")
     columns = _timing_columns(record)
     assert (columns["bound"], columns["gap_to_baseline"], columns["gap_to_sdpa"]) == ("memory", pytest.approx(0.5), None)
+
+
+def test_rmsnorm_is_wired_its_cases_gaps_and_byte_model():
+    """The registered RMSNorm: its shapes in the named sets, its variants planned on them only,
+    gaps against rmsnorm_torch and the faster of Liger and quack."""
+    assert "rms_cpu_tiny" in shapes.SHAPE_SETS["cpu"] and "rms_t4k_h2048" in shapes.SHAPE_SETS["pr"]
+    assert registry.baseline("rmsnorm").name == "rmsnorm_torch"
+    names = ["rmsnorm_triton", "rmsnorm_quack", "rmsnorm_liger", "rmsnorm_torch", "sdpa"]
+    cases = plan_cases(names, shapes.shape_set("pr"), ["bf16"], [True])
+    rms = [c for c in cases if c.operator == "rmsnorm"]
+    assert [c.case_id for c in rms[:4]] == [
+        "rmsnorm_torch/rms_t4k_h2048/bf16/fwd", "rmsnorm_triton/rms_t4k_h2048/bf16/fwd",
+        "rmsnorm_quack/rms_t4k_h2048/bf16/fwd", "rmsnorm_liger/rms_t4k_h2048/bf16/fwd"]
+    assert len(rms) == 8 and all(c.variant == "sdpa" for c in cases if c.operator == "attention")
+    group = rms[:4]
+    timings = [_timing(c, median) for c, median in zip(group, (20.0, 10.0, 8.0, 12.0))]
+    plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
+    apply_gaps(timings, plan.baselines, plan.references)
+    own = timings[1]
+    assert (own.gap_to_baseline, own.baseline_variant) == (pytest.approx(0.5), "rmsnorm_torch")
+    assert (own.fastest_reference, own.gap_to_fastest_reference) == ("rmsnorm_quack", pytest.approx(10 / 8))
+    assert (own.bound, own.bytes) == ("memory", float((2 * 4096 * 2048 + 2048) * 2))
 
 
 def test_a_v2_timing_is_attention_against_sdpa():

@@ -33,14 +33,14 @@ def test_the_plan_follows_the_operator_s_baseline(tmp_path, monkeypatch):
     cases = plan_cases(["torch_3op", "sdpa_flash", "sdpa"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
     assert [c.variant for c in cases] == ["sdpa", "torch_3op", "sdpa_flash"]
     plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
-    assert (plan.reference, plan.baselines) == ("sdpa", {"attention": "sdpa"})
+    assert (plan.reference, plan.baselines) == ("sdpa", {"attention": "sdpa", "rmsnorm": "rmsnorm_torch"})
 
     _attention_with(monkeypatch, baseline="sdpa_flash", references=("sdpa", "sdpa_math"))
     cases = plan_cases(["torch_3op", "sdpa", "sdpa_flash"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
     assert [c.variant for c in cases] == ["sdpa_flash", "torch_3op", "sdpa"]
     plan = RunPlan(cases=cases, timing=timing_config("cpu").to_dict(), device_kind="cpu")
     loaded = RunPlan.load(plan.save(tmp_path / "plan.json"))  # what the child reads
-    assert (loaded.baselines, loaded.references) == ({"attention": "sdpa_flash"}, {"attention": ["sdpa", "sdpa_math"]})
+    assert (loaded.baselines["attention"], loaded.references["attention"]) == ("sdpa_flash", ["sdpa", "sdpa_math"])
 
     timings = [_timing(case, median) for case, median in zip(cases, (20.0, 40.0, 25.0))]
     apply_gaps(timings, loaded.baselines, loaded.references)

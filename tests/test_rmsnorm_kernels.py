@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from attnwatch.kernels.availability import availability
-from attnwatch.kernels.correctness import compare
+from attnwatch.kernels.correctness import compare, load_tolerances
 from attnwatch.kernels.optional_packages import package_problem
 from attnwatch.kernels.rmsnorm import model
 from attnwatch.kernels.rmsnorm.records import prepared_inputs, rmsnorm_case
@@ -30,7 +30,7 @@ from attnwatch.kernels.variants.rmsnorm_torch import RMSNORM_TORCH
 from attnwatch.kernels.variants.rmsnorm_triton import RMSNORM_TRITON
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TOLERANCES = model.load_rmsnorm_tolerances()
+TOLERANCES = load_tolerances(model.TOLERANCES_PATH)
 # (rows, hidden): powers of two, and widths that leave a masked tail in the row block.
 CHECK_SHAPES = ((16, 2048), (5, 1000), (3, 5120), (7, 96))
 
@@ -104,43 +104,22 @@ def test_operator_record_names_baseline_references_and_model():
     from dataclasses import make_dataclass
 
     fields = ["name", "modes", "baseline", "references", "bound", "flops", "bytes", "make_inputs",
-              "reference64", "shape_type"]
+              "reference64", "shape_type", "tolerances"]
     op = model.make_operator(make_dataclass("Operator", fields, frozen=True))
     assert (op.name, op.modes, op.baseline, op.bound) == ("rmsnorm", ("fwd",), "rmsnorm_torch", "memory")
     assert op.references == ("rmsnorm_liger", "rmsnorm_quack") and op.shape_type is RowsShape
-    assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0
+    assert op.bytes(RowsShape("s", 3, 5), "fp16", "fwd") == 70.0 and op.tolerances == model.TOLERANCES_PATH
 
 
-def test_records_fill_the_operator_fields_where_the_records_have_them(monkeypatch):
-    from dataclasses import dataclass, field
-
+def test_records_are_rmsnorm_cases_variants_and_prepared_inputs():
     from attnwatch.kernels.rmsnorm import records
 
-    assert records.case_mode(rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")) == "fwd"
-    assert records.variant_record(name="v", family="torch", description="d", prepare=None).name == "v"
-
-    @dataclass
-    class OperatorVariant:
-        name: str
-        family: str
-        description: str
-        prepare: object
-        operator: str = "attention"
-
-    @dataclass
-    class OperatorPrepared:
-        fn: object
-        inputs: tuple
-        out: object = None
-        info: dict = field(default_factory=dict)
-        config: str | None = None
-        config_source: str | None = None
-
-    monkeypatch.setattr(records, "Variant", OperatorVariant)
-    monkeypatch.setattr(records, "Prepared", OperatorPrepared)
+    case = rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")
+    assert (case.operator, case.mode, records.case_mode(case)) == ("rmsnorm", "fwd", "fwd")
+    assert case.id == "rmsnorm_torch/rms_t4k_h2048/fp16/fwd"
     assert records.variant_record(name="v", family="torch", description="d", prepare=None).operator == "rmsnorm"
     prepared = records.prepared_record(print, ("x", "w"), out="y", config="c", config_source="fixed")
-    assert (prepared.inputs, prepared.out, prepared.config) == (("x", "w"), "y", "c")
+    assert (prepared.inputs, prepared.out, prepared.config, prepared.q) == (("x", "w"), "y", "c", None)
     assert records.prepared_inputs(prepared) == ("x", "w")
 
 

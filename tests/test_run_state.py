@@ -139,3 +139,16 @@ def test_summary_calls_out_caps_throttling_and_correctness():
     assert "WARNING: 1 cases have samples taken while the GPU was throttled (sw_power_cap)" in text
     assert "CORRECTNESS: 1 cases failed a check: cuda_wmma/h100_small/fp16/noncausal" in text
     assert "1/2" in text  # the per-case correctness column
+
+
+def test_summary_shows_a_memory_bound_case_s_bandwidth():
+    from attnwatch.ci.summary import format_summary
+
+    s = _state(("sdpa",))
+    cid = "sdpa/h100_small/fp16/noncausal"
+    timing = {"case_id": cid, "median_us": 20.0, "tflops": 0.1, "gap_to_baseline": 1.0, "converged": True,
+              "rel_spread": 0.01, "bound": "memory", "bytes": 5e7}
+    s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [20.0]})
+    s.apply({"kind": "outcome", "case": cid, "status": "ok"})
+    header, row = format_summary(s, "cuda_events").splitlines()[:2]
+    assert "GB/s" in header and "  2500.0  " in row  # 5e7 bytes in 20 us

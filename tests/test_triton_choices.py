@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from attnwatch.kernels.shapes import shape_set
+from attnwatch.kernels.shapes import Shape, shape_set
 from attnwatch.kernels.triton import tuner
 from attnwatch.kernels.triton.choices import (
     CHOICES_FILE,
@@ -54,7 +54,7 @@ def _meta(b, h, s, d, dtype=torch.float16):
 def test_the_committed_table_covers_the_main_shapes_on_the_h200_and_each_entry_runs_its_problem():
     table, configs = load_choices(), load_table()
     assert H200 in table.tunings and table.tunings[H200].commit
-    for shape in shape_set("main"):
+    for shape in shape_set("main", Shape):
         for causal in (False, True):
             entry = table.lookup(H200, problem_id(shape.batch, shape.heads, shape.seq_len, shape.head_dim), "fp16", causal)
             assert entry is not None, (shape.id, causal)
@@ -92,10 +92,10 @@ def test_a_problem_the_table_lacks_is_tuned_in_the_process_and_says_so(monkeypat
 
 _FRESH = """
 import json, torch
-from attnwatch.kernels.shapes import shape_set
+from attnwatch.kernels.shapes import Shape, shape_set
 from attnwatch.kernels.triton import tuner
 out = {}
-for s in shape_set("main"):
+for s in shape_set("main", Shape):
     for causal in (False, True):
         q = torch.empty(s.batch, s.heads, s.seq_len, s.head_dim, dtype=torch.float16, device="meta")
         c = tuner.choose(q, q, q, q, causal, gpu="NVIDIA H200")

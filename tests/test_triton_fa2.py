@@ -132,7 +132,7 @@ def test_interpreter_records_the_configuration_it_ran(interpreter_results):
 
 def test_config_table_gives_every_benchmark_problem_a_candidate():
     table = load_table()
-    for shape in shape_set("nightly") + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]:
+    for shape in shape_set("nightly", Shape) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]:
         for causal in (False, True):
             found = table.candidates(shape.head_dim, causal, shape.seq_len)
             assert found, f"{shape.id} causal={causal}: no candidate"
@@ -303,7 +303,7 @@ def test_tuning_script_checks_then_times_and_writes_its_record(tmp_path):
 
 # ---- on the GPU ------------------------------------------------------------------------------
 
-GPU_SHAPES = list(shape_set("main")) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]
+GPU_SHAPES = list(shape_set("main", Shape)) + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128)]
 
 
 @pytest.mark.gpu

@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
@@ -126,8 +127,11 @@ def _run(args) -> int:
         extra_variant_modules=variant_specs,
         extra_sys_path=[str(Path(p).resolve()) for p in args.variant_path or []],
     )
-    print(f"attnwatch run: {len(cases)} cases ({len(selection.variants)} variants x {len(selection.shapes)} shapes"
-          f" x {len(selection.dtypes)} dtypes x {len(selection.causal)} causal modes) on {device_kind}", file=sys.stderr)
+    # Each variant runs on its own operator's shapes and modes (ci.plan.plan_cases): counted per operator.
+    per_operator = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c in cases).items())
+    print(f"attnwatch run: {len(cases)} cases ({per_operator or 'none'}; {len(selection.variants)} variants,"
+          f" {len(selection.shapes)} shapes, {len(selection.dtypes)} dtypes, {len(selection.causal)} attention modes)"
+          f" on {device_kind}", file=sys.stderr)
     result = execute_suite(cases, kernels_root=None, out_dir=out, options=options)
     print(format_summary(result.state, timing_mode="cuda_events" if device_kind == "cuda" else "cpu_wall"))
     if result.ncu is not None:

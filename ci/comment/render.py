@@ -21,6 +21,7 @@ from attnwatch.ci.comment.selection import selection_lines
 from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from attnwatch.history import links as dashboard, reproduce
 from attnwatch.history.analysis.caps import cap_mark
+from attnwatch.history.analysis.ceilings import achieved_bandwidth
 from attnwatch.history.analysis.kernel_config import change_text
 from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 
@@ -49,6 +50,25 @@ def _us(value: float | None) -> str:
 
 def _pct(ratio: float | None) -> str:
     return "—" if ratio is None else f"{(ratio - 1.0) * 100.0:+.1f}%"
+
+
+def _side_us(c: CaseComparison, side: str, gpu: str) -> str:
+    """A side's median; for a memory-bound case also its achieved bandwidth and the share of the
+    GPU's measured DRAM copy bandwidth (history/analysis/ceilings.toml), e.g. "41.2 · 3,260 GB/s, 77%"."""
+    median = getattr(c, side).median_us
+    text = _us(median)
+    if c.bound != "memory" or not c.bytes or median is None:
+        return text
+    gbps, share = achieved_bandwidth(c.bytes, median, gpu, c.dtype)
+    return f"{text} · {gbps:,.0f} GB/s" + (f", {share:.0%}" if share is not None else "")
+
+
+def _bandwidth_note(cases: list[CaseComparison], gpu: str) -> list[str]:
+    """What the bandwidth after a memory-bound case's median means, when one is shown."""
+    if not any(c.bound == "memory" and c.bytes for c in cases):
+        return []
+    return [f"_Memory-bound cases: µs · achieved GB/s (the operator's byte model / the median), % of {md_text(gpu)}'s "
+            "measured DRAM copy bandwidth (history/analysis/ceilings.toml; none where it was never measured)._", ""]
 
 
 def _interval(case: CaseComparison) -> str:
@@ -211,7 +231,8 @@ def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None =
     """One case's row, ending with the command that measures it again; with `linked`, a last
     cell linking to its trend on the dashboard. A side measured under a cap is marked after
     the case id."""
-    row = (f"| {md_code(c.case_id)}{cap_note(c)} | {_mark(c, report.min_effect)} | {_us(c.base.median_us)} | {_us(c.head.median_us)} | "
+    row = (f"| {md_code(c.case_id)}{cap_note(c)} | {_mark(c, report.min_effect)} | {_side_us(c, 'base', report.gpu_name)} | "
+           f"{_side_us(c, 'head', report.gpu_name)} | "
            f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |")
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
@@ -346,7 +367,8 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     change_rows = [_change_row(c, report, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
-    sig = (["#### Significant changes", "", *header, *change_lines, ""] if significant
+    sig = (["#### Significant changes", "", *_bandwidth_note(significant, report.gpu_name), *header, *change_lines, ""]
+           if significant
            else [f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.", ""])
     sig += _under_section(report, budget // 4)
     ncu_text = "\n".join(ncu)

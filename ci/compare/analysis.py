@@ -123,9 +123,11 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
         h_rounds = [rd.cases.get(cid) for rd in head]
         info = next(r for r in (*h_rounds, *b_rounds) if r is not None)
         b_side, h_side = _side(b_rounds), _side(h_rounds)
+        model = next((r.timing for r in (*h_rounds, *b_rounds) if r is not None and r.timing), None) or {}
         comp = CaseComparison(case_id=cid, variant=info.variant, shape_id=info.shape_id, dtype=info.dtype,
                               causal=info.causal, verdict="failed", base=b_side, head=h_side,
-                              correctness_failed=h_side.correct is False)
+                              correctness_failed=h_side.correct is False, bound=model.get("bound"),
+                              bytes=model.get("bytes"))
         min_effect = rules.min_effect(cid, thresholds.gpu, thresholds.min_effect)
         comp.min_effect = None if min_effect == thresholds.min_effect else min_effect
         rule = rules.ignored(cid, thresholds.gpu)

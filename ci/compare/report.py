@@ -17,15 +17,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
+from attnwatch.history.contract.bundle import OPERATOR_BOUNDS
 from attnwatch.history.contract.checks import TextRule, Upgrader, load_document, rule
 from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 6  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+COMPARE_SCHEMA_VERSION = 7  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
 # v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went);
 # v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa);
-# v6: SideResult.throttle_reasons
+# v6: SideResult.throttle_reasons; v7: CaseComparison.bound and .bytes (a memory-bound case's bandwidth)
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -100,12 +101,24 @@ def compare_v5_to_v6(document: dict) -> dict:
     return document
 
 
+def compare_v6_to_v7(document: dict) -> dict:
+    """compare.json v6 -> v7: each case gains its operator's bound and byte model (v6 did not
+    record them: unknown, so no bandwidth is shown)."""
+    for case in document.get("cases") or []:
+        if isinstance(case, dict):
+            case.setdefault("bound", None)
+            case.setdefault("bytes", None)
+    document["schema_version"] = 7
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
                                                       (COMPARE_SCHEMA, 2): compare_v2_to_v3,
                                                       (COMPARE_SCHEMA, 3): compare_v3_to_v4,
                                                       (COMPARE_SCHEMA, 4): compare_v4_to_v5,
-                                                      (COMPARE_SCHEMA, 5): compare_v5_to_v6}
+                                                      (COMPARE_SCHEMA, 5): compare_v5_to_v6,
+                                                      (COMPARE_SCHEMA, 6): compare_v6_to_v7}
 
 
 class ReportError(UserError):
@@ -194,6 +207,10 @@ class CaseComparison:
     min_effect: float | None = rule(None, positive=True)
     ignored: str | None = rule(None, max_len=MAX_TEXT)
     explanation: NcuExplanation | None = None  # regressions and improvements profiled on both sides
+    # The operator's roofline bound and minimum DRAM bytes of one call (CaseTiming.bound, .bytes):
+    # the comment shows a memory-bound case's achieved bandwidth. None: not recorded.
+    bound: str | None = rule(None, choices=OPERATOR_BOUNDS)
+    bytes: float | None = rule(None, positive=True)
 
     def effect(self, report_min_effect: float) -> float:
         """The min_effect this case was judged by."""

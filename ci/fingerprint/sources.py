@@ -173,7 +173,8 @@ class _Walker:
 def _statements(source: bytes) -> tuple | str:
     """What a module's text says that a closure follows, parsed once per distinct text (the same
     modules recur in every variant's closure): ("import", dotted, names), ("relative", level,
-    dotted, names), ("text", a string constant), ("dynamic", line); a string when it does not parse."""
+    dotted, names), ("text", a string constant), ("dynamic", line) for an import of a computed name (one of a
+    string literal is an "import"); a string when it does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as exc:
@@ -191,7 +192,11 @@ def _statements(source: bytes) -> tuple | str:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             out.append(("text", node.value))
         elif isinstance(node, ast.Call) and _called_name(node) in _DYNAMIC:
-            out.append(("dynamic", node.lineno))
+            named = node.args[0] if node.args else None
+            if isinstance(named, ast.Constant) and isinstance(named.value, str) and not named.value.startswith("."):
+                out.append(("import", named.value, ()))  # a literal name: the same as an import statement
+            else:
+                out.append(("dynamic", node.lineno))
     return tuple(out)
 
 

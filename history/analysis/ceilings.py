@@ -99,3 +99,13 @@ def find_ceiling(gpu: str | None, kind: str, dtype: str = ANY_DTYPE, path: Path 
     matches = [c for c in ceilings(path) if c.gpu == gpu and c.kind == kind and c.dtype in (dtype, ANY_DTYPE)]
     exact = [c for c in matches if c.dtype == dtype]
     return (exact or matches or [None])[0]
+
+
+def achieved_bandwidth(bytes_moved: float, median_us: float, gpu: str | None,
+                       dtype: str = ANY_DTYPE) -> tuple[float, float | None]:
+    """(achieved GB/s, its share of the GPU's measured DRAM copy bandwidth) of a memory-bound case:
+    the operator's byte model (the fewest bytes one call moves) over the median time. The share is
+    None where no copy bandwidth was measured for that GPU (find_ceiling)."""
+    gbps = bytes_moved / median_us / 1e3  # bytes/µs = MB/s
+    roof = find_ceiling(gpu, "copy_tbps", dtype)
+    return gbps, (gbps / (roof.value * 1e3) if roof is not None else None)

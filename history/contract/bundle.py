@@ -284,7 +284,8 @@ class CorrectnessRecord(CaseKey):
     tolerance_used: float | None  # max |out - ref| / (atol + rtol*|ref|): < 1 passes
     violations: int | None  # elements outside the allowance, non-finite ones included
     nonfinite: int | None  # NaN/Inf (or never written) output elements
-    worst_index: tuple[int, int, int, int] | None  # (b, h, s, d) of the worst violation
+    # Of the worst violation, in the output's rank: attention's (b, h, s, d), RMSNorm's (row, column).
+    worst_index: tuple[int, ...] | None
 
 
 @dataclass(kw_only=True)

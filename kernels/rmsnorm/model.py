@@ -38,6 +38,8 @@ MODES = ("fwd",)
 ELEMENT_SIZE = {"fp16": 2, "bf16": 2, "fp32": 4}
 ROW_SCALE_LOG2 = 3.0  # row scales 2^U(-3, 3): 1/8 .. 8
 REFERENCE_CHUNK_BYTES = 1 << 30  # float64 intermediates held at once by reference64
+# The per-dtype tolerances of every RMSNorm case (Operator.tolerances; kernels.correctness reads it).
+TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
 
 
 def _check_mode(mode: str) -> None:
@@ -128,15 +130,6 @@ def make_operator(operator_type: type) -> Any:
         make_inputs=make_inputs,
         reference64=reference64,
         shape_type=RowsShape,
+        tolerances=TOLERANCES_PATH,
     )
 
-
-TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
-
-
-def load_rmsnorm_tolerances() -> dict[str, Any]:
-    """The rmsnorm operator's per-dtype tolerances (tolerances.toml beside this module), read
-    and validated by kernels.correctness.load_tolerances (one-line error naming file and field)."""
-    from ..correctness import load_tolerances
-
-    return load_tolerances(TOLERANCES_PATH)

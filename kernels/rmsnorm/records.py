@@ -2,14 +2,11 @@
 shape and dtype rules.
 
 `variant_record` and `prepared_record` build `kernels.variant.Variant` / `Prepared` with
-the operator fields (`Variant.operator`, `Prepared.inputs`) when those records have them,
-and without them on a tree where they are not there yet, so the variant modules are written
-once against the operator API (kernels/operators.py) and import either way.
+the operator fields (`Variant.operator` = "rmsnorm", `Prepared.inputs` = (x, w)).
 """
 
 from __future__ import annotations
 
-from dataclasses import fields
 from typing import Any, Callable
 
 from ..cases import Case
@@ -22,43 +19,31 @@ SUPPORTED_DTYPES = ("fp16", "bf16")
 
 
 def variant_record(**values: Any) -> Variant:
-    """A Variant of the rmsnorm operator; `operator` is dropped where Variant lacks the field."""
-    known = {f.name for f in fields(Variant)}
-    values["operator"] = OPERATOR
-    return Variant(**{k: v for k, v in values.items() if k in known})
+    """A Variant of the rmsnorm operator."""
+    return Variant(operator=OPERATOR, **values)
 
 
 def prepared_record(fn: Callable[[], Any], inputs: tuple[Any, Any], out: Any | None = None,
                     info: dict[str, Any] | None = None, config: str | None = None,
                     config_source: str | None = None) -> Prepared:
-    """A Prepared of (x, w): as `inputs` where Prepared has that field, else in q (x) and k (w)."""
-    extra: dict[str, Any] = {"out": out, "info": info or {}, "config": config, "config_source": config_source}
-    if "inputs" in {f.name for f in fields(Prepared)}:
-        return Prepared(fn=fn, inputs=inputs, **extra)  # type: ignore[call-arg]
-    return Prepared(fn, inputs[0], inputs[1], None, **extra)
+    """A Prepared of (x, w), the order model.reference64 takes them."""
+    return Prepared(fn=fn, inputs=tuple(inputs), out=out, info=info or {}, config=config,
+                    config_source=config_source)
 
 
 def prepared_inputs(prepared: Prepared) -> tuple[Any, Any]:
-    """(x, w) of a Prepared made by `prepared_record`, whichever layout Prepared has."""
-    inputs = getattr(prepared, "inputs", None)
-    return tuple(inputs) if inputs is not None else (prepared.q, prepared.k)
+    """(x, w) of a Prepared made by `prepared_record`."""
+    return tuple(prepared.inputs)
 
 
 def rmsnorm_case(variant: str, shape: Any, dtype: str) -> Case:
-    """A forward case of an RMSNorm variant: mode "fwd" where Case has modes, and causal False
-    (which means nothing to RMSNorm) where Case still has that field."""
-    names = {f.name for f in fields(Case)}
-    extra: dict[str, Any] = {}
-    if "mode" in names:
-        extra["mode"] = MODES[0]
-    if "causal" in names:
-        extra["causal"] = False
-    return Case(variant=variant, shape=shape, dtype=dtype, **extra)
+    """A forward case of an RMSNorm variant (mode "fwd", RMSNorm's only one)."""
+    return Case(variant=variant, shape=shape, dtype=dtype, mode=MODES[0], operator=OPERATOR)
 
 
 def case_mode(case: Case) -> str:
-    """The case's mode ("fwd", RMSNorm's only one); a Case without the field is forward."""
-    return getattr(case, "mode", None) or MODES[0]
+    """The case's mode ("fwd", RMSNorm's only one)."""
+    return case.mode
 
 
 def case_inputs(case: Case, device: Any, seed: int) -> tuple[Any, Any]:

@@ -13,6 +13,7 @@ from . import cuda_kernels
 from . import triton_fa2
 from . import cutlass_3k
 from . import fa4_cute
+from . import rmsnorm_torch, rmsnorm_triton, rmsnorm_liger, rmsnorm_quack
 
 BUILTIN = (
     *sdpa.VARIANTS,
@@ -21,4 +22,8 @@ BUILTIN = (
     *triton_fa2.VARIANTS,
     *cutlass_3k.VARIANTS,
     *fa4_cute.VARIANTS,
+    *rmsnorm_torch.VARIANTS,
+    *rmsnorm_triton.VARIANTS,
+    *rmsnorm_liger.VARIANTS,
+    *rmsnorm_quack.VARIANTS,
 )
