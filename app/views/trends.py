@@ -3,6 +3,7 @@ and branch (timings, ncu metrics, and the correctness check's error and margin);
 band; detection's alerts marked; a commit range shaded. Hovering a point
 shows its commit and run time; clicking it opens that run. Every choice is in the URL."""
 
+import plotly.io
 import streamlit as st
 
 from attnwatch.app import charts, ui
@@ -149,10 +150,20 @@ def commit_span(series, span):
     return first, head["x"].iloc[-1]
 
 
-@st.cache_data(ttl=600, max_entries=32, show_spinner=False)
 def cached_figure(series, metric, band, markers, log_y, highlight):
-    """Building a figure of thousands of points costs more than its query: keep it with the data."""
-    return charts.trend_figure(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight)
+    """The trend figure, rebuilt from one cached JSON text on every run.
+
+    Building a figure of thousands of points costs more than its query, so it is kept with the
+    data. It is kept as JSON and every run draws the figure read back from that text: Streamlit
+    names a selectable chart by its spec, and a figure drawn fresh on one run and unpickled
+    from the cache on the next differ in how their arrays serialise, so the click's rerun would
+    meet a chart of another name and lose the clicked point."""
+    return plotly.io.from_json(_figure_json(series, metric, band, markers, log_y, highlight))
+
+
+@st.cache_data(ttl=600, max_entries=32, show_spinner=False)
+def _figure_json(series, metric, band, markers, log_y, highlight) -> str:
+    return charts.trend_figure(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight).to_json()
 
 
 def open_selected_run(event) -> None:
