@@ -4,6 +4,7 @@ band; detection's alerts marked; a commit range shaded. Hovering a point
 shows its commit and run time; clicking it opens that run. Every choice is in the URL."""
 
 import pickle
+
 import streamlit as st
 
 from attnwatch.app import charts, ui
