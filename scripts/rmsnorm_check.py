@@ -101,7 +101,6 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
     """Correctness over SEEDS; returns (record, the seed-0 Prepared to time, or None on failure)."""
     from attnwatch.kernels.correctness import compare
     from attnwatch.kernels.rmsnorm.model import reference64
-    from attnwatch.kernels.rmsnorm.records import prepared_inputs
 
     record = {"passed": True, "seeds": []}
     kept = None
@@ -111,7 +110,7 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
         try:
             prepared = variant.prepare(case, device, seed)
             _sync(device)
-            inputs = prepared_inputs(prepared)
+            inputs = tuple(prepared.inputs)
             originals = [t.clone() for t in inputs]
             ref = reference64(inputs, "fwd")
             worst = None

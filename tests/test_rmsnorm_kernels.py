@@ -22,7 +22,8 @@ from attnwatch.kernels.availability import availability
 from attnwatch.kernels.correctness import compare, load_tolerances
 from attnwatch.kernels.optional_packages import package_problem
 from attnwatch.kernels.rmsnorm import model
-from attnwatch.kernels.rmsnorm.records import prepared_inputs, rmsnorm_case
+from attnwatch.kernels.rmsnorm.records import rmsnorm_case
+from attnwatch.kernels.variant import Prepared
 from attnwatch.kernels.rmsnorm.shapes import SHAPE_SETS, SHAPES, RowsShape, adhoc_rows_shape, shape_set
 from attnwatch.kernels.variants.rmsnorm_liger import RMSNORM_LIGER
 from attnwatch.kernels.variants.rmsnorm_quack import RMSNORM_QUACK
@@ -115,12 +116,11 @@ def test_records_are_rmsnorm_cases_variants_and_prepared_inputs():
     from attnwatch.kernels.rmsnorm import records
 
     case = rmsnorm_case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "fp16")
-    assert (case.operator, case.mode, records.case_mode(case)) == ("rmsnorm", "fwd", "fwd")
+    assert (case.operator, case.mode) == ("rmsnorm", "fwd")
     assert case.id == "rmsnorm_torch/rms_t4k_h2048/fp16/fwd"
     assert records.variant_record(name="v", family="torch", description="d", prepare=None).operator == "rmsnorm"
-    prepared = records.prepared_record(print, ("x", "w"), out="y", config="c", config_source="fixed")
+    prepared = Prepared(fn=print, inputs=("x", "w"), out="y", config="c", config_source="fixed")
     assert (prepared.inputs, prepared.out, prepared.config, prepared.q) == (("x", "w"), "y", "c", None)
-    assert records.prepared_inputs(prepared) == ("x", "w")
 
 
 # -- tolerances: what they let through and what they catch ---------------------------------------
@@ -159,7 +159,7 @@ def test_torch_variant_matches_reference64(rows, hidden, dtype):
     case = rmsnorm_case("rmsnorm_torch", adhoc_rows_shape(rows, hidden), dtype)
     for seed in (0, 1):
         prepared = RMSNORM_TORCH.prepare(case, torch.device("cpu"), seed)
-        cmp = _check(prepared.fn(), prepared_inputs(prepared), dtype)
+        cmp = _check(prepared.fn(), tuple(prepared.inputs), dtype)
         assert cmp.violations == 0 and cmp.nonfinite == 0, cmp
         assert cmp.tolerance_used < 0.5, cmp  # measured 0.22 (tolerances.toml)
 
@@ -227,7 +227,7 @@ def _interpreter_worker() -> dict:
             worst = {"violations": 0, "nonfinite": 0, "tolerance_used": 0.0}
             for seed in (0, 1):
                 prepared = RMSNORM_TRITON.prepare(case, torch.device("cpu"), seed)
-                inputs = prepared_inputs(prepared)
+                inputs = tuple(prepared.inputs)
                 for _ in range(2):
                     prepared.out.fill_(float("nan"))
                     got = prepared.fn()

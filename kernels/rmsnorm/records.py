@@ -1,16 +1,16 @@
 """What the RMSNorm variants share: their record construction, inputs of a case, and the
 shape and dtype rules.
 
-`variant_record` and `prepared_record` build `kernels.variant.Variant` / `Prepared` with
-the operator fields (`Variant.operator` = "rmsnorm", `Prepared.inputs` = (x, w)).
+`variant_record` builds a `kernels.variant.Variant` of the operator (`Variant.operator` =
+"rmsnorm"); a variant's `Prepared.inputs` are (x, w), the order model.reference64 takes them.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from ..cases import Case
-from ..variant import Prepared, Variant
+from ..variant import Variant
 from .model import MODES, make_inputs
 from .shapes import RowsShape
 
@@ -23,32 +23,14 @@ def variant_record(**values: Any) -> Variant:
     return Variant(operator=OPERATOR, **values)
 
 
-def prepared_record(fn: Callable[[], Any], inputs: tuple[Any, Any], out: Any | None = None,
-                    info: dict[str, Any] | None = None, config: str | None = None,
-                    config_source: str | None = None) -> Prepared:
-    """A Prepared of (x, w), the order model.reference64 takes them."""
-    return Prepared(fn=fn, inputs=tuple(inputs), out=out, info=info or {}, config=config,
-                    config_source=config_source)
-
-
-def prepared_inputs(prepared: Prepared) -> tuple[Any, Any]:
-    """(x, w) of a Prepared made by `prepared_record`."""
-    return tuple(prepared.inputs)
-
-
 def rmsnorm_case(variant: str, shape: Any, dtype: str) -> Case:
     """A forward case of an RMSNorm variant (mode "fwd", RMSNorm's only one)."""
     return Case(variant=variant, shape=shape, dtype=dtype, mode=MODES[0], operator=OPERATOR)
 
 
-def case_mode(case: Case) -> str:
-    """The case's mode ("fwd", RMSNorm's only one)."""
-    return case.mode
-
-
 def case_inputs(case: Case, device: Any, seed: int) -> tuple[Any, Any]:
     """(x, w) of `case` (kernels/rmsnorm/model.py `make_inputs`)."""
-    return make_inputs(case.shape, case.dtype, case_mode(case), device, seed)
+    return make_inputs(case.shape, case.dtype, case.mode, device, seed)
 
 
 def dtype_unsupported(case: Case) -> str | None:

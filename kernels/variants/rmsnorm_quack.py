@@ -15,7 +15,7 @@ from typing import Any
 
 from ..cases import Case
 from ..rmsnorm.model import EPS
-from ..rmsnorm.records import case_inputs, dtype_unsupported, prepared_record, variant_record
+from ..rmsnorm.records import case_inputs, dtype_unsupported, variant_record
 from ..variant import Prepared
 
 
@@ -32,7 +32,7 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     run()  # JIT-compiles for this dtype and row length
     torch.cuda.synchronize(x.device)
     info = {"quack": getattr(quack, "__version__", "?")}
-    return prepared_record(run, (x, w), info=info)
+    return Prepared(fn=run, inputs=(x, w), info=info)
 
 
 RMSNORM_QUACK = variant_record(

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..cases import Case
 from ..rmsnorm.model import EPS
-from ..rmsnorm.records import case_inputs, dtype_unsupported, prepared_record, variant_record
+from ..rmsnorm.records import case_inputs, dtype_unsupported, variant_record
 from ..variant import Prepared
 
 
@@ -26,7 +26,7 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     def run() -> Any:
         return F.rms_norm(x, hidden, w, EPS)
 
-    return prepared_record(run, (x, w), info={"torch": torch.__version__})
+    return Prepared(fn=run, inputs=(x, w), info={"torch": torch.__version__})
 
 
 RMSNORM_TORCH = variant_record(

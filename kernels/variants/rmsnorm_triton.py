@@ -13,7 +13,7 @@ from typing import Any
 
 from ..cases import Case
 from ..rmsnorm.model import EPS, make_output
-from ..rmsnorm.records import case_inputs, prepared_record, row_kernel_unsupported, variant_record
+from ..rmsnorm.records import case_inputs, row_kernel_unsupported, variant_record
 from ..rmsnorm.triton_config import INTERPRETER_MAX_ELEMENTS, INTERPRETER_REASON, MAX_HIDDEN
 from ..variant import Prepared
 
@@ -49,7 +49,7 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
         torch.cuda.synchronize(x.device)
     config = run.config
     info = {"block_n": config.block_n, "num_warps": config.num_warps, "interpreter": _interpreting()}
-    return prepared_record(run, (x, w), out=out, info=info, config=config.name, config_source="fixed")
+    return Prepared(fn=run, inputs=(x, w), out=out, info=info, config=config.name, config_source="fixed")
 
 
 RMSNORM_TRITON = variant_record(
