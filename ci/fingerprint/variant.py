@@ -114,5 +114,5 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
                                             builds=[b for b in builds if b.get("variant") == name])
         except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
             out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
-        out[name]["reference"] = name in set(getattr(plan, "baselines", {}).values())
+        out[name]["reference"] = name in plan.baselines.values()
     return out
