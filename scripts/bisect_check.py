@@ -138,7 +138,6 @@ def calibrate_in_process(case_id: str, device: str, target: float) -> dict:
 
 
 def _timed_spins(case_id: str, device: str, target: float) -> dict:
-    from types import SimpleNamespace
 
     from attnwatch.ci.run_config import timing_config
     from attnwatch.ci.suites.case_setup import open_device
@@ -153,7 +152,7 @@ def _timed_spins(case_id: str, device: str, target: float) -> dict:
     samples = {"min_samples": 300, "max_samples": 600, "time_cap_s": 3.0} if on_gpu else \
         {"min_samples": 15, "max_samples": 30, "time_cap_s": 2.0}
     config = timing_config(device).with_overrides(target_rel_spread=0.0, **samples)
-    torch_device, flusher, timer = open_device(SimpleNamespace(device_kind=device), config)
+    torch_device, flusher, timer = open_device(device, config)
     fn = registry.get(variant).prepare(Case(variant, SHAPES[shape], dtype, causal == "causal"), torch_device, 0).fn
 
     def medians(spins: list[int]) -> list[float]:

@@ -102,7 +102,8 @@ def expectation(name: str, report: dict) -> tuple[bool, str]:
     skipped = [v["variant"] for v in selection.get("variants", []) if not v["measured"]]
     moved = {c["case_id"] for c in report["cases"] if c["verdict"] in ("regression", "improvement")}
     if name == "aa":
-        want = {selection.get("reference"), *selection.get("canary", [])}
+        references = [r for r in (selection.get("reference") or "").split(", ") if r]  # one baseline per operator
+        want = {*references, *selection.get("canary", [])}
         ok = measured == want and bool(skipped) and not moved
         return ok, f"measured {sorted(measured)}, {len(skipped)} skipped, flagged {sorted(moved)}"
     if name == "planted":

@@ -251,6 +251,27 @@ def test_the_canary_rotates_with_the_head_commit(tree):
     assert pick("abc") == pick("abc") and reference().name not in {c for cs in canaries for c in cs}
 
 
+def test_the_canary_is_never_a_variant_this_runner_cannot_run(tree):
+    """An unavailable canary is only "skipped" in the report: it would vouch for nothing."""
+    same = fingerprints(tree)
+    runnable = {"sdpa_math", "torch_3op"}
+    for name, fp in same.items():
+        fp["available"] = name in runnable or name == reference().name
+    for k in range(12):
+        canary = select_variants(list(same), same, same, reference=reference().name, rotation=f"{k:040x}",
+                                 canary=1).canary
+        assert len(canary) == 1 and set(canary) <= runnable
+
+
+def test_a_worker_records_whether_each_variant_is_available():
+    from attnwatch.ci.fingerprint.variant import _available
+    from attnwatch.kernels.availability import availability
+    from attnwatch.kernels.registry import get
+
+    for name in ("sdpa", "cuda_wmma"):  # one runs on any machine, one needs a GPU and nvcc
+        assert _available(get(name)) == availability(get(name))[0]
+
+
 def test_forced_measures_everything(sides):
     selection = select_variants(["sdpa", "torch_3op"], {}, {}, reference="sdpa", rotation="", canary=1,
                                 everything="--all")

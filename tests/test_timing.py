@@ -257,3 +257,23 @@ def test_guard_policy_keeps_one_guard_per_subject():
     assert policy.guard_us("sdpa_math") == 10_000.0  # what that case needs
     assert policy.guard_us("triton_fa2") == 200.0  # 2 x its own enqueue, not the slow neighbour's guard
     assert policy.guard_us("not seen yet") == 1000.0
+
+
+def test_open_device_refuses_anything_but_a_device_kind_name():
+    """A namespace or torch.device once fell through to the host timer, which times a GPU call's
+    launch, not the call (a calibration read 1000x medians that no spin moved)."""
+    from types import SimpleNamespace
+
+    from attnwatch.ci.run_config import timing_config
+    from attnwatch.ci.suites.case_setup import open_device
+
+    for wrong in (SimpleNamespace(device_kind="cuda"), "gpu", None):
+        with pytest.raises(ValueError, match="device kind must be 'cuda' or 'cpu'"):
+            open_device(wrong, timing_config("cpu"))
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        assert open_device("cpu", timing_config("cpu"))[2].mode == "cpu_wall"
+    finally:
+        torch.set_num_threads(threads)  # open_device pins one intra-op thread for the process

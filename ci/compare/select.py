@@ -108,7 +108,9 @@ def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, 
             out.measured[name] = why
         else:
             unchanged.append(name)
-    out.canary = sorted(canary_order(unchanged, rotation)[:max(0, canary)])
+    # A canary must be timed to vouch for anything: one this runner cannot run only reports "skipped".
+    runnable = [n for n in unchanged if (head.get(n) or {}).get("available", True)]
+    out.canary = sorted(canary_order(runnable, rotation)[:max(0, canary)])
     for name in unchanged:
         if name in out.canary:
             out.measured[name] = CANARY

@@ -115,4 +115,15 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
         except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
             out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
         out[name]["reference"] = name in plan.baselines.values()
+        out[name]["available"] = _available(variant)
     return out
+
+
+def _available(variant: Any) -> bool:
+    """Whether this worker can run `variant` at all (a canary must be one that is timed)."""
+    from attnwatch.ci.kernels_api import kernels_api
+
+    try:
+        return bool(kernels_api().availability(variant)[0])
+    except Exception:  # noqa: BLE001 - an availability probe that fails is "not available here"
+        return False

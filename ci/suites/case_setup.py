@@ -136,6 +136,10 @@ def open_device(device_kind: str, config: TimingConfig) -> tuple[Any, Any, Any]:
 
     from attnwatch.ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
 
+    if device_kind not in ("cuda", "cpu"):
+        # Anything else (a namespace, a torch.device) would fall through to the host timer and
+        # time a GPU call's launch instead of the call.
+        raise ValueError(f"device kind must be 'cuda' or 'cpu', not {device_kind!r}")
     if device_kind == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("the plan asks for a CUDA run but this process sees no CUDA device")
