@@ -120,14 +120,26 @@ class Check:
                "kernels": len(profile.kernel_rows), "passes": _spread(profile.passes),
                # kernels profiled per case -> cases: each case's one call, once (torch_3op: 3, causal 4)
                "kernels_per_case": dict(sorted(Counter(str(m.kernel_count) for m in profile.case_metrics).items())),
-               "errors": dict(list(profile.errors.items())[:5])}
+               "errors": dict(list(profile.errors.items())[:5]),
+               # where a case's seconds go: the target's stages per case (summed over cases, then
+               # divided by the cases that reported them) and the report's import per case
+               "phases_per_case_s": phase_means(profile.phases),
+               "import_per_case_s": round(profile.import_seconds / max(1, len(cases)), 3)}
         self.log(f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
                  f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
-                 f"{row['kernels']} kernels, passes {row['passes']}"
+                 f"{row['kernels']} kernels, passes {row['passes']}; per case: {row['phases_per_case_s']}, "
+                 f"import {row['import_per_case_s']} s"
                  + (f"; errors e.g. {next(iter(profile.errors.values()))[:300]}" if profile.errors else ""))
         self.result["runs"].append(row)
         self.save()
         return profile, row
+
+
+def phase_means(phases: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The mean seconds per case of each target stage (ci/ncu/target.py), over the cases reporting it."""
+    names = sorted({name for stages in phases.values() for name in stages})
+    return {name: round(statistics.fmean(stages[name] for stages in phases.values() if name in stages), 3)
+            for name in names}
 
 
 def _spread(values: list[int]) -> dict | None:
@@ -362,14 +374,18 @@ def table(check: Check) -> None:
     fixed = result["fixed"]
     check.log(f"fixed start: {fixed.get('under_ncu_s')} s under ncu ({fixed.get('import_only_s')} s of it the "
               f"target's imports without ncu); per case = (wall - fixed) / cases")
-    check.log(f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}")
+    check.log(f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}"
+              f" {'prep':>6} {'warm':>6} {'prof':>6} {'clean':>6} {'import':>6}")
     for r in result["runs"]:
         passes = r["passes"]
         spread = "-" if passes is None else (f"{passes['min']}" if passes["min"] == passes["max"]
                                              else f"{passes['min']}-{passes['max']}")
         per_case = "-" if r["per_case_s"] is None else f"{r['per_case_s']:.3f}"
+        stages = r.get("phases_per_case_s") or {}
+        parts = " ".join(f"{stages[k]:>6.3f}" if k in stages else f"{'-':>6}"
+                         for k in ("prepare_s", "warmup_s", "profiled_s", "cleanup_s"))
         check.log(f"{r['label'][:40]:<40} {r['profiled']:>3}/{r['cases']:<3} {spread:>7} {r['wall_s']:>7.1f} "
-                  f"{per_case:>7} {r['wall_per_case_s']:>9.3f}")
+                  f"{per_case:>7} {r['wall_per_case_s']:>9.3f} {parts} {r.get('import_per_case_s', 0.0):>6.3f}")
     more = [r for r in result["metric_passes"] if r["passes"] and r["passes"] > 1]
     if result["metric_passes"]:
         check.log("metrics needing more than one pass alone: "

@@ -185,3 +185,18 @@ def test_ncu_command_refuses_an_empty_selection(tmp_path, capsys):
     code = main(["ncu", "--shapes", "main", "--variants", "sdpa", "--cases", "nothing/*", "--out", str(tmp_path)])
     assert code == 2
     assert "no cases selected" in capsys.readouterr().err
+
+
+def test_the_target_rebuilds_every_operators_case_from_its_plan_entry():
+    """The target once rebuilt every case as attention (`Shape(**fields)`, a causal flag): an
+    RMSNorm case crashed the profiled process before its first kernel (H200, 2026-11-26)."""
+    from attnwatch.ci.kernels_api import kernels_api
+    from attnwatch.ci.ncu.profile import plan_entry
+    from attnwatch.ci.ncu.target import case_of
+
+    cases = [Case("sdpa", SHAPES["b4_h16_s1k"], "fp16", True),
+             Case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "bf16", mode="fwd", operator="rmsnorm")]
+    for case in cases:
+        entry = json.loads(json.dumps(plan_entry(case)))  # as the plan file carries it
+        rebuilt = case_of(kernels_api(), entry)
+        assert rebuilt == case and rebuilt.id == case.id

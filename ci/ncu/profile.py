@@ -69,6 +69,9 @@ class NcuProfile:
     passes: list[int] = field(default_factory=list)  # replay passes ncu reported, per profiled kernel
     ncu_version: str = ""
     seconds: float = 0.0
+    # case id -> seconds of each of its stages in the target (prepare, warm-up, profiled, clean-up)
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)
+    import_seconds: float = 0.0  # `ncu --import` of the reports to CSV, over every ncu process
 
     def files(self) -> NcuFiles:
         """ncu.json's records and the CSV, as the bundle writer (history.contract.bundle_writer) takes them."""
@@ -145,6 +148,8 @@ def profile_cases(
                              cache_control)
         kernels += run.kernels
         profile.passes += run.passes
+        profile.phases.update(run.phases)
+        profile.import_seconds += run.import_s
         csv_parts.append(run.csv_text)
         at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
         profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
@@ -223,6 +228,18 @@ class _Pass:
     exited: bool  # ncu exited by itself rather than killed at its time limit
     started: bool  # the target ran (a case reported, or ncu connected to it)
     passes: list[int] = field(default_factory=list)  # replay passes per profiled kernel, from ncu's log
+    phases: dict[str, dict[str, float]] = field(default_factory=dict)  # case id -> its stages' seconds
+    import_s: float = 0.0  # the report's `ncu --import` to CSV
+
+
+def plan_entry(case: Case) -> dict:
+    """A case as the ncu target rebuilds it (ci/ncu/target.py `case_of`): an attention case by its
+    shape's fields (any harness API version has `Shape`), another operator's by its shape id."""
+    operator = getattr(case, "operator", "attention")
+    if operator == "attention":
+        return {"variant": case.variant, "shape": asdict(case.shape), "dtype": case.dtype, "causal": case.causal}
+    return {"variant": case.variant, "shape_id": case.shape.id, "dtype": case.dtype, "operator": operator,
+            "mode": case.mode}
 
 
 def _profile_group(
@@ -237,8 +254,7 @@ def _profile_group(
     plan = work_dir / "plan.json"
     stop_at = None if deadline is None else time.time() + (deadline - time.monotonic()) * (1 - IMPORT_MARGIN)
     plan.write_text(json.dumps({"stop_at": stop_at, "cases": [
-        {"variant": c.variant, "shape": asdict(c.shape), "dtype": c.dtype, "causal": c.causal} for c in cases
-    ]}), encoding="utf-8")
+        plan_entry(c) for c in cases]}), encoding="utf-8")
     report = work_dir / "report"
     command = ncu_command(ncu, report, sections, plan, cache_control)
     with tempfile.TemporaryDirectory() as scratch:
@@ -246,9 +262,11 @@ def _profile_group(
         # sys.path, so started from a checkout it would import that checkout's `kernels` ahead
         # of `kernels_root`'s (a compare's base would be profiled with the head's kernels).
         ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s, cwd=scratch)
-    outcomes = {cid: _outcome_error(record) for cid, record in _outcomes(output).items()}
+    records = _outcomes(output)
+    outcomes = {cid: _outcome_error(record) for cid, record in records.items()}
     run = _Pass([], "", outcomes, None, None if ok else _why(output), TIMED_OUT not in output,
-                bool(outcomes) or CONNECTED in output, pass_counts(output))
+                bool(outcomes) or CONNECTED in output, pass_counts(output),
+                {cid: record["phases"] for cid, record in records.items() if isinstance(record.get("phases"), dict)})
     report_file = report.with_suffix(".ncu-rep")
     if not report_file.exists():
         run.why = _why(output) or "ncu wrote no report"
@@ -257,9 +275,11 @@ def _profile_group(
         run.why = run.failure
     page = ["--page", "details"] if sections is None else ["--page", "raw"]
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
+    importing = time.monotonic()
     imported_ok, csv_text = _run_bounded(
         [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
     )
+    run.import_s = time.monotonic() - importing
     # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
     # tables, history.contract.ncu_csv); why it was refused is each case's error.
     if not imported_ok:

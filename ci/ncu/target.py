@@ -27,8 +27,25 @@ OUTCOME_PREFIX = "attnwatch-ncu:"
 WARMUP_CALLS = 3
 
 
-def _report(case_id: str, status: str, error: str | None = None) -> None:
-    print(OUTCOME_PREFIX + json.dumps({"case_id": case_id, "status": status, "error": error}), flush=True)
+def _report(case_id: str, status: str, error: str | None = None, phases: dict[str, float] | None = None) -> None:
+    record = {"case_id": case_id, "status": status, "error": error}
+    if phases:
+        record["phases"] = {k: round(v, 4) for k, v in phases.items()}
+    print(OUTCOME_PREFIX + json.dumps(record), flush=True)
+
+
+def case_of(api, entry: dict):
+    """The kernels-side case of a plan entry (ci/ncu/profile.py `plan_entry` writes it)."""
+    if entry.get("operator", "attention") == "attention":
+        return api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+    return api.Case(entry["variant"], api.SHAPES[entry["shape_id"]], entry["dtype"], mode=entry["mode"],
+                    operator=entry["operator"])
+
+
+def _entry_id(api, entry: dict) -> str:
+    shape = entry.get("shape_id") or (entry.get("shape") or {}).get("id", "?")
+    mode = entry.get("mode") or ("causal" if entry.get("causal") else "noncausal")
+    return api.case_id(entry["variant"], shape, entry["dtype"], mode)
 
 
 def main(argv: list[str]) -> int:
@@ -41,11 +58,16 @@ def main(argv: list[str]) -> int:
         torch.empty(1, device=device)  # the context (and ncu's set-up of it) before the first case's clock starts
     api = kernels_api()  # the profiled checkout's kernels (compare profiles the base's too)
     for entry in plan["cases"]:
-        case = api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
+        try:
+            case = case_of(api, entry)
+        except Exception as exc:  # noqa: BLE001 - a case this side cannot build is that case's failure
+            _report(_entry_id(api, entry), "failed", f"{type(exc).__name__}: {exc}")
+            continue
         if stop_at is not None and time.time() >= stop_at:
             _report(case.id, "deadline", "not started: the run's deadline is near")
             continue
         prepared = None
+        clock = _PhaseClock()
         try:
             variant = api.get(case.variant)
             reason = variant.unsupported(case)
@@ -53,23 +75,42 @@ def main(argv: list[str]) -> int:
                 _report(case.id, "unsupported", reason)
                 continue
             prepared = variant.prepare(case, device, 0)
+            clock.lap("prepare_s")
             for _ in range(WARMUP_CALLS):
                 prepared.fn()
             torch.cuda.synchronize()
+            clock.lap("warmup_s")
             torch.cuda.profiler.start()
             torch.cuda.nvtx.range_push(case.id)
             prepared.fn()
             torch.cuda.nvtx.range_pop()
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
-            _report(case.id, "ok")
+            clock.lap("profiled_s")  # ncu's replay passes of the call's kernels happen here
+            outcome = ("ok", None)
         except Exception as exc:  # one case's failure must not cost the others
-            _report(case.id, "failed", f"{type(exc).__name__}: {exc}")
+            outcome = ("failed", f"{type(exc).__name__}: {exc}")
         finally:
             del prepared
             gc.collect()
             torch.cuda.empty_cache()
+        clock.lap("cleanup_s")
+        _report(case.id, *outcome, phases=clock.phases)
     return 0
+
+
+class _PhaseClock:
+    """Seconds of each stage of one case in the target, so a profile's cost per case can be
+    split between the harness (prepare, warm-up, clean-up) and ncu's replay (profiled)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.phases[name] = now - self._last
+        self._last = now
 
 
 if __name__ == "__main__":
