@@ -375,7 +375,7 @@ def table(check: Check) -> None:
     check.log(f"fixed start: {fixed.get('under_ncu_s')} s under ncu ({fixed.get('import_only_s')} s of it the "
               f"target's imports without ncu); per case = (wall - fixed) / cases")
     check.log(f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}"
-              f" {'prep':>6} {'warm':>6} {'prof':>6} {'clean':>6} {'import':>6}")
+              f" {'prep':>6} {'warm':>6} {'prof':>6} {'gc':>6} {'free':>6} {'import':>6}")
     for r in result["runs"]:
         passes = r["passes"]
         spread = "-" if passes is None else (f"{passes['min']}" if passes["min"] == passes["max"]
@@ -383,7 +383,7 @@ def table(check: Check) -> None:
         per_case = "-" if r["per_case_s"] is None else f"{r['per_case_s']:.3f}"
         stages = r.get("phases_per_case_s") or {}
         parts = " ".join(f"{stages[k]:>6.3f}" if k in stages else f"{'-':>6}"
-                         for k in ("prepare_s", "warmup_s", "profiled_s", "cleanup_s"))
+                         for k in ("prepare_s", "warmup_s", "profiled_s", "gc_s", "free_s"))
         check.log(f"{r['label'][:40]:<40} {r['profiled']:>3}/{r['cases']:<3} {spread:>7} {r['wall_s']:>7.1f} "
                   f"{per_case:>7} {r['wall_per_case_s']:>9.3f} {parts} {r.get('import_per_case_s', 0.0):>6.3f}")
     more = [r for r in result["metric_passes"] if r["passes"] and r["passes"] > 1]
