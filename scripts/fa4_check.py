@@ -265,7 +265,7 @@ def summarize_bundle(bundle: Path, step: str) -> dict[str, dict]:
             "sets": [name for name, ids in SHAPE_SETS.items() if shape in ids and name != "cpu"],
             "status": outcome["status"], "error": outcome.get("error"),
             "median_us": timing.get("median_us"), "graph_median_us": timing.get("graph_median_us"),
-            "tflops": timing.get("tflops"), "gap_to_sdpa": timing.get("gap_to_sdpa"),
+            "tflops": timing.get("tflops"), "gap_to_baseline": timing.get("gap_to_baseline"),
             "gap_to_cudnn": (timing.get("gap_to_backends") or {}).get("sdpa_cudnn"),
             "gap_to_flash": (timing.get("gap_to_backends") or {}).get("sdpa_flash"),
             "sdpa_us": reference("sdpa"), "cudnn_us": reference("sdpa_cudnn"), "flash_us": reference("sdpa_flash"),
@@ -305,7 +305,7 @@ def print_table(report: dict) -> None:
             tail = f"{row['status']}: {(row['error'] or '')[:90]}"
         log(f"{row['shape']:<16} {row['dtype']:<5} {'yes' if row['causal'] else 'no':<6} "
             f"{_cell(row['median_us'], '.2f', 9)} {_cell(row['sdpa_us'], '.2f', 9)} {_cell(row['cudnn_us'], '.2f', 9)} "
-            f"{_cell(row['gap_to_sdpa'], '.3f', 6)} {_cell(row['gap_to_cudnn'], '.3f', 6)} {_cell(row['gap_to_flash'], '.3f', 6)} "
+            f"{_cell(row['gap_to_baseline'], '.3f', 6)} {_cell(row['gap_to_cudnn'], '.3f', 6)} {_cell(row['gap_to_flash'], '.3f', 6)} "
             f"{_cell(row['max_abs_err'], '.1e', 8)} {ok:>3}  {tail}")
     for name, step in report["steps"].items():
         log(f"step {name}: " + (f"skipped: {step['skipped']}" if "skipped" in step
