@@ -262,6 +262,10 @@ def render(result: dict) -> list[str]:
                         f" {r['ours'][c]['tflops']:>10.1f} {r['ours'][c]['ratio']:>7.3f}" for c in columns)
         name = r["implementation"] + ("" if r["comparable"] else " *")
         lines.append(f"{r['case_id']:<42} {name:<17} {r['published_tflops']:>9.0f}{cells}")
+    for c in columns:  # a process cut by its deadline leaves a case fewer medians: say which
+        most = max((r["ours"][c]["processes"] for r in result["rows"] if c in r["ours"]), default=0)
+        lines += [f"{c}: {r['case_id']} from {r['ours'][c]['processes']} of {most} processes"
+                  for r in result["rows"] if c in r["ours"] and r["ours"][c]["processes"] < most]
     lines += ["", f"{'recipe':<18} {'implementation':<17} {'cases':>5} {'within':>6} {'above':>5} {'below':>5} "
                   f"{'median ratio':>12} {'worst ratio':>11}  worst case"]
     for column, groups in result["summary"].items():

@@ -52,6 +52,9 @@ def test_h100_table_matches_hand_computed_cases(h100_inputs, tmp_path):
     assert cudnn["ours"]["paced_duty"]["tflops"] == pytest.approx(paced, rel=1e-9)
     assert cudnn["ours"]["paced_duty"]["ratio"] == pytest.approx(paced / 539, rel=1e-9)
     assert cudnn["ours"]["paced_duty"]["processes"] == 3
+    # The first process ran out of time before this case's plain round: two medians, and said so.
+    assert cudnn["ours"]["plain"]["processes"] == 2
+    assert "plain: sdpa_cudnn/fa_s16384_d128/fp16/causal from 2 of 3 processes" in proc.stdout.splitlines()
     line = row_of(proc.stdout, "sdpa_cudnn/fa_s16384_d128/fp16/causal")
     assert line[1:3] == ["cuDNN", "539"] and line[5:7] == ["614.6", "1.140"]  # plain, then paced_duty
 
