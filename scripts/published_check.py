@@ -4,7 +4,7 @@ The table is docs/data/published_fa3_h100.toml (the FlashAttention-3 paper's Fig
 Triton, cuDNN and FA3 forward TFLOPS on an H100 80GB SXM5, 2024), each implementation mapped
 to one of our variants. Ours come from `scripts/power_check.py` JSON files (per recipe, per
 case: the median over its fresh processes of the per-process medians) and/or `attnwatch run`
-bundle directories (read with history.contract's one reader, one process). Our TFLOPS are the
+bundle directories or their .tgz (read with history.contract's one reader, one process). Our TFLOPS are the
 case's FLOPs by the project's FLOP model (kernels.operators) over our median latency; a
 power_check file whose recorded TFLOPS disagree with that model is refused (its shape or model
 was not ours).
@@ -17,7 +17,7 @@ Triton tutorial kernel, not ours) and never counted. Nothing here needs a GPU, d
 streamlit or plotly.
 
     PYTHONPATH=. python3 scripts/published_check.py --gpu "NVIDIA H100 80GB HBM3" \
-        tests/data/power_check/h100-2026-11-26-8131799.json tests/data/bundles/<bundle dir>
+        tests/data/power_check/h100-2026-11-26-8131799.json tests/data/bundles/h100-fa-grid-fp16-8131799.tgz
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import json
 import math
 import statistics
 import sys
+import tarfile
+import tempfile
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -206,11 +208,30 @@ def read_bundle(path: Path, table: Table, inputs: Inputs) -> None:
         _add(inputs, path, gpu, (t.variant, t.shape_id, t.dtype, mode), ours)
 
 
+def read_packed_bundle(path: Path, table: Table, inputs: Inputs) -> None:
+    """A bundle kept as a .tgz of its one directory (tests/data/bundles), unpacked to a temp dir."""
+    with tempfile.TemporaryDirectory(prefix="published_check_") as tmp:
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(tmp, filter="data")
+        except (OSError, tarfile.TarError) as exc:
+            raise PublishedError(f"{path}: not a readable bundle archive: {exc}") from None
+        dirs = [p.parent for p in Path(tmp).glob("*/manifest.json")]
+        if len(dirs) != 1:
+            raise PublishedError(f"{path}: the archive holds {len(dirs)} bundle directories, not one")
+        try:
+            read_bundle(dirs[0], table, inputs)
+        except PublishedError as exc:  # name the archive, never the temp dir
+            raise PublishedError(str(exc).replace(str(dirs[0]), str(path))) from None
+
+
 def read_inputs(paths: list[Path], gpu: str | None, table: Table) -> Inputs:
     inputs = Inputs()
     for path in paths:
         if path.is_dir():
             read_bundle(path, table, inputs)
+        elif path.name.endswith((".tgz", ".tar.gz")):
+            read_packed_bundle(path, table, inputs)
         elif path.is_file():
             read_power_check(path, gpu, table, inputs)
         else:
@@ -277,7 +298,7 @@ def render(result: dict) -> list[str]:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("inputs", nargs="+", type=Path, help="power_check JSON files and/or attnwatch run bundle directories")
+    p.add_argument("inputs", nargs="+", type=Path, help="power_check JSON files and/or attnwatch run bundle directories (or .tgz)")
     p.add_argument("--gpu", default=None, help="the GPU of power_check files that do not name it")
     p.add_argument("--table", type=Path, default=DEFAULT_TABLE, help="the published table (TOML)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows and summary here")

@@ -34,9 +34,10 @@ def row_of(stdout: str, case_id: str) -> list[str]:
     return next(line.split() for line in stdout.splitlines() if line.startswith(case_id + " "))
 
 
-def test_h100_table_matches_hand_computed_cases(h100_inputs, tmp_path):
-    power, bundle = h100_inputs
-    proc = run("--gpu", H100, str(power), str(bundle), "--json", str(tmp_path / "r.json"))
+def test_h100_table_matches_hand_computed_cases(h100_inputs, fixtures_dir, tmp_path):
+    power, _ = h100_inputs
+    packed = fixtures_dir / "bundles" / "h100-fa-grid-fp16-8131799.tgz"  # the bundle as kept, unpacked by the script
+    proc = run("--gpu", H100, str(power), str(packed), "--json", str(tmp_path / "r.json"))
     assert proc.returncode == 0, proc.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["columns"] == ["plain", "paced_duty", "paced_power", "run plain"]
