@@ -162,7 +162,10 @@ def child(args) -> int:
     engine = Engine(plan, lambda kind_, **fields: None)
     engine.build_all()
     poller = Poller(engine.monitor)
-    out = {"child": args.child, "device": kind, "phases": [], "results": [], "evidence": {}, "samples": {}}
+    from attnwatch.ci.environment import device_properties
+
+    out = {"child": args.child, "device": kind, "gpu_name": device_properties().get("gpu_name"),
+           "phases": [], "results": [], "evidence": {}, "samples": {}}
     if poller.available:
         out["evidence"]["nvml_rate"] = poller.rate()
         out["evidence"]["power_limit_w"] = engine.monitor.power_limit_w()
@@ -376,7 +379,8 @@ def parent(args) -> int:
         log("power_check: no process finished")
         return 1
     summary = aggregate(children, recipes)
-    report = {"commit": args.commit, "device": children[0]["device"], "budget_s": args.budget_s,
+    report = {"commit": args.commit, "device": children[0]["device"], "gpu_name": children[0].get("gpu_name"),
+              "budget_s": args.budget_s,
               "wall_s": time.time() - start, "processes": len(children), "recipes_asked": recipes,
               "truncated": [c["child"] for c in children if c.get("truncated")],
               "evidence": evidence(children[0]), **summary}
