@@ -42,7 +42,7 @@ OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
 # The distributions whose versions every run records in its environment (Environment.packages,
 # None where not installed) and a compare's fingerprint compares: what the registered variants
 # import beyond torch, Triton and CuPy, each with why. A new optional dependency of a variant
-# is added here (tests/test_optional_packages.py checks every OPTIONAL_PACKAGES entry is).
+# is added here (tests/test_environment.py checks every OPTIONAL_PACKAGES entry is).
 RECORDED_DISTRIBUTIONS: dict[str, str] = {
     "flash-attn-4": "fa4_sm90's kernel (the fa4 extra): its forward and tile choice",
     "nvidia-cutlass-dsl": "the CuTe DSL that compiles fa4_sm90's and quack's kernels",
