@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "comment",
     "dashboard",
     "env",
+    "install_extras",
 )
 
 

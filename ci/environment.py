@@ -130,6 +130,16 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def optional_package_versions() -> dict[str, str | None]:
+    """The installed version of each distribution kernels/optional_packages.py records (None:
+    not installed). The list comes from the kernels this process runs; a revision's kernels from
+    before the list record none ({}), so a compare against one measures everything."""
+    from attnwatch.kernels import optional_packages
+
+    installed = getattr(optional_packages, "installed_versions", None)
+    return installed() if installed is not None else {}
+
+
 def nvcc_version() -> str | None:
     """`release X.Y, VX.Y.Z` line of `nvcc --version`, as the version string."""
     if shutil.which("nvcc") is None:
@@ -313,6 +323,7 @@ def capture_environment(probe_device: bool = False) -> Environment:
         nvcc_version=nvcc_version(),
         cuda_version=cuda_version,
         pool=declared_pool(),
+        packages=optional_package_versions(),
     )
     if gpu:
         env.gpu_name = gpu.name

@@ -16,8 +16,13 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import re
+import sys
 from dataclasses import dataclass
+from importlib import metadata
+
+from .capabilities import EXTRA_SITE_ENV
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,30 @@ OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
     "quack": OptionalPackage("quack.rmsnorm", "quack-kernels",
                              "quack's CuTe-DSL RMSNorm (with nvidia-cutlass-dsl), a reference of rmsnorm"),
 }
+
+# The distributions whose versions every run records in its environment (Environment.packages,
+# None where not installed) and a compare's fingerprint compares: what the registered variants
+# import beyond torch, Triton and CuPy, each with why. A new optional dependency of a variant
+# is added here (tests/test_environment.py checks every OPTIONAL_PACKAGES entry is).
+RECORDED_DISTRIBUTIONS: dict[str, str] = {
+    "flash-attn-4": "fa4_sm90's kernel (the fa4 extra): its forward and tile choice",
+    "nvidia-cutlass-dsl": "the CuTe DSL that compiles fa4_sm90's and quack's kernels",
+    "quack-kernels": "quack's RMSNorm, and kernels flash-attn-4 imports",
+    "liger-kernel": "Liger-Kernel's Triton RMSNorm",
+}
+
+
+def installed_versions() -> dict[str, str | None]:
+    """RECORDED_DISTRIBUTIONS -> the installed version (None: not installed), from package
+    metadata without importing anything: on sys.path and in the ATTNWATCH_EXTRA_SITE folders a
+    measuring child adds (kernels.capabilities.extra_site_dirs), so the run's parent, which does
+    not add them, records what its children import."""
+    path = sys.path + [f for f in os.environ.get(EXTRA_SITE_ENV, "").split(os.pathsep) if f]
+    versions: dict[str, str | None] = {}
+    for name in sorted(RECORDED_DISTRIBUTIONS):
+        found = next(iter(metadata.distributions(name=name, path=path)), None)
+        versions[name] = found.version if found is not None else None
+    return versions
 
 
 # An absolute path in an import error is reduced to its last part: reasons reach bundles and PRs.

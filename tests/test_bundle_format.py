@@ -104,7 +104,7 @@ def test_each_timing_is_stored_once(tmp_path):
     benchmark = json.loads((bundle / "benchmark.json").read_text())
     assert all(set(e["extra_info"]) == {"attnwatch_case"} for e in benchmark["benchmarks"])
     assert [e["extra_info"]["attnwatch_case"] for e in benchmark["benchmarks"]] == [t["case_id"] for t in timings["timings"]]
-    assert json.loads((bundle / "manifest.json").read_text())["schema_version"] == 2
+    assert json.loads((bundle / "manifest.json").read_text())["schema_version"] == 3
 
 
 def _table(db: Path, table: str) -> list[tuple]:
@@ -214,3 +214,41 @@ def test_run_and_compare_share_the_assembler_and_its_rule(tmp_path):
         loaded = load_bundle(bundle, known_commit=False)
         assert [(o.status, o.error) for o in loaded.outcomes] == [("failed", NO_RECORD)]
         assert loaded.manifest.status == "failed" and loaded.timings == []
+
+
+def _runs_packages(db: Path) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute("SELECT run_id, bundle_schema_version, packages FROM series_runs ORDER BY run_id").fetchall()
+    finally:
+        con.close()
+
+
+def test_format_3_records_the_optional_packages_and_a_format_2_bundle_still_ingests(tmp_path):
+    """Format 3 added Environment.packages (an absent package is a key with null); a format-2
+    bundle (as the H200 runs of before wrote it) reads with none recorded and ingests, NULL."""
+    packages = {"flash-attn-4": "4.0.0b4", "liger-kernel": None}
+    new = make_bundle(tmp_path / "new", run_id="run-3", variants=("sdpa",), n_samples=5,
+                      environment={"packages": packages})
+    written = json.loads((new / "manifest.json").read_text())
+    assert written["schema_version"] == 3 and written["environment"]["packages"] == packages
+    old = shutil.copytree(new, tmp_path / "old")
+    document = {**written, "run_id": "run-2", "schema_version": 2}
+    del document["environment"]["packages"]
+    (old / "manifest.json").write_text(json.dumps(document))
+    assert load_bundle(old).manifest.environment.packages == {}
+    db = tmp_path / "h.duckdb"
+    ingest_paths(db, [new, old])
+    assert _runs_packages(db) == [("run-2", 3, None),
+                                  ("run-3", 3, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
+
+
+def test_packages_that_are_not_versions_are_refused(tmp_path):
+    """Packages that are not distribution -> version-or-null are refused in one line naming the field."""
+    bundle = make_bundle(tmp_path / "b", run_id="r", variants=("sdpa",), n_samples=5)
+    document = json.loads((bundle / "manifest.json").read_text())
+    document["environment"]["packages"] = {"flash-attn-4": 4}
+    (bundle / "manifest.json").write_text(json.dumps(document))
+    with pytest.raises(BundleError) as info:
+        load_bundle(bundle)
+    assert info.value.path.endswith("manifest.json") and info.value.field == "environment.packages.flash-attn-4"

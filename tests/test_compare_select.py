@@ -20,7 +20,7 @@ from attnwatch.ci.compare.report import ReportError, load_report, write_report
 from attnwatch.ci.compare.select import (CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
-from attnwatch.ci.fingerprint.variant import variant_fingerprint
+from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
 from compare_factory import make_report
 
@@ -222,6 +222,26 @@ def test_different_library_versions_measure_everything(sides):
     base, head = sides
     selection = select(base, head, libraries={**LIBRARIES, "torch_version": "2.12.0"})
     assert selection.everything == "the sides run different libraries (torch_version: 2.11.0 vs 2.12.0)"
+
+
+def test_a_different_flash_attn_4_measures_everything(sides):
+    """The optional packages a run records (Environment.packages) are libraries too: two sides
+    with different flash-attn-4 versions, or one without it, vouch for nothing."""
+    base, head = sides
+    env = {**LIBRARIES, "packages": {"flash-attn-4": "4.0.0b4", "liger-kernel": None}}
+    base_fps = fingerprints(base, libraries=library_versions(env))
+
+    def chosen(packages):
+        return select_variants([v.name for v in all_variants()], base_fps,
+                               fingerprints(head, libraries=library_versions({**env, "packages": packages})),
+                               reference=reference().name, rotation="c0ffee", canary=1)
+
+    assert chosen({"flash-attn-4": "4.0.0b4", "liger-kernel": None}).everything is None
+    newer = chosen({"flash-attn-4": "4.0.0b5", "liger-kernel": None})
+    assert newer.everything == "the sides run different libraries (packages.flash-attn-4: 4.0.0b4 vs 4.0.0b5)"
+    assert not newer.skipped
+    absent = chosen({"flash-attn-4": None, "liger-kernel": None})
+    assert absent.everything == "the sides run different libraries (packages.flash-attn-4: 4.0.0b4 vs None)"
 
 
 def test_an_import_that_cannot_be_resolved_makes_the_variant_unknown_and_measured(sides):

@@ -106,3 +106,31 @@ def test_env_command_prints_json(capsys, repo):
     data = json.loads(capsys.readouterr().out)
     assert data["git"]["branch"] == "trunk"
     assert set(asdict(capture_environment())) == set(data["environment"])
+
+
+def _dist_info(folder, name: str, version: str) -> None:
+    """A package's installed metadata, as pip writes it (pip install --target folder)."""
+    info = folder / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_the_optional_packages_are_recorded_absent_or_with_their_version(tmp_path, monkeypatch):
+    """Every distribution of RECORDED_DISTRIBUTIONS is a key of Environment.packages: None when
+    not installed, its version when installed, also in an ATTNWATCH_EXTRA_SITE folder (where a
+    GPU runner puts the fa4 extra with pip --target; the run's parent never adds it to its path)."""
+    from attnwatch.kernels.optional_packages import OPTIONAL_PACKAGES, RECORDED_DISTRIBUTIONS
+
+    assert {p.distribution for p in OPTIONAL_PACKAGES.values()} <= set(RECORDED_DISTRIBUTIONS)
+    monkeypatch.delenv("ATTNWATCH_EXTRA_SITE", raising=False)
+    bare = capture_environment().packages
+    assert set(bare) == set(RECORDED_DISTRIBUTIONS) >= {"flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "liger-kernel"}
+    site = tmp_path / "fa4site"
+    _dist_info(site, "flash-attn-4", "4.0.0b4")
+    _dist_info(site, "nvidia-cutlass-dsl", "4.3.0")
+    monkeypatch.setenv("ATTNWATCH_EXTRA_SITE", str(site))
+    packages = capture_environment().packages
+    assert packages["flash-attn-4"] == "4.0.0b4" and packages["nvidia-cutlass-dsl"] == "4.3.0"
+    assert set(packages) == set(bare)
+    if bare["liger-kernel"] is None:
+        assert packages["liger-kernel"] is None  # not installed: recorded, as None

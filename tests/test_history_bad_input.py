@@ -283,7 +283,7 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
     _edit_json(bundle / "manifest.json", to_v0)
     ingest_paths(db_path, [bundle])
     with open_read(db_path) as con:
-        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 2)
+        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 3)
 
 
 def test_manifest_listing_a_missing_file(stored, tmp_path, capsys):

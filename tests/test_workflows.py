@@ -6,6 +6,7 @@ still ingested, and the comment's target taken from the event."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -392,3 +393,78 @@ def test_the_adoption_action_and_the_examples_workflow_are_valid_and_clean():
         assert "${{" not in step.get("run", ""), step
     for ref, rest in re.findall(r"^\s*(?:- )?uses:\s*(\S+)(.*)", EXAMPLE_WORKFLOW.read_text(), re.MULTILINE):
         assert PINNED.match(ref) and re.search(r"#\s*v\d+\.\d+\.\d+", rest), ref
+
+
+# ---------------------------------------------------------------- optional extras (the fa4 reference)
+
+def _extras_step(steps: list[dict]) -> tuple[int, dict]:
+    (found,) = [(i, s) for i, s in enumerate(steps) if "install-extras" in s.get("run", "")]
+    return found
+
+
+def _run_extras_step(script: str, tmp_path: Path, extras: str, wheels: str) -> subprocess.CompletedProcess:
+    """The step's own script under bash, its `attnwatch` (the venv's, or the action's on PATH)
+    this checkout's CLI with --dry-run: what pip would be asked to do."""
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    stand_in = bin_dir / "attnwatch"
+    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch.ci.cli "$@" --dry-run\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "EXTRAS": extras, "WHEELS": wheels, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT)}
+    return subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_gpu_jobs_install_the_optional_extras_after_attnwatch_offline_from_the_wheel_folder(tmp_path):
+    """gpu-bench's measure and compare jobs install the extras a dispatch names (else the
+    ATTNWATCH_EXTRAS variable) right after attnwatch, from the ATTNWATCH_WHEELS folder alone when
+    the runner has one (pip --no-index --find-links, each pin --no-deps); none named, no step runs."""
+    wf = _load("gpu-bench.yml")
+    assert wf["on"]["workflow_dispatch"]["inputs"]["extras"]["default"] == ""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    for job_id in ("measure", "compare"):
+        job = wf["jobs"][job_id]
+        assert job["env"]["EXTRAS"] == "${{ inputs.extras || vars.ATTNWATCH_EXTRAS }}"
+        assert job["env"]["WHEELS"] == "${{ vars.ATTNWATCH_WHEELS }}"
+        index, step = _extras_step(job["steps"])
+        assert job["steps"][index - 1]["run"].startswith("make install") and step["if"] == "env.EXTRAS != ''"
+        assert index < next(i for i, s in enumerate(job["steps"]) if "attnwatch run" in s.get("run", "")
+                            or "attnwatch compare" in s.get("run", ""))
+        offline = _run_extras_step(step["run"], tmp_path, "fa4", str(wheels))
+        assert offline.returncode == 0, offline.stderr
+        assert f"--no-index --find-links {wheels} --no-deps flash-attn-4==" in offline.stdout
+        online = _run_extras_step(step["run"], tmp_path, "fa4", "")
+        assert online.returncode == 0 and "--no-index" not in online.stdout and "flash-attn-4==" in online.stdout
+        unknown = _run_extras_step(step["run"], tmp_path, "fa4 no_such_extra", "")
+        assert unknown.returncode == 2 and "unknown extra no_such_extra" in unknown.stderr
+
+
+def test_the_adoption_action_installs_the_extras_it_is_given(tmp_path):
+    action = YAML(typ="safe").load(ACTION.read_text())
+    assert action["inputs"]["extras"]["default"] == "" and action["inputs"]["wheels"]["default"] == ""
+    index, step = _extras_step(action["runs"]["steps"])
+    assert "pip install" in action["runs"]["steps"][index - 1]["run"] and step["if"] == "inputs.extras != ''"
+    assert step["env"] == {"EXTRAS": "${{ inputs.extras }}", "WHEELS": "${{ inputs.wheels }}"}
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    done = _run_extras_step(step["run"], tmp_path, "fa4", str(wheels))
+    assert done.returncode == 0 and f"--no-index --find-links {wheels} --no-deps" in done.stdout, done.stderr
+
+
+def test_install_extras_from_a_wheel_folder_never_reaches_an_index(tmp_path):
+    """For real, without --dry-run: a folder that lacks the pins fails the install (pip's own
+    message, non-zero) instead of fetching them, and installs nothing."""
+    from attnwatch.ci.extras import extra_pins
+
+    empty = tmp_path / "wheels"
+    empty.mkdir()
+    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "install-extras", "fa4", "--wheels", str(empty)],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode != 0 and "flash-attn-4" in done.stderr, done.stdout + done.stderr
+    assert extra_pins(["fa4"])[0].startswith("flash-attn-4==")
+    missing = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "install-extras", "fa4", "--wheels",
+                              str(tmp_path / "absent")], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert missing.returncode == 2 and "--wheels: the wheel folder does not exist" in missing.stderr

@@ -46,7 +46,7 @@ ENVIRONMENT_FIELDS = (
     "run_id", "repo", "commit_sha", "parent_sha", "branch", "pr_number", "trigger", "status", "started_at",
     "finished_at", "runner", "shape_set", "synthetic", "dirty", "gpu_name", "gpu_uuid", "driver_version",
     "cuda_version", "sm_clock_mhz", "sm_clock_max_mhz", "torch_version", "triton_version", "cupy_version",
-    "nvcc_version", "python_version", "hostname", "source", "ingested_at", "notes",
+    "nvcc_version", "packages", "python_version", "hostname", "source", "ingested_at", "notes",
 )
 
 

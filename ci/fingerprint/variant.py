@@ -17,7 +17,8 @@ so it fingerprints exactly what it will time:
   cache makes the variant unknown (measured). Triton's compiled kernels are not hashed: the
   Triton source, its configuration tables and the Triton version stand for them;
 * `libraries`: the versions this process runs with (torch, Triton, CUDA, CuPy, nvcc, driver,
-  Python, GPU), stated rather than assumed equal;
+  Python, GPU, and each optional package the variants import: flash-attn-4, the CuTe DSL, ...,
+  as `packages.<distribution>`, None where not installed), stated rather than assumed equal;
 * `settings`: the plan's timing and correctness settings and the variant's case ids.
 
 `digest` is the sha256 of all five. A variant whose module cannot be found, or whose closure
@@ -35,7 +36,17 @@ from typing import Any
 from attnwatch.ci.fingerprint.sources import module_closure, rules
 
 LIBRARY_FIELDS = ("python_version", "torch_version", "triton_version", "cuda_version", "cupy_version",
-                  "nvcc_version", "driver_version", "gpu_name", "device_kind")
+                  "nvcc_version", "driver_version", "gpu_name", "device_kind", "packages")
+
+
+def library_versions(environment: dict) -> dict:
+    """The `libraries` part of a fingerprint from a captured environment: LIBRARY_FIELDS, with
+    `packages` (distribution -> version, history.contract.bundle.Environment) flattened to one
+    `packages.<distribution>` entry each, so a difference names the package."""
+    libraries = {k: environment.get(k) for k in LIBRARY_FIELDS if k != "packages"}
+    for name, version in sorted((environment.get("packages") or {}).items()):
+        libraries[f"packages.{name}"] = version
+    return libraries
 
 
 def digest_of(value: Any) -> str:
@@ -98,7 +109,7 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
     from attnwatch.ci.kernels_api import kernels_api, kernels_dir
 
     root = kernels_dir().parent
-    libraries = {k: environment.get(k) for k in LIBRARY_FIELDS}
+    libraries = library_versions(environment)
     common = {"timing": plan.timing, "device_kind": plan.device_kind, "correctness": plan.correctness,
               "correctness_seeds": list(plan.correctness_seeds), "timing_seed": plan.timing_seed}
     out = {}

@@ -24,7 +24,7 @@ Top-level layout of each JSON file (every one an object with `schema` and `schem
 the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
 functions in history.contract.bundle_upgrades):
 
-    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 2, ...Manifest fields}
+    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 3, ...Manifest fields}
                        (its version is the bundle's format: format 1 kept each CaseTiming in
                        benchmark.json's `extra_info["attnwatch"]`; history.contract.timings upgrades it)
     timings.json       {"schema": "attnwatch.timings", "schema_version": 1, "timings": [CaseTiming]}
@@ -65,7 +65,8 @@ from attnwatch.history.analysis.statistics import Summary
 # The current version of each format; a change to one adds an upgrader (history.contract.bundle_upgrades)
 # from the previous version and bumps its number here.
 SCHEMA_VERSIONS = {
-    "attnwatch.manifest": 2,  # the bundle format; v2: timings in timings.json (history.contract.timings)
+    "attnwatch.manifest": 3,  # the bundle format; v2: timings in timings.json (history.contract.timings);
+    # v3: environment.packages, the optional packages' versions
     "attnwatch.timings": 1,
     "attnwatch.outcomes": 2,  # v2: each case's operator
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
@@ -128,6 +129,10 @@ class Environment:
     gpu_index: int | None = None
     gpu_mig_uuid: str | None = None
     pool: str | None = None
+    # Format 3: distribution -> installed version of each optional package the variants import
+    # (kernels/optional_packages.py RECORDED_DISTRIBUTIONS), None for one not installed; {}: a
+    # bundle of an older format, which did not record them.
+    packages: dict[str, str | None] = rule(default_factory=dict, max_items=64)
 
 
 @dataclass

@@ -4,11 +4,15 @@ The reader (history.contract.checks.check_envelope) applies them one version at 
 written by any earlier attnwatch still ingests. One function per format change, registered in
 UPGRADERS under (schema name, the version it upgrades from); never edit a shipped one.
 A change across files, the bundle's format (the manifest's schema_version), is upgraded by
-history.contract.timings.BUNDLE_UPGRADERS first: format 2 moved the timings into timings.json.
+history.contract.timings.BUNDLE_UPGRADERS first: format 2 moved the timings into timings.json,
+format 3 (`bundle_v2_to_v3`, here) added the optional packages' versions to the environment.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from attnwatch.history.contract.bundle import MANIFEST_FILE
 from attnwatch.history.contract.checks import Upgrader
 
 # Fields correctness records gained in v2. A v1 record did not carry them (the producer of the
@@ -108,6 +112,18 @@ def case_timing_v3_to_v4(document: dict) -> dict:
         document.setdefault(name, None)
     document["schema_version"] = 4
     return document
+
+
+def bundle_v2_to_v3(documents: dict, directory: Path) -> dict:
+    """Bundle format 2 -> 3 (file name -> parsed document): the manifest's environment gains
+    `packages`, the optional packages' versions; format 2 did not record them, so it is {} (not
+    recorded, which is not "absent": an absent package is a key with None). Nothing else changes."""
+    manifest = dict(documents[MANIFEST_FILE])
+    environment = manifest.get("environment")
+    if isinstance(environment, dict):  # anything else is left for the reader to refuse
+        manifest["environment"] = {"packages": {}, **environment}
+    manifest["schema_version"] = 3
+    return {**documents, MANIFEST_FILE: manifest}
 
 
 UPGRADERS: dict[tuple[str, int], Upgrader] = {

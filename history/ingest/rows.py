@@ -1,7 +1,8 @@
 """A LoadedBundle as rows of the history's tables (Arrow tables keyed by table name).
 
 Pure conversion: no database access. Column names match history/migrations (001, 005 for
-the correctness check's margin, 012 for operators and gap_to_baseline): every field of a record is a column, none is left out.
+the correctness check's margin, 012 for operators and gap_to_baseline, 014 for the optional
+packages' versions): every field of a record is a column, none is left out.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def run_row(b: LoadedBundle, ingested_at: datetime | None = None) -> dict:
         "ingested_at": ingested_at or datetime.now(timezone.utc).replace(tzinfo=None),
     }
     row.update(env)
+    # Migration 014: the optional packages' versions as a JSON object (null: not installed);
+    # NULL for a bundle of an older format, which recorded none.
+    row["packages"] = json.dumps(env["packages"], sort_keys=True) if env["packages"] else None
     # Migration 006: the series pool, declared or defaulted (history.contract.series_key), so that old
     # bundles (no pool, no PCI id: NULL) fall in with their host's new runs.
     row["pool"] = series_pool(env.get("pool"), env.get("hostname"), m.runner)
