@@ -17,7 +17,7 @@ from attnwatch.ci.plan import operator_baselines
 
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
-from attnwatch.ci.compare.select import (CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
+from attnwatch.ci.compare.select import (BASELINE, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import variant_fingerprint
@@ -87,14 +87,15 @@ def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES
         out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
                                           settings={"cases": [v.name]})
         out[v.name]["reference"] = v.name in operator_baselines().values()
+        out[v.name]["operator"] = v.operator  # as plan_fingerprints records it from the plan's cases
     return out
 
 
 def select(base: Path, head: Path, *, keyed: bool = False, rotation: str = "c0ffee", canary: int = 1, **kw):
     hb, hh = harness_closure(base), harness_closure(head)
     return select_variants([v.name for v in all_variants()], fingerprints(base, keyed=keyed),
-                           fingerprints(head, keyed=keyed, **kw), reference=reference().name, rotation=rotation,
-                           canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
+                           fingerprints(head, keyed=keyed, **kw), reference=reference().name,
+                           baselines=operator_baselines(), rotation=rotation, canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
 
 
 def changed(selection) -> set[str]:
@@ -121,6 +122,7 @@ def stand_in_nvcc(tmp_path, monkeypatch):
 
 
 def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
+    """The A/A: sdpa and the canary; RMSNorm's baseline serves no changed variant, so it is not timed."""
     selection = select(*sides)
     assert selection.everything is None and not changed(selection)
     assert selection.measured[reference().name] == REFERENCE
@@ -128,9 +130,15 @@ def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
     assert set(selection.measured) == {reference().name, *selection.canary}
     assert set(selection.skipped) == {v.name for v in all_variants()} - set(selection.measured)
     assert set(selection.skipped.values()) == {UNCHANGED}
+    assert selection.reference == reference().name  # compare.json's "reference": the baselines measured
+    rmsnorm = operator_baselines()["rmsnorm"]
+    for k in range(40):  # whichever canary is drawn, RMSNorm's baseline comes only as a canary itself
+        drawn = select(*sides, rotation=f"{k:040x}")
+        assert rmsnorm not in drawn.measured or drawn.canary == [rmsnorm]
 
 
 def test_a_variant_source_change_measures_that_variant(sides):
+    """A change to one attention variant measures it and sdpa, not RMSNorm's baseline."""
     base, head = sides
     source = head / "kernels" / "variants" / "torch_3op.py"
     source.write_text(source.read_text() + "\n# a change\n")
@@ -138,6 +146,36 @@ def test_a_variant_source_change_measures_that_variant(sides):
     assert changed(selection) == {"torch_3op"}
     assert selection.measured["torch_3op"] == "changed: kernels/variants/torch_3op.py"
     assert set(selection.measured) == {"torch_3op", reference().name, *selection.canary}
+    rmsnorm = operator_baselines()["rmsnorm"]
+    assert rmsnorm in selection.canary or selection.skipped[rmsnorm] == UNCHANGED
+
+
+def test_a_change_to_an_rmsnorm_variant_measures_its_baseline_and_the_reference(sides):
+    base, head = sides
+    source = head / "kernels" / "variants" / "rmsnorm_triton.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    selection = select(base, head)
+    assert changed(selection) == {"rmsnorm_triton"}
+    assert selection.measured["rmsnorm_torch"] == BASELINE.format(operator="rmsnorm", changed="rmsnorm_triton")
+    assert selection.measured[reference().name] == REFERENCE
+    assert set(selection.measured) == {"rmsnorm_triton", "rmsnorm_torch", reference().name, *selection.canary}
+    assert selection.reference == f"{reference().name}, rmsnorm_torch"
+
+
+def test_a_canary_of_another_operator_does_not_measure_its_baseline(tree):
+    """Only a change serves a baseline: an RMSNorm canary is timed without rmsnorm_torch."""
+    same = fingerprints(tree)
+    rmsnorm = [n for n, fp in same.items() if fp["operator"] == "rmsnorm" and not fp["reference"]]
+    only = {n: fp for n, fp in same.items() if n in (*rmsnorm, "rmsnorm_torch", reference().name)}
+    for k in range(8):
+        selection = select_variants(list(only), only, only, reference=reference().name, baselines=operator_baselines(),
+                                    rotation=f"{k:040x}", canary=1)
+        assert "rmsnorm_torch" not in selection.measured or selection.canary == ["rmsnorm_torch"]
+    # a changed variant whose operator is not known needs every baseline
+    unknown = {n: {k: v for k, v in fp.items() if k != "operator"} for n, fp in only.items()}
+    head = {**unknown, rmsnorm[0]: {**unknown[rmsnorm[0]], "digest": "another"}}
+    assert "rmsnorm_torch" in select_variants(list(only), unknown, head, reference=reference().name,
+                                              baselines=operator_baselines(), rotation="", canary=0).measured
 
 
 def test_a_module_a_variant_imports_is_followed(sides):

@@ -64,8 +64,9 @@ class SessionOptions:
     extra_sys_path: list[str] = field(default_factory=list)
     python: str = ""
     workers_per_side: int | None = None  # ci/compare/side_group.py: k workers per side take the rounds in turn
-    # ci/compare/select.py: measure only the variants whose fingerprints differ (plus the reference and
-    # the A/A canary), rotating the canary by `rotation` (the head commit); False measures every variant.
+    # ci/compare/select.py: measure only the variants whose fingerprints differ (plus the reference, the
+    # baselines a changed variant needs, and the A/A canary), rotating the canary by `rotation` (the head
+    # commit); False measures every variant.
     select: bool = False
     rotation: str = ""
     measure_all: str | None = None  # with `select`: why every variant is measured anyway (--all), recorded as such
@@ -149,9 +150,9 @@ def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roo
                                         harness["head"].unknown)
     except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
         everything = f"the shared harness could not be fingerprinted ({type(exc).__name__})"
-    head = sides["head"].fingerprints
-    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
-                           reference=[v for v, fp in head.items() if fp.get("reference")],
+    plan = sides["head"].spec.plan  # both sides take the gaps against the head's baselines (ci/plan.py)
+    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints,
+                           sides["head"].fingerprints, reference=plan.reference, baselines=plan.baselines,
                            rotation=options.rotation, canary=canary, everything=everything)
 
 
