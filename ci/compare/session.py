@@ -31,6 +31,7 @@ from attnwatch.ci.compare.select import Selection, harness_change, select_varian
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
+from attnwatch.ci.workers.client import close_deadline
 from attnwatch.ci.environment import GitInfo, capture_git
 from attnwatch.ci.fingerprint.sources import harness_closure, rules
 from attnwatch.ci.plan import PlannedCase, RunPlan
@@ -124,8 +125,9 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     finally:
         for side in sides.values():
             side.stop()
+        deadline = close_deadline()  # one grace for every worker, not one after another
         for side in sides.values():
-            side.close()
+            side.close(deadline)
     notes = [n for name in ("base", "head") for n in sides[name].notes]  # each names its side and worker
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
                                         environment=side_environment(sides[name].environment, options.device_kind),
