@@ -256,6 +256,18 @@ def test_a_checkout_without_the_harness_measures_everything(sides):
     assert not selection.skipped
 
 
+def test_the_session_reads_the_harness_of_both_checkouts(sides):
+    """ci/compare/session.harness_reason, computed while the workers start: identical harness, None;
+    a base without ci/, everything measured; a root that is not a checkout, the same, never a crash."""
+    from attnwatch.ci.compare.session import harness_reason
+
+    base, head = sides
+    assert harness_reason({"base": base, "head": head}) is None
+    assert harness_reason({"base": base, "head": None}) is None  # None: this checkout (a copy of it is `base`)
+    shutil.rmtree(base / "ci")
+    assert harness_reason({"base": base, "head": head}).startswith("the base's shared harness cannot be fingerprinted")
+
+
 def test_different_library_versions_measure_everything(sides):
     base, head = sides
     selection = select(base, head, libraries={**LIBRARIES, "torch_version": "2.12.0"})
