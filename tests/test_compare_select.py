@@ -344,6 +344,18 @@ def test_compare_json_and_the_comment_say_what_was_skipped_and_the_canary(sides,
     assert folded == [f"<details><summary>Not measured: {len(skipped)} variants ({3 * len(skipped)} cases), unchanged: "
                       "identical code and binaries on both sides (fingerprints in compare.json)</summary>"]
     assert "A/A canary `sdpa_cudnn` (identical on both sides, measured as a check)" in body
+    assert f"Baselines measured: `{reference().name}` (the reference, always)." in body.splitlines()
+
+
+def test_the_comment_says_which_baselines_were_measured_and_why(sides, fixtures_dir):
+    base, head = sides
+    source = head / "kernels" / "variants" / "rmsnorm_triton.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    report = make_report(fixtures_dir)
+    report.selection = selection_record(select(base, head), {v.name: 2 for v in all_variants()}, {}, {})
+    line = next(x for x in render_comment(report).splitlines() if x.startswith("Baselines measured"))
+    assert line == (f"Baselines measured: `{reference().name}` (the reference, always), `rmsnorm_torch` (because "
+                    "rmsnorm\\_triton changed).")
 
 
 def test_a_canary_that_moved_is_a_warning(fixtures_dir):

@@ -34,7 +34,8 @@ from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 
 UNCHANGED = "unchanged: identical code and binaries"
 REFERENCE = "the reference, attention's baseline (every gap of its cases is taken against it): always measured"
-BASELINE = "{operator}'s baseline (every gap of its cases is taken against it), measured because {changed} changed"
+BECAUSE = ", measured because "
+BASELINE = "{operator}'s baseline (every gap of its cases is taken against it)" + BECAUSE + "{changed} changed"
 CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
 PARTS = ("files", "builds", "binaries", "libraries", "settings")
 
