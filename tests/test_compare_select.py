@@ -121,6 +121,13 @@ def stand_in_nvcc(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
+def _changed_variant(sides: tuple[Path, Path], name: str) -> tuple[Path, Path]:
+    """(base, head) after a comment is added to the head's module of variant `name`."""
+    source = sides[1] / "kernels" / "variants" / f"{name}.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    return sides
+
+
 def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
     """The A/A: sdpa and the canary; RMSNorm's baseline serves no changed variant, so it is not timed."""
     selection = select(*sides)
@@ -139,10 +146,7 @@ def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
 
 def test_a_variant_source_change_measures_that_variant(sides):
     """A change to one attention variant measures it and sdpa, not RMSNorm's baseline."""
-    base, head = sides
-    source = head / "kernels" / "variants" / "torch_3op.py"
-    source.write_text(source.read_text() + "\n# a change\n")
-    selection = select(base, head)
+    selection = select(*_changed_variant(sides, "torch_3op"))
     assert changed(selection) == {"torch_3op"}
     assert selection.measured["torch_3op"] == "changed: kernels/variants/torch_3op.py"
     assert set(selection.measured) == {"torch_3op", reference().name, *selection.canary}
@@ -151,10 +155,7 @@ def test_a_variant_source_change_measures_that_variant(sides):
 
 
 def test_a_change_to_an_rmsnorm_variant_measures_its_baseline_and_the_reference(sides):
-    base, head = sides
-    source = head / "kernels" / "variants" / "rmsnorm_triton.py"
-    source.write_text(source.read_text() + "\n# a change\n")
-    selection = select(base, head)
+    selection = select(*_changed_variant(sides, "rmsnorm_triton"))
     assert changed(selection) == {"rmsnorm_triton"}
     assert selection.measured["rmsnorm_torch"] == BASELINE.format(operator="rmsnorm", changed="rmsnorm_triton")
     assert selection.measured[reference().name] == REFERENCE
@@ -348,11 +349,9 @@ def test_compare_json_and_the_comment_say_what_was_skipped_and_the_canary(sides,
 
 
 def test_the_comment_says_which_baselines_were_measured_and_why(sides, fixtures_dir):
-    base, head = sides
-    source = head / "kernels" / "variants" / "rmsnorm_triton.py"
-    source.write_text(source.read_text() + "\n# a change\n")
     report = make_report(fixtures_dir)
-    report.selection = selection_record(select(base, head), {v.name: 2 for v in all_variants()}, {}, {})
+    report.selection = selection_record(select(*_changed_variant(sides, "rmsnorm_triton")),
+                                        {v.name: 2 for v in all_variants()}, {}, {})
     line = next(x for x in render_comment(report).splitlines() if x.startswith("Baselines measured"))
     assert line == (f"Baselines measured: `{reference().name}` (the reference, always), `rmsnorm_torch` (because "
                     "rmsnorm\\_triton changed).")
