@@ -7,14 +7,16 @@ compares each commit against its parent with `python -m attnwatch.ci.compare` (n
 
     warmup    c0 -> c1, --all --rounds 1 --no-correctness: fills the nvcc, Triton and CuPy caches
               (not timed as a result; skipped with --no-warmup)
-    aa        c0 -> c1: c1 touches a notes file only. Expected: the reference and the A/A canary
-              measured, every other variant "unchanged", nothing flagged
+    aa        c0 -> c1: c1 touches a notes file only. Expected: the reference (attention's baseline)
+              and the A/A canary measured, every other variant "unchanged" (RMSNorm's baseline
+              too), nothing flagged
     planted   c1 -> c2: c2 plants a --slowdown (default 3%) of torch_3op's own call: a spin after
               each call (scripts/bisect_check.PLANT), calibrated per case in this process before
               the history is built (bisect_check.calibrate_in_process: the spin whose realized
               share is the asked one); a case whose spin launch alone costs more than that share
-              keeps the shortest spin, and its calibration says so. Expected: torch_3op measured
-              and every one of its cases a regression, nothing else flagged
+              keeps the shortest spin, and its calibration says so. Expected: torch_3op, the
+              reference and the canary measured (no RMSNorm baseline: nothing of RMSNorm changed),
+              every torch_3op case a regression, nothing else flagged
     engine    c2 -> c3: c3 adds a comment to ci/engine/group.py. Expected: every variant measured
               (the shared harness changed), nothing flagged
 
@@ -23,7 +25,7 @@ said so). Writes under --out (default $OUT): select_check.json (per compare: wal
 compare's time breakdown, the selection, every case's verdict, whether the expectation held),
 <compare>.json (each compare.json), select_check.log (every compare's stderr); prints a table last.
 
-    PYTHONPATH=. python3 scripts/select_check.py --budget-s 540 --out $OUT      # the H200
+    PYTHONPATH=. python3 scripts/select_check.py --budget-s 545 --out $OUT      # the H200
     PYTHONPATH=. python3 scripts/select_check.py --device cpu --smoke --out select-smoke   # this script's own check
 """
 
@@ -96,22 +98,29 @@ def build_chain(repo: Path, spins: dict[str, int], slowdown: float) -> list[str]
 
 
 def expectation(name: str, report: dict) -> tuple[bool, str]:
-    """Whether a compare selected and judged what it should (module doc)."""
+    """Whether a compare selected and judged what it should (module doc). The baselines measured
+    (compare.json's selection "reference") must be attention's reference alone in the A/A and the
+    planted compare: another operator's baseline is measured only for a change of its operator."""
+    from attnwatch.kernels.registry import reference
+
     selection = report.get("selection") or {}
     measured = {v["variant"] for v in selection.get("variants", []) if v["measured"]}
     skipped = [v["variant"] for v in selection.get("variants", []) if not v["measured"]]
     moved = {c["case_id"] for c in report["cases"] if c["verdict"] in ("regression", "improvement")}
+    baselines = [r for r in (selection.get("reference") or "").split(", ") if r]
+    alone = baselines == [reference().name]
     if name == "aa":
-        references = [r for r in (selection.get("reference") or "").split(", ") if r]  # one baseline per operator
-        want = {*references, *selection.get("canary", [])}
-        ok = measured == want and bool(skipped) and not moved
+        want = {reference().name, *selection.get("canary", [])}
+        ok = measured == want and alone and bool(skipped) and not moved
         return ok, f"measured {sorted(measured)}, {len(skipped)} skipped, flagged {sorted(moved)}"
     if name == "planted":
         planted = [c for c in report["cases"] if c["variant"] == PLANTED]
         caught = [c for c in planted if c["verdict"] == "regression"]
         others = moved - {c["case_id"] for c in planted}
-        ok = bool(planted) and len(caught) == len(planted) and not others
-        return ok, f"{len(caught)} of {len(planted)} {PLANTED} cases regressed, other flagged {sorted(others)}"
+        want = {PLANTED, reference().name, *selection.get("canary", [])}
+        ok = bool(planted) and len(caught) == len(planted) and not others and measured == want and alone
+        return ok, (f"{len(caught)} of {len(planted)} {PLANTED} cases regressed, other flagged {sorted(others)}, "
+                    f"measured {sorted(measured)}")
     if name == "engine":
         ok = bool(selection.get("everything")) and not skipped and not moved
         return ok, f"everything: {selection.get('everything')}; flagged {sorted(moved)}"

@@ -17,7 +17,7 @@ from attnwatch.ci.plan import operator_baselines
 
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
-from attnwatch.ci.compare.select import (CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
+from attnwatch.ci.compare.select import (BASELINE, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
@@ -87,14 +87,15 @@ def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES
         out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
                                           settings={"cases": [v.name]})
         out[v.name]["reference"] = v.name in operator_baselines().values()
+        out[v.name]["operator"] = v.operator  # as plan_fingerprints records it from the plan's cases
     return out
 
 
 def select(base: Path, head: Path, *, keyed: bool = False, rotation: str = "c0ffee", canary: int = 1, **kw):
     hb, hh = harness_closure(base), harness_closure(head)
     return select_variants([v.name for v in all_variants()], fingerprints(base, keyed=keyed),
-                           fingerprints(head, keyed=keyed, **kw), reference=reference().name, rotation=rotation,
-                           canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
+                           fingerprints(head, keyed=keyed, **kw), reference=reference().name,
+                           baselines=operator_baselines(), rotation=rotation, canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
 
 
 def changed(selection) -> set[str]:
@@ -120,7 +121,15 @@ def stand_in_nvcc(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
+def _changed_variant(sides: tuple[Path, Path], name: str) -> tuple[Path, Path]:
+    """(base, head) after a comment is added to the head's module of variant `name`."""
+    source = sides[1] / "kernels" / "variants" / f"{name}.py"
+    source.write_text(source.read_text() + "\n# a change\n")
+    return sides
+
+
 def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
+    """The A/A: sdpa and the canary; RMSNorm's baseline serves no changed variant, so it is not timed."""
     selection = select(*sides)
     assert selection.everything is None and not changed(selection)
     assert selection.measured[reference().name] == REFERENCE
@@ -128,16 +137,46 @@ def test_nothing_changed_measures_only_the_reference_and_the_canary(sides):
     assert set(selection.measured) == {reference().name, *selection.canary}
     assert set(selection.skipped) == {v.name for v in all_variants()} - set(selection.measured)
     assert set(selection.skipped.values()) == {UNCHANGED}
+    assert selection.reference == reference().name  # compare.json's "reference": the baselines measured
+    rmsnorm = operator_baselines()["rmsnorm"]
+    for k in range(40):  # whichever canary is drawn, RMSNorm's baseline comes only as a canary itself
+        drawn = select(*sides, rotation=f"{k:040x}")
+        assert rmsnorm not in drawn.measured or drawn.canary == [rmsnorm]
 
 
 def test_a_variant_source_change_measures_that_variant(sides):
-    base, head = sides
-    source = head / "kernels" / "variants" / "torch_3op.py"
-    source.write_text(source.read_text() + "\n# a change\n")
-    selection = select(base, head)
+    """A change to one attention variant measures it and sdpa, not RMSNorm's baseline."""
+    selection = select(*_changed_variant(sides, "torch_3op"))
     assert changed(selection) == {"torch_3op"}
     assert selection.measured["torch_3op"] == "changed: kernels/variants/torch_3op.py"
     assert set(selection.measured) == {"torch_3op", reference().name, *selection.canary}
+    rmsnorm = operator_baselines()["rmsnorm"]
+    assert rmsnorm in selection.canary or selection.skipped[rmsnorm] == UNCHANGED
+
+
+def test_a_change_to_an_rmsnorm_variant_measures_its_baseline_and_the_reference(sides):
+    selection = select(*_changed_variant(sides, "rmsnorm_triton"))
+    assert changed(selection) == {"rmsnorm_triton"}
+    assert selection.measured["rmsnorm_torch"] == BASELINE.format(operator="rmsnorm", changed="rmsnorm_triton")
+    assert selection.measured[reference().name] == REFERENCE
+    assert set(selection.measured) == {"rmsnorm_triton", "rmsnorm_torch", reference().name, *selection.canary}
+    assert selection.reference == f"{reference().name}, rmsnorm_torch"
+
+
+def test_a_canary_of_another_operator_does_not_measure_its_baseline(tree):
+    """Only a change serves a baseline: an RMSNorm canary is timed without rmsnorm_torch."""
+    same = fingerprints(tree)
+    rmsnorm = [n for n, fp in same.items() if fp["operator"] == "rmsnorm" and not fp["reference"]]
+    only = {n: fp for n, fp in same.items() if n in (*rmsnorm, "rmsnorm_torch", reference().name)}
+    for k in range(8):
+        selection = select_variants(list(only), only, only, reference=reference().name, baselines=operator_baselines(),
+                                    rotation=f"{k:040x}", canary=1)
+        assert "rmsnorm_torch" not in selection.measured or selection.canary == ["rmsnorm_torch"]
+    # a changed variant whose operator is not known needs every baseline
+    unknown = {n: {k: v for k, v in fp.items() if k != "operator"} for n, fp in only.items()}
+    head = {**unknown, rmsnorm[0]: {**unknown[rmsnorm[0]], "digest": "another"}}
+    assert "rmsnorm_torch" in select_variants(list(only), unknown, head, reference=reference().name,
+                                              baselines=operator_baselines(), rotation="", canary=0).measured
 
 
 def test_a_module_a_variant_imports_is_followed(sides):
@@ -216,6 +255,18 @@ def test_a_checkout_without_the_harness_measures_everything(sides):
     selection = select(base, head)
     assert selection.everything.startswith("the base's shared harness cannot be fingerprinted")
     assert not selection.skipped
+
+
+def test_the_session_reads_the_harness_of_both_checkouts(sides):
+    """ci/compare/session.harness_reason, computed while the workers start: identical harness, None;
+    a base without ci/, everything measured; a root that is not a checkout, the same, never a crash."""
+    from attnwatch.ci.compare.session import harness_reason
+
+    base, head = sides
+    assert harness_reason({"base": base, "head": head}) is None
+    assert harness_reason({"base": base, "head": None}) is None  # None: this checkout (a copy of it is `base`)
+    shutil.rmtree(base / "ci")
+    assert harness_reason({"base": base, "head": head}).startswith("the base's shared harness cannot be fingerprinted")
 
 
 def test_different_library_versions_measure_everything(sides):
@@ -314,6 +365,16 @@ def test_compare_json_and_the_comment_say_what_was_skipped_and_the_canary(sides,
     assert folded == [f"<details><summary>Not measured: {len(skipped)} variants ({3 * len(skipped)} cases), unchanged: "
                       "identical code and binaries on both sides (fingerprints in compare.json)</summary>"]
     assert "A/A canary `sdpa_cudnn` (identical on both sides, measured as a check)" in body
+    assert f"Baselines measured: `{reference().name}` (the reference, always)." in body.splitlines()
+
+
+def test_the_comment_says_which_baselines_were_measured_and_why(sides, fixtures_dir):
+    report = make_report(fixtures_dir)
+    report.selection = selection_record(select(*_changed_variant(sides, "rmsnorm_triton")),
+                                        {v.name: 2 for v in all_variants()}, {}, {})
+    line = next(x for x in render_comment(report).splitlines() if x.startswith("Baselines measured"))
+    assert line == (f"Baselines measured: `{reference().name}` (the reference, always), `rmsnorm_torch` (because "
+                    "rmsnorm\\_triton changed).")
 
 
 def test_a_canary_that_moved_is_a_warning(fixtures_dir):
@@ -369,7 +430,7 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
              "--variants", ",".join(variants), "--causal", "no", "--rounds", "1", "--no-correctness", "--ncu", "off",
              "--out", str(out), *extra], cwd=repo, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert "compare: time: wall " in done.stderr
+        assert "compare: time: wall " in done.stderr and "other = outside the rounds " in done.stderr
         reports[name] = load_report(out / "compare.json")
     selected = reports["selected"]
     (canary,) = selected.selection.canary

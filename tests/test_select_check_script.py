@@ -10,11 +10,33 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # two compares in subprocesses
-
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "select_check.py"
+sys.path.insert(0, str(SCRIPT.parent))
 
 
+def _report(measured: dict[str, str], canary: list[str], reference: str, moved: str | None = None) -> dict:
+    """A compare.json's selection and cases as expectation() reads them (variant -> why)."""
+    return {"selection": {"variants": [{"variant": v, "measured": bool(why), "reason": why} for v, why in measured.items()],
+                          "reference": reference, "canary": canary},
+            "cases": [{"case_id": f"{v}/s", "variant": v, "verdict": "regression" if v == moved else "no_change"}
+                      for v, why in measured.items() if why]}
+
+
+def test_the_expectations_hold_the_baseline_rule():
+    """The A/A and the planted compare measure attention's reference alone of the baselines."""
+    from select_check import expectation
+
+    aa = {"sdpa": "reference", "triton_fa2": "canary", "torch_3op": "", "rmsnorm_torch": ""}
+    assert expectation("aa", _report(aa, ["triton_fa2"], "sdpa"))[0]
+    before = {**aa, "rmsnorm_torch": "baseline"}  # the old rule: every operator's baseline, always
+    assert not expectation("aa", _report(before, ["triton_fa2"], "sdpa, rmsnorm_torch"))[0]
+    planted = {**aa, "torch_3op": "changed"}
+    assert expectation("planted", _report(planted, ["triton_fa2"], "sdpa", moved="torch_3op"))[0]
+    assert not expectation("planted", _report({**planted, "rmsnorm_torch": "baseline"}, ["triton_fa2"],
+                                              "sdpa, rmsnorm_torch", moved="torch_3op"))[0]
+
+
+@pytest.mark.slow  # two compares in subprocesses
 def test_smoke_runs_the_planted_and_engine_compares(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--compares", "planted,engine",

@@ -183,3 +183,24 @@ def test_a_silent_worker_is_killed_and_the_case_named(tmp_path):
     assert died.value.timed_out and died.value.case == "t_hang/cpu_tiny/fp16/noncausal"
     assert "no sign of life for 3 s during correctness" in died.value.error
     assert worker.proc.poll() is not None
+
+
+def test_workers_stopped_together_share_one_grace_before_they_are_killed(tmp_path):
+    """A compare stops both sides' workers at once: a worker slow to tear down is killed at one
+    shared deadline, not after a grace of its own following the previous one's."""
+    import subprocess
+    import time
+
+    from attnwatch.ci.workers.client import CLOSE_GRACE_S, close_deadline
+
+    workers = []
+    for name in ("base", "head"):
+        worker = WorkerProcess(_spec(tmp_path, ["sdpa"]), name)
+        worker.proc = subprocess.Popen(["sleep", "30"], start_new_session=True)  # a teardown that never ends
+        workers.append(worker)
+    started = time.monotonic()
+    deadline = close_deadline()
+    for worker in workers:
+        worker.close(deadline)
+    assert time.monotonic() - started < CLOSE_GRACE_S * 1.8
+    assert all(w.proc.returncode is not None for w in workers)

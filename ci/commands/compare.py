@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attnwatch.ci.compare.analysis import compare_rounds, noise_warnings
-from attnwatch.ci.compare.costs import format_times, time_breakdown
+from attnwatch.ci.compare.costs import format_other, format_times, other_split, time_breakdown
 from attnwatch.ci.compare.select import selection_record
 from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_report
 from attnwatch.ci.compare.rounds import RoundData, read_round
@@ -311,7 +311,8 @@ def _run(args) -> int:
     if "session" in extra:
         times = time_breakdown(extra["session"], wall_s=time.monotonic() - started, profiling_s=extra["profiling_s"],
                                judging_s=time.monotonic() - judging)
-        print(f"compare: time: {format_times(times)}", file=sys.stderr)
+        print(f"compare: time: {format_times(times)}; {format_other(other_split(extra['session'], times))}",
+              file=sys.stderr)
     report = CompareReport(
         **refs,
         gpu_name=gpu,

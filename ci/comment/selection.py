@@ -10,6 +10,7 @@ from collections import Counter
 
 from attnwatch.ci.comment.escape import md_code, md_text
 from attnwatch.ci.compare.report import CompareReport
+from attnwatch.ci.compare.select import BECAUSE, REFERENCE
 
 MOVED = ("regression", "improvement")
 
@@ -29,8 +30,26 @@ def selection_lines(report: CompareReport) -> list[str]:
         more = f" and {len(skipped) - 60} more" if len(skipped) > 60 else ""
         lines += [f"<details><summary>Not measured: {len(skipped)} variants ({cases} cases), unchanged: identical code "
                   f"and binaries on both sides (fingerprints in compare.json)</summary>", "", names + more, "", "</details>", ""]
+    lines += _baseline_lines(selection)
     lines += _canary_lines(report)
     return lines
+
+
+def _baseline_lines(selection) -> list[str]:
+    """The baselines measured (compare.json's selection `reference`) and why each was: the
+    reference always, another operator's for a change of its operator (ci/compare/select.py)."""
+    why = {v.variant: v.reason for v in selection.variants if v.measured}
+
+    def role(name: str) -> str:
+        reason = why.get(name, "")
+        if reason == REFERENCE:
+            return "the reference, always"
+        if BECAUSE in reason:
+            return "because " + md_text(reason.rsplit(BECAUSE, 1)[1], 200)
+        return "changed itself"
+
+    names = [n for n in (selection.reference or "").split(", ") if n][:20]
+    return [f"Baselines measured: {', '.join(f'{md_code(n)} ({role(n)})' for n in names)}.", ""] if names else []
 
 
 def _canary_lines(report: CompareReport) -> list[str]:

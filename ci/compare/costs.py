@@ -34,3 +34,26 @@ def format_times(times: dict[str, float]) -> str:
              "correctness_s": "correctness", "timing_s": "timing", "judging_s": "judging",
              "profiling_s": "ncu", "other_s": "other"}
     return f"wall {times['wall_s']:.1f} s = " + " + ".join(f"{label} {times[k]:.1f}" for k, label in names.items())
+
+
+def other_split(session, times: dict[str, float]) -> dict[str, float]:
+    """`other_s` of `times` in three parts, for the log (compare.json keeps its parts):
+
+    * `outside_s`: before the workers start (revisions, the base's checkout, the plan, the
+      device) and after the rounds (stopping the workers, writing the round bundles and
+      session.json, reading them back, removing the checkout);
+    * `requests_s`: the measure requests' seconds that no worker stage reports (messages, each
+      round's set-up in the workers), both sides;
+    * `rest_s`: what remains (waiting on the slower side to be ready beyond the parts' maxima).
+    """
+    sides = [s.times for s in session.sides.values()]
+    looks = session.measured.looks_s
+    outside = times["wall_s"] - session.measured.wall_s - (times["judging_s"] - looks) - times["profiling_s"]
+    requests = sum(t.requests_s - t.correctness_s - t.prepare_s - t.timing_s - t.probe_s for t in sides)
+    return {"outside_s": round(outside, 3), "requests_s": round(requests, 3),
+            "rest_s": round(times["other_s"] - outside - requests, 3)}
+
+
+def format_other(split: dict[str, float]) -> str:
+    return (f"other = outside the rounds {split['outside_s']:.1f} + requests beyond their stages "
+            f"{split['requests_s']:.1f} + the rest {split['rest_s']:.1f}")

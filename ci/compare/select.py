@@ -4,9 +4,16 @@ Pure (no I/O): it reads the two sides' variant fingerprints (ci/fingerprint/vari
 each side's worker after its builds) and the two checkouts' shared-harness fingerprints
 (ci/fingerprint/sources.harness_closure), and decides per variant:
 
-* the reference variant (every gap is taken against it) is always measured;
+* the reference (attention's baseline, kernels.registry.reference: the gap the comment leads
+  with is taken against it) is always measured;
 * a variant whose fingerprint is unknown on either side, or differs, is measured, with the
   files (or builds, libraries, settings) that differ as its reason;
+* another operator's baseline (RMSNorm's `rmsnorm_torch`) is measured only when a variant of
+  its operator is measured because it changed: its gaps are taken against that baseline, and
+  with nothing of the operator changed it would only cost time (its cases and correctness
+  checks). Being drawn as the canary does not count as a change. A changed variant whose
+  operator is not known measures every baseline. A baseline not needed is reported as any
+  unchanged variant (and may itself be drawn as the canary);
 * of the variants identical on both sides, `canary` of them, rotated by the head commit so
   that successive pull requests cover different ones, are measured anyway as an A/A check
   whose verdicts the comment shows as such: a canary that moves says the fingerprint missed
@@ -26,7 +33,9 @@ from dataclasses import dataclass, field
 from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 
 UNCHANGED = "unchanged: identical code and binaries"
-REFERENCE = "an operator's baseline (every gap of its cases is taken against it): always measured"
+REFERENCE = "the reference, attention's baseline (every gap of its cases is taken against it): always measured"
+BECAUSE = ", measured because "
+BASELINE = "{operator}'s baseline (every gap of its cases is taken against it)" + BECAUSE + "{changed} changed"
 CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
 PARTS = ("files", "builds", "binaries", "libraries", "settings")
 
@@ -87,27 +96,33 @@ def canary_order(names: list[str], rotation: str) -> list[str]:
 
 
 def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, dict], *,
-                    reference: str | list[str] | None, rotation: str, canary: int,
+                    reference: str | None, rotation: str, canary: int, baselines: dict[str, str] | None = None,
                     everything: str | None = None) -> Selection:
-    """Decide for each of `variants` (in order). `reference`: the baseline variant(s), one per
-    operator, always measured. `everything`: a reason to measure all of them (--all, a harness or
-    library change), else None to select by fingerprint."""
-    references = [reference] if isinstance(reference, str) else list(reference or [])
-    out = Selection(reference=", ".join(references) or None)
+    """Decide for each of `variants` (in order). `reference`: attention's baseline, always measured.
+    `baselines`: each operator's baseline (operator -> variant), measured when a variant of that
+    operator changed; a variant's operator is its fingerprint's `operator` (ci/fingerprint/variant.py).
+    `everything`: a reason to measure all of them (--all, a harness or library change), else None
+    to select by fingerprint. `Selection.reference` names the baselines measured."""
+    out = Selection()
     everything = everything or library_change(base, head)
     if everything:
         out.everything = everything
         out.measured = {v: everything for v in variants}
+        out.reference = ", ".join(v for v in variants if v == reference or v in (baselines or {}).values()) or None
         return out
     unchanged = []
     for name in variants:
         why = difference(base.get(name), head.get(name))
-        if name in references:
+        if name == reference:
             out.measured[name] = REFERENCE
         elif why is not None:
             out.measured[name] = why
         else:
             unchanged.append(name)
+    served = _served_baselines(list(out.measured), base, head, reference, baselines or {})
+    unchanged = [n for n in unchanged if n not in served]
+    out.measured.update(served)
+    out.measured = {v: out.measured[v] for v in variants if v in out.measured}  # in the variants' order
     # A canary must be timed to vouch for anything: one this runner cannot run only reports "skipped".
     runnable = [n for n in unchanged if (head.get(n) or {}).get("available", True)]
     out.canary = sorted(canary_order(runnable, rotation)[:max(0, canary)])
@@ -116,7 +131,29 @@ def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, 
             out.measured[name] = CANARY
         else:
             out.skipped[name] = UNCHANGED
+    baseline_names = {reference, *(baselines or {}).values()}
+    out.reference = ", ".join(v for v in out.measured if v in baseline_names and v not in out.canary) or None
     return out
+
+
+def operator_of(name: str, base: dict[str, dict], head: dict[str, dict]) -> str | None:
+    """A variant's operator as its fingerprint records it (the head's, else the base's)."""
+    return (head.get(name) or {}).get("operator") or (base.get(name) or {}).get("operator")
+
+
+def _served_baselines(changed: list[str], base: dict[str, dict], head: dict[str, dict], reference: str | None,
+                      baselines: dict[str, str]) -> dict[str, str]:
+    """The baselines (other than the reference) that a changed variant of their operator needs,
+    with why: {baseline: reason}. A changed variant of unknown operator needs every baseline."""
+    needs: dict[str, list[str]] = {}
+    for name in changed:
+        if name == reference or name in baselines.values():
+            continue
+        operator = operator_of(name, base, head)
+        for op in ([operator] if operator in baselines else list(baselines) if operator is None else []):
+            needs.setdefault(op, []).append(name)
+    return {baselines[op]: BASELINE.format(operator=op, changed=_listed(names)) for op, names in needs.items()
+            if baselines[op] != reference and baselines[op] not in changed}
 
 
 def _listed(items: list[str], most: int = 6) -> str:

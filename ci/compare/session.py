@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -31,6 +32,7 @@ from attnwatch.ci.compare.select import Selection, harness_change, select_varian
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
+from attnwatch.ci.workers.client import close_deadline
 from attnwatch.ci.environment import GitInfo, capture_git
 from attnwatch.ci.fingerprint.sources import harness_closure, rules
 from attnwatch.ci.plan import PlannedCase, RunPlan
@@ -64,8 +66,9 @@ class SessionOptions:
     extra_sys_path: list[str] = field(default_factory=list)
     python: str = ""
     workers_per_side: int | None = None  # ci/compare/side_group.py: k workers per side take the rounds in turn
-    # ci/compare/select.py: measure only the variants whose fingerprints differ (plus the reference and
-    # the A/A canary), rotating the canary by `rotation` (the head commit); False measures every variant.
+    # ci/compare/select.py: measure only the variants whose fingerprints differ (plus the reference, the
+    # baselines a changed variant needs, and the A/A canary), rotating the canary by `rotation` (the head
+    # commit); False measures every variant.
     select: bool = False
     rotation: str = ""
     measure_all: str | None = None  # with `select`: why every variant is measured anyway (--all), recorded as such
@@ -105,10 +108,13 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
         first = Side(name, spec, commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
         sides[name] = SideGroup.of(first, options.workers_per_side)
     chosen: dict = {}
+    # The harness half of the selection reads only the two checkouts: done while the workers start and build.
+    pool = ThreadPoolExecutor(1)
+    harness = pool.submit(harness_reason, roots) if options.select and options.measure_all is None else None
 
     def choose(planned: list[PlannedCase]) -> list[PlannedCase]:
         started = time.monotonic()
-        chosen["selection"] = choose_variants(planned, sides, roots, options)
+        chosen["selection"] = choose_variants(planned, sides, options, harness.result() if harness else None)
         chosen["seconds"] = time.monotonic() - started
         selection = chosen["selection"]
         why = selection.everything or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"
@@ -121,10 +127,12 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                                   method=options.method, resamples=options.resamples, log=log,
                                   choose=choose if options.select else None)
     finally:
+        pool.shutdown(wait=False, cancel_futures=True)
         for side in sides.values():
             side.stop()
+        deadline = close_deadline()  # one grace for every worker, not one after another
         for side in sides.values():
-            side.close()
+            side.close(deadline)
     notes = [n for name in ("base", "head") for n in sides[name].notes]  # each names its side and worker
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
                                         environment=side_environment(sides[name].environment, options.device_kind),
@@ -136,22 +144,30 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     return session
 
 
-def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], roots: dict[str, Path | None],
-                    options: SessionOptions) -> Selection:
-    """The selection (ci/compare/select.py) from the workers' fingerprints and each checkout's harness;
-    what cannot be fingerprinted measures everything (never a lost compare)."""
-    everything, canary = options.measure_all, 0
+def harness_reason(roots: dict[str, Path | None]) -> str | None:
+    """Why the shared harness forces measuring everything (ci/compare/select.harness_change), None
+    when both checkouts' harness is identical; one that cannot be fingerprinted measures everything
+    (never a lost compare)."""
+    try:
+        harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
+        return harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
+                              harness["head"].unknown)
+    except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
+        return f"the shared harness could not be fingerprinted ({type(exc).__name__})"
+
+
+def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], options: SessionOptions,
+                    harness: str | None) -> Selection:
+    """The selection (ci/compare/select.py) from the workers' fingerprints and `harness`
+    (harness_reason, or None under --all); what cannot be read measures everything."""
+    everything, canary = options.measure_all or harness, 0
     try:
         canary = int(rules()["selection"]["canary_variants"])
-        if everything is None:
-            harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
-            everything = harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
-                                        harness["head"].unknown)
     except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
-        everything = f"the shared harness could not be fingerprinted ({type(exc).__name__})"
-    head = sides["head"].fingerprints
-    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints, head,
-                           reference=[v for v, fp in head.items() if fp.get("reference")],
+        everything = everything or f"the selection rules could not be read ({type(exc).__name__})"
+    plan = sides["head"].spec.plan  # both sides take the gaps against the head's baselines (ci/plan.py)
+    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints,
+                           sides["head"].fingerprints, reference=plan.reference, baselines=plan.baselines,
                            rotation=options.rotation, canary=canary, everything=everything)
 
 

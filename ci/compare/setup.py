@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.session import SessionOptions
-from attnwatch.ci.environment import capture_environment
+from attnwatch.ci.environment import nvml_gpu
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.run_config import compare_sampling, compare_setting, timing_config
@@ -32,9 +32,12 @@ def design_for(args, confidence: float) -> SequentialDesign:
 
 
 def device_kind() -> tuple[str, str | None]:
-    """("cuda" or "cpu", the GPU's name), read through NVML without a CUDA context."""
-    env = capture_environment(probe_device=False)
-    return env.device_kind, env.gpu_name
+    """("cuda" or "cpu", the GPU's name), read through NVML without a CUDA context: what
+    ci.environment.capture_environment(probe_device=False) says of the device, without the rest
+    of that record (its torch import and `nvcc --version`), which the parent does not use: each
+    worker records its own environment."""
+    gpu = nvml_gpu()
+    return ("cuda", gpu.name) if gpu is not None else ("cpu", None)
 
 
 def session_options(args, kind: str, thresholds: Thresholds) -> SessionOptions:

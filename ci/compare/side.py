@@ -121,9 +121,10 @@ class Side:
         if self._worker is not None:
             self._worker.stop()
 
-    def close(self) -> None:
+    def close(self, deadline: float | None = None) -> None:
+        """Stop the worker, killing it at `deadline` (ci/workers/client.WorkerProcess.close)."""
         if self._worker is not None:
-            self._worker.close()
+            self._worker.close(deadline)
             self._worker = None
 
     # -- measuring ---------------------------------------------------------------------------

@@ -112,8 +112,9 @@ class SideGroup:
     def stop(self) -> None:
         self._each("stop")
 
-    def close(self) -> None:
-        self._each("close")
+    def close(self, deadline: float | None = None) -> None:
+        for m in self.members:
+            m.close(deadline)
 
     def _each(self, action: str) -> None:
         """Every member's `action` in turn (start and stop return at once, so members overlap)."""

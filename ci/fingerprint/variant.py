@@ -113,11 +113,12 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
     common = {"timing": plan.timing, "device_kind": plan.device_kind, "correctness": plan.correctness,
               "correctness_seeds": list(plan.correctness_seeds), "timing_seed": plan.timing_seed}
     out = {}
-    for name in dict.fromkeys(c.variant for c in plan.cases):
+    operators = {c.variant: c.operator for c in plan.cases}
+    for name in operators:
         try:
             variant = kernels_api().get(name)
         except KeyError:
-            out[name] = {"digest": None, "unknown": "not registered on this side"}
+            out[name] = {"digest": None, "unknown": "not registered on this side", "operator": operators[name]}
             continue
         settings = {**common, "cases": sorted(c.case_id for c in plan.cases if c.variant == name)}
         try:
@@ -126,6 +127,7 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
         except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
             out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
         out[name]["reference"] = name in plan.baselines.values()
+        out[name]["operator"] = operators[name]  # which baseline its gaps need (ci/compare/select.py)
         out[name]["available"] = _available(variant)
     return out
 

@@ -64,6 +64,14 @@ class WorkerSpec:
             self.case_timeout_s = case_timeout(self.plan.device_kind)
 
 
+CLOSE_GRACE_S = 0.5  # a stopped worker's interpreter teardown before it is killed (its results are all sent)
+
+
+def close_deadline() -> float:
+    """When workers asked to stop now are killed if still running (WorkerProcess.close)."""
+    return time.monotonic() + CLOSE_GRACE_S
+
+
 class WorkerProcess:
     def __init__(self, spec: WorkerSpec, name: str) -> None:
         self.spec = spec
@@ -136,13 +144,15 @@ class WorkerProcess:
             except ChannelClosed:
                 pass
 
-    def close(self, timeout_s: float = 0.5) -> None:
-        """Ask the worker to stop; kill it if it has not within `timeout_s` (interpreter teardown)."""
+    def close(self, deadline: float | None = None) -> None:
+        """Ask the worker to stop; kill it if it has not by `deadline` (time.monotonic(); default
+        CLOSE_GRACE_S from now) for its interpreter teardown. Workers stopped together share one
+        deadline (close_deadline), so each does not add its own grace to the caller's wall time."""
         if self.proc is None:
             return
         self.stop()
         try:
-            self.proc.wait(timeout=timeout_s)
+            self.proc.wait(timeout=max(0.0, (deadline if deadline is not None else close_deadline()) - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
         self.kill()
