@@ -124,6 +124,7 @@ class Check:
                # where a case's seconds go: the target's stages per case (summed over cases, then
                # divided by the cases that reported them) and the report's import per case
                "phases_per_case_s": phase_means(profile.phases),
+               "phases_by_case": profile.phases,  # which variants' prepare or clean-up cost the most
                "import_per_case_s": round(profile.import_seconds / max(1, len(cases)), 3)}
         self.log(f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
                  f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
