@@ -15,9 +15,9 @@ every commit; the CHECKPOINT here keeps that true for any other connection hande
 A view defined with `SELECT d.*` returns the columns its tables gained by later migrations, but
 a history file's catalogue (information_schema, duckdb_views) keeps the columns the view had when
 it was created (DuckDB 1.5.5 binds a view's column list once): latest_results listed 72 columns
-and returned 79 when issue 25 found it. So on a file, after migrating, every view whose recorded columns differ from
-what its query returns is created again from its own stored statement, unchanged
-(`refresh_view_columns`); a lake's catalogue already lists what a view returns.
+and returned 79 when issue 25 found it. So on a file, after migrating, every view whose recorded
+columns differ from what its query returns is created again from its own stored statement,
+unchanged (`refresh_view_columns`); a lake's catalogue already lists what a view returns.
 
 On a DuckLake the same files apply, translated by history.store.lake_ddl (no constraint clauses) with
 the checksum still over the shipped file. Each migration's transaction claims its version
