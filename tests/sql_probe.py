@@ -52,6 +52,26 @@ def probe(mode: str, db: Path, sql: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def catalogue_statements(con=None) -> list[str]:
+    """Every argument-free table function, pragma and system view `con` has (a plain DuckDB's when
+    None), as a statement."""
+    import duckdb
+
+    own = con is None
+    con = duckdb.connect() if own else con
+    try:
+        functions = con.execute(
+            "SELECT DISTINCT function_name, function_type FROM duckdb_functions() "
+            "WHERE function_type IN ('table', 'pragma') AND len(parameters) = 0").fetchall()
+        views = con.execute("SELECT DISTINCT schema_name, view_name FROM duckdb_views() WHERE internal").fetchall()
+    finally:
+        if own:
+            con.close()
+    statements = [f"SELECT * FROM {name}()" if kind == "table" else f"PRAGMA {name}" for name, kind in functions]
+    statements += [f"SELECT * FROM {schema}.{view}" for schema, view in views]
+    return statements + ["SHOW DATABASES", "SHOW ALL TABLES", "DESCRIBE runs", "SHOW ALL", "SELECT current_database()"]
+
+
 class DiskWatch:
     """The peak bytes allocated under a directory tree, sampled every 20 ms in a thread."""
 

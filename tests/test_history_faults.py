@@ -45,6 +45,16 @@ def test_kill_9_at_statements_of_a_first_ingest_and_of_the_last_migration(batter
     held(later)
 
 
+def test_kill_9_at_random_times_and_concurrent_ingests(battery):
+    """The battery's two kinds not tried at fixed points: a first ingest killed after a random
+    delay, and 4 ingest processes at once into one new history."""
+    killed, concurrent = Tally("kill -9 at a random time"), Tally("concurrent")
+    battery.kill_at_random_times(killed, 2)
+    battery.concurrent(concurrent, 1)
+    held(killed)
+    held(concurrent)
+
+
 def test_disk_full_at_every_stage_of_an_ingest_loses_nothing_reported(battery):
     first, later = Tally("first ingest"), Tally("later ingest")
     battery.disk_full(first, seed_runs=0, steps=3)

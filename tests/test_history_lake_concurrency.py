@@ -199,3 +199,34 @@ def test_an_ingest_waits_out_a_stopped_catalog_then_gives_up_in_one_line(own_ser
     out, err = patient.communicate(timeout=300)
     assert patient.returncode == 0 and not err.strip(), err
     assert "1 run(s) inserted" in out
+
+
+def test_detect_and_the_alert_commands_wait_out_a_stopped_catalog_then_give_up_in_one_line(own_server, tmp_path):
+    """The same wait as ingest's for `detect`, `alerts list` and `alerts ack` (history.store.lake_retry)."""
+    location, env = _own_lake(own_server, tmp_path, "stopped_alerts_lake")
+    bundle = make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, statuses={"cuda_wmma": "failed"})
+
+    def cli(*argv, **extra):
+        return [sys.executable, "-m", "attnwatch.ci.cli", "--db", location, *argv], {**env, **extra}
+
+    for argv in (["ingest", str(bundle)], ["detect"]):
+        command, run_env = cli(*argv)
+        subprocess.run(command, env=run_env, check=True, capture_output=True, timeout=300)
+    ack = ["alerts", "ack", "1", "--note", "looking", "--by", "ana"]
+    own_server.halt()
+    try:
+        for argv in (["detect"], ["alerts", "list"], ack):
+            command, run_env = cli(*argv, ATTNWATCH_LAKE_RETRY_S="2")
+            quick = subprocess.run(command, env=run_env, capture_output=True, text=True, timeout=300)
+            assert quick.returncode == 2 and _one_line_or_nothing(quick.stderr), (argv, quick.stderr)
+            assert "stayed unreachable for more than 2 s" in quick.stderr, (argv, quick.stderr)
+        command, run_env = cli(*ack)
+        patient = subprocess.Popen(command, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(8)  # the ack meets a stopped server, and waits
+    finally:
+        own_server.start_again()
+    out, err = patient.communicate(timeout=300)
+    assert patient.returncode == 0 and not err.strip(), err
+    with open_read(location) as con:
+        assert con.execute("SELECT action, actor FROM alert_events WHERE action <> 'opened'").fetchall() == \
+            [("acknowledged", "ana")]

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import os
 
+import duckdb
 import pytest
 
 from attnwatch.app.data.sql_console import examples
 from bundle_factory import make_bundle
+from sql_probe import catalogue_statements
 from attnwatch.history.errors import QueryError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_sql
@@ -23,7 +25,9 @@ from attnwatch.history.sql.gate import (
     refuse_blocked_operators,
     refuse_unsafe_lake_sql,
 )
+from attnwatch.history.sql.guard import refuse_denied_names
 from attnwatch.history.sql.sandbox import SqlLimits, private_temp_dir
+from attnwatch.history.store.location import parse_location
 from attnwatch.history.sql.worker import sandboxed
 
 CATALOG = "__ducklake_metadata_history"
@@ -53,8 +57,11 @@ CATALOG_FORMS = [
     f"SELECT * FROM pragma_show('{CATALOG}.ducklake_data_file')",
     f"SELECT * FROM {CATALOG}.information_schema.tables",
 ]
-# Table functions given the catalog database's name as text that show nothing of it here: refused all the same.
-CATALOG_BY_NAME = [f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pragma_metadata_info('{CATALOG}')",
+# Statements that are no SELECT and reach the catalog database: a lake answers SELECTs only.
+NOT_SELECT_FORMS = [f"PRAGMA table_info('{CATALOG}.ducklake_data_file')",
+                    f"CALL pragma_table_info('{CATALOG}.ducklake_data_file')", "PRAGMA database_size"]
+# Statements given the catalog database's name that show nothing of it here: refused all the same.
+CATALOG_BY_NAME = [f"SHOW TABLES FROM {CATALOG}", f'SHOW TABLES FROM "{CATALOG}".public', f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pragma_metadata_info('{CATALOG}')",
                    f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
                    f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')"]
 # The lake's own catalog functions that show the data path, under any name.
@@ -99,6 +106,38 @@ def test_the_catalog_database_given_by_its_bare_name_is_refused(lake_con):
     for sql in CATALOG_BY_NAME:
         with pytest.raises(QueryError, match="own tables only|not available"):
             refuse_unsafe_lake_sql(lake_con, sql)
+
+
+def test_statements_that_are_no_select_are_refused(lake_con):
+    for sql in NOT_SELECT_FORMS:
+        assert CATALOG in str(lake_con.execute(sql).fetchall()) or "ducklake_data_file" in sql, f"not a door: {sql}"
+        with pytest.raises(QueryError, match="SELECT statements only"):
+            refuse_unsafe_lake_sql(lake_con, sql)
+
+
+def test_no_catalogue_function_or_view_shows_the_catalog_database(lake, lake_con):
+    """Every argument-free table function, pragma and system view the lake connection has (its
+    extensions' too), as the worker checks it: refused, or its rows hold nothing of the catalog
+    database (its name, the data path, the catalog's connection string)."""
+    catalog_db = parse_location(lake[0]).catalog.split()[0]  # dbname=...
+    shown = []
+    for sql in catalogue_statements(lake_con):
+        if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
+                                                     "enable_logging", "truncate_duckdb_logs"):
+            continue  # change state: refused by name (WRITES), or on the read-only, locked connection
+        try:
+            refuse_denied_names(sql)
+            refuse_unsafe_lake_sql(lake_con, sql)
+        except (QueryError, duckdb.Error):
+            continue
+        try:
+            rows = str(lake_con.execute(sql).fetchall())
+        except duckdb.Error as exc:
+            rows = str(exc)
+        leaked = [s for s in (CATALOG, lake[1], catalog_db) if s in rows.lower() or s in rows]
+        if leaked:
+            shown.append((sql, leaked))
+    assert shown == [], shown
 
 
 def test_the_binding_check_alone_refuses_reading_the_catalog(lake_con):

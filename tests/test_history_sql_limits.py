@@ -24,7 +24,8 @@ from attnwatch.history.sql.query import run_user_sql
 from attnwatch.history.sql.guard import denied_names, named_identifiers, scrub_paths
 from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 from sql_probe import (
-    BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
+    BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch,
+    catalogue_statements, probe,
 )
 
 MIB = 2**20
@@ -171,27 +172,12 @@ def test_cli_settings_queries_reveal_no_path(history, tmp_path, capsys):
         assert str(tmp_path) not in out.out + out.err and tempfile.gettempdir() not in out.out + out.err
 
 
-def _catalogue_statements() -> list[str]:
-    """Every argument-free table function, pragma and system view DuckDB has, as a statement."""
-    con = duckdb.connect()
-    try:
-        functions = con.execute(
-            "SELECT DISTINCT function_name, function_type FROM duckdb_functions() "
-            "WHERE function_type IN ('table', 'pragma') AND len(parameters) = 0").fetchall()
-        views = con.execute("SELECT schema_name, view_name FROM duckdb_views() WHERE internal").fetchall()
-    finally:
-        con.close()
-    statements = [f"SELECT * FROM {name}()" if kind == "table" else f"PRAGMA {name}" for name, kind in functions]
-    statements += [f"SELECT * FROM {schema}.{view}" for schema, view in views]
-    return statements + ["SHOW DATABASES", "SHOW ALL TABLES", "DESCRIBE runs", "SHOW ALL", "SELECT current_database()"]
-
-
 @pytest.mark.slow
 def test_no_catalogue_function_or_view_shows_a_server_path(history, tmp_path, private_tmp):
     """Run them all; each is refused or answers without a path of this machine in any cell."""
     secrets = [str(tmp_path), str(REPO_ROOT), sys.prefix] + [str(Path.home())] * (len(Path.home().parts) > 1)
     shown = []
-    for sql in _catalogue_statements():
+    for sql in catalogue_statements():
         if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
                                                      "enable_logging", "truncate_duckdb_logs"):
             continue  # change state, refused on a read-only, locked connection anyway

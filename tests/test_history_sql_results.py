@@ -21,6 +21,7 @@ from attnwatch.history.errors import HistoryError, LockTimeoutError, QueryError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_query, run_user_sql, schema_overview, unique_names
 from attnwatch.history.sql.sandbox import SqlLimits
+from attnwatch.history.store.db import open_read
 
 WIDE = "SELECT " + ", ".join(f"range + {i} AS c{i}" for i in range(57)) + " FROM range(20000)"  # 625 batches of 32
 
@@ -78,8 +79,9 @@ def test_parquet_keeps_nested_columns(history, tmp_path, capsys):
 
 
 def test_the_schema_overview_lists_the_columns_a_view_returns(history):
-    """information_schema keeps a view's columns as of its creation (latest_results: 72), while its
-    `SELECT d.*` returns the columns added since (79): the browser shows what a query returns."""
+    """A file's information_schema can keep a view's columns as of its creation (latest_results: 72)
+    until a write refreshes them, while its `SELECT d.*` returns the columns added since: the
+    browser shows what a query returns."""
     overview = schema_overview(history)
     for view in overview[overview.kind == "view"].object.unique():
         returned = run_user_sql(history, f"SELECT * FROM {view} LIMIT 0")
@@ -87,6 +89,41 @@ def test_the_schema_overview_lists_the_columns_a_view_returns(history):
         assert shown["column"].tolist() == list(returned.columns), view
     latest = overview[overview.object == "latest_results"]
     assert len(latest) == len(run_user_sql(history, "SELECT * FROM latest_results").columns)
+
+
+def _view_columns(db) -> dict[str, tuple[int, int]]:
+    """view -> (columns information_schema lists, columns a query of it returns)."""
+    with open_read(db) as con:
+        views = [v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
+        return {v: (con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ?", [v]).fetchone()[0],
+                    len(con.execute(f'DESCRIBE SELECT * FROM "{v}"').fetchall())) for v in views}
+
+
+def _assert_catalogue_matches(db) -> None:
+    columns = _view_columns(db)
+    assert columns["latest_results"][1] > 72
+    assert {v: n for v, (n, _) in columns.items()} == {v: n for v, (_, n) in columns.items()}
+
+
+def test_information_schema_lists_the_columns_a_view_returns(tmp_path, history, monkeypatch):
+    """On a file, DuckDB records a view's columns when it is created; the views that later
+    migrations widened are created again (history.store.migrations.refresh_view_columns): in a new
+    history, in one migrated from schema N-1, and in a current one whose views are stale."""
+    from attnwatch.history.store import migrations
+    from attnwatch.history.store.db import open_write
+    from old_history import history_at_version
+
+    _assert_catalogue_matches(history)
+    older = history_at_version(tmp_path / "older.duckdb", migrations.code_schema_version() - 1, tmp_path / "scratch")
+    assert cli_main(["--db", str(older), "migrate"]) == 0
+    _assert_catalogue_matches(older)
+    with monkeypatch.context() as patch:
+        patch.setattr(migrations, "refresh_view_columns", lambda con, label: [])
+        ingest_paths(tmp_path / "stale.duckdb", [make_bundle(tmp_path / "b2", n_samples=5)])
+    assert _view_columns(tmp_path / "stale.duckdb")["latest_results"][0] == 72  # as DuckDB left it
+    with open_write(tmp_path / "stale.duckdb"):
+        pass
+    _assert_catalogue_matches(tmp_path / "stale.duckdb")
 
 
 @contextmanager

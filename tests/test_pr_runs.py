@@ -118,6 +118,17 @@ def test_anything_but_round_directories_is_refused(tmp_path, with_main, capsys, 
     assert "not a round bundle directory" in capsys.readouterr().err
 
 
+def test_a_bundles_folder_that_is_a_symbolic_link_is_refused(tmp_path, with_main, capsys):
+    elsewhere = _compare_out(tmp_path / "elsewhere", rounds=1)
+    out = tmp_path / "compare"
+    out.mkdir()
+    (out / "bundles").symlink_to(elsewhere / "bundles", target_is_directory=True)
+    assert _ingest_pr(with_main, out) == 2
+    assert "no bundles directory" in capsys.readouterr().err
+    with open_read(with_main) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+
+
 def test_a_round_holding_a_symbolic_link_is_refused(tmp_path, with_main, capsys):
     out = _compare_out(tmp_path / "compare", rounds=1)
     (out / "bundles" / "head-round1" / "extra_dir").symlink_to("/etc", target_is_directory=True)

@@ -19,8 +19,9 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
   1. one SELECT (DESCRIBE, SHOW and SUMMARIZE are SELECTs) that calls no function the lake's
      extensions add (found by comparing a plain DuckDB with one that loaded them) except the
      read-only ones in ALLOWED_EXTENSION_FUNCTIONS, no function that runs SQL given as text
-     (query, query_table, json_execute_serialized_sql) and no table function that writes
-     (checkpoint: on a lake it flushes inlined data, which the read-only attach refuses too).
+     (query, query_table, json_execute_serialized_sql), no table function that writes
+     (checkpoint: on a lake it flushes inlined data, which the read-only attach refuses too)
+     and none that lists the catalog database (LISTS_CATALOG: pragma_database_size).
      These are refused before binding because binding some of them (postgres_query) already
      talks to a server.
   2. names resolved against what the connection itself lists, not against spellings: every
@@ -57,6 +58,9 @@ from attnwatch.history.errors import QueryError
 
 TEXT_AS_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql"})
 WRITES = frozenset({"checkpoint", "force_checkpoint"})  # table functions that write (DuckLake flushes inlined data)
+# Table functions of plain DuckDB that list the catalog database although duckdb_databases() does not:
+# pragma_database_size() gives its name and size (tests/test_history_sql_lake_gate.py sweeps them all).
+LISTS_CATALOG = frozenset({"pragma_database_size"})
 ALLOWED_EXTENSION_FUNCTIONS = frozenset({
     "ducklake_snapshots", "ducklake_table_info", "ducklake_current_snapshot", "ducklake_last_committed_snapshot",
     "murmur3_32",
@@ -108,8 +112,9 @@ def _syntax_tree(con, sql: str) -> dict:
 
 
 def refuse_blocked_functions(tree: dict) -> None:
-    """Check 1: no extension function outside the allowed ones, no SQL given as text."""
-    blocked = (extension_functions() - ALLOWED_EXTENSION_FUNCTIONS) | TEXT_AS_SQL | WRITES
+    """Check 1: no extension function outside the allowed ones, no SQL given as text, nothing that
+    writes or lists the catalog database."""
+    blocked = (extension_functions() - ALLOWED_EXTENSION_FUNCTIONS) | TEXT_AS_SQL | WRITES | LISTS_CATALOG
     for node in _nodes(tree):
         name = node.get("function_name")
         if isinstance(name, str) and name.lower() in blocked:

@@ -177,10 +177,9 @@ def schema_overview(db_path: str | Path) -> pd.DataFrame:
     (schema_migrations) are included: users ask which migrations a history has.
 
     A view's columns are what a query of it returns (`DESCRIBE SELECT * FROM view`), not what
-    information_schema says: DuckDB keeps there the columns a view had when it was created,
-    while a `SELECT d.*` in it is expanded again at every query. latest_results (migration
-    001, `SELECT d.*` from result_details) was created with 72 columns; migrations 004 and 006
-    added 7 to what it returns, and information_schema still lists 72.
+    information_schema says: on a file DuckDB keeps there the columns a view had when it was
+    created, while a `SELECT d.*` in it is expanded again at every query. A write refreshes them
+    (history.store.migrations.refresh_view_columns), but a history only ever read may still be stale.
     """
     with open_read(db_path) as con:
         objects = con.execute(

@@ -12,6 +12,13 @@ file before the next begins, so no schema change rests in DuckDB's write-ahead l
 DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.store.db's writers already checkpoint at
 every commit; the CHECKPOINT here keeps that true for any other connection handed in.
 
+A view defined with `SELECT d.*` returns the columns its tables gained by later migrations, but
+a history file's catalogue (information_schema, duckdb_views) keeps the columns the view had when
+it was created (DuckDB 1.5.5 binds a view's column list once): latest_results listed 72 columns
+and returned 79 when issue 25 found it. So on a file, after migrating, every view whose recorded
+columns differ from what its query returns is created again from its own stored statement,
+unchanged (`refresh_view_columns`); a lake's catalogue already lists what a view returns.
+
 On a DuckLake the same files apply, translated by history.store.lake_ddl (no constraint clauses) with
 the checksum still over the shipped file. Each migration's transaction claims its version
 (history.store.transactions), so of two writers opening a new lake at once one applies it and the
@@ -110,10 +117,13 @@ def check_compatible(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> li
 
 
 def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
-    """Apply pending migrations, each in one transaction; return the versions applied."""
-    if applied_migrations(con) and not check_compatible(con, db_label, directory):
-        return []  # current: no write transaction at all (on a lake each costs catalog round trips)
+    """Apply pending migrations, each in one transaction; return the versions applied. On a file,
+    views whose recorded columns are stale are then refreshed (module docstring)."""
     lake = is_lake(con)
+    if applied_migrations(con) and not check_compatible(con, db_label, directory):
+        if not lake:
+            refresh_view_columns(con, db_label)
+        return []  # current: no migration's write transaction (on a lake each costs catalog round trips)
 
     def bookkeeping(c, _claims) -> None:
         if lake:
@@ -142,7 +152,40 @@ def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
         if not lake:
             con.execute("CHECKPOINT")
         applied_now.append(version)
+    if not lake:
+        refresh_view_columns(con, db_label)
     return applied_now
+
+
+def stale_views(con) -> list[tuple[str, str]]:
+    """(name, CREATE statement) of each view of the history whose recorded column count differs
+    from what its query returns now (`DESCRIBE` binds the query; nothing runs)."""
+    views = con.execute("SELECT view_name, column_count, sql FROM duckdb_views() WHERE NOT internal "
+                        "AND database_name = current_database() AND schema_name = 'main' ORDER BY view_oid").fetchall()
+    stale = []
+    for name, recorded, sql in views:
+        quoted = '"' + name.replace('"', '""') + '"'
+        if len(con.execute(f"DESCRIBE SELECT * FROM {quoted}").fetchall()) != recorded:
+            stale.append((name, sql))
+    return stale
+
+
+def refresh_view_columns(con, db_label: str) -> list[str]:
+    """Create every stale view again from its own statement, in one transaction, checkpointed;
+    return their names. A no-op (no write) when none is stale."""
+    stale = stale_views(con)
+    if not stale:
+        return []
+
+    def body(c, _claims) -> None:
+        for name, sql in stale:
+            if not sql.startswith("CREATE VIEW "):
+                raise MigrationError(f"{db_label}: view {name}'s stored statement is not a CREATE VIEW: {sql[:60]!r}")
+            c.execute("CREATE OR REPLACE VIEW " + sql.removeprefix("CREATE VIEW "))
+
+    write_transaction(con, body, db_label)
+    con.execute("CHECKPOINT")
+    return [name for name, _ in stale]
 
 
 def database_schema_version(con) -> int:
