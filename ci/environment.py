@@ -134,8 +134,10 @@ def optional_package_versions() -> dict[str, str | None]:
     """The installed version of each distribution kernels/optional_packages.py records (None:
     not installed). The list comes from the kernels this process runs; a revision's kernels from
     before the list record none ({}), so a compare against one measures everything."""
-    from attnwatch.kernels import optional_packages
-
+    try:
+        from attnwatch.kernels import optional_packages
+    except ImportError:  # a revision's kernels from before optional_packages.py
+        return {}
     installed = getattr(optional_packages, "installed_versions", None)
     return installed() if installed is not None else {}
 

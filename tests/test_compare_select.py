@@ -17,7 +17,7 @@ from attnwatch.ci.plan import operator_baselines
 
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
-from attnwatch.ci.compare.select import (BASELINE, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
+from attnwatch.ci.compare.select import (BASELINE_REASON, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
@@ -157,7 +157,7 @@ def test_a_variant_source_change_measures_that_variant(sides):
 def test_a_change_to_an_rmsnorm_variant_measures_its_baseline_and_the_reference(sides):
     selection = select(*_changed_variant(sides, "rmsnorm_triton"))
     assert changed(selection) == {"rmsnorm_triton"}
-    assert selection.measured["rmsnorm_torch"] == BASELINE.format(operator="rmsnorm", changed="rmsnorm_triton")
+    assert selection.measured["rmsnorm_torch"] == BASELINE_REASON.format(operator="rmsnorm", changed="rmsnorm_triton")
     assert selection.measured[reference().name] == REFERENCE
     assert set(selection.measured) == {"rmsnorm_triton", "rmsnorm_torch", reference().name, *selection.canary}
     assert selection.reference == f"{reference().name}, rmsnorm_torch"

@@ -35,7 +35,7 @@ from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 UNCHANGED = "unchanged: identical code and binaries"
 REFERENCE = "the reference, attention's baseline (every gap of its cases is taken against it): always measured"
 BECAUSE = ", measured because "
-BASELINE = "{operator}'s baseline (every gap of its cases is taken against it)" + BECAUSE + "{changed} changed"
+BASELINE_REASON = "{operator}'s baseline (every gap of its cases is taken against it)" + BECAUSE + "{changed} changed"
 CANARY = "A/A canary: identical on both sides, measured as a check of the fingerprint"
 PARTS = ("files", "builds", "binaries", "libraries", "settings")
 
@@ -152,7 +152,7 @@ def _served_baselines(changed: list[str], base: dict[str, dict], head: dict[str,
         operator = operator_of(name, base, head)
         for op in ([operator] if operator in baselines else list(baselines) if operator is None else []):
             needs.setdefault(op, []).append(name)
-    return {baselines[op]: BASELINE.format(operator=op, changed=_listed(names)) for op, names in needs.items()
+    return {baselines[op]: BASELINE_REASON.format(operator=op, changed=_listed(names)) for op, names in needs.items()
             if baselines[op] != reference and baselines[op] not in changed}
 
 
