@@ -109,8 +109,8 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
         sides[name] = SideGroup.of(first, options.workers_per_side)
     chosen: dict = {}
     # The harness half of the selection reads only the two checkouts: done while the workers start and build.
-    pool = ThreadPoolExecutor(1)
-    harness = pool.submit(harness_reason, roots) if options.select and options.measure_all is None else None
+    pool = ThreadPoolExecutor(1) if options.select and options.measure_all is None else None
+    harness = pool.submit(harness_reason, roots) if pool else None
 
     def choose(planned: list[PlannedCase]) -> list[PlannedCase]:
         started = time.monotonic()
@@ -127,7 +127,8 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                                   method=options.method, resamples=options.resamples, log=log,
                                   choose=choose if options.select else None)
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if pool:
+            pool.shutdown(wait=False, cancel_futures=True)
         for side in sides.values():
             side.stop()
         deadline = close_deadline()  # one grace for every worker, not one after another

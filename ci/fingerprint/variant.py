@@ -112,11 +112,11 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
     libraries = library_versions(environment)
     common = {"timing": plan.timing, "device_kind": plan.device_kind, "correctness": plan.correctness,
               "correctness_seeds": list(plan.correctness_seeds), "timing_seed": plan.timing_seed}
-    out = {}
+    api, out = kernels_api(), {}
     operators = {c.variant: c.operator for c in plan.cases}
     for name in operators:
         try:
-            variant = kernels_api().get(name)
+            variant = api.get(name)
         except KeyError:
             out[name] = {"digest": None, "unknown": "not registered on this side", "operator": operators[name]}
             continue
@@ -126,17 +126,14 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
                                             builds=[b for b in builds if b.get("variant") == name])
         except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
             out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
-        out[name]["reference"] = name in plan.baselines.values()
         out[name]["operator"] = operators[name]  # which baseline its gaps need (ci/compare/select.py)
-        out[name]["available"] = _available(variant)
+        out[name]["available"] = _available(api, variant)
     return out
 
 
-def _available(variant: Any) -> bool:
+def _available(api: Any, variant: Any) -> bool:
     """Whether this worker can run `variant` at all (a canary must be one that is timed)."""
-    from attnwatch.ci.kernels_api import kernels_api
-
     try:
-        return bool(kernels_api().availability(variant)[0])
+        return bool(api.availability(variant)[0])
     except Exception:  # noqa: BLE001 - an availability probe that fails is "not available here"
         return False
