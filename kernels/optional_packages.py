@@ -8,8 +8,9 @@ Probed once per process per need (an import of a CuTe-DSL package costs seconds)
 when a variant that needs it is asked about.
 
 Packages installed outside the interpreter's site-packages (`pip install --target DIR`) are
-found once DIR is on sys.path; `site.addsitedir(DIR)` also runs the `.pth` files that the
-CUTLASS DSL wheels rely on (scripts/rmsnorm_check.py's --site does this).
+found through ATTNWATCH_EXTRA_SITE: the probe adds its folders first
+(kernels.capabilities.extra_site_dirs, which also runs the `.pth` files the CUTLASS DSL wheels
+rely on), as the measuring children do, so the probe and the variant's own import agree.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from .capabilities import EXTRA_SITE_ENV
+from .capabilities import EXTRA_SITE_ENV, extra_site_dirs
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ def package_problem(need: str) -> str | None:
     """Why the package of `need` is unusable here (the import error, one line), or None when
     its module imports."""
     package = OPTIONAL_PACKAGES[need]
+    extra_site_dirs()  # a `pip --target` folder named in ATTNWATCH_EXTRA_SITE
     try:
         importlib.import_module(package.module)
     except Exception as exc:  # ImportError, or a package that fails while importing its own deps

@@ -214,6 +214,30 @@ def test_a_broken_package_is_a_reason_without_its_path(fresh_packages, tmp_path)
     assert availability(RMSNORM_LIGER)[1].count("liger-kernel") == 1
 
 
+def test_a_package_in_an_extra_site_folder_meets_its_need(tmp_path):
+    """A `pip --target` folder named in ATTNWATCH_EXTRA_SITE meets the need, in a fresh
+    interpreter as a measuring child is: the probe adds the folder (its .pth files run) before
+    importing, so a variant is not declared missing while its package is installed there. The
+    fake liger sits behind a .pth file, as the CuTe DSL wheels put `cutlass` on the path."""
+    site_dir = tmp_path / "rmsnorm_site"
+    module = site_dir / "behind_pth" / "liger_kernel" / "ops"
+    module.mkdir(parents=True)
+    (module.parent / "__init__.py").write_text("")
+    (module / "__init__.py").write_text("")
+    (module / "rms_norm.py").write_text("")
+    (site_dir / "fake_liger.pth").write_text("behind_pth\n")
+    code = ("import json; from attnwatch.kernels.optional_packages import package_problem; "
+            "print(json.dumps(package_problem('liger')))")
+    env = {name: value for name, value in os.environ.items() if name != "ATTNWATCH_EXTRA_SITE"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
+    without = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    with_site = subprocess.run([sys.executable, "-c", code], env={**env, "ATTNWATCH_EXTRA_SITE": str(site_dir)},
+                               capture_output=True, text=True, timeout=120)
+    assert without.returncode == 0 and with_site.returncode == 0, without.stderr[-1000:] + with_site.stderr[-1000:]
+    assert json.loads(without.stdout).startswith("ModuleNotFoundError: No module named 'liger_kernel'")
+    assert json.loads(with_site.stdout) is None
+
+
 # -- the Triton kernel under the interpreter (a child process) -----------------------------------
 
 
