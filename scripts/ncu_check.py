@@ -55,22 +55,6 @@ EXPECTED = {
     "global_loads": ("cuda_wmma", {"global_traffic", "l2_traffic", "dram_traffic"}),
 }
 CPU_VARIANTS = "sdpa,torch_3op"  # --device cpu: cases selected without asking for a GPU
-PROBE = r"""
-__global__ void probe(float *x, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) x[i] = x[i] * 1.5f + 1.0f;
-}
-int main() {
-  const int n = 1 << 22;
-  float *x;
-  cudaMalloc(&x, n * sizeof(float));
-  cudaMemset(x, 0, n * sizeof(float));
-  probe<<<n / 256, 256>>>(x, n);
-  cudaDeviceSynchronize();
-  cudaFree(x);
-  return 0;
-}
-"""
 
 
 class Check:
@@ -175,40 +159,26 @@ def fixed_start(check: Check, ncu: str) -> None:
 
 
 def metric_passes(check: Check, ncu: str) -> None:
-    """Each listed metric alone over a one-kernel CUDA program: the replay passes it needs (step 5)."""
+    """Each listed metric alone over a one-kernel CUDA program: the replay passes it needs (step 5;
+    scripts/ncu_passes.py asks the same of whole lists)."""
     from attnwatch.ci.ncu.metrics import metric_specs
-    from attnwatch.ci.ncu.profile import pass_counts
+    from ncu_passes import build_probe, passes_of
 
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
-    if nvcc is None:
-        check.log("metric passes: skipped (no nvcc)")
-        return
     with tempfile.TemporaryDirectory() as scratch:
-        source, binary = Path(scratch) / "probe.cu", Path(scratch) / "probe"
-        source.write_text(PROBE, encoding="utf-8")
-        for arch in ("-arch=native", "-arch=sm_90"):
-            built = subprocess.run([nvcc, "-O2", arch, "-o", str(binary), str(source)],
-                                   capture_output=True, text=True, timeout=180)
-            if built.returncode == 0:
-                break
-        if built.returncode != 0:
-            check.log(f"metric passes: skipped (nvcc failed: {built.stderr.strip()[-300:]})")
+        binary, why = build_probe(Path(scratch))
+        if binary is None:
+            check.log(f"metric passes: skipped ({why})")
             return
         for spec in metric_specs():
             if check.left() < 10:
                 check.log("budget: metric passes stopped")
                 break
-            began = time.monotonic()
-            try:
-                done = subprocess.run([ncu, "--clock-control", "none", "--metrics", spec.metric, str(binary)],
-                                      capture_output=True, text=True, timeout=max(5.0, min(120.0, check.left())))
-                passes = pass_counts(done.stdout + done.stderr)
-            except subprocess.TimeoutExpired:
+            answer = passes_of(ncu, binary, [spec.metric], timeout_s=max(5.0, min(120.0, check.left())))
+            if answer["error"] == "timed out":
                 check.log(f"metric passes: {spec.metric} timed out; stopped")
                 break
-            check.result["metric_passes"].append({
-                "metric": spec.metric, "section": spec.section, "passes": passes[0] if passes else None,
-                "wall_s": round(time.monotonic() - began, 2)})
+            check.result["metric_passes"].append({"metric": spec.metric, "section": spec.section,
+                                                  "passes": answer["passes"], "wall_s": answer["wall_s"]})
     check.log("metric passes: " + ", ".join(f"{r['metric']}={r['passes']}" for r in check.result["metric_passes"]))
     check.save()
 

@@ -13,7 +13,8 @@ crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose p
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
 writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON),
-FAKE_NCU_PASSES (the replay passes it logs per profiled case, default 2).
+FAKE_NCU_PASSES (the replay passes it logs per profiled case, default 2). A program profiled
+from its start (not the target) gets one pass per four metrics (`_plain_program`).
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main(args: list[str]) -> int:
         print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
         return 1
     assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
+    if "--profile-from-start" not in args:
+        return _plain_program(args)
     assert "--profile-from-start" in args and "--nvtx" in args
     plan = json.loads(Path(args[-1]).read_text())
     if os.environ.get("FAKE_NCU_ARGS"):
@@ -100,6 +103,21 @@ def main(args: list[str]) -> int:
         print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
         return 1
     Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps(ranges))
+    print("==PROF== Disconnected from process 1")
+    return 0
+
+
+def _plain_program(args: list[str]) -> int:
+    """A program profiled from its start (scripts/ncu_passes.py's probe): one kernel, whose replay
+    passes are one per started group of four metrics (ncu's real rule is the hardware's counters);
+    a metric named with "no_such" is refused as ncu refuses an unknown name."""
+    metrics = args[args.index("--metrics") + 1].split(",") if "--metrics" in args else []
+    unknown = [m for m in metrics if "no_such" in m]
+    if unknown:
+        print(f"==ERROR== Failed to find metric {unknown[0]}")
+        return 1
+    print("==PROF== Connected to process 1", flush=True)
+    print(f'==PROF== Profiling "probe" - 0: 0%....50%....100% - {max(1, -(-len(metrics) // 4))} passes', flush=True)
     print("==PROF== Disconnected from process 1")
     return 0
 

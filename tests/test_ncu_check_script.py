@@ -46,3 +46,35 @@ def test_every_step_runs_and_the_table_comes_last(tmp_path, monkeypatch, fixture
     tail = done.stdout.strip().splitlines()
     at = next(i for i, line in enumerate(tail) if "s/case" in line and "wall/case" in line)
     assert any("default, main" in line for line in tail[at:]) and "A/A false firings" in tail[-1]
+
+
+def test_ncu_passes_asks_every_list_and_reports_an_unknown_metric(tmp_path, monkeypatch, fixtures_dir):
+    """scripts/ncu_passes.py over the stand-in `ncu` (one pass per four metrics) and a probe
+    built by the local nvcc: every metric alone, the default list, each leave-one-out and each
+    candidate is asked; a candidate naming a metric ncu does not know carries ncu's error."""
+    import shutil
+
+    from attnwatch.ci.ncu.metrics import choose_sections, metric_specs, specs_in
+
+    if not (shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists()):
+        import pytest
+
+        pytest.skip("needs nvcc to build the probe")
+    stand_in_ncu.install(tmp_path, monkeypatch, fixtures_dir)
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    try:
+        import ncu_passes
+    finally:
+        sys.path.remove(str(REPO_ROOT / "scripts"))
+    monkeypatch.setitem(ncu_passes.CANDIDATES, "unknown name", ((), ("no_such__metric.sum",), "a test's"))
+    out = tmp_path / "out"
+    assert ncu_passes.main(["--out", str(out), "--budget-s", "600"]) == 0
+    lists = {r["label"]: r for r in json.loads((out / "ncu_passes.json").read_text())["lists"]}
+    default = [s.metric for s in specs_in(choose_sections(None))]
+    assert all(lists[f"alone: {s.metric}"]["passes"] == 1 for s in metric_specs())
+    assert lists["default list"]["passes"] == -(-len(default) // 4)
+    assert all(lists[f"default without {m}"]["metrics"] == [x for x in default if x != m] for m in default)
+    assert lists["candidate: dram total"]["metrics"].count("dram__bytes.sum") == 1
+    assert "dram__bytes_read.sum" not in lists["candidate: dram total"]["metrics"]
+    refused = lists["candidate: unknown name"]
+    assert refused["passes"] is None and refused["error"] == "==ERROR== Failed to find metric no_such__metric.sum"
