@@ -23,6 +23,10 @@ from typing import Any
 # Folders (os.pathsep-separated) of packages installed with `pip --target` beside the
 # environment, e.g. flash-attn-4 on a GPU runner whose Python is not ours to install into.
 EXTRA_SITE_ENV = "ATTNWATCH_EXTRA_SITE"
+# Set (to "1") in a process that a profiler such as Nsight Compute runs (ci/ncu/profile.py): a
+# variant then starts no profiler of its own (sdpa's dispatch record uses torch.profiler, whose
+# CUPTI session beside ncu's cost 5-7 s on the first case under ncu, and ~0.07 s on each after).
+UNDER_PROFILER_ENV = "ATTNWATCH_UNDER_PROFILER"
 FA4_INSTALL_HINT = ("pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
                     f"pip --target and name that folder in {EXTRA_SITE_ENV}")
 

@@ -10,7 +10,7 @@ one-kernel CUDA program built with nvcc (passes depend on the metrics, not on th
 1. each metric of ci/ncu/metrics.toml alone;
 2. the default list, the default list without each of its sections, and without each of its
    metrics (leave one out: which metric adds a pass to the whole);
-3. each section alone, and without each of its metrics;
+3. each section alone, and without each of its metrics, and parts of the memory section;
 4. the candidate lists in CANDIDATES: the default list with some metrics replaced by others
    that give a rule the same signal (each entry says why it could). A name ncu does not know
    is reported as ncu's error, not as a pass count.
@@ -59,9 +59,24 @@ CANDIDATES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
                      ("l1tex__t_bytes_pipe_lsu_mem_global.sum",), "the global_traffic rule adds loads and stores"),
     "local total": (("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
                     ("l1tex__t_bytes_pipe_lsu_mem_local.sum",), "the spills rule adds local loads and stores"),
+    "sm instructions": (("smsp__inst_executed.sum",), ("sm__inst_executed.sum",),
+                        "the instructions rule reads the count of warp instructions executed: summed per SM "
+                        "it is the same count as summed per SM sub-partition"),
     "sampled stalls": (tuple(f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in _STALLS),
                        tuple(f"smsp__pcsamp_warps_issue_stalled_{s}" for s in _STALLS) + ("smsp__pcsamp_sample_count",),
                        "warp-state sampling gives every stall reason's share of warp samples in one sampling pass"),
+}
+
+
+_L1 = "l1tex__t_bytes_pipe_lsu_mem_"
+# Parts of the memory section asked alone: which of its counters cannot share a pass.
+MEMORY_PARTS: dict[str, tuple[str, ...]] = {
+    "dram": ("dram__bytes_read.sum", "dram__bytes_write.sum"),
+    "dram and L2": ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum"),
+    "L1 global": (f"{_L1}global_op_ld.sum", f"{_L1}global_op_st.sum"),
+    "L1 local": (f"{_L1}local_op_ld.sum", f"{_L1}local_op_st.sum"),
+    "L1 loads": (f"{_L1}global_op_ld.sum", f"{_L1}local_op_ld.sum"),
+    "L1 all four": tuple(f"{_L1}{m}_op_{o}.sum" for m in ("global", "local") for o in ("ld", "st")),
 }
 
 
@@ -119,6 +134,7 @@ def lists_to_ask() -> list[tuple[str, list[str]]]:
         lists.append((f"section {section.name}", own))
         if len(own) > 1:
             lists += [(f"section {section.name} without {m}", [x for x in own if x != m]) for m in own]
+    lists += [(f"memory part: {name}", list(metrics)) for name, metrics in MEMORY_PARTS.items()]
     for name, (removed, added, _why) in CANDIDATES.items():
         lists.append((f"candidate: {name}", [m for m in default if m not in removed] + list(added)))
     every = list(default)

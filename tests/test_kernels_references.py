@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -254,3 +255,18 @@ def test_single_token_sequence(name):
 def test_fp32_is_declared_unsupported_not_crashed():
     for name in ("sdpa", "sdpa_flash", "sdpa_math", "torch_3op"):
         assert "only fp16 and bf16" in get(name).unsupported(_case(name, dtype="fp32"))
+
+
+def test_under_a_profiler_the_default_dispatch_starts_no_profiler_of_its_own(monkeypatch):
+    """The ncu target's environment says a profiler runs the process: sdpa's prepare then starts
+    no torch.profiler session (beside Nsight Compute one cost seconds and recorded nothing used)."""
+    from attnwatch.ci.ncu.profile import _target_env
+    from attnwatch.kernels.capabilities import UNDER_PROFILER_ENV
+
+    started = []
+    monkeypatch.setattr(torch.profiler.profile, "__enter__", lambda self: started.append(self) or self)
+    monkeypatch.setenv(UNDER_PROFILER_ENV, _target_env(None, Path("."))[UNDER_PROFILER_ENV])
+    prepared = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)
+    assert prepared.info["dispatched_to"] == "not recorded: running under a profiler" and not started
+    monkeypatch.undo()  # the real profiler, and no flag: the dispatch is recorded again
+    assert isinstance(get("sdpa").prepare(_case("sdpa", s=8), CPU, 0).info["dispatched_to"], list)

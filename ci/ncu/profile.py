@@ -48,6 +48,7 @@ from attnwatch.ci.run_config import default
 from attnwatch.history.contract.bundle import NcuCaseMetrics, NcuKernelRow
 from attnwatch.history.contract.bundle_writer import NcuFiles
 from attnwatch.history.analysis.ceilings import find_ceiling
+from attnwatch.kernels.capabilities import UNDER_PROFILER_ENV
 from attnwatch.kernels.cases import Case
 
 DEADLINE_ERROR = "not profiled: run deadline"
@@ -212,8 +213,11 @@ def _all_failed(profile: NcuProfile, cases: Sequence[Case], reason: str, started
 
 
 def _target_env(kernels_root: Path | None, scratch: Path) -> dict[str, str]:
-    """The profiled program's environment: this checkout's `ci`, maybe another checkout's `kernels`."""
-    return child_env(scratch, Path(kernels_root).resolve() if kernels_root is not None else None)
+    """The profiled program's environment: this checkout's `ci`, maybe another checkout's `kernels`,
+    and the flag that tells the variants they run under a profiler (kernels.capabilities)."""
+    env = child_env(scratch, Path(kernels_root).resolve() if kernels_root is not None else None)
+    env[UNDER_PROFILER_ENV] = "1"
+    return env
 
 
 @dataclass

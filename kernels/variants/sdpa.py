@@ -25,10 +25,11 @@ debug warnings become the declared reason.
 from __future__ import annotations
 
 import functools
+import os
 import warnings
 from typing import Any, Callable
 
-from ..capabilities import capabilities
+from ..capabilities import UNDER_PROFILER_ENV, capabilities
 from ..cases import Case
 from ..inputs import input_shape, make_inputs, softmax_scale, torch_dtype
 from ..variant import Prepared, Variant
@@ -137,8 +138,11 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
         info: dict[str, Any] = {"backend": backend or "default dispatch", "torch": torch.__version__}
         if backend is None:
             # Which backend the baseline really is for this case (one profiled call, untimed).
-            # Not under someone else's profiler: a nested session would end theirs.
-            if torch.autograd._profiler_enabled():
+            # Not under someone else's profiler: a nested session would end theirs, and beside
+            # Nsight Compute a torch.profiler session costs seconds and records nothing used.
+            if os.environ.get(UNDER_PROFILER_ENV):
+                info["dispatched_to"] = "not recorded: running under a profiler"
+            elif torch.autograd._profiler_enabled():
                 info["dispatched_to"] = "not recorded: a profiler session is already active"
             else:
                 try:
