@@ -8,19 +8,20 @@ fp16 cases `attnwatch ncu --shapes pr|main` would profile:
    and kernels imported), the same under ncu (ncu's start-up and injection added: the fixed cost
    of every ncu process, `fixed` below), then `core` over the pr set cold (every variant built
    into the compile cache: not a per-case figure);
-2. the lean default list (ci/ncu/metrics.toml's default sections) over the pr set and the main
-   set, non-causal;
+2. the default list (ci/ncu/metrics.toml's default sections: one replay pass, what every chosen
+   case gets) and the explain list (with the sections a judged case's explanation needs: every
+   counter a rule reads) over the pr set and the main set, non-causal;
 3. each section alone over the pr set, with ncu's replay passes per kernel;
 4. the default list over the pr set with `--cache-control none` (what the flush costs), every
    section (`all`), and the pr and main sets causal;
 5. the replay passes of each metric alone: ncu over a one-kernel CUDA program (built with nvcc;
    skipped without it): which metrics need extra passes;
 6. with `--with plants,aa`: each patch of scripts/ncu_plants/ applied to a copy of `kernels/`
-   and explained against the unpatched default profile (EXPECTED: the rule it should hit), and
+   and explained against the unpatched explain-list profile (EXPECTED: the rule it should hit), and
    an A/A (every rule that fires between two profiles of one build is a false explanation).
 
 Per case = (wall - fixed) / cases, and wall / cases; both are printed. Writes under --out
-(default $OUT): ncu_check.json (every figure), ncu_check.log, pr_default_raw.csv (the default
+(default $OUT): ncu_check.json (every figure), ncu_check.log, pr_explain_raw.csv (the explain
 list's CSV over the pr set, for tests/data/ncu), plants_raw.tar.gz with --with plants; prints a
 short table last. `--device cpu` runs every step against whatever `ncu` is configured
 (ATTNWATCH_NCU: tests/stand_in_ncu.py) with two variants, so a typo cannot waste a GPU call.
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from attnwatch.ci.commands.ncu import select_cases
-    from attnwatch.ci.ncu.metrics import choose_sections, sections
+    from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections, sections
     from attnwatch.ci.ncu.profile import find_ncu, ncu_version
 
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
@@ -223,17 +224,21 @@ def main(argv: list[str] | None = None) -> int:
         return select_cases(argparse.Namespace(shapes=shapes, variants=variants, dtypes="fp16", causal=causal, cases=[]))
 
     pr, main_set = chosen("pr", "no"), chosen("main", "no")
-    default = choose_sections(None)
-    check.log(f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}")
+    default, explain = choose_sections(None), choose_sections(EXPLAIN)
+    check.log(f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}; "
+              f"explain sections {','.join(explain)}")
 
     fixed_start(check, ncu)
     check.run("core, pr, cold (builds)", pr, ("core",))
-    base_default, row = check.run("default, pr", pr, default)
-    (out / "pr_default_raw.csv").write_text(base_default.raw_csv, encoding="utf-8")
+    _, row = check.run("default, pr", pr, default)
+    base_explain, _ = check.run("explain, pr", pr, explain)
+    (out / "pr_explain_raw.csv").write_text(base_explain.raw_csv, encoding="utf-8")
     if row["per_case_s"] is not None and row["profiled"]:
         check.per_case_s = max(0.05, row["per_case_s"])
     if "main" not in skip and check.fits(len(main_set), "default, main"):
         check.run("default, main", main_set, default)
+        if check.fits(len(main_set), "explain, main"):
+            check.run("explain, main", main_set, explain)
     if "sections" not in skip:
         for section in sections():
             if check.fits(len(pr), f"{section.name} alone"):
@@ -250,10 +255,10 @@ def main(argv: list[str] | None = None) -> int:
     if "metrics" not in skip and check.left() > 30:
         metric_passes(check, ncu) if args.device == "cuda" else check.log("metric passes: skipped on cpu")
     if "plants" in extra:
-        check.result["plants"] = plants(check, pr, base_default, default)
+        check.result["plants"] = plants(check, pr, base_explain, explain)
     if "aa" in extra and check.fits(len(pr), "A/A"):
-        again, _ = check.run("default, pr, again (A/A)", pr, default)
-        check.result["aa"] = aa(base_default, again, pr)
+        again, _ = check.run("explain, pr, again (A/A)", pr, explain)
+        check.result["aa"] = aa(base_explain, again, pr)
         check.log(f"A/A: {check.result['aa']['fired']} rule firings over {check.result['aa']['checked']} case-directions")
     table(check)
     check.save()
@@ -299,8 +304,8 @@ def apply_patch(patch: Path, root: Path) -> None:
         target.write_text(content, encoding="utf-8")
 
 
-def plants(check: Check, pr, base, default) -> list[dict]:
-    """Each plant's cases against `base` (the unpatched default-list profile of the same cases)."""
+def plants(check: Check, pr, base, explain) -> list[dict]:
+    """Each plant's cases against `base` (the unpatched explain-list profile of the same cases)."""
     from attnwatch.history.analysis.ncu_explain import explain
 
     rows = []
@@ -314,7 +319,7 @@ def plants(check: Check, pr, base, default) -> list[dict]:
                 root = Path(tmp)
                 shutil.copytree(REPO / "kernels", root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
                 apply_patch(PLANTS / f"{name}.patch", root)
-                head, _ = check.run(f"plant {name}", cases, default, kernels_root=root)
+                head, _ = check.run(f"plant {name}", cases, explain, kernels_root=root)
             _add(tar, f"{name}.csv", head.raw_csv)
             for case in cases:
                 b, h = counters(base, case.id), counters(head, case.id)

@@ -229,6 +229,7 @@ def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_pat
     import stand_in_ncu  # tests/ helper
 
     stand_in_ncu.install(tmp_path, monkeypatch, fixtures_dir)
+    monkeypatch.setenv("FAKE_NCU_ARGS", str(tmp_path / "ncu_args.json"))
     export = tmp_path / "base"
     export.mkdir()
     archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True)
@@ -255,6 +256,10 @@ def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_pat
     for plan in plans:  # only the changed cases (sdpa too, where this shared CPU's noise moved it) were profiled
         profiled = {f"{c['variant']}/cpu_tiny/fp16/noncausal" for c in json.loads(plan.read_text())["cases"]}
         assert profiled == changed
+    from attnwatch.ci.ncu.metrics import choose_sections, metrics_argument
+
+    args = json.loads((tmp_path / "ncu_args.json").read_text())  # the head's: every counter a rule reads
+    assert args[args.index("--metrics") + 1] == metrics_argument(choose_sections("explain"))
     assert "#### ncu: why the changed cases moved" in render_comment(report)
 
 

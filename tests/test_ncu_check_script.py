@@ -28,7 +28,7 @@ def test_every_step_runs_and_the_table_comes_last(tmp_path, monkeypatch, fixture
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((out / "ncu_check.json").read_text())
     labels = [r["label"] for r in result["runs"]]
-    assert {"default, pr", "default, main", "default, pr, --cache-control none", "all sections, pr",
+    assert {"default, pr", "explain, pr", "default, main", "default, pr, --cache-control none", "all sections, pr",
             "default, pr, causal", "default, main, causal"} <= set(labels)
     assert {f"{s.name} alone, pr" for s in sections()} <= set(labels)
     assert result["fixed"]["import_only_s"] > 0 and result["fixed"]["under_ncu_s"] > 0
@@ -41,7 +41,7 @@ def test_every_step_runs_and_the_table_comes_last(tmp_path, monkeypatch, fixture
     none = next(r for r in result["runs"] if "none" in r["label"])
     assert none["cache_control"] == "none"
     assert result["aa"]["checked"] > 0 and result["aa"]["fired"] == 0
-    assert (out / "pr_default_raw.csv").read_text().count("<default domain>:") > 0
+    assert (out / "pr_explain_raw.csv").read_text().count("<default domain>:") > 0
     assert len(list(out.iterdir())) <= 6
     tail = done.stdout.strip().splitlines()
     at = next(i for i, line in enumerate(tail) if "s/case" in line and "wall/case" in line)

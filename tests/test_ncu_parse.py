@@ -57,18 +57,25 @@ def test_sections_choose_parts_of_the_list():
         choose_sections("core,bogus")
 
 
-def test_the_default_list_is_what_the_counter_rules_read():
-    """The PR/alert list: every counter a rule reads, and beyond them only the duration and
-    launch resources (launch__ values need no counter pass of their own); the rest is --sections all."""
+def test_the_explain_list_is_what_the_counter_rules_read_and_the_default_list_is_part_of_it():
+    """The list a judged case is explained with: every counter a rule reads, and beyond them only
+    the duration and launch resources (launch__ values need no counter pass of their own); the
+    rest is --sections all. The default list (every chosen case, one replay pass) is part of it
+    and leaves out the L1 global counters and the stall ratios, which cost the other passes."""
     from attnwatch.history.analysis.ncu_explain import DURATION, load_rules
 
     read = {c for rule in load_rules() for c in rule.counters if not c.startswith("timing__")}
     read |= {rule.when.counter for rule in load_rules() if rule.when}
-    default = {s.metric for s in specs_in(None)}
-    assert read <= default
-    assert {m for m in default - read if not m.startswith("launch__")} == {DURATION}
-    unread = {s.metric for s in metric_specs()} - default
+    explain = {s.metric for s in specs_in(choose_sections("explain"))}
+    assert read <= explain
+    assert {m for m in explain - read if not m.startswith("launch__")} == {DURATION}
+    unread = {s.metric for s in metric_specs()} - explain
     assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in unread and not unread & read
+    default = {s.metric for s in specs_in(None)}
+    assert default < explain
+    left_out = explain - default
+    assert {m for m in left_out if "stalled" not in m} == {
+        "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"}
     assert all(s.cost and s.reason for s in sections())
 
 

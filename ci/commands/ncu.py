@@ -37,7 +37,9 @@ def register(subparsers) -> None:
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--cases", nargs="*", default=[], help="case ids or fnmatch patterns to keep")
     p.add_argument("--sections", default=None,
-                   help="comma-separated metric sections of ci/ncu/metrics.toml, or 'all' (default: its default sections)")
+                   help="comma-separated metric sections of ci/ncu/metrics.toml, 'explain' (the default ones and every "
+                        "counter a rule reads, as a compare's judged cases get) or 'all' (default: its default "
+                        "sections, one replay pass)")
     p.add_argument("--full", action="store_true", help="collect `--set full` (slow; nightly)")
     p.add_argument("--timeout", type=float, default=None,
                    help="seconds for the ncu process, one for every case (default: ci/run_config.toml [defaults] "

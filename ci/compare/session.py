@@ -228,7 +228,8 @@ def session_record(session: Session, options: SessionOptions, out_dir: Path) -> 
 def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | None], out_dir: Path,
             log: Callable[[str], None] = print, *, only: set[str] | None = None,
             budget_s: float | None = None) -> None:
-    """Profile each side's measured cases once (after the rounds, never during them) and add the
+    """Profile each side's measured cases once (after the rounds, never during them), with the
+    explain list (ci/ncu/metrics.toml: every counter a counter rule reads), and add the
     pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run` does), where
     ci.compare.analysis finds it when the rounds are read back.
 
@@ -240,6 +241,7 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
 
     from attnwatch.ci.bundle_writer import add_ncu as add_ncu_to_bundle
     from attnwatch.ci.bundle_writer import utc_now
+    from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
     from attnwatch.ci.ncu.profile import profile_cases
 
     end = None if budget_s is None else time.monotonic() + budget_s
@@ -252,7 +254,7 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
             continue
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
         profile = profile_cases(chosen, Path(out_dir) / "ncu" / name, kernels_root=roots[name],
-                                gpu_name=session.sides[name].environment.get("gpu_name"), deadline=deadline)
+                                sections=choose_sections(EXPLAIN), gpu_name=session.sides[name].environment.get("gpu_name"), deadline=deadline)
         log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
             + (f", {len(profile.errors)} without metrics" if profile.errors else ""))
         add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),

@@ -26,10 +26,12 @@ class MetricSpec:
 
 @dataclass(frozen=True)
 class Section:
-    """A named part of the metric list, collected together; `default` ones unless told otherwise."""
+    """A named part of the metric list, collected together: `default` ones unless told otherwise,
+    `explain` ones added to them when a profile must explain a judged case."""
 
     name: str
     default: bool
+    explain: bool
     cost: str  # what it was measured to cost per case, or that it was not measured
     reason: str
 
@@ -92,8 +94,13 @@ def sections() -> tuple[Section, ...]:
     return _load()[0]
 
 
+EXPLAIN = "explain"  # the list name for the default sections and the explain ones
+
+
 def choose_sections(names: str | None) -> tuple[str, ...]:
-    """Comma-separated section names, or the default sections for None/"" ("all": every one).
+    """Comma-separated section names, or the default sections for None/"" ("all": every one;
+    "explain": the default ones and those a judged case's explanation needs, every counter a
+    counter rule reads).
 
     Raises ValueError naming the unknown section, for the CLI's one-line error.
     """
@@ -102,10 +109,13 @@ def choose_sections(names: str | None) -> tuple[str, ...]:
         return tuple(s.name for s in sections() if s.default)
     if names == "all":
         return tuple(known)
+    if names == EXPLAIN:
+        return tuple(s.name for s in sections() if s.default or s.explain)
     chosen = tuple(n.strip() for n in names.split(",") if n.strip())
     for name in chosen:
         if name not in known:
-            raise ValueError(f"unknown ncu section {name!r} (ci/ncu/metrics.toml has {', '.join(known)})")
+            raise ValueError(f"unknown ncu section {name!r} (ci/ncu/metrics.toml has {', '.join(known)}; "
+                             f"or all, {EXPLAIN})")
     return chosen
 
 
