@@ -2,16 +2,18 @@
 
 Each replay pass re-runs a profiled kernel (memory restored, caches flushed), so a case's
 profiled time grows with the passes its metric list needs: on the H200 one pass cost 0.02 s
-per one-kernel case and four passes 0.21 s (docs/benchmarks.md "Where a case's time goes").
+per one-kernel case and four passes 0.21 s (docs/benchmarks.md "Nsight Compute: which
+counters cost passes").
 ncu decides the passes from which hardware counters the list needs together, so a metric
 alone can need one pass and still add passes beside others. This script asks ncu, over a
 one-kernel CUDA program built with nvcc (passes depend on the metrics, not on the kernel):
 
 1. each metric of ci/ncu/metrics.toml alone;
-2. the default list, the default list without each of its sections, and without each of its
-   metrics (leave one out: which metric adds a pass to the whole);
+2. the default list (one pass), and the explain list (every counter a rule reads) whole, without
+   each of its sections, and without each of its metrics (leave one out: which metric adds a
+   pass to the whole);
 3. each section alone, and without each of its metrics, and parts of the memory section;
-4. the candidate lists in CANDIDATES: the default list with some metrics replaced by others
+4. the candidate lists in CANDIDATES: the explain list with some metrics replaced by others
    that give a rule the same signal (each entry says why it could). A name ncu does not know
    is reported as ncu's error, not as a pass count.
 
@@ -120,15 +122,17 @@ def passes_of(ncu: str, binary: Path, metrics: list[str] | tuple[str, ...], time
 
 def lists_to_ask() -> list[tuple[str, list[str]]]:
     """(label, metric list) for every question of steps 1-4, in order."""
-    from attnwatch.ci.ncu.metrics import choose_sections, metric_specs, sections, specs_in
+    from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections, metric_specs, sections, specs_in
 
-    default_sections = choose_sections(None)
-    default = [s.metric for s in specs_in(default_sections)]
+    explain_sections = choose_sections(EXPLAIN)
+    explain = [s.metric for s in specs_in(explain_sections)]
     lists: list[tuple[str, list[str]]] = [(f"alone: {s.metric}", [s.metric]) for s in metric_specs()]
-    lists.append(("default list", default))
-    for name in default_sections:
-        lists.append((f"default without section {name}", [m.metric for m in specs_in(tuple(n for n in default_sections if n != name))]))
-    lists += [(f"default without {m}", [x for x in default if x != m]) for m in default]
+    lists.append(("default list", [s.metric for s in specs_in(None)]))
+    lists.append(("explain list", explain))
+    for name in explain_sections:
+        kept = tuple(n for n in explain_sections if n != name)
+        lists.append((f"explain without section {name}", [m.metric for m in specs_in(kept)]))
+    lists += [(f"explain without {m}", [x for x in explain if x != m]) for m in explain]
     for section in sections():
         own = [s.metric for s in specs_in((section.name,))]
         lists.append((f"section {section.name}", own))
@@ -136,8 +140,8 @@ def lists_to_ask() -> list[tuple[str, list[str]]]:
             lists += [(f"section {section.name} without {m}", [x for x in own if x != m]) for m in own]
     lists += [(f"memory part: {name}", list(metrics)) for name, metrics in MEMORY_PARTS.items()]
     for name, (removed, added, _why) in CANDIDATES.items():
-        lists.append((f"candidate: {name}", [m for m in default if m not in removed] + list(added)))
-    every = list(default)
+        lists.append((f"candidate: {name}", [m for m in explain if m not in removed] + list(added)))
+    every = list(explain)
     for removed, added, _why in CANDIDATES.values():
         every = [m for m in every if m not in removed] + list(added)
     lists.append(("candidate: all substitutions", every))

@@ -15,8 +15,8 @@ from attnwatch.kernels import registry
 from attnwatch.kernels.cases import Case
 from attnwatch.ci.ncu.metrics import choose_sections
 
-# What the default (lean) sections give: the speed-of-light percentages come only with
-# --sections all, so the table shows the bytes the traffic and spill rules read instead.
+# What the default sections give (one replay pass): the speed-of-light percentages come only
+# with --sections all, so the table shows the bytes the traffic and spill rules read instead.
 TABLE_COLUMNS = (
     ("case", 44), ("kernels", 7), ("dur_us", 9), ("DRAM_MB", 8), ("local_MB", 8),
     ("tensor%", 7), ("occ%", 6), ("regs", 5), ("limiter", 20),
