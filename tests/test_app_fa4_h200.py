@@ -23,15 +23,21 @@ SHAPES = ("fa_s512_d64", "fa_s4096_d128")
 VARIANTS = ("fa4_sm90", "sdpa")
 
 
-@pytest.fixture(scope="module")
-def h200(tmp_path_factory, fixtures_dir):
-    work = tmp_path_factory.mktemp("fa4_h200")
-    with tarfile.open(fixtures_dir / "bundles" / f"{BUNDLE}.tgz") as archive:
+def recorded_history(work, fixtures_dir, name: str):
+    """tests/data/bundles/<name>.tgz unpacked in `work` and ingested into a new history file there:
+    (the history's path, case id -> the bundle's own timing record, the bundle folder)."""
+    with tarfile.open(fixtures_dir / "bundles" / f"{name}.tgz") as archive:
         archive.extractall(work, filter="data")
-    bundle = work / BUNDLE
+    bundle = work / name
     stored = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
     db = work / "history.duckdb"
     ingest_paths(db, [bundle])
+    return db, stored, bundle
+
+
+@pytest.fixture(scope="module")
+def h200(tmp_path_factory, fixtures_dir):
+    db, stored, _ = recorded_history(tmp_path_factory.mktemp("fa4_h200"), fixtures_dir, BUNDLE)
     return db, stored
 
 

@@ -10,14 +10,13 @@ H200's measured copy bandwidth; and the run page shows the optional packages the
 from __future__ import annotations
 
 import json
-import tarfile
 
 import pytest
 
 from attnwatch.app.data import trends
 from attnwatch.app.data.store import current_source
 from attnwatch.history.analysis.ceilings import find_ceiling
-from attnwatch.history.ingest.write import ingest_paths
+from test_app_fa4_h200 import recorded_history
 from test_app_pages import frame_with, open_page, plotly_specs
 
 BUNDLE = "h200-rmsnorm-main-20261126"
@@ -28,14 +27,7 @@ SHAPES = ("rms_t4k_h2048", "rms_t8k_h8192")
 
 @pytest.fixture(scope="module")
 def h200(tmp_path_factory, fixtures_dir):
-    work = tmp_path_factory.mktemp("rmsnorm_h200")
-    with tarfile.open(fixtures_dir / "bundles" / f"{BUNDLE}.tgz") as archive:
-        archive.extractall(work, filter="data")
-    bundle = work / BUNDLE
-    stored = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
-    db = work / "history.duckdb"
-    ingest_paths(db, [bundle])
-    return db, stored, bundle
+    return recorded_history(tmp_path_factory.mktemp("rmsnorm_h200"), fixtures_dir, BUNDLE)
 
 
 def test_the_recording_has_every_variant_timed_and_correct(h200):
