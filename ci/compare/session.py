@@ -254,7 +254,8 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
             continue
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
         profile = profile_cases(chosen, Path(out_dir) / "ncu" / name, kernels_root=roots[name],
-                                sections=choose_sections(EXPLAIN), gpu_name=session.sides[name].environment.get("gpu_name"), deadline=deadline)
+                                sections=choose_sections(EXPLAIN), deadline=deadline,
+                                gpu_name=session.sides[name].environment.get("gpu_name"))
         log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
             + (f", {len(profile.errors)} without metrics" if profile.errors else ""))
         add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),
