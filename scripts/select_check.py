@@ -131,7 +131,7 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
                 log) -> dict:
     out = work / name
     cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base", base, "--head", head, "--shapes", args.shapes,
-           "--ncu", "off", "--out", str(out)]
+           "--ncu", "off" if name == "warmup" else args.ncu, "--out", str(out)]
     if args.variants:
         cmd += ["--variants", args.variants]
     if name == "warmup":
@@ -153,7 +153,8 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
         rc, stderr = 124, (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
     wall = time.monotonic() - started
     log.write(f"===== {name}: rc {rc}, {wall:.1f} s\n{stderr}\n")
-    result = {"name": name, "rc": rc, "wall_s": round(wall, 1), "base": base, "head": head}
+    result = {"name": name, "rc": rc, "wall_s": round(wall, 1), "base": base, "head": head,
+              "ncu": "off" if name == "warmup" else args.ncu}
     if rc != 0 or not (out / "compare.json").is_file():
         result["error"] = (stderr.strip().splitlines() or ["no output"])[-1][:300]
         return result
@@ -165,7 +166,9 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
                   canary=selection.get("canary"),
                   measured=sorted(v["variant"] for v in selection.get("variants", []) if v["measured"]),
                   skipped=sorted(v["variant"] for v in selection.get("variants", []) if not v["measured"]),
-                  verdicts={c["case_id"]: [c["verdict"], c["ratio"]] for c in report["cases"]})
+                  verdicts={c["case_id"]: [c["verdict"], c["ratio"]] for c in report["cases"]},
+                  causes={c["case_id"]: (c.get("explanation") or {}).get("cause") for c in report["cases"]
+                          if c["verdict"] in ("regression", "improvement")})
     return result
 
 
@@ -181,6 +184,8 @@ def print_table(results: list[dict], total: float, budget: float) -> None:
               f"  {('yes' if r.get('expected') else 'NO'):8}  {parts or r.get('error', '')}")
         if r.get("said"):
             print(f"{'':8} {r['said'][:200]}")
+        for case_id, cause in (r.get("causes") or {}).items() if r.get("ncu") != "off" else ():
+            print(f"{'':8} {case_id}: {cause or 'no counter explanation'}")
     print(f"total {total:.0f} s of {budget:.0f}")
 
 
@@ -197,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-correctness", action="store_true")
     p.add_argument("--no-warmup", action="store_true", help="skip the cache warm-up compare")
     p.add_argument("--compares", default="aa,planted,engine", help="which compares to run (default all three)")
+    p.add_argument("--ncu", choices=("off", "changed"), default="off",
+                   help="the compares' --ncu (default off: the wall times are the verdict's alone); 'changed' profiles "
+                        "the judged cases on both sides with the explain list and prints each one's cause")
     p.add_argument("--out", default=os.environ.get("OUT") or "select-check-out")
     args = p.parse_args(argv)
     if args.smoke:
