@@ -14,6 +14,8 @@ from attnwatch.ci.ncu.aggregate import group_by_case
 from attnwatch.ci.ncu.metrics import metric_specs
 from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.analysis.ncu_explain import (
+    DURATION,
+    KERNELS,
     RulesError,
     combine_kernels,
     combine_rule,
@@ -42,10 +44,11 @@ def repeat(fixtures_dir):
 
 
 def test_every_rule_reads_counters_the_metric_list_collects():
-    """...or, for `timing__` counters, ones a compare adds from its timed rounds."""
+    """...or, for `timing__` counters, ones a compare adds from its timed rounds, or the count
+    of the case's kernels that combine_kernels adds."""
     from attnwatch.ci.compare.analysis import THROTTLED
 
-    listed = {spec.metric for spec in metric_specs()} | {THROTTLED}
+    listed = {spec.metric for spec in metric_specs()} | {THROTTLED, KERNELS}
     for rule in load_rules():
         assert set(rule.counters) <= listed, rule.name
         assert rule.when is None or rule.when.counter in listed, rule.name
@@ -64,6 +67,18 @@ def test_a_multi_kernel_case_adds_bytes_and_weights_ratios(base, fixtures_dir):
     stalls = [k.metrics[BARRIER] for k in kernels]
     assert combined[BARRIER] == pytest.approx(sum(s * d for s, d in zip(stalls, durations)) / sum(durations))
     assert combined["launch__registers_per_thread"] == max(k.metrics["launch__registers_per_thread"] for k in kernels)
+    assert combined[KERNELS] == len(kernels) == 3
+
+
+def test_one_kernel_more_per_call_is_named_when_no_other_counter_moves(base):
+    """A spin kernel after torch_3op's call (the timing plant of scripts/select_check.py): the
+    other kernels' counters are those of the base, the call launches one kernel more."""
+    case = base["torch_3op/b4_h16_s1k/fp16/noncausal"]
+    head = {**case, KERNELS: case[KERNELS] + 1, DURATION: case[DURATION] * 1.03}
+    verdict = explain(case, head, slower=True)
+    assert [c.rule for c in verdict.changes] == ["kernels"]
+    assert verdict.cause == "more kernel launches per call (3 → 4, +33%)"
+    assert explain(head, case, slower=False).changes[0].rule == "kernels"  # and one fewer explains a speed-up
 
 
 def test_an_aa_of_real_profiles_explains_nothing(base, repeat):

@@ -64,7 +64,7 @@ def test_the_explain_list_is_what_the_counter_rules_read_and_the_default_list_is
     and leaves out the L1 global counters and the stall ratios, which cost the other passes."""
     from attnwatch.history.analysis.ncu_explain import DURATION, load_rules
 
-    read = {c for rule in load_rules() for c in rule.counters if not c.startswith("timing__")}
+    read = {c for rule in load_rules() for c in rule.counters if not c.startswith(("timing__", "case__"))}
     read |= {rule.when.counter for rule in load_rules() if rule.when}
     explain = {s.metric for s in specs_in(choose_sections("explain"))}
     assert read <= explain

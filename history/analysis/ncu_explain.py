@@ -13,7 +13,10 @@ Counters come per kernel (bundle `ncu.json` kernels, the history's `ncu_metrics`
 `combine_kernels` makes one value per case by ncu's naming convention, the same rule
 ci/ncu/metrics.toml writes out for its listed metrics: a `.sum` rollup adds over kernels, a
 `launch__` resource takes the largest kernel's, everything else (averages, percentages, ratios,
-rates) is weighted by each kernel's duration.
+rates) is weighted by each kernel's duration. It also counts the case's kernels (`KERNELS`, not
+an ncu metric: the profile holds exactly one call per case, ci/ncu/target.py), so a call that
+launches one kernel more (an unfused step, a copy, a spin) is seen even when no counter of the
+others moves.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Iterable, Mapping
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
 DURATION = "gpu__time_duration.sum"
+KERNELS = "case__kernels"  # kernels the case's one profiled call launched: counted, not collected
 KINDS = ("cause", "exonerate")
 DIRECTIONS = ("up", "down")
 
@@ -86,7 +90,7 @@ def combine_kernels(kernels: Iterable[Mapping[str, float]]) -> dict[str, float]:
     """One value per counter for a case from its kernels' counters (module doc)."""
     kernels = list(kernels)
     names = {name for k in kernels for name in k}
-    out: dict[str, float] = {}
+    out: dict[str, float] = {KERNELS: float(len(kernels))} if kernels else {}
     for name in names:
         pairs = [(k[name], k.get(DURATION)) for k in kernels if name in k and _finite(k[name])]
         if not pairs:
