@@ -155,10 +155,11 @@ class GpuBenchmark:
         failed = [raw.error for raw in raws.values() if raw.error or not raw.samples_us]
         if failed:
             pytest.fail(f"{case_id}: timing failed: {failed[0] or 'no samples'}", pytrace=False)
-        timing = callable_timing(case_id, variant, shape, dtype, raws[case_id], group_id, flops)
+        timing = callable_timing(case_id, variant, shape, dtype, raws[case_id], group_id, flops, nbytes)
         ref_timing = None
         if ref_call is not None:
-            ref_timing = callable_timing(ref_id, f"{variant}.reference", shape, dtype, raws[ref_id], group_id, flops)
+            ref_timing = callable_timing(ref_id, f"{variant}.reference", shape, dtype, raws[ref_id], group_id, flops,
+                                         nbytes)
             with_reference_gap(timing, ref_timing)
         measurement = Measurement(
             timing=timing, timing_note=engine.note, samples_us=raws[case_id].samples_us,

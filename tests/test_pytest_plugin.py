@@ -71,6 +71,9 @@ def test_the_suite_records_the_engine_measurement_on_the_cpu_and_says_so(suite_j
     assert record["correctness"]["passed"] is True and record["correctness"]["max_abs_err"] < 1e-5
     assert record["bandwidth_gbps"] == pytest.approx(2 * 4 * 32 * 256 / (record["timing"]["median_us"] * 1e-6) / 1e9)
     assert len(record["samples_us"]) == record["timing"]["n"]
+    # the user's callable, not an attention case: its own operator, and the byte count the test gave
+    assert record["timing"]["operator"] == record["reference"]["operator"] == "callable"
+    assert record["timing"]["bytes"] == record["bytes_per_call"] == 2 * 4 * 32 * 256
     assert entries["test_add_checked"]["extra_info"][MEASUREMENT_KEY]["correctness"]["passed"] is True
     wrong = entries["test_wrong_output"]["extra_info"][MEASUREMENT_KEY]["correctness"]
     assert wrong["passed"] is False and wrong["violations"] == 64
@@ -84,8 +87,10 @@ def test_ingest_stores_the_whole_record(suite_json, tmp_path):
         rows = dict(con.execute("SELECT case_id, timing_mode FROM results").fetchall())
         assert rows == {"test_softmax/256/fp32": "cpu_wall", "test_softmax.reference/256/fp32": "cpu_wall",
                         "test_add_checked/default/fp32": "cpu_wall", "test_wrong_output/default/fp32": "cpu_wall"}
-        gap, host = con.execute("SELECT gap_to_baseline, host_median_us FROM results WHERE case_id = 'test_softmax/256/fp32'").fetchone()
+        gap, host, operator, nbytes = con.execute(
+            "SELECT gap_to_baseline, host_median_us, operator, bytes FROM results WHERE case_id = 'test_softmax/256/fp32'").fetchone()
         assert gap is not None and host is not None
+        assert (operator, nbytes) == ("callable", 2 * 4 * 32 * 256)
         samples = con.execute("SELECT count(*) FROM samples WHERE case_id = 'test_softmax/256/fp32'").fetchone()[0]
         assert samples == _entries(out)["test_softmax[256]"]["extra_info"][MEASUREMENT_KEY]["timing"]["n"]
         checks = dict(con.execute("SELECT case_id, passed FROM correctness").fetchall())

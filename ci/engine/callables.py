@@ -86,13 +86,19 @@ class CallableEngine:
         self.sync()
 
 
+# The operator of a pytest-plugin case: the user's callable, none of kernels.operators (its work
+# is the FLOP and byte counts the test gave, not an operator's model).
+CALLABLE_OPERATOR = "callable"
+
+
 def callable_timing(case_id: str, variant: str, shape_id: str, dtype: str, raw: RawMeasurement,
-                    group_id: str, flops: float | None) -> CaseTiming:
+                    group_id: str, flops: float | None, nbytes: float | None = None) -> CaseTiming:
     """A CaseTiming of a callable: the samples' Summary and what was measured how.
 
     A callable has no attention shape: batch, heads and the lengths are 1 (so µs/head is the
-    median), causal is false, and TFLOPS is flops / median when the test gave `flops=`, else 0
-    (the measurement record's `flops_per_call` is then null and says it is unknown).
+    median), causal is false, its operator is CALLABLE_OPERATOR (not attention), TFLOPS is flops /
+    median when the test gave `flops=`, else 0 (the measurement record's `flops_per_call` is then
+    null and says it is unknown), and `bytes` is the test's `bytes=` (None when not given).
     """
     s = summarize(raw.samples_us)
     return CaseTiming(
@@ -103,6 +109,7 @@ def callable_timing(case_id: str, variant: str, shape_id: str, dtype: str, raw: 
         sm_clock_mhz_after=raw.sm_clock_mhz_after, throttle_reasons=list(raw.throttle_reasons),
         throttled_samples=raw.throttled_samples, interleave_group=group_id,
         guard_retimed_blocks=raw.guard_retimed_blocks, guard_uncovered_blocks=raw.guard_uncovered_blocks,
+        operator=CALLABLE_OPERATOR, bytes=float(nbytes) if nbytes else None,
     )
 
 
