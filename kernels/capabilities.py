@@ -154,6 +154,11 @@ def cutlass_headers_problem() -> str | None:
     return None if folder is not None else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
 
 
+def extra_site_folders() -> list[str]:
+    """The folders named in ATTNWATCH_EXTRA_SITE (os.pathsep-separated), in order; nothing added."""
+    return [f for f in os.environ.get(EXTRA_SITE_ENV, "").split(os.pathsep) if f]
+
+
 def extra_site_dirs() -> list[str]:
     """The folders named in ATTNWATCH_EXTRA_SITE, each added once with `site.addsitedir`.
 
@@ -163,7 +168,7 @@ def extra_site_dirs() -> list[str]:
     variable reaches the measuring children through their environment, so each process adds
     the folders itself. A folder that does not exist is skipped (its import then fails with
     the package's name)."""
-    folders = [f for f in os.environ.get(EXTRA_SITE_ENV, "").split(os.pathsep) if f]
+    folders = extra_site_folders()
     for folder in folders:
         if os.path.isdir(folder) and folder not in sys.path:
             site.addsitedir(folder)

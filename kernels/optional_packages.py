@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 import re
 import sys
 from dataclasses import dataclass
 from importlib import metadata
 
-from .capabilities import EXTRA_SITE_ENV, extra_site_dirs
+from .capabilities import extra_site_dirs, extra_site_folders
 
 
 @dataclass(frozen=True)
@@ -57,7 +56,7 @@ def installed_versions() -> dict[str, str | None]:
     metadata without importing anything: on sys.path and in the ATTNWATCH_EXTRA_SITE folders a
     measuring child adds (kernels.capabilities.extra_site_dirs), so the run's parent, which does
     not add them, records what its children import."""
-    path = sys.path + [f for f in os.environ.get(EXTRA_SITE_ENV, "").split(os.pathsep) if f]
+    path = sys.path + extra_site_folders()
     versions: dict[str, str | None] = {}
     for name in sorted(RECORDED_DISTRIBUTIONS):
         found = next(iter(metadata.distributions(name=name, path=path)), None)
