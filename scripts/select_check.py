@@ -130,8 +130,9 @@ def expectation(name: str, report: dict) -> tuple[bool, str]:
 def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, timeout_s: float, work: Path,
                 log) -> dict:
     out = work / name
+    ncu = "off" if name == "warmup" else args.ncu
     cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base", base, "--head", head, "--shapes", args.shapes,
-           "--ncu", "off" if name == "warmup" else args.ncu, "--out", str(out)]
+           "--ncu", ncu, "--out", str(out)]
     if args.variants:
         cmd += ["--variants", args.variants]
     if name == "warmup":
@@ -153,8 +154,7 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
         rc, stderr = 124, (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
     wall = time.monotonic() - started
     log.write(f"===== {name}: rc {rc}, {wall:.1f} s\n{stderr}\n")
-    result = {"name": name, "rc": rc, "wall_s": round(wall, 1), "base": base, "head": head,
-              "ncu": "off" if name == "warmup" else args.ncu}
+    result = {"name": name, "rc": rc, "wall_s": round(wall, 1), "base": base, "head": head, "ncu": ncu}
     if rc != 0 or not (out / "compare.json").is_file():
         result["error"] = (stderr.strip().splitlines() or ["no output"])[-1][:300]
         return result
@@ -184,8 +184,9 @@ def print_table(results: list[dict], total: float, budget: float) -> None:
               f"  {('yes' if r.get('expected') else 'NO'):8}  {parts or r.get('error', '')}")
         if r.get("said"):
             print(f"{'':8} {r['said'][:200]}")
-        for case_id, cause in (r.get("causes") or {}).items() if r.get("ncu") != "off" else ():
-            print(f"{'':8} {case_id}: {cause or 'no counter explanation'}")
+        if r.get("ncu") != "off":
+            for case_id, cause in (r.get("causes") or {}).items():
+                print(f"{'':8} {case_id}: {cause or 'no counter explanation'}")
     print(f"total {total:.0f} s of {budget:.0f}")
 
 
