@@ -4,13 +4,18 @@ read-only role told so, the catalog or the data path gone, a claim left by a kil
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from bundle_factory import make_bundle
+from conftest import REPO_ROOT
 from attnwatch.ci.cli import main as cli_main
 from attnwatch.history.store import transactions
 from attnwatch.history.store.db import open_read, open_write
@@ -191,3 +196,72 @@ def test_a_removed_data_path_is_one_line_naming_no_directory(lake_db, tmp_path, 
     assert cli_main(["--db", lake_db, "detect"]) == 2
     err = capsys.readouterr().err
     assert "is missing from the lake's data path" in err and _one_line(err) and str(data) not in err, err
+
+
+# A child process whose lake instances have a file as their main database, so a test can make
+# DuckDB invalidate the whole instance on purpose (a checkpoint of that file aborted through
+# DuckDB's own `debug_checkpoint_abort` setting) while a cursor holds an open DuckLake write
+# transaction: what DuckLake's internal error after a PostgreSQL restart does, on demand.
+INVALIDATED_WRITER = textwrap.dedent(
+    """
+    import itertools, sys, duckdb
+    from pathlib import Path
+    from attnwatch.history.store import lake
+    from attnwatch.history.store.db import open_write
+    from attnwatch.history.store.lake_retry import retrying
+
+    location, scratch = sys.argv[1], Path(sys.argv[2])
+    numbers, made = itertools.count(), []
+
+    def connect_with_a_file_main(loc, read_only, config=None):
+        path = scratch / f"main{next(numbers)}.duckdb"
+        con = duckdb.connect(str(path), config=lake.BASE_CONFIG)
+        for extension, package in lake.EXTENSIONS.items():
+            con.execute(f"LOAD '{lake.extension_path(extension, package)}'")
+        con.execute(f"ATTACH 'ducklake:postgres:{loc.catalog}' AS history (DATA_PATH '{loc.data_path}')")
+        con.execute("USE history")
+        made.append((con, path.stem))
+        return con
+
+    lake.connect = connect_with_a_file_main
+
+    def work():
+        with open_write(location) as con:
+            con.execute("BEGIN")
+            con.execute("CREATE TABLE IF NOT EXISTS scratch_rows (a INTEGER)")
+            con.execute("INSERT INTO scratch_rows VALUES (1)")
+            if len(made) == 1:  # the first instance: invalidated amid the open transaction
+                parent, main = made[0]
+                side = parent.cursor()
+                side.execute(f"CREATE TABLE {main}.filler AS SELECT range AS a FROM range(100000)")
+                side.execute("SET debug_checkpoint_abort = 'before_header'")
+                try:
+                    side.execute(f"CHECKPOINT {main}")
+                except duckdb.FatalException:
+                    pass
+            con.execute("SELECT count(*) FROM scratch_rows").fetchone()
+            con.execute("COMMIT")
+        return len(made)
+
+    print("instances", retrying(location, work, deadline=60))
+    """
+)
+
+
+def test_an_instance_invalidated_amid_a_write_is_kept_not_closed_and_the_retry_commits(lake_db, tmp_path):
+    """Closing a cursor of an invalidated instance whose DuckLake transaction is open ends the
+    process in std::terminate (seen in CI amid a PostgreSQL restart): history.store.lake.release
+    keeps such an instance, the FATAL error is a transient lake fault, and the retry on a new
+    instance commits. Without the fix the child aborts (SIGABRT) with a C++ message on stderr."""
+    with open_write(lake_db):
+        pass
+    scratch = tmp_path / "mains"
+    scratch.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    child = subprocess.run([sys.executable, "-c", INVALIDATED_WRITER, lake_db, str(scratch)], env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "instances 2" and not child.stderr.strip(), child.stderr
+    forget_location(parse_location(lake_db))
+    with open_read(lake_db) as con:
+        assert con.execute("SELECT a FROM scratch_rows").fetchall() == [(1,)]  # once: the first try rolled back

@@ -154,7 +154,7 @@ def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0)
         _raise_lake_fault(loc, exc)
         raise
     finally:
-        _close(con)
+        _close(con, loc)
 
 
 def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
@@ -174,7 +174,7 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
             with _faults_named(loc, writing=True):
                 migrate(con, loc.label)
         finally:
-            _close(con)
+            _close(con, loc)
         _link_new(temp, loc.path)
     except FileExistsError:
         pass
@@ -273,7 +273,7 @@ def open_read(
         _raise_lake_fault(loc, exc)
         raise
     finally:
-        _close(con)
+        _close(con, loc)
 
 
 @contextmanager
@@ -288,8 +288,13 @@ def _faults_named(loc: HistoryLocation, writing: bool) -> Iterator[None]:
         raise fault from None
 
 
-def _close(con) -> None:
-    """Close; a connection a failed checkpoint invalidated raises again on close, and has nothing to keep."""
+def _close(con, loc: HistoryLocation) -> None:
+    """Close. A lake cursor goes through history.store.lake.release (an invalidated instance is
+    kept, not closed); a file connection a failed checkpoint invalidated raises again on close,
+    and has nothing to keep."""
+    if loc.is_lake:
+        lake.release(con)
+        return
     try:
         con.close()
     except duckdb.FatalException:
@@ -314,7 +319,7 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
         _raise_lake_fault(loc, exc)
         raise
     finally:
-        _close(con)
+        _close(con, loc)
 
 
 def schema_version(location: str | Path | HistoryLocation) -> tuple[int, int]:

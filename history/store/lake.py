@@ -21,6 +21,7 @@ queries, its users' sandboxed SQL (read-only, locked) and its writes each reuse 
 from __future__ import annotations
 
 import atexit
+import ctypes
 import importlib.util
 import os
 import shutil
@@ -202,10 +203,7 @@ def forget_shared(location: HistoryLocation, read_only: bool, config: dict | Non
     with _shared_lock:
         con = _shared.pop(_key(location, read_only, config), None)
     if con is not None:
-        try:
-            con.close()
-        except duckdb.Error:
-            pass
+        release(con)
 
 
 def forget_location(location: HistoryLocation) -> None:
@@ -214,10 +212,39 @@ def forget_location(location: HistoryLocation) -> None:
     with _shared_lock:
         gone = [_shared.pop(k) for k in [k for k in _shared if k.startswith(prefix)]]
     for con in gone:
-        try:
-            con.close()
-        except duckdb.Error:
-            pass
+        release(con)
+
+
+def invalidated(con) -> bool:
+    """Whether DuckDB invalidated this connection's instance: after an internal or fatal error
+    every later statement fails with a FatalException, even `SELECT 1`."""
+    try:
+        con.execute("SELECT 1")
+    except duckdb.FatalException:
+        return True
+    except duckdb.Error:
+        return False
+    return False
+
+
+def release(con) -> None:
+    """Close a lake connection or cursor, unless DuckDB invalidated its instance: that one is kept.
+
+    DuckLake 1.5.5 can fail internally on a catalog read after PostgreSQL restarted, which
+    invalidates the instance (history.store.lake_faults). Closing or freeing a cursor of it whose
+    DuckLake transaction is still open then rolls the catalog back from inside a C++ destructor;
+    the invalidated instance refuses that statement, and the exception, thrown where none may
+    leave, ends the process through std::terminate (the abort of duckdb/ducklake#104). So such a
+    connection is given one reference that is never dropped, not even at interpreter exit, and is
+    never closed or freed; the caller's retry attaches a new instance. The cost is the memory of
+    one abandoned instance per invalidation."""
+    if invalidated(con):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(con))
+        return
+    try:
+        con.close()
+    except duckdb.Error:
+        pass
 
 
 def current_snapshot(con) -> int:
