@@ -25,7 +25,8 @@ def _run(**variables) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("event, workflow", [
     ("push", "gpu-bench.yml"), ("schedule", "gpu-bench.yml"), ("workflow_dispatch", "gpu-bench.yml"),
-    ("workflow_run", "pr-comment.yml"),
+    ("workflow_run", "pr-comment.yml"), ("workflow_dispatch", "bisect.yml"), ("schedule", "history-maintain.yml"),
+    ("workflow_dispatch", "history-maintain.yml"),
 ])
 def test_default_branch_jobs_of_the_trusted_workflows_start(event, workflow):
     done = _run(GITHUB_EVENT_NAME=event, GITHUB_WORKFLOW_REF=f"{REPO}/.github/workflows/{workflow}@refs/heads/main")
@@ -67,3 +68,17 @@ def test_another_default_branch_and_workflow_list_are_configurable():
     done = _run(ATTNWATCH_TRUSTED_WORKFLOWS="gpu-bench.yml", GITHUB_EVENT_NAME="workflow_run",
                 GITHUB_WORKFLOW_REF=f"{REPO}/.github/workflows/pr-comment.yml@refs/heads/main")
     assert done.returncode == 1
+
+
+def test_every_workflow_that_asks_for_the_trusted_label_is_admitted_by_default():
+    """The hook's default list and the workflows must agree: a job of this repository that asks
+    for `trusted` and that the default refuses could never run."""
+    workflows = HOOK.parent.parent.parent / ".github" / "workflows"
+    asking = sorted(p.name for p in workflows.glob("*.yml")
+                    if any("runs-on:" in line and "trusted" in line.replace("untrusted", "")
+                           for line in p.read_text().splitlines()))
+    assert asking == ["bisect.yml", "gpu-bench.yml", "history-maintain.yml", "pr-comment.yml"]
+    for name in asking:
+        done = _run(GITHUB_EVENT_NAME="workflow_dispatch",
+                    GITHUB_WORKFLOW_REF=f"{REPO}/.github/workflows/{name}@refs/heads/main")
+        assert done.returncode == 0, (name, done.stderr)

@@ -13,14 +13,15 @@
 #     workflow_run (pull_request and pull_request_target never),
 #   - on the default branch (GITHUB_REF=refs/heads/$ATTNWATCH_TRUSTED_BRANCH, default main),
 #   - defined in one of the default branch's workflow files (GITHUB_WORKFLOW_REF), by default
-#     gpu-bench.yml and pr-comment.yml.
+#     the four that ask for the trusted label: gpu-bench.yml, pr-comment.yml, bisect.yml and
+#     history-maintain.yml.
 # An organization runner group restricted to those workflows (README) is the first gate; this
 # hook is the second, and the only one for a repository outside an organization.
 set -euo pipefail
 
 repo="${ATTNWATCH_TRUSTED_REPO:?set ATTNWATCH_TRUSTED_REPO=owner/name in the runner .env file}"
 branch="${ATTNWATCH_TRUSTED_BRANCH:-main}"
-workflows="${ATTNWATCH_TRUSTED_WORKFLOWS:-gpu-bench.yml pr-comment.yml}"
+workflows="${ATTNWATCH_TRUSTED_WORKFLOWS:-gpu-bench.yml pr-comment.yml bisect.yml history-maintain.yml}"
 
 refuse() {
   echo "attnwatch trusted runner: refused: $*" >&2
