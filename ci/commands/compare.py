@@ -42,6 +42,22 @@ from attnwatch.history.contract.validate import SHA_PATTERN
 from attnwatch.history.analysis.case_rules import load_case_rules
 from attnwatch.history.contract.series_key import series_gpu
 
+# The defaults of the flags whose argparse default is None so that "given" can be told from
+# "defaulted" (the --pytest check below); resolved here, once, by _resolve_defaults.
+DEFAULTS = {"shapes": "pr", "causal": "both", "ncu": "changed", "pytest_args": ""}
+
+# Flags a --pytest run has no use for, by what it does instead (one clause each of the refusal).
+NOT_WITH_PYTEST = (
+    (("shapes", "variants", "dtypes", "causal", "all", "variant_module", "variant_path"),
+     "measures the suite's own tests (choose them with --pytest-args, e.g. '-k softmax', or a node id as PATH)"),
+    (("min_rounds", "workers_per_side"), "runs the whole suite afresh on each side, a fixed --rounds times"),
+    (("no_correctness",), "checks correctness by the suite's own asserts"),
+    (("ncu", "ncu_budget"), "runs no ncu pass"),
+    (("case_timeout",), "bounds each suite run by ci/run_config.toml [compare] pytest_suite_timeout_s"),
+    (("base_root", "base_bundles", "head_bundles"), "measures git worktrees of --base (or --baseline) and --head"),
+)
+ONLY_WITH_PYTEST = ("pytest_args",)
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("compare", help="A/B the merge base against the head on this GPU; write compare.json")
@@ -49,14 +65,15 @@ def register(subparsers) -> None:
     p.add_argument("--baseline", help="a pinned baseline of history/analysis/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
                                       "its commit is measured against the head")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
-    p.add_argument("--shapes", default="pr", help="shape set (default pr)")
+    p.add_argument("--shapes", help=f"shape set (default {DEFAULTS['shapes']})")
     p.add_argument("--pytest", metavar="PATH",
                    help="instead of the registry's variants, A/B this pytest suite of gpu_benchmark tests: run in each "
-                        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds)")
-    p.add_argument("--pytest-args", default="", help="with --pytest: more pytest arguments, one string (e.g. '-k softmax')")
+                        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds); "
+                        "the variant flags (--variants, --shapes, --ncu, ...) are refused with it")
+    p.add_argument("--pytest-args", help="with --pytest: more pytest arguments, one string (e.g. '-k softmax')")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
-    p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
+    p.add_argument("--causal", choices=("both", "yes", "no"), help=f"(default {DEFAULTS['causal']})")
     p.add_argument("--rounds", type=int, default=None,
                    help="most alternating rounds per side; a case stops earlier once decided (default: ci/run_config.toml [compare])")
     p.add_argument("--min-rounds", type=int, default=None,
@@ -73,16 +90,16 @@ def register(subparsers) -> None:
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
                    help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
-    p.add_argument("--ncu", choices=("changed", "all", "off"), nargs="?", const="all", default="changed",
+    p.add_argument("--ncu", choices=("changed", "all", "off"), nargs="?", const="all",
                    help="after the rounds, profile under ncu the regressed and improved cases on both sides "
-                        "(default 'changed'; the counter rules explain them in compare.json and the comment), "
+                        f"(default '{DEFAULTS['ncu']}'; the counter rules explain them in compare.json and the comment), "
                         "every measured case ('all'; bare --ncu), or none ('off'); skipped where ncu is absent")
     p.add_argument("--ncu-budget", type=float, default=None,
                    help="seconds for the ncu pass, both sides (default: ci/run_config.toml [compare] ncu_budget_s)")
     p.add_argument("--case-timeout", type=float, default=None,
                    help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
-    p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
-    p.add_argument("--all", action="store_true",
+    p.add_argument("--no-correctness", action="store_true", default=None, help="skip the correctness checks")
+    p.add_argument("--all", action="store_true", default=None,
                    help="measure every variant; by default a variant whose fingerprint (code, data files, binaries, "
                         "libraries, settings) is identical on both sides is not measured, except the reference and "
                         "an A/A canary (ci/compare/select.py)")
@@ -104,7 +121,8 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     if args.baseline:
         args.base = pinned_base(args.baseline, args.base)
     if not args.base:
-        raise UserError("--base is required unless --base-bundles/--head-bundles or --base-root are given")
+        raise UserError("--base (or --baseline) is required with --pytest" if args.pytest else
+                        "--base is required unless --base-bundles/--head-bundles or --base-root are given")
     repo = repo_root(Path.cwd())
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
@@ -271,8 +289,40 @@ def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
     return names.pop()
 
 
+def check_mode_flags(args) -> None:
+    """Refuse, before any work, a flag the chosen mode would silently ignore: the variant flags
+    with --pytest (which measures a suite's tests) and --pytest-args without it. "Given" is "not
+    None" (these flags' argparse default is None); `--ncu off` is accepted with --pytest, as it
+    asks for what a --pytest run does anyway."""
+    given = lambda dest: getattr(args, dest, None) is not None  # noqa: E731
+    flag = lambda dest: "--" + dest.replace("_", "-")  # noqa: E731
+    if not args.pytest:
+        stray = [flag(d) for d in ONLY_WITH_PYTEST if given(d)]
+        if stray:
+            raise UserError(f"{', '.join(stray)} applies only with --pytest PATH (without it, the registry's variants "
+                            "are measured: choose them with --variants, --shapes, --dtypes, --causal)")
+        return
+    refused, instead = [], []
+    for dests, what in NOT_WITH_PYTEST:
+        named = [flag(d) for d in dests if given(d) and not (d == "ncu" and args.ncu == "off")]
+        if named:
+            refused += named
+            instead.append(what)
+    if refused:
+        raise UserError(f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not apply with --pytest, "
+                        f"which {'; '.join(instead)}")
+
+
+def _resolve_defaults(args) -> None:
+    for dest, value in DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
+
+
 def _run(args) -> int:
     started = time.monotonic()
+    check_mode_flags(args)
+    _resolve_defaults(args)
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     args.method = args.method or compare_setting("method")
