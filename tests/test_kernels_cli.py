@@ -49,6 +49,16 @@ def test_variants_table_names_the_device_and_each_unavailable_reason(listing):
             assert f"{row['name']}: unavailable: {row['reason']}" in lines
 
 
+def test_help_says_it_lists_every_operator_s_variants(listing):
+    """The listing holds every operator's variants (RMSNorm's too), each row naming its operator;
+    the help used to promise only attention variants."""
+    assert {row["operator"] for row in listing["variants"]} >= {"attention", "rmsnorm"}
+    done = _attnwatch("variants", "--help")
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "every registered variant of every operator" in text and "attention variant" not in text
+
+
 def test_shape_set_lists_each_skipped_case_with_its_reason(listing):
     assert listing["shape_set"] == "cpu"
     skipped = listing["skipped_cases"]

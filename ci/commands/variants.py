@@ -1,10 +1,12 @@
-"""`attnwatch variants [--json] [--shapes SET]`: every registered variant and whether it runs here.
+"""`attnwatch variants [--json] [--shapes SET]`: every registered variant of every operator
+(attention, RMSNorm, ...) and whether it runs here.
 
-Lists name, operator, family, lineage (the seeds' name for it), whether it is its operator's
-baseline (kernels/operators.py), what it needs, and its availability on this machine with the
-reason when it is unavailable, under a one-line description of the device. With `--shapes`,
-also which cases of that shape set (its operator's shapes x fp16/bf16 x the operator's modes)
-each variant would skip, and why, before any GPU time is spent.
+Lists name, operator (each row names its own), family, lineage (the seeds' name for it),
+whether it is its operator's baseline (kernels/operators.py), what it needs, and its
+availability on this machine with the reason when it is unavailable, under a one-line
+description of the device. With `--shapes`, also which cases of that shape set (its operator's
+shapes x fp16/bf16 x the operator's modes) each variant would skip, and why, before any GPU
+time is spent.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from attnwatch.kernels.shapes import SHAPE_SETS, shape_set
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "variants",
-        help="list the kernel variants and whether each runs on this machine",
-        description="List every registered attention variant with its family, lineage, needs and availability here.",
+        help="list the kernel variants of every operator and whether each runs on this machine",
+        description="List every registered variant of every operator (attention, RMSNorm, ...) with its operator, "
+                    "family, lineage, needs and availability here.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.add_argument("--shapes", metavar="SET", default=None,
