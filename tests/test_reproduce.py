@@ -28,22 +28,19 @@ from attnwatch.history.reproduce import compare_command, run_command
 A, B = "a" * 40, "b" * 40
 
 
-def test_commands_name_the_exact_case_and_commits():
-    assert run_command("sdpa/b4_h16_s1k/bf16/causal", A) == (
-        f"git checkout --detach {A} && attnwatch run --shapes b4_h16_s1k --variants sdpa --dtypes bf16 --causal yes")
-    assert compare_command("triton_fa2/h100_small/fp16/noncausal", A, B, method="rounds-t", rounds=8) == (
-        f"attnwatch compare --base {A} --head {B} --shapes h100_small --variants triton_fa2 --dtypes fp16 "
-        "--causal no --method rounds-t --rounds 8")
-    assert run_command("sdpa/cpu_tiny/fp16/noncausal", A, "cpu").endswith("--causal no --device cpu")
-
-
-def test_an_rmsnorm_case_is_named_by_its_shape_variant_and_dtype_alone():
-    """RMSNorm runs in its one mode whatever --causal says (ci.plan.plan_cases): no mode flag."""
-    assert run_command("rmsnorm_triton/rms_t8k_h8192/bf16/fwd", A) == (
-        f"git checkout --detach {A} && attnwatch run --shapes rms_t8k_h8192 --variants rmsnorm_triton --dtypes bf16")
-    assert compare_command("rmsnorm_quack/rms_t4k_h2048/fp16/fwd", A, B, method="rounds-t", rounds=8) == (
-        f"attnwatch compare --base {A} --head {B} --shapes rms_t4k_h2048 --variants rmsnorm_quack --dtypes fp16 "
-        "--method rounds-t --rounds 8")
+@pytest.mark.parametrize("case, mode_flag", [
+    ("sdpa/b4_h16_s1k/bf16/causal", " --causal yes"),
+    ("triton_fa2/h100_small/fp16/noncausal", " --causal no"),
+    # RMSNorm runs in its one mode whatever --causal says (ci.plan.plan_cases): no mode flag.
+    ("rmsnorm_triton/rms_t8k_h8192/bf16/fwd", ""),
+])
+def test_commands_name_the_exact_case_and_commits(case, mode_flag):
+    variant, shape, dtype, _ = case.split("/")
+    selection = f"--shapes {shape} --variants {variant} --dtypes {dtype}{mode_flag}"
+    assert run_command(case, A) == f"git checkout --detach {A} && attnwatch run {selection}"
+    assert run_command(case, A, "cpu") == f"git checkout --detach {A} && attnwatch run {selection} --device cpu"
+    assert compare_command(case, A, B, method="rounds-t", rounds=8) == (
+        f"attnwatch compare --base {A} --head {B} {selection} --method rounds-t --rounds 8")
 
 
 def test_untrusted_case_ids_cannot_become_a_second_command():
