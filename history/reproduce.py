@@ -1,12 +1,30 @@
 """The one command that measures a case again: shown beside every result on the dashboard and
 every row of the PR comment, so any number can be checked by whoever doubts it.
 
-A case id is variant/shape/dtype/(causal|noncausal); `attnwatch run` and `attnwatch compare`
-select exactly that case with --shapes SHAPE_ID --variants V --dtypes D --causal yes|no. A
-stored run measured one commit: `git checkout --detach SHA && attnwatch run ...` measures that
-commit's code with that commit's settings (ci/run_config.toml travels with it). An A/B names
-both commits and the interval method. Every value is shell-quoted (shlex): a case id from an
-untrusted bundle cannot become a second command.
+A case id is variant/shape/dtype/mode (kernels.cases.case_id), whatever its operator.
+`attnwatch run` and `attnwatch compare` select exactly that case with --shapes SHAPE_ID
+--variants V --dtypes D, and the mode as ci.selection reads it: attention's modes (causal,
+noncausal) are chosen by --causal yes|no; every other operator (kernels.operators, e.g.
+RMSNorm's one mode `fwd`) is run in each mode it declares, so its case needs no mode flag. That
+is exact because each such operator declares one mode; tests/test_reproduce.py plans every
+registered operator's cases through the real selection and fails the day one declares two.
+This leaf may not import kernels or ci (docs/design.md, layers), so the rule is written here
+once and held to the registry by that test, not looked up at run time.
+
+A stored run measured one commit: `git checkout --detach SHA && attnwatch run ...` measures that
+commit's code with that commit's settings (ci/run_config.toml travels with it); the flags are
+ones every revision with that operator reads. An A/B names both commits and the interval
+method. Every value is shell-quoted (shlex): a case id from an untrusted bundle cannot become a
+second command.
+
+No command (None; the pages and the comment show "—"):
+  - a pytest-plugin result (`gpu_benchmark`, operator `callable`: id variant/shape/dtype) or a
+    plain pytest-benchmark entry (id: pytest's node id). The history keeps the node id and the
+    commit, but not the directory pytest ran in (a node id is relative to that run's rootdir)
+    nor the options it ran with (--gpu-benchmark-device, -p, conftest options), and a
+    `compare --pytest` report does not keep the suite path or --pytest-args: any command
+    written from that would be a guess at what ran, not the one that measures it again.
+  - a commit that is not a hexadecimal SHA.
 """
 
 from __future__ import annotations
@@ -15,14 +33,21 @@ import re
 import shlex
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+# A case id's parts are names (history.contract.names, NAME); a pytest node id, split at its
+# slashes, is not (its last parts hold `::` or `[`), so it is never taken for a case.
+_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
+# The mode flags of `attnwatch run` / `compare` (ci.selection.CAUSAL_MODES): attention's only.
+_MODE_FLAGS = {"causal": ["--causal", "yes"], "noncausal": ["--causal", "no"]}
 
 
 def _case_flags(case_id: str) -> list[str] | None:
+    """The selection flags that name exactly `case_id`; None when it is not a case id of an
+    operator (module docstring)."""
     parts = case_id.split("/")
-    if len(parts) != 4 or parts[3] not in ("causal", "noncausal") or not all(parts):
+    if len(parts) != 4 or not all(_PART.fullmatch(p) for p in parts):
         return None
-    variant, shape, dtype, causal = parts
-    return ["--shapes", shape, "--variants", variant, "--dtypes", dtype, "--causal", "yes" if causal == "causal" else "no"]
+    variant, shape, dtype, mode = parts
+    return ["--shapes", shape, "--variants", variant, "--dtypes", dtype, *_MODE_FLAGS.get(mode, [])]
 
 
 def _command(words: list[str]) -> str:

@@ -5,17 +5,21 @@ and quack-kernels from a `pip --target` folder named in ATTNWATCH_EXTRA_SITE) in
 real DuckDB file: the Trends data layer shows each variant's series with its H200 medians and
 its gaps to the baseline (rmsnorm_torch) and to the fastest reference, each as stored; the
 Kernel page draws the memory-bound roofline (bytes of the byte model over the median) under the
-H200's measured copy bandwidth; and the run page shows the optional packages the run recorded."""
+H200's measured copy bandwidth; the run page shows the optional packages the run recorded; and
+the Run, Overview and Compare pages offer every RMSNorm case the command that measures it again
+(history.reproduce)."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 from attnwatch.app.data import trends
 from attnwatch.app.data.store import current_source
 from attnwatch.history.analysis.ceilings import find_ceiling
+from attnwatch.history.ingest.write import ingest_paths
 from test_app_fa4_h200 import recorded_history
 from test_app_pages import frame_with, open_page, plotly_specs
 
@@ -77,3 +81,43 @@ def test_the_run_page_shows_the_packages_the_h200_run_recorded(h200, monkeypatch
     packages = json.loads(frame_with(at, "value").loc["packages", "value"])
     assert packages == {"flash-attn-4": "4.0.0b36", "liger-kernel": "0.8.5", "nvidia-cutlass-dsl": "4.8.1",
                         "quack-kernels": "0.6.5"}
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory, fixtures_dir):
+    """The recording, and a copy of it as the next main run of another commit (same timings):
+    (history, first run's manifest, second run's manifest)."""
+    work = tmp_path_factory.mktemp("rmsnorm_h200_two")
+    db, _, bundle = recorded_history(work, fixtures_dir, BUNDLE)
+    first = json.loads((bundle / "manifest.json").read_text())
+    copy = shutil.copytree(bundle, work / "next")
+    second = {**first, "run_id": first["run_id"] + "-next", "commit_sha": "e" * 40, "parent_sha": first["commit_sha"],
+              "started_at": "2026-11-26T17:00:00Z", "finished_at": "2026-11-26T17:01:00Z"}
+    (copy / "manifest.json").write_text(json.dumps(second))
+    ingest_paths(db, [copy])
+    return db, first, second
+
+
+def test_the_run_and_overview_pages_offer_each_rmsnorm_case_its_command(two_runs, monkeypatch):
+    """`git checkout --detach SHA && attnwatch run` naming the case's shape, variant and dtype:
+    RMSNorm runs in its one mode, so no mode flag (tests/test_reproduce.py plans it)."""
+    db, first, second = two_runs
+    run = frame_with(open_page(db, monkeypatch, "views/run.py", run=first["run_id"]), "measure_again")
+    overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
+    for table, sha in ((run, first["commit_sha"]), (overview, second["commit_sha"])):
+        assert len(table) == 32
+        for case, command in zip(table["case_id"], table["measure_again"]):
+            variant, shape, dtype, mode = case.split("/")
+            assert mode == "fwd" and command == (f"git checkout --detach {sha} && "
+                                                 f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype}")
+
+
+def test_the_compare_page_offers_each_rmsnorm_case_the_ab_of_both_commits(two_runs, monkeypatch):
+    db, first, second = two_runs
+    at = open_page(db, monkeypatch, "views/compare.py", base=first["run_id"], head=second["run_id"])
+    table = frame_with(at, "measure_again")
+    assert len(table) == 32
+    for case, command in zip(table["case_id"], table["measure_again"]):
+        variant, shape, dtype, _ = case.split("/")
+        assert command == (f"attnwatch compare --base {first['commit_sha']} --head {second['commit_sha']} "
+                           f"--shapes {shape} --variants {variant} --dtypes {dtype}")

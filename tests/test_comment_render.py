@@ -215,3 +215,25 @@ def test_a_case_s_bound_and_bytes_come_from_its_timing_records(fixtures_dir):
     cases = {c.case_id: c for c in compare_rounds(base, head, load_thresholds(GPU), method="hierarchical", resamples=50)}
     assert (cases[SLOW].bound, cases[SLOW].bytes) == ("memory", 1.5e6)
     assert next(c for c in cases.values() if c.case_id != SLOW).bound is None
+
+
+def test_every_registry_row_offers_its_command_and_a_pytest_row_says_why_not(report):
+    """An RMSNorm row ends with the A/B that measures it again (history.reproduce), as an attention
+    row does, in every section a case can be listed in; a pytest-plugin case (`variant/shape/dtype`,
+    `compare --pytest`) keeps "—": the report does not keep the suite path or --pytest-args."""
+    rms = "rmsnorm_triton/rms_t4k_h4096/bf16/fwd"
+    renamed = {SLOW: rms, BROKEN: "rmsnorm_quack/rms_t8k_h8192/fp16/fwd"}
+    plugin = "test_softmax/4096/fp16"
+    cases = [dataclasses.replace(c, case_id=renamed.get(c.case_id, c.case_id)) for c in report.cases]
+    quiet = next(c for c in cases if c.case_id not in renamed.values())
+    cases[cases.index(quiet)] = dataclasses.replace(quiet, case_id=plugin, verdict="failed")
+    body = render_comment(dataclasses.replace(report, cases=cases))
+    ab = f"--base {'a' * 40} --head {'c' * 40}"
+    rows = [line for line in body.splitlines() if line.startswith("| `rmsnorm_")]
+    assert {line.split("`")[1] for line in rows} == set(renamed.values())  # in the changes, and its section
+    for line in rows:
+        variant, shape, dtype, _ = line.split("`")[1].split("/")
+        assert line.endswith(f"| `attnwatch compare {ab} --shapes {shape} --variants {variant} --dtypes {dtype} "
+                             f"--method {report.method} --rounds {report.rounds}` |"), line
+    plugin_rows = [line for line in body.splitlines() if line.startswith(f"| `{plugin}`")]
+    assert plugin_rows and all(line.endswith("| — |") for line in plugin_rows), plugin_rows
