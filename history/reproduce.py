@@ -8,8 +8,9 @@ noncausal) are chosen by --causal yes|no; every other operator (kernels.operator
 RMSNorm's one mode `fwd`) is run in each mode it declares, so its case needs no mode flag. That
 is exact because each such operator declares one mode; tests/test_reproduce.py plans every
 registered operator's cases through the real selection and fails the day one declares two.
-This leaf may not import kernels or ci (docs/design.md, layers), so the rule is written here
-once and held to the registry by that test, not looked up at run time.
+This leaf may not import kernels or ci (docs/design.md, layers; history.contract.names, a leaf
+too, is the one project module it reads), so the rule is written here once and held to the
+registry by that test, not looked up at run time.
 
 A stored run measured one commit: `git checkout --detach SHA && attnwatch run ...` measures that
 commit's code with that commit's settings (ci/run_config.toml travels with it); the flags are
@@ -32,10 +33,9 @@ from __future__ import annotations
 import re
 import shlex
 
+from attnwatch.history.contract.names import name_problem
+
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
-# A case id's parts are names (history.contract.names, NAME); a pytest node id, split at its
-# slashes, is not (its last parts hold `::` or `[`), so it is never taken for a case.
-_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}")
 # The mode flags of `attnwatch run` / `compare` (ci.selection.CAUSAL_MODES): attention's only.
 _MODE_FLAGS = {"causal": ["--causal", "yes"], "noncausal": ["--causal", "no"]}
 
@@ -44,7 +44,9 @@ def _case_flags(case_id: str) -> list[str] | None:
     """The selection flags that name exactly `case_id`; None when it is not a case id of an
     operator (module docstring)."""
     parts = case_id.split("/")
-    if len(parts) != 4 or not all(_PART.fullmatch(p) for p in parts):
+    # Each part is a name (history.contract.names); a pytest node id, split at its slashes, is
+    # not (its last parts hold `::` or `[`), so it is never taken for a case.
+    if len(parts) != 4 or any(name_problem(p) for p in parts):
         return None
     variant, shape, dtype, mode = parts
     return ["--shapes", shape, "--variants", variant, "--dtypes", dtype, *_MODE_FLAGS.get(mode, [])]

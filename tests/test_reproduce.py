@@ -16,6 +16,7 @@ import pytest
 from attnwatch.ci.cli import build_parser
 from attnwatch.ci.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report
+from attnwatch.ci.commands.compare import resolve_defaults
 from attnwatch.ci.compare.setup import plan_for
 from attnwatch.ci.selection import select_cases
 from attnwatch.kernels import registry
@@ -85,6 +86,7 @@ def test_every_operators_command_selects_exactly_its_case():
             picked = select_cases(run.shapes, run.variants, run.dtypes, run.causal, device).cases
             assert [c.case_id for c in picked] == [wanted], (wanted, device)
         compare = parser.parse_args(shlex.split(compare_command(wanted, A, B))[1:])
+        resolve_defaults(compare)  # as the command does before planning
         assert [c.case_id for c in plan_for(compare)] == [wanted]
         seen.add(registry.get(variant).operator)
     assert {"attention", "rmsnorm"} <= seen

@@ -43,7 +43,7 @@ from attnwatch.history.analysis.case_rules import load_case_rules
 from attnwatch.history.contract.series_key import series_gpu
 
 # The defaults of the flags whose argparse default is None so that "given" can be told from
-# "defaulted" (the --pytest check below); resolved here, once, by _resolve_defaults.
+# "defaulted" (the --pytest check below); resolved here, once, by resolve_defaults.
 DEFAULTS = {"shapes": "pr", "causal": "both", "ncu": "changed", "pytest_args": ""}
 
 # Flags a --pytest run has no use for, by what it does instead (one clause each of the refusal).
@@ -313,7 +313,9 @@ def check_mode_flags(args) -> None:
                         f"which {'; '.join(instead)}")
 
 
-def _resolve_defaults(args) -> None:
+def resolve_defaults(args) -> None:
+    """Give each flag the user left out its DEFAULTS value, as `_run` reads them (after the
+    mode check, which must see what was typed)."""
     for dest, value in DEFAULTS.items():
         if getattr(args, dest) is None:
             setattr(args, dest, value)
@@ -322,7 +324,7 @@ def _resolve_defaults(args) -> None:
 def _run(args) -> int:
     started = time.monotonic()
     check_mode_flags(args)
-    _resolve_defaults(args)
+    resolve_defaults(args)
     if args.rounds is not None and not 1 <= args.rounds <= 50:
         raise UserError(f"--rounds: expected 1..50, got {args.rounds}")
     args.method = args.method or compare_setting("method")
