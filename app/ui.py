@@ -159,10 +159,11 @@ def run_label(row) -> str:
 def run_caption(run) -> None:
     """A run's identity: commit, branch, start, id; the commit message as plain text."""
     synthetic = " · SYNTHETIC" if bool(run.synthetic) else ""
+    dirty = " · **uncommitted changes** on top of this commit" if bool(run.dirty) else ""
     st.markdown(
         f"**Run** {code_span(run.run_id)} · commit {code_span(short_sha(run.commit_sha))} · "
         f"branch {code_span(truncate(run.branch, 60))} · started {escape_markdown(str(run.started_at)[:19])} UTC · "
-        f"status **{escape_markdown(run.status)}**{synthetic}"
+        f"status **{escape_markdown(run.status)}**{synthetic}{dirty}"
     )
     if run.commit_message:
         st.text(truncate(run.commit_message, 200))

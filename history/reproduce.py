@@ -26,6 +26,8 @@ No command (None; the pages and the comment show "—"):
     `compare --pytest` report does not keep the suite path or --pytest-args: any command
     written from that would be a guess at what ran, not the one that measures it again.
   - a commit that is not a hexadecimal SHA.
+
+A run of a dirty checkout gets the command with DIRTY_NOTE after it (below).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ import shlex
 from attnwatch.history.contract.names import name_problem
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
+# A run of a checkout with uncommitted changes (its manifest's `dirty`) measured code that no
+# commit holds: checking the commit out measures the commit alone. The command still helps, so
+# it is offered with this shell comment, which a shell ignores when the line is pasted.
+DIRTY_NOTE = "  # not the code that ran: that run had uncommitted changes on top of its commit"
 # The mode flags of `attnwatch run` / `compare` (ci.selection.CAUSAL_MODES): attention's only.
 _MODE_FLAGS = {"causal": ["--causal", "yes"], "noncausal": ["--causal", "no"]}
 
@@ -56,20 +62,24 @@ def _command(words: list[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-def run_command(case_id: str, commit_sha: str | None, device: str | None = None) -> str | None:
-    """Measure `case_id` at `commit_sha` again, alone; None when the case id or commit is not one."""
+def run_command(case_id: str, commit_sha: str | None, device: str | None = None, dirty: bool = False) -> str | None:
+    """Measure `case_id` at `commit_sha` again, alone; None when the case id or commit is not one.
+    `dirty`: the run measured uncommitted changes, so the command ends with DIRTY_NOTE."""
     flags = _case_flags(case_id)
     if flags is None or not commit_sha or not _SHA.match(commit_sha):
         return None
     device_flags = ["--device", device] if device in ("cuda", "cpu") else []
-    return f"git checkout --detach {commit_sha} && " + _command(["attnwatch", "run", *flags, *device_flags])
+    command = f"git checkout --detach {commit_sha} && " + _command(["attnwatch", "run", *flags, *device_flags])
+    return command + (DIRTY_NOTE if dirty else "")
 
 
 def compare_command(case_id: str, base_sha: str | None, head_sha: str | None, *, method: str | None = None,
-                    rounds: int | None = None) -> str | None:
-    """A/B `case_id` between two commits again, with the same interval method and round cap."""
+                    rounds: int | None = None, dirty: bool = False) -> str | None:
+    """A/B `case_id` between two commits again, with the same interval method and round cap.
+    `dirty`: either run measured uncommitted changes, so the command ends with DIRTY_NOTE."""
     flags = _case_flags(case_id)
     if flags is None or not all(s and _SHA.match(s) for s in (base_sha, head_sha)):
         return None
     extra = (["--method", method] if method else []) + (["--rounds", str(int(rounds))] if rounds else [])
-    return _command(["attnwatch", "compare", "--base", base_sha, "--head", head_sha, *flags, *extra])
+    return _command(["attnwatch", "compare", "--base", base_sha, "--head", head_sha, *flags, *extra]) + \
+        (DIRTY_NOTE if dirty else "")

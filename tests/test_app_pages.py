@@ -456,6 +456,7 @@ def test_every_result_offers_the_command_that_measures_it_again(history, monkeyp
     assert (table["measure_again"] != "").all()
     overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
     assert overview["measure_again"].str.contains(" && attnwatch run --shapes ").all()
+    assert not overview["measure_again"].str.contains("#").any()  # clean checkouts: no dirty note
     at = open_page(db, monkeypatch, "views/compare.py", base=runs["before_step"], head=runs["after_step"])
     table = frame_with(at, "measure_again").set_index("case_id")
     assert table.loc[REGRESSED_CASE, "measure_again"].startswith("attnwatch compare --base ")

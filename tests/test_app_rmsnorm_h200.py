@@ -19,6 +19,7 @@ import pytest
 from attnwatch.app.data import trends
 from attnwatch.app.data.store import current_source
 from attnwatch.history.analysis.ceilings import find_ceiling
+from attnwatch.history.reproduce import DIRTY_NOTE
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_fa4_h200 import recorded_history
 from test_app_pages import frame_with, open_page, plotly_specs
@@ -102,14 +103,18 @@ def test_the_run_and_overview_pages_offer_each_rmsnorm_case_its_command(two_runs
     """`git checkout --detach SHA && attnwatch run` naming the case's shape, variant and dtype:
     RMSNorm runs in its one mode, so no mode flag (tests/test_reproduce.py plans it)."""
     db, first, second = two_runs
-    run = frame_with(open_page(db, monkeypatch, "views/run.py", run=first["run_id"]), "measure_again")
+    assert first["dirty"] is True  # the recorded run's checkout was dirty
+    page = open_page(db, monkeypatch, "views/run.py", run=first["run_id"])
+    assert any("uncommitted changes" in w.value for w in page.warning)
+    run = frame_with(page, "measure_again")
     overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
     for table, sha in ((run, first["commit_sha"]), (overview, second["commit_sha"])):
         assert len(table) == 32
         for case, command in zip(table["case_id"], table["measure_again"]):
             variant, shape, dtype, mode = case.split("/")
             assert mode == "fwd" and command == (f"git checkout --detach {sha} && "
-                                                 f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype}")
+                                                 f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype}"
+                                                 + DIRTY_NOTE)  # the recorded bundle's tree was dirty
 
 
 def test_the_compare_page_offers_each_rmsnorm_case_the_ab_of_both_commits(two_runs, monkeypatch):
@@ -120,4 +125,4 @@ def test_the_compare_page_offers_each_rmsnorm_case_the_ab_of_both_commits(two_ru
     for case, command in zip(table["case_id"], table["measure_again"]):
         variant, shape, dtype, _ = case.split("/")
         assert command == (f"attnwatch compare --base {first['commit_sha']} --head {second['commit_sha']} "
-                           f"--shapes {shape} --variants {variant} --dtypes {dtype}")
+                           f"--shapes {shape} --variants {variant} --dtypes {dtype}" + DIRTY_NOTE)

@@ -24,7 +24,7 @@ from attnwatch.kernels.cases import DTYPES, case_id
 from attnwatch.kernels.operators import get_operator
 from attnwatch.kernels.shapes import SHAPES
 from git_clone import REPO_ROOT, attnwatch, clone_with_commits
-from attnwatch.history.reproduce import compare_command, run_command
+from attnwatch.history.reproduce import DIRTY_NOTE, compare_command, run_command
 
 A, B = "a" * 40, "b" * 40
 
@@ -40,6 +40,9 @@ def test_commands_name_the_exact_case_and_commits(case, mode_flag):
     selection = f"--shapes {shape} --variants {variant} --dtypes {dtype}{mode_flag}"
     assert run_command(case, A) == f"git checkout --detach {A} && attnwatch run {selection}"
     assert run_command(case, A, "cpu") == f"git checkout --detach {A} && attnwatch run {selection} --device cpu"
+    assert run_command(case, A, dirty=True) == f"git checkout --detach {A} && attnwatch run {selection}" + DIRTY_NOTE
+    assert compare_command(case, A, B, dirty=True).endswith(selection + DIRTY_NOTE)
+    assert DIRTY_NOTE.startswith("  # ")  # a shell comment: pasted, the command runs as without it
     assert compare_command(case, A, B, method="rounds-t", rounds=8) == (
         f"attnwatch compare --base {A} --head {B} {selection} --method rounds-t --rounds 8")
 

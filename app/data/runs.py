@@ -13,7 +13,7 @@ from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 # `latest_main_runs`: migration 010) describe it everywhere.
 RUN_COLUMNS = """
     r.run_id, r.commit_sha, r.branch, r.pr_number, r.trigger, r.status, r.started_at,
-    r.series_gpu AS gpu, r.runner, r.synthetic, r.commit_message, r.committed_at AS commit_date
+    r.series_gpu AS gpu, r.runner, r.synthetic, r.dirty, r.commit_message, r.committed_at AS commit_date
 """
 
 

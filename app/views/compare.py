@@ -180,8 +180,10 @@ def show_comparison(source, base, head, gpu) -> None:
         "in the interval; a same-job A/B over several rounds (what PR comments use) puts it there."
     )
     table = compare.shown_verdicts(table, thresholds.min_effect)
-    shas = runs.runs_by_id(source, (base, head)).set_index("run_id")["commit_sha"]
-    table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head)) or "" for c in table["case_id"]]
+    both = runs.runs_by_id(source, (base, head)).set_index("run_id")
+    shas, dirty = both["commit_sha"], bool(both["dirty"].fillna(False).any())
+    table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head), dirty=dirty) or ""
+                              for c in table["case_id"]]
     counts = table["shown"].value_counts()
     not_run = int((table["correctness"] == "not run").sum())
     failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))

@@ -143,7 +143,8 @@ def overview_page(source, shape):
     ui.run_caption(run)
     cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
     cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases),
-                         measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None) or ""
+                         measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None,
+                                                               bool(run.dirty)) or ""
                                         for c in cases["case_id"]])
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
     several = cases["operator"].nunique() > 1

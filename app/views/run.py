@@ -75,6 +75,9 @@ def run_page(source, shape):
         st.warning(f"This run's status is '{ui.md(run.status)}': some or all cases did not produce a measurement.")
     if bool(run.synthetic):
         st.error("SYNTHETIC run: generated data, not a measurement.")
+    if bool(run.dirty):
+        st.warning("This run measured uncommitted changes on top of its commit: no commit holds the code that ran, "
+                   "so checking the commit out measures something else (the commands below say so).")
     st.subheader("Commit")
     st.text(f"{run.commit_sha or '(none)'}  {str(run.commit_date or '')[:19]}")
     st.text(str(run.commit_message or "(no message stored)")[:4000])
@@ -87,7 +90,7 @@ def run_page(source, shape):
                                  recipe=[quality.recipe_text(*row) for row in zip(
                                      results["timing_recipe"], results["clock_normalised_median_us"],
                                      results["band_discarded_samples"], results["pacing_gap_s"])],
-                                 measure_again=[reproduce.run_command(c, run.commit_sha, device) or ""
+                                 measure_again=[reproduce.run_command(c, run.commit_sha, device, bool(run.dirty)) or ""
                                                 for c in results["case_id"]])
         st.subheader("Cases")
         if results["correct"].isna().all():
