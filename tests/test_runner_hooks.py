@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO_ROOT
+
 HOOK = Path(__file__).resolve().parent.parent / "ci" / "runner_hooks" / "trusted_job_started.sh"
 REPO = "octo/kernels"
 
@@ -73,7 +75,7 @@ def test_another_default_branch_and_workflow_list_are_configurable():
 def test_every_workflow_that_asks_for_the_trusted_label_is_admitted_by_default():
     """The hook's default list and the workflows must agree: a job of this repository that asks
     for `trusted` and that the default refuses could never run."""
-    workflows = HOOK.parent.parent.parent / ".github" / "workflows"
+    workflows = REPO_ROOT / ".github" / "workflows"
     asking = sorted(p.name for p in workflows.glob("*.yml")
                     if any("runs-on:" in line and "trusted" in line.replace("untrusted", "")
                            for line in p.read_text().splitlines()))
