@@ -181,7 +181,7 @@ def show_comparison(source, base, head, gpu) -> None:
     )
     table = compare.shown_verdicts(table, thresholds.min_effect)
     both = runs.runs_by_id(source, (base, head)).set_index("run_id")
-    shas, dirty = both["commit_sha"], bool(both["dirty"].fillna(False).any())
+    shas, dirty = both["commit_sha"], bool(both["dirty"].any())
     table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head), dirty=dirty) or ""
                               for c in table["case_id"]]
     counts = table["shown"].value_counts()

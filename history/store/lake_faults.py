@@ -44,8 +44,6 @@ TRANSIENT_MARKERS = (
 # ... and of one that waiting does not mend.
 PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
                      "authentication failed", "no password supplied")
-# DuckDB's FATAL text for every statement of an instance after an internal or fatal error.
-INVALIDATED = "database has been invalidated"
 MISSING_FILE = re.compile(r"(?:no such file or directory|no files found that match the pattern|"
                           r"cannot open file|could not open file)", re.IGNORECASE)
 # PostgreSQL refusing the role (not the OS refusing a file: "Permission denied", capitalised).
@@ -104,11 +102,12 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
     if is_transient(text):
         return LakeUnavailableError(f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}",
                                     transient=True, why=why)
-    if isinstance(exc, duckdb.InternalException) or (isinstance(exc, duckdb.FatalException) and INVALIDATED in low):
+    if isinstance(exc, (duckdb.InternalException, duckdb.FatalException)):
         # DuckLake 1.5.5 can fail internally on the first catalog read after PostgreSQL restarted
-        # ("Attempted to access index 0 within vector of size 0", seen amid a `pg_ctl restart`):
-        # the instance is invalidated (every later statement of it fails as FATAL), and a new one
-        # (history.store.lake_retry; history.store.lake.release keeps the old one unclosed) reads normally.
+        # ("Attempted to access index 0 within vector of size 0", seen amid a `pg_ctl restart`).
+        # DuckDB invalidates the instance on any internal or fatal error (every later statement
+        # of it fails as FATAL), and a new one (history.store.lake_retry;
+        # history.store.lake.release keeps the old one unclosed) reads normally.
         return LakeUnavailableError(f"{label}: the lake extension failed after a catalog fault: {why}",
                                     transient=True, why=why)
     if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
