@@ -137,10 +137,19 @@ def test_this_push_shows_the_newest_pushs_regressions_with_their_intervals(demo)
 
 def test_alerts_and_trends_show_the_step_detection_found(demo):
     """Alerts lists the Triton step; Trends opens on that case, its alerts listed under the plot."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     url, browser = demo
     for path, heading in (("alerts", "Alerts"), ("trends", "Trends")):
         page, text = _open(browser, f"{url}/{path}", heading)
         try:
+            # the page may rerun once it has opened (Trends picks its case), idle for a moment between
+            # the runs: wait for the step itself, then read what was drawn
+            try:
+                page.get_by_text(STEP_COMMIT).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            except PlaywrightTimeout:
+                pass  # the assertion below shows what the page drew instead
+            text = " ".join(page.locator(MAIN).inner_text().split())
             assert STEP_COMMIT in text and "triton_fa2" in text, (heading, text[:3000])
         finally:
             page.close()
