@@ -76,17 +76,18 @@ def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
 
 def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool) -> NcuExplanation | None:
     """The counter rules' ranking (history/analysis/ncu_rules.toml) when both sides were
-    profiled; the timed rounds' throttled share joins the counters, for the rule that exonerates."""
-    b = next((r.counters for r in base if r is not None and r.counters), None)
-    h = next((r.counters for r in head if r is not None and r.counters), None)
-    if not b or not h:
+    profiled, with the kernels their calls launch differently; the timed rounds' throttled share
+    joins the counters, for the rule that exonerates."""
+    b_round = next((r for r in base if r is not None and r.counters), None)
+    h_round = next((r for r in head if r is not None and r.counters), None)
+    if b_round is None or h_round is None:
         return None
-    b, h = dict(b), dict(h)
+    b, h = dict(b_round.counters), dict(h_round.counters)
     for counters, rounds in ((b, base), (h, head)):
         share = _throttled_share(rounds)
         if share is not None:
             counters[THROTTLED] = share
-    found = explain(b, h, slower)
+    found = explain(b, h, slower, launches=(b_round.launches, h_round.launches))
     return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score)
                                         for c in found.changes])
 

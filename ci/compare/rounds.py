@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from attnwatch.history.contract.bundle import SAMPLES_FILE
+from attnwatch.history.contract.bundle import SAMPLES_FILE, NcuKernelRow
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
 from attnwatch.history.contract.validate import load_bundle
-from attnwatch.history.analysis.ncu_explain import combine_kernels
+from attnwatch.history.analysis.ncu_explain import DURATION, Launch, combine_kernels
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
 NCU_FIELDS = (
@@ -46,6 +46,8 @@ class CaseRound:
     # Every ncu counter of the case, its kernels combined (history.analysis.ncu_explain): what
     # the counter rules read.
     counters: dict[str, float] = field(default_factory=dict)
+    # The profiled call's kernels in launch order (ncu's names and durations), which the cause names.
+    launches: list[Launch] = field(default_factory=list)
     # As a worker reported them, for the round's bundle (ci/compare/bundles.py): the CaseTiming
     # (a dict, as history.contract.bundle.CaseTiming) and the correctness records checked in this round.
     timing: dict | None = None
@@ -109,12 +111,14 @@ def round_of(bundle: LoadedBundle) -> RoundData:
         case = cases.get(row.case_id)
         if case is not None:
             case.ncu = {k: getattr(row, k) for k in NCU_FIELDS if getattr(row, k) is not None}
-    by_case: dict[str, list[dict[str, float]]] = {}
+    by_case: dict[str, list[NcuKernelRow]] = {}
     for kernel in bundle.ncu_kernels:
-        by_case.setdefault(kernel.case_id, []).append(kernel.metrics)
+        by_case.setdefault(kernel.case_id, []).append(kernel)
     for case_id, kernels in by_case.items():
         if case_id in cases:
-            cases[case_id].counters = combine_kernels(kernels)
+            kernels.sort(key=lambda k: k.kernel_index)
+            cases[case_id].counters = combine_kernels(k.metrics for k in kernels)
+            cases[case_id].launches = [Launch(k.kernel_name, k.metrics.get(DURATION)) for k in kernels]
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
     return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)

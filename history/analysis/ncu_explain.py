@@ -16,7 +16,10 @@ ci/ncu/metrics.toml writes out for its listed metrics: a `.sum` rollup adds over
 rates) is weighted by each kernel's duration. It also counts the case's kernels (`KERNELS`, not
 an ncu metric: the profile holds exactly one call per case, ci/ncu/target.py), so a call that
 launches one kernel more (an unfused step, a copy, a spin) is seen even when no counter of the
-others moves.
+others moves. Given each side's launches (`Launch`: ncu's kernel name and duration), the cause
+also names the kernels one side's call launches and the other's does not (`launches_changed`):
+"one kernel more" becomes which kernel, and a library that picked another kernel at the same
+count (a cuDNN engine, a cuBLAS tile) is named even when no counter rule fires.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping
+from collections import Counter
+from typing import Iterable, Mapping, Sequence
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
 DURATION = "gpu__time_duration.sum"
@@ -73,6 +77,14 @@ class Explanation:
     changes: list[CounterChange] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of a case's profiled call: ncu's (demangled) name, and its duration in ns."""
+
+    name: str
+    duration_ns: float | None = None
+
+
 class RulesError(ValueError):
     """ncu_rules.toml is malformed: the message names the file, the rule and the field."""
 
@@ -111,8 +123,10 @@ def combine_kernels(kernels: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 
 def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
-            rules: tuple[Rule, ...] | None = None) -> Explanation:
-    """Rank the rules that explain `head` being slower (or, `slower=False`, faster) than `base`."""
+            rules: tuple[Rule, ...] | None = None,
+            launches: tuple[Sequence[Launch], Sequence[Launch]] | None = None) -> Explanation:
+    """Rank the rules that explain `head` being slower (or, `slower=False`, faster) than `base`;
+    `launches` (base's, head's), when given, names the kernels that differ (module doc)."""
     rules = rules if rules is not None else load_rules()
     fired = []
     for rule in rules:
@@ -130,11 +144,71 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         fired.append((rule.kind != "exonerate", -score, CounterChange(rule.name, rule.title, b, h, change, score)))
     fired.sort(key=lambda item: (item[0], item[1]))
     changes = [item[2] for item in fired]
+    differ = launches_changed(*launches) if launches else None
     if not changes:
-        return Explanation(cause="no counter moved past its rule's threshold (history/analysis/ncu_rules.toml)")
+        cause = "no counter moved past its rule's threshold (history/analysis/ncu_rules.toml)"
+        return Explanation(cause=f"{cause}; the call's kernels differ: {differ}" if differ else cause)
     top = changes[0]
-    return Explanation(cause=f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%})",
-                       changes=changes)
+    cause = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%})"
+    return Explanation(cause=f"{cause}: {differ}" if differ else cause, changes=changes)
+
+
+NAMES_SHOWN = 3  # kernels named per side in a cause; more are counted
+NAME_CHARS = 80  # a shortened name longer than this is cut
+
+
+def launches_changed(base: Sequence[Launch], head: Sequence[Launch]) -> str | None:
+    """The kernels only the head's call launches ("new") and only the base's ("gone"), matched
+    by full name with repeats counted, in launch order, each by its short name with its mean
+    duration (and how many launches, when more than one); None when both calls launch the
+    same kernels."""
+    def count(launches):
+        return Counter(launch.name for launch in launches)
+
+    new, gone = count(head) - count(base), count(base) - count(head)
+    parts = []
+    for word, extra, side in (("new", new, head), ("gone", gone, base)):
+        names = list(dict.fromkeys(launch.name for launch in side if extra[launch.name] > 0))
+        if not names:
+            continue
+        shown = [_named(name, extra[name], side) for name in names[:NAMES_SHOWN]]
+        more = sum(extra[name] for name in names[NAMES_SHOWN:])
+        parts.append(f"{word} " + ", ".join(shown) + (f" and {more} more" if more else ""))
+    return "; ".join(parts) or None
+
+
+def _named(name: str, times: int, side: Sequence[Launch]) -> str:
+    """`short (×times, mean µs)` for one kernel of a side's call."""
+    durations = [launch.duration_ns for launch in side if launch.name == name and _finite(launch.duration_ns)]
+    facts = ([f"×{times}"] if times > 1 else []) + (
+        [f"{sum(durations) / len(durations) / 1000:.3g} µs" + (" each" if times > 1 else "")] if durations else [])
+    return short_kernel_name(name) + (f" ({', '.join(facts)})" if facts else "")
+
+
+_KEPT = {"<unnamed>": "\x01", "(anonymous namespace)": "\x02"}  # brackets that are part of a name
+
+
+def short_kernel_name(name: str) -> str:
+    """A demangled kernel signature shortened to its qualified function name: the return type,
+    template arguments and parameter list dropped (`void at::foo<Half, 4>(int, T)` ->
+    `at::foo`); a plain name (cuDNN, cuBLAS, Triton) is returned as it is, cut at NAME_CHARS."""
+    text = name.strip()
+    for kept, mark in _KEPT.items():
+        text = text.replace(kept, mark)
+    out, depth = [], 0
+    for char in text:
+        if char == "<":
+            depth += 1
+        elif char == ">" and depth:
+            depth -= 1
+        elif char == "(" and not depth:
+            break
+        elif not depth:
+            out.append(char)
+    short = "".join(out).strip().split(" ")[-1] or name.strip()
+    for kept, mark in _KEPT.items():
+        short = short.replace(mark, kept)
+    return short if len(short) <= NAME_CHARS else short[:NAME_CHARS - 1] + "…"
 
 
 def format_value(value: float) -> str:

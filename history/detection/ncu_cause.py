@@ -3,7 +3,8 @@
 An alert names a case and the run where its series stepped (history.detection.alerts). When that run was
 profiled (`--ncu` on main and nightly runs: ncu_metrics), its counters are compared with those
 of the latest earlier run of the same GPU and branch that profiled the case, and the rules of
-ncu_rules.toml rank what moved (history/analysis/ncu_explain.py). A regression alert is read
+ncu_rules.toml rank what moved (history/analysis/ncu_explain.py), and the kernels the two runs'
+calls launch differently are named. A regression alert is read
 as "slower", an improvement as "faster"; correctness alerts have no counter cause.
 """
 
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Iterable
 
 from attnwatch.history.store.db import open_read
-from attnwatch.history.analysis.ncu_explain import Explanation, combine_kernels, explain
+from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, Launch, combine_kernels, explain
 
 # (run, case) pairs as a table: every alert of a listing is explained with two queries, not
 # three per alert (a lake answers each query over the network).
@@ -31,22 +32,31 @@ GROUP BY p.run_id, p.case_id
 """
 _COUNTERS = f"""
 WITH p AS ({_PAIRS})
-SELECT m.run_id, m.case_id, m.kernel_index, m.metric_name, m.value
+SELECT m.run_id, m.case_id, m.kernel_index, m.kernel_name, m.metric_name, m.value
 FROM ncu_metrics m JOIN p ON m.run_id = p.run_id AND m.case_id = p.case_id
 WHERE m.value IS NOT NULL
 """
 SPEED_KINDS = ("regression", "improvement")
 
 
-def _counters(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
-    """(run, case) -> the case's counters in that run, its kernels combined."""
+Profile = tuple[dict[str, float], list[Launch]]  # a case's counters, its kernels combined, and its launches
+
+
+def _profiles(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], Profile]:
+    """(run, case) -> the case's counters in that run, its kernels combined, and its launches
+    in launch order."""
     if not pairs:
         return {}
     runs, cases = zip(*sorted(pairs))
-    kernels: dict[tuple[str, str], dict[int, dict[str, float]]] = {}
-    for run_id, case_id, index, name, value in con.execute(_COUNTERS, [list(runs), list(cases)]).fetchall():
-        kernels.setdefault((run_id, case_id), {}).setdefault(index, {})[name] = value
-    return {key: combine_kernels(per_kernel.values()) for key, per_kernel in kernels.items()}
+    kernels: dict[tuple[str, str], dict[int, tuple[str, dict[str, float]]]] = {}
+    for run_id, case_id, index, kernel_name, name, value in con.execute(_COUNTERS, [list(runs), list(cases)]).fetchall():
+        kernels.setdefault((run_id, case_id), {}).setdefault(index, (kernel_name, {}))[1][name] = value
+    out = {}
+    for key, per_kernel in kernels.items():
+        ordered = [per_kernel[index] for index in sorted(per_kernel)]
+        out[key] = (combine_kernels(metrics for _, metrics in ordered),
+                    [Launch(kernel_name, metrics.get(DURATION)) for kernel_name, metrics in ordered])
+    return out
 
 
 def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
@@ -58,12 +68,13 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
     runs, cases = zip(*sorted(wanted))
     earlier = {(run_id, case_id): base for run_id, case_id, base in
                con.execute(_EARLIER, [list(runs), list(cases)]).fetchall() if base}
-    counters = _counters(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
+    profiles = _profiles(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
     out = {}
     for (run_id, case_id), base in earlier.items():
-        head, before = counters.get((run_id, case_id)), counters.get((base, case_id))
-        if head and before:
-            out[(run_id, case_id)] = explain(before, head, slower=wanted[(run_id, case_id)] == "regression")
+        head, before = profiles.get((run_id, case_id)), profiles.get((base, case_id))
+        if head and before and head[0] and before[0]:
+            out[(run_id, case_id)] = explain(before[0], head[0], slower=wanted[(run_id, case_id)] == "regression",
+                                             launches=(before[1], head[1]))
     return out
 
 
