@@ -23,8 +23,8 @@ compares each commit against its parent with `python -m attnwatch.ci.compare` (n
 Each compare gets what is left of --budget-s (one whose minimum does not fit is skipped, and
 said so). Writes under --out (default $OUT): select_check.json (per compare: wall time, the
 compare's time breakdown, the selection, every case's verdict, whether the expectation held),
-<compare>.json (each compare.json), <compare>_ncu/ (each side's ncu_raw.csv when the compare
-profiled), select_check.log (every compare's stderr); prints a table last.
+<compare>.json (each compare.json), <compare>_ncu_<side>-round1.csv (each side's ncu_raw.csv
+when the compare profiled), select_check.log (every compare's stderr); prints a table last.
 
     PYTHONPATH=. python3 scripts/select_check.py --budget-s 545 --out $OUT      # the H200
     PYTHONPATH=. python3 scripts/select_check.py --device cpu --smoke --out select-smoke   # this script's own check
@@ -161,10 +161,8 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
         return result
     report = json.loads((out / "compare.json").read_text())
     shutil.copy2(out / "compare.json", Path(args.out) / f"{name}.json")
-    for raw in sorted(out.rglob("ncu_raw.csv")):  # each side's profile as ncu printed it
-        kept = Path(args.out) / f"{name}_ncu" / raw.relative_to(out)
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(raw, kept)
+    for raw in sorted(out.rglob("ncu_raw.csv")):  # each side's profile as ncu printed it (bundles/<side>-round1)
+        shutil.copy2(raw, Path(args.out) / f"{name}_ncu_{raw.parent.name}.csv")
     ok, said = expectation(name, report)
     selection = report.get("selection") or {}
     result.update(times=report.get("times"), expected=ok, said=said, everything=selection.get("everything"),
