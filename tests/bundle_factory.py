@@ -106,6 +106,7 @@ def bundle_contents(
     with_builds: bool = True,
     with_ncu: bool = False,
     ncu_metrics: dict[str, dict[str, float]] | None = None,
+    ncu_launches: dict[str, list[tuple[str, dict[str, float]]]] | None = None,
     synthetic: bool = False,
     seed: int = 0,
     hostname: str = "gpu-runner-1",
@@ -216,12 +217,14 @@ def bundle_contents(
     ncu_kernels = ncu_cases = None
     if with_ncu:
         # ncu_metrics: a case's kernel counters instead of the two stand-in ones (one kernel)
-        ncu_kernels = [NcuKernelRow(cid, 0, f"{cid.split('/')[0]}_kernel",
-                                    (ncu_metrics or {}).get(cid) or {"gpu__time_duration.sum": 1000.0 * (i + 1),
-                                                                     "sm__throughput.avg.pct_of_peak_sustained_elapsed": 61.5},
-                                    block_size="(128, 1, 1)", grid_size="(64, 16, 1)")
-                       for i, cid in enumerate(timed_ids)]
-        ncu_cases = [NcuCaseMetrics(cid, kernel_count=1, duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
+        # ncu_launches: a case's kernels, (name, counters) in launch order, as a real profile had them
+        launches = {cid: (ncu_launches or {}).get(cid) or [(
+            f"{cid.split('/')[0]}_kernel", (ncu_metrics or {}).get(cid) or {
+                "gpu__time_duration.sum": 1000.0 * (i + 1), "sm__throughput.avg.pct_of_peak_sustained_elapsed": 61.5})]
+            for i, cid in enumerate(timed_ids)}
+        ncu_kernels = [NcuKernelRow(cid, index, name, metrics, block_size="(128, 1, 1)", grid_size="(64, 16, 1)")
+                       for cid in timed_ids for index, (name, metrics) in enumerate(launches[cid])]
+        ncu_cases = [NcuCaseMetrics(cid, kernel_count=len(launches[cid]), duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
                      for i, cid in enumerate(timed_ids)]
     ncu = NcuFiles(None, ncu_kernels, ncu_cases) if with_ncu else None
     return BundleContents(manifest, document, outcomes, timings=case_timings, correctness=correctness, builds=builds,

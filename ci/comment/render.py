@@ -271,6 +271,7 @@ def _failed_section(report: CompareReport) -> list[str]:
 
 
 RULES_SHOWN = 5  # ranked counter rules per case in the comment; compare.json has them all
+CAUSE_CHARS = 600  # a cause with the kernels it names (history.analysis.kernel_launches: 3 per side)
 
 
 def _ncu_section(report: CompareReport) -> list[str]:
@@ -284,7 +285,7 @@ def _ncu_section(report: CompareReport) -> list[str]:
     for c in cases:
         word = "slower" if c.verdict == "regression" else "faster"
         if c.explanation:
-            lines += [f"{md_code(c.case_id)} {word}: **{md_text(c.explanation.cause, 300)}**", ""]
+            lines += [f"{md_code(c.case_id)} {word}: **{md_text(c.explanation.cause, CAUSE_CHARS)}**", ""]
             if c.explanation.changes:
                 lines += ["| rule | base | head | Δ | thresholds |", "|---|---:|---:|---:|---:|"]
                 for r in c.explanation.changes[:RULES_SHOWN]:

@@ -17,7 +17,8 @@ from attnwatch.history.contract.bundle import SAMPLES_FILE, NcuKernelRow
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
 from attnwatch.history.contract.validate import load_bundle
-from attnwatch.history.analysis.ncu_explain import DURATION, Launch, combine_kernels
+from attnwatch.history.analysis.kernel_launches import Launch
+from attnwatch.history.analysis.ncu_explain import DURATION, combine_kernels
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
 NCU_FIELDS = (

@@ -16,10 +16,10 @@ ci/ncu/metrics.toml writes out for its listed metrics: a `.sum` rollup adds over
 rates) is weighted by each kernel's duration. It also counts the case's kernels (`KERNELS`, not
 an ncu metric: the profile holds exactly one call per case, ci/ncu/target.py), so a call that
 launches one kernel more (an unfused step, a copy, a spin) is seen even when no counter of the
-others moves. Given each side's launches (`Launch`: ncu's kernel name and duration), the cause
-also names the kernels one side's call launches and the other's does not (`launches_changed`):
-"one kernel more" becomes which kernel, and a library that picked another kernel at the same
-count (a cuDNN engine, a cuBLAS tile) is named even when no counter rule fires.
+others moves. Given each side's launches (history.analysis.kernel_launches), the cause also
+names the kernels one side's call launches and the other's does not: "one kernel more" becomes
+which kernel, and a library that picked another kernel at the same count (a cuDNN engine, a
+cuBLAS tile) is named even when no counter rule fires.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from collections import Counter
+
+from attnwatch.history.analysis.kernel_launches import Launch, launches_changed
 from typing import Iterable, Mapping, Sequence
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
@@ -75,14 +76,6 @@ class CounterChange:
 class Explanation:
     cause: str  # one line: the top rule's title with its numbers, or why nothing explains it
     changes: list[CounterChange] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One kernel of a case's profiled call: ncu's (demangled) name, and its duration in ns."""
-
-    name: str
-    duration_ns: float | None = None
 
 
 class RulesError(ValueError):
@@ -151,64 +144,6 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
     top = changes[0]
     cause = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%})"
     return Explanation(cause=f"{cause}: {differ}" if differ else cause, changes=changes)
-
-
-NAMES_SHOWN = 3  # kernels named per side in a cause; more are counted
-NAME_CHARS = 80  # a shortened name longer than this is cut
-
-
-def launches_changed(base: Sequence[Launch], head: Sequence[Launch]) -> str | None:
-    """The kernels only the head's call launches ("new") and only the base's ("gone"), matched
-    by full name with repeats counted, in launch order, each by its short name with its mean
-    duration (and how many launches, when more than one); None when both calls launch the
-    same kernels."""
-    def count(launches):
-        return Counter(launch.name for launch in launches)
-
-    new, gone = count(head) - count(base), count(base) - count(head)
-    parts = []
-    for word, extra, side in (("new", new, head), ("gone", gone, base)):
-        names = list(dict.fromkeys(launch.name for launch in side if extra[launch.name] > 0))
-        if not names:
-            continue
-        shown = [_named(name, extra[name], side) for name in names[:NAMES_SHOWN]]
-        more = sum(extra[name] for name in names[NAMES_SHOWN:])
-        parts.append(f"{word} " + ", ".join(shown) + (f" and {more} more" if more else ""))
-    return "; ".join(parts) or None
-
-
-def _named(name: str, times: int, side: Sequence[Launch]) -> str:
-    """`short (×times, mean µs)` for one kernel of a side's call."""
-    durations = [launch.duration_ns for launch in side if launch.name == name and _finite(launch.duration_ns)]
-    facts = ([f"×{times}"] if times > 1 else []) + (
-        [f"{sum(durations) / len(durations) / 1000:.3g} µs" + (" each" if times > 1 else "")] if durations else [])
-    return short_kernel_name(name) + (f" ({', '.join(facts)})" if facts else "")
-
-
-_KEPT = {"<unnamed>": "\x01", "(anonymous namespace)": "\x02"}  # brackets that are part of a name
-
-
-def short_kernel_name(name: str) -> str:
-    """A demangled kernel signature shortened to its qualified function name: the return type,
-    template arguments and parameter list dropped (`void at::foo<Half, 4>(int, T)` ->
-    `at::foo`); a plain name (cuDNN, cuBLAS, Triton) is returned as it is, cut at NAME_CHARS."""
-    text = name.strip()
-    for kept, mark in _KEPT.items():
-        text = text.replace(kept, mark)
-    out, depth = [], 0
-    for char in text:
-        if char == "<":
-            depth += 1
-        elif char == ">" and depth:
-            depth -= 1
-        elif char == "(" and not depth:
-            break
-        elif not depth:
-            out.append(char)
-    short = "".join(out).strip().split(" ")[-1] or name.strip()
-    for kept, mark in _KEPT.items():
-        short = short.replace(mark, kept)
-    return short if len(short) <= NAME_CHARS else short[:NAME_CHARS - 1] + "…"
 
 
 def format_value(value: float) -> str:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Iterable
 
 from attnwatch.history.store.db import open_read
-from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, Launch, combine_kernels, explain
+from attnwatch.history.analysis.kernel_launches import Launch
+from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, combine_kernels, explain
 
 # (run, case) pairs as a table: every alert of a listing is explained with two queries, not
 # three per alert (a lake answers each query over the network).
