@@ -9,13 +9,16 @@ from __future__ import annotations
 import pytest
 
 from attnwatch.kernels.cases import Case
-from attnwatch.kernels.correctness import check_case
+from attnwatch.kernels.correctness import UnsupportedCase, check_case
 from attnwatch.kernels.registry import all_variants, get
 from attnwatch.kernels.shapes import Shape, adhoc_shape, shape_set
 
 pytestmark = pytest.mark.gpu
 
-CUTLASS_VARIANTS = sorted(v.name for v in all_variants() if v.family == "cutlass")
+# The attention variants this repository builds with CUTLASS (the cutlass family also holds
+# quack's CuTe-DSL RMSNorm, a package's kernel of another operator, with nothing to build).
+CUTLASS_VARIANTS = sorted(v.name for v in all_variants()
+                          if v.family == "cutlass" and v.operator == "attention" and v.build is not None)
 SHAPES = [*shape_set("main", Shape), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]
 
 
@@ -33,7 +36,10 @@ def test_cutlass_variant_matches_reference(variant, shape, dtype, causal):
     # The big shapes take one seed (two calls): the float64 reference of B*H = 256 heads at
     # S = 2048 is the slow part, and fresh inputs per case already vary across the grid.
     seeds = (0,) if shape.batch * shape.heads * shape.seq_len > 64 * 1024 else (0, 1)
-    results = check_case(variant, case, seeds=seeds)
+    try:
+        results = check_case(variant, case, seeds=seeds)
+    except UnsupportedCase as exc:  # not a Hopper GPU, or no CUTLASS headers: said, not failed
+        pytest.skip(str(exc))
     failures = [r for r in results if not r.passed]
     assert not failures, "; ".join(
         f"seed {r.seed}: {r.error or ''} max_abs_err={r.max_abs_err} rel_err={r.rel_err} "

@@ -22,31 +22,35 @@ from attnwatch.kernels.shapes import SHAPES
 FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 
 
-def _attention_b4_h16_s1k():
+def _attention(seq: int = 1024):
+    """SDPA at B=4, H=16, D=64 fp16: about 46 µs on an H200 at S=1024, about 4x that at S=2048."""
     import torch
 
-    q, k, v = (torch.randn(4, 16, 1024, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+    q, k, v = (torch.randn(4, 16, seq, 64, device="cuda", dtype=torch.float16) for _ in range(3))
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
 @pytest.mark.gpu
 def test_event_median_agrees_with_do_bench():
-    """On an attention case (the harness's subject) the two agree within 3%; the H200 run
-    measured 0.2-1.1% at this shape. (A 4096^3 fp16 matmul differed by 8%, unexplained so
-    far: docs/benchmarks.md, "Harness noise, cost and agreement".)"""
+    """On an attention case of at least 50 µs (S=2048) the harness's median and do_bench's
+    agree within 3%, taken as the median of three alternations, since one pair alone was once
+    off by 7% on an H200 (docs/benchmarks.md, "Harness noise, cost and agreement")."""
     import torch
     import triton.testing
 
-    fn = _attention_b4_h16_s1k()
+    fn = _attention(2048)
     config = timing_config("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     flusher = L2Flusher(torch.device("cuda"), 4 * l2)
     timer = CudaEventTimer(config.block_calls)
     warm_up(fn, config, timer, flusher)
-    ours = measure_interleaved([Subject("mm", fn)], config, timer, flusher, NvmlMonitor())["mm"]
-    theirs_us = triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median") * 1000.0
-    ours_us = statistics.median(ours.samples_us)
-    assert abs(ours_us / theirs_us - 1.0) < 0.03, (ours_us, theirs_us)
+    pairs = []
+    for _ in range(3):
+        ours = measure_interleaved([Subject("attention", fn)], config, timer, flusher, NvmlMonitor())["attention"]
+        theirs_us = triton.testing.do_bench(fn, warmup=50, rep=300, return_mode="median") * 1000.0
+        pairs.append((statistics.median(ours.samples_us), theirs_us))
+    ratio = statistics.median(o / t for o, t in pairs)
+    assert abs(ratio - 1.0) < 0.03, pairs
     assert ours.sm_clock_mhz_before and ours.sm_clock_mhz_before > 0
 
 
@@ -121,7 +125,7 @@ def test_clock_record_and_pacing_gap_on_the_gpu():
 
     import torch
 
-    fn = _attention_b4_h16_s1k()
+    fn = _attention()
     monitor = NvmlMonitor(0)
     flusher = L2Flusher(torch.device("cuda"), 4 * torch.cuda.get_device_properties(0).L2_cache_size)
     timer = CudaEventTimer(10)
