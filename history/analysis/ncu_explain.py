@@ -29,9 +29,9 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterable, Mapping, Sequence
 
 from attnwatch.history.analysis.kernel_launches import Launch, launches_changed
-from typing import Iterable, Mapping, Sequence
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
 DURATION = "gpu__time_duration.sum"
