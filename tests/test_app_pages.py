@@ -331,6 +331,9 @@ def test_kernel_page_roofline_from_real_ncu_under_measured_ceilings(history, mon
         assert 0 < y <= min(666.6, 4.2205 * x)
     assert points["torch_3op · fp16"]["x"][0] < points["sdpa_flash · fp16"]["x"][0]
     assert any("h200_sdpa_backends.json" in c for c in texts(at, "caption"))
+    # the newest profiled run's kernels: the bare name first, ncu's full name last
+    kernels = frame_with(at, "kernel_name")
+    assert list(kernels.columns[:2]) == ["kernel_index", "kernel"] and kernels.columns[-1] == "kernel_name"
 
 
 def test_kernel_page_without_ceilings_for_the_gpu_says_so(history, monkeypatch):

@@ -171,3 +171,21 @@ def test_an_alert_on_a_stored_history_names_the_spin_in_its_cause(sides, tmp_pat
     assert faster.changes == [] and faster.cause.startswith("no counter moved")
     assert faster.cause.endswith("; the call's kernels differ: new spin_kernel "
                                  f"({head[CASES[0]][-1].metrics[DURATION] / 1000:.3g} µs)")
+
+
+def test_the_kernel_pages_table_leads_with_the_bare_name_and_keeps_the_full_one_last(fixtures_dir):
+    """A real profile's rows (torch_3op's four kernels) as app.data.kernel.kernels_wide lays them out."""
+    import pandas as pd
+
+    from attnwatch.app.data.kernel import kernels_wide
+
+    kernels = [k for k in parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv").kernels
+               if k.nvtx_range == "torch_3op"]
+    rows = pd.DataFrame([{"kernel_index": i, "kernel_name": k.kernel_name, "metric_name": name, "value": value}
+                         for i, k in enumerate(kernels) for name, value in k.metrics.items()])
+    table = kernels_wide(rows)
+    assert list(table["kernel"]) == ["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_TNT", "vectorized_elementwise_kernel",
+                                     "softmax_warp_forward", "nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT"]
+    assert list(table.columns[:2]) == ["kernel_index", "kernel"] and table.columns[-1] == "kernel_name"
+    assert list(table["kernel_name"]) == [k.kernel_name for k in kernels]
+    assert table.loc[2, DURATION] == kernels[2].metrics[DURATION]

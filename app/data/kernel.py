@@ -7,6 +7,7 @@ import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.app.data.trends import with_commit_axis
+from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order
 
@@ -154,6 +155,17 @@ def ncu_kernels_of_run(source: Source, run_id: str, case_id: str) -> pd.DataFram
         """,
         [run_id, case_id],
     )
+
+
+def kernels_wide(per_kernel: pd.DataFrame) -> pd.DataFrame:
+    """ncu_kernels_of_run's rows as a table to read: one row per kernel launch, its index, its
+    bare function name (history.analysis.kernel_launches: a demangled torch name runs to
+    hundreds of characters), one column per metric, and ncu's full name last."""
+    wide = per_kernel.pivot_table(index=["kernel_index", "kernel_name"], columns="metric_name",
+                                  values="value").reset_index()
+    wide.columns.name = None
+    wide.insert(1, "kernel", wide["kernel_name"].map(short_kernel_name))
+    return wide[[c for c in wide.columns if c != "kernel_name"] + ["kernel_name"]]
 
 
 @cached_query

@@ -70,8 +70,7 @@ def ncu_section(source, variant, gpu):
         if per_kernel.empty:
             st.caption("No per-kernel rows stored.")
         else:
-            ui.table(per_kernel.pivot_table(index=["kernel_index", "kernel_name"], columns="metric_name", values="value").reset_index(),
-                         hide_index=True, width="stretch")
+            ui.table(kernel.kernels_wide(per_kernel), hide_index=True, width="stretch")
 
 
 def bandwidth_section(source, operator, gpu, chosen) -> None:
