@@ -66,25 +66,25 @@ def launches_changed(base: Sequence[Launch], head: Sequence[Launch]) -> str | No
     by kernel_key with repeats counted, in launch order, each by its short name with its mean
     duration (and how many launches, when more than one); None when both calls launch the
     same kernels."""
-    def count(launches):
-        return Counter(kernel_key(launch.name) for launch in launches)
-
-    new, gone = count(head) - count(base), count(base) - count(head)
+    base_keyed = [(kernel_key(launch.name), launch) for launch in base]
+    head_keyed = [(kernel_key(launch.name), launch) for launch in head]
+    base_count, head_count = Counter(k for k, _ in base_keyed), Counter(k for k, _ in head_keyed)
     parts = []
-    for word, extra, side in (("new", new, head), ("gone", gone, base)):
-        keys = list(dict.fromkeys(k for k in (kernel_key(launch.name) for launch in side) if extra[k] > 0))
+    sides = (("new", head_count - base_count, head_keyed), ("gone", base_count - head_count, base_keyed))
+    for word, extra, keyed in sides:
+        keys = list(dict.fromkeys(k for k, _ in keyed if extra[k] > 0))
         if not keys:
             continue
-        shown = [_named(key, extra[key], side) for key in keys[:NAMES_SHOWN]]
+        shown = [_named(key, extra[key], [launch for k, launch in keyed if k == key]) for key in keys[:NAMES_SHOWN]]
         more = sum(extra[key] for key in keys[NAMES_SHOWN:])
         parts.append(f"{word} " + ", ".join(shown) + (f" and {more} more" if more else ""))
     return "; ".join(parts) or None
 
 
-def _named(key: str, times: int, side: Sequence[Launch]) -> str:
-    """`short (×times, mean µs)` for one kernel of a side's call."""
-    durations = [launch.duration_ns for launch in side if kernel_key(launch.name) == key
-                 and isinstance(launch.duration_ns, (int, float)) and math.isfinite(launch.duration_ns)]
+def _named(key: str, times: int, launches: Sequence[Launch]) -> str:
+    """`short (×times, mean µs)` for one kernel, from that side's launches of it."""
+    durations = [d for d in (launch.duration_ns for launch in launches)
+                 if isinstance(d, (int, float)) and math.isfinite(d)]
     facts = ([f"×{times}"] if times > 1 else []) + (
         [f"{sum(durations) / len(durations) / 1000:.3g} µs" + (" each" if times > 1 else "")] if durations else [])
     return short_kernel_name(key) + (f" ({', '.join(facts)})" if facts else "")

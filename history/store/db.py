@@ -296,8 +296,8 @@ def _close(con, loc: HistoryLocation, failed: bool = False) -> None:
     """Close. After a failure a lake cursor goes through history.store.lake.release: an instance
     DuckDB invalidated is kept, not closed (closing it can abort the process, when a DuckLake
     transaction is open in it). A clean exit has committed its transaction or begun none, so it
-    skips release's probe (0.4 ms on a 28 ms lake read, docs/benchmarks.md). A file connection a failed checkpoint invalidated
-    raises again on close, and has nothing to keep."""
+    skips release's probe (0.4 ms on a 28 ms lake read, docs/benchmarks.md). A file connection a
+    failed checkpoint invalidated raises again on close, and has nothing to keep."""
     if loc.is_lake and failed:
         lake.release(con)
         return
