@@ -245,7 +245,9 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
 
 def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> None:
     """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides."""
+    from attnwatch.ci.compare.analysis import EXPLAINED
     from attnwatch.ci.compare.session import add_ncu
+    from attnwatch.history.analysis.tiers import tier
     from attnwatch.ci.ncu.profile import find_ncu
     from attnwatch.ci.run_config import compare_setting
 
@@ -259,7 +261,7 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
         base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
         judged = compare_rounds(base, head, thresholds, method=args.method, resamples=options.resamples,
                                 confidence=options.design.per_look_confidence)
-        only = {c.case_id for c in judged if c.verdict in ("regression", "improvement")}
+        only = {c.case_id for c in judged if tier(c.verdict, c.low, c.high) in EXPLAINED}  # every decided change
         if not only:
             return
     budget = args.ncu_budget if args.ncu_budget is not None else float(compare_setting("ncu_budget_s"))

@@ -41,7 +41,7 @@ from typing import Sequence
 
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from attnwatch.ci.ncu.metrics import metrics_argument, choose_sections, replay_settings, specs_in
+from attnwatch.ci.ncu.metrics import instanced_metrics, metrics_argument, choose_sections, replay_settings, specs_in
 from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from attnwatch.ci.ncu.target import OUTCOME_PREFIX
 from attnwatch.ci.run_config import default
@@ -278,6 +278,8 @@ def _profile_group(
     if not ok and not outcomes:
         run.why = run.failure
     page = ["--page", "details"] if sections is None else ["--page", "raw"]
+    if sections is not None and instanced_metrics(sections):
+        page += ["--print-metric-instances", "details"]  # per-opcode counts, each named (ci/ncu/parse.py)
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     importing = time.monotonic()
     imported_ok, csv_text = _run_bounded(
