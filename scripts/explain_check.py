@@ -180,31 +180,35 @@ def aa(check: Check, cases) -> tuple[dict, str]:
 
 def cubins(root: Path, variants, cases, work: Path, device: str) -> list[Path]:
     """The variants' cubins as `root`'s kernels build them (module doc): nvcc variants through
-    kernels.cuda.launch.build into a fresh cache; the others (Triton) from a fresh Triton cache
-    after one run of each case (GPU only)."""
+    kernels.cuda.launch.build (on the GPU through the usual compile cache, where the compare has
+    just built both sides: a hit; in the smoke into a fresh one, for sm_90a); the others (Triton)
+    from a fresh Triton cache after one run of each case (GPU only)."""
     from attnwatch.ci.child_env import child_env
     from attnwatch.ci.ncu.profile import plan_entry
 
     work.mkdir(parents=True, exist_ok=True)
     env = child_env(work, root)
-    env.update(ATTNWATCH_CACHE=str(work / "cache"), TRITON_CACHE_DIR=str(work / "triton"),
-               CUPY_CACHE_DIR=str(work / "cupy"))
-    arch = "sm_90a" if device == "cpu" else ""
+    env.update(TRITON_CACHE_DIR=str(work / "triton"), CUPY_CACHE_DIR=str(work / "cupy"))
+    if device == "cpu":
+        env["ATTNWATCH_CACHE"] = str(work / "cache")
+    found: list[Path] = []
     nvcc = [v for v in variants if v in NVCC_VARIANTS]
     if nvcc:
-        code = ("import sys\nfrom pathlib import Path\nfrom attnwatch.kernels.cuda.launch import build\n"
-                "for v in sys.argv[3:]:\n    print(build(v, sys.argv[2] or None, Path(sys.argv[1])).path)\n")
-        done = subprocess.run([sys.executable, "-c", code, str(work / "nvcc"), arch, *nvcc], env=env, cwd=work,
-                              capture_output=True, text=True, timeout=600)
+        code = ("import sys\nfrom attnwatch.kernels.cuda.launch import build\n"
+                "for v in sys.argv[2:]:\n    print(build(v, sys.argv[1] or None).path)\n")
+        done = subprocess.run([sys.executable, "-c", code, "sm_90a" if device == "cpu" else "", *nvcc], env=env,
+                              cwd=work, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             print(f"explain_check: building {', '.join(nvcc)} in {root}: {done.stderr.strip()[-600:]}", file=sys.stderr)
+        found += [Path(line) for line in done.stdout.split() if line.endswith(".cubin")]
     others = [c for c in cases if c.variant not in NVCC_VARIANTS]
     if others and device == "cuda":
         plan = work / "plan.json"
         plan.write_text(json.dumps({"stop_at": None, "cases": [plan_entry(c) for c in others]}))
         subprocess.run([sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)], env=env, cwd=work,
                        capture_output=True, text=True, timeout=600)
-    return sorted(work.rglob("*.cubin"))
+        found += sorted((work / "triton").rglob("*.cubin"))
+    return found
 
 
 def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
@@ -307,10 +311,6 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
                     continue
                 _git(repo, "commit", "--quiet", "-am", f"plant {label}")
                 head = _git(repo, "rev-parse", "HEAD")
-                row["sass"] = sass_change(base_cubins[plant.variants],
-                                          cubins(repo, plant.variants, cases, Path(tmp) / "sass" / label, device),
-                                          Path(tmp) / "sass-cache")
-                check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
                 if device == "cuda":
                     for attempt in ("cold", "warm") if args.warm else ("cold",):
                         if check.left() < COMPARE_MIN_S:
@@ -329,6 +329,10 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
                         check.log(f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
                                   f"{len(decided)} decided slower; " + " | ".join(
                                       f"{c['case']}: {c['cause']}" for c in decided)[:900])
+                row["sass"] = sass_change(base_cubins[plant.variants],
+                                          cubins(repo, plant.variants, cases, Path(tmp) / "sass" / label, device),
+                                          Path(tmp) / "sass-cache")
+                check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
                 _add(tar, f"{label}/sass.json", json.dumps(row["sass"], indent=1))
                 out.append(row)
     return out
