@@ -80,6 +80,14 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
     return out
 
 
+def with_cause(detail: str | None, explanation: Explanation | None) -> str:
+    """An alert's detail with its cause appended (`cause: ...`), as a notification shows it."""
+    text = detail or ""
+    if explanation is None:
+        return text
+    return f"{text}; cause: {explanation.cause}" if text else f"cause: {explanation.cause}"
+
+
 def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
     """The ranked counter changes behind one step (the dashboard's alert), or None."""
     with open_read(db_path) as con:
