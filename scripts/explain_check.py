@@ -50,9 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bisect_check import _device, _git, copy_checkout  # noqa: E402
 
+from attnwatch.ci.compare.binaries import NVCC_VARIANTS, variant_cubins  # noqa: E402
+
 PLANTS = REPO_ROOT / "scripts" / "pr_plants"
 AA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
-NVCC_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
 PLACEHOLDER = "@N@"
 COMPARE_MIN_S = 45.0  # a plant's compare is not started with less left than this
 
@@ -187,20 +188,13 @@ def cubins(root: Path, variants, cases, work: Path, device: str) -> list[Path]:
     from attnwatch.ci.ncu.profile import plan_entry
 
     work.mkdir(parents=True, exist_ok=True)
-    env = child_env(work, root)
-    env.update(TRITON_CACHE_DIR=str(work / "triton"), CUPY_CACHE_DIR=str(work / "cupy"))
+    extra = {"TRITON_CACHE_DIR": str(work / "triton"), "CUPY_CACHE_DIR": str(work / "cupy")}
     if device == "cpu":
-        env["ATTNWATCH_CACHE"] = str(work / "cache")
-    found: list[Path] = []
-    nvcc = [v for v in variants if v in NVCC_VARIANTS]
-    if nvcc:
-        code = ("import sys\nfrom attnwatch.kernels.cuda.launch import build\n"
-                "for v in sys.argv[2:]:\n    print(build(v, sys.argv[1] or None).path)\n")
-        done = subprocess.run([sys.executable, "-c", code, "sm_90a" if device == "cpu" else "", *nvcc], env=env,
-                              cwd=work, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0:
-            print(f"explain_check: building {', '.join(nvcc)} in {root}: {done.stderr.strip()[-600:]}", file=sys.stderr)
-        found += [Path(line) for line in done.stdout.split() if line.endswith(".cubin")]
+        extra["ATTNWATCH_CACHE"] = str(work / "cache")
+    found, why = variant_cubins(root, variants, work, "sm_90a" if device == "cpu" else "", extra)
+    if why:
+        print(f"explain_check: building {', '.join(variants)} in {root}: {why}", file=sys.stderr)
+    env = {**child_env(work, root), **extra}
     others = [c for c in cases if c.variant not in NVCC_VARIANTS]
     if others and device == "cuda":
         plan = work / "plan.json"
@@ -213,19 +207,14 @@ def cubins(root: Path, variants, cases, work: Path, device: str) -> list[Path]:
 
 def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
     """Both sides' kernels by name (a name built twice keeps its last build) and the diff's description."""
-    from attnwatch.history.analysis.sass import SassCache, SassError
+    from attnwatch.ci.compare.binaries import read_kernels
+    from attnwatch.history.analysis.sass import SassError
     from attnwatch.history.analysis.sass_diff import describe_binaries, diff_binaries
 
-    reader = SassCache(cache)
-    sides = []
-    for files in (base, head):
-        kernels = {}
-        for path in files:
-            try:
-                kernels.update(reader.read(path))
-            except SassError as exc:
-                return {"error": str(exc)}
-        sides.append(kernels)
+    try:
+        sides = [read_kernels(files, cache) for files in (base, head)]
+    except SassError as exc:
+        return {"error": str(exc)}
     if not sides[0] or not sides[1]:
         return {"error": f"no cubin on {'the base' if not sides[0] else 'the head'} side"}
     diff = diff_binaries(*sides)

@@ -81,7 +81,8 @@ def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
 
 
 def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool,
-                   case_id: str | None = None, time_change_us: float | None = None) -> NcuExplanation | None:
+                   case_id: str | None = None, time_change_us: float | None = None,
+                   code_change: str | None = None) -> NcuExplanation | None:
     """The exact counters that differ and the counter rules beyond their noise
     (history.analysis.ncu_explain) when both sides were profiled, with the kernels their calls
     launch differently; the timed rounds' throttled share joins the counters, for the rule that
@@ -96,7 +97,7 @@ def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], s
         if share is not None:
             counters[THROTTLED] = share
     found = explain(b, h, slower, launches=(b_round.launches, h_round.launches), case_id=case_id,
-                    time_change_us=time_change_us)
+                    time_change_us=time_change_us, code_change=code_change)
     return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score, c.band,
                                                    c.accounts_us) for c in found.changes],
                           [ExactDelta(e.kernel, e.metric, e.label, e.base, e.head) for e in found.exact])
@@ -118,7 +119,8 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
                    method: str, resamples: int, seed: int = 0,
-                   confidence: float | None = None, rules: CaseRules = CaseRules()) -> list[CaseComparison]:
+                   confidence: float | None = None, rules: CaseRules = CaseRules(),
+                   code_changes: dict[str, str] | None = None) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
     A case is judged on the rounds it was measured in (a sequential compare stops measuring a
@@ -126,6 +128,8 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
     thresholds'; a sequential compare passes its per-look level, which reproduces the interval
     of the look the case stopped at (same rounds, same seed). `rules` (history/analysis/case_rules.toml):
     a case's own min_effect, and the ignore rule it falls under, both recorded on the case.
+    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), which
+    leads the cause of its explained cases.
     """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []
@@ -156,7 +160,8 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
             change = (h_side.median_us - b_side.median_us) if b_side.median_us and h_side.median_us else None
             comp.explanation = explain_change(b_rounds, h_rounds, slower=decided in ("regression", SLOWER_UNDER),
-                                              case_id=cid, time_change_us=change)
+                                              case_id=cid, time_change_us=change,
+                                              code_change=(code_changes or {}).get(info.variant))
         out.append(comp)
     return out
 
