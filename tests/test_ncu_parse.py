@@ -11,7 +11,7 @@ from attnwatch.ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv
 RAW = "ncu/h200_raw_sdpa_flash_3op.csv"  # recorded with the first 21 metrics of the list
 PR_DEFAULT = "ncu/h200_raw_pr_default.csv"  # every section, a whole `attnwatch ncu --shapes pr` pass
 ADDED_SINCE = {"lts__t_bytes.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
-               "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "smsp__inst_executed.sum", "sass__inst_executed_per_opcode"}
+               "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "smsp__inst_executed.sum"}
 DETAILS = "ncu/h200_details_full_sdpa_flash.csv"
 
 
@@ -43,11 +43,11 @@ def test_every_listed_metric_is_what_ncu_2025_prints(fixtures_dir):
     assert len({k.nvtx_range for k in report.kernels}) == 20  # 10 variants x 2 shapes, fp16 non-causal
     assert report.unknown_columns == []
     # the per-opcode counts (an instanced metric, the `exact` section) were added after this
-    # recording: reported missing, not read as zero
+    # recording: not read as zero, and not a failed case (optional evidence, read where present)
     instanced = {s.metric for s in metric_specs() if s.instanced}
     for kernel in report.kernels:
         assert {s.metric for s in metric_specs()} - instanced == set(kernel.metrics), kernel.nvtx_range
-        assert set(kernel.missing) == instanced
+        assert not kernel.missing
     assert metrics_argument(choose_sections("all")).count(",") == len(metric_specs()) - 1
 
 

@@ -189,7 +189,10 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
                 kernel.missing.append(name)
             else:
                 kernel.metrics[name] = to_base_unit(value, units[col] if col < len(units) else "")
-        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header)))
+        # An instanced metric's column absent (ncu printed no per-opcode counts, or the recording
+        # predates them) is evidence not available, not a failed case: the exact compare reads
+        # per-opcode counts only where both sides have them (history.analysis.exact_counters).
+        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - instanced))
         kernels.append(kernel)
     return kernels
 
@@ -228,7 +231,7 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
         kernel.metrics[f"details/{section}/{metric_name}"] = value
         if metric_name in by_details_name:
             kernel.metrics[by_details_name[metric_name]] = value
-    listed = {spec.metric for spec in metric_specs()}
+    listed = {spec.metric for spec in metric_specs() if not spec.instanced}  # per-opcode counts: optional (_parse_raw)
     for kernel in kernels.values():
         kernel.missing = sorted(listed - set(kernel.metrics))
     return [kernels[k] for k in sorted(kernels)]
