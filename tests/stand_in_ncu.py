@@ -9,7 +9,8 @@ the fixture's rows of the same variant (its shape renamed when the fixture lacks
 fixture's ranges are variant names (sdpa, sdpa_flash, torch_3op) and are renamed likewise.
 
 Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | perm_late | hang | case_fails |
-crash: the target dies in every torch_3op case), FAKE_NCU_HANG (variants whose profiling
+crash: the target dies in every torch_3op case | no_sass_metric: a metric list holding a `sass__`
+metric is refused, as an ncu without SASS patching would), FAKE_NCU_HANG (variants whose profiling
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
 writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON),
@@ -62,6 +63,9 @@ def main(args: list[str]) -> int:
         time.sleep(60)
     if mode == "fail":
         print("==ERROR== The application returned an error code (1).")
+        return 1
+    if mode == "no_sass_metric" and "--metrics" in args and "sass__" in args[args.index("--metrics") + 1]:
+        print('==ERROR== Failed to profile "stand_in_kernel": metric sass__inst_executed_per_opcode not found')
         return 1
     if mode == "perm":
         print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")

@@ -85,3 +85,32 @@ def test_the_dashboard_draws_the_cause_under_the_alert(history, monkeypatch):
     assert any(m.startswith("**ncu cause:** warps wait at barriers") for m in texts(at, "markdown"))
     rules = frame_with(at, "thresholds")
     assert rules["rule"].iloc[0].startswith("warps wait at barriers") and rules["change"].iloc[0] == pytest.approx(300.0)
+
+
+def test_an_opened_alerts_notification_carries_its_cause(history, tmp_path, monkeypatch):
+    """`attnwatch detect` announces each new alert with what the profiles say moved (the webhook's
+    note), read from the history it just recorded; an alert without profiles keeps its detail."""
+    from attnwatch.ci.notify.messages import Transition, payload
+    from attnwatch.history.detection.ncu_cause import with_cause
+
+    alerts = [a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression"]
+    causes = alert_causes(history, alerts)
+    alert = alerts[0]
+    note = with_cause(alert.detail, causes[alert.alert_id])
+    assert note.startswith(alert.detail) and "; cause: warps wait at barriers" in note
+    text = payload(Transition.of(alert, "opened", note, "attnwatch detect"), "slack")["text"]
+    assert "cause: warps wait at barriers" in text
+    assert with_cause(alert.detail, None) == alert.detail
+
+
+def test_the_kernel_page_reads_the_newest_profile_against_the_one_before(history, monkeypatch):
+    """The Kernel page's ncu section: the newest profiled run of the chosen case against the one
+    before it, as a stored alert reads it. Both are after the step here (the same counters), so
+    the page says nothing exact and nothing beyond noise moved."""
+    from test_app_pages import open_page, texts
+
+    from attnwatch.history.analysis.ncu_explain import UNEXPLAINED
+
+    at = open_page(history, monkeypatch, "views/kernel.py", gpu="NVIDIA H200", variant="triton_fa2")
+    lines = [m for m in texts(at, "markdown") if m.startswith("**Against the profiled run before")]
+    assert lines and UNEXPLAINED.split(":")[0] in lines[0]

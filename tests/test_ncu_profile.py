@@ -200,3 +200,14 @@ def test_the_target_rebuilds_every_operators_case_from_its_plan_entry():
         entry = json.loads(json.dumps(plan_entry(case)))  # as the plan file carries it
         rebuilt = case_of(kernels_api(), entry)
         assert rebuilt == case and rebuilt.id == case.id
+
+
+def test_an_ncu_that_refuses_the_per_opcode_counts_still_profiles_the_rest(fake_ncu, tmp_path, monkeypatch):
+    """The explain list holds the per-opcode counts (a SASS-patching metric); an ncu that cannot
+    collect them costs those counts, not every counter of every case, and says so."""
+    from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
+
+    monkeypatch.setenv("FAKE_NCU_MODE", "no_sass_metric")
+    profile = profile_cases(_cases(), tmp_path / "profile", sections=choose_sections(EXPLAIN), timeout_s=60)
+    assert not profile.errors and profile.kernel_rows
+    assert profile.notes and "per-opcode" in profile.notes[0] and "sass__inst_executed_per_opcode" in profile.notes[0]

@@ -8,6 +8,7 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.app.data.trends import with_commit_axis
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
+from attnwatch.history.detection import ncu_cause
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order
 
@@ -145,6 +146,17 @@ def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> 
 
 
 @cached_query
+def cause_since_before(source: Source, history: pd.DataFrame, case_id: str):
+    """(slower, Explanation) of the newest profiled run against the one before it (the stored
+    alerts' reading, history.detection.ncu_cause: exact counters first, then the rules beyond
+    their noise), or None with fewer than two profiled runs or no cause to read."""
+    if len(history) < 2 or pd.isna(history.iloc[-1].duration_us) or pd.isna(history.iloc[-2].duration_us):
+        return None
+    slower = bool(history.iloc[-1].duration_us >= history.iloc[-2].duration_us)
+    found = ncu_cause.cause_of(source.path, "regression" if slower else "improvement", history.iloc[-1].run_id, case_id)
+    return (slower, found) if found is not None else None
+
+
 def ncu_kernels_of_run(source: Source, run_id: str, case_id: str) -> pd.DataFrame:
     """The kernels one case launched in one profiled run, with their ncu metrics (wide)."""
     return read_frame(

@@ -71,6 +71,10 @@ def ncu_section(source, variant, gpu):
             st.caption("No per-kernel rows stored.")
         else:
             ui.table(kernel.kernels_wide(per_kernel), hide_index=True, width="stretch")
+    since = kernel.cause_since_before(source, history, case)
+    if since is not None:
+        st.markdown(f"**Against the profiled run before (read as {'slower' if since[0] else 'faster'}):** "
+                    f"{ui.md(since[1].cause)}")
 
 
 def bandwidth_section(source, operator, gpu, chosen) -> None:

@@ -229,7 +229,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
     session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
     started = time.monotonic()
-    _profile(args, session, cases, roots, out, thresholds, options, log)
+    code = _profile(args, session, cases, roots, out, thresholds, options, log)
     profiling_s = time.monotonic() - started
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
@@ -240,30 +240,36 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
                                                         session.sides["head"].fingerprints)
     return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
                         "design": options.design, "notes": session.notes, "measured": session.measured,
-                        "session": session, "profiling_s": profiling_s, "selection": selection}
+                        "session": session, "profiling_s": profiling_s, "selection": selection, "code_changes": code}
 
 
-def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> None:
-    """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides."""
+def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict[str, str]:
+    """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides, and
+    read the profiled variants' binaries (ci/compare/binaries.py): variant -> how its code differs."""
+    from attnwatch.ci.compare.analysis import EXPLAINED
     from attnwatch.ci.compare.session import add_ncu
+    from attnwatch.history.analysis.tiers import tier
     from attnwatch.ci.ncu.profile import find_ncu
     from attnwatch.ci.run_config import compare_setting
 
     if args.ncu == "off" or not session.bundles.get("base") or not session.bundles.get("head"):
-        return
+        return {}
     if find_ncu() is None:
         log("compare: ncu not found (not on PATH; set ATTNWATCH_NCU): changed cases are not profiled")
-        return
+        return {}
     only = None
     if args.ncu == "changed":
         base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
         judged = compare_rounds(base, head, thresholds, method=args.method, resamples=options.resamples,
                                 confidence=options.design.per_look_confidence)
-        only = {c.case_id for c in judged if c.verdict in ("regression", "improvement")}
+        only = {c.case_id for c in judged if tier(c.verdict, c.low, c.high) in EXPLAINED}  # every decided change
         if not only:
-            return
+            return {}
     budget = args.ncu_budget if args.ncu_budget is not None else float(compare_setting("ncu_budget_s"))
     add_ncu(session, cases, roots, out, log, only=only, budget_s=budget)
+    from attnwatch.ci.compare.binaries import code_changes
+
+    return code_changes({c.variant for c in cases if only is None or c.case_id in only}, roots, out / "binaries", log)
 
 
 def _print_costs(session) -> None:
@@ -350,7 +356,7 @@ def _run(args) -> int:
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
                            resamples=extra.get("resamples", compare_setting("resamples")),
-                           rules=load_case_rules(args.case_rules))
+                           rules=load_case_rules(args.case_rules), code_changes=extra.get("code_changes"))
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")

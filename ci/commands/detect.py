@@ -49,10 +49,13 @@ def _run(args) -> int:
         from attnwatch.ci.commands.alerts import announce
         from attnwatch.history.detection.alerts import get_alerts
 
+        from attnwatch.history.detection.ncu_cause import alert_causes, with_cause
+
         notes = {r.alert_id: r.note for r in recovered}
         alerts = get_alerts(args.db, [*inserted, *notes])
-        announce([(a, "resolved", notes[a.alert_id], a.actor) if a.alert_id in notes else (a, "opened", a.detail, "attnwatch detect")
-                  for a in alerts])
+        causes = alert_causes(args.db, [a for a in alerts if a.alert_id not in notes])  # what the profiles say moved
+        announce([(a, "resolved", notes[a.alert_id], a.actor) if a.alert_id in notes else
+                  (a, "opened", with_cause(a.detail, causes.get(a.alert_id)), "attnwatch detect") for a in alerts])
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0
 

@@ -275,21 +275,26 @@ CAUSE_CHARS = 600  # a cause with the kernels it names (history.analysis.kernel_
 
 
 def _ncu_section(report: CompareReport) -> list[str]:
-    """Per changed case: the counter rules' cause as one line, then the ranked evidence
-    (history/analysis/ncu_rules.toml); the plain metric deltas where no rule table was read."""
-    changed = [c for c in report.cases if c.verdict in ("regression", "improvement")]
+    """Per decided case (regressions, improvements and sure changes under the threshold): the
+    cause as one line (exact facts first, then the top counter rule beyond its noise with the
+    time it accounts for), then the ranked rules; the plain metric deltas where no rule table
+    was read."""
+    changed = [c for c in report.cases if c.verdict in ("regression", "improvement") or _case_tier(c) in UNDER]
     cases = [c for c in changed if c.explanation or (c.ncu and c.verdict == "regression")]
     if not cases:
         return []
     lines = ["#### ncu: why the changed cases moved", ""]
     for c in cases:
-        word = "slower" if c.verdict == "regression" else "faster"
+        word = {"regression": "slower", "improvement": "faster"}.get(c.verdict) or label(_case_tier(c), c.effect(report.min_effect))
         if c.explanation:
-            lines += [f"{md_code(c.case_id)} {word}: **{md_text(c.explanation.cause, CAUSE_CHARS)}**", ""]
+            lines += [f"{md_code(c.case_id)} {md_text(word)}: **{md_text(c.explanation.cause, CAUSE_CHARS)}**", ""]
             if c.explanation.changes:
-                lines += ["| rule | base | head | Δ | thresholds |", "|---|---:|---:|---:|---:|"]
+                lines += ["| rule | base | head | Δ | noise band | accounts for |", "|---|---:|---:|---:|---:|---:|"]
                 for r in c.explanation.changes[:RULES_SHOWN]:
-                    lines.append(f"| {md_text(r.title, 120)} | {r.base:.4g} | {r.head:.4g} | {r.change:+.1%} | {r.score:.1f} |")
+                    band = f"±{r.band:.1%}" if r.band is not None else "none measured"
+                    accounts = f"{abs(r.accounts_us):.3g} µs" if r.accounts_us is not None else "—"
+                    lines.append(f"| {md_text(r.title, 120)} | {r.base:.4g} | {r.head:.4g} | {r.change:+.1%} "
+                                 f"| {band} | {accounts} |")
                 lines.append("")
             continue
         lines += [f"{md_code(c.case_id)}", "", "| metric | base | head | Δ |", "|---|---:|---:|---:|"]

@@ -8,6 +8,7 @@ from typing import Sequence
 from attnwatch.ci.compare.report import (
     NO_RUN_NOISE,
     CaseComparison,
+    ExactDelta,
     NcuDelta,
     SideResult,
     NcuExplanation,
@@ -19,6 +20,11 @@ from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.statistics import median
 from attnwatch.history.analysis.case_rules import CaseRules
 from attnwatch.history.analysis.ncu_explain import explain
+from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, tier
+
+# The tiers a compare explains: every decided change, the sure-but-small ones included
+# (history.analysis.tiers); a case whose interval holds 1 has nothing to explain.
+EXPLAINED = ("regression", "improvement", *UNDER)
 
 
 def _side(rounds: list[CaseRound | None]) -> SideResult:
@@ -74,10 +80,13 @@ def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
     return sum(int(r.timing.get("throttled_samples") or 0) for r in timed) / calls
 
 
-def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool) -> NcuExplanation | None:
-    """The counter rules' ranking (history/analysis/ncu_rules.toml) when both sides were
-    profiled, with the kernels their calls launch differently; the timed rounds' throttled share
-    joins the counters, for the rule that exonerates."""
+def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool,
+                   case_id: str | None = None, time_change_us: float | None = None,
+                   code_change: str | None = None) -> NcuExplanation | None:
+    """The exact counters that differ and the counter rules beyond their noise
+    (history.analysis.ncu_explain) when both sides were profiled, with the kernels their calls
+    launch differently; the timed rounds' throttled share joins the counters, for the rule that
+    exonerates. `time_change_us`: the timed rounds' change, which the rules' shares are of."""
     b_round = next((r for r in base if r is not None and r.counters), None)
     h_round = next((r for r in head if r is not None and r.counters), None)
     if b_round is None or h_round is None:
@@ -87,9 +96,11 @@ def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], s
         share = _throttled_share(rounds)
         if share is not None:
             counters[THROTTLED] = share
-    found = explain(b, h, slower, launches=(b_round.launches, h_round.launches))
-    return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score)
-                                        for c in found.changes])
+    found = explain(b, h, slower, launches=(b_round.launches, h_round.launches), case_id=case_id,
+                    time_change_us=time_change_us, code_change=code_change)
+    return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score, c.band,
+                                                   c.accounts_us) for c in found.changes],
+                          [ExactDelta(e.kernel, e.metric, e.label, e.base, e.head) for e in found.exact])
 
 
 _NOT_RUN = ("skipped", "unsupported")
@@ -108,7 +119,8 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
                    method: str, resamples: int, seed: int = 0,
-                   confidence: float | None = None, rules: CaseRules = CaseRules()) -> list[CaseComparison]:
+                   confidence: float | None = None, rules: CaseRules = CaseRules(),
+                   code_changes: dict[str, str] | None = None) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
     A case is judged on the rounds it was measured in (a sequential compare stops measuring a
@@ -116,6 +128,8 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
     thresholds'; a sequential compare passes its per-look level, which reproduces the interval
     of the look the case stopped at (same rounds, same seed). `rules` (history/analysis/case_rules.toml):
     a case's own min_effect, and the ignore rule it falls under, both recorded on the case.
+    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), which
+    leads the cause of its explained cases.
     """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []
@@ -141,9 +155,13 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
             comp.verdict = verdict(iv, min_effect)
         else:
             comp.verdict = _unmeasured_verdict(b_side.status, h_side.status)
-        if comp.verdict in ("regression", "improvement"):
+        decided = tier(comp.verdict, comp.low, comp.high)
+        if decided in EXPLAINED:
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
-            comp.explanation = explain_change(b_rounds, h_rounds, slower=comp.verdict == "regression")
+            change = (h_side.median_us - b_side.median_us) if b_side.median_us and h_side.median_us else None
+            comp.explanation = explain_change(b_rounds, h_rounds, slower=decided in ("regression", SLOWER_UNDER),
+                                              case_id=cid, time_change_us=change,
+                                              code_change=(code_changes or {}).get(info.variant))
         out.append(comp)
     return out
 

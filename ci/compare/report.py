@@ -23,10 +23,11 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 7  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+COMPARE_SCHEMA_VERSION = 8  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
 # v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went);
 # v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa);
-# v6: SideResult.throttle_reasons; v7: CaseComparison.bound and .bytes (a memory-bound case's bandwidth)
+# v6: SideResult.throttle_reasons; v7: CaseComparison.bound and .bytes (a memory-bound case's bandwidth);
+# v8: NcuExplanation.exact (exact counters that differ), RuleChange.band and .accounts_us
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -112,13 +113,30 @@ def compare_v6_to_v7(document: dict) -> dict:
     return document
 
 
+def compare_v7_to_v8(document: dict) -> dict:
+    """compare.json v7 -> v8: an explanation gains its exact counter differences and each fired
+    rule its noise band and the time it accounts for (v7 compared no counter exactly and judged
+    rules by fixed thresholds: none of either)."""
+    for case in document.get("cases") or []:
+        explanation = case.get("explanation") if isinstance(case, dict) else None
+        if isinstance(explanation, dict):
+            explanation.setdefault("exact", [])
+            for change in explanation.get("changes") or []:
+                if isinstance(change, dict):
+                    change.setdefault("band", None)
+                    change.setdefault("accounts_us", None)
+    document["schema_version"] = 8
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
                                                       (COMPARE_SCHEMA, 2): compare_v2_to_v3,
                                                       (COMPARE_SCHEMA, 3): compare_v3_to_v4,
                                                       (COMPARE_SCHEMA, 4): compare_v4_to_v5,
                                                       (COMPARE_SCHEMA, 5): compare_v5_to_v6,
-                                                      (COMPARE_SCHEMA, 6): compare_v6_to_v7}
+                                                      (COMPARE_SCHEMA, 6): compare_v6_to_v7,
+                                                      (COMPARE_SCHEMA, 7): compare_v7_to_v8}
 
 
 class ReportError(UserError):
@@ -169,7 +187,8 @@ class NcuDelta:
 @dataclass
 class RuleChange:
     """One counter rule that fired (history.analysis.ncu_explain.CounterChange): the rule, its
-    title, its signal on both sides, the relative move and the move over the rule's threshold."""
+    title, its signal on both sides, the relative move, the move over its noise band (or, where
+    no noise was measured, its threshold), the band, and the µs of the change it accounts for."""
 
     rule: str
     title: str = rule(max_len=MAX_TEXT)
@@ -177,6 +196,19 @@ class RuleChange:
     head: float
     change: float
     score: float
+    band: float | None = None  # relative; None: judged by the rule's fixed threshold
+    accounts_us: float | None = None  # about: the rule's time model (history/analysis/ncu_rules.toml)
+
+
+@dataclass
+class ExactDelta:
+    """One exact counter of one kernel that differs (history.analysis.exact_counters.ExactChange)."""
+
+    kernel: str = rule(max_len=MAX_TEXT)
+    metric: str
+    label: str
+    base: float | None
+    head: float | None
 
 
 @dataclass
@@ -185,6 +217,7 @@ class NcuExplanation:
 
     cause: str = rule(max_len=MAX_TEXT)
     changes: list[RuleChange] = rule(default_factory=list, max_items=50)
+    exact: list[ExactDelta] = rule(default_factory=list, max_items=200)
 
 
 @dataclass
@@ -206,7 +239,7 @@ class CaseComparison:
     # the ignore rule it fell under ("ignored until DATE: reason"; None: not ignored).
     min_effect: float | None = rule(None, positive=True)
     ignored: str | None = rule(None, max_len=MAX_TEXT)
-    explanation: NcuExplanation | None = None  # regressions and improvements profiled on both sides
+    explanation: NcuExplanation | None = None  # every decided case (regressions, improvements, sure-but-small) profiled on both sides
     # The operator's roofline bound and minimum DRAM bytes of one call (CaseTiming.bound, .bytes):
     # the comment shows a memory-bound case's achieved bandwidth. None: not recorded.
     bound: str | None = rule(None, choices=OPERATOR_BOUNDS)

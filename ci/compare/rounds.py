@@ -17,7 +17,7 @@ from attnwatch.history.contract.bundle import SAMPLES_FILE, NcuKernelRow
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
 from attnwatch.history.contract.validate import load_bundle
-from attnwatch.history.analysis.kernel_launches import Launch
+from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 from attnwatch.history.analysis.ncu_explain import DURATION, combine_kernels
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
@@ -119,7 +119,8 @@ def round_of(bundle: LoadedBundle) -> RoundData:
         if case_id in cases:
             kernels.sort(key=lambda k: k.kernel_index)
             cases[case_id].counters = combine_kernels(k.metrics for k in kernels)
-            cases[case_id].launches = [Launch(k.kernel_name, k.metrics.get(DURATION)) for k in kernels]
+            cases[case_id].launches = [Launch(k.kernel_name, k.metrics.get(DURATION), launch_counters(k.metrics))
+                                       for k in kernels]
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
     return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)

@@ -257,6 +257,7 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
                                 sections=choose_sections(EXPLAIN), deadline=deadline,
                                 gpu_name=session.sides[name].environment.get("gpu_name"))
         log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
-            + (f", {len(profile.errors)} without metrics" if profile.errors else ""))
+            + (f", {len(profile.errors)} without metrics" if profile.errors else "")
+            + "".join(f"; {note}" for note in profile.notes))
         add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),
                           note=f"ncu pass over {len(chosen)} cases after the rounds")

@@ -22,6 +22,9 @@ class MetricSpec:
     reason: str
     section: str
     details: str | None = None
+    instanced: bool = False  # one value per instance (per opcode): printed with --print-metric-instances
+
+
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,12 @@ def specs_in(chosen: tuple[str, ...] | None = None) -> tuple[MetricSpec, ...]:
     """The metrics the chosen sections collect (default sections for None)."""
     chosen = chosen if chosen is not None else choose_sections(None)
     return tuple(spec for spec in metric_specs() if spec.section in chosen)
+
+
+def instanced_metrics(chosen: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """The chosen sections' metrics that ncu reports per instance: the import then needs
+    `--print-metric-instances details`, which names each instance (ci/ncu/parse.py)."""
+    return tuple(spec.metric for spec in specs_in(chosen) if spec.instanced)
 
 
 def metrics_argument(chosen: tuple[str, ...] | None = None) -> str:

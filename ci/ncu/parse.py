@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from attnwatch.ci.ncu.metrics import known_column_prefixes, metric_specs
+from attnwatch.history.analysis.exact_counters import INSTANCE_SEPARATOR
 from attnwatch.history.contract.ncu_csv import DETAILS_COLUMNS, CsvTable, NcuCsvError, read_table
 
 NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
@@ -81,6 +82,27 @@ def parse_number(text: str) -> float | None:
 def to_base_unit(value: float, unit: str) -> float:
     factor = _UNIT_FACTORS.get(unit.strip())
     return value * factor[1] if factor else value
+
+
+# One named instance in a `--print-metric-instances details` cell: `LDG: 1,024` or `LDG=1024`.
+_INSTANCE = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)\s*[:=]\s*(-?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)")
+
+
+def parse_instances(cell: str) -> dict[str, float]:
+    """An instanced metric's cell -> instance name -> value (`sass__inst_executed_per_opcode`: opcode
+    -> warp instructions executed). ncu prints the aggregate, then each instance as `name: value`,
+    separated by ';' (the form is read by its pairs, so the aggregate and the separators may vary).
+    A cell that holds numbers but no names (`--print-metric-instances values`) raises ValueError:
+    the counts cannot be told apart by opcode."""
+    pairs = _INSTANCE.findall(cell)
+    if not pairs:
+        if any(ch.isdigit() for ch in cell) and cell.strip().lower() not in ("n/a", "nan"):
+            raise ValueError("instance values without names (import with --print-metric-instances details)")
+        return {}
+    out: dict[str, float] = {}
+    for name, value in pairs:
+        out[name] = out.get(name, 0.0) + float(value.replace(",", ""))
+    return out
 
 
 def nvtx_range_name(cell: str) -> str | None:
@@ -137,6 +159,7 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
     nvtx_col = _nvtx_column(header)
     block_col, grid_col = table.column("Block Size"), table.column("Grid Size")
     wanted = {spec.metric for spec in metric_specs()}
+    instanced = {spec.metric for spec in metric_specs() if spec.instanced}
     kernels = []
     for index, row in enumerate(table.rows):
         kernel = ParsedKernel(
@@ -149,6 +172,15 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
         for col, name in enumerate(header):
             if name not in wanted:
                 continue
+            if name in instanced:
+                try:
+                    values = parse_instances(row[col])
+                except ValueError as exc:
+                    raise NcuParseError(path, f"{table.place(index)}, column {name}", str(exc)) from None
+                kernel.metrics.update({f"{name}{INSTANCE_SEPARATOR}{key}": v for key, v in values.items()})
+                if not values:
+                    kernel.missing.append(name)
+                continue
             try:
                 value = parse_number(row[col])
             except ValueError:
@@ -157,7 +189,10 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
                 kernel.missing.append(name)
             else:
                 kernel.metrics[name] = to_base_unit(value, units[col] if col < len(units) else "")
-        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header)))
+        # An instanced metric's column absent (ncu printed no per-opcode counts, or the recording
+        # predates them) is evidence not available, not a failed case: the exact compare reads
+        # per-opcode counts only where both sides have them (history.analysis.exact_counters).
+        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - instanced))
         kernels.append(kernel)
     return kernels
 
@@ -196,7 +231,7 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
         kernel.metrics[f"details/{section}/{metric_name}"] = value
         if metric_name in by_details_name:
             kernel.metrics[by_details_name[metric_name]] = value
-    listed = {spec.metric for spec in metric_specs()}
+    listed = {spec.metric for spec in metric_specs() if not spec.instanced}  # per-opcode counts: optional (_parse_raw)
     for kernel in kernels.values():
         kernel.missing = sorted(listed - set(kernel.metrics))
     return [kernels[k] for k in sorted(kernels)]

@@ -41,7 +41,7 @@ from typing import Sequence
 
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from attnwatch.ci.ncu.metrics import metrics_argument, choose_sections, replay_settings, specs_in
+from attnwatch.ci.ncu.metrics import instanced_metrics, metrics_argument, choose_sections, replay_settings, specs_in
 from attnwatch.ci.ncu.parse import NcuParseError, ParsedKernel, parse_ncu_csv
 from attnwatch.ci.ncu.target import OUTCOME_PREFIX
 from attnwatch.ci.run_config import default
@@ -73,6 +73,7 @@ class NcuProfile:
     # case id -> seconds of each of its stages in the target (prepare, warm-up, profiled, clean-up)
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     import_seconds: float = 0.0  # `ncu --import` of the reports to CSV, over every ncu process
+    notes: list[str] = field(default_factory=list)  # what the profile had to leave out, and why
 
     def files(self) -> NcuFiles:
         """ncu.json's records and the CSV, as the bundle writer (history.contract.bundle_writer) takes them."""
@@ -153,6 +154,13 @@ def profile_cases(
         profile.import_seconds += run.import_s
         csv_parts.append(run.csv_text)
         at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
+        if chosen and EXACT_SECTION in chosen and not run.kernels and _refused_instanced(run, chosen):
+            # this ncu cannot collect the per-opcode counts (SASS patching): profile without them
+            # rather than lose every counter; the exact compare then reads the totals alone
+            chosen = tuple(name for name in chosen if name != EXACT_SECTION)
+            profile.notes.append(f"ncu refused the per-opcode counts; profiled without them: {run.failure or run.why}")
+            attempt += 1
+            continue
         profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
         if run.failure:
             silent.update({cid: run.failure for cid, why in run.outcomes.items() if not why})
@@ -278,6 +286,8 @@ def _profile_group(
     if not ok and not outcomes:
         run.why = run.failure
     page = ["--page", "details"] if sections is None else ["--page", "raw"]
+    if sections is not None and instanced_metrics(sections):
+        page += ["--print-metric-instances", "details"]  # per-opcode counts, each named (ci/ncu/parse.py)
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     importing = time.monotonic()
     imported_ok, csv_text = _run_bounded(
@@ -318,6 +328,15 @@ def ncu_command(ncu: str, report: Path, sections: tuple[str, ...] | None, plan: 
 def pass_counts(output: str) -> list[int]:
     """The replay passes ncu printed for each kernel it profiled, in order."""
     return [int(m.group(1)) for m in map(_PASSES.match, output.splitlines()) if m]
+
+
+EXACT_SECTION = "exact"  # metrics.toml's section of the per-opcode counts
+
+
+def _refused_instanced(run: "_Pass", chosen: tuple[str, ...]) -> bool:
+    """ncu refused the run and named one of the chosen instanced metrics in its error."""
+    said = f"{run.failure or ''} {run.why or ''}"
+    return any(metric in said for metric in instanced_metrics(chosen))
 
 
 def _outcome_error(record: dict) -> str | None:

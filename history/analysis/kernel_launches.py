@@ -31,10 +31,19 @@ _QUALIFIER = re.compile(r"(?:\b[A-Za-z_]\w*|<unnamed>|\(anonymous namespace\))::
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel of a case's profiled call: ncu's demangled name, and its duration in ns."""
+    """One kernel of a case's profiled call: ncu's demangled name, its duration in ns, and its
+    counters as (name, value) pairs (`launch_counters`), which the exact compare and the rules
+    over the kernels both calls launch read."""
 
     name: str
     duration_ns: float | None = None
+    counters: tuple[tuple[str, float], ...] = ()
+
+
+def launch_counters(metrics) -> tuple[tuple[str, float], ...]:
+    """A kernel's numeric counters, sorted by name, as a Launch carries them."""
+    return tuple(sorted((name, float(value)) for name, value in metrics.items()
+                        if isinstance(value, (int, float)) and math.isfinite(value)))
 
 
 def kernel_key(name: str) -> str:

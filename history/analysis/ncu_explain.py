@@ -1,13 +1,19 @@
-"""Which counter changes explain a case that got slower or faster: the rule table, applied.
+"""Why a case got slower or faster: exact evidence first, then the counter rules against noise.
 
-The rules are data (`ncu_rules.toml` beside this module, each with its reason): a rule reads
-one or more Nsight Compute counters of the case on both sides, adds them into one signal, and
-fires when the signal moved in the direction that explains the change by at least its
-threshold (relative to the base, or to the rule's floor when the base is smaller, so that a
-spill from zero bytes is a finite move). Fired rules are ranked by how many thresholds they
-moved; an "exonerate" rule (the clock fell) outranks every cause, because a kernel is not
-blamed for a slower GPU. The first rule's title is the one-line cause; the ranked list is the
-evidence (the comment, compare.json and the alerts show both).
+The cause line leads with what is exact (history.analysis.exact_counters: instructions executed
+in total and per opcode, launch resources, per kernel of the call; and, when the caller read
+both binaries, what changed in their static code, history.analysis.sass_diff): any difference
+there is stated as a fact. Then the counter rules, which are data (`ncu_rules.toml` beside this
+module, each with its reason): a rule reads one or more Nsight Compute counters of the case on
+both sides, adds them into one signal, and fires when the signal moved in the direction that
+explains the change by more than its counters' noise band (history.analysis.noise_bands: the
+spread measured between profiles of one build). A counter compared exactly has no band: any
+move fires. Where no noise was measured the rule's fixed threshold is the floor (relative to
+the base, or to the rule's floor when the base is smaller, so that a spill from zero bytes is a
+finite move), and the evidence says so. Fired rules are ranked by the time their move can
+account for (the rule's `time_model`), so the first cause named is the biggest contributor; an
+"exonerate" rule (the clock fell) outranks every cause, because a kernel is not blamed for a
+slower GPU. "Unexplained" is said only when nothing exact and nothing beyond noise moved.
 
 Counters come per kernel (bundle `ncu.json` kernels, the history's `ncu_metrics`);
 `combine_kernels` makes one value per case by ncu's naming convention, the same rule
@@ -31,13 +37,20 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from attnwatch.history.analysis.kernel_launches import Launch, launches_changed
+from attnwatch.history.analysis.exact_counters import (
+    PER_OPCODE, ExactChange, compare_exact, describe_exact, exact_counter, paired,
+)
+from attnwatch.history.analysis.kernel_launches import Launch, kernel_key, launches_changed
+from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
 DURATION = "gpu__time_duration.sum"
 KERNELS = "case__kernels"  # kernels the case's one profiled call launched: counted, not collected
 KINDS = ("cause", "exonerate")
 DIRECTIONS = ("up", "down")
+TIME_MODELS = ("scale", "inverse", "stall", "launches", "none")
+EXACT_WIDTH = 1e-6  # an exact counter's "band": any move in the explaining direction fires
+UNEXPLAINED = "unexplained: no exact counter differs and no counter moved beyond its noise band"
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,8 @@ class Rule:
     floor: float
     reason: str
     when: Condition | None = None
+    time_model: str = "none"
+    covers: tuple[str, ...] = ()
 
 
 @dataclass
@@ -69,13 +84,17 @@ class CounterChange:
     base: float
     head: float
     change: float  # (head - base) / max(|base|, floor)
-    score: float
+    score: float  # the move over the band (or, where no noise is known, over the threshold)
+    band: float | None = None  # the noise band the move was judged against; None: the fixed threshold
+    band_source: str = ""
+    accounts_us: float | None = None  # the time change this move can account for (time_model), about
 
 
 @dataclass
 class Explanation:
-    cause: str  # one line: the top rule's title with its numbers, or why nothing explains it
+    cause: str  # one line: the exact facts, the top rule with its numbers and share, or UNEXPLAINED
     changes: list[CounterChange] = field(default_factory=list)
+    exact: list[ExactChange] = field(default_factory=list)
 
 
 class RulesError(ValueError):
@@ -84,7 +103,7 @@ class RulesError(ValueError):
 
 def combine_rule(metric: str) -> str:
     """How a counter's per-kernel values make the case's: "sum", "max" or "weighted" (module doc)."""
-    if metric.endswith(".sum"):
+    if metric.endswith(".sum") or metric.startswith(PER_OPCODE.rstrip("/")):
         return "sum"
     if metric.startswith("launch__"):
         return "max"
@@ -117,33 +136,169 @@ def combine_kernels(kernels: Iterable[Mapping[str, float]]) -> dict[str, float]:
 
 def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
             rules: tuple[Rule, ...] | None = None,
-            launches: tuple[Sequence[Launch], Sequence[Launch]] | None = None) -> Explanation:
-    """Rank the rules that explain `head` being slower (or, `slower=False`, faster) than `base`;
-    `launches` (base's, head's), when given, names the kernels that differ (module doc)."""
+            launches: tuple[Sequence[Launch], Sequence[Launch]] | None = None, *,
+            case_id: str | None = None, bands: NoiseBands | None = None,
+            measured_noise: Mapping[str, float] | None = None, time_change_us: float | None = None,
+            code_change: str | None = None) -> Explanation:
+    """Explain `head` being slower (or, `slower=False`, faster) than `base` (module doc).
+
+    `launches` (base's, head's): the calls' kernels, with their exact counters, for the exact
+    compare and the kernels that differ; `case_id` and `measured_noise` pick the noise bands
+    (noise_bands.toml, or this compare's own spreads); `time_change_us`: the measured change
+    (head - base) the shares are of, by default ncu's duration change; `code_change`: what the
+    static code diff said (history.analysis.sass_diff.describe_binaries)."""
     rules = rules if rules is not None else load_rules()
+    bands = bands if bands is not None else load_bands()
+    differ = launches_changed(*launches) if launches else None
+    if differ:
+        base, head = _common_kernels(base, head, launches)
+    delta_us = time_change_us if time_change_us is not None else _duration_change(base, head)
+    # No move is shown accounting for more than the whole change (or, unmeasured, the base's whole time).
+    limit = abs(delta_us) if delta_us else (base[DURATION] / 1000.0 if _finite(base.get(DURATION)) else None)
     fired = []
     for rule in rules:
         change = _move(rule.counters, base, head, rule.floor)
         if change is None:
             continue
-        score = _score(change, rule.direction, rule.threshold, slower)
-        if score < 1.0:
-            continue
+        width, source = _width(rule, bands, case_id, measured_noise)
+        if width == EXACT_WIDTH:  # any move in the explaining direction; scored on the threshold's scale for ranking
+            score = _score(change, rule.direction, rule.threshold, slower)
+            if score <= 0:
+                continue
+        else:
+            score = _score(change, rule.direction, width, slower)
+            if score <= 1.0:
+                continue
         if rule.when is not None:
             cond = _move((rule.when.counter,), base, head, 1e-12)
             if cond is None or _score(cond, rule.when.direction, rule.when.threshold, slower) < 1.0:
                 continue
         b, h = _signal(rule.counters, base), _signal(rule.counters, head)
-        fired.append((rule.kind != "exonerate", -score, CounterChange(rule.name, rule.title, b, h, change, score)))
-    fired.sort(key=lambda item: (item[0], item[1]))
-    changes = [item[2] for item in fired]
-    differ = launches_changed(*launches) if launches else None
-    if not changes:
-        cause = "no counter moved past its rule's threshold (history/analysis/ncu_rules.toml)"
-        return Explanation(cause=f"{cause}; the call's kernels differ: {differ}" if differ else cause)
-    top = changes[0]
-    cause = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%})"
-    return Explanation(cause=f"{cause}: {differ}" if differ else cause, changes=changes)
+        raw = _accounts(rule, base, head, slower, launches)
+        shown = min(raw, limit) if raw is not None and limit is not None else raw
+        fired.append((raw, CounterChange(rule.name, rule.title, b, h, change, score,
+                                         None if source == "threshold" else width, source, shown)))
+    # exonerating rules first, then by the time each move accounts for (its uncapped estimate),
+    # then rules with no time model by how far outside their band they moved
+    fired.sort(key=lambda item: (_kind(rules, item[1].rule) != "exonerate", item[0] is None,
+                                 -(item[0] or 0.0), -item[1].score))
+    fired = [change for _, change in fired]
+    fired = _covered_last(fired, rules)
+    exact = compare_exact(*launches) if launches else []
+    parts = [code_change] if code_change else []
+    if exact:
+        parts.append(describe_exact(exact))
+    if fired:
+        parts.append(_rule_text(fired[0], delta_us) + (f": {differ}" if differ else ""))
+    elif differ:
+        parts.append(f"the call's kernels differ: {differ}")
+    if not exact and not fired and not code_change:
+        parts.insert(0, UNEXPLAINED)
+    return Explanation(cause="; ".join(parts), changes=fired, exact=exact)
+
+
+def _common_kernels(base: Mapping[str, float], head: Mapping[str, float],
+                    launches: tuple[Sequence[Launch], Sequence[Launch]]) -> tuple[Mapping[str, float], Mapping[str, float]]:
+    """When the calls launch different kernels, the rules read the kernels both launch (their
+    counters combined again), so that an added kernel's low occupancy or idle tensor pipe is not
+    read as the others': the added or removed kernels are the `kernels` rule's, by their own
+    durations. The whole call's kernel count (and throttled share) stay as they were."""
+    pairs = paired(*launches)
+    if not pairs or not all(b.counters and h.counters for b, h in pairs):
+        return base, head
+    sides = []
+    for side, index in ((base, 0), (head, 1)):
+        common = combine_kernels(dict(pair[index].counters) for pair in pairs)
+        common.update({k: v for k, v in side.items() if k == KERNELS or k.startswith("timing__")})
+        sides.append(common)
+    return sides[0], sides[1]
+
+
+def _covered_last(fired: list[CounterChange], rules: tuple[Rule, ...]) -> list[CounterChange]:
+    """A fired rule that another fired rule covers (the same bytes seen further down) goes right after it."""
+    by_name = {r.name: r for r in rules}
+    names = {c.rule for c in fired}
+    covered = {n for c in fired for n in by_name[c.rule].covers if n in names}
+    out = []
+    for change in fired:
+        if change.rule in covered:
+            continue
+        out.append(change)
+        out += [c for c in fired if c.rule in by_name[change.rule].covers and c.rule in covered]
+    return out
+
+
+def _kind(rules: tuple[Rule, ...], name: str) -> str:
+    return next(r.kind for r in rules if r.name == name)
+
+
+def _width(rule: Rule, bands: NoiseBands, case_id: str | None,
+           measured: Mapping[str, float] | None) -> tuple[float, str]:
+    """The rule's band: measured noise its band; exact counters none (EXACT_WIDTH); else the threshold.
+    A counter exact per kernel but noisy over some kernels (the instruction count: cuBLAS's
+    kernels are not exact, exact_counters.toml) has a band, which is used."""
+    band = bands.band(rule.counters, case_id, measured)
+    if band is not None and band.width > 0:
+        return band.width, band.source
+    if all(c == KERNELS or exact_counter(c) is not None for c in rule.counters):
+        return EXACT_WIDTH, "exact: compared with !="
+    return rule.threshold, "threshold"
+
+
+def _rule_text(top: CounterChange, delta_us: float | None) -> str:
+    """`title (a → b, +x%, noise ±n%), accounts for about k of the +t µs`."""
+    noise = "exact" if top.band == EXACT_WIDTH else (
+        f"noise ±{top.band:.0%}" if top.band is not None else "no measured noise: past its fixed threshold")
+    text = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%}, {noise})"
+    if top.accounts_us is not None and delta_us:
+        text += f", accounts for about {abs(top.accounts_us):.3g} of the {delta_us:+.3g} µs"
+    return text
+
+
+def _duration_change(base: Mapping[str, float], head: Mapping[str, float]) -> float | None:
+    if _finite(base.get(DURATION)) and _finite(head.get(DURATION)):
+        return (head[DURATION] - base[DURATION]) / 1000.0
+    return None
+
+
+def _accounts(rule: Rule, base: Mapping[str, float], head: Mapping[str, float], slower: bool,
+              launches: tuple[Sequence[Launch], Sequence[Launch]] | None) -> float | None:
+    """µs of the change (in its direction) the rule's move accounts for, by its time_model (ncu_rules.toml)."""
+    t = base.get(DURATION)
+    b, h = _signal(rule.counters, base), _signal(rule.counters, head)
+    raw = None
+    if rule.time_model == "launches" and launches:
+        raw = _added_launch_ns(*launches) / 1000.0
+    elif not _finite(t) or rule.time_model in ("none", "launches"):
+        return None
+    elif rule.time_model == "scale" and b > 0:
+        raw = t / 1000.0 * (h / b - 1.0)
+    elif rule.time_model == "inverse" and h > 0:
+        raw = t / 1000.0 * (b / h - 1.0)
+    elif rule.time_model == "stall":
+        cycles_per_issue = 1.0 + sum(v for k, v in base.items() if "_issue_stalled_" in k and _finite(v))
+        raw = t / 1000.0 * (h - b) / cycles_per_issue
+    if raw is None or not math.isfinite(raw):
+        return None
+    return raw if slower else -raw
+
+
+def _added_launch_ns(base: Sequence[Launch], head: Sequence[Launch]) -> float:
+    """The head's call's kernel time less the base's, over the kernels one side launches more often."""
+    def by_key(launches):
+        out: dict[str, list[float]] = {}
+        for launch in launches:
+            out.setdefault(kernel_key(launch.name), []).append(launch.duration_ns if _finite(launch.duration_ns) else 0.0)
+        return out
+    b, h = by_key(base), by_key(head)
+    total = 0.0
+    for key in set(b) | set(h):
+        extra = len(h.get(key, [])) - len(b.get(key, []))
+        if extra > 0:
+            total += sum(sorted(h[key])[-extra:])
+        elif extra < 0:
+            total -= sum(sorted(b[key])[extra:])
+    return total
 
 
 def format_value(value: float) -> str:
@@ -196,11 +351,13 @@ def load_rules(path: Path = RULES_FILE) -> tuple[Rule, ...]:
                 counters=tuple(entry["counters"]), direction=entry["direction"],
                 threshold=float(entry["threshold"]), floor=float(entry["floor"]), reason=str(entry["reason"]),
                 when=Condition(when["counter"], when["direction"], float(when["threshold"])) if when else None,
+                time_model=str(entry.get("time_model", "none")), covers=tuple(entry.get("covers", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RulesError(f"{where}: missing or bad field {exc}") from None
         for name, value, allowed in (("kind", rule.kind, KINDS), ("direction", rule.direction, DIRECTIONS),
-                                     ("when.direction", rule.when.direction if rule.when else "up", DIRECTIONS)):
+                                     ("when.direction", rule.when.direction if rule.when else "up", DIRECTIONS),
+                                     ("time_model", rule.time_model, TIME_MODELS)):
             if value not in allowed:
                 raise RulesError(f"{where}: {name} {value!r} not in {allowed}")
         if rule.threshold <= 0 or rule.floor <= 0 or not rule.counters or not rule.reason.strip():

@@ -3,8 +3,9 @@
 An alert names a case and the run where its series stepped (history.detection.alerts). When that run was
 profiled (`--ncu` on main and nightly runs: ncu_metrics), its counters are compared with those
 of the latest earlier run of the same GPU and branch that profiled the case, and the rules of
-ncu_rules.toml rank what moved (history/analysis/ncu_explain.py), and the kernels the two runs'
-calls launch differently are named. A regression alert is read
+ncu_rules.toml rank what moved beyond its noise (history/analysis/ncu_explain.py), after the
+exact counters that differ (instructions per opcode, launch resources), and the kernels the
+two runs' calls launch differently are named. A regression alert is read
 as "slower", an improvement as "faster"; correctness alerts have no counter cause.
 """
 
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Iterable
 
 from attnwatch.history.store.db import open_read
-from attnwatch.history.analysis.kernel_launches import Launch
+from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, combine_kernels, explain
 
 # (run, case) pairs as a table: every alert of a listing is explained with two queries, not
@@ -56,7 +57,7 @@ def _profiles(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], Profile
     for key, per_kernel in kernels.items():
         ordered = [per_kernel[index] for index in sorted(per_kernel)]
         out[key] = (combine_kernels(metrics for _, metrics in ordered),
-                    [Launch(kernel_name, metrics.get(DURATION)) for kernel_name, metrics in ordered])
+                    [Launch(kernel_name, metrics.get(DURATION), launch_counters(metrics)) for kernel_name, metrics in ordered])
     return out
 
 
@@ -75,8 +76,16 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
         head, before = profiles.get((run_id, case_id)), profiles.get((base, case_id))
         if head and before and head[0] and before[0]:
             out[(run_id, case_id)] = explain(before[0], head[0], slower=wanted[(run_id, case_id)] == "regression",
-                                             launches=(before[1], head[1]))
+                                             launches=(before[1], head[1]), case_id=case_id)
     return out
+
+
+def with_cause(detail: str | None, explanation: Explanation | None) -> str:
+    """An alert's detail with its cause appended (`cause: ...`), as a notification shows it."""
+    text = detail or ""
+    if explanation is None:
+        return text
+    return f"{text}; cause: {explanation.cause}" if text else f"cause: {explanation.cause}"
 
 
 def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:

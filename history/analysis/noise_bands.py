@@ -1,0 +1,114 @@
+"""Each noisy counter's noise band: how far it moves between two profiles of one build.
+
+A counter rule (history.analysis.ncu_explain) fires only when its signal moved outside the band
+of its counters, so a 15% move of a stall ratio whose profiles of one build agree within 6% is
+a finding, and a 15% move of L2 bytes on a small case (which moved 15% between identical
+profiles) is not. Bands come from measured spread, recorded with its provenance in
+`noise_bands.toml`: a case's own spread when measured (`[[case]]`, e.g. by
+scripts/explain_check.py's A/A, or `measured` passed in when a compare profiled a side twice),
+else the counter's spread over the pr set. A counter with neither has no band; the rule then
+falls back to its fixed threshold, and the evidence says so.
+
+`spreads` computes the spreads from repeated profiles (the largest |a - b| / |a| over the
+pairs), the same statistic the file records.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping, Sequence
+
+BANDS_FILE = Path(__file__).resolve().parent / "noise_bands.toml"
+
+
+@dataclass(frozen=True)
+class Band:
+    width: float  # relative: a move of |h - b| / |b| up to this is noise
+    source: str
+
+
+@dataclass(frozen=True)
+class NoiseBands:
+    counter: Mapping[str, tuple[float, str]]  # counter -> (spread, source)
+    case: Mapping[tuple[str, str], tuple[float, str]] = field(default_factory=dict)  # (case, counter) -> ...
+    counter_margin: float = 1.5
+    case_margin: float = 3.0
+    case_floor: float = 0.01
+
+    def band(self, counters: Sequence[str], case_id: str | None = None,
+             measured: Mapping[str, float] | None = None) -> Band | None:
+        """The widest band of `counters` (a rule's signal adds them), or None when one has none.
+        `measured`: this case's own spreads, measured now (a side profiled twice)."""
+        widths, sources = [], []
+        for name in counters:
+            if measured and name in measured:
+                width, source = max(measured[name] * self.case_margin, self.case_floor), "measured in this compare"
+            elif case_id is not None and (case_id, name) in self.case:
+                spread, source = self.case[(case_id, name)]
+                width = max(spread * self.case_margin, self.case_floor)
+            elif name in self.counter:
+                spread, source = self.counter[name]
+                width = spread * self.counter_margin
+            else:
+                return None
+            widths.append(width)
+            sources.append(source)
+        if not widths:
+            return None
+        return Band(max(widths), "; ".join(dict.fromkeys(sources)))
+
+
+class BandsError(ValueError):
+    """noise_bands.toml is malformed: the message names the file, the entry and the field."""
+
+
+@lru_cache(maxsize=2)
+def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
+    name = Path(path).name
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BandsError(f"{name}: cannot read: {exc}") from None
+    margin = data.get("margin", {})
+    counter, case = {}, {}
+    for kind, table in (("counter", counter), ("case", case)):
+        for index, entry in enumerate(data.get(kind, [])):
+            try:
+                spread, source = float(entry["spread"]), str(entry["source"]) if kind == "counter" else str(
+                    entry.get("source", "scripts/explain_check.py A/A"))
+                key = entry["counter"] if kind == "counter" else (entry["case"], entry["counter"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BandsError(f"{name}: {kind} {index}: missing or bad field {exc}") from None
+            if not math.isfinite(spread) or spread < 0 or not source.strip():
+                raise BandsError(f"{name}: {kind} {index}: spread must be finite and >= 0, source non-empty")
+            table[key] = (spread, source)
+    try:
+        return NoiseBands(counter, case, float(margin.get("counter", 1.5)), float(margin.get("case", 3.0)),
+                          float(margin.get("case_floor", 0.01)))
+    except (TypeError, ValueError) as exc:
+        raise BandsError(f"{name}: [margin]: {exc}") from None
+
+
+def spreads(profiles: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """counter -> the largest |a - b| / |a| over every pair of profiles of one build (0 when equal;
+    a counter whose base is 0 is left out unless both are 0)."""
+    out: dict[str, float] = {}
+    for a, b in itertools.combinations(profiles, 2):
+        for name in set(a) & set(b):
+            x, y = a[name], b[name]
+            if not (_finite(x) and _finite(y)):
+                continue
+            if x == y:
+                out.setdefault(name, 0.0)
+            elif x != 0:
+                out[name] = max(out.get(name, 0.0), abs(y - x) / abs(x))
+    return out
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -1,0 +1,111 @@
+"""What changed in the static code of a kernel between two binaries: its instruction mix, and where.
+
+Two sides' kernels (history.analysis.sass) are matched by function name. For each kernel whose
+instructions differ, the diff counts each opcode on both sides, split by where it sits: inside a
+loop (the main loop, found from the back edges) or outside every loop (prologue, epilogue); the
+changes are grouped by opcode class (shared load/store, barrier, tensor, ...), and the static
+resources (registers, shared, local memory) are compared. Counts, not an alignment of the
+listings: a one-line source change reschedules the code around it, so a line diff of SASS shows
+dozens of moved instructions where the mix shows the one that was added.
+
+`describe` words it as a kernel engineer reads it: "+1 BAR in the loop (0x130-0x1d0); +2
+integer outside loops; registers 40 → 32"; padding NOPs are not counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from attnwatch.history.analysis.sass import KernelCode, opcode_class
+
+IN_LOOP, OUTSIDE = "in a loop", "outside loops"
+_IGNORED = ("NOP",)
+LISTED = 4  # opcode changes named in a description; the rest are counted
+
+
+@dataclass(frozen=True)
+class OpcodeChange:
+    opcode: str
+    opcode_class: str
+    where: str  # IN_LOOP or OUTSIDE
+    base: int
+    head: int
+
+    @property
+    def delta(self) -> int:
+        return self.head - self.base
+
+
+@dataclass
+class KernelDiff:
+    name: str
+    changes: list[OpcodeChange] = field(default_factory=list)
+    by_class: dict[str, int] = field(default_factory=dict)  # class -> head - base, over the kernel
+    resources: dict[str, tuple[int, int]] = field(default_factory=dict)  # resource -> (base, head), changed only
+    loops: tuple[int, int] = (0, 0)  # loops found on (base, head)
+    size: tuple[int, int] = (0, 0)  # instructions (NOPs left out) on (base, head)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes or self.resources or self.loops[0] != self.loops[1])
+
+
+@dataclass
+class BinaryDiff:
+    kernels: list[KernelDiff] = field(default_factory=list)  # kernels on both sides that changed
+    added: list[str] = field(default_factory=list)  # kernels only the head's binary has
+    removed: list[str] = field(default_factory=list)
+
+
+def mix(code: KernelCode) -> Counter:
+    """(opcode, where) -> count, NOPs left out."""
+    depths = code.loop_depths()
+    return Counter((ins.opcode, IN_LOOP if depths.get(ins.offset, 0) else OUTSIDE)
+                   for ins in code.instructions if ins.opcode not in _IGNORED)
+
+
+def diff_kernel(base: KernelCode, head: KernelCode) -> KernelDiff:
+    b, h = mix(base), mix(head)
+    changes = [OpcodeChange(op, opcode_class(op), where, b[(op, where)], h[(op, where)])
+               for op, where in sorted(set(b) | set(h)) if b[(op, where)] != h[(op, where)]]
+    by_class: Counter = Counter()
+    for change in changes:
+        by_class[change.opcode_class] += change.delta
+    resources = {}
+    if base.resources and head.resources:
+        for name in ("registers", "shared", "local", "stack"):
+            pair = (getattr(base.resources, name), getattr(head.resources, name))
+            if pair[0] != pair[1]:
+                resources[name] = pair
+    changes.sort(key=lambda c: (c.where != IN_LOOP, -abs(c.delta), c.opcode))
+    return KernelDiff(head.name, changes, {k: v for k, v in by_class.items() if v}, resources,
+                      (len(base.loops()), len(head.loops())), (sum(b.values()), sum(h.values())))
+
+
+def diff_binaries(base: Mapping[str, KernelCode], head: Mapping[str, KernelCode]) -> BinaryDiff:
+    """Kernels of both sides matched by name; only those that differ are kept."""
+    out = BinaryDiff(added=sorted(set(head) - set(base)), removed=sorted(set(base) - set(head)))
+    for name in sorted(set(base) & set(head)):
+        kd = diff_kernel(base[name], head[name])
+        if kd.changed:
+            out.kernels.append(kd)
+    return out
+
+
+def describe(kd: KernelDiff) -> str:
+    """One line: the opcode changes (loop ones first), then the resources that moved."""
+    parts = [f"{c.delta:+d} {c.opcode} {c.where}" for c in kd.changes[:LISTED]]
+    if len(kd.changes) > LISTED:
+        parts.append(f"{len(kd.changes) - LISTED} more opcode changes")
+    if kd.loops[0] != kd.loops[1]:
+        parts.append(f"loops {kd.loops[0]} → {kd.loops[1]}")
+    parts += [f"{name} {b} → {h}" for name, (b, h) in kd.resources.items()]
+    return "; ".join(parts) if parts else "same instruction mix"
+
+
+def describe_binaries(diff: BinaryDiff) -> str:
+    parts = [f"{kd.name}: {describe(kd)}" for kd in diff.kernels]
+    parts += [f"new kernel {name}" for name in diff.added] + [f"kernel {name} gone" for name in diff.removed]
+    return " | ".join(parts) if parts else "the binaries' kernels have the same code"
