@@ -93,7 +93,7 @@ NCU_RAW_FILE = "ncu_raw.csv"
 UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
-KERNEL_CONFIG_SOURCES = ("table", "tuned", "fixed")  # CaseTiming.kernel_config_source
+KERNEL_CONFIG_SOURCES = ("table", "tuned", "cached", "fixed")  # CaseTiming.kernel_config_source
 OPERATOR_BOUNDS = ("compute", "memory")  # CaseTiming.bound (kernels.operators.BOUNDS)
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
 
@@ -214,7 +214,8 @@ class CaseTiming(Summary):
     # The launch configuration the kernel ran with, as its variant reported it
     # (kernels.variant.Prepared.config, e.g. triton_fa2's "m64_n128_w4_s3"), and how it was
     # chosen: "table" (recorded per GPU model and problem), "tuned" (timed in the measuring
-    # process), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
+    # process), "cached" (tuned once by an earlier process, read from the shared choice cache,
+    # kernels/triton/choice_cache.py), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
     kernel_config: str | None = rule(None, name=NAME)
     kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
     # How the samples were taken on a GPU that may run under its power or thermal cap
