@@ -11,6 +11,12 @@ with its interval against the good revision, the revisions measured and the wall
 "undecided between X and Y" with why. With --alert the outcome is recorded on the alert
 (history/detection/bisects.py). Writes `bisect.json` and every compare's round bundles under --out.
 Exit 0 when the culprit was found, 1 when undecided or the slowdown did not reproduce.
+
+Only a step with a code part is bisected: an alert attributed to the configuration, the
+environment or the machine alone, or to none of them (history/analysis/attribution.py), is
+refused with what changed, since no commit of its range made it; `--force` measures it anyway.
+An alert from before attribution, or over runs without fingerprints, is bisected (its code
+cannot be ruled out) with a note saying so.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ def register(subparsers) -> None:
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     add_variant_arguments(p)
     p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
+    p.add_argument("--force", action="store_true",
+                   help="with --alert: bisect although the step's attribution has no code part (configuration, "
+                        "environment, machine or noise)")
     p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
     p.set_defaults(func=_run)
 
@@ -57,10 +66,31 @@ def _target(args) -> tuple[str, str, list[str], object | None]:
         from attnwatch.history.detection.bisects import alert_target
 
         target = alert_target(args.db, args.alert)
+        refuse_without_code(target, args.force)
         return target.good_sha, target.bad_sha, [target.case_id], target
     if not (args.good and args.bad and args.case):
         raise UserError("bisect needs --alert ID, or --good, --bad and at least one --case")
     return args.good, args.bad, list(args.case), None
+
+
+def refuse_without_code(target, force: bool) -> None:
+    """A UserError naming what moved when the alert's step has no code part (module doc)."""
+    from attnwatch.history.analysis.attribution import UNKNOWN, has_code_part, stored_changes
+
+    label = target.attribution
+    if label is None or label == UNKNOWN:
+        print(f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
+              "the code cannot be ruled out, bisecting", file=sys.stderr)
+        return
+    if has_code_part(label):
+        return
+    changed = "; ".join(c.text() for c in stored_changes(target.attribution_changes)) or "nothing recorded changed"
+    why = (f"alert {target.alert_id}: its step is attributed to {label} ({changed}), not to code: no commit of "
+           f"{target.good_sha[:12]}..{target.bad_sha[:12]} changed {target.case_id.split('/')[0]}'s code")
+    if force:
+        print(f"bisect: --force: {why}; bisecting anyway", file=sys.stderr)
+        return
+    raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
 def _run(args) -> int:

@@ -29,6 +29,8 @@ class AlertTarget:
     metric: str
     good_sha: str
     bad_sha: str
+    attribution: str | None = None  # what moved across the step (history/analysis/attribution.py)
+    attribution_changes: str | None = None
 
 
 def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
@@ -50,7 +52,8 @@ def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
     before = [c for c in commits[:step] if c and c != alert.commit_sha]
     if not before:
         raise AlertError(f"alert {alert_id}: no earlier run of {alert.case_id} to serve as the good revision")
-    return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha)
+    return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha,
+                       alert.attribution, alert.attribution_changes)
 
 
 def record_bisect(db_path: str | Path, alert_id: int, culprit_sha: str | None, result: str,
