@@ -156,3 +156,22 @@ def test_bisect_refuses_a_step_without_a_code_part_and_says_why(real_bundle, tmp
     assert code != 0
     assert "attributed to environment (torch 2.11.0+cu130 → 2.12.0+cu130), not to code" in err
     assert "--force" in err and not (tmp_path / "b").exists()
+
+
+def test_the_alerts_and_push_pages_show_what_moved(real_bundle, tmp_path, monkeypatch):
+    """Alerts: the alert's row says "environment: torch ... → ..."; This push, with the newest
+    run the first after the torch upgrade, says no variant's code moved and names the upgrade."""
+    from test_app_pages import open_page, texts
+
+    db = tmp_path / "history.duckdb"
+    paths = series(real_bundle, tmp_path / "s", _edit_torch)
+    ingest_paths(db, paths)
+    _alert_of(db)
+    at = open_page(db, monkeypatch, "views/alerts.py", gpu="NVIDIA H200")
+    moved = [v for frame in at.dataframe if "moved" in frame.value.columns for v in frame.value["moved"]]
+    assert "environment: torch 2.11.0+cu130 → 2.12.0+cu130" in moved
+    db2 = tmp_path / "push.duckdb"
+    ingest_paths(db2, paths[:STEP_AT + 1])
+    at = open_page(db2, monkeypatch, "views/push.py")
+    captions = " ".join(texts(at, "caption"))
+    assert "between the two runs: no variant's code; environment: torch 2.11.0+cu130 → 2.12.0+cu130" in captions

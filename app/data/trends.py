@@ -204,7 +204,8 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         SELECT {series_label(pool, "a.series_pool")} AS series, a.run_started_at AS started_at, {value} AS value,
                a.kind, a.status, a.alert_id, a.run_id, a.metric,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
-                 || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
+                 || coalesce(': ' || printf('%+.1f%%', a.change_pct), '')
+                 || coalesce('; moved: ' || a.attribution, '') AS label
         FROM series_alerts a
         JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
         WHERE a.series_gpu = ? AND list_contains(?, a.case_id)

@@ -39,6 +39,8 @@ ENVIRONMENT_FIELDS = {
     "harness_digest": "harness",
 }
 MACHINE_FIELDS = {"gpu_uuid": "GPU", "power_limit_w": "power limit (W)", "throttled": "throttling"}
+# The runs table's columns among them (the rest are per result: the recipe, throttling).
+RUN_FIELDS = [f for f in ENVIRONMENT_FIELDS if f != "timing_recipe"] + ["gpu_uuid", "power_limit_w"]
 # What a point (one run's result of the case) must carry for attribution, beside those above.
 POINT_FIELDS = ("code_digest", "kernel_config", *ENVIRONMENT_FIELDS, *MACHINE_FIELDS)
 
@@ -110,6 +112,26 @@ def attribute(before: dict, after: dict) -> Attribution:
     if not code_known:
         return Attribution(UNKNOWN, tuple(changes))
     return Attribution(" + ".join(parts) if parts else NONE, tuple(changes))
+
+
+def run_changes(before: dict, after: dict) -> tuple[Change, ...]:
+    """The environment and machine changes between two runs' run-level fields (This push)."""
+    return tuple(Change(part, label, _shown(name, before[name]), _shown(name, after[name]))
+                 for part, fields in (("environment", ENVIRONMENT_FIELDS), ("machine", MACHINE_FIELDS))
+                 for name, label in fields.items() if _differs(before.get(name), after.get(name)))
+
+
+def moved_text(before: dict, after: dict, codes_before: dict, codes_after: dict) -> str:
+    """What moved between two runs of one series, in one line (This push): the variants whose code
+    fingerprint changed, then each environment and machine change (from → to). `before`/`after`:
+    RUN_FIELDS of each run; `codes_*`: variant -> code digest ({}: no fingerprints recorded)."""
+    if not codes_before or not codes_after:
+        parts = ["code: unknown (no fingerprints recorded)"]
+    else:
+        changed = sorted(v for v in codes_before.keys() & codes_after.keys()
+                         if codes_before[v] and codes_after[v] and codes_before[v] != codes_after[v])
+        parts = [f"code of {', '.join(changed)}" if changed else "no variant's code"]
+    return "; ".join(parts + [f"{c.part}: {c.text()}" for c in run_changes(before, after)])
 
 
 def has_code_part(label: str | None) -> bool:

@@ -8,9 +8,9 @@ the attribution treats as "not recorded", never as "unchanged".
 
 from __future__ import annotations
 
-from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS, Attribution, attribute
+from attnwatch.history.analysis.attribution import Attribution, attribute
 
-_RUN_FIELDS = [f for f in ENVIRONMENT_FIELDS if f != "timing_recipe"] + ["gpu_uuid", "power_limit_w"]
+from attnwatch.history.analysis.attribution import RUN_FIELDS as _RUN_FIELDS
 
 
 def step_points(con, case_id: str, run_ids: list[str]) -> dict[str, dict]:
@@ -44,3 +44,4 @@ def attribute_step(con, case_id: str, before_run: str | None, after_run: str) ->
     if before_run not in points or after_run not in points:
         return None
     return attribute(points[before_run], points[after_run])
+
