@@ -175,3 +175,39 @@ def test_the_alerts_and_push_pages_show_what_moved(real_bundle, tmp_path, monkey
     at = open_page(db2, monkeypatch, "views/push.py")
     captions = " ".join(texts(at, "caption"))
     assert "between the two runs: no variant's code; environment: torch 2.11.0+cu130 → 2.12.0+cu130" in captions
+
+
+def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(real_bundle, tmp_path, monkeypatch):
+    """The torch upgrade is a dotted line before the first run on the new torch, named by what
+    changed; the alert at that run says it coincides with it (hover, and a warning under the chart)."""
+    from test_app_pages import open_page, plotly_specs, texts
+
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, series(real_bundle, tmp_path / "s", _edit_torch))
+    _alert_of(db)
+    at = open_page(db, monkeypatch, "views/trends.py", gpu="NVIDIA H200", variants="fa4_sm90", shapes="fa_s1024_d64",
+                   dtype="fp16", causal="0")
+    (spec,) = plotly_specs(at)
+    lines = [s for s in spec["layout"].get("shapes", []) if s.get("line", {}).get("dash") == "dot"]
+    notes = [a["text"] for a in spec["layout"].get("annotations", []) if a.get("text", "").startswith("env:")]
+    assert len(lines) == 1 and lines[0]["x0"] == STEP_AT - 0.5
+    assert notes == ["env: torch 2.11.0+cu130 → 2.12.0+cu130"]
+    alerts = [t for t in spec["data"] if t.get("name") == "regression alerts"]
+    assert any("coincides with an environment change: torch" in c[1] for t in alerts for c in t["customdata"])
+    assert any("coincides with an environment change (torch 2.11.0+cu130 → 2.12.0+cu130)" in w
+               for w in texts(at, "warning"))
+
+
+def test_the_kernel_pages_charts_mark_environment_changes_too():
+    """The Kernel page draws build and ncu histories with lines_figure: a frame carrying the runs'
+    environment fields gets the same dotted line, and a run that did not record a field is no change."""
+    import pandas as pd
+
+    from attnwatch.app.charts import lines_figure
+
+    frame = pd.DataFrame({"x": ["a1", "b2", "c3", "d4"], "x_order": range(4), "run_id": ["r1", "r2", "r3", "r4"],
+                          "commit_sha": ["a1", "b2", "c3", "d4"], "registers_per_thread": [128, 128, 128, 128],
+                          "driver_version": ["580.65", None, "580.65", "590.10"]})
+    figure = lines_figure(frame, "x", ["registers_per_thread"], "registers").to_plotly_json()
+    assert [s["x0"] for s in figure["layout"]["shapes"]] == [2.5]
+    assert [a["text"] for a in figure["layout"]["annotations"]] == ["env: driver 580.65 → 590.10"]

@@ -58,38 +58,38 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
-def _target(args) -> tuple[str, str, list[str], object | None]:
-    """(good, bad, case ids, the alert's target or None) from --alert or --good/--bad/--case."""
+def _target(args) -> tuple[str, str, list[str], object | None, str | None]:
+    """(good, bad, case ids, the alert's target or None, a note to print once the bisect starts)
+    from --alert or --good/--bad/--case."""
     if args.alert is not None:
         if args.good or args.bad or args.case:
             raise UserError("--alert takes its revisions and case from the alert: no --good/--bad/--case with it")
         from attnwatch.history.detection.bisects import alert_target
 
         target = alert_target(args.db, args.alert)
-        refuse_without_code(target, args.force)
-        return target.good_sha, target.bad_sha, [target.case_id], target
+        note = refuse_without_code(target, args.force)
+        return target.good_sha, target.bad_sha, [target.case_id], target, note
     if not (args.good and args.bad and args.case):
         raise UserError("bisect needs --alert ID, or --good, --bad and at least one --case")
-    return args.good, args.bad, list(args.case), None
+    return args.good, args.bad, list(args.case), None, None
 
 
-def refuse_without_code(target, force: bool) -> None:
-    """A UserError naming what moved when the alert's step has no code part (module doc)."""
+def refuse_without_code(target, force: bool) -> str | None:
+    """A UserError naming what moved when the alert's step has no code part (module doc); else
+    the note to print when the bisect goes ahead on an unattributed step or under --force."""
     from attnwatch.history.analysis.attribution import UNKNOWN, has_code_part, stored_changes
 
     label = target.attribution
     if label is None or label == UNKNOWN:
-        print(f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
-              "the code cannot be ruled out, bisecting", file=sys.stderr)
-        return
+        return (f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
+                "the code cannot be ruled out, bisecting")
     if has_code_part(label):
-        return
+        return None
     changed = "; ".join(c.text() for c in stored_changes(target.attribution_changes)) or "nothing recorded changed"
     why = (f"alert {target.alert_id}: its step is attributed to {label} ({changed}), not to code: no commit of "
            f"{target.good_sha[:12]}..{target.bad_sha[:12]} changed {target.case_id.split('/')[0]}'s code")
     if force:
-        print(f"bisect: --force: {why}; bisecting anyway", file=sys.stderr)
-        return
+        return f"bisect: --force: {why}; bisecting anyway"
     raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
@@ -104,11 +104,13 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 25:
         raise UserError(f"--rounds: expected 1..25 (a re-measure doubles it), got {args.rounds}")
     started = time.monotonic()
-    good_ref, bad_ref, case_ids, target = _target(args)
+    good_ref, bad_ref, case_ids, target, note = _target(args)
     kind, gpu = device_kind()
     if target is not None and (target.gpu_name or "cpu") != (gpu or kind) and not args.any_gpu:
         raise UserError(f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
                         "bisect it there (or pass --any-gpu)")
+    if note:
+        print(note, file=sys.stderr)
     load_requested(args)
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)

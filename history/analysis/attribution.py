@@ -134,6 +134,26 @@ def moved_text(before: dict, after: dict, codes_before: dict, codes_after: dict)
     return "; ".join(parts + [f"{c.part}: {c.text()}" for c in run_changes(before, after)])
 
 
+def environment_epochs(runs: list[dict]) -> list[tuple[str, tuple[Change, ...]]]:
+    """The runs (in commit order; dicts with `run_id` and ENVIRONMENT_FIELDS) at which the
+    environment changed, each with its changes against the last value recorded before it: the
+    epochs the charts mark. A field a run did not record neither starts nor ends an epoch."""
+    last: dict[str, object] = {}
+    epochs = []
+    for run in runs:
+        changes = []
+        for name, label in ENVIRONMENT_FIELDS.items():
+            value = run.get(name)
+            if value is None:
+                continue
+            if name in last and last[name] != value:
+                changes.append(Change("environment", label, _shown(name, last[name]), _shown(name, value)))
+            last[name] = value
+        if changes:
+            epochs.append((run["run_id"], tuple(changes)))
+    return epochs
+
+
 def has_code_part(label: str | None) -> bool:
     """Whether a stored attribution label names the code (what bisect measures)."""
     return bool(label) and "code" in [p.strip() for p in str(label).split("+")]
