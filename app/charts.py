@@ -134,7 +134,7 @@ def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
     pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
     rows = []
     for pool, group in pools:
-        records = [{"run_id": r["run_id"], **{c: None if _missing(r[c]) else r[c] for c in present}}
+        records = [{"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
                    for r in group.to_dict("records")]
         xs = dict(zip(group["run_id"], group["x"]))
         prefix = f"{pool}: " if pool and len(pools) > 1 else ""
@@ -142,12 +142,6 @@ def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
                  for run_id, changes in epochs_of(records)]
     return pd.DataFrame(rows, columns=["x", "run_id", "label"])
 
-
-def _missing(value) -> bool:
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:

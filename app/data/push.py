@@ -268,15 +268,9 @@ def what_moved(source: Source, base_run: str, run_id: str) -> str:
         return runs, codes
 
     runs, codes = read_frames(source, body)
-    rows = {r["run_id"]: {k: (None if _missing(v) else v) for k, v in r.items()} for r in runs.to_dict("records")}
+    rows = {r["run_id"]: {k: (None if pd.isna(v) else v) for k, v in r.items()} for r in runs.to_dict("records")}
     if base_run not in rows or run_id not in rows:
         return ""
     by_run = {rid: dict(zip(g["variant"], g["code_digest"])) for rid, g in codes.groupby("run_id")}
     return moved_text(rows[base_run], rows[run_id], by_run.get(base_run, {}), by_run.get(run_id, {}))
 
-
-def _missing(value) -> bool:
-    try:
-        return bool(pd.isna(value))
-    except (TypeError, ValueError):
-        return False

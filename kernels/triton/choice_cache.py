@@ -106,17 +106,27 @@ def load(key: dict, table: ConfigTable, seq_len: int, directory: Path | None = N
     return entry
 
 
+def _entry(key: dict, config: str, trials: list[dict], **extra) -> dict:
+    return {"schema": SCHEMA, "version": VERSION, "key": key, "config": config, "trials": trials,
+            "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid(), **extra}
+
+
+def _complete_file(directory: Path, path: Path, entry: dict) -> Path:
+    """The entry written in full under a hidden temporary name beside `path`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    tmp.write_text(json.dumps(entry, indent=1), encoding="utf-8")
+    return tmp
+
+
 def store(key: dict, config: str, trials: list[dict], directory: Path | None = None) -> dict:
     """Store this process's pick unless another process stored one first; returns the entry that
     stands (ours, or the first writer's when it can be read), so every process runs the same."""
     directory = directory or cache_dir()
-    entry = {"schema": SCHEMA, "version": VERSION, "key": key, "config": config, "trials": trials,
-             "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid()}
+    entry = _entry(key, config, trials)
     path = _path(directory, key)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{path.name}.{secrets.token_hex(4)}.tmp"
-        tmp.write_text(json.dumps(entry, indent=1), encoding="utf-8")
+        tmp = _complete_file(directory, path, entry)
         try:
             os.link(tmp, path)  # the first writer wins; a reader never sees half a file
         except FileExistsError:
@@ -128,6 +138,8 @@ def store(key: dict, config: str, trials: list[dict], directory: Path | None = N
                 return first
             os.replace(tmp, path)  # what stood there was unreadable or foreign: ours replaces it
             return entry
+        except OSError:  # a file system without hard links: last writer wins, still atomically
+            os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
     except OSError:
@@ -138,14 +150,10 @@ def store(key: dict, config: str, trials: list[dict], directory: Path | None = N
 def replace(key: dict, config: str, trials: list[dict], directory: Path | None = None) -> dict:
     """An explicit re-tune's pick: replaces the stored entry (atomically)."""
     directory = directory or cache_dir()
-    entry = {"schema": SCHEMA, "version": VERSION, "key": key, "config": config, "trials": trials,
-             "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid(), "retuned": True}
+    entry = _entry(key, config, trials, retuned=True)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
         path = _path(directory, key)
-        tmp = directory / f".{path.name}.{secrets.token_hex(4)}.tmp"
-        tmp.write_text(json.dumps(entry, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        os.replace(_complete_file(directory, path, entry), path)
     except OSError:
         pass
     return entry
