@@ -211,3 +211,32 @@ def test_the_kernel_pages_charts_mark_environment_changes_too():
     figure = lines_figure(frame, "x", ["registers_per_thread"], "registers").to_plotly_json()
     assert [s["x0"] for s in figure["layout"]["shapes"]] == [2.5]
     assert [a["text"] for a in figure["layout"]["annotations"]] == ["env: driver 580.65 → 590.10"]
+
+
+def test_bisect_refuses_a_range_whose_runs_changed_no_code(real_bundle, tmp_path, capsys):
+    """--good/--bad/--case: the history's runs at both commits (a real git checkout's) changed
+    torch only, so the range is refused; --force would measure it."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    shas = []
+    for message in ("good", "bad"):
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
+        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip())
+    paths = series(real_bundle, tmp_path / "s", _edit_torch)
+    chosen = [paths[STEP_AT - 1], paths[STEP_AT]]
+    for path, sha in zip(chosen, shas):
+        manifest = json.loads((path / "manifest.json").read_text())
+        (path / "manifest.json").write_text(json.dumps({**manifest, "commit_sha": sha, "parent_sha": None}))
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, chosen)
+    capsys.readouterr()
+    code = main(["--db", str(db), "bisect", "--good", shas[0], "--bad", shas[1], "--case", CASE,
+                 "--checkout", str(repo), "--out", str(tmp_path / "b")])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert f"between {shas[0][:12]} and {shas[1][:12]} no tracked case's code changed" in err
+    assert "environment: torch 2.11.0+cu130 → 2.12.0+cu130" in err and "--force" in err

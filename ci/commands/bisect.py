@@ -52,7 +52,7 @@ def register(subparsers) -> None:
     add_variant_arguments(p)
     p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
     p.add_argument("--force", action="store_true",
-                   help="with --alert: bisect although the step's attribution has no code part (configuration, "
+                   help="bisect although the step's (or the range's) attribution has no code part (configuration, "
                         "environment, machine or noise)")
     p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
     p.set_defaults(func=_run)
@@ -93,6 +93,25 @@ def refuse_without_code(target, force: bool) -> str | None:
     raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
+def refuse_range_without_code(db, case_ids: list[str], good: str, bad: str, force: bool) -> None:
+    """--good/--bad/--case: where the history holds runs of every case at both revisions and none
+    of their changes has a code part, a UserError naming what changed (`--force` measures)."""
+    from attnwatch.history.detection.bisects import range_attributions
+
+    try:
+        found = range_attributions(db, case_ids, good, bad)
+    except Exception:  # noqa: BLE001 - an unreadable history decides nothing here: bisect measures
+        return
+    if len(found) < len(case_ids) or any(a.has_code or a.label.startswith("unknown") for a in found.values()):
+        return
+    moved = "; ".join(f"{case}: {a.summary()}" for case, a in found.items())
+    why = f"between {good[:12]} and {bad[:12]} no tracked case's code changed ({moved})"
+    if force:
+        print(f"bisect: --force: {why}; bisecting anyway", file=sys.stderr)
+        return
+    raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
+
+
 def _run(args) -> int:
     from attnwatch.ci.bisect.runner import CompareOracle, commit_range, planned_cases, shape_set_of
     from attnwatch.ci.bisect.search import bisect
@@ -115,6 +134,8 @@ def _run(args) -> int:
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)
     good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)
+    if target is None:
+        refuse_range_without_code(args.db, case_ids, good, bad, args.force)
     commits = commit_range(repo, good, bad, resolve(repo, args.within) if args.within else None)
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     args.shapes = shape_set_of(cases)
