@@ -316,4 +316,6 @@ def test_the_first_writer_wins_and_the_loser_runs_its_pick(tmp_path):
 
 def test_the_cache_location_is_documented_and_overridable(tmp_path):
     assert choice_cache.cache_dir({choice_cache.DIR_ENV: str(tmp_path)}) == tmp_path
-    assert choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path)}) == tmp_path / "triton-choices"
+    assert choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path)}) == tmp_path / "triton-choices" / "local"
+    assert choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path), "ATTNWATCH_TRUST": "untrusted"}) == \
+        tmp_path / "triton-choices" / "untrusted"  # a pull request's job never writes what main reads

@@ -7,9 +7,10 @@ two fresh runs of the FlashAttention-paper grid put `triton_fa2/fa_s1024_d64/fp1
 So the first process to tune a problem stores its pick here and every later process and run
 on the same machine (or on runners that share the directory) reads it back: source "cached".
 
-Where: `$ATTNWATCH_TRITON_CHOICES` if set, else `<cache root>/triton-choices` (the cache root is
-`$ATTNWATCH_CACHE`, else `~/.cache/attnwatch`, as kernels/compile_cache.py). One JSON file per
-key, named by the key's sha256. The key is everything that decides which configuration wins:
+Where: `$ATTNWATCH_TRITON_CHOICES` if set, else `$ATTNWATCH_CACHE/triton-choices/<trust>`, else
+`~/.cache/attnwatch/triton-choices/<trust>` (kernels/compile_cache.py's root and trust level, so a
+pull request's job, `ATTNWATCH_TRUST=untrusted`, never writes a choice a trusted main run reads).
+One JSON file per key, named by the key's sha256. The key is everything that decides which configuration wins:
 the GPU model, the kernel's fingerprint (`kernel_fingerprint`: the sha256 of the kernel's source
 and of the candidate table, so an edit of either tunes again), the Triton version, the exact
 problem (B, H, S, D), dtype and causality.
@@ -53,8 +54,9 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
     explicit = env.get(DIR_ENV, "").strip()
     if explicit:
         return Path(explicit)
-    root = env.get("ATTNWATCH_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "attnwatch") / "triton-choices"
+    from ..compile_cache import default_cache_dir
+
+    return default_cache_dir("triton-choices", env)
 
 
 def retune_requested(env: Mapping[str, str] | None = None) -> bool:
