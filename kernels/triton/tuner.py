@@ -90,12 +90,12 @@ def forget_choices() -> None:
     """Drop this process's choices: the next `choose` of each problem decides again.
 
     A recorded choice (choices.toml) comes back the same, so both sides of a compare run the
-    same configuration every round. For a problem the table lacks, the compare
-    (ci/engine/rounds.py) re-tunes every round: where two candidates are near a tie, the
-    fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
-    triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen once per worker, that
-    flip is a constant difference between the sides that no round can show; chosen every
-    round, it is round-to-round noise the interval includes."""
+    same configuration every round. For a problem the table lacks, the next `choose` reads the
+    shared choice cache (kernels/triton/choice_cache.py): where two candidates are near a tie,
+    the fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
+    triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047), so both sides of a compare whose
+    kernel is unchanged run the one pick stored for that problem, in every round; it is tuned
+    (and stored) only where no trusted entry exists."""
     _CACHE.clear()
 
 
