@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 
 from attnwatch.app.data.quality import recipe_text
 from attnwatch.app.ui import escape_hover, short_sha
+from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS, environment_epochs as epochs_of
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
 
@@ -122,6 +123,37 @@ def config_changes(series: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])
 
 
+def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs at which the environment changed (history.analysis.attribution.environment_epochs:
+    driver, CUDA, torch, Triton, cuDNN, cuBLAS, ..., timing recipe, harness), per pool where the
+    frame has several: columns x, run_id, label ("torch 2.11.0 → 2.12.0; ...")."""
+    present = [c for c in ENVIRONMENT_FIELDS if c in frame]
+    if frame.empty or not present or "run_id" not in frame:
+        return pd.DataFrame(columns=["x", "run_id", "label"])
+    runs = frame.sort_values("x_order", kind="stable").drop_duplicates("run_id")
+    pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
+    rows = []
+    for pool, group in pools:
+        records = [{"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
+                   for r in group.to_dict("records")]
+        xs = dict(zip(group["run_id"], group["x"]))
+        prefix = f"{pool}: " if pool and len(pools) > 1 else ""
+        rows += [(xs[run_id], run_id, prefix + "; ".join(c.text() for c in changes))
+                 for run_id, changes in epochs_of(records)]
+    return pd.DataFrame(rows, columns=["x", "run_id", "label"])
+
+
+
+def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:
+    """A dotted line on the commit axis just before each run where the environment changed, named
+    by what changed (from → to): a step at that run may be the environment's, not the code's."""
+    for row in epochs.itertuples():
+        if row.x in axis:  # by category position, as the commit range's shading (trend_figure)
+            fig.add_vline(x=axis.index(row.x) - 0.5, line=dict(color="#9467bd", width=1.5, dash="dot"),
+                          annotation_text="env: " + escape_hover(row.label, 80), annotation_position="top right",
+                          annotation_font=dict(size=10, color="#9467bd"))
+
+
 def trend_figure(
     series: pd.DataFrame,
     metric_label: str,
@@ -206,9 +238,10 @@ def trend_figure(
             fig.add_trace(go.Scatter(
                 x=m["x"], y=m["value"], mode="markers", name=f"{kind} alerts",
                 marker=dict(symbol=symbol, size=15, color=color, line=dict(width=2, color=color)),
-                customdata=list(zip(m["run_id"], m["label"].map(escape_hover))),
+                customdata=list(zip(m["run_id"], m["label"].map(lambda t: escape_hover(t, 300)))),
                 hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
             ))
+    mark_epochs(fig, environment_epochs(series), axis)
     if highlight and highlight[0] in axis and highlight[1] in axis:
         # By category position, never by label: plotly autoranges a shape's string x0 as a number
         # when it looks like one (a short hash '5380e62' is 5.38e65), which squeezed every run
@@ -302,7 +335,8 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, 
     """Several numeric columns of one frame over runs (build report or ncu metrics), one y axis:
     give it columns of one unit only. `x` is the commit axis label column (data.trends'
     `with_commit_axis`), drawn as categories in the frame's order, so runs stand in commit order
-    as on Trends and a hash that looks like a number stays a label."""
+    as on Trends and a hash that looks like a number stays a label. Environment changes are
+    marked where the frame carries the runs' environment fields (`mark_epochs`)."""
     fig = go.Figure()
     for index, column in enumerate(columns):
         if column not in frame or frame[column].isna().all():
@@ -320,6 +354,8 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, 
                    title="commit (in commit order)"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
+    if x == "x" and "x_order" in frame:
+        mark_epochs(fig, environment_epochs(frame), list(dict.fromkeys(frame[x])))
     return fig
 
 

@@ -41,6 +41,7 @@ from attnwatch.history.contract.bundle import (
     CorrectnessRecord,
     Environment,
     Manifest,
+    VariantFingerprint,
 )
 from attnwatch.history.contract.bundle_writer import BundleContents
 from attnwatch.history.contract.checks import build_dataclass, json_ready
@@ -67,6 +68,7 @@ class RunRecords:
     cases: list[CaseRecords]  # one per planned case that has an outcome, in plan order
     builds: list[dict[str, Any]] = field(default_factory=list)  # BuildRecord objects
     benchmark_header: dict[str, Any] = field(default_factory=dict)  # pytest-benchmark's machine_info, commit_info, version
+    fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> ci/fingerprint/variant.py's
 
 
 def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
@@ -82,7 +84,7 @@ def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
     head = run.head
     manifest = run_manifest(head.git, head.environment, shape_set=head.shape_set, trigger=head.trigger,
                             started_at=head.started_at, finished_at=head.finished_at, status=outcomes_status(outcomes),
-                            notes=head.notes)
+                            notes=head.notes, fingerprints=run.fingerprints)
     return bundle_writer.write_bundle(out_dir, BundleContents(
         manifest=manifest,
         benchmark=benchmark_document(run.benchmark_header, [c for c in timed if c.host_entry is not None]),
@@ -121,6 +123,7 @@ def write_bundle(out_dir: Path, state: SuiteState, head: RunHead) -> Path:
         cases=state.case_records(),
         builds=list(state.builds.values()),
         benchmark_header=state.benchmark_header or {"machine_info": {"attnwatch": state.device_properties()}},
+        fingerprints=state.fingerprints,
     ))
 
 
@@ -135,7 +138,8 @@ def new_run_id(git: GitInfo, started_at: str) -> str:
 
 
 def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trigger: str, started_at: str,
-                 finished_at: str, status: str, notes: str = "") -> Manifest:
+                 finished_at: str, status: str, notes: str = "",
+                 fingerprints: dict[str, dict[str, Any]] | None = None) -> Manifest:
     """The manifest of a run measured at `git` in `environment`: the one place a producer in ci
     turns what it knows into a Manifest (`attnwatch run`'s bundle and compare's round bundles)."""
     return Manifest(
@@ -156,7 +160,15 @@ def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trig
         commit_date=git.date,
         dirty=git.dirty,
         notes=notes[: bundle_writer.NOTES_LIMIT],
+        fingerprints={name: variant_fingerprint(fp) for name, fp in sorted((fingerprints or {}).items())},
     )
+
+
+def variant_fingerprint(fp: dict[str, Any]) -> VariantFingerprint:
+    """A measuring process's fingerprint of one variant as the manifest records it."""
+    unknown = fp.get("unknown")
+    return VariantFingerprint(digest=fp.get("digest"), code=fp.get("code"),
+                              unknown=str(unknown)[:1000] if unknown else None)
 
 
 def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Path:

@@ -182,6 +182,7 @@ class NvmlGpu:
     pci_bus_id: str | None = None
     nvml_index: int | None = None
     mig_uuid: str | None = None
+    power_limit_w: float | None = None  # the enforced power limit (None: NVML cannot say)
 
 
 def load_pynvml() -> Any:
@@ -229,6 +230,7 @@ def nvml_gpu(ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | Non
             pci_bus_id=gpu.pci_bus_id or None,
             nvml_index=gpu.nvml_index,
             mig_uuid=gpu.mig_uuid,
+            power_limit_w=_power_limit_w(pynvml, handle),
         )
     except pynvml.NVMLError:
         return None
@@ -238,6 +240,33 @@ def nvml_gpu(ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | Non
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _power_limit_w(pynvml: Any, handle: Any) -> float | None:
+    """The GPU's enforced power limit in watts (NVML reports milliwatts); None where unsupported."""
+    try:
+        return float(pynvml.nvmlDeviceGetEnforcedPowerLimit(handle)) / 1000.0
+    except pynvml.NVMLError:
+        return None
+
+
+def first_version(*distributions: str) -> str | None:
+    """The installed version of the first of `distributions` that is installed (CUDA libraries ship
+    as one wheel per CUDA major: nvidia-cudnn-cu12, nvidia-cudnn-cu13, ...)."""
+    return next((v for v in map(package_version, distributions) if v is not None), None)
+
+
+def harness_digest(root: Path) -> str | None:
+    """sha256 of the shared measuring code of the checkout at `root` (ci/fingerprint/rules.toml
+    [harness]); None when any of it cannot be resolved."""
+    from attnwatch.ci.fingerprint.sources import harness_closure
+    from attnwatch.ci.fingerprint.variant import digest_of
+
+    try:
+        closure = harness_closure(Path(root))
+    except (OSError, ValueError, SyntaxError):
+        return None
+    return None if closure.unknown else digest_of(closure.files)
 
 
 def torch_device_identity(ordinal: int) -> dict[str, str]:
@@ -326,6 +355,8 @@ def capture_environment(probe_device: bool = False) -> Environment:
         cuda_version=cuda_version,
         pool=declared_pool(),
         packages=optional_package_versions(),
+        cudnn_version=first_version("nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn"),
+        cublas_version=first_version("nvidia-cublas", "nvidia-cublas-cu13", "nvidia-cublas-cu12"),
     )
     if gpu:
         env.gpu_name = gpu.name
@@ -338,6 +369,7 @@ def capture_environment(probe_device: bool = False) -> Environment:
         env.gpu_pci_bus_id = gpu.pci_bus_id
         env.gpu_index = gpu.nvml_index
         env.gpu_mig_uuid = gpu.mig_uuid
+        env.power_limit_w = gpu.power_limit_w
     merge_device_properties(env, props)
     return env
 

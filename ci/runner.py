@@ -42,7 +42,7 @@ from typing import Any, Callable
 from attnwatch.ci.attribution import Crash, CrashAttribution
 from attnwatch.ci.bundle_writer import RunHead, add_ncu, run_status, write_bundle
 from attnwatch.ci.child_env import child_env
-from attnwatch.ci.environment import capture_environment, capture_git
+from attnwatch.ci.environment import capture_environment, capture_git, harness_digest
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.progress import Progress
 from attnwatch.ci.run_config import TimingConfig, case_timeout, configured
@@ -151,6 +151,7 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         git.sha = options.commit_sha
     environment = capture_environment(probe_device=False)
     environment.device_kind = options.device_kind
+    environment.harness_digest = harness_digest(REPO_ROOT)  # the measuring code is this checkout's
     work = owned_temp_dir(RUN_DIR_PREFIX)
     plan = RunPlan(
         cases=list(cases),

@@ -52,6 +52,7 @@ class SuiteState:
         self.sample_clocks: dict[str, list[float | None]] = {}  # with a clock-recording recipe
         self.correctness: dict[str, list[dict[str, Any]]] = {}
         self.builds: dict[str, dict[str, Any]] = {}
+        self.fingerprints: dict[str, dict[str, Any]] = {}  # variant -> fingerprint, as the first child took it
         self.host_entries: dict[str, dict[str, Any]] = {}  # pytest-benchmark's entry per case
         self.sessions: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -70,6 +71,9 @@ class SuiteState:
         case = event.get("case")
         if kind == "session":
             self.sessions.append(event)
+        elif kind == "fingerprints":
+            for name, fingerprint in (event.get("fingerprints") or {}).items():
+                self.fingerprints.setdefault(name, fingerprint)
         elif kind == "build_begin":
             self.inflight = {"kind": "build", "variant": event["variant"], "stage": "build"}
         elif kind == "build":

@@ -17,7 +17,12 @@ real process, times exp(N(0, sigma_between)), where sigma_between is the run-to-
 medians estimated from the data (pooled over cases: sigma^2 = mean over cases of
 (ln m_p - ln m_q)^2 / 2 for two processes). A detection is a regression step within two runs of
 the planted one (history.analysis.changepoints.significant_steps); a false alarm is any step in a series
-without one.
+without one. Attribution (history.analysis.attribution, as `attnwatch detect` applies it): every
+series carries a code change at the planted run (the variant's fingerprint changes there, also at
+0%: a commit that changed the code but not the speed) and nothing else; each step found is
+attributed by comparing the run before it with the run at it, and the table counts the
+detections attributed "code" (what `attnwatch bisect` accepts; a step placed a run away from the
+change reads "none (noise suspect)") and the false alarms attributed "code".
 
 Sequential (`--sequential MIN MAX`, what compare does): rounds are drawn as in the A/B designs,
 up to MAX per side; after every round from MIN on, an undecided case gets the `--method` interval
@@ -52,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from attnwatch.ci.compare.sequential import SequentialDesign, decide, final_verdict  # noqa: E402
 from attnwatch.ci.run_config import compare_setting  # noqa: E402
+from attnwatch.history.analysis.attribution import attribute  # noqa: E402
 from attnwatch.history.analysis.changepoints import significant_steps  # noqa: E402
 from attnwatch.history.analysis.ab import METHODS, ratio_interval, verdict  # noqa: E402
 from attnwatch.history.analysis.thresholds import load_thresholds  # noqa: E402
@@ -176,10 +182,12 @@ def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials,
     return out
 
 
-def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, rng) -> tuple[int, int]:
-    """(step detected at the planted run, any step) over trials x cases."""
-    found = alarms = 0
+def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, rng) -> tuple[int, int, int, int]:
+    """(step detected at the planted run, any step, of those detections the ones attributed
+    "code", of the series with any step those whose first step is attributed "code") over trials x cases."""
+    found = alarms = found_code = alarms_code = 0
     step_at = runs - after
+    points = [{"code_digest": "before" if r < step_at else "after"} for r in range(runs)]
     for procs in cases.values():
         for _ in range(trials):
             medians = np.empty(runs)
@@ -190,8 +198,12 @@ def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, r
             steps = significant_steps(medians, min_effect=th.min_effect, min_persist=th.min_persist,
                                       penalty_scale=th.penalty_scale, sigma_floor=th.sigma_floor)
             alarms += bool(steps)
-            found += any(abs(s.index - step_at) <= 2 and s.ratio > 1 for s in steps)
-    return found, alarms
+            detected = [s for s in steps if abs(s.index - step_at) <= 2 and s.ratio > 1]
+            found += bool(detected)
+            code = [attribute(points[s.index - 1], points[s.index]).has_code for s in steps if s.index > 0]
+            found_code += bool(detected) and attribute(points[detected[0].index - 1], points[detected[0].index]).has_code
+            alarms_code += bool(code) and code[0]
+    return found, alarms, found_code, alarms_code
 
 
 def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
@@ -279,6 +291,7 @@ def main(argv=None) -> int:
     p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
                    help="also measure compare's sequential rule with looks after rounds MIN..MAX")
     p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
+    p.add_argument("--only-main", action="store_true", help="only the main (change point) table, with attribution")
     p.add_argument("--method", choices=METHODS, default=compare_setting("method"),
                    help="interval of the sequential and replay verdicts (default: compare's, ci/run_config.toml)")
     p.add_argument("--compares", nargs="+", type=Path, metavar="DIR",
@@ -314,6 +327,8 @@ def main(argv=None) -> int:
         out["sequential"] = sequential_table(cases, args, th, rng, sigma)
     if args.only_sequential:
         return _finish(out, started, args)
+    if args.only_main:
+        return main_table(cases, args, th, rng, sigma, sigma_upper, out, started)
     print(f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
           f"({args.trials * len(cases)} per cell). Power = share of regression verdicts; at 0% the share of any "
           f"verdict (false alarms). 'recorded': base and head from two different real processes; "
@@ -340,20 +355,31 @@ def main(argv=None) -> int:
     print("| slowdown | " + " | ".join(f"{d}, {m}" for d, m in designs) + " |\n|---:|" + "---|" * len(designs))
     print("\n".join(coverage_rows))
 
+    return main_table(cases, args, th, rng, sigma, sigma_upper, out, started)
+
+
+def main_table(cases, args, th, rng, sigma, sigma_upper, out, started) -> int:
+    """The change-point table (module doc, "Main"), with the share of steps attributed to code."""
     print(f"\nmain: series of {args.runs} runs, step {args.after} runs before the end, run median from {args.n} samples "
-          f"x run-to-run noise; {args.trials} trials per case")
-    print(f"| slowdown | sigma_between {100 * sigma:.2f}% | sigma_between {100 * sigma_upper:.2f}% (upper bound) |\n|---:|---|---|")
+          f"x run-to-run noise; {args.trials} trials per case; a code change at the planted run (attribution)")
+    print(f"| slowdown | sigma_between {100 * sigma:.2f}% | attributed code | sigma_between {100 * sigma_upper:.2f}% "
+          f"(upper bound) | attributed code |\n|---:|---|---|---|---|")
     for s in SLOWDOWNS:
         row = {}
         for label, sb in (("estimate", sigma), ("upper95", sigma_upper)):
-            found, alarms = main_trials(cases, slowdown=s, trials=args.trials, runs=args.runs, after=args.after, n=args.n,
-                                        sigma_between=sb, th=th, rng=rng)
-            row[label] = {"detected": found, "any_step": alarms, "total": args.trials * len(cases)}
+            found, alarms, found_code, alarms_code = main_trials(
+                cases, slowdown=s, trials=args.trials, runs=args.runs, after=args.after, n=args.n,
+                sigma_between=sb, th=th, rng=rng)
+            row[label] = {"detected": found, "any_step": alarms, "total": args.trials * len(cases),
+                          "detected_code": found_code, "any_step_code": alarms_code}
         out["main"][f"{s:.2f}"] = row
         key = "any_step" if s == 0 else "detected"
         text = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        print(f"| {text} | {pct(row['estimate'][key], row['estimate']['total'])} | "
-              f"{pct(row['upper95'][key], row['upper95']['total'])} |")
+        cells = []
+        for label in ("estimate", "upper95"):
+            r = row[label]
+            cells += [pct(r[key], r["total"]), f"{r[key + '_code']} of {r[key]}"]
+        print(f"| {text} | " + " | ".join(cells) + " |")
     return _finish(out, started, args)
 
 

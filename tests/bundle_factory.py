@@ -33,6 +33,7 @@ from attnwatch.history.contract.bundle import (
     Manifest,
     NcuCaseMetrics,
     NcuKernelRow,
+    VariantFingerprint,
 )
 from attnwatch.history.contract.bundle_writer import BundleContents, NcuFiles, write_bundle
 from attnwatch.history.analysis.statistics import summarize
@@ -114,6 +115,7 @@ def bundle_contents(
     timing_overrides: dict[str, dict] | None = None,
     incorrect: tuple[str, ...] = (),
     kernel_configs: dict[str, str] | None = None,
+    fingerprints: dict[str, dict] | None = None,
 ) -> BundleContents:
     """The contents of one bundle, as a producer hands them to the writer.
 
@@ -127,6 +129,8 @@ def bundle_contents(
     `incorrect` names cases whose correctness check fails although they timed fine (status ok).
     `kernel_configs` maps variants to the launch configuration their results record (default:
     triton_fa2 ran the recorded "m64_n64_w4_s3", as on a GPU with a choices.toml entry).
+    `fingerprints` maps variants to their format-4 fingerprint ({"digest", "code", "unknown"});
+    default none recorded.
     """
     kernel_configs = {"triton_fa2": "m64_n64_w4_s3"} if kernel_configs is None else kernel_configs
     rng = np.random.default_rng(seed)
@@ -201,6 +205,7 @@ def bundle_contents(
         parent_sha=parent_sha, branch=branch, pr_number=pr_number, commit_message=commit_message,
         commit_date=(commit_date or started - timedelta(minutes=10)).isoformat(), synthetic=synthetic,
         notes="synthetic: made by tests/bundle_factory.py" if synthetic else "",
+        fingerprints={v: VariantFingerprint(**f) for v, f in (fingerprints or {}).items()},
     )
     document = benchmark_document(entries, started, sha, branch)
     timed_ids = [t[0] for t in timings]

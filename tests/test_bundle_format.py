@@ -104,7 +104,7 @@ def test_each_timing_is_stored_once(tmp_path):
     benchmark = json.loads((bundle / "benchmark.json").read_text())
     assert all(set(e["extra_info"]) == {"attnwatch_case"} for e in benchmark["benchmarks"])
     assert [e["extra_info"]["attnwatch_case"] for e in benchmark["benchmarks"]] == [t["case_id"] for t in timings["timings"]]
-    assert json.loads((bundle / "manifest.json").read_text())["schema_version"] == 3
+    assert json.loads((bundle / "manifest.json").read_text())["schema_version"] == 4
 
 
 def _table(db: Path, table: str) -> list[tuple]:
@@ -231,16 +231,54 @@ def test_format_3_records_the_optional_packages_and_a_format_2_bundle_still_inge
     new = make_bundle(tmp_path / "new", run_id="run-3", variants=("sdpa",), n_samples=5,
                       environment={"packages": packages})
     written = json.loads((new / "manifest.json").read_text())
-    assert written["schema_version"] == 3 and written["environment"]["packages"] == packages
+    assert written["schema_version"] == 4 and written["environment"]["packages"] == packages
     old = shutil.copytree(new, tmp_path / "old")
     document = {**written, "run_id": "run-2", "schema_version": 2}
     del document["environment"]["packages"]
+    del document["fingerprints"]
+    for name in FORMAT_4_ENVIRONMENT:
+        del document["environment"][name]
     (old / "manifest.json").write_text(json.dumps(document))
     assert load_bundle(old).manifest.environment.packages == {}
     db = tmp_path / "h.duckdb"
     ingest_paths(db, [new, old])
-    assert _runs_packages(db) == [("run-2", 3, None),
-                                  ("run-3", 3, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
+    assert _runs_packages(db) == [("run-2", 4, None),
+                                  ("run-3", 4, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
+
+
+FORMAT_4_ENVIRONMENT = ("cudnn_version", "cublas_version", "power_limit_w", "harness_digest")
+
+
+def test_format_4_records_each_variants_fingerprint_and_a_format_3_bundle_records_none(tmp_path):
+    """Format 4 added Manifest.fingerprints and four environment fields; they reach the history
+    (variant_fingerprints, runs columns: migration 015). A format-3 bundle reads with no
+    fingerprints and NULL fields: its code is unknown, never assumed unchanged."""
+    from attnwatch.history.contract.bundle import VariantFingerprint
+
+    prints = {"sdpa": {"digest": "d" * 64, "code": "c" * 64, "unknown": None},
+              "triton_fa2": {"digest": None, "code": None, "unknown": "a compiled binary is not in the cache"}}
+    new = make_bundle(tmp_path / "new", run_id="run-4", variants=("sdpa", "triton_fa2"), n_samples=5,
+                      environment={"cudnn_version": "9.13.0.50", "power_limit_w": 700.0, "harness_digest": "h" * 64},
+                      fingerprints=prints)
+    written = json.loads((new / "manifest.json").read_text())
+    assert written["schema_version"] == 4 and written["fingerprints"] == prints
+    old = shutil.copytree(new, tmp_path / "old")
+    document = {**written, "run_id": "run-3", "schema_version": 3}
+    del document["fingerprints"]
+    for name in FORMAT_4_ENVIRONMENT:
+        del document["environment"][name]
+    (old / "manifest.json").write_text(json.dumps(document))
+    assert load_bundle(old).manifest.fingerprints == {}
+    assert load_bundle(new).manifest.fingerprints["sdpa"] == VariantFingerprint("d" * 64, "c" * 64, None)
+    db = tmp_path / "h.duckdb"
+    ingest_paths(db, [new, old])
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT run_id, variant, code_digest, unknown FROM variant_fingerprints "
+                           "ORDER BY variant").fetchall() == [
+            ("run-4", "sdpa", "c" * 64, None), ("run-4", "triton_fa2", None, "a compiled binary is not in the cache")]
+        assert con.execute("SELECT run_id, cudnn_version, power_limit_w, harness_digest FROM runs "
+                           "ORDER BY run_id").fetchall() == [("run-3", None, None, None),
+                                                               ("run-4", "9.13.0.50", 700.0, "h" * 64)]
 
 
 def test_packages_that_are_not_versions_are_refused(tmp_path):

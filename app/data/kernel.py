@@ -6,11 +6,13 @@ from __future__ import annotations
 import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query, read_frame
-from attnwatch.app.data.trends import with_commit_axis
+from attnwatch.app.data.trends import RUN_ENVIRONMENT, with_commit_axis
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.detection import ncu_cause
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order
+
+RUN_COLUMNS = ", ".join(f"u.{c}" for c in RUN_ENVIRONMENT)  # the charts mark environment changes
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (
@@ -80,7 +82,7 @@ def build_history(source: Source, variant: str, gpu: str, max_runs: int = 200) -
         f"""
         SELECT u.started_at, u.series_at, u.run_id, u.commit_sha, u.branch,
                b.ok, b.target, b.registers_per_thread, b.shared_mem_bytes, b.spill_store_bytes, b.spill_load_bytes,
-               b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error
+               b.stack_frame_bytes, b.compile_seconds, b.cached, b.source_hash, b.error, {RUN_COLUMNS}
         FROM builds b JOIN series_runs u USING (run_id)
         WHERE b.variant = ? AND u.series_gpu = ? AND u.branch = {DEFAULT_BRANCH_SQL}
         ORDER BY {series_order("u", descending=True)} LIMIT ?
@@ -135,7 +137,7 @@ def ncu_history(source: Source, case_id: str, gpu: str, max_runs: int = 200) -> 
         source,
         f"""
         SELECT u.started_at, u.series_at, u.run_id, u.commit_sha,
-               n.kernel_count, n.occupancy_limiter, n.error, {columns}
+               n.kernel_count, n.occupancy_limiter, n.error, {columns}, {RUN_COLUMNS}
         FROM ncu_cases n JOIN series_runs u USING (run_id)
         WHERE n.case_id = ? AND u.series_gpu = ? AND u.branch = {DEFAULT_BRANCH_SQL}
         ORDER BY {series_order("u", descending=True)} LIMIT ?

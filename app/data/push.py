@@ -253,3 +253,24 @@ def other_branches(source: Source) -> pd.DataFrame:
         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5
         """,
     )
+
+
+@cached_query
+def what_moved(source: Source, base_run: str, run_id: str) -> str:
+    """Between a GPU's two compared runs: whose code changed, and each environment and machine
+    change (history.analysis.attribution), so a push with no code behind its steps says so."""
+    from attnwatch.history.analysis.attribution import RUN_FIELDS, moved_text
+
+    def body(query):
+        runs = query(f"SELECT run_id, {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN (?, ?)", [base_run, run_id])
+        codes = query("SELECT run_id, variant, code_digest FROM variant_fingerprints WHERE run_id IN (?, ?)",
+                      [base_run, run_id])
+        return runs, codes
+
+    runs, codes = read_frames(source, body)
+    rows = {r["run_id"]: {k: (None if pd.isna(v) else v) for k, v in r.items()} for r in runs.to_dict("records")}
+    if base_run not in rows or run_id not in rows:
+        return ""
+    by_run = {rid: dict(zip(g["variant"], g["code_digest"])) for rid, g in codes.groupby("run_id")}
+    return moved_text(rows[base_run], rows[run_id], by_run.get(base_run, {}), by_run.get(run_id, {}))
+

@@ -17,6 +17,11 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import SERIES_ORDER, series_order
+from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS
+
+# The runs' environment fields the charts mark changes of (history.analysis.attribution; runs
+# columns; the timing recipe is each result's own, read with it).
+RUN_ENVIRONMENT = tuple(f for f in ENVIRONMENT_FIELDS if f != "timing_recipe")
 
 
 @dataclass(frozen=True)
@@ -138,7 +143,8 @@ def trend_series(
         source,
         f"""
         WITH picked AS (
-            SELECT run_id, started_at, series_at, commit_sha, series_pool AS pool, commit_message, committed_at
+            SELECT run_id, started_at, series_at, commit_sha, series_pool AS pool, commit_message, committed_at,
+                   {", ".join(RUN_ENVIRONMENT)}
             FROM series_runs
             WHERE series_gpu = ? AND branch = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
             ORDER BY {series_order(descending=True)} LIMIT ?
@@ -148,7 +154,8 @@ def trend_series(
                p.commit_message, p.committed_at AS commit_date,
                r.median_us, r.converged, r.rel_spread, r.throttled_samples, r.n_samples, r.graph_median_us,
                r.timing_mode, r.kernel_config, r.kernel_config_source, r.throttle_reasons,
-               r.timing_recipe, r.clock_normalised_median_us, r.band_discarded_samples, r.pacing_gap_s
+               r.timing_recipe, r.clock_normalised_median_us, r.band_discarded_samples, r.pacing_gap_s,
+               {", ".join("p." + c for c in RUN_ENVIRONMENT)}
         FROM results r JOIN picked p USING (run_id) {join}
         WHERE {status}{value} IS NOT NULL
           AND list_contains(?, r.variant) AND list_contains(?, r.shape_id)
@@ -204,7 +211,8 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         SELECT {series_label(pool, "a.series_pool")} AS series, a.run_started_at AS started_at, {value} AS value,
                a.kind, a.status, a.alert_id, a.run_id, a.metric,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
-                 || coalesce(': ' || printf('%+.1f%%', a.change_pct), '') AS label
+                 || coalesce(': ' || printf('%+.1f%%', a.change_pct), '')
+                 || coalesce('; moved: ' || a.attribution, '') AS label
         FROM series_alerts a
         JOIN results r ON r.run_id = a.run_id AND r.case_id = a.case_id {join}
         WHERE a.series_gpu = ? AND list_contains(?, a.case_id)

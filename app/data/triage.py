@@ -30,7 +30,8 @@ _ALERTS = f"""
     SELECT a.alert_id, a.kind, a.metric, a.case_id, a.series_gpu AS gpu, a.series_pool AS pool,
            a.status, a.change_pct, a.baseline_value, a.new_value, a.run_id, a.commit_sha, m.prev_sha,
            coalesce(m.prev_sha, '') || '..' || coalesce(a.commit_sha, '') AS group_key,
-           a.run_started_at, a.commit_message, a.note, a.actor, a.updated_at, a.detail
+           a.run_started_at, a.commit_message, a.note, a.actor, a.updated_at, a.detail,
+           a.attribution, a.attribution_changes
     FROM series_alerts a
     LEFT JOIN main m ON m.run_id = a.run_id
     WHERE list_contains(?, a.status) AND list_contains(?, a.kind)
@@ -51,7 +52,20 @@ def filtered_alerts(source: Source, statuses: tuple[str, ...], kinds: tuple[str,
     frame = read_frame(source, _ALERTS + " ORDER BY a.run_started_at DESC NULLS LAST, a.alert_id",
                        [list(statuses), list(kinds), gpu, gpu])
     frame["label"] = [label(r) for r in frame.itertuples()]
+    frame["moved"] = [moved(r) for r in frame.itertuples()]
     return frame
+
+
+def moved(row) -> str:
+    """What moved across the alert's step (history.analysis.attribution), with each change."""
+    from attnwatch.history.analysis.attribution import stored_changes
+
+    if row.kind == "correctness":
+        return ""
+    if not isinstance(row.attribution, str) or not row.attribution:
+        return "not attributed (an alert from before attribution)"
+    changes = stored_changes(row.attribution_changes if isinstance(row.attribution_changes, str) else None)
+    return row.attribution + (": " + "; ".join(c.text() for c in changes) if changes else "")
 
 
 def groups(alerts: pd.DataFrame) -> pd.DataFrame:

@@ -41,8 +41,11 @@ ALERT_COLUMNS = {
     "plot": st.column_config.LinkColumn("plot", display_text="open on Trends", width=115),
     "gpu": st.column_config.TextColumn("device"),
     "label": st.column_config.TextColumn("alert"),
+    "moved": st.column_config.TextColumn("what moved", width=260,
+                                         help="what changed across the step: code (the variant's fingerprint), "
+                                              "configuration, environment, machine, or none (noise suspect)"),
 }
-ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "plot", "gpu",
+ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "moved", "baseline_value", "new_value", "plot", "gpu",
                "label", "note", "actor", "updated_at", "detail"]
 ALL_GPUS = "(all)"
 NCU_RULE_COLUMNS = {

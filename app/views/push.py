@@ -209,6 +209,10 @@ def push_page(source, shape):
                "(history/analysis/thresholds.toml).")
     gpu_summary(pairs, changes)
     for pair in pairs.itertuples():
+        if pair.base_run:
+            moved = push.what_moved(source, pair.base_run, pair.run_id)
+            if moved:
+                st.caption(f"What moved on {where(pair)} between the two runs: {ui.md(moved)}")
         if not pair.correctness_checked and pair.base_run:
             st.info(f"Correctness was not checked in run {ui.md(pair.run_id)} on {ui.md(pair.gpu)}: "
                     "its cases read 'not run', never '0 failures'.")

@@ -98,6 +98,8 @@ def trends_page(source, shape):
     column = trends.METRICS[c["metric"]].column
     shown = alerts[(alerts["metric"] == column) | (alerts["kind"] == "correctness")].drop(columns=["value", "started_at"])
     markers = shown.merge(series[["series", "run_id", "x", "value"]], on=["series", "run_id"])
+    epochs = charts.environment_epochs(series)
+    markers = with_epochs(markers, epochs)
     figure = cached_figure(series, label, c["band"], markers, c["log_y"], highlight)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
     runs_plotted = series["run_id"].nunique()
@@ -112,6 +114,7 @@ def trends_page(source, shape):
     )
     if highlight:
         across_range(series, highlight, shown_range, c["metric"])
+    environment_notes(epochs, markers)
     if not flagged.empty:
         st.caption(f"Hollow points ({len(flagged)}) are not clean kernel times: " + " ".join(quality.explain(flagged["marks"])))
     open_selected_run(event)
@@ -120,6 +123,29 @@ def trends_page(source, shape):
         ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch")
     with st.expander("Plotted values"):
         ui.table(series, hide_index=True, width="stretch")
+
+
+def with_epochs(markers, epochs):
+    """Alert markers whose run starts an environment epoch say so in their label (the hover)."""
+    if markers.empty or epochs.empty:
+        return markers
+    at = dict(zip(epochs["x"], epochs["label"]))
+    return markers.assign(label=[f"{label}; coincides with an environment change: {at[x]}" if x in at else label
+                                 for label, x in zip(markers["label"], markers["x"])])
+
+
+def environment_notes(epochs, markers) -> None:
+    """Under the chart: each environment change (the dotted lines), and each alert whose step
+    coincides with one, so it is not bisected for a commit that did not cause it."""
+    if epochs.empty:
+        return
+    st.caption("Environment changes (dotted lines, before the first run of each epoch): "
+               + "; ".join(f"at {ui.code_span(x)}: {ui.md(label)}" for x, label in zip(epochs["x"], epochs["label"])))
+    at = dict(zip(epochs["x"], epochs["label"]))
+    for row in markers[markers["x"].isin(at)].drop_duplicates("alert_id").itertuples() if not markers.empty else ():
+        if row.kind != "correctness":
+            st.warning(f"The {ui.md(row.kind)} alert #{int(row.alert_id)} at {ui.code_span(row.x)} coincides with an "
+                       f"environment change ({ui.md(at[row.x])}): the step may be the environment's, not the code's.")
 
 
 def across_range(series, highlight, shown_range, metric) -> None:

@@ -48,6 +48,7 @@ def register(subparsers) -> None:
 
 
 def _list(args) -> int:
+    from attnwatch.ci.notify.messages import attribution_text
     from attnwatch.history.detection.alerts import AlertFilter, alert_events, list_alerts
     from attnwatch.history.detection.ncu_cause import alert_causes
     from attnwatch.history.store.lake_retry import retrying
@@ -65,6 +66,8 @@ def _list(args) -> int:
         change = f"{a.change_pct:+.1f}%" if a.change_pct is not None else "—"
         print(f"{a.alert_id:>5}  {a.status:<12} {a.kind:<11} {change:>8}  {(a.commit_sha or '')[:12]:<12} "
               f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}")
+        if a.kind != "correctness":
+            print(f"{'':>7}moved: {attribution_text(a) or 'not attributed (an alert from before attribution)'}")
         if a.note:
             print(f"{'':>7}note ({a.actor}): {a.note}")
         if a.alert_id in causes:

@@ -11,6 +11,12 @@ with its interval against the good revision, the revisions measured and the wall
 "undecided between X and Y" with why. With --alert the outcome is recorded on the alert
 (history/detection/bisects.py). Writes `bisect.json` and every compare's round bundles under --out.
 Exit 0 when the culprit was found, 1 when undecided or the slowdown did not reproduce.
+
+Only a step with a code part is bisected: an alert attributed to the configuration, the
+environment or the machine alone, or to none of them (history/analysis/attribution.py), is
+refused with what changed, since no commit of its range made it; `--force` measures it anyway.
+An alert from before attribution, or over runs without fingerprints, is bisected (its code
+cannot be ruled out) with a note saying so.
 """
 
 from __future__ import annotations
@@ -45,22 +51,65 @@ def register(subparsers) -> None:
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     add_variant_arguments(p)
     p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
+    p.add_argument("--force", action="store_true",
+                   help="bisect although the step's (or the range's) attribution has no code part (configuration, "
+                        "environment, machine or noise)")
     p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
     p.set_defaults(func=_run)
 
 
-def _target(args) -> tuple[str, str, list[str], object | None]:
-    """(good, bad, case ids, the alert's target or None) from --alert or --good/--bad/--case."""
+def _target(args) -> tuple[str, str, list[str], object | None, str | None]:
+    """(good, bad, case ids, the alert's target or None, a note to print once the bisect starts)
+    from --alert or --good/--bad/--case."""
     if args.alert is not None:
         if args.good or args.bad or args.case:
             raise UserError("--alert takes its revisions and case from the alert: no --good/--bad/--case with it")
         from attnwatch.history.detection.bisects import alert_target
 
         target = alert_target(args.db, args.alert)
-        return target.good_sha, target.bad_sha, [target.case_id], target
+        note = refuse_without_code(target, args.force)
+        return target.good_sha, target.bad_sha, [target.case_id], target, note
     if not (args.good and args.bad and args.case):
         raise UserError("bisect needs --alert ID, or --good, --bad and at least one --case")
-    return args.good, args.bad, list(args.case), None
+    return args.good, args.bad, list(args.case), None, None
+
+
+def refuse_without_code(target, force: bool) -> str | None:
+    """A UserError naming what moved when the alert's step has no code part (module doc); else
+    the note to print when the bisect goes ahead on an unattributed step or under --force."""
+    from attnwatch.history.analysis.attribution import UNKNOWN, has_code_part, stored_changes
+
+    label = target.attribution
+    if label is None or label == UNKNOWN:
+        return (f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
+                "the code cannot be ruled out, bisecting")
+    if has_code_part(label):
+        return None
+    changed = "; ".join(c.text() for c in stored_changes(target.attribution_changes)) or "nothing recorded changed"
+    why = (f"alert {target.alert_id}: its step is attributed to {label} ({changed}), not to code: no commit of "
+           f"{target.good_sha[:12]}..{target.bad_sha[:12]} changed {target.case_id.split('/')[0]}'s code")
+    if force:
+        return f"bisect: --force: {why}; bisecting anyway"
+    raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
+
+
+def refuse_range_without_code(db, case_ids: list[str], good: str, bad: str, force: bool) -> None:
+    """--good/--bad/--case: where the history holds runs of every case at both revisions and none
+    of their changes has a code part, a UserError naming what changed (`--force` measures)."""
+    from attnwatch.history.detection.bisects import range_attributions
+
+    try:
+        found = range_attributions(db, case_ids, good, bad)
+    except Exception:  # noqa: BLE001 - an unreadable history decides nothing here: bisect measures
+        return
+    if len(found) < len(case_ids) or any(a.has_code or a.label.startswith("unknown") for a in found.values()):
+        return
+    moved = "; ".join(f"{case}: {a.summary()}" for case, a in found.items())
+    why = f"between {good[:12]} and {bad[:12]} no tracked case's code changed ({moved})"
+    if force:
+        print(f"bisect: --force: {why}; bisecting anyway", file=sys.stderr)
+        return
+    raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
 def _run(args) -> int:
@@ -74,15 +123,19 @@ def _run(args) -> int:
     if args.rounds is not None and not 1 <= args.rounds <= 25:
         raise UserError(f"--rounds: expected 1..25 (a re-measure doubles it), got {args.rounds}")
     started = time.monotonic()
-    good_ref, bad_ref, case_ids, target = _target(args)
+    good_ref, bad_ref, case_ids, target, note = _target(args)
     kind, gpu = device_kind()
     if target is not None and (target.gpu_name or "cpu") != (gpu or kind) and not args.any_gpu:
         raise UserError(f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
                         "bisect it there (or pass --any-gpu)")
+    if note:
+        print(note, file=sys.stderr)
     load_requested(args)
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)
     good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)
+    if target is None:
+        refuse_range_without_code(args.db, case_ids, good, bad, args.force)
     commits = commit_range(repo, good, bad, resolve(repo, args.within) if args.within else None)
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     args.shapes = shape_set_of(cases)

@@ -57,6 +57,9 @@ def register(subparsers) -> None:
                    help="run the children with CUDA_LAUNCH_BLOCKING=1, so a faulting kernel is named by its own launch; "
                         "timings are then not comparable (noted in the bundle; not with --ingest)")
     p.add_argument("--commit", default=None, help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)")
+    p.add_argument("--retune-triton", action="store_true",
+                   help="tune again every Triton problem the recorded table lacks and replace its entry in the shared "
+                        "choice cache (kernels/triton/choice_cache.py; the results say 'tuned': a configuration change)")
     add_variant_arguments(p)
     p.set_defaults(func=_run)
 
@@ -95,6 +98,8 @@ def _run(args) -> int:
     if args.diagnose and args.ingest:
         raise UserError("--diagnose: timings with CUDA_LAUNCH_BLOCKING=1 are not for the history; drop --ingest")
     commit = check_commit(args.commit, args.ingest)
+    if args.retune_triton:  # read by the measuring children (kernels/triton/choice_cache.py)
+        os.environ["ATTNWATCH_TRITON_RETUNE"] = "1"
     device_kind = detect_device_kind() if args.device == "auto" else args.device
     variant_specs = load_requested(args)
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)

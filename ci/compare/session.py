@@ -138,7 +138,8 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
                                         environment=side_environment(sides[name].environment, options.device_kind),
                                         builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
-                                        shape_set=options.shape_set, total_cases=len(cases))
+                                        shape_set=options.shape_set, total_cases=len(cases),
+                                        fingerprints=sides[name].fingerprints)
                for name, rounds in (("base", measured.base), ("head", measured.head))}
     session = Session(measured, sides, notes, bundles, chosen.get("selection"), chosen.get("seconds", 0.0))
     write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(session, options, out_dir))

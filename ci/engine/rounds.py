@@ -47,9 +47,10 @@ def spacer(device: Any, flusher: Any, timing_seed: int, round_index: int, group:
 def forget_tuned_choices() -> None:
     """Make the process's kernels decide their launch choices again for this round.
 
-    A recorded choice (kernels/triton/choices.toml) comes back the same on both sides. A choice
-    an autotuner makes in the process (a problem the table lacks) would otherwise be fixed for
-    the whole compare on each side, so a near-tie that flips between the two workers reads as a
-    difference between the revisions (kernels/triton/tuner.py, `forget_choices`), asked through
-    the side's harness API (ci/kernels_api.py)."""
+    A recorded choice (kernels/triton/choices.toml) comes back the same on both sides, and so does
+    a pick of the shared choice cache (kernels/triton/choice_cache.py) for a problem the table
+    lacks, where both sides' kernel is unchanged; a revision's tuner without that cache re-tunes,
+    so a near-tie that flips is round-to-round noise rather than a constant difference between
+    the revisions (kernels/triton/tuner.py, `forget_choices`), asked through the side's harness
+    API (ci/kernels_api.py)."""
     kernels_api().forget_tuned_choices()

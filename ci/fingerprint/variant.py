@@ -21,7 +21,10 @@ so it fingerprints exactly what it will time:
   as `packages.<distribution>`, None where not installed), stated rather than assumed equal;
 * `settings`: the plan's timing and correctness settings and the variant's case ids.
 
-`digest` is the sha256 of all five. A variant whose module cannot be found, or whose closure
+`digest` is the sha256 of all five. `code` is the sha256 of what the variant's own code decides:
+its files, binaries and build records without their chosen configuration, so that a run's
+history tells a code change apart from a library upgrade or another configuration pick
+(history/analysis/attribution.py). A variant whose module cannot be found, or whose closure
 has anything unresolved, has no digest and says why (`unknown`): it is measured.
 """
 
@@ -74,7 +77,13 @@ def variant_fingerprint(module_file: Path | None, root: Path, *, builds: list[di
     if binaries is None:
         return {"digest": None, "unknown": "a compiled binary is not in this process's compile cache"}
     parts = {"files": files, "builds": stable, "binaries": binaries, "libraries": libraries, "settings": settings}
-    return {"digest": digest_of(parts), "unknown": None, **parts}
+    return {"digest": digest_of(parts), "code": code_digest(files, binaries, stable), "unknown": None, **parts}
+
+
+def code_digest(files: dict, binaries: dict, builds: list[dict]) -> str:
+    """The `code` part of a fingerprint (module doc): files, binaries, builds less `config`."""
+    return digest_of({"files": files, "binaries": binaries,
+                      "builds": [{k: v for k, v in b.items() if k != "config"} for b in builds]})
 
 
 def binary_digests(builds: list[dict], cache_dir: Path | None = None) -> dict[str, str] | None:

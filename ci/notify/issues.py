@@ -32,6 +32,8 @@ def body(t: Transition) -> str:
     lines = [marker(t), f"**{md_text(t.kind)}**{md_text(t.change())} in {md_code(t.case_id)} "
              f"({md_code(t.metric)}) on {md_text(t.gpu_name or 'unknown GPU')}, step at {md_code((t.commit_sha or '')[:12])}.",
              "", f"attnwatch alert {t.alert_id}; this issue follows its lifecycle and is closed when it is resolved."]
+    if t.attribution:
+        lines += ["", f"What moved across the step: {md_text(t.attribution, 500)}"]
     if safe_url(t.link):
         lines += ["", f"[trend on the dashboard]({safe_url(t.link)})"]
     if t.note:

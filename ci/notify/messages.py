@@ -51,6 +51,9 @@ class Transition:
     actor: str
     dedup_key: str
     link: str | None = None  # the alert's trend on the dashboard (history.links), if known
+    # What moved across the step, with each change from -> to (history/analysis/attribution.py);
+    # None for an alert from before attribution (or a correctness alert).
+    attribution: str | None = None
 
     @classmethod
     def of(cls, alert, action: str, note: str | None = None, actor: str | None = None, link: str | None = None):
@@ -59,7 +62,7 @@ class Transition:
             raise ValueError(f"unknown alert action {action!r} (known: {', '.join(ACTIONS)})")
         return cls(action, int(alert.alert_id), alert.kind, alert.case_id, alert.metric, alert.gpu_name,
                    alert.commit_sha, alert.change_pct, alert.status, alert.note if note is None else note,
-                   alert.actor if actor is None else actor, alert.dedup_key, link)
+                   alert.actor if actor is None else actor, alert.dedup_key, link, attribution_text(alert))
 
     def change(self) -> str:
         return "" if self.change_pct is None else f" {self.change_pct:+.1f}%"
@@ -69,7 +72,18 @@ class Transition:
         return {"id": self.alert_id, "kind": self.kind, "status": self.status, "case_id": clean(self.case_id, 200),
                 "metric": clean(self.metric, 50), "gpu": clean(self.gpu_name, 100), "commit": clean(self.commit_sha, 64),
                 "change_pct": self.change_pct, "note": clean(self.note, 500), "actor": clean(self.actor, 100),
-                "link": self.link}
+                "link": self.link, "attribution": clean(self.attribution, 500) if self.attribution else None}
+
+
+def attribution_text(alert) -> str | None:
+    """An alert's attribution and its changes in one line (None where it has none)."""
+    label = getattr(alert, "attribution", None)
+    if not label:
+        return None
+    from attnwatch.history.analysis.attribution import stored_changes
+
+    changes = stored_changes(getattr(alert, "attribution_changes", None))
+    return label + (": " + "; ".join(c.text() for c in changes) if changes else "")
 
 
 def payload(t: Transition, fmt: str) -> dict:
@@ -81,6 +95,8 @@ def payload(t: Transition, fmt: str) -> dict:
     text = (f"{_ICON[t.action]} attnwatch alert {t.alert_id} {t.action}: {t.kind}{t.change()} "
             f"`{slack_text(t.case_id, 200)}` {slack_text(t.metric, 50)} on {slack_text(t.gpu_name, 100)} "
             f"at `{slack_text((t.commit_sha or '')[:12], 12)}`")
+    if t.attribution:
+        text += f"\nwhat moved: {slack_text(t.attribution, 500)}"
     if t.note or t.actor:
         text += f"\n{slack_text(t.actor, 100)}: {slack_text(t.note, 500)}"
     if safe_url(t.link) and "|" not in t.link:

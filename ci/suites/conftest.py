@@ -74,5 +74,20 @@ def measurer(pytestconfig, journal):
     env = _environment(pytestconfig)
     m = GroupMeasurer(plan, journal)
     journal.write("session", pid=os.getpid(), environment=env, kernels_path=str(kernels_dir()))
-    m.build_all()
+    builds = m.build_all()
+    journal.write("fingerprints", fingerprints=_fingerprints(plan, builds, env))
     return m
+
+
+def _fingerprints(plan, builds: list[dict], env: dict) -> dict:
+    """Each planned variant's fingerprint, as a compare's worker takes it (ci/fingerprint/variant.py),
+    for the run's manifest; a fault here costs the fingerprints (recorded unknown), never the run."""
+    try:
+        from attnwatch.ci.fingerprint.variant import plan_fingerprints
+
+        found = plan_fingerprints(plan, builds, env)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        found = {name: {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
+                 for name in dict.fromkeys(c.variant for c in plan.cases)}
+    return {name: {"digest": fp.get("digest"), "code": fp.get("code"), "unknown": fp.get("unknown")}
+            for name, fp in found.items()}

@@ -38,8 +38,8 @@ class GroupMeasurer:
     def case(self, case_id: str) -> PlannedCase:
         return self.engine.cases[case_id]
 
-    def build_all(self) -> None:
-        self.engine.build_all()
+    def build_all(self) -> list[dict]:
+        return self.engine.build_all()
 
     def phase(self, case_id: str, phase: str) -> ContextManager[None]:
         """A stage of the child's own (host timing): journalled, synchronized, a fault ends the child."""

@@ -24,7 +24,7 @@ Top-level layout of each JSON file (every one an object with `schema` and `schem
 the current version of each is in SCHEMA_VERSIONS, older ones are upgraded on reading by the
 functions in history.contract.bundle_upgrades):
 
-    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 3, ...Manifest fields}
+    manifest.json      {"schema": "attnwatch.manifest", "schema_version": 4, ...Manifest fields}
                        (its version is the bundle's format: format 1 kept each CaseTiming in
                        benchmark.json's `extra_info["attnwatch"]`; history.contract.timings upgrades it)
     timings.json       {"schema": "attnwatch.timings", "schema_version": 1, "timings": [CaseTiming]}
@@ -65,8 +65,9 @@ from attnwatch.history.analysis.statistics import Summary
 # The current version of each format; a change to one adds an upgrader (history.contract.bundle_upgrades)
 # from the previous version and bumps its number here.
 SCHEMA_VERSIONS = {
-    "attnwatch.manifest": 3,  # the bundle format; v2: timings in timings.json (history.contract.timings);
-    # v3: environment.packages, the optional packages' versions
+    "attnwatch.manifest": 4,  # the bundle format; v2: timings in timings.json (history.contract.timings);
+    # v3: environment.packages, the optional packages' versions; v4: fingerprints (each variant's),
+    # environment.cudnn_version, cublas_version, power_limit_w, harness_digest
     "attnwatch.timings": 1,
     "attnwatch.outcomes": 2,  # v2: each case's operator
     "attnwatch.correctness": 2,  # v2: the check's profile, calls, violations, worst index, tolerance used
@@ -93,7 +94,7 @@ NCU_RAW_FILE = "ncu_raw.csv"
 UNKNOWN_COMMIT = "unknown"
 CASE_STATUSES = ("ok", "failed", "crashed", "timeout", "skipped", "unsupported")
 RUN_STATUSES = ("complete", "partial", "failed")
-KERNEL_CONFIG_SOURCES = ("table", "tuned", "fixed")  # CaseTiming.kernel_config_source
+KERNEL_CONFIG_SOURCES = ("table", "tuned", "cached", "fixed")  # CaseTiming.kernel_config_source
 OPERATOR_BOUNDS = ("compute", "memory")  # CaseTiming.bound (kernels.operators.BOUNDS)
 TRIGGERS = ("push", "pull_request", "schedule", "workflow_dispatch", "local", "import", "compare")
 
@@ -133,6 +134,27 @@ class Environment:
     # (kernels/optional_packages.py RECORDED_DISTRIBUTIONS), None for one not installed; {}: a
     # bundle of an older format, which did not record them.
     packages: dict[str, str | None] = rule(default_factory=dict, max_items=64)
+    # Format 4 (None: not recorded, an older bundle). The cuDNN and cuBLAS libraries' versions (their
+    # wheels' metadata), the GPU's enforced power limit (NVML, watts), and the sha256 of the shared
+    # measuring code (ci/fingerprint/rules.toml [harness]: the engine, timing, inputs, checks): what
+    # an alert's attribution compares as the environment and the machine (history/analysis/attribution.py).
+    cudnn_version: str | None = rule(None, max_len=64)
+    cublas_version: str | None = rule(None, max_len=64)
+    power_limit_w: float | None = None
+    harness_digest: str | None = rule(None, max_len=64)
+
+
+@dataclass
+class VariantFingerprint:
+    """What one variant's timed work was, as the compare selects by (ci/fingerprint/variant.py):
+    `digest` covers its code, data files, build records, binaries, libraries and settings; `code`
+    only what the variant's own code decides (its files, binaries and build records without the
+    chosen launch configuration), so a library upgrade or a configuration pick does not read as
+    a code change. None with `unknown` saying why: the fingerprint could not be taken."""
+
+    digest: str | None = rule(None, max_len=64)
+    code: str | None = rule(None, max_len=64)
+    unknown: str | None = rule(None, max_len=1000)
 
 
 @dataclass
@@ -156,6 +178,8 @@ class Manifest:
     synthetic: bool = False  # generated data (scale tests), never a measurement
     notes: str = ""
     files: dict[str, str] = field(default_factory=dict)  # role -> file name inside the bundle
+    # Format 4: variant -> its fingerprint in this run ({}: not recorded, an older bundle).
+    fingerprints: dict[str, VariantFingerprint] = rule(default_factory=dict, max_items=512)
     schema: str = "attnwatch.manifest"
     schema_version: int = SCHEMA_VERSIONS["attnwatch.manifest"]
 
@@ -214,7 +238,8 @@ class CaseTiming(Summary):
     # The launch configuration the kernel ran with, as its variant reported it
     # (kernels.variant.Prepared.config, e.g. triton_fa2's "m64_n128_w4_s3"), and how it was
     # chosen: "table" (recorded per GPU model and problem), "tuned" (timed in the measuring
-    # process), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
+    # process), "cached" (tuned once by an earlier process, read from the shared choice cache,
+    # kernels/triton/choice_cache.py), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
     kernel_config: str | None = rule(None, name=NAME)
     kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
     # How the samples were taken on a GPU that may run under its power or thermal cap

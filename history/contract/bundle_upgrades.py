@@ -5,7 +5,8 @@ written by any earlier attnwatch still ingests. One function per format change, 
 UPGRADERS under (schema name, the version it upgrades from); never edit a shipped one.
 A change across files, the bundle's format (the manifest's schema_version), is upgraded by
 history.contract.timings.BUNDLE_UPGRADERS first: format 2 moved the timings into timings.json,
-format 3 (`bundle_v2_to_v3`, here) added the optional packages' versions to the environment.
+format 3 (`bundle_v2_to_v3`, here) added the optional packages' versions to the environment,
+format 4 (`bundle_v3_to_v4`) each variant's fingerprint and four environment fields.
 """
 
 from __future__ import annotations
@@ -123,6 +124,21 @@ def bundle_v2_to_v3(documents: dict, directory: Path) -> dict:
     if isinstance(environment, dict):  # anything else is left for the reader to refuse
         manifest["environment"] = {"packages": {}, **environment}
     manifest["schema_version"] = 3
+    return {**documents, MANIFEST_FILE: manifest}
+
+
+def bundle_v3_to_v4(documents: dict, directory: Path) -> dict:
+    """Bundle format 3 -> 4: the manifest gains `fingerprints` ({}: format 3 recorded none, so an
+    alert over such runs is attributed "unknown (no fingerprints recorded)", never guessed) and
+    the environment cudnn_version, cublas_version, power_limit_w and harness_digest (None: not
+    recorded). Nothing else changes."""
+    manifest = dict(documents[MANIFEST_FILE])
+    manifest.setdefault("fingerprints", {})
+    environment = manifest.get("environment")
+    if isinstance(environment, dict):  # anything else is left for the reader to refuse
+        manifest["environment"] = {"cudnn_version": None, "cublas_version": None, "power_limit_w": None,
+                                   "harness_digest": None, **environment}
+    manifest["schema_version"] = 4
     return {**documents, MANIFEST_FILE: manifest}
 
 

@@ -28,7 +28,7 @@ from attnwatch.history.contract.bundle import (
     file_envelope,
     to_json_dict,
 )
-from attnwatch.history.contract.bundle_upgrades import UPGRADERS, bundle_v2_to_v3
+from attnwatch.history.contract.bundle_upgrades import UPGRADERS, bundle_v2_to_v3, bundle_v3_to_v4
 from attnwatch.history.contract.checks import (
     build_dataclass,
     check_envelope,
@@ -129,4 +129,4 @@ def bundle_v1_to_v2(documents: dict[str, Any], directory: Path) -> dict[str, Any
             TIMINGS_FILE: {"schema": SCHEMA, "schema_version": 1, KEY: [json_ready(to_json_dict(t)) for t in timings]}}
 
 
-BUNDLE_UPGRADERS: dict[int, BundleUpgrader] = {1: bundle_v1_to_v2, 2: bundle_v2_to_v3}
+BUNDLE_UPGRADERS: dict[int, BundleUpgrader] = {1: bundle_v1_to_v2, 2: bundle_v2_to_v3, 3: bundle_v3_to_v4}

@@ -56,6 +56,11 @@ class NewAlert:
     pool: str | None = None  # the series' pool (history.contract.series_key); None for alerts from before it
     # "before -> after" when the step coincides with a kernel configuration change (migration 008)
     config_change: str | None = None
+    # What moved across the step (history/analysis/attribution.py, migration 015): "code",
+    # "configuration", "environment", "machine", several joined by " + ", "none (noise suspect)" or
+    # "unknown (no fingerprints recorded)"; and each change as JSON [{"part", "field", "before", "after"}].
+    attribution: str | None = None
+    attribution_changes: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -324,10 +329,10 @@ def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
         alert_id = _next_id(con, claims, "alerts", "alert_id")
         con.execute(
             "INSERT INTO alerts (alert_id, dedup_key, kind, metric, case_id, gpu_name, pool, run_id, commit_sha, "
-            "baseline_value, new_value, change_pct, detail, config_change) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "baseline_value, new_value, change_pct, detail, config_change, attribution, attribution_changes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [alert_id, a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.pool, a.run_id, a.commit_sha, a.baseline_value,
-             a.new_value, a.change_pct, a.detail[:MAX_NOTE], a.config_change],
+             a.new_value, a.change_pct, a.detail[:MAX_NOTE], a.config_change, a.attribution, a.attribution_changes],
         )
         _append_event(con, claims, alert_id, "opened", a.detail[:MAX_NOTE], actor)
         inserted.append(alert_id)

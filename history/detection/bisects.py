@@ -29,6 +29,8 @@ class AlertTarget:
     metric: str
     good_sha: str
     bad_sha: str
+    attribution: str | None = None  # what moved across the step (history/analysis/attribution.py)
+    attribution_changes: str | None = None
 
 
 def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
@@ -50,7 +52,31 @@ def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
     before = [c for c in commits[:step] if c and c != alert.commit_sha]
     if not before:
         raise AlertError(f"alert {alert_id}: no earlier run of {alert.case_id} to serve as the good revision")
-    return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha)
+    return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha,
+                       alert.attribution, alert.attribution_changes)
+
+
+def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, object]:
+    """case id -> the attribution (history.analysis.attribution) of its change from its newest
+    default-branch run at `good_sha` to its newest at `bad_sha`, for the cases the history has
+    both runs of; {} without a history."""
+    from attnwatch.history.detection.step_attribution import attribute_step
+    from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
+
+    if not exists(db_path):
+        return {}
+    found = {}
+    with open_read(db_path) as con:
+        for case_id in case_ids:
+            runs = dict(con.execute(
+                f"""SELECT u.commit_sha, arg_max(u.run_id, u.started_at) FROM results r JOIN series_runs u USING (run_id)
+                    WHERE r.case_id = ? AND u.branch = {DEFAULT_BRANCH_SQL} AND u.commit_sha IN (?, ?)
+                    GROUP BY u.commit_sha""", [case_id, good_sha, bad_sha]).fetchall())
+            if good_sha in runs and bad_sha in runs:
+                attribution = attribute_step(con, case_id, runs[good_sha], runs[bad_sha])
+                if attribution is not None:
+                    found[case_id] = attribution
+    return found
 
 
 def record_bisect(db_path: str | Path, alert_id: int, culprit_sha: str | None, result: str,

@@ -13,6 +13,9 @@ the step, so rescans add nothing new; a step that PELT re-places a run or two aw
 arrives is recognised as the same finding (`shift_tolerance`). A step whose runs before and
 after used different kernel configurations (results.kernel_config: an autotuner's pick) says so
 in its detail and in `config_change` ("before -> after"), apart from the commit it names.
+Every step alert is attributed (history/analysis/attribution.py): the run before the step and the
+run at it are compared for the variant's code fingerprint, the configuration, the environment and
+the machine, and the alert stores the attribution and each change (from -> to).
 
 Two hosts of one GPU model are two series unless their runners declared one pool: a constant
 offset between hosts is then neither a step nor noise. Thresholds stay per GPU model
@@ -29,7 +32,9 @@ from typing import Callable
 from attnwatch.history.detection.alerts import NewAlert
 from attnwatch.history.analysis.changepoints import significant_steps
 from attnwatch.history.analysis.thresholds import Thresholds
+from attnwatch.history.analysis.attribution import Attribution
 from attnwatch.history.analysis.kernel_config import change_text, segment_change
+from attnwatch.history.detection.step_attribution import attribute_step
 from attnwatch.history.store.settings import default_branch
 from attnwatch.history.analysis.case_rules import CaseRules
 from attnwatch.history.contract.series_key import series_order
@@ -84,7 +89,8 @@ def series_points(con, gpu: str | None, window: int) -> list[dict]:
     ))
 
 
-def _step_findings(rows: list[dict], th: Thresholds, known: set, report: ScanReport) -> None:
+def _step_findings(rows: list[dict], th: Thresholds, known: set, report: ScanReport,
+                   attribute: Callable[[str, str | None, str], Attribution | None] = lambda *_: None) -> None:
     case_id, gpu, pool = _series_key(rows[0])
     commits = [r["commit_sha"] for r in rows]
     for column, label in METRICS.items():
@@ -107,6 +113,8 @@ def _step_findings(rows: list[dict], th: Thresholds, known: set, report: ScanRep
             synthetic = " (synthetic data)" if row["synthetic"] else ""
             config = config_step(rows, points, step)
             config_note = f"; {change_text(*config)} (a configuration change)" if config else ""
+            before_run = rows[points[step.index - 1][0]]["run_id"] if step.index > 0 else None
+            attribution = attribute(case_id, before_run, row["run_id"])
             report.findings.append(NewAlert(
                 dedup_key=dedup_key("step", case_id, gpu or "", column, sha or "", pool or ""),
                 kind=kind, metric=column, case_id=case_id, gpu_name=gpu, pool=pool, run_id=row["run_id"], commit_sha=sha,
@@ -115,6 +123,8 @@ def _step_findings(rows: list[dict], th: Thresholds, known: set, report: ScanRep
                         f"{step.points_before} runs before, {step.after:.4g} over {step.points_after} runs after"
                         f"{config_note}{synthetic}"),
                 config_change=f"{config[0]} -> {config[1]}" if config else None,
+                attribution=attribution.label if attribution else None,
+                attribution_changes=attribution.changes_json() if attribution else None,
             ))
             known.add((case_id, gpu or "", pool or "", column, sha or ""))
 
@@ -182,7 +192,8 @@ def scan_history(con, thresholds_for: Callable[[str | None], Thresholds], *, gpu
             case_id = rows[start]["case_id"]
             th = cache[g]
             effect = rules.min_effect(case_id, g, th.min_effect)
-            _step_findings(rows[start:end], th if effect == th.min_effect else replace(th, min_effect=effect), known, report)
+            _step_findings(rows[start:end], th if effect == th.min_effect else replace(th, min_effect=effect), known, report,
+                           lambda case, before, after: attribute_step(con, case, before, after))
             start = end
     _correctness_findings(con, gpu, known, report)
     kept = [f for f in report.findings if not rules.ignored(f.case_id, f.gpu_name)]

@@ -2,7 +2,7 @@
 
 Pure conversion: no database access. Column names match history/migrations (001, 005 for
 the correctness check's margin, 012 for operators and gap_to_baseline, 014 for the optional
-packages' versions): every field of a record is a column, none is left out.
+packages' versions, 015 for the variants' fingerprints): every field of a record is a column, none is left out.
 """
 
 from __future__ import annotations
@@ -233,4 +233,8 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
         for k in b.ncu_kernels for name, value in sorted(k.metrics.items())
     ])
     tables["ncu_cases"] = rows_to_arrow([{"run_id": run_id, **_flat(c)} for c in b.ncu_cases])
+    tables["variant_fingerprints"] = rows_to_arrow(  # migration 015; none for a bundle before format 4
+        [{"run_id": run_id, "variant": name, "digest": f.digest, "code_digest": f.code, "unknown": f.unknown}
+         for name, f in sorted(b.manifest.fingerprints.items())],
+        {"digest": pa.string(), "code_digest": pa.string(), "unknown": pa.string()})
     return tables

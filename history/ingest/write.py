@@ -63,7 +63,8 @@ PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy
 # tens of seconds in DuckLake's own commit retries when many writers commit at once.
 LAKE_CONFLICT_DEADLINE_S = 300.0
 
-CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases")
+CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases",
+                "variant_fingerprints")
 
 COMMIT_COLUMNS = ("parent_sha", "message", "committed_at", "branch", "repo")  # besides sha
 

@@ -49,7 +49,7 @@ RUN_SCOPED_WITHOUT_KEY = ("samples",)
 EXPORT_ORDER = {"samples": ("run_id", "case_id", "sample_index")}
 # Parents first, so a partial view of the import order still makes sense.
 TABLE_ORDER = ("commits", "runs", "results", "samples", "correctness", "builds", "ncu_kernels",
-               "ncu_metrics", "ncu_cases", "alerts", "alert_events")
+               "ncu_metrics", "ncu_cases", "variant_fingerprints", "alerts", "alert_events")
 
 
 @dataclass

@@ -14,7 +14,10 @@ error and skipped, never fatal unless all fail. Under the CPU interpreter nothin
 first interpreter candidate is used.
 
 Choices are cached per exact problem (B, H, S, D, causal, dtype, device) for the process, so a
-suite that prepares the same case for several seeds tunes once. The whole trial list is
+suite that prepares the same case for several seeds tunes once, and a tuned pick is kept between
+processes (kernels/triton/choice_cache.py, keyed by GPU model, kernel fingerprint, Triton version
+and problem): the first process to tune a problem stores it and every later process and run
+reads it back (source "cached"); `ATTNWATCH_TRITON_RETUNE=1` tunes again and replaces it. The whole trial list is
 returned so that a run records not just the winner but what it beat, and by how much.
 """
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from . import choice_cache
 from .choices import ChoiceTable, load_choices, problem_id
 from .configs import BlockConfig, ConfigTable, load_table, runs_exactly
 from .fa2_fwd import make_launcher
@@ -44,6 +48,8 @@ class Trial:
 SOURCES = {
     "table": "recorded for this GPU model and problem in choices.toml",
     "tuned": "timed in this process: the table has no entry for this GPU and problem",
+    "cached": "tuned once by an earlier process on this GPU model, kernel and Triton version, read from the "
+              "shared choice cache (kernels/triton/choice_cache.py)",
     "fixed": "the only candidate (or the interpreter's): nothing to choose",
 }
 
@@ -84,12 +90,12 @@ def forget_choices() -> None:
     """Drop this process's choices: the next `choose` of each problem decides again.
 
     A recorded choice (choices.toml) comes back the same, so both sides of a compare run the
-    same configuration every round. For a problem the table lacks, the compare
-    (ci/engine/rounds.py) re-tunes every round: where two candidates are near a tie, the
-    fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
-    triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047). Chosen once per worker, that
-    flip is a constant difference between the sides that no round can show; chosen every
-    round, it is round-to-round noise the interval includes."""
+    same configuration every round. For a problem the table lacks, the next `choose` reads the
+    shared choice cache (kernels/triton/choice_cache.py): where two candidates are near a tie,
+    the fastest differs between processes (on the H200, 2026-11-23, a warm worker per side read
+    triton_fa2 5% apart in A/A compares: 0.945, 1.050, 1.047), so both sides of a compare whose
+    kernel is unchanged run the one pick stored for that problem, in every round; it is tuned
+    (and stored) only where no trusted entry exists."""
     _CACHE.clear()
 
 
@@ -141,8 +147,33 @@ def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None,
         if interpreting() or len(found) == 1:
             choice = Choice(found[0], tuned=False, source="fixed")
         else:
-            choice = time_candidates(q, k, v, out, causal, found, table.tie_margin)
+            choice = shared_choice(q, k, v, out, causal, found, table, gpu)
     _CACHE[key] = choice
+    return choice
+
+
+def shared_choice(q, k, v, out, causal: bool, found: list[BlockConfig], table: ConfigTable, gpu: str | None) -> Choice:
+    """A problem the table lacks: the shared cache's pick where it holds a trusted one (source
+    "cached"), else timed here and stored for every later process (source "tuned"). With no GPU
+    model to key by, timed and not shared."""
+    if gpu is None:
+        return time_candidates(q, k, v, out, causal, found, table.tie_margin)
+    b, h, s, d = q.shape
+    key = choice_cache.choice_key(gpu, problem_id(b, h, s, d), dtype_name(q), causal)
+    retune = choice_cache.retune_requested()
+    entry = None if retune else choice_cache.load(key, table, s)
+    if entry is not None:
+        return Choice(table.configs[entry["config"]], tuned=False, source="cached")
+    choice = time_candidates(q, k, v, out, causal, found, table.tie_margin)
+    trials = [t.__dict__ for t in choice.trials]
+    if retune:
+        choice_cache.replace(key, choice.config.name, trials)
+        return choice
+    choice_cache.store(key, choice.config.name, trials)
+    stood = choice_cache.load(key, table, s)
+    if stood is not None and stood["config"] != choice.config.name:
+        # another process stored its pick first: run that one, as every later process will
+        return Choice(table.configs[stood["config"]], tuned=False, trials=choice.trials, source="cached")
     return choice
 
 
