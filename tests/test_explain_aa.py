@@ -161,7 +161,7 @@ def test_one_pairs_spread_does_not_narrow_a_band(fixtures_dir, default_runs):
 
 def test_a_tiny_noisy_counter_does_not_blind_its_rule(default_runs):
     """triton_fa2 b4_h16_s1k non-causal: DRAM writes of a few KB moved 888% between the two
-    profiles, reads 0.1%. The DRAM rule's signal is reads + writes, so its band is the signal's
+    profiles, reads under 0.01%. The DRAM rule's signal is reads + writes, so its band is the signal's
     (noise_bands.NoiseBands.band), not the writes' 27-fold band: 20% more bytes read fires."""
     cid = "triton_fa2/b4_h16_s1k/fp16/noncausal"
     base = combine_kernels(k.metrics for k in default_runs[0][cid])
