@@ -8,7 +8,6 @@ product's own raw-page profile of the same 16 cases, twice: the noisy counters' 
 
 from __future__ import annotations
 
-import gzip
 from collections import defaultdict
 
 import pytest
@@ -16,10 +15,11 @@ import pytest
 from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.analysis import exact_counters
 from attnwatch.history.analysis.exact_counters import INSTRUCTIONS, PER_OPCODE, compare_exact, exact_of
-from attnwatch.history.analysis.kernel_launches import Launch, launch_counters, short_kernel_name
-from attnwatch.history.analysis.ncu_explain import DURATION, UNEXPLAINED, combine_kernels, explain
+from attnwatch.history.analysis.kernel_launches import short_kernel_name
+from attnwatch.history.analysis.ncu_explain import UNEXPLAINED, combine_kernels, explain
 from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands, spreads
 from attnwatch.history.contract.ncu_csv import read_table
+from ncu_recordings import kernels_by_case, launches as _launches, recorded_text
 
 CASES = 16
 # Every exact counter the A/A collected (exact_counters.toml); launch__stack_size was not asked for.
@@ -29,11 +29,7 @@ COLLECTED = {INSTRUCTIONS, "launch__block_size", "launch__grid_size", "launch__r
 
 
 def _text(fixtures_dir, name: str) -> str:
-    return gzip.decompress((fixtures_dir / "ncu" / name).read_bytes()).decode("utf-8")
-
-
-def _parsed(fixtures_dir, name: str):
-    return parse_ncu_csv(name, text=_text(fixtures_dir, name))
+    return recorded_text(fixtures_dir / "ncu" / name)
 
 
 def _by_case(kernels) -> dict[str, list]:
@@ -43,18 +39,15 @@ def _by_case(kernels) -> dict[str, list]:
     return dict(out)
 
 
-def _launches(kernels) -> list[Launch]:
-    return [Launch(k.kernel_name, k.metrics.get(DURATION), launch_counters(k.metrics)) for k in kernels]
-
-
 @pytest.fixture(scope="module")
 def exact_runs(fixtures_dir):
-    return [_parsed(fixtures_dir, f"h200_aa_exact_run{i}.csv.gz").kernels for i in (1, 2)]
+    return [parse_ncu_csv(name, text=_text(fixtures_dir, name)).kernels
+            for name in (f"h200_aa_exact_run{i}.csv.gz" for i in (1, 2))]
 
 
 @pytest.fixture(scope="module")
 def default_runs(fixtures_dir):
-    return [_by_case(_parsed(fixtures_dir, f"h200_aa_default_run{i}.csv.gz").kernels) for i in (1, 2)]
+    return [kernels_by_case(fixtures_dir / "ncu" / f"h200_aa_default_run{i}.csv.gz") for i in (1, 2)]
 
 
 def test_the_values_form_is_read_as_totals_and_no_opcode_is_named(exact_runs):
@@ -149,7 +142,7 @@ def test_one_pairs_spread_does_not_narrow_a_band(fixtures_dir, default_runs):
     l2 = "lts__t_bytes.sum"
     bands = load_bands()
     assert bands.case[(cid, l2)][0] < 0.004
-    older = [_by_case(parse_ncu_csv(fixtures_dir / "ncu" / name).kernels)[cid]
+    older = [kernels_by_case(fixtures_dir / "ncu" / name)[cid]
              for name in ("h200_raw_pr_default.csv", "h200_raw_cuda_wmma_repeat.csv")]
     base, head = (combine_kernels(k.metrics for k in side) for side in older)
     assert abs(head[l2] / base[l2] - 1) > 0.015  # the older pair's move: 5 times the newer's

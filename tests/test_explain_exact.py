@@ -7,7 +7,6 @@ both. Planted changes edit a real kernel's counters the way a one-line change mo
 
 from __future__ import annotations
 
-from collections import defaultdict
 
 import pytest
 
@@ -22,20 +21,10 @@ from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands, sprea
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.analysis.tiers import tier
 from compare_factory import make_rounds
+from ncu_recordings import kernels_by_case as _kernels, launches as _launches
 
 CASE = "cuda_wmma/b4_h16_s1k/fp16/noncausal"
 BARRIER = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
-
-
-def _kernels(path) -> dict[str, list]:
-    out = defaultdict(list)
-    for kernel in parse_ncu_csv(path).kernels:
-        out[kernel.nvtx_range].append(kernel)
-    return dict(out)
-
-
-def _launches(kernels) -> list[Launch]:
-    return [Launch(k.kernel_name, k.metrics.get(DURATION), launch_counters(k.metrics)) for k in kernels]
 
 
 @pytest.fixture(scope="module")
