@@ -7,7 +7,12 @@ What real ncu output contains, and how each is handled (H200 recordings in tests
 - thousands separators in numbers ("43,680", "1,980,000"); "n/a" for values it could not read;
 - kernel names with long templates, commas and quotes (CSV-quoted);
 - the NVTX push/pop range that was open when the kernel ran, e.g.
-  `743  "<default domain>:sdpa:none:none:none:none:none:none" `, which attributes kernels to cases.
+  `743  "<default domain>:sdpa:none:none:none:none:none:none" `, which attributes kernels to cases;
+- under `--print-metric-instances values` (the H200 A/A of 2026-12-05, tests/data/ncu), a cell
+  `total (v1; v2; ...)`: the launch resources print `128 (128)`, read as their total, and the
+  per-opcode counts print their values WITHOUT the opcode names: the total instruction count is
+  still read from `smsp__inst_executed.sum`, the per-opcode breakdown is listed as missing
+  (no names are made up for the values).
 
 Values are normalised to base units (ns, byte, hz, ...) whatever `--print-units` was.
 
@@ -77,6 +82,17 @@ def parse_number(text: str) -> float | None:
     if cleaned in ("", "n/a", "N/A", "nan"):
         return None
     return float(cleaned)
+
+
+# `--print-metric-instances values`: the total, then the instances' values in parentheses.
+_VALUES_FORM = re.compile(r"^\s*(-?[0-9][0-9,]*(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)\s*\([^()]*\)\s*$")
+
+
+def parse_cell(text: str) -> float | None:
+    """A metric's cell: a number (parse_number), or the `total (v1; v2)` form instanced values
+    print in, read as its total."""
+    matched = _VALUES_FORM.match(text)
+    return parse_number(matched.group(1) if matched else text)
 
 
 def to_base_unit(value: float, unit: str) -> float:
@@ -175,14 +191,14 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
             if name in instanced:
                 try:
                     values = parse_instances(row[col])
-                except ValueError as exc:
-                    raise NcuParseError(path, f"{table.place(index)}, column {name}", str(exc)) from None
+                except ValueError:
+                    values = {}  # the values form: counts without opcode names (module doc)
                 kernel.metrics.update({f"{name}{INSTANCE_SEPARATOR}{key}": v for key, v in values.items()})
                 if not values:
                     kernel.missing.append(name)
                 continue
             try:
-                value = parse_number(row[col])
+                value = parse_cell(row[col])
             except ValueError:
                 raise NcuParseError(path, f"{table.place(index)}, column {name}", f"not a number: {row[col]!r}") from None
             if value is None:
@@ -204,6 +220,9 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
     nvtx_col = _nvtx_column(header)
     optional = {name: header.index(name) for name in ("Block Size", "Grid Size") if name in header}
     by_details_name = {spec.details: spec.metric for spec in metric_specs() if spec.details}
+    # a `--metrics` profile's rows name the metrics themselves (section "Command line profiler metrics")
+    by_details_name.update({spec.metric: spec.metric for spec in metric_specs() if not spec.instanced})
+    instanced = {spec.metric for spec in metric_specs() if spec.instanced}
     kernels: dict[int, ParsedKernel] = {}
     for row in table.rows:
         launch_id = int(row[cols["ID"]])
@@ -220,8 +239,15 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
         metric_name = row[cols["Metric Name"]]
         if not metric_name:
             continue  # a rule's advice row, not a measurement
+        if metric_name in instanced:
+            try:
+                kernel.metrics.update({f"{metric_name}{INSTANCE_SEPARATOR}{key}": v
+                                       for key, v in parse_instances(row[cols["Metric Value"]]).items()})
+            except ValueError:
+                pass  # the values form: counts without opcode names, so no per-opcode counters (module doc)
+            continue
         try:
-            value = parse_number(row[cols["Metric Value"]])
+            value = parse_cell(row[cols["Metric Value"]])
         except ValueError:
             continue  # textual values ("PolicySpread", "all") are descriptions, not metrics
         if value is None:

@@ -160,7 +160,7 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         change = _move(rule.counters, base, head, rule.floor)
         if change is None:
             continue
-        width, source = _width(rule, bands, case_id, measured_noise)
+        width, source = _width(rule, bands, case_id, measured_noise, base)
         if width == EXACT_WIDTH:  # any move in the explaining direction; scored on the threshold's scale for ranking
             score = _score(change, rule.direction, rule.threshold, slower)
             if score <= 0:
@@ -233,11 +233,11 @@ def _kind(rules: tuple[Rule, ...], name: str) -> str:
 
 
 def _width(rule: Rule, bands: NoiseBands, case_id: str | None,
-           measured: Mapping[str, float] | None) -> tuple[float, str]:
+           measured: Mapping[str, float] | None, base: Mapping[str, float]) -> tuple[float, str]:
     """The rule's band: measured noise its band; exact counters none (EXACT_WIDTH); else the threshold.
     A counter exact per kernel but noisy over some kernels (the instruction count: cuBLAS's
     kernels are not exact, exact_counters.toml) has a band, which is used."""
-    band = bands.band(rule.counters, case_id, measured)
+    band = bands.band(rule.counters, case_id, measured, base, rule.floor)
     if band is not None and band.width > 0:
         return band.width, band.source
     if all(c == KERNELS or exact_counter(c) is not None for c in rule.counters):

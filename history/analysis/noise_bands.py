@@ -9,6 +9,13 @@ scripts/explain_check.py's A/A, or `measured` passed in when a compare profiled 
 else the counter's spread over the pr set. A counter with neither has no band; the rule then
 falls back to its fixed threshold, and the evidence says so.
 
+A case's own spread can widen its band, never narrow it below the counter's: one pair of
+profiles is a poor estimate of a case's noise. For normal noise the ratio of two independent
+differences is folded-Cauchy, so the next difference exceeds 3 times the first with probability
+(2/pi)·atan(1/3) = 20%; on the H200 the L2 bytes of cuda_wmma/h100_small/fp16/noncausal moved
+0.34% between the two profiles of 2026-12-05 and 1.95% between the two of 2026-11-26
+(tests/data/ncu).
+
 `spreads` computes the spreads from repeated profiles (the largest |a - b| / |a| over the
 pairs), the same statistic the file records.
 """
@@ -41,9 +48,17 @@ class NoiseBands:
     case_floor: float = 0.01
 
     def band(self, counters: Sequence[str], case_id: str | None = None,
-             measured: Mapping[str, float] | None = None) -> Band | None:
-        """The widest band of `counters` (a rule's signal adds them), or None when one has none.
-        `measured`: this case's own spreads, measured now (a side profiled twice)."""
+             measured: Mapping[str, float] | None = None, base: Mapping[str, float] | None = None,
+             floor: float = 0.0) -> Band | None:
+        """The band of a rule's signal, the sum of `counters`, or None when one has none.
+        `measured`: this case's own spreads, measured now (a side profiled twice).
+
+        With the base's values (`base`, and the rule's `floor` the move is taken against), the
+        band is the signal's: a sum moves by at most the sum of its counters' moves, so its
+        relative band is sum(width_i * |b_i|) / max(sum |b_i|, floor) (the triangle
+        inequality), and a counter that is noisy only because it is tiny (DRAM writes of a few
+        KB moved 888% between two profiles of triton_fa2 on the H200) does not blind the rule
+        to its large partner. Without them, the widest counter's band."""
         widths, sources = [], []
         for name in counters:
             if measured and name in measured:
@@ -56,11 +71,20 @@ class NoiseBands:
                 width = spread * self.counter_margin
             else:
                 return None
+            if name in self.counter and width < self.counter[name][0] * self.counter_margin:
+                # one pair's spread may widen a case's band, never narrow it (module doc)
+                spread, source = self.counter[name]
+                width = spread * self.counter_margin
             widths.append(width)
             sources.append(source)
         if not widths:
             return None
-        return Band(max(widths), "; ".join(dict.fromkeys(sources)))
+        values = [abs(base[name]) if base is not None and _finite(base.get(name)) else None for name in counters]
+        if len(widths) > 1 and None not in values and max(sum(values), floor) > 0:
+            width = sum(w * v for w, v in zip(widths, values)) / max(sum(values), floor)
+        else:
+            width = max(widths)
+        return Band(width, "; ".join(dict.fromkeys(sources)))
 
 
 class BandsError(ValueError):
