@@ -332,7 +332,7 @@ def latency_floor_us() -> float:
 def require_latency(value: float | None, path: Path | str, where: str) -> None:
     """A per-call latency (µs), or None: at least the floor (zero, negative, subnormal refused)."""
     if value is not None and not value >= latency_floor_us():
-        raise BundleError(path, where, f"{value!r} µs is not a latency: below {latency_floor_us():g} µs "
+        raise BundleError(path, where, f"{value!r} us is not a latency: below {latency_floor_us():g} us "
                                        f"(history/contract/limits.toml says why)")
 
 

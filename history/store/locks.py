@@ -11,7 +11,8 @@ second `migrate` beside another used to give up after a fixed 10 s read wait.
 When a wait runs out the message says what holds the lock: DuckDB's lock error names the
 holder's process id (`Conflicting lock is held in /usr/bin/python3 (PID 4242)`), else the
 kernel's table of file locks (/proc/locks) does; the process is then described by its command
-line (/proc/PID/cmdline, the program by its base name, cut to CMDLINE_CHARS characters).
+line (/proc/PID/cmdline, the program by its base name, ASCII with other characters escaped, cut
+to CMDLINE_CHARS characters).
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def holder(error_text: str, path: Path | str | None = None) -> str | None:
 
 
 def command_line(pid: int) -> str | None:
-    """`pid`'s command line as a user would type it, its program by base name, printable only,
+    """`pid`'s command line as a user would type it, its program by base name, printable ASCII only,
     cut to CMDLINE_CHARS; None when it cannot be read (gone, another user's, not Linux)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -81,8 +82,8 @@ def command_line(pid: int) -> str | None:
     if not args:
         return None
     args[0] = os.path.basename(args[0])
-    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in shlex.join(args))
-    return text if len(text) <= CMDLINE_CHARS else text[:CMDLINE_CHARS - 1] + "…"
+    text = "".join(ch if ch.isascii() and ch.isprintable() else ascii(ch)[1:-1] for ch in shlex.join(args))
+    return text if len(text) <= CMDLINE_CHARS else text[:CMDLINE_CHARS - 3] + "..."
 
 
 def _lock_owner(path: Path | str | None) -> int | None:
