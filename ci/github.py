@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from attnwatch.ci.errors import UserError
+from attnwatch.history.contract import json_limits
+from attnwatch.history.errors import BundleError
 
 DEFAULT_API_URL = "https://api.github.com"
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
@@ -125,8 +127,7 @@ class GitHubClient:
                     continue
                 raise GitHubError(self._scrub(f"{method} {urllib.parse.urlsplit(url).path}: no response: {exc}")) from None
             if status < 400:
-                payload = json.loads(raw.decode("utf-8")) if raw.strip() else None
-                return Response(status, headers, payload)
+                return Response(status, headers, _payload(raw, method, url))
             wait = self._retry_wait(status, headers, attempt)
             if wait is not None and attempt < self.max_retries:
                 if wait > self.max_wait_s:
@@ -207,6 +208,19 @@ def _heads_at(pulls: list, sha: str) -> list[int]:
     return sorted({p["number"] for p in pulls
                    if isinstance(p, dict) and isinstance(p.get("number"), int) and p.get("state", "open") == "open"
                    and isinstance(p.get("head"), dict) and p["head"].get("sha") == sha})
+
+
+def _payload(raw: bytes, method: str, url: str) -> Any:
+    """An answer's JSON, read by the strict reader (history.contract.json_limits); GitHubError if it is none."""
+    if not raw.strip():
+        return None
+    where = f"{method} {urllib.parse.urlsplit(url).path}"
+    try:
+        return json_limits.loads(raw.decode("utf-8"), where)
+    except BundleError as exc:
+        raise GitHubError(f"{where}: the answer is not JSON attnwatch reads: {exc.field}: {exc.message}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GitHubError(f"{where}: the answer is not JSON: {exc}") from None
 
 
 def _message(raw: bytes) -> str:

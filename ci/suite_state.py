@@ -17,7 +17,6 @@ it only the header is read (machine_info, commit_info, version), if the child li
 
 from __future__ import annotations
 
-import json
 import signal
 from dataclasses import asdict
 from pathlib import Path
@@ -28,6 +27,8 @@ from attnwatch.ci.case_records import LOST_STATUSES, CaseRecords, checked_outcom
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.records import failed_build
 from attnwatch.history.contract.bundle import CaseOutcome
+from attnwatch.history.contract.checks import read_json_file
+from attnwatch.history.errors import BundleError
 
 
 def describe_exit(rc: int | None) -> str:
@@ -194,8 +195,8 @@ def _benchmark_header(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        data, _ = read_json_file(path, allow_constants=True)  # pytest-benchmark's file: it writes NaN/Infinity
+    except (OSError, BundleError):
         return {}
     if not isinstance(data, dict):
         return {}

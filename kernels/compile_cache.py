@@ -132,7 +132,7 @@ class CompileCache:
                 return None
         try:
             meta = json.loads(meta_path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: nested past the parser's stack
             return None  # a metadata file we cannot read is a miss; the rebuild replaces it
         recorded = meta.get(DIGEST_FIELD) if isinstance(meta, dict) else None
         if not isinstance(recorded, str):

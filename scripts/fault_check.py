@@ -337,9 +337,10 @@ class Battery:
             holder.kill()
             holder.wait()
         failure = self.held(db, {RUNS[0]}, 1, result, must_fail=True)
-        # (`attnwatch sql` names the history by its file name alone: history.sql.guard.public_text)
-        if failure is None and (db.name not in result.stderr or "busy" not in result.stderr):
-            failure = f"{trial(db)}: the error does not name the history and say it is busy: {result.stderr.strip()}"
+        if failure is None and (str(db) not in result.stderr or "busy" not in result.stderr
+                                or f"held by process {holder.pid} (python" not in result.stderr):
+            failure = (f"{trial(db)}: the error does not name the history in full, say it is busy and name the "
+                       f"process holding it: {result.stderr.strip()}")
         tally.add(failure)
 
     def concurrent(self, tally: Tally, trials: int) -> None:

@@ -76,10 +76,10 @@ def test_migrate_command_checks_then_applies(tmp_path, db_path, capsys):
     assert cli_main(["migrate", "--check"]) == 1
     assert f"schema 2, this attnwatch {LATEST} (behind: {LATEST - 2} migration(s) pending)" in capsys.readouterr().out
     assert cli_main(["migrate"]) == 0
-    assert f"schema 2 -> {LATEST} (applied 003" in capsys.readouterr().out
+    assert f"{db_path}: found at schema 2, left at schema {LATEST} (applied 003" in capsys.readouterr().out
     assert cli_main(["migrate", "--check"]) == 0
     assert cli_main(["migrate"]) == 0
-    assert f"already at schema {LATEST}" in capsys.readouterr().out
+    assert f"found at schema {LATEST}, left at schema {LATEST} (nothing to apply)" in capsys.readouterr().out
 
 
 def test_migrate_command_on_a_missing_history_fails_clearly(tmp_path, capsys):

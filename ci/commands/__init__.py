@@ -2,6 +2,8 @@
 
 
 def add_lock_timeout(parser) -> None:
-    """`--lock-timeout`: how long a writing command waits for another writer (history.store.db.open_write)."""
-    parser.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="how long to wait for another writer to release the history (default 60)")
+    """`--lock-timeout`: how long a writing command waits for another process to release the history
+    (history.store.db.open_write); None: the setting ATTNWATCH_LOCK_WAIT_S (history.store.locks)."""
+    parser.add_argument("--lock-timeout", type=float, default=None, metavar="SECONDS",
+                        help="how long to wait for another process to release the history "
+                        "(default: $ATTNWATCH_LOCK_WAIT_S, else 60)")

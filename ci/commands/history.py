@@ -10,8 +10,9 @@ $ATTNWATCH_LAKE_DATA). The copy goes through the Parquet export format (history.
 it merges into a destination that already has runs; afterwards every table's row count and
 checksum are compared, and any difference is an error (exit 2) that names the table.
 
-`recover` makes a history file whose write-ahead log DuckDB cannot replay open again, keeping
-every committed run it can and a backup of what it found (history.store.recover):
+`recover` folds a history file's write-ahead log into the file (one DuckDB cannot replay when
+opening, or a damaged one), keeping a backup of what it found, and says which of the log's
+transactions were replayed and which were not; it exits 1 when any was not (history.store.recover):
 
     attnwatch --db ~/.local/share/attnwatch/history.duckdb history recover
 
@@ -43,9 +44,10 @@ def register(subparsers) -> None:
     c.set_defaults(func=_copy)
     r = sub.add_parser(
         "recover", help="make the --db history file open again when DuckDB cannot replay its write-ahead log",
-        description="Back up the --db file and its write-ahead log, replay the log through an attached "
-        "database and checkpoint it into the file (or, if that fails too, set the log aside), then report "
-        "what the file holds. Nothing is deleted.",
+        description="Back up the --db file and its write-ahead log, replay the log's committed transactions "
+        "through an attached database and checkpoint them into the file (a damaged or unreadable part is set "
+        "aside), then report which transactions were replayed, which were not, and what the file holds. Exits 1 "
+        "when any part of the log was not replayed. Nothing is deleted.",
     )
     r.set_defaults(func=_recover)
     b = sub.add_parser(
@@ -102,7 +104,7 @@ def _recover(args) -> int:
     report = recover(args.db)
     for line in report.lines():
         print(line)
-    return 0 if report.replayed or report.backup is None else 1
+    return 0 if report.complete else 1
 
 
 def _maintain(args) -> int:

@@ -26,7 +26,7 @@ def register(subparsers) -> None:
 
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
-    from attnwatch.history.store.db import exists, open_write, schema_version, upgrade
+    from attnwatch.history.store.db import exists, migrate_history, open_write, schema_version
     from attnwatch.history.store.location import parse_location
     from attnwatch.history.store.migrations import code_schema_version
 
@@ -36,14 +36,23 @@ def _run(args) -> int:
             pass
         print(f"{location.label}: created a lake at schema {code_schema_version()} (data under {location.data_path})")
         return 0
-    before, code = schema_version(args.db)
     if args.check:
+        before, code = schema_version(args.db, deadline_s=args.lock_timeout)
         state = "current" if before == code else f"behind: {code - before} migration(s) pending"
-        print(f"{args.db}: schema {before}, this attnwatch {code} ({state})")
+        print(f"{location.label}: schema {before}, this attnwatch {code} ({state})")
         return 0 if before == code else 1
-    applied = upgrade(args.db, deadline_s=args.lock_timeout)
-    if applied:
-        print(f"{args.db}: schema {before} -> {applied[-1]} (applied {', '.join(f'{v:03d}' for v in applied)})")
-    else:
-        print(f"{args.db}: already at schema {before}")
+    print(report_line(location.label, migrate_history(args.db, deadline_s=args.lock_timeout)))
     return 0
+
+
+def report_line(label: str, report) -> str:
+    """What one migrate did, from what it found to what it left (history.store.db.MigrationReport)."""
+    line = f"{label}: found at schema {report.found}, left at schema {report.left}"
+    if report.applied:
+        line += f" (applied {', '.join(f'{v:03d}' for v in report.applied)})"
+    else:
+        line += " (nothing to apply)"
+    if report.seen != report.found:
+        line += (f"; it was at schema {report.seen} when this migrate began: another process migrated it "
+                 f"to {report.found} while this one waited for it")
+    return line

@@ -79,7 +79,7 @@ def _run(args) -> int:
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs --output FILE")
     result = run_user_query(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
-                            max_bytes=args.max_bytes)
+                            max_bytes=args.max_bytes, public=False)  # the user named the history: its full path
     frame = result.frame
     try:
         if args.format == "table":

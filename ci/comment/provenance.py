@@ -36,6 +36,8 @@ from typing import Any
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.github import GitHubClient
 from attnwatch.ci.pr_runs import SourceRun
+from attnwatch.history.contract.checks import read_json_file
+from attnwatch.history.errors import BundleError
 
 WORKFLOW_PATH = ".github/workflows/gpu-bench.yml"
 DISPATCH_TITLE = re.compile(r"^gpu-bench compare: PR #([1-9][0-9]{0,9}) at ([0-9a-f]{40})$")
@@ -68,8 +70,10 @@ def load_event(path: str | Path) -> dict:
     try:
         if path.stat().st_size > MAX_EVENT_BYTES:
             raise Refused(f"{path}: larger than a GitHub event can be")
-        event = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        event, _ = read_json_file(path, MAX_EVENT_BYTES)  # the strict reader (history.contract.json_limits)
+    except BundleError as exc:
+        raise Refused(f"not a readable event payload: {exc}") from None
+    except OSError as exc:
         raise Refused(f"{path}: not a readable event payload ({exc})") from None
     if not isinstance(event, dict) or not isinstance(event.get("workflow_run"), dict):
         raise Refused(f"{path}: not a workflow_run event (no 'workflow_run' object)")

@@ -300,7 +300,7 @@ class CompareReport:
     confidence: float
     min_effect: float
     shape_set: str
-    created_at: str
+    created_at: str = rule(timestamp=True)  # ISO 8601 with its UTC offset (history.contract.checks.parse_utc)
     cases: list[CaseComparison] = rule(max_items=MAX_CASES)
     base_ref: str = ""
     head_ref: str = ""

@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from attnwatch.ci.fingerprint.sources import module_closure, rules
+from attnwatch.history.contract.checks import read_json_file
+from attnwatch.history.errors import BundleError
 
 LIBRARY_FIELDS = ("python_version", "torch_version", "triton_version", "cuda_version", "cupy_version",
                   "nvcc_version", "driver_version", "gpu_name", "device_kind", "packages")
@@ -95,8 +97,8 @@ def binary_digests(builds: list[dict], cache_dir: Path | None = None) -> dict[st
     found = {}
     for key in sorted({b["source_hash"] for b in builds if b.get("ok") and b.get("source_hash")}):
         try:
-            meta = json.loads((root / f"{key}.json").read_text())
-        except (OSError, ValueError):
+            meta, _ = read_json_file(root / f"{key}.json")  # the strict reader (history.contract.json_limits)
+        except (OSError, BundleError):
             return None
         digest = meta.get(DIGEST_FIELD) if isinstance(meta, dict) else None
         if not isinstance(digest, str):

@@ -163,8 +163,8 @@ class Manifest:
     repo: str
     commit_sha: str
     trigger: str
-    started_at: str  # ISO 8601, UTC
-    finished_at: str
+    started_at: str = rule(timestamp=True)  # ISO 8601 with its UTC offset (checks.parse_utc); stored as UTC
+    finished_at: str = rule(timestamp=True)
     runner: str
     shape_set: str
     status: str
@@ -173,7 +173,7 @@ class Manifest:
     branch: str | None = None
     pr_number: int | None = None
     commit_message: str | None = None
-    commit_date: str | None = None
+    commit_date: str | None = rule(None, timestamp=True)
     dirty: bool = False
     synthetic: bool = False  # generated data (scale tests), never a measurement
     notes: str = ""

@@ -3,8 +3,9 @@
 Every producer writes through here: `attnwatch run` and `attnwatch compare` (ci.bundle_writer
 assembles their records), the ncu pass and the tests' factory. Before any file is written, each
 document is encoded as it will be stored, parsed back from those bytes and checked by the
-reader's own checks (history.contract.validate.check_documents: every field, the manifest's rules, the
-files' agreement), so a bundle the reader would refuse fails at the producer, with the file and
+reader's own checks (the strict JSON reader of history.contract.json_limits, then
+history.contract.validate.check_documents: every field, the latency floor, the timestamp rule, the
+manifest's rules, the files' agreement), so a bundle the reader would refuse fails at the producer, with the file and
 field named, never later at ingest: a writer and a reader of one contract cannot disagree.
 
 Files are written to a hidden temporary name and renamed, so a reader never sees half a
@@ -51,7 +52,7 @@ from attnwatch.history.contract.checks import (
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.ncu_csv import check_bundle_csv
 from attnwatch.history.contract.timings import timings_document
-from attnwatch.history.contract.validate import check_documents, read_documents
+from attnwatch.history.contract.validate import allows_constants, check_documents, read_documents
 
 NOTES_LIMIT = 4000  # characters of a manifest's notes
 
@@ -151,7 +152,8 @@ def _checked_bytes(out: Path, documents: dict[str, Any], ncu: NcuFiles | None, s
     """Each document's bytes as they will be stored, after the bundle they make (with the
     `stored` files it keeps) passed the reader's checks on those very bytes."""
     encoded = {name: _encode(out / name, document) for name, document in documents.items()}
-    parsed = {**stored, **{name: parse_json_bytes(data, out / name) for name, data in encoded.items()}}
+    parsed = {**stored, **{name: parse_json_bytes(data, out / name, allow_constants=allows_constants(name))
+                           for name, data in encoded.items()}}
     if _raw_csv_file(ncu):
         encoded[NCU_RAW_FILE] = ncu.raw_csv.encode("utf-8")
         parsed[NCU_RAW_FILE] = ncu.raw_csv

@@ -46,6 +46,7 @@ class FieldRule:
     max_len: int | None = None  # longest string (overrides the document's TextRule)
     max_items: int | None = None  # longest list, largest dict
     name: str | None = None  # a series-key name: history.contract.names' kind (NAME, CASE_ID) its text must fit
+    timestamp: bool = False  # an ISO 8601 date-time with its UTC offset (parse_utc's rule)
 
 
 @dataclass(frozen=True)
@@ -65,17 +66,18 @@ def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclass
     return dataclasses.field(default=default, default_factory=default_factory, metadata={RULE_KEY: FieldRule(**checks)})
 
 
-def read_json_file(path: Path, max_bytes: int | None = None, strict: bool = False) -> tuple[Any, bytes]:
-    """Parse a JSON file after checking its name, size (before reading) and encoding.
+def read_json_file(path: Path, max_bytes: int | None = None, allow_constants: bool = False) -> tuple[Any, bytes]:
+    """Parse a JSON file after checking its name, size (before reading) and encoding, with the
+    strict reader (history.contract.json_limits: duplicate keys, depth, integer and float range).
 
-    `strict`: refuse NaN/Infinity at parse time (JSON has none; pytest-benchmark writes them,
-    so bundles catch them per field instead). Returns (parsed, raw bytes); the bytes feed the
-    content hash.
+    `allow_constants`: accept NaN/Infinity, which JSON has not, for pytest-benchmark's files (it
+    writes them; their fields are checked one by one). Returns (parsed, raw bytes); the bytes
+    feed the content hash.
     """
     path = Path(path)
     check_utf8_name(path)
     if path.is_symlink():
-        raise BundleError(path, "file", "is a symbolic link; bundles hold plain files only")
+        raise BundleError(path, "file", "is a symbolic link; refused (it would have this read whatever the link names)")
     if not path.exists():
         raise BundleError(path, "file", "not found")
     if not path.is_file():
@@ -85,12 +87,12 @@ def read_json_file(path: Path, max_bytes: int | None = None, strict: bool = Fals
     if size > max_bytes:
         raise BundleError(path, "size", f"{size} bytes is over the {max_bytes}-byte limit; refused unread")
     raw = path.read_bytes()
-    return parse_json_bytes(raw, path, max_bytes, strict), raw
+    return parse_json_bytes(raw, path, max_bytes, allow_constants), raw
 
 
-def parse_json_bytes(raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYTES, strict: bool = False) -> Any:
+def parse_json_bytes(raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYTES, allow_constants: bool = False) -> Any:
     """The JSON document of a file's bytes, checked as read_json_file checks a file's (size,
-    UTF-8, nesting); also what a writer parses back before it writes those bytes."""
+    UTF-8, the strict reader); also what a writer parses back before it writes those bytes."""
     if len(raw) > max_bytes:
         raise BundleError(path, "size", f"{len(raw)} bytes is over the {max_bytes}-byte limit")
     try:
@@ -98,20 +100,10 @@ def parse_json_bytes(raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYT
     except UnicodeDecodeError as exc:
         raise BundleError(path, "encoding", f"not UTF-8 (byte {exc.start}): {exc.reason}") from None
     try:
-        return json_limits.loads(text, path, parse_constant=_refuse_constant if strict else None)
-    except _ConstantError as exc:
-        raise BundleError(path, "json", str(exc)) from None
+        return json_limits.loads(text, path, allow_constants=allow_constants)
     except json.JSONDecodeError as exc:
         what = "truncated JSON" if exc.pos >= len(text.rstrip()) else "invalid JSON"
         raise BundleError(path, "json", f"{what} at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-
-
-class _ConstantError(ValueError):
-    pass
-
-
-def _refuse_constant(name: str) -> None:
-    raise _ConstantError(f"non-standard JSON constant {name} (NaN/Infinity are not allowed)")
 
 
 def check_utf8_name(path: Path) -> None:
@@ -265,6 +257,8 @@ def _check_text(value: str, path: Path | str, where: str, text: TextRule | None,
         problem = name_problem(value, field_rule.name)
         if problem:
             raise BundleError(path, where, problem)
+    if field_rule is not None and field_rule.timestamp:
+        parse_utc(value, path, where)
 
 
 def _check_int(value: int, path: Path | str, where: str, field_rule: FieldRule) -> None:
@@ -304,15 +298,48 @@ def first_negative(values: list[float]) -> int | None:
     return int(negative[0]) if negative.size else None
 
 
-def parse_utc(value: str, path: Path | str, where: str) -> str:
-    """An ISO 8601 date-time to naive UTC ISO text (what the TIMESTAMP columns hold)."""
+def parse_utc(value: str, path: Path | str, where: str, naive_is_utc: bool = False) -> str:
+    """An ISO 8601 date-time as naive UTC ISO text (what the TIMESTAMP columns hold).
+
+    The timestamp rule of every format attnwatch reads (docs/design.md, "Run bundle"):
+    a timestamp names an instant, so it carries its UTC offset ("Z" or "+HH:MM") and is
+    converted to UTC; one without an offset is refused, since the text cannot tell UTC from
+    some machine's local time. `naive_is_utc` is for the one format that defines its naive
+    timestamps itself: pytest-benchmark before 5.0 wrote `datetime` from datetime.utcnow(),
+    UTC by its writer's definition (history.contract.pytest_benchmark_import).
+    """
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise BundleError(path, where, f"{value[:60]!r} is not an ISO 8601 date-time") from None
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(timezone.utc).replace(tzinfo=None)
-    return moment.isoformat()
+    if moment.tzinfo is None:
+        if not naive_is_utc:
+            raise BundleError(path, where, f"{value[:60]!r} has no UTC offset, so the instant it names is unknown "
+                                           "(local time or UTC?); write it with one, e.g. 2026-11-01T08:00:00Z")
+        moment = moment.replace(tzinfo=timezone.utc)
+    try:
+        moment = moment.astimezone(timezone.utc)
+    except OverflowError:
+        raise BundleError(path, where, f"{value[:60]!r} is out of the date range once converted to UTC") from None
+    return moment.replace(tzinfo=None).isoformat()
+
+
+def latency_floor_us() -> float:
+    """The smallest latency (µs) a sample or a latency statistic may have (limits.toml, with its reason)."""
+    return float(json_limits.contract_limits()["latency"]["min_us"])
+
+
+def require_latency(value: float | None, path: Path | str, where: str) -> None:
+    """A per-call latency (µs), or None: at least the floor (zero, negative, subnormal refused)."""
+    if value is not None and not value >= latency_floor_us():
+        raise BundleError(path, where, f"{value!r} us is not a latency: below {latency_floor_us():g} us "
+                                       f"(history/contract/limits.toml says why)")
+
+
+def first_below_floor(values: list[float]) -> int | None:
+    """Index of the first latency under the floor (vectorised), or None."""
+    low = np.flatnonzero(~(np.asarray(values, dtype=np.float64) >= latency_floor_us()))
+    return int(low[0]) if low.size else None
 
 
 def require_non_negative(value: float | None, path: Path | str, where: str) -> None:
@@ -360,7 +387,7 @@ def load_document(path: Path, cls: type, *, schema: str, current: int,
                   upgraders: Mapping[tuple[str, int], Upgrader] | None = None, max_bytes: int = MAX_FILE_BYTES,
                   text: TextRule | None = None) -> Any:
     """Read one schema-versioned JSON file whose top level is the dataclass `cls` (strict JSON)."""
-    data, _ = read_json_file(Path(path), max_bytes, strict=True)
+    data, _ = read_json_file(Path(path), max_bytes)
     data = check_envelope(data, path, schema, current, upgraders or {})
     return build_dataclass(cls, data, path, "", text)
 

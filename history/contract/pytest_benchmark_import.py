@@ -30,7 +30,13 @@ from attnwatch.history.contract.bundle import (
     Environment,
     Manifest,
 )
-from attnwatch.history.contract.checks import check_type, parse_utc, read_json_file, require_non_negative
+from attnwatch.history.contract.checks import (
+    check_type,
+    parse_utc,
+    read_json_file,
+    require_latency,
+    require_non_negative,
+)
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.loaded_bundle import BenchmarkEntry, HostStats, LoadedBundle
 from attnwatch.history.contract.names import CASE_ID, LABEL, name_problem
@@ -43,6 +49,12 @@ from attnwatch.history.contract.pytest_record import (
 )
 from attnwatch.history.contract.timings import parse_case_timing
 
+# Host statistics that are per-call latencies, each at least the floor of history/contract/limits.toml
+# (stddev and iqr are spreads, which may be 0).
+_PER_CALL_STATS = ("median_us", "mean_us", "min_us", "max_us", "q1_us", "q3_us")
+# pytest-benchmark before this major version wrote `datetime` from datetime.utcnow(): UTC by its
+# writer's definition, without an offset (5.0 writes datetime.now(timezone.utc), with one).
+_NAIVE_UTC_BEFORE_MAJOR = 5
 _HOST_STATS = {  # our name -> pytest-benchmark stats key (seconds)
     "median_us": "median",
     "mean_us": "mean",
@@ -160,6 +172,8 @@ def _host_stats(stats: dict, path: Path | str, where: str) -> HostStats:
         seconds = check_type(float, raw, path, f"{where}.{theirs}")
         require_non_negative(seconds, path, f"{where}.{theirs}")
         values[ours] = seconds * 1e6
+        if ours in _PER_CALL_STATS:
+            require_latency(values[ours], path, f"{where}.{theirs}")
     for key in ("rounds", "iterations"):
         raw = stats.get(key)
         if raw is not None and (isinstance(raw, bool) or not isinstance(raw, int) or raw < 0):
@@ -175,7 +189,7 @@ def pytest_benchmark_run_id(content_sha256: str) -> str:
 
 def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
     """A plain pytest-benchmark JSON file as a run (see module docstring)."""
-    doc, raw = read_json_file(path)
+    doc, raw = read_json_file(path, allow_constants=True)  # pytest-benchmark writes NaN/Infinity
     version, entries, measurements = _parse_document(doc, path, inline_timings=True)
     timings = [t for m in measurements for t in (m.timing, m.reference) if t is not None]
     timed = {m.timing.case_id: m.timing for m in measurements}
@@ -192,7 +206,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         raise BundleError(path, "machine_info", "not an object")
     if not isinstance(doc.get("datetime"), str):
         raise BundleError(path, "datetime", "missing or not an ISO 8601 date-time string")
-    started = parse_utc(doc["datetime"], path, "datetime")
+    started = parse_utc(doc["datetime"], path, "datetime", naive_is_utc=_naive_utc(version))
     sha = _optional_str(commit, "id", path, "commit_info")
     env = _environment(machine, timings, path)
     manifest = Manifest(
@@ -259,6 +273,12 @@ def _check_imported_names(entries: list[BenchmarkEntry], path: Path | str) -> No
             problem = name_problem(value, LABEL)
             if problem:
                 raise BundleError(path, f"benchmarks[{i}].{key}", problem)
+
+
+def _naive_utc(version: str | None) -> bool:
+    """Whether the file's `datetime` is UTC without saying so: its pytest-benchmark version is one
+    that wrote datetime.utcnow() (checks.parse_utc's rule refuses any other timestamp without an offset)."""
+    return version is not None and int(version.split(".")[0]) < _NAIVE_UTC_BEFORE_MAJOR
 
 
 def _optional_str(obj: dict, key: str, path: Path | str, where: str) -> str | None:

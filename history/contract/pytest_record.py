@@ -28,7 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from attnwatch.history.contract.bundle import CaseTiming, CorrectnessRecord, Environment, to_json_dict
-from attnwatch.history.contract.checks import build_dataclass, check_type, json_ready, require_non_negative
+from attnwatch.history.contract.checks import (
+    build_dataclass,
+    check_type,
+    json_ready,
+    require_latency,
+    require_non_negative,
+)
 from attnwatch.history.contract.timings import parse_case_timing
 from attnwatch.history.errors import BundleError
 
@@ -125,6 +131,7 @@ def _samples(data: Any, timing: CaseTiming, path: Path | str, where: str) -> lis
     values = [check_type(float, v, path, f"{where}[{i}]") for i, v in enumerate(data)]
     for i, v in enumerate(values):
         require_non_negative(v, path, f"{where}[{i}]")
+        require_latency(v, path, f"{where}[{i}]")
     if len(values) != timing.n:
         raise BundleError(path, where, f"{len(values)} samples but the timing says n={timing.n}")
     return values

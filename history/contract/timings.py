@@ -33,6 +33,7 @@ from attnwatch.history.contract.checks import (
     build_dataclass,
     check_envelope,
     json_ready,
+    require_latency,
     require_non_negative,
     upgrade,
 )
@@ -41,6 +42,8 @@ from attnwatch.history.errors import BundleError
 SCHEMA = "attnwatch.timings"
 KEY = "timings"
 LATENCY_FIELDS = ("median_us", "p10_us", "p90_us", "iqr_us", "mean_us", "stddev_us", "min_us", "max_us")
+# Per-call latencies (not spreads, which may be 0): each at least the floor of history/contract/limits.toml.
+PER_CALL_FIELDS = ("min_us", "p10_us", "median_us", "p90_us", "max_us", "mean_us", "graph_median_us")
 TIMING_MODES = ("cuda_events", "cuda_graph", "cpu_wall", "host")
 
 
@@ -84,8 +87,8 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
                                   "sm_clock_min_mhz", "sm_clock_max_mhz", "reference_clock_mhz",
                                   "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples"):
         require_non_negative(getattr(timing, name), path, f"{where}.{name}")
-    if timing.median_us <= 0:
-        raise BundleError(path, f"{where}.median_us", f"{timing.median_us}: a latency must be positive")
+    for name in PER_CALL_FIELDS:
+        require_latency(getattr(timing, name), path, f"{where}.{name}")
     order = [("min_us", timing.min_us), ("p10_us", timing.p10_us), ("median_us", timing.median_us),
              ("p90_us", timing.p90_us), ("max_us", timing.max_us)]
     for (lo_name, lo), (hi_name, hi) in zip(order, order[1:]):

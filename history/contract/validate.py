@@ -2,9 +2,13 @@
 
 Every known file is checked before anything is written: the directory is walked without
 following links and holds none (check_tree), names are UTF-8, sizes are capped
-before parsing (MAX_FILE_BYTES), content is UTF-8 JSON, each file's schema and
-schema_version are known (older versions are upgraded by history.contract.bundle_upgrades),
-fields have their declared types, latencies are finite and non-negative, case ids are
+before parsing (MAX_FILE_BYTES), content is UTF-8 JSON read by the strict reader
+(history.contract.json_limits: no key given twice, bounded depth, 64-bit integers, floats that
+do not overflow or underflow, no NaN/Infinity except in pytest-benchmark's benchmark.json), each
+file's schema and schema_version are known (older versions are upgraded by
+history.contract.bundle_upgrades), fields have their declared types, latencies are finite and at
+least the floor of history/contract/limits.toml (not zero, negative or subnormal), timestamps
+carry their UTC offset (checks.parse_utc: one without is refused), case ids are
 unique, and the files agree with each other (outcomes vs. timings and benchmark entries,
 samples vs. timings). A bundle of an older format is upgraded first (history.contract.timings). Names
 that key a series fit history.contract.names; ncu_raw.csv holds whole ncu tables (history.contract.ncu_csv).
@@ -15,7 +19,6 @@ The first problem raises BundleError(path, field, message). The writer runs the 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from pathlib import Path
@@ -52,9 +55,12 @@ from attnwatch.history.contract.checks import (
     check_envelope,
     check_type,
     check_utf8_name,
+    first_below_floor,
     first_negative,
+    parse_json_bytes,
     parse_utc,
     read_json_file,
+    require_latency,
     require_non_negative,
 )
 from attnwatch.history.errors import BundleError
@@ -118,9 +124,16 @@ def read_documents(directory: Path) -> tuple[dict[str, Any], str]:
             raw = _read_raw(path)
             documents[name] = raw.decode("utf-8")
         else:
-            documents[name], raw = read_json_file(path)
+            documents[name], raw = read_json_file(path, allow_constants=allows_constants(name))
         _hash_file(hasher, name, raw)
     return documents, hasher.hexdigest()
+
+
+def allows_constants(name: str) -> bool:
+    """Whether a bundle file may hold NaN/Infinity, which JSON has not: only benchmark.json,
+    pytest-benchmark's own file (it writes them; its fields are checked one by one). The writer
+    parses what it writes with the same answer (history.contract.bundle_writer)."""
+    return name == BENCHMARK_FILE
 
 
 def check_documents(documents: dict[str, Any], directory: Path, content_sha256: str = "",
@@ -247,7 +260,9 @@ def input_identity(path: Path) -> tuple[str, str] | None:
             raw = file.read_bytes()
             manifest_raw = raw if name == MANIFEST_FILE else manifest_raw
             _hash_file(hasher, name, raw)
-        run_id = json.loads(manifest_raw.decode("utf-8")).get("run_id") if manifest_raw else None
+        # The strict reader, as everywhere (a manifest nested 100,000 deep is a BundleError here,
+        # not a RecursionError); a manifest it refuses is then refused by the full validation.
+        run_id = parse_json_bytes(manifest_raw, path / MANIFEST_FILE).get("run_id") if manifest_raw else None
     except (OSError, ValueError, AttributeError, BundleError):
         return None
     return (run_id, hasher.hexdigest()) if isinstance(run_id, str) else None
@@ -284,7 +299,7 @@ def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
         raise BundleError(path, "trigger", f"{manifest.trigger!r} is not one of {TRIGGERS}")
     if manifest.status not in RUN_STATUSES:
         raise BundleError(path, "status", f"{manifest.status!r} is not one of {RUN_STATUSES}")
-    for name in ("started_at", "finished_at", "commit_date"):
+    for name in ("started_at", "finished_at", "commit_date"):  # to UTC, by checks.parse_utc's rule
         value = getattr(manifest, name)
         if value is not None:
             setattr(manifest, name, parse_utc(value, path, name))
@@ -357,8 +372,8 @@ def _samples(docs: dict, directory: Path) -> dict[str, dict]:
 
 
 def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
-    """samples.json's payload: case id -> finite, non-negative latencies (µs). Also what the
-    writer checks before writing one."""
+    """samples.json's payload: case id -> finite latencies (µs), each at least the latency floor
+    (history/contract/limits.toml). Also what the writer checks before writing one."""
     samples = check_type(dict[str, list[float]], samples, path, "samples")
     for case_id, values in samples.items():
         problem = name_problem(case_id, CASE_ID)
@@ -367,6 +382,9 @@ def check_samples(samples: Any, path: Path) -> dict[str, list[float]]:
         bad = first_negative(values)
         if bad is not None:
             require_non_negative(values[bad], path, f"samples.{case_id}[{bad}]")
+        bad = first_below_floor(values)
+        if bad is not None:
+            require_latency(values[bad], path, f"samples.{case_id}[{bad}]")
     return samples
 
 

@@ -45,6 +45,7 @@ from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.errors import BundleError, HistoryNotFoundError, LockTimeoutError
 from attnwatch.history.store.faults import file_fault
 from attnwatch.history.store.lake_retry import retrying
+from attnwatch.history.store.locks import DEFAULT_LOCK_WAIT_S, lock_wait_s, precheck_wait_s
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
 from attnwatch.history.store.location import HistoryLocation, parse_location
 from attnwatch.history.store.migrations import database_schema_version
@@ -58,7 +59,6 @@ from attnwatch.history.store.arrow_insert import insert_arrow, rows_to_arrow
 from attnwatch.history.store.transactions import Claims, write_transaction
 from attnwatch.history.contract.validate import input_identity, load_input
 
-PRECHECK_DEADLINE_S = 2.0  # how long the unchanged-input check waits for a busy history
 # How long a run's transaction on a lake keeps retrying lost conflicts: each try may itself spend
 # tens of seconds in DuckLake's own commit retries when many writers commit at once.
 LAKE_CONFLICT_DEADLINE_S = 300.0
@@ -124,7 +124,7 @@ def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel
     return loaded
 
 
-def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Path], deadline_s: float = 60.0,
+def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Path], deadline_s: float | None = None,
                  labels: Mapping[Path, PullRequestLabel] | None = None, repo: str | None = None) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
@@ -133,7 +133,9 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     `labels` (path -> PullRequestLabel) stores those inputs as pull-request runs; they are
     always validated, since their stored run id is not the one in their files. `repo` is the
     repository setting (history.contract.repository): every run must be of the history's repository.
+    `deadline_s`: the wait for a busy history file (None: history.store.locks.lock_wait_s()).
     """
+    deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     paths = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
     location = parse_location(db_path)
@@ -164,7 +166,7 @@ def _already_stored(location: HistoryLocation, paths: list[Path]) -> dict[Path, 
     if not location.path.is_file():
         return {}
     try:
-        with open_read(location, deadline_s=PRECHECK_DEADLINE_S) as con:
+        with open_read(location, deadline_s=precheck_wait_s()) as con:
             if database_schema_version(con) == 0:
                 return {}  # no runs table yet: a new history, or one whose first migration was interrupted
             return _stored_identities(con, paths)
@@ -179,9 +181,10 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
-def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float = 60.0,
+def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float | None = None,
                   repo: str | None = None) -> IngestReport:
     location = parse_location(db_path)
+    deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     if location.is_lake:
         return _ingest_lake(location, bundles, deadline_s, repo)
     with open_write(location, deadline_s=deadline_s) as con:
@@ -194,7 +197,7 @@ def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], dead
         check_repository(bundles, repo, stored_repositories(con))
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
     return _write_each(location, bundles, known, lambda b: (write_transaction(
-        con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, 60.0)), False))
+        con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, DEFAULT_LOCK_WAIT_S)), False))
 
 
 def _on_lake(location: HistoryLocation, deadline_s: float, work):

@@ -14,7 +14,8 @@ limit. Before it runs, the statement is refused if it names a function that show
 (history.sql.guard, history/sql/denied.toml). Its result is streamed in small Arrow batches and kept
 up to a row and a byte cap (history.sql.stream), never fetched whole. Every DuckDB, Arrow,
 pandas or memory error becomes one QueryError line, the history named by its file name and
-other paths and process ids scrubbed (history.sql.guard.public_text). One statement per
+other paths and process ids scrubbed (history.sql.guard.public_text); `attnwatch sql` names the
+history in full in an error of the history itself (`public=False`). One statement per
 call. Both `attnwatch sql` and the dashboard's SQL page come through here, and both write
 Parquet from the Arrow result (`to_parquet`), not from pandas.
 
@@ -36,7 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnwatch.history.store.db import open_read
-from attnwatch.history.errors import HistoryError, QueryError
+from attnwatch.history.errors import FaultError, HistoryError, QueryError
 from attnwatch.history.sql.guard import public_text
 from attnwatch.history.sql.sandbox import SqlLimits, private_temp_dir
 from attnwatch.history.sql.worker import run_in_worker
@@ -83,11 +84,14 @@ def run_user_sql(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_ROWS
 
 def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
                    memory_limit: str | None = None, threads: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   temp_limit: str | None = None, lock_wait_s: float | None = None) -> UserResult:
+                   temp_limit: str | None = None, lock_wait_s: float | None = None, public: bool = True) -> UserResult:
     """Run one user statement (module docstring); its result as Arrow and pandas (UserResult).
 
-    Every error is one QueryError (or another HistoryError) line that names the history by its
-    file name only, with no other path, binary or process id (history.sql.guard.public_text).
+    Every error is one QueryError (or another HistoryError) line. `public` (the dashboard's SQL
+    page): it names the history by its file name only, with no other path, binary or process id
+    (history.sql.guard.public_text); a fault of the file says its reason. Otherwise (`attnwatch
+    sql`, whose user named the history) an error of the history (a fault of its file, no history
+    there) is said as every command says it: the history's full path, and the process holding a lock.
     """
     limits = SqlLimits(
         max_rows=max_rows, max_bytes=max_bytes, timeout_s=timeout_s,
@@ -104,6 +108,8 @@ def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_RO
         with private_temp_dir() as temp_dir:
             answer = run_in_worker(str(db_path), sql, limits, temp_dir)
     except HistoryError as exc:
+        if not public and not isinstance(exc, QueryError):  # a refused or failed query is worded by the worker
+            raise
         raise _public(exc, db_path) from None
     names, renamed = unique_names(answer.table.column_names)
     table = answer.table.rename_columns(names)
@@ -114,8 +120,10 @@ def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_RO
 
 
 def _public(exc: HistoryError, location) -> HistoryError:
-    """The same error class (HistoryNotFoundError stays one), its text as users may see it."""
-    text = public_text(str(exc), location)
+    """The same error class (HistoryNotFoundError stays one), its text as users may see it (a
+    fault of the file: its reason, which names neither the history's path nor a process)."""
+    on_file = not str(location).startswith("ducklake:")  # a lake's faults are worded by history.store.lake_faults
+    text = public_text(f"{location}: {exc.reason}" if isinstance(exc, FaultError) and on_file else str(exc), location)
     try:
         return type(exc)(text)
     except TypeError:  # a class with another constructor

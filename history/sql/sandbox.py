@@ -49,7 +49,7 @@ class SqlLimits:
     threads: int = 2
     temp_limit: str = "256MiB"  # spill to the private temp directory, per query
     process_memory: str = "4GiB"  # address space of the process running the query (history.sql.worker)
-    lock_wait_s: float | None = None  # wait for a file history's lock; None: history.store.db.READ_DEADLINE_S
+    lock_wait_s: float | None = None  # wait for a file history's lock; None: history.store.locks.read_wait_s()
 
     def __post_init__(self) -> None:
         if (self.max_rows < 1 or self.max_bytes < 1 or self.timeout_s <= 0 or self.threads < 1

@@ -20,7 +20,8 @@ a file's lock up to limits.lock_wait_s) in the sandbox (history.sql.sandbox), re
 names (history.sql.guard), on a lake pass the gate (history.sql.gate) and stream the capped
 result (history.sql.stream) under the time limit, and write it as an Arrow IPC file into the
 query's private temp directory, with a small header beside it (a lock held too long is
-reported without DuckDB's text, which names the holder's binary and PID). The parent reads it
+reported as history.store.faults words it, naming the process holding it, with a reason that
+does not, for the dashboard). The parent reads it
 only if it is within the byte cap.
 """
 
@@ -42,8 +43,9 @@ import pyarrow as pa
 
 from attnwatch.history import errors as history_errors
 from attnwatch.history.sql import server as sql_server
-from attnwatch.history.store.db import READ_DEADLINE_S, open_read
-from attnwatch.history.errors import HistoryError, LockTimeoutError, QueryError
+from attnwatch.history.store.db import open_read
+from attnwatch.history.store.locks import read_wait_s
+from attnwatch.history.errors import HistoryError, QueryError
 from attnwatch.history.store.location import parse_location
 from attnwatch.history.sql.gate import refuse_unsafe_lake_sql
 from attnwatch.history.sql.guard import refusal, refuse_denied_names
@@ -95,7 +97,7 @@ def run_in_worker(location: str, sql: str, limits: SqlLimits, temp_dir: Path) ->
 
 
 def _lock_wait(limits: SqlLimits) -> float:
-    return READ_DEADLINE_S if limits.lock_wait_s is None else limits.lock_wait_s
+    return read_wait_s() if limits.lock_wait_s is None else limits.lock_wait_s
 
 
 def _error(header: dict) -> Exception:
@@ -103,6 +105,8 @@ def _error(header: dict) -> Exception:
     cls = getattr(history_errors, header.get("error", ""), None)
     if not (isinstance(cls, type) and issubclass(cls, HistoryError)):
         cls = QueryError
+    if issubclass(cls, history_errors.FaultError):  # its reason: what the dashboard shows
+        return cls(header["message"], header.get("reason"))
     return cls(header["message"])
 
 
@@ -134,12 +138,9 @@ def answer(request: dict) -> None:
         with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, capped.table.schema) as writer:
             writer.write_table(capped.table)
         header = {"kind": "ok", "cut": capped.cut, "elapsed_s": elapsed, "bytes": capped.nbytes}
-    except LockTimeoutError:  # DuckDB's text names the holder's binary and PID: not repeated
-        header = {"kind": "error", "error": "LockTimeoutError", "message": (
-            f"{request['location']}: the history is busy: another process (an ingest, a migration) held its lock "
-            f"for more than {_lock_wait(limits):g} s; run the query again when it has finished")}
-    except HistoryError as exc:
-        header = {"kind": "error", "error": type(exc).__name__, "message": str(exc)}
+    except HistoryError as exc:  # a lock's names the process holding it (history.store.faults), its reason not
+        header = {"kind": "error", "error": type(exc).__name__, "message": str(exc),
+                  "reason": getattr(exc, "reason", None)}
     except (duckdb.Error, pa.ArrowException, OSError, MemoryError) as exc:
         header = {"kind": "error", "error": "QueryError", "message": refusal(exc, limits)}
     (temp_dir / HEADER_FILE).write_text(json.dumps(header), encoding="utf-8")

@@ -11,10 +11,12 @@ DuckDB lets one process hold a database file for writing, and a read-only connec
 open also blocks a writer (docs/design.md, "History"). So:
   - `open_write` retries DuckDB's file-lock error with exponential backoff and full jitter
     (the "Exponential Backoff And Jitter" scheme, AWS Architecture Blog, 2015) until a
-    deadline, then raises LockTimeoutError naming the file; it applies pending migrations.
+    deadline, then raises LockTimeoutError naming the file and the process holding it; it
+    applies pending migrations.
   - `open_read` opens a read-only connection, retrying the lock briefly, for callers that
     close it soon (the dashboard, `attnwatch sql`). It never migrates, so a history last
     written by an older attnwatch lacks the newer views until `upgrade` (or any write) runs.
+Both waits scale with one setting, ATTNWATCH_LOCK_WAIT_S (history.store.locks).
 Both refuse a database migrated by a newer attnwatch (SchemaTooNewError), and a file written
 by a newer DuckDB storage format than this one reads (StorageTooNewError, with the way out).
 
@@ -33,6 +35,7 @@ import os
 import random
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -42,16 +45,17 @@ from attnwatch.history.store import lake, lake_faults
 from attnwatch.history.errors import HistoryError, HistoryNotFoundError
 from attnwatch.history.store.faults import file_fault, is_lock_text, lock_timeout
 from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.locks import holder, lock_wait_s, read_wait_s
 from attnwatch.history.store.migrations import (
     applied_migrations,
     check_compatible,
     code_schema_version,
+    database_schema_version,
     migrate,
 )
 
 FIRST_BACKOFF_S = 0.02
 MAX_BACKOFF_S = 1.0
-READ_DEADLINE_S = 10.0
 
 # Checkpoint at every commit (a WAL threshold of 0) and skip the WAL write for it (DuckDB skips it
 # when the commit's estimated size reaches this threshold): the commit is the checkpoint, and a
@@ -116,7 +120,7 @@ def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = 
                 raise fault from None
             remaining = give_up_at - time.monotonic()
             if remaining <= 0:
-                raise lock_timeout(label, deadline_s) from None
+                raise lock_timeout(label, deadline_s, holder(str(exc), db_path)) from None
             ceiling = min(MAX_BACKOFF_S, FIRST_BACKOFF_S * (2**attempt))
             time.sleep(min(remaining, random.uniform(0, ceiling)))
             attempt += 1
@@ -135,9 +139,12 @@ def exists(location: str | Path | HistoryLocation) -> bool:
 
 
 @contextmanager
-def open_write(location: str | Path | HistoryLocation, deadline_s: float = 60.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-write connection with the schema migrated to this code's version; closed on exit."""
+def open_write(location: str | Path | HistoryLocation,
+               deadline_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-write connection with the schema migrated to this code's version; closed on exit.
+    `deadline_s`: how long to wait for the file's lock (None: history.store.locks.lock_wait_s())."""
     loc = parse_location(location)
+    deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=False)
     else:
@@ -246,14 +253,16 @@ def _raise_lake_fault(loc: HistoryLocation, exc: BaseException) -> None:
 
 @contextmanager
 def open_read(
-    location: str | Path | HistoryLocation, deadline_s: float = READ_DEADLINE_S, config: dict | None = None
+    location: str | Path | HistoryLocation, deadline_s: float | None = None, config: dict | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-only connection; a missing history is a clear error, not a new database.
 
+    `deadline_s`: how long to wait for a file's lock (None: history.store.locks.read_wait_s()).
     `config`: DuckDB settings, e.g. history.sql.query's sandbox. Readers of a lake share this process's
     attached instance for their settings (a cursor each; history.store.lake).
     """
     loc = parse_location(location)
+    deadline_s = read_wait_s() if deadline_s is None else deadline_s
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=True, config=config)
     else:
@@ -307,23 +316,40 @@ def _close(con, loc: HistoryLocation, failed: bool = False) -> None:
         pass
 
 
-def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) -> list[int]:
-    """Apply the migrations an existing history still lacks; return the versions applied.
+@dataclass(frozen=True)
+class MigrationReport:
+    """What one `migrate_history` did. `seen`: the schema when it first read the history;
+    `found`: the schema when it held the history for writing (another migrate may have run in
+    between); `left`: the schema it left; `applied`: the migrations it applied itself."""
+
+    seen: int
+    found: int
+    left: int
+    applied: list[int]
+
+
+def migrate_history(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> MigrationReport:
+    """Apply the migrations an existing history still lacks, and say what schema it found and left.
 
     The check is made read-only first, so a history that is already current is never opened
     for writing (a dashboard calling this on start does not contend with ingest for the lock).
+    Both waits for the file's lock are `deadline_s` (None: history.store.locks.lock_wait_s()).
     """
     loc = parse_location(location)
+    deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     with open_read(loc, deadline_s) as con:
+        seen = database_schema_version(con)
         if not check_compatible(con, loc.label):
-            return []
+            return MigrationReport(seen, seen, seen, [])
     con = _lake_cursor(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
     failed = True
     try:
         with _faults_named(loc, writing=True):
+            found = database_schema_version(con)
             applied = migrate(con, loc.label)
+            left = database_schema_version(con)
         failed = False
-        return applied
+        return MigrationReport(seen, found, left, applied)
     except duckdb.Error as exc:
         _raise_lake_fault(loc, exc)
         raise
@@ -331,8 +357,13 @@ def upgrade(location: str | Path | HistoryLocation, deadline_s: float = 60.0) ->
         _close(con, loc, failed)
 
 
-def schema_version(location: str | Path | HistoryLocation) -> tuple[int, int]:
+def upgrade(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> list[int]:
+    """Apply the migrations an existing history still lacks; return the versions applied (migrate_history)."""
+    return migrate_history(location, deadline_s).applied
+
+
+def schema_version(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> tuple[int, int]:
     """(the history's schema version, this code's); read-only."""
-    with open_read(location) as con:
+    with open_read(location, deadline_s) as con:
         applied = applied_migrations(con)
     return (max(applied) if applied else 0, code_schema_version())

@@ -31,6 +31,7 @@ from attnwatch.history.errors import BundleError, HistoryError
 from attnwatch.history.store.keys import primary_key, single_column_keys
 from attnwatch.history.store.location import HistoryLocation, parse_location
 from attnwatch.history.store.migrations import applied_migrations, available_migrations
+from attnwatch.history.contract.checks import read_json_file
 from attnwatch.history.contract.repository import check_sources, stored_repositories
 from attnwatch.history.store.transactions import Claims, write_transaction
 
@@ -89,7 +90,7 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
         "format_version": EXPORT_FORMAT_VERSION,
         "schema_version": max((m["version"] for m in migrations), default=0),
         "migrations": migrations,
-        "exported_at": datetime.now(timezone.utc).replace(tzinfo=None).isoformat(),
+        "exported_at": datetime.now(timezone.utc).isoformat(),  # with its offset (checks.parse_utc's rule)
         "tables": manifest_tables,
     }
     (out / MANIFEST_NAME).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
@@ -129,10 +130,7 @@ def _read_manifest(src: Path) -> dict:
     path = src / MANIFEST_NAME
     if not path.is_file():
         raise BundleError(path, "file", "missing: not an attnwatch export directory")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(path, "json", f"unreadable: {exc}") from None
+    manifest, _ = read_json_file(path)  # the strict reader (history.contract.json_limits)
     if not isinstance(manifest, dict) or manifest.get("format") != EXPORT_FORMAT:
         raise BundleError(path, "format", f"expected {EXPORT_FORMAT!r}")
     if manifest.get("format_version") != EXPORT_FORMAT_VERSION:

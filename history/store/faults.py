@@ -7,8 +7,10 @@ replay. history.store.db applies it around every connection it hands out, so eac
 dashboard and `attnwatch sql` get the same words; the CLI prints a HistoryError as one line.
 
 DuckDB's own texts name the machine's paths, the Python binary and a PID (its lock error says
-`Conflicting lock is held in /usr/bin/python3 (PID 4242)`); none of that is passed on. A message
-names the history by the label the user gave (`--db`), and its `reason` leaves even that out.
+`Conflicting lock is held in /usr/bin/python3 (PID 4242)`); they are not passed on. A message
+names the history by the label the user gave (`--db`), in full, and a lock's message names the
+process holding it by id and command line (history.store.locks.holder); its `reason`, what the
+dashboard shows, leaves out the history's path and the process.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from attnwatch.history.errors import (
     ReadOnlyError,
     WalReplayError,
 )
+from attnwatch.history.store.locks import LOCK_WAIT_ENV, holder
 
 # (what DuckDB or the OS says, the errno behind it) -> kind. EFBIG: a file-size limit (RLIMIT_FSIZE,
 # a quota) refuses a write as a full disk does.
@@ -72,6 +75,8 @@ def file_fault(exc: BaseException, label: str, writing: bool = True, doing: str 
         return None
     if kind == "wal":
         return wal_replay_error(label, damaged=_DAMAGED_WAL in str(exc))
+    if kind == "lock":
+        return lock_held(label, holder(str(exc), label), f" {doing}" if doing else "")
     cls, words = _WORDS[kind]
     reason = words(f" {doing}" if doing else "", "write" if writing else "read")
     return cls(f"{label}: {reason}", reason)
@@ -88,16 +93,25 @@ _WORDS = {
     "denied": (AccessDeniedError, lambda after, mode: (
         f"permission denied{after}: this user may not {mode} the history file or its directory. Run as the "
         "history's owner, or give this user access to both")),
-    "lock": (LockTimeoutError, lambda after, _: (
-        f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
-        "`attnwatch sql`). Retry when it has finished, or wait longer with --lock-timeout")),
 }
+_WAIT_LONGER = f"Retry when it has finished, or wait longer with --lock-timeout or {LOCK_WAIT_ENV}"
 
 
-def lock_timeout(label: str, deadline_s: float) -> LockTimeoutError:
-    reason = (f"the history stayed busy for more than {deadline_s:g} s (locked by another process, or open in "
-              "this one with other settings). Retry when it has finished, or wait longer with --lock-timeout")
-    return LockTimeoutError(f"{label}: {reason}", reason)
+def lock_held(label: str, held_by: str | None, after: str = "") -> LockTimeoutError:
+    """Another process holds the history{after}: `held_by` (history.store.locks.holder) or, when
+    nothing says which, what usually does."""
+    reason = (f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
+              f"`attnwatch sql`). {_WAIT_LONGER}")
+    said = f"the history is held{after} by {held_by}. {_WAIT_LONGER}" if held_by else reason
+    return LockTimeoutError(f"{label}: {said}", reason)
+
+
+def lock_timeout(label: str, deadline_s: float, held_by: str | None = None) -> LockTimeoutError:
+    """The lock wait of `deadline_s` ran out; `held_by` names the holder when known."""
+    busy = f"the history stayed busy for more than {deadline_s:g} s"
+    reason = f"{busy} (locked by another process, or open in this one with other settings). {_WAIT_LONGER}"
+    said = f"{busy}: held by {held_by}. {_WAIT_LONGER}" if held_by else reason
+    return LockTimeoutError(f"{label}: {said}", reason)
 
 
 def wal_replay_error(label: str, damaged: bool = False) -> WalReplayError:
