@@ -31,7 +31,6 @@ from wheel_env import pip, venv_with_wheel
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "adopt"
-pytestmark = pytest.mark.slow
 
 DASHBOARD = textwrap.dedent("""\
     import json, sys
@@ -84,6 +83,15 @@ def _edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
+def test_the_readmes_compare_against_a_branch_a_new_repository_has():
+    """`--base origin/main` needs a remote a new local repository does not have: the READMEs
+    compare against `main` (compare measures its merge base with the head)."""
+    adopt = (ROOT / "README.md").read_text().split("## Adopt it in your repository", 1)[1].split("\n## ", 1)[0]
+    for text in (adopt, (EXAMPLE / "README.md").read_text()):
+        assert "origin/main" not in text and "compare --pytest tests/bench --base main" in text
+
+
+@pytest.mark.slow
 def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regression(tmp_path, attnwatch_wheel):
     documented = _readme_commands()
     python = venv_with_wheel(tmp_path, attnwatch_wheel)
