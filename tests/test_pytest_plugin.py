@@ -224,10 +224,8 @@ def _git(repo: Path, *args: str) -> None:
                    check=True, capture_output=True, timeout=60)
 
 
-@pytest.mark.slow
-def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
-    """`attnwatch compare --pytest`: the suite in each revision's checkout, alternately; a
-    kernel made 2 ms slower in the head is a regression by the variant compare's verdict code."""
+def _scale_repository(tmp_path: Path) -> Path:
+    """A repository without a remote: a `scale` kernel and its gpu_benchmark suite, one commit."""
     repo = tmp_path / "repo"
     (repo / "bench").mkdir(parents=True)
     (repo / "bench" / "test_scale.py").write_text(SLOW_SUITE)
@@ -235,6 +233,14 @@ def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "base")
+    return repo
+
+
+@pytest.mark.slow
+def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
+    """`attnwatch compare --pytest`: the suite in each revision's checkout, alternately; a
+    kernel made 2 ms slower in the head is a regression by the variant compare's verdict code."""
+    repo = _scale_repository(tmp_path)
     (repo / "mykernel.py").write_text("import time\n\ndef scale(x):\n    time.sleep(0.002)\n    return x * 2\n")
     _git(repo, "commit", "-qam", "head: slower")
     done = subprocess.run(
@@ -251,13 +257,7 @@ def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
 
 
 def test_compare_pytest_refuses_a_dirty_head_with_fail_on_before_measuring(tmp_path):
-    repo = tmp_path / "repo"
-    (repo / "bench").mkdir(parents=True)
-    (repo / "bench" / "test_scale.py").write_text(SLOW_SUITE)
-    (repo / "mykernel.py").write_text("def scale(x):\n    return x * 2\n")
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "-qm", "base")
+    repo = _scale_repository(tmp_path)
     (repo / "mykernel.py").write_text("def scale(x):\n    return x * 2.0\n")  # not committed
     done = subprocess.run(
         [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--base", "HEAD", "--rounds", "2",
