@@ -242,3 +242,18 @@ def test_a_checkout_without_a_remote_is_told_how_to_take_the_history_name(tmp_pa
     err = capsys.readouterr().err
     assert "'local/attention-kernels' is how a checkout without an origin remote is named: add the remote, or set " \
            "ATTNWATCH_REPO where it is measured, and measure again" in err, err
+
+
+def test_an_export_with_runs_of_no_repository_is_imported_without_naming_the_history(tmp_path, db_path):
+    """Runs stored with repo '' (before empty identities were refused) travel with an export, and
+    the imported history is named by its other runs, or by the next ingest."""
+    from attnwatch.history.store.db import open_write
+
+    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
+    with open_write(db_path) as con:
+        con.execute("UPDATE runs SET repo = ''")
+    assert cli_main(["--db", str(db_path), "export", str(tmp_path / "export")]) == 0
+    copy = tmp_path / "copy.duckdb"
+    assert cli_main(["--db", str(copy), "import", str(tmp_path / "export")]) == 0
+    ingest_paths(copy, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    assert sorted(_runs(copy)) == [("a", ""), ("b", GENUINE)]
