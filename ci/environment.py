@@ -32,7 +32,7 @@ from typing import Any, Mapping
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.gpu_identity import find_gpu, open_handle, pci_from_parts
 from attnwatch.history.contract.bundle import Environment
-from attnwatch.history.contract.repository import REPO_ENV, repo_setting
+from attnwatch.history.contract.repository import LOCAL_OWNER, REPO_ENV, repo_setting
 from attnwatch.history.contract.series_key import pool_problem
 
 
@@ -46,7 +46,7 @@ class GitInfo:
     dirty: bool = False
     message: str | None = None
     date: str | None = None  # committer date, ISO 8601
-    repo: str = "local"
+    repo: str = ""  # OWNER/NAME: repository_identity()
     pr_number: int | None = None
 
 
@@ -77,6 +77,39 @@ def repo_slug_from_url(url: str) -> str | None:
     return f"{match.group(1)}/{match.group(2)}"
 
 
+def repository_identity(repo_dir: Path | str, env: Mapping[str, str] | None = None) -> str:
+    """The repository a measurement of `repo_dir` is of, as OWNER/NAME: the one rule every writer
+    uses (`attnwatch run` and `env` through capture_git, the pytest plugin, compare.json).
+
+    In order: the setting ATTNWATCH_REPO (history.contract.repository, what a history checks runs
+    against); GITHUB_REPOSITORY in a workflow; the `origin` remote's owner/name; else
+    `local/<NAME>`, NAME the directory of the repository's main checkout (a git worktree of it
+    counts as that checkout), or of `repo_dir` outside any repository. Never empty. Two
+    checkouts without a remote in directories of one name share `local/<NAME>`: set
+    ATTNWATCH_REPO to tell them apart.
+    """
+    env = os.environ if env is None else env
+    setting = repo_setting(env.get(REPO_ENV, ""))
+    if setting:
+        return setting
+    if env.get("GITHUB_REPOSITORY", "").strip():
+        return env["GITHUB_REPOSITORY"].strip()
+    repo_dir = Path(repo_dir)
+    remote = _git(repo_dir, "config", "--get", "remote.origin.url")
+    slug = repo_slug_from_url(remote) if remote else None
+    if slug:
+        return slug
+    common = _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir")
+    top = Path(common).parent if common and Path(common).name == ".git" else Path(_git(repo_dir, "rev-parse", "--show-toplevel") or repo_dir)
+    return local_identity(top.resolve().name)
+
+
+def local_identity(name: str) -> str:
+    """`local/<name>` with the characters a repository setting allows ('-' for the others)."""
+    cleaned = re.sub(r"[^A-Za-z0-9._-]", "-", name).strip("-.") or "unnamed"
+    return f"{LOCAL_OWNER}/{cleaned[:100]}"
+
+
 def pr_number_from_ref(ref: str | None) -> int | None:
     """GitHub's `refs/pull/<n>/merge` (or `/head`) to n; None for any other ref."""
     if not ref:
@@ -92,7 +125,8 @@ def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitI
     detached merge commit, so the branch comes from GITHUB_HEAD_REF (PRs) or GITHUB_REF_NAME,
     and the PR number from GITHUB_REF. Outside a repository the sha is "unknown". The
     repository is ATTNWATCH_REPO where set (the one setting a history checks runs against,
-    history.contract.repository), else GITHUB_REPOSITORY, else the origin remote's owner/name, else "local".
+    history.contract.repository), else GITHUB_REPOSITORY, else the origin remote's owner/name, else
+    `local/<directory>` (repository_identity).
     """
     env = dict(os.environ if env is None else env)
     repo_dir = Path(repo_dir)
@@ -107,14 +141,9 @@ def capture_git(repo_dir: Path | str, env: dict[str, str] | None = None) -> GitI
         info.dirty = bool(status)
         info.message = _git(repo_dir, "log", "-1", "--format=%B", "HEAD")
         info.date = _git(repo_dir, "log", "-1", "--format=%cI", "HEAD")
-        remote = _git(repo_dir, "config", "--get", "remote.origin.url")
-        if remote:
-            info.repo = repo_slug_from_url(remote) or info.repo
     elif env.get("GITHUB_SHA"):
         info.sha = env["GITHUB_SHA"]
-    if env.get("GITHUB_REPOSITORY"):
-        info.repo = env["GITHUB_REPOSITORY"]
-    info.repo = repo_setting(env.get(REPO_ENV, "")) or info.repo  # the setting names the repository
+    info.repo = repository_identity(repo_dir, env)
     head_ref = env.get("GITHUB_HEAD_REF") or env.get("GITHUB_REF_NAME")
     if head_ref:
         info.branch = head_ref

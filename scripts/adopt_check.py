@@ -96,7 +96,9 @@ def check_entries(path: Path, device: str) -> tuple[list[dict], list[str]]:
                 failed.append("launch-bound but no graph replay")
         if m.correctness is None or not m.correctness.passed:
             failed.append("correctness not passed")
-        if "triton" in t.variant and (ref is None or ref.interleave_group != t.interleave_group or t.gap_to_baseline is None):
+        # The Triton test's reference is timed in its group; its timing is stored once, by the
+        # torch kernel's own test (ci/plugin_cases.py), so the entry may keep only the gap.
+        if "triton" in t.variant and (t.gap_to_baseline is None or (ref is not None and ref.interleave_group != t.interleave_group)):
             failed.append("no reference timed in the same group")
         if not m.bandwidth_gbps:
             failed.append("no bandwidth")

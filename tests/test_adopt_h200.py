@@ -26,7 +26,7 @@ def stored(tmp_path_factory, fixtures_dir):
     bench.write_bytes(gzip.decompress((fixtures_dir / RECORDING).read_bytes()))
     document = json.loads(bench.read_text())
     db = work / "history.duckdb"
-    report = ingest_paths(db, [bench])
+    report = ingest_paths(db, [bench], repo="myteam/adopt")  # its commit_info.project: pytest-benchmark's bare "adopt"
     assert len(report.bundles) == 1
     with open_read(db) as con:
         rows = con.execute(

@@ -62,6 +62,40 @@ def test_same_code_passes_the_check(tmp_path):
     assert {c.verdict for c in load_report(path).cases} == {"no change"}
 
 
+def test_compare_json_names_the_repository_of_its_rounds(tmp_path):
+    rc, path = _compare(tmp_path, _bundles(tmp_path, "base", rounds=2), _bundles(tmp_path, "head", rounds=2))
+    assert rc == 0 and load_report(path).repo == "example/attention-kernels"
+
+
+def _dirty(bundle: Path) -> Path:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    (bundle / "manifest.json").write_text(json.dumps({**manifest, "dirty": True}))
+    return bundle
+
+
+def test_a_dirty_side_is_marked_and_refused_by_fail_on_unless_allowed(tmp_path, capsys):
+    """A head round of a checkout with uncommitted changes: compare.json and the comment say so,
+    the measure-again commands carry the note, and --fail-on regression refuses it unless
+    --allow-dirty."""
+    base = _bundles(tmp_path, "base", rounds=2)
+    head = [_dirty(b) for b in _bundles(tmp_path, "head", rounds=2)]
+    rc, path = _compare(tmp_path, base, head)
+    assert rc == 0
+    report = load_report(path)
+    assert (report.base_dirty, report.head_dirty) == (False, True)
+    assert f"WARNING: the head measured uncommitted changes on top of {'c' * 12}" in capsys.readouterr().out
+    body = render_comment(report)
+    assert f"> ⚠️ **The head measured uncommitted changes** on top of `{'c' * 12}`: its numbers are not that commit's" in body
+    assert "not the code that ran" in body  # the measure-again commands (history.reproduce.DIRTY_NOTE)
+    path.unlink()
+    rc, path = _compare(tmp_path, base, head, "--fail-on", "regression")
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and not path.exists() and len(err.splitlines()) == 1, err
+    assert "the head is a checkout with uncommitted changes" in err and "--allow-dirty" in err
+    rc, path = _compare(tmp_path, base, head, "--fail-on", "regression", "--allow-dirty")
+    assert rc == 0 and load_report(path).head_dirty
+
+
 def test_correctness_failure_and_crash_in_the_head_fail_the_check(tmp_path):
     head = _bundles(tmp_path, "head", statuses={"cuda_wmma/l4_mission/fp16/causal": "failed",
                                                "triton_fa2/l4_mission/fp16/causal": "crashed"})

@@ -134,3 +134,21 @@ def test_the_optional_packages_are_recorded_absent_or_with_their_version(tmp_pat
     assert set(packages) == set(bare)
     if bare["liger-kernel"] is None:
         assert packages["liger-kernel"] is None  # not installed: recorded, as None
+
+
+def test_a_checkout_without_a_remote_is_named_local_and_its_directory(repo, tmp_path, capsys):
+    """Never "" nor a bare "local" two repositories would share: local/<the main checkout's
+    directory>, for a git worktree of it too (compare measures the base in one), and what
+    `attnwatch env` prints is the same rule's answer."""
+    from attnwatch.ci.environment import repository_identity
+
+    _git(repo, "remote", "remove", "origin")
+    assert capture_git(repo, env=CLEAN_ENV).repo == repository_identity(repo, CLEAN_ENV) == "local/repo"
+    _git(repo, "worktree", "add", "-q", "--detach", str(tmp_path / "elsewhere"), "HEAD")
+    assert repository_identity(tmp_path / "elsewhere", CLEAN_ENV) == "local/repo"
+    outside = tmp_path / "not a repo!"
+    outside.mkdir()
+    assert repository_identity(outside, CLEAN_ENV) == "local/not-a-repo"
+    assert repository_identity(repo, {"ATTNWATCH_REPO": "myteam/kernels"}) == "myteam/kernels"
+    assert main(["env", "--repo", str(repo), "--no-device"]) == 0
+    assert json.loads(capsys.readouterr().out)["git"]["repo"] == repository_identity(repo)

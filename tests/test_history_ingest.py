@@ -74,24 +74,27 @@ def test_stored_values_match_the_bundle(tmp_path, db_path):
 
 
 def test_recorded_pytest_benchmark_2_5_file_imports(fixtures_dir, db_path):
+    """The file names no repository (no commit_info.project): stored as the setting's
+    (history.contract.repository)."""
     path = fixtures_dir / "pytest-benchmark" / "v2.5.0_storage_example.json"
-    report = ingest_paths(db_path, [path])
+    report = ingest_paths(db_path, [path], repo="example/attention-kernels")
     run_id = report.bundles[0].run_id
     assert run_id.startswith("pb-")
     with open_read(db_path) as con:
-        run = con.execute("SELECT commit_sha, source, trigger, dirty, pytest_benchmark_version FROM runs").fetchone()
+        run = con.execute("SELECT commit_sha, source, trigger, dirty, pytest_benchmark_version, repo FROM runs").fetchone()
         res = con.execute("SELECT variant, timing_mode, shape_id, median_us, n_samples, host_iterations "
                           "FROM results").fetchone()
-    assert run == ("5b78858eb718649a31fb93d8dc96ca2cee41a4cd", "pytest-benchmark", "import", True, "2.5.0")
+    assert run == ("5b78858eb718649a31fb93d8dc96ca2cee41a4cd", "pytest-benchmark", "import", True, "2.5.0",
+                   "example/attention-kernels")
     # stats.median 2.2016379230260297e-07 s is 0.22016... us; rounds 9710, iterations 431.
     assert res[0] == "test_xfast_parametrized[0]" and res[1] == "host" and res[2] is None
     assert res[3] == pytest.approx(0.22016379230260297) and res[4] == 9710 and res[5] == 431
-    assert ingest_paths(db_path, [path]).bundles[0].action == "skipped"
+    assert ingest_paths(db_path, [path], repo="example/attention-kernels").bundles[0].action == "skipped"
 
 
 def test_plain_pytest_benchmark_file_uses_group_as_variant(tmp_path, db_path):
     path = make_pytest_benchmark_file(tmp_path / "bench.json", group="softmax")
-    ingest_paths(db_path, [path])
+    ingest_paths(db_path, [path], repo="example/attention-kernels")  # its project: the bare "attention-kernels"
     with open_read(db_path) as con:
         rows = con.execute("SELECT variant, median_us FROM results ORDER BY median_us").fetchall()
         branch = con.execute("SELECT branch FROM runs").fetchone()[0]
@@ -162,7 +165,7 @@ def test_our_benchmark_json_alone_uses_its_gpu_timing(tmp_path, db_path):
     bundle = as_format_1(make_bundle(tmp_path / "b", variants=("sdpa", "triton_fa2"), n_samples=10))
     alone = tmp_path / "benchmark.json"
     alone.write_bytes((bundle / "benchmark.json").read_bytes())
-    report = ingest_paths(db_path, [alone])
+    report = ingest_paths(db_path, [alone], repo="example/attention-kernels")
     assert report.bundles[0].rows["results"] == 8
     with open_read(db_path) as con:
         row = con.execute("SELECT variant, shape_id, batch, causal, timing_mode, n_samples, gap_to_baseline "
@@ -178,7 +181,7 @@ def test_a_bundles_benchmark_json_alone_is_pytest_benchmarks_host_timing(tmp_pat
     bundle = make_bundle(tmp_path / "b", variants=("sdpa",), n_samples=10)
     alone = tmp_path / "benchmark.json"
     alone.write_bytes((bundle / "benchmark.json").read_bytes())
-    ingest_paths(db_path, [alone])
+    ingest_paths(db_path, [alone], repo="example/attention-kernels")
     with open_read(db_path) as con:
         rows = con.execute("SELECT case_id, timing_mode, median_us, host_median_us FROM results").fetchall()
     assert len(rows) == 4 and all(r[0].startswith("tests/bench/test_attention.py::") for r in rows)

@@ -156,3 +156,104 @@ def test_a_history_of_several_repositories_asks_for_the_setting(tmp_path, db_pat
         ingest_paths(db_path, [genuine])
     ingest_paths(db_path, [genuine], repo=GENUINE)
     assert ("c", GENUINE) in _runs(db_path)
+
+
+# --- a pytest-benchmark file's repository: a bare name, or none (history.contract.repository) -----
+
+def _plain(tmp_path, name: str, project: str | None, sha: str = "cd" * 20) -> Path:
+    """A plain pytest-benchmark file whose commit_info.project is `project` (None: left out)."""
+    from bundle_factory import make_pytest_benchmark_file
+
+    path = make_pytest_benchmark_file(tmp_path / name, sha=sha)
+    if project is None:
+        _edit_json(path, lambda d: d["commit_info"].pop("project"))
+    else:
+        _edit_json(path, lambda d: d["commit_info"].update(project=project))
+    return path
+
+
+def test_a_bare_project_is_taken_as_the_history_repository_of_that_name_in_one_line(tmp_path, db_path, capsys):
+    """pytest-benchmark writes the remote's basename ("attention-kernels"); the history's
+    repository is example/attention-kernels: the file is stored as that repository's, said so."""
+    assert cli_main(["--db", str(db_path), "ingest", str(make_bundle(tmp_path / "genuine", run_id="genuine"))]) == 0
+    capsys.readouterr()
+    plain = _plain(tmp_path, "old.json", "attention-kernels")
+    assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 0
+    out = capsys.readouterr().out
+    assert (f"{plain}: commit_info.project 'attention-kernels' (pytest-benchmark's bare project name) taken as "
+            f"'{GENUINE}', the history's repository of that name") in out, out
+    assert {repo for _, repo in _runs(db_path)} == {GENUINE}
+
+
+def test_a_bare_project_names_no_history_and_the_setting_fixes_it(tmp_path, db_path, capsys, monkeypatch):
+    monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
+    plain = _plain(tmp_path, "old.json", "mykernels")
+    assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith(f"{plain}: commit_info.project: 'mykernels' is pytest-benchmark's bare project name, not "
+                        "OWNER/NAME, and this history names no repository yet: set ATTNWATCH_REPO (or --repo) to "
+                        "OWNER/mykernels; nothing was written") and len(err.splitlines()) == 1, err
+    assert _runs(db_path) == []
+    monkeypatch.setenv("ATTNWATCH_REPO", "myteam/mykernels")
+    assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 0
+    assert {repo for _, repo in _runs(db_path)} == {"myteam/mykernels"}
+
+
+def test_a_bare_project_of_another_name_is_refused(tmp_path, db_path, capsys):
+    ingest_paths(db_path, [make_bundle(tmp_path / "genuine", run_id="genuine")])
+    other = _plain(tmp_path, "other.json", "other-kernels")
+    assert cli_main(["--db", str(db_path), "ingest", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"{other}: commit_info.project: 'other-kernels' (pytest-benchmark's bare project name) is not the NAME " \
+           f"of this history's repository '{GENUINE}'" in err, err
+    assert len(_runs(db_path)) == 1
+
+
+def test_a_file_without_a_project_never_names_the_history(tmp_path, db_path, capsys, monkeypatch):
+    """Issue 39: such a file once set the history's repository to '', and every file after it was
+    refused. Now it is refused unless the setting names the repository it is stored as."""
+    monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
+    anonymous = _plain(tmp_path, "anonymous.json", None)
+    assert cli_main(["--db", str(db_path), "ingest", str(anonymous)]) == 2
+    err = capsys.readouterr().err
+    assert f"{anonymous}: commit_info.project: missing: the run does not say which repository it measured" in err
+    assert _runs(db_path) == []
+    assert cli_main(["--db", str(db_path), "ingest", str(make_bundle(tmp_path / "genuine", run_id="genuine"))]) == 0
+    assert cli_main(["--db", str(db_path), "--repo", GENUINE, "ingest", str(anonymous)]) == 0
+    assert f"{anonymous}: commit_info.project is missing: taken as '{GENUINE}'" in capsys.readouterr().out
+    assert {repo for _, repo in _runs(db_path)} == {GENUINE}
+
+
+def test_a_history_holding_empty_repositories_names_none(tmp_path, db_path):
+    """A history written while '' could become its repository: its '' runs name nothing, so the
+    next run is judged by the others (or, with none, names it)."""
+    from attnwatch.history.store.db import open_write
+
+    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
+    with open_write(db_path) as con:
+        con.execute("UPDATE runs SET repo = ''")
+    ingest_paths(db_path, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    assert sorted(_runs(db_path)) == [("a", ""), ("b", GENUINE)]
+
+
+def test_a_checkout_without_a_remote_is_told_how_to_take_the_history_name(tmp_path, db_path, capsys):
+    local = make_bundle(tmp_path / "local", run_id="local", repo="local/attention-kernels")
+    assert cli_main(["--db", str(db_path), "--repo", GENUINE, "ingest", str(local)]) == 2
+    err = capsys.readouterr().err
+    assert "'local/attention-kernels' is how a checkout without an origin remote is named: add the remote, or set " \
+           "ATTNWATCH_REPO where it is measured, and measure again" in err, err
+
+
+def test_an_export_with_runs_of_no_repository_is_imported_without_naming_the_history(tmp_path, db_path):
+    """Runs stored with repo '' (before empty identities were refused) travel with an export, and
+    the imported history is named by its other runs, or by the next ingest."""
+    from attnwatch.history.store.db import open_write
+
+    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
+    with open_write(db_path) as con:
+        con.execute("UPDATE runs SET repo = ''")
+    assert cli_main(["--db", str(db_path), "export", str(tmp_path / "export")]) == 0
+    copy = tmp_path / "copy.duckdb"
+    assert cli_main(["--db", str(copy), "import", str(tmp_path / "export")]) == 0
+    ingest_paths(copy, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    assert sorted(_runs(copy)) == [("a", ""), ("b", GENUINE)]

@@ -141,7 +141,7 @@ def test_an_unknown_pytest_benchmark_major_version_is_refused_by_name(tmp_path, 
     assert "future.json" in err and "version" in err and "99.0.0" in err
     assert not db_path.exists()
     current = _benchmark_file(tmp_path / "current.json", "5.2.3")
-    assert cli_main(["--db", str(db_path), "ingest", str(current)]) == 0
+    assert cli_main(["--db", str(db_path), "--repo", "example/kernels", "ingest", str(current)]) == 0
     with open_read(db_path) as con:
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1
 

@@ -29,8 +29,8 @@ def build_wheel(folder: Path) -> Path:
     return next(folder.glob("attnwatch-*.whl"))
 
 
-def venv_with_wheel(work: Path, wheel: Path) -> Path:
-    """A fresh environment at `work/venv` holding the wheel; returns its python."""
+def fresh_venv(work: Path) -> Path:
+    """A fresh environment at `work/venv`, this environment's packages behind its own; returns its python."""
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
@@ -40,5 +40,11 @@ def venv_with_wheel(work: Path, wheel: Path) -> Path:
     # In sys.path's order: the first setuptools found must be the one this environment builds with.
     ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]
     (purelib / "zz_test_dependencies.pth").write_text("\n".join(ours) + "\n", encoding="utf-8")
+    return python
+
+
+def venv_with_wheel(work: Path, wheel: Path) -> Path:
+    """A fresh environment at `work/venv` holding the wheel; returns its python."""
+    python = fresh_venv(work)
     pip(python, "install", "--no-deps", "--no-index", str(wheel))
     return python

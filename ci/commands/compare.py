@@ -88,7 +88,11 @@ def register(subparsers) -> None:
     p.add_argument("--case-rules", help="per-case min effect and ignore rules (default history/analysis/case_rules.toml "
                                         "or $ATTNWATCH_CASE_RULES)")
     p.add_argument("--fail-on", choices=("regression", "never"), default="never",
-                   help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case")
+                   help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case; "
+                        "a side with uncommitted changes is refused (--allow-dirty)")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="with --fail-on regression, judge a checkout with uncommitted changes anyway (compare.json and "
+                        "the comment still mark that side)")
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
     p.add_argument("--ncu", choices=("changed", "all", "off"), nargs="?", const="all",
                    help="after the rounds, profile under ncu the regressed and improved cases on both sides "
@@ -130,11 +134,13 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
             "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
     commits = {"base": mb, "head": head_sha}
+    # The head is measured from this very checkout when it is the one being asked for (the suite's
+    # repository with --pytest); any other head revision (or another repository) gets its own worktree.
+    here = args.pytest or repo == repo_root(Path(__file__).resolve().parent)
+    if here and head_sha == current_head(repo):
+        refuse_dirty(args, ["head"] if _dirty(repo) else [])
     if args.pytest:
         return (*_pytest_sides(args, out, repo, mb, head_sha), refs)
-    # The head is measured from this very checkout when it is the one being asked for; any other
-    # head revision (or another repository) gets its own worktree too.
-    here = repo == repo_root(Path(__file__).resolve().parent)
     with worktree(repo, mb, "base") as base_root:
         if here and head_sha == current_head(repo):
             return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
@@ -187,11 +193,35 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
         raise UserError(f"--base-root: {exc}") from None
     base_sha = _known(capture_git(base_root).sha, args.base)
     head_sha = _known(capture_git(REPO_ROOT).sha, None)
+    refuse_dirty(args, [side for side, root in (("base", base_root), ("head", REPO_ROOT)) if _dirty(root)])
     commits = {"base": _commit_or_unknown(base_sha), "head": _commit_or_unknown(head_sha)}  # for the round bundles
     base, head, extra = _session(args, out, {"base": base_root, "head": None}, commits, f"base kernels from {base_root}")
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
             "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
     return base, head, extra, refs
+
+
+def _dirty(root: Path) -> bool:
+    """The checkout has uncommitted changes to tracked files (ci.environment.capture_git, as a run records it)."""
+    from attnwatch.ci.environment import capture_git
+
+    return capture_git(root).dirty
+
+
+def refuse_dirty(args, sides: list[str]) -> None:
+    """With --fail-on regression, a side that measures uncommitted changes is refused (its verdict
+    would be the commit's, which did not run) unless --allow-dirty."""
+    if sides and args.fail_on == "regression" and not args.allow_dirty:
+        raise UserError(f"compare --fail-on regression: the {' and '.join(sides)} {'is a checkout' if len(sides) == 1 else 'are checkouts'} "
+                        "with uncommitted changes, which no commit holds: commit or stash them, or pass --allow-dirty "
+                        "to judge them anyway")
+
+
+def _repo_of(rounds: list[RoundData]) -> str:
+    """The repository (OWNER/NAME) the rounds name, else this checkout's (ci.environment.repository_identity)."""
+    from attnwatch.ci.environment import repository_identity
+
+    return next((r.repo for r in rounds if "/" in r.repo), "") or repository_identity(Path.cwd())
 
 
 def _known(sha: str | None, fallback: str | None) -> str:
@@ -352,6 +382,8 @@ def _run(args) -> int:
         refs = {"base_sha": base[0].commit_sha, "head_sha": head[0].commit_sha, "merge_base_sha": base[0].commit_sha,
                 "base_ref": args.base or "", "head_ref": args.head if args.base else ""}
     env = head[0].environment
+    dirty = [side for side, rounds in (("base", base), ("head", head)) if any(r.dirty for r in rounds)]
+    refuse_dirty(args, dirty)
     judging = time.monotonic()
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
     cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
@@ -373,6 +405,9 @@ def _run(args) -> int:
               file=sys.stderr)
     report = CompareReport(
         **refs,
+        repo=_repo_of([*head, *base]),
+        base_dirty="base" in dirty,
+        head_dirty="head" in dirty,
         gpu_name=gpu,
         rounds=min(len(base), len(head)),
         method=args.method,

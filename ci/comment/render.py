@@ -161,6 +161,13 @@ def _note_line(note: str) -> str:
     return f"> {md_text(note, 400)}"
 
 
+def _dirty_lines(report: CompareReport) -> list[str]:
+    """A warning per side that measured uncommitted changes (compare.json's base_dirty, head_dirty)."""
+    lines = [f"> ⚠️ **The {side} measured uncommitted changes** on top of {md_code(sha[:12])}: its numbers are not "
+             "that commit's" for side, sha in report.dirty_sides()]
+    return lines + [""] if lines else []
+
+
 def _notes(report: CompareReport) -> list[str]:
     """The report's notes, warnings first, each a quoted line; at most 10, each cut to 400
     characters (the notes come from the artifact: escaped like every other value)."""
@@ -212,7 +219,7 @@ def _config_section(report: CompareReport) -> list[str]:
 def _reproduce(c: CaseComparison, report: CompareReport) -> str:
     """The command that A/Bs this case again (history.reproduce), as a code span."""
     command = reproduce.compare_command(c.case_id, report.merge_base_sha, report.head_sha, method=report.method,
-                                        rounds=report.rounds)
+                                        rounds=report.rounds, dirty=report.base_dirty or report.head_dirty)
     return md_code(command, 400) if command else "—"
 
 
@@ -346,6 +353,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement") and not c.ignored),
                          key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
     head = [MARKER, headline(report), "", _context_line(report), ""]
+    head += _dirty_lines(report)
     head += _notes(report)
     head += selection_lines(report)
     head += _correctness_section(report)
@@ -389,7 +397,7 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
 
 def render_short(report: CompareReport, links: Links = Links()) -> str:
     """A minimal body (verdict, counts, links): the fallback when GitHub refuses the full one."""
-    lines = [MARKER, headline(report), "", _context_line(report), "", *_notes(report),
+    lines = [MARKER, headline(report), "", _context_line(report), "", *_dirty_lines(report), *_notes(report),
              "The full comment was refused by GitHub (too long); every case is in the `compare.json` artifact.", ""]
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     if run_url:

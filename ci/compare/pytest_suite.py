@@ -56,7 +56,7 @@ def measure_suite(suite: str, roots: dict[str, Path], out: Path, rounds: int, ex
     """(base rounds, head rounds): `rounds` alternating runs of the suite on each side, each
     within [compare] pytest_suite_timeout_s (ci/run_config.toml)."""
     timeout_s = float(compare_setting("pytest_suite_timeout_s"))
-    folder = out / "pytest-rounds"
+    folder = (out / "pytest-rounds").absolute()  # each side's suite runs in its own checkout: not relative to it
     folder.mkdir(parents=True, exist_ok=True)
     taken: dict[str, list[RoundData]] = {"base": [], "head": []}
     for k in range(rounds):

@@ -23,11 +23,12 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
 COMPARE_SCHEMA = "attnwatch.compare"
-COMPARE_SCHEMA_VERSION = 8  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
+COMPARE_SCHEMA_VERSION = 9  # v2: SideResult.kernel_configs; v3: CaseComparison.min_effect, .ignored, .explanation;
 # v4: CompareReport.selection (which variants were measured, and why) and .times (where the wall time went);
 # v5: SideResult.gap_to_baseline and .baseline_variant (were gap_to_sdpa: the baseline was always sdpa);
 # v6: SideResult.throttle_reasons; v7: CaseComparison.bound and .bytes (a memory-bound case's bandwidth);
-# v8: NcuExplanation.exact (exact counters that differ), RuleChange.band and .accounts_us
+# v8: NcuExplanation.exact (exact counters that differ), RuleChange.band and .accounts_us;
+# v9: CompareReport.base_dirty and .head_dirty (a side measured uncommitted changes)
 COMPARE_FILE = "compare.json"
 
 MAX_REPORT_BYTES = 8 * 1024 * 1024
@@ -129,6 +130,15 @@ def compare_v7_to_v8(document: dict) -> dict:
     return document
 
 
+def compare_v8_to_v9(document: dict) -> dict:
+    """compare.json v8 -> v9: each side gains whether it measured uncommitted changes (v8 did not
+    say: not known, taken as clean, as v8's comment showed it)."""
+    document.setdefault("base_dirty", False)
+    document.setdefault("head_dirty", False)
+    document["schema_version"] = 9
+    return document
+
+
 # (schema, version) -> upgrade to version + 1.
 COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
                                                       (COMPARE_SCHEMA, 2): compare_v2_to_v3,
@@ -136,7 +146,8 @@ COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compa
                                                       (COMPARE_SCHEMA, 4): compare_v4_to_v5,
                                                       (COMPARE_SCHEMA, 5): compare_v5_to_v6,
                                                       (COMPARE_SCHEMA, 6): compare_v6_to_v7,
-                                                      (COMPARE_SCHEMA, 7): compare_v7_to_v8}
+                                                      (COMPARE_SCHEMA, 7): compare_v7_to_v8,
+                                                      (COMPARE_SCHEMA, 8): compare_v8_to_v9}
 
 
 class ReportError(UserError):
@@ -304,7 +315,11 @@ class CompareReport:
     cases: list[CaseComparison] = rule(max_items=MAX_CASES)
     base_ref: str = ""
     head_ref: str = ""
-    repo: str = ""
+    repo: str = ""  # OWNER/NAME (ci.environment.repository_identity); "" only in reports written before v8
+    # A side measured a checkout with uncommitted changes (its rounds' manifests say `dirty`): its
+    # numbers are not its commit's. The comment says so; `--fail-on regression` refuses it.
+    base_dirty: bool = False
+    head_dirty: bool = False
     # Scalars only (GPU, driver and library versions); text up to MAX_TEXT.
     environment: dict[str, str | int | float | bool | None] = rule(default_factory=dict, max_items=100, max_len=MAX_TEXT)
     notes: list[str] = rule(default_factory=list, max_items=50, max_len=MAX_TEXT)
@@ -341,6 +356,11 @@ class CompareReport:
     @property
     def failed(self) -> list[CaseComparison]:
         return [c for c in self.cases if c.verdict == "failed" and not c.ignored]
+
+    def dirty_sides(self) -> list[tuple[str, str]]:
+        """(side, its commit) of each side that measured uncommitted changes."""
+        return [(side, sha) for side, sha, dirty in (("base", self.merge_base_sha, self.base_dirty),
+                                                     ("head", self.head_sha, self.head_dirty)) if dirty]
 
     def should_fail(self) -> bool:
         """What `--fail-on regression` fails on: a regression, a correctness failure, a lost case,

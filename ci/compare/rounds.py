@@ -71,6 +71,8 @@ class RoundData:
     environment: dict = field(default_factory=dict)
     started_at: str = ""  # ISO 8601 UTC: when the side's round began and ended
     finished_at: str = ""
+    repo: str = ""  # the repository the round's manifest names
+    dirty: bool = False  # the round measured a checkout with uncommitted changes
 
 
 def read_round(bundle_dir: str | Path) -> RoundData:
@@ -123,4 +125,5 @@ def round_of(bundle: LoadedBundle) -> RoundData:
                                        for k in kernels]
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
-    return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at)
+    return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at, m.repo,
+                     m.dirty)

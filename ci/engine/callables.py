@@ -28,7 +28,8 @@ from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.history.analysis.statistics import median, summarize
 from attnwatch.history.contract.bundle import CaseTiming
 
-CPU_NOTE = "cpu_wall: host wall-clock per call on a CPU (caches not flushed); not a GPU measurement"
+CPU_NOTE = ("cpu_wall: host wall-clock per call on a CPU with one intra-op thread (torch.set_num_threads(1) while "
+            "measuring), caches not flushed; not a GPU measurement")
 CUDA_NOTE = "cuda_events: device time per call from a CUDA event pair, L2 flushed before each call, blocks guarded"
 
 
@@ -52,7 +53,12 @@ class CallableEngine:
 
     def measure(self, subjects: list[Subject], group: str) -> tuple[dict[str, RawMeasurement], str]:
         """Warm up and time `subjects` interleaved; graph replay of a launch-bound one.
-        Returns the raw measurements and the interleave group id they share."""
+        Returns the raw measurements and the interleave group id they share. On a CPU, with one
+        intra-op thread (as open_device sets it, CPU_NOTE): the caller restores its own count."""
+        if self.device_kind == "cpu":
+            import torch
+
+            torch.set_num_threads(1)
         self.timer.renew_streams()
         self.rounds += 1
         for subject in subjects:

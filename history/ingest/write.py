@@ -82,6 +82,8 @@ class BundleReport:
 class IngestReport:
     db_path: str
     bundles: list[BundleReport] = field(default_factory=list)
+    # One line per run whose repository was taken as the history's (history.contract.repository).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def inserted(self) -> list[BundleReport]:
@@ -92,8 +94,8 @@ class IngestReport:
         return [b for b in self.bundles if b.action == "skipped"]
 
     def lines(self) -> list[str]:
-        """A short human report, one line per input and a total."""
-        out = []
+        """A short human report: the repository mappings, one line per input and a total."""
+        out = list(dict.fromkeys(self.notes))
         for b in self.bundles:
             if b.action == "inserted":
                 counts = ", ".join(f"{n} {t}" for t, n in b.rows.items() if n)
@@ -147,8 +149,9 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     else:
         unchanged = _already_stored(location, [p for p in paths if p not in labels])
         bundles = load_all([p for p in paths if p not in unchanged], labels)
-        check_repository(bundles, repo)  # before the history is opened (or created)
+        notes = check_repository(bundles, repo)  # before the history is opened (or created)
         report = ingest_loaded(location, bundles, deadline_s=deadline_s, repo=repo) if bundles else IngestReport(location.label)
+        report.notes[:0] = notes
     fresh = iter(report.bundles)
     ordered = []
     for p in paths:
@@ -193,11 +196,12 @@ def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBun
 
 def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
                repo: str | None = None) -> IngestReport:
-    if bundles:
-        check_repository(bundles, repo, stored_repositories(con))
+    notes = check_repository(bundles, repo, stored_repositories(con)) if bundles else []
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
-    return _write_each(location, bundles, known, lambda b: (write_transaction(
+    report = _write_each(location, bundles, known, lambda b: (write_transaction(
         con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, DEFAULT_LOCK_WAIT_S)), False))
+    report.notes = notes
+    return report
 
 
 def _on_lake(location: HistoryLocation, deadline_s: float, work):
@@ -210,8 +214,7 @@ def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadlin
     """`_ingest_on` for a lake, one step at a time, each retried while the catalog is unreachable."""
     known, stored_repos = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: (_known_runs(
         con, [b.manifest.run_id for b in bundles]), stored_repositories(con))))
-    if bundles:
-        check_repository(bundles, repo, stored_repos)
+    notes = check_repository(bundles, repo, stored_repos) if bundles else []
 
     def write(b: LoadedBundle):
         broken: list[Exception] = []
@@ -221,7 +224,9 @@ def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadlin
             on_retry=broken.append)
         return rows, bool(broken)
 
-    return _write_each(location, bundles, known, write)
+    report = _write_each(location, bundles, known, write)
+    report.notes = notes
+    return report
 
 
 def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: dict[str, str], write) -> IngestReport:
