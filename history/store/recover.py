@@ -17,6 +17,7 @@ in-memory database, which is the default one by then. So, in order:
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from attnwatch.history.store import file_check, sealed
 from attnwatch.history.store.db import open_read
 from attnwatch.history.errors import HistoryError, WalReplayError
 from attnwatch.history.store.faults import file_fault
@@ -70,7 +72,7 @@ def recover(location: str | Path) -> RecoveryReport:
     if loc.is_lake:
         raise RecoveryError(f"{loc.label}: recover is for a history file; a lake has no write-ahead log of its own")
     path = loc.path
-    if not path.is_file():
+    if not file_check.existing(path, loc.label):
         raise RecoveryError(f"{path}: no history file here")
     report = RecoveryReport(path)
     wal = wal_path(path)
@@ -109,9 +111,9 @@ def _backup(path: Path, wal: Path) -> Path:
 
 def _replay_attached(path: Path) -> None:
     """Attach to an in-memory database (which is then the default one), so the log replays, and checkpoint."""
-    con = duckdb.connect(":memory:")
+    con = sealed.connect()
     try:
-        quoted = str(path).replace("'", "''")
+        quoted = os.path.abspath(path).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS recovered")
         con.execute("CHECKPOINT recovered")
         con.execute("DETACH recovered")
