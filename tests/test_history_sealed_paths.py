@@ -158,6 +158,15 @@ def test_every_history_connection_keeps_extension_loading_off(tmp_path):
                 assert "download" not in said.lower() and ("httpfs to be loaded" in said or "disabled" in said), said
 
 
+def test_the_dashboards_reads_keep_extension_loading_off(tmp_path):
+    from attnwatch.app.data.store import current_source, read_frame
+
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [make_bundle(tmp_path / "b", n_samples=5)])
+    frame = read_frame(current_source(db), "SELECT " + ", ".join(f"current_setting('{s}') AS {s}" for s in SEALED))
+    assert frame.iloc[0].tolist() == [False] * len(SEALED)
+
+
 def test_every_duckdb_connection_of_the_product_is_opened_in_one_place():
     opened = []
     for top in PRODUCT_DIRS:

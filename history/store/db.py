@@ -1,7 +1,9 @@
 """Opening the history, a file or a lake (history.store.location), with its schema checked.
 
 Every opener of the project comes through here; each takes a location (a HistoryLocation, or
-the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`).
+the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`). A file's path is checked
+before DuckDB is given it (history.store.file_check: a DuckDB file, or nothing yet), and every
+connection is history.store.sealed's (no extension loads of its own accord).
 
 A lake (history.store.lake) has no file lock: many processes read and write it at once, DuckLake
 orders their commits, and history.store.transactions keeps natural keys unique. Its readers share one
