@@ -173,9 +173,10 @@ def computed_argument_functions() -> frozenset[str]:
 
 
 def _names_given(function: dict) -> list[list[str]]:
-    """The names a table function is given, each as its parts: a text literal's dotted parts (the
-    whole text as one part when it is no dotted name), a column reference's; QueryError for an
-    argument whose value only DuckDB's evaluation would tell (module docstring, check 2)."""
+    """The names a table function is given, each as its parts: a text literal's dotted parts and
+    its whole text as one part (which is searched for a hidden database's name however DuckDB
+    splits it), a column reference's; QueryError for an argument whose value only DuckDB's
+    evaluation would tell (module docstring, check 2)."""
     name = str(function.get("function_name", "")).lower()
     if name in computed_argument_functions():
         return []
@@ -185,7 +186,7 @@ def _names_given(function: dict) -> list[list[str]]:
         if kind == "CONSTANT":
             value = child.get("value") if isinstance(child.get("value"), dict) else {}
             if isinstance(value.get("value"), str) and not value.get("is_null"):
-                out.append(dotted_parts(value["value"]) or [value["value"]])
+                out += [dotted_parts(value["value"]), [value["value"]]]
         elif kind == "COLUMN_REF" and isinstance(child.get("column_names"), list):
             out.append([str(part) for part in child["column_names"]])
         else:
