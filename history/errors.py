@@ -63,3 +63,8 @@ class MigrationError(HistoryError):
 
 class HistoryNotFoundError(HistoryError):
     """A read was asked of a history file that does not exist."""
+
+
+class NotAHistoryError(HistoryError):
+    """The history path names something that is not a history file (a directory, a link to nothing, a
+    file of another format): refused before DuckDB opens it, and nothing is created beside it."""

@@ -213,10 +213,9 @@ class _Counting:
 
 
 def _main(argv: list[str]) -> int:
-    import duckdb
-
     import attnwatch.history.store.db as history_db
     from attnwatch.ci.cli import main
+    from attnwatch.history.store import sealed
 
     kill_at, counter = int(argv[0]), [0]
     legacy = "--legacy-wal" in argv
@@ -224,18 +223,16 @@ def _main(argv: list[str]) -> int:
     if legacy:  # as before: no checkpoint at commit, a new file created in place
         history_db.DURABLE_WRITES = {}
         history_db._create_whole = lambda loc, deadline_s: None
-    connect = history_db.duckdb.connect
-
-    class _Shim:
+    class _Shim:  # history.store.db's connections, the only ones that write a history file
         def __getattr__(self, name):
-            return getattr(duckdb, name)
+            return getattr(sealed, name)
 
         @staticmethod
         def connect(database, *args, **kwargs):
-            con = connect(database, *args, **kwargs)
+            con = sealed.connect(database, *args, **kwargs)
             return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy)
 
-    history_db.duckdb = _Shim()
+    history_db.sealed = _Shim()
     try:
         return main(argv[1:])
     finally:

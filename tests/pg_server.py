@@ -90,6 +90,12 @@ class PostgresServer:
         self.psql(f'CREATE DATABASE "{name}"')
         return name
 
+    def read_only_role(self, dbname: str, role: str) -> str:
+        """README's dashboard role: a login with SELECT on the catalog's tables and nothing else; its DSN."""
+        self.psql(f"CREATE ROLE {role} LOGIN")
+        self.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
+        return self.dsn(dbname, user=role)
+
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m MODE`: every client connection is cut, the server is back when this returns."""
         subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode,

@@ -75,10 +75,7 @@ def test_the_catalogs_query_text_never_reaches_the_message():
 def _reader(lake_db: str, postgres_server) -> str:
     """README's dashboard role: SELECT on the catalog's tables and nothing else."""
     dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
-    role = f"reader_{dbname}"
-    postgres_server.psql(f"CREATE ROLE {role} LOGIN")
-    postgres_server.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
-    return lake_db.replace("user=attnwatch", f"user={role}")
+    return f"ducklake:postgres:{postgres_server.read_only_role(dbname, f'reader_{dbname}')}"
 
 
 def test_the_read_only_role_is_told_so_in_one_line_and_nothing_changes(lake_db, tmp_path, postgres_server, capsys):
@@ -206,7 +203,7 @@ INVALIDATED_WRITER = textwrap.dedent(
     """
     import itertools, sys, duckdb
     from pathlib import Path
-    from attnwatch.history.store import lake
+    from attnwatch.history.store import lake, sealed
     from attnwatch.history.store.db import open_write
     from attnwatch.history.store.lake_retry import retrying
 
@@ -215,7 +212,7 @@ INVALIDATED_WRITER = textwrap.dedent(
 
     def connect_with_a_file_main(loc, read_only, config=None):
         path = scratch / f"main{next(numbers)}.duckdb"
-        con = duckdb.connect(str(path), config=lake.BASE_CONFIG)
+        con = sealed.connect(str(path))
         for extension, package in lake.EXTENSIONS.items():
             con.execute(f"LOAD '{lake.extension_path(extension, package)}'")
         con.execute(f"ATTACH 'ducklake:postgres:{loc.catalog}' AS history (DATA_PATH '{loc.data_path}')")

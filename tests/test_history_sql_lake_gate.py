@@ -8,12 +8,15 @@ test attaches the lake once; two go through the whole user-SQL path (child proce
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import duckdb
 import pytest
 
 from attnwatch.app.data.sql_console import examples
 from bundle_factory import make_bundle
+from fault_env import child_env
 from sql_probe import catalogue_statements
 from attnwatch.history.errors import QueryError
 from attnwatch.history.ingest.write import ingest_paths
@@ -124,7 +127,7 @@ def test_no_catalogue_function_or_view_shows_the_catalog_database(lake, lake_con
     for sql in catalogue_statements(lake_con):
         if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
                                                      "enable_logging", "truncate_duckdb_logs"):
-            continue  # change state: refused by name (WRITES), or on the read-only, locked connection
+            continue  # change state: refused by name (WRITES, denied.toml), or on the read-only, locked connection
         try:
             refuse_denied_names(sql)
             refuse_unsafe_lake_sql(lake_con, sql)
@@ -188,3 +191,99 @@ def test_names_given_as_text_are_read_as_the_parser_reads_them():
     assert dotted_parts(' "Cat"."sch" . tbl ') == ["Cat", "sch", "tbl"]
     assert dotted_parts('"a.b".c') == ["a.b", "c"]
     assert dotted_parts("/etc/passwd") == [] and dotted_parts("a b.c") == [] and dotted_parts("a.b.c.d") == []
+
+
+# A catalog table's name reached through an expression, which DuckDB evaluates only after the gate:
+# each form as the argument of a table function that reads a table's name.
+CATALOG_TABLE = f"{CATALOG}.ducklake_data_file"
+COMPUTED_NAMES = {
+    "concatenation": "'__ducklake_metadata_' || 'history.ducklake_data_file'",
+    "concat": "concat('__ducklake_metadata_', 'history.ducklake_data_file')",
+    "lower": f"lower('{CATALOG_TABLE.upper()}')",
+    "replace": "replace('X.ducklake_data_file', 'X', '__ducklake_metadata_history')",
+    "format": "format('{}.ducklake_data_file', '__ducklake_metadata_history')",
+    "printf": "printf('%s.ducklake_data_file', '__ducklake_metadata_history')",
+    "cast": f"CAST('{CATALOG_TABLE}' AS VARCHAR)",
+    "cast from bytes": r"CAST('\x5F\x5Fducklake_metadata_history.ducklake_data_file'::BLOB AS VARCHAR)",
+    "variable": "getvariable('catalog_table')",
+    "prepared parameter": "$1",
+    "subquery": f"(SELECT '{CATALOG_TABLE}')",  # DuckDB refuses it itself; the gate must too
+}
+NAME_READERS = ("pragma_table_info", "pragma_show")
+
+
+@pytest.fixture(scope="module")
+def reader_lake(lake, postgres_server):
+    """The module's lake as README's dashboard role (SELECT on the catalog's tables, nothing else)."""
+    dbname = parse_location(lake[0]).catalog.split()[0].split("=")[1]
+    return f"ducklake:postgres:{postgres_server.read_only_role(dbname, f'gate_reader_{dbname}')}"
+
+
+@pytest.fixture(scope="module")
+def reader_con(reader_lake):
+    with private_temp_dir() as temp_dir, sandboxed(reader_lake, SqlLimits(), temp_dir) as con:
+        con.execute(f"SET VARIABLE catalog_table = '{CATALOG_TABLE}'")
+        yield con
+
+
+@pytest.mark.parametrize("form", sorted(COMPUTED_NAMES))
+def test_a_catalog_name_computed_by_an_expression_is_refused(reader_con, form):
+    for function in NAME_READERS:
+        sql = f"SELECT * FROM {function}({COMPUTED_NAMES[form]})"
+        params = [CATALOG_TABLE] if form == "prepared parameter" else None
+        if form != "subquery":  # a real door: the read-only role sees the catalog table's columns
+            assert "data_file_id" in str(reader_con.execute(sql, params).fetchall()), f"not a door: {sql}"
+        with pytest.raises(QueryError) as info:
+            refuse_unsafe_lake_sql(reader_con, sql)
+        assert str(info.value).startswith(f"{function}: ") and "\n" not in str(info.value), str(info.value)
+
+
+def test_a_name_given_to_a_table_macro_is_checked_as_a_name(reader_con):
+    """histogram() takes its table as a plain name, which DuckDB's binder error would answer with
+    the catalog table's columns."""
+    for sql in (f"SELECT * FROM histogram({CATALOG_TABLE}, nonexistent)",
+                f"SELECT * FROM histogram('{CATALOG_TABLE} ', nonexistent)"):
+        with pytest.raises(QueryError, match="own tables only"):
+            refuse_unsafe_lake_sql(reader_con, sql)
+    for sql in ("SELECT * FROM histogram(results, median_us)", "SELECT * FROM pragma_table_info('runs')",
+                "SELECT * FROM range(2 * 3)", "SELECT r.run_id, u FROM runs r, unnest([r.run_id, r.repo]) t(u)"):
+        refuse_unsafe_lake_sql(reader_con, sql)
+        reader_con.execute(sql).fetchall()
+
+
+def test_only_the_listed_table_functions_take_computed_arguments(lake_con):
+    """Every table function the lake connection has refuses a computed argument, unless
+    history/sql/computed_arguments.toml lists it (each entry a real table function)."""
+    from attnwatch.history.sql.gate import computed_argument_functions  # new with the rule
+
+    functions = {r[0].lower() for r in lake_con.execute(
+        "SELECT function_name FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')").fetchall()}
+    listed = computed_argument_functions()
+    assert listed and listed <= functions, listed - functions
+    for function in sorted(functions - listed):
+        with pytest.raises(QueryError, match=f"^{function}: "):
+            refuse_unsafe_lake_sql(lake_con, f"SELECT * FROM {function}('run' || 's')")
+
+
+def test_the_whole_user_sql_path_refuses_a_computed_name_in_one_line(reader_lake):
+    sql = f"SELECT * FROM pragma_table_info({COMPUTED_NAMES['concatenation']})"
+    with pytest.raises(QueryError, match="^pragma_table_info: .*literals or plain names"):
+        run_user_sql(reader_lake, sql)
+    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", reader_lake, "sql", sql],
+                          env=child_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "data_file_id" not in done.stdout, (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "pragma_table_info" in done.stderr, done.stderr
+
+
+def test_lake_connections_load_no_extension_of_their_own_accord(lake, lake_con):
+    """The dashboard's readers, a writer and the SQL sandbox: only the lake's own extensions, loaded
+    from their wheels; what would load another one says it is not loaded."""
+    from attnwatch.history.store.db import open_read, open_write
+    from attnwatch.history.store.sealed import SEALED_SETTINGS  # new with history.store.sealed
+
+    settings = "SELECT " + ", ".join(f"current_setting('{s}')" for s in SEALED_SETTINGS)
+    with open_read(lake[0]) as reader, open_write(lake[0]) as writer:
+        for con in (reader, writer, lake_con):
+            assert con.execute(settings).fetchone() == (False,) * len(SEALED_SETTINGS)
+            with pytest.raises(duckdb.CatalogException, match="sqlite_scan.*not in the catalog"):
+                con.execute("SELECT * FROM sqlite_scan('team.sqlite', 'runs')")

@@ -180,7 +180,7 @@ def test_no_catalogue_function_or_view_shows_a_server_path(history, tmp_path, pr
     for sql in catalogue_statements():
         if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
                                                      "enable_logging", "truncate_duckdb_logs"):
-            continue  # change state, refused on a read-only, locked connection anyway
+            continue  # change state: refused by name (denied.toml) or on the read-only, locked connection
         try:
             text = run_user_sql(history, sql, timeout_s=10).to_csv(index=False)
         except QueryError as exc:

@@ -18,7 +18,8 @@ from pathlib import Path
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.port import DEFAULT_HOST, DEFAULT_PORT, parse_port, port_problem
 from attnwatch.ci.process_group import run_in_group
-from attnwatch.history.store.location import LAKE_PREFIX
+from attnwatch.history.store import file_check
+from attnwatch.history.store.location import parse_location
 
 
 def entrypoint() -> Path:
@@ -67,9 +68,10 @@ def _run(args) -> int:
         parse_port(args.port)
     except ValueError as exc:
         raise UserError(f"--port: {exc}") from None
-    lake = args.db.startswith(LAKE_PREFIX)
-    db = args.db if lake else str(Path(args.db).expanduser())
-    if not lake and not Path(db).exists():
+    location = parse_location(args.db)  # a URL or an extension prefix is refused here, in one line
+    lake = location.is_lake
+    db = args.db if lake else str(location.path)
+    if not lake and not file_check.existing(location.path, db):  # a directory, a link to nothing: refused
         print(f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
               file=sys.stderr)
     cmd = streamlit_command(args.port, args.host)

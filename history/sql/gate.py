@@ -35,6 +35,16 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
      cannot be named, whichever part of a two- or three-part name it takes and whether it is
      quoted or not; unqualified names resolve through the search path, which the locked
      configuration keeps on the lake.
+     A table function's argument is read as DuckDB will evaluate it, so it must be a literal
+     (the parser has resolved its quotes and escapes) or a plain name (a column reference: what
+     a table macro such as histogram takes as its table); its text is checked as a name given
+     as text, and may not contain the hidden database's name at all. Any other argument (an
+     expression, a function such as concat or lower, a cast, getvariable, a subquery, a
+     prepared parameter) is refused, except for the functions of
+     history/sql/computed_arguments.toml, which read their arguments as values, never as a
+     name. A name computed by an expression exists only once DuckDB evaluates it, after this
+     check, and a lookup of a table's columns (pragma_table_info, pragma_show) leaves no trace
+     in the plan that check 3 reads.
   3. what the statement binds to: `EXPLAIN (FORMAT json)` makes DuckDB's binder resolve every
      name, view and function and plan the query without running it; the plan may contain no
      operator of the lake's extensions but the lake's own table scan (ducklake_scan) and the
@@ -50,11 +60,11 @@ from __future__ import annotations
 import json
 import re
 from functools import lru_cache
+from pathlib import Path
 
-import duckdb
-
-from attnwatch.history.store import lake
+from attnwatch.history.store import lake, sealed
 from attnwatch.history.errors import QueryError
+from attnwatch.history.sql.guard import named_reasons
 
 TEXT_AS_SQL = frozenset({"query", "query_table", "json_execute_serialized_sql"})
 WRITES = frozenset({"checkpoint", "force_checkpoint"})  # table functions that write (DuckLake flushes inlined data)
@@ -69,6 +79,7 @@ ALLOWED_EXTENSION_FUNCTIONS = frozenset({
 ALLOWED_OPERATORS = ALLOWED_EXTENSION_FUNCTIONS | {"ducklake_scan"}
 QUALIFIER_KEYS = ("catalog_name", "schema_name", "catalog", "schema")
 OWN_TABLES_ONLY = "SQL on a lake history reads the history's own tables only"
+COMPUTED_ARGUMENTS_FILE = Path(__file__).resolve().parent / "computed_arguments.toml"
 METADATA_CATALOG = f"__ducklake_metadata_{lake.ALIAS}"  # the name DuckLake attaches the catalog database under
 
 # A name given as text: parts that are plain words or "double-quoted", one to three of them.
@@ -80,8 +91,7 @@ _DOTTED_NAME = re.compile(rf"\s*({_PART})(?:\s*\.\s*({_PART}))?(?:\s*\.\s*({_PAR
 def extension_functions() -> frozenset[str]:
     """Functions a lake connection has that a plain DuckDB has not."""
     names = "SELECT DISTINCT lower(function_name) FROM duckdb_functions()"
-    plain = duckdb.connect(":memory:", config=lake.BASE_CONFIG)
-    loaded = duckdb.connect(":memory:", config=lake.BASE_CONFIG)
+    plain, loaded = sealed.connect(), sealed.connect()
     try:
         before = {r[0] for r in plain.execute(names).fetchall()}
         for extension, package in lake.EXTENSIONS.items():
@@ -141,19 +151,53 @@ def hidden_databases(con) -> frozenset[str]:
 
 def refuse_unlisted_qualifiers(tree: dict, reachable: frozenset[str], hidden: frozenset[str] = frozenset()) -> None:
     """Check 2: every qualifier names a listed database or schema (module docstring); a name
-    given as text to a table function neither has a qualifier outside them nor is a hidden
-    database itself (`checkpoint('db')`, `pragma_metadata_info('db')` take a database's name)."""
+    given to a table function, as text or as a plain name, neither has a qualifier outside them
+    nor is or contains a hidden database's name (`checkpoint('db')`, `pragma_metadata_info('db')`
+    take a database's name); any other argument is refused unless the function reads values."""
     for node in _nodes(tree):
         for key in QUALIFIER_KEYS:
             value = node.get(key)
             if isinstance(value, str) and value and value.lower() not in reachable:
                 raise QueryError(f"{value}: {OWN_TABLES_ONLY}")
         if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
-            for text in _text_arguments(node["function"]):
-                parts = dotted_parts(text)
+            for parts in _names_given(node["function"]):
                 for i, part in enumerate(parts):
-                    if (i < len(parts) - 1 and part.lower() not in reachable) or part.lower() in hidden:
+                    if (i < len(parts) - 1 and part.lower() not in reachable) or \
+                            any(h in part.lower() for h in hidden):
                         raise QueryError(f"{part}: {OWN_TABLES_ONLY}")
+
+
+def computed_argument_functions() -> frozenset[str]:
+    """The table functions that may take computed arguments (history/sql/computed_arguments.toml)."""
+    return frozenset(named_reasons(COMPUTED_ARGUMENTS_FILE, "computed"))
+
+
+def _names_given(function: dict) -> list[list[str]]:
+    """The names a table function is given, each as its parts: a text literal's dotted parts and
+    its whole text as one part (which is searched for a hidden database's name however DuckDB
+    splits it), a column reference's; QueryError for an argument whose value only DuckDB's
+    evaluation would tell (module docstring, check 2)."""
+    name = str(function.get("function_name", "")).lower()
+    if name in computed_argument_functions():
+        return []
+    out = []
+    for child in function.get("children") or []:
+        kind = child.get("class") if isinstance(child, dict) else None
+        if kind == "CONSTANT":
+            value = child.get("value") if isinstance(child.get("value"), dict) else {}
+            if isinstance(value.get("value"), str) and not value.get("is_null"):
+                out += [dotted_parts(value["value"]), [value["value"]]]
+        elif kind == "COLUMN_REF" and isinstance(child.get("column_names"), list):
+            out.append([str(part) for part in child["column_names"]])
+        else:
+            what = _ARGUMENT_KINDS.get(kind, "an expression")
+            raise QueryError(f"{name}: on a lake history a table function's arguments are literals or plain names, "
+                             f"not {what}, so that the name it reads can be checked before it runs")
+    return out
+
+
+_ARGUMENT_KINDS = {"FUNCTION": "a function or operator", "CAST": "a cast", "SUBQUERY": "a subquery",
+                   "PARAMETER": "a prepared parameter", "CASE": "a CASE expression"}
 
 
 def dotted_parts(text: str) -> list[str]:
@@ -163,15 +207,6 @@ def dotted_parts(text: str) -> list[str]:
     if match is None:
         return []
     return [p[1:-1].replace('""', '"') if p.startswith('"') else p for p in match.groups() if p is not None]
-
-
-def _text_arguments(function: dict) -> list[str]:
-    out = []
-    for child in function.get("children") or []:
-        value = child.get("value") if isinstance(child, dict) and child.get("class") == "CONSTANT" else None
-        if isinstance(value, dict) and not value.get("is_null") and isinstance(value.get("value"), str):
-            out.append(value["value"])
-    return out
 
 
 def refuse_blocked_operators(con, sql: str) -> None:

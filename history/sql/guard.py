@@ -21,6 +21,7 @@ and DuckDB's error messages name such paths too. So:
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -43,21 +44,28 @@ _PID = re.compile(r"\s*\(PID \d+\)|\s*\bPID:? \d+", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class DeniedName:
+    """A name in one of the SQL path's lists (history/sql/*.toml), with the reason it is there."""
+
     name: str
     reason: str
 
 
-@lru_cache(maxsize=2)
-def denied_names(path: Path = DENIED_FILE) -> dict[str, DeniedName]:
-    """history/sql/denied.toml as {lower-case name: entry}; every entry needs a name and a reason."""
-    entries = tomllib.loads(path.read_text(encoding="utf-8"))["denied"]
+@lru_cache(maxsize=4)
+def named_reasons(path: Path, table: str) -> dict[str, DeniedName]:
+    """The `[[table]]` entries of a TOML list as {lower-case name: entry}; each needs a name and a reason."""
+    entries = tomllib.loads(path.read_text(encoding="utf-8"))[table]
     out = {}
     for i, entry in enumerate(entries):
         name, reason = entry.get("name"), entry.get("reason")
         if not (isinstance(name, str) and name and isinstance(reason, str) and reason):
-            raise ValueError(f"{path}: denied[{i}]: needs a name and a reason")
+            raise ValueError(f"{path}: {table}[{i}]: needs a name and a reason")
         out[name.lower()] = DeniedName(name.lower(), reason)
     return out
+
+
+def denied_names(path: Path = DENIED_FILE) -> dict[str, DeniedName]:
+    """history/sql/denied.toml as {lower-case name: entry}."""
+    return named_reasons(path, "denied")
 
 
 def named_identifiers(sql: str) -> list[str]:
@@ -107,7 +115,8 @@ def public_text(text: str, location) -> str:
     where = str(location)
     if where and not where.startswith("ducklake:"):
         path = Path(where).expanduser()
-        for spelling in sorted({where, str(path), str(path.resolve())}, key=len, reverse=True):
+        # os.path.realpath, not Path.resolve: a symbolic link loop raises RuntimeError there (Python 3.11, 3.12)
+        for spelling in sorted({where, str(path), os.path.realpath(path)}, key=len, reverse=True):
             first = first.replace(spelling, path.name)
     return _PID.sub("", scrub_paths(first))
 

@@ -1,7 +1,9 @@
 """Opening the history, a file or a lake (history.store.location), with its schema checked.
 
 Every opener of the project comes through here; each takes a location (a HistoryLocation, or
-the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`).
+the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`). A file's path is checked
+before DuckDB is given it (history.store.file_check: a DuckDB file, or nothing yet), and every
+connection is history.store.sealed's (no extension loads of its own accord).
 
 A lake (history.store.lake) has no file lock: many processes read and write it at once, DuckLake
 orders their commits, and history.store.transactions keeps natural keys unique. Its readers share one
@@ -41,8 +43,8 @@ from typing import Iterator
 
 import duckdb
 
-from attnwatch.history.store import lake, lake_faults
-from attnwatch.history.errors import HistoryError, HistoryNotFoundError
+from attnwatch.history.store import file_check, lake, lake_faults, sealed
+from attnwatch.history.errors import HistoryError, HistoryNotFoundError, NotAHistoryError
 from attnwatch.history.store.faults import file_fault, is_lock_text, lock_timeout
 from attnwatch.history.store.location import HistoryLocation, parse_location
 from attnwatch.history.store.locks import holder, lock_wait_s, read_wait_s
@@ -97,18 +99,21 @@ def is_lock_error(exc: BaseException) -> bool:
 
 def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = None,
                        **connect_kwargs) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect, retried on the file lock with capped exponential backoff + full jitter.
+    """history.store.sealed.connect, retried on the file lock with capped exponential backoff + full jitter.
 
-    A writer (no `read_only`) gets DURABLE_WRITES; a fault of the file is a history.store.faults line
-    naming `label` (default: the path)."""
+    A writer (no `read_only`) gets DURABLE_WRITES; a connection given no settings of its own has its
+    configuration locked (history.store.sealed). DuckDB is given the absolute path, so that no
+    file name is read as an extension's prefix (`md:x`). A fault of the file is a
+    history.store.faults line naming `label` (default: the path)."""
     label = label or str(db_path)
+    connect_kwargs.setdefault("locked", not connect_kwargs.get("config"))
     if not connect_kwargs.get("read_only"):
         connect_kwargs["config"] = {**connect_kwargs.get("config", {}), **DURABLE_WRITES}
     give_up_at = time.monotonic() + deadline_s
     attempt = 0
     while True:
         try:
-            return duckdb.connect(str(db_path), **connect_kwargs)
+            return sealed.connect(os.path.abspath(db_path), **connect_kwargs)
         except duckdb.Error as exc:
             too_new = _storage_error(db_path, exc)
             if too_new is not None:
@@ -127,10 +132,11 @@ def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = 
 
 
 def exists(location: str | Path | HistoryLocation) -> bool:
-    """Whether there is a history to read (a file on disk; a lake whose catalog answers)."""
+    """Whether there is a history to read (a DuckDB file on disk; a lake whose catalog answers).
+    A path that holds something else is refused (NotAHistoryError), not reported absent."""
     loc = parse_location(location)
     if not loc.is_lake:
-        return loc.path.is_file()
+        return file_check.existing(loc.path, loc.label)
     try:
         with open_read(loc):
             return True
@@ -148,7 +154,8 @@ def open_write(location: str | Path | HistoryLocation,
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=False)
     else:
-        if not loc.path.exists():
+        if not file_check.existing(loc.path, loc.label):
+            file_check.refuse_uncreatable(loc.path, loc.label)
             _create_whole(loc, deadline_s)
         con = connect_with_retry(loc.path, deadline_s)
     failed = True
@@ -224,9 +231,7 @@ def _not_duckdb(db_path: Path, exc: BaseException) -> HistoryError | None:
             "Could not read enough bytes" not in str(exc):
         return None
     size = db_path.stat().st_size if db_path.exists() else 0
-    return HistoryError(f"{db_path}: not a DuckDB database ({size} bytes). An empty or cut-off file is what an "
-                        "older attnwatch left when killed while creating a history: if it holds nothing of yours, "
-                        "remove it and run the command again")
+    return NotAHistoryError(f"{db_path}: not a DuckDB database ({size} bytes). {file_check.CUT_OFF_HINT}")
 
 
 def _lake_cursor(loc: HistoryLocation, read_only: bool, config: dict | None = None):
@@ -266,7 +271,7 @@ def open_read(
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=True, config=config)
     else:
-        if not loc.path.is_file():
+        if not file_check.existing(loc.path, loc.label):
             raise HistoryNotFoundError(
                 f"{loc.path}: no history here yet (ingest a bundle first: attnwatch ingest BUNDLE_DIR)"
             )

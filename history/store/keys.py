@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import duckdb
-
+from attnwatch.history.store import sealed
 from attnwatch.history.store.migrations import MIGRATIONS_DIR, migrate
 
 
 @lru_cache(maxsize=4)
 def declared_keys(directory=MIGRATIONS_DIR) -> dict[str, tuple[tuple[str, ...], ...]]:
     """table -> its keys (the PRIMARY KEY first, then each UNIQUE), each a tuple of columns."""
-    con = duckdb.connect(":memory:")
+    con = sealed.connect()
     try:
         migrate(con, "declared keys", directory)
         rows = con.execute(

@@ -2,9 +2,9 @@
 
 The DuckLake and PostgreSQL extensions come from PyPI wheels (`duckdb-extension-ducklake`,
 `duckdb-extension-postgres`) built for one DuckDB release, so nothing is downloaded at run time
-(auto-install and auto-load stay off). The PostgreSQL extension registers itself as
-`postgres_scanner`, and DuckDB insists that a file's name matches the extension inside it, so
-the wheel's `postgres.duckdb_extension` is loaded through a link of that name in a private
+(history.store.sealed: auto-install and auto-load stay off). The PostgreSQL extension registers
+itself as `postgres_scanner`, and DuckDB insists that a file's name matches the extension inside
+it, so the wheel's `postgres.duckdb_extension` is loaded through a link of that name in a private
 temporary directory.
 
 Every connection is an in-memory DuckDB with the lake attached as `history` and made the default
@@ -31,6 +31,7 @@ from pathlib import Path
 import duckdb
 
 from attnwatch.history.errors import HistoryNotFoundError
+from attnwatch.history.store import sealed
 from attnwatch.history.store.lake_faults import LakeUnavailableError, is_transient, reason
 from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.temp_dirs import owned_temp_dir
@@ -40,7 +41,6 @@ ALIAS = "history"
 EXTENSIONS = {"postgres_scanner": "duckdb_extension_postgres", "ducklake": "duckdb_extension_ducklake"}
 S3_EXTENSION = ("httpfs", "duckdb_extension_httpfs")
 EXT_DIR_PREFIX = "attnwatch-ext-"
-BASE_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
 DEFERRED_SETTINGS = ("enable_external_access", "lock_configuration")  # applied after the attach, in order
 
 _shared: dict[str, duckdb.DuckDBPyConnection] = {}  # (location, settings) -> instance
@@ -101,7 +101,7 @@ def connect(location: HistoryLocation, read_only: bool, config: dict | None = No
     """A new connection with the lake attached as `history` (created when writing and absent)."""
     settings = dict(config or {})
     deferred = [(k, settings.pop(k)) for k in DEFERRED_SETTINGS if k in settings]
-    con = duckdb.connect(":memory:", config={**BASE_CONFIG, **settings})
+    con = sealed.connect(":memory:", config=settings)
     try:
         for extension, package in EXTENSIONS.items():
             con.execute(f"LOAD '{_sql_text(str(extension_path(extension, package)))}'")

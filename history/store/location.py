@@ -28,6 +28,9 @@ DATA_ENV = "ATTNWATCH_LAKE_DATA"
 DB_ENV = "ATTNWATCH_DB"
 _PASSWORD_KEYWORD = re.compile(r"(^|\s)password\s*=", re.IGNORECASE)
 _URI_PASSWORD = re.compile(r"^postgres(?:ql)?://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
+# What DuckDB reads as a URL or an extension's prefix rather than a file: `name:` of two or more
+# characters before any slash (`md:x`, `http://...`, `s3://...`, `sqlite:x.db`).
+_PREFIXED = re.compile(r"^[^/\\:]{2,}:")
 
 
 class LocationError(HistoryError):
@@ -72,6 +75,8 @@ def parse_location(value: "str | os.PathLike[str] | HistoryLocation", data_path:
             "(DuckLake with a PostgreSQL catalog is the one supported)"
         )
     if not text.startswith(LAKE_PREFIX):
+        if _PREFIXED.match(text):
+            raise LocationError(_prefixed(text))
         return HistoryLocation(path=Path(text).expanduser())
     catalog = text[len(LAKE_PREFIX):].strip()
     if not catalog:
@@ -86,6 +91,17 @@ def parse_location(value: "str | os.PathLike[str] | HistoryLocation", data_path:
         raise LocationError(f"{LAKE_PREFIX}{catalog}: quotes are not supported in the connection string")
     data = data_path if data_path is not None else os.environ.get(DATA_ENV) or None
     return HistoryLocation(catalog=catalog, data_path=_data_path(data) if data else None)
+
+
+def _prefixed(text: str) -> str:
+    """Why a path with a URL scheme or an extension prefix is no history location (the file is
+    never handed to DuckDB, which would load that extension or create the path's directories)."""
+    if "://" in text:
+        return (f"{text}: a URL, not a history location: a history is a local DuckDB file or "
+                f"`{LAKE_PREFIX}...` (copy the file here first)")
+    scheme = text.split(":", 1)[0]
+    return (f"{text}: not a history location: DuckDB reads `{scheme}:` as an extension's prefix; a history is "
+            f"a DuckDB file's path (write ./{text} for a file of that name) or `{LAKE_PREFIX}...`")
 
 
 def _data_path(value: str) -> str:

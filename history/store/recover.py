@@ -37,6 +37,7 @@ from typing import Callable, Iterator
 
 import duckdb
 
+from attnwatch.history.store import file_check, sealed
 from attnwatch.history.errors import HistoryError, WalReplayError
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.faults import file_fault, lock_held
@@ -147,7 +148,7 @@ def recover(location: str | Path) -> RecoveryReport:
     if loc.is_lake:
         raise RecoveryError(f"{loc.label}: recover is for a history file; a lake has no write-ahead log of its own")
     path = loc.path
-    if not path.is_file():
+    if not file_check.existing(path, loc.label):
         raise RecoveryError(f"{path}: no history file here")
     report = RecoveryReport(path)
     wal = wal_path(path)
@@ -257,7 +258,7 @@ def _runs_at_checkpoint(copy: Path) -> list[str] | None:
     held = log.with_name(log.name + ".held")
     log.replace(held)
     try:
-        con = duckdb.connect(str(copy), read_only=True)
+        con = sealed.connect(os.path.abspath(copy), read_only=True)
         try:
             return _run_ids(con)
         finally:
@@ -270,9 +271,9 @@ def _runs_at_checkpoint(copy: Path) -> list[str] | None:
 
 def _replay_attached(path: Path) -> None:
     """Attach to an in-memory database (which is then the default one), so the log replays, and checkpoint."""
-    con = duckdb.connect(":memory:")
+    con = sealed.connect()
     try:
-        quoted = str(path).replace("'", "''")
+        quoted = os.path.abspath(path).replace("'", "''")
         con.execute(f"ATTACH '{quoted}' AS recovered")
         con.execute("CHECKPOINT recovered")
         con.execute("DETACH recovered")

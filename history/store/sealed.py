@@ -1,0 +1,37 @@
+"""Every DuckDB connection attnwatch opens comes from `connect` here, with extension loading sealed.
+
+DuckDB on its own fetches and loads code when a statement or a database path asks for it: a
+SQLite file, an `md:` or `http://` path, `read_csv('https://...')` or `sqlite_scan` make it
+download and load the matching extension (auto-install and auto-load of "known" extensions). A
+mis-pointed or planted history would then run code from the network. So every connection here
+has both off, community and unsigned extensions refused, and loads only the extensions it names
+itself, from the installed wheels (history.store.lake: DuckLake, PostgreSQL, httpfs). A
+statement that needs another extension fails with DuckDB's "not loaded" error instead.
+
+`locked=True` also locks the configuration once connected, so no statement on the connection can
+turn the above back on; connections that change settings after connecting (a lake's attach, the
+SQL sandbox's limits) lock at the end of their own set-up instead (history.sql.sandbox.lock_down).
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+SEALED_SETTINGS = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+}
+
+
+def connect(database: str = ":memory:", *, read_only: bool = False, config: dict | None = None,
+            locked: bool = False) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect with SEALED_SETTINGS (a `config` may add settings, not undo these)."""
+    settings = dict(config or {})
+    for key, value in SEALED_SETTINGS.items():
+        if settings.setdefault(key, value) != value:
+            raise ValueError(f"{key}={settings[key]!r}: a DuckDB connection of attnwatch keeps {key}={value}")
+    if locked:
+        settings["lock_configuration"] = True
+    return duckdb.connect(database, read_only=read_only, config=settings)
