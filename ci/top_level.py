@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from attnwatch.ci.errors import UserError
-from attnwatch.history.crash_log import EXIT_INTERNAL, describe, save_traceback
+from attnwatch.history.crash_log import EXIT_INTERNAL, describe, saved_where
 from attnwatch.history.errors import HistoryError
 from attnwatch.history.terminal_text import one_line
 
@@ -133,8 +133,7 @@ def _ended_by(exc: Exception, args, argv: list[str], received: list[int], fault_
 def _internal_line(exc: BaseException, args, argv: list[str], where: str = "") -> str:
     """What failed, on which input, and where its traceback is."""
     command = _command(args)
-    path, why = save_traceback(exc, command, argv)
-    saved = f"full traceback in {path}" if path else f"traceback not saved: {why}"
+    saved = saved_where(exc, command, argv)
     inputs = "; ".join(f"{k} {v}" for k, v in _inputs(args))
     return one_line(f"attnwatch {command}: internal error{f' {where}' if where else ''}: {describe(exc)}"
                     f"{f' [{inputs}]' if inputs else ''} ({saved}); this is a defect of attnwatch, please report it",

@@ -46,6 +46,12 @@ def describe(exc: BaseException, limit: int = MAX_MESSAGE) -> str:
     return one_line(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, limit)
 
 
+def saved_where(exc: BaseException, command: str, argv: list[str] | None = None) -> str:
+    """Save `exc`'s traceback (save_traceback) and say where, for the end of the one line."""
+    path, why = save_traceback(exc, command, argv)
+    return f"full traceback in {path}" if path else f"traceback not saved: {why}"
+
+
 def save_traceback(exc: BaseException, command: str, argv: list[str] | None = None) -> tuple[Path | None, str]:
     """Write `exc`'s traceback (with the command line, versions and time) to a new file.
 

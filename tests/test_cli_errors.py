@@ -187,3 +187,25 @@ def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_p
             "SELECT count(*), count(*) FILTER (WHERE alert_id NOT IN (SELECT alert_id FROM alert_events "
             "WHERE action = 'opened')) FROM alerts").fetchone()
     assert alerts > 0 and without_event == 0
+
+
+def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch, capsys):
+    """The dashboard's server process (`attnwatch dashboard` runs app.serve) failing before it
+    listens: one line naming the history and the saved traceback, exit 70, not a traceback."""
+    import pytest
+
+    import attnwatch.app.serve as serve
+
+    def broken() -> None:
+        raise ImportError("no module named \x1b[31mplotly")
+
+    monkeypatch.setattr(serve, "preload", broken)
+    monkeypatch.setenv("ATTNWATCH_DB", str(tmp_path / "h.duckdb"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as ended:
+        serve.main()
+    assert ended.value.code == 70
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err, err
+    assert err.startswith("attnwatch dashboard: internal error while starting: ImportError: no module named \\x1b[31mplotly")
+    assert f"[history {tmp_path / 'h.duckdb'}]" in err and "full traceback in " + str(tmp_path / "state") in err

@@ -36,6 +36,8 @@ from typing import Any
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.github import GitHubClient
 from attnwatch.ci.pr_runs import SourceRun
+from attnwatch.history.contract import json_limits
+from attnwatch.history.errors import BundleError
 
 WORKFLOW_PATH = ".github/workflows/gpu-bench.yml"
 DISPATCH_TITLE = re.compile(r"^gpu-bench compare: PR #([1-9][0-9]{0,9}) at ([0-9a-f]{40})$")
@@ -68,9 +70,11 @@ def load_event(path: str | Path) -> dict:
     try:
         if path.stat().st_size > MAX_EVENT_BYTES:
             raise Refused(f"{path}: larger than a GitHub event can be")
-        event = json.loads(path.read_text(encoding="utf-8"))
+        event = json_limits.loads(path.read_text(encoding="utf-8"), path)  # depth capped: no RecursionError
     except (OSError, ValueError) as exc:
         raise Refused(f"{path}: not a readable event payload ({exc})") from None
+    except BundleError as exc:
+        raise Refused(f"{path}: not a readable event payload ({exc.message})") from None
     if not isinstance(event, dict) or not isinstance(event.get("workflow_run"), dict):
         raise Refused(f"{path}: not a workflow_run event (no 'workflow_run' object)")
     return event
