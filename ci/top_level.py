@@ -8,8 +8,8 @@
   1    done, and the answer is no (detect --fail-on-new found something, a compare verdict,
        history recover could not keep everything)
   2    refused: an input or a fault the user can act on (ci.errors.UserError,
-       history.errors.HistoryError, a file fault), one line naming the file and what to do;
-       argparse's usage errors too
+       history.errors.HistoryError, a file fault, the system refusing a path the user named),
+       one line naming the file and what to do; argparse's usage errors too
   70   an internal error (EXIT_INTERNAL): an exception nobody anticipated, a defect of attnwatch
        and not of the input. One line: the command, the exception's type and text, the history
        and the input files, and where the full traceback was saved (history.crash_log)
@@ -49,6 +49,9 @@ EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 MAX_ERROR = 4000  # characters of a refusal's line (a refusal names full paths: not cut short in practice)
 # Parsed arguments that are never an input file.
 _NOT_INPUTS = frozenset({"db", "func", "command", "repo"})
+# Commands that never open the history: their failure line does not name one
+# (tests/test_cli_errors.py checks the list against the commands' source).
+WITHOUT_HISTORY = frozenset({"variants", "ncu", "compare", "comment", "env", "install_extras"})
 _PASSWORD = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
 
 FaultOf = Callable[[OSError, str], BaseException | None]
@@ -126,6 +129,10 @@ def _ended_by(exc: Exception, args, argv: list[str], received: list[int], fault_
         if fault is not None:
             _say(f"attnwatch {command}: error: {one_line(str(fault), MAX_ERROR)}")
             return EXIT_REFUSED
+    if isinstance(exc, OSError) and exc.filename is not None and _names(args, exc.filename):
+        # the system refused a path the user named (too long a name, not a directory, a loop): about the input
+        _say(f"attnwatch {command}: error: {one_line(f'{exc.filename}: {exc.strerror or exc}', MAX_ERROR)}")
+        return EXIT_REFUSED
     _say(_internal_line(exc, args, argv))
     return EXIT_INTERNAL
 
@@ -149,7 +156,7 @@ def _inputs(args) -> list[tuple[str, str]]:
     if args is None:
         return []
     found = []
-    db = getattr(args, "db", None)
+    db = getattr(args, "db", None) if _command(args) not in WITHOUT_HISTORY else None
     if db:
         found.append(("history", _PASSWORD.sub(r"\1<hidden>", str(db))))
     files = []
@@ -162,6 +169,21 @@ def _inputs(args) -> list[tuple[str, str]]:
     if files:
         found.append(("input", ", ".join(dict.fromkeys(files))))
     return found
+
+
+def _names(args, filename) -> bool:
+    """Whether `filename` is a path named on the command line (the history, an input), or inside one."""
+    if not isinstance(filename, (str, os.PathLike)):
+        return False
+    wanted = os.fspath(filename)
+    for name, value in vars(args or argparse.Namespace()).items():
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if name in ("func", "command") or not isinstance(item, (str, os.PathLike)):
+                continue
+            given = os.fspath(item).rstrip(os.sep)
+            if given and given != "." and (wanted.rstrip(os.sep) == given or wanted.startswith(given + os.sep)):
+                return True
+    return False
 
 
 def _in_chain(exc: BaseException, kind: type) -> bool:

@@ -16,7 +16,7 @@ import re
 # C0 and DEL, C1, and the bidirectional embeddings, overrides and isolates (plus the line and
 # paragraph separators, which some terminals and editors break lines at).
 _OTHERS = r"\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
-_UNSAFE_RE = re.compile(rf"[\x00-\x1f{_OTHERS}]")
+UNSAFE = re.compile(rf"[\x00-\x1f{_OTHERS}]")  # what a terminal, a chat message or a comment must not get raw
 _UNSAFE_BUT_LINES_RE = re.compile(rf"[\x00-\x08\x0b-\x1f{_OTHERS}]")  # newline and tab kept
 ELLIPSIS = "..."
 
@@ -32,13 +32,13 @@ def printable(text: str, keep_lines: bool = False) -> str:
     `keep_lines`: leave newline and tab as they are (CSV records and tables span lines); CR and
     every other control character are escaped all the same.
     """
-    return (_UNSAFE_BUT_LINES_RE if keep_lines else _UNSAFE_RE).sub(_escape, str(text))
+    return (_UNSAFE_BUT_LINES_RE if keep_lines else UNSAFE).sub(_escape, str(text))
 
 
 def has_unsafe(text: str, keep_lines: bool = True) -> bool:
     """Whether `text` holds a character `printable` would escape (newline and tab allowed when
     `keep_lines`): what must never reach a terminal raw."""
-    return bool((_UNSAFE_BUT_LINES_RE if keep_lines else _UNSAFE_RE).search(str(text)))
+    return bool((_UNSAFE_BUT_LINES_RE if keep_lines else UNSAFE).search(str(text)))
 
 
 def one_line(text: str, limit: int = 400) -> str:

@@ -209,3 +209,13 @@ def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch
     assert len(err.splitlines()) == 1 and "\x1b" not in err, err
     assert err.startswith("attnwatch dashboard: internal error while starting: ImportError: no module named \\x1b[31mplotly")
     assert f"[history {tmp_path / 'h.duckdb'}]" in err and "full traceback in " + str(tmp_path / "state") in err
+
+
+def test_the_commands_said_to_open_no_history_never_read_it():
+    """An internal error's line names the history only for commands that use one."""
+    from attnwatch.ci.cli import COMMAND_MODULES
+    from attnwatch.ci.top_level import WITHOUT_HISTORY
+
+    commands = REPO_ROOT / "ci" / "commands"
+    unused = {name for name in COMMAND_MODULES if "args.db" not in (commands / f"{name}.py").read_text()}
+    assert unused == set(WITHOUT_HISTORY)

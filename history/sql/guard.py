@@ -107,7 +107,11 @@ def public_text(text: str, location) -> str:
     where = str(location)
     if where and not where.startswith("ducklake:"):
         path = Path(where).expanduser()
-        for spelling in sorted({where, str(path), str(path.resolve())}, key=len, reverse=True):
+        try:
+            resolved = str(path.resolve())
+        except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13), a name too long
+            resolved = str(path)
+        for spelling in sorted({where, str(path), resolved}, key=len, reverse=True):
             first = first.replace(spelling, path.name)
     return _PID.sub("", scrub_paths(first))
 

@@ -70,9 +70,9 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
     out = Path(directory)
     if out.exists() and any(out.iterdir()):
         raise HistoryError(f"{out}: export directory is not empty; give a new or empty directory")
-    out.mkdir(parents=True, exist_ok=True)
     report = ExchangeReport(str(out))
     with open_read(db_path) as con:
+        out.mkdir(parents=True, exist_ok=True)  # once the history opened: a refused export leaves nothing
         tables = base_tables(con)
         manifest_tables = {}
         for table in tables:
