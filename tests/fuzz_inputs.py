@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,9 @@ BEYOND_64_BITS = ("100000000000000000000000000000", "18446744073709551616", "-92
 HUGE_FLOATS = ("1e308", "1.7976931348623157e308", "-1e308", "9223372036854775807.0")
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999")
 OTHER_TYPES = ('"text"', "7", "-1", "1.5", "true", "null", "[]", "{}", '[1, "a"]', '{"x": 1}')
-KINDS = ("other type", "integer beyond 64 bits", "huge float", "5000-digit integer", "non-finite number", "negative number", "zero latency",
-         "subnormal latency", "hostile text", "deep nesting", "nesting past the recursion limit", "key removed",
-         "key added", "duplicate key", "truncated", "invalid UTF-8")
+KINDS = ("other type", "integer beyond 64 bits", "huge float", "5000-digit integer", "non-finite number",
+         "negative number", "zero latency", "subnormal latency", "hostile text", "deep nesting",
+         "nesting past the recursion limit", "key removed", "key added", "duplicate key", "truncated", "invalid UTF-8")
 
 
 class Mutation:
@@ -57,6 +58,7 @@ class Mutation:
         return f"Mutation({self.kind!r}, {self.where!r}, must_refuse={self.must_refuse}, {len(self.data)} bytes)"
 
 
+@cache
 def pending(fmt: str) -> dict[str, str]:
     """{mutation kind: why it is not drawn yet} for the input format `fmt` (tests/fuzz_pending.toml)."""
     with PENDING_FILE.open("rb") as fh:

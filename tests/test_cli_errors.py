@@ -99,7 +99,8 @@ def test_an_unexpected_exception_is_one_line_naming_the_input_and_the_saved_trac
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1, err
     line = err.strip()
-    assert line.startswith("attnwatch ingest: internal error: RuntimeError: stored \\x1b]52;c;AAAA\\x07 and | more\\x00"), line
+    assert line.startswith("attnwatch ingest: internal error: RuntimeError: "
+                           "stored \\x1b]52;c;AAAA\\x07 and | more\\x00"), line
     assert f"history {db}" in line and f"input {bundle}" in line
     saved, = (tmp_path / "state" / "attnwatch" / "tracebacks").iterdir()
     assert f"full traceback in {saved}" in line

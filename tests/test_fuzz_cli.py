@@ -1,9 +1,9 @@
 """Fuzzing the command line (issue 39): hostile and careless inputs through the real `attnwatch`.
 
 Seeded (hypothesis, derandomized: the same cases every run) and bounded (FUZZ_EXAMPLES per kind
-of input, no shrinking; ATTNWATCH_FUZZ_SCALE=N draws N times as many for a longer local run), through `attnwatch.ci.cli.main` in this process with its file
-descriptors captured (the SQL worker processes' too), and a few cases through real subprocesses
-as a shell runs them. Inputs: run bundles and pytest-benchmark files given to `ingest` (mutated
+of input, no shrinking; ATTNWATCH_FUZZ_SCALE=N draws N times as many for a longer local run),
+through `attnwatch.ci.cli.main` in this process with its file descriptors captured, and a few
+cases through real subprocesses as a shell runs them. Inputs: run bundles and pytest-benchmark files given to `ingest` (mutated
 by tests/fuzz_inputs.py), compare.json given to `comment`, PR events given to `comment
 --workflow-run-event` (against the loopback GitHub of tests/github_stub.py), SQL text given to
 `sql`, and history locations given to `--db`.
@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 from attnwatch.ci.cli import main
 from attnwatch.history.terminal_text import has_unsafe
@@ -41,8 +42,10 @@ from fuzz_inputs import mutations, pending
 from github_stub import GitHubStub, StubState
 
 pytestmark = pytest.mark.fuzz
+# hypothesis keeps caches under ./.hypothesis by default: the checkout. This session's temp dir instead.
+set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "hypothesis")
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FUZZ_EXAMPLES = {"bundle": 20, "pytest-benchmark": 10, "compare": 20, "event": 20, "sql": 20, "history path": 12}
+FUZZ_EXAMPLES = {"bundle": 30, "pytest-benchmark": 12, "compare": 40, "event": 40, "sql": 25, "history path": 20}
 ALLOWED_EXITS = (0, 1, 2)
 _SETTINGS = dict(derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
                  suppress_health_check=list(HealthCheck), print_blob=True)
@@ -108,7 +111,8 @@ def problems(ran: Ran, must_refuse: bool, before: dict, after: dict) -> list[str
 
 def check(ran: Ran, what: str, must_refuse: bool, before: dict, after: dict) -> None:
     found = problems(ran, must_refuse, before, after)
-    assert not found, f"{what}: {'; '.join(found)} (exit {ran.code})\nstdout: {ran.out[-800:]!r}\nstderr: {ran.err[-1500:]!r}"
+    assert not found, (f"{what}: {'; '.join(found)} (exit {ran.code})\n"
+                       f"stdout: {ran.out[-800:]!r}\nstderr: {ran.err[-1500:]!r}")
 
 
 @contextmanager

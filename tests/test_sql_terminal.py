@@ -39,15 +39,15 @@ def test_stored_control_characters_reach_stdout_escaped_in_every_format(tmp_path
     bidirectional overrides; a column's name went out raw in the table's header."""
     db = _planted(tmp_path)
     query = 'SELECT note, note AS "h\x1b[2Jx" FROM notes'
+    outs = {}
     for fmt in ("csv", "table", "json"):
         done = _sql(db, "--format", fmt, query, cwd=tmp_path)
-        out, err = done.stdout.decode(), done.stderr.decode()
+        outs[fmt], err = done.stdout.decode(), done.stderr.decode()
         assert done.returncode == 0, err
-        assert not has_unsafe(out) and not has_unsafe(err), (fmt, out)
-        assert "\\x1b[31mred\\x00x" in out or "\\u001b[31mred\\u0000x" in out, (fmt, out)
-    done = _sql(db, "--format", "json", query, cwd=tmp_path)
-    assert [row["note"] for row in json.loads(done.stdout)] == [PLANTED]  # JSON escapes keep the value
-    assert "\\x0dz" in _sql(db, "--format", "csv", query, cwd=tmp_path).stdout.decode()  # a CR overwrites the line
+        assert not has_unsafe(outs[fmt]) and not has_unsafe(err), (fmt, outs[fmt])
+        assert "\\x1b[31mred\\x00x" in outs[fmt] or "\\u001b[31mred\\u0000x" in outs[fmt], (fmt, outs[fmt])
+    assert [row["note"] for row in json.loads(outs["json"])] == [PLANTED]  # JSON escapes keep the value
+    assert "\\x0dz" in outs["csv"]  # a CR would overwrite the line
 
 
 def test_csv_written_to_a_file_keeps_the_exact_bytes(tmp_path):
