@@ -7,16 +7,21 @@ view after a start paid for importing pandas, numpy, pyarrow, DuckDB, plotly and
 Imported here, that cost moves to the server's start, where nobody is waiting for a page; the
 modules are the same objects the scripts then import (sys.modules). The first page's data is
 computed there too, before the server listens, and kept computed while it runs (app.warm).
-`attnwatch dashboard` runs this instead of `python -m streamlit`.
+`attnwatch dashboard` runs this instead of `python -m streamlit`. An exception before the server
+starts is one line, its traceback saved, exit 70 (history.crash_log), as for every command.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import os
 import sys
 import threading
 from contextlib import contextmanager
+
+from attnwatch.history.crash_log import EXIT_INTERNAL, describe, saved_where
+from attnwatch.history.terminal_text import one_line
 
 # Every module a page imports that is slow to import; the view scripts themselves are run by
 # Streamlit on each visit and are not imported here.
@@ -77,8 +82,14 @@ def start_warming(wait_s: float = WARM_WAIT_S) -> threading.Event:
 
 
 def main() -> None:
-    preload()
-    start_warming()
+    try:
+        preload()
+        start_warming()
+    except Exception as exc:  # noqa: BLE001 - a defect before the server starts: one line, as every command's
+        history = os.environ.get("ATTNWATCH_DB", "")
+        print(one_line(f"attnwatch dashboard: internal error while starting: {describe(exc)}"
+                       f"{f' [history {history}]' if history else ''} ({saved_where(exc, 'dashboard')})"), file=sys.stderr)
+        sys.exit(EXIT_INTERNAL)
     from streamlit.web.cli import main as streamlit_main
 
     sys.argv = ["streamlit", *sys.argv[1:]]

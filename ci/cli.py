@@ -4,8 +4,9 @@ Every subcommand lives in its own module under `ci/commands/` and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int` (the exit code).
 The list below is explicit: no discovery by file name.
 
-Errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
-history.store.faults) are printed here, as one line, with exit status 2.
+Every way a command can end, and the one line it prints when it fails, is ci.top_level's:
+errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
+history.store.faults) exit 2, an unexpected exception 70 with its traceback saved to a file.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
-import threading
 
-from attnwatch.ci.errors import UserError
-from attnwatch.history.errors import HistoryError
+from attnwatch.ci.top_level import run_command
 from attnwatch.history.store.faults import file_fault
 from attnwatch.history.store.location import DB_ENV, default_file_path
 from attnwatch.history.contract.repository import REPO_ENV
@@ -67,56 +65,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a CI step cancelled, a service stopped), handled as Ctrl-C is: children stopped,
-    temporary directories removed, what finished kept. Without it the default action ends the
-    process on the spot and no clean-up runs."""
-
-
-def _terminate(signum, _frame) -> None:
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
-    try:
-        try:
-            return _dispatch(argv)
-        finally:
-            sys.stdout.flush()  # a closed pipe must surface here, not in the interpreter's exit flush
-    except BrokenPipeError:
-        # The reader went away (`attnwatch alerts list | head`): stop quietly with the status of a
-        # Unix tool killed by SIGPIPE, and keep Python from failing again on its final flush.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+    """Run one command; its exit status (ci.top_level says which, and turns every failure into one line)."""
+    return run_command(lambda: _parse(argv), fault_of=file_fault, argv=argv)
 
 
-def _dispatch(argv: list[str] | None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
     if args.db is None:
         args.db = os.environ.get(DB_ENV) or str(default_file_path())
-    try:
-        return int(args.func(args) or 0)
-    except (UserError, HistoryError) as exc:
-        print(f"attnwatch {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a full disk, read-only or forbidden file outside the history (history.store.faults)
-        fault = file_fault(exc, str(exc.filename or "a file"))
-        if fault is None:
-            raise
-        print(f"attnwatch {args.command}: error: {fault}", file=sys.stderr)
-        return 2
-    except Terminated:
-        print("attnwatch: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    except KeyboardInterrupt:
-        print("attnwatch: interrupted", file=sys.stderr)
-        return 130
+    return args
 
 
 if __name__ == "__main__":

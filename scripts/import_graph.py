@@ -37,7 +37,8 @@ PACKAGES = ("kernels", "ci", "history", "app")
 # history's top-level modules: shared leaves that every role may import.
 # history.contract.names (the name rules, no project import) is one too: history.reproduce reads it.
 _HISTORY_LEAVES = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.reproduce",
-                             "history.toml_files", "history.contract.names"})
+                             "history.toml_files", "history.contract.names", "history.terminal_text",
+                             "history.crash_log"})
 _PURE_HISTORY = _HISTORY_LEAVES | {"history.analysis", "history.contract"}
 # What a module may import from the project besides its own rule's prefix; the longest matching
 # source prefix decides.

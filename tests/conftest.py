@@ -48,6 +48,9 @@ def pytest_configure(config):
     _SESSION_TMP[0].chmod(0o1777)  # as /tmp is: the PostgreSQL server runs as its own user
     os.environ["TMPDIR"] = str(_SESSION_TMP[0])
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    # Where a command saves the traceback of an unexpected exception (history/crash_log.py): this
+    # session's, never the user's ~/.local/state.
+    os.environ["XDG_STATE_HOME"] = str(_SESSION_TMP[0] / "xdg-state")
 
 
 def pytest_sessionfinish(session, exitstatus):

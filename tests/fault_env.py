@@ -17,7 +17,10 @@ included) and SIGKILLs itself just before statement K:
 
 With `--legacy-wal` among the arguments it writes as attnwatch did before history.store.db's
 DURABLE_WRITES (commits in the write-ahead log, no CHECKPOINT statements, a new file made in
-place): the files `attnwatch history recover` is for.
+place): the files `attnwatch history recover` is for. With `--term-in PREFIX` it sends itself
+SIGTERM while DuckDB runs the first write statement that starts with PREFIX (`terminated_in`),
+instead of that statement: a cancelled CI step landing inside a statement, where DuckDB's client
+runs the CLI's handler and raises its own error.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ def killed_at(k: int, db: Path | str, *args: str, timeout: float = 300) -> subpr
     """The CLI, killed with SIGKILL just before write statement `k` (0: never; its stderr says how many)."""
     return subprocess.run([sys.executable, str(Path(__file__).resolve()), str(k), "--db", str(db), *args],
                           env=child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def terminated_in(prefix: str, db: Path | str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The CLI, sent SIGTERM while DuckDB runs its first write statement starting with `prefix`."""
+    return subprocess.run([sys.executable, str(Path(__file__).resolve()), "0", "--term-in", prefix, "--db", str(db),
+                           *args], env=child_env(), capture_output=True, text=True, timeout=timeout)
 
 
 def statement_count(result: subprocess.CompletedProcess) -> int:
@@ -191,8 +200,9 @@ def one_line_error(result: subprocess.CompletedProcess) -> str | None:
 class _Counting:
     """A write connection whose statements are counted (a multi-statement text one by one)."""
 
-    def __init__(self, con, kill_at: int, counter: list[int], legacy: bool) -> None:
+    def __init__(self, con, kill_at: int, counter: list[int], legacy: bool, term_in: str | None = None) -> None:
         self._con, self._kill_at, self._counter, self._legacy = con, kill_at, counter, legacy
+        self._term_in = term_in
 
     def execute(self, query, parameters=None):
         statements = [query] if parameters is not None or not isinstance(query, str) else self._con.extract_statements(query)
@@ -202,6 +212,9 @@ class _Counting:
             self._counter[0] += 1
             if self._counter[0] == self._kill_at:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if self._term_in and str(getattr(statement, "query", statement)).lstrip().startswith(self._term_in):
+                self._term_in = None
+                _terminate_inside(self._con)
             if parameters is None:
                 self._con.execute(statement)
             else:
@@ -212,6 +225,30 @@ class _Counting:
         return getattr(self._con, name)
 
 
+def _terminate_inside(con) -> None:
+    """SIGTERM, delivered while DuckDB runs a statement on `con` (one that never ends by itself).
+
+    A signal sent from this thread would be handled before the next statement starts; so another
+    thread sends it once this one has been inside the statement for a moment.
+    """
+    import threading
+    import time
+
+    main = threading.get_ident()
+    running = sys._getframe()
+
+    def send() -> None:
+        while sys._current_frames().get(main) is not running or running.f_lineno != inside:
+            time.sleep(0.01)
+        time.sleep(0.3)  # inside execute (it never returns by itself): DuckDB polls for signals
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    inside = sys._getframe().f_lineno + 2
+    threading.Thread(target=send, daemon=True).start()
+    con.execute("SELECT count(*) FROM range(1000000000000000)").fetchall()
+    raise AssertionError("the endless statement ended without the SIGTERM")
+
+
 def _main(argv: list[str]) -> int:
     import attnwatch.history.store.db as history_db
     from attnwatch.ci.cli import main
@@ -220,6 +257,11 @@ def _main(argv: list[str]) -> int:
     kill_at, counter = int(argv[0]), [0]
     legacy = "--legacy-wal" in argv
     argv = [a for a in argv if a != "--legacy-wal"]
+    term_in = None
+    if "--term-in" in argv:
+        at = argv.index("--term-in")
+        term_in = argv[at + 1]
+        del argv[at:at + 2]
     if legacy:  # as before: no checkpoint at commit, a new file created in place
         history_db.DURABLE_WRITES = {}
         history_db._create_whole = lambda loc, deadline_s: None
@@ -230,7 +272,7 @@ def _main(argv: list[str]) -> int:
         @staticmethod
         def connect(database, *args, **kwargs):
             con = sealed.connect(database, *args, **kwargs)
-            return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy)
+            return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy, term_in)
 
     history_db.sealed = _Shim()
     try:

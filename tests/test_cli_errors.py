@@ -75,3 +75,148 @@ def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
     assert main(["env"]) == 143
     assert cleaned == [True] and "attnwatch: terminated" in capsys.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _boom(message: str):
+    def run(args):
+        raise RuntimeError(message)
+    return run
+
+
+def test_an_unexpected_exception_is_one_line_naming_the_input_and_the_saved_traceback(tmp_path, monkeypatch, capsys):
+    """A defect used to end in a raw traceback (exit 1, the status of a verdict). Now: one line
+    with the command, the exception, the history and the input file, and the file holding the
+    traceback, under the per-user state directory; exit 70 (EX_SOFTWARE)."""
+    import attnwatch.ci.commands.ingest as ingest_command
+    from attnwatch.ci.cli import main
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(ingest_command, "_run", _boom("stored \x1b]52;c;AAAA\x07 and\nmore\x00"))
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    db = tmp_path / "h.duckdb"
+    assert main(["--db", str(db), "ingest", str(bundle)]) == 70
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1, err
+    line = err.strip()
+    assert line.startswith("attnwatch ingest: internal error: RuntimeError: "
+                           "stored \\x1b]52;c;AAAA\\x07 and | more\\x00"), line
+    assert f"history {db}" in line and f"input {bundle}" in line
+    saved, = (tmp_path / "state" / "attnwatch" / "tracebacks").iterdir()
+    assert f"full traceback in {saved}" in line
+    assert (saved.stat().st_mode & 0o777) == 0o600 and (saved.parent.stat().st_mode & 0o777) == 0o700
+    text = saved.read_text()
+    assert "Traceback (most recent call last)" in text and "RuntimeError: stored" in text and "'ingest'" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "state"]  # nothing beside the history
+
+
+def test_a_traceback_directory_that_is_a_link_is_not_written_through(tmp_path, monkeypatch, capsys):
+    import attnwatch.ci.commands.env as env_command
+    from attnwatch.ci.cli import main
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "state" / "attnwatch").mkdir(parents=True)
+    (tmp_path / "state" / "attnwatch" / "tracebacks").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr(env_command, "_run", _boom("boom"))
+    assert main(["env"]) == 70
+    err = capsys.readouterr().err.strip()
+    assert list(elsewhere.iterdir()) == []
+    saved = Path(err.rsplit("full traceback in ", 1)[1].split(")")[0])
+    try:
+        assert saved.parent == Path(__import__("tempfile").gettempdir()) and "RuntimeError: boom" in saved.read_text()
+    finally:
+        saved.unlink()
+
+
+def test_an_unexpected_exception_in_a_real_process_is_one_line(tmp_path):
+    script = ("import sys, attnwatch.ci.commands.env as e\n"
+              "def run(args): raise KeyError('no such \\x1b[2J key')\n"
+              "e._run = run\n"
+              "from attnwatch.ci.cli import main\n"
+              "sys.exit(main(['env']))\n")
+    env = dict(_env(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    assert done.returncode == 70, done.stderr
+    assert done.stdout == "" and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "internal error: KeyError: 'no such \\x1b[2J key'" in done.stderr and "\x1b" not in done.stderr
+    assert "full traceback in " + str(tmp_path / "state" / "attnwatch" / "tracebacks") in done.stderr
+
+
+def test_a_user_error_naming_control_characters_prints_them_escaped(tmp_path):
+    done = _cli(tmp_path, "ingest", str(tmp_path / "no-such\x1b[31m-bundle"))
+    assert done.returncode == 2
+    assert "\x1b" not in done.stderr and "no-such\\x1b[31m-bundle" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
+def _step_history(tmp_path: Path) -> Path:
+    """A history whose series step up after run 5: detect records alerts and their events."""
+    from datetime import datetime, timedelta, timezone
+
+    from bundle_factory import make_bundle
+    from attnwatch.history.ingest.write import ingest_paths
+
+    t0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i, n_samples=10,
+                                  started_at=t0 + timedelta(hours=i), commit_date=t0 + timedelta(hours=i),
+                                  variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.2} if i >= 5 else None)
+                      for i in range(10)])
+    return db
+
+
+def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_path):
+    """SIGTERM that lands while DuckDB runs detect's INSERT of an alert event: DuckDB's client
+    runs the handler and raises RuntimeError('Query interrupted'), which used to end in a
+    traceback. Now the command says it was terminated, exits 143, and the transaction is rolled
+    back: no alert without its event, nothing at all of this detect."""
+    import fault_env
+
+    db = _step_history(tmp_path)
+    before = fault_env.content(db)
+    done = fault_env.terminated_in("INSERT INTO alert_events", db, "detect")
+    lines = [l for l in done.stderr.splitlines() if not l.startswith(fault_env.STATEMENTS_MARK)]
+    assert done.returncode == 143 and lines == ["attnwatch: terminated"], done.stderr
+    assert fault_env.content(db) == before
+    again = fault_env.cli(db, "detect")
+    assert again.returncode == 0, again.stderr
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        alerts, without_event = con.execute(
+            "SELECT count(*), count(*) FILTER (WHERE alert_id NOT IN (SELECT alert_id FROM alert_events "
+            "WHERE action = 'opened')) FROM alerts").fetchone()
+    assert alerts > 0 and without_event == 0
+
+
+def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch, capsys):
+    """The dashboard's server process (`attnwatch dashboard` runs app.serve) failing before it
+    listens: one line naming the history and the saved traceback, exit 70, not a traceback."""
+    import pytest
+
+    import attnwatch.app.serve as serve
+
+    def broken() -> None:
+        raise ImportError("no module named \x1b[31mplotly")
+
+    monkeypatch.setattr(serve, "preload", broken)
+    monkeypatch.setenv("ATTNWATCH_DB", str(tmp_path / "h.duckdb"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with pytest.raises(SystemExit) as ended:
+        serve.main()
+    assert ended.value.code == 70
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "\x1b" not in err, err
+    assert err.startswith("attnwatch dashboard: internal error while starting: ImportError: no module named \\x1b[31mplotly")
+    assert f"[history {tmp_path / 'h.duckdb'}]" in err and "full traceback in " + str(tmp_path / "state") in err
+
+
+def test_the_commands_said_to_open_no_history_never_read_it():
+    """An internal error's line names the history only for commands that use one."""
+    from attnwatch.ci.cli import COMMAND_MODULES
+    from attnwatch.ci.top_level import WITHOUT_HISTORY
+
+    commands = REPO_ROOT / "ci" / "commands"
+    unused = {name for name in COMMAND_MODULES if "args.db" not in (commands / f"{name}.py").read_text()}
+    assert unused == set(WITHOUT_HISTORY)

@@ -8,25 +8,32 @@ Prints an aligned table (at most --show rows; the rest is counted, not printed),
 csv / json / parquet with --format and --output. A result over --max-rows rows or --max-bytes
 is cut (and says so on stderr); a query over its time, memory or spill limit is refused with one
 line (history.sql.query).
+
+Stored text may hold control characters (a kernel's error text, a value someone planted), and
+a terminal obeys them: ESC starts an escape sequence, NUL and CR hide what follows. So whatever
+goes to stdout has them escaped as `\\xNN` / `\\uNNNN` (history.terminal_text): the table, and
+CSV, whose newlines and tabs inside quoted values stay as CSV has them. Always, not only when
+stdout is a terminal: a pipe often ends in one (`| less -R`, `| head`), and a redirect cannot be
+told from it. CSV written with --output keeps the values' exact bytes: a file is data for another
+program, which asked for what is stored. JSON escapes control characters itself (DEL, which it
+need not, is written as \\u007f: the same JSON value).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
 from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
+from attnwatch.history.terminal_text import printable
 
 # history.sql.sandbox has no third-party imports; history.sql.query (duckdb, pandas) is imported only
 # when the command runs, because GPU runners have no duckdb and the CLI must still load there.
 DEFAULT_MAX_ROWS = SqlLimits().max_rows
 DEFAULT_MAX_BYTES = SqlLimits().max_bytes
 DEFAULT_TIMEOUT_S = SqlLimits().timeout_s
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def register(subparsers) -> None:
@@ -100,7 +107,7 @@ def _run(args) -> int:
         raise UserError(f"{args.output}: cannot write the result: {exc.strerror or exc}") from None
     if result.renamed:
         print("note: columns renamed to be unique: "
-              + ", ".join(f"{new} (a second {old})" for new, old in result.renamed.items()), file=sys.stderr)
+              + printable(", ".join(f"{new} (a second {old})" for new, old in result.renamed.items())), file=sys.stderr)
     cut = frame.attrs.get("cut")
     if cut == "rows":
         print(f"note: result cut at --max-rows {args.max_rows}", file=sys.stderr)
@@ -119,10 +126,14 @@ def _write(frame, fmt: str, output: Path | None) -> None:
 
 
 def _write_unchecked(frame, fmt: str, output: Path | None) -> None:
-    text = frame.to_csv(index=False) if fmt == "csv" else frame.to_json(orient="records", date_format="iso", indent=1)
+    if fmt == "csv":
+        text = frame.to_csv(index=False)
+    else:
+        text = frame.to_json(orient="records", date_format="iso", indent=1).replace("\x7f", "\\u007f")
     if output:
         output.write_text(text, encoding="utf-8")
-    else:
+    else:  # the terminal's copy: control characters escaped (module docstring)
+        text = printable(text, keep_lines=True)
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
@@ -133,7 +144,7 @@ def format_table(frame, show: int) -> str:
     if frame.shape[1] == 0:
         return "(no result)"
     shown = frame.head(max(show, 0))
-    headers = [str(c) for c in frame.columns]
+    headers = [printable(str(c)) for c in frame.columns]
     cells = [[_cell(v) for v in row] for row in shown.itertuples(index=False, name=None)]
     numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
@@ -155,4 +166,4 @@ def _cell(value) -> str:
         return "NULL"
     if isinstance(value, float):
         return f"{value:.6g}"
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return printable(str(value))

@@ -15,14 +15,14 @@ scanned for either.
 
 from __future__ import annotations
 
-import re
 from urllib.parse import urlsplit
+
+from attnwatch.history.terminal_text import UNSAFE as _CONTROL  # C0, DEL, C1, line separators, bidi controls
 
 _MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|~=:")
 _ENTITIES = {"<": "&lt;", ">": "&gt;", "&": "&amp;", '"': "&quot;", "'": "&#39;"}
 _ZWJ = "\u200d"
 _INERT = {"@": "@" + _ZWJ, "#": "\\#" + _ZWJ}  # no mention, no issue reference (module docstring)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def md_text(value: object, limit: int = 200) -> str:

@@ -131,7 +131,10 @@ def resolve_target(event: dict, repo: str, client: GitHubClient, workflow_path: 
     run_url = run.get("html_url") if isinstance(run.get("html_url"), str) else None
     if kind == "pull_request":
         sha = run["head_sha"]
-        listed = [_get(p, "number") for p in run.get("pull_requests") or []]
+        pulls = run.get("pull_requests") or []
+        if not isinstance(pulls, list):
+            raise Refused(f"workflow_run.pull_requests must be a list, got {json.dumps(pulls)[:40]}")
+        listed = [_get(p, "number") for p in pulls]
         numbers = [n for n in listed if isinstance(n, int) and not isinstance(n, bool)] or client.pulls_for_sha(sha)
         if not numbers:
             raise Refused(f"no open pull request of {repo} has head {sha[:12]}")

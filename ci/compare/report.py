@@ -162,8 +162,8 @@ class SideResult:
     """One side (base or head) of one case, over all rounds."""
 
     status: str = rule(choices=SIDE_STATUSES)  # "ok" unless every round failed; else the worst outcome
-    median_us: float | None = rule(None, positive=True)  # mean of per-round medians
-    round_medians_us: list[float] = rule(default_factory=list, positive=True, max_items=1000)
+    median_us: float | None = rule(None, latency=True)  # mean of per-round medians
+    round_medians_us: list[float] = rule(default_factory=list, latency=True, max_items=1000)
     n_samples: int = rule(0, low=0)
     gap_to_baseline: float | None = rule(None, positive=True)  # mean over rounds, each measured in its own round
     baseline_variant: str | None = None  # the operator's baseline the gap was taken against

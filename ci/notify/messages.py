@@ -12,14 +12,13 @@ GitHub issues get ci.comment.escape's markdown escaping.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from attnwatch.ci.comment.escape import safe_url
+from attnwatch.history.terminal_text import UNSAFE as _CONTROL  # C0, DEL, C1, line separators, bidi controls
 
 ACTIONS = ("opened", "acknowledged", "resolved", "bisected")
 FORMATS = ("slack", "json")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _SLACK = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "@\u200d"}
 _ICON = {"opened": ":red_circle:", "acknowledged": ":eyes:", "resolved": ":white_check_mark:", "bisected": ":mag:"}
 

@@ -47,6 +47,7 @@ class FieldRule:
     max_items: int | None = None  # longest list, largest dict
     name: str | None = None  # a series-key name: history.contract.names' kind (NAME, CASE_ID) its text must fit
     timestamp: bool = False  # an ISO 8601 date-time with its UTC offset (parse_utc's rule)
+    latency: bool = False  # a per-call time in µs: at least limits.toml's floor (require_latency)
 
 
 @dataclass(frozen=True)
@@ -183,6 +184,8 @@ def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRu
                 raise BundleError(path, where, f"{value} is not a finite number")
             if field_rule is not None and field_rule.positive and value <= 0:
                 raise BundleError(path, where, f"must be positive, got {value!r}")
+            if field_rule is not None and field_rule.latency:
+                require_latency(value, path, where)
             return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BundleError(path, where, f"expected a number, got {_json_type(value)}")
@@ -228,7 +231,7 @@ def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRu
                 raise BundleError(path, where, f"expected a list of {len(kinds)} values, got {len(value)}")
             return tuple(check_type(k, v, path, f"{where}[{i}]", text, field_rule)
                          for i, (k, v) in enumerate(zip(kinds, value)))
-        if args[0] is float and (field_rule is None or not field_rule.positive):
+        if args[0] is float and (field_rule is None or not (field_rule.positive or field_rule.latency)):
             return check_number_list(value, path, where)
         return [check_type(args[0], v, path, f"{where}[{i}]", text, field_rule) for i, v in enumerate(value)]
     if origin is dict:

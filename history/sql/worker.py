@@ -13,7 +13,11 @@ child forked by history.sql.server, with
     user SQL to write into its temp directory (it adds it to allowed_directories), whose random
     name user SQL cannot learn (history.sql.guard); this bounds such a file all the same;
   - a kill from the parent at timeout + the lock wait + GRACE_S; a child that dies (a signal,
-    a crash inside DuckDB) is one refusal line too.
+    a crash inside DuckDB) is one refusal line too;
+  - its stderr (and stdout) in a file of the query's private temp directory (STDERR_FILE), never
+    the terminal: a crash inside DuckDB writes C++'s "terminate called after throwing ..."
+    there (`CALL enable_logging(storage='file', ...)` did, with a server path in it), and the
+    refusal line carries its gist, paths scrubbed and control characters escaped.
 
 The child does the whole query: open read-only (history.store.db.open_read, any backend, waiting for
 a file's lock up to limits.lock_wait_s) in the sandbox (history.sql.sandbox), refuse denied
@@ -48,14 +52,17 @@ from attnwatch.history.store.locks import read_wait_s
 from attnwatch.history.errors import HistoryError, QueryError
 from attnwatch.history.store.location import parse_location
 from attnwatch.history.sql.gate import refuse_unsafe_lake_sql
-from attnwatch.history.sql.guard import refusal, refuse_denied_names
+from attnwatch.history.sql.guard import public_text, refusal, refuse_denied_names
 from attnwatch.history.sql.sandbox import SqlLimits, connect_config, lock_down, size_bytes
 from attnwatch.history.sql.stream import Capped, fetch_capped
+from attnwatch.history.terminal_text import one_line
 
 GRACE_S = 5.0
 IPC_OVERHEAD = 2**20  # schema and framing beyond max_bytes of data
 HEADER_FILE = "answer.json"
 TABLE_FILE = "answer.arrow"
+STDERR_FILE = "stderr.txt"
+MAX_STDERR_READ = 64 * 1024  # the end of the child's stderr read for its gist
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,8 @@ def run_in_worker(location: str, sql: str, limits: SqlLimits, temp_dir: Path) ->
         raise QueryError(f"the query ran past the {limits.timeout_s:g} s time limit and was stopped")
     header_path = temp_dir / HEADER_FILE
     if not header_path.is_file():
-        raise QueryError(_death(status))
+        said = _child_said(temp_dir / STDERR_FILE, location)
+        raise QueryError(_death(status) + (f": {said}" if said else ""))
     header = json.loads(header_path.read_text(encoding="utf-8"))
     if header["kind"] != "ok":
         raise _error(header)
@@ -120,8 +128,34 @@ def _death(status: int) -> str:
     return f"the process running the query ended without an answer (exit status {os.WEXITSTATUS(status)})"
 
 
+def _child_said(path: Path, location: str) -> str:
+    """The gist of what a child that died wrote on its stderr, fit for the refusal line: C++'s
+    `what():` (DuckDB's JSON error unpacked), else its last line; paths and PIDs scrubbed
+    (history.sql.guard.public_text), control characters escaped, cut short."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(os.fstat(fh.fileno()).st_size - MAX_STDERR_READ, 0))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    what = [line.split("what():", 1)[1].strip() for line in lines if "what():" in line]
+    gist = what[-1] if what else lines[-1] if lines else ""
+    try:
+        error = json.loads(gist)
+        gist = f"{error['exception_type']} Error: {error['exception_message']}"
+    except (ValueError, TypeError, KeyError):
+        pass
+    return one_line(public_text(gist, location), 300)
+
+
 def answer(request: dict) -> None:
     """In the child: limit this process, run the query, write the answer files."""
+    temp_dir = Path(request["temp_dir"])
+    said = os.open(temp_dir / STDERR_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.dup2(said, 2)  # the terminal gets nothing raw from this process (module docstring)
+    os.dup2(said, 1)
+    os.close(said)
     limits = SqlLimits(**request["limits"])
     memory = size_bytes(limits.process_memory)
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
@@ -132,7 +166,6 @@ def answer(request: dict) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (largest_file, largest_file))
     os.environ.clear()  # the caller's environment now, not the one the server started with
     os.environ.update(request["environ"])
-    temp_dir = Path(request["temp_dir"])
     try:
         capped, elapsed = _query(request["location"], request["sql"], limits, temp_dir)
         with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, capped.table.schema) as writer:
