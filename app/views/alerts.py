@@ -45,7 +45,7 @@ ALERT_COLUMNS = {
                                          help="what changed across the step: code (the variant's fingerprint), "
                                               "configuration, environment, machine, or none (noise suspect)"),
 }
-ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "moved", "baseline_value", "new_value", "plot", "gpu",
+ALERT_ORDER = ["alert_id", "status", "kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "plot", "moved", "gpu",
                "label", "note", "actor", "updated_at", "detail"]
 ALL_GPUS = "(all)"
 NCU_RULE_COLUMNS = {
