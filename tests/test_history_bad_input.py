@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from bundle_factory import as_format_1, make_bundle
+from attnwatch.history.contract.bundle import SCHEMA_VERSIONS
 from attnwatch.ci.cli import main as cli_main
 from attnwatch.history.contract.bundle import MAX_FILE_BYTES
 from attnwatch.history.contract.timings import BUNDLE_UPGRADERS
@@ -283,7 +284,7 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
     _edit_json(bundle / "manifest.json", to_v0)
     ingest_paths(db_path, [bundle])
     with open_read(db_path) as con:
-        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", 3)
+        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", SCHEMA_VERSIONS["attnwatch.manifest"])
 
 
 def test_manifest_listing_a_missing_file(stored, tmp_path, capsys):
