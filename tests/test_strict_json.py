@@ -126,7 +126,7 @@ def test_pytest_benchmark_files_may_hold_nan_and_infinity(tmp_path):
     db = tmp_path / "history.duckdb"
     plain = make_pytest_benchmark_file(tmp_path / "plain.json")
     plain.write_text(plain.read_text().replace('"ops": ', '"ops": Infinity, "x_ops": ', 1))
-    result = cli(db, "ingest", str(plain))
+    result = cli(db, "--repo", "example/attention-kernels", "ingest", str(plain))
     assert result.returncode == 0, result.stderr
 
 
