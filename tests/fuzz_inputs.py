@@ -29,6 +29,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from attnwatch.history.contract.timings import LATENCY_FIELDS, PER_CALL_FIELDS
+
 PENDING_FILE = Path(__file__).resolve().parent / "fuzz_pending.toml"
 SENTINEL = "__attnwatch_fuzz_value__"
 DEPTH_CAP = 64  # history.contract.json_limits.MAX_DEPTH
@@ -126,7 +128,8 @@ def _splice(doc: Any, path: tuple, raw: str, duplicate_of: str | None = None) ->
     return text.replace(json.dumps(SENTINEL), spliced, 1).encode("utf-8", "surrogatepass")
 
 
-SPREADS = ("iqr_us", "stddev_us")  # a spread may be 0 (history.contract.timings PER_CALL_FIELDS has no spread)
+# A spread may be 0: the timing fields the contract does not floor as per-call latencies.
+SPREADS = tuple(sorted(set(LATENCY_FIELDS) - set(PER_CALL_FIELDS)))
 
 
 def _is_latency(path: tuple, value: Any) -> bool:
