@@ -168,7 +168,6 @@ def _step_history(tmp_path: Path) -> Path:
     return db
 
 
-@pytest.mark.skip(reason="flaky: after DuckDB interrupts the planted endless statement, the rollback or close that follows can wait on it (2 of 5 trials hung past 30 s on a 2-core machine); open in issue 39")
 def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_path):
     """SIGTERM that lands while DuckDB runs detect's INSERT of an alert event: DuckDB's client
     runs the handler and raises RuntimeError('Query interrupted'), which used to end in a
