@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed$(if $(SYSTEM_SITE),-system-torch)
 PORT ?=
 export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
 
-.PHONY: demo test install browser postgres clean port-free
+.PHONY: demo test lint install browser postgres clean port-free
 
 install: $(STAMP)
 
@@ -71,6 +71,12 @@ demo: port-free $(STAMP)
 
 test: $(STAMP) browser postgres
 	$(PY) -m pytest -p no:cacheprovider tests
+
+# The linter (rule set: pyproject.toml [tool.ruff]) and the type checker over every attnwatch module
+# ([tool.mypy]); CI runs this before the tests.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy -p attnwatch
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
