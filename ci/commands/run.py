@@ -148,6 +148,6 @@ def _run(args) -> int:
         from attnwatch.history.ingest.write import ingest_paths
         from attnwatch.history.contract.repository import repo_setting
 
-        ingest_paths(Path(args.db), [result.bundle], repo=repo_setting(args.repo))
+        ingest_paths(args.db, [result.bundle], repo=repo_setting(args.repo))
         print(f"ingested into {args.db}")
     return 0 if result.status == "complete" else 1
