@@ -1,4 +1,4 @@
-"""`python -m app.serve run SCRIPT [options]`: Streamlit's command line, with the dashboard's
+"""`python -m attnwatch.app.serve run SCRIPT [options]`: Streamlit's command line, with the dashboard's
 modules imported before the server starts listening.
 
 Streamlit imports what a page needs when the first visitor's script runs, so the first page

@@ -1,6 +1,6 @@
 """The dashboard's TCP port: its one default, and whether it is free before anything starts.
 
-`make demo` runs this with a bare `python3 -m ci.port [PORT]` before it sets anything up, so
+`make demo` runs this with a bare `python3 -m attnwatch.ci.port [PORT]` before it sets anything up, so
 that a taken port fails in a second with one line instead of after the install and the
 measuring; `attnwatch dashboard` asks the same question before it starts Streamlit. Standard
 library only: it runs before the virtual environment exists.
@@ -53,7 +53,7 @@ def port_problem(host: str, port: int) -> str | None:
 
 
 def main(argv: list[str]) -> int:
-    """`python3 -m ci.port [PORT]`: exit 0 when the port (default 8501) is free, else say why."""
+    """`python3 -m attnwatch.ci.port [PORT]`: exit 0 when the port (default 8501) is free, else say why."""
     try:
         port = parse_port(argv[0]) if argv and argv[0] else DEFAULT_PORT
         problem = port_problem(DEFAULT_HOST, port)

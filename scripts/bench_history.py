@@ -107,7 +107,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
 
 
 def _python_start(env) -> float:
-    """What a bare `python -m ci.cli --help` costs, to separate start-up from the query."""
+    """What a bare `python -m attnwatch.ci.cli --help` costs, to separate start-up from the query."""
     times = []
     for _ in range(3):
         t = time.perf_counter()

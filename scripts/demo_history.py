@@ -7,7 +7,7 @@ The plan (TOML, one `[[step]]` per run, each with its reason) names real commits
 repository and scratch changes made on top of them: a patch applied and committed, an empty
 commit, or the revert of an earlier step. Each step is checked out in a scratch clone, committed
 if it is a scratch change (at the moment it is measured, so commit dates order the series as a
-push history would), then, unless the step says `measure = false`, measured by that checkout's own `python3 -m ci.cli run` with every
+push history would), then, unless the step says `measure = false`, measured by that checkout's own `python3 -m attnwatch.ci.cli run` with every
 argument after `--`. The runs count as main runs: the branch is given as GitHub gives it on a
 push (`GITHUB_REF_NAME=main`) and the trigger is `push`.
 

@@ -3,7 +3,7 @@ crash diagnostics of issue 11.
 
 Steps, in order (each skipped, and said so, when the rest of `--budget-s` cannot hold it):
 
-1. `cold`: `attnwatch compare` (as `python -m ci.compare`, which needs no duckdb) of this
+1. `cold`: `attnwatch compare` (as `python -m attnwatch.ci.compare`, which needs no duckdb) of this
    checkout against a copy of its own kernels (an A/A, so the verdicts must all be 'no change'),
    every variant on the pr set, with empty compile caches (nvcc, Triton, CuPy): the PR check's
    cold wall time, with the breakdown the compare writes (start-up, builds, correctness,
@@ -107,7 +107,7 @@ def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path) -> t
 
 def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants: str | None, extra: list[str],
                 timeout_s: float) -> dict:
-    """One `python -m ci.compare` in a subprocess; its results read back from what it wrote."""
+    """One `python -m attnwatch.ci.compare` in a subprocess; its results read back from what it wrote."""
     folder = out / name
     cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
            "--shapes", args.shapes, "--out", str(folder), "--fail-on", "regression", *extra]

@@ -1,4 +1,4 @@
-"""`python -m ci.compare ...`: the compare command alone.
+"""`python -m attnwatch.ci.compare ...`: the compare command alone.
 
 Same arguments as `attnwatch compare`. It registers nothing but compare, so it starts on a GPU
 runner whatever the other commands import (the history commands need duckdb, which a runner
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m ci.compare")
+    parser = argparse.ArgumentParser(prog="python -m attnwatch.ci.compare")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     compare.register(sub)
     return parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])

@@ -1,7 +1,7 @@
 """The files a module's behaviour comes from, found with `ast` (nothing is imported or executed).
 
-From an entry module, every import that names the project (`attnwatch.kernels.x`, the
-top-level `kernels.x` a compare worker aliases, or a relative `from ..x import y`) is resolved
+From an entry module, every import that names the project (`attnwatch.kernels.cases`, the
+top-level `kernels.cases` a compare worker aliases, or a relative `from ..x import y`) is resolved
 to its file in the checkout being fingerprinted and followed, with the `__init__.py` of every
 package on the way (importing a module runs them). Every data file (rules.toml [closure]: TOML,
 JSON, CSV) in a module's folder is one it may read, also where the name is computed; so is a

@@ -1,6 +1,6 @@
 """The program ncu profiles: prepare each case, warm it up, then run it once inside its NVTX range.
 
-Run as `python -m ci.ncu.target PLAN.json`, one process for every case of the plan (torch is
+Run as `python -m attnwatch.ci.ncu.target PLAN.json`, one process for every case of the plan (torch is
 imported once; each variant's build comes from the compile cache). A plan's `stop_at` (epoch
 seconds) is when no further case starts, so the profiler still writes its report before the
 run's deadline; later cases are reported with status "deadline". Profiling is off at start

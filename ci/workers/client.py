@@ -1,7 +1,7 @@
 """The parent's handle on one worker process (ci/workers/server.py): start, ask, watch, stop.
 
 The parent never touches CUDA. `WorkerProcess.start` writes the plan, opens two pipes, and
-starts `python -m ci.workers.server` in a session of its own with the side's `kernels` first on
+starts `python -m attnwatch.ci.workers.server` in a session of its own with the side's `kernels` first on
 its PYTHONPATH (ci/child_env.py) and its output in a log file. Every message the worker sends
 goes through `_track`, which remembers the case and stage in flight (and the case before it),
 so that when the worker dies the parent can say which case it was working on.

@@ -1,4 +1,4 @@
-"""A long-lived measuring worker: `python -m ci.workers.server --plan P --in-fd R --out-fd W`.
+"""A long-lived measuring worker: `python -m attnwatch.ci.workers.server --plan P --in-fd R --out-fd W`.
 
 The compare's side of the engine (ci/engine/group.py). One worker per side lives for the whole
 compare: it imports torch and the side's `kernels` once, builds every planned variant once and

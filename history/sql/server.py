@@ -1,6 +1,6 @@
 """A small fork server: each user query runs in a fresh child process the parent can kill.
 
-The server process is `python -m history.sql.worker` (SERVER_MODULE): it imports DuckDB and
+The server process is `python -m attnwatch.history.sql.worker` (SERVER_MODULE): it imports DuckDB and
 Arrow once and calls `serve(answer)`, which reads requests (length-prefixed pickles, from the
 parent only) on stdin, forks one child per request, reports the child's pid, waits for it and
 reports its exit status. The child runs `answer(request)`. (The worker module starts the loop
