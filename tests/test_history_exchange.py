@@ -137,6 +137,23 @@ def test_import_validates_before_writing(tmp_path, db_path, capsys):
     assert "results.parquet: parquet" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("exported_at", ["2026-12-05T08:00:00", "yesterday", None])
+def test_import_refuses_an_export_time_without_its_offset(tmp_path, db_path, capsys, exported_at):
+    """export.json's exported_at follows the timestamp rule of every file attnwatch reads."""
+    _fill(db_path, tmp_path, ["r1"], with_alerts=False)
+    out = tmp_path / "e"
+    from attnwatch.history.store.exchange import export_history
+    export_history(db_path, out)
+    manifest = json.loads((out / "export.json").read_text())
+    manifest["exported_at"] = exported_at
+    (out / "export.json").write_text(json.dumps(manifest))
+    fresh = tmp_path / "fresh.duckdb"
+    assert cli_main(["--db", str(fresh), "import", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and f"{out / 'export.json'}" in err and "exported_at" in err, err
+    assert not fresh.exists()
+
+
 def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
     _fill(db_path, tmp_path, ["r1"], with_alerts=False)
     (tmp_path / "busy").mkdir()

@@ -31,7 +31,7 @@ from attnwatch.history.errors import BundleError, HistoryError
 from attnwatch.history.store.keys import primary_key, single_column_keys
 from attnwatch.history.store.location import HistoryLocation, parse_location
 from attnwatch.history.store.migrations import applied_migrations, available_migrations
-from attnwatch.history.contract.checks import read_json_file
+from attnwatch.history.contract.checks import parse_utc, read_json_file
 from attnwatch.history.contract.repository import check_sources, stored_repositories
 from attnwatch.history.store.transactions import Claims, write_transaction
 
@@ -137,6 +137,10 @@ def _read_manifest(src: Path) -> dict:
         raise BundleError(path, "format_version", f"{manifest.get('format_version')!r}: this attnwatch reads {EXPORT_FORMAT_VERSION}")
     if not isinstance(manifest.get("tables"), dict) or not isinstance(manifest.get("migrations"), list):
         raise BundleError(path, "tables", "missing tables or migrations")
+    exported_at = manifest.get("exported_at")
+    if not isinstance(exported_at, str):
+        raise BundleError(path, "exported_at", f"{exported_at!r}: expected an ISO 8601 date-time with its UTC offset")
+    parse_utc(exported_at, path, "exported_at")  # the timestamp rule of every file attnwatch reads
     return manifest
 
 
