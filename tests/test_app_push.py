@@ -280,3 +280,18 @@ def test_a_decisive_interval_is_real_whatever_the_convergence():
     throttled = "unconverged (300 samples, IQR/median 3.0%); throttled (12 of 300 samples)"
     answer = assess(row(1.1441, 1.1469, throttled), 0.02)
     assert answer.startswith("check: base throttled") and "unconverged" not in answer
+
+
+def test_latencies_over_a_millisecond_read_in_plain_numbers(tmp_path, monkeypatch):
+    """A push of millisecond cases writes "1,292 → 1,447", never "1.29e+03 → 1.45e+03"."""
+    db = tmp_path / "history.duckdb"
+    bundles = [make_bundle(tmp_path / f"slow-{i}", run_id=f"slow-{i}", variants=("sdpa", "triton_fa2"), gpu_name=H200,
+                           commit_sha=f"{i:02d}" + "cd" * 19, started_at=START + timedelta(hours=i), latency_scale=100.0,
+                           variant_scale={"triton_fa2": 1.12} if i == 1 else None, seed=40 + i) for i in range(2)]
+    ingest_paths(db, bundles)
+    at = open_push(db, monkeypatch)
+    (cause,) = [e for e in at.expander if "triton" in e.label]
+    table = cause.markdown[-1].value
+    spans = re.findall(r"\| ([\d,.]+) → ([\d,.]+) \|", table)
+    assert spans and "e+0" not in table, table
+    assert ("1,716", "1,923") in spans and ("859", "962") in spans, spans  # whole µs from 100 µs on, grouped
