@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from attnwatch.app.data.quality import recipe_text
-from attnwatch.app.ui import escape_hover, short_sha
+from attnwatch.app.ui import PLAIN_D3, escape_hover, short_sha
 from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS, environment_epochs as epochs_of
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
@@ -36,6 +36,19 @@ MARKER_STYLE = {
     "improvement": ("triangle-down-open", "#2ca02c"),
     "correctness": ("diamond-open", "#111111"),
 }
+
+
+# The quality marks (app.data.quality) that draw a trend point hollow: the number is not the
+# kernel's time at its clock (throttled samples, host launch gaps). An unconverged median is still
+# the kernel's time, with its spread said on hover: on a busy history most points stop at the
+# sample cap, and a chart of hollow points says nothing about the few that are in doubt.
+HOLLOW_MARKS = ("throttled", "dispatch-bound")
+
+
+def hollow(marks: pd.Series) -> pd.Series:
+    """Per point (its quality marks' text), whether it is drawn hollow (HOLLOW_MARKS)."""
+    text = marks.fillna("").astype(str)
+    return text.map(lambda m: any(mark in m for mark in HOLLOW_MARKS)).astype(bool)
 
 
 def _rgba(hex_color: str, alpha: float) -> str:
@@ -166,7 +179,7 @@ def trend_figure(
 
     `series` columns: series, variant, shape_id, x (the run's commit label), x_order, value, p10,
     p90 (may be NaN), run_id, commit_sha, commit_message, commit_date, started_at and `marks`
-    (quality marks: such points are drawn hollow), optionally kernel_config / _source (shown on
+    (quality marks: said on hover; HOLLOW_MARKS draw the point hollow), optionally kernel_config / _source (shown on
     hover; a run whose configuration changed gets an open diamond). Colour follows the variant,
     dash the shape.
     `markers` (detection's alerts) columns: x, value, label, kind (a MARKER_STYLE key), run_id.
@@ -204,11 +217,11 @@ def trend_figure(
         fig.add_trace(go.Scatter(
             x=s["x"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
             legendgroup=name, line=dict(color=color, width=2, dash=dash),
-            marker=dict(size=7, color=color, symbol=["circle-open" if m else "circle" for m in marks],
+            marker=dict(size=7, color=color, symbol=["circle-open" if h else "circle" for h in hollow(marks)],
                         line=dict(width=2, color=color)),
             customdata=custom,
             hovertemplate=(
-                "%{y:.4g} " + escape_hover(metric_label, 40)
+                "%{y:" + PLAIN_D3 + "} " + escape_hover(metric_label, 40)
                 + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
                 + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[7]}%{customdata[5]}<extra>"
                 + escape_hover(name, 60) + "</extra>"
@@ -250,7 +263,7 @@ def trend_figure(
                       line_width=0, annotation_text="commit range", annotation_position="top left")
     fig.update_layout(
         height=460, margin=TREND_MARGIN, hovermode="closest",
-        yaxis=dict(title=metric_label, type="log" if log_y else "linear"),
+        yaxis=dict(title=metric_label, type="log" if log_y else "linear", tickformat=",~r"),
         xaxis=dict(title="commit (in commit order; hover for dates)", type="category",
                    categoryorder="array", categoryarray=axis),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
@@ -312,23 +325,47 @@ def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: fl
     ys = [bandwidth_tbps * lo, peak_tflops, peak_tflops]
     fig.add_trace(go.Scatter(
         x=xs, y=ys, mode="lines", name=ceiling_label, line=dict(color="#444", width=2, dash="dash"),
-        hovertemplate="roof %{y:.1f} TFLOP/s at %{x:.3g} FLOP/B<extra></extra>",
+        hovertemplate="roof %{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<extra></extra>",
     ))
     for index, (label, group) in enumerate(finite.groupby("label", sort=True)):
         fig.add_trace(go.Scatter(
             x=group["arithmetic_intensity"], y=group["achieved_tflops"], mode="markers",
             name=escape_hover(label, 60), marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
             customdata=list(zip(group["run_id"], group["shape_id"].map(escape_hover))),
-            hovertemplate="%{y:.1f} TFLOP/s at %{x:.3g} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
+            hovertemplate="%{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
             + escape_hover(label, 60) + "</extra>",
         ))
     fig.update_layout(
         height=460, margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP per DRAM byte)", range=[math.log10(lo), math.log10(hi)]),
-        yaxis=dict(type="log", title="achieved TFLOP/s"),
+        xaxis=dict(type="log", title="arithmetic intensity (FLOP per DRAM byte)", range=[math.log10(lo), math.log10(hi)],
+                   **LOG_TICKS),
+        yaxis=dict(type="log", title="achieved TFLOP/s", **LOG_TICKS),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig
+
+
+# A log axis labelled once per decade in plain numbers (1, 10, 100, 1,000): plotly's default
+# labels the 2s and 5s between decades too, which crowd into each other on a narrow chart.
+LOG_TICKS = dict(dtick=1, tickformat=",~r", minor=dict(ticks="outside", ticklen=3, showgrid=False))
+# A series whose values span less than this share of their size is drawn from zero: plotly would
+# otherwise stretch a constant 54,528 over an axis of 54.527k-54.529k, making nothing look like a step.
+FLAT_SPAN = 0.01
+
+
+def flat_range(values) -> list[float] | None:
+    """The y range for values that (nearly) do not move: from 0 to above the largest (to below
+    the smallest where all are negative); None when they move, or there are none."""
+    finite = [float(v) for v in values if v is not None and not pd.isna(v) and math.isfinite(float(v))]
+    if not finite:
+        return None
+    low, high = min(finite), max(finite)
+    size = max(abs(low), abs(high))
+    if high - low > FLAT_SPAN * size:
+        return None
+    if size == 0:
+        return [0.0, 1.0]
+    return [0.0, high * 1.2] if low >= 0 else [low * 1.2, 0.0] if high <= 0 else [low * 1.2, high * 1.2]
 
 
 def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, height: int = 360) -> go.Figure:
@@ -345,11 +382,13 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, 
         fig.add_trace(go.Scatter(
             x=frame[x], y=frame[column], mode="lines+markers", name=column,
             line=dict(color=PALETTE[index % len(PALETTE)]), customdata=customdata,
-            hovertemplate="%{y:.4g}" + ("<br>commit %{customdata[1]}<br>run %{customdata[0]}" if customdata else "")
+            hovertemplate="%{y:" + PLAIN_D3 + "}" + ("<br>commit %{customdata[1]}<br>run %{customdata[0]}" if customdata else "")
             + "<extra>" + column + "</extra>",
         ))
+    drawn = [c for c in columns if c in frame]
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=30, b=10), yaxis_title=y_title,
+        height=height, margin=dict(l=10, r=10, t=30, b=10),
+        yaxis=dict(title=y_title, tickformat=",~r", range=flat_range(frame[drawn].to_numpy().ravel()) if drawn else None),
         xaxis=dict(type="category", categoryorder="array", categoryarray=list(dict.fromkeys(frame[x])),
                    title="commit (in commit order)"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),

@@ -8,6 +8,7 @@ HTML. Plotly hover text goes through `escape_hover`, since plotly interprets a f
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Callable
 
@@ -30,6 +31,28 @@ EMPTY_CELL = "—"
 def table(data, **kwargs):
     """st.dataframe for the pages' own tables: a missing number or text shows EMPTY_CELL."""
     return st.dataframe(data, placeholder=EMPTY_CELL, **kwargs)
+
+
+def plain_number(value, digits: int = 3) -> str:
+    """A number in its plain decimal form, never in exponent notation: `digits` significant
+    digits, but every digit of the integer part, thousands grouped (1,292 · 54.9 · 0.0123);
+    EMPTY_CELL for a missing or infinite value. Latencies over 1,000 µs read as such, not 1.29e+03."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return EMPTY_CELL
+    if not math.isfinite(number):
+        return EMPTY_CELL
+    if number == 0:
+        return "0"
+    rounded = float(f"{number:.{digits}g}")  # 99.96 is 100 to three digits: its decimals follow from that
+    decimals = max(digits - 1 - math.floor(math.log10(abs(rounded))), 0)
+    return f"{number:,.{decimals}f}"
+
+
+# The same plain form for plotly's hover and tick labels (d3-format: grouped, significant digits,
+# trailing zeros trimmed, no SI suffix or exponent).
+PLAIN_D3 = ",.4~r"
 
 
 def truncate(text: str | None, limit: int = 80) -> str:

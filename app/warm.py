@@ -46,6 +46,7 @@ def warm() -> Source:
         schema_notice(source)  # nothing to apply: the page's answer (None, or "newer than this attnwatch")
         if not history_shape(source).empty:
             push.push_changes(source)  # reads push.newest_main_runs through the cache
+            push.cause_evidence(source)  # each cause's commit, build figures and counter cause
             for pair in push.newest_main_runs(source).itertuples():  # each GPU's "what moved" line
                 if pair.base_run:
                     push.what_moved(source, pair.base_run, pair.run_id)

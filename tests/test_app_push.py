@@ -65,8 +65,13 @@ def test_correctness_first_then_regressions_grouped_by_cause_with_intervals_and_
     assert len(causes) == 1
     label = causes[0].label.replace("\\", "")
     assert "**triton_fa2** · 8 case(s) on" in label and H200 in label and H100 in label
-    assert re.search(r"\+1\d\.\d% to \+1\d\.\d% · real slowdown\? yes 7 · check 1", label), label
-    table = causes[0].markdown[0].value
+    # Every line's interval clears min_effect, the unconverged one's too: all eight are real.
+    assert re.search(r"\+1\d\.\d% to \+1\d\.\d% · real slowdown\? yes 8$", label), label
+    why, table = (m.value for m in causes[0].markdown)
+    # First why it moved, as the PR comment says it: the pushed commit, the build report, the counters.
+    assert why.startswith("**Commit** `07beefbeef`: Push 7\\: tune tiles"), why
+    assert "**Build** (ptxas, before → after): unchanged\\: registers/thread 128" in why
+    assert "**ncu cause**: none" in why  # neither run profiled it
     assert "real slowdown?" in table and "real speed-up?" not in table
     seen = set()
     for query in trend_links(table):
@@ -89,7 +94,8 @@ def test_is_it_real_answers_from_the_stored_evidence(push_history, monkeypatch):
     at = open_push(db, monkeypatch)
     table = next(d.value for d in at.dataframe if "real" in d.value.columns and len(d.value) == 8)
     real = dict(zip(zip(table["gpu"], table["case_id"]), table["real"]))
-    assert real[(H100, NOISY_CASE)].startswith("check: head unconverged (50 samples, IQR/median 8.0%)")
+    # Unconverged, but its whole interval lies beyond the H100's min_effect: decided, so real.
+    assert real[(H100, NOISY_CASE)].startswith("yes: the interval clears ±3% (samples unconverged")
     clean = [v for k, v in real.items() if k != (H100, NOISY_CASE)]
     assert all(v.startswith("yes: clean samples on both sides, gap to sdpa +") for v in clean), clean
 
@@ -184,7 +190,7 @@ def test_improvements_ask_whether_the_speed_up_is_real(repeat_history, monkeypat
     assert "Improvements (8)" in [h.value for h in at.subheader]
     (cause,) = [e for e in at.expander if "triton" in e.label]
     assert "8 case(s)" in cause.label and "real speed-up?" in cause.label and "slowdown" not in cause.label
-    table = cause.markdown[0].value
+    table = cause.markdown[-1].value
     assert "| host |" in table and "real speed-up?" in table and "real slowdown?" not in table
     assert {q["host"] for q in trend_links(table)} == {"host-a", "host-b"}
     every = next(d.value for d in at.dataframe if len(d.value) == 8 * 3)
@@ -253,3 +259,39 @@ def test_a_gpu_wide_move_is_told_apart_from_the_reference_by_its_gap_not_its_nam
     assert assess(row("triton_fa2", 1.20, 1.205), 0.02).startswith("GPU-wide?")
     assert not assess(row("my_reference", 1.0, 1.0), 0.02).startswith("GPU-wide?")
     assert assess(row("sdpa", 0.9, 0.9), 0.02).startswith("GPU-wide?")  # sdpa when it is not the reference
+
+
+def test_a_decisive_interval_is_real_whatever_the_convergence():
+    """+14.6% with an interval of ±0.15 points reads "yes" though neither side's samples converged
+    (the interval carries their spread); an unconverged change whose interval reaches inside
+    min_effect still reads "check", and so does a throttled one however sure its interval."""
+    from types import SimpleNamespace
+
+    from attnwatch.app.data.push import assess
+
+    def row(low, high, marks="unconverged (2000 samples, IQR/median 2.0%)", verdict="regression"):
+        return SimpleNamespace(verdict=verdict, ratio=(low + high) / 2, ratio_low=low, ratio_high=high, base_marks=marks,
+                               head_marks=marks, base_graph_median_us=None, head_graph_median_us=None, base_gap=None,
+                               head_gap=None)
+
+    assert assess(row(1.1441, 1.1469), 0.02).startswith("yes: the interval clears ±2%")
+    assert assess(row(0.8695, 0.8732, verdict="improvement"), 0.02).startswith("yes: the interval clears ±2%")
+    assert assess(row(1.01, 1.05), 0.02).startswith("check: base unconverged")
+    throttled = "unconverged (300 samples, IQR/median 3.0%); throttled (12 of 300 samples)"
+    answer = assess(row(1.1441, 1.1469, throttled), 0.02)
+    assert answer.startswith("check: base throttled") and "unconverged" not in answer
+
+
+def test_latencies_over_a_millisecond_read_in_plain_numbers(tmp_path, monkeypatch):
+    """A push of millisecond cases writes "1,292 → 1,447", never "1.29e+03 → 1.45e+03"."""
+    db = tmp_path / "history.duckdb"
+    bundles = [make_bundle(tmp_path / f"slow-{i}", run_id=f"slow-{i}", variants=("sdpa", "triton_fa2"), gpu_name=H200,
+                           commit_sha=f"{i:02d}" + "cd" * 19, started_at=START + timedelta(hours=i), latency_scale=100.0,
+                           variant_scale={"triton_fa2": 1.12} if i == 1 else None, seed=40 + i) for i in range(2)]
+    ingest_paths(db, bundles)
+    at = open_push(db, monkeypatch)
+    (cause,) = [e for e in at.expander if "triton" in e.label]
+    table = cause.markdown[-1].value
+    spans = re.findall(r"\| ([\d,.]+) → ([\d,.]+) \|", table)
+    assert spans and "e+0" not in table, table
+    assert ("1,716", "1,923") in spans and ("859", "962") in spans, spans  # whole µs from 100 µs on, grouped

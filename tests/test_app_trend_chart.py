@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from attnwatch.app.charts import variant_color
-from app_history import H100, H200, START, build_push_history, push_commit, push_run_id
+from app_history import H100, H200, PUSH_REGRESSED_VARIANT, START, build_push_history, push_commit, push_run_id
 from bundle_factory import SHAPES, make_bundle
 from attnwatch.history.detection.alerts import list_alerts, resolve_many
 from attnwatch.history.ingest.write import ingest_paths
@@ -80,21 +80,27 @@ def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeyp
     assert "÷ value at BASE" in spec["layout"]["yaxis"]["title"]["text"]
 
 
-def test_defaults_come_from_the_data(push_history, monkeypatch):
+def test_defaults_follow_this_pushs_first_regression(push_history, monkeypatch):
     db, _ = push_history
-    # Resolve the H100's regressions: the newest unresolved regression is then on the H200.
+    # Resolve the H100's regression alerts: the newest unresolved alert is then cuda_wmma's on the H200,
+    # while This push leads with triton_fa2. Every page opens on what This push said first.
     resolve_many(db, [a.alert_id for a in list_alerts(db) if a.gpu_name == H100 and a.kind == "regression"], "seen", "t")
+    push = open_page(db, monkeypatch, "views/push.py")
+    cause = next(e for e in push.expander if "triton" in e.label)
+    first_row = cause.markdown[-1].value.splitlines()[2].split(" | ")
+    first_gpu, first_case = (cell.lstrip("| ").replace("\\", "") for cell in first_row[:2])
     at = open_page(db, monkeypatch, "views/trends.py")
-    assert at.selectbox(key="trends_gpu").value == H200
+    assert at.selectbox(key="trends_gpu").value == first_gpu
     assert at.selectbox(key="trends_dtype").value == "fp16"  # bf16 exists in the history, but not on this GPU
-    assert at.multiselect(key="trends_variants").value[0] == "cuda_wmma"  # the regressed variant first
+    assert at.multiselect(key="trends_variants").value[0] == PUSH_REGRESSED_VARIANT
     (shape,) = at.multiselect(key="trends_shapes").value
-    shown = f"cuda_wmma/{shape}/fp16/{'causal' if at.toggle(key='trends_causal').value else 'noncausal'}"
-    assert any(a.case_id == shown and a.gpu_name == H200 and a.status == "open" for a in list_alerts(db))
+    mode = "causal" if at.toggle(key="trends_causal").value else "noncausal"
+    assert f"{shape} fp16 {mode}" in first_case, first_case
     kernel = open_page(db, monkeypatch, "views/kernel.py")
-    assert (kernel.selectbox(key="kernel_gpu").value, kernel.selectbox(key="kernel_variant").value) == (H200, "cuda_wmma")
+    assert (kernel.selectbox(key="kernel_gpu").value, kernel.selectbox(key="kernel_variant").value) == (
+        first_gpu, PUSH_REGRESSED_VARIANT)
     overview = open_page(db, monkeypatch, "views/overview.py")
-    assert overview.selectbox(key="overview_gpu").value == H200
+    assert overview.selectbox(key="overview_gpu").value == first_gpu
 
 
 def test_a_range_without_base_marks_the_step_into_its_commit(push_history, monkeypatch):

@@ -1,14 +1,18 @@
 """What a page shows before anyone chooses: taken from the data, never from alphabetical order.
 
-The focus is the newest regression detection recorded that nobody resolved yet (by the start of
-the run where its step lands): its GPU, case and metric. Without one, the most-measured GPU.
-Dtypes and variants offered first are the ones measured on that GPU, most-measured first.
+The focus is what the first page, This push, leads its regressions with (app.data.push: the
+newest push's first cause, its largest sure slowdown): its GPU, case and metric, so every page
+opens on the regression the reader was just told about. Without a regression in the push, the
+newest regression detection recorded that nobody resolved yet (by the start of the run where its
+step lands); without one, the most-measured GPU. Dtypes and variants offered first are the ones
+measured on that GPU, most-measured first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from attnwatch.app.data import push
 from attnwatch.app.data.store import Source, cached_query, read_frame
 
 # Variants a trend shows by default when they were measured (the baseline and the team's fused
@@ -29,7 +33,11 @@ class Focus:
 
 @cached_query
 def focus(source: Source) -> Focus:
-    """The newest unresolved regression's GPU and case; else the most-measured GPU alone."""
+    """This push's first regression's GPU and case; else the newest unresolved regression
+    alert's; else the most-measured GPU alone."""
+    pushed = push_focus(source)
+    if pushed is not None:
+        return pushed
     newest = read_frame(
         source,
         """
@@ -46,6 +54,16 @@ def focus(source: Source) -> Focus:
                      None if row.causal is None else bool(row.causal))
     busiest = read_frame(source, "SELECT series_gpu AS gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1")
     return Focus(None if busiest.empty else busiest["gpu"].iloc[0])
+
+
+def push_focus(source: Source) -> Focus | None:
+    """The case This push lists first among its regressions (its first cause's first line), or None."""
+    regressions = push.section(push.push_changes(source), "regression")
+    if regressions.empty:
+        return None
+    first = push.causes(regressions)["rows"].iloc[0].iloc[0].to_dict()  # a row: .dtype would be the Series'
+    return Focus(first["gpu"], first["case_id"], "median_us", first["variant"], first["shape_id"], first["dtype"],
+                 bool(first["causal"]))
 
 
 @cached_query

@@ -25,12 +25,15 @@ rows and samples come from two queries on one connection (`store.read_frames`); 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
 from attnwatch.app.data import compare, quality
 from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
 from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.analysis.tiers import percent
+from attnwatch.history.detection import ncu_cause
 from attnwatch.history.links import case_trend_query, commit_range, relative
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
@@ -92,11 +95,12 @@ def _classify(row, min_effect: float, same_commit: bool) -> str | None:
 
 def _sure_effect(row) -> float:
     """How far the interval's nearer bound is from no change (the ratio itself without one)."""
-    if row.verdict == "regression" and _finite(row.ratio_low):
-        return float(row.ratio_low) - 1
-    if row.verdict == "improvement" and _finite(row.ratio_high):
-        return 1 - float(row.ratio_high)
-    return abs(float(row.ratio) - 1) if _finite(row.ratio) else 0.0
+    low, high, ratio = (getattr(row, name, None) for name in ("ratio_low", "ratio_high", "ratio"))
+    if row.verdict == "regression" and _finite(low):
+        return float(low) - 1
+    if row.verdict == "improvement" and _finite(high):
+        return 1 - float(high)
+    return abs(float(ratio) - 1) if _finite(ratio) else 0.0
 
 
 def assess(row, min_effect: float) -> str:
@@ -106,10 +110,16 @@ def assess(row, min_effect: float) -> str:
     the baseline, e.g. sdpa, too and leaves the gap flat) and, for launch-bound cases, the graph-replay times."""
     if row.verdict not in ("regression", "improvement"):
         return ""
+    # Unconverged samples widen the interval, which already carries their spread: once the whole
+    # interval is beyond min_effect the change is decided whatever the convergence (+14.6% with a
+    # ±0.15-point interval is real). Throttling and launch gaps are doubts about what was timed.
+    decisive = _sure_effect(row) >= min_effect
     doubts = []
     for side in ("base", "head"):
-        if getattr(row, f"{side}_marks"):
-            doubts.append(f"{side} {getattr(row, f'{side}_marks')}")
+        marks = [m for m in str(getattr(row, f"{side}_marks") or "").split("; ")
+                 if m and not (decisive and m.startswith("unconverged"))]
+        if marks:
+            doubts.append(f"{side} {'; '.join(marks)}")
     base_graph, head_graph = row.base_graph_median_us, row.head_graph_median_us
     graph_note = ""
     if _finite(base_graph) and _finite(head_graph) and base_graph > 0:
@@ -127,6 +137,9 @@ def assess(row, min_effect: float) -> str:
     evidence = "; ".join(x for x in (gap_note, graph_note) if x)
     if doubts:
         return "check: " + "; ".join(doubts) + (f" ({evidence})" if evidence else "")
+    if decisive and (row.base_marks or row.head_marks):
+        return (f"yes: the interval clears ±{percent(min_effect)} (samples unconverged, already in the interval)"
+                + (f", {evidence}" if evidence else ""))
     return "yes: clean samples on both sides" + (f", {evidence}" if evidence else "")
 
 
@@ -274,3 +287,83 @@ def what_moved(source: Source, base_run: str, run_id: str) -> str:
     by_run = {rid: dict(zip(g["variant"], g["code_digest"])) for rid, g in codes.groupby("run_id")}
     return moved_text(rows[base_run], rows[run_id], by_run.get(base_run, {}), by_run.get(run_id, {}))
 
+
+
+# The build report's figures a cause names (builds: ptxas's, per variant and run), with their unit.
+BUILD_FIGURES = (("registers_per_thread", "registers/thread", ""), ("spill_store_bytes", "spill stores", " B"),
+                 ("spill_load_bytes", "spill loads", " B"), ("stack_frame_bytes", "stack frame", " B"),
+                 ("shared_mem_bytes", "shared memory/block", " B"))
+CAUSE_SECTIONS = ("regression", "improvement", "no interval")
+
+
+@dataclass(frozen=True)
+class CauseEvidence:
+    """What the history holds about why one cause (a variant, in one section) moved, as the PR
+    comment names it: the pushed commits with their messages, the build report's figures
+    before → after (`build`: "" without a report on both sides), and the counter rules' cause
+    (history.detection.ncu_cause, the alerts' and the PR comment's reading) of the cause's
+    largest profiled case, with how many of its cases were profiled on both sides."""
+
+    commits: tuple[tuple[str, str], ...]  # (sha, commit message)
+    build: str
+    counter_case: str | None
+    counter_cause: str | None
+    profiled: int
+    cases: int
+
+
+def build_change(before: dict | None, after: dict | None) -> str:
+    """The build report's figures that differ, "registers/thread 157 → 128; spill stores 0 → 16 B";
+    "unchanged: …" with the head's figures when none moved; "" without a report on both sides or
+    without ptxas figures (a Triton build stores none)."""
+    if not before or not after:
+        return ""
+    known = [(column, name, unit) for column, name, unit in BUILD_FIGURES
+             if _finite(before.get(column)) and _finite(after.get(column))]
+    if not known:
+        return ""
+    moved = [f"{name} {int(before[c]):,} → {int(after[c]):,}{unit}" for c, name, unit in known if before[c] != after[c]]
+    if moved:
+        return "; ".join(moved)
+    return "unchanged: " + ", ".join(f"{name} {int(after[c]):,}{unit}" for c, name, unit in known)
+
+
+def _cause_kind(row) -> str:
+    """How the counter rules read a step: as a slowdown or a speed-up."""
+    return "regression" if row.section == "regression" or (row.section == "no interval" and row.ratio > 1) else "improvement"
+
+
+@cached_query
+def cause_evidence(source: Source) -> dict[tuple[str, str], CauseEvidence]:
+    """(section, variant) -> CauseEvidence for every cause of the push's change sections, read on
+    two connections (the build reports and commit messages, then the counters)."""
+    changes = push_changes(source)
+    rows = changes[changes["section"].isin(CAUSE_SECTIONS)] if "section" in changes else changes.iloc[:0]
+    if rows.empty:
+        return {}
+    runs = sorted(set(rows["base_run"]) | set(rows["head_run"]))
+    variants = sorted(set(rows["variant"]))
+
+    def body(query):
+        builds = query(f"SELECT run_id, variant, {', '.join(c for c, _, _ in BUILD_FIGURES)} FROM builds "
+                       "WHERE list_contains(?, run_id) AND list_contains(?, variant) AND ok", [runs, variants])
+        commits = query("SELECT run_id, commit_sha, commit_message FROM series_runs WHERE list_contains(?, run_id)", [runs])
+        return builds, commits
+
+    builds, commits = read_frames(source, body)
+    build_of = {(r["run_id"], r["variant"]): r for r in builds.to_dict("records")}
+    commit_of = {r["run_id"]: (r["commit_sha"] or "", r["commit_message"] or "") for r in commits.to_dict("records")}
+    explained = ncu_cause.causes_of(source.path, [(_cause_kind(r), r.head_run, r.case_id) for r in rows.itertuples()])
+    out = {}
+    for name in CAUSE_SECTIONS:
+        for cause in causes(section(changes, name)).itertuples():
+            members = list(cause.rows.itertuples())
+            top = members[0]
+            found = [(r.case_id, explained[(r.head_run, r.case_id)]) for r in members if (r.head_run, r.case_id) in explained]
+            heads = list(dict.fromkeys(r.head_run for r in members))
+            out[(name, cause.variant)] = CauseEvidence(
+                commits=tuple(dict.fromkeys(commit_of[h] for h in heads if h in commit_of)),
+                build=build_change(build_of.get((top.base_run, cause.variant)), build_of.get((top.head_run, cause.variant))),
+                counter_case=found[0][0] if found else None, counter_cause=found[0][1].cause if found else None,
+                profiled=len(found), cases=len(members))
+    return out

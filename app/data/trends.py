@@ -10,7 +10,10 @@ first), so a history of a million results draws as fast as one of a hundred.
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import pandas as pd
 
@@ -222,3 +225,53 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         """,
         [gpu, list(case_ids), pool, pool],
     )
+
+
+AXIS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
+
+
+@lru_cache(maxsize=2)
+def log_ratio(path: Path = AXIS_FILE) -> float:
+    """The spread of plotted values (largest over smallest) from which Trends opens on a log axis
+    (number_marks.toml [trend_axis], with its reason)."""
+    try:
+        table = tomllib.loads(path.read_text(encoding="utf-8"))["trend_axis"]
+        value = float(table["log_when_max_over_min"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: trend_axis.log_when_max_over_min: {exc}") from None
+    if not table.get("log_when_max_over_min_reason") or value <= 1:
+        raise ValueError(f"{path}: trend_axis.log_when_max_over_min: needs a value over 1 and its reason")
+    return value
+
+
+def wide_range(values: pd.Series) -> bool:
+    """Whether the plotted values spread so far (largest / smallest positive value at least
+    `log_ratio`) that a linear axis would flatten the fast series onto its floor."""
+    positive = pd.to_numeric(values, errors="coerce")
+    positive = positive[positive > 0]
+    return bool(not positive.empty and positive.max() / positive.min() >= log_ratio())
+
+
+@cached_query
+def runs_back_to_alerts(source: Source, gpu: str, branch: str, variants: tuple[str, ...], shapes: tuple[str, ...],
+                        dtype: str, causal: bool, pool: str | None = None) -> int | None:
+    """How many of the newest runs (as trend_series counts them) reach back to the oldest alert
+    on these cases, so the default window includes every alert listed under the chart; None
+    without an alert in this series. Cases are matched by their id's parts (variant/shape/dtype/mode)."""
+    frame = read_frame(
+        source,
+        f"""
+        WITH picked AS (
+            SELECT run_id, row_number() OVER (ORDER BY {series_order(descending=True)}) AS back
+            FROM series_runs WHERE series_gpu = ? AND branch = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
+        )
+        SELECT max(p.back) AS back FROM series_alerts a JOIN picked p USING (run_id)
+        WHERE a.series_gpu = ? AND (?::VARCHAR IS NULL OR a.series_pool = ?)
+          AND list_contains(?, split_part(a.case_id, '/', 1)) AND list_contains(?, split_part(a.case_id, '/', 2))
+          AND split_part(a.case_id, '/', 3) = ? AND split_part(a.case_id, '/', 4) = ?
+        """,
+        [gpu, branch, pool, pool, gpu, pool, pool, list(variants), list(shapes), dtype,
+         "causal" if causal else "noncausal"],
+    )
+    back = frame["back"].iloc[0] if not frame.empty else None
+    return None if back is None or pd.isna(back) else int(back)

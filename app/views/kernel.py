@@ -47,9 +47,28 @@ def build_section(source, variant, gpu):
         st.code(str(failed["error"].iloc[-1] or "(no error text stored)"), language=None)
     for (series, title), column, key in zip(BUILD_CHARTS, st.columns(len(BUILD_CHARTS)),
                                             ("build_chart", "spill_chart", "smem_chart")):
-        column.plotly_chart(charts.lines_figure(builds, "x", series, title, height=300), key=key, width="stretch")
+        with column:
+            build_chart(builds, series, title, key, variant)
     with st.expander("Build reports"):
         ui.table(builds, hide_index=True, width="stretch")
+
+
+def build_chart(builds, series, title, key, variant) -> None:
+    """One build-report chart, or why there is none: a figure the builds never stored (a Triton
+    build reports no ptxas spills) is said, never drawn as an empty frame; an all-zero spill
+    chart says there were no spills."""
+    stored = [c for c in series if builds[c].notna().any()]
+    if not stored:
+        st.markdown(f"**{title}**")
+        st.info(f"No data: the {len(builds)} build report(s) of {ui.md(variant)} shown store no {ui.md(title.split(' (')[0])} "
+                "(ptxas reports it for nvcc builds; Triton and library kernels store none).")
+        return
+    st.plotly_chart(charts.lines_figure(builds, "x", stored, title, height=300), key=key, width="stretch")
+    if key == "spill_chart" and not builds[stored].fillna(0).to_numpy().any():
+        st.caption("No spills: 0 bytes of spill stores, loads and stack in every build shown.")
+    missing = [c for c in series if c not in stored]
+    if missing:
+        st.caption(f"Not stored by these builds: {ui.md(', '.join(missing))}.")
 
 
 def ncu_section(source, variant, gpu):
@@ -89,7 +108,7 @@ def bandwidth_section(source, operator, gpu, chosen) -> None:
     points = points[points["operator"] == operator]
     if memory is None:
         measured = sorted({c.gpu for c in ceilings() if c.kind == "copy_tbps"})
-        st.info(f"The roofline cannot be drawn here.\n\n- **No ceiling for this GPU**: history/analysis/ceilings.toml holds "
+        st.info(f"The roofline cannot be drawn here.\n\n- **No ceiling for this device**: history/analysis/ceilings.toml holds "
                 f"no measured DRAM copy bandwidth for {ui.md(gpu)}; measured so far: {ui.md(', '.join(measured) or 'none')}. "
                 "Roofs are drawn only from measurements, never from a datasheet (scripts/measure_ceilings.py).")
         return
@@ -109,6 +128,11 @@ def bandwidth_section(source, operator, gpu, chosen) -> None:
 def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     st.subheader("Roofline")
     url.many("kernel_roofline_variants", "variants", all_variants, [variant])
+    # The roofline follows the page's variant: when another is picked above, its points replace
+    # the previous variant's (a choice made in the roofline's own picker stands until then).
+    if st.session_state.get("kernel_roofline_for", variant) != variant:
+        st.session_state["kernel_roofline_variants"] = [variant]
+    st.session_state["kernel_roofline_for"] = variant
     chosen = st.multiselect("variants on the roofline", all_variants, key="kernel_roofline_variants")
     operator, bound = kernel.variant_operator(source, variant)
     if bound == "memory":
@@ -129,7 +153,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
         measured = sorted({c.gpu for c in ceilings()})
         missing = " or ".join(n for n, c in (("dense GEMM peak", compute), ("DRAM copy bandwidth", memory)) if c is None)
         reasons.append(
-            f"**No ceilings for this GPU**: history/analysis/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
+            f"**No ceilings for this device**: history/analysis/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
             f"measured so far: {ui.md(', '.join(measured) or 'none')}. Roofs are drawn only from measurements, never from a "
             "datasheet (scripts/measure_ceilings.py prints the entries to add, run on that GPU).")
     if inputs["drawable"] == 0:

@@ -100,8 +100,8 @@ def cause_table(rows: pd.DataFrame, question: str) -> str:
     for row in rows.head(MAX_ROWS).itertuples():
         interval = "—" if pd.isna(row.ratio_low) else f"[{_pct(row.ratio_low)},{NBSP}{_pct(row.ratio_high)}]"
         cells = [ui.md(row.gpu), *([ui.md(row.host or "")] if show_host else []), _case_link(row), f"**{_pct(row.ratio)}**",
-                 interval, f"{row.base_us:.3g} → {row.head_us:.3g}",
-                 *(["—" if pd.isna(row.head_graph_median_us) else f"{row.head_graph_median_us:.3g}"] if show_graph else []),
+                 interval, f"{ui.plain_number(row.base_us)} → {ui.plain_number(row.head_us)}",
+                 *([ui.plain_number(row.head_graph_median_us)] if show_graph else []),
                  ui.md(row.real or "—")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -117,14 +117,39 @@ def cause_label(cause, question: str) -> str:
             f"{question} {ui.md(cause.real or '—')}")
 
 
-def changes_by_cause(rows: pd.DataFrame, name: str, key: str) -> None:
-    """A change section: one expander per cause (the first few open), then every line in a table."""
+CAUSE_CHARS = 600  # a counter cause's length on the page, as in the PR comment (ci.comment.render)
+
+
+def cause_line(evidence: push.CauseEvidence | None) -> str:
+    """Why the cause moved, from what the history holds (push.cause_evidence), one line each:
+    the pushed commit and its message, the build report before → after, the counter rules' cause."""
+    if evidence is None:
+        return ""
+    lines = [f"**Commit** {ui.code_span(ui.short_sha(sha))}: {ui.md(ui.truncate(message, 160)) or '(no message stored)'}"
+             for sha, message in evidence.commits]
+    lines.append(f"**Build** (ptxas, before → after): {ui.md(evidence.build)}" if evidence.build
+                 else "**Build**: no build report with ptxas figures on both sides (library and Triton kernels store none)")
+    if evidence.counter_cause:
+        case = " ".join(evidence.counter_case.split("/")[1:])
+        others = f"; {evidence.profiled} of {evidence.cases} cases profiled" if evidence.cases > 1 else ""
+        lines.append(f"**ncu cause** ({ui.md(case)}{others}): {ui.md(ui.truncate(evidence.counter_cause, CAUSE_CHARS))}")
+    else:
+        lines.append("**ncu cause**: none: no case of this cause was profiled in this run and an earlier one")
+    return "  \n".join(lines)
+
+
+def changes_by_cause(rows: pd.DataFrame, name: str, key: str, evidence: dict) -> None:
+    """A change section: one expander per cause (the first few open), each with why it moved
+    (cause_line) and its cases, then every line in a table."""
     question = push.QUESTION[name]
     causes = push.causes(rows)
     st.caption(f"{len(rows)} case(s) from {len(causes)} cause(s), one per kernel variant; the largest sure "
                "change first. Each case opens its trend around the push (in a new tab).")
     for i, cause in enumerate(causes.itertuples()):
         with st.expander(cause_label(cause, question), expanded=i < EXPANDED_CAUSES):
+            why = cause_line(evidence.get((name, cause.variant)))
+            if why:
+                st.markdown(why)
             st.markdown(cause_table(cause.rows, question))
             if cause.cases > MAX_ROWS:
                 st.caption(f"{cause.cases - MAX_ROWS} more: turn on the table below.")
@@ -138,7 +163,7 @@ CAPTIONS = {"no interval": "These runs stored no raw samples, so there is no int
                            "of medians."}
 
 
-def change_section(changes, name: str, title: str, key: str, when_empty=None) -> pd.DataFrame:
+def change_section(changes, name: str, title: str, key: str, when_empty=None, evidence=None) -> pd.DataFrame:
     """A change section's heading and its causes; an empty section shows `when_empty`, or
     nothing at all when that is None. Returns the section's rows."""
     rows = push.section(changes, name)
@@ -150,7 +175,7 @@ def change_section(changes, name: str, title: str, key: str, when_empty=None) ->
     if rows.empty:
         when_empty()
     else:
-        changes_by_cause(rows, name, key)
+        changes_by_cause(rows, name, key, evidence or {})
     return rows
 
 
@@ -231,16 +256,20 @@ def push_page(source, shape):
     else:
         correctness_links(failures)
 
+    evidence = push.cause_evidence(source)
     regressions = change_section(changes, "regression", "Regressions", "push_regressions",
-                                 lambda: st.success("No case is slower beyond its GPU's min_effect with confidence."))
+                                 lambda: st.success("No case is slower beyond its GPU's min_effect with confidence."),
+                                 evidence)
 
     lost = push.section(changes, "not measured")
     if not lost.empty:
         st.subheader(f"Cases that stopped producing a number ({len(lost)})")
         not_measured_links(lost)
 
-    improvements = change_section(changes, "improvement", "Improvements", "push_improvements", lambda: st.caption("None."))
-    unverified = change_section(changes, "no interval", "Moved, without samples for an interval", "push_unverified")
+    improvements = change_section(changes, "improvement", "Improvements", "push_improvements", lambda: st.caption("None."),
+                                  evidence)
+    unverified = change_section(changes, "no interval", "Moved, without samples for an interval", "push_unverified",
+                                evidence=evidence)
 
     repeats = push.section(changes, "repeat")
     if not repeats.empty:

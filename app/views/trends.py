@@ -13,6 +13,8 @@ from attnwatch.app.url_state import UrlState
 from attnwatch.history.links import commit_range, parse_commit_range
 
 RUNS_RANGE = (10, 1000)
+# The alerts table's columns, what a reader acts on first (fits a 1440 px window); the rest follows.
+ALERT_ORDER = ["alert_id", "kind", "status", "label", "started_at", "series", "metric", "run_id"]
 
 
 def pickers(source, shape, url: UrlState):
@@ -50,13 +52,13 @@ def pickers(source, shape, url: UrlState):
     dtype = view[0].selectbox("dtype", dtypes, key="trends_dtype")
     url.flag("trends_causal", "causal", bool(focus.causal) if on_focus else False)
     causal = view[1].toggle("causal", key="trends_causal")
-    url.integer("trends_max_runs", "runs", 200, *RUNS_RANGE)
+    url.integer("trends_max_runs", "runs", window_default(source, gpu, branch, variants, shapes, dtype, causal, pool),
+                *RUNS_RANGE)
     max_runs = view[2].slider("newest runs", *RUNS_RANGE, step=10, key="trends_max_runs")
     view = view[3:]
     url.flag("trends_band", "band", True)
     band = view[0].toggle("band", key="trends_band", help="p10–p90 band, where CI stored percentiles (latency).")
-    url.flag("trends_log", "log", False)
-    log_y = view[1].toggle("log scale", key="trends_log")
+    log_column = view[1]  # drawn once the values are read: its default follows their spread (draw_log_toggle)
     url.flag("trends_norm", "norm", False)
     norm = view[2].toggle("normalise", key="trends_norm",
                           help="Each series divided by its value at the start of the commit range (or its first point).")
@@ -66,7 +68,24 @@ def pickers(source, shape, url: UrlState):
     if ignored:
         st.warning(f"Not in this history for {ui.md(gpu)}, so not shown: {ui.md(', '.join(ignored))}.")
     return dict(gpu=gpu, pool=pool, branch=branch, metric=metric, variants=variants, shapes=shapes, dtype=dtype, causal=causal,
-                max_runs=max_runs, band=band, log_y=log_y, norm=norm, commits=parse_commit_range(commits))
+                max_runs=max_runs, band=band, log_column=log_column, norm=norm, commits=parse_commit_range(commits))
+
+
+def window_default(source, gpu, branch, variants, shapes, dtype, causal, pool) -> int:
+    """The newest-runs window a view opens with: 200 runs, or as many as reach back to the oldest
+    alert on the chosen cases (in tens, up to the slider's end), so every alert listed under the
+    chart is on it."""
+    back = trends.runs_back_to_alerts(source, gpu, branch, tuple(variants), tuple(shapes), dtype, causal, pool)
+    return min(max(200, -(-(back or 0) // 10) * 10), RUNS_RANGE[1])
+
+
+def draw_log_toggle(column, url: UrlState, values) -> bool:
+    """The log-scale toggle, on by default when the plotted values spread widely (trends.wide_range):
+    ten variants on a linear axis would flatten all but the slowest onto the floor."""
+    url.flag("trends_log", "log", trends.wide_range(values))
+    return column.toggle("log scale", key="trends_log",
+                         help="On by default when the plotted values spread over "
+                              f"{trends.log_ratio():g}× or more (app/data/number_marks.toml).")
 
 
 def trends_page(source, shape):
@@ -93,6 +112,8 @@ def trends_page(source, shape):
     if c["norm"]:
         series = trends.normalise(series, span.base if span else None)
         label = f"{label} ÷ value at {'BASE' if span and span.base else 'first point'}"
+    log_y = draw_log_toggle(c["log_column"], url, series["value"])
+    url.publish()
     alerts = trends.trend_alerts(source, c["metric"], c["gpu"], tuple(sorted(set(series["case_id"]))), pool=c["pool"])
     # On the chart: alerts about the plotted metric, and correctness failures (they void any metric).
     column = trends.METRICS[c["metric"]].column
@@ -100,7 +121,7 @@ def trends_page(source, shape):
     markers = shown.merge(series[["series", "run_id", "x", "value"]], on=["series", "run_id"])
     epochs = charts.environment_epochs(series)
     markers = with_epochs(markers, epochs)
-    figure = cached_figure(series, label, c["band"], markers, c["log_y"], highlight)
+    figure = cached_figure(series, label, c["band"], markers, log_y, highlight)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
     runs_plotted = series["run_id"].nunique()
     flagged = series[series["marks"] != ""]
@@ -115,12 +136,20 @@ def trends_page(source, shape):
     if highlight:
         across_range(series, highlight, shown_range, c["metric"])
     environment_notes(epochs, markers)
-    if not flagged.empty:
-        st.caption(f"Hollow points ({len(flagged)}) are not clean kernel times: " + " ".join(quality.explain(flagged["marks"])))
+    hollow = flagged[charts.hollow(flagged["marks"])]
+    if not hollow.empty:
+        st.caption(f"Hollow points ({len(hollow)}) are not clean kernel times: " + " ".join(quality.explain(hollow["marks"])))
+    if len(flagged) > len(hollow):
+        st.caption(f"{len(flagged) - len(hollow)} solid point(s) carry a note on hover: "
+                   + " ".join(quality.explain(flagged.loc[~charts.hollow(flagged["marks"]), "marks"])))
     open_selected_run(event)
     if not alerts.empty:
         st.subheader("Alerts on these cases")
-        ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch")
+        outside = int((~alerts["run_id"].isin(series["run_id"])).sum())
+        if outside:
+            st.caption(f"{outside} of these alerts lie outside the {c['max_runs']} newest runs plotted (or on another "
+                       "metric's runs): widen 'newest runs' to see them on the chart.")
+        ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch", column_order=ALERT_ORDER)
     with st.expander("Plotted values"):
         ui.table(series, hide_index=True, width="stretch")
 

@@ -94,6 +94,15 @@ def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -
         return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id))
 
 
+def causes_of(db_path: str | Path, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
+    """(kind, run, case) steps -> (run, case) -> Explanation, on one read connection (explain_steps)."""
+    steps = list(steps)
+    if not steps:
+        return {}
+    with open_read(db_path) as con:
+        return explain_steps(con, steps)
+
+
 def alert_causes(db_path: str | Path, alerts: Iterable) -> dict[int, Explanation]:
     """alert_id -> Explanation for the alerts that have one, on one read connection."""
     alerts = list(alerts)
