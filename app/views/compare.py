@@ -15,6 +15,7 @@ from attnwatch.history import reproduce
 from attnwatch.history.contract.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
+SKIPPED_IN_BOTH = "skipped in both"  # compare's status verdict of a case neither run could run
 
 def delta_columns(table, base_timer: str, head_timer: str, timer_help: str, min_effect: float) -> dict:
     """The comparison table's columns in the order shown: the verdict, the case and the numbers
@@ -249,8 +250,14 @@ def show_comparison(source, base, head, gpu) -> None:
                               for c in table["case_id"]]
     summary(table, thresholds.min_effect)
     verdicts = list(dict.fromkeys(table["shown"]))
-    shown = st.multiselect("verdicts shown", verdicts, default=verdicts, key="compare_verdicts")
+    # Cases neither run measured (a CPU skips every GPU-only variant) say nothing about the change:
+    # listed only on request, so the cases that were compared lead.
+    shown = st.multiselect("verdicts shown", verdicts, default=[v for v in verdicts if v != SKIPPED_IN_BOTH] or verdicts,
+                           key="compare_verdicts")
     view = table[table["shown"].isin(shown)]
+    hidden = int((table["shown"] == SKIPPED_IN_BOTH).sum()) if SKIPPED_IN_BOTH not in shown else 0
+    if hidden:
+        st.caption(f"{hidden} case(s) skipped in both runs are not listed: choose 'skipped in both' above to list them.")
     columns = delta_columns(view, timers.timer_tag(table["base_timing_mode"]), timers.timer_tag(table["head_timing_mode"]),
                             timers.timer_name(list(table["base_timing_mode"]) + list(table["head_timing_mode"])),
                             thresholds.min_effect)
