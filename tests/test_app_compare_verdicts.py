@@ -12,9 +12,10 @@ import pytest
 
 from app_history import H200, START
 from bundle_factory import SHAPES, case_id, make_bundle
+from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_overview_devices import CPU_ENV
-from test_app_pages import frame_with, open_page
+from test_app_pages import frame_with, open_page, texts
 
 VARIANTS = ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")
 WRONG = case_id("cuda_wmma", SHAPES[1].id, "fp16", False)  # times fine, fails its check in the head
@@ -49,10 +50,14 @@ def test_compare_by_commits_without_samples_shows_the_step_and_the_failure_first
     table = frame_with(at, "shown")
     assert table["shown"].iloc[0] == "correctness FAIL" and table["case_id"].iloc[0] == WRONG
     stepped = table[table["variant"] == "triton_fa2"]
-    assert set(stepped["shown"]) == {"moved, no interval"}
+    assert set(stepped["shown"]) == {"moved (no interval)"}
     assert list(stepped.index) == list(range(1, 1 + len(stepped)))  # right after the failure
     counts = {m.label: m.value for m in at.metric}
-    assert counts["moved, no interval"] == str(len(stepped)) and counts["correctness failures"] == "1"
+    assert counts["moved (no interval)"] == str(len(stepped)) and counts["correctness failures"] == "1"
+    # 'regressions 0' beside an 8% step must not read as nothing slower (issue 44): said in words.
+    assert counts["regressions"] == "0"
+    (said,) = [w for w in texts(at, "warning") if "without an interval" in w]
+    assert f"{len(stepped)} case(s) moved" in said and f"{len(stepped)} slower, 0 faster" in said, said
     assert table.loc[table["case_id"] == WRONG, "verdict"].iloc[0] != "correctness FAIL"  # timing verdict kept beside it
 
 
@@ -67,3 +72,29 @@ def test_compare_labels_name_the_stored_timer(no_sample_pair, monkeypatch, gpu, 
     assert labels["base_us"] == f"base µs ({timer})" and labels["head_tflops"] == f"head TFLOPS ({timer})"
     if timer != "events":
         assert not any("events" in label for label in labels.values()), labels
+
+
+def _picker_options(at, label: str) -> list[str]:
+    (box,) = [b for b in at.selectbox if b.label == label]
+    return list(box.options)
+
+
+@pytest.mark.parametrize("base, head", [("h200-base", "h200-head"), ("h200-base", "cpu-1")])
+def test_compare_after_a_gpu_switch_uses_only_that_gpus_runs(no_sample_pair, monkeypatch, base, head):
+    """Issue 44: a link (or the pickers' state) naming H200 runs with GPU cpu chosen compares cpu
+    runs by cpu's rule: the other GPU's runs are dropped with a note, the pickers list cpu runs
+    only, the URL forgets the dropped runs, and a mixed pair is never compared."""
+    at = open_page(no_sample_pair, monkeypatch, "views/compare.py", gpu=H200, base=base, head=head)
+    at.selectbox(key="compare_gpu").select("cpu").run()
+    assert not at.exception
+    assert any("Dropped run(s) of another device" in w and "h200-base" in w for w in texts(at, "warning"))
+    for label in ("base", "head"):
+        assert all(" · cpu-" in o or o.startswith("cpu-") for o in _picker_options(at, label)), _picker_options(at, label)
+    table = frame_with(at, "shown")
+    assert not any("mixed" in c.value for c in at.caption)
+    assert set(table["shown"]) - {"no change", "within min_effect (no interval)", "moved (no interval)"} == set()
+    assert {at.query_params.get("base"), at.query_params.get("head")} <= {None, "cpu-0", "cpu-1"}, dict(at.query_params)
+    rule = next(c.value for c in at.caption if "Verdicts use CI's rule" in c.value)
+    assert "rule for cpu" in rule and f"min_effect of {load_thresholds('cpu').min_effect:.1%}" in rule, rule
+    labels = {k: v.get("label", "") for k, v in json.loads(next(d for d in at.dataframe if "shown" in d.value.columns).proto.columns).items()}
+    assert labels["base_us"] == labels["head_us"].replace("head", "base") == "base µs (CPU wall clock)", labels

@@ -4,6 +4,7 @@ history whose regressions raised one alert per metric. Real bundles, real DuckDB
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 
@@ -11,7 +12,10 @@ import pytest
 
 from app_history import H200, START, build_history
 from bundle_factory import SHAPES, case_id, make_bundle
-from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.analysis.thresholds import load_thresholds
+from attnwatch.history.detection.alerts import list_alerts, record_alerts
+from attnwatch.history.detection.scan import scan_history
+from attnwatch.history.store.db import open_write
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page, plotly_specs
 
@@ -88,18 +92,35 @@ def test_overview_puts_real_changes_above_unchanged_noise(devices_history, monke
     assert ordered == sorted(ordered, key=abs, reverse=True)
 
 
-def test_overview_counts_cases_with_open_regressions_not_alerts(tmp_path, monkeypatch):
-    db = tmp_path / "history.duckdb"
-    build_history(db, tmp_path / "bundles")
-    open_regressions = [a for a in list_alerts(db, {"limit": 1000})
-                        if a.kind == "regression" and a.status == "open" and a.gpu_name == H200]
-    cases = {a.case_id for a in open_regressions}
-    assert len(open_regressions) > len(cases)  # latency and gap-to-SDPA alerts on each case
+def test_overview_tiles_count_this_pushs_verdicts_not_open_alerts(tmp_path, monkeypatch):
+    """The newest run's regressions and improvements are This push's (issue 44): an open alert of
+    an older step is listed under the table, never counted as this run's regression."""
+    from attnwatch.app.data.push import push_changes
+    from attnwatch.app.data.store import current_source
+
+    work = tmp_path
+    db = work / "history.duckdb"
+    # Eight runs: triton_fa2 10% slower from run 5 on (detection alerts it); in the newest run
+    # cuda_wmma 12% slower and sdpa_flash 12% faster, which no alert names yet.
+    bundles = [make_bundle(work / f"gpu-{i}", run_id=f"h200-main-{i}", variants=GPU_VARIANTS, seed=30 + i,
+                           started_at=START + timedelta(hours=i),
+                           variant_scale={**({"triton_fa2": 1.10} if i >= 5 else {}),
+                                          **({"cuda_wmma": 1.12, "sdpa_flash": 0.88} if i == 7 else {})})
+               for i in range(8)]
+    ingest_paths(db, bundles)
+    with open_write(db) as con:  # what `attnwatch detect` does after a main ingest
+        record_alerts(con, scan_history(con, load_thresholds).findings)
+    opened = {a.case_id for a in list_alerts(db, {"limit": 1000}) if a.kind == "regression" and a.status == "open"}
+    assert opened and all("triton_fa2" in c for c in opened)
+    changes = push_changes(current_source(db))
+    expected = {k: int((changes["section"] == k).sum()) for k in ("regression", "improvement")}
+    assert expected == {"regression": 4, "improvement": 4}, expected
     at = open_page(db, monkeypatch, "views/overview.py", gpu=H200)
     shown = {m.label: m.value for m in at.metric}
-    assert shown["regressed cases"] == str(len(cases))
-    config = column_config(at, "alert_id")
-    assert "%" in config["change_pct"]["type_config"]["format"]
+    assert shown["regressions"] == str(expected["regression"]) and shown["improvements"] == str(expected["improvement"])
+    cases = frame_with(at, "trend_us").reset_index(drop=True)
+    assert set(cases["variant"].iloc[:4]) == {"cuda_wmma"}, cases[["case_id", "verdict", "change_pct"]]
+    assert any(f"regression alert(s) on {len(opened)} case(s)" in m.value for m in at.markdown)
 
 
 def test_trends_and_run_label_a_cpu_run_by_its_wall_clock(devices_history, monkeypatch):
@@ -113,3 +134,39 @@ def test_trends_and_run_label_a_cpu_run_by_its_wall_clock(devices_history, monke
     at = open_page(devices_history, monkeypatch, "views/trends.py", gpu=H200, variants="sdpa", shapes=SHAPES[0].id)
     (spec,) = plotly_specs(at)
     assert "CUDA events" in spec["layout"]["yaxis"]["title"]["text"]
+
+
+LONG_VARIANT = "cutlass_3k_64x128x64_persistent"  # a real variant name, skipped on a CPU as it is in the demo
+
+
+@pytest.fixture(scope="module")
+def one_cpu_run(tmp_path_factory):
+    """One CPU main run timed by wall clock at CPU speed (TFLOPS well under 1), where a variant
+    with a long name needs a GPU and is skipped on every case."""
+    work = tmp_path_factory.mktemp("one_cpu_run")
+    db = work / "history.duckdb"
+    variants = ("sdpa", "torch_3op", LONG_VARIANT)
+    skipped = {c: "skipped" for c in _all_cases((LONG_VARIANT,))}
+    ingest_paths(db, [make_bundle(
+        work / "cpu", run_id="cpu-main-0", variants=variants, seed=3, environment=CPU_ENV, latency_scale=20000.0,
+        timing_overrides={c: {"timing_mode": "cpu_wall"} for c in _all_cases(variants)}, statuses=skipped,
+        started_at=START, with_builds=False)])
+    return db
+
+
+def test_overview_on_a_cpu_run_leads_with_measured_rows_and_shows_their_figures(one_cpu_run, monkeypatch):
+    """Issue 44: measured rows above the 'not run' ones; TFLOPS of a CPU run (0.0x) not written 0.0;
+    a long variant name not cut; the one run's trend drawn as one dot, not a line."""
+    at = open_page(one_cpu_run, monkeypatch, "views/overview.py", gpu="cpu")
+    cases = frame_with(at, "trend_us").reset_index(drop=True)
+    measured = cases.index[cases["status"] == "ok"].tolist()
+    assert measured == list(range(len(measured))), cases[["case_id", "status"]]
+    config = column_config(at, "trend_us")
+    tflops = cases["tflops"].dropna()
+    assert 0 < tflops.min() < 0.05, tflops
+    smallest = config["tflops"]["type_config"]["format"] % tflops.min()
+    assert float(smallest) > 0 and len(smallest.rstrip("0").split(".")[1]) >= 2, smallest
+    assert config["variant"]["width"] >= 195 + 2 * 8  # the name's width in the grid's font (Chromium) + padding
+    svg = base64.b64decode(cases.loc[measured[0], "trend_svg"].split(",", 1)[1]).decode()
+    assert svg.count("<circle") == 1 and "<polyline" not in svg, svg
+    assert cases.loc[cases["status"] == "skipped", "trend_svg"].isna().all()

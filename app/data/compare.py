@@ -29,6 +29,10 @@ from attnwatch.history.analysis.tiers import FASTER_UNDER, SLOWER_UNDER, label, 
 RESAMPLES = 2000  # bootstrap resamples per case: the 95% interval's 2.5% tails rest on 50 resamples each
 SEED = 0  # fixed: the same pair of runs always gets the same intervals
 NO_SAMPLES = "ratio only (no samples stored)"  # the verdict of a case neither run stored samples of
+# What a reader sees for a case without samples on a side: its stored medians moved by at least
+# min_effect, or did not; either way there is no interval, so no regression or improvement.
+MOVED_NO_INTERVAL = "moved (no interval)"
+STILL_NO_INTERVAL = "within min_effect (no interval)"
 
 
 def run_intervals(base: dict[str, list[float]], head: dict[str, list[float]], confidence: float) -> dict[str, ABInterval]:
@@ -173,8 +177,8 @@ def judge(pair: pd.DataFrame, base_samples: dict[str, np.ndarray], head_samples:
 
 # What the Compare page reads per case (`shown`), in the order its rows come: what breaks a
 # kernel, then what got slower, then what moved without an interval to say so, the rest after.
-SHOWN_ORDER = {"correctness FAIL": 0, "regression": 1, "moved, no interval": 2, "improvement": 4,
-               SLOWER_UNDER: 4.5, FASTER_UNDER: 4.6, "within min_effect, no interval": 5, "no change": 6,
+SHOWN_ORDER = {"correctness FAIL": 0, "regression": 1, MOVED_NO_INTERVAL: 2, "improvement": 4,
+               SLOWER_UNDER: 4.5, FASTER_UNDER: 4.6, STILL_NO_INTERVAL: 5, "no change": 6,
                "correctness FAIL (base too)": 3}
 
 
@@ -184,7 +188,7 @@ def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
     A head that fails its correctness check reads 'correctness FAIL' whatever its timing did (a
     wrong kernel's speed means nothing). Without samples there is no interval, so, as This
     push does, the ratio of the stored medians alone decides only whether the case moved by at
-    least min_effect ('moved, no interval') or not. Status verdicts (crashed, new case) stay.
+    least min_effect (MOVED_NO_INTERVAL) or not. Status verdicts (crashed, new case) stay.
     A 'no change' whose interval excludes 1 reads 'slower, under the 2% threshold' (or faster:
     history.analysis.tiers), as in a PR comment. Rows: by SHOWN_ORDER (status verdicts between
     moved and improvements), then the largest change first."""
@@ -197,7 +201,7 @@ def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
             key = text = "correctness FAIL (base too)"
         elif verdict_ == NO_SAMPLES:
             moved = ratio is not None and not pd.isna(ratio) and abs(float(ratio) - 1.0) >= min_effect
-            key = text = "moved, no interval" if moved else "within min_effect, no interval"
+            key = text = MOVED_NO_INTERVAL if moved else STILL_NO_INTERVAL
         else:
             key = tier(verdict_, None if pd.isna(low) else float(low), None if pd.isna(high) else float(high))
             text = label(key, min_effect)

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import pandas as pd
 
+from attnwatch.app.data import compare, push
 from attnwatch.app.data.runs import main_run_before
 from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order, series_position
 
 # How many recent main runs the sparkline covers.
 SPARKLINE_RUNS = 20
+# The verdicts the Overview counts, by This push's section (app.data.push.SECTIONS) and by the
+# Compare page's shown verdict (compare.shown_verdicts): one name per change a reader acts on.
+REGRESSION, IMPROVEMENT, MOVED = "regression", "improvement", compare.MOVED_NO_INTERVAL
+_FROM_PUSH = {"regression": REGRESSION, "improvement": IMPROVEMENT, "no interval": MOVED}
 
 
 @cached_query
@@ -134,3 +140,22 @@ def open_alerts_for_gpu(source: Source, gpu: str, limit: int = 200, pool: str | 
         """,
         [gpu, pool, pool, int(limit)],
     )
+
+
+def run_verdicts(source: Source, run_id: str, gpu: str) -> tuple[pd.DataFrame, bool]:
+    """Each case of `run_id` against the main run before it: `verdict` (REGRESSION, IMPROVEMENT,
+    MOVED or None). Where `run_id` is the run This push compares (the newest main run of its
+    GPU and pool) the verdicts are This push's own rows (push.push_changes), so the two pages
+    cannot disagree; for an older run (the newest main run did not complete) they come from the
+    Compare page's code over the same pair (compare.compare_runs, compare.shown_verdicts).
+    Returns (case_id, verdict) rows and whether they are This push's."""
+    changes = push.push_changes(source)
+    mine = changes[changes["head_run"] == run_id] if "head_run" in changes.columns else changes.iloc[0:0]
+    if not mine.empty:
+        return pd.DataFrame({"case_id": mine["case_id"], "verdict": mine["section"].map(_FROM_PUSH)}), True
+    before = main_run_before(source, run_id)
+    if before is None:
+        return pd.DataFrame(columns=["case_id", "verdict"]), False
+    judged = compare.shown_verdicts(compare.compare_runs(source, before, run_id, gpu), load_thresholds(gpu).min_effect)
+    counted = judged["shown"].where(judged["shown"].isin([REGRESSION, IMPROVEMENT, MOVED]))
+    return pd.DataFrame({"case_id": judged["case_id"], "verdict": counted}), False

@@ -5,7 +5,7 @@ as named, or the page says it does not exist (never silently another run)."""
 
 import streamlit as st
 
-from attnwatch.app import ui
+from attnwatch.app import table_layout, ui
 from attnwatch.app.data import compare, defaults, quality, runs, timers
 from attnwatch.app.url_state import UrlState, url_text
 from attnwatch.history.analysis.thresholds import load_thresholds
@@ -15,28 +15,39 @@ from attnwatch.history import reproduce
 from attnwatch.history.contract.series_key import series_gpu
 
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
+SKIPPED_IN_BOTH = "skipped in both"  # compare's status verdict of a case neither run could run
 
-def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
+def delta_columns(table, base_timer: str, head_timer: str, timer_help: str, min_effect: float) -> dict:
     """The comparison table's columns in the order shown: the verdict, the case and the numbers
-    that decide it fit a 1440 px screen; the rest follows. The timers come from what each run
-    stored (app.data.timers), so a CPU or host wall clock is never labelled as CUDA events."""
+    that decide it, sized to their headers and cells (app.table_layout) so that at 1440x900 they
+    are on screen whole; the rest follows. The timers come from what each run stored
+    (app.data.timers), so a CPU or host wall clock is never labelled as CUDA events."""
     measured = f"timed by {timer_help}"
+    fit, numbers = table_layout.fit, table_layout.number_texts
+    base_label, head_label = f"base µs ({base_timer})", f"head µs ({head_timer})"
+    decimals = table_layout.decimals_for(list(table["base_tflops"]) + list(table["head_tflops"]))
     return {
-        "shown": st.column_config.TextColumn("verdict", width=150,
-                                             help="correctness first; 'moved, no interval': the stored medians differ by at "
-                                                  "least min_effect but no samples were stored for an interval; "
-                                                  "'slower, under the 2% threshold': the interval excludes no change, "
-                                                  "the median moved by less than min_effect"),
-        "variant": st.column_config.TextColumn("variant", width=110),
-        "shape_id": st.column_config.TextColumn("shape", width=95),
-        "dtype": st.column_config.TextColumn("dtype", width=48),
-        "causal": st.column_config.CheckboxColumn("causal", width=52),
-        "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.2f", width=65),
-        "ratio_low": st.column_config.NumberColumn("interval low", format="%.4f", width=80),
-        "ratio_high": st.column_config.NumberColumn("interval high", format="%.4f", width=80),
-        "base_us": st.column_config.NumberColumn(f"base µs ({base_timer})", format="%.2f", width=100, help=measured),
-        "head_us": st.column_config.NumberColumn(f"head µs ({head_timer})", format="%.2f", width=100, help=measured),
-        "correctness": st.column_config.TextColumn("correct (head)", width=85,
+        "shown": st.column_config.TextColumn(
+            "verdict", width=fit("verdict", table["shown"]),
+            help=f"correctness first; '{compare.MOVED_NO_INTERVAL}': the stored medians differ by at least min_effect "
+                 f"({min_effect:.1%}) but a run stored no samples for an interval, so it is neither a regression nor "
+                 f"an improvement; '{tiers.label(tiers.SLOWER_UNDER, min_effect)}': the interval excludes no change, "
+                 "the median moved by less than min_effect"),
+        "variant": st.column_config.TextColumn("variant", width=fit("variant", table["variant"])),
+        "shape_id": st.column_config.TextColumn("shape", width=fit("shape", table["shape_id"])),
+        "dtype": st.column_config.TextColumn("dtype", width=fit("dtype", table["dtype"])),
+        "causal": st.column_config.CheckboxColumn("causal", width=fit("causal", least=table_layout.CHECKBOX_PX)),
+        "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.2f", width=fit("Δ %", numbers(table["delta_pct"], 2, True)),
+                                                   help="head median / base median − 1, in percent"),
+        "ratio_low": st.column_config.NumberColumn("low", format="%.4f", width=fit("low", numbers(table["ratio_low"], 4)),
+                                                   help="the head/base interval's lower bound (a ratio; 1 is no change)"),
+        "ratio_high": st.column_config.NumberColumn("high", format="%.4f", width=fit("high", numbers(table["ratio_high"], 4)),
+                                                    help="the head/base interval's upper bound (a ratio; 1 is no change)"),
+        "base_us": st.column_config.NumberColumn(base_label, format="%.2f", width=fit(base_label, numbers(table["base_us"], 2)),
+                                                 help=measured),
+        "head_us": st.column_config.NumberColumn(head_label, format="%.2f", width=fit(head_label, numbers(table["head_us"], 2)),
+                                                 help=measured),
+        "correctness": st.column_config.TextColumn("correct (head)", width=fit("correct (head)", table["correctness"]),
                                                    help="pass / FAIL / not run (never counted as a pass)"),
         "head_marks": st.column_config.TextColumn("head: marks", width=140),
         "ratio": st.column_config.NumberColumn("head/base", format="%.4f"),
@@ -46,8 +57,8 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
                                                   help=f"against the operator's baseline (column baseline_variant); {measured}"),
         "head_gap": st.column_config.NumberColumn("head gap to baseline", format="%.3f×",
                                                   help=f"against the operator's baseline (column baseline_variant); {measured}"),
-        "base_tflops": st.column_config.NumberColumn(f"base TFLOPS ({base_timer})", format="%.1f", help=measured),
-        "head_tflops": st.column_config.NumberColumn(f"head TFLOPS ({head_timer})", format="%.1f", help=measured),
+        "base_tflops": st.column_config.NumberColumn(f"base TFLOPS ({base_timer})", format=f"%.{decimals}f", help=measured),
+        "head_tflops": st.column_config.NumberColumn(f"head TFLOPS ({head_timer})", format=f"%.{decimals}f", help=measured),
         "base_status": st.column_config.TextColumn("base status"),
         "head_status": st.column_config.TextColumn("head status"),
         "verdict": st.column_config.TextColumn("timing verdict", help="from the latency alone (interval, or ratio only)"),
@@ -60,6 +71,17 @@ def delta_columns(base_timer: str, head_timer: str, timer_help: str) -> dict:
 def _labels(frame, key_column: str) -> dict[str, str]:
     """Run labels without the GPU (the page has picked it): what tells runs apart stays readable."""
     return {getattr(row, key_column): ui.run_label(row).replace(f" · {row.gpu} · ", " · ") for row in frame.itertuples()}
+
+
+def drop_other_gpus(pinned, gpu: str):
+    """The runs of `pinned` (named by the link or chosen before the GPU changed) that ran on `gpu`;
+    the others are dropped with a note: runs of two GPUs are never compared, and a rule is one GPU's."""
+    other = pinned[pinned["gpu"] != gpu]
+    if not other.empty:
+        named = ", ".join(f"{run.run_id} ({run.gpu})" for run in other.itertuples())
+        st.warning(f"Dropped run(s) of another device: {ui.md(named)}. Runs are compared on one GPU only: "
+                   f"choose two runs on {ui.md(gpu)} below.")
+    return pinned[pinned["gpu"] == gpu]
 
 
 def pick_runs(source, gpu, url: UrlState):
@@ -75,6 +97,7 @@ def pick_runs(source, gpu, url: UrlState):
     if missing:
         st.error(f"The link names run {ui.md(', '.join(missing))}, which is not in this history: nothing is compared "
                  "(choose runs below, or check the link).")
+    pinned = drop_other_gpus(pinned, gpu)
     labels = {**_labels(pinned, "run_id"), **_labels(frame, "run_id")}
     ids = list(labels)
     if len(ids) < 2:
@@ -131,8 +154,8 @@ def pick_baseline(source, gpu, url: UrlState):
         return None, None
     base = str(found["run_id"].iloc[0])
     frame = runs.find_runs(source, "", gpu, PICKER_RUNS)
-    labels = {**_labels(runs.runs_by_id(source, tuple(v for v in (url_text("head"),) if v)), "run_id"),
-              **_labels(frame, "run_id")}
+    named_head = drop_other_gpus(runs.runs_by_id(source, tuple(v for v in (url_text("head"),) if v)), gpu)
+    labels = {**_labels(named_head, "run_id"), **_labels(frame, "run_id")}
     ids = [i for i in labels if i != base]
     if not ids:
         st.info(f"{ui.md(gpu)} has no other run to compare with the baseline.")
@@ -160,14 +183,55 @@ def compare_page(source, shape):
         url.publish(base=None, head=None, baseline=None)
     elif mode == "pinned baseline":
         url.publish(base=None, commits=None)
-    else:
-        url.publish(commits=None, baseline=None)
+    else:  # runs not offered on this GPU (another GPU's, before a switch) leave the link with the pickers
+        url.publish(commits=None, baseline=None, **({} if "base" in url.bound else {"base": None, "head": None}))
     if base is None:
         return
     if base == head:
         st.info("Base and head are the same run: choose two different ones.")
         return
+    devices = runs.runs_by_id(source, (base, head)).set_index("run_id")["gpu"]
+    if set(devices) != {gpu}:
+        st.error(f"Base {ui.md(base)} ran on {ui.md(devices.get(base))} and head {ui.md(head)} on "
+                 f"{ui.md(devices.get(head))}: runs are compared on one GPU only ({ui.md(gpu)} here), nothing is compared.")
+        return
     show_comparison(source, base, head, gpu)
+
+
+def summary(table, min_effect: float) -> None:
+    """The comparison's counts by the verdict a reader sees (compare.shown_verdicts), two rows of
+    tiles wide enough for their labels. Cases that moved by at least min_effect without samples
+    for an interval are counted apart and said in words: 'regressions 0' beside a +8% step that
+    old runs stored no samples of must not read as 'nothing slower'."""
+    counts = table["shown"].value_counts()
+    not_run = int((table["correctness"] == "not run").sum())
+    failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))
+    under = [tiers.label(t, min_effect) for t in tiers.UNDER]
+    moved = table[table["shown"] == compare.MOVED_NO_INTERVAL]
+    named = ["correctness FAIL", "correctness FAIL (base too)", "regression", compare.MOVED_NO_INTERVAL, "improvement",
+             "no change", compare.STILL_NO_INTERVAL, *under]
+    first, second = st.columns(4), st.columns(4)
+    first[0].metric("correctness failures", failing if not_run < len(table) else "not run",
+                    help=f"{not_run} case(s) without a correctness check in the head run" if not_run else None)
+    first[1].metric("regressions", int(counts.get("regression", 0)),
+                    help=f"the interval says slower by at least min_effect ({min_effect:.1%})")
+    first[2].metric(compare.MOVED_NO_INTERVAL, len(moved),
+                    help=f"stored medians differ by at least min_effect ({min_effect:.1%}), but a run stored no samples "
+                         "for an interval: neither a regression nor an improvement until measured again")
+    first[3].metric("improvements", int(counts.get("improvement", 0)),
+                    help=f"the interval says faster by at least min_effect ({min_effect:.1%})")
+    second[0].metric("no change", int(counts.get("no change", 0) + counts.get(compare.STILL_NO_INTERVAL, 0)))
+    second[1].metric("under threshold", int(counts.reindex(under).fillna(0).sum()),
+                     help=f"the interval excludes no change, but the median moved by less than {min_effect:.1%}: "
+                          "real, too small to be a regression or improvement")
+    second[2].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()),
+                     help="new, removed, skipped or crashed cases: see their verdict")
+    if not moved.empty:
+        slower = int((moved["ratio"] > 1).sum())
+        st.warning(f"{len(moved)} case(s) moved by at least min_effect ({min_effect:.1%}) without an interval: "
+                   f"{slower} slower, {len(moved) - slower} faster (Δ% {moved['delta_pct'].min():+.1f} to "
+                   f"{moved['delta_pct'].max():+.1f}). A run stored no samples, so these are not counted as regressions "
+                   "or improvements: measure them again (column 'measure again') for a verdict.")
 
 
 def show_comparison(source, base, head, gpu) -> None:
@@ -184,29 +248,19 @@ def show_comparison(source, base, head, gpu) -> None:
     shas, dirty = both["commit_sha"], bool(both["dirty"].any())
     table["measure_again"] = [reproduce.compare_command(c, shas.get(base), shas.get(head), dirty=dirty) or ""
                               for c in table["case_id"]]
-    counts = table["shown"].value_counts()
-    not_run = int((table["correctness"] == "not run").sum())
-    failing = int(counts.get("correctness FAIL", 0) + counts.get("correctness FAIL (base too)", 0))
-    under = [tiers.label(t, thresholds.min_effect) for t in tiers.UNDER]
-    named = ["correctness FAIL", "correctness FAIL (base too)", "regression", "moved, no interval", "improvement",
-             "no change", "within min_effect, no interval", *under]
-    cols = st.columns(7)
-    cols[0].metric("correctness failures", failing if not_run < len(table) else "not run",
-                   help=f"{not_run} case(s) without a correctness check in the head run" if not_run else None)
-    cols[1].metric("regressions", int(counts.get("regression", 0)))
-    cols[2].metric("moved, no interval", int(counts.get("moved, no interval", 0)),
-                   help=f"stored medians differ by at least min_effect ({thresholds.min_effect:.1%}); no samples for an interval")
-    cols[3].metric("improvements", int(counts.get("improvement", 0)))
-    cols[4].metric("no change", int(counts.get("no change", 0) + counts.get("within min_effect, no interval", 0)))
-    cols[5].metric("under threshold", int(counts.reindex(under).fillna(0).sum()),
-                   help=f"the interval excludes no change, but the median moved by less than {thresholds.min_effect:.1%}: "
-                        "real, too small to be a regression or improvement")
-    cols[6].metric("other (status)", int(len(table) - counts.reindex(named).fillna(0).sum()))
+    summary(table, thresholds.min_effect)
     verdicts = list(dict.fromkeys(table["shown"]))
-    shown = st.multiselect("verdicts shown", verdicts, default=verdicts, key="compare_verdicts")
+    # Cases neither run measured (a CPU skips every GPU-only variant) say nothing about the change:
+    # listed only on request, so the cases that were compared lead.
+    shown = st.multiselect("verdicts shown", verdicts, default=[v for v in verdicts if v != SKIPPED_IN_BOTH] or verdicts,
+                           key="compare_verdicts")
     view = table[table["shown"].isin(shown)]
-    columns = delta_columns(timers.timer_tag(table["base_timing_mode"]), timers.timer_tag(table["head_timing_mode"]),
-                            timers.timer_name(list(table["base_timing_mode"]) + list(table["head_timing_mode"])))
+    hidden = int((table["shown"] == SKIPPED_IN_BOTH).sum()) if SKIPPED_IN_BOTH not in shown else 0
+    if hidden:
+        st.caption(f"{hidden} case(s) skipped in both runs are not listed: choose 'skipped in both' above to list them.")
+    columns = delta_columns(view, timers.timer_tag(table["base_timing_mode"]), timers.timer_tag(table["head_timing_mode"]),
+                            timers.timer_name(list(table["base_timing_mode"]) + list(table["head_timing_mode"])),
+                            thresholds.min_effect)
     view = view[list(columns)]
     ui.table(view, hide_index=True, column_config=columns, width="stretch", key="compare_table")
     notes = quality.explain(view["head_marks"]) + [n for n in quality.explain(view["base_marks"]) if n not in quality.explain(view["head_marks"])]

@@ -6,9 +6,10 @@ cases that need a look first — and the GPU's open alerts by kind."""
 import numpy as np
 import streamlit as st
 
-from attnwatch.app import ui
+from attnwatch.app import table_layout, ui
 from attnwatch.app.data import defaults, overview, quality, runs, timers
 from attnwatch.app.data.baselines import gap_help, gap_label
+from attnwatch.app.sparkline import sparkline_svg
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history import reproduce
@@ -17,33 +18,45 @@ SPARK_RANGE = 0.15  # sparkline axis: ±15% around each case's own median
 TEXT_COLUMNS = ("fastest_reference", "baseline_variant", "error", "marks")  # an empty cell reads empty, never "None"
 
 
-def case_columns(timer: str, timer_help: str, baselines=()) -> dict:
-    """The case table's columns, in the order they are shown: what identifies a case and what
-    matters first (correctness, the number, its change, the derived figures and the trend) fit a
-    1440 px screen; the rest follows. `timer` names what timed the numbers (app.data.timers);
+def case_columns(cases, timer: str, timer_help: str, baselines=()) -> dict:
+    """The case table's columns, in the order they are shown. First what a reader needs first
+    (what identifies a case, its correctness, its number, its change and the trend), sized to
+    their headers and cells (app.table_layout) so that at 1440x900 they are on screen whole; the
+    derived figures follow, then the rest. `timer` names what timed the numbers (app.data.timers);
     `baselines` the rows' baseline variants, which name the gap's column (app.data.baselines)."""
     measured = f"timed by {timer_help}"
+    tflops_decimals = table_layout.decimals_for(cases["tflops"])
+    median_label, tflops_label = f"median µs ({timer})", f"TFLOPS ({timer})"
+    trend_label, gap = f"last {overview.SPARKLINE_RUNS} main runs", gap_label(baselines)
     return {
-        "operator": st.column_config.TextColumn("operator", width=80),
-        "variant": st.column_config.TextColumn("variant", width=100),
-        "shape_id": st.column_config.TextColumn("shape", width=95),
-        "dtype": st.column_config.TextColumn("dtype", width=48),
-        "causal": st.column_config.CheckboxColumn("causal", width=52),
-        "correctness": st.column_config.TextColumn("correct", width=62,
+        "operator": st.column_config.TextColumn("operator", width=table_layout.fit("operator", cases["operator"])),
+        "variant": st.column_config.TextColumn("variant", width=table_layout.fit("variant", cases["variant"])),
+        "shape_id": st.column_config.TextColumn("shape", width=table_layout.fit("shape", cases["shape_id"])),
+        "dtype": st.column_config.TextColumn("dtype", width=table_layout.fit("dtype", cases["dtype"])),
+        "causal": st.column_config.CheckboxColumn("causal", width=table_layout.fit("causal", least=table_layout.CHECKBOX_PX)),
+        "correctness": st.column_config.TextColumn("correct", width=table_layout.fit("correct", cases["correctness"]),
                                                    help="every seed within tolerance, no NaN/Inf; 'not run': never checked"),
-        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
-        "change_pct": st.column_config.NumberColumn("Δ % vs prev", format="%+.1f", width=74,
-                                                    help="median against the main run before this one on the same device "
-                                                         "(no interval: see This push / Compare)"),
-        "us_per_head": st.column_config.NumberColumn("µs/head", format="%.3f", width=70, help=measured),
-        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
-        "gap_to_baseline": st.column_config.NumberColumn(gap_label(baselines), format="%.3f×", width=85,
+        "median_us": st.column_config.NumberColumn(
+            median_label, format="%.2f", help=measured,
+            width=table_layout.fit(median_label, table_layout.number_texts(cases["median_us"], 2))),
+        "change_pct": st.column_config.NumberColumn(
+            "Δ %", format="%+.1f", width=table_layout.fit("Δ %", table_layout.number_texts(cases["change_pct"], 1, True)),
+            help="median against the main run before this one on the same device, in percent (no interval: "
+                 "the verdicts above the table are This push's, with intervals)"),
+        "trend_svg": st.column_config.ImageColumn(
+            trend_label, width=table_layout.fit(trend_label),
+            help=f"median latency of each run / the median over these runs, one dot per run; axis ±{SPARK_RANGE:.0%} "
+                 "for every row, so noise looks like noise and a step like a step (a hollow dot on the edge left the "
+                 "axis: see Trends)"),
+        "tflops": st.column_config.NumberColumn(
+            tflops_label, format=f"%.{tflops_decimals}f", help=measured,
+            width=table_layout.fit(tflops_label, table_layout.number_texts(cases["tflops"], tflops_decimals))),
+        "gap_to_baseline": st.column_config.NumberColumn(gap, format="%.3f×", width=table_layout.fit(gap, ["0.000×"]),
                                                          help=gap_help(baselines, measured)),
-        "trend_rel": st.column_config.LineChartColumn(
-            f"last {overview.SPARKLINE_RUNS} main runs", y_min=1 - SPARK_RANGE, y_max=1 + SPARK_RANGE, width=100,
-            help=f"median latency of each run / the median over these runs; axis ±{SPARK_RANGE:.0%} for every row, "
-                 "so noise looks like noise and a step like a step (bigger moves leave the axis: see Trends)"),
-        "status": st.column_config.TextColumn("status", width=60),
+        "us_per_head": st.column_config.NumberColumn(
+            "µs/head", format="%.3f", help=measured,
+            width=table_layout.fit("µs/head", table_layout.number_texts(cases["us_per_head"], 3))),
+        "status": st.column_config.TextColumn("status", width=table_layout.fit("status", cases["status"])),
         "marks": st.column_config.TextColumn("marks", width=160,
                                              help="unconverged, throttled or dispatch-bound: see the note under the table"),
         "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
@@ -76,30 +89,42 @@ ALERT_ORDER = ["kind", "metric", "case_id", "change_pct", "baseline_value", "new
 
 
 def needs_a_look(cases, min_effect_pct: float):
-    """Rows sorted so what needs attention comes first: correctness failures, cases without a
-    number, cases with an open regression, cases whose median moved by at least the device's
-    min_effect since the run before, then marked numbers; within each, the largest change first."""
+    """Rows sorted so what needs attention comes first: correctness failures, cases that failed
+    to produce a number, regressions of the run (`verdict`: This push's), cases whose median moved
+    by at least the device's min_effect since the run before, cases with an open regression
+    alert, then marked numbers; within each, the largest change first. Cases skipped as not
+    runnable on this device come last: they have nothing to look at."""
     moved = cases["change_pct"].abs() >= min_effect_pct
-    rank = (cases["correctness"].eq("FAIL") * 16 + cases["status"].ne("ok") * 8
-            + (cases["open_regressions"] > 0) * 4 + moved.fillna(False).astype(bool) * 2 + cases["marks"].ne("") * 1)
+    skipped = cases["status"].eq("skipped")
+    rank = (cases["correctness"].eq("FAIL") * 32 + (cases["status"].ne("ok") & ~skipped) * 16
+            + cases["verdict"].eq(overview.REGRESSION) * 8 + moved.fillna(False).astype(bool) * 4
+            + (cases["open_regressions"] > 0) * 2 + cases["marks"].ne("") * 1 - skipped * 64)
     size = cases["change_pct"].abs().fillna(0.0)
     return (cases.assign(_rank=-rank, _size=-size).sort_values(["_rank", "_size"], kind="stable")
             .drop(columns=["_rank", "_size"]))
 
 
-def metrics(cases) -> None:
-    """Counts across the run's cases; a correctness check that never ran reads 'not run'. Alerts
-    are counted by case: one regression moves a case's latency and its gap to baseline alike."""
+def metrics(cases, from_push: bool) -> None:
+    """Counts across the run's cases; a correctness check that never ran reads 'not run'. The
+    regressions and improvements are the run's against the main run before it, as This push
+    judges them (`from_push`: they are This push's own), never the open alerts, which may be of
+    an older step; those are listed, by case, under the table."""
     checked = cases["correct"].notna()
+    judged = cases["verdict"].value_counts()
+    whose = ("This push's verdict" if from_push else "Compare's verdict") + \
+        " against the main run before this one (interval over both runs' samples, CI's rule)"
+    moved = int(judged.get(overview.MOVED, 0))
     cols = st.columns(6)
     cols[0].metric("cases", len(cases))
     cols[1].metric("timed ok", int((cases["status"] == "ok").sum()))
-    cols[2].metric("failed / crashed / timeout", int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()))
+    cols[2].metric("failed / crashed", int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()),
+                   help="failed, crashed or timed out; cases skipped as not runnable on this device are not counted")
     cols[3].metric("correctness failures", int((cases["correctness"] == "FAIL").sum()) if checked.any() else "not run",
                    help=f"{int((~checked).sum())} case(s) not checked" if (~checked).any() else None)
-    cols[4].metric("regressed cases", int((cases["open_regressions"] > 0).sum()),
-                   help=f"cases with an open regression alert; {int(cases['open_regressions'].sum())} alert(s) on them (one per metric)")
-    cols[5].metric("improved cases", int((cases["open_improvements"] > 0).sum()), help="cases with an open improvement alert")
+    cols[4].metric("regressions", int(judged.get(overview.REGRESSION, 0)),
+                   help=whose + (f"; {moved} more moved by at least min_effect without samples for an interval"
+                                 if moved else ""))
+    cols[5].metric("improvements", int(judged.get(overview.IMPROVEMENT, 0)), help=whose)
 
 
 def operator_filter(cases):
@@ -114,8 +139,15 @@ def operator_filter(cases):
 
 
 def has_trend(trend) -> bool:
-    """A sparkline needs two points; a case that never produced a number has no list at all."""
+    """A trend needs two points; a case that never produced a number has no list at all."""
     return isinstance(trend, (list, tuple, np.ndarray)) and len(trend) >= 2
+
+
+def with_verdicts(source, cases, run_id: str, gpu: str):
+    """`cases` with `verdict`: the run's change against the run before it (overview.run_verdicts)."""
+    verdicts, from_push = overview.run_verdicts(source, run_id, gpu)
+    found = dict(zip(verdicts["case_id"], verdicts["verdict"]))
+    return cases.assign(verdict=[found.get(c) for c in cases["case_id"]]), from_push
 
 
 def overview_page(source, shape):
@@ -149,14 +181,16 @@ def overview_page(source, shape):
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
     several = cases["operator"].nunique() > 1
     cases = operator_filter(cases)
-    metrics(cases)
+    cases, from_push = with_verdicts(source, cases, run.run_id, gpu)
+    cases = cases.assign(trend_svg=[sparkline_svg(t, 1 - SPARK_RANGE, 1 + SPARK_RANGE) for t in cases["trend_rel"]])
+    metrics(cases, from_push)
     if cases["gap_to_baseline"].isna().all():
         st.info("No gap to baseline in this run: the operator's baseline (attention: `sdpa`) was not measured on "
                 "this GPU (or it failed), so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
     if not cases["trend_us"].map(has_trend).any():
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
     cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
-    columns = case_columns(timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]),
+    columns = case_columns(cases, timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]),
                            cases["baseline_variant"])
     # The operator column leads only where the run measured several (one says nothing per row).
     order = [c for c in columns if c != "operator" or several]

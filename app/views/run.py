@@ -5,7 +5,7 @@ found by search, and a run the link names is shown as named (or said not to exis
 
 import streamlit as st
 
-from attnwatch.app import ui
+from attnwatch.app import table_layout, ui
 from attnwatch.app.data import quality, runs, timers
 from attnwatch.app.data.baselines import gap_help, gap_label
 from attnwatch.app.url_state import UrlState, url_text
@@ -16,25 +16,33 @@ from attnwatch.history.contract.series_key import series_gpu
 PICKER_RUNS = 100  # runs listed before searching; the search reaches every run
 
 
-def result_columns(timer: str, timer_help: str, baselines=()) -> dict:
-    """The first columns of the case table, sized so they fit a 1440 px screen, labelled with
-    the timer the run stored (app.data.timers); every other stored column follows them."""
+def result_columns(results, timer: str, timer_help: str, baselines=()) -> dict:
+    """The first columns of the case table, labelled with the timer the run stored
+    (app.data.timers) and sized to their headers and cells (app.table_layout), so that at
+    1440x900 the case, its outcome and its number are on screen whole; every other stored column
+    follows them."""
     measured = f"timed by {timer_help}"
+    fit, numbers = table_layout.fit, table_layout.number_texts
+    median_label, tflops_label, gap = f"median µs ({timer})", f"TFLOPS ({timer})", gap_label(baselines)
+    decimals = table_layout.decimals_for(results["tflops"])
     return {
-        "case_id": st.column_config.TextColumn("case", width=240),
-        "status": st.column_config.TextColumn("status", width=60),
-        "correctness": st.column_config.TextColumn("correct", width=62),
-        "median_us": st.column_config.NumberColumn(f"median µs ({timer})", format="%.2f", width=125, help=measured),
-        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f", width=95),
-        "tflops": st.column_config.NumberColumn(f"TFLOPS ({timer})", format="%.1f", width=115, help=measured),
-        "gap_to_baseline": st.column_config.NumberColumn(gap_label(baselines), format="%.3f×", width=85,
+        "case_id": st.column_config.TextColumn("case", width=fit("case", results["case_id"], most=420)),
+        "status": st.column_config.TextColumn("status", width=fit("status", results["status"])),
+        "correctness": st.column_config.TextColumn("correct", width=fit("correct", results["correctness"])),
+        "median_us": st.column_config.NumberColumn(median_label, format="%.2f", help=measured,
+                                                   width=fit(median_label, numbers(results["median_us"], 2))),
+        "tflops": st.column_config.NumberColumn(tflops_label, format=f"%.{decimals}f", help=measured,
+                                                width=fit(tflops_label, numbers(results["tflops"], decimals))),
+        "gap_to_baseline": st.column_config.NumberColumn(gap, format="%.3f×", width=fit(gap, ["0.000×"]),
                                                          help=gap_help(baselines, measured)),
+        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
+                                                         width=fit("µs (graph replay)")),
         "marks": st.column_config.TextColumn("marks", width=160),
         "recipe": st.column_config.TextColumn(
             "recipe", width=160, help="how the samples were taken on a GPU that may run under its power cap "
                                       "(ci/run_config.toml [timing.recipes]); empty: plain"),
         "clock_normalised_median_us": st.column_config.NumberColumn(
-            "clock-normalised µs (not a latency)", format="%.2f", width=130,
+            "clock-normalised µs (not a latency)", format="%.2f", width=fit("clock-normalised µs (not a latency)"),
             help="median of time × SM clock / reference clock: cycle space, stored beside the latency, never in its place"),
         "measure_again": st.column_config.TextColumn(
             "measure again", width=200, help="the command that measures this case again at this run's commit "
@@ -95,7 +103,7 @@ def run_page(source, shape):
         st.subheader("Cases")
         if results["correct"].isna().all():
             st.info("Correctness was not checked in this run: every case reads 'not run'.")
-        columns = result_columns(timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]),
+        columns = result_columns(results, timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]),
                                  results["baseline_variant"])
         results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "")
                                     for c in ("marks", "error", "fastest_reference", "baseline_variant")})
