@@ -87,7 +87,7 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     notes, note_lines = reason_notes(rows)
     lines = [f"{'case':<{width}}  {unit:>{median_width}}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"]
     for r in rows:
-        status = f"{r['status']} [{notes[r['error']]}]" if r["error"] in notes else r["status"]
+        status = f"{r['status']} [{notes[r['error']]}]" if r["status"] != "ok" and r["error"] in notes else r["status"]
         lines.append(
             f"{r['case']:<{width}}  {_fmt(r['median_us'], f'{median_width}.2f')}  {_fmt(r['tflops'], '8.2f')}  "
             f"{_fmt(r['gbps'], '8.1f')}  {_fmt(r['gap_to_baseline'], '8.3f')}  {r['correct']:>7}  {status}"

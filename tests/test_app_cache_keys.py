@@ -9,20 +9,10 @@ from __future__ import annotations
 
 import logging
 
-import pytest
-
-from app_history import build_history
 from test_app_pages import open_page
+from test_app_sql import history  # noqa: F401 - the module's history (tests/app_history.py), a fixture
 
 HASHING_LOGGER = "streamlit.runtime.caching.hashing"
-
-
-@pytest.fixture(scope="module")
-def history(tmp_path_factory):
-    work = tmp_path_factory.mktemp("cache_keys")
-    db = work / "history.duckdb"
-    build_history(db, work / "bundles")
-    return db
 
 
 class _Kept(logging.Handler):
