@@ -28,12 +28,12 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import threading
 from contextlib import contextmanager
 from pathlib import Path
 
 from attnwatch.history.crash_log import EXIT_INTERNAL, describe, saved_where
+from attnwatch.history.temp_dirs import owned_temp_dir
 from attnwatch.history.terminal_text import one_line
 
 # Every module a page imports that is slow to import; the view scripts themselves are run by
@@ -104,7 +104,7 @@ def serve_index_naming_the_root() -> None:
     from streamlit import config, file_util
 
     shipped = file_util.get_static_dir
-    target = Path(tempfile.mkdtemp(prefix="attnwatch-static-"))
+    target = owned_temp_dir("attnwatch-static-")  # a killed server's copy: swept by the next start
     atexit.register(shutil.rmtree, target, ignore_errors=True)
     static_dir_naming_the_root(Path(shipped()), target)
 
