@@ -63,7 +63,8 @@ demo: port-free $(STAMP)
 	@# that detection turns into alerts, and a newest push with regressions, intervals and ncu metrics.
 	tmp=$$(mktemp -d) && tar xzf $(SAMPLE) -C $$tmp && $(PY) -m attnwatch ingest $$tmp/h200-demo-history/* && rm -rf $$tmp
 	$(PY) -m attnwatch detect
-	$(PY) -m attnwatch sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as median_us, round(r.tflops, 2) as tflops, round(r.gap_to_baseline, 3) as gap_to_baseline from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
+	@# The CPU run's own cases, labelled as the run's summary labels them (ci/summary.py CPU_MEDIAN_LABEL).
+	$(PY) -m attnwatch sql "select r.variant, r.shape_id, r.dtype, r.causal, round(r.median_us, 2) as \"median_us (CPU wall clock)\", round(r.tflops, 2) as tflops, round(r.gap_to_baseline, 3) as gap_to_baseline from results r join runs using (run_id) where runs.device_kind = 'cpu' and run_id = (select run_id from runs where device_kind = 'cpu' order by started_at desc limit 1) and r.status = 'ok' order by r.shape_id, r.variant"
 	$(PY) -m attnwatch sql "select count(*) as results from results"
 	@echo "history: $(ATTNWATCH_DB)  (query it: $(VENV)/bin/attnwatch sql \"select count(*) from results\")"
 	@echo "attnwatch is installed in $(VENV), not on your PATH: run $(VENV)/bin/attnwatch --help, or 'source $(VENV)/bin/activate' first"

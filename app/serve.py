@@ -9,18 +9,31 @@ modules are the same objects the scripts then import (sys.modules). The first pa
 computed there too, before the server listens, and kept computed while it runs (app.warm).
 `attnwatch dashboard` runs this instead of `python -m streamlit`. An exception before the server
 starts is one line, its traceback saved, exit 70 (history.crash_log), as for every command.
+
+A page opened by its URL (`/trends`, a link from a PR comment) logged two 404s in the browser's
+console: Streamlit's client does not know where the app's root is, tries the page's own path as
+the root first (`/trends/_stcore/health`, `/trends/_stcore/host-config`, which the server
+refuses) and only then the path above it (streamlit/streamlit#7074). The client reads its root
+from `window.__streamlit.BACKEND_BASE_URL` when the page sets one, and then tries that alone; so
+the index.html served here sets it to the folder the page's own scripts load from (`./static/…`
+resolves there, and the app's pages are one path segment deep). Served under a configured
+server.baseUrlPath the page is left as Streamlit ships it.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
 import os
+import shutil
 import sys
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 
 from attnwatch.history.crash_log import EXIT_INTERNAL, describe, saved_where
+from attnwatch.history.temp_dirs import owned_temp_dir
 from attnwatch.history.terminal_text import one_line
 
 # Every module a page imports that is slow to import; the view scripts themselves are run by
@@ -40,6 +53,9 @@ _CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"
 # Seconds the server's start waits for the first page's data before it listens anyway (a lake whose
 # catalog is slow to answer, say): a visitor who comes before it is ready waits for the rest.
 WARM_WAIT_S = 30.0
+# Set before Streamlit's own script runs: the app's root, as the page's assets resolve it (module docstring).
+ROOT_SCRIPT = ('<script>window.__streamlit = Object.assign('
+               '{BACKEND_BASE_URL: new URL(".", document.baseURI).href}, window.__streamlit)</script>')
 
 
 @contextmanager
@@ -69,6 +85,35 @@ def preload() -> None:
         delta_generator._use_warning_has_been_displayed = True
 
 
+def static_dir_naming_the_root(shipped: Path, target: Path) -> Path:
+    """`target` made a copy of Streamlit's static folder `shipped` (links to its files) whose
+    index.html runs ROOT_SCRIPT first in its head."""
+    for entry in shipped.iterdir():
+        if entry.name != "index.html":
+            (target / entry.name).symlink_to(entry)
+    html = (shipped / "index.html").read_text(encoding="utf-8")
+    if "<head>" not in html:
+        raise RuntimeError(f"{shipped / 'index.html'} has no <head> to name the app's root in")
+    (target / "index.html").write_text(html.replace("<head>", "<head>\n    " + ROOT_SCRIPT, 1), encoding="utf-8")
+    return target
+
+
+def serve_index_naming_the_root() -> None:
+    """Have Streamlit's server read its static files from a static_dir_naming_the_root copy,
+    removed when the process ends; under a configured server.baseUrlPath, from its own."""
+    from streamlit import config, file_util
+
+    shipped = file_util.get_static_dir
+    target = owned_temp_dir("attnwatch-static-")  # a killed server's copy: swept by the next start
+    atexit.register(shutil.rmtree, target, ignore_errors=True)
+    static_dir_naming_the_root(Path(shipped()), target)
+
+    def static_dir() -> str:  # asked when the server builds its routes, after the options are read
+        return shipped() if str(config.get_option("server.baseUrlPath") or "").strip("/") else str(target)
+
+    file_util.get_static_dir = static_dir
+
+
 def start_warming(wait_s: float = WARM_WAIT_S) -> threading.Event:
     """Start app.warm.keep_warm in a daemon thread and wait (at most `wait_s`) for its first
     warm-up; returns the event that stops the thread."""
@@ -84,6 +129,7 @@ def start_warming(wait_s: float = WARM_WAIT_S) -> threading.Event:
 def main() -> None:
     try:
         preload()
+        serve_index_naming_the_root()
         start_warming()
     except Exception as exc:  # noqa: BLE001 - a defect before the server starts: one line, as every command's
         history = os.environ.get("ATTNWATCH_DB", "")

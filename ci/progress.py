@@ -10,6 +10,11 @@ import sys
 import time
 from typing import Any
 
+from attnwatch.ci.summary import clip_words
+
+# Characters of a case's reason on its progress line (cut at a word; the run's summary gives it whole).
+ERROR_LIMIT = 160
+
 
 class Progress:
     """Counts finished cases (any status); shows the current case and phase."""
@@ -59,7 +64,7 @@ class Progress:
                 self._printed.add(case_id)
                 timing = state.timings.get(case_id) or {}
                 median = f" median {timing['median_us']:.2f} us" if outcome.status == "ok" and timing else ""
-                error = f" ({outcome.error[:160]})" if outcome.error else ""
+                error = f" ({clip_words(outcome.error, ERROR_LIMIT)})" if outcome.error else ""
                 self._line(f"{len(self._printed)}/{self._total} {case_id}: {outcome.status}{median}{error}")
             return
         if self._bar is None:

@@ -3,13 +3,50 @@
 Columns: median (us), TFLOPS, GB/s (a memory-bound operator's byte model over the median; "-" for a
 compute-bound one), gap to the operator's baseline, correctness (passed seeds / seeds), status. Read
 from the bundle's records, so the table shows exactly what was stored.
+
+A case that did not run says why by a note number (`skipped [1]`); each distinct reason is written
+once under the table, whole and wrapped at word boundaries (a CPU run skips 31 cases for five
+reasons, and a reason cut to fit a column ended mid-word, its fix with it).
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from attnwatch.ci.suite_state import SuiteState
+from attnwatch.history.terminal_text import one_line
+
+CPU_MEDIAN_LABEL = "median_us (CPU wall clock)"  # a CPU run's times: host wall clock, never a GPU's
+REASON_WIDTH = 100  # characters of a reason's line under the table
+REASON_LIMIT = 1000  # characters of one reason at most (a crash's log tail can be longer)
+
+
+def clip_words(text: str, limit: int) -> str:
+    """`text` as one printable line of at most `limit` characters, cut at a word boundary with a
+    trailing "..." (mid-word only for a single word longer than a quarter of the limit: a path)."""
+    line = one_line(text, max(len(str(text)) * 8, 16))  # escaped, on one line, not yet cut
+    if len(line) <= limit:
+        return line
+    cut = line[: max(limit - 4, 0)]
+    space = cut.rfind(" ")
+    if space >= len(cut) * 3 // 4:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:(") + " ..."
+
+
+def reason_notes(rows: list[dict[str, Any]]) -> tuple[dict[str, int], list[str]]:
+    """The note number of each distinct reason a case did not run, and the lines that give them
+    (each reason whole up to REASON_LIMIT, wrapped at word boundaries)."""
+    numbers: dict[str, int] = {}
+    for r in rows:
+        if r["error"] and r["status"] != "ok":
+            numbers.setdefault(r["error"], len(numbers) + 1)
+    lines = []
+    for reason, n in numbers.items():
+        lines += textwrap.wrap(clip_words(reason, REASON_LIMIT), REASON_WIDTH, initial_indent=f"[{n}] ",
+                               subsequent_indent=" " * (len(str(n)) + 3), break_long_words=False, break_on_hyphens=False)
+    return numbers, lines
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -45,14 +82,17 @@ def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
 def format_summary(state: SuiteState, timing_mode: str) -> str:
     rows = summary_rows(state)
     width = max([len(r["case"]) for r in rows] + [4])
-    unit = "median_us" if timing_mode != "cpu_wall" else "median_us(cpu)"
-    lines = [f"{'case':<{width}}  {unit:>14}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"]
+    unit = "median_us" if timing_mode != "cpu_wall" else CPU_MEDIAN_LABEL
+    median_width = max(len(unit), 14)
+    notes, note_lines = reason_notes(rows)
+    lines = [f"{'case':<{width}}  {unit:>{median_width}}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"]
     for r in rows:
-        status = r["status"] if not r["error"] or r["status"] == "ok" else f"{r['status']}: {r['error'][:120]}"
+        status = f"{r['status']} [{notes[r['error']]}]" if r["status"] != "ok" and r["error"] in notes else r["status"]
         lines.append(
-            f"{r['case']:<{width}}  {_fmt(r['median_us'], '14.2f')}  {_fmt(r['tflops'], '8.2f')}  {_fmt(r['gbps'], '8.1f')}  "
-            f"{_fmt(r['gap_to_baseline'], '8.3f')}  {r['correct']:>7}  {status}"
+            f"{r['case']:<{width}}  {_fmt(r['median_us'], f'{median_width}.2f')}  {_fmt(r['tflops'], '8.2f')}  "
+            f"{_fmt(r['gbps'], '8.1f')}  {_fmt(r['gap_to_baseline'], '8.3f')}  {r['correct']:>7}  {status}"
         )
+    lines += note_lines
     lost = state.lost_cases()
     lines.append(f"{len(state.ok_ids())} measured, {len(lost)} lost, {len(rows) - len(state.ok_ids()) - len(lost)} skipped/unsupported")
     timed = [state.timings[c] for c in state.ok_ids() if c in state.timings]

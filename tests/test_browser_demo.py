@@ -5,7 +5,9 @@
 No page may show an error element or a Python exception, and the first page must show what
 the product is for: the newest H200 push's regressions, each with its interval. The history
 is built through the CLI a newcomer runs, not through test helpers, so the test fails whenever
-the shipped sample, ingest, detection or a page stops working on it.
+the shipped sample, ingest, detection or a page stops working on it. A walk of every page, each
+opened by its URL, leaves no error or warning in the browser's console and none in the server's
+output (issue 44).
 """
 
 from __future__ import annotations
@@ -82,10 +84,11 @@ def demo(tmp_path_factory):
     _cli(db, "ingest", *map(str, bundles))
     detected = _cli(db, "detect")
     assert "4 new alerts" in detected, detected
-    with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
+    log = work / "dashboard.log"
+    with serve(db, log) as url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
-            yield url, browser
+            yield url, browser, log
         finally:
             browser.close()
 
@@ -103,7 +106,7 @@ def _open(browser, url: str, heading: str) -> tuple[object, str]:
 
 
 def test_every_page_of_the_demo_opens_without_an_error(demo):
-    url, browser = demo
+    url, browser, _ = demo
     failures = []
     for path, heading in PAGES:
         page, text = _open(browser, f"{url}/{path}", heading)
@@ -119,7 +122,7 @@ def test_every_page_of_the_demo_opens_without_an_error(demo):
 
 
 def test_this_push_shows_the_newest_pushs_regressions_with_their_intervals(demo):
-    url, browser = demo
+    url, browser, _ = demo
     page, text = _open(browser, url + "/", "This push")
     try:
         page.get_by_text(re.compile(r"Regressions \(\d+\)")).first.wait_for(timeout=PAGE_TIMEOUT_MS)
@@ -139,7 +142,7 @@ def test_alerts_and_trends_show_the_step_detection_found(demo):
     """Alerts lists the Triton step; Trends opens on that case, its alerts listed under the plot."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    url, browser = demo
+    url, browser, _ = demo
     for path, heading in (("alerts", "Alerts"), ("trends", "Trends")):
         page, text = _open(browser, f"{url}/{path}", heading)
         try:
@@ -153,3 +156,31 @@ def test_alerts_and_trends_show_the_step_detection_found(demo):
             assert STEP_COMMIT in text and "triton_fa2" in text, (heading, text[:3000])
         finally:
             page.close()
+
+
+# What the server prints when it starts; any other line of its output is a warning or an error.
+SERVER_START = re.compile(r"attnwatch dashboard: http://127\.0\.0\.1:\d+ +\(history: .*\)|.*Uvicorn server started on "
+                          r"127\.0\.0\.1:\d+|You can now view your Streamlit app in your browser\.|URL: http://127\.0\.0\.1:\d+")
+
+
+def test_a_walk_of_every_page_leaves_no_console_error_and_no_server_warning(demo):
+    """Each page opened by its URL logged two 404s (`/<page>/_stcore/health`, `host-config`) in the
+    console, and each Trends view a "default hashing method failed" line in the server's output."""
+    url, browser, log = demo
+    found = []
+    for path, heading in PAGES:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        page.on("console", lambda m, p=path: m.type in ("error", "warning") and found.append(
+            f"/{p}: console {m.type}: {m.text} ({m.location.get('url')})"))
+        page.on("pageerror", lambda e, p=path: found.append(f"/{p}: page error: {e}"))
+        page.on("response", lambda r, p=path: r.status >= 400 and found.append(f"/{p}: HTTP {r.status} {r.url}"))
+        try:
+            page.goto(f"{url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            page.get_by_role("heading", name=heading).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            page.wait_for_timeout(1000)  # a page may rerun once it has opened (defaults picked): let it start
+            wait_idle(page)
+        finally:
+            page.close()
+    server = [line for line in log.read_text(errors="replace").splitlines()
+              if line.strip() and not SERVER_START.search(line)]
+    assert found == [] and server == [], "\n".join(found + [f"server: {line}" for line in server])

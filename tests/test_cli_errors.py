@@ -51,7 +51,17 @@ def test_ingesting_a_path_that_does_not_exist_says_so(tmp_path):
     done = _cli(tmp_path, "ingest", str(tmp_path / "no-such-bundle"))
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith("no-such-bundle: path: no such file or directory"), lines
+    # the path once, then what is wrong with it: no "path:" label after it (issue 44: "path: path:")
+    assert len(lines) == 1 and lines[0].endswith("/no-such-bundle: no such file or directory"), lines
+    assert ": path:" not in lines[0], lines
+
+
+def test_ingesting_a_file_that_is_not_a_bundle_names_it_once(tmp_path):
+    (tmp_path / "notes.txt").write_text("not a bundle\n")
+    done = _cli(tmp_path, "ingest", str(tmp_path / "notes.txt"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"attnwatch ingest: error: {tmp_path / 'notes.txt'}: not a bundle directory or a pytest-benchmark .json file"]
 
 
 def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):

@@ -70,3 +70,27 @@ def test_the_venv_is_isolated_from_the_host_unless_system_torch_is_asked_for(tmp
     system = _make("-n", "install", f"VENV={venv}", "SYSTEM_TORCH=1")
     assert _lines_with(system.stdout, " -m venv ") == [
         f"test -x {venv}/bin/python || python3 -m venv --system-site-packages {venv}"]
+
+
+def test_make_demo_labels_its_cpu_table_as_the_run_summary_does(tmp_path):
+    """`make demo` ended on a table whose column said `median_us` for a CPU run's times, while the
+    run's summary above it said they were CPU wall clock (issue 44). The demo's query, as make would
+    run it, against a real history: its header carries the summary's label."""
+    import shlex
+    import sys
+
+    from bundle_factory import make_bundle
+    from attnwatch.ci.summary import CPU_MEDIAN_LABEL
+    from attnwatch.history.ingest.write import ingest_paths
+
+    done = _make("-n", "demo", f"VENV={tmp_path / 'venv'}")
+    assert done.returncode == 0, done.stderr
+    (query,) = [line for line in done.stdout.splitlines() if " sql " in line and "r.median_us" in line]
+    argv = shlex.split(query)
+    db = tmp_path / "history.duckdb"
+    ingest_paths(db, [make_bundle(tmp_path / "bundle", run_id="one", variants=("sdpa",))])
+    env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(ROOT))
+    ran = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    header = ran.stdout.splitlines()[0]
+    assert CPU_MEDIAN_LABEL in header and "CPU wall clock" in CPU_MEDIAN_LABEL, header

@@ -52,3 +52,24 @@ def test_pip_install_leaves_no_build_output_in_the_tree_and_no_license_warning(t
                                capture_output=True, text=True, cwd=tmp_path, timeout=60, env=alone)
     assert installed.stdout.strip() == "8501", installed.stderr
     assert (env_dir / "bin" / "attnwatch").is_file()
+
+
+@pytest.mark.slow
+def test_editable_install_prints_no_same_name_warning(tmp_path):
+    """`make install` (and so `make demo`) runs `pip install -e .`, and pip printed setuptools'
+    "Editable installation ... be careful with folders in your working directory with the same name
+    as your package" on every fresh set-up (issue 44). The folder it means is the package's own
+    source here; the backend silences that warning, and the install still imports from the tree."""
+    source = _tracked_copy(tmp_path / "checkout")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    done = subprocess.run([str(python), "-m", "pip", "install", "-v", "--no-deps", "-e", str(source)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    log = done.stdout + done.stderr
+    assert not re.search(r"Editable installation\.|same\s+name as your package|InformationOnly", log), log[-3000:]
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    installed = subprocess.run([str(python), "-c", "import attnwatch.ci.port, attnwatch.app; print(attnwatch.ci.port.__file__)"],
+                               capture_output=True, text=True, cwd=tmp_path, timeout=60, env=alone)
+    assert installed.stdout.strip() == str(source / "ci" / "port.py"), installed.stderr

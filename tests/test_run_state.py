@@ -152,3 +152,68 @@ def test_summary_shows_a_memory_bound_case_s_bandwidth():
     s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     header, row = format_summary(s, "cuda_events").splitlines()[:2]
     assert "GB/s" in header and "  2500.0  " in row  # 5e7 bytes in 20 us
+
+
+# The reasons a CPU run gives (issue 44): the summary cut them at 120 characters and the progress
+# lines at 160, mid-word (`(docs/design.md, "Kernel)`, `needs a CUDA dev)`), the fix with them.
+FA4_REASON = ("needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named "
+              "'flash_attn'); pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
+              "pip --target and name that folder in ATTNWATCH_EXTRA_SITE; needs a Hopper GPU (cc 9.x): torch "
+              "2.13.0+cpu is a CPU-only build")
+LIGER_REASON = ("needs a CUDA device: torch 2.13.0+cpu is a CPU-only build; needs the liger-kernel package: "
+                "ModuleNotFoundError: No module named 'liger_kernel'; needs a CUDA device for Triton 3.9.0, or "
+                "TRITON_INTERPRET=1 to run it on CPU (torch 2.13.0+cpu is a CPU-only build)")
+
+
+def _skipped_state() -> SuiteState:
+    s = _state(("sdpa", "fa4_sm90", "cuda_wmma"))
+    reasons = {"fa4_sm90": FA4_REASON, "cuda_wmma": LIGER_REASON}
+    for case in list(s.order):
+        variant = case.split("/")[0]
+        if variant == "sdpa":
+            s.apply({"kind": "result", "case": case, "status": "ok", "samples_us": [17.0],
+                     "timing": {"case_id": case, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0,
+                                "converged": True, "rel_spread": 0.01}})
+            s.apply({"kind": "outcome", "case": case, "status": "ok"})
+        else:
+            s.apply({"kind": "outcome", "case": case, "status": "skipped", "error": reasons[variant]})
+    return s
+
+
+def _note(lines: list[str], number: int) -> str:
+    """Note `number` under the summary's table: its first line and the indented lines after it."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"[{number}] "))
+    end = start + 1
+    while end < len(lines) and lines[end].startswith(" "):
+        end += 1
+    return "\n".join(lines[start:end])
+
+
+def test_summary_gives_each_skip_reason_once_whole_and_wrapped_at_words():
+    from attnwatch.ci.summary import format_summary
+
+    lines = format_summary(_skipped_state(), "cpu_wall").splitlines()
+    skipped = [line for line in lines if "/h100_small/" in line and " skipped" in line]
+    assert sorted(line.rsplit(" ", 1)[1] for line in skipped) == ["[1]", "[1]", "[2]", "[2]"], lines
+    for number, reason in ((1, FA4_REASON), (2, LIGER_REASON)):
+        note = _note(lines, number)
+        assert " ".join(note.split())[len(f"[{number}] "):] == " ".join(reason.split()), note  # whole, words intact
+        assert all(len(line) <= 100 for line in note.splitlines()) and len(note.splitlines()) > 1, note
+    assert "\n".join(lines).count("No module named 'liger_kernel'") == 1  # once, not once per case
+
+
+def test_progress_lines_cut_a_long_reason_at_a_word(capsys):
+    from attnwatch.ci.progress import Progress
+
+    s = _skipped_state()
+    p = Progress(len(s.outcomes), enabled=True, plain=True)
+    p.sync(s)
+    lines = [line for line in capsys.readouterr().err.splitlines() if ": skipped (" in line]
+    assert len(lines) == 4
+    for line in lines:
+        reason = line.split(": skipped (", 1)[1][:-1]
+        whole = (FA4_REASON if reason.startswith("needs flash") else LIGER_REASON).split()
+        shown = reason.removesuffix(" ...").split()
+        assert len(reason) <= 160 and reason.endswith(" ..."), line
+        # every word shown whole (the last one may lose a trailing comma or semicolon)
+        assert shown[:-1] == whole[:len(shown) - 1] and shown[-1] == whole[len(shown) - 1].rstrip(",;:"), line

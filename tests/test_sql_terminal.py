@@ -85,3 +85,18 @@ def test_what_a_dying_worker_wrote_becomes_the_gist_of_its_line(tmp_path):
     said.write_bytes(b"Traceback (most recent call last):\n  File ...\nKeyError: 'x\x1b'\n")
     assert _child_said(said, "h.duckdb") == "KeyError: 'x\\x1b'"
     assert _child_said(tmp_path / "none.txt", "h.duckdb") == ""
+
+
+def test_a_result_written_to_a_file_says_how_many_rows_went_where(tmp_path):
+    """`sql --format parquet --output F` succeeded in silence (issue 44): nothing said a file was
+    written. Every format now says its row count and the file, on stderr; stdout stays empty."""
+    import pyarrow.parquet as pq
+
+    db = _planted(tmp_path)
+    query = "SELECT note, i FROM notes, range(3) t(i)"
+    for fmt in ("parquet", "csv", "json", "table"):
+        out = tmp_path / f"out.{fmt}"
+        done = _sql(db, "--format", fmt, "--output", str(out), query, cwd=tmp_path)
+        assert done.returncode == 0 and done.stdout == b"", done.stderr
+        assert done.stderr.decode().splitlines() == [f"wrote 3 rows ({fmt}) to {out}"], done.stderr
+    assert pq.read_table(tmp_path / "out.parquet").num_rows == 3

@@ -5,6 +5,9 @@ shows its commit and run time; clicking it opens that run. Every choice is in th
 
 import pickle
 
+import numpy as np
+import pandas as pd
+
 import streamlit as st
 
 from attnwatch.app import charts, ui
@@ -218,7 +221,16 @@ def cached_figure(series, metric, band, markers, log_y, highlight):
     return pickle.loads(_figure_bytes(series, metric, band, markers, log_y, highlight))
 
 
-@st.cache_data(ttl=600, max_entries=32, show_spinner=False)
+def _frame_key(frame):
+    """The cache key of a frame argument: pandas' row hash, with cells of numpy arrays (the
+    `throttle_reasons` list column) as tuples. Streamlit's own frame hash refuses those cells and
+    logged "default hashing method failed" on every Trends view before pickling the frame."""
+    arrays = {c: frame[c].map(lambda v: tuple(v) if isinstance(v, np.ndarray) else v) for c in frame.columns
+              if frame[c].dtype == object and any(isinstance(v, np.ndarray) for v in frame[c].dropna().head(1))}
+    return tuple(frame.columns), tuple(map(str, frame.dtypes)), pd.util.hash_pandas_object(frame.assign(**arrays)).to_numpy()
+
+
+@st.cache_data(ttl=600, max_entries=32, show_spinner=False, hash_funcs={pd.DataFrame: _frame_key})
 def _figure_bytes(series, metric, band, markers, log_y, highlight) -> bytes:
     return pickle.dumps(charts.trend_figure(series, metric, band=band, markers=markers, log_y=log_y,
                                             highlight=highlight))

@@ -16,10 +16,15 @@ def _default_actor() -> str:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("alerts", help="list, acknowledge or resolve regression alerts")
+    p = subparsers.add_parser("alerts", help="list, acknowledge or resolve regression alerts",
+                              description="The alert lifecycle: list the alerts detection recorded, acknowledge or "
+                              "resolve one, record where a bisection placed its step, send the events since a time "
+                              "to the configured webhook or GitHub issues.")
     sub = p.add_subparsers(dest="alerts_command", metavar="ACTION")
     sub.required = True
-    ls = sub.add_parser("list", help="list alerts (default: open and acknowledged)")
+    ls = sub.add_parser("list", help="list alerts (default: open and acknowledged)",
+                        description="List alerts with their case, change, commit and what moved; by default the "
+                        "open and acknowledged ones.")
     ls.add_argument("--status", action="append", choices=STATUSES, help="repeatable; default open + acknowledged")
     ls.add_argument("--all", action="store_true", help="every status")
     ls.add_argument("--kind", action="append", choices=KINDS)
@@ -31,10 +36,13 @@ def register(subparsers) -> None:
     ls.add_argument("--dashboard-url", default=os.environ.get("ATTNWATCH_DASHBOARD_URL"),
                     help="print each alert's trend on this dashboard (default $ATTNWATCH_DASHBOARD_URL)")
     ls.set_defaults(func=_list)
-    for name, helptext, fn in (("ack", "acknowledge an alert (a note is required)", _ack),
-                               ("resolve", "resolve an alert", _resolve),
-                               ("bisected", "record the commit a bisection placed the alert's step at", _bisected)):
-        q = sub.add_parser(name, help=helptext)
+    for name, helptext, about, fn in (
+            ("ack", "acknowledge an alert (a note is required)",
+             "Mark alert ID acknowledged, with a note saying why; it stays listed until resolved.", _ack),
+            ("resolve", "resolve an alert", "Mark alert ID resolved; it leaves the default list.", _resolve),
+            ("bisected", "record the commit a bisection placed the alert's step at",
+             "Record on alert ID the commit a bisection found its step at.", _bisected)):
+        q = sub.add_parser(name, help=helptext, description=about)
         q.add_argument("alert_id", type=int, metavar="ID")
         if name == "bisected":
             q.add_argument("--commit", required=True, help="the commit the bisection found")
@@ -42,7 +50,9 @@ def register(subparsers) -> None:
         q.add_argument("--by", default=None, help="who (default: $GITHUB_ACTOR or the login name)")
         q.set_defaults(func=fn)
     n = sub.add_parser("notify", help="send every alert event since a time to the configured webhook / GitHub issues "
-                                      "($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)")
+                                      "($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)",
+                       description="Send every alert event recorded since --since to the webhook in "
+                       "$ATTNWATCH_WEBHOOK_URL and, with $ATTNWATCH_ALERT_ISSUES, to GitHub issues.")
     n.add_argument("--since", required=True, help="UTC date or date-time (ISO 8601), e.g. 2026-11-26T06:00")
     n.set_defaults(func=_notify)
 

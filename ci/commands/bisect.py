@@ -33,7 +33,12 @@ RESULT_FILE = "bisect.json"
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("bisect", help="find the commit that made a case slower, by same-job compares")
+    p = subparsers.add_parser(
+        "bisect", help="find the commit that made a case slower, by same-job compares",
+        description="Binary-search a commit range (an alert's step with --alert, or --good/--bad with --case) by "
+        "same-job compares of the good revision against each commit measured; print the culprit with its interval, "
+        "or between which commits it stays undecided. Exit 1 when undecided or not reproduced.",
+    )
     p.add_argument("--alert", type=int, help="bisect this alert's case over its step's commit range (needs --db)")
     p.add_argument("--good", help="a revision without the slowdown")
     p.add_argument("--bad", help="a later revision with it")

@@ -30,7 +30,12 @@ from attnwatch.ci.pr_runs import dashboard_link
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("comment", help="post the sticky A/B comment on a pull request (and the job summary)")
+    p = subparsers.add_parser(
+        "comment", help="post the sticky A/B comment on a pull request (and the job summary)",
+        description="Render compare.json (read as untrusted data) as the pull request's one sticky comment, "
+        "append it to $GITHUB_STEP_SUMMARY and create or update the comment through the GitHub API. Nothing is "
+        "posted unless the report's head is the target's head.",
+    )
     p.add_argument("--compare", required=True, help="compare.json written by `attnwatch compare`")
     target = p.add_mutually_exclusive_group()
     target.add_argument("--workflow-run-event", metavar="FILE",

@@ -60,7 +60,12 @@ ONLY_WITH_PYTEST = ("pytest_args",)
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("compare", help="A/B the merge base against the head on this GPU; write compare.json")
+    p = subparsers.add_parser(
+        "compare", help="A/B the merge base against the head on this GPU; write compare.json",
+        description="Check the merge base out next to the head, measure the variants whose build differs (with the reference and "
+        "an A/A canary) in alternating rounds on this GPU until each case's interval decides it; write every "
+        "round's bundle and compare.json under --out and print a table. Needs no history.",
+    )
     p.add_argument("--base", help="base revision (the merge base with --head is what gets measured)")
     p.add_argument("--baseline", help="a pinned baseline of history/analysis/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
                                       "its commit is measured against the head")

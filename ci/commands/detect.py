@@ -16,7 +16,11 @@ from attnwatch.history.analysis.case_rules import load_case_rules
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("detect", help="find change points and correctness failures on main; record alerts")
+    p = subparsers.add_parser(
+        "detect", help="find change points and correctness failures on main; record alerts",
+        description="Scan the default branch's series for persistent steps and correctness failures and record "
+        "new alerts in one transaction (rerunning adds nothing). Exit 0 whatever was found, unless --fail-on-new.",
+    )
     p.add_argument("--gpu", help="only this GPU's series (exact recorded name)")
     p.add_argument("--window", type=int, default=200, help="scan the last N main runs of each series (default 200)")
     p.add_argument("--thresholds", help="thresholds TOML (default: history/analysis/thresholds.toml or $ATTNWATCH_THRESHOLDS)")

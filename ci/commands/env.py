@@ -12,7 +12,11 @@ from pathlib import Path
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("env", help="print the measurement environment (GPU, driver, CUDA, versions, git) as JSON")
+    p = subparsers.add_parser(
+        "env", help="print the measurement environment (GPU, driver, CUDA, versions, git) as JSON",
+        description="Print, as JSON, the environment a run here would record: the checkout's git state and, "
+        "unless --no-device, the GPU's properties (which may create a CUDA context).",
+    )
     p.add_argument("--repo", default=".", help="checkout whose git state to report (default: current directory)")
     p.add_argument("--no-device", action="store_true", help="do not ask torch for device properties (no CUDA context)")
     p.set_defaults(func=_run)

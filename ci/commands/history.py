@@ -31,7 +31,10 @@ from attnwatch.ci.commands import add_lock_timeout
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("history", help="copy a history between a file and a lake; recover a file that does "
-                              "not open; maintain a lake; its default branch (default-branch)")
+                              "not open; maintain a lake; its default branch (default-branch)",
+                              description="Look after the history itself: copy it between a file and a lake, recover "
+                              "a file that does not open, maintain a lake, show or set the default branch. "
+                              "`attnwatch history ACTION --help` describes each.")
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(

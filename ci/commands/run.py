@@ -28,7 +28,12 @@ DIAGNOSE_NOTE = "diagnostic run: CUDA_LAUNCH_BLOCKING=1, timings not comparable"
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("run", help="build, check and time the kernels; write a run bundle")
+    p = subparsers.add_parser(
+        "run", help="build, check and time the kernels; write a run bundle",
+        description="Build, check and time every case (variant x shape x dtype x causality) on this machine, each in a "
+        "supervised child process, and write a run bundle. `--shapes auto` is `pr` on a GPU and `cpu` elsewhere. "
+        "Exit 1 when cases were lost (the bundle is still written, status partial).",
+    )
     p.add_argument("--shapes", default="auto", help="shape set (pr, main, nightly, cpu, auto) or comma-separated shape ids")
     p.add_argument("--variants", default=None, help="comma-separated variant names (default: all registered)")
     p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: per shape set, ci/run_config.toml)")

@@ -5,7 +5,8 @@
     echo "SELECT count(*) FROM runs" | attnwatch sql -
 
 Prints an aligned table (at most --show rows; the rest is counted, not printed), or writes
-csv / json / parquet with --format and --output. A result over --max-rows rows or --max-bytes
+csv / json / parquet with --format and --output, and then says on stderr how many rows went to
+which file. A result over --max-rows rows or --max-bytes
 is cut (and says so on stderr); a query over its time, memory or spill limit is refused with one
 line (history.sql.query).
 
@@ -105,6 +106,10 @@ def _run(args) -> int:
         if args.output is None:  # stdout (a closed pipe is the CLI's to handle)
             raise
         raise UserError(f"{args.output}: cannot write the result: {exc.strerror or exc}") from None
+    if args.output is not None:  # a file written in silence reads as nothing done; stdout stays empty
+        rows = len(frame)
+        print(f"wrote {rows} row{'s' if rows != 1 else ''} ({args.format}) to {printable(str(args.output))}",
+              file=sys.stderr)
     if result.renamed:
         print("note: columns renamed to be unique: "
               + printable(", ".join(f"{new} (a second {old})" for new, old in result.renamed.items())), file=sys.stderr)

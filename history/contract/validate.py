@@ -94,9 +94,10 @@ def load_input(path: Path) -> LoadedBundle:
         return load_bundle(path)
     if path.is_file() and path.suffix == ".json":
         return load_pytest_benchmark_file(path)
+    # The path is the subject: no field name after it ("PATH: path: ..." read as a doubled prefix).
     if not path.exists():
-        raise BundleError(path, "path", "no such file or directory")
-    raise BundleError(path, "path", "not a bundle directory or a pytest-benchmark .json file")
+        raise BundleError(path, "", "no such file or directory")
+    raise BundleError(path, "", "not a bundle directory or a pytest-benchmark .json file")
 
 
 def load_bundle(directory: Path, known_commit: bool = True) -> LoadedBundle:
