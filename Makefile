@@ -1,6 +1,6 @@
 # Two entry points, each idempotent from a fresh clone:
 #   make demo   set up, run the suites on whatever device is present, ingest, open the dashboard
-#   make test   set up, run the test suite
+#   make test   set up, run the test suite (make test-fast: the inner loop's subset)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed$(if $(SYSTEM_SITE),-system-torch)
 PORT ?=
 export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
 
-.PHONY: demo test install browser postgres clean port-free
+.PHONY: demo test test-fast install browser postgres clean port-free
 
 install: $(STAMP)
 
@@ -69,8 +69,17 @@ demo: port-free $(STAMP)
 	@echo "attnwatch is installed in $(VENV), not on your PATH: run $(VENV)/bin/attnwatch --help, or 'source $(VENV)/bin/activate' first"
 	$(PY) -m attnwatch dashboard $(if $(PORT),--port $(PORT))
 
+# The suite over pytest-xdist workers, one per core (TEST_WORKERS=0: in this process): each test
+# file runs whole on one worker (tests/conftest.py, _group_for_workers). `make test-fast` is the
+# inner loop: every test not marked slow or browser (README, "Tests").
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+
 test: $(STAMP) browser postgres
-	$(PY) -m pytest -p no:cacheprovider tests
+	$(PYTEST) tests
+
+test-fast: $(STAMP) postgres
+	$(PYTEST) -m "not slow and not browser" tests
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

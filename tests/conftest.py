@@ -97,19 +97,44 @@ def remove_kept_run_dirs():
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (runs on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+    if config.getoption("dist", "no") == "loadgroup":
+        _group_for_workers(items)
+
+
+def _group_for_workers(items) -> None:
+    """`make test`'s split over pytest-xdist workers (--dist loadgroup): a test file runs whole on
+    one worker, so its module fixtures (histories, servers) are built once; on a GPU machine every
+    GPU test runs on one worker, so no two time the same GPU at once."""
+    for item in items:
+        group = "gpu" if HAS_CUDA and "gpu" in item.keywords else item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
 def attnwatch_wheel(tmp_path_factory) -> Path:
-    """This checkout's wheel, built once per session (tests/wheel_env.py)."""
+    """This checkout's wheel, built once per session (tests/wheel_env.py); under pytest-xdist the
+    workers share the session's base directory, and the first to need it builds it there."""
+    import fcntl
+
     from wheel_env import build_wheel
 
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # each worker's base directory is inside the run's
+    folder = shared / "wheel"
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted(folder.glob("attnwatch-*.whl"))
+        if built:
+            return built[0]
+        folder.mkdir(exist_ok=True)
+        return build_wheel(folder)
 
 
 @pytest.fixture(scope="session")
