@@ -40,7 +40,15 @@ _SESSION_TMP: list[Path] = []
 TEMP_PREFIXES = ("attnwatch-ext-", "attnwatch-run-", "attnwatch-sql-", "attnwatch-base-", "attnwatch-head-")
 
 
+# What pytest-xdist tells its workers in the environment: the processes a test starts would inherit
+# it, and pytest-benchmark switches itself off in a child pytest that sees it. A test's children get
+# the environment a user's shell gives them (the workers still know themselves by config.workerinput).
+XDIST_ENVIRONMENT = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 def pytest_configure(config):
+    for name in XDIST_ENVIRONMENT:
+        os.environ.pop(name, None)
     if _SESSION_TMP:
         return
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
@@ -117,7 +125,7 @@ def _group_for_workers(items) -> None:
 
 
 @pytest.fixture(scope="session")
-def attnwatch_wheel(tmp_path_factory) -> Path:
+def attnwatch_wheel(tmp_path_factory, request) -> Path:
     """This checkout's wheel, built once per session (tests/wheel_env.py); under pytest-xdist the
     workers share the session's base directory, and the first to need it builds it there."""
     import fcntl
@@ -125,7 +133,7 @@ def attnwatch_wheel(tmp_path_factory) -> Path:
     from wheel_env import build_wheel
 
     shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if hasattr(request.config, "workerinput"):
         shared = shared.parent  # each worker's base directory is inside the run's
     folder = shared / "wheel"
     with open(shared / "wheel.lock", "w") as lock:
