@@ -71,15 +71,30 @@ demo: port-free $(STAMP)
 
 # The suite over pytest-xdist workers, one per core (TEST_WORKERS=0: in this process): each test
 # file runs whole on one worker (tests/conftest.py, _group_for_workers). `make test-fast` is the
-# inner loop: every test not marked slow or browser (README, "Tests").
+# inner loop (README, "Development").
 TEST_WORKERS ?= auto
-PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup
+PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 test: $(STAMP) browser postgres
 	$(PYTEST) tests
 
-test-fast: $(STAMP) postgres
-	$(PYTEST) -m "not slow and not browser" tests
+# The inner loop's files: the bundle and history contracts, the statistics and detection rules,
+# the ncu and timing parsers, the comment and the pages' numbers; none starts a server or an install.
+FAST_TESTS := tests/test_bundle_contract.py tests/test_bundle_format.py tests/test_history_ingest.py \
+  tests/test_case_rules.py tests/test_run_config.py tests/test_detect_thresholds.py \
+  tests/test_history_ceilings.py tests/test_detect_changepoints.py tests/test_detect_ab.py \
+  tests/test_timing_statistics.py tests/test_explain_exact.py tests/test_explain_aa.py \
+  tests/test_attribution.py tests/test_compare_sequential.py tests/test_bisect_search.py \
+  tests/test_ncu_parse.py tests/test_ncu_explain.py tests/test_gpu_identity.py \
+  tests/test_build_record_paths.py tests/test_operators.py tests/test_kernels_references.py \
+  tests/test_timing.py tests/test_timing_guard.py tests/test_run_state.py \
+  tests/test_comment_render.py tests/test_compare_report.py tests/test_app_text.py \
+  tests/test_app_numbers.py tests/test_app_compare_stats.py tests/test_history_links.py \
+  tests/test_history_ncu_roofline.py tests/test_kernel_config_history.py tests/test_import_rules.py \
+  tests/test_checkout_self_contained.py
+
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow and not browser" $(FAST_TESTS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -118,9 +118,16 @@ def pytest_collection_modifyitems(config, items):
 def _group_for_workers(items) -> None:
     """`make test`'s split over pytest-xdist workers (--dist loadgroup): a test file runs whole on
     one worker, so its module fixtures (histories, servers) are built once; on a GPU machine every
-    GPU test runs on one worker, so no two time the same GPU at once."""
+    GPU test runs on one worker, so no two time the same GPU at once. Files with `slow` or `browser`
+    tests are handed out first (with --no-loadscope-reorder), so that no long file starts last
+    while the other workers idle."""
+    def file_of(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    heavy = {file_of(item) for item in items if "slow" in item.keywords or "browser" in item.keywords}
+    items.sort(key=lambda item: file_of(item) not in heavy)  # stable: each file's own order is kept
     for item in items:
-        group = "gpu" if HAS_CUDA and "gpu" in item.keywords else item.nodeid.split("::", 1)[0]
+        group = "gpu" if HAS_CUDA and "gpu" in item.keywords else file_of(item)
         item.add_marker(pytest.mark.xdist_group(group))
 
 
