@@ -1,6 +1,6 @@
 # Two entry points, each idempotent from a fresh clone:
 #   make demo   set up, run the suites on whatever device is present, ingest, open the dashboard
-#   make test   set up, run the test suite
+#   make test   set up, run the test suite (make test-fast: the inner loop's subset)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -18,7 +18,7 @@ STAMP := $(VENV)/.installed$(if $(SYSTEM_SITE),-system-torch)
 PORT ?=
 export ATTNWATCH_DB ?= $(HOME)/.local/share/attnwatch/history.duckdb
 
-.PHONY: demo test lint install browser postgres clean port-free
+.PHONY: demo test test-fast lint install browser postgres clean port-free
 
 install: $(STAMP)
 
@@ -70,8 +70,32 @@ demo: port-free $(STAMP)
 	@echo "attnwatch is installed in $(VENV), not on your PATH: run $(VENV)/bin/attnwatch --help, or 'source $(VENV)/bin/activate' first"
 	$(PY) -m attnwatch dashboard $(if $(PORT),--port $(PORT))
 
+# The suite over pytest-xdist workers, one per core (TEST_WORKERS=0: in this process): each test
+# file runs whole on one worker (tests/conftest.py, _group_for_workers). `make test-fast` is the
+# inner loop (README, "Development").
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
+
 test: $(STAMP) browser postgres
-	$(PY) -m pytest -p no:cacheprovider tests
+	$(PYTEST) tests
+
+# The inner loop's files: the bundle and history contracts, the statistics and detection rules,
+# the ncu and timing parsers, the comment and the pages' numbers; none starts a server or an install.
+FAST_TESTS := tests/test_bundle_contract.py tests/test_bundle_format.py tests/test_history_ingest.py \
+  tests/test_case_rules.py tests/test_run_config.py tests/test_detect_thresholds.py \
+  tests/test_history_ceilings.py tests/test_detect_changepoints.py tests/test_detect_ab.py \
+  tests/test_timing_statistics.py tests/test_explain_exact.py tests/test_explain_aa.py \
+  tests/test_attribution.py tests/test_compare_sequential.py tests/test_bisect_search.py \
+  tests/test_ncu_parse.py tests/test_ncu_explain.py tests/test_gpu_identity.py \
+  tests/test_build_record_paths.py tests/test_operators.py tests/test_kernels_references.py \
+  tests/test_timing.py tests/test_timing_guard.py tests/test_run_state.py \
+  tests/test_comment_render.py tests/test_compare_report.py tests/test_app_text.py \
+  tests/test_app_numbers.py tests/test_app_compare_stats.py tests/test_history_links.py \
+  tests/test_history_ncu_roofline.py tests/test_kernel_config_history.py tests/test_import_rules.py \
+  tests/test_checkout_self_contained.py
+
+test-fast: $(STAMP)
+	$(PYTEST) -m "not slow and not browser" $(FAST_TESTS)
 
 # The linter (rule set: pyproject.toml [tool.ruff]) and the type checker over every attnwatch module
 # ([tool.mypy]); CI runs this before the tests.

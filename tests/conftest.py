@@ -40,7 +40,15 @@ _SESSION_TMP: list[Path] = []
 TEMP_PREFIXES = ("attnwatch-ext-", "attnwatch-run-", "attnwatch-sql-", "attnwatch-base-", "attnwatch-head-")
 
 
+# What pytest-xdist tells its workers in the environment: the processes a test starts would inherit
+# it, and pytest-benchmark switches itself off in a child pytest that sees it. A test's children get
+# the environment a user's shell gives them (the workers still know themselves by config.workerinput).
+XDIST_ENVIRONMENT = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 def pytest_configure(config):
+    for name in XDIST_ENVIRONMENT:
+        os.environ.pop(name, None)
     if _SESSION_TMP:
         return
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
@@ -97,19 +105,51 @@ def remove_kept_run_dirs():
         shutil.rmtree(path, ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (runs on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
+    if config.getoption("dist", "no") == "loadgroup":
+        _group_for_workers(items)
+
+
+def _group_for_workers(items) -> None:
+    """`make test`'s split over pytest-xdist workers (--dist loadgroup): a test file runs whole on
+    one worker, so its module fixtures (histories, servers) are built once; on a GPU machine every
+    GPU test runs on one worker, so no two time the same GPU at once. Files with `slow` or `browser`
+    tests are handed out first (with --no-loadscope-reorder), so that no long file starts last
+    while the other workers idle."""
+    def file_of(item) -> str:
+        return item.nodeid.split("::", 1)[0]
+
+    heavy = {file_of(item) for item in items if "slow" in item.keywords or "browser" in item.keywords}
+    items.sort(key=lambda item: file_of(item) not in heavy)  # stable: each file's own order is kept
+    for item in items:
+        group = "gpu" if HAS_CUDA and "gpu" in item.keywords else file_of(item)
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
-def attnwatch_wheel(tmp_path_factory) -> Path:
-    """This checkout's wheel, built once per session (tests/wheel_env.py)."""
+def attnwatch_wheel(tmp_path_factory, request) -> Path:
+    """This checkout's wheel, built once per session (tests/wheel_env.py); under pytest-xdist the
+    workers share the session's base directory, and the first to need it builds it there."""
+    import fcntl
+
     from wheel_env import build_wheel
 
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    shared = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):
+        shared = shared.parent  # each worker's base directory is inside the run's
+    folder = shared / "wheel"
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = sorted(folder.glob("attnwatch-*.whl"))
+        if built:
+            return built[0]
+        folder.mkdir(exist_ok=True)
+        return build_wheel(folder)
 
 
 @pytest.fixture(scope="session")

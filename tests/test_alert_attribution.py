@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from history_copies import HistoryCopies
 from attnwatch.ci.cli import main
 from attnwatch.ci.notify.messages import Transition, payload
 from attnwatch.history.detection.alerts import list_alerts
@@ -84,6 +85,25 @@ def series(real: Path, out: Path, edit=None, fingerprints: bool = True) -> list[
     return paths
 
 
+_COPIES: list[HistoryCopies] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _history_copies(tmp_path_factory):
+    """Each series' history is ingested once and copied into the next test that asks for it."""
+    _COPIES[:] = [HistoryCopies(tmp_path_factory.mktemp("histories"))]
+    yield
+    _COPIES.clear()
+
+
+def _ingested(real: Path, tmp_path: Path, edit=None, fingerprints: bool = True) -> Path:
+    """tmp_path/history.duckdb holding `series(real, ..., edit, fingerprints)`."""
+    db = tmp_path / "history.duckdb"
+    key = (edit.__name__ if edit else None, fingerprints)
+    _COPIES[0].make(key, db, lambda path: ingest_paths(path, series(real, tmp_path / "s", edit, fingerprints)))
+    return db
+
+
 def _alert_of(db: Path):
     assert main(["--db", str(db), "detect"]) == 0
     found = [a for a in list_alerts(db) if a.case_id == CASE and a.metric == "median_us"]
@@ -117,8 +137,7 @@ def _edit_code(manifest, timing):
 def test_each_kind_of_step_is_attributed_on_the_alert_and_in_notifications(real_bundle, tmp_path, edit, label, change):
     """A torch upgrade mid-series, a GPU swap within a pool, a configuration flip, a code change
     (a fingerprint change) and a step with nothing recorded changed."""
-    db = tmp_path / "history.duckdb"
-    ingest_paths(db, series(real_bundle, tmp_path / "s", edit))
+    db = _ingested(real_bundle, tmp_path, edit)
     alert = _alert_of(db)
     assert alert.attribution == label
     changes = json.loads(alert.attribution_changes)
@@ -129,16 +148,14 @@ def test_each_kind_of_step_is_attributed_on_the_alert_and_in_notifications(real_
 
 
 def test_runs_without_fingerprints_are_unknown_never_guessed(real_bundle, tmp_path):
-    db = tmp_path / "history.duckdb"
-    ingest_paths(db, series(real_bundle, tmp_path / "s", _edit_torch, fingerprints=False))
+    db = _ingested(real_bundle, tmp_path, _edit_torch, fingerprints=False)
     alert = _alert_of(db)
     assert alert.attribution == "unknown (no fingerprints recorded)"
     assert [c["field"] for c in json.loads(alert.attribution_changes)] == ["torch"]  # still shown
 
 
 def test_alerts_list_shows_what_moved(real_bundle, tmp_path, capsys):
-    db = tmp_path / "history.duckdb"
-    ingest_paths(db, series(real_bundle, tmp_path / "s", _edit_gpu))
+    db = _ingested(real_bundle, tmp_path, _edit_gpu)
     _alert_of(db)
     capsys.readouterr()
     assert main(["--db", str(db), "alerts", "list"]) == 0
@@ -147,8 +164,7 @@ def test_alerts_list_shows_what_moved(real_bundle, tmp_path, capsys):
 
 
 def test_bisect_refuses_a_step_without_a_code_part_and_says_why(real_bundle, tmp_path, capsys):
-    db = tmp_path / "history.duckdb"
-    ingest_paths(db, series(real_bundle, tmp_path / "s", _edit_torch))
+    db = _ingested(real_bundle, tmp_path, _edit_torch)
     alert = _alert_of(db)
     capsys.readouterr()
     code = main(["--db", str(db), "bisect", "--alert", str(alert.alert_id), "--out", str(tmp_path / "b")])
@@ -182,8 +198,7 @@ def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(
     changed; the alert at that run says it coincides with it (hover, and a warning under the chart)."""
     from test_app_pages import open_page, plotly_specs, texts
 
-    db = tmp_path / "history.duckdb"
-    ingest_paths(db, series(real_bundle, tmp_path / "s", _edit_torch))
+    db = _ingested(real_bundle, tmp_path, _edit_torch)
     _alert_of(db)
     at = open_page(db, monkeypatch, "views/trends.py", gpu="NVIDIA H200", variants="fa4_sm90", shapes="fa_s1024_d64",
                    dtype="fp16", causal="0")

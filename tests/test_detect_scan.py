@@ -8,6 +8,7 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
+from history_copies import HistoryCopies
 from attnwatch.ci.cli import main
 from attnwatch.history.detection.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
 from attnwatch.history.ingest.write import ingest_paths
@@ -16,18 +17,35 @@ T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10
 
 
+_COPIES: list[HistoryCopies] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _history_copies(tmp_path_factory):
+    """Each history of this module is built once and copied into the next test that asks for it."""
+    _COPIES[:] = [HistoryCopies(tmp_path_factory.mktemp("histories"))]
+    yield
+    _COPIES.clear()
+
+
 def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from=12, gpu="NVIDIA H200"):
-    paths = []
-    for i in range(start, runs):
-        paths.append(make_bundle(
-            tmp_path / f"bundle-{gpu[-4:]}-{i}", run_id=f"{gpu[-4:]}-run-{i}", commit_sha=f"{i:040x}",
-            started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name=gpu,
-            variants=("sdpa", "triton_fa2", "cuda_wmma"),
-            variant_scale={"triton_fa2": 1.06} if i >= slow_from else None,
-            statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
-            seed=i,
-        ))
-    ingest_paths(db_path, paths)
+    def build(db):
+        paths = []
+        for i in range(start, runs):
+            paths.append(make_bundle(
+                tmp_path / f"bundle-{gpu[-4:]}-{i}", run_id=f"{gpu[-4:]}-run-{i}", commit_sha=f"{i:040x}",
+                started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name=gpu,
+                variants=("sdpa", "triton_fa2", "cuda_wmma"),
+                variant_scale={"triton_fa2": 1.06} if i >= slow_from else None,
+                statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
+                seed=i,
+            ))
+        ingest_paths(db, paths)
+
+    if db_path.exists():  # runs added to a history
+        build(db_path)
+    else:
+        _COPIES[0].make((runs, start, slow_from, broken_from, gpu), db_path, build)
 
 
 def _alerts(db_path):
