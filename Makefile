@@ -97,11 +97,10 @@ FAST_TESTS := tests/test_bundle_contract.py tests/test_bundle_format.py tests/te
 test-fast: $(STAMP)
 	$(PYTEST) -m "not slow and not browser" $(FAST_TESTS)
 
-# The linter (rule set: pyproject.toml [tool.ruff]) and the type checker over every attnwatch module
-# ([tool.mypy]); CI runs this before the tests.
+# The linter and the type checker alone (rule sets: pyproject.toml [tool.ruff], [tool.mypy]);
+# `make test` runs the same two tests with the rest.
 lint: $(STAMP)
-	$(PY) -m ruff check .
-	$(PY) -m mypy -p attnwatch
+	$(PY) -m pytest -p no:cacheprovider -q tests/test_lint.py tests/test_type_check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

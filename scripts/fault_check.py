@@ -256,7 +256,7 @@ class Battery:
     def malformed(self, tally: Tally, names: list[str] | None = None) -> None:
         """Each broken input given with a good bundle: refused whole, in one line naming its file and field."""
         good = self.bundles[1]
-        for i, (name, make, file, field) in enumerate(BAD_INPUTS):
+        for i, (name, make, file, field_name) in enumerate(BAD_INPUTS):
             if names is not None and name not in names:
                 continue
             db = self.fresh(seed_runs=1)
@@ -266,8 +266,8 @@ class Battery:
             result = cli(db, "ingest", str(good), str(bad))
             err = result.stderr.strip()
             failure = one_line_error(result)
-            if failure is None and not (result.returncode == 2 and f"{file}: " in err and field in err):
-                failure = f"does not name {file} and {field} (exit {result.returncode}): {err}"
+            if failure is None and not (result.returncode == 2 and f"{file}: " in err and field_name in err):
+                failure = f"does not name {file} and {field_name} (exit {result.returncode}): {err}"
             elif failure is None and (paths := other_paths(err, bad, good)):
                 failure = f"names {paths}: {err}"
             elif failure is None and content(db) != before:

@@ -136,7 +136,7 @@ def start() -> PostgresServer:
     data, log = root / "data", root / "server.log"
     subprocess.run([*prefix, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8",
                     "--no-sync"], check=True, capture_output=True, timeout=120)
-    for attempt in range(3):  # a port found free can be taken before the server binds it
+    for _attempt in range(3):  # a port found free can be taken before the server binds it
         port = _free_port()
         options = _options(port, root)
         started = subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log),

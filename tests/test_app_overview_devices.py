@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from app_history import H200, START, build_history
+from app_history import H200, START
 from bundle_factory import SHAPES, case_id, make_bundle
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.detection.alerts import list_alerts, record_alerts

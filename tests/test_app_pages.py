@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app_history import (
-    CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, NCU_RUN, REGRESSED_CASE,
+    CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, REGRESSED_CASE,
     add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
 )
 from attnwatch.app.data.trends import METRICS

@@ -72,7 +72,7 @@ def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeyp
                    dtype="fp16", causal="0", log="1", norm="1", commits=f"{ids['base_commit']}..{ids['head_commit']}")
     (spec,) = plotly_specs(at)
     assert spec["layout"]["yaxis"]["type"] == "log"
-    for name, line in lines(spec).items():
+    for line in lines(spec).values():
         at_base = line["y"][line["x"].index(ids["base_commit"][:7])]
         assert at_base == pytest.approx(1.0)
     triton = next(t for n, t in lines(spec).items() if n.startswith("triton_fa2"))

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_history import H100, H200, NOISY_CASE, build_push_history, push_run_id
 from attnwatch.history.store.db import open_write
 from attnwatch.history.links import case_trend_query, commit_range, compare_query
-from test_app_pages import ENTRYPOINT, frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, plotly_specs, texts
 
 # Widget key -> URL parameter, per page.
 BINDINGS = {

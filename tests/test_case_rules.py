@@ -26,7 +26,7 @@ def test_the_repository_file_loads():
 
 
 def test_a_per_case_min_effect_decides_that_case_alone(tmp_path, fixtures_dir):
-    rules = load_case_rules(_rules(tmp_path, f'''
+    rules = load_case_rules(_rules(tmp_path, '''
 [[min_effect]]
 case = "sdpa_flash/b4_*"
 gpu = "NVIDIA H200"

@@ -188,7 +188,7 @@ def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_p
     db = _step_history(tmp_path)
     before = fault_env.content(db)
     done = fault_env.terminated_in("INSERT INTO alert_events", db, "detect")
-    lines = [l for l in done.stderr.splitlines() if not l.startswith(fault_env.STATEMENTS_MARK)]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith(fault_env.STATEMENTS_MARK)]
     assert done.returncode == 143 and lines == ["attnwatch: terminated"], done.stderr
     assert fault_env.content(db) == before
     again = fault_env.cli(db, "detect")
@@ -205,7 +205,6 @@ def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_p
 def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch, capsys):
     """The dashboard's server process (`attnwatch dashboard` runs app.serve) failing before it
     listens: one line naming the history and the saved traceback, exit 70, not a traceback."""
-    import pytest
 
     import attnwatch.app.serve as serve
 

@@ -8,7 +8,6 @@ each `--help` runs through the CLI's own entry point, as a shell would reach it.
 from __future__ import annotations
 
 import argparse
-import re
 
 import pytest
 

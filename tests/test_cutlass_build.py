@@ -72,7 +72,7 @@ def test_malformed_tile_file_names_file_and_field(tmp_path, entry, field):
 def test_limits_need_reasons(tmp_path):
     text = (REPO_ROOT / "kernels/cutlass/tiles.toml").read_text()
     path = tmp_path / "tiles.toml"
-    path.write_text("\n".join(l for l in text.splitlines() if not l.startswith("memory_share_reason")))
+    path.write_text("\n".join(line for line in text.splitlines() if not line.startswith("memory_share_reason")))
     with pytest.raises(TileConfigError, match="limits.memory_share_reason"):
         configs.load(path)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app_history import H100, H200, PUSH_REGRESSED_VARIANT, push_bundles
+from app_history import H200, PUSH_REGRESSED_VARIANT, push_bundles
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.store.settings import SettingError, default_branch, set_default_branch
 from test_app_pages import open_page

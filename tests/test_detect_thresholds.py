@@ -21,7 +21,7 @@ def test_every_setting_in_the_repository_file_has_a_reason():
     data = tomllib.loads(REPO_THRESHOLDS.read_text())
     sections = [data["default"], *data["gpu"].values()]
     for section in sections:
-        for key, value in section.items():
+        for key in section:
             if not key.endswith("_reason"):
                 assert len(section[f"{key}_reason"]) > 20, key
 

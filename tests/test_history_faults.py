@@ -19,7 +19,7 @@ import pytest
 import fault_env
 import tmpfs_disk
 from conftest import REPO_ROOT
-from fault_env import cli, inspect, killed_at, one_line_error, reported_inserted
+from fault_env import cli, inspect, killed_at, one_line_error
 
 sys.path.insert(0, str(REPO_ROOT))
 from attnwatch.scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402

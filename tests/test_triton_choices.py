@@ -21,7 +21,6 @@ from attnwatch.kernels.triton import choice_cache, tuner
 from attnwatch.kernels.triton.choices import (
     CHOICES_FILE,
     HEADER,
-    ChoiceTable,
     Recorded,
     Tuning,
     load_choices,

@@ -292,7 +292,7 @@ def test_tuning_script_checks_then_times_and_writes_its_record(tmp_path):
     assert len(record["cases"]) == 4  # S=128 and S=77, causal and not
     for entry in record["cases"]:
         assert entry["best"], entry["case"]
-        for name, candidate in entry["candidates"].items():
+        for candidate in entry["candidates"].values():
             assert candidate["check"]["passed"] and candidate["check"]["rel_err"] < REL_ERR_BOUND["fp16"]
             assert candidate["n"] == 2 and candidate["median_us"] > 0
         # the descriptor config cannot run S=77 exactly, so it is not even tried there

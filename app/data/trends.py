@@ -192,7 +192,7 @@ def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
     """Each series divided by its value at the run of `base_commit` (full sha or prefix), or at
     its first point when that commit is not plotted; value, p10 and p90 alike."""
     out = series.copy()
-    for name, group in out.groupby("series", sort=False):
+    for _series, group in out.groupby("series", sort=False):
         group = group.sort_values("x_order")
         at_base = group[group["commit_sha"].fillna("").str.startswith(base_commit)] if base_commit else group.iloc[:0]
         reference = (at_base if not at_base.empty else group)["value"].iloc[0]

@@ -79,7 +79,7 @@ def find_recoveries(con, thresholds_for: Callable[[str | None], Thresholds], rul
     for alert_id, run, value in con.execute(_RUNS_AFTER_SQL, [only_gpu, only_gpu, limit]).fetchall():
         after.setdefault(alert_id, []).append((run, value))
     out = []
-    for alert_id, case_id, gpu, pool, metric, run_id, baseline in alerts:
+    for alert_id, case_id, gpu, _pool, metric, _run_id, baseline in alerts:
         th = thresholds[gpu]
         effect = rules.min_effect(case_id, gpu, th.min_effect)
         runs = after.get(alert_id, [])[-th.resolve_after:]
