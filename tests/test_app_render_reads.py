@@ -12,9 +12,9 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-import attnwatch.app.data.store as store
 from app_history import build_history
 from test_app_pages import ENTRYPOINT
+from test_app_warm import connections  # noqa: F401 - the fixture that counts store.open_read
 
 # A write in another process that does not wait for the lock: it fails while any connection of
 # this process still holds the file.
@@ -30,19 +30,12 @@ def history(tmp_path_factory):
 
 
 @pytest.fixture()
-def opened(monkeypatch, history):
-    """The connections the dashboard's data layer opens from now on, on empty caches."""
+def opened(connections, monkeypatch, history):
+    """The connections the dashboard's data layer opens from now on (test_app_warm's count), on
+    empty caches."""
     monkeypatch.setenv("ATTNWATCH_DB", str(history))
     st.cache_data.clear()
-    calls = []
-    real = store.open_read
-
-    def counting(*args, **kwargs):
-        calls.append(args)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(store, "open_read", counting)
-    yield calls
+    yield connections
     st.cache_data.clear()
 
 
