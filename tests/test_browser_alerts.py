@@ -79,16 +79,26 @@ def settle(page, text: str) -> None:
     assert shown.count() == 0, f"a traceback is shown: {shown.first.inner_text()[:600]}"
 
 
-def test_largest_open_cause_first_tables_fit_and_the_axis_has_a_unit(served):
+def test_the_largest_open_cause_is_listed_and_shown_first(served):
+    """The 16-alert step before the newer one-alert correctness failure."""
+    url, browser, _, ids = served
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(f"{url}/alerts", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+        settle(page, FORM)
+        old = f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}"
+        assert page.get_by_role("combobox", name="commit range").input_value().startswith(old)
+    finally:
+        page.close()
+
+
+def test_tables_fit_the_page_no_chip_is_cut_and_the_axis_has_a_unit(served):
     _, _, _, ids = served
-    page = open_alerts(served)
+    page = open_alerts(served, f"?group={ids['old_step_base']}..{ids['old_step_commit']}")
     try:
         page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stDataFrame] th')].length >= 10",
                                timeout=PAGE_TIMEOUT_MS)
         state = page.evaluate(STATE)
-        # The 16-alert step before the newer one-alert failure, and it is the group shown.
-        old = f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}"
-        assert page.get_by_role("combobox", name="commit range").input_value().startswith(old)
         assert state["pageWidth"] <= VIEWPORT["width"], "the page scrolls sideways"
         assert len(state["tables"]) == 2, state["tables"]
         for table in state["tables"]:
