@@ -15,7 +15,7 @@ from typing import Callable
 import streamlit as st
 
 from attnwatch.app.data.runs import HistoryShape, gpu_pools, history_shape
-from attnwatch.app.data.store import HistoryUnavailable, Source, current_source
+from attnwatch.app.data.store import HistoryUnavailable, Source, current_source, render_reads
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.errors import HistoryError
 
@@ -129,12 +129,13 @@ def run_page(title: str, body: Callable[[Source, HistoryShape], None], needs_his
     st.title(title)
     source = page_source()
     try:
-        shape = history_shape(source)
-        if shape.empty and needs_history:
-            empty_history_notice(source)
-            return
-        synthetic_banner(shape.synthetic_runs, shape.runs)
-        body(source, shape)
+        with render_reads(source):  # the render's queries share one connection (app.data.store)
+            shape = history_shape(source)
+            if shape.empty and needs_history:
+                empty_history_notice(source)
+                return
+            synthetic_banner(shape.synthetic_runs, shape.runs)
+            body(source, shape)
     except (HistoryUnavailable, HistoryError) as exc:
         show_unavailable(exc)
 

@@ -13,6 +13,7 @@ import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from alert_form import fill
 from app_history import REGRESSED_CASE, START, build_history
 from bundle_factory import make_bundle
 from attnwatch.history.detection.alerts import alert_events, list_alerts
@@ -103,8 +104,8 @@ def test_acknowledge_during_an_ingest_waits_and_both_are_kept(history, monkeypat
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=180).run()
     at.switch_page("views/alerts.py").run()
     at.text_input(key="alerts_case").input(REGRESSED_CASE).run()  # the group of this case's alerts
-    at.text_area(key="alerts_note").input("Looking at it while CI ingests")
-    at.text_input(key="alerts_actor").input("kernel-dev")
+    at.selectbox(key="alerts_alert").set_value(alert.alert_id).run()
+    fill(at, "Looking at it while CI ingests")  # the alert drawn alone: no confirmation to wait for
 
     proc = start_ingest(db, bundles)
     try:

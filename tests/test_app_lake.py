@@ -9,6 +9,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attnwatch.app.data.store import current_source
+from alert_form import fill
 from app_history import CRASHED_CASE, build_history
 from bundle_factory import make_bundle
 from attnwatch.history.detection.alerts import list_alerts
@@ -64,8 +65,7 @@ def test_the_read_only_role_is_told_so_on_the_alerts_page(team_lake, postgres_se
     postgres_server.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
     monkeypatch.setenv("ATTNWATCH_DB", team_lake.replace("user=attnwatch", f"user={role}"))
     at = _render("views/alerts.py")
-    at.text_area(key="alerts_note").input("looking at it")
-    at.text_input(key="alerts_actor").input("kernel-dev")
+    fill(at, "looking at it")
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception, [e.value for e in at.exception]
     errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped Markdown

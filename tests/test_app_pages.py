@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from alert_form import fill
 from app_history import (
     CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, REGRESSED_CASE,
     add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
@@ -287,19 +288,22 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
     at = open_page(db, monkeypatch, "views/alerts.py")
     at.text_input(key="alerts_case").input(REGRESSED_CASE).run()  # a group of this case's two alerts
     pair = {a.alert_id for a in list_alerts(db) if a.case_id == REGRESSED_CASE}
-    at.text_input(key="alerts_actor").input("kernel-dev")
+    at.selectbox(key="alerts_alert").set_value(target).run()
+    fill(at, actor="kernel-dev")
     at.button(key="alerts_acknowledge").click().run()  # Acknowledge with an empty note
     assert any("Not changed" in e and "note" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
 
-    at.text_area(key="alerts_note").input("Known: tile change in 05; <b>looking</b>")
+    fill(at, "Known: tile change in 05; <b>looking</b>", actor=None)
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
     assert any(f"#{target}" in s and "now acknowledged" in s for s in texts(at, "success"))
     stored = next(a for a in list_alerts(db) if a.alert_id == target)
     assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
 
-    at.button(key="alerts_resolve").click().run()  # Resolve
+    fill(at, scope="group")  # the pair, one of them acknowledged: resolved together once confirmed
+    at.button(key="alerts_resolve").click().run()
+    at.button(key="alerts_confirm").click().run()
     assert {a.status for a in list_alerts(db) if a.alert_id in pair} == {"resolved"}
     at.multiselect(key="alerts_status").set_value(["resolved"]).run()
     assert set(frame_with(at, "label")["alert_id"]) == pair
@@ -389,7 +393,7 @@ def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypa
     target = alert_id_of(db, REGRESSED_CASE)
     at = open_page(db, monkeypatch, "views/alerts.py")
     at.text_input(key="alerts_case").input(REGRESSED_CASE).run()
-    at.text_area(key="alerts_note").input("a note")
+    fill(at, "a note", actor=None)
     at.button(key="alerts_acknowledge").click().run()
     assert any("Not changed" in e and "actor" in e for e in texts(at, "error"))
     assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"

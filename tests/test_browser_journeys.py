@@ -193,19 +193,21 @@ def test_triage_a_commits_alerts_with_one_note(browser, dashboard):
     try:
         visit.open(url + "/", "This push", drawn="Regressions (8)")
         visit.click(visit.page.locator(LINK).filter(has_text="grouped by the commit"))
-        visit.settle("Alerts", drawn="Acknowledge or resolve this group")
+        visit.settle("Alerts", drawn="Acknowledge or resolve")
         page = visit.page
-        # The newest group (the push's correctness failure) is shown first; pick the older step's.
+        # The largest open cause (the older 16-alert step) is listed and shown first.
         old = f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}"
-        visit.click(page.get_by_role("combobox", name="commit range"))
-        visit.click(page.get_by_role("option").filter(has_text=old))
-        visit.settle("Alerts", drawn="Acknowledge 16")
+        assert visit.selected("commit range").startswith(old)
         assert visit.query()["group"] == f"{ids['old_step_base']}..{ids['old_step_commit']}"
         page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)  # the step on its series, with the band
         assert "threshold band" in page.locator(".js-plotly-plot").first.inner_text()
+        visit.click(page.get_by_text("all 16 unresolved alerts of this commit range"))
+        visit.settle("Alerts", drawn="Acknowledge 16…")
         page.get_by_role("textbox", name="note").fill("cuda_wmma tiles changed in 03; bisecting")
         page.get_by_role("textbox", name="who").fill("kernel-dev")
-        visit.click(page.get_by_role("button", name="Acknowledge 16"))
+        visit.click(page.get_by_role("button", name="Acknowledge 16…"))
+        visit.settle("Alerts", drawn="Acknowledge all 16 alerts of this commit range")
+        visit.click(page.get_by_role("button", name="Yes, acknowledge 16"))
         visit.settle("Alerts", drawn="16 alert(s) now acknowledged")
         assert "16 alert(s) now acknowledged" in visit.text()
         assert visit.clicks == 4
@@ -217,6 +219,6 @@ def test_triage_a_commits_alerts_with_one_note(browser, dashboard):
             re.compile(re.escape(old) + ".*16 acknowledged$"), timeout=PAGE_TIMEOUT_MS)
         expect(page.get_by_role("combobox", name="alert drawn on its series")).to_have_value(
             re.compile(" · acknowledged$"), timeout=PAGE_TIMEOUT_MS)
-        reopens(browser, visit, "Alerts", "Acknowledge or resolve this group", choices=["commit range", "alert drawn on its series"])
+        reopens(browser, visit, "Alerts", "Acknowledge or resolve", choices=["commit range", "alert drawn on its series"])
     finally:
         visit.close()

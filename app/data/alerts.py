@@ -1,5 +1,5 @@
 """The Alerts page's lifecycle side: the GPUs with alerts, one alert's events, and the two
-actions on a group, which history.detection.alerts performs in one write transaction with lock retry.
+actions on one alert or a group, which history.detection.alerts performs in one write transaction with lock retry.
 Listing and grouping for triage is app.data.triage."""
 
 from __future__ import annotations
@@ -43,8 +43,14 @@ def events_of(source: Source, alert_id: int) -> pd.DataFrame:
                         columns=["alert_id", "action", "note", "actor", "happened_at"])
 
 
+def check_change(action: str, note: str, actor: str) -> None:
+    """Raises the AlertError `change_status` would raise for this note and actor, before anything
+    is asked or written."""
+    history_alerts.check_change(action, note, actor)
+
+
 def change_status(source: Source, alert_ids, action: str, note: str, actor: str):
-    """Acknowledge or resolve a group of alerts with one note, all or none (one transaction);
+    """Acknowledge or resolve one alert or a group with one note, all or none (one transaction);
     raises history's AlertError / LockTimeoutError with a readable message."""
     if action == "acknowledge":
         return history_alerts.acknowledge_many(source.path, alert_ids, note, actor)

@@ -5,7 +5,8 @@ A step alert sits at the first main run after the step (`alerts.run_id`); the co
 caused it runs from the commit of the main run before that one on the same GPU and pool (the newest
 earlier main run that did not fail outright, as everywhere in the dashboard) to the alert's
 commit. All alerts with the same range form one group, across GPUs and metrics: one push that
-slowed a kernel everywhere is one thing to triage, not 48.
+slowed a kernel everywhere is one thing to triage, not 48. Groups are listed largest open cause
+first (`groups`): a step that moved 48 series comes before a one-series drift of 2-4%.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import series_order
 
 METRIC_NAMES = {"median_us": "latency", "gap_to_baseline": "gap to baseline", "correctness": "correctness"}
+# The y axis of a step alert's chart: what the stored number is, in its unit (detection's columns).
+METRIC_AXES = {"median_us": "median latency (µs)", "gap_to_baseline": "gap to baseline (× the baseline's latency)"}
 # Metrics of step alerts that have a series in `case_series` (column names from detection).
 SERIES_METRICS = ("median_us", "gap_to_baseline")
 
@@ -68,11 +71,18 @@ def moved(row) -> str:
     return row.attribution + (": " + "; ".join(c.text() for c in changes) if changes else "")
 
 
+GROUP_FIELDS = ["group_key", "commits", "alerts", "not_resolved", "regressions", "improvements", "correctness",
+                "gpus", "metrics", "statuses", "largest_change_pct", "commit_message", "newest_run"]
+
+
 def groups(alerts: pd.DataFrame) -> pd.DataFrame:
-    """One row per commit range: counts by kind and status, GPUs, metrics, the largest change."""
+    """One row per commit range: counts by kind and status, GPUs, metrics, the largest change.
+
+    Largest open cause first: by the alerts not yet resolved (how many series the step moved
+    that still wait for someone), then the largest change in either direction, then the
+    newest step; a tie left after that keeps the newest-first order of `alerts`."""
     if alerts.empty:
-        return pd.DataFrame(columns=["group_key", "commits", "alerts", "regressions", "improvements", "correctness",
-                                     "gpus", "metrics", "statuses", "largest_change_pct", "commit_message", "newest_run"])
+        return pd.DataFrame(columns=GROUP_FIELDS)
     rows = []
     for key, g in alerts.groupby("group_key", sort=False):
         statuses = g["status"].value_counts()
@@ -82,6 +92,7 @@ def groups(alerts: pd.DataFrame) -> pd.DataFrame:
             "group_key": key,
             "commits": short_range(g["prev_sha"].iloc[0], g["commit_sha"].iloc[0]),
             "alerts": len(g),
+            "not_resolved": int((g["status"] != "resolved").sum()),
             "regressions": int(kinds.get("regression", 0)),
             "improvements": int(kinds.get("improvement", 0)),
             "correctness": int(kinds.get("correctness", 0)),
@@ -92,7 +103,11 @@ def groups(alerts: pd.DataFrame) -> pd.DataFrame:
             "commit_message": g["commit_message"].iloc[0],
             "newest_run": g["run_started_at"].max(),
         })
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=GROUP_FIELDS)
+    effect = pd.to_numeric(table["largest_change_pct"], errors="coerce").abs().fillna(0.0)  # None: correctness only
+    order = table.assign(_effect=effect).sort_values(
+        ["not_resolved", "_effect", "newest_run"], ascending=False, kind="stable", na_position="last")
+    return order.drop(columns="_effect").reset_index(drop=True)
 
 
 def short_range(base: str | None, head: str | None) -> str:
@@ -110,14 +125,14 @@ def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: st
                  pool: str | None = None) -> pd.DataFrame:
     """The series detection scanned for this alert (`case_series`: main, ok results, series
     order) in its pool (every pool's points when None: an alert from before pools), `around`
-    points either side of the alert's run, on the commit axis."""
+    points either side of the alert's run, on the commit axis, with the timer of each point."""
     if metric not in SERIES_METRICS:
         raise ValueError(f"no series for metric {metric!r}")
     frame = read_frame(
         source,
         f"""
         WITH s AS (
-            SELECT run_id, commit_sha, started_at, series_at, {metric} AS value, series_index
+            SELECT run_id, commit_sha, started_at, series_at, {metric} AS value, timing_mode, series_index
             FROM case_series WHERE case_id = ? AND series_gpu = ? AND (?::VARCHAR IS NULL OR series_pool = ?)
               AND {metric} IS NOT NULL
         ),

@@ -186,6 +186,16 @@ def _clean(text: Any, name: str, limit: int, required: bool) -> str:
     return text
 
 
+def check_change(action: str, note: Any, actor: Any) -> None:
+    """Raise the AlertError `acknowledge_many` / `resolve_many` would raise for this note and
+    actor, without opening the history: the dashboard asks for a group's confirmation only for a
+    change that can be made."""
+    if action not in ("acknowledge", "resolve"):
+        raise AlertError(f"action: expected acknowledge or resolve, got {action!r}")
+    _clean(note, "note", MAX_NOTE, action == "acknowledge")
+    _clean(actor, "actor", MAX_ACTOR, True)
+
+
 def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: str, note_required: bool) -> list[Alert]:
     """Move every alert of `alert_ids` to `target` in one transaction: all of them, or (on an
     unknown id or a transition the lifecycle refuses) none, with the offending alert named."""
