@@ -24,7 +24,7 @@ class _Kept(logging.Handler):
         self.records.append(record)
 
 
-def test_a_trends_view_hashes_its_frames_without_a_warning(history, monkeypatch):  # noqa: F811 - the imported fixture
+def test_a_trends_view_hashes_its_frames_without_a_warning(history, monkeypatch):
     kept = _Kept()
     logger = logging.getLogger(HASHING_LOGGER)
     logger.addHandler(kept)
