@@ -4,7 +4,10 @@ Every module lives under this one name: `attnwatch.app`, `attnwatch.ci`, `attnwa
 `attnwatch.kernels`. In a checkout they are the repository's top-level folders, and this package
 holds a relative symbolic link to each (`attnwatch/ci -> ../ci`), so Python, a type checker and an
 editor's go-to-definition all resolve `attnwatch.ci.…` to `ci/…` with no path manipulation. The
-wheel places the folders themselves inside this package (setup.py).
+wheel places the folders themselves inside this package (setup.py). `attnwatch.scripts` (the
+checkout's tools, which the tests import) is linked the same way and is not in the wheel. A module
+that finds its data files beside itself resolves its `__file__` first, so that recorded paths name
+the real folder (`kernels/…`), not the link.
 
 A compare child that measures another revision's `kernels/` (ci/child_env.py) sets
 KERNELS_FROM_PATH_ENV: `attnwatch.kernels` is then the top-level `kernels` package that the

@@ -23,7 +23,7 @@ from typing import Any, Callable, NamedTuple
 from attnwatch.history.contract.bundle import CorrectnessRecord
 
 ERROR_LIMIT = 500  # characters of an error kept in the record
-TOLERANCES = Path(__file__).with_name("gpu_benchmark_tolerances.toml")
+TOLERANCES = Path(__file__).resolve().with_name("gpu_benchmark_tolerances.toml")
 
 
 class Bounds(NamedTuple):

@@ -41,7 +41,7 @@ from .operators import get_operator
 from .registry import get
 from .variant import Variant
 
-TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
+TOLERANCES_PATH = Path(__file__).resolve().with_name("tolerances.toml")
 ERROR_TEXT_LIMIT = 2000
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-RULES_FILE = Path(__file__).with_name("rules.toml")
+RULES_FILE = Path(__file__).resolve().with_name("rules.toml")
 PROJECT_PACKAGES = ("kernels", "ci", "history", "app")
 _INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 _DYNAMIC = {"import_module", "__import__"}

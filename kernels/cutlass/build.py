@@ -24,7 +24,7 @@ from .configs import TileConfig
 from .headers import cutlass_include_dir, cutlass_version
 from ..nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
 
-SOURCE = Path(__file__).with_name("attention_3k.cu")
+SOURCE = Path(__file__).resolve().with_name("attention_3k.cu")
 ARCH = "sm_90a"
 # -O3 also optimises the host side (argument setup, launch); NDEBUG drops CUTLASS's host asserts.
 BASE_FLAGS = ("-std=c++17", "--expt-relaxed-constexpr", "-O3", "-DNDEBUG")

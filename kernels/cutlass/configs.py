@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-TILES_PATH = Path(__file__).with_name("tiles.toml")
+TILES_PATH = Path(__file__).resolve().with_name("tiles.toml")
 
 # CUTLASS kernel schedule names -> the ATTN3K_SCHEDULE code understood by attention_3k.cu.
 SCHEDULES = {"warpspecialized": 1, "pingpong": 2, "cooperative": 3}

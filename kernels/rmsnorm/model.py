@@ -39,7 +39,7 @@ ELEMENT_SIZE = {"fp16": 2, "bf16": 2, "fp32": 4}
 ROW_SCALE_LOG2 = 3.0  # row scales 2^U(-3, 3): 1/8 .. 8
 REFERENCE_CHUNK_BYTES = 1 << 30  # float64 intermediates held at once by reference64
 # The per-dtype tolerances of every RMSNorm case (Operator.tolerances; kernels.correctness reads it).
-TOLERANCES_PATH = Path(__file__).with_name("tolerances.toml")
+TOLERANCES_PATH = Path(__file__).resolve().with_name("tolerances.toml")
 
 
 def _check_mode(mode: str) -> None:

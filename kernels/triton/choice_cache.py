@@ -45,7 +45,7 @@ DIR_ENV = "ATTNWATCH_TRITON_CHOICES"
 RETUNE_ENV = "ATTNWATCH_TRITON_RETUNE"
 SCHEMA = "attnwatch.triton_choice"
 VERSION = 1
-KERNEL_SOURCE = Path(__file__).with_name("fa2_fwd.py")
+KERNEL_SOURCE = Path(__file__).resolve().with_name("fa2_fwd.py")
 
 
 def cache_dir(env: Mapping[str, str] | None = None) -> Path:

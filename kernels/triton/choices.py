@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .configs import ConfigError, ConfigTable, load_table
 
-CHOICES_FILE = Path(__file__).with_name("choices.toml")
+CHOICES_FILE = Path(__file__).resolve().with_name("choices.toml")
 DTYPES = ("fp16", "bf16")
 
 

@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-CONFIG_FILE = Path(__file__).with_name("configs.toml")
+CONFIG_FILE = Path(__file__).resolve().with_name("configs.toml")
 
 
 class ConfigError(ValueError):
