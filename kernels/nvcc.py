@@ -414,7 +414,7 @@ class CubinKernel:
             with _current_stream():  # cupy raises CUDADriverError when the launch is refused
                 function(grid, block, converted, shared_mem=shared_mem)
 
-        launch.keep_alive = tuple(args)  # type: ignore[attr-defined]
+        launch.keep_alive = tuple(args)  # type: ignore[attr-defined]  # mypy does not model a function's attributes; this one is only held
         return launch
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> None:
