@@ -94,7 +94,7 @@ def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
                      for i, r in enumerate(checks)],
         builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
                 for i, b in enumerate(run.builds)],
-        samples={c.outcome.case_id: list(c.samples) for c in timed},
+        samples={c.outcome.case_id: list(c.samples) for c in timed if c.samples is not None},  # ok: has samples
         sample_clocks={c.outcome.case_id: list(c.clocks) for c in timed if c.clocks},
     ))
 
@@ -104,7 +104,7 @@ def benchmark_document(header: dict[str, Any], cases: list[CaseRecords]) -> dict
     (`extra_info["attnwatch_case"]`); with no entries when no host timing ran (compare), which
     pytest-benchmark's own tools read as a run of no benchmarks."""
     entries = [{**c.host_entry, "extra_info": {**(c.host_entry.get("extra_info") or {}), CASE_LINK_KEY: c.outcome.case_id}}
-               for c in cases]
+               for c in cases if c.host_entry is not None]
     return {
         "machine_info": header.get("machine_info") or {},
         "commit_info": header.get("commit_info") or {},
@@ -179,7 +179,7 @@ def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Pat
 def _device_fields(child_env: dict[str, Any]) -> dict[str, Any]:
     if child_env.get("device_kind") != "cuda":
         return {}
-    fields_ = ("gpu_name", "compute_capability", "sm_count", "l2_bytes", "gpu_count")
+    fields_: tuple[str, ...] = ("gpu_name", "compute_capability", "sm_count", "l2_bytes", "gpu_count")
     # The child found its GPU by torch's UUID: its identity (and clocks) is the one recorded.
     fields_ += (*IDENTITY_FIELDS, "sm_clock_mhz", "sm_clock_max_mhz")
     return {k: child_env.get(k) for k in fields_}

@@ -307,9 +307,9 @@ def torch_device_identity(ordinal: int) -> dict[str, str]:
     found: dict[str, str] = {}
     if getattr(props, "uuid", None) is not None:
         found["uuid"] = str(props.uuid)
-    parts = [getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-    if all(isinstance(p, int) for p in parts):
-        found["pci_bus_id"] = pci_from_parts(*parts)
+    domain, bus, device = (getattr(props, name, None) for name in ("pci_domain_id", "pci_bus_id", "pci_device_id"))
+    if isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int):
+        found["pci_bus_id"] = pci_from_parts(domain, bus, device)
     return found
 
 

@@ -60,7 +60,9 @@ def declared_version(checkout: Path) -> int:
     except (SyntaxError, ValueError) as exc:
         raise HarnessApiError(f"{API_FILE}: not valid Python ({exc.__class__.__name__}: {exc})"[:300]) from None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if any(isinstance(t, ast.Name) and t.id == VERSION_NAME for t in targets):
             value = node.value
             if isinstance(value, ast.Constant) and type(value.value) is int and value.value >= 0:
@@ -107,7 +109,10 @@ def kernels_api() -> Any:
 
 def kernels_dir() -> Path:
     """Where this process's kernels package is (recorded per side: which checkout was measured)."""
-    return Path(import_module(KERNELS_PACKAGE).__file__).resolve().parent
+    module = import_module(KERNELS_PACKAGE)
+    if module.__file__ is None:  # a namespace package: a kernels folder without __init__.py
+        raise HarnessApiError(f"{KERNELS_PACKAGE}: imported from a folder without __init__.py, not a kernels package")
+    return Path(module.__file__).resolve().parent
 
 
 def _version_0() -> SimpleNamespace:

@@ -44,7 +44,7 @@ def bounds_for(dtype: str, atol: float | None, rtol: float | None, norm_rtol: fl
     for name, value in given.items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
             raise ToleranceUsageError(f"{name}={value!r}: a bound is a number >= 0")
-    if None not in given.values():
+    if atol is not None and rtol is not None and norm_rtol is not None:
         return Bounds(float(atol), float(rtol), float(norm_rtol))
     from attnwatch.kernels.correctness import load_tolerances
 

@@ -200,7 +200,7 @@ class GpuBenchmark:
 
         engine = _engine(self.request.config)
         variant, shape, dtype = names
-        subjects = [Subject(case_id, call)] + ([Subject(ref_id, ref_call)] if ref_id is not None else [])
+        subjects = [Subject(case_id, call)] + ([Subject(ref_id, ref_call)] if ref_id is not None and ref_call is not None else [])
         raws, group_id = engine.measure(subjects, case_id)
         failed = [raw.error for raw in raws.values() if raw.error or not raw.samples_us]
         if failed:

@@ -216,6 +216,7 @@ def _ncu_note(ncu: Any) -> str:
 
 def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress) -> None:
     env = _child_env(work, checkout, options)
+    assert options.case_timeout_s is not None  # RunOptions.__post_init__ sets it
     attribution = CrashAttribution()
     generation = 0
     while state.remaining() and generation <= options.max_restarts:
@@ -271,6 +272,7 @@ def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions,
     """Start one child, follow its journal until it exits or goes silent; (exit code, timed out)."""
     from attnwatch.ci.journal import JournalReader
 
+    assert options.case_timeout_s is not None  # RunOptions.__post_init__ sets it
     cmd = [
         options.python, "-m", "pytest", str(SUITES_DIR / "test_bench.py"),
         "-q", "-p", "no:cacheprovider", "--import-mode=append", "--rootdir", str(REPO_ROOT),

@@ -69,7 +69,7 @@ class SuiteState:
 
     def apply(self, event: dict[str, Any]) -> None:
         kind = event.get("kind")
-        case = event.get("case")
+        case: Any = event.get("case")  # a case id (str) in every event about a case
         if kind == "session":
             self.sessions.append(event)
         elif kind == "fingerprints":

@@ -186,7 +186,7 @@ def _names(args, filename) -> bool:
     return False
 
 
-def _in_chain(exc: BaseException, kind: type) -> bool:
+def _in_chain(exc: BaseException | None, kind: type) -> bool:
     seen = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, kind):

@@ -73,10 +73,10 @@ def save_traceback(exc: BaseException, command: str, argv: list[str] | None = No
         except OSError as exc_dir:
             problems.append(f"{directory}: {exc_dir.strerror or exc_dir}")
     try:
-        fd, path = tempfile.mkstemp(prefix=f"attnwatch-traceback-{name}-", suffix=".txt")
+        fd, temp_name = tempfile.mkstemp(prefix=f"attnwatch-traceback-{name}-", suffix=".txt")
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
-        return Path(path), ""
+        return Path(temp_name), ""
     except OSError as exc_tmp:
         problems.append(f"the temporary directory: {exc_tmp.strerror or exc_tmp}")
     return None, "; ".join(problems)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from os import PathLike
+
 
 class HistoryError(Exception):
     """Base class: printed by the CLI as one clear line, exit code 2, no traceback."""
@@ -10,7 +12,7 @@ class HistoryError(Exception):
 class BundleError(HistoryError):
     """A bundle or benchmark file failed validation; nothing was written."""
 
-    def __init__(self, path: str, field: str, message: str) -> None:
+    def __init__(self, path: str | PathLike[str], field: str, message: str) -> None:
         self.path = str(path)
         self.field = field
         self.message = message

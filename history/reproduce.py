@@ -78,7 +78,7 @@ def compare_command(case_id: str, base_sha: str | None, head_sha: str | None, *,
     """A/B `case_id` between two commits again, with the same interval method and round cap.
     `dirty`: either run measured uncommitted changes, so the command ends with DIRTY_NOTE."""
     flags = _case_flags(case_id)
-    if flags is None or not all(s and _SHA.match(s) for s in (base_sha, head_sha)):
+    if flags is None or base_sha is None or head_sha is None or not all(_SHA.match(s) for s in (base_sha, head_sha)):
         return None
     extra = (["--method", method] if method else []) + (["--rounds", str(int(rounds))] if rounds else [])
     return _command(["attnwatch", "compare", "--base", base_sha, "--head", head_sha, *flags, *extra]) + \

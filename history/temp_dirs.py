@@ -38,7 +38,7 @@ def sweep_stale(prefix: str, root: Path | None = None) -> list[Path]:
     whose process is gone and that are not marked kept; returns what was removed."""
     root = Path(root or tempfile.gettempdir())
     pattern = re.compile(re.escape(prefix) + r"(\d+)-[^/]+$")
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(root.iterdir())
     except OSError:

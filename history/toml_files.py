@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal, overload
 
 
+@overload
+def read_toml(file: Path, what: str, error: type[Exception], missing_ok: Literal[False] = False) -> dict: ...
+@overload
+def read_toml(file: Path, what: str, error: type[Exception], missing_ok: bool) -> dict | None: ...
 def read_toml(file: Path, what: str, error: type[Exception], missing_ok: bool = False) -> dict | None:
     """The parsed file; None when it is missing and `missing_ok`; else `error` naming the file."""
     try:

@@ -15,30 +15,36 @@ DTYPES = ("fp16", "bf16")
 ATTENTION_MODES = ("causal", "noncausal")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Case:
     variant: str
     shape: Any  # the operator's shape type (attention: kernels.shapes.Shape)
     dtype: str
-    causal: bool | None = None
-    mode: str | None = None
+    causal: bool  # attention's flag; False for another operator
+    mode: str  # attention's "causal" or "noncausal", another operator's own mode
     operator: str = "attention"
 
-    def __post_init__(self) -> None:
+    def __init__(self, variant: str, shape: Any, dtype: str, causal: bool | None = None, mode: str | None = None,
+                 operator: str = "attention") -> None:
+        """An attention case takes `causal` or `mode` (both: they must agree); another operator's its mode.
+        Written out rather than generated so that `causal` and `mode` are always set once built."""
+        for name, value in (("variant", variant), ("shape", shape), ("dtype", dtype), ("operator", operator)):
+            object.__setattr__(self, name, value)
         if self.dtype not in DTYPES + ("fp32",):
             raise ValueError(f"case {self.variant}/{self.shape.id}: unknown dtype {self.dtype!r}")
         if self.operator == "attention":
-            if self.mode is None and self.causal is None:
+            if mode is None and causal is None:
                 raise ValueError(f"case {self.variant}/{self.shape.id}: an attention case needs causal or mode")
-            mode = self.mode if self.mode is not None else mode_name(bool(self.causal))
-            if mode not in ATTENTION_MODES or (self.causal is not None and (mode == "causal") != bool(self.causal)):
+            mode = mode if mode is not None else mode_name(bool(causal))
+            if mode not in ATTENTION_MODES or (causal is not None and (mode == "causal") != bool(causal)):
                 raise ValueError(f"case {self.variant}/{self.shape.id}: attention mode {mode!r} "
-                                 f"does not match causal={self.causal!r}")
+                                 f"does not match causal={causal!r}")
             object.__setattr__(self, "mode", mode)
             object.__setattr__(self, "causal", mode == "causal")
         else:
-            if not self.mode:
+            if not mode:
                 raise ValueError(f"case {self.variant}/{self.shape.id}: a {self.operator} case needs its mode")
+            object.__setattr__(self, "mode", mode)
             object.__setattr__(self, "causal", False)
 
     @property

@@ -242,6 +242,7 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
     except Exception as exc:  # a broken variant costs its case, never the run
         return failed(_error_text("prepare", exc))
     operator = get_operator(case.operator)
+    assert prepared.inputs is not None  # Prepared.__post_init__ sets it
     inputs = tuple(prepared.inputs)
     names = _input_names(case, len(inputs))
     expected = input_shape(case) if case.operator == "attention" else None
@@ -268,7 +269,7 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             _synchronize(device)
         except Exception as exc:
             return failed(_error_text(f"call {call}", exc), call)
-        out = result if result is not None else prepared.out
+        out: Any = result if result is not None else prepared.out  # checked to be a tensor next
         problem = _layout_problem("output", out, case, tuple(ref.shape), contiguous=out is prepared.out)
         if problem:
             return failed(f"call {call}: {problem}", call)

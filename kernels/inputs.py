@@ -118,7 +118,8 @@ def make_qkv(shape: Any, dtype_name: str, device: Any, seed: int, profile: str |
     if profile == "large_logits":
         common = torch.randn((shape[0], shape[1], 1, shape[3]), generator=generator, device=device)
         k = k + LARGE_LOGIT_SHIFT * common
-    return tuple(x.to(dtype).contiguous() for x in (q, k, v))
+    q, k, v = (x.to(dtype).contiguous() for x in (q, k, v))
+    return q, k, v
 
 
 def make_output(case: Any, device: Any) -> Any:

@@ -25,7 +25,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 from . import compile_cache
 from .build_report import BuildReport
@@ -293,6 +293,17 @@ def parse_ptxas_verbose(log: str) -> dict[str, ResourceUsage]:
     return usages
 
 
+class _BuildFields(TypedDict):
+    """The BuildReport fields build_report fills the same whether or not ptxas named the kernel."""
+
+    variant: str
+    compile_seconds: float | None
+    source_hash: str | None
+    cached: bool
+    log_tail: str
+    config: dict[str, Any]
+
+
 def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> BuildReport:
     """The BuildReport for one kernel of a successful build.
 
@@ -301,7 +312,7 @@ def build_report(variant_name: str, result: NvccResult, kernel_name: str) -> Bui
     """
     usages = parse_ptxas_verbose(result.log)
     usage = usages.get(kernel_name)
-    common = dict(
+    common = _BuildFields(
         variant=variant_name,
         compile_seconds=result.compile_seconds,
         source_hash=result.source_hash,
@@ -403,7 +414,7 @@ class CubinKernel:
             with _current_stream():  # cupy raises CUDADriverError when the launch is refused
                 function(grid, block, converted, shared_mem=shared_mem)
 
-        launch.keep_alive = tuple(args)  # type: ignore[attr-defined]
+        launch.keep_alive = tuple(args)  # type: ignore[attr-defined]  # mypy does not model a function's attributes; this one is only held
         return launch
 
     def __call__(self, grid: tuple[int, ...], block: tuple[int, ...], args: Sequence[Any]) -> None:

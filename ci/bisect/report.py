@@ -15,7 +15,7 @@ def _intervals(measurement: Measurement | None, only_regressions: bool) -> list[
         return []
     out = []
     for c in measurement.cases:
-        if c.ratio is None or (only_regressions and measurement.decided.get(c.case_id) != "regression"):
+        if c.ratio is None or c.low is None or c.high is None or (only_regressions and measurement.decided.get(c.case_id) != "regression"):
             continue
         out.append(f"{c.case_id} x{c.ratio:.3f} [{c.low:.3f}, {c.high:.3f}] "
                    f"({(c.ratio - 1) * 100:+.1f}% [{(c.low - 1) * 100:+.1f}%, {(c.high - 1) * 100:+.1f}%])")
@@ -30,8 +30,8 @@ def _measurement(result: SearchResult, index: int) -> Measurement | None:
 def outcome_line(result: SearchResult, repo: Path) -> str:
     """One line: the culprit with its interval against the good revision, or why there is none."""
     commits = result.commits
-    if result.outcome == "found":
-        sha = result.culprit
+    sha = result.culprit
+    if sha is not None:  # the outcome is "found"
         found = "; ".join(_intervals(_measurement(result, result.bad_index), only_regressions=True))
         parent = ("the good revision" if result.good_index == 0 else f"its predecessor {commits[result.good_index][:12]}")
         return (f"found {sha[:12]} \"{subject(repo, sha)}\": {found} against the good {commits[0][:12]}, "

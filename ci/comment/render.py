@@ -339,7 +339,8 @@ def _ignored_section(report: CompareReport) -> list[str]:
 
 def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
     """Keep as many rows as fit in `budget` characters; return (rows, how many were left out)."""
-    kept, used = [], 0
+    kept: list[str] = []
+    used = 0
     for i, row in enumerate(rows):
         if used + len(row) + 1 > budget:
             return kept + [f"| … {len(rows) - i} more {what} left out to fit GitHub's comment limit; all are in compare.json |"], len(rows) - i

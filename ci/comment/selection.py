@@ -54,7 +54,7 @@ def _baseline_lines(selection) -> list[str]:
 
 def _canary_lines(report: CompareReport) -> list[str]:
     cases = report.canary_cases
-    if not cases:
+    if not cases or report.selection is None:  # canary cases come only with a selection
         return []
     verdicts = Counter(c.verdict for c in cases)
     names = ", ".join(md_code(v) for v in report.selection.canary)

@@ -73,11 +73,11 @@ THROTTLED = "timing__throttled_share"  # ncu_rules.toml's "throttled" rule reads
 
 def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
     """The share of the side's timed calls that NVML flagged as throttled (CaseTiming)."""
-    timed = [r for r in rounds if r is not None and r.timing and r.samples_us]
-    calls = sum(len(r.samples_us) for r in timed)
+    timed = [(r.timing, r.samples_us) for r in rounds if r is not None and r.timing and r.samples_us]
+    calls = sum(len(samples) for _, samples in timed)
     if not calls:
         return None
-    return sum(int(r.timing.get("throttled_samples") or 0) for r in timed) / calls
+    return sum(int(timing.get("throttled_samples") or 0) for timing, _ in timed) / calls
 
 
 def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool,

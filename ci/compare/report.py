@@ -13,12 +13,12 @@ from a rejected file is used.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from attnwatch.ci.errors import UserError
 from attnwatch.history.contract.bundle import OPERATOR_BOUNDS
-from attnwatch.history.contract.checks import TextRule, Upgrader, load_document, rule
+from attnwatch.history.contract.checks import TextRule, Upgrader, load_document, rule, rule_metadata
 from attnwatch.history.errors import BundleError
 from attnwatch.history.analysis.kernel_config import changed
 
@@ -161,7 +161,7 @@ class ReportError(UserError):
 class SideResult:
     """One side (base or head) of one case, over all rounds."""
 
-    status: str = rule(choices=SIDE_STATUSES)  # "ok" unless every round failed; else the worst outcome
+    status: str = field(metadata=rule_metadata(choices=SIDE_STATUSES))  # "ok" unless every round failed; else the worst outcome
     median_us: float | None = rule(None, latency=True)  # mean of per-round medians
     round_medians_us: list[float] = rule(default_factory=list, latency=True, max_items=1000)
     n_samples: int = rule(0, low=0)
@@ -202,7 +202,7 @@ class RuleChange:
     no noise was measured, its threshold), the band, and the µs of the change it accounts for."""
 
     rule: str
-    title: str = rule(max_len=MAX_TEXT)
+    title: str = field(metadata=rule_metadata(max_len=MAX_TEXT))
     base: float
     head: float
     change: float
@@ -215,7 +215,7 @@ class RuleChange:
 class ExactDelta:
     """One exact counter of one kernel that differs (history.analysis.exact_counters.ExactChange)."""
 
-    kernel: str = rule(max_len=MAX_TEXT)
+    kernel: str = field(metadata=rule_metadata(max_len=MAX_TEXT))
     metric: str
     label: str
     base: float | None
@@ -226,7 +226,7 @@ class ExactDelta:
 class NcuExplanation:
     """Why a regressed or improved case moved, by the counter rules: one line, then the evidence."""
 
-    cause: str = rule(max_len=MAX_TEXT)
+    cause: str = field(metadata=rule_metadata(max_len=MAX_TEXT))
     changes: list[RuleChange] = rule(default_factory=list, max_items=50)
     exact: list[ExactDelta] = rule(default_factory=list, max_items=200)
 
@@ -238,7 +238,7 @@ class CaseComparison:
     shape_id: str
     dtype: str
     causal: bool
-    verdict: str = rule(choices=VERDICTS)
+    verdict: str = field(metadata=rule_metadata(choices=VERDICTS))
     base: SideResult
     head: SideResult
     ratio: float | None = rule(None, positive=True)  # head / base
@@ -264,7 +264,7 @@ class CaseComparison:
     def config_change(self) -> tuple[str, str] | None:
         """(base, head) configuration when each side ran one and they differ."""
         b, h = self.base.kernel_config, self.head.kernel_config
-        return (b, h) if changed(b, h) else None
+        return (b, h) if b is not None and h is not None and changed(b, h) else None
 
 
 @dataclass
@@ -274,7 +274,7 @@ class VariantChoice:
 
     variant: str
     measured: bool
-    reason: str = rule(max_len=MAX_TEXT)
+    reason: str = field(metadata=rule_metadata(max_len=MAX_TEXT))
     cases: int = rule(0, low=0)  # planned cases of the variant
     base_fingerprint: str | None = rule(None, max_len=64)
     head_fingerprint: str | None = rule(None, max_len=64)
@@ -286,7 +286,7 @@ class SelectionRecord:
     harness or the libraries); None: selected by fingerprint. `canary`: the unchanged variants
     measured anyway as an A/A check, whose verdicts are shown as such."""
 
-    variants: list[VariantChoice] = rule(max_items=1000)
+    variants: list[VariantChoice] = field(metadata=rule_metadata(max_items=1000))
     reference: str | None = None
     canary: list[str] = rule(default_factory=list, max_items=100)
     everything: str | None = rule(None, max_len=MAX_TEXT)
@@ -302,17 +302,17 @@ TIME_PARTS = ("startup_s", "builds_s", "fingerprint_s", "correctness_s", "timing
 
 @dataclass
 class CompareReport:
-    base_sha: str = rule(max_len=64)
-    head_sha: str = rule(max_len=64)
-    merge_base_sha: str = rule(max_len=64)
+    base_sha: str = field(metadata=rule_metadata(max_len=64))
+    head_sha: str = field(metadata=rule_metadata(max_len=64))
+    merge_base_sha: str = field(metadata=rule_metadata(max_len=64))
     gpu_name: str
-    rounds: int = rule(low=1, high=1000)
-    method: str = rule(choices=METHODS)
+    rounds: int = field(metadata=rule_metadata(low=1, high=1000))
+    method: str = field(metadata=rule_metadata(choices=METHODS))
     confidence: float
     min_effect: float
     shape_set: str
-    created_at: str = rule(timestamp=True)  # ISO 8601 with its UTC offset (history.contract.checks.parse_utc)
-    cases: list[CaseComparison] = rule(max_items=MAX_CASES)
+    created_at: str = field(metadata=rule_metadata(timestamp=True))  # ISO 8601 with its UTC offset (history.contract.checks.parse_utc)
+    cases: list[CaseComparison] = field(metadata=rule_metadata(max_items=MAX_CASES))
     base_ref: str = ""
     head_ref: str = ""
     repo: str = ""  # OWNER/NAME (ci.environment.repository_identity); "" only in reports written before v8

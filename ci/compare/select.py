@@ -80,6 +80,7 @@ def difference(base: dict | None, head: dict | None) -> str | None:
             return f"not on the {side} side"
         if not fp.get("digest"):
             return f"fingerprint unknown on the {side} side: {fp.get('unknown') or 'no digest'}"
+    assert base is not None and head is not None  # each was checked above
     if base["digest"] == head["digest"]:
         return None
     bf, hf = base.get("files") or {}, head.get("files") or {}

@@ -94,6 +94,7 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                 options: SessionOptions, log: Callable[[str], None] = print) -> Session:
     import sys
 
+    assert options.workers_per_side is not None  # SessionOptions.__post_init__ sets it
     plan = RunPlan(cases=list(cases), timing=options.timing.to_dict(), device_kind=options.device_kind,
                    correctness=options.correctness, correctness_seeds=list(options.correctness_seeds),
                    timing_seed=options.timing_seed, extra_variant_modules=list(options.extra_variant_modules))

@@ -68,11 +68,12 @@ class Side:
 
     # -- the worker --------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Start a worker without waiting for it (both sides start in parallel)."""
+    def start(self) -> WorkerProcess:
+        """Start a worker without waiting for it (both sides start in parallel); returns it."""
         if self._worker is None:
             self._worker = WorkerProcess(self.spec, f"{self.name}-{self.times.workers_started}").start()
             self.times.workers_started += 1
+        return self._worker
 
     def ready(self) -> None:
         """Wait until the worker has started and built (a side that cannot start fails its
@@ -85,9 +86,9 @@ class Side:
     def _ready_worker(self) -> WorkerProcess:
         """The worker, started and built; a worker dying during a build fails that build."""
         while True:
-            self.start()
+            worker = self.start()
             try:
-                ready = self._worker.wait_ready()
+                ready = worker.wait_ready()
             except WorkerDied as died:
                 self._worker = None
                 self._count_restart(f"start-up: {died.error}")
@@ -101,13 +102,13 @@ class Side:
                 self.harness_api_version = ready.get("harness_api_version")
                 self.builds = list(ready.get("builds") or [])
                 self.fingerprints = dict(ready.get("fingerprints") or {})
-            if self._worker is not self._counted:  # each worker's start-up is counted once
+            if worker is not self._counted:  # each worker's start-up is counted once
                 build, prints = float(ready.get("build_s") or 0.0), float(ready.get("fingerprint_s") or 0.0)
                 self.times.build_s += build
                 self.times.fingerprint_s += prints
-                self.times.startup_s += max(0.0, float(ready.get("sent_at") or 0.0) - self._worker.spawned_at - build - prints)
-                self._counted = self._worker
-            return self._worker
+                self.times.startup_s += max(0.0, float(ready.get("sent_at") or 0.0) - worker.spawned_at - build - prints)
+                self._counted = worker
+            return worker
 
     def _count_restart(self, why: str) -> None:
         self.restarts += 1
@@ -234,7 +235,7 @@ class Side:
 
 
 def side_spec(plan: RunPlan, name: str, checkout: Path | None, work_dir: Path, *, extra_sys_path: list[str],
-              extra_env: dict[str, str], startup_timeout_s: float, build_timeout_s: float, case_timeout_s: float,
+              extra_env: dict[str, str], startup_timeout_s: float, build_timeout_s: float, case_timeout_s: float | None,
               python: str) -> WorkerSpec:
     return WorkerSpec(plan=plan, side=name, checkout=checkout, work_dir=work_dir / name, python=python,
                       extra_sys_path=list(extra_sys_path), extra_env=dict(extra_env), startup_timeout_s=startup_timeout_s,

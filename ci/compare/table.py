@@ -20,7 +20,7 @@ def format_table(report: CompareReport) -> str:
     ]
     for c in report.cases:
         delta = "-" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%"
-        interval = "-" if c.low is None else f"[{(c.low - 1) * 100:+.1f}%,{(c.high - 1) * 100:+.1f}%]"
+        interval = "-" if c.low is None or c.high is None else f"[{(c.low - 1) * 100:+.1f}%,{(c.high - 1) * 100:+.1f}%]"
         gap = f"{_f(c.base.gap_to_baseline, '.3f')}->{_f(c.head.gap_to_baseline, '.3f')}"
         flag = " INCORRECT" if c.correctness_failed else ""
         shown = label(tier(c.verdict, c.low, c.high), report.min_effect)  # a sure change under min_effect says so

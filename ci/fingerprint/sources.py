@@ -226,10 +226,14 @@ def harness_closure(root: Path) -> Closure:
     """The shared harness of the checkout at `root` (rules.toml [harness]): its entry modules and
     everything of the project they import, plus the listed files. A missing one is unknown."""
     harness = rules()["harness"]
-    entries, missing = [], []
+    entries: list[Path] = []
+    missing: list[str] = []
     for entry in harness["entries"]:
         path = root / entry["path"]
-        (entries if path.is_file() else missing).append(path if path.is_file() else entry["path"])
+        if path.is_file():
+            entries.append(path)
+        else:
+            missing.append(entry["path"])
     closure = module_closure(entries, root, packages=PROJECT_PACKAGES, dynamic_is_unknown=False)
     for entry in harness["paths"]:
         path = root / entry["path"]

@@ -43,8 +43,8 @@ def combine(spec: MetricSpec, kernels: list[ParsedKernel]) -> float | None:
     elif spec.combine == "max":
         total = max(values)
     else:
-        weights = [w for _, w in pairs]
-        if any(w is None for w in weights) or sum(weights) <= 0:
+        weights = [w for _, w in pairs if w is not None]
+        if len(weights) < len(pairs) or sum(weights) <= 0:
             total = sum(values) / len(values)  # no durations: plain mean, the honest fallback
         else:
             total = sum(v * w for v, w in zip(values, weights)) / sum(weights)

@@ -32,7 +32,7 @@ WARMUP_CALLS = 3
 
 
 def _report(case_id: str, status: str, error: str | None = None, phases: dict[str, float] | None = None) -> None:
-    record = {"case_id": case_id, "status": status, "error": error}
+    record: dict[str, object] = {"case_id": case_id, "status": status, "error": error}
     if phases:
         record["phases"] = {k: round(v, 4) for k, v in phases.items()}
     print(OUTCOME_PREFIX + json.dumps(record), flush=True)
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
             clock.lap("profiled_s")  # ncu's replay passes of the call's kernels happen here
-            outcome = ("ok", None)
+            outcome: tuple[str, str | None] = ("ok", None)
         except Exception as exc:  # one case's failure must not cost the others
             outcome = ("failed", f"{type(exc).__name__}: {exc}")
         finally:

@@ -98,6 +98,7 @@ def payload(t: Transition, fmt: str) -> dict:
         text += f"\nwhat moved: {slack_text(t.attribution, 500)}"
     if t.note or t.actor:
         text += f"\n{slack_text(t.actor, 100)}: {slack_text(t.note, 500)}"
-    if safe_url(t.link) and "|" not in t.link:
-        text += f"\n<{t.link}|trend on the dashboard>"
+    link = safe_url(t.link)
+    if link and "|" not in link:
+        text += f"\n<{link}|trend on the dashboard>"
     return {"text": text, "parse": "none", "link_names": False, "unfurl_links": False}

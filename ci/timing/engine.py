@@ -178,9 +178,9 @@ def measure_interleaved(
                 clocks = list(getattr(timer, "last_clocks", []) or [])
                 raw.clocks_mhz.extend(clocks if len(clocks) == len(block) else [None] * len(block))
             if config.pacing != "none":
-                raw.pacing_gap_s += gap_us * len(block) * 1e-6
-                power = (monitor.power_w(), monitor.power_limit_w()) if config.pacing == "power" else (None, None)
-                pacing.after_block(block, subject.key, *power, capped="sw_power_cap" in reasons)
+                raw.pacing_gap_s = (raw.pacing_gap_s or 0.0) + gap_us * len(block) * 1e-6  # 0.0 from the start
+                power_w, limit_w = (monitor.power_w(), monitor.power_limit_w()) if config.pacing == "power" else (None, None)
+                pacing.after_block(block, subject.key, power_w, limit_w, capped="sw_power_cap" in reasons)
             if _finished(raw, config):
                 raw.sm_clock_mhz_after = monitor.sm_clock_mhz()
                 active.remove(subject)

@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from attnwatch.ci.attribution import ProbeResult
 from attnwatch.ci.child_env import child_env
@@ -126,6 +126,7 @@ class WorkerProcess:
         """Send one request; pass every reply to `on_message` until a `final` kind arrives."""
         if self.ready is None:
             self.wait_ready()
+        assert self._to_worker is not None and self.spec.case_timeout_s is not None  # started; __post_init__ set it
         try:
             send(self._to_worker, message)
         except ChannelClosed:
@@ -187,6 +188,7 @@ class WorkerProcess:
         return self.spec.startup_timeout_s
 
     def _next(self, silence_s: float) -> dict[str, Any]:
+        assert self.reader is not None, "read from a worker that is not running"
         try:
             message = self.reader.read(timeout_s=silence_s)
         except (ChannelClosed, ProtocolError, OSError):
@@ -211,7 +213,7 @@ class WorkerProcess:
         elif kind in ("result", "probe_result") and message.get("case") == self.case:
             self.predecessor, self.case, self.stage = self.case, None, None
 
-    def _died(self, *, timed_out: bool) -> None:
+    def _died(self, *, timed_out: bool) -> NoReturn:
         """Kill what is left of the worker and raise WorkerDied describing it."""
         if self.proc is not None and self.proc.poll() is None and not timed_out:
             try:

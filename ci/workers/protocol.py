@@ -18,7 +18,7 @@ import os
 import select
 import struct
 import time
-from typing import Any
+from typing import Any, overload
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024  # samples of every case of a round fit with room to spare
 _HEADER = struct.Struct(">I")
@@ -75,6 +75,10 @@ class Reader:
             raise ProtocolError(f"message is a {type(message).__name__}, not an object")
         return message
 
+    @overload
+    def read(self, timeout_s: None = None) -> dict[str, Any]: ...
+    @overload
+    def read(self, timeout_s: float | None) -> dict[str, Any] | None: ...
     def read(self, timeout_s: float | None = None) -> dict[str, Any] | None:
         """The next message; None when `timeout_s` passes first (None: wait for ever)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s

@@ -62,7 +62,7 @@ def serve(worker: Worker, in_fd: int) -> int:
             message = reader.read()
         except ChannelClosed:
             return 0  # the parent is gone: nothing to answer
-        op = message.get("op") if message else None
+        op = message.get("op")
         if op == "measure":
             worker.measure(message)
         elif op == "probe":

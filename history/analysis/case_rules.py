@@ -31,6 +31,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from attnwatch.history.analysis.thresholds import ThresholdsError
 from attnwatch.history.toml_files import read_toml
@@ -92,6 +93,10 @@ def case_rules_path(explicit: str | Path | None = None) -> Path:
     return Path(env) if env else REPO_CASE_RULES
 
 
+@overload
+def _text(file: Path, where: str, entry: dict, key: str, limit: int, required: Literal[True] = True) -> str: ...
+@overload
+def _text(file: Path, where: str, entry: dict, key: str, limit: int, required: bool) -> str | None: ...
 def _text(file: Path, where: str, entry: dict, key: str, limit: int, required: bool = True) -> str | None:
     value = entry.get(key)
     if value is None and not required:

@@ -98,7 +98,7 @@ def find_ceiling(gpu: str | None, kind: str, dtype: str = ANY_DTYPE, path: Path 
         return None
     matches = [c for c in ceilings(path) if c.gpu == gpu and c.kind == kind and c.dtype in (dtype, ANY_DTYPE)]
     exact = [c for c in matches if c.dtype == dtype]
-    return (exact or matches or [None])[0]
+    return exact[0] if exact else matches[0] if matches else None
 
 
 def achieved_bandwidth(bytes_moved: float, median_us: float, gpu: str | None,

@@ -51,7 +51,7 @@ class Step:
         return self.after / self.before - 1.0
 
 
-def robust_sigma(values: Sequence[float]) -> float:
+def robust_sigma(values: Sequence[float] | np.ndarray) -> float:
     """Noise sd from the MAD of successive differences (see module docstring). 0 if n < 3."""
     x = np.asarray(values, dtype=np.float64)
     if x.size < 3:
@@ -66,7 +66,7 @@ def bic_penalty(sigma: float, n: int, scale: float = 2.0) -> float:
 
 
 def detect_steps(
-    values: Sequence[float],
+    values: Sequence[float] | np.ndarray,
     *,
     min_size: int = 3,
     penalty_scale: float = 2.0,

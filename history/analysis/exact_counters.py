@@ -132,6 +132,7 @@ def compare_exact(base: Sequence[Launch], head: Sequence[Launch]) -> list[ExactC
                 continue
             if x != y:
                 counter = exact_counter(name)
+                assert counter is not None  # exact_of keeps exact counters only
                 label = name[len(PER_OPCODE):] if name.startswith(PER_OPCODE) else counter.label
                 out.append(ExactChange(short_kernel_name(h.name), name, label, x, y))
     return out

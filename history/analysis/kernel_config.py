@@ -33,4 +33,4 @@ def usual(configs: Iterable[str | None]) -> str | None:
 def segment_change(before: Iterable[str | None], after: Iterable[str | None]) -> tuple[str, str] | None:
     """(usual before, usual after) when a step's two segments ran different configurations."""
     b, a = usual(before), usual(after)
-    return (b, a) if changed(b, a) else None
+    return (b, a) if b is not None and a is not None and changed(b, a) else None

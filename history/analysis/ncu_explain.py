@@ -35,7 +35,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence, TypeGuard
 
 from attnwatch.history.analysis.exact_counters import (
     PER_OPCODE, ExactChange, compare_exact, describe_exact, exact_counter, paired,
@@ -126,8 +126,8 @@ def combine_kernels(kernels: Iterable[Mapping[str, float]]) -> dict[str, float]:
         elif rule == "max":
             out[name] = max(values)
         else:
-            weights = [w for _, w in pairs]
-            if any(w is None or not _finite(w) for w in weights) or sum(weights) <= 0:
+            weights = [w for _, w in pairs if _finite(w)]
+            if len(weights) < len(pairs) or sum(weights) <= 0:
                 out[name] = sum(values) / len(values)
             else:
                 out[name] = sum(v * w for v, w in zip(values, weights)) / sum(weights)
@@ -150,12 +150,12 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
     rules = rules if rules is not None else load_rules()
     bands = bands if bands is not None else load_bands()
     differ = launches_changed(*launches) if launches else None
-    if differ:
+    if differ and launches:
         base, head = _common_kernels(base, head, launches)
     delta_us = time_change_us if time_change_us is not None else _duration_change(base, head)
     # No move is shown accounting for more than the whole change (or, unmeasured, the base's whole time).
     limit = abs(delta_us) if delta_us else (base[DURATION] / 1000.0 if _finite(base.get(DURATION)) else None)
-    fired = []
+    scored = []
     for rule in rules:
         change = _move(rule.counters, base, head, rule.floor)
         if change is None:
@@ -176,13 +176,13 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         b, h = _signal(rule.counters, base), _signal(rule.counters, head)
         raw = _accounts(rule, base, head, slower, launches)
         shown = min(raw, limit) if raw is not None and limit is not None else raw
-        fired.append((raw, CounterChange(rule.name, rule.title, b, h, change, score,
+        scored.append((raw, CounterChange(rule.name, rule.title, b, h, change, score,
                                          None if source == "threshold" else width, source, shown)))
     # exonerating rules first, then by the time each move accounts for (its uncapped estimate),
     # then rules with no time model by how far outside their band they moved
-    fired.sort(key=lambda item: (_kind(rules, item[1].rule) != "exonerate", item[0] is None,
+    scored.sort(key=lambda item: (_kind(rules, item[1].rule) != "exonerate", item[0] is None,
                                  -(item[0] or 0.0), -item[1].score))
-    fired = [change for _, change in fired]
+    fired = [change for _, change in scored]
     fired = _covered_last(fired, rules)
     exact = compare_exact(*launches) if launches else []
     parts = [code_change] if code_change else []
@@ -310,7 +310,7 @@ def format_value(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 

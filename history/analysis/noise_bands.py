@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeGuard
 
 BANDS_FILE = Path(__file__).resolve().parent / "noise_bands.toml"
 
@@ -79,8 +79,8 @@ class NoiseBands:
             sources.append(source)
         if not widths:
             return None
-        values = [abs(base[name]) if base is not None and _finite(base.get(name)) else None for name in counters]
-        if len(widths) > 1 and None not in values and max(sum(values), floor) > 0:
+        values = [abs(base[name]) for name in counters if base is not None and _finite(base.get(name))]
+        if len(widths) > 1 and len(values) == len(counters) and max(sum(values), floor) > 0:
             width = sum(w * v for w, v in zip(widths, values)) / max(sum(values), floor)
         else:
             width = max(widths)
@@ -99,13 +99,14 @@ def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise BandsError(f"{name}: cannot read: {exc}") from None
     margin = data.get("margin", {})
-    counter, case = {}, {}
+    counter: dict[str, tuple[float, str]] = {}
+    case: dict[tuple[str, str], tuple[float, str]] = {}
     for kind, table in (("counter", counter), ("case", case)):
         for index, entry in enumerate(data.get(kind, [])):
             try:
                 spread, source = float(entry["spread"]), str(entry["source"]) if kind == "counter" else str(
                     entry.get("source", "scripts/explain_check.py A/A"))
-                key = entry["counter"] if kind == "counter" else (entry["case"], entry["counter"])
+                key: Any = entry["counter"] if kind == "counter" else (entry["case"], entry["counter"])  # the table's key
             except (KeyError, TypeError, ValueError) as exc:
                 raise BandsError(f"{name}: {kind} {index}: missing or bad field {exc}") from None
             if not math.isfinite(spread) or spread < 0 or not source.strip():
@@ -134,5 +135,5 @@ def spreads(profiles: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def _finite(value) -> bool:
+def _finite(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and math.isfinite(value)

@@ -98,8 +98,8 @@ class RatioInterval:
 
 
 def bootstrap_median_ratio(
-    base_us: Sequence[float],
-    head_us: Sequence[float],
+    base_us: Sequence[float] | np.ndarray,
+    head_us: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,

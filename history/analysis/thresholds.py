@@ -56,7 +56,7 @@ _RANGES = {
 }
 
 
-def _check_section(path: Path, name: str, section: dict, require_all: bool) -> dict:
+def _check_section(path: Path, name: str, section: object, require_all: bool) -> dict:
     if not isinstance(section, dict):
         raise ThresholdsError(f"{path}: [{name}]: expected a table")
     values: dict = {}

@@ -58,7 +58,7 @@ from typing import Any
 
 # The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
 from attnwatch.history.contract.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
-from attnwatch.history.contract.checks import rule
+from attnwatch.history.contract.checks import rule, rule_metadata
 from attnwatch.history.contract.names import CASE_ID, LABEL, NAME
 from attnwatch.history.analysis.statistics import Summary
 
@@ -163,8 +163,8 @@ class Manifest:
     repo: str
     commit_sha: str
     trigger: str
-    started_at: str = rule(timestamp=True)  # ISO 8601 with its UTC offset (checks.parse_utc); stored as UTC
-    finished_at: str = rule(timestamp=True)
+    started_at: str = field(metadata=rule_metadata(timestamp=True))  # ISO 8601 with its UTC offset (checks.parse_utc); stored as UTC
+    finished_at: str = field(metadata=rule_metadata(timestamp=True))
     runner: str
     shape_set: str
     status: str
@@ -194,15 +194,15 @@ class CaseTiming(Summary):
     on a CPU run they are host wall-clock times and `timing_mode` says "cpu_wall".
     """
 
-    case_id: str = rule(name=CASE_ID)
-    variant: str = rule(name=NAME)
-    shape_id: str = rule(name=NAME)
+    case_id: str = field(metadata=rule_metadata(name=CASE_ID))
+    variant: str = field(metadata=rule_metadata(name=NAME))
+    shape_id: str = field(metadata=rule_metadata(name=NAME))
     batch: int
     heads: int
     seq_q: int
     seq_k: int
     head_dim: int
-    dtype: str = rule(name=NAME)
+    dtype: str = field(metadata=rule_metadata(name=NAME))
     causal: bool
     timing_mode: str  # "cuda_events" | "cuda_graph" | "cpu_wall"
     us_per_head: float
@@ -261,10 +261,10 @@ class CaseTiming(Summary):
 
 @dataclass
 class CaseOutcome:
-    case_id: str = rule(name=CASE_ID)
-    variant: str = rule(name=NAME)
-    shape_id: str = rule(name=NAME)
-    dtype: str = rule(name=NAME)
+    case_id: str = field(metadata=rule_metadata(name=CASE_ID))
+    variant: str = field(metadata=rule_metadata(name=NAME))
+    shape_id: str = field(metadata=rule_metadata(name=NAME))
+    dtype: str = field(metadata=rule_metadata(name=NAME))
     causal: bool
     status: str  # one of CASE_STATUSES
     error: str | None = None
@@ -280,13 +280,13 @@ class CaseKey:
     records are about.
     """
 
-    variant: str = rule(name=NAME)
-    shape_id: str = rule(name=NAME)
+    variant: str = field(metadata=rule_metadata(name=NAME))
+    shape_id: str = field(metadata=rule_metadata(name=NAME))
     batch: int
     heads: int
     seq_len: int
     head_dim: int
-    dtype: str = rule(name=NAME)
+    dtype: str = field(metadata=rule_metadata(name=NAME))
     causal: bool
 
 
@@ -300,7 +300,7 @@ class CorrectnessRecord(CaseKey):
     Pass rule: finite output and |out - ref| <= atol + rtol * |ref| everywhere.
     """
 
-    case_id: str = rule(name=CASE_ID)
+    case_id: str = field(metadata=rule_metadata(name=CASE_ID))
     seed: int
     profile: str | None  # kernels.inputs input profile ("normal", "large_logits")
     calls: int | None  # launches checked (each compared with the reference)
@@ -323,7 +323,7 @@ class BuildRecord:
     """What the compiler said about one variant's build (kernels' BuildReport, converted by
     ci.records). Every field is required (format 2): a record says what it does not know."""
 
-    variant: str = rule(name=NAME)
+    variant: str = field(metadata=rule_metadata(name=NAME))
     ok: bool
     error: str | None  # why the build failed
     target: str  # e.g. "sm_90", "sm_90a", "triton"; "" when unknown
@@ -344,7 +344,7 @@ class BuildRecord:
 class NcuKernelRow:
     """One profiled kernel launch inside a case's NVTX range; metric names are ncu's own."""
 
-    case_id: str = rule(name=CASE_ID)
+    case_id: str = field(metadata=rule_metadata(name=CASE_ID))
     kernel_index: int
     kernel_name: str
     metrics: dict[str, float]  # ncu metric name -> value in base units
@@ -356,7 +356,7 @@ class NcuKernelRow:
 class NcuCaseMetrics:
     """Per case: durations summed over its kernels, percentages weighted by duration."""
 
-    case_id: str = rule(name=CASE_ID)
+    case_id: str = field(metadata=rule_metadata(name=CASE_ID))
     kernel_count: int
     duration_us: float | None = None
     sm_throughput_pct: float | None = None
@@ -386,7 +386,7 @@ def to_json_dict(obj: Any) -> Any:
     """Dataclass (or list of them) to plain JSON-ready data; plain data passes through."""
     if isinstance(obj, list):
         return [to_json_dict(o) for o in obj]
-    return asdict(obj) if is_dataclass(obj) else obj
+    return asdict(obj) if is_dataclass(obj) and not isinstance(obj, type) else obj
 
 
 # --- File envelopes (additive helpers for the layout documented at the top) ---------------

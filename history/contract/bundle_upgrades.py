@@ -12,6 +12,7 @@ format 4 (`bundle_v3_to_v4`) each variant's fingerprint and four environment fie
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from attnwatch.history.contract.bundle import MANIFEST_FILE
 from attnwatch.history.contract.checks import Upgrader
@@ -40,7 +41,7 @@ def correctness_v1_to_v2(document: dict) -> dict:
 
 
 # What format 1 meant by a build record's absent field.
-_BUILD_V1_DEFAULTS = {
+_BUILD_V1_DEFAULTS: dict[str, Any] = {
     "error": None, "target": "", "cached": False, "source_hash": None, "compile_seconds": None,
     "registers_per_thread": None, "shared_mem_bytes": None, "stack_frame_bytes": None,
     "spill_store_bytes": None, "spill_load_bytes": None, "config": {}, "log_tail": "",

@@ -154,7 +154,7 @@ def _checked_bytes(out: Path, documents: dict[str, Any], ncu: NcuFiles | None, s
     encoded = {name: _encode(out / name, document) for name, document in documents.items()}
     parsed = {**stored, **{name: parse_json_bytes(data, out / name, allow_constants=allows_constants(name))
                            for name, data in encoded.items()}}
-    if _raw_csv_file(ncu):
+    if ncu is not None and _raw_csv_file(ncu):
         encoded[NCU_RAW_FILE] = ncu.raw_csv.encode("utf-8")
         parsed[NCU_RAW_FILE] = ncu.raw_csv
     check_documents(parsed, out, known_commit=False)  # a commit outside git is compare's; ingest refuses it
@@ -200,7 +200,7 @@ def _check_raw_csv(directory: Path, ncu: NcuFiles) -> None:
 
 
 def _write_raw_csv(directory: Path, ncu: NcuFiles | None) -> None:
-    if _raw_csv_file(ncu):
+    if ncu is not None and _raw_csv_file(ncu):
         write_bytes_atomic(directory / NCU_RAW_FILE, ncu.raw_csv.encode("utf-8"))
 
 

@@ -63,8 +63,20 @@ class TextRule:
 
 
 def rule(default: Any = dataclasses.MISSING, *, default_factory: Any = dataclasses.MISSING, **checks: Any) -> Any:
-    """A dataclass field with a FieldRule: `ok: float = rule(None, positive=True)`."""
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={RULE_KEY: FieldRule(**checks)})
+    """A dataclass field with a default and a FieldRule: `ok: float | None = rule(None, positive=True)`.
+
+    A required field is `field(metadata=rule_metadata(...))`: a type checker tells a required
+    field from one with a default only by a `dataclasses.field` call without a default, and would
+    take any `rule(...)` for a default (and then miss a constructor call that leaves it out).
+    """
+    if default is dataclasses.MISSING and default_factory is dataclasses.MISSING:
+        raise TypeError("rule() is for a field with a default; a required field is field(metadata=rule_metadata(...))")
+    return dataclasses.field(default=default, default_factory=default_factory, metadata=rule_metadata(**checks))
+
+
+def rule_metadata(**checks: Any) -> dict[str, FieldRule]:
+    """A required dataclass field's FieldRule: `case_id: str = field(metadata=rule_metadata(name=CASE_ID))`."""
+    return {RULE_KEY: FieldRule(**checks)}
 
 
 def read_json_file(path: Path, max_bytes: int | None = None, allow_constants: bool = False) -> tuple[Any, bytes]:
@@ -242,7 +254,7 @@ def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRu
             for k in value:
                 _check_text(k, path, where, text, None)
         return {k: check_type(args[1], v, path, f"{where}.{k}", text, field_rule) for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build_dataclass(hint, value, path, where, text)
     raise TypeError(f"check_type: unsupported hint {hint!r} at {where}")
 

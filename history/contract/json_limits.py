@@ -65,6 +65,7 @@ class _TwiceKeyed(dict):
     """An object one of whose keys was given twice (the first such key in `key`)."""
 
     __slots__ = ("key",)
+    key: str
 
 
 def loads(text: str, path: str | Path, allow_constants: bool = False) -> Any:
@@ -86,7 +87,10 @@ def loads(text: str, path: str | Path, allow_constants: bool = False) -> Any:
         if len(obj) == len(items):
             return obj
         seen: set[str] = set()
-        twice = next(k for k, _ in items if k in seen or seen.add(k))
+        for twice, _ in items:
+            if twice in seen:
+                break
+            seen.add(twice)
         marked = _TwiceKeyed(obj)
         marked.key = twice
         refused.append(True)
@@ -135,7 +139,8 @@ def _inspect(value: Any, search: bool) -> tuple[int, str | None, str]:
 
     Walked without recursion; `search` is False when nothing was refused, and then only the
     arrays and objects are visited, not the scalars they hold."""
-    deepest, stack = 0, [(value, 1, None)]
+    deepest = 0
+    stack: list[tuple[Any, int, tuple | None]] = [(value, 1, None)]
     while stack:
         item, depth, link = stack.pop()
         if search and isinstance(item, _Refused):

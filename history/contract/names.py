@@ -17,7 +17,7 @@ invisible, bidirectional or look-alike characters:
     NVML reports it (`NVIDIA H100 80GB HBM3`): 1-512 printable ASCII characters (U+0021-U+007E,
     and inner spaces), no leading or trailing space.
 
-history.contract.bundle marks the contract's fields with `rule(name=...)` (history.contract.checks applies it,
+history.contract.bundle marks the contract's fields with `rule(name=...)` or `rule_metadata(name=...)` (history.contract.checks applies it,
 to what a bundle holds and to what history.contract.bundle_writer is about to write); samples.json's
 keys and the imported test names are checked through `name_problem` directly.
 """

@@ -118,7 +118,7 @@ def _table(path: str, data: list[tuple[int, str]]) -> CsvTable:
     for index, row in enumerate(table.rows):
         if page == "raw" and len(row) != len(header):
             raise NcuCsvError(path, table.place(index), f"{len(row)} columns, header has {len(header)}")
-        if page == "details" and len(row) <= value_col:
+        if page == "details" and value_col is not None and len(row) <= value_col:
             raise NcuCsvError(path, table.place(index), f"{len(row)} columns, expected at least {value_col + 1}")
         try:
             int(row[id_col])

@@ -225,7 +225,7 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         dirty=bool(commit.get("dirty", False)),
         notes=f"imported from pytest-benchmark file {path.name}",
     )
-    outcomes = [_outcome(e, timed.get(e.case_id)) for e in entries]
+    outcomes = [_outcome(e, timed.get(e.case_id) if e.case_id is not None else None) for e in entries]
     outcomes += [_outcome(None, m.reference) for m in measurements if m.reference is not None]
     return LoadedBundle(
         source_path=str(path),
@@ -260,6 +260,7 @@ def _outcome(e: BenchmarkEntry | None, timing: CaseTiming | None) -> CaseOutcome
     if timing is not None:
         return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok",
                            operator=timing.operator)
+    assert e is not None  # only a timed reference comes without an entry
     return CaseOutcome(e.fullname, e.group or e.name, "", "", False, "ok")
 
 

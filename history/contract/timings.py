@@ -60,7 +60,8 @@ def check_timings(document: Any, path: Path | str) -> list[CaseTiming]:
     items = document.get(KEY)
     if not isinstance(items, list):
         raise BundleError(path, KEY, "missing or not a list")
-    timings, seen = [], {}
+    timings: list[CaseTiming] = []
+    seen: dict[str, int] = {}
     for i, item in enumerate(items):
         timing = parse_case_timing(item, path, f"{KEY}[{i}]")
         if timing.case_id in seen:

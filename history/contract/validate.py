@@ -22,7 +22,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from attnwatch.history.contract.bundle import (
     BENCHMARK_FILE,
@@ -316,8 +316,8 @@ def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
 
 def _check_gpu_identity(env: Environment, path: Path) -> None:
     """The GPU identity and pool fields key series and alerts: well-formed, or the bundle is refused."""
-    if env.pool is not None and pool_problem(env.pool):
-        raise BundleError(path, "environment.pool", pool_problem(env.pool))
+    if env.pool is not None and (problem := pool_problem(env.pool)):
+        raise BundleError(path, "environment.pool", problem)
     if env.gpu_pci_bus_id is not None and not PCI_BUS_ID_PATTERN.match(env.gpu_pci_bus_id):
         raise BundleError(path, "environment.gpu_pci_bus_id",
                           f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)")
@@ -330,7 +330,8 @@ def _check_sha(sha: str, path: Path) -> None:
         raise BundleError(path, "commit_sha", f"{sha[:80]!r} is not a lowercase hex git SHA")
 
 
-def _records(docs: dict, directory: Path, spec: RecordList) -> list:
+def _records(docs: dict, directory: Path, spec: RecordList) -> list[Any]:
+    """spec.file's records, each a spec.record (a list of Any: the record type varies with spec)."""
     if spec.file not in docs:
         return []
     path = directory / spec.file
@@ -350,7 +351,14 @@ def _ncu_version(docs: dict, directory: Path) -> str | None:
     return version
 
 
-def _samples(docs: dict, directory: Path) -> dict[str, dict]:
+class _Samples(TypedDict):
+    """LoadedBundle's fields that samples.json fills."""
+
+    samples: dict[str, list[float]]
+    sample_clocks: dict[str, list[float | None]]
+
+
+def _samples(docs: dict, directory: Path) -> _Samples:
     """LoadedBundle's samples and sample_clocks from samples.json (both empty without it)."""
     if SAMPLES_FILE not in docs:
         return {"samples": {}, "sample_clocks": {}}

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnwatch.history.detection.alerts import AlertError, bisected_in, get_alert
 from attnwatch.history.store.db import exists, open_read, open_write
 from attnwatch.history.store.lake_retry import retrying
 from attnwatch.history.store.transactions import write_transaction
+
+if TYPE_CHECKING:
+    from attnwatch.history.analysis.attribution import Attribution
 
 MAX_RESULT = 2000
 
@@ -56,7 +60,7 @@ def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
                        alert.attribution, alert.attribution_changes)
 
 
-def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, object]:
+def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, Attribution]:
     """case id -> the attribution (history.analysis.attribution) of its change from its newest
     default-branch run at `good_sha` to its newest at `bad_sha`, for the cases the history has
     both runs of; {} without a history."""
@@ -65,7 +69,7 @@ def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, 
 
     if not exists(db_path):
         return {}
-    found = {}
+    found: dict[str, Attribution] = {}
     with open_read(db_path) as con:
         for case_id in case_ids:
             runs = dict(con.execute(

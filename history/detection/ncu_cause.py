@@ -91,7 +91,7 @@ def with_cause(detail: str | None, explanation: Explanation | None) -> str:
 def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
     """The ranked counter changes behind one step (the dashboard's alert), or None."""
     with open_read(db_path) as con:
-        return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id))
+        return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id)) if run_id is not None else None
 
 
 def causes_of(db_path: str | Path, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:

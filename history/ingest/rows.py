@@ -203,7 +203,10 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
     run_id = b.manifest.run_id
     tables: dict[str, pa.Table] = {"results": rows_to_arrow(result_rows(b), _RESULT_TYPES)}
 
-    case_ids, indexes, latencies, clocks = [], [], [], []
+    case_ids: list[str] = []
+    indexes: list[int] = []
+    latencies: list[float] = []
+    clocks: list[float | None] = []
     for case_id, values in b.samples.items():
         case_ids.extend([case_id] * len(values))
         indexes.extend(range(len(values)))

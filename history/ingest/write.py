@@ -138,23 +138,23 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     `deadline_s`: the wait for a busy history file (None: history.store.locks.lock_wait_s()).
     """
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
-    paths = [Path(p) for p in paths]
+    inputs = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
     location = parse_location(db_path)
     if location.is_lake:  # no lock to avoid; each step retried while the catalog is unreachable
         unchanged = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _stored_identities(
-            con, [p for p in paths if p not in labels])))
-        bundles = load_all([p for p in paths if p not in unchanged], labels)
+            con, [p for p in inputs if p not in labels])))
+        bundles = load_all([p for p in inputs if p not in unchanged], labels)
         report = _ingest_lake(location, bundles, deadline_s, repo)
     else:
-        unchanged = _already_stored(location, [p for p in paths if p not in labels])
-        bundles = load_all([p for p in paths if p not in unchanged], labels)
+        unchanged = _already_stored(location, [p for p in inputs if p not in labels])
+        bundles = load_all([p for p in inputs if p not in unchanged], labels)
         notes = check_repository(bundles, repo)  # before the history is opened (or created)
         report = ingest_loaded(location, bundles, deadline_s=deadline_s, repo=repo) if bundles else IngestReport(location.label)
         report.notes[:0] = notes
     fresh = iter(report.bundles)
     ordered = []
-    for p in paths:
+    for p in inputs:
         if p in unchanged:
             ordered.append(BundleReport(str(p), unchanged[p], "skipped", reason="already in the history, unchanged"))
         else:
@@ -166,7 +166,7 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
 def _already_stored(location: HistoryLocation, paths: list[Path]) -> dict[Path, str]:
     """Inputs whose run id is stored with this exact content hash (path -> run id), checked on a
     short read-only connection so that an unchanged re-ingest never waits for the file's write lock."""
-    if not location.path.is_file():
+    if not location.file.is_file():
         return {}
     try:
         with open_read(location, deadline_s=precheck_wait_s()) as con:

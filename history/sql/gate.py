@@ -190,7 +190,7 @@ def _names_given(function: dict) -> list[list[str]]:
         elif kind == "COLUMN_REF" and isinstance(child.get("column_names"), list):
             out.append([str(part) for part in child["column_names"]])
         else:
-            what = _ARGUMENT_KINDS.get(kind, "an expression")
+            what = _ARGUMENT_KINDS.get(str(kind), "an expression")
             raise QueryError(f"{name}: on a lake history a table function's arguments are literals or plain names, "
                              f"not {what}, so that the name it reads can be checked before it runs")
     return out

@@ -102,6 +102,6 @@ def size_bytes(text: str) -> int:
     """A size in DuckDB's spelling ('2GB' = 2e9, '256MiB' = 256 * 2**20) in bytes; ValueError if not one."""
     match = _SIZE.fullmatch(text)
     unit = match.group(2).lower() if match else None
-    if unit not in _UNITS:
+    if match is None or unit not in _UNITS:
         raise ValueError(f"not a size: {text!r} (a number and B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)")
     return int(float(match.group(1)) * _UNITS[unit])

@@ -93,16 +93,18 @@ class _Server:
         self.closed = False
 
     def run(self, request: dict, deadline_s: float) -> int | None:
-        _write_frame(self.process.stdin.fileno(), request)
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None  # both are pipes (__init__)
+        _write_frame(stdin.fileno(), request)
         try:
-            pid = _read_frame(self.process.stdout.fileno(), START_TIMEOUT_S)["pid"]
+            pid = _read_frame(stdout.fileno(), START_TIMEOUT_S)["pid"]
         except TimeoutError:
             raise ServerError("the SQL server process did not start a query in time") from None
         try:
-            return _read_frame(self.process.stdout.fileno(), deadline_s)["status"]
+            return _read_frame(stdout.fileno(), deadline_s)["status"]
         except TimeoutError:
             os.kill(pid, signal.SIGKILL)  # not yet reaped by the server, so the pid is still this child's
-            _read_frame(self.process.stdout.fileno(), START_TIMEOUT_S)
+            _read_frame(stdout.fileno(), START_TIMEOUT_S)
             return None
         except BaseException:  # KeyboardInterrupt in the parent: the query does not outlive it
             os.kill(pid, signal.SIGKILL)

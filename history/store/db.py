@@ -136,7 +136,7 @@ def exists(location: str | Path | HistoryLocation) -> bool:
     A path that holds something else is refused (NotAHistoryError), not reported absent."""
     loc = parse_location(location)
     if not loc.is_lake:
-        return file_check.existing(loc.path, loc.label)
+        return file_check.existing(loc.file, loc.label)
     try:
         with open_read(loc):
             return True
@@ -154,10 +154,10 @@ def open_write(location: str | Path | HistoryLocation,
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=False)
     else:
-        if not file_check.existing(loc.path, loc.label):
-            file_check.refuse_uncreatable(loc.path, loc.label)
+        if not file_check.existing(loc.file, loc.label):
+            file_check.refuse_uncreatable(loc.file, loc.label)
             _create_whole(loc, deadline_s)
-        con = connect_with_retry(loc.path, deadline_s)
+        con = connect_with_retry(loc.file, deadline_s)
     failed = True
     try:
         with _faults_named(loc, writing=True):
@@ -181,17 +181,17 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
     created and migrated under a temporary name beside it, then hard-linked into place; of two
     processes creating one history at once, the second finds the first's (FileExistsError).
     """
-    temp = loc.path.with_name(f".{loc.path.name}.new-{os.getpid()}")
+    temp = loc.file.with_name(f".{loc.file.name}.new-{os.getpid()}")
     try:
-        loc.path.parent.mkdir(parents=True, exist_ok=True)
-        _remove_abandoned(loc.path)
+        loc.file.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned(loc.file)
         con = connect_with_retry(temp, deadline_s, label=loc.label)
         try:
             with _faults_named(loc, writing=True):
                 migrate(con, loc.label)
         finally:
             _close(con, loc)
-        _link_new(temp, loc.path)
+        _link_new(temp, loc.file)
     except FileExistsError:
         pass
     except OSError as exc:
@@ -271,11 +271,11 @@ def open_read(
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=True, config=config)
     else:
-        if not file_check.existing(loc.path, loc.label):
+        if not file_check.existing(loc.file, loc.label):
             raise HistoryNotFoundError(
                 f"{loc.path}: no history here yet (ingest a bundle first: attnwatch ingest BUNDLE_DIR)"
             )
-        con = connect_with_retry(loc.path, deadline_s, read_only=True, config=config or {})
+        con = connect_with_retry(loc.file, deadline_s, read_only=True, config=config or {})
     failed = True
     try:
         with _faults_named(loc, writing=False):
@@ -346,7 +346,7 @@ def migrate_history(location: str | Path | HistoryLocation, deadline_s: float | 
         seen = database_schema_version(con)
         if not check_compatible(con, loc.label):
             return MigrationReport(seen, seen, seen, [])
-    con = _lake_cursor(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.path, deadline_s)
+    con = _lake_cursor(loc, read_only=False) if loc.is_lake else connect_with_retry(loc.file, deadline_s)
     failed = True
     try:
         with _faults_named(loc, writing=True):

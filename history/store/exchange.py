@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -67,7 +68,7 @@ class ExchangeReport:
         return out
 
 
-def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport:
+def export_history(db_path: str | Path | HistoryLocation, directory: str | Path) -> ExchangeReport:
     out = Path(directory)
     if out.exists() and any(out.iterdir()):
         raise HistoryError(f"{out}: export directory is not empty; give a new or empty directory")
@@ -84,7 +85,7 @@ def export_history(db_path: str | Path, directory: str | Path) -> ExchangeReport
             rows = pq.ParquetFile(target).metadata.num_rows
             manifest_tables[table] = {"file": target.name, "rows": rows}
             report.rows[table] = rows
-        migrations = [{"version": v, "name": n, "checksum": c} for v, (n, c) in sorted(applied_migrations(con).items())]
+        migrations: list[dict[str, Any]] = [{"version": v, "name": n, "checksum": c} for v, (n, c) in sorted(applied_migrations(con).items())]
     manifest = {
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_FORMAT_VERSION,
@@ -149,7 +150,8 @@ def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -
     path = src / MANIFEST_NAME
     shipped = {m.version: m for m in available_migrations()}
     for i, m in enumerate(manifest["migrations"]):
-        ours = shipped.get(m.get("version")) if isinstance(m, dict) else None
+        version = m.get("version") if isinstance(m, dict) else None
+        ours = shipped.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
         if ours is None:
             raise BundleError(path, f"migrations[{i}]", f"{m!r} is unknown to this attnwatch (exported by a newer one?)")
         if ours.checksum != m.get("checksum"):
@@ -160,6 +162,8 @@ def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -
         if table in BOOKKEEPING_TABLES:
             continue
         where = f"tables.{table}"
+        if not isinstance(entry, dict):
+            raise BundleError(path, where, f"expected an object with the table's file and rows, got {entry!r:.80}")
         if table not in existing:
             raise BundleError(path, where, "no such table in this history's schema")
         file = src / str(entry.get("file", ""))

@@ -50,6 +50,13 @@ class HistoryLocation:
         return self.catalog is not None
 
     @property
+    def file(self) -> Path:
+        """`path`, for code that handles a history file (not is_lake): a lake has no file."""
+        if self.path is None:
+            raise TypeError(f"{self.label}: a DuckLake history has no file")
+        return self.path
+
+    @property
     def is_s3(self) -> bool:
         return bool(self.data_path and self.data_path.startswith("s3://"))
 

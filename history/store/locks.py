@@ -105,4 +105,4 @@ def _lock_owner(path: Path | str | None) -> int | None:
         if len(fields) >= 6 and fields[5] == device and fields[4].isdigit():
             owners.append(int(fields[4]))
     others = [pid for pid in owners if pid != os.getpid()]
-    return (others or owners or [None])[0]
+    return others[0] if others else owners[0] if owners else None

@@ -97,4 +97,4 @@ def _drop_claims(loc: HistoryLocation) -> int:
 
 def _step(loc: HistoryLocation, sql: str) -> tuple:
     with open_write(loc) as con:
-        return write_transaction(con, lambda c, _claims: c.execute(sql).fetchone(), loc.label)
+        return write_transaction(con, lambda c, _claims: c.execute(sql).fetchall()[0], loc.label)  # an aggregate: one row

@@ -82,9 +82,11 @@ class RecoveryReport:
             log = "an empty write-ahead log (0 bytes), nothing to replay" if self.layout is None and \
                 wal_path(self.path).exists() else "no write-ahead log to fold in"
             return [f"{self.path}: opens normally and has {log}; nothing to recover ({runs})"]
-        out = [f"backup of the file and its write-ahead log: {self.backup}", self._what_the_log_held(),
-               self._replayed_line()]
-        missed = self._not_replayed_line()
+        layout = self.layout
+        assert layout is not None  # recover backs up only a log it has read
+        out = [f"backup of the file and its write-ahead log: {self.backup}", self._what_the_log_held(layout),
+               self._replayed_line(layout)]
+        missed = self._not_replayed_line(layout)
         if missed:
             out.append(missed)
         if self.runs_before is not None:
@@ -94,8 +96,7 @@ class RecoveryReport:
         out.append(f"{self.path}: recovered; opens at {runs}")
         return out
 
-    def _what_the_log_held(self) -> str:
-        layout = self.layout
+    def _what_the_log_held(self, layout: LogLayout) -> str:
         wal = wal_path(self.path)
         if layout.version is None:
             return f"{wal}: {layout.size} bytes that are not a DuckDB write-ahead log (no header DuckDB reads)"
@@ -107,8 +108,8 @@ class RecoveryReport:
             held += f", then {layout.size - layout.tail_start} bytes of {_TAILS[layout.tail]}"
         return held
 
-    def _replayed_line(self) -> str:
-        layout, total = self.layout, len(self.layout.transactions)
+    def _replayed_line(self, layout: LogLayout) -> str:
+        total = len(layout.transactions)
         if layout.readable and total == 0:
             return "the log held no committed transaction: nothing to replay"
         if self.set_aside:
@@ -124,8 +125,8 @@ class RecoveryReport:
                     "transaction was kept")
         return f"replayed {_span(self.replayed)} of {total} and checkpointed into the file"
 
-    def _not_replayed_line(self) -> str:
-        layout, total = self.layout, len(self.layout.transactions)
+    def _not_replayed_line(self, layout: LogLayout) -> str:
+        total = len(layout.transactions)
         parts = []
         if total > self.replayed:
             parts.append(f"transaction(s) {self.replayed + 1}-{total} of {total}" if total > self.replayed + 1
@@ -147,7 +148,7 @@ def recover(location: str | Path) -> RecoveryReport:
     loc = parse_location(location)
     if loc.is_lake:
         raise RecoveryError(f"{loc.label}: recover is for a history file; a lake has no write-ahead log of its own")
-    path = loc.path
+    path = loc.file
     if not file_check.existing(path, loc.label):
         raise RecoveryError(f"{path}: no history file here")
     report = RecoveryReport(path)
@@ -173,7 +174,8 @@ def _replay(report: RecoveryReport, path: Path, wal: Path, data: bytes, relock) 
     """Replay the log's committed transactions (all of them when it cannot be read), the first
     ones only when a checksum fails; set it aside when the replay fails otherwise. `relock`
     takes the file's lock again after DuckDB, closing the file, released this process's."""
-    layout = report.layout
+    layout, backup = report.layout, report.backup
+    assert layout is not None and backup is not None  # recover read the log and backed it up first
     count = len(layout.transactions)
     while True:
         if layout.readable:
@@ -189,18 +191,19 @@ def _replay(report: RecoveryReport, path: Path, wal: Path, data: bytes, relock) 
                 raise fault from None
             relock()
             damaged = _DAMAGED_AT.search(str(exc))
-            index = layout.transaction_at(int(damaged.group(1))) if damaged and layout.readable else None
-            if index is not None and index < count:
-                report.damaged, count = (index, int(damaged.group(1))), index
+            byte = int(damaged.group(1)) if damaged else None
+            index = layout.transaction_at(byte) if byte is not None and layout.readable else None
+            if index is not None and byte is not None and index < count:
+                report.damaged, count = (index, byte), index
                 continue
             said = _first_line(exc)
             report.notes.append(f"replay through an attached database failed: {said}")
             report.set_aside = "DuckDB could not replay the log, even attached"
             report.replayed = 0
             if wal.exists():
-                wal.replace(report.backup / (wal.name + ".unreplayable"))
+                wal.replace(backup / (wal.name + ".unreplayable"))
             else:
-                (report.backup / (wal.name + ".unreplayable")).write_bytes(data)
+                (backup / (wal.name + ".unreplayable")).write_bytes(data)
             return
 
 

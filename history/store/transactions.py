@@ -73,7 +73,8 @@ class Claims:
     """The claims one transaction takes; `take` is a no-op on a file."""
 
     def __init__(self, con, lake: bool) -> None:
-        self.con, self.lake, self.names = con, lake, []
+        self.con, self.lake = con, lake
+        self.names: list[str] = []
 
     def take(self, kind: str, key: str) -> None:
         if not self.lake:
@@ -90,7 +91,7 @@ def ensure_claim_schema(con) -> None:
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {CLAIM_SCHEMA}")
 
 
-def write_transaction(con, body: Callable[[object, Claims], T], label: str, deadline_s: float = 300.0) -> T:
+def write_transaction(con, body: Callable[[duckdb.DuckDBPyConnection, Claims], T], label: str, deadline_s: float = 300.0) -> T:
     """Run `body(con, claims)` in one transaction; on a lake, retry it while it loses conflicts.
 
     The body must read what it depends on inside the transaction (it may run several times).

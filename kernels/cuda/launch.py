@@ -17,7 +17,7 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, cast
 
 from ..build_report import BuildReport
 from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
@@ -156,7 +156,17 @@ def _check_tensor(name: str, tensor: Any, like: Any) -> None:
         raise ValueError(f"{name}: data pointer must be 16-byte aligned for vector loads")
 
 
-def make_launcher(variant: str, q: Any, k: Any, v: Any, out: Any, causal: bool) -> Callable[[], Any]:
+class CudaLaunch(Protocol):
+    """make_launcher's result: a zero-argument launch (it returns `out`) that names what it launches."""
+
+    grid: tuple[int, int, int]
+    entry: str
+    cubin: Path
+
+    def __call__(self) -> Any: ...
+
+
+def make_launcher(variant: str, q: Any, k: Any, v: Any, out: Any, causal: bool) -> CudaLaunch:
     """Compile/load once and return a zero-argument launch writing into `out` (returns `out`).
 
     Nothing but the kernel launch happens in the returned callable; it runs on torch's
@@ -190,7 +200,8 @@ def make_launcher(variant: str, q: Any, k: Any, v: Any, out: Any, causal: bool) 
         bound()
         return out
 
-    launch.grid = grid  # type: ignore[attr-defined]
-    launch.entry = kernel.name  # type: ignore[attr-defined]
-    launch.cubin = result.path  # type: ignore[attr-defined]
-    return launch
+    named = cast(CudaLaunch, launch)  # once the attributes below are set
+    named.grid = grid
+    named.entry = kernel.name
+    named.cubin = result.path
+    return named

@@ -22,6 +22,7 @@ from typing import Any
 from ..build_report import BuildReport
 from .configs import TileConfig
 from .headers import cutlass_include_dir, cutlass_version
+from ..record_paths import Names
 from ..nvcc import NvccError, NvccResult, failed_build_report, nvcc_compile, parse_ptxas_verbose
 
 SOURCE = Path(__file__).resolve().with_name("attention_3k.cu")
@@ -38,7 +39,7 @@ def flags_for(config: TileConfig) -> list[str]:
     return [*BASE_FLAGS, *config.defines()]
 
 
-def include_names(include: Path | None) -> dict[Path, str]:
+def include_names(include: Path | None) -> Names:
     """How the build record names the header folder: by the CUTLASS version it holds."""
     if include is None:
         return {}

@@ -12,6 +12,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 TILES_PATH = Path(__file__).resolve().with_name("tiles.toml")
 
@@ -69,7 +70,10 @@ class Limits:
     max_rows: int
 
 
-def _field(entry: dict, key: str, where: str, kind: type) -> object:
+_T = TypeVar("_T")
+
+
+def _field(entry: dict, key: str, where: str, kind: type[_T]) -> _T:
     if key not in entry:
         raise TileConfigError(f"{where}.{key}: missing")
     value = entry[key]

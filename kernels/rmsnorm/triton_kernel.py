@@ -12,12 +12,12 @@ tests import this module.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Protocol, cast
 
 import triton
 import triton.language as tl
 
-from .triton_config import row_config
+from .triton_config import RowConfig, row_config
 
 
 @triton.jit
@@ -32,7 +32,15 @@ def rmsnorm_fwd_kernel(X, W, Y, stride_x, stride_y, hidden, eps, BLOCK_N: tl.con
     tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
 
 
-def make_launcher(x: Any, w: Any, out: Any, eps: float) -> Callable[[], Any]:
+class RmsnormLaunch(Protocol):
+    """make_launcher's result: a zero-argument launch (it returns `out`) and the configuration it runs."""
+
+    config: RowConfig
+
+    def __call__(self) -> Any: ...
+
+
+def make_launcher(x: Any, w: Any, out: Any, eps: float) -> RmsnormLaunch:
     """A zero-argument callable that launches the kernel once, writing y into `out`.
 
     The grid, strides and configuration are fixed here, so a call is one Triton launch.
@@ -51,5 +59,6 @@ def make_launcher(x: Any, w: Any, out: Any, eps: float) -> Callable[[], Any]:
         kernel(x, w, out, stride_x, stride_y, hidden, eps, BLOCK_N=config.block_n, num_warps=config.num_warps)
         return out
 
-    run.config = config  # type: ignore[attr-defined]
-    return run
+    launch = cast(RmsnormLaunch, run)  # once `config` is set
+    launch.config = config
+    return launch

@@ -102,7 +102,8 @@ def load(key: dict, table: ConfigTable, seq_len: int, directory: Path | None = N
         return None
     if entry.get("key") != key:
         return None
-    config = table.configs.get(entry.get("config")) if isinstance(entry.get("config"), str) else None
+    name = entry.get("config")
+    config = table.configs.get(name) if isinstance(name, str) else None
     if config is None or not runs_exactly(config, key["causal"], seq_len):
         return None
     return entry

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import os
+from typing import Any, Callable, Protocol, cast
 
 import triton
 import triton.language as tl
@@ -280,7 +281,15 @@ def descriptors_fit(seq_len: int, block_m: int, block_n: int) -> bool:
     return seq_len % block_m == 0 and seq_len % block_n == 0
 
 
-def make_launcher(q, k, v, out, causal: bool, config):
+class Fa2Launch(Protocol):
+    """make_launcher's result: a zero-argument launch (it returns `out`), and `compiled_resources()`."""
+
+    compiled_resources: Callable[[], dict]
+
+    def __call__(self) -> Any: ...
+
+
+def make_launcher(q, k, v, out, causal: bool, config) -> Fa2Launch:
     """Return a zero-argument callable that runs the kernel once, writing into `out`.
 
     Everything that does not change between calls (descriptors, grid, scale, flags) is built
@@ -313,7 +322,7 @@ def make_launcher(q, k, v, out, causal: bool, config):
     qk_scale = LOG2_E / math.sqrt(head_dim)
     split = int(config.split_kv)
     num_m = triton.cdiv(seq_len, bm)
-    workspace = (None, None, None)
+    workspace: tuple[Any, Any, Any] = (None, None, None)
     if split > 1:
         import torch
 
@@ -348,5 +357,6 @@ def make_launcher(q, k, v, out, causal: bool, config):
             "shared_mem_bytes": getattr(metadata, "shared", None),
         }
 
-    run.compiled_resources = compiled_resources
-    return run
+    launch = cast(Fa2Launch, run)  # once compiled_resources is set
+    launch.compiled_resources = compiled_resources
+    return launch

@@ -201,9 +201,9 @@ def pick(trials: list[Trial], tie_margin: float) -> Trial:
     configuration in every run instead of following the noise (two H200 sweeps of the same
     configs agreed within 0.9% median, 3% at p90), so a recorded series does not step when
     the choice flips between equals."""
-    timed = [t for t in trials if t.median_us is not None]
+    timed = [(t.median_us, t) for t in trials if t.median_us is not None]
     if not timed:
         details = "; ".join(f"{t.config}: {t.error}" for t in trials)
         raise RuntimeError(f"triton_fa2: every candidate configuration failed ({details})")
-    fastest = min(t.median_us for t in timed)
-    return next(t for t in timed if t.median_us <= fastest * (1.0 + tie_margin))
+    fastest = min(median for median, _ in timed)
+    return next(t for median, t in timed if median <= fastest * (1.0 + tie_margin))

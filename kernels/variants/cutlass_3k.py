@@ -135,7 +135,7 @@ def _prepare_for(config: TileConfig):
             return out
 
         # The plan holds raw pointers: the callable keeps the buffers alive as long as it lives.
-        launch.keep_alive = (plan, scores, probs, workspace, k_gemm, v_gemm)  # type: ignore[attr-defined]
+        launch.keep_alive = (plan, scores, probs, workspace, k_gemm, v_gemm)  # type: ignore[attr-defined]  # mypy does not model a function's attributes; only held
         return Prepared(fn=launch, q=q, k=k, v=v, out=out, info={
             "kernels": 5 if padded else 3, **config.describe(), "ld": ld, "kv_len": kv_len,
             "workspace_bytes": workspace_bytes, "intermediate_bytes": intermediate_bytes(case),
