@@ -344,7 +344,7 @@ def test_kernel_page_without_ceilings_for_the_gpu_says_so(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/kernel.py", gpu=L4, variant="triton_fa2")
     (info,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
-    assert "No ceilings for this GPU" in info and "NVIDIA L4" in info
+    assert "No ceilings for this device" in info and "NVIDIA L4" in info
 
 
 # --- Run -------------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     assert "No DRAM bytes" in why and "2 profiled case(s)" in why and "No ceilings" not in why
     at = open_page(db, monkeypatch, "views/kernel.py", gpu="NVIDIA L4", variant="sdpa")
     (why,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
-    assert "No ceilings for this GPU" in why and "NVIDIA L4 (fp16)" in why
+    assert "No ceilings for this device" in why and "NVIDIA L4 (fp16)" in why
     assert "measured so far:" in why and "NVIDIA H200" in why
     assert "No DRAM bytes" in why
     assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]

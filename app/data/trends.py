@@ -212,7 +212,7 @@ def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[st
         source,
         f"""
         SELECT {series_label(pool, "a.series_pool")} AS series, a.run_started_at AS started_at, {value} AS value,
-               a.kind, a.status, a.alert_id, a.run_id, a.metric,
+               a.kind, a.status, a.alert_id, a.run_id, a.metric, a.change_pct,
                a.kind || ' #' || a.alert_id || ' (' || a.status || ') on ' || a.metric
                  || coalesce(': ' || printf('%+.1f%%', a.change_pct), '')
                  || coalesce('; moved: ' || a.attribution, '') AS label

@@ -8,7 +8,7 @@ measured DRAM copy bandwidth."""
 
 import streamlit as st
 
-from attnwatch.app import charts, ui
+from attnwatch.app import charts, table_layout, ui
 from attnwatch.app.data import defaults, kernel
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.ceilings import CeilingsError, ceilings, find_ceiling
@@ -19,6 +19,41 @@ BUILD_CHARTS = (
     (["spill_store_bytes", "spill_load_bytes", "stack_frame_bytes"], "spill / stack bytes per thread"),
     (["shared_mem_bytes"], "shared memory per block (bytes)"),
 )
+
+
+# The build table's first columns: the run's commit, then the figures the charts draw.
+BUILD_FIRST = {"x": "commit", "ok": "ok", "registers_per_thread": "registers/thread", "shared_mem_bytes": "shared mem B/block",
+               "spill_store_bytes": "spill stores B", "spill_load_bytes": "spill loads B", "stack_frame_bytes": "stack B"}
+# The ncu kernel table's first metrics, under short names (the full ncu name is their help).
+NCU_FIRST = {"gpu__time_duration.sum": "duration ns", "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM throughput %",
+             "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput %",
+             "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy %",
+             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe %"}
+# The roofline points' first columns: the point, its shape, where it sits and how near the roof.
+ROOFLINE_FIRST = {"label": "point", "shape_id": "shape", "achieved_tflops": "TFLOP/s", "arithmetic_intensity": "FLOP/byte",
+                  "pct_of_peak": "% of peak", "run_id": "run"}
+
+
+def first_columns_table(frame, first: dict, key: str, helps: dict | None = None) -> None:
+    """`frame` with the columns of `first` leading, under its names, each sized to its header and
+    cells (app.table_layout) so that at 1440x900 they are on screen whole; the rest follow."""
+    helps = helps or {}
+    config = {}
+    for column, title in first.items():
+        if column not in frame.columns:
+            continue
+        values = frame[column]
+        if values.dtype.kind in "iuf":
+            whole = values.dropna().eq(values.dropna().round()).all()
+            decimals = 0 if whole else table_layout.decimals_for(values, significant=3)
+            config[column] = st.column_config.NumberColumn(title, format=f"%.{decimals}f", help=helps.get(column),
+                                                           width=table_layout.fit(title, table_layout.number_texts(values, decimals)))
+        elif values.dtype.kind == "b":
+            config[column] = st.column_config.CheckboxColumn(title, width=table_layout.fit(title, least=table_layout.CHECKBOX_PX))
+        else:
+            config[column] = st.column_config.TextColumn(title, help=helps.get(column), width=table_layout.fit(title, values))
+    order = list(config) + [c for c in frame.columns if c not in config]
+    ui.table(frame[order], hide_index=True, width="stretch", column_config=config, key=key)
 
 
 def no_builds_notice(source, variant, gpu) -> None:
@@ -50,7 +85,7 @@ def build_section(source, variant, gpu):
         with column:
             build_chart(builds, series, title, key, variant)
     with st.expander("Build reports"):
-        ui.table(builds, hide_index=True, width="stretch")
+        first_columns_table(builds, BUILD_FIRST, "kernel_builds")
 
 
 def build_chart(builds, series, title, key, variant) -> None:
@@ -89,7 +124,8 @@ def ncu_section(source, variant, gpu):
         if per_kernel.empty:
             st.caption("No per-kernel rows stored.")
         else:
-            ui.table(kernel.kernels_wide(per_kernel), hide_index=True, width="stretch")
+            first_columns_table(kernel.kernels_wide(per_kernel), {"kernel_index": "#", "kernel": "kernel", **NCU_FIRST},
+                                "kernel_ncu_kernels", helps={m: m for m in NCU_FIRST})
     since = kernel.cause_since_before(source, history, case)
     if since is not None:
         st.markdown(f"**Against the profiled run before (read as {'slower' if since[0] else 'faster'}):** "
@@ -180,7 +216,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
         + (f"; {derived} value(s) from runs that predate those fields are derived from ncu's stored bytes/duration." if derived else ".")
     )
     with st.expander("Roofline points"):
-        ui.table(points, hide_index=True, width="stretch")
+        first_columns_table(points, ROOFLINE_FIRST, "kernel_roofline_points")
 
 
 def kernel_page(source, shape):

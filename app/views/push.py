@@ -10,7 +10,7 @@ not one-line links or canvas grids, which cut their text at the edge."""
 import pandas as pd
 import streamlit as st
 
-from attnwatch.app import ui
+from attnwatch.app import table_layout, ui
 from attnwatch.app.data import push, quality, runs
 from attnwatch.history.links import alert_query
 
@@ -22,24 +22,37 @@ NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
 MAX_ROWS = 20
 EXPANDED_CAUSES = 3  # causes opened at first in a section
 
-CHANGE_COLUMNS = {
-    "gpu": st.column_config.TextColumn("GPU"),
-    "host": st.column_config.TextColumn("host", help="the pool (host) where the GPU model ran on several"),
-    "case_id": st.column_config.TextColumn("case"),
-    "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.1f"),
-    "ratio_low": st.column_config.NumberColumn("interval low", format="%.4f"),
-    "ratio_high": st.column_config.NumberColumn("interval high", format="%.4f"),
-    "base_us": st.column_config.NumberColumn("before µs (events)", format="%.2f"),
-    "head_us": st.column_config.NumberColumn("after µs (events)", format="%.2f"),
-    "head_graph_median_us": st.column_config.NumberColumn("after µs (graph replay)", format="%.2f",
-                                                          help="CUDA-graph replay median: launch gaps removed (cases under the graph threshold only)"),
-    "real": st.column_config.TextColumn("real?", help="is the change real: the answer from the stored evidence"),
-    "head_marks": st.column_config.TextColumn("after: marks"),
-    "base_marks": st.column_config.TextColumn("before: marks"),
-    "correctness": st.column_config.TextColumn("correctness"),
-    "verdict": st.column_config.TextColumn("verdict"),
-    "plot": st.column_config.LinkColumn("plot", display_text="open trend"),
-}
+def change_columns(rows: pd.DataFrame, question: str = "real?") -> dict:
+    """The change table's columns, those a reader needs first (GPU, case, verdict, correctness,
+    change, interval, before and after) sized to their headers and cells (app.table_layout), so
+    that at 1440x900 they are on screen whole; the rest follow."""
+    fit, numbers = table_layout.fit, table_layout.number_texts
+    return {
+        "gpu": st.column_config.TextColumn("GPU", width=fit("GPU", rows["gpu"])),
+        "host": st.column_config.TextColumn("host", help="the pool (host) where the GPU model ran on several",
+                                            width=fit("host", rows["host"])),
+        "case_id": st.column_config.TextColumn("case", width=fit("case", rows["case_id"], most=420)),
+        "verdict": st.column_config.TextColumn("verdict", width=fit("verdict", rows["verdict"])),
+        "correctness": st.column_config.TextColumn("correctness", width=fit("correctness", rows["correctness"])),
+        "delta_pct": st.column_config.NumberColumn("Δ %", format="%+.1f", width=fit("Δ %", numbers(rows["delta_pct"], 1, True))),
+        "ratio_low": st.column_config.NumberColumn("low", format="%.4f", help="the head/base interval's low end",
+                                                   width=fit("low", numbers(rows["ratio_low"], 4))),
+        "ratio_high": st.column_config.NumberColumn("high", format="%.4f", help="the head/base interval's high end",
+                                                    width=fit("high", numbers(rows["ratio_high"], 4))),
+        "base_us": st.column_config.NumberColumn("before µs (events)", format="%.2f",
+                                                 width=fit("before µs (events)", numbers(rows["base_us"], 2))),
+        "head_us": st.column_config.NumberColumn("after µs (events)", format="%.2f",
+                                                 width=fit("after µs (events)", numbers(rows["head_us"], 2))),
+        "head_graph_median_us": st.column_config.NumberColumn(
+            "after µs (graph replay)", format="%.2f",
+            help="CUDA-graph replay median: launch gaps removed (cases under the graph threshold only)"),
+        "real": st.column_config.TextColumn(question, help="is the change real: the answer from the stored evidence"),
+        "head_marks": st.column_config.TextColumn("after: marks"),
+        "base_marks": st.column_config.TextColumn("before: marks"),
+        "plot": st.column_config.LinkColumn("plot", display_text="open trend"),
+    }
+
+
 ORDER = ["gpu", "host", "case_id", "verdict", "correctness", "delta_pct", "ratio_low", "ratio_high", "base_us", "head_us",
          "head_graph_median_us", "real", "base_marks", "head_marks", "plot"]
 
@@ -180,9 +193,9 @@ def change_section(changes, name: str, title: str, key: str, when_empty=None, ev
 
 
 def table(rows, key: str, question: str = "real?") -> None:
-    config = {**CHANGE_COLUMNS, "real": st.column_config.TextColumn(question)}
     if st.toggle(f"Table ({len(rows)} rows)", key=f"{key}_table", help=TABLE_HELP):
-        ui.table(rows[_columns(rows)], hide_index=True, column_config=config, width="stretch", key=key)
+        ui.table(rows[_columns(rows)], hide_index=True, column_config=change_columns(rows, question), width="stretch",
+                 key=key)
 
 
 def _columns(frame: pd.DataFrame) -> list[str]:
@@ -282,7 +295,8 @@ def push_page(source, shape):
     notes = push.quality_caption([regressions, improvements, unverified])
     st.caption(" ".join(["Marks:", *notes, quality.BASIS]) if notes else quality.BASIS)
     if st.toggle(f"Every case of the push ({len(changes)})", key="push_all_table", help=TABLE_HELP):
-        ui.table(changes[_columns(changes)], hide_index=True, column_config=CHANGE_COLUMNS, width="stretch", key="push_all")
+        ui.table(changes[_columns(changes)], hide_index=True, column_config=change_columns(changes), width="stretch",
+                 key="push_all")
     st.page_link("views/alerts.py", label="Alerts detection recorded, grouped by the commit that caused them",
                  icon=":material/notifications:", query_params=alert_query())
 

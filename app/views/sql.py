@@ -4,9 +4,10 @@ downloads. The query run is kept in the URL (`?sql=`), so the page's link reruns
 its result. A refused or failing query, or anything else that goes wrong, is a one-line
 message, never a traceback."""
 
+import pandas as pd
 import streamlit as st
 
-from attnwatch.app import ui
+from attnwatch.app import table_layout, ui
 from attnwatch.app.data import sql_console
 from attnwatch.app.url_state import url_text
 from attnwatch.history.errors import HistoryError
@@ -61,6 +62,14 @@ def follow_link(source) -> None:
     run(source, linked)
 
 
+def text_widths(frame) -> dict:
+    """Each text column sized to its header and cells (app.table_layout): the grid's own sizing
+    cut long variant names and statuses in the first columns at 1440 px. Numbers keep the grid's."""
+    numbers = pd.api.types.is_numeric_dtype, pd.api.types.is_datetime64_any_dtype
+    return {str(c): st.column_config.Column(width=table_layout.fit(str(c), frame[c]))
+            for c in frame.columns if not any(kind(frame[c]) for kind in numbers)}
+
+
 def show_result(ran_sql: str, result, sql: str) -> None:
     frame = result.frame
     if ran_sql != sql:
@@ -72,7 +81,7 @@ def show_result(ran_sql: str, result, sql: str) -> None:
     )
     if result.renamed:
         st.caption(ui.md(sql_console.renamed_note(result)))
-    st.dataframe(frame, hide_index=True, width="stretch")
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=text_widths(frame))
     cols = st.columns(2)
     cols[0].download_button("Download CSV", sql_console.to_csv(result), file_name="attnwatch_query.csv",
                             mime="text/csv", on_click="ignore", key="sql_csv")

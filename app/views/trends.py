@@ -10,14 +10,32 @@ import pandas as pd
 
 import streamlit as st
 
-from attnwatch.app import charts, ui
+from attnwatch.app import charts, table_layout, ui
 from attnwatch.app.data import defaults, quality, runs, timers, trends
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.links import commit_range, parse_commit_range
 
 RUNS_RANGE = (10, 1000)
 # The alerts table's columns, what a reader acts on first (fits a 1440 px window); the rest follows.
-ALERT_ORDER = ["alert_id", "kind", "status", "label", "started_at", "series", "metric", "run_id"]
+ALERT_ORDER = ["alert_id", "series", "kind", "status", "metric", "change_pct", "started_at", "run_id", "label"]
+STARTED_FORMAT, STARTED_TEXT = "YYYY-MM-DD HH:mm", "0000-00-00 00:00"  # how the run's start is shown, for its width
+
+
+def alert_columns(alerts) -> dict:
+    """The alerts table's columns sized to their headers and cells (app.table_layout), so that at
+    1440x900 which series, what kind, how far it moved and when are on screen whole."""
+    fit = table_layout.fit
+    return {
+        "alert_id": st.column_config.NumberColumn("id", format="%d", width=fit("id", alerts["alert_id"])),
+        **{c: st.column_config.TextColumn(c, width=fit(c, alerts[c])) for c in ("series", "kind", "status", "metric")},
+        "change_pct": st.column_config.NumberColumn(
+            "change %", format="%+.1f", help="after / before − 1, as detection stored it",
+            width=fit("change %", table_layout.number_texts(alerts["change_pct"], 1, True))),
+        "started_at": st.column_config.DatetimeColumn("run started", format=STARTED_FORMAT,
+                                                      width=fit("run started", [STARTED_TEXT])),
+        "run_id": st.column_config.TextColumn("run", width=fit("run", alerts["run_id"])),
+        "label": st.column_config.TextColumn("alert"),
+    }
 
 
 def pickers(source, shape, url: UrlState):
@@ -152,7 +170,8 @@ def trends_page(source, shape):
         if outside:
             st.caption(f"{outside} of these alerts lie outside the {c['max_runs']} newest runs plotted (or on another "
                        "metric's runs): widen 'newest runs' to see them on the chart.")
-        ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch", column_order=ALERT_ORDER)
+        ui.table(alerts.drop(columns=["value"]), hide_index=True, width="stretch", column_order=ALERT_ORDER,
+                 column_config=alert_columns(alerts))
     with st.expander("Plotted values"):
         ui.table(series, hide_index=True, width="stretch")
 
