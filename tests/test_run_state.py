@@ -155,7 +155,7 @@ def test_summary_shows_a_memory_bound_case_s_bandwidth():
 
 
 # The reasons a CPU run gives (issue 44): the summary cut them at 120 characters and the progress
-# lines at 160, mid-word (`(docs/design.md, "Kernel)`, `needs a CUDA dev)`), the fix with them.
+# lines at 160, mid-word (a cut citation of the design doc's "Kernel variants" section, `needs a CUDA dev)`), the fix with them.
 FA4_REASON = ("needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named "
               "'flash_attn'); pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
               "pip --target and name that folder in ATTNWATCH_EXTRA_SITE; needs a Hopper GPU (cc 9.x): torch "

@@ -17,7 +17,7 @@ import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, cast
+from typing import Any, Protocol, cast
 
 from ..build_report import BuildReport
 from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
