@@ -130,7 +130,7 @@ def config_changes(series: pd.DataFrame) -> pd.DataFrame:
             previous = None
             for row in s.sort_values("x_order").itertuples():
                 config = row.kernel_config if isinstance(row.kernel_config, str) else None
-                if changed(previous, config):
+                if previous is not None and config is not None and changed(previous, config):
                     rows.append((name, row.x, row.value, row.run_id, f"{name}: {change_text(previous, config)}"))
                 previous = config or previous
     return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])

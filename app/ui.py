@@ -97,7 +97,7 @@ def page_source() -> Source:
     return source
 
 
-def show_unavailable(exc: HistoryUnavailable) -> None:
+def show_unavailable(exc: HistoryUnavailable | HistoryError) -> None:
     """A read failure as a message the user can act on (never a traceback)."""
     st.warning(md(exc))
 

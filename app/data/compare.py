@@ -17,12 +17,14 @@ samples on the 2-core CI machine; the batched form takes 0.13-0.16 s there (load
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pandas as pd
 
 from attnwatch.app.data import quality
 from attnwatch.app.data.store import Source, cached_query, read_frame
-from attnwatch.history.analysis.ab import ABInterval, hierarchical_intervals, verdict
+from attnwatch.history.analysis.ab import ABInterval, CaseKey, Round, hierarchical_intervals, verdict
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.analysis.tiers import FASTER_UNDER, SLOWER_UNDER, label, tier
 
@@ -35,7 +37,7 @@ MOVED_NO_INTERVAL = "moved (no interval)"
 STILL_NO_INTERVAL = "within min_effect (no interval)"
 
 
-def run_intervals(base: dict[str, list[float]], head: dict[str, list[float]], confidence: float) -> dict[str, ABInterval]:
+def run_intervals(base: Mapping[CaseKey, Round], head: Mapping[CaseKey, Round], confidence: float) -> dict[CaseKey, ABInterval]:
     """The head/base interval of every case both runs have samples of, each run one round."""
     measured = [case for case in sorted(set(base) & set(head)) if len(base[case]) and len(head[case])]
     return hierarchical_intervals({c: [base[c]] for c in measured}, {c: [head[c]] for c in measured},

@@ -3,6 +3,8 @@ and the points of a roofline chart."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query, read_frame
@@ -56,7 +58,7 @@ def variants_by_recency(source: Source, gpu: str) -> list[str]:
 
 
 @cached_query
-def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict[str, int]:
+def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict[str, Any]:
     """How many profiled main-run cases of `variants` on `gpu` there are, and how many of them
     have DRAM bytes and an achieved TFLOPS: says why a roofline has no points."""
     row = read_frame(

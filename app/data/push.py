@@ -25,6 +25,7 @@ rows and samples come from two queries on one connection (`store.read_frames`); 
 from __future__ import annotations
 
 import math
+from typing import Any, TypeGuard
 from dataclasses import dataclass
 
 import pandas as pd
@@ -156,7 +157,7 @@ def _is_reference(row) -> bool:
     return row.base_gap == 1.0 and row.head_gap == 1.0
 
 
-def _finite(value) -> bool:
+def _finite(value: Any) -> TypeGuard[float]:
     return value is not None and not pd.isna(value) and math.isfinite(float(value))
 
 

@@ -66,7 +66,7 @@ def current_source(path: str | os.PathLike[str] | None = None) -> Source:
     location = parse_location(path) if path is not None else default_location()
     if location.is_lake:
         return Source(location.label, _lake_signature(location))
-    db = location.path
+    db = location.file
     main = _stat(db)
     wal = _stat(db.with_name(db.name + ".wal"))
     exists = 1 if db.exists() else 0

@@ -108,7 +108,7 @@ def show_group(source, members, key, url: UrlState) -> None:
     ids = [int(a) for a in members["alert_id"]]
     names = {int(r.alert_id): r.label for r in members.itertuples()}
     url.choice("alerts_alert", "alert", ids, ids[0], decode=lambda t: int(t) if t.isdigit() else None)
-    chosen = st.selectbox("alert drawn on its series", ids, format_func=names.get, key="alerts_alert")
+    chosen = st.selectbox("alert drawn on its series", ids, format_func=lambda alert_id: names[alert_id], key="alerts_alert")
     alert = members[members["alert_id"] == chosen].iloc[0]
     describe_alert(alert)
     draw_alert(source, alert)

@@ -108,8 +108,8 @@ def pick_runs(source, gpu, url: UrlState):
     url.choice("compare_head_runs", "head", ids, head_default)
     url.choice("compare_base_runs", "base", ids, base_default if base_default in ids else ids[min(1, len(ids) - 1)])
     # One above the other, full width: side by side, a run's label was cut at 1440 px.
-    base = st.selectbox("base", ids, format_func=labels.get, key="compare_base_runs")
-    head = st.selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
+    base = st.selectbox("base", ids, format_func=lambda run_id: labels[run_id], key="compare_base_runs")
+    head = st.selectbox("head", ids, format_func=lambda run_id: labels[run_id], key="compare_head_runs")
     if base_default and base_default not in ids and not named["base"]:
         st.caption("The main run before the head is not listed: search for it.")
     return (None, None) if missing else (base, head)
@@ -161,7 +161,7 @@ def pick_baseline(source, gpu, url: UrlState):
         st.info(f"{ui.md(gpu)} has no other run to compare with the baseline.")
         return None, None
     url.choice("compare_head_runs", "head", ids, ids[0])
-    head = st.selectbox("head", ids, format_func=labels.get, key="compare_head_runs")
+    head = st.selectbox("head", ids, format_func=lambda run_id: labels[run_id], key="compare_head_runs")
     st.caption(f"Comparing run {ui.md(head)} (head) with the baseline's run {ui.md(base)}.")
     return base, head
 

@@ -205,6 +205,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     if reasons:
         st.info("The roofline cannot be drawn here.\n\n" + "\n\n".join(f"- {r}" for r in reasons))
         return
+    assert compute is not None and memory is not None  # a missing one is among the reasons above
     points = kernel.roofline_points(source, gpu, tuple(chosen))
     label = f"measured roof: {compute.value:.1f} TFLOP/s {dtype} GEMM, {memory.value:.2f} TB/s copy"
     st.plotly_chart(charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch")

@@ -143,7 +143,7 @@ def cause_line(evidence: push.CauseEvidence | None) -> str:
     lines.append(f"**Build** (ptxas, before → after): {ui.md(evidence.build)}" if evidence.build
                  else "**Build**: no build report with ptxas figures on both sides (library and Triton kernels store none)")
     if evidence.counter_cause:
-        case = " ".join(evidence.counter_case.split("/")[1:])
+        case = " ".join((evidence.counter_case or "").split("/")[1:])
         others = f"; {evidence.profiled} of {evidence.cases} cases profiled" if evidence.cases > 1 else ""
         lines.append(f"**ncu cause** ({ui.md(case)}{others}): {ui.md(ui.truncate(evidence.counter_cause, CAUSE_CHARS))}")
     else:

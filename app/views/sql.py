@@ -30,7 +30,7 @@ def schema_browser(source) -> None:
         overview = sql_console.schema(source)
         objects = overview[["object", "kind"]].drop_duplicates()
         labels = {row.object: f"{row.object} ({row.kind})" for row in objects.itertuples()}
-        chosen = st.selectbox("table or view", list(labels), format_func=labels.get, key="sql_schema_object")
+        chosen = st.selectbox("table or view", list(labels), format_func=lambda name: labels[name], key="sql_schema_object")
         st.dataframe(overview[overview["object"] == chosen][["column", "type"]], hide_index=True, width="stretch")
 
 

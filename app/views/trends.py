@@ -55,8 +55,9 @@ def pickers(source, shape, url: UrlState):
     branch = top[2].selectbox("branch", branches, key="trends_branch")
     metric_columns = list(trends.METRIC_BY_COLUMN)
     url.choice("trends_metric", "metric", metric_columns, "median_us", decode=lambda t: trends.METRIC_ALIASES.get(t, t))
-    metric = trends.METRIC_BY_COLUMN[top[3].selectbox("metric", metric_columns, key="trends_metric",
-                                                      format_func=trends.METRIC_BY_COLUMN.get)]
+    chosen_column = top[3].selectbox("metric", metric_columns, key="trends_metric",
+                                     format_func=lambda column: trends.METRIC_BY_COLUMN[column])
+    metric = trends.METRIC_BY_COLUMN[chosen_column or "median_us"]
     # The variant picker gets the widest place: at 1440 px a third of the row showed 2 of 4 chips.
     row = st.columns([6, 4])
     variants_all = measured["variants"] + [v for v in opts["variants"] if v not in measured["variants"]]

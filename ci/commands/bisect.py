@@ -28,6 +28,7 @@ from pathlib import Path
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 from attnwatch.history.analysis.ab import METHODS
+from attnwatch.history.detection.bisects import AlertTarget
 
 RESULT_FILE = "bisect.json"
 
@@ -63,7 +64,7 @@ def register(subparsers) -> None:
     p.set_defaults(func=_run)
 
 
-def _target(args) -> tuple[str, str, list[str], object | None, str | None]:
+def _target(args) -> tuple[str, str, list[str], AlertTarget | None, str | None]:
     """(good, bad, case ids, the alert's target or None, a note to print once the bisect starts)
     from --alert or --good/--bad/--case."""
     if args.alert is not None:

@@ -196,6 +196,7 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
         base_root = resolve_kernels_checkout(Path(args.base_root))
     except FileNotFoundError as exc:
         raise UserError(f"--base-root: {exc}") from None
+    assert base_root is not None  # a path given resolves to a checkout or raises
     base_sha = _known(capture_git(base_root).sha, args.base)
     head_sha = _known(capture_git(REPO_ROOT).sha, None)
     refuse_dirty(args, [side for side, root in (("base", base_root), ("head", REPO_ROOT)) if _dirty(root)])

@@ -71,7 +71,7 @@ def _run(args) -> int:
     location = parse_location(args.db)  # a URL or an extension prefix is refused here, in one line
     lake = location.is_lake
     db = args.db if lake else str(location.path)
-    if not lake and not file_check.existing(location.path, db):  # a directory, a link to nothing: refused
+    if not lake and not file_check.existing(location.file, db):  # a directory, a link to nothing: refused
         print(f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
               file=sys.stderr)
     cmd = streamlit_command(args.port, args.host)

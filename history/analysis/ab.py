@@ -42,7 +42,7 @@ compares.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, TypeVar, Union
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class ABInterval:
     rounds: int
 
 
-def _as_rounds(rounds: Sequence[Sequence[float]], side: str) -> list[np.ndarray]:
+def _as_rounds(rounds: Sequence[Round], side: str) -> list[np.ndarray]:
     out = [np.asarray(r, dtype=np.float64) for r in rounds]
     if not out or any(r.size == 0 for r in out):
         raise ValueError(f"{side}: every round needs at least one sample")
@@ -94,13 +94,18 @@ def _signature(rounds: list[np.ndarray]) -> tuple[int, ...]:
     return tuple(r.size for r in rounds)
 
 
+# A case's id, or (run id, case id) when several runs' cases are computed at once (the dashboard).
+CaseKey = TypeVar("CaseKey", str, tuple[str, str])
+Round = Union[Sequence[float], np.ndarray]  # one round's per-call latencies
+
+
 def hierarchical_intervals(
-    base: Mapping[str, Sequence[Sequence[float]]],
-    head: Mapping[str, Sequence[Sequence[float]]],
+    base: Mapping[CaseKey, Sequence[Round]],
+    head: Mapping[CaseKey, Sequence[Round]],
     confidence: float = 0.95,
     resamples: int = 2000,
     seed: int = 0,
-) -> dict[str, ABInterval]:
+) -> dict[CaseKey, ABInterval]:
     """The two-level bootstrap interval (module doc) for every case in both mappings at once.
 
     `base[case]` and `head[case]` are that case's rounds (lists of per-call latencies). The one
@@ -113,13 +118,13 @@ def hierarchical_intervals(
     index draws; no per-case interval depends on that correlation). Cost: per group,
     O(resamples * n log n) per round for the index draws plus O(cases * resamples * R).
     """
-    groups: dict[tuple, list[tuple[str, list[np.ndarray], list[np.ndarray]]]] = {}
+    groups: dict[tuple, list[tuple[CaseKey, list[np.ndarray], list[np.ndarray]]]] = {}
     for case in sorted(set(base) & set(head)):
         b = _as_rounds(base[case], f"{case}: base")
         h = _as_rounds(head[case], f"{case}: head")
         groups.setdefault((_signature(b), _signature(h)), []).append((case, b, h))
     alpha = (1.0 - confidence) / 2.0
-    out: dict[str, ABInterval] = {}
+    out: dict[CaseKey, ABInterval] = {}
     for members in groups.values():
         rng = np.random.default_rng(seed)
         n_base, n_head = len(members[0][1]), len(members[0][2])
