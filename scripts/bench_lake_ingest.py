@@ -109,7 +109,7 @@ def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, sampl
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     from attnwatch.history.store.db import open_write
 
-    with open_write(db):  # the lake exists before the runners start (README: team set-up)
+    with open_write(db):  # the lake exists before the runners start (docs/reference/history.md: a team history)
         pass
     with tempfile.TemporaryDirectory() as scratch:
         stop = Path(scratch) / "stop"

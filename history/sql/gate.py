@@ -51,7 +51,7 @@ So on a lake user SQL must pass three checks, in this order (the first two on th
      allowed read-only functions. Reading the catalog's rows by any route is a postgres_scan in
      that plan, and `history.options()` a ducklake_options, so both are refused whatever the
      statement called them.
-The catalog role the dashboard uses should be a read-only one as well (README, team set-up).
+The catalog role the dashboard uses should be a read-only one as well (docs/reference/history.md, "A team history: DuckLake on PostgreSQL").
 history.sql.worker runs check 3 inside the query's time limit.
 """
 

@@ -9,7 +9,7 @@ HistoryError that the CLI prints as one line and the dashboard shows as one mess
     LakeUnavailableError with `transient` set, which history.store.lake_retry waits out;
   - the catalog database or role is gone, or the login is refused: LakeUnavailableError, not
     retried (waiting does not bring a dropped database back);
-  - the role may only read (the README's dashboard role): ReadOnlyHistoryError;
+  - the role may only read (the dashboard's read-only role, docs/reference/history.md): ReadOnlyHistoryError;
   - a data file the catalog lists is missing (the data path removed or unmounted):
     LakeDataMissingError, naming the file but not the machine's directory.
 
