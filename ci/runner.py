@@ -191,10 +191,11 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         if ncu is not None:
             add_ncu(bundle, ncu, finished_at=_utc_now(), note=_ncu_note(ncu))
             _announce(options, bundle)
-    except KeyboardInterrupt:
-        if not interrupted:  # Ctrl-C during ncu: the measured bundle is already complete
-            exc = KeyboardInterrupt(f"interrupted during the ncu pass; the measured bundle is in {bundle}")
-        raise exc from None
+    except KeyboardInterrupt as exc:
+        if interrupted:
+            raise exc from None
+        # Ctrl-C during ncu: the measured bundle is already complete
+        raise KeyboardInterrupt(f"interrupted during the ncu pass; the measured bundle is in {bundle}") from None
     finally:
         if not keep:
             _remove_tree(work)

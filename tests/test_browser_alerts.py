@@ -113,6 +113,16 @@ def test_tables_fit_the_page_no_chip_is_cut_and_the_axis_has_a_unit(served):
         page.close()
 
 
+def one_box(page, name: str):
+    """The form's text box `name`, once the rerun has replaced the previous form's (Streamlit keeps
+    a form of another key on screen until the new render has drawn its own)."""
+    from playwright.sync_api import expect
+
+    box = page.get_by_role("textbox", name=name)
+    expect(box).to_have_count(1, timeout=PAGE_TIMEOUT_MS)
+    return box
+
+
 def test_one_alert_alone_then_a_fresh_form_then_a_group_only_once_confirmed(served):
     _, _, db, ids = served
     group = f"{ids['old_step_base']}..{ids['old_step_commit']}"
@@ -127,18 +137,18 @@ def test_one_alert_alone_then_a_fresh_form_then_a_group_only_once_confirmed(serv
         assert [i for i, a in stored.items() if a.status != "open"] == [chosen]
         assert stored[chosen].note == "this case only: tiles in 03"
         # Its form is empty now, and so is the next group's.
-        assert page.get_by_role("textbox", name="note").input_value() == ""
+        assert one_box(page, "note").input_value() == ""
         pick(page, "commit range", f"{ids['base_commit'][:10]}..")
         settle(page, "Applies to alert #")
-        assert page.get_by_role("textbox", name="note").input_value() == ""
-        assert page.get_by_role("textbox", name="who").input_value() == ""
+        assert one_box(page, "note").input_value() == ""
+        assert one_box(page, "who").input_value() == ""
         # Back to the step's group: the whole group asked for, nothing written until confirmed.
         pick(page, "commit range", f"{ids['old_step_base'][:10]}..")
         settle(page, "Applies to alert #")
         page.get_by_text("all 16 unresolved alerts of this commit range").click(timeout=PAGE_TIMEOUT_MS)
         settle(page, "once confirmed")
-        assert page.get_by_role("textbox", name="note").input_value() == ""
-        page.get_by_role("textbox", name="note").fill("whole step: tiles in 03")
+        assert one_box(page, "note").input_value() == ""
+        one_box(page, "note").fill("whole step: tiles in 03")
         page.get_by_role("textbox", name="who").fill("kernel-dev")
         page.get_by_role("button", name="Resolve 16…").click(timeout=PAGE_TIMEOUT_MS)
         settle(page, "Resolve all 16 alerts of this commit range")

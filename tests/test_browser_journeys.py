@@ -127,7 +127,9 @@ def test_what_regressed_in_the_last_push_in_at_most_one_click(browser, dashboard
         for gpu, case, delta, interval, real in found:
             assert 10.0 <= delta <= 14.0 and 0 < float(interval["low"]) <= delta <= float(interval["high"])
             noisy = (gpu, case) == (H100, NOISY_CASE)
-            assert real.startswith("check: head unconverged" if noisy else "yes: clean samples on both sides")
+            # an unconverged case whose interval clears min_effect is real all the same (#44), and says why
+            assert real.startswith("yes: the interval clears" if noisy else "yes: clean samples on both sides"), real
+            assert ("unconverged" in real) is noisy, real
         assert "correctness not run" in " ".join(visit.text().split())  # the H100 push was never checked
         reopens(browser, visit, "This push", "Regressions (8)")
 
