@@ -12,6 +12,8 @@ import shutil
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
+import pytest
+
 
 class HistoryCopies:
     """Histories by key, kept in `folder` (a module's temporary directory)."""
@@ -33,3 +35,23 @@ class HistoryCopies:
         kept = self.folder / f"history-{len(self.built)}.duckdb"
         shutil.copyfile(db_path, kept)
         self.built[key] = kept
+
+
+class ModuleHistories:
+    """A test module's HistoryCopies, made afresh for each run of the module by the fixture that
+    `fixture()` returns (assign it to a module attribute, where pytest finds it)."""
+
+    def __init__(self) -> None:
+        self._copies: HistoryCopies | None = None
+
+    def make(self, key: Hashable, db_path: Path, build: Callable[[Path], None]) -> None:
+        assert self._copies is not None, "the module's history fixture is not active"
+        self._copies.make(key, db_path, build)
+
+    def fixture(self):
+        @pytest.fixture(scope="module", autouse=True)
+        def module_histories(tmp_path_factory):
+            self._copies = HistoryCopies(tmp_path_factory.mktemp("histories"))
+            yield
+            self._copies = None
+        return module_histories

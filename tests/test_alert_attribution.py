@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from history_copies import HistoryCopies
+from history_copies import ModuleHistories
 from attnwatch.ci.cli import main
 from attnwatch.ci.notify.messages import Transition, payload
 from attnwatch.history.detection.alerts import list_alerts
@@ -85,22 +85,16 @@ def series(real: Path, out: Path, edit=None, fingerprints: bool = True) -> list[
     return paths
 
 
-_COPIES: list[HistoryCopies] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _history_copies(tmp_path_factory):
-    """Each series' history is ingested once and copied into the next test that asks for it."""
-    _COPIES[:] = [HistoryCopies(tmp_path_factory.mktemp("histories"))]
-    yield
-    _COPIES.clear()
+# Each history of this module is built once and copied into the next test that asks for it.
+HISTORIES = ModuleHistories()
+_history_copies = HISTORIES.fixture()
 
 
 def _ingested(real: Path, tmp_path: Path, edit=None, fingerprints: bool = True) -> Path:
     """tmp_path/history.duckdb holding `series(real, ..., edit, fingerprints)`."""
     db = tmp_path / "history.duckdb"
     key = (edit.__name__ if edit else None, fingerprints)
-    _COPIES[0].make(key, db, lambda path: ingest_paths(path, series(real, tmp_path / "s", edit, fingerprints)))
+    HISTORIES.make(key, db, lambda path: ingest_paths(path, series(real, tmp_path / "s", edit, fingerprints)))
     return db
 
 

@@ -8,7 +8,7 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from history_copies import HistoryCopies
+from history_copies import ModuleHistories
 from attnwatch.ci.cli import main
 from attnwatch.history.detection.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
 from attnwatch.history.ingest.write import ingest_paths
@@ -17,15 +17,9 @@ T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10
 
 
-_COPIES: list[HistoryCopies] = []
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _history_copies(tmp_path_factory):
-    """Each history of this module is built once and copied into the next test that asks for it."""
-    _COPIES[:] = [HistoryCopies(tmp_path_factory.mktemp("histories"))]
-    yield
-    _COPIES.clear()
+# Each history of this module is built once and copied into the next test that asks for it.
+HISTORIES = ModuleHistories()
+_history_copies = HISTORIES.fixture()
 
 
 def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from=12, gpu="NVIDIA H200"):
@@ -45,7 +39,7 @@ def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from
     if db_path.exists():  # runs added to a history
         build(db_path)
     else:
-        _COPIES[0].make((runs, start, slow_from, broken_from, gpu), db_path, build)
+        HISTORIES.make((runs, start, slow_from, broken_from, gpu), db_path, build)
 
 
 def _alerts(db_path):
