@@ -24,11 +24,14 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.variant_modules import add_arguments as add_variant_arguments
 from attnwatch.history.analysis.ab import METHODS
-from attnwatch.history.detection.bisects import AlertTarget
+
+if TYPE_CHECKING:  # the history's modules import duckdb, which a GPU runner may lack
+    from attnwatch.history.detection.bisects import AlertTarget
 
 RESULT_FILE = "bisect.json"
 
