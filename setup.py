@@ -12,7 +12,7 @@ from setuptools import find_namespace_packages, setup
 TOP_LEVEL = ("app", "ci", "history", "kernels")
 
 package_dir = {"attnwatch": "attnwatch"}
-packages = ["attnwatch"]
+packages = ["attnwatch"] + [f"attnwatch.{sub}" for sub in find_namespace_packages("attnwatch", include=["cli*"])]
 for top in TOP_LEVEL:
     package_dir[f"attnwatch.{top}"] = top
     packages.append(f"attnwatch.{top}")

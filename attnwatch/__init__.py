@@ -1,7 +1,9 @@
 """attnwatch: CI regression tracking for GPU attention kernels.
 
-Every module lives under this one name: `attnwatch.app`, `attnwatch.ci`, `attnwatch.history`,
-`attnwatch.kernels`. In a checkout they are the repository's top-level folders, and this package
+Every module lives under this one name, in layers: `attnwatch.cli` (the command line, the top
+layer, a folder of this package), then `attnwatch.app` (the dashboard) and `attnwatch.ci`
+(measuring, and in `attnwatch.ci.integration` talking to GitHub), then `attnwatch.history`, then
+`attnwatch.kernels`. In a checkout the last four they are the repository's top-level folders, and this package
 holds a relative symbolic link to each (`attnwatch/ci -> ../ci`), so Python, a type checker and an
 editor's go-to-definition all resolve `attnwatch.ci.…` to `ci/…` with no path manipulation. The
 wheel places the folders themselves inside this package (setup.py). `attnwatch.scripts` (the

@@ -1,7 +1,7 @@
-"""`python -m attnwatch …`: the command line (attnwatch.ci.cli)."""
+"""`python -m attnwatch …`: the command line (attnwatch.cli.main)."""
 
 import sys
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
 """The per-commit pipeline: suites, timing, ncu, run bundles, compare, PR comments and the CLI.
 
-`ci` may import `kernels` and `history`; `ci/cli.py` is the composition root.
+`ci` may import `kernels` and `history`; `attnwatch/cli/main.py` is the composition root.
 """

@@ -7,7 +7,7 @@ faults nobody until a later kernel reads what it overwrote. So "in flight" is a 
 a verdict: on an H200, `cuda_wmma` lost its case to an illegal address in 2 of 4 `main` runs,
 yet never alone, under memcheck or in 12 graph sessions (issue 11).
 
-The rule (applied by ci/runner.py and the compare workers alike, through `CrashAttribution`):
+The rule (applied by ci/supervisor.py and the compare workers alike, through `CrashAttribution`):
 
 1. The harness synchronizes the device at the end of every stage of every case
    (ci/suites/case_setup.py), so an asynchronous error of X's own work surfaces in X's stage.

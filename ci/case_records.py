@@ -2,7 +2,7 @@
 
 `attnwatch run` (ci.suite_state, from its children's journals) and `attnwatch compare` (from
 its workers' rounds) both end with one CaseRecords per planned case, as the measuring process
-reported them (JSON objects), and hand them to the one assembler, ci.bundle_writer. A case
+reported them (JSON objects), and hand them to the one assembler, ci.bundle_assembly. A case
 reported ok whose timing or samples never arrived is lost, not measured: `checked_outcome` is
 that rule, the one place it is written.
 """

@@ -195,7 +195,7 @@ class GpuBenchmark:
                  nbytes: float | None) -> None:
         """The engine's measurement into extra_info, then pytest-benchmark's own."""
         from attnwatch.ci.engine.callables import callable_timing, with_reference_gap
-        from attnwatch.ci.timing.engine import Subject
+        from attnwatch.ci.timing.sampler import Subject
         from attnwatch.history.contract.pytest_record import MEASUREMENT_KEY, Measurement, measurement_block
 
         engine = _engine(self.request.config)

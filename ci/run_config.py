@@ -19,7 +19,7 @@ CONFIG_PATH = Path(__file__).resolve().parent / "run_config.toml"
 
 @dataclass(frozen=True)
 class TimingConfig:
-    """How the timing engine samples one interleaved group (see ci/timing/engine.py)."""
+    """How the timing engine samples one interleaved group (see ci/timing/sampler.py)."""
 
     target_rel_spread: float
     min_samples: int

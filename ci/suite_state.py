@@ -12,7 +12,7 @@ from its `result` event, pytest-benchmark's entry of its host timing from its `b
 (written as soon as its test ends, in pytest-benchmark's own `as_dict` layout, naming the case
 in `extra_info["attnwatch_case"]`). The child's pytest-benchmark file repeats those entries; of
 it only the header is read (machine_info, commit_info, version), if the child lived to write it.
-`case_records` hands them to the one assembler (ci.bundle_writer).
+`case_records` hands them to the one assembler (ci.bundle_assembly).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A command that meets an exception nobody anticipated (a defect of attnwatch, or of a library
 under it, not a refused input) prints one line saying what failed, on which input and where
-this module saved the traceback (ci.top_level words the line), and exits with EXIT_INTERNAL.
+this module saved the traceback (attnwatch.cli.top_level words the line), and exits with EXIT_INTERNAL.
 
 Where: `$XDG_STATE_HOME/attnwatch/tracebacks/` (`~/.local/state/attnwatch/tracebacks/` when
 XDG_STATE_HOME is unset or not absolute, as the XDG Base Directory Specification says: state

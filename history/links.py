@@ -1,7 +1,7 @@
 """The dashboard's link contract: which page and query parameters reopen a view in one exact state.
 
 A PR comment, an alert, a notification or another dashboard page points at a plot by URL, so
-the parameter names and their encoding are defined once, here, for every writer (ci.comment,
+the parameter names and their encoding are defined once, here, for every writer (ci.integration.comment,
 the dashboard's own links) and for the one reader (app/url_state.py). history owns it because
 both sides may import history and neither may import the other.
 

@@ -1,7 +1,7 @@
 """Private temporary directories that do not outlive their process, even one that was killed.
 
 attnwatch keeps some state in the system temp directory: the DuckDB extension links of a lake
-connection (history/store/lake.py), a run's child logs and journals (ci/runner.py). They are removed
+connection (history/store/lake.py), a run's child logs and journals (ci/supervisor.py). They are removed
 when their process ends normally, but a process that is SIGKILLed, or SIGTERMed without a
 handler, runs no clean-up (atexit included), and a test run used to leave dozens behind. So
 each directory's name carries its owner's PID (`attnwatch-ext-4242-k3j2l1`), and creating one

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from attnwatch.ci.run_config import default, timing_config
-from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
 from attnwatch.ci.timing.gpu_state import open_monitor
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher

@@ -227,7 +227,7 @@ def bench_browser(db: str, warm_repeats: int, path: str, css: str, text: str) ->
         port = s.getsockname()[1]
     env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(REPO))
     launched = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "dashboard", "--port", str(port)],
                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         for _ in range(2400):

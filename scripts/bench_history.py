@@ -94,7 +94,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     for _ in range(repeats):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "sql", TYPICAL_AGGREGATE],
+        subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql", TYPICAL_AGGREGATE],
                        check=True, capture_output=True, env=env)
         timings_cli.append(time.perf_counter() - t)
     stored = run_user_sql(db, "SELECT count(*) AS n FROM results")["n"].iloc[0]
@@ -107,11 +107,11 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
 
 
 def _python_start(env) -> float:
-    """What a bare `python -m attnwatch.ci.cli --help` costs, to separate start-up from the query."""
+    """What a bare `python -m attnwatch --help` costs, to separate start-up from the query."""
     times = []
     for _ in range(3):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--help"], check=True, capture_output=True, env=env)
+        subprocess.run([sys.executable, "-m", "attnwatch", "--help"], check=True, capture_output=True, env=env)
         times.append(time.perf_counter() - t)
     return statistics.median(times)
 

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             bundles = _bundles(root / "bundles", args.runs)
             made_s = time.perf_counter() - t
-            subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", lake, "migrate"], env=env, check=True,
+            subprocess.run([sys.executable, "-m", "attnwatch", "--db", lake, "migrate"], env=env, check=True,
                            capture_output=True)
             ingest_s = _ingest(lake, bundles, args.workers, env)
             files_before = _files(root / "many")

@@ -141,7 +141,7 @@ def _timed_spins(case_id: str, device: str, target: float) -> dict:
 
     from attnwatch.ci.run_config import timing_config
     from attnwatch.ci.suites.case_setup import open_device
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NullMonitor
     from attnwatch.kernels import registry
     from attnwatch.kernels.cases import Case

@@ -7,7 +7,7 @@ The plan (TOML, one `[[step]]` per run, each with its reason) names real commits
 repository and scratch changes made on top of them: a patch applied and committed, an empty
 commit, or the revert of an earlier step. Each step is checked out in a scratch clone, committed
 if it is a scratch change (at the moment it is measured, so commit dates order the series as a
-push history would), then, unless the step says `measure = false`, measured by that checkout's own `python3 -m attnwatch.ci.cli run` with every
+push history would), then, unless the step says `measure = false`, measured by that checkout's own `python3 -m attnwatch run` with every
 argument after `--`. The runs count as main runs: the branch is given as GitHub gives it on a
 push (`GITHUB_REF_NAME=main`) and the trigger is `push`.
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = f"{i + 1:02d}-{sha[:7]}"
         (args.out / f"{name}.diff").write_text(git(args.work, "show", "--stat", "--patch", "--format=fuller", "HEAD"))
-        command = [args.python, "-m", "attnwatch.ci.cli", "run", "--trigger", "push", "--no-progress", *run_args,
+        command = [args.python, "-m", "attnwatch", "run", "--trigger", "push", "--no-progress", *run_args,
                    "--out", str(args.out / name)]
         print(f"[{time.strftime('%H:%M:%S')}] step {i + 1}/{len(steps)} {sha[:7]}: {git(args.work, 'log', '-1', '--format=%s')}",
               flush=True)
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         rc = subprocess.run(command, cwd=args.work, env=env).returncode
         record = {"step": i + 1, "commit": sha, "parent": git(args.work, "rev-parse", "--verify", "--quiet", "HEAD^", check=False) or None,
                   "kind": next(k for k in KINDS if k in step), "message": git(args.work, "log", "-1", "--format=%B"),
-                  "why": step["why"], "command": ["python3", "-m", "attnwatch.ci.cli", *command[3:]], "exit_status": rc,
+                  "why": step["why"], "command": ["python3", "-m", "attnwatch", *command[3:]], "exit_status": rc,
                   "seconds": round(time.monotonic() - start, 1)}
         with open(args.out / "steps.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")

@@ -5,7 +5,7 @@ On a GPU host:
     PYTHONPATH=. python3 scripts/dobench_agreement.py --out $OUT
 
 SDPA at B=4, H=16, D=64 fp16, S=1024 and 2048: per S, five alternations of one harness
-measurement (ci.timing.engine.measure_interleaved with the run's timing settings, L2 flushed)
+measurement (ci.timing.sampler.measure_interleaved with the run's timing settings, L2 flushed)
 and one do_bench(warmup=50, rep=300) and do_bench_cudagraph(rep=300) median each. Prints one
 line per alternation; writes dobench_probe.json under --out. docs/benchmarks.md ("Harness
 noise, cost and agreement") records what it showed.
@@ -30,7 +30,7 @@ def main() -> None:
     import triton.testing
 
     from attnwatch.ci.run_config import timing_config
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NvmlMonitor
     from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
 

@@ -11,7 +11,7 @@ In one call, within --budget-s:
    explanation read both ways (anything but "unexplained" is a false explanation).
 2. Plants: each patch of scripts/pr_plants/ at each of its magnitudes (`@N@` in the patch;
    --magnitudes first: only the first) committed on a scratch copy of this checkout, and a real
-   `python -m attnwatch.ci.compare` of it against the unpatched commit over its variants'
+   `python -m attnwatch compare` of it against the unpatched commit over its variants'
    pr cases (`--ncu changed`: every decided case profiled on both sides; the first compare of a
    variant is cold, --warm repeats it warm). Realized % is each case's ratio; the cause is
    compare.json's. The changed kernels' SASS: the variant's cubins of both sides (nvcc
@@ -118,7 +118,7 @@ class Check:
 
 
 def pr_cases(variants) -> list:
-    from attnwatch.ci.commands.ncu import select_cases
+    from attnwatch.cli.commands.ncu import select_cases
 
     return select_cases(argparse.Namespace(shapes="pr", variants=",".join(variants), dtypes="fp16", causal="both",
                                            cases=[]))
@@ -223,7 +223,7 @@ def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
 
 def run_compare(repo: Path, base: str, head: str, variants, work: Path, timeout_s: float, check: Check) -> dict:
     out = work / "compare"
-    cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base", base, "--head", head, "--shapes", "pr",
+    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base", base, "--head", head, "--shapes", "pr",
            "--variants", ",".join(variants), "--ncu", "changed", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     started = time.monotonic()

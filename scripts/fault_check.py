@@ -170,7 +170,7 @@ class Battery:
         full = time.monotonic() - started
         for _ in range(trials):
             db = self.fresh()
-            child = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], env=fault_env.child_env(),
+            child = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=fault_env.child_env(),
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             time.sleep(self.rng.uniform(0.2, full * 1.1))
             child.send_signal(signal.SIGKILL)
@@ -199,7 +199,7 @@ class Battery:
             import contextlib
             import io
 
-            from attnwatch.ci.cli import main
+            from attnwatch.cli.main import main
             with contextlib.redirect_stdout(io.StringIO()):
                 assert main(["--db", str(db), "detect"]) == 0
         args = [a for arg in args for a in (map(str, self.bundles) if arg == "BUNDLES" else [arg])]
@@ -346,7 +346,7 @@ class Battery:
     def concurrent(self, tally: Tally, trials: int) -> None:
         for _ in range(trials):
             db = self.fresh()
-            children = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "ingest", "--lock-timeout", "120",
+            children = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", "--lock-timeout", "120",
                                           *map(str, self.rng.sample(self.bundles, 2))], env=fault_env.child_env(),
                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
             outputs = [c.communicate(timeout=600) for c in children]

@@ -14,7 +14,7 @@ freshly written (dirty) lines, whose physical placement is fixed per process.
 Method: `--buffers` flush buffers (4 x L2 each, as the harness flushes) are held at once, a
 spacer between them; for each subject, `--reps` repetitions each time `--calls` calls with every
 buffer, buffers in a new shuffled order per repetition, with the harness's own warm-up, guard
-and sampler (ci.timing.engine). Per subject, a one-way analysis of variance of the log medians
+and sampler (ci.timing.sampler). Per subject, a one-way analysis of variance of the log medians
 across buffers (Fisher's F: the between-buffer mean square over the within-buffer one, with
 K-1 and K(R-1) degrees of freedom) says whether the buffer's placement moves the median beyond
 repetition noise, and the spread of the buffer means says by how much.
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     import torch
 
     from attnwatch.ci.run_config import timing_config
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NullMonitor
     from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
     from attnwatch.history.analysis.statistics import one_way_anova

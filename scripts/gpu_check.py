@@ -3,7 +3,7 @@
 What it does, in order (each step optional, so a short lease can run a subset):
 
 1. `--pytest PATH...`: the GPU-marked tests (`pytest -m gpu`) of the given test files;
-2. `--repeats N` independent runs of the harness (`ci.runner.execute_suite`, exactly what
+2. `--repeats N` independent runs of the harness (`ci.supervisor.execute_suite`, exactly what
    `attnwatch run` does: builds every variant, checks correctness on the first run, times
    every case interleaved), each in fresh child processes, with the wall time of each run
    (the first run pays compilation; later runs show the warm-cache cost);
@@ -41,7 +41,7 @@ from attnwatch.ci.selection import detect_device_kind, select_cases
 from attnwatch.ci.environment import capture_environment, capture_git
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import default, timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.supervisor import RunOptions, execute_suite
 from attnwatch.history.analysis.statistics import coefficient_of_variation
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +169,7 @@ def probe_worker(result_path: str) -> int:
     import torch
     import triton.testing
 
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NvmlMonitor
     from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher
 

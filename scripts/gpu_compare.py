@@ -3,7 +3,7 @@ crash diagnostics of issue 11.
 
 Steps, in order (each skipped, and said so, when the rest of `--budget-s` cannot hold it):
 
-1. `cold`: `attnwatch compare` (as `python -m attnwatch.ci.compare`, which needs no duckdb) of this
+1. `cold`: `attnwatch compare` (as `python -m attnwatch compare`, which needs no duckdb) of this
    checkout against a copy of its own kernels (an A/A, so the verdicts must all be 'no change'),
    every variant on the pr set, with empty compile caches (nvcc, Triton, CuPy): the PR check's
    cold wall time, with the breakdown the compare writes (start-up, builds, correctness,
@@ -107,9 +107,9 @@ def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path) -> t
 
 def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants: str | None, extra: list[str],
                 timeout_s: float) -> dict:
-    """One `python -m attnwatch.ci.compare` in a subprocess; its results read back from what it wrote."""
+    """One `python -m attnwatch compare` in a subprocess; its results read back from what it wrote."""
     folder = out / name
-    cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
+    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
            "--shapes", args.shapes, "--out", str(folder), "--fail-on", "regression", *extra]
     if variants:
         cmd += ["--variants", variants]
@@ -181,7 +181,7 @@ def summarize_compare(report: dict, session: dict, wall: float) -> dict:
 def run_group(bundle_dir: str, diagnose: bool, deadline_s: float) -> int:
     """Child mode: `attnwatch run` of one main group with light timing (what gpu_check does)."""
     from attnwatch.ci.run_config import timing_config
-    from attnwatch.ci.runner import RunOptions, execute_suite
+    from attnwatch.ci.supervisor import RunOptions, execute_suite
     from attnwatch.ci.selection import select_cases
 
     kind = detect_device_kind()

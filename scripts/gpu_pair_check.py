@@ -172,7 +172,7 @@ class Sampler(threading.Thread):
 
 def start_run(args: argparse.Namespace, device: str, out_dir: Path, log_path: Path) -> subprocess.Popen:
     """`attnwatch run` pinned to CUDA_VISIBLE_DEVICES=`device`, writing its bundle to `out_dir`."""
-    cmd = [sys.executable, "-m", "attnwatch.ci.cli", "run", "--shapes", args.shapes, "--variants", args.variants,
+    cmd = [sys.executable, "-m", "attnwatch", "run", "--shapes", args.shapes, "--variants", args.variants,
            "--dtypes", args.dtypes, "--device", args.device, "--out", str(out_dir), "--no-progress",
            "--trigger", "workflow_dispatch", "--max-minutes", str(args.max_minutes),
            "--notes", f"gpu_pair_check CUDA_VISIBLE_DEVICES={device}"]

@@ -8,8 +8,10 @@ may import from the project besides what its own rule names, the most specific r
   - `history`'s roles: `analysis` and `contract` are pure (no store), `store` may use the
     contract, `ingest`, `sql` and `detection` build on the store;
   - `app` imports `history`;
-  - `ci` outside its command line (`ci.cli`, `ci.commands`) imports `kernels` and only the pure
-    part of `history`; the command line may use all of it;
+  - `ci` (measuring, and `ci.integration`: GitHub, comments, notifications) imports `kernels`
+    and only the pure part of `history`;
+  - `cli`, the command line (the folder `attnwatch/cli`: the one layer kept inside the package),
+    may use all of them; nothing else imports it;
   - every import of the project names it `attnwatch.…` (a bare `history.…` would load a second
     copy of the module in a checkout): `scripts` and `tests` are otherwise free.
 
@@ -33,7 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "attnwatch"
-PACKAGES = ("kernels", "ci", "history", "app")
+PACKAGES = ("kernels", "ci", "history", "app", "cli")
+INSIDE_PACKAGE = frozenset({"cli"})  # layers whose folder is attnwatch/<name>, not a top-level one
 # history's top-level modules: shared leaves that every role may import.
 # history.contract.names (the name rules, no project import) is one too: history.reproduce reads it.
 _HISTORY_LEAVES = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.reproduce",
@@ -53,8 +56,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "history.detection": _PURE_HISTORY | {"history.store", "history.detection"},
     "app": frozenset({"app", "history"}),
     "ci": frozenset({"ci", "kernels"}) | _PURE_HISTORY,
-    "ci.cli": frozenset({"ci", "kernels", "history"}),
-    "ci.commands": frozenset({"ci", "kernels", "history"}),
+    "cli": frozenset({"cli", "ci", "kernels", "history", "app"}),
 }
 PROJECT_TOP_LEVEL = frozenset(PACKAGES) | {"scripts", "tests"}
 
@@ -82,15 +84,22 @@ class Import:
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """`kernels/cuda/launch.py` -> `kernels.cuda.launch`; a package's `__init__.py` -> the package."""
+    """`kernels/cuda/launch.py` -> `kernels.cuda.launch`, `attnwatch/cli/main.py` -> `cli.main`;
+    a package's `__init__.py` -> the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in INSIDE_PACKAGE:
+        parts.pop(0)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
+def package_folder(package: str, root: Path = ROOT) -> Path:
+    return root / NAMESPACE / package if package in INSIDE_PACKAGE else root / package
+
+
 def package_sources(package: str, root: Path = ROOT) -> list[Path]:
-    return sorted((root / package).rglob("*.py"))
+    return sorted(package_folder(package, root).rglob("*.py"))
 
 
 def _resolve_relative(source: str, is_package: bool, level: int, module: str | None) -> str:
@@ -121,7 +130,8 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             targets = []
             for alias in node.names:
                 candidate = f"{module}.{alias.name}"
-                as_path = root.joinpath(*candidate.split("."))
+                top, *rest = candidate.split(".")
+                as_path = package_folder(top, root).joinpath(*rest)
                 is_module = as_path.with_suffix(".py").is_file() or (as_path / "__init__.py").is_file()
                 targets.append(candidate if is_module else module)
         else:

@@ -34,11 +34,11 @@ def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rn
     location = f"ducklake:postgres:{server.dsn(server.create_database(f'trial_{n}'))}"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(root / f"data-{n}"),
            "ATTNWATCH_LAKE_RETRY_S": "90"}
-    subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "migrate"], env=env, check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True, capture_output=True)
     shared = make_bundle(root / f"t{n}-shared", run_id=f"t{n}-shared", seed=n, commit_sha="ee" * 20, n_samples=5)
     groups = [[shared, *(make_bundle(root / f"t{n}-w{w}-{i}", run_id=f"t{n}-w{w}-{i}", seed=1000 * n + 10 * w + i,
                                      commit_sha="ee" * 20, n_samples=5) for i in range(own))] for w in range(writers)]
-    procs = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "ingest", *map(str, g)], env=env,
+    procs = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, g)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for g in groups]
     for _ in range(restarts):
         time.sleep(rng.uniform(0.5, 8.0))

@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from attnwatch.ci.commands.ncu import select_cases
+    from attnwatch.cli.commands.ncu import select_cases
     from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections, sections
     from attnwatch.ci.ncu.profile import find_ncu, ncu_version
 

@@ -13,7 +13,7 @@ Each child process does what a compare worker does, with plain torch calls as su
 round it frees the previous round's tensors and the flush buffer, empties the cache, holds a
 pseudo-random spacer, allocates a new flush buffer and four new input sets per subject
 (rotated call by call, as `input_sets` does), warms up, then times all subjects interleaved with
-the harness's own timer and sampler (ci.timing.engine) and also as CUDA-graph replays
+the harness's own timer and sampler (ci.timing.sampler) and also as CUDA-graph replays
 (ci.timing.graphs). Event medians include everything the harness's headline does; graph replays
 remove the host from the measurement. Arms, alternated process by process:
 
@@ -144,7 +144,7 @@ def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool
     import torch
 
     from attnwatch.ci.run_config import compare_sampling, timing_config
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NullMonitor
     from attnwatch.ci.timing.graphs import graph_replay_us
     from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher

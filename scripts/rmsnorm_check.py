@@ -147,7 +147,7 @@ def time_group(subjects: dict, device, config, log) -> dict:
     """The harness engine over `subjects` (name -> zero-argument call), interleaved."""
     import torch
 
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import open_monitor
     from attnwatch.ci.timing.timers import CpuWallTimer, CudaEventTimer, L2Flusher, NoFlush
     from attnwatch.history.analysis.statistics import summarize

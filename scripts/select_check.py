@@ -3,7 +3,7 @@ engine change, each a real `attnwatch compare` (pr set, every registered variant
 
 Builds a scratch git repository from a copy of this checkout's files (as scripts/bisect_check.py
 does, with its torch_3op plant hooked in at no slowdown) holding a chain of commits, and
-compares each commit against its parent with `python -m attnwatch.ci.compare` (needs no duckdb):
+compares each commit against its parent with `python -m attnwatch compare` (needs no duckdb):
 
     warmup    c0 -> c1, --all --rounds 1 --no-correctness: fills the nvcc, Triton and CuPy caches
               (not timed as a result; skipped with --no-warmup)
@@ -59,7 +59,7 @@ def plant_spins(device: str, shapes: str, slowdown: float) -> tuple[dict[str, in
     """Per torch_3op case of `shapes`, the spin realizing `slowdown`, and each case's calibration record."""
     import argparse as _argparse
 
-    from attnwatch.ci.commands.ncu import select_cases
+    from attnwatch.cli.commands.ncu import select_cases
 
     cases = select_cases(_argparse.Namespace(shapes=shapes, variants=PLANTED, dtypes=None, causal="both", cases=[]))
     spins, records = {}, {}
@@ -132,7 +132,7 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
                 log) -> dict:
     out = work / name
     ncu = "off" if name == "warmup" else args.ncu
-    cmd = [sys.executable, "-m", "attnwatch.ci.compare", "--base", base, "--head", head, "--shapes", args.shapes,
+    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base", base, "--head", head, "--shapes", args.shapes,
            "--ncu", ncu, "--out", str(out)]
     if args.variants:
         cmd += ["--variants", args.variants]

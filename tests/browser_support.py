@@ -80,7 +80,7 @@ def serve(db: Path, log: Path):
     env = dict(os.environ, ATTNWATCH_DB=str(db))
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "dashboard", "--port", str(port)],
+            [sys.executable, "-m", "attnwatch", "--db", str(db), "dashboard", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
         )
     try:

@@ -3,7 +3,7 @@
 `make_bundle(directory, ...)` writes a complete bundle directory (manifest, timings, a
 pytest-benchmark format benchmark.json whose entries name their case in
 `extra_info["attnwatch_case"]`, outcomes, correctness, builds, samples, optionally ncu) through
-history.contract.bundle_writer, the one writer production (ci.bundle_writer) uses too;
+history.contract.bundle_writer, the one writer production (ci.bundle_assembly) uses too;
 `bundle_contents(...)` is what it hands the writer. `as_format_1(bundle)` rewrites a bundle as
 bundle format 1 stored it (the timings inside benchmark.json). Latencies are drawn from a seeded log-normal around a per-variant
 speed (or taken from recorded samples), and the stored statistics are computed from the

@@ -93,7 +93,7 @@ def pytest_sessionfinish(session, exitstatus):
 def remove_kept_run_dirs():
     """For tests whose runs lose cases on purpose: the work dir such a run keeps for the user
     (child logs and journals, marked kept) is what they test; it is removed afterwards."""
-    from attnwatch.ci.runner import RUN_DIR_PREFIX
+    from attnwatch.ci.supervisor import RUN_DIR_PREFIX
     from attnwatch.history.temp_dirs import KEPT_MARKER
 
     def kept() -> set[Path]:

@@ -47,7 +47,7 @@ def child_env() -> dict:
 
 def cli(db: Path | str, *args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`attnwatch --db DB ARGS...` in a child process, with an optional fault."""
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], env=child_env(),
+    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=child_env(),
                           preexec_fn=preexec, capture_output=True, text=True, timeout=timeout)
 
 
@@ -259,7 +259,7 @@ def _terminate_inside(con) -> None:
 
 def _main(argv: list[str]) -> int:
     import attnwatch.history.store.db as history_db
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
     from attnwatch.history.store import sealed
 
     kill_at, counter = int(argv[0]), [0]

@@ -29,5 +29,5 @@ def clone_with_commits(tmp_path: Path, *messages: str) -> tuple[Path, Callable[.
 def attnwatch(clone: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`attnwatch ARGS` in `clone`, this checkout's code (not the clone's) doing the work."""
     return subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-                           "from attnwatch.ci.cli import main; sys.exit(main(sys.argv[1:]))", *args],
+                           "from attnwatch.cli.main import main; sys.exit(main(sys.argv[1:]))", *args],
                           cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})

@@ -119,7 +119,7 @@ def probe_api(db: str, sql: str) -> dict:
 
 
 def probe_cli(db: str, sql: str) -> dict:
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     main(["--db", db, "sql", "SELECT 1"])
     before = peak_mib()

@@ -35,7 +35,7 @@ EXAMPLE = ROOT / "examples" / "adopt"
 DASHBOARD = textwrap.dedent("""\
     import json, sys
     from streamlit.testing.v1 import AppTest
-    from attnwatch.ci.commands.dashboard import entrypoint
+    from attnwatch.cli.commands.dashboard import entrypoint
     at = AppTest.from_file(str(entrypoint()), default_timeout=120)
     at.run()
     at.switch_page("views/run.py").run()

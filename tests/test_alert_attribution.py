@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from history_copies import ModuleHistories
-from attnwatch.ci.cli import main
-from attnwatch.ci.notify.messages import Transition, payload
+from attnwatch.cli.main import main
+from attnwatch.ci.integration.notify.messages import Transition, payload
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.ingest.write import ingest_paths
 

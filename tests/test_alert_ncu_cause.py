@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.detection.ncu_cause import alert_causes, cause_of
@@ -90,7 +90,7 @@ def test_the_dashboard_draws_the_cause_under_the_alert(history, monkeypatch):
 def test_an_opened_alerts_notification_carries_its_cause(history, tmp_path, monkeypatch):
     """`attnwatch detect` announces each new alert with what the profiles say moved (the webhook's
     note), read from the history it just recorded; an alert without profiles keeps its detail."""
-    from attnwatch.ci.notify.messages import Transition, payload
+    from attnwatch.ci.integration.notify.messages import Transition, payload
     from attnwatch.history.detection.ncu_cause import with_cause
 
     alerts = [a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression"]

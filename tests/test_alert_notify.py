@@ -12,11 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from attnwatch.ci.cli import main
-from attnwatch.ci.github import GitHubClient
-from attnwatch.ci.notify.issues import LABEL, AlertIssues, marker
-from attnwatch.ci.notify.messages import Transition, payload
-from attnwatch.ci.notify.webhook import Webhook, WebhookError
+from attnwatch.cli.main import main
+from attnwatch.ci.integration.github import GitHubClient
+from attnwatch.ci.integration.notify.issues import LABEL, AlertIssues, marker
+from attnwatch.ci.integration.notify.messages import Transition, payload
+from attnwatch.ci.integration.notify.webhook import Webhook, WebhookError
 from github_stub import GitHubStub
 from attnwatch.history.detection.alerts import NewAlert, alert_events, get_alerts, record_alerts
 from attnwatch.history.store.db import open_write
@@ -142,7 +142,7 @@ def test_cli_transitions_are_posted_and_can_be_sent_again(tmp_path, db_path, mon
     capsys.readouterr()
     with Hook([500] * 10) as hook:  # the transition is recorded; the failed delivery is said, in one line
         monkeypatch.setenv("ATTNWATCH_WEBHOOK_URL", hook.url)
-        import attnwatch.ci.notify.webhook as webhook
+        import attnwatch.ci.integration.notify.webhook as webhook
 
         monkeypatch.setattr(webhook.time, "sleep", lambda s: None)
         assert main(["--db", str(db_path), "alerts", "notify", "--since", "2000-01-01"]) == 1

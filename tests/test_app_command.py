@@ -12,8 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from attnwatch.ci.cli import main
-from attnwatch.ci.commands.dashboard import entrypoint
+from attnwatch.cli.main import main
+from attnwatch.cli.commands.dashboard import entrypoint
 
 START_TIMEOUT_S = 90
 
@@ -78,7 +78,7 @@ def test_the_server_answers_on_loopback_and_a_sigterm_to_the_command_frees_the_p
     log = tmp_path / "server.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            [sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
         )
     try:
@@ -117,7 +117,7 @@ def test_a_taken_port_is_refused_before_streamlit_starts(tmp_path):
         port = held.getsockname()[1]
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
+            [sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
             capture_output=True, text=True, timeout=60, env=dict(os.environ))
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1] == (

@@ -35,7 +35,7 @@ def extra_bundles(work: Path) -> list[Path]:
 
 def start_ingest(db: Path, bundles: list[Path]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "ingest", *map(str, bundles)],
+        [sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", *map(str, bundles)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

@@ -110,7 +110,7 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
 
     db = tmp_path / "history.duckdb"
     env = {**os.environ, "TRITON_INTERPRET": "1", "GITHUB_REF_NAME": "main", "GITHUB_EVENT_NAME": "push"}
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "run", "--shapes", "rms_cpu_tiny",
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "run", "--shapes", "rms_cpu_tiny",
                            "--variants", "rmsnorm_torch,rmsnorm_triton", "--dtypes", "fp16", "--device", "cpu",
                            "--time-cap", "0.3", "--max-samples", "30", "--out", str(tmp_path / "bundle"), "--ingest",
                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from attnwatch.ci.commands.dashboard import entrypoint, streamlit_command
+from attnwatch.cli.commands.dashboard import entrypoint, streamlit_command
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from attnwatch.ci.cli import main
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.cli.main import main
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report
 from git_clone import REPO_ROOT, attnwatch, clone_with_commits
 from attnwatch.history.analysis.baselines import REPO_BASELINES, BaselineError, find_baseline, load_baselines

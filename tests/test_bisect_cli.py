@@ -14,7 +14,7 @@ import pytest
 
 from attnwatch.history.detection.alerts import alert_events, AlertError, NewAlert, list_alerts, record_alerts
 from attnwatch.history.detection.bisects import alert_target, record_bisect
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.store.db import open_read, open_write
 from commit_axis_history import REGRESSED_VARIANT, STEP_RUN, build_commit_axis_history, commit_sha
 

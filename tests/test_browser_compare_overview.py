@@ -94,7 +94,7 @@ TILES = """() => [...document.querySelectorAll('[data-testid=stMetric]')].map(m 
 
 def _cli(db: Path, *args: str) -> str:
     env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main", ATTNWATCH_REPO="attnwatch")
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout

@@ -61,7 +61,7 @@ def _cli(db: Path, *args: str, timeout: float = 600) -> str:
     # A fresh clone is on main; the Makefile's demo target names the repository the shipped sample
     # records, so the CPU run and the sample are one repository's runs (history/contract/repository.py).
     env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main", ATTNWATCH_REPO=_makefile_demo_repo())
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.bundle_writer import RunHead, write_bundle
+from attnwatch.ci.bundle_assembly import RunHead, write_bundle
 from attnwatch.ci.environment import GitInfo
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.records import UnmappedField, build_record, correctness_record
@@ -34,7 +34,7 @@ GIT = GitInfo(sha="ab" * 20, branch="main", repo="example/kernels")
 
 def _production_bundle(out: Path, records: list[dict], case=CASE) -> Path:
     """A bundle written the way `attnwatch run` writes one: journalled records (JSON, as a
-    child sends them) applied to the parent's state, then ci.bundle_writer."""
+    child sends them) applied to the parent's state, then ci.bundle_assembly."""
     state = SuiteState([case])
     state.apply({"kind": "correctness", "case": case.case_id, "records": json.loads(json.dumps(records))})
     state.apply({"kind": "outcome", "case": case.case_id, "status": "failed", "error": "not timed in this test"})

@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from bundle_factory import as_format_1, bundle_contents, case_id, make_bundle
-from attnwatch.ci.bundle_writer import RunHead, write_bundle as write_run
+from attnwatch.ci.bundle_assembly import RunHead, write_bundle as write_run
 from attnwatch.ci.case_records import NO_RECORD
 from attnwatch.ci.compare.bundles import write_side_bundles
 from attnwatch.ci.compare.rounds import CaseRound, RoundData

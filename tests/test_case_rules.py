@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import pytest
 
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report, write_report
 from compare_factory import make_report
 from attnwatch.history.analysis.case_rules import REPO_CASE_RULES, CaseRulesError, load_case_rules

@@ -1,6 +1,6 @@
 """What a newcomer meets at the command line: a closed pipe, an unknown revision, a missing path.
 
-Each runs `python -m ci.cli` in a real subprocess, as a shell would.
+Each runs `python -m attnwatch.cli.main` in a real subprocess, as a shell would.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 
 def _cli(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnwatch", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd or tmp_path, env=_env(tmp_path))
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`attnwatch … | head`: the reader closes the pipe before the command writes; no traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "variants"], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "attnwatch", "variants"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, cwd=tmp_path, env=_env(tmp_path))
     proc.stdout.close()  # before the child has imported anything: its first write meets a closed pipe
     err = proc.stderr.read().decode(errors="replace")
@@ -70,8 +70,8 @@ def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
     import signal
     import time
 
-    import attnwatch.ci.commands.env as env_command
-    from attnwatch.ci.cli import main
+    import attnwatch.cli.commands.env as env_command
+    from attnwatch.cli.main import main
 
     cleaned = []
 
@@ -99,8 +99,8 @@ def test_an_unexpected_exception_is_one_line_naming_the_input_and_the_saved_trac
     """A defect used to end in a raw traceback (exit 1, the status of a verdict). Now: one line
     with the command, the exception, the history and the input file, and the file holding the
     traceback, under the per-user state directory; exit 70 (EX_SOFTWARE)."""
-    import attnwatch.ci.commands.ingest as ingest_command
-    from attnwatch.ci.cli import main
+    import attnwatch.cli.commands.ingest as ingest_command
+    from attnwatch.cli.main import main
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(ingest_command, "_run", _boom("stored \x1b]52;c;AAAA\x07 and\nmore\x00"))
@@ -123,8 +123,8 @@ def test_an_unexpected_exception_is_one_line_naming_the_input_and_the_saved_trac
 
 
 def test_a_traceback_directory_that_is_a_link_is_not_written_through(tmp_path, monkeypatch, capsys):
-    import attnwatch.ci.commands.env as env_command
-    from attnwatch.ci.cli import main
+    import attnwatch.cli.commands.env as env_command
+    from attnwatch.cli.main import main
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -143,10 +143,10 @@ def test_a_traceback_directory_that_is_a_link_is_not_written_through(tmp_path, m
 
 
 def test_an_unexpected_exception_in_a_real_process_is_one_line(tmp_path):
-    script = ("import sys, attnwatch.ci.commands.env as e\n"
+    script = ("import sys, attnwatch.cli.commands.env as e\n"
               "def run(args): raise KeyError('no such \\x1b[2J key')\n"
               "e._run = run\n"
-              "from attnwatch.ci.cli import main\n"
+              "from attnwatch.cli.main import main\n"
               "sys.exit(main(['env']))\n")
     env = dict(_env(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
@@ -225,9 +225,9 @@ def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch
 
 def test_the_commands_said_to_open_no_history_never_read_it():
     """An internal error's line names the history only for commands that use one."""
-    from attnwatch.ci.cli import COMMAND_MODULES
-    from attnwatch.ci.top_level import WITHOUT_HISTORY
+    from attnwatch.cli.main import COMMAND_MODULES
+    from attnwatch.cli.top_level import WITHOUT_HISTORY
 
-    commands = REPO_ROOT / "ci" / "commands"
+    commands = REPO_ROOT / "attnwatch" / "cli" / "commands"
     unused = {name for name in COMMAND_MODULES if "args.db" not in (commands / f"{name}.py").read_text()}
     assert unused == set(WITHOUT_HISTORY)

@@ -11,7 +11,7 @@ import argparse
 
 import pytest
 
-from attnwatch.ci.cli import build_parser, main
+from attnwatch.cli.main import build_parser, main
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

@@ -1,5 +1,5 @@
 """Forged events and artifacts replayed against the comment job (`attnwatch comment
---workflow-run-event`, ci/comment/provenance.py) and the loopback GitHub server
+--workflow-run-event`, ci/integration/comment/provenance.py) and the loopback GitHub server
 (tests/github_stub.py): each forgery is refused with its reason and nothing is posted; the
 genuine runs are posted where the event (never the report) says."""
 
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import write_report
 from compare_factory import make_report
 from github_stub import GitHubStub, StubState
@@ -189,7 +189,7 @@ def test_a_run_attempt_that_is_not_a_positive_integer_is_refused(gh, tmp_path, m
 
 def test_a_source_run_is_made_of_positive_integers_only():
     from attnwatch.ci.errors import UserError
-    from attnwatch.ci.pr_runs import SourceRun
+    from attnwatch.ci.integration.pr_runs import SourceRun
 
     for run_id, attempt in ((4242, True), (True, 1), (4242, 0), (4242, 1.0)):
         with pytest.raises(UserError, match="positive integers"):

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from attnwatch.ci.comment.escape import md_code, md_text, safe_url
-from attnwatch.ci.comment.render import GITHUB_BODY_LIMIT, MARKER, Links, headline, render_comment
+from attnwatch.ci.integration.comment.escape import md_code, md_text, safe_url
+from attnwatch.ci.integration.comment.render import GITHUB_BODY_LIMIT, MARKER, Links, headline, render_comment
 from compare_factory import make_report
 
 SLOW = "sdpa_flash/b4_h16_s1k/fp16/noncausal"

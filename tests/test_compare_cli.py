@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.cli.main import main
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import NO_RUN_NOISE
 from attnwatch.ci.compare.measure import round_order
 from attnwatch.ci.compare.report import load_report
@@ -174,7 +174,7 @@ def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
 def test_the_measuring_modules_need_no_database():
     """The GPU host measures with warm workers and has no duckdb: neither the compare session
     nor the worker process nor the crash attribution may import it."""
-    modules = ("ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.runner, "
+    modules = ("ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.supervisor, "
                "attnwatch.ci.suites.worker")
     script = NO_DUCKDB.split("sys.argv =")[0] + f"import {modules}\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
@@ -234,7 +234,7 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     base_sha, head_sha = git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.ci.cli import main; "
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
          "sys.exit(main(sys.argv[1:]))", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
          "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--no-correctness",
          "--out", str(out)],

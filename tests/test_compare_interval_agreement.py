@@ -17,7 +17,7 @@ import pytest
 from attnwatch.app.data.compare import compare_runs
 from attnwatch.app.data.store import current_source
 from bundle_factory import SHAPES, make_bundle
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import load_report
 from compare_factory import GPU, SHAPE_OF, fixture_processes
 from attnwatch.history.ingest.write import ingest_paths

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +55,7 @@ def test_a_variant_flag_given_with_pytest_is_refused(repo, capsys, flag):
 def test_the_refusal_names_every_flag_and_what_pytest_selects_with(repo):
     """Through the real CLI in a subprocess: one line on stderr, exit 2, nothing written."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--base", "nosuchref",
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--base", "nosuchref",
                            "--variants", "sdpa", "--causal", "no", "--ncu-budget", "5", "--out", "out"],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == ""

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import load_report
-from attnwatch.ci.pr_runs import SourceRun, dashboard_link, run_id_for
+from attnwatch.ci.integration.pr_runs import SourceRun, dashboard_link, run_id_for
 from attnwatch.history.store.db import open_read
 
 pytestmark = pytest.mark.slow  # two measuring workers
@@ -53,7 +53,7 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
     repo, merge_base, head = _two_commits(tmp_path)
     out = tmp_path / "compare-out"
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.ci.cli import main; "
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
          "sys.exit(main(sys.argv[1:]))", "compare", "--base", "main", "--head", "feature", "--shapes", "cpu",
          "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--min-rounds", "2", "--rounds", "2",
          "--out", str(out)],

@@ -74,7 +74,7 @@ def test_nan_truncated_oversized_and_missing(good, tmp_path):
 
 
 def test_comment_command_refuses_a_bad_artifact_without_calling_github(good, tmp_path, capsys, monkeypatch):
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")  # nothing listens: a call would fail loudly
     monkeypatch.setenv("GITHUB_TOKEN", "t")

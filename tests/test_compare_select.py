@@ -15,7 +15,7 @@ import pytest
 
 from attnwatch.ci.plan import operator_baselines
 
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
 from attnwatch.ci.compare.select import (BASELINE_REASON, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
@@ -426,7 +426,7 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     for name, extra in (("selected", []), ("all", ["--all"])):
         out = tmp_path / name
         done = subprocess.run(
-            [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
+            [sys.executable, "-m", "attnwatch", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
              "--variants", ",".join(variants), "--causal", "no", "--rounds", "1", "--no-correctness", "--ncu", "off",
              "--out", str(out), *extra], cwd=repo, capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]

@@ -91,7 +91,7 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     registers t_planted in whatever process imports it.)"""
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch.ci.compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
+        [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
          "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
          "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness", "--out", str(out)],
         cwd=REPO_ROOT, env={**os.environ, "ATTNWATCH_PLANTED_SLOWDOWN": "3.0"}, capture_output=True, text=True,
@@ -122,7 +122,7 @@ def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):
     side checks correctness; a real compare of sdpa on the CPU still decides."""
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch.ci.compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
+        [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
          "--variants", "sdpa", "--causal", "no", "--min-rounds", "2", "--rounds", "2", "--workers-per-side", "2",
          "--out", str(out)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)

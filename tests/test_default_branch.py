@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], capture_output=True, text=True,
                           timeout=300, env=env, cwd=REPO)
 
 

@@ -83,7 +83,7 @@ why = "improves"
     records = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2, 4]  # step 3 was not measured
     assert records[0]["commit"] == base and records[1]["parent"] == base
-    assert records[1]["command"][:4] == ["python3", "-m", "attnwatch.ci.cli", "run"]
+    assert records[1]["command"][:4] == ["python3", "-m", "attnwatch", "run"]
     assert records[1]["command"][-2:] == ["--out", str(out / f"02-{records[1]['commit'][:7]}")]
     assert "--shapes" in records[1]["command"] and all(r["exit_status"] == 0 for r in records)
     assert "+int tile = 32;" in (out / f"02-{records[1]['commit'][:7]}.diff").read_text()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.ingest.write import ingest_paths
 

@@ -9,7 +9,7 @@ import pytest
 
 from bundle_factory import make_bundle
 from history_copies import ModuleHistories
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.detection.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
 from attnwatch.history.ingest.write import ingest_paths
 

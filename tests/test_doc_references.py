@@ -7,7 +7,7 @@ examples/ (whose paths are relative to the repository that adopts attnwatch):
   - `python -m MODULE`: MODULE can be found, and a project module is named `attnwatch.…` (a bare
     `ci.…` from the checkout's root loads a second copy of every module it imports);
   - a path under one of the project's folders names a file or folder that exists;
-  - a backticked dotted reference to a project module (`attnwatch.ci.runner`, `history.store.db`,
+  - a backticked dotted reference to a project module (`attnwatch.ci.supervisor`, `history.store.db`,
     optionally ending in a name the module defines) resolves.
 """
 
@@ -39,14 +39,16 @@ def _texts() -> list[tuple[str, str]]:
 
 
 def _module_file(dotted: str) -> Path | None:
+    """The file of `attnwatch.x.y` (under attnwatch/, whose links reach the top-level folders), or
+    of a short `x.y` (a top-level folder, or attnwatch/cli, the layer kept inside the package)."""
     parts = dotted.split(".")
-    if parts[0] == "attnwatch":
-        parts = parts[1:]
-    path = REPO_ROOT.joinpath(*parts)
-    if path.with_suffix(".py").is_file():
-        return path.with_suffix(".py")
-    if path.is_dir():
-        return path / "__init__.py" if (path / "__init__.py").is_file() else path
+    package = REPO_ROOT / "attnwatch"
+    for path in ([REPO_ROOT.joinpath(*parts)] if parts[0] == "attnwatch"
+                 else [REPO_ROOT.joinpath(*parts), package.joinpath(*parts)]):
+        if path.with_suffix(".py").is_file():
+            return path.with_suffix(".py")
+        if path.is_dir():
+            return path / "__init__.py" if (path / "__init__.py").is_file() else path
     return None
 
 
@@ -100,7 +102,8 @@ def test_every_backticked_module_reference_resolves():
 
 @pytest.mark.parametrize("ref, resolves", [
     ("attnwatch.history.store.db", True), ("history.store.db", True), ("history.store.db.open_read", True),
-    ("history.store.no_such_module", False), ("history.store.db.no_such_name", False), ("ci.cli", True),
+    ("history.store.no_such_module", False), ("history.store.db.no_such_name", False), ("attnwatch.cli.main", True),
+    ("cli.commands.run", True), ("attnwatch.ci.cli", False),
 ])
 def test_the_resolver_tells_real_from_stale(ref, resolves):
     assert _dotted_resolves(ref) is resolves

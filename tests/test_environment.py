@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.environment import capture_environment, capture_git, pr_number_from_ref, repo_slug_from_url
 
 CLEAN_ENV: dict[str, str] = {}

@@ -2,7 +2,7 @@
 
 Seeded (hypothesis, derandomized: the same cases every run) and bounded (FUZZ_EXAMPLES per kind
 of input, no shrinking; ATTNWATCH_FUZZ_SCALE=N draws N times as many for a longer local run),
-through `attnwatch.ci.cli.main` in this process with its file descriptors captured, and a few
+through `attnwatch.cli.main.main` in this process with its file descriptors captured, and a few
 cases through real subprocesses as a shell runs them. Inputs: run bundles and pytest-benchmark files given to `ingest` (mutated
 by tests/fuzz_inputs.py), compare.json given to `comment`, PR events given to `comment
 --workflow-run-event` (against the loopback GitHub of tests/github_stub.py), SQL text given to
@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.configuration import set_hypothesis_home_dir
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.terminal_text import has_unsafe
 from bundle_factory import make_bundle, make_pytest_benchmark_file
 from fuzz_inputs import mutations, pending
@@ -390,8 +390,8 @@ def test_hostile_inputs_of_every_kind_in_real_processes(seeded, report):
                    GITHUB_TOKEN="ghs_fuzzTOKEN0123", GITHUB_REPOSITORY=REPO, GITHUB_API_URL="http://127.0.0.1:9")
         check(ran, "comment --workflow-run-event <100,000 deep>", True, before, snapshot(root))
         before = snapshot(root)
-        ran = _cli("--base", "no-such-ref\x1b[2J", cwd=root / "cwd", module="attnwatch.ci.compare")
-        check(ran, "python -m attnwatch.ci.compare --base <hostile>", True, before, snapshot(root))
+        ran = _cli("compare", "--base", "no-such-ref\x1b[2J", cwd=root / "cwd")
+        check(ran, "python -m attnwatch compare --base <hostile>", True, before, snapshot(root))
 
 
 # --- what the fuzzer found, each pinned ----------------------------------------------------------

@@ -1,4 +1,4 @@
-"""ci.github against a GitHub-compatible server on loopback (tests/github_stub.py): real HTTP."""
+"""ci.integration.github against a GitHub-compatible server on loopback (tests/github_stub.py): real HTTP."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import write_report
-from attnwatch.ci.github import GitHubClient, GitHubError
+from attnwatch.ci.integration.github import GitHubClient, GitHubError
 from compare_factory import make_report
 from github_stub import GitHubStub, StubState
 
@@ -148,7 +148,7 @@ def test_comment_command_end_to_end_never_shows_the_token(stub, tmp_path, fixtur
 
 
 def test_body_too_long_falls_back_to_the_short_form(stub, tmp_path, fixtures_dir, monkeypatch, capsys):
-    import attnwatch.ci.comment.render as render
+    import attnwatch.ci.integration.comment.render as render
 
     monkeypatch.setattr(render, "BODY_BUDGET", 70000)  # pretend the renderer misjudged the limit
     report = make_report(fixtures_dir)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import attnwatch.ci.kernels_api as kernels_api_module
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import load_report
 from attnwatch.ci.kernels_api import (
     NAMES,
@@ -156,7 +156,7 @@ def test_todays_harness_measures_the_kernels_of_a_commit_from_before_the_api(tmp
     assert not (base / "kernels" / "harness_api.py").exists()
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "compare", "--base-root", str(base), "--shapes", "cpu",
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "compare", "--base-root", str(base), "--shapes", "cpu",
                            "--variants", "sdpa", "--dtypes", "fp16", "--causal", "no", "--rounds", "1",
                            "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

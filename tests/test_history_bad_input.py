@@ -11,7 +11,7 @@ import pytest
 
 from bundle_factory import as_format_1, make_bundle
 from attnwatch.history.contract.bundle import SCHEMA_VERSIONS
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.contract.bundle import MAX_FILE_BYTES
 from attnwatch.history.contract.timings import BUNDLE_UPGRADERS
 from attnwatch.history.store.db import open_read, open_write

@@ -49,7 +49,7 @@ def test_parallel_ingest_with_a_reader(tmp_path, db_path):
     reader = subprocess.Popen([sys.executable, "-c", READER, str(db_path), str(stop)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     writers = [
-        subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db_path), "ingest",
+        subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db_path), "ingest",
                           "--lock-timeout", "120", *map(str, group)],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for group in groups

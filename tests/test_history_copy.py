@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from app_history import build_history
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store import copy as history_copy
 from attnwatch.history.detection.alerts import acknowledge
 from attnwatch.history.store.copy import CopyVerificationError, copy_history, missing_count, table_hashes

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.errors import BundleError, HistoryError
 from attnwatch.history.ingest.write import ingest_paths

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.exchange import export_history
 from attnwatch.history.ingest.write import ingest_paths

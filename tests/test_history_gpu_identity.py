@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.ingest.rows import commit_row, run_row, table_rows
 from attnwatch.history.store.db import open_read, upgrade

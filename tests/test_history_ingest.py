@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from bundle_factory import as_format_1, make_bundle, make_pytest_benchmark_file
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.contract.bundle import CaseTiming, CorrectnessRecord, Environment, NcuCaseMetrics
 from attnwatch.history.store.db import open_read
 from attnwatch.history.ingest.write import ingest_paths

@@ -7,7 +7,7 @@ import duckdb
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read, open_write, schema_version
 from attnwatch.history.errors import BundleError, HistoryNotFoundError, QueryError
 from attnwatch.history.ingest.write import ingest_paths

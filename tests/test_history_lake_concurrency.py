@@ -58,7 +58,7 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
     stop = tmp_path / "stop"
     reader = subprocess.Popen([sys.executable, "-c", READER, lake_db, str(stop)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", lake_db, "ingest", *map(str, group)],
+    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for group in groups]
     outputs = [w.communicate(timeout=600) for w in writers]
@@ -88,7 +88,7 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
     assert leftover == 0  # every claim was released after its commit
 
     # A second wave of every bundle, again from all writers at once, adds nothing.
-    again = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", lake_db, "ingest", *map(str, group)],
+    again = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
     for proc in again:
         out, err = proc.communicate(timeout=600)
@@ -107,7 +107,7 @@ def test_writers_racing_to_create_the_schema_of_a_new_lake_apply_each_migration_
                              "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()
         for name, kind in sorted(tables, key=lambda t: t[1] != "VIEW"):
             con.execute(f'DROP {"VIEW" if kind == "VIEW" else "TABLE"} "{name}"')
-    racers = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", lake_db, "migrate"], env=env,
+    racers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "migrate"], env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     for proc in racers:
         out, err = proc.communicate(timeout=600)
@@ -132,7 +132,7 @@ def _own_lake(server, tmp_path, name: str) -> tuple[str, dict]:
     location = f"ducklake:postgres:{server.dsn(server.create_database(name))}"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(tmp_path / "lake-data"),
            "ATTNWATCH_LAKE_RETRY_S": "90"}
-    subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "migrate"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True,
                    capture_output=True, timeout=300)
     return location, env
 
@@ -150,7 +150,7 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
     groups = [[shared, *(make_bundle(tmp_path / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=10 * w + i,
                                      commit_sha="ee" * 20, n_samples=5) for i in range(2))]
               for w in range(RESTART_WRITERS)]
-    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "ingest", *map(str, group)],
+    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, group)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
     first = _wait_for_first_run(location, env, writers)
     own_server.restart()
@@ -187,11 +187,11 @@ def test_an_ingest_waits_out_a_stopped_catalog_then_gives_up_in_one_line(own_ser
     bundle = make_bundle(tmp_path / "b", run_id="patient", n_samples=5)
     own_server.halt()
     try:
-        quick = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "ingest", str(bundle)],
+        quick = subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
                                env={**env, "ATTNWATCH_LAKE_RETRY_S": "2"}, capture_output=True, text=True, timeout=300)
         assert quick.returncode == 2 and _one_line_or_nothing(quick.stderr), quick.stderr
         assert "stayed unreachable for more than 2 s" in quick.stderr
-        patient = subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", location, "ingest", str(bundle)],
+        patient = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(8)  # the attach meets a stopped server, and waits
     finally:
@@ -207,7 +207,7 @@ def test_detect_and_the_alert_commands_wait_out_a_stopped_catalog_then_give_up_i
     bundle = make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, statuses={"cuda_wmma": "failed"})
 
     def cli(*argv, **extra):
-        return [sys.executable, "-m", "attnwatch.ci.cli", "--db", location, *argv], {**env, **extra}
+        return [sys.executable, "-m", "attnwatch", "--db", location, *argv], {**env, **extra}
 
     for argv in (["ingest", str(bundle)], ["detect"]):
         command, run_env = cli(*argv)

@@ -16,7 +16,7 @@ import pytest
 
 from bundle_factory import make_bundle
 from conftest import REPO_ROOT
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store import transactions
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.ingest.write import ingest_paths

@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import StorageTooNewError, open_read, open_write
 from attnwatch.history.store.lake_ddl import lake_sql
 from attnwatch.history.store.location import HistoryLocation, LocationError, default_location, parse_location

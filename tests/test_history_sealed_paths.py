@@ -79,7 +79,7 @@ def place(tmp_path):
 
 
 def _cli(work: Path, env: dict, db: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", db, *args], cwd=work, env=env,
+    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", db, *args], cwd=work, env=env,
                           capture_output=True, text=True, timeout=180)
 
 
@@ -180,7 +180,7 @@ def test_sql_that_would_start_a_file_log_is_refused_in_one_line(tmp_path):
     db = tmp_path / "history.duckdb"
     ingest_paths(db, [make_bundle(tmp_path / "b", n_samples=5)])
     logs = tmp_path / "logs"
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "sql",
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql",
                            f"CALL enable_logging(storage='file', storage_path='{logs}')"],
                           env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.errors import HistoryNotFoundError, QueryError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_sql, schema_overview
@@ -183,7 +183,7 @@ def test_history_commands_load_without_duckdb():
 
     code = ("import sys; sys.modules['duckdb'] = None\n"
             "import argparse\n"
-            "from attnwatch.ci.commands import ingest, sql, export\n"
+            "from attnwatch.cli.commands import ingest, sql, export\n"
             "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
             "for m in (ingest, sql, export): m.register(sub)\n"
             "print('loaded')")
@@ -193,7 +193,7 @@ def test_history_commands_load_without_duckdb():
 
 def test_cli_sql_defaults_match_the_library():
     from attnwatch.history.sql import query as sql_query
-    from attnwatch.ci.commands import sql as sql_command
+    from attnwatch.cli.commands import sql as sql_command
 
     assert sql_command.DEFAULT_MAX_ROWS == sql_query.DEFAULT_MAX_ROWS
     assert sql_command.DEFAULT_TIMEOUT_S == sql_query.DEFAULT_TIMEOUT_S

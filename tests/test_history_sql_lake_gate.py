@@ -269,7 +269,7 @@ def test_the_whole_user_sql_path_refuses_a_computed_name_in_one_line(reader_lake
     sql = f"SELECT * FROM pragma_table_info({COMPUTED_NAMES['concatenation']})"
     with pytest.raises(QueryError, match="^pragma_table_info: .*literals or plain names"):
         run_user_sql(reader_lake, sql)
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", reader_lake, "sql", sql],
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", reader_lake, "sql", sql],
                           env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "data_file_id" not in done.stdout, (done.stdout, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "pragma_table_info" in done.stderr, done.stderr

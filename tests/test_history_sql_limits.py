@@ -16,7 +16,7 @@ import pytest
 
 import attnwatch.history.sql.query as history_sql
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from conftest import REPO_ROOT
 from attnwatch.history.errors import QueryError
 from attnwatch.history.ingest.write import ingest_paths
@@ -211,6 +211,6 @@ def test_names_are_read_as_the_parser_reads_them():
 
 
 def test_the_cli_defaults_come_from_the_library():
-    from attnwatch.ci.commands import sql as sql_command
+    from attnwatch.cli.commands import sql as sql_command
 
     assert sql_command.DEFAULT_MAX_BYTES == history_sql.DEFAULT_MAX_BYTES == 64 * MIB

@@ -16,7 +16,7 @@ import pytest
 
 import attnwatch.history.sql.query as history_sql
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.errors import HistoryError, LockTimeoutError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_query, run_user_sql, schema_overview, unique_names

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 import duckdb
 import pytest
 
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read, open_write, schema_version, upgrade
 from attnwatch.history.errors import HistoryNotFoundError, LockTimeoutError
 from attnwatch.history.store.migrations import code_schema_version

@@ -72,7 +72,7 @@ def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target
 def test_allowed_imports_are_not_reported(graph, tmp_path):
     root = _tree(tmp_path, {
         "ci/a.py": "from attnwatch.kernels import registry\nfrom attnwatch.history.contract import bundle\n",
-        "ci/commands/b.py": "from attnwatch.history.store.db import connect\n",
+        "attnwatch/cli/commands/b.py": "from attnwatch.history.store.db import connect\n",
         "app/a.py": "from attnwatch.history import sql\nimport streamlit\n",
         "history/store/a.py": "from attnwatch.history.contract import bundle\nfrom . import b\n",
         "history/store/b.py": "",
@@ -87,7 +87,7 @@ def test_a_bare_project_import_in_tests_or_scripts_is_reported(graph, tmp_path):
     """A test importing `history.…` would load a second copy of a module the code imports as
     `attnwatch.history.…`: two classes of every error, two caches."""
     root = _tree(tmp_path, {"tests/t.py": "from history.errors import HistoryError\n",
-                            "scripts/s.py": "import attnwatch.ci.cli\nfrom kernels import cases\n"})
+                            "scripts/s.py": "import attnwatch.cli.main\nfrom kernels import cases\n"})
     assert sorted((imp.source, imp.target) for imp in graph.layer_violations(root)) == [
         ("scripts.s", "kernels"), ("tests.t", "history.errors")]
 

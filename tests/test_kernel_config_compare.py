@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.analysis import compare_rounds
 from attnwatch.ci.compare.report import COMPARE_SCHEMA_VERSION, load_report, write_report
 from compare_factory import make_report, make_rounds

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.analysis import compare_rounds
 from attnwatch.ci.compare.rounds import read_round
 from attnwatch.ci.ncu.parse import parse_ncu_csv

@@ -15,7 +15,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _attnwatch(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", "attnwatch", *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -72,7 +72,7 @@ def test_shape_set_lists_each_skipped_case_with_its_reason(listing):
 
 
 def test_unknown_shape_set_is_a_clear_error(capsys):
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     assert main(["variants", "--shapes", "no_such_set"]) == 2
     assert "--shapes: unknown shape set 'no_such_set'" in capsys.readouterr().err

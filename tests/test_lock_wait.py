@@ -18,7 +18,7 @@ import pytest
 from bundle_factory import make_bundle
 from fault_env import child_env, content
 from old_history import history_at_version
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store import db as history_db
 from attnwatch.history.store.migrations import code_schema_version
 
@@ -32,7 +32,7 @@ def attnwatch(db: Path, *args: str, wait_s: str | None = None, timeout: float = 
     env.pop("ATTNWATCH_LOCK_WAIT_S", None)
     if wait_s is not None:
         env["ATTNWATCH_LOCK_WAIT_S"] = wait_s
-    return subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), *args], env=env,
+    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -82,7 +82,7 @@ def test_two_concurrent_migrates_each_say_the_schema_they_found_and_left(tmp_pat
     db = history_at_version(tmp_path / "history.duckdb", 1, tmp_path / "scratch")
     env = child_env()
     env.pop("ATTNWATCH_LOCK_WAIT_S", None)
-    runs = [subprocess.Popen([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(db), "migrate"], env=env,
+    runs = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "migrate"], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outputs = [run.communicate(timeout=300) for run in runs]
     applied = []

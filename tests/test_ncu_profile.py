@@ -142,7 +142,7 @@ def test_the_target_imports_the_kernels_it_is_given_not_the_callers(fake_ncu, tm
 
 
 def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_path, capsys):
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     out = tmp_path / "ncu-out"
     code = main(["ncu", "--shapes", "main", "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no",
@@ -160,7 +160,7 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
 
 
 def test_ncu_command_collects_the_chosen_sections_and_refuses_an_unknown_one(fake_ncu, tmp_path, capsys, monkeypatch):
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     seen = tmp_path / "args"
     monkeypatch.setenv("FAKE_NCU_ARGS", str(seen))
@@ -180,7 +180,7 @@ def test_ncu_command_collects_the_chosen_sections_and_refuses_an_unknown_one(fak
 
 
 def test_ncu_command_refuses_an_empty_selection(tmp_path, capsys):
-    from attnwatch.ci.cli import main
+    from attnwatch.cli.main import main
 
     code = main(["ncu", "--shapes", "main", "--variants", "sdpa", "--cases", "nothing/*", "--out", str(tmp_path)])
     assert code == 2

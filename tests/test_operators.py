@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import duckdb
 import pytest
 
-from attnwatch.ci.bisect.runner import planned_cases
+from attnwatch.ci.bisect.oracle import planned_cases
 from attnwatch.ci.plan import RunPlan, plan_cases
 from attnwatch.ci.run_config import timing_config
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement
+from attnwatch.ci.timing.sampler import RawMeasurement
 from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.contract.bundle_upgrades import case_timing_v2_to_v3
 from attnwatch.history.contract.timings import parse_case_timing

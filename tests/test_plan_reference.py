@@ -15,7 +15,7 @@ import pytest
 from attnwatch.ci.plan import RunPlan, plan_cases
 from attnwatch.ci.run_config import timing_config
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement
+from attnwatch.ci.timing.sampler import RawMeasurement
 from attnwatch.kernels import operators, registry
 from attnwatch.kernels.shapes import SHAPES
 

@@ -1,6 +1,6 @@
 """A figure measured under a power or thermal cap is marked where a kernel engineer reads it: the
 dashboard's trend (a badge and the quality mark) and the PR comment's row; the recipe a result
-was taken with is shown beside it (history.analysis.caps, app.data.quality, ci.comment.render)."""
+was taken with is shown beside it (history.analysis.caps, app.data.quality, ci.integration.comment.render)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from attnwatch.app.charts import trend_figure
 from attnwatch.app.data import trends
 from attnwatch.app.data.quality import marks
 from attnwatch.app.data.store import current_source
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report, write_report
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.ingest.write import ingest_paths

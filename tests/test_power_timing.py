@@ -16,7 +16,7 @@ from fake_nvml import FakeGpu, FakeNvml
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.run_config import timing_config, with_recipe
 from attnwatch.ci.timing.derived import case_timing
-from attnwatch.ci.timing.engine import Subject, kept, measure_interleaved
+from attnwatch.ci.timing.sampler import Subject, kept, measure_interleaved
 from attnwatch.ci.timing.gpu_state import NullMonitor, NvmlMonitor
 from attnwatch.ci.timing.power import (
     PacingPolicy,
@@ -261,7 +261,7 @@ def test_run_refuses_an_unknown_recipe_in_one_line_before_measuring(tmp_path):
     import os
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "run", "--device", "cpu", "--shapes", "cpu",
+    proc = subprocess.run([sys.executable, "-m", "attnwatch", "run", "--device", "cpu", "--shapes", "cpu",
                            "--recipe", "fast", "--out", str(tmp_path / "run")],
                           capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert proc.returncode != 0

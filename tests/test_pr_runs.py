@@ -1,4 +1,4 @@
-"""A pull request's compare rounds stored as pull-request runs (ci/pr_runs.py,
+"""A pull request's compare rounds stored as pull-request runs (ci/integration/pr_runs.py,
 history/contract/pull_request_runs.py, `attnwatch ingest --pull-request`), on real DuckDB files: the labels
 come from the trusted caller, never from the PR-written manifests, and the comment's dashboard
 link opens exactly the runs that were stored."""
@@ -12,8 +12,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
-from attnwatch.ci.pr_runs import SourceRun, dashboard_link, run_id_for
+from attnwatch.cli.main import main as cli_main
+from attnwatch.ci.integration.pr_runs import SourceRun, dashboard_link, run_id_for
 from attnwatch.history.store.db import open_read
 from attnwatch.history.ingest.write import ingest_paths
 
@@ -158,7 +158,7 @@ def test_an_artifact_past_the_bounds_is_refused_before_reading(tmp_path, with_ma
 
 
 def test_the_shipped_bounds_take_what_compare_writes():
-    from attnwatch.ci.pr_runs import ingest_limits
+    from attnwatch.ci.integration.pr_runs import ingest_limits
     from attnwatch.ci.run_config import compare_setting
 
     limits = ingest_limits()

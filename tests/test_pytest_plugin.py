@@ -244,7 +244,7 @@ def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
     (repo / "mykernel.py").write_text("import time\n\ndef scale(x):\n    time.sleep(0.002)\n    return x * 2\n")
     _git(repo, "commit", "-qam", "head: slower")
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--pytest-args",
+        [sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--pytest-args",
          " ".join(plugin_args()), "--base", "HEAD~1", "--rounds", "2", "--ncu", "off",
          "--out", str(tmp_path / "out")], cwd=repo, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -260,7 +260,7 @@ def test_compare_pytest_refuses_a_dirty_head_with_fail_on_before_measuring(tmp_p
     repo = _scale_repository(tmp_path)
     (repo / "mykernel.py").write_text("def scale(x):\n    return x * 2.0\n")  # not committed
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch.ci.cli", "compare", "--pytest", "bench", "--base", "HEAD", "--rounds", "2",
+        [sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--base", "HEAD", "--rounds", "2",
          "--fail-on", "regression", "--out", str(tmp_path / "out")], cwd=repo, env=_env(), capture_output=True,
         text=True, timeout=300)
     assert done.returncode == 2 and not (tmp_path / "out").exists(), done.stdout + done.stderr

@@ -13,10 +13,10 @@ import shlex
 
 import pytest
 
-from attnwatch.ci.cli import build_parser
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.cli.main import build_parser
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report
-from attnwatch.ci.commands.compare import resolve_defaults
+from attnwatch.cli.commands.compare import resolve_defaults
 from attnwatch.ci.compare.setup import plan_for
 from attnwatch.ci.selection import select_cases
 from attnwatch.kernels import registry

@@ -12,7 +12,7 @@ import pytest
 from attnwatch.ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.run_config import timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.supervisor import RunOptions, execute_suite
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.kernels.shapes import SHAPES
 
@@ -70,8 +70,8 @@ def test_a_crash_only_after_another_case_is_not_attributed(tmp_path):
 
 
 def test_diagnose_runs_children_with_launch_blocking_and_stays_out_of_the_history(tmp_path, capsys, monkeypatch):
-    from attnwatch.ci.cli import main
-    from attnwatch.ci.runner import _child_env
+    from attnwatch.cli.main import main
+    from attnwatch.ci.supervisor import _child_env
 
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     options = RunOptions(shape_set="cpu", device_kind="cpu", timing=timing_config("cpu"), diagnose=True)

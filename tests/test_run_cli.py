@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.contract.validate import load_bundle
 
 
@@ -143,7 +143,7 @@ def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
     copy = tmp_path / "copy"
     for package in ("attnwatch", "ci", "history", "kernels"):
         shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
                            "--ingest", "--out", str(tmp_path / "b")],
                           cwd=copy, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
                           capture_output=True, text=True, timeout=120)

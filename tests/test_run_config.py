@@ -18,7 +18,7 @@ from attnwatch.ci.compare.session import SessionOptions
 from attnwatch.ci.compare.side import Side
 from attnwatch.ci.plan import RunPlan
 from attnwatch.ci.run_config import CONFIG_PATH, default, default_dtypes, setting, timing_config
-from attnwatch.ci.runner import RunOptions
+from attnwatch.ci.supervisor import RunOptions
 from attnwatch.ci.workers.client import WorkerSpec
 from attnwatch.kernels.shapes import SHAPE_SETS
 

@@ -11,7 +11,7 @@ import pytest
 
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.run_config import timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.supervisor import RunOptions, execute_suite
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.kernels.shapes import SHAPES
 
@@ -141,7 +141,7 @@ from pathlib import Path
 sys.path.insert(0, {FAULTS!r})
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.run_config import timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.supervisor import RunOptions, execute_suite
 from attnwatch.kernels.shapes import SHAPES
 cases = plan_cases(["t_ok"], [SHAPES["cpu_tiny"]], ["fp16"], [True]) + plan_cases(["t_hang"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
 options = RunOptions(shape_set="cpu", device_kind="cpu", correctness=False, case_timeout_s=3600.0, progress=False,

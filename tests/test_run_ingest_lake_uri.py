@@ -7,7 +7,7 @@ the user gave it (history.store.location parses it once)."""
 
 from __future__ import annotations
 
-from attnwatch.ci.cli import main
+from attnwatch.cli.main import main
 from attnwatch.history.store.db import open_read
 from pg_server import SUPERUSER
 

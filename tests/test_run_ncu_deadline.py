@@ -25,7 +25,7 @@ import stand_in_ncu as stand_in  # tests/ helper
 from attnwatch.ci.ncu.profile import DEADLINE_ERROR, profile_cases
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.run_config import timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
+from attnwatch.ci.supervisor import RunOptions, execute_suite
 from attnwatch.ci.summary import format_ncu_line
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.kernels.cases import Case

@@ -1,4 +1,4 @@
-"""The trusted runner's job-started hook (ci/runner_hooks/trusted_job_started.sh), run by bash with
+"""The trusted runner's job-started hook (ci/integration/runner_hooks/trusted_job_started.sh), run by bash with
 the variables the runner gives it: only default-branch jobs of this repository's own workflows
 start; a PR's job that asks for the trusted label is failed before its first step."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO_ROOT
 
-HOOK = Path(__file__).resolve().parent.parent / "ci" / "runner_hooks" / "trusted_job_started.sh"
+HOOK = Path(__file__).resolve().parent.parent / "ci" / "integration" / "runner_hooks" / "trusted_job_started.sh"
 REPO = "octo/kernels"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
+from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read
 from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths

@@ -12,7 +12,7 @@ from attnwatch.ci.journal import JournalReader, JournalWriter
 from attnwatch.ci.run_config import TimingConfig, default_dtypes, timing_config
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement, Subject, measure_interleaved
+from attnwatch.ci.timing.sampler import RawMeasurement, Subject, measure_interleaved
 from attnwatch.ci.timing.gpu_state import NullMonitor, decode_reasons, is_throttling
 from attnwatch.ci.timing.timers import CpuWallTimer, NoFlush
 from attnwatch.history.contract.bundle import CaseTiming
@@ -137,7 +137,7 @@ def test_a_raising_subject_is_dropped_others_continue():
 
 
 def test_fatal_errors_propagate_with_their_subject():
-    from attnwatch.ci.timing.engine import SubjectFailed
+    from attnwatch.ci.timing.sampler import SubjectFailed
 
     def poisoned():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")

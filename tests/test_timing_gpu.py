@@ -12,8 +12,8 @@ import pytest
 
 from attnwatch.ci.plan import plan_cases
 from attnwatch.ci.run_config import timing_config
-from attnwatch.ci.runner import RunOptions, execute_suite
-from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+from attnwatch.ci.supervisor import RunOptions, execute_suite
+from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
 from attnwatch.ci.timing.gpu_state import NvmlMonitor
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.timing.timers import CudaEventTimer, L2Flusher

@@ -14,7 +14,7 @@ import pytest
 from attnwatch.ci.run_config import timing_config
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.timing.derived import case_timing
-from attnwatch.ci.timing.engine import Subject, measure_interleaved
+from attnwatch.ci.timing.sampler import Subject, measure_interleaved
 from attnwatch.ci.timing.gpu_state import NullMonitor
 from attnwatch.ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
 from attnwatch.history.contract.bundle import CaseTiming

@@ -185,7 +185,7 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     """CaseSetup keeps what Prepared said; case_timing stores it (worker and compare server alike)."""
     from attnwatch.ci.suites.case_setup import CaseSetup
     from attnwatch.ci.timing.derived import case_timing
-    from attnwatch.ci.timing.engine import RawMeasurement
+    from attnwatch.ci.timing.sampler import RawMeasurement
     from attnwatch.kernels.shapes import adhoc_shape
     from attnwatch.kernels.variant import Prepared
 

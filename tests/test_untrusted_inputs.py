@@ -14,8 +14,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from bundle_factory import make_bundle
-from attnwatch.ci.cli import main as cli_main
-from attnwatch.ci.comment.render import render_comment
+from attnwatch.cli.main import main as cli_main
+from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import write_report
 from attnwatch.ci.ncu.parse import NcuParseError, parse_ncu_csv
 from compare_factory import make_report

@@ -39,7 +39,7 @@ def _site(tmp_path: Path, spec: str | None) -> Path:
 def _run(tmp_path: Path, site: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site)])}
     return subprocess.run(
-        [sys.executable, "-m", "attnwatch.ci.cli", "run", "--device", "cpu", "--shapes", "cpu_tiny",
+        [sys.executable, "-m", "attnwatch", "run", "--device", "cpu", "--shapes", "cpu_tiny",
          "--variants", "plugin_3op", "--dtypes", "bf16", "--causal", "no", "--no-correctness", "--no-progress",
          "--time-cap", "0.05", "--commit", "ab" * 20, "--out", str(tmp_path / "bundle"), *extra],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)

@@ -102,7 +102,7 @@ GIT_URL = re.compile(r'pip install "attnwatch @ git\+https://github\.com/OWNER/a
 
 def _installed(python: Path, cwd: Path) -> dict:
     """Where the fresh environment's attnwatch comes from, and whether pytest finds its plugin."""
-    probe = ("import json, attnwatch.ci.cli as cli; from importlib.metadata import entry_points, version; "
+    probe = ("import json, attnwatch.cli.main as cli; from importlib.metadata import entry_points, version; "
              "print(json.dumps({'file': cli.__file__, 'version': version('attnwatch'), "
              "'plugin': [e.value for e in entry_points(group='pytest11') if e.name == 'attnwatch']}))")
     done = subprocess.run([str(python), "-c", probe], cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=300)

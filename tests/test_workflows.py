@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from attnwatch.ci.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
+from attnwatch.ci.integration.comment.provenance import DISPATCH_TITLE, WORKFLOW_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -410,7 +410,7 @@ def _run_extras_step(script: str, tmp_path: Path, extras: str, wheels: str) -> s
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
     stand_in = bin_dir / "attnwatch"
-    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch.ci.cli "$@" --dry-run\n')
+    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch "$@" --dry-run\n')
     stand_in.chmod(0o755)
     env = {**os.environ, "EXTRAS": extras, "WHEELS": wheels, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
            "PYTHONPATH": str(ROOT)}
@@ -462,11 +462,11 @@ def test_install_extras_from_a_wheel_folder_never_reaches_an_index(tmp_path):
 
     empty = tmp_path / "wheels"
     empty.mkdir()
-    done = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "install-extras", "fa4", "--wheels", str(empty)],
+    done = subprocess.run([sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels", str(empty)],
                           capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode != 0 and "flash-attn-4" in done.stderr, done.stdout + done.stderr
     assert extra_pins(["fa4"])[0].startswith("flash-attn-4==")
-    missing = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", "install-extras", "fa4", "--wheels",
+    missing = subprocess.run([sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels",
                               str(tmp_path / "absent")], capture_output=True, text=True, timeout=120,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert missing.returncode == 2 and "--wheels: the wheel folder does not exist" in missing.stderr

@@ -83,7 +83,7 @@ def _main(argv: list[str]) -> int:
         return SETUP_FAILED
     if args == ["--probe"]:
         return 0
-    rc = subprocess.run([sys.executable, "-m", "attnwatch.ci.cli", *args]).returncode
+    rc = subprocess.run([sys.executable, "-m", "attnwatch", *args]).returncode
     (directory / FILLER).unlink(missing_ok=True)
     left = _files(directory)
     _libc_call("umount2", d, _MNT_DETACH)

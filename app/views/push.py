@@ -130,7 +130,7 @@ def cause_label(cause, question: str) -> str:
             f"{question} {ui.md(cause.real or '—')}")
 
 
-CAUSE_CHARS = 600  # a counter cause's length on the page, as in the PR comment (ci.comment.render)
+CAUSE_CHARS = 600  # a counter cause's length on the page, as in the PR comment (ci.integration.comment.render)
 
 
 def cause_line(evidence: push.CauseEvidence | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from attnwatch.ci.bisect.runner import Measurement, subject
+from attnwatch.ci.bisect.oracle import Measurement, subject
 from attnwatch.ci.bisect.search import SearchResult
 from attnwatch.history.contract.bundle_writer import write_json_atomic
 

@@ -1,7 +1,7 @@
 """The search of a bisect: the first slow commit of an ordered list, given a verdict oracle.
 
 Input: commits oldest first, `commits[0]` the good revision and `commits[-1]` the bad one,
-and an oracle that measures one commit against the good revision (ci/bisect/runner.py: one
+and an oracle that measures one commit against the good revision (ci/bisect/oracle.py: one
 same-job compare) and answers `slow` (a regression against the good revision), `same` (not
 slower: decided no change, or faster) or `undecided` (the interval decides neither).
 

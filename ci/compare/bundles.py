@@ -2,9 +2,9 @@
 
 A compare's rounds are its data: compare.json's verdicts are computed from these bundles, read
 back through the bundle contract's one reader (ci/compare/rounds.read_round), and the
-PR-comment workflow stores the same bundles as pull-request runs (ci/pr_runs.py). A round's
+PR-comment workflow stores the same bundles as pull-request runs (ci/integration/pr_runs.py). A round's
 cases become ci.case_records.CaseRecords here and are assembled and written by the one
-assembler `attnwatch run` uses too (ci.bundle_writer.write_run_bundle), so the rules (an ok
+assembler `attnwatch run` uses too (ci.bundle_assembly.write_run_bundle), so the rules (an ok
 case has its record; each record checked as the reader will) are the same.
 
 One bundle holds one side's round k:
@@ -28,11 +28,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from attnwatch.ci.bundle_writer import RunHead, RunRecords, write_run_bundle
+from attnwatch.ci.bundle_assembly import RunHead, RunRecords, write_run_bundle
 from attnwatch.ci.case_records import CaseRecords
 from attnwatch.ci.compare.rounds import RoundData
 from attnwatch.ci.environment import GitInfo, capture_environment
-from attnwatch.ci.pr_runs import round_dir
+from attnwatch.ci.integration.pr_runs import round_dir
 from attnwatch.ci.records import failed_build
 from attnwatch.history.contract.bundle import CaseOutcome, Environment
 

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from attnwatch.ci.bundle_writer import utc_now
+from attnwatch.ci.bundle_assembly import utc_now
 from attnwatch.ci.compare.rounds import CaseRound, RoundData
 from attnwatch.ci.compare.sequential import SequentialDesign, decide
 from attnwatch.ci.compare.side_group import SideGroup

@@ -39,7 +39,7 @@ MAX_NAME = 200  # longest identifier-like field (case ids, branch names, GPU nam
 # failed: the head did not measure (crash, timeout, error); new: no base measurement;
 # removed: the head no longer has the case; skipped: the head does not run it on this GPU.
 # The start of a note saying an interval cannot contain between-round variation (one round per
-# side, or the pooled method): the comment shows it as a warning (ci/comment/render.py).
+# side, or the pooled method): the comment shows it as a warning (ci/integration/comment/render.py).
 NO_RUN_NOISE = "interval does not include run-to-run noise"
 VERDICTS = ("regression", "improvement", "no change", "failed", "new", "removed", "skipped")
 SIDES = ("base", "head")

@@ -45,7 +45,7 @@ SESSION_FILE = "session.json"
 @dataclass
 class SessionOptions:
     """How to measure a compare. Settings not given come from ci/run_config.toml, as for
-    `attnwatch run` (ci.runner.RunOptions): the case timeout and the workers per side by device kind."""
+    `attnwatch run` (ci.supervisor.RunOptions): the case timeout and the workers per side by device kind."""
 
     device_kind: str
     timing: TimingConfig
@@ -232,7 +232,7 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
             budget_s: float | None = None) -> None:
     """Profile each side's measured cases once (after the rounds, never during them), with the
     explain list (ci/ncu/metrics.toml: every counter a counter rule reads), and add the
-    pass to that side's round-1 bundle (ci.bundle_writer.add_ncu, as `attnwatch run` does), where
+    pass to that side's round-1 bundle (ci.bundle_assembly.add_ncu, as `attnwatch run` does), where
     ci.compare.analysis finds it when the rounds are read back.
 
     `only`: the case ids to profile (a compare's regressions and improvements); None: every
@@ -241,8 +241,8 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
     """
     import time
 
-    from attnwatch.ci.bundle_writer import add_ncu as add_ncu_to_bundle
-    from attnwatch.ci.bundle_writer import utc_now
+    from attnwatch.ci.bundle_assembly import add_ncu as add_ncu_to_bundle
+    from attnwatch.ci.bundle_assembly import utc_now
     from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
     from attnwatch.ci.ncu.profile import profile_cases
 

@@ -5,7 +5,7 @@ they are measured with the recipe of every other measurement (docs/design.md "Me
 recipe"), on the same parts as `Engine` (ci/engine/group.py): the device, L2 flusher, guarded
 block timer with its stream pool and clock monitor of ci/suites/case_setup.py; warm-up (the
 first call of the process for `warmup_min_s`, so clocks leave idle), the interleaved adaptive
-sampler of ci/timing/engine.py (call and reference round-robin, so drift hits both alike),
+sampler of ci/timing/sampler.py (call and reference round-robin, so drift hits both alike),
 CUDA-graph replay of a launch-bound call, the settings of ci/run_config.toml ([timing.cuda] or
 [timing.cpu]), and statistics by history.analysis.statistics.summarize. What it does not do is
 what the user's own test owns: inputs are theirs (no input rotation or placement spacer), and
@@ -23,7 +23,7 @@ from attnwatch.ci.engine.group import interleave_id
 from attnwatch.ci.run_config import TimingConfig, timing_config
 from attnwatch.ci.suites.case_setup import device_monitor, open_device
 from attnwatch.ci.timing.derived import apply_gaps
-from attnwatch.ci.timing.engine import RawMeasurement, Subject, measure_interleaved, warm_up
+from attnwatch.ci.timing.sampler import RawMeasurement, Subject, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.history.analysis.statistics import median, summarize
 from attnwatch.history.contract.bundle import CaseTiming

@@ -10,7 +10,7 @@ pool, clock monitor: ci/suites/case_setup.py, ci/timing), then on request:
   resolved, checked for correctness the first time this process sees it, prepared over
   rotating input sets and warmed up (the first case of the call for `warmup_min_s`, so the
   clocks leave idle; the rest, with clocks up, for `warmup_calls`); then the group timed
-  round-robin by the adaptive sampler (ci/timing/engine.py); a case whose median is under
+  round-robin by the adaptive sampler (ci/timing/sampler.py); a case whose median is under
   `graph_threshold_us` also timed as CUDA-graph replays the first time this process times it
   (a side figure, ci/timing/graphs.py: once per case, like its correctness check); then
   CaseTiming and gaps (ci/timing/derived.py). Every case's `result` is emitted as it is known;
@@ -47,7 +47,7 @@ from attnwatch.ci.suites.case_setup import (
     variant_availability,
 )
 from attnwatch.ci.timing.derived import apply_gaps, case_timing
-from attnwatch.ci.timing.engine import RawMeasurement, Subject, SubjectFailed, kept, measure_interleaved, warm_up
+from attnwatch.ci.timing.sampler import RawMeasurement, Subject, SubjectFailed, kept, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.ci.variant_modules import load_specs

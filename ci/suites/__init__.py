@@ -1,6 +1,6 @@
-"""The pytest suites a GPU runner executes in a child process (see ci/runner.py).
+"""The pytest suites a GPU runner executes in a child process (see ci/supervisor.py).
 
-Run only through `attnwatch run` (or `ci.runner.run_suite`), which writes the plan and reads
+Run only through `attnwatch run` (or `ci.supervisor.run_suite`), which writes the plan and reads
 the journal: `python -m pytest ci/suites --attnwatch-plan PLAN --attnwatch-journal JOURNAL
 --benchmark-json OUT.json`.
 """

@@ -9,7 +9,7 @@ more on the host (`phase`), and journals its `outcome`.
 Every engine event goes to the journal as it happens (ci/journal.py, vocabulary in
 ci/engine/events.py); the parent rebuilds the run from it (ci/suite_state.py) and handles what
 the child cannot: a fault or an abort ends the child, and the journal's last `begin`/`beat`
-names the case in flight (ci/runner.py, ci/attribution.py).
+names the case in flight (ci/supervisor.py, ci/attribution.py).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import asdict
 
 from attnwatch.ci.plan import PlannedCase
-from attnwatch.ci.timing.engine import RawMeasurement
+from attnwatch.ci.timing.sampler import RawMeasurement
 from attnwatch.ci.timing.power import summarize_clocks
 from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.analysis.statistics import summarize
@@ -31,7 +31,7 @@ def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
                 kernel_config: tuple[str | None, str | None] = (None, None)) -> CaseTiming:
     """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`).
     `kernel_config` is what the variant's Prepared said it ran: (config, config_source).
-    With a clock band the statistics are those of the samples inside it (`ci.timing.engine.kept`), and
+    With a clock band the statistics are those of the samples inside it (`ci.timing.sampler.kept`), and
     the clock summary (ci/timing/power.py) goes beside them under its own names."""
     kept, clocks = summarize_clocks(raw.samples_us, raw.clocks_mhz, raw.reference_clock_mhz, raw.band_applied)
     s = summarize(kept)  # the samples inside the clock band, or all of them

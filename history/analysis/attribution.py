@@ -19,7 +19,7 @@ nothing recorded changed, and "unknown (no fingerprints recorded)" when either r
 fingerprint for the variant (a run from before bundle format 4, or one that could not be
 fingerprinted): the code cannot be ruled in or out, so no attribution is guessed; the other
 changes seen are still listed. A field that either run did not record is not compared.
-Only an attribution with a code part is worth bisecting (ci/commands/bisect.py).
+Only an attribution with a code part is worth bisecting (attnwatch/cli/commands/bisect.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Is a figure taken under a power or thermal cap? From the NVML clocks-event reasons stored per
 result (CaseTiming.throttle_reasons, results.throttle_reasons), by `caps.toml` (data, a reason
-per entry). One definition for the dashboard (app) and the PR comment (ci.comment).
+per entry). One definition for the dashboard (app) and the PR comment (ci.integration.comment).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ for a while (a variant waiting on an upstream fix). Those are data with a reason
 
 An ignored case is still measured and shown, with its rule's reason; it fails no PR check and
 opens no alert until the rule expires (the day after `expires`). Used by `attnwatch compare`
-(ci.compare.analysis), `attnwatch detect` (history.detection.scan via ci/commands/detect.py)
+(ci.compare.analysis), `attnwatch detect` (history.detection.scan via attnwatch/cli/commands/detect.py)
 and auto-resolution (history.detection.recovery).
 """
 

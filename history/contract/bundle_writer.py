@@ -1,6 +1,6 @@
 """The one writer of run bundles (the layout history.contract.bundle documents, history.contract.validate reads).
 
-Every producer writes through here: `attnwatch run` and `attnwatch compare` (ci.bundle_writer
+Every producer writes through here: `attnwatch run` and `attnwatch compare` (ci.bundle_assembly
 assembles their records), the ncu pass and the tests' factory. Before any file is written, each
 document is encoded as it will be stored, parsed back from those bytes and checked by the
 reader's own checks (the strict JSON reader of history.contract.json_limits, then

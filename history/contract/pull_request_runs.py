@@ -3,7 +3,7 @@
 A pull request's A/B bundles are written by the PR's own code on an untrusted runner, so their
 manifests may say anything: a run id that collides with a main run, branch "main", a commit date
 that would reorder a main series. The trusted ingest job therefore does not take those labels
-from the bundle. It passes a PullRequestLabel per bundle (ci/pr_runs.py derives it from the
+from the bundle. It passes a PullRequestLabel per bundle (ci/integration/pr_runs.py derives it from the
 verified workflow run), and `as_pull_request_run` applies it before anything is written:
 
 - the run id is the label's (unique per PR, workflow run and attempt, round and side);

@@ -50,10 +50,10 @@ def _with_spin(inner, cycles: int):
 
 def _medians(fns, timer, flusher, calls: int) -> list[float]:
     """Medians of `fns` as the harness times them: its warm-up, then its interleaved sampler
-    (ci.timing.engine: round-robin blocks behind the guard kernel, 4 x L2 flushed before each
+    (ci.timing.sampler: round-robin blocks behind the guard kernel, 4 x L2 flushed before each
     call), exactly `calls` calls each."""
     from attnwatch.ci.run_config import timing_config
-    from attnwatch.ci.timing.engine import Subject, measure_interleaved, warm_up
+    from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NullMonitor
 
     config = timing_config("cuda").with_overrides(min_samples=calls, max_samples=calls, time_cap_s=60.0,

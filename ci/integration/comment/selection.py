@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from attnwatch.ci.comment.escape import md_code, md_text
+from attnwatch.ci.integration.comment.escape import md_code, md_text
 from attnwatch.ci.compare.report import CompareReport
 from attnwatch.ci.compare.select import BECAUSE, REFERENCE
 

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from attnwatch.ci.errors import UserError
-from attnwatch.ci.github import GitHubClient
-from attnwatch.ci.pr_runs import SourceRun
+from attnwatch.ci.integration.github import GitHubClient
+from attnwatch.ci.integration.pr_runs import SourceRun
 from attnwatch.history.contract.checks import read_json_file
 from attnwatch.history.errors import BundleError
 

@@ -7,7 +7,7 @@ rules (history/analysis/ncu_explain.py), the full table folded in <details>, lin
 the run and the dashboard. With a dashboard URL, each significant change links to its Trends
 view (the case on the GPU, the merge base..head range marked) and the footer to the Compare view
 of the two commits, in the dashboard's URL contract (history.links). Every value that came from
-the artifact is escaped (ci.comment.escape); numbers are formatted here. GitHub refuses comment
+the artifact is escaped (ci.integration.comment.escape); numbers are formatted here. GitHub refuses comment
 bodies over 65,536 characters: the folded table is cut first, then the significant-changes
 table, each with a note saying how many rows were left out.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnwatch.ci.comment.escape import md_code, md_text, safe_url
-from attnwatch.ci.comment.selection import selection_lines
+from attnwatch.ci.integration.comment.escape import md_code, md_text, safe_url
+from attnwatch.ci.integration.comment.selection import selection_lines
 from attnwatch.ci.compare.report import NO_RUN_NOISE, CaseComparison, CompareReport
 from attnwatch.history import links as dashboard, reproduce
 from attnwatch.history.analysis.caps import cap_mark

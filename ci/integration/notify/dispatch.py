@@ -2,8 +2,8 @@
 
 `ATTNWATCH_WEBHOOK_URL` (+ `ATTNWATCH_WEBHOOK_FORMAT`: slack, the default, or json; and
 `ATTNWATCH_WEBHOOK_TOKEN`, sent as a bearer token) posts each transition to a webhook
-(ci.notify.webhook). `ATTNWATCH_ALERT_ISSUES=1` with `GITHUB_REPOSITORY` and `GITHUB_TOKEN`
-keeps one GitHub issue per alert (ci.notify.issues). Neither set: nothing is sent.
+(ci.integration.notify.webhook). `ATTNWATCH_ALERT_ISSUES=1` with `GITHUB_REPOSITORY` and `GITHUB_TOKEN`
+keeps one GitHub issue per alert (ci.integration.notify.issues). Neither set: nothing is sent.
 
 A transition is recorded in the history before it is announced; a delivery that fails after its
 retries is said on stderr in one line and returned, and the command that made the transition
@@ -16,11 +16,11 @@ import os
 import sys
 from typing import Callable, Sequence
 
-from attnwatch.ci.notify.messages import Transition
+from attnwatch.ci.integration.notify.messages import Transition
 
 
 def webhook_from_env(log: Callable[[str], None]):
-    from attnwatch.ci.notify.webhook import Webhook
+    from attnwatch.ci.integration.notify.webhook import Webhook
 
     url = os.environ.get("ATTNWATCH_WEBHOOK_URL", "").strip()
     if not url:
@@ -32,8 +32,8 @@ def webhook_from_env(log: Callable[[str], None]):
 def issues_from_env(log: Callable[[str], None]):
     if os.environ.get("ATTNWATCH_ALERT_ISSUES", "").strip() not in ("1", "true", "yes"):
         return None
-    from attnwatch.ci.github import DEFAULT_API_URL, GitHubClient
-    from attnwatch.ci.notify.issues import AlertIssues
+    from attnwatch.ci.integration.github import DEFAULT_API_URL, GitHubClient
+    from attnwatch.ci.integration.notify.issues import AlertIssues
 
     client = GitHubClient(os.environ.get("GITHUB_REPOSITORY", ""), os.environ.get("GITHUB_TOKEN", ""),
                           api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL), log=log)

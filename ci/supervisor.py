@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from attnwatch.ci.attribution import Crash, CrashAttribution
-from attnwatch.ci.bundle_writer import RunHead, add_ncu, run_status, write_bundle
+from attnwatch.ci.bundle_assembly import RunHead, add_ncu, run_status, write_bundle
 from attnwatch.ci.child_env import child_env
 from attnwatch.ci.environment import capture_environment, capture_git, harness_digest
 from attnwatch.ci.plan import PlannedCase, RunPlan

@@ -1,7 +1,7 @@
 """How every `attnwatch` command ends: its exit status and, when it fails, one line on stderr.
 
 `run_command` wraps a command line's whole life, from parsing its arguments to its last flush
-(`attnwatch …` through ci.cli, `python -m attnwatch.ci.compare`). Exit statuses
+(`attnwatch …` through attnwatch.cli.main, `python -m attnwatch compare`). Exit statuses
 (docs/design.md, "Errors: one line, always"):
 
   0    done

@@ -50,7 +50,7 @@ def _run(args) -> int:
     for r in recovered:
         print(f"  resolved     alert {r.alert_id} {r.case_id} {r.metric}: {r.note}")
     if not args.dry_run and (inserted or recovered):  # recorded first; then told ($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)
-        from attnwatch.ci.commands.alerts import announce
+        from attnwatch.cli.commands.alerts import announce
         from attnwatch.history.detection.alerts import get_alerts
 
         from attnwatch.history.detection.ncu_cause import alert_causes, with_cause

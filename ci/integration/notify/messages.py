@@ -7,14 +7,14 @@ the dashboard: untrusted. Slack's mrkdwn turns `<...>` into links and mentions (
 `@` keeps a plain `@channel` or `@user` from pinging anyone on servers that link names. Control
 and bidirectional-override characters become spaces, and every field is capped. The generic JSON
 format carries the same cleaned fields as data (JSON escaping is the receiver's parser's job).
-GitHub issues get ci.comment.escape's markdown escaping.
+GitHub issues get ci.integration.comment.escape's markdown escaping.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from attnwatch.ci.comment.escape import safe_url
+from attnwatch.ci.integration.comment.escape import safe_url
 from attnwatch.history.terminal_text import UNSAFE as _CONTROL  # C0, DEL, C1, line separators, bidi controls
 
 ACTIONS = ("opened", "acknowledged", "resolved", "bisected")

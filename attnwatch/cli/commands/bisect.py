@@ -3,7 +3,7 @@
     attnwatch bisect --alert ID [--out DIR]                    the alert's case over its step's range
     attnwatch bisect --good SHA --bad SHA --case ID [--case ID ...]
 
-Measures commits of the range (ci/bisect/runner.py: one same-job compare of the good revision
+Measures commits of the range (ci/bisect/oracle.py: one same-job compare of the good revision
 against each, with the compare workers and interval) in the order of ci/bisect/search.py's
 binary search: the bad revision first (the slowdown must reproduce here), then midpoints, an
 undecided one measured once more with twice the rounds. Prints the culprit (SHA and subject)
@@ -122,7 +122,7 @@ def refuse_range_without_code(db, case_ids: list[str], good: str, bad: str, forc
 
 
 def _run(args) -> int:
-    from attnwatch.ci.bisect.runner import CompareOracle, commit_range, planned_cases, shape_set_of
+    from attnwatch.ci.bisect.oracle import CompareOracle, commit_range, planned_cases, shape_set_of
     from attnwatch.ci.bisect.search import bisect
     from attnwatch.ci.compare.revisions import repo_root, resolve
     from attnwatch.ci.compare.setup import device_kind, session_options
@@ -162,7 +162,7 @@ def _run(args) -> int:
     print_report(result, repo, wall_s)
     write_result(args.out / RESULT_FILE, result, wall_s, text)
     if target is not None:
-        from attnwatch.ci.commands.alerts import announce
+        from attnwatch.cli.commands.alerts import announce
         from attnwatch.history.detection.alerts import alert_events, get_alerts
         from attnwatch.history.detection.bisects import record_bisect
 

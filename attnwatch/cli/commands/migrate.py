@@ -9,7 +9,7 @@ its data path): the one step to take before pointing runners at a new team histo
 
 from __future__ import annotations
 
-from attnwatch.ci.commands import add_lock_timeout
+from attnwatch.cli.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:

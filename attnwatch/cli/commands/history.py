@@ -26,7 +26,7 @@ history file it runs a CHECKPOINT and says that a file needs nothing more.
 
 from __future__ import annotations
 
-from attnwatch.ci.commands import add_lock_timeout
+from attnwatch.cli.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:

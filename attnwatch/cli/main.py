@@ -1,10 +1,10 @@
 """`attnwatch`: the command line, and the composition root of the project.
 
-Every subcommand lives in its own module under `ci/commands/` and exposes
+Every subcommand lives in its own module under `attnwatch/cli/commands/` and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int` (the exit code).
 The list below is explicit: no discovery by file name.
 
-Every way a command can end, and the one line it prints when it fails, is ci.top_level's:
+Every way a command can end, and the one line it prints when it fails, is attnwatch.cli.top_level's:
 errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
 history.store.faults) exit 2, an unexpected exception 70 with its traceback saved to a file.
 """
@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 
-from attnwatch.ci.top_level import run_command
+from attnwatch.cli.top_level import run_command
 from attnwatch.history.store.faults import file_fault
 from attnwatch.history.store.location import DB_ENV, default_file_path
 from attnwatch.history.contract.repository import REPO_ENV
@@ -61,12 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:
-        importlib.import_module(f"attnwatch.ci.commands.{name}").register(sub)
+        importlib.import_module(f"attnwatch.cli.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit status (ci.top_level says which, and turns every failure into one line)."""
+    """Run one command; its exit status (attnwatch.cli.top_level says which, and turns every failure into one line)."""
     return run_command(lambda: _parse(argv), fault_of=file_fault, argv=argv)
 
 

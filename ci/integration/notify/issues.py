@@ -4,16 +4,16 @@ The issue is found again by a hidden marker in its body (a hash of the alert's d
 is the same in every copy of a history) AND its author (the bot login that opens them) AND the
 label: an issue anyone else wrote with the same marker is never taken for the alert's. Every
 value from the alert (case id, GPU, note, actor) is untrusted and goes through
-ci.comment.escape. Transport, retries and rate limits are ci.github's.
+ci.integration.comment.escape. Transport, retries and rate limits are ci.integration.github's.
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from attnwatch.ci.comment.escape import md_code, md_text, safe_url
-from attnwatch.ci.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from attnwatch.ci.notify.messages import Transition
+from attnwatch.ci.integration.comment.escape import md_code, md_text, safe_url
+from attnwatch.ci.integration.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
+from attnwatch.ci.integration.notify.messages import Transition
 
 LABEL = "attnwatch-alert"
 

@@ -7,7 +7,7 @@ GITHUB_SERVER_URL + GITHUB_RUN_ID (run link), ATTNWATCH_DASHBOARD_URL.
 
 The report never chooses where the verdict goes. The target is one of:
   --workflow-run-event FILE  the pr-comment workflow: the workflow_run event GitHub wrote, checked
-                             by ci.comment.provenance (this repository's gpu-bench.yml run, the PR
+                             by ci.integration.comment.provenance (this repository's gpu-bench.yml run, the PR
                              from the event or the maintainer's dispatch, its head still the
                              measured SHA); the checked PR and SHA go to $GITHUB_OUTPUT for the
                              job that ingests the rounds as pull-request runs;
@@ -21,12 +21,12 @@ import os
 import sys
 from pathlib import Path
 
-from attnwatch.ci.comment.provenance import Refused, Target, check_report_head, load_event, resolve_target
-from attnwatch.ci.comment.render import MARKER, Links, render_comment, render_short
+from attnwatch.ci.integration.comment.provenance import Refused, Target, check_report_head, load_event, resolve_target
+from attnwatch.ci.integration.comment.render import MARKER, Links, render_comment, render_short
 from attnwatch.ci.compare.report import load_report
 from attnwatch.ci.errors import UserError
-from attnwatch.ci.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from attnwatch.ci.pr_runs import dashboard_link
+from attnwatch.ci.integration.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
+from attnwatch.ci.integration.pr_runs import dashboard_link
 
 
 def register(subparsers) -> None:

@@ -5,7 +5,7 @@ Every input is validated before anything is written; one bad input and nothing i
 must be of the history's repository (`--repo` / ATTNWATCH_REPO; history/contract/repository.py).
 
 `attnwatch ingest --pull-request N --head-sha SHA --source-run W[.A] DIR` stores the round
-bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/pr_runs.py): the
+bundles of one `attnwatch compare --out DIR` as pull-request runs of PR N (ci/integration/pr_runs.py): the
 trusted PR-comment workflow does this after checking where the artifact came from.
 
 `--default-branch BRANCH` records the repository's default branch in the history first
@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from attnwatch.ci.commands import add_lock_timeout
+from attnwatch.cli.commands import add_lock_timeout
 from attnwatch.ci.errors import UserError
 
 
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
 
 
 def _source_run(text: str | None):
-    from attnwatch.ci.pr_runs import SourceRun
+    from attnwatch.ci.integration.pr_runs import SourceRun
 
     match = re.fullmatch(r"([1-9][0-9]{0,19})(?:\.([1-9][0-9]{0,4}))?", text or "")
     if match is None:
@@ -56,7 +56,7 @@ def _run(args) -> int:
 
     labels = None
     if args.pull_request is not None or args.head_sha or args.source_run:
-        from attnwatch.ci.pr_runs import pull_request_labels
+        from attnwatch.ci.integration.pr_runs import pull_request_labels
 
         if args.pull_request is None or not args.head_sha or not args.source_run:
             raise UserError("--pull-request, --head-sha and --source-run go together")

@@ -58,7 +58,7 @@ def register(subparsers) -> None:
 
 
 def _list(args) -> int:
-    from attnwatch.ci.notify.messages import attribution_text
+    from attnwatch.ci.integration.notify.messages import attribution_text
     from attnwatch.history.detection.alerts import AlertFilter, alert_events, list_alerts
     from attnwatch.history.detection.ncu_cause import alert_causes
     from attnwatch.history.store.lake_retry import retrying
@@ -122,14 +122,14 @@ def _trend_link(dashboard_url: str | None, alert) -> str | None:
 
 def transition(alert, action: str, note: str | None = None, actor: str | None = None):
     """The notification of one transition, with the alert's trend link ($ATTNWATCH_DASHBOARD_URL)."""
-    from attnwatch.ci.notify.messages import Transition
+    from attnwatch.ci.integration.notify.messages import Transition
 
     return Transition.of(alert, action, note, actor, link=_trend_link(os.environ.get("ATTNWATCH_DASHBOARD_URL"), alert))
 
 
 def announce(pairs) -> list[str]:
-    """Send (alert, action[, note, actor]) transitions where the environment says (ci.notify.dispatch)."""
-    from attnwatch.ci.notify.dispatch import announce as send
+    """Send (alert, action[, note, actor]) transitions where the environment says (ci.integration.notify.dispatch)."""
+    from attnwatch.ci.integration.notify.dispatch import announce as send
 
     return send([transition(*p) for p in pairs])
 

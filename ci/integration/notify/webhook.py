@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from attnwatch.ci.errors import UserError
-from attnwatch.ci.notify.messages import FORMATS, Transition, clean, payload
+from attnwatch.ci.integration.notify.messages import FORMATS, Transition, clean, payload
 
 USER_AGENT = "attnwatch-alerts"
 

@@ -190,7 +190,7 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
     """--base-root: the base's kernels are already checked out (no git needed on this host);
     the head is this checkout. Each side's commit is recorded where git can tell it."""
     from attnwatch.ci.environment import capture_git
-    from attnwatch.ci.runner import REPO_ROOT, resolve_kernels_checkout
+    from attnwatch.ci.supervisor import REPO_ROOT, resolve_kernels_checkout
 
     try:
         base_root = resolve_kernels_checkout(Path(args.base_root))

@@ -6,7 +6,7 @@
                   [--variant-module SPEC ...] [--variant-path DIR ...]
 
 `auto` is `pr` on a GPU machine and `cpu` elsewhere. The measuring happens in supervised child
-processes (ci/runner.py), so a crashing or hanging kernel costs only its cases. Exit status:
+processes (ci/supervisor.py), so a crashing or hanging kernel costs only its cases. Exit status:
 0 when every case finished (measured, skipped or unsupported), 1 when cases were lost (the
 bundle is still written, status `partial`), 2 for a usage error.
 """
@@ -79,7 +79,7 @@ def default_trigger() -> str:
 def check_commit(explicit: str | None, ingest: bool) -> str | None:
     """The commit to record; refuse early when the history would refuse the bundle anyway."""
     from attnwatch.ci.environment import capture_git
-    from attnwatch.ci.runner import REPO_ROOT
+    from attnwatch.ci.supervisor import REPO_ROOT
 
     if explicit is not None:
         if not re.fullmatch(r"[0-9a-f]{7,64}", explicit):
@@ -95,7 +95,7 @@ def check_commit(explicit: str | None, ingest: bool) -> str | None:
 
 def _run(args) -> int:
     from attnwatch.ci.run_config import default_recipe, timing_config, with_recipe
-    from attnwatch.ci.runner import RunOptions, execute_suite
+    from attnwatch.ci.supervisor import RunOptions, execute_suite
     from attnwatch.ci.selection import detect_device_kind, select_cases
     from attnwatch.ci.summary import format_ncu_line, format_summary
     from attnwatch.ci.variant_modules import load_requested
