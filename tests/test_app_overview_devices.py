@@ -170,3 +170,26 @@ def test_overview_on_a_cpu_run_leads_with_measured_rows_and_shows_their_figures(
     svg = base64.b64decode(cases.loc[measured[0], "trend_svg"].split(",", 1)[1]).decode()
     assert svg.count("<circle") == 1 and "<polyline" not in svg, svg
     assert cases.loc[cases["status"] == "skipped", "trend_svg"].isna().all()
+
+
+def test_this_push_labels_each_side_by_the_timer_its_runs_stored(devices_history, monkeypatch):
+    """This push's table of every change: the CPU pair's before/after are CPU wall-clock times and
+    the H200 pair's CUDA-event times, so the headers name both, never "events" alone."""
+    at = open_page(devices_history, monkeypatch, "views/push.py")
+    for toggle in at.toggle:
+        if toggle.key and toggle.key.endswith("_table"):
+            toggle.set_value(True)
+    at = at.run()
+    tables = [d for d in at.dataframe if "base_us" in d.value.columns]
+    labelled = [({k: v.get("label", "") for k, v in json.loads(d.proto.columns).items()}, set(d.value["gpu"]))
+                for d in tables]
+    cpu = [labels for labels, gpus in labelled if gpus == {"cpu"}]
+    h200 = [labels for labels, gpus in labelled if gpus == {H200}]
+    mixed = [labels for labels, gpus in labelled if len(gpus) > 1]
+    assert h200 and (cpu or mixed), [gpus for _, gpus in labelled]
+    for labels in cpu:
+        assert labels["base_us"] == "before µs (CPU wall clock)" and labels["head_us"] == "after µs (CPU wall clock)"
+    for labels in h200:
+        assert labels["base_us"] == "before µs (events)" and labels["head_us"] == "after µs (events)"
+    for labels in mixed:
+        assert "CPU wall clock" in labels["base_us"] and "events" in labels["base_us"], labels

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from attnwatch.app import table_layout, ui
-from attnwatch.app.data import push, quality, runs
+from attnwatch.app.data import push, quality, runs, timers
 from attnwatch.history.links import alert_query
 
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
@@ -25,8 +25,11 @@ EXPANDED_CAUSES = 3  # causes opened at first in a section
 def change_columns(rows: pd.DataFrame, question: str = "real?") -> dict:
     """The change table's columns, those a reader needs first (GPU, case, verdict, correctness,
     change, interval, before and after) sized to their headers and cells (app.table_layout), so
-    that at 1440x900 they are on screen whole; the rest follow."""
+    that at 1440x900 they are on screen whole; the rest follow. The timers come from what each
+    run stored (app.data.timers), so a CPU wall clock is never labelled as CUDA events."""
     fit, numbers = table_layout.fit, table_layout.number_texts
+    before = f"before µs ({timers.timer_tag(rows.get('base_timing_mode', ()))})"
+    after = f"after µs ({timers.timer_tag(rows.get('head_timing_mode', ()))})"
     return {
         "gpu": st.column_config.TextColumn("GPU", width=fit("GPU", rows["gpu"])),
         "host": st.column_config.TextColumn("host", help="the pool (host) where the GPU model ran on several",
@@ -39,10 +42,8 @@ def change_columns(rows: pd.DataFrame, question: str = "real?") -> dict:
                                                    width=fit("low", numbers(rows["ratio_low"], 4))),
         "ratio_high": st.column_config.NumberColumn("high", format="%.4f", help="the head/base interval's high end",
                                                     width=fit("high", numbers(rows["ratio_high"], 4))),
-        "base_us": st.column_config.NumberColumn("before µs (events)", format="%.2f",
-                                                 width=fit("before µs (events)", numbers(rows["base_us"], 2))),
-        "head_us": st.column_config.NumberColumn("after µs (events)", format="%.2f",
-                                                 width=fit("after µs (events)", numbers(rows["head_us"], 2))),
+        "base_us": st.column_config.NumberColumn(before, format="%.2f", width=fit(before, numbers(rows["base_us"], 2))),
+        "head_us": st.column_config.NumberColumn(after, format="%.2f", width=fit(after, numbers(rows["head_us"], 2))),
         "head_graph_median_us": st.column_config.NumberColumn(
             "after µs (graph replay)", format="%.2f",
             help="CUDA-graph replay median: launch gaps removed (cases under the graph threshold only)"),
