@@ -217,12 +217,18 @@ def _tree_files() -> list[str]:
 
 
 def copy_checkout(repo: Path) -> None:
-    """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start)."""
+    """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start).
+    A symbolic link is copied as the link it is (attnwatch/ci -> ../ci: the package reaches the
+    top-level folders through them), never followed."""
     for name in _tree_files():
         source = REPO_ROOT / name
-        if source.is_file() and not source.is_symlink():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, repo / name)
+        target = repo / name
+        if source.is_symlink():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(source), target)
+        elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
 
 
 def hook_plant(repo: Path, script: str) -> None:
