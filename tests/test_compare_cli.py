@@ -156,13 +156,13 @@ class NoDatabase(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in ("duckdb", "streamlit", "plotly"):
             raise ImportError("not installed on this runner: " + name)
 sys.meta_path.insert(0, NoDatabase())
-sys.argv = ["ci.compare", *sys.argv[1:]]
-runpy.run_module("ci.compare", run_name="__main__")
+sys.argv = ["attnwatch", "compare", *sys.argv[1:]]
+runpy.run_module("attnwatch", run_name="__main__")
 """
 
 
 def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
-    """A GPU runner measures but may have no duckdb: `python -m ci.compare` must not need it."""
+    """A GPU runner measures but may have no duckdb: `python -m attnwatch compare` must not need it."""
     base, head = _bundles(tmp_path, "base", rounds=2), _bundles(tmp_path, "head", rounds=2)
     done = subprocess.run([sys.executable, "-c", NO_DUCKDB, "--base-bundles", *map(str, base), "--head-bundles",
                            *map(str, head), "--out", str(tmp_path / "out"), "--fail-on", "regression"],
@@ -174,8 +174,8 @@ def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
 def test_the_measuring_modules_need_no_database():
     """The GPU host measures with warm workers and has no duckdb: neither the compare session
     nor the worker process nor the crash attribution may import it."""
-    modules = ("ci.compare.session, ci.compare.side, ci.workers.server, ci.workers.client, ci.attribution, ci.supervisor, "
-               "attnwatch.ci.suites.worker")
+    modules = ", ".join(f"attnwatch.ci.{name}" for name in (
+        "compare.session", "compare.side", "workers.server", "workers.client", "attribution", "supervisor", "suites.worker"))
     script = NO_DUCKDB.split("sys.argv =")[0] + f"import {modules}\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
