@@ -53,8 +53,10 @@ class Affected:
 
 
 def affected(base_root: Path, head_root: Path, *, base_sha: str = "", head_sha: str = "",
-             python: str | None = None) -> Affected:
-    """Compare the checkouts at `base_root` and `head_root` (module doc). The canary rotates with `head_sha`."""
+             python: str | None = None, planned: list[str] | None = None) -> Affected:
+    """Compare the checkouts at `base_root` and `head_root` (module doc). The canary rotates with
+    `head_sha`; `planned`: the variants a compare plans (--variants), which the selection and the
+    canary are drawn from (default: every registered variant)."""
     libraries = toolchain()
     harness = {side: harness_closure(Path(root)) for side, root in (("base", base_root), ("head", head_root))}
     pipeline_paths = [entry["path"] for entry in rules()["affected"]["paths"]]
@@ -73,6 +75,8 @@ def affected(base_root: Path, head_root: Path, *, base_sha: str = "", head_sha: 
         out.everything = out.everything or str(exc)
         return out  # build None: every variant, the workers' fingerprints decide
     names = list(dict.fromkeys([*head_registry.modules, *base_registry.modules]))
+    if planned is not None:
+        names = [n for n in names if n in set(planned)]
     out.variants, out.reference = names, head_registry.reference
     out.changed = {n: why for n in names if (why := difference(base.get(n), head.get(n))) is not None}
     if out.everything:
@@ -102,7 +106,7 @@ def build_only_affected(cases: list, roots: dict[str, Path], head_sha: str,
     and {variant: SOURCE_UNCHANGED} for those left out. A variant either checkout does not register
     (one from --variant-module) is kept; with every variant to build, or a registry that cannot be
     read, nothing is left out."""
-    result = affected(roots["base"], roots["head"], head_sha=head_sha)
+    result = affected(roots["base"], roots["head"], head_sha=head_sha, planned=list(dict.fromkeys(c.variant for c in cases)))
     if result.build is None or result.everything:
         log(f"compare: building every planned variant ({result.everything or 'no source fingerprints'})")
         return cases, {}
