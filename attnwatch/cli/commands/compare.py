@@ -262,7 +262,8 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     options = session_options(args, kind, thresholds)
     options.rotation = commits["head"]  # the A/A canary rotates with the head commit
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    planned_cases, not_built = cases, {}
+    planned_cases = cases
+    not_built: dict[str, str] = {}  # variant -> why it was not built (identical sources)
     if options.select and options.measure_all is None:  # identical sources: neither built nor measured
         from attnwatch.ci.compare.affected import build_only_affected
         from attnwatch.ci.compare.session import REPO_ROOT
