@@ -16,6 +16,7 @@ import pytest
 from attnwatch.ci.plan import operator_baselines
 
 from attnwatch.ci.integration.comment.render import render_comment
+from attnwatch.ci.compare.affected import SOURCE_UNCHANGED
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
 from attnwatch.ci.compare.select import (BASELINE_REASON, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
                                          selection_record)
@@ -404,7 +405,10 @@ def _scratch_repo(tmp_path: Path) -> Path:
     listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "-co", "--exclude-standard"], check=True,
                             capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
-        if (REPO_ROOT / name).is_file():
+        if (REPO_ROOT / name).is_symlink():  # attnwatch/ci -> ../ci: the scratch copy's own folders, not this checkout's
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(REPO_ROOT / name), repo / name)
+        elif (REPO_ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO_ROOT / name, repo / name)
     for args in (["init", "--quiet"], ["add", "-A"], ["commit", "--quiet", "-m", "base"]):
@@ -438,8 +442,8 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     assert {c.variant for c in selected.cases} == {"sdpa", "torch_3op", canary}
     by_name = {v.variant: v for v in selected.selection.variants}
     assert by_name["torch_3op"].reason == "changed: kernels/variants/torch_3op.py"
-    (skipped,) = selected.selection.skipped
-    assert skipped.reason == UNCHANGED and skipped.base_fingerprint == skipped.head_fingerprint
+    (skipped,) = selected.selection.skipped  # identical sources: not built on either side (ci/compare/affected.py)
+    assert skipped.reason == SOURCE_UNCHANGED and skipped.variant not in {c.variant for c in selected.cases}
     assert set(selected.times) >= {"startup_s", "builds_s", "fingerprint_s", "timing_s", "judging_s", "wall_s"}
     everything = reports["all"]
     assert {c.variant for c in everything.cases} == set(variants) and not everything.selection.skipped

@@ -159,18 +159,19 @@ def _all_jobs():
 
 
 def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
-    """A job that checks out anything but the default branch is a PR job: untrusted label and
-    trust level, no environment, no secrets."""
+    """A job that checks out anything but the default branch is a PR job: untrusted label (or a
+    GitHub-hosted runner, ephemeral, as ci.yml's) and trust level, no environment, no secrets."""
     pr_jobs = []
     for name, job_id, job in _all_jobs():
         for step in job.get("steps", []):
             ref = (step.get("with") or {}).get("ref") if str(step.get("uses", "")).startswith("actions/checkout") else None
             if ref and ref != "${{ github.event.repository.default_branch }}":
                 pr_jobs.append((name, job_id))
-                assert "untrusted" in _labels(job) and "trusted" not in _labels(job), (name, job_id)
+                hosted = "self-hosted" not in _labels(job)
+                assert hosted or ("untrusted" in _labels(job) and "trusted" not in _labels(job)), (name, job_id)
                 assert job["env"]["ATTNWATCH_TRUST"] == "untrusted"
                 assert "environment" not in job and "secrets." not in str(job), (name, job_id)
-    assert pr_jobs == [("gpu-bench.yml", "compare")]
+    assert pr_jobs == [("gpu-bench.yml", "affected"), ("gpu-bench.yml", "compare")]
 
 
 def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
@@ -307,7 +308,7 @@ def test_a_dispatch_measures_the_sha_the_maintainer_named_after_approval():
     assert step["env"]["SHA"] == "${{ inputs.sha }}" and step["env"]["PR"] == "${{ inputs.pr }}"
     assert "pulls/$PR" in step["run"] and '"$head" != "$SHA"' in step["run"]
     compare = wf["jobs"]["compare"]
-    assert compare["needs"] == "approve-dispatch"
+    assert compare["needs"] == ["approve-dispatch", "affected"]  # a PR first passes the CPU check (affected)
     checkout = next(s for s in compare["steps"] if str(s.get("uses", "")).startswith("actions/checkout"))
     assert checkout["with"]["ref"].endswith("|| inputs.sha }}")
     assert "refs/pull" not in (WORKFLOWS / "gpu-bench.yml").read_text()  # never a PR ref that moves after review

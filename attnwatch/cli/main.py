@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "history",
     "ncu",
     "compare",
+    "affected",
     "bisect",
     "detect",
     "alerts",

@@ -262,8 +262,17 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     options = session_options(args, kind, thresholds)
     options.rotation = commits["head"]  # the A/A canary rotates with the head commit
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    planned_cases = cases
+    not_built: dict[str, str] = {}  # variant -> why it was not built (identical sources)
+    if options.select and options.measure_all is None:  # identical sources: neither built nor measured
+        from attnwatch.ci.compare.affected import build_only_affected
+        from attnwatch.ci.compare.session import REPO_ROOT
+
+        cases, not_built = build_only_affected(cases, {k: v or REPO_ROOT for k, v in roots.items()}, commits["head"], log)
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
     session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
+    if session.selection is not None:
+        session.selection.skipped.update(not_built)
     started = time.monotonic()
     code = _profile(args, session, cases, roots, out, thresholds, options, log)
     profiling_s = time.monotonic() - started
@@ -271,7 +280,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
     # is exactly what the bundles (and the pull-request runs stored from them) hold.
     base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
-    planned = Counter(c.variant for c in cases)
+    planned = Counter(c.variant for c in planned_cases)
     selection = session.selection and selection_record(session.selection, dict(planned), session.sides["base"].fingerprints,
                                                         session.sides["head"].fingerprints)
     return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
