@@ -93,17 +93,25 @@ def code_digest(*start: Path) -> str:
     return digest.hexdigest()
 
 
-def _source_file(fn: Any) -> Path:
-    return Path(inspect.getsourcefile(fn) or "").resolve()
+def _source_file(fn: Any) -> Path | None:
+    try:
+        name = inspect.getsourcefile(fn)
+    except TypeError:  # a builtin or C function: no source to key on
+        return None
+    return Path(name).resolve() if name and Path(name).is_file() else None
 
 
-def key_fields(operator: Any, case: Any, seed: int, profile: str, device_type: str) -> dict[str, Any]:
-    """Everything the reference output depends on (module doc), as the entry records it."""
+def key_fields(operator: Any, case: Any, seed: int, profile: str, device_type: str) -> dict[str, Any] | None:
+    """Everything the reference output depends on (module doc), as the entry records it; None when
+    the code that makes the inputs or the reference has no source file to key on (never cached)."""
     import torch
 
+    inputs_source, reference_source = _source_file(operator.make_inputs), _source_file(operator.reference64)
+    if inputs_source is None or reference_source is None:
+        return None
     shape = dataclasses.asdict(case.shape) if dataclasses.is_dataclass(case.shape) else {"repr": repr(case.shape)}
     dims = {name: value for name, value in shape.items() if name not in ("id", "source")}
-    code = code_digest(_source_file(operator.make_inputs), _source_file(operator.reference64))
+    code = code_digest(inputs_source, reference_source)
     return {"schema": SCHEMA, "version": VERSION, "operator": operator.name, "shape": dims, "dtype": case.dtype,
             "mode": case.mode, "seed": int(seed), "profile": profile, "device": device_type, "code": code,
             "torch": torch.__version__}
@@ -118,8 +126,11 @@ def _canonical(operator: Any, case: Any, inputs: tuple, seed: int, profile: str)
     """Whether `inputs` are exactly the operator's own inputs of this seed (module doc)."""
     import torch
 
-    with input_profile(profile):
-        fresh = operator.make_inputs(case.shape, case.dtype, case.mode, inputs[0].device, seed)
+    try:
+        with input_profile(profile):
+            fresh = operator.make_inputs(case.shape, case.dtype, case.mode, inputs[0].device, seed)
+    except Exception:  # inputs it cannot remake are not its own: computed, never looked up
+        return False
     return len(fresh) == len(inputs) and all(
         a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fresh, inputs))
 

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "dashboard",
     "env",
     "install_extras",
+    "cache_key",
 )
 
 
