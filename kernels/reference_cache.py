@@ -109,7 +109,8 @@ def key_fields(operator: Any, case: Any, seed: int, profile: str, device_type: s
     inputs_source, reference_source = _source_file(operator.make_inputs), _source_file(operator.reference64)
     if inputs_source is None or reference_source is None:
         return None
-    shape = dataclasses.asdict(case.shape) if dataclasses.is_dataclass(case.shape) else {"repr": repr(case.shape)}
+    is_instance = dataclasses.is_dataclass(case.shape) and not isinstance(case.shape, type)
+    shape = dataclasses.asdict(case.shape) if is_instance else {"repr": repr(case.shape)}
     dims = {name: value for name, value in shape.items() if name not in ("id", "source")}
     code = code_digest(inputs_source, reference_source)
     return {"schema": SCHEMA, "version": VERSION, "operator": operator.name, "shape": dims, "dtype": case.dtype,
