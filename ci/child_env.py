@@ -6,6 +6,9 @@ symlink to the chosen checkout goes first on the child's PYTHONPATH, the folder 
 `attnwatch` after it, and KERNELS_FROM_PATH_ENV makes `attnwatch.kernels` that `kernels`
 (attnwatch._kernels_alias). Children run with the work dir as cwd (never a checkout: `python -m` puts the cwd first on
 sys.path, which would shadow the chosen kernels with this checkout's).
+
+Its compilers' caches go under the one cache root (kernels.compile_cache.tool_cache_env: Triton's
+and CuPy's, per trust level), so a workflow that saves and restores that root keeps every cache.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 
 import attnwatch
 from attnwatch import KERNELS_FROM_PATH_ENV
+from attnwatch.ci.errors import UserError
+from attnwatch.kernels.compile_cache import tool_cache_env
 
 # The folder that holds the `attnwatch` package: a checkout's root, or site-packages.
 IMPORT_ROOT = Path(attnwatch.__file__).resolve().parent.parent
@@ -22,8 +27,13 @@ IMPORT_ROOT = Path(attnwatch.__file__).resolve().parent.parent
 
 def child_env(work: Path, checkout: Path | None, extra_sys_path: list[str] | tuple[str, ...] = (),
               extra_env: dict[str, str] | None = None) -> dict[str, str]:
-    """os.environ plus PYTHONPATH = [kernels shim of `checkout`], extra paths, this checkout."""
+    """os.environ plus PYTHONPATH = [kernels shim of `checkout`], extra paths, this checkout, and
+    the compilers' cache folders under the cache root."""
     env = dict(os.environ)
+    try:
+        env.update(tool_cache_env(env))
+    except ValueError as exc:  # an ATTNWATCH_TRUST no cache folder is named for
+        raise UserError(str(exc)) from None
     path = list(extra_sys_path)
     if checkout is not None:
         shim = Path(work) / "kernels-shim"

@@ -8,8 +8,10 @@ key match alone. So (docs/design.md, "Threat model"):
 
 - **One directory per trust level.** `$ATTNWATCH_TRUST` is `trusted` (jobs on the default
   branch, on the trusted runner), `untrusted` (pull-request jobs) or, unset, `local` (a
-  developer's machine). The default directory is `$ATTNWATCH_CACHE/<kind>/<trust>`, else
-  `~/.cache/attnwatch/<kind>/<trust>`. The name alone protects nothing (a PR job can set the
+  developer's machine). The default directory is `<root>/<kind>/<trust>` under the one cache
+  root (`cache_root`: `$ATTNWATCH_CACHE`, else `$XDG_CACHE_HOME/attnwatch`, else
+  `~/.cache/attnwatch`), which also holds Triton's and CuPy's caches for the measuring children
+  (`tool_cache_env`) and the float64 references (kernels.reference_cache). The name alone protects nothing (a PR job can set the
   variable); what protects the trusted directory is that the untrusted OS user cannot write it
   (README, "GPU runners"), and the next rule checks that this holds.
 - **Private or refused.** The cache directory must belong to the user running the build and be
@@ -41,6 +43,9 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 TRUST_VARIABLE = "ATTNWATCH_TRUST"
+ROOT_VARIABLE = "ATTNWATCH_CACHE"
+# The compilers' own cache variables, pointed into the root (`tool_cache_env`), one folder each.
+TOOL_CACHE_VARIABLES = {"TRITON_CACHE_DIR": "triton", "CUPY_CACHE_DIR": "cupy"}
 TRUST_LEVELS = ("trusted", "untrusted", "local")
 DIGEST_FIELD = "sha256"
 _CHUNK = 1 << 20
@@ -70,12 +75,30 @@ def trust_level(env: Mapping[str, str] | None = None) -> str:
     return value
 
 
-def default_cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
-    """`$ATTNWATCH_CACHE/<kind>/<trust>`, else `~/.cache/attnwatch/<kind>/<trust>`."""
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """The one folder every attnwatch cache lives under: `$ATTNWATCH_CACHE`, else
+    `$XDG_CACHE_HOME/attnwatch`, else `~/.cache/attnwatch` (what a workflow saves and restores)."""
     env = os.environ if env is None else env
-    root = env.get("ATTNWATCH_CACHE")
-    base = Path(root) if root else Path.home() / ".cache" / "attnwatch"
-    return base / kind / trust_level(env)
+    root = env.get(ROOT_VARIABLE, "").strip()
+    if root:
+        return Path(root)
+    xdg = env.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "attnwatch"
+
+
+def default_cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
+    """`<cache_root>/<kind>/<trust>`: with ATTNWATCH_CACHE set, `$ATTNWATCH_CACHE/<kind>/<trust>`."""
+    env = os.environ if env is None else env
+    return cache_root(env) / kind / trust_level(env)
+
+
+def tool_cache_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """TRITON_CACHE_DIR and CUPY_CACHE_DIR under the cache root, per trust level (`<root>/triton/<trust>`),
+    for a measuring child: so one saved root carries every compiler's cache. A variable already set
+    is kept (someone chose that folder)."""
+    env = os.environ if env is None else env
+    return {name: str(default_cache_dir(kind, env)) for name, kind in TOOL_CACHE_VARIABLES.items()
+            if not env.get(name, "").strip()}
 
 
 def sha256_file(path: Path) -> str:
@@ -110,7 +133,7 @@ class CompileCache:
             raise UnsafeCacheError(
                 f"{self.root}: the compile cache is {problem}: another user could plant binaries in it. "
                 f"Give each trust level its own directory (chmod 700, owned by the user that builds) "
-                f"or point ATTNWATCH_CACHE elsewhere"
+                f"or point {ROOT_VARIABLE} elsewhere"
             )
 
     def paths(self, key: str, suffix: str) -> tuple[Path, Path]:
@@ -119,6 +142,31 @@ class CompileCache:
 
     def lookup(self, key: str, suffix: str) -> CacheEntry | None:
         """The verified entry for `key`, or None (a miss, also for an entry that fails a check)."""
+        checked = self._checked_meta(key, suffix)
+        if checked is None:
+            return None
+        binary, meta, recorded = checked
+        if not self._digest_matches(binary, sha256_file(binary), recorded):
+            return None
+        return CacheEntry(binary, meta)
+
+    def read(self, key: str, suffix: str) -> tuple[bytes, dict[str, Any]] | None:
+        """The entry's bytes and metadata, the digest checked on exactly the bytes returned (no
+        second read that could differ from the checked one); None on a miss or a failed check."""
+        checked = self._checked_meta(key, suffix)
+        if checked is None:
+            return None
+        binary, meta, recorded = checked
+        try:
+            data = binary.read_bytes()
+        except OSError:
+            return None
+        if not self._digest_matches(binary, hashlib.sha256(data).hexdigest(), recorded):
+            return None
+        return data, meta
+
+    def _checked_meta(self, key: str, suffix: str) -> tuple[Path, dict[str, Any], str] | None:
+        """(binary path, metadata, recorded digest) of an entry both of whose files are private to us."""
         binary, meta_path = self.paths(key, suffix)
         try:
             stats = [binary.stat(follow_symlinks=False), meta_path.stat(follow_symlinks=False)]
@@ -128,7 +176,7 @@ class CompileCache:
             problem = "a symlink" if stat.S_ISLNK(st.st_mode) else _foreign_or_shared(st)
             if problem:
                 warnings.warn(f"{path}: ignored, the cache entry is {problem}; rebuilding", CacheEntryWarning,
-                              stacklevel=2)
+                              stacklevel=3)
                 return None
         try:
             meta = json.loads(meta_path.read_text())
@@ -137,12 +185,16 @@ class CompileCache:
         recorded = meta.get(DIGEST_FIELD) if isinstance(meta, dict) else None
         if not isinstance(recorded, str):
             return None  # written before entries carried a digest: rebuild once
-        actual = sha256_file(binary)
-        if actual != recorded:
-            warnings.warn(f"{binary}: ignored, its sha256 {actual[:12]} is not the {recorded[:12]} recorded when it "
-                          "was built (changed after it was written, or two builds raced); rebuilding", CacheEntryWarning, stacklevel=2)
-            return None
-        return CacheEntry(binary, meta)
+        return binary, meta, recorded
+
+    @staticmethod
+    def _digest_matches(binary: Path, actual: str, recorded: str) -> bool:
+        if actual == recorded:
+            return True
+        warnings.warn(f"{binary}: ignored, its sha256 {actual[:12]} is not the {recorded[:12]} recorded when it "
+                      "was built (changed after it was written, or two builds raced); rebuilding", CacheEntryWarning,
+                      stacklevel=3)
+        return False
 
     @contextmanager
     def staging(self) -> Iterator[Path]:

@@ -2,7 +2,8 @@
 
 For each seed: fresh random inputs (the variant's own `prepare`, which returns them as
 `Prepared.inputs`), the float64 reference of exactly those inputs (the case's operator's
-`reference64`, kernels.operators: attention's is kernels.reference), then `calls` launches of
+`reference64`, kernels.operators: attention's is kernels.reference; kept between jobs by
+kernels.reference_cache), then `calls` launches of
 the prepared callable.
 Before every launch the variant's output buffer (`Prepared.out`, when it has one) is filled
 with NaN, so an element the kernel never writes stays NaN and fails; a kernel that only
@@ -38,6 +39,7 @@ from .availability import runnable_device, skip_reason
 from .cases import Case
 from .inputs import INPUT_PROFILES, input_profile, input_shape, torch_dtype
 from .operators import get_operator
+from .reference_cache import cached_reference
 from .registry import get
 from .variant import Variant
 
@@ -252,7 +254,7 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
             return failed(f"prepare: {problem}")
     originals = [t.clone() for t in inputs]
     try:
-        ref = operator.reference64(inputs, case.mode)
+        ref = cached_reference(operator, case, inputs, seed, profile)
     except Exception as exc:
         return failed(_error_text("reference", exc))
     if prepared.out is not None:

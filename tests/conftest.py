@@ -59,6 +59,9 @@ def pytest_configure(config):
     # Where a command saves the traceback of an unexpected exception (history/crash_log.py): this
     # session's, never the user's ~/.local/state.
     os.environ["XDG_STATE_HOME"] = str(_SESSION_TMP[0] / "xdg-state")
+    # The caches (compiled binaries, float64 references, Triton choices): this session's unless the
+    # user named a folder, never their ~/.cache.
+    os.environ.setdefault("ATTNWATCH_CACHE", str(_SESSION_TMP[0] / "cache"))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "dashboard",
     "env",
     "install_extras",
+    "cache_key",
 )
 
 
