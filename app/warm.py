@@ -3,7 +3,7 @@
 The first page ("This push") is what a link to the dashboard opens. On the 1M-result history its
 data took about 1 s of the server's time to compute cold (the newest main run of every GPU, both
 runs' rows and samples, the interval bootstrap of every GPU's pair) and under 0.01 s to read
-back from the cache (docs/benchmarks.md, "The first page cold"). `app.serve` computes it before
+back from the cache (docs/benchmarks/dashboard.md, "The first page cold"). `app.serve` computes it before
 the server listens, and `keep_warm` computes it again once the history has changed (an ingest)
 or the cached results have expired (store.CACHE_TTL_S), so the first visitor after a start or an
 ingest finds it ready.

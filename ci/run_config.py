@@ -8,11 +8,12 @@ is made), so no number in the TOML is written a second time in the code.
 from __future__ import annotations
 
 import copy
-import tomllib
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from attnwatch.toml_reader import read_toml
 
 CONFIG_PATH = Path(__file__).resolve().parent / "run_config.toml"
 
@@ -84,7 +85,7 @@ class TimingConfig:
 
 @lru_cache(maxsize=1)
 def _raw() -> dict[str, Any]:
-    return tomllib.loads(CONFIG_PATH.read_text(encoding="utf-8"))
+    return read_toml(CONFIG_PATH, "run configuration", ValueError)
 
 
 def timing_config(device_kind: str) -> TimingConfig:

@@ -30,10 +30,11 @@ The module needs torch but not pytest: the harness calls it on a runner.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
+
+from attnwatch.toml_reader import read_toml
 
 from .availability import runnable_device, skip_reason
 from .cases import Case
@@ -95,10 +96,7 @@ class CheckResult:
 def load_tolerances(path: Path | str = TOLERANCES_PATH) -> dict[str, Tolerance]:
     """The per-dtype tolerance table; ToleranceFileError names the file and field on bad input."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ToleranceFileError(f"{path}: cannot read tolerance table: {exc}") from None
+    data = read_toml(path, "tolerance table", ToleranceFileError)
     table = data.get("dtype")
     if not isinstance(table, dict) or not table:
         raise ToleranceFileError(f"{path}: [dtype.<name>] tables missing")

@@ -47,7 +47,7 @@ keeps the HTTP cache and V8's code cache between loads. An off-the-record contex
 default) keeps no code cache on disk: in its traces even the sixth load of Trends compiled the
 plotly chunk again and produced a 4.2 MB module cache that no later load read
 (`v8.produceModuleCache`, 42-73 ms of main-thread time per load), which no returning user pays.
-Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks.md.
+Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks/dashboard.md.
 """
 
 from __future__ import annotations
@@ -149,7 +149,7 @@ BROWSER_PAGES = (
 # milliseconds from navigation start to the start of that settled state, by the page's clock.
 # Timed in the page, not by polling from outside: Playwright's selector wait retries after 0, 20,
 # 50, 100, 100 and then every 500 ms, so a page drawn just after one check was reported up to
-# half a second late (docs/benchmarks.md, "The benchmark's own wait").
+# half a second late (docs/benchmarks/dashboard.md, "The benchmark's own wait").
 SETTLE_MS = 200
 DRAWN_JS = """([css, text, settleMs]) => {
   const visible = (e) => e.checkVisibility({visibilityProperty: true});
@@ -171,7 +171,7 @@ DRAWN_JS = """([css, text, settleMs]) => {
 # A fixed piece of JavaScript, timed in the idle page before every warm load: how fast this
 # machine runs the browser at that moment. A shared 2-core VM runs the same code at speeds a
 # factor of 1.5-2 apart for minutes at a time; with this beside each load, a run met in the slow
-# state can be recognised (docs/benchmarks.md, "The benchmark's own wait, and the CPU reference").
+# state can be recognised (docs/benchmarks/dashboard.md, "The benchmark's own wait, and the CPU reference").
 CPU_REFERENCE_JS = """() => {
   const started = performance.now();
   const values = [];

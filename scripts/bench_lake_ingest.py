@@ -13,7 +13,7 @@ a half-written or doubled run. Without --db a scratch PostgreSQL server is start
 
 Bundles come from tests/bundle_factory.py: 6 variants x 6 shapes x fp16 x causal/not = 72 cases,
 50 samples each, with correctness and build records. Prints a Markdown table for
-docs/benchmarks.md with the machine, date and commit.
+docs/benchmarks/history.md with the machine, date and commit.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ each ingest adds its own Parquet files and snapshots. Then the dashboard's and d
 (below) are timed, median of `--repeats`, on: (1) that lake; (2) the same lake after
 `history maintain --keep-days 0 --grace-hours 0`; (3) a second lake that received the same rows
 in one transaction (`history copy`). Target (issue 25): (2) within 1.5x of (3). Prints a Markdown
-table for docs/benchmarks.md with the machine, date and commit.
+table for docs/benchmarks/history.md with the machine, date and commit.
 """
 
 from __future__ import annotations

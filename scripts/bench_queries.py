@@ -5,7 +5,7 @@
 Each query runs through `history.sql.query.run_user_sql`, the locked-down path of `attnwatch sql` and
 the dashboard's SQL page (on a lake: the gate, the sandboxed instance, the catalog), and the
 median of --repeats runs after one warm-up is reported. The queries are the ones
-docs/benchmarks.md reports for the 1M-row file history, plus a time-window scan of results.
+docs/benchmarks/history.md reports for the 1M-row file history, plus a time-window scan of results.
 Prints a Markdown table with the machine, date and commit.
 """
 

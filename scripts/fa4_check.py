@@ -67,7 +67,7 @@ STACK = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13", "
 PROBE_TIMEOUT_S = 150.0
 LAUNCH_CALLS = 200
 # Per-case timing cap of the GPU steps: their 288 cases fit 9 minutes at it (the H200 checked
-# and timed 408 `main` cases in 441 s at 0.8 s, docs/benchmarks.md "Harness noise, cost and
+# and timed 408 `main` cases in 441 s at 0.8 s, docs/benchmarks/timing.md "Harness noise, cost and
 # agreement"); ci/run_config.toml's 1.5 s would leave the bf16 grid out.
 GPU_TIME_CAP_S = 0.8
 MIN_STEP_S = 60.0  # less than this left: start-up, compile and correctness would leave nothing timed

@@ -3,8 +3,11 @@
 The rules (docs/design.md, "Layers and the direction of imports"), as prefixes of what a module
 may import from the project besides what its own rule names, the most specific rule winning:
 
-  - `kernels` imports nothing else of the project, and itself only relatively (a compare loads
-    another revision's `kernels/` under another name: attnwatch._kernels_alias);
+  - `kernels` imports nothing else of the project but the shared leaves, and itself only
+    relatively (a compare loads another revision's `kernels/` under another name:
+    attnwatch._kernels_alias);
+  - the shared leaves, modules of the package itself (`attnwatch/toml_reader.py`: the one TOML
+    reader), import nothing of the project, and every layer may import them;
   - `history`'s roles: `analysis` and `contract` are pure (no store), `store` may use the
     contract, `ingest`, `sql` and `detection` build on the store;
   - `app` imports `history`;
@@ -40,8 +43,10 @@ INSIDE_PACKAGE = frozenset({"cli"})  # layers whose folder is attnwatch/<name>, 
 # history's top-level modules: shared leaves that every role may import.
 # history.contract.names (the name rules, no project import) is one too: history.reproduce reads it.
 _HISTORY_LEAVES = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.reproduce",
-                             "history.toml_files", "history.contract.names", "history.terminal_text",
-                             "history.crash_log"})
+                             "history.contract.names", "history.terminal_text", "history.crash_log"})
+# Modules of the package itself (attnwatch/<name>.py) that import nothing of the project: every
+# layer may import them, kernels too (absolutely: the compare child's attnwatch is this revision's).
+SHARED_LEAVES = frozenset({"toml_reader"})
 _PURE_HISTORY = _HISTORY_LEAVES | {"history.analysis", "history.contract"}
 # What a module may import from the project besides its own rule's prefix; the longest matching
 # source prefix decides.
@@ -58,7 +63,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "ci": frozenset({"ci", "kernels"}) | _PURE_HISTORY,
     "cli": frozenset({"cli", "ci", "kernels", "history", "app"}),
 }
-PROJECT_TOP_LEVEL = frozenset(PACKAGES) | {"scripts", "tests"}
+PROJECT_TOP_LEVEL = frozenset(PACKAGES) | SHARED_LEAVES | {"scripts", "tests"}
 
 
 def _under(name: str, prefix: str) -> bool:
@@ -66,9 +71,9 @@ def _under(name: str, prefix: str) -> bool:
 
 
 def allowed_for(source: str) -> frozenset[str]:
-    """The rule of the longest ALLOWED prefix of `source`."""
+    """The rule of the longest ALLOWED prefix of `source`, with the shared leaves."""
     best = max((p for p in ALLOWED if _under(source, p)), key=len)
-    return ALLOWED[best]
+    return ALLOWED[best] | SHARED_LEAVES
 
 
 @dataclass(frozen=True)
@@ -84,10 +89,10 @@ class Import:
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """`kernels/cuda/launch.py` -> `kernels.cuda.launch`, `attnwatch/cli/main.py` -> `cli.main`;
-    a package's `__init__.py` -> the package."""
+    """`kernels/cuda/launch.py` -> `kernels.cuda.launch`, `attnwatch/cli/main.py` -> `cli.main`,
+    `attnwatch/toml_reader.py` -> `toml_reader`; a package's `__init__.py` -> the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in INSIDE_PACKAGE:
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in INSIDE_PACKAGE | SHARED_LEAVES:
         parts.pop(0)
     if parts[-1] == "__init__":
         parts.pop()
@@ -129,6 +134,9 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             module = _unprefixed(module)
             targets = []
             for alias in node.names:
+                if module == NAMESPACE:  # `from attnwatch import toml_reader`
+                    targets.append(alias.name)
+                    continue
                 candidate = f"{module}.{alias.name}"
                 top, *rest = candidate.split(".")
                 as_path = package_folder(top, root).joinpath(*rest)
@@ -158,8 +166,12 @@ def layer_violations(root: Path = ROOT) -> list[Import]:
                 allowed = allowed_for(imp.source)
                 if imp.bare or not any(_under(imp.target, p) for p in allowed):
                     bad.append(imp)
-                elif package == "kernels" and not imp.relative:
+                elif package == "kernels" and not imp.relative and imp.target not in SHARED_LEAVES:
                     bad.append(imp)
+    for leaf in SHARED_LEAVES:
+        path = root / NAMESPACE / f"{leaf}.py"
+        if path.is_file():
+            bad += imports_of(path, root)  # a leaf imports nothing of the project
     for free in ("scripts", "tests"):
         for path in package_sources(free, root):
             bad += [imp for imp in imports_of(path, root) if imp.bare and imp.target.split(".")[0] in PACKAGES]

@@ -2,7 +2,7 @@
 
 Each replay pass re-runs a profiled kernel (memory restored, caches flushed), so a case's
 profiled time grows with the passes its metric list needs: on the H200 one pass cost 0.02 s
-per one-kernel case and four passes 0.21 s (docs/benchmarks.md "Nsight Compute: which
+per one-kernel case and four passes 0.21 s (docs/benchmarks/ncu.md "Nsight Compute: which
 counters cost passes").
 ncu decides the passes from which hardware counters the list needs together, so a metric
 alone can need one pass and still add passes beside others. This script asks ncu, over a

@@ -1,6 +1,6 @@
 """Long kernels on a power-capped GPU: where the spread comes from, and the remedies side by side.
 
-One call (issue #31; docs/benchmarks.md "Power cap and long kernels"). Never changes a clock or
+One call (issue #31; docs/benchmarks/timing.md "Power cap and long kernels"). Never changes a clock or
 power setting: it reads NVML and times through attnwatch's own engine (ci/engine), in fresh
 processes run one after another:
 

@@ -7,7 +7,7 @@ Why (issue 11): in the A/A compares on the H200 (2026-11-23) each compare worker
 offset for its whole life (the unchanged `sdpa` cases of one compare moved together, −0.7% to
 +0.6% per compare) that the rounds inside the two workers did not vary, so a compare's
 interval, built from its rounds, cannot see it. The flush buffer's placement, re-drawn every
-round since then, was not it (docs/benchmarks.md, "The PR check on the H200").
+round since then, was not it (docs/benchmarks/compare.md, "The PR check on the H200").
 
 Each child process does what a compare worker does, with plain torch calls as subjects: per
 round it frees the previous round's tensors and the flush buffer, empties the cache, holds a
@@ -43,7 +43,7 @@ square, df P-1 and P(R-1); the between-process standard deviation by the method 
 sqrt((MSB - MSW) / R), Searle, Casella & McCulloch, "Variance Components", 1992, ch. 3). The
 shared part: each process's mean deviation over subjects (its offset common to all calls).
 
-What it found on the H200 (docs/benchmarks.md, "Where the process offset came from"): the offset
+What it found on the H200 (docs/benchmarks/compare.md, "Where the process offset came from"): the offset
 is a launch cost of about +-100-200 ns per kernel launch that belongs to the stream; only the
 arms that change the stream remove it, and the harness now times on a pool of streams that a
 compare worker renews every round.

@@ -5,7 +5,7 @@ and outcomes.json, and prints one row per case: every run's
 median (us), the spread (max - min) / min of those medians, and the kernel configurations the
 runs used (one name when they agree). `--json PATH` writes the same figures. Exit status 1 when
 a case's spread exceeds `--limit` (default 1%) or a case is missing from a run; this is the
-check that fresh processes measure the same (docs/benchmarks.md, "Fresh-process spread").
+check that fresh processes measure the same (docs/benchmarks/kernels.md, "Fresh-process spread").
 
 `--processes N --out DIR` measures first: N fresh `attnwatch run` processes one after another
 (default: triton_fa2 over the FlashAttention-paper grid, fp16, both modes, the nightly recipe),

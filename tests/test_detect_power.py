@@ -1,5 +1,5 @@
 """scripts/detection_power.py on the recorded H200 samples (few trials: the full table is in
-docs/benchmarks.md). Checks the noise estimate and that the detectors separate 0% from 5%."""
+docs/benchmarks/detection.md). Checks the noise estimate and that the detectors separate 0% from 5%."""
 
 from __future__ import annotations
 

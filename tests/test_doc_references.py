@@ -6,7 +6,9 @@ every tracked text file except tests/ (whose fixtures name made-up files on purp
 examples/ (whose paths are relative to the repository that adopts attnwatch):
   - `python -m MODULE`: MODULE can be found, and a project module is named `attnwatch.…` (a bare
     `ci.…` from the checkout's root loads a second copy of every module it imports);
-  - a path under one of the project's folders names a file or folder that exists;
+  - a path under one of the project's folders names a file or folder that exists, or, written
+    "`scripts/x.py` at <commit>" (the provenance of a figure whose one-off script is removed),
+    a file that the commit holds;
   - a backticked dotted reference to a project module (`attnwatch.ci.supervisor`, `history.store.db`,
     optionally ending in a name the module defines) resolves.
 """
@@ -88,10 +90,34 @@ def test_every_python_dash_m_names_a_module_that_exists():
     assert not wrong, "\n".join(sorted(wrong))
 
 
+_AT_COMMIT = re.compile(r"`? at `?([0-9a-f]{7,40})\b")
+
+
+def _path_found(path: str, after: str) -> bool:
+    """The path exists now, or, followed by "at <commit>", existed in that commit."""
+    at = _AT_COMMIT.match(after)
+    if at is None:
+        return (REPO_ROOT / path).exists()
+    shown = subprocess.run(["git", "cat-file", "-e", f"{at.group(1)}:{path}"], cwd=REPO_ROOT, capture_output=True)
+    return shown.returncode == 0
+
+
 def test_every_repository_path_named_exists():
-    missing = {f"{name}: {path}" for name, text in _texts() for path in _PATH.findall(text)
-               if not _TEMPLATE.search(path) and not (REPO_ROOT / path.rstrip(".")).exists()}
+    missing = {f"{name}: {m.group(1)}" for name, text in _texts() for m in _PATH.finditer(text)
+               if not _TEMPLATE.search(m.group(1))
+               and not _path_found(m.group(1).rstrip("."), text[m.end():m.end() + 50])}
     assert not missing, "\n".join(sorted(missing))
+
+
+@pytest.mark.parametrize("path, after, found", [
+    ("scripts/import_graph.py", "", True),
+    ("scripts/no_such_script.py", "", False),
+    ("history/toml_files.py", "` at 428bac4, H200", True),  # removed since; the commit holds it
+    ("history/toml_files.py", ", a leaf", False),
+    ("scripts/no_such_script.py", " at 428bac4", False),
+])
+def test_a_removed_file_is_cited_at_a_commit_that_holds_it(path, after, found):
+    assert _path_found(path, after) is found
 
 
 def test_every_backticked_module_reference_resolves():

@@ -52,7 +52,7 @@ def test_an_exact_dtype_wins_over_any(tmp_path):
     (GOOD + 'note = "x"\n', "ceiling[0].note: unknown field"),
     (GOOD + GOOD, "ceiling[1]: X matmul_tflops fp16 is listed twice"),
     ("ceiling = 3\n", "ceiling: expected a list"),
-    ("[[ceiling]\n", "cannot read ceilings"),
+    ("[[ceiling]\n", "not valid TOML"),
 ])
 def test_a_bad_ceilings_file_is_refused_naming_file_and_field(tmp_path, text, field):
     path = tmp_path / "ceilings.toml"

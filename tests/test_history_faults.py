@@ -2,7 +2,7 @@
 limit, and a real tmpfs where one can be mounted), read-only, forbidden, busy, malformed input;
 and a file DuckDB cannot replay, recovered (its log intact, or damaged and set aside).
 
-The fast part of scripts/fault_check.py (which runs hundreds of trials; docs/benchmarks.md has
+The fast part of scripts/fault_check.py (which runs hundreds of trials; docs/benchmarks/history.md has
 its table): after each fault the file opens with DuckDB alone, holds every run whose ingest said
 "inserted" and no half-written one, and takes writes again; a failing command says so in one
 line (no traceback, no PID, no binary path).

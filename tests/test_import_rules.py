@@ -83,6 +83,25 @@ def test_allowed_imports_are_not_reported(graph, tmp_path):
     assert graph.layer_violations(root) == []
 
 
+def test_every_layer_may_import_the_shared_toml_reader(graph, tmp_path):
+    """attnwatch/toml_reader.py is a leaf of the package: kernels (absolutely), history, ci and
+    app all read their TOML through it."""
+    root = _tree(tmp_path, {
+        "attnwatch/toml_reader.py": "import tomllib\n",
+        "kernels/x.py": "from attnwatch.toml_reader import read_toml\n",
+        "history/x.py": "from attnwatch import toml_reader\n",
+        "history/analysis/x.py": "from attnwatch.toml_reader import read_toml\n",
+        "ci/x.py": "from attnwatch.toml_reader import read_toml\n",
+        "app/x.py": "from attnwatch.toml_reader import read_toml\n",
+    })
+    assert graph.layer_violations(root) == []
+
+
+def test_a_shared_leaf_that_imports_the_project_is_reported(graph, tmp_path):
+    root = _tree(tmp_path, {"attnwatch/toml_reader.py": "from attnwatch.history.errors import HistoryError\n"})
+    assert [(imp.source, imp.target) for imp in graph.layer_violations(root)] == [("toml_reader", "history.errors")]
+
+
 def test_a_bare_project_import_in_tests_or_scripts_is_reported(graph, tmp_path):
     """A test importing `history.…` would load a second copy of a module the code imports as
     `attnwatch.history.…`: two classes of every error, two caches."""

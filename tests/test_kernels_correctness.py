@@ -461,7 +461,7 @@ def test_tolerance_table_has_a_reason_per_dtype():
     ("[dtype.fp16]\natol = -1\nrtol = 1e-3\nreason = 'x'\n", "dtype.fp16.atol"),
     ("[dtype.fp16]\natol = 1e-3\nrtol = 'loose'\nreason = 'x'\n", "dtype.fp16.rtol"),
     ("[dtype.fp16]\natol = 1e-3\nrtol = 1e-3\nreason = 'x'\nslack = 2\n", "unknown field(s) slack"),
-    ("[dtype.fp16\natol = 1e-3\n", "cannot read"),
+    ("[dtype.fp16\natol = 1e-3\n", "not valid TOML"),
     ("title = 'no tables'\n", "[dtype.<name>] tables missing"),
 ])
 def test_malformed_tolerance_file_names_file_and_field(tmp_path, text, field):

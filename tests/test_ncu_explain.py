@@ -3,7 +3,7 @@
 The base side of every check is a real profile (tests/data/ncu/h200_raw_pr_default.csv, the
 default metric list over the pr set); an A/A is a second real profile of the same build
 (h200_raw_cuda_wmma_repeat.csv). The planted changes below edit the real counters the way each
-regression moves them (docs/benchmarks.md has what was planted in real kernels on the GPU).
+regression moves them (docs/benchmarks/ncu.md has what was planted in real kernels on the GPU).
 """
 
 from __future__ import annotations

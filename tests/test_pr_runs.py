@@ -140,8 +140,8 @@ def test_a_round_holding_a_symbolic_link_is_refused(tmp_path, with_main, capsys)
 
 @pytest.mark.parametrize("bound", ["max_rounds_per_side", "max_entries", "max_total_bytes"])
 def test_an_artifact_past_the_bounds_is_refused_before_reading(tmp_path, with_main, capsys, monkeypatch, bound):
-    """The bounds are data (ci/pr_ingest_limits.toml); here lowered so that 2 rounds pass them."""
-    from attnwatch.ci import pr_runs
+    """The bounds are data (ci/integration/pr_ingest_limits.toml); here lowered so that 2 rounds pass them."""
+    from attnwatch.ci.integration import pr_runs
 
     out = _compare_out(tmp_path / "compare", rounds=2)
     size = sum(f.stat().st_size for f in (out / "bundles").rglob("*") if f.is_file())

@@ -34,7 +34,7 @@ def _attention(seq: int = 1024):
 def test_event_median_agrees_with_do_bench():
     """On an attention case of at least 50 µs (S=2048) the harness's median and do_bench's
     agree within 3%, taken as the median of three alternations, since one pair alone was once
-    off by 7% on an H200 (docs/benchmarks.md, "Harness noise, cost and agreement")."""
+    off by 7% on an H200 (docs/benchmarks/timing.md, "Harness noise, cost and agreement")."""
     import torch
     import triton.testing
 

@@ -15,7 +15,6 @@ Three marks, each from what the timing harness stored with the result (nothing r
 
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from attnwatch.history.analysis.caps import cap_mark
+from attnwatch.toml_reader import read_toml
 
 MARKS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
 
@@ -38,7 +38,7 @@ BASIS = ("TFLOPS and gap to baseline are computed by CI from the CUDA-event medi
 
 @lru_cache(maxsize=2)
 def dispatch_ratio(path: Path = MARKS_FILE) -> float:
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_toml(path, "number marks", ValueError)
     value = data["dispatch_bound"]["min_event_over_graph"]
     if not data["dispatch_bound"].get("min_event_over_graph_reason"):
         raise ValueError(f"{path}: dispatch_bound.min_event_over_graph_reason: every threshold needs its reason")

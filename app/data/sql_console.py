@@ -6,7 +6,6 @@ Arrow result, so nested columns such as `gap_to_backends` keep their type)."""
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from attnwatch.history.sql import query as history_sql
 from attnwatch.history.errors import HistoryError, QueryError
 from attnwatch.history.sql.query import UserResult
 from attnwatch.history.sql.guard import public_text
+from attnwatch.toml_reader import read_toml
 
 EXAMPLES_FILE = Path(__file__).resolve().parent / "sql_examples.toml"
 MAX_ROWS = 10_000
@@ -35,7 +35,7 @@ class Example:
 
 
 def examples(path: Path = EXAMPLES_FILE) -> list[Example]:
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = read_toml(path, "SQL examples", ValueError)
     return [Example(e["title"], e["reason"], e["sql"].strip()) for e in data["example"]]
 
 

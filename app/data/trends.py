@@ -10,7 +10,6 @@ first), so a history of a million results draws as fast as one of a hundred.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -21,6 +20,7 @@ from attnwatch.app.data.store import Source, cached_query, read_frame
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import SERIES_ORDER, series_order
 from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS
+from attnwatch.toml_reader import read_toml
 
 # The runs' environment fields the charts mark changes of (history.analysis.attribution; runs
 # columns; the timing recipe is each result's own, read with it).
@@ -235,7 +235,7 @@ def log_ratio(path: Path = AXIS_FILE) -> float:
     """The spread of plotted values (largest over smallest) from which Trends opens on a log axis
     (number_marks.toml [trend_axis], with its reason)."""
     try:
-        table = tomllib.loads(path.read_text(encoding="utf-8"))["trend_axis"]
+        table = read_toml(path, "number marks", ValueError)["trend_axis"]
         value = float(table["log_when_max_over_min"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: trend_axis.log_when_max_over_min: {exc}") from None

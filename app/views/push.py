@@ -17,7 +17,7 @@ from attnwatch.history.links import alert_query
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
 # Case rows drawn per cause, the largest sure change first; the rest are in the section's table.
 # Each row is markdown the browser renders on the first view: on the 1M-result history's first
-# page (one cause of 48 cases) 20 rows instead of 60 took 0.1 s off every load (docs/benchmarks.md,
+# page (one cause of 48 cases) 20 rows instead of 60 took 0.1 s off every load (docs/benchmarks/dashboard.md,
 # "The first page warmed before its first visitor").
 MAX_ROWS = 20
 EXPANDED_CAUSES = 3  # causes opened at first in a section

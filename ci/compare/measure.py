@@ -12,7 +12,7 @@ pool of timing streams in each worker (ci/engine/rounds.py), and re-tunes autotu
 choices, so what those change is in the rounds' spread and the interval sees it. What a warm
 worker kept for the whole compare before the stream pool, and so was not in the between-round
 spread, was the launch-cost offset of its one stream (on the H200 -0.70% to +0.60% per compare,
-shared by most cases; with the pool renewed every round -0.26% to +0.14%, docs/benchmarks.md
+shared by most cases; with the pool renewed every round -0.26% to +0.14%, docs/benchmarks/compare.md
 "Where the process offset came from"); the min_effect threshold on the median ratio keeps what
 is left from being a verdict (history.analysis.ab). Triton's tuned block configuration was
 such a per-process choice until every round re-tuned it. The A/A

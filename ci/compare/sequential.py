@@ -32,7 +32,7 @@ interval's rests on roughly normal per-round log ratios, the two-level bootstrap
 below nominal with few rounds, and neither can see an offset a worker process keeps for its
 whole life (history.analysis.ab; the stream's, now renewed every round); the power and false-alarm rates on
 recorded H200 noise are measured, not assumed (scripts/detection_power.py --sequential,
-docs/benchmarks.md "Detection quality").
+docs/benchmarks/detection.md "Detection quality").
 
 Cost: one interval per undecided case per look (history.analysis.ab: the t interval reads R
 medians; a bootstrap is O(resamples x samples)).

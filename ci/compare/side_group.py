@@ -3,7 +3,7 @@
 Why: a worker process carried an offset for its whole life that no round varied. On the H200
 (2026-11-23) the head worker's medians sat between -0.7% and +0.6% from the base worker's,
 the same sign for most of a compare's cases, and the next compare drew a new offset
-(docs/benchmarks.md, "The PR check on the H200"). Its cause was the stream the worker timed
+(docs/benchmarks/compare.md, "The PR check on the H200"). Its cause was the stream the worker timed
 on, which each worker now renews every round (ci/timing/timers.py); side groups remain for
 whatever else a process may keep. With one worker per side that offset is a
 bias the rounds' interval cannot see. With k workers per side, round r is measured by worker

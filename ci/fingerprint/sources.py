@@ -24,10 +24,11 @@ from __future__ import annotations
 import ast
 import hashlib
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from attnwatch.toml_reader import read_toml
 
 RULES_FILE = Path(__file__).resolve().with_name("rules.toml")
 PROJECT_PACKAGES = ("kernels", "ci", "history", "app")
@@ -38,8 +39,7 @@ _DYNAMIC = {"import_module", "__import__"}
 @lru_cache(maxsize=None)
 def rules() -> dict:
     """rules.toml, read once."""
-    with open(RULES_FILE, "rb") as handle:
-        return tomllib.load(handle)
+    return read_toml(RULES_FILE, "fingerprint rules", ValueError)
 
 
 def file_digest(path: Path) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +26,7 @@ from attnwatch.ci.errors import UserError
 from attnwatch.history import links
 from attnwatch.history.contract.pull_request_runs import PullRequestLabel
 from attnwatch.history.contract.validate import check_tree
+from attnwatch.toml_reader import read_toml
 
 BUNDLES_DIR = "bundles"
 ROUND_DIR = re.compile(r"^(base|head)-round([1-9][0-9]{0,2})$")
@@ -121,7 +121,7 @@ def _check_size(bundles: Path, rounds: list[Path], limits: dict[str, int]) -> No
 @lru_cache(maxsize=1)
 def ingest_limits() -> dict[str, int]:
     """The bounds of a pull-request ingest, from pr_ingest_limits.toml (each with its reason there)."""
-    limits = tomllib.loads(LIMITS_PATH.read_text(encoding="utf-8"))
+    limits = read_toml(LIMITS_PATH, "pull-request ingest limits", ValueError)
     expected = {"max_rounds_per_side", "max_entries", "max_total_bytes"}
     if set(limits) != expected or not all(type(v) is int and v > 0 for v in limits.values()):
         raise ValueError(f"{LIMITS_PATH.name}: expected positive integers {sorted(expected)}, got {limits}")

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+
+from attnwatch.toml_reader import read_toml
 
 _HERE = Path(__file__).resolve().parent
 COMBINE_RULES = ("sum", "weighted", "max")
@@ -53,7 +54,7 @@ CACHE_CONTROLS = ("all", "none")
 
 @lru_cache(maxsize=1)
 def _data() -> dict:
-    return tomllib.loads((_HERE / "metrics.toml").read_text(encoding="utf-8"))
+    return read_toml(_HERE / "metrics.toml", "ncu metrics", ValueError)
 
 
 @lru_cache(maxsize=1)
@@ -142,7 +143,7 @@ def metrics_argument(chosen: tuple[str, ...] | None = None) -> str:
 @lru_cache(maxsize=1)
 def known_column_prefixes() -> tuple[str, ...]:
     """Prefixes of the raw-page columns that are expected besides the metric list; each entry has a reason."""
-    data = tomllib.loads((_HERE / "known_columns.toml").read_text(encoding="utf-8"))
+    data = read_toml(_HERE / "known_columns.toml", "known ncu columns", ValueError)
     for entry in data["known"]:
         if not entry.get("prefix") or not entry.get("reason"):
             raise ValueError(f"known_columns.toml: every entry needs a prefix and a reason: {entry}")

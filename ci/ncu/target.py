@@ -11,7 +11,7 @@ kernels of that one call. After each case its tensors are freed and torch's cach
 back (`empty_cache`), so the device memory ncu may save and restore around a multi-pass kernel
 holds no earlier case's blocks; a garbage collection runs only when dropping the case left
 memory allocated (clean-up took 0.15 s per case on the H200 when it always collected, 0.002-0.007
-s since: docs/benchmarks.md "Nsight Compute: which counters cost passes"). The variants are told
+s since: docs/benchmarks/ncu.md "Nsight Compute: which counters cost passes"). The variants are told
 they run under a profiler (kernels.capabilities UNDER_PROFILER_ENV, set by ci/ncu/profile.py), so
 none starts a profiler of its own beside ncu. Each case's outcome, with its stages' seconds,
 is printed as one line starting with `attnwatch-ncu:` so the parent can tell a case that could

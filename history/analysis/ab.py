@@ -31,7 +31,7 @@ H200, slowdowns of +2.3% to +2.7% on ~20 µs cases stayed undecided after 8 roun
 on 40 µs cases were flagged. Why not significance alone: each side of a compare is one worker
 process, and whatever a process keeps for its life is an offset no round varies (until the
 stream pool, the launch cost of the one stream it timed on: shared by most of its cases, -0.7%
-to +0.6% per compare, docs/benchmarks.md "The PR check on the H200"): in 408 recorded A/A case
+to +0.6% per compare, docs/benchmarks/compare.md "The PR check on the H200"): in 408 recorded A/A case
 verdicts the two-level bootstrap's 99.17% interval excluded 1 in 130, while no point estimate
 was beyond ±1.14%. min_effect is what keeps such offsets from being verdicts; the interval
 keeps round noise from being one.

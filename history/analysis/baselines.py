@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from attnwatch.history.errors import HistoryError
-from attnwatch.history.toml_files import read_toml
+from attnwatch.toml_reader import read_toml
 
 REPO_BASELINES = Path(__file__).resolve().parent / "baselines.toml"
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")

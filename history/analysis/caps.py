@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterable
 
 from attnwatch.history.errors import HistoryError
-from attnwatch.history.toml_files import read_toml
+from attnwatch.toml_reader import read_toml
 
 CAPS_FILE = Path(__file__).resolve().parent / "caps.toml"
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Literal, overload
 
 from attnwatch.history.analysis.thresholds import ThresholdsError
-from attnwatch.history.toml_files import read_toml
+from attnwatch.toml_reader import read_toml
 
 # The repository's own file; `--case-rules` or $ATTNWATCH_CASE_RULES select another.
 REPO_CASE_RULES = Path(__file__).resolve().parent / "case_rules.toml"

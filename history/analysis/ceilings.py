@@ -10,12 +10,12 @@ rather than silently used.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 
 from attnwatch.history.errors import HistoryError
+from attnwatch.toml_reader import read_toml
 
 CEILINGS_FILE = Path(__file__).resolve().parent / "ceilings.toml"
 
@@ -48,10 +48,7 @@ class Ceiling:
 
 def load_ceilings(path: Path = CEILINGS_FILE) -> tuple[Ceiling, ...]:
     """Every ceiling in `path`, validated (see the module docstring)."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise CeilingsError(f"{path}: cannot read ceilings: {exc}") from None
+    data = read_toml(path, "ceilings", CeilingsError)
     entries = data.get("ceiling")
     if not isinstance(entries, list):
         raise CeilingsError(f"{path}: ceiling: expected a list of [[ceiling]] tables")

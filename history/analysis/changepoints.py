@@ -16,7 +16,7 @@ beta * sigma^2 * ln(n), the Schwarz/BIC form (Yao 1988, "Estimating the number o
 change-points via Schwarz' criterion"), with beta = 2 for the new mean and the location.
 
 Cost: PELT is O(n) expected for a series of n runs (O(n^2) worst case); the noise estimate O(n).
-Measured: about 1 ms per 139-run series on a 2-core CPU (docs/benchmarks.md, Detection quality).
+Measured: about 1 ms per 139-run series on a 2-core CPU (docs/benchmarks/detection.md, Detection quality).
 """
 
 from __future__ import annotations

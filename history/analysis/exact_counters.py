@@ -17,7 +17,6 @@ other does not are what `launches_changed` names.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from attnwatch.history.analysis.kernel_launches import Launch, kernel_key, short_kernel_name
+from attnwatch.toml_reader import read_toml
 
 EXACT_FILE = Path(__file__).resolve().parent / "exact_counters.toml"
 INSTANCE_SEPARATOR = "/"  # one instance of an instanced metric: `sass__inst_executed_per_opcode/LDG`
@@ -63,10 +63,7 @@ class ExactCountersError(ValueError):
 
 @lru_cache(maxsize=2)
 def _data(path: Path = EXACT_FILE) -> dict:
-    try:
-        return tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ExactCountersError(f"{Path(path).name}: cannot read: {exc}") from None
+    return read_toml(path, "exact counters", ExactCountersError)
 
 
 @lru_cache(maxsize=2)

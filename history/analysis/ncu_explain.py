@@ -31,7 +31,6 @@ cuBLAS tile) is named even when no counter rule fires.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +41,7 @@ from attnwatch.history.analysis.exact_counters import (
 )
 from attnwatch.history.analysis.kernel_launches import Launch, kernel_key, launches_changed
 from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands
+from attnwatch.toml_reader import read_toml
 
 RULES_FILE = Path(__file__).resolve().parent / "ncu_rules.toml"
 DURATION = "gpu__time_duration.sum"
@@ -337,10 +337,7 @@ def _score(move: float, direction: str, threshold: float, slower: bool) -> float
 @lru_cache(maxsize=4)
 def load_rules(path: Path = RULES_FILE) -> tuple[Rule, ...]:
     """The rule table, checked: every field present and of its type, names unique."""
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RulesError(f"{Path(path).name}: cannot read: {exc}") from None
+    data = read_toml(path, "explanation rules", RulesError)
     rules, seen = [], set()
     for index, entry in enumerate(data.get("rule", [])):
         where = f"{Path(path).name}: rule {entry.get('name', index)!r}"

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence, TypeGuard
+
+from attnwatch.toml_reader import read_toml
 
 BANDS_FILE = Path(__file__).resolve().parent / "noise_bands.toml"
 
@@ -94,10 +95,7 @@ class BandsError(ValueError):
 @lru_cache(maxsize=2)
 def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
     name = Path(path).name
-    try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise BandsError(f"{name}: cannot read: {exc}") from None
+    data = read_toml(path, "noise bands", BandsError)
     margin = data.get("margin", {})
     counter: dict[str, tuple[float, str]] = {}
     case: dict[tuple[str, str], tuple[float, str]] = {}

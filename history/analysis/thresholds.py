@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from attnwatch.history.errors import HistoryError
-from attnwatch.history.toml_files import read_toml
+from attnwatch.toml_reader import read_toml
 
 # The repository's own file; `--thresholds` or $ATTNWATCH_THRESHOLDS select another.
 REPO_THRESHOLDS = Path(__file__).resolve().parent / "thresholds.toml"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from attnwatch.history.errors import BundleError, HistoryError
-from attnwatch.history.toml_files import read_toml
+from attnwatch.toml_reader import read_toml
 
 LIMITS_PATH = Path(__file__).resolve().with_name("limits.toml")
 _PLAIN_KEY = re.compile(r"^[A-Za-z0-9_/:@+-]{1,80}$")  # a key shown as it is in a key path

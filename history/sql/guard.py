@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +31,7 @@ import duckdb
 
 from attnwatch.history.errors import QueryError
 from attnwatch.history.sql.sandbox import SqlLimits
+from attnwatch.toml_reader import read_toml
 
 DENIED_FILE = Path(__file__).resolve().parent / "denied.toml"
 
@@ -53,7 +53,7 @@ class DeniedName:
 @lru_cache(maxsize=4)
 def named_reasons(path: Path, table: str) -> dict[str, DeniedName]:
     """The `[[table]]` entries of a TOML list as {lower-case name: entry}; each needs a name and a reason."""
-    entries = tomllib.loads(path.read_text(encoding="utf-8"))[table]
+    entries = read_toml(path, "SQL name list", ValueError)[table]
     out = {}
     for i, entry in enumerate(entries):
         name, reason = entry.get("name"), entry.get("reason")

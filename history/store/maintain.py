@@ -2,7 +2,7 @@
 
 Every ingest adds a few small Parquet files and snapshots to a lake (one file per table it
 writes), and a writer killed mid-ingest leaves files no snapshot names. Queries slow down with
-the file count (docs/benchmarks.md, Fleet
+the file count (docs/benchmarks/history.md, Fleet
 history). In order, each a DuckLake function of the pinned extension (ducklake.select,
 Maintenance), each in its own transaction, retried on a conflict with concurrent writers:
 

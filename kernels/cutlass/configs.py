@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+
+from attnwatch.toml_reader import read_toml
 
 TILES_PATH = Path(__file__).resolve().with_name("tiles.toml")
 
@@ -118,10 +119,7 @@ def _parse_config(entry: object, where: str) -> TileConfig:
 def load(path: Path | str = TILES_PATH) -> tuple[list[TileConfig], Limits]:
     """All configurations (file order) and the limits; TileConfigError on malformed data."""
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise TileConfigError(f"{path}: cannot read: {exc}") from None
+    data = read_toml(path, "tile configurations", TileConfigError)
     entries = data.get("config")
     if not isinstance(entries, list) or not entries:
         raise TileConfigError(f"{path}: [[config]] entries missing")

@@ -16,9 +16,10 @@ exact problem (B, H, S, D), dtype and causality.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from attnwatch.toml_reader import read_toml
 
 from .configs import ConfigError, ConfigTable, load_table
 
@@ -121,13 +122,10 @@ def load_choices(path: Path = CHOICES_FILE, configs: ConfigTable | None = None) 
     """The recorded table (read once per process per file; an absent file is an empty table)."""
     if path in _CACHE:
         return _CACHE[path]
-    if not path.exists():
+    data = read_toml(path, "recorded choices", ConfigError, missing_ok=True)
+    if data is None:
         table = ChoiceTable({}, {})
     else:
-        try:
-            data = tomllib.loads(path.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path.name}: not valid TOML: {exc}") from None
         table = parse_choices(data, path.name, configs or load_table())
     _CACHE[path] = table
     return table

@@ -9,9 +9,10 @@ dropped here, before anything is compiled.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+
+from attnwatch.toml_reader import read_toml
 
 CONFIG_FILE = Path(__file__).resolve().with_name("configs.toml")
 
@@ -178,8 +179,5 @@ def parse_table(data: dict, source: str) -> ConfigTable:
 
 
 def load_table(path: Path = CONFIG_FILE) -> ConfigTable:
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    data = read_toml(path, "configuration table", ConfigError)
     return parse_table(data, str(path))

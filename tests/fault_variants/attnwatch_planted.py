@@ -82,7 +82,7 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
     one case were 1,023 to 1,963 cycles in three compares, and the compares read +0.8% to +3.6%.
     Five spin lengths x 1,200 calls pin the line down, and its slope shows whether a spin's cycles
     add to the composite at the nominal rate (1 / cycles_per_us µs each) or not. What a compare
-    reads still carries the offset between its two worker processes (docs/benchmarks.md, "The PR
+    reads still carries the offset between its two worker processes (docs/benchmarks/compare.md, "The PR
     check on the H200")."""
     import numpy as np
 
