@@ -51,7 +51,7 @@ MAX_ERROR = 4000  # characters of a refusal's line (a refusal names full paths: 
 _NOT_INPUTS = frozenset({"db", "func", "command", "repo"})
 # Commands that never open the history: their failure line does not name one
 # (tests/test_cli_errors.py checks the list against the commands' source).
-WITHOUT_HISTORY = frozenset({"variants", "ncu", "compare", "affected", "comment", "env", "install_extras"})
+WITHOUT_HISTORY = frozenset({"variants", "ncu", "compare", "affected", "cache_key", "comment", "env", "install_extras"})
 _PASSWORD = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
 
 FaultOf = Callable[[OSError, str], BaseException | None]
