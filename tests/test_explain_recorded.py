@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.analysis.exact_counters import INSTRUCTIONS, PER_OPCODE, compare_exact
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.analysis.ncu_explain import UNEXPLAINED, combine_kernels, explain, load_rules
-from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands, spreads
+from attnwatch.history.analysis.noise_bands import BANDS_FILE, NoiseBands, load_bands, spreads
 from attnwatch.history.analysis.sass import opcode_class
 from attnwatch.history.analysis.sass_diff import (
     IN_LOOP, BinaryDiff, KernelDiff, OpcodeChange, describe_binaries, launched_only,
@@ -113,6 +114,20 @@ def test_the_clock_band_holds_the_clock_spread_of_this_aa(aa):
                    for case in first for pair in ((first, second), (second, first)))
     assert measured == pytest.approx(0.0771, abs=5e-5)  # triton_fa2/b4_h16_s1k/fp16/causal: 1.75 vs 1.88 GHz
     assert load_bands().counter[CLOCK][0] >= measured
+
+
+def test_the_case_bands_of_this_aa_in_noise_bands_toml_are_these_recordings(aa):
+    """noise_bands.toml's [[case]] entries from this A/A, each against the recordings; where the
+    earlier A/A measured the same case and counter, the band keeps the wider spread."""
+    entries = tomllib.loads(BANDS_FILE.read_text(encoding="utf-8"))["case"]
+    recorded = {(e["case"], e["counter"]): e["spread"] for e in entries if "h200_aa_explain_run" in e["source"]}
+    assert len(recorded) == 222  # 14 noisy counters x 16 cases, less 2 that read 0 in run 1
+    first, second = aa
+    bands = load_bands()
+    for (case, counter), spread in recorded.items():
+        measured = spreads([combine_kernels(k.metrics for k in side[case]) for side in (first, second)])[counter]
+        assert spread == pytest.approx(measured, rel=1e-3, abs=1e-9), (case, counter)
+        assert bands.case[(case, counter)][0] >= spread
 
 
 # --- the recorded plants ------------------------------------------------------------------

@@ -87,8 +87,8 @@ class CounterChange:
     title: str
     base: float
     head: float
-    change: float  # (head - base) / max(|base|, floor)
-    score: float  # the move over the band (or, where no noise is known, over the threshold)
+    change: float  # (head - base) / |base| as a reader computes it; against the floor when the base is 0
+    score: float  # the move, (head - base) / max(|base|, floor), over the band (or, no noise known, the threshold)
     band: float | None = None  # the noise band the move was judged against; None: the fixed threshold
     band_source: str = ""
     accounts_us: float | None = None  # the time change this move can account for (time_model), about
@@ -183,7 +183,8 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         raw = _accounts(rule, base, head, slower, launches)
         shown = min(raw, limit) if raw is not None and limit is not None else raw
         title = rule.contributor if code_moved and rule.kind == "exonerate" and rule.contributor else rule.title
-        scored.append((raw, CounterChange(rule.name, title, b, h, change, score,
+        shown_change = (h - b) / abs(b) if b else change  # judged against the floor, shown as read
+        scored.append((raw, CounterChange(rule.name, title, b, h, shown_change, score,
                                          None if source == "threshold" else width, source, shown)))
     # exonerating rules first while the code is the same (module doc), then by the time each
     # move accounts for (its uncapped estimate), then rules with no time model by how far
