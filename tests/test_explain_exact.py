@@ -94,7 +94,7 @@ def test_per_opcode_counts_and_launch_resources_are_named(default):
 
 def test_per_opcode_cells_in_ncus_instance_form():
     """ncu's documented `--print-metric-instances details` form: each instance as `name: value`.
-    Recorded per-opcode output from the H200 is still to come (scripts/explain_check.py keeps it)."""
+    The recorded H200 form is read in test_explain_recorded.py (h200_aa_explain_run1.csv.gz)."""
     assert parse_instances("12,288 (BAR: 1,024; LDS: 8,192; HMMA: 3,072)") == {"BAR": 1024.0, "LDS": 8192.0,
                                                                              "HMMA": 3072.0}
     assert parse_instances("BAR=2;BAR=3") == {"BAR": 5.0}
