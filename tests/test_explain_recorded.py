@@ -21,7 +21,6 @@ import pytest
 
 from attnwatch.ci.compare.analysis import EXPLAINED, explain_change
 from attnwatch.ci.compare.rounds import CaseRound
-from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.analysis.exact_counters import INSTRUCTIONS, PER_OPCODE, compare_exact
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.analysis.ncu_explain import UNEXPLAINED, combine_kernels, explain, load_rules
