@@ -217,7 +217,7 @@ def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
     if not sides[0] or not sides[1]:
         return {"error": f"no cubin on {'the base' if not sides[0] else 'the head'} side"}
     diff = diff_binaries(*sides)
-    return {"changed": bool(diff.kernels or diff.added or diff.removed), "describe": describe_binaries(diff),
+    return {"changed": diff.changed, "describe": describe_binaries(diff), "same": diff.same,
             "by_class": {kd.name: kd.by_class for kd in diff.kernels}, "cubins": [len(base), len(head)]}
 
 

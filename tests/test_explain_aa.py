@@ -8,6 +8,7 @@ product's own raw-page profile of the same 16 cases, twice: the noisy counters' 
 
 from __future__ import annotations
 
+import tomllib
 from collections import defaultdict
 
 import pytest
@@ -17,7 +18,7 @@ from attnwatch.history.analysis import exact_counters
 from attnwatch.history.analysis.exact_counters import INSTRUCTIONS, PER_OPCODE, compare_exact, exact_of
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.analysis.ncu_explain import UNEXPLAINED, combine_kernels, explain
-from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands, spreads
+from attnwatch.history.analysis.noise_bands import BANDS_FILE, NoiseBands, load_bands, spreads
 from attnwatch.history.contract.ncu_csv import read_table
 from ncu_recordings import kernels_by_case, launches as _launches, recorded_text
 
@@ -126,7 +127,8 @@ def test_an_aa_of_the_default_profile_explains_nothing(default_runs, which):
 
 
 def test_the_case_bands_in_noise_bands_toml_are_these_recordings(default_runs):
-    recorded = {key: spread for key, (spread, source) in load_bands().case.items() if "h200_aa_default" in source}
+    entries = tomllib.loads(BANDS_FILE.read_text(encoding="utf-8"))["case"]
+    recorded = {(e["case"], e["counter"]): e["spread"] for e in entries if "h200_aa_default" in e["source"]}
     assert len(recorded) == CASES * 7
     derived = _case_bands(default_runs).case
     for key, spread in recorded.items():

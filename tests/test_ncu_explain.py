@@ -132,7 +132,8 @@ def test_the_reverse_change_explains_an_improvement(base):
 
 def test_a_slower_clock_exonerates_the_kernel_before_any_cause(base):
     counters = base[CASE]
-    head = _planted(counters, clock=counters[CLOCK] * 0.9, barrier=0.5)
+    # 20% slower: the clock's band (noise_bands.toml) holds the 7.7% it moved between two profiles of one build
+    head = _planted(counters, clock=counters[CLOCK] * 0.8, barrier=0.5)
     verdict = explain(counters, head, slower=True)
     assert [c.rule for c in verdict.changes][:2] == ["clock", "barrier_stalls"]
     assert verdict.cause.startswith("the SM clock fell")

@@ -20,6 +20,7 @@ from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.statistics import median
 from attnwatch.history.analysis.case_rules import CaseRules
 from attnwatch.history.analysis.ncu_explain import explain
+from attnwatch.history.analysis.sass_diff import BinaryDiff, describe_binaries, launched_only
 from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, tier
 
 # The tiers a compare explains: every decided change, the sure-but-small ones included
@@ -82,11 +83,14 @@ def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
 
 def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool,
                    case_id: str | None = None, time_change_us: float | None = None,
-                   code_change: str | None = None) -> NcuExplanation | None:
+                   code_change: BinaryDiff | None = None) -> NcuExplanation | None:
     """The exact counters that differ and the counter rules beyond their noise
     (history.analysis.ncu_explain) when both sides were profiled, with the kernels their calls
     launch differently; the timed rounds' throttled share joins the counters, for the rule that
-    exonerates. `time_change_us`: the timed rounds' change, which the rules' shares are of."""
+    exonerates. `time_change_us`: the timed rounds' change, which the rules' shares are of.
+    `code_change`: the variant's binaries' diff (ci/compare/binaries.py), of which the cause
+    names the kernels this case's calls launched (sass_diff.launched_only), and nothing when
+    those did not change."""
     b_round = next((r for r in base if r is not None and r.counters), None)
     h_round = next((r for r in head if r is not None and r.counters), None)
     if b_round is None or h_round is None:
@@ -96,8 +100,12 @@ def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], s
         share = _throttled_share(rounds)
         if share is not None:
             counters[THROTTLED] = share
+    code = None
+    if code_change is not None:
+        mine = launched_only(code_change, [k.name for k in (*b_round.launches, *h_round.launches)])
+        code = describe_binaries(mine) if mine.changed else None
     found = explain(b, h, slower, launches=(b_round.launches, h_round.launches), case_id=case_id,
-                    time_change_us=time_change_us, code_change=code_change)
+                    time_change_us=time_change_us, code_change=code)
     return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score, c.band,
                                                    c.accounts_us) for c in found.changes],
                           [ExactDelta(e.kernel, e.metric, e.label, e.base, e.head) for e in found.exact])
@@ -120,7 +128,7 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
 def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
                    method: str, resamples: int, seed: int = 0,
                    confidence: float | None = None, rules: CaseRules = CaseRules(),
-                   code_changes: dict[str, str] | None = None) -> list[CaseComparison]:
+                   code_changes: dict[str, BinaryDiff] | None = None) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
     A case is judged on the rounds it was measured in (a sequential compare stops measuring a
@@ -128,8 +136,8 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
     thresholds'; a sequential compare passes its per-look level, which reproduces the interval
     of the look the case stopped at (same rounds, same seed). `rules` (history/analysis/case_rules.toml):
     a case's own min_effect, and the ignore rule it falls under, both recorded on the case.
-    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), which
-    leads the cause of its explained cases.
+    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), whose
+    part about a case's launched kernels leads the cause of its explained cases.
     """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []

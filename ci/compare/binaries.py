@@ -4,8 +4,9 @@ For each nvcc-built variant a compare explains, each side's cubin comes from tha
 `kernels` (`kernels.cuda.launch.build` in a child process whose PYTHONPATH puts the side's
 checkout first, ci/child_env.py); the compare has just built both, so each build is a hit of
 the compile cache. The cubins are read by history.analysis.sass (cached by sha256) and diffed by
-history.analysis.sass_diff; a variant whose binaries differ gets one line ("attn_wmma_d64_fp16:
-+1 BAR in a loop"), which leads its cases' causes. Triton and CuPy variants compile at run time
+history.analysis.sass_diff; a variant whose binaries differ gets its diff, which
+ci/compare/analysis.py narrows to the kernels each case's call launched ("attn_wmma_d64_fp16:
++1 BAR in a loop") to lead that case's cause. Triton and CuPy variants compile at run time
 in the measuring process, so their binaries are not read here (scripts/explain_check.py reads
 Triton's from a fresh cache after a run); a variant without a line says nothing about its code.
 A build or a tool that fails costs the line, never the compare.
@@ -16,7 +17,10 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
+
+if TYPE_CHECKING:
+    from attnwatch.history.analysis.sass_diff import BinaryDiff
 
 NVCC_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
 BUILD_TIMEOUT_S = 600
@@ -64,11 +68,11 @@ def read_kernels(files: Iterable[Path], cache: Path | None = None) -> dict:
 
 
 def code_changes(variants: Iterable[str], roots: Mapping[str, Path | None], work: Path,
-                 log=lambda message: None, arch: str = "") -> dict[str, str]:
-    """variant -> the line saying how its kernels' code differs between base and head (module doc);
-    `arch` "" builds for the device, as the compare's workers did."""
+                 log=lambda message: None, arch: str = "") -> dict[str, BinaryDiff]:
+    """variant -> how its kernels' code differs between base and head, for the variants whose
+    binaries differ (module doc); `arch` "" builds for the device, as the compare's workers did."""
     from attnwatch.history.analysis.sass import SassError
-    from attnwatch.history.analysis.sass_diff import describe_binaries, diff_binaries
+    from attnwatch.history.analysis.sass_diff import diff_binaries
 
     out = {}
     for variant in sorted(set(variants) & set(NVCC_VARIANTS)):
@@ -85,6 +89,6 @@ def code_changes(variants: Iterable[str], roots: Mapping[str, Path | None], work
                 break
         if len(sides) == 2:
             diff = diff_binaries(*sides)
-            if diff.kernels or diff.added or diff.removed:
-                out[variant] = describe_binaries(diff)
+            if diff.changed:
+                out[variant] = diff
     return out

@@ -11,9 +11,12 @@ spread measured between profiles of one build). A counter compared exactly has n
 move fires. Where no noise was measured the rule's fixed threshold is the floor (relative to
 the base, or to the rule's floor when the base is smaller, so that a spill from zero bytes is a
 finite move), and the evidence says so. Fired rules are ranked by the time their move can
-account for (the rule's `time_model`), so the first cause named is the biggest contributor; an
-"exonerate" rule (the clock fell) outranks every cause, because a kernel is not blamed for a
-slower GPU. "Unexplained" is said only when nothing exact and nothing beyond noise moved.
+account for (the rule's `time_model`), so the first cause named is the biggest contributor. An
+"exonerate" rule (the clock fell) outranks every cause while the code is the same (no exact
+counter moved, the calls launch the same kernels, the static code diff is empty), because a
+kernel is not blamed for a slower GPU; once the code changed, the code leads and the exonerating
+move is one contributor among the others, ranked by its time share and worded as such (its
+`contributor` title). "Unexplained" is said only when nothing exact and nothing beyond noise moved.
 
 Counters come per kernel (bundle `ncu.json` kernels, the history's `ncu_metrics`);
 `combine_kernels` makes one value per case by ncu's naming convention, the same rule
@@ -73,6 +76,7 @@ class Rule:
     when: Condition | None = None
     time_model: str = "none"
     covers: tuple[str, ...] = ()
+    contributor: str = ""  # an exonerating rule's title when the code changed too (module doc)
 
 
 @dataclass
@@ -83,8 +87,8 @@ class CounterChange:
     title: str
     base: float
     head: float
-    change: float  # (head - base) / max(|base|, floor)
-    score: float  # the move over the band (or, where no noise is known, over the threshold)
+    change: float  # (head - base) / |base| as a reader computes it; against the floor when the base is 0
+    score: float  # the move, (head - base) / max(|base|, floor), over the band (or, no noise known, the threshold)
     band: float | None = None  # the noise band the move was judged against; None: the fixed threshold
     band_source: str = ""
     accounts_us: float | None = None  # the time change this move can account for (time_model), about
@@ -150,6 +154,8 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
     rules = rules if rules is not None else load_rules()
     bands = bands if bands is not None else load_bands()
     differ = launches_changed(*launches) if launches else None
+    exact = compare_exact(*launches) if launches else []
+    code_moved = bool(exact or differ or code_change)  # the code changed: nothing exonerates it
     if differ and launches:
         base, head = _common_kernels(base, head, launches)
     delta_us = time_change_us if time_change_us is not None else _duration_change(base, head)
@@ -176,15 +182,17 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         b, h = _signal(rule.counters, base), _signal(rule.counters, head)
         raw = _accounts(rule, base, head, slower, launches)
         shown = min(raw, limit) if raw is not None and limit is not None else raw
-        scored.append((raw, CounterChange(rule.name, rule.title, b, h, change, score,
+        title = rule.contributor if code_moved and rule.kind == "exonerate" and rule.contributor else rule.title
+        shown_change = (h - b) / abs(b) if b else change  # judged against the floor, shown as read
+        scored.append((raw, CounterChange(rule.name, title, b, h, shown_change, score,
                                          None if source == "threshold" else width, source, shown)))
-    # exonerating rules first, then by the time each move accounts for (its uncapped estimate),
-    # then rules with no time model by how far outside their band they moved
-    scored.sort(key=lambda item: (_kind(rules, item[1].rule) != "exonerate", item[0] is None,
+    # exonerating rules first while the code is the same (module doc), then by the time each
+    # move accounts for (its uncapped estimate), then rules with no time model by how far
+    # outside their band they moved
+    scored.sort(key=lambda item: (code_moved or _kind(rules, item[1].rule) != "exonerate", item[0] is None,
                                  -(item[0] or 0.0), -item[1].score))
     fired = [change for _, change in scored]
     fired = _covered_last(fired, rules)
-    exact = compare_exact(*launches) if launches else []
     parts = [code_change] if code_change else []
     if exact:
         parts.append(describe_exact(exact))
@@ -349,6 +357,7 @@ def load_rules(path: Path = RULES_FILE) -> tuple[Rule, ...]:
                 threshold=float(entry["threshold"]), floor=float(entry["floor"]), reason=str(entry["reason"]),
                 when=Condition(when["counter"], when["direction"], float(when["threshold"])) if when else None,
                 time_model=str(entry.get("time_model", "none")), covers=tuple(entry.get("covers", ())),
+                contributor=str(entry.get("contributor", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RulesError(f"{where}: missing or bad field {exc}") from None

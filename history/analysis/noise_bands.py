@@ -7,7 +7,8 @@ profiles) is not. Bands come from measured spread, recorded with its provenance 
 `noise_bands.toml`: a case's own spread when measured (`[[case]]`, e.g. by
 scripts/explain_check.py's A/A, or `measured` passed in when a compare profiled a side twice),
 else the counter's spread over the pr set. A counter with neither has no band; the rule then
-falls back to its fixed threshold, and the evidence says so.
+falls back to its fixed threshold, and the evidence says so. A case and counter measured by more
+than one A/A keeps the widest spread recorded.
 
 A case's own spread can widen its band, never narrow it below the counter's: one pair of
 profiles is a poor estimate of a case's noise. For normal noise the ratio of two independent
@@ -109,7 +110,10 @@ def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
                 raise BandsError(f"{name}: {kind} {index}: missing or bad field {exc}") from None
             if not math.isfinite(spread) or spread < 0 or not source.strip():
                 raise BandsError(f"{name}: {kind} {index}: spread must be finite and >= 0, source non-empty")
-            table[key] = (spread, source)
+            if kind == "counter" and key in table:
+                raise BandsError(f"{name}: counter {key!r} listed twice")
+            if key not in table or spread > table[key][0]:  # a case measured by two A/As: the wider
+                table[key] = (spread, source)
     try:
         return NoiseBands(counter, case, float(margin.get("counter", 1.5)), float(margin.get("case", 3.0)),
                           float(margin.get("case_floor", 0.01)))

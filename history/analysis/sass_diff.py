@@ -10,14 +10,20 @@ dozens of moved instructions where the mix shows the one that was added.
 
 `describe` words it as a kernel engineer reads it: "+1 BAR in the loop (0x130-0x1d0); +2
 integer outside loops; registers 40 → 32"; padding NOPs are not counted.
+
+A binary holds every kernel of a variant (head dims, dtypes), a profiled call launches one or a
+few of them: `launched_only` keeps the diff of the kernels a call launched, so a case's cause
+speaks of its own code. The mix is counts: a change of operands only (a shared-memory stride, an
+immediate offset) leaves a kernel's mix the same and is not seen here.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Iterable, Mapping
 
+from attnwatch.history.analysis.kernel_launches import short_kernel_name
 from attnwatch.history.analysis.sass import KernelCode, opcode_class
 
 IN_LOOP, OUTSIDE = "in a loop", "outside loops"
@@ -57,6 +63,15 @@ class BinaryDiff:
     kernels: list[KernelDiff] = field(default_factory=list)  # kernels on both sides that changed
     added: list[str] = field(default_factory=list)  # kernels only the head's binary has
     removed: list[str] = field(default_factory=list)
+    same: list[str] = field(default_factory=list)  # kernels on both sides whose code did not change
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.kernels or self.added or self.removed)
+
+    def names(self) -> set[str]:
+        """Every kernel of either side's binary."""
+        return {kd.name for kd in self.kernels} | set(self.added) | set(self.removed) | set(self.same)
 
 
 def mix(code: KernelCode) -> Counter:
@@ -91,7 +106,23 @@ def diff_binaries(base: Mapping[str, KernelCode], head: Mapping[str, KernelCode]
         kd = diff_kernel(base[name], head[name])
         if kd.changed:
             out.kernels.append(kd)
+        else:
+            out.same.append(name)
     return out
+
+
+def launched_only(diff: BinaryDiff, launched: Iterable[str]) -> BinaryDiff:
+    """The part of `diff` about the kernels a call launched (ncu's names, compared by
+    kernel_launches.short_kernel_name): empty when those kernels' code did not change. When no
+    kernel of the binaries bears a launched name (a library's kernels, a differently printed
+    name), the names cannot be compared and the whole diff is kept."""
+    names = {short_kernel_name(name) for name in launched}
+    if not names & {short_kernel_name(name) for name in diff.names()}:
+        return diff
+    def mine(name: str) -> bool:
+        return short_kernel_name(name) in names
+    return BinaryDiff([kd for kd in diff.kernels if mine(kd.name)], [n for n in diff.added if mine(n)],
+                      [n for n in diff.removed if mine(n)], [n for n in diff.same if mine(n)])
 
 
 def describe(kd: KernelDiff) -> str:

@@ -288,7 +288,7 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
                         "session": session, "profiling_s": profiling_s, "selection": selection, "code_changes": code}
 
 
-def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict[str, str]:
+def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict:
     """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides, and
     read the profiled variants' binaries (ci/compare/binaries.py): variant -> how its code differs."""
     from attnwatch.ci.compare.analysis import EXPLAINED
