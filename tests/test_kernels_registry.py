@@ -11,6 +11,7 @@ import pytest
 from attnwatch.kernels import registry
 from attnwatch.kernels.availability import KNOWN_NEEDS, availability
 from attnwatch.kernels.cases import DTYPES, Case
+from attnwatch.kernels.operators import all_operators
 from attnwatch.kernels.registry import FAMILIES, Prepared, Variant
 from attnwatch.kernels.shapes import SHAPES, adhoc_shape
 
@@ -86,6 +87,15 @@ def test_each_operator_s_baseline_is_a_registered_variant_of_it():
     with pytest.raises(ValueError, match=r"^variant 'stray_operator': unknown operator 'no_such_operator'; known: "):
         registry.register(stray)
     assert "stray_operator" not in {v.name for v in registry.all_variants()}
+
+
+def test_each_built_in_operator_s_references_are_registered_variants_of_it():
+    """An operator's references are names (kernels/operators.py); a variant removed or renamed
+    without them would leave a reference that is silently never measured."""
+    built_in = {v.operator for v in registry.all_variants() if v.family != "test"}
+    for operator in (op for op in all_operators() if op.name in built_in):
+        for name in operator.references:
+            assert registry.get(name).operator == operator.name, (operator.name, name)
 
 
 def test_unknown_family_is_refused():
