@@ -35,7 +35,7 @@ class Page:
     @property
     def path(self) -> str:
         """URL path under the dashboard's root: the first page is the root itself."""
-        return "" if self is PAGES[0] else self.key
+        return "" if self.key == PAGES[0].key else self.key
 
 
 # Every dashboard page, declared once, in the navigation's order; the first is what a link to the
