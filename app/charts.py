@@ -62,13 +62,25 @@ def _escaped(messages: pd.Series) -> np.ndarray:
     return messages.map(lookup).astype(object).fillna("").to_numpy()
 
 
-# One colour per variant wherever it is drawn, whatever else is selected: the registry's
-# variants get fixed colours, any other name a colour from its hash (stable across sessions).
+# One colour per variant wherever it is drawn, whatever else is selected. The dashboard draws
+# whatever names a history holds (variants of older revisions, of other repositories, of plugins)
+# and may not import `kernels` (docs/design.md, "Layers and the direction of imports"), so the
+# colour is a function of the name alone: the long-standing variants keep the colours they have
+# always had, the CUTLASS pipeline's tiles share one, and any other name takes a colour from its
+# hash (stable across sessions) among HASHED_COLORS, which no fixed colour is. A variant needs no
+# entry here: tests/test_app_trend_chart.py checks that every registered variant gets a colour no
+# other variant of its operator has (a new one whose hash collides gets an entry).
 VARIANT_COLORS = {
     "sdpa": "#1f77b4", "sdpa_flash": "#17becf", "sdpa_efficient": "#9467bd", "sdpa_cudnn": "#8c564b",
     "sdpa_math": "#7f7f7f", "torch_3op": "#bcbd22", "cuda_scalar": "#e377c2", "cuda_wmma": "#ff7f0e",
     "cuda_wmma_cpasync": "#d62728", "triton_fa2": "#2ca02c",
 }
+CUTLASS_3K_COLOR = "#393b79"
+# d3's category20b without CUTLASS_3K_COLOR: none of them is a fixed colour.
+HASHED_COLORS = (
+    "#5254a3", "#6b6ecf", "#9c9ede", "#637939", "#8ca252", "#b5cf6b", "#cedb9c", "#8c6d31", "#bd9e39", "#e7ba52",
+    "#e7cb94", "#843c39", "#ad494a", "#d6616b", "#e7969c", "#7b4173", "#a55194", "#ce6dbd", "#de9ed6",
+)
 SHAPE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 # The trend's margins, sized for what it draws around the plot: y tick labels and title on the
@@ -81,12 +93,13 @@ TREND_MARGIN = dict(l=70, r=10, t=50, b=100)
 
 
 def variant_color(variant: str) -> str:
+    """The variant's colour on every chart (VARIANT_COLORS, the CUTLASS tiles', else by hash)."""
     if variant in VARIANT_COLORS:
         return VARIANT_COLORS[variant]
     if variant.startswith("cutlass_3k"):
-        return "#393b79"
+        return CUTLASS_3K_COLOR
     digest = int(hashlib.sha1(variant.encode("utf-8")).hexdigest(), 16)
-    return PALETTE[digest % len(PALETTE)]
+    return HASHED_COLORS[digest % len(HASHED_COLORS)]
 
 
 def _config_hover(s: pd.DataFrame) -> np.ndarray:

@@ -9,6 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from attnwatch.app.data.store import current_source, schema_notice
+from attnwatch.history.links import PAGES
 
 # A file shipped with the package: Streamlit serves it from the dashboard's own server. An emoji
 # or :material/...: page icon makes every load fetch an image from an outside font host, which an
@@ -17,20 +18,13 @@ ICON = Path(__file__).resolve().parent / "assets" / "icon.png"
 
 st.set_page_config(page_title="attnwatch", page_icon=str(ICON), layout="wide")
 
-PAGES = [
-    st.Page("views/push.py", title="This push", icon=":material/rocket_launch:", default=True),
-    st.Page("views/overview.py", title="Overview", icon=":material/dashboard:"),
-    st.Page("views/trends.py", title="Trends", icon=":material/show_chart:"),
-    st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
-    st.Page("views/alerts.py", title="Alerts", icon=":material/notifications:"),
-    st.Page("views/kernel.py", title="Kernel", icon=":material/memory:"),
-    st.Page("views/sql.py", title="SQL", icon=":material/terminal:"),
-    st.Page("views/run.py", title="Run", icon=":material/receipt_long:"),
-]
+# The navigation, in the order of the one page declaration (history.links.PAGES); the first
+# page is the default, what a link to the dashboard opens.
+NAVIGATION = [st.Page(page.script, title=page.title, icon=page.icon, default=page is PAGES[0]) for page in PAGES]
 
 notice = schema_notice(current_source())
 if notice:
     level, text = notice
     (st.warning if level == "warning" else st.caption)(text)
 
-st.navigation(PAGES).run()
+st.navigation(NAVIGATION).run()

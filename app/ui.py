@@ -18,6 +18,7 @@ from attnwatch.app.data.runs import HistoryShape, gpu_pools, history_shape
 from attnwatch.app.data.store import HistoryUnavailable, Source, current_source, render_reads
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.errors import HistoryError
+from attnwatch.history.links import page_by_key
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -123,10 +124,10 @@ def synthetic_banner(synthetic_runs: int, total_runs: int) -> None:
         )
 
 
-def run_page(title: str, body: Callable[[Source, HistoryShape], None], needs_history: bool = True) -> None:
-    """Draw a page: title, which history, the synthetic label, then `body`; a history that is
-    empty or unreadable becomes a message, never a traceback."""
-    st.title(title)
+def run_page(key: str, body: Callable[[Source, HistoryShape], None], needs_history: bool = True) -> None:
+    """Draw the page `key` of history.links.PAGES: its title, which history, the synthetic label,
+    then `body`; a history that is empty or unreadable becomes a message, never a traceback."""
+    st.title(page_by_key(key).title)
     source = page_source()
     try:
         with render_reads(source):  # the render's queries share one connection (app.data.store)

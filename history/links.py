@@ -1,9 +1,10 @@
 """The dashboard's link contract: which page and query parameters reopen a view in one exact state.
 
 A PR comment, an alert, a notification or another dashboard page points at a plot by URL, so
-the parameter names and their encoding are defined once, here, for every writer (ci.integration.comment,
-the dashboard's own links) and for the one reader (app/url_state.py). history owns it because
-both sides may import history and neither may import the other.
+the pages and the parameter names and their encoding are defined once, here, for every writer
+(ci.integration.comment, the dashboard's own links) and for the one reader (app/url_state.py, and
+the app's navigation for the pages). history owns it because both sides may import history and
+neither may import the other.
 
 Encoding: lists are comma-joined (`variants=sdpa,triton_fa2`; names never contain commas),
 booleans are `1`/`0`, a commit range is `BASE..HEAD` (git's notation: the commits after BASE up
@@ -15,9 +16,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-# URL path of each page under the dashboard's root (the first page is the root itself).
-PAGES = {"push": "", "overview": "overview", "trends": "trends", "compare": "compare", "alerts": "alerts",
-         "kernel": "kernel", "sql": "sql", "run": "run"}
+
+@dataclass(frozen=True)
+class Page:
+    """One dashboard page. `key` names its view, `app/views/<key>.py`, and its URL path under the
+    dashboard's root; `title` is its navigation entry and its heading; `icon` its navigation
+    icon, a Streamlit `:material/...:` name."""
+
+    key: str
+    title: str
+    icon: str
+
+    @property
+    def script(self) -> str:
+        """The view's script, relative to the app's entry point (what st.Page and AppTest take)."""
+        return f"views/{self.key}.py"
+
+    @property
+    def path(self) -> str:
+        """URL path under the dashboard's root: the first page is the root itself."""
+        return "" if self.key == PAGES[0].key else self.key
+
+
+# Every dashboard page, declared once, in the navigation's order; the first is what a link to the
+# dashboard opens. The app's navigation, every page's heading and link, the page walks of the tests
+# and the docs' page lists are taken from, or checked against, this tuple.
+PAGES = (
+    Page("push", "This push", ":material/rocket_launch:"),
+    Page("overview", "Overview", ":material/dashboard:"),
+    Page("trends", "Trends", ":material/show_chart:"),
+    Page("compare", "Compare", ":material/compare_arrows:"),
+    Page("alerts", "Alerts", ":material/notifications:"),
+    Page("kernel", "Kernel", ":material/memory:"),
+    Page("sql", "SQL", ":material/terminal:"),
+    Page("run", "Run", ":material/receipt_long:"),
+)
+
+
+def page_by_key(key: str) -> Page:
+    """The page of `key`; ValueError naming the known ones for any other."""
+    for candidate in PAGES:
+        if candidate.key == key:
+            return candidate
+    raise ValueError(f"unknown dashboard page {key!r} (known: {', '.join(p.key for p in PAGES)})")
+
 
 # Every query parameter a view reads, with what it holds.
 PARAMS = {
@@ -133,10 +175,8 @@ def alert_query(group: str | None = None, alert: int | None = None) -> dict[str,
 
 def relative(page: str, query: dict[str, str] | None = None) -> str:
     """Link from one dashboard page to another: the page's path and the encoded query."""
-    if page not in PAGES:
-        raise ValueError(f"unknown dashboard page {page!r} (known: {', '.join(PAGES)})")
     text = urlencode(query or {}, safe=",.")
-    return PAGES[page] + (f"?{text}" if text else "")
+    return page_by_key(page).path + (f"?{text}" if text else "")
 
 
 def url(base_url: str, page: str, query: dict[str, str] | None = None) -> str:

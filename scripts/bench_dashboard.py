@@ -63,10 +63,11 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from attnwatch.history.links import PAGES as DECLARED_PAGES
+
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "app" / "streamlit_app.py"
-PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
-         "views/kernel.py", "views/sql.py", "views/run.py")
+PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in the navigation's order
 
 
 def history_size(db: str) -> dict:
@@ -129,18 +130,21 @@ def bench_page(page: str, warm_repeats: int) -> dict:
     return result
 
 
-# URL path, and what the page shows only once it has drawn with data: a CSS selector and a text
-# that element contains ("" for any), where possible the last thing the page draws.
-BROWSER_PAGES = (
-    ("", "[data-testid='stPageLink']", "Alerts detection recorded"),
-    ("overview", "[data-testid='stDataFrame']", ""),
-    ("trends", ".js-plotly-plot .main-svg", ""),
-    ("compare", "[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
-    ("alerts", "[data-testid='stDataFrame']", ""),
-    ("kernel", "h3", "Roofline"),
-    ("sql", "textarea", ""),
-    ("run", "[data-testid='stDataFrame']", ""),
-)
+# What a page shows only once it has drawn with data: a CSS selector and a text that element
+# contains ("" for any), where possible the last thing the page draws; a page not named here
+# counts as drawn once its heading is.
+DRAWN = {
+    "push": ("[data-testid='stPageLink']", "Alerts detection recorded"),
+    "overview": ("[data-testid='stDataFrame']", ""),
+    "trends": (".js-plotly-plot .main-svg", ""),
+    "compare": ("[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
+    "alerts": ("[data-testid='stDataFrame']", ""),
+    "kernel": ("h3", "Roofline"),
+    "sql": ("textarea", ""),
+    "run": ("[data-testid='stDataFrame']", ""),
+}
+# Every page, in the navigation's order: its URL path and its DRAWN marker.
+BROWSER_PAGES = tuple((page.path, *DRAWN.get(page.key, ("h1", page.title))) for page in DECLARED_PAGES)
 # Checked by the page itself on every animation frame (Playwright's `polling="raf"`). The page
 # counts as drawn when that element is visible, every plotly chart on it has drawn visibly
 # (Streamlit's chart element first draws hidden, before it knows its width) and Streamlit is idle

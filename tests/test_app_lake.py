@@ -16,10 +16,10 @@ from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.store.copy import copy_history
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.location import parse_location
+from attnwatch.history.links import PAGES as DECLARED_PAGES
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
-PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
-         "views/kernel.py", "views/sql.py", "views/run.py")
+PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in the navigation's order
 
 
 @pytest.fixture

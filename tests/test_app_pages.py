@@ -20,10 +20,10 @@ from app_history import (
 )
 from attnwatch.app.data.trends import METRICS
 from attnwatch.history.detection.alerts import list_alerts
+from attnwatch.history.links import PAGES as DECLARED_PAGES
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
-PAGES = ("views/push.py", "views/overview.py", "views/trends.py", "views/compare.py", "views/alerts.py",
-         "views/kernel.py", "views/sql.py", "views/run.py")
+PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in the navigation's order
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def open_page(db: Path, monkeypatch, page: str = "views/overview.py", **query) -
     for key, value in query.items():
         at.query_params[key] = value
     at.run()  # the first page (This push)
-    if page != "views/push.py":
+    if page != PAGES[0]:
         at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at

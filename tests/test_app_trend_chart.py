@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from attnwatch.app.charts import variant_color
+from attnwatch.app.charts import CUTLASS_3K_COLOR, HASHED_COLORS, VARIANT_COLORS, variant_color
+from attnwatch.kernels import registry
 from app_history import H100, H200, PUSH_REGRESSED_VARIANT, START, build_push_history, push_commit, push_run_id
 from bundle_factory import SHAPES, make_bundle
 from attnwatch.history.detection.alerts import list_alerts, resolve_many
@@ -64,6 +65,18 @@ def test_a_variant_keeps_its_colour_whatever_is_selected(push_history, monkeypat
         colours += [t["line"]["color"] for t in triton]
     assert set(colours) == {variant_color("triton_fa2")}
     assert len({variant_color(v) for v in ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")}) == 4
+
+
+def test_every_registered_variant_has_a_colour_no_other_variant_of_its_operator_has():
+    """Checked against the registry: fa4_sm90 was drawn in sdpa_math's grey, rmsnorm_triton and
+    rmsnorm_liger in one colour. The CUTLASS pipeline's tiles keep the one colour they have always
+    shared (charts.CUTLASS_3K_COLOR)."""
+    by_colour: dict[tuple[str, str], set[str]] = {}
+    for variant in registry.all_variants():
+        name = "cutlass_3k_<tile>" if variant.name.startswith("cutlass_3k_") else variant.name
+        by_colour.setdefault((variant.operator, variant_color(variant.name)), set()).add(name)
+    assert {key: names for key, names in by_colour.items() if len(names) > 1} == {}
+    assert not set(HASHED_COLORS) & (set(VARIANT_COLORS.values()) | {CUTLASS_3K_COLOR})
 
 
 def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeypatch):

@@ -18,22 +18,20 @@ import pytest
 from app_history import HOSTILE_MESSAGE, add_real_ncu_run, build_history, main_run_id
 from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve
 from browser_support import wait_idle as _wait_idle
+from attnwatch.history.links import PAGES as DECLARED_PAGES
 
 pytestmark = pytest.mark.browser
 
 PLOTLY = ".js-plotly-plot .main-svg"
 TABLE = "[data-testid='stDataFrame']"
-# (url path, title, what shows the page has drawn with this history)
-PAGES = (
-    ("", "This push", "[data-testid='stMarkdown']"),
-    ("overview", "Overview", TABLE),
-    ("trends", "Trends", PLOTLY),
-    ("compare", "Compare", TABLE),
-    ("alerts", "Alerts", TABLE),
-    ("kernel?variant=sdpa", "Kernel", PLOTLY),
-    ("sql", "SQL", "textarea"),
-    (f"run?run={main_run_id(6)}", "Run", TABLE),
-)
+# What shows a page has drawn with this history (a page not named here: its heading), and the
+# query a page is opened with where it needs one.
+DRAWN = {"push": "[data-testid='stMarkdown']", "overview": TABLE, "trends": PLOTLY, "compare": TABLE, "alerts": TABLE,
+         "kernel": PLOTLY, "sql": "textarea", "run": TABLE}
+QUERY = {"kernel": "?variant=sdpa", "run": f"?run={main_run_id(6)}"}
+# (url path, title, what shows the page has drawn) of every page, in the navigation's order
+PAGES = tuple((page.path + QUERY.get(page.key, ""), page.title, DRAWN.get(page.key, "h1"))
+              for page in DECLARED_PAGES)
 
 
 @pytest.fixture(scope="module")

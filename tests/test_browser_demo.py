@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from attnwatch.history.links import PAGES as DECLARED_PAGES
 from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
 
 pytestmark = pytest.mark.browser
@@ -29,18 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEMO_HISTORY = REPO / "docs" / "data" / "demo" / "h200-demo-history.tgz"
 MAIN = "[data-testid='stMain']"
 ERRORS = "[data-testid='stException'], [data-testid='stAlertContentError']"
-# Every page, by URL path, with its heading.
-PAGES = (
-    ("", "This push"),
-    ("overview", "Overview"),
-    ("overview?gpu=cpu", "Overview"),  # the demo's own CPU run
-    ("trends", "Trends"),
-    ("compare", "Compare"),
-    ("alerts", "Alerts"),
-    ("kernel", "Kernel"),
-    ("sql", "SQL"),
-    ("run", "Run"),
-)
+# Every page (history.links.PAGES), by URL path, with its heading; Overview once more on the demo's
+# own CPU run.
+PAGES = (*((page.path, page.title) for page in DECLARED_PAGES), ("overview?gpu=cpu", "Overview"))
 # The newest push (docs/data/demo/README.md): cuda_wmma at h100_small 11-15% slower, with an
 # interval whose lower bound is above no change; This push groups the cases under their cause (the
 # variant) and lists each with its shape, dtype, causality, change and interval.

@@ -9,6 +9,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from attnwatch.history.links import PAGES
+
 ROOT = Path(__file__).resolve().parent.parent
 DESIGN = ROOT / "docs" / "design.md"
 CITATION = re.compile(r'docs/design\.md,?\s+"([^"]+)"')  # a citation may wrap across lines
@@ -122,13 +124,12 @@ def test_the_dashboard_section_names_every_module_that_writes_and_only_those():
 
 
 def test_the_dashboard_section_lists_every_page_with_the_first_one_first():
-    app = (ROOT / "app" / "streamlit_app.py").read_text(encoding="utf-8")
-    pages = re.findall(r'st\.Page\("views/(\w+)\.py", title="([^"]+)"(.*?)\)', app)
-    first = [title for _, title, rest in pages if "default=True" in rest]
-    assert first == [pages[0][1]] == ["This push"]
+    """The "Pages:" list names every page of the one declaration (history.links.PAGES), in its order."""
+    first = PAGES[0]
+    assert first.title == "This push"
     section = " ".join(_section("Dashboard").split())
-    assert f"Pages: {first[0]} (the first page, `app/views/{pages[0][0]}.py`" in section
-    positions = [section.find(f"{title} (") for _, title, _ in pages]
+    assert f"Pages: {first.title} (the first page, `app/{first.script}`" in section
+    positions = [section.find(f"{page.title} (") for page in PAGES]
     assert -1 not in positions and positions == sorted(positions), "every page, in the app's order"
 
 

@@ -1,6 +1,7 @@
 """docs/howto/add-a-dashboard-page.md followed in a copy of the checkout: the page's data module,
-view, route and design line make a page that renders a real history's rows under Streamlit's
-AppTest, and that the design document's page list admits."""
+view, its one declaration and its two doc lines make a page that renders a real history's rows
+under Streamlit's AppTest, and that the page checks (the docs' lists, views against
+declarations) admit."""
 
 from __future__ import annotations
 
@@ -25,16 +26,22 @@ print(json.dumps({"exceptions": [e.value for e in at.exception], "titles": [t.va
 
 
 def test_the_page_of_the_howto_renders_and_is_documented(tmp_path):
-    data_module, view, route = code_blocks(PAGE, "python")
+    data_module, view, declaration = code_blocks(PAGE, "python")
     (design_line,) = code_blocks(PAGE, "text")
+    (reference_entry,) = code_blocks(PAGE, "markdown")
     copy = copy_checkout(tmp_path / "checkout")
     (copy / "app" / "data" / "run_counts.py").write_text(data_module, encoding="utf-8")
     (copy / "app" / "views" / "run_counts.py").write_text(view, encoding="utf-8")
-    insert_after(copy / "app" / "streamlit_app.py", 'st.Page("views/run.py"', route)
+    insert_after(copy / "history" / "links.py", 'Page("run", ', declaration)
     design = copy / "docs" / "design.md"
     text = design.read_text(encoding="utf-8")
     assert text.count("Run (one run in full).") == 1
     design.write_text(text.replace("Run (one run in full).", design_line.strip()), encoding="utf-8")
+    reference = copy / "docs" / "reference" / "dashboard.md"
+    text = reference.read_text(encoding="utf-8")
+    run_entry = text.index("\n- **Run**:")
+    end = text.index("\n\n", run_entry) + 1
+    reference.write_text(text[:end] + reference_entry + text[end:], encoding="utf-8")
 
     with tarfile.open(BUNDLES) as archive:
         archive.extractall(tmp_path / "bundles", filter="data")
@@ -48,6 +55,6 @@ def test_the_page_of_the_howto_renders_and_is_documented(tmp_path):
     assert page["exceptions"] == [] and "Run counts" in page["titles"]
     assert [(row["gpu"], row["runs"]) for row in page["tables"][0]] == [("NVIDIA H200", "1")]
 
-    listed = run_in(copy, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/test_design_doc.py",
-                    "-k", "lists_every_page")
+    listed = run_in(copy, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/test_dashboard_pages.py",
+                    "tests/test_design_doc.py::test_the_dashboard_section_lists_every_page_with_the_first_one_first")
     assert listed.returncode == 0, listed.stdout + listed.stderr

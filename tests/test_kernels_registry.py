@@ -1,8 +1,9 @@
-"""The variant registry: the docs/design.md list, integrity of every entry, the explicit import list."""
+"""The variant registry: the docs' lists checked against it, integrity of every entry, the explicit import list."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -10,22 +11,22 @@ import pytest
 from attnwatch.kernels import registry
 from attnwatch.kernels.availability import KNOWN_NEEDS, availability
 from attnwatch.kernels.cases import DTYPES, Case
+from attnwatch.kernels.operators import all_operators
 from attnwatch.kernels.registry import FAMILIES, Prepared, Variant
 from attnwatch.kernels.shapes import SHAPES, adhoc_shape
 
 VARIANTS_DIR = Path(registry.__file__).with_name("variants")
 
-# docs/design.md "Kernel variants": the built-in variants (cutlass_3k: one per tile configuration).
-DESIGNED_VARIANTS = (
-    "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "torch_3op",
-    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k", "fa4_sm90",
+ROOT = Path(__file__).resolve().parent.parent
+# Where the docs list the built-in variants of an operator: (file, the text the list starts with,
+# what ends it). The registry is the one declaration; these lists are prose, checked against it.
+DOC_LISTS = (
+    ("docs/design.md", "attention", "The built-in variants:", "\n\n"),
+    ("docs/design.md", "rmsnorm", "Variants (`kernels/variants/rmsnorm_*.py`):", "\n\n"),
+    ("docs/reference/kernels.md", "attention", "## Attention variants", "\n## "),
+    ("docs/reference/kernels.md", "rmsnorm", "## RMSNorm variants", "\n## "),
 )
-# Those whose module has landed and must be registered now; the others are expected
-# failures until their module lands (and the explicit-list test below forces it to be listed).
-EXPECTED_NOW = frozenset({
-    "sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "torch_3op",
-    "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "cutlass_3k", "fa4_sm90",
-})
+_NAME = re.compile(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+|_<[a-z]+>)*)`")
 
 
 def _listed_modules() -> set[str]:
@@ -38,14 +39,30 @@ def _listed_modules() -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("name", DESIGNED_VARIANTS)
-def test_design_variant_is_registered(name):
-    names = {v.name for v in registry.all_variants()}
-    if name == "cutlass_3k":  # one variant per tile configuration: cutlass_3k_<tile>
-        names = {"cutlass_3k" for n in names if n.startswith("cutlass_3k_")}
-    if name not in EXPECTED_NOW and name not in names:
-        pytest.xfail(f"{name}: its module has not landed yet")
-    assert name in names, f"{name} is in docs/design.md and expected, but no listed module registers it"
+def _doc_list(path: str, start: str, end: str) -> str:
+    """The text of `path` from `start` (line breaks inside it read as spaces) up to `end`."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    found = re.search(r"\s+".join(map(re.escape, start.split())), text)
+    assert found, f"{path}: no list starting {start!r}"
+    stop = text.find(end, found.end())
+    return text[found.start():stop if stop != -1 else len(text)]
+
+
+def _names_a_variant(token: str, name: str) -> bool:
+    """A doc token names a variant by its name, or by a pattern: `cutlass_3k_<tile>`, every tile's."""
+    pattern = re.sub(r"<[a-z]+>", "[a-z0-9_]+", token)
+    return re.fullmatch(pattern, name) is not None
+
+
+@pytest.mark.parametrize("path, operator, start, end", DOC_LISTS, ids=[f"{p}:{o}" for p, o, *_ in DOC_LISTS])
+def test_the_docs_list_exactly_the_registered_variants(path, operator, start, end):
+    """Each list names every registered variant of its operator, and no variant-like name (a
+    snake_case name) that is not one: adding or removing a variant without its docs fails here."""
+    tokens = set(_NAME.findall(_doc_list(path, start, end)))
+    registered = [v.name for v in registry.all_variants() if v.operator == operator]
+    missing = [name for name in registered if not any(_names_a_variant(t, name) for t in tokens)]
+    unknown = [t for t in tokens if "_" in t and not any(_names_a_variant(t, name) for name in registered)]
+    assert (missing, unknown) == ([], []), f"{path}: not listed {missing}; listed but not registered {unknown}"
 
 
 def test_every_variant_module_is_in_the_explicit_list():
@@ -70,6 +87,15 @@ def test_each_operator_s_baseline_is_a_registered_variant_of_it():
     with pytest.raises(ValueError, match=r"^variant 'stray_operator': unknown operator 'no_such_operator'; known: "):
         registry.register(stray)
     assert "stray_operator" not in {v.name for v in registry.all_variants()}
+
+
+def test_each_built_in_operator_s_references_are_registered_variants_of_it():
+    """An operator's references are names (kernels/operators.py); a variant removed or renamed
+    without them would leave a reference that is silently never measured."""
+    built_in = {v.operator for v in registry.all_variants() if v.family != "test"}
+    for operator in (op for op in all_operators() if op.name in built_in):
+        for name in operator.references:
+            assert registry.get(name).operator == operator.name, (operator.name, name)
 
 
 def test_unknown_family_is_refused():

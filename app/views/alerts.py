@@ -294,4 +294,4 @@ def show_last_change(source) -> None:
             ui.table(alerts.events_of(source, alert_id), hide_index=True, width="stretch")
 
 
-ui.run_page("Alerts", alerts_page)
+ui.run_page("alerts", alerts_page)

@@ -271,4 +271,4 @@ def show_comparison(source, base, head, gpu) -> None:
     )
 
 
-ui.run_page("Compare", compare_page)
+ui.run_page("compare", compare_page)

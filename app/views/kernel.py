@@ -243,4 +243,4 @@ def kernel_page(source, shape):
     url.publish()
 
 
-ui.run_page("Kernel", kernel_page)
+ui.run_page("kernel", kernel_page)

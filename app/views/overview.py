@@ -213,4 +213,4 @@ def overview_page(source, shape):
                      query_params={"gpu": gpu}, icon=":material/notifications:")
 
 
-ui.run_page("Overview", overview_page)
+ui.run_page("overview", overview_page)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from attnwatch.app import table_layout, ui
 from attnwatch.app.data import push, quality, runs, timers
-from attnwatch.history.links import alert_query
+from attnwatch.history.links import alert_query, page_by_key
 
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
 # Case rows drawn per cause, the largest sure change first; the rest are in the section's table.
@@ -235,8 +235,8 @@ def nothing_to_compare(source, pairs, main: str) -> None:
             "newest main run with the one before it. Measure and ingest the next commit on the same GPU "
             "(`attnwatch run --ingest`) and its changes appear here; until then Overview and Run show what "
             "the first run measured.")
-    for name, page in (("Overview", "views/overview.py"), ("Run", "views/run.py")):
-        st.page_link(page, label=name, icon=":material/arrow_forward:")
+    for page in map(page_by_key, ("overview", "run")):
+        st.page_link(page.script, label=page.title, icon=":material/arrow_forward:")
 
 
 def push_page(source, shape):
@@ -302,4 +302,4 @@ def push_page(source, shape):
                  icon=":material/notifications:", query_params=alert_query())
 
 
-ui.run_page("This push", push_page)
+ui.run_page("push", push_page)

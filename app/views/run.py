@@ -126,4 +126,4 @@ def run_page(source, shape):
         ui.table(header[fields].T.rename(columns={0: "value"}).astype(str), width="stretch")
 
 
-ui.run_page("Run", run_page)
+ui.run_page("run", run_page)

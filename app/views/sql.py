@@ -120,4 +120,4 @@ def sql_page(source, shape):
         st.error(f"The result could not be shown: {ui.md(first)}")
 
 
-ui.run_page("SQL", sql_page)
+ui.run_page("sql", sql_page)

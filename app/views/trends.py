@@ -265,4 +265,4 @@ def open_selected_run(event) -> None:
             st.switch_page("views/run.py", query_params={"run": str(custom[0])})
 
 
-ui.run_page("Trends", trends_page)
+ui.run_page("trends", trends_page)

@@ -22,7 +22,10 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 if TYPE_CHECKING:
     from attnwatch.history.analysis.sass_diff import BinaryDiff
 
-NVCC_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync")
+from attnwatch.kernels.cuda.launch import SPECS
+
+# The variants `kernels.cuda.launch.build` builds (this checkout's declaration of them).
+NVCC_VARIANTS = tuple(SPECS)
 BUILD_TIMEOUT_S = 600
 _BUILD = ("import sys\nfrom attnwatch.kernels.cuda.launch import build\n"
           "for v in sys.argv[2:]:\n    print(build(v, sys.argv[1] or None).path)\n")
