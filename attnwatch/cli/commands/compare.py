@@ -250,16 +250,17 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
     from attnwatch.ci.compare.session import run_session
     from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
     from attnwatch.ci.kernels_api import check_measurable
+    from attnwatch.cli.settings import case_choice, measure_settings
 
     for name, root in roots.items():  # None: this checkout, whose harness API is this harness's own
         if root is not None:
             check_measurable(root, name, _side_label(commits[name], getattr(args, name)))
     out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
-    cases = plan_for(args)
+    cases = plan_for(case_choice(args))
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     load_case_rules(args.case_rules)  # a broken rules file fails before any GPU time is spent
-    options = session_options(args, kind, thresholds)
+    options = session_options(measure_settings(args), kind, thresholds)
     options.rotation = commits["head"]  # the A/A canary rotates with the head commit
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
