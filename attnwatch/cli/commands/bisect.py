@@ -32,6 +32,7 @@ from attnwatch.history.analysis.ab import METHODS
 
 if TYPE_CHECKING:  # the history's modules import duckdb, which a GPU runner may lack
     from attnwatch.history.detection.bisects import AlertTarget
+    from attnwatch.history.store.location import HistoryLocation
 
 RESULT_FILE = "bisect.json"
 
@@ -102,7 +103,7 @@ def refuse_without_code(target, force: bool) -> str | None:
     raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
-def refuse_range_without_code(db, case_ids: list[str], good: str, bad: str, force: bool) -> None:
+def refuse_range_without_code(db: HistoryLocation, case_ids: list[str], good: str, bad: str, force: bool) -> None:
     """--good/--bad/--case: where the history holds runs of every case at both revisions and none
     of their changes has a code part, a UserError naming what changed (`--force` measures)."""
     from attnwatch.history.detection.bisects import range_attributions
