@@ -92,7 +92,7 @@ def lake(postgres_server, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def lake_con(lake):
-    with private_temp_dir() as temp_dir, sandboxed(lake[0], SqlLimits(), temp_dir) as con:
+    with private_temp_dir() as temp_dir, sandboxed(parse_location(lake[0]), SqlLimits(), temp_dir) as con:
         yield con
 
 
@@ -221,7 +221,7 @@ def reader_lake(lake, postgres_server):
 
 @pytest.fixture(scope="module")
 def reader_con(reader_lake):
-    with private_temp_dir() as temp_dir, sandboxed(reader_lake, SqlLimits(), temp_dir) as con:
+    with private_temp_dir() as temp_dir, sandboxed(parse_location(reader_lake), SqlLimits(), temp_dir) as con:
         con.execute(f"SET VARIABLE catalog_table = '{CATALOG_TABLE}'")
         yield con
 
