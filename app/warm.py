@@ -40,7 +40,7 @@ def warm() -> Source:
     if not source.exists:
         return source
     try:
-        version, latest = schema_version(source.path)
+        version, latest = schema_version(source.location)
         if version < latest:
             return source
         schema_notice(source)  # nothing to apply: the page's answer (None, or "newer than this attnwatch")

@@ -17,6 +17,7 @@ every measuring process (RunPlan.extra_variant_modules), whose engine loads them
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
 from typing import Any
@@ -35,23 +36,32 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
 
 
+@dataclass(frozen=True)
+class VariantSources:
+    """Where the command line asks for variants from outside: `--variant-module` specs and
+    `--variant-path` directories (built by the command from its flags)."""
+
+    modules: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+
+
 def entry_point_specs() -> list[str]:
     """The specs installed distributions declare in the `attnwatch.variants` group."""
     return [ep.value for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)]
 
 
-def requested_specs(args: Any) -> list[str]:
+def requested_specs(sources: VariantSources) -> list[str]:
     """The command line's specs, then the entry points', each once."""
-    return list(dict.fromkeys([*(getattr(args, "variant_module", None) or []), *entry_point_specs()]))
+    return list(dict.fromkeys([*sources.modules, *entry_point_specs()]))
 
 
-def load_requested(args: Any) -> list[str]:
+def load_requested(sources: VariantSources) -> list[str]:
     """Load the requested variants in this process (so --variants can name them); returns the
     specs to hand to measuring processes. A spec that does not load is a usage error."""
-    for path in getattr(args, "variant_path", None) or []:
+    for path in sources.paths:
         if path not in sys.path:
             sys.path.insert(0, path)
-    specs = requested_specs(args)
+    specs = requested_specs(sources)
     try:
         load_specs(specs)
     except (ImportError, AttributeError, TypeError, ValueError) as exc:

@@ -72,8 +72,9 @@ PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in t
 
 def history_size(db: str) -> dict:
     from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.location import parse_location
 
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         row = con.execute(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM runs WHERE synthetic), "
             "(SELECT count(*) FROM results), (SELECT count(*) FROM samples), (SELECT count(*) FROM ncu_cases)"
@@ -275,9 +276,10 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
     import shutil
 
     from attnwatch.history.store.db import open_write
+    from attnwatch.history.store.location import HistoryLocation
 
     shutil.copyfile(db, copy)
-    with open_write(copy) as con:
+    with open_write(HistoryLocation(path=copy)) as con:
         base, head = [r[0] for r in con.execute(
             """
             SELECT run_id FROM runs WHERE branch = 'main' AND status = 'complete' AND gpu_name = (
@@ -359,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 
     location = parse_location(args.db)
     db = location.label if location.is_lake else str(location.path.resolve())
-    if not exists(db):
+    if not exists(location):
         print(f"bench_dashboard: {db}: no such history", file=sys.stderr)
         return 2
     if location.is_lake and args.compare_samples:

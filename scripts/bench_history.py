@@ -32,6 +32,7 @@ from bundle_factory import make_bundle  # noqa: E402
 
 from attnwatch.history.ingest.write import ingest_loaded, load_all  # noqa: E402
 from attnwatch.history.sql.query import run_user_sql  # noqa: E402
+from attnwatch.history.store.location import HistoryLocation  # noqa: E402
 from attnwatch.scripts.make_synthetic_history import generate  # noqa: E402
 
 TYPICAL_AGGREGATE = """
@@ -55,6 +56,7 @@ def bench_ingest(workdir: Path, n_bundles: int, n_cases: int, n_samples: int) ->
         paths.append(path)
     made_s = time.perf_counter() - started
     db = workdir / "ingest-bench.duckdb"
+    location = HistoryLocation(path=db)
     for leftover in (db, db.with_name(db.name + ".wal")):
         leftover.unlink(missing_ok=True)
 
@@ -62,10 +64,10 @@ def bench_ingest(workdir: Path, n_bundles: int, n_cases: int, n_samples: int) ->
     loaded = load_all(paths)
     validate_s = time.perf_counter() - t
     t = time.perf_counter()
-    report = ingest_loaded(db, loaded)
+    report = ingest_loaded(location, loaded)
     write_s = time.perf_counter() - t
     t = time.perf_counter()
-    again = ingest_loaded(db, load_all(paths))
+    again = ingest_loaded(location, load_all(paths))
     again_s = time.perf_counter() - t
     assert len(again.skipped) == n_bundles
     results = sum(b.rows["results"] for b in report.inserted)
@@ -89,7 +91,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
     frame = None
     for _ in range(repeats):
         t = time.perf_counter()
-        frame = run_user_sql(db, TYPICAL_AGGREGATE)
+        frame = run_user_sql(HistoryLocation(path=db), TYPICAL_AGGREGATE)
         timings_api.append(time.perf_counter() - t)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     for _ in range(repeats):
@@ -97,7 +99,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
         subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql", TYPICAL_AGGREGATE],
                        check=True, capture_output=True, env=env)
         timings_cli.append(time.perf_counter() - t)
-    stored = run_user_sql(db, "SELECT count(*) AS n FROM results")["n"].iloc[0]
+    stored = run_user_sql(HistoryLocation(path=db), "SELECT count(*) AS n FROM results")["n"].iloc[0]
     return {
         "history_result_rows": int(stored), "db_bytes": db.stat().st_size, "repeats": repeats,
         "aggregate_rows_scanned": int(frame["results"].sum()),

@@ -41,7 +41,8 @@ WRITER = textwrap.dedent(
     """
     import json, sys, time
     from attnwatch.history.ingest.write import ingest_paths
-    db, go, paths = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+    from attnwatch.history.store.location import parse_location
+    db, go, paths = parse_location(sys.argv[1]), float(sys.argv[2]), sys.argv[3:]
     time.sleep(max(0.0, go - time.time()))  # every writer starts at the same moment
     calls = []
     for p in paths:
@@ -62,7 +63,8 @@ READER = textwrap.dedent(
     import json, sys, pathlib, time
     from attnwatch.history.store.db import open_read
     from attnwatch.history.errors import HistoryNotFoundError
-    db, stop, cases = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3])
+    from attnwatch.history.store.location import parse_location
+    db, stop, cases = parse_location(sys.argv[1]), pathlib.Path(sys.argv[2]), int(sys.argv[3])
     reads, bad = 0, []
     while not stop.exists():
         with open_read(db) as con:
@@ -94,8 +96,9 @@ def make_bundles(work: Path, writers: int, per_writer: int, shared: int) -> tupl
 
 def stored(db: str) -> dict:
     from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.location import parse_location
 
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         row = con.execute(
             "SELECT (SELECT count(*) FROM runs), (SELECT count(DISTINCT run_id) FROM runs), "
             "(SELECT count(*) FROM results), (SELECT count(*) FROM (SELECT DISTINCT run_id, case_id FROM results)), "
@@ -108,8 +111,9 @@ def stored(db: str) -> dict:
 def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, samples_per_run: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     from attnwatch.history.store.db import open_write
+    from attnwatch.history.store.location import parse_location
 
-    with open_write(db):  # the lake exists before the runners start (docs/reference/history.md: a team history)
+    with open_write(parse_location(db)):  # the lake exists before the runners start (docs/reference/history.md: a team history)
         pass
     with tempfile.TemporaryDirectory() as scratch:
         stop = Path(scratch) / "stop"

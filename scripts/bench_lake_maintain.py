@@ -51,8 +51,10 @@ WRITER = textwrap.dedent(
     """
     import sys
     from attnwatch.history.ingest.write import ingest_paths
+    from attnwatch.history.store.location import parse_location
+    location = parse_location(sys.argv[1])
     for p in sys.argv[2:]:
-        ingest_paths(sys.argv[1], [p], deadline_s=600)
+        ingest_paths(location, [p], deadline_s=600)
     """
 )
 
@@ -81,9 +83,10 @@ def _time_queries(location: str, repeats: int) -> dict[str, float]:
     from attnwatch.history.store.lake import forget_location
     from attnwatch.history.store.location import parse_location
 
-    forget_location(parse_location(location))  # a fresh attach, as a new dashboard process makes
+    parsed = parse_location(location)
+    forget_location(parsed)  # a fresh attach, as a new dashboard process makes
     out = {}
-    with open_read(location) as con:
+    with open_read(parsed) as con:
         for name, sql in QUERIES.items():
             con.execute(sql).fetchall()  # warm: the attach and the catalog's first reads
             times = []
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pg_server
     from attnwatch.history.store.copy import copy_history
+    from attnwatch.history.store.location import parse_location
     from attnwatch.history.store.maintain import maintain
 
     server = pg_server.start()
@@ -128,12 +132,12 @@ def main(argv: list[str] | None = None) -> int:
             files_before = _files(root / "many")
             before = _time_queries(lake, args.repeats)
             t = time.perf_counter()
-            maintain(lake, keep_days=0, grace_hours=0)
+            maintain(parse_location(lake), keep_days=0, grace_hours=0)
             maintain_s = time.perf_counter() - t
             files_after = _files(root / "many")
             after = _time_queries(lake, args.repeats)
             os.environ["ATTNWATCH_LAKE_DATA"] = str(root / "once")
-            copy_history(lake, reference)
+            copy_history(parse_location(lake), parse_location(reference))
             once = _time_queries(reference, args.repeats)
             files_once = _files(root / "once")
     finally:

@@ -19,7 +19,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.location import HistoryLocation, parse_location
 from attnwatch.history.sql.query import run_user_sql
 from attnwatch.scripts.bench_dashboard import git_commit, history_size, machine, stored_bytes
 from attnwatch.scripts.bench_history import TYPICAL_AGGREGATE
@@ -37,7 +37,7 @@ QUERIES = {
 }
 
 
-def time_query(db: str, sql: str, repeats: int) -> dict:
+def time_query(db: HistoryLocation, sql: str, repeats: int) -> dict:
     frame = run_user_sql(db, sql)  # warm-up: the lake's sandboxed instance is attached once per process
     times = []
     for _ in range(repeats):
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         size = history_size(label)
         histories.append({"db": label, "kind": "lake" if location.is_lake else "file", "size": size,
                           "stored_bytes": stored_bytes(label), "first_open_s": time.perf_counter() - first_open,
-                          "queries": {name: time_query(label, sql, args.repeats) for name, sql in QUERIES.items()}})
+                          "queries": {name: time_query(location, sql, args.repeats) for name, sql in QUERIES.items()}})
     import duckdb
 
     report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),

@@ -110,7 +110,8 @@ class Battery:
             history_at_version(db, schema, directory / "scratch")
         if seed_runs:
             from attnwatch.history.ingest.write import ingest_paths
-            ingest_paths(db, self.bundles[:seed_runs])
+            from attnwatch.history.store.location import HistoryLocation
+            ingest_paths(HistoryLocation(path=db), self.bundles[:seed_runs])
         return db
 
     def held(self, db: Path, reported: set[str], attempted: int, result=None, must_fail: bool = False) -> str | None:
@@ -135,9 +136,10 @@ class Battery:
 
     def writable(self, db: Path, attempted: int) -> str | None:
         from attnwatch.history.ingest.write import ingest_paths
+        from attnwatch.history.store.location import HistoryLocation
 
         try:
-            ingest_paths(db, self.bundles[:attempted], deadline_s=30)
+            ingest_paths(HistoryLocation(path=db), self.bundles[:attempted], deadline_s=30)
         except Exception as exc:  # what matters is that it failed; the message says why
             return f"{trial(db)}: does not take writes afterwards: {type(exc).__name__}: {exc}"
         state = inspect(db)

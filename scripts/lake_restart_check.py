@@ -30,6 +30,7 @@ from bundle_factory import make_bundle  # noqa: E402
 
 def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rng: random.Random) -> dict:
     from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.location import parse_location
 
     location = f"ducklake:postgres:{server.dsn(server.create_database(f'trial_{n}'))}"
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(root / f"data-{n}"),
@@ -45,7 +46,7 @@ def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rn
         server.restart()
     outs = [p.communicate(timeout=900) for p in procs]
     expected = {f"t{n}-shared", *(f"t{n}-w{w}-{i}" for w in range(writers) for i in range(own))}
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         stored = [r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()]
         results = dict(con.execute("SELECT run_id, count(*) FROM results GROUP BY run_id").fetchall())
     reported = {line.split()[1] for out, _ in outs for line in out.splitlines() if line.startswith("inserted ")}

@@ -32,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from attnwatch.history.store.db import open_write
+from attnwatch.history.store.location import parse_location
 from attnwatch.history.store.arrow_insert import insert_arrow
 
 VARIANTS = {  # name -> effective TFLOPS on an H200-class GPU (fp16, non-causal, large shapes)
@@ -94,7 +95,7 @@ def generate(db_path: str, target_rows: int, seed: int = 7, hours_between_commit
     backend_of = {b: np.array([cases.index((b, *c[1:])) for c in cases]) for b in BACKENDS}
 
     totals = {"runs": 0, "results": 0, "commits": 0, "ncu_cases": 0, "ncu_metrics": 0}
-    with open_write(db_path) as con:
+    with open_write(parse_location(db_path)) as con:
         commit_rows = pa.table({
             "sha": shas, "parent_sha": [None] + shas[:-1],
             "message": [f"synthetic commit {i}" for i in range(n_commits)],

@@ -26,6 +26,7 @@ from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.store.db import open_write
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 H200 = "NVIDIA H200"
 L4 = "NVIDIA L4"
@@ -69,8 +70,8 @@ def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
         work_dir / "l4-main-00", run_id="l4-main-00", variants=("triton_fa2", "cuda_wmma"), gpu_name=L4,
         started_at=START + timedelta(hours=2), seed=77, commit_message="Tune tiles, step 2",
     ))
-    ingest_paths(db_path, bundles)
-    with open_write(db_path) as con:  # what `attnwatch detect` does after a main ingest
+    ingest_paths(parse_location(db_path), bundles)
+    with open_write(parse_location(db_path)) as con:  # what `attnwatch detect` does after a main ingest
         record_alerts(con, scan_history(con, load_thresholds).findings)
     return {
         "latest_complete": main_run_id(MAIN_RUNS - 1),
@@ -89,7 +90,7 @@ def build_synthetic_history(db_path: Path, work_dir: Path) -> None:
                     started_at=START + timedelta(hours=i), seed=i)
         for i in range(2)
     ]
-    ingest_paths(db_path, bundles)
+    ingest_paths(parse_location(db_path), bundles)
 
 
 NCU_RUN = "h200-nightly-ncu"
@@ -121,7 +122,7 @@ def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
         kernels += [NcuKernelRow(cid, i, k.kernel_name, k.metrics, k.block_size, k.grid_size)
                     for i, k in enumerate(kernels_of_case)]
     write_ncu_files(directory, NcuFiles("2025.3.1", kernels, cases))  # over the factory's stand-in ncu.json
-    ingest_paths(db_path, [directory])
+    ingest_paths(parse_location(db_path), [directory])
     return NCU_RUN
 
 
@@ -160,8 +161,8 @@ def push_run_id(gpu: str, i: int) -> str:
 
 def build_push_history(db_path: Path, work_dir: Path) -> dict[str, str]:
     """Write and ingest the two-GPU push history, run detection; returns named ids."""
-    ingest_paths(db_path, push_bundles(work_dir))
-    with open_write(db_path) as con:
+    ingest_paths(parse_location(db_path), push_bundles(work_dir))
+    with open_write(parse_location(db_path)) as con:
         record_alerts(con, scan_history(con, load_thresholds).findings)
     return push_ids()
 

@@ -20,6 +20,7 @@ from attnwatch.history.store.db import open_write
 from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 RUNS = 10
 STEP_RUN = 6
@@ -39,7 +40,7 @@ def build_commit_axis_history(db: Path, work: Path) -> Path:
             work / f"run-{i}", run_id=f"h200-main-{i:02d}", variants=variants, seed=i, commit_sha=commit_sha(i),
             parent_sha=commit_sha(i - 1) if i else None, started_at=START + timedelta(hours=i),
             variant_scale={REGRESSED_VARIANT: 1.15} if i >= STEP_RUN else None, with_ncu=i < 2))
-    ingest_paths(db, bundles)
-    with open_write(db) as con:
+    ingest_paths(parse_location(db), bundles)
+    with open_write(parse_location(db)) as con:
         record_alerts(con, scan_history(con, load_thresholds).findings)
     return db

@@ -12,6 +12,7 @@ from attnwatch.history.detection.alerts import record_alerts
 from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_write
+from attnwatch.history.store.location import parse_location
 
 DEMO_HISTORY = Path(__file__).resolve().parents[1] / "docs" / "data" / "demo" / "h200-demo-history.tgz"
 H200 = "NVIDIA H200"
@@ -22,7 +23,7 @@ def build_demo_history(db: Path, work: Path) -> Path:
     """Ingest the sample's eight runs into `db` and run detection, as `make demo` does."""
     with tarfile.open(DEMO_HISTORY) as tar:
         tar.extractall(work, filter="data")
-    ingest_paths(db, sorted((work / "h200-demo-history").iterdir()))
-    with open_write(db) as con:  # what `attnwatch detect` does
+    ingest_paths(parse_location(db), sorted((work / "h200-demo-history").iterdir()))
+    with open_write(parse_location(db)) as con:  # what `attnwatch detect` does
         record_alerts(con, scan_history(con, load_thresholds).findings)
     return db

@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from attnwatch.history.store.location import parse_location
 
 SAFETY_LIMIT = 8 * 2**30
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,10 +109,10 @@ def probe_api(db: str, sql: str) -> dict:
     from attnwatch.history.errors import QueryError
     from attnwatch.history.sql.query import run_user_sql
 
-    run_user_sql(db, "SELECT 1")  # everything imported and started before the baseline
+    run_user_sql(parse_location(db), "SELECT 1")  # everything imported and started before the baseline
     before = peak_mib()
     try:
-        frame = run_user_sql(db, sql)
+        frame = run_user_sql(parse_location(db), sql)
         seen = {"outcome": "rows", "rows": len(frame), "cut": frame.attrs.get("cut")}
     except QueryError as exc:
         seen = {"outcome": "refused", "message": str(exc)}

@@ -15,6 +15,7 @@ import pytest
 
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_read
+from attnwatch.history.store.location import parse_location
 
 RECORDING = "adopt/h200-bench-1dfe3d0.json.gz"
 
@@ -26,9 +27,9 @@ def stored(tmp_path_factory, fixtures_dir):
     bench.write_bytes(gzip.decompress((fixtures_dir / RECORDING).read_bytes()))
     document = json.loads(bench.read_text())
     db = work / "history.duckdb"
-    report = ingest_paths(db, [bench], repo="myteam/adopt")  # its commit_info.project: pytest-benchmark's bare "adopt"
+    report = ingest_paths(parse_location(db), [bench], repo="myteam/adopt")  # its commit_info.project: pytest-benchmark's bare "adopt"
     assert len(report.bundles) == 1
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         rows = con.execute(
             "SELECT r.case_id, r.status, r.timing_mode, r.median_us, r.graph_median_us, r.sm_clock_mhz_before, "
             "r.sm_clock_mhz_after, r.n_samples, u.gpu_name, r.gap_to_baseline, r.operator, r.bytes "

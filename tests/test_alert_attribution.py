@@ -24,6 +24,7 @@ from attnwatch.cli.main import main
 from attnwatch.ci.integration.notify.messages import Transition, payload
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SOURCE = REPO_ROOT / "tests" / "data" / "bundles" / "h200-fa4-fa-grid-fp16-86302dc.tgz"
@@ -94,14 +95,14 @@ def _ingested(real: Path, tmp_path: Path, edit=None, fingerprints: bool = True) 
     """tmp_path/history.duckdb holding `series(real, ..., edit, fingerprints)`."""
     db = tmp_path / "history.duckdb"
     key = (edit.__name__ if edit else None, fingerprints)
-    HISTORIES.make(key, db, lambda path: ingest_paths(path, series(real, tmp_path / "s", edit, fingerprints)))
+    HISTORIES.make(key, db, lambda path: ingest_paths(parse_location(path), series(real, tmp_path / "s", edit, fingerprints)))
     return db
 
 
 def _alert_of(db: Path):
     assert main(["--db", str(db), "detect"]) == 0
-    found = [a for a in list_alerts(db) if a.case_id == CASE and a.metric == "median_us"]
-    assert len(found) == 1, [(a.case_id, a.metric) for a in list_alerts(db)]
+    found = [a for a in list_alerts(parse_location(db)) if a.case_id == CASE and a.metric == "median_us"]
+    assert len(found) == 1, [(a.case_id, a.metric) for a in list_alerts(parse_location(db))]
     return found[0]
 
 
@@ -175,13 +176,13 @@ def test_the_alerts_and_push_pages_show_what_moved(real_bundle, tmp_path, monkey
 
     db = tmp_path / "history.duckdb"
     paths = series(real_bundle, tmp_path / "s", _edit_torch)
-    ingest_paths(db, paths)
+    ingest_paths(parse_location(db), paths)
     _alert_of(db)
     at = open_page(db, monkeypatch, "views/alerts.py", gpu="NVIDIA H200")
     moved = [v for frame in at.dataframe if "moved" in frame.value.columns for v in frame.value["moved"]]
     assert "environment: torch 2.11.0+cu130 → 2.12.0+cu130" in moved
     db2 = tmp_path / "push.duckdb"
-    ingest_paths(db2, paths[:STEP_AT + 1])
+    ingest_paths(parse_location(db2), paths[:STEP_AT + 1])
     at = open_page(db2, monkeypatch, "views/push.py")
     captions = " ".join(texts(at, "caption"))
     assert "between the two runs: no variant's code; environment: torch 2.11.0+cu130 → 2.12.0+cu130" in captions
@@ -241,7 +242,7 @@ def test_bisect_refuses_a_range_whose_runs_changed_no_code(real_bundle, tmp_path
         manifest = json.loads((path / "manifest.json").read_text())
         (path / "manifest.json").write_text(json.dumps({**manifest, "commit_sha": sha, "parent_sha": None}))
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, chosen)
+    ingest_paths(parse_location(db), chosen)
     capsys.readouterr()
     code = main(["--db", str(db), "bisect", "--good", shas[0], "--bad", shas[1], "--case", CASE,
                  "--checkout", str(repo), "--out", str(tmp_path / "b")])

@@ -14,6 +14,7 @@ from attnwatch.ci.ncu.parse import parse_ncu_csv
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.detection.ncu_cause import alert_causes, cause_of
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10
@@ -46,15 +47,15 @@ def history(tmp_path_factory, kernel):
             variant_scale={"triton_fa2": 1.06} if stepped else None, seed=i,
             with_ncu=i >= STEP_AT - 2, ncu_metrics=counters,
         ))
-    ingest_paths(db_path, paths)
+    ingest_paths(parse_location(db_path), paths)
     assert main(["--db", str(db_path), "detect"]) == 0
     return db_path
 
 
 def test_each_regression_alert_names_the_barrier_and_the_ranked_counters(history):
-    alerts = [a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression"]
+    alerts = [a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression"]
     assert alerts and {a.case_id.split("/")[0] for a in alerts} == {"triton_fa2"}
-    causes = alert_causes(history, alerts)
+    causes = alert_causes(parse_location(history), alerts)
     assert set(causes) == {a.alert_id for a in alerts}  # every step was profiled, and the run before it
     for explanation in causes.values():
         assert explanation.changes[0].rule == "barrier_stalls"
@@ -70,16 +71,16 @@ def test_alerts_list_prints_the_cause_under_each_alert(history, capsys):
 
 
 def test_no_cause_without_a_profile_on_both_sides(history):
-    (alert,) = [a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression"][:1]
-    assert cause_of(history, "correctness", alert.run_id, alert.case_id) is None  # not a speed alert
-    assert cause_of(history, "regression", "run-3", alert.case_id) is None  # run-3 was not profiled
-    assert cause_of(history, "regression", "run-8", alert.case_id) is None  # the first profiled run: nothing before it
+    (alert,) = [a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression"][:1]
+    assert cause_of(parse_location(history), "correctness", alert.run_id, alert.case_id) is None  # not a speed alert
+    assert cause_of(parse_location(history), "regression", "run-3", alert.case_id) is None  # run-3 was not profiled
+    assert cause_of(parse_location(history), "regression", "run-8", alert.case_id) is None  # the first profiled run: nothing before it
 
 
 def test_the_dashboard_draws_the_cause_under_the_alert(history, monkeypatch):
     from test_app_pages import frame_with, open_page, texts
 
-    alert = next(a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression" and a.metric == "median_us")
+    alert = next(a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression" and a.metric == "median_us")
     at = open_page(history, monkeypatch, "views/alerts.py", group=f"{STEP_AT - 1:040x}..{STEP_AT:040x}",
                    alert=str(alert.alert_id))
     assert any(m.startswith("**ncu cause:** warps wait at barriers") for m in texts(at, "markdown"))
@@ -93,8 +94,8 @@ def test_an_opened_alerts_notification_carries_its_cause(history, tmp_path, monk
     from attnwatch.ci.integration.notify.messages import Transition, payload
     from attnwatch.history.detection.ncu_cause import with_cause
 
-    alerts = [a for a in list_alerts(history, {"limit": 1000}) if a.kind == "regression"]
-    causes = alert_causes(history, alerts)
+    alerts = [a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression"]
+    causes = alert_causes(parse_location(history), alerts)
     alert = alerts[0]
     note = with_cause(alert.detail, causes[alert.alert_id])
     assert note.startswith(alert.detail) and "; cause: warps wait at barriers" in note

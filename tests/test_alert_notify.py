@@ -21,6 +21,7 @@ from github_stub import GitHubStub
 from attnwatch.history.detection.alerts import NewAlert, alert_events, get_alerts, record_alerts
 from attnwatch.history.store.db import open_write
 from attnwatch.history.store.transactions import write_transaction
+from attnwatch.history.store.location import parse_location
 
 SECRET_PATH = "/services/T0000/B0000/s3cr3tHookPart"
 TOKEN = "tok_very_secret_value"
@@ -81,9 +82,9 @@ def _history(db_path, case_id="triton_fa2/b4_h16_s1k/fp16/causal"):
                        metric="median_us", case_id=case_id, gpu_name="NVIDIA H200", run_id="run-10",
                        commit_sha="a" * 40, baseline_value=10.0, new_value=10.6, change_pct=6.0,
                        detail="latency +6.0%", pool="pool")
-    with open_write(db_path) as con:
+    with open_write(parse_location(db_path)) as con:
         ids, _ = write_transaction(con, lambda c, claims: record_alerts(c, [finding], claims), str(db_path))
-    return get_alerts(db_path, ids)[0]
+    return get_alerts(parse_location(db_path), ids)[0]
 
 
 def test_fails_stalls_and_429_are_retried_with_backoff_until_delivered(tmp_path, db_path):
@@ -138,7 +139,7 @@ def test_cli_transitions_are_posted_and_can_be_sent_again(tmp_path, db_path, mon
         hook.received.clear()
         assert main(["--db", str(db_path), "alerts", "notify", "--since", "2000-01-01"]) == 0
         assert [b["event"] for b in hook.received] == ["opened", "acknowledged", "bisected", "resolved"]
-    assert [e.action for e in alert_events(db_path, alert.alert_id)] == ["opened", "acknowledged", "bisected", "resolved"]
+    assert [e.action for e in alert_events(parse_location(db_path), alert.alert_id)] == ["opened", "acknowledged", "bisected", "resolved"]
     capsys.readouterr()
     with Hook([500] * 10) as hook:  # the transition is recorded; the failed delivery is said, in one line
         monkeypatch.setenv("ATTNWATCH_WEBHOOK_URL", hook.url)

@@ -11,6 +11,7 @@ from attnwatch.cli.main import main
 from attnwatch.history.detection.alerts import alert_events, list_alerts, resolve
 from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10
@@ -21,11 +22,11 @@ def _runs(tmp_path, db_path, start, stop, slow=lambda i: STEP_AT <= i):
                          started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name="NVIDIA H200",
                          variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.06} if slow(i) else None, seed=i)
              for i in range(start, stop)]
-    ingest_paths(db_path, paths)
+    ingest_paths(parse_location(db_path), paths)
 
 
 def _steps(db_path):
-    return [a for a in list_alerts(db_path, {"limit": 1000}) if a.kind == "regression"]
+    return [a for a in list_alerts(parse_location(db_path), {"limit": 1000}) if a.kind == "regression"]
 
 
 def test_an_alert_resolves_itself_after_k_runs_back_and_records_the_event(tmp_path, db_path, capsys):
@@ -46,11 +47,11 @@ def test_an_alert_resolves_itself_after_k_runs_back_and_records_the_event(tmp_pa
     assert f"{len(opened)} alerts resolved" in capsys.readouterr().out
     for a in _steps(db_path):
         assert a.status == "resolved" and a.actor == "attnwatch detect"
-        events = alert_events(db_path, a.alert_id)
+        events = alert_events(parse_location(db_path), a.alert_id)
         assert [e.action for e in events] == ["opened", "resolved"]
         assert events[-1].note.startswith(f"resolved automatically: the last {k} main runs")
     assert main(["--db", str(db_path), "detect"]) == 0  # nothing twice
-    assert all(len(alert_events(db_path, a.alert_id)) == 2 for a in _steps(db_path))
+    assert all(len(alert_events(parse_location(db_path), a.alert_id)) == 2 for a in _steps(db_path))
 
 
 def test_a_series_still_slow_or_a_human_resolution_is_left_alone(tmp_path, db_path):
@@ -59,9 +60,9 @@ def test_a_series_still_slow_or_a_human_resolution_is_left_alone(tmp_path, db_pa
     main(["--db", str(db_path), "detect"])
     alerts = _steps(db_path)
     assert alerts and {a.status for a in alerts} == {"open"}
-    resolve(db_path, alerts[0].alert_id, "accepted", "kernel-lead")
+    resolve(parse_location(db_path), alerts[0].alert_id, "accepted", "kernel-lead")
     main(["--db", str(db_path), "detect"])
-    assert [e.actor for e in alert_events(db_path, alerts[0].alert_id)] == ["attnwatch detect", "kernel-lead"]
+    assert [e.actor for e in alert_events(parse_location(db_path), alerts[0].alert_id)] == ["attnwatch detect", "kernel-lead"]
 
 
 def test_detect_obeys_case_rules(tmp_path, db_path, monkeypatch, capsys):

@@ -16,6 +16,7 @@ from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_overview_devices import CPU_ENV
 from test_app_pages import frame_with, open_page, texts
+from attnwatch.history.store.location import parse_location
 
 VARIANTS = ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")
 WRONG = case_id("cuda_wmma", SHAPES[1].id, "fp16", False)  # times fine, fails its check in the head
@@ -41,7 +42,7 @@ def no_sample_pair(tmp_path_factory):
     bundles += [make_bundle(work / f"cpu-{i}", run_id=f"cpu-{i}", variants=("sdpa", "torch_3op"), seed=5 + i,
                             environment=CPU_ENV, timing_overrides=cpu_timing, started_at=START + timedelta(hours=i),
                             with_builds=False) for i in range(2)]
-    ingest_paths(db, bundles)
+    ingest_paths(parse_location(db), bundles)
     return db
 
 

@@ -18,6 +18,7 @@ from app_history import REGRESSED_CASE, START, build_history
 from bundle_factory import make_bundle
 from attnwatch.history.detection.alerts import alert_events, list_alerts
 from attnwatch.history.store.db import is_lock_error, open_read
+from attnwatch.history.store.location import parse_location
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 EXTRA_BUNDLES = 25
@@ -62,7 +63,7 @@ def wait_for_writer(db: Path, proc: subprocess.Popen) -> bool:
 
 
 def stored_run_ids(db: Path) -> set[str]:
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         return {r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()}
 
 
@@ -100,7 +101,7 @@ def test_ingest_in_another_process_succeeds_while_the_app_queries(history, monke
 def test_acknowledge_during_an_ingest_waits_and_both_are_kept(history, monkeypatch):
     db, bundles = history
     monkeypatch.setenv("ATTNWATCH_DB", str(db))
-    (alert,) = [a for a in list_alerts(db) if a.case_id == REGRESSED_CASE and a.metric == "median_us"]
+    (alert,) = [a for a in list_alerts(parse_location(db)) if a.case_id == REGRESSED_CASE and a.metric == "median_us"]
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=180).run()
     at.switch_page("views/alerts.py").run()
     at.text_input(key="alerts_case").input(REGRESSED_CASE).run()  # the group of this case's alerts
@@ -119,6 +120,6 @@ def test_acknowledge_during_an_ingest_waits_and_both_are_kept(history, monkeypat
     assert proc.returncode == 0, err
     assert f"{EXTRA_BUNDLES} run(s) inserted" in out
     assert {f"extra-{i:02d}" for i in range(EXTRA_BUNDLES)} <= stored_run_ids(db)
-    stored = next(a for a in list_alerts(db) if a.alert_id == alert.alert_id)
+    stored = next(a for a in list_alerts(parse_location(db)) if a.alert_id == alert.alert_id)
     assert (stored.status, stored.note, stored.actor) == ("acknowledged", "Looking at it while CI ingests", "kernel-dev")
-    assert [e.action for e in alert_events(db, alert.alert_id)] == ["opened", "acknowledged"]
+    assert [e.action for e in alert_events(parse_location(db), alert.alert_id)] == ["opened", "acknowledged"]

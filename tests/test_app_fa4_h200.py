@@ -16,6 +16,7 @@ from attnwatch.app.data import trends
 from attnwatch.app.data.store import current_source
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page, plotly_specs
+from attnwatch.history.store.location import parse_location
 
 BUNDLE = "h200-fa4-fa-grid-fp16-86302dc"
 GPU = "NVIDIA H200"
@@ -31,7 +32,7 @@ def recorded_history(work, fixtures_dir, name: str):
     bundle = work / name
     stored = {t["case_id"]: t for t in json.loads((bundle / "timings.json").read_text())["timings"]}
     db = work / "history.duckdb"
-    ingest_paths(db, [bundle])
+    ingest_paths(parse_location(db), [bundle])
     return db, stored, bundle
 
 
@@ -81,7 +82,7 @@ def test_the_trends_page_plots_fa4_sm90_against_sdpa_on_the_h200(h200, monkeypat
 def test_the_run_page_shows_the_packages_a_run_recorded(tmp_path, monkeypatch):
     packages = {"flash-attn-4": "4.0.0b4", "liger-kernel": None, "nvidia-cutlass-dsl": "4.3.0", "quack-kernels": None}
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "b", run_id="with-packages", variants=("sdpa",), n_samples=5,
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", run_id="with-packages", variants=("sdpa",), n_samples=5,
                                   environment={"packages": packages})])
     at = open_page(db, monkeypatch, "views/run.py", run="with-packages")
     environment = frame_with(at, "value")

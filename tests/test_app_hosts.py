@@ -10,6 +10,7 @@ import pytest
 from bundle_factory import make_bundle
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 11, 1, 8, 0, tzinfo=timezone.utc)
 HOSTS = {"h200-a": 1.0, "h200-b": 1.05}  # host -> its constant latency offset
@@ -25,7 +26,7 @@ def two_hosts(tmp_path_factory):
                     commit_sha=f"{i:040x}", started_at=T0 + timedelta(hours=i, minutes=30 * (host == "h200-b")))
         for i in range(4) for host, scale in HOSTS.items()
     ]
-    ingest_paths(db, bundles)
+    ingest_paths(parse_location(db), bundles)
     return db
 
 
@@ -60,7 +61,7 @@ def test_trends_draws_one_series_per_host_or_only_the_chosen_host(two_hosts, mon
 
 def test_a_single_host_history_shows_no_host_filter(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / f"r{i}", run_id=f"r{i}", seed=i, variants=("sdpa",),
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / f"r{i}", run_id=f"r{i}", seed=i, variants=("sdpa",),
                                   started_at=T0 + timedelta(hours=i)) for i in range(2)])
     assert "overview_host" not in _keys(open_page(db, monkeypatch))
     assert "trends_host" not in _keys(open_page(db, monkeypatch, "views/trends.py"))

@@ -11,6 +11,7 @@ from attnwatch.app.charts import config_changes
 from bundle_factory import make_bundle
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, plotly_specs
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 
@@ -22,7 +23,7 @@ def test_hover_names_the_configuration_and_a_change_is_marked(tmp_path, monkeypa
                          variants=("sdpa", "triton_fa2"),
                          kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= 3 else "m64_n64_w4_s3"})
              for i in range(5)]
-    ingest_paths(db, paths)
+    ingest_paths(parse_location(db), paths)
     at = open_page(db, monkeypatch, "views/trends.py", gpu="NVIDIA H200", variants="triton_fa2,sdpa",
                    shapes="l4_mission", dtype="fp16", causal="0")
     (spec,) = plotly_specs(at)

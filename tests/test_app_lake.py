@@ -26,7 +26,7 @@ PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in t
 def team_lake(lake_db, tmp_path):
     file = tmp_path / "team.duckdb"
     build_history(file, tmp_path / "bundles")
-    copy_history(file, lake_db)
+    copy_history(parse_location(file), parse_location(lake_db))
     return lake_db
 
 
@@ -52,7 +52,7 @@ def test_a_commit_to_the_lake_changes_the_dashboards_cache_key(team_lake, tmp_pa
     before = current_source()
     assert before.exists and before.path == team_lake
     assert current_source() == before  # nothing committed: the cached results stay valid
-    ingest_paths(team_lake, [make_bundle(tmp_path / "new", run_id="new-run", n_samples=5)])
+    ingest_paths(parse_location(team_lake), [make_bundle(tmp_path / "new", run_id="new-run", n_samples=5)])
     assert current_source() != before
 
 
@@ -71,4 +71,4 @@ def test_the_read_only_role_is_told_so_on_the_alerts_page(team_lake, postgres_se
     errors = [e.value.replace("\\", "") for e in at.error]  # shown as escaped Markdown
     assert any("this history is read-only for you" in e and "Not changed" in e for e in errors), errors
     assert all(len(e) <= 400 and "Traceback" not in e and "INSERT INTO" not in e for e in errors), errors
-    assert all(a.status == "open" for a in list_alerts(team_lake))
+    assert all(a.status == "open" for a in list_alerts(parse_location(team_lake)))

@@ -18,6 +18,7 @@ from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.store.db import open_write
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import frame_with, open_page, plotly_specs
+from attnwatch.history.store.location import parse_location
 
 CPU_VARIANTS = ("sdpa", "torch_3op", "triton_fa2")
 UNSUPPORTED = case_id("triton_fa2", SHAPES[0].id, "fp16", False)
@@ -51,7 +52,7 @@ def devices_history(tmp_path_factory):
             started_at=START + timedelta(hours=i, minutes=5), statuses={UNSUPPORTED: "skipped"},
             variant_scale=dict([MOVED]) if i == 1 else None,
             timing_overrides={NOISY: {"converged": False, "rel_spread": 0.0031}} if i == 1 else None))
-    ingest_paths(db, bundles)
+    ingest_paths(parse_location(db), bundles)
     return db
 
 
@@ -107,10 +108,10 @@ def test_overview_tiles_count_this_pushs_verdicts_not_open_alerts(tmp_path, monk
                            variant_scale={**({"triton_fa2": 1.10} if i >= 5 else {}),
                                           **({"cuda_wmma": 1.12, "sdpa_flash": 0.88} if i == 7 else {})})
                for i in range(8)]
-    ingest_paths(db, bundles)
-    with open_write(db) as con:  # what `attnwatch detect` does after a main ingest
+    ingest_paths(parse_location(db), bundles)
+    with open_write(parse_location(db)) as con:  # what `attnwatch detect` does after a main ingest
         record_alerts(con, scan_history(con, load_thresholds).findings)
-    opened = {a.case_id for a in list_alerts(db, {"limit": 1000}) if a.kind == "regression" and a.status == "open"}
+    opened = {a.case_id for a in list_alerts(parse_location(db), {"limit": 1000}) if a.kind == "regression" and a.status == "open"}
     assert opened and all("triton_fa2" in c for c in opened)
     changes = push_changes(current_source(db))
     expected = {k: int((changes["section"] == k).sum()) for k in ("regression", "improvement")}
@@ -147,7 +148,7 @@ def one_cpu_run(tmp_path_factory):
     db = work / "history.duckdb"
     variants = ("sdpa", "torch_3op", LONG_VARIANT)
     skipped = {c: "skipped" for c in _all_cases((LONG_VARIANT,))}
-    ingest_paths(db, [make_bundle(
+    ingest_paths(parse_location(db), [make_bundle(
         work / "cpu", run_id="cpu-main-0", variants=variants, seed=3, environment=CPU_ENV, latency_scale=20000.0,
         timing_overrides={c: {"timing_mode": "cpu_wall"} for c in _all_cases(variants)}, statuses=skipped,
         started_at=START, with_builds=False)])

@@ -21,6 +21,7 @@ from app_history import (
 from attnwatch.app.data.trends import METRICS
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.links import PAGES as DECLARED_PAGES
+from attnwatch.history.store.location import parse_location
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in the navigation's order
@@ -266,7 +267,7 @@ def test_compare_by_commit(history, monkeypatch):
 # --- Alerts ----------------------------------------------------------------------------------
 
 def alert_id_of(db: Path, case: str, metric: str = "median_us") -> int:
-    (alert,) = [a for a in list_alerts(db) if a.case_id == case and a.metric == metric]
+    (alert,) = [a for a in list_alerts(parse_location(db)) if a.case_id == case and a.metric == metric]
     return alert.alert_id
 
 
@@ -287,24 +288,24 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
     target = alert_id_of(db, REGRESSED_CASE)
     at = open_page(db, monkeypatch, "views/alerts.py")
     at.text_input(key="alerts_case").input(REGRESSED_CASE).run()  # a group of this case's two alerts
-    pair = {a.alert_id for a in list_alerts(db) if a.case_id == REGRESSED_CASE}
+    pair = {a.alert_id for a in list_alerts(parse_location(db)) if a.case_id == REGRESSED_CASE}
     at.selectbox(key="alerts_alert").set_value(target).run()
     fill(at, actor="kernel-dev")
     at.button(key="alerts_acknowledge").click().run()  # Acknowledge with an empty note
     assert any("Not changed" in e and "note" in e for e in texts(at, "error"))
-    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
+    assert next(a for a in list_alerts(parse_location(db)) if a.alert_id == target).status == "open"
 
     fill(at, "Known: tile change in 05; <b>looking</b>", actor=None)
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
     assert any(f"#{target}" in s and "now acknowledged" in s for s in texts(at, "success"))
-    stored = next(a for a in list_alerts(db) if a.alert_id == target)
+    stored = next(a for a in list_alerts(parse_location(db)) if a.alert_id == target)
     assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
 
     fill(at, scope="group")  # the pair, one of them acknowledged: resolved together once confirmed
     at.button(key="alerts_resolve").click().run()
     at.button(key="alerts_confirm").click().run()
-    assert {a.status for a in list_alerts(db) if a.alert_id in pair} == {"resolved"}
+    assert {a.status for a in list_alerts(parse_location(db)) if a.alert_id in pair} == {"resolved"}
     at.multiselect(key="alerts_status").set_value(["resolved"]).run()
     assert set(frame_with(at, "label")["alert_id"]) == pair
 
@@ -396,7 +397,7 @@ def test_acknowledge_without_a_name_is_refused_with_a_message(tmp_path, monkeypa
     fill(at, "a note", actor=None)
     at.button(key="alerts_acknowledge").click().run()
     assert any("Not changed" in e and "actor" in e for e in texts(at, "error"))
-    assert next(a for a in list_alerts(db) if a.alert_id == target).status == "open"
+    assert next(a for a in list_alerts(parse_location(db)) if a.alert_id == target).status == "open"
 
 
 def test_overview_lists_each_gpus_latest_main_run(history, monkeypatch):

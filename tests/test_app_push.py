@@ -16,6 +16,7 @@ from app_history import (
 from bundle_factory import make_bundle
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, texts
+from attnwatch.history.store.location import parse_location
 
 REGRESSED = {f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{m}" for s in ("l4_mission", "h100_small") for m in ("causal", "noncausal")}
 
@@ -168,7 +169,7 @@ def repeat_history(tmp_path_factory):
     for host in ("a", "b"):
         bundles += [_bundle(work, f"h100{host}-{i}", i, gpu=H100, hostname=f"host-{host}", seed=10 + i,
                             scale={"triton_fa2": 0.88} if i == 2 else None) for i in range(3)]
-    ingest_paths(db, bundles)
+    ingest_paths(parse_location(db), bundles)
     return db
 
 
@@ -211,7 +212,7 @@ def test_the_pair_is_the_rule_of_main_run_before(repeat_history, monkeypatch):
 
 def test_one_run_per_gpu_says_what_to_do_and_counts_nothing(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [_bundle(tmp_path, "h200-only", 0)])
+    ingest_paths(parse_location(db), [_bundle(tmp_path, "h200-only", 0)])
     at = open_push(db, monkeypatch)
     (summary,) = [m.value for m in at.markdown if m.value.startswith(f"**{H200}**")]
     assert "first main run: nothing to compare it with yet" in summary and "regression" not in summary
@@ -222,7 +223,7 @@ def test_one_run_per_gpu_says_what_to_do_and_counts_nothing(tmp_path, monkeypatc
 
 def test_runs_on_another_default_branch_are_named_with_the_fix(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [_bundle(tmp_path, f"m-{i}", i, branch="master", seed=i) for i in range(2)])
+    ingest_paths(parse_location(db), [_bundle(tmp_path, f"m-{i}", i, branch="master", seed=i) for i in range(2)])
     at = open_push(db, monkeypatch)
     (info,) = texts(at, "info")
     assert "No run on the default branch `main`" in info and "`master` (2 runs)" in info
@@ -288,7 +289,7 @@ def test_latencies_over_a_millisecond_read_in_plain_numbers(tmp_path, monkeypatc
     bundles = [make_bundle(tmp_path / f"slow-{i}", run_id=f"slow-{i}", variants=("sdpa", "triton_fa2"), gpu_name=H200,
                            commit_sha=f"{i:02d}" + "cd" * 19, started_at=START + timedelta(hours=i), latency_scale=100.0,
                            variant_scale={"triton_fa2": 1.12} if i == 1 else None, seed=40 + i) for i in range(2)]
-    ingest_paths(db, bundles)
+    ingest_paths(parse_location(db), bundles)
     at = open_push(db, monkeypatch)
     (cause,) = [e for e in at.expander if "triton" in e.label]
     table = cause.markdown[-1].value

@@ -23,6 +23,7 @@ from attnwatch.history.reproduce import DIRTY_NOTE
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_fa4_h200 import recorded_history
 from test_app_pages import frame_with, open_page, plotly_specs
+from attnwatch.history.store.location import parse_location
 
 BUNDLE = "h200-rmsnorm-main-20261126"
 GPU = "NVIDIA H200"
@@ -95,7 +96,7 @@ def two_runs(tmp_path_factory, fixtures_dir):
     second = {**first, "run_id": first["run_id"] + "-next", "commit_sha": "e" * 40, "parent_sha": first["commit_sha"],
               "started_at": "2026-11-26T17:00:00Z", "finished_at": "2026-11-26T17:01:00Z"}
     (copy / "manifest.json").write_text(json.dumps(second))
-    ingest_paths(db, [copy])
+    ingest_paths(parse_location(db), [copy])
     return db, first, second
 
 

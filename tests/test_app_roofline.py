@@ -14,6 +14,7 @@ from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_read
 from test_app_pages import open_page, plotly_specs, texts
+from attnwatch.history.store.location import parse_location
 
 SHAPE = SHAPES[0]
 STORED = case_id("sdpa", SHAPE.id, "fp16", True)
@@ -38,7 +39,7 @@ def roofline_history(tmp_path_factory):
             case.update(dram_bytes=4e6, achieved_tflops=None, duration_us=20.0)
     path.write_text(json.dumps(document, allow_nan=False))
     db = work / "history.duckdb"
-    ingest_paths(db, [bundle])
+    ingest_paths(parse_location(db), [bundle])
     return db
 
 
@@ -61,7 +62,7 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     no_bytes = make_bundle(tmp_path / "a", run_id="no-bytes", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True)
     l4 = make_bundle(tmp_path / "b", run_id="l4", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True, gpu_name="NVIDIA L4")
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [no_bytes, l4])
+    ingest_paths(parse_location(db), [no_bytes, l4])
     at = open_page(db, monkeypatch, "views/kernel.py", gpu="NVIDIA H200", variant="sdpa")
     (why,) = [i for i in texts(at, "info") if "roofline cannot be drawn" in i]
     assert "No DRAM bytes" in why and "2 profiled case(s)" in why and "No ceilings" not in why
@@ -80,8 +81,8 @@ def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_
     overrides = {cid: {"bound": "memory", "bytes": 3e6 * (i + 1)} for i, cid in enumerate(ids)}
     bundle = make_bundle(tmp_path / "b", run_id="memory", variants=("sdpa",), shapes=(SHAPE,), timing_overrides=overrides)
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [bundle])
-    with open_read(db) as con:
+    ingest_paths(parse_location(db), [bundle])
+    with open_read(parse_location(db)) as con:
         medians = dict(con.execute("SELECT case_id, median_us FROM results").fetchall())
     at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
     chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
@@ -115,7 +116,7 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
                            "--time-cap", "0.3", "--max-samples", "30", "--out", str(tmp_path / "bundle"), "--ingest",
                            "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         rows = {r[0]: r[1:] for r in con.execute(
             "SELECT variant, operator, bound, bytes, baseline_variant, gap_to_baseline, median_us, status FROM results").fetchall()}
     expected_bytes = bytes_moved(RMS_SHAPES["rms_cpu_tiny"], "fp16", "fwd")

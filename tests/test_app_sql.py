@@ -26,6 +26,7 @@ from test_history_sql_results import assert_public, lock_held
 from sql_probe import (
     BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
 )
+from attnwatch.history.store.location import parse_location
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 
@@ -83,12 +84,12 @@ def test_results_are_capped_and_say_so(history, monkeypatch):
     ("", "no SQL"),
 ])
 def test_hostile_or_broken_sql_is_a_message_and_changes_nothing(history, monkeypatch, sql, says):
-    before = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    before = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
     at = run_sql(sql_page(history, monkeypatch), sql)
     errors = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # the app escapes markdown in messages
     assert len(errors) == 1 and errors[0].startswith("Query refused or failed:")
     assert says.lower() in errors[0].lower()
-    after = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    after = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
     pd.testing.assert_frame_equal(before, after)
 
 

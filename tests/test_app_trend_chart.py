@@ -15,6 +15,7 @@ from bundle_factory import SHAPES, make_bundle
 from attnwatch.history.detection.alerts import list_alerts, resolve_many
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, plotly_specs
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def push_history(tmp_path_factory):
                      gpu_name="NVIDIA L4", started_at=START - timedelta(days=1), seed=556)
     scalar = make_bundle(work / "bundles" / "scalar", run_id="h200-scalar-00", variants=("cuda_scalar",),
                          shapes=SHAPES[:1], started_at=START - timedelta(days=2), seed=557)
-    ingest_paths(db, [late, l4, scalar])
+    ingest_paths(parse_location(db), [late, l4, scalar])
     return db, ids
 
 
@@ -97,7 +98,7 @@ def test_defaults_follow_this_pushs_first_regression(push_history, monkeypatch):
     db, _ = push_history
     # Resolve the H100's regression alerts: the newest unresolved alert is then cuda_wmma's on the H200,
     # while This push leads with triton_fa2. Every page opens on what This push said first.
-    resolve_many(db, [a.alert_id for a in list_alerts(db) if a.gpu_name == H100 and a.kind == "regression"], "seen", "t")
+    resolve_many(parse_location(db), [a.alert_id for a in list_alerts(parse_location(db)) if a.gpu_name == H100 and a.kind == "regression"], "seen", "t")
     push = open_page(db, monkeypatch, "views/push.py")
     cause = next(e for e in push.expander if "triton" in e.label)
     first_row = cause.markdown[-1].value.splitlines()[2].split(" | ")

@@ -14,6 +14,7 @@ from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.scripts.make_synthetic_history import VARIANTS, main as make_synthetic
 from test_app_pages import frame_with, open_page, plotly_specs, texts
+from attnwatch.history.store.location import parse_location
 
 H200 = "NVIDIA H200"
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slow
 def team_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("trends_scale") / "history.duckdb"
     assert make_synthetic(["--rows", "150000", "--gpus", "1", "--db", str(db)]) == 0
-    with open_write(db) as con:  # what `attnwatch detect` does
+    with open_write(parse_location(db)) as con:  # what `attnwatch detect` does
         record_alerts(con, scan_history(con, load_thresholds).findings)
     return db
 
@@ -62,7 +63,7 @@ def test_an_unconverged_point_is_solid_and_a_throttled_one_hollow(team_db, monke
 
 
 def test_the_default_window_holds_every_alert_listed(team_db, monkeypatch):
-    with open_read(team_db) as con:  # the case of the oldest alert detection raised
+    with open_read(parse_location(team_db)) as con:  # the case of the oldest alert detection raised
         (case,) = con.execute("SELECT case_id FROM series_alerts WHERE kind <> 'correctness' "
                               "ORDER BY run_started_at, case_id LIMIT 1").fetchone()
     variant, shape, dtype, mode = case.split("/")

@@ -14,6 +14,7 @@ import pytest
 from attnwatch.history.detection.alerts import NewAlert, record_alerts
 from attnwatch.history.store.db import open_write
 from test_app_pages import frame_with, open_page, plotly_specs, texts
+from attnwatch.history.store.location import parse_location
 
 REPO = Path(__file__).resolve().parents[1]
 H200 = "NVIDIA H200"
@@ -27,7 +28,7 @@ def old_alert(tmp_path_factory):
     db = tmp_path_factory.mktemp("trends_window") / "history.duckdb"
     subprocess.run([sys.executable, str(REPO / "scripts" / "make_synthetic_history.py"), "--rows", str(RUNS * 240),
                     "--gpus", "1", "--db", str(db)], cwd=REPO, check=True, capture_output=True, timeout=300)  # 240 cases a run
-    with open_write(db) as con:
+    with open_write(parse_location(db)) as con:
         assert con.execute("SELECT count(*) FROM series_runs WHERE series_gpu = ?", [H200]).fetchone() == (RUNS,)
         run_id, sha, pool = con.execute(
             "SELECT run_id, commit_sha, series_pool FROM series_runs WHERE series_gpu = ? "

@@ -17,6 +17,7 @@ from app_history import H100, H200, OLD_REGRESSED_VARIANT, PUSH_INCORRECT_CASE, 
 from attnwatch.history.detection.alerts import alert_events, list_alerts
 from attnwatch.app.data.triage import groups
 from test_app_pages import frame_with, open_page, plotly_specs, texts
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def test_labels_say_kind_metric_gpu_case_change_and_state(push_history, monkeypa
 
 def test_an_alert_is_drawn_with_its_step_and_the_threshold_band(push_history, monkeypatch):
     db, ids = push_history
-    (alert,) = [a for a in list_alerts(db) if a.gpu_name == H200 and a.metric == "median_us"
+    (alert,) = [a for a in list_alerts(parse_location(db)) if a.gpu_name == H200 and a.metric == "median_us"
                 and a.case_id == f"{OLD_REGRESSED_VARIANT}/h100_small/fp16/causal"]
     at = open_page(db, monkeypatch, "views/alerts.py", group=f"{ids['old_step_base']}..{ids['old_step_commit']}",
                    alert=str(alert.alert_id))
@@ -87,16 +88,16 @@ def test_one_note_acknowledges_the_whole_group_once_confirmed_and_labels_show_it
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
     # Asked, not written: the whole group waits for a confirmation that names it.
-    assert all(a.status == "open" for a in list_alerts(db))
+    assert all(a.status == "open" for a in list_alerts(parse_location(db)))
     (question,) = [w for w in texts(at, "warning") if "Acknowledge all 16 alerts" in w]
     assert "cuda_wmma tile change in 03; fixing" in question
     at.button(key="alerts_confirm").click().run()
     assert not at.exception
     assert any("16 alert(s) now acknowledged" in s for s in texts(at, "success"))
-    stored = [a for a in list_alerts(db) if a.commit_sha == ids["old_step_commit"]]
+    stored = [a for a in list_alerts(parse_location(db)) if a.commit_sha == ids["old_step_commit"]]
     assert len(stored) == 16
     assert {(a.status, a.note, a.actor) for a in stored} == {("acknowledged", "cuda_wmma tile change in 03; fixing", "kernel-dev")}
-    assert all([e.action for e in alert_events(db, a.alert_id)] == ["opened", "acknowledged"] for a in stored)
+    assert all([e.action for e in alert_events(parse_location(db), a.alert_id)] == ["opened", "acknowledged"] for a in stored)
     # What the page shows now: the group's state and every label say acknowledged.
     groups_shown = frame_with(at, "regressions").set_index("commits")
     assert groups_shown.loc[f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}", "statuses"] == "16 acknowledged"
@@ -104,7 +105,7 @@ def test_one_note_acknowledges_the_whole_group_once_confirmed_and_labels_show_it
     assert at.selectbox(key="alerts_group").value == group  # still on the group just triaged
     assert at.text_area(key=form_key(at, "note")).value == ""  # the form is emptied once written
     # The other group is untouched.
-    assert next(a for a in list_alerts(db) if a.kind == "correctness").status == "open"
+    assert next(a for a in list_alerts(parse_location(db)) if a.kind == "correctness").status == "open"
 
 
 def test_a_group_change_cancelled_writes_nothing(push_history, monkeypatch):
@@ -114,7 +115,7 @@ def test_a_group_change_cancelled_writes_nothing(push_history, monkeypatch):
     at.button(key="alerts_resolve").click().run()
     at.button(key="alerts_cancel").click().run()
     assert not at.exception
-    assert all(a.status == "open" and not a.note for a in list_alerts(db))
+    assert all(a.status == "open" and not a.note for a in list_alerts(parse_location(db)))
     assert any("Nothing changed" in i for i in texts(at, "info"))
     assert not [b for b in at.button if b.key == "alerts_confirm"]
 
@@ -127,7 +128,7 @@ def test_one_alert_of_a_group_is_acknowledged_alone(push_history, monkeypatch):
     fill(at, "this case only")
     at.button(key="alerts_acknowledge").click().run()
     assert not at.exception
-    changed = {a.alert_id: a for a in list_alerts(db)}
+    changed = {a.alert_id: a for a in list_alerts(parse_location(db))}
     assert (changed[chosen].status, changed[chosen].note) == ("acknowledged", "this case only")
     assert [a for a in changed.values() if a.status != "open"] == [changed[chosen]]
 

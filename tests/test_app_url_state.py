@@ -13,6 +13,7 @@ from app_history import H100, H200, NOISY_CASE, build_push_history, push_run_id
 from attnwatch.history.store.db import open_write
 from attnwatch.history.links import case_trend_query, commit_range, compare_query
 from test_app_pages import frame_with, open_page, plotly_specs, texts
+from attnwatch.history.store.location import parse_location
 
 # Widget key -> URL parameter, per page.
 BINDINGS = {
@@ -132,7 +133,7 @@ def crowded_history(push_history, tmp_path_factory):
     db, ids = push_history
     copy = tmp_path_factory.mktemp("crowded") / "history.duckdb"
     shutil.copyfile(db, copy)
-    with open_write(copy) as con:
+    with open_write(parse_location(copy)) as con:
         con.execute(
             """
             INSERT INTO runs SELECT runs.* REPLACE ('bulk-' || i AS run_id, 'feature/bulk' AS branch,

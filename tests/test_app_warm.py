@@ -21,6 +21,7 @@ from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.migrations import code_schema_version
 from old_history import history_at_version
 from test_app_pages import ENTRYPOINT
+from attnwatch.history.store.location import parse_location
 
 
 def _bundle(work, i: int, scale=None):
@@ -33,7 +34,7 @@ def _bundle(work, i: int, scale=None):
 def history(tmp_path, monkeypatch):
     """Two main runs on one GPU, the server's caches empty, ATTNWATCH_DB naming the history."""
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [_bundle(tmp_path, 0), _bundle(tmp_path, 1)])
+    ingest_paths(parse_location(db), [_bundle(tmp_path, 0), _bundle(tmp_path, 1)])
     monkeypatch.setenv("ATTNWATCH_DB", str(db))
     st.cache_data.clear()
     st.cache_resource.clear()
@@ -82,7 +83,7 @@ def test_without_the_warm_up_the_first_page_reads_the_history(history, connectio
 
 def test_a_run_ingested_after_the_warm_up_shows_at_once(history, tmp_path):
     warm.warm()
-    ingest_paths(history, [_bundle(tmp_path, 2, scale={"triton_fa2": 1.12})])
+    ingest_paths(parse_location(history), [_bundle(tmp_path, 2, scale={"triton_fa2": 1.12})])
     line = summary(first_page())
     assert "run `h200-2`" in line and "vs run `h200-1`" in line
     assert int(re.search(r"(\d+) regression\(s\)", line).group(1)) > 0  # the new pair judged, not the warmed one
@@ -104,7 +105,7 @@ def test_keep_warm_warms_each_new_version_once_it_has_held(history, tmp_path, mo
         assert ready.wait(60)
         time.sleep(0.5)  # ten looks at an unchanged history
         assert len(warmed) == 1
-        ingest_paths(history, [_bundle(tmp_path, 2)])
+        ingest_paths(parse_location(history), [_bundle(tmp_path, 2)])
         changed = store.current_source()
         deadline = time.monotonic() + 60
         while changed not in warmed and time.monotonic() < deadline:
@@ -124,7 +125,7 @@ def test_an_older_history_is_left_for_the_first_page_view_to_bring_up_to_date_an
     st.cache_data.clear()
     st.cache_resource.clear()
     warm.warm()
-    assert schema_version(db) == (2, code_schema_version())  # the warm-up wrote nothing
+    assert schema_version(parse_location(db)) == (2, code_schema_version())  # the warm-up wrote nothing
     at = first_page()
     assert any(f"was brought up to schema {code_schema_version()} on opening" in c.value for c in at.caption)
     st.cache_resource.clear()

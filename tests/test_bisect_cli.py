@@ -17,6 +17,7 @@ from attnwatch.history.detection.bisects import alert_target, record_bisect
 from attnwatch.cli.main import main
 from attnwatch.history.store.db import open_read, open_write
 from commit_axis_history import REGRESSED_VARIANT, STEP_RUN, build_commit_axis_history, commit_sha
+from attnwatch.history.store.location import parse_location
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bisect_check.py"
 
@@ -63,31 +64,31 @@ def test_bisect_names_the_planted_commit_of_a_scratch_history(tmp_path):
 
 def _alert_db(tmp_path) -> tuple[Path, int]:
     db = build_commit_axis_history(tmp_path / "h.duckdb", tmp_path / "bundles")
-    (alert,) = [a for a in list_alerts(db) if a.case_id.startswith(REGRESSED_VARIANT) and a.metric == "median_us"][:1]
+    (alert,) = [a for a in list_alerts(parse_location(db)) if a.case_id.startswith(REGRESSED_VARIANT) and a.metric == "median_us"][:1]
     return db, alert.alert_id
 
 
 def test_an_alert_names_its_case_and_the_commits_of_its_step(tmp_path):
     db, alert_id = _alert_db(tmp_path)
-    target = alert_target(db, alert_id)
+    target = alert_target(parse_location(db), alert_id)
     assert (target.good_sha, target.bad_sha) == (commit_sha(STEP_RUN - 1), commit_sha(STEP_RUN))
     assert target.case_id.startswith(REGRESSED_VARIANT) and target.gpu_name == "NVIDIA H200"
 
-    assert record_bisect(db, alert_id, commit_sha(STEP_RUN), "found it: x1.150 [1.12, 1.18]\nsecond line")
-    events = alert_events(db, alert_id)  # the culprit is also the alert's 'bisected' transition
+    assert record_bisect(parse_location(db), alert_id, commit_sha(STEP_RUN), "found it: x1.150 [1.12, 1.18]\nsecond line")
+    events = alert_events(parse_location(db), alert_id)  # the culprit is also the alert's 'bisected' transition
     assert (events[-1].action, events[-1].actor) == ("bisected", "attnwatch bisect")
     assert events[-1].note.startswith(f"bisected to {commit_sha(STEP_RUN)}: found it")
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         row = con.execute("SELECT culprit_sha, bisect_result, bisected_at IS NOT NULL FROM alerts WHERE alert_id = ?",
                           [alert_id]).fetchone()
     assert row == (commit_sha(STEP_RUN), "found it: x1.150 [1.12, 1.18] second line", True)
-    assert not record_bisect(db, alert_id, None, "undecided between a and b")  # a later bisect replaces the outcome
-    assert len(alert_events(db, alert_id)) == len(events)  # and, naming no commit, is no transition
-    with open_read(db) as con:
+    assert not record_bisect(parse_location(db), alert_id, None, "undecided between a and b")  # a later bisect replaces the outcome
+    assert len(alert_events(parse_location(db), alert_id)) == len(events)  # and, naming no commit, is no transition
+    with open_read(parse_location(db)) as con:
         assert con.execute("SELECT culprit_sha, bisect_result FROM alerts WHERE alert_id = ?",
                            [alert_id]).fetchone() == (None, "undecided between a and b")
     with pytest.raises(AlertError, match="no alert 999"):
-        record_bisect(db, 999, None, "x")
+        record_bisect(parse_location(db), 999, None, "x")
 
 
 def test_bisect_refuses_an_alert_of_another_gpu_and_bad_arguments(tmp_path, capsys):
@@ -129,9 +130,9 @@ def test_a_range_outside_the_given_branch_or_backwards_is_refused(tmp_path, caps
 
 def test_only_a_regression_alert_is_bisected(tmp_path):
     db, alert_id = _alert_db(tmp_path)
-    with open_write(db) as con:
+    with open_write(parse_location(db)) as con:
         (faster,), _ = record_alerts(con, [NewAlert("test|faster", "improvement", "median_us", "sdpa/x/fp16/causal",
                                                     "NVIDIA H200", None, commit_sha(3), 2.0, 1.0, -50.0)])
     with pytest.raises(AlertError, match=f"alert {faster}: an alert of kind improvement; bisect looks for the commit of a slowdown"):
-        alert_target(db, faster)
-    assert alert_target(db, alert_id).bad_sha == commit_sha(STEP_RUN)
+        alert_target(parse_location(db), faster)
+    assert alert_target(parse_location(db), alert_id).bad_sha == commit_sha(STEP_RUN)

@@ -12,6 +12,7 @@ import pytest
 from app_history import build_push_history
 from attnwatch.history.detection.alerts import list_alerts
 from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
+from attnwatch.history.store.location import parse_location
 
 pytestmark = pytest.mark.browser
 
@@ -133,7 +134,7 @@ def test_one_alert_alone_then_a_fresh_form_then_a_group_only_once_confirmed(serv
         page.get_by_role("textbox", name="who").fill("kernel-dev")
         page.get_by_role("button", name=f"Acknowledge #{chosen}").click(timeout=PAGE_TIMEOUT_MS)
         settle(page, "1 alert(s) now acknowledged")
-        stored = {a.alert_id: a for a in list_alerts(db)}
+        stored = {a.alert_id: a for a in list_alerts(parse_location(db))}
         assert [i for i, a in stored.items() if a.status != "open"] == [chosen]
         assert stored[chosen].note == "this case only: tiles in 03"
         # Its form is empty now, and so is the next group's.
@@ -152,11 +153,11 @@ def test_one_alert_alone_then_a_fresh_form_then_a_group_only_once_confirmed(serv
         page.get_by_role("textbox", name="who").fill("kernel-dev")
         page.get_by_role("button", name="Resolve 16…").click(timeout=PAGE_TIMEOUT_MS)
         settle(page, "Resolve all 16 alerts of this commit range")
-        assert sum(a.status == "resolved" for a in list_alerts(db)) == 0
+        assert sum(a.status == "resolved" for a in list_alerts(parse_location(db))) == 0
         page.get_by_role("button", name="Yes, resolve 16").click(timeout=PAGE_TIMEOUT_MS)
         settle(page, "16 alert(s) now resolved")
-        stored = [a for a in list_alerts(db) if a.commit_sha == ids["old_step_commit"]]
+        stored = [a for a in list_alerts(parse_location(db)) if a.commit_sha == ids["old_step_commit"]]
         assert [(a.status, a.note) for a in stored] == [("resolved", "whole step: tiles in 03")] * 16
-        assert next(a for a in list_alerts(db) if a.kind == "correctness").status == "open"
+        assert next(a for a in list_alerts(parse_location(db)) if a.kind == "correctness").status == "open"
     finally:
         page.close()

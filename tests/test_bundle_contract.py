@@ -24,6 +24,7 @@ from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.kernels.correctness import CheckResult, check_case
 from attnwatch.kernels.registry import BuildReport, Prepared, Variant
 from attnwatch.kernels.shapes import adhoc_shape
+from attnwatch.history.store.location import parse_location
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SHAPE = adhoc_shape(1, 2, 16, 64)
@@ -42,7 +43,7 @@ def _production_bundle(out: Path, records: list[dict], case=CASE) -> Path:
 
 
 def _stored(db: Path) -> list[dict]:
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         cursor = con.execute("SELECT * FROM correctness ORDER BY seed")
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row)) for row in cursor.fetchall()]
@@ -60,7 +61,7 @@ def test_every_field_of_a_real_check_reaches_the_history(tmp_path):
     (failed,) = check_case(broken, CASE.to_case(), "cpu", seeds=(2,))
     bundle = _production_bundle(tmp_path / "bundle", [asdict(correctness_record(CASE, r)) for r in (*good, failed)])
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [bundle])
+    ingest_paths(parse_location(db), [bundle])
     rows = _stored(db)
     assert [r["seed"] for r in rows] == [0, 1, 2]
     for row, result in zip(rows, good):
@@ -88,7 +89,7 @@ def test_the_worst_element_of_a_failing_check_is_stored(tmp_path):
     wrong = Variant("sdpa", "test", "writes 0.5 everywhere", prepare=prepare)
     (result,) = check_case(wrong, CASE.to_case(), "cpu", seeds=(0,))
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [_production_bundle(tmp_path / "b", [asdict(correctness_record(CASE, result))])])
+    ingest_paths(parse_location(db), [_production_bundle(tmp_path / "b", [asdict(correctness_record(CASE, result))])])
     (row,) = _stored(db)
     assert not row["passed"] and row["violations"] == result.violations > 0
     assert list(row["worst_index"]) == list(result.worst_index) and row["tolerance_used"] == result.tolerance_used > 1
@@ -108,7 +109,7 @@ def test_an_rmsnorm_check_takes_its_operator_s_tolerances_and_stores_a_two_part_
     assert (result.atol, result.rtol) == (1e-3, 2e-3)  # kernels/rmsnorm/tolerances.toml, not attention's
     assert not result.passed and len(result.worst_index) == 2 and "worst at index = (" in result.error
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [_production_bundle(tmp_path / "b", [asdict(correctness_record(case, result))], case)])
+    ingest_paths(parse_location(db), [_production_bundle(tmp_path / "b", [asdict(correctness_record(case, result))], case)])
     (row,) = _stored(db)
     assert list(row["worst_index"]) == list(result.worst_index) and row["case_id"].endswith("/fwd")
 
@@ -181,10 +182,10 @@ def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
     builds = {"schema": "attnwatch.builds", "schema_version": 1, "builds": [{"variant": "cuda_wmma", "ok": True}]}
     (bundle / "builds.json").write_text(json.dumps(builds))  # format 1: every field but two optional
     db = tmp_path / "history.duckdb"
-    assert len(ingest_paths(db, [recorded, bundle]).inserted) == 2
+    assert len(ingest_paths(parse_location(db), [recorded, bundle]).inserted) == 2
     rows = _stored(db)  # the sample was recorded without correctness checks: these are the factory's
     assert len(rows) == 4 and {r["nonfinite"] for r in rows} == {0}
     assert all(r[name] is None for r in rows for name in v2_only)
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         assert con.execute("SELECT ok, target, cached, log_tail, registers_per_thread FROM builds WHERE run_id = 'old-format'"
                            ).fetchall() == [(True, "", False, "", None)]

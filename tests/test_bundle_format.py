@@ -31,6 +31,7 @@ from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.kernels.shapes import adhoc_shape
+from attnwatch.history.store.location import parse_location
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SDPA = case_id("sdpa", "l4_mission", "fp16", False)
@@ -126,8 +127,8 @@ def test_a_format_1_bundle_ingests_into_the_same_rows(tmp_path):
     old = as_format_1(shutil.copytree(new, tmp_path / "old"))
     assert not (old / "timings.json").exists()
     new_db, old_db = tmp_path / "new.duckdb", tmp_path / "old.duckdb"
-    ingest_paths(new_db, [new])
-    ingest_paths(old_db, [old])
+    ingest_paths(parse_location(new_db), [new])
+    ingest_paths(parse_location(old_db), [old])
     for table in ("results", "samples", "correctness", "builds", "ncu_cases", "ncu_metrics"):
         rows = _table(new_db, table)
         assert rows and _table(old_db, table) == rows, table
@@ -152,7 +153,7 @@ def test_a_recorded_format_1_bundle_keeps_its_timings_and_host_statistics(tmp_pa
     (recorded,) = (tmp_path / "sample").iterdir()
     entries = json.loads((recorded / "benchmark.json").read_text())["benchmarks"]
     db = tmp_path / "h.duckdb"
-    ingest_paths(db, [recorded])
+    ingest_paths(parse_location(db), [recorded])
     con = duckdb.connect(str(db), read_only=True)
     try:
         rows = {r[0]: r[1:] for r in con.execute(
@@ -241,7 +242,7 @@ def test_format_3_records_the_optional_packages_and_a_format_2_bundle_still_inge
     (old / "manifest.json").write_text(json.dumps(document))
     assert load_bundle(old).manifest.environment.packages == {}
     db = tmp_path / "h.duckdb"
-    ingest_paths(db, [new, old])
+    ingest_paths(parse_location(db), [new, old])
     assert _runs_packages(db) == [("run-2", 4, None),
                                   ("run-3", 4, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
 
@@ -271,7 +272,7 @@ def test_format_4_records_each_variants_fingerprint_and_a_format_3_bundle_record
     assert load_bundle(old).manifest.fingerprints == {}
     assert load_bundle(new).manifest.fingerprints["sdpa"] == VariantFingerprint("d" * 64, "c" * 64, None)
     db = tmp_path / "h.duckdb"
-    ingest_paths(db, [new, old])
+    ingest_paths(parse_location(db), [new, old])
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT run_id, variant, code_digest, unknown FROM variant_fingerprints "
                            "ORDER BY variant").fetchall() == [

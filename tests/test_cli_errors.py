@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from attnwatch.history.store.location import parse_location
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,7 +172,7 @@ def _step_history(tmp_path: Path) -> Path:
 
     t0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i, n_samples=10,
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i, n_samples=10,
                                   started_at=t0 + timedelta(hours=i), commit_date=t0 + timedelta(hours=i),
                                   variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.2} if i >= 5 else None)
                       for i in range(10)])

@@ -21,6 +21,7 @@ from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import load_report
 from compare_factory import GPU, SHAPE_OF, fixture_processes
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 T0 = datetime(2026, 11, 3, 9, 0, tzinfo=timezone.utc)
@@ -50,7 +51,7 @@ def test_compare_page_and_pr_comment_give_equal_bounds_on_h200_noise(recorded_pa
     comment = {c.case_id: c for c in load_report(out / "compare.json").cases}
 
     db = work / "history.duckdb"
-    ingest_paths(db, [base, head])
+    ingest_paths(parse_location(db), [base, head])
     page = compare_runs(current_source(db), "h200-base", "h200-head", GPU).set_index("case_id")
 
     assert len(comment) == 9 and set(page.index) == set(comment)

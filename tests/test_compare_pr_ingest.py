@@ -20,6 +20,7 @@ from attnwatch.cli.main import main
 from attnwatch.ci.compare.report import load_report
 from attnwatch.ci.integration.pr_runs import SourceRun, dashboard_link, run_id_for
 from attnwatch.history.store.db import open_read
+from attnwatch.history.store.location import parse_location
 
 pytestmark = pytest.mark.slow  # two measuring workers
 
@@ -74,7 +75,7 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
 
     link = dashboard_link("https://dash.example.org", 7, SourceRun(123, 1), report.gpu_name)
     query = urllib.parse.parse_qs(urllib.parse.urlparse(link).query)
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         runs = {r[0]: r[1:] for r in con.execute(
             "SELECT run_id, trigger, pr_number, branch, commit_sha, shape_set FROM runs").fetchall()}
         for side, sha in (("base", merge_base), ("head", head)):
@@ -97,5 +98,5 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
 
     assert main(ingest) == 0  # the same artifact again: nothing new
     assert "0 run(s) inserted (0 result rows), 4 skipped" in capsys.readouterr().out
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 4

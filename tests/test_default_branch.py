@@ -14,6 +14,7 @@ from app_history import H200, PUSH_REGRESSED_VARIANT, push_bundles
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.store.settings import SettingError, default_branch, set_default_branch
 from test_app_pages import open_page
+from attnwatch.history.store.location import parse_location
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,7 +41,7 @@ def master_history(tmp_path_factory):
 
 def test_detect_finds_the_steps_of_a_master_history(master_history):
     db, output = master_history
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         assert default_branch(con) == "master"
         kinds = dict(con.execute("SELECT kind, count(*) FROM alerts GROUP BY 1").fetchall())
         series = con.execute("SELECT count(DISTINCT case_id) FROM case_series").fetchone()[0]
@@ -68,7 +69,7 @@ def test_the_setting_is_read_and_written_in_one_place(tmp_path):
     assert cli(db, "history", "default-branch").stdout.strip() == "trunk"
     bad = cli(db, "history", "default-branch", "two..dots")
     assert bad.returncode == 2 and "not a git branch name" in bad.stderr and "Traceback" not in bad.stderr
-    with open_write(db) as con:
+    with open_write(parse_location(db)) as con:
         assert set_default_branch(con, "trunk", "h") is False
         with pytest.raises(SettingError):
             set_default_branch(con, "-x", "h")

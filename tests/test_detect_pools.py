@@ -10,6 +10,7 @@ from bundle_factory import make_bundle
 from attnwatch.cli.main import main
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 VARIANTS = ("sdpa", "triton_fa2", "cuda_wmma")
@@ -35,10 +36,10 @@ def _run(tmp_path, i, host, *, scale=1.0, step_from=99, pool=None, gpu_index=Non
 
 
 def _detect(db_path, paths, capsys):
-    ingest_paths(db_path, paths)
+    ingest_paths(parse_location(db_path), paths)
     assert main(["--db", str(db_path), "detect"]) == 0
     capsys.readouterr()
-    return list_alerts(db_path, {"limit": 1000})
+    return list_alerts(parse_location(db_path), {"limit": 1000})
 
 
 def test_a_second_host_with_an_offset_is_not_a_regression(tmp_path, db_path, capsys):

@@ -12,6 +12,7 @@ from history_copies import ModuleHistories
 from attnwatch.cli.main import main
 from attnwatch.history.detection.alerts import AlertError, acknowledge, alert_events, list_alerts, resolve
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 STEP_AT = 10
@@ -34,7 +35,7 @@ def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from
                 statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
                 seed=i,
             ))
-        ingest_paths(db, paths)
+        ingest_paths(parse_location(db), paths)
 
     if db_path.exists():  # runs added to a history
         build(db_path)
@@ -43,7 +44,7 @@ def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from
 
 
 def _alerts(db_path):
-    return list_alerts(db_path, {"limit": 1000})
+    return list_alerts(parse_location(db_path), {"limit": 1000})
 
 
 def test_detect_finds_the_planted_step_on_both_metrics_and_the_correctness_failure(tmp_path, db_path, capsys):
@@ -74,7 +75,7 @@ def test_a_resolved_alert_is_not_reopened(tmp_path, db_path):
     _history(tmp_path, db_path)
     main(["--db", str(db_path), "detect"])
     for a in _alerts(db_path):
-        resolve(db_path, a.alert_id, "accepted: new tiling trades latency for accuracy", "kernel-lead")
+        resolve(parse_location(db_path), a.alert_id, "accepted: new tiling trades latency for accuracy", "kernel-lead")
     main(["--db", str(db_path), "detect"])
     assert {a.status for a in _alerts(db_path)} == {"resolved"}
 
@@ -115,7 +116,7 @@ def test_lifecycle_through_the_cli(tmp_path, db_path, capsys):
     capsys.readouterr()
     assert main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "bisecting", "--by", "ana"]) == 0
     assert main(["--db", str(db_path), "alerts", "resolve", str(alert.alert_id), "--note", "fixed in abc", "--by", "ben"]) == 0
-    assert [(e.action, e.actor, e.note) for e in alert_events(db_path, alert.alert_id)][1:] == [
+    assert [(e.action, e.actor, e.note) for e in alert_events(parse_location(db_path), alert.alert_id)][1:] == [
         ("acknowledged", "ana", "bisecting"), ("resolved", "ben", "fixed in abc")]
     assert main(["--db", str(db_path), "alerts", "list", "--all", "--history"]) == 0
     out = capsys.readouterr().out
@@ -132,11 +133,11 @@ def test_ack_needs_a_note_and_an_actor(tmp_path, db_path):
     main(["--db", str(db_path), "detect"])
     alert_id = _alerts(db_path)[0].alert_id
     with pytest.raises(AlertError, match="note"):
-        acknowledge(db_path, alert_id, "   ", "ana")
+        acknowledge(parse_location(db_path), alert_id, "   ", "ana")
     with pytest.raises(AlertError, match="actor"):
-        acknowledge(db_path, alert_id, "ok", "")
+        acknowledge(parse_location(db_path), alert_id, "ok", "")
     with pytest.raises(AlertError, match="unknown"):
-        list_alerts(db_path, {"statuses": ("bogus",)})
+        list_alerts(parse_location(db_path), {"statuses": ("bogus",)})
     assert {a.status for a in _alerts(db_path)} == {"open"}
 
 
@@ -167,14 +168,15 @@ def test_acknowledging_while_another_process_ingests_loses_nothing(tmp_path, db_
                         variants=("sdpa", "triton_fa2"), seed=50 + i) for i in range(6)]
     tests_dir = Path(__file__).resolve().parent
     code = ("import sys; from attnwatch.history.ingest.write import ingest_paths; "
-            "[ingest_paths(sys.argv[1], [p]) for p in sys.argv[2:]]")
+            "from attnwatch.history.store.location import parse_location; "
+            "[ingest_paths(parse_location(sys.argv[1]), [p]) for p in sys.argv[2:]]")
     ingest = subprocess.Popen([sys.executable, "-c", code, str(db_path), *map(str, more)], cwd=tests_dir.parent)
-    acknowledge(db_path, alert_id, "looking into it", "ana")
-    resolve(db_path, alert_id, "fixed", "ana")
+    acknowledge(parse_location(db_path), alert_id, "looking into it", "ana")
+    resolve(parse_location(db_path), alert_id, "fixed", "ana")
     assert ingest.wait(timeout=300) == 0
     with duckdb.connect(str(db_path), read_only=True) as con:
         assert con.execute("select count(*) from runs where run_id like 'late-%'").fetchone() == (6,)
-    assert [e.action for e in alert_events(db_path, alert_id)] == ["opened", "acknowledged", "resolved"]
+    assert [e.action for e in alert_events(parse_location(db_path), alert_id)] == ["opened", "acknowledged", "resolved"]
 
 
 def test_a_mistyped_history_path_is_an_error_not_a_new_database(tmp_path, capsys):
@@ -208,7 +210,7 @@ def test_a_step_with_a_new_kernel_configuration_says_so_apart_from_the_commit(tm
             commit_date=T0 + timedelta(hours=i), variants=("sdpa", "triton_fa2"), seed=i,
             variant_scale={"triton_fa2": 1.06} if i >= STEP_AT else None,
             kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= STEP_AT else "m64_n64_w4_s3"}))
-    ingest_paths(db_path, paths)
+    ingest_paths(parse_location(db_path), paths)
     assert main(["--db", str(db_path), "detect"]) == 0
     steps = [a for a in _alerts(db_path) if a.kind == "regression"]
     assert steps and {a.commit_sha for a in steps} == {f"{STEP_AT:040x}"}

@@ -17,19 +17,20 @@ from attnwatch.history.contract.timings import BUNDLE_UPGRADERS
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.errors import BundleError, MigrationError, SchemaTooNewError
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 TABLES = ("runs", "commits", "results", "samples", "correctness", "builds", "ncu_metrics", "ncu_cases")
 
 
 def _counts(db_path) -> dict[str, int]:
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
 
 
 @pytest.fixture
 def stored(tmp_path, db_path):
     """A history holding one good run, and a second good bundle not yet ingested."""
-    ingest_paths(db_path, [make_bundle(tmp_path / "first", run_id="first", seed=1)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "first", run_id="first", seed=1)])
     good = make_bundle(tmp_path / "good", run_id="good", seed=2)
     return db_path, good, _counts(db_path)
 
@@ -49,7 +50,7 @@ def _refused(stored, bad: Path, file_name: str, field: str, capsys) -> str:
     assert file_name in err and field in err, err
     assert _counts(db_path) == before
     with pytest.raises(BundleError) as info:
-        ingest_paths(db_path, [good, bad])
+        ingest_paths(parse_location(db_path), [good, bad])
     assert file_name in info.value.path and field in info.value.field
     assert _counts(db_path) == before
     return err
@@ -235,20 +236,20 @@ def test_same_run_id_twice_in_one_call_with_different_content(stored, tmp_path):
     a = make_bundle(tmp_path / "a", run_id="twin", seed=3)
     b = make_bundle(tmp_path / "b", run_id="twin", seed=4)
     with pytest.raises(BundleError, match="different content") as info:
-        ingest_paths(db_path, [a, b])
+        ingest_paths(parse_location(db_path), [a, b])
     assert info.value.field == "run_id"
     assert _counts(db_path) == before
 
 
 def test_database_newer_than_code(stored, tmp_path, capsys):
     db_path, good, before = stored
-    with open_write(db_path) as con:
+    with open_write(parse_location(db_path)) as con:
         con.execute("INSERT INTO schema_migrations VALUES (999, 'from_the_future', now() AT TIME ZONE 'UTC', 'x')")
     code = cli_main(["--db", str(db_path), "ingest", str(good)])
     err = capsys.readouterr().err
     assert code == 2 and "schema version 999" in err and str(db_path) in err
     with pytest.raises(SchemaTooNewError):
-        with open_read(db_path):
+        with open_read(parse_location(db_path)):
             pass
     con = duckdb.connect(str(db_path), read_only=True)
     assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == before["runs"]
@@ -261,7 +262,7 @@ def test_edited_applied_migration_is_refused(stored):
     con.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE version = 1")
     con.close()
     with pytest.raises(MigrationError, match="checksum"):
-        ingest_paths(db_path, [good])
+        ingest_paths(parse_location(db_path), [good])
 
 
 def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeypatch):
@@ -282,8 +283,8 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
         d["schema_version"] = 0
 
     _edit_json(bundle / "manifest.json", to_v0)
-    ingest_paths(db_path, [bundle])
-    with open_read(db_path) as con:
+    ingest_paths(parse_location(db_path), [bundle])
+    with open_read(parse_location(db_path)) as con:
         assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", SCHEMA_VERSIONS["attnwatch.manifest"])
 
 

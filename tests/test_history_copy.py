@@ -19,7 +19,7 @@ from attnwatch.history.store.location import parse_location
 def _frames(location) -> dict[str, pd.DataFrame]:
     """Every table, every column (ids included), rows sorted: equal frames mean equal tables."""
     out = {}
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         tables = [r[0] for r in con.execute(
             "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND "
             "table_catalog = current_database() AND table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'").fetchall()]
@@ -33,7 +33,7 @@ def _frames(location) -> dict[str, pd.DataFrame]:
 def test_a_file_copies_into_a_lake_and_back_with_equal_counts_and_checksums(lake_db, tmp_path, capsys):
     source = tmp_path / "team.duckdb"
     build_history(source, tmp_path / "bundles")
-    acknowledge(source, 1, "known: tile change", "ana")
+    acknowledge(parse_location(source), 1, "known: tile change", "ana")
     original = _frames(source)
     assert original["samples"].shape[0] > 1000 and len(original["alerts"]) >= 2 and len(original["alert_events"]) >= 3
 
@@ -47,14 +47,14 @@ def test_a_file_copies_into_a_lake_and_back_with_equal_counts_and_checksums(lake
         {t: (len(h), history_copy.checksum(h)) for t, h in lake_hashes.items()}
 
     back = tmp_path / "back.duckdb"
-    report = copy_history(lake_db, back)
+    report = copy_history(parse_location(lake_db), parse_location(back))
     assert all(t.source_checksum == t.destination_checksum for t in report.tables)
     copied = _frames(back)
     assert copied.keys() == original.keys()
     for table in original:  # every column, alert and event ids included: the copy is exact
         pd.testing.assert_frame_equal(copied[table], original[table], obj=table)
 
-    again = copy_history(source, lake_db)  # moving twice adds nothing
+    again = copy_history(parse_location(source), parse_location(lake_db))  # moving twice adds nothing
     assert sum(t.inserted for t in again.tables) == 0
     assert _frames(lake_db).keys() == original.keys()
 
@@ -62,12 +62,12 @@ def test_a_file_copies_into_a_lake_and_back_with_equal_counts_and_checksums(lake
 def test_a_copy_into_a_history_with_other_runs_merges_and_verifies(lake_db, tmp_path):
     first, second = tmp_path / "first.duckdb", tmp_path / "second.duckdb"
     build_history(first, tmp_path / "a")
-    copy_history(first, lake_db)
+    copy_history(parse_location(first), parse_location(lake_db))
     from bundle_factory import make_bundle
     from attnwatch.history.ingest.write import ingest_paths
 
-    ingest_paths(second, [make_bundle(tmp_path / "extra", run_id="extra-run", n_samples=5)])
-    report = copy_history(second, lake_db)
+    ingest_paths(parse_location(second), [make_bundle(tmp_path / "extra", run_id="extra-run", n_samples=5)])
+    report = copy_history(parse_location(second), parse_location(lake_db))
     runs = next(t for t in report.tables if t.table == "runs")
     assert (runs.source_rows, runs.inserted, runs.missing) == (1, 1, 0)
     assert runs.destination_rows == runs.source_rows + len(_frames(first)["runs"])
@@ -87,7 +87,7 @@ def test_a_row_lost_in_the_copy_is_an_error_naming_the_table(tmp_path, monkeypat
 
     monkeypatch.setattr(history_copy, "import_history", lossy_import)
     with pytest.raises(CopyVerificationError, match="table samples: 3 of"):
-        copy_history(source, target)
+        copy_history(parse_location(source), parse_location(target))
 
 
 def test_missing_count_is_a_multiset_difference():

@@ -12,13 +12,14 @@ from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.exchange import export_history
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture
 def export_dir(tmp_path, db_path):
-    ingest_paths(db_path, [make_bundle(tmp_path / "r1", run_id="r1", n_samples=3)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "r1", run_id="r1", n_samples=3)])
     out = tmp_path / "export"
-    export_history(db_path, out)
+    export_history(parse_location(db_path), out)
     return out
 
 
@@ -31,7 +32,7 @@ def test_a_migration_version_that_is_not_an_integer_is_refused(export_dir, tmp_p
     assert cli_main(["--db", str(fresh), "import", str(export_dir)]) == 2
     err = capsys.readouterr().err.strip()
     assert "export.json: migrations[0]:" in err and "\n" not in err and "Traceback" not in err
-    with open_read(fresh) as con:
+    with open_read(parse_location(fresh)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 0
 
 

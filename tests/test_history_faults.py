@@ -167,12 +167,13 @@ def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(te
 def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
     from attnwatch.history.store.db import open_read, open_write
     from attnwatch.history.errors import HistoryError
+    from attnwatch.history.store.location import parse_location
 
     db = tmp_path / "history.duckdb"
     db.write_bytes(b"")  # what a creation killed by an older attnwatch left
     for opener in (open_read, open_write):
         with pytest.raises(HistoryError, match=r"not a DuckDB database \(0 bytes\)"):
-            with opener(db):
+            with opener(parse_location(db)):
                 pass
     assert db.read_bytes() == b""
 

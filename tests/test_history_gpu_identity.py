@@ -22,6 +22,7 @@ from attnwatch.history.store.arrow_insert import insert_arrow, rows_to_arrow
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.history.store.migrations import available_migrations
 from old_history import history_at_version
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 IDENTITY = {"gpu_uuid": "GPU-1b1b1b1b-5555-6666-7777-888888888888", "gpu_pci_bus_id": "00000000:3B:00.0",
@@ -30,7 +31,7 @@ NEW_FIELDS = ("gpu_pci_bus_id", "gpu_index", "gpu_mig_uuid", "pool")
 
 
 def _run(db_path, run_id):
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         cur = con.execute("SELECT hostname, pool, gpu_uuid, gpu_pci_bus_id, gpu_index, gpu_mig_uuid FROM runs "
                           "WHERE run_id = ?", [run_id])
         return dict(zip([d[0] for d in cur.description], cur.fetchone()))
@@ -49,10 +50,10 @@ def _strip_new_fields(bundle):
 def test_a_run_stores_its_host_and_gpu(tmp_path, db_path):
     pinned = make_bundle(tmp_path / "gpu1", run_id="gpu1", hostname="h200-a", environment=IDENTITY)
     pooled = make_bundle(tmp_path / "pooled", run_id="pooled", hostname="h200-b", environment={"pool": "h200-rack2"})
-    ingest_paths(db_path, [pinned, pooled])
+    ingest_paths(parse_location(db_path), [pinned, pooled])
     assert _run(db_path, "gpu1") == {"hostname": "h200-a", "pool": "h200-a", "gpu_mig_uuid": None, **IDENTITY}
     assert _run(db_path, "pooled")["pool"] == "h200-rack2"  # a declared pool wins over the host name
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         detail = con.execute("SELECT DISTINCT hostname, pool, gpu_index FROM result_details WHERE run_id = 'gpu1'").fetchall()
     assert detail == [("h200-a", "h200-a", 1)]
 
@@ -60,7 +61,7 @@ def test_a_run_stores_its_host_and_gpu(tmp_path, db_path):
 def test_a_bundle_from_before_identity_still_ingests_with_nulls(tmp_path, db_path):
     old = _strip_new_fields(make_bundle(tmp_path / "old", run_id="old", hostname="h200-a"))
     assert "pool" not in json.loads((old / "manifest.json").read_text())["environment"]
-    report = ingest_paths(db_path, [old])
+    report = ingest_paths(parse_location(db_path), [old])
     assert [b.action for b in report.bundles] == ["inserted"]
     row = _run(db_path, "old")
     assert (row["gpu_pci_bus_id"], row["gpu_index"], row["gpu_mig_uuid"]) == (None, None, None)
@@ -121,12 +122,12 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
     finally:
         con.close()
 
-    assert upgrade(db_path) == [m.version for m in available_migrations() if m.version > 5]
-    with open_read(db_path) as con:
+    assert upgrade(parse_location(db_path)) == [m.version for m in available_migrations() if m.version > 5]
+    with open_read(parse_location(db_path)) as con:
         assert con.execute("SELECT DISTINCT pool FROM runs").fetchall() == [("h200-a",)]
         assert con.execute("SELECT count(*), count(gpu_pci_bus_id) FROM runs").fetchone() == (16, 0)
         assert con.execute("SELECT DISTINCT pool FROM alerts").fetchall() == [("h200-a",)]
-    before = {a.dedup_key for a in list_alerts(db_path, {"limit": 1000})}
+    before = {a.dedup_key for a in list_alerts(parse_location(db_path), {"limit": 1000})}
     assert len(before) == 8
     # Control: without the stored alerts, this scan finds those 8 steps (in the pool h200-a).
     control = tmp_path / "control.duckdb"
@@ -136,16 +137,16 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
     assert cli_main(["--db", str(control), "detect", "--dry-run"]) == 0
     assert "8 findings" in capsys.readouterr().out
     assert cli_main(["--db", str(db_path), "detect"]) == 0
-    assert {a.dedup_key for a in list_alerts(db_path, {"limit": 1000})} == before  # the same steps, not new ones
+    assert {a.dedup_key for a in list_alerts(parse_location(db_path), {"limit": 1000})} == before  # the same steps, not new ones
     assert "0 findings" in capsys.readouterr().out
 
 
 def test_latest_main_run_per_host(tmp_path, db_path):
-    ingest_paths(db_path, [
+    ingest_paths(parse_location(db_path), [
         make_bundle(tmp_path / f"{host}-{i}", run_id=f"{host}-{i}", hostname=host, seed=i,
                     started_at=T0 + timedelta(hours=2 * i + (host == "h200-b")), variants=("sdpa",))
         for i in range(3) for host in ("h200-a", "h200-b")
     ])
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         latest = con.execute("SELECT pool, run_id FROM latest_main_runs ORDER BY pool").fetchall()
     assert latest == [("h200-a", "h200-a-2"), ("h200-b", "h200-b-2")]

@@ -23,7 +23,7 @@ def _schema(location) -> list[tuple]:
 
     Views are read by running them: a file's information_schema keeps a view's columns as of its
     creation, while `SELECT *` in it picks up columns added later (migration 004)."""
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         tables = con.execute(
             "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable, c.ordinal_position "
             "FROM information_schema.columns c JOIN information_schema.tables t USING (table_catalog, table_schema, table_name) "
@@ -39,23 +39,23 @@ def _schema(location) -> list[tuple]:
 
 
 def _count(location, sql: str) -> int:
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         return con.execute(sql).fetchone()[0]
 
 
 def test_migrations_give_a_lake_the_files_tables_views_and_columns(lake_db, db_path):
-    with open_write(db_path):
+    with open_write(parse_location(db_path)):
         pass
-    with open_write(lake_db):
+    with open_write(parse_location(lake_db)):
         pass
     assert _schema(lake_db) == _schema(db_path)
-    with open_read(lake_db) as lake, open_read(db_path) as file:
+    with open_read(parse_location(lake_db)) as lake, open_read(parse_location(db_path)) as file:
         assert applied_migrations(lake) == applied_migrations(file)  # checksums of the shipped files
-    assert schema_version(lake_db) == (code_schema_version(), code_schema_version())
+    assert schema_version(parse_location(lake_db)) == (code_schema_version(), code_schema_version())
 
 
 def test_a_lake_rejects_the_clauses_that_the_translation_removes(lake_db):
-    with open_write(lake_db) as con:
+    with open_write(parse_location(lake_db)) as con:
         for ddl, says in (("CREATE TABLE k (a INTEGER PRIMARY KEY)", "PRIMARY KEY"),
                           ("CREATE TABLE k (a INTEGER UNIQUE)", "UNIQUE"),
                           ("CREATE TABLE k (a INTEGER CHECK (a > 0))", "CHECK"),
@@ -67,38 +67,38 @@ def test_a_lake_rejects_the_clauses_that_the_translation_removes(lake_db):
 def test_ingest_into_a_lake_is_idempotent_without_constraints(lake_db, tmp_path):
     bundles = [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", seed=i, n_samples=10,
                            commit_sha="ab" * 20, with_ncu=True) for i in range(2)]
-    first = ingest_paths(lake_db, bundles)
+    first = ingest_paths(parse_location(lake_db), bundles)
     assert [b.action for b in first.bundles] == ["inserted", "inserted"]
     counts = {t: _count(lake_db, f"SELECT count(*) FROM {t}") for t in ("runs", "commits", "results", "samples", "ncu_metrics")}
     assert counts["runs"] == 2 and counts["commits"] == 1 and counts["results"] == 48
-    again = ingest_paths(lake_db, bundles)
+    again = ingest_paths(parse_location(lake_db), bundles)
     assert [b.action for b in again.bundles] == ["skipped", "skipped"]
     assert {t: _count(lake_db, f"SELECT count(*) FROM {t}") for t in counts} == counts
     # The same run id with other content is refused, and nothing is written.
     clash = make_bundle(tmp_path / "clash", run_id="run-0", seed=99, n_samples=10)
     snapshot = _snapshot(lake_db)
     with pytest.raises(BundleError, match="different content"):
-        ingest_paths(lake_db, [clash])
+        ingest_paths(parse_location(lake_db), [clash])
     assert _snapshot(lake_db) == snapshot
     assert _count(lake_db, f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{CLAIM_SCHEMA}'") == 0
 
 
 def _snapshot(location) -> int:
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         return current_snapshot(con)
 
 
 def test_a_later_run_fills_what_a_stored_commit_lacked(lake_db, tmp_path):
     sha = "cd" * 20
-    ingest_paths(lake_db, [make_bundle(tmp_path / "a", run_id="a", commit_sha=sha, commit_message=None, n_samples=5)])
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", run_id="b", commit_sha=sha, commit_message="Fuse softmax", n_samples=5)])
-    with open_read(lake_db) as con:
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "a", run_id="a", commit_sha=sha, commit_message=None, n_samples=5)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", run_id="b", commit_sha=sha, commit_message="Fuse softmax", n_samples=5)])
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*), any_value(message) FROM commits").fetchone() == (1, "Fuse softmax")
 
 
 def test_readers_need_only_the_catalog_and_a_missing_lake_is_a_clear_error(lake_db, tmp_path, monkeypatch, capsys):
     with pytest.raises(HistoryNotFoundError, match="no lake history"):
-        with open_read(lake_db):
+        with open_read(parse_location(lake_db)):
             pass
     assert cli_main(["--db", lake_db, "migrate", "--check"]) == 2  # --check never creates
     assert "no lake history" in capsys.readouterr().err
@@ -111,10 +111,10 @@ def test_readers_need_only_the_catalog_and_a_missing_lake_is_a_clear_error(lake_
     assert cli_main(["--db", lake_db, "migrate"]) == 0
     out = capsys.readouterr().out
     assert "left at schema" in out and "nothing to apply" in out
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
     monkeypatch.delenv("ATTNWATCH_LAKE_DATA")
     assert parse_location(lake_db).data_path is None
-    assert run_user_sql(lake_db, "SELECT count(*) AS n FROM results").n.tolist() == [24]
+    assert run_user_sql(parse_location(lake_db), "SELECT count(*) AS n FROM results").n.tolist() == [24]
 
 
 def test_every_command_works_on_a_lake(lake_db, tmp_path, capsys):
@@ -135,7 +135,7 @@ def test_every_command_works_on_a_lake(lake_db, tmp_path, capsys):
     assert cli_main(["--db", lake_db, "alerts", "ack", "1", "--note", "known", "--by", "ana"]) == 0
     assert cli_main(["--db", lake_db, "alerts", "bisected", "1", "--commit", "c" * 40, "--by", "ana"]) == 0  # migration 009
     assert cli_main(["--db", lake_db, "alerts", "resolve", "1", "--by", "ana"]) == 0
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT status FROM alerts WHERE alert_id = 1").fetchone() == ("resolved",)
         assert con.execute("SELECT list(action ORDER BY event_id) FROM alert_events WHERE alert_id = 1").fetchone()[0] == [
             "opened", "acknowledged", "bisected", "resolved"]
@@ -184,7 +184,7 @@ def _hostile(tmp_path, data_dir) -> list[tuple[str, str]]:
 
 
 def test_hostile_sql_on_a_lake_is_refused_without_side_effects(lake_db, tmp_path, postgres_server):
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=20)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=20)])
     data_dir = parse_location(lake_db).data_path.rstrip("/")
     dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
     catalog_tables = postgres_server.psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", dbname)
@@ -192,46 +192,46 @@ def test_hostile_sql_on_a_lake_is_refused_without_side_effects(lake_db, tmp_path
     snapshot = _snapshot(lake_db)
     for statement, refusal in _hostile(tmp_path, data_dir):
         with pytest.raises(QueryError) as info:
-            run_user_sql(lake_db, statement)
+            run_user_sql(parse_location(lake_db), statement)
         assert refusal in str(info.value), (statement, str(info.value))
     assert _snapshot(lake_db) == snapshot
     assert sorted(p for p in (tmp_path / "lake-data").rglob("*")) == files
     assert postgres_server.psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", dbname) == catalog_tables
     assert not list(tmp_path.glob("stolen*"))
     # What users do ask still works: SELECTs, DESCRIBE, SHOW, SUMMARIZE, the snapshot list.
-    assert run_user_sql(lake_db, "SELECT count(*) AS n FROM results").n.tolist() == [24]
-    assert "run_id" in run_user_sql(lake_db, "DESCRIBE runs").column_name.tolist()
-    assert "results" in run_user_sql(lake_db, "SHOW TABLES").name.tolist()
-    assert len(run_user_sql(lake_db, "SUMMARIZE results")) > 10
-    assert len(run_user_sql(lake_db, "SELECT snapshot_id FROM ducklake_snapshots('history')")) >= 2
+    assert run_user_sql(parse_location(lake_db), "SELECT count(*) AS n FROM results").n.tolist() == [24]
+    assert "run_id" in run_user_sql(parse_location(lake_db), "DESCRIBE runs").column_name.tolist()
+    assert "results" in run_user_sql(parse_location(lake_db), "SHOW TABLES").name.tolist()
+    assert len(run_user_sql(parse_location(lake_db), "SUMMARIZE results")) > 10
+    assert len(run_user_sql(parse_location(lake_db), "SELECT snapshot_id FROM ducklake_snapshots('history')")) >= 2
 
 
 def test_the_lakes_connection_string_holds_no_secret_user_sql_could_read(lake_db, tmp_path):
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
     # User SQL cannot list the attached databases at all (history.sql.guard) ...
     with pytest.raises(QueryError, match="duckdb_databases is not available"):
-        run_user_sql(lake_db, "SELECT path FROM duckdb_databases()")
+        run_user_sql(parse_location(lake_db), "SELECT path FROM duckdb_databases()")
     # ... and what it would have shown, the attached catalog string, carries no password anyway.
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         paths = [p or "" for (p,) in con.execute("SELECT path FROM duckdb_databases()").fetchall()]
     assert any("dbname=" in p for p in paths)
     assert not any("password" in p.lower() for p in paths)
     with pytest.raises(QueryError):
-        run_user_sql(lake_db, "SELECT getenv('PGPASSWORD')")
+        run_user_sql(parse_location(lake_db), "SELECT getenv('PGPASSWORD')")
     with pytest.raises(QueryError, match="file system operations are disabled"):
-        run_user_sql(lake_db, "SELECT * FROM read_text('~/.pgpass')")
+        run_user_sql(parse_location(lake_db), "SELECT * FROM read_text('~/.pgpass')")
 
 
 def test_a_read_only_catalog_role_serves_the_dashboard_and_cannot_write(lake_db, tmp_path, postgres_server):
     """README's team set-up: the dashboard's role may only SELECT the catalog, so even a door the
     SQL gate missed could not write through it."""
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
     dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
     role = f"reader_{dbname}"
     postgres_server.psql(f"CREATE ROLE {role} LOGIN")
     postgres_server.psql(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}", dbname)
     reader = lake_db.replace("user=attnwatch", f"user={role}")
-    assert run_user_sql(reader, "SELECT count(*) AS n FROM results").n.tolist() == [24]
+    assert run_user_sql(parse_location(reader), "SELECT count(*) AS n FROM results").n.tolist() == [24]
     with pytest.raises(Exception, match="(?i)permission denied"):
-        ingest_paths(reader, [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
+        ingest_paths(parse_location(reader), [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     assert _count(lake_db, "SELECT count(*) FROM runs") == 1

@@ -19,6 +19,7 @@ from bundle_factory import make_bundle
 from conftest import REPO_ROOT, started_postgres
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.store.transactions import CLAIM_SCHEMA
+from attnwatch.history.store.location import parse_location
 
 WRITERS = 4
 OWN_BUNDLES = 3
@@ -29,7 +30,8 @@ READER = textwrap.dedent(
     """
     import sys, pathlib
     from attnwatch.history.store.db import open_read
-    db, stop = sys.argv[1], pathlib.Path(sys.argv[2])
+    from attnwatch.history.store.location import parse_location
+    db, stop = parse_location(sys.argv[1]), pathlib.Path(sys.argv[2])
     reads, last = 0, 0
     while not stop.exists() or reads == 0:
         with open_read(db) as con:
@@ -48,7 +50,7 @@ READER = textwrap.dedent(
 
 def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_db, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    with open_write(lake_db):  # the lake exists before the runners start (README: team set-up)
+    with open_write(parse_location(lake_db)):  # the lake exists before the runners start (README: team set-up)
         pass
     shared = [make_bundle(tmp_path / f"shared-{i}", run_id=f"shared-run{i}", seed=100 + i, commit_sha="ee" * 20,
                           variants=("sdpa", "triton_fa2"), n_samples=10) for i in range(SHARED_BUNDLES)]
@@ -77,7 +79,7 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
 
     expected = sorted([f"shared-run{i}" for i in range(SHARED_BUNDLES)] +
                       [f"writer{w}-run{i}" for w in range(WRITERS) for i in range(OWN_BUNDLES)])
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()) == expected
         assert con.execute("SELECT count(*), count(DISTINCT sha) FROM commits").fetchone() == (1, 1)
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == CASES * len(expected)
@@ -94,15 +96,15 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
         assert "0 run(s) inserted" in out
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == len(expected)
 
 
 def test_writers_racing_to_create_the_schema_of_a_new_lake_apply_each_migration_once(lake_db, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    with open_write(lake_db):  # DuckLake's own catalog tables: created once, before the race
+    with open_write(parse_location(lake_db)):  # DuckLake's own catalog tables: created once, before the race
         pass
-    with open_write(lake_db) as con:  # back to an empty schema: drop what the migrations made
+    with open_write(parse_location(lake_db)) as con:  # back to an empty schema: drop what the migrations made
         tables = con.execute("SELECT table_name, table_type FROM information_schema.tables "
                              "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()
         for name, kind in sorted(tables, key=lambda t: t[1] != "VIEW"):
@@ -112,7 +114,7 @@ def test_writers_racing_to_create_the_schema_of_a_new_lake_apply_each_migration_
     for proc in racers:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         versions = [r[0] for r in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
         assert versions == sorted(set(versions)) and versions[0] == 1
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
@@ -161,7 +163,7 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
         assert w.returncode == 0, err
         reported += [line.split()[1] for line in out.splitlines() if line.startswith("inserted ")]
     expected = sorted({"shared-run", *(f"writer{w}-run{i}" for w in range(RESTART_WRITERS) for i in range(2))})
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         stored = sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall())
         per_run = con.execute("SELECT count(*) FROM results GROUP BY run_id").fetchall()
     assert stored == expected  # each once
@@ -172,7 +174,9 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
 
 def _wait_for_first_run(location: str, env: dict, writers, timeout_s: float = 300.0):
     """Block until some writer has committed a run (the restart then lands amid the ingests)."""
-    probe = "from attnwatch.history.store.db import open_read; import sys\nwith open_read(sys.argv[1]) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
+    probe = ("from attnwatch.history.store.db import open_read; import sys\n"
+             "from attnwatch.history.store.location import parse_location\n"
+             "with open_read(parse_location(sys.argv[1])) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])")
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(w.poll() is None for w in writers):
         done = subprocess.run([sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120)
@@ -227,6 +231,6 @@ def test_detect_and_the_alert_commands_wait_out_a_stopped_catalog_then_give_up_i
         own_server.start_again()
     out, err = patient.communicate(timeout=300)
     assert patient.returncode == 0 and not err.strip(), err
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         assert con.execute("SELECT action, actor FROM alert_events WHERE action <> 'opened'").fetchall() == \
             [("acknowledged", "ana")]

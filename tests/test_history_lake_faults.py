@@ -84,14 +84,14 @@ def test_the_read_only_role_is_told_so_in_one_line_and_nothing_changes(lake_db, 
     assert cli_main(["--db", lake_db, "detect"]) == 0
     reader = _reader(lake_db, postgres_server)
     with pytest.raises(ReadOnlyHistoryError, match="read-only for you"):
-        ingest_paths(reader, [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
+        ingest_paths(parse_location(reader), [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     capsys.readouterr()
     for argv in (["ingest", str(make_bundle(tmp_path / "d", run_id="other-2", n_samples=5))],
                  ["alerts", "ack", "1", "--note", "looking", "--by", "ana"]):
         assert cli_main(["--db", reader, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert "this history is read-only for you" in err and _one_line(err), (argv, err)
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone() == (1,)
         assert con.execute("SELECT count(*) FROM alert_events WHERE action <> 'opened'").fetchone() == (0,)
     assert cli_main(["--db", reader, "alerts", "list"]) == 0  # reading is what the role is for
@@ -103,20 +103,20 @@ def test_a_claim_left_by_a_killed_writer_is_taken_over_and_maintain_drops_it(lak
     bundle = make_bundle(tmp_path / "b", run_id="killed", n_samples=5)
     with monkeypatch.context() as m:
         m.setattr(transactions, "release", lambda con, names: None)  # dies before the release
-        ingest_paths(lake_db, [bundle])
-    with open_write(lake_db) as con:
+        ingest_paths(parse_location(lake_db), [bundle])
+    with open_write(parse_location(lake_db)) as con:
         left = con.execute(f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{CLAIM_SCHEMA}'")
         assert left.fetchone()[0] >= 2  # the run's and its commit's
         for table in ("results", "samples", "correctness", "builds", "runs"):
             con.execute(f"DELETE FROM {table} WHERE run_id = 'killed'")
-    again = ingest_paths(lake_db, [bundle])
+    again = ingest_paths(parse_location(lake_db), [bundle])
     assert [b.action for b in again.bundles] == ["inserted"]
     with monkeypatch.context() as m:
         m.setattr(transactions, "release", lambda con, names: None)
-        ingest_paths(lake_db, [make_bundle(tmp_path / "c", run_id="killed-too", n_samples=5)])
-    report = maintain(lake_db, keep_days=7, grace_hours=24)
+        ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "c", run_id="killed-too", n_samples=5)])
+    report = maintain(parse_location(lake_db), keep_days=7, grace_hours=24)
     assert report.steps[0][0] == "drop leftover claims" and not report.steps[0][1].startswith("0 ")
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute(f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{CLAIM_SCHEMA}'"
                            ).fetchone() == (0,)
         assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (2, 2)
@@ -127,7 +127,7 @@ def _data_files(root: Path) -> list[Path]:
 
 
 def _contents(location) -> dict[str, tuple]:
-    with open_read(location) as con:
+    with open_read(parse_location(location)) as con:
         return {t: con.execute(f"SELECT count(*), bit_xor(hash({t})) FROM {t}").fetchone()
                 for t in ("runs", "commits", "results", "samples", "correctness")}
 
@@ -135,12 +135,12 @@ def _contents(location) -> dict[str, tuple]:
 def test_maintain_compacts_expires_and_cleans_up_and_keeps_every_row(lake_db, tmp_path, capsys):
     data = tmp_path / "lake-data"
     for i in range(6):  # one ingest each, as runners do: files and snapshots pile up
-        ingest_paths(lake_db, [make_bundle(tmp_path / f"b{i}", run_id=f"r{i}", seed=i, n_samples=8,
+        ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / f"b{i}", run_id=f"r{i}", seed=i, n_samples=8,
                                            commit_sha=f"{i:02d}" * 20)])
     orphan = data / "main" / "results" / "ducklake-orphan-of-a-killed-writer.parquet"
     shutil.copy(_data_files(data / "main" / "results")[0], orphan)
     before, files_before = _contents(lake_db), _data_files(data)
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         snapshots_before = con.execute("SELECT count(*) FROM ducklake_snapshots('history')").fetchone()[0]
     assert cli_main(["--db", lake_db, "history", "maintain", "--keep-days", "7", "--grace-hours", "24"]) == 0
     assert set(_data_files(data)) >= set(files_before) and orphan.exists()  # within the grace period nothing is deleted
@@ -151,14 +151,14 @@ def test_maintain_compacts_expires_and_cleans_up_and_keeps_every_row(lake_db, tm
     after = _data_files(data)
     assert not orphan.exists() and len(after) < len(files_before) / 2, (len(files_before), len(after))
     assert _contents(lake_db) == before
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*) FROM ducklake_snapshots('history')").fetchone()[0] < snapshots_before
-    ingest_paths(lake_db, [make_bundle(tmp_path / "later", run_id="later", n_samples=8)])  # the lake goes on
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "later", run_id="later", n_samples=8)])  # the lake goes on
     assert _contents(lake_db)["runs"][0] == 7
 
 
 def test_maintain_on_a_file_says_what_it_does(db_path, tmp_path, capsys):
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", n_samples=5)])
     assert cli_main(["--db", str(db_path), "history", "maintain"]) == 0
     out = capsys.readouterr().out
     assert "checkpoint" in out and "nothing more to do" in out
@@ -168,7 +168,7 @@ def test_maintain_on_a_file_says_what_it_does(db_path, tmp_path, capsys):
 
 def test_a_dropped_catalog_database_is_one_line(lake_db, tmp_path, postgres_server, monkeypatch, capsys):
     monkeypatch.setenv("ATTNWATCH_LAKE_RETRY_S", "5")
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
     dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
     postgres_server.psql(f'DROP DATABASE "{dbname}" WITH (FORCE)')
     try:
@@ -182,12 +182,12 @@ def test_a_dropped_catalog_database_is_one_line(lake_db, tmp_path, postgres_serv
 
 
 def test_a_removed_data_path_is_one_line_naming_no_directory(lake_db, tmp_path, capsys):
-    ingest_paths(lake_db, [make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, commit_sha="ab" * 20)])
-    ingest_paths(lake_db, [make_bundle(tmp_path / "c", run_id="main-1", n_samples=5, commit_sha="cd" * 20)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, commit_sha="ab" * 20)])
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "c", run_id="main-1", n_samples=5, commit_sha="cd" * 20)])
     data = tmp_path / "lake-data"
     shutil.rmtree(data)
     with pytest.raises(LakeDataMissingError) as info:
-        with open_read(lake_db) as con:
+        with open_read(parse_location(lake_db)) as con:
             con.execute("SELECT sum(median_us) FROM results").fetchone()
     assert str(data) not in str(info.value) and ".parquet" in str(info.value)
     assert cli_main(["--db", lake_db, "detect"]) == 2
@@ -206,8 +206,9 @@ INVALIDATED_WRITER = textwrap.dedent(
     from attnwatch.history.store import lake, sealed
     from attnwatch.history.store.db import open_write
     from attnwatch.history.store.lake_retry import retrying
+    from attnwatch.history.store.location import parse_location
 
-    location, scratch = sys.argv[1], Path(sys.argv[2])
+    location, scratch = parse_location(sys.argv[1]), Path(sys.argv[2])
     numbers, made = itertools.count(), []
 
     def connect_with_a_file_main(loc, read_only, config=None):
@@ -250,7 +251,7 @@ def test_an_instance_invalidated_amid_a_write_is_kept_not_closed_and_the_retry_c
     process in std::terminate (seen in CI amid a PostgreSQL restart): history.store.lake.release
     keeps such an instance, the FATAL error is a transient lake fault, and the retry on a new
     instance commits. Without the fix the child aborts (SIGABRT) with a C++ message on stderr."""
-    with open_write(lake_db):
+    with open_write(parse_location(lake_db)):
         pass
     scratch = tmp_path / "mains"
     scratch.mkdir()
@@ -260,5 +261,5 @@ def test_an_instance_invalidated_amid_a_write_is_kept_not_closed_and_the_retry_c
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.strip() == "instances 2" and not child.stderr.strip(), child.stderr
     forget_location(parse_location(lake_db))
-    with open_read(lake_db) as con:
+    with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT a FROM scratch_rows").fetchall() == [(1,)]  # once: the first try rolled back

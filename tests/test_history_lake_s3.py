@@ -70,10 +70,10 @@ def _objects(client) -> list[str]:
 
 def test_a_lake_keeps_its_data_in_an_s3_bucket(s3_lake, s3_endpoint, tmp_path, monkeypatch):
     bundle = make_bundle(tmp_path / "b", run_id="s3-run", n_samples=6, commit_sha="ef" * 20)
-    assert [b.action for b in ingest_paths(s3_lake, [bundle]).bundles] == ["inserted"]
-    assert [b.action for b in ingest_paths(s3_lake, [bundle]).bundles] == ["skipped"]
+    assert [b.action for b in ingest_paths(parse_location(s3_lake), [bundle]).bundles] == ["inserted"]
+    assert [b.action for b in ingest_paths(parse_location(s3_lake), [bundle]).bundles] == ["skipped"]
 
-    with open_read(s3_lake) as con:
+    with open_read(parse_location(s3_lake)) as con:
         assert con.execute("SELECT value FROM history.options() WHERE option_name = 'data_path'").fetchone() == (
             f"s3://{BUCKET}/{PREFIX}/",)
         assert con.execute("SELECT count(*) FROM results").fetchone() == (24,)
@@ -84,7 +84,7 @@ def test_a_lake_keeps_its_data_in_an_s3_bucket(s3_lake, s3_endpoint, tmp_path, m
     # A reader names the catalog alone; user SQL runs in a child with external access off and
     # reads the Parquet files from the bucket through the AWS variables it inherits.
     monkeypatch.delenv("ATTNWATCH_LAKE_DATA")
-    frame = run_user_sql(s3_lake, "SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM results")
+    frame = run_user_sql(parse_location(s3_lake), "SELECT count(*) AS n, count(DISTINCT run_id) AS runs FROM results")
     assert (frame.n.tolist(), frame.runs.tolist()) == ([24], [1])
-    samples = run_user_sql(s3_lake, "SELECT count(*) AS n FROM samples").n.tolist()
+    samples = run_user_sql(parse_location(s3_lake), "SELECT count(*) AS n FROM samples").n.tolist()
     assert samples == [24 * 6]

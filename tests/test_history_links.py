@@ -26,6 +26,7 @@ from attnwatch.history.links import (
     split_list,
     url,
 )
+from attnwatch.history.store.location import parse_location
 
 
 def test_a_case_link_names_every_choice_of_its_trend():
@@ -68,24 +69,24 @@ def push_history(tmp_path):
 
 def test_a_group_is_acknowledged_with_one_note_in_one_transaction(push_history):
     db, ids = push_history
-    group = [a.alert_id for a in list_alerts(db) if a.commit_sha == ids["old_step_commit"]]
-    changed = acknowledge_many(db, group, "tile change in 03", "ana")
+    group = [a.alert_id for a in list_alerts(parse_location(db)) if a.commit_sha == ids["old_step_commit"]]
+    changed = acknowledge_many(parse_location(db), group, "tile change in 03", "ana")
     assert [a.alert_id for a in changed] == group and {a.status for a in changed} == {"acknowledged"}
-    assert all(alert_events(db, i)[-1].note == "tile change in 03" for i in group)
-    assert {a.status for a in resolve_many(db, group, "fixed in 09", "ben")} == {"resolved"}
+    assert all(alert_events(parse_location(db), i)[-1].note == "tile change in 03" for i in group)
+    assert {a.status for a in resolve_many(parse_location(db), group, "fixed in 09", "ben")} == {"resolved"}
 
 
 def test_a_group_with_one_refused_alert_changes_none(push_history):
     db, ids = push_history
-    group = [a.alert_id for a in list_alerts(db) if a.commit_sha == ids["old_step_commit"]]
-    resolve(db, group[3], "fixed", "ben")
+    group = [a.alert_id for a in list_alerts(parse_location(db)) if a.commit_sha == ids["old_step_commit"]]
+    resolve(parse_location(db), group[3], "fixed", "ben")
     with pytest.raises(AlertError, match=f"alert {group[3]}: cannot go from resolved to acknowledged"):
-        acknowledge_many(db, group, "all of them", "ana")
-    after = {a.alert_id: a.status for a in list_alerts(db)}
+        acknowledge_many(parse_location(db), group, "all of them", "ana")
+    after = {a.alert_id: a.status for a in list_alerts(parse_location(db))}
     assert [after[i] for i in group] == ["open"] * 3 + ["resolved"] + ["open"] * (len(group) - 4)
-    assert all(len(alert_events(db, i)) == 1 for i in group if i != group[3])  # no half-written events
+    assert all(len(alert_events(parse_location(db), i)) == 1 for i in group if i != group[3])  # no half-written events
     with pytest.raises(AlertError, match="no alert 999999"):
-        acknowledge_many(db, [group[0], 999999], "x", "ana")
-    assert next(a for a in list_alerts(db) if a.alert_id == group[0]).status == "open"
+        acknowledge_many(parse_location(db), [group[0], 999999], "x", "ana")
+    assert next(a for a in list_alerts(parse_location(db)) if a.alert_id == group[0]).status == "open"
     with pytest.raises(AlertError, match="none given"):
-        resolve_many(db, [], "x", "ana")
+        resolve_many(parse_location(db), [], "x", "ana")

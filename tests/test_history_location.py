@@ -111,7 +111,7 @@ def test_a_file_from_a_newer_duckdb_is_a_clear_error_with_the_way_out(tmp_path, 
     db.write_bytes(gzip.decompress(NEWER_FILE.read_bytes()))
     for opener in (open_read, open_write):
         with pytest.raises(StorageTooNewError) as info:
-            with opener(db):
+            with opener(parse_location(db)):
                 pass
         message = str(info.value)
         assert str(db) in message and "storage version 999" in message

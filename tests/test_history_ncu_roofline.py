@@ -14,6 +14,7 @@ from attnwatch.history.store.db import open_read
 from attnwatch.history.store.exchange import export_history, import_history
 from attnwatch.history.ingest.write import ingest_paths
 from old_history import history_at_version
+from attnwatch.history.store.location import parse_location
 
 ROOFLINE_FIELDS = ("memory_throughput_pct", "dram_bytes_ideal", "arithmetic_intensity", "peak_tflops", "pct_of_peak")
 CASE = "sdpa/l4_mission/fp16/causal"
@@ -34,7 +35,7 @@ def _with_roofline(index, case):
 
 
 def _stored(db_path, run_id):
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         return con.execute(f"SELECT case_id, {', '.join(ROOFLINE_FIELDS)} FROM ncu_cases WHERE run_id = ? ORDER BY case_id",
                            [run_id]).fetchall()
 
@@ -44,7 +45,7 @@ def test_stored_roofline_fields_land_in_ncu_cases(tmp_path, db_path):
     _edit_ncu_cases(bundle, _with_roofline)
     expected = {c["case_id"]: tuple(c[f] for f in ROOFLINE_FIELDS)
                 for c in json.loads((bundle / NCU_FILE).read_text())["cases"]}
-    ingest_paths(db_path, [bundle])
+    ingest_paths(parse_location(db_path), [bundle])
     rows = _stored(db_path, "new")
     assert len(rows) == len(expected) > 0
     assert {r[0]: tuple(r[1:]) for r in rows} == expected
@@ -60,10 +61,10 @@ def test_a_bundle_from_before_the_fields_ingests_with_nulls(tmp_path, db_path):
 
     _edit_ncu_cases(bundle, strip)
     assert "arithmetic_intensity" not in (bundle / NCU_FILE).read_text()
-    ingest_paths(db_path, [bundle])
+    ingest_paths(parse_location(db_path), [bundle])
     rows = _stored(db_path, "old")
     assert rows and all(value is None for row in rows for value in row[1:])
-    with open_read(db_path) as con:  # the view derives what the old run did not store
+    with open_read(parse_location(db_path)) as con:  # the view derives what the old run did not store
         point = con.execute("SELECT case_flops, arithmetic_intensity, intensity_source, achieved_tflops, tflops_source "
                             "FROM ncu_roofline WHERE run_id = 'old' AND case_id = ?", [CASE]).fetchone()
     flops, intensity, intensity_source, tflops, tflops_source = point
@@ -74,8 +75,8 @@ def test_a_bundle_from_before_the_fields_ingests_with_nulls(tmp_path, db_path):
 def test_the_view_uses_stored_values_over_a_recomputation(tmp_path, db_path):
     bundle = make_bundle(tmp_path / "new", run_id="new", with_ncu=True)
     _edit_ncu_cases(bundle, _with_roofline)
-    ingest_paths(db_path, [bundle])
-    with open_read(db_path) as con:
+    ingest_paths(parse_location(db_path), [bundle])
+    with open_read(parse_location(db_path)) as con:
         rows = con.execute("SELECT n.arithmetic_intensity, v.arithmetic_intensity, v.intensity_source, n.achieved_tflops, "
                            "v.achieved_tflops, v.tflops_source, v.case_flops / v.dram_bytes, v.dram_excess_ratio, "
                            "v.pct_of_peak, v.peak_tflops, v.variant "
@@ -91,10 +92,10 @@ def test_export_import_round_trips_the_roofline_columns(tmp_path, db_path):
     new = make_bundle(tmp_path / "new", run_id="new", with_ncu=True, seed=1)
     _edit_ncu_cases(new, _with_roofline)
     old = make_bundle(tmp_path / "old", run_id="old", with_ncu=True, seed=2)
-    ingest_paths(db_path, [new, old])
-    export_history(db_path, tmp_path / "export")
+    ingest_paths(parse_location(db_path), [new, old])
+    export_history(parse_location(db_path), tmp_path / "export")
     fresh = tmp_path / "fresh.duckdb"
-    import_history(fresh, tmp_path / "export")
+    import_history(parse_location(fresh), tmp_path / "export")
     for run_id in ("new", "old"):
         assert _stored(fresh, run_id) == _stored(db_path, run_id)
     assert any(v is not None for row in _stored(fresh, "new") for v in row[1:])
@@ -104,8 +105,8 @@ def test_migration_003_upgrades_a_history_written_at_version_2(tmp_path, db_path
     history_at_version(db_path, 2, tmp_path)
     bundle = make_bundle(tmp_path / "new", run_id="new", with_ncu=True)
     _edit_ncu_cases(bundle, _with_roofline)
-    ingest_paths(db_path, [bundle])  # opening for writing applies 003 onwards
-    with open_read(db_path) as con:
+    ingest_paths(parse_location(db_path), [bundle])  # opening for writing applies 003 onwards
+    with open_read(parse_location(db_path)) as con:
         versions = [v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY 1").fetchall()]
         stored = con.execute("SELECT count(*) FROM ncu_roofline WHERE intensity_source = 'stored'").fetchone()[0]
     assert versions[:3] == [1, 2, 3] and stored == len(_stored(db_path, "new"))

@@ -27,6 +27,7 @@ from fault_env import cli, inspect, killed_at, statement_count
 sys.path.insert(0, str(REPO_ROOT))
 from attnwatch.scripts.fault_check import Battery  # noqa: E402
 from attnwatch.history.store.migrations import code_schema_version  # noqa: E402
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def _recover(db: Path):
 def _writable(db: Path, battery: Battery) -> None:
     from attnwatch.history.ingest.write import ingest_paths
 
-    ingest_paths(db, battery.bundles, deadline_s=30)
+    ingest_paths(parse_location(db), battery.bundles, deadline_s=30)
     assert sorted(inspect(db).runs) == ["run-a", "run-b", "run-c"]
 
 

@@ -26,6 +26,7 @@ from fault_env import REPO_ROOT, child_env
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.sandbox import SqlLimits, connect_config, lock_down, private_temp_dir
 from attnwatch.history.store.db import open_read, open_write
+from attnwatch.history.store.location import parse_location
 
 SEALED = ("autoinstall_known_extensions", "autoload_known_extensions", "allow_community_extensions",
           "allow_unsigned_extensions")
@@ -136,12 +137,12 @@ def test_a_file_duckdb_writes_has_the_header_the_check_reads(tmp_path):
 
 def test_every_history_connection_keeps_extension_loading_off(tmp_path):
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", n_samples=5)])
     _sqlite(tmp_path / "other.sqlite")
     settings = "SELECT " + ", ".join(f"current_setting('{s}')" for s in SEALED)
     with private_temp_dir() as temp_dir:
-        sandbox = open_read(db, config=connect_config(SqlLimits(), temp_dir))
-        for opened in (open_read(db), open_write(db), sandbox):
+        sandbox = open_read(parse_location(db), config=connect_config(SqlLimits(), temp_dir))
+        for opened in (open_read(parse_location(db)), open_write(parse_location(db)), sandbox):
             with opened as con:
                 if opened is sandbox:
                     lock_down(con, SqlLimits())
@@ -162,7 +163,7 @@ def test_the_dashboards_reads_keep_extension_loading_off(tmp_path):
     from attnwatch.app.data.store import current_source, read_frame
 
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", n_samples=5)])
     frame = read_frame(current_source(db), "SELECT " + ", ".join(f"current_setting('{s}') AS {s}" for s in SEALED))
     assert frame.iloc[0].tolist() == [False] * len(SEALED)
 
@@ -178,7 +179,7 @@ def test_every_duckdb_connection_of_the_product_is_opened_in_one_place():
 
 def test_sql_that_would_start_a_file_log_is_refused_in_one_line(tmp_path):
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", n_samples=5)])
     logs = tmp_path / "logs"
     done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql",
                            f"CALL enable_logging(storage='file', storage_path='{logs}')"],

@@ -14,11 +14,12 @@ from attnwatch.cli.main import main as cli_main
 from attnwatch.history.errors import HistoryNotFoundError, QueryError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_sql, schema_overview
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture
 def history(tmp_path, db_path):
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=20)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", n_samples=20)])
     return db_path
 
 
@@ -57,11 +58,11 @@ def test_hostile_sql_is_refused_without_side_effects(history, tmp_path):
     before = _digest(history)
     for statement, refusal in _hostile(tmp_path):
         with pytest.raises(QueryError) as info:
-            run_user_sql(history, statement)
+            run_user_sql(parse_location(history), statement)
         assert refusal in str(info.value), (statement, str(info.value))
     assert _digest(history) == before
     assert not list(tmp_path.glob("stolen*"))
-    counts = run_user_sql(history, "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM results) AS results")
+    counts = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM results) AS results")
     assert counts.iloc[0].tolist() == [1, 24]
 
 
@@ -73,35 +74,35 @@ def test_cli_refuses_hostile_sql_with_exit_2(history, tmp_path, capsys):
 
 def test_runaway_query_is_interrupted(history):
     with pytest.raises(QueryError, match="time limit"):
-        run_user_sql(history, "SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3", timeout_s=0.5)
+        run_user_sql(parse_location(history), "SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3", timeout_s=0.5)
 
 
 def test_rows_are_capped_and_flagged(history):
-    frame = run_user_sql(history, "SELECT * FROM samples ORDER BY run_id, case_id, sample_index", max_rows=7)
+    frame = run_user_sql(parse_location(history), "SELECT * FROM samples ORDER BY run_id, case_id, sample_index", max_rows=7)
     assert len(frame) == 7 and frame.attrs["truncated"] is True
-    whole = run_user_sql(history, "SELECT * FROM runs", max_rows=7)
+    whole = run_user_sql(parse_location(history), "SELECT * FROM runs", max_rows=7)
     assert len(whole) == 1 and whole.attrs["truncated"] is False
 
 
 def test_one_statement_per_query(history):
     with pytest.raises(QueryError, match="one statement"):
-        run_user_sql(history, "SELECT 1; SELECT 2")
+        run_user_sql(parse_location(history), "SELECT 1; SELECT 2")
     with pytest.raises(QueryError, match="no SQL"):
-        run_user_sql(history, "  ")
+        run_user_sql(parse_location(history), "  ")
 
 
 def test_typical_aggregate_matches_pandas(history):
     sql = ("SELECT variant, median(median_us) AS median_us FROM case_series "
            "GROUP BY variant ORDER BY variant")
-    frame = run_user_sql(history, sql)
-    raw = run_user_sql(history, "SELECT variant, median_us FROM results WHERE status = 'ok'")
+    frame = run_user_sql(parse_location(history), sql)
+    raw = run_user_sql(parse_location(history), "SELECT variant, median_us FROM results WHERE status = 'ok'")
     expected = raw.groupby("variant")["median_us"].median().sort_index()
     assert frame["variant"].tolist() == expected.index.tolist()
     assert frame["median_us"].tolist() == pytest.approx(expected.tolist())
 
 
 def test_schema_overview_lists_tables_views_and_types(history):
-    overview = schema_overview(history)
+    overview = schema_overview(parse_location(history))
     kinds = overview.groupby("object")["kind"].first().to_dict()
     assert kinds["results"] == "table" and kinds["case_series"] == "view" and kinds["latest_main_runs"] == "view"
     types = overview[overview.object == "results"].set_index("column")["type"].to_dict()
@@ -111,7 +112,7 @@ def test_schema_overview_lists_tables_views_and_types(history):
 def test_missing_history_is_a_clear_error(tmp_path, capsys):
     missing = tmp_path / "nope.duckdb"
     with pytest.raises(HistoryNotFoundError, match="no history here yet") as info:
-        run_user_sql(missing, "SELECT 1")
+        run_user_sql(parse_location(missing), "SELECT 1")
     assert str(info.value).startswith("nope.duckdb: ") and str(tmp_path) not in str(info.value)  # the dashboard's: no server path
     assert cli_main(["--db", str(missing), "sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err
@@ -162,14 +163,14 @@ def test_user_sql_waits_for_a_differently_configured_reader_in_this_process(hist
     opened, results = threading.Event(), []
 
     def reader():
-        with open_read(history) as con:
+        with open_read(parse_location(history)) as con:
             opened.set()
             con.execute("SELECT count(*) FROM range(30000000)").fetchone()  # hold it a moment
 
     thread = threading.Thread(target=reader)
     thread.start()
     opened.wait()
-    results.append(run_user_sql(history, "SELECT count(*) AS n FROM runs")["n"].iloc[0])
+    results.append(run_user_sql(parse_location(history), "SELECT count(*) AS n FROM runs")["n"].iloc[0])
     thread.join()
     assert results == [1]
 

@@ -86,13 +86,13 @@ def lake(postgres_server, tmp_path_factory):
     location = f"ducklake:postgres:{postgres_server.dsn(name)}"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ATTNWATCH_LAKE_DATA", str(work / "lake-data"))
-        ingest_paths(location, [make_bundle(work / "b", n_samples=5)])
+        ingest_paths(parse_location(location), [make_bundle(work / "b", n_samples=5)])
     return location, str(work / "lake-data")
 
 
 @pytest.fixture(scope="module")
 def lake_con(lake):
-    with private_temp_dir() as temp_dir, sandboxed(lake[0], SqlLimits(), temp_dir) as con:
+    with private_temp_dir() as temp_dir, sandboxed(parse_location(lake[0]), SqlLimits(), temp_dir) as con:
         yield con
 
 
@@ -183,7 +183,7 @@ def test_the_whole_user_sql_path_refuses_the_two_part_name(lake):
     lake_db = lake[0]
     for sql in (f"SELECT * FROM {CATALOG}.ducklake_metadata", f"DESCRIBE {CATALOG}.ducklake_data_file"):
         with pytest.raises(QueryError, match="own tables only"):
-            run_user_sql(lake_db, sql)
+            run_user_sql(parse_location(lake_db), sql)
 
 
 def test_names_given_as_text_are_read_as_the_parser_reads_them():
@@ -221,7 +221,7 @@ def reader_lake(lake, postgres_server):
 
 @pytest.fixture(scope="module")
 def reader_con(reader_lake):
-    with private_temp_dir() as temp_dir, sandboxed(reader_lake, SqlLimits(), temp_dir) as con:
+    with private_temp_dir() as temp_dir, sandboxed(parse_location(reader_lake), SqlLimits(), temp_dir) as con:
         con.execute(f"SET VARIABLE catalog_table = '{CATALOG_TABLE}'")
         yield con
 
@@ -268,7 +268,7 @@ def test_only_the_listed_table_functions_take_computed_arguments(lake_con):
 def test_the_whole_user_sql_path_refuses_a_computed_name_in_one_line(reader_lake):
     sql = f"SELECT * FROM pragma_table_info({COMPUTED_NAMES['concatenation']})"
     with pytest.raises(QueryError, match="^pragma_table_info: .*literals or plain names"):
-        run_user_sql(reader_lake, sql)
+        run_user_sql(parse_location(reader_lake), sql)
     done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", reader_lake, "sql", sql],
                           env=child_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "data_file_id" not in done.stdout, (done.stdout, done.stderr)
@@ -282,7 +282,7 @@ def test_lake_connections_load_no_extension_of_their_own_accord(lake, lake_con):
     from attnwatch.history.store.sealed import SEALED_SETTINGS  # new with history.store.sealed
 
     settings = "SELECT " + ", ".join(f"current_setting('{s}')" for s in SEALED_SETTINGS)
-    with open_read(lake[0]) as reader, open_write(lake[0]) as writer:
+    with open_read(parse_location(lake[0])) as reader, open_write(parse_location(lake[0])) as writer:
         for con in (reader, writer, lake_con):
             assert con.execute(settings).fetchone() == (False,) * len(SEALED_SETTINGS)
             with pytest.raises(duckdb.CatalogException, match="sqlite_scan.*not in the catalog"):

@@ -27,13 +27,14 @@ from sql_probe import (
     BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch,
     catalogue_statements, probe,
 )
+from attnwatch.history.store.location import parse_location
 
 MIB = 2**20
 
 
 @pytest.fixture
 def history(tmp_path, db_path):
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=20)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", n_samples=20)])
     return db_path
 
 
@@ -59,7 +60,7 @@ def _assert_spill_bounded(watch: DiskWatch, history: Path, private_tmp: Path, me
 @pytest.mark.slow
 def test_a_big_sort_spills_at_most_the_limit_in_a_private_directory(history, tmp_path, private_tmp):
     with DiskWatch(tmp_path) as watch, pytest.raises(QueryError) as info:
-        run_user_sql(history, BIG_SORT, memory_limit="64MB", timeout_s=60)
+        run_user_sql(parse_location(history), BIG_SORT, memory_limit="64MB", timeout_s=60)
     _assert_spill_bounded(watch, history, private_tmp, str(info.value))
 
 
@@ -99,23 +100,23 @@ def test_wide_rows_through_the_library_keep_to_the_cap(history):
 
 
 def test_the_byte_cap_cuts_and_says_so(history):
-    frame = run_user_sql(history, "SELECT repeat('x', 1000) AS s FROM range(5000)", max_bytes=100_000)
+    frame = run_user_sql(parse_location(history), "SELECT repeat('x', 1000) AS s FROM range(5000)", max_bytes=100_000)
     assert frame.attrs["cut"] == "bytes" and frame.attrs["truncated"] is True
     assert 0 < len(frame) < 100
-    whole = run_user_sql(history, "SELECT repeat('x', 1000) AS s FROM range(50)", max_bytes=100_000)
+    whole = run_user_sql(parse_location(history), "SELECT repeat('x', 1000) AS s FROM range(50)", max_bytes=100_000)
     assert len(whole) == 50 and whole.attrs["cut"] is None
 
 
 def test_a_row_larger_than_the_cap_is_refused(history):
     with pytest.raises(QueryError, match="one row of the result is larger"):
-        run_user_sql(history, "SELECT repeat('x', 300000) AS s", max_bytes=100_000)
+        run_user_sql(parse_location(history), "SELECT repeat('x', 300000) AS s", max_bytes=100_000)
 
 
 # --- every error is one line ---------------------------------------------------------------------
 
 def test_an_error_inside_the_result_stream_is_one_line(history, capsys):
     with pytest.raises(QueryError, match=MID_STREAM_SAYS):
-        run_user_sql(history, ERROR_MID_STREAM)
+        run_user_sql(parse_location(history), ERROR_MID_STREAM)
     assert cli_main(["--db", str(history), "sql", ERROR_MID_STREAM]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("attnwatch sql: error: ") and MID_STREAM_SAYS.search(line), line
@@ -134,7 +135,7 @@ def test_results_no_format_can_hold_are_one_line(history, tmp_path, capsys, sql,
 
 def test_an_error_message_names_no_server_path(history):
     with pytest.raises(QueryError) as info:
-        run_user_sql(history, "SELECT * FROM read_csv('/etc/passwd')")
+        run_user_sql(parse_location(history), "SELECT * FROM read_csv('/etc/passwd')")
     assert "/etc/passwd" not in str(info.value) and "<path>" in str(info.value)
     assert scrub_paths('Cannot access directory "/root/.duckdb/x" (1.8 GiB/1.8 GiB used)') == \
         'Cannot access directory "<path>" (1.8 GiB/1.8 GiB used)'
@@ -161,7 +162,7 @@ def test_an_error_message_names_no_server_path(history):
 ])
 def test_functions_that_show_server_paths_are_refused(history, sql):
     with pytest.raises(QueryError, match="is not available to user SQL"):
-        run_user_sql(history, sql)
+        run_user_sql(parse_location(history), sql)
 
 
 def test_cli_settings_queries_reveal_no_path(history, tmp_path, capsys):
@@ -182,7 +183,7 @@ def test_no_catalogue_function_or_view_shows_a_server_path(history, tmp_path, pr
                                                      "enable_logging", "truncate_duckdb_logs"):
             continue  # change state: refused by name (denied.toml) or on the read-only, locked connection
         try:
-            text = run_user_sql(history, sql, timeout_s=10).to_csv(index=False)
+            text = run_user_sql(parse_location(history), sql, timeout_s=10).to_csv(index=False)
         except QueryError as exc:
             text = str(exc)
         leaked = [s for s in secrets if s in text]

@@ -22,22 +22,23 @@ from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.sql.query import run_user_query, run_user_sql, schema_overview, unique_names
 from attnwatch.history.sql.sandbox import SqlLimits
 from attnwatch.history.store.db import open_read
+from attnwatch.history.store.location import parse_location
 
 WIDE = "SELECT " + ", ".join(f"range + {i} AS c{i}" for i in range(57)) + " FROM range(20000)"  # 625 batches of 32
 
 
 @pytest.fixture
 def history(tmp_path, db_path):
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", n_samples=5)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", n_samples=5)])
     return db_path
 
 
 def test_the_byte_cap_counts_result_bytes_at_its_edge(history, capsys):
     """A result of exactly the cap is kept whole; one byte less cuts it, and the CLI says so. (The
     cap used to count each 32-row batch's framing too, and refused this result at its own size.)"""
-    size = run_user_sql(history, WIDE, max_bytes=2**30).attrs["bytes"]
+    size = run_user_sql(parse_location(history), WIDE, max_bytes=2**30).attrs["bytes"]
     assert 20000 * 57 * 8 <= size < 20000 * 57 * 8 * 1.05  # the values, their validity bits
-    exact = run_user_sql(history, WIDE, max_bytes=size)
+    exact = run_user_sql(parse_location(history), WIDE, max_bytes=size)
     assert len(exact) == 20000 and exact.attrs["cut"] is None and exact.attrs["bytes"] == size
     assert cli_main(["--db", str(history), "sql", WIDE, "--max-bytes", str(size - 1), "--show", "1"]) == 0
     out = capsys.readouterr()
@@ -47,7 +48,7 @@ def test_the_byte_cap_counts_result_bytes_at_its_edge(history, capsys):
 
 
 def test_duplicate_column_names_are_shown_renamed(history, capsys):
-    frame = run_user_sql(history, "SELECT 1 AS x, 2 AS x, 3 AS x_1, 4 AS X")
+    frame = run_user_sql(parse_location(history), "SELECT 1 AS x, 2 AS x, 3 AS x_1, 4 AS X")
     assert list(frame.columns) == ["x", "x_2", "x_1", "X_3"] and frame.iloc[0].tolist() == [1, 2, 3, 4]
     assert frame.attrs["renamed"] == {"x_2": "x", "X_3": "X"}
     assert cli_main(["--db", str(history), "sql", "SELECT 1 AS x, 2 AS x"]) == 0
@@ -62,7 +63,7 @@ def test_duplicate_column_names_are_shown_renamed(history, capsys):
 def test_parquet_keeps_nested_columns(history, tmp_path, capsys):
     """`SELECT * FROM results` has MAP and LIST columns that pandas holds as Python objects; the
     Parquet comes from DuckDB's Arrow result and keeps their types. CSV of the same rows parses."""
-    result = run_user_query(history, "SELECT * FROM results ORDER BY case_id")
+    result = run_user_query(parse_location(history), "SELECT * FROM results ORDER BY case_id")
     back = pq.read_table(io.BytesIO(history_sql.to_parquet(result.table)))
     assert back.schema.field("gap_to_backends").type == result.table.schema.field("gap_to_backends").type
     assert pa.types.is_map(back.schema.field("gap_to_backends").type)
@@ -82,18 +83,18 @@ def test_the_schema_overview_lists_the_columns_a_view_returns(history):
     """A file's information_schema can keep a view's columns as of its creation (latest_results: 72)
     until a write refreshes them, while its `SELECT d.*` returns the columns added since: the
     browser shows what a query returns."""
-    overview = schema_overview(history)
+    overview = schema_overview(parse_location(history))
     for view in overview[overview.kind == "view"].object.unique():
-        returned = run_user_sql(history, f"SELECT * FROM {view} LIMIT 0")
+        returned = run_user_sql(parse_location(history), f"SELECT * FROM {view} LIMIT 0")
         shown = overview[overview.object == view].sort_values("position")
         assert shown["column"].tolist() == list(returned.columns), view
     latest = overview[overview.object == "latest_results"]
-    assert len(latest) == len(run_user_sql(history, "SELECT * FROM latest_results").columns)
+    assert len(latest) == len(run_user_sql(parse_location(history), "SELECT * FROM latest_results").columns)
 
 
 def _view_columns(db) -> dict[str, tuple[int, int]]:
     """view -> (columns information_schema lists, columns a query of it returns)."""
-    with open_read(db) as con:
+    with open_read(parse_location(db)) as con:
         views = [v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
         return {v: (con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ?", [v]).fetchone()[0],
                     len(con.execute(f'DESCRIBE SELECT * FROM "{v}"').fetchall())) for v in views}
@@ -119,9 +120,9 @@ def test_information_schema_lists_the_columns_a_view_returns(tmp_path, history, 
     _assert_catalogue_matches(older)
     with monkeypatch.context() as patch:
         patch.setattr(migrations, "refresh_view_columns", lambda con, label: [])
-        ingest_paths(tmp_path / "stale.duckdb", [make_bundle(tmp_path / "b2", n_samples=5)])
+        ingest_paths(parse_location(tmp_path / "stale.duckdb"), [make_bundle(tmp_path / "b2", n_samples=5)])
     assert _view_columns(tmp_path / "stale.duckdb")["latest_results"][0] == 72  # as DuckDB left it
-    with open_write(tmp_path / "stale.duckdb"):
+    with open_write(parse_location(tmp_path / "stale.duckdb")):
         pass
     _assert_catalogue_matches(tmp_path / "stale.duckdb")
 
@@ -152,7 +153,7 @@ def test_a_lock_held_too_long_is_one_line_without_paths_or_pid_on_the_dashboard(
     `attnwatch sql`, whose user named the history, names it in full and the process holding it."""
     with lock_held(history) as pid:
         with pytest.raises(LockTimeoutError) as info:
-            run_user_sql(history, "SELECT 1", lock_wait_s=0.5)
+            run_user_sql(parse_location(history), "SELECT 1", lock_wait_s=0.5)
         assert_public(str(info.value), history, pid)
         monkeypatch.setattr(history_sql, "DEFAULTS", SqlLimits(lock_wait_s=0.5))
         assert cli_main(["--db", str(history), "sql", "SELECT 1"]) == 2
@@ -166,5 +167,5 @@ def test_a_query_error_naming_the_history_names_its_file_only(tmp_path):
     junk = tmp_path / "junk.duckdb"
     junk.write_bytes(b"not a database" * 100)
     with pytest.raises(HistoryError) as info:  # not a query's fault: the file is no history (history.store.db)
-        run_user_sql(junk, "SELECT 1")
+        run_user_sql(parse_location(junk), "SELECT 1")
     assert str(info.value).startswith("junk.duckdb: ") and str(tmp_path) not in str(info.value)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from attnwatch.history.store.db import open_read
 from attnwatch.scripts.make_synthetic_history import main as make_synthetic
+from attnwatch.history.store.location import parse_location
 
 
 def test_synthetic_history_is_labelled_and_has_planted_steps(db_path, capsys):
     assert make_synthetic(["--rows", "30000", "--db", str(db_path)]) == 0
     assert "(synthetic)" in capsys.readouterr().out
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         runs, synthetic, labelled = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE synthetic), count(*) FILTER (WHERE notes LIKE '%synthetic%') FROM runs"
         ).fetchone()

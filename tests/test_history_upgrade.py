@@ -17,12 +17,13 @@ from attnwatch.history.errors import HistoryNotFoundError, LockTimeoutError
 from attnwatch.history.store.migrations import code_schema_version
 from old_history import history_at_version
 from test_app_pages import open_page, texts
+from attnwatch.history.store.location import parse_location
 
 LATEST = code_schema_version()
 
 
 def _views(db_path) -> set[str]:
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         return {name for (name,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()}
 
 
@@ -47,27 +48,27 @@ def read_only_holder(db_path):
 def test_upgrade_applies_what_is_pending_once(tmp_path, db_path):
     history_at_version(db_path, 2, tmp_path)
     assert "ncu_roofline" not in _views(db_path)
-    assert schema_version(db_path) == (2, LATEST)
-    assert upgrade(db_path) == list(range(3, LATEST + 1))
+    assert schema_version(parse_location(db_path)) == (2, LATEST)
+    assert upgrade(parse_location(db_path)) == list(range(3, LATEST + 1))
     assert "ncu_roofline" in _views(db_path)
-    assert upgrade(db_path) == []
-    assert schema_version(db_path) == (LATEST, LATEST)
+    assert upgrade(parse_location(db_path)) == []
+    assert schema_version(parse_location(db_path)) == (LATEST, LATEST)
 
 
 def test_a_current_history_is_checked_without_taking_the_write_lock(tmp_path, db_path):
-    with open_write(db_path):
+    with open_write(parse_location(db_path)):
         pass
     with read_only_holder(db_path):
         with pytest.raises(LockTimeoutError):  # what a writer gets meanwhile
-            with open_write(db_path, deadline_s=0.5):
+            with open_write(parse_location(db_path), deadline_s=0.5):
                 pass
-        assert upgrade(db_path, deadline_s=0.5) == []
+        assert upgrade(parse_location(db_path), deadline_s=0.5) == []
 
 
 def test_upgrade_of_a_missing_history_names_the_file(tmp_path):
     missing = tmp_path / "none.duckdb"
     with pytest.raises(HistoryNotFoundError, match="none.duckdb"):
-        upgrade(missing)
+        upgrade(parse_location(missing))
     assert not missing.exists()
 
 
@@ -106,12 +107,12 @@ def test_dashboard_that_cannot_upgrade_warns_and_still_reads(tmp_path, monkeypat
         warning = next(w for w in texts(at, "warning") if "could not be brought up" in w)
         assert "attnwatch migrate" in warning and "busy" in warning
         assert str(tmp_path) not in warning and "PID" not in warning  # no machine path on a page
-    assert schema_version(db) == (2, LATEST)
+    assert schema_version(parse_location(db)) == (2, LATEST)
 
 
 def test_dashboard_on_a_history_from_a_newer_attnwatch_says_so_and_changes_nothing(tmp_path, monkeypatch):
     db = tmp_path / "newer.duckdb"
-    with open_write(db) as con:
+    with open_write(parse_location(db)) as con:
         con.execute("INSERT INTO schema_migrations VALUES (999, 'from_the_future', now() AT TIME ZONE 'UTC', 'x')")
     at = open_page(db, monkeypatch)
     warning = next(w for w in texts(at, "warning") if "schema version 999" in w)

@@ -14,6 +14,7 @@ from attnwatch.history.errors import SchemaTooNewError
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.store.migrations import available_migrations
 from howto_support import HOWTO, code_blocks, copy_checkout, run_in
+from attnwatch.history.store.location import parse_location
 
 PAGE = "change-the-history-schema.md"
 
@@ -39,7 +40,7 @@ def test_the_migration_of_the_howto_applies_to_an_existing_and_a_fresh_history(t
     (copy / "history" / "store" / "migrations" / new_file).write_text(sql, encoding="utf-8")
 
     existing = tmp_path / "existing.duckdb"
-    with open_write(existing):  # a history as this checkout leaves it
+    with open_write(parse_location(existing)):  # a history as this checkout leaves it
         pass
     assert _schema(existing)[0] == current.version
     behind = run_in(copy, "-m", "attnwatch", "--db", str(existing), "migrate", "--check")
@@ -52,11 +53,12 @@ def test_the_migration_of_the_howto_applies_to_an_existing_and_a_fresh_history(t
 
     fresh = tmp_path / "fresh.duckdb"  # a new history, as a first ingest creates it
     created = run_in(copy, "-c", "import sys; from attnwatch.history.store.db import open_write\n"
-                                 "with open_write(sys.argv[1]): pass", str(fresh))
+                                 "from attnwatch.history.store.location import parse_location\n"
+                                 "with open_write(parse_location(sys.argv[1])): pass", str(fresh))
     assert created.returncode == 0, created.stderr
     version, columns = _schema(fresh)
     assert version == current.version + 1 and "owner" in columns
 
     with pytest.raises(SchemaTooNewError):
-        with open_read(existing):
+        with open_read(parse_location(existing)):
             pass

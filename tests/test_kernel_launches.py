@@ -30,6 +30,7 @@ from attnwatch.history.analysis.ncu_explain import DURATION, UNEXPLAINED, combin
 from attnwatch.history.analysis.thresholds import load_thresholds
 from bundle_factory import SHAPES, make_bundle
 from compare_factory import make_report
+from attnwatch.history.store.location import parse_location
 
 CASES = [f"torch_3op/{shape}/fp16/{mode}" for shape in ("h100_small", "b4_h16_s1k") for mode in ("noncausal", "causal")]
 
@@ -161,14 +162,14 @@ def test_an_alert_on_a_stored_history_names_the_spin_in_its_cause(sides, tmp_pat
                                  variants=("torch_3op",), shapes=(SHAPES[1], SHAPES[2]), with_ncu=True,
                                  ncu_launches=launches, seed=i))
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, paths)
+    ingest_paths(parse_location(db), paths)
     _, head = sides
     for case in CASES:
-        found = cause_of(db, "regression", "run-1", case)
+        found = cause_of(parse_location(db), "regression", "run-1", case)
         assert found.changes[0].rule == "kernels"
         assert found.cause.endswith(f": new spin_kernel ({head[case][-1].metrics[DURATION] / 1000:.3g} µs)")
     # read as a speed-up, one launch more explains nothing, and the new kernel is still named
-    faster = cause_of(db, "improvement", "run-1", CASES[0])
+    faster = cause_of(parse_location(db), "improvement", "run-1", CASES[0])
     assert faster.changes == [] and faster.cause.startswith(UNEXPLAINED)
     assert faster.cause.endswith("; the call's kernels differ: new spin_kernel "
                                  f"({head[CASES[0]][-1].metrics[DURATION] / 1000:.3g} µs)")

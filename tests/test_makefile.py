@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from attnwatch.history.store.location import parse_location
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="needs GNU make")
@@ -88,7 +89,7 @@ def test_make_demo_labels_its_cpu_table_as_the_run_summary_does(tmp_path):
     (query,) = [line for line in done.stdout.splitlines() if " sql " in line and "r.median_us" in line]
     argv = shlex.split(query)
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "bundle", run_id="one", variants=("sdpa",))])
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "bundle", run_id="one", variants=("sdpa",))])
     env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(ROOT))
     ran = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert ran.returncode == 0, ran.stderr

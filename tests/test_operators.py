@@ -25,6 +25,7 @@ from attnwatch.kernels import operators, registry, shapes
 from attnwatch.kernels.cases import Case, case_id, parse_case_id
 from attnwatch.kernels.variant import Prepared, Variant
 from old_history import history_at_version
+from attnwatch.history.store.location import parse_location
 
 
 @dataclass(frozen=True)
@@ -153,8 +154,8 @@ def test_migration_012_backfills_from_the_old_columns_and_keeps_gap_to_sdpa(tmp_
     con.execute("INSERT INTO alerts (dedup_key, kind, metric, case_id) VALUES "
                 "('step|a|gpu|gap_to_sdpa|c|p', 'regression', 'gap_to_sdpa', 'triton_fa2/s/fp16/causal')")
     con.close()
-    assert upgrade(db)[0] == 12  # and any later migration
-    with open_read(db) as con:
+    assert upgrade(parse_location(db))[0] == 12  # and any later migration
+    with open_read(parse_location(db)) as con:
         rows = con.execute("SELECT operator, bound, bytes, gap_to_baseline, baseline_variant, gap_to_fastest_reference, "
                            "fastest_reference, gap_to_sdpa FROM results ORDER BY variant DESC").fetchall()
         alert = con.execute("SELECT metric, dedup_key FROM alerts").fetchone()

@@ -20,6 +20,7 @@ from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report, write_report
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 CAPPED = case_id("triton_fa2", "l4_mission", "fp16", True)
 CLEAN = case_id("sdpa", "l4_mission", "fp16", True)
@@ -40,7 +41,7 @@ def capped_history(tmp_path, monkeypatch):
                           "band_discarded_samples": 12, "clock_normalised_median_us": 3.25,
                           "sm_clock_median_mhz": 1980.0, "reference_clock_mhz": 1980.0},
                  CLEAN: {"timing_recipe": "plain"}}
-    ingest_paths(db, [make_bundle(tmp_path / "b", run_id="capped-run", variants=("sdpa", "triton_fa2"), causal=(True,),
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", run_id="capped-run", variants=("sdpa", "triton_fa2"), causal=(True,),
                                   timing_overrides=overrides)])
     return current_source(str(db))
 

@@ -28,6 +28,7 @@ from attnwatch.ci.timing.power import (
 )
 from attnwatch.ci.timing.timers import NoFlush
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 F_MAX = 1980.0
 
@@ -211,7 +212,7 @@ def test_the_recipe_and_clock_summary_survive_bundle_ingest_and_query(tmp_path, 
     from bundle_factory import FactoryShape
 
     shape = FactoryShape("fa_s8192_d64", 2, 16, 8192, 64)
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", variants=("triton_fa2",), shapes=(shape,),
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", variants=("triton_fa2",), shapes=(shape,),
                                        causal=(True,), timing_overrides={cid: stored})])
     con = duckdb.connect(str(db_path), read_only=True)
     try:
@@ -238,7 +239,7 @@ def test_each_samples_clock_is_stored_with_it_and_a_mismatch_is_refused_by_file_
     clocks = [1980.0] * 15 + [1515.0, None, 1605.0, 1980.0, 1965.0]
     bundle = write_bundle(tmp_path / "b", dataclasses.replace(contents, sample_clocks={cid: clocks}))
     assert load_bundle(bundle).sample_clocks == {cid: clocks}
-    ingest_paths(db_path, [bundle])
+    ingest_paths(parse_location(db_path), [bundle])
     con = duckdb.connect(str(db_path), read_only=True)
     try:
         stored = [r[0] for r in con.execute("SELECT sm_clock_mhz FROM samples WHERE case_id = ? ORDER BY sample_index",

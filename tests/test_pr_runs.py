@@ -16,6 +16,7 @@ from attnwatch.cli.main import main as cli_main
 from attnwatch.ci.integration.pr_runs import SourceRun, dashboard_link, run_id_for
 from attnwatch.history.store.db import open_read
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 HEAD = "c" * 40
 MERGE_BASE = "b" * 40
@@ -43,7 +44,7 @@ def _ingest_pr(db, out: Path, pr=12, sha=HEAD, source="777.1") -> int:
 
 @pytest.fixture
 def with_main(tmp_path, db_path):
-    ingest_paths(db_path, [make_bundle(tmp_path / "main", run_id="main-0", commit_sha="a" * 40,
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "main", run_id="main-0", commit_sha="a" * 40,
                                        commit_message="Tune tiles", variants=("sdpa", "triton_fa2"))])
     return db_path
 
@@ -52,7 +53,7 @@ def test_compare_rounds_become_pull_request_runs_whatever_their_manifests_say(tm
     out = _compare_out(tmp_path / "compare")
     assert _ingest_pr(with_main, out) == 0
     assert "4 run(s) inserted" in capsys.readouterr().out
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         runs = con.execute("SELECT run_id, trigger, pr_number, branch, commit_sha FROM runs ORDER BY run_id").fetchall()
         series_runs = {r for (r,) in con.execute("SELECT DISTINCT run_id FROM case_series").fetchall()}
         latest = [r for (r,) in con.execute("SELECT run_id FROM latest_main_runs").fetchall()]
@@ -74,7 +75,7 @@ def test_reingest_is_a_no_op_and_a_new_attempt_gets_new_runs(tmp_path, with_main
     assert _ingest_pr(with_main, out) == 0
     assert "0 run(s) inserted (0 result rows), 2 skipped" in capsys.readouterr().out
     assert _ingest_pr(with_main, _compare_out(tmp_path / "rerun", rounds=1), source="777.2") == 0
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         assert con.execute("SELECT count(*) FROM runs WHERE pr_number = 12").fetchone()[0] == 4
 
 
@@ -83,7 +84,7 @@ def test_a_head_round_of_another_commit_is_refused_and_nothing_is_written(tmp_pa
     assert _ingest_pr(with_main, out) == 2
     err = capsys.readouterr().err
     assert "head-round1" in err and "commit_sha" in err and "not the measured head" in err
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
@@ -99,7 +100,7 @@ def test_rounds_of_another_repository_are_refused_and_nothing_is_written(tmp_pat
     err = capsys.readouterr().err.strip()
     assert "manifest.json: repo: 'evil/other-repo' is not this history's repository 'example/attention-kernels'" in err
     assert len(err.splitlines()) == 1
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
     assert _ingest_pr(with_main, _compare_out(tmp_path / "genuine", rounds=1)) == 0
 
@@ -125,7 +126,7 @@ def test_a_bundles_folder_that_is_a_symbolic_link_is_refused(tmp_path, with_main
     (out / "bundles").symlink_to(elsewhere / "bundles", target_is_directory=True)
     assert _ingest_pr(with_main, out) == 2
     assert "no bundles directory" in capsys.readouterr().err
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 
@@ -134,7 +135,7 @@ def test_a_round_holding_a_symbolic_link_is_refused(tmp_path, with_main, capsys)
     (out / "bundles" / "head-round1" / "extra_dir").symlink_to("/etc", target_is_directory=True)
     assert _ingest_pr(with_main, out) == 2
     assert "extra_dir: file: is a symbolic link" in capsys.readouterr().err
-    with open_read(with_main) as con:
+    with open_read(parse_location(with_main)) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
 
 

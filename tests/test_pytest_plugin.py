@@ -28,6 +28,7 @@ from attnwatch.history.contract.pytest_record import (
 )
 from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # Kept under another name, so the project's own test run does not collect it; copied in as a test file.
@@ -142,7 +143,7 @@ def test_the_session_keeps_its_threads_after_a_measurement(suite_json):
 def test_ingest_stores_the_whole_record(suite_json, tmp_path):
     out, _ = suite_json
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [out])
+    ingest_paths(parse_location(db), [out])
     with duckdb.connect(str(db), read_only=True) as con:
         rows = dict(con.execute("SELECT case_id, timing_mode FROM results").fetchall())
         assert rows == {c: "cpu_wall" for c in ("softmax/256/fp32", "softmax.reference/256/fp32",
@@ -202,7 +203,7 @@ def test_the_writer_refuses_what_the_reader_refuses(suite_json, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
     with pytest.raises(BundleError, match=r"bad.json: benchmarks\[0\].extra_info.attnwatch_measurement.timing.timing_mode"):
-        ingest_paths(tmp_path / "h.duckdb", [path])
+        ingest_paths(parse_location(tmp_path / "h.duckdb"), [path])
     assert not (tmp_path / "h.duckdb").exists() or not duckdb.connect(str(tmp_path / "h.duckdb")).execute(
         "SELECT count(*) FROM runs").fetchone()[0]
 

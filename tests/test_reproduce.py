@@ -18,6 +18,7 @@ from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report
 from attnwatch.cli.commands.compare import resolve_defaults
 from attnwatch.ci.compare.setup import plan_for
+from attnwatch.cli.settings import case_choice
 from attnwatch.ci.selection import select_cases
 from attnwatch.kernels import registry
 from attnwatch.kernels.cases import DTYPES, case_id
@@ -90,7 +91,7 @@ def test_every_operators_command_selects_exactly_its_case():
             assert [c.case_id for c in picked] == [wanted], (wanted, device)
         compare = parser.parse_args(shlex.split(compare_command(wanted, A, B))[1:])
         resolve_defaults(compare)  # as the command does before planning
-        assert [c.case_id for c in plan_for(compare)] == [wanted]
+        assert [c.case_id for c in plan_for(case_choice(compare))] == [wanted]
         seen.add(registry.get(variant).operator)
     assert {"attention", "rmsnorm"} <= seen
 

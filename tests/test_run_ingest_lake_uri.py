@@ -10,6 +10,7 @@ from __future__ import annotations
 from attnwatch.cli.main import main
 from attnwatch.history.store.db import open_read
 from pg_server import SUPERUSER
+from attnwatch.history.store.location import parse_location
 
 
 def test_run_ingests_into_a_lake_given_as_a_uri(postgres_server, tmp_path, monkeypatch, capsys):
@@ -21,5 +22,5 @@ def test_run_ingests_into_a_lake_given_as_a_uri(postgres_server, tmp_path, monke
                "--out", str(tmp_path / "bundle"), "--time-cap", "0.2", "--no-progress", "--no-correctness", "--ingest"])
     assert rc == 0, capsys.readouterr().err
     assert f"ingested into {uri}" in capsys.readouterr().out
-    with open_read(uri) as con:
+    with open_read(parse_location(uri)) as con:
         assert con.execute("SELECT count(*) FROM results WHERE variant = 'sdpa_math'").fetchone()[0] > 0

@@ -16,6 +16,7 @@ from attnwatch.history.store.db import open_read
 from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.contract.names import CASE_ID, LABEL, NAME, name_problem
+from attnwatch.history.store.location import parse_location
 
 LOOKALIKES = {
     "cyrillic": "\u0455dpa",  # ѕdpa
@@ -29,7 +30,7 @@ LOOKALIKES = {
 def _runs(db_path) -> list[tuple[str, str]]:
     if not Path(db_path).exists():
         return []
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         return con.execute("SELECT run_id, repo FROM runs ORDER BY run_id").fetchall()
 
 
@@ -75,7 +76,7 @@ def test_lookalike_names_in_other_files_are_refused(tmp_path, db_path, file, fie
     bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
     _edit_json(bad / file, edit)
     with pytest.raises(BundleError) as info:
-        ingest_paths(db_path, [bad])
+        ingest_paths(parse_location(db_path), [bad])
     assert info.value.path.endswith(file) and info.value.field == field
     assert not db_path.exists()
 
@@ -95,7 +96,7 @@ def test_an_imported_pytest_name_must_be_printable_ascii(tmp_path, db_path):
     path = tmp_path / "plain.json"
     path.write_text(json.dumps(document))
     with pytest.raises(BundleError) as info:
-        ingest_paths(db_path, [path])
+        ingest_paths(parse_location(db_path), [path])
     assert info.value.field == "benchmarks[0].fullname" and "\\u200b" in str(info.value)
 
 
@@ -138,7 +139,7 @@ def test_a_first_ingest_must_agree_with_itself(tmp_path, db_path):
     genuine = make_bundle(tmp_path / "genuine", run_id="genuine")
     foreign = make_bundle(tmp_path / "foreign", run_id="foreign", repo=FOREIGN)
     with pytest.raises(BundleError) as info:
-        ingest_paths(db_path, [genuine, foreign])
+        ingest_paths(parse_location(db_path), [genuine, foreign])
     assert info.value.path == str(foreign / "manifest.json") and info.value.field == "repo"
     assert _runs(db_path) == []
 
@@ -147,14 +148,14 @@ def test_a_history_of_several_repositories_asks_for_the_setting(tmp_path, db_pat
     from attnwatch.history.store.db import open_write
     from attnwatch.history.contract.repository import RepositoryError
 
-    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
-    with open_write(db_path) as con:  # as a history written before the check could be
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "a", run_id="a")])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    with open_write(parse_location(db_path)) as con:  # as a history written before the check could be
         con.execute("UPDATE runs SET repo = ? WHERE run_id = 'b'", [FOREIGN])
     genuine = make_bundle(tmp_path / "c", run_id="c", seed=3)
     with pytest.raises(RepositoryError, match="several repositories"):
-        ingest_paths(db_path, [genuine])
-    ingest_paths(db_path, [genuine], repo=GENUINE)
+        ingest_paths(parse_location(db_path), [genuine])
+    ingest_paths(parse_location(db_path), [genuine], repo=GENUINE)
     assert ("c", GENUINE) in _runs(db_path)
 
 
@@ -200,7 +201,7 @@ def test_a_bare_project_names_no_history_and_the_setting_fixes_it(tmp_path, db_p
 
 
 def test_a_bare_project_of_another_name_is_refused(tmp_path, db_path, capsys):
-    ingest_paths(db_path, [make_bundle(tmp_path / "genuine", run_id="genuine")])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "genuine", run_id="genuine")])
     other = _plain(tmp_path, "other.json", "other-kernels")
     assert cli_main(["--db", str(db_path), "ingest", str(other)]) == 2
     err = capsys.readouterr().err
@@ -229,10 +230,10 @@ def test_a_history_holding_empty_repositories_names_none(tmp_path, db_path):
     next run is judged by the others (or, with none, names it)."""
     from attnwatch.history.store.db import open_write
 
-    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
-    with open_write(db_path) as con:
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "a", run_id="a")])
+    with open_write(parse_location(db_path)) as con:
         con.execute("UPDATE runs SET repo = ''")
-    ingest_paths(db_path, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", run_id="b", seed=2)])
     assert sorted(_runs(db_path)) == [("a", ""), ("b", GENUINE)]
 
 
@@ -249,11 +250,11 @@ def test_an_export_with_runs_of_no_repository_is_imported_without_naming_the_his
     the imported history is named by its other runs, or by the next ingest."""
     from attnwatch.history.store.db import open_write
 
-    ingest_paths(db_path, [make_bundle(tmp_path / "a", run_id="a")])
-    with open_write(db_path) as con:
+    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "a", run_id="a")])
+    with open_write(parse_location(db_path)) as con:
         con.execute("UPDATE runs SET repo = ''")
     assert cli_main(["--db", str(db_path), "export", str(tmp_path / "export")]) == 0
     copy = tmp_path / "copy.duckdb"
     assert cli_main(["--db", str(copy), "import", str(tmp_path / "export")]) == 0
-    ingest_paths(copy, [make_bundle(tmp_path / "b", run_id="b", seed=2)])
+    ingest_paths(parse_location(copy), [make_bundle(tmp_path / "b", run_id="b", seed=2)])
     assert sorted(_runs(copy)) == [("a", ""), ("b", GENUINE)]

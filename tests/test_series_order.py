@@ -18,6 +18,7 @@ from attnwatch.history.store.copy import copy_history
 from attnwatch.history.store.db import open_read
 from attnwatch.history.detection.scan import series_points
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=timezone.utc)
 GPU = "NVIDIA H200"
@@ -61,16 +62,16 @@ def _bundles(work):
 def history(request, tmp_path, monkeypatch):
     file = tmp_path / "history.duckdb"
     monkeypatch.setenv("ATTNWATCH_DB", str(file))
-    ingest_paths(file, _bundles(tmp_path / "bundles"))
+    ingest_paths(parse_location(file), _bundles(tmp_path / "bundles"))
     if request.param == "file":
         return str(file)
     lake = request.getfixturevalue("lake_db")
-    copy_history(file, lake)
+    copy_history(parse_location(file), parse_location(lake))
     return lake
 
 
 def test_trends_detection_and_sparklines_order_runs_alike(history):
-    with open_read(history) as con:
+    with open_read(parse_location(history)) as con:
         unknown = con.execute("SELECT committed_at FROM commits WHERE sha = ?", [_sha("m")]).fetchone()
         stored = [r[0] for r in con.execute(
             "SELECT run_id FROM case_series WHERE case_id = ? ORDER BY series_index", [CASE]).fetchall()]

@@ -75,16 +75,17 @@ def test_a_query_that_crashes_its_worker_is_one_clean_line(tmp_path):
 
 def test_what_a_dying_worker_wrote_becomes_the_gist_of_its_line(tmp_path):
     from attnwatch.history.sql.worker import _child_said
+    from attnwatch.history.store.location import parse_location
 
     said = tmp_path / "stderr.txt"
     said.write_bytes(b"terminate called after throwing an instance of 'duckdb::PermissionException'\n"
                      b'  what():  {"exception_type":"Permission","exception_message":"Cannot access directory '
                      b'\\"/srv/team/logs\\" - disabled\\u001b[2J"}\n')
-    assert _child_said(said, "/srv/team/history.duckdb") == \
+    assert _child_said(said, parse_location("/srv/team/history.duckdb")) == \
         'Permission Error: Cannot access directory "<path>" - disabled\\x1b[2J'
     said.write_bytes(b"Traceback (most recent call last):\n  File ...\nKeyError: 'x\x1b'\n")
-    assert _child_said(said, "h.duckdb") == "KeyError: 'x\\x1b'"
-    assert _child_said(tmp_path / "none.txt", "h.duckdb") == ""
+    assert _child_said(said, parse_location("h.duckdb")) == "KeyError: 'x\\x1b'"
+    assert _child_said(tmp_path / "none.txt", parse_location("h.duckdb")) == ""
 
 
 def test_a_result_written_to_a_file_says_how_many_rows_went_where(tmp_path):

@@ -21,13 +21,14 @@ from attnwatch.ci.compare.report import write_report
 from attnwatch.history.contract.bundle_writer import write_bundle
 from attnwatch.history.errors import BundleError
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 
 @pytest.fixture
 def history(tmp_path) -> Path:
     """An existing history holding one run (so ingest's "already stored?" check reads each input)."""
     db = tmp_path / "history.duckdb"
-    ingest_paths(db, [make_bundle(tmp_path / "stored", run_id="stored", seed=1)])
+    ingest_paths(parse_location(db), [make_bundle(tmp_path / "stored", run_id="stored", seed=1)])
     return db
 
 

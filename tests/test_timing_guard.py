@@ -20,6 +20,7 @@ from attnwatch.ci.timing.timers import CpuWallTimer, GuardPolicy, NoFlush
 from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.timings import parse_case_timing
+from attnwatch.history.store.location import parse_location
 
 
 class ScriptedGuardTimer:
@@ -123,8 +124,8 @@ def test_guard_counts_land_in_the_history(tmp_path, db_path):
         if timing["variant"] == "triton_fa2":
             timing["guard_retimed_blocks"], timing["guard_uncovered_blocks"] = 4, i
     path.write_text(json.dumps(document))
-    ingest_paths(db_path, [bundle])
-    with open_read(db_path) as con:
+    ingest_paths(parse_location(db_path), [bundle])
+    with open_read(parse_location(db_path)) as con:
         rows = con.execute("SELECT variant, guard_retimed_blocks, guard_uncovered_blocks FROM result_details "
                            "WHERE status = 'ok' ORDER BY case_id").fetchall()
     expected = list(enumerate(document["timings"]))

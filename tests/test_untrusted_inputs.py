@@ -22,6 +22,7 @@ from compare_factory import make_report
 from github_stub import GitHubStub, StubState
 from attnwatch.history.store.db import open_read
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store.location import parse_location
 
 NCU_DATA = Path(__file__).resolve().parent / "data" / "ncu"
 RAW = "h200_raw_sdpa_flash_3op.csv"
@@ -142,7 +143,7 @@ def test_an_unknown_pytest_benchmark_major_version_is_refused_by_name(tmp_path, 
     assert not db_path.exists()
     current = _benchmark_file(tmp_path / "current.json", "5.2.3")
     assert cli_main(["--db", str(db_path), "--repo", "example/kernels", "ingest", str(current)]) == 0
-    with open_read(db_path) as con:
+    with open_read(parse_location(db_path)) as con:
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == 1
 
 
@@ -190,7 +191,7 @@ def test_joined_ncu_tables_are_ingested_and_the_writer_refuses_a_cut_one(tmp_pat
     text = (NCU_DATA / RAW).read_text()
     bundle = make_bundle(tmp_path / "bundle", run_id="ncu-joined", with_ncu=True)
     (bundle / "ncu_raw.csv").write_text(text + "\n" + text)
-    assert len(ingest_paths(db_path, [bundle]).inserted) == 1
+    assert len(ingest_paths(parse_location(db_path), [bundle]).inserted) == 1
     out = tmp_path / "ncu-out"
     out.mkdir()
     with pytest.raises(BundleError) as info:

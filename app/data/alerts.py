@@ -17,14 +17,14 @@ KINDS = history_alerts.KINDS
 
 @cached_query
 def alert_gpus(source: Source) -> list[str]:
-    return sorted({a.gpu_name for a in history_alerts.list_alerts(source.path, {"limit": 100000}) if a.gpu_name})
+    return sorted({a.gpu_name for a in history_alerts.list_alerts(source.location, {"limit": 100000}) if a.gpu_name})
 
 
 @cached_query
 def counter_cause(source: Source, kind: str, run_id: str | None, case_id: str):
     """The counter rules' explanation of a speed alert's step (history.detection.ncu_cause), or
     None when its run and an earlier one of the same GPU and branch were not both profiled."""
-    return ncu_cause.cause_of(source.path, kind, run_id, case_id)
+    return ncu_cause.cause_of(source.location, kind, run_id, case_id)
 
 
 def counter_table(explanation) -> pd.DataFrame:
@@ -39,7 +39,7 @@ def counter_table(explanation) -> pd.DataFrame:
 
 def events_of(source: Source, alert_id: int) -> pd.DataFrame:
     """The lifecycle of one alert (not cached: it is read right after a change)."""
-    return pd.DataFrame([asdict(e) for e in history_alerts.alert_events(source.path, alert_id)],
+    return pd.DataFrame([asdict(e) for e in history_alerts.alert_events(source.location, alert_id)],
                         columns=["alert_id", "action", "note", "actor", "happened_at"])
 
 
@@ -53,7 +53,7 @@ def change_status(source: Source, alert_ids, action: str, note: str, actor: str)
     """Acknowledge or resolve one alert or a group with one note, all or none (one transaction);
     raises history's AlertError / LockTimeoutError with a readable message."""
     if action == "acknowledge":
-        return history_alerts.acknowledge_many(source.path, alert_ids, note, actor)
+        return history_alerts.acknowledge_many(source.location, alert_ids, note, actor)
     if action == "resolve":
-        return history_alerts.resolve_many(source.path, alert_ids, note, actor)
+        return history_alerts.resolve_many(source.location, alert_ids, note, actor)
     raise ValueError(f"unknown alert action {action!r}")

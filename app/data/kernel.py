@@ -157,7 +157,7 @@ def cause_since_before(source: Source, history: pd.DataFrame, case_id: str):
     if len(history) < 2 or pd.isna(history.iloc[-1].duration_us) or pd.isna(history.iloc[-2].duration_us):
         return None
     slower = bool(history.iloc[-1].duration_us >= history.iloc[-2].duration_us)
-    found = ncu_cause.cause_of(source.path, "regression" if slower else "improvement", history.iloc[-1].run_id, case_id)
+    found = ncu_cause.cause_of(source.location, "regression" if slower else "improvement", history.iloc[-1].run_id, case_id)
     return (slower, found) if found is not None else None
 
 

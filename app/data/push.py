@@ -354,7 +354,7 @@ def cause_evidence(source: Source) -> dict[tuple[str, str], CauseEvidence]:
     builds, commits = read_frames(source, body)
     build_of = {(r["run_id"], r["variant"]): r for r in builds.to_dict("records")}
     commit_of = {r["run_id"]: (r["commit_sha"] or "", r["commit_message"] or "") for r in commits.to_dict("records")}
-    explained = ncu_cause.causes_of(source.path, [(_cause_kind(r), r.head_run, r.case_id) for r in rows.itertuples()])
+    explained = ncu_cause.causes_of(source.location, [(_cause_kind(r), r.head_run, r.case_id) for r in rows.itertuples()])
     out = {}
     for name in CAUSE_SECTIONS:
         for cause in causes(section(changes, name)).itertuples():

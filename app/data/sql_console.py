@@ -48,7 +48,7 @@ def run_query(source: Source, sql: str) -> UserResult:
     was cut and by which limit (history.sql.query.run_user_sql).
     """
     try:
-        return history_sql.run_user_query(source.path, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S,
+        return history_sql.run_user_query(source.location, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S,
                                           max_bytes=MAX_BYTES, lock_wait_s=LOCK_WAIT_S)
     except QueryError:
         raise
@@ -60,7 +60,7 @@ def run_query(source: Source, sql: str) -> UserResult:
 def schema(source: Source) -> pd.DataFrame:
     """Tables and views with their columns (object, kind, column, type, position)."""
     try:
-        return history_sql.schema_overview(source.path)
+        return history_sql.schema_overview(source.location)
     except (HistoryError, duckdb.Error) as exc:
         raise HistoryUnavailable(f"schema of the history: {public_text(str(exc), source.path)}") from None
 

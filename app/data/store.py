@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
@@ -43,10 +43,12 @@ class HistoryUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Source:
-    """One version of the history: its location's text and what it looked like when read."""
+    """One version of the history: its location's text (`path`, what pages show), what it looked
+    like when read, and the location itself (parsed once, by `current_source`), which every read opens."""
 
     path: str
     signature: tuple[int, ...]
+    location: HistoryLocation = field(compare=False)
 
     @property
     def exists(self) -> bool:
@@ -62,15 +64,16 @@ def _stat(path: Path) -> tuple[int, int]:
 
 
 def current_source(path: str | os.PathLike[str] | None = None) -> Source:
-    """The history named by ATTNWATCH_DB (or the default path), with its current signature."""
+    """The history named by `path`, else ATTNWATCH_DB (or the default path), with its current
+    signature: the dashboard's one reading of its setting per page view."""
     location = parse_location(path) if path is not None else default_location()
     if location.is_lake:
-        return Source(location.label, _lake_signature(location))
+        return Source(location.label, _lake_signature(location), location)
     db = location.file
     main = _stat(db)
     wal = _stat(db.with_name(db.name + ".wal"))
     exists = 1 if db.exists() else 0
-    return Source(str(db), (exists, *main, *wal))
+    return Source(str(db), (exists, *main, *wal), location)
 
 
 def _lake_signature(location: HistoryLocation) -> tuple[int, ...]:
@@ -129,7 +132,7 @@ def _render_connection(source: Source):
     if _RENDER.con is None:
         stack = ExitStack()
         try:
-            _RENDER.con = stack.enter_context(open_read(source.path))
+            _RENDER.con = stack.enter_context(open_read(source.location))
         except Exception:  # the query's own connection will say why
             stack.close()
             return None
@@ -161,7 +164,7 @@ def read_frames(source: Source, body: Callable[[Callable[..., pd.DataFrame]], T]
         except Exception:  # tried again below on a connection of its own, which names any fault
             _drop_render_connection()
     try:
-        with open_read(source.path) as con:
+        with open_read(source.location) as con:
             return body(lambda sql, params=None: con.execute(sql, list(params or [])).df())
     except HistoryUnavailable:
         raise
@@ -184,7 +187,7 @@ def schema_notice(source: Source) -> tuple[str, str] | None:
     if not source.exists:
         return None
     try:
-        applied = upgrade(source.path, deadline_s=5.0)
+        applied = upgrade(source.location, deadline_s=5.0)
     except SchemaTooNewError as exc:  # written by a newer attnwatch: only an upgrade of this one helps
         return ("warning", str(exc))
     except FaultError as exc:  # read-only, busy, full: its reason, without paths (history.store.faults)

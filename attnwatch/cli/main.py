@@ -7,18 +7,26 @@ The list below is explicit: no discovery by file name.
 Every way a command can end, and the one line it prints when it fails, is attnwatch.cli.top_level's:
 errors a user can act on (ci.errors.UserError, history.errors.HistoryError, a fault of a file:
 history.store.faults) exit 2, an unexpected exception 70 with its traceback saved to a file.
+
+The history's location is read here once: `--db`, else $ATTNWATCH_DB, else the default file,
+parsed (history.store.location.parse_location) as the command starts, so a command finds
+`args.db` a HistoryLocation and hands that object down. A command that never opens the history
+(top_level.WITHOUT_HISTORY, `run` without --ingest, a subcommand that sets `db_unused` such as
+`history copy`, which names its own two) does not parse it: a setting it has no use for cannot stop it.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
+from typing import Callable
 
-from attnwatch.cli.top_level import run_command
+from attnwatch.cli.top_level import WITHOUT_HISTORY, run_command
 from attnwatch.history.store.faults import file_fault
-from attnwatch.history.store.location import DB_ENV, default_file_path
+from attnwatch.history.store.location import DB_ENV, default_file_path, default_location, parse_location
 from attnwatch.history.contract.repository import REPO_ENV
 
 COMMAND_MODULES = (
@@ -74,9 +82,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     args = build_parser().parse_args(argv)
-    if args.db is None:
-        args.db = os.environ.get(DB_ENV) or str(default_file_path())
+    if opens_history(args):
+        args.func = _located(args.func)
     return args
+
+
+def opens_history(args: argparse.Namespace) -> bool:
+    """Whether the command may open the history (module docstring)."""
+    if args.command.replace("-", "_") in WITHOUT_HISTORY or getattr(args, "db_unused", False):
+        return False
+    return not (args.command == "run" and not args.ingest)
+
+
+def _located(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`command`, with `args.db` parsed into a HistoryLocation first (inside the command, so a bad
+    setting's one-line error names the command, as every refusal does)."""
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        args.db = parse_location(args.db) if args.db is not None else default_location()
+        return command(args)
+    return run
 
 
 if __name__ == "__main__":

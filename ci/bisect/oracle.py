@@ -186,12 +186,13 @@ class CompareOracle:
 
     def _measure(self, sha: str, attempt: int, root: Path, options, out: Path) -> Measurement:
         from attnwatch.ci.compare.analysis import compare_rounds
+        from attnwatch.ci.compare.revisions import CompareSide
         from attnwatch.ci.compare.rounds import read_round
         from attnwatch.ci.compare.session import run_session
 
         out.mkdir(parents=True, exist_ok=True)
-        session = run_session(self.cases, roots={"base": self._good_root, "head": root},
-                              commits={"base": self.good, "head": sha}, out_dir=out, options=options, log=self.log)
+        sides = (CompareSide("base", self.good, self._good_root), CompareSide("head", sha, root))
+        session = run_session(self.cases, sides=sides, out_dir=out, options=options, log=self.log)
         base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
         cases = compare_rounds(base, head, self.thresholds, method=options.method,
                                confidence=options.design.per_look_confidence, resamples=options.resamples)

@@ -1,4 +1,5 @@
-"""Git plumbing for compare: resolve revisions, find the merge base, check one out beside us.
+"""Git plumbing for compare: resolve revisions, find the merge base, check one out beside us;
+and `CompareSide`, one side of an A/B as compare and bisect hand it to the session.
 
 The base's kernels come from a `git worktree` of the merge base (a second checkout sharing
 this repository's objects), so the head's `ci`/`history` code measures both sides alike.
@@ -9,11 +10,36 @@ from __future__ import annotations
 import shutil
 import subprocess
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from attnwatch.ci.errors import UserError
+from attnwatch.history.contract.bundle import UNKNOWN_COMMIT
 from attnwatch.history.temp_dirs import owned_temp_dir
+
+
+@dataclass(frozen=True)
+class CompareSide:
+    """One side of an A/B: its `role` ("base" or "head"), the `commit` its round bundles record (a
+    SHA, or "unknown" where git cannot tell), the checkout `root` whose kernels it measures (None:
+    this checkout), and the `revision` the user named it by (a ref, a label; None: not named)."""
+
+    role: str
+    commit: str
+    root: Path | None = None
+    revision: str | None = None
+
+    def label(self) -> str:
+        """How a refusal names the side: its commit, else the revision or label the user gave."""
+        if self.commit != UNKNOWN_COMMIT:
+            return self.commit[:12]
+        return (self.revision or "checkout")[:100]
+
+
+def roots_of(sides: Iterable[CompareSide]) -> dict[str, Path | None]:
+    """Each side's checkout by role (None: this checkout)."""
+    return {side.role: side.root for side in sides}
 
 
 def _run_git(repo: Path, *args: str) -> subprocess.CompletedProcess:

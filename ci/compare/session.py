@@ -28,6 +28,7 @@ from typing import Callable
 from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from attnwatch.ci.compare.measure import Measured, measure_rounds
+from attnwatch.ci.compare.revisions import CompareSide, roots_of
 from attnwatch.ci.compare.select import Selection, harness_change, select_variants
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
@@ -90,8 +91,9 @@ class Session:
     select_s: float = 0.0  # the parent's part of fingerprinting: the harness of both checkouts, the decision
 
 
-def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], commits: dict[str, str], out_dir: Path,
+def run_session(cases: list[PlannedCase], *, sides: tuple[CompareSide, CompareSide], out_dir: Path,
                 options: SessionOptions, log: Callable[[str], None] = print) -> Session:
+    """Measure `cases` on the base and the head of `sides` (module docstring)."""
     import sys
 
     assert options.workers_per_side is not None  # SessionOptions.__post_init__ sets it
@@ -100,22 +102,24 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
                    timing_seed=options.timing_seed, extra_variant_modules=list(options.extra_variant_modules))
     work = Path(out_dir) / "workers"
     env = machine_env()
-    gits = {name: side_git(roots[name], commits.get(name, ""), name) for name in ("base", "head")}
-    sides = {}
-    for name in ("base", "head"):
-        spec = side_spec(plan, name, roots[name], work, extra_sys_path=options.extra_sys_path, extra_env=env,
+    assert sorted(side.role for side in sides) == ["base", "head"], sides
+    given = sorted(sides, key=lambda side: side.role)  # base, then head
+    gits = {side.role: side_git(side.root, side.commit, side.role) for side in given}
+    groups: dict[str, SideGroup] = {}
+    for side in given:
+        spec = side_spec(plan, side.role, side.root, work, extra_sys_path=options.extra_sys_path, extra_env=env,
                          startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
                          case_timeout_s=options.case_timeout_s, python=options.python or sys.executable)
-        first = Side(name, spec, commit_sha=commits.get(name, ""), max_restarts=options.max_restarts, log=log)
-        sides[name] = SideGroup.of(first, options.workers_per_side)
+        first = Side(side.role, spec, commit_sha=side.commit, max_restarts=options.max_restarts, log=log)
+        groups[side.role] = SideGroup.of(first, options.workers_per_side)
     chosen: dict = {}
     # The harness half of the selection reads only the two checkouts: done while the workers start and build.
     pool = ThreadPoolExecutor(1) if options.select and options.measure_all is None else None
-    harness = pool.submit(harness_reason, roots) if pool else None
+    harness = pool.submit(harness_reason, roots_of(sides)) if pool else None
 
     def choose(planned: list[PlannedCase]) -> list[PlannedCase]:
         started = time.monotonic()
-        chosen["selection"] = choose_variants(planned, sides, options, harness.result() if harness else None)
+        chosen["selection"] = choose_variants(planned, groups, options, harness.result() if harness else None)
         chosen["seconds"] = time.monotonic() - started
         selection = chosen["selection"]
         why = selection.everything or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"
@@ -124,25 +128,25 @@ def run_session(cases: list[PlannedCase], *, roots: dict[str, Path | None], comm
         return [c for c in planned if c.variant in selection.measured]
 
     try:
-        measured = measure_rounds(cases, sides, options.design, min_effect=options.min_effect, sampling=options.sampling,
+        measured = measure_rounds(cases, groups, options.design, min_effect=options.min_effect, sampling=options.sampling,
                                   method=options.method, resamples=options.resamples, log=log,
                                   choose=choose if options.select else None)
     finally:
         if pool:
             pool.shutdown(wait=False, cancel_futures=True)
-        for side in sides.values():
-            side.stop()
+        for group in groups.values():
+            group.stop()
         deadline = close_deadline()  # one grace for every worker, not one after another
-        for side in sides.values():
-            side.close(deadline)
-    notes = [n for name in ("base", "head") for n in sides[name].notes]  # each names its side and worker
+        for group in groups.values():
+            group.close(deadline)
+    notes = [n for name in ("base", "head") for n in groups[name].notes]  # each names its side and worker
     bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
-                                        environment=side_environment(sides[name].environment, options.device_kind),
-                                        builds=side_builds(sides[name].builds, sides[name].spec.failed_builds),
+                                        environment=side_environment(groups[name].environment, options.device_kind),
+                                        builds=side_builds(groups[name].builds, groups[name].spec.failed_builds),
                                         shape_set=options.shape_set, total_cases=len(cases),
-                                        fingerprints=sides[name].fingerprints)
+                                        fingerprints=groups[name].fingerprints)
                for name, rounds in (("base", measured.base), ("head", measured.head))}
-    session = Session(measured, sides, notes, bundles, chosen.get("selection"), chosen.get("seconds", 0.0))
+    session = Session(measured, groups, notes, bundles, chosen.get("selection"), chosen.get("seconds", 0.0))
     write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(session, options, out_dir))
     return session
 

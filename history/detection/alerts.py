@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Iterable
 
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.db import exists, open_read, open_write
 from attnwatch.history.errors import HistoryError
 from attnwatch.history.store.lake_retry import retrying
@@ -130,11 +130,11 @@ def _where(flt: AlertFilter) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
-def list_alerts(db_path: str | Path, filters: AlertFilter | dict | None = None) -> list[Alert]:
+def list_alerts(location: HistoryLocation, filters: AlertFilter | dict | None = None) -> list[Alert]:
     """Alerts matching `filters` (an AlertFilter or a dict of its fields), newest first."""
     flt = filters if isinstance(filters, AlertFilter) else AlertFilter(**(filters or {}))
     where, params = _where(flt)
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         rows = con.execute(
             f"SELECT {_COLUMNS} FROM alerts{where} ORDER BY created_at DESC, alert_id DESC LIMIT {flt.limit}", params
         ).fetchall()
@@ -148,9 +148,9 @@ def get_alert(con, alert_id: int) -> Alert:
     return _alert(row)
 
 
-def alert_events(db_path: str | Path, alert_id: int) -> list[AlertEvent]:
+def alert_events(location: HistoryLocation, alert_id: int) -> list[AlertEvent]:
     """The lifecycle of one alert, oldest first."""
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         rows = con.execute(
             "SELECT alert_id, action, note, actor, happened_at FROM alert_events WHERE alert_id = ? ORDER BY happened_at, event_id",
             [int(alert_id)],
@@ -158,15 +158,15 @@ def alert_events(db_path: str | Path, alert_id: int) -> list[AlertEvent]:
     return [AlertEvent(*row) for row in rows]
 
 
-def get_alerts(db_path: str | Path, alert_ids: Iterable[int]) -> list[Alert]:
+def get_alerts(location: HistoryLocation, alert_ids: Iterable[int]) -> list[Alert]:
     """The alerts `alert_ids`, in that order (an unknown id is an AlertError)."""
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         return [get_alert(con, a) for a in alert_ids]
 
 
-def events_since(db_path: str | Path, since: datetime) -> list[tuple[Alert, AlertEvent]]:
+def events_since(location: HistoryLocation, since: datetime) -> list[tuple[Alert, AlertEvent]]:
     """Every event that happened at or after `since` (naive UTC), oldest first, with its alert."""
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         rows = con.execute(
             "SELECT alert_id, action, note, actor, happened_at FROM alert_events WHERE happened_at >= ? "
             "ORDER BY happened_at, event_id", [since]).fetchall()
@@ -196,7 +196,7 @@ def check_change(action: str, note: Any, actor: Any) -> None:
     _clean(actor, "actor", MAX_ACTOR, True)
 
 
-def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: str, note_required: bool) -> list[Alert]:
+def _transition(location: HistoryLocation, alert_ids, target: str, note: str, actor: str, note_required: bool) -> list[Alert]:
     """Move every alert of `alert_ids` to `target` in one transaction: all of them, or (on an
     unknown id or a transition the lifecycle refuses) none, with the offending alert named."""
     note = _clean(note, "note", MAX_NOTE, note_required)
@@ -214,13 +214,13 @@ def _transition(db_path: str | Path, alert_ids, target: str, note: str, actor: s
             _move(con, claims, current, target, note, actor)
 
     def attempt() -> list[Alert]:
-        if not exists(db_path):  # open_write would create an empty history at a mistyped path
-            raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
-        with open_write(db_path) as con:
-            write_transaction(con, change, str(db_path))
+        if not exists(location):  # open_write would create an empty history at a mistyped path
+            raise AlertError(f"{location}: no history here (check --db / ATTNWATCH_DB)")
+        with open_write(location) as con:
+            write_transaction(con, change, str(location))
             return [get_alert(con, alert_id) for alert_id in ids]
 
-    return retrying(db_path, attempt, on_retry=broken.append)
+    return retrying(location, attempt, on_retry=broken.append)
 
 
 def _move(con, claims: Claims, current: Alert, target: str, note: str, actor: str) -> None:
@@ -245,7 +245,7 @@ def resolve_in(con, claims: Claims, alert_id: int, note: str, actor: str) -> boo
     return True
 
 
-def record_bisected(db_path: str | Path, alert_id: int, commit_sha: str, note: str, actor: str) -> Alert:
+def record_bisected(location: HistoryLocation, alert_id: int, commit_sha: str, note: str, actor: str) -> Alert:
     """Record that a bisection placed the alert's step at `commit_sha`: a 'bisected' event (note:
     the commit, then `note`); the alert keeps its status. Not for a resolved alert."""
     sha = _clean(commit_sha, "commit", 64, True)
@@ -265,13 +265,13 @@ def record_bisected(db_path: str | Path, alert_id: int, commit_sha: str, note: s
         bisected_in(con, claims, alert_id, text, actor)
 
     def attempt() -> Alert:
-        if not exists(db_path):
-            raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
-        with open_write(db_path) as con:
-            write_transaction(con, change, str(db_path))
+        if not exists(location):
+            raise AlertError(f"{location}: no history here (check --db / ATTNWATCH_DB)")
+        with open_write(location) as con:
+            write_transaction(con, change, str(location))
             return get_alert(con, alert_id)
 
-    return retrying(db_path, attempt, on_retry=broken.append)
+    return retrying(location, attempt, on_retry=broken.append)
 
 
 def bisected_in(con, claims: Claims, alert_id: int, text: str, actor: str) -> None:
@@ -282,24 +282,24 @@ def bisected_in(con, claims: Claims, alert_id: int, text: str, actor: str) -> No
                   _clean(actor, "actor", MAX_ACTOR, True))
 
 
-def acknowledge(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
+def acknowledge(location: HistoryLocation, alert_id: int, note: str, actor: str) -> Alert:
     """open (or acknowledged, to amend the note) -> acknowledged. A note is required."""
-    return _transition(db_path, [alert_id], "acknowledged", note, actor, note_required=True)[0]
+    return _transition(location, [alert_id], "acknowledged", note, actor, note_required=True)[0]
 
 
-def resolve(db_path: str | Path, alert_id: int, note: str, actor: str) -> Alert:
+def resolve(location: HistoryLocation, alert_id: int, note: str, actor: str) -> Alert:
     """open or acknowledged -> resolved. A resolved alert stays resolved (its key stays used)."""
-    return _transition(db_path, [alert_id], "resolved", note, actor, note_required=False)[0]
+    return _transition(location, [alert_id], "resolved", note, actor, note_required=False)[0]
 
 
-def acknowledge_many(db_path: str | Path, alert_ids, note: str, actor: str) -> list[Alert]:
+def acknowledge_many(location: HistoryLocation, alert_ids, note: str, actor: str) -> list[Alert]:
     """Acknowledge a group (e.g. every alert one commit caused) with one note, all or none."""
-    return _transition(db_path, alert_ids, "acknowledged", note, actor, note_required=True)
+    return _transition(location, alert_ids, "acknowledged", note, actor, note_required=True)
 
 
-def resolve_many(db_path: str | Path, alert_ids, note: str, actor: str) -> list[Alert]:
+def resolve_many(location: HistoryLocation, alert_ids, note: str, actor: str) -> list[Alert]:
     """Resolve a group with one note, all or none."""
-    return _transition(db_path, alert_ids, "resolved", note, actor, note_required=False)
+    return _transition(location, alert_ids, "resolved", note, actor, note_required=False)
 
 
 def _next_id(con, claims: Claims, table: str, column: str) -> int:

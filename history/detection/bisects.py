@@ -9,10 +9,10 @@ here, so the alert-event log can be joined to `record_bisect` in one place.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnwatch.history.detection.alerts import AlertError, bisected_in, get_alert
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.db import exists, open_read, open_write
 from attnwatch.history.store.lake_retry import retrying
 from attnwatch.history.store.transactions import write_transaction
@@ -37,11 +37,11 @@ class AlertTarget:
     attribution_changes: str | None = None
 
 
-def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
+def alert_target(location: HistoryLocation, alert_id: int) -> AlertTarget:
     """The alert's case and commit range; a one-line AlertError when it has none to bisect."""
-    if not exists(db_path):
-        raise AlertError(f"{db_path}: no history here (check --db / ATTNWATCH_DB)")
-    with open_read(db_path) as con:
+    if not exists(location):
+        raise AlertError(f"{location}: no history here (check --db / ATTNWATCH_DB)")
+    with open_read(location) as con:
         alert = get_alert(con, alert_id)
         if alert.kind != "regression" or not alert.commit_sha:
             raise AlertError(f"alert {alert_id}: an alert of kind {alert.kind}; bisect looks for the commit of a slowdown")
@@ -60,17 +60,17 @@ def alert_target(db_path: str | Path, alert_id: int) -> AlertTarget:
                        alert.attribution, alert.attribution_changes)
 
 
-def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, Attribution]:
+def range_attributions(location: HistoryLocation, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, Attribution]:
     """case id -> the attribution (history.analysis.attribution) of its change from its newest
     default-branch run at `good_sha` to its newest at `bad_sha`, for the cases the history has
     both runs of; {} without a history."""
     from attnwatch.history.detection.step_attribution import attribute_step
     from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 
-    if not exists(db_path):
+    if not exists(location):
         return {}
     found: dict[str, Attribution] = {}
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         for case_id in case_ids:
             runs = dict(con.execute(
                 f"""SELECT u.commit_sha, arg_max(u.run_id, u.started_at) FROM results r JOIN series_runs u USING (run_id)
@@ -83,7 +83,7 @@ def range_attributions(db_path: str | Path, case_ids: list[str], good_sha: str, 
     return found
 
 
-def record_bisect(db_path: str | Path, alert_id: int, culprit_sha: str | None, result: str,
+def record_bisect(location: HistoryLocation, alert_id: int, culprit_sha: str | None, result: str,
                   actor: str = "attnwatch bisect") -> bool:
     """Write a bisect's outcome on the alert (migration 011), in one transaction; replaces an
     earlier one. `culprit_sha` is None when the bisect was undecided. A culprit on an alert not
@@ -102,8 +102,8 @@ def record_bisect(db_path: str | Path, alert_id: int, culprit_sha: str | None, r
             evented.append(True)
 
     def attempt() -> None:
-        with open_write(db_path) as con:
-            write_transaction(con, change, str(db_path))
+        with open_write(location) as con:
+            write_transaction(con, change, str(location))
 
-    retrying(db_path, attempt)
+    retrying(location, attempt)
     return bool(evented)

@@ -11,9 +11,9 @@ as "slower", an improvement as "faster"; correctness alerts have no counter caus
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterable
 
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.db import open_read
 from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, combine_kernels, explain
@@ -88,26 +88,26 @@ def with_cause(detail: str | None, explanation: Explanation | None) -> str:
     return f"{text}; cause: {explanation.cause}" if text else f"cause: {explanation.cause}"
 
 
-def cause_of(db_path: str | Path, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
+def cause_of(location: HistoryLocation, kind: str, run_id: str | None, case_id: str) -> Explanation | None:
     """The ranked counter changes behind one step (the dashboard's alert), or None."""
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id)) if run_id is not None else None
 
 
-def causes_of(db_path: str | Path, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
+def causes_of(location: HistoryLocation, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
     """(kind, run, case) steps -> (run, case) -> Explanation, on one read connection (explain_steps)."""
     steps = list(steps)
     if not steps:
         return {}
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         return explain_steps(con, steps)
 
 
-def alert_causes(db_path: str | Path, alerts: Iterable) -> dict[int, Explanation]:
+def alert_causes(location: HistoryLocation, alerts: Iterable) -> dict[int, Explanation]:
     """alert_id -> Explanation for the alerts that have one, on one read connection."""
     alerts = list(alerts)
     if not alerts:
         return {}
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         found = explain_steps(con, [(a.kind, a.run_id, a.case_id) for a in alerts])
     return {a.alert_id: found[(a.run_id, a.case_id)] for a in alerts if (a.run_id, a.case_id) in found}

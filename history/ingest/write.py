@@ -1,6 +1,6 @@
 """Ingest: validated bundles (and pytest-benchmark files) into the history, idempotently.
 
-`ingest_paths(db_path, paths)`:
+`ingest_paths(location, paths)`:
   1. loads and validates every input before touching the database: one bad input and
      nothing is written (BundleError names the file and field); every run must be of the
      history's repository (history.contract.repository: the ATTNWATCH_REPO setting, else the
@@ -47,7 +47,7 @@ from attnwatch.history.store.faults import file_fault
 from attnwatch.history.store.lake_retry import retrying
 from attnwatch.history.store.locks import DEFAULT_LOCK_WAIT_S, lock_wait_s, precheck_wait_s
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
-from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.migrations import database_schema_version
 from attnwatch.history.contract.pull_request_runs import (
     PULL_REQUEST_TRIGGER,
@@ -126,7 +126,7 @@ def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel
     return loaded
 
 
-def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Path], deadline_s: float | None = None,
+def ingest_paths(location: HistoryLocation, paths: Iterable[str | Path], deadline_s: float | None = None,
                  labels: Mapping[Path, PullRequestLabel] | None = None, repo: str | None = None) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
@@ -140,7 +140,6 @@ def ingest_paths(db_path: str | Path | HistoryLocation, paths: Iterable[str | Pa
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     inputs = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
-    location = parse_location(db_path)
     if location.is_lake:  # no lock to avoid; each step retried while the catalog is unreachable
         unchanged = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _stored_identities(
             con, [p for p in inputs if p not in labels])))
@@ -184,9 +183,8 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
-def ingest_loaded(db_path: str | Path | HistoryLocation, bundles: list[LoadedBundle], deadline_s: float | None = None,
+def ingest_loaded(location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float | None = None,
                   repo: str | None = None) -> IngestReport:
-    location = parse_location(db_path)
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     if location.is_lake:
         return _ingest_lake(location, bundles, deadline_s, repo)

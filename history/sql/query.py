@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from attnwatch.history.store.db import open_read
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.errors import FaultError, HistoryError, QueryError
 from attnwatch.history.sql.guard import public_text
 from attnwatch.history.sql.sandbox import SqlLimits, private_temp_dir
@@ -67,7 +67,7 @@ class UserResult:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def run_user_sql(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
+def run_user_sql(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
                  memory_limit: str | None = None, threads: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                  temp_limit: str | None = None, lock_wait_s: float | None = None) -> pd.DataFrame:
     """Run one user statement; return its rows as a DataFrame (`run_user_query`'s frame).
@@ -78,11 +78,11 @@ def run_user_sql(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_ROWS
     counted and `frame.attrs["renamed"]` the duplicate column names renamed. Raises QueryError
     for refused, failing, empty, oversized or timed-out SQL.
     """
-    return run_user_query(db_path, sql, max_rows=max_rows, timeout_s=timeout_s, memory_limit=memory_limit,
+    return run_user_query(location, sql, max_rows=max_rows, timeout_s=timeout_s, memory_limit=memory_limit,
                           threads=threads, max_bytes=max_bytes, temp_limit=temp_limit, lock_wait_s=lock_wait_s).frame
 
 
-def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
+def run_user_query(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
                    memory_limit: str | None = None, threads: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
                    temp_limit: str | None = None, lock_wait_s: float | None = None, public: bool = True) -> UserResult:
     """Run one user statement (module docstring); its result as Arrow and pandas (UserResult).
@@ -106,11 +106,11 @@ def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_RO
         raise QueryError(f"the SQL is {len(sql)} characters; the limit is {MAX_SQL_CHARS}")
     try:
         with private_temp_dir() as temp_dir:
-            answer = run_in_worker(str(db_path), sql, limits, temp_dir)
+            answer = run_in_worker(location, sql, limits, temp_dir)
     except HistoryError as exc:
         if not public and not isinstance(exc, QueryError):  # a refused or failed query is worded by the worker
             raise
-        raise _public(exc, db_path) from None
+        raise _public(exc, location) from None
     names, renamed = unique_names(answer.table.column_names)
     table = answer.table.rename_columns(names)
     frame = to_frame(table)
@@ -119,10 +119,10 @@ def run_user_query(db_path: str | Path, sql: str, max_rows: int = DEFAULT_MAX_RO
     return UserResult(table, frame, answer.cut, answer.elapsed_s, answer.nbytes, renamed)
 
 
-def _public(exc: HistoryError, location) -> HistoryError:
+def _public(exc: HistoryError, location: HistoryLocation) -> HistoryError:
     """The same error class (HistoryNotFoundError stays one), its text as users may see it (a
     fault of the file: its reason, which names neither the history's path nor a process)."""
-    on_file = not str(location).startswith("ducklake:")  # a lake's faults are worded by history.store.lake_faults
+    on_file = not location.is_lake  # a lake's faults are worded by history.store.lake_faults
     text = public_text(f"{location}: {exc.reason}" if isinstance(exc, FaultError) and on_file else str(exc), location)
     try:
         return type(exc)(text)
@@ -178,7 +178,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def schema_overview(db_path: str | Path) -> pd.DataFrame:
+def schema_overview(location: HistoryLocation) -> pd.DataFrame:
     """Tables and views with their columns and types, for a schema browser.
 
     Columns: object, kind ('table' | 'view'), column, type, position. Internal tables
@@ -189,7 +189,7 @@ def schema_overview(db_path: str | Path) -> pd.DataFrame:
     created, while a `SELECT d.*` in it is expanded again at every query. A write refreshes them
     (history.store.migrations.refresh_view_columns), but a history only ever read may still be stale.
     """
-    with open_read(db_path) as con:
+    with open_read(location) as con:
         objects = con.execute(
             """
             SELECT table_name, CASE table_type WHEN 'VIEW' THEN 'view' ELSE 'table' END AS kind

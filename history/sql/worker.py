@@ -50,7 +50,7 @@ from attnwatch.history.sql import server as sql_server
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.locks import read_wait_s
 from attnwatch.history.errors import HistoryError, QueryError
-from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.sql.gate import refuse_unsafe_lake_sql
 from attnwatch.history.sql.guard import public_text, refusal, refuse_denied_names
 from attnwatch.history.sql.sandbox import SqlLimits, connect_config, lock_down, size_bytes
@@ -76,9 +76,9 @@ class Answer:
     nbytes: int
 
 
-def run_in_worker(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> Answer:
+def run_in_worker(location: HistoryLocation, sql: str, limits: SqlLimits, temp_dir: Path) -> Answer:
     """Run one statement in a child (module docstring); raise QueryError or another HistoryError."""
-    request = {"location": location, "sql": sql, "limits": asdict(limits), "temp_dir": str(temp_dir),
+    request = {"location": location.fields(), "sql": sql, "limits": asdict(limits), "temp_dir": str(temp_dir),
                "environ": dict(os.environ)}
     deadline = limits.timeout_s + _lock_wait(limits) + GRACE_S
     try:
@@ -128,7 +128,7 @@ def _death(status: int) -> str:
     return f"the process running the query ended without an answer (exit status {os.WEXITSTATUS(status)})"
 
 
-def _child_said(path: Path, location: str) -> str:
+def _child_said(path: Path, location: HistoryLocation) -> str:
     """The gist of what a child that died wrote on its stderr, fit for the refusal line: C++'s
     `what():` (DuckDB's JSON error unpacked), else its last line; paths and PIDs scrubbed
     (history.sql.guard.public_text), control characters escaped, cut short."""
@@ -167,7 +167,7 @@ def answer(request: dict) -> None:
     os.environ.clear()  # the caller's environment now, not the one the server started with
     os.environ.update(request["environ"])
     try:
-        capped, elapsed = _query(request["location"], request["sql"], limits, temp_dir)
+        capped, elapsed = _query(HistoryLocation.from_fields(request["location"]), request["sql"], limits, temp_dir)
         with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, capped.table.schema) as writer:
             writer.write_table(capped.table)
         header = {"kind": "ok", "cut": capped.cut, "elapsed_s": elapsed, "bytes": capped.nbytes}
@@ -180,14 +180,14 @@ def answer(request: dict) -> None:
 
 
 @contextmanager
-def sandboxed(location: str, limits: SqlLimits, temp_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def sandboxed(location: HistoryLocation, limits: SqlLimits, temp_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """The connection a user query runs on: read-only, in the sandbox, configuration locked."""
     with open_read(location, deadline_s=_lock_wait(limits), config=connect_config(limits, temp_dir)) as con:
         lock_down(con, limits)
         yield con
 
 
-def _query(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[Capped, float]:
+def _query(location: HistoryLocation, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[Capped, float]:
     try:
         with sandboxed(location, limits, temp_dir) as con:
             try:
@@ -197,7 +197,7 @@ def _query(location: str, sql: str, limits: SqlLimits, temp_dir: Path) -> tuple[
             if len(statements) != 1:
                 raise QueryError(f"one statement per query, got {len(statements)}")
             refuse_denied_names(sql)
-            gate = (lambda: refuse_unsafe_lake_sql(con, sql)) if parse_location(location).is_lake else None
+            gate = (lambda: refuse_unsafe_lake_sql(con, sql)) if location.is_lake else None
             return _timed(con, sql, limits, gate)
     except duckdb.Error as exc:  # opening: a file that is not a history, a damaged one
         raise QueryError(f"{location}: {refusal(exc, limits, location)}") from None

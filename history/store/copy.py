@@ -29,7 +29,7 @@ from attnwatch.history.store.exchange import (
     import_history,
     table_columns,
 )
-from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.location import HistoryLocation
 
 BOOKKEEPING = ("schema_migrations",)
 
@@ -65,11 +65,10 @@ class CopyReport:
         return out
 
 
-def copy_history(source: str | Path | HistoryLocation, destination: str | Path | HistoryLocation,
+def copy_history(src: HistoryLocation, dst: HistoryLocation,
                  repo: str | None = None) -> CopyReport:
     """Copy SOURCE into DESTINATION and verify it (module docstring); `repo`: the repository
     setting, which the copied runs must match (history.contract.repository)."""
-    src, dst = parse_location(source), parse_location(destination)
     if src.label == dst.label:
         raise HistoryError(f"{src.label}: source and destination are the same history")
     with tempfile.TemporaryDirectory(prefix="attnwatch-copy-") as tmp:

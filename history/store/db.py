@@ -1,8 +1,8 @@
 """Opening the history, a file or a lake (history.store.location), with its schema checked.
 
-Every opener of the project comes through here; each takes a location (a HistoryLocation, or
-the text of --db / ATTNWATCH_DB: a path or `ducklake:postgres:...`). A file's path is checked
-before DuckDB is given it (history.store.file_check: a DuckDB file, or nothing yet), and every
+Every opener of the project comes through here; each takes a HistoryLocation, which the caller's
+entry point parses once from --db / ATTNWATCH_DB (history.store.location.parse_location). A file's
+path is checked before DuckDB is given it (history.store.file_check: a DuckDB file, or nothing yet), and every
 connection is history.store.sealed's (no extension loads of its own accord).
 
 A lake (history.store.lake) has no file lock: many processes read and write it at once, DuckLake
@@ -46,7 +46,7 @@ import duckdb
 from attnwatch.history.store import file_check, lake, lake_faults, sealed
 from attnwatch.history.errors import HistoryError, HistoryNotFoundError, NotAHistoryError
 from attnwatch.history.store.faults import file_fault, is_lock_text, lock_timeout
-from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.locks import holder, lock_wait_s, read_wait_s
 from attnwatch.history.store.migrations import (
     applied_migrations,
@@ -131,10 +131,9 @@ def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = 
             attempt += 1
 
 
-def exists(location: str | Path | HistoryLocation) -> bool:
+def exists(loc: HistoryLocation) -> bool:
     """Whether there is a history to read (a DuckDB file on disk; a lake whose catalog answers).
     A path that holds something else is refused (NotAHistoryError), not reported absent."""
-    loc = parse_location(location)
     if not loc.is_lake:
         return file_check.existing(loc.file, loc.label)
     try:
@@ -145,11 +144,10 @@ def exists(location: str | Path | HistoryLocation) -> bool:
 
 
 @contextmanager
-def open_write(location: str | Path | HistoryLocation,
+def open_write(loc: HistoryLocation,
                deadline_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection with the schema migrated to this code's version; closed on exit.
     `deadline_s`: how long to wait for the file's lock (None: history.store.locks.lock_wait_s())."""
-    loc = parse_location(location)
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=False)
@@ -258,7 +256,7 @@ def _raise_lake_fault(loc: HistoryLocation, exc: BaseException) -> None:
 
 @contextmanager
 def open_read(
-    location: str | Path | HistoryLocation, deadline_s: float | None = None, config: dict | None = None
+    loc: HistoryLocation, deadline_s: float | None = None, config: dict | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived read-only connection; a missing history is a clear error, not a new database.
 
@@ -266,7 +264,6 @@ def open_read(
     `config`: DuckDB settings, e.g. history.sql.query's sandbox. Readers of a lake share this process's
     attached instance for their settings (a cursor each; history.store.lake).
     """
-    loc = parse_location(location)
     deadline_s = read_wait_s() if deadline_s is None else deadline_s
     if loc.is_lake:
         con = _lake_cursor(loc, read_only=True, config=config)
@@ -333,14 +330,13 @@ class MigrationReport:
     applied: list[int]
 
 
-def migrate_history(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> MigrationReport:
+def migrate_history(loc: HistoryLocation, deadline_s: float | None = None) -> MigrationReport:
     """Apply the migrations an existing history still lacks, and say what schema it found and left.
 
     The check is made read-only first, so a history that is already current is never opened
     for writing (a dashboard calling this on start does not contend with ingest for the lock).
     Both waits for the file's lock are `deadline_s` (None: history.store.locks.lock_wait_s()).
     """
-    loc = parse_location(location)
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     with open_read(loc, deadline_s) as con:
         seen = database_schema_version(con)
@@ -362,13 +358,13 @@ def migrate_history(location: str | Path | HistoryLocation, deadline_s: float | 
         _close(con, loc, failed)
 
 
-def upgrade(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> list[int]:
+def upgrade(loc: HistoryLocation, deadline_s: float | None = None) -> list[int]:
     """Apply the migrations an existing history still lacks; return the versions applied (migrate_history)."""
-    return migrate_history(location, deadline_s).applied
+    return migrate_history(loc, deadline_s).applied
 
 
-def schema_version(location: str | Path | HistoryLocation, deadline_s: float | None = None) -> tuple[int, int]:
+def schema_version(loc: HistoryLocation, deadline_s: float | None = None) -> tuple[int, int]:
     """(the history's schema version, this code's); read-only."""
-    with open_read(location, deadline_s) as con:
+    with open_read(loc, deadline_s) as con:
         applied = applied_migrations(con)
     return (max(applied) if applied else 0, code_schema_version())

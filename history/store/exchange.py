@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.errors import BundleError, HistoryError
 from attnwatch.history.store.keys import primary_key, single_column_keys
-from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.migrations import applied_migrations, available_migrations
 from attnwatch.history.contract.checks import parse_utc, read_json_file
 from attnwatch.history.contract.repository import check_sources, stored_repositories
@@ -68,12 +68,12 @@ class ExchangeReport:
         return out
 
 
-def export_history(db_path: str | Path | HistoryLocation, directory: str | Path) -> ExchangeReport:
+def export_history(location: HistoryLocation, directory: str | Path) -> ExchangeReport:
     out = Path(directory)
     if out.exists() and any(out.iterdir()):
         raise HistoryError(f"{out}: export directory is not empty; give a new or empty directory")
     report = ExchangeReport(str(out))
-    with open_read(db_path) as con:  # first: a path that is no history writes nothing
+    with open_read(location) as con:  # first: a path that is no history writes nothing
         out.mkdir(parents=True, exist_ok=True)
         tables = base_tables(con)
         manifest_tables = {}
@@ -98,12 +98,11 @@ def export_history(db_path: str | Path | HistoryLocation, directory: str | Path)
     return report
 
 
-def import_history(db_path: str | Path | HistoryLocation, directory: str | Path, repo: str | None = None) -> ExchangeReport:
+def import_history(location: HistoryLocation, directory: str | Path, repo: str | None = None) -> ExchangeReport:
     """Merge the export in `directory` into the history; `repo`: the repository setting
     (history.contract.repository), which the export's runs must match as an ingested bundle's must."""
     src = Path(directory)
     manifest = _read_manifest(src)
-    location = parse_location(db_path)
     report = ExchangeReport(str(src))
     with open_write(location) as con:
         tables = _validate_against(con, src, manifest, repo)

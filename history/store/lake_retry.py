@@ -19,7 +19,7 @@ from typing import Callable, TypeVar
 from attnwatch.history.store import lake
 from attnwatch.history.errors import HistoryError
 from attnwatch.history.store.lake_faults import LakeUnavailableError
-from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.location import HistoryLocation
 
 RETRY_ENV = "ATTNWATCH_LAKE_RETRY_S"  # how long to wait out an unreachable catalog
 RETRY_DEADLINE_S = 120.0
@@ -38,11 +38,10 @@ def deadline_s() -> float:
     return max(0.0, value)
 
 
-def retrying(location, work: Callable[[], T], deadline: float | None = None,
+def retrying(loc: HistoryLocation, work: Callable[[], T], deadline: float | None = None,
              on_retry: Callable[[LakeUnavailableError], None] | None = None) -> T:
     """`work()`, retried on a lake while the catalog is unreachable (module docstring); a file's
     work runs once. After the deadline: LakeUnavailableError, one line, nothing more written."""
-    loc = parse_location(location)
     if not loc.is_lake:
         return work()
     limit = deadline_s() if deadline is None else deadline

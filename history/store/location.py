@@ -68,11 +68,23 @@ class HistoryLocation:
     def __str__(self) -> str:
         return self.label
 
+    def fields(self) -> dict[str, str | None]:
+        """This location as JSON text can carry it to another process (`from_fields` reads it)."""
+        return {"path": None if self.path is None else str(self.path), "catalog": self.catalog,
+                "data_path": self.data_path}
 
-def parse_location(value: "str | os.PathLike[str] | HistoryLocation", data_path: str | None = None) -> HistoryLocation:
-    """The history a `--db` value names; `data_path` defaults to $ATTNWATCH_LAKE_DATA for a lake."""
-    if isinstance(value, HistoryLocation):
-        return value
+    @classmethod
+    def from_fields(cls, fields: dict[str, str | None]) -> "HistoryLocation":
+        """The location `fields()` wrote, as it was: not parsed again."""
+        path = fields.get("path")
+        return cls(path=None if path is None else Path(path), catalog=fields.get("catalog"),
+                   data_path=fields.get("data_path"))
+
+
+def parse_location(value: "str | os.PathLike[str]", data_path: str | None = None) -> HistoryLocation:
+    """The history a `--db` value names; `data_path` defaults to $ATTNWATCH_LAKE_DATA for a lake.
+    The one place a setting's text becomes a location: each entry point (a command, the
+    dashboard, a query's child process) calls it once and hands the location down."""
     text = os.fspath(value).strip()
     if not text:
         raise LocationError("the history location is empty (set ATTNWATCH_DB or --db)")

@@ -29,13 +29,12 @@ log folded into the file) and says so.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from attnwatch.history.store.db import exists, open_write
 from attnwatch.history.errors import HistoryNotFoundError
 from attnwatch.history.store.lake import ALIAS
 from attnwatch.history.store.lake_retry import retrying
-from attnwatch.history.store.location import HistoryLocation, parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.transactions import CLAIM_SCHEMA, write_transaction
 
 KEEP_DAYS = 7.0
@@ -51,12 +50,11 @@ class MaintainReport:
         return [f"{step}: {done}" for step, done in self.steps] + [f"maintained {self.label}"]
 
 
-def maintain(location: str | Path | HistoryLocation, keep_days: float = KEEP_DAYS,
+def maintain(loc: HistoryLocation, keep_days: float = KEEP_DAYS,
              grace_hours: float = GRACE_HOURS) -> MaintainReport:
     """The steps of the module docstring on a lake; a CHECKPOINT on a file."""
     if keep_days < 0 or grace_hours < 0:
         raise ValueError("keep_days and grace_hours must not be negative")
-    loc = parse_location(location)
     if not retrying(loc, lambda: exists(loc)):  # open_write would create an empty history at a mistyped path
         raise HistoryNotFoundError(f"{loc.label}: no history here to maintain (check --db / ATTNWATCH_DB)")
     report = MaintainReport(loc.label)

@@ -41,7 +41,7 @@ from attnwatch.history.store import file_check, sealed
 from attnwatch.history.errors import HistoryError, WalReplayError
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.faults import file_fault, lock_held
-from attnwatch.history.store.location import parse_location
+from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.locks import holder
 from attnwatch.history.store.migrations import database_schema_version
 from attnwatch.history.store.wal_layout import CUT, UNCOMMITTED, UNREADABLE, LogLayout, read_layout
@@ -144,8 +144,7 @@ def wal_path(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
 
 
-def recover(location: str | Path) -> RecoveryReport:
-    loc = parse_location(location)
+def recover(loc: HistoryLocation) -> RecoveryReport:
     if loc.is_lake:
         raise RecoveryError(f"{loc.label}: recover is for a history file; a lake has no write-ahead log of its own")
     path = loc.file
@@ -287,7 +286,7 @@ def _replay_attached(path: Path) -> None:
 def _opened(path: Path, otherwise: str) -> tuple[list[str], int]:
     """(run ids, schema version) as an ordinary open sees them; a failure is a RecoveryError."""
     try:
-        with open_read(path) as con:
+        with open_read(HistoryLocation(path=path)) as con:
             return _run_ids(con), database_schema_version(con)
     except HistoryError as exc:
         raise RecoveryError(f"{path}: does not open {otherwise} ({exc})") from None

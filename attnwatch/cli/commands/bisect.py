@@ -32,6 +32,7 @@ from attnwatch.history.analysis.ab import METHODS
 
 if TYPE_CHECKING:  # the history's modules import duckdb, which a GPU runner may lack
     from attnwatch.history.detection.bisects import AlertTarget
+    from attnwatch.history.store.location import HistoryLocation
 
 RESULT_FILE = "bisect.json"
 
@@ -102,7 +103,7 @@ def refuse_without_code(target, force: bool) -> str | None:
     raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
 
 
-def refuse_range_without_code(db, case_ids: list[str], good: str, bad: str, force: bool) -> None:
+def refuse_range_without_code(db: HistoryLocation, case_ids: list[str], good: str, bad: str, force: bool) -> None:
     """--good/--bad/--case: where the history holds runs of every case at both revisions and none
     of their changes has a code part, a UserError naming what changed (`--force` measures)."""
     from attnwatch.history.detection.bisects import range_attributions
@@ -127,6 +128,7 @@ def _run(args) -> int:
     from attnwatch.ci.compare.revisions import repo_root, resolve
     from attnwatch.ci.compare.setup import device_kind, session_options
     from attnwatch.ci.variant_modules import load_requested
+    from attnwatch.cli.settings import measure_settings, variant_sources
     from attnwatch.history.analysis.thresholds import load_thresholds
 
     if args.rounds is not None and not 1 <= args.rounds <= 25:
@@ -139,7 +141,7 @@ def _run(args) -> int:
                         "bisect it there (or pass --any-gpu)")
     if note:
         print(note, file=sys.stderr)
-    load_requested(args)
+    load_requested(variant_sources(args))
     cases = planned_cases(case_ids)
     repo = repo_root(args.checkout)
     good, bad = resolve(repo, good_ref), resolve(repo, bad_ref)
@@ -147,8 +149,7 @@ def _run(args) -> int:
         refuse_range_without_code(args.db, case_ids, good, bad, args.force)
     commits = commit_range(repo, good, bad, resolve(repo, args.within) if args.within else None)
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
-    args.shapes = shape_set_of(cases)
-    options = session_options(args, kind, thresholds)
+    options = session_options(measure_settings(args, shapes=shape_set_of(cases)), kind, thresholds)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"bisect: {len(commits) - 1} commits after the good {good[:12]} up to {bad[:12]}, "
         f"{len(cases)} case(s), {options.design.describe()}")

@@ -25,6 +25,7 @@ import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attnwatch.ci.compare.analysis import compare_rounds, noise_warnings
 from attnwatch.ci.compare.costs import format_other, format_times, other_split, time_breakdown
@@ -41,6 +42,9 @@ from attnwatch.history.analysis.thresholds import load_thresholds
 from attnwatch.history.contract.validate import SHA_PATTERN
 from attnwatch.history.analysis.case_rules import load_case_rules
 from attnwatch.history.contract.series_key import series_gpu
+
+if TYPE_CHECKING:
+    from attnwatch.ci.compare.revisions import CompareSide
 
 # The defaults of the flags whose argparse default is None so that "given" can be told from
 # "defaulted" (the --pytest check below); resolved here, once, by resolve_defaults.
@@ -123,7 +127,7 @@ def register(subparsers) -> None:
 
 def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
     """(base rounds, head rounds, refs, extra): measure with two warm workers (ci.compare.session)."""
-    from attnwatch.ci.compare.revisions import current_head, merge_base, repo_root, resolve, worktree
+    from attnwatch.ci.compare.revisions import CompareSide, current_head, merge_base, repo_root, resolve, worktree
 
     if args.base_root:
         return _measure_checkout(args, out)
@@ -138,7 +142,6 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     mb = merge_base(repo, base_sha, head_sha)
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
             "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
-    commits = {"base": mb, "head": head_sha}
     # The head is measured from this very checkout when it is the one being asked for (the suite's
     # repository with --pytest); any other head revision (or another repository) gets its own worktree.
     here = args.pytest or repo == repo_root(Path(__file__).resolve().parent)
@@ -147,10 +150,13 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     if args.pytest:
         return (*_pytest_sides(args, out, repo, mb, head_sha), refs)
     with worktree(repo, mb, "base") as base_root:
+        base = CompareSide("base", mb, base_root, args.base)
         if here and head_sha == current_head(repo):
-            return (*_session(args, out, {"base": base_root, "head": None}, commits, f"merge base {mb[:12]}"), refs)
+            head = CompareSide("head", head_sha, None, args.head)
+            return (*_session(args, out, (base, head), f"merge base {mb[:12]}"), refs)
         with worktree(repo, head_sha, "head") as head_root:
-            return (*_session(args, out, {"base": base_root, "head": head_root}, commits, f"merge base {mb[:12]}"), refs)
+            head = CompareSide("head", head_sha, head_root, args.head)
+            return (*_session(args, out, (base, head), f"merge base {mb[:12]}"), refs)
 
 
 def _pytest_sides(args, out: Path, repo: Path, base_sha: str, head_sha: str) -> tuple[list[RoundData], list[RoundData], dict]:
@@ -189,6 +195,7 @@ def pinned_base(name: str, base: str | None) -> str:
 def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, dict]:
     """--base-root: the base's kernels are already checked out (no git needed on this host);
     the head is this checkout. Each side's commit is recorded where git can tell it."""
+    from attnwatch.ci.compare.revisions import CompareSide
     from attnwatch.ci.environment import capture_git
     from attnwatch.ci.supervisor import REPO_ROOT, resolve_kernels_checkout
 
@@ -200,8 +207,9 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
     base_sha = _known(capture_git(base_root).sha, args.base)
     head_sha = _known(capture_git(REPO_ROOT).sha, None)
     refuse_dirty(args, [side for side, root in (("base", base_root), ("head", REPO_ROOT)) if _dirty(root)])
-    commits = {"base": _commit_or_unknown(base_sha), "head": _commit_or_unknown(head_sha)}  # for the round bundles
-    base, head, extra = _session(args, out, {"base": base_root, "head": None}, commits, f"base kernels from {base_root}")
+    sides = (CompareSide("base", _commit_or_unknown(base_sha), base_root, args.base),  # commits: for the round bundles
+             CompareSide("head", _commit_or_unknown(head_sha), None, args.head))
+    base, head, extra = _session(args, out, sides, f"base kernels from {base_root}")
     refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
             "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
     return base, head, extra, refs
@@ -239,28 +247,24 @@ def _commit_or_unknown(text: str) -> str:
     return text if SHA_PATTERN.match(text) else UNKNOWN_COMMIT
 
 
-def _side_label(commit: str, ref: str | None) -> str:
-    """How a refusal names a side: its commit, else the revision or label the user gave."""
-    if commit != UNKNOWN_COMMIT:
-        return commit[:12]
-    return (ref or "checkout")[:100]
-
-
-def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[list[RoundData], list[RoundData], dict]:
+def _session(args, out: Path, sides: tuple[CompareSide, CompareSide], what: str) -> tuple[list[RoundData], list[RoundData], dict]:
+    from attnwatch.ci.compare.revisions import roots_of
     from attnwatch.ci.compare.session import run_session
     from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
     from attnwatch.ci.kernels_api import check_measurable
+    from attnwatch.cli.settings import case_choice, measure_settings
 
-    for name, root in roots.items():  # None: this checkout, whose harness API is this harness's own
-        if root is not None:
-            check_measurable(root, name, _side_label(commits[name], getattr(args, name)))
+    for side in sides:  # root None: this checkout, whose harness API is this harness's own
+        if side.root is not None:
+            check_measurable(side.root, side.role, side.label())
     out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
-    cases = plan_for(args)
+    cases = plan_for(case_choice(args))
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     load_case_rules(args.case_rules)  # a broken rules file fails before any GPU time is spent
-    options = session_options(args, kind, thresholds)
-    options.rotation = commits["head"]  # the A/A canary rotates with the head commit
+    options = session_options(measure_settings(args), kind, thresholds)
+    head_commit = next(side.commit for side in sides if side.role == "head")
+    options.rotation = head_commit  # the A/A canary rotates with the head commit
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     planned_cases = cases
     not_built: dict[str, str] = {}  # variant -> why it was not built (identical sources)
@@ -268,13 +272,14 @@ def _session(args, out: Path, roots: dict, commits: dict, what: str) -> tuple[li
         from attnwatch.ci.compare.affected import build_only_affected
         from attnwatch.ci.compare.session import REPO_ROOT
 
-        cases, not_built = build_only_affected(cases, {k: v or REPO_ROOT for k, v in roots.items()}, commits["head"], log)
+        cases, not_built = build_only_affected(cases, {k: v or REPO_ROOT for k, v in roots_of(sides).items()},
+                                               head_commit, log)
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
-    session = run_session(cases, roots=roots, commits=commits, out_dir=out, options=options, log=log)
+    session = run_session(cases, sides=sides, out_dir=out, options=options, log=log)
     if session.selection is not None:
         session.selection.skipped.update(not_built)
     started = time.monotonic()
-    code = _profile(args, session, cases, roots, out, thresholds, options, log)
+    code = _profile(args, session, cases, roots_of(sides), out, thresholds, options, log)
     profiling_s = time.monotonic() - started
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says

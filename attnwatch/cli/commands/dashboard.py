@@ -19,7 +19,6 @@ from attnwatch.ci.errors import UserError
 from attnwatch.ci.port import DEFAULT_HOST, DEFAULT_PORT, parse_port, port_problem
 from attnwatch.ci.process_group import run_in_group
 from attnwatch.history.store import file_check
-from attnwatch.history.store.location import parse_location
 
 
 def entrypoint() -> Path:
@@ -68,9 +67,9 @@ def _run(args) -> int:
         parse_port(args.port)
     except ValueError as exc:
         raise UserError(f"--port: {exc}") from None
-    location = parse_location(args.db)  # a URL or an extension prefix is refused here, in one line
+    location = args.db  # parsed by cli.main: a URL or an extension prefix is refused there, in one line
     lake = location.is_lake
-    db = args.db if lake else str(location.path)
+    db = location.label
     if not lake and not file_check.existing(location.file, db):  # a directory, a link to nothing: refused
         print(f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
               file=sys.stderr)

@@ -44,7 +44,7 @@ def register(subparsers) -> None:
     )
     c.add_argument("source", metavar="SRC")
     c.add_argument("destination", metavar="DST")
-    c.set_defaults(func=_copy)
+    c.set_defaults(func=_copy, db_unused=True)  # SRC and DST name the histories (cli.main)
     r = sub.add_parser(
         "recover", help="make the --db history file open again when DuckDB cannot replay its write-ahead log",
         description="Back up the --db file and its write-ahead log, replay the log's committed transactions "
@@ -94,8 +94,9 @@ def _copy(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
     from attnwatch.history.store.copy import copy_history
     from attnwatch.history.contract.repository import repo_setting
+    from attnwatch.history.store.location import parse_location
 
-    report = copy_history(args.source, args.destination, repo_setting(args.repo))
+    report = copy_history(parse_location(args.source), parse_location(args.destination), repo_setting(args.repo))
     for line in report.lines():
         print(line)
     return 0

@@ -27,21 +27,20 @@ def register(subparsers) -> None:
 def _run(args) -> int:
     # Imported here: duckdb is not installed on GPU runners, where the CLI must still load.
     from attnwatch.history.store.db import exists, migrate_history, open_write, schema_version
-    from attnwatch.history.store.location import parse_location
     from attnwatch.history.store.migrations import code_schema_version
 
-    location = parse_location(args.db)
+    location = args.db
     if location.is_lake and not args.check and not exists(location):
         with open_write(location, deadline_s=args.lock_timeout):
             pass
         print(f"{location.label}: created a lake at schema {code_schema_version()} (data under {location.data_path})")
         return 0
     if args.check:
-        before, code = schema_version(args.db, deadline_s=args.lock_timeout)
+        before, code = schema_version(location, deadline_s=args.lock_timeout)
         state = "current" if before == code else f"behind: {code - before} migration(s) pending"
         print(f"{location.label}: schema {before}, this attnwatch {code} ({state})")
         return 0 if before == code else 1
-    print(report_line(location.label, migrate_history(args.db, deadline_s=args.lock_timeout)))
+    print(report_line(location.label, migrate_history(location, deadline_s=args.lock_timeout)))
     return 0
 
 

@@ -99,6 +99,7 @@ def _run(args) -> int:
     from attnwatch.ci.selection import detect_device_kind, select_cases
     from attnwatch.ci.summary import format_ncu_line, format_summary
     from attnwatch.ci.variant_modules import load_requested
+    from attnwatch.cli.settings import variant_sources
 
     if args.diagnose and args.ingest:
         raise UserError("--diagnose: timings with CUDA_LAUNCH_BLOCKING=1 are not for the history; drop --ingest")
@@ -106,7 +107,7 @@ def _run(args) -> int:
     if args.retune_triton:  # read by the measuring children (kernels/triton/choice_cache.py)
         os.environ["ATTNWATCH_TRITON_RETUNE"] = "1"
     device_kind = detect_device_kind() if args.device == "auto" else args.device
-    variant_specs = load_requested(args)
+    variant_specs = load_requested(variant_sources(args))
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
     cases = selection.cases
     try:
