@@ -1,4 +1,4 @@
-"""The example repository's suite as it ran on an H200 (tests/data/adopt/h200-bench-1dfe3d0.json.gz:
+"""The example repository's suite as it ran on an H200 (tests/data/adopt/h200-bench-da12a05.json.gz:
 `examples/adopt`'s pytest-benchmark suite run with the `gpu_benchmark` fixture by
 scripts/adopt_check.py, its `--benchmark-json` file unchanged) ingested into a real DuckDB file:
 each case is stored with the engine's GPU statistics (CUDA-event timing, the SM clocks, graph
@@ -17,7 +17,7 @@ from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_read
 from attnwatch.history.store.location import parse_location
 
-RECORDING = "adopt/h200-bench-1dfe3d0.json.gz"
+RECORDING = "adopt/h200-bench-da12a05.json.gz"
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def stored(tmp_path_factory, fixtures_dir):
     bench.write_bytes(gzip.decompress((fixtures_dir / RECORDING).read_bytes()))
     document = json.loads(bench.read_text())
     db = work / "history.duckdb"
-    report = ingest_paths(parse_location(db), [bench], repo="myteam/adopt")  # its commit_info.project: pytest-benchmark's bare "adopt"
+    report = ingest_paths(parse_location(db), [bench], repo="local/adopt")  # the plugin's identity of a repository with no remote
     assert len(report.bundles) == 1
     with open_read(parse_location(db)) as con:
         rows = con.execute(
@@ -45,6 +45,8 @@ def test_every_case_is_stored_with_the_gpu_statistics_the_h200_measured(stored):
     measured = {m["timing"]["case_id"]: m for m in records}
     ours = {cid: row for cid, row in rows.items() if cid in measured}
     assert set(ours) == set(measured) and len(ours) == 4
+    # named as the user names them: no `test_` prefix, the reference under its own function's name
+    assert set(ours) == {f"softmax_{kind}/{shape}/fp16" for kind in ("triton", "torch") for shape in ("4096x1024", "4096x4096")}
     for case_id, row in ours.items():
         timing = measured[case_id]["timing"]
         assert row["status"] == "ok" and row["timing_mode"] == "cuda_events" == timing["timing_mode"]
@@ -56,7 +58,7 @@ def test_every_case_is_stored_with_the_gpu_statistics_the_h200_measured(stored):
         assert row["operator"] == timing["operator"] == "callable"
         assert row["bytes"] == timing["bytes"] == 2 * n_rows * n_cols * 2  # fp16: read and write every element
     for shape in ("4096x1024", "4096x4096"):  # launch-bound Triton rows carry graph replay
-        triton = ours[f"test_softmax_triton/{shape}/fp16"]
+        triton = ours[f"softmax_triton/{shape}/fp16"]
         assert triton["graph_median_us"] > 0
-        gap = measured[f"test_softmax_triton/{shape}/fp16"]["timing"]["gap_to_baseline"]
+        gap = measured[f"softmax_triton/{shape}/fp16"]["timing"]["gap_to_baseline"]
         assert triton["gap"] == pytest.approx(gap, rel=1e-12) and 0 < gap < 0.2  # against its naive reference
