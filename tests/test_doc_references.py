@@ -26,7 +26,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "ci", "history", "kernels")
 _FOLDERS = "app|ci|history|kernels|scripts|docs|tests|examples|build_backend|\\.github|\\.ci"
-_PATH = re.compile(rf"(?<![\w/.-])((?:{_FOLDERS})/[\w./-]*\.(?:py|toml|md|sql|cu|cuh|json|yml|yaml|sh|tgz|csv|gz))")
+_PATH = re.compile(rf"(?<![\w/.-])((?:{_FOLDERS})/[\w./-]*\.(?:py|toml|md|sql|cuh|cu|json|yml|yaml|sh|tgz|csv|gz)(?![\w]))")
 _RUN_MODULE = re.compile(r"python3? -m ([A-Za-z_][\w.]*\w)")
 _DOTTED = re.compile(rf"`((?:attnwatch\.)?(?:{'|'.join(PACKAGES)})\.[a-z_]\w*(?:\.[A-Za-z_]\w*)*)`")
 _FILE_NAME = re.compile(r"\.(?:yml|yaml|toml|md|json|py|sql|duckdb|tgz)$")  # `ci.yml` is a file, not a module
