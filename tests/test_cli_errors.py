@@ -232,3 +232,17 @@ def test_the_commands_said_to_open_no_history_never_read_it():
     commands = REPO_ROOT / "attnwatch" / "cli" / "commands"
     unused = {name for name in COMMAND_MODULES if "args.db" not in (commands / f"{name}.py").read_text()}
     assert unused == set(WITHOUT_HISTORY)
+
+
+@pytest.mark.parametrize("command", ["cache-key", "install-extras", "variants"])
+def test_a_command_of_two_words_that_opens_no_history_is_not_said_to(command):
+    """The internal-error line's inputs: a command that never opens the history does not name it,
+    whether its name has a dash (`cache-key`) or not."""
+    import argparse
+
+    from attnwatch.cli.top_level import _inputs
+
+    args = argparse.Namespace(command=command, db="/no/such/history.duckdb")
+    assert not [kind for kind, _ in _inputs(args) if kind == "history"]
+    args = argparse.Namespace(command="detect", db="/no/such/history.duckdb")
+    assert [kind for kind, _ in _inputs(args)] == ["history"]

@@ -156,7 +156,8 @@ def _inputs(args) -> list[tuple[str, str]]:
     if args is None:
         return []
     found = []
-    db = getattr(args, "db", None) if _command(args) not in WITHOUT_HISTORY else None
+    # WITHOUT_HISTORY names command modules; the command line spells `cache-key`, `install-extras`
+    db = getattr(args, "db", None) if _command(args).replace("-", "_") not in WITHOUT_HISTORY else None
     if db:
         found.append(("history", _PASSWORD.sub(r"\1<hidden>", str(db))))
     files = []
