@@ -103,7 +103,10 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     assert planted.verdict == "regression" and 2.5 < planted.ratio < 6
     session = json.loads((out / "session.json").read_text())
     assert session["decided"][planted.case_id] == "regression"
-    assert session["rounds_used"][planted.case_id] == 3 == len(planted.base.round_medians_us)  # stopped at the first look
+    # stopped at a look before the last round: the first (3 rounds) on a quiet machine; a loaded
+    # CPU's round-to-round spread can leave the first look undecided, never all five
+    used = session["rounds_used"][planted.case_id]
+    assert 3 <= used < 5 and used == len(planted.base.round_medians_us)
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     schedule = [tuple(entry[:2]) for entry in session["schedule"]]
     assert schedule[:4] == [("base", 1), ("head", 1), ("head", 2), ("base", 2)]
