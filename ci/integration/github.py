@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import email.utils
 import json
+import os
 import re
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from attnwatch.ci.errors import UserError
@@ -233,3 +235,27 @@ def _message(raw: bytes) -> str:
         return text[:500] or "(no message)"
     except (ValueError, UnicodeDecodeError):
         return raw[:200].decode("utf-8", "replace")
+
+
+def client_from_env(log: Callable[[str], None], missing_token: str) -> GitHubClient:
+    """The client of the job this runs in: $GITHUB_REPOSITORY, $GITHUB_TOKEN and $GITHUB_API_URL
+    (a one-line UserError, `missing_token`, when the token is not set)."""
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not token:
+        raise UserError(missing_token)
+    return GitHubClient(repo=os.environ.get("GITHUB_REPOSITORY", ""), token=token,
+                        api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL), log=log)
+
+
+def actions_run_url() -> str | None:
+    """The link to the Actions run this job belongs to, from the runner's environment (None outside one)."""
+    server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
+
+
+def append_step_summary(markdown: str) -> None:
+    """Append to the job's summary page ($GITHUB_STEP_SUMMARY), when the job has one."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with Path(summary).open("a", encoding="utf-8") as fh:
+            fh.write(markdown + "\n")

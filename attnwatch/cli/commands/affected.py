@@ -18,7 +18,6 @@ import os
 import sys
 from pathlib import Path
 
-from attnwatch.ci.errors import UserError
 
 
 def register(subparsers) -> None:
@@ -77,25 +76,15 @@ def _post(args, result) -> None:
     """The sticky comment (ci/integration/comment/unchanged.py), on PR `args.pr` while its head is still the head compared."""
     from attnwatch.ci.integration.comment.render import MARKER
     from attnwatch.ci.integration.comment.unchanged import render_unchanged
-    from attnwatch.ci.integration.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient
+    from attnwatch.ci.integration.github import DEFAULT_BOT_LOGIN, actions_run_url, append_step_summary, client_from_env
 
-    token = os.environ.get("GITHUB_TOKEN", "")
-    if not token:
-        raise UserError("affected --pr: GITHUB_TOKEN is not set")
-    client = GitHubClient(repo=os.environ.get("GITHUB_REPOSITORY", ""), token=token,
-                          api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
-                          log=lambda message: print(message, file=sys.stderr))
+    client = client_from_env(lambda message: print(message, file=sys.stderr), "affected --pr: GITHUB_TOKEN is not set")
     head = (client.pull_request(args.pr).get("head") or {}).get("sha")
     if head != result.head_sha:
         print(f"affected: PR #{args.pr}'s head is now {str(head)[:12]}, not {result.head_sha[:12]}: nothing posted")
         return
-    server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    run_url = f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
-    body = render_unchanged(result, run_url)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with Path(summary).open("a", encoding="utf-8") as fh:
-            fh.write(body.replace(MARKER + "\n", "") + "\n")
+    body = render_unchanged(result, actions_run_url())
+    append_step_summary(body.replace(MARKER + "\n", ""))
     action, comment_id = client.upsert_comment(args.pr, body, MARKER,
                                                args.bot_login or os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN))
     print(f"affected: {action} comment {comment_id} on PR #{args.pr}")

@@ -25,7 +25,9 @@ from attnwatch.ci.integration.comment.provenance import Refused, Target, check_r
 from attnwatch.ci.integration.comment.render import MARKER, Links, render_comment, render_short
 from attnwatch.ci.compare.report import load_report
 from attnwatch.ci.errors import UserError
-from attnwatch.ci.integration.github import DEFAULT_API_URL, DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
+from attnwatch.ci.integration.github import (
+    DEFAULT_BOT_LOGIN, GitHubClient, GitHubError, actions_run_url, append_step_summary, client_from_env,
+)
 from attnwatch.ci.integration.pr_runs import dashboard_link
 
 
@@ -56,8 +58,7 @@ def _run_url(args, target: Target | None) -> str | None:
         return args.run_url
     if target is not None and target.run_url:
         return target.run_url
-    server, repo, run_id = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
-    return f"{server.rstrip('/')}/{repo}/actions/runs/{run_id}" if server and repo and run_id else None
+    return actions_run_url()
 
 
 def _dashboard_url(args, target: Target | None, gpu: str) -> str | None:
@@ -68,10 +69,7 @@ def _dashboard_url(args, target: Target | None, gpu: str) -> str | None:
 
 
 def _write_summary(body: str) -> None:
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        with Path(summary).open("a", encoding="utf-8") as fh:
-            fh.write(body.replace(MARKER + "\n", "") + "\n")
+    append_step_summary(body.replace(MARKER + "\n", ""))
 
 
 def _write_outputs(target: Target) -> None:
@@ -105,15 +103,8 @@ def _run(args) -> int:
         _write_summary(body)
         sys.stdout.write(body)
         return 0
-    token = os.environ.get("GITHUB_TOKEN", "")
-    if not token:
-        raise UserError("GITHUB_TOKEN is not set (use --dry-run to only print the comment)")
-    client = GitHubClient(
-        repo=os.environ.get("GITHUB_REPOSITORY", ""),
-        token=token,
-        api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
-        log=lambda message: print(message, file=sys.stderr),
-    )
+    client = client_from_env(lambda message: print(message, file=sys.stderr),
+                             "GITHUB_TOKEN is not set (use --dry-run to only print the comment)")
     target = _target(args, client)
     if target is None:
         print("attnwatch comment: nothing to post (no open pull request for that commit, or the run did not finish)")
