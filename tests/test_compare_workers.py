@@ -114,7 +114,7 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     # Every round each side ran is a bundle; the decided case is only in the rounds it was measured in.
     bundles = {side: [read_round(out / p) for p in s["bundles"]] for side, s in session["sides"].items()}
     assert [len(b) for b in bundles.values()] == [session["rounds_run"]] * 2
-    assert [planted.case_id in rd.cases for rd in bundles["head"]] == [k < 3 for k in range(session["rounds_run"])]
+    assert [planted.case_id in rd.cases for rd in bundles["head"]] == [k < used for k in range(session["rounds_run"])]
     assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
     assert "compare: base: start-up" in done.stderr and "timing" in done.stderr
 
