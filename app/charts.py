@@ -24,8 +24,16 @@ from attnwatch.history.analysis.kernel_config import change_text, changed
 # At most this many series get a p10–p90 band; more bands than that hide the lines.
 MAX_BANDS = 6
 PALETTE = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
 )
 
 
@@ -71,15 +79,39 @@ def _escaped(messages: pd.Series) -> np.ndarray:
 # entry here: tests/test_app_trend_chart.py checks that every registered variant gets a colour no
 # other variant of its operator has (a new one whose hash collides gets an entry).
 VARIANT_COLORS = {
-    "sdpa": "#1f77b4", "sdpa_flash": "#17becf", "sdpa_efficient": "#9467bd", "sdpa_cudnn": "#8c564b",
-    "sdpa_math": "#7f7f7f", "torch_3op": "#bcbd22", "cuda_scalar": "#e377c2", "cuda_wmma": "#ff7f0e",
-    "cuda_wmma_cpasync": "#d62728", "triton_fa2": "#2ca02c",
+    "sdpa": "#1f77b4",
+    "sdpa_flash": "#17becf",
+    "sdpa_efficient": "#9467bd",
+    "sdpa_cudnn": "#8c564b",
+    "sdpa_math": "#7f7f7f",
+    "torch_3op": "#bcbd22",
+    "cuda_scalar": "#e377c2",
+    "cuda_wmma": "#ff7f0e",
+    "cuda_wmma_cpasync": "#d62728",
+    "triton_fa2": "#2ca02c",
 }
 CUTLASS_3K_COLOR = "#393b79"
 # d3's category20b without CUTLASS_3K_COLOR: none of them is a fixed colour.
 HASHED_COLORS = (
-    "#5254a3", "#6b6ecf", "#9c9ede", "#637939", "#8ca252", "#b5cf6b", "#cedb9c", "#8c6d31", "#bd9e39", "#e7ba52",
-    "#e7cb94", "#843c39", "#ad494a", "#d6616b", "#e7969c", "#7b4173", "#a55194", "#ce6dbd", "#de9ed6",
+    "#5254a3",
+    "#6b6ecf",
+    "#9c9ede",
+    "#637939",
+    "#8ca252",
+    "#b5cf6b",
+    "#cedb9c",
+    "#8c6d31",
+    "#bd9e39",
+    "#e7ba52",
+    "#e7cb94",
+    "#843c39",
+    "#ad494a",
+    "#d6616b",
+    "#e7969c",
+    "#7b4173",
+    "#a55194",
+    "#ce6dbd",
+    "#de9ed6",
 )
 SHAPE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
@@ -107,9 +139,15 @@ def _config_hover(s: pd.DataFrame) -> np.ndarray:
     if "kernel_config" not in s:
         return np.full(len(s), "", dtype=object)
     sources = s["kernel_config_source"] if "kernel_config_source" in s else pd.Series(None, index=s.index)
-    return np.array([
-        f"<br>config {escape_hover(c, 60)}" + (f" ({escape_hover(src, 20)})" if isinstance(src, str) else "")
-        if isinstance(c, str) else "" for c, src in zip(s["kernel_config"], sources)], dtype=object)
+    return np.array(
+        [
+            f"<br>config {escape_hover(c, 60)}" + (f" ({escape_hover(src, 20)})" if isinstance(src, str) else "")
+            if isinstance(c, str)
+            else ""
+            for c, src in zip(s["kernel_config"], sources)
+        ],
+        dtype=object,
+    )
 
 
 def _recipe_hover(s: pd.DataFrame) -> np.ndarray:
@@ -117,9 +155,19 @@ def _recipe_hover(s: pd.DataFrame) -> np.ndarray:
     if "timing_recipe" not in s:
         return np.full(len(s), "", dtype=object)
     col = lambda name: s[name] if name in s else pd.Series(None, index=s.index)  # noqa: E731
-    return np.array([("<br>" + html.escape(t)) if t else "" for t in map(
-        recipe_text, s["timing_recipe"], col("clock_normalised_median_us"), col("band_discarded_samples"),
-        col("pacing_gap_s"))], dtype=object)
+    return np.array(
+        [
+            ("<br>" + html.escape(t)) if t else ""
+            for t in map(
+                recipe_text,
+                s["timing_recipe"],
+                col("clock_normalised_median_us"),
+                col("band_discarded_samples"),
+                col("pacing_gap_s"),
+            )
+        ],
+        dtype=object,
+    )
 
 
 def capped_points(series: pd.DataFrame) -> pd.DataFrame:
@@ -129,8 +177,9 @@ def capped_points(series: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["x", "value", "run_id", "label"])
     labels = series["throttle_reasons"].map(cap_mark)
     picked = series[labels.notna()]
-    return pd.DataFrame({"x": picked["x"], "value": picked["value"], "run_id": picked["run_id"],
-                         "label": labels[labels.notna()]})
+    return pd.DataFrame(
+        {"x": picked["x"], "value": picked["value"], "run_id": picked["run_id"], "label": labels[labels.notna()]}
+    )
 
 
 def config_changes(series: pd.DataFrame) -> pd.DataFrame:
@@ -160,14 +209,17 @@ def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
     pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
     rows = []
     for pool, group in pools:
-        records = [{"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
-                   for r in group.to_dict("records")]
+        records = [
+            {"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
+            for r in group.to_dict("records")
+        ]
         xs = dict(zip(group["run_id"], group["x"]))
         prefix = f"{pool}: " if pool and len(pools) > 1 else ""
-        rows += [(xs[run_id], run_id, prefix + "; ".join(c.text() for c in changes))
-                 for run_id, changes in epochs_of(records)]
+        rows += [
+            (xs[run_id], run_id, prefix + "; ".join(c.text() for c in changes))
+            for run_id, changes in epochs_of(records)
+        ]
     return pd.DataFrame(rows, columns=["x", "run_id", "label"])
-
 
 
 def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:
@@ -175,9 +227,13 @@ def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:
     by what changed (from → to): a step at that run may be the environment's, not the code's."""
     for row in epochs.itertuples():
         if row.x in axis:  # by category position, as the commit range's shading (trend_figure)
-            fig.add_vline(x=axis.index(row.x) - 0.5, line=dict(color="#9467bd", width=1.5, dash="dot"),
-                          annotation_text="env: " + escape_hover(row.label, 80), annotation_position="top right",
-                          annotation_font=dict(size=10, color="#9467bd"))
+            fig.add_vline(
+                x=axis.index(row.x) - 0.5,
+                line=dict(color="#9467bd", width=1.5, dash="dot"),
+                annotation_text="env: " + escape_hover(row.label, 80),
+                annotation_position="top right",
+                annotation_font=dict(size=10, color="#9467bd"),
+            )
 
 
 def trend_figure(
@@ -207,85 +263,147 @@ def trend_figure(
         color = variant_color(str(s["variant"].iloc[0]))
         dash = SHAPE_DASHES[shapes.index(s["shape_id"].iloc[0]) % len(SHAPE_DASHES)]
         if band and len(names) <= MAX_BANDS and s["p10"].notna().any():
-            fig.add_trace(go.Scatter(
-                x=s["x"], y=s["p90"], mode="lines", line=dict(width=0),
-                hoverinfo="skip", showlegend=False, legendgroup=name,
-            ))
-            fig.add_trace(go.Scatter(
-                x=s["x"], y=s["p10"], mode="lines", line=dict(width=0),
-                fill="tonexty", fillcolor=_rgba(color, 0.18), hoverinfo="skip",
-                name=f"{name} p10–p90", showlegend=False, legendgroup=name,
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=s["x"],
+                    y=s["p90"],
+                    mode="lines",
+                    line=dict(width=0),
+                    hoverinfo="skip",
+                    showlegend=False,
+                    legendgroup=name,
+                )
+            )
+            fig.add_trace(
+                go.Scatter(
+                    x=s["x"],
+                    y=s["p10"],
+                    mode="lines",
+                    line=dict(width=0),
+                    fill="tonexty",
+                    fillcolor=_rgba(color, 0.18),
+                    hoverinfo="skip",
+                    name=f"{name} p10–p90",
+                    showlegend=False,
+                    legendgroup=name,
+                )
+            )
         marks = s["marks"].fillna("") if "marks" in s else pd.Series("", index=s.index)
-        custom = np.column_stack([  # one object array: plotly validates it far faster than tuples
-            s["run_id"].astype(str).to_numpy(),
-            s["commit_sha"].map(short_sha).to_numpy(),
-            _escaped(s["commit_message"]),
-            s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
-            s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
-            marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
-            _config_hover(s),
-            _recipe_hover(s),
-        ])
-        fig.add_trace(go.Scatter(
-            x=s["x"], y=s["value"], mode="lines+markers", name=escape_hover(name, 60),
-            legendgroup=name, line=dict(color=color, width=2, dash=dash),
-            marker=dict(size=7, color=color, symbol=["circle-open" if h else "circle" for h in hollow(marks)],
-                        line=dict(width=2, color=color)),
-            customdata=custom,
-            hovertemplate=(
-                "%{y:" + PLAIN_D3 + "} " + escape_hover(metric_label, 40)
-                + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
-                + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[7]}%{customdata[5]}<extra>"
-                + escape_hover(name, 60) + "</extra>"
-            ),
-        ))
+        custom = np.column_stack(
+            [  # one object array: plotly validates it far faster than tuples
+                s["run_id"].astype(str).to_numpy(),
+                s["commit_sha"].map(short_sha).to_numpy(),
+                _escaped(s["commit_message"]),
+                s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
+                s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
+                marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
+                _config_hover(s),
+                _recipe_hover(s),
+            ]
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=s["x"],
+                y=s["value"],
+                mode="lines+markers",
+                name=escape_hover(name, 60),
+                legendgroup=name,
+                line=dict(color=color, width=2, dash=dash),
+                marker=dict(
+                    size=7,
+                    color=color,
+                    symbol=["circle-open" if h else "circle" for h in hollow(marks)],
+                    line=dict(width=2, color=color),
+                ),
+                customdata=custom,
+                hovertemplate=(
+                    "%{y:"
+                    + PLAIN_D3
+                    + "} "
+                    + escape_hover(metric_label, 40)
+                    + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
+                    + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[7]}%{customdata[5]}<extra>"
+                    + escape_hover(name, 60)
+                    + "</extra>"
+                ),
+            )
+        )
     capped = capped_points(series)
     if not capped.empty:  # a badge over each point the GPU's cap may have set, whatever the code did
-        fig.add_trace(go.Scatter(
-            x=capped["x"], y=capped["value"], mode="markers", name="under a power/thermal cap",
-            marker=dict(symbol="triangle-down-open", size=13, color="#d62728", line=dict(width=1.5, color="#d62728")),
-            customdata=list(zip(capped["run_id"], capped["label"])),
-            hovertemplate="measured under %{customdata[1]}<br>run %{customdata[0]}<extra>cap</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=capped["x"],
+                y=capped["value"],
+                mode="markers",
+                name="under a power/thermal cap",
+                marker=dict(
+                    symbol="triangle-down-open", size=13, color="#d62728", line=dict(width=1.5, color="#d62728")
+                ),
+                customdata=list(zip(capped["run_id"], capped["label"])),
+                hovertemplate="measured under %{customdata[1]}<br>run %{customdata[0]}<extra>cap</extra>",
+            )
+        )
     changes = config_changes(series)
     if not changes.empty:
-        fig.add_trace(go.Scatter(
-            x=changes["x"], y=changes["value"], mode="markers", name="kernel config changed",
-            marker=dict(symbol="diamond-open", size=14, color="#7f7f7f", line=dict(width=2, color="#7f7f7f")),
-            customdata=list(zip(changes["run_id"], changes["label"].map(lambda t: escape_hover(t, 200)))),
-            hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>config change</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=changes["x"],
+                y=changes["value"],
+                mode="markers",
+                name="kernel config changed",
+                marker=dict(symbol="diamond-open", size=14, color="#7f7f7f", line=dict(width=2, color="#7f7f7f")),
+                customdata=list(zip(changes["run_id"], changes["label"].map(lambda t: escape_hover(t, 200)))),
+                hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>config change</extra>",
+            )
+        )
     if markers is not None and not markers.empty:
         for kind, (symbol, color) in MARKER_STYLE.items():
             m = markers[markers["kind"] == kind]
             if m.empty:
                 continue
-            fig.add_trace(go.Scatter(
-                x=m["x"], y=m["value"], mode="markers", name=f"{kind} alerts",
-                marker=dict(symbol=symbol, size=15, color=color, line=dict(width=2, color=color)),
-                customdata=list(zip(m["run_id"], m["label"].map(lambda t: escape_hover(t, 300)))),
-                hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
-            ))
+            fig.add_trace(
+                go.Scatter(
+                    x=m["x"],
+                    y=m["value"],
+                    mode="markers",
+                    name=f"{kind} alerts",
+                    marker=dict(symbol=symbol, size=15, color=color, line=dict(width=2, color=color)),
+                    customdata=list(zip(m["run_id"], m["label"].map(lambda t: escape_hover(t, 300)))),
+                    hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
+                )
+            )
     mark_epochs(fig, environment_epochs(series), axis)
     if highlight and highlight[0] in axis and highlight[1] in axis:
         # By category position, never by label: plotly autoranges a shape's string x0 as a number
         # when it looks like one (a short hash '5380e62' is 5.38e65), which squeezed every run
         # of the chart onto one spot.
-        fig.add_vrect(x0=axis.index(highlight[0]), x1=axis.index(highlight[1]), fillcolor="rgba(255,200,0,0.18)",
-                      line_width=0, annotation_text="commit range", annotation_position="top left")
+        fig.add_vrect(
+            x0=axis.index(highlight[0]),
+            x1=axis.index(highlight[1]),
+            fillcolor="rgba(255,200,0,0.18)",
+            line_width=0,
+            annotation_text="commit range",
+            annotation_position="top left",
+        )
     fig.update_layout(
-        height=460, margin=TREND_MARGIN, hovermode="closest",
+        height=460,
+        margin=TREND_MARGIN,
+        hovermode="closest",
         yaxis=dict(title=metric_label, type="log" if log_y else "linear", tickformat=",~r"),
-        xaxis=dict(title="commit (in commit order; hover for dates)", type="category",
-                   categoryorder="array", categoryarray=axis),
+        xaxis=dict(
+            title="commit (in commit order; hover for dates)",
+            type="category",
+            categoryorder="array",
+            categoryarray=axis,
+        ),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig
 
 
-def step_figure(trend: pd.DataFrame, step_x: str, before: float, after: float, band: float,
-                metric_label: str, title: str) -> go.Figure:
+def step_figure(
+    trend: pd.DataFrame, step_x: str, before: float, after: float, band: float, metric_label: str, title: str
+) -> go.Figure:
     """One alert on its series: the values over commits, the level before and after the step
     (detection's medians) and the threshold band (before × (1 ± min_effect)): a step outside
     the band is what made it an alert. `trend` columns: x, x_order, value, run_id, commit_sha."""
@@ -294,29 +412,68 @@ def step_figure(trend: pd.DataFrame, step_x: str, before: float, after: float, b
     axis = t["x"].tolist()
     split = axis.index(step_x) if step_x in axis else len(axis)
     if axis:
-        fig.add_trace(go.Scatter(
-            x=axis, y=[before * (1 + band)] * len(axis), mode="lines", line=dict(width=0),
-            hoverinfo="skip", showlegend=False))
-        fig.add_trace(go.Scatter(
-            x=axis, y=[before * (1 - band)] * len(axis), mode="lines", line=dict(width=0), fill="tonexty",
-            fillcolor="rgba(120,120,120,0.18)", name=f"threshold band ±{band:.1%} around before", hoverinfo="skip"))
-    fig.add_trace(go.Scatter(
-        x=t["x"], y=t["value"], mode="lines+markers", name="value", line=dict(color="#1f77b4", width=2),
-        customdata=list(zip(t["run_id"], t["commit_sha"].map(short_sha))),
-        hovertemplate="%{y:.4g}<br>commit %{customdata[1]}<br>run %{customdata[0]}<extra></extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=axis,
+                y=[before * (1 + band)] * len(axis),
+                mode="lines",
+                line=dict(width=0),
+                hoverinfo="skip",
+                showlegend=False,
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=axis,
+                y=[before * (1 - band)] * len(axis),
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor="rgba(120,120,120,0.18)",
+                name=f"threshold band ±{band:.1%} around before",
+                hoverinfo="skip",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=t["x"],
+            y=t["value"],
+            mode="lines+markers",
+            name="value",
+            line=dict(color="#1f77b4", width=2),
+            customdata=list(zip(t["run_id"], t["commit_sha"].map(short_sha))),
+            hovertemplate="%{y:.4g}<br>commit %{customdata[1]}<br>run %{customdata[0]}<extra></extra>",
+        )
+    )
     if split > 0:
-        fig.add_trace(go.Scatter(x=axis[:split], y=[before] * split, mode="lines", name=f"before {before:.4g}",
-                                 line=dict(color="#444", dash="dash")))
+        fig.add_trace(
+            go.Scatter(
+                x=axis[:split],
+                y=[before] * split,
+                mode="lines",
+                name=f"before {before:.4g}",
+                line=dict(color="#444", dash="dash"),
+            )
+        )
     if split < len(axis):
-        fig.add_trace(go.Scatter(x=axis[split:], y=[after] * (len(axis) - split), mode="lines",
-                                 name=f"after {after:.4g}", line=dict(color="#d62728", dash="dash")))
+        fig.add_trace(
+            go.Scatter(
+                x=axis[split:],
+                y=[after] * (len(axis) - split),
+                mode="lines",
+                name=f"after {after:.4g}",
+                line=dict(color="#d62728", dash="dash"),
+            )
+        )
         fig.add_vline(x=split - 0.5, line=dict(color="#d62728", width=1))
     fig.update_layout(
         # The title at the very top, the legend's row under it above the plot: with a 40 px top
         # margin the legend was drawn over the title.
-        height=380, margin=dict(l=10, r=10, t=95, b=10),
+        height=380,
+        margin=dict(l=10, r=10, t=95, b=10),
         title=dict(text=escape_hover(title, 120), font=dict(size=13), y=0.985, yanchor="top", x=0.01, xanchor="left"),
-        yaxis_title=metric_label, xaxis=dict(type="category", categoryorder="array", categoryarray=axis, title="commit"),
+        yaxis_title=metric_label,
+        xaxis=dict(type="category", categoryorder="array", categoryarray=axis, title="commit"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig
@@ -336,22 +493,41 @@ def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: fl
     ridge = peak_tflops / bandwidth_tbps  # TFLOP/s ÷ TB/s = FLOP/byte
     xs = [lo, ridge, hi]
     ys = [bandwidth_tbps * lo, peak_tflops, peak_tflops]
-    fig.add_trace(go.Scatter(
-        x=xs, y=ys, mode="lines", name=ceiling_label, line=dict(color="#444", width=2, dash="dash"),
-        hovertemplate="roof %{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<extra></extra>",
-    ))
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            name=ceiling_label,
+            line=dict(color="#444", width=2, dash="dash"),
+            hovertemplate="roof %{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<extra></extra>",
+        )
+    )
     for index, (label, group) in enumerate(finite.groupby("label", sort=True)):
-        fig.add_trace(go.Scatter(
-            x=group["arithmetic_intensity"], y=group["achieved_tflops"], mode="markers",
-            name=escape_hover(label, 60), marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
-            customdata=list(zip(group["run_id"], group["shape_id"].map(escape_hover))),
-            hovertemplate="%{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
-            + escape_hover(label, 60) + "</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=group["arithmetic_intensity"],
+                y=group["achieved_tflops"],
+                mode="markers",
+                name=escape_hover(label, 60),
+                marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
+                customdata=list(zip(group["run_id"], group["shape_id"].map(escape_hover))),
+                hovertemplate="%{y:.1f} TFLOP/s at %{x:"
+                + PLAIN_D3
+                + "} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
+                + escape_hover(label, 60)
+                + "</extra>",
+            )
+        )
     fig.update_layout(
-        height=460, margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(type="log", title="arithmetic intensity (FLOP per DRAM byte)", range=[math.log10(lo), math.log10(hi)],
-                   **LOG_TICKS),
+        height=460,
+        margin=dict(l=10, r=10, t=30, b=10),
+        xaxis=dict(
+            type="log",
+            title="arithmetic intensity (FLOP per DRAM byte)",
+            range=[math.log10(lo), math.log10(hi)],
+            **LOG_TICKS,
+        ),
         yaxis=dict(type="log", title="achieved TFLOP/s", **LOG_TICKS),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
@@ -392,18 +568,36 @@ def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, 
         if column not in frame or frame[column].isna().all():
             continue
         customdata = list(zip(frame["run_id"], frame["commit_sha"].map(short_sha))) if "run_id" in frame else None
-        fig.add_trace(go.Scatter(
-            x=frame[x], y=frame[column], mode="lines+markers", name=column,
-            line=dict(color=PALETTE[index % len(PALETTE)]), customdata=customdata,
-            hovertemplate="%{y:" + PLAIN_D3 + "}" + ("<br>commit %{customdata[1]}<br>run %{customdata[0]}" if customdata else "")
-            + "<extra>" + column + "</extra>",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=frame[x],
+                y=frame[column],
+                mode="lines+markers",
+                name=column,
+                line=dict(color=PALETTE[index % len(PALETTE)]),
+                customdata=customdata,
+                hovertemplate="%{y:"
+                + PLAIN_D3
+                + "}"
+                + ("<br>commit %{customdata[1]}<br>run %{customdata[0]}" if customdata else "")
+                + "<extra>"
+                + column
+                + "</extra>",
+            )
+        )
     drawn = [c for c in columns if c in frame]
     fig.update_layout(
-        height=height, margin=dict(l=10, r=10, t=30, b=10),
-        yaxis=dict(title=y_title, tickformat=",~r", range=flat_range(frame[drawn].to_numpy().ravel()) if drawn else None),
-        xaxis=dict(type="category", categoryorder="array", categoryarray=list(dict.fromkeys(frame[x])),
-                   title="commit (in commit order)"),
+        height=height,
+        margin=dict(l=10, r=10, t=30, b=10),
+        yaxis=dict(
+            title=y_title, tickformat=",~r", range=flat_range(frame[drawn].to_numpy().ravel()) if drawn else None
+        ),
+        xaxis=dict(
+            type="category",
+            categoryorder="array",
+            categoryarray=list(dict.fromkeys(frame[x])),
+            title="commit (in commit order)",
+        ),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     if x == "x" and "x_order" in frame:
@@ -418,19 +612,32 @@ def bandwidth_figure(points: pd.DataFrame, bandwidth_tbps: float, ceiling_label:
     fig = go.Figure()
     shapes = list(dict.fromkeys(points["shape_id"]))
     for index, (label, group) in enumerate(points.groupby("label", sort=True)):
-        fig.add_trace(go.Scatter(
-            x=group["shape_id"], y=group["achieved_tbps"], mode="markers", name=escape_hover(label, 60),
-            marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
-            customdata=list(zip(group["run_id"], (100 * group["achieved_tbps"] / bandwidth_tbps).round(1))),
-            hovertemplate="%{y:.3f} TB/s (%{customdata[1]}% of the roof)<br>%{x}<br>run %{customdata[0]}<extra>"
-            + escape_hover(label, 60) + "</extra>",
-        ))
-    fig.add_trace(go.Scatter(
-        x=shapes, y=[bandwidth_tbps] * len(shapes), mode="lines", name=ceiling_label,
-        line=dict(color="#444", width=2, dash="dash"), hovertemplate="roof %{y:.2f} TB/s<extra></extra>",
-    ))
+        fig.add_trace(
+            go.Scatter(
+                x=group["shape_id"],
+                y=group["achieved_tbps"],
+                mode="markers",
+                name=escape_hover(label, 60),
+                marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
+                customdata=list(zip(group["run_id"], (100 * group["achieved_tbps"] / bandwidth_tbps).round(1))),
+                hovertemplate="%{y:.3f} TB/s (%{customdata[1]}% of the roof)<br>%{x}<br>run %{customdata[0]}<extra>"
+                + escape_hover(label, 60)
+                + "</extra>",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=shapes,
+            y=[bandwidth_tbps] * len(shapes),
+            mode="lines",
+            name=ceiling_label,
+            line=dict(color="#444", width=2, dash="dash"),
+            hovertemplate="roof %{y:.2f} TB/s<extra></extra>",
+        )
+    )
     fig.update_layout(
-        height=420, margin=dict(l=10, r=10, t=30, b=10),
+        height=420,
+        margin=dict(l=10, r=10, t=30, b=10),
         xaxis=dict(type="category", categoryorder="array", categoryarray=shapes, title="shape"),
         yaxis=dict(title="achieved DRAM bandwidth (TB/s, bytes of the byte model / median)", rangemode="tozero"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),

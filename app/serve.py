@@ -38,15 +38,41 @@ from attnwatch.history.terminal_text import one_line
 
 # Every module a page imports that is slow to import; the view scripts themselves are run by
 # Streamlit on each visit and are not imported here.
-PRELOAD = ("pandas", "numpy", "pyarrow", "duckdb", "plotly.graph_objects",
-           *(f"attnwatch.app.{m}" for m in ("ui", "charts", "url_state", "data.alerts", "data.compare",
-                                            "data.defaults", "data.kernel", "data.overview", "data.push",
-                                            "data.quality", "data.runs", "data.sql_console", "data.store",
-                                            "data.trends", "data.triage")),
-           "attnwatch.history.links", "attnwatch.history.analysis.thresholds",
-           # what Streamlit itself imports on a process's first page: the page icon (PIL), the
-           # pages' icon names, DataFrames sent to the browser
-           "PIL.Image", "PIL.PngImagePlugin", "streamlit.material_icon_names", "pyarrow.pandas_compat")
+PRELOAD = (
+    "pandas",
+    "numpy",
+    "pyarrow",
+    "duckdb",
+    "plotly.graph_objects",
+    *(
+        f"attnwatch.app.{m}"
+        for m in (
+            "ui",
+            "charts",
+            "url_state",
+            "data.alerts",
+            "data.compare",
+            "data.defaults",
+            "data.kernel",
+            "data.overview",
+            "data.push",
+            "data.quality",
+            "data.runs",
+            "data.sql_console",
+            "data.store",
+            "data.trends",
+            "data.triage",
+        )
+    ),
+    "attnwatch.history.links",
+    "attnwatch.history.analysis.thresholds",
+    # what Streamlit itself imports on a process's first page: the page icon (PIL), the
+    # pages' icon names, DataFrames sent to the browser
+    "PIL.Image",
+    "PIL.PngImagePlugin",
+    "streamlit.material_icon_names",
+    "pyarrow.pandas_compat",
+)
 # Decorating or calling a cached function before Streamlit's runtime exists logs "No runtime found"
 # once per function (its cache then lives in memory, as the runtime's does): not worth a line each.
 _CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"
@@ -54,8 +80,10 @@ _CACHE_LOGGER = "streamlit.runtime.caching.cache_data_api"
 # catalog is slow to answer, say): a visitor who comes before it is ready waits for the rest.
 WARM_WAIT_S = 30.0
 # Set before Streamlit's own script runs: the app's root, as the page's assets resolve it (module docstring).
-ROOT_SCRIPT = ('<script>window.__streamlit = Object.assign('
-               '{BACKEND_BASE_URL: new URL(".", document.baseURI).href}, window.__streamlit)</script>')
+ROOT_SCRIPT = (
+    "<script>window.__streamlit = Object.assign("
+    '{BACKEND_BASE_URL: new URL(".", document.baseURI).href}, window.__streamlit)</script>'
+)
 
 
 @contextmanager
@@ -133,8 +161,13 @@ def main() -> None:
         start_warming()
     except Exception as exc:  # noqa: BLE001 - a defect before the server starts: one line, as every command's
         history = os.environ.get("ATTNWATCH_DB", "")
-        print(one_line(f"attnwatch dashboard: internal error while starting: {describe(exc)}"
-                       f"{f' [history {history}]' if history else ''} ({saved_where(exc, 'dashboard')})"), file=sys.stderr)
+        print(
+            one_line(
+                f"attnwatch dashboard: internal error while starting: {describe(exc)}"
+                f"{f' [history {history}]' if history else ''} ({saved_where(exc, 'dashboard')})"
+            ),
+            file=sys.stderr,
+        )
         sys.exit(EXIT_INTERNAL)
     from streamlit.web.cli import main as streamlit_main
 

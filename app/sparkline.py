@@ -35,8 +35,13 @@ def sparkline_svg(values: Sequence[float] | None, low: float, high: float) -> st
         coords.append(f"{x:.1f},{y:.1f}")
         fill = COLOR if clipped == value else "white"
         marks.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="1.8" fill="{fill}" stroke="{COLOR}" stroke-width="0.8"/>')
-    line = (f'<polyline points="{" ".join(coords)}" fill="none" stroke="{COLOR}" stroke-width="1"/>'
-            if len(points) > 1 else "")
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-           f'viewBox="0 0 {WIDTH} {HEIGHT}">{line}{"".join(marks)}</svg>')
+    line = (
+        f'<polyline points="{" ".join(coords)}" fill="none" stroke="{COLOR}" stroke-width="1"/>'
+        if len(points) > 1
+        else ""
+    )
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}">{line}{"".join(marks)}</svg>'
+    )
     return "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode()

@@ -147,8 +147,10 @@ def gpu_picker(shape: HistoryShape, key: str, url: UrlState, default: str | None
     options = list(shape.gpus)
     ignored = url.choice(key, "gpu", options, default if default in options else options[0])
     if ignored:
-        st.warning(f"The link names GPU {md(ignored[0])}, which has no runs in this history: showing "
-                   f"{md(st.session_state[key])} instead.")
+        st.warning(
+            f"The link names GPU {md(ignored[0])}, which has no runs in this history: showing "
+            f"{md(st.session_state[key])} instead."
+        )
     return st.selectbox("GPU", options, key=key, help="Runs are only compared on the same GPU model.")
 
 
@@ -165,9 +167,14 @@ def host_picker(source: Source, gpu: str, key: str, allow_all: bool = False) -> 
     options = ([ALL_HOSTS] if allow_all else []) + pools
     wanted = st.query_params.get("host")
     index = options.index(wanted) if wanted in options else 0
-    host = st.selectbox("host", options, index=index, key=key,
-                        help="Each host (or declared pool of interchangeable GPUs) is a series of its own: "
-                             "two hosts of one model are never mixed in one line.")
+    host = st.selectbox(
+        "host",
+        options,
+        index=index,
+        key=key,
+        help="Each host (or declared pool of interchangeable GPUs) is a series of its own: "
+        "two hosts of one model are never mixed in one line.",
+    )
     if host != wanted:
         st.query_params["host"] = host
     return None if host == ALL_HOSTS else host
@@ -178,7 +185,9 @@ def run_label(row) -> str:
     when = str(row.started_at)[:16]
     branch = row.branch or "?"
     flag = " [synthetic]" if bool(getattr(row, "synthetic", False)) else ""
-    return f"{short_sha(row.commit_sha)} · {truncate(branch, 30)} · {row.gpu} · {when} · {row.status}{flag} · {row.run_id}"
+    return (
+        f"{short_sha(row.commit_sha)} · {truncate(branch, 30)} · {row.gpu} · {when} · {row.status}{flag} · {row.run_id}"
+    )
 
 
 def run_caption(run) -> None:

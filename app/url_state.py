@@ -68,8 +68,9 @@ class UrlState:
         st.session_state[key] = value
         st.session_state[_SEEN + key] = url_text(param)
 
-    def choice(self, key: str, param: str, options: Sequence[Any], default: Any,
-               decode: Callable[[str], Any] = str) -> list[str]:
+    def choice(
+        self, key: str, param: str, options: Sequence[Any], default: Any, decode: Callable[[str], Any] = str
+    ) -> list[str]:
         """Seed a single-choice widget (selectbox, radio); returns the URL's value if it is not an option."""
         if self._changed(key, param) or st.session_state.get(key) not in options:
             text = url_text(param)

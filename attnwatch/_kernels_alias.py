@@ -24,7 +24,7 @@ class _KernelsAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, fullname, path=None, target=None):
         if fullname != _PREFIX and not fullname.startswith(_PREFIX + "."):
             return None
-        name = fullname[len("attnwatch."):]
+        name = fullname[len("attnwatch.") :]
         if name not in sys.modules and importlib.util.find_spec(name) is None:
             # Not in that revision: the import fails here, under the name it was asked by. Returning
             # None would let a later finder (an editable install's) answer with this checkout's module.
@@ -33,7 +33,7 @@ class _KernelsAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self, is_package=hasattr(real, "__path__"))
 
     def create_module(self, spec):
-        return sys.modules[spec.name[len("attnwatch."):]]
+        return sys.modules[spec.name[len("attnwatch.") :]]
 
     def exec_module(self, module):
         return None  # already executed under its top-level name

@@ -32,4 +32,3 @@ def read_toml(file: Path | str, what: str, error: type[Exception], missing_ok: b
         raise error(f"{file}: cannot read the {what} file: {exc.strerror or exc}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise error(f"{file}: not valid TOML: {exc}") from None
-

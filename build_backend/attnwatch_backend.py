@@ -32,8 +32,10 @@ def _build_base_outside_the_checkout():
         config = os.path.join(tmp, "build.cfg")
         os.mkdir(os.path.join(tmp, "egg-base"))
         with open(config, "w", encoding="utf-8") as out:
-            out.write(f"[build]\nbuild_base = {os.path.join(tmp, 'build')}\n"
-                      f"[egg_info]\negg_base = {os.path.join(tmp, 'egg-base')}\n")
+            out.write(
+                f"[build]\nbuild_base = {os.path.join(tmp, 'build')}\n"
+                f"[egg_info]\negg_base = {os.path.join(tmp, 'egg-base')}\n"
+            )
         previous = os.environ.get("DIST_EXTRA_CONFIG")
         os.environ["DIST_EXTRA_CONFIG"] = config
         try:
@@ -49,6 +51,7 @@ def _outside(hook):
     def run(*args, **kwargs):
         with _build_base_outside_the_checkout():
             return hook(*args, **kwargs)
+
     run.__name__ = run.__qualname__ = hook.__name__
     run.__doc__ = hook.__doc__
     return run
@@ -70,6 +73,7 @@ def _without_the_same_name_warning(hook):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Editable installation\.", category=InformationOnly)
             return hook(*args, **kwargs)
+
     run.__name__ = run.__qualname__ = hook.__name__
     run.__doc__ = hook.__doc__
     return run

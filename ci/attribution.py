@@ -86,21 +86,36 @@ class CrashAttribution:
         where = f" ({crash.where})" if crash.where else ""
         first = self.retried.get(crash.case_id)
         if first is not None:
-            note = (f"{UNKNOWN_ORIGIN}: {crash.case_id} crashed again during {crash.stage}{where}; its first crash "
-                    f"(during {first.stage}) was not reproduced alone; recorded as crashed, not attributed")
+            note = (
+                f"{UNKNOWN_ORIGIN}: {crash.case_id} crashed again during {crash.stage}{where}; its first crash "
+                f"(during {first.stage}) was not reproduced alone; recorded as crashed, not attributed"
+            )
             self.notes.append(note)
-            return Decision(False, "crashed", f"{UNKNOWN_ORIGIN}: crashed during {crash.stage} in two processes "
-                                              f"but not alone; last error: {_cut(crash.error)}", note)
+            return Decision(
+                False,
+                "crashed",
+                f"{UNKNOWN_ORIGIN}: crashed during {crash.stage} in two processes "
+                f"but not alone; last error: {_cut(crash.error)}",
+                note,
+            )
         self.probes += 1
         result = probe(crash.case_id, crash.stage)
         if result.crashed:
-            return Decision(False, "crashed", f"{ATTRIBUTED}: during {crash.stage}: {_cut(crash.error)}; "
-                                              f"alone: {_cut(result.error)}")
+            return Decision(
+                False,
+                "crashed",
+                f"{ATTRIBUTED}: during {crash.stage}: {_cut(crash.error)}; alone: {_cut(result.error)}",
+            )
         self.retried[crash.case_id] = crash
         before = f"; the process had just run {crash.predecessor}" if crash.predecessor else ""
-        alone = (f"its isolated re-run was inconclusive ({_cut(result.inconclusive)[:200]})" if result.inconclusive
-                 else "it ran alone without error (CUDA_LAUNCH_BLOCKING=1)")
-        note = (f"{UNKNOWN_ORIGIN} during {crash.stage} of {crash.case_id}{where}: {alone}{before}; "
-                f"measured again. Error: {_cut(crash.error)[:300]}")
+        alone = (
+            f"its isolated re-run was inconclusive ({_cut(result.inconclusive)[:200]})"
+            if result.inconclusive
+            else "it ran alone without error (CUDA_LAUNCH_BLOCKING=1)"
+        )
+        note = (
+            f"{UNKNOWN_ORIGIN} during {crash.stage} of {crash.case_id}{where}: {alone}{before}; "
+            f"measured again. Error: {_cut(crash.error)[:300]}"
+        )
         self.notes.append(note)
         return Decision(True, note=note)

@@ -67,7 +67,9 @@ class RunRecords:
     head: RunHead
     cases: list[CaseRecords]  # one per planned case that has an outcome, in plan order
     builds: list[dict[str, Any]] = field(default_factory=list)  # BuildRecord objects
-    benchmark_header: dict[str, Any] = field(default_factory=dict)  # pytest-benchmark's machine_info, commit_info, version
+    benchmark_header: dict[str, Any] = field(
+        default_factory=dict
+    )  # pytest-benchmark's machine_info, commit_info, version
     fingerprints: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> ci/fingerprint/variant.py's
 
 
@@ -77,34 +79,54 @@ def write_run_bundle(out_dir: Path, run: RunRecords) -> Path:
     out_dir = Path(out_dir)
     cases = [c.checked() for c in run.cases]
     timed = [c for c in cases if c.outcome.status == "ok"]
-    timings = [build_dataclass(CaseTiming, json_ready(c.timing), out_dir / TIMINGS_FILE, f"timings[{i}]")
-               for i, c in enumerate(timed)]
+    timings = [
+        build_dataclass(CaseTiming, json_ready(c.timing), out_dir / TIMINGS_FILE, f"timings[{i}]")
+        for i, c in enumerate(timed)
+    ]
     checks = [r for c in cases for r in c.checks]
     outcomes = [c.outcome for c in cases]
     head = run.head
-    manifest = run_manifest(head.git, head.environment, shape_set=head.shape_set, trigger=head.trigger,
-                            started_at=head.started_at, finished_at=head.finished_at, status=outcomes_status(outcomes),
-                            notes=head.notes, fingerprints=run.fingerprints)
-    return bundle_writer.write_bundle(out_dir, BundleContents(
-        manifest=manifest,
-        benchmark=benchmark_document(run.benchmark_header, [c for c in timed if c.host_entry is not None]),
-        outcomes=outcomes,
-        timings=timings,
-        correctness=[build_dataclass(CorrectnessRecord, json_ready(r), out_dir / CORRECTNESS_FILE, f"records[{i}]")
-                     for i, r in enumerate(checks)],
-        builds=[build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
-                for i, b in enumerate(run.builds)],
-        samples={c.outcome.case_id: list(c.samples) for c in timed if c.samples is not None},  # ok: has samples
-        sample_clocks={c.outcome.case_id: list(c.clocks) for c in timed if c.clocks},
-    ))
+    manifest = run_manifest(
+        head.git,
+        head.environment,
+        shape_set=head.shape_set,
+        trigger=head.trigger,
+        started_at=head.started_at,
+        finished_at=head.finished_at,
+        status=outcomes_status(outcomes),
+        notes=head.notes,
+        fingerprints=run.fingerprints,
+    )
+    return bundle_writer.write_bundle(
+        out_dir,
+        BundleContents(
+            manifest=manifest,
+            benchmark=benchmark_document(run.benchmark_header, [c for c in timed if c.host_entry is not None]),
+            outcomes=outcomes,
+            timings=timings,
+            correctness=[
+                build_dataclass(CorrectnessRecord, json_ready(r), out_dir / CORRECTNESS_FILE, f"records[{i}]")
+                for i, r in enumerate(checks)
+            ],
+            builds=[
+                build_dataclass(BuildRecord, json_ready(b), out_dir / BUILDS_FILE, f"builds[{i}]")
+                for i, b in enumerate(run.builds)
+            ],
+            samples={c.outcome.case_id: list(c.samples) for c in timed if c.samples is not None},  # ok: has samples
+            sample_clocks={c.outcome.case_id: list(c.clocks) for c in timed if c.clocks},
+        ),
+    )
 
 
 def benchmark_document(header: dict[str, Any], cases: list[CaseRecords]) -> dict[str, Any]:
     """pytest-benchmark's layout of these cases' host entries, each naming its case
     (`extra_info["attnwatch_case"]`); with no entries when no host timing ran (compare), which
     pytest-benchmark's own tools read as a run of no benchmarks."""
-    entries = [{**c.host_entry, "extra_info": {**(c.host_entry.get("extra_info") or {}), CASE_LINK_KEY: c.outcome.case_id}}
-               for c in cases if c.host_entry is not None]
+    entries = [
+        {**c.host_entry, "extra_info": {**(c.host_entry.get("extra_info") or {}), CASE_LINK_KEY: c.outcome.case_id}}
+        for c in cases
+        if c.host_entry is not None
+    ]
     return {
         "machine_info": header.get("machine_info") or {},
         "commit_info": header.get("commit_info") or {},
@@ -118,13 +140,18 @@ def write_bundle(out_dir: Path, state: SuiteState, head: RunHead) -> Path:
     """`attnwatch run`'s bundle, through the one assembler: the suite's cases, the device its
     measuring child found, and the notes the children journalled."""
     environment = merge_device_properties(head.environment, _device_fields(state.device_properties()))
-    return write_run_bundle(out_dir, RunRecords(
-        head=dataclasses.replace(head, environment=environment, notes="; ".join(filter(None, [head.notes, *state.notes]))),
-        cases=state.case_records(),
-        builds=list(state.builds.values()),
-        benchmark_header=state.benchmark_header or {"machine_info": {"attnwatch": state.device_properties()}},
-        fingerprints=state.fingerprints,
-    ))
+    return write_run_bundle(
+        out_dir,
+        RunRecords(
+            head=dataclasses.replace(
+                head, environment=environment, notes="; ".join(filter(None, [head.notes, *state.notes]))
+            ),
+            cases=state.case_records(),
+            builds=list(state.builds.values()),
+            benchmark_header=state.benchmark_header or {"machine_info": {"attnwatch": state.device_properties()}},
+            fingerprints=state.fingerprints,
+        ),
+    )
 
 
 def run_status(state: SuiteState) -> str:
@@ -137,9 +164,18 @@ def new_run_id(git: GitInfo, started_at: str) -> str:
     return f"{stamp}-{git.sha[:10]}-{secrets.token_hex(3)}"
 
 
-def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trigger: str, started_at: str,
-                 finished_at: str, status: str, notes: str = "",
-                 fingerprints: dict[str, dict[str, Any]] | None = None) -> Manifest:
+def run_manifest(
+    git: GitInfo,
+    environment: Environment,
+    *,
+    shape_set: str,
+    trigger: str,
+    started_at: str,
+    finished_at: str,
+    status: str,
+    notes: str = "",
+    fingerprints: dict[str, dict[str, Any]] | None = None,
+) -> Manifest:
     """The manifest of a run measured at `git` in `environment`: the one place a producer in ci
     turns what it knows into a Manifest (`attnwatch run`'s bundle and compare's round bundles)."""
     return Manifest(
@@ -167,8 +203,9 @@ def run_manifest(git: GitInfo, environment: Environment, *, shape_set: str, trig
 def variant_fingerprint(fp: dict[str, Any]) -> VariantFingerprint:
     """A measuring process's fingerprint of one variant as the manifest records it."""
     unknown = fp.get("unknown")
-    return VariantFingerprint(digest=fp.get("digest"), code=fp.get("code"),
-                              unknown=str(unknown)[:1000] if unknown else None)
+    return VariantFingerprint(
+        digest=fp.get("digest"), code=fp.get("code"), unknown=str(unknown)[:1000] if unknown else None
+    )
 
 
 def add_ncu(bundle_dir: Path, ncu: Any, finished_at: str, note: str = "") -> Path:

@@ -38,8 +38,11 @@ def _distribution_version(name: str) -> str:
 
 
 def _cupy_version() -> str:
-    found = sorted(f"{d.metadata['Name']}=={d.version}" for d in metadata.distributions()
-                   if (d.metadata["Name"] or "").lower().startswith(_CUPY_PREFIX))
+    found = sorted(
+        f"{d.metadata['Name']}=={d.version}"
+        for d in metadata.distributions()
+        if (d.metadata["Name"] or "").lower().startswith(_CUPY_PREFIX)
+    )
     return ", ".join(dict.fromkeys(found)) or MISSING
 
 
@@ -65,8 +68,9 @@ PARTS: dict[str, Callable[[], str]] = {
     "torch": lambda: _distribution_version("torch"),  # its local version names its CUDA: 2.11.0+cu128
     "triton": lambda: _distribution_version("triton"),
     "cupy": _cupy_version,
-    "python": lambda: f"{platform.python_implementation()} {sys.version_info.major}.{sys.version_info.minor} "
-                      f"{platform.machine()}",
+    "python": lambda: (
+        f"{platform.python_implementation()} {sys.version_info.major}.{sys.version_info.minor} {platform.machine()}"
+    ),
 }
 
 

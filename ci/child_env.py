@@ -25,8 +25,12 @@ from attnwatch.kernels.compile_cache import tool_cache_env
 IMPORT_ROOT = Path(attnwatch.__file__).resolve().parent.parent
 
 
-def child_env(work: Path, checkout: Path | None, extra_sys_path: list[str] | tuple[str, ...] = (),
-              extra_env: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(
+    work: Path,
+    checkout: Path | None,
+    extra_sys_path: list[str] | tuple[str, ...] = (),
+    extra_env: dict[str, str] | None = None,
+) -> dict[str, str]:
     """os.environ plus PYTHONPATH = [kernels shim of `checkout`], extra paths, this checkout, and
     the compilers' cache folders under the cache root."""
     env = dict(os.environ)

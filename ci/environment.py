@@ -100,7 +100,11 @@ def repository_identity(repo_dir: Path | str, env: Mapping[str, str] | None = No
     if slug:
         return slug
     common = _git(repo_dir, "rev-parse", "--path-format=absolute", "--git-common-dir")
-    top = Path(common).parent if common and Path(common).name == ".git" else Path(_git(repo_dir, "rev-parse", "--show-toplevel") or repo_dir)
+    top = (
+        Path(common).parent
+        if common and Path(common).name == ".git"
+        else Path(_git(repo_dir, "rev-parse", "--show-toplevel") or repo_dir)
+    )
     return local_identity(top.resolve().name)
 
 
@@ -223,8 +227,9 @@ def load_pynvml() -> Any:
     return pynvml
 
 
-def nvml_gpu(ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None,
-             env: Mapping[str, str] | None = None) -> NvmlGpu | None:
+def nvml_gpu(
+    ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | None = None, env: Mapping[str, str] | None = None
+) -> NvmlGpu | None:
     """The GPU this process uses, through NVML (no CUDA context); None without NVML or a GPU.
 
     Given torch's `uuid` / `pci_bus_id` of the device in use (the measuring child), that GPU;
@@ -243,7 +248,9 @@ def nvml_gpu(ordinal: int = 0, *, uuid: str | None = None, pci_bus_id: str | Non
         count = pynvml.nvmlDeviceGetCount()
         if count == 0:
             return None
-        gpu = find_gpu(pynvml, visible=env.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal, uuid=uuid, pci_bus_id=pci_bus_id)
+        gpu = find_gpu(
+            pynvml, visible=env.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal, uuid=uuid, pci_bus_id=pci_bus_id
+        )
         if gpu is None:
             return None
         handle = open_handle(pynvml, gpu)
@@ -370,7 +377,9 @@ def capture_environment(probe_device: bool = False) -> Environment:
     torch_version, cuda_version = torch_version_info()
     props = device_properties() if probe_device else {}
     identity = props.get("torch_identity") or {}
-    gpu = nvml_gpu(int(props.get("cuda_ordinal") or 0), uuid=identity.get("uuid"), pci_bus_id=identity.get("pci_bus_id"))
+    gpu = nvml_gpu(
+        int(props.get("cuda_ordinal") or 0), uuid=identity.get("uuid"), pci_bus_id=identity.get("pci_bus_id")
+    )
     env = Environment(
         device_kind="cuda" if gpu else "cpu",
         hostname=socket.gethostname(),

@@ -120,8 +120,9 @@ def parse_visible_devices(value: str | None) -> list[int] | list[str] | None:
 
 
 def _identity(device: NvmlDevice, mig: MigDevice | None = None) -> GpuIdentity:
-    return GpuIdentity(device.index, device.uuid, device.pci_bus_id, mig.name if mig else device.name,
-                       mig.uuid if mig else None)
+    return GpuIdentity(
+        device.index, device.uuid, device.pci_bus_id, mig.name if mig else device.name, mig.uuid if mig else None
+    )
 
 
 def _unique_prefix(candidates: list[tuple[str, Any]], token: str) -> Any | None:
@@ -171,8 +172,9 @@ def visible_gpu(value: str | None, devices: Sequence[NvmlDevice], ordinal: int =
     return gpus[ordinal] if 0 <= ordinal < len(gpus) else None
 
 
-def match_device(devices: Sequence[NvmlDevice], uuid: str | None = None,
-                 pci_bus_id: str | None = None) -> GpuIdentity | None:
+def match_device(
+    devices: Sequence[NvmlDevice], uuid: str | None = None, pci_bus_id: str | None = None
+) -> GpuIdentity | None:
     """The NVML device torch reports: by UUID (torch prints it without NVML's `GPU-`/`MIG-`
     prefix), else by PCI bus id; None when neither matches."""
     if uuid:
@@ -192,6 +194,7 @@ def match_device(devices: Sequence[NvmlDevice], uuid: str | None = None,
 
 
 # --- NVML ------------------------------------------------------------------------------------
+
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
@@ -222,8 +225,15 @@ def nvml_devices(nvml: Any) -> list[NvmlDevice]:
     for index in range(int(nvml.nvmlDeviceGetCount())):
         handle = nvml.nvmlDeviceGetHandleByIndex(index)
         pci = canonical_pci(_text(nvml.nvmlDeviceGetPciInfo(handle).busId)) or ""
-        devices.append(NvmlDevice(index, _text(nvml.nvmlDeviceGetUUID(handle)), pci,
-                                  _text(nvml.nvmlDeviceGetName(handle)), _migs(nvml, handle)))
+        devices.append(
+            NvmlDevice(
+                index,
+                _text(nvml.nvmlDeviceGetUUID(handle)),
+                pci,
+                _text(nvml.nvmlDeviceGetName(handle)),
+                _migs(nvml, handle),
+            )
+        )
     return devices
 
 
@@ -235,8 +245,9 @@ def open_handle(nvml: Any, identity: GpuIdentity) -> Any:
         return nvml.nvmlDeviceGetHandleByPciBusId(identity.pci_bus_id)
 
 
-def find_gpu(nvml: Any, *, visible: str | None, ordinal: int = 0, uuid: str | None = None,
-             pci_bus_id: str | None = None) -> GpuIdentity | None:
+def find_gpu(
+    nvml: Any, *, visible: str | None, ordinal: int = 0, uuid: str | None = None, pci_bus_id: str | None = None
+) -> GpuIdentity | None:
     """The GPU a process uses. With torch's `uuid`/`pci_bus_id` of its device (the measuring
     child knows them): that device, or None if NVML does not list it (never a guess). Without
     (a parent that must not create a CUDA context): CUDA device `ordinal` under

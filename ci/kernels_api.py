@@ -39,8 +39,17 @@ VERSIONS = {
 OLDEST_SUPPORTED = min(VERSIONS)
 NEWEST_KNOWN = max(VERSIONS)
 # What the harness calls (kernels/harness_api.py documents each); every version provides them all.
-NAMES = ("availability", "capabilities", "Case", "case_id", "check_case", "forget_tuned_choices", "get",
-         "register", "Shape")
+NAMES = (
+    "availability",
+    "capabilities",
+    "Case",
+    "case_id",
+    "check_case",
+    "forget_tuned_choices",
+    "get",
+    "register",
+    "Shape",
+)
 # What version 2 added: only a case of an operator other than attention reaches them (ci.plan).
 OPERATOR_NAMES = ("get_operator", "SHAPES")
 
@@ -79,11 +88,15 @@ def check_measurable(checkout: Path, side: str, commit: str) -> int:
     except HarnessApiError as exc:
         raise UserError(f"cannot measure the {side} {commit}: {exc}") from None
     if version > NEWEST_KNOWN:
-        raise UserError(f"cannot measure the {side} {commit}: its kernels declare harness API version {version}, "
-                        f"newer than this attnwatch's {NEWEST_KNOWN}; measure it with an attnwatch that knows it")
+        raise UserError(
+            f"cannot measure the {side} {commit}: its kernels declare harness API version {version}, "
+            f"newer than this attnwatch's {NEWEST_KNOWN}; measure it with an attnwatch that knows it"
+        )
     if version < OLDEST_SUPPORTED:
-        raise UserError(f"cannot measure the {side} {commit}: its kernels declare harness API version {version}, "
-                        f"older than {OLDEST_SUPPORTED}, the oldest this attnwatch (version {NEWEST_KNOWN}) measures")
+        raise UserError(
+            f"cannot measure the {side} {commit}: its kernels declare harness API version {version}, "
+            f"older than {OLDEST_SUPPORTED}, the oldest this attnwatch (version {NEWEST_KNOWN}) measures"
+        )
     return version
 
 
@@ -99,8 +112,9 @@ def kernels_api() -> Any:
         return _version_0()
     version = getattr(module, VERSION_NAME, None)
     if type(version) is not int or version not in VERSIONS:
-        raise HarnessApiError(f"{API_FILE}: {VERSION_NAME} {version!r}: this harness uses versions "
-                              f"{OLDEST_SUPPORTED}..{NEWEST_KNOWN}")
+        raise HarnessApiError(
+            f"{API_FILE}: {VERSION_NAME} {version!r}: this harness uses versions {OLDEST_SUPPORTED}..{NEWEST_KNOWN}"
+        )
     missing = [name for name in NAMES + (OPERATOR_NAMES if version >= 2 else ()) if not hasattr(module, name)]
     if missing:
         raise HarnessApiError(f"{API_FILE} (version {version}) lacks {', '.join(missing)}")
@@ -119,20 +133,29 @@ def _version_0() -> SimpleNamespace:
     """Version 0: the surface as the modules of every revision before kernels/harness_api.py had it."""
     mod = lambda name: import_module(f"{KERNELS_PACKAGE}.{name}")  # noqa: E731
     availability, cases, correctness, registry, shapes = (
-        mod(n) for n in ("availability", "cases", "correctness", "registry", "shapes"))
+        mod(n) for n in ("availability", "cases", "correctness", "registry", "shapes")
+    )
     return SimpleNamespace(
-        **{VERSION_NAME: 0}, availability=availability.availability, capabilities=availability.capabilities,
-        Case=cases.Case, case_id=cases.case_id, check_case=correctness.check_case,
-        forget_tuned_choices=_forget_tuned_choices_0, get=registry.get, register=registry.register,
-        Shape=shapes.Shape)
+        **{VERSION_NAME: 0},
+        availability=availability.availability,
+        capabilities=availability.capabilities,
+        Case=cases.Case,
+        case_id=cases.case_id,
+        check_case=correctness.check_case,
+        forget_tuned_choices=_forget_tuned_choices_0,
+        get=registry.get,
+        register=registry.register,
+        Shape=shapes.Shape,
+    )
 
 
 def _forget_tuned_choices_0() -> None:
     """Version 0 has no such call: ask the Triton tuner itself when this process imported it (a
     revision whose tuner lacks `forget_choices` keeps its choices)."""
     # An older revision's kernels import their tuner absolutely, as `kernels.triton.tuner`.
-    tuner: ModuleType | None = sys.modules.get(f"{KERNELS_PACKAGE}.triton.tuner") or \
-        sys.modules.get(f"{KERNELS_PACKAGE.rpartition('.')[2]}.triton.tuner")
+    tuner: ModuleType | None = sys.modules.get(f"{KERNELS_PACKAGE}.triton.tuner") or sys.modules.get(
+        f"{KERNELS_PACKAGE.rpartition('.')[2]}.triton.tuner"
+    )
     forget = getattr(tuner, "forget_choices", None)
     if forget is not None:
         forget()

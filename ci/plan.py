@@ -48,7 +48,9 @@ class PlannedCase(CaseKey):
     @property
     def case_id(self) -> str:
         # An attention case is named as every harness API version names it (a causal flag).
-        return kernels_api().case_id(self.variant, self.shape_id, self.dtype, self.causal if self.attention else self.mode)
+        return kernels_api().case_id(
+            self.variant, self.shape_id, self.dtype, self.causal if self.attention else self.mode
+        )
 
     @property
     def group(self) -> str:
@@ -138,8 +140,9 @@ def _operator_of(variant: str) -> str:
         return "attention"
 
 
-def plan_cases(variants: Iterable[str], shapes: Iterable[Any], dtypes: Iterable[str],
-               causal_modes: Iterable[bool]) -> list[PlannedCase]:
+def plan_cases(
+    variants: Iterable[str], shapes: Iterable[Any], dtypes: Iterable[str], causal_modes: Iterable[bool]
+) -> list[PlannedCase]:
     """Every (variant, shape, dtype, mode) of each variant's operator, grouped, the operator's
     baseline first in each group. A variant runs only on shapes of its operator's shape type;
     `causal_modes` chooses attention's modes, another operator runs in all of its own."""
@@ -158,7 +161,9 @@ def plan_cases(variants: Iterable[str], shapes: Iterable[Any], dtypes: Iterable[
         modes: list[Any] = causal_modes if op.name == "attention" else list(op.modes)
         for dtype in dtypes:
             for mode in modes:
-                planned += [PlannedCase.of(v, shape, dtype, mode, op.name) for v in ordered if operator_of[v] == op.name]
+                planned += [
+                    PlannedCase.of(v, shape, dtype, mode, op.name) for v in ordered if operator_of[v] == op.name
+                ]
     return planned
 
 

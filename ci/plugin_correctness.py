@@ -50,8 +50,10 @@ def bounds_for(dtype: str, atol: float | None, rtol: float | None, norm_rtol: fl
 
     table = load_tolerances(TOLERANCES)
     if dtype not in table:
-        raise ToleranceUsageError(f"no default tolerance for dtype {dtype!r} ({TOLERANCES.name} has "
-                                  f"{', '.join(sorted(table))}): pass atol=, rtol= and norm_rtol=")
+        raise ToleranceUsageError(
+            f"no default tolerance for dtype {dtype!r} ({TOLERANCES.name} has "
+            f"{', '.join(sorted(table))}): pass atol=, rtol= and norm_rtol="
+        )
     row = table[dtype]
     if row.norm_rtol is None:
         raise ToleranceUsageError(f"{TOLERANCES.name}: dtype.{dtype}.norm_rtol is missing")
@@ -59,15 +61,41 @@ def bounds_for(dtype: str, atol: float | None, rtol: float | None, norm_rtol: fl
     return Bounds(pick(atol, row.atol), pick(rtol, row.rtol), pick(norm_rtol, row.norm_rtol))
 
 
-def correctness_record(case_id: str, variant: str, shape: str, dtype: str, out: Any, expected: Any,
-                       check: Callable[[Any], Any] | None, bounds: Bounds) -> CorrectnessRecord:
+def correctness_record(
+    case_id: str,
+    variant: str,
+    shape: str,
+    dtype: str,
+    out: Any,
+    expected: Any,
+    check: Callable[[Any], Any] | None,
+    bounds: Bounds,
+) -> CorrectnessRecord:
     """The record of the output's check; `passed` False (with the reason) when it fails. A
     callable has no attention shape: its CaseKey's sizes are 1 and causal false, as in its
     CaseTiming (ci/engine/callables.py)."""
-    fields: dict[str, Any] = dict(variant=variant, shape_id=shape, batch=1, heads=1, seq_len=1, head_dim=1,
-                                  dtype=dtype, causal=False, case_id=case_id, seed=0, profile=None, calls=1,
-                                  atol=bounds.atol, rtol=bounds.rtol, max_abs_err=None, rel_err=None,
-                                  tolerance_used=None, violations=None, nonfinite=None, worst_index=None)
+    fields: dict[str, Any] = dict(
+        variant=variant,
+        shape_id=shape,
+        batch=1,
+        heads=1,
+        seq_len=1,
+        head_dim=1,
+        dtype=dtype,
+        causal=False,
+        case_id=case_id,
+        seed=0,
+        profile=None,
+        calls=1,
+        atol=bounds.atol,
+        rtol=bounds.rtol,
+        max_abs_err=None,
+        rel_err=None,
+        tolerance_used=None,
+        violations=None,
+        nonfinite=None,
+        worst_index=None,
+    )
     if expected is not None:
         problem = _compare(out, expected, bounds, dtype, fields)
         if problem:
@@ -94,15 +122,25 @@ def _compare(out: Any, expected: Any, bounds: Bounds, dtype: str, fields: dict[s
     if tuple(out.shape) != tuple(expected.shape):
         return f"output shape {tuple(out.shape)} but expected {tuple(expected.shape)}"
     result = compare(out, expected, bounds.atol, bounds.rtol)
-    fields.update(max_abs_err=result.max_abs_err, rel_err=result.rel_err, tolerance_used=result.tolerance_used,
-                  violations=result.violations, nonfinite=result.nonfinite, worst_index=result.worst_index)
+    fields.update(
+        max_abs_err=result.max_abs_err,
+        rel_err=result.rel_err,
+        tolerance_used=result.tolerance_used,
+        violations=result.violations,
+        nonfinite=result.nonfinite,
+        worst_index=result.worst_index,
+    )
     if result.nonfinite or result.violations:
-        return (f"{result.violations} element(s) outside atol {bounds.atol:g} + rtol {bounds.rtol:g}*|expected|"
-                f" ({result.nonfinite} not finite), max abs error {result.max_abs_err}")
+        return (
+            f"{result.violations} element(s) outside atol {bounds.atol:g} + rtol {bounds.rtol:g}*|expected|"
+            f" ({result.nonfinite} not finite), max abs error {result.max_abs_err}"
+        )
     scale = float(torch.linalg.vector_norm(expected).item())
     if scale > 0 and result.rel_err is not None and not result.rel_err <= bounds.norm_rtol:
         rel = "inf" if math.isinf(result.rel_err) else f"{result.rel_err:.3g}"
-        return (f"relative error ||out - expected|| / ||expected|| = {rel} is over norm_rtol {bounds.norm_rtol:g} "
-                f"({dtype}: {TOLERANCES.name}; every element was within atol {bounds.atol:g} + rtol {bounds.rtol:g}"
-                "*|expected|)")
+        return (
+            f"relative error ||out - expected|| / ||expected|| = {rel} is over norm_rtol {bounds.norm_rtol:g} "
+            f"({dtype}: {TOLERANCES.name}; every element was within atol {bounds.atol:g} + rtol {bounds.rtol:g}"
+            "*|expected|)"
+        )
     return None

@@ -47,8 +47,10 @@ def taken(host: str, port: int) -> bool:
 def port_problem(host: str, port: int) -> str | None:
     """The one-line reason the dashboard cannot listen on host:port, or None when it can."""
     if taken(host, port):
-        return (f"port {port} is in use on {host}: stop whatever serves it, or pick another port "
-                f"(attnwatch dashboard --port N, make demo PORT=N)")
+        return (
+            f"port {port} is in use on {host}: stop whatever serves it, or pick another port "
+            f"(attnwatch dashboard --port N, make demo PORT=N)"
+        )
     return None
 
 

@@ -63,8 +63,12 @@ def plugin_args() -> list[str]:
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("attnwatch")
-    group.addoption("--gpu-benchmark-device", choices=("auto", "cuda", "cpu"), default="auto",
-                    help="where gpu_benchmark measures (default: CUDA when torch sees a GPU, else the CPU, said so in each record)")
+    group.addoption(
+        "--gpu-benchmark-device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="where gpu_benchmark measures (default: CUDA when torch sees a GPU, else the CPU, said so in each record)",
+    )
 
 
 def pytest_configure(config: Any) -> None:
@@ -150,11 +154,23 @@ class GpuBenchmark:
         self.calls = 0  # calls of the fixture in this test
         self.timed = False  # pytest-benchmark's own timing ran
 
-    def __call__(self, fn: Callable[..., Any], *args: Any, reference: Callable[..., Any] | None = None,
-                 expected: Any = None, check: Callable[[Any], Any] | None = None, flops: float | None = None,
-                 bytes: float | None = None, atol: float | None = None, rtol: float | None = None,  # noqa: A002
-                 norm_rtol: float | None = None, name: str | None = None, reference_name: str | None = None,
-                 dtype: str | None = None, **kwargs: Any) -> Any:
+    def __call__(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        reference: Callable[..., Any] | None = None,
+        expected: Any = None,
+        check: Callable[[Any], Any] | None = None,
+        flops: float | None = None,
+        bytes: float | None = None,
+        atol: float | None = None,
+        rtol: float | None = None,  # noqa: A002
+        norm_rtol: float | None = None,
+        name: str | None = None,
+        reference_name: str | None = None,
+        dtype: str | None = None,
+        **kwargs: Any,
+    ) -> Any:
         from attnwatch.ci.plugin_cases import dtype_of, reference_name as reference_series, series_name, variant_name
         from attnwatch.ci.plugin_correctness import Bounds, ToleranceUsageError, bounds_for, correctness_record
 
@@ -190,9 +206,17 @@ class GpuBenchmark:
             pytest.fail(f"{case_id}: incorrect output: {correctness.error or _spoken(correctness)}", pytrace=False)
         return out
 
-    def _measure(self, case_id: str, ref_id: str | None, names: tuple[str, str, str], call: Callable[[], Any],
-                 ref_call: Callable[[], Any] | None, correctness: Any, flops: float | None,
-                 nbytes: float | None) -> None:
+    def _measure(
+        self,
+        case_id: str,
+        ref_id: str | None,
+        names: tuple[str, str, str],
+        call: Callable[[], Any],
+        ref_call: Callable[[], Any] | None,
+        correctness: Any,
+        flops: float | None,
+        nbytes: float | None,
+    ) -> None:
         """The engine's measurement into extra_info, then pytest-benchmark's own."""
         from attnwatch.ci.engine.callables import callable_timing, with_reference_gap
         from attnwatch.ci.timing.sampler import Subject
@@ -200,7 +224,9 @@ class GpuBenchmark:
 
         engine = _engine(self.request.config)
         variant, shape, dtype = names
-        subjects = [Subject(case_id, call)] + ([Subject(ref_id, ref_call)] if ref_id is not None and ref_call is not None else [])
+        subjects = [Subject(case_id, call)] + (
+            [Subject(ref_id, ref_call)] if ref_id is not None and ref_call is not None else []
+        )
         raws, group_id = engine.measure(subjects, case_id)
         failed = [raw.error for raw in raws.values() if raw.error or not raw.samples_us]
         if failed:
@@ -208,14 +234,21 @@ class GpuBenchmark:
         timing = callable_timing(case_id, variant, shape, dtype, raws[case_id], group_id, flops, nbytes)
         ref_timing = None
         if ref_id is not None:
-            ref_timing = callable_timing(ref_id, ref_id.split("/", 1)[0], shape, dtype, raws[ref_id], group_id, flops,
-                                         nbytes)
+            ref_timing = callable_timing(
+                ref_id, ref_id.split("/", 1)[0], shape, dtype, raws[ref_id], group_id, flops, nbytes
+            )
             with_reference_gap(timing, ref_timing)
         measurement = Measurement(
-            timing=timing, timing_note=engine.note, samples_us=raws[case_id].samples_us,
-            flops_per_call=float(flops) if flops else None, bytes_per_call=float(nbytes) if nbytes else None,
-            bandwidth_gbps=(nbytes / (timing.median_us * 1e-6) / 1e9) if nbytes else None, correctness=correctness,
-            reference=ref_timing, reference_samples_us=raws[ref_id].samples_us if ref_id is not None else [])
+            timing=timing,
+            timing_note=engine.note,
+            samples_us=raws[case_id].samples_us,
+            flops_per_call=float(flops) if flops else None,
+            bytes_per_call=float(nbytes) if nbytes else None,
+            bandwidth_gbps=(nbytes / (timing.median_us * 1e-6) / 1e9) if nbytes else None,
+            correctness=correctness,
+            reference=ref_timing,
+            reference_samples_us=raws[ref_id].samples_us if ref_id is not None else [],
+        )
         block = measurement_block(measurement)
         if ref_id is not None:
             _claims(self.request.config).keep_reference(block, ref_id, self.request.node.nodeid)
@@ -228,8 +261,12 @@ class GpuBenchmark:
 
         cuda = engine.device_kind == "cuda"
         self.benchmark.extra_info[MEASUREMENT_STATS_LABEL] = HOST_STATS_LABEL if cuda else CPU_STATS_LABEL
-        self.benchmark.pedantic(engine.host_call(call), setup=engine.before_host_call if cuda else None,
-                                rounds=engine.config.host_rounds, warmup_rounds=1)
+        self.benchmark.pedantic(
+            engine.host_call(call),
+            setup=engine.before_host_call if cuda else None,
+            rounds=engine.config.host_rounds,
+            warmup_rounds=1,
+        )
         self.timed = True
 
 
@@ -237,8 +274,11 @@ def _usage_problem(calls: int, fn: Any, reference: Any, check: Any, flops: Any, 
     """What is wrong with how the fixture was called, in words; None when nothing is."""
     if calls > 1:
         return "measures one call per test (it was called again); parametrize the test to measure more"
-    for what, value in (("the first argument, the function to measure,", fn), ("reference=", reference),
-                        ("check=", check)):
+    for what, value in (
+        ("the first argument, the function to measure,", fn),
+        ("reference=", reference),
+        ("check=", check),
+    ):
         if value is not None and not callable(value):
             example = " (gpu_benchmark(my_kernel, x), not gpu_benchmark(my_kernel(x)))" if value is fn else ""
             return f"{what} must be a function; got {type(value).__name__}{example}"
@@ -278,5 +318,7 @@ def _synchronized(call: Callable[[], Any]) -> Any:
 
 
 def _spoken(record: Any) -> str:
-    return (f"{record.violations} element(s) outside atol {record.atol:g} + rtol {record.rtol:g}*|expected|, "
-            f"max abs error {record.max_abs_err}")
+    return (
+        f"{record.violations} element(s) outside atol {record.atol:g} + rtol {record.rtol:g}*|expected|, "
+        f"max abs error {record.max_abs_err}"
+    )

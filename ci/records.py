@@ -34,14 +34,30 @@ class UnmappedField(ValueError):
 # kernels.correctness.CheckResult: the fields stored under their own name, those converted
 # (counts that mean "not measured" when nothing was compared; the index as a tuple), and those
 # not stored, with the reason.
-CHECK_SAME = frozenset({"seed", "profile", "calls", "passed", "error", "atol", "rtol", "max_abs_err", "rel_err",
-                        "tolerance_used"})
+CHECK_SAME = frozenset(
+    {"seed", "profile", "calls", "passed", "error", "atol", "rtol", "max_abs_err", "rel_err", "tolerance_used"}
+)
 CHECK_CONVERTED = frozenset({"violations", "nonfinite", "worst_index"})
 CHECK_NOT_STORED = {"case_id": "the record's case id is the planned case's (checked to be the same)"}
 # kernels' BuildReport: every field is stored under its own name.
-BUILD_SAME = frozenset({"variant", "ok", "error", "target", "cached", "source_hash", "compile_seconds",
-                        "registers_per_thread", "shared_mem_bytes", "stack_frame_bytes", "spill_store_bytes",
-                        "spill_load_bytes", "config", "log_tail"})
+BUILD_SAME = frozenset(
+    {
+        "variant",
+        "ok",
+        "error",
+        "target",
+        "cached",
+        "source_hash",
+        "compile_seconds",
+        "registers_per_thread",
+        "shared_mem_bytes",
+        "stack_frame_bytes",
+        "spill_store_bytes",
+        "spill_load_bytes",
+        "config",
+        "log_tail",
+    }
+)
 
 
 def correctness_record(case: PlannedCase, result) -> CorrectnessRecord:
@@ -70,14 +86,29 @@ def build_record(report) -> BuildRecord:
 
 def failed_build(variant: str, error: str, compile_seconds: float | None = None) -> BuildRecord:
     """The record of a build that produced no report (it raised, crashed or hung)."""
-    return BuildRecord(variant=variant, ok=False, error=error, target="", cached=False, source_hash=None,
-                       compile_seconds=compile_seconds, registers_per_thread=None, shared_mem_bytes=None,
-                       stack_frame_bytes=None, spill_store_bytes=None, spill_load_bytes=None, config={}, log_tail="")
+    return BuildRecord(
+        variant=variant,
+        ok=False,
+        error=error,
+        target="",
+        cached=False,
+        source_hash=None,
+        compile_seconds=compile_seconds,
+        registers_per_thread=None,
+        shared_mem_bytes=None,
+        stack_frame_bytes=None,
+        spill_store_bytes=None,
+        spill_load_bytes=None,
+        config={},
+        log_tail="",
+    )
 
 
 def _check_known(result, known: frozenset[str]) -> None:
     cls = type(result)
     unknown = sorted({f.name for f in dataclasses.fields(cls)} - known)
     if unknown:
-        raise UnmappedField(f"{cls.__module__}.{cls.__name__}.{unknown[0]}: no bundle field takes it; convert it in "
-                            "ci/records.py (adding it to the bundle's record) or list it as not stored, with the reason")
+        raise UnmappedField(
+            f"{cls.__module__}.{cls.__name__}.{unknown[0]}: no bundle field takes it; convert it in "
+            "ci/records.py (adding it to the bundle's record) or list it as not stored, with the reason"
+        )

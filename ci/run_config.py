@@ -48,7 +48,9 @@ class TimingConfig:
 
     def __post_init__(self) -> None:
         if self.min_samples < 1 or self.max_samples < self.min_samples:
-            raise ValueError(f"timing config: need 1 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}")
+            raise ValueError(
+                f"timing config: need 1 <= min_samples <= max_samples, got {self.min_samples}, {self.max_samples}"
+            )
         if self.block_calls < 1:
             raise ValueError("timing config: block_calls must be >= 1")
         if self.host_rounds < 1:
@@ -66,7 +68,9 @@ class TimingConfig:
         if self.clock_band < 0 or self.reference_clock_mhz < 0:
             raise ValueError("timing config: clock_band and reference_clock_mhz must be >= 0")
         if (self.clock_band > 0 or self.pacing != "none") and not self.clock_record:
-            raise ValueError("timing config: clock_band and pacing need clock_record (the stored clocks say what they did)")
+            raise ValueError(
+                "timing config: clock_band and pacing need clock_record (the stored clocks say what they did)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

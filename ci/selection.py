@@ -32,20 +32,26 @@ def select_cases(shapes: str, variants: str | None, dtypes: str | None, causal: 
     variant_names = select_variants(variants)
     dtype_list = select_dtypes(dtypes, set_name)
     modes = CAUSAL_MODES[causal]
-    return Selection(set_name, shape_list, variant_names, dtype_list, modes,
-                     plan_cases(variant_names, shape_list, dtype_list, modes))
+    return Selection(
+        set_name, shape_list, variant_names, dtype_list, modes, plan_cases(variant_names, shape_list, dtype_list, modes)
+    )
 
 
 def detect_device_kind() -> str:
-    """"cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
+    """ "cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
     from attnwatch.ci.environment import nvml_gpu, package_version
 
     if nvml_gpu() is not None:
         return "cuda"
     if package_version("torch") is None:
         return "cpu"
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True, timeout=120, check=False)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     return "cuda" if probe.stdout.strip().endswith("True") else "cpu"
 
 
@@ -59,7 +65,9 @@ def select_shapes(spec: str, device_kind: str) -> tuple[str, list]:
     ids = [s.strip() for s in spec.split(",") if s.strip()]
     unknown = [i for i in ids if i not in SHAPES]
     if unknown or not ids:
-        raise UserError(f"--shapes: unknown shape set or shape id(s) {unknown or spec!r}; sets: {', '.join(SHAPE_SETS)}")
+        raise UserError(
+            f"--shapes: unknown shape set or shape id(s) {unknown or spec!r}; sets: {', '.join(SHAPE_SETS)}"
+        )
     return "custom", [SHAPES[i] for i in ids]
 
 
@@ -88,5 +96,3 @@ def select_dtypes(spec: str | None, shape_set_name: str) -> list[str]:
     if bad:
         raise UserError(f"--dtypes: unknown dtype(s) {', '.join(bad)}; known: {', '.join(DTYPES)}")
     return dtypes
-
-

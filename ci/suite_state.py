@@ -113,12 +113,15 @@ class SuiteState:
         if case_id in self.outcomes or case_id not in self.cases:
             return
         c = self.cases[case_id]
-        self.outcomes[case_id] = CaseOutcome(case_id, c.variant, c.shape_id, c.dtype, c.causal, status, error, duration_s,
-                                              operator=c.operator)
+        self.outcomes[case_id] = CaseOutcome(
+            case_id, c.variant, c.shape_id, c.dtype, c.causal, status, error, duration_s, operator=c.operator
+        )
 
     # -- end of a child ------------------------------------------------------------------
 
-    def finish_generation(self, benchmark_path: Path, *, rc: int | None, timed_out: bool, log_tail: str, timeout_s: float) -> None:
+    def finish_generation(
+        self, benchmark_path: Path, *, rc: int | None, timed_out: bool, log_tail: str, timeout_s: float
+    ) -> None:
         if self.inflight is not None:
             stage = self.inflight["stage"]
             said = (self.fault or {}).get("error")
@@ -129,7 +132,10 @@ class SuiteState:
             elif said:
                 status, why = "crashed", f"{said}; the child then exited ({describe_exit(rc)})"
             else:
-                status, why = "crashed", f"the child died ({describe_exit(rc)}) during {stage}; its log ends: {log_tail[-600:]}"
+                status, why = (
+                    "crashed",
+                    f"the child died ({describe_exit(rc)}) during {stage}; its log ends: {log_tail[-600:]}",
+                )
             if self.inflight["kind"] == "build":
                 variant = self.inflight["variant"]
                 self.builds.setdefault(variant, asdict(failed_build(variant, f"build {status}: {why}")))
@@ -184,9 +190,18 @@ class SuiteState:
 
     def case_records(self) -> list[CaseRecords]:
         """Each case with an outcome, in plan order, with the one copy of its records."""
-        return [CaseRecords(self.outcomes[c], self.timings.get(c), self.samples.get(c), self.host_entries.get(c),
-                            self.correctness.get(c, []), self.sample_clocks.get(c))
-                for c in self.order if c in self.outcomes]
+        return [
+            CaseRecords(
+                self.outcomes[c],
+                self.timings.get(c),
+                self.samples.get(c),
+                self.host_entries.get(c),
+                self.correctness.get(c, []),
+                self.sample_clocks.get(c),
+            )
+            for c in self.order
+            if c in self.outcomes
+        ]
 
 
 def _benchmark_header(path: Path) -> dict[str, Any]:

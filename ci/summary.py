@@ -44,8 +44,14 @@ def reason_notes(rows: list[dict[str, Any]]) -> tuple[dict[str, int], list[str]]
             numbers.setdefault(r["error"], len(numbers) + 1)
     lines = []
     for reason, n in numbers.items():
-        lines += textwrap.wrap(clip_words(reason, REASON_LIMIT), REASON_WIDTH, initial_indent=f"[{n}] ",
-                               subsequent_indent=" " * (len(str(n)) + 3), break_long_words=False, break_on_hyphens=False)
+        lines += textwrap.wrap(
+            clip_words(reason, REASON_LIMIT),
+            REASON_WIDTH,
+            initial_indent=f"[{n}] ",
+            subsequent_indent=" " * (len(str(n)) + 3),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
     return numbers, lines
 
 
@@ -66,16 +72,18 @@ def summary_rows(state: SuiteState) -> list[dict[str, Any]]:
     for outcome in state.ordered_outcomes():
         timing = state.timings.get(outcome.case_id) if outcome.status == "ok" else None
         checks = state.correctness.get(outcome.case_id, [])
-        rows.append({
-            "case": outcome.case_id,
-            "median_us": timing["median_us"] if timing else None,
-            "tflops": timing["tflops"] if timing else None,
-            "gbps": _gbps(timing) if timing else None,
-            "gap_to_baseline": timing.get("gap_to_baseline") if timing else None,
-            "correct": f"{sum(1 for r in checks if r['passed'])}/{len(checks)}" if checks else "-",
-            "status": outcome.status,
-            "error": outcome.error,
-        })
+        rows.append(
+            {
+                "case": outcome.case_id,
+                "median_us": timing["median_us"] if timing else None,
+                "tflops": timing["tflops"] if timing else None,
+                "gbps": _gbps(timing) if timing else None,
+                "gap_to_baseline": timing.get("gap_to_baseline") if timing else None,
+                "correct": f"{sum(1 for r in checks if r['passed'])}/{len(checks)}" if checks else "-",
+                "status": outcome.status,
+                "error": outcome.error,
+            }
+        )
     return rows
 
 
@@ -85,7 +93,9 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
     unit = "median_us" if timing_mode != "cpu_wall" else CPU_MEDIAN_LABEL
     median_width = max(len(unit), 14)
     notes, note_lines = reason_notes(rows)
-    lines = [f"{'case':<{width}}  {unit:>{median_width}}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"]
+    lines = [
+        f"{'case':<{width}}  {unit:>{median_width}}  {'TFLOPS':>8}  {'GB/s':>8}  {'gap/base':>8}  {'correct':>7}  status"
+    ]
     for r in rows:
         status = f"{r['status']} [{notes[r['error']]}]" if r["status"] != "ok" and r["error"] in notes else r["status"]
         lines.append(
@@ -94,33 +104,45 @@ def format_summary(state: SuiteState, timing_mode: str) -> str:
         )
     lines += note_lines
     lost = state.lost_cases()
-    lines.append(f"{len(state.ok_ids())} measured, {len(lost)} lost, {len(rows) - len(state.ok_ids()) - len(lost)} skipped/unsupported")
+    lines.append(
+        f"{len(state.ok_ids())} measured, {len(lost)} lost, {len(rows) - len(state.ok_ids()) - len(lost)} skipped/unsupported"
+    )
     timed = [state.timings[c] for c in state.ok_ids() if c in state.timings]
     unconverged = [t for t in timed if not t.get("converged")]
     if unconverged:
         worst = max(unconverged, key=lambda t: t["rel_spread"])
-        lines.append(f"{len(unconverged)} cases stopped at the sample/time cap before IQR/median reached the target "
-                     f"(widest: {worst['case_id']} at {100 * worst['rel_spread']:.1f}%)")
+        lines.append(
+            f"{len(unconverged)} cases stopped at the sample/time cap before IQR/median reached the target "
+            f"(widest: {worst['case_id']} at {100 * worst['rel_spread']:.1f}%)"
+        )
     throttled = [t for t in timed if t.get("throttled_samples")]
     if throttled:
         reasons = sorted({r for t in throttled for r in t.get("throttle_reasons", [])})
-        lines.append(f"WARNING: {len(throttled)} cases have samples taken while the GPU was throttled ({', '.join(reasons)})")
+        lines.append(
+            f"WARNING: {len(throttled)} cases have samples taken while the GPU was throttled ({', '.join(reasons)})"
+        )
     uncovered = [t for t in timed if t.get("guard_uncovered_blocks")]
     if uncovered:
         blocks = sum(t["guard_uncovered_blocks"] for t in uncovered)
         worst = max(uncovered, key=lambda t: t["guard_uncovered_blocks"])
-        lines.append(f"WARNING: {len(uncovered)} cases kept {blocks} blocks the guard kernel did not cover "
-                     f"(samples possibly containing host gaps; most: {worst['case_id']}, "
-                     f"{worst['guard_uncovered_blocks']} blocks)")
+        lines.append(
+            f"WARNING: {len(uncovered)} cases kept {blocks} blocks the guard kernel did not cover "
+            f"(samples possibly containing host gaps; most: {worst['case_id']}, "
+            f"{worst['guard_uncovered_blocks']} blocks)"
+        )
     tuned = [t["case_id"] for t in timed if t.get("kernel_config_source") == "tuned"]
     if tuned:
-        lines.append(f"NOTE: {len(tuned)} cases ran a launch configuration tuned in this process (no recorded "
-                     f"entry for this GPU: kernels/triton/choices.toml), which a fresh process may pick "
-                     f"differently: {', '.join(tuned[:4])}" + (" ..." if len(tuned) > 4 else ""))
+        lines.append(
+            f"NOTE: {len(tuned)} cases ran a launch configuration tuned in this process (no recorded "
+            f"entry for this GPU: kernels/triton/choices.toml), which a fresh process may pick "
+            f"differently: {', '.join(tuned[:4])}" + (" ..." if len(tuned) > 4 else "")
+        )
     failed_checks = sorted({cid for cid, records in state.correctness.items() if any(not r["passed"] for r in records)})
     if failed_checks:
-        lines.append(f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"
-                     + (" ..." if len(failed_checks) > 8 else ""))
+        lines.append(
+            f"CORRECTNESS: {len(failed_checks)} cases failed a check: {', '.join(failed_checks[:8])}"
+            + (" ..." if len(failed_checks) > 8 else "")
+        )
     return "\n".join(lines)
 
 

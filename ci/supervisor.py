@@ -138,7 +138,9 @@ def run_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: P
     return execute_suite(cases, kernels_root=kernels_root, out_dir=out_dir, options=options).bundle
 
 
-def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: Path, options: RunOptions) -> SuiteResult:
+def execute_suite(
+    cases: list[PlannedCase], *, kernels_root: Path | None, out_dir: Path, options: RunOptions
+) -> SuiteResult:
     """`run_suite`, also returning what was collected (for the summary table)."""
     if not cases:
         raise ValueError("no cases to run")
@@ -172,12 +174,21 @@ def execute_suite(cases: list[PlannedCase], *, kernels_root: Path | None, out_di
         # The child is already killed (_run_child); keep what finished in a valid bundle.
         interrupted = True
         state.inflight = None
-        state.finish_generation(work / "interrupted-benchmark.json", rc=None, timed_out=False, log_tail="", timeout_s=0.0)
+        state.finish_generation(
+            work / "interrupted-benchmark.json", rc=None, timed_out=False, log_tail="", timeout_s=0.0
+        )
         state.fail_remaining("not run: the run was interrupted")
     finally:
         progress.close()
-    head = RunHead(git=git, environment=environment, shape_set=options.shape_set, trigger=options.trigger,
-                   started_at=started_at, finished_at=_utc_now(), notes=options.notes)
+    head = RunHead(
+        git=git,
+        environment=environment,
+        shape_set=options.shape_set,
+        trigger=options.trigger,
+        started_at=started_at,
+        finished_at=_utc_now(),
+        notes=options.notes,
+    )
     bundle = write_bundle(out_dir, state, head)
     _announce(options, bundle)
     keep = options.keep_work_dir or bool(state.lost_cases())
@@ -215,7 +226,9 @@ def _ncu_note(ncu: Any) -> str:
     return f"ncu: {cut} of {len(ncu.case_metrics)} cases {DEADLINE_ERROR}" if cut else ""
 
 
-def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress) -> None:
+def _supervise(
+    plan: RunPlan, state: SuiteState, work: Path, checkout: Path | None, options: RunOptions, progress: Progress
+) -> None:
     env = _child_env(work, checkout, options)
     assert options.case_timeout_s is not None  # RunOptions.__post_init__ sets it
     attribution = CrashAttribution()
@@ -223,20 +236,25 @@ def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | No
     while state.remaining() and generation <= options.max_restarts:
         remaining = state.remaining()
         gen_plan = plan.with_cases(remaining)
-        paths = {name: work / f"{name}-{generation}{ext}" for name, ext in
-                 (("plan", ".json"), ("journal", ".jsonl"), ("benchmark", ".json"), ("log", ".log"))}
+        paths = {
+            name: work / f"{name}-{generation}{ext}"
+            for name, ext in (("plan", ".json"), ("journal", ".jsonl"), ("benchmark", ".json"), ("log", ".log"))
+        }
         gen_plan.save(paths["plan"])
         before = len(state.outcomes)
         rc, timed_out = _run_child(paths, env, options, state, progress)
         log_tail = _tail(paths["log"])
         if _past(options.deadline):
             state.inflight = None  # the case in flight did nothing wrong: the run ran out of time
-            state.finish_generation(paths["benchmark"], rc=rc, timed_out=False, log_tail=log_tail, timeout_s=options.case_timeout_s)
+            state.finish_generation(
+                paths["benchmark"], rc=rc, timed_out=False, log_tail=log_tail, timeout_s=options.case_timeout_s
+            )
             state.fail_remaining("not run: the run's deadline passed before this case finished")
             progress.sync(state)
             break
-        state.finish_generation(paths["benchmark"], rc=rc, timed_out=timed_out, log_tail=log_tail,
-                                timeout_s=options.case_timeout_s)
+        state.finish_generation(
+            paths["benchmark"], rc=rc, timed_out=timed_out, log_tail=log_tail, timeout_s=options.case_timeout_s
+        )
         crash = state.take_crash()
         if crash is not None:
             _attribute(replace(crash, where=f"child {generation}"), attribution, plan, state, work, checkout, options)
@@ -251,41 +269,76 @@ def _supervise(plan: RunPlan, state: SuiteState, work: Path, checkout: Path | No
         progress.sync(state)
 
 
-def _attribute(crash: Crash, attribution: CrashAttribution, plan: RunPlan, state: SuiteState, work: Path,
-               checkout: Path | None, options: RunOptions) -> None:
+def _attribute(
+    crash: Crash,
+    attribution: CrashAttribution,
+    plan: RunPlan,
+    state: SuiteState,
+    work: Path,
+    checkout: Path | None,
+    options: RunOptions,
+) -> None:
     """A child died with `crash.case_id` in flight: re-run it alone to tell whether it caused
     the crash (ci/attribution.py); record it, or leave it to the next child (its one retry)."""
     from attnwatch.ci.workers.client import WorkerSpec, probe_case
 
-    spec = WorkerSpec(plan=plan.with_cases([state.cases[crash.case_id]]), side="isolated re-run", checkout=checkout,
-                      work_dir=work, python=options.python, extra_sys_path=list(options.extra_sys_path),
-                      startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
-                      case_timeout_s=options.case_timeout_s)
-    decision = attribution.decide(crash, lambda case_id, stage: probe_case(spec, case_id, stage,
-                                                                         f"probe-{attribution.probes}"))
+    spec = WorkerSpec(
+        plan=plan.with_cases([state.cases[crash.case_id]]),
+        side="isolated re-run",
+        checkout=checkout,
+        work_dir=work,
+        python=options.python,
+        extra_sys_path=list(options.extra_sys_path),
+        startup_timeout_s=options.startup_timeout_s,
+        build_timeout_s=options.build_timeout_s,
+        case_timeout_s=options.case_timeout_s,
+    )
+    decision = attribution.decide(
+        crash, lambda case_id, stage: probe_case(spec, case_id, stage, f"probe-{attribution.probes}")
+    )
     if not decision.retry:
         state.record(crash.case_id, decision.status or "crashed", decision.error)
     if decision.note:
         state.notes.append(decision.note)
 
 
-def _run_child(paths: dict[str, Path], env: dict[str, str], options: RunOptions, state: SuiteState, progress: Progress) -> tuple[int, bool]:
+def _run_child(
+    paths: dict[str, Path], env: dict[str, str], options: RunOptions, state: SuiteState, progress: Progress
+) -> tuple[int, bool]:
     """Start one child, follow its journal until it exits or goes silent; (exit code, timed out)."""
     from attnwatch.ci.journal import JournalReader
 
     assert options.case_timeout_s is not None  # RunOptions.__post_init__ sets it
     cmd = [
-        options.python, "-m", "pytest", str(SUITES_DIR / "test_bench.py"),
-        "-q", "-p", "no:cacheprovider", "--import-mode=append", "--rootdir", str(REPO_ROOT),
-        "-o", "addopts=", "-o", "console_output_style=classic",
-        "--attnwatch-plan", str(paths["plan"]), "--attnwatch-journal", str(paths["journal"]),
-        "--benchmark-json", str(paths["benchmark"]), "--benchmark-disable-gc",
+        options.python,
+        "-m",
+        "pytest",
+        str(SUITES_DIR / "test_bench.py"),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=append",
+        "--rootdir",
+        str(REPO_ROOT),
+        "-o",
+        "addopts=",
+        "-o",
+        "console_output_style=classic",
+        "--attnwatch-plan",
+        str(paths["plan"]),
+        "--attnwatch-journal",
+        str(paths["journal"]),
+        "--benchmark-json",
+        str(paths["benchmark"]),
+        "--benchmark-disable-gc",
     ]
     reader = JournalReader(paths["journal"])
     with open(paths["log"], "wb") as log:
         # cwd is the work dir, not a checkout: `python -m` puts the cwd first on sys.path, which
         # would shadow the kernels of `kernels_root` with the head's.
-        proc = subprocess.Popen(cmd, cwd=str(paths["plan"].parent), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=str(paths["plan"].parent), env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         last_event = time.monotonic()
         seen_any = False
         timed_out = False
@@ -336,8 +389,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _child_env(work: Path, checkout: Path | None, options: RunOptions) -> dict[str, str]:
-    return child_env(work, checkout, options.extra_sys_path,
-                     {"CUDA_LAUNCH_BLOCKING": "1"} if options.diagnose else None)
+    return child_env(
+        work, checkout, options.extra_sys_path, {"CUDA_LAUNCH_BLOCKING": "1"} if options.diagnose else None
+    )
 
 
 def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunOptions, gpu_name: str | None):
@@ -352,9 +406,16 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
         cases = [c for c in cases if any(fnmatch.fnmatch(c.id, p) for p in options.ncu_cases)]
     # Every section, not the PR's lean list: a run's profile is the history the Kernel page charts
     # (SM and DRAM throughput, L2 hit rate), and a run is not waited on as a PR is.
-    return profile_cases(cases, work / "ncu", full=options.ncu_full, sections=choose_sections("all"),
-                         timeout_s=options.ncu_timeout_s, kernels_root=checkout, gpu_name=gpu_name,
-                         deadline=options.deadline)
+    return profile_cases(
+        cases,
+        work / "ncu",
+        full=options.ncu_full,
+        sections=choose_sections("all"),
+        timeout_s=options.ncu_timeout_s,
+        kernels_root=checkout,
+        gpu_name=gpu_name,
+        deadline=options.deadline,
+    )
 
 
 def _tail(path: Path) -> str:

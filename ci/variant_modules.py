@@ -30,10 +30,15 @@ _loaded: set[str] = set()  # specs loaded in this process (a callable's variants
 
 def add_arguments(parser: Any) -> None:
     """--variant-module / --variant-path, the same on every command that measures."""
-    parser.add_argument("--variant-module", action="append",
-                        help="extra variants: a module that registers them, or module:callable returning them "
-                             f"(repeatable; installed packages' '{ENTRY_POINT_GROUP}' entry points are always loaded)")
-    parser.add_argument("--variant-path", action="append", help="a directory to import --variant-module from (repeatable)")
+    parser.add_argument(
+        "--variant-module",
+        action="append",
+        help="extra variants: a module that registers them, or module:callable returning them "
+        f"(repeatable; installed packages' '{ENTRY_POINT_GROUP}' entry points are always loaded)",
+    )
+    parser.add_argument(
+        "--variant-path", action="append", help="a directory to import --variant-module from (repeatable)"
+    )
 
 
 @dataclass(frozen=True)

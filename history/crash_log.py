@@ -84,12 +84,14 @@ def save_traceback(exc: BaseException, command: str, argv: list[str] | None = No
 
 def _report(exc: BaseException, command: str, argv: list[str], when: datetime) -> str:
     version = getattr(sys.modules.get("attnwatch"), "__version__", "?")
-    return "".join([
-        f"attnwatch {version} {command}: internal error at {when.isoformat()}\n",
-        f"python {sys.version.split()[0]} ({sys.executable})\n",
-        f"argv: {argv!r}\n\n",
-        *traceback.format_exception(exc),
-    ])
+    return "".join(
+        [
+            f"attnwatch {version} {command}: internal error at {when.isoformat()}\n",
+            f"python {sys.version.split()[0]} ({sys.executable})\n",
+            f"argv: {argv!r}\n\n",
+            *traceback.format_exception(exc),
+        ]
+    )
 
 
 def _safe(command: str) -> str:

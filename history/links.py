@@ -128,12 +128,28 @@ def _flag(value: bool) -> str:
     return "1" if value else "0"
 
 
-def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric: str = "median_us",
-                commits: str | None = None, branch: str | None = None, host: str | None = None) -> dict[str, str]:
+def trend_query(
+    gpu: str,
+    variants,
+    shapes,
+    dtype: str,
+    causal: bool,
+    *,
+    metric: str = "median_us",
+    commits: str | None = None,
+    branch: str | None = None,
+    host: str | None = None,
+) -> dict[str, str]:
     """Query of the Trends page showing these cases on `gpu` (one `host` of it, if given), the
     commit range marked."""
-    query = {"gpu": gpu, "metric": metric, "variants": join_list(variants), "shapes": join_list(shapes),
-             "dtype": dtype, "causal": _flag(causal)}
+    query = {
+        "gpu": gpu,
+        "metric": metric,
+        "variants": join_list(variants),
+        "shapes": join_list(shapes),
+        "dtype": dtype,
+        "causal": _flag(causal),
+    }
     if host:
         query["host"] = host
     if commits:
@@ -143,18 +159,28 @@ def trend_query(gpu: str, variants, shapes, dtype: str, causal: bool, *, metric:
     return query
 
 
-def case_trend_query(gpu: str, case_id: str, *, metric: str = "median_us", commits: str | None = None,
-                     branch: str | None = None, host: str | None = None) -> dict[str, str] | None:
+def case_trend_query(
+    gpu: str,
+    case_id: str,
+    *,
+    metric: str = "median_us",
+    commits: str | None = None,
+    branch: str | None = None,
+    host: str | None = None,
+) -> dict[str, str] | None:
     """Trends query for one case id `variant/shape/dtype/causal|noncausal`; None if it has another form."""
     parts = case_id.split("/")
     if len(parts) != 4 or parts[3] not in ("causal", "noncausal"):
         return None
     variant, shape, dtype, mode = parts
-    return trend_query(gpu, [variant], [shape], dtype, mode == "causal", metric=metric, commits=commits, branch=branch,
-                       host=host)
+    return trend_query(
+        gpu, [variant], [shape], dtype, mode == "causal", metric=metric, commits=commits, branch=branch, host=host
+    )
 
 
-def compare_query(gpu: str, *, base: str | None = None, head: str | None = None, commits: str | None = None) -> dict[str, str]:
+def compare_query(
+    gpu: str, *, base: str | None = None, head: str | None = None, commits: str | None = None
+) -> dict[str, str]:
     """Compare two runs (by id) or the newest runs of two commits (`commits=BASE..HEAD`)."""
     query = {"gpu": gpu}
     if commits:

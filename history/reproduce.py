@@ -73,13 +73,21 @@ def run_command(case_id: str, commit_sha: str | None, device: str | None = None,
     return command + (DIRTY_NOTE if dirty else "")
 
 
-def compare_command(case_id: str, base_sha: str | None, head_sha: str | None, *, method: str | None = None,
-                    rounds: int | None = None, dirty: bool = False) -> str | None:
+def compare_command(
+    case_id: str,
+    base_sha: str | None,
+    head_sha: str | None,
+    *,
+    method: str | None = None,
+    rounds: int | None = None,
+    dirty: bool = False,
+) -> str | None:
     """A/B `case_id` between two commits again, with the same interval method and round cap.
     `dirty`: either run measured uncommitted changes, so the command ends with DIRTY_NOTE."""
     flags = _case_flags(case_id)
     if flags is None or base_sha is None or head_sha is None or not all(_SHA.match(s) for s in (base_sha, head_sha)):
         return None
     extra = (["--method", method] if method else []) + (["--rounds", str(int(rounds))] if rounds else [])
-    return _command(["attnwatch", "compare", "--base", base_sha, "--head", head_sha, *flags, *extra]) + \
-        (DIRTY_NOTE if dirty else "")
+    return _command(["attnwatch", "compare", "--base", base_sha, "--head", head_sha, *flags, *extra]) + (
+        DIRTY_NOTE if dirty else ""
+    )

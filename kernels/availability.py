@@ -31,9 +31,18 @@ from .optional_packages import OPTIONAL_PACKAGES, package_reason
 from .registry import get
 from .variant import Variant
 
-__all__ = ["Capabilities", "DEVICE_NEEDS", "KNOWN_NEEDS", "availability", "capabilities",
-           "cutlass_headers_problem", "device_summary", "flash_attn_cute_problem", "runnable_device",
-           "skip_reason"]
+__all__ = [
+    "Capabilities",
+    "DEVICE_NEEDS",
+    "KNOWN_NEEDS",
+    "availability",
+    "capabilities",
+    "cutlass_headers_problem",
+    "device_summary",
+    "flash_attn_cute_problem",
+    "runnable_device",
+    "skip_reason",
+]
 
 KNOWN_NEEDS = frozenset({"cuda", "hopper", "triton", "nvcc", "cupy", "cutlass", "flash_attn_cute", *OPTIONAL_PACKAGES})
 DEVICE_NEEDS = frozenset({"cuda", "hopper", "cupy"})  # unmet, all of them, without a CUDA device
@@ -54,8 +63,10 @@ def _missing(need: str, caps: Capabilities) -> str | None:
         if caps.triton_version is None:
             return f"needs Triton: {caps.triton_problem}"
         if not caps.triton_runnable:
-            return (f"needs a CUDA device for Triton {caps.triton_version}, or TRITON_INTERPRET=1 "
-                    f"to run it on CPU ({caps.cuda_problem})")
+            return (
+                f"needs a CUDA device for Triton {caps.triton_version}, or TRITON_INTERPRET=1 "
+                f"to run it on CPU ({caps.cuda_problem})"
+            )
         return None
     if need == "nvcc":
         return None if caps.nvcc_path else "needs nvcc (the CUDA toolkit) on PATH"

@@ -27,8 +27,10 @@ EXTRA_SITE_ENV = "ATTNWATCH_EXTRA_SITE"
 # variant then starts no profiler of its own (sdpa's dispatch record uses torch.profiler, whose
 # CUPTI session beside ncu's cost 5-7 s on the first case under ncu, and ~0.07 s on each after).
 UNDER_PROFILER_ENV = "ATTNWATCH_UNDER_PROFILER"
-FA4_INSTALL_HINT = ("pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
-                    f"pip --target and name that folder in {EXTRA_SITE_ENV}")
+FA4_INSTALL_HINT = (
+    "pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
+    f"pip --target and name that folder in {EXTRA_SITE_ENV}"
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,13 @@ class Capabilities:
 
 def _probe_torch() -> dict[str, Any]:
     facts: dict[str, Any] = {
-        "torch_version": None, "torch_problem": None, "cuda": False, "cuda_problem": None,
-        "device_name": None, "compute_capability": None, "torch_cuda_version": None,
+        "torch_version": None,
+        "torch_problem": None,
+        "cuda": False,
+        "cuda_problem": None,
+        "device_name": None,
+        "compute_capability": None,
+        "torch_cuda_version": None,
     }
     try:
         import torch
@@ -151,7 +158,11 @@ def cutlass_headers_problem() -> str | None:
         folder = cutlass_include_dir()
     except CutlassHeadersError as exc:
         return str(exc)
-    return None if folder is not None else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
+    return (
+        None
+        if folder is not None
+        else "CUTLASS/CuTe headers not found (pip install nvidia-cutlass, or set CUTLASS_INCLUDE_DIR)"
+    )
 
 
 def extra_site_folders() -> list[str]:

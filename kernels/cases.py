@@ -24,8 +24,15 @@ class Case:
     mode: str  # attention's "causal" or "noncausal", another operator's own mode
     operator: str = "attention"
 
-    def __init__(self, variant: str, shape: Any, dtype: str, causal: bool | None = None, mode: str | None = None,
-                 operator: str = "attention") -> None:
+    def __init__(
+        self,
+        variant: str,
+        shape: Any,
+        dtype: str,
+        causal: bool | None = None,
+        mode: str | None = None,
+        operator: str = "attention",
+    ) -> None:
         """An attention case takes `causal` or `mode` (both: they must agree); another operator's its mode.
         Written out rather than generated so that `causal` and `mode` are always set once built."""
         for name, value in (("variant", variant), ("shape", shape), ("dtype", dtype), ("operator", operator)):
@@ -37,8 +44,9 @@ class Case:
                 raise ValueError(f"case {self.variant}/{self.shape.id}: an attention case needs causal or mode")
             mode = mode if mode is not None else mode_name(bool(causal))
             if mode not in ATTENTION_MODES or (causal is not None and (mode == "causal") != bool(causal)):
-                raise ValueError(f"case {self.variant}/{self.shape.id}: attention mode {mode!r} "
-                                 f"does not match causal={causal!r}")
+                raise ValueError(
+                    f"case {self.variant}/{self.shape.id}: attention mode {mode!r} does not match causal={causal!r}"
+                )
             object.__setattr__(self, "mode", mode)
             object.__setattr__(self, "causal", mode == "causal")
         else:

@@ -97,8 +97,11 @@ def tool_cache_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     for a measuring child: so one saved root carries every compiler's cache. A variable already set
     is kept (someone chose that folder)."""
     env = os.environ if env is None else env
-    return {name: str(default_cache_dir(kind, env)) for name, kind in TOOL_CACHE_VARIABLES.items()
-            if not env.get(name, "").strip()}
+    return {
+        name: str(default_cache_dir(kind, env))
+        for name, kind in TOOL_CACHE_VARIABLES.items()
+        if not env.get(name, "").strip()
+    }
 
 
 def sha256_file(path: Path) -> str:
@@ -175,8 +178,9 @@ class CompileCache:
         for path, st in zip((binary, meta_path), stats):
             problem = "a symlink" if stat.S_ISLNK(st.st_mode) else _foreign_or_shared(st)
             if problem:
-                warnings.warn(f"{path}: ignored, the cache entry is {problem}; rebuilding", CacheEntryWarning,
-                              stacklevel=3)
+                warnings.warn(
+                    f"{path}: ignored, the cache entry is {problem}; rebuilding", CacheEntryWarning, stacklevel=3
+                )
                 return None
         try:
             meta = json.loads(meta_path.read_text())
@@ -191,9 +195,12 @@ class CompileCache:
     def _digest_matches(binary: Path, actual: str, recorded: str) -> bool:
         if actual == recorded:
             return True
-        warnings.warn(f"{binary}: ignored, its sha256 {actual[:12]} is not the {recorded[:12]} recorded when it "
-                      "was built (changed after it was written, or two builds raced); rebuilding", CacheEntryWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"{binary}: ignored, its sha256 {actual[:12]} is not the {recorded[:12]} recorded when it "
+            "was built (changed after it was written, or two builds raced); rebuilding",
+            CacheEntryWarning,
+            stacklevel=3,
+        )
         return False
 
     @contextmanager

@@ -118,13 +118,15 @@ def load_tolerances(path: Path | str = TOLERANCES_PATH) -> dict[str, Tolerance]:
         if unknown:
             raise ToleranceFileError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")
         norm = entry.get("norm_rtol")
-        tolerances[name] = Tolerance(name, float(entry["atol"]), float(entry["rtol"]), reason.strip(),
-                                     None if norm is None else float(norm))
+        tolerances[name] = Tolerance(
+            name, float(entry["atol"]), float(entry["rtol"]), reason.strip(), None if norm is None else float(norm)
+        )
     return tolerances
 
 
-def tolerance_for(dtype: str, table: dict[str, Tolerance] | None = None, path: Path | str = TOLERANCES_PATH
-                  ) -> Tolerance:
+def tolerance_for(
+    dtype: str, table: dict[str, Tolerance] | None = None, path: Path | str = TOLERANCES_PATH
+) -> Tolerance:
     """`dtype`'s row of `table`, or of the table at `path` (default: attention's)."""
     table = load_tolerances(path) if table is None else table
     try:
@@ -143,8 +145,9 @@ def _error_text(stage: str, exc: BaseException) -> str:
     return text if len(text) <= ERROR_TEXT_LIMIT else text[: ERROR_TEXT_LIMIT - 3] + "..."
 
 
-def _layout_problem(name: str, tensor: Any, case: Case, expected: tuple[int, ...] | None, *,
-                    contiguous: bool = True) -> str | None:
+def _layout_problem(
+    name: str, tensor: Any, case: Case, expected: tuple[int, ...] | None, *, contiguous: bool = True
+) -> str | None:
     """The layout convention: contiguous, in the case dtype, of the `expected` shape (attention's
     inputs and output: (B, H, S, D), kernels.inputs; any operator's output: its reference's; None:
     the shape is not checked).
@@ -227,13 +230,15 @@ def _index_name(case: Case) -> str:
     return "(b, h, s, d)" if case.operator == "attention" else "index"
 
 
-def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int,
-                profile: str) -> CheckResult:
+def _check_seed(
+    variant: Variant, case: Case, device: Any, seed: int, tol: Tolerance, calls: int, profile: str
+) -> CheckResult:
     import torch
 
     def failed(error: str, calls_done: int = 0) -> CheckResult:
-        return CheckResult(case.id, seed, None, None, tol.atol, tol.rtol, False, error=error, calls=calls_done,
-                           profile=profile)
+        return CheckResult(
+            case.id, seed, None, None, tol.atol, tol.rtol, False, error=error, calls=calls_done, profile=profile
+        )
 
     try:
         with input_profile(profile):
@@ -284,13 +289,30 @@ def _check_seed(variant: Variant, case: Case, device: Any, seed: int, tol: Toler
         if cmp.nonfinite:
             error = f"call {call}: {cmp.nonfinite} NaN/Inf (or unwritten) output elements"
         elif cmp.violations:
-            error = (f"call {call}: {cmp.violations} elements outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref|, "
-                     f"worst at {_index_name(case)} = {cmp.worst_index}")
-        current = CheckResult(case.id, seed, cmp.max_abs_err, cmp.rel_err, tol.atol, tol.rtol, passed,
-                              cmp.nonfinite, error, cmp.violations, cmp.tolerance_used, cmp.worst_index, call,
-                              profile)
-        if worst is None or (worst.passed and not passed) or (
-            worst.passed == passed and (current.max_abs_err or 0.0) > (worst.max_abs_err or 0.0)
+            error = (
+                f"call {call}: {cmp.violations} elements outside atol={tol.atol:g} + rtol={tol.rtol:g}*|ref|, "
+                f"worst at {_index_name(case)} = {cmp.worst_index}"
+            )
+        current = CheckResult(
+            case.id,
+            seed,
+            cmp.max_abs_err,
+            cmp.rel_err,
+            tol.atol,
+            tol.rtol,
+            passed,
+            cmp.nonfinite,
+            error,
+            cmp.violations,
+            cmp.tolerance_used,
+            cmp.worst_index,
+            call,
+            profile,
+        )
+        if (
+            worst is None
+            or (worst.passed and not passed)
+            or (worst.passed == passed and (current.max_abs_err or 0.0) > (worst.max_abs_err or 0.0))
         ):
             worst = current
         worst.calls = call

@@ -55,9 +55,25 @@ from .variant import Prepared, Variant
 
 HARNESS_API_VERSION = 2
 
-__all__ = ["HARNESS_API_VERSION", "SHAPES", "BuildReport", "Case", "CheckResult", "Operator", "Prepared", "Shape",
-           "Variant", "availability", "capabilities", "case_id", "check_case", "forget_tuned_choices", "get",
-           "get_operator", "register"]
+__all__ = [
+    "HARNESS_API_VERSION",
+    "SHAPES",
+    "BuildReport",
+    "Case",
+    "CheckResult",
+    "Operator",
+    "Prepared",
+    "Shape",
+    "Variant",
+    "availability",
+    "capabilities",
+    "case_id",
+    "check_case",
+    "forget_tuned_choices",
+    "get",
+    "get_operator",
+    "register",
+]
 
 
 def forget_tuned_choices() -> None:

@@ -210,16 +210,30 @@ def nvcc_compile(
     if hit is not None:
         meta = hit.meta
         # Entries written before paths were recorded portably are made portable on the way out.
-        return NvccResult(hit.binary, portable_text(meta["log"], include_names), meta["compile_seconds"], True, key,
-                          portable_command(meta["command"], include_names))
+        return NvccResult(
+            hit.binary,
+            portable_text(meta["log"], include_names),
+            meta["compile_seconds"],
+            True,
+            key,
+            portable_command(meta["command"], include_names),
+        )
 
     kind_flags = ["-cubin"] if output == "cubin" else ["-shared", "-Xcompiler", "-fPIC"]
     with cache.staging() as scratch:
         staged = Path(scratch) / f"out{suffix}"
         command = [
-            "nvcc", *kind_flags, *target_flags, "-Xptxas", "-v", "-lineinfo",
-            *(f"-I{d}" for d in include_dirs), *flags,
-            *(str(s) for s in sources), "-o", str(staged),
+            "nvcc",
+            *kind_flags,
+            *target_flags,
+            "-Xptxas",
+            "-v",
+            "-lineinfo",
+            *(f"-I{d}" for d in include_dirs),
+            *flags,
+            *(str(s) for s in sources),
+            "-o",
+            str(staged),
         ]
         started = time.perf_counter()
         done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -227,8 +241,9 @@ def nvcc_compile(
         log = done.stdout + done.stderr
         if done.returncode != 0 or not staged.is_file():
             raise NvccError(sources, f"nvcc exited {done.returncode} building for {arch}", log)
-        recorded = portable_command([part if part != str(staged) else f"{key}{suffix}" for part in command],
-                                    include_names)
+        recorded = portable_command(
+            [part if part != str(staged) else f"{key}{suffix}" for part in command], include_names
+        )
         log = portable_text(log, include_names)
         binary = cache.store(key, suffix, staged, {"log": log, "compile_seconds": seconds, "command": recorded})
     return NvccResult(binary, log, seconds, False, key, recorded)
@@ -239,9 +254,7 @@ def nvcc_compile(
 
 _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)' for '([^']+)'")
 _PROPS_RE = re.compile(r"Function properties for (\S+)")
-_FRAME_RE = re.compile(
-    r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads"
-)
+_FRAME_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED_RE = re.compile(r"Used (\d+) registers")
 _BARRIERS_RE = re.compile(r"used (\d+) barriers")
 _SMEM_RE = re.compile(r"(\d+) bytes smem")
@@ -347,7 +360,10 @@ def failed_build_report(
     log = portable_text(getattr(error, "log", "") or "", include_names)
     first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
     return BuildReport(
-        variant=variant_name, ok=False, target=target, log_tail=log[-LOG_TAIL_CHARS:],
+        variant=variant_name,
+        ok=False,
+        target=target,
+        log_tail=log[-LOG_TAIL_CHARS:],
         error=portable_text(first_line, include_names),
     )
 

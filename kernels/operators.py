@@ -80,6 +80,7 @@ def operator_of_shape(shape: Any) -> Operator | None:
 
 # --- attention ---------------------------------------------------------------------------------
 
+
 def _attention_flops(shape: Shape, mode: str) -> float:
     return shape.flops(mode == "causal")
 
@@ -103,20 +104,22 @@ def _attention_reference(inputs: tuple, mode: str) -> Any:
     return reference_attention(q, k, v, mode == "causal")
 
 
-ATTENTION = register_operator(Operator(
-    name="attention",
-    modes=("causal", "noncausal"),
-    baseline="sdpa",
-    # The SDPA backends a kernel team compares with, and FlashAttention-4 where one is registered
-    # (a name without a registered variant is never measured and so never the fastest).
-    references=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "fa4_sm90"),
-    bound="compute",
-    flops=_attention_flops,
-    bytes=_attention_bytes,
-    make_inputs=_attention_inputs,
-    reference64=_attention_reference,
-    shape_type=Shape,
-))
+ATTENTION = register_operator(
+    Operator(
+        name="attention",
+        modes=("causal", "noncausal"),
+        baseline="sdpa",
+        # The SDPA backends a kernel team compares with, and FlashAttention-4 where one is registered
+        # (a name without a registered variant is never measured and so never the fastest).
+        references=("sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "fa4_sm90"),
+        bound="compute",
+        flops=_attention_flops,
+        bytes=_attention_bytes,
+        make_inputs=_attention_inputs,
+        reference64=_attention_reference,
+        shape_type=Shape,
+    )
+)
 
 
 # --- rmsnorm (kernels/rmsnorm/model.py): registered here, before its variants name it ----------

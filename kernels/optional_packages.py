@@ -33,10 +33,14 @@ class OptionalPackage:
 
 
 OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
-    "liger": OptionalPackage("liger_kernel.ops.rms_norm", "liger-kernel",
-                             "Liger-Kernel's Triton RMSNorm, a reference of the rmsnorm operator"),
-    "quack": OptionalPackage("quack.rmsnorm", "quack-kernels",
-                             "quack's CuTe-DSL RMSNorm (with nvidia-cutlass-dsl), a reference of rmsnorm"),
+    "liger": OptionalPackage(
+        "liger_kernel.ops.rms_norm",
+        "liger-kernel",
+        "Liger-Kernel's Triton RMSNorm, a reference of the rmsnorm operator",
+    ),
+    "quack": OptionalPackage(
+        "quack.rmsnorm", "quack-kernels", "quack's CuTe-DSL RMSNorm (with nvidia-cutlass-dsl), a reference of rmsnorm"
+    ),
 }
 
 # The distributions whose versions every run records in its environment (Environment.packages,

@@ -45,7 +45,7 @@ def portable_path(path: Path | str, names: Names | None = None, root: Path = REP
         return text
     for folder, label in _named(names):
         if text == folder or text.startswith(folder + "/"):
-            return label + text[len(folder):]
+            return label + text[len(folder) :]
     resolved = Path(text)
     for base in {Path(root), Path(root).resolve()}:
         if resolved == base:

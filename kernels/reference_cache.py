@@ -113,9 +113,19 @@ def key_fields(operator: Any, case: Any, seed: int, profile: str, device_type: s
     shape = dataclasses.asdict(case.shape) if is_instance else {"repr": repr(case.shape)}
     dims = {name: value for name, value in shape.items() if name not in ("id", "source")}
     code = code_digest(inputs_source, reference_source)
-    return {"schema": SCHEMA, "version": VERSION, "operator": operator.name, "shape": dims, "dtype": case.dtype,
-            "mode": case.mode, "seed": int(seed), "profile": profile, "device": device_type, "code": code,
-            "torch": torch.__version__}
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "operator": operator.name,
+        "shape": dims,
+        "dtype": case.dtype,
+        "mode": case.mode,
+        "seed": int(seed),
+        "profile": profile,
+        "device": device_type,
+        "code": code,
+        "torch": torch.__version__,
+    }
 
 
 def entry_key(fields: dict[str, Any]) -> str:
@@ -133,7 +143,8 @@ def _canonical(operator: Any, case: Any, inputs: tuple, seed: int, profile: str)
     except Exception:  # inputs it cannot remake are not its own: computed, never looked up
         return False
     return len(fresh) == len(inputs) and all(
-        a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fresh, inputs))
+        a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(fresh, inputs)
+    )
 
 
 def _open_cache(directory: Path | None) -> CompileCache | None:
@@ -156,10 +167,16 @@ def _load(cache: CompileCache, key: str, fields: dict[str, Any], device: Any) ->
     if meta.get("key") != fields:
         warnings.warn(f"{path}: ignored, its metadata names another key; recomputing", CacheEntryWarning, stacklevel=3)
         return None
-    if (not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape)
-            or math.prod(shape) * 8 != len(data)):
-        warnings.warn(f"{path}: ignored, {len(data)} bytes do not hold a float64 tensor of shape {shape}; recomputing",
-                      CacheEntryWarning, stacklevel=3)
+    if (
+        not isinstance(shape, list)
+        or not all(isinstance(n, int) and n >= 0 for n in shape)
+        or math.prod(shape) * 8 != len(data)
+    ):
+        warnings.warn(
+            f"{path}: ignored, {len(data)} bytes do not hold a float64 tensor of shape {shape}; recomputing",
+            CacheEntryWarning,
+            stacklevel=3,
+        )
         return None
     return torch.frombuffer(bytearray(data), dtype=torch.float64).reshape(shape).to(device)
 
@@ -175,15 +192,20 @@ def _store(cache: CompileCache, key: str, fields: dict[str, Any], ref: Any) -> N
         warnings.warn(f"{cache.root}: the reference was not stored ({exc})", CacheEntryWarning, stacklevel=3)
 
 
-def cached_reference(operator: Any, case: Any, inputs: tuple, seed: int, profile: str = "normal", *,
-                     directory: Path | None = None) -> Any:
+def cached_reference(
+    operator: Any, case: Any, inputs: tuple, seed: int, profile: str = "normal", *, directory: Path | None = None
+) -> Any:
     """`operator.reference64(inputs, case.mode)`, from the cache when a verified entry of exactly
     these inputs is there, else computed and stored (module doc). `directory`: the cache folder
     (default: `<cache root>/reference/<trust>`)."""
     import torch
 
     expected = None
-    if inputs and all(isinstance(t, torch.Tensor) for t in inputs) and _canonical(operator, case, inputs, seed, profile):
+    if (
+        inputs
+        and all(isinstance(t, torch.Tensor) for t in inputs)
+        and _canonical(operator, case, inputs, seed, profile)
+    ):
         expected = key_fields(operator, case, seed, profile, inputs[0].device.type)
     cache = _open_cache(directory) if expected is not None else None
     if cache is None or expected is None:

@@ -19,8 +19,7 @@ from .build_report import BuildReport
 from .operators import get_operator
 from .variant import FAMILIES, Prepared, Variant
 
-__all__ = ["BuildReport", "FAMILIES", "Prepared", "Variant", "all_variants", "baseline", "get", "reference",
-           "register"]
+__all__ = ["BuildReport", "FAMILIES", "Prepared", "Variant", "all_variants", "baseline", "get", "reference", "register"]
 
 _REGISTRY: dict[str, Variant] = {}
 

@@ -80,7 +80,12 @@ SHAPE_SETS: dict[str, tuple[str, ...]] = {
     "pr": ("h100_small", "b4_h16_s1k"),
     "main": ("l4_mission", "h100_small", "b4_h16_s1k", "b4_h16_s1k_d128", "b4_h16_s2k", "b16_h16_s2k"),
     "nightly": (
-        "l4_mission", "h100_small", "b4_h16_s1k", "b4_h16_s1k_d128", "b4_h16_s2k", "b16_h16_s2k",
+        "l4_mission",
+        "h100_small",
+        "b4_h16_s1k",
+        "b4_h16_s1k_d128",
+        "b4_h16_s2k",
+        "b16_h16_s2k",
         *(f"fa_s{s}_d{d}" for d in (64, 128) for s in (512, 1024, 2048, 4096, 8192, 16384)),
     ),
     "cpu": ("cpu_tiny",),

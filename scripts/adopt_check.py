@@ -52,12 +52,24 @@ def run_suite(device: str, out: Path, budget_s: float) -> tuple[int, float]:
             env["TRITON_INTERPRET"] = "1"
         from attnwatch.ci.pytest_plugin import plugin_args
 
-        command = [sys.executable, "-m", "pytest", "tests/bench", "-q", *plugin_args(), "-p", "no:cacheprovider",
-                   f"--gpu-benchmark-device={device}", f"--benchmark-json={out / 'bench.json'}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "tests/bench",
+            "-q",
+            *plugin_args(),
+            "-p",
+            "no:cacheprovider",
+            f"--gpu-benchmark-device={device}",
+            f"--benchmark-json={out / 'bench.json'}",
+        ]
         started = time.monotonic()
         with open(out / "pytest.log", "w", encoding="utf-8") as log:
             try:
-                done = subprocess.run(command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=budget_s)
+                done = subprocess.run(
+                    command, cwd=repo, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=budget_s
+                )
                 rc = done.returncode
             except subprocess.TimeoutExpired:
                 rc = 124
@@ -98,17 +110,34 @@ def check_entries(path: Path, device: str) -> tuple[list[dict], list[str]]:
             failed.append("correctness not passed")
         # The Triton test's reference is timed in its group; its timing is stored once, by the
         # torch kernel's own test (ci/plugin_cases.py), so the entry may keep only the gap.
-        if "triton" in t.variant and (t.gap_to_baseline is None or (ref is not None and ref.interleave_group != t.interleave_group)):
+        if "triton" in t.variant and (
+            t.gap_to_baseline is None or (ref is not None and ref.interleave_group != t.interleave_group)
+        ):
             failed.append("no reference timed in the same group")
         if not m.bandwidth_gbps:
             failed.append("no bandwidth")
-        rows.append({"name": bench["name"], "case_id": t.case_id, "mode": t.timing_mode, "n": t.n,
-                     "median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us, "rel_spread": t.rel_spread,
-                     "graph_median_us": t.graph_median_us, "gap_to_reference": t.gap_to_baseline,
-                     "reference_median_us": ref.median_us if ref else None, "bandwidth_gbps": m.bandwidth_gbps,
-                     "tflops": t.tflops, "sm_clock_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after],
-                     "throttled_samples": t.throttled_samples, "guard_retimed_blocks": t.guard_retimed_blocks,
-                     "correct": m.correctness.passed if m.correctness else None, "failed": failed})
+        rows.append(
+            {
+                "name": bench["name"],
+                "case_id": t.case_id,
+                "mode": t.timing_mode,
+                "n": t.n,
+                "median_us": t.median_us,
+                "p10_us": t.p10_us,
+                "p90_us": t.p90_us,
+                "rel_spread": t.rel_spread,
+                "graph_median_us": t.graph_median_us,
+                "gap_to_reference": t.gap_to_baseline,
+                "reference_median_us": ref.median_us if ref else None,
+                "bandwidth_gbps": m.bandwidth_gbps,
+                "tflops": t.tflops,
+                "sm_clock_mhz": [t.sm_clock_mhz_before, t.sm_clock_mhz_after],
+                "throttled_samples": t.throttled_samples,
+                "guard_retimed_blocks": t.guard_retimed_blocks,
+                "correct": m.correctness.passed if m.correctness else None,
+                "failed": failed,
+            }
+        )
     return rows, problems
 
 
@@ -119,8 +148,10 @@ def _table(rows: list[dict]) -> str:
         graph = f"{r['graph_median_us']:.2f}" if r["graph_median_us"] is not None else "-"
         gap = f"{r['gap_to_reference']:.3f}" if r["gap_to_reference"] is not None else "-"
         clocks = "/".join(str(c) if c is not None else "-" for c in r["sm_clock_mhz"])
-        lines.append(f"{r['case_id'][:34]:34} {r['mode']:11} {r['n']:>5} {r['median_us']:>10.2f} {graph:>9} {gap:>6} "
-                     f"{r['bandwidth_gbps'] or 0:>8.1f} {clocks:>11} {'yes' if not r['failed'] else ', '.join(r['failed'])}")
+        lines.append(
+            f"{r['case_id'][:34]:34} {r['mode']:11} {r['n']:>5} {r['median_us']:>10.2f} {graph:>9} {gap:>6} "
+            f"{r['bandwidth_gbps'] or 0:>8.1f} {clocks:>11} {'yes' if not r['failed'] else ', '.join(r['failed'])}"
+        )
     return "\n".join(lines)
 
 

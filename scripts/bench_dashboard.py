@@ -91,8 +91,12 @@ def stored_bytes(db: str) -> int:
     if not location.is_lake:
         return location.path.stat().st_size
     with open_read(location) as con:
-        return int(con.execute("SELECT sum(file_size_bytes + delete_file_size_bytes) "
-                               "FROM ducklake_table_info('history')").fetchone()[0] or 0)
+        return int(
+            con.execute(
+                "SELECT sum(file_size_bytes + delete_file_size_bytes) FROM ducklake_table_info('history')"
+            ).fetchone()[0]
+            or 0
+        )
 
 
 def timed(action) -> float:
@@ -113,8 +117,13 @@ def bench_page(page: str, warm_repeats: int) -> dict:
         cold = timed(lambda: at.switch_page(page).run())
     problems = [e.value for e in at.exception] + [e.value for e in at.warning if "could not read" in e.value]
     warm = [timed(at.run) for _ in range(warm_repeats)]
-    result = {"page": page, "cold_s": cold, "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
-              "problems": problems}
+    result = {
+        "page": page,
+        "cold_s": cold,
+        "warm_median_s": statistics.median(warm),
+        "warm_max_s": max(warm),
+        "problems": problems,
+    }
     if problems:  # the page did not draw (e.g. an unreadable history): no interactions to time
         return result
     if page == "views/trends.py":  # the heaviest view: every variant over the newest 1000 runs
@@ -203,12 +212,20 @@ def bench_browser_servers(db: str, warm_repeats: int, servers: int, pages: list[
         runs = [bench_browser(db, warm_repeats, path, css, text) for _ in range(servers)]
         colds = [r["cold_s"] for r in runs]
         warm = [w for r in runs for w in r["warm_s"]]
-        merged.append({**runs[0], "cold_s": statistics.median(colds), "cold_all_s": colds,
-                       "server_start_s": statistics.median(r["server_start_s"] for r in runs),
-                       "next_s": max(r["next_s"] for r in runs), "warm_s": warm,
-                       "warm_median_s": statistics.median(warm), "warm_max_s": max(warm),
-                       "cpu_reference_ms": [c for r in runs for c in r["cpu_reference_ms"]],
-                       "problems": sorted({p for r in runs for p in r["problems"]})})
+        merged.append(
+            {
+                **runs[0],
+                "cold_s": statistics.median(colds),
+                "cold_all_s": colds,
+                "server_start_s": statistics.median(r["server_start_s"] for r in runs),
+                "next_s": max(r["next_s"] for r in runs),
+                "warm_s": warm,
+                "warm_median_s": statistics.median(warm),
+                "warm_max_s": max(warm),
+                "cpu_reference_ms": [c for r in runs for c in r["cpu_reference_ms"]],
+                "problems": sorted({p for r in runs for p in r["problems"]}),
+            }
+        )
     return merged
 
 
@@ -232,8 +249,14 @@ def bench_browser(db: str, warm_repeats: int, path: str, css: str, text: str) ->
         port = s.getsockname()[1]
     env = dict(os.environ, ATTNWATCH_DB=str(db), PYTHONPATH=str(REPO))
     launched = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "dashboard", "--port", str(port)],
-                              cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), "dashboard", "--port", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         for _ in range(2400):
             try:
@@ -244,8 +267,11 @@ def bench_browser(db: str, warm_repeats: int, path: str, css: str, text: str) ->
         server_start = time.perf_counter() - launched
         with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="bench-profile-") as profile:
             context = pw.chromium.launch_persistent_context(
-                profile, executable_path=executable, args=["--headless", "--no-sandbox", "--disable-gpu"],
-                viewport={"width": 1500, "height": 1200})
+                profile,
+                executable_path=executable,
+                args=["--headless", "--no-sandbox", "--disable-gpu"],
+                viewport={"width": 1500, "height": 1200},
+            )
             page = context.new_page()
 
             def load() -> float:
@@ -265,9 +291,17 @@ def bench_browser(db: str, warm_repeats: int, path: str, css: str, text: str) ->
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-    return {"page": path or "push", "cold_s": cold, "server_start_s": server_start, "next_s": following,
-            "warm_median_s": statistics.median(warm), "warm_max_s": max(warm), "warm_s": warm,
-            "cpu_reference_ms": reference, "problems": ["a read failed"] if failed else []}
+    return {
+        "page": path or "push",
+        "cold_s": cold,
+        "server_start_s": server_start,
+        "next_s": following,
+        "warm_median_s": statistics.median(warm),
+        "warm_max_s": max(warm),
+        "warm_s": warm,
+        "cpu_reference_ms": reference,
+        "problems": ["a read failed"] if failed else [],
+    }
 
 
 def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
@@ -280,12 +314,16 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
 
     shutil.copyfile(db, copy)
     with open_write(HistoryLocation(path=copy)) as con:
-        base, head = [r[0] for r in con.execute(
-            """
+        base, head = [
+            r[0]
+            for r in con.execute(
+                """
             SELECT run_id FROM runs WHERE branch = 'main' AND status = 'complete' AND gpu_name = (
                 SELECT gpu_name FROM runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1)
             ORDER BY started_at DESC LIMIT 2
-            """).fetchall()][::-1]
+            """
+            ).fetchall()
+        ][::-1]
         con.execute(
             """
             INSERT INTO samples
@@ -293,7 +331,9 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
             FROM results r, range(?) i
             WHERE r.run_id IN (?, ?) AND r.median_us IS NOT NULL
               AND NOT EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
-            """, [per_case, base, head])
+            """,
+            [per_case, base, head],
+        )
         cases = con.execute("SELECT count(DISTINCT case_id) FROM samples WHERE run_id = ?", [head]).fetchone()[0]
     return base, head, cases
 
@@ -310,17 +350,24 @@ def bench_compare_with_samples(base: str, head: str, warm_repeats: int) -> dict:
     cold = timed(lambda: at.switch_page("views/compare.py").run())
     warm = [timed(at.run) for _ in range(warm_repeats)]
     problems = [e.value for e in at.exception]
-    return {"page": "compare (with samples)", "cold_s": cold, "warm_median_s": statistics.median(warm),
-            "warm_max_s": max(warm), "problems": problems}
+    return {
+        "page": "compare (with samples)",
+        "cold_s": cold,
+        "warm_median_s": statistics.median(warm),
+        "warm_max_s": max(warm),
+        "problems": problems,
+    }
 
 
 def import_seconds() -> float:
     """A fresh interpreter importing Streamlit and every app module: paid once per server
     process, before any page (not part of the per-page cold figures)."""
-    code = ("import time; t = time.perf_counter(); import streamlit, plotly.graph_objects; "
-            "import attnwatch.app.ui, attnwatch.app.charts, attnwatch.app.data.compare, attnwatch.app.data.trends, "
-            "attnwatch.app.data.kernel, attnwatch.app.data.sql_console, "
-            "attnwatch.app.data.alerts, attnwatch.app.data.overview; print(time.perf_counter() - t)")
+    code = (
+        "import time; t = time.perf_counter(); import streamlit, plotly.graph_objects; "
+        "import attnwatch.app.ui, attnwatch.app.charts, attnwatch.app.data.compare, attnwatch.app.data.trends, "
+        "attnwatch.app.data.kernel, attnwatch.app.data.sql_console, "
+        "attnwatch.app.data.alerts, attnwatch.app.data.overview; print(time.perf_counter() - t)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -339,22 +386,42 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", required=True, help="the history to render, a file or a ducklake:postgres: lake "
-                        "(e.g. from scripts/make_synthetic_history.py)")
+    parser.add_argument(
+        "--db",
+        required=True,
+        help="the history to render, a file or a ducklake:postgres: lake (e.g. from scripts/make_synthetic_history.py)",
+    )
     parser.add_argument("--warm-repeats", type=int, default=5)
     parser.add_argument("--json", help="also write the figures here")
-    parser.add_argument("--compare-samples", type=int, default=0, metavar="N",
-                        help="also time Compare on a copy with N samples per case for two runs")
-    parser.add_argument("--browser", action="store_true",
-                        help="time page loads in headless Chromium against a served dashboard instead of AppTest")
-    parser.add_argument("--pages", help="with --browser: only these pages, comma-separated (push, overview, trends, ...)")
-    parser.add_argument("--servers", type=int, default=1, metavar="N",
-                        help="with --browser: repeat in N fresh server processes; cold is then the median of N cold loads")
+    parser.add_argument(
+        "--compare-samples",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time Compare on a copy with N samples per case for two runs",
+    )
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="time page loads in headless Chromium against a served dashboard instead of AppTest",
+    )
+    parser.add_argument(
+        "--pages", help="with --browser: only these pages, comma-separated (push, overview, trends, ...)"
+    )
+    parser.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --browser: repeat in N fresh server processes; cold is then the median of N cold loads",
+    )
     args = parser.parse_args(argv)
     from attnwatch.history.store.db import exists
     from attnwatch.history.store.location import parse_location
@@ -406,24 +473,47 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(report, indent=1))
     label = " (synthetic)" if size["synthetic_runs"] else ""
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}")
-    print(f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; {report['history_kind']} history{label}: {size['runs']:,} runs, "
-          f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB")
-    print(f"server process start (imports, once): {imports:.2f} s; load average at the end "
-          + "/".join(f"{x:.1f}" for x in report["load_average"]) + f" on {os.cpu_count()} cores")
-    print("measured: " + (f"page loads in headless Chromium (navigation start to drawn); cold: the page's first load "
-                          f"in a fresh server and a fresh browser profile, median (range) of {max(1, args.servers)}"
-                          if args.browser else "server-side renders (AppTest)"))
+    print(
+        f"streamlit {streamlit.__version__}, duckdb {duckdb.__version__}; {report['history_kind']} history{label}: {size['runs']:,} runs, "
+        f"{size['results']:,} results, {size['ncu_cases']:,} ncu cases, {report['db_bytes'] / 2**20:.0f} MiB"
+    )
+    print(
+        f"server process start (imports, once): {imports:.2f} s; load average at the end "
+        + "/".join(f"{x:.1f}" for x in report["load_average"])
+        + f" on {os.cpu_count()} cores"
+    )
+    print(
+        "measured: "
+        + (
+            f"page loads in headless Chromium (navigation start to drawn); cold: the page's first load "
+            f"in a fresh server and a fresh browser profile, median (range) of {max(1, args.servers)}"
+            if args.browser
+            else "server-side renders (AppTest)"
+        )
+    )
     print()
     browser = args.browser
-    print("| page | cold (s) | " + ("server start (s) | 2nd-3rd load, max (s) | " if browser else "")
-          + "warm median (s) | warm max (s) | " + ("CPU reference, median (max) (ms) | " if browser else "") + "notes |")
-    print("| --- | ---: | " + ("---: | ---: | " if browser else "") + "---: | ---: | " + ("---: | " if browser else "") + "--- |")
+    print(
+        "| page | cold (s) | "
+        + ("server start (s) | 2nd-3rd load, max (s) | " if browser else "")
+        + "warm median (s) | warm max (s) | "
+        + ("CPU reference, median (max) (ms) | " if browser else "")
+        + "notes |"
+    )
+    print(
+        "| --- | ---: | "
+        + ("---: | ---: | " if browser else "")
+        + "---: | ---: | "
+        + ("---: | " if browser else "")
+        + "--- |"
+    )
     for r in results:
         notes = "; ".join(r["problems"] + ([r["notes"]] if "notes" in r else []))
         if "all_variants_1000_runs_cold_s" in r:
             notes = (notes + "; " if notes else "") + (
                 f"all variants, newest 1000 runs: cold {r['all_variants_1000_runs_cold_s']:.2f} s, "
-                f"warm {r['all_variants_1000_runs_warm_s']:.2f} s")
+                f"warm {r['all_variants_1000_runs_warm_s']:.2f} s"
+            )
         if len(r.get("cold_all_s", [])) > 1:
             notes = (notes + "; " if notes else "") + "cold loads: " + ", ".join(f"{c:.2f}" for c in r["cold_all_s"])
         colds = r.get("cold_all_s", [r["cold_s"]])
@@ -432,10 +522,10 @@ def main(argv: list[str] | None = None) -> int:
             notes = (notes + "; " if notes else "") + f"example query run: {r['query_s']:.2f} s"
         name = Path(r["page"]).stem if r["page"].startswith("views/") else r["page"]
         following = f"{r['server_start_s']:.2f} | {r['next_s']:.2f} | " if browser else ""
-        reference = (f"{statistics.median(r['cpu_reference_ms']):.0f} ({max(r['cpu_reference_ms']):.0f}) | "
-                     if browser else "")
-        print(f"| {name} | {cold} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | "
-              f"{reference}{notes} |")
+        reference = (
+            f"{statistics.median(r['cpu_reference_ms']):.0f} ({max(r['cpu_reference_ms']):.0f}) | " if browser else ""
+        )
+        print(f"| {name} | {cold} | {following}{r['warm_median_s']:.2f} | {r['warm_max_s']:.2f} | {reference}{notes} |")
     return 1 if any(r["problems"] for r in results) else 0
 
 

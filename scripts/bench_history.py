@@ -51,8 +51,15 @@ def bench_ingest(workdir: Path, n_bundles: int, n_cases: int, n_samples: int) ->
     for i in range(n_bundles):
         path = bundles_dir / f"b{i:04d}"
         if not (path / "manifest.json").exists():
-            make_bundle(path, run_id=f"bench-{i:04d}", n_cases=n_cases, seed=i, n_samples=n_samples,
-                        started_at=t0 + timedelta(hours=i), with_ncu=True)
+            make_bundle(
+                path,
+                run_id=f"bench-{i:04d}",
+                n_cases=n_cases,
+                seed=i,
+                n_samples=n_samples,
+                started_at=t0 + timedelta(hours=i),
+                with_ncu=True,
+            )
         paths.append(path)
     made_s = time.perf_counter() - started
     db = workdir / "ingest-bench.duckdb"
@@ -74,11 +81,18 @@ def bench_ingest(workdir: Path, n_bundles: int, n_cases: int, n_samples: int) ->
     all_rows = sum(sum(b.rows.values()) for b in report.inserted)
     total = validate_s + write_s
     return {
-        "bundles": n_bundles, "cases_per_bundle": n_cases, "samples_per_case": n_samples,
+        "bundles": n_bundles,
+        "cases_per_bundle": n_cases,
+        "samples_per_case": n_samples,
         "bundle_bytes": sum(f.stat().st_size for p in paths for f in p.iterdir()),
-        "generate_s": made_s, "validate_s": validate_s, "write_s": write_s, "total_s": total,
-        "result_rows": results, "all_rows": all_rows,
-        "result_rows_per_s": results / total, "all_rows_per_s": all_rows / total,
+        "generate_s": made_s,
+        "validate_s": validate_s,
+        "write_s": write_s,
+        "total_s": total,
+        "result_rows": results,
+        "all_rows": all_rows,
+        "result_rows_per_s": results / total,
+        "all_rows_per_s": all_rows / total,
         "reingest_all_skipped_s": again_s,
     }
 
@@ -96,14 +110,21 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     for _ in range(repeats):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql", TYPICAL_AGGREGATE],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(
+            [sys.executable, "-m", "attnwatch", "--db", str(db), "sql", TYPICAL_AGGREGATE],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         timings_cli.append(time.perf_counter() - t)
     stored = run_user_sql(HistoryLocation(path=db), "SELECT count(*) AS n FROM results")["n"].iloc[0]
     return {
-        "history_result_rows": int(stored), "db_bytes": db.stat().st_size, "repeats": repeats,
+        "history_result_rows": int(stored),
+        "db_bytes": db.stat().st_size,
+        "repeats": repeats,
         "aggregate_rows_scanned": int(frame["results"].sum()),
-        "api_median_s": statistics.median(timings_api), "cli_median_s": statistics.median(timings_cli),
+        "api_median_s": statistics.median(timings_api),
+        "cli_median_s": statistics.median(timings_cli),
         "cli_python_start_s": _python_start(env),
     }
 
@@ -134,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     sql = bench_sql(args.workdir, args.sql_rows, args.repeats)
     machine = f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     rows = [
-        ("ingest: bundles x cases x samples", f"{ingest['bundles']} x {ingest['cases_per_bundle']} x {ingest['samples_per_case']}"),
+        (
+            "ingest: bundles x cases x samples",
+            f"{ingest['bundles']} x {ingest['cases_per_bundle']} x {ingest['samples_per_case']}",
+        ),
         ("ingest: bundle bytes on disk", f"{ingest['bundle_bytes'] / 2**20:.1f} MiB"),
         ("ingest: validate (parse + check) s", f"{ingest['validate_s']:.2f}"),
         ("ingest: write (transactions) s", f"{ingest['write_s']:.2f}"),

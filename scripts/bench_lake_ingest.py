@@ -83,14 +83,32 @@ READER = textwrap.dedent(
 def make_bundles(work: Path, writers: int, per_writer: int, shared: int) -> tuple[list[Path], list[list[Path]]]:
     start = datetime(2026, 11, 1, tzinfo=timezone.utc)
     options = dict(shapes=SHAPES, dtypes=("fp16",), n_samples=50)
-    common = [make_bundle(work / f"shared-{i}", run_id=f"shared-{i}", seed=1000 + i, commit_sha=f"{i:040x}",
-                          started_at=start + timedelta(minutes=i), **options) for i in range(shared)]
+    common = [
+        make_bundle(
+            work / f"shared-{i}",
+            run_id=f"shared-{i}",
+            seed=1000 + i,
+            commit_sha=f"{i:040x}",
+            started_at=start + timedelta(minutes=i),
+            **options,
+        )
+        for i in range(shared)
+    ]
     groups = []
     for w in range(writers):
-        groups.append([make_bundle(work / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=w * 1000 + i,
-                                   commit_sha=f"{shared + i:040x}",
-                                   started_at=start + timedelta(hours=i, minutes=w), **options)
-                       for i in range(per_writer)])
+        groups.append(
+            [
+                make_bundle(
+                    work / f"w{w}-{i}",
+                    run_id=f"writer{w}-run{i}",
+                    seed=w * 1000 + i,
+                    commit_sha=f"{shared + i:040x}",
+                    started_at=start + timedelta(hours=i, minutes=w),
+                    **options,
+                )
+                for i in range(per_writer)
+            ]
+        )
     return common, groups
 
 
@@ -113,16 +131,31 @@ def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, sampl
     from attnwatch.history.store.db import open_write
     from attnwatch.history.store.location import parse_location
 
-    with open_write(parse_location(db)):  # the lake exists before the runners start (docs/reference/history.md: a team history)
+    with open_write(
+        parse_location(db)
+    ):  # the lake exists before the runners start (docs/reference/history.md: a team history)
         pass
     with tempfile.TemporaryDirectory() as scratch:
         stop = Path(scratch) / "stop"
-        reader = subprocess.Popen([sys.executable, "-c", READER, db, str(stop), str(cases)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        reader = subprocess.Popen(
+            [sys.executable, "-c", READER, db, str(stop), str(cases)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         go = time.time() + 5.0
         started = time.perf_counter()
-        writers = [subprocess.Popen([sys.executable, "-c", WRITER, db, str(go), *map(str, common + group)], env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
+        writers = [
+            subprocess.Popen(
+                [sys.executable, "-c", WRITER, db, str(go), *map(str, common + group)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for group in groups
+        ]
         outputs = [w.communicate() for w in writers]
         wall = time.perf_counter() - started
         stop.touch()
@@ -135,8 +168,11 @@ def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, sampl
         calls += json.loads(out.strip().splitlines()[-1])
     unique_runs = len(common) + sum(len(g) for g in groups)
     result = {
-        "writers": len(groups), "bundles_per_writer": len(groups[0]), "shared_per_writer": len(common),
-        "calls": len(calls), "inserted": sum(c["action"] == "inserted" for c in calls),
+        "writers": len(groups),
+        "bundles_per_writer": len(groups[0]),
+        "shared_per_writer": len(common),
+        "calls": len(calls),
+        "inserted": sum(c["action"] == "inserted" for c in calls),
         "skipped": sum(c["action"] == "skipped" for c in calls),
         "failed": sum(c["action"] == "failed" for c in calls) + len(errors),
         "failures": [c["reason"] for c in calls if c["action"] == "failed"] + errors,
@@ -145,7 +181,9 @@ def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, sampl
         "wall_s": wall - 5.0,  # less the common start delay
         "call_s_median": statistics.median(c["s"] for c in calls) if calls else None,
         "call_s_p90": statistics.quantiles([c["s"] for c in calls], n=10)[-1] if len(calls) > 1 else None,
-        "reader": json.loads(reader_out.strip().splitlines()[-1]) if reader.returncode == 0 else {"error": reader_err[-500:]},
+        "reader": json.loads(reader_out.strip().splitlines()[-1])
+        if reader.returncode == 0
+        else {"error": reader_err[-500:]},
     }
     s = result["stored"]
     result["duplicate_runs"] = s["runs"] - s["distinct_runs"]
@@ -183,19 +221,30 @@ def main(argv: list[str] | None = None) -> int:
                 server.stop()
     import duckdb
 
-    result.update({"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-                   "machine": machine(), "duckdb": duckdb.__version__})
+    result.update(
+        {
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": git_commit(),
+            "machine": machine(),
+            "duckdb": duckdb.__version__,
+        }
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     e, s = result["expected"], result["stored"]
     print(f"{result['date']}, commit {result['commit']}, {result['machine']}, duckdb {result['duckdb']}")
-    print(f"{result['writers']} writers x ({result['bundles_per_writer']} own + {result['shared_per_writer']} shared) "
-          f"bundles, each 72 cases x 50 samples")
+    print(
+        f"{result['writers']} writers x ({result['bundles_per_writer']} own + {result['shared_per_writer']} shared) "
+        f"bundles, each 72 cases x 50 samples"
+    )
     print()
     print("| figure | value |")
     print("| --- | ---: |")
     for label, value in (
-        ("ingest calls (inserted / skipped / failed)", f"{result['calls']} ({result['inserted']} / {result['skipped']} / {result['failed']})"),
+        (
+            "ingest calls (inserted / skipped / failed)",
+            f"{result['calls']} ({result['inserted']} / {result['skipped']} / {result['failed']})",
+        ),
         ("runs expected / stored", f"{e['runs']} / {s['runs']}"),
         ("result rows expected / stored", f"{e['results']:,} / {s['results']:,}"),
         ("sample rows expected / stored", f"{e['samples']:,} / {s['samples']:,}"),
@@ -204,13 +253,21 @@ def main(argv: list[str] | None = None) -> int:
         ("wall time, s", f"{result['wall_s']:.1f}"),
         ("throughput, runs/s (result rows/s)", f"{result['runs_per_s']:.2f} ({result['results_per_s']:.0f})"),
         ("one ingest call, median / p90, s", f"{result['call_s_median']:.2f} / {result['call_s_p90']:.2f}"),
-        ("reader polls / inconsistent views", f"{result['reader'].get('reads')} / {len(result['reader'].get('inconsistent', []))}"),
+        (
+            "reader polls / inconsistent views",
+            f"{result['reader'].get('reads')} / {len(result['reader'].get('inconsistent', []))}",
+        ),
     ):
         print(f"| {label} | {value} |")
     for failure in result["failures"][:5]:
         print(f"failure: {failure}")
-    ok = (result["failed"] == 0 and s["runs"] == e["runs"] and s["results"] == e["results"]
-          and result["duplicate_runs"] == 0 and not result["reader"].get("inconsistent"))
+    ok = (
+        result["failed"] == 0
+        and s["runs"] == e["runs"]
+        and s["results"] == e["results"]
+        and result["duplicate_runs"] == 0
+        and not result["reader"].get("inconsistent")
+    )
     return 0 if ok else 1
 
 

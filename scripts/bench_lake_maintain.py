@@ -63,15 +63,25 @@ def _bundles(root: Path, runs: int) -> list[Path]:
     start = datetime(2026, 1, 1, tzinfo=timezone.utc)
     out = []
     for i in range(runs):
-        out.append(make_bundle(root / f"b{i:05d}", run_id=f"main-{i:05d}", seed=i, n_samples=5,
-                               commit_sha=f"{i + 1:040x}", commit_date=start + timedelta(hours=i)))
+        out.append(
+            make_bundle(
+                root / f"b{i:05d}",
+                run_id=f"main-{i:05d}",
+                seed=i,
+                n_samples=5,
+                commit_sha=f"{i + 1:040x}",
+                commit_date=start + timedelta(hours=i),
+            )
+        )
     return out
 
 
 def _ingest(location: str, bundles: list[Path], workers: int, env: dict) -> float:
     started = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, location, *map(str, bundles[w::workers])], env=env)
-             for w in range(workers)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, location, *map(str, bundles[w::workers])], env=env)
+        for w in range(workers)
+    ]
     for p in procs:
         if p.wait() != 0:
             raise SystemExit(f"an ingest worker failed (exit {p.returncode})")
@@ -126,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             bundles = _bundles(root / "bundles", args.runs)
             made_s = time.perf_counter() - t
-            subprocess.run([sys.executable, "-m", "attnwatch", "--db", lake, "migrate"], env=env, check=True,
-                           capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "attnwatch", "--db", lake, "migrate"], env=env, check=True, capture_output=True
+            )
             ingest_s = _ingest(lake, bundles, args.workers, env)
             files_before = _files(root / "many")
             before = _time_queries(lake, args.repeats)
@@ -143,15 +154,25 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.stop()
 
-    result = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "commit": git_commit(), "machine": machine(),
-              "runs": args.runs, "workers": args.workers, "bundles_s": made_s, "ingest_s": ingest_s,
-              "maintain_s": maintain_s, "files": [files_before, files_after, files_once],
-              "queries": {q: [before[q], after[q], once[q]] for q in QUERIES}}
+    result = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "runs": args.runs,
+        "workers": args.workers,
+        "bundles_s": made_s,
+        "ingest_s": ingest_s,
+        "maintain_s": maintain_s,
+        "files": [files_before, files_after, files_once],
+        "queries": {q: [before[q], after[q], once[q]] for q in QUERIES},
+    }
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
-    print(f"{result['date']}, commit {result['commit']}, {result['machine']}, PostgreSQL on the same box; "
-          f"{args.runs} runs ingested one call each by {args.workers} processes in {ingest_s:.0f} s; "
-          f"maintain {maintain_s:.1f} s; Parquet files {files_before} -> {files_after} (one-go lake: {files_once})\n")
+    print(
+        f"{result['date']}, commit {result['commit']}, {result['machine']}, PostgreSQL on the same box; "
+        f"{args.runs} runs ingested one call each by {args.workers} processes in {ingest_s:.0f} s; "
+        f"maintain {maintain_s:.1f} s; Parquet files {files_before} -> {files_after} (one-go lake: {files_once})\n"
+    )
     print("| query | lake as ingested (s) | after `history maintain` (s) | same rows in one go (s) | after / one go |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for q, (b, a, o) in result["queries"].items():

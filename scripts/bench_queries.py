@@ -28,12 +28,14 @@ QUERIES = {
     "typical aggregate: median per variant, main, last 30 days": TYPICAL_AGGREGATE,
     "one case's case_series on one GPU": (
         "SELECT series_index, median_us, commit_sha FROM case_series "
-        "WHERE case_id = 'triton_fa2/b4_h16_s2k/fp16/noncausal' AND series_gpu = 'NVIDIA H200' ORDER BY series_index"),
+        "WHERE case_id = 'triton_fa2/b4_h16_s2k/fp16/noncausal' AND series_gpu = 'NVIDIA H200' ORDER BY series_index"
+    ),
     "latest_results grouped by GPU": "SELECT gpu_name, count(*), median(gap_to_baseline) FROM latest_results GROUP BY ALL",
     "run_summaries over all runs": "SELECT count(*), sum(cases_ok), sum(cases_crashed) FROM run_summaries",
     "results per GPU and week (full scan)": (
         "SELECT u.gpu_name, date_trunc('week', u.started_at) AS week, count(*) AS results, avg(r.tflops) AS tflops "
-        "FROM results r JOIN runs u USING (run_id) GROUP BY ALL ORDER BY ALL"),
+        "FROM results r JOIN runs u USING (run_id) GROUP BY ALL ORDER BY ALL"
+    ),
 }
 
 
@@ -49,7 +51,9 @@ def time_query(db: HistoryLocation, sql: str, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", action="append", required=True, help="a history file or ducklake:postgres: lake (repeatable)")
+    parser.add_argument(
+        "--db", action="append", required=True, help="a history file or ducklake:postgres: lake (repeatable)"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
@@ -59,20 +63,34 @@ def main(argv: list[str] | None = None) -> int:
         label = location.label if location.is_lake else str(location.path.resolve())
         first_open = time.perf_counter()
         size = history_size(label)
-        histories.append({"db": label, "kind": "lake" if location.is_lake else "file", "size": size,
-                          "stored_bytes": stored_bytes(label), "first_open_s": time.perf_counter() - first_open,
-                          "queries": {name: time_query(location, sql, args.repeats) for name, sql in QUERIES.items()}})
+        histories.append(
+            {
+                "db": label,
+                "kind": "lake" if location.is_lake else "file",
+                "size": size,
+                "stored_bytes": stored_bytes(label),
+                "first_open_s": time.perf_counter() - first_open,
+                "queries": {name: time_query(location, sql, args.repeats) for name, sql in QUERIES.items()},
+            }
+        )
     import duckdb
 
-    report = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": git_commit(),
-              "machine": machine(), "duckdb": duckdb.__version__, "histories": histories}
+    report = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "machine": machine(),
+        "duckdb": duckdb.__version__,
+        "histories": histories,
+    }
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     print(f"{report['date']}, commit {report['commit']}, {report['machine']}, duckdb {report['duckdb']}")
     for h in histories:
         s = h["size"]
-        print(f"{h['kind']}: {s['runs']:,} runs, {s['results']:,} results, {h['stored_bytes'] / 2**20:.0f} MiB "
-              f"of data; first open and count {h['first_open_s']:.2f} s")
+        print(
+            f"{h['kind']}: {s['runs']:,} runs, {s['results']:,} results, {h['stored_bytes'] / 2**20:.0f} MiB "
+            f"of data; first open and count {h['first_open_s']:.2f} s"
+        )
     print()
     print("| query (median of %d, s) | %s |" % (args.repeats, " | ".join(h["kind"] for h in histories)))
     print("| --- |" + " ---: |" * len(histories))

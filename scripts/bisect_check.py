@@ -59,8 +59,10 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIANT_FILE = "kernels/variants/torch_3op.py"
 HOOKED = "return Prepared(fn=run,"
-SPIN_LINE = ("PLANTED_SPIN = {spin!r}  # scripts/bisect_check.py: the planted spin after each call "
-             "(GPU: cycles, CPU: microseconds), calibrated to realize the asked slowdown\n")
+SPIN_LINE = (
+    "PLANTED_SPIN = {spin!r}  # scripts/bisect_check.py: the planted spin after each call "
+    "(GPU: cycles, CPU: microseconds), calibrated to realize the asked slowdown\n"
+)
 # On a GPU the 4-batch shape: the spin is one more launch, whose own cost (a few µs) is a share
 # of the call that must stay well under the asked 5% (at h100_small a spin sized at 5% realized 9-10%).
 CASES = {"cuda": "torch_3op/b4_h16_s1k/fp16/noncausal", "cpu": "torch_3op/cpu_tiny/fp16/noncausal"}
@@ -122,8 +124,10 @@ def fit_spin(base_us: float, points: list[tuple[int, float]], target: float) -> 
     if b <= 0:
         raise CalibrationError(f"calibration: a longer spin did not make the call slower (slope {b:.3g} per unit)")
     if a >= target:
-        raise CalibrationError(f"calibration: the plant's launch alone realizes {a:+.1%}, more than the asked "
-                               f"{target:+.1%}: plant a larger slowdown, or in a longer case (--case)")
+        raise CalibrationError(
+            f"calibration: the plant's launch alone realizes {a:+.1%}, more than the asked "
+            f"{target:+.1%}: plant a larger slowdown, or in a longer case (--case)"
+        )
     return max(1, round((target - a) / b)), a, b
 
 
@@ -149,8 +153,11 @@ def _timed_spins(case_id: str, device: str, target: float) -> dict:
 
     variant, shape, dtype, causal = case_id.split("/")
     on_gpu = device == "cuda"
-    samples = {"min_samples": 300, "max_samples": 600, "time_cap_s": 3.0} if on_gpu else \
-        {"min_samples": 15, "max_samples": 30, "time_cap_s": 2.0}
+    samples = (
+        {"min_samples": 300, "max_samples": 600, "time_cap_s": 3.0}
+        if on_gpu
+        else {"min_samples": 15, "max_samples": 30, "time_cap_s": 2.0}
+    )
     config = timing_config(device).with_overrides(target_rel_spread=0.0, **samples)
     torch_device, flusher, timer = open_device(device, config)
     fn = registry.get(variant).prepare(Case(variant, SHAPES[shape], dtype, causal == "causal"), torch_device, 0).fn
@@ -176,14 +183,25 @@ def _timed_spins(case_id: str, device: str, target: float) -> dict:
     timed = medians(spins)
     spin, a, b = fit_spin(timed[0], list(zip(spins[1:], timed[1:])), target)
     check_base, check = medians([0, spin])
-    return {"base_us": round(timed[0], 3), "units_per_us": round(per_us, 1),
-            "points": [[s, round(m, 3)] for s, m in zip(spins, timed)], "a": a, "b": b, "spin": spin,
-            "realized": check / check_base - 1.0}
+    return {
+        "base_us": round(timed[0], 3),
+        "units_per_us": round(per_us, 1),
+        "points": [[s, round(m, 3)] for s, m in zip(spins, timed)],
+        "a": a,
+        "b": b,
+        "spin": spin,
+        "realized": check / check_base - 1.0,
+    }
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bisect check", "GIT_AUTHOR_EMAIL": "check@example.org",
-           "GIT_COMMITTER_NAME": "bisect check", "GIT_COMMITTER_EMAIL": "check@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "bisect check",
+        "GIT_AUTHOR_EMAIL": "check@example.org",
+        "GIT_COMMITTER_NAME": "bisect check",
+        "GIT_COMMITTER_EMAIL": "check@example.org",
+    }
     done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=300)
     if done.returncode != 0:
         sys.exit(f"bisect_check: git {args[0]}: {done.stderr.strip()[:300]}")
@@ -205,8 +223,10 @@ SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".cutlass", "no
 def _tree_files() -> list[str]:
     """This checkout's files: git's list (tracked, and untracked ones not ignored), or, in a copy
     without .git, every file outside the build and cache folders."""
-    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            capture_output=True)
+    listed = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+    )
     if listed.returncode == 0 and (REPO_ROOT / ".git").exists():
         return [n for n in listed.stdout.decode().split("\0") if n]
     out = []
@@ -237,8 +257,12 @@ def hook_plant(repo: Path, script: str) -> None:
     text = variant.read_text()
     if HOOKED not in text:
         sys.exit(f"{script}: {VARIANT_FILE} no longer says {HOOKED!r}: update the plant")
-    variant.write_text(text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda, case.id),")
-                       + "\n" + SPIN_LINE.format(spin=0) + PLANT)
+    variant.write_text(
+        text.replace(HOOKED, "return Prepared(fn=_planted(run, q.is_cuda, case.id),")
+        + "\n"
+        + SPIN_LINE.format(spin=0)
+        + PLANT
+    )
 
 
 def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin: int) -> dict:
@@ -261,14 +285,20 @@ def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin
                 notes.write(f"note {i}\n")
             _git(repo, "add", "NOTES.md")
             _git(repo, "commit", "--quiet", "-m", f"notes: entry {i}")
-    return {"good": good, "bad": _git(repo, "rev-parse", "HEAD"), "planted": planted,
-            "commits": _git(repo, "rev-list", "--reverse", f"{good}..HEAD").split()}
+    return {
+        "good": good,
+        "bad": _git(repo, "rev-parse", "HEAD"),
+        "planted": planted,
+        "commits": _git(repo, "rev-list", "--reverse", f"{good}..HEAD").split(),
+    }
 
 
 def _cpu_thresholds(path: Path) -> Path:
     text = (REPO_ROOT / "history/analysis/thresholds.toml").read_text()
-    path.write_text(text + '\n[gpu."cpu"]\nmin_effect = 0.5\nmin_effect_reason = "bisect_check on a shared CPU: '
-                           'only a large plant (a 5 ms sleep made 3x longer) is decidable there."\n')
+    path.write_text(
+        text + '\n[gpu."cpu"]\nmin_effect = 0.5\nmin_effect_reason = "bisect_check on a shared CPU: '
+        'only a large plant (a 5 ms sleep made 3x longer) is decidable there."\n'
+    )
     return path
 
 
@@ -277,6 +307,7 @@ def _device(choice: str) -> str:
         return choice
     try:
         import torch
+
         return "cuda" if torch.cuda.is_available() else "cpu"
     except ImportError:
         return "cpu"
@@ -284,9 +315,24 @@ def _device(choice: str) -> str:
 
 def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Path, timeout_s: float) -> dict:
     """`attnwatch bisect` of `history` in `repo`, bounded by `timeout_s`: its bisect.json, rc and wall."""
-    command = [sys.executable, "-m", "attnwatch", "--db", str(repo.parent / "unused.duckdb"), "bisect",
-               "--checkout", str(repo), "--good", history["good"], "--bad", history["bad"], "--case", case,
-               "--out", str(out)]
+    command = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "--db",
+        str(repo.parent / "unused.duckdb"),
+        "bisect",
+        "--checkout",
+        str(repo),
+        "--good",
+        history["good"],
+        "--bad",
+        history["bad"],
+        "--case",
+        case,
+        "--out",
+        str(out),
+    ]
     for flag, value in (("--rounds", args.rounds), ("--min-rounds", args.min_rounds)):
         if value is not None:
             command += [flag, str(value)]
@@ -297,8 +343,15 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
     started = time.monotonic()
     # Its own session: at the budget the bisect and its compare workers are killed together.
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     try:
         stdout, stderr = proc.communicate(timeout=max(1.0, timeout_s))
         rc = proc.returncode
@@ -308,13 +361,20 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
         rc, stderr = None, stderr + f"\nbisect_check: stopped at the budget ({timeout_s:.0f} s)"
     result_file = out / "bisect.json"
     result = json.loads(result_file.read_text()) if result_file.is_file() else {}
-    return {"rc": rc, "stdout": stdout, "stderr": stderr, "result": result, "wall_s": round(time.monotonic() - started, 1)}
+    return {
+        "rc": rc,
+        "stdout": stdout,
+        "stderr": stderr,
+        "result": result,
+        "wall_s": round(time.monotonic() - started, 1),
+    }
 
 
 def _this_commit() -> str | None:
     try:
-        done = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
+        done = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (done.stdout.strip() or None) if done.returncode == 0 else None
@@ -336,8 +396,11 @@ def calibrate(args, device: str, case: str, out: Path, deadline: float) -> dict:
     record = {"target": args.slowdown, "in_process": calibrate_in_process(case, device, args.slowdown), "compares": []}
     spin, slope = record["in_process"]["spin"], record["in_process"]["b"]
     record["spin"], record["realized"], record["realized_by"] = spin, record["in_process"]["realized"], "this process"
-    print(f"calibration in this process: base {record['in_process']['base_us']} us, spin {spin} realizes "
-          f"{record['realized']:+.2%} (asked {args.slowdown:+.2%})", flush=True)
+    print(
+        f"calibration in this process: base {record['in_process']['base_us']} us, spin {spin} realizes "
+        f"{record['realized']:+.2%} (asked {args.slowdown:+.2%})",
+        flush=True,
+    )
     for n in range(args.calibration_compares):
         if time.monotonic() > deadline:
             print("calibration: budget reached, no further compare", flush=True)
@@ -346,13 +409,17 @@ def calibrate(args, device: str, case: str, out: Path, deadline: float) -> dict:
             repo = Path(tmp) / "repo"
             repo.mkdir()
             history = build_history(repo, 1, 1, args.slowdown, spin)
-            ran = run_bisect(repo, history, case, args, device, out / "calibration" / str(n),
-                             deadline - time.monotonic())
+            ran = run_bisect(
+                repo, history, case, args, device, out / "calibration" / str(n), deadline - time.monotonic()
+            )
         ratio, interval = realized_ratio(ran["result"])
-        record["compares"].append({"spin": spin, "ratio": ratio, "interval": interval, "wall_s": ran["wall_s"],
-                                   "rc": ran["rc"]})
-        print(f"calibration compare {n + 1}: spin {spin}: {interval or 'no ratio (' + ran['stderr'][-200:] + ')'}",
-              flush=True)
+        record["compares"].append(
+            {"spin": spin, "ratio": ratio, "interval": interval, "wall_s": ran["wall_s"], "rc": ran["rc"]}
+        )
+        print(
+            f"calibration compare {n + 1}: spin {spin}: {interval or 'no ratio (' + ran['stderr'][-200:] + ')'}",
+            flush=True,
+        )
         if ratio is None:
             break
         record["spin"], record["realized"], record["realized_by"] = spin, ratio - 1.0, f"compare {n + 1}"
@@ -373,12 +440,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None, help="compare round cap (default: the compare's)")
     p.add_argument("--min-rounds", type=int, default=None)
     p.add_argument("--no-correctness", action="store_true")
-    p.add_argument("--calibration-compares", type=int, default=2,
-                   help="compares of a one-commit history that check (and move) the calibrated spin (default 2)")
-    p.add_argument("--tolerance", type=float, default=0.1,
-                   help="relative distance from --slowdown a calibration compare accepts (default 0.1: 5%% +- 0.5)")
-    p.add_argument("--budget-s", type=float, default=520.0,
-                   help="the whole call's time: calibration compares stop at a third of it, the bisect at all of it")
+    p.add_argument(
+        "--calibration-compares",
+        type=int,
+        default=2,
+        help="compares of a one-commit history that check (and move) the calibrated spin (default 2)",
+    )
+    p.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.1,
+        help="relative distance from --slowdown a calibration compare accepts (default 0.1: 5%% +- 0.5)",
+    )
+    p.add_argument(
+        "--budget-s",
+        type=float,
+        default=520.0,
+        help="the whole call's time: calibration compares stop at a third of it, the bisect at all of it",
+    )
     p.add_argument("--commit", default=None, help="the commit measured, for the record (default: git rev-parse here)")
     p.add_argument("--out", type=Path, default=None, help="default $OUT, else ./bisect-check-out")
     args = p.parse_args(argv)
@@ -402,8 +481,9 @@ def main(argv: list[str] | None = None) -> int:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         history = build_history(repo, args.commits, args.plant_at, args.slowdown, calibration["spin"])
-        ran = run_bisect(repo, history, case, args, device, bundles / "bisect",
-                         started + args.budget_s - time.monotonic())
+        ran = run_bisect(
+            repo, history, case, args, device, bundles / "bisect", started + args.budget_s - time.monotonic()
+        )
     (out / "bisect.stdout").write_text(ran["stdout"])
     (out / "bisect.stderr").write_text(ran["stderr"])
     result = ran["result"]
@@ -414,30 +494,55 @@ def main(argv: list[str] | None = None) -> int:
     bound = 1 + math.ceil(math.log2(args.commits)) if args.commits > 1 else 1
     culprit_ratio, culprit_interval = realized_ratio({**result, "commits": [history["planted"]]})
     report = {
-        "commit": args.commit or _this_commit(), "device": device, "case": case, "commits": args.commits,
-        "plant_at": args.plant_at, "slowdown": args.slowdown, "calibration": calibration,
-        "planted_ratio": culprit_ratio, "planted": history["planted"], "good": history["good"], "bad": history["bad"],
-        "rc": ran["rc"], "outcome": result.get("outcome"), "culprit": result.get("culprit"),
+        "commit": args.commit or _this_commit(),
+        "device": device,
+        "case": case,
+        "commits": args.commits,
+        "plant_at": args.plant_at,
+        "slowdown": args.slowdown,
+        "calibration": calibration,
+        "planted_ratio": culprit_ratio,
+        "planted": history["planted"],
+        "good": history["good"],
+        "bad": history["bad"],
+        "rc": ran["rc"],
+        "outcome": result.get("outcome"),
+        "culprit": result.get("culprit"),
         "found_planted": result.get("culprit") == history["planted"],
-        "revisions_measured": result.get("revisions_measured"), "bound": bound,
-        "compares": len(result.get("probes", [])), "bisect_wall_s": result.get("wall_s"), "wall_s": ran["wall_s"],
-        "script_wall_s": round(time.monotonic() - started, 1), "planted_interval": culprit_interval,
+        "revisions_measured": result.get("revisions_measured"),
+        "bound": bound,
+        "compares": len(result.get("probes", [])),
+        "bisect_wall_s": result.get("wall_s"),
+        "wall_s": ran["wall_s"],
+        "script_wall_s": round(time.monotonic() - started, 1),
+        "planted_interval": culprit_interval,
         "summary": result.get("summary"),
-        "probes": [{"commit": history["commits"].index(p["sha"]) + 1 if p["sha"] in history["commits"] else None,
-                    **{k: p[k] for k in ("sha", "attempt", "state", "intervals")}} for p in result.get("probes", [])],
+        "probes": [
+            {
+                "commit": history["commits"].index(p["sha"]) + 1 if p["sha"] in history["commits"] else None,
+                **{k: p[k] for k in ("sha", "attempt", "state", "intervals")},
+            }
+            for p in result.get("probes", [])
+        ],
     }
     (out / "bisect_check.json").write_text(json.dumps(report, indent=1))
     print(f"{'#':>2}  {'commit':>6}  {'try':>3}  {'state':<9}  interval against the good revision")
     for n, probe in enumerate(report["probes"], 1):
-        print(f"{n:>2}  {probe['commit'] or '?':>6}  {probe['attempt'] + 1:>3}  {probe['state']:<9}  "
-              f"{'; '.join(probe['intervals'])[:110]}")
-    print(f"plant calibrated to {args.slowdown:+.1%}: spin {calibration['spin']} realized "
-          f"{calibration['realized']:+.2%} ({calibration['realized_by']}); at the culprit the bisect read "
-          f"{culprit_interval or '-'}")
-    print(f"planted at commit {args.plant_at} of {args.commits} ({args.slowdown:.0%}, {case} on {device}): "
-          f"{report['outcome']}, culprit {'is' if report['found_planted'] else 'is NOT'} the planted commit; "
-          f"{report['revisions_measured']} revisions measured (bound {bound}), {report['compares']} compares, "
-          f"wall {report['wall_s']} s (script {report['script_wall_s']} s)")
+        print(
+            f"{n:>2}  {probe['commit'] or '?':>6}  {probe['attempt'] + 1:>3}  {probe['state']:<9}  "
+            f"{'; '.join(probe['intervals'])[:110]}"
+        )
+    print(
+        f"plant calibrated to {args.slowdown:+.1%}: spin {calibration['spin']} realized "
+        f"{calibration['realized']:+.2%} ({calibration['realized_by']}); at the culprit the bisect read "
+        f"{culprit_interval or '-'}"
+    )
+    print(
+        f"planted at commit {args.plant_at} of {args.commits} ({args.slowdown:.0%}, {case} on {device}): "
+        f"{report['outcome']}, culprit {'is' if report['found_planted'] else 'is NOT'} the planted commit; "
+        f"{report['revisions_measured']} revisions measured (bound {bound}), {report['compares']} compares, "
+        f"wall {report['wall_s']} s (script {report['script_wall_s']} s)"
+    )
     if ran["rc"] not in (0, 1) or not result:
         print(ran["stderr"][-3000:], file=sys.stderr)
         return 2

@@ -30,8 +30,12 @@ import time
 import tomllib
 from pathlib import Path
 
-IDENTITY = {"GIT_AUTHOR_NAME": "attnwatch demo", "GIT_AUTHOR_EMAIL": "demo@attnwatch.invalid",
-            "GIT_COMMITTER_NAME": "attnwatch demo", "GIT_COMMITTER_EMAIL": "demo@attnwatch.invalid"}
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "attnwatch demo",
+    "GIT_AUTHOR_EMAIL": "demo@attnwatch.invalid",
+    "GIT_COMMITTER_NAME": "attnwatch demo",
+    "GIT_COMMITTER_EMAIL": "demo@attnwatch.invalid",
+}
 KINDS = ("commit", "patch", "empty", "revert")
 
 
@@ -58,8 +62,9 @@ def load_plan(path: Path) -> list[dict]:
 
 
 def git(work: Path, *args: str, check: bool = True) -> str:
-    done = subprocess.run(["git", "-C", str(work), *args], capture_output=True, text=True,
-                          env={**os.environ, **IDENTITY})
+    done = subprocess.run(
+        ["git", "-C", str(work), *args], capture_output=True, text=True, env={**os.environ, **IDENTITY}
+    )
     if done.returncode != 0 and check:
         raise SystemExit(f"git {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout.strip()
@@ -92,7 +97,7 @@ def write_tar(out: Path, tar_path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    run_args = argv[argv.index("--") + 1:] if "--" in argv else []
+    run_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     own = argv[: argv.index("--")] if "--" in argv else argv
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repo", required=True, help="a git repository or bundle holding the plan's commits")
@@ -122,16 +127,35 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = f"{i + 1:02d}-{sha[:7]}"
         (args.out / f"{name}.diff").write_text(git(args.work, "show", "--stat", "--patch", "--format=fuller", "HEAD"))
-        command = [args.python, "-m", "attnwatch", "run", "--trigger", "push", "--no-progress", *run_args,
-                   "--out", str(args.out / name)]
-        print(f"[{time.strftime('%H:%M:%S')}] step {i + 1}/{len(steps)} {sha[:7]}: {git(args.work, 'log', '-1', '--format=%s')}",
-              flush=True)
+        command = [
+            args.python,
+            "-m",
+            "attnwatch",
+            "run",
+            "--trigger",
+            "push",
+            "--no-progress",
+            *run_args,
+            "--out",
+            str(args.out / name),
+        ]
+        print(
+            f"[{time.strftime('%H:%M:%S')}] step {i + 1}/{len(steps)} {sha[:7]}: {git(args.work, 'log', '-1', '--format=%s')}",
+            flush=True,
+        )
         start = time.monotonic()
         rc = subprocess.run(command, cwd=args.work, env=env).returncode
-        record = {"step": i + 1, "commit": sha, "parent": git(args.work, "rev-parse", "--verify", "--quiet", "HEAD^", check=False) or None,
-                  "kind": next(k for k in KINDS if k in step), "message": git(args.work, "log", "-1", "--format=%B"),
-                  "why": step["why"], "command": ["python3", "-m", "attnwatch", *command[3:]], "exit_status": rc,
-                  "seconds": round(time.monotonic() - start, 1)}
+        record = {
+            "step": i + 1,
+            "commit": sha,
+            "parent": git(args.work, "rev-parse", "--verify", "--quiet", "HEAD^", check=False) or None,
+            "kind": next(k for k in KINDS if k in step),
+            "message": git(args.work, "log", "-1", "--format=%B"),
+            "why": step["why"],
+            "command": ["python3", "-m", "attnwatch", *command[3:]],
+            "exit_status": rc,
+            "seconds": round(time.monotonic() - start, 1),
+        }
         with open(args.out / "steps.jsonl", "a") as f:
             f.write(json.dumps(record) + "\n")
         print(f"[{time.strftime('%H:%M:%S')}] step {i + 1} done: exit {rc}, {record['seconds']} s", flush=True)

@@ -119,8 +119,9 @@ def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def ab_trials(cases, *, design, method, slowdown, trials, rounds, n, min_effect, confidence, resamples, rng,
-              sigma_between=0.0) -> tuple[int, int, int]:
+def ab_trials(
+    cases, *, design, method, slowdown, trials, rounds, n, min_effect, confidence, resamples, rng, sigma_between=0.0
+) -> tuple[int, int, int]:
     """(regression verdicts, any non-'no change' verdicts, intervals covering the true ratio).
 
     design "recorded": all base rounds from one real process, all head rounds from another (the
@@ -135,11 +136,17 @@ def ab_trials(cases, *, design, method, slowdown, trials, rounds, n, min_effect,
                 base = [rng.choice(procs[b], size=n) for _ in range(rounds)]
                 head = [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)]
             else:
-                draw = lambda: rng.choice(procs[rng.integers(len(procs))], size=n) * math.exp(rng.normal(0.0, sigma_between))  # noqa: E731
+
+                def draw():
+                    return rng.choice(procs[rng.integers(len(procs))], size=n) * math.exp(
+                        rng.normal(0.0, sigma_between)
+                    )
+
                 base = [draw() for _ in range(rounds)]
                 head = [draw() * (1 + slowdown) for _ in range(rounds)]
-            iv = ratio_interval(base, head, method=method, confidence=confidence, resamples=resamples,
-                                seed=int(rng.integers(1 << 31)))
+            iv = ratio_interval(
+                base, head, method=method, confidence=confidence, resamples=resamples, seed=int(rng.integers(1 << 31))
+            )
             v = verdict(iv, min_effect)
             regress += v == "regression"
             alarms += v != "no change"
@@ -151,24 +158,51 @@ def _draw_rounds(procs, *, design, slowdown, rounds, n, rng, sigma_between):
     """`rounds` rounds per side, as in ab_trials (one trial)."""
     if design == "recorded":
         b, h = rng.choice(len(procs), size=2, replace=False)
-        return ([rng.choice(procs[b], size=n) for _ in range(rounds)],
-                [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)])
+        return (
+            [rng.choice(procs[b], size=n) for _ in range(rounds)],
+            [rng.choice(procs[h], size=n) * (1 + slowdown) for _ in range(rounds)],
+        )
     draw = lambda: rng.choice(procs[rng.integers(len(procs))], size=n) * math.exp(rng.normal(0.0, sigma_between))  # noqa: E731
     return [draw() for _ in range(rounds)], [draw() * (1 + slowdown) for _ in range(rounds)]
 
 
-def sequential_trials(cases, *, design, seq: SequentialDesign, slowdown, trials, n, min_effect, resamples, rng,
-                      method: str, sigma_between=0.0) -> dict:
+def sequential_trials(
+    cases,
+    *,
+    design,
+    seq: SequentialDesign,
+    slowdown,
+    trials,
+    n,
+    min_effect,
+    resamples,
+    rng,
+    method: str,
+    sigma_between=0.0,
+) -> dict:
     """compare's sequential rule on drawn rounds: verdict counts, rounds used, undecided at the cap."""
     out = {"regression": 0, "any_verdict": 0, "covered": 0, "rounds": 0, "undecided": 0, "total": 0}
     for procs in cases.values():
         for _ in range(trials):
-            base, head = _draw_rounds(procs, design=design, slowdown=slowdown, rounds=seq.max_rounds, n=n, rng=rng,
-                                      sigma_between=sigma_between)
+            base, head = _draw_rounds(
+                procs,
+                design=design,
+                slowdown=slowdown,
+                rounds=seq.max_rounds,
+                n=n,
+                rng=rng,
+                sigma_between=sigma_between,
+            )
             seed = int(rng.integers(1 << 31))
             for rounds in seq.looks:
-                iv = ratio_interval(base[:rounds], head[:rounds], method=method,
-                                    confidence=seq.per_look_confidence, resamples=resamples, seed=seed)
+                iv = ratio_interval(
+                    base[:rounds],
+                    head[:rounds],
+                    method=method,
+                    confidence=seq.per_look_confidence,
+                    resamples=resamples,
+                    seed=seed,
+                )
                 decided = decide(iv, min_effect)
                 if decided is not None or rounds == seq.max_rounds:
                     break
@@ -195,13 +229,20 @@ def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, r
                 proc = procs[rng.integers(len(procs))]
                 medians[r] = np.median(rng.choice(proc, size=n)) * math.exp(rng.normal(0.0, sigma_between))
             medians[step_at:] *= 1 + slowdown
-            steps = significant_steps(medians, min_effect=th.min_effect, min_persist=th.min_persist,
-                                      penalty_scale=th.penalty_scale, sigma_floor=th.sigma_floor)
+            steps = significant_steps(
+                medians,
+                min_effect=th.min_effect,
+                min_persist=th.min_persist,
+                penalty_scale=th.penalty_scale,
+                sigma_floor=th.sigma_floor,
+            )
             alarms += bool(steps)
             detected = [s for s in steps if abs(s.index - step_at) <= 2 and s.ratio > 1]
             found += bool(detected)
             code = [attribute(points[s.index - 1], points[s.index]).has_code for s in steps if s.index > 0]
-            found_code += bool(detected) and attribute(points[detected[0].index - 1], points[detected[0].index]).has_code
+            found_code += (
+                bool(detected) and attribute(points[detected[0].index - 1], points[detected[0].index]).has_code
+            )
             alarms_code += bool(code) and code[0]
     return found, alarms, found_code, alarms_code
 
@@ -220,37 +261,62 @@ def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[
     return {c: (sides["base"][c], sides["head"][c]) for c in sorted(set(sides["base"]) & set(sides["head"]))}
 
 
-def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int,
-                    method: str) -> dict:
+def replay_compares(
+    folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int, method: str
+) -> dict:
     """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc.
     The earlier rule is judged on the two-level bootstrap interval, as compare used it."""
-    earlier = lambda iv: ("regression" if iv.low > 1 + min_effect else "improvement"  # noqa: E731
-                          if iv.high < 1 / (1 + min_effect) else "no change")
-    print(f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
-          f"{seq.per_look_confidence:.2%} {method} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
-          f"'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule.")
+
+    def earlier(iv) -> str:
+        if iv.low > 1 + min_effect:
+            return "regression"
+        return "improvement" if iv.high < 1 / (1 + min_effect) else "no change"
+
+    print(
+        f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
+        f"{seq.per_look_confidence:.2%} {method} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
+        f"'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule."
+    )
     data = {str(f): load_compare_rounds(f) for f in folders}
     for name, cases in data.items():
         logs = [np.mean([np.log(np.median(h) / np.median(b)) for b, h in zip(*rounds)]) for rounds in cases.values()]
-        print(f"  {name}: {len(cases)} cases, mean head/base offset {100 * np.mean(logs):+.2f}% "
-              f"(cases from {100 * min(logs):+.2f}% to {100 * max(logs):+.2f}%)")
-    print("| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule, two-level: regression |\n|---:|---|---|---|---|")
+        print(
+            f"  {name}: {len(cases)} cases, mean head/base offset {100 * np.mean(logs):+.2f}% "
+            f"(cases from {100 * min(logs):+.2f}% to {100 * max(logs):+.2f}%)"
+        )
+    print(
+        "| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule, two-level: regression |\n|---:|---|---|---|---|"
+    )
     table = {}
     for s in SLOWDOWNS:
-        counts = {"regression": 0, "any_verdict": 0, "no_change": 0, "undecided": 0, "earlier_regression": 0,
-                  "earlier_any": 0, "total": 0}
+        counts = {
+            "regression": 0,
+            "any_verdict": 0,
+            "no_change": 0,
+            "undecided": 0,
+            "earlier_regression": 0,
+            "earlier_any": 0,
+            "total": 0,
+        }
         for cases in data.values():
             for base, head in cases.values():
                 if min(len(base), len(head)) < seq.min_rounds:
                     continue
                 n = seq.min_rounds
                 slowed = [h * (1 + s) for h in head[:n]]
-                iv = ratio_interval(base[:n], slowed, method=method, confidence=seq.per_look_confidence,
-                                    resamples=resamples, seed=seed)
+                iv = ratio_interval(
+                    base[:n], slowed, method=method, confidence=seq.per_look_confidence, resamples=resamples, seed=seed
+                )
                 decided = decide(iv, min_effect)
                 if method != "hierarchical":
-                    iv = ratio_interval(base[:n], slowed, method="hierarchical", confidence=seq.per_look_confidence,
-                                        resamples=resamples, seed=seed)
+                    iv = ratio_interval(
+                        base[:n],
+                        slowed,
+                        method="hierarchical",
+                        confidence=seq.per_look_confidence,
+                        resamples=resamples,
+                        seed=seed,
+                    )
                 counts["regression"] += decided == "regression"
                 counts["any_verdict"] += decided in ("regression", "improvement")
                 counts["no_change"] += decided == "no change"
@@ -261,12 +327,19 @@ def replay_compares(folders: list[Path], seq: SequentialDesign, min_effect: floa
         table[f"{s:.2f}"] = counts
         key = "any_verdict" if s == 0 else "regression"
         label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        print(f"| {label} | {pct(counts[key], counts['total'])} | {pct(counts['no_change'], counts['total'])} | "
-              f"{pct(counts['undecided'], counts['total'])} | "
-              f"{pct(counts['earlier_any' if s == 0 else 'earlier_regression'], counts['total'])} |")
+        print(
+            f"| {label} | {pct(counts[key], counts['total'])} | {pct(counts['no_change'], counts['total'])} | "
+            f"{pct(counts['undecided'], counts['total'])} | "
+            f"{pct(counts['earlier_any' if s == 0 else 'earlier_regression'], counts['total'])} |"
+        )
     print()
-    return {"folders": list(data), "method": method, "min_rounds": seq.min_rounds, "per_look_confidence": seq.per_look_confidence,
-            "rows": table}
+    return {
+        "folders": list(data),
+        "method": method,
+        "min_rounds": seq.min_rounds,
+        "per_look_confidence": seq.per_look_confidence,
+        "rows": table,
+    }
 
 
 def pct(hits: int, total: int) -> str:
@@ -277,8 +350,13 @@ def pct(hits: int, total: int) -> str:
 def main(argv=None) -> int:
     default_samples = Path(__file__).resolve().parent.parent / "tests" / "data" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--samples", nargs="+", type=Path, default=[default_samples],
-                   help="per-call sample files (fixture layout) or run bundle directories (one process each)")
+    p.add_argument(
+        "--samples",
+        nargs="+",
+        type=Path,
+        default=[default_samples],
+        help="per-call sample files (fixture layout) or run bundle directories (one process each)",
+    )
     p.add_argument("--gpu", default="NVIDIA H200", help="thresholds of this GPU (history/analysis/thresholds.toml)")
     p.add_argument("--trials", type=int, default=200, help="trials per case and slowdown")
     p.add_argument("--rounds", type=int, default=5, help="A/B rounds per side (compare's default)")
@@ -288,22 +366,41 @@ def main(argv=None) -> int:
     p.add_argument("--after", type=int, default=5, help="main: runs after the planted step")
     p.add_argument("--seed", type=int, default=20261121)
     p.add_argument("--json", type=Path, help="write every figure here as JSON")
-    p.add_argument("--sequential", nargs=2, type=int, metavar=("MIN", "MAX"),
-                   help="also measure compare's sequential rule with looks after rounds MIN..MAX")
-    p.add_argument("--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables")
+    p.add_argument(
+        "--sequential",
+        nargs=2,
+        type=int,
+        metavar=("MIN", "MAX"),
+        help="also measure compare's sequential rule with looks after rounds MIN..MAX",
+    )
+    p.add_argument(
+        "--only-sequential", action="store_true", help="with --sequential: skip the fixed-size and main tables"
+    )
     p.add_argument("--only-main", action="store_true", help="only the main (change point) table, with attribution")
-    p.add_argument("--method", choices=METHODS, default=compare_setting("method"),
-                   help="interval of the sequential and replay verdicts (default: compare's, ci/run_config.toml)")
-    p.add_argument("--compares", nargs="+", type=Path, metavar="DIR",
-                   help="replay recorded compares (their --out folders) at the first look, and stop there")
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default=compare_setting("method"),
+        help="interval of the sequential and replay verdicts (default: compare's, ci/run_config.toml)",
+    )
+    p.add_argument(
+        "--compares",
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="replay recorded compares (their --out folders) at the first look, and stop there",
+    )
     args = p.parse_args(argv)
     if args.compares:
         th = load_thresholds(args.gpu)
         rounds = args.sequential or (int(compare_setting("min_rounds")), int(compare_setting("max_rounds")))
         seq = SequentialDesign(rounds[0], rounds[1], th.confidence)  # compare's design unless --sequential
         started = time.time()
-        out = {"gpu": args.gpu, "min_effect": th.min_effect,
-               "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method)}
+        out = {
+            "gpu": args.gpu,
+            "min_effect": th.min_effect,
+            "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method),
+        }
         return _finish(out, started, args)
 
     th = load_thresholds(args.gpu)
@@ -315,13 +412,26 @@ def main(argv=None) -> int:
     sigma_upper = sigma * math.sqrt(df / chi2_lower(df))
     rng = np.random.default_rng(args.seed)
     started = time.time()
-    out: dict = {"gpu": args.gpu, "min_effect": th.min_effect, "confidence": th.confidence, "cases": len(cases),
-                 "sigma_between": sigma, "sigma_between_df": df, "sigma_between_upper95": sigma_upper,
-                 "trials_per_case": args.trials, "ab": {}, "main": {}}
+    out: dict = {
+        "gpu": args.gpu,
+        "min_effect": th.min_effect,
+        "confidence": th.confidence,
+        "cases": len(cases),
+        "sigma_between": sigma,
+        "sigma_between_df": df,
+        "sigma_between_upper95": sigma_upper,
+        "trials_per_case": args.trials,
+        "ab": {},
+        "main": {},
+    }
     print(f"data: {', '.join(str(s.name) for s in args.samples)}; {len(cases)} cases with >= 2 processes")
-    print(f"between-process sigma of ln(median): {100 * sigma:.2f}% ({df} df; upper 95% bound {100 * sigma_upper:.2f}%)")
-    print(f"thresholds ({args.gpu}): min_effect {th.min_effect:.1%}, confidence {th.confidence:.0%}, "
-          f"min_persist {th.min_persist}\n")
+    print(
+        f"between-process sigma of ln(median): {100 * sigma:.2f}% ({df} df; upper 95% bound {100 * sigma_upper:.2f}%)"
+    )
+    print(
+        f"thresholds ({args.gpu}): min_effect {th.min_effect:.1%}, confidence {th.confidence:.0%}, "
+        f"min_persist {th.min_persist}\n"
+    )
 
     if args.sequential:
         out["sequential"] = sequential_table(cases, args, th, rng, sigma)
@@ -329,28 +439,45 @@ def main(argv=None) -> int:
         return _finish(out, started, args)
     if args.only_main:
         return main_table(cases, args, th, rng, sigma, sigma_upper, out, started)
-    print(f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
-          f"({args.trials * len(cases)} per cell). Power = share of regression verdicts; at 0% the share of any "
-          f"verdict (false alarms). 'recorded': base and head from two different real processes; "
-          f"'per-round': each round a new process with offset ~ N(0, {100 * sigma:.2f}%).")
+    print(
+        f"A/B: {args.rounds} rounds x {args.n} samples per side, {args.trials} trials per case "
+        f"({args.trials * len(cases)} per cell). Power = share of regression verdicts; at 0% the share of any "
+        f"verdict (false alarms). 'recorded': base and head from two different real processes; "
+        f"'per-round': each round a new process with offset ~ N(0, {100 * sigma:.2f}%)."
+    )
     designs = [(d, m) for d in ("recorded", "per-round") for m in ("hierarchical", "pooled")]
     print("| slowdown | " + " | ".join(f"{d}, {m}" for d, m in designs) + " |\n|---:|" + "---|" * len(designs))
     coverage_rows = []
     for s in SLOWDOWNS:
         row = {}
         for design, method in designs:
-            reg, alarms, covered = ab_trials(cases, design=design, method=method, slowdown=s, trials=args.trials,
-                                             rounds=args.rounds, n=args.n, min_effect=th.min_effect,
-                                             confidence=th.confidence, resamples=args.resamples, rng=rng,
-                                             sigma_between=sigma)
+            reg, alarms, covered = ab_trials(
+                cases,
+                design=design,
+                method=method,
+                slowdown=s,
+                trials=args.trials,
+                rounds=args.rounds,
+                n=args.n,
+                min_effect=th.min_effect,
+                confidence=th.confidence,
+                resamples=args.resamples,
+                rng=rng,
+                sigma_between=sigma,
+            )
             total = args.trials * len(cases)
             row[f"{design}/{method}"] = {"regression": reg, "any_verdict": alarms, "covered": covered, "total": total}
         out["ab"][f"{s:.2f}"] = row
         key = "any_verdict" if s == 0 else "regression"
         label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        print(f"| {label} | " + " | ".join(pct(row[f"{d}/{m}"][key], row[f"{d}/{m}"]["total"]) for d, m in designs) + " |")
-        coverage_rows.append(f"| {s:.0%} | " + " | ".join(
-            f"{100 * row[f'{d}/{m}']['covered'] / row[f'{d}/{m}']['total']:.0f}%" for d, m in designs) + " |")
+        print(
+            f"| {label} | " + " | ".join(pct(row[f"{d}/{m}"][key], row[f"{d}/{m}"]["total"]) for d, m in designs) + " |"
+        )
+        coverage_rows.append(
+            f"| {s:.0%} | "
+            + " | ".join(f"{100 * row[f'{d}/{m}']['covered'] / row[f'{d}/{m}']['total']:.0f}%" for d, m in designs)
+            + " |"
+        )
     print(f"\nHow often the {th.confidence:.0%} interval contains the true ratio (nominal {th.confidence:.0%}):")
     print("| slowdown | " + " | ".join(f"{d}, {m}" for d, m in designs) + " |\n|---:|" + "---|" * len(designs))
     print("\n".join(coverage_rows))
@@ -360,18 +487,35 @@ def main(argv=None) -> int:
 
 def main_table(cases, args, th, rng, sigma, sigma_upper, out, started) -> int:
     """The change-point table (module doc, "Main"), with the share of steps attributed to code."""
-    print(f"\nmain: series of {args.runs} runs, step {args.after} runs before the end, run median from {args.n} samples "
-          f"x run-to-run noise; {args.trials} trials per case; a code change at the planted run (attribution)")
-    print(f"| slowdown | sigma_between {100 * sigma:.2f}% | attributed code | sigma_between {100 * sigma_upper:.2f}% "
-          f"(upper bound) | attributed code |\n|---:|---|---|---|---|")
+    print(
+        f"\nmain: series of {args.runs} runs, step {args.after} runs before the end, run median from {args.n} samples "
+        f"x run-to-run noise; {args.trials} trials per case; a code change at the planted run (attribution)"
+    )
+    print(
+        f"| slowdown | sigma_between {100 * sigma:.2f}% | attributed code | sigma_between {100 * sigma_upper:.2f}% "
+        f"(upper bound) | attributed code |\n|---:|---|---|---|---|"
+    )
     for s in SLOWDOWNS:
         row = {}
         for label, sb in (("estimate", sigma), ("upper95", sigma_upper)):
             found, alarms, found_code, alarms_code = main_trials(
-                cases, slowdown=s, trials=args.trials, runs=args.runs, after=args.after, n=args.n,
-                sigma_between=sb, th=th, rng=rng)
-            row[label] = {"detected": found, "any_step": alarms, "total": args.trials * len(cases),
-                          "detected_code": found_code, "any_step_code": alarms_code}
+                cases,
+                slowdown=s,
+                trials=args.trials,
+                runs=args.runs,
+                after=args.after,
+                n=args.n,
+                sigma_between=sb,
+                th=th,
+                rng=rng,
+            )
+            row[label] = {
+                "detected": found,
+                "any_step": alarms,
+                "total": args.trials * len(cases),
+                "detected_code": found_code,
+                "any_step_code": alarms_code,
+            }
         out["main"][f"{s:.2f}"] = row
         key = "any_step" if s == 0 else "detected"
         text = "0% (false alarms)" if s == 0 else f"{s:.0%}"
@@ -394,26 +538,49 @@ def _finish(out: dict, started: float, args) -> int:
 def sequential_table(cases, args, th, rng, sigma) -> dict:
     """compare's sequential rule, both designs (two-level interval), as a markdown table."""
     seq = SequentialDesign(args.sequential[0], args.sequential[1], th.confidence)
-    print(f"A/B, sequential ({args.method} interval): looks after rounds {seq.min_rounds}..{seq.max_rounds} ({len(seq.looks)} looks at "
-          f"{seq.per_look_confidence:.2%}), {args.n} samples per round, {args.trials} trials per case "
-          f"({args.trials * len(cases)} per cell). Cells: share of regression verdicts (at 0%: any verdict), "
-          f"mean rounds per side, share undecided at the cap.")
-    print("| slowdown | recorded | rounds | undecided | per-round | rounds | undecided |\n|---:|---|---:|---:|---|---:|---:|")
+    print(
+        f"A/B, sequential ({args.method} interval): looks after rounds {seq.min_rounds}..{seq.max_rounds} ({len(seq.looks)} looks at "
+        f"{seq.per_look_confidence:.2%}), {args.n} samples per round, {args.trials} trials per case "
+        f"({args.trials * len(cases)} per cell). Cells: share of regression verdicts (at 0%: any verdict), "
+        f"mean rounds per side, share undecided at the cap."
+    )
+    print(
+        "| slowdown | recorded | rounds | undecided | per-round | rounds | undecided |\n|---:|---|---:|---:|---|---:|---:|"
+    )
     table = {}
     for s in SLOWDOWNS:
-        row = {d: sequential_trials(cases, design=d, seq=seq, slowdown=s, trials=args.trials, n=args.n,
-                                    min_effect=th.min_effect, resamples=args.resamples, rng=rng, sigma_between=sigma,
-                                    method=args.method)
-               for d in ("recorded", "per-round")}
+        row = {
+            d: sequential_trials(
+                cases,
+                design=d,
+                seq=seq,
+                slowdown=s,
+                trials=args.trials,
+                n=args.n,
+                min_effect=th.min_effect,
+                resamples=args.resamples,
+                rng=rng,
+                sigma_between=sigma,
+                method=args.method,
+            )
+            for d in ("recorded", "per-round")
+        }
         table[f"{s:.2f}"] = row
         key = "any_verdict" if s == 0 else "regression"
         label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        cells = [f"{pct(r[key], r['total'])} | {r['rounds'] / r['total']:.2f} | {100 * r['undecided'] / r['total']:.0f}%"
-                 for r in row.values()]
+        cells = [
+            f"{pct(r[key], r['total'])} | {r['rounds'] / r['total']:.2f} | {100 * r['undecided'] / r['total']:.0f}%"
+            for r in row.values()
+        ]
         print(f"| {label} | " + " | ".join(cells) + " |")
     print()
-    return {"method": args.method, "min_rounds": seq.min_rounds, "max_rounds": seq.max_rounds,
-            "per_look_confidence": seq.per_look_confidence, "rows": table}
+    return {
+        "method": args.method,
+        "min_rounds": seq.min_rounds,
+        "max_rounds": seq.max_rounds,
+        "per_look_confidence": seq.per_look_confidence,
+        "rows": table,
+    }
 
 
 if __name__ == "__main__":

@@ -59,14 +59,25 @@ def parse_args(argv):
     p.add_argument("--budget-s", type=float, default=570.0, help="wall-clock budget of the whole call")
     p.add_argument("--main-budget-s", type=float, default=380.0, help="budget of the main run (gpu_check --budget-s)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--variants", default=None,
-                   help="comma-separated variants for both steps (default: all; the same list on both trees)")
+    p.add_argument(
+        "--variants",
+        default=None,
+        help="comma-separated variants for both steps (default: all; the same list on both trees)",
+    )
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/engine_check)")
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
-    p.add_argument("--cache-dir", default=None,
-                   help="compile caches of both steps (default: a new temporary folder); name one to split the "
-                        "steps over two calls on one machine and keep the compare warm")
-    p.add_argument("--against", nargs=2, metavar=("BEFORE", "AFTER"), help="print two engine_check.json side by side; measures nothing")
+    p.add_argument(
+        "--cache-dir",
+        default=None,
+        help="compile caches of both steps (default: a new temporary folder); name one to split the "
+        "steps over two calls on one machine and keep the compare warm",
+    )
+    p.add_argument(
+        "--against",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="print two engine_check.json side by side; measures nothing",
+    )
     return p.parse_args(argv)
 
 
@@ -77,8 +88,20 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
     """gpu_check.py's one run of the main set; per case what its bundle recorded."""
     folder = out / "main"
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), "--shapes", "main" if kind == "cuda" else "cpu",
-           "--repeats", "1", "--budget-s", str(args.main_budget_s), "--device", kind, "--out", str(folder)]
+    cmd = [
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "gpu_check.py"),
+        "--shapes",
+        "main" if kind == "cuda" else "cpu",
+        "--repeats",
+        "1",
+        "--budget-s",
+        str(args.main_budget_s),
+        "--device",
+        kind,
+        "--out",
+        str(folder),
+    ]
     if args.variants:
         cmd += ["--variants", args.variants]
     if args.commit:
@@ -103,9 +126,21 @@ def main_step(args, out: Path, env: dict, kind: str, timeout_s: float) -> dict:
         statuses[o["status"]] = statuses.get(o["status"], 0) + 1
     result["statuses"] = statuses
     for t in timings:
-        result["cases"][t["case_id"]] = {k: t.get(k) for k in ("median_us", "rel_spread", "n", "p10_us", "p90_us",
-                                                                "graph_median_us", "gap_to_baseline", "interleave_group",
-                                                                "converged", "guard_retimed_blocks")}
+        result["cases"][t["case_id"]] = {
+            k: t.get(k)
+            for k in (
+                "median_us",
+                "rel_spread",
+                "n",
+                "p10_us",
+                "p90_us",
+                "graph_median_us",
+                "gap_to_baseline",
+                "interleave_group",
+                "converged",
+                "guard_retimed_blocks",
+            )
+        }
     return result
 
 
@@ -173,33 +208,49 @@ def compare_step(args, out: Path, env: dict, kind: str, work: Path, timeout_s: f
 
 
 def fmt(value, spec: str, width: int) -> str:
-    return f"{value:{width}{spec}}" if isinstance(value, (int, float)) and not isinstance(value, bool) else f"{'-':>{width}}"
+    return (
+        f"{value:{width}{spec}}"
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+        else f"{'-':>{width}}"
+    )
 
 
 def print_one(report: dict) -> None:
     main, comp = report.get("main") or {}, report.get("compare") or {}
     mcases, ccases = main.get("cases") or {}, comp.get("cases") or {}
     log("")
-    log(f"{'case':<40} {'main us':>9} {'IQR/med%':>8} {'n':>5} {'graph us':>8} | {'base us':>9} {'head us':>9} "
-        f"{'ratio':>6} {'low':>6} {'high':>6} {'rnds':>4} {'spread%':>7}")
+    log(
+        f"{'case':<40} {'main us':>9} {'IQR/med%':>8} {'n':>5} {'graph us':>8} | {'base us':>9} {'head us':>9} "
+        f"{'ratio':>6} {'low':>6} {'high':>6} {'rnds':>4} {'spread%':>7}"
+    )
     for cid in sorted(ccases or mcases):
         m, c = mcases.get(cid, {}), ccases.get(cid, {})
         if m.get("median_us") is None and c.get("ratio") is None:
             continue  # skipped or unsupported on this machine (counted in the summary)
-        spread = max((v for v in (c.get("base_round_spread"), c.get("head_round_spread")) if v is not None), default=None)
-        log(f"{cid[:40]:<40} {fmt(m.get('median_us'), '.2f', 9)} {fmt(100 * m['rel_spread'] if m.get('rel_spread') is not None else None, '.2f', 8)} "
+        spread = max(
+            (v for v in (c.get("base_round_spread"), c.get("head_round_spread")) if v is not None), default=None
+        )
+        log(
+            f"{cid[:40]:<40} {fmt(m.get('median_us'), '.2f', 9)} {fmt(100 * m['rel_spread'] if m.get('rel_spread') is not None else None, '.2f', 8)} "
             f"{fmt(m.get('n'), 'd', 5)} {fmt(m.get('graph_median_us'), '.2f', 8)} | {fmt(c.get('base_median_us'), '.2f', 9)} "
             f"{fmt(c.get('head_median_us'), '.2f', 9)} {fmt(c.get('ratio'), '.4f', 6)} {fmt(c.get('low'), '.4f', 6)} "
-            f"{fmt(c.get('high'), '.4f', 6)} {fmt(c.get('base_rounds'), 'd', 4)} {fmt(100 * spread if spread is not None else None, '.2f', 7)}")
+            f"{fmt(c.get('high'), '.4f', 6)} {fmt(c.get('base_rounds'), 'd', 4)} {fmt(100 * spread if spread is not None else None, '.2f', 7)}"
+        )
     if main:
         spreads = [v["rel_spread"] for v in mcases.values() if v.get("rel_spread") is not None]
-        log(f"main: rc {main.get('rc')}, {main.get('wall_s')} s, {main.get('statuses')}, {len(mcases)} cases timed, "
-            f"IQR/median median {100 * statistics.median(spreads):.2f}%" if spreads else f"main: {main}")
+        log(
+            f"main: rc {main.get('rc')}, {main.get('wall_s')} s, {main.get('statuses')}, {len(mcases)} cases timed, "
+            f"IQR/median median {100 * statistics.median(spreads):.2f}%"
+            if spreads
+            else f"main: {main}"
+        )
     if comp:
         ratios = [c["ratio"] for c in ccases.values() if c.get("ratio") is not None]
-        log(f"compare (warm, A/A): rc {comp.get('rc')}, {comp.get('wall_s')} s, verdicts {comp.get('verdicts')}, "
+        log(
+            f"compare (warm, A/A): rc {comp.get('rc')}, {comp.get('wall_s')} s, verdicts {comp.get('verdicts')}, "
             f"rounds/case {comp.get('rounds_per_case')} (mean {comp.get('mean_rounds')}), "
-            + (f"ratios {min(ratios):.4f}-{max(ratios):.4f}" if ratios else f"no ratios: {comp.get('error', '')[:300]}"))
+            + (f"ratios {min(ratios):.4f}-{max(ratios):.4f}" if ratios else f"no ratios: {comp.get('error', '')[:300]}")
+        )
         for side, parts in (comp.get("breakdown_s") or {}).items():
             log(f"  {side}: " + ", ".join(f"{k[:-2]} {v}" for k, v in parts.items()))
 
@@ -213,28 +264,46 @@ def print_against(before: dict, after: dict) -> None:
     """Per pr-set case the two trees' figures, then how far the main medians moved overall."""
     bm, am = (before.get("main") or {}).get("cases") or {}, (after.get("main") or {}).get("cases") or {}
     bc, ac = (before.get("compare") or {}).get("cases") or {}, (after.get("compare") or {}).get("cases") or {}
-    log(f"before {before.get('commit', '?')[:10]} on {before.get('gpu_name')}, after {after.get('commit', '?')[:10]} on {after.get('gpu_name')}")
-    log(f"{'case':<40} {'main before':>11} {'after':>9} {'after/bef':>9} | {'A/A ratio bef':>13} {'after':>7} {'verdicts':>21}")
+    log(
+        f"before {before.get('commit', '?')[:10]} on {before.get('gpu_name')}, after {after.get('commit', '?')[:10]} on {after.get('gpu_name')}"
+    )
+    log(
+        f"{'case':<40} {'main before':>11} {'after':>9} {'after/bef':>9} | {'A/A ratio bef':>13} {'after':>7} {'verdicts':>21}"
+    )
     for cid in sorted(set(bc) | set(ac)):
         b, a = bm.get(cid, {}), am.get(cid, {})
-        if not (b.get("median_us") or a.get("median_us") or bc.get(cid, {}).get("ratio") or ac.get(cid, {}).get("ratio")):
+        if not (
+            b.get("median_us") or a.get("median_us") or bc.get(cid, {}).get("ratio") or ac.get(cid, {}).get("ratio")
+        ):
             continue
         moved = a["median_us"] / b["median_us"] if b.get("median_us") and a.get("median_us") else None
         verdicts = f"{bc.get(cid, {}).get('verdict', '-')}/{ac.get(cid, {}).get('verdict', '-')}"
-        log(f"{cid[:40]:<40} {fmt(b.get('median_us'), '.2f', 11)} {fmt(a.get('median_us'), '.2f', 9)} {fmt(moved, '.4f', 9)} | "
-            f"{fmt(bc.get(cid, {}).get('ratio'), '.4f', 13)} {fmt(ac.get(cid, {}).get('ratio'), '.4f', 7)} {verdicts:>21}")
-    for label, keep in (("all", lambda us: True), (f"< {SMALL_US:g} us", lambda us: us < SMALL_US),
-                        (f">= {SMALL_US:g} us", lambda us: us >= SMALL_US)):
-        moves = [abs(am[c]["median_us"] / bm[c]["median_us"] - 1.0) for c in set(bm) & set(am)
-                 if bm[c].get("median_us") and am[c].get("median_us") and keep(bm[c]["median_us"])]
+        log(
+            f"{cid[:40]:<40} {fmt(b.get('median_us'), '.2f', 11)} {fmt(a.get('median_us'), '.2f', 9)} {fmt(moved, '.4f', 9)} | "
+            f"{fmt(bc.get(cid, {}).get('ratio'), '.4f', 13)} {fmt(ac.get(cid, {}).get('ratio'), '.4f', 7)} {verdicts:>21}"
+        )
+    for label, keep in (
+        ("all", lambda us: True),
+        (f"< {SMALL_US:g} us", lambda us: us < SMALL_US),
+        (f">= {SMALL_US:g} us", lambda us: us >= SMALL_US),
+    ):
+        moves = [
+            abs(am[c]["median_us"] / bm[c]["median_us"] - 1.0)
+            for c in set(bm) & set(am)
+            if bm[c].get("median_us") and am[c].get("median_us") and keep(bm[c]["median_us"])
+        ]
         if moves:
-            log(f"main medians, {label}: {len(moves)} cases, |after/before - 1| median {100 * statistics.median(moves):.2f}%, "
-                f"p90 {100 * quantile(moves, 0.9):.2f}%, max {100 * max(moves):.2f}%, beyond 2%: {sum(m > 0.02 for m in moves)}")
+            log(
+                f"main medians, {label}: {len(moves)} cases, |after/before - 1| median {100 * statistics.median(moves):.2f}%, "
+                f"p90 {100 * quantile(moves, 0.9):.2f}%, max {100 * max(moves):.2f}%, beyond 2%: {sum(m > 0.02 for m in moves)}"
+            )
     for name, report in (("before", before), ("after", after)):
         main, comp = report.get("main") or {}, report.get("compare") or {}
         ratios = [c["ratio"] for c in (comp.get("cases") or {}).values() if c.get("ratio") is not None]
-        log(f"{name}: main {main.get('wall_s')} s {main.get('statuses')}; compare {comp.get('wall_s')} s {comp.get('verdicts')}"
-            + (f", A/A ratios {min(ratios):.4f}-{max(ratios):.4f}" if ratios else ""))
+        log(
+            f"{name}: main {main.get('wall_s')} s {main.get('statuses')}; compare {comp.get('wall_s')} s {comp.get('verdicts')}"
+            + (f", A/A ratios {min(ratios):.4f}-{max(ratios):.4f}" if ratios else "")
+        )
 
 
 def load_merged(spec: str) -> dict:
@@ -242,7 +311,9 @@ def load_merged(spec: str) -> dict:
     merged: dict = {}
     for part in spec.split("+"):
         report = json.loads(Path(part).read_text())
-        merged.update({k: v for k, v in report.items() if v is not None and (k not in merged or k in ("main", "compare"))})
+        merged.update(
+            {k: v for k, v in report.items() if v is not None and (k not in merged or k in ("main", "compare"))}
+        )
     return merged
 
 
@@ -267,16 +338,25 @@ def main(argv=None) -> int:
     work = Path(tempfile.mkdtemp(prefix="engine-check-"))
     # one cache for both steps: the compare runs on what the main run compiled
     caches = Path(args.cache_dir) if args.cache_dir else work / "caches"
-    env = dict(os.environ, ATTNWATCH_CACHE=str(caches / "attnwatch"), TRITON_CACHE_DIR=str(caches / "triton"),
-               CUPY_CACHE_DIR=str(caches / "cupy"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    report = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_kind": kind,
-              "commit": args.commit or capture_git(REPO_ROOT).sha,
-              "gpu_name": capture_environment(probe_device=False).gpu_name}
+    env = dict(
+        os.environ,
+        ATTNWATCH_CACHE=str(caches / "attnwatch"),
+        TRITON_CACHE_DIR=str(caches / "triton"),
+        CUPY_CACHE_DIR=str(caches / "cupy"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    )
+    report = {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device_kind": kind,
+        "commit": args.commit or capture_git(REPO_ROOT).sha,
+        "gpu_name": capture_environment(probe_device=False).gpu_name,
+    }
     path = out / "engine_check.json"
     if "main" in steps:
         log("main: starting")
-        report["main"] = main_step(args, out, env, kind, timeout_s=max(60.0, min(args.main_budget_s + 60.0, end - time.monotonic() - 60.0)))
+        report["main"] = main_step(
+            args, out, env, kind, timeout_s=max(60.0, min(args.main_budget_s + 60.0, end - time.monotonic() - 60.0))
+        )
         path.write_text(json.dumps(report, indent=1, default=str))
         log(f"main: rc {report['main']['rc']}, {report['main']['wall_s']} s, {report['main'].get('statuses')}")
     if "compare" in steps:

@@ -78,13 +78,25 @@ def load_plants(folder: Path = PLANTS) -> list[Plant]:
         text = path.read_text(encoding="utf-8")
         header = text.split("\n--- a/", 1)[0]
         fields = dict(re.findall(r"^([A-Z][a-z ]+): (.*)$", header, flags=re.MULTILINE))
-        missing = [f for f in ("Plant", "Variants", "Magnitudes", "Expected exact evidence", "Expected noisy cause")
-                   if f not in fields]
+        missing = [
+            f
+            for f in ("Plant", "Variants", "Magnitudes", "Expected exact evidence", "Expected noisy cause")
+            if f not in fields
+        ]
         if missing or "\n--- a/" not in text:
             raise SystemExit(f"explain_check: {path.name}: header lacks {', '.join(missing) or 'a diff'}")
         variants = tuple(v for v in fields["Variants"].split() if re.fullmatch(r"[a-z0-9_]+", v))
-        out.append(Plant(path.stem, path, variants, tuple(fields["Magnitudes"].split()),
-                         fields["Expected exact evidence"], fields["Expected noisy cause"], text))
+        out.append(
+            Plant(
+                path.stem,
+                path,
+                variants,
+                tuple(fields["Magnitudes"].split()),
+                fields["Expected exact evidence"],
+                fields["Expected noisy cause"],
+                text,
+            )
+        )
     return out
 
 
@@ -120,15 +132,19 @@ class Check:
 def pr_cases(variants) -> list:
     from attnwatch.cli.commands.ncu import select_cases
 
-    return select_cases(argparse.Namespace(shapes="pr", variants=",".join(variants), dtypes="fp16", causal="both",
-                                           cases=[]))
+    return select_cases(
+        argparse.Namespace(shapes="pr", variants=",".join(variants), dtypes="fp16", causal="both", cases=[])
+    )
 
 
 def launches_of(profile, case_id: str):
     from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 
-    return [Launch(r.kernel_name, r.metrics.get("gpu__time_duration.sum"), launch_counters(r.metrics))
-            for r in profile.kernel_rows if r.case_id == case_id]
+    return [
+        Launch(r.kernel_name, r.metrics.get("gpu__time_duration.sum"), launch_counters(r.metrics))
+        for r in profile.kernel_rows
+        if r.case_id == case_id
+    ]
 
 
 def aa(check: Check, cases) -> tuple[dict, str]:
@@ -144,7 +160,9 @@ def aa(check: Check, cases) -> tuple[dict, str]:
     for attempt in (1, 2):
         deadline = time.monotonic() + max(10.0, check.left() * (0.45 if attempt == 1 else 0.8) - 60)
         profile = profile_cases(cases, check.out.parent / f"aa{attempt}", sections=sections, deadline=deadline)
-        check.log(f"A/A profile {attempt}: {len(cases)} cases in {profile.seconds:.0f} s, {len(profile.errors)} without metrics")
+        check.log(
+            f"A/A profile {attempt}: {len(cases)} cases in {profile.seconds:.0f} s, {len(profile.errors)} without metrics"
+        )
         profiles.append(profile)
     read = {c for rule in load_rules() for c in rule.counters}
     rows, toml = [], ["# Per-case spreads of two profiles of one build (scripts/explain_check.py A/A).", ""]
@@ -157,24 +175,42 @@ def aa(check: Check, cases) -> tuple[dict, str]:
         ca, cb = (combine_kernels(dict(k.counters) for k in side) for side in (a, b))
         found = [explain(ca, cb, slower, launches=(a, b), case_id=case.id) for slower in (True, False)]
         spread = {k: v for k, v in spreads([ca, cb]).items() if k in read}
-        rows.append({"case": case.id, "exact_identical": not moved,
-                     "exact_moved": [[m.kernel, m.metric, m.base, m.head] for m in moved],
-                     "per_opcode_collected": any(n.startswith("sass__inst_executed_per_opcode/") for k in a
-                                                 for n, _ in k.counters),
-                     "explained": [f.cause for f in found if f.changes or f.exact], "spreads": spread})
+        rows.append(
+            {
+                "case": case.id,
+                "exact_identical": not moved,
+                "exact_moved": [[m.kernel, m.metric, m.base, m.head] for m in moved],
+                "per_opcode_collected": any(
+                    n.startswith("sass__inst_executed_per_opcode/") for k in a for n, _ in k.counters
+                ),
+                "explained": [f.cause for f in found if f.changes or f.exact],
+                "spreads": spread,
+            }
+        )
         for counter, value in sorted(spread.items()):
-            toml += ["[[case]]", f'case = "{case.id}"', f'counter = "{counter}"', f"spread = {value:.5f}",
-                     'source = "scripts/explain_check.py A/A"', ""]
+            toml += [
+                "[[case]]",
+                f'case = "{case.id}"',
+                f'counter = "{counter}"',
+                f"spread = {value:.5f}",
+                'source = "scripts/explain_check.py A/A"',
+                "",
+            ]
     archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w:gz") as tar:
         for index, profile in enumerate(profiles, 1):
             _add(tar, f"aa{index}_raw.csv", profile.raw_csv)
     (check.out / "aa_raw.tar.gz").write_bytes(archive.getvalue())
     ok = [r for r in rows if "error" not in r]
-    summary = {"cases": len(cases), "profiled": len(ok), "exact_identical": sum(r["exact_identical"] for r in ok),
-               "false_explanations": sum(len(r["explained"]) for r in ok),
-               "per_opcode_collected": sum(r["per_opcode_collected"] for r in ok),
-               "seconds": [round(p.seconds, 1) for p in profiles], "rows": rows}
+    summary = {
+        "cases": len(cases),
+        "profiled": len(ok),
+        "exact_identical": sum(r["exact_identical"] for r in ok),
+        "false_explanations": sum(len(r["explained"]) for r in ok),
+        "per_opcode_collected": sum(r["per_opcode_collected"] for r in ok),
+        "seconds": [round(p.seconds, 1) for p in profiles],
+        "rows": rows,
+    }
     return summary, "\n".join(toml)
 
 
@@ -198,8 +234,14 @@ def cubins(root: Path, variants, cases, work: Path, device: str) -> list[Path]:
     if others and device == "cuda":
         plan = work / "plan.json"
         plan.write_text(json.dumps({"stop_at": None, "cases": [plan_entry(c) for c in others]}))
-        subprocess.run([sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)], env=env, cwd=work,
-                       capture_output=True, text=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         found += sorted((work / "triton").rglob("*.cubin"))
     return found
 
@@ -217,14 +259,35 @@ def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
     if not sides[0] or not sides[1]:
         return {"error": f"no cubin on {'the base' if not sides[0] else 'the head'} side"}
     diff = diff_binaries(*sides)
-    return {"changed": diff.changed, "describe": describe_binaries(diff), "same": diff.same,
-            "by_class": {kd.name: kd.by_class for kd in diff.kernels}, "cubins": [len(base), len(head)]}
+    return {
+        "changed": diff.changed,
+        "describe": describe_binaries(diff),
+        "same": diff.same,
+        "by_class": {kd.name: kd.by_class for kd in diff.kernels},
+        "cubins": [len(base), len(head)],
+    }
 
 
 def run_compare(repo: Path, base: str, head: str, variants, work: Path, timeout_s: float, check: Check) -> dict:
     out = work / "compare"
-    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base", base, "--head", head, "--shapes", "pr",
-           "--variants", ",".join(variants), "--ncu", "changed", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "compare",
+        "--base",
+        base,
+        "--head",
+        head,
+        "--shapes",
+        "pr",
+        "--variants",
+        ",".join(variants),
+        "--ncu",
+        "changed",
+        "--out",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     started = time.monotonic()
     try:
@@ -252,10 +315,17 @@ def case_rows(report: dict, variants) -> list[dict]:
         if c["variant"] not in variants:
             continue
         explanation = c.get("explanation") or {}
-        rows.append({"case": c["case_id"], "verdict": c["verdict"], "tier": tier(c["verdict"], c.get("low"), c.get("high")),
-                     "ratio": c.get("ratio"), "cause": explanation.get("cause"),
-                     "exact": len(explanation.get("exact") or []),
-                     "top_rule": (explanation.get("changes") or [{}])[0].get("rule")})
+        rows.append(
+            {
+                "case": c["case_id"],
+                "verdict": c["verdict"],
+                "tier": tier(c["verdict"], c.get("low"), c.get("high")),
+                "ratio": c.get("ratio"),
+                "cause": explanation.get("cause"),
+                "exact": len(explanation.get("exact") or []),
+                "top_rule": (explanation.get("changes") or [{}])[0].get("rule"),
+            }
+        )
     return rows
 
 
@@ -275,8 +345,15 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
         base_cubins: dict[tuple[str, ...], list[Path]] = {}
         for plant in chosen:
             if device == "cpu":  # the smoke builds one variant per plant: its own check, not a measurement
-                plant = Plant(plant.name, plant.path, plant.variants[:1], plant.magnitudes, plant.expected_exact,
-                              plant.expected_cause, plant.text)
+                plant = Plant(
+                    plant.name,
+                    plant.path,
+                    plant.variants[:1],
+                    plant.magnitudes,
+                    plant.expected_exact,
+                    plant.expected_cause,
+                    plant.text,
+                )
             cases = pr_cases(plant.variants) if device == "cuda" else []
             for magnitude in plant.magnitudes[:1] if args.magnitudes == "first" else plant.magnitudes:
                 label = f"{plant.name}@{magnitude}"
@@ -285,11 +362,16 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
                     continue
                 _git(repo, "checkout", "--quiet", c0)
                 if plant.variants not in base_cubins:
-                    base_cubins[plant.variants] = cubins(repo, plant.variants, cases, Path(tmp) / "sass" / "base" /
-                                                         "-".join(plant.variants), device)
-                row = {"plant": plant.name, "magnitude": magnitude, "variants": list(plant.variants),
-                       "expected_exact": plant.expected_exact.replace(PLACEHOLDER, magnitude),
-                       "expected_cause": plant.expected_cause}
+                    base_cubins[plant.variants] = cubins(
+                        repo, plant.variants, cases, Path(tmp) / "sass" / "base" / "-".join(plant.variants), device
+                    )
+                row = {
+                    "plant": plant.name,
+                    "magnitude": magnitude,
+                    "variants": list(plant.variants),
+                    "expected_exact": plant.expected_exact.replace(PLACEHOLDER, magnitude),
+                    "expected_cause": plant.expected_cause,
+                }
                 try:
                     apply_plant(plant, magnitude, repo)
                 except SystemExit as exc:
@@ -304,8 +386,15 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
                         if check.left() < COMPARE_MIN_S:
                             row[attempt] = {"skipped": f"{check.left():.0f} s left"}
                             continue
-                        result = run_compare(repo, c0, head, plant.variants, Path(tmp) / label / attempt,
-                                             min(check.left() - 10, args.compare_timeout_s), check)
+                        result = run_compare(
+                            repo,
+                            c0,
+                            head,
+                            plant.variants,
+                            Path(tmp) / label / attempt,
+                            min(check.left() - 10, args.compare_timeout_s),
+                            check,
+                        )
                         report = result.pop("report", None)
                         for side, text in result.pop("csv", {}).items():
                             _add(tar, f"{label}/{attempt}_ncu_{side}.csv", text)
@@ -314,12 +403,16 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
                             result["cases"] = case_rows(report, plant.variants)
                         row[attempt] = result
                         decided = [c for c in result.get("cases", []) if c["tier"] in ("regression", *UNDER)]
-                        check.log(f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
-                                  f"{len(decided)} decided slower; " + " | ".join(
-                                      f"{c['case']}: {c['cause']}" for c in decided)[:900])
-                row["sass"] = sass_change(base_cubins[plant.variants],
-                                          cubins(repo, plant.variants, cases, Path(tmp) / "sass" / label, device),
-                                          Path(tmp) / "sass-cache")
+                        check.log(
+                            f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
+                            f"{len(decided)} decided slower; "
+                            + " | ".join(f"{c['case']}: {c['cause']}" for c in decided)[:900]
+                        )
+                row["sass"] = sass_change(
+                    base_cubins[plant.variants],
+                    cubins(repo, plant.variants, cases, Path(tmp) / "sass" / label, device),
+                    Path(tmp) / "sass-cache",
+                )
                 check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
                 _add(tar, f"{label}/sass.json", json.dumps(row["sass"], indent=1))
                 out.append(row)
@@ -330,8 +423,10 @@ def table(rows: list[dict]) -> None:
     print(f"{'plant':18} {'N':>3} {'variant':22} {'cases':>5} {'realized %':>14} {'exact':>5}  cause named")
     for r in rows:
         if "skipped" in r or "error" in r:
-            print(f"{r['plant']:18} {r['magnitude']:>3} {'-':22} {'-':>5} {'-':>14} {'-':>5}  "
-                  f"{r.get('skipped') or r.get('error')}")
+            print(
+                f"{r['plant']:18} {r['magnitude']:>3} {'-':22} {'-':>5} {'-':>14} {'-':>5}  "
+                f"{r.get('skipped') or r.get('error')}"
+            )
             continue
         cold = r.get("cold") or {}
         cases = cold.get("cases", [])
@@ -339,9 +434,11 @@ def table(rows: list[dict]) -> None:
         realized = f"{min(ratios):+.1%}..{max(ratios):+.1%}" if ratios else "-"
         exact = any(c["exact"] for c in cases) or bool(r["sass"].get("changed"))
         causes = [c["cause"] for c in cases if c["cause"]]
-        named = (causes[0][:90] if causes else (cold.get("error") or "no GPU compare (smoke)" if not cases else "none"))
-        print(f"{r['plant']:18} {r['magnitude']:>3} {','.join(r['variants'])[:22]:22} {len(cases):>5} {realized:>14} "
-              f"{'yes' if exact else 'no':>5}  {named}")
+        named = causes[0][:90] if causes else (cold.get("error") or "no GPU compare (smoke)" if not cases else "none")
+        print(
+            f"{r['plant']:18} {r['magnitude']:>3} {','.join(r['variants'])[:22]:22} {len(cases):>5} {realized:>14} "
+            f"{'yes' if exact else 'no':>5}  {named}"
+        )
 
 
 def _add(tar: tarfile.TarFile, name: str, text: str) -> None:
@@ -356,7 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT") or "explain-check-out")
     p.add_argument("--budget-s", type=float, default=500.0)
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--smoke", action="store_true", help="CPU: plants applied and their SASS diffed; no profile, no compare")
+    p.add_argument(
+        "--smoke", action="store_true", help="CPU: plants applied and their SASS diffed; no profile, no compare"
+    )
     p.add_argument("--plants", default="", help="comma-separated plant names (default: every one in scripts/pr_plants)")
     p.add_argument("--magnitudes", choices=("all", "first"), default="all")
     p.add_argument("--skip-aa", action="store_true")
@@ -373,8 +472,10 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cuda" and not args.skip_aa:
         check.result["aa"], noise = aa(check, pr_cases(AA_VARIANTS))
         a = check.result["aa"]
-        check.log(f"A/A: exact counters identical in {a['exact_identical']} of {a['profiled']} cases; "
-                  f"{a['false_explanations']} false explanations; per-opcode counts in {a['per_opcode_collected']}")
+        check.log(
+            f"A/A: exact counters identical in {a['exact_identical']} of {a['profiled']} cases; "
+            f"{a['false_explanations']} false explanations; per-opcode counts in {a['per_opcode_collected']}"
+        )
     else:
         check.result["aa"] = {"skipped": "no GPU (smoke)" if device == "cpu" else "--skip-aa"}
     (out / "noise_cases.toml").write_text(noise, encoding="utf-8")

@@ -62,8 +62,15 @@ STEPS = {  # name -> (shapes, dtypes)
 }
 SMOKE_STEPS = {"cpu": ("cpu", "fp16")}
 SMOKE_RUN = ("--device", "cpu", "--time-cap", "0.2", "--max-samples", "20")  # the script checked, not the CPU timed
-STACK = ("flash-attn-4", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13", "apache-tvm-ffi",
-         "torch-c-dlpack-ext", "quack-kernels", "torch")
+STACK = (
+    "flash-attn-4",
+    "nvidia-cutlass-dsl",
+    "nvidia-cutlass-dsl-libs-cu13",
+    "apache-tvm-ffi",
+    "torch-c-dlpack-ext",
+    "quack-kernels",
+    "torch",
+)
 PROBE_TIMEOUT_S = 150.0
 LAUNCH_CALLS = 200
 # Per-case timing cap of the GPU steps: their 288 cases fit 9 minutes at it (the H200 checked
@@ -83,11 +90,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole call (at most 9 min)")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/fa4_check)")
-    p.add_argument("--steps", default=None, help=f"comma-separated subset of {', '.join(STEPS)} (default: all, in order)")
-    p.add_argument("--extra-site", default=None, help=f"folder flash-attn-4 was pip --target-ed into (sets {EXTRA_SITE_ENV})")
-    p.add_argument("--time-cap", type=float, default=GPU_TIME_CAP_S, help=f"per-case timing cap of the GPU steps, seconds (default {GPU_TIME_CAP_S})")
+    p.add_argument(
+        "--steps", default=None, help=f"comma-separated subset of {', '.join(STEPS)} (default: all, in order)"
+    )
+    p.add_argument(
+        "--extra-site", default=None, help=f"folder flash-attn-4 was pip --target-ed into (sets {EXTRA_SITE_ENV})"
+    )
+    p.add_argument(
+        "--time-cap",
+        type=float,
+        default=GPU_TIME_CAP_S,
+        help=f"per-case timing cap of the GPU steps, seconds (default {GPU_TIME_CAP_S})",
+    )
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--smoke", action="store_true", help="CPU, the cpu shape set, fp16, a few samples: checks the script itself")
+    p.add_argument(
+        "--smoke", action="store_true", help="CPU, the cpu shape set, fp16, a few samples: checks the script itself"
+    )
     p.add_argument("--commit", default=None, help="commit measured, for a copy without .git")
     p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
     p.add_argument("--probe-checks", default=SUBJECT, help=argparse.SUPPRESS)
@@ -104,8 +122,11 @@ def _probe_cases(variant: str) -> list:
     from attnwatch.kernels.cases import Case
     from attnwatch.kernels.shapes import adhoc_shape
 
-    cases = [(Case(variant, adhoc_shape(b, h, 777, d), dtype, causal), "normal")
-             for b, h, d, dtype in ((2, 3, 64, "fp16"), (1, 2, 128, "bf16")) for causal in (False, True)]
+    cases = [
+        (Case(variant, adhoc_shape(b, h, 777, d), dtype, causal), "normal")
+        for b, h, d, dtype in ((2, 3, 64, "fp16"), (1, 2, 128, "bf16"))
+        for causal in (False, True)
+    ]
     return cases + [(Case(variant, adhoc_shape(2, 3, 777, 64), "fp16", True), "large_logits")]
 
 
@@ -138,9 +159,16 @@ def launch_facts(case) -> dict:
         torch.cuda.synchronize()
         return statistics.median(spent) * 1e6
 
-    return {"case": case.id, "kernels_per_call": kernels, "host_us_timed_call": host_us(prepared.fn),
-            "host_us_interface_call": host_us(lambda: interface._flash_attn_fwd(
-                *views[:3], softmax_scale=scale, causal=case.causal, out=views[3], _arch=90))}
+    return {
+        "case": case.id,
+        "kernels_per_call": kernels,
+        "host_us_timed_call": host_us(prepared.fn),
+        "host_us_interface_call": host_us(
+            lambda: interface._flash_attn_fwd(
+                *views[:3], softmax_scale=scale, causal=case.causal, out=views[3], _arch=90
+            )
+        ),
+    }
 
 
 def probe_worker(result_path: str, checked: str) -> int:
@@ -161,10 +189,14 @@ def probe_worker(result_path: str, checked: str) -> int:
             versions[dist] = None
     result = {"available": ok, "reason": reason, "device": device_summary(), "versions": versions, "checks": {}}
     Path(result_path).write_text(json.dumps(result, indent=1))  # kept should a check crash the process
-    for case, profile in (_probe_cases(checked) if ok or checked != SUBJECT else []):
+    for case, profile in _probe_cases(checked) if ok or checked != SUBJECT else []:
         [check] = check_case(checked, case, seeds=(0,), profile=profile)
-        result["checks"][f"{case.id}/{profile}"] = {"passed": check.passed, "max_abs_err": check.max_abs_err,
-                                                    "tolerance_used": check.tolerance_used, "error": check.error}
+        result["checks"][f"{case.id}/{profile}"] = {
+            "passed": check.passed,
+            "max_abs_err": check.max_abs_err,
+            "tolerance_used": check.tolerance_used,
+            "error": check.error,
+        }
         Path(result_path).write_text(json.dumps(result, indent=1))
     if ok and checked == SUBJECT:
         from attnwatch.kernels.cases import Case
@@ -182,9 +214,15 @@ def run_probe(work: Path, env: dict, timeout_s: float, checked: str) -> dict:
     path = work / "probe.json"
     failure = None
     try:
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(path),
-                               "--probe-checks", checked], cwd=REPO_ROOT, env=env, timeout=timeout_s, check=False,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(path), "--probe-checks", checked],
+            cwd=REPO_ROOT,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             failure = f"exit {done.returncode}: {done.stderr[-1500:]}"
     except subprocess.TimeoutExpired:
@@ -196,23 +234,45 @@ def run_probe(work: Path, env: dict, timeout_s: float, checked: str) -> dict:
     log(f"probe: {SUBJECT} " + ("available" if probe.get("available") else f"unavailable: {probe.get('reason')}"))
     log(f"probe: {probe.get('device')}; {probe.get('versions')}")
     for name, check in probe.get("checks", {}).items():
-        log(f"probe: {name}: {'ok' if check['passed'] else 'FAILED'}, max_abs_err {check['max_abs_err']}"
-            + (f", {check['error']}" if check["error"] else ""))
+        log(
+            f"probe: {name}: {'ok' if check['passed'] else 'FAILED'}, max_abs_err {check['max_abs_err']}"
+            + (f", {check['error']}" if check["error"] else "")
+        )
     if "launch" in probe:
         log(f"probe: one timed call: {probe['launch']}")
     return probe
 
 
-def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work: Path, env: dict,
-             seconds: float, log_file) -> dict:
+def run_step(
+    name: str, shapes: str, dtypes: str, args: argparse.Namespace, work: Path, env: dict, seconds: float, log_file
+) -> dict:
     """One `attnwatch run` given `seconds`: its own deadline (--max-minutes) comes WRAP_UP_S
     earlier, so it ends its case in flight and writes its bundle in time; its process group
     is killed at `seconds`. Its bundle folder and exit status."""
     bundle = work / name
-    cmd = [sys.executable, "-m", "attnwatch", "run", "--shapes", shapes, "--variants", ",".join(VARIANTS),
-           "--dtypes", dtypes, "--causal", "both", "--out", str(bundle), "--no-progress",
-           "--trigger", "workflow_dispatch", "--notes", f"fa4_check step {name}",
-           "--max-minutes", f"{(seconds - WRAP_UP_S) / 60.0:.2f}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "run",
+        "--shapes",
+        shapes,
+        "--variants",
+        ",".join(VARIANTS),
+        "--dtypes",
+        dtypes,
+        "--causal",
+        "both",
+        "--out",
+        str(bundle),
+        "--no-progress",
+        "--trigger",
+        "workflow_dispatch",
+        "--notes",
+        f"fa4_check step {name}",
+        "--max-minutes",
+        f"{(seconds - WRAP_UP_S) / 60.0:.2f}",
+    ]
     if args.smoke:
         cmd += list(SMOKE_RUN)
     else:
@@ -223,18 +283,29 @@ def run_step(name: str, shapes: str, dtypes: str, args: argparse.Namespace, work
     log_file.write(f"\n=== step {name}: {' '.join(cmd[1:])}\n")
     log_file.flush()
     started = time.perf_counter()
-    child = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+    child = subprocess.Popen(
+        cmd, cwd=REPO_ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         rc = child.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)
         rc = child.wait()
     wall = round(time.perf_counter() - started, 1)
-    status = json.loads((bundle / "manifest.json").read_text()).get("status") if (bundle / "manifest.json").exists() else None
+    status = (
+        json.loads((bundle / "manifest.json").read_text()).get("status")
+        if (bundle / "manifest.json").exists()
+        else None
+    )
     log(f"step {name}: rc {rc}, {wall} s, bundle status {status}")
-    return {"shapes": shapes, "dtypes": dtypes, "rc": rc, "wall_s": wall, "status": status,
-            "bundle": str(bundle) if (bundle / "outcomes.json").exists() else None}
+    return {
+        "shapes": shapes,
+        "dtypes": dtypes,
+        "rc": rc,
+        "wall_s": wall,
+        "status": status,
+        "bundle": str(bundle) if (bundle / "outcomes.json").exists() else None,
+    }
 
 
 def _records(bundle: Path, name: str, key: str) -> list[dict]:
@@ -261,18 +332,28 @@ def summarize_bundle(bundle: Path, step: str) -> dict[str, dict]:
             return timings.get(case_id.replace(SUBJECT + "/", variant + "/", 1), {}).get("median_us")
 
         rows[case_id] = {
-            "step": step, "shape": shape, "dtype": outcome["dtype"], "causal": outcome["causal"],
+            "step": step,
+            "shape": shape,
+            "dtype": outcome["dtype"],
+            "causal": outcome["causal"],
             "sets": [name for name, ids in SHAPE_SETS.items() if shape in ids and name != "cpu"],
-            "status": outcome["status"], "error": outcome.get("error"),
-            "median_us": timing.get("median_us"), "graph_median_us": timing.get("graph_median_us"),
-            "tflops": timing.get("tflops"), "gap_to_baseline": timing.get("gap_to_baseline"),
+            "status": outcome["status"],
+            "error": outcome.get("error"),
+            "median_us": timing.get("median_us"),
+            "graph_median_us": timing.get("graph_median_us"),
+            "tflops": timing.get("tflops"),
+            "gap_to_baseline": timing.get("gap_to_baseline"),
             "gap_to_cudnn": (timing.get("gap_to_backends") or {}).get("sdpa_cudnn"),
             "gap_to_flash": (timing.get("gap_to_backends") or {}).get("sdpa_flash"),
-            "sdpa_us": reference("sdpa"), "cudnn_us": reference("sdpa_cudnn"), "flash_us": reference("sdpa_flash"),
+            "sdpa_us": reference("sdpa"),
+            "cudnn_us": reference("sdpa_cudnn"),
+            "flash_us": reference("sdpa_flash"),
             "kernel_config": timing.get("kernel_config"),
             "correct": all(r["passed"] for r in seeds) if seeds else None,
             "max_abs_err": max(errors) if errors else None,
-            "tolerance_used": max((r["tolerance_used"] for r in seeds if r.get("tolerance_used") is not None), default=None),
+            "tolerance_used": max(
+                (r["tolerance_used"] for r in seeds if r.get("tolerance_used") is not None), default=None
+            ),
             "correctness_errors": sorted({r["error"] for r in seeds if r.get("error")}),
         }
     return rows
@@ -296,25 +377,37 @@ def _cell(value: float | None, spec: str, width: int) -> str:
 
 def print_table(report: dict) -> None:
     log("")
-    log(f"{'shape':<16} {'dtype':<5} {'causal':<6} {'fa4_us':>9} {'sdpa_us':>9} {'cudnn_us':>9} {'/sdpa':>6} "
-        f"{'/cudnn':>6} {'/flash':>6} {'max_err':>8} {'ok':>3}  config / reason")
+    log(
+        f"{'shape':<16} {'dtype':<5} {'causal':<6} {'fa4_us':>9} {'sdpa_us':>9} {'cudnn_us':>9} {'/sdpa':>6} "
+        f"{'/cudnn':>6} {'/flash':>6} {'max_err':>8} {'ok':>3}  config / reason"
+    )
     for row in report["cases"].values():
         ok = {True: "yes", False: "NO", None: "-"}[row["correct"]]
         tail = row["kernel_config"] or ""
         if row["status"] != "ok":
             tail = f"{row['status']}: {(row['error'] or '')[:90]}"
-        log(f"{row['shape']:<16} {row['dtype']:<5} {'yes' if row['causal'] else 'no':<6} "
+        log(
+            f"{row['shape']:<16} {row['dtype']:<5} {'yes' if row['causal'] else 'no':<6} "
             f"{_cell(row['median_us'], '.2f', 9)} {_cell(row['sdpa_us'], '.2f', 9)} {_cell(row['cudnn_us'], '.2f', 9)} "
             f"{_cell(row['gap_to_baseline'], '.3f', 6)} {_cell(row['gap_to_cudnn'], '.3f', 6)} {_cell(row['gap_to_flash'], '.3f', 6)} "
-            f"{_cell(row['max_abs_err'], '.1e', 8)} {ok:>3}  {tail}")
+            f"{_cell(row['max_abs_err'], '.1e', 8)} {ok:>3}  {tail}"
+        )
     for name, step in report["steps"].items():
-        log(f"step {name}: " + (f"skipped: {step['skipped']}" if "skipped" in step
-                                else f"{step['status']}, {step['wall_s']} s, rc {step['rc']}"))
+        log(
+            f"step {name}: "
+            + (
+                f"skipped: {step['skipped']}"
+                if "skipped" in step
+                else f"{step['status']}, {step['wall_s']} s, rc {step['rc']}"
+            )
+        )
     rows = list(report["cases"].values())
     checks = report["probe"].get("checks", {}).values()
     log(f"probe: {sum(c['passed'] for c in checks)}/{len(checks)} extra correctness checks passed")
-    log(f"{SUBJECT}: {sum(r['status'] == 'ok' for r in rows)}/{len(rows)} cases timed, "
-        f"{sum(r['correct'] is False for r in rows)} failed correctness; total {report['seconds']} s")
+    log(
+        f"{SUBJECT}: {sum(r['status'] == 'ok' for r in rows)}/{len(rows)} cases timed, "
+        f"{sum(r['correct'] is False for r in rows)} failed correctness; total {report['seconds']} s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,17 +422,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.extra_site:
         env[EXTRA_SITE_ENV] = args.extra_site
     steps = SMOKE_STEPS if args.smoke else {n: STEPS[n] for n in (args.steps.split(",") if args.steps else STEPS)}
-    report: dict = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": args.commit,
-                    "args": vars(args), "extra_site": env.get(EXTRA_SITE_ENV), "variants": list(VARIANTS),
-                    "steps": {}, "cases": {}}
+    report: dict = {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": args.commit,
+        "args": vars(args),
+        "extra_site": env.get(EXTRA_SITE_ENV),
+        "variants": list(VARIANTS),
+        "steps": {},
+        "cases": {},
+    }
     bundles: list[Path] = []
     report["probe"] = run_probe(work, env, min(PROBE_TIMEOUT_S, args.budget_s / 4), "sdpa" if args.smoke else SUBJECT)
     with open(out / "fa4_check.log", "w", encoding="utf-8") as log_file:
         for name, (shapes, dtypes) in steps.items():
             left = args.budget_s - (time.perf_counter() - started) - RESERVE_S
             if left < MIN_STEP_S:
-                report["steps"][name] = {"shapes": shapes, "dtypes": dtypes,
-                                         "skipped": f"{left:.0f} s of --budget-s left, under {MIN_STEP_S:.0f} s"}
+                report["steps"][name] = {
+                    "shapes": shapes,
+                    "dtypes": dtypes,
+                    "skipped": f"{left:.0f} s of --budget-s left, under {MIN_STEP_S:.0f} s",
+                }
                 log(f"step {name}: skipped, {left:.0f} s left")
                 continue
             step = run_step(name, shapes, dtypes, args, work, env, left, log_file)

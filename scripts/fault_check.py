@@ -93,9 +93,17 @@ class Tally:
 class Battery:
     def __init__(self, workdir: Path, rng: random.Random) -> None:
         self.workdir, self.rng = workdir, rng
-        self.bundles = [make_bundle(workdir / "bundles" / run_id, run_id=run_id, seed=i, variants=("sdpa",),
-                                    n_samples=5, incorrect=(INCORRECT,) if run_id == "run-c" else ())
-                        for i, run_id in enumerate(RUNS)]
+        self.bundles = [
+            make_bundle(
+                workdir / "bundles" / run_id,
+                run_id=run_id,
+                seed=i,
+                variants=("sdpa",),
+                n_samples=5,
+                incorrect=(INCORRECT,) if run_id == "run-c" else (),
+            )
+            for i, run_id in enumerate(RUNS)
+        ]
         self.counter = 0
 
     def fresh(self, seed_runs: int = 0, schema: int | None = None, disk: str = "") -> Path:
@@ -107,10 +115,12 @@ class Battery:
         db = directory / disk / "history.duckdb"
         if schema is not None:
             from old_history import history_at_version
+
             history_at_version(db, schema, directory / "scratch")
         if seed_runs:
             from attnwatch.history.ingest.write import ingest_paths
             from attnwatch.history.store.location import HistoryLocation
+
             ingest_paths(HistoryLocation(path=db), self.bundles[:seed_runs])
         return db
 
@@ -172,19 +182,30 @@ class Battery:
         full = time.monotonic() - started
         for _ in range(trials):
             db = self.fresh()
-            child = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=fault_env.child_env(),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            child = subprocess.Popen(
+                [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+                env=fault_env.child_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             time.sleep(self.rng.uniform(0.2, full * 1.1))
             child.send_signal(signal.SIGKILL)
             out, err = child.communicate()
-            tally.add(self.held(db, reported_inserted(out), 3, subprocess.CompletedProcess(child.args, child.returncode, out, err)))
+            tally.add(
+                self.held(
+                    db, reported_inserted(out), 3, subprocess.CompletedProcess(child.args, child.returncode, out, err)
+                )
+            )
 
     def disk_full(self, tally: Tally, seed_runs: int, steps: int) -> None:
         args = ["ingest", *map(str, self.bundles)]
         final = self.fresh(seed_runs)
         start_size = final.stat().st_size if final.exists() else 0
         cli(final, *args)
-        limits = sorted({start_size + int(i * (final.stat().st_size * 1.1 - start_size) / (steps - 1)) for i in range(steps)})
+        limits = sorted(
+            {start_size + int(i * (final.stat().st_size * 1.1 - start_size) / (steps - 1)) for i in range(steps)}
+        )
         for limit in limits:
             db = self.fresh(seed_runs)
             result = cli(db, *args, preexec=file_size_limit(limit))
@@ -202,6 +223,7 @@ class Battery:
             import io
 
             from attnwatch.cli.main import main
+
             with contextlib.redirect_stdout(io.StringIO()):
                 assert main(["--db", str(db), "detect"]) == 0
         args = [a for arg in args for a in (map(str, self.bundles) if arg == "BUNDLES" else [arg])]
@@ -224,8 +246,10 @@ class Battery:
         after = sum(p.stat().st_size for p in final.parent.iterdir())
         low = 3 * (after - before) + 2**20
         high = max(low, 3 * (after // 2) + 2**20)
-        frees = sorted({int(i * low / (steps - 5)) for i in range(steps - 4)} |
-                       {int(low + i * (high - low) / 4) for i in range(1, 5)})
+        frees = sorted(
+            {int(i * low / (steps - 5)) for i in range(steps - 4)}
+            | {int(low + i * (high - low) / 4) for i in range(1, 5)}
+        )
         filled = 0
         for free in frees:
             db, args, attempted = self.tmpfs_stage(stage)
@@ -234,8 +258,11 @@ class Battery:
             tally.add(self.tmpfs_held(db, stage, result, attempted))
         if not filled:
             tally.failures.append(f"{stage}: the disk never filled at {frees} bytes free: nothing was tried")
-        print(f"  {stage}: the disk filled in {filled} of {len(frees)} trials ({frees[0]}..{frees[-1]} bytes free)",
-              file=sys.stderr, flush=True)
+        print(
+            f"  {stage}: the disk filled in {filled} of {len(frees)} trials ({frees[0]}..{frees[-1]} bytes free)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def tmpfs_held(self, db: Path, stage: str, result, attempted: int) -> str | None:
         seeded = TMPFS_STAGES[stage][0]
@@ -288,8 +315,9 @@ class Battery:
         import duckdb
 
         con = duckdb.connect(str(db), read_only=True)
-        statuses = con.execute("SELECT status, count(*) FROM results WHERE run_id = 'bad-99' "
-                               "GROUP BY ALL ORDER BY 1").fetchall()
+        statuses = con.execute(
+            "SELECT status, count(*) FROM results WHERE run_id = 'bad-99' GROUP BY ALL ORDER BY 1"
+        ).fetchall()
         con.close()
         return None if statuses == [("crashed", 1), ("ok", 3)] else f"{trial(db)}: the crashed run holds {statuses}"
 
@@ -300,9 +328,11 @@ class Battery:
             return
         from attnwatch.history.store.migrations import code_schema_version
 
-        for args, must_fail, seeded, schema in ((["ingest", str(self.bundles[1])], True, 1, None),
-                                                (["sql", "SELECT count(*) FROM runs"], False, 1, None),
-                                                (["migrate"], True, 0, code_schema_version() - 1)):
+        for args, must_fail, seeded, schema in (
+            (["ingest", str(self.bundles[1])], True, 1, None),
+            (["sql", "SELECT count(*) FROM runs"], False, 1, None),
+            (["migrate"], True, 0, code_schema_version() - 1),
+        ):
             db = self.fresh(seed_runs=seeded, schema=schema)
             result = cli(db, *args, preexec=fault_env.read_only_mount(db.parent))
             failure = self.held(db, set(RUNS[:seeded]), 1, result, must_fail)
@@ -329,9 +359,16 @@ class Battery:
 
     def lock_held_once(self, tally: Tally, db: Path, args: list[str]) -> None:
         """`args` while another process holds the history (run-a stored) for writing."""
-        holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
-                                   "print('held', flush=True); time.sleep(600)", str(db)],
-                                  stdout=subprocess.PIPE, text=True)
+        holder = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(600)",
+                str(db),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             holder.stdout.readline()
             result = cli(db, *args)
@@ -339,26 +376,57 @@ class Battery:
             holder.kill()
             holder.wait()
         failure = self.held(db, {RUNS[0]}, 1, result, must_fail=True)
-        if failure is None and (str(db) not in result.stderr or "busy" not in result.stderr
-                                or f"held by process {holder.pid} (python" not in result.stderr):
-            failure = (f"{trial(db)}: the error does not name the history in full, say it is busy and name the "
-                       f"process holding it: {result.stderr.strip()}")
+        if failure is None and (
+            str(db) not in result.stderr
+            or "busy" not in result.stderr
+            or f"held by process {holder.pid} (python" not in result.stderr
+        ):
+            failure = (
+                f"{trial(db)}: the error does not name the history in full, say it is busy and name the "
+                f"process holding it: {result.stderr.strip()}"
+            )
         tally.add(failure)
 
     def concurrent(self, tally: Tally, trials: int) -> None:
         for _ in range(trials):
             db = self.fresh()
-            children = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", "--lock-timeout", "120",
-                                          *map(str, self.rng.sample(self.bundles, 2))], env=fault_env.child_env(),
-                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(4)]
+            children = [
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "attnwatch",
+                        "--db",
+                        str(db),
+                        "ingest",
+                        "--lock-timeout",
+                        "120",
+                        *map(str, self.rng.sample(self.bundles, 2)),
+                    ],
+                    env=fault_env.child_env(),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(4)
+            ]
             outputs = [c.communicate(timeout=600) for c in children]
-            failure = next((f"{trial(db)}: an ingest failed: {err.strip()[-300:]}"
-                            for c, (_, err) in zip(children, outputs) if c.returncode != 0), None)
+            failure = next(
+                (
+                    f"{trial(db)}: an ingest failed: {err.strip()[-300:]}"
+                    for c, (_, err) in zip(children, outputs)
+                    if c.returncode != 0
+                ),
+                None,
+            )
             reported = set().union(*(reported_inserted(out) for out, _ in outputs))
             state = inspect(db)
             stored = set(state.runs or {})
-            tally.add(failure or (None if reported == stored else f"{trial(db)}: reported {reported}, stored {stored}")
-                      or self.held(db, reported, 3))
+            tally.add(
+                failure
+                or (None if reported == stored else f"{trial(db)}: reported {reported}, stored {stored}")
+                or self.held(db, reported, 3)
+            )
 
     def legacy_wal(self, broken: Tally, recovered: Tally, sample: int | None) -> None:
         """Files as the old code left them (no checkpoint at commit), killed at every statement; then recover."""
@@ -378,8 +446,9 @@ class Battery:
 
 
 def table(tallies: list[Tally]) -> str:
-    rows = [("trial kind", "trials", "held", "failed")] + [(t.kind, str(t.trials), str(t.held), str(len(t.failures)))
-                                                           for t in tallies]
+    rows = [("trial kind", "trials", "held", "failed")] + [
+        (t.kind, str(t.trials), str(t.held), str(len(t.failures))) for t in tallies
+    ]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [" | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
     lines.insert(1, "-+-".join("-" * w for w in widths))
@@ -394,15 +463,23 @@ def run(workdir: Path, quick: bool, seed: int, only: str | None = None) -> list[
     sample = 12 if quick else None
     kinds = [
         ("kill -9 at each statement: first ingest, migrations 001..N", lambda t: b.kill_at_statements(t, None, sample)),
-        ("kill -9 at each statement: ingest into a history at schema N-1",
-         lambda t: b.kill_at_statements(t, code_schema_version() - 1, sample)),
+        (
+            "kill -9 at each statement: ingest into a history at schema N-1",
+            lambda t: b.kill_at_statements(t, code_schema_version() - 1, sample),
+        ),
         ("kill -9 at a random time: first ingest", lambda t: b.kill_at_random_times(t, 10 if quick else 40)),
         ("disk full (file-size limit): first ingest", lambda t: b.disk_full(t, 0, 10 if quick else 40)),
-        ("disk full (file-size limit): ingest into a history with runs", lambda t: b.disk_full(t, 1, 10 if quick else 30)),
-        *((f"disk full (24 MiB tmpfs): {stage}", lambda t, stage=stage: b.tmpfs_full(t, stage, 6 if quick else 20))
-          for stage in TMPFS_STAGES),
+        (
+            "disk full (file-size limit): ingest into a history with runs",
+            lambda t: b.disk_full(t, 1, 10 if quick else 30),
+        ),
+        *(
+            (f"disk full (24 MiB tmpfs): {stage}", lambda t, stage=stage: b.tmpfs_full(t, stage, 6 if quick else 20))
+            for stage in TMPFS_STAGES
+        ),
         ("malformed input (+ a crashed kernel's run stored)", b.malformed),
-        ("read-only file system", b.read_only), ("permission denied", b.permission),
+        ("read-only file system", b.read_only),
+        ("permission denied", b.permission),
         ("lock held past --lock-timeout", b.lock_held),
         ("concurrent ingests (4 processes)", lambda t: b.concurrent(t, 1 if quick else 5)),
     ]
@@ -411,8 +488,10 @@ def run(workdir: Path, quick: bool, seed: int, only: str | None = None) -> list[
         if only is None or only in kind:
             tallies.append(_timed(Tally(kind), trials))
     if only is None or only in "old WAL":
-        broken, recovered = Tally("old WAL (before this fix): opens after kill -9"), Tally(
-            "old WAL: `history recover` keeps every reported run")
+        broken, recovered = (
+            Tally("old WAL (before this fix): opens after kill -9"),
+            Tally("old WAL: `history recover` keeps every reported run"),
+        )
         _timed(broken, lambda t: b.legacy_wal(t, recovered, sample))
         tallies += [broken, recovered]
     return tallies
@@ -421,8 +500,12 @@ def run(workdir: Path, quick: bool, seed: int, only: str | None = None) -> list[
 def _timed(tally: Tally, trials) -> Tally:
     started = time.monotonic()
     trials(tally)
-    print(f"{tally.kind}: {tally.trials} trials, {tally.held} held, {len(tally.failures)} failed "
-          f"({time.monotonic() - started:.0f} s)", file=sys.stderr, flush=True)
+    print(
+        f"{tally.kind}: {tally.trials} trials, {tally.held} held, {len(tally.failures)} failed "
+        f"({time.monotonic() - started:.0f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
     return tally
 
 

@@ -34,7 +34,17 @@ WHEEL_INCLUDE_PREFIX = "cutlass_library/source/include/"
 def download_wheel(version: str | None, into: Path) -> Path:
     """The nvidia-cutlass wheel, fetched with pip into `into`; SystemExit with pip's output on failure."""
     requirement = f"nvidia-cutlass=={version}" if version else "nvidia-cutlass"
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(into), requirement]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+        str(into),
+        requirement,
+    ]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     wheels = sorted(into.glob("nvidia_cutlass-*.whl"))
     if done.returncode != 0 or not wheels:
@@ -49,7 +59,7 @@ def unpack_include(wheel: Path, staging: Path) -> int:
         for member in archive.infolist():
             if member.is_dir() or not member.filename.startswith(WHEEL_INCLUDE_PREFIX):
                 continue
-            relative = Path(member.filename[len(WHEEL_INCLUDE_PREFIX):])
+            relative = Path(member.filename[len(WHEEL_INCLUDE_PREFIX) :])
             if relative.is_absolute() or ".." in relative.parts:
                 raise SystemExit(f"{wheel.name}: refusing unsafe member path {member.filename!r}")
             target = staging / relative
@@ -107,9 +117,13 @@ def copy_installed(staging: Path, only_reachable: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", help="nvidia-cutlass wheel version (default: the newest)")
-    parser.add_argument("--dest", type=Path, default=REPO_HEADERS, help=f"include folder to fill (default {REPO_HEADERS})")
+    parser.add_argument(
+        "--dest", type=Path, default=REPO_HEADERS, help=f"include folder to fill (default {REPO_HEADERS})"
+    )
     parser.add_argument("--from-installed", action="store_true", help="copy the installed wheel's headers (no network)")
-    parser.add_argument("--only-reachable", action="store_true", help="with --from-installed: only headers the source can include")
+    parser.add_argument(
+        "--only-reachable", action="store_true", help="with --from-installed: only headers the source can include"
+    )
     args = parser.parse_args(argv)
     if args.only_reachable and not args.from_installed:
         parser.error("--only-reachable needs --from-installed")

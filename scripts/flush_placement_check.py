@@ -73,8 +73,9 @@ def main(argv=None) -> int:
     from attnwatch.history.analysis.statistics import one_way_anova
 
     device = torch.device("cuda")
-    config = timing_config("cuda").with_overrides(min_samples=args.calls, max_samples=args.calls, time_cap_s=60.0,
-                                                  target_rel_spread=-1.0)
+    config = timing_config("cuda").with_overrides(
+        min_samples=args.calls, max_samples=args.calls, time_cap_s=60.0, target_rel_spread=-1.0
+    )
     nbytes = int(config.flush_l2_multiple * torch.cuda.get_device_properties(device).L2_cache_size)
     flushers, spacers = [], []
     for i in range(args.buffers):
@@ -97,21 +98,40 @@ def main(argv=None) -> int:
         anova = one_way_anova(logs)
         f, df1, df2 = anova.f, anova.df_between, anova.df_within
         means = [statistics.fmean(g) for g in logs]
-        rows.append({"subject": name, "median_us": statistics.median([m for ms in medians for m in ms]),
-                     "buffer_medians_us": [statistics.median(ms) for ms in medians],
-                     "buffer_spread_pct": 100 * (math.exp(max(means) - min(means)) - 1),
-                     "rep_sd_pct": 100 * anova.within_sd, "F": f, "df": [df1, df2], "p": anova.p_value(),
-                     "medians_us": medians})
+        rows.append(
+            {
+                "subject": name,
+                "median_us": statistics.median([m for ms in medians for m in ms]),
+                "buffer_medians_us": [statistics.median(ms) for ms in medians],
+                "buffer_spread_pct": 100 * (math.exp(max(means) - min(means)) - 1),
+                "rep_sd_pct": 100 * anova.within_sd,
+                "F": f,
+                "df": [df1, df2],
+                "p": anova.p_value(),
+                "medians_us": medians,
+            }
+        )
     out = Path(args.out or os.environ.get("OUT") or "out/flush_placement")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "flush_placement.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(device),
-                                                         "buffers": args.buffers, "reps": args.reps,
-                                                         "calls": args.calls, "rows": rows}, indent=1))
+    (out / "flush_placement.json").write_text(
+        json.dumps(
+            {
+                "gpu": torch.cuda.get_device_name(device),
+                "buffers": args.buffers,
+                "reps": args.reps,
+                "calls": args.calls,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
     print(f"{'subject':<28} {'median us':>10} {'buffer spread':>14} {'rep sd':>8} {'F':>7}  p")
     for r in rows:
         p_text = f"{r['p']:.3g}" if r["p"] is not None else "n/a"
-        print(f"{r['subject']:<28} {r['median_us']:>10.2f} {r['buffer_spread_pct']:>13.2f}% {r['rep_sd_pct']:>7.2f}% "
-              f"{r['F']:>7.2f}  {p_text} (df {r['df'][0]}, {r['df'][1]})")
+        print(
+            f"{r['subject']:<28} {r['median_us']:>10.2f} {r['buffer_spread_pct']:>13.2f}% {r['rep_sd_pct']:>7.2f}% "
+            f"{r['F']:>7.2f}  {p_text} (df {r['df'][0]}, {r['df'][1]})"
+        )
     return 0
 
 

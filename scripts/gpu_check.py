@@ -54,7 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dtypes", default="fp16")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--repeats", type=int, default=1, help="independent runs (noise needs >= 2)")
-    p.add_argument("--correctness-every-run", action="store_true", help="check correctness in every repeat, not just the first")
+    p.add_argument(
+        "--correctness-every-run", action="store_true", help="check correctness in every repeat, not just the first"
+    )
     p.add_argument("--no-correctness", action="store_true")
     p.add_argument("--do-bench", action="store_true", help="compare medians with triton.testing.do_bench")
     p.add_argument("--do-bench-variants", default=None, help="variants to compare (default: all that timed ok)")
@@ -62,14 +64,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pytest", nargs="*", default=[], help="test files whose gpu-marked tests to run first")
     p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap, seconds")
     p.add_argument("--max-samples", type=int, default=None)
-    p.add_argument("--case-timeout", type=float, default=None, help="seconds of silence before a case counts as hung (default: ci/run_config.toml)")
+    p.add_argument(
+        "--case-timeout",
+        type=float,
+        default=None,
+        help="seconds of silence before a case counts as hung (default: ci/run_config.toml)",
+    )
     p.add_argument("--ncu", action="store_true", help="also profile with ncu in the first run")
-    p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile")
+    p.add_argument(
+        "--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile"
+    )
     p.add_argument("--budget-s", type=float, default=400.0, help="do not start a repeat that would end after this")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_check)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--probe", action="store_true", help="diagnose harness vs do_bench on a 4096^3 fp16 matmul and a small SDPA: medians, clocks, throttle reasons")
-    p.add_argument("--commit", default=None, help="commit to record (report and bundles) when the checkout has no .git (copied trees)")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="diagnose harness vs do_bench on a 4096^3 fp16 matmul and a small SDPA: medians, clocks, throttle reasons",
+    )
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="commit to record (report and bundles) when the checkout has no .git (copied trees)",
+    )
     p.add_argument("--do-bench-worker", nargs=2, metavar=("PLAN", "RESULT"), help=argparse.SUPPRESS)
     p.add_argument("--probe-worker", metavar="RESULT", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -176,11 +193,15 @@ def probe_worker(result_path: str) -> int:
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     b = torch.randn(4096, 4096, device="cuda", dtype=torch.float16)
     q = torch.randn(1, 16, 1024, 64, device="cuda", dtype=torch.float16)
-    subjects = {"matmul4096": lambda: a @ b,
-                "sdpa_h100small": lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q)}
+    subjects = {
+        "matmul4096": lambda: a @ b,
+        "sdpa_h100small": lambda: torch.nn.functional.scaled_dot_product_attention(q, q, q),
+    }
     monitor = NvmlMonitor()
     base = timing_config("cuda")
-    flusher = L2Flusher(torch.device("cuda"), int(base.flush_l2_multiple * torch.cuda.get_device_properties(0).L2_cache_size))
+    flusher = L2Flusher(
+        torch.device("cuda"), int(base.flush_l2_multiple * torch.cuda.get_device_properties(0).L2_cache_size)
+    )
     rows = []
     for _ in range(2):
         for name, fn in subjects.items():
@@ -195,8 +216,16 @@ def probe_worker(result_path: str) -> int:
                     warm_up(fn, config, timer, flusher)
                     raw = measure_interleaved([Subject(name, fn)], config, timer, flusher, monitor)[name]
                     median, reasons = statistics.median(raw.samples_us), raw.throttle_reasons
-                rows.append({"subject": name, "method": method, "median_us": median, "clock_before": before,
-                             "clock_after": monitor.sm_clock_mhz(), "reasons": reasons})
+                rows.append(
+                    {
+                        "subject": name,
+                        "method": method,
+                        "median_us": median,
+                        "clock_before": before,
+                        "clock_after": monitor.sm_clock_mhz(),
+                        "reasons": reasons,
+                    }
+                )
     Path(result_path).write_text(json.dumps({"rows": rows}, indent=1))
     return 0
 
@@ -207,8 +236,13 @@ def run_do_bench(cases: list[PlannedCase], seed: int, rep_ms: float, work: Path,
     result_path = work / "do_bench_result.json"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     try:
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--do-bench-worker", str(plan_path), str(result_path)],
-                       cwd=REPO_ROOT, env=env, timeout=timeout_s, check=False)
+        subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--do-bench-worker", str(plan_path), str(result_path)],
+            cwd=REPO_ROOT,
+            env=env,
+            timeout=timeout_s,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         log(f"do_bench: timed out after {timeout_s:.0f} s; keeping the cases it finished")
     return json.loads(result_path.read_text()) if result_path.exists() else {}
@@ -237,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         "cases": len(cases),
         "timing_config": timing.to_dict(),
     }
-    log(f"gpu_check: {len(cases)} cases on {device_kind} ({report['environment'].get('gpu_name')}), commit {report['commit'][:10]}")
+    log(
+        f"gpu_check: {len(cases)} cases on {device_kind} ({report['environment'].get('gpu_name')}), commit {report['commit'][:10]}"
+    )
     if args.pytest:
         report["pytest_gpu"] = run_pytest(args.pytest, out, timeout_s=max(60.0, args.budget_s / 3))
         log(f"pytest -m gpu: rc {report['pytest_gpu']['rc']}: {report['pytest_gpu']['summary']}")
@@ -250,10 +286,15 @@ def main(argv: list[str] | None = None) -> int:
             log(f"repeat {i}: skipped, would exceed --budget-s {args.budget_s:.0f} (elapsed {elapsed:.0f} s)")
             break
         options = RunOptions(
-            shape_set=set_name, device_kind=device_kind, timing=timing,
+            shape_set=set_name,
+            device_kind=device_kind,
+            timing=timing,
             correctness=not args.no_correctness and (i == 0 or args.correctness_every_run),
             case_timeout_s=args.case_timeout or float(default(f"case_timeout_{device_kind}_s")),
-            trigger="workflow_dispatch", progress=True, plain_progress=True, ncu=args.ncu and i == 0,
+            trigger="workflow_dispatch",
+            progress=True,
+            plain_progress=True,
+            ncu=args.ncu and i == 0,
             ncu_cases=[p for p in args.ncu_cases.split(",") if p],
             notes=f"gpu_check repeat {i + 1}/{args.repeats}",
             deadline=started_mono + args.budget_s,
@@ -269,16 +310,25 @@ def main(argv: list[str] | None = None) -> int:
         statuses: dict[str, int] = {}
         for o in outcomes.values():
             statuses[o["status"]] = statuses.get(o["status"], 0) + 1
-        report.setdefault("runs", []).append({"wall_s": round(walls[-1], 1), "status": result.status, "statuses": statuses,
-                                               "correctness": options.correctness,
-                                               "lost": {c: o["error"] for c, o in outcomes.items() if o["status"] in ("failed", "crashed", "timeout")}})
+        report.setdefault("runs", []).append(
+            {
+                "wall_s": round(walls[-1], 1),
+                "status": result.status,
+                "statuses": statuses,
+                "correctness": options.correctness,
+                "lost": {c: o["error"] for c, o in outcomes.items() if o["status"] in ("failed", "crashed", "timeout")},
+            }
+        )
         report["runs"][-1]["guard"] = guard_totals(timings)
         if result.ncu is not None:
             metrics = result.ncu.case_metrics
             report["runs"][-1]["ncu"] = {
-                "seconds": round(result.ncu.seconds, 1), "cases": len(metrics),
+                "seconds": round(result.ncu.seconds, 1),
+                "cases": len(metrics),
                 "profiled": sum(1 for m in metrics if m.kernel_count and not m.error),
-                "not_profiled_deadline": sum(1 for m in metrics if (m.error or "").startswith("not profiled: run deadline")),
+                "not_profiled_deadline": sum(
+                    1 for m in metrics if (m.error or "").startswith("not profiled: run deadline")
+                ),
             }
             log(f"run {i + 1} ncu: {report['runs'][-1]['ncu']}")
         if i == 0:
@@ -296,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         wanted = set(args.do_bench_variants.split(",")) if args.do_bench_variants else None
         ok_cases = [c for c in cases if c.case_id in runs[0] and (wanted is None or c.variant in wanted)]
         remaining = args.budget_s - (time.perf_counter() - started)
-        db = run_do_bench(ok_cases, int(default("timing_seed")), args.do_bench_rep_ms, work, timeout_s=max(30.0, remaining))
+        db = run_do_bench(
+            ok_cases, int(default("timing_seed")), args.do_bench_rep_ms, work, timeout_s=max(30.0, remaining)
+        )
         agreement = {}
         for cid, r in db.items():
             if "median_us" in r:
@@ -309,11 +361,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.probe and device_kind == "cuda":
         probe_path = work / "probe.json"
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(probe_path)],
-                       cwd=REPO_ROOT, env=env, timeout=120, check=False)
-        report["probe"] = json.loads(probe_path.read_text()) if probe_path.exists() else {"error": "probe wrote nothing"}
+        subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--probe-worker", str(probe_path)],
+            cwd=REPO_ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        report["probe"] = (
+            json.loads(probe_path.read_text()) if probe_path.exists() else {"error": "probe wrote nothing"}
+        )
         for row in report["probe"].get("rows", []):
-            log(f"probe {row['subject']:<14} {row['method']:<22} median {row['median_us']:9.2f} us  clock {row['clock_before']}->{row['clock_after']} MHz  {row['reasons']}")
+            log(
+                f"probe {row['subject']:<14} {row['method']:<22} median {row['median_us']:9.2f} us  clock {row['clock_before']}->{row['clock_after']} MHz  {row['reasons']}"
+            )
 
     report["seconds"] = round(time.perf_counter() - started, 1)
     save(report, bundles, out)
@@ -341,8 +402,10 @@ def _skip_temporaries(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
 def print_table(report: dict, runs: list[dict[str, dict]]) -> None:
     noise, db = report.get("noise", {}), report.get("do_bench", {})
     log("")
-    log(f"{'case':<44} {'median_us':>10} {'gap':>6} {'cv%':>6} {'gapcv%':>6} {'graph_us':>9} {'dobench':>9} {'ratio':>6}")
-    for cid, t in (runs[0].items() if runs else []):
+    log(
+        f"{'case':<44} {'median_us':>10} {'gap':>6} {'cv%':>6} {'gapcv%':>6} {'graph_us':>9} {'dobench':>9} {'ratio':>6}"
+    )
+    for cid, t in runs[0].items() if runs else []:
         n = noise.get(cid, {})
         d = db.get(cid, {})
         cells = [
@@ -358,10 +421,16 @@ def print_table(report: dict, runs: list[dict[str, dict]]) -> None:
     for i, r in enumerate(report.get("runs", [])):
         log(f"run {i + 1}: {r['wall_s']} s, {r['status']}, {r['statuses']}, lost: {list(r['lost'])[:6]}")
         if r.get("guard"):
-            log(f"run {i + 1} guard: {r['guard']['retimed_blocks']} blocks re-timed, {r['guard']['uncovered_blocks']} kept "
-                f"uncovered in {len(r['guard']['cases_with_uncovered_blocks'])} cases")
-    log(f"correctness: {report.get('correctness_records', 0)} records, {len(report.get('correctness_failures', []))} failed")
-    log(f"builds: {[(b['variant'], b['ok'], b.get('registers_per_thread'), b.get('spill_store_bytes')) for b in report.get('builds', [])]}")
+            log(
+                f"run {i + 1} guard: {r['guard']['retimed_blocks']} blocks re-timed, {r['guard']['uncovered_blocks']} kept "
+                f"uncovered in {len(r['guard']['cases_with_uncovered_blocks'])} cases"
+            )
+    log(
+        f"correctness: {report.get('correctness_records', 0)} records, {len(report.get('correctness_failures', []))} failed"
+    )
+    log(
+        f"builds: {[(b['variant'], b['ok'], b.get('registers_per_thread'), b.get('spill_store_bytes')) for b in report.get('builds', [])]}"
+    )
     if "pytest_gpu" in report:
         log(f"pytest -m gpu: {report['pytest_gpu']}")
     log(f"total {report['seconds']} s")

@@ -66,14 +66,20 @@ def parse_args(argv):
     p.add_argument("--shapes", default=None, help="shape set of the compares (default: pr on a GPU, cpu on a CPU)")
     p.add_argument("--variants", default=None, help="variants of the cold/warm compares (default: all)")
     p.add_argument("--slowdown", type=float, default=0.03, help="planted slowdown (default 0.03)")
-    p.add_argument("--planted-repeats", type=int, default=1,
-                   help="run the planted step this many times (planted, planted_2, ...): each a fresh pair of workers")
+    p.add_argument(
+        "--planted-repeats",
+        type=int,
+        default=1,
+        help="run the planted step this many times (planted, planted_2, ...): each a fresh pair of workers",
+    )
     p.add_argument("--rounds", type=int, default=None, help="compare --rounds (default: ci/run_config.toml)")
     p.add_argument("--min-rounds", type=int, default=None, help="compare --min-rounds (default: ci/run_config.toml)")
     p.add_argument("--budget-s", type=float, default=560.0, help="wall-clock budget of the whole call")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument("--out", default=None, help="output folder (default: $OUT, else out/gpu_compare)")
-    p.add_argument("--commit", default=None, help="commit measured, for a copy without .git (recorded in gpu_compare.json)")
+    p.add_argument(
+        "--commit", default=None, help="commit measured, for a copy without .git (recorded in gpu_compare.json)"
+    )
     p.add_argument("--run-group", metavar="BUNDLE_DIR", help=argparse.SUPPRESS)  # child mode of steps 4 and 5
     p.add_argument("--group-diagnose", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--group-deadline-s", type=float, default=120.0, help=argparse.SUPPRESS)
@@ -105,12 +111,28 @@ def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path) -> t
     return rc, time.monotonic() - started
 
 
-def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants: str | None, extra: list[str],
-                timeout_s: float) -> dict:
+def run_compare(
+    name: str, args, out: Path, base_root: Path, env: dict, variants: str | None, extra: list[str], timeout_s: float
+) -> dict:
     """One `python -m attnwatch compare` in a subprocess; its results read back from what it wrote."""
     folder = out / name
-    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(base_root), "--base", "copy-of-this-tree",
-           "--shapes", args.shapes, "--out", str(folder), "--fail-on", "regression", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "compare",
+        "--base-root",
+        str(base_root),
+        "--base",
+        "copy-of-this-tree",
+        "--shapes",
+        args.shapes,
+        "--out",
+        str(folder),
+        "--fail-on",
+        "regression",
+        *extra,
+    ]
     if variants:
         cmd += ["--variants", variants]
     for flag, value in (("--rounds", args.rounds), ("--min-rounds", args.min_rounds)):
@@ -123,7 +145,9 @@ def run_compare(name: str, args, out: Path, base_root: Path, env: dict, variants
         report = json.loads((folder / "compare.json").read_text())
         session = json.loads((folder / "session.json").read_text())
     except (OSError, ValueError) as exc:
-        result["error"] = f"no compare.json/session.json: {exc}; log tail: {(folder / 'compare.log').read_text()[-800:]}"
+        result["error"] = (
+            f"no compare.json/session.json: {exc}; log tail: {(folder / 'compare.log').read_text()[-800:]}"
+        )
         return result
     result.update(summarize_compare(report, session, wall))
     result["sampling"] = sampling_cost(folder / "bundles", result["breakdown_s"])
@@ -145,8 +169,12 @@ def sampling_cost(bundles: Path, breakdown: dict) -> dict:
             for timing in bundle.timings:
                 retimed += timing.guard_retimed_blocks or 0
                 uncovered += timing.guard_uncovered_blocks or 0
-        out[side] = {"calls": calls, "guard_retimed_blocks": retimed, "guard_uncovered_blocks": uncovered,
-                     "timing_us_per_call": round(parts.get("timing_s", 0.0) * 1e6 / calls, 1) if calls else None}
+        out[side] = {
+            "calls": calls,
+            "guard_retimed_blocks": retimed,
+            "guard_uncovered_blocks": uncovered,
+            "timing_us_per_call": round(parts.get("timing_s", 0.0) * 1e6 / calls, 1) if calls else None,
+        }
     return out
 
 
@@ -161,13 +189,16 @@ def summarize_compare(report: dict, session: dict, wall: float) -> dict:
     measured = sum(t["correctness_s"] + t["prepare_s"] + t["timing_s"] + t["probe_s"] for t in parts.values())
     used = list(session["rounds_used"].values())
     return {
-        "cases": len(report["cases"]), "verdicts": verdicts,
+        "cases": len(report["cases"]),
+        "verdicts": verdicts,
         "regressions": [c["case_id"] for c in report["cases"] if c["verdict"] == "regression"],
         "ratios": {c["case_id"]: c["ratio"] for c in report["cases"] if c["ratio"] is not None},
-        "rounds_run": session["rounds_run"], "rounds_per_case": [min(used), max(used)] if used else None,
+        "rounds_run": session["rounds_run"],
+        "rounds_per_case": [min(used), max(used)] if used else None,
         "mean_rounds": round(sum(used) / len(used), 2) if used else None,
         "breakdown_s": {name: {k: round(v, 1) for k, v in t.items() if k.endswith("_s")} for name, t in parts.items()},
-        "setup_overlapped_s": round(setup, 1), "judging_s": round(session["looks_s"], 1),
+        "setup_overlapped_s": round(setup, 1),
+        "judging_s": round(session["looks_s"], 1),
         "other_s": round(wall - setup - measured - session["looks_s"], 1),
         "restarts": {name: s["restarts"] for name, s in sides.items()},
         "lost": {name: s["final"] for name, s in sides.items() if s["final"]},
@@ -189,10 +220,19 @@ def run_group(bundle_dir: str, diagnose: bool, deadline_s: float) -> int:
     timing = timing_config(kind).with_overrides(time_cap_s=0.1, max_samples=40, min_samples=20)
     if not diagnose:  # under memcheck: no 4x-L2 memset per call, few graph replays (the stage still runs)
         timing = timing.with_overrides(flush_l2_multiple=0, graph_calls=2, graph_replays=2)
-    options = RunOptions(shape_set="custom", device_kind=kind, timing=timing, correctness_seeds=[0],
-                         case_timeout_s=max(60.0, deadline_s / 2), progress=True, plain_progress=True,
-                         diagnose=diagnose, deadline=time.monotonic() + deadline_s, trigger="workflow_dispatch",
-                         notes="gpu_compare: " + ("CUDA_LAUNCH_BLOCKING=1" if diagnose else "compute-sanitizer memcheck"))
+    options = RunOptions(
+        shape_set="custom",
+        device_kind=kind,
+        timing=timing,
+        correctness_seeds=[0],
+        case_timeout_s=max(60.0, deadline_s / 2),
+        progress=True,
+        plain_progress=True,
+        diagnose=diagnose,
+        deadline=time.monotonic() + deadline_s,
+        trigger="workflow_dispatch",
+        notes="gpu_compare: " + ("CUDA_LAUNCH_BLOCKING=1" if diagnose else "compute-sanitizer memcheck"),
+    )
     result = execute_suite(selection.cases, kernels_root=None, out_dir=Path(bundle_dir), options=options)
     return 0 if result.status == "complete" else 1
 
@@ -201,14 +241,32 @@ def group_step(name: str, out: Path, *, sanitizer: str | None, diagnose: bool, t
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--run-group", str(folder / "bundle"),
-           "--group-deadline-s", str(max(30.0, timeout_s - 30.0))]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--run-group",
+        str(folder / "bundle"),
+        "--group-deadline-s",
+        str(max(30.0, timeout_s - 30.0)),
+    ]
     if diagnose:
         cmd.append("--group-diagnose")
     if sanitizer:
         env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
-        cmd = [sanitizer, "--tool", "memcheck", "--target-processes", "all", "--report-api-errors", "no",
-               "--print-limit", "50", "--log-file", str(folder / "memcheck.%p.log"), *cmd]
+        cmd = [
+            sanitizer,
+            "--tool",
+            "memcheck",
+            "--target-processes",
+            "all",
+            "--report-api-errors",
+            "no",
+            "--print-limit",
+            "50",
+            "--log-file",
+            str(folder / "memcheck.%p.log"),
+            *cmd,
+        ]
     rc, wall = run_logged(cmd, env, timeout_s, folder / "run.log")
     result = {"step": name, "rc": rc, "wall_s": round(wall, 1)}
     outcomes_path = folder / "bundle" / "outcomes.json"
@@ -223,10 +281,15 @@ def group_step(name: str, out: Path, *, sanitizer: str | None, diagnose: bool, t
     if sanitizer:
         summaries = []
         for path in sorted(folder.glob("memcheck.*.log")):
-            summaries += [line.strip() for line in path.read_text(errors="replace").splitlines() if "ERROR SUMMARY" in line]
+            summaries += [
+                line.strip() for line in path.read_text(errors="replace").splitlines() if "ERROR SUMMARY" in line
+            ]
         result["memcheck_summaries"] = summaries
-        result["memcheck_errors"] = sum(int(s.split("ERROR SUMMARY:")[1].split()[0]) for s in summaries
-                                        if s.split("ERROR SUMMARY:")[1].split()[0].isdigit())
+        result["memcheck_errors"] = sum(
+            int(s.split("ERROR SUMMARY:")[1].split()[0])
+            for s in summaries
+            if s.split("ERROR SUMMARY:")[1].split()[0].isdigit()
+        )
     return result
 
 
@@ -251,22 +314,32 @@ def main(argv=None) -> int:
     base_root = work / "base"
     shutil.copytree(REPO_ROOT / "kernels", base_root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     caches = work / "caches"  # empty: the first compare is cold, later ones reuse what it compiled
-    env = dict(os.environ, ATTNWATCH_CACHE=str(caches / "attnwatch"), TRITON_CACHE_DIR=str(caches / "triton"),
-               CUPY_CACHE_DIR=str(caches / "cupy"),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        ATTNWATCH_CACHE=str(caches / "attnwatch"),
+        TRITON_CACHE_DIR=str(caches / "triton"),
+        CUPY_CACHE_DIR=str(caches / "cupy"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    )
     from attnwatch.ci.environment import capture_git
 
-    report = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device_kind": kind,
-              "commit": args.commit or capture_git(REPO_ROOT).sha,
-              "shapes": args.shapes, "budget_s": args.budget_s, "steps": {}}
+    report = {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device_kind": kind,
+        "commit": args.commit or capture_git(REPO_ROOT).sha,
+        "shapes": args.shapes,
+        "budget_s": args.budget_s,
+        "steps": {},
+    }
     # A step gets at most MOST[step] seconds and never eats what the later steps asked for need
     # (NEED: the least worth starting; a cut-off compare returns nothing useful).
-    sanitizer = shutil.which("compute-sanitizer") or ("/usr/local/cuda/bin/compute-sanitizer"
-                                                       if Path("/usr/local/cuda/bin/compute-sanitizer").exists() else None)
+    sanitizer = shutil.which("compute-sanitizer") or (
+        "/usr/local/cuda/bin/compute-sanitizer" if Path("/usr/local/cuda/bin/compute-sanitizer").exists() else None
+    )
     for step in STEPS:
         if step not in steps:
             continue
-        later = sum(NEED[s] for s in STEPS[STEPS.index(step) + 1:] if s in steps)
+        later = sum(NEED[s] for s in STEPS[STEPS.index(step) + 1 :] if s in steps)
         timeout = min(MOST[step], budget.left() - later)
         if step == "sanitizer" and (kind != "cuda" or not sanitizer):
             why = "no GPU" if kind != "cuda" else "compute-sanitizer not found"
@@ -290,13 +363,25 @@ def main(argv=None) -> int:
                     break
                 if k > 1:
                     log(f"{name}: starting (up to {min(MOST[step], budget.left() - later):.0f} s)")
-                report["steps"][name] = run_compare(name, args, out, base_root, planted_env, "sdpa,t_planted",
-                                                    ["--variant-module", "attnwatch_planted", "--variant-path", str(FAULTS)],
-                                                    min(MOST[step], budget.left() - later))
+                report["steps"][name] = run_compare(
+                    name,
+                    args,
+                    out,
+                    base_root,
+                    planted_env,
+                    "sdpa,t_planted",
+                    ["--variant-module", "attnwatch_planted", "--variant-path", str(FAULTS)],
+                    min(MOST[step], budget.left() - later),
+                )
             result = report["steps"]["planted"]
         else:
-            result = group_step(step, out, sanitizer=sanitizer if step == "sanitizer" else None,
-                                diagnose=step == "diagnose", timeout_s=timeout)
+            result = group_step(
+                step,
+                out,
+                sanitizer=sanitizer if step == "sanitizer" else None,
+                diagnose=step == "diagnose",
+                timeout_s=timeout,
+            )
         report["steps"][step] = result
         log(f"{step}: {json.dumps({k: v for k, v in result.items() if k not in ('ratios', 'notes', 'lost')})[:600]}")
         (out / "gpu_compare.json").write_text(json.dumps(report, indent=1, default=str))
@@ -323,15 +408,24 @@ def print_table(report: dict) -> None:
             for side, parts in r["breakdown_s"].items():
                 log(f"{'':<10} {'':>4} {'':>7}  {side}: " + ", ".join(f"{k[:-2]} {v}" for k, v in parts.items()))
             if r.get("sampling"):
-                log(f"{'':<10} {'':>4} {'':>7}  timed calls " + ", ".join(
-                    f"{side} {c['calls']} ({c['timing_us_per_call']} us of timing each, blocks re-timed "
-                    f"{c['guard_retimed_blocks']}, uncovered {c['guard_uncovered_blocks']})" for side, c in r["sampling"].items()))
-            log(f"{'':<10} {'':>4} {'':>7}  setup (both sides, overlapped) {r['setup_overlapped_s']}, judging "
-                f"{r['judging_s']}, other {r['other_s']}; restarts {r['restarts']}; lost {list(r['lost'])}")
+                log(
+                    f"{'':<10} {'':>4} {'':>7}  timed calls "
+                    + ", ".join(
+                        f"{side} {c['calls']} ({c['timing_us_per_call']} us of timing each, blocks re-timed "
+                        f"{c['guard_retimed_blocks']}, uncovered {c['guard_uncovered_blocks']})"
+                        for side, c in r["sampling"].items()
+                    )
+                )
+            log(
+                f"{'':<10} {'':>4} {'':>7}  setup (both sides, overlapped) {r['setup_overlapped_s']}, judging "
+                f"{r['judging_s']}, other {r['other_s']}; restarts {r['restarts']}; lost {list(r['lost'])}"
+            )
         else:
             extra = f", memcheck errors {r.get('memcheck_errors')}" if "memcheck_errors" in r else ""
-            log(f"{name:<10} {r['rc']:>4} {r['wall_s']:>7}  {r.get('statuses', r.get('error', '?'))}{extra}; "
-                f"lost {list(r.get('lost', {}))}")
+            log(
+                f"{name:<10} {r['rc']:>4} {r['wall_s']:>7}  {r.get('statuses', r.get('error', '?'))}{extra}; "
+                f"lost {list(r.get('lost', {}))}"
+            )
     log(f"total {report['seconds']} s of {report['budget_s']:.0f}")
 
 

@@ -40,7 +40,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--devices", default="0,1", help="the two CUDA_VISIBLE_DEVICES values, comma-separated (default 0,1)")
+    p.add_argument(
+        "--devices", default="0,1", help="the two CUDA_VISIBLE_DEVICES values, comma-separated (default 0,1)"
+    )
     p.add_argument("--shapes", default="pr")
     p.add_argument("--variants", default="sdpa,triton_fa2")
     p.add_argument("--dtypes", default="fp16")
@@ -54,6 +56,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # --- reading bundles (plain JSON: this script must run where the history's packages are absent) ---
 
+
 def read_bundle(bundle: Path) -> dict[str, Any]:
     """What the check needs from one bundle: identity, clocks, per-case medians, child pids."""
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
@@ -65,9 +68,14 @@ def read_bundle(bundle: Path) -> dict[str, Any]:
     tails = [(t.get("interleave_group") or "").rpartition("#")[2].split(".")[0] for t in timings]
     pids = sorted({int(tail) for tail in tails if tail.isdigit()})
     return {
-        "run_id": manifest["run_id"], "status": manifest["status"], "hostname": env.get("hostname"),
-        "pool": env.get("pool"), "gpu_name": env.get("gpu_name"), "gpu_uuid": env.get("gpu_uuid"),
-        "gpu_pci_bus_id": env.get("gpu_pci_bus_id"), "gpu_index": env.get("gpu_index"),
+        "run_id": manifest["run_id"],
+        "status": manifest["status"],
+        "hostname": env.get("hostname"),
+        "pool": env.get("pool"),
+        "gpu_name": env.get("gpu_name"),
+        "gpu_uuid": env.get("gpu_uuid"),
+        "gpu_pci_bus_id": env.get("gpu_pci_bus_id"),
+        "gpu_index": env.get("gpu_index"),
         "sm_clock_start_mhz": env.get("sm_clock_mhz"),
         "case_clock_before_mhz": [min(before), max(before)] if before else None,
         "case_clock_after_mhz": [min(after), max(after)] if after else None,
@@ -83,7 +91,9 @@ def compare_medians(a: dict[str, float], b: dict[str, float]) -> dict[str, Any]:
     ratios = [v["ratio"] for v in cases.values()]
     summary = {"cases": len(ratios)}
     if ratios:
-        summary.update(geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)), min=min(ratios), max=max(ratios))
+        summary.update(
+            geomean=math.exp(statistics.fmean(math.log(r) for r in ratios)), min=min(ratios), max=max(ratios)
+        )
     return {"cases": cases, "summary": summary}
 
 
@@ -103,15 +113,19 @@ def identity_verdict(runs: dict[str, dict], expected: dict[str, str | None], see
             problems.append(f"CUDA_VISIBLE_DEVICES={device}: bundle says {run['gpu_uuid']}, NVML maps it to {want}")
         where = sorted(uuid for uuid, pids in seen.items() if pids & set(run["child_pids"]))
         if where and run["gpu_uuid"] not in where:
-            problems.append(f"CUDA_VISIBLE_DEVICES={device}: its measuring process ran on {where}, bundle says {run['gpu_uuid']}")
+            problems.append(
+                f"CUDA_VISIBLE_DEVICES={device}: its measuring process ran on {where}, bundle says {run['gpu_uuid']}"
+            )
     return problems
 
 
 # --- NVML: the expected mapping and a background sampler -----------------------------------
 
+
 def load_nvml() -> Any:
     try:
         import pynvml
+
         pynvml.nvmlInit()
     except Exception:  # noqa: BLE001 - no NVML (CPU machine): the check runs without it
         return None
@@ -150,8 +164,15 @@ class Sampler(threading.Thread):
                 except self.nvml.NVMLError:
                     continue
                 self.pids.setdefault(uuid, set()).update(int(p.pid) for p in procs)
-                self.samples.append({"t": round(time.time(), 1), "uuid": uuid, "sm_clock_mhz": int(clock),
-                                     "util_pct": int(util), "pids": sorted(int(p.pid) for p in procs)})
+                self.samples.append(
+                    {
+                        "t": round(time.time(), 1),
+                        "uuid": uuid,
+                        "sm_clock_mhz": int(clock),
+                        "util_pct": int(util),
+                        "pids": sorted(int(p.pid) for p in procs),
+                    }
+                )
 
     def stop(self) -> None:
         self._stopping.set()
@@ -163,23 +184,49 @@ class Sampler(threading.Thread):
         for uuid in sorted({s["uuid"] for s in self.samples}):
             mine = [s for s in self.samples if s["uuid"] == uuid]
             busy = [s["sm_clock_mhz"] for s in mine if s["util_pct"] >= 50]
-            out[uuid] = {"samples": len(mine), "busy_median_sm_clock_mhz": statistics.median(busy) if busy else None,
-                         "max_util_pct": max(s["util_pct"] for s in mine)}
+            out[uuid] = {
+                "samples": len(mine),
+                "busy_median_sm_clock_mhz": statistics.median(busy) if busy else None,
+                "max_util_pct": max(s["util_pct"] for s in mine),
+            }
         return out
 
 
 # --- running ------------------------------------------------------------------------------------
 
+
 def start_run(args: argparse.Namespace, device: str, out_dir: Path, log_path: Path) -> subprocess.Popen:
     """`attnwatch run` pinned to CUDA_VISIBLE_DEVICES=`device`, writing its bundle to `out_dir`."""
-    cmd = [sys.executable, "-m", "attnwatch", "run", "--shapes", args.shapes, "--variants", args.variants,
-           "--dtypes", args.dtypes, "--device", args.device, "--out", str(out_dir), "--no-progress",
-           "--trigger", "workflow_dispatch", "--max-minutes", str(args.max_minutes),
-           "--notes", f"gpu_pair_check CUDA_VISIBLE_DEVICES={device}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "run",
+        "--shapes",
+        args.shapes,
+        "--variants",
+        args.variants,
+        "--dtypes",
+        args.dtypes,
+        "--device",
+        args.device,
+        "--out",
+        str(out_dir),
+        "--no-progress",
+        "--trigger",
+        "workflow_dispatch",
+        "--max-minutes",
+        str(args.max_minutes),
+        "--notes",
+        f"gpu_pair_check CUDA_VISIBLE_DEVICES={device}",
+    ]
     if args.commit:
         cmd += ["--commit", args.commit]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES=device,
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(
+        os.environ,
+        CUDA_VISIBLE_DEVICES=device,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+    )
     with open(log_path, "w", encoding="utf-8") as log:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
@@ -209,14 +256,18 @@ def save(out: Path, report: dict, bundles: dict[str, Path]) -> None:
 
 def print_report(report: dict) -> None:
     print()
-    print(f"{'CUDA_VISIBLE_DEVICES':<21} {'status':<9} {'gpu_uuid (recorded)':<42} {'pci_bus_id':<17} {'nvml':>4} "
-          f"{'expected by NVML':<42} {'seen':<5} {'clk0':>5} {'before':>11} {'after':>11}")
+    print(
+        f"{'CUDA_VISIBLE_DEVICES':<21} {'status':<9} {'gpu_uuid (recorded)':<42} {'pci_bus_id':<17} {'nvml':>4} "
+        f"{'expected by NVML':<42} {'seen':<5} {'clk0':>5} {'before':>11} {'after':>11}"
+    )
     for device, run in report["runs"].items():
         seen = report["seen_on_recorded_gpu"].get(device)
         rng = lambda r: f"{r[0]}-{r[1]}" if r else "-"  # noqa: E731
-        print(f"{device:<21} {run['status']:<9} {str(run['gpu_uuid']):<42} {str(run['gpu_pci_bus_id']):<17} "
-              f"{str(run['gpu_index']):>4} {str(report['expected'].get(device)):<42} {str(seen):<5} "
-              f"{str(run['sm_clock_start_mhz']):>5} {rng(run['case_clock_before_mhz']):>11} {rng(run['case_clock_after_mhz']):>11}")
+        print(
+            f"{device:<21} {run['status']:<9} {str(run['gpu_uuid']):<42} {str(run['gpu_pci_bus_id']):<17} "
+            f"{str(run['gpu_index']):>4} {str(report['expected'].get(device)):<42} {str(seen):<5} "
+            f"{str(run['sm_clock_start_mhz']):>5} {rng(run['case_clock_before_mhz']):>11} {rng(run['case_clock_after_mhz']):>11}"
+        )
     a, b = list(report["runs"])[:2]
     print(f"\n{'case':<46} {'median ' + a:>14} {'median ' + b:>14} {b + '/' + a:>8}")
     for case, row in report["pair"]["cases"].items():
@@ -239,8 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-pair-check-"))  # the bundles come back in bundles.tar.gz
     nvml = load_nvml()
-    report: dict[str, Any] = {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                              "args": vars(args), "expected": expected_gpus(nvml, devices)}
+    report: dict[str, Any] = {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "args": vars(args),
+        "expected": expected_gpus(nvml, devices),
+    }
     sampler = Sampler(nvml) if nvml is not None else None
     if sampler:
         sampler.start()
@@ -256,16 +310,21 @@ def main(argv: list[str] | None = None) -> int:
     runs = {d: read_bundle(bundles[f"run_{d}"]) for d in devices if (bundles[f"run_{d}"] / "manifest.json").exists()}
     report["runs"] = runs
     seen = sampler.pids if sampler else {}
-    report["seen_on_recorded_gpu"] = {d: (bool(seen.get(r["gpu_uuid"], set()) & set(r["child_pids"])) if seen else None)
-                                      for d, r in runs.items()}
+    report["seen_on_recorded_gpu"] = {
+        d: (bool(seen.get(r["gpu_uuid"], set()) & set(r["child_pids"])) if seen else None) for d, r in runs.items()
+    }
     if len(runs) == 2:
         report["pair"] = compare_medians(runs[devices[0]]["medians_us"], runs[devices[1]]["medians_us"])
-    report["problems"] = identity_verdict(runs, report["expected"], seen) if len(runs) == 2 else ["a run wrote no bundle"]
+    report["problems"] = (
+        identity_verdict(runs, report["expected"], seen) if len(runs) == 2 else ["a run wrote no bundle"]
+    )
     save(out, report, bundles)
     if args.solo and len(runs) == 2:
         bundles["solo_" + devices[0]] = work / f"solo_{devices[0]}"
-        code = wait_runs({devices[0]: start_run(args, devices[0], bundles["solo_" + devices[0]], out / "solo.log")},
-                         60 * args.max_minutes + 180)
+        code = wait_runs(
+            {devices[0]: start_run(args, devices[0], bundles["solo_" + devices[0]], out / "solo.log")},
+            60 * args.max_minutes + 180,
+        )
         if (bundles["solo_" + devices[0]] / "manifest.json").exists():
             solo = read_bundle(bundles["solo_" + devices[0]])
             report["solo"] = compare_medians(solo["medians_us"], runs[devices[0]]["medians_us"])

@@ -42,8 +42,17 @@ PACKAGES = ("kernels", "ci", "history", "app", "cli")
 INSIDE_PACKAGE = frozenset({"cli"})  # layers whose folder is attnwatch/<name>, not a top-level one
 # history's top-level modules: shared leaves that every role may import.
 # history.contract.names (the name rules, no project import) is one too: history.reproduce reads it.
-_HISTORY_LEAVES = frozenset({"history.errors", "history.temp_dirs", "history.links", "history.reproduce",
-                             "history.contract.names", "history.terminal_text", "history.crash_log"})
+_HISTORY_LEAVES = frozenset(
+    {
+        "history.errors",
+        "history.temp_dirs",
+        "history.links",
+        "history.reproduce",
+        "history.contract.names",
+        "history.terminal_text",
+        "history.crash_log",
+    }
+)
 # Modules of the package itself (attnwatch/<name>.py) that import nothing of the project: every
 # layer may import them, kernels too (absolutely: the compare child's attnwatch is this revision's).
 SHARED_LEAVES = frozenset({"toml_reader"})
@@ -126,8 +135,11 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
             named = [alias.name for alias in node.names]
             targets = [_unprefixed(n) for n in named]
         elif isinstance(node, ast.ImportFrom):
-            module = node.module if node.level == 0 else _resolve_relative(
-                source, path.name == "__init__.py", node.level, node.module)
+            module = (
+                node.module
+                if node.level == 0
+                else _resolve_relative(source, path.name == "__init__.py", node.level, node.module)
+            )
             if not module:
                 continue
             named = [module] * len(node.names)
@@ -152,7 +164,7 @@ def imports_of(path: Path, root: Path = ROOT) -> list[Import]:
 
 
 def _unprefixed(name: str) -> str:
-    return name[len(NAMESPACE) + 1:] if name.startswith(NAMESPACE + ".") else name
+    return name[len(NAMESPACE) + 1 :] if name.startswith(NAMESPACE + ".") else name
 
 
 def layer_violations(root: Path = ROOT) -> list[Import]:

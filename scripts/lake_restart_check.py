@@ -33,14 +33,42 @@ def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rn
     from attnwatch.history.store.location import parse_location
 
     location = f"ducklake:postgres:{server.dsn(server.create_database(f'trial_{n}'))}"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(root / f"data-{n}"),
-           "ATTNWATCH_LAKE_RETRY_S": "90"}
-    subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True, capture_output=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "ATTNWATCH_LAKE_DATA": str(root / f"data-{n}"),
+        "ATTNWATCH_LAKE_RETRY_S": "90",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True, capture_output=True
+    )
     shared = make_bundle(root / f"t{n}-shared", run_id=f"t{n}-shared", seed=n, commit_sha="ee" * 20, n_samples=5)
-    groups = [[shared, *(make_bundle(root / f"t{n}-w{w}-{i}", run_id=f"t{n}-w{w}-{i}", seed=1000 * n + 10 * w + i,
-                                     commit_sha="ee" * 20, n_samples=5) for i in range(own))] for w in range(writers)]
-    procs = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, g)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for g in groups]
+    groups = [
+        [
+            shared,
+            *(
+                make_bundle(
+                    root / f"t{n}-w{w}-{i}",
+                    run_id=f"t{n}-w{w}-{i}",
+                    seed=1000 * n + 10 * w + i,
+                    commit_sha="ee" * 20,
+                    n_samples=5,
+                )
+                for i in range(own)
+            ),
+        ]
+        for w in range(writers)
+    ]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, g)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for g in groups
+    ]
     for _ in range(restarts):
         time.sleep(rng.uniform(0.5, 8.0))
         server.restart()
@@ -51,11 +79,20 @@ def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rn
         results = dict(con.execute("SELECT run_id, count(*) FROM results GROUP BY run_id").fetchall())
     reported = {line.split()[1] for out, _ in outs for line in out.splitlines() if line.startswith("inserted ")}
     failed = [p.returncode for p in procs if p.returncode != 0]
-    unclear = [err for p, (_, err) in zip(procs, outs)
-               if "Traceback" in err or len(err.strip().splitlines()) > 1 or any(len(x) > 300 for x in err.splitlines())]
-    return {"exit_nonzero": len(failed), "unclear": len(unclear), "doubled": len(stored) - len(set(stored)),
-            "lost_reported": len(reported - set(stored)), "missing": len(expected - set(stored)),
-            "half": sum(1 for c in results.values() if c != 24), "example": (unclear or [""])[0][-400:]}
+    unclear = [
+        err
+        for p, (_, err) in zip(procs, outs)
+        if "Traceback" in err or len(err.strip().splitlines()) > 1 or any(len(x) > 300 for x in err.splitlines())
+    ]
+    return {
+        "exit_nonzero": len(failed),
+        "unclear": len(unclear),
+        "doubled": len(stored) - len(set(stored)),
+        "lost_reported": len(reported - set(stored)),
+        "missing": len(expected - set(stored)),
+        "half": sum(1 for c in results.values() if c != 24),
+        "example": (unclear or [""])[0][-400:],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,18 +113,30 @@ def main(argv: list[str] | None = None) -> int:
             for n in range(args.trials):
                 r = _trial(server, n, Path(tmp), args.writers, args.bundles, args.restarts, rng)
                 rows.append(r)
-                held = not (r["unclear"] or r["doubled"] or r["lost_reported"] or r["half"] or
-                            (r["missing"] and not r["exit_nonzero"]))
+                held = not (
+                    r["unclear"]
+                    or r["doubled"]
+                    or r["lost_reported"]
+                    or r["half"]
+                    or (r["missing"] and not r["exit_nonzero"])
+                )
                 print(f"trial {n}: {'held' if held else 'FAILED'} {r}", flush=True)
     finally:
         server.stop()
-    held = sum(1 for r in rows if not (r["unclear"] or r["doubled"] or r["lost_reported"] or r["half"]
-                                       or (r["missing"] and not r["exit_nonzero"])))
+    held = sum(
+        1
+        for r in rows
+        if not (
+            r["unclear"] or r["doubled"] or r["lost_reported"] or r["half"] or (r["missing"] and not r["exit_nonzero"])
+        )
+    )
     print("\n| trials | held | failed | writers exiting non-zero | unclear errors | runs doubled | reported but lost |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    print(f"| {len(rows)} | {held} | {len(rows) - held} | {sum(r['exit_nonzero'] for r in rows)} of "
-          f"{len(rows) * args.writers} | {sum(r['unclear'] for r in rows)} | {sum(r['doubled'] for r in rows)} | "
-          f"{sum(r['lost_reported'] for r in rows)} |")
+    print(
+        f"| {len(rows)} | {held} | {len(rows) - held} | {sum(r['exit_nonzero'] for r in rows)} of "
+        f"{len(rows) * args.writers} | {sum(r['unclear'] for r in rows)} | {sum(r['doubled'] for r in rows)} | "
+        f"{sum(r['lost_reported'] for r in rows)} |"
+    )
     return 0 if held == len(rows) else 1
 
 

@@ -56,7 +56,9 @@ def copy_tbps() -> float:
 def _smi(field: str) -> str:
     out = subprocess.run(
         ["nvidia-smi", "-i", "0", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return out.stdout.strip() or "unknown"
 
@@ -91,7 +93,9 @@ def main() -> int:
         )
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        rows = [{"gpu": props.name, "kind": k, "dtype": d, "value": v, "measured": where} for (k, d), v in figures.items()]
+        rows = [
+            {"gpu": props.name, "kind": k, "dtype": d, "value": v, "measured": where} for (k, d), v in figures.items()
+        ]
         (args.out / "ceilings.json").write_text(json.dumps(rows, indent=2))
     return 0
 

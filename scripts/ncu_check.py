@@ -94,28 +94,37 @@ class Check:
 
         deadline = self.started + self.budget_s
         with tempfile.TemporaryDirectory() as work:
-            profile = profile_cases(cases, Path(work), sections=sections, gpu_name=self.gpu, deadline=deadline,
-                                    **kwargs)
+            profile = profile_cases(
+                cases, Path(work), sections=sections, gpu_name=self.gpu, deadline=deadline, **kwargs
+            )
         fixed = self.result["fixed"].get("under_ncu_s")
-        row = {"label": label, "sections": list(sections or ("full",)),
-               "cache_control": kwargs.get("cache_control") or "metrics.toml", "cases": len(cases),
-               "profiled": len(cases) - len(profile.errors), "wall_s": round(profile.seconds, 2),
-               "wall_per_case_s": round(profile.seconds / max(1, len(cases)), 3),
-               "per_case_s": None if fixed is None else round((profile.seconds - fixed) / max(1, len(cases)), 3),
-               "kernels": len(profile.kernel_rows), "passes": _spread(profile.passes),
-               # kernels profiled per case -> cases: each case's one call, once (torch_3op: 3, causal 4)
-               "kernels_per_case": dict(sorted(Counter(str(m.kernel_count) for m in profile.case_metrics).items())),
-               "errors": dict(list(profile.errors.items())[:5]),
-               # where a case's seconds go: the target's stages per case (summed over cases, then
-               # divided by the cases that reported them) and the report's import per case
-               "phases_per_case_s": phase_means(profile.phases),
-               "phases_by_case": profile.phases,  # which variants' prepare or clean-up cost the most
-               "import_per_case_s": round(profile.import_seconds / max(1, len(cases)), 3)}
-        self.log(f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
-                 f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
-                 f"{row['kernels']} kernels, passes {row['passes']}; per case: {row['phases_per_case_s']}, "
-                 f"import {row['import_per_case_s']} s"
-                 + (f"; errors e.g. {next(iter(profile.errors.values()))[:300]}" if profile.errors else ""))
+        row = {
+            "label": label,
+            "sections": list(sections or ("full",)),
+            "cache_control": kwargs.get("cache_control") or "metrics.toml",
+            "cases": len(cases),
+            "profiled": len(cases) - len(profile.errors),
+            "wall_s": round(profile.seconds, 2),
+            "wall_per_case_s": round(profile.seconds / max(1, len(cases)), 3),
+            "per_case_s": None if fixed is None else round((profile.seconds - fixed) / max(1, len(cases)), 3),
+            "kernels": len(profile.kernel_rows),
+            "passes": _spread(profile.passes),
+            # kernels profiled per case -> cases: each case's one call, once (torch_3op: 3, causal 4)
+            "kernels_per_case": dict(sorted(Counter(str(m.kernel_count) for m in profile.case_metrics).items())),
+            "errors": dict(list(profile.errors.items())[:5]),
+            # where a case's seconds go: the target's stages per case (summed over cases, then
+            # divided by the cases that reported them) and the report's import per case
+            "phases_per_case_s": phase_means(profile.phases),
+            "phases_by_case": profile.phases,  # which variants' prepare or clean-up cost the most
+            "import_per_case_s": round(profile.import_seconds / max(1, len(cases)), 3),
+        }
+        self.log(
+            f"{label}: {row['profiled']}/{len(cases)} profiled in {profile.seconds:.1f} s, "
+            f"{row['wall_per_case_s']:.3f} s/case (over the fixed: {row['per_case_s']}), "
+            f"{row['kernels']} kernels, passes {row['passes']}; per case: {row['phases_per_case_s']}, "
+            f"import {row['import_per_case_s']} s"
+            + (f"; errors e.g. {next(iter(profile.errors.values()))[:300]}" if profile.errors else "")
+        )
         self.result["runs"].append(row)
         self.save()
         return profile, row
@@ -124,8 +133,9 @@ class Check:
 def phase_means(phases: dict[str, dict[str, float]]) -> dict[str, float]:
     """The mean seconds per case of each target stage (ci/ncu/target.py), over the cases reporting it."""
     names = sorted({name for stages in phases.values() for name in stages})
-    return {name: round(statistics.fmean(stages[name] for stages in phases.values() if name in stages), 3)
-            for name in names}
+    return {
+        name: round(statistics.fmean(stages[name] for stages in phases.values() if name in stages), 3) for name in names
+    }
 
 
 def _spread(values: list[int]) -> dict | None:
@@ -154,8 +164,10 @@ def fixed_start(check: Check, ncu: str) -> None:
             if done.returncode != 0:
                 check.log(f"fixed start {key}: exit {done.returncode}: {(done.stdout + done.stderr)[-300:]}")
     fixed = check.result["fixed"]
-    check.log(f"fixed start: target over an empty plan {fixed.get('import_only_s')} s without ncu, "
-              f"{fixed.get('under_ncu_s')} s under ncu")
+    check.log(
+        f"fixed start: target over an empty plan {fixed.get('import_only_s')} s without ncu, "
+        f"{fixed.get('under_ncu_s')} s under ncu"
+    )
     check.save()
 
 
@@ -178,8 +190,9 @@ def metric_passes(check: Check, ncu: str) -> None:
             if answer["error"] == "timed out":
                 check.log(f"metric passes: {spec.metric} timed out; stopped")
                 break
-            check.result["metric_passes"].append({"metric": spec.metric, "section": spec.section,
-                                                  "passes": answer["passes"], "wall_s": answer["wall_s"]})
+            check.result["metric_passes"].append(
+                {"metric": spec.metric, "section": spec.section, "passes": answer["passes"], "wall_s": answer["wall_s"]}
+            )
     check.log("metric passes: " + ", ".join(f"{r['metric']}={r['passes']}" for r in check.result["metric_passes"]))
     check.save()
 
@@ -195,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=os.environ.get("OUT", "ncu-check-out"))
     p.add_argument("--budget-s", type=float, default=520.0, help="skip steps that would not end by then")
     p.add_argument("--commit", default=None, help="the commit measured (default: git rev-parse here)")
-    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
-                   help="cpu: a smoke run against the configured ncu (tests/stand_in_ncu.py), two variants")
+    p.add_argument(
+        "--device",
+        choices=("cuda", "cpu"),
+        default="cuda",
+        help="cpu: a smoke run against the configured ncu (tests/stand_in_ncu.py), two variants",
+    )
     p.add_argument("--skip", default="", help="comma-separated steps to skip: sections,main,variants,metrics")
     p.add_argument("--with", dest="extra", default="", help="comma-separated extra steps: plants,aa")
     args = p.parse_args(argv)
@@ -215,18 +232,29 @@ def main(argv: list[str] | None = None) -> int:
     ncu = find_ncu()
     if ncu is None:
         sys.exit("ncu_check: ncu not found (not on PATH; set ATTNWATCH_NCU)")
-    check.result.update({"ncu": ncu_version(ncu), "torch": torch.__version__, "commit": args.commit or _commit(),
-                         "budget_s": args.budget_s, "device": args.device})
+    check.result.update(
+        {
+            "ncu": ncu_version(ncu),
+            "torch": torch.__version__,
+            "commit": args.commit or _commit(),
+            "budget_s": args.budget_s,
+            "device": args.device,
+        }
+    )
     check.log(f"{gpu or 'cpu (smoke)'}, {check.result['ncu']}, torch {torch.__version__}")
     variants = CPU_VARIANTS if args.device == "cpu" else ""
 
     def chosen(shapes: str, causal: str):
-        return select_cases(argparse.Namespace(shapes=shapes, variants=variants, dtypes="fp16", causal=causal, cases=[]))
+        return select_cases(
+            argparse.Namespace(shapes=shapes, variants=variants, dtypes="fp16", causal=causal, cases=[])
+        )
 
     pr, main_set = chosen("pr", "no"), chosen("main", "no")
     default, explain = choose_sections(None), choose_sections(EXPLAIN)
-    check.log(f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}; "
-              f"explain sections {','.join(explain)}")
+    check.log(
+        f"pr set: {len(pr)} cases; main set: {len(main_set)} cases; default sections {','.join(default)}; "
+        f"explain sections {','.join(explain)}"
+    )
 
     fixed_start(check, ncu)
     check.run("core, pr, cold (builds)", pr, ("core",))
@@ -259,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     if "aa" in extra and check.fits(len(pr), "A/A"):
         again, _ = check.run("explain, pr, again (A/A)", pr, explain)
         check.result["aa"] = aa(base_explain, again, pr)
-        check.log(f"A/A: {check.result['aa']['fired']} rule firings over {check.result['aa']['checked']} case-directions")
+        check.log(
+            f"A/A: {check.result['aa']['fired']} rule firings over {check.result['aa']['checked']} case-directions"
+        )
     table(check)
     check.save()
     return 0
@@ -324,15 +354,28 @@ def plants(check: Check, pr, base, explain) -> list[dict]:
             for case in cases:
                 b, h = counters(base, case.id), counters(head, case.id)
                 if not b or not h:
-                    rows.append({"plant": name, "case": case.id, "error": head.errors.get(case.id) or base.errors.get(case.id)})
+                    rows.append(
+                        {"plant": name, "case": case.id, "error": head.errors.get(case.id) or base.errors.get(case.id)}
+                    )
                     continue
                 db, dh = b.get("gpu__time_duration.sum"), h.get("gpu__time_duration.sum")
                 verdict = explain(b, h, slower=dh > db)
                 top = verdict.changes[0].rule if verdict.changes else None
-                rows.append({"plant": name, "case": case.id, "duration_ns": [db, dh], "top": top,
-                             "expected": sorted(expected), "right": top in expected, "cause": verdict.cause})
-                check.log(f"plant {name} {case.id}: {db / 1e3:.1f} -> {dh / 1e3:.1f} us; top {top} "
-                          f"({'right' if top in expected else 'WRONG'})")
+                rows.append(
+                    {
+                        "plant": name,
+                        "case": case.id,
+                        "duration_ns": [db, dh],
+                        "top": top,
+                        "expected": sorted(expected),
+                        "right": top in expected,
+                        "cause": verdict.cause,
+                    }
+                )
+                check.log(
+                    f"plant {name} {case.id}: {db / 1e3:.1f} -> {dh / 1e3:.1f} us; top {top} "
+                    f"({'right' if top in expected else 'WRONG'})"
+                )
     (check.out / "plants_raw.tar.gz").write_bytes(archive.getvalue())
     return rows
 
@@ -348,35 +391,54 @@ def table(check: Check) -> None:
     """The short table printed last: per run, cases, passes, wall, and both per-case figures."""
     result = check.result
     fixed = result["fixed"]
-    check.log(f"fixed start: {fixed.get('under_ncu_s')} s under ncu ({fixed.get('import_only_s')} s of it the "
-              f"target's imports without ncu); per case = (wall - fixed) / cases")
-    check.log(f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}"
-              f" {'prep':>6} {'warm':>6} {'prof':>6} {'gc':>6} {'free':>6} {'import':>6}")
+    check.log(
+        f"fixed start: {fixed.get('under_ncu_s')} s under ncu ({fixed.get('import_only_s')} s of it the "
+        f"target's imports without ncu); per case = (wall - fixed) / cases"
+    )
+    check.log(
+        f"{'run':<40} {'cases':>7} {'passes':>7} {'wall_s':>7} {'s/case':>7} {'wall/case':>9}"
+        f" {'prep':>6} {'warm':>6} {'prof':>6} {'gc':>6} {'free':>6} {'import':>6}"
+    )
     for r in result["runs"]:
         passes = r["passes"]
-        spread = "-" if passes is None else (f"{passes['min']}" if passes["min"] == passes["max"]
-                                             else f"{passes['min']}-{passes['max']}")
+        spread = (
+            "-"
+            if passes is None
+            else (f"{passes['min']}" if passes["min"] == passes["max"] else f"{passes['min']}-{passes['max']}")
+        )
         per_case = "-" if r["per_case_s"] is None else f"{r['per_case_s']:.3f}"
         stages = r.get("phases_per_case_s") or {}
-        parts = " ".join(f"{stages[k]:>6.3f}" if k in stages else f"{'-':>6}"
-                         for k in ("prepare_s", "warmup_s", "profiled_s", "gc_s", "free_s"))
-        check.log(f"{r['label'][:40]:<40} {r['profiled']:>3}/{r['cases']:<3} {spread:>7} {r['wall_s']:>7.1f} "
-                  f"{per_case:>7} {r['wall_per_case_s']:>9.3f} {parts} {r.get('import_per_case_s', 0.0):>6.3f}")
+        parts = " ".join(
+            f"{stages[k]:>6.3f}" if k in stages else f"{'-':>6}"
+            for k in ("prepare_s", "warmup_s", "profiled_s", "gc_s", "free_s")
+        )
+        check.log(
+            f"{r['label'][:40]:<40} {r['profiled']:>3}/{r['cases']:<3} {spread:>7} {r['wall_s']:>7.1f} "
+            f"{per_case:>7} {r['wall_per_case_s']:>9.3f} {parts} {r.get('import_per_case_s', 0.0):>6.3f}"
+        )
     more = [r for r in result["metric_passes"] if r["passes"] and r["passes"] > 1]
     if result["metric_passes"]:
-        check.log("metrics needing more than one pass alone: "
-                  + (", ".join(f"{r['metric']} {r['passes']}" for r in more) or "none"))
+        check.log(
+            "metrics needing more than one pass alone: "
+            + (", ".join(f"{r['metric']} {r['passes']}" for r in more) or "none")
+        )
     for r in result["plants"]:
-        check.log(f"plant {r['plant']:<12} {r['case'][:40]:<40} "
-                  + (f"error {r['error'][:80]}" if "error" in r else f"top {r['top']} {'ok' if r['right'] else 'WRONG'}"))
+        check.log(
+            f"plant {r['plant']:<12} {r['case'][:40]:<40} "
+            + (f"error {r['error'][:80]}" if "error" in r else f"top {r['top']} {'ok' if r['right'] else 'WRONG'}")
+        )
     if result["aa"]:
         check.log(f"A/A false firings: {result['aa']['fired']} of {result['aa']['checked']} case-directions")
 
 
 def _commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "unknown"
+        return (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or "unknown"
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
 

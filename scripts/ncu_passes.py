@@ -55,18 +55,32 @@ int main() {
 _STALLS = ("barrier", "long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle")
 # name -> (metrics removed from the default list, metrics added, why they could serve the rules)
 CANDIDATES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
-    "dram total": (("dram__bytes_read.sum", "dram__bytes_write.sum"), ("dram__bytes.sum",),
-                   "the dram_traffic rule adds read and write: one counter of both"),
-    "global total": (("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"),
-                     ("l1tex__t_bytes_pipe_lsu_mem_global.sum",), "the global_traffic rule adds loads and stores"),
-    "local total": (("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
-                    ("l1tex__t_bytes_pipe_lsu_mem_local.sum",), "the spills rule adds local loads and stores"),
-    "sm instructions": (("smsp__inst_executed.sum",), ("sm__inst_executed.sum",),
-                        "the instructions rule reads the count of warp instructions executed: summed per SM "
-                        "it is the same count as summed per SM sub-partition"),
-    "sampled stalls": (tuple(f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in _STALLS),
-                       tuple(f"smsp__pcsamp_warps_issue_stalled_{s}" for s in _STALLS) + ("smsp__pcsamp_sample_count",),
-                       "warp-state sampling gives every stall reason's share of warp samples in one sampling pass"),
+    "dram total": (
+        ("dram__bytes_read.sum", "dram__bytes_write.sum"),
+        ("dram__bytes.sum",),
+        "the dram_traffic rule adds read and write: one counter of both",
+    ),
+    "global total": (
+        ("l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum"),
+        ("l1tex__t_bytes_pipe_lsu_mem_global.sum",),
+        "the global_traffic rule adds loads and stores",
+    ),
+    "local total": (
+        ("l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"),
+        ("l1tex__t_bytes_pipe_lsu_mem_local.sum",),
+        "the spills rule adds local loads and stores",
+    ),
+    "sm instructions": (
+        ("smsp__inst_executed.sum",),
+        ("sm__inst_executed.sum",),
+        "the instructions rule reads the count of warp instructions executed: summed per SM "
+        "it is the same count as summed per SM sub-partition",
+    ),
+    "sampled stalls": (
+        tuple(f"smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio" for s in _STALLS),
+        tuple(f"smsp__pcsamp_warps_issue_stalled_{s}" for s in _STALLS) + ("smsp__pcsamp_sample_count",),
+        "warp-state sampling gives every stall reason's share of warp samples in one sampling pass",
+    ),
 }
 
 
@@ -95,8 +109,9 @@ def build_probe(scratch: Path) -> tuple[Path | None, str]:
     source, binary = scratch / "probe.cu", scratch / "probe"
     source.write_text(PROBE, encoding="utf-8")
     for arch in ("-arch=native", "-arch=sm_90"):
-        built = subprocess.run([nvcc, "-O2", arch, "-o", str(binary), str(source)],
-                               capture_output=True, text=True, timeout=180)
+        built = subprocess.run(
+            [nvcc, "-O2", arch, "-o", str(binary), str(source)], capture_output=True, text=True, timeout=180
+        )
         if built.returncode == 0:
             return binary, ""
     return None, f"nvcc failed: {built.stderr.strip()[-300:]}"
@@ -108,8 +123,12 @@ def passes_of(ncu: str, binary: Path, metrics: list[str] | tuple[str, ...], time
 
     began = time.monotonic()
     try:
-        done = subprocess.run([ncu, "--clock-control", "none", "--metrics", ",".join(metrics), str(binary)],
-                              capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(
+            [ncu, "--clock-control", "none", "--metrics", ",".join(metrics), str(binary)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     except subprocess.TimeoutExpired:
         return {"passes": None, "error": "timed out", "wall_s": round(time.monotonic() - began, 2)}
     passes = pass_counts(done.stdout + done.stderr)
@@ -175,8 +194,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             answer = passes_of(ncu, binary, metrics)
             result["lists"].append({"label": label, "metrics": metrics, **answer})
-            print(f"{label[:90]:<90} {answer['passes'] if answer['passes'] is not None else '-':>3}"
-                  f"  {answer['error'] or ''}", flush=True)
+            print(
+                f"{label[:90]:<90} {answer['passes'] if answer['passes'] is not None else '-':>3}"
+                f"  {answer['error'] or ''}",
+                flush=True,
+            )
     (out / "ncu_passes.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     print(f"{len(result['lists'])} lists asked in {time.monotonic() - began:.0f} s; {result['ncu']}")
     return 0

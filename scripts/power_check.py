@@ -89,8 +89,14 @@ class Poller:
 
     def read(self) -> tuple[int, float, int]:
         n, h = self.nvml, self.handle
-        reasons = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
-        return (int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)), n.nvmlDeviceGetPowerUsage(h) / 1000.0, int(reasons(h)))
+        reasons = (
+            getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or n.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
+        return (
+            int(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
+            n.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            int(reasons(h)),
+        )
 
     def rate(self, seconds: float = 0.5) -> dict:
         """NVML at its fastest: reads per second, and how often each value changed."""
@@ -99,8 +105,11 @@ class Poller:
             values.append((time.perf_counter(), *self.read()))
         span = values[-1][0] - values[0][0]
         changes = lambda i: sum(1 for a, b in zip(values, values[1:]) if a[i] != b[i])  # noqa: E731
-        return {"reads_per_s": len(values) / max(span, 1e-9), "clock_changes_per_s": changes(1) / max(span, 1e-9),
-                "power_changes_per_s": changes(2) / max(span, 1e-9)}
+        return {
+            "reads_per_s": len(values) / max(span, 1e-9),
+            "clock_changes_per_s": changes(1) / max(span, 1e-9),
+            "power_changes_per_s": changes(2) / max(span, 1e-9),
+        }
 
     def start(self) -> None:
         if self.available:
@@ -125,9 +134,14 @@ class Poller:
         if not pts:
             return {}
         clocks, power = [p[1] for p in pts], [p[2] for p in pts]
-        return {"reads": len(pts), "clock_median_mhz": statistics.median(clocks), "clock_min_mhz": min(clocks),
-                "power_mean_w": statistics.fmean(power), "power_max_w": max(power),
-                "power_capped_share": sum(1 for p in pts if p[3] & 0x4) / len(pts)}
+        return {
+            "reads": len(pts),
+            "clock_median_mhz": statistics.median(clocks),
+            "clock_min_mhz": min(clocks),
+            "power_mean_w": statistics.fmean(power),
+            "power_max_w": max(power),
+            "power_capped_share": sum(1 for p in pts if p[3] & 0x4) / len(pts),
+        }
 
 
 class KeepNoFlush:
@@ -164,8 +178,15 @@ def child(args) -> int:
     poller = Poller(engine.monitor)
     from attnwatch.ci.environment import device_properties
 
-    out = {"child": args.child, "device": kind, "gpu_name": device_properties().get("gpu_name"),
-           "phases": [], "results": [], "evidence": {}, "samples": {}}
+    out = {
+        "child": args.child,
+        "device": kind,
+        "gpu_name": device_properties().get("gpu_name"),
+        "phases": [],
+        "results": [],
+        "evidence": {},
+        "samples": {},
+    }
     if poller.available:
         out["evidence"]["nvml_rate"] = poller.rate()
         out["evidence"]["power_limit_w"] = engine.monitor.power_limit_w()
@@ -181,22 +202,61 @@ def child(args) -> int:
         results = engine.measure(members, round_index, sampling=config.to_dict())
         round_index += 1
         t1 = time.perf_counter()
-        out["phases"].append({"label": label, "recipe": recipe, "group": members[0].group, "t0": t0 - poller.t0, "t1": t1 - poller.t0, **poller.window(t0 - poller.t0, t1 - poller.t0)})
+        out["phases"].append(
+            {
+                "label": label,
+                "recipe": recipe,
+                "group": members[0].group,
+                "t0": t0 - poller.t0,
+                "t1": t1 - poller.t0,
+                **poller.window(t0 - poller.t0, t1 - poller.t0),
+            }
+        )
         rows = []
         for case in members:
             r = results[case.case_id]
-            row = {"label": label, "call": call, "recipe": recipe, "case_id": case.case_id, "group": case.group,
-                   "long": case.shape_id in long_ids, "status": r.status, "error": r.error,
-                   "timing_s": engine.seconds["timing"] - timing0, "wall_s": t1 - t0}
+            row = {
+                "label": label,
+                "call": call,
+                "recipe": recipe,
+                "case_id": case.case_id,
+                "group": case.group,
+                "long": case.shape_id in long_ids,
+                "status": r.status,
+                "error": r.error,
+                "timing_s": engine.seconds["timing"] - timing0,
+                "wall_s": t1 - t0,
+            }
             if r.timing:
-                row.update({k: r.timing.get(k) for k in (
-                    "median_us", "rel_spread", "converged", "n", "tflops", "throttle_reasons", "throttled_samples",
-                    "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz", "clock_normalised_median_us",
-                    "band_discarded_samples", "pacing_gap_s", "timing_recipe", "sm_clock_mhz_before", "sm_clock_mhz_after")})
+                row.update(
+                    {
+                        k: r.timing.get(k)
+                        for k in (
+                            "median_us",
+                            "rel_spread",
+                            "converged",
+                            "n",
+                            "tflops",
+                            "throttle_reasons",
+                            "throttled_samples",
+                            "sm_clock_median_mhz",
+                            "sm_clock_min_mhz",
+                            "sm_clock_max_mhz",
+                            "clock_normalised_median_us",
+                            "band_discarded_samples",
+                            "pacing_gap_s",
+                            "timing_recipe",
+                            "sm_clock_mhz_before",
+                            "sm_clock_mhz_after",
+                        )
+                    }
+                )
             if keep_samples and r.samples_us:
                 step = max(1, len(r.samples_us) // SAMPLE_POINTS)
-                out["samples"][f"{label}:{case.case_id}"] = {"samples_us": r.samples_us[::step],
-                                                             "clocks_mhz": r.clocks_mhz[::step]}
+                out["samples"][f"{label}:{case.case_id}"] = {
+                    "samples_us": r.samples_us[::step],
+                    "clocks_mhz": r.clocks_mhz[::step],
+                }
             rows.append(row)
         out["results"].extend(rows)
         return rows
@@ -209,8 +269,11 @@ def child(args) -> int:
         for duty in (1.0, 0.75, 0.5, 0.33):
             if time.time() > deadline - 5:
                 break
-            config = clock_config if duty == 1.0 else clock_config.with_overrides(
-                pacing="duty", pacing_duty=duty, recipe=f"clock_duty{duty}")
+            config = (
+                clock_config
+                if duty == 1.0
+                else clock_config.with_overrides(pacing="duty", pacing_duty=duty, recipe=f"clock_duty{duty}")
+            )
             measure(f"duty={duty}", one, config, "clock", keep_samples=True)
         if time.time() < deadline - 5:
             flusher, engine.flusher = engine.flusher, KeepNoFlush()
@@ -222,12 +285,18 @@ def child(args) -> int:
     for case in sorted(cases, key=lambda c: c.shape_id in long_ids):  # small first: a late cut costs a long group
         groups.setdefault(case.group, []).append(case)
     for g, members in enumerate(groups.values()):
-        order = recipes[g % len(recipes):] + recipes[:g % len(recipes)]
+        order = recipes[g % len(recipes) :] + recipes[: g % len(recipes)]
         for recipe in order:
             if time.time() > deadline - 5:
                 out["truncated"] = True
                 break
-            measure("compare", members, with_recipe(base, recipe), recipe, keep_samples=args.child == 0 and recipe == "clock")
+            measure(
+                "compare",
+                members,
+                with_recipe(base, recipe),
+                recipe,
+                keep_samples=args.child == 0 and recipe == "clock",
+            )
     poller.stop()
     step = max(1, len(poller.points) // TRACE_POINTS)
     out["trace"] = poller.points[::step]
@@ -264,48 +333,90 @@ def aggregate(children: list[dict], recipes: list[str]) -> dict:
     table = {}
     for recipe in recipes:
         cases = {cid: rs for (rec, cid), rs in by.items() if rec == recipe}
-        long = {cid: rs for cid, rs in cases.items() if rs[0]["long"] and (plain.get(cid) or rs[0]["median_us"]) > LONG_US}
+        long = {
+            cid: rs for cid, rs in cases.items() if rs[0]["long"] and (plain.get(cid) or rs[0]["median_us"]) > LONG_US
+        }
         small = {cid: rs for cid, rs in cases.items() if (plain.get(cid) or rs[0]["median_us"]) < SMALL_US}
         iqr = [r["rel_spread"] for rs in long.values() for r in rs]
         r2r = [spread([r["median_us"] for r in rs]) for rs in long.values()]
         r2r_norm = [spread([r.get("clock_normalised_median_us") for r in rs]) for rs in long.values()]
-        shift = [abs(_median([r["median_us"] for r in rs]) / plain[cid] - 1) for cid, rs in small.items() if plain.get(cid)]
+        shift = [
+            abs(_median([r["median_us"] for r in rs]) / plain[cid] - 1) for cid, rs in small.items() if plain.get(cid)
+        ]
         cost = {}
         for c in children:
             seen = {r["call"]: r["timing_s"] for r in c["results"] if r["label"] == "compare" and r["recipe"] == recipe}
             cost[c["child"]] = sum(seen.values())
         table[recipe] = {
-            "long_cases": len(long), "small_cases": len(small),
-            "long_iqr_median_median": _median(iqr), "long_iqr_median_max": _max(iqr),
-            "long_over_1pct": sum(1 for v in iqr if v > 0.01), "long_rows": len(iqr),
-            "long_r2r_median": _median(r2r), "long_r2r_max": _max(r2r),
+            "long_cases": len(long),
+            "small_cases": len(small),
+            "long_iqr_median_median": _median(iqr),
+            "long_iqr_median_max": _max(iqr),
+            "long_over_1pct": sum(1 for v in iqr if v > 0.01),
+            "long_rows": len(iqr),
+            "long_r2r_median": _median(r2r),
+            "long_r2r_max": _max(r2r),
             "long_r2r_normalised_max": _max(r2r_norm),
-            "small_shift_max": _max(shift), "timing_s_per_process": _median(list(cost.values())),
-            "converged": sum(1 for rs in cases.values() for r in rs if r.get("converged")), "rows": sum(map(len, cases.values())),
+            "small_shift_max": _max(shift),
+            "timing_s_per_process": _median(list(cost.values())),
+            "converged": sum(1 for rs in cases.values() for r in rs if r.get("converged")),
+            "rows": sum(map(len, cases.values())),
             "band_discarded": sum(int(r.get("band_discarded_samples") or 0) for rs in cases.values() for r in rs),
-            "throttled_rows": sum(1 for rs in cases.values() for r in rs if "sw_power_cap" in (r.get("throttle_reasons") or [])),
+            "throttled_rows": sum(
+                1 for rs in cases.values() for r in rs if "sw_power_cap" in (r.get("throttle_reasons") or [])
+            ),
         }
     base_cost = (table.get("plain") or {}).get("timing_s_per_process")
     for v in table.values():
         v["cost_vs_plain"] = v["timing_s_per_process"] / base_cost if base_cost and v["timing_s_per_process"] else None
-    cases_out = {f"{rec}|{cid}": {"medians_us": [r["median_us"] for r in rs], "rel_spreads": [r["rel_spread"] for r in rs],
-                                  "normalised_us": [r.get("clock_normalised_median_us") for r in rs],
-                                  "tflops": [r.get("tflops") for r in rs], "clock_min_mhz": [r.get("sm_clock_min_mhz") for r in rs]}
-                 for (rec, cid), rs in sorted(by.items())}
+    cases_out = {
+        f"{rec}|{cid}": {
+            "medians_us": [r["median_us"] for r in rs],
+            "rel_spreads": [r["rel_spread"] for r in rs],
+            "normalised_us": [r.get("clock_normalised_median_us") for r in rs],
+            "tflops": [r.get("tflops") for r in rs],
+            "clock_min_mhz": [r.get("sm_clock_min_mhz") for r in rs],
+        }
+        for (rec, cid), rs in sorted(by.items())
+    }
     plain_rows = {cid: rs for (rec, cid), rs in by.items() if rec == "plain"}
-    by_length = sorted(({"case_id": cid, "median_us": plain[cid], "rel_spread": _median([r["rel_spread"] for r in rs]),
-                         "r2r": spread([r["median_us"] for r in rs]),
-                         "throttled_share": _median([(r.get("throttled_samples") or 0) / max(r.get("n") or 1, 1) for r in rs])}
-                        for cid, rs in plain_rows.items()), key=lambda r: r["median_us"])
+    by_length = sorted(
+        (
+            {
+                "case_id": cid,
+                "median_us": plain[cid],
+                "rel_spread": _median([r["rel_spread"] for r in rs]),
+                "r2r": spread([r["median_us"] for r in rs]),
+                "throttled_share": _median([(r.get("throttled_samples") or 0) / max(r.get("n") or 1, 1) for r in rs]),
+            }
+            for cid, rs in plain_rows.items()
+        ),
+        key=lambda r: r["median_us"],
+    )
     return {"recipes": table, "cases": cases_out, "spread_vs_length": by_length}
 
 
 def evidence(first: dict) -> dict:
     """From the first process: the duty-cycle and flush rows, per-sample correlation and drift."""
     ev = dict(first.get("evidence") or {})
-    ev["one_case"] = [{k: r.get(k) for k in ("label", "case_id", "median_us", "rel_spread", "sm_clock_median_mhz",
-                                             "sm_clock_min_mhz", "clock_normalised_median_us", "timing_s", "n")}
-                      for r in first["results"] if r["label"] != "compare"]
+    ev["one_case"] = [
+        {
+            k: r.get(k)
+            for k in (
+                "label",
+                "case_id",
+                "median_us",
+                "rel_spread",
+                "sm_clock_median_mhz",
+                "sm_clock_min_mhz",
+                "clock_normalised_median_us",
+                "timing_s",
+                "n",
+            )
+        }
+        for r in first["results"]
+        if r["label"] != "compare"
+    ]
     ev["phases"] = first.get("phases", [])  # in run order: clock and power by position in the process
     per_case = {}
     for key, data in first.get("samples", {}).items():
@@ -314,9 +425,14 @@ def evidence(first: dict) -> dict:
             continue
         t, c = zip(*pairs)
         tenth = max(1, len(t) // 10)
-        per_case[key] = {"n": len(t), "corr_time_vs_inverse_clock": _corr(t, [1 / x for x in c]),
-                         "first_tenth_median_us": statistics.median(t[:tenth]), "last_tenth_median_us": statistics.median(t[-tenth:]),
-                         "first_tenth_clock_mhz": statistics.median(c[:tenth]), "last_tenth_clock_mhz": statistics.median(c[-tenth:])}
+        per_case[key] = {
+            "n": len(t),
+            "corr_time_vs_inverse_clock": _corr(t, [1 / x for x in c]),
+            "first_tenth_median_us": statistics.median(t[:tenth]),
+            "last_tenth_median_us": statistics.median(t[-tenth:]),
+            "first_tenth_clock_mhz": statistics.median(c[:tenth]),
+            "last_tenth_clock_mhz": statistics.median(c[-tenth:]),
+        }
     ev["per_sample"] = per_case
     return ev
 
@@ -332,12 +448,16 @@ def _pct(v) -> str:
 
 
 def print_table(summary: dict, log) -> None:
-    log("recipe        long  IQR/med(med)  IQR/med(max)  >1%    r2r(med)  r2r(max)  r2r-norm(max)  small-shift(max)  cost")
+    log(
+        "recipe        long  IQR/med(med)  IQR/med(max)  >1%    r2r(med)  r2r(max)  r2r-norm(max)  small-shift(max)  cost"
+    )
     for recipe, v in summary["recipes"].items():
         cost = "-" if v["cost_vs_plain"] is None else f"{v['cost_vs_plain']:.2f}x"
-        log(f"{recipe:<13} {v['long_cases']:>4}  {_pct(v['long_iqr_median_median']):>12}  {_pct(v['long_iqr_median_max']):>12}  "
+        log(
+            f"{recipe:<13} {v['long_cases']:>4}  {_pct(v['long_iqr_median_median']):>12}  {_pct(v['long_iqr_median_max']):>12}  "
             f"{v['long_over_1pct']:>2}/{v['long_rows']:<3} {_pct(v['long_r2r_median']):>8}  {_pct(v['long_r2r_max']):>8}  "
-            f"{_pct(v['long_r2r_normalised_max']):>13}  {_pct(v['small_shift_max']):>16}  {cost}")
+            f"{_pct(v['long_r2r_normalised_max']):>13}  {_pct(v['small_shift_max']):>16}  {cost}"
+        )
 
 
 def parent(args) -> int:
@@ -361,13 +481,35 @@ def parent(args) -> int:
             log(f"power_check: no time left for process {i}")
             break
         result = work / f"child{i}.json"
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(i), "--deadline", str(time.time() + share),
-               "--result", str(result), "--device", args.device, "--long", args.long, "--small", args.small,
-               "--variants", args.variants, "--recipes", args.recipes] + (["--smoke"] if args.smoke else [])
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--child",
+            str(i),
+            "--deadline",
+            str(time.time() + share),
+            "--result",
+            str(result),
+            "--device",
+            args.device,
+            "--long",
+            args.long,
+            "--small",
+            args.small,
+            "--variants",
+            args.variants,
+            "--recipes",
+            args.recipes,
+        ] + (["--smoke"] if args.smoke else [])
         log(f"power_check: process {i}, {share:.0f} s")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=share + 60,
-                                  env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=share + 60,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            )
             log_file.write(proc.stdout[-20000:] + proc.stderr[-20000:])
             if proc.returncode != 0:
                 log(f"power_check: process {i} exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}")
@@ -379,24 +521,45 @@ def parent(args) -> int:
         log("power_check: no process finished")
         return 1
     summary = aggregate(children, recipes)
-    report = {"commit": args.commit, "device": children[0]["device"], "gpu_name": children[0].get("gpu_name"),
-              "budget_s": args.budget_s,
-              "wall_s": time.time() - start, "processes": len(children), "recipes_asked": recipes,
-              "truncated": [c["child"] for c in children if c.get("truncated")],
-              "evidence": evidence(children[0]), **summary}
+    report = {
+        "commit": args.commit,
+        "device": children[0]["device"],
+        "gpu_name": children[0].get("gpu_name"),
+        "budget_s": args.budget_s,
+        "wall_s": time.time() - start,
+        "processes": len(children),
+        "recipes_asked": recipes,
+        "truncated": [c["child"] for c in children if c.get("truncated")],
+        "evidence": evidence(children[0]),
+        **summary,
+    }
     (out / "power_check.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
     first = children[0]
-    (out / "power_trace.json").write_text(json.dumps({"columns": ["t_s", "sm_clock_mhz", "power_w", "reasons_mask"],
-                                                      "trace": first.get("trace", []), "phases": first.get("phases", []),
-                                                      "samples": first.get("samples", {})}), encoding="utf-8")
-    log(f"power_check: {len(children)} processes in {report['wall_s']:.0f} s; truncated: {report['truncated'] or 'none'}")
+    (out / "power_trace.json").write_text(
+        json.dumps(
+            {
+                "columns": ["t_s", "sm_clock_mhz", "power_w", "reasons_mask"],
+                "trace": first.get("trace", []),
+                "phases": first.get("phases", []),
+                "samples": first.get("samples", {}),
+            }
+        ),
+        encoding="utf-8",
+    )
+    log(
+        f"power_check: {len(children)} processes in {report['wall_s']:.0f} s; truncated: {report['truncated'] or 'none'}"
+    )
     for row in report["evidence"].get("one_case", []):
-        log(f"  evidence {row['label']:<10} {row['case_id']}: median {row['median_us'] or 0:.1f} us, "
+        log(
+            f"  evidence {row['label']:<10} {row['case_id']}: median {row['median_us'] or 0:.1f} us, "
             f"IQR/median {_pct(row['rel_spread'])}, clock {row['sm_clock_median_mhz']} (min {row['sm_clock_min_mhz']}) MHz, "
-            f"timing {row['timing_s']:.2f} s")
+            f"timing {row['timing_s']:.2f} s"
+        )
     for row in summary["spread_vs_length"]:
-        log(f"  plain {row['case_id']:<44} median {row['median_us']:>10.1f} us  IQR/median {_pct(row['rel_spread']):>7}  "
-            f"r2r {_pct(row['r2r']):>7}  throttled {_pct(row['throttled_share'])}")
+        log(
+            f"  plain {row['case_id']:<44} median {row['median_us']:>10.1f} us  IQR/median {_pct(row['rel_spread']):>7}  "
+            f"r2r {_pct(row['r2r']):>7}  throttled {_pct(row['throttled_share'])}"
+        )
     print_table(summary, log)
     return 0
 

@@ -77,12 +77,22 @@ SUBJECTS = {  # name -> (batch, heads, seq_len, head_dim, causal), or None for a
 }
 INPUT_SETS = 4
 SPACER_STEPS, SPACER_STEP_BYTES = 64, 256 * 1024
-ARMS = ("free", "pinned", "companion", "new_events", "stream_per_round", "one_connection", "stream_pool", "pool_per_round")
+ARMS = (
+    "free",
+    "pinned",
+    "companion",
+    "new_events",
+    "stream_per_round",
+    "one_connection",
+    "stream_pool",
+    "pool_per_round",
+)
 PROBE_STREAMS = 8
 STREAM_POOL = 8
 
 
 # -- the child: one measuring process --------------------------------------------------------
+
 
 def _cpu_now() -> int:
     """The CPU this thread last ran on (/proc/self/stat field 39)."""
@@ -111,8 +121,9 @@ def _make_inputs(torch, name: str, seed: int):
         a, b = (torch.randn(4096, 4096, device="cuda", dtype=torch.float16, generator=generator) for _ in range(2))
         return (lambda: a @ b), a.data_ptr()
     batch, heads, seq, dim, causal = spec
-    q, k, v = (torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16, generator=generator)
-               for _ in range(3))
+    q, k, v = (
+        torch.randn(batch, heads, seq, dim, device="cuda", dtype=torch.float16, generator=generator) for _ in range(3)
+    )
     return (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)), q.data_ptr()
 
 
@@ -178,11 +189,19 @@ def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool
             torch.cuda.synchronize()
         graphs = {s.key: graph_replay_us(s.fn, flusher, config.graph_calls, config.graph_replays)[0] for s in subjects}
         probe = _probe_streams(torch, config, timer, flusher, measure_interleaved, Subject, NullMonitor)
-        rows.append({"round": r, "cpu": _cpu_now(), "spacer_steps": steps,
-                     "event_median_us": {k: statistics.median(v.samples_us) for k, v in raws.items()},
-                     "calls": {k: len(v.samples_us) for k, v in raws.items()},
-                     "graph_median_us": graphs, "probe_stream_tiny_us": probe, "input_pointers": pointers,
-                     "flush_pointer": hex(flusher._buffer.data_ptr())})
+        rows.append(
+            {
+                "round": r,
+                "cpu": _cpu_now(),
+                "spacer_steps": steps,
+                "event_median_us": {k: statistics.median(v.samples_us) for k, v in raws.items()},
+                "calls": {k: len(v.samples_us) for k, v in raws.items()},
+                "graph_median_us": graphs,
+                "probe_stream_tiny_us": probe,
+                "input_pointers": pointers,
+                "flush_pointer": hex(flusher._buffer.data_ptr()),
+            }
+        )
         del subjects, spacer
     return {"pid": os.getpid(), "affinity": sorted(os.sched_getaffinity(0)), "rounds": rows}
 
@@ -199,6 +218,7 @@ def companion() -> None:
 
 
 # -- the parent: arms, processes, analysis ---------------------------------------------------
+
 
 def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
@@ -217,8 +237,9 @@ def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
     held = None
     if arm == "companion":
-        held = subprocess.Popen([sys.executable, __file__, "--companion"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True, env=env)
+        held = subprocess.Popen(
+            [sys.executable, __file__, "--companion"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
         held.stdout.readline()
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False, timeout=300)
@@ -236,8 +257,13 @@ def anova(groups: list[list[float]]) -> dict:
     from attnwatch.history.analysis.statistics import one_way_anova
 
     a = one_way_anova(groups)
-    return {"F": a.f, "df": [a.df_between, a.df_within], "p": a.p_value(),
-            "within_sd_pct": 100 * a.within_sd, "between_sd_pct": 100 * a.between_sd}
+    return {
+        "F": a.f,
+        "df": [a.df_between, a.df_within],
+        "p": a.p_value(),
+        "within_sd_pct": 100 * a.within_sd,
+        "between_sd_pct": 100 * a.between_sd,
+    }
 
 
 def analyse(processes: list[dict]) -> dict:
@@ -258,8 +284,10 @@ def analyse(processes: list[dict]) -> dict:
                 per_subject[name] = anova(groups)
             shared = []
             for i in range(len(mine)):  # process i's mean deviation over subjects
-                devs = [statistics.fmean(groups[i]) - statistics.fmean([x for g in groups for x in g])
-                        for groups in logs_by_subject.values()]
+                devs = [
+                    statistics.fmean(groups[i]) - statistics.fmean([x for g in groups for x in g])
+                    for groups in logs_by_subject.values()
+                ]
                 shared.append(100 * statistics.fmean(devs) if devs else float("nan"))
             out[arm][timing] = {"subjects": per_subject, "process_shared_offset_pct": shared}
     return out
@@ -270,7 +298,9 @@ def main(argv=None) -> int:
     p.add_argument("--processes", type=int, default=6, help="processes per arm")
     p.add_argument("--rounds", type=int, default=4, help="rounds per process")
     p.add_argument("--arms", default="free,pool_per_round", help=f"comma-separated subset of {', '.join(ARMS)}")
-    p.add_argument("--pin-cpu", type=int, default=None, help="CPU of the pinned arm (default: the lowest this process may use)")
+    p.add_argument(
+        "--pin-cpu", type=int, default=None, help="CPU of the pinned arm (default: the lowest this process may use)"
+    )
     p.add_argument("--out", default=None)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--companion", action="store_true", help=argparse.SUPPRESS)
@@ -300,23 +330,30 @@ def main(argv=None) -> int:
         for arm in arms:
             result = run_child(arm, args.rounds, seed=len(processes), pin_cpu=pin_cpu)
             cpus = sorted({rw["cpu"] for rw in result["rounds"]})
-            processes.append({"arm": arm, "index": i, "cpus": cpus, "numa_nodes": sorted({_numa_node(c) for c in cpus}),
-                              **result})
+            processes.append(
+                {"arm": arm, "index": i, "cpus": cpus, "numa_nodes": sorted({_numa_node(c) for c in cpus}), **result}
+            )
             print(f"[{time.time() - started:6.1f}s] {arm} #{i}: cpus {cpus}", flush=True)
     out = Path(args.out or os.environ.get("OUT") or "out/process_offset")
     out.mkdir(parents=True, exist_ok=True)
     (out / "process_offset.json").write_text(json.dumps({"processes": processes, "pin_cpu": pin_cpu}))
     analysis = analyse(processes)
-    (out / "process_offset.json").write_text(json.dumps({"processes": processes, "analysis": analysis,
-                                                         "pin_cpu": pin_cpu, "wall_s": time.time() - started}, indent=1))
+    (out / "process_offset.json").write_text(
+        json.dumps(
+            {"processes": processes, "analysis": analysis, "pin_cpu": pin_cpu, "wall_s": time.time() - started},
+            indent=1,
+        )
+    )
     print(f"\n{'arm':<10} {'timing':<6} {'subject':<28} {'between-process sd':>19} {'within sd':>10} {'F':>7}  p")
     for arm, by_timing in analysis.items():
         for timing, block in by_timing.items():
             short = "events" if timing.startswith("event") else "graph"
             for name, a in block["subjects"].items():
                 p_text = f"{a['p']:.3g}" if a["p"] is not None else "n/a"
-                print(f"{arm:<10} {short:<6} {name:<28} {a['between_sd_pct']:>18.2f}% {a['within_sd_pct']:>9.2f}% "
-                      f"{a['F']:>7.2f}  {p_text}")
+                print(
+                    f"{arm:<10} {short:<6} {name:<28} {a['between_sd_pct']:>18.2f}% {a['within_sd_pct']:>9.2f}% "
+                    f"{a['F']:>7.2f}  {p_text}"
+                )
             offsets = ", ".join(f"{x:+.2f}" for x in block["process_shared_offset_pct"])
             print(f"{arm:<10} {short:<6} shared offset per process (%): {offsets}")
     return 0

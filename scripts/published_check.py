@@ -91,8 +91,10 @@ def grid_shape(seq_len: int, head_dim: int, path: Path, where: str):
     """Our shape `fa_s<S>_d<D>`, checked to be the paper's grid (B*S = 16k, H*D = 2048)."""
     shape = SHAPES.get(f"fa_s{seq_len}_d{head_dim}")
     if shape is None or shape.batch * shape.seq_len != TOKENS or shape.heads * shape.head_dim != HIDDEN:
-        raise PublishedError(f"{path}: {where}: no shape fa_s{seq_len}_d{head_dim} of the paper's grid "
-                             f"(batch x seqlen = {TOKENS}, heads x head dim = {HIDDEN})")
+        raise PublishedError(
+            f"{path}: {where}: no shape fa_s{seq_len}_d{head_dim} of the paper's grid "
+            f"(batch x seqlen = {TOKENS}, heads x head dim = {HIDDEN})"
+        )
     return shape
 
 
@@ -247,18 +249,37 @@ def compare(table: Table, inputs: Inputs) -> dict:
     for key in sorted(inputs.values, key=lambda k: (SHAPES[k[1]].head_dim, k[3], SHAPES[k[1]].seq_len, k[0], k[2])):
         variant, shape_id, dtype, mode = key
         pub = table.entries[(variant, shape_id, mode)]
-        rows.append({"case_id": "/".join(key), "implementation": pub.implementation, "comparable": pub.comparable,
-                     "published_tflops": pub.tflops,
-                     "ours": {c: {"tflops": o.tflops, "ratio": o.tflops / pub.tflops, "processes": o.processes}
-                              for c, o in inputs.values[key].items()}})
+        rows.append(
+            {
+                "case_id": "/".join(key),
+                "implementation": pub.implementation,
+                "comparable": pub.comparable,
+                "published_tflops": pub.tflops,
+                "ours": {
+                    c: {"tflops": o.tflops, "ratio": o.tflops / pub.tflops, "processes": o.processes}
+                    for c, o in inputs.values[key].items()
+                },
+            }
+        )
     summary = {}
     for column in inputs.columns:
         mine = [r for r in rows if r["comparable"] and column in r["ours"]]
-        groups = {"all": mine, **{i: [r for r in mine if r["implementation"] == i]
-                                  for i in dict.fromkeys(r["implementation"] for r in mine)}}
+        groups = {
+            "all": mine,
+            **{
+                i: [r for r in mine if r["implementation"] == i]
+                for i in dict.fromkeys(r["implementation"] for r in mine)
+            },
+        }
         summary[column] = {name: _summary(group, column, table.within) for name, group in groups.items() if group}
-    return {"gpu": inputs.gpu, "published": table.source, "within": table.within, "columns": inputs.columns,
-            "rows": rows, "summary": summary}
+    return {
+        "gpu": inputs.gpu,
+        "published": table.source,
+        "within": table.within,
+        "columns": inputs.columns,
+        "rows": rows,
+        "summary": summary,
+    }
 
 
 def _summary(rows: list[dict], column: str, within: float) -> dict:
@@ -266,39 +287,60 @@ def _summary(rows: list[dict], column: str, within: float) -> dict:
     (the one farthest from 1 on a log scale: twice as fast is as far as half as fast)."""
     ratios = [(r["ours"][column]["ratio"], r["case_id"]) for r in rows]
     worst = max(ratios, key=lambda rc: abs(math.log(rc[0])))
-    return {"cases": len(ratios), "within": sum(1 for r, _ in ratios if abs(r - 1) <= within),
-            "above": sum(1 for r, _ in ratios if r - 1 > within), "below": sum(1 for r, _ in ratios if 1 - r > within),
-            "median_ratio": statistics.median(r for r, _ in ratios), "worst_ratio": worst[0], "worst_case": worst[1]}
+    return {
+        "cases": len(ratios),
+        "within": sum(1 for r, _ in ratios if abs(r - 1) <= within),
+        "above": sum(1 for r, _ in ratios if r - 1 > within),
+        "below": sum(1 for r, _ in ratios if 1 - r > within),
+        "median_ratio": statistics.median(r for r, _ in ratios),
+        "worst_ratio": worst[0],
+        "worst_case": worst[1],
+    }
 
 
 def render(result: dict) -> list[str]:
     src, columns = result["published"], result["columns"]
-    lines = [f"Published: {src['figure']}, {src['citation']}: a {src['year']} table measured on an {src['gpu']} "
-             f"with that year's FlashAttention and cuDNN releases (ours are later).",
-             f"Ours: {result['gpu']}. Ratio = ours / published; within {result['within']:.0%} counts comparable rows only; "
-             "'*' = indicative: the paper's Triton is the Triton tutorial kernel, not our triton_fa2.",
-             "", f"{'case':<42} {'implementation':<17} {'published':>9}" + "".join(f" {c:>18}" for c in columns)]
+    lines = [
+        f"Published: {src['figure']}, {src['citation']}: a {src['year']} table measured on an {src['gpu']} "
+        f"with that year's FlashAttention and cuDNN releases (ours are later).",
+        f"Ours: {result['gpu']}. Ratio = ours / published; within {result['within']:.0%} counts comparable rows only; "
+        "'*' = indicative: the paper's Triton is the Triton tutorial kernel, not our triton_fa2.",
+        "",
+        f"{'case':<42} {'implementation':<17} {'published':>9}" + "".join(f" {c:>18}" for c in columns),
+    ]
     for r in result["rows"]:
-        cells = "".join(f" {'-':>18}" if c not in r["ours"] else
-                        f" {r['ours'][c]['tflops']:>10.1f} {r['ours'][c]['ratio']:>7.3f}" for c in columns)
+        cells = "".join(
+            f" {'-':>18}" if c not in r["ours"] else f" {r['ours'][c]['tflops']:>10.1f} {r['ours'][c]['ratio']:>7.3f}"
+            for c in columns
+        )
         name = r["implementation"] + ("" if r["comparable"] else " *")
         lines.append(f"{r['case_id']:<42} {name:<17} {r['published_tflops']:>9.0f}{cells}")
     for c in columns:  # a process cut by its deadline leaves a case fewer medians: say which
         most = max((r["ours"][c]["processes"] for r in result["rows"] if c in r["ours"]), default=0)
-        lines += [f"{c}: {r['case_id']} from {r['ours'][c]['processes']} of {most} processes"
-                  for r in result["rows"] if c in r["ours"] and r["ours"][c]["processes"] < most]
-    lines += ["", f"{'recipe':<18} {'implementation':<17} {'cases':>5} {'within':>6} {'above':>5} {'below':>5} "
-                  f"{'median ratio':>12} {'worst ratio':>11}  worst case"]
+        lines += [
+            f"{c}: {r['case_id']} from {r['ours'][c]['processes']} of {most} processes"
+            for r in result["rows"]
+            if c in r["ours"] and r["ours"][c]["processes"] < most
+        ]
+    lines += [
+        "",
+        f"{'recipe':<18} {'implementation':<17} {'cases':>5} {'within':>6} {'above':>5} {'below':>5} "
+        f"{'median ratio':>12} {'worst ratio':>11}  worst case",
+    ]
     for column, groups in result["summary"].items():
         for name, s in groups.items():
-            lines.append(f"{column:<18} {name:<17} {s['cases']:>5} {s['within']:>6} {s['above']:>5} {s['below']:>5} "
-                         f"{s['median_ratio']:>12.3f} {s['worst_ratio']:>11.3f}  {s['worst_case']}")
+            lines.append(
+                f"{column:<18} {name:<17} {s['cases']:>5} {s['within']:>6} {s['above']:>5} {s['below']:>5} "
+                f"{s['median_ratio']:>12.3f} {s['worst_ratio']:>11.3f}  {s['worst_case']}"
+            )
     return lines
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("inputs", nargs="+", type=Path, help="power_check JSON files and/or attnwatch run bundle directories (or .tgz)")
+    p.add_argument(
+        "inputs", nargs="+", type=Path, help="power_check JSON files and/or attnwatch run bundle directories (or .tgz)"
+    )
     p.add_argument("--gpu", default=None, help="the GPU of power_check files that do not name it")
     p.add_argument("--table", type=Path, default=DEFAULT_TABLE, help="the published table (TOML)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows and summary here")

@@ -57,15 +57,27 @@ def main() -> int:
                     directory = Path(folder)
                     reference_cache.cached_reference(attention, case, inputs, 0, directory=directory)
                     stored = any(directory.glob(f"*{reference_cache.SUFFIX}"))
-                    read_s = _timed(lambda: reference_cache.cached_reference(attention, case, inputs, 0,
-                                                                             directory=directory), args.repeats, sync)
-                row = {"case": f"{shape.id}/{dtype}/{mode}", "output_mib": shape.batch * shape.heads * shape.seq_len
-                       * shape.head_dim * 8 / 2**20, "compute_s": compute_s, "cached_call_s": read_s, "stored": stored}
+                    read_s = _timed(
+                        lambda: reference_cache.cached_reference(attention, case, inputs, 0, directory=directory),
+                        args.repeats,
+                        sync,
+                    )
+                row = {
+                    "case": f"{shape.id}/{dtype}/{mode}",
+                    "output_mib": shape.batch * shape.heads * shape.seq_len * shape.head_dim * 8 / 2**20,
+                    "compute_s": compute_s,
+                    "cached_call_s": read_s,
+                    "stored": stored,
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    summary = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__,
-               "compute_s_total": sum(r["compute_s"] for r in rows),
-               "cached_call_s_total": sum(r["cached_call_s"] for r in rows), "cases": rows}
+    summary = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "compute_s_total": sum(r["compute_s"] for r in rows),
+        "cached_call_s_total": sum(r["cached_call_s"] for r in rows),
+        "cases": rows,
+    }
     print(json.dumps({k: v for k, v in summary.items() if k != "cases"}))
     if args.out:
         Path(args.out).write_text(json.dumps(summary, indent=2))

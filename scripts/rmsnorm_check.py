@@ -121,14 +121,21 @@ def check_variant(variant, case, device, tol) -> tuple[dict, object | None]:
                 got = prepared.out if got is None else got
                 _sync(device)
                 if tuple(got.shape) != tuple(ref.shape) or got.dtype != inputs[0].dtype:
-                    raise ValueError(f"output {tuple(got.shape)} {got.dtype}, "
-                                     f"expected {tuple(ref.shape)} {inputs[0].dtype}")
+                    raise ValueError(
+                        f"output {tuple(got.shape)} {got.dtype}, expected {tuple(ref.shape)} {inputs[0].dtype}"
+                    )
                 cmp = compare(got, ref, tol.atol, tol.rtol)
                 if worst is None or (cmp.tolerance_used or float("inf")) > (worst.tolerance_used or 0.0):
                     worst = cmp
             changed = not all(before.equal(now) for before, now in zip(originals, inputs))
-            entry.update(max_abs_err=worst.max_abs_err, rel_err=worst.rel_err, tolerance_used=worst.tolerance_used,
-                         violations=worst.violations, nonfinite=worst.nonfinite, inputs_changed=changed)
+            entry.update(
+                max_abs_err=worst.max_abs_err,
+                rel_err=worst.rel_err,
+                tolerance_used=worst.tolerance_used,
+                violations=worst.violations,
+                nonfinite=worst.nonfinite,
+                inputs_changed=changed,
+            )
             entry["passed"] = worst.violations == 0 and worst.nonfinite == 0 and not changed
             del ref, originals
         except Exception as exc:  # a broken variant costs its case, never the run
@@ -175,11 +182,17 @@ def time_group(subjects: dict, device, config, log) -> dict:
             continue
         summary = summarize(raw.samples_us)
         results[key] = {
-            "median_us": summary.median_us, "p10_us": summary.p10_us, "p90_us": summary.p90_us,
-            "rel_spread": summary.rel_spread, "n": summary.n, "converged": raw.converged,
-            "throttled_samples": raw.throttled_samples, "throttle_reasons": raw.throttle_reasons,
+            "median_us": summary.median_us,
+            "p10_us": summary.p10_us,
+            "p90_us": summary.p90_us,
+            "rel_spread": summary.rel_spread,
+            "n": summary.n,
+            "converged": raw.converged,
+            "throttled_samples": raw.throttled_samples,
+            "throttle_reasons": raw.throttle_reasons,
             "sm_clock_mhz": [raw.sm_clock_mhz_before, raw.sm_clock_mhz_after],
-            "guard_uncovered_blocks": raw.guard_uncovered_blocks, "timing_mode": raw.timing_mode,
+            "guard_uncovered_blocks": raw.guard_uncovered_blocks,
+            "timing_mode": raw.timing_mode,
         }
     if device.type == "cuda":
         _do_bench_cross_check(subjects, results)
@@ -220,8 +233,14 @@ def run_group(shape, dtype, variants, device, timing, tol, ceiling_tbps, log) ->
     from attnwatch.kernels.rmsnorm.records import rmsnorm_case
 
     nbytes = bytes_moved(shape, dtype, "fwd")
-    group = {"shape": shape.id, "rows": shape.rows, "hidden": shape.hidden, "dtype": dtype, "bytes": nbytes,
-             "variants": {}}
+    group = {
+        "shape": shape.id,
+        "rows": shape.rows,
+        "hidden": shape.hidden,
+        "dtype": dtype,
+        "bytes": nbytes,
+        "variants": {},
+    }
     to_time = {}
     for variant in variants:
         case = rmsnorm_case(variant.name, shape, dtype)
@@ -234,9 +253,11 @@ def run_group(shape, dtype, variants, device, timing, tol, ceiling_tbps, log) ->
         record["check_s"] = time.perf_counter() - started
         group["variants"][variant.name] = record
         errors = [s["error"] for s in record["seeds"] if s.get("error")]
-        log(f"    {variant.name}: {'passed' if record['passed'] else 'FAILED'} "
+        log(
+            f"    {variant.name}: {'passed' if record['passed'] else 'FAILED'} "
             f"(tolerance used {record['tolerance_used']:.2f}, {record['check_s']:.1f} s)"
-            + (f": {errors[0]}" if errors else ""))
+            + (f": {errors[0]}" if errors else "")
+        )
         if prepared is not None:
             to_time[variant.name] = prepared.fn
     if to_time:
@@ -260,8 +281,10 @@ def run_group(shape, dtype, variants, device, timing, tol, ceiling_tbps, log) ->
 
 
 def table(groups: list[dict], ceiling_tbps: float | None) -> str:
-    head = f"{'shape':<16} {'dtype':<5} {'variant':<15} {'correct':<12} {'median_us':>10} {'iqr/med':>8} " \
-           f"{'GB/s':>7} {'%copyBW':>8} {'x_base':>7} {'do_bench':>9}"
+    head = (
+        f"{'shape':<16} {'dtype':<5} {'variant':<15} {'correct':<12} {'median_us':>10} {'iqr/med':>8} "
+        f"{'GB/s':>7} {'%copyBW':>8} {'x_base':>7} {'do_bench':>9}"
+    )
     lines = [head, "-" * len(head)]
     for g in groups:
         rows = list(g["variants"].items()) + ([(COPY, {"timing": g["copy"]})] if "copy" in g else [])
@@ -277,11 +300,15 @@ def table(groups: list[dict], ceiling_tbps: float | None) -> str:
             pct = f"{t['pct_of_copy_ceiling']:.1f}" if t.get("pct_of_copy_ceiling") is not None else "-"
             xb = f"{t['x_baseline']:.3f}" if t.get("x_baseline") is not None else "-"
             db = f"{t['do_bench_median_us']:.2f}" if t.get("do_bench_median_us") is not None else "-"
-            lines.append(f"{g['shape']:<16} {g['dtype']:<5} {name:<15} {correct:<12} {t['median_us']:>10.2f} "
-                         f"{100 * t['rel_spread']:>7.2f}% {t['gbps']:>7.0f} {pct:>8} {xb:>7} {db:>9}")
+            lines.append(
+                f"{g['shape']:<16} {g['dtype']:<5} {name:<15} {correct:<12} {t['median_us']:>10.2f} "
+                f"{100 * t['rel_spread']:>7.2f}% {t['gbps']:>7.0f} {pct:>8} {xb:>7} {db:>9}"
+            )
     ceiling = f"{ceiling_tbps:.3f} TB/s (ceilings.toml copy_tbps)" if ceiling_tbps else "none recorded for this GPU"
-    lines.append(f"bytes = x read + y written + w read; %copyBW against {ceiling}; do_bench = triton.testing.do_bench "
-                 "median (default stream), a cross-check of median_us")
+    lines.append(
+        f"bytes = x read + y written + w read; %copyBW against {ceiling}; do_bench = triton.testing.do_bench "
+        "median (default stream), a cross-check of median_us"
+    )
     return "\n".join(lines)
 
 
@@ -321,12 +348,18 @@ def main(argv=None) -> int:
     ceiling = find_ceiling(gpu, "copy_tbps") if gpu else None
     tolerances = load_tolerances(TOLERANCES_PATH)
     report = {
-        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device_summary(), "gpu": gpu,
-        "versions": _versions(), "args": vars(args), "timing_config": timing.to_dict(),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "device": device_summary(),
+        "gpu": gpu,
+        "versions": _versions(),
+        "args": vars(args),
+        "timing_config": timing.to_dict(),
         "copy_ceiling_tbps": ceiling.value if ceiling else None,
         "copy_ceiling_provenance": ceiling.provenance if ceiling else None,
         "tolerances": {k: {"atol": t.atol, "rtol": t.rtol} for k, t in tolerances.items()},
-        "groups": [], "not_run": [], "group_errors": [],
+        "groups": [],
+        "not_run": [],
+        "group_errors": [],
     }
     log(f"rmsnorm_check: {len(shapes)} shapes x {len(dtypes)} dtypes on {report['device']}")
     for shape in shapes:
@@ -337,8 +370,9 @@ def main(argv=None) -> int:
                 continue
             log(f"  {shape.id} ({shape.rows} x {shape.hidden}) {dtype}")
             try:
-                group = run_group(shape, dtype, variants, device, timing, tolerances[dtype],
-                                  ceiling.value if ceiling else None, log)
+                group = run_group(
+                    shape, dtype, variants, device, timing, tolerances[dtype], ceiling.value if ceiling else None, log
+                )
                 report["groups"].append(group)
             except Exception as exc:  # e.g. out of memory for the inputs: the other groups still run
                 report["group_errors"].append(f"{shape.id}/{dtype}: {type(exc).__name__}: {str(exc)[:300]}")
@@ -348,10 +382,16 @@ def main(argv=None) -> int:
             (out / JSON_NAME).write_text(json.dumps(report, indent=1, default=str))
     report["wall_s"] = time.monotonic() - started
     (out / JSON_NAME).write_text(json.dumps(report, indent=1, default=str))
-    failed = [f"{g['shape']}/{g['dtype']}/{n}" for g in report["groups"] for n, r in g["variants"].items()
-              if "skipped" not in r and not r["passed"]]
-    log(f"wall {report['wall_s']:.0f} s; {len(failed)} failed: {', '.join(failed) or 'none'}; "
-        f"group errors: {'; '.join(report['group_errors']) or 'none'}; not run: {', '.join(report['not_run']) or 'none'}")
+    failed = [
+        f"{g['shape']}/{g['dtype']}/{n}"
+        for g in report["groups"]
+        for n, r in g["variants"].items()
+        if "skipped" not in r and not r["passed"]
+    ]
+    log(
+        f"wall {report['wall_s']:.0f} s; {len(failed)} failed: {', '.join(failed) or 'none'}; "
+        f"group errors: {'; '.join(report['group_errors']) or 'none'}; not run: {', '.join(report['not_run']) or 'none'}"
+    )
     log(table(report["groups"], report["copy_ceiling_tbps"]))
     return 1 if failed or report["group_errors"] else 0
 

@@ -34,8 +34,10 @@ def run_medians(bundle: Path) -> dict[str, dict]:
     found = {}
     for timing in document.get("timings", []):
         if isinstance(timing, dict) and timing.get("median_us"):
-            found[timing["case_id"]] = {"median_us": float(timing["median_us"]),
-                                        "kernel_config": timing.get("kernel_config")}
+            found[timing["case_id"]] = {
+                "median_us": float(timing["median_us"]),
+                "kernel_config": timing.get("kernel_config"),
+            }
     return found
 
 
@@ -46,9 +48,14 @@ def spread_rows(runs: list[dict[str, dict]]) -> list[dict]:
         medians = [r[case]["median_us"] if case in r else None for r in runs]
         present = [m for m in medians if m is not None]
         configs = sorted({str(r[case]["kernel_config"]) for r in runs if case in r and r[case]["kernel_config"]})
-        rows.append({"case": case, "medians_us": medians,
-                     "spread": (max(present) - min(present)) / min(present) if len(present) == len(runs) else None,
-                     "configs": configs})
+        rows.append(
+            {
+                "case": case,
+                "medians_us": medians,
+                "spread": (max(present) - min(present)) / min(present) if len(present) == len(runs) else None,
+                "configs": configs,
+            }
+        )
     return rows
 
 
@@ -75,8 +82,11 @@ def measure_fresh(out: Path, processes: int, run_args: list[str]) -> list[Path]:
 def config_sources(bundle: Path) -> dict[str, str]:
     """case id -> how its kernel configuration was chosen (tuned / table / cached / fixed)."""
     document = json.loads((bundle / "timings.json").read_text())
-    return {t["case_id"]: t.get("kernel_config_source") or "-" for t in document.get("timings", [])
-            if isinstance(t, dict) and t.get("case_id")}
+    return {
+        t["case_id"]: t.get("kernel_config_source") or "-"
+        for t in document.get("timings", [])
+        if isinstance(t, dict) and t.get("case_id")
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,13 +94,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("bundles", nargs="*", type=Path)
     p.add_argument("--limit", type=float, default=0.01, help="largest acceptable spread (default 0.01)")
     p.add_argument("--json", type=Path, default=None, help="also write the rows here")
-    p.add_argument("--processes", type=int, default=0,
-                   help="measure first: this many fresh `attnwatch run` processes sharing one choice cache (needs --out)")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="measure first: this many fresh `attnwatch run` processes sharing one choice cache (needs --out)",
+    )
     p.add_argument("--out", type=Path, default=None, help="with --processes: where the bundles and the cache go")
-    p.add_argument("--run-args", default=f"--shapes {FA_PAPER_SHAPES} --variants triton_fa2 --dtypes fp16 "
-                                          "--causal both --recipe paced_duty --no-correctness",
-                   help="with --processes: the options of every `attnwatch run` (default: triton_fa2 over the "
-                        "FlashAttention-paper grid, fp16, both modes, the nightly recipe)")
+    p.add_argument(
+        "--run-args",
+        default=f"--shapes {FA_PAPER_SHAPES} --variants triton_fa2 --dtypes fp16 "
+        "--causal both --recipe paced_duty --no-correctness",
+        help="with --processes: the options of every `attnwatch run` (default: triton_fa2 over the "
+        "FlashAttention-paper grid, fp16, both modes, the nightly recipe)",
+    )
     args = p.parse_args(argv)
     if args.processes:
         if args.out is None:
@@ -107,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     width = max((len(r["case"]) for r in rows), default=4)
-    print(f"{'case':{width}s} " + " ".join(f"{'r' + str(i + 1):>8s}" for i in range(len(args.bundles)))
-          + f" {'spread':>7s}  config  source per run")
+    print(
+        f"{'case':{width}s} "
+        + " ".join(f"{'r' + str(i + 1):>8s}" for i in range(len(args.bundles)))
+        + f" {'spread':>7s}  config  source per run"
+    )
     bad = 0
     for r in rows:
         cells = " ".join(f"{m:8.2f}" if m is not None else f"{'-':>8s}" for m in r["medians_us"])
@@ -116,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         bad += r["spread"] is None or r["spread"] > args.limit
         print(f"{r['case']:{width}s} {cells} {spread:>7s}  {'|'.join(r['configs'])}  {'/'.join(r['sources'])}")
     worst = max((r["spread"] for r in rows if r["spread"] is not None), default=0.0)
-    print(f"{len(rows)} cases over {len(args.bundles)} runs; largest spread {worst * 100:.2f}%; "
-          f"{bad} over {args.limit * 100:g}% or missing")
+    print(
+        f"{len(rows)} cases over {len(args.bundles)} runs; largest spread {worst * 100:.2f}%; "
+        f"{bad} over {args.limit * 100:g}% or missing"
+    )
     return 1 if bad else 0
 
 

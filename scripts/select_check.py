@@ -45,13 +45,23 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import (CalibrationError, _cpu_thresholds, _device, _git, _set_spin,  # noqa: E402
-                          calibrate_in_process, copy_checkout, hook_plant)
+from bisect_check import (  # noqa: E402
+    CalibrationError,
+    _cpu_thresholds,
+    _device,
+    _git,
+    _set_spin,
+    calibrate_in_process,
+    copy_checkout,
+    hook_plant,
+)
 
 ENGINE_FILE = "ci/engine/group.py"
 PLANTED = "torch_3op"
-NEED = {"cuda": {"warmup": 60.0, "aa": 40.0, "planted": 50.0, "engine": 150.0},  # least seconds to start one
-        "cpu": {"warmup": 20.0, "aa": 15.0, "planted": 15.0, "engine": 15.0}}
+NEED = {
+    "cuda": {"warmup": 60.0, "aa": 40.0, "planted": 50.0, "engine": 150.0},  # least seconds to start one
+    "cpu": {"warmup": 20.0, "aa": 15.0, "planted": 15.0, "engine": 15.0},
+}
 SMOKE_VARIANTS = "sdpa,sdpa_math,sdpa_flash,torch_3op"
 
 
@@ -70,9 +80,11 @@ def plant_spins(device: str, shapes: str, slowdown: float) -> tuple[dict[str, in
             record = {"spin": 1, "error": str(exc)}
         spins[case.id], records[case.id] = int(record["spin"]), record
         realized = record.get("realized")
-        print(f"select_check: plant {case.id}: spin {record['spin']}"
-              + (f" realizes {realized:+.2%} in this process" if realized is not None else f" ({record['error']})"),
-              flush=True)
+        print(
+            f"select_check: plant {case.id}: spin {record['spin']}"
+            + (f" realizes {realized:+.2%} in this process" if realized is not None else f" ({record['error']})"),
+            flush=True,
+        )
     return spins, records
 
 
@@ -120,20 +132,37 @@ def expectation(name: str, report: dict) -> tuple[bool, str]:
         others = moved - {c["case_id"] for c in planted}
         want = {PLANTED, reference().name, *selection.get("canary", [])}
         ok = bool(planted) and len(caught) == len(planted) and not others and measured == want and alone
-        return ok, (f"{len(caught)} of {len(planted)} {PLANTED} cases regressed, other flagged {sorted(others)}, "
-                    f"measured {sorted(measured)}")
+        return ok, (
+            f"{len(caught)} of {len(planted)} {PLANTED} cases regressed, other flagged {sorted(others)}, "
+            f"measured {sorted(measured)}"
+        )
     if name == "engine":
         ok = bool(selection.get("everything")) and not skipped and not moved
         return ok, f"everything: {selection.get('everything')}; flagged {sorted(moved)}"
     return True, "cache warm-up"
 
 
-def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, timeout_s: float, work: Path,
-                log) -> dict:
+def run_compare(
+    name: str, repo: Path, base: str, head: str, args, device: str, timeout_s: float, work: Path, log
+) -> dict:
     out = work / name
     ncu = "off" if name == "warmup" else args.ncu
-    cmd = [sys.executable, "-m", "attnwatch", "compare", "--base", base, "--head", head, "--shapes", args.shapes,
-           "--ncu", ncu, "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "attnwatch",
+        "compare",
+        "--base",
+        base,
+        "--head",
+        head,
+        "--shapes",
+        args.shapes,
+        "--ncu",
+        ncu,
+        "--out",
+        str(out),
+    ]
     if args.variants:
         cmd += ["--variants", args.variants]
     if name == "warmup":
@@ -152,7 +181,10 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
         done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout_s)
         rc, stderr = done.returncode, done.stderr
     except subprocess.TimeoutExpired as exc:
-        rc, stderr = 124, (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        rc, stderr = (
+            124,
+            (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""),
+        )
     wall = time.monotonic() - started
     log.write(f"===== {name}: rc {rc}, {wall:.1f} s\n{stderr}\n")
     result = {"name": name, "rc": rc, "wall_s": round(wall, 1), "base": base, "head": head, "ncu": ncu}
@@ -165,13 +197,21 @@ def run_compare(name: str, repo: Path, base: str, head: str, args, device: str, 
         shutil.copy2(raw, Path(args.out) / f"{name}_ncu_{raw.parent.name}.csv")
     ok, said = expectation(name, report)
     selection = report.get("selection") or {}
-    result.update(times=report.get("times"), expected=ok, said=said, everything=selection.get("everything"),
-                  canary=selection.get("canary"),
-                  measured=sorted(v["variant"] for v in selection.get("variants", []) if v["measured"]),
-                  skipped=sorted(v["variant"] for v in selection.get("variants", []) if not v["measured"]),
-                  verdicts={c["case_id"]: [c["verdict"], c["ratio"]] for c in report["cases"]},
-                  causes={c["case_id"]: (c.get("explanation") or {}).get("cause") for c in report["cases"]
-                          if c["verdict"] in ("regression", "improvement")})
+    result.update(
+        times=report.get("times"),
+        expected=ok,
+        said=said,
+        everything=selection.get("everything"),
+        canary=selection.get("canary"),
+        measured=sorted(v["variant"] for v in selection.get("variants", []) if v["measured"]),
+        skipped=sorted(v["variant"] for v in selection.get("variants", []) if not v["measured"]),
+        verdicts={c["case_id"]: [c["verdict"], c["ratio"]] for c in report["cases"]},
+        causes={
+            c["case_id"]: (c.get("explanation") or {}).get("cause")
+            for c in report["cases"]
+            if c["verdict"] in ("regression", "improvement")
+        },
+    )
     return result
 
 
@@ -183,8 +223,10 @@ def print_table(results: list[dict], total: float, budget: float) -> None:
             continue
         t = r.get("times") or {}
         parts = " ".join(f"{k[:-2]} {v:.1f}" for k, v in t.items() if k != "wall_s" and v >= 0.05)
-        print(f"{r['name']:8} {r['rc']:>3} {r['wall_s']:>7.1f} {len(r.get('measured', [])):>8} {len(r.get('skipped', [])):>7}"
-              f"  {('yes' if r.get('expected') else 'NO'):8}  {parts or r.get('error', '')}")
+        print(
+            f"{r['name']:8} {r['rc']:>3} {r['wall_s']:>7.1f} {len(r.get('measured', [])):>8} {len(r.get('skipped', [])):>7}"
+            f"  {('yes' if r.get('expected') else 'NO'):8}  {parts or r.get('error', '')}"
+        )
         if r.get("said"):
             print(f"{'':8} {r['said'][:200]}")
         if r.get("ncu") != "off":
@@ -198,17 +240,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=540.0, help="wall-clock budget of the whole call (default 540)")
     p.add_argument("--slowdown", type=float, default=0.03, help="planted share of torch_3op's call (default 0.03)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
-    p.add_argument("--smoke", action="store_true", help=f"cpu set, variants {SMOKE_VARIANTS}, 2 rounds, no correctness "
-                                                        "or warm-up, a 200%% plant: this script's own check")
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"cpu set, variants {SMOKE_VARIANTS}, 2 rounds, no correctness "
+        "or warm-up, a 200%% plant: this script's own check",
+    )
     p.add_argument("--shapes", default="pr")
     p.add_argument("--variants", help="default: every registered variant")
     p.add_argument("--rounds", type=int, default=None, help="compare round cap (default: the compare's)")
     p.add_argument("--no-correctness", action="store_true")
     p.add_argument("--no-warmup", action="store_true", help="skip the cache warm-up compare")
     p.add_argument("--compares", default="aa,planted,engine", help="which compares to run (default all three)")
-    p.add_argument("--ncu", choices=("off", "changed"), default="off",
-                   help="the compares' --ncu (default off: the wall times are the verdict's alone); 'changed' profiles "
-                        "the judged cases on both sides with the explain list and prints each one's cause")
+    p.add_argument(
+        "--ncu",
+        choices=("off", "changed"),
+        default="off",
+        help="the compares' --ncu (default off: the wall times are the verdict's alone); 'changed' profiles "
+        "the judged cases on both sides with the explain list and prints each one's cause",
+    )
     p.add_argument("--out", default=os.environ.get("OUT") or "select-check-out")
     args = p.parse_args(argv)
     if args.smoke:
@@ -218,8 +268,10 @@ def main(argv: list[str] | None = None) -> int:
     Path(args.out).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = []
-    with tempfile.TemporaryDirectory(prefix="attnwatch-select-check-") as tmp, \
-            open(Path(args.out) / "select_check.log", "w") as log:
+    with (
+        tempfile.TemporaryDirectory(prefix="attnwatch-select-check-") as tmp,
+        open(Path(args.out) / "select_check.log", "w") as log,
+    ):
         repo = Path(tmp) / "repo"
         repo.mkdir()
         spins, calibration = plant_spins(device, args.shapes, args.slowdown)
@@ -236,8 +288,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"select_check: {name}: {base[:8]} -> {head[:8]} (up to {left - 5:.0f} s)", flush=True)
             results.append(run_compare(name, repo, base, head, args, device, left - 5, Path(tmp), log))
     total = time.monotonic() - started
-    summary = {"device": device, "budget_s": args.budget_s, "seconds": round(total, 1), "slowdown": args.slowdown,
-               "plant_calibration": calibration, "shapes": args.shapes, "variants": args.variants or "all", "compares": results}
+    summary = {
+        "device": device,
+        "budget_s": args.budget_s,
+        "seconds": round(total, 1),
+        "slowdown": args.slowdown,
+        "plant_calibration": calibration,
+        "shapes": args.shapes,
+        "variants": args.variants or "all",
+        "compares": results,
+    }
     (Path(args.out) / "select_check.json").write_text(json.dumps(summary, indent=1))
     print_table(results, total, args.budget_s)
     return 0 if all(r.get("expected", True) and r.get("rc", 0) == 0 for r in results) else 1

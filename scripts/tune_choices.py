@@ -37,24 +37,35 @@ def chosen_entries(result: dict, gpu: str) -> list[Recorded]:
         variant, shape_id, dtype, causality = case["case"].split("/")[:4]
         causal = causality == "causal"
         bucket = table.bucket_for(shape["head_dim"], causal, shape["seq_len"])
-        names = [n for n in (bucket.candidates if bucket else ())
-                 if runs_exactly(table.configs[n], causal, shape["seq_len"])]
-        timed = [Trial(n, median_us=case["candidates"][n]["median_us"]) for n in names
-                 if "median_us" in case["candidates"].get(n, {})]
+        names = [
+            n for n in (bucket.candidates if bucket else ()) if runs_exactly(table.configs[n], causal, shape["seq_len"])
+        ]
+        timed = [
+            Trial(n, median_us=case["candidates"][n]["median_us"])
+            for n in names
+            if "median_us" in case["candidates"].get(n, {})
+        ]
         if not timed:
             continue
         best = pick(timed, table.tie_margin)
-        entries.append(Recorded(
-            gpu=gpu, problem=problem_id(shape["batch"], shape["heads"], shape["seq_len"], shape["head_dim"]),
-            dtype=dtype, causal=causal, config=best.config,
-            trials_us={t.config: round(t.median_us, 2) for t in timed}))
+        entries.append(
+            Recorded(
+                gpu=gpu,
+                problem=problem_id(shape["batch"], shape["heads"], shape["seq_len"], shape["head_dim"]),
+                dtype=dtype,
+                causal=causal,
+                config=best.config,
+                trials_us={t.config: round(t.median_us, 2) for t in timed},
+            )
+        )
     return entries
 
 
 def head_commit() -> str:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 
@@ -63,9 +74,16 @@ def write_choices(path: Path, result: dict, *, rounds: int, commit: str | None, 
     """Merge this job's entries into the table at `path` (this GPU's old block replaced)."""
     gpu = result["gpu"]
     table = load_table()
-    tuning = Tuning(gpu=gpu, date=time.strftime("%Y-%m-%d", time.gmtime()), commit=commit or head_commit(),
-                    torch=result["torch"], triton=result["triton"], job=job,
-                    tie_margin=table.tie_margin, rounds=rounds)
+    tuning = Tuning(
+        gpu=gpu,
+        date=time.strftime("%Y-%m-%d", time.gmtime()),
+        commit=commit or head_commit(),
+        torch=result["torch"],
+        triton=result["triton"],
+        job=job,
+        tie_margin=table.tie_margin,
+        rounds=rounds,
+    )
     new = chosen_entries(result, gpu)
     path.write_text(render_choices(merged(load_choices(path), tuning, new), HEADER))
     print(f"recorded {len(new)} choices for {gpu} in {path.name}")

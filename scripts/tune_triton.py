@@ -86,6 +86,7 @@ def candidate_list(explore: bool) -> list[BlockConfig]:
 
 # ---- stage 1: parallel compile + smoke launch ---------------------------------------------
 
+
 def build_key(head_dim: int, causal: bool, dtype: str, seq_len: int) -> str:
     """Which compiled specialisation a problem uses: S a multiple of 16 or not (Triton
     specialises integer arguments on divisibility by 16; the EVEN_M/EVEN_N flags follow)."""
@@ -93,8 +94,9 @@ def build_key(head_dim: int, causal: bool, dtype: str, seq_len: int) -> str:
     return f"d{head_dim}/{'causal' if causal else 'noncausal'}/{dtype}/{even}"
 
 
-def _compile_worker(config_dict: dict, head_dims: list[int], dtypes: list[str], odd_lengths: list[int],
-                    device: str) -> dict:
+def _compile_worker(
+    config_dict: dict, head_dims: list[int], dtypes: list[str], odd_lengths: list[int], device: str
+) -> dict:
     """In a fresh process: build and launch one config for every (D, causal, dtype, length kind)."""
     import itertools
 
@@ -106,15 +108,15 @@ def _compile_worker(config_dict: dict, head_dims: list[int], dtypes: list[str], 
     config = BlockConfig(**config_dict)
     report = {}
     for head_dim, causal, dtype, seq_len in itertools.product(
-            head_dims, (False, True), dtypes, (COMPILE_SEQ, *odd_lengths)):
+        head_dims, (False, True), dtypes, (COMPILE_SEQ, *odd_lengths)
+    ):
         key = build_key(head_dim, causal, dtype, seq_len)
         if not runs_exactly(config, causal, seq_len):
             report[key] = {"error": "cannot run this problem exactly"}
             continue
         started = time.perf_counter()
         try:
-            q, k, v = (torch.randn(1, 2, seq_len, head_dim, device=device, dtype=torch_dtype(dtype))
-                       for _ in range(3))
+            q, k, v = (torch.randn(1, 2, seq_len, head_dim, device=device, dtype=torch_dtype(dtype)) for _ in range(3))
             out = torch.empty_like(q)
             run = make_launcher(q, k, v, out, causal, config)
             resources = run.compiled_resources() if device == "cuda" else {}
@@ -122,24 +124,31 @@ def _compile_worker(config_dict: dict, head_dims: list[int], dtypes: list[str], 
             if device == "cuda":
                 torch.cuda.synchronize()
             ok = bool(torch.isfinite(out).all())
-            report[key] = {**resources, "compile_s": time.perf_counter() - started,
-                           **({} if ok else {"error": "non-finite output at smoke shape"})}
+            report[key] = {
+                **resources,
+                "compile_s": time.perf_counter() - started,
+                **({} if ok else {"error": "non-finite output at smoke shape"}),
+            }
         except Exception as exc:  # recorded: this config is dropped for this build key
-            report[key] = {"error": f"{type(exc).__name__}: {str(exc)[:400]}",
-                           "compile_s": time.perf_counter() - started}
+            report[key] = {
+                "error": f"{type(exc).__name__}: {str(exc)[:400]}",
+                "compile_s": time.perf_counter() - started,
+            }
             if "illegal" in str(exc).lower():
                 break  # the CUDA context is gone; the rest would fail for no reason
     return report
 
 
-def compile_all(configs: list[BlockConfig], head_dims, dtypes, odd_lengths, device: str, workers: int,
-                timeout_s: float) -> dict:
+def compile_all(
+    configs: list[BlockConfig], head_dims, dtypes, odd_lengths, device: str, workers: int, timeout_s: float
+) -> dict:
     results: dict[str, dict] = {}
     ctx = get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(_compile_worker, asdict(c), list(head_dims), list(dtypes), list(odd_lengths),
-                               device): c.name
-                   for c in configs}
+        futures = {
+            pool.submit(_compile_worker, asdict(c), list(head_dims), list(dtypes), list(odd_lengths), device): c.name
+            for c in configs
+        }
         try:
             for fut in as_completed(futures, timeout=timeout_s):
                 name = futures[fut]
@@ -156,6 +165,7 @@ def compile_all(configs: list[BlockConfig], head_dims, dtypes, odd_lengths, devi
 
 
 # ---- stage 2+3: check and time -------------------------------------------------------------
+
 
 def sdpa_callable(backend: str, q, k, v, causal: bool):
     import torch.nn.functional as F
@@ -174,7 +184,7 @@ def check_output(out, ref) -> dict:
     import torch
 
     finite = bool(torch.isfinite(out).all())
-    diff = (out.double() - ref)
+    diff = out.double() - ref
     return {
         "finite": finite,
         "max_abs_err": float(diff.abs().nan_to_num(float("inf")).max()),
@@ -191,7 +201,7 @@ def time_round_robin(fns: dict, rounds: int, flush_buf) -> dict:
     cuda = flush_buf.is_cuda
     marks = {n: [] for n in names}
     for r in range(rounds):
-        order = names[r % len(names):] + names[:r % len(names)]  # rotate who goes first
+        order = names[r % len(names) :] + names[: r % len(names)]  # rotate who goes first
         for n in order:
             flush_buf.zero_()
             if cuda:
@@ -216,16 +226,22 @@ def summarize(samples: list[float]) -> dict:
     ordered = sorted(samples)
     n = len(ordered)
     q = statistics.quantiles(ordered, n=10) if n >= 10 else [ordered[0]] * 9
-    return {"n": n, "median_us": statistics.median(ordered), "p10_us": q[0], "p90_us": q[-1],
-            "min_us": ordered[0]}
+    return {"n": n, "median_us": statistics.median(ordered), "p10_us": q[0], "p90_us": q[-1], "min_us": ordered[0]}
 
 
 def gpu_snapshot() -> str:
     try:
         return subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,"
-             "power.draw,clocks_throttle_reasons.active", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=20).stdout.strip()
+            [
+                "nvidia-smi",
+                "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,"
+                "power.draw,clocks_throttle_reasons.active",
+                "--format=csv,noheader",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError) as exc:
         return f"nvidia-smi failed: {exc}"
 
@@ -254,12 +270,21 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT", "."), help="folder for tune_triton.json")
     parser.add_argument("--dtypes", default="fp16,bf16")
     parser.add_argument("--only", default="", help="comma-separated config names to keep (default: all)")
-    parser.add_argument("--write-choices", nargs="?", const=str(CHOICES_FILE), default=None, metavar="PATH",
-                        help="record the chosen configuration per named shape in this choices table "
-                             "(default kernels/triton/choices.toml)")
+    parser.add_argument(
+        "--write-choices",
+        nargs="?",
+        const=str(CHOICES_FILE),
+        default=None,
+        metavar="PATH",
+        help="record the chosen configuration per named shape in this choices table "
+        "(default kernels/triton/choices.toml)",
+    )
     parser.add_argument("--commit", default=None, help="the commit tuned (default: git rev-parse HEAD)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="CPU check of this script under TRITON_INTERPRET=1 at tiny shapes (no SDPA)")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="CPU check of this script under TRITON_INTERPRET=1 at tiny shapes (no SDPA)",
+    )
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
 
@@ -292,16 +317,18 @@ def main(argv=None) -> int:
     result: dict = {
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter)",
-        "torch": torch.__version__, "triton": triton.__version__,
-        "smi_before": gpu_snapshot() if device == "cuda" else "", "configs": [asdict(c) for c in configs], "cases": [],
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "smi_before": gpu_snapshot() if device == "cuda" else "",
+        "configs": [asdict(c) for c in configs],
+        "cases": [],
     }
     out_path = Path(args.out) / "tune_triton.json"
 
     def save():
         out_path.write_text(json.dumps(result, indent=1))
 
-    builds = compile_all(configs, head_dims, dtypes, odd_lengths, device, args.workers,
-                         timeout_s=args.budget_s * 0.4)
+    builds = compile_all(configs, head_dims, dtypes, odd_lengths, device, args.workers, timeout_s=args.budget_s * 0.4)
     result["builds"] = builds
     result["compile_wall_s"] = time.perf_counter() - t0
     print(f"compiled {len(configs)} configs in {result['compile_wall_s']:.1f} s", flush=True)
@@ -327,8 +354,13 @@ def main(argv=None) -> int:
                 case = Case("triton_fa2", shape, dtype, causal)
                 q, k, v = make_inputs(case, device, 0)
                 ref = reference_attention(q, k, v, causal)
-                entry = {"case": case.id, "shape": asdict(shape), "flops": case.flops,
-                         "candidates": {}, "baselines": {}}
+                entry = {
+                    "case": case.id,
+                    "shape": asdict(shape),
+                    "flops": case.flops,
+                    "candidates": {},
+                    "baselines": {},
+                }
                 fns = {}
                 for config in configs:
                     if not runs_exactly(config, causal, shape.seq_len):
@@ -407,20 +439,29 @@ def main(argv=None) -> int:
     print("\nconfig ranking (geomean of time / per-case best, cases where it ran):")
     for n, ratios in sorted(ranks.items(), key=lambda kv: math.exp(statistics.fmean(map(math.log, kv[1])))):
         print(f"  {n:26s} {math.exp(statistics.fmean(map(math.log, ratios))):6.3f}  ({len(ratios)} cases)")
-    print(f"\n{'case':34s} {'best config':24s} {'us':>8s} {'TFLOPS':>7s} {'flash':>8s} {'cudnn':>8s} {'/flash':>7s} {'/cudnn':>7s} {'relerr':>8s}")
+    print(
+        f"\n{'case':34s} {'best config':24s} {'us':>8s} {'TFLOPS':>7s} {'flash':>8s} {'cudnn':>8s} {'/flash':>7s} {'/cudnn':>7s} {'relerr':>8s}"
+    )
     for r in table_rows:
         if not r.get("best"):
             print(f"{r['case']:34s} NO CORRECT CONFIG")
             continue
-        print(f"{r['case']:34s} {r['best']:24s} {r['us']:8.2f} {r['tflops']:7.1f} "
-              f"{r.get('sdpa_flash', float('nan')):8.2f} {r.get('sdpa_cudnn', float('nan')):8.2f} "
-              f"{r.get('x_sdpa_flash', float('nan')):7.3f} {r.get('x_sdpa_cudnn', float('nan')):7.3f} {r['rel_err']:8.1e}")
+        print(
+            f"{r['case']:34s} {r['best']:24s} {r['us']:8.2f} {r['tflops']:7.1f} "
+            f"{r.get('sdpa_flash', float('nan')):8.2f} {r.get('sdpa_cudnn', float('nan')):8.2f} "
+            f"{r.get('x_sdpa_flash', float('nan')):7.3f} {r.get('x_sdpa_cudnn', float('nan')):7.3f} {r['rel_err']:8.1e}"
+        )
     print(f"wall {result['wall_s']:.0f} s; smi before: {result['smi_before']}; after: {result['smi_after']}")
     if args.write_choices:
         from attnwatch.scripts.tune_choices import write_choices
 
-        write_choices(Path(args.write_choices), result, rounds=args.rounds, commit=args.commit,
-                      job="python3 -m scripts.tune_triton " + recorded_args(argv if argv is not None else sys.argv[1:]))
+        write_choices(
+            Path(args.write_choices),
+            result,
+            rounds=args.rounds,
+            commit=args.commit,
+            job="python3 -m scripts.tune_triton " + recorded_args(argv if argv is not None else sys.argv[1:]),
+        )
     return 0
 
 

@@ -50,26 +50,57 @@ def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
     bundles = []
     for i in range(MAIN_RUNS):
         statuses = {CRASHED_CASE: "crashed", INCORRECT_CASE: "failed"} if i == MAIN_RUNS - 1 else None
-        bundles.append(make_bundle(
-            work_dir / main_run_id(i), run_id=main_run_id(i), variants=VARIANTS, seed=i,
-            commit_sha=f"{i:02d}" + "c0ffee" * 6 + "00", commit_message=HOSTILE_MESSAGE if i == 6 else f"Tune tiles, step {i}",
-            started_at=START + timedelta(hours=i), statuses=statuses,
-            variant_scale={"triton_fa2": 1.10} if i >= STEP_RUN else None, with_ncu=i >= MAIN_RUNS - 2,
-        ))
-    bundles.append(make_bundle(
-        work_dir / "h200-main-failed", run_id="h200-main-failed", variants=("sdpa",), n_cases=1, run_status="failed",
-        statuses={"sdpa": "crashed"}, started_at=START + timedelta(hours=MAIN_RUNS), seed=99,
-        commit_message="Break the build",
-    ))
-    bundles.append(make_bundle(
-        work_dir / "h200-pr-12", run_id="h200-pr-12", variants=VARIANTS, branch="feature/tiles", pr_number=12,
-        trigger="pull_request", started_at=START + timedelta(hours=MAIN_RUNS, minutes=30), seed=50,
-        commit_message="Try 128x64 tiles",
-    ))
-    bundles.append(make_bundle(
-        work_dir / "l4-main-00", run_id="l4-main-00", variants=("triton_fa2", "cuda_wmma"), gpu_name=L4,
-        started_at=START + timedelta(hours=2), seed=77, commit_message="Tune tiles, step 2",
-    ))
+        bundles.append(
+            make_bundle(
+                work_dir / main_run_id(i),
+                run_id=main_run_id(i),
+                variants=VARIANTS,
+                seed=i,
+                commit_sha=f"{i:02d}" + "c0ffee" * 6 + "00",
+                commit_message=HOSTILE_MESSAGE if i == 6 else f"Tune tiles, step {i}",
+                started_at=START + timedelta(hours=i),
+                statuses=statuses,
+                variant_scale={"triton_fa2": 1.10} if i >= STEP_RUN else None,
+                with_ncu=i >= MAIN_RUNS - 2,
+            )
+        )
+    bundles.append(
+        make_bundle(
+            work_dir / "h200-main-failed",
+            run_id="h200-main-failed",
+            variants=("sdpa",),
+            n_cases=1,
+            run_status="failed",
+            statuses={"sdpa": "crashed"},
+            started_at=START + timedelta(hours=MAIN_RUNS),
+            seed=99,
+            commit_message="Break the build",
+        )
+    )
+    bundles.append(
+        make_bundle(
+            work_dir / "h200-pr-12",
+            run_id="h200-pr-12",
+            variants=VARIANTS,
+            branch="feature/tiles",
+            pr_number=12,
+            trigger="pull_request",
+            started_at=START + timedelta(hours=MAIN_RUNS, minutes=30),
+            seed=50,
+            commit_message="Try 128x64 tiles",
+        )
+    )
+    bundles.append(
+        make_bundle(
+            work_dir / "l4-main-00",
+            run_id="l4-main-00",
+            variants=("triton_fa2", "cuda_wmma"),
+            gpu_name=L4,
+            started_at=START + timedelta(hours=2),
+            seed=77,
+            commit_message="Tune tiles, step 2",
+        )
+    )
     ingest_paths(parse_location(db_path), bundles)
     with open_write(parse_location(db_path)) as con:  # what `attnwatch detect` does after a main ingest
         record_alerts(con, scan_history(con, load_thresholds).findings)
@@ -86,8 +117,14 @@ def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
 def build_synthetic_history(db_path: Path, work_dir: Path) -> None:
     """Two generated runs marked synthetic: every page must label them as not measured."""
     bundles = [
-        make_bundle(work_dir / f"syn-{i}", run_id=f"syn-{i}", variants=("sdpa", "triton_fa2"), synthetic=True,
-                    started_at=START + timedelta(hours=i), seed=i)
+        make_bundle(
+            work_dir / f"syn-{i}",
+            run_id=f"syn-{i}",
+            variants=("sdpa", "triton_fa2"),
+            synthetic=True,
+            started_at=START + timedelta(hours=i),
+            seed=i,
+        )
         for i in range(2)
     ]
     ingest_paths(parse_location(db_path), bundles)
@@ -109,18 +146,29 @@ def add_real_ncu_run(db_path: Path, work_dir: Path, fixtures_dir: Path) -> str:
 
     shape = next(s for s in SHAPES if s.id == "b4_h16_s1k")
     directory = make_bundle(
-        work_dir / NCU_RUN, run_id=NCU_RUN, variants=tuple(NCU_RANGES), shapes=(shape,), causal=(False,),
-        trigger="schedule", started_at=START - timedelta(hours=1), seed=123, commit_message="Nightly",
+        work_dir / NCU_RUN,
+        run_id=NCU_RUN,
+        variants=tuple(NCU_RANGES),
+        shapes=(shape,),
+        causal=(False,),
+        trigger="schedule",
+        started_at=START - timedelta(hours=1),
+        seed=123,
+        commit_message="Nightly",
         with_ncu=True,
     )
     report = parse_ncu_csv(fixtures_dir / NCU_FIXTURE)
-    work = CaseWork(flops=shape.flops(False), ideal_bytes=4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2)
+    work = CaseWork(
+        flops=shape.flops(False), ideal_bytes=4.0 * shape.batch * shape.heads * shape.seq * shape.head_dim * 2
+    )
     kernels, cases = [], []
     for nvtx, kernels_of_case in group_by_case(report.kernels).items():
         cid = case_id(NCU_RANGES[nvtx], shape.id, "fp16", False)
         cases.append(aggregate_case(cid, kernels_of_case, work))
-        kernels += [NcuKernelRow(cid, i, k.kernel_name, k.metrics, k.block_size, k.grid_size)
-                    for i, k in enumerate(kernels_of_case)]
+        kernels += [
+            NcuKernelRow(cid, i, k.kernel_name, k.metrics, k.block_size, k.grid_size)
+            for i, k in enumerate(kernels_of_case)
+        ]
     write_ncu_files(directory, NcuFiles("2025.3.1", kernels, cases))  # over the factory's stand-in ncu.json
     ingest_paths(parse_location(db_path), [directory])
     return NCU_RUN
@@ -183,15 +231,25 @@ def push_bundles(work_dir: Path, branch: str = "main") -> list[Path]:
                 overrides[DISPATCH_CASE] = {"graph_median_us": DISPATCH_GRAPH_US}
             if gpu == H100 and i == last:
                 overrides[NOISY_CASE] = {"converged": False, "rel_spread": 0.08}
-            bundles.append(make_bundle(
-                work_dir / push_run_id(gpu, i), run_id=push_run_id(gpu, i), variants=VARIANTS,
-                seed=100 * g + i, gpu_name=gpu, commit_sha=push_commit(i), parent_sha=push_commit(i - 1) if i else None,
-                commit_message=f"Push {i}: tune tiles", started_at=START + timedelta(hours=i, minutes=10 * g),
-                commit_date=START + timedelta(hours=i, minutes=-10), variant_scale=scale or None,
-                statuses={PUSH_INCORRECT_CASE: "failed"} if gpu == H200 and i == last else None,
-                with_correctness=not (gpu == H100 and i == last), timing_overrides=overrides or None,
-                branch=branch,
-            ))
+            bundles.append(
+                make_bundle(
+                    work_dir / push_run_id(gpu, i),
+                    run_id=push_run_id(gpu, i),
+                    variants=VARIANTS,
+                    seed=100 * g + i,
+                    gpu_name=gpu,
+                    commit_sha=push_commit(i),
+                    parent_sha=push_commit(i - 1) if i else None,
+                    commit_message=f"Push {i}: tune tiles",
+                    started_at=START + timedelta(hours=i, minutes=10 * g),
+                    commit_date=START + timedelta(hours=i, minutes=-10),
+                    variant_scale=scale or None,
+                    statuses={PUSH_INCORRECT_CASE: "failed"} if gpu == H200 and i == last else None,
+                    with_correctness=not (gpu == H100 and i == last),
+                    timing_overrides=overrides or None,
+                    branch=branch,
+                )
+            )
     return bundles
 
 
@@ -199,8 +257,12 @@ def push_ids() -> dict[str, str]:
     """Named run ids and commits of the push history."""
     last = PUSH_RUNS - 1
     return {
-        "h200_head": push_run_id(H200, last), "h200_base": push_run_id(H200, last - 1),
-        "h100_head": push_run_id(H100, last), "h100_base": push_run_id(H100, last - 1),
-        "old_step_commit": push_commit(OLD_STEP), "old_step_base": push_commit(OLD_STEP - 1),
-        "head_commit": push_commit(last), "base_commit": push_commit(last - 1),
+        "h200_head": push_run_id(H200, last),
+        "h200_base": push_run_id(H200, last - 1),
+        "h100_head": push_run_id(H100, last),
+        "h100_base": push_run_id(H100, last - 1),
+        "old_step_commit": push_commit(OLD_STEP),
+        "old_step_base": push_commit(OLD_STEP - 1),
+        "head_commit": push_commit(last),
+        "base_commit": push_commit(last - 1),
     }

@@ -34,6 +34,7 @@ def _edited(file: str, edit: Callable[[dict], None], **options) -> Callable[[Pat
         bundle = _bundle(directory, seed, **options)
         _edit(bundle / file, edit)
         return bundle
+
     return make
 
 
@@ -42,6 +43,7 @@ def _rewritten(file: str, text: Callable[[str], str]) -> Callable[[Path, int], P
         bundle = _bundle(directory, seed)
         (bundle / file).write_text(text((bundle / file).read_text()))
         return bundle
+
     return make
 
 
@@ -51,6 +53,7 @@ def _linked_inside(name: str, target: str) -> Callable[[Path, int], Path]:
         (bundle / name).unlink(missing_ok=True)
         (bundle / name).symlink_to(target)
         return bundle
+
     return make
 
 
@@ -70,33 +73,86 @@ BAD_INPUTS: list[tuple[str, Callable[[Path, int], Path], str, str]] = [
     ("broken JSON", _rewritten("manifest.json", lambda t: '{"run_id": bad, }'), "manifest.json", "json"),
     ("truncated file", _rewritten("benchmark.json", lambda t: t[: len(t) // 2]), "benchmark.json", "json"),
     ("empty file", _rewritten("outcomes.json", lambda t: ""), "outcomes.json", "json"),
-    ("wrong type: a string for an integer", _edited("manifest.json", lambda d: d.update(pr_number="7")),
-     "manifest.json", "pr_number"),
-    ("wrong type: a fraction for a count", _edited("timings.json", lambda d: d["timings"][1].update(batch=1.5)),
-     "timings.json", "timings[1].batch"),
-    ("wrong type: a list for an object", _edited("manifest.json", lambda d: d.update(environment=[])),
-     "manifest.json", "environment"),
-    ("a negative latency", _edited("timings.json", lambda d: d["timings"][0].update(min_us=-1.0)), "timings.json",
-     f"{ATTNWATCH_0}.min_us"),
+    (
+        "wrong type: a string for an integer",
+        _edited("manifest.json", lambda d: d.update(pr_number="7")),
+        "manifest.json",
+        "pr_number",
+    ),
+    (
+        "wrong type: a fraction for a count",
+        _edited("timings.json", lambda d: d["timings"][1].update(batch=1.5)),
+        "timings.json",
+        "timings[1].batch",
+    ),
+    (
+        "wrong type: a list for an object",
+        _edited("manifest.json", lambda d: d.update(environment=[])),
+        "manifest.json",
+        "environment",
+    ),
+    (
+        "a negative latency",
+        _edited("timings.json", lambda d: d["timings"][0].update(min_us=-1.0)),
+        "timings.json",
+        f"{ATTNWATCH_0}.min_us",
+    ),
     ("a symbolic link for a file", _linked_inside("builds.json", "/etc/passwd"), "builds.json", "file"),
     ("a symbolic link to a directory inside", _linked_inside("extra_dir", "/etc"), "extra_dir", "file"),
     ("a bundle that is a symbolic link", _linked_bundle, "linked", "path"),
-    ("a foreign repository", lambda directory, seed: _bundle(directory, seed, repo=FOREIGN_REPO), "manifest.json", "repo"),
-    ("a crashed kernel with a timing", _edited("outcomes.json", lambda d: next(
-        c for c in d["cases"] if c["case_id"] == CRASHED_CASE).update(status="crashed", error="SIGSEGV")),
-     "timings.json", "case_id"),
-    ("a hostile run id (path)", _edited("manifest.json", lambda d: d.update(run_id="../../etc/passwd")),
-     "manifest.json", "run_id"),
-    ("a hostile name: Cyrillic look-alike", _edited("timings.json", _variant("\u0455dpa")), "timings.json",
-     f"{ATTNWATCH_0}.variant"),
-    ("a hostile name: fullwidth", _edited("timings.json", _variant("\uff53dpa")), "timings.json",
-     f"{ATTNWATCH_0}.variant"),
-    ("a hostile name: zero-width space", _edited("timings.json", _variant("sdpa\u200b")), "timings.json",
-     f"{ATTNWATCH_0}.variant"),
-    ("a hostile name: right-to-left override", _edited("timings.json", _variant("sdpa\u202e")), "timings.json",
-     f"{ATTNWATCH_0}.variant"),
-    ("a hostile name: SQL in a shape id", _edited("outcomes.json", lambda d: d["cases"][0].update(
-        shape_id="x'; DROP TABLE runs; --")), "outcomes.json", "cases[0].shape_id"),
+    (
+        "a foreign repository",
+        lambda directory, seed: _bundle(directory, seed, repo=FOREIGN_REPO),
+        "manifest.json",
+        "repo",
+    ),
+    (
+        "a crashed kernel with a timing",
+        _edited(
+            "outcomes.json",
+            lambda d: next(c for c in d["cases"] if c["case_id"] == CRASHED_CASE).update(
+                status="crashed", error="SIGSEGV"
+            ),
+        ),
+        "timings.json",
+        "case_id",
+    ),
+    (
+        "a hostile run id (path)",
+        _edited("manifest.json", lambda d: d.update(run_id="../../etc/passwd")),
+        "manifest.json",
+        "run_id",
+    ),
+    (
+        "a hostile name: Cyrillic look-alike",
+        _edited("timings.json", _variant("\u0455dpa")),
+        "timings.json",
+        f"{ATTNWATCH_0}.variant",
+    ),
+    (
+        "a hostile name: fullwidth",
+        _edited("timings.json", _variant("\uff53dpa")),
+        "timings.json",
+        f"{ATTNWATCH_0}.variant",
+    ),
+    (
+        "a hostile name: zero-width space",
+        _edited("timings.json", _variant("sdpa\u200b")),
+        "timings.json",
+        f"{ATTNWATCH_0}.variant",
+    ),
+    (
+        "a hostile name: right-to-left override",
+        _edited("timings.json", _variant("sdpa\u202e")),
+        "timings.json",
+        f"{ATTNWATCH_0}.variant",
+    ),
+    (
+        "a hostile name: SQL in a shape id",
+        _edited("outcomes.json", lambda d: d["cases"][0].update(shape_id="x'; DROP TABLE runs; --")),
+        "outcomes.json",
+        "cases[0].shape_id",
+    ),
 ]
 
 

@@ -21,8 +21,14 @@ from pathlib import Path
 import pytest
 
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 SERVER_START_TIMEOUT_S = 90
 PAGE_TIMEOUT_MS = 60_000
@@ -69,7 +75,9 @@ def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> None:
         except OSError:
             pass
         time.sleep(0.25)
-    raise AssertionError(f"dashboard not healthy after {SERVER_START_TIMEOUT_S} s:\n{log.read_text(errors='replace')[-3000:]}")
+    raise AssertionError(
+        f"dashboard not healthy after {SERVER_START_TIMEOUT_S} s:\n{log.read_text(errors='replace')[-3000:]}"
+    )
 
 
 @contextlib.contextmanager
@@ -81,7 +89,10 @@ def serve(db: Path, log: Path):
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "attnwatch", "--db", str(db), "dashboard", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
         )
     try:
         wait_healthy(proc, port, log)

@@ -36,10 +36,19 @@ def build_commit_axis_history(db: Path, work: Path) -> Path:
     bundles = []
     for i in range(RUNS):
         variants = ("sdpa", "triton_fa2", "cuda_wmma") + ((REGRESSED_VARIANT,) if i >= 2 else ())
-        bundles.append(make_bundle(
-            work / f"run-{i}", run_id=f"h200-main-{i:02d}", variants=variants, seed=i, commit_sha=commit_sha(i),
-            parent_sha=commit_sha(i - 1) if i else None, started_at=START + timedelta(hours=i),
-            variant_scale={REGRESSED_VARIANT: 1.15} if i >= STEP_RUN else None, with_ncu=i < 2))
+        bundles.append(
+            make_bundle(
+                work / f"run-{i}",
+                run_id=f"h200-main-{i:02d}",
+                variants=variants,
+                seed=i,
+                commit_sha=commit_sha(i),
+                parent_sha=commit_sha(i - 1) if i else None,
+                started_at=START + timedelta(hours=i),
+                variant_scale={REGRESSED_VARIANT: 1.15} if i >= STEP_RUN else None,
+                with_ncu=i < 2,
+            )
+        )
     ingest_paths(parse_location(db), bundles)
     with open_write(parse_location(db)) as con:
         record_alerts(con, scan_history(con, load_thresholds).findings)

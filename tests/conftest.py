@@ -124,6 +124,7 @@ def _group_for_workers(items) -> None:
     GPU test runs on one worker, so no two time the same GPU at once. Files with `slow` or `browser`
     tests are handed out first (with --no-loadscope-reorder), so that no long file starts last
     while the other workers idle."""
+
     def file_of(item) -> str:
         return item.nodeid.split("::", 1)[0]
 

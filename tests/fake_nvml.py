@@ -125,7 +125,11 @@ class FakeNvml:
 
 def two_h200s() -> FakeNvml:
     """A 2-GPU H200 host: GPU 1 runs at a lower clock and is power-capped, so readings tell them apart."""
-    return FakeNvml([
-        FakeGpu("GPU-0a0a0a0a-1111-2222-3333-444444444444", "00000000:19:00.0", sm_clock_mhz=1980),
-        FakeGpu("GPU-1b1b1b1b-5555-6666-7777-888888888888", "00000000:3B:00.0", sm_clock_mhz=1755, reasons_mask=0x4),
-    ])
+    return FakeNvml(
+        [
+            FakeGpu("GPU-0a0a0a0a-1111-2222-3333-444444444444", "00000000:19:00.0", sm_clock_mhz=1980),
+            FakeGpu(
+                "GPU-1b1b1b1b-5555-6666-7777-888888888888", "00000000:3B:00.0", sm_clock_mhz=1755, reasons_mask=0x4
+            ),
+        ]
+    )

@@ -47,20 +47,36 @@ def child_env() -> dict:
 
 def cli(db: Path | str, *args: str, preexec=None, timeout: float = 300) -> subprocess.CompletedProcess:
     """`attnwatch --db DB ARGS...` in a child process, with an optional fault."""
-    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=child_env(),
-                          preexec_fn=preexec, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+        env=child_env(),
+        preexec_fn=preexec,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def killed_at(k: int, db: Path | str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI, killed with SIGKILL just before write statement `k` (0: never; its stderr says how many)."""
-    return subprocess.run([sys.executable, str(Path(__file__).resolve()), str(k), "--db", str(db), *args],
-                          env=child_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(k), "--db", str(db), *args],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def terminated_in(prefix: str, db: Path | str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI, sent SIGTERM while DuckDB runs its first write statement starting with `prefix`."""
-    return subprocess.run([sys.executable, str(Path(__file__).resolve()), "0", "--term-in", prefix, "--db", str(db),
-                           *args], env=child_env(), capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "0", "--term-in", prefix, "--db", str(db), *args],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def statement_count(result: subprocess.CompletedProcess) -> int:
@@ -71,6 +87,7 @@ def file_size_limit(nbytes: int):
     def limit() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
     return limit
 
 
@@ -102,6 +119,7 @@ def read_only_mount(directory: Path):
         _libc_call("mount", b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
         _libc_call("mount", d, d, None, _MS_BIND, None)
         _libc_call("mount", b"none", d, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
+
     return mount
 
 
@@ -109,8 +127,13 @@ def read_only_unavailable(scratch: Path) -> str | None:
     """Why read_only_mount cannot work on this machine, or None when it does."""
     scratch.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run(["sh", "-c", f"touch '{scratch}/probe'"], preexec_fn=read_only_mount(scratch),
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["sh", "-c", f"touch '{scratch}/probe'"],
+            preexec_fn=read_only_mount(scratch),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (subprocess.SubprocessError, OSError) as exc:
         return f"no private read-only mount here ({exc})"
     if done.returncode == 0:
@@ -123,10 +146,12 @@ def no_permission_override():
         if os.getuid() == 0:
             for cap in (_CAP_DAC_OVERRIDE, _CAP_DAC_READ_SEARCH):
                 _libc_call("prctl", _PR_CAPBSET_DROP, cap, 0, 0, 0)
+
     return drop
 
 
 # --- what every trial checks afterwards ------------------------------------------------------
+
 
 @dataclass
 class Held:
@@ -150,9 +175,20 @@ def inspect(db: Path) -> Held:
         return Held(False, error=str(exc).splitlines()[0])
     try:
         tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        schema = con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] if "schema_migrations" in tables else 0
-        runs = dict(con.execute("SELECT u.run_id, count(r.run_id) FROM runs u LEFT JOIN results r USING (run_id) "
-                                "GROUP BY u.run_id").fetchall()) if "runs" in tables else {}
+        schema = (
+            con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+            if "schema_migrations" in tables
+            else 0
+        )
+        runs = (
+            dict(
+                con.execute(
+                    "SELECT u.run_id, count(r.run_id) FROM runs u LEFT JOIN results r USING (run_id) GROUP BY u.run_id"
+                ).fetchall()
+            )
+            if "runs" in tables
+            else {}
+        )
         return Held(True, schema=schema or 0, runs=runs)
     finally:
         con.close()
@@ -164,8 +200,12 @@ def content(db: Path) -> dict[str, tuple]:
 
     con = duckdb.connect(str(db), read_only=True)
     try:
-        tables = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE "
-                                            "table_type = 'BASE TABLE' ORDER BY 1").fetchall()]
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' ORDER BY 1"
+            ).fetchall()
+        ]
         return {t: con.execute(f'SELECT count(*), sum(hash(t)::HUGEINT) FROM "{t}" t').fetchone() for t in tables}
     finally:
         con.close()
@@ -200,6 +240,7 @@ def one_line_error(result: subprocess.CompletedProcess) -> str | None:
 
 # --- the statement killer (run as a script) ----------------------------------------------------
 
+
 class _Counting:
     """A write connection whose statements are counted (a multi-statement text one by one)."""
 
@@ -208,7 +249,9 @@ class _Counting:
         self._term_in = term_in
 
     def execute(self, query, parameters=None):
-        statements = [query] if parameters is not None or not isinstance(query, str) else self._con.extract_statements(query)
+        statements = (
+            [query] if parameters is not None or not isinstance(query, str) else self._con.extract_statements(query)
+        )
         for statement in statements:
             if self._legacy and str(getattr(statement, "query", statement)).strip().upper() == "CHECKPOINT":
                 continue
@@ -269,10 +312,11 @@ def _main(argv: list[str]) -> int:
     if "--term-in" in argv:
         at = argv.index("--term-in")
         term_in = argv[at + 1]
-        del argv[at:at + 2]
+        del argv[at : at + 2]
     if legacy:  # as before: no checkpoint at commit, a new file created in place
         history_db.DURABLE_WRITES = {}
         history_db._create_whole = lambda loc, deadline_s: None
+
     class _Shim:  # history.store.db's connections, the only ones that write a history file
         def __getattr__(self, name):
             return getattr(sealed, name)
@@ -280,7 +324,11 @@ def _main(argv: list[str]) -> int:
         @staticmethod
         def connect(database, *args, **kwargs):
             con = sealed.connect(database, *args, **kwargs)
-            return con if kwargs.get("read_only") or database == ":memory:" else _Counting(con, kill_at, counter, legacy, term_in)
+            return (
+                con
+                if kwargs.get("read_only") or database == ":memory:"
+                else _Counting(con, kill_at, counter, legacy, term_in)
+            )
 
     history_db.sealed = _Shim()
     try:

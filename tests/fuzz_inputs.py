@@ -38,17 +38,48 @@ DEPTH_CAP = 64  # history.contract.json_limits.MAX_DEPTH
 # Text a hostile or careless producer puts in a string: terminal escapes (colour, clear screen,
 # OSC 52 clipboard write), NUL, CR, C1 controls, bidirectional overrides, zero-width and
 # look-alike letters, an unpaired surrogate, path tricks, nothing, and a lot.
-HOSTILE_TEXT = ("\x1b[31mred\x1b[0m", "\x1b[2J\x1b[H", "\x1b]52;c;ZXZpbA==\x07", "nul\x00byte", "over\rwrite",
-                "c1\x85\x9bcsi", "rlo\u202egnp.exe", "zero\u200bwidth", "\uff53dpa", "\ud800", "../../etc/passwd",
-                "", " ", "x" * 5000, "back\\slash \"quote\"", "line\nbreak\ttab", "\U0001f680 rocket")
+HOSTILE_TEXT = (
+    "\x1b[31mred\x1b[0m",
+    "\x1b[2J\x1b[H",
+    "\x1b]52;c;ZXZpbA==\x07",
+    "nul\x00byte",
+    "over\rwrite",
+    "c1\x85\x9bcsi",
+    "rlo\u202egnp.exe",
+    "zero\u200bwidth",
+    "\uff53dpa",
+    "\ud800",
+    "../../etc/passwd",
+    "",
+    " ",
+    "x" * 5000,
+    'back\\slash "quote"',
+    "line\nbreak\ttab",
+    "\U0001f680 rocket",
+)
 BEYOND_64_BITS = ("100000000000000000000000000000", "18446744073709551616", "-9223372036854775809", "1" + "0" * 400)
 HUGE_FLOATS = ("1e308", "1.7976931348623157e308", "-1e308", "9223372036854775807.0")
 NON_FINITE = ("NaN", "Infinity", "-Infinity", "1e999")
 OTHER_TYPES = ('"text"', "7", "-1", "1.5", "true", "null", "[]", "{}", '[1, "a"]', '{"x": 1}')
-KINDS = ("other type", "integer beyond 64 bits", "huge float", "5000-digit integer", "non-finite number",
-         "negative number", "zero latency", "subnormal latency", "hostile text", "deep nesting",
-         "nesting past the recursion limit", "key removed", "key added", "duplicate key", "truncated", "invalid UTF-8",
-         "naive timestamp")
+KINDS = (
+    "other type",
+    "integer beyond 64 bits",
+    "huge float",
+    "5000-digit integer",
+    "non-finite number",
+    "negative number",
+    "zero latency",
+    "subnormal latency",
+    "hostile text",
+    "deep nesting",
+    "nesting past the recursion limit",
+    "key removed",
+    "key added",
+    "duplicate key",
+    "truncated",
+    "invalid UTF-8",
+    "naive timestamp",
+)
 # A timestamp with its UTC offset, as every format writes one; the mutation drops the offset.
 _AWARE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$")
 
@@ -133,8 +164,15 @@ SPREADS = tuple(sorted(set(LATENCY_FIELDS) - set(PER_CALL_FIELDS)))
 
 
 def _is_latency(path: tuple, value: Any) -> bool:
-    return bool(path) and isinstance(path[-1], str) and path[-1].endswith("_us") and path[-1] not in SPREADS \
-        and isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+    return (
+        bool(path)
+        and isinstance(path[-1], str)
+        and path[-1].endswith("_us")
+        and path[-1] not in SPREADS
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value > 0
+    )
 
 
 @st.composite
@@ -168,25 +206,32 @@ def mutations(draw, doc: Any, name: str, fmt: str, strict: bool) -> Mutation:
     if kind in ("deep nesting", "nesting past the recursion limit"):
         path = draw(st.sampled_from(every))
         depth = draw(st.sampled_from((DEPTH_CAP + 1, 200) if kind == "deep nesting" else (5000, 100_000)))
-        return Mutation(kind, f"{name}: {_name(path)} nested {depth} deep", _splice(doc, path, "[" * depth + "]" * depth),
-                        True)
+        return Mutation(
+            kind, f"{name}: {_name(path)} nested {depth} deep", _splice(doc, path, "[" * depth + "]" * depth), True
+        )
     numbers = [p for p in every if p and _category(_get(doc, p)) in ("int", "float")]
     strings = [p for p in every if p and isinstance(_get(doc, p), str)]
     latencies = [p for p in numbers if _is_latency(p, _get(doc, p))]
-    if kind in ("integer beyond 64 bits", "huge float", "5000-digit integer", "non-finite number",
-                "negative number") and numbers:
+    if (
+        kind in ("integer beyond 64 bits", "huge float", "5000-digit integer", "non-finite number", "negative number")
+        and numbers
+    ):
         path = draw(st.sampled_from(numbers))
         value = _get(doc, path)
         if kind in ("integer beyond 64 bits", "huge float"):
             raw = draw(st.sampled_from(BEYOND_64_BITS if kind == "integer beyond 64 bits" else HUGE_FLOATS))
             return Mutation(kind, f"{name}: {_name(path)} = {raw[:24]}", _splice(doc, path, raw), False)
         if kind == "5000-digit integer":
-            return Mutation(kind, f"{name}: {_name(path)} = 1e5000 as digits", _splice(doc, path, "1" + "0" * 5000), False)
+            return Mutation(
+                kind, f"{name}: {_name(path)} = 1e5000 as digits", _splice(doc, path, "1" + "0" * 5000), False
+            )
         if kind == "non-finite number":
             raw = draw(st.sampled_from(NON_FINITE))
             return Mutation(kind, f"{name}: {_name(path)} = {raw}", _splice(doc, path, raw), strict)
         raw = json.dumps(-abs(value) if value else -1)
-        return Mutation(kind, f"{name}: {_name(path)} = {raw}", _splice(doc, path, raw), strict and _is_latency(path, value))
+        return Mutation(
+            kind, f"{name}: {_name(path)} = {raw}", _splice(doc, path, raw), strict and _is_latency(path, value)
+        )
     if kind in ("zero latency", "subnormal latency") and latencies:
         path = draw(st.sampled_from(latencies))
         raw = draw(st.sampled_from(("0", "0.0") if kind == "zero latency" else ("1e-320", "1e-400")))
@@ -197,8 +242,12 @@ def mutations(draw, doc: Any, name: str, fmt: str, strict: bool) -> Mutation:
         # the documented rule (history.contract.checks.parse_utc), so there it need only not crash.
         path = draw(st.sampled_from(stamps))
         naive = re.sub(r"(Z|[+-]\d\d:\d\d)$", "", _get(doc, path))
-        return Mutation(kind, f"{name}: {_name(path)} = {naive}", _splice(doc, path, json.dumps(naive)),
-                        fmt in ("bundle", "compare"))
+        return Mutation(
+            kind,
+            f"{name}: {_name(path)} = {naive}",
+            _splice(doc, path, json.dumps(naive)),
+            fmt in ("bundle", "compare"),
+        )
     if kind == "hostile text" and strings:
         path = draw(st.sampled_from(strings))
         text = draw(st.sampled_from(HOSTILE_TEXT))

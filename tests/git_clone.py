@@ -19,7 +19,9 @@ def clone_with_commits(tmp_path: Path, *messages: str) -> tuple[Path, Callable[.
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO_ROOT), str(clone)], check=True)
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(clone), *args], check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(clone), *args], check=True, capture_output=True, text=True
+        ).stdout.strip()
 
     for message in messages:
         git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", message)
@@ -28,6 +30,17 @@ def clone_with_commits(tmp_path: Path, *messages: str) -> tuple[Path, Callable[.
 
 def attnwatch(clone: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`attnwatch ARGS` in `clone`, this checkout's code (not the clone's) doing the work."""
-    return subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-                           "from attnwatch.cli.main import main; sys.exit(main(sys.argv[1:]))", *args],
-                          cwd=clone, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
+            "from attnwatch.cli.main import main; sys.exit(main(sys.argv[1:]))",
+            *args,
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, **(env or {})},
+    )

@@ -59,7 +59,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _page(self, items: list, query: dict) -> None:
         size = min(int(query.get("per_page", ["30"])[0]), self.state.page_size)
         page = int(query.get("page", ["1"])[0])
-        chunk = items[(page - 1) * size: page * size]
+        chunk = items[(page - 1) * size : page * size]
         headers = {}
         if page * size < len(items):
             base = f"http://{self.headers['Host']}{urlsplit(self.path).path}"
@@ -74,8 +74,14 @@ class _Handler(BaseHTTPRequestHandler):
         query = parse_qs(parts.query)
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
-        state.requests.append({"method": method, "path": parts.path, "query": parts.query,
-                               "authorization": self.headers.get("Authorization")})
+        state.requests.append(
+            {
+                "method": method,
+                "path": parts.path,
+                "query": parts.query,
+                "authorization": self.headers.get("Authorization"),
+            }
+        )
         if state.failures:
             status, headers = state.failures.pop(0)
             self._send(status, {"message": "API rate limit exceeded (stub)"}, headers)
@@ -85,7 +91,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not path.startswith(prefix):
             self._send(404, {"message": "Not Found"})
             return
-        rest = path[len(prefix):].strip("/").split("/")
+        rest = path[len(prefix) :].strip("/").split("/")
         if "/".join(rest) in state.not_found:
             self._send(404, {"message": "Not Found"})
             return
@@ -100,13 +106,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._page([p for p in state.pulls if wanted == "all" or p["state"] == wanted], query)
         elif rest == ["issues"] and method == "GET":
             wanted, label = query.get("state", ["open"])[0], query.get("labels", [None])[0]
-            self._page([i for i in state.issues if (wanted == "all" or i["state"] == wanted)
-                        and (label is None or label in [lb["name"] for lb in i["labels"]])], query)
+            self._page(
+                [
+                    i
+                    for i in state.issues
+                    if (wanted == "all" or i["state"] == wanted)
+                    and (label is None or label in [lb["name"] for lb in i["labels"]])
+                ],
+                query,
+            )
         elif rest == ["issues"] and method == "POST":
             with state.lock:
                 state.next_id += 1
-                issue = {"number": state.next_id, "title": body["title"], "body": body.get("body", ""), "state": "open",
-                         "labels": [{"name": n} for n in body.get("labels", [])], "user": {"login": "github-actions[bot]"}}
+                issue = {
+                    "number": state.next_id,
+                    "title": body["title"],
+                    "body": body.get("body", ""),
+                    "state": "open",
+                    "labels": [{"name": n} for n in body.get("labels", [])],
+                    "user": {"login": "github-actions[bot]"},
+                }
                 state.issues.append(issue)
             self._send(201, issue)
         elif method == "PATCH" and len(rest) == 2 and rest[0] == "issues" and rest[1].isdigit():
@@ -122,8 +141,19 @@ class _Handler(BaseHTTPRequestHandler):
                 self._page(state.comments.get(issue, []), query)
             elif method == "POST":
                 if len(body.get("body", "")) > BODY_LIMIT:
-                    self._send(422, {"message": "Validation Failed",
-                                     "errors": [{"field": "body", "code": "custom", "message": "body is too long (maximum is 65536 characters)"}]})
+                    self._send(
+                        422,
+                        {
+                            "message": "Validation Failed",
+                            "errors": [
+                                {
+                                    "field": "body",
+                                    "code": "custom",
+                                    "message": "body is too long (maximum is 65536 characters)",
+                                }
+                            ],
+                        },
+                    )
                     return
                 self._send(201, state.add_comment(issue, body["body"], "github-actions[bot]"))
             else:

@@ -54,4 +54,5 @@ class ModuleHistories:
             self._copies = HistoryCopies(tmp_path_factory.mktemp("histories"))
             yield
             self._copies = None
+
         return module_histories

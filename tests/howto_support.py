@@ -29,8 +29,13 @@ def code_blocks(page: str, language: str) -> list[str]:
 
 def copy_checkout(dest: Path) -> Path:
     """The checkout's files (what `git ls-files -co --exclude-standard` lists) copied under `dest`."""
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
-                            check=True, capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "-C", str(ROOT), "ls-files", "-z", "-co", "--exclude-standard"], check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source, target = ROOT / name, dest / name
         if not source.is_symlink() and not source.is_file():
@@ -52,10 +57,12 @@ def insert_after(path: Path, anchor: str, text: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
-def run_in(copy: Path, *args: str, env: dict[str, str] | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def run_in(
+    copy: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`python ARGS` in `copy`, importing attnwatch from the copy."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("ATTNWATCH_")}
     environment.update({"PYTHONPATH": str(copy), **(env or {})})
-    return subprocess.run([sys.executable, *args], cwd=copy, env=environment, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, *args], cwd=copy, env=environment, capture_output=True, text=True, timeout=timeout
+    )

@@ -50,8 +50,10 @@ def _run_as() -> list[str]:
 
 def why_unavailable() -> str | None:
     if find_binaries() is None:
-        return ("no PostgreSQL server binaries (initdb, pg_ctl) found: install Debian's postgresql package "
-                f"(`make test` does, as root) or set {BIN_ENV}")
+        return (
+            "no PostgreSQL server binaries (initdb, pg_ctl) found: install Debian's postgresql package "
+            f"(`make test` does, as root) or set {BIN_ENV}"
+        )
     if os.geteuid() == 0:
         try:
             pwd.getpwnam("postgres")
@@ -79,8 +81,22 @@ class PostgresServer:
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         out = subprocess.run(
-            [str(self.bin_dir / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-d", self.dsn(dbname), "-c", sql],
-            capture_output=True, text=True, timeout=60,
+            [
+                str(self.bin_dir / "psql"),
+                "-X",
+                "-q",
+                "-t",
+                "-A",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-d",
+                self.dsn(dbname),
+                "-c",
+                sql,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         if out.returncode != 0:
             raise RuntimeError(f"psql failed ({sql}): {out.stderr.strip()}")
@@ -98,23 +114,64 @@ class PostgresServer:
 
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m MODE`: every client connection is cut, the server is back when this returns."""
-        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", mode,
-                        "-o", _options(self.port, self.root), "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                        "restart"], check=True, capture_output=True, timeout=90)
+        subprocess.run(
+            [
+                *_run_as(),
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.root / "data"),
+                "-m",
+                mode,
+                "-o",
+                _options(self.port, self.root),
+                "-l",
+                str(self.root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "restart",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
 
     def halt(self) -> None:
         """Stop the server (fast), keeping its data: `start_again` brings it back."""
-        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w",
-                        "stop"], check=True, capture_output=True, timeout=90)
+        subprocess.run(
+            [*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "fast", "-w", "stop"],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
 
     def start_again(self) -> None:
-        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-o",
-                        _options(self.port, self.root), "-l", str(self.root / "server.log"), "-w", "-t", "60", "start"],
-                       check=True, capture_output=True, timeout=90)
+        subprocess.run(
+            [
+                *_run_as(),
+                str(self.bin_dir / "pg_ctl"),
+                "-D",
+                str(self.root / "data"),
+                "-o",
+                _options(self.port, self.root),
+                "-l",
+                str(self.root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
 
     def stop(self) -> None:
-        subprocess.run([*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",
-                        "-w", "stop"], capture_output=True, timeout=60)
+        subprocess.run(
+            [*_run_as(), str(self.bin_dir / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate", "-w", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -134,13 +191,34 @@ def start() -> PostgresServer:
         os.chown(root, entry.pw_uid, entry.pw_gid)
     prefix = _run_as()
     data, log = root / "data", root / "server.log"
-    subprocess.run([*prefix, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8",
-                    "--no-sync"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*prefix, str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     for _attempt in range(3):  # a port found free can be taken before the server binds it
         port = _free_port()
         options = _options(port, root)
-        started = subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log),
-                                  "-w", "-t", "60", "start"], capture_output=True, text=True, timeout=90)
+        started = subprocess.run(
+            [
+                *prefix,
+                str(bin_dir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(log),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         if started.returncode == 0:
             return PostgresServer(bin_dir, root, port)
     shutil.rmtree(root, ignore_errors=True)

@@ -34,8 +34,10 @@ WIDE_ROWS = "SELECT repeat('x',200000)||r::VARCHAR FROM range(10000) t(r)"
 HUGE_CONSTANT = "SELECT repeat('x',10000000) FROM range(5000)"
 # Fails at row 5,000, after DuckDB has started streaming (the list column fills its buffer):
 # the error surfaces from Arrow's reader as OSError, which nothing caught before.
-ERROR_MID_STREAM = ("SELECT range(r, r + 100) AS l, CASE WHEN r < 5000 THEN r ELSE error('boom at ' || r) END AS x "
-                    "FROM range(100000) t(r)")
+ERROR_MID_STREAM = (
+    "SELECT range(r, r + 100) AS l, CASE WHEN r < 5000 THEN r ELSE error('boom at ' || r) END AS x "
+    "FROM range(100000) t(r)"
+)
 # What the refusal says: the error, or (DuckDB 1.5.5, about 1 run in 30 with 2 threads) that another
 # thread's error interrupted the query without DuckDB naming it.
 MID_STREAM_SAYS = re.compile(r"boom at 5000|reported only 'Interrupted'")
@@ -47,8 +49,13 @@ PROBE_GROWTH_MIB = 400
 
 def probe(mode: str, db: Path, sql: str) -> dict:
     """What one query costs and shows, measured in a process of its own (module docstring)."""
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), mode, str(db), sql],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), mode, str(db), sql],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -63,7 +70,8 @@ def catalogue_statements(con=None) -> list[str]:
     try:
         functions = con.execute(
             "SELECT DISTINCT function_name, function_type FROM duckdb_functions() "
-            "WHERE function_type IN ('table', 'pragma') AND len(parameters) = 0").fetchall()
+            "WHERE function_type IN ('table', 'pragma') AND len(parameters) = 0"
+        ).fetchall()
         views = con.execute("SELECT DISTINCT schema_name, view_name FROM duckdb_views() WHERE internal").fetchall()
     finally:
         if own:
@@ -142,7 +150,8 @@ def probe_app(db: str, sql: str) -> dict:
     at.text_area(key="sql_text").input(sql)
     at.button(key="sql_run").click().run()
     return {
-        "growth_mib": peak_mib() - before, "outcome": "app",
+        "growth_mib": peak_mib() - before,
+        "outcome": "app",
         "errors": [re.sub(r"\\(.)", r"\1", e.value) for e in at.error],
         "captions": [c.value for c in at.caption],
         "exceptions": [e.value for e in at.exception],

@@ -68,7 +68,9 @@ def main(args: list[str]) -> int:
         print('==ERROR== Failed to profile "stand_in_kernel": metric sass__inst_executed_per_opcode not found')
         return 1
     if mode == "perm":
-        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+        print(
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
+        )
         return 1
     assert "--clock-control" in args and args[args.index("--clock-control") + 1] == "none"
     if "--profile-from-start" not in args:
@@ -99,12 +101,17 @@ def main(args: list[str]) -> int:
             _outcome(case_id, "failed", "RuntimeError: boom")
             continue
         ranges.append(case_id)
-        print(f'==PROF== Profiling "stand_in_kernel" - {len(ranges) - 1}: 0%....50%....100% - '
-              f'{os.environ.get("FAKE_NCU_PASSES", "2")} passes', flush=True)  # as ncu logs each kernel
+        print(
+            f'==PROF== Profiling "stand_in_kernel" - {len(ranges) - 1}: 0%....50%....100% - '
+            f"{os.environ.get('FAKE_NCU_PASSES', '2')} passes",
+            flush=True,
+        )  # as ncu logs each kernel
         _outcome(case_id, "ok", None)
     if mode == "perm_late":  # the target ran, but ncu could read no counter: a report without kernels
         Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps([]))
-        print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters")
+        print(
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters"
+        )
         return 1
     Path(args[args.index("--export") + 1] + ".ncu-rep").write_text(json.dumps(ranges))
     print("==PROF== Disconnected from process 1")

@@ -17,8 +17,14 @@ SCRIPT = ROOT / "scripts" / "adopt_check.py"
 
 def _check(out: Path, device: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, str(SCRIPT), "--device", device, "--budget-s", "240", "--out", str(out)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", device, "--budget-s", "240", "--out", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.mark.slow
@@ -27,7 +33,9 @@ def test_the_check_passes_on_the_cpu_with_duckdb_unimportable(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "adopt_check.json").read_text())
     assert report["ok"] and {e["case_id"] for e in report["entries"]} == {
-        "softmax_triton/4x64/fp32", "softmax_torch/4x64/fp32"}
+        "softmax_triton/4x64/fp32",
+        "softmax_torch/4x64/fp32",
+    }
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adopt_check.json", "bench.json", "pytest.log"]
     assert done.stdout.splitlines()[-2].startswith("softmax_triton/4x64/fp32" + " " * 11 + "cpu_wall")
 

@@ -46,8 +46,7 @@ DASHBOARD = textwrap.dedent("""\
 # The plants, as a user would type them: every output of the Triton kernel 1% high, and the torch
 # kernel's exponential taken 200 times (a gross slowdown, clear of a loaded CPU's noise).
 ONE_PERCENT = ("    y = e / tl.sum(e, axis=0)\n", "    y = e / tl.sum(e, axis=0) * 1.01\n")
-SLOWER = ("    e = torch.exp(shifted.float())\n",
-          "    for _ in range(200):\n        e = torch.exp(shifted.float())\n")
+SLOWER = ("    e = torch.exp(shifted.float())\n", "    for _ in range(200):\n        e = torch.exp(shifted.float())\n")
 
 
 def _readme_commands() -> list[str]:
@@ -73,8 +72,12 @@ def _pytest_command(bin_dir: Path, python: Path) -> None:
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=adopter", "-c", "user.email=adopter@example.com", *args],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=adopter", "-c", "user.email=adopter@example.com", *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def _edit(path: Path, old: str, new: str) -> None:
@@ -104,9 +107,14 @@ def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regr
     _git(repo, "commit", "-qm", "row softmax in Triton and torch")
     # Installed as the composite action installs it (not editable): the suite must still time the checkout.
     pip(python, "install", "--no-deps", "--no-build-isolation", "--no-index", str(repo))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "ATTNWATCH_DB", "ATTNWATCH_REPO") and not k.startswith("GITHUB_")}
-    env.update(TRITON_INTERPRET="1", ATTNWATCH_DB=str(tmp_path / "history.duckdb"), PATH=f"{bin_dir}{os.pathsep}{env['PATH']}")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "ATTNWATCH_DB", "ATTNWATCH_REPO") and not k.startswith("GITHUB_")
+    }
+    env.update(
+        TRITON_INTERPRET="1", ATTNWATCH_DB=str(tmp_path / "history.duckdb"), PATH=f"{bin_dir}{os.pathsep}{env['PATH']}"
+    )
 
     def run(command: str, rc: int = 0) -> subprocess.CompletedProcess:
         """A command of the README, run as typed in the repository's directory."""
@@ -116,8 +124,14 @@ def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regr
         return done
 
     def sql(query: str) -> list[list[str]]:
-        done = subprocess.run([str(bin_dir / "attnwatch"), "sql", "--format", "csv", query], cwd=repo, env=env,
-                              capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [str(bin_dir / "attnwatch"), "sql", "--format", "csv", query],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
         return [line.split(",") for line in done.stdout.strip().splitlines()[1:]]
 
@@ -126,18 +140,24 @@ def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regr
     assert json.loads((repo / "bench.json").read_text())["commit_info"]["project"] == "local/mykernels"
     env["ATTNWATCH_REPO"] = "myteam/mykernels"  # the history's name, as the README says to set it
     refused = run("attnwatch ingest bench.json", rc=2)
-    assert refused.stderr.strip().splitlines()[-1].endswith(
-        "commit_info.project: 'local/mykernels' is not this history's repository 'myteam/mykernels' (ATTNWATCH_REPO); "
-        "'local/mykernels' is how a checkout without an origin remote is named: add the remote, or set ATTNWATCH_REPO "
-        "where it is measured, and measure again; nothing was written"), refused.stderr
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "commit_info.project: 'local/mykernels' is not this history's repository 'myteam/mykernels' (ATTNWATCH_REPO); "
+            "'local/mykernels' is how a checkout without an origin remote is named: add the remote, or set ATTNWATCH_REPO "
+            "where it is measured, and measure again; nothing was written"
+        )
+    ), refused.stderr
     assert not (tmp_path / "history.duckdb").exists()
     run("pytest tests/bench --benchmark-json=bench.json")  # measured again with ATTNWATCH_REPO set
     run("attnwatch ingest bench.json")
     run('attnwatch sql "select variant, shape_id, dtype, median_us from results"')
     assert sql("select repo from runs") == [["myteam/mykernels"]]
     # One series per kernel: no test_ prefix, and the torch kernel once though it is also the Triton test's reference.
-    assert sorted(row[0] for row in sql("select case_id from results where status = 'ok' and timing_mode = 'cpu_wall'")) == [
-        "softmax_torch/4x64/fp32", "softmax_triton/4x64/fp32"]
+    assert sorted(
+        row[0] for row in sql("select case_id from results where status = 'ok' and timing_mode = 'cpu_wall'")
+    ) == ["softmax_torch/4x64/fp32", "softmax_triton/4x64/fp32"]
 
     main_torch_us = float(sql("select median_us from results where case_id = 'softmax_torch/4x64/fp32'")[0][0])
 
@@ -153,15 +173,22 @@ def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regr
     _git(repo, "switch", "-q", "-c", "slower-softmax")
     _git(repo, "commit", "-qam", "softmax: scale the output; take the exponential again")
     edited = run("pytest tests/bench --benchmark-json=bench.json", rc=1)
-    assert "softmax_triton/4x64/fp32: incorrect output: relative error ||out - expected|| / ||expected|| = 0.01 is " \
-           "over norm_rtol 0.002" in edited.stdout, edited.stdout[-3000:]
-    measured = {b["extra_info"]["attnwatch_measurement"]["timing"]["case_id"]: b["extra_info"]["attnwatch_measurement"]
-                for b in json.loads((repo / "bench.json").read_text())["benchmarks"]}
+    assert (
+        "softmax_triton/4x64/fp32: incorrect output: relative error ||out - expected|| / ||expected|| = 0.01 is "
+        "over norm_rtol 0.002" in edited.stdout
+    ), edited.stdout[-3000:]
+    measured = {
+        b["extra_info"]["attnwatch_measurement"]["timing"]["case_id"]: b["extra_info"]["attnwatch_measurement"]
+        for b in json.loads((repo / "bench.json").read_text())["benchmarks"]
+    }
     assert measured["softmax_torch/4x64/fp32"]["timing"]["median_us"] > 5 * main_torch_us
     run("attnwatch ingest bench.json")
     assert sorted(sql("select r.branch, c.case_id, c.passed from correctness c join runs r using (run_id)")) == [
-        ["main", "softmax_torch/4x64/fp32", "True"], ["main", "softmax_triton/4x64/fp32", "True"],
-        ["slower-softmax", "softmax_torch/4x64/fp32", "True"], ["slower-softmax", "softmax_triton/4x64/fp32", "False"]]
+        ["main", "softmax_torch/4x64/fp32", "True"],
+        ["main", "softmax_triton/4x64/fp32", "True"],
+        ["slower-softmax", "softmax_torch/4x64/fp32", "True"],
+        ["slower-softmax", "softmax_triton/4x64/fp32", "False"],
+    ]
 
     # The compare against main catches both: a regression and a correctness failure.
     judged = run(compare, rc=1)
@@ -172,7 +199,12 @@ def test_a_new_repository_walks_the_example_readme_from_install_to_a_caught_regr
     assert cases["softmax_triton/4x64/fp32"]["correctness_failed"], judged.stdout
     assert not cases["softmax_torch/4x64/fp32"]["correctness_failed"]
 
-    shown = json.loads(subprocess.run([str(python), "-c", DASHBOARD], cwd=repo, env=env, capture_output=True, text=True,
-                                      timeout=300, check=True).stdout.strip().splitlines()[-1])
+    shown = json.loads(
+        subprocess.run(
+            [str(python), "-c", DASHBOARD], cwd=repo, env=env, capture_output=True, text=True, timeout=300, check=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
     assert "site-packages/attnwatch/app" in shown["file"] and not shown["exceptions"]
     assert any(re.search(r"softmax_t(orch|riton)/4x64/fp32", text) for text in shown["shown"]), shown["shown"]

@@ -27,15 +27,30 @@ def stored(tmp_path_factory, fixtures_dir):
     bench.write_bytes(gzip.decompress((fixtures_dir / RECORDING).read_bytes()))
     document = json.loads(bench.read_text())
     db = work / "history.duckdb"
-    report = ingest_paths(parse_location(db), [bench], repo="local/adopt")  # the plugin's identity of a repository with no remote
+    report = ingest_paths(
+        parse_location(db), [bench], repo="local/adopt"
+    )  # the plugin's identity of a repository with no remote
     assert len(report.bundles) == 1
     with open_read(parse_location(db)) as con:
         rows = con.execute(
             "SELECT r.case_id, r.status, r.timing_mode, r.median_us, r.graph_median_us, r.sm_clock_mhz_before, "
             "r.sm_clock_mhz_after, r.n_samples, u.gpu_name, r.gap_to_baseline, r.operator, r.bytes "
-            "FROM results r JOIN runs u USING (run_id)").fetchall()
-    names = ("case_id", "status", "timing_mode", "median_us", "graph_median_us", "clock_before", "clock_after", "n", "gpu",
-             "gap", "operator", "bytes")
+            "FROM results r JOIN runs u USING (run_id)"
+        ).fetchall()
+    names = (
+        "case_id",
+        "status",
+        "timing_mode",
+        "median_us",
+        "graph_median_us",
+        "clock_before",
+        "clock_after",
+        "n",
+        "gpu",
+        "gap",
+        "operator",
+        "bytes",
+    )
     return document, {row[0]: dict(zip(names, row)) for row in rows}
 
 
@@ -46,7 +61,9 @@ def test_every_case_is_stored_with_the_gpu_statistics_the_h200_measured(stored):
     ours = {cid: row for cid, row in rows.items() if cid in measured}
     assert set(ours) == set(measured) and len(ours) == 4
     # named as the user names them: no `test_` prefix, the reference under its own function's name
-    assert set(ours) == {f"softmax_{kind}/{shape}/fp16" for kind in ("triton", "torch") for shape in ("4096x1024", "4096x4096")}
+    assert set(ours) == {
+        f"softmax_{kind}/{shape}/fp16" for kind in ("triton", "torch") for shape in ("4096x1024", "4096x4096")
+    }
     for case_id, row in ours.items():
         timing = measured[case_id]["timing"]
         assert row["status"] == "ok" and row["timing_mode"] == "cuda_events" == timing["timing_mode"]

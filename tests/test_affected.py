@@ -24,9 +24,14 @@ def run_affected(repo: Path, tmp_path: Path, *extra: str, env: dict | None = Non
     """The command as the workflow runs it; (its JSON, what it printed, $GITHUB_OUTPUT)."""
     out, output = tmp_path / "affected.json", tmp_path / "github_output"
     output.write_text("")
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "affected", "--base", "origin/main", "--json", str(out),
-                           *extra], cwd=repo, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_OUTPUT": str(output), **(env or {})})
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "affected", "--base", "origin/main", "--json", str(out), *extra],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "GITHUB_OUTPUT": str(output), **(env or {})},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(out.read_text()), done.stdout, output.read_text()
 
@@ -84,7 +89,9 @@ def test_a_base_whose_registry_cannot_be_read_builds_everything(tmp_path):
     for root in (base, head):
         shutil.copytree(ROOT / "kernels", root / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
         shutil.copytree(ROOT / "ci", root / "ci", ignore=shutil.ignore_patterns("__pycache__"))
-    (base / "kernels" / "registry.py").write_text((base / "kernels" / "registry.py").read_text() + "\nraise SystemExit(3)\n")
+    (base / "kernels" / "registry.py").write_text(
+        (base / "kernels" / "registry.py").read_text() + "\nraise SystemExit(3)\n"
+    )
     result = affected(base, head)
     assert result.gpu and result.build is None and result.everything
 
@@ -102,8 +109,9 @@ def test_the_compare_builds_only_the_variants_whose_sources_differ(clone):
     base = clone.parent / "base"
     git(clone, "worktree", "add", "--quiet", "--detach", str(base), "origin/main")
     planned = ["sdpa", "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "my_extra_variant"]
-    kept, left_out = build_only_affected(_cases(planned), {"base": base, "head": clone}, git(clone, "rev-parse", "HEAD"),
-                                         log=lambda m: None)
+    kept, left_out = build_only_affected(
+        _cases(planned), {"base": base, "head": clone}, git(clone, "rev-parse", "HEAD"), log=lambda m: None
+    )
     kept_names = {c.variant for c in kept}
     assert {"sdpa", "cuda_wmma", "cuda_wmma_cpasync", "my_extra_variant"} <= kept_names
     assert set(left_out) == set(planned) - kept_names and set(left_out.values()) == {SOURCE_UNCHANGED}

@@ -64,15 +64,22 @@ def series(real: Path, out: Path, edit=None, fingerprints: bool = True) -> list[
         timings = json.loads((bundle / "timings.json").read_text())
         samples = json.loads((bundle / "samples.json").read_text())
         when = T0 + timedelta(hours=i)
-        manifest.update(run_id=f"attr-{out.name}-{i:02d}", commit_sha=f"{i + 1:07x}a", branch="main", trigger="push",
-                        parent_sha=f"{i:07x}a" if i else None, started_at=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        finished_at=(when + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        commit_date=when.isoformat())
+        manifest.update(
+            run_id=f"attr-{out.name}-{i:02d}",
+            commit_sha=f"{i + 1:07x}a",
+            branch="main",
+            trigger="push",
+            parent_sha=f"{i:07x}a" if i else None,
+            started_at=when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            finished_at=(when + timedelta(minutes=2)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            commit_date=when.isoformat(),
+        )
         manifest["environment"]["pool"] = "h200-pool"
         if fingerprints:
             manifest["schema_version"] = 4
-            manifest["fingerprints"] = {v: {"digest": f"{v}-all", "code": f"{v}-code".ljust(16, "0"), "unknown": None}
-                                        for v in VARIANTS}
+            manifest["fingerprints"] = {
+                v: {"digest": f"{v}-all", "code": f"{v}-code".ljust(16, "0"), "unknown": None} for v in VARIANTS
+            }
         (timing,) = [t for t in timings["timings"] if t["case_id"] == CASE]
         if i >= STEP_AT:
             _scaled(timing, SLOWER)
@@ -95,7 +102,9 @@ def _ingested(real: Path, tmp_path: Path, edit=None, fingerprints: bool = True) 
     """tmp_path/history.duckdb holding `series(real, ..., edit, fingerprints)`."""
     db = tmp_path / "history.duckdb"
     key = (edit.__name__ if edit else None, fingerprints)
-    HISTORIES.make(key, db, lambda path: ingest_paths(parse_location(path), series(real, tmp_path / "s", edit, fingerprints)))
+    HISTORIES.make(
+        key, db, lambda path: ingest_paths(parse_location(path), series(real, tmp_path / "s", edit, fingerprints))
+    )
     return db
 
 
@@ -122,13 +131,20 @@ def _edit_code(manifest, timing):
     manifest["fingerprints"]["fa4_sm90"]["code"] = "fa4-changed-code"
 
 
-@pytest.mark.parametrize("edit, label, change", [
-    (_edit_torch, "environment", "torch 2.11.0+cu130 → 2.12.0+cu130"),
-    (_edit_gpu, "machine", "GPU GPU-263ebfcc-c477-a4dc-c4c5-bc4f9337309e → GPU-00000000-1111-2222-3333-444444444444"),
-    (_edit_config, "configuration", "configuration m192_n128_rs_ol → m128_n128_rs_ol"),
-    (_edit_code, "code", "code fa4_sm90-cod → fa4-changed-"),
-    (None, "none (noise suspect)", None),
-])
+@pytest.mark.parametrize(
+    "edit, label, change",
+    [
+        (_edit_torch, "environment", "torch 2.11.0+cu130 → 2.12.0+cu130"),
+        (
+            _edit_gpu,
+            "machine",
+            "GPU GPU-263ebfcc-c477-a4dc-c4c5-bc4f9337309e → GPU-00000000-1111-2222-3333-444444444444",
+        ),
+        (_edit_config, "configuration", "configuration m192_n128_rs_ol → m128_n128_rs_ol"),
+        (_edit_code, "code", "code fa4_sm90-cod → fa4-changed-"),
+        (None, "none (noise suspect)", None),
+    ],
+)
 def test_each_kind_of_step_is_attributed_on_the_alert_and_in_notifications(real_bundle, tmp_path, edit, label, change):
     """A torch upgrade mid-series, a GPU swap within a pool, a configuration flip, a code change
     (a fingerprint change) and a step with nothing recorded changed."""
@@ -182,7 +198,7 @@ def test_the_alerts_and_push_pages_show_what_moved(real_bundle, tmp_path, monkey
     moved = [v for frame in at.dataframe if "moved" in frame.value.columns for v in frame.value["moved"]]
     assert "environment: torch 2.11.0+cu130 → 2.12.0+cu130" in moved
     db2 = tmp_path / "push.duckdb"
-    ingest_paths(parse_location(db2), paths[:STEP_AT + 1])
+    ingest_paths(parse_location(db2), paths[: STEP_AT + 1])
     at = open_page(db2, monkeypatch, "views/push.py")
     captions = " ".join(texts(at, "caption"))
     assert "between the two runs: no variant's code; environment: torch 2.11.0+cu130 → 2.12.0+cu130" in captions
@@ -195,8 +211,16 @@ def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(
 
     db = _ingested(real_bundle, tmp_path, _edit_torch)
     _alert_of(db)
-    at = open_page(db, monkeypatch, "views/trends.py", gpu="NVIDIA H200", variants="fa4_sm90", shapes="fa_s1024_d64",
-                   dtype="fp16", causal="0")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu="NVIDIA H200",
+        variants="fa4_sm90",
+        shapes="fa_s1024_d64",
+        dtype="fp16",
+        causal="0",
+    )
     (spec,) = plotly_specs(at)
     lines = [s for s in spec["layout"].get("shapes", []) if s.get("line", {}).get("dash") == "dot"]
     notes = [a["text"] for a in spec["layout"].get("annotations", []) if a.get("text", "").startswith("env:")]
@@ -204,8 +228,9 @@ def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(
     assert notes == ["env: torch 2.11.0+cu130 → 2.12.0+cu130"]
     alerts = [t for t in spec["data"] if t.get("name") == "regression alerts"]
     assert any("coincides with an environment change: torch" in c[1] for t in alerts for c in t["customdata"])
-    assert any("coincides with an environment change (torch 2.11.0+cu130 → 2.12.0+cu130)" in w
-               for w in texts(at, "warning"))
+    assert any(
+        "coincides with an environment change (torch 2.11.0+cu130 → 2.12.0+cu130)" in w for w in texts(at, "warning")
+    )
 
 
 def test_the_kernel_pages_charts_mark_environment_changes_too():
@@ -215,9 +240,16 @@ def test_the_kernel_pages_charts_mark_environment_changes_too():
 
     from attnwatch.app.charts import lines_figure
 
-    frame = pd.DataFrame({"x": ["a1", "b2", "c3", "d4"], "x_order": range(4), "run_id": ["r1", "r2", "r3", "r4"],
-                          "commit_sha": ["a1", "b2", "c3", "d4"], "registers_per_thread": [128, 128, 128, 128],
-                          "driver_version": ["580.65", None, "580.65", "590.10"]})
+    frame = pd.DataFrame(
+        {
+            "x": ["a1", "b2", "c3", "d4"],
+            "x_order": range(4),
+            "run_id": ["r1", "r2", "r3", "r4"],
+            "commit_sha": ["a1", "b2", "c3", "d4"],
+            "registers_per_thread": [128, 128, 128, 128],
+            "driver_version": ["580.65", None, "580.65", "590.10"],
+        }
+    )
     figure = lines_figure(frame, "x", ["registers_per_thread"], "registers").to_plotly_json()
     assert [s["x0"] for s in figure["layout"]["shapes"]] == [2.5]
     assert [a["text"] for a in figure["layout"]["annotations"]] == ["env: driver 580.65 → 590.10"]
@@ -235,7 +267,9 @@ def test_bisect_refuses_a_range_whose_runs_changed_no_code(real_bundle, tmp_path
     shas = []
     for message in ("good", "bad"):
         subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True)
-        shas.append(subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip())
+        shas.append(
+            subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+        )
     paths = series(real_bundle, tmp_path / "s", _edit_torch)
     chosen = [paths[STEP_AT - 1], paths[STEP_AT]]
     for path, sha in zip(chosen, shas):
@@ -244,8 +278,23 @@ def test_bisect_refuses_a_range_whose_runs_changed_no_code(real_bundle, tmp_path
     db = tmp_path / "history.duckdb"
     ingest_paths(parse_location(db), chosen)
     capsys.readouterr()
-    code = main(["--db", str(db), "bisect", "--good", shas[0], "--bad", shas[1], "--case", CASE,
-                 "--checkout", str(repo), "--out", str(tmp_path / "b")])
+    code = main(
+        [
+            "--db",
+            str(db),
+            "bisect",
+            "--good",
+            shas[0],
+            "--bad",
+            shas[1],
+            "--case",
+            CASE,
+            "--checkout",
+            str(repo),
+            "--out",
+            str(tmp_path / "b"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code != 0
     assert f"between {shas[0][:12]} and {shas[1][:12]} no tracked case's code changed" in err

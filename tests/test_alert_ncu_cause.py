@@ -39,14 +39,26 @@ def history(tmp_path_factory, kernel):
         stepped = i >= STEP_AT
         planted = {**kernel, BARRIER: kernel[BARRIER] * 4} if stepped else kernel
         # the ncu pass profiles triton_fa2's cases only: sdpa and cuda_wmma keep the stand-in counters
-        counters = {f"triton_fa2/{shape}/fp16/{mode}": planted
-                    for shape in ("l4_mission", "h100_small", "b4_h16_s1k") for mode in ("causal", "noncausal")}
-        paths.append(make_bundle(
-            tmp_path / f"bundle-{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", started_at=T0 + timedelta(hours=i),
-            commit_date=T0 + timedelta(hours=i), gpu_name="NVIDIA H200", variants=VARIANTS,
-            variant_scale={"triton_fa2": 1.06} if stepped else None, seed=i,
-            with_ncu=i >= STEP_AT - 2, ncu_metrics=counters,
-        ))
+        counters = {
+            f"triton_fa2/{shape}/fp16/{mode}": planted
+            for shape in ("l4_mission", "h100_small", "b4_h16_s1k")
+            for mode in ("causal", "noncausal")
+        }
+        paths.append(
+            make_bundle(
+                tmp_path / f"bundle-{i}",
+                run_id=f"run-{i}",
+                commit_sha=f"{i:040x}",
+                started_at=T0 + timedelta(hours=i),
+                commit_date=T0 + timedelta(hours=i),
+                gpu_name="NVIDIA H200",
+                variants=VARIANTS,
+                variant_scale={"triton_fa2": 1.06} if stepped else None,
+                seed=i,
+                with_ncu=i >= STEP_AT - 2,
+                ncu_metrics=counters,
+            )
+        )
     ingest_paths(parse_location(db_path), paths)
     assert main(["--db", str(db_path), "detect"]) == 0
     return db_path
@@ -74,18 +86,27 @@ def test_no_cause_without_a_profile_on_both_sides(history):
     (alert,) = [a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression"][:1]
     assert cause_of(parse_location(history), "correctness", alert.run_id, alert.case_id) is None  # not a speed alert
     assert cause_of(parse_location(history), "regression", "run-3", alert.case_id) is None  # run-3 was not profiled
-    assert cause_of(parse_location(history), "regression", "run-8", alert.case_id) is None  # the first profiled run: nothing before it
+    assert (
+        cause_of(parse_location(history), "regression", "run-8", alert.case_id) is None
+    )  # the first profiled run: nothing before it
 
 
 def test_the_dashboard_draws_the_cause_under_the_alert(history, monkeypatch):
     from test_app_pages import frame_with, open_page, texts
 
-    alert = next(a for a in list_alerts(parse_location(history), {"limit": 1000}) if a.kind == "regression" and a.metric == "median_us")
-    at = open_page(history, monkeypatch, "views/alerts.py", group=f"{STEP_AT - 1:040x}..{STEP_AT:040x}",
-                   alert=str(alert.alert_id))
+    alert = next(
+        a
+        for a in list_alerts(parse_location(history), {"limit": 1000})
+        if a.kind == "regression" and a.metric == "median_us"
+    )
+    at = open_page(
+        history, monkeypatch, "views/alerts.py", group=f"{STEP_AT - 1:040x}..{STEP_AT:040x}", alert=str(alert.alert_id)
+    )
     assert any(m.startswith("**ncu cause:** warps wait at barriers") for m in texts(at, "markdown"))
     rules = frame_with(at, "thresholds")
-    assert rules["rule"].iloc[0].startswith("warps wait at barriers") and rules["change"].iloc[0] == pytest.approx(300.0)
+    assert rules["rule"].iloc[0].startswith("warps wait at barriers") and rules["change"].iloc[0] == pytest.approx(
+        300.0
+    )
 
 
 def test_an_opened_alerts_notification_carries_its_cause(history, tmp_path, monkeypatch):

@@ -78,10 +78,20 @@ class Hook:
 
 
 def _history(db_path, case_id="triton_fa2/b4_h16_s1k/fp16/causal"):
-    finding = NewAlert(dedup_key=f"step|{case_id}|NVIDIA H200|median_us|{'a' * 40}|pool", kind="regression",
-                       metric="median_us", case_id=case_id, gpu_name="NVIDIA H200", run_id="run-10",
-                       commit_sha="a" * 40, baseline_value=10.0, new_value=10.6, change_pct=6.0,
-                       detail="latency +6.0%", pool="pool")
+    finding = NewAlert(
+        dedup_key=f"step|{case_id}|NVIDIA H200|median_us|{'a' * 40}|pool",
+        kind="regression",
+        metric="median_us",
+        case_id=case_id,
+        gpu_name="NVIDIA H200",
+        run_id="run-10",
+        commit_sha="a" * 40,
+        baseline_value=10.0,
+        new_value=10.6,
+        change_pct=6.0,
+        detail="latency +6.0%",
+        pool="pool",
+    )
     with open_write(parse_location(db_path)) as con:
         ids, _ = write_transaction(con, lambda c, claims: record_alerts(c, [finding], claims), str(db_path))
     return get_alerts(parse_location(db_path), ids)[0]
@@ -95,7 +105,9 @@ def test_fails_stalls_and_429_are_retried_with_backoff_until_delivered(tmp_path,
     assert status == 200 and len(hook.received) == 1
     assert waits == [1.0, 2.0, 1.0]  # backoff 1 s, 2 s; then the 429's Retry-After
     body = hook.received[0]
-    assert body["event"] == "opened" and body["alert"]["case_id"] == alert.case_id and body["alert"]["change_pct"] == 6.0
+    assert (
+        body["event"] == "opened" and body["alert"]["case_id"] == alert.case_id and body["alert"]["change_pct"] == 6.0
+    )
 
 
 def test_a_server_that_never_recovers_is_a_one_line_error_without_the_secret(tmp_path, db_path):
@@ -108,7 +120,9 @@ def test_a_server_that_never_recovers_is_a_one_line_error_without_the_secret(tmp
     assert "s3cr3tHookPart" not in message and TOKEN not in message and "T0000" not in message
     with Hook([400]) as hook:
         with pytest.raises(WebhookError) as err:  # final at once: a 4xx other than 429 is not retried
-            Webhook(hook.url, token=TOKEN, sleep=lambda s: pytest.fail("retried a 400")).post(Transition.of(alert, "opened"))
+            Webhook(hook.url, token=TOKEN, sleep=lambda s: pytest.fail("retried a 400")).post(
+                Transition.of(alert, "opened")
+            )
         assert len(hook.headers) == 1 and hook.headers[0]["Authorization"] == f"Bearer {TOKEN}"
     assert "HTTP 400" in str(err.value) and TOKEN not in str(err.value) and "s3cr3t" not in str(err.value)
 
@@ -130,16 +144,37 @@ def test_cli_transitions_are_posted_and_can_be_sent_again(tmp_path, db_path, mon
     with Hook() as hook:
         monkeypatch.setenv("ATTNWATCH_WEBHOOK_URL", hook.url)
         monkeypatch.setenv("ATTNWATCH_WEBHOOK_FORMAT", "json")
-        assert main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "looking", "--by", "ana"]) == 0
-        assert main(["--db", str(db_path), "alerts", "bisected", str(alert.alert_id), "--commit", "b" * 40,
-                     "--by", "bisect-bot"]) == 0
+        assert (
+            main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "looking", "--by", "ana"]) == 0
+        )
+        assert (
+            main(
+                [
+                    "--db",
+                    str(db_path),
+                    "alerts",
+                    "bisected",
+                    str(alert.alert_id),
+                    "--commit",
+                    "b" * 40,
+                    "--by",
+                    "bisect-bot",
+                ]
+            )
+            == 0
+        )
         assert main(["--db", str(db_path), "alerts", "resolve", str(alert.alert_id), "--by", "ben"]) == 0
         assert [b["event"] for b in hook.received] == ["acknowledged", "bisected", "resolved"]
         assert hook.received[1]["alert"]["note"] == f"bisected to {'b' * 40}"
         hook.received.clear()
         assert main(["--db", str(db_path), "alerts", "notify", "--since", "2000-01-01"]) == 0
         assert [b["event"] for b in hook.received] == ["opened", "acknowledged", "bisected", "resolved"]
-    assert [e.action for e in alert_events(parse_location(db_path), alert.alert_id)] == ["opened", "acknowledged", "bisected", "resolved"]
+    assert [e.action for e in alert_events(parse_location(db_path), alert.alert_id)] == [
+        "opened",
+        "acknowledged",
+        "bisected",
+        "resolved",
+    ]
     capsys.readouterr()
     with Hook([500] * 10) as hook:  # the transition is recorded; the failed delivery is said, in one line
         monkeypatch.setenv("ATTNWATCH_WEBHOOK_URL", hook.url)
@@ -155,8 +190,14 @@ def test_one_github_issue_per_alert_opened_commented_and_closed(db_path):
     alert = _history(db_path, case_id=HOSTILE_CASE)
     with GitHubStub() as gh:
         issues = AlertIssues(GitHubClient("octo/kernels", "tok", api_url=gh.url, sleep=lambda s: None))
-        spoof = {"number": 1, "title": "x", "body": marker(Transition.of(alert, "opened")), "state": "open",
-                 "labels": [{"name": LABEL}], "user": {"login": "mallory"}}
+        spoof = {
+            "number": 1,
+            "title": "x",
+            "body": marker(Transition.of(alert, "opened")),
+            "state": "open",
+            "labels": [{"name": LABEL}],
+            "user": {"login": "mallory"},
+        }
         gh.state.issues.append(spoof)
         assert issues.apply(Transition.of(alert, "opened"))[0] == "opened"
         assert issues.apply(Transition.of(alert, "opened"))[0] == "already open"  # a rerun adds nothing

@@ -18,10 +18,20 @@ STEP_AT = 10
 
 
 def _runs(tmp_path, db_path, start, stop, slow=lambda i: STEP_AT <= i):
-    paths = [make_bundle(tmp_path / f"bundle-{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}",
-                         started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name="NVIDIA H200",
-                         variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.06} if slow(i) else None, seed=i)
-             for i in range(start, stop)]
+    paths = [
+        make_bundle(
+            tmp_path / f"bundle-{i}",
+            run_id=f"run-{i}",
+            commit_sha=f"{i:040x}",
+            started_at=T0 + timedelta(hours=i),
+            commit_date=T0 + timedelta(hours=i),
+            gpu_name="NVIDIA H200",
+            variants=("sdpa", "triton_fa2"),
+            variant_scale={"triton_fa2": 1.06} if slow(i) else None,
+            seed=i,
+        )
+        for i in range(start, stop)
+    ]
     ingest_paths(parse_location(db_path), paths)
 
 
@@ -62,7 +72,10 @@ def test_a_series_still_slow_or_a_human_resolution_is_left_alone(tmp_path, db_pa
     assert alerts and {a.status for a in alerts} == {"open"}
     resolve(parse_location(db_path), alerts[0].alert_id, "accepted", "kernel-lead")
     main(["--db", str(db_path), "detect"])
-    assert [e.actor for e in alert_events(parse_location(db_path), alerts[0].alert_id)] == ["attnwatch detect", "kernel-lead"]
+    assert [e.actor for e in alert_events(parse_location(db_path), alerts[0].alert_id)] == [
+        "attnwatch detect",
+        "kernel-lead",
+    ]
 
 
 def test_detect_obeys_case_rules(tmp_path, db_path, monkeypatch, capsys):

@@ -43,9 +43,12 @@ def test_no_page_relies_on_magic():
     app_dir = Path(entrypoint()).parent
     for script in [app_dir / "streamlit_app.py", *sorted((app_dir / "views").glob("*.py"))]:
         for node in ast.walk(ast.parse(script.read_text())):
-            if isinstance(node, ast.Expr) and not isinstance(node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)):
-                assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), \
+            if isinstance(node, ast.Expr) and not isinstance(
+                node.value, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)
+            ):
+                assert isinstance(node.value, ast.Constant) and isinstance(node.value.value, str), (
                     f"{script.name}:{node.lineno}: a bare expression (magic is off in the served dashboard)"
+                )
 
 
 def test_the_served_dashboard_skips_streamlits_once_per_process_repl_check(monkeypatch):
@@ -79,7 +82,10 @@ def test_the_server_answers_on_loopback_and_a_sigterm_to_the_command_frees_the_p
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=dict(os.environ),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ),
         )
     try:
         give_up = time.monotonic() + START_TIMEOUT_S
@@ -118,9 +124,14 @@ def test_a_taken_port_is_refused_before_streamlit_starts(tmp_path):
         started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "dashboard", "--port", str(port)],
-            capture_output=True, text=True, timeout=60, env=dict(os.environ))
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ),
+        )
         assert done.returncode == 2
         assert done.stderr.strip().splitlines()[-1] == (
             f"attnwatch dashboard: error: port {port} is in use on 127.0.0.1: stop whatever serves it, "
-            "or pick another port (attnwatch dashboard --port N, make demo PORT=N)")
+            "or pick another port (attnwatch dashboard --port N, make demo PORT=N)"
+        )
         assert "http://" not in done.stderr and time.monotonic() - started < 30

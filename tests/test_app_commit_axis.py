@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from app_history import H200
-from commit_axis_history import (BUILT_VARIANTS, REGRESSED_VARIANT, RUNS, build_commit_axis_history, commit_sha)
+from commit_axis_history import BUILT_VARIANTS, REGRESSED_VARIANT, RUNS, build_commit_axis_history, commit_sha
 from test_app_pages import open_page, plotly_specs, texts
 
 
@@ -18,8 +18,15 @@ def axis_history(tmp_path_factory):
 
 
 def test_a_trend_link_with_a_commit_range_shades_it_by_position(axis_history, monkeypatch):
-    at = open_page(axis_history, monkeypatch, "views/trends.py", gpu=H200, variants="triton_fa2", shapes="l4_mission",
-                   commits=f"{commit_sha(3)}..{commit_sha(6)}")
+    at = open_page(
+        axis_history,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants="triton_fa2",
+        shapes="l4_mission",
+        commits=f"{commit_sha(3)}..{commit_sha(6)}",
+    )
     (spec,) = plotly_specs(at)
     assert spec["layout"]["xaxis"]["type"] == "category"
     (shape,) = spec["layout"]["shapes"]

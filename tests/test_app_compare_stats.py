@@ -41,8 +41,10 @@ def test_all_cases_at_once_equal_each_case_alone(h200_samples):
     with one round per side (the Compare page) and with unequal rounds (compare's unpaired form)."""
     base = {case: [a[:150], a[150:]] for case, (a, _) in h200_samples.items()}
     head = {case: [b[:100], b[100:200], b[200:]] for case, (_, b) in h200_samples.items()}
-    for b_rounds, h_rounds in ((base, head), ({c: [a] for c, (a, _) in h200_samples.items()},
-                                              {c: [b] for c, (_, b) in h200_samples.items()})):
+    for b_rounds, h_rounds in (
+        (base, head),
+        ({c: [a] for c, (a, _) in h200_samples.items()}, {c: [b] for c, (_, b) in h200_samples.items()}),
+    ):
         together = hierarchical_intervals(b_rounds, h_rounds, resamples=500, seed=3)
         assert set(together) == set(h200_samples)
         for case in h200_samples:
@@ -66,11 +68,25 @@ def test_a_sure_slowdown_under_min_effect_reads_as_its_own_tier(h200_samples):
     h200 = load_thresholds("NVIDIA H200")
     base = {case: np.asarray(a) for case, (a, _) in h200_samples.items()}
     head = {case: a * 1.012 for case, a in base.items()}
-    pair = pd.DataFrame({"case_id": list(base), "base_status": "ok", "head_status": "ok",
-                         "ratio": [1.012] * len(base), "base_correct": True, "head_correct": True})
-    for column in ("base_us", "head_us", *(f"{s}_{c}" for s in ("base", "head") for c in
-                                           ("converged", "rel_spread", "throttled_samples", "n_samples",
-                                            "graph_median_us", "timing_mode"))):
+    pair = pd.DataFrame(
+        {
+            "case_id": list(base),
+            "base_status": "ok",
+            "head_status": "ok",
+            "ratio": [1.012] * len(base),
+            "base_correct": True,
+            "head_correct": True,
+        }
+    )
+    for column in (
+        "base_us",
+        "head_us",
+        *(
+            f"{s}_{c}"
+            for s in ("base", "head")
+            for c in ("converged", "rel_spread", "throttled_samples", "n_samples", "graph_median_us", "timing_mode")
+        ),
+    ):
         pair[column] = None
     judged = judge(pair, base, head, "NVIDIA H200")
     assert set(judged["verdict"]) == {"no change"}

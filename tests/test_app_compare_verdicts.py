@@ -31,17 +31,47 @@ def no_sample_pair(tmp_path_factory):
     work = tmp_path_factory.mktemp("compare_verdicts")
     db = work / "history.duckdb"
     bundles = [
-        make_bundle(work / "base", run_id="h200-base", variants=VARIANTS, seed=1, commit_sha=BASE_SHA,
-                    started_at=START, with_samples=False),
-        make_bundle(work / "head", run_id="h200-head", variants=VARIANTS, seed=2, commit_sha=HEAD_SHA,
-                    parent_sha=BASE_SHA, started_at=START + timedelta(hours=1), with_samples=False,
-                    variant_scale={"triton_fa2": STEP}, incorrect=(WRONG,)),
+        make_bundle(
+            work / "base",
+            run_id="h200-base",
+            variants=VARIANTS,
+            seed=1,
+            commit_sha=BASE_SHA,
+            started_at=START,
+            with_samples=False,
+        ),
+        make_bundle(
+            work / "head",
+            run_id="h200-head",
+            variants=VARIANTS,
+            seed=2,
+            commit_sha=HEAD_SHA,
+            parent_sha=BASE_SHA,
+            started_at=START + timedelta(hours=1),
+            with_samples=False,
+            variant_scale={"triton_fa2": STEP},
+            incorrect=(WRONG,),
+        ),
     ]
-    cpu_timing = {case_id(v, s.id, "fp16", c): {"timing_mode": "cpu_wall"}
-                  for v in ("sdpa", "torch_3op") for s in SHAPES[:2] for c in (False, True)}
-    bundles += [make_bundle(work / f"cpu-{i}", run_id=f"cpu-{i}", variants=("sdpa", "torch_3op"), seed=5 + i,
-                            environment=CPU_ENV, timing_overrides=cpu_timing, started_at=START + timedelta(hours=i),
-                            with_builds=False) for i in range(2)]
+    cpu_timing = {
+        case_id(v, s.id, "fp16", c): {"timing_mode": "cpu_wall"}
+        for v in ("sdpa", "torch_3op")
+        for s in SHAPES[:2]
+        for c in (False, True)
+    }
+    bundles += [
+        make_bundle(
+            work / f"cpu-{i}",
+            run_id=f"cpu-{i}",
+            variants=("sdpa", "torch_3op"),
+            seed=5 + i,
+            environment=CPU_ENV,
+            timing_overrides=cpu_timing,
+            started_at=START + timedelta(hours=i),
+            with_builds=False,
+        )
+        for i in range(2)
+    ]
     ingest_paths(parse_location(db), bundles)
     return db
 
@@ -59,13 +89,18 @@ def test_compare_by_commits_without_samples_shows_the_step_and_the_failure_first
     assert counts["regressions"] == "0"
     (said,) = [w for w in texts(at, "warning") if "without an interval" in w]
     assert f"{len(stepped)} case(s) moved" in said and f"{len(stepped)} slower, 0 faster" in said, said
-    assert table.loc[table["case_id"] == WRONG, "verdict"].iloc[0] != "correctness FAIL"  # timing verdict kept beside it
+    assert (
+        table.loc[table["case_id"] == WRONG, "verdict"].iloc[0] != "correctness FAIL"
+    )  # timing verdict kept beside it
 
 
-@pytest.mark.parametrize("gpu, base, head, timer", [
-    (H200, "h200-base", "h200-head", "events"),
-    ("cpu", "cpu-0", "cpu-1", "CPU wall clock"),
-])
+@pytest.mark.parametrize(
+    "gpu, base, head, timer",
+    [
+        (H200, "h200-base", "h200-head", "events"),
+        ("cpu", "cpu-0", "cpu-1", "CPU wall clock"),
+    ],
+)
 def test_compare_labels_name_the_stored_timer(no_sample_pair, monkeypatch, gpu, base, head, timer):
     at = open_page(no_sample_pair, monkeypatch, "views/compare.py", gpu=gpu, base=base, head=head)
     table = next(d for d in at.dataframe if "shown" in d.value.columns)
@@ -90,12 +125,17 @@ def test_compare_after_a_gpu_switch_uses_only_that_gpus_runs(no_sample_pair, mon
     assert not at.exception
     assert any("Dropped run(s) of another device" in w and "h200-base" in w for w in texts(at, "warning"))
     for label in ("base", "head"):
-        assert all(" · cpu-" in o or o.startswith("cpu-") for o in _picker_options(at, label)), _picker_options(at, label)
+        assert all(" · cpu-" in o or o.startswith("cpu-") for o in _picker_options(at, label)), _picker_options(
+            at, label
+        )
     table = frame_with(at, "shown")
     assert not any("mixed" in c.value for c in at.caption)
     assert set(table["shown"]) - {"no change", "within min_effect (no interval)", "moved (no interval)"} == set()
     assert {at.query_params.get("base"), at.query_params.get("head")} <= {None, "cpu-0", "cpu-1"}, dict(at.query_params)
     rule = next(c.value for c in at.caption if "Verdicts use CI's rule" in c.value)
     assert "rule for cpu" in rule and f"min_effect of {load_thresholds('cpu').min_effect:.1%}" in rule, rule
-    labels = {k: v.get("label", "") for k, v in json.loads(next(d for d in at.dataframe if "shown" in d.value.columns).proto.columns).items()}
+    labels = {
+        k: v.get("label", "")
+        for k, v in json.loads(next(d for d in at.dataframe if "shown" in d.value.columns).proto.columns).items()
+    }
     assert labels["base_us"] == labels["head_us"].replace("head", "base") == "base µs (CPU wall clock)", labels

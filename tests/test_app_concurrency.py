@@ -28,8 +28,13 @@ LOCK_WAIT_S = 120
 def extra_bundles(work: Path) -> list[Path]:
     """Main runs newer than anything in the fixture history, for an ingest to add."""
     return [
-        make_bundle(work / f"extra-{i:02d}", run_id=f"extra-{i:02d}", seed=1000 + i,
-                    started_at=START + timedelta(days=1, hours=i), commit_message=f"Later commit {i}")
+        make_bundle(
+            work / f"extra-{i:02d}",
+            run_id=f"extra-{i:02d}",
+            seed=1000 + i,
+            started_at=START + timedelta(days=1, hours=i),
+            commit_message=f"Later commit {i}",
+        )
         for i in range(EXTRA_BUNDLES)
     ]
 
@@ -37,7 +42,9 @@ def extra_bundles(work: Path) -> list[Path]:
 def start_ingest(db: Path, bundles: list[Path]) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", *map(str, bundles)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -121,5 +128,9 @@ def test_acknowledge_during_an_ingest_waits_and_both_are_kept(history, monkeypat
     assert f"{EXTRA_BUNDLES} run(s) inserted" in out
     assert {f"extra-{i:02d}" for i in range(EXTRA_BUNDLES)} <= stored_run_ids(db)
     stored = next(a for a in list_alerts(parse_location(db)) if a.alert_id == alert.alert_id)
-    assert (stored.status, stored.note, stored.actor) == ("acknowledged", "Looking at it while CI ingests", "kernel-dev")
+    assert (stored.status, stored.note, stored.actor) == (
+        "acknowledged",
+        "Looking at it while CI ingests",
+        "kernel-dev",
+    )
     assert [e.action for e in alert_events(parse_location(db), alert.alert_id)] == ["opened", "acknowledged"]

@@ -66,12 +66,23 @@ def test_the_trend_data_has_fa4_sm90_with_its_h200_medians_and_gaps(h200, causal
 
 def test_the_trends_page_plots_fa4_sm90_against_sdpa_on_the_h200(h200, monkeypatch):
     db, stored = h200
-    noncausal = {"fa4_sm90": stored["fa4_sm90/fa_s4096_d128/fp16/noncausal"],
-                 "sdpa": stored["sdpa/fa_s4096_d128/fp16/noncausal"]}
+    noncausal = {
+        "fa4_sm90": stored["fa4_sm90/fa_s4096_d128/fp16/noncausal"],
+        "sdpa": stored["sdpa/fa_s4096_d128/fp16/noncausal"],
+    }
     assert noncausal["fa4_sm90"]["median_us"] == pytest.approx(811.392, abs=1e-3)  # the recording itself
     for column in ("median_us", "gap_to_baseline", "gap_to_fastest_reference"):
-        at = open_page(db, monkeypatch, "views/trends.py", gpu=GPU, variants=",".join(VARIANTS),
-                       shapes="fa_s4096_d128", dtype="fp16", causal="0", metric=column)
+        at = open_page(
+            db,
+            monkeypatch,
+            "views/trends.py",
+            gpu=GPU,
+            variants=",".join(VARIANTS),
+            shapes="fa_s4096_d128",
+            dtype="fp16",
+            causal="0",
+            metric=column,
+        )
         (spec,) = plotly_specs(at)
         lines = {t["name"].split(" · ")[0]: t["y"] for t in spec["data"] if t.get("mode") == "lines+markers"}
         assert set(lines) == set(VARIANTS), column
@@ -82,8 +93,18 @@ def test_the_trends_page_plots_fa4_sm90_against_sdpa_on_the_h200(h200, monkeypat
 def test_the_run_page_shows_the_packages_a_run_recorded(tmp_path, monkeypatch):
     packages = {"flash-attn-4": "4.0.0b4", "liger-kernel": None, "nvidia-cutlass-dsl": "4.3.0", "quack-kernels": None}
     db = tmp_path / "history.duckdb"
-    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", run_id="with-packages", variants=("sdpa",), n_samples=5,
-                                  environment={"packages": packages})])
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                tmp_path / "b",
+                run_id="with-packages",
+                variants=("sdpa",),
+                n_samples=5,
+                environment={"packages": packages},
+            )
+        ],
+    )
     at = open_page(db, monkeypatch, "views/run.py", run="with-packages")
     environment = frame_with(at, "value")
     assert json.loads(environment.loc["packages", "value"]) == packages

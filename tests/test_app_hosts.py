@@ -21,10 +21,18 @@ def two_hosts(tmp_path_factory):
     work = tmp_path_factory.mktemp("two_hosts")
     db = work / "history.duckdb"
     bundles = [
-        make_bundle(work / f"{host}-{i}", run_id=f"{host}-{i}", hostname=host, latency_scale=scale,
-                    variants=("sdpa", "triton_fa2"), seed=10 * i + len(host) + int(scale * 100),
-                    commit_sha=f"{i:040x}", started_at=T0 + timedelta(hours=i, minutes=30 * (host == "h200-b")))
-        for i in range(4) for host, scale in HOSTS.items()
+        make_bundle(
+            work / f"{host}-{i}",
+            run_id=f"{host}-{i}",
+            hostname=host,
+            latency_scale=scale,
+            variants=("sdpa", "triton_fa2"),
+            seed=10 * i + len(host) + int(scale * 100),
+            commit_sha=f"{i:040x}",
+            started_at=T0 + timedelta(hours=i, minutes=30 * (host == "h200-b")),
+        )
+        for i in range(4)
+        for host, scale in HOSTS.items()
     ]
     ingest_paths(parse_location(db), bundles)
     return db
@@ -61,7 +69,14 @@ def test_trends_draws_one_series_per_host_or_only_the_chosen_host(two_hosts, mon
 
 def test_a_single_host_history_shows_no_host_filter(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
-    ingest_paths(parse_location(db), [make_bundle(tmp_path / f"r{i}", run_id=f"r{i}", seed=i, variants=("sdpa",),
-                                  started_at=T0 + timedelta(hours=i)) for i in range(2)])
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                tmp_path / f"r{i}", run_id=f"r{i}", seed=i, variants=("sdpa",), started_at=T0 + timedelta(hours=i)
+            )
+            for i in range(2)
+        ],
+    )
     assert "overview_host" not in _keys(open_page(db, monkeypatch))
     assert "trends_host" not in _keys(open_page(db, monkeypatch, "views/trends.py"))

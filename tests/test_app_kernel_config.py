@@ -18,21 +18,38 @@ T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
 
 def test_hover_names_the_configuration_and_a_change_is_marked(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
-    paths = [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i,
-                         started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i),
-                         variants=("sdpa", "triton_fa2"),
-                         kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= 3 else "m64_n64_w4_s3"})
-             for i in range(5)]
+    paths = [
+        make_bundle(
+            tmp_path / f"b{i}",
+            run_id=f"run-{i}",
+            commit_sha=f"{i:040x}",
+            seed=i,
+            started_at=T0 + timedelta(hours=i),
+            commit_date=T0 + timedelta(hours=i),
+            variants=("sdpa", "triton_fa2"),
+            kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= 3 else "m64_n64_w4_s3"},
+        )
+        for i in range(5)
+    ]
     ingest_paths(parse_location(db), paths)
-    at = open_page(db, monkeypatch, "views/trends.py", gpu="NVIDIA H200", variants="triton_fa2,sdpa",
-                   shapes="l4_mission", dtype="fp16", causal="0")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu="NVIDIA H200",
+        variants="triton_fa2,sdpa",
+        shapes="l4_mission",
+        dtype="fp16",
+        causal="0",
+    )
     (spec,) = plotly_specs(at)
     lines = {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
     triton = next(t for name, t in lines.items() if name.startswith("triton_fa2"))
     sdpa = next(t for name, t in lines.items() if name.startswith("sdpa"))
     assert "%{customdata[6]}" in triton["hovertemplate"]
-    assert [c[6] for c in triton["customdata"]] == ["<br>config m64_n64_w4_s3 (table)"] * 3 + \
-        ["<br>config m64_n128_w4_s3 (table)"] * 2
+    assert [c[6] for c in triton["customdata"]] == ["<br>config m64_n64_w4_s3 (table)"] * 3 + [
+        "<br>config m64_n128_w4_s3 (table)"
+    ] * 2
     assert all(c[6] == "" for c in sdpa["customdata"])  # SDPA reports no configuration
     (marker,) = [t for t in spec["data"] if t.get("name") == "kernel config changed"]
     assert marker["customdata"][0][0] == "run-3"
@@ -40,9 +57,16 @@ def test_hover_names_the_configuration_and_a_change_is_marked(tmp_path, monkeypa
 
 
 def test_a_run_without_a_recorded_configuration_is_not_a_change():
-    frame = pd.DataFrame({
-        "series": ["a"] * 4, "x": list("pqrs"), "x_order": range(4), "value": [1.0] * 4,
-        "run_id": ["r0", "r1", "r2", "r3"], "kernel_config": ["k1", None, "k1", "k2"]})
+    frame = pd.DataFrame(
+        {
+            "series": ["a"] * 4,
+            "x": list("pqrs"),
+            "x_order": range(4),
+            "value": [1.0] * 4,
+            "run_id": ["r0", "r1", "r2", "r3"],
+            "kernel_config": ["k1", None, "k1", "k2"],
+        }
+    )
     changes = config_changes(frame)
     assert changes["run_id"].tolist() == ["r3"]
     assert changes["label"].iloc[0] == "a: autotuner chose k2 instead of k1"

@@ -20,9 +20,21 @@ def cpu_history(tmp_path_factory):
     work = tmp_path_factory.mktemp("kernel_cpu")
     db = work / "history.duckdb"
     cases = [case_id(v, s.id, "fp16", c) for v in VARIANTS for s in SHAPES[:2] for c in (False, True)]
-    ingest_paths(parse_location(db), [make_bundle(work / "cpu", run_id="cpu-main-0", variants=VARIANTS, seed=3, environment=CPU_ENV,
-                                  latency_scale=20000.0, timing_overrides={c: {"timing_mode": "cpu_wall"} for c in cases},
-                                  with_builds=False)])
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                work / "cpu",
+                run_id="cpu-main-0",
+                variants=VARIANTS,
+                seed=3,
+                environment=CPU_ENV,
+                latency_scale=20000.0,
+                timing_overrides={c: {"timing_mode": "cpu_wall"} for c in cases},
+                with_builds=False,
+            )
+        ],
+    )
     return db
 
 

@@ -20,19 +20,31 @@ def push_history(tmp_path_factory):
 
 
 def test_marks_from_what_the_harness_stored():
-    frame = pd.DataFrame({
-        "median_us": [37.7, 20.0, 100.0, 10.0, None],
-        "graph_median_us": [11.5, None, None, 9.0, None],
-        "converged": [False, True, True, True, None],
-        "rel_spread": [0.69, 0.004, 0.003, 0.01, None],
-        "throttled_samples": [0, 0, 12, 0, 0],
-        "n_samples": [300, 300, 300, 300, None],
-    })
+    frame = pd.DataFrame(
+        {
+            "median_us": [37.7, 20.0, 100.0, 10.0, None],
+            "graph_median_us": [11.5, None, None, 9.0, None],
+            "converged": [False, True, True, True, None],
+            "rel_spread": [0.69, 0.004, 0.003, 0.01, None],
+            "throttled_samples": [0, 0, 12, 0, 0],
+            "n_samples": [300, 300, 300, 300, None],
+        }
+    )
     assert marks(frame).tolist() == [
-        "unconverged (300 samples, IQR/median 69.0%); dispatch-bound (graph 11.5 µs)", "", "throttled (12 of 300 samples)",
-        "", ""]  # 10 µs by events over 9 µs by graph replay: under the threshold
+        "unconverged (300 samples, IQR/median 69.0%); dispatch-bound (graph 11.5 µs)",
+        "",
+        "throttled (12 of 300 samples)",
+        "",
+        "",
+    ]  # 10 µs by events over 9 µs by graph replay: under the threshold
     assert 10.0 / 9.0 < dispatch_ratio() <= 37.7 / 11.5
-    assert [correctness_text(v) for v in (True, False, None, pd.NA, float("nan"))] == ["pass", "FAIL", "not run", "not run", "not run"]
+    assert [correctness_text(v) for v in (True, False, None, pd.NA, float("nan"))] == [
+        "pass",
+        "FAIL",
+        "not run",
+        "not run",
+        "not run",
+    ]
 
 
 def test_overview_marks_and_explains_and_shows_graph_time(push_history, monkeypatch):
@@ -65,10 +77,20 @@ def test_compare_run_and_trends_mark_the_same_cases(push_history, monkeypatch):
     run = open_page(db, monkeypatch, "views/run.py", run=ids["h200_head"])
     cases = frame_with(run, "marks").set_index("case_id")
     assert cases.loc[DISPATCH_CASE, "marks"].startswith("dispatch-bound")
-    trend = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants="sdpa_flash", shapes="l4_mission",
-                      dtype="fp16", causal="0")
+    trend = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants="sdpa_flash",
+        shapes="l4_mission",
+        dtype="fp16",
+        causal="0",
+    )
     (spec,) = plotly_specs(trend)
     (line,) = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert line["marker"]["symbol"][-2:] == ["circle-open", "circle-open"] and set(line["marker"]["symbol"][:-2]) == {"circle"}
+    assert line["marker"]["symbol"][-2:] == ["circle-open", "circle-open"] and set(line["marker"]["symbol"][:-2]) == {
+        "circle"
+    }
     assert "dispatch-bound" in line["customdata"][-1][5]  # said on hover
     assert any("Hollow points (2)" in c for c in texts(trend, "caption"))

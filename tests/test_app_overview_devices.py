@@ -25,9 +25,21 @@ UNSUPPORTED = case_id("triton_fa2", SHAPES[0].id, "fp16", False)
 MOVED = ("triton_fa2", 1.10)  # +10% in the newest H200 run, no alert (detection not run)
 NOISY = case_id("sdpa_flash", SHAPES[1].id, "fp16", True)  # unchanged, marked unconverged
 GPU_VARIANTS = ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")
-CPU_ENV = {"device_kind": "cpu", "gpu_name": None, "gpu_uuid": None, "gpu_count": 0, "compute_capability": None,
-           "sm_count": None, "l2_bytes": None, "driver_version": None, "cuda_version": None, "sm_clock_mhz": None,
-           "sm_clock_max_mhz": None, "cupy_version": None, "nvcc_version": None}
+CPU_ENV = {
+    "device_kind": "cpu",
+    "gpu_name": None,
+    "gpu_uuid": None,
+    "gpu_count": 0,
+    "compute_capability": None,
+    "sm_count": None,
+    "l2_bytes": None,
+    "driver_version": None,
+    "cuda_version": None,
+    "sm_clock_mhz": None,
+    "sm_clock_max_mhz": None,
+    "cupy_version": None,
+    "nvcc_version": None,
+}
 
 
 def _all_cases(variants):
@@ -43,15 +55,31 @@ def devices_history(tmp_path_factory):
     cpu_timing = {cid: {"timing_mode": "cpu_wall"} for cid in _all_cases(CPU_VARIANTS)}
     bundles = []
     for i in range(2):
-        bundles.append(make_bundle(
-            work / f"cpu-{i}", run_id=f"cpu-main-{i}", variants=CPU_VARIANTS, seed=10 + i,
-            environment=CPU_ENV, timing_overrides=cpu_timing, statuses={UNSUPPORTED: "skipped"},
-            started_at=START + timedelta(hours=i), with_builds=False))
-        bundles.append(make_bundle(
-            work / f"gpu-{i}", run_id=f"h200-main-{i}", variants=GPU_VARIANTS, seed=20 + i,
-            started_at=START + timedelta(hours=i, minutes=5), statuses={UNSUPPORTED: "skipped"},
-            variant_scale=dict([MOVED]) if i == 1 else None,
-            timing_overrides={NOISY: {"converged": False, "rel_spread": 0.0031}} if i == 1 else None))
+        bundles.append(
+            make_bundle(
+                work / f"cpu-{i}",
+                run_id=f"cpu-main-{i}",
+                variants=CPU_VARIANTS,
+                seed=10 + i,
+                environment=CPU_ENV,
+                timing_overrides=cpu_timing,
+                statuses={UNSUPPORTED: "skipped"},
+                started_at=START + timedelta(hours=i),
+                with_builds=False,
+            )
+        )
+        bundles.append(
+            make_bundle(
+                work / f"gpu-{i}",
+                run_id=f"h200-main-{i}",
+                variants=GPU_VARIANTS,
+                seed=20 + i,
+                started_at=START + timedelta(hours=i, minutes=5),
+                statuses={UNSUPPORTED: "skipped"},
+                variant_scale=dict([MOVED]) if i == 1 else None,
+                timing_overrides={NOISY: {"converged": False, "rel_spread": 0.0031}} if i == 1 else None,
+            )
+        )
     ingest_paths(parse_location(db), bundles)
     return db
 
@@ -85,7 +113,9 @@ def test_overview_draws_a_gpu_run_with_a_case_that_never_produced_a_number(devic
 def test_overview_puts_real_changes_above_unchanged_noise(devices_history, monkeypatch):
     at = open_page(devices_history, monkeypatch, "views/overview.py", gpu=H200)
     cases = frame_with(at, "trend_us").reset_index(drop=True)
-    moved = cases.index[cases["variant"] == MOVED[0]][cases.loc[cases["variant"] == MOVED[0], "change_pct"] > 5].tolist()
+    moved = cases.index[cases["variant"] == MOVED[0]][
+        cases.loc[cases["variant"] == MOVED[0], "change_pct"] > 5
+    ].tolist()
     noisy = int(cases.index[cases["case_id"] == NOISY][0])
     assert moved and max(moved) < noisy, cases[["case_id", "change_pct", "marks"]]
     assert cases.loc[noisy, "marks"] == "unconverged (50 samples, IQR/median 0.31%)"
@@ -103,15 +133,28 @@ def test_overview_tiles_count_this_pushs_verdicts_not_open_alerts(tmp_path, monk
     db = work / "history.duckdb"
     # Eight runs: triton_fa2 10% slower from run 5 on (detection alerts it); in the newest run
     # cuda_wmma 12% slower and sdpa_flash 12% faster, which no alert names yet.
-    bundles = [make_bundle(work / f"gpu-{i}", run_id=f"h200-main-{i}", variants=GPU_VARIANTS, seed=30 + i,
-                           started_at=START + timedelta(hours=i),
-                           variant_scale={**({"triton_fa2": 1.10} if i >= 5 else {}),
-                                          **({"cuda_wmma": 1.12, "sdpa_flash": 0.88} if i == 7 else {})})
-               for i in range(8)]
+    bundles = [
+        make_bundle(
+            work / f"gpu-{i}",
+            run_id=f"h200-main-{i}",
+            variants=GPU_VARIANTS,
+            seed=30 + i,
+            started_at=START + timedelta(hours=i),
+            variant_scale={
+                **({"triton_fa2": 1.10} if i >= 5 else {}),
+                **({"cuda_wmma": 1.12, "sdpa_flash": 0.88} if i == 7 else {}),
+            },
+        )
+        for i in range(8)
+    ]
     ingest_paths(parse_location(db), bundles)
     with open_write(parse_location(db)) as con:  # what `attnwatch detect` does after a main ingest
         record_alerts(con, scan_history(con, load_thresholds).findings)
-    opened = {a.case_id for a in list_alerts(parse_location(db), {"limit": 1000}) if a.kind == "regression" and a.status == "open"}
+    opened = {
+        a.case_id
+        for a in list_alerts(parse_location(db), {"limit": 1000})
+        if a.kind == "regression" and a.status == "open"
+    }
     assert opened and all("triton_fa2" in c for c in opened)
     changes = push_changes(current_source(db))
     expected = {k: int((changes["section"] == k).sum()) for k in ("regression", "improvement")}
@@ -148,10 +191,23 @@ def one_cpu_run(tmp_path_factory):
     db = work / "history.duckdb"
     variants = ("sdpa", "torch_3op", LONG_VARIANT)
     skipped = {c: "skipped" for c in _all_cases((LONG_VARIANT,))}
-    ingest_paths(parse_location(db), [make_bundle(
-        work / "cpu", run_id="cpu-main-0", variants=variants, seed=3, environment=CPU_ENV, latency_scale=20000.0,
-        timing_overrides={c: {"timing_mode": "cpu_wall"} for c in _all_cases(variants)}, statuses=skipped,
-        started_at=START, with_builds=False)])
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                work / "cpu",
+                run_id="cpu-main-0",
+                variants=variants,
+                seed=3,
+                environment=CPU_ENV,
+                latency_scale=20000.0,
+                timing_overrides={c: {"timing_mode": "cpu_wall"} for c in _all_cases(variants)},
+                statuses=skipped,
+                started_at=START,
+                with_builds=False,
+            )
+        ],
+    )
     return db
 
 
@@ -182,8 +238,9 @@ def test_this_push_labels_each_side_by_the_timer_its_runs_stored(devices_history
             toggle.set_value(True)
     at = at.run()
     tables = [d for d in at.dataframe if "base_us" in d.value.columns]
-    labelled = [({k: v.get("label", "") for k, v in json.loads(d.proto.columns).items()}, set(d.value["gpu"]))
-                for d in tables]
+    labelled = [
+        ({k: v.get("label", "") for k, v in json.loads(d.proto.columns).items()}, set(d.value["gpu"])) for d in tables
+    ]
     cpu = [labels for labels, gpus in labelled if gpus == {"cpu"}]
     h200 = [labels for labels, gpus in labelled if gpus == {H200}]
     mixed = [labels for labels, gpus in labelled if len(gpus) > 1]

@@ -15,8 +15,16 @@ from streamlit.testing.v1 import AppTest
 
 from alert_form import fill
 from app_history import (
-    CRASHED_CASE, H200, HOSTILE_MESSAGE, INCORRECT_CASE, L4, REGRESSED_CASE,
-    add_real_ncu_run, build_history, build_synthetic_history, main_run_id,
+    CRASHED_CASE,
+    H200,
+    HOSTILE_MESSAGE,
+    INCORRECT_CASE,
+    L4,
+    REGRESSED_CASE,
+    add_real_ncu_run,
+    build_history,
+    build_synthetic_history,
+    main_run_id,
 )
 from attnwatch.app.data.trends import METRICS
 from attnwatch.history.detection.alerts import list_alerts
@@ -79,6 +87,7 @@ def frame_with(at: AppTest, column: str):
 
 # --- Overview ---------------------------------------------------------------------------------
 
+
 def test_overview_shows_latest_complete_main_run_and_says_newest_failed(history, monkeypatch):
     db, runs = history
     at = open_page(db, monkeypatch)
@@ -123,6 +132,7 @@ def test_overview_gpu_picker_switches_gpu(history, monkeypatch):
 
 # --- Empty, broken and synthetic histories -----------------------------------------------------
 
+
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_explains_an_empty_history(tmp_path, monkeypatch, page):
     at = open_page(tmp_path / "missing.duckdb", monkeypatch, page)
@@ -147,6 +157,7 @@ def test_synthetic_history_is_labelled_on_every_page(tmp_path, monkeypatch, page
 
 
 # --- Trends ----------------------------------------------------------------------------------
+
 
 def choose_trend(at: AppTest, variants, shape, metric=None, causal=False) -> AppTest:
     at.multiselect(key="trends_variants").set_value(list(variants))
@@ -193,8 +204,10 @@ def test_trends_charts_the_correctness_error_and_its_margin(history, monkeypatch
     db, runs = history
     at = open_page(db, monkeypatch, "views/trends.py")
     variant, shape = INCORRECT_CASE.split("/")[:2]
-    for metric, passing, failing in (("correctness: max abs error", 1e-3, 0.25),
-                                     ("correctness: tolerance used (1 = fails)", 0.04, 8.3)):
+    for metric, passing, failing in (
+        ("correctness: max abs error", 1e-3, 0.25),
+        ("correctness: tolerance used (1 = fails)", 0.04, 8.3),
+    ):
         choose_trend(at, [variant], shape, metric=metric)
         assert not at.exception
         (spec,) = plotly_specs(at)
@@ -222,6 +235,7 @@ def test_trends_other_branch_shows_the_pr_run(history, monkeypatch):
 
 
 # --- Compare ---------------------------------------------------------------------------------
+
 
 def test_compare_finds_the_planted_regression_and_only_it(history, monkeypatch):
     db, runs = history
@@ -266,6 +280,7 @@ def test_compare_by_commit(history, monkeypatch):
 
 # --- Alerts ----------------------------------------------------------------------------------
 
+
 def alert_id_of(db: Path, case: str, metric: str = "median_us") -> int:
     (alert,) = [a for a in list_alerts(parse_location(db)) if a.case_id == case and a.metric == metric]
     return alert.alert_id
@@ -300,7 +315,11 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
     assert not at.exception
     assert any(f"#{target}" in s and "now acknowledged" in s for s in texts(at, "success"))
     stored = next(a for a in list_alerts(parse_location(db)) if a.alert_id == target)
-    assert (stored.status, stored.actor, stored.note) == ("acknowledged", "kernel-dev", "Known: tile change in 05; <b>looking</b>")
+    assert (stored.status, stored.actor, stored.note) == (
+        "acknowledged",
+        "kernel-dev",
+        "Known: tile change in 05; <b>looking</b>",
+    )
 
     fill(at, scope="group")  # the pair, one of them acknowledged: resolved together once confirmed
     at.button(key="alerts_resolve").click().run()
@@ -311,6 +330,7 @@ def test_acknowledge_needs_a_note_then_records_it(tmp_path, monkeypatch):
 
 
 # --- Kernel ----------------------------------------------------------------------------------
+
 
 def test_kernel_page_build_report_over_runs(history, monkeypatch):
     db, _ = history
@@ -349,6 +369,7 @@ def test_kernel_page_without_ceilings_for_the_gpu_says_so(history, monkeypatch):
 
 
 # --- Run -------------------------------------------------------------------------------------
+
 
 def test_run_page_shows_hostile_commit_message_as_plain_text(history, monkeypatch):
     db, _ = history
@@ -460,7 +481,8 @@ def test_every_result_offers_the_command_that_measures_it_again(history, monkeyp
     variant, shape, dtype, mode = REGRESSED_CASE.split("/")
     command = table.loc[REGRESSED_CASE, "measure_again"]
     assert command.startswith("git checkout --detach ") and command.endswith(
-        f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype} --causal {'yes' if mode == 'causal' else 'no'}")
+        f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype} --causal {'yes' if mode == 'causal' else 'no'}"
+    )
     assert (table["measure_again"] != "").all()
     overview = frame_with(open_page(db, monkeypatch, "views/overview.py"), "measure_again")
     assert overview["measure_again"].str.contains(" && attnwatch run --shapes ").all()

@@ -10,15 +10,26 @@ from urllib.parse import parse_qs
 import pytest
 
 from app_history import (
-    DISPATCH_CASE, DISPATCH_GRAPH_US, H100, H200, L4, NOISY_CASE, PUSH_INCORRECT_CASE, PUSH_REGRESSED_VARIANT, START,
-    build_history, build_push_history,
+    DISPATCH_CASE,
+    DISPATCH_GRAPH_US,
+    H100,
+    H200,
+    L4,
+    NOISY_CASE,
+    PUSH_INCORRECT_CASE,
+    PUSH_REGRESSED_VARIANT,
+    START,
+    build_history,
+    build_push_history,
 )
 from bundle_factory import make_bundle
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_pages import open_page, texts
 from attnwatch.history.store.location import parse_location
 
-REGRESSED = {f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{m}" for s in ("l4_mission", "h100_small") for m in ("causal", "noncausal")}
+REGRESSED = {
+    f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{m}" for s in ("l4_mission", "h100_small") for m in ("causal", "noncausal")
+}
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +51,14 @@ def open_push(db, monkeypatch):
 
 def links(at):
     """(label, page name, query) of every page link, query parsed."""
-    return [(p.proto.label, p.proto.page.split("/")[-1].removesuffix(".py"),
-             {k: v[0] for k, v in parse_qs(p.proto.query_string).items()}) for p in at.get("page_link")]
+    return [
+        (
+            p.proto.label,
+            p.proto.page.split("/")[-1].removesuffix(".py"),
+            {k: v[0] for k, v in parse_qs(p.proto.query_string).items()},
+        )
+        for p in at.get("page_link")
+    ]
 
 
 def test_first_page_is_this_push(push_history, monkeypatch):
@@ -122,7 +139,8 @@ def test_nothing_else_is_called_a_change(push_history, monkeypatch):
     every = next(d.value for d in at.dataframe if len(d.value) == 32)
     flagged = every[every["verdict"] != "no change"]
     assert set(zip(flagged["gpu"], flagged["case_id"])) == {(g, c) for g in (H200, H100) for c in REGRESSED} | {
-        (H200, PUSH_INCORRECT_CASE)}
+        (H200, PUSH_INCORRECT_CASE)
+    }
     assert "Improvements (0)" in [h.value for h in at.subheader]
 
 
@@ -154,10 +172,20 @@ def test_a_gpu_with_one_run_and_a_failed_newest_run_are_explained(tmp_path, monk
 # a noisy re-run might read): an A/A repeat, never a regression. H100 (hosts a and b, one series
 # each): the newest commit makes triton_fa2 12% faster.
 
+
 def _bundle(work, run_id, i, *, gpu=H200, hostname="gpu-runner-1", commit=None, scale=None, branch="main", seed=0):
-    return make_bundle(work / run_id, run_id=run_id, variants=("sdpa", "triton_fa2"), gpu_name=gpu, hostname=hostname,
-                       commit_sha=commit or f"{i:02d}" + "ab" * 19, started_at=START + timedelta(hours=i),
-                       variant_scale=scale, branch=branch, seed=seed)
+    return make_bundle(
+        work / run_id,
+        run_id=run_id,
+        variants=("sdpa", "triton_fa2"),
+        gpu_name=gpu,
+        hostname=hostname,
+        commit_sha=commit or f"{i:02d}" + "ab" * 19,
+        started_at=START + timedelta(hours=i),
+        variant_scale=scale,
+        branch=branch,
+        seed=seed,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +195,18 @@ def repeat_history(tmp_path_factory):
     bundles = [_bundle(work, f"h200-{i}", i, seed=i) for i in range(3)]
     bundles.append(_bundle(work, "h200-rerun", 3, commit="02" + "ab" * 19, scale={"triton_fa2": 1.12}, seed=3))
     for host in ("a", "b"):
-        bundles += [_bundle(work, f"h100{host}-{i}", i, gpu=H100, hostname=f"host-{host}", seed=10 + i,
-                            scale={"triton_fa2": 0.88} if i == 2 else None) for i in range(3)]
+        bundles += [
+            _bundle(
+                work,
+                f"h100{host}-{i}",
+                i,
+                gpu=H100,
+                hostname=f"host-{host}",
+                seed=10 + i,
+                scale={"triton_fa2": 0.88} if i == 2 else None,
+            )
+            for i in range(3)
+        ]
     ingest_paths(parse_location(db), bundles)
     return db
 
@@ -254,8 +292,16 @@ def test_a_gpu_wide_move_is_told_apart_from_the_reference_by_its_gap_not_its_nam
     from attnwatch.app.data.push import assess
 
     def row(variant, base_gap, head_gap):
-        return SimpleNamespace(verdict="regression", variant=variant, base_marks="", head_marks="",
-                               base_graph_median_us=None, head_graph_median_us=None, base_gap=base_gap, head_gap=head_gap)
+        return SimpleNamespace(
+            verdict="regression",
+            variant=variant,
+            base_marks="",
+            head_marks="",
+            base_graph_median_us=None,
+            head_graph_median_us=None,
+            base_gap=base_gap,
+            head_gap=head_gap,
+        )
 
     assert assess(row("triton_fa2", 1.20, 1.205), 0.02).startswith("GPU-wide?")
     assert not assess(row("my_reference", 1.0, 1.0), 0.02).startswith("GPU-wide?")
@@ -271,9 +317,18 @@ def test_a_decisive_interval_is_real_whatever_the_convergence():
     from attnwatch.app.data.push import assess
 
     def row(low, high, marks="unconverged (2000 samples, IQR/median 2.0%)", verdict="regression"):
-        return SimpleNamespace(verdict=verdict, ratio=(low + high) / 2, ratio_low=low, ratio_high=high, base_marks=marks,
-                               head_marks=marks, base_graph_median_us=None, head_graph_median_us=None, base_gap=None,
-                               head_gap=None)
+        return SimpleNamespace(
+            verdict=verdict,
+            ratio=(low + high) / 2,
+            ratio_low=low,
+            ratio_high=high,
+            base_marks=marks,
+            head_marks=marks,
+            base_graph_median_us=None,
+            head_graph_median_us=None,
+            base_gap=None,
+            head_gap=None,
+        )
 
     assert assess(row(1.1441, 1.1469), 0.02).startswith("yes: the interval clears ±2%")
     assert assess(row(0.8695, 0.8732, verdict="improvement"), 0.02).startswith("yes: the interval clears ±2%")
@@ -286,9 +341,20 @@ def test_a_decisive_interval_is_real_whatever_the_convergence():
 def test_latencies_over_a_millisecond_read_in_plain_numbers(tmp_path, monkeypatch):
     """A push of millisecond cases writes "1,292 → 1,447", never "1.29e+03 → 1.45e+03"."""
     db = tmp_path / "history.duckdb"
-    bundles = [make_bundle(tmp_path / f"slow-{i}", run_id=f"slow-{i}", variants=("sdpa", "triton_fa2"), gpu_name=H200,
-                           commit_sha=f"{i:02d}" + "cd" * 19, started_at=START + timedelta(hours=i), latency_scale=100.0,
-                           variant_scale={"triton_fa2": 1.12} if i == 1 else None, seed=40 + i) for i in range(2)]
+    bundles = [
+        make_bundle(
+            tmp_path / f"slow-{i}",
+            run_id=f"slow-{i}",
+            variants=("sdpa", "triton_fa2"),
+            gpu_name=H200,
+            commit_sha=f"{i:02d}" + "cd" * 19,
+            started_at=START + timedelta(hours=i),
+            latency_scale=100.0,
+            variant_scale={"triton_fa2": 1.12} if i == 1 else None,
+            seed=40 + i,
+        )
+        for i in range(2)
+    ]
     ingest_paths(parse_location(db), bundles)
     at = open_push(db, monkeypatch)
     (cause,) = [e for e in at.expander if "triton" in e.label]

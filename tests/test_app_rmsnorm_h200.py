@@ -50,7 +50,9 @@ def test_the_trend_data_has_each_variant_with_its_h200_medians_and_gaps(h200, dt
     db, stored, _ = h200
     source = current_source(str(db))
     for column in ("median_us", "gap_to_baseline", "gap_to_fastest_reference"):
-        frame = trends.trend_series(source, trends.METRIC_BY_COLUMN[column], GPU, "main", VARIANTS, SHAPES, dtype, False)
+        frame = trends.trend_series(
+            source, trends.METRIC_BY_COLUMN[column], GPU, "main", VARIANTS, SHAPES, dtype, False
+        )
         values = dict(zip(frame["case_id"], frame["value"]))
         assert set(values) == {f"{v}/{s}/{dtype}/fwd" for v in VARIANTS for s in SHAPES}, column
         for case, value in values.items():
@@ -81,8 +83,12 @@ def test_the_run_page_shows_the_packages_the_h200_run_recorded(h200, monkeypatch
     manifest = json.loads((bundle / "manifest.json").read_text())
     at = open_page(db, monkeypatch, "views/run.py", run=manifest["run_id"])
     packages = json.loads(frame_with(at, "value").loc["packages", "value"])
-    assert packages == {"flash-attn-4": "4.0.0b36", "liger-kernel": "0.8.5", "nvidia-cutlass-dsl": "4.8.1",
-                        "quack-kernels": "0.6.5"}
+    assert packages == {
+        "flash-attn-4": "4.0.0b36",
+        "liger-kernel": "0.8.5",
+        "nvidia-cutlass-dsl": "4.8.1",
+        "quack-kernels": "0.6.5",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +99,14 @@ def two_runs(tmp_path_factory, fixtures_dir):
     db, _, bundle = recorded_history(work, fixtures_dir, BUNDLE)
     first = json.loads((bundle / "manifest.json").read_text())
     copy = shutil.copytree(bundle, work / "next")
-    second = {**first, "run_id": first["run_id"] + "-next", "commit_sha": "e" * 40, "parent_sha": first["commit_sha"],
-              "started_at": "2026-11-26T17:00:00Z", "finished_at": "2026-11-26T17:01:00Z"}
+    second = {
+        **first,
+        "run_id": first["run_id"] + "-next",
+        "commit_sha": "e" * 40,
+        "parent_sha": first["commit_sha"],
+        "started_at": "2026-11-26T17:00:00Z",
+        "finished_at": "2026-11-26T17:01:00Z",
+    }
     (copy / "manifest.json").write_text(json.dumps(second))
     ingest_paths(parse_location(db), [copy])
     return db, first, second
@@ -113,9 +125,10 @@ def test_the_run_and_overview_pages_offer_each_rmsnorm_case_its_command(two_runs
         assert len(table) == 32
         for case, command in zip(table["case_id"], table["measure_again"]):
             variant, shape, dtype, mode = case.split("/")
-            assert mode == "fwd" and command == (f"git checkout --detach {sha} && "
-                                                 f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype}"
-                                                 + DIRTY_NOTE)  # the recorded bundle's tree was dirty
+            assert mode == "fwd" and command == (
+                f"git checkout --detach {sha} && "
+                f"attnwatch run --shapes {shape} --variants {variant} --dtypes {dtype}" + DIRTY_NOTE
+            )  # the recorded bundle's tree was dirty
 
 
 def test_the_compare_page_offers_each_rmsnorm_case_the_ab_of_both_commits(two_runs, monkeypatch):
@@ -125,5 +138,7 @@ def test_the_compare_page_offers_each_rmsnorm_case_the_ab_of_both_commits(two_ru
     assert len(table) == 32
     for case, command in zip(table["case_id"], table["measure_again"]):
         variant, shape, dtype, _ = case.split("/")
-        assert command == (f"attnwatch compare --base {first['commit_sha']} --head {second['commit_sha']} "
-                           f"--shapes {shape} --variants {variant} --dtypes {dtype}" + DIRTY_NOTE)
+        assert command == (
+            f"attnwatch compare --base {first['commit_sha']} --head {second['commit_sha']} "
+            f"--shapes {shape} --variants {variant} --dtypes {dtype}" + DIRTY_NOTE
+        )

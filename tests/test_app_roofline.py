@@ -30,11 +30,22 @@ def roofline_history(tmp_path_factory):
     for case in document["cases"]:
         if case["case_id"] == STORED:
             # Stored by CI; deliberately not FLOPs / dram_bytes, so a recomputation would show.
-            case.update(dram_bytes=1e6, arithmetic_intensity=123.0, achieved_tflops=45.0, peak_tflops=666.5904706742397,
-                        pct_of_peak=100 * 45.0 / 666.5904706742397)
+            case.update(
+                dram_bytes=1e6,
+                arithmetic_intensity=123.0,
+                achieved_tflops=45.0,
+                peak_tflops=666.5904706742397,
+                pct_of_peak=100 * 45.0 / 666.5904706742397,
+            )
         else:
             # As a bundle written before CI stored the roofline inputs.
-            for name in ("memory_throughput_pct", "dram_bytes_ideal", "arithmetic_intensity", "peak_tflops", "pct_of_peak"):
+            for name in (
+                "memory_throughput_pct",
+                "dram_bytes_ideal",
+                "arithmetic_intensity",
+                "peak_tflops",
+                "pct_of_peak",
+            ):
                 case.pop(name)
             case.update(dram_bytes=4e6, achieved_tflops=None, duration_us=20.0)
     path.write_text(json.dumps(document, allow_nan=False))
@@ -60,7 +71,9 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     """Profiled without DRAM bytes on a GPU with ceilings, and profiled on a GPU without any:
     each gets its own reason, never an empty chart or silence."""
     no_bytes = make_bundle(tmp_path / "a", run_id="no-bytes", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True)
-    l4 = make_bundle(tmp_path / "b", run_id="l4", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True, gpu_name="NVIDIA L4")
+    l4 = make_bundle(
+        tmp_path / "b", run_id="l4", variants=("sdpa",), shapes=(SHAPE,), with_ncu=True, gpu_name="NVIDIA L4"
+    )
     db = tmp_path / "history.duckdb"
     ingest_paths(parse_location(db), [no_bytes, l4])
     at = open_page(db, monkeypatch, "views/kernel.py", gpu="NVIDIA H200", variant="sdpa")
@@ -74,12 +87,16 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
 
 
-def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_measured_copy_roof(tmp_path, monkeypatch):
+def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_measured_copy_roof(
+    tmp_path, monkeypatch
+):
     """results.bound = 'memory': the Kernel page plots each case's stored bytes / stored median
     against the GPU's measured DRAM copy bandwidth (ceilings.toml), never the ncu FLOP roofline."""
     ids = [case_id("sdpa", SHAPE.id, "fp16", causal) for causal in (False, True)]
     overrides = {cid: {"bound": "memory", "bytes": 3e6 * (i + 1)} for i, cid in enumerate(ids)}
-    bundle = make_bundle(tmp_path / "b", run_id="memory", variants=("sdpa",), shapes=(SHAPE,), timing_overrides=overrides)
+    bundle = make_bundle(
+        tmp_path / "b", run_id="memory", variants=("sdpa",), shapes=(SHAPE,), timing_overrides=overrides
+    )
     db = tmp_path / "history.duckdb"
     ingest_paths(parse_location(db), [bundle])
     with open_read(parse_location(db)) as con:
@@ -87,8 +104,10 @@ def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_
     at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
     chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
     points = {t["name"]: t["y"][0] for t in chart["data"] if t.get("mode") == "markers"}
-    assert points == {"sdpa · fp16 · noncausal": pytest.approx(3e6 / medians[ids[0]] / 1e6),
-                      "sdpa · fp16 · causal": pytest.approx(6e6 / medians[ids[1]] / 1e6)}
+    assert points == {
+        "sdpa · fp16 · noncausal": pytest.approx(3e6 / medians[ids[0]] / 1e6),
+        "sdpa · fp16 · causal": pytest.approx(6e6 / medians[ids[1]] / 1e6),
+    }
     roof = next(t for t in chart["data"] if t.get("mode") == "lines")
     assert set(roof["y"]) == {find_ceiling("NVIDIA H200", "copy_tbps", "any").value}
     assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
@@ -111,21 +130,57 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
 
     db = tmp_path / "history.duckdb"
     env = {**os.environ, "TRITON_INTERPRET": "1", "GITHUB_REF_NAME": "main", "GITHUB_EVENT_NAME": "push"}
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "run", "--shapes", "rms_cpu_tiny",
-                           "--variants", "rmsnorm_torch,rmsnorm_triton", "--dtypes", "fp16", "--device", "cpu",
-                           "--time-cap", "0.3", "--max-samples", "30", "--out", str(tmp_path / "bundle"), "--ingest",
-                           "--no-progress"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "--db",
+            str(db),
+            "run",
+            "--shapes",
+            "rms_cpu_tiny",
+            "--variants",
+            "rmsnorm_torch,rmsnorm_triton",
+            "--dtypes",
+            "fp16",
+            "--device",
+            "cpu",
+            "--time-cap",
+            "0.3",
+            "--max-samples",
+            "30",
+            "--out",
+            str(tmp_path / "bundle"),
+            "--ingest",
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with open_read(parse_location(db)) as con:
-        rows = {r[0]: r[1:] for r in con.execute(
-            "SELECT variant, operator, bound, bytes, baseline_variant, gap_to_baseline, median_us, status FROM results").fetchall()}
+        rows = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT variant, operator, bound, bytes, baseline_variant, gap_to_baseline, median_us, status FROM results"
+            ).fetchall()
+        }
     expected_bytes = bytes_moved(RMS_SHAPES["rms_cpu_tiny"], "fp16", "fwd")
     torch_row, triton_row = rows["rmsnorm_torch"], rows["rmsnorm_triton"]
     assert triton_row[:4] == ("rmsnorm", "memory", expected_bytes, "rmsnorm_torch") and triton_row[-1] == "ok"
     assert triton_row[4] == pytest.approx(triton_row[5] / torch_row[5])
 
-    lent = ceilings_module.Ceiling(gpu="cpu", kind="copy_tbps", dtype="any", value=0.05, how="lent by this test",
-                                   measured="not measured: a test's stand-in")
+    lent = ceilings_module.Ceiling(
+        gpu="cpu",
+        kind="copy_tbps",
+        dtype="any",
+        value=0.05,
+        how="lent by this test",
+        measured="not measured: a test's stand-in",
+    )
     shipped = ceilings_module.ceilings()
     monkeypatch.setattr(ceilings_module, "ceilings", lambda path=ceilings_module.CEILINGS_FILE: (*shipped, lent))
     at = open_page(db, monkeypatch, "views/kernel.py", gpu="cpu", variant="rmsnorm_triton")
@@ -134,8 +189,16 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
     assert points == {"rmsnorm_triton · fp16 · fwd": pytest.approx(expected_bytes / triton_row[5] / 1e6)}
     roof = next(t for t in chart["data"] if t.get("mode") == "lines")
     assert set(roof["y"]) == {0.05}
-    at = open_page(db, monkeypatch, "views/trends.py", gpu="cpu", variants="rmsnorm_triton,rmsnorm_torch",
-                   shapes="rms_cpu_tiny", dtype="fp16", causal="0")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu="cpu",
+        variants="rmsnorm_triton,rmsnorm_torch",
+        shapes="rms_cpu_tiny",
+        dtype="fp16",
+        causal="0",
+    )
     (trend,) = plotly_specs(at)
     lines = [t["name"] for t in trend["data"] if t.get("mode") == "lines+markers"]
     assert sorted(name.split(" ")[0] for name in lines) == ["rmsnorm_torch", "rmsnorm_triton"]

@@ -23,6 +23,8 @@ def test_the_page_icon_is_a_png_the_package_ships():
     icon = entrypoint().parent / "assets" / "icon.png"
     with Image.open(icon) as image:
         assert image.format == "PNG"
-    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["package-data"]["*"]
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"][
+        "package-data"
+    ]["*"]
     assert "*.png" in shipped
-    assert 'page_icon=str(ICON)' in (entrypoint()).read_text(encoding="utf-8")
+    assert "page_icon=str(ICON)" in (entrypoint()).read_text(encoding="utf-8")

@@ -24,7 +24,14 @@ from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 from test_app_pages import open_page
 from test_history_sql_results import assert_public, lock_held
 from sql_probe import (
-    BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch, probe,
+    BIG_SORT,
+    ERROR_MID_STREAM,
+    HUGE_CONSTANT,
+    MID_STREAM_SAYS,
+    PROBE_GROWTH_MIB,
+    WIDE_ROWS,
+    DiskWatch,
+    probe,
 )
 from attnwatch.history.store.location import parse_location
 
@@ -72,24 +79,31 @@ def test_results_are_capped_and_say_so(history, monkeypatch):
     assert any("cut at the 10,000-row limit" in c.value for c in at.caption)
 
 
-@pytest.mark.parametrize("sql, says", [
-    ("DROP TABLE runs", ""),
-    ("DELETE FROM alerts", ""),
-    ("COPY runs TO 'leak.csv'", ""),
-    ("SELECT * FROM read_csv('/etc/passwd')", ""),
-    ("SET enable_external_access = true", ""),
-    ("ATTACH 'other.duckdb' AS other", ""),
-    ("SELECT 1; DROP TABLE runs", "one statement"),
-    ("SELEC nonsense FROM", "syntax"),
-    ("", "no SQL"),
-])
+@pytest.mark.parametrize(
+    "sql, says",
+    [
+        ("DROP TABLE runs", ""),
+        ("DELETE FROM alerts", ""),
+        ("COPY runs TO 'leak.csv'", ""),
+        ("SELECT * FROM read_csv('/etc/passwd')", ""),
+        ("SET enable_external_access = true", ""),
+        ("ATTACH 'other.duckdb' AS other", ""),
+        ("SELECT 1; DROP TABLE runs", "one statement"),
+        ("SELEC nonsense FROM", "syntax"),
+        ("", "no SQL"),
+    ],
+)
 def test_hostile_or_broken_sql_is_a_message_and_changes_nothing(history, monkeypatch, sql, says):
-    before = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    before = run_user_sql(
+        parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts"
+    )
     at = run_sql(sql_page(history, monkeypatch), sql)
     errors = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # the app escapes markdown in messages
     assert len(errors) == 1 and errors[0].startswith("Query refused or failed:")
     assert says.lower() in errors[0].lower()
-    after = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts")
+    after = run_user_sql(
+        parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM alerts) AS alerts"
+    )
     pd.testing.assert_frame_equal(before, after)
 
 
@@ -104,7 +118,9 @@ def test_schema_browser_lists_tables_views_and_columns(history, monkeypatch):
 
 
 def test_parquet_download_round_trips(history):
-    result = sql_console.run_query(current_source(history), "SELECT run_id, started_at, synthetic FROM runs ORDER BY run_id")
+    result = sql_console.run_query(
+        current_source(history), "SELECT run_id, started_at, synthetic FROM runs ORDER BY run_id"
+    )
     back = pd.read_parquet(io.BytesIO(sql_console.to_parquet(result)))
     pd.testing.assert_frame_equal(back, result.frame.reset_index(drop=True))
 
@@ -154,12 +170,15 @@ def test_a_huge_constant_is_one_message_on_the_page(history):
     assert seen["exceptions"] == [] and len(seen["errors"]) == 1 and "of memory" in seen["errors"][0], seen
 
 
-@pytest.mark.parametrize("sql, says", [
-    ("SELECT * FROM duckdb_settings()", "not available to user SQL"),
-    ("SELECT current_setting('temp_directory')", "not available to user SQL"),
-    (ERROR_MID_STREAM, MID_STREAM_SAYS.pattern),
-    ("SELECT union_value(k := 1) AS u", "cannot be shown"),
-])
+@pytest.mark.parametrize(
+    "sql, says",
+    [
+        ("SELECT * FROM duckdb_settings()", "not available to user SQL"),
+        ("SELECT current_setting('temp_directory')", "not available to user SQL"),
+        (ERROR_MID_STREAM, MID_STREAM_SAYS.pattern),
+        ("SELECT union_value(k := 1) AS u", "cannot be shown"),
+    ],
+)
 def test_settings_and_failing_results_are_one_message_naming_no_path(history, monkeypatch, sql, says):
     at = run_sql(sql_page(history, monkeypatch), sql)
     (error,) = page_errors(at)
@@ -222,7 +241,12 @@ def test_a_lock_held_too_long_is_one_line_on_the_page(history, monkeypatch):
 
 def test_every_error_on_the_page_is_one_line(history, monkeypatch):
     at = sql_page(history, monkeypatch)
-    for sql in ("SELEC nonsense FROM", "SELECT * FROM no_such_table", "SELECT 1; SELECT 2",
-                "SELECT * FROM read_csv('/etc/passwd')", "SELECT union_value(k := 1) AS u"):
+    for sql in (
+        "SELEC nonsense FROM",
+        "SELECT * FROM no_such_table",
+        "SELECT 1; SELECT 2",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "SELECT union_value(k := 1) AS u",
+    ):
         (error,) = page_errors(run_sql(at, sql))
         assert "\n" not in error and "/etc" not in error and str(history.parent) not in error, (sql, error)

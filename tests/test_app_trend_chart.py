@@ -24,14 +24,33 @@ def push_history(tmp_path_factory):
     db = work / "history.duckdb"
     ids = build_push_history(db, work / "bundles")
     # A late-started rerun of an early commit: by start time it is the newest point, by commit the second.
-    late = make_bundle(work / "bundles" / "rerun", run_id="h200-rerun-01", variants=("sdpa", "triton_fa2"),
-                       commit_sha=push_commit(1), commit_date=START + timedelta(hours=1, minutes=-10),
-                       started_at=START + timedelta(hours=30), seed=555)
+    late = make_bundle(
+        work / "bundles" / "rerun",
+        run_id="h200-rerun-01",
+        variants=("sdpa", "triton_fa2"),
+        commit_sha=push_commit(1),
+        commit_date=START + timedelta(hours=1, minutes=-10),
+        started_at=START + timedelta(hours=30),
+        seed=555,
+    )
     # Another GPU measured in bf16 only, and an old cuda_scalar build (alphabetically first variant).
-    l4 = make_bundle(work / "bundles" / "l4", run_id="l4-bf16-00", variants=("sdpa", "triton_fa2"), dtypes=("bf16",),
-                     gpu_name="NVIDIA L4", started_at=START - timedelta(days=1), seed=556)
-    scalar = make_bundle(work / "bundles" / "scalar", run_id="h200-scalar-00", variants=("cuda_scalar",),
-                         shapes=SHAPES[:1], started_at=START - timedelta(days=2), seed=557)
+    l4 = make_bundle(
+        work / "bundles" / "l4",
+        run_id="l4-bf16-00",
+        variants=("sdpa", "triton_fa2"),
+        dtypes=("bf16",),
+        gpu_name="NVIDIA L4",
+        started_at=START - timedelta(days=1),
+        seed=556,
+    )
+    scalar = make_bundle(
+        work / "bundles" / "scalar",
+        run_id="h200-scalar-00",
+        variants=("cuda_scalar",),
+        shapes=SHAPES[:1],
+        started_at=START - timedelta(days=2),
+        seed=557,
+    )
     ingest_paths(parse_location(db), [late, l4, scalar])
     return db, ids
 
@@ -42,12 +61,25 @@ def lines(spec):
 
 def test_x_axis_is_commit_order_with_run_time_on_hover(push_history, monkeypatch):
     db, _ = push_history
-    at = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants="triton_fa2", shapes="l4_mission",
-                   dtype="fp16", causal="0")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants="triton_fa2",
+        shapes="l4_mission",
+        dtype="fp16",
+        causal="0",
+    )
     (spec,) = plotly_specs(at)
     (line,) = lines(spec).values()
     runs = [c[0] for c in line["customdata"]]
-    assert runs == [push_run_id(H200, 0), push_run_id(H200, 1), "h200-rerun-01", *[push_run_id(H200, i) for i in range(2, 8)]]
+    assert runs == [
+        push_run_id(H200, 0),
+        push_run_id(H200, 1),
+        "h200-rerun-01",
+        *[push_run_id(H200, i) for i in range(2, 8)],
+    ]
     assert line["x"][:3] == [push_commit(0)[:7], push_commit(1)[:7], push_commit(1)[:7] + "·2"]
     assert spec["layout"]["xaxis"]["type"] == "category"
     assert "run started %{customdata[4]}" in line["hovertemplate"]
@@ -58,8 +90,16 @@ def test_a_variant_keeps_its_colour_whatever_is_selected(push_history, monkeypat
     db, _ = push_history
     colours = []
     for chosen in ("triton_fa2", "sdpa,triton_fa2", "cuda_wmma,sdpa_flash,triton_fa2"):
-        at = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants=chosen, shapes="l4_mission,h100_small",
-                       dtype="fp16", causal="0")
+        at = open_page(
+            db,
+            monkeypatch,
+            "views/trends.py",
+            gpu=H200,
+            variants=chosen,
+            shapes="l4_mission,h100_small",
+            dtype="fp16",
+            causal="0",
+        )
         (spec,) = plotly_specs(at)
         triton = [t for name, t in lines(spec).items() if name.startswith("triton_fa2")]
         assert len(triton) == 2 and triton[0]["line"]["dash"] != triton[1]["line"]["dash"]  # shapes by dash
@@ -82,8 +122,19 @@ def test_every_registered_variant_has_a_colour_no_other_variant_of_its_operator_
 
 def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeypatch):
     db, ids = push_history
-    at = open_page(db, monkeypatch, "views/trends.py", gpu=H100, variants="sdpa,triton_fa2", shapes="h100_small",
-                   dtype="fp16", causal="0", log="1", norm="1", commits=f"{ids['base_commit']}..{ids['head_commit']}")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H100,
+        variants="sdpa,triton_fa2",
+        shapes="h100_small",
+        dtype="fp16",
+        causal="0",
+        log="1",
+        norm="1",
+        commits=f"{ids['base_commit']}..{ids['head_commit']}",
+    )
     (spec,) = plotly_specs(at)
     assert spec["layout"]["yaxis"]["type"] == "log"
     for line in lines(spec).values():
@@ -98,7 +149,12 @@ def test_defaults_follow_this_pushs_first_regression(push_history, monkeypatch):
     db, _ = push_history
     # Resolve the H100's regression alerts: the newest unresolved alert is then cuda_wmma's on the H200,
     # while This push leads with triton_fa2. Every page opens on what This push said first.
-    resolve_many(parse_location(db), [a.alert_id for a in list_alerts(parse_location(db)) if a.gpu_name == H100 and a.kind == "regression"], "seen", "t")
+    resolve_many(
+        parse_location(db),
+        [a.alert_id for a in list_alerts(parse_location(db)) if a.gpu_name == H100 and a.kind == "regression"],
+        "seen",
+        "t",
+    )
     push = open_page(db, monkeypatch, "views/push.py")
     cause = next(e for e in push.expander if "triton" in e.label)
     first_row = cause.markdown[-1].value.splitlines()[2].split(" | ")
@@ -112,15 +168,26 @@ def test_defaults_follow_this_pushs_first_regression(push_history, monkeypatch):
     assert f"{shape} fp16 {mode}" in first_case, first_case
     kernel = open_page(db, monkeypatch, "views/kernel.py")
     assert (kernel.selectbox(key="kernel_gpu").value, kernel.selectbox(key="kernel_variant").value) == (
-        first_gpu, PUSH_REGRESSED_VARIANT)
+        first_gpu,
+        PUSH_REGRESSED_VARIANT,
+    )
     overview = open_page(db, monkeypatch, "views/overview.py")
     assert overview.selectbox(key="overview_gpu").value == first_gpu
 
 
 def test_a_range_without_base_marks_the_step_into_its_commit(push_history, monkeypatch):
     db, ids = push_history
-    at = open_page(db, monkeypatch, "views/trends.py", gpu=H100, variants="triton_fa2", shapes="h100_small",
-                   dtype="fp16", causal="0", commits=f"..{ids['head_commit']}")
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H100,
+        variants="triton_fa2",
+        shapes="h100_small",
+        dtype="fp16",
+        causal="0",
+        commits=f"..{ids['head_commit']}",
+    )
     (spec,) = plotly_specs(at)
     (shade,) = spec["layout"]["shapes"]
     axis = spec["layout"]["xaxis"]["categoryarray"]  # the shade is placed by category position

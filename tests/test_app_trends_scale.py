@@ -35,26 +35,57 @@ def lines(spec):
 
 def test_ten_variants_open_on_a_log_axis(team_db, monkeypatch):
     every = ",".join(VARIANTS)
-    at = open_page(team_db, monkeypatch, "views/trends.py", gpu=H200, variants=every, shapes="b4_h16_s2k", dtype="fp16",
-                   causal="0")
+    at = open_page(
+        team_db, monkeypatch, "views/trends.py", gpu=H200, variants=every, shapes="b4_h16_s2k", dtype="fp16", causal="0"
+    )
     (spec,) = plotly_specs(at)
     assert len(lines(spec)) == 10
     assert spec["layout"]["yaxis"]["type"] == "log" and at.toggle(key="trends_log").value
     # Two variants a few percent apart keep a linear axis; the reader's choice in the URL stands.
-    near = open_page(team_db, monkeypatch, "views/trends.py", gpu=H200, variants="sdpa,sdpa_flash", shapes="b4_h16_s2k",
-                     dtype="fp16", causal="0")
+    near = open_page(
+        team_db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants="sdpa,sdpa_flash",
+        shapes="b4_h16_s2k",
+        dtype="fp16",
+        causal="0",
+    )
     assert plotly_specs(near)[0]["layout"]["yaxis"]["type"] == "linear"
-    chosen = open_page(team_db, monkeypatch, "views/trends.py", gpu=H200, variants=every, shapes="b4_h16_s2k",
-                       dtype="fp16", causal="0", log="0")
+    chosen = open_page(
+        team_db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants=every,
+        shapes="b4_h16_s2k",
+        dtype="fp16",
+        causal="0",
+        log="0",
+    )
     assert plotly_specs(chosen)[0]["layout"]["yaxis"]["type"] == "linear"
 
 
 def test_an_unconverged_point_is_solid_and_a_throttled_one_hollow(team_db, monkeypatch):
-    at = open_page(team_db, monkeypatch, "views/trends.py", gpu=H200, variants=",".join(VARIANTS), shapes="b4_h16_s2k",
-                   dtype="fp16", causal="0")
-    points = [(symbol, custom[5]) for line in lines(plotly_specs(at)[0])
-              for symbol, custom in zip(line["marker"]["symbol"], line["customdata"])]
-    unconverged = [s for s, note in points if "unconverged" in note and "throttled" not in note and "dispatch" not in note]
+    at = open_page(
+        team_db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants=",".join(VARIANTS),
+        shapes="b4_h16_s2k",
+        dtype="fp16",
+        causal="0",
+    )
+    points = [
+        (symbol, custom[5])
+        for line in lines(plotly_specs(at)[0])
+        for symbol, custom in zip(line["marker"]["symbol"], line["customdata"])
+    ]
+    unconverged = [
+        s for s, note in points if "unconverged" in note and "throttled" not in note and "dispatch" not in note
+    ]
     doubted = [s for s, note in points if "throttled" in note or "dispatch-bound" in note]
     assert unconverged and set(unconverged) == {"circle"}
     assert set(doubted) <= {"circle-open"}
@@ -64,13 +95,25 @@ def test_an_unconverged_point_is_solid_and_a_throttled_one_hollow(team_db, monke
 
 def test_the_default_window_holds_every_alert_listed(team_db, monkeypatch):
     with open_read(parse_location(team_db)) as con:  # the case of the oldest alert detection raised
-        (case,) = con.execute("SELECT case_id FROM series_alerts WHERE kind <> 'correctness' "
-                              "ORDER BY run_started_at, case_id LIMIT 1").fetchone()
+        (case,) = con.execute(
+            "SELECT case_id FROM series_alerts WHERE kind <> 'correctness' ORDER BY run_started_at, case_id LIMIT 1"
+        ).fetchone()
     variant, shape, dtype, mode = case.split("/")
-    at = open_page(team_db, monkeypatch, "views/trends.py", gpu=H200, variants=variant, shapes=shape, dtype=dtype,
-                   causal="1" if mode == "causal" else "0")
+    at = open_page(
+        team_db,
+        monkeypatch,
+        "views/trends.py",
+        gpu=H200,
+        variants=variant,
+        shapes=shape,
+        dtype=dtype,
+        causal="1" if mode == "causal" else "0",
+    )
     listed = frame_with(at, "alert_id")
     assert not listed.empty
     plotted = {custom[0] for line in lines(plotly_specs(at)[0]) for custom in line["customdata"]}
-    assert set(listed["run_id"]) <= plotted, (at.slider(key="trends_max_runs").value, sorted(set(listed["run_id"]) - plotted))
+    assert set(listed["run_id"]) <= plotted, (
+        at.slider(key="trends_max_runs").value,
+        sorted(set(listed["run_id"]) - plotted),
+    )
     assert not [c for c in texts(at, "caption") if "outside the" in c]

@@ -47,7 +47,9 @@ def test_labels_say_kind_metric_gpu_case_change_and_state(push_history, monkeypa
     for row in members.itertuples():
         assert row.label.startswith(f"#{row.alert_id} · regression · ")
         assert f" · {row.gpu} · {row.case_id} · +" in row.label and row.label.endswith(" · open")
-        assert ("latency (median_us)" if row.metric == "median_us" else "gap to baseline (gap_to_baseline)") in row.label
+        assert (
+            "latency (median_us)" if row.metric == "median_us" else "gap to baseline (gap_to_baseline)"
+        ) in row.label
         query = {k: v[0] for k, v in parse_qs(row.plot.split("?", 1)[1]).items()}
         assert row.plot.startswith("trends?") and query["gpu"] == row.gpu and query["metric"] == row.metric
         assert query["commits"] == f"{ids['old_step_base']}..{ids['old_step_commit']}"
@@ -55,10 +57,20 @@ def test_labels_say_kind_metric_gpu_case_change_and_state(push_history, monkeypa
 
 def test_an_alert_is_drawn_with_its_step_and_the_threshold_band(push_history, monkeypatch):
     db, ids = push_history
-    (alert,) = [a for a in list_alerts(parse_location(db)) if a.gpu_name == H200 and a.metric == "median_us"
-                and a.case_id == f"{OLD_REGRESSED_VARIANT}/h100_small/fp16/causal"]
-    at = open_page(db, monkeypatch, "views/alerts.py", group=f"{ids['old_step_base']}..{ids['old_step_commit']}",
-                   alert=str(alert.alert_id))
+    (alert,) = [
+        a
+        for a in list_alerts(parse_location(db))
+        if a.gpu_name == H200
+        and a.metric == "median_us"
+        and a.case_id == f"{OLD_REGRESSED_VARIANT}/h100_small/fp16/causal"
+    ]
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/alerts.py",
+        group=f"{ids['old_step_base']}..{ids['old_step_commit']}",
+        alert=str(alert.alert_id),
+    )
     assert at.selectbox(key="alerts_alert").value == alert.alert_id
     (spec,) = plotly_specs(at)
     by_name = {t.get("name"): t for t in spec["data"]}
@@ -66,7 +78,9 @@ def test_an_alert_is_drawn_with_its_step_and_the_threshold_band(push_history, mo
     assert band["y"][0] == pytest.approx(alert.baseline_value * 0.98)
     before = next(t for name, t in by_name.items() if name and name.startswith("before"))
     after = next(t for name, t in by_name.items() if name and name.startswith("after"))
-    assert before["y"] == pytest.approx([alert.baseline_value] * 3) and after["y"] == pytest.approx([alert.new_value] * 5)
+    assert before["y"] == pytest.approx([alert.baseline_value] * 3) and after["y"] == pytest.approx(
+        [alert.new_value] * 5
+    )
     assert after["x"][0] == ids["old_step_commit"][:7]  # the step sits at the commit that caused it
     assert len(before["x"]) == 3 and len(after["x"]) == 5
     assert any("min_effect" in c for c in texts(at, "caption"))
@@ -96,11 +110,17 @@ def test_one_note_acknowledges_the_whole_group_once_confirmed_and_labels_show_it
     assert any("16 alert(s) now acknowledged" in s for s in texts(at, "success"))
     stored = [a for a in list_alerts(parse_location(db)) if a.commit_sha == ids["old_step_commit"]]
     assert len(stored) == 16
-    assert {(a.status, a.note, a.actor) for a in stored} == {("acknowledged", "cuda_wmma tile change in 03; fixing", "kernel-dev")}
-    assert all([e.action for e in alert_events(parse_location(db), a.alert_id)] == ["opened", "acknowledged"] for a in stored)
+    assert {(a.status, a.note, a.actor) for a in stored} == {
+        ("acknowledged", "cuda_wmma tile change in 03; fixing", "kernel-dev")
+    }
+    assert all(
+        [e.action for e in alert_events(parse_location(db), a.alert_id)] == ["opened", "acknowledged"] for a in stored
+    )
     # What the page shows now: the group's state and every label say acknowledged.
     groups_shown = frame_with(at, "regressions").set_index("commits")
-    assert groups_shown.loc[f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}", "statuses"] == "16 acknowledged"
+    assert (
+        groups_shown.loc[f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}", "statuses"] == "16 acknowledged"
+    )
     assert all(label.endswith(" · acknowledged") for label in frame_with(at, "label")["label"])
     assert at.selectbox(key="alerts_group").value == group  # still on the group just triaged
     assert at.text_area(key=form_key(at, "note")).value == ""  # the form is emptied once written
@@ -149,7 +169,9 @@ def test_the_next_group_and_alert_start_from_an_empty_form(push_history, monkeyp
     assert not at.exception
     note = at.text_area(key=form_key(at, "note"))
     assert note.value == "" and at.text_input(key=form_key(at, "who")).value == ""
-    assert [b.label for b in at.button if b.key == "alerts_acknowledge"] == [f"Acknowledge #{int(frame_with(at, 'label')['alert_id'][0])}"]
+    assert [b.label for b in at.button if b.key == "alerts_acknowledge"] == [
+        f"Acknowledge #{int(frame_with(at, 'label')['alert_id'][0])}"
+    ]
 
 
 def test_the_list_leads_with_the_largest_open_cause(push_history, monkeypatch):
@@ -157,16 +179,27 @@ def test_the_list_leads_with_the_largest_open_cause(push_history, monkeypatch):
     db, ids = push_history
     at = open_page(db, monkeypatch, "views/alerts.py")
     shown = frame_with(at, "regressions")
-    assert shown["commits"].tolist() == [f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}",
-                                         f"{ids['base_commit'][:10]}..{ids['head_commit'][:10]}"]
+    assert shown["commits"].tolist() == [
+        f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}",
+        f"{ids['base_commit'][:10]}..{ids['head_commit'][:10]}",
+    ]
     assert at.selectbox(key="alerts_group").value == f"{ids['old_step_base']}..{ids['old_step_commit']}"
 
 
 def _alert(i: int, key: str, change: float, status: str = "open", hours: int = 0) -> dict:
-    return {"alert_id": i, "group_key": key, "prev_sha": key.split("..")[0], "commit_sha": key.split("..")[1],
-            "status": status, "kind": "regression" if change > 0 else "improvement", "metric": "median_us",
-            "gpu": "NVIDIA H200", "change_pct": change, "commit_message": "m",
-            "run_started_at": datetime(2026, 11, 1) + pd.Timedelta(hours=hours)}
+    return {
+        "alert_id": i,
+        "group_key": key,
+        "prev_sha": key.split("..")[0],
+        "commit_sha": key.split("..")[1],
+        "status": status,
+        "kind": "regression" if change > 0 else "improvement",
+        "metric": "median_us",
+        "gpu": "NVIDIA H200",
+        "change_pct": change,
+        "commit_message": "m",
+        "run_started_at": datetime(2026, 11, 1) + pd.Timedelta(hours=hours),
+    }
 
 
 def test_groups_order_by_open_alerts_then_effect_then_newest():

@@ -17,14 +17,33 @@ from attnwatch.history.store.location import parse_location
 
 # Widget key -> URL parameter, per page.
 BINDINGS = {
-    "views/trends.py": {"trends_gpu": "gpu", "trends_branch": "branch", "trends_metric": "metric",
-                        "trends_variants": "variants", "trends_shapes": "shapes", "trends_dtype": "dtype",
-                        "trends_causal": "causal", "trends_max_runs": "runs", "trends_log": "log", "trends_norm": "norm",
-                        "trends_band": "band", "trends_commits": "commits"},
+    "views/trends.py": {
+        "trends_gpu": "gpu",
+        "trends_branch": "branch",
+        "trends_metric": "metric",
+        "trends_variants": "variants",
+        "trends_shapes": "shapes",
+        "trends_dtype": "dtype",
+        "trends_causal": "causal",
+        "trends_max_runs": "runs",
+        "trends_log": "log",
+        "trends_norm": "norm",
+        "trends_band": "band",
+        "trends_commits": "commits",
+    },
     "views/compare.py": {"compare_gpu": "gpu", "compare_base_runs": "base", "compare_head_runs": "head"},
-    "views/kernel.py": {"kernel_gpu": "gpu", "kernel_variant": "variant", "kernel_roofline_variants": "variants",
-                        "kernel_roofline_dtype": "dtype"},
-    "views/alerts.py": {"alerts_status": "status", "alerts_kind": "kind", "alerts_group": "group", "alerts_alert": "alert"},
+    "views/kernel.py": {
+        "kernel_gpu": "gpu",
+        "kernel_variant": "variant",
+        "kernel_roofline_variants": "variants",
+        "kernel_roofline_dtype": "dtype",
+    },
+    "views/alerts.py": {
+        "alerts_status": "status",
+        "alerts_kind": "kind",
+        "alerts_group": "group",
+        "alerts_alert": "alert",
+    },
 }
 
 
@@ -82,7 +101,11 @@ def test_trends_change_goes_to_the_url_and_reopens(push_history, monkeypatch):
     at.toggle(key="trends_log").set_value(True).run()
     at.selectbox(key="trends_metric").set_value("gap_to_baseline").run()
     at.multiselect(key="trends_variants").set_value(["sdpa_flash", "triton_fa2"]).run()
-    assert (url_of(at)["log"], url_of(at)["metric"], url_of(at)["variants"]) == ("1", "gap_to_baseline", "sdpa_flash,triton_fa2")
+    assert (url_of(at)["log"], url_of(at)["metric"], url_of(at)["variants"]) == (
+        "1",
+        "gap_to_baseline",
+        "sdpa_flash,triton_fa2",
+    )
     again = reopened(db, monkeypatch, "views/trends.py", at)
     assert state(again, "views/trends.py") == state(at, "views/trends.py")
     (spec,) = plotly_specs(again)
@@ -98,10 +121,13 @@ def test_trends_values_a_link_names_but_the_history_lacks_are_named(push_history
     assert any("NVIDIA B200" in w and "no runs" in w for w in texts(at, "warning"))
 
 
-@pytest.mark.parametrize("page, query", [
-    ("views/kernel.py", {"gpu": H200, "variant": "cuda_wmma", "variants": "cuda_wmma,triton_fa2", "dtype": "fp16"}),
-    ("views/alerts.py", {"status": "open", "kind": "regression", "alert": "5"}),
-])
+@pytest.mark.parametrize(
+    "page, query",
+    [
+        ("views/kernel.py", {"gpu": H200, "variant": "cuda_wmma", "variants": "cuda_wmma,triton_fa2", "dtype": "fp16"}),
+        ("views/alerts.py", {"status": "open", "kind": "regression", "alert": "5"}),
+    ],
+)
 def test_each_view_opens_from_its_url_and_reopens_identically(push_history, monkeypatch, page, query):
     db, _ = push_history
     at = open_page(db, monkeypatch, page, **query)
@@ -117,8 +143,12 @@ def test_each_view_opens_from_its_url_and_reopens_identically(push_history, monk
 
 def test_compare_by_commit_range_link(push_history, monkeypatch):
     db, ids = push_history
-    at = open_page(db, monkeypatch, "views/compare.py",
-                   **compare_query(H200, commits=commit_range(ids["base_commit"][:8], ids["head_commit"][:8])))
+    at = open_page(
+        db,
+        monkeypatch,
+        "views/compare.py",
+        **compare_query(H200, commits=commit_range(ids["base_commit"][:8], ids["head_commit"][:8])),
+    )
     assert at.radio(key="compare_mode").value == "commits"
     assert any(ids["h200_base"] in c and ids["h200_head"] in c for c in texts(at, "caption"))
     assert (frame_with(at, "verdict")["verdict"] == "regression").sum() == 4

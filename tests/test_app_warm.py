@@ -25,9 +25,16 @@ from attnwatch.history.store.location import parse_location
 
 
 def _bundle(work, i: int, scale=None):
-    return make_bundle(work / f"h200-{i}", run_id=f"h200-{i}", variants=("sdpa", "triton_fa2"), gpu_name=H200,
-                       commit_sha=f"{i:02d}" + "ab" * 19, started_at=START + timedelta(hours=i), variant_scale=scale,
-                       seed=i)
+    return make_bundle(
+        work / f"h200-{i}",
+        run_id=f"h200-{i}",
+        variants=("sdpa", "triton_fa2"),
+        gpu_name=H200,
+        commit_sha=f"{i:02d}" + "ab" * 19,
+        started_at=START + timedelta(hours=i),
+        variant_scale=scale,
+        seed=i,
+    )
 
 
 @pytest.fixture()

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from attnwatch.ci.attribution import ATTRIBUTED, UNKNOWN_ORIGIN, Crash, CrashAttribution, ProbeResult
 
-CRASH = Crash("cuda_wmma/l4_mission/fp16/noncausal", "graph", "CUDA error: an illegal memory access was encountered",
-              "cuda_scalar/l4_mission/fp16/noncausal", "child 0")
+CRASH = Crash(
+    "cuda_wmma/l4_mission/fp16/noncausal",
+    "graph",
+    "CUDA error: an illegal memory access was encountered",
+    "cuda_scalar/l4_mission/fp16/noncausal",
+    "child 0",
+)
 
 
 def _probe(result: ProbeResult, calls: list):
     def probe(case_id: str, stage: str) -> ProbeResult:
         calls.append((case_id, stage))
         return result
+
     return probe
 
 

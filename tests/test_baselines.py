@@ -22,14 +22,19 @@ def test_the_repository_file_loads():
     load_baselines(REPO_BASELINES)
 
 
-@pytest.mark.parametrize("text, field", [
-    ('[[baseline]]\nname = "v1"\nreason = "r"\n', "exactly one of commit and run"),
-    ('[[baseline]]\nname = "v1"\ncommit = "XYZ"\nreason = "r"\n', "baseline[0].commit"),
-    ('[[baseline]]\nname = "v1"\ncommit = "abcdef0"\n', "baseline[0].reason"),
-    ('[[baseline]]\nname = "v 1"\ncommit = "abcdef0"\nreason = "r"\n', "baseline[0].name"),
-    ('[[baseline]]\nname = "v1"\nrun = "r1"\nreason = "r"\n[[baseline]]\nname = "v1"\nrun = "r2"\nreason = "r"\n',
-     "pinned twice"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('[[baseline]]\nname = "v1"\nreason = "r"\n', "exactly one of commit and run"),
+        ('[[baseline]]\nname = "v1"\ncommit = "XYZ"\nreason = "r"\n', "baseline[0].commit"),
+        ('[[baseline]]\nname = "v1"\ncommit = "abcdef0"\n', "baseline[0].reason"),
+        ('[[baseline]]\nname = "v 1"\ncommit = "abcdef0"\nreason = "r"\n', "baseline[0].name"),
+        (
+            '[[baseline]]\nname = "v1"\nrun = "r1"\nreason = "r"\n[[baseline]]\nname = "v1"\nrun = "r2"\nreason = "r"\n',
+            "pinned twice",
+        ),
+    ],
+)
 def test_bad_baselines_are_one_line_errors_naming_the_field(tmp_path, text, field):
     path = _file(tmp_path, text)
     with pytest.raises(BaselineError) as err:
@@ -53,9 +58,26 @@ def test_compare_measures_the_head_against_a_pinned_baseline(tmp_path, monkeypat
     clone, git = clone_with_commits(tmp_path, "release", "later work")
     pinned = git("rev-parse", "HEAD~1")
     rules = _file(tmp_path, f'[[baseline]]\nname = "v-test"\ncommit = "{pinned}"\nreason = "the release under test"\n')
-    done = attnwatch(clone, "compare", "--baseline", "v-test", "--shapes", "cpu", "--variants", "sdpa", "--dtypes", "fp16",
-                     "--causal", "no", "--rounds", "1", "--no-correctness", "--out", str(tmp_path / "out"),
-                     env={"ATTNWATCH_BASELINES": str(rules)})
+    done = attnwatch(
+        clone,
+        "compare",
+        "--baseline",
+        "v-test",
+        "--shapes",
+        "cpu",
+        "--variants",
+        "sdpa",
+        "--dtypes",
+        "fp16",
+        "--causal",
+        "no",
+        "--rounds",
+        "1",
+        "--no-correctness",
+        "--out",
+        str(tmp_path / "out"),
+        env={"ATTNWATCH_BASELINES": str(rules)},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(tmp_path / "out" / "compare.json")
     assert report.merge_base_sha == pinned and report.base_ref == "baseline v-test"
@@ -63,6 +85,10 @@ def test_compare_measures_the_head_against_a_pinned_baseline(tmp_path, monkeypat
 
 
 def test_base_and_baseline_together_are_refused(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("ATTNWATCH_BASELINES", str(_file(tmp_path, '[[baseline]]\nname = "v1"\ncommit = "abcdef0"\nreason = "r"\n')))
-    assert main(["compare", "--baseline", "v1", "--base", "HEAD~1", "--shapes", "cpu", "--out", str(tmp_path / "o")]) == 2
+    monkeypatch.setenv(
+        "ATTNWATCH_BASELINES", str(_file(tmp_path, '[[baseline]]\nname = "v1"\ncommit = "abcdef0"\nreason = "r"\n'))
+    )
+    assert (
+        main(["compare", "--baseline", "v1", "--base", "HEAD~1", "--shapes", "cpu", "--out", str(tmp_path / "o")]) == 2
+    )
     assert "--baseline and --base" in capsys.readouterr().err

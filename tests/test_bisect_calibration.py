@@ -38,8 +38,15 @@ def test_a_plant_that_cannot_realize_the_share_is_refused(check):
 
 
 def test_the_realized_ratio_is_the_bad_revisions_interval(check):
-    result = {"commits": ["g", "b"], "probes": [
-        {"sha": "b", "intervals": ["torch_3op/h100_small/fp16/noncausal x1.051 [1.032, 1.070] (+5.1% [+3.2%, +7.0%])"]}]}
+    result = {
+        "commits": ["g", "b"],
+        "probes": [
+            {
+                "sha": "b",
+                "intervals": ["torch_3op/h100_small/fp16/noncausal x1.051 [1.032, 1.070] (+5.1% [+3.2%, +7.0%])"],
+            }
+        ],
+    }
     ratio, text = check.realized_ratio(result)
     assert ratio == pytest.approx(1.051) and "[1.032, 1.070]" in text
     assert check.realized_ratio({"commits": ["g", "b"], "probes": []}) == (None, None)
@@ -66,7 +73,7 @@ def test_a_spin_per_case_plants_only_the_cases_it_names(check, tmp_path, monkeyp
     text = (tmp_path / check.VARIANT_FILE).read_text()
     spin_line = next(line for line in text.splitlines() if line.startswith("PLANTED_SPIN = "))
     namespace = {}
-    exec(compile(spin_line + "\n" + text[text.index("CPU_STEADY_S"):], "<plant>", "exec"), namespace)
+    exec(compile(spin_line + "\n" + text[text.index("CPU_STEADY_S") :], "<plant>", "exec"), namespace)
     assert namespace["PLANTED_SPIN"] == {"torch_3op/cpu_tiny/fp16/causal": 20_000}
     for case_id, least in (("torch_3op/cpu_tiny/fp16/causal", 0.025), ("torch_3op/cpu_tiny/fp16/noncausal", 0.005)):
         began = time.perf_counter()

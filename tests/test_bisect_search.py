@@ -22,6 +22,7 @@ def step_oracle(culprit: int, calls: list, undecided: dict[int, int] | None = No
         if undecided.get(index, 0) > attempt:
             return Judgement("undecided", f"interval of {sha[:2]} straddles the threshold")
         return Judgement("slow" if index >= culprit else "same", f"commit {index}")
+
     return oracle
 
 

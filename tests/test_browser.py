@@ -26,12 +26,19 @@ PLOTLY = ".js-plotly-plot .main-svg"
 TABLE = "[data-testid='stDataFrame']"
 # What shows a page has drawn with this history (a page not named here: its heading), and the
 # query a page is opened with where it needs one.
-DRAWN = {"push": "[data-testid='stMarkdown']", "overview": TABLE, "trends": PLOTLY, "compare": TABLE, "alerts": TABLE,
-         "kernel": PLOTLY, "sql": "textarea", "run": TABLE}
+DRAWN = {
+    "push": "[data-testid='stMarkdown']",
+    "overview": TABLE,
+    "trends": PLOTLY,
+    "compare": TABLE,
+    "alerts": TABLE,
+    "kernel": PLOTLY,
+    "sql": "textarea",
+    "run": TABLE,
+}
 QUERY = {"kernel": "?variant=sdpa", "run": f"?run={main_run_id(6)}"}
 # (url path, title, what shows the page has drawn) of every page, in the navigation's order
-PAGES = tuple((page.path + QUERY.get(page.key, ""), page.title, DRAWN.get(page.key, "h1"))
-              for page in DECLARED_PAGES)
+PAGES = tuple((page.path + QUERY.get(page.key, ""), page.title, DRAWN.get(page.key, "h1")) for page in DECLARED_PAGES)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +90,9 @@ def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
                 for directory in _screenshot_dirs(tmp_path):
                     page.screenshot(path=str(directory / name), full_page=True)
                 assert page.locator("[data-testid='stException']").count() == 0, f"{title}: a traceback is shown"
-                assert "could not read" not in page.locator("[data-testid='stMain']").inner_text(), f"{title}: a read failed"
+                assert "could not read" not in page.locator("[data-testid='stMain']").inner_text(), (
+                    f"{title}: a read failed"
+                )
                 assert (tmp_path / name).stat().st_size > 10_000
 
             # Clicking a point of the trend opens that point's run.
@@ -133,7 +142,8 @@ def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
         _wait_idle(page)
         settled = page.evaluate(
             "() => { const s = document.querySelector('.js-plotly-plot')._fullLayout._size;"
-            " return {l: s.l, r: s.r, t: s.t, b: s.b}; }")
+            " return {l: s.l, r: s.r, t: s.t, b: s.b}; }"
+        )
     assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
 
 
@@ -146,8 +156,9 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
     with opened_trends(chromium_path, dashboard_url) as page:
-        drawn_ms = page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf",
-                                          timeout=PAGE_TIMEOUT_MS).json_value()
+        drawn_ms = page.wait_for_function(
+            DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=PAGE_TIMEOUT_MS
+        ).json_value()
         loaded_ms = page.evaluate("() => performance.now()")
 
         def check_now_and_settled(change: str) -> tuple[float, float]:
@@ -161,7 +172,8 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
         hidden = check_now_and_settled(f"{chart}.style.visibility = 'hidden';")
         running = check_now_and_settled(
             f"{chart}.style.visibility = '';"
-            " document.body.insertAdjacentHTML('beforeend', '<div data-testid=\"stStatusWidget\">x</div>');")
+            " document.body.insertAdjacentHTML('beforeend', '<div data-testid=\"stStatusWidget\">x</div>');"
+        )
         idle_again = check_now_and_settled("document.querySelector('[data-testid=\"stStatusWidget\"]').remove();")
     assert 0 < drawn_ms <= loaded_ms - SETTLE_MS  # the start of the settled state, by the page's clock
     assert hidden == (0, 0) and running == (0, 0)

@@ -97,14 +97,16 @@ def test_tables_fit_the_page_no_chip_is_cut_and_the_axis_has_a_unit(served):
     _, _, _, ids = served
     page = open_alerts(served, f"?group={ids['old_step_base']}..{ids['old_step_commit']}")
     try:
-        page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stDataFrame] th')].length >= 10",
-                               timeout=PAGE_TIMEOUT_MS)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid=stDataFrame] th')].length >= 10", timeout=PAGE_TIMEOUT_MS
+        )
         state = page.evaluate(STATE)
         assert state["pageWidth"] <= VIEWPORT["width"], "the page scrolls sideways"
         assert len(state["tables"]) == 2, state["tables"]
         for table in state["tables"]:
-            assert table["grid"] is not None and table["grid"] <= table["box"], \
+            assert table["grid"] is not None and table["grid"] <= table["box"], (
                 f"a table {table['grid']} px wide in a {table['box']} px column: {table['headers']}"
+            )
         names = [c["name"] for c in state["chips"]]
         assert {"open", "acknowledged", "regression", "improvement", "correctness"} <= set(names), names
         assert not [c for c in state["chips"] if c["cut"]], state["chips"]

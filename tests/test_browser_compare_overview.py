@@ -41,25 +41,83 @@ CPU_VARIANTS = ("sdpa", "torch_3op", LONG_VARIANT)
 
 # Per page: the table's columns a reader needs first, left to right (the first names the table).
 FIRST_NEEDED = {
-    f"overview?gpu={H200}": ["variant", "shape", "dtype", "causal", "correct", "median µs (events)", "Δ %",
-                             "last 20 main runs"],
-    "overview?gpu=cpu": ["variant", "shape", "dtype", "causal", "correct", "median µs (CPU wall clock)",
-                         "Δ %", "last 20 main runs"],
-    f"compare?gpu={H200}&base={BASE_RUN}&head={HEAD_RUN}": ["verdict", "variant", "shape", "dtype", "causal", "Δ %",
-                                                           "low", "high", "base µs (events)", "head µs (events)"],
-    f"compare?gpu=cpu&base={CPU_PR_RUN}&head={CPU_RUN}": ["verdict", "variant", "shape", "dtype", "causal", "Δ %",
-                                                         "low", "high", "base µs (CPU wall clock)",
-                                                         "head µs (CPU wall clock)"],
+    f"overview?gpu={H200}": [
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "correct",
+        "median µs (events)",
+        "Δ %",
+        "last 20 main runs",
+    ],
+    "overview?gpu=cpu": [
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "correct",
+        "median µs (CPU wall clock)",
+        "Δ %",
+        "last 20 main runs",
+    ],
+    f"compare?gpu={H200}&base={BASE_RUN}&head={HEAD_RUN}": [
+        "verdict",
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "Δ %",
+        "low",
+        "high",
+        "base µs (events)",
+        "head µs (events)",
+    ],
+    f"compare?gpu=cpu&base={CPU_PR_RUN}&head={CPU_RUN}": [
+        "verdict",
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "Δ %",
+        "low",
+        "high",
+        "base µs (CPU wall clock)",
+        "head µs (CPU wall clock)",
+    ],
     f"run?run={HEAD_RUN}": ["case", "status", "correct", "median µs (events)", "TFLOPS (events)", "gap to sdpa"],
     f"run?run={CPU_RUN}": ["case", "status", "correct", "median µs (CPU wall clock)", "TFLOPS (CPU wall clock)"],
     # After "|": what to click first (";" between), for a table drawn on request or in an expander.
-    "|Every case of the push": ["GPU", "case", "verdict", "correctness", "Δ %", "low", "high", "before µs (events)",
-                                "after µs (events)"],
+    "|Every case of the push": [
+        "GPU",
+        "case",
+        "verdict",
+        "correctness",
+        "Δ %",
+        "low",
+        "high",
+        "before µs (events)",
+        "after µs (events)",
+    ],
     f"trends?gpu={H200}": ["id", "series", "kind", "status", "metric", "change %", "run started"],
-    f"kernel?gpu={H200}|Build reports": ["commit", "ok", "registers/thread", "shared mem B/block", "spill stores B",
-                                         "spill loads B", "stack B"],
-    f"kernel?gpu={H200}|Kernels of": ["#", "kernel", "duration ns", "SM throughput %", "DRAM throughput %",
-                                      "occupancy %", "tensor pipe %"],
+    f"kernel?gpu={H200}|Build reports": [
+        "commit",
+        "ok",
+        "registers/thread",
+        "shared mem B/block",
+        "spill stores B",
+        "spill loads B",
+        "stack B",
+    ],
+    f"kernel?gpu={H200}|Kernels of": [
+        "#",
+        "kernel",
+        "duration ns",
+        "SM throughput %",
+        "DRAM throughput %",
+        "occupancy %",
+        "tensor pipe %",
+    ],
     f"kernel?gpu={H200}|Roofline points": ["point", "shape", "TFLOP/s", "FLOP/byte", "% of peak"],
     # The first example query's result: the columns that say which case a row is (its numbers keep the grid's sizing).
     "sql|Run query": ["gpu_name", "operator", "variant", "shape_id", "dtype", "causal", "status"],
@@ -94,8 +152,14 @@ TILES = """() => [...document.querySelectorAll('[data-testid=stMetric]')].map(m 
 
 def _cli(db: Path, *args: str) -> str:
     env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main", ATTNWATCH_REPO="attnwatch")
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -104,10 +168,18 @@ def _cpu_bundle(work: Path, run_id: str, hours: int, **options) -> Path:
     """A CPU run of the sample's repository, after the sample: its GPU-only variant skipped."""
     cases = [case_id(v, s.id, "fp16", c) for v in CPU_VARIANTS for s in SHAPES[:2] for c in (False, True)]
     return make_bundle(
-        work / run_id, run_id=run_id, repo="attnwatch", variants=CPU_VARIANTS, environment=CPU_ENV,
-        latency_scale=20000.0, timing_overrides={c: {"timing_mode": "cpu_wall"} for c in cases},
-        statuses={c: "skipped" for c in cases if LONG_VARIANT in c}, with_builds=False,
-        started_at=datetime(2026, 12, 1, hours, tzinfo=timezone.utc), **options)
+        work / run_id,
+        run_id=run_id,
+        repo="attnwatch",
+        variants=CPU_VARIANTS,
+        environment=CPU_ENV,
+        latency_scale=20000.0,
+        timing_overrides={c: {"timing_mode": "cpu_wall"} for c in cases},
+        statuses={c: "skipped" for c in cases if LONG_VARIANT in c},
+        with_builds=False,
+        started_at=datetime(2026, 12, 1, hours, tzinfo=timezone.utc),
+        **options,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +191,12 @@ def served(tmp_path_factory):
     with tarfile.open(DEMO_HISTORY) as tar:
         tar.extractall(work / "sample", filter="data")
     _cli(db, "ingest", *map(str, sorted((work / "sample" / "h200-demo-history").iterdir())))
-    _cli(db, "ingest", str(_cpu_bundle(work, CPU_PR_RUN, 8, seed=4, branch="cpu-tiles", pr_number=7, trigger="pull_request")),
-         str(_cpu_bundle(work, CPU_RUN, 9, seed=5)))
+    _cli(
+        db,
+        "ingest",
+        str(_cpu_bundle(work, CPU_PR_RUN, 8, seed=4, branch="cpu-tiles", pr_number=7, trigger="pull_request")),
+        str(_cpu_bundle(work, CPU_RUN, 9, seed=5)),
+    )
     _cli(db, "detect")
     with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
@@ -148,7 +224,9 @@ def open_grid(page, clicks: str, header: str) -> None:
                       .filter(d => d.getClientRects().length && d.querySelector('canvas') && d.querySelector('th'));
                   return shown.some(d => [...d.querySelectorAll('th')].some(t => t.textContent === h))
                          || shown.length === 1; }""",
-        arg=header, timeout=PAGE_TIMEOUT_MS)
+        arg=header,
+        timeout=PAGE_TIMEOUT_MS,
+    )
 
 
 def the_grid(grids: list[dict], wanted: list[str]) -> dict:
@@ -168,7 +246,7 @@ def test_first_needed_columns_are_whole_at_1440(served, key):
     visit(page, url, path)
     open_grid(page, clicks, wanted[0])
     grid = the_grid(page.evaluate(GRIDS), wanted)
-    first = grid["columns"][:len(wanted)]
+    first = grid["columns"][: len(wanted)]
     problems = []
     for c in first:
         title = c["title"]
@@ -185,8 +263,9 @@ def test_first_needed_columns_are_whole_at_1440(served, key):
 
 
 def _picker_values(page) -> list[str]:
-    return page.evaluate("() => [...document.querySelectorAll('[data-testid=stSelectbox] input[role=combobox]')]"
-                         ".map(i => i.value)")
+    return page.evaluate(
+        "() => [...document.querySelectorAll('[data-testid=stSelectbox] input[role=combobox]')].map(i => i.value)"
+    )
 
 
 def test_compare_switched_to_another_gpu_drops_the_pinned_runs_and_keeps_that_after_a_reload(served):
@@ -205,7 +284,7 @@ def test_compare_switched_to_another_gpu_drops_the_pinned_runs_and_keeps_that_af
         assert not any(BASE_RUN in v or HEAD_RUN in v for v in values), (attempt, values)
         assert any(CPU_RUN in v for v in values) and any(CPU_PR_RUN in v for v in values), (attempt, values)
         assert "timed by mixed" not in text and "rule for cpu" in text, (attempt, text[:600])
-        visit(page, url, page.url[len(url) + 1:])  # a reload of the URL the switch left
+        visit(page, url, page.url[len(url) + 1 :])  # a reload of the URL the switch left
 
 
 def test_overview_tiles_say_what_this_push_says(served):

@@ -37,8 +37,10 @@ PAGES = (*((page.path, page.title) for page in DECLARED_PAGES), ("overview?gpu=c
 # interval whose lower bound is above no change; This push groups the cases under their cause (the
 # variant) and lists each with its shape, dtype, causality, change and interval.
 PUSH_CAUSE = re.compile(r"cuda_wmma · 2 case\(s\) on NVIDIA H200 · \+1\d\.\d% to \+1\d\.\d%")
-PUSH_REGRESSION = re.compile(r"h100_small fp16 (?:non)?causal \*{0,2}\+1\d\.\d%\*{0,2} "
-                             r"\[\+(?P<low>\d+\.\d)%, \+(?P<high>\d+\.\d)%\]")
+PUSH_REGRESSION = re.compile(
+    r"h100_small fp16 (?:non)?causal \*{0,2}\+1\d\.\d%\*{0,2} "
+    r"\[\+(?P<low>\d+\.\d)%, \+(?P<high>\d+\.\d)%\]"
+)
 STEP_COMMIT = "7559a11"  # the Triton step detection turns into alerts
 
 
@@ -53,8 +55,14 @@ def _cli(db: Path, *args: str, timeout: float = 600) -> str:
     # A fresh clone is on main; the Makefile's demo target names the repository the shipped sample
     # records, so the CPU run and the sample are one repository's runs (history/contract/repository.py).
     env = dict(os.environ, ATTNWATCH_DB=str(db), GITHUB_REF_NAME="main", ATTNWATCH_REPO=_makefile_demo_repo())
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert done.returncode == 0, f"attnwatch {' '.join(args)} exited {done.returncode}:\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -67,8 +75,20 @@ def demo(tmp_path_factory):
     db = work / "history.duckdb"
     # What make demo does, smaller: a CPU run of this checkout (two variants measured, one that
     # needs a GPU and is skipped, as most are on a CPU), the shipped history, detect.
-    _cli(db, "run", "--device", "cpu", "--shapes", "cpu", "--variants", "sdpa,torch_3op,cuda_wmma", "--no-progress",
-         "--out", str(work / "cpu-run"), "--ingest")
+    _cli(
+        db,
+        "run",
+        "--device",
+        "cpu",
+        "--shapes",
+        "cpu",
+        "--variants",
+        "sdpa,torch_3op,cuda_wmma",
+        "--no-progress",
+        "--out",
+        str(work / "cpu-run"),
+        "--ingest",
+    )
     with tarfile.open(DEMO_HISTORY) as tar:
         tar.extractall(work / "sample", filter="data")
     bundles = sorted((work / "sample" / "h200-demo-history").iterdir())
@@ -151,8 +171,10 @@ def test_alerts_and_trends_show_the_step_detection_found(demo):
 
 
 # What the server prints when it starts; any other line of its output is a warning or an error.
-SERVER_START = re.compile(r"attnwatch dashboard: http://127\.0\.0\.1:\d+ +\(history: .*\)|.*Uvicorn server started on "
-                          r"127\.0\.0\.1:\d+|You can now view your Streamlit app in your browser\.|URL: http://127\.0\.0\.1:\d+")
+SERVER_START = re.compile(
+    r"attnwatch dashboard: http://127\.0\.0\.1:\d+ +\(history: .*\)|.*Uvicorn server started on "
+    r"127\.0\.0\.1:\d+|You can now view your Streamlit app in your browser\.|URL: http://127\.0\.0\.1:\d+"
+)
 
 
 def test_a_walk_of_every_page_leaves_no_console_error_and_no_server_warning(demo):
@@ -162,8 +184,13 @@ def test_a_walk_of_every_page_leaves_no_console_error_and_no_server_warning(demo
     found = []
     for path, heading in PAGES:
         page = browser.new_page(viewport={"width": 1440, "height": 900})
-        page.on("console", lambda m, p=path: m.type in ("error", "warning") and found.append(
-            f"/{p}: console {m.type}: {m.text} ({m.location.get('url')})"))
+        page.on(
+            "console",
+            lambda m, p=path: (
+                m.type in ("error", "warning")
+                and found.append(f"/{p}: console {m.type}: {m.text} ({m.location.get('url')})")
+            ),
+        )
         page.on("pageerror", lambda e, p=path: found.append(f"/{p}: page error: {e}"))
         page.on("response", lambda r, p=path: r.status >= 400 and found.append(f"/{p}: HTTP {r.status} {r.url}"))
         try:
@@ -173,6 +200,7 @@ def test_a_walk_of_every_page_leaves_no_console_error_and_no_server_warning(demo
             wait_idle(page)
         finally:
             page.close()
-    server = [line for line in log.read_text(errors="replace").splitlines()
-              if line.strip() and not SERVER_START.search(line)]
+    server = [
+        line for line in log.read_text(errors="replace").splitlines() if line.strip() and not SERVER_START.search(line)
+    ]
     assert found == [] and server == [], "\n".join(found + [f"server: {line}" for line in server])

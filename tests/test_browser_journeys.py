@@ -119,11 +119,21 @@ def test_what_regressed_in_the_last_push_in_at_most_one_click(browser, dashboard
         found = []
         for row in rows.all():
             gpu, case, delta, interval, _, real = [" ".join(c.split()) for c in row.locator("td").all_inner_texts()]
-            found.append((gpu, f"{PUSH_REGRESSED_VARIANT}/{case.replace(' ', '/')}", float(delta.rstrip("%")),
-                          INTERVAL.fullmatch(interval), real))
+            found.append(
+                (
+                    gpu,
+                    f"{PUSH_REGRESSED_VARIANT}/{case.replace(' ', '/')}",
+                    float(delta.rstrip("%")),
+                    INTERVAL.fullmatch(interval),
+                    real,
+                )
+            )
         assert {(g, c) for g, c, *_ in found} == {
-            (g, f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{c}") for g in (H200, H100)
-            for s in ("l4_mission", "h100_small") for c in ("causal", "noncausal")}
+            (g, f"{PUSH_REGRESSED_VARIANT}/{s}/fp16/{c}")
+            for g in (H200, H100)
+            for s in ("l4_mission", "h100_small")
+            for c in ("causal", "noncausal")
+        }
         for gpu, case, delta, interval, real in found:
             assert 10.0 <= delta <= 14.0 and 0 < float(interval["low"]) <= delta <= float(interval["high"])
             noisy = (gpu, case) == (H100, NOISY_CASE)
@@ -147,8 +157,14 @@ def test_what_regressed_in_the_last_push_in_at_most_one_click(browser, dashboard
         text = " ".join(visit.text().split())
         assert f"Commit range {ids['base_commit'][:10]}..{ids['head_commit'][:10]} shaded" in text
         assert visit.clicks <= 1
-        reopens(browser, visit, "Trends", "Commit range", [f"Across {ids['base_commit'][:10]}..{ids['head_commit'][:10]}",
-                                                            "1 series"], ["GPU", "metric", "dtype"])
+        reopens(
+            browser,
+            visit,
+            "Trends",
+            "Commit range",
+            [f"Across {ids['base_commit'][:10]}..{ids['head_commit'][:10]}", "1 series"],
+            ["GPU", "metric", "dtype"],
+        )
         first_page.close()
     finally:
         visit.close()
@@ -218,9 +234,13 @@ def test_triage_a_commits_alerts_with_one_note(browser, dashboard):
         # The pickers are relabelled by the rerun the action starts: wait for it (a loaded
         # machine can draw the flash message before that rerun reaches the browser).
         expect(page.get_by_role("combobox", name="commit range")).to_have_value(
-            re.compile(re.escape(old) + ".*16 acknowledged$"), timeout=PAGE_TIMEOUT_MS)
+            re.compile(re.escape(old) + ".*16 acknowledged$"), timeout=PAGE_TIMEOUT_MS
+        )
         expect(page.get_by_role("combobox", name="alert drawn on its series")).to_have_value(
-            re.compile(" · acknowledged$"), timeout=PAGE_TIMEOUT_MS)
-        reopens(browser, visit, "Alerts", "Acknowledge or resolve", choices=["commit range", "alert drawn on its series"])
+            re.compile(" · acknowledged$"), timeout=PAGE_TIMEOUT_MS
+        )
+        reopens(
+            browser, visit, "Alerts", "Acknowledge or resolve", choices=["commit range", "alert drawn on its series"]
+        )
     finally:
         visit.close()

@@ -18,10 +18,31 @@ pytestmark = pytest.mark.browser
 VIEWPORT = {"width": 1440, "height": 900}
 # Per page: the column headers that must be on screen at 1440 px, left to right.
 KEY_COLUMNS = {
-    "overview": ["variant", "shape", "dtype", "causal", "correct", "median µs (events)", "Δ %", "µs/head",
-                 "TFLOPS (events)", "gap to sdpa", "last 20 main runs"],
-    "compare?base=h200-main-05&head=h200-main-06": ["verdict", "variant", "shape", "dtype", "causal", "Δ %",
-                                                    "low", "high", "base µs (events)", "head µs (events)"],
+    "overview": [
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "correct",
+        "median µs (events)",
+        "Δ %",
+        "µs/head",
+        "TFLOPS (events)",
+        "gap to sdpa",
+        "last 20 main runs",
+    ],
+    "compare?base=h200-main-05&head=h200-main-06": [
+        "verdict",
+        "variant",
+        "shape",
+        "dtype",
+        "causal",
+        "Δ %",
+        "low",
+        "high",
+        "base µs (events)",
+        "head µs (events)",
+    ],
     "run?run=h200-main-09": ["case", "status", "correct", "median µs (events)", "TFLOPS (events)", "gap to sdpa"],
     "alerts": ["id", "status", "kind", "metric", "case", "change", "before", "after", "plot"],
 }
@@ -68,7 +89,9 @@ def visit(served, path: str, header: str | None = None) -> dict:
     if header:
         page.wait_for_function(
             "h => [...document.querySelectorAll('[data-testid=stDataFrame] th')].some(t => t.textContent === h)",
-            arg=header, timeout=PAGE_TIMEOUT_MS)
+            arg=header,
+            timeout=PAGE_TIMEOUT_MS,
+        )
     return page.evaluate(STATE)
 
 
@@ -90,12 +113,16 @@ def test_every_load_stays_on_the_dashboards_own_server_without_a_deploy_button(s
     for path in ("", "overview", "trends", "compare", "alerts", "kernel", "sql", "run"):
         assert visit(served, path)["deploy"] == 0, path
     origin = urlsplit(url).netloc
-    outside = sorted({urlsplit(r).netloc for r in requests if urlsplit(r).scheme in ("http", "https", "ws", "wss")} - {origin})
+    outside = sorted(
+        {urlsplit(r).netloc for r in requests if urlsplit(r).scheme in ("http", "https", "ws", "wss")} - {origin}
+    )
     assert not outside, f"fetched from outside the dashboard's server: {outside}"
 
 
 def test_trend_link_with_a_numeric_looking_commit_range_draws_every_run(served):
-    state = visit(served, f"trends?variants=sdpa,sdpa_efficient,triton_fa2,cuda_wmma&commits={commit_sha(3)}..{commit_sha(6)}")
+    state = visit(
+        served, f"trends?variants=sdpa,sdpa_efficient,triton_fa2,cuda_wmma&commits={commit_sha(3)}..{commit_sha(6)}"
+    )
     (chart,) = state["charts"]
     assert chart["type"] == "category" and chart["categories"] >= 8
     low, high = chart["range"]

@@ -59,7 +59,9 @@ def test_this_push_fits_a_1440_window(push_url, tmp_path):
             wait_idle(page)
             page.screenshot(path=str(tmp_path / "push-1440.png"), full_page=True)
             assert page.locator("[data-testid='stException']").count() == 0
-            assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+            assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), (
+                "the page scrolls sideways"
+            )
             assert page.evaluate(CUT_JS) == []
 
             headings = page.locator("[data-testid='stMain'] h3").all_inner_texts()

@@ -64,7 +64,9 @@ def test_this_push_names_the_cause_of_the_regression(demo_url, tmp_path):
             why = cause.locator("p", has_text="Commit").first.inner_text()
             assert f"Commit {PUSH_HEAD}: cuda_wmma: ask ptxas for 4 CTAs per SM at D=64" in why, why
             assert "Build (ptxas, before → after): registers/thread 157 → 128; spill stores 0 → 16 B" in why, why
-            assert "ncu cause (h100_small fp16 causal; 2 of 2 cases profiled): blocks/SM allowed by registers 3 → 4" in why
+            assert (
+                "ncu cause (h100_small fp16 causal; 2 of 2 cases profiled): blocks/SM allowed by registers 3 → 4" in why
+            )
             rows = cause.locator("table tbody tr").all_inner_texts()
             assert len(rows) == 2 and all("yes: the interval clears ±2%" in r for r in rows), rows
             assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
@@ -82,8 +84,10 @@ def test_kernel_charts_on_the_pushs_variant(demo_url, tmp_path):
             page.locator(".js-plotly-plot").nth(4).wait_for(timeout=PAGE_TIMEOUT_MS)
             page.screenshot(path=str(tmp_path / "kernel.png"), full_page=True)
             assert page.locator("[data-testid='stException']").count() == 0
-            ranges = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map("
-                                   "p => [p.layout.yaxis.title.text, p._fullLayout.yaxis.range])")
+            ranges = page.evaluate(
+                "() => [...document.querySelectorAll('.js-plotly-plot')].map("
+                "p => [p.layout.yaxis.title.text, p._fullLayout.yaxis.range])"
+            )
             by_title = dict((t if isinstance(t, str) else t.get("text"), r) for t, r in ranges)
             assert by_title["shared memory per block (bytes)"][0] == 0  # constant 54,528 B, from zero
             traces = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => p.data.length)")

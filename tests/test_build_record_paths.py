@@ -141,8 +141,13 @@ def test_a_named_include_folder_is_recorded_by_its_name(tmp_path):
     (include / "tile.cuh").write_text("#define TILE 64\n")
     source = tmp_path / "k.cu"
     source.write_text('#include "tile.cuh"\nextern "C" __global__ void k(float* x) { x[0] = TILE; }\n')
-    result = nvcc_compile([source], arch="sm_90", include_dirs=[include], cache_dir=tmp_path / "cache",
-                          include_names={include: "<lib-1.0>"})
+    result = nvcc_compile(
+        [source],
+        arch="sm_90",
+        include_dirs=[include],
+        cache_dir=tmp_path / "cache",
+        include_names={include: "<lib-1.0>"},
+    )
     assert "-I<lib-1.0>" in result.command and "<external>/k.cu" in result.command
     assert _absolute_tokens(" ".join(result.command)) == []
 
@@ -162,17 +167,35 @@ def test_portable_path_rules(tmp_path):
 
 
 def test_portable_command_handles_glued_flags(tmp_path):
-    command = ["nvcc", f"-I{tmp_path}/inc", f"-L{tmp_path}/lib", f"--include-path={REPO_ROOT}/kernels",
-               "-gencode=arch=compute_90a,code=sm_90a", str(REPO_ROOT / "kernels/cutlass/attention_3k.cu"),
-               "-o", "abc.so"]
+    command = [
+        "nvcc",
+        f"-I{tmp_path}/inc",
+        f"-L{tmp_path}/lib",
+        f"--include-path={REPO_ROOT}/kernels",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        str(REPO_ROOT / "kernels/cutlass/attention_3k.cu"),
+        "-o",
+        "abc.so",
+    ]
     assert portable_command(command, {tmp_path / "inc": "<cutlass-4.2.0>"}) == (
-        "nvcc", "-I<cutlass-4.2.0>", "-L<external>/lib", "--include-path=kernels",
-        "-gencode=arch=compute_90a,code=sm_90a", "kernels/cutlass/attention_3k.cu", "-o", "abc.so")
+        "nvcc",
+        "-I<cutlass-4.2.0>",
+        "-L<external>/lib",
+        "--include-path=kernels",
+        "-gencode=arch=compute_90a,code=sm_90a",
+        "kernels/cutlass/attention_3k.cu",
+        "-o",
+        "abc.so",
+    )
 
 
 def test_portable_text_leaves_case_ids_urls_and_ratios_alone(tmp_path):
-    text = (f"{tmp_path}/k.cu(3): error: x\nsdpa/l4_mission/fp16/causal 3/4 "
-            f"https://github.com/o/r/actions/runs/1 see {REPO_ROOT}/kernels/nvcc.py")
-    assert portable_text(text) == ("<external>/k.cu(3): error: x\nsdpa/l4_mission/fp16/causal 3/4 "
-                                   "https://github.com/o/r/actions/runs/1 see kernels/nvcc.py")
+    text = (
+        f"{tmp_path}/k.cu(3): error: x\nsdpa/l4_mission/fp16/causal 3/4 "
+        f"https://github.com/o/r/actions/runs/1 see {REPO_ROOT}/kernels/nvcc.py"
+    )
+    assert portable_text(text) == (
+        "<external>/k.cu(3): error: x\nsdpa/l4_mission/fp16/causal 3/4 "
+        "https://github.com/o/r/actions/runs/1 see kernels/nvcc.py"
+    )
     assert absolute_paths(portable_text(text)) == []

@@ -81,8 +81,10 @@ def test_the_worst_element_of_a_failing_check_is_stored(tmp_path):
     def prepare(case, device, seed):
         import torch
 
-        q, k, v = (torch.randn(1, 2, 16, 64, dtype=torch.float16, generator=torch.Generator().manual_seed(seed + i))
-                   for i in range(3))
+        q, k, v = (
+            torch.randn(1, 2, 16, 64, dtype=torch.float16, generator=torch.Generator().manual_seed(seed + i))
+            for i in range(3)
+        )
         out = torch.zeros_like(q)
         return Prepared(lambda: out.fill_(0.5), q, k, v, out=out)
 
@@ -109,16 +111,21 @@ def test_an_rmsnorm_check_takes_its_operator_s_tolerances_and_stores_a_two_part_
     assert (result.atol, result.rtol) == (1e-3, 2e-3)  # kernels/rmsnorm/tolerances.toml, not attention's
     assert not result.passed and len(result.worst_index) == 2 and "worst at index = (" in result.error
     db = tmp_path / "history.duckdb"
-    ingest_paths(parse_location(db), [_production_bundle(tmp_path / "b", [asdict(correctness_record(case, result))], case)])
+    ingest_paths(
+        parse_location(db), [_production_bundle(tmp_path / "b", [asdict(correctness_record(case, result))], case)]
+    )
     (row,) = _stored(db)
     assert list(row["worst_index"]) == list(result.worst_index) and row["case_id"].endswith("/fwd")
 
 
-@pytest.mark.parametrize("change, field, message", [
-    (lambda r: r.update(tolerance_margin=0.3), "records[0].tolerance_margin", "unknown field"),
-    (lambda r: r.pop("violations"), "records[0].violations", "missing"),
-    (lambda r: r.update(calls="two"), "records[0].calls", "expected an integer"),
-])
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        (lambda r: r.update(tolerance_margin=0.3), "records[0].tolerance_margin", "unknown field"),
+        (lambda r: r.pop("violations"), "records[0].violations", "missing"),
+        (lambda r: r.update(calls="two"), "records[0].calls", "expected an integer"),
+    ],
+)
 def test_the_production_writer_refuses_what_the_reader_would(tmp_path, change, field, message):
     (result,) = check_case("sdpa", CASE.to_case(), "cpu", seeds=(0,))
     record = asdict(correctness_record(CASE, result))
@@ -142,10 +149,22 @@ def test_a_field_kernels_adds_is_refused_not_dropped():
 
 
 def test_every_field_of_a_build_report_is_stored():
-    report = BuildReport(variant="cuda_wmma", ok=False, target="sm_90", compile_seconds=4.5, registers_per_thread=96,
-                         shared_mem_bytes=49152, spill_store_bytes=8, spill_load_bytes=12, stack_frame_bytes=16,
-                         source_hash="f00d" * 16, cached=True, config={"kernel": "attn_fwd"}, log_tail="ptxas info",
-                         error="kernel 'attn_fwd' not in the ptxas report")
+    report = BuildReport(
+        variant="cuda_wmma",
+        ok=False,
+        target="sm_90",
+        compile_seconds=4.5,
+        registers_per_thread=96,
+        shared_mem_bytes=49152,
+        spill_store_bytes=8,
+        spill_load_bytes=12,
+        stack_frame_bytes=16,
+        source_hash="f00d" * 16,
+        cached=True,
+        config={"kernel": "attn_fwd"},
+        log_tail="ptxas info",
+        error="kernel 'attn_fwd' not in the ptxas report",
+    )
     assert asdict(build_record(report)) == asdict(report)
 
 
@@ -156,8 +175,9 @@ def test_a_journalled_build_without_a_field_is_refused(tmp_path):
     state.apply({"kind": "build", "record": record})
     state.apply({"kind": "outcome", "case": CASE.case_id, "status": "failed", "error": "not timed in this test"})
     with pytest.raises(BundleError) as info:
-        write_bundle(tmp_path / "b", state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
-                                                    "2026-11-03T09:05:00Z"))
+        write_bundle(
+            tmp_path / "b", state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z")
+        )
     assert info.value.path.endswith("builds.json") and info.value.field == "builds[0].log_tail"
 
 
@@ -187,5 +207,6 @@ def test_correctness_files_of_format_1_ingest_through_their_upgrade(tmp_path):
     assert len(rows) == 4 and {r["nonfinite"] for r in rows} == {0}
     assert all(r[name] is None for r in rows for name in v2_only)
     with open_read(parse_location(db)) as con:
-        assert con.execute("SELECT ok, target, cached, log_tail, registers_per_thread FROM builds WHERE run_id = 'old-format'"
-                           ).fetchall() == [(True, "", False, "", None)]
+        assert con.execute(
+            "SELECT ok, target, cached, log_tail, registers_per_thread FROM builds WHERE run_id = 'old-format'"
+        ).fetchall() == [(True, "", False, "", None)]

@@ -53,26 +53,50 @@ def _status(contents, case: str, status: str):
 
 # (what is wrong, how, the file and field the refusal names)
 RULES = [
-    ("a latency that is not a number", lambda c: _timing(c, 0, median_us="fast"), "timings.json", "timings[0].median_us"),
+    (
+        "a latency that is not a number",
+        lambda c: _timing(c, 0, median_us="fast"),
+        "timings.json",
+        "timings[0].median_us",
+    ),
     ("a timing's unknown mode", lambda c: _timing(c, 1, timing_mode="guess"), "timings.json", "timings[1].timing_mode"),
     ("a timing for a crashed case", lambda c: _status(c, SDPA, "crashed"), "timings.json", "timings[0].case_id"),
     ("an ok case without its timing", lambda c: c.timings.pop(0), "outcomes.json", "cases[0].status"),
-    ("a timing copied into benchmark.json",
-     lambda c: c.benchmark["benchmarks"][0]["extra_info"].update(attnwatch={"median_us": "fast", "bogus": 1}),
-     "benchmark.json", "benchmarks[0].extra_info.attnwatch"),
-    ("a host entry of no timed case",
-     lambda c: c.benchmark["benchmarks"][0]["extra_info"].update(attnwatch_case="sdpa/other/fp16/causal"),
-     "benchmark.json", "benchmarks[0].extra_info.attnwatch_case"),
+    (
+        "a timing copied into benchmark.json",
+        lambda c: c.benchmark["benchmarks"][0]["extra_info"].update(attnwatch={"median_us": "fast", "bogus": 1}),
+        "benchmark.json",
+        "benchmarks[0].extra_info.attnwatch",
+    ),
+    (
+        "a host entry of no timed case",
+        lambda c: c.benchmark["benchmarks"][0]["extra_info"].update(attnwatch_case="sdpa/other/fp16/causal"),
+        "benchmark.json",
+        "benchmarks[0].extra_info.attnwatch_case",
+    ),
     ("a run id with spaces", lambda c: setattr(c.manifest, "run_id", "bad id with spaces"), "manifest.json", "run_id"),
     ("an unknown trigger", lambda c: setattr(c.manifest, "trigger", "nonsense"), "manifest.json", "trigger"),
-    ("a run that ends before it starts", lambda c: setattr(c.manifest, "finished_at", "2020-01-01T00:00:00+00:00"),
-     "manifest.json", "finished_at"),
+    (
+        "a run that ends before it starts",
+        lambda c: setattr(c.manifest, "finished_at", "2020-01-01T00:00:00+00:00"),
+        "manifest.json",
+        "finished_at",
+    ),
     ("samples the timing does not count", lambda c: c.samples[SDPA].pop(), "samples.json", f"samples.{SDPA}"),
     ("a negative sample", lambda c: c.samples[SDPA].__setitem__(0, -1.0), "samples.json", f"samples.{SDPA}[0]"),
-    ("one seed checked twice", lambda c: c.correctness.__setitem__(1, c.correctness[0]), "correctness.json", "records[1]"),
+    (
+        "one seed checked twice",
+        lambda c: c.correctness.__setitem__(1, c.correctness[0]),
+        "correctness.json",
+        "records[1]",
+    ),
     ("a build recorded twice", lambda c: c.builds.append(c.builds[0]), "builds.json", "builds[1]"),
-    ("a negative error", lambda c: c.correctness.__setitem__(0, dataclasses.replace(c.correctness[0], rel_err=-1.0)),
-     "correctness.json", "records[0].rel_err"),
+    (
+        "a negative error",
+        lambda c: c.correctness.__setitem__(0, dataclasses.replace(c.correctness[0], rel_err=-1.0)),
+        "correctness.json",
+        "records[0].rel_err",
+    ),
 ]
 
 
@@ -104,7 +128,9 @@ def test_each_timing_is_stored_once(tmp_path):
     assert timings["schema"] == "attnwatch.timings" and timings["schema_version"] == 1
     benchmark = json.loads((bundle / "benchmark.json").read_text())
     assert all(set(e["extra_info"]) == {"attnwatch_case"} for e in benchmark["benchmarks"])
-    assert [e["extra_info"]["attnwatch_case"] for e in benchmark["benchmarks"]] == [t["case_id"] for t in timings["timings"]]
+    assert [e["extra_info"]["attnwatch_case"] for e in benchmark["benchmarks"]] == [
+        t["case_id"] for t in timings["timings"]
+    ]
     assert json.loads((bundle / "manifest.json").read_text())["schema_version"] == 4
 
 
@@ -122,8 +148,15 @@ def test_a_format_1_bundle_ingests_into_the_same_rows(tmp_path):
     """The same run written in format 2 and rewritten as format 1 wrote it (each timing inside
     its benchmark entry) gives the same rows in every table."""
     statuses = {case_id("sdpa", "l4_mission", "fp16", True): "crashed", "cuda_wmma": "failed"}
-    new = make_bundle(tmp_path / "new", run_id="same-run", variants=("sdpa", "cuda_wmma", "triton_fa2"), n_samples=8,
-                      statuses=statuses, run_status="partial", with_ncu=True)
+    new = make_bundle(
+        tmp_path / "new",
+        run_id="same-run",
+        variants=("sdpa", "cuda_wmma", "triton_fa2"),
+        n_samples=8,
+        statuses=statuses,
+        run_status="partial",
+        with_ncu=True,
+    )
     old = as_format_1(shutil.copytree(new, tmp_path / "old"))
     assert not (old / "timings.json").exists()
     new_db, old_db = tmp_path / "new.duckdb", tmp_path / "old.duckdb"
@@ -156,8 +189,12 @@ def test_a_recorded_format_1_bundle_keeps_its_timings_and_host_statistics(tmp_pa
     ingest_paths(parse_location(db), [recorded])
     con = duckdb.connect(str(db), read_only=True)
     try:
-        rows = {r[0]: r[1:] for r in con.execute(
-            "SELECT case_id, median_us, tflops, n_samples, host_median_us, benchmark_name FROM results").fetchall()}
+        rows = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT case_id, median_us, tflops, n_samples, host_median_us, benchmark_name FROM results"
+            ).fetchall()
+        }
     finally:
         con.close()
     assert len(entries) > 10
@@ -171,9 +208,19 @@ def test_a_recorded_format_1_bundle_keeps_its_timings_and_host_statistics(tmp_pa
 def _pytest_benchmark_compare(*paths: Path, cwd: Path) -> subprocess.CompletedProcess:
     """pytest-benchmark's own `compare` command (run outside the repository: it loads the
     conftest.py of its working directory)."""
-    return subprocess.run([sys.executable, "-c", "import sys; from pytest_benchmark.cli import main; "
-                           "sys.argv[0] = 'pytest-benchmark'; main()", "compare", *map(str, paths)],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pytest_benchmark.cli import main; sys.argv[0] = 'pytest-benchmark'; main()",
+            "compare",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
 
 
 def _round(status: str, samples: list[float]) -> RoundData:
@@ -181,20 +228,30 @@ def _round(status: str, samples: list[float]) -> RoundData:
     timing = dataclasses.asdict(_contents().timings[0])
     timing.update(case_id=cid, shape_id="h100_small", n=len(samples) or 1)
     rec = CaseRound(cid, "sdpa", "h100_small", "fp16", False, status, samples_us=samples, timing=timing)
-    return RoundData("r", "NVIDIA H200", GIT.sha, {cid: rec}, started_at="2026-11-03T09:00:00Z",
-                     finished_at="2026-11-03T09:05:00Z")
+    return RoundData(
+        "r", "NVIDIA H200", GIT.sha, {cid: rec}, started_at="2026-11-03T09:00:00Z", finished_at="2026-11-03T09:05:00Z"
+    )
 
 
 def test_pytest_benchmark_compare_reads_a_run_and_a_compare_round(tmp_path):
     """pytest-benchmark's own tool loads both benchmark.json files: a run's (host entries) and
     a compare round's (no entries: compare times no host; format 1's empty `stats` made it fail)."""
     run = make_bundle(tmp_path / "run", run_id="r", variants=("sdpa",), n_samples=5)
-    (compare_round,) = write_side_bundles(tmp_path / "cmp", "head", [_round("ok", [10.0, 11.0])], git=GIT,
-                                          environment=ENV, builds=[], shape_set="pr", total_cases=1)
+    (compare_round,) = write_side_bundles(
+        tmp_path / "cmp",
+        "head",
+        [_round("ok", [10.0, 11.0])],
+        git=GIT,
+        environment=ENV,
+        builds=[],
+        shape_set="pr",
+        total_cases=1,
+    )
     assert len(load_bundle(compare_round, known_commit=False).timings) == 1
     old = as_format_1(shutil.copytree(compare_round, tmp_path / "old"))
-    shown = _pytest_benchmark_compare(run / "benchmark.json", compare_round / "benchmark.json",
-                                      old / "benchmark.json", cwd=tmp_path)
+    shown = _pytest_benchmark_compare(
+        run / "benchmark.json", compare_round / "benchmark.json", old / "benchmark.json", cwd=tmp_path
+    )
     assert shown.returncode == 0 and "test_attention[sdpa/l4_mission/fp16/causal]" in shown.stdout
     failed = [line for line in shown.stderr.splitlines() if "Failed to load" in line]
     assert len(failed) == 1 and str(old / "benchmark.json") in failed[0], shown.stderr
@@ -202,15 +259,17 @@ def test_pytest_benchmark_compare_reads_a_run_and_a_compare_round(tmp_path):
 
 def test_run_and_compare_share_the_assembler_and_its_rule(tmp_path):
     """A case reported ok without its samples is lost, with the same error, whichever producer."""
-    (compare_round,) = write_side_bundles(tmp_path / "cmp", "head", [_round("ok", [])], git=GIT, environment=ENV,
-                                          builds=[], shape_set="pr", total_cases=1)
+    (compare_round,) = write_side_bundles(
+        tmp_path / "cmp", "head", [_round("ok", [])], git=GIT, environment=ENV, builds=[], shape_set="pr", total_cases=1
+    )
     (case,) = plan_cases(["sdpa"], [adhoc_shape(1, 2, 16, 64)], ["fp16"], [True])
     state = SuiteState([case])
     timing = dataclasses.asdict(_contents().timings[0])
     state.apply({"kind": "result", "case": case.case_id, "status": "ok", "timing": timing, "samples_us": []})
     state.apply({"kind": "outcome", "case": case.case_id, "status": "ok"})
-    run = write_run(tmp_path / "run", state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z",
-                                                     "2026-11-03T09:05:00Z"))
+    run = write_run(
+        tmp_path / "run", state, RunHead(GIT, ENV, "pr", "local", "2026-11-03T09:00:00Z", "2026-11-03T09:05:00Z")
+    )
     for bundle in (compare_round, run):
         loaded = load_bundle(bundle, known_commit=False)
         assert [(o.status, o.error) for o in loaded.outcomes] == [("failed", NO_RECORD)]
@@ -229,8 +288,9 @@ def test_format_3_records_the_optional_packages_and_a_format_2_bundle_still_inge
     """Format 3 added Environment.packages (an absent package is a key with null); a format-2
     bundle (as the H200 runs of before wrote it) reads with none recorded and ingests, NULL."""
     packages = {"flash-attn-4": "4.0.0b4", "liger-kernel": None}
-    new = make_bundle(tmp_path / "new", run_id="run-3", variants=("sdpa",), n_samples=5,
-                      environment={"packages": packages})
+    new = make_bundle(
+        tmp_path / "new", run_id="run-3", variants=("sdpa",), n_samples=5, environment={"packages": packages}
+    )
     written = json.loads((new / "manifest.json").read_text())
     assert written["schema_version"] == 4 and written["environment"]["packages"] == packages
     old = shutil.copytree(new, tmp_path / "old")
@@ -243,8 +303,7 @@ def test_format_3_records_the_optional_packages_and_a_format_2_bundle_still_inge
     assert load_bundle(old).manifest.environment.packages == {}
     db = tmp_path / "h.duckdb"
     ingest_paths(parse_location(db), [new, old])
-    assert _runs_packages(db) == [("run-2", 4, None),
-                                  ("run-3", 4, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
+    assert _runs_packages(db) == [("run-2", 4, None), ("run-3", 4, '{"flash-attn-4": "4.0.0b4", "liger-kernel": null}')]
 
 
 FORMAT_4_ENVIRONMENT = ("cudnn_version", "cublas_version", "power_limit_w", "harness_digest")
@@ -256,11 +315,18 @@ def test_format_4_records_each_variants_fingerprint_and_a_format_3_bundle_record
     fingerprints and NULL fields: its code is unknown, never assumed unchanged."""
     from attnwatch.history.contract.bundle import VariantFingerprint
 
-    prints = {"sdpa": {"digest": "d" * 64, "code": "c" * 64, "unknown": None},
-              "triton_fa2": {"digest": None, "code": None, "unknown": "a compiled binary is not in the cache"}}
-    new = make_bundle(tmp_path / "new", run_id="run-4", variants=("sdpa", "triton_fa2"), n_samples=5,
-                      environment={"cudnn_version": "9.13.0.50", "power_limit_w": 700.0, "harness_digest": "h" * 64},
-                      fingerprints=prints)
+    prints = {
+        "sdpa": {"digest": "d" * 64, "code": "c" * 64, "unknown": None},
+        "triton_fa2": {"digest": None, "code": None, "unknown": "a compiled binary is not in the cache"},
+    }
+    new = make_bundle(
+        tmp_path / "new",
+        run_id="run-4",
+        variants=("sdpa", "triton_fa2"),
+        n_samples=5,
+        environment={"cudnn_version": "9.13.0.50", "power_limit_w": 700.0, "harness_digest": "h" * 64},
+        fingerprints=prints,
+    )
     written = json.loads((new / "manifest.json").read_text())
     assert written["schema_version"] == 4 and written["fingerprints"] == prints
     old = shutil.copytree(new, tmp_path / "old")
@@ -274,12 +340,15 @@ def test_format_4_records_each_variants_fingerprint_and_a_format_3_bundle_record
     db = tmp_path / "h.duckdb"
     ingest_paths(parse_location(db), [new, old])
     with duckdb.connect(str(db), read_only=True) as con:
-        assert con.execute("SELECT run_id, variant, code_digest, unknown FROM variant_fingerprints "
-                           "ORDER BY variant").fetchall() == [
-            ("run-4", "sdpa", "c" * 64, None), ("run-4", "triton_fa2", None, "a compiled binary is not in the cache")]
-        assert con.execute("SELECT run_id, cudnn_version, power_limit_w, harness_digest FROM runs "
-                           "ORDER BY run_id").fetchall() == [("run-3", None, None, None),
-                                                               ("run-4", "9.13.0.50", 700.0, "h" * 64)]
+        assert con.execute(
+            "SELECT run_id, variant, code_digest, unknown FROM variant_fingerprints ORDER BY variant"
+        ).fetchall() == [
+            ("run-4", "sdpa", "c" * 64, None),
+            ("run-4", "triton_fa2", None, "a compiled binary is not in the cache"),
+        ]
+        assert con.execute(
+            "SELECT run_id, cudnn_version, power_limit_w, harness_digest FROM runs ORDER BY run_id"
+        ).fetchall() == [("run-3", None, None, None), ("run-4", "9.13.0.50", 700.0, "h" * 64)]
 
 
 def test_packages_that_are_not_versions_are_refused(tmp_path):

@@ -27,8 +27,13 @@ EXPRESSION = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
 
 def _attnwatch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch", *args], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+    )
 
 
 # ---------------------------------------------------------------- one root
@@ -39,8 +44,10 @@ def test_every_cache_lives_under_the_one_root(tmp_path):
     assert cache_root(env) == tmp_path / "root"
     assert default_cache_dir("nvcc", env) == tmp_path / "root" / "nvcc" / "untrusted"
     assert default_cache_dir("reference", env) == tmp_path / "root" / "reference" / "untrusted"
-    assert tool_cache_env(env) == {"TRITON_CACHE_DIR": str(tmp_path / "root" / "triton" / "untrusted"),
-                                   "CUPY_CACHE_DIR": str(tmp_path / "root" / "cupy" / "untrusted")}
+    assert tool_cache_env(env) == {
+        "TRITON_CACHE_DIR": str(tmp_path / "root" / "triton" / "untrusted"),
+        "CUPY_CACHE_DIR": str(tmp_path / "root" / "cupy" / "untrusted"),
+    }
     assert tool_cache_env({**env, "TRITON_CACHE_DIR": "/elsewhere"}).keys() == {"CUPY_CACHE_DIR"}  # a choice is kept
     assert cache_root({"XDG_CACHE_HOME": str(tmp_path / "xdg")}) == tmp_path / "xdg" / "attnwatch"
     assert cache_root({"ATTNWATCH_CACHE": " "}) == Path.home() / ".cache" / "attnwatch"  # the user's cache folder
@@ -52,10 +59,17 @@ def test_a_measuring_child_gets_the_compilers_caches_under_the_root(tmp_path, mo
     monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
     monkeypatch.delenv("CUPY_CACHE_DIR", raising=False)
     env = child_env(tmp_path / "work", None)
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.environ['TRITON_CACHE_DIR']); "
-                           "print(os.environ['CUPY_CACHE_DIR'])"], env=env, capture_output=True, text=True, timeout=60)
-    assert done.stdout.split() == [str(tmp_path / "root" / "triton" / "untrusted"),
-                                   str(tmp_path / "root" / "cupy" / "untrusted")]
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.environ['TRITON_CACHE_DIR']); print(os.environ['CUPY_CACHE_DIR'])"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.split() == [
+        str(tmp_path / "root" / "triton" / "untrusted"),
+        str(tmp_path / "root" / "cupy" / "untrusted"),
+    ]
     monkeypatch.setenv("ATTNWATCH_TRUST", "main")
     with pytest.raises(UserError, match="ATTNWATCH_TRUST='main'"):
         child_env(tmp_path / "work", None)
@@ -82,7 +96,9 @@ def test_the_key_is_one_line_and_changes_with_any_tool(tmp_path):
         keys[release] = done.stdout
         assert re.fullmatch(r"[0-9a-f]{16}\n", done.stdout)
     assert keys["12.8"] != keys["13.0"]
-    described = json.loads(_attnwatch("cache-key", "--json", env={"PATH": f"{tmp_path / '13.0'}{os.pathsep}{path}"}).stdout)
+    described = json.loads(
+        _attnwatch("cache-key", "--json", env={"PATH": f"{tmp_path / '13.0'}{os.pathsep}{path}"}).stdout
+    )
     assert described["parts"]["nvcc"] == "Cuda compilation tools, release 13.0"
     assert described["key"] + "\n" == keys["13.0"]
     parts = cache_key.toolchain_parts()
@@ -122,8 +138,14 @@ def _run_key_step(script: str, tmp_path: Path, env: dict[str, str]) -> dict[str,
     (bin_dir / "attnwatch").chmod(0o755)
     outputs = tmp_path / "github_output"
     outputs.write_text("")
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, env={**env, "PYTHONPATH": str(ROOT), "GITHUB_OUTPUT": str(outputs)})
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "PYTHONPATH": str(ROOT), "GITHUB_OUTPUT": str(outputs)},
+    )
     assert done.returncode == 0, done.stderr
     return dict(line.split("=", 1) for line in outputs.read_text().splitlines())
 
@@ -213,9 +235,13 @@ def test_a_restored_root_answers_a_fresh_process(tmp_path):
     script.write_text(FRESH_PROCESS)
 
     def fresh(root: Path) -> int:
-        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "PYTHONPATH": str(ROOT), "ATTNWATCH_CACHE": str(root),
-                                   "ATTNWATCH_TRUST": "untrusted"})
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT), "ATTNWATCH_CACHE": str(root), "ATTNWATCH_TRUST": "untrusted"},
+        )
         assert done.returncode == 0, done.stderr
         return int(done.stdout.strip())
 

@@ -26,13 +26,18 @@ def test_the_repository_file_loads():
 
 
 def test_a_per_case_min_effect_decides_that_case_alone(tmp_path, fixtures_dir):
-    rules = load_case_rules(_rules(tmp_path, '''
+    rules = load_case_rules(
+        _rules(
+            tmp_path,
+            """
 [[min_effect]]
 case = "sdpa_flash/b4_*"
 gpu = "NVIDIA H200"
 min_effect = 0.08
 reason = "test: this case needs an 8% step"
-'''))
+""",
+        )
+    )
     plain = make_report(fixtures_dir, slowdown={SLOW: 1.06})
     ruled = make_report(fixtures_dir, slowdown={SLOW: 1.06}, rules=rules)
     verdict = lambda report: next(c for c in report.cases if c.case_id == SLOW)  # noqa: E731
@@ -61,7 +66,9 @@ expires = 2020-01-01
     rules = load_case_rules(_rules(tmp_path, text))
     report = make_report(fixtures_dir, slowdown={SLOW: 1.06}, head_incorrect={BROKEN}, rules=rules)
     slow = next(c for c in report.cases if c.case_id == SLOW)
-    assert slow.verdict == "regression" and slow.ignored == f"ignored until {tomorrow}: test: waiting on the upstream fix"
+    assert (
+        slow.verdict == "regression" and slow.ignored == f"ignored until {tomorrow}: test: waiting on the upstream fix"
+    )
     assert report.regressions == [] and [c.case_id for c in report.correctness_failures] == [BROKEN]  # expired: counts
     body = render_comment(report)
     assert "#### Ignored cases" in body and "waiting on the upstream fix" in body and "1 ignored case" in body
@@ -70,17 +77,22 @@ expires = 2020-01-01
     assert not alone.should_fail() and body.splitlines()[1].startswith("### ❌")
 
 
-@pytest.mark.parametrize("text, field", [
-    ('[[ignore]]\ncase = "x/*"\nreason = "r"\n', "ignore[0].expires"),
-    ('[[ignore]]\ncase = "x/*"\nexpires = 2026-01-01\n', "ignore[0].reason"),
-    ('[[min_effect]]\ncase = "x/*"\nmin_effect = 2.0\nreason = "r"\n', "min_effect[0].min_effect"),
-    ('[[min_effect]]\ncase = "x/*"\nmin_effect = 0.05\nreason = "r"\nmin_efect = 1\n', "min_effect[0]: unknown keys"),
-    ('[ignore]\ncase = "x"\n', "[[ignore]]: expected an array of tables"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('[[ignore]]\ncase = "x/*"\nreason = "r"\n', "ignore[0].expires"),
+        ('[[ignore]]\ncase = "x/*"\nexpires = 2026-01-01\n', "ignore[0].reason"),
+        ('[[min_effect]]\ncase = "x/*"\nmin_effect = 2.0\nreason = "r"\n', "min_effect[0].min_effect"),
+        (
+            '[[min_effect]]\ncase = "x/*"\nmin_effect = 0.05\nreason = "r"\nmin_efect = 1\n',
+            "min_effect[0]: unknown keys",
+        ),
+        ('[ignore]\ncase = "x"\n', "[[ignore]]: expected an array of tables"),
+    ],
+)
 def test_bad_rules_are_one_line_errors_naming_the_file_and_field(tmp_path, text, field):
     path = _rules(tmp_path, text)
     with pytest.raises(CaseRulesError) as err:
         load_case_rules(path)
     message = str(err.value)
     assert "\n" not in message and message.startswith(str(path)) and field in message
-

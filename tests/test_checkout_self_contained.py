@@ -11,8 +11,10 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
 # Ways a file can reach outside the checkout: a sibling folder, or a parent of the root.
-OUTSIDE = re.compile(r"\.\./shared|shared/fixtures|ATTNWATCH_SHARED|ROOT\.parent\b|"
-                     r"parent\.parent\.parent|\"\.\.\", \"shared\"")
+OUTSIDE = re.compile(
+    r"\.\./shared|shared/fixtures|ATTNWATCH_SHARED|ROOT\.parent\b|"
+    r"parent\.parent\.parent|\"\.\.\", \"shared\""
+)
 
 
 def test_every_recorded_file_is_described_and_every_described_file_is_there():
@@ -33,11 +35,19 @@ def test_the_fixture_folder_is_inside_the_checkout(fixtures_dir):
 
 
 def test_nothing_that_runs_the_tests_reads_beside_the_checkout():
-    sources = [*ROOT.joinpath("tests").rglob("*.py"), ROOT / "Makefile", ROOT / ".ci" / "run",
-               *ROOT.joinpath(".github", "workflows").glob("*.yml"), *ROOT.joinpath("scripts").glob("*.py")]
+    sources = [
+        *ROOT.joinpath("tests").rglob("*.py"),
+        ROOT / "Makefile",
+        ROOT / ".ci" / "run",
+        *ROOT.joinpath(".github", "workflows").glob("*.yml"),
+        *ROOT.joinpath("scripts").glob("*.py"),
+    ]
     this = Path(__file__).resolve()
-    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
-            for path in sources if path.resolve() != this
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-            if OUTSIDE.search(line)]
+    hits = [
+        f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+        for path in sources
+        if path.resolve() != this
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if OUTSIDE.search(line)
+    ]
     assert hits == []

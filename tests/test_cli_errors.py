@@ -18,19 +18,33 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 def _env(tmp_path: Path) -> dict[str, str]:
     path = os.environ.get("PYTHONPATH")
-    return dict(os.environ, ATTNWATCH_DB=str(tmp_path / "history.duckdb"),
-                PYTHONPATH=str(REPO_ROOT) + (os.pathsep + path if path else ""))
+    return dict(
+        os.environ,
+        ATTNWATCH_DB=str(tmp_path / "history.duckdb"),
+        PYTHONPATH=str(REPO_ROOT) + (os.pathsep + path if path else ""),
+    )
 
 
 def _cli(tmp_path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd or tmp_path, env=_env(tmp_path))
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or tmp_path,
+        env=_env(tmp_path),
+    )
 
 
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path):
     """`attnwatch … | head`: the reader closes the pipe before the command writes; no traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "attnwatch", "variants"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path, env=_env(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnwatch", "variants"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=_env(tmp_path),
+    )
     proc.stdout.close()  # before the child has imported anything: its first write meets a closed pipe
     err = proc.stderr.read().decode(errors="replace")
     assert proc.wait(timeout=120) == 141, err  # 128 + SIGPIPE, what `yes | head` leaves under pipefail
@@ -62,7 +76,8 @@ def test_ingesting_a_file_that_is_not_a_bundle_names_it_once(tmp_path):
     done = _cli(tmp_path, "ingest", str(tmp_path / "notes.txt"))
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"attnwatch ingest: error: {tmp_path / 'notes.txt'}: not a bundle directory or a pytest-benchmark .json file"]
+        f"attnwatch ingest: error: {tmp_path / 'notes.txt'}: not a bundle directory or a pytest-benchmark .json file"
+    ]
 
 
 def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
@@ -93,6 +108,7 @@ def test_sigterm_unwinds_like_ctrl_c_so_clean_up_runs(monkeypatch, capsys):
 def _boom(message: str):
     def run(args):
         raise RuntimeError(message)
+
     return run
 
 
@@ -112,10 +128,11 @@ def test_an_unexpected_exception_is_one_line_naming_the_input_and_the_saved_trac
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1, err
     line = err.strip()
-    assert line.startswith("attnwatch ingest: internal error: RuntimeError: "
-                           "stored \\x1b]52;c;AAAA\\x07 and | more\\x00"), line
+    assert line.startswith(
+        "attnwatch ingest: internal error: RuntimeError: stored \\x1b]52;c;AAAA\\x07 and | more\\x00"
+    ), line
     assert f"history {db}" in line and f"input {bundle}" in line
-    saved, = (tmp_path / "state" / "attnwatch" / "tracebacks").iterdir()
+    (saved,) = (tmp_path / "state" / "attnwatch" / "tracebacks").iterdir()
     assert f"full traceback in {saved}" in line
     assert (saved.stat().st_mode & 0o777) == 0o600 and (saved.parent.stat().st_mode & 0o777) == 0o700
     text = saved.read_text()
@@ -144,13 +161,17 @@ def test_a_traceback_directory_that_is_a_link_is_not_written_through(tmp_path, m
 
 
 def test_an_unexpected_exception_in_a_real_process_is_one_line(tmp_path):
-    script = ("import sys, attnwatch.cli.commands.env as e\n"
-              "def run(args): raise KeyError('no such \\x1b[2J key')\n"
-              "e._run = run\n"
-              "from attnwatch.cli.main import main\n"
-              "sys.exit(main(['env']))\n")
+    script = (
+        "import sys, attnwatch.cli.commands.env as e\n"
+        "def run(args): raise KeyError('no such \\x1b[2J key')\n"
+        "e._run = run\n"
+        "from attnwatch.cli.main import main\n"
+        "sys.exit(main(['env']))\n"
+    )
     env = dict(_env(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env
+    )
     assert done.returncode == 70, done.stderr
     assert done.stdout == "" and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
     assert "internal error: KeyError: 'no such \\x1b[2J key'" in done.stderr and "\x1b" not in done.stderr
@@ -172,10 +193,23 @@ def _step_history(tmp_path: Path) -> Path:
 
     t0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
     db = tmp_path / "history.duckdb"
-    ingest_paths(parse_location(db), [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i, n_samples=10,
-                                  started_at=t0 + timedelta(hours=i), commit_date=t0 + timedelta(hours=i),
-                                  variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.2} if i >= 5 else None)
-                      for i in range(10)])
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                tmp_path / f"b{i}",
+                run_id=f"run-{i}",
+                commit_sha=f"{i:040x}",
+                seed=i,
+                n_samples=10,
+                started_at=t0 + timedelta(hours=i),
+                commit_date=t0 + timedelta(hours=i),
+                variants=("sdpa", "triton_fa2"),
+                variant_scale={"triton_fa2": 1.2} if i >= 5 else None,
+            )
+            for i in range(10)
+        ],
+    )
     return db
 
 
@@ -199,7 +233,8 @@ def test_sigterm_inside_a_detect_statement_is_one_line_and_records_nothing(tmp_p
     with duckdb.connect(str(db), read_only=True) as con:
         alerts, without_event = con.execute(
             "SELECT count(*), count(*) FILTER (WHERE alert_id NOT IN (SELECT alert_id FROM alert_events "
-            "WHERE action = 'opened')) FROM alerts").fetchone()
+            "WHERE action = 'opened')) FROM alerts"
+        ).fetchone()
     assert alerts > 0 and without_event == 0
 
 
@@ -220,7 +255,9 @@ def test_the_dashboard_server_failing_to_start_is_one_line(tmp_path, monkeypatch
     assert ended.value.code == 70
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "\x1b" not in err, err
-    assert err.startswith("attnwatch dashboard: internal error while starting: ImportError: no module named \\x1b[31mplotly")
+    assert err.startswith(
+        "attnwatch dashboard: internal error while starting: ImportError: no module named \\x1b[31mplotly"
+    )
     assert f"[history {tmp_path / 'h.duckdb'}]" in err and "full traceback in " + str(tmp_path / "state") in err
 
 

@@ -41,7 +41,9 @@ def test_the_walk_finds_every_command():
 @pytest.mark.parametrize("path,summary,description", COMMANDS, ids=[" ".join(c[0]) for c in COMMANDS])
 def test_every_subcommand_has_a_summary_and_a_description(path, summary, description, capsys):
     command = f"attnwatch {' '.join(path)}"
-    assert summary and summary.strip(), f"`{' '.join(['attnwatch', *path[:-1]])} --help` lists {path[-1]} without a summary"
+    assert summary and summary.strip(), (
+        f"`{' '.join(['attnwatch', *path[:-1]])} --help` lists {path[-1]} without a summary"
+    )
     assert description and description.strip(), f"`{command} --help` has no description"
     with pytest.raises(SystemExit) as done:
         main([*path, "--help"])

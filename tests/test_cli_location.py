@@ -86,10 +86,17 @@ def test_a_command_without_the_history_leaves_the_setting_unparsed(argv):
 
 def test_a_bad_setting_is_refused_once_in_one_line_naming_the_command(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), ATTNWATCH_DB="md:not-a-history")
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "detect"], env=env, capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "detect"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "attnwatch detect: error: md:not-a-history: not a history location: DuckDB reads `md:` as an extension's "
         "prefix; a history is a DuckDB file's path (write ./md:not-a-history for a file of that name) or "
-        "`ducklake:postgres:...`"]
+        "`ducklake:postgres:...`"
+    ]

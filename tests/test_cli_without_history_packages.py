@@ -28,8 +28,14 @@ def env_without_history_packages(tmp_path_factory) -> dict:
 
 @pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["bisect", "--help"], ["ncu", "--help"]])
 def test_the_command_line_parses_without_duckdb_streamlit_or_plotly(env_without_history_packages, argv):
-    done = subprocess.run([sys.executable, "-m", "attnwatch", *argv], cwd=ROOT, env=env_without_history_packages,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", *argv],
+        cwd=ROOT,
+        env=env_without_history_packages,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: attnwatch" in done.stdout
     assert "internal error" not in done.stderr
@@ -37,6 +43,12 @@ def test_the_command_line_parses_without_duckdb_streamlit_or_plotly(env_without_
 
 def test_the_stand_ins_really_are_unimportable(env_without_history_packages):
     """The check above proves something only if the stand-ins shadow the real packages."""
-    done = subprocess.run([sys.executable, "-c", "import duckdb"], cwd=ROOT, env=env_without_history_packages,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", "import duckdb"],
+        cwd=ROOT,
+        env=env_without_history_packages,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode != 0 and "duckdb is not installed here" in done.stderr

@@ -28,7 +28,9 @@ def _pull(number, sha, repo=REPO, state="open"):
 
 @pytest.fixture
 def gh():
-    state = StubState(repo=REPO, pulls=[_pull(7, HEAD), _pull(8, OTHER_HEAD), _pull(9, FORK_HEAD, "someone/kernels-fork")])
+    state = StubState(
+        repo=REPO, pulls=[_pull(7, HEAD), _pull(8, OTHER_HEAD), _pull(9, FORK_HEAD, "someone/kernels-fork")]
+    )
     with GitHubStub(state) as stub:
         yield stub
 
@@ -36,10 +38,19 @@ def gh():
 def pr_run_event(**changes) -> dict:
     """The workflow_run event GitHub sends when gpu-bench finished on same-repository PR #7."""
     run = {
-        "id": 4242, "run_attempt": 1, "name": "gpu-bench", "event": "pull_request", "status": "completed",
-        "conclusion": "failure", "head_sha": HEAD, "head_branch": "tune-tiles", "path": WORKFLOW,
-        "display_title": "Tune tiles", "html_url": f"https://github.com/{REPO}/actions/runs/4242",
-        "repository": {"full_name": REPO}, "head_repository": {"full_name": REPO},
+        "id": 4242,
+        "run_attempt": 1,
+        "name": "gpu-bench",
+        "event": "pull_request",
+        "status": "completed",
+        "conclusion": "failure",
+        "head_sha": HEAD,
+        "head_branch": "tune-tiles",
+        "path": WORKFLOW,
+        "display_title": "Tune tiles",
+        "html_url": f"https://github.com/{REPO}/actions/runs/4242",
+        "repository": {"full_name": REPO},
+        "head_repository": {"full_name": REPO},
         "pull_requests": [{"number": 7, "head": {"sha": HEAD}}],
     }
     run.update(changes)
@@ -48,8 +59,16 @@ def pr_run_event(**changes) -> dict:
 
 def dispatch_event(pr=9, sha=FORK_HEAD, **changes) -> dict:
     """A maintainer's dispatch of gpu-bench (mode=compare) on main, for PR `pr` at `sha`."""
-    return pr_run_event(**{"event": "workflow_dispatch", "head_branch": "main", "head_sha": "a" * 40,
-                           "display_title": f"gpu-bench compare: PR #{pr} at {sha}", "pull_requests": [], **changes})
+    return pr_run_event(
+        **{
+            "event": "workflow_dispatch",
+            "head_branch": "main",
+            "head_sha": "a" * 40,
+            "display_title": f"gpu-bench compare: PR #{pr} at {sha}",
+            "pull_requests": [],
+            **changes,
+        }
+    )
 
 
 def _comment(gh, tmp_path, monkeypatch, fixtures_dir, event: dict | None, *extra, report_head=HEAD):
@@ -58,8 +77,13 @@ def _comment(gh, tmp_path, monkeypatch, fixtures_dir, event: dict | None, *extra
     compare = write_report(report, tmp_path / "compare.json")
     outputs = tmp_path / "github_output"
     outputs.write_text("")
-    for key, value in {"GITHUB_API_URL": gh.url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": TOKEN,
-                       "GITHUB_OUTPUT": str(outputs), "ATTNWATCH_DASHBOARD_URL": "https://dash.example.org"}.items():
+    for key, value in {
+        "GITHUB_API_URL": gh.url,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_OUTPUT": str(outputs),
+        "ATTNWATCH_DASHBOARD_URL": "https://dash.example.org",
+    }.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     args = ["comment", "--compare", str(compare)]
@@ -85,12 +109,17 @@ def assert_refused(gh, capsys, rc, *reasons):
 # ---------------------------------------------------------------- what is posted
 
 
-def test_a_same_repository_pr_run_is_posted_on_that_pr_with_its_runs_linked(gh, tmp_path, monkeypatch, fixtures_dir, capsys):
+def test_a_same_repository_pr_run_is_posted_on_that_pr_with_its_runs_linked(
+    gh, tmp_path, monkeypatch, fixtures_dir, capsys
+):
     rc, outputs = _comment(gh, tmp_path, monkeypatch, fixtures_dir, pr_run_event())
     assert rc == 0, capsys.readouterr().err
     (comment,) = gh.state.comments[7]
     assert f"https://github.com/{REPO}/actions/runs/4242" in comment["body"]
-    assert "https://dash.example.org/compare?base=pr7-run4242.1-base-round1&head=pr7-run4242.1-head-round1" in comment["body"]
+    assert (
+        "https://dash.example.org/compare?base=pr7-run4242.1-base-round1&head=pr7-run4242.1-head-round1"
+        in comment["body"]
+    )
     assert set(gh.state.comments) == {7}
     assert outputs.splitlines() == ["pr=7", f"head_sha={HEAD}", "source_run=4242.1"]
 
@@ -113,8 +142,9 @@ def test_a_cancelled_run_posts_nothing(gh, tmp_path, monkeypatch, fixtures_dir, 
 
 def test_an_artifact_from_a_fork_run_is_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsys):
     """A fork edits gpu-bench.yml to upload a fake compare artifact without touching a GPU."""
-    event = pr_run_event(head_sha=FORK_HEAD, head_branch="main", head_repository={"full_name": "someone/kernels-fork"},
-                         pull_requests=[])
+    event = pr_run_event(
+        head_sha=FORK_HEAD, head_branch="main", head_repository={"full_name": "someone/kernels-fork"}, pull_requests=[]
+    )
     rc, _ = _comment(gh, tmp_path, monkeypatch, fixtures_dir, event, report_head=FORK_HEAD)
     assert_refused(gh, capsys, rc, "workflow_run.head_repository", "someone/kernels-fork")
 
@@ -151,13 +181,17 @@ def test_a_dispatch_whose_sha_is_not_the_prs_head_is_refused(gh, tmp_path, monke
     assert_refused(gh, capsys, rc, "PR #9's head is now")
 
 
-@pytest.mark.parametrize("changes, reason", [
-    ({"head_branch": "tune-tiles"}, "only on the default branch"),
-    ({"display_title": "gpu-bench compare: PR #9 at HEAD"}, "does not name a PR and SHA"),
-    ({"display_title": f"gpu-bench compare: PR #9 at {FORK_HEAD} and PR #8"}, "does not name a PR and SHA"),
-])
-def test_a_dispatch_not_from_the_default_branchs_workflow_is_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsys,
-                                                                     changes, reason):
+@pytest.mark.parametrize(
+    "changes, reason",
+    [
+        ({"head_branch": "tune-tiles"}, "only on the default branch"),
+        ({"display_title": "gpu-bench compare: PR #9 at HEAD"}, "does not name a PR and SHA"),
+        ({"display_title": f"gpu-bench compare: PR #9 at {FORK_HEAD} and PR #8"}, "does not name a PR and SHA"),
+    ],
+)
+def test_a_dispatch_not_from_the_default_branchs_workflow_is_refused(
+    gh, tmp_path, monkeypatch, fixtures_dir, capsys, changes, reason
+):
     rc, _ = _comment(gh, tmp_path, monkeypatch, fixtures_dir, dispatch_event(**changes), report_head=FORK_HEAD)
     assert_refused(gh, capsys, rc, reason)
 
@@ -168,19 +202,23 @@ def test_a_pr_run_listed_for_a_closed_pr_is_refused(gh, tmp_path, monkeypatch, f
     assert_refused(gh, capsys, rc, "PR #7 is 'closed'")
 
 
-@pytest.mark.parametrize("event, reason", [
-    (pr_run_event(event="push"), "only pull_request and workflow_dispatch"),
-    (pr_run_event(repository={"full_name": "someone/kernels-fork"}), "workflow_run.repository"),
-    ({"action": "completed", "repository": {"full_name": REPO}}, "not a workflow_run event"),
-])
+@pytest.mark.parametrize(
+    "event, reason",
+    [
+        (pr_run_event(event="push"), "only pull_request and workflow_dispatch"),
+        (pr_run_event(repository={"full_name": "someone/kernels-fork"}), "workflow_run.repository"),
+        ({"action": "completed", "repository": {"full_name": REPO}}, "not a workflow_run event"),
+    ],
+)
 def test_other_events_are_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsys, event, reason):
     rc, _ = _comment(gh, tmp_path, monkeypatch, fixtures_dir, event)
     assert_refused(gh, capsys, rc, reason)
 
 
 @pytest.mark.parametrize("attempt", [True, 0, -1, 1.0, "2", None])
-def test_a_run_attempt_that_is_not_a_positive_integer_is_refused(gh, tmp_path, monkeypatch, fixtures_dir, capsys,
-                                                                 attempt):
+def test_a_run_attempt_that_is_not_a_positive_integer_is_refused(
+    gh, tmp_path, monkeypatch, fixtures_dir, capsys, attempt
+):
     """`run_attempt: true` was taken as attempt 1 and stored under run ids `...run4242.True-...`."""
     rc, outputs = _comment(gh, tmp_path, monkeypatch, fixtures_dir, pr_run_event(run_attempt=attempt))
     assert_refused(gh, capsys, rc, "workflow_run.run_attempt must be a positive integer")

@@ -21,15 +21,17 @@ def report(fixtures_dir):
 
 
 def test_layout_verdict_then_correctness_then_changes_then_details(report):
-    body = render_comment(report, Links("https://github.com/octo/kernels/actions/runs/77", "https://perf.example.org/app"))
+    body = render_comment(
+        report, Links("https://github.com/octo/kernels/actions/runs/77", "https://perf.example.org/app")
+    )
     assert body.startswith(MARKER + "\n### ❌")
     lines = body.splitlines()
     assert "1 correctness failure" in lines[1] and "1 regression" in lines[1]
     order = [body.index(s) for s in ("#### Correctness failures", "#### Significant changes", "#### ncu", "<details>")]
     assert order == sorted(order)
-    significant = body[body.index("#### Significant changes"):body.index("#### ncu")]
+    significant = body[body.index("#### Significant changes") : body.index("#### ncu")]
     assert SLOW in significant and ("+5." in significant or "+6." in significant)
-    assert BROKEN in body[body.index("#### Correctness failures"):body.index("#### Significant")]
+    assert BROKEN in body[body.index("#### Correctness failures") : body.index("#### Significant")]
     assert body.count("| `") >= 9 + 1 + 1  # every case in the folded table, plus the two sections
     assert "[workflow run](https://github.com/octo/kernels/actions/runs/77)" in body
     assert "[dashboard](https://perf.example.org/app)" in body
@@ -48,12 +50,13 @@ def test_a_profiled_regression_shows_its_cause_and_the_ranked_counters(fixtures_
     barrier = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
     head = {**base, barrier: base[barrier] * 4, "smsp__inst_executed.sum": base["smsp__inst_executed.sum"] * 1.06}
     fast = "sdpa_flash/h100_small/fp16/noncausal"
-    report = make_report(fixtures_dir, slowdown={SLOW: 1.06, fast: 0.9}, ncu=True,
-                         counters={SLOW: (base, head), fast: (head, base)})
+    report = make_report(
+        fixtures_dir, slowdown={SLOW: 1.06, fast: 0.9}, ncu=True, counters={SLOW: (base, head), fast: (head, base)}
+    )
     slow_case = next(c for c in report.cases if c.case_id == SLOW)
     assert slow_case.verdict == "regression" and slow_case.explanation.changes[0].rule == "barrier_stalls"
     body = render_comment(report)
-    section = body[body.index("#### ncu"):body.index("<details>")]
+    section = body[body.index("#### ncu") : body.index("<details>")]
     assert f"`{SLOW}` slower: **warps wait at barriers" in section
     assert f"`{fast}` faster: **warps wait at barriers" in section  # the same counters, read the other way
     rows = [line for line in section.splitlines() if line.startswith("| warps wait") or line.startswith("| more instr")]
@@ -70,13 +73,17 @@ def test_clean_report_says_so(fixtures_dir):
     assert "#### Sure changes under the ±2% threshold" in body
 
 
-HOSTILE = '<img src=x onerror=alert(1)>|@everyone #1 [x](javascript:alert(1)) ``` </details>'
+HOSTILE = "<img src=x onerror=alert(1)>|@everyone #1 [x](javascript:alert(1)) ``` </details>"
 
 
 def test_untrusted_text_cannot_become_html_links_mentions_or_table_cells(report):
     case = report.cases[0]
-    hostile_case = dataclasses.replace(case, case_id=HOSTILE + "/x/fp16/causal", correctness_failed=True,
-                                       head=dataclasses.replace(case.head, error=HOSTILE, correct=False))
+    hostile_case = dataclasses.replace(
+        case,
+        case_id=HOSTILE + "/x/fp16/causal",
+        correctness_failed=True,
+        head=dataclasses.replace(case.head, error=HOSTILE, correct=False),
+    )
     hostile = dataclasses.replace(report, cases=[hostile_case, *report.cases[1:]], gpu_name=HOSTILE)
     body = render_comment(hostile)
     # Code spans show their content literally (CommonMark 6.1): no HTML, links or mentions
@@ -122,26 +129,40 @@ def test_dashboard_links_open_each_change_on_its_trend_and_the_commits_on_compar
     from urllib.parse import parse_qs, urlsplit
 
     body = render_comment(report, Links(None, "https://perf.example.org/app"))
-    significant = body[body.index("#### Significant changes"):body.index("#### ncu")]
+    significant = body[body.index("#### Significant changes") : body.index("#### ncu")]
     row = next(line for line in significant.splitlines() if SLOW in line)
     link = re.search(r"\[trend\]\((\S+)\)", row).group(1)
     parts = urlsplit(link)
     query = {k: v[0] for k, v in parse_qs(parts.query).items()}
     variant, shape, dtype, mode = SLOW.split("/")
     assert parts.path == "/app/trends"
-    assert query == {"gpu": report.gpu_name, "metric": "median_us", "variants": variant, "shapes": shape, "dtype": dtype,
-                     "causal": "0", "commits": f"{report.merge_base_sha}..{report.head_sha}"}
+    assert query == {
+        "gpu": report.gpu_name,
+        "metric": "median_us",
+        "variants": variant,
+        "shapes": shape,
+        "dtype": dtype,
+        "causal": "0",
+        "commits": f"{report.merge_base_sha}..{report.head_sha}",
+    }
     assert len(re.findall(r"(?<!\\)\|", row)) == 10  # the extra plot cell, header included
     compare = re.search(r"\[these commits on the dashboard\]\((\S+)\)", body).group(1)
-    assert parse_qs(urlsplit(compare).query) == {"gpu": [report.gpu_name], "commits": [f"{report.merge_base_sha}..{report.head_sha}"]}
+    assert parse_qs(urlsplit(compare).query) == {
+        "gpu": [report.gpu_name],
+        "commits": [f"{report.merge_base_sha}..{report.head_sha}"],
+    }
     assert "[trend](" not in render_comment(report, Links(None, None))  # no dashboard, no links
 
 
 def _sure_small_slowdown(report):
     """The issue's case: +1.3% with an interval of +0.7%..+2.0%, under the H200's 2% min effect."""
     quiet = next(c for c in report.cases if c.low < 1 < c.high)  # an interval that contains 1
-    return quiet.case_id, dataclasses.replace(report, cases=[
-        dataclasses.replace(quiet, ratio=1.013, low=1.007, high=1.020) if c is quiet else c for c in report.cases])
+    return quiet.case_id, dataclasses.replace(
+        report,
+        cases=[
+            dataclasses.replace(quiet, ratio=1.013, low=1.007, high=1.020) if c is quiet else c for c in report.cases
+        ],
+    )
 
 
 def test_a_sure_change_under_the_threshold_is_its_own_tier_not_no_change(fixtures_dir):
@@ -154,7 +175,7 @@ def test_a_sure_change_under_the_threshold_is_its_own_tier_not_no_change(fixture
     assert body.splitlines()[1].startswith("### ✅")  # it fails nothing
     assert f"{slower + 1} slower, under the 2% threshold" in body.splitlines()[1]
     assert "no significant change" not in body
-    under = body[body.index("#### Sure changes under"):body.index("<details>")]
+    under = body[body.index("#### Sure changes under") : body.index("<details>")]
     row = next(line for line in under.splitlines() if f"`{case_id}`" in line)
     assert "slower, under the 2% threshold" in row and "| no change |" not in row
     assert f"{case_id} " in format_table(report) and "slower, under the 2% threshold" in format_table(report)
@@ -169,14 +190,15 @@ def test_a_memory_bound_change_shows_its_bandwidth_and_share_of_the_measured_dra
     report = make_report(fixtures_dir, slowdown={SLOW: 1.06})
     slow = next(c for c in report.cases if c.case_id == SLOW)
     rms = "rmsnorm_triton/rms_t4k_h4096/bf16/fwd"
-    memory = dataclasses.replace(slow, case_id=rms, variant="rmsnorm_triton", dtype="bf16", bound="memory",
-                                 bytes=slow.head.median_us * 3.0e6)  # 3,000 GB/s at the head's median
+    memory = dataclasses.replace(
+        slow, case_id=rms, variant="rmsnorm_triton", dtype="bf16", bound="memory", bytes=slow.head.median_us * 3.0e6
+    )  # 3,000 GB/s at the head's median
     report = dataclasses.replace(report, cases=[*report.cases, memory])
     write_report(report, tmp_path / "compare.json")
     report = load_report(tmp_path / "compare.json")  # the fields travel through compare.json v7
     share = 3000 / (find_ceiling("NVIDIA H200", "copy_tbps").value * 1e3)
     body = render_comment(report)
-    significant = body[body.index("#### Significant changes"):body.index("<details>")]
+    significant = body[body.index("#### Significant changes") : body.index("<details>")]
     row = next(line for line in significant.splitlines() if f"`{rms}`" in line)
     assert f" · 3,000 GB/s, {share:.0%} |" in row and f"{share:.0%}" == "71%"
     base_gbps = memory.bytes / slow.base.median_us / 1e3
@@ -212,7 +234,9 @@ def test_a_case_s_bound_and_bytes_come_from_its_timing_records(fixtures_dir):
     base, head = make_rounds(fixtures_dir)
     for rd in (*base, *head):
         rd.cases[SLOW].timing = {"bound": "memory", "bytes": 1.5e6}
-    cases = {c.case_id: c for c in compare_rounds(base, head, load_thresholds(GPU), method="hierarchical", resamples=50)}
+    cases = {
+        c.case_id: c for c in compare_rounds(base, head, load_thresholds(GPU), method="hierarchical", resamples=50)
+    }
     assert (cases[SLOW].bound, cases[SLOW].bytes) == ("memory", 1.5e6)
     assert next(c for c in cases.values() if c.case_id != SLOW).bound is None
 
@@ -233,7 +257,9 @@ def test_every_registry_row_offers_its_command_and_a_pytest_row_says_why_not(rep
     assert {line.split("`")[1] for line in rows} == set(renamed.values())  # in the changes, and its section
     for line in rows:
         variant, shape, dtype, _ = line.split("`")[1].split("/")
-        assert line.endswith(f"| `attnwatch compare {ab} --shapes {shape} --variants {variant} --dtypes {dtype} "
-                             f"--method {report.method} --rounds {report.rounds}` |"), line
+        assert line.endswith(
+            f"| `attnwatch compare {ab} --shapes {shape} --variants {variant} --dtypes {dtype} "
+            f"--method {report.method} --rounds {report.rounds}` |"
+        ), line
     plugin_rows = [line for line in body.splitlines() if line.startswith(f"| `{plugin}`")]
     assert plugin_rows and all(line.endswith("| — |") for line in plugin_rows), plugin_rows

@@ -17,8 +17,10 @@ REPO = Path(__file__).resolve().parent.parent
 LOOP = "        __syncthreads();\n"
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None or find_tool("cuobjdump") is None,
-                    reason="needs nvcc and cuobjdump to build and read sm_90a cubins")
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None or find_tool("cuobjdump") is None,
+    reason="needs nvcc and cuobjdump to build and read sm_90a cubins",
+)
 def test_an_added_barrier_is_named_in_the_code_change(tmp_path, monkeypatch):
     monkeypatch.setenv("ATTNWATCH_CACHE", str(tmp_path / "cache"))
     head = tmp_path / "head"
@@ -28,14 +30,17 @@ def test_an_added_barrier_is_named_in_the_code_change(tmp_path, monkeypatch):
     assert text.count(LOOP) == 1  # the barrier after the K/V tile is loaded, inside the key loop
     source.write_text(text.replace(LOOP, LOOP + "        __syncthreads();  // planted\n"))
     said = []
-    found = code_changes(["cuda_scalar", "triton_fa2"], {"base": None, "head": head}, tmp_path / "work",
-                         said.append, arch="sm_90a")
+    found = code_changes(
+        ["cuda_scalar", "triton_fa2"], {"base": None, "head": head}, tmp_path / "work", said.append, arch="sm_90a"
+    )
     assert set(found) == {"cuda_scalar"}, said  # Triton's binaries are not read by the compare
     text = describe_binaries(found["cuda_scalar"])
     assert all(part.split(": ", 1)[1] == "+1 BAR in a loop" for part in text.split(" | ")), text
     # the same tree on both sides: nothing to say
-    assert code_changes(["cuda_scalar"], {"base": None, "head": None}, tmp_path / "work2", said.append,
-                        arch="sm_90a") == {}
+    assert (
+        code_changes(["cuda_scalar"], {"base": None, "head": None}, tmp_path / "work2", said.append, arch="sm_90a")
+        == {}
+    )
 
 
 def test_the_code_change_leads_the_cause(fixtures_dir):
@@ -50,8 +55,14 @@ def test_the_code_change_leads_the_cause(fixtures_dir):
     groups = group_by_case(parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_pr_default.csv").kernels)
     counters = combine_kernels(k.metrics for k in groups["cuda_wmma/b4_h16_s1k/fp16/noncausal"])
     base, head = make_rounds(fixtures_dir, slowdown={case: 1.06}, counters={case: (counters, counters)})
-    judged = compare_rounds(base, head, load_thresholds("NVIDIA H200"), method="hierarchical", resamples=400,
-                            code_changes={"sdpa_flash": BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])])})
+    judged = compare_rounds(
+        base,
+        head,
+        load_thresholds("NVIDIA H200"),
+        method="hierarchical",
+        resamples=400,
+        code_changes={"sdpa_flash": BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])])},
+    )
     (slow,) = [c for c in judged if c.case_id == case]
     # the case's launches (cuda_wmma's kernel) and the binaries' kernel ("k") cannot be compared
     # by name, so the whole diff is said

@@ -24,15 +24,27 @@ VARIANTS = ("sdpa", "triton_fa2", "cuda_wmma")
 
 
 def _bundles(tmp_path, side, rounds=3, **kw):
-    return [make_bundle(tmp_path / f"{side}-{r}", run_id=f"{side}-{r}", commit_sha=("a" if side == "base" else "c") * 40,
-                        started_at=T0 + timedelta(minutes=10 * r + (side == "head")), variants=VARIANTS,
-                        n_samples=200, seed=100 * (side == "head") + r, trigger="compare", **kw)
-            for r in range(rounds)]
+    return [
+        make_bundle(
+            tmp_path / f"{side}-{r}",
+            run_id=f"{side}-{r}",
+            commit_sha=("a" if side == "base" else "c") * 40,
+            started_at=T0 + timedelta(minutes=10 * r + (side == "head")),
+            variants=VARIANTS,
+            n_samples=200,
+            seed=100 * (side == "head") + r,
+            trigger="compare",
+            **kw,
+        )
+        for r in range(rounds)
+    ]
 
 
 def _compare(tmp_path, base, head, *extra):
     out = tmp_path / "out"
-    rc = main(["compare", "--base-bundles", *map(str, base), "--head-bundles", *map(str, head), "--out", str(out), *extra])
+    rc = main(
+        ["compare", "--base-bundles", *map(str, base), "--head-bundles", *map(str, head), "--out", str(out), *extra]
+    )
     return rc, out / "compare.json"
 
 
@@ -43,7 +55,9 @@ def test_planted_regression_is_the_only_verdict_and_fails_the_check(tmp_path, ca
     assert rc == 0  # without --fail-on the command only reports
     report = load_report(path)
     verdicts = {c.case_id: c.verdict for c in report.cases}
-    assert {cid for cid, v in verdicts.items() if v == "regression"} == {cid for cid in verdicts if cid.startswith("triton_fa2/")}
+    assert {cid for cid, v in verdicts.items() if v == "regression"} == {
+        cid for cid in verdicts if cid.startswith("triton_fa2/")
+    }
     assert {v for cid, v in verdicts.items() if not cid.startswith("triton_fa2/")} == {"no change"}
     slow = next(c for c in report.cases if c.verdict == "regression")
     assert 1.03 < slow.low < slow.ratio < slow.high < 1.09
@@ -85,7 +99,10 @@ def test_a_dirty_side_is_marked_and_refused_by_fail_on_unless_allowed(tmp_path, 
     assert (report.base_dirty, report.head_dirty) == (False, True)
     assert f"WARNING: the head measured uncommitted changes on top of {'c' * 12}" in capsys.readouterr().out
     body = render_comment(report)
-    assert f"> ⚠️ **The head measured uncommitted changes** on top of `{'c' * 12}`: its numbers are not that commit's" in body
+    assert (
+        f"> ⚠️ **The head measured uncommitted changes** on top of `{'c' * 12}`: its numbers are not that commit's"
+        in body
+    )
     assert "not the code that ran" in body  # the measure-again commands (history.reproduce.DIRTY_NOTE)
     path.unlink()
     rc, path = _compare(tmp_path, base, head, "--fail-on", "regression")
@@ -97,8 +114,11 @@ def test_a_dirty_side_is_marked_and_refused_by_fail_on_unless_allowed(tmp_path, 
 
 
 def test_correctness_failure_and_crash_in_the_head_fail_the_check(tmp_path):
-    head = _bundles(tmp_path, "head", statuses={"cuda_wmma/l4_mission/fp16/causal": "failed",
-                                               "triton_fa2/l4_mission/fp16/causal": "crashed"})
+    head = _bundles(
+        tmp_path,
+        "head",
+        statuses={"cuda_wmma/l4_mission/fp16/causal": "failed", "triton_fa2/l4_mission/fp16/causal": "crashed"},
+    )
     rc, path = _compare(tmp_path, _bundles(tmp_path, "base"), head, "--fail-on", "regression")
     assert rc == 1
     report = load_report(path)
@@ -164,9 +184,25 @@ runpy.run_module("attnwatch", run_name="__main__")
 def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
     """A GPU runner measures but may have no duckdb: `python -m attnwatch compare` must not need it."""
     base, head = _bundles(tmp_path, "base", rounds=2), _bundles(tmp_path, "head", rounds=2)
-    done = subprocess.run([sys.executable, "-c", NO_DUCKDB, "--base-bundles", *map(str, base), "--head-bundles",
-                           *map(str, head), "--out", str(tmp_path / "out"), "--fail-on", "regression"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            NO_DUCKDB,
+            "--base-bundles",
+            *map(str, base),
+            "--head-bundles",
+            *map(str, head),
+            "--out",
+            str(tmp_path / "out"),
+            "--fail-on",
+            "regression",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert load_report(tmp_path / "out" / "compare.json").rounds == 2
 
@@ -174,8 +210,18 @@ def test_compare_runs_where_duckdb_is_not_installed(tmp_path):
 def test_the_measuring_modules_need_no_database():
     """The GPU host measures with warm workers and has no duckdb: neither the compare session
     nor the worker process nor the crash attribution may import it."""
-    modules = ", ".join(f"attnwatch.ci.{name}" for name in (
-        "compare.session", "compare.side", "workers.server", "workers.client", "attribution", "supervisor", "suites.worker"))
+    modules = ", ".join(
+        f"attnwatch.ci.{name}"
+        for name in (
+            "compare.session",
+            "compare.side",
+            "workers.server",
+            "workers.client",
+            "attribution",
+            "supervisor",
+            "suites.worker",
+        )
+    )
     script = NO_DUCKDB.split("sys.argv =")[0] + f"import {modules}\nprint('ok')\n"
     done = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
@@ -219,7 +265,12 @@ def test_pooled_intervals_warn_and_three_rounds_do_not(tmp_path):
 
 
 def test_rounds_alternate_abba():
-    assert [round_order(r) for r in range(4)] == [("base", "head"), ("head", "base"), ("base", "head"), ("head", "base")]
+    assert [round_order(r) for r in range(4)] == [
+        ("base", "head"),
+        ("head", "base"),
+        ("base", "head"),
+        ("head", "base"),
+    ]
 
 
 @pytest.mark.slow
@@ -229,16 +280,44 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
         pytest.skip("not a git checkout")
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO_ROOT), str(clone)], check=True)
-    git = lambda *a: subprocess.run(["git", "-C", str(clone), *a], check=True, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    git("-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", "head commit")
+
+    def git(*a):
+        return subprocess.run(["git", "-C", str(clone), *a], check=True, capture_output=True, text=True).stdout.strip()
+
+    git(
+        "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet", "--allow-empty", "-m", "head commit"
+    )
     base_sha, head_sha = git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
-         "sys.exit(main(sys.argv[1:]))", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
-         "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--rounds", "2", "--no-correctness",
-         "--out", str(out)],
-        cwd=clone, capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))",
+            "compare",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,torch_3op",
+            "--dtypes",
+            "fp16",
+            "--causal",
+            "no",
+            "--rounds",
+            "2",
+            "--no-correctness",
+            "--out",
+            str(out),
+        ],
+        cwd=clone,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(out / "compare.json")
@@ -266,17 +345,39 @@ def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_pat
     monkeypatch.setenv("FAKE_NCU_ARGS", str(tmp_path / "ncu_args.json"))
     export = tmp_path / "base"
     export.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True
+    )
     subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
     source = export / "kernels" / "variants" / "torch_3op.py"
     text = source.read_text()
     assert text.count("    return Prepared(fn=run,") == 1
-    planted = ("    once = run\n\n    def run():  # planted: three times the work\n"
-               "        once()\n        once()\n        return once()\n\n    return Prepared(fn=run,")
+    planted = (
+        "    once = run\n\n    def run():  # planted: three times the work\n"
+        "        once()\n        once()\n        return once()\n\n    return Prepared(fn=run,"
+    )
     source.write_text(text.replace("    return Prepared(fn=run,", planted))
     out = tmp_path / "out"
-    rc = main(["compare", "--base-root", str(export), "--base", "slow-base", "--shapes", "cpu", "--variants",
-               "sdpa,torch_3op", "--causal", "no", "--rounds", "3", "--no-correctness", "--out", str(out)])
+    rc = main(
+        [
+            "compare",
+            "--base-root",
+            str(export),
+            "--base",
+            "slow-base",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,torch_3op",
+            "--causal",
+            "no",
+            "--rounds",
+            "3",
+            "--no-correctness",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     report = load_report(out / "compare.json")
     by_case = {c.case_id: c for c in report.cases}
@@ -302,11 +403,31 @@ def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
     """--base-root: the base's kernels come from a plain directory (a host without the history)."""
     export = tmp_path / "base"
     export.mkdir()
-    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True)
+    archive = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True
+    )
     subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
     out = tmp_path / "out"
-    rc = main(["compare", "--base-root", str(export), "--base", "exported-head", "--shapes", "cpu", "--variants",
-               "sdpa", "--causal", "no", "--rounds", "1", "--no-correctness", "--out", str(out)])
+    rc = main(
+        [
+            "compare",
+            "--base-root",
+            str(export),
+            "--base",
+            "exported-head",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa",
+            "--causal",
+            "no",
+            "--rounds",
+            "1",
+            "--no-correctness",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     report = load_report(out / "compare.json")
     assert report.base_ref == "exported-head" and report.rounds == 1

@@ -36,11 +36,21 @@ def recorded_pair(tmp_path_factory):
     variants = tuple(sorted({cid.split("/")[0] for cid in processes["process0"]}))
     bundles = []
     for i, (side, process) in enumerate((("base", "process0"), ("head", "process1"))):
-        bundles.append(make_bundle(
-            work / side, run_id=f"h200-{side}", variants=variants, shapes=shapes, causal=(False,),
-            recorded=processes[process], commit_sha=("a" if side == "base" else "c") * 40,
-            started_at=T0 + timedelta(hours=i), gpu_name=GPU, with_correctness=False, with_builds=False,
-        ))
+        bundles.append(
+            make_bundle(
+                work / side,
+                run_id=f"h200-{side}",
+                variants=variants,
+                shapes=shapes,
+                causal=(False,),
+                recorded=processes[process],
+                commit_sha=("a" if side == "base" else "c") * 40,
+                started_at=T0 + timedelta(hours=i),
+                gpu_name=GPU,
+                with_correctness=False,
+                with_builds=False,
+            )
+        )
     return work, bundles
 
 

@@ -21,10 +21,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 # Every flag --pytest refuses, with a value (None: the flag takes none).
 NOT_WITH_PYTEST = {
-    "--shapes": "pr", "--variants": "sdpa", "--dtypes": "fp16", "--causal": "both", "--all": None,
-    "--variant-module": "mymod", "--variant-path": "lib", "--min-rounds": "2", "--workers-per-side": "1",
-    "--no-correctness": None, "--ncu": "changed", "--ncu-budget": "30", "--case-timeout": "60",
-    "--base-root": ".", "--base-bundles": "b", "--head-bundles": "h",
+    "--shapes": "pr",
+    "--variants": "sdpa",
+    "--dtypes": "fp16",
+    "--causal": "both",
+    "--all": None,
+    "--variant-module": "mymod",
+    "--variant-path": "lib",
+    "--min-rounds": "2",
+    "--workers-per-side": "1",
+    "--no-correctness": None,
+    "--ncu": "changed",
+    "--ncu-budget": "30",
+    "--case-timeout": "60",
+    "--base-root": ".",
+    "--base-bundles": "b",
+    "--head-bundles": "h",
 }
 
 
@@ -55,13 +67,36 @@ def test_a_variant_flag_given_with_pytest_is_refused(repo, capsys, flag):
 def test_the_refusal_names_every_flag_and_what_pytest_selects_with(repo):
     """Through the real CLI in a subprocess: one line on stderr, exit 2, nothing written."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--base", "nosuchref",
-                           "--variants", "sdpa", "--causal", "no", "--ncu-budget", "5", "--out", "out"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--pytest",
+            "bench",
+            "--base",
+            "nosuchref",
+            "--variants",
+            "sdpa",
+            "--causal",
+            "no",
+            "--ncu-budget",
+            "5",
+            "--out",
+            "out",
+        ],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         "attnwatch compare: error: --variants, --causal, --ncu-budget do not apply with --pytest, which measures the "
-        "suite's own tests (choose them with --pytest-args, e.g. '-k softmax', or a node id as PATH); runs no ncu pass"]
+        "suite's own tests (choose them with --pytest-args, e.g. '-k softmax', or a node id as PATH); runs no ncu pass"
+    ]
     assert not (repo / "out").exists()
 
 
@@ -78,5 +113,6 @@ def test_pytest_args_without_pytest_is_refused(repo, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and err == [
         "attnwatch compare: error: --pytest-args applies only with --pytest PATH (without it, the registry's "
-        "variants are measured: choose them with --variants, --shapes, --dtypes, --causal)"]
+        "variants are measured: choose them with --variants, --shapes, --dtypes, --causal)"
+    ]
     assert not (repo / "out").exists()

@@ -29,8 +29,12 @@ CASES = {"sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"}
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def _two_commits(root: Path) -> tuple[Path, str, str]:
@@ -54,30 +58,72 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
     repo, merge_base, head = _two_commits(tmp_path)
     out = tmp_path / "compare-out"
     done = subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
-         "sys.exit(main(sys.argv[1:]))", "compare", "--base", "main", "--head", "feature", "--shapes", "cpu",
-         "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no", "--min-rounds", "2", "--rounds", "2",
-         "--out", str(out)],
-        cwd=repo, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); from attnwatch.cli.main import main; "
+            "sys.exit(main(sys.argv[1:]))",
+            "compare",
+            "--base",
+            "main",
+            "--head",
+            "feature",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,torch_3op",
+            "--dtypes",
+            "fp16",
+            "--causal",
+            "no",
+            "--min-rounds",
+            "2",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(out / "compare.json")
     assert (report.merge_base_sha, report.head_sha) == (merge_base, head)
-    assert sorted(p.name for p in (out / "bundles").iterdir()) == ["base-round1", "base-round2", "head-round1",
-                                                                   "head-round2"]
+    assert sorted(p.name for p in (out / "bundles").iterdir()) == [
+        "base-round1",
+        "base-round2",
+        "head-round1",
+        "head-round2",
+    ]
     session = json.loads((out / "session.json").read_text())
     assert session["sides"]["head"]["bundles"] == ["bundles/head-round1", "bundles/head-round2"]
 
-    ingest = ["--db", str(db_path), "ingest", "--pull-request", "7", "--head-sha", head, "--source-run", "123.1",
-              str(out)]
+    ingest = [
+        "--db",
+        str(db_path),
+        "ingest",
+        "--pull-request",
+        "7",
+        "--head-sha",
+        head,
+        "--source-run",
+        "123.1",
+        str(out),
+    ]
     assert main(ingest) == 0
     assert "4 run(s) inserted" in capsys.readouterr().out
 
     link = dashboard_link("https://dash.example.org", 7, SourceRun(123, 1), report.gpu_name)
     query = urllib.parse.parse_qs(urllib.parse.urlparse(link).query)
     with open_read(parse_location(db_path)) as con:
-        runs = {r[0]: r[1:] for r in con.execute(
-            "SELECT run_id, trigger, pr_number, branch, commit_sha, shape_set FROM runs").fetchall()}
+        runs = {
+            r[0]: r[1:]
+            for r in con.execute(
+                "SELECT run_id, trigger, pr_number, branch, commit_sha, shape_set FROM runs"
+            ).fetchall()
+        }
         for side, sha in (("base", merge_base), ("head", head)):
             (run_id,) = query[side]
             assert runs[run_id] == ("pull_request", 7, "pull/7", sha, "cpu")
@@ -92,8 +138,12 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
     # compare.json's per-round medians are the medians of the samples stored for those rounds.
     for case in report.cases:
         for side in ("base", "head"):
-            stored = [statistics.median(v for r, c, v in samples if r == run_id_for(7, SourceRun(123, 1), side, k)
-                                        and c == case.case_id) for k in (1, 2)]
+            stored = [
+                statistics.median(
+                    v for r, c, v in samples if r == run_id_for(7, SourceRun(123, 1), side, k) and c == case.case_id
+                )
+                for k in (1, 2)
+            ]
             assert getattr(case, side).round_medians_us == pytest.approx(stored, rel=1e-12)
 
     assert main(ingest) == 0  # the same artifact again: nothing new

@@ -29,21 +29,24 @@ def _mutate(good, tmp_path, change):
     return path
 
 
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(schema="something.else"), "schema"),
-    (lambda d: d.update(schema_version=99), "schema_version"),
-    (lambda d: d.update(surprise=1), "surprise: unknown field"),
-    (lambda d: d["cases"][0].update(verdict="fine"), "cases[0].verdict"),
-    (lambda d: d["cases"][1]["head"].update(median_us=-3), "cases[1].head.median_us"),
-    (lambda d: d["cases"][1].update(ratio="1.0"), "cases[1].ratio"),
-    (lambda d: d["cases"][2].update(case_id="x" * 5000), "cases[2].case_id"),
-    (lambda d: d["cases"][2].update(case_id="a\x1b[31mred"), "cases[2].case_id"),
-    (lambda d: d["cases"][0]["base"].update(error=["not", "text"]), "cases[0].base.error"),
-    (lambda d: d["cases"].append(d["cases"][0]), "duplicate case ids"),
-    (lambda d: d.update(cases={}), "cases"),
-    (lambda d: d.update(rounds=True), "rounds"),
-    (lambda d: d["environment"].update(nested={"a": 1}), "environment.nested"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (lambda d: d.update(schema="something.else"), "schema"),
+        (lambda d: d.update(schema_version=99), "schema_version"),
+        (lambda d: d.update(surprise=1), "surprise: unknown field"),
+        (lambda d: d["cases"][0].update(verdict="fine"), "cases[0].verdict"),
+        (lambda d: d["cases"][1]["head"].update(median_us=-3), "cases[1].head.median_us"),
+        (lambda d: d["cases"][1].update(ratio="1.0"), "cases[1].ratio"),
+        (lambda d: d["cases"][2].update(case_id="x" * 5000), "cases[2].case_id"),
+        (lambda d: d["cases"][2].update(case_id="a\x1b[31mred"), "cases[2].case_id"),
+        (lambda d: d["cases"][0]["base"].update(error=["not", "text"]), "cases[0].base.error"),
+        (lambda d: d["cases"].append(d["cases"][0]), "duplicate case ids"),
+        (lambda d: d.update(cases={}), "cases"),
+        (lambda d: d.update(rounds=True), "rounds"),
+        (lambda d: d["environment"].update(nested={"a": 1}), "environment.nested"),
+    ],
+)
 def test_bad_fields_are_named(good, tmp_path, change, field):
     with pytest.raises(ReportError) as exc:
         load_report(_mutate(good, tmp_path, change))
@@ -113,6 +116,10 @@ def test_a_version_3_compare_json_s_gap_to_sdpa_is_the_gap_to_baseline_sdpa(good
     old.write_text(json.dumps(document))
     loaded = load_report(old)
     assert [getattr(c, side).gap_to_baseline for c in loaded.cases for side in ("base", "head")] == gaps
-    assert {getattr(c, side).baseline_variant for c in loaded.cases for side in ("base", "head")
-            if getattr(c, side).gap_to_baseline is not None} == {"sdpa"}
+    assert {
+        getattr(c, side).baseline_variant
+        for c in loaded.cases
+        for side in ("base", "head")
+        if getattr(c, side).gap_to_baseline is not None
+    } == {"sdpa"}
     assert any(g is not None for g in gaps)

@@ -18,8 +18,16 @@ from attnwatch.ci.plan import operator_baselines
 from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.affected import SOURCE_UNCHANGED
 from attnwatch.ci.compare.report import ReportError, load_report, write_report
-from attnwatch.ci.compare.select import (BASELINE_REASON, CANARY, REFERENCE, UNCHANGED, difference, harness_change, select_variants,
-                                         selection_record)
+from attnwatch.ci.compare.select import (
+    BASELINE_REASON,
+    CANARY,
+    REFERENCE,
+    UNCHANGED,
+    difference,
+    harness_change,
+    select_variants,
+    selection_record,
+)
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
@@ -59,8 +67,9 @@ def _nvcc_key(root: Path, name: str) -> str:
     from attnwatch.kernels.cuda.launch import SPECS
     from attnwatch.kernels.nvcc import source_hash
 
-    return source_hash([root / "kernels" / "cuda" / SPECS[name].path.name], output="cubin", arch="sm_90", flags=(),
-                       include_dirs=())
+    return source_hash(
+        [root / "kernels" / "cuda" / SPECS[name].path.name], output="cubin", arch="sm_90", flags=(), include_dirs=()
+    )
 
 
 def _cache_binary(key: str, content: str = "") -> None:
@@ -80,22 +89,33 @@ def fingerprints(root: Path, *, keyed: bool = False, libraries: dict = LIBRARIES
     `keyed`: the CUDA variants built, each build record carrying nvcc's source hash and its binary cached."""
     out = {}
     for v in all_variants():
-        builds = [{"variant": v.name, "ok": True, "source_hash": _nvcc_key(root, v.name), "compile_seconds": 1.0}] \
-            if keyed and v.name in CUDA else []
+        builds = (
+            [{"variant": v.name, "ok": True, "source_hash": _nvcc_key(root, v.name), "compile_seconds": 1.0}]
+            if keyed and v.name in CUDA
+            else []
+        )
         for build in builds:
             if not (default_cache_dir_has(build["source_hash"])):
                 _cache_binary(build["source_hash"])
-        out[v.name] = variant_fingerprint(root / _module(v), root, builds=builds, libraries=libraries,
-                                          settings={"cases": [v.name]})
+        out[v.name] = variant_fingerprint(
+            root / _module(v), root, builds=builds, libraries=libraries, settings={"cases": [v.name]}
+        )
         out[v.name]["operator"] = v.operator  # as plan_fingerprints records it from the plan's cases
     return out
 
 
 def select(base: Path, head: Path, *, keyed: bool = False, rotation: str = "c0ffee", canary: int = 1, **kw):
     hb, hh = harness_closure(base), harness_closure(head)
-    return select_variants([v.name for v in all_variants()], fingerprints(base, keyed=keyed),
-                           fingerprints(head, keyed=keyed, **kw), reference=reference().name,
-                           baselines=operator_baselines(), rotation=rotation, canary=canary, everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown))
+    return select_variants(
+        [v.name for v in all_variants()],
+        fingerprints(base, keyed=keyed),
+        fingerprints(head, keyed=keyed, **kw),
+        reference=reference().name,
+        baselines=operator_baselines(),
+        rotation=rotation,
+        canary=canary,
+        everything=harness_change(hb.files, hh.files, hb.unknown, hh.unknown),
+    )
 
 
 def changed(selection) -> set[str]:
@@ -169,14 +189,25 @@ def test_a_canary_of_another_operator_does_not_measure_its_baseline(tree):
     rmsnorm = [n for n, fp in same.items() if fp["operator"] == "rmsnorm" and n not in operator_baselines().values()]
     only = {n: fp for n, fp in same.items() if n in (*rmsnorm, "rmsnorm_torch", reference().name)}
     for k in range(8):
-        selection = select_variants(list(only), only, only, reference=reference().name, baselines=operator_baselines(),
-                                    rotation=f"{k:040x}", canary=1)
+        selection = select_variants(
+            list(only),
+            only,
+            only,
+            reference=reference().name,
+            baselines=operator_baselines(),
+            rotation=f"{k:040x}",
+            canary=1,
+        )
         assert "rmsnorm_torch" not in selection.measured or selection.canary == ["rmsnorm_torch"]
     # a changed variant whose operator is not known needs every baseline
     unknown = {n: {k: v for k, v in fp.items() if k != "operator"} for n, fp in only.items()}
     head = {**unknown, rmsnorm[0]: {**unknown[rmsnorm[0]], "digest": "another"}}
-    assert "rmsnorm_torch" in select_variants(list(only), unknown, head, reference=reference().name,
-                                              baselines=operator_baselines(), rotation="", canary=0).measured
+    assert (
+        "rmsnorm_torch"
+        in select_variants(
+            list(only), unknown, head, reference=reference().name, baselines=operator_baselines(), rotation="", canary=0
+        ).measured
+    )
 
 
 def test_a_module_a_variant_imports_is_followed(sides):
@@ -283,9 +314,14 @@ def test_a_different_flash_attn_4_measures_everything(sides):
     base_fps = fingerprints(base, libraries=library_versions(env))
 
     def chosen(packages):
-        return select_variants([v.name for v in all_variants()], base_fps,
-                               fingerprints(head, libraries=library_versions({**env, "packages": packages})),
-                               reference=reference().name, rotation="c0ffee", canary=1)
+        return select_variants(
+            [v.name for v in all_variants()],
+            base_fps,
+            fingerprints(head, libraries=library_versions({**env, "packages": packages})),
+            reference=reference().name,
+            rotation="c0ffee",
+            canary=1,
+        )
 
     assert chosen({"flash-attn-4": "4.0.0b4", "liger-kernel": None}).everything is None
     newer = chosen({"flash-attn-4": "4.0.0b5", "liger-kernel": None})
@@ -315,8 +351,10 @@ def test_the_variant_list_is_hashed_but_not_followed(tree):
 
 def test_the_canary_rotates_with_the_head_commit(tree):
     same = fingerprints(tree)
-    pick = lambda rotation: select_variants(list(same), same, same, reference=reference().name,  # noqa: E731
-                                            rotation=rotation, canary=1).canary
+
+    def pick(rotation):
+        return select_variants(list(same), same, same, reference=reference().name, rotation=rotation, canary=1).canary
+
     canaries = {tuple(pick(f"{k:040x}")) for k in range(6)}
     assert len(canaries) > 1  # successive pull requests cover different variants
     assert pick("abc") == pick("abc") and reference().name not in {c for cs in canaries for c in cs}
@@ -329,8 +367,9 @@ def test_the_canary_is_never_a_variant_this_runner_cannot_run(tree):
     for name, fp in same.items():
         fp["available"] = name in runnable or name == reference().name
     for k in range(12):
-        canary = select_variants(list(same), same, same, reference=reference().name, rotation=f"{k:040x}",
-                                 canary=1).canary
+        canary = select_variants(
+            list(same), same, same, reference=reference().name, rotation=f"{k:040x}", canary=1
+        ).canary
         assert len(canary) == 1 and set(canary) <= runnable
 
 
@@ -345,8 +384,9 @@ def test_a_worker_records_whether_each_variant_is_available():
 
 
 def test_forced_measures_everything(sides):
-    selection = select_variants(["sdpa", "torch_3op"], {}, {}, reference="sdpa", rotation="", canary=1,
-                                everything="--all")
+    selection = select_variants(
+        ["sdpa", "torch_3op"], {}, {}, reference="sdpa", rotation="", canary=1, everything="--all"
+    )
     assert selection.everything == "--all" and set(selection.measured) == {"sdpa", "torch_3op"}
 
 
@@ -363,25 +403,34 @@ def test_compare_json_and_the_comment_say_what_was_skipped_and_the_canary(sides,
     assert skipped and all(v.reason == UNCHANGED and v.base_fingerprint == v.head_fingerprint for v in skipped)
     body = render_comment(loaded)
     folded = [line for line in body.splitlines() if line.startswith("<details><summary>Not measured")]
-    assert folded == [f"<details><summary>Not measured: {len(skipped)} variants ({3 * len(skipped)} cases), unchanged: "
-                      "identical code and binaries on both sides (fingerprints in compare.json)</summary>"]
+    assert folded == [
+        f"<details><summary>Not measured: {len(skipped)} variants ({3 * len(skipped)} cases), unchanged: "
+        "identical code and binaries on both sides (fingerprints in compare.json)</summary>"
+    ]
     assert "A/A canary `sdpa_cudnn` (identical on both sides, measured as a check)" in body
     assert f"Baselines measured: `{reference().name}` (the reference, always)." in body.splitlines()
 
 
 def test_the_comment_says_which_baselines_were_measured_and_why(sides, fixtures_dir):
     report = make_report(fixtures_dir)
-    report.selection = selection_record(select(*_changed_variant(sides, "rmsnorm_triton")),
-                                        {v.name: 2 for v in all_variants()}, {}, {})
+    report.selection = selection_record(
+        select(*_changed_variant(sides, "rmsnorm_triton")), {v.name: 2 for v in all_variants()}, {}, {}
+    )
     line = next(x for x in render_comment(report).splitlines() if x.startswith("Baselines measured"))
-    assert line == (f"Baselines measured: `{reference().name}` (the reference, always), `rmsnorm_torch` (because "
-                    "rmsnorm\\_triton changed).")
+    assert line == (
+        f"Baselines measured: `{reference().name}` (the reference, always), `rmsnorm_torch` (because "
+        "rmsnorm\\_triton changed)."
+    )
 
 
 def test_a_canary_that_moved_is_a_warning(fixtures_dir):
     report = make_report(fixtures_dir, slowdown={"sdpa_cudnn/h100_small/fp16/noncausal": 1.10})
-    report.selection = selection_record(select_variants(["sdpa", "sdpa_cudnn"], {}, {}, reference="sdpa", rotation="",
-                                                        canary=1, everything=None), {"sdpa": 1, "sdpa_cudnn": 1}, {}, {})
+    report.selection = selection_record(
+        select_variants(["sdpa", "sdpa_cudnn"], {}, {}, reference="sdpa", rotation="", canary=1, everything=None),
+        {"sdpa": 1, "sdpa_cudnn": 1},
+        {},
+        {},
+    )
     report.selection.canary = ["sdpa_cudnn"]
     assert "**A/A canary moved**" in render_comment(report)
 
@@ -402,17 +451,28 @@ def test_a_report_with_an_unknown_time_part_is_refused(fixtures_dir, tmp_path):
 def _scratch_repo(tmp_path: Path) -> Path:
     """A git repository holding this checkout's files in one commit (the base)."""
     repo = tmp_path / "repo"
-    listed = subprocess.run(["git", "-C", str(REPO_ROOT), "ls-files", "-z", "-co", "--exclude-standard"], check=True,
-                            capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "-co", "--exclude-standard"],
+            check=True,
+            capture_output=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
-        if (REPO_ROOT / name).is_symlink():  # attnwatch/ci -> ../ci: the scratch copy's own folders, not this checkout's
+        if (
+            REPO_ROOT / name
+        ).is_symlink():  # attnwatch/ci -> ../ci: the scratch copy's own folders, not this checkout's
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.readlink(REPO_ROOT / name), repo / name)
         elif (REPO_ROOT / name).is_file():
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO_ROOT / name, repo / name)
     for args in (["init", "--quiet"], ["add", "-A"], ["commit", "--quiet", "-m", "base"]):
-        subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args], check=True)
+        subprocess.run(
+            ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args], check=True
+        )
     return repo
 
 
@@ -423,16 +483,56 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     repo = _scratch_repo(tmp_path)
     source = repo / "kernels" / "variants" / "torch_3op.py"
     source.write_text(source.read_text() + "\n# a change\n")
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
-                    "-am", "head"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(repo),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.org",
+            "commit",
+            "--quiet",
+            "-am",
+            "head",
+        ],
+        check=True,
+    )
     variants = ("sdpa", "sdpa_math", "sdpa_flash", "torch_3op")
     reports = {}
     for name, extra in (("selected", []), ("all", ["--all"])):
         out = tmp_path / name
         done = subprocess.run(
-            [sys.executable, "-m", "attnwatch", "compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu",
-             "--variants", ",".join(variants), "--causal", "no", "--rounds", "1", "--no-correctness", "--ncu", "off",
-             "--out", str(out), *extra], cwd=repo, capture_output=True, text=True, timeout=600)
+            [
+                sys.executable,
+                "-m",
+                "attnwatch",
+                "compare",
+                "--base",
+                "HEAD~1",
+                "--head",
+                "HEAD",
+                "--shapes",
+                "cpu",
+                "--variants",
+                ",".join(variants),
+                "--causal",
+                "no",
+                "--rounds",
+                "1",
+                "--no-correctness",
+                "--ncu",
+                "off",
+                "--out",
+                str(out),
+                *extra,
+            ],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert "compare: time: wall " in done.stderr and "other = outside the rounds " in done.stderr
         reports[name] = load_report(out / "compare.json")

@@ -40,8 +40,9 @@ class ReplaySide:
             median, round_sd = self.truths[c.variant]
             level = median * np.exp(self.rng.normal(0.0, round_sd))
             samples = level * np.exp(self.rng.normal(0.0, 0.01, size=200))
-            out[c.case_id] = CaseRound(c.case_id, c.variant, c.shape_id, c.dtype, c.causal, "ok",
-                                       samples_us=samples.tolist())
+            out[c.case_id] = CaseRound(
+                c.case_id, c.variant, c.shape_id, c.dtype, c.causal, "ok", samples_us=samples.tolist()
+            )
         return out
 
 
@@ -49,20 +50,24 @@ def _run(head_truths: dict[str, tuple[float, float]], design: SequentialDesign, 
     base_truths = {v: (100.0, sd) for v, (_, sd) in head_truths.items()}
     cases = plan_cases(list(head_truths), [SHAPES["h100_small"]], ["fp16"], [False])
     sides = {"base": ReplaySide("base", base_truths, seed), "head": ReplaySide("head", head_truths, seed + 1)}
-    measured = measure_rounds(cases, sides, design, min_effect=MIN_EFFECT, sampling={}, method="rounds-t", resamples=1000,
-                              log=lambda m: None)
+    measured = measure_rounds(
+        cases, sides, design, min_effect=MIN_EFFECT, sampling={}, method="rounds-t", resamples=1000, log=lambda m: None
+    )
     by_variant = {cid.split("/")[0]: cid for cid in measured.rounds_used}
     return measured, sides, by_variant
 
 
 def test_decided_cases_stop_at_the_first_look_and_undecided_ones_run_to_the_cap():
     design = SequentialDesign(3, 8, 0.95)
-    measured, sides, ids = _run({
-        "same": (100.0, 0.002),   # no change, low noise: inside ±2% at once
-        "slow": (110.0, 0.002),   # 10% slower: above +2% at once
-        "fast": (90.0, 0.002),    # 10% faster: an improvement
-        "edge": (101.7, 0.004),   # +1.7% under the H200's 0.4% round noise: neither inside ±2% nor beyond it
-    }, design)
+    measured, sides, ids = _run(
+        {
+            "same": (100.0, 0.002),  # no change, low noise: inside ±2% at once
+            "slow": (110.0, 0.002),  # 10% slower: above +2% at once
+            "fast": (90.0, 0.002),  # 10% faster: an improvement
+            "edge": (101.7, 0.004),  # +1.7% under the H200's 0.4% round noise: neither inside ±2% nor beyond it
+        },
+        design,
+    )
     assert measured.decided == {ids["same"]: "no change", ids["slow"]: "regression", ids["fast"]: "improvement"}
     assert measured.rounds_used[ids["same"]] == measured.rounds_used[ids["slow"]] == 3
     assert measured.rounds_used[ids["edge"]] == 8 and ids["edge"] not in measured.decided
@@ -90,17 +95,20 @@ def test_bonferroni_split_over_the_looks():
         SequentialDesign(4, 3, 0.95)
 
 
-@pytest.mark.parametrize("ratio, low, high, expected", [
-    (1.04, 1.025, 1.06, "regression"),
-    (1.025, 1.005, 1.045, "regression"),   # surely slower and by more than 2%, though the interval reaches below +2%
-    (0.94, 0.90, 0.975, "improvement"),
-    (0.975, 0.96, 0.995, "improvement"),
-    (1.0, 0.985, 1.015, "no change"),      # inside ±2%: equivalence
-    (1.015, 1.005, 1.03, None),            # surely slower, by less than 2% so far, not surely under it
-    (1.03, 0.99, 1.07, None),              # beyond +2%, but the rounds' noise could explain it
-    (0.99, 0.97, 1.01, None),              # straddles -2%
-    (1.0, 0.95, 1.05, None),               # too wide to say anything
-])
+@pytest.mark.parametrize(
+    "ratio, low, high, expected",
+    [
+        (1.04, 1.025, 1.06, "regression"),
+        (1.025, 1.005, 1.045, "regression"),  # surely slower and by more than 2%, though the interval reaches below +2%
+        (0.94, 0.90, 0.975, "improvement"),
+        (0.975, 0.96, 0.995, "improvement"),
+        (1.0, 0.985, 1.015, "no change"),  # inside ±2%: equivalence
+        (1.015, 1.005, 1.03, None),  # surely slower, by less than 2% so far, not surely under it
+        (1.03, 0.99, 1.07, None),  # beyond +2%, but the rounds' noise could explain it
+        (0.99, 0.97, 1.01, None),  # straddles -2%
+        (1.0, 0.95, 1.05, None),  # too wide to say anything
+    ],
+)
 def test_decide(ratio, low, high, expected):
     iv = ABInterval(ratio, low, high, 0.99, "hierarchical", 3)
     assert decide(iv, MIN_EFFECT) == expected

@@ -30,10 +30,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 def _side(tmp_path, variants: list[str], case_timeout_s: float = 60.0) -> tuple[Side, list]:
     cases = plan_cases(variants, [SHAPES["cpu_tiny"]], ["fp16"], [False])
     timing = timing_config("cpu").with_overrides(min_samples=6, max_samples=12, time_cap_s=0.2)
-    plan = RunPlan(cases=cases, timing=timing.to_dict(), device_kind="cpu", correctness=False,
-                   extra_variant_modules=["attnwatch_fault_variants"])
-    spec = WorkerSpec(plan=plan, side="head", checkout=None, work_dir=tmp_path / "work", extra_sys_path=[FAULTS],
-                      startup_timeout_s=120.0, case_timeout_s=case_timeout_s)
+    plan = RunPlan(
+        cases=cases,
+        timing=timing.to_dict(),
+        device_kind="cpu",
+        correctness=False,
+        extra_variant_modules=["attnwatch_fault_variants"],
+    )
+    spec = WorkerSpec(
+        plan=plan,
+        side="head",
+        checkout=None,
+        work_dir=tmp_path / "work",
+        extra_sys_path=[FAULTS],
+        startup_timeout_s=120.0,
+        case_timeout_s=case_timeout_s,
+    )
     return Side("head", spec, log=lambda m: None), cases
 
 
@@ -91,11 +103,39 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     registers t_planted in whatever process imports it.)"""
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
-         "--variants", "sdpa,t_planted", "--causal", "no", "--min-rounds", "3", "--rounds", "5",
-         "--variant-module", "attnwatch_planted", "--variant-path", FAULTS, "--no-correctness", "--out", str(out)],
-        cwd=REPO_ROOT, env={**os.environ, "ATTNWATCH_PLANTED_SLOWDOWN": "3.0"}, capture_output=True, text=True,
-        timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--base-root",
+            str(REPO_ROOT),
+            "--base",
+            "same-tree",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,t_planted",
+            "--causal",
+            "no",
+            "--min-rounds",
+            "3",
+            "--rounds",
+            "5",
+            "--variant-module",
+            "attnwatch_planted",
+            "--variant-path",
+            FAULTS,
+            "--no-correctness",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        env={**os.environ, "ATTNWATCH_PLANTED_SLOWDOWN": "3.0"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(out / "compare.json")
     by_variant = {c.variant: c for c in report.cases}
@@ -110,7 +150,11 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     schedule = [tuple(entry[:2]) for entry in session["schedule"]]
     assert schedule[:4] == [("base", 1), ("head", 1), ("head", 2), ("base", 2)]
-    assert session["sides"]["base"]["kernels_path"] == session["sides"]["head"]["kernels_path"] == str(REPO_ROOT / "kernels")
+    assert (
+        session["sides"]["base"]["kernels_path"]
+        == session["sides"]["head"]["kernels_path"]
+        == str(REPO_ROOT / "kernels")
+    )
     # Every round each side ran is a bundle; the decided case is only in the rounds it was measured in.
     bundles = {side: [read_round(out / p) for p in s["bundles"]] for side, s in session["sides"].items()}
     assert [len(b) for b in bundles.values()] == [session["rounds_run"]] * 2
@@ -125,10 +169,35 @@ def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):
     side checks correctness; a real compare of sdpa on the CPU still decides."""
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(REPO_ROOT), "--base", "same-tree", "--shapes", "cpu",
-         "--variants", "sdpa", "--causal", "no", "--min-rounds", "2", "--rounds", "2", "--workers-per-side", "2",
-         "--out", str(out)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--base-root",
+            str(REPO_ROOT),
+            "--base",
+            "same-tree",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa",
+            "--causal",
+            "no",
+            "--min-rounds",
+            "2",
+            "--rounds",
+            "2",
+            "--workers-per-side",
+            "2",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     session = json.loads((out / "session.json").read_text())
     assert session["workers_per_side"] == 2

@@ -84,8 +84,12 @@ def test_build_report_and_cache_hit(variant, cache_dir):
 
 def test_wmma_shared_memory_fits_the_occupancy_the_sources_claim():
     # The launch bounds in the .cu files assume these CTAs per SM; the layout must allow them.
-    expected_ctas = {("cuda_wmma", 64): 4, ("cuda_wmma", 128): 2,
-                     ("cuda_wmma_cpasync", 64): 3, ("cuda_wmma_cpasync", 128): 2}
+    expected_ctas = {
+        ("cuda_wmma", 64): 4,
+        ("cuda_wmma", 128): 2,
+        ("cuda_wmma_cpasync", 64): 3,
+        ("cuda_wmma_cpasync", 128): 2,
+    }
     for (variant, head_dim), ctas in expected_ctas.items():
         smem = SPECS[variant].dynamic_smem_bytes(head_dim)
         assert SMEM_PER_SM_BYTES // (smem + 1024) == ctas, (variant, head_dim, smem)  # 1 KB reserved per CTA

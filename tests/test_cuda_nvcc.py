@@ -217,8 +217,13 @@ def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
     cache = tmp_path / "cache"
     repo_root = Path(__file__).resolve().parent.parent
     children = [
-        subprocess.Popen([sys.executable, "-c", CHILD_BUILD, str(source), str(cache)], cwd=repo_root,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD_BUILD, str(source), str(cache)],
+            cwd=repo_root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(3)
     ]
     outputs = [child.communicate(timeout=300) for child in children]
@@ -257,8 +262,11 @@ def test_a_bound_launch_holds_the_tensors_it_points_into(monkeypatch):
     kernel = object.__new__(nvcc.CubinKernel)
     kernel.name, kernel.dynamic_smem_bytes = "stand_in", 0
     kernel._function = lambda grid, block, args, shared_mem: calls.append(args)
-    monkeypatch.setattr(nvcc.CubinKernel, "_convert",
-                        lambda self, index, arg: np.uintp(arg.data_ptr()) if isinstance(arg, torch.Tensor) else arg)
+    monkeypatch.setattr(
+        nvcc.CubinKernel,
+        "_convert",
+        lambda self, index, arg: np.uintp(arg.data_ptr()) if isinstance(arg, torch.Tensor) else arg,
+    )
     monkeypatch.setattr(nvcc, "_current_stream", contextlib.nullcontext)
     q, out = torch.ones(16), torch.zeros(16)
     addresses = (q.data_ptr(), out.data_ptr())

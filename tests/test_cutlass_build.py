@@ -23,8 +23,12 @@ from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REQUIRED_VARIANTS = (
-    "cutlass_3k_64x128x64", "cutlass_3k_64x64x32", "cutlass_3k_128x128x64", "cutlass_3k_128x256x64",
-    "cutlass_3k_64x128x64_persistent", "cutlass_3k_64x128x64_cluster2x1",
+    "cutlass_3k_64x128x64",
+    "cutlass_3k_64x64x32",
+    "cutlass_3k_128x128x64",
+    "cutlass_3k_128x256x64",
+    "cutlass_3k_64x128x64_persistent",
+    "cutlass_3k_64x128x64_cluster2x1",
 )
 
 
@@ -47,19 +51,25 @@ def test_every_swept_tile_and_schedule_is_a_registered_variant():
 
 def test_defines_select_the_configuration():
     assert _config("64x64x32").defines() == [
-        "-DATTN3K_TILE_M=64", "-DATTN3K_TILE_N=64", "-DATTN3K_TILE_K=32",
-        "-DATTN3K_CLUSTER_M=1", "-DATTN3K_SCHEDULE=1",
+        "-DATTN3K_TILE_M=64",
+        "-DATTN3K_TILE_N=64",
+        "-DATTN3K_TILE_K=32",
+        "-DATTN3K_CLUSTER_M=1",
+        "-DATTN3K_SCHEDULE=1",
     ]
 
 
-@pytest.mark.parametrize("entry, field", [
-    ('name = "a"\ntile = [64, 128]\ncluster_m = 1\nschedule = "pingpong"\nreason = "r"', "tile"),
-    ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 3\nschedule = "pingpong"\nreason = "r"', "cluster_m"),
-    ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "fast"\nreason = "r"', "schedule"),
-    ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "cooperative"\nreason = "r"', "schedule"),
-    ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "pingpong"\nreason = " "', "reason"),
-    ('name = "A-1"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "pingpong"\nreason = "r"', "name"),
-])
+@pytest.mark.parametrize(
+    "entry, field",
+    [
+        ('name = "a"\ntile = [64, 128]\ncluster_m = 1\nschedule = "pingpong"\nreason = "r"', "tile"),
+        ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 3\nschedule = "pingpong"\nreason = "r"', "cluster_m"),
+        ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "fast"\nreason = "r"', "schedule"),
+        ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "cooperative"\nreason = "r"', "schedule"),
+        ('name = "a"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "pingpong"\nreason = " "', "reason"),
+        ('name = "A-1"\ntile = [64, 128, 64]\ncluster_m = 1\nschedule = "pingpong"\nreason = "r"', "name"),
+    ],
+)
 def test_malformed_tile_file_names_file_and_field(tmp_path, entry, field):
     path = tmp_path / "tiles.toml"
     limits = (REPO_ROOT / "kernels/cutlass/tiles.toml").read_text().split("[limits]")[1]
@@ -125,8 +135,14 @@ def test_best_tile_compiles_for_sm90a_with_a_parsed_report(best_tile_report):
     assert report.compile_seconds > 0
     kernels = {k["kernel"]: k for k in report.config["kernels"]}
     # two CUTLASS GEMMs and our softmax, for each dtype
-    assert set(kernels) == {"softmax[fp16]", "softmax[bf16]", "gemm[fp16]#1", "gemm[fp16]#2",
-                            "gemm[bf16]#1", "gemm[bf16]#2"}
+    assert set(kernels) == {
+        "softmax[fp16]",
+        "softmax[bf16]",
+        "gemm[fp16]#1",
+        "gemm[fp16]#2",
+        "gemm[bf16]#1",
+        "gemm[bf16]#2",
+    }
     assert all(k["registers"] > 0 for k in kernels.values())
     assert report.spill_store_bytes == 0 and report.spill_load_bytes == 0
     assert report.registers_per_thread == max(k["registers"] for k in kernels.values())
@@ -169,9 +185,18 @@ def test_reachable_header_copy_builds_the_same_key(tmp_path, monkeypatch, best_t
     """What a GPU runner without network gets (the reachable headers only) builds the same cache key."""
     dest = tmp_path / "include"
     done = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "scripts/fetch_cutlass_headers.py"), "--from-installed",
-         "--only-reachable", "--dest", str(dest)],
-        capture_output=True, text=True, check=False, cwd=REPO_ROOT,
+        [
+            sys.executable,
+            str(REPO_ROOT / "scripts/fetch_cutlass_headers.py"),
+            "--from-installed",
+            "--only-reachable",
+            "--dest",
+            str(dest),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=REPO_ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert (dest / "cutlass/version.h").is_file() and (dest / "cute/tensor.hpp").is_file()

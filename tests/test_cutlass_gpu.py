@@ -17,8 +17,9 @@ pytestmark = pytest.mark.gpu
 
 # The attention variants this repository builds with CUTLASS (the cutlass family also holds
 # quack's CuTe-DSL RMSNorm, a package's kernel of another operator, with nothing to build).
-CUTLASS_VARIANTS = sorted(v.name for v in all_variants()
-                          if v.family == "cutlass" and v.operator == "attention" and v.build is not None)
+CUTLASS_VARIANTS = sorted(
+    v.name for v in all_variants() if v.family == "cutlass" and v.operator == "attention" and v.build is not None
+)
 SHAPES = [*shape_set("main", Shape), adhoc_shape(2, 3, 777, 64), adhoc_shape(1, 2, 777, 128)]
 
 
@@ -43,7 +44,9 @@ def test_cutlass_variant_matches_reference(variant, shape, dtype, causal):
     failures = [r for r in results if not r.passed]
     assert not failures, "; ".join(
         f"seed {r.seed}: {r.error or ''} max_abs_err={r.max_abs_err} rel_err={r.rel_err} "
-        f"violations={r.violations} worst={r.worst_index} nonfinite={r.nonfinite}" for r in failures)
+        f"violations={r.violations} worst={r.worst_index} nonfinite={r.nonfinite}"
+        for r in failures
+    )
 
 
 def test_build_reports_of_every_configuration_are_ok():

@@ -21,8 +21,11 @@ REFERENCE = ROOT / "docs" / "reference" / "dashboard.md"
 
 def _run_page_keys(view: Path) -> list[str]:
     """The first arguments of the view's `ui.run_page(...)` calls, read from its source."""
-    calls = [node for node in ast.walk(ast.parse(view.read_text(encoding="utf-8")))
-             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run_page"]
+    calls = [
+        node
+        for node in ast.walk(ast.parse(view.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "run_page"
+    ]
     return [call.args[0].value for call in calls if call.args and isinstance(call.args[0], ast.Constant)]
 
 

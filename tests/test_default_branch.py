@@ -21,8 +21,14 @@ REPO = Path(__file__).resolve().parent.parent
 
 def cli(db: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=REPO,
+    )
 
 
 @pytest.fixture(scope="module")

@@ -21,17 +21,28 @@ def test_the_shipped_plan_is_valid_and_names_files_that_are_there():
     steps = load_plan(PLAN)
     assert len(steps) == 8
     assert [next(k for k in ("commit", "patch", "empty", "revert") if k in s) for s in steps] == [
-        "commit", "commit", "commit", "patch", "empty", "empty", "revert", "patch"]
+        "commit",
+        "commit",
+        "commit",
+        "patch",
+        "empty",
+        "empty",
+        "revert",
+        "patch",
+    ]
     assert all((PLAN.parent / s["patch"]).is_file() for s in steps if "patch" in s)
     assert "patch" in steps[steps[6]["revert"]]
 
 
-@pytest.mark.parametrize("text, field", [
-    ('[[step]]\ncommit = "abc"\n', "step[0].why"),
-    ('[[step]]\nempty = true\nwhy = "x"\n', "step[0].message"),
-    ('[[step]]\ncommit = "abc"\nempty = true\nwhy = "x"\n', "step[0]: exactly one of"),
-    ('[[step]]\ncommit = "abc"\nwhy = "x"\n[[step]]\nrevert = 1\nmessage = "m"\nwhy = "x"\n', "step[1].revert"),
-])
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ('[[step]]\ncommit = "abc"\n', "step[0].why"),
+        ('[[step]]\nempty = true\nwhy = "x"\n', "step[0].message"),
+        ('[[step]]\ncommit = "abc"\nempty = true\nwhy = "x"\n', "step[0]: exactly one of"),
+        ('[[step]]\ncommit = "abc"\nwhy = "x"\n[[step]]\nrevert = 1\nmessage = "m"\nwhy = "x"\n', "step[1].revert"),
+    ],
+)
 def test_a_bad_plan_is_one_line_naming_the_file_and_the_field(tmp_path, text, field):
     plan = tmp_path / "plan.toml"
     plan.write_text(text)
@@ -53,7 +64,8 @@ def test_each_step_becomes_its_commit_on_main_and_is_recorded(tmp_path):
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "base")
     base = _git(repo, "rev-parse", "HEAD")
     (tmp_path / "smaller.patch").write_text(
-        "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-int tile = 64;\n+int tile = 32;\n")
+        "--- a/kernel.cu\n+++ b/kernel.cu\n@@ -1 +1 @@\n-int tile = 64;\n+int tile = 32;\n"
+    )
     plan = tmp_path / "plan.toml"
     plan.write_text(f'''
 [[step]]
@@ -75,8 +87,28 @@ why = "improves"
 ''')
     out, work = tmp_path / "out", tmp_path / "work"
     true = shutil.which("true")
-    assert main(["--repo", str(repo), "--plan", str(plan), "--work", str(work), "--out", str(out),
-                 "--tar", str(tmp_path / "out.tgz"), "--python", true, "--", "--shapes", "pr"]) == 0
+    assert (
+        main(
+            [
+                "--repo",
+                str(repo),
+                "--plan",
+                str(plan),
+                "--work",
+                str(work),
+                "--out",
+                str(out),
+                "--tar",
+                str(tmp_path / "out.tgz"),
+                "--python",
+                true,
+                "--",
+                "--shapes",
+                "pr",
+            ]
+        )
+        == 0
+    )
     log = _git(work, "log", "--format=%s", "main")
     assert log.splitlines() == ["Revert smaller tile", "nothing", "smaller tile", "base"]
     assert (work / "kernel.cu").read_text() == "int tile = 64;\n"

@@ -25,14 +25,25 @@ def _headings() -> set[str]:
 
 def _tracked_text_files() -> list[Path]:
     names = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    return [ROOT / n for n in names if n.endswith((".py", ".md", ".toml", ".sql", ".yml", ".cu", ".cuh", ".txt"))
-            or n in ("Makefile",)]
+    return [
+        ROOT / n
+        for n in names
+        if n.endswith((".py", ".md", ".toml", ".sql", ".yml", ".cu", ".cuh", ".txt")) or n in ("Makefile",)
+    ]
 
 
 def test_design_doc_has_the_sections_the_project_relies_on():
     headings = _headings()
-    assert {"Layers and the direction of imports", "Data flow", "Run bundle", "Measurement recipe",
-            "Detection", "Security rules", "Fleet history", "Threat model"} <= headings
+    assert {
+        "Layers and the direction of imports",
+        "Data flow",
+        "Run bundle",
+        "Measurement recipe",
+        "Detection",
+        "Security rules",
+        "Fleet history",
+        "Threat model",
+    } <= headings
 
 
 def test_every_citation_names_an_existing_section():
@@ -46,9 +57,13 @@ def test_every_citation_names_an_existing_section():
 
 
 def test_no_file_points_to_a_design_document_that_is_not_in_the_repository():
-    stale = [str(p.relative_to(ROOT)) for p in _tracked_text_files()
-             if "DESIGN.md" in p.read_text(encoding="utf-8", errors="replace")
-             and str(p.relative_to(ROOT)) not in FROZEN and p != Path(__file__).resolve()]
+    stale = [
+        str(p.relative_to(ROOT))
+        for p in _tracked_text_files()
+        if "DESIGN.md" in p.read_text(encoding="utf-8", errors="replace")
+        and str(p.relative_to(ROOT)) not in FROZEN
+        and p != Path(__file__).resolve()
+    ]
     assert stale == []
 
 
@@ -67,12 +82,18 @@ def _history_writers() -> dict[str, set[str]]:
     writers = {}
     for path in (ROOT / "history").rglob("*.py"):
         source = path.read_text(encoding="utf-8")
-        bodies = {node.name: ast.get_source_segment(source, node) or "" for node in ast.parse(source).body
-                  if isinstance(node, ast.FunctionDef)}
+        bodies = {
+            node.name: ast.get_source_segment(source, node) or ""
+            for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef)
+        }
         writing = {name for name, body in bodies.items() if any(t in body.split(":", 1)[-1] for t in tokens)}
         while True:  # a function calling a writer of its own module writes too
-            more = {name for name, body in bodies.items() if name not in writing
-                    and any(re.search(rf"\b{w}\(", body.split(":", 1)[-1]) for w in writing)}
+            more = {
+                name
+                for name, body in bodies.items()
+                if name not in writing and any(re.search(rf"\b{w}\(", body.split(":", 1)[-1]) for w in writing)
+            }
             if not more:
                 break
             writing |= more
@@ -102,8 +123,12 @@ def _app_modules_that_write() -> set[str]:
             func = node.func
             if isinstance(func, ast.Name) and func.id in names:
                 found.add(str(path.relative_to(ROOT)))
-            if (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in modules
-                    and func.attr in writers[modules[func.value.id]]):
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in modules
+                and func.attr in writers[modules[func.value.id]]
+            ):
                 found.add(str(path.relative_to(ROOT)))
     return found
 
@@ -119,7 +144,11 @@ def test_the_dashboard_section_names_every_module_that_writes_and_only_those():
     assert writing == {"app/data/store.py", "app/data/alerts.py"}  # if this changes, so must the doc
     assert writing == {m for m in named if m.startswith("app/data/")}
     assert all((ROOT / m).is_file() for m in named)
-    assert "`history.store.db.upgrade`" in paragraph and "Alerts page" in paragraph and "No other page writes." in paragraph
+    assert (
+        "`history.store.db.upgrade`" in paragraph
+        and "Alerts page" in paragraph
+        and "No other page writes." in paragraph
+    )
     assert "read-only short-lived connections)" not in _section("Data flow")  # the old claim, unqualified
 
 
@@ -151,7 +180,9 @@ def test_the_baseline_the_doc_names_is_the_operator_s_one_declaration():
     named = re.findall(r"`(\w+)` \(the baseline\b", section)
     assert named == [registry.reference().name]
     assert "`Variant.operator`" in section and "`RunPlan.baselines`" in section and "`kernels/operators.py`" in section
-    assert not [p for p in (ROOT / "ci").rglob("*.py") if re.search(r"^BASELINE\s*=", p.read_text(encoding="utf-8"), re.M)]
+    assert not [
+        p for p in (ROOT / "ci").rglob("*.py") if re.search(r"^BASELINE\s*=", p.read_text(encoding="utf-8"), re.M)
+    ]
 
 
 def test_the_settings_section_names_the_one_reader_and_its_test():

@@ -16,7 +16,7 @@ def procs(fixtures_dir):
 
 def _rounds(samples, n=3, factor=1.0):
     chunk = len(samples) // n
-    return [[s * factor for s in samples[i * chunk:(i + 1) * chunk]] for i in range(n)]
+    return [[s * factor for s in samples[i * chunk : (i + 1) * chunk]] for i in range(n)]
 
 
 def test_two_processes_of_the_same_kernels_are_no_change(procs):

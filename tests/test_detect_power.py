@@ -38,8 +38,18 @@ def test_wilson_interval(power):
 
 def test_small_run_separates_no_change_from_five_percent(power, fixtures_dir, tmp_path, capsys):
     out = tmp_path / "power.json"
-    rc = power.main(["--samples", str(fixtures_dir / "timing" / "h200_event_samples.json"), "--trials", "3",
-                     "--resamples", "200", "--json", str(out)])
+    rc = power.main(
+        [
+            "--samples",
+            str(fixtures_dir / "timing" / "h200_event_samples.json"),
+            "--trials",
+            "3",
+            "--resamples",
+            "200",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     for design in ("recorded/hierarchical", "recorded/pooled", "per-round/hierarchical", "per-round/pooled"):
@@ -58,8 +68,10 @@ def test_run_bundles_are_processes(power, tmp_path):
     """Bundles (e.g. the rounds of an A/A compare on a GPU) feed the noise model directly."""
     from bundle_factory import make_bundle
 
-    bundles = [make_bundle(tmp_path / f"round-{i}", run_id=f"r{i}", variants=("sdpa",), latency_scale=1 + 0.004 * i,
-                           seed=i) for i in range(4)]
+    bundles = [
+        make_bundle(tmp_path / f"round-{i}", run_id=f"r{i}", variants=("sdpa",), latency_scale=1 + 0.004 * i, seed=i)
+        for i in range(4)
+    ]
     cases = power.load_processes(bundles)
     assert len(cases) == 4 and all(len(p) == 4 for p in cases.values())  # 2 shapes x 2 causal, 4 processes
     sigma, df = power.between_process_sigma(cases)
@@ -72,8 +84,22 @@ RECORDED = Path(__file__).resolve().parent / "data" / "timing" / "h200_event_sam
 def test_sequential_rule_on_recorded_noise(power, tmp_path, capsys):
     """compare's sequential rule: no verdict at 0%, every 10% slowdown caught at the first look."""
     out = tmp_path / "seq.json"
-    rc = power.main(["--samples", str(RECORDED), "--trials", "2",
-                     "--resamples", "300", "--sequential", "3", "5", "--only-sequential", "--json", str(out)])
+    rc = power.main(
+        [
+            "--samples",
+            str(RECORDED),
+            "--trials",
+            "2",
+            "--resamples",
+            "300",
+            "--sequential",
+            "3",
+            "5",
+            "--only-sequential",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())["sequential"]
     assert data["min_rounds"] == 3 and math.isclose(data["per_look_confidence"], 1 - 0.05 / 3)
@@ -93,8 +119,14 @@ def test_replay_of_recorded_compares(power, tmp_path, capsys):
     folder = tmp_path / "compare"
     for k in range(1, 4):
         for side, scale in (("base", 1.0), ("head", 1.004)):
-            make_bundle(folder / "bundles" / f"{side}-round{k}", run_id=f"{side}{k}", variants=("sdpa",),
-                        latency_scale=scale * (1 + 0.001 * k), n_samples=200, seed=10 * k + (side == "head"))
+            make_bundle(
+                folder / "bundles" / f"{side}-round{k}",
+                run_id=f"{side}{k}",
+                variants=("sdpa",),
+                latency_scale=scale * (1 + 0.001 * k),
+                n_samples=200,
+                seed=10 * k + (side == "head"),
+            )
     out = tmp_path / "replay.json"
     assert power.main(["--compares", str(folder), "--resamples", "300", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["replay"]["rows"]

@@ -27,14 +27,20 @@ def _history(tmp_path, db_path, runs=16, start=0, slow_from=STEP_AT, broken_from
     def build(db):
         paths = []
         for i in range(start, runs):
-            paths.append(make_bundle(
-                tmp_path / f"bundle-{gpu[-4:]}-{i}", run_id=f"{gpu[-4:]}-run-{i}", commit_sha=f"{i:040x}",
-                started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i), gpu_name=gpu,
-                variants=("sdpa", "triton_fa2", "cuda_wmma"),
-                variant_scale={"triton_fa2": 1.06} if i >= slow_from else None,
-                statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
-                seed=i,
-            ))
+            paths.append(
+                make_bundle(
+                    tmp_path / f"bundle-{gpu[-4:]}-{i}",
+                    run_id=f"{gpu[-4:]}-run-{i}",
+                    commit_sha=f"{i:040x}",
+                    started_at=T0 + timedelta(hours=i),
+                    commit_date=T0 + timedelta(hours=i),
+                    gpu_name=gpu,
+                    variants=("sdpa", "triton_fa2", "cuda_wmma"),
+                    variant_scale={"triton_fa2": 1.06} if i >= slow_from else None,
+                    statuses={"cuda_wmma/l4_mission/fp16/causal": "failed"} if i >= broken_from else None,
+                    seed=i,
+                )
+            )
         ingest_paths(parse_location(db), paths)
 
     if db_path.exists():  # runs added to a history
@@ -115,9 +121,14 @@ def test_lifecycle_through_the_cli(tmp_path, db_path, capsys):
     alert = next(a for a in _alerts(db_path) if a.kind == "correctness")
     capsys.readouterr()
     assert main(["--db", str(db_path), "alerts", "ack", str(alert.alert_id), "--note", "bisecting", "--by", "ana"]) == 0
-    assert main(["--db", str(db_path), "alerts", "resolve", str(alert.alert_id), "--note", "fixed in abc", "--by", "ben"]) == 0
+    assert (
+        main(["--db", str(db_path), "alerts", "resolve", str(alert.alert_id), "--note", "fixed in abc", "--by", "ben"])
+        == 0
+    )
     assert [(e.action, e.actor, e.note) for e in alert_events(parse_location(db_path), alert.alert_id)][1:] == [
-        ("acknowledged", "ana", "bisecting"), ("resolved", "ben", "fixed in abc")]
+        ("acknowledged", "ana", "bisecting"),
+        ("resolved", "ben", "fixed in abc"),
+    ]
     assert main(["--db", str(db_path), "alerts", "list", "--all", "--history"]) == 0
     out = capsys.readouterr().out
     assert "resolved" in out and "bisecting" in out
@@ -146,7 +157,7 @@ def test_broken_thresholds_file_fails_before_touching_the_history(tmp_path, db_p
     with duckdb.connect(str(db_path), read_only=True) as con:
         before = con.execute("select count(*) from alerts").fetchone()
     bad = tmp_path / "bad.toml"
-    bad.write_text('[default]\nmin_effect = 0.02\n')
+    bad.write_text("[default]\nmin_effect = 0.02\n")
     assert main(["--db", str(db_path), "detect", "--thresholds", str(bad)]) == 2
     assert "min_effect_reason" in capsys.readouterr().err
     with duckdb.connect(str(db_path), read_only=True) as con:
@@ -164,12 +175,22 @@ def test_acknowledging_while_another_process_ingests_loses_nothing(tmp_path, db_
     _history(tmp_path, db_path)
     main(["--db", str(db_path), "detect"])
     alert_id = _alerts(db_path)[0].alert_id
-    more = [make_bundle(tmp_path / f"late-{i}", run_id=f"late-{i}", started_at=T0 + timedelta(days=2, hours=i),
-                        variants=("sdpa", "triton_fa2"), seed=50 + i) for i in range(6)]
+    more = [
+        make_bundle(
+            tmp_path / f"late-{i}",
+            run_id=f"late-{i}",
+            started_at=T0 + timedelta(days=2, hours=i),
+            variants=("sdpa", "triton_fa2"),
+            seed=50 + i,
+        )
+        for i in range(6)
+    ]
     tests_dir = Path(__file__).resolve().parent
-    code = ("import sys; from attnwatch.history.ingest.write import ingest_paths; "
-            "from attnwatch.history.store.location import parse_location; "
-            "[ingest_paths(parse_location(sys.argv[1]), [p]) for p in sys.argv[2:]]")
+    code = (
+        "import sys; from attnwatch.history.ingest.write import ingest_paths; "
+        "from attnwatch.history.store.location import parse_location; "
+        "[ingest_paths(parse_location(sys.argv[1]), [p]) for p in sys.argv[2:]]"
+    )
     ingest = subprocess.Popen([sys.executable, "-c", code, str(db_path), *map(str, more)], cwd=tests_dir.parent)
     acknowledge(parse_location(db_path), alert_id, "looking into it", "ana")
     resolve(parse_location(db_path), alert_id, "fixed", "ana")
@@ -193,23 +214,49 @@ def test_alerts_list_links_each_alert_to_its_trend(tmp_path, db_path, capsys):
     _history(tmp_path, db_path)
     main(["--db", str(db_path), "detect"])
     capsys.readouterr()
-    assert main(["--db", str(db_path), "alerts", "list", "--kind", "regression", "--dashboard-url", "https://perf.example.org"]) == 0
+    assert (
+        main(
+            [
+                "--db",
+                str(db_path),
+                "alerts",
+                "list",
+                "--kind",
+                "regression",
+                "--dashboard-url",
+                "https://perf.example.org",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     step = f"{STEP_AT:040x}"
-    assert (f"plot: https://perf.example.org/trends?gpu=NVIDIA+H200&metric=median_us&variants=triton_fa2"
-            f"&shapes=l4_mission&dtype=fp16&causal=0&host=gpu-runner-1&commits=..{step}") in out
-    assert out.count("plot: https://perf.example.org/trends?") == len([a for a in _alerts(db_path) if a.kind == "regression"])
+    assert (
+        f"plot: https://perf.example.org/trends?gpu=NVIDIA+H200&metric=median_us&variants=triton_fa2"
+        f"&shapes=l4_mission&dtype=fp16&causal=0&host=gpu-runner-1&commits=..{step}"
+    ) in out
+    assert out.count("plot: https://perf.example.org/trends?") == len(
+        [a for a in _alerts(db_path) if a.kind == "regression"]
+    )
 
 
 def test_a_step_with_a_new_kernel_configuration_says_so_apart_from_the_commit(tmp_path, db_path):
     """The autotuner's pick changed with the step: the alert names both configurations."""
     paths = []
     for i in range(16):
-        paths.append(make_bundle(
-            tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", started_at=T0 + timedelta(hours=i),
-            commit_date=T0 + timedelta(hours=i), variants=("sdpa", "triton_fa2"), seed=i,
-            variant_scale={"triton_fa2": 1.06} if i >= STEP_AT else None,
-            kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= STEP_AT else "m64_n64_w4_s3"}))
+        paths.append(
+            make_bundle(
+                tmp_path / f"b{i}",
+                run_id=f"run-{i}",
+                commit_sha=f"{i:040x}",
+                started_at=T0 + timedelta(hours=i),
+                commit_date=T0 + timedelta(hours=i),
+                variants=("sdpa", "triton_fa2"),
+                seed=i,
+                variant_scale={"triton_fa2": 1.06} if i >= STEP_AT else None,
+                kernel_configs={"triton_fa2": "m64_n128_w4_s3" if i >= STEP_AT else "m64_n64_w4_s3"},
+            )
+        )
     ingest_paths(parse_location(db_path), paths)
     assert main(["--db", str(db_path), "detect"]) == 0
     steps = [a for a in _alerts(db_path) if a.kind == "regression"]

@@ -34,8 +34,15 @@ def _write(tmp_path, text):
 
 GOOD_DEFAULT = "\n".join(
     f'{k} = {v}\n{k}_reason = "because"'
-    for k, v in dict(min_effect=0.03, confidence=0.95, min_persist=3, penalty_scale=2.0, sigma_floor=0.0005,
-                     min_series=6, resolve_after=3).items()
+    for k, v in dict(
+        min_effect=0.03,
+        confidence=0.95,
+        min_persist=3,
+        penalty_scale=2.0,
+        sigma_floor=0.0005,
+        min_series=6,
+        resolve_after=3,
+    ).items()
 )
 
 
@@ -45,13 +52,16 @@ def test_missing_reason_is_refused_naming_the_key(tmp_path):
         load_thresholds("X", path)
 
 
-@pytest.mark.parametrize("line, message", [
-    ("min_effect = -0.1", "outside"),
-    ("min_effect = nan", "finite"),
-    ('min_effect = "2%"', "finite number"),
-    ("min_persist = 2.5", "integer"),
-    ("bogus = 1", "unknown setting"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("min_effect = -0.1", "outside"),
+        ("min_effect = nan", "finite"),
+        ('min_effect = "2%"', "finite number"),
+        ("min_persist = 2.5", "integer"),
+        ("bogus = 1", "unknown setting"),
+    ],
+)
 def test_bad_values_are_refused(tmp_path, line, message):
     key = line.split(" ")[0]
     path = _write(tmp_path, "[default]\n" + GOOD_DEFAULT + f'\n[gpu."X"]\n{line}\n{key}_reason = "r"\n')

@@ -26,7 +26,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "ci", "history", "kernels")
 _FOLDERS = "app|ci|history|kernels|scripts|docs|tests|examples|build_backend|\\.github|\\.ci"
-_PATH = re.compile(rf"(?<![\w/.-])((?:{_FOLDERS})/[\w./-]*\.(?:py|toml|md|sql|cuh|cu|json|yml|yaml|sh|tgz|csv|gz)(?![\w]))")
+_PATH = re.compile(
+    rf"(?<![\w/.-])((?:{_FOLDERS})/[\w./-]*\.(?:py|toml|md|sql|cuh|cu|json|yml|yaml|sh|tgz|csv|gz)(?![\w]))"
+)
 _RUN_MODULE = re.compile(r"python3? -m ([A-Za-z_][\w.]*\w)")
 _DOTTED = re.compile(rf"`((?:attnwatch\.)?(?:{'|'.join(PACKAGES)})\.[a-z_]\w*(?:\.[A-Za-z_]\w*)*)`")
 _FILE_NAME = re.compile(r"\.(?:yml|yaml|toml|md|json|py|sql|duckdb|tgz)$")  # `ci.yml` is a file, not a module
@@ -35,8 +37,12 @@ _TEMPLATE = re.compile(r"NNN|<[^>]*>|\*")
 
 def _texts() -> list[tuple[str, str]]:
     listed = subprocess.run(["git", "ls-files"], cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
-    names = [n for n in listed.splitlines() if not n.startswith(("tests/", "examples/"))
-             and (n.endswith((".py", ".md", ".yml", ".yaml", ".toml")) or n == "Makefile")]
+    names = [
+        n
+        for n in listed.splitlines()
+        if not n.startswith(("tests/", "examples/"))
+        and (n.endswith((".py", ".md", ".yml", ".yaml", ".toml")) or n == "Makefile")
+    ]
     return [(n, (REPO_ROOT / n).read_text(encoding="utf-8", errors="replace")) for n in names]
 
 
@@ -45,8 +51,11 @@ def _module_file(dotted: str) -> Path | None:
     of a short `x.y` (a top-level folder, or attnwatch/cli, the layer kept inside the package)."""
     parts = dotted.split(".")
     package = REPO_ROOT / "attnwatch"
-    for path in ([REPO_ROOT.joinpath(*parts)] if parts[0] == "attnwatch"
-                 else [REPO_ROOT.joinpath(*parts), package.joinpath(*parts)]):
+    for path in (
+        [REPO_ROOT.joinpath(*parts)]
+        if parts[0] == "attnwatch"
+        else [REPO_ROOT.joinpath(*parts), package.joinpath(*parts)]
+    ):
         if path.with_suffix(".py").is_file():
             return path.with_suffix(".py")
         if path.is_dir():
@@ -66,8 +75,13 @@ def _dotted_resolves(ref: str) -> bool:
             return not rest
         name = re.escape(rest[0])
         source = found.read_text(encoding="utf-8")
-        return bool(re.search(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^\s*{name}\s*[:=]|^from .* import .*\b{name}\b",
-                              source, re.M))
+        return bool(
+            re.search(
+                rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b|^\s*{name}\s*[:=]|^from .* import .*\b{name}\b",
+                source,
+                re.M,
+            )
+        )
     return False
 
 
@@ -103,33 +117,51 @@ def _path_found(path: str, after: str) -> bool:
 
 
 def test_every_repository_path_named_exists():
-    missing = {f"{name}: {m.group(1)}" for name, text in _texts() for m in _PATH.finditer(text)
-               if not _TEMPLATE.search(m.group(1))
-               and not _path_found(m.group(1).rstrip("."), text[m.end():m.end() + 50])}
+    missing = {
+        f"{name}: {m.group(1)}"
+        for name, text in _texts()
+        for m in _PATH.finditer(text)
+        if not _TEMPLATE.search(m.group(1)) and not _path_found(m.group(1).rstrip("."), text[m.end() : m.end() + 50])
+    }
     assert not missing, "\n".join(sorted(missing))
 
 
-@pytest.mark.parametrize("path, after, found", [
-    ("scripts/import_graph.py", "", True),
-    ("scripts/no_such_script.py", "", False),
-    ("history/toml_files.py", "` at 428bac4, H200", True),  # removed since; the commit holds it
-    ("history/toml_files.py", ", a leaf", False),
-    ("scripts/no_such_script.py", " at 428bac4", False),
-])
+@pytest.mark.parametrize(
+    "path, after, found",
+    [
+        ("scripts/import_graph.py", "", True),
+        ("scripts/no_such_script.py", "", False),
+        ("history/toml_files.py", "` at 428bac4, H200", True),  # removed since; the commit holds it
+        ("history/toml_files.py", ", a leaf", False),
+        ("scripts/no_such_script.py", " at 428bac4", False),
+    ],
+)
 def test_a_removed_file_is_cited_at_a_commit_that_holds_it(path, after, found):
     assert _path_found(path, after) is found
 
 
 def test_every_backticked_module_reference_resolves():
-    wrong = {f"{name}: {ref}" for name, text in _texts() for ref in _DOTTED.findall(text)
-             if not _FILE_NAME.search(ref) and not _dotted_resolves(ref)}
+    wrong = {
+        f"{name}: {ref}"
+        for name, text in _texts()
+        for ref in _DOTTED.findall(text)
+        if not _FILE_NAME.search(ref) and not _dotted_resolves(ref)
+    }
     assert not wrong, "\n".join(sorted(wrong))
 
 
-@pytest.mark.parametrize("ref, resolves", [
-    ("attnwatch.history.store.db", True), ("history.store.db", True), ("history.store.db.open_read", True),
-    ("history.store.no_such_module", False), ("history.store.db.no_such_name", False), ("attnwatch.cli.main", True),
-    ("cli.commands.run", True), ("attnwatch.ci.cli", False),
-])
+@pytest.mark.parametrize(
+    "ref, resolves",
+    [
+        ("attnwatch.history.store.db", True),
+        ("history.store.db", True),
+        ("history.store.db.open_read", True),
+        ("history.store.no_such_module", False),
+        ("history.store.db.no_such_name", False),
+        ("attnwatch.cli.main", True),
+        ("cli.commands.run", True),
+        ("attnwatch.ci.cli", False),
+    ],
+)
 def test_the_resolver_tells_real_from_stale(ref, resolves):
     assert _dotted_resolves(ref) is resolves

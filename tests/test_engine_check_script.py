@@ -12,12 +12,22 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "engine_check.py"
 
 
 def _result(commit: str, medians: dict[str, float], ratios: dict[str, float]) -> dict:
-    return {"commit": commit, "gpu_name": "NVIDIA H200",
-            "main": {"wall_s": 300.0, "statuses": {"ok": len(medians)},
-                     "cases": {c: {"median_us": m, "rel_spread": 0.01, "n": 3000} for c, m in medians.items()}},
-            "compare": {"wall_s": 130.0, "verdicts": {"no change": len(ratios)},
-                        "cases": {c: {"verdict": "no change", "ratio": r, "low": r - 0.01, "high": r + 0.01}
-                                  for c, r in ratios.items()}}}
+    return {
+        "commit": commit,
+        "gpu_name": "NVIDIA H200",
+        "main": {
+            "wall_s": 300.0,
+            "statuses": {"ok": len(medians)},
+            "cases": {c: {"median_us": m, "rel_spread": 0.01, "n": 3000} for c, m in medians.items()},
+        },
+        "compare": {
+            "wall_s": 130.0,
+            "verdicts": {"no change": len(ratios)},
+            "cases": {
+                c: {"verdict": "no change", "ratio": r, "low": r - 0.01, "high": r + 0.01} for c, r in ratios.items()
+            },
+        },
+    }
 
 
 def test_against_prints_both_trees_and_how_far_main_moved(tmp_path):
@@ -29,8 +39,9 @@ def test_against_prints_both_trees_and_how_far_main_moved(tmp_path):
     for name, report in (("before", before), ("after", after)):
         paths.append(tmp_path / f"{name}.json")
         paths[-1].write_text(json.dumps(report))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--against", *map(str, paths)],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--against", *map(str, paths)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     row = next(line for line in lines if line.startswith(small))

@@ -16,9 +16,19 @@ CLEAN_ENV: dict[str, str] = {}
 
 
 def _git(repo, *args):
-    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin", "HOME": str(repo)})
+    subprocess.run(
+        ["git", "-C", str(repo), *args],
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@example.com",
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(repo),
+        },
+    )
 
 
 @pytest.fixture
@@ -36,7 +46,9 @@ def repo(tmp_path):
 
 
 def _rev(repo, ref):
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", ref], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def test_git_state_of_a_branch(repo):
@@ -78,12 +90,15 @@ def test_outside_a_repository(tmp_path):
     assert info.sha == "a" * 40 and info.branch == "main"
 
 
-@pytest.mark.parametrize("url,slug", [
-    ("https://github.com/acme/kernels.git", "acme/kernels"),
-    ("git@github.com:acme/kernels.git", "acme/kernels"),
-    ("https://github.com/acme/kernels", "acme/kernels"),
-    ("not a url", None),
-])
+@pytest.mark.parametrize(
+    "url,slug",
+    [
+        ("https://github.com/acme/kernels.git", "acme/kernels"),
+        ("git@github.com:acme/kernels.git", "acme/kernels"),
+        ("https://github.com/acme/kernels", "acme/kernels"),
+        ("not a url", None),
+    ],
+)
 def test_repo_slug(url, slug):
     assert repo_slug_from_url(url) == slug
 
@@ -124,7 +139,11 @@ def test_the_optional_packages_are_recorded_absent_or_with_their_version(tmp_pat
     assert {p.distribution for p in OPTIONAL_PACKAGES.values()} <= set(RECORDED_DISTRIBUTIONS)
     monkeypatch.delenv("ATTNWATCH_EXTRA_SITE", raising=False)
     bare = capture_environment().packages
-    assert set(bare) == set(RECORDED_DISTRIBUTIONS) >= {"flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "liger-kernel"}
+    assert (
+        set(bare)
+        == set(RECORDED_DISTRIBUTIONS)
+        >= {"flash-attn-4", "nvidia-cutlass-dsl", "quack-kernels", "liger-kernel"}
+    )
     site = tmp_path / "fa4site"
     _dist_info(site, "flash-attn-4", "4.0.0b4")
     _dist_info(site, "nvidia-cutlass-dsl", "4.3.0")

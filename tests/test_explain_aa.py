@@ -24,9 +24,16 @@ from ncu_recordings import kernels_by_case, launches as _launches, recorded_text
 
 CASES = 16
 # Every exact counter the A/A collected (exact_counters.toml); launch__stack_size was not asked for.
-COLLECTED = {INSTRUCTIONS, "launch__block_size", "launch__grid_size", "launch__registers_per_thread",
-             "launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic",
-             "launch__occupancy_limit_registers", "launch__occupancy_limit_shared_mem"}
+COLLECTED = {
+    INSTRUCTIONS,
+    "launch__block_size",
+    "launch__grid_size",
+    "launch__registers_per_thread",
+    "launch__shared_mem_per_block_static",
+    "launch__shared_mem_per_block_dynamic",
+    "launch__occupancy_limit_registers",
+    "launch__occupancy_limit_shared_mem",
+}
 
 
 def _text(fixtures_dir, name: str) -> str:
@@ -42,8 +49,10 @@ def _by_case(kernels) -> dict[str, list]:
 
 @pytest.fixture(scope="module")
 def exact_runs(fixtures_dir):
-    return [parse_ncu_csv(name, text=_text(fixtures_dir, name)).kernels
-            for name in (f"h200_aa_exact_run{i}.csv.gz" for i in (1, 2))]
+    return [
+        parse_ncu_csv(name, text=_text(fixtures_dir, name)).kernels
+        for name in (f"h200_aa_exact_run{i}.csv.gz" for i in (1, 2))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +67,12 @@ def test_the_values_form_is_read_as_totals_and_no_opcode_is_named(exact_runs):
         assert COLLECTED <= set(dict(exact_of(kernel.metrics))), kernel.kernel_name  # `128 (128)` read as 128
         assert not any(name.startswith(PER_OPCODE) for name in kernel.metrics)  # no invented opcode names
     wmma = first[0]
-    assert (wmma.kernel_name, wmma.metrics[INSTRUCTIONS], wmma.metrics["launch__block_size"],
-            wmma.metrics["launch__registers_per_thread"]) == ("attn_wmma_d64_fp16", 14113792.0, 128.0, 157.0)
+    assert (
+        wmma.kernel_name,
+        wmma.metrics[INSTRUCTIONS],
+        wmma.metrics["launch__block_size"],
+        wmma.metrics["launch__registers_per_thread"],
+    ) == ("attn_wmma_d64_fp16", 14113792.0, 128.0, 157.0)
 
 
 def test_every_exact_counter_is_identical_on_every_kernel_compared_exactly(exact_runs):
@@ -85,7 +98,9 @@ def test_the_per_opcode_values_repeat_exactly_where_the_totals_do(fixtures_dir):
         name = f"h200_aa_exact_run{run}.csv.gz"
         _, table = read_table(name, _text(fixtures_dir, name))
         kernel, metric, value = (table.column(c) for c in ("Kernel Name", "Metric Name", "Metric Value"))
-        cells.append([(row[kernel], row[value]) for row in table.rows if row[metric] == "sass__inst_executed_per_opcode"])
+        cells.append(
+            [(row[kernel], row[value]) for row in table.rows if row[metric] == "sass__inst_executed_per_opcode"]
+        )
     assert len(cells[0]) == len(cells[1]) == 26
     inexact = exact_counters.inexact_kernels()
     for (name, a), (_, b) in zip(*cells):
@@ -100,7 +115,7 @@ def test_the_inexact_list_is_right_cublas_counts_move_and_nothing_else(exact_run
     first, second = _by_case(exact_runs[0]), _by_case(exact_runs[1])
     found = [c for case in first for c in compare_exact(_launches(first[case]), _launches(second[case]))]
     assert len(found) >= 7
-    assert {c.kernel[:len("nvjet_")] for c in found} == {"nvjet_"} and {c.metric for c in found} == {INSTRUCTIONS}
+    assert {c.kernel[: len("nvjet_")] for c in found} == {"nvjet_"} and {c.metric for c in found} == {INSTRUCTIONS}
     assert max(abs(c.delta) / c.base for c in found) < 0.001  # at most 386 of 828,504 (0.05%)
 
 
@@ -108,7 +123,9 @@ def _case_bands(default_runs) -> NoiseBands:
     first, second = default_runs
     case = {}
     for cid in first:
-        measured = spreads([combine_kernels(k.metrics for k in first[cid]), combine_kernels(k.metrics for k in second[cid])])
+        measured = spreads(
+            [combine_kernels(k.metrics for k in first[cid]), combine_kernels(k.metrics for k in second[cid])]
+        )
         case.update({(cid, name): (spread, "A/A") for name, spread in measured.items()})
     return NoiseBands(load_bands().counter, case)
 
@@ -121,8 +138,9 @@ def test_an_aa_of_the_default_profile_explains_nothing(default_runs, which):
     for cid in first:
         base, head = combine_kernels(k.metrics for k in first[cid]), combine_kernels(k.metrics for k in second[cid])
         for slower in (True, False):
-            found = explain(base, head, slower, launches=(_launches(first[cid]), _launches(second[cid])),
-                            case_id=cid, bands=bands)
+            found = explain(
+                base, head, slower, launches=(_launches(first[cid]), _launches(second[cid])), case_id=cid, bands=bands
+            )
             assert (found.cause, found.changes, found.exact) == (UNEXPLAINED, [], []), (cid, slower)
 
 
@@ -144,14 +162,18 @@ def test_one_pairs_spread_does_not_narrow_a_band(fixtures_dir, default_runs):
     l2 = "lts__t_bytes.sum"
     bands = load_bands()
     assert bands.case[(cid, l2)][0] < 0.004
-    older = [kernels_by_case(fixtures_dir / "ncu" / name)[cid]
-             for name in ("h200_raw_pr_default.csv", "h200_raw_cuda_wmma_repeat.csv")]
+    older = [
+        kernels_by_case(fixtures_dir / "ncu" / name)[cid]
+        for name in ("h200_raw_pr_default.csv", "h200_raw_cuda_wmma_repeat.csv")
+    ]
     base, head = (combine_kernels(k.metrics for k in side) for side in older)
     assert abs(head[l2] / base[l2] - 1) > 0.015  # the older pair's move: 5 times the newer's
     assert explain(base, head, True, launches=tuple(_launches(s) for s in older), case_id=cid).cause == UNEXPLAINED
     assert bands.band([l2], cid).width == pytest.approx(bands.counter[l2][0] * bands.counter_margin)
     wide = "triton_fa2/b4_h16_s1k/fp16/causal"  # DRAM writes moved 51% between the two profiles
-    assert bands.band(["dram__bytes_write.sum"], wide).width == pytest.approx(3 * bands.case[(wide, "dram__bytes_write.sum")][0])
+    assert bands.band(["dram__bytes_write.sum"], wide).width == pytest.approx(
+        3 * bands.case[(wide, "dram__bytes_write.sum")][0]
+    )
 
 
 def test_a_tiny_noisy_counter_does_not_blind_its_rule(default_runs):

@@ -43,9 +43,25 @@ def test_the_smoke_run_finds_the_barrier_in_the_loop(tmp_path):
     if find_tool("cuobjdump") is None:
         pytest.skip("cuobjdump not found (PATH, beside Triton, $CUDA_HOME/bin)")
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "explain_check.py"), "--device", "cpu", "--smoke",
-                           "--plants", "barrier,triton_stages", "--magnitudes", "first", "--out", str(out)],
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "explain_check.py"),
+            "--device",
+            "cpu",
+            "--smoke",
+            "--plants",
+            "barrier,triton_stages",
+            "--magnitudes",
+            "first",
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(list(out.iterdir())) <= 8
     result = json.loads((out / "explain_check.json").read_text())

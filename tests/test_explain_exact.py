@@ -13,7 +13,11 @@ import pytest
 from attnwatch.ci.compare.analysis import EXPLAINED, compare_rounds
 from attnwatch.ci.ncu.parse import parse_instances, parse_ncu_csv
 from attnwatch.history.analysis.exact_counters import (
-    INSTRUCTIONS, PER_OPCODE, compare_exact, describe_exact, inexact_kernels,
+    INSTRUCTIONS,
+    PER_OPCODE,
+    compare_exact,
+    describe_exact,
+    inexact_kernels,
 )
 from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 from attnwatch.history.analysis.ncu_explain import DURATION, UNEXPLAINED, combine_kernels, explain
@@ -46,9 +50,13 @@ def test_two_profiles_of_one_build_have_no_exact_difference(default, fixtures_di
     for case, kernels in repeat.items():
         assert compare_exact(_launches(default[case]), _launches(kernels)) == [], case
         for slower in (True, False):
-            found = explain(combine_kernels(k.metrics for k in default[case]),
-                            combine_kernels(k.metrics for k in kernels), slower,
-                            launches=(_launches(default[case]), _launches(kernels)), case_id=case)
+            found = explain(
+                combine_kernels(k.metrics for k in default[case]),
+                combine_kernels(k.metrics for k in kernels),
+                slower,
+                launches=(_launches(default[case]), _launches(kernels)),
+                case_id=case,
+            )
             assert found.cause == UNEXPLAINED and not found.exact and not found.changes
 
 
@@ -70,7 +78,8 @@ def test_a_few_instructions_more_per_call_is_a_fact_when_no_noisy_counter_moves(
     found = explain(base, head, slower=True, launches=(base_launches, head_launches), case_id=CASE)
     assert found.cause.startswith("+4,096 instructions executed per call (+0.")
     assert [(e.metric, e.base, e.head) for e in found.exact] == [
-        (INSTRUCTIONS, kernels[0].metrics[INSTRUCTIONS], kernels[0].metrics[INSTRUCTIONS] + 4096)]
+        (INSTRUCTIONS, kernels[0].metrics[INSTRUCTIONS], kernels[0].metrics[INSTRUCTIONS] + 4096)
+    ]
     assert found.cause != UNEXPLAINED
 
 
@@ -95,8 +104,11 @@ def test_per_opcode_counts_and_launch_resources_are_named(default):
 def test_per_opcode_cells_in_ncus_instance_form():
     """ncu's documented `--print-metric-instances details` form: each instance as `name: value`.
     The recorded H200 form is read in test_explain_recorded.py (h200_aa_explain_run1.csv.gz)."""
-    assert parse_instances("12,288 (BAR: 1,024; LDS: 8,192; HMMA: 3,072)") == {"BAR": 1024.0, "LDS": 8192.0,
-                                                                             "HMMA": 3072.0}
+    assert parse_instances("12,288 (BAR: 1,024; LDS: 8,192; HMMA: 3,072)") == {
+        "BAR": 1024.0,
+        "LDS": 8192.0,
+        "HMMA": 3072.0,
+    }
     assert parse_instances("BAR=2;BAR=3") == {"BAR": 5.0}
     assert parse_instances("") == {} and parse_instances("n/a") == {}
     with pytest.raises(ValueError, match="without names"):
@@ -109,8 +121,13 @@ def test_a_raw_page_with_per_opcode_column_is_read_into_named_counters(fixtures_
     for line in lines:
         if line.startswith('"ID"') or (line.startswith('"') and seen_header):
             seen_header += 1
-            cell = ('"sass__inst_executed_per_opcode"' if seen_header == 1 else '"inst"' if seen_header == 2
-                    else '"BAR: 1,024; LDS: 8,192"')
+            cell = (
+                '"sass__inst_executed_per_opcode"'
+                if seen_header == 1
+                else '"inst"'
+                if seen_header == 2
+                else '"BAR: 1,024; LDS: 8,192"'
+            )
             line = line.rstrip("\n") + "," + cell + "\n"
         out.append(line)
     path = tmp_path / "per_opcode.csv"
@@ -172,10 +189,14 @@ def test_every_decided_tier_gets_a_cause_and_no_change_none(fixtures_dir, defaul
     """Regressions, improvements and the sure-but-small tier are all explained in compare.json."""
     counters = combine_kernels(k.metrics for k in default[CASE])
     planted = {**counters, BARRIER: counters[BARRIER] * 1.2}
-    cases = ("sdpa_flash/b4_h16_s1k/fp16/noncausal", "sdpa_flash/h100_small/fp16/noncausal",
-             *sorted({cid for rd in make_rounds(fixtures_dir)[0] for cid in rd.cases}))
-    base, head = make_rounds(fixtures_dir, slowdown={cases[0]: 1.06, cases[1]: 0.94},
-                             counters={c: (counters, planted) for c in cases})
+    cases = (
+        "sdpa_flash/b4_h16_s1k/fp16/noncausal",
+        "sdpa_flash/h100_small/fp16/noncausal",
+        *sorted({cid for rd in make_rounds(fixtures_dir)[0] for cid in rd.cases}),
+    )
+    base, head = make_rounds(
+        fixtures_dir, slowdown={cases[0]: 1.06, cases[1]: 0.94}, counters={c: (counters, planted) for c in cases}
+    )
     judged = compare_rounds(base, head, load_thresholds("NVIDIA H200"), method="hierarchical", resamples=400)
     seen = set()
     for c in judged:

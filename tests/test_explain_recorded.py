@@ -27,7 +27,12 @@ from attnwatch.history.analysis.ncu_explain import UNEXPLAINED, combine_kernels,
 from attnwatch.history.analysis.noise_bands import BANDS_FILE, NoiseBands, load_bands, spreads
 from attnwatch.history.analysis.sass import opcode_class
 from attnwatch.history.analysis.sass_diff import (
-    IN_LOOP, BinaryDiff, KernelDiff, OpcodeChange, describe_binaries, launched_only,
+    IN_LOOP,
+    BinaryDiff,
+    KernelDiff,
+    OpcodeChange,
+    describe_binaries,
+    launched_only,
 )
 from attnwatch.history.analysis.tiers import tier
 from ncu_recordings import kernels_by_case, launches
@@ -52,7 +57,7 @@ def test_the_per_opcode_column_of_a_real_profile_is_read_into_named_opcode_count
     assert len(first) == CASES
     for case, kernels in first.items():
         for kernel in kernels:
-            opcodes = {n[len(PER_OPCODE):]: v for n, v in kernel.metrics.items() if n.startswith(PER_OPCODE)}
+            opcodes = {n[len(PER_OPCODE) :]: v for n, v in kernel.metrics.items() if n.startswith(PER_OPCODE)}
             assert "sass__inst_executed_per_opcode" not in kernel.missing, case
             assert {"BRA", "EXIT", "STG"} <= set(opcodes), (case, sorted(opcodes))
             # the opcodes add up to the instructions executed, as ncu counts both
@@ -87,8 +92,7 @@ def test_the_recorded_aa_is_unexplained_both_ways(aa, order):
     for case in first:
         base, head = (combine_kernels(k.metrics for k in side[case]) for side in (first, second))
         for slower in (True, False):
-            found = explain(base, head, slower, launches=(launches(first[case]), launches(second[case])),
-                            case_id=case)
+            found = explain(base, head, slower, launches=(launches(first[case]), launches(second[case])), case_id=case)
             assert (found.cause, found.changes, found.exact) == (UNEXPLAINED, [], []), (case, slower, found.cause)
 
 
@@ -109,8 +113,11 @@ def test_a_stall_ratio_one_printed_step_above_zero_is_not_a_cause(aa):
 
 def test_the_clock_band_holds_the_clock_spread_of_this_aa(aa):
     first, second = aa
-    measured = max(spreads([combine_kernels(k.metrics for k in side[case]) for side in pair])[CLOCK]
-                   for case in first for pair in ((first, second), (second, first)))
+    measured = max(
+        spreads([combine_kernels(k.metrics for k in side[case]) for side in pair])[CLOCK]
+        for case in first
+        for pair in ((first, second), (second, first))
+    )
     assert measured == pytest.approx(0.0771, abs=5e-5)  # triton_fa2/b4_h16_s1k/fp16/causal: 1.75 vs 1.88 GHz
     assert load_bands().counter[CLOCK][0] >= measured
 
@@ -169,8 +176,18 @@ def _json(path: Path) -> dict:
 
 
 def _side(case: dict, kernels) -> list[CaseRound]:
-    return [CaseRound(case["case_id"], case["variant"], case["shape_id"], case["dtype"], case["causal"], "ok",
-                      counters=combine_kernels(k.metrics for k in kernels), launches=launches(kernels))]
+    return [
+        CaseRound(
+            case["case_id"],
+            case["variant"],
+            case["shape_id"],
+            case["dtype"],
+            case["causal"],
+            "ok",
+            counters=combine_kernels(k.metrics for k in kernels),
+            launches=launches(kernels),
+        )
+    ]
 
 
 def plant_explanations(folder: Path):
@@ -184,9 +201,14 @@ def plant_explanations(folder: Path):
         if decided not in EXPLAINED:
             continue
         change = case["head"]["median_us"] - case["base"]["median_us"]
-        found = explain_change(_side(case, sides[0][case["case_id"]]), _side(case, sides[1][case["case_id"]]),
-                               slower=change > 0, case_id=case["case_id"], time_change_us=change,
-                               code_change=diff)
+        found = explain_change(
+            _side(case, sides[0][case["case_id"]]),
+            _side(case, sides[1][case["case_id"]]),
+            slower=change > 0,
+            case_id=case["case_id"],
+            time_change_us=change,
+            code_change=diff,
+        )
         out.append((case, found))
     return diff, out
 
@@ -203,8 +225,12 @@ def test_each_recorded_plant_names_its_exact_evidence_and_only_its_cases_kernels
             assert expected.search(found.cause), (cid, found.cause)
         else:
             assert found.changes[0].rule == expected, (cid, found.cause)
-        launched = {short_kernel_name(k.name) for k in _side(case, kernels_by_case(
-            fixtures_dir / "ncu" / "plants" / plant / "ncu_head.csv.gz")[cid])[0].launches}
+        launched = {
+            short_kernel_name(k.name)
+            for k in _side(case, kernels_by_case(fixtures_dir / "ncu" / "plants" / plant / "ncu_head.csv.gz")[cid])[
+                0
+            ].launches
+        }
         assert launched and launched <= set(BINARY_KERNELS)
         named = set(re.findall(r"\battn_\w+", found.cause))
         assert named <= launched, (cid, named - launched)
@@ -250,8 +276,15 @@ def test_with_exact_evidence_an_exonerating_rule_is_a_contributor_ranked_by_its_
     narrow = NoiseBands({**old.counter, CLOCK: (0.022, "the band before this A/A")}, old.case)
     sides = [kernels_by_case(folder / f"ncu_{side}.csv.gz")[case] for side in ("base", "head")]
     base, head = (combine_kernels(k.metrics for k in side) for side in sides)
-    fired = explain(base, head, True, launches=(launches(sides[0]), launches(sides[1])), case_id=case,
-                    bands=narrow, time_change_us=3.05)
+    fired = explain(
+        base,
+        head,
+        True,
+        launches=(launches(sides[0]), launches(sides[1])),
+        case_id=case,
+        bands=narrow,
+        time_change_us=3.05,
+    )
     by_rule = {c.rule: c for c in fired.changes}
     assert by_rule["clock"].title == "the SM clock fell too"
     shares = [c.accounts_us for c in fired.changes if c.accounts_us is not None]

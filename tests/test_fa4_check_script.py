@@ -28,8 +28,14 @@ def test_smoke_run_reports_fa4_skipped_with_its_reason_beside_a_timed_sdpa(tmp_p
     out = tmp_path / "out"
     env = {name: value for name, value in os.environ.items() if name != "ATTNWATCH_EXTRA_SITE"}
     env["PYTHONPATH"] = os.pathsep.join([str(missing), str(ROOT)])
-    done = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--budget-s", "300", "--out", str(out)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--budget-s", "300", "--out", str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     files = sorted(p.name for p in out.iterdir())
     assert files == ["bundles.tar.gz", "fa4_check.json", "fa4_check.log"]

@@ -77,8 +77,13 @@ def test_package_in_an_extra_site_folder_imports_and_the_reason_is_the_missing_h
     # The same folder as a plain path entry: its .pth is not run, the import fails, and the
     # reason says so with no machine path in it.
     ok, reason = _availability_in_child({"PYTHONPATH": os.pathsep.join([str(ROOT), str(fake_fa4_site)])})
-    assert not ok and "needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named " \
-        "'fake_cutlass_dsl')" in reason and "ATTNWATCH_EXTRA_SITE" in reason
+    assert (
+        not ok
+        and "needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named "
+        "'fake_cutlass_dsl')"
+        in reason
+        and "ATTNWATCH_EXTRA_SITE" in reason
+    )
     assert absolute_paths(reason) == []
 
 
@@ -99,7 +104,8 @@ def _stand_in_interface(launches_per_call: int) -> types.ModuleType:
     """A module shaped like flash_attn.cute.interface where it matters: `_flash_attn_fwd` looks
     up `_get_fwd_config` in its module globals and launches through `compile_cache[key]`."""
     module = types.ModuleType("stand_in_interface")
-    exec(textwrap.dedent(f"""
+    exec(
+        textwrap.dedent(f"""
         from collections import namedtuple
         calls = []
         FwdConfig = namedtuple("FwdConfig", "m_block_size n_block_size mma_pv_is_rs intra_wg_overlap")
@@ -121,7 +127,9 @@ def _stand_in_interface(launches_per_call: int) -> types.ModuleType:
             return out, None
 
         _flash_attn_fwd.compile_cache = {{}}
-    """), module.__dict__)
+    """),
+        module.__dict__,
+    )
     return module
 
 

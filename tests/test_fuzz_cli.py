@@ -47,8 +47,14 @@ set_hypothesis_home_dir(Path(tempfile.gettempdir()) / "hypothesis")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FUZZ_EXAMPLES = {"bundle": 30, "pytest-benchmark": 12, "compare": 40, "event": 40, "sql": 25, "history path": 20}
 ALLOWED_EXITS = (0, 1, 2)
-_SETTINGS = dict(derandomize=True, database=None, deadline=None, phases=(Phase.explicit, Phase.generate),
-                 suppress_health_check=list(HealthCheck), print_blob=True)
+_SETTINGS = dict(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=list(HealthCheck),
+    print_blob=True,
+)
 
 
 # A longer run on a developer's machine: ATTNWATCH_FUZZ_SCALE=10 draws ten times as many cases.
@@ -111,8 +117,9 @@ def problems(ran: Ran, must_refuse: bool, before: dict, after: dict) -> list[str
 
 def check(ran: Ran, what: str, must_refuse: bool, before: dict, after: dict) -> None:
     found = problems(ran, must_refuse, before, after)
-    assert not found, (f"{what}: {'; '.join(found)} (exit {ran.code})\n"
-                       f"stdout: {ran.out[-800:]!r}\nstderr: {ran.err[-1500:]!r}")
+    assert not found, (
+        f"{what}: {'; '.join(found)} (exit {ran.code})\nstdout: {ran.out[-800:]!r}\nstderr: {ran.err[-1500:]!r}"
+    )
 
 
 @contextmanager
@@ -131,17 +138,24 @@ def workdir():
 
 # --- ingest: run bundles and pytest-benchmark files ---------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def seeded(tmp_path_factory):
     """A history holding one run, and a second run's bundle and pytest-benchmark file to mutate."""
     root = tmp_path_factory.mktemp("fuzz-seed")
     options = dict(variants=("sdpa",), n_samples=5, n_cases=2)
-    bundles = {"seed": make_bundle(root / "seed", run_id="fuzz-seed", **options),
-               "case": make_bundle(root / "case", run_id="fuzz-case", seed=1, **options)}
-    benchmarks = {"seed": make_pytest_benchmark_file(root / "seed.json", sha="1" * 40),
-                  "case": make_pytest_benchmark_file(root / "case.json", sha="2" * 40)}
-    histories = {"bundle": root / "bundle-history" / "history.duckdb",
-                 "pytest-benchmark": root / "benchmark-history" / "history.duckdb"}
+    bundles = {
+        "seed": make_bundle(root / "seed", run_id="fuzz-seed", **options),
+        "case": make_bundle(root / "case", run_id="fuzz-case", seed=1, **options),
+    }
+    benchmarks = {
+        "seed": make_pytest_benchmark_file(root / "seed.json", sha="1" * 40),
+        "case": make_pytest_benchmark_file(root / "case.json", sha="2" * 40),
+    }
+    histories = {
+        "bundle": root / "bundle-history" / "history.duckdb",
+        "pytest-benchmark": root / "benchmark-history" / "history.duckdb",
+    }
     for history, seed in ((histories["bundle"], bundles["seed"]), (histories["pytest-benchmark"], benchmarks["seed"])):
         history.parent.mkdir()
         assert main(["--db", str(history), "--repo", "example/attention-kernels", "ingest", str(seed)]) == 0
@@ -165,8 +179,15 @@ def _ingest_case(capfd, seeded, fmt: str, name: str, mutation) -> None:
             check(shown, f"the stored run of {mutation.kind} in {mutation.where}", False, {}, {})
 
 
-BUNDLE_FILES = ("manifest.json", "timings.json", "outcomes.json", "correctness.json", "builds.json", "samples.json",
-                "benchmark.json")
+BUNDLE_FILES = (
+    "manifest.json",
+    "timings.json",
+    "outcomes.json",
+    "correctness.json",
+    "builds.json",
+    "samples.json",
+    "benchmark.json",
+)
 
 
 @fuzz("bundle")
@@ -204,7 +225,9 @@ def report(fixtures_dir, tmp_path_factory):
 @given(data=st.data())
 def test_mutated_compare_reports(capfd, report, monkeypatch, data):
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    mutation = data.draw(mutations(json.loads(report.read_text()), "compare.json", "compare", strict=True), label="mutation")
+    mutation = data.draw(
+        mutations(json.loads(report.read_text()), "compare.json", "compare", strict=True), label="mutation"
+    )
     with workdir() as root:
         compare = root / "compare.json"
         compare.write_bytes(mutation.data)
@@ -215,11 +238,22 @@ def test_mutated_compare_reports(capfd, report, monkeypatch, data):
 
 def genuine_event() -> dict:
     """The workflow_run event of gpu-bench finished on same-repository PR #7 (tests/test_comment_provenance.py)."""
-    run_ = {"id": 4242, "run_attempt": 1, "name": "gpu-bench", "event": "pull_request", "status": "completed",
-            "conclusion": "failure", "head_sha": HEAD, "head_branch": "tune-tiles",
-            "path": ".github/workflows/gpu-bench.yml", "display_title": "Tune tiles",
-            "html_url": f"https://github.com/{REPO}/actions/runs/4242", "repository": {"full_name": REPO},
-            "head_repository": {"full_name": REPO}, "pull_requests": [{"number": 7, "head": {"sha": HEAD}}]}
+    run_ = {
+        "id": 4242,
+        "run_attempt": 1,
+        "name": "gpu-bench",
+        "event": "pull_request",
+        "status": "completed",
+        "conclusion": "failure",
+        "head_sha": HEAD,
+        "head_branch": "tune-tiles",
+        "path": ".github/workflows/gpu-bench.yml",
+        "display_title": "Tune tiles",
+        "html_url": f"https://github.com/{REPO}/actions/runs/4242",
+        "repository": {"full_name": REPO},
+        "head_repository": {"full_name": REPO},
+        "pull_requests": [{"number": 7, "head": {"sha": HEAD}}],
+    }
     return {"action": "completed", "workflow_run": run_, "repository": {"full_name": REPO, "default_branch": "main"}}
 
 
@@ -237,8 +271,12 @@ def test_mutated_pull_request_events(capfd, report, github, monkeypatch, data):
     with workdir() as root:
         outputs = root / "github_output"
         outputs.write_text("")
-        for key, value in {"GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "ghs_fuzzTOKEN0123",
-                           "GITHUB_OUTPUT": str(outputs)}.items():
+        for key, value in {
+            "GITHUB_API_URL": github.url,
+            "GITHUB_REPOSITORY": REPO,
+            "GITHUB_TOKEN": "ghs_fuzzTOKEN0123",
+            "GITHUB_OUTPUT": str(outputs),
+        }.items():
             monkeypatch.setenv(key, value)
         monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
         event = root / "event.json"
@@ -253,22 +291,69 @@ def test_mutated_pull_request_events(capfd, report, github, monkeypatch, data):
 # --- sql: the text of a query -------------------------------------------------------------------
 
 CONTROL = (0, 7, 8, 13, 27, 127, 133, 155, 0x202E, 0x2028)
-VALUES = ("1", "-9223372036854775808", "170141183460469231731687303715884105727::HUGEINT", "1e308 * 10",
-          "'nan'::DOUBLE", "'-inf'::DOUBLE", "[1, 2, NULL]", "{'a': chr(27), 'b': [chr(0)]}", "MAP {chr(27): 1}",
-          "INTERVAL 3 DAY", "'2026-01-01 00:00:00+05'::TIMESTAMPTZ", "'\\x00\\xff'::BLOB", "repeat('ab', 50000)",
-          "NULL", "'ｓdpa' || chr(8238)", "'line' || chr(10) || 'break'", "1::UTINYINT - 2", "1 / 0", "'x'::INTEGER")
+VALUES = (
+    "1",
+    "-9223372036854775808",
+    "170141183460469231731687303715884105727::HUGEINT",
+    "1e308 * 10",
+    "'nan'::DOUBLE",
+    "'-inf'::DOUBLE",
+    "[1, 2, NULL]",
+    "{'a': chr(27), 'b': [chr(0)]}",
+    "MAP {chr(27): 1}",
+    "INTERVAL 3 DAY",
+    "'2026-01-01 00:00:00+05'::TIMESTAMPTZ",
+    "'\\x00\\xff'::BLOB",
+    "repeat('ab', 50000)",
+    "NULL",
+    "'ｓdpa' || chr(8238)",
+    "'line' || chr(10) || 'break'",
+    "1::UTINYINT - 2",
+    "1 / 0",
+    "'x'::INTEGER",
+)
 ALIASES = ("v", '"\x1b[2J"', '"a\x00b"', '"\u202e x"', '"new\nline"', "v, 2 AS v")
-TABLES = ("runs", "results", "latest_results", "case_series", "alerts", "alert_events", "schema_migrations",
-          "information_schema.tables", "nosuch")
-HOSTILE_SQL = ("COPY runs TO 'out.csv'", "ATTACH 'other.duckdb' AS o", "INSTALL httpfs", "LOAD httpfs",
-               "SET memory_limit = '64GB'", "PRAGMA database_list", "SELECT * FROM read_csv('/etc/passwd')",
-               "CREATE TABLE t (a INT)", "DROP TABLE runs", "DELETE FROM runs", "UPDATE runs SET run_id = 'x'",
-               "CALL enable_logging(storage='file', storage_path='logs')", "SELECT * FROM duckdb_settings()",
-               "SELECT 1; SELECT 2", ";", "SELECT", "CHECKPOINT", "EXPORT DATABASE 'dump'", "SELECT getenv('HOME')",
-               "SELECT * FROM glob('*')", "SELECT current_setting('temp_directory')", "-- only a comment",
-               "SELECT * FROM query('SELECT 1')", "SELECT count(*) FROM range(100000000000)")
+TABLES = (
+    "runs",
+    "results",
+    "latest_results",
+    "case_series",
+    "alerts",
+    "alert_events",
+    "schema_migrations",
+    "information_schema.tables",
+    "nosuch",
+)
+HOSTILE_SQL = (
+    "COPY runs TO 'out.csv'",
+    "ATTACH 'other.duckdb' AS o",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET memory_limit = '64GB'",
+    "PRAGMA database_list",
+    "SELECT * FROM read_csv('/etc/passwd')",
+    "CREATE TABLE t (a INT)",
+    "DROP TABLE runs",
+    "DELETE FROM runs",
+    "UPDATE runs SET run_id = 'x'",
+    "CALL enable_logging(storage='file', storage_path='logs')",
+    "SELECT * FROM duckdb_settings()",
+    "SELECT 1; SELECT 2",
+    ";",
+    "SELECT",
+    "CHECKPOINT",
+    "EXPORT DATABASE 'dump'",
+    "SELECT getenv('HOME')",
+    "SELECT * FROM glob('*')",
+    "SELECT current_setting('temp_directory')",
+    "-- only a comment",
+    "SELECT * FROM query('SELECT 1')",
+    "SELECT count(*) FROM range(100000000000)",
+)
 SQL_TEXT = st.one_of(
-    st.builds(lambda c, a: f"SELECT 'x' || chr({c}) || '[31m' AS {a}", st.sampled_from(CONTROL), st.sampled_from(ALIASES)),
+    st.builds(
+        lambda c, a: f"SELECT 'x' || chr({c}) || '[31m' AS {a}", st.sampled_from(CONTROL), st.sampled_from(ALIASES)
+    ),
     st.builds(lambda v, a: f"SELECT {v} AS {a}", st.sampled_from(VALUES), st.sampled_from(ALIASES)),
     st.builds(lambda t, n: f"SELECT * FROM {t} LIMIT {n}", st.sampled_from(TABLES), st.sampled_from((0, 1, 5, -1))),
     st.sampled_from(HOSTILE_SQL),
@@ -290,6 +375,7 @@ def test_sql_text(capfd, seeded, text, fmt):
 
 
 # --- --db: where the history is said to be ------------------------------------------------------
+
 
 def _sqlite(path: Path) -> None:
     path.write_bytes(b"SQLite format 3\x00" + bytes(4080))
@@ -318,13 +404,21 @@ HISTORY_PATHS = {  # kind -> (make it under the case's directory, the --db text 
     "a malformed lake": (None, lambda d: "ducklake:nonsense"),
     "nothing": (None, lambda d: ""),
 }
-PATH_COMMANDS = (("sql", "SELECT 1"), ("detect", "--dry-run"), ("alerts", "list"), ("migrate", "--check"),
-                 ("export", "{out}"), ("history", "recover"))
+PATH_COMMANDS = (
+    ("sql", "SELECT 1"),
+    ("detect", "--dry-run"),
+    ("alerts", "list"),
+    ("migrate", "--check"),
+    ("export", "{out}"),
+    ("history", "recover"),
+)
 
 
 @fuzz("history path")
-@given(kind=st.sampled_from(sorted(set(HISTORY_PATHS) - set(pending("history path")))),
-       command=st.sampled_from(PATH_COMMANDS))
+@given(
+    kind=st.sampled_from(sorted(set(HISTORY_PATHS) - set(pending("history path")))),
+    command=st.sampled_from(PATH_COMMANDS),
+)
 def test_history_paths(capfd, kind, command):
     make, name = HISTORY_PATHS[kind]
     with workdir() as root:
@@ -340,6 +434,7 @@ def test_history_paths(capfd, kind, command):
 
 
 # --- real processes -----------------------------------------------------------------------------
+
 
 def _cli(*args: str, cwd: Path, module: str = "attnwatch", **environ: str) -> Ran:
     path = os.environ.get("PYTHONPATH")
@@ -386,8 +481,17 @@ def test_hostile_inputs_of_every_kind_in_real_processes(seeded, report):
             ran = _cli(*args, cwd=root / "cwd")
             check(ran, " ".join(args)[:120], False, before, snapshot(root))
         before = snapshot(root)
-        ran = _cli("comment", "--compare", str(report), "--workflow-run-event", str(deep), cwd=root / "cwd",
-                   GITHUB_TOKEN="ghs_fuzzTOKEN0123", GITHUB_REPOSITORY=REPO, GITHUB_API_URL="http://127.0.0.1:9")
+        ran = _cli(
+            "comment",
+            "--compare",
+            str(report),
+            "--workflow-run-event",
+            str(deep),
+            cwd=root / "cwd",
+            GITHUB_TOKEN="ghs_fuzzTOKEN0123",
+            GITHUB_REPOSITORY=REPO,
+            GITHUB_API_URL="http://127.0.0.1:9",
+        )
         check(ran, "comment --workflow-run-event <100,000 deep>", True, before, snapshot(root))
         before = snapshot(root)
         ran = _cli("compare", "--base", "no-such-ref\x1b[2J", cwd=root / "cwd")
@@ -396,17 +500,24 @@ def test_hostile_inputs_of_every_kind_in_real_processes(seeded, report):
 
 # --- what the fuzzer found, each pinned ----------------------------------------------------------
 
+
 def test_a_pull_request_list_of_the_wrong_type_is_refused(capfd, report, github, monkeypatch, tmp_path):
     """`workflow_run.pull_requests: -1` ended in a TypeError traceback; `[[[…]]]` 100,000 deep in a
     RecursionError (the event was read with plain json.loads)."""
-    for key, value in {"GITHUB_API_URL": github.url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "ghs_fuzzTOKEN0123"}.items():
+    for key, value in {
+        "GITHUB_API_URL": github.url,
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_TOKEN": "ghs_fuzzTOKEN0123",
+    }.items():
         monkeypatch.setenv(key, value)
     event = genuine_event()
     event["workflow_run"]["pull_requests"] = -1
     (tmp_path / "event.json").write_text(json.dumps(event))
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    for name, reason in (("event.json", "workflow_run.pull_requests must be a list, got -1"),
-                         ("deep.json", "nested too deeply to read")):
+    for name, reason in (
+        ("event.json", "workflow_run.pull_requests must be a list, got -1"),
+        ("deep.json", "nested too deeply to read"),
+    ):
         ran = run(capfd, "comment", "--compare", str(report), "--workflow-run-event", str(tmp_path / name))
         assert ran.code == 2 and len(ran.err.splitlines()) == 1 and reason in ran.err, ran.err
 

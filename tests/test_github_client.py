@@ -152,7 +152,9 @@ def test_body_too_long_falls_back_to_the_short_form(stub, tmp_path, fixtures_dir
 
     monkeypatch.setattr(render, "BODY_BUDGET", 70000)  # pretend the renderer misjudged the limit
     report = make_report(fixtures_dir)
-    report.cases = [c.__class__(**{**c.__dict__, "case_id": f"{c.case_id}-{i}"}) for i in range(500) for c in report.cases]
+    report.cases = [
+        c.__class__(**{**c.__dict__, "case_id": f"{c.case_id}-{i}"}) for i in range(500) for c in report.cases
+    ]
     stub.state.pulls.append(_pull(13, HEAD))  # by hand, the PR's current head must be the report's
     rc, _ = _cli(stub, tmp_path, report, monkeypatch, "--pr", "13")
     assert rc == 0

@@ -18,9 +18,28 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_compare.py"
 def test_planted_step_and_budget_skips_on_cpu(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), "--steps", "planted,sanitizer,diagnose", "--slowdown", "3.0", "--rounds", "4",
-         "--min-rounds", "3", "--budget-s", "250", "--device", "cpu", "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--steps",
+            "planted,sanitizer,diagnose",
+            "--slowdown",
+            "3.0",
+            "--rounds",
+            "4",
+            "--min-rounds",
+            "3",
+            "--budget-s",
+            "250",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     report = json.loads((out / "gpu_compare.json").read_text())
     planted = report["steps"]["planted"]
@@ -35,5 +54,5 @@ def test_planted_step_and_budget_skips_on_cpu(tmp_path):
     assert diagnose["rc"] == 0 and diagnose["statuses"]["ok"] >= 1 and not diagnose["lost"]
     assert "diagnostic" in diagnose["notes"] or "CUDA_LAUNCH_BLOCKING" in diagnose["notes"]
     assert (out / "planted" / "compare.json").is_file() and (out / "planted" / "session.json").is_file()
-    table = done.stdout[done.stdout.index("step "):]
+    table = done.stdout[done.stdout.index("step ") :]
     assert "planted" in table and "skipped: no GPU" in table and "total" in table

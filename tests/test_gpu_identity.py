@@ -33,8 +33,9 @@ DEVICES = [
     NvmlDevice(0, UUID0, "00000000:19:00.0", "NVIDIA H200"),
 ]
 MIG_DEVICES = [
-    NvmlDevice(0, UUID0, "00000000:19:00.0", "NVIDIA H100 80GB HBM3",
-               (MigDevice(MIG, "NVIDIA H100 80GB HBM3 MIG 1g.10gb"),)),
+    NvmlDevice(
+        0, UUID0, "00000000:19:00.0", "NVIDIA H100 80GB HBM3", (MigDevice(MIG, "NVIDIA H100 80GB HBM3 MIG 1g.10gb"),)
+    ),
 ]
 
 
@@ -45,25 +46,30 @@ def by_index(i: int) -> GpuIdentity:
 
 # --- parsing CUDA_VISIBLE_DEVICES ------------------------------------------------------------
 
-@pytest.mark.parametrize("value,tokens", [
-    (None, None),                    # unset: every device
-    ("", []),                        # empty: no device
-    ("1", [1]),
-    ("1,0", [1, 0]),
-    (" 1 , 0 ", [1, 0]),
-    ("0,-1,1", [0]),                 # a negative ordinal ends the list
-    ("1gpu,2", [1, 2]),              # strtoul: leading digits count
-    ("0,x,1", [0]),                  # not a number: ends the list
-    ("0,0", []),                     # a repeated device: nothing visible
-    (f"{UUID1},{UUID0}", [UUID1, UUID0]),
-    ("GPU-1b1b,3", ["GPU-1b1b"]),    # the first token sets the kind; another kind ends the list
-    (MIG, [MIG]),
-])
+
+@pytest.mark.parametrize(
+    "value,tokens",
+    [
+        (None, None),  # unset: every device
+        ("", []),  # empty: no device
+        ("1", [1]),
+        ("1,0", [1, 0]),
+        (" 1 , 0 ", [1, 0]),
+        ("0,-1,1", [0]),  # a negative ordinal ends the list
+        ("1gpu,2", [1, 2]),  # strtoul: leading digits count
+        ("0,x,1", [0]),  # not a number: ends the list
+        ("0,0", []),  # a repeated device: nothing visible
+        (f"{UUID1},{UUID0}", [UUID1, UUID0]),
+        ("GPU-1b1b,3", ["GPU-1b1b"]),  # the first token sets the kind; another kind ends the list
+        (MIG, [MIG]),
+    ],
+)
 def test_parse_visible_devices_follows_cuda(value, tokens):
     assert parse_visible_devices(value) == tokens
 
 
 # --- mapping onto NVML's devices --------------------------------------------------------------
+
 
 def test_ordinals_map_onto_nvml_devices_in_pci_order():
     assert visible_gpus(None, DEVICES) == [by_index(0), by_index(1)]
@@ -101,18 +107,22 @@ def test_torch_identity_matches_by_uuid_then_pci():
     assert match_device(DEVICES, uuid="ffffffff-0000-0000-0000-000000000000") is None
 
 
-@pytest.mark.parametrize("text,canonical", [
-    ("00000000:3B:00.0", "00000000:3B:00.0"),
-    ("0000:3b:00.0", "00000000:3B:00.0"),   # sysfs / lspci
-    ("3b:00.0", "00000000:3B:00.0"),
-    ("not a bus id", None),
-    (None, None),
-])
+@pytest.mark.parametrize(
+    "text,canonical",
+    [
+        ("00000000:3B:00.0", "00000000:3B:00.0"),
+        ("0000:3b:00.0", "00000000:3B:00.0"),  # sysfs / lspci
+        ("3b:00.0", "00000000:3B:00.0"),
+        ("not a bus id", None),
+        (None, None),
+    ],
+)
 def test_pci_bus_ids_are_canonical(text, canonical):
     assert canonical_pci(text) == canonical
 
 
 # --- the environment, the clock monitor and the bundle merge, on a fake host -----------------
+
 
 @pytest.fixture
 def host(monkeypatch):
@@ -157,15 +167,31 @@ def test_the_clock_monitor_reads_the_gpu_in_use(host, monkeypatch):
 
 def test_the_childs_gpu_replaces_a_wrong_guess_of_the_parent(host):
     parent = capture_environment(probe_device=False)  # unpinned: guesses GPU 0
-    child = {"gpu_name": "NVIDIA H200", "gpu_uuid": UUID1, "gpu_pci_bus_id": "00000000:3B:00.0", "gpu_index": 1,
-             "gpu_mig_uuid": None, "sm_clock_mhz": 1755, "sm_clock_max_mhz": 1980, "sm_count": 132}
+    child = {
+        "gpu_name": "NVIDIA H200",
+        "gpu_uuid": UUID1,
+        "gpu_pci_bus_id": "00000000:3B:00.0",
+        "gpu_index": 1,
+        "gpu_mig_uuid": None,
+        "sm_clock_mhz": 1755,
+        "sm_clock_max_mhz": 1980,
+        "sm_count": 132,
+    }
     env = merge_device_properties(parent, child)
     assert (env.gpu_uuid, env.gpu_index, env.sm_clock_mhz, env.sm_count) == (UUID1, 1, 1755, 132)
 
 
 def test_a_mig_slice_on_a_fake_host(monkeypatch):
-    fake = FakeNvml([FakeGpu(UUID0, "00000000:19:00.0", name="NVIDIA H100 80GB HBM3",
-                             migs=[(MIG, "NVIDIA H100 80GB HBM3 MIG 1g.10gb")])])
+    fake = FakeNvml(
+        [
+            FakeGpu(
+                UUID0,
+                "00000000:19:00.0",
+                name="NVIDIA H100 80GB HBM3",
+                migs=[(MIG, "NVIDIA H100 80GB HBM3 MIG 1g.10gb")],
+            )
+        ]
+    )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", MIG)
     gpu = nvml_gpu()

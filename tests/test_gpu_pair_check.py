@@ -15,14 +15,20 @@ GPU1 = {"gpu_uuid": "GPU-1b1b", "gpu_pci_bus_id": "00000000:3B:00.0", "gpu_index
 @pytest.fixture
 def pair(tmp_path):
     a = read_bundle(make_bundle(tmp_path / "a", run_id="a", variants=("sdpa",), environment=GPU0, seed=1))
-    b = read_bundle(make_bundle(tmp_path / "b", run_id="b", variants=("sdpa",), environment=GPU1, seed=2,
-                                latency_scale=1.02))
+    b = read_bundle(
+        make_bundle(tmp_path / "b", run_id="b", variants=("sdpa",), environment=GPU1, seed=2, latency_scale=1.02)
+    )
     return {"0": a, "1": b}
 
 
 def test_a_bundle_is_read_for_identity_clocks_and_medians(pair):
     a = pair["0"]
-    assert (a["gpu_uuid"], a["gpu_pci_bus_id"], a["gpu_index"], a["status"]) == ("GPU-0a0a", "00000000:19:00.0", 0, "complete")
+    assert (a["gpu_uuid"], a["gpu_pci_bus_id"], a["gpu_index"], a["status"]) == (
+        "GPU-0a0a",
+        "00000000:19:00.0",
+        0,
+        "complete",
+    )
     assert a["case_clock_before_mhz"] == [1980, 1980] and len(a["medians_us"]) == 4
 
 

@@ -59,8 +59,9 @@ def test_version_0_finds_the_same_names_module_by_module():
 
     old = _version_0()
     assert old.HARNESS_API_VERSION == 0
-    assert {name: getattr(old, name) for name in NAMES if name != "forget_tuned_choices"} == \
-        {name: getattr(harness_api, name) for name in NAMES if name != "forget_tuned_choices"}
+    assert {name: getattr(old, name) for name in NAMES if name != "forget_tuned_choices"} == {
+        name: getattr(harness_api, name) for name in NAMES if name != "forget_tuned_choices"
+    }
 
 
 def test_version_0_forgets_tuned_choices_through_the_tuner_itself(monkeypatch):
@@ -74,18 +75,23 @@ def test_version_0_forgets_tuned_choices_through_the_tuner_itself(monkeypatch):
     assert forgotten == [True]
 
 
-@pytest.mark.parametrize("source, problem", [
-    ('HARNESS_API_VERSION = "2"\n', "HARNESS_API_VERSION: expected a non-negative int literal"),
-    ("VERSION = 2\n", "HARNESS_API_VERSION: missing"),
-    ("HARNESS_API_VERSION = (\n", "not valid Python"),
-])
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        ('HARNESS_API_VERSION = "2"\n', "HARNESS_API_VERSION: expected a non-negative int literal"),
+        ("VERSION = 2\n", "HARNESS_API_VERSION: missing"),
+        ("HARNESS_API_VERSION = (\n", "not valid Python"),
+    ],
+)
 def test_a_version_that_cannot_be_read_is_named_with_its_file(tmp_path, source, problem):
     with pytest.raises(HarnessApiError, match="^kernels/harness_api.py: ") as raised:
         declared_version(_fake_kernels(tmp_path, source))
     assert problem in str(raised.value)
 
 
-def test_a_base_newer_than_this_harness_is_refused_naming_its_commit_and_nothing_is_written(tmp_path, monkeypatch, capsys):
+def test_a_base_newer_than_this_harness_is_refused_naming_its_commit_and_nothing_is_written(
+    tmp_path, monkeypatch, capsys
+):
     """Through the PR check's own path (--base: a git worktree of the merge base)."""
     repo = _fake_kernels(tmp_path / "repo", "HARNESS_API_VERSION = 7\n")
     _git(repo, "init", "--quiet")
@@ -98,8 +104,10 @@ def test_a_base_newer_than_this_harness_is_refused_naming_its_commit_and_nothing
     out = tmp_path / "out"
     assert main(["compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == (f"attnwatch compare: error: cannot measure the base {base[:12]}: its kernels declare harness API "
-                   f"version 7, newer than this attnwatch's {NEWEST_KNOWN}; measure it with an attnwatch that knows it")
+    assert err == (
+        f"attnwatch compare: error: cannot measure the base {base[:12]}: its kernels declare harness API "
+        f"version 7, newer than this attnwatch's {NEWEST_KNOWN}; measure it with an attnwatch that knows it"
+    )
     assert not out.exists()
     assert len(_git(repo, "worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
 
@@ -109,10 +117,14 @@ def test_a_base_older_than_the_oldest_supported_is_refused(tmp_path, monkeypatch
     monkeypatch.setattr(kernels_api_module, "OLDEST_SUPPORTED", 1)
     export = _fake_kernels(tmp_path / "export", None)
     out = tmp_path / "out"
-    assert main(["compare", "--base-root", str(export), "--base", "v0-export", "--shapes", "cpu", "--out", str(out)]) == 2
+    assert (
+        main(["compare", "--base-root", str(export), "--base", "v0-export", "--shapes", "cpu", "--out", str(out)]) == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err == (f"attnwatch compare: error: cannot measure the base v0-export: its kernels declare harness API "
-                   f"version 0, older than 1, the oldest this attnwatch (version {NEWEST_KNOWN}) measures")
+    assert err == (
+        f"attnwatch compare: error: cannot measure the base v0-export: its kernels declare harness API "
+        f"version 0, older than 1, the oldest this attnwatch (version {NEWEST_KNOWN}) measures"
+    )
     assert str(tmp_path) not in err and not out.exists()
 
 
@@ -122,11 +134,19 @@ def test_a_measuring_process_refuses_a_version_it_does_not_know(tmp_path):
 
     base = _fake_kernels(tmp_path / "base", "HARNESS_API_VERSION = 7\n")
     env = child_env(tmp_path / "work", base)
-    done = subprocess.run([sys.executable, "-c", "from attnwatch.ci.kernels_api import kernels_api; kernels_api()"],
-                          cwd=tmp_path / "work", env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", "from attnwatch.ci.kernels_api import kernels_api; kernels_api()"],
+        cwd=tmp_path / "work",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
-    assert (f"HarnessApiError: kernels/harness_api.py: HARNESS_API_VERSION 7: this harness uses versions "
-            f"{OLDEST_SUPPORTED}..{NEWEST_KNOWN}") in done.stderr
+    assert (
+        f"HarnessApiError: kernels/harness_api.py: HARNESS_API_VERSION 7: this harness uses versions "
+        f"{OLDEST_SUPPORTED}..{NEWEST_KNOWN}"
+    ) in done.stderr
 
 
 def _tree_before_the_api(tmp_path: Path) -> Path:
@@ -138,9 +158,11 @@ def _tree_before_the_api(tmp_path: Path) -> Path:
         _git(clone, "worktree", "add", "--detach", "--quiet", str(tmp_path / "base"), BEFORE_THE_API)
         return tmp_path / "base"
     shallow = _git_ok(REPO_ROOT, "rev-parse", "--is-shallow-repository", want="true")
-    pytest.fail(f"commit {BEFORE_THE_API[:12]} (main before the harness API) is not in this checkout"
-                f"{' (a shallow clone)' if shallow else ''}: this test needs the repository's history "
-                "(git fetch --unshallow; in GitHub Actions, actions/checkout with fetch-depth: 0)")
+    pytest.fail(
+        f"commit {BEFORE_THE_API[:12]} (main before the harness API) is not in this checkout"
+        f"{' (a shallow clone)' if shallow else ''}: this test needs the repository's history "
+        "(git fetch --unshallow; in GitHub Actions, actions/checkout with fetch-depth: 0)"
+    )
 
 
 def _git_ok(repo: Path, *args: str, want: str | None = None) -> bool:
@@ -156,9 +178,33 @@ def test_todays_harness_measures_the_kernels_of_a_commit_from_before_the_api(tmp
     assert not (base / "kernels" / "harness_api.py").exists()
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "compare", "--base-root", str(base), "--shapes", "cpu",
-                           "--variants", "sdpa", "--dtypes", "fp16", "--causal", "no", "--rounds", "1",
-                           "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--base-root",
+            str(base),
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa",
+            "--dtypes",
+            "fp16",
+            "--causal",
+            "no",
+            "--rounds",
+            "1",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = load_report(out / "compare.json")
     assert report.base_sha == BEFORE_THE_API

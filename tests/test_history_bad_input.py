@@ -285,7 +285,10 @@ def test_old_manifest_upgraded_by_registered_function(tmp_path, db_path, monkeyp
     _edit_json(bundle / "manifest.json", to_v0)
     ingest_paths(parse_location(db_path), [bundle])
     with open_read(parse_location(db_path)) as con:
-        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == ("NVIDIA H200", SCHEMA_VERSIONS["attnwatch.manifest"])
+        assert con.execute("SELECT gpu_name, bundle_schema_version FROM runs").fetchone() == (
+            "NVIDIA H200",
+            SCHEMA_VERSIONS["attnwatch.manifest"],
+        )
 
 
 def test_manifest_listing_a_missing_file(stored, tmp_path, capsys):

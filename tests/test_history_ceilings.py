@@ -43,17 +43,23 @@ def test_an_exact_dtype_wins_over_any(tmp_path):
     assert find_ceiling("X", "matmul_tflops", "bf16", path).value == 800.0
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    (GOOD.replace('how = "GEMM 8192^3, median"\n', ""), "ceiling[0].how: every ceiling needs its provenance"),
-    (GOOD.replace('measured = "X, 2026-11-21"', 'measured = " "'), "ceiling[0].measured: every ceiling needs its provenance"),
-    (GOOD.replace("900.0", "-1.0"), "ceiling[0].value: expected a positive number"),
-    (GOOD.replace("900.0", "true"), "ceiling[0].value: expected a positive number"),
-    (GOOD.replace("matmul_tflops", "datasheet_tflops"), "ceiling[0].kind: 'datasheet_tflops' is not one of"),
-    (GOOD + 'note = "x"\n', "ceiling[0].note: unknown field"),
-    (GOOD + GOOD, "ceiling[1]: X matmul_tflops fp16 is listed twice"),
-    ("ceiling = 3\n", "ceiling: expected a list"),
-    ("[[ceiling]\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (GOOD.replace('how = "GEMM 8192^3, median"\n', ""), "ceiling[0].how: every ceiling needs its provenance"),
+        (
+            GOOD.replace('measured = "X, 2026-11-21"', 'measured = " "'),
+            "ceiling[0].measured: every ceiling needs its provenance",
+        ),
+        (GOOD.replace("900.0", "-1.0"), "ceiling[0].value: expected a positive number"),
+        (GOOD.replace("900.0", "true"), "ceiling[0].value: expected a positive number"),
+        (GOOD.replace("matmul_tflops", "datasheet_tflops"), "ceiling[0].kind: 'datasheet_tflops' is not one of"),
+        (GOOD + 'note = "x"\n', "ceiling[0].note: unknown field"),
+        (GOOD + GOOD, "ceiling[1]: X matmul_tflops fp16 is listed twice"),
+        ("ceiling = 3\n", "ceiling: expected a list"),
+        ("[[ceiling]\n", "not valid TOML"),
+    ],
+)
 def test_a_bad_ceilings_file_is_refused_naming_file_and_field(tmp_path, text, field):
     path = tmp_path / "ceilings.toml"
     path.write_text(text)

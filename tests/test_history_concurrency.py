@@ -42,18 +42,44 @@ def test_parallel_ingest_with_a_reader(tmp_path, db_path):
     ingest_paths(parse_location(db_path), [seed_bundle])
     groups = []
     for w in range(4):
-        groups.append([
-            make_bundle(tmp_path / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=10 * w + i,
-                        variants=("sdpa", "triton_fa2"), n_samples=20)
-            for i in range(3)
-        ])
+        groups.append(
+            [
+                make_bundle(
+                    tmp_path / f"w{w}-{i}",
+                    run_id=f"writer{w}-run{i}",
+                    seed=10 * w + i,
+                    variants=("sdpa", "triton_fa2"),
+                    n_samples=20,
+                )
+                for i in range(3)
+            ]
+        )
     stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, str(db_path), str(stop)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, str(db_path), str(stop)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     writers = [
-        subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db_path), "ingest",
-                          "--lock-timeout", "120", *map(str, group)],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "attnwatch",
+                "--db",
+                str(db_path),
+                "ingest",
+                "--lock-timeout",
+                "120",
+                *map(str, group),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for group in groups
     ]
     outputs = [w.communicate(timeout=300) for w in writers]
@@ -86,10 +112,14 @@ def test_lock_held_past_the_deadline_names_the_file(tmp_path, db_path):
 
     ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", variants=("sdpa",), n_samples=5)])
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(120)",
-         str(db_path)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); time.sleep(120)",
+            str(db_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"

@@ -20,9 +20,13 @@ def _frames(location) -> dict[str, pd.DataFrame]:
     """Every table, every column (ids included), rows sorted: equal frames mean equal tables."""
     out = {}
     with open_read(parse_location(location)) as con:
-        tables = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND "
-            "table_catalog = current_database() AND table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'").fetchall()]
+        tables = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND "
+                "table_catalog = current_database() AND table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'"
+            ).fetchall()
+        ]
         for table in tables:
             frame = con.execute(f'SELECT * FROM "{table}"').df()
             frame = frame[sorted(frame.columns)].astype(str)
@@ -43,8 +47,9 @@ def test_a_file_copies_into_a_lake_and_back_with_equal_counts_and_checksums(lake
         line = next(line for line in out.splitlines() if line.startswith(f"{table} "))
         assert line.endswith("(equal)"), line
     src_hashes, lake_hashes = table_hashes(parse_location(source)), table_hashes(parse_location(lake_db))
-    assert {t: (len(h), history_copy.checksum(h)) for t, h in src_hashes.items()} == \
-        {t: (len(h), history_copy.checksum(h)) for t, h in lake_hashes.items()}
+    assert {t: (len(h), history_copy.checksum(h)) for t, h in src_hashes.items()} == {
+        t: (len(h), history_copy.checksum(h)) for t, h in lake_hashes.items()
+    }
 
     back = tmp_path / "back.duckdb"
     report = copy_history(parse_location(lake_db), parse_location(back))

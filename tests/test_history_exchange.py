@@ -19,9 +19,18 @@ T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def _fill(db_path, tmp_path, names, with_alerts=True):
-    paths = [make_bundle(tmp_path / n, run_id=n, seed=int(n[1:]), started_at=T0 + timedelta(days=int(n[1:])), n_samples=10,
-                         with_ncu=True, statuses={"cuda_wmma": "crashed"})
-             for i, n in enumerate(names)]
+    paths = [
+        make_bundle(
+            tmp_path / n,
+            run_id=n,
+            seed=int(n[1:]),
+            started_at=T0 + timedelta(days=int(n[1:])),
+            n_samples=10,
+            with_ncu=True,
+            statuses={"cuda_wmma": "crashed"},
+        )
+        for i, n in enumerate(names)
+    ]
     ingest_paths(parse_location(db_path), paths)
     if with_alerts:
         with open_write(parse_location(db_path)) as con:
@@ -29,25 +38,40 @@ def _fill(db_path, tmp_path, names, with_alerts=True):
                 alert_id = con.execute(
                     "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, run_id, baseline_value, "
                     "new_value, change_pct, detail) VALUES (?, 'regression', 'median_us', 'sdpa/l4_mission/fp16/causal', "
-                    "'NVIDIA H200', ?, 1.0, 1.1, 10.0, 'step') RETURNING alert_id", [f"key-{n}", n]).fetchone()[0]
-                con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'opened', '', 'ci')", [alert_id])
+                    "'NVIDIA H200', ?, 1.0, 1.1, 10.0, 'step') RETURNING alert_id",
+                    [f"key-{n}", n],
+                ).fetchone()[0]
+                con.execute(
+                    "INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'opened', '', 'ci')",
+                    [alert_id],
+                )
                 if i == 0:
-                    con.execute("INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'acknowledged', 'known', 'ana')", [alert_id])
+                    con.execute(
+                        "INSERT INTO alert_events (alert_id, action, note, actor) VALUES (?, 'acknowledged', 'known', 'ana')",
+                        [alert_id],
+                    )
 
 
 def _tables(db_path) -> dict[str, pd.DataFrame]:
     """Every data table, sorted by all columns, ids that are local to a database left out."""
     local = {"alerts": ["alert_id"], "alert_events": ["event_id", "alert_id"]}
     with open_read(parse_location(db_path)) as con:
-        names = [r[0] for r in con.execute("SELECT table_name FROM information_schema.tables WHERE "
-                                           "table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'").fetchall()]
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE "
+                "table_type = 'BASE TABLE' AND table_name <> 'schema_migrations'"
+            ).fetchall()
+        ]
         out = {}
         for n in names:
             frame = con.execute(f"SELECT * FROM {n}").df().drop(columns=local.get(n, []))
             frame = frame.astype(str).sort_values(list(frame.columns)).reset_index(drop=True)
             out[n] = frame
-        events = con.execute("SELECT a.dedup_key, e.action, e.note, e.actor FROM alert_events e "
-                             "JOIN alerts a USING (alert_id) ORDER BY ALL").fetchall()
+        events = con.execute(
+            "SELECT a.dedup_key, e.action, e.note, e.actor FROM alert_events e "
+            "JOIN alerts a USING (alert_id) ORDER BY ALL"
+        ).fetchall()
     out["alert_events_by_key"] = pd.DataFrame(events)
     return out
 
@@ -70,8 +94,10 @@ def test_round_trip_into_an_empty_history(tmp_path, db_path, capsys):
     assert cli_main(["--db", str(fresh), "import", str(out)]) == 0
     _assert_same(_tables(db_path), _tables(fresh))
     with open_read(parse_location(fresh)) as con:  # MAP and list columns survive Parquet
-        gaps = con.execute("SELECT gap_to_backends['sdpa_flash'] FROM results WHERE case_id = "
-                           "'sdpa/l4_mission/fp16/causal' ORDER BY run_id").fetchall()
+        gaps = con.execute(
+            "SELECT gap_to_backends['sdpa_flash'] FROM results WHERE case_id = "
+            "'sdpa/l4_mission/fp16/causal' ORDER BY run_id"
+        ).fetchall()
     assert all(g[0] > 0 for g in gaps)
 
     # The same export again adds nothing.
@@ -87,6 +113,7 @@ def test_import_merges_into_an_existing_history(tmp_path):
     _fill(b, tmp_path / "mb", ["r2", "r3"])  # r2: the same bundle content in both (seeded)
     out = tmp_path / "export-a"
     from attnwatch.history.store.exchange import export_history, import_history
+
     export_history(parse_location(a), out)
     report = import_history(parse_location(b), out)
     assert report.rows["runs"] == 1 and report.skipped["runs"] == 1
@@ -96,8 +123,9 @@ def test_import_merges_into_an_existing_history(tmp_path):
     with open_read(parse_location(b)) as con:
         runs = [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
         ids = con.execute("SELECT count(DISTINCT alert_id), count(*) FROM alerts").fetchone()
-        acknowledged = con.execute("SELECT a.dedup_key FROM alert_events e JOIN alerts a USING (alert_id) "
-                                   "WHERE action = 'acknowledged'").fetchall()
+        acknowledged = con.execute(
+            "SELECT a.dedup_key FROM alert_events e JOIN alerts a USING (alert_id) WHERE action = 'acknowledged'"
+        ).fetchall()
     assert runs == ["r1", "r2", "r3"] and ids == (3, 3)
     assert sorted(acknowledged) == [("key-r1",), ("key-r2",)]
 
@@ -108,6 +136,7 @@ def test_import_refuses_a_clashing_run_and_writes_nothing(tmp_path):
     ingest_paths(parse_location(b), [make_bundle(tmp_path / "y", run_id="same", seed=2, n_samples=5)])
     ingest_paths(parse_location(a), [make_bundle(tmp_path / "z", run_id="other", seed=3, n_samples=5)])
     from attnwatch.history.store.exchange import export_history, import_history
+
     export_history(parse_location(a), tmp_path / "e")
     with pytest.raises(BundleError, match="different content") as info:
         import_history(parse_location(b), tmp_path / "e")
@@ -120,6 +149,7 @@ def test_import_validates_before_writing(tmp_path, db_path, capsys):
     _fill(db_path, tmp_path, ["r1"], with_alerts=False)
     out = tmp_path / "e"
     from attnwatch.history.store.exchange import export_history
+
     export_history(parse_location(db_path), out)
     manifest = json.loads((out / "export.json").read_text())
     manifest["tables"]["samples"]["rows"] += 1
@@ -144,6 +174,7 @@ def test_import_refuses_an_export_time_without_its_offset(tmp_path, db_path, cap
     _fill(db_path, tmp_path, ["r1"], with_alerts=False)
     out = tmp_path / "e"
     from attnwatch.history.store.exchange import export_history
+
     export_history(parse_location(db_path), out)
     manifest = json.loads((out / "export.json").read_text())
     manifest["exported_at"] = exported_at
@@ -160,6 +191,7 @@ def test_export_refuses_a_non_empty_directory(tmp_path, db_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "keep.txt").write_text("mine")
     from attnwatch.history.store.exchange import export_history
+
     with pytest.raises(HistoryError, match="not empty"):
         export_history(parse_location(db_path), tmp_path / "busy")
     assert (tmp_path / "busy" / "keep.txt").read_text() == "mine"

@@ -127,33 +127,57 @@ def test_dashboard_shows_a_fault_without_paths(battery):
     from attnwatch.app.data.store import HistoryUnavailable, current_source, read_frame
 
     db = battery.fresh()
-    killed_at(fault_env.statement_count(killed_at(0, battery.fresh(), "--legacy-wal", "ingest", str(battery.bundles[0]))),
-              db, "--legacy-wal", "ingest", str(battery.bundles[0]))
+    killed_at(
+        fault_env.statement_count(killed_at(0, battery.fresh(), "--legacy-wal", "ingest", str(battery.bundles[0]))),
+        db,
+        "--legacy-wal",
+        "ingest",
+        str(battery.bundles[0]),
+    )
     with pytest.raises(HistoryUnavailable) as caught:
         read_frame(current_source(db), "SELECT count(*) FROM runs")
     text = str(caught.value)
     assert "attnwatch history recover" in text and str(db.parent) not in text and "PID" not in text
 
 
-@pytest.mark.parametrize("text, kind", [
-    # (a process id above the kernel's largest, 2**22: no process here has it, so none is described)
-    ('IO Error: Could not set lock on file "/srv/h.duckdb": Conflicting lock is held in /usr/bin/python3.11 (PID 4194305). '
-     'See also https://duckdb.org/docs/stable/connect/concurrency', "LockTimeoutError"),
-    ('IO Error: Could not write file "/srv/h.duckdb.wal": No space left on device', "DiskFullError"),
-    ('FATAL Error: Failed to create checkpoint because of error: Could not write file "/srv/h.duckdb": File too large',
-     "DiskFullError"),
-    ('IO Error: Cannot open file "/srv/h.duckdb": Read-only file system', "ReadOnlyError"),
-    ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
-    ('INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
-     'with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)', "WalReplayError"),
-    ('IO Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Corrupt WAL file: entry at byte position 56 '
-     'computed checksum 1 does not match stored checksum 2', "WalReplayError"),
-])
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        # (a process id above the kernel's largest, 2**22: no process here has it, so none is described)
+        (
+            'IO Error: Could not set lock on file "/srv/h.duckdb": Conflicting lock is held in /usr/bin/python3.11 (PID 4194305). '
+            "See also https://duckdb.org/docs/stable/connect/concurrency",
+            "LockTimeoutError",
+        ),
+        ('IO Error: Could not write file "/srv/h.duckdb.wal": No space left on device', "DiskFullError"),
+        (
+            'FATAL Error: Failed to create checkpoint because of error: Could not write file "/srv/h.duckdb": File too large',
+            "DiskFullError",
+        ),
+        ('IO Error: Cannot open file "/srv/h.duckdb": Read-only file system', "ReadOnlyError"),
+        ('IO Error: Cannot open file "/srv/h.duckdb": Permission denied', "AccessDeniedError"),
+        (
+            'INTERNAL Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Calling DatabaseManager::GetDefaultDatabase '
+            "with no default database set\nStack Trace:\n/srv/venv/lib/_duckdb.so(...)",
+            "WalReplayError",
+        ),
+        (
+            'IO Error: Failure while replaying WAL file "/srv/h.duckdb.wal": Corrupt WAL file: entry at byte position 56 '
+            "computed checksum 1 does not match stored checksum 2",
+            "WalReplayError",
+        ),
+    ],
+)
 def test_each_fault_is_one_line_naming_the_history_and_nothing_of_the_machine(text, kind):
     from attnwatch.history.store.faults import file_fault
 
-    exc = (duckdb.InternalException if "INTERNAL" in text else duckdb.FatalException if "FATAL" in text
-           else duckdb.IOException)(text)
+    exc = (
+        duckdb.InternalException
+        if "INTERNAL" in text
+        else duckdb.FatalException
+        if "FATAL" in text
+        else duckdb.IOException
+    )(text)
     fault = file_fault(exc, "team/history.duckdb")
     assert type(fault).__name__ == kind
     line = str(fault)
@@ -180,8 +204,13 @@ def test_a_file_that_is_not_a_database_is_one_line_and_left_alone(tmp_path):
 
 # Bytes left free on the tmpfs, per stage: where the disk fills in the middle of the work (a run
 # or a migration stored before it, the transaction at hand cut), as the battery's sweeps found.
-TMPFS_FREE = {"first ingest": 3_000_000, "migration": 150_000, "later ingest": 300_000, "detect": 900_000,
-              "alerts ack": 300_000}
+TMPFS_FREE = {
+    "first ingest": 3_000_000,
+    "migration": 150_000,
+    "later ingest": 300_000,
+    "detect": 900_000,
+    "alerts ack": 300_000,
+}
 
 
 @pytest.mark.parametrize("stage", sorted(TMPFS_FREE))
@@ -223,7 +252,7 @@ def test_recover_sets_a_damaged_log_aside_and_says_what_was_not_kept(battery):
     wal = db.with_name(db.name + ".wal")
     data = bytearray(wal.read_bytes())  # run-b's transaction, committed in the log only
     middle = len(data) // 3
-    data[middle:middle + 64] = bytes(b ^ 0xFF for b in data[middle:middle + 64])
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
     wal.write_bytes(data)
     damaged = bytes(data)
 
@@ -239,7 +268,7 @@ def test_recover_sets_a_damaged_log_aside_and_says_what_was_not_kept(battery):
     assert "every committed transaction was kept" not in fixed.stdout
     assert not fault_env.other_paths(fixed.stdout, db), fixed.stdout
     assert not wal.exists()
-    backup, = db.parent.glob("history.duckdb.recover-*")
+    (backup,) = db.parent.glob("history.duckdb.recover-*")
     assert (backup / "history.duckdb.wal").read_bytes() == damaged
     assert inspect(db).runs == {RUNS[0]: 4}  # what the last checkpoint held
     assert battery.writable(db, 3) is None

@@ -25,15 +25,20 @@ from old_history import history_at_version
 from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
-IDENTITY = {"gpu_uuid": "GPU-1b1b1b1b-5555-6666-7777-888888888888", "gpu_pci_bus_id": "00000000:3B:00.0",
-            "gpu_index": 1}
+IDENTITY = {
+    "gpu_uuid": "GPU-1b1b1b1b-5555-6666-7777-888888888888",
+    "gpu_pci_bus_id": "00000000:3B:00.0",
+    "gpu_index": 1,
+}
 NEW_FIELDS = ("gpu_pci_bus_id", "gpu_index", "gpu_mig_uuid", "pool")
 
 
 def _run(db_path, run_id):
     with open_read(parse_location(db_path)) as con:
-        cur = con.execute("SELECT hostname, pool, gpu_uuid, gpu_pci_bus_id, gpu_index, gpu_mig_uuid FROM runs "
-                          "WHERE run_id = ?", [run_id])
+        cur = con.execute(
+            "SELECT hostname, pool, gpu_uuid, gpu_pci_bus_id, gpu_index, gpu_mig_uuid FROM runs WHERE run_id = ?",
+            [run_id],
+        )
         return dict(zip([d[0] for d in cur.description], cur.fetchone()))
 
 
@@ -54,7 +59,9 @@ def test_a_run_stores_its_host_and_gpu(tmp_path, db_path):
     assert _run(db_path, "gpu1") == {"hostname": "h200-a", "pool": "h200-a", "gpu_mig_uuid": None, **IDENTITY}
     assert _run(db_path, "pooled")["pool"] == "h200-rack2"  # a declared pool wins over the host name
     with open_read(parse_location(db_path)) as con:
-        detail = con.execute("SELECT DISTINCT hostname, pool, gpu_index FROM result_details WHERE run_id = 'gpu1'").fetchall()
+        detail = con.execute(
+            "SELECT DISTINCT hostname, pool, gpu_index FROM result_details WHERE run_id = 'gpu1'"
+        ).fetchall()
     assert detail == [("h200-a", "h200-a", 1)]
 
 
@@ -68,12 +75,15 @@ def test_a_bundle_from_before_identity_still_ingests_with_nulls(tmp_path, db_pat
     assert row["pool"] == "h200-a"  # the host's pool: the same series as that host's new runs
 
 
-@pytest.mark.parametrize("field,good,bad,why", [
-    ("pool", "h200-rack2", "rack 2; DROP TABLE runs", "a pool name is"),
-    ("pool", "h200-rack2", "", "a pool name is"),
-    ("gpu_pci_bus_id", "00000000:3B:00.0", "<script>", "not a PCI bus id"),
-    ("gpu_index", 7, -1, "not an NVML device index"),
-])
+@pytest.mark.parametrize(
+    "field,good,bad,why",
+    [
+        ("pool", "h200-rack2", "rack 2; DROP TABLE runs", "a pool name is"),
+        ("pool", "h200-rack2", "", "a pool name is"),
+        ("gpu_pci_bus_id", "00000000:3B:00.0", "<script>", "not a PCI bus id"),
+        ("gpu_index", 7, -1, "not an NVML device index"),
+    ],
+)
 def test_malformed_identity_is_refused_naming_the_field(tmp_path, field, good, bad, why):
     def with_value(name, value):
         bundle = make_bundle(tmp_path / name, run_id=name)
@@ -91,14 +101,22 @@ def test_malformed_identity_is_refused_naming_the_field(tmp_path, field, good, b
 def _ingest_as_schema_5(con, bundle_dir) -> None:
     """Store a bundle the way attnwatch at schema 5 did: the columns that schema had, nothing else."""
     b = load_bundle(bundle_dir)
-    runs_columns = {c for (c,) in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'").fetchall()}
+    runs_columns = {
+        c
+        for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+        ).fetchall()
+    }
     insert_arrow(con, "runs", rows_to_arrow([{k: v for k, v in run_row(b).items() if k in runs_columns}]))
     commit = commit_row(b)
     con.execute("INSERT OR IGNORE INTO commits VALUES (?, ?, ?, ?, ?, ?)", list(commit.values()))
     for table, rows in table_rows(b).items():
-        columns = {c for (c,) in con.execute(
-            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]).fetchall()}
+        columns = {
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+            ).fetchall()
+        }
         insert_arrow(con, table, rows.select([c for c in rows.column_names if c in columns]))
 
 
@@ -107,10 +125,20 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
     con = duckdb.connect(str(db_path))
     try:
         for i in range(16):
-            _ingest_as_schema_5(con, make_bundle(
-                tmp_path / f"b{i}", run_id=f"run-{i}", commit_sha=f"{i:040x}", seed=i, hostname="h200-a",
-                started_at=T0 + timedelta(hours=i), commit_date=T0 + timedelta(hours=i),
-                variants=("sdpa", "triton_fa2"), variant_scale={"triton_fa2": 1.06} if i >= 10 else None))
+            _ingest_as_schema_5(
+                con,
+                make_bundle(
+                    tmp_path / f"b{i}",
+                    run_id=f"run-{i}",
+                    commit_sha=f"{i:040x}",
+                    seed=i,
+                    hostname="h200-a",
+                    started_at=T0 + timedelta(hours=i),
+                    commit_date=T0 + timedelta(hours=i),
+                    variants=("sdpa", "triton_fa2"),
+                    variant_scale={"triton_fa2": 1.06} if i >= 10 else None,
+                ),
+            )
         # The alerts attnwatch detect recorded at schema 5 for the planted step (old dedup key format).
         steps = con.execute("SELECT DISTINCT case_id FROM results WHERE variant = 'triton_fa2'").fetchall()
         for (case_id,) in steps:
@@ -118,7 +146,8 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
                 con.execute(
                     "INSERT INTO alerts (dedup_key, kind, metric, case_id, gpu_name, run_id, commit_sha) "
                     "VALUES (?, 'regression', ?, ?, 'NVIDIA H200', 'run-10', ?)",
-                    [f"step|{case_id}|NVIDIA H200|{metric}|{10:040x}", metric, case_id, f"{10:040x}"])
+                    [f"step|{case_id}|NVIDIA H200|{metric}|{10:040x}", metric, case_id, f"{10:040x}"],
+                )
     finally:
         con.close()
 
@@ -137,16 +166,28 @@ def test_upgrading_a_schema_5_history_keeps_its_series_and_alerts(tmp_path, db_p
     assert cli_main(["--db", str(control), "detect", "--dry-run"]) == 0
     assert "8 findings" in capsys.readouterr().out
     assert cli_main(["--db", str(db_path), "detect"]) == 0
-    assert {a.dedup_key for a in list_alerts(parse_location(db_path), {"limit": 1000})} == before  # the same steps, not new ones
+    assert {
+        a.dedup_key for a in list_alerts(parse_location(db_path), {"limit": 1000})
+    } == before  # the same steps, not new ones
     assert "0 findings" in capsys.readouterr().out
 
 
 def test_latest_main_run_per_host(tmp_path, db_path):
-    ingest_paths(parse_location(db_path), [
-        make_bundle(tmp_path / f"{host}-{i}", run_id=f"{host}-{i}", hostname=host, seed=i,
-                    started_at=T0 + timedelta(hours=2 * i + (host == "h200-b")), variants=("sdpa",))
-        for i in range(3) for host in ("h200-a", "h200-b")
-    ])
+    ingest_paths(
+        parse_location(db_path),
+        [
+            make_bundle(
+                tmp_path / f"{host}-{i}",
+                run_id=f"{host}-{i}",
+                hostname=host,
+                seed=i,
+                started_at=T0 + timedelta(hours=2 * i + (host == "h200-b")),
+                variants=("sdpa",),
+            )
+            for i in range(3)
+            for host in ("h200-a", "h200-b")
+        ],
+    )
     with open_read(parse_location(db_path)) as con:
         latest = con.execute("SELECT pool, run_id FROM latest_main_runs ORDER BY pool").fetchall()
     assert latest == [("h200-a", "h200-a-2"), ("h200-b", "h200-b-2")]

@@ -28,10 +28,15 @@ def _schema(location) -> list[tuple]:
             "SELECT c.table_name, c.column_name, c.data_type, c.is_nullable, c.ordinal_position "
             "FROM information_schema.columns c JOIN information_schema.tables t USING (table_catalog, table_schema, table_name) "
             "WHERE c.table_schema = 'main' AND c.table_catalog = current_database() AND t.table_type = 'BASE TABLE' "
-            "ORDER BY ALL").fetchall()
-        views = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-            "AND table_catalog = current_database() AND table_type = 'VIEW' ORDER BY 1").fetchall()]
+            "ORDER BY ALL"
+        ).fetchall()
+        views = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+                "AND table_catalog = current_database() AND table_type = 'VIEW' ORDER BY 1"
+            ).fetchall()
+        ]
         for view in views:
             described = con.execute(f"DESCRIBE SELECT * FROM {view}").fetchall()
             tables += [(view, name, kind, "view", i) for i, (name, kind, *_) in enumerate(described)]
@@ -56,20 +61,27 @@ def test_migrations_give_a_lake_the_files_tables_views_and_columns(lake_db, db_p
 
 def test_a_lake_rejects_the_clauses_that_the_translation_removes(lake_db):
     with open_write(parse_location(lake_db)) as con:
-        for ddl, says in (("CREATE TABLE k (a INTEGER PRIMARY KEY)", "PRIMARY KEY"),
-                          ("CREATE TABLE k (a INTEGER UNIQUE)", "UNIQUE"),
-                          ("CREATE TABLE k (a INTEGER CHECK (a > 0))", "CHECK"),
-                          ("CREATE SEQUENCE k", "sequences")):
+        for ddl, says in (
+            ("CREATE TABLE k (a INTEGER PRIMARY KEY)", "PRIMARY KEY"),
+            ("CREATE TABLE k (a INTEGER UNIQUE)", "UNIQUE"),
+            ("CREATE TABLE k (a INTEGER CHECK (a > 0))", "CHECK"),
+            ("CREATE SEQUENCE k", "sequences"),
+        ):
             with pytest.raises(duckdb.NotImplementedException, match=says):
                 con.execute(ddl)
 
 
 def test_ingest_into_a_lake_is_idempotent_without_constraints(lake_db, tmp_path):
-    bundles = [make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", seed=i, n_samples=10,
-                           commit_sha="ab" * 20, with_ncu=True) for i in range(2)]
+    bundles = [
+        make_bundle(tmp_path / f"b{i}", run_id=f"run-{i}", seed=i, n_samples=10, commit_sha="ab" * 20, with_ncu=True)
+        for i in range(2)
+    ]
     first = ingest_paths(parse_location(lake_db), bundles)
     assert [b.action for b in first.bundles] == ["inserted", "inserted"]
-    counts = {t: _count(lake_db, f"SELECT count(*) FROM {t}") for t in ("runs", "commits", "results", "samples", "ncu_metrics")}
+    counts = {
+        t: _count(lake_db, f"SELECT count(*) FROM {t}")
+        for t in ("runs", "commits", "results", "samples", "ncu_metrics")
+    }
     assert counts["runs"] == 2 and counts["commits"] == 1 and counts["results"] == 48
     again = ingest_paths(parse_location(lake_db), bundles)
     assert [b.action for b in again.bundles] == ["skipped", "skipped"]
@@ -90,8 +102,14 @@ def _snapshot(location) -> int:
 
 def test_a_later_run_fills_what_a_stored_commit_lacked(lake_db, tmp_path):
     sha = "cd" * 20
-    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "a", run_id="a", commit_sha=sha, commit_message=None, n_samples=5)])
-    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", run_id="b", commit_sha=sha, commit_message="Fuse softmax", n_samples=5)])
+    ingest_paths(
+        parse_location(lake_db),
+        [make_bundle(tmp_path / "a", run_id="a", commit_sha=sha, commit_message=None, n_samples=5)],
+    )
+    ingest_paths(
+        parse_location(lake_db),
+        [make_bundle(tmp_path / "b", run_id="b", commit_sha=sha, commit_message="Fuse softmax", n_samples=5)],
+    )
     with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*), any_value(message) FROM commits").fetchone() == (1, "Fuse softmax")
 
@@ -118,8 +136,17 @@ def test_readers_need_only_the_catalog_and_a_missing_lake_is_a_clear_error(lake_
 
 
 def test_every_command_works_on_a_lake(lake_db, tmp_path, capsys):
-    bundles = [make_bundle(tmp_path / f"b{i}", run_id=f"main-{i}", seed=i, n_samples=8, commit_sha=f"{i:02d}" * 20,
-                           statuses={"cuda_wmma": "failed"} if i == 2 else None) for i in range(3)]
+    bundles = [
+        make_bundle(
+            tmp_path / f"b{i}",
+            run_id=f"main-{i}",
+            seed=i,
+            n_samples=8,
+            commit_sha=f"{i:02d}" * 20,
+            statuses={"cuda_wmma": "failed"} if i == 2 else None,
+        )
+        for i in range(3)
+    ]
     assert cli_main(["--db", lake_db, "ingest", *map(str, bundles)]) == 0
     assert "3 run(s) inserted" in capsys.readouterr().out
     assert cli_main(["--db", lake_db, "migrate", "--check"]) == 0
@@ -133,12 +160,15 @@ def test_every_command_works_on_a_lake(lake_db, tmp_path, capsys):
     alerts = _count(lake_db, "SELECT count(*) FROM alerts")
     assert alerts >= 1, detected  # the failed correctness case
     assert cli_main(["--db", lake_db, "alerts", "ack", "1", "--note", "known", "--by", "ana"]) == 0
-    assert cli_main(["--db", lake_db, "alerts", "bisected", "1", "--commit", "c" * 40, "--by", "ana"]) == 0  # migration 009
+    assert (
+        cli_main(["--db", lake_db, "alerts", "bisected", "1", "--commit", "c" * 40, "--by", "ana"]) == 0
+    )  # migration 009
     assert cli_main(["--db", lake_db, "alerts", "resolve", "1", "--by", "ana"]) == 0
     with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT status FROM alerts WHERE alert_id = 1").fetchone() == ("resolved",)
-        assert con.execute("SELECT list(action ORDER BY event_id) FROM alert_events WHERE alert_id = 1").fetchone()[0] == [
-            "opened", "acknowledged", "bisected", "resolved"]
+        assert con.execute("SELECT list(action ORDER BY event_id) FROM alert_events WHERE alert_id = 1").fetchone()[
+            0
+        ] == ["opened", "acknowledged", "bisected", "resolved"]
         assert con.execute("SELECT count(DISTINCT event_id) = count(*) FROM alert_events").fetchone() == (True,)
     capsys.readouterr()
     assert cli_main(["--db", lake_db, "export", str(tmp_path / "export")]) == 0

@@ -52,17 +52,50 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     with open_write(parse_location(lake_db)):  # the lake exists before the runners start (README: team set-up)
         pass
-    shared = [make_bundle(tmp_path / f"shared-{i}", run_id=f"shared-run{i}", seed=100 + i, commit_sha="ee" * 20,
-                          variants=("sdpa", "triton_fa2"), n_samples=10) for i in range(SHARED_BUNDLES)]
-    groups = [shared + [make_bundle(tmp_path / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=10 * w + i,
-                                    commit_sha="ee" * 20, variants=("sdpa", "triton_fa2"), n_samples=10)
-                        for i in range(OWN_BUNDLES)] for w in range(WRITERS)]
+    shared = [
+        make_bundle(
+            tmp_path / f"shared-{i}",
+            run_id=f"shared-run{i}",
+            seed=100 + i,
+            commit_sha="ee" * 20,
+            variants=("sdpa", "triton_fa2"),
+            n_samples=10,
+        )
+        for i in range(SHARED_BUNDLES)
+    ]
+    groups = [
+        shared
+        + [
+            make_bundle(
+                tmp_path / f"w{w}-{i}",
+                run_id=f"writer{w}-run{i}",
+                seed=10 * w + i,
+                commit_sha="ee" * 20,
+                variants=("sdpa", "triton_fa2"),
+                n_samples=10,
+            )
+            for i in range(OWN_BUNDLES)
+        ]
+        for w in range(WRITERS)
+    ]
     stop = tmp_path / "stop"
-    reader = subprocess.Popen([sys.executable, "-c", READER, lake_db, str(stop)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-               for group in groups]
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, lake_db, str(stop)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for group in groups
+    ]
     outputs = [w.communicate(timeout=600) for w in writers]
     stop.touch()
     reader_out, reader_err = reader.communicate(timeout=300)
@@ -77,21 +110,34 @@ def test_concurrent_ingests_store_each_run_once_and_readers_see_whole_runs(lake_
     assert reader.returncode == 0, reader_err
     assert int(reader_out.strip()) >= 1
 
-    expected = sorted([f"shared-run{i}" for i in range(SHARED_BUNDLES)] +
-                      [f"writer{w}-run{i}" for w in range(WRITERS) for i in range(OWN_BUNDLES)])
+    expected = sorted(
+        [f"shared-run{i}" for i in range(SHARED_BUNDLES)]
+        + [f"writer{w}-run{i}" for w in range(WRITERS) for i in range(OWN_BUNDLES)]
+    )
     with open_read(parse_location(lake_db)) as con:
         assert sorted(r[0] for r in con.execute("SELECT run_id FROM runs").fetchall()) == expected
         assert con.execute("SELECT count(*), count(DISTINCT sha) FROM commits").fetchone() == (1, 1)
         assert con.execute("SELECT count(*) FROM results").fetchone()[0] == CASES * len(expected)
-        assert con.execute("SELECT count(*) FROM (SELECT DISTINCT run_id, case_id, sample_index FROM samples)").fetchone() \
+        assert (
+            con.execute("SELECT count(*) FROM (SELECT DISTINCT run_id, case_id, sample_index FROM samples)").fetchone()
             == con.execute("SELECT count(*) FROM samples").fetchone()
-        leftover = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = ?",
-                               [CLAIM_SCHEMA]).fetchone()[0]
+        )
+        leftover = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = ?", [CLAIM_SCHEMA]
+        ).fetchone()[0]
     assert leftover == 0  # every claim was released after its commit
 
     # A second wave of every bundle, again from all writers at once, adds nothing.
-    again = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
+    again = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", lake_db, "ingest", *map(str, group)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for group in groups
+    ]
     for proc in again:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
@@ -105,12 +151,22 @@ def test_writers_racing_to_create_the_schema_of_a_new_lake_apply_each_migration_
     with open_write(parse_location(lake_db)):  # DuckLake's own catalog tables: created once, before the race
         pass
     with open_write(parse_location(lake_db)) as con:  # back to an empty schema: drop what the migrations made
-        tables = con.execute("SELECT table_name, table_type FROM information_schema.tables "
-                             "WHERE table_catalog = current_database() AND table_schema = 'main'").fetchall()
+        tables = con.execute(
+            "SELECT table_name, table_type FROM information_schema.tables "
+            "WHERE table_catalog = current_database() AND table_schema = 'main'"
+        ).fetchall()
         for name, kind in sorted(tables, key=lambda t: t[1] != "VIEW"):
             con.execute(f'DROP {"VIEW" if kind == "VIEW" else "TABLE"} "{name}"')
-    racers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", lake_db, "migrate"], env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    racers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", lake_db, "migrate"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for proc in racers:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
@@ -132,15 +188,26 @@ def own_server():
 
 def _own_lake(server, tmp_path, name: str) -> tuple[str, dict]:
     location = f"ducklake:postgres:{server.dsn(server.create_database(name))}"
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(tmp_path / "lake-data"),
-           "ATTNWATCH_LAKE_RETRY_S": "90"}
-    subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True,
-                   capture_output=True, timeout=300)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "ATTNWATCH_LAKE_DATA": str(tmp_path / "lake-data"),
+        "ATTNWATCH_LAKE_RETRY_S": "90",
+    }
+    subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", location, "migrate"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return location, env
 
 
 def _one_line_or_nothing(err: str) -> bool:
-    return "Traceback" not in err and len(err.strip().splitlines()) <= 1 and all(len(x) <= 300 for x in err.splitlines())
+    return (
+        "Traceback" not in err and len(err.strip().splitlines()) <= 1 and all(len(x) <= 300 for x in err.splitlines())
+    )
 
 
 def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server, tmp_path):
@@ -149,11 +216,32 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
     run reported inserted is stored."""
     location, env = _own_lake(own_server, tmp_path, "restart_lake")
     shared = make_bundle(tmp_path / "shared", run_id="shared-run", seed=7, commit_sha="ee" * 20, n_samples=5)
-    groups = [[shared, *(make_bundle(tmp_path / f"w{w}-{i}", run_id=f"writer{w}-run{i}", seed=10 * w + i,
-                                     commit_sha="ee" * 20, n_samples=5) for i in range(2))]
-              for w in range(RESTART_WRITERS)]
-    writers = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, group)],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for group in groups]
+    groups = [
+        [
+            shared,
+            *(
+                make_bundle(
+                    tmp_path / f"w{w}-{i}",
+                    run_id=f"writer{w}-run{i}",
+                    seed=10 * w + i,
+                    commit_sha="ee" * 20,
+                    n_samples=5,
+                )
+                for i in range(2)
+            ),
+        ]
+        for w in range(RESTART_WRITERS)
+    ]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", location, "ingest", *map(str, group)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for group in groups
+    ]
     first = _wait_for_first_run(location, env, writers)
     own_server.restart()
     outputs = [w.communicate(timeout=600) for w in writers]
@@ -174,12 +262,16 @@ def test_a_postgres_restart_amid_eight_ingests_stores_every_run_once(own_server,
 
 def _wait_for_first_run(location: str, env: dict, writers, timeout_s: float = 300.0):
     """Block until some writer has committed a run (the restart then lands amid the ingests)."""
-    probe = ("from attnwatch.history.store.db import open_read; import sys\n"
-             "from attnwatch.history.store.location import parse_location\n"
-             "with open_read(parse_location(sys.argv[1])) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])")
+    probe = (
+        "from attnwatch.history.store.db import open_read; import sys\n"
+        "from attnwatch.history.store.location import parse_location\n"
+        "with open_read(parse_location(sys.argv[1])) as c: print(c.execute('SELECT count(*) FROM runs').fetchone()[0])"
+    )
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(w.poll() is None for w in writers):
-        done = subprocess.run([sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-c", probe, location], env=env, capture_output=True, text=True, timeout=120
+        )
         if done.returncode == 0 and int(done.stdout.strip() or 0) > 0:
             return int(done.stdout.strip())
         time.sleep(0.2)
@@ -191,12 +283,22 @@ def test_an_ingest_waits_out_a_stopped_catalog_then_gives_up_in_one_line(own_ser
     bundle = make_bundle(tmp_path / "b", run_id="patient", n_samples=5)
     own_server.halt()
     try:
-        quick = subprocess.run([sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
-                               env={**env, "ATTNWATCH_LAKE_RETRY_S": "2"}, capture_output=True, text=True, timeout=300)
+        quick = subprocess.run(
+            [sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
+            env={**env, "ATTNWATCH_LAKE_RETRY_S": "2"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert quick.returncode == 2 and _one_line_or_nothing(quick.stderr), quick.stderr
         assert "stayed unreachable for more than 2 s" in quick.stderr
-        patient = subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
-                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        patient = subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", location, "ingest", str(bundle)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(8)  # the attach meets a stopped server, and waits
     finally:
         own_server.start_again()
@@ -232,5 +334,6 @@ def test_detect_and_the_alert_commands_wait_out_a_stopped_catalog_then_give_up_i
     out, err = patient.communicate(timeout=300)
     assert patient.returncode == 0 and not err.strip(), err
     with open_read(parse_location(location)) as con:
-        assert con.execute("SELECT action, actor FROM alert_events WHERE action <> 'opened'").fetchall() == \
-            [("acknowledged", "ana")]
+        assert con.execute("SELECT action, actor FROM alert_events WHERE action <> 'opened'").fetchall() == [
+            ("acknowledged", "ana")
+        ]

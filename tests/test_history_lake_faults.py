@@ -33,8 +33,10 @@ from attnwatch.history.store.maintain import maintain
 from attnwatch.history.store.transactions import CLAIM_SCHEMA
 
 LABEL = "ducklake:postgres:dbname=attnwatch host=db"
-LONG_QUERY = "INSERT INTO \"public\".ducklake_snapshot VALUES (18, NOW(), 18, 47, 20);" + \
-    "INSERT INTO x VALUES ('{\"block_m\": 64, \"stages\": 2}', 'ab');" * 60
+LONG_QUERY = (
+    'INSERT INTO "public".ducklake_snapshot VALUES (18, NOW(), 18, 47, 20);'
+    + "INSERT INTO x VALUES ('{\"block_m\": 64, \"stages\": 2}', 'ab');" * 60
+)
 
 
 def _one_line(text: str) -> bool:
@@ -44,31 +46,47 @@ def _one_line(text: str) -> bool:
 def test_the_catalogs_query_text_never_reaches_the_message():
     commit = duckdb.TransactionException(
         "TransactionContext Error: Failed to commit: Failed to commit DuckLake transaction.\nFailed to flush changes into "
-        f"DuckLake: Failed to execute query \"{LONG_QUERY}\": ERROR:  permission denied for table ducklake_snapshot\n")
+        f'DuckLake: Failed to execute query "{LONG_QUERY}": ERROR:  permission denied for table ducklake_snapshot\n'
+    )
     assert len(str(commit)) > 1500
     fault = translate(commit, LABEL)
     assert isinstance(fault, ReadOnlyHistoryError) and "read-only for you" in str(fault)
     assert _one_line(str(fault)) and "permission denied for table ducklake_snapshot" in str(fault)
-    copy = duckdb.Error('Failed to get data file list from DuckLake: Failed to prepare COPY "COPY (SELECT "table_id" FROM '
-                        f'"public"."ducklake_data_file" {LONG_QUERY}) TO STDOUT (FORMAT "binary");": server closed the '
-                        "connection unexpectedly\n\tThis probably means the server terminated abnormally")
+    copy = duckdb.Error(
+        'Failed to get data file list from DuckLake: Failed to prepare COPY "COPY (SELECT "table_id" FROM '
+        f'"public"."ducklake_data_file" {LONG_QUERY}) TO STDOUT (FORMAT "binary");": server closed the '
+        "connection unexpectedly\n\tThis probably means the server terminated abnormally"
+    )
     lost = translate(copy, LABEL)
     assert isinstance(lost, LakeUnavailableError) and lost.transient and _one_line(str(lost))
     assert reason(copy).startswith("server closed the connection unexpectedly")
-    aborted = translate(duckdb.InvalidInputException(
-        "Invalid Input Error: Attempting to fetch from an unsuccessful query result\nError: TransactionContext Error: "
-        "Current transaction is aborted (please ROLLBACK)"), LABEL)
+    aborted = translate(
+        duckdb.InvalidInputException(
+            "Invalid Input Error: Attempting to fetch from an unsuccessful query result\nError: TransactionContext Error: "
+            "Current transaction is aborted (please ROLLBACK)"
+        ),
+        LABEL,
+    )
     assert isinstance(aborted, LakeUnavailableError) and aborted.transient and _one_line(str(aborted))
-    internal = translate(duckdb.InternalException(
-        "INTERNAL Error: Attempted to access index 0 within vector of size 0\n\nStack Trace:\n\n/tmp/x/ducklake.duckdb_"
-        "extension(+0xd7f00b) [0x7f9fe497f00b]"), LABEL)
+    internal = translate(
+        duckdb.InternalException(
+            "INTERNAL Error: Attempted to access index 0 within vector of size 0\n\nStack Trace:\n\n/tmp/x/ducklake.duckdb_"
+            "extension(+0xd7f00b) [0x7f9fe497f00b]"
+        ),
+        LABEL,
+    )
     assert isinstance(internal, LakeUnavailableError) and internal.transient and _one_line(str(internal))
     assert "Stack Trace" not in str(internal) and "/tmp/" not in str(internal)
-    gone = translate(duckdb.IOException('Failed to get data file list from DuckLake: Unable to connect to Postgres at '
-                                        '"dbname=x": FATAL:  database "x" does not exist'), LABEL)
+    gone = translate(
+        duckdb.IOException(
+            "Failed to get data file list from DuckLake: Unable to connect to Postgres at "
+            '"dbname=x": FATAL:  database "x" does not exist'
+        ),
+        LABEL,
+    )
     assert isinstance(gone, LakeUnavailableError) and not gone.transient  # waiting never brings it back
     assert translate(duckdb.TransactionException("Transaction conflict - attempting to create view"), LABEL) is None
-    assert translate(duckdb.BinderException("Referenced column \"x\" not found"), LABEL) is None  # a bug stays loud
+    assert translate(duckdb.BinderException('Referenced column "x" not found'), LABEL) is None  # a bug stays loud
     assert translate(duckdb.IOException('Cannot open file "/x/y.csv": Permission denied'), LABEL) is None  # the OS's
 
 
@@ -86,8 +104,10 @@ def test_the_read_only_role_is_told_so_in_one_line_and_nothing_changes(lake_db, 
     with pytest.raises(ReadOnlyHistoryError, match="read-only for you"):
         ingest_paths(parse_location(reader), [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     capsys.readouterr()
-    for argv in (["ingest", str(make_bundle(tmp_path / "d", run_id="other-2", n_samples=5))],
-                 ["alerts", "ack", "1", "--note", "looking", "--by", "ana"]):
+    for argv in (
+        ["ingest", str(make_bundle(tmp_path / "d", run_id="other-2", n_samples=5))],
+        ["alerts", "ack", "1", "--note", "looking", "--by", "ana"],
+    ):
         assert cli_main(["--db", reader, *argv]) == 2, argv
         err = capsys.readouterr().err
         assert "this history is read-only for you" in err and _one_line(err), (argv, err)
@@ -117,8 +137,9 @@ def test_a_claim_left_by_a_killed_writer_is_taken_over_and_maintain_drops_it(lak
     report = maintain(parse_location(lake_db), keep_days=7, grace_hours=24)
     assert report.steps[0][0] == "drop leftover claims" and not report.steps[0][1].startswith("0 ")
     with open_read(parse_location(lake_db)) as con:
-        assert con.execute(f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{CLAIM_SCHEMA}'"
-                           ).fetchone() == (0,)
+        assert con.execute(
+            f"SELECT count(*) FROM information_schema.tables WHERE table_schema = '{CLAIM_SCHEMA}'"
+        ).fetchone() == (0,)
         assert con.execute("SELECT count(*), count(DISTINCT run_id) FROM runs").fetchone() == (2, 2)
 
 
@@ -128,15 +149,19 @@ def _data_files(root: Path) -> list[Path]:
 
 def _contents(location) -> dict[str, tuple]:
     with open_read(parse_location(location)) as con:
-        return {t: con.execute(f"SELECT count(*), bit_xor(hash({t})) FROM {t}").fetchone()
-                for t in ("runs", "commits", "results", "samples", "correctness")}
+        return {
+            t: con.execute(f"SELECT count(*), bit_xor(hash({t})) FROM {t}").fetchone()
+            for t in ("runs", "commits", "results", "samples", "correctness")
+        }
 
 
 def test_maintain_compacts_expires_and_cleans_up_and_keeps_every_row(lake_db, tmp_path, capsys):
     data = tmp_path / "lake-data"
     for i in range(6):  # one ingest each, as runners do: files and snapshots pile up
-        ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / f"b{i}", run_id=f"r{i}", seed=i, n_samples=8,
-                                           commit_sha=f"{i:02d}" * 20)])
+        ingest_paths(
+            parse_location(lake_db),
+            [make_bundle(tmp_path / f"b{i}", run_id=f"r{i}", seed=i, n_samples=8, commit_sha=f"{i:02d}" * 20)],
+        )
     orphan = data / "main" / "results" / "ducklake-orphan-of-a-killed-writer.parquet"
     shutil.copy(_data_files(data / "main" / "results")[0], orphan)
     before, files_before = _contents(lake_db), _data_files(data)
@@ -153,7 +178,9 @@ def test_maintain_compacts_expires_and_cleans_up_and_keeps_every_row(lake_db, tm
     assert _contents(lake_db) == before
     with open_read(parse_location(lake_db)) as con:
         assert con.execute("SELECT count(*) FROM ducklake_snapshots('history')").fetchone()[0] < snapshots_before
-    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "later", run_id="later", n_samples=8)])  # the lake goes on
+    ingest_paths(
+        parse_location(lake_db), [make_bundle(tmp_path / "later", run_id="later", n_samples=8)]
+    )  # the lake goes on
     assert _contents(lake_db)["runs"][0] == 7
 
 
@@ -172,8 +199,12 @@ def test_a_dropped_catalog_database_is_one_line(lake_db, tmp_path, postgres_serv
     dbname = parse_location(lake_db).catalog.split()[0].split("=")[1]
     postgres_server.psql(f'DROP DATABASE "{dbname}" WITH (FORCE)')
     try:
-        for argv in (["ingest", str(make_bundle(tmp_path / "c", run_id="c", n_samples=5))], ["detect"],
-                     ["alerts", "list"], ["migrate", "--check"]):
+        for argv in (
+            ["ingest", str(make_bundle(tmp_path / "c", run_id="c", n_samples=5))],
+            ["detect"],
+            ["alerts", "list"],
+            ["migrate", "--check"],
+        ):
             assert cli_main(["--db", lake_db, *argv]) == 2, argv
             err = capsys.readouterr().err
             assert "does not exist" in err and _one_line(err), (argv, err)
@@ -182,8 +213,12 @@ def test_a_dropped_catalog_database_is_one_line(lake_db, tmp_path, postgres_serv
 
 
 def test_a_removed_data_path_is_one_line_naming_no_directory(lake_db, tmp_path, capsys):
-    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, commit_sha="ab" * 20)])
-    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "c", run_id="main-1", n_samples=5, commit_sha="cd" * 20)])
+    ingest_paths(
+        parse_location(lake_db), [make_bundle(tmp_path / "b", run_id="main-0", n_samples=5, commit_sha="ab" * 20)]
+    )
+    ingest_paths(
+        parse_location(lake_db), [make_bundle(tmp_path / "c", run_id="main-1", n_samples=5, commit_sha="cd" * 20)]
+    )
     data = tmp_path / "lake-data"
     shutil.rmtree(data)
     with pytest.raises(LakeDataMissingError) as info:
@@ -256,8 +291,13 @@ def test_an_instance_invalidated_amid_a_write_is_kept_not_closed_and_the_retry_c
     scratch = tmp_path / "mains"
     scratch.mkdir()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    child = subprocess.run([sys.executable, "-c", INVALIDATED_WRITER, lake_db, str(scratch)], env=env,
-                           capture_output=True, text=True, timeout=300)
+    child = subprocess.run(
+        [sys.executable, "-c", INVALIDATED_WRITER, lake_db, str(scratch)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert child.returncode == 0, child.stderr[-2000:]
     assert child.stdout.strip() == "instances 2" and not child.stderr.strip(), child.stderr
     forget_location(parse_location(lake_db))

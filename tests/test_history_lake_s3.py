@@ -20,9 +20,13 @@ from attnwatch.history.store.lake import S3_EXTENSION, forget_shared
 from attnwatch.history.store.location import parse_location
 from attnwatch.history.sql.query import run_user_sql
 
-moto_server = pytest.importorskip("moto.server", reason="the S3 lake test needs moto's server mode: pip install 'moto[server]'")
+moto_server = pytest.importorskip(
+    "moto.server", reason="the S3 lake test needs moto's server mode: pip install 'moto[server]'"
+)
 boto3 = pytest.importorskip("boto3", reason="the S3 lake test needs boto3 (installed with moto)")
-pytest.importorskip(S3_EXTENSION[1], reason="the S3 lake test needs DuckDB's httpfs extension: pip install attnwatch[lake-s3]")
+pytest.importorskip(
+    S3_EXTENSION[1], reason="the S3 lake test needs DuckDB's httpfs extension: pip install attnwatch[lake-s3]"
+)
 
 BUCKET = "attnwatch-lake"
 PREFIX = "attnwatch"
@@ -41,13 +45,22 @@ def s3_endpoint(monkeypatch):
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
-    for name, value in (("AWS_ACCESS_KEY_ID", "attnwatch-test"), ("AWS_SECRET_ACCESS_KEY", "attnwatch-secret"),
-                        ("AWS_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", endpoint)):
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "attnwatch-test"),
+        ("AWS_SECRET_ACCESS_KEY", "attnwatch-secret"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", endpoint),
+    ):
         monkeypatch.setenv(name, value)
     for name in ("AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
-    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                          aws_access_key_id="attnwatch-test", aws_secret_access_key="attnwatch-secret")
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="attnwatch-test",
+        aws_secret_access_key="attnwatch-secret",
+    )
     client.create_bucket(Bucket=BUCKET)
     try:
         yield client
@@ -75,7 +88,8 @@ def test_a_lake_keeps_its_data_in_an_s3_bucket(s3_lake, s3_endpoint, tmp_path, m
 
     with open_read(parse_location(s3_lake)) as con:
         assert con.execute("SELECT value FROM history.options() WHERE option_name = 'data_path'").fetchone() == (
-            f"s3://{BUCKET}/{PREFIX}/",)
+            f"s3://{BUCKET}/{PREFIX}/",
+        )
         assert con.execute("SELECT count(*) FROM results").fetchone() == (24,)
 
     parquet = [key for key in _objects(s3_endpoint) if key.endswith(".parquet")]

@@ -31,21 +31,33 @@ from attnwatch.history.store.location import parse_location
 
 def test_a_case_link_names_every_choice_of_its_trend():
     query = case_trend_query("NVIDIA H200", "triton_fa2/l4_mission/fp16/causal", commits=commit_range("ab12", "cd34"))
-    assert query == {"gpu": "NVIDIA H200", "metric": "median_us", "variants": "triton_fa2", "shapes": "l4_mission",
-                     "dtype": "fp16", "causal": "1", "commits": "ab12..cd34"}
+    assert query == {
+        "gpu": "NVIDIA H200",
+        "metric": "median_us",
+        "variants": "triton_fa2",
+        "shapes": "l4_mission",
+        "dtype": "fp16",
+        "causal": "1",
+        "commits": "ab12..cd34",
+    }
     assert case_trend_query("NVIDIA H200", "not-a-case-id") is None
     assert set(query) <= set(PARAMS)
 
 
 def test_urls_are_encoded_and_readable():
-    link = url("https://perf.example.org/app/", "trends", {"gpu": "NVIDIA H100 80GB HBM3", "variants": "a,b",
-                                                           "commits": "ab..cd", "x": "(1) 'q'"})
+    link = url(
+        "https://perf.example.org/app/",
+        "trends",
+        {"gpu": "NVIDIA H100 80GB HBM3", "variants": "a,b", "commits": "ab..cd", "x": "(1) 'q'"},
+    )
     parts = urlsplit(link)
     assert parts.path == "/app/trends" and "variants=a,b" in parts.query and "commits=ab..cd" in parts.query
     assert not any(ch in link for ch in " ()'\"")  # fit for a markdown link target
     assert parse_qs(parts.query)["gpu"] == ["NVIDIA H100 80GB HBM3"] and parse_qs(parts.query)["x"] == ["(1) 'q'"]
-    assert url("http://h", "push", {}) == "http://h/" and relative("compare", compare_query("G", base="a", head="b")) == \
-        "compare?gpu=G&base=a&head=b"
+    assert (
+        url("http://h", "push", {}) == "http://h/"
+        and relative("compare", compare_query("G", base="a", head="b")) == "compare?gpu=G&base=a&head=b"
+    )
     assert compare_query("G", base="a", head="b", commits="c..d") == {"gpu": "G", "commits": "c..d"}
     with pytest.raises(ValueError, match="unknown dashboard page"):
         url("http://h", "nope")

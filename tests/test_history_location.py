@@ -36,15 +36,18 @@ def test_a_lake_location_takes_its_data_path_from_the_environment(monkeypatch, t
     assert parse_location("ducklake:postgres:dbname=a").data_path is None  # readers need none
 
 
-@pytest.mark.parametrize("value, says", [
-    ("ducklake:postgres:dbname=a password=secret", "PGPASSFILE"),
-    ("ducklake:postgres:dbname=a  PASSWORD = secret", "PGPASSFILE"),
-    ("ducklake:postgres:postgresql://ci:secret@db/attnwatch", "PGPASSFILE"),
-    ("ducklake:postgres:", "no PostgreSQL connection string"),
-    ("ducklake:sqlite:lake.db", "DuckLake with a PostgreSQL catalog"),
-    ("ducklake:postgres:dbname='a'", "quotes"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ("ducklake:postgres:dbname=a password=secret", "PGPASSFILE"),
+        ("ducklake:postgres:dbname=a  PASSWORD = secret", "PGPASSFILE"),
+        ("ducklake:postgres:postgresql://ci:secret@db/attnwatch", "PGPASSFILE"),
+        ("ducklake:postgres:", "no PostgreSQL connection string"),
+        ("ducklake:sqlite:lake.db", "DuckLake with a PostgreSQL catalog"),
+        ("ducklake:postgres:dbname='a'", "quotes"),
+        ("", "empty"),
+    ],
+)
 def test_a_bad_location_is_refused_with_a_reason(value, says):
     with pytest.raises(LocationError, match=says):
         parse_location(value)
@@ -90,8 +93,12 @@ def test_lake_translation_drops_only_what_ducklake_rejects():
     assert "ALTER TABLE t ADD COLUMN extra INTEGER" in out
     con = duckdb.connect()
     con.execute(out)  # still valid SQL
-    assert [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE table_name = 't' "
-                                      "ORDER BY ordinal_position").fetchall()] == ["id", "key", "kind", "note", "seen_at", "m", "extra"]
+    assert [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 't' ORDER BY ordinal_position"
+        ).fetchall()
+    ] == ["id", "key", "kind", "note", "seen_at", "m", "extra"]
 
 
 def test_every_shipped_migration_translates_to_constraint_free_sql():

@@ -30,21 +30,30 @@ def _edit_ncu_cases(bundle, edit) -> None:
 
 
 def _with_roofline(index, case):
-    case.update(memory_throughput_pct=70.0 + index, dram_bytes_ideal=1e6 * (index + 1), arithmetic_intensity=100.0 + index,
-                peak_tflops=666.5904706742397, pct_of_peak=10.0 + index, dram_bytes=2e6 * (index + 1), achieved_tflops=50.0 + index)
+    case.update(
+        memory_throughput_pct=70.0 + index,
+        dram_bytes_ideal=1e6 * (index + 1),
+        arithmetic_intensity=100.0 + index,
+        peak_tflops=666.5904706742397,
+        pct_of_peak=10.0 + index,
+        dram_bytes=2e6 * (index + 1),
+        achieved_tflops=50.0 + index,
+    )
 
 
 def _stored(db_path, run_id):
     with open_read(parse_location(db_path)) as con:
-        return con.execute(f"SELECT case_id, {', '.join(ROOFLINE_FIELDS)} FROM ncu_cases WHERE run_id = ? ORDER BY case_id",
-                           [run_id]).fetchall()
+        return con.execute(
+            f"SELECT case_id, {', '.join(ROOFLINE_FIELDS)} FROM ncu_cases WHERE run_id = ? ORDER BY case_id", [run_id]
+        ).fetchall()
 
 
 def test_stored_roofline_fields_land_in_ncu_cases(tmp_path, db_path):
     bundle = make_bundle(tmp_path / "new", run_id="new", with_ncu=True)
     _edit_ncu_cases(bundle, _with_roofline)
-    expected = {c["case_id"]: tuple(c[f] for f in ROOFLINE_FIELDS)
-                for c in json.loads((bundle / NCU_FILE).read_text())["cases"]}
+    expected = {
+        c["case_id"]: tuple(c[f] for f in ROOFLINE_FIELDS) for c in json.loads((bundle / NCU_FILE).read_text())["cases"]
+    }
     ingest_paths(parse_location(db_path), [bundle])
     rows = _stored(db_path, "new")
     assert len(rows) == len(expected) > 0
@@ -65,8 +74,11 @@ def test_a_bundle_from_before_the_fields_ingests_with_nulls(tmp_path, db_path):
     rows = _stored(db_path, "old")
     assert rows and all(value is None for row in rows for value in row[1:])
     with open_read(parse_location(db_path)) as con:  # the view derives what the old run did not store
-        point = con.execute("SELECT case_flops, arithmetic_intensity, intensity_source, achieved_tflops, tflops_source "
-                            "FROM ncu_roofline WHERE run_id = 'old' AND case_id = ?", [CASE]).fetchone()
+        point = con.execute(
+            "SELECT case_flops, arithmetic_intensity, intensity_source, achieved_tflops, tflops_source "
+            "FROM ncu_roofline WHERE run_id = 'old' AND case_id = ?",
+            [CASE],
+        ).fetchone()
     flops, intensity, intensity_source, tflops, tflops_source = point
     assert flops > 0 and intensity == pytest.approx(flops / 4e6) and intensity_source == "derived"
     assert tflops == pytest.approx(flops / 20e-6 / 1e12) and tflops_source == "derived"
@@ -77,10 +89,12 @@ def test_the_view_uses_stored_values_over_a_recomputation(tmp_path, db_path):
     _edit_ncu_cases(bundle, _with_roofline)
     ingest_paths(parse_location(db_path), [bundle])
     with open_read(parse_location(db_path)) as con:
-        rows = con.execute("SELECT n.arithmetic_intensity, v.arithmetic_intensity, v.intensity_source, n.achieved_tflops, "
-                           "v.achieved_tflops, v.tflops_source, v.case_flops / v.dram_bytes, v.dram_excess_ratio, "
-                           "v.pct_of_peak, v.peak_tflops, v.variant "
-                           "FROM ncu_roofline v JOIN ncu_cases n USING (run_id, case_id)").fetchall()
+        rows = con.execute(
+            "SELECT n.arithmetic_intensity, v.arithmetic_intensity, v.intensity_source, n.achieved_tflops, "
+            "v.achieved_tflops, v.tflops_source, v.case_flops / v.dram_bytes, v.dram_excess_ratio, "
+            "v.pct_of_peak, v.peak_tflops, v.variant "
+            "FROM ncu_roofline v JOIN ncu_cases n USING (run_id, case_id)"
+        ).fetchall()
     assert rows
     for stored_x, x, x_source, stored_y, y, y_source, recomputed_x, excess, pct, peak, variant in rows:
         assert x == stored_x and x_source == "stored" and x != pytest.approx(recomputed_x)

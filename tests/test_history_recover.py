@@ -87,7 +87,7 @@ def test_an_intact_log_is_replayed_whole(tmp_path, legacy):
     assert "NOT replayed" not in result.stdout
     assert "runs the replay added: run-a, run-b" in result.stdout
     assert sorted(inspect(db).runs) == ["run-a", "run-b"]
-    backup, = db.parent.glob("history.duckdb.recover-*")
+    (backup,) = db.parent.glob("history.duckdb.recover-*")
     assert (backup / "history.duckdb.wal").read_bytes() == legacy[1]
     _writable(db, legacy[2])
 
@@ -99,7 +99,9 @@ def test_a_log_cut_in_half_says_which_transactions_were_not_replayed(tmp_path, l
     result = _recover(db)
     assert result.returncode == 1, result.stdout
     assert "every committed transaction was kept" not in result.stdout
-    assert f"{len(kept)} committed transaction(s), then " in result.stdout and "the log is cut off there" in result.stdout
+    assert (
+        f"{len(kept)} committed transaction(s), then " in result.stdout and "the log is cut off there" in result.stdout
+    )
     assert "NOT replayed, so not in the history" in result.stdout
     assert set(inspect(db).runs) == kept
     assert (f"runs the replay added: {', '.join(sorted(kept))}" if kept else "the replay added no run") in result.stdout
@@ -129,7 +131,7 @@ def test_a_log_of_random_bytes_is_set_aside_and_said_so(tmp_path, legacy):
     assert f"NOT replayed, so not in the history (the backup keeps them): all {len(log)} bytes" in result.stdout
     assert "every committed transaction was kept" not in result.stdout
     assert not db.with_name(db.name + ".wal").exists()  # not left for DuckDB to append to
-    backup, = db.parent.glob("history.duckdb.recover-*")
+    (backup,) = db.parent.glob("history.duckdb.recover-*")
     assert (backup / "history.duckdb.wal.unreplayable").read_bytes() == log
     assert inspect(db).runs == {}
     _writable(db, legacy[2])
@@ -146,7 +148,7 @@ def test_an_empty_log_is_nothing_to_replay(tmp_path, legacy):
 def test_a_checksum_broken_in_the_second_transaction_keeps_the_first(tmp_path, legacy):
     log = bytearray(legacy[1])
     at = len(log) * 3 // 4  # inside run-b's transaction, the second half of the log
-    log[at:at + 32] = bytes(b ^ 0xFF for b in log[at:at + 32])
+    log[at : at + 32] = bytes(b ^ 0xFF for b in log[at : at + 32])
     db = _history(tmp_path / "h", legacy, bytes(log))
     result = _recover(db)
     assert result.returncode == 1, result.stdout
@@ -159,8 +161,10 @@ def test_a_checksum_broken_in_the_second_transaction_keeps_the_first(tmp_path, l
 
 def test_a_history_another_process_holds_is_left_alone_naming_that_process(tmp_path, legacy):
     db = _history(tmp_path / "h", legacy, legacy[1])
-    code = ("import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); "
-            "print('held', flush=True); time.sleep(600)")  # the POSIX lock DuckDB's writers take
+    code = (
+        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); "
+        "print('held', flush=True); time.sleep(600)"
+    )  # the POSIX lock DuckDB's writers take
     holder = subprocess.Popen([sys.executable, "-c", code, str(db)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"

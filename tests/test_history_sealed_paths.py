@@ -28,8 +28,12 @@ from attnwatch.history.sql.sandbox import SqlLimits, connect_config, lock_down, 
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.history.store.location import parse_location
 
-SEALED = ("autoinstall_known_extensions", "autoload_known_extensions", "allow_community_extensions",
-          "allow_unsigned_extensions")
+SEALED = (
+    "autoinstall_known_extensions",
+    "autoload_known_extensions",
+    "allow_community_extensions",
+    "allow_unsigned_extensions",
+)
 PRODUCT_DIRS = ("app", "attnwatch", "ci", "history", "kernels")
 
 
@@ -80,8 +84,14 @@ def place(tmp_path):
 
 
 def _cli(work: Path, env: dict, db: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", db, *args], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", db, *args],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
 
 
 @pytest.mark.parametrize("form", sorted(FORMS))
@@ -131,8 +141,8 @@ def test_a_file_duckdb_writes_has_the_header_the_check_reads(tmp_path):
 
     path = tmp_path / "plain.duckdb"
     duckdb.connect(str(path)).close()
-    head = path.read_bytes()[:file_check.HEADER_BYTES]
-    assert head[file_check.MAGIC_OFFSET:] == file_check.MAGIC == b"DUCK"
+    head = path.read_bytes()[: file_check.HEADER_BYTES]
+    assert head[file_check.MAGIC_OFFSET :] == file_check.MAGIC == b"DUCK"
     assert file_check.existing(path, str(path)) is True
     assert file_check.existing(tmp_path / "absent.duckdb", "absent") is False
 
@@ -183,9 +193,21 @@ def test_sql_that_would_start_a_file_log_is_refused_in_one_line(tmp_path):
     db = tmp_path / "history.duckdb"
     ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", n_samples=5)])
     logs = tmp_path / "logs"
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql",
-                           f"CALL enable_logging(storage='file', storage_path='{logs}')"],
-                          env=child_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "--db",
+            str(db),
+            "sql",
+            f"CALL enable_logging(storage='file', storage_path='{logs}')",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
     assert done.stderr.strip().splitlines() == [done.stderr.strip()], done.stderr
     assert "enable_logging is not available to user SQL" in done.stderr and "terminate" not in done.stderr

@@ -62,7 +62,9 @@ def test_hostile_sql_is_refused_without_side_effects(history, tmp_path):
         assert refusal in str(info.value), (statement, str(info.value))
     assert _digest(history) == before
     assert not list(tmp_path.glob("stolen*"))
-    counts = run_user_sql(parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM results) AS results")
+    counts = run_user_sql(
+        parse_location(history), "SELECT (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM results) AS results"
+    )
     assert counts.iloc[0].tolist() == [1, 24]
 
 
@@ -74,11 +76,15 @@ def test_cli_refuses_hostile_sql_with_exit_2(history, tmp_path, capsys):
 
 def test_runaway_query_is_interrupted(history):
     with pytest.raises(QueryError, match="time limit"):
-        run_user_sql(parse_location(history), "SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3", timeout_s=0.5)
+        run_user_sql(
+            parse_location(history), "SELECT count(*) FROM range(1000000000000) t(i) WHERE i % 7 = 3", timeout_s=0.5
+        )
 
 
 def test_rows_are_capped_and_flagged(history):
-    frame = run_user_sql(parse_location(history), "SELECT * FROM samples ORDER BY run_id, case_id, sample_index", max_rows=7)
+    frame = run_user_sql(
+        parse_location(history), "SELECT * FROM samples ORDER BY run_id, case_id, sample_index", max_rows=7
+    )
     assert len(frame) == 7 and frame.attrs["truncated"] is True
     whole = run_user_sql(parse_location(history), "SELECT * FROM runs", max_rows=7)
     assert len(whole) == 1 and whole.attrs["truncated"] is False
@@ -92,8 +98,7 @@ def test_one_statement_per_query(history):
 
 
 def test_typical_aggregate_matches_pandas(history):
-    sql = ("SELECT variant, median(median_us) AS median_us FROM case_series "
-           "GROUP BY variant ORDER BY variant")
+    sql = "SELECT variant, median(median_us) AS median_us FROM case_series GROUP BY variant ORDER BY variant"
     frame = run_user_sql(parse_location(history), sql)
     raw = run_user_sql(parse_location(history), "SELECT variant, median_us FROM results WHERE status = 'ok'")
     expected = raw.groupby("variant")["median_us"].median().sort_index()
@@ -113,7 +118,9 @@ def test_missing_history_is_a_clear_error(tmp_path, capsys):
     missing = tmp_path / "nope.duckdb"
     with pytest.raises(HistoryNotFoundError, match="no history here yet") as info:
         run_user_sql(parse_location(missing), "SELECT 1")
-    assert str(info.value).startswith("nope.duckdb: ") and str(tmp_path) not in str(info.value)  # the dashboard's: no server path
+    assert str(info.value).startswith("nope.duckdb: ") and str(tmp_path) not in str(
+        info.value
+    )  # the dashboard's: no server path
     assert cli_main(["--db", str(missing), "sql", "SELECT 1"]) == 2
     err = capsys.readouterr().err
     assert f"{missing}: no history here yet" in err  # the command line names the history it was given, in full
@@ -133,7 +140,9 @@ def test_cli_table_csv_json_parquet_file_and_stdin(history, tmp_path, capsys, mo
 
     (tmp_path / "q.sql").write_text(sql)
     out = tmp_path / "r.json"
-    assert cli_main(["--db", str(history), "sql", "-f", str(tmp_path / "q.sql"), "--format", "json", "-o", str(out)]) == 0
+    assert (
+        cli_main(["--db", str(history), "sql", "-f", str(tmp_path / "q.sql"), "--format", "json", "-o", str(out)]) == 0
+    )
     assert sum(r["cases"] for r in json.loads(out.read_text())) == 24
 
     pq = tmp_path / "r.parquet"
@@ -182,12 +191,14 @@ def test_history_commands_load_without_duckdb():
 
     from conftest import REPO_ROOT
 
-    code = ("import sys; sys.modules['duckdb'] = None\n"
-            "import argparse\n"
-            "from attnwatch.cli.commands import ingest, sql, export\n"
-            "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
-            "for m in (ingest, sql, export): m.register(sub)\n"
-            "print('loaded')")
+    code = (
+        "import sys; sys.modules['duckdb'] = None\n"
+        "import argparse\n"
+        "from attnwatch.cli.commands import ingest, sql, export\n"
+        "p = argparse.ArgumentParser(); sub = p.add_subparsers()\n"
+        "for m in (ingest, sql, export): m.register(sub)\n"
+        "print('loaded')"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0 and "loaded" in done.stdout, done.stderr
 

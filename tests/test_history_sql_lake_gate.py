@@ -61,20 +61,37 @@ CATALOG_FORMS = [
     f"SELECT * FROM {CATALOG}.information_schema.tables",
 ]
 # Statements that are no SELECT and reach the catalog database: a lake answers SELECTs only.
-NOT_SELECT_FORMS = [f"PRAGMA table_info('{CATALOG}.ducklake_data_file')",
-                    f"CALL pragma_table_info('{CATALOG}.ducklake_data_file')", "PRAGMA database_size"]
+NOT_SELECT_FORMS = [
+    f"PRAGMA table_info('{CATALOG}.ducklake_data_file')",
+    f"CALL pragma_table_info('{CATALOG}.ducklake_data_file')",
+    "PRAGMA database_size",
+]
 # Statements given the catalog database's name that show nothing of it here: refused all the same.
-CATALOG_BY_NAME = [f"SHOW TABLES FROM {CATALOG}", f'SHOW TABLES FROM "{CATALOG}".public', f"SELECT * FROM checkpoint('{CATALOG}')", f"SELECT * FROM pragma_metadata_info('{CATALOG}')",
-                   f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
-                   f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')"]
+CATALOG_BY_NAME = [
+    f"SHOW TABLES FROM {CATALOG}",
+    f'SHOW TABLES FROM "{CATALOG}".public',
+    f"SELECT * FROM checkpoint('{CATALOG}')",
+    f"SELECT * FROM pragma_metadata_info('{CATALOG}')",
+    f"SELECT * FROM ducklake_snapshots('{CATALOG.upper()}')",
+    f"SELECT * FROM duckdb_table_sample('{CATALOG}.ducklake_data_file')",
+]
 # The lake's own catalog functions that show the data path, under any name.
-DATA_PATH_FUNCTIONS = ["SELECT * FROM history.options()", "SELECT * FROM history.settings()",
-                       'SELECT data_path FROM "HISTORY".settings()']
+DATA_PATH_FUNCTIONS = [
+    "SELECT * FROM history.options()",
+    "SELECT * FROM history.settings()",
+    'SELECT data_path FROM "HISTORY".settings()',
+]
 # Listings of the catalogue: they pass, and list nothing of the catalog database.
 LISTINGS = [
-    "SELECT * FROM information_schema.tables", "SELECT * FROM information_schema.columns",
-    "SELECT * FROM information_schema.schemata", "SELECT * FROM duckdb_tables()", "SELECT * FROM duckdb_columns()",
-    "SELECT * FROM duckdb_views()", "SELECT * FROM duckdb_schemas()", "SHOW ALL TABLES", "SHOW TABLES",
+    "SELECT * FROM information_schema.tables",
+    "SELECT * FROM information_schema.columns",
+    "SELECT * FROM information_schema.schemata",
+    "SELECT * FROM duckdb_tables()",
+    "SELECT * FROM duckdb_columns()",
+    "SELECT * FROM duckdb_views()",
+    "SELECT * FROM duckdb_schemas()",
+    "SHOW ALL TABLES",
+    "SHOW TABLES",
 ]
 
 
@@ -125,8 +142,13 @@ def test_no_catalogue_function_or_view_shows_the_catalog_database(lake, lake_con
     catalog_db = parse_location(lake[0]).catalog.split()[0]  # dbname=...
     shown = []
     for sql in catalogue_statements(lake_con):
-        if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
-                                                     "enable_logging", "truncate_duckdb_logs"):
+        if sql.split()[-1].rstrip("()").lower() in (
+            "checkpoint",
+            "force_checkpoint",
+            "enable_profiling",
+            "enable_logging",
+            "truncate_duckdb_logs",
+        ):
             continue  # change state: refused by name (WRITES, denied.toml), or on the read-only, locked connection
         try:
             refuse_denied_names(sql)
@@ -168,10 +190,18 @@ def test_catalogue_listings_pass_and_show_nothing_of_the_catalog_database(lake, 
 
 def test_what_users_ask_of_a_lake_still_passes(lake_con):
     asked = [e.sql for e in examples()] + [
-        "SELECT count(*) FROM runs", "FROM results LIMIT 3", "DESCRIBE runs", "SUMMARIZE results", "SHOW TABLES",
-        "SELECT * FROM history.main.runs", "SELECT * FROM main.runs", "SELECT * FROM pragma_table_info('main.runs')",
-        "SELECT snapshot_id FROM ducklake_snapshots('history')", "SELECT * FROM ducklake_table_info('history')",
-        "SELECT * FROM pg_catalog.pg_tables", "SELECT CAST('{}' AS JSON), [1, 2], {'a': 1}, map([1], [2])",
+        "SELECT count(*) FROM runs",
+        "FROM results LIMIT 3",
+        "DESCRIBE runs",
+        "SUMMARIZE results",
+        "SHOW TABLES",
+        "SELECT * FROM history.main.runs",
+        "SELECT * FROM main.runs",
+        "SELECT * FROM pragma_table_info('main.runs')",
+        "SELECT snapshot_id FROM ducklake_snapshots('history')",
+        "SELECT * FROM ducklake_table_info('history')",
+        "SELECT * FROM pg_catalog.pg_tables",
+        "SELECT CAST('{}' AS JSON), [1, 2], {'a': 1}, map([1], [2])",
         "WITH t AS (SELECT * FROM runs) SELECT t.run_id FROM t",
     ]
     for sql in asked:
@@ -241,12 +271,18 @@ def test_a_catalog_name_computed_by_an_expression_is_refused(reader_con, form):
 def test_a_name_given_to_a_table_macro_is_checked_as_a_name(reader_con):
     """histogram() takes its table as a plain name, which DuckDB's binder error would answer with
     the catalog table's columns."""
-    for sql in (f"SELECT * FROM histogram({CATALOG_TABLE}, nonexistent)",
-                f"SELECT * FROM histogram('{CATALOG_TABLE} ', nonexistent)"):
+    for sql in (
+        f"SELECT * FROM histogram({CATALOG_TABLE}, nonexistent)",
+        f"SELECT * FROM histogram('{CATALOG_TABLE} ', nonexistent)",
+    ):
         with pytest.raises(QueryError, match="own tables only"):
             refuse_unsafe_lake_sql(reader_con, sql)
-    for sql in ("SELECT * FROM histogram(results, median_us)", "SELECT * FROM pragma_table_info('runs')",
-                "SELECT * FROM range(2 * 3)", "SELECT r.run_id, u FROM runs r, unnest([r.run_id, r.repo]) t(u)"):
+    for sql in (
+        "SELECT * FROM histogram(results, median_us)",
+        "SELECT * FROM pragma_table_info('runs')",
+        "SELECT * FROM range(2 * 3)",
+        "SELECT r.run_id, u FROM runs r, unnest([r.run_id, r.repo]) t(u)",
+    ):
         refuse_unsafe_lake_sql(reader_con, sql)
         reader_con.execute(sql).fetchall()
 
@@ -256,8 +292,12 @@ def test_only_the_listed_table_functions_take_computed_arguments(lake_con):
     history/sql/computed_arguments.toml lists it (each entry a real table function)."""
     from attnwatch.history.sql.gate import computed_argument_functions  # new with the rule
 
-    functions = {r[0].lower() for r in lake_con.execute(
-        "SELECT function_name FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')").fetchall()}
+    functions = {
+        r[0].lower()
+        for r in lake_con.execute(
+            "SELECT function_name FROM duckdb_functions() WHERE function_type IN ('table', 'table_macro')"
+        ).fetchall()
+    }
     listed = computed_argument_functions()
     assert listed and listed <= functions, listed - functions
     for function in sorted(functions - listed):
@@ -269,8 +309,13 @@ def test_the_whole_user_sql_path_refuses_a_computed_name_in_one_line(reader_lake
     sql = f"SELECT * FROM pragma_table_info({COMPUTED_NAMES['concatenation']})"
     with pytest.raises(QueryError, match="^pragma_table_info: .*literals or plain names"):
         run_user_sql(parse_location(reader_lake), sql)
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", reader_lake, "sql", sql],
-                          env=child_env(), capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", reader_lake, "sql", sql],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2 and "data_file_id" not in done.stdout, (done.stdout, done.stderr)
     assert len(done.stderr.strip().splitlines()) == 1 and "pragma_table_info" in done.stderr, done.stderr
 

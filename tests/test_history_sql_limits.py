@@ -24,8 +24,15 @@ from attnwatch.history.sql.query import run_user_sql
 from attnwatch.history.sql.guard import denied_names, named_identifiers, scrub_paths
 from attnwatch.history.sql.sandbox import SqlLimits, size_bytes
 from sql_probe import (
-    BIG_SORT, ERROR_MID_STREAM, HUGE_CONSTANT, MID_STREAM_SAYS, PROBE_GROWTH_MIB, WIDE_ROWS, DiskWatch,
-    catalogue_statements, probe,
+    BIG_SORT,
+    ERROR_MID_STREAM,
+    HUGE_CONSTANT,
+    MID_STREAM_SAYS,
+    PROBE_GROWTH_MIB,
+    WIDE_ROWS,
+    DiskWatch,
+    catalogue_statements,
+    probe,
 )
 from attnwatch.history.store.location import parse_location
 
@@ -49,6 +56,7 @@ def private_tmp(tmp_path, monkeypatch):
 
 
 # --- spill: bounded, and in a private directory, not beside the history -------------------------
+
 
 def _assert_spill_bounded(watch: DiskWatch, history: Path, private_tmp: Path, message: str):
     assert watch.peak <= size_bytes(SqlLimits().temp_limit) + 32 * MIB, f"spilled {watch.peak / MIB:.0f} MiB"
@@ -75,6 +83,7 @@ def test_cli_big_sort_is_refused_at_the_spill_limit(history, tmp_path, private_t
 
 
 # --- memory: the asking process stays small; the query's process is bounded by the kernel -------
+
 
 @pytest.mark.slow
 def test_wide_rows_are_cut_at_the_byte_cap_without_growing_the_cli(history):
@@ -114,6 +123,7 @@ def test_a_row_larger_than_the_cap_is_refused(history):
 
 # --- every error is one line ---------------------------------------------------------------------
 
+
 def test_an_error_inside_the_result_stream_is_one_line(history, capsys):
     with pytest.raises(QueryError, match=MID_STREAM_SAYS):
         run_user_sql(parse_location(history), ERROR_MID_STREAM)
@@ -122,11 +132,14 @@ def test_an_error_inside_the_result_stream_is_one_line(history, capsys):
     assert line.startswith("attnwatch sql: error: ") and MID_STREAM_SAYS.search(line), line
 
 
-@pytest.mark.parametrize("sql, fmt, says", [
-    ("SELECT union_value(k := 1) AS u", "table", "cannot be shown"),
-    ("SELECT INTERVAL 1 MONTH AS i", "parquet", "no Parquet for this result"),
-    ("SELECT INTERVAL 1 MONTH AS i", "json", "cannot write the result as json"),
-])
+@pytest.mark.parametrize(
+    "sql, fmt, says",
+    [
+        ("SELECT union_value(k := 1) AS u", "table", "cannot be shown"),
+        ("SELECT INTERVAL 1 MONTH AS i", "parquet", "no Parquet for this result"),
+        ("SELECT INTERVAL 1 MONTH AS i", "json", "cannot write the result as json"),
+    ],
+)
 def test_results_no_format_can_hold_are_one_line(history, tmp_path, capsys, sql, fmt, says):
     code = cli_main(["--db", str(history), "sql", sql, "--format", fmt, "--output", str(tmp_path / "out")])
     err = capsys.readouterr().err
@@ -137,29 +150,35 @@ def test_an_error_message_names_no_server_path(history):
     with pytest.raises(QueryError) as info:
         run_user_sql(parse_location(history), "SELECT * FROM read_csv('/etc/passwd')")
     assert "/etc/passwd" not in str(info.value) and "<path>" in str(info.value)
-    assert scrub_paths('Cannot access directory "/root/.duckdb/x" (1.8 GiB/1.8 GiB used)') == \
-        'Cannot access directory "<path>" (1.8 GiB/1.8 GiB used)'
+    assert (
+        scrub_paths('Cannot access directory "/root/.duckdb/x" (1.8 GiB/1.8 GiB used)')
+        == 'Cannot access directory "<path>" (1.8 GiB/1.8 GiB used)'
+    )
 
 
 # --- server paths --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("sql", [
-    "SELECT * FROM duckdb_settings()",
-    "SELECT current_setting('temp_directory')",
-    "SELECT * FROM \"DuckDB_Settings\"() WHERE name LIKE '%dir%'",
-    "SELECT * FROM system.main.duckdb_settings()",
-    "SELECT current_setting/* c */('home_directory')",
-    "SELECT value FROM pg_settings",
-    "SELECT * FROM duckdb_databases()",
-    "SELECT path FROM duckdb_databases",
-    "PRAGMA database_list",
-    "SELECT * FROM pragma_database_list",
-    "SELECT * FROM duckdb_temporary_files()",
-    "SELECT * FROM duckdb_extensions()",
-    "CALL query('SELECT * FROM duckdb_settings()')",
-    "SELECT * FROM query_table('duckdb_settings')",
-    "SUMMARIZE SELECT * FROM duckdb_settings()",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM duckdb_settings()",
+        "SELECT current_setting('temp_directory')",
+        "SELECT * FROM \"DuckDB_Settings\"() WHERE name LIKE '%dir%'",
+        "SELECT * FROM system.main.duckdb_settings()",
+        "SELECT current_setting/* c */('home_directory')",
+        "SELECT value FROM pg_settings",
+        "SELECT * FROM duckdb_databases()",
+        "SELECT path FROM duckdb_databases",
+        "PRAGMA database_list",
+        "SELECT * FROM pragma_database_list",
+        "SELECT * FROM duckdb_temporary_files()",
+        "SELECT * FROM duckdb_extensions()",
+        "CALL query('SELECT * FROM duckdb_settings()')",
+        "SELECT * FROM query_table('duckdb_settings')",
+        "SUMMARIZE SELECT * FROM duckdb_settings()",
+    ],
+)
 def test_functions_that_show_server_paths_are_refused(history, sql):
     with pytest.raises(QueryError, match="is not available to user SQL"):
         run_user_sql(parse_location(history), sql)
@@ -179,8 +198,13 @@ def test_no_catalogue_function_or_view_shows_a_server_path(history, tmp_path, pr
     secrets = [str(tmp_path), str(REPO_ROOT), sys.prefix] + [str(Path.home())] * (len(Path.home().parts) > 1)
     shown = []
     for sql in catalogue_statements():
-        if sql.split()[-1].rstrip("()").lower() in ("checkpoint", "force_checkpoint", "enable_profiling",
-                                                     "enable_logging", "truncate_duckdb_logs"):
+        if sql.split()[-1].rstrip("()").lower() in (
+            "checkpoint",
+            "force_checkpoint",
+            "enable_profiling",
+            "enable_logging",
+            "truncate_duckdb_logs",
+        ):
             continue  # change state: refused by name (denied.toml) or on the read-only, locked connection
         try:
             text = run_user_sql(parse_location(history), sql, timeout_s=10).to_csv(index=False)

@@ -96,8 +96,13 @@ def _view_columns(db) -> dict[str, tuple[int, int]]:
     """view -> (columns information_schema lists, columns a query of it returns)."""
     with open_read(parse_location(db)) as con:
         views = [v for (v,) in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()]
-        return {v: (con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ?", [v]).fetchone()[0],
-                    len(con.execute(f'DESCRIBE SELECT * FROM "{v}"').fetchall())) for v in views}
+        return {
+            v: (
+                con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = ?", [v]).fetchone()[0],
+                len(con.execute(f'DESCRIBE SELECT * FROM "{v}"').fetchall()),
+            )
+            for v in views
+        }
 
 
 def _assert_catalogue_matches(db) -> None:
@@ -131,8 +136,9 @@ def test_information_schema_lists_the_columns_a_view_returns(tmp_path, history, 
 def lock_held(path):
     """Another process with the history open for writing: DuckDB's lock, which readers wait for."""
     code = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('held', flush=True); sys.stdin.read()"
-    holder = subprocess.Popen([sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder.pid
@@ -158,8 +164,9 @@ def test_a_lock_held_too_long_is_one_line_without_paths_or_pid_on_the_dashboard(
         monkeypatch.setattr(history_sql, "DEFAULTS", SqlLimits(lock_wait_s=0.5))
         assert cli_main(["--db", str(history), "sql", "SELECT 1"]) == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
-        assert line.startswith(f"attnwatch sql: error: {history}: the history stayed busy for more than 0.5 s: "
-                               f"held by process {pid} ("), line
+        assert line.startswith(
+            f"attnwatch sql: error: {history}: the history stayed busy for more than 0.5 s: held by process {pid} ("
+        ), line
         assert "PID" not in line and sys.executable not in line, line
 
 

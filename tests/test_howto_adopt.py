@@ -21,7 +21,9 @@ EXAMPLE = ROOT / "examples" / "adopt"
 
 
 def test_the_input_table_is_the_actions_inputs():
-    inputs = YAML(typ="safe").load((ROOT / ".github" / "actions" / "attnwatch-bench" / "action.yml").read_text())["inputs"]
+    inputs = YAML(typ="safe").load((ROOT / ".github" / "actions" / "attnwatch-bench" / "action.yml").read_text())[
+        "inputs"
+    ]
     table = PAGE.split("## The action's inputs", 1)[1]
     rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `(\w+)` \| ([^|]+) \|", table, re.MULTILINE)}
     assert set(rows) == set(inputs)
@@ -32,8 +34,11 @@ def test_the_input_table_is_the_actions_inputs():
 
 def test_the_commands_are_the_example_repositorys():
     example = (EXAMPLE / "README.md").read_text(encoding="utf-8")
-    for command in ("pytest tests/bench --benchmark-json=bench.json", "attnwatch ingest bench.json",
-                    "compare --pytest tests/bench --base main"):
+    for command in (
+        "pytest tests/bench --benchmark-json=bench.json",
+        "attnwatch ingest bench.json",
+        "compare --pytest tests/bench --base main",
+    ):
         assert command in PAGE and command in example, command
 
 
@@ -47,13 +52,24 @@ def test_steps_one_and_two_store_the_example_suite(tmp_path):
         subprocess.run([*git, *args], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNWATCH_")}
     env.update(PYTHONPATH=str(ROOT), TRITON_INTERPRET="1", ATTNWATCH_REPO="myteam/mykernels")
-    measured = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/bench",
-                               "--benchmark-json=bench.json"], cwd=repo, env=env, capture_output=True, text=True,
-                              timeout=600)
+    measured = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/bench", "--benchmark-json=bench.json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert measured.returncode == 0, measured.stdout + measured.stderr
     db = tmp_path / "history.duckdb"
-    ingested = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", "bench.json"], cwd=repo,
-                              env=env, capture_output=True, text=True, timeout=300)
+    ingested = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), "ingest", "bench.json"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert ingested.returncode == 0, ingested.stderr
     con = duckdb.connect(str(db), read_only=True)
     try:

@@ -49,6 +49,16 @@ def test_the_rule_of_the_howto_names_the_cause(tmp_path):
     assert rule["name"] in after["rules"] and after["fired"][0] == rule["name"]
     assert after["cause"].startswith(rule["title"])
 
-    checked = run_in(copy, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/test_ncu_explain.py",
-                     "tests/test_ncu_parse.py", "-k", "every_rule_reads or explain_list or bad_rule_file")
+    checked = run_in(
+        copy,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/test_ncu_explain.py",
+        "tests/test_ncu_parse.py",
+        "-k",
+        "every_rule_reads or explain_list or bad_rule_file",
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr

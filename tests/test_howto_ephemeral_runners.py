@@ -27,8 +27,14 @@ def test_the_pages_env_line_and_checks_work(tmp_path):
     (bin_dir / "attnwatch").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch "$@"\n')
     (bin_dir / "attnwatch").chmod(0o755)
     (checks,) = code_blocks(PAGE, "bash")
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", checks], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT), name: mounted})
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", checks],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), name: mounted},
+    )
     assert done.returncode == 0, done.stderr
     root, key, *described = done.stdout.splitlines()
     assert root == mounted
@@ -37,8 +43,9 @@ def test_the_pages_env_line_and_checks_work(tmp_path):
 
 def test_the_key_prefix_the_page_names_is_the_workflows():
     workflow = YAML(typ="safe").load((ROOT / ".github" / "workflows" / "gpu-bench.yml").read_text())
-    (restore,) = [s for s in workflow["jobs"]["compare"]["steps"]
-                  if str(s.get("uses", "")).startswith("actions/cache/restore@")]
+    (restore,) = [
+        s for s in workflow["jobs"]["compare"]["steps"] if str(s.get("uses", "")).startswith("actions/cache/restore@")
+    ]
     prefix = restore["with"]["restore-keys"]
     page = (HOWTO / PAGE).read_text()
     shown = prefix.replace("${{ runner.os }}", "<os>").replace("${{ steps.cache.outputs.key }}", "<toolchain key>")

@@ -23,8 +23,12 @@ def _schema(db) -> tuple[int, list[str]]:
     con = duckdb.connect(str(db), read_only=True)
     try:
         version = con.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
-        columns = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                             "WHERE table_name = 'alerts'").fetchall()]
+        columns = [
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'alerts'"
+            ).fetchall()
+        ]
     finally:
         con.close()
     return version, columns
@@ -52,9 +56,14 @@ def test_the_migration_of_the_howto_applies_to_an_existing_and_a_fresh_history(t
     assert version == current.version + 1 and "owner" in columns
 
     fresh = tmp_path / "fresh.duckdb"  # a new history, as a first ingest creates it
-    created = run_in(copy, "-c", "import sys; from attnwatch.history.store.db import open_write\n"
-                                 "from attnwatch.history.store.location import parse_location\n"
-                                 "with open_write(parse_location(sys.argv[1])): pass", str(fresh))
+    created = run_in(
+        copy,
+        "-c",
+        "import sys; from attnwatch.history.store.db import open_write\n"
+        "from attnwatch.history.store.location import parse_location\n"
+        "with open_write(parse_location(sys.argv[1])): pass",
+        str(fresh),
+    )
     assert created.returncode == 0, created.stderr
     version, columns = _schema(fresh)
     assert version == current.version + 1 and "owner" in columns

@@ -55,6 +55,14 @@ def test_the_page_of_the_howto_renders_and_is_documented(tmp_path):
     assert page["exceptions"] == [] and "Run counts" in page["titles"]
     assert [(row["gpu"], row["runs"]) for row in page["tables"][0]] == [("NVIDIA H200", "1")]
 
-    listed = run_in(copy, "-m", "pytest", "-p", "no:cacheprovider", "-q", "tests/test_dashboard_pages.py",
-                    "tests/test_design_doc.py::test_the_dashboard_section_lists_every_page_with_the_first_one_first")
+    listed = run_in(
+        copy,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/test_dashboard_pages.py",
+        "tests/test_design_doc.py::test_the_dashboard_section_lists_every_page_with_the_first_one_first",
+    )
     assert listed.returncode == 0, listed.stdout + listed.stderr

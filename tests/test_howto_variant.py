@@ -44,9 +44,16 @@ def test_the_variant_of_the_howto_is_listed(checkout_with_variant):
 
 
 def test_the_checks_against_the_registry_admit_the_documented_variant(checkout_with_variant):
-    done = run_in(checkout_with_variant, "-m", "pytest", "-p", "no:cacheprovider", "-q",
-                  "tests/test_kernels_registry.py::test_the_docs_list_exactly_the_registered_variants",
-                  "tests/test_app_trend_chart.py::test_every_registered_variant_has_a_colour_no_other_variant_of_its_operator_has")
+    done = run_in(
+        checkout_with_variant,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "tests/test_kernels_registry.py::test_the_docs_list_exactly_the_registered_variants",
+        "tests/test_app_trend_chart.py::test_every_registered_variant_has_a_colour_no_other_variant_of_its_operator_has",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^5 passed", done.stdout, re.MULTILINE), done.stdout  # 4 doc lists, 1 colour check
 
@@ -55,8 +62,22 @@ def test_the_checks_against_the_registry_admit_the_documented_variant(checkout_w
 def test_the_variant_of_the_howto_is_checked_and_timed_on_the_cpu(checkout_with_variant, tmp_path):
     """Step 4, as the page writes it for a machine without a GPU (about 50 s on 2 cores)."""
     out = tmp_path / "bundle"
-    done = run_in(checkout_with_variant, "-m", "attnwatch", "run", "--shapes", "cpu", "--variants", f"sdpa,{NAME}",
-                  "--out", str(out), "--no-progress", "--commit", "0" * 40, timeout=600)
+    done = run_in(
+        checkout_with_variant,
+        "-m",
+        "attnwatch",
+        "run",
+        "--shapes",
+        "cpu",
+        "--variants",
+        f"sdpa,{NAME}",
+        "--out",
+        str(out),
+        "--no-progress",
+        "--commit",
+        "0" * 40,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     outcomes = json.loads((out / "outcomes.json").read_text())["cases"]
     ours = [c for c in outcomes if c["variant"] == NAME]

@@ -48,21 +48,28 @@ def test_no_package_has_an_import_cycle(graph, package):
     assert graph.cycles(graph.import_graph(package)) == []
 
 
-@pytest.mark.parametrize(("path", "text", "target"), [
-    ("kernels/a.py", "from attnwatch.ci import cli\n", "ci"),
-    ("kernels/a.py", "def f():\n    import attnwatch.history.store.db\n", "history.store.db"),
-    ("kernels/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),  # itself, not relatively
-    ("history/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),
-    ("history/a.py", "from attnwatch.app import ui\n", "app"),
-    ("history/a.py", "from history.errors import HistoryError\n", "history.errors"),  # no attnwatch prefix
-    ("history/contract/a.py", "from attnwatch.history.store import db\n", "history.store"),  # the pure part, on the store
-    ("history/sql/a.py", "from attnwatch.history.detection import scan\n", "history.detection"),
-    ("app/a.py", "import attnwatch.kernels\n", "kernels"),
-    ("app/a.py", "from attnwatch.ci.compare import stats\n", "ci.compare"),
-    ("ci/a.py", "from attnwatch.app.data import store\n", "app.data"),
-    ("ci/a.py", "from attnwatch.scripts import tool\n", "scripts"),
-    ("ci/compare/a.py", "from attnwatch.history.store.db import connect\n", "history.store.db"),  # outside the CLI
-])
+@pytest.mark.parametrize(
+    ("path", "text", "target"),
+    [
+        ("kernels/a.py", "from attnwatch.ci import cli\n", "ci"),
+        ("kernels/a.py", "def f():\n    import attnwatch.history.store.db\n", "history.store.db"),
+        ("kernels/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),  # itself, not relatively
+        ("history/a.py", "from attnwatch.kernels.cases import Case\n", "kernels.cases"),
+        ("history/a.py", "from attnwatch.app import ui\n", "app"),
+        ("history/a.py", "from history.errors import HistoryError\n", "history.errors"),  # no attnwatch prefix
+        (
+            "history/contract/a.py",
+            "from attnwatch.history.store import db\n",
+            "history.store",
+        ),  # the pure part, on the store
+        ("history/sql/a.py", "from attnwatch.history.detection import scan\n", "history.detection"),
+        ("app/a.py", "import attnwatch.kernels\n", "kernels"),
+        ("app/a.py", "from attnwatch.ci.compare import stats\n", "ci.compare"),
+        ("ci/a.py", "from attnwatch.app.data import store\n", "app.data"),
+        ("ci/a.py", "from attnwatch.scripts import tool\n", "scripts"),
+        ("ci/compare/a.py", "from attnwatch.history.store.db import connect\n", "history.store.db"),  # outside the CLI
+    ],
+)
 def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target):
     root = _tree(tmp_path, {path: text})
     found = [(imp.source, imp.target) for imp in graph.layer_violations(root)]
@@ -70,30 +77,36 @@ def test_a_planted_upward_import_is_reported(graph, tmp_path, path, text, target
 
 
 def test_allowed_imports_are_not_reported(graph, tmp_path):
-    root = _tree(tmp_path, {
-        "ci/a.py": "from attnwatch.kernels import registry\nfrom attnwatch.history.contract import bundle\n",
-        "attnwatch/cli/commands/b.py": "from attnwatch.history.store.db import connect\n",
-        "app/a.py": "from attnwatch.history import sql\nimport streamlit\n",
-        "history/store/a.py": "from attnwatch.history.contract import bundle\nfrom . import b\n",
-        "history/store/b.py": "",
-        "history/contract/bundle.py": "from attnwatch.history.analysis import statistics\n",
-        "kernels/x.py": "from .cases import Case\n",
-        "tests/t.py": "from attnwatch.history.store.db import connect\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "ci/a.py": "from attnwatch.kernels import registry\nfrom attnwatch.history.contract import bundle\n",
+            "attnwatch/cli/commands/b.py": "from attnwatch.history.store.db import connect\n",
+            "app/a.py": "from attnwatch.history import sql\nimport streamlit\n",
+            "history/store/a.py": "from attnwatch.history.contract import bundle\nfrom . import b\n",
+            "history/store/b.py": "",
+            "history/contract/bundle.py": "from attnwatch.history.analysis import statistics\n",
+            "kernels/x.py": "from .cases import Case\n",
+            "tests/t.py": "from attnwatch.history.store.db import connect\n",
+        },
+    )
     assert graph.layer_violations(root) == []
 
 
 def test_every_layer_may_import_the_shared_toml_reader(graph, tmp_path):
     """attnwatch/toml_reader.py is a leaf of the package: kernels (absolutely), history, ci and
     app all read their TOML through it."""
-    root = _tree(tmp_path, {
-        "attnwatch/toml_reader.py": "import tomllib\n",
-        "kernels/x.py": "from attnwatch.toml_reader import read_toml\n",
-        "history/x.py": "from attnwatch import toml_reader\n",
-        "history/analysis/x.py": "from attnwatch.toml_reader import read_toml\n",
-        "ci/x.py": "from attnwatch.toml_reader import read_toml\n",
-        "app/x.py": "from attnwatch.toml_reader import read_toml\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "attnwatch/toml_reader.py": "import tomllib\n",
+            "kernels/x.py": "from attnwatch.toml_reader import read_toml\n",
+            "history/x.py": "from attnwatch import toml_reader\n",
+            "history/analysis/x.py": "from attnwatch.toml_reader import read_toml\n",
+            "ci/x.py": "from attnwatch.toml_reader import read_toml\n",
+            "app/x.py": "from attnwatch.toml_reader import read_toml\n",
+        },
+    )
     assert graph.layer_violations(root) == []
 
 
@@ -105,32 +118,46 @@ def test_a_shared_leaf_that_imports_the_project_is_reported(graph, tmp_path):
 def test_a_bare_project_import_in_tests_or_scripts_is_reported(graph, tmp_path):
     """A test importing `history.…` would load a second copy of a module the code imports as
     `attnwatch.history.…`: two classes of every error, two caches."""
-    root = _tree(tmp_path, {"tests/t.py": "from history.errors import HistoryError\n",
-                            "scripts/s.py": "import attnwatch.cli.main\nfrom kernels import cases\n"})
+    root = _tree(
+        tmp_path,
+        {
+            "tests/t.py": "from history.errors import HistoryError\n",
+            "scripts/s.py": "import attnwatch.cli.main\nfrom kernels import cases\n",
+        },
+    )
     assert sorted((imp.source, imp.target) for imp in graph.layer_violations(root)) == [
-        ("scripts.s", "kernels"), ("tests.t", "history.errors")]
+        ("scripts.s", "kernels"),
+        ("tests.t", "history.errors"),
+    ]
 
 
 def test_a_planted_circle_through_a_lazy_import_is_found(graph, tmp_path):
     """The old kernels/ circle in miniature: the registry loads the variants lazily, a variant
     imports the compiler driver, the driver imports the registry for its record."""
-    root = _tree(tmp_path, {
-        "kernels/registry.py": "def load():\n    from . import variants\n",
-        "kernels/variants/__init__.py": "from . import cuda\n",
-        "kernels/variants/cuda.py": "from ..nvcc import compile\n",
-        "kernels/nvcc.py": "from .registry import BuildReport\n",
-        "kernels/shapes.py": "",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "kernels/registry.py": "def load():\n    from . import variants\n",
+            "kernels/variants/__init__.py": "from . import cuda\n",
+            "kernels/variants/cuda.py": "from ..nvcc import compile\n",
+            "kernels/nvcc.py": "from .registry import BuildReport\n",
+            "kernels/shapes.py": "",
+        },
+    )
     assert graph.cycles(graph.import_graph("kernels", root)) == [
-        ["kernels.nvcc", "kernels.registry", "kernels.variants", "kernels.variants.cuda"]]
+        ["kernels.nvcc", "kernels.registry", "kernels.variants", "kernels.variants.cuda"]
+    ]
 
 
 def test_relative_imports_resolve_to_their_package(graph, tmp_path):
-    root = _tree(tmp_path, {
-        "ci/x/__init__.py": "from .y import f\n",
-        "ci/x/y.py": "from ..z import g\n",
-        "ci/z.py": "from .x import y\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "ci/x/__init__.py": "from .y import f\n",
+            "ci/x/y.py": "from ..z import g\n",
+            "ci/z.py": "from .x import y\n",
+        },
+    )
     edges = graph.import_graph("ci", root)
     assert edges["ci.x"] == {"ci.x.y"} and edges["ci.x.y"] == {"ci.z"} and edges["ci.z"] == {"ci.x.y"}
     assert graph.cycles(edges) == [["ci.x.y", "ci.z"]]

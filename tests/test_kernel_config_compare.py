@@ -35,7 +35,7 @@ def test_the_comment_says_the_autotuner_chose_differently_apart_from_the_verdict
     assert case.base.kernel_configs == ["m64_n64_w4_s3"] and case.head.kernel_configs == ["m64_n128_w4_s3"]
     assert case.config_change == ("m64_n64_w4_s3", "m64_n128_w4_s3")
     body = render_comment(report)
-    section = body[body.index("#### Kernel configuration changes"):].replace("`", "")
+    section = body[body.index("#### Kernel configuration changes") :].replace("`", "")
     assert "autotuner chose m64_n128_w4_s3 instead of m64_n64_w4_s3" in section.split("\n\n")[1]
     assert TRITON_CASE in section.split("\n\n")[1]
     # compare.json keeps it, through the validating reader

@@ -27,7 +27,9 @@ def test_every_triton_result_stores_its_configuration_and_the_views_show_it(tmp_
     triton = [r for r in rows if r[0] == "triton_fa2"]
     assert triton and all(r[1:] == ("m64_n64_w4_s3", "table") for r in triton)
     assert all(r[1:] == (None, None) for r in rows if r[0] == "sdpa")  # reports none
-    assert _rows(db_path, "SELECT count(kernel_config) FROM case_series WHERE variant = 'triton_fa2'")[0][0] == len(triton)
+    assert _rows(db_path, "SELECT count(kernel_config) FROM case_series WHERE variant = 'triton_fa2'")[0][0] == len(
+        triton
+    )
 
 
 def _as_case_timing_v1(bundle):
@@ -56,6 +58,8 @@ def test_a_history_at_migration_6_upgrades_and_keeps_its_results(tmp_path):
     finally:
         con.close()
     assert "kernel_config" not in columns
-    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", variants=("triton_fa2",))])  # migrates to 7 first
+    ingest_paths(
+        parse_location(db_path), [make_bundle(tmp_path / "b", variants=("triton_fa2",))]
+    )  # migrates to 7 first
     assert {r[0] for r in _rows(db_path, "SELECT kernel_config FROM results")} == {"m64_n64_w4_s3"}
     assert "config_change" in {r[0] for r in _rows(db_path, "DESCRIBE alerts")}

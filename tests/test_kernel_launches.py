@@ -91,22 +91,35 @@ def test_another_kernel_at_the_same_count_is_named_when_no_counter_moved(sides):
     found = explain(counters, counters, slower=True, launches=(_launches(ours), swapped))
     assert found.changes == []
     assert found.cause.startswith(UNEXPLAINED)
-    assert found.cause.endswith("; the call's kernels differ: new nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT "
-                                f"({other[2].metrics[DURATION] / 1000:.3g} µs); gone nvjet_sm90_hsh_64x128_64x8_1x2_h_bz_NNN "
-                                f"({ours[2].metrics[DURATION] / 1000:.3g} µs)")
+    assert found.cause.endswith(
+        "; the call's kernels differ: new nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT "
+        f"({other[2].metrics[DURATION] / 1000:.3g} µs); gone nvjet_sm90_hsh_64x128_64x8_1x2_h_bz_NNN "
+        f"({ours[2].metrics[DURATION] / 1000:.3g} µs)"
+    )
 
 
-@pytest.mark.parametrize("name, short", [
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, 0, 0, cutlass::half_t>, true>"
-     "(Flash_fwd_params)", "flash_fwd_kernel"),
-    ("void <unnamed>::softmax_warp_forward<c10::Half, c10::Half, float, 10, 0, 0>(T2 *, const T1 *, int, int, int, "
-     "const bool *, int, bool)", "softmax_warp_forward"),
-    ("void at::native::(anonymous namespace)::fill<float>(float *)", "fill"),
-    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
-     "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0"),
-    ("k" * (NAME_CHARS + 5), "k" * (NAME_CHARS - 1) + "…"),
-    ("_attn_fwd", "_attn_fwd"),
-])
+@pytest.mark.parametrize(
+    "name, short",
+    [
+        (
+            "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, 0, 0, cutlass::half_t>, true>"
+            "(Flash_fwd_params)",
+            "flash_fwd_kernel",
+        ),
+        (
+            "void <unnamed>::softmax_warp_forward<c10::Half, c10::Half, float, 10, 0, 0>(T2 *, const T1 *, int, int, int, "
+            "const bool *, int, bool)",
+            "softmax_warp_forward",
+        ),
+        ("void at::native::(anonymous namespace)::fill<float>(float *)", "fill"),
+        (
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
+            "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
+        ),
+        ("k" * (NAME_CHARS + 5), "k" * (NAME_CHARS - 1) + "…"),
+        ("_attn_fwd", "_attn_fwd"),
+    ],
+)
 def test_a_signature_is_shown_by_its_function_name(name, short):
     assert short_kernel_name(name) == short
 
@@ -128,21 +141,36 @@ def test_a_compare_of_two_real_bundles_names_the_spin_in_its_cause(sides, tmp_pa
 
     def side(name: str, profile: dict, scale: float):
         launches = {case: [(k.kernel_name, k.metrics) for k in profile[case]] for case in CASES}
-        return read_round(make_bundle(tmp_path / name, run_id=name, variants=("sdpa", "torch_3op"),
-                                      shapes=(SHAPES[1], SHAPES[2]), with_ncu=True, ncu_launches=launches,
-                                      variant_scale={"torch_3op": scale}, seed=1 if name == "head" else 0))
+        return read_round(
+            make_bundle(
+                tmp_path / name,
+                run_id=name,
+                variants=("sdpa", "torch_3op"),
+                shapes=(SHAPES[1], SHAPES[2]),
+                with_ncu=True,
+                ncu_launches=launches,
+                variant_scale={"torch_3op": scale},
+                seed=1 if name == "head" else 0,
+            )
+        )
 
-    cases = compare_rounds([side("base", base, 1.0)], [side("head", head, 1.08)], load_thresholds("NVIDIA H200"),
-                           method="pooled", resamples=400)
+    cases = compare_rounds(
+        [side("base", base, 1.0)],
+        [side("head", head, 1.08)],
+        load_thresholds("NVIDIA H200"),
+        method="pooled",
+        resamples=400,
+    )
     slower = {c.case_id: c for c in cases if c.verdict == "regression"}
     assert set(slower) == set(CASES)
     for case_id, comparison in slower.items():
         assert comparison.explanation.changes[0].rule == "kernels"
         assert comparison.explanation.cause.endswith(
-            f": new spin_kernel ({head[case_id][-1].metrics[DURATION] / 1000:.3g} µs)")
+            f": new spin_kernel ({head[case_id][-1].metrics[DURATION] / 1000:.3g} µs)"
+        )
     # the PR comment's ncu section says it under each case
     body = render_comment(dataclasses.replace(make_report(fixtures_dir), cases=cases))
-    section = body[body.index("#### ncu: why the changed cases moved"):]
+    section = body[body.index("#### ncu: why the changed cases moved") :]
     assert section.count(r"new spin\_kernel \(") == len(CASES)  # as md_text escapes it
 
 
@@ -157,10 +185,20 @@ def test_an_alert_on_a_stored_history_names_the_spin_in_its_cause(sides, tmp_pat
     paths = []
     for i, profile in enumerate(sides):
         launches = {case: [(k.kernel_name, k.metrics) for k in profile[case]] for case in CASES}
-        paths.append(make_bundle(tmp_path / f"run-{i}", run_id=f"run-{i}", commit_sha=f"{i + 1:040x}",
-                                 started_at=t0 + timedelta(hours=i), commit_date=t0 + timedelta(hours=i),
-                                 variants=("torch_3op",), shapes=(SHAPES[1], SHAPES[2]), with_ncu=True,
-                                 ncu_launches=launches, seed=i))
+        paths.append(
+            make_bundle(
+                tmp_path / f"run-{i}",
+                run_id=f"run-{i}",
+                commit_sha=f"{i + 1:040x}",
+                started_at=t0 + timedelta(hours=i),
+                commit_date=t0 + timedelta(hours=i),
+                variants=("torch_3op",),
+                shapes=(SHAPES[1], SHAPES[2]),
+                with_ncu=True,
+                ncu_launches=launches,
+                seed=i,
+            )
+        )
     db = tmp_path / "history.duckdb"
     ingest_paths(parse_location(db), paths)
     _, head = sides
@@ -171,8 +209,9 @@ def test_an_alert_on_a_stored_history_names_the_spin_in_its_cause(sides, tmp_pat
     # read as a speed-up, one launch more explains nothing, and the new kernel is still named
     faster = cause_of(parse_location(db), "improvement", "run-1", CASES[0])
     assert faster.changes == [] and faster.cause.startswith(UNEXPLAINED)
-    assert faster.cause.endswith("; the call's kernels differ: new spin_kernel "
-                                 f"({head[CASES[0]][-1].metrics[DURATION] / 1000:.3g} µs)")
+    assert faster.cause.endswith(
+        f"; the call's kernels differ: new spin_kernel ({head[CASES[0]][-1].metrics[DURATION] / 1000:.3g} µs)"
+    )
 
 
 def test_the_kernel_pages_table_leads_with_the_bare_name_and_keeps_the_full_one_last(fixtures_dir):
@@ -181,13 +220,25 @@ def test_the_kernel_pages_table_leads_with_the_bare_name_and_keeps_the_full_one_
 
     from attnwatch.app.data.kernel import kernels_wide
 
-    kernels = [k for k in parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv").kernels
-               if k.nvtx_range == "torch_3op"]
-    rows = pd.DataFrame([{"kernel_index": i, "kernel_name": k.kernel_name, "metric_name": name, "value": value}
-                         for i, k in enumerate(kernels) for name, value in k.metrics.items()])
+    kernels = [
+        k
+        for k in parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_sdpa_flash_3op.csv").kernels
+        if k.nvtx_range == "torch_3op"
+    ]
+    rows = pd.DataFrame(
+        [
+            {"kernel_index": i, "kernel_name": k.kernel_name, "metric_name": name, "value": value}
+            for i, k in enumerate(kernels)
+            for name, value in k.metrics.items()
+        ]
+    )
     table = kernels_wide(rows)
-    assert list(table["kernel"]) == ["nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_TNT", "vectorized_elementwise_kernel",
-                                     "softmax_warp_forward", "nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT"]
+    assert list(table["kernel"]) == [
+        "nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_TNT",
+        "vectorized_elementwise_kernel",
+        "softmax_warp_forward",
+        "nvjet_sm90_hsh_64x512_64x2_1x2_h_bz_coopB_NNT",
+    ]
     assert list(table.columns[:2]) == ["kernel_index", "kernel"] and table.columns[-1] == "kernel_name"
     assert list(table["kernel_name"]) == [k.kernel_name for k in kernels]
     assert table.loc[2, DURATION] == kernels[2].metrics[DURATION]

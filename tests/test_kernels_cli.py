@@ -15,8 +15,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def _attnwatch(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "attnwatch", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")

@@ -42,12 +42,22 @@ CPU = torch.device("cpu")
 SEEDS = (0, 1, 2)
 # Odd lengths (77, 129, 777), S = 1, and a head dim that is not a multiple of 8 (60): each
 # variant must either declare such a case unsupported or get it right.
-CPU_SHAPES = [adhoc_shape(1, 2, 77, 64), adhoc_shape(2, 1, 129, 128), adhoc_shape(1, 3, 1, 64),
-              adhoc_shape(1, 1, 33, 60), adhoc_rows_shape(8, 200), adhoc_rows_shape(33, 1000),
-              adhoc_rows_shape(1, 4096)]
-GPU_SHAPES = shape_set("main") + [adhoc_shape(2, 4, 777, 64), adhoc_shape(1, 4, 777, 128),
-                                  adhoc_shape(1, 2, 77, 60), adhoc_rows_shape(4097, 5120),
-                                  adhoc_rows_shape(1, 7168)]
+CPU_SHAPES = [
+    adhoc_shape(1, 2, 77, 64),
+    adhoc_shape(2, 1, 129, 128),
+    adhoc_shape(1, 3, 1, 64),
+    adhoc_shape(1, 1, 33, 60),
+    adhoc_rows_shape(8, 200),
+    adhoc_rows_shape(33, 1000),
+    adhoc_rows_shape(1, 4096),
+]
+GPU_SHAPES = shape_set("main") + [
+    adhoc_shape(2, 4, 777, 64),
+    adhoc_shape(1, 4, 777, 128),
+    adhoc_shape(1, 2, 77, 60),
+    adhoc_rows_shape(4097, 5120),
+    adhoc_rows_shape(1, 7168),
+]
 
 
 def _make_case(name: str, shape, dtype: str, mode) -> Case:
@@ -74,6 +84,7 @@ def _cases(shapes):
 
 def _assert_all_pass(results: list[CheckResult], request=None) -> None:
     if request is not None:  # the measured errors travel in the junit report (any junit family)
+
         def record_property(name, value):
             request.node.user_properties.append((name, value))
 
@@ -95,8 +106,11 @@ def _assert_all_pass(results: list[CheckResult], request=None) -> None:
 def _interpreted(name: str) -> bool:
     """A Triton variant on a machine without CUDA: its CPU cases run under Triton's interpreter,
     which must be switched on (TRITON_INTERPRET=1) before Triton is imported: in a child."""
-    return (registry.get(name).family == "triton" and not torch.cuda.is_available()
-            and os.environ.get("TRITON_INTERPRET") != "1")
+    return (
+        registry.get(name).family == "triton"
+        and not torch.cuda.is_available()
+        and os.environ.get("TRITON_INTERPRET") != "1"
+    )
 
 
 _INTERPRETER_CHILD = textwrap.dedent("""
@@ -123,15 +137,25 @@ _INTERPRETER_CHILD = textwrap.dedent("""
 def interpreter_checks() -> dict:
     """Every CPU case of every interpreted variant, checked in one TRITON_INTERPRET=1 child
     (one Triton import for all of them); keyed by case id."""
-    cases = [[name, c.operator, _dims(c), c.dtype, c.causal if c.operator == "attention" else c.mode, SEEDS]
-             for p in _cases(CPU_SHAPES) for name, c in [p.values] if _interpreted(name)]
+    cases = [
+        [name, c.operator, _dims(c), c.dtype, c.causal if c.operator == "attention" else c.mode, SEEDS]
+        for p in _cases(CPU_SHAPES)
+        for name, c in [p.values]
+        if _interpreted(name)
+    ]
     if not cases:
         return {}
-    done = subprocess.run([sys.executable, "-c", _INTERPRETER_CHILD, json.dumps(cases)], cwd=REPO_ROOT,
-                          env={**os.environ, "TRITON_INTERPRET": "1"}, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERPRETER_CHILD, json.dumps(cases)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 def _dims(case: Case) -> list[int]:
@@ -140,8 +164,10 @@ def _dims(case: Case) -> list[int]:
 
 
 def _from_child(row: dict) -> list[CheckResult]:
-    return [CheckResult(**{**r, "worst_index": tuple(r["worst_index"]) if r["worst_index"] else None})
-            for r in row["results"]]
+    return [
+        CheckResult(**{**r, "worst_index": tuple(r["worst_index"]) if r["worst_index"] else None})
+        for r in row["results"]
+    ]
 
 
 @pytest.mark.parametrize(("name", "case"), list(_cases(CPU_SHAPES)))
@@ -189,6 +215,7 @@ def _no_scale(q, k, v, out, case):
     def fn():
         out.copy_(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=case.causal, scale=1.0))
         return out
+
     return fn
 
 
@@ -196,6 +223,7 @@ def _last_row_unwritten(q, k, v, out, case):
     def fn():
         out[:, :, :-1].copy_(_correct(q, k, v, case.causal)[:, :, :-1])
         return out
+
     return fn
 
 
@@ -205,6 +233,7 @@ def _nan_output(q, k, v, out, case):
         out[0, 0, 3, 5] = float("nan")
         out[0, 0, 4, 0] = float("inf")
         return out
+
     return fn
 
 
@@ -212,6 +241,7 @@ def _ignores_causal(q, k, v, out, case):
     def fn():
         out.copy_(_correct(q, k, v, False))
         return out
+
     return fn
 
 
@@ -224,6 +254,7 @@ def _causal_off_by_one(q, k, v, out, case):
         scores.masked_fill_(hidden, float("-inf"))
         out.copy_(torch.softmax(scores, -1) @ v.float())
         return out
+
     return fn
 
 
@@ -238,12 +269,14 @@ def _accumulates(q, k, v, out, case):
         else:
             out.add_(_correct(q, k, v, case.causal))
         return out
+
     return fn
 
 
 def _raises(q, k, v, out, case):
     def fn():
         raise RuntimeError("illegal memory access (simulated)")
+
     return fn
 
 
@@ -260,6 +293,7 @@ def _modifies_input(q, k, v, out, case):
         out.copy_(_correct(q, k, v, case.causal))
         q[0, 0, 0, 0] += 1.0
         return out
+
     return fn
 
 
@@ -301,10 +335,12 @@ def test_failure_points_at_the_unwritten_row():
 
 def test_the_correct_test_variant_passes():
     """Control for the wrong variants: the same scaffolding with the right math passes."""
+
     def build(q, k, v, out, case):
         def fn():
             out.copy_(_correct(q, k, v, case.causal))
             return out
+
         return fn
 
     variant = _test_variant("test_right", build)
@@ -315,10 +351,12 @@ def test_the_correct_test_variant_passes():
 def test_a_library_may_return_a_strided_view_of_the_right_values():
     """SDPA's memory-efficient backend returns a (B, S, H, D)-strided view: that is its layout,
     not an error, as long as the logical (B, H, S, D) values are right."""
+
     def build(q, k, v, out, case):
         def fn():
             bshd = _correct(q, k, v, case.causal).transpose(1, 2).contiguous()
             return bshd.transpose(1, 2)
+
         return fn
 
     def prepare(case, device, seed):
@@ -379,6 +417,7 @@ def _no_max_subtraction(q, k, v, out, case):
         weights = torch.exp(scores)
         out.copy_((weights / weights.sum(-1, keepdim=True)) @ v.float())
         return out
+
     return fn
 
 
@@ -402,8 +441,18 @@ def test_cpu_sdpa_backends_subtract_the_max(name):
 # softmax kernels, and SDPA's math backend, which upcasts fp16/bf16 to fp32 by default): they
 # must survive large logits. The unfused paths (torch_3op, cutlass_3k_*) round the scores to
 # the input dtype first and are expected to exceed the tolerance; they are not listed.
-FP32_SOFTMAX = ("sdpa", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math",
-                "cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2", "fa4_sm90")
+FP32_SOFTMAX = (
+    "sdpa",
+    "sdpa_flash",
+    "sdpa_efficient",
+    "sdpa_cudnn",
+    "sdpa_math",
+    "cuda_scalar",
+    "cuda_wmma",
+    "cuda_wmma_cpasync",
+    "triton_fa2",
+    "fa4_sm90",
+)
 
 
 @pytest.mark.gpu
@@ -456,14 +505,17 @@ def test_tolerance_table_has_a_reason_per_dtype():
     assert table["bf16"].atol > table["fp16"].atol  # bf16 has 3 fewer mantissa bits
 
 
-@pytest.mark.parametrize(("text", "field"), [
-    ("[dtype.fp16]\natol = 1e-3\nrtol = 1e-3\n", "dtype.fp16.reason"),
-    ("[dtype.fp16]\natol = -1\nrtol = 1e-3\nreason = 'x'\n", "dtype.fp16.atol"),
-    ("[dtype.fp16]\natol = 1e-3\nrtol = 'loose'\nreason = 'x'\n", "dtype.fp16.rtol"),
-    ("[dtype.fp16]\natol = 1e-3\nrtol = 1e-3\nreason = 'x'\nslack = 2\n", "unknown field(s) slack"),
-    ("[dtype.fp16\natol = 1e-3\n", "not valid TOML"),
-    ("title = 'no tables'\n", "[dtype.<name>] tables missing"),
-])
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("[dtype.fp16]\natol = 1e-3\nrtol = 1e-3\n", "dtype.fp16.reason"),
+        ("[dtype.fp16]\natol = -1\nrtol = 1e-3\nreason = 'x'\n", "dtype.fp16.atol"),
+        ("[dtype.fp16]\natol = 1e-3\nrtol = 'loose'\nreason = 'x'\n", "dtype.fp16.rtol"),
+        ("[dtype.fp16]\natol = 1e-3\nrtol = 1e-3\nreason = 'x'\nslack = 2\n", "unknown field(s) slack"),
+        ("[dtype.fp16\natol = 1e-3\n", "not valid TOML"),
+        ("title = 'no tables'\n", "[dtype.<name>] tables missing"),
+    ],
+)
 def test_malformed_tolerance_file_names_file_and_field(tmp_path, text, field):
     path = tmp_path / "tolerances.toml"
     path.write_text(text)

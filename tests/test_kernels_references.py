@@ -24,8 +24,12 @@ from attnwatch.kernels.shapes import SHAPES, Shape, adhoc_shape, shape_set
 from attnwatch.kernels.variants.sdpa import backend_ops
 
 CPU = torch.device("cpu")
-PINNED = {"sdpa_flash": "FLASH_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
-          "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_math": "MATH"}
+PINNED = {
+    "sdpa_flash": "FLASH_ATTENTION",
+    "sdpa_efficient": "EFFICIENT_ATTENTION",
+    "sdpa_cudnn": "CUDNN_ATTENTION",
+    "sdpa_math": "MATH",
+}
 
 
 def _case(variant="sdpa", b=1, h=2, s=77, d=64, dtype="fp16", causal=False) -> Case:

@@ -45,7 +45,7 @@ def _doc_list(path: str, start: str, end: str) -> str:
     found = re.search(r"\s+".join(map(re.escape, start.split())), text)
     assert found, f"{path}: no list starting {start!r}"
     stop = text.find(end, found.end())
-    return text[found.start():stop if stop != -1 else len(text)]
+    return text[found.start() : stop if stop != -1 else len(text)]
 
 
 def _names_a_variant(token: str, name: str) -> bool:
@@ -118,8 +118,14 @@ def test_entry_is_complete(variant):
     assert ok or reason, "an unavailable variant must say why"
 
 
-UNSUPPORTED_PROBE_SHAPES = [SHAPES["l4_mission"], SHAPES["b4_h16_s1k_d128"], SHAPES["fa_s16384_d64"],
-                            adhoc_shape(1, 1, 777, 64), adhoc_shape(1, 1, 1, 64), adhoc_shape(1, 1, 77, 40)]
+UNSUPPORTED_PROBE_SHAPES = [
+    SHAPES["l4_mission"],
+    SHAPES["b4_h16_s1k_d128"],
+    SHAPES["fa_s16384_d64"],
+    adhoc_shape(1, 1, 777, 64),
+    adhoc_shape(1, 1, 1, 64),
+    adhoc_shape(1, 1, 77, 40),
+]
 
 
 @pytest.mark.parametrize("variant", registry.all_variants(), ids=lambda v: v.name)

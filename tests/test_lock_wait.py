@@ -23,8 +23,10 @@ from attnwatch.history.store import db as history_db
 from attnwatch.history.store.migrations import code_schema_version
 
 LATEST = code_schema_version()
-LINE = re.compile(r"^(?P<db>.+): found at schema (?P<found>\d+), left at schema (?P<left>\d+) "
-                  r"\((?:applied (?P<applied>[0-9, ]+)|nothing to apply)\)(?P<meanwhile>; it was at schema (?P<seen>\d+) .*)?$")
+LINE = re.compile(
+    r"^(?P<db>.+): found at schema (?P<found>\d+), left at schema (?P<left>\d+) "
+    r"\((?:applied (?P<applied>[0-9, ]+)|nothing to apply)\)(?P<meanwhile>; it was at schema (?P<seen>\d+) .*)?$"
+)
 
 
 def attnwatch(db: Path, *args: str, wait_s: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -32,17 +34,25 @@ def attnwatch(db: Path, *args: str, wait_s: str | None = None, timeout: float = 
     env.pop("ATTNWATCH_LOCK_WAIT_S", None)
     if wait_s is not None:
         env["ATTNWATCH_LOCK_WAIT_S"] = wait_s
-    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @contextmanager
 def held_for_writing(db: Path, release_after_s: float = 600):
     """Another process with the history open for writing (DuckDB's lock) until it exits."""
-    code = ("import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
-            "time.sleep(float(sys.argv[2])); c.close()")
-    holder = subprocess.Popen([sys.executable, "-c", code, str(db), str(release_after_s)], stdout=subprocess.PIPE,
-                              text=True)
+    code = (
+        "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('held', flush=True); "
+        "time.sleep(float(sys.argv[2])); c.close()"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(db), str(release_after_s)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         yield holder
@@ -74,16 +84,26 @@ def test_migrate_outwaits_a_holder_past_the_old_fixed_10_s(tmp_path):
     with held_for_writing(db, release_after_s=12):
         result = attnwatch(db, "migrate")  # the default setting: writers wait 60 s
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == (f"{db}: found at schema 1, left at schema {LATEST} "
-                                      f"(applied {', '.join(f'{v:03d}' for v in range(2, LATEST + 1))})")
+    assert result.stdout.strip() == (
+        f"{db}: found at schema 1, left at schema {LATEST} "
+        f"(applied {', '.join(f'{v:03d}' for v in range(2, LATEST + 1))})"
+    )
 
 
 def test_two_concurrent_migrates_each_say_the_schema_they_found_and_left(tmp_path):
     db = history_at_version(tmp_path / "history.duckdb", 1, tmp_path / "scratch")
     env = child_env()
     env.pop("ATTNWATCH_LOCK_WAIT_S", None)
-    runs = [subprocess.Popen([sys.executable, "-m", "attnwatch", "--db", str(db), "migrate"], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "attnwatch", "--db", str(db), "migrate"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = [run.communicate(timeout=300) for run in runs]
     applied = []
     for run, (out, err) in zip(runs, outputs):
@@ -115,11 +135,13 @@ def test_migrate_says_when_another_migrated_the_history_while_it_waited(tmp_path
     assert cli_main(["--db", str(db), "migrate"]) == 0
     assert capsys.readouterr().out.strip() == (
         f"{db}: found at schema {LATEST}, left at schema {LATEST} (nothing to apply); it was at schema 1 when this "
-        f"migrate began: another process migrated it to {LATEST} while this one waited for it")
+        f"migrate began: another process migrated it to {LATEST} while this one waited for it"
+    )
 
 
 def test_a_bad_setting_is_one_line(tmp_path):
     db = history_at_version(tmp_path / "history.duckdb", LATEST, tmp_path / "scratch")
     result = attnwatch(db, "migrate", wait_s="soon")
     assert result.returncode == 2 and result.stderr.strip() == (
-        "attnwatch migrate: error: ATTNWATCH_LOCK_WAIT_S='soon': expected a number of seconds, 0 or more"), result.stderr
+        "attnwatch migrate: error: ATTNWATCH_LOCK_WAIT_S='soon': expected a number of seconds, 0 or more"
+    ), result.stderr

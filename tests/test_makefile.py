@@ -42,11 +42,13 @@ def test_make_demo_serves_on_the_port_it_is_given(tmp_path):
     assert done.returncode == 0, done.stderr
     assert _lines_with(done.stdout, "-m attnwatch.ci.port") == ["python3 -m attnwatch.ci.port 8502"]
     assert [line.split("-m attnwatch ", 1)[1] for line in _lines_with(done.stdout, "attnwatch dashboard")] == [
-        "dashboard --port 8502"]
+        "dashboard --port 8502"
+    ]
     default = _make("-n", "demo", f"VENV={tmp_path / 'venv'}")
     # No PORT: no second default here; `attnwatch dashboard` and ci/port.py hold the one default.
     assert [line.split("-m attnwatch ", 1)[1] for line in _lines_with(default.stdout, "attnwatch dashboard")] == [
-        "dashboard"]
+        "dashboard"
+    ]
 
 
 def test_make_demo_on_a_taken_port_fails_in_one_line_before_any_set_up(tmp_path):
@@ -58,7 +60,8 @@ def test_make_demo_on_a_taken_port_fails_in_one_line_before_any_set_up(tmp_path)
     assert done.returncode != 0
     assert _lines_with(done.stderr, "attnwatch:") == [
         f"attnwatch: port {port} is in use on 127.0.0.1: stop whatever serves it, or pick another port "
-        "(attnwatch dashboard --port N, make demo PORT=N)"]
+        "(attnwatch dashboard --port N, make demo PORT=N)"
+    ]
     assert not (tmp_path / "venv").exists(), "make demo set things up before finding the port taken"
 
 
@@ -70,7 +73,8 @@ def test_the_venv_is_isolated_from_the_host_unless_system_torch_is_asked_for(tmp
         assert "--system-site-packages" not in _make("-n", "install", f"VENV={venv}", f"SYSTEM_TORCH={value}").stdout
     system = _make("-n", "install", f"VENV={venv}", "SYSTEM_TORCH=1")
     assert _lines_with(system.stdout, " -m venv ") == [
-        f"test -x {venv}/bin/python || python3 -m venv --system-site-packages {venv}"]
+        f"test -x {venv}/bin/python || python3 -m venv --system-site-packages {venv}"
+    ]
 
 
 def test_make_demo_labels_its_cpu_table_as_the_run_summary_does(tmp_path):

@@ -22,14 +22,37 @@ def test_every_step_runs_and_the_table_comes_last(tmp_path, monkeypatch, fixture
     monkeypatch.setenv("FAKE_NCU_PASSES", "7")
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "scripts/ncu_check.py", "--device", "cpu", "--budget-s", "200",
-                           "--out", str(out), "--with", "aa"], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "scripts/ncu_check.py",
+            "--device",
+            "cpu",
+            "--budget-s",
+            "200",
+            "--out",
+            str(out),
+            "--with",
+            "aa",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads((out / "ncu_check.json").read_text())
     labels = [r["label"] for r in result["runs"]]
-    assert {"default, pr", "explain, pr", "default, main", "default, pr, --cache-control none", "all sections, pr",
-            "default, pr, causal", "default, main, causal"} <= set(labels)
+    assert {
+        "default, pr",
+        "explain, pr",
+        "default, main",
+        "default, pr, --cache-control none",
+        "all sections, pr",
+        "default, pr, causal",
+        "default, main, causal",
+    } <= set(labels)
     assert {f"{s.name} alone, pr" for s in sections()} <= set(labels)
     assert result["fixed"]["import_only_s"] > 0 and result["fixed"]["under_ncu_s"] > 0
     for row in result["runs"]:

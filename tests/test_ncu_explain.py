@@ -61,7 +61,9 @@ def test_kernels_combine_as_the_metric_list_says():
 
 
 def test_a_multi_kernel_case_adds_bytes_and_weights_ratios(base, fixtures_dir):
-    kernels = group_by_case(parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_pr_default.csv").kernels)["torch_3op/b4_h16_s1k/fp16/noncausal"]
+    kernels = group_by_case(parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_pr_default.csv").kernels)[
+        "torch_3op/b4_h16_s1k/fp16/noncausal"
+    ]
     combined = base["torch_3op/b4_h16_s1k/fp16/noncausal"]
     assert combined["dram__bytes_read.sum"] == sum(k.metrics["dram__bytes_read.sum"] for k in kernels)
     durations = [k.metrics["gpu__time_duration.sum"] for k in kernels]
@@ -98,22 +100,38 @@ def _planted(counters: dict[str, float], **changes: float) -> dict[str, float]:
 
 
 _NAMES = {
-    "barrier": BARRIER, "clock": CLOCK,
-    "local_ld": "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum", "local_st": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
-    "limit_smem": "launch__occupancy_limit_shared_mem", "theoretical": "sm__maximum_warps_per_active_cycle_pct",
+    "barrier": BARRIER,
+    "clock": CLOCK,
+    "local_ld": "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+    "local_st": "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+    "limit_smem": "launch__occupancy_limit_shared_mem",
+    "theoretical": "sm__maximum_warps_per_active_cycle_pct",
     "achieved": "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "global_ld": "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l2": "lts__t_bytes.sum",
-    "registers": "launch__registers_per_thread", "limit_regs": "launch__occupancy_limit_registers",
+    "global_ld": "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
+    "l2": "lts__t_bytes.sum",
+    "registers": "launch__registers_per_thread",
+    "limit_regs": "launch__occupancy_limit_registers",
 }
 
 
-@pytest.mark.parametrize(("plant", "changes", "expected"), [
-    ("an extra __syncthreads", {"barrier": 0.9}, "barrier_stalls"),
-    ("a register cap that spills", {"local_ld": 60e6, "local_st": 30e6, "registers": 64.0}, "spills"),
-    ("64 KiB more shared memory", {"limit_smem": 1.0, "theoretical": 6.25, "achieved": 6.1}, "occupancy_shared_mem"),
-    ("the Q tile re-read per key tile", {"global_ld": 415e6, "l2": 414e6}, "global_traffic"),
-    ("more registers, fewer blocks", {"registers": 200.0, "limit_regs": 2.0, "theoretical": 12.5}, "occupancy_registers"),
-])
+@pytest.mark.parametrize(
+    ("plant", "changes", "expected"),
+    [
+        ("an extra __syncthreads", {"barrier": 0.9}, "barrier_stalls"),
+        ("a register cap that spills", {"local_ld": 60e6, "local_st": 30e6, "registers": 64.0}, "spills"),
+        (
+            "64 KiB more shared memory",
+            {"limit_smem": 1.0, "theoretical": 6.25, "achieved": 6.1},
+            "occupancy_shared_mem",
+        ),
+        ("the Q tile re-read per key tile", {"global_ld": 415e6, "l2": 414e6}, "global_traffic"),
+        (
+            "more registers, fewer blocks",
+            {"registers": 200.0, "limit_regs": 2.0, "theoretical": 12.5},
+            "occupancy_registers",
+        ),
+    ],
+)
 def test_each_planted_regression_is_explained_by_its_rule(base, plant, changes, expected):
     counters = base[CASE]
     verdict = explain(counters, _planted(counters, **changes), slower=True)
@@ -147,8 +165,10 @@ def test_a_counter_missing_on_one_side_is_not_a_change(base):
 
 def test_a_bad_rule_file_is_refused_naming_the_rule_and_field(tmp_path):
     path = tmp_path / "rules.toml"
-    path.write_text('[[rule]]\nname = "x"\nkind = "cause"\ntitle = "t"\ncounters = ["a"]\n'
-                    'direction = "sideways"\nthreshold = 0.1\nfloor = 1.0\nreason = "r"\n')
+    path.write_text(
+        '[[rule]]\nname = "x"\nkind = "cause"\ntitle = "t"\ncounters = ["a"]\n'
+        'direction = "sideways"\nthreshold = 0.1\nfloor = 1.0\nreason = "r"\n'
+    )
     with pytest.raises(RulesError, match=r"rules.toml: rule 'x': direction 'sideways'"):
         load_rules(path)
     path.write_text('[[rule]]\nname = "x"\nkind = "cause"\n')
@@ -162,8 +182,19 @@ def test_a_compare_whose_head_was_throttled_exonerates_the_kernel(base):
     from attnwatch.ci.compare.rounds import CaseRound
 
     def rounds(counters, throttled):
-        return [CaseRound(CASE, "cuda_wmma", "b4_h16_s1k", "fp16", False, "ok", samples_us=[160.0] * 100,
-                          timing={"throttled_samples": throttled}, counters=counters)]
+        return [
+            CaseRound(
+                CASE,
+                "cuda_wmma",
+                "b4_h16_s1k",
+                "fp16",
+                False,
+                "ok",
+                samples_us=[160.0] * 100,
+                timing={"throttled_samples": throttled},
+                counters=counters,
+            )
+        ]
 
     head = _planted(base[CASE], barrier=0.5)
     found = explain_change(rounds(base[CASE], 0), rounds(head, 30), slower=True)

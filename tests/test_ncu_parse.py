@@ -10,8 +10,12 @@ from attnwatch.ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv
 
 RAW = "ncu/h200_raw_sdpa_flash_3op.csv"  # recorded with the first 21 metrics of the list
 PR_DEFAULT = "ncu/h200_raw_pr_default.csv"  # every section, a whole `attnwatch ncu --shapes pr` pass
-ADDED_SINCE = {"lts__t_bytes.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
-               "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum", "smsp__inst_executed.sum"}
+ADDED_SINCE = {
+    "lts__t_bytes.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
+    "smsp__inst_executed.sum",
+}
 DETAILS = "ncu/h200_details_full_sdpa_flash.csv"
 
 
@@ -80,8 +84,10 @@ def test_the_explain_list_is_what_the_counter_rules_read_and_the_default_list_is
     assert default < explain
     left_out = explain - default
     assert {m for m in left_out if "stalled" not in m} == {
-        "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
-        "sass__inst_executed_per_opcode"}
+        "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
+        "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
+        "sass__inst_executed_per_opcode",
+    }
     assert all(s.cost and s.reason for s in sections())
 
 
@@ -170,8 +176,14 @@ def test_parse_number():
     [
         ("", "header"),
         ("==PROF== Connected\n==ERROR== ERR_NVGPUCTRPERM - no permission\n", "header"),
-        ('"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum"\n"","","","","ns"\n"0","k","(1,1,1)"\n', "data row 1"),
-        ('"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum"\n"","","","","ns"\n"0","k","a","b","12x"\n', "gpu__time_duration.sum"),
+        (
+            '"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum"\n"","","","","ns"\n"0","k","(1,1,1)"\n',
+            "data row 1",
+        ),
+        (
+            '"ID","Kernel Name","Block Size","Grid Size","gpu__time_duration.sum"\n"","","","","ns"\n"0","k","a","b","12x"\n',
+            "gpu__time_duration.sum",
+        ),
         ('"ID","Kernel Name","Block Size","Grid Size"\n"","","",""\n"zero","k","a","b"\n', "column ID"),
         ('"ID","Block Size","Grid Size"\n"0","a","b"\n', "header"),
     ],

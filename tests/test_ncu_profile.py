@@ -72,8 +72,10 @@ def test_ncu_missing_records_why_for_every_case(tmp_path, monkeypatch):
     assert all("ncu not found" in m.error for m in profile.case_metrics)
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("fail", "returned an error code"), ("perm", "ERR_NVGPUCTRPERM"),
-                                              ("perm_late", "ERR_NVGPUCTRPERM")])
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [("fail", "returned an error code"), ("perm", "ERR_NVGPUCTRPERM"), ("perm_late", "ERR_NVGPUCTRPERM")],
+)
 def test_ncu_failure_is_recorded_per_case(fake_ncu, tmp_path, monkeypatch, mode, expected):
     monkeypatch.setenv("FAKE_NCU_MODE", mode)
     profile = profile_cases(_cases(), tmp_path / "work")
@@ -107,8 +109,11 @@ def test_a_case_that_kills_the_target_costs_only_itself(fake_ncu, tmp_path, monk
     ncu wrote), the cases after it are profiled in a fresh process."""
     monkeypatch.setenv("FAKE_NCU_MODE", "crash")
     shape = SHAPES["b4_h16_s1k"]
-    cases = [Case("sdpa", shape, "fp16", False), Case("torch_3op", shape, "fp16", False),
-             Case("triton_fa2", shape, "fp16", False)]
+    cases = [
+        Case("sdpa", shape, "fp16", False),
+        Case("torch_3op", shape, "fp16", False),
+        Case("triton_fa2", shape, "fp16", False),
+    ]
     profile = profile_cases(cases, tmp_path / "work")
     by_case = {m.case_id: m for m in profile.case_metrics}
     assert by_case[cases[0].id].kernel_count == 1 and by_case[cases[2].id].kernel_count == 1
@@ -123,8 +128,11 @@ def test_a_hung_case_is_dropped_and_the_others_profiled_again(fake_ncu, tmp_path
     monkeypatch.setenv("FAKE_NCU_HANG", "torch_3op")
     monkeypatch.setenv("FAKE_NCU_MARKER", str(tmp_path / "marker"))
     shape = SHAPES["b4_h16_s1k"]
-    cases = [Case("sdpa", shape, "fp16", False), Case("torch_3op", shape, "fp16", False),
-             Case("triton_fa2", shape, "fp16", False)]
+    cases = [
+        Case("sdpa", shape, "fp16", False),
+        Case("torch_3op", shape, "fp16", False),
+        Case("triton_fa2", shape, "fp16", False),
+    ]
     profile = profile_cases(cases, tmp_path / "work", timeout_s=3)
     by_case = {m.case_id: m for m in profile.case_metrics}
     assert by_case[cases[0].id].kernel_count == 1 and by_case[cases[2].id].kernel_count == 1
@@ -145,8 +153,23 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
     from attnwatch.cli.main import main
 
     out = tmp_path / "ncu-out"
-    code = main(["ncu", "--shapes", "main", "--variants", "sdpa,torch_3op", "--dtypes", "fp16", "--causal", "no",
-                 "--cases", "*/b4_h16_s1k/*", "--out", str(out)])
+    code = main(
+        [
+            "ncu",
+            "--shapes",
+            "main",
+            "--variants",
+            "sdpa,torch_3op",
+            "--dtypes",
+            "fp16",
+            "--causal",
+            "no",
+            "--cases",
+            "*/b4_h16_s1k/*",
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "sdpa/b4_h16_s1k/fp16/noncausal" in printed and "43.14" in printed
@@ -156,7 +179,9 @@ def test_ncu_command_selects_cases_like_run_and_prints_the_table(fake_ncu, tmp_p
     assert "2 cases" in printed
     document = json.loads((out / NCU_FILE).read_text())
     assert {c["case_id"] for c in document["cases"]} == {
-        "sdpa/b4_h16_s1k/fp16/noncausal", "torch_3op/b4_h16_s1k/fp16/noncausal"}
+        "sdpa/b4_h16_s1k/fp16/noncausal",
+        "torch_3op/b4_h16_s1k/fp16/noncausal",
+    }
 
 
 def test_ncu_command_collects_the_chosen_sections_and_refuses_an_unknown_one(fake_ncu, tmp_path, capsys, monkeypatch):
@@ -194,8 +219,10 @@ def test_the_target_rebuilds_every_operators_case_from_its_plan_entry():
     from attnwatch.ci.ncu.profile import plan_entry
     from attnwatch.ci.ncu.target import case_of
 
-    cases = [Case("sdpa", SHAPES["b4_h16_s1k"], "fp16", True),
-             Case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "bf16", mode="fwd", operator="rmsnorm")]
+    cases = [
+        Case("sdpa", SHAPES["b4_h16_s1k"], "fp16", True),
+        Case("rmsnorm_torch", SHAPES["rms_t4k_h2048"], "bf16", mode="fwd", operator="rmsnorm"),
+    ]
     for case in cases:
         entry = json.loads(json.dumps(plan_entry(case)))  # as the plan file carries it
         rebuilt = case_of(kernels_api(), entry)

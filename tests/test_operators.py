@@ -36,7 +36,11 @@ class Rows:
 
 
 TOY = operators.Operator(
-    name="toyrows", modes=("fwd",), baseline="toy_base", references=("toy_ref", "toy_absent"), bound="memory",
+    name="toyrows",
+    modes=("fwd",),
+    baseline="toy_base",
+    references=("toy_ref", "toy_absent"),
+    bound="memory",
     flops=lambda shape, mode: 2.0 * shape.rows * shape.hidden,
     bytes=lambda shape, dtype, mode: 2.0 * shape.rows * shape.hidden * (4 if dtype == "fp32" else 2),
     make_inputs=lambda shape, dtype, mode, device, seed: (),
@@ -47,8 +51,13 @@ TOY_SHAPE = Rows("toy_r64_h32", 64, 32)
 
 
 def _variant(name: str) -> Variant:
-    return Variant(name, "test", "toy", prepare=lambda c, d, s: Prepared(fn=lambda: None, q=None, k=None, v=None),
-                   operator="toyrows")
+    return Variant(
+        name,
+        "test",
+        "toy",
+        prepare=lambda c, d, s: Prepared(fn=lambda: None, q=None, k=None, v=None),
+        operator="toyrows",
+    )
 
 
 @pytest.fixture
@@ -71,8 +80,10 @@ def _timing(case, median: float) -> CaseTiming:
 def test_each_variant_is_planned_on_its_operator_s_shapes_and_modes_baseline_first(toy):
     cases = plan_cases(["torch_3op", "toy_fast", "sdpa", "toy_base"], shapes.shape_set("mixed"), ["fp16"], [True])
     assert [c.case_id for c in cases] == [
-        "sdpa/cpu_tiny/fp16/causal", "torch_3op/cpu_tiny/fp16/causal",
-        "toy_base/toy_r64_h32/fp16/fwd", "toy_fast/toy_r64_h32/fp16/fwd",
+        "sdpa/cpu_tiny/fp16/causal",
+        "torch_3op/cpu_tiny/fp16/causal",
+        "toy_base/toy_r64_h32/fp16/fwd",
+        "toy_fast/toy_r64_h32/fp16/fwd",
     ]
     toy_case = cases[2]
     assert (toy_case.operator, toy_case.mode, toy_case.group) == ("toyrows", "fwd", "toy_r64_h32/fp16/fwd")
@@ -88,7 +99,9 @@ def test_case_ids_carry_any_registered_operator_s_mode(toy):
     assert case_id("sdpa", "cpu_tiny", "fp16", True) == "sdpa/cpu_tiny/fp16/causal"  # the harness API's form
     assert parse_case_id("toy_base/toy_r64_h32/bf16/fwd") == ("toy_base", "toy_r64_h32", "bf16", "fwd")
     assert [c.case_id for c in planned_cases(["toy_fast/toy_r64_h32/fp16/fwd"])] == ["toy_fast/toy_r64_h32/fp16/fwd"]
-    with pytest.raises(ValueError, match=r"^not a case id \(variant/shape/dtype/causal\|fwd\|noncausal\): 'a/b/c/bwd'$"):
+    with pytest.raises(
+        ValueError, match=r"^not a case id \(variant/shape/dtype/causal\|fwd\|noncausal\): 'a/b/c/bwd'$"
+    ):
         parse_case_id("a/b/c/bwd")
     attention = Case("sdpa", shapes.SHAPES["cpu_tiny"], "fp16", mode="noncausal")
     assert (attention.causal, attention.id) == (False, "sdpa/cpu_tiny/fp16/noncausal")
@@ -108,7 +121,11 @@ def test_gaps_are_taken_against_the_operator_s_own_baseline_and_references(toy):
     # The record passes the bundle's own checks, and stores no gap_to_sdpa: the baseline is not sdpa.
     record = parse_case_timing(dataclasses.asdict(fast), "timings.json", "timings[0]")
     columns = _timing_columns(record)
-    assert (columns["bound"], columns["gap_to_baseline"], columns["gap_to_sdpa"]) == ("memory", pytest.approx(0.5), None)
+    assert (columns["bound"], columns["gap_to_baseline"], columns["gap_to_sdpa"]) == (
+        "memory",
+        pytest.approx(0.5),
+        None,
+    )
 
 
 def test_rmsnorm_is_wired_its_cases_gaps_and_byte_model():
@@ -120,8 +137,11 @@ def test_rmsnorm_is_wired_its_cases_gaps_and_byte_model():
     cases = plan_cases(names, shapes.shape_set("pr"), ["bf16"], [True])
     rms = [c for c in cases if c.operator == "rmsnorm"]
     assert [c.case_id for c in rms[:4]] == [
-        "rmsnorm_torch/rms_t4k_h2048/bf16/fwd", "rmsnorm_triton/rms_t4k_h2048/bf16/fwd",
-        "rmsnorm_quack/rms_t4k_h2048/bf16/fwd", "rmsnorm_liger/rms_t4k_h2048/bf16/fwd"]
+        "rmsnorm_torch/rms_t4k_h2048/bf16/fwd",
+        "rmsnorm_triton/rms_t4k_h2048/bf16/fwd",
+        "rmsnorm_quack/rms_t4k_h2048/bf16/fwd",
+        "rmsnorm_liger/rms_t4k_h2048/bf16/fwd",
+    ]
     assert len(rms) == 8 and all(c.variant == "sdpa" for c in cases if c.operator == "attention")
     group = rms[:4]
     timings = [_timing(c, median) for c, median in zip(group, (20.0, 10.0, 8.0, 12.0))]
@@ -136,31 +156,45 @@ def test_rmsnorm_is_wired_its_cases_gaps_and_byte_model():
 def test_a_v2_timing_is_attention_against_sdpa():
     old = {"schema_version": 2, "gap_to_sdpa": 1.25, "gap_to_fastest_backend": 0.9, "fastest_backend": "sdpa_flash"}
     assert case_timing_v2_to_v3(dict(old)) == {
-        "schema_version": 3, "operator": "attention", "bound": "compute", "bytes": None,
-        "gap_to_baseline": 1.25, "baseline_variant": "sdpa",
-        "gap_to_fastest_reference": 0.9, "fastest_reference": "sdpa_flash"}
+        "schema_version": 3,
+        "operator": "attention",
+        "bound": "compute",
+        "bytes": None,
+        "gap_to_baseline": 1.25,
+        "baseline_variant": "sdpa",
+        "gap_to_fastest_reference": 0.9,
+        "fastest_reference": "sdpa_flash",
+    }
     assert case_timing_v2_to_v3({"schema_version": 2, "gap_to_sdpa": None})["baseline_variant"] is None
 
 
 def test_migration_012_backfills_from_the_old_columns_and_keeps_gap_to_sdpa(tmp_path):
     db = history_at_version(tmp_path / "h.duckdb", 11, tmp_path)
     con = duckdb.connect(str(db))
-    con.execute("INSERT INTO results (run_id, case_id, variant, batch, heads, seq_q, seq_k, head_dim, dtype, status, "
-                "timing_mode, median_us, gap_to_sdpa, gap_to_fastest_backend, fastest_backend) VALUES "
-                "('r', 'triton_fa2/s/fp16/causal', 'triton_fa2', 2, 4, 128, 128, 64, 'fp16', 'ok', 'cuda_events', "
-                "10.0, 1.5, 0.75, 'sdpa_flash'), "
-                "('r', 'cuda_wmma/s/fp16/causal', 'cuda_wmma', 2, 4, 128, 128, 64, 'fp16', 'crashed', NULL, NULL, "
-                "NULL, NULL, NULL)")
-    con.execute("INSERT INTO alerts (dedup_key, kind, metric, case_id) VALUES "
-                "('step|a|gpu|gap_to_sdpa|c|p', 'regression', 'gap_to_sdpa', 'triton_fa2/s/fp16/causal')")
+    con.execute(
+        "INSERT INTO results (run_id, case_id, variant, batch, heads, seq_q, seq_k, head_dim, dtype, status, "
+        "timing_mode, median_us, gap_to_sdpa, gap_to_fastest_backend, fastest_backend) VALUES "
+        "('r', 'triton_fa2/s/fp16/causal', 'triton_fa2', 2, 4, 128, 128, 64, 'fp16', 'ok', 'cuda_events', "
+        "10.0, 1.5, 0.75, 'sdpa_flash'), "
+        "('r', 'cuda_wmma/s/fp16/causal', 'cuda_wmma', 2, 4, 128, 128, 64, 'fp16', 'crashed', NULL, NULL, "
+        "NULL, NULL, NULL)"
+    )
+    con.execute(
+        "INSERT INTO alerts (dedup_key, kind, metric, case_id) VALUES "
+        "('step|a|gpu|gap_to_sdpa|c|p', 'regression', 'gap_to_sdpa', 'triton_fa2/s/fp16/causal')"
+    )
     con.close()
     assert upgrade(parse_location(db))[0] == 12  # and any later migration
     with open_read(parse_location(db)) as con:
-        rows = con.execute("SELECT operator, bound, bytes, gap_to_baseline, baseline_variant, gap_to_fastest_reference, "
-                           "fastest_reference, gap_to_sdpa FROM results ORDER BY variant DESC").fetchall()
+        rows = con.execute(
+            "SELECT operator, bound, bytes, gap_to_baseline, baseline_variant, gap_to_fastest_reference, "
+            "fastest_reference, gap_to_sdpa FROM results ORDER BY variant DESC"
+        ).fetchall()
         alert = con.execute("SELECT metric, dedup_key FROM alerts").fetchone()
         view_columns = {d[0] for d in con.execute("SELECT * FROM result_details LIMIT 0").description}
-    assert rows == [("attention", "compute", 4.0 * 2 * 4 * 128 * 64 * 2, 1.5, "sdpa", 0.75, "sdpa_flash", 1.5),
-                    ("attention", None, None, None, None, None, None, None)]
+    assert rows == [
+        ("attention", "compute", 4.0 * 2 * 4 * 128 * 64 * 2, 1.5, "sdpa", 0.75, "sdpa_flash", 1.5),
+        ("attention", None, None, None, None, None, None, None),
+    ]
     assert alert == ("gap_to_baseline", "step|a|gpu|gap_to_sdpa|c|p")
     assert {"gap_to_sdpa", "gap_to_baseline", "operator", "bytes"} <= view_columns

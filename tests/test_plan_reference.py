@@ -47,15 +47,21 @@ def test_the_plan_follows_the_operator_s_baseline(tmp_path, monkeypatch):
     assert [t.gap_to_baseline for t in timings] == pytest.approx([1.0, 2.0, 1.25])
     assert {t.baseline_variant for t in timings} == {"sdpa_flash"}
     # The fastest reference measured in the group (sdpa_math was not): sdpa at 25 µs.
-    assert [(t.fastest_reference, t.gap_to_fastest_reference) for t in timings] == \
-        [("sdpa", pytest.approx(0.8)), ("sdpa", pytest.approx(1.6)), ("sdpa", pytest.approx(1.0))]
+    assert [(t.fastest_reference, t.gap_to_fastest_reference) for t in timings] == [
+        ("sdpa", pytest.approx(0.8)),
+        ("sdpa", pytest.approx(1.6)),
+        ("sdpa", pytest.approx(1.0)),
+    ]
     assert timings[0].bytes == 4 * 1 * 2 * 128 * 64 * 2  # Q, K, V and O once, fp16
 
 
 def test_a_baseline_that_is_not_a_registered_variant_of_the_operator_says_so_in_one_line(monkeypatch):
     _attention_with(monkeypatch, baseline="no_such_variant")
-    with pytest.raises(ValueError, match=r"^operator 'attention': its baseline 'no_such_variant' is not a registered "
-                                         r"attention variant$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^operator 'attention': its baseline 'no_such_variant' is not a registered "
+        r"attention variant$",
+    ):
         RunPlan(cases=[], timing=timing_config("cpu").to_dict(), device_kind="cpu")
     assert registry.reference  # attention callers keep their name for it
 

@@ -14,9 +14,27 @@ SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "power_check.py"
 
 def test_smoke_run_writes_its_three_files_and_prints_the_table_last(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SCRIPT.parent.parent)}
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--children", "1",
-                           "--variants", "sdpa", "--budget-s", "150", "--out", str(tmp_path)],
-                          capture_output=True, text=True, timeout=240, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--device",
+            "cpu",
+            "--smoke",
+            "--children",
+            "1",
+            "--variants",
+            "sdpa",
+            "--budget-s",
+            "150",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["power_check.json", "power_check.log", "power_trace.json"]
     report = json.loads((tmp_path / "power_check.json").read_text())

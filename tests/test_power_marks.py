@@ -37,19 +37,38 @@ def test_capping_reasons_name_their_cap_and_the_others_none():
 def capped_history(tmp_path, monkeypatch):
     db = tmp_path / "history.duckdb"
     monkeypatch.setenv("ATTNWATCH_DB", str(db))
-    overrides = {CAPPED: {"throttle_reasons": ["sw_power_cap"], "throttled_samples": 40, "timing_recipe": "band",
-                          "band_discarded_samples": 12, "clock_normalised_median_us": 3.25,
-                          "sm_clock_median_mhz": 1980.0, "reference_clock_mhz": 1980.0},
-                 CLEAN: {"timing_recipe": "plain"}}
-    ingest_paths(parse_location(db), [make_bundle(tmp_path / "b", run_id="capped-run", variants=("sdpa", "triton_fa2"), causal=(True,),
-                                  timing_overrides=overrides)])
+    overrides = {
+        CAPPED: {
+            "throttle_reasons": ["sw_power_cap"],
+            "throttled_samples": 40,
+            "timing_recipe": "band",
+            "band_discarded_samples": 12,
+            "clock_normalised_median_us": 3.25,
+            "sm_clock_median_mhz": 1980.0,
+            "reference_clock_mhz": 1980.0,
+        },
+        CLEAN: {"timing_recipe": "plain"},
+    }
+    ingest_paths(
+        parse_location(db),
+        [
+            make_bundle(
+                tmp_path / "b",
+                run_id="capped-run",
+                variants=("sdpa", "triton_fa2"),
+                causal=(True,),
+                timing_overrides=overrides,
+            )
+        ],
+    )
     return current_source(str(db))
 
 
 def test_the_trend_badges_a_capped_point_and_shows_its_recipe(capped_history):
     label = next(label for label, m in trends.METRICS.items() if m.column == "median_us")
-    frame = trends.trend_series(capped_history, label, "NVIDIA H200", "main", ("sdpa", "triton_fa2"),
-                                ("l4_mission",), "fp16", True)
+    frame = trends.trend_series(
+        capped_history, label, "NVIDIA H200", "main", ("sdpa", "triton_fa2"), ("l4_mission",), "fp16", True
+    )
     frame = frame.assign(marks=marks(frame))
     by_case = frame.set_index("case_id")
     assert by_case.loc[CAPPED, "marks"].startswith("throttled: power cap (40 of ")
@@ -59,8 +78,9 @@ def test_the_trend_badges_a_capped_point_and_shows_its_recipe(capped_history):
     assert len(badge) == 1 and list(badge[0]["customdata"][0])[1] == "power cap"
     assert len(badge[0]["x"]) == 1  # only the capped point
     hover = [row[7] for t in figure["data"] if t.get("mode") == "lines+markers" for row in t["customdata"]]
-    assert any("recipe band: 12 samples off the modal clock discarded" in h and "clock-normalised 3.25 µs" in h
-               for h in hover)
+    assert any(
+        "recipe band: 12 samples off the modal clock discarded" in h and "clock-normalised 3.25 µs" in h for h in hover
+    )
     assert "" in hover  # the plain recipe adds nothing
 
 
@@ -69,8 +89,9 @@ def test_the_run_page_names_the_recipe_and_the_normalised_figure_apart_from_the_
 
     at = open_page(Path(capped_history.path), monkeypatch, "views/run.py", run="capped-run")
     table = frame_with(at, "case_id").set_index("case_id")
-    assert table.loc[CAPPED, "recipe"] == ("recipe band: 12 samples off the modal clock discarded; "
-                                           "clock-normalised 3.25 µs")
+    assert table.loc[CAPPED, "recipe"] == (
+        "recipe band: 12 samples off the modal clock discarded; clock-normalised 3.25 µs"
+    )
     assert table.loc[CAPPED, "marks"].startswith("throttled: power cap")
     assert table.loc[CAPPED, "median_us"] != 3.25 and table.loc[CLEAN, "recipe"] == ""
 
@@ -87,7 +108,9 @@ def test_the_overview_mark_names_the_cap(capped_history, monkeypatch):
 def capped_report(fixtures_dir):
     report = make_report(fixtures_dir)
     first = report.cases[0]
-    capped = dataclasses.replace(first, head=dataclasses.replace(first.head, throttle_reasons=["gpu_idle", "sw_power_cap"]))
+    capped = dataclasses.replace(
+        first, head=dataclasses.replace(first.head, throttle_reasons=["gpu_idle", "sw_power_cap"])
+    )
     return dataclasses.replace(report, cases=[capped, *report.cases[1:]])
 
 

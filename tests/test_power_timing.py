@@ -154,10 +154,12 @@ def _clock_script(n: int, seed: int = 3) -> list[float]:
 
 def _measure(recipe: str, **overrides):
     config = with_recipe(timing_config("cuda"), recipe).with_overrides(
-        min_samples=40, max_samples=200, time_cap_s=60.0, **overrides)
+        min_samples=40, max_samples=200, time_cap_s=60.0, **overrides
+    )
     timer = ClockedTimer(_clock_script(400))
-    raw = measure_interleaved([Subject(_case().case_id, lambda: None)], config, timer, NoFlush(),
-                              ClockedMonitor())[_case().case_id]
+    raw = measure_interleaved([Subject(_case().case_id, lambda: None)], config, timer, NoFlush(), ClockedMonitor())[
+        _case().case_id
+    ]
     return raw, timer, case_timing(_case(), raw, "g#1.0")
 
 
@@ -205,20 +207,41 @@ def test_recipes_are_data_and_a_bad_one_is_refused_by_name():
 
 def test_the_recipe_and_clock_summary_survive_bundle_ingest_and_query(tmp_path, db_path):
     cid = case_id("triton_fa2", "fa_s8192_d64", "fp16", True)
-    stored = {"timing_recipe": "band", "sm_clock_median_mhz": 1980.0, "sm_clock_min_mhz": 1515.0,
-              "sm_clock_max_mhz": 1980.0, "reference_clock_mhz": 1980.0, "clock_normalised_median_us": 2400.5,
-              "pacing_gap_s": None, "band_discarded_samples": 37, "throttle_reasons": ["sw_power_cap"],
-              "throttled_samples": 120}
+    stored = {
+        "timing_recipe": "band",
+        "sm_clock_median_mhz": 1980.0,
+        "sm_clock_min_mhz": 1515.0,
+        "sm_clock_max_mhz": 1980.0,
+        "reference_clock_mhz": 1980.0,
+        "clock_normalised_median_us": 2400.5,
+        "pacing_gap_s": None,
+        "band_discarded_samples": 37,
+        "throttle_reasons": ["sw_power_cap"],
+        "throttled_samples": 120,
+    }
     from bundle_factory import FactoryShape
 
     shape = FactoryShape("fa_s8192_d64", 2, 16, 8192, 64)
-    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "b", variants=("triton_fa2",), shapes=(shape,),
-                                       causal=(True,), timing_overrides={cid: stored})])
+    ingest_paths(
+        parse_location(db_path),
+        [
+            make_bundle(
+                tmp_path / "b",
+                variants=("triton_fa2",),
+                shapes=(shape,),
+                causal=(True,),
+                timing_overrides={cid: stored},
+            )
+        ],
+    )
     con = duckdb.connect(str(db_path), read_only=True)
     try:
-        row = con.execute("SELECT timing_recipe, sm_clock_median_mhz, sm_clock_min_mhz, sm_clock_max_mhz, "
-                          "reference_clock_mhz, clock_normalised_median_us, pacing_gap_s, band_discarded_samples, "
-                          "median_us FROM result_details WHERE case_id = ?", [cid]).fetchone()
+        row = con.execute(
+            "SELECT timing_recipe, sm_clock_median_mhz, sm_clock_min_mhz, sm_clock_max_mhz, "
+            "reference_clock_mhz, clock_normalised_median_us, pacing_gap_s, band_discarded_samples, "
+            "median_us FROM result_details WHERE case_id = ?",
+            [cid],
+        ).fetchone()
     finally:
         con.close()
     assert row[:8] == ("band", 1980.0, 1515.0, 1980.0, 1980.0, 2400.5, None, 37)
@@ -242,8 +265,12 @@ def test_each_samples_clock_is_stored_with_it_and_a_mismatch_is_refused_by_file_
     ingest_paths(parse_location(db_path), [bundle])
     con = duckdb.connect(str(db_path), read_only=True)
     try:
-        stored = [r[0] for r in con.execute("SELECT sm_clock_mhz FROM samples WHERE case_id = ? ORDER BY sample_index",
-                                            [cid]).fetchall()]
+        stored = [
+            r[0]
+            for r in con.execute(
+                "SELECT sm_clock_mhz FROM samples WHERE case_id = ? ORDER BY sample_index", [cid]
+            ).fetchall()
+        ]
         others = con.execute("SELECT count(*), count(sm_clock_mhz) FROM samples WHERE case_id <> ?", [cid]).fetchone()
     finally:
         con.close()
@@ -262,9 +289,26 @@ def test_run_refuses_an_unknown_recipe_in_one_line_before_measuring(tmp_path):
     import os
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "attnwatch", "run", "--device", "cpu", "--shapes", "cpu",
-                           "--recipe", "fast", "--out", str(tmp_path / "run")],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "run",
+            "--device",
+            "cpu",
+            "--shapes",
+            "cpu",
+            "--recipe",
+            "fast",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "--recipe" in lines[0] and "[timing.recipes.fast]" in lines[0]

@@ -28,8 +28,13 @@ def _compare_out(root: Path, rounds: int = 2, head_commit: str = HEAD, **forged)
 
     By default they claim what a hostile PR would: branch main, the run id of the main run, and
     a commit message and date of their choosing."""
-    claims = dict(branch="main", trigger="compare", run_id="main-0", commit_message="Forged: merged to main",
-                  variants=("sdpa", "triton_fa2"))
+    claims = dict(
+        branch="main",
+        trigger="compare",
+        run_id="main-0",
+        commit_message="Forged: merged to main",
+        variants=("sdpa", "triton_fa2"),
+    )
     claims.update(forged)
     for r in range(1, rounds + 1):
         for side, sha in (("base", MERGE_BASE), ("head", head_commit)):
@@ -38,14 +43,25 @@ def _compare_out(root: Path, rounds: int = 2, head_commit: str = HEAD, **forged)
 
 
 def _ingest_pr(db, out: Path, pr=12, sha=HEAD, source="777.1") -> int:
-    return cli_main(["--db", str(db), "ingest", "--pull-request", str(pr), "--head-sha", sha, "--source-run", source,
-                     str(out)])
+    return cli_main(
+        ["--db", str(db), "ingest", "--pull-request", str(pr), "--head-sha", sha, "--source-run", source, str(out)]
+    )
 
 
 @pytest.fixture
 def with_main(tmp_path, db_path):
-    ingest_paths(parse_location(db_path), [make_bundle(tmp_path / "main", run_id="main-0", commit_sha="a" * 40,
-                                       commit_message="Tune tiles", variants=("sdpa", "triton_fa2"))])
+    ingest_paths(
+        parse_location(db_path),
+        [
+            make_bundle(
+                tmp_path / "main",
+                run_id="main-0",
+                commit_sha="a" * 40,
+                commit_message="Tune tiles",
+                variants=("sdpa", "triton_fa2"),
+            )
+        ],
+    )
     return db_path
 
 
@@ -89,8 +105,9 @@ def test_a_head_round_of_another_commit_is_refused_and_nothing_is_written(tmp_pa
 
 
 @pytest.mark.parametrize("setting", [None, "example/attention-kernels"])
-def test_rounds_of_another_repository_are_refused_and_nothing_is_written(tmp_path, with_main, capsys, monkeypatch,
-                                                                          setting):
+def test_rounds_of_another_repository_are_refused_and_nothing_is_written(
+    tmp_path, with_main, capsys, monkeypatch, setting
+):
     """A PR's bundles say which repository they measured; another one's never joins this history."""
     monkeypatch.delenv("ATTNWATCH_REPO", raising=False)
     if setting:
@@ -105,7 +122,9 @@ def test_rounds_of_another_repository_are_refused_and_nothing_is_written(tmp_pat
     assert _ingest_pr(with_main, _compare_out(tmp_path / "genuine", rounds=1)) == 0
 
 
-@pytest.mark.parametrize("name", ["evil", "head-round0", "main-round1", "head-round2 (a file)", "head-round3 (a symlink)"])
+@pytest.mark.parametrize(
+    "name", ["evil", "head-round0", "main-round1", "head-round2 (a file)", "head-round3 (a symlink)"]
+)
 def test_anything_but_round_directories_is_refused(tmp_path, with_main, capsys, name):
     out = _compare_out(tmp_path / "compare", rounds=1)
     entry = out / "bundles" / name.split(" ")[0]
@@ -183,8 +202,11 @@ def test_the_comment_link_opens_the_stored_runs_on_the_compare_page(tmp_path, wi
     link = urllib.parse.urlsplit(dashboard_link("https://dash.example.org/", 12, source, "NVIDIA H200"))
     assert link.path == "/compare"  # Streamlit's URL of app/views/compare.py (the file's stem)
     query = dict(urllib.parse.parse_qsl(link.query))
-    assert query == {"base": run_id_for(12, source, "base", 1), "head": run_id_for(12, source, "head", 1),
-                     "gpu": "NVIDIA H200"}
+    assert query == {
+        "base": run_id_for(12, source, "base", 1),
+        "head": run_id_for(12, source, "head", 1),
+        "gpu": "NVIDIA H200",
+    }
     monkeypatch.setenv("ATTNWATCH_DB", str(with_main))
     at = AppTest.from_file(str(ENTRYPOINT), default_timeout=120)
     for key, value in query.items():

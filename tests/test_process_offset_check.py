@@ -36,8 +36,13 @@ def _processes(arm, offset_sd, rng, subjects):
     out = []
     for _ in range(10):
         offset = rng.gauss(0.0, offset_sd)
-        rounds = [{timing: {name: 20.0 * math.exp(offset + rng.gauss(0.0, 0.002)) for name in subjects}
-                   for timing in ("event_median_us", "graph_median_us")} for _ in range(4)]
+        rounds = [
+            {
+                timing: {name: 20.0 * math.exp(offset + rng.gauss(0.0, 0.002)) for name in subjects}
+                for timing in ("event_median_us", "graph_median_us")
+            }
+            for _ in range(4)
+        ]
         out.append({"arm": arm, "rounds": rounds})
     return out
 

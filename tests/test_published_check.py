@@ -73,8 +73,11 @@ def test_h100_table_matches_hand_computed_cases(h100_inputs, fixtures_dir, tmp_p
     summary = result["summary"]["paced_duty"]
     assert summary["all"]["cases"] == 28 and set(summary) == {"all", "cuDNN", "FlashAttention-2"}
     assert summary["all"]["within"] + summary["all"]["above"] + summary["all"]["below"] == 28
-    assert summary["all"]["within"] == sum(1 for r in result["rows"] if r["comparable"] and "paced_duty" in r["ours"]
-                                           and abs(r["ours"]["paced_duty"]["ratio"] - 1) <= 0.10)
+    assert summary["all"]["within"] == sum(
+        1
+        for r in result["rows"]
+        if r["comparable"] and "paced_duty" in r["ours"] and abs(r["ours"]["paced_duty"]["ratio"] - 1) <= 0.10
+    )
     assert proc.stdout.strip().splitlines()[-1].startswith("run plain ")  # the summary is printed last
 
 

@@ -50,8 +50,14 @@ def _env() -> dict[str, str]:
 
 
 def _pytest(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rA",
-                           *args, "suite"], cwd=work, env=_env(), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", "-q", "-rA", *args, "suite"],
+        cwd=work,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +122,9 @@ def test_one_function_is_one_series_named_after_it(suite_json):
     entries = _entries(out)
     fast = entries["test_fast_softmax[64]"]["extra_info"][MEASUREMENT_KEY]
     own = entries["test_reference_softmax[64]"]["extra_info"][MEASUREMENT_KEY]
-    assert fast["timing"]["case_id"] == "fast_softmax/64/fp32" and own["timing"]["case_id"] == "reference_softmax/64/fp32"
+    assert (
+        fast["timing"]["case_id"] == "fast_softmax/64/fp32" and own["timing"]["case_id"] == "reference_softmax/64/fp32"
+    )
     assert fast["reference"] is None and fast["reference_samples_us"] == []
     assert fast["timing"]["baseline_variant"] == "reference_softmax" and fast["timing"]["gap_to_baseline"] > 0
     variants = {e["extra_info"][MEASUREMENT_KEY]["timing"]["variant"] for e in entries.values()}
@@ -127,10 +135,15 @@ def test_a_misused_fixture_fails_its_test_in_one_line(suite_json):
     out, done = suite_json
     outcomes = _outcomes(done)
     assert outcomes["test_a_tensor_where_the_function_belongs"] == "FAILED"
-    assert ("gpu_benchmark: the first argument, the function to measure, must be a function; got Tensor "
-            "(gpu_benchmark(my_kernel, x), not gpu_benchmark(my_kernel(x)))") in done.stdout
+    assert (
+        "gpu_benchmark: the first argument, the function to measure, must be a function; got Tensor "
+        "(gpu_benchmark(my_kernel, x), not gpu_benchmark(my_kernel(x)))"
+    ) in done.stdout
     assert outcomes["test_same_case_twice[256]"] == "FAILED"
-    assert "gpu_benchmark: softmax/256/fp32 is already measured by suite/test_user_suite.py::test_softmax[256]" in done.stdout
+    assert (
+        "gpu_benchmark: softmax/256/fp32 is already measured by suite/test_user_suite.py::test_softmax[256]"
+        in done.stdout
+    )
     assert "TypeError" not in done.stdout and "not used at all" not in done.stdout + done.stderr, done.stdout
     assert "test_a_tensor_where_the_function_belongs" not in _entries(out)
 
@@ -146,19 +159,32 @@ def test_ingest_stores_the_whole_record(suite_json, tmp_path):
     ingest_paths(parse_location(db), [out])
     with duckdb.connect(str(db), read_only=True) as con:
         rows = dict(con.execute("SELECT case_id, timing_mode FROM results").fetchall())
-        assert rows == {c: "cpu_wall" for c in ("softmax/256/fp32", "softmax.reference/256/fp32",
-                                                 "add_checked/default/fp32", "wrong_output/default/fp32",
-                                                 "fast_softmax/64/fp32", "reference_softmax/64/fp32")}
+        assert rows == {
+            c: "cpu_wall"
+            for c in (
+                "softmax/256/fp32",
+                "softmax.reference/256/fp32",
+                "add_checked/default/fp32",
+                "wrong_output/default/fp32",
+                "fast_softmax/64/fp32",
+                "reference_softmax/64/fp32",
+            )
+        }
         gap, host, operator, nbytes = con.execute(
-            "SELECT gap_to_baseline, host_median_us, operator, bytes FROM results WHERE case_id = 'softmax/256/fp32'").fetchone()
+            "SELECT gap_to_baseline, host_median_us, operator, bytes FROM results WHERE case_id = 'softmax/256/fp32'"
+        ).fetchone()
         assert gap is not None and host is not None
         assert (operator, nbytes) == ("callable", 2 * 4 * 32 * 256)
         samples = con.execute("SELECT count(*) FROM samples WHERE case_id = 'softmax/256/fp32'").fetchone()[0]
         assert samples == _entries(out)["test_softmax[256]"]["extra_info"][MEASUREMENT_KEY]["timing"]["n"]
         checks = dict(con.execute("SELECT case_id, passed FROM correctness").fetchall())
-        assert checks == {"softmax/256/fp32": True, "add_checked/default/fp32": True,
-                          "wrong_output/default/fp32": False, "fast_softmax/64/fp32": True,
-                          "reference_softmax/64/fp32": True}
+        assert checks == {
+            "softmax/256/fp32": True,
+            "add_checked/default/fp32": True,
+            "wrong_output/default/fp32": False,
+            "fast_softmax/64/fp32": True,
+            "reference_softmax/64/fp32": True,
+        }
         assert con.execute("SELECT device_kind, repo FROM runs").fetchone() == ("cpu", f"local/{out.parent.name}")
 
 
@@ -178,14 +204,22 @@ def test_the_default_bounds_catch_a_1pct_error_at_any_scale_and_pass_rounding(tm
     _suite(tmp_path, CORRECTNESS_FILE)
     done = _pytest(tmp_path, "--benchmark-disable")
     outcomes = _outcomes(done)
-    expected = {f"test_off_by_1pct_{scale}_values[torch.{dtype}]": "FAILED"
-                for scale in ("small", "large") for dtype in ("float32", "float16", "bfloat16")}
+    expected = {
+        f"test_off_by_1pct_{scale}_values[torch.{dtype}]": "FAILED"
+        for scale in ("small", "large")
+        for dtype in ("float32", "float16", "bfloat16")
+    }
     expected |= {f"test_genuine_rounding[torch.{dtype}]": "PASSED" for dtype in ("float32", "float16", "bfloat16")}
-    expected |= {"test_a_test_may_loosen_the_norm_bound": "PASSED", "test_a_reference_that_is_not_a_function": "FAILED",
-                 "test_an_integer_output_needs_its_bounds": "FAILED"}
+    expected |= {
+        "test_a_test_may_loosen_the_norm_bound": "PASSED",
+        "test_a_reference_that_is_not_a_function": "FAILED",
+        "test_an_integer_output_needs_its_bounds": "FAILED",
+    }
     assert outcomes == expected, done.stdout
-    assert "off_by_1pct_small_values/torch.float32/fp32: incorrect output: relative error ||out - expected|| / " \
-           "||expected|| = 0.01 is over norm_rtol 0.002" in done.stdout, done.stdout
+    assert (
+        "off_by_1pct_small_values/torch.float32/fp32: incorrect output: relative error ||out - expected|| / "
+        "||expected|| = 0.01 is over norm_rtol 0.002" in done.stdout
+    ), done.stdout
     assert "gpu_benchmark: reference= must be a function; got Tensor" in done.stdout
     assert "gpu_benchmark: no default tolerance for dtype 'int64'" in done.stdout
     assert "Traceback" not in done.stdout and "TypeError" not in done.stdout
@@ -202,13 +236,17 @@ def test_the_writer_refuses_what_the_reader_refuses(suite_json, tmp_path):
     bad["benchmarks"][0]["extra_info"][MEASUREMENT_KEY]["timing"]["timing_mode"] = "guessed"
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(bad))
-    with pytest.raises(BundleError, match=r"bad.json: benchmarks\[0\].extra_info.attnwatch_measurement.timing.timing_mode"):
+    with pytest.raises(
+        BundleError, match=r"bad.json: benchmarks\[0\].extra_info.attnwatch_measurement.timing.timing_mode"
+    ):
         ingest_paths(parse_location(tmp_path / "h.duckdb"), [path])
-    assert not (tmp_path / "h.duckdb").exists() or not duckdb.connect(str(tmp_path / "h.duckdb")).execute(
-        "SELECT count(*) FROM runs").fetchone()[0]
+    assert (
+        not (tmp_path / "h.duckdb").exists()
+        or not duckdb.connect(str(tmp_path / "h.duckdb")).execute("SELECT count(*) FROM runs").fetchone()[0]
+    )
 
 
-SLOW_SUITE = '''
+SLOW_SUITE = """
 import time
 import torch
 from mykernel import scale
@@ -217,12 +255,16 @@ from mykernel import scale
 def test_scale(gpu_benchmark):
     x = torch.ones(256)
     gpu_benchmark(scale, x, expected=x * 2)
-'''
+"""
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def _scale_repository(tmp_path: Path) -> Path:
@@ -245,9 +287,30 @@ def test_compare_pytest_judges_a_suite_between_two_revisions(tmp_path):
     (repo / "mykernel.py").write_text("import time\n\ndef scale(x):\n    time.sleep(0.002)\n    return x * 2\n")
     _git(repo, "commit", "-qam", "head: slower")
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--pytest-args",
-         " ".join(plugin_args()), "--base", "HEAD~1", "--rounds", "2", "--ncu", "off",
-         "--out", str(tmp_path / "out")], cwd=repo, env=_env(), capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--pytest",
+            "bench",
+            "--pytest-args",
+            " ".join(plugin_args()),
+            "--base",
+            "HEAD~1",
+            "--rounds",
+            "2",
+            "--ncu",
+            "off",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=repo,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "out" / "compare.json").read_text())
     verdicts = {c["case_id"]: c["verdict"] for c in report["cases"]}
@@ -261,10 +324,34 @@ def test_compare_pytest_refuses_a_dirty_head_with_fail_on_before_measuring(tmp_p
     repo = _scale_repository(tmp_path)
     (repo / "mykernel.py").write_text("def scale(x):\n    return x * 2.0\n")  # not committed
     done = subprocess.run(
-        [sys.executable, "-m", "attnwatch", "compare", "--pytest", "bench", "--base", "HEAD", "--rounds", "2",
-         "--fail-on", "regression", "--out", str(tmp_path / "out")], cwd=repo, env=_env(), capture_output=True,
-        text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "compare",
+            "--pytest",
+            "bench",
+            "--base",
+            "HEAD",
+            "--rounds",
+            "2",
+            "--fail-on",
+            "regression",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        cwd=repo,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2 and not (tmp_path / "out").exists(), done.stdout + done.stderr
-    assert done.stderr.strip().splitlines()[-1].endswith(
-        "the head is a checkout with uncommitted changes, which no commit holds: commit or stash them, or pass "
-        "--allow-dirty to judge them anyway"), done.stderr
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            "the head is a checkout with uncommitted changes, which no commit holds: commit or stash them, or pass "
+            "--allow-dirty to judge them anyway"
+        )
+    ), done.stderr

@@ -79,8 +79,13 @@ def test_the_key_is_the_case_seed_profile_and_code_never_the_variant(tmp_path):
     other_variant = Case("torch_3op", _case().shape, "fp16", True)
     _reference(op, other_variant, 0, tmp_path)
     assert op.computed == 1  # another variant of the same case shares the entry
-    for case, seed, profile in ((_case(causal=False), 0, "normal"), (_case(dtype="bf16"), 0, "normal"),
-                                (_case(seq=34), 0, "normal"), (_case(), 1, "normal"), (_case(), 0, "large_logits")):
+    for case, seed, profile in (
+        (_case(causal=False), 0, "normal"),
+        (_case(dtype="bf16"), 0, "normal"),
+        (_case(seq=34), 0, "normal"),
+        (_case(), 1, "normal"),
+        (_case(), 0, "large_logits"),
+    ):
         before = op.computed
         ref = _reference(op, case, seed, tmp_path, profile)
         assert op.computed == before + 1, (case.id, seed, profile)
@@ -97,8 +102,9 @@ def test_a_change_of_the_reference_code_is_a_new_key(tmp_path, monkeypatch):
     digest = reference_cache.code_digest(Path(reference_cache.__file__).with_name("reference.py"))
     assert reference_cache.code_digest(copy) != digest
     monkeypatch.setattr(torch, "__version__", "0.0.0-other")
-    assert reference_cache.entry_key(reference_cache.key_fields(ATTENTION, _case(), 0, "normal", "cpu")) \
-        != reference_cache.entry_key(fields)
+    assert reference_cache.entry_key(
+        reference_cache.key_fields(ATTENTION, _case(), 0, "normal", "cpu")
+    ) != reference_cache.entry_key(fields)
 
 
 def test_inputs_other_than_the_seeds_own_are_never_answered_from_the_cache(tmp_path):
@@ -155,8 +161,13 @@ def _tampered_both(data: Path, meta: Path) -> None:
     meta.write_text(json.dumps(record))
 
 
-PLANTS = {"corrupt bytes": _corrupt_bytes, "truncated": _truncate, "unreadable metadata": _garbage_meta,
-          "digest mismatch": _digest_mismatch, "shape does not hold the bytes": _tampered_both}
+PLANTS = {
+    "corrupt bytes": _corrupt_bytes,
+    "truncated": _truncate,
+    "unreadable metadata": _garbage_meta,
+    "digest mismatch": _digest_mismatch,
+    "shape does not hold the bytes": _tampered_both,
+}
 
 
 @pytest.mark.parametrize("plant", PLANTS, ids=list(PLANTS))

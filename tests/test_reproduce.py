@@ -30,12 +30,15 @@ from attnwatch.history.reproduce import DIRTY_NOTE, compare_command, run_command
 A, B = "a" * 40, "b" * 40
 
 
-@pytest.mark.parametrize("case, mode_flag", [
-    ("sdpa/b4_h16_s1k/bf16/causal", " --causal yes"),
-    ("triton_fa2/h100_small/fp16/noncausal", " --causal no"),
-    # RMSNorm runs in its one mode whatever --causal says (ci.plan.plan_cases): no mode flag.
-    ("rmsnorm_triton/rms_t8k_h8192/bf16/fwd", ""),
-])
+@pytest.mark.parametrize(
+    "case, mode_flag",
+    [
+        ("sdpa/b4_h16_s1k/bf16/causal", " --causal yes"),
+        ("triton_fa2/h100_small/fp16/noncausal", " --causal no"),
+        # RMSNorm runs in its one mode whatever --causal says (ci.plan.plan_cases): no mode flag.
+        ("rmsnorm_triton/rms_t8k_h8192/bf16/fwd", ""),
+    ],
+)
 def test_commands_name_the_exact_case_and_commits(case, mode_flag):
     variant, shape, dtype, _ = case.split("/")
     selection = f"--shapes {shape} --variants {variant} --dtypes {dtype}{mode_flag}"
@@ -45,7 +48,8 @@ def test_commands_name_the_exact_case_and_commits(case, mode_flag):
     assert compare_command(case, A, B, dirty=True).endswith(selection + DIRTY_NOTE)
     assert DIRTY_NOTE.startswith("  # ")  # a shell comment: pasted, the command runs as without it
     assert compare_command(case, A, B, method="rounds-t", rounds=8) == (
-        f"attnwatch compare --base {A} --head {B} {selection} --method rounds-t --rounds 8")
+        f"attnwatch compare --base {A} --head {B} {selection} --method rounds-t --rounds 8"
+    )
 
 
 def test_untrusted_case_ids_cannot_become_a_second_command():
@@ -55,11 +59,14 @@ def test_untrusted_case_ids_cannot_become_a_second_command():
     assert compare_command("sdpa/s/fp16/causal", A, None) is None
 
 
-@pytest.mark.parametrize("case", [
-    "test_softmax/4096/fp16",  # a gpu_benchmark (pytest plugin) case: operator `callable`
-    "tests/bench/test_x.py::test_y[a/b]",  # a plain pytest-benchmark entry: pytest's node id
-    "bench/suite/fp16/test_x.py::test_y",
-])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "test_softmax/4096/fp16",  # a gpu_benchmark (pytest plugin) case: operator `callable`
+        "tests/bench/test_x.py::test_y[a/b]",  # a plain pytest-benchmark entry: pytest's node id
+        "bench/suite/fp16/test_x.py::test_y",
+    ],
+)
 def test_a_pytest_result_gets_no_command(case):
     """The history does not keep the directory or options the suite ran with (module docstring
     of history.reproduce): no command rather than a guessed one."""
@@ -101,8 +108,18 @@ def test_the_rmsnorm_command_measures_that_one_case_on_the_cpu(tmp_path):
     its bundle holds that case and no other."""
     wanted = "rmsnorm_torch/rms_cpu_tiny/fp16/fwd"
     words = shlex.split(run_command(wanted, A, "cpu").split(" && ", 1)[1])
-    done = attnwatch(tmp_path, *words[1:], "--no-correctness", "--no-progress", "--max-samples", "20",
-                     "--out", str(tmp_path / "again"), "--commit", A)
+    done = attnwatch(
+        tmp_path,
+        *words[1:],
+        "--no-correctness",
+        "--no-progress",
+        "--max-samples",
+        "20",
+        "--out",
+        str(tmp_path / "again"),
+        "--commit",
+        A,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = json.loads((tmp_path / "again" / "outcomes.json").read_text())
     assert [(o["case_id"], o["status"]) for o in outcomes["cases"]] == [(wanted, "ok")]
@@ -114,8 +131,26 @@ def test_the_command_a_comment_row_offers_measures_that_case_again(tmp_path):
         pytest.skip("not a git checkout")
     clone, _ = clone_with_commits(tmp_path, "head")
     run = lambda args, out: attnwatch(clone, *args, "--no-correctness", "--out", str(out))  # noqa: E731
-    first = run(["compare", "--base", "HEAD~1", "--head", "HEAD", "--shapes", "cpu", "--variants", "sdpa,torch_3op",
-                 "--dtypes", "fp16", "--causal", "no", "--rounds", "1"], tmp_path / "first")
+    first = run(
+        [
+            "compare",
+            "--base",
+            "HEAD~1",
+            "--head",
+            "HEAD",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,torch_3op",
+            "--dtypes",
+            "fp16",
+            "--causal",
+            "no",
+            "--rounds",
+            "1",
+        ],
+        tmp_path / "first",
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     report = load_report(tmp_path / "first" / "compare.json")
     case = "torch_3op/cpu_tiny/fp16/noncausal"
@@ -127,4 +162,8 @@ def test_the_command_a_comment_row_offers_measures_that_case_again(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     repeat = load_report(tmp_path / "again" / "compare.json")
     assert [c.case_id for c in repeat.cases] == [case]
-    assert (repeat.merge_base_sha, repeat.head_sha, repeat.method) == (report.merge_base_sha, report.head_sha, report.method)
+    assert (repeat.merge_base_sha, repeat.head_sha, repeat.method) == (
+        report.merge_base_sha,
+        report.head_sha,
+        report.method,
+    )

@@ -24,8 +24,13 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def test_smoke_run_checks_times_and_reports_on_the_cpu(tmp_path):
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, "-c", RUNNER, str(SCRIPT), "--smoke", "--out", str(out)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, str(SCRIPT), "--smoke", "--out", str(out)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     files = sorted(p.name for p in out.iterdir())
     assert files == ["rmsnorm_check.json", "rmsnorm_check.log"]

@@ -104,8 +104,19 @@ def test_inputs_are_seeded_and_rows_differ_in_scale():
 def test_operator_record_names_baseline_references_and_model():
     from dataclasses import make_dataclass
 
-    fields = ["name", "modes", "baseline", "references", "bound", "flops", "bytes", "make_inputs",
-              "reference64", "shape_type", "tolerances"]
+    fields = [
+        "name",
+        "modes",
+        "baseline",
+        "references",
+        "bound",
+        "flops",
+        "bytes",
+        "make_inputs",
+        "reference64",
+        "shape_type",
+        "tolerances",
+    ]
     op = model.make_operator(make_dataclass("Operator", fields, frozen=True))
     assert (op.name, op.modes, op.baseline, op.bound) == ("rmsnorm", ("fwd",), "rmsnorm_torch", "memory")
     assert op.references == ("rmsnorm_liger", "rmsnorm_quack") and op.shape_type is RowsShape
@@ -193,8 +204,9 @@ def fresh_packages(monkeypatch):
     package_problem.cache_clear()
 
 
-@pytest.mark.parametrize("variant, need, distribution", [(RMSNORM_LIGER, "liger", "liger-kernel"),
-                                                          (RMSNORM_QUACK, "quack", "quack-kernels")])
+@pytest.mark.parametrize(
+    "variant, need, distribution", [(RMSNORM_LIGER, "liger", "liger-kernel"), (RMSNORM_QUACK, "quack", "quack-kernels")]
+)
 def test_liger_and_quack_unavailable_with_the_package_named(fresh_packages, variant, need, distribution):
     if package_problem(need) is None:
         pytest.skip(f"{distribution} is installed here")
@@ -207,7 +219,8 @@ def test_a_broken_package_is_a_reason_without_its_path(fresh_packages, tmp_path)
     package = tmp_path / "liger_kernel"
     (package / "ops").mkdir(parents=True)
     (package / "__init__.py").write_text(
-        "raise ImportError('libcuda.so.1: cannot open shared object file /opt/cuda/lib64/libcuda.so.1')\n")
+        "raise ImportError('libcuda.so.1: cannot open shared object file /opt/cuda/lib64/libcuda.so.1')\n"
+    )
     fresh_packages.syspath_prepend(str(tmp_path))
     problem = package_problem("liger")
     assert problem == "ImportError: libcuda.so.1: cannot open shared object file libcuda.so.1"
@@ -226,13 +239,20 @@ def test_a_package_in_an_extra_site_folder_meets_its_need(tmp_path):
     (module / "__init__.py").write_text("")
     (module / "rms_norm.py").write_text("")
     (site_dir / "fake_liger.pth").write_text("behind_pth\n")
-    code = ("import json; from attnwatch.kernels.optional_packages import package_problem; "
-            "print(json.dumps(package_problem('liger')))")
+    code = (
+        "import json; from attnwatch.kernels.optional_packages import package_problem; "
+        "print(json.dumps(package_problem('liger')))"
+    )
     env = {name: value for name, value in os.environ.items() if name != "ATTNWATCH_EXTRA_SITE"}
     env["PYTHONPATH"] = str(Path(__file__).resolve().parent.parent)
     without = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    with_site = subprocess.run([sys.executable, "-c", code], env={**env, "ATTNWATCH_EXTRA_SITE": str(site_dir)},
-                               capture_output=True, text=True, timeout=120)
+    with_site = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "ATTNWATCH_EXTRA_SITE": str(site_dir)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert without.returncode == 0 and with_site.returncode == 0, without.stderr[-1000:] + with_site.stderr[-1000:]
     assert json.loads(without.stdout).startswith("ModuleNotFoundError: No module named 'liger_kernel'")
     assert json.loads(with_site.stdout) is None
@@ -267,8 +287,14 @@ def _interpreter_worker() -> dict:
 
 @pytest.fixture(scope="module")
 def interpreter_results():
-    proc = subprocess.run([sys.executable, __file__], cwd=REPO_ROOT, env={**os.environ, "TRITON_INTERPRET": "1"},
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, __file__],
+        cwd=REPO_ROOT,
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

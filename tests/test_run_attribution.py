@@ -24,9 +24,14 @@ FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 
 def _run(tmp_path, variants: list[str]):
     options = RunOptions(
-        shape_set="cpu", device_kind="cpu", correctness=False, case_timeout_s=60.0, progress=False,
+        shape_set="cpu",
+        device_kind="cpu",
+        correctness=False,
+        case_timeout_s=60.0,
+        progress=False,
         timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),
-        extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[FAULTS],
+        extra_variant_modules=["attnwatch_fault_variants"],
+        extra_sys_path=[FAULTS],
     )
     cases = plan_cases(variants, [SHAPES["cpu_tiny"]], ["fp16"], [False])
     result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "bundle", options=options)

@@ -15,16 +15,38 @@ from attnwatch.history.contract.validate import load_bundle
 def cpu_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "bundle"
     db = out.parent / "history.duckdb"
-    rc = main(["--db", str(db), "run", "--shapes", "cpu", "--variants", "sdpa,sdpa_math,torch_3op,sdpa_cudnn",
-               "--out", str(out), "--time-cap", "0.2", "--no-progress", "--ingest"])
+    rc = main(
+        [
+            "--db",
+            str(db),
+            "run",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,sdpa_math,torch_3op,sdpa_cudnn",
+            "--out",
+            str(out),
+            "--time-cap",
+            "0.2",
+            "--no-progress",
+            "--ingest",
+        ]
+    )
     return rc, out, db
 
 
 def test_exit_status_and_files(cpu_run):
     rc, out, _ = cpu_run
     assert rc == 0
-    for name in ("manifest.json", "timings.json", "benchmark.json", "outcomes.json", "correctness.json", "builds.json",
-                 "samples.json"):
+    for name in (
+        "manifest.json",
+        "timings.json",
+        "benchmark.json",
+        "outcomes.json",
+        "correctness.json",
+        "builds.json",
+        "samples.json",
+    ):
         assert (out / name).is_file(), name
     load_bundle(out)  # history's validator accepts it
 
@@ -50,7 +72,9 @@ def test_benchmark_json_carries_extra_info_and_machine_info(cpu_run):
         assert b["extra_info"]["attnwatch_stats_are"].startswith("host wall-clock")
         assert b["stats"]["rounds"] == 5 and b["stats"]["median"] > 0  # pytest-benchmark's own measurement
         assert b["params"] == {"case_id": t["case_id"]} and b["group"] == "/".join(t["case_id"].split("/")[1:])
-        assert t["gap_to_baseline"] == pytest.approx(t["median_us"] / timings["sdpa/" + t["case_id"].split("/", 1)[1]]["median_us"])
+        assert t["gap_to_baseline"] == pytest.approx(
+            t["median_us"] / timings["sdpa/" + t["case_id"].split("/", 1)[1]]["median_us"]
+        )
 
 
 def test_outcomes_correctness_and_samples_agree(cpu_run):
@@ -88,20 +112,26 @@ def test_each_check_stores_its_margin_and_counts(cpu_run):
     run_id = json.loads((out / "manifest.json").read_text())["run_id"]
     con = duckdb.connect(str(db), read_only=True)
     try:
-        rows = con.execute("SELECT tolerance_used, violations, nonfinite, calls, profile FROM correctness WHERE run_id = ?",
-                           [run_id]).fetchall()
+        rows = con.execute(
+            "SELECT tolerance_used, violations, nonfinite, calls, profile FROM correctness WHERE run_id = ?", [run_id]
+        ).fetchall()
     finally:
         con.close()
     assert len(rows) == 18
-    assert all(0 < used < 1 and (violations, nonfinite, calls, profile) == (0, 0, 2, "normal")
-               for used, violations, nonfinite, calls, profile in rows)
+    assert all(
+        0 < used < 1 and (violations, nonfinite, calls, profile) == (0, 0, 2, "normal")
+        for used, violations, nonfinite, calls, profile in rows
+    )
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["run", "--shapes", "no_such_set"], "unknown shape set"),
-    (["run", "--shapes", "cpu", "--variants", "nope"], "unknown variant"),
-    (["run", "--shapes", "cpu", "--dtypes", "fp8"], "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["run", "--shapes", "no_such_set"], "unknown shape set"),
+        (["run", "--shapes", "cpu", "--variants", "nope"], "unknown variant"),
+        (["run", "--shapes", "cpu", "--dtypes", "fp8"], "unknown dtype"),
+    ],
+)
 def test_bad_arguments_exit_2_and_write_nothing(tmp_path, capsys, argv, message):
     out = tmp_path / "never"
     assert main([*argv, "--out", str(out), "--device", "cpu"]) == 2
@@ -114,20 +144,61 @@ def test_ncu_requested_without_ncu_records_why(tmp_path, monkeypatch):
     each case has no metrics (the profiler's own failure is data, not a lost case)."""
     monkeypatch.setenv("ATTNWATCH_NCU", str(tmp_path / "no-ncu-here"))
     out = tmp_path / "b"
-    assert main(["run", "--shapes", "cpu", "--variants", "sdpa", "--causal", "no", "--out", str(out),
-                 "--no-progress", "--no-correctness", "--time-cap", "0.1", "--ncu"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--shapes",
+                "cpu",
+                "--variants",
+                "sdpa",
+                "--causal",
+                "no",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-correctness",
+                "--time-cap",
+                "0.1",
+                "--ncu",
+            ]
+        )
+        == 0
+    )
     loaded = load_bundle(out)
     assert [c.case_id for c in loaded.ncu_cases] == ["sdpa/cpu_tiny/fp16/noncausal"]
     assert "ncu not found" in loaded.ncu_cases[0].error
 
 
 def test_commit_option_is_checked_and_recorded(tmp_path, capsys):
-    assert main(["run", "--shapes", "cpu", "--commit", "NOT-A-SHA", "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
+    assert (
+        main(["run", "--shapes", "cpu", "--commit", "NOT-A-SHA", "--out", str(tmp_path / "x"), "--device", "cpu"]) == 2
+    )
     assert "not a lowercase hex git SHA" in capsys.readouterr().err
     out = tmp_path / "b"
     sha = "ab" * 20
-    assert main(["run", "--shapes", "cpu", "--variants", "sdpa", "--causal", "no", "--out", str(out), "--no-progress",
-                 "--no-correctness", "--time-cap", "0.1", "--commit", sha]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--shapes",
+                "cpu",
+                "--variants",
+                "sdpa",
+                "--causal",
+                "no",
+                "--out",
+                str(out),
+                "--no-progress",
+                "--no-correctness",
+                "--time-cap",
+                "0.1",
+                "--commit",
+                sha,
+            ]
+        )
+        == 0
+    )
     assert json.loads((out / "manifest.json").read_text())["commit_sha"] == sha
 
 
@@ -143,10 +214,26 @@ def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
     copy = tmp_path / "copy"
     for package in ("attnwatch", "ci", "history", "kernels"):
         shutil.copytree(repo / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(tmp_path / "h.duckdb"), "run", "--shapes", "cpu",
-                           "--ingest", "--out", str(tmp_path / "b")],
-                          cwd=copy, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "--db",
+            str(tmp_path / "h.duckdb"),
+            "run",
+            "--shapes",
+            "cpu",
+            "--ingest",
+            "--out",
+            str(tmp_path / "b"),
+        ],
+        cwd=copy,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "no git history" in done.stderr and "--commit" in done.stderr
     assert not (tmp_path / "b").exists() and not (tmp_path / "h.duckdb").exists()

@@ -44,28 +44,45 @@ def test_run_and_worker_options_take_the_file_s_values():
         options = RunOptions(shape_set="pr", device_kind=kind, timing=timing_config(kind))
         assert options.case_timeout_s == DEFAULTS[f"case_timeout_{kind}_s"]
         assert (options.build_timeout_s, options.startup_timeout_s, options.ncu_timeout_s) == (
-            DEFAULTS["build_timeout_s"], DEFAULTS["startup_timeout_s"], DEFAULTS["ncu_timeout_s"])
+            DEFAULTS["build_timeout_s"],
+            DEFAULTS["startup_timeout_s"],
+            DEFAULTS["ncu_timeout_s"],
+        )
         assert (options.correctness_seeds, options.timing_seed, options.max_restarts) == (
-            DEFAULTS["correctness_seeds"], DEFAULTS["timing_seed"], DEFAULTS["max_child_restarts"])
+            DEFAULTS["correctness_seeds"],
+            DEFAULTS["timing_seed"],
+            DEFAULTS["max_child_restarts"],
+        )
         plan = RunPlan(cases=[], timing=timing_config(kind).to_dict(), device_kind=kind)
         assert (plan.correctness_seeds, plan.timing_seed) == (DEFAULTS["correctness_seeds"], DEFAULTS["timing_seed"])
         spec = WorkerSpec(plan=plan, side="head", checkout=None, work_dir=Path("unused"))
         assert (spec.case_timeout_s, spec.build_timeout_s, spec.startup_timeout_s) == (
-            DEFAULTS[f"case_timeout_{kind}_s"], DEFAULTS["build_timeout_s"], DEFAULTS["startup_timeout_s"])
+            DEFAULTS[f"case_timeout_{kind}_s"],
+            DEFAULTS["build_timeout_s"],
+            DEFAULTS["startup_timeout_s"],
+        )
         assert Side("head", spec).max_restarts == DEFAULTS["max_child_restarts"]
     given = RunOptions(shape_set="pr", device_kind="cpu", timing=timing_config("cpu"), case_timeout_s=7.0)
     assert given.case_timeout_s == 7.0
     # Each instance gets its own copy of a list: changing one run's seeds changes no other's.
     first = RunOptions(shape_set="pr", device_kind="cpu", timing=timing_config("cpu"))
     first.correctness_seeds.append(99)
-    assert RunOptions(shape_set="pr", device_kind="cpu", timing=timing_config("cpu")).correctness_seeds == DEFAULTS["correctness_seeds"]
+    assert (
+        RunOptions(shape_set="pr", device_kind="cpu", timing=timing_config("cpu")).correctness_seeds
+        == DEFAULTS["correctness_seeds"]
+    )
     assert default("correctness_seeds") == DEFAULTS["correctness_seeds"]
 
 
 def test_compare_options_take_the_file_s_values():
     for kind in ("cuda", "cpu"):
-        options = SessionOptions(device_kind=kind, timing=timing_config(kind), sampling={},
-                                 design=SequentialDesign(3, 8, 0.95), min_effect=0.02)
+        options = SessionOptions(
+            device_kind=kind,
+            timing=timing_config(kind),
+            sampling={},
+            design=SequentialDesign(3, 8, 0.95),
+            min_effect=0.02,
+        )
         assert (options.method, options.resamples) == (TOML["compare"]["method"], TOML["compare"]["resamples"])
         assert options.case_timeout_s == DEFAULTS[f"case_timeout_{kind}_s"]
         assert options.workers_per_side == TOML["compare"][kind]["workers_per_side"]
@@ -89,11 +106,16 @@ def test_no_module_of_ci_repeats_a_value_of_the_file_as_a_literal_default():
         for node in ast.walk(tree):
             pairs = []
             if isinstance(node, ast.ClassDef):  # dataclass fields: `name: type = value`
-                pairs = [(s.target.id, s.value) for s in node.body
-                         if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None]
+                pairs = [
+                    (s.target.id, s.value)
+                    for s in node.body
+                    if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.value is not None
+                ]
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 positional = node.args.posonlyargs + node.args.args
-                pairs = list(zip([a.arg for a in positional[len(positional) - len(node.args.defaults):]], node.args.defaults))
+                pairs = list(
+                    zip([a.arg for a in positional[len(positional) - len(node.args.defaults) :]], node.args.defaults)
+                )
                 pairs += [(a.arg, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is not None]
             for name, value in pairs:
                 literal = isinstance(value, ast.Constant) and value.value is not None or isinstance(value, ast.List)

@@ -23,10 +23,14 @@ FAULTS = str(Path(__file__).resolve().parent / "fault_variants")
 
 def _options(**changes) -> RunOptions:
     base = dict(
-        shape_set="cpu", device_kind="cpu",
+        shape_set="cpu",
+        device_kind="cpu",
         timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),
-        correctness=False, case_timeout_s=8.0, progress=False,
-        extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[FAULTS],
+        correctness=False,
+        case_timeout_s=8.0,
+        progress=False,
+        extra_variant_modules=["attnwatch_fault_variants"],
+        extra_sys_path=[FAULTS],
     )
     base.update(changes)
     return RunOptions(**base)
@@ -39,7 +43,17 @@ def _outcomes(bundle: Path) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
     """One run over every kind of fault, with good variants before, between and after them."""
-    names = ["t_ok", "t_raise", "t_abort_timed", "t_raise_timed", "t_exit", "t_hang", "t_poison", "t_slow", "t_noncausal"]
+    names = [
+        "t_ok",
+        "t_raise",
+        "t_abort_timed",
+        "t_raise_timed",
+        "t_exit",
+        "t_hang",
+        "t_poison",
+        "t_slow",
+        "t_noncausal",
+    ]
     # The causal group runs first and is finished before the first crash kills that child.
     cases = plan_cases(["t_ok", "t_noncausal"], [SHAPES["cpu_tiny"]], ["fp16"], [True])
     cases += plan_cases(names, [SHAPES["cpu_tiny"]], ["fp16"], [False])
@@ -51,9 +65,17 @@ def test_each_fault_costs_only_its_case(faulty_run):
     o = _outcomes(faulty_run.bundle)
     status = {cid.split("/")[0] + ("/causal" if cid.endswith("/causal") else ""): v["status"] for cid, v in o.items()}
     assert status == {
-        "t_ok": "ok", "t_raise": "failed", "t_abort_timed": "crashed", "t_raise_timed": "failed",
-        "t_exit": "crashed", "t_hang": "timeout", "t_poison": "crashed", "t_slow": "ok",
-        "t_noncausal": "ok", "t_ok/causal": "ok", "t_noncausal/causal": "unsupported",
+        "t_ok": "ok",
+        "t_raise": "failed",
+        "t_abort_timed": "crashed",
+        "t_raise_timed": "failed",
+        "t_exit": "crashed",
+        "t_hang": "timeout",
+        "t_poison": "crashed",
+        "t_slow": "ok",
+        "t_noncausal": "ok",
+        "t_ok/causal": "ok",
+        "t_noncausal/causal": "unsupported",
     }
 
 
@@ -92,8 +114,12 @@ def test_results_journalled_before_a_crash_are_kept(faulty_run):
 
 def test_a_child_that_cannot_start_fails_cases_instead_of_looping(tmp_path):
     cases = plan_cases(["t_ok"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
-    result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "b",
-                           options=_options(extra_variant_modules=["no_such_variant_module_xyz"]))
+    result = execute_suite(
+        cases,
+        kernels_root=None,
+        out_dir=tmp_path / "b",
+        options=_options(extra_variant_modules=["no_such_variant_module_xyz"]),
+    )
     outcome = _outcomes(result.bundle)["t_ok/cpu_tiny/fp16/noncausal"]
     assert outcome["status"] == "failed" and "no_such_variant_module_xyz" in outcome["error"]
     assert result.status == "failed"
@@ -108,7 +134,12 @@ def test_kernels_root_points_the_child_at_another_checkout(tmp_path):
     other = tmp_path / "base"
     shutil.copytree(repo / "kernels", other / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     cases = plan_cases(["sdpa"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
-    result = execute_suite(cases, kernels_root=other, out_dir=tmp_path / "b", options=_options(extra_variant_modules=[], case_timeout_s=120.0))
+    result = execute_suite(
+        cases,
+        kernels_root=other,
+        out_dir=tmp_path / "b",
+        options=_options(extra_variant_modules=[], case_timeout_s=120.0),
+    )
     assert _outcomes(result.bundle)["sdpa/cpu_tiny/fp16/noncausal"]["status"] == "ok"
     assert [s["kernels_path"] for s in result.state.sessions] == [str((other / "kernels").resolve())]
 
@@ -119,8 +150,12 @@ def test_deadline_ends_a_run_with_a_valid_bundle(tmp_path):
     import time
 
     cases = plan_cases(["t_ok", "t_hang"], [SHAPES["cpu_tiny"]], ["fp16"], [False])
-    result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "b",
-                           options=_options(case_timeout_s=3600.0, deadline=time.monotonic() + 20.0))
+    result = execute_suite(
+        cases,
+        kernels_root=None,
+        out_dir=tmp_path / "b",
+        options=_options(case_timeout_s=3600.0, deadline=time.monotonic() + 20.0),
+    )
     outcomes = _outcomes(result.bundle)
     assert {o["status"] for o in outcomes.values()} == {"failed"}
     assert all("deadline" in o["error"] for o in outcomes.values())

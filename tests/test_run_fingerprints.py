@@ -14,10 +14,33 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def _run(out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "run", "--device", "cpu", "--shapes", "cpu_tiny",
-                           "--variants", "sdpa,torch_3op", "--causal", "no", "--dtypes", "fp16", "--no-correctness",
-                           "--no-progress", "--out", str(out)], cwd=REPO_ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "run",
+            "--device",
+            "cpu",
+            "--shapes",
+            "cpu_tiny",
+            "--variants",
+            "sdpa,torch_3op",
+            "--causal",
+            "no",
+            "--dtypes",
+            "fp16",
+            "--no-correctness",
+            "--no-progress",
+            "--out",
+            str(out),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads((out / "manifest.json").read_text())
 

@@ -18,8 +18,26 @@ def test_run_ingests_into_a_lake_given_as_a_uri(postgres_server, tmp_path, monke
     uri = f"ducklake:postgres:postgresql://{SUPERUSER}@127.0.0.1:{postgres_server.port}/{name}"
     monkeypatch.setenv("ATTNWATCH_LAKE_DATA", str(tmp_path / "lake-data"))
     monkeypatch.setenv("ATTNWATCH_REPO", "example/kernels")
-    rc = main(["--db", uri, "run", "--shapes", "cpu", "--variants", "sdpa_math", "--dtypes", "fp16",
-               "--out", str(tmp_path / "bundle"), "--time-cap", "0.2", "--no-progress", "--no-correctness", "--ingest"])
+    rc = main(
+        [
+            "--db",
+            uri,
+            "run",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa_math",
+            "--dtypes",
+            "fp16",
+            "--out",
+            str(tmp_path / "bundle"),
+            "--time-cap",
+            "0.2",
+            "--no-progress",
+            "--no-correctness",
+            "--ingest",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert f"ingested into {uri}" in capsys.readouterr().out
     with open_read(parse_location(uri)) as con:

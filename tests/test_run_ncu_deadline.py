@@ -49,7 +49,11 @@ def _cases():
 
 def _options(**changes) -> RunOptions:
     base = dict(
-        shape_set="cpu", device_kind="cpu", correctness=False, progress=False, ncu=True,
+        shape_set="cpu",
+        device_kind="cpu",
+        correctness=False,
+        progress=False,
+        ncu=True,
         timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),
     )
     base.update(changes)
@@ -102,9 +106,14 @@ def test_deadline_during_ncu_leaves_the_timed_bundle_and_the_finished_ncu_record
 
     def on_bundle_written(bundle: Path) -> None:
         loaded = load_bundle(bundle)  # history's validator, at each moment the bundle is announced
-        seen.append({"run_id": loaded.manifest.run_id, "files": dict(loaded.manifest.files),
-                     "ok": sorted(o.case_id for o in loaded.outcomes if o.status == "ok"),
-                     "ncu_cases": len(loaded.ncu_cases)})
+        seen.append(
+            {
+                "run_id": loaded.manifest.run_id,
+                "files": dict(loaded.manifest.files),
+                "ok": sorted(o.case_id for o in loaded.outcomes if o.status == "ok"),
+                "ncu_cases": len(loaded.ncu_cases),
+            }
+        )
         if len(seen) == 1:
             # The cases are measured: the job's time limit is now 8 s away, ncu not yet started.
             assert not stand_in_ncu.exists()
@@ -155,14 +164,36 @@ def test_gpu_check_killed_during_ncu_still_returns_the_bundle(stand_in_ncu, tmp_
     --out folder already holds the run's bundle, which validates, with every case timed."""
     monkeypatch.setenv("FAKE_NCU_HANG", "sdpa,torch_3op")
     out = tmp_path / "out"
-    command = [sys.executable, str(REPO_ROOT / "scripts" / "gpu_check.py"), "--device", "cpu", "--shapes", "cpu",
-               "--variants", "sdpa,torch_3op", "--causal", "no", "--no-correctness", "--time-cap", "0.1",
-               "--ncu", "--budget-s", "3600", "--out", str(out)]
+    command = [
+        sys.executable,
+        str(REPO_ROOT / "scripts" / "gpu_check.py"),
+        "--device",
+        "cpu",
+        "--shapes",
+        "cpu",
+        "--variants",
+        "sdpa,torch_3op",
+        "--causal",
+        "no",
+        "--no-correctness",
+        "--time-cap",
+        "0.1",
+        "--ncu",
+        "--budget-s",
+        "3600",
+        "--out",
+        str(out),
+    ]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
-        _wait_for(lambda: (stand_in_ncu.exists() and len(stand_in_ncu.read_text().split()) == 2) or proc.poll() is not None, 240, "the ncu pass to start")
+        _wait_for(
+            lambda: (stand_in_ncu.exists() and len(stand_in_ncu.read_text().split()) == 2) or proc.poll() is not None,
+            240,
+            "the ncu pass to start",
+        )
         assert proc.poll() is None, proc.stdout.read().decode(errors="replace")[-2000:]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the call's time limit: no clean-up runs
@@ -176,6 +207,8 @@ def test_gpu_check_killed_during_ncu_still_returns_the_bundle(stand_in_ncu, tmp_
     loaded = load_bundle(tmp_path / "returned" / "run0")
     assert loaded.manifest.status == "complete"
     assert sorted(o.case_id for o in loaded.outcomes if o.status == "ok") == [
-        "sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"]
+        "sdpa/cpu_tiny/fp16/noncausal",
+        "torch_3op/cpu_tiny/fp16/noncausal",
+    ]
     assert loaded.ncu_cases == [] and "ncu" not in loaded.manifest.files
     assert json.loads((out / "gpu_check.json").read_text())["cases"] == 2

@@ -27,15 +27,24 @@ def test_crash_in_flight_is_left_to_the_attribution_of_that_case_only(tmp_path):
     assert crash.predecessor == "sdpa/h100_small/fp16/noncausal"
     assert s.take_crash() is None and not s.outcomes
     s.record(crash.case_id, "crashed", "crashed (attributed by isolated re-run): ...")
-    assert [c.case_id for c in s.remaining()] == ["sdpa/h100_small/fp16/noncausal", "sdpa/h100_small/fp16/causal",
-                                                  "cuda_wmma/h100_small/fp16/causal"]
+    assert [c.case_id for c in s.remaining()] == [
+        "sdpa/h100_small/fp16/noncausal",
+        "sdpa/h100_small/fp16/causal",
+        "cuda_wmma/h100_small/fp16/causal",
+    ]
 
 
 def test_a_fault_journalled_by_the_child_names_its_case_and_error(tmp_path):
     s = _state()
     s.apply({"kind": "begin", "case": "cuda_wmma/h100_small/fp16/noncausal", "stage": "graph"})
-    s.apply({"kind": "fault", "case": "cuda_wmma/h100_small/fp16/noncausal", "stage": "graph",
-             "error": "graph: CUDA error: illegal address"})
+    s.apply(
+        {
+            "kind": "fault",
+            "case": "cuda_wmma/h100_small/fp16/noncausal",
+            "stage": "graph",
+            "error": "graph: CUDA error: illegal address",
+        }
+    )
     s.finish_generation(tmp_path / "none.json", rc=70, timed_out=False, log_tail="", timeout_s=120)
     crash = s.take_crash()
     assert crash.stage == "graph" and crash.error.startswith("graph: CUDA error: illegal address")
@@ -47,7 +56,9 @@ def test_a_build_that_hangs_costs_every_case_of_its_variant(tmp_path):
     s.apply({"kind": "build_begin", "variant": "cuda_wmma"})
     s.finish_generation(tmp_path / "none.json", rc=-9, timed_out=True, log_tail="", timeout_s=900)
     assert {c: o.status for c, o in s.outcomes.items()} == {
-        "cuda_wmma/h100_small/fp16/noncausal": "timeout", "cuda_wmma/h100_small/fp16/causal": "timeout"}
+        "cuda_wmma/h100_small/fp16/noncausal": "timeout",
+        "cuda_wmma/h100_small/fp16/causal": "timeout",
+    }
     assert s.builds["cuda_wmma"]["ok"] is False and "timeout" in s.builds["cuda_wmma"]["error"]
 
 
@@ -56,11 +67,20 @@ def test_a_build_that_poisons_the_child_fails_its_variant_with_what_the_child_sa
     record and the variant's cases carry the error it sent, not only the exit status."""
     s = _state()
     s.apply({"kind": "build_begin", "variant": "cuda_wmma"})
-    s.apply({"kind": "fault", "case": None, "stage": "build", "variant": "cuda_wmma",
-             "error": "build: RuntimeError: CUDA error: an illegal instruction was encountered"})
+    s.apply(
+        {
+            "kind": "fault",
+            "case": None,
+            "stage": "build",
+            "variant": "cuda_wmma",
+            "error": "build: RuntimeError: CUDA error: an illegal instruction was encountered",
+        }
+    )
     s.finish_generation(tmp_path / "none.json", rc=70, timed_out=False, log_tail="", timeout_s=900)
     assert {o.status for o in s.outcomes.values()} == {"crashed"} and len(s.outcomes) == 2
-    assert "illegal instruction" in s.builds["cuda_wmma"]["error"] and "exit status 70" in s.builds["cuda_wmma"]["error"]
+    assert (
+        "illegal instruction" in s.builds["cuda_wmma"]["error"] and "exit status 70" in s.builds["cuda_wmma"]["error"]
+    )
     assert s.take_crash() is None
 
 
@@ -91,8 +111,16 @@ def test_the_parent_keeps_one_copy_of_each_result(tmp_path):
     s.apply({"kind": "bench", "case": cid, "entry": {"name": "journal", "extra_info": {"attnwatch_case": cid}}})
     s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     path = tmp_path / "benchmark.json"
-    path.write_text(json.dumps({"machine_info": {"node": "n"}, "commit_info": {}, "version": "5.2.3",
-                                "benchmarks": [{"name": "file", "extra_info": {"attnwatch_case": cid}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "machine_info": {"node": "n"},
+                "commit_info": {},
+                "version": "5.2.3",
+                "benchmarks": [{"name": "file", "extra_info": {"attnwatch_case": cid}}],
+            }
+        )
+    )
     s.finish_generation(path, rc=0, timed_out=False, log_tail="", timeout_s=1)
     (records,) = s.case_records()
     assert records.host_entry["name"] == "journal" and records.timing is timing and records.samples == [1.0]
@@ -101,7 +129,11 @@ def test_the_parent_keeps_one_copy_of_each_result(tmp_path):
 
 
 def test_describe_exit():
-    assert describe_exit(-11) == "signal SIGSEGV" and describe_exit(3) == "exit status 3" and describe_exit(None) == "no exit status"
+    assert (
+        describe_exit(-11) == "signal SIGSEGV"
+        and describe_exit(3) == "exit status 3"
+        and describe_exit(None) == "no exit status"
+    )
 
 
 def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
@@ -109,9 +141,18 @@ def test_plain_progress_lines_name_each_finished_case(capsys, tmp_path):
 
     s = _state(("sdpa",))
     p = Progress(2, enabled=True, plain=True)
-    for event in ({"kind": "build_begin", "variant": "sdpa"}, {"kind": "build", "record": {"variant": "sdpa", "ok": True}},
-                  {"kind": "result", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok", "timing": {"median_us": 17.06}, "samples_us": [17.06]},
-                  {"kind": "outcome", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok"}):
+    for event in (
+        {"kind": "build_begin", "variant": "sdpa"},
+        {"kind": "build", "record": {"variant": "sdpa", "ok": True}},
+        {
+            "kind": "result",
+            "case": "sdpa/h100_small/fp16/noncausal",
+            "status": "ok",
+            "timing": {"median_us": 17.06},
+            "samples_us": [17.06],
+        },
+        {"kind": "outcome", "case": "sdpa/h100_small/fp16/noncausal", "status": "ok"},
+    ):
         s.apply(event)
         p.on_event(event, s)
     s.apply({"kind": "begin", "case": "sdpa/h100_small/fp16/causal", "stage": "warmup"})
@@ -128,12 +169,29 @@ def test_summary_calls_out_caps_throttling_and_correctness():
     from attnwatch.ci.summary import format_summary
 
     s = _state(("sdpa", "cuda_wmma"))
-    for cid, converged, throttled in (("sdpa/h100_small/fp16/noncausal", True, 0), ("cuda_wmma/h100_small/fp16/noncausal", False, 30)):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": converged,
-                  "rel_spread": 0.04, "throttled_samples": throttled, "throttle_reasons": ["sw_power_cap"] if throttled else []}
+    for cid, converged, throttled in (
+        ("sdpa/h100_small/fp16/noncausal", True, 0),
+        ("cuda_wmma/h100_small/fp16/noncausal", False, 30),
+    ):
+        timing = {
+            "case_id": cid,
+            "median_us": 17.0,
+            "tflops": 1.0,
+            "gap_to_baseline": 1.0,
+            "converged": converged,
+            "rel_spread": 0.04,
+            "throttled_samples": throttled,
+            "throttle_reasons": ["sw_power_cap"] if throttled else [],
+        }
         s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
         s.apply({"kind": "outcome", "case": cid, "status": "ok"})
-    s.apply({"kind": "correctness", "case": "cuda_wmma/h100_small/fp16/noncausal", "records": [{"passed": False}, {"passed": True}]})
+    s.apply(
+        {
+            "kind": "correctness",
+            "case": "cuda_wmma/h100_small/fp16/noncausal",
+            "records": [{"passed": False}, {"passed": True}],
+        }
+    )
     text = format_summary(s, "cuda_events")
     assert "1 cases stopped at the sample/time cap" in text and "cuda_wmma/h100_small/fp16/noncausal at 4.0%" in text
     assert "WARNING: 1 cases have samples taken while the GPU was throttled (sw_power_cap)" in text
@@ -146,8 +204,16 @@ def test_summary_shows_a_memory_bound_case_s_bandwidth():
 
     s = _state(("sdpa",))
     cid = "sdpa/h100_small/fp16/noncausal"
-    timing = {"case_id": cid, "median_us": 20.0, "tflops": 0.1, "gap_to_baseline": 1.0, "converged": True,
-              "rel_spread": 0.01, "bound": "memory", "bytes": 5e7}
+    timing = {
+        "case_id": cid,
+        "median_us": 20.0,
+        "tflops": 0.1,
+        "gap_to_baseline": 1.0,
+        "converged": True,
+        "rel_spread": 0.01,
+        "bound": "memory",
+        "bytes": 5e7,
+    }
     s.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [20.0]})
     s.apply({"kind": "outcome", "case": cid, "status": "ok"})
     header, row = format_summary(s, "cuda_events").splitlines()[:2]
@@ -156,13 +222,17 @@ def test_summary_shows_a_memory_bound_case_s_bandwidth():
 
 # The reasons a CPU run gives (issue 44): the summary cut them at 120 characters and the progress
 # lines at 160, mid-word (a cut citation of the design doc's "Kernel variants" section, `needs a CUDA dev)`), the fix with them.
-FA4_REASON = ("needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named "
-              "'flash_attn'); pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
-              "pip --target and name that folder in ATTNWATCH_EXTRA_SITE; needs a Hopper GPU (cc 9.x): torch "
-              "2.13.0+cpu is a CPU-only build")
-LIGER_REASON = ("needs a CUDA device: torch 2.13.0+cpu is a CPU-only build; needs the liger-kernel package: "
-                "ModuleNotFoundError: No module named 'liger_kernel'; needs a CUDA device for Triton 3.9.0, or "
-                "TRITON_INTERPRET=1 to run it on CPU (torch 2.13.0+cpu is a CPU-only build)")
+FA4_REASON = (
+    "needs flash-attn-4: flash_attn.cute is not importable (ModuleNotFoundError: No module named "
+    "'flash_attn'); pip install 'attnwatch[fa4]' (docs/design.md, \"Kernel variants\"), or install it with "
+    "pip --target and name that folder in ATTNWATCH_EXTRA_SITE; needs a Hopper GPU (cc 9.x): torch "
+    "2.13.0+cpu is a CPU-only build"
+)
+LIGER_REASON = (
+    "needs a CUDA device: torch 2.13.0+cpu is a CPU-only build; needs the liger-kernel package: "
+    "ModuleNotFoundError: No module named 'liger_kernel'; needs a CUDA device for Triton 3.9.0, or "
+    "TRITON_INTERPRET=1 to run it on CPU (torch 2.13.0+cpu is a CPU-only build)"
+)
 
 
 def _skipped_state() -> SuiteState:
@@ -171,9 +241,22 @@ def _skipped_state() -> SuiteState:
     for case in list(s.order):
         variant = case.split("/")[0]
         if variant == "sdpa":
-            s.apply({"kind": "result", "case": case, "status": "ok", "samples_us": [17.0],
-                     "timing": {"case_id": case, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0,
-                                "converged": True, "rel_spread": 0.01}})
+            s.apply(
+                {
+                    "kind": "result",
+                    "case": case,
+                    "status": "ok",
+                    "samples_us": [17.0],
+                    "timing": {
+                        "case_id": case,
+                        "median_us": 17.0,
+                        "tflops": 1.0,
+                        "gap_to_baseline": 1.0,
+                        "converged": True,
+                        "rel_spread": 0.01,
+                    },
+                }
+            )
             s.apply({"kind": "outcome", "case": case, "status": "ok"})
         else:
             s.apply({"kind": "outcome", "case": case, "status": "skipped", "error": reasons[variant]})
@@ -197,7 +280,7 @@ def test_summary_gives_each_skip_reason_once_whole_and_wrapped_at_words():
     assert sorted(line.rsplit(" ", 1)[1] for line in skipped) == ["[1]", "[1]", "[2]", "[2]"], lines
     for number, reason in ((1, FA4_REASON), (2, LIGER_REASON)):
         note = _note(lines, number)
-        assert " ".join(note.split())[len(f"[{number}] "):] == " ".join(reason.split()), note  # whole, words intact
+        assert " ".join(note.split())[len(f"[{number}] ") :] == " ".join(reason.split()), note  # whole, words intact
         assert all(len(line) <= 100 for line in note.splitlines()) and len(note.splitlines()) > 1, note
     assert "\n".join(lines).count("No module named 'liger_kernel'") == 1  # once, not once per case
 
@@ -216,4 +299,4 @@ def test_progress_lines_cut_a_long_reason_at_a_word(capsys):
         shown = reason.removesuffix(" ...").split()
         assert len(reason) <= 160 and reason.endswith(" ..."), line
         # every word shown whole (the last one may lose a trailing comma or semicolon)
-        assert shown[:-1] == whole[:len(shown) - 1] and shown[-1] == whole[len(shown) - 1].rstrip(",;:"), line
+        assert shown[:-1] == whole[: len(shown) - 1] and shown[-1] == whole[len(shown) - 1].rstrip(",;:"), line

@@ -15,8 +15,10 @@ from attnwatch.history.analysis.sass_diff import IN_LOOP, OUTSIDE, describe, des
 
 NVCC = shutil.which("nvcc")
 CUOBJDUMP = sass.find_tool("cuobjdump")
-needs_tools = pytest.mark.skipif(NVCC is None or CUOBJDUMP is None,
-                                 reason=f"needs nvcc ({NVCC}) and cuobjdump ({CUOBJDUMP}) to build and read sm_90a cubins")
+needs_tools = pytest.mark.skipif(
+    NVCC is None or CUOBJDUMP is None,
+    reason=f"needs nvcc ({NVCC}) and cuobjdump ({CUOBJDUMP}) to build and read sm_90a cubins",
+)
 
 BASE = r"""
 extern "C" __global__ void __launch_bounds__(256) k(const float* x, float* y, int n) {
@@ -34,8 +36,10 @@ extern "C" __global__ void __launch_bounds__(256) k(const float* x, float* y, in
 PLANTS = {
     "barrier": ("acc += s[", "__syncthreads(); acc += s["),
     "epilogue": ("y[threadIdx.x] = acc;", "y[threadIdx.x] = acc; y[threadIdx.x + n] = acc * 2.f;"),
-    "shared_round_trip": ("acc += s[(threadIdx.x + 1) % 256];",
-                          "acc += s[(threadIdx.x + 1) % 256]; s[threadIdx.x] = acc; acc += s[threadIdx.x ^ 1];"),
+    "shared_round_trip": (
+        "acc += s[(threadIdx.x + 1) % 256];",
+        "acc += s[(threadIdx.x + 1) % 256]; s[threadIdx.x] = acc; acc += s[threadIdx.x ^ 1];",
+    ),
 }
 
 
@@ -43,8 +47,9 @@ def _cubin(tmp_path: Path, name: str, source: str) -> Path:
     cu = tmp_path / f"{name}.cu"
     cu.write_text(source)
     out = tmp_path / f"{name}.cubin"
-    subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "-O3", "-o", str(out), str(cu)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [NVCC, "-cubin", "-arch=sm_90a", "-O3", "-o", str(out), str(cu)], check=True, capture_output=True, timeout=300
+    )
     return out
 
 
@@ -128,7 +133,7 @@ def test_parse_handles_predicates_and_modifiers():
 """
     code = sass.parse_sass(text)["kern"]
     assert [(i.opcode, i.predicate) for i in code.instructions] == [("BAR", ""), ("BRA", "@!P0"), ("BRA", "")]
-    assert code.loops() == [(0x130, 0x1d0), (0x200, 0x200)]
+    assert code.loops() == [(0x130, 0x1D0), (0x200, 0x200)]
     resources = sass.parse_resource_usage(" Function kern:\n  REG:15 STACK:0 SHARED:2048 LOCAL:8 CONSTANT[0]:548\n")
     assert resources["kern"] == sass.Resources(15, 0, 2048, 8)
 
@@ -159,8 +164,9 @@ def test_triton_kernel_compiled_for_sm90_without_a_gpu(tmp_path):
                 v = v * 2.0 + 1.0
             tl.store(y + offs, v, mask=offs < n)
 
-        src = ASTSource(fn=scale, signature={"x": "*fp32", "y": "*fp32", "n": "i32"},
-                        constexprs={"B": 128, "R": stages_of_work})
+        src = ASTSource(
+            fn=scale, signature={"x": "*fp32", "y": "*fp32", "n": "i32"}, constexprs={"B": 128, "R": stages_of_work}
+        )
         compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32))
         out = tmp_path / f"scale{stages_of_work}.cubin"
         out.write_bytes(compiled.asm["cubin"])

@@ -16,10 +16,18 @@ sys.path.insert(0, str(SCRIPT.parent))
 
 def _report(measured: dict[str, str], canary: list[str], reference: str, moved: str | None = None) -> dict:
     """A compare.json's selection and cases as expectation() reads them (variant -> why)."""
-    return {"selection": {"variants": [{"variant": v, "measured": bool(why), "reason": why} for v, why in measured.items()],
-                          "reference": reference, "canary": canary},
-            "cases": [{"case_id": f"{v}/s", "variant": v, "verdict": "regression" if v == moved else "no_change"}
-                      for v, why in measured.items() if why]}
+    return {
+        "selection": {
+            "variants": [{"variant": v, "measured": bool(why), "reason": why} for v, why in measured.items()],
+            "reference": reference,
+            "canary": canary,
+        },
+        "cases": [
+            {"case_id": f"{v}/s", "variant": v, "verdict": "regression" if v == moved else "no_change"}
+            for v, why in measured.items()
+            if why
+        ],
+    }
 
 
 def test_the_expectations_hold_the_baseline_rule():
@@ -32,15 +40,21 @@ def test_the_expectations_hold_the_baseline_rule():
     assert not expectation("aa", _report(before, ["triton_fa2"], "sdpa, rmsnorm_torch"))[0]
     planted = {**aa, "torch_3op": "changed"}
     assert expectation("planted", _report(planted, ["triton_fa2"], "sdpa", moved="torch_3op"))[0]
-    assert not expectation("planted", _report({**planted, "rmsnorm_torch": "baseline"}, ["triton_fa2"],
-                                              "sdpa, rmsnorm_torch", moved="torch_3op"))[0]
+    assert not expectation(
+        "planted",
+        _report({**planted, "rmsnorm_torch": "baseline"}, ["triton_fa2"], "sdpa, rmsnorm_torch", moved="torch_3op"),
+    )[0]
 
 
 @pytest.mark.slow  # two compares in subprocesses
 def test_smoke_runs_the_planted_and_engine_compares(tmp_path):
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--compares", "planted,engine",
-                           "--out", str(out)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--compares", "planted,engine", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode in (0, 1), done.stdout[-2000:] + done.stderr[-2000:]  # 1: a CPU's noise broke an expectation
     summary = json.loads((out / "select_check.json").read_text())
     by_name = {r["name"]: r for r in summary["compares"]}
@@ -50,6 +64,11 @@ def test_smoke_runs_the_planted_and_engine_compares(tmp_path):
     assert "torch_3op" in planted["measured"] and planted["skipped"]  # one unchanged sdpa variant not measured
     assert engine["everything"] == "the shared harness changed (ci/engine/group.py)" and not engine["skipped"]
     assert {"startup_s", "fingerprint_s", "timing_s", "judging_s", "wall_s"} <= set(planted["times"])
-    assert sorted(p.name for p in out.iterdir()) == ["engine.json", "planted.json", "select_check.json", "select_check.log"]
-    table = done.stdout[done.stdout.index("compare "):]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "engine.json",
+        "planted.json",
+        "select_check.json",
+        "select_check.log",
+    ]
+    table = done.stdout[done.stdout.index("compare ") :]
     assert "planted" in table and "engine" in table and "total" in table

@@ -42,6 +42,7 @@ def _edit_json(path: Path, edit) -> None:
 
 # --- names ---------------------------------------------------------------------------------------
 
+
 def test_every_shipped_name_fits_the_rule():
     from attnwatch.kernels.cases import case_id
     from attnwatch.kernels.registry import all_variants
@@ -65,13 +66,16 @@ def test_a_lookalike_variant_is_refused_naming_file_and_field(tmp_path, db_path,
     assert len(err.strip().splitlines()) == 1 and not db_path.exists()
 
 
-@pytest.mark.parametrize(("file", "field", "edit"), [
-    ("outcomes.json", "cases[0].shape_id", lambda d: d["cases"][0].update(shape_id="b4\u200b_h16")),
-    ("outcomes.json", "cases[0].case_id", lambda d: d["cases"][0].update(case_id="sdpa/b4 h16/fp16/causal")),
-    ("correctness.json", "records[0].dtype", lambda d: d["records"][0].update(dtype="fp\uff11\uff16")),
-    ("samples.json", "samples", lambda d: d["samples"].update({"sdpa\u202e/x/fp16/causal": [1.0]})),
-    ("manifest.json", "environment.gpu_name", lambda d: d["environment"].update(gpu_name="NVIDIA \u041d200")),
-])
+@pytest.mark.parametrize(
+    ("file", "field", "edit"),
+    [
+        ("outcomes.json", "cases[0].shape_id", lambda d: d["cases"][0].update(shape_id="b4\u200b_h16")),
+        ("outcomes.json", "cases[0].case_id", lambda d: d["cases"][0].update(case_id="sdpa/b4 h16/fp16/causal")),
+        ("correctness.json", "records[0].dtype", lambda d: d["records"][0].update(dtype="fp\uff11\uff16")),
+        ("samples.json", "samples", lambda d: d["samples"].update({"sdpa\u202e/x/fp16/causal": [1.0]})),
+        ("manifest.json", "environment.gpu_name", lambda d: d["environment"].update(gpu_name="NVIDIA \u041d200")),
+    ],
+)
 def test_lookalike_names_in_other_files_are_refused(tmp_path, db_path, file, field, edit):
     bad = make_bundle(tmp_path / "bad", run_id="bad", variants=("sdpa",), n_cases=1)
     _edit_json(bad / file, edit)
@@ -90,9 +94,20 @@ def test_the_writer_refuses_what_the_reader_refuses(tmp_path, kind):
 
 
 def test_an_imported_pytest_name_must_be_printable_ascii(tmp_path, db_path):
-    document = {"version": "5.2.3", "datetime": "2026-11-01T12:00:00+00:00", "commit_info": {}, "machine_info": {},
-                "benchmarks": [{"name": "test_attn\u200b", "fullname": "t.py::test_attn\u200b", "group": None,
-                                "stats": {"median": 1e-3, "min": 1e-3, "max": 1e-3, "mean": 1e-3}}]}
+    document = {
+        "version": "5.2.3",
+        "datetime": "2026-11-01T12:00:00+00:00",
+        "commit_info": {},
+        "machine_info": {},
+        "benchmarks": [
+            {
+                "name": "test_attn\u200b",
+                "fullname": "t.py::test_attn\u200b",
+                "group": None,
+                "stats": {"median": 1e-3, "min": 1e-3, "max": 1e-3, "mean": 1e-3},
+            }
+        ],
+    }
     path = tmp_path / "plain.json"
     path.write_text(json.dumps(document))
     with pytest.raises(BundleError) as info:
@@ -161,6 +176,7 @@ def test_a_history_of_several_repositories_asks_for_the_setting(tmp_path, db_pat
 
 # --- a pytest-benchmark file's repository: a bare name, or none (history.contract.repository) -----
 
+
 def _plain(tmp_path, name: str, project: str | None, sha: str = "cd" * 20) -> Path:
     """A plain pytest-benchmark file whose commit_info.project is `project` (None: left out)."""
     from bundle_factory import make_pytest_benchmark_file
@@ -181,8 +197,10 @@ def test_a_bare_project_is_taken_as_the_history_repository_of_that_name_in_one_l
     plain = _plain(tmp_path, "old.json", "attention-kernels")
     assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 0
     out = capsys.readouterr().out
-    assert (f"{plain}: commit_info.project 'attention-kernels' (pytest-benchmark's bare project name) taken as "
-            f"'{GENUINE}', the history's repository of that name") in out, out
+    assert (
+        f"{plain}: commit_info.project 'attention-kernels' (pytest-benchmark's bare project name) taken as "
+        f"'{GENUINE}', the history's repository of that name"
+    ) in out, out
     assert {repo for _, repo in _runs(db_path)} == {GENUINE}
 
 
@@ -191,9 +209,14 @@ def test_a_bare_project_names_no_history_and_the_setting_fixes_it(tmp_path, db_p
     plain = _plain(tmp_path, "old.json", "mykernels")
     assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"{plain}: commit_info.project: 'mykernels' is pytest-benchmark's bare project name, not "
-                        "OWNER/NAME, and this history names no repository yet: set ATTNWATCH_REPO (or --repo) to "
-                        "OWNER/mykernels; nothing was written") and len(err.splitlines()) == 1, err
+    assert (
+        err.endswith(
+            f"{plain}: commit_info.project: 'mykernels' is pytest-benchmark's bare project name, not "
+            "OWNER/NAME, and this history names no repository yet: set ATTNWATCH_REPO (or --repo) to "
+            "OWNER/mykernels; nothing was written"
+        )
+        and len(err.splitlines()) == 1
+    ), err
     assert _runs(db_path) == []
     monkeypatch.setenv("ATTNWATCH_REPO", "myteam/mykernels")
     assert cli_main(["--db", str(db_path), "ingest", str(plain)]) == 0
@@ -205,8 +228,10 @@ def test_a_bare_project_of_another_name_is_refused(tmp_path, db_path, capsys):
     other = _plain(tmp_path, "other.json", "other-kernels")
     assert cli_main(["--db", str(db_path), "ingest", str(other)]) == 2
     err = capsys.readouterr().err
-    assert f"{other}: commit_info.project: 'other-kernels' (pytest-benchmark's bare project name) is not the NAME " \
-           f"of this history's repository '{GENUINE}'" in err, err
+    assert (
+        f"{other}: commit_info.project: 'other-kernels' (pytest-benchmark's bare project name) is not the NAME "
+        f"of this history's repository '{GENUINE}'" in err
+    ), err
     assert len(_runs(db_path)) == 1
 
 
@@ -241,8 +266,10 @@ def test_a_checkout_without_a_remote_is_told_how_to_take_the_history_name(tmp_pa
     local = make_bundle(tmp_path / "local", run_id="local", repo="local/attention-kernels")
     assert cli_main(["--db", str(db_path), "--repo", GENUINE, "ingest", str(local)]) == 2
     err = capsys.readouterr().err
-    assert "'local/attention-kernels' is how a checkout without an origin remote is named: add the remote, or set " \
-           "ATTNWATCH_REPO where it is measured, and measure again" in err, err
+    assert (
+        "'local/attention-kernels' is how a checkout without an origin remote is named: add the remote, or set "
+        "ATTNWATCH_REPO where it is measured, and measure again" in err
+    ), err
 
 
 def test_an_export_with_runs_of_no_repository_is_imported_without_naming_the_history(tmp_path, db_path):

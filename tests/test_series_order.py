@@ -33,12 +33,12 @@ def _sha(name: str) -> str:
 # listed in the one series order: commit time (else start), then start, then run id.
 RUNS = (
     ("run-a", "a", 0.0, 1.0),
-    ("run-b", "b", 0.0, 2.0),    # b's commit has a's commit time: start decides
-    ("run-m", "m", None, 2.5),   # commit time unknown: placed at its start (case_series put it last)
+    ("run-b", "b", 0.0, 2.0),  # b's commit has a's commit time: start decides
+    ("run-m", "m", None, 2.5),  # commit time unknown: placed at its start (case_series put it last)
     ("run-c1", "c", 3.0, 4.0),
-    ("run-c3", "c", 3.0, 5.0),   # c measured three times; c2 and c3 started in the same second:
-    ("run-c2", "c", 3.0, 5.0),   # the run id decides (c2 before c3), not the order of ingest
-    ("run-d", "d", 1.0, 6.0),    # an older commit measured last: placed at its commit time
+    ("run-c3", "c", 3.0, 5.0),  # c measured three times; c2 and c3 started in the same second:
+    ("run-c2", "c", 3.0, 5.0),  # the run id decides (c2 before c3), not the order of ingest
+    ("run-d", "d", 1.0, 6.0),  # an older commit measured last: placed at its commit time
 )
 EXPECTED = ["run-a", "run-b", "run-d", "run-m", "run-c1", "run-c2", "run-c3"]
 
@@ -46,9 +46,16 @@ EXPECTED = ["run-a", "run-b", "run-d", "run-m", "run-c1", "run-c2", "run-c3"]
 def _bundles(work):
     paths = []
     for run_id, commit, committed, started in RUNS:
-        path = make_bundle(work / run_id, run_id=run_id, commit_sha=_sha(commit), seed=len(paths),
-                           variants=("sdpa", "triton_fa2"), started_at=T0 + timedelta(hours=started),
-                           commit_date=T0 + timedelta(hours=committed or 0), with_samples=False)
+        path = make_bundle(
+            work / run_id,
+            run_id=run_id,
+            commit_sha=_sha(commit),
+            seed=len(paths),
+            variants=("sdpa", "triton_fa2"),
+            started_at=T0 + timedelta(hours=started),
+            commit_date=T0 + timedelta(hours=committed or 0),
+            with_samples=False,
+        )
         if committed is None:
             manifest = path / "manifest.json"
             document = json.loads(manifest.read_text())
@@ -73,8 +80,12 @@ def history(request, tmp_path, monkeypatch):
 def test_trends_detection_and_sparklines_order_runs_alike(history):
     with open_read(parse_location(history)) as con:
         unknown = con.execute("SELECT committed_at FROM commits WHERE sha = ?", [_sha("m")]).fetchone()
-        stored = [r[0] for r in con.execute(
-            "SELECT run_id FROM case_series WHERE case_id = ? ORDER BY series_index", [CASE]).fetchall()]
+        stored = [
+            r[0]
+            for r in con.execute(
+                "SELECT run_id FROM case_series WHERE case_id = ? ORDER BY series_index", [CASE]
+            ).fetchall()
+        ]
         detected = [p["run_id"] for p in series_points(con, GPU, window=200) if p["case_id"] == CASE]
     assert unknown == (None,)  # the planted case: a commit whose time is not recorded
     assert stored == EXPECTED
@@ -88,4 +99,4 @@ def test_trends_detection_and_sparklines_order_runs_alike(history):
 
     # The sparkline of the newest run (by start: run-d) ends at it, in the same order.
     newest = overview.latest_cases(source, "run-d", GPU).set_index("case_id").loc[CASE, "trend_us"]
-    assert list(newest) == list(chart.set_index("run_id").loc[EXPECTED[:EXPECTED.index("run-d") + 1], "median_us"])
+    assert list(newest) == list(chart.set_index("run_id").loc[EXPECTED[: EXPECTED.index("run-d") + 1], "median_us"])

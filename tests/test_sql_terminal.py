@@ -22,8 +22,13 @@ PLANTED = "a\x1b[31mred\x00x\x85\u202e\x7f\rz"  # ESC sequence, NUL, C1 NEL, RLO
 def _sql(db: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     path = os.environ.get("PYTHONPATH")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT) + (os.pathsep + path if path else ""))
-    return subprocess.run([sys.executable, "-m", "attnwatch", "--db", str(db), "sql", *args], capture_output=True,
-                          timeout=120, cwd=cwd, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "attnwatch", "--db", str(db), "sql", *args],
+        capture_output=True,
+        timeout=120,
+        cwd=cwd,
+        env=env,
+    )
 
 
 def _planted(tmp_path: Path) -> Path:
@@ -54,7 +59,7 @@ def test_csv_written_to_a_file_keeps_the_exact_bytes(tmp_path):
     db = _planted(tmp_path)
     done = _sql(db, "--format", "csv", "--output", str(tmp_path / "out.csv"), "SELECT note FROM notes", cwd=tmp_path)
     assert done.returncode == 0 and done.stdout == b"", done.stderr
-    assert (tmp_path / "out.csv").read_bytes() == b'note\n' + PLANTED.encode() + b'\n'
+    assert (tmp_path / "out.csv").read_bytes() == b"note\n" + PLANTED.encode() + b"\n"
 
 
 def test_a_query_that_crashes_its_worker_is_one_clean_line(tmp_path):
@@ -78,11 +83,15 @@ def test_what_a_dying_worker_wrote_becomes_the_gist_of_its_line(tmp_path):
     from attnwatch.history.store.location import parse_location
 
     said = tmp_path / "stderr.txt"
-    said.write_bytes(b"terminate called after throwing an instance of 'duckdb::PermissionException'\n"
-                     b'  what():  {"exception_type":"Permission","exception_message":"Cannot access directory '
-                     b'\\"/srv/team/logs\\" - disabled\\u001b[2J"}\n')
-    assert _child_said(said, parse_location("/srv/team/history.duckdb")) == \
-        'Permission Error: Cannot access directory "<path>" - disabled\\x1b[2J'
+    said.write_bytes(
+        b"terminate called after throwing an instance of 'duckdb::PermissionException'\n"
+        b'  what():  {"exception_type":"Permission","exception_message":"Cannot access directory '
+        b'\\"/srv/team/logs\\" - disabled\\u001b[2J"}\n'
+    )
+    assert (
+        _child_said(said, parse_location("/srv/team/history.duckdb"))
+        == 'Permission Error: Cannot access directory "<path>" - disabled\\x1b[2J'
+    )
     said.write_bytes(b"Traceback (most recent call last):\n  File ...\nKeyError: 'x\x1b'\n")
     assert _child_said(said, parse_location("h.duckdb")) == "KeyError: 'x\\x1b'"
     assert _child_said(tmp_path / "none.txt", parse_location("h.duckdb")) == ""

@@ -53,6 +53,7 @@ def _edit(path: Path, edit) -> None:
 
 # --- keys given twice -------------------------------------------------------------------------------
 
+
 def test_a_manifest_with_two_run_ids_is_refused_not_stored_under_the_second(history, tmp_path):
     bad = make_bundle(tmp_path / "bad", run_id="first-id", seed=2)
     manifest = bad / "manifest.json"
@@ -83,11 +84,18 @@ def test_compare_json_with_a_key_given_twice_is_refused(history, tmp_path, fixtu
     report = write_report(make_report(fixtures_dir), tmp_path / "compare.json")
     text = report.read_text()
     report.write_text(text.replace('"head_sha": ', '"head_sha": "' + "9" * 40 + '", "head_sha": ', 1))
-    refused(history, "--compare", str(report), "--dry-run", names=(str(report), "head_sha", "given twice"),
-            command="comment")
+    refused(
+        history,
+        "--compare",
+        str(report),
+        "--dry-run",
+        names=(str(report), "head_sha", "given twice"),
+        command="comment",
+    )
 
 
 # --- depth and number range -------------------------------------------------------------------------
+
 
 def test_a_manifest_nested_100000_deep_into_an_existing_history_is_one_line(history, tmp_path):
     bad = make_bundle(tmp_path / "bad", run_id="bad", seed=2)
@@ -107,12 +115,18 @@ def test_a_5000_digit_integer_in_timings_is_one_line_naming_the_field(history, t
 def test_an_integer_past_64_bits_is_refused(history, tmp_path):
     bad = make_bundle(tmp_path / "bad", run_id="bad", seed=2)
     builds = bad / "builds.json"
-    _edit(builds, lambda d: d["builds"][0].update(registers_per_thread=2 ** 64))
+    _edit(builds, lambda d: d["builds"][0].update(registers_per_thread=2**64))
     refused(history, str(bad), names=(str(builds), "builds[0].registers_per_thread", "64-bit"))
 
 
-@pytest.mark.parametrize("literal, says", [("NaN", "NaN is not a finite number"), ("-Infinity", "not a finite number"),
-                                           ("1e400", "too large for a 64-bit float")])
+@pytest.mark.parametrize(
+    "literal, says",
+    [
+        ("NaN", "NaN is not a finite number"),
+        ("-Infinity", "not a finite number"),
+        ("1e400", "too large for a 64-bit float"),
+    ],
+)
 def test_nan_and_infinity_are_refused_where_the_format_has_none(history, tmp_path, literal, says):
     """builds.json's `config` holds anything JSON holds: the reader, not a field's type, refuses these."""
     bad = make_bundle(tmp_path / "bad", run_id="bad", seed=2)
@@ -133,8 +147,16 @@ def test_pytest_benchmark_files_may_hold_nan_and_infinity(tmp_path):
 
 # --- impossible latencies ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("literal, says", [("1e-400", "too small for a 64-bit float"), ("0.0", "is not a latency"),
-                                           ("5e-324", "is not a latency"), ("0.0000001", "is not a latency")])
+
+@pytest.mark.parametrize(
+    "literal, says",
+    [
+        ("1e-400", "too small for a 64-bit float"),
+        ("0.0", "is not a latency"),
+        ("5e-324", "is not a latency"),
+        ("0.0000001", "is not a latency"),
+    ],
+)
 def test_a_zero_subnormal_or_underflowing_sample_is_refused(history, tmp_path, literal, says):
     bad = make_bundle(tmp_path / "bad", run_id="bad", seed=2)
     samples = bad / "samples.json"
@@ -152,6 +174,7 @@ def test_a_pytest_benchmark_minimum_of_zero_seconds_is_refused(history, tmp_path
 
 # --- timestamps -------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("field", ["started_at", "commit_date"])
 def test_a_manifest_timestamp_without_a_utc_offset_is_refused(history, tmp_path, field):
     bad = make_bundle(tmp_path / "bad", run_id="bad", seed=2)
@@ -165,8 +188,13 @@ def test_pytest_benchmark_datetime_is_utc_only_in_versions_that_defined_it_so(hi
     without an offset is refused like any other timestamp."""
     for version, accepted in (("4.0.0", True), ("5.2.3", False)):
         plain = make_pytest_benchmark_file(tmp_path / f"plain-{version}.json", median_s=2e-4)
-        _edit(plain, lambda d: d.update(version=version, datetime="2026-10-01T09:00:00.5")
-              or d["commit_info"].update(project="example/attention-kernels"))
+        _edit(
+            plain,
+            lambda d: (
+                d.update(version=version, datetime="2026-10-01T09:00:00.5")
+                or d["commit_info"].update(project="example/attention-kernels")
+            ),
+        )
         if accepted:
             result = cli(history, "ingest", str(plain))
             assert result.returncode == 0, result.stderr
@@ -179,17 +207,30 @@ def test_compare_json_created_at_without_an_offset_is_refused(history, tmp_path,
     report = make_report(fixtures_dir)
     report.created_at = "2026-11-21 12:00:00"
     path = write_report(report, tmp_path / "compare.json")
-    refused(history, "--compare", str(path), "--dry-run", names=(str(path), "created_at", "no UTC offset"),
-            command="comment")
+    refused(
+        history,
+        "--compare",
+        str(path),
+        "--dry-run",
+        names=(str(path), "created_at", "no UTC offset"),
+        command="comment",
+    )
 
 
 # --- the writer refuses what the reader refuses -------------------------------------------------------
 
-@pytest.mark.parametrize("change, field", [
-    (dict(started_at=datetime(2026, 11, 1, 12, 0)), "started_at"),  # naive
-    (dict(recorded={"sdpa/l4_mission/fp16/noncausal": [0.0] + [10.0] * 49}), "min_us"),  # the statistics of the samples
-    (dict(recorded={"sdpa/l4_mission/fp16/noncausal": [5e-324] + [10.0] * 49}), "min_us"),
-])
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(started_at=datetime(2026, 11, 1, 12, 0)), "started_at"),  # naive
+        (
+            dict(recorded={"sdpa/l4_mission/fp16/noncausal": [0.0] + [10.0] * 49}),
+            "min_us",
+        ),  # the statistics of the samples
+        (dict(recorded={"sdpa/l4_mission/fp16/noncausal": [5e-324] + [10.0] * 49}), "min_us"),
+    ],
+)
 def test_the_bundle_writer_refuses_what_the_reader_refuses_and_writes_nothing(tmp_path, change, field):
     out = tmp_path / "bundle"
     contents = bundle_contents(run_id="w", **change)

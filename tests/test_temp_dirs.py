@@ -35,9 +35,14 @@ def test_a_killed_lake_connections_extension_dir_is_swept_by_the_next_process(tm
     setup = "from attnwatch.history.store.lake import _extension_dir\n"
     killed = _killed_holding(tmp_path, setup, "_extension_dir()")
     assert killed.name.startswith("attnwatch-ext-") and killed.exists()
-    done = subprocess.run([sys.executable, "-c", setup + "print(_extension_dir())"], capture_output=True, text=True,
-                          env=dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(REPO_ROOT)), cwd=REPO_ROOT,
-                          timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", setup + "print(_extension_dir())"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(REPO_ROOT)),
+        cwd=REPO_ROOT,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert not killed.exists(), "the dead process's directory was not swept"
     assert not Path(done.stdout.strip()).exists(), "a process that ended normally left its directory"
@@ -45,14 +50,21 @@ def test_a_killed_lake_connections_extension_dir_is_swept_by_the_next_process(tm
 
 
 def test_a_directory_kept_for_the_user_or_held_by_a_live_process_is_not_swept(tmp_path):
-    kept = _killed_holding(tmp_path, "from attnwatch.history.temp_dirs import owned_temp_dir, mark_kept\n",
-                           "(lambda p: (mark_kept(p, 'logs shown to the user'), p)[1])(owned_temp_dir('attnwatch-run-'))")
-    live = _child(tmp_path, "from attnwatch.history.temp_dirs import owned_temp_dir\n"
-                  + HOLD.format(expr="owned_temp_dir('attnwatch-run-')"))
+    kept = _killed_holding(
+        tmp_path,
+        "from attnwatch.history.temp_dirs import owned_temp_dir, mark_kept\n",
+        "(lambda p: (mark_kept(p, 'logs shown to the user'), p)[1])(owned_temp_dir('attnwatch-run-'))",
+    )
+    live = _child(
+        tmp_path,
+        "from attnwatch.history.temp_dirs import owned_temp_dir\n"
+        + HOLD.format(expr="owned_temp_dir('attnwatch-run-')"),
+    )
     try:
         held = Path(live.stdout.readline().strip())
-        dead = _killed_holding(tmp_path, "from attnwatch.history.temp_dirs import owned_temp_dir\n",
-                               "owned_temp_dir('attnwatch-run-')")
+        dead = _killed_holding(
+            tmp_path, "from attnwatch.history.temp_dirs import owned_temp_dir\n", "owned_temp_dir('attnwatch-run-')"
+        )
         assert sweep_stale("attnwatch-run-", tmp_path) == [dead]
         assert kept.is_dir() and held.is_dir() and not dead.exists()
     finally:

@@ -83,8 +83,9 @@ def test_gpu_timing_spreads_blocks_over_a_stream_pool_and_a_cpu_has_none():
 def test_sampler_stops_on_spread_target_with_real_noise(h200):
     key = "torch_3op/B16_H16_S2048_D64"  # IQR/median ~0.1% on the H200
     timer = ReplayTimer({key: h200[key]})
-    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=40, target_rel_spread=0.01),
-                              timer, NoFlush(), NullMonitor())[key]
+    raw = measure_interleaved(
+        [Subject(key, lambda: key)], _config(min_samples=40, target_rel_spread=0.01), timer, NoFlush(), NullMonitor()
+    )[key]
     assert raw.converged
     assert 40 <= len(raw.samples_us) <= 50  # stopped at the first block past min_samples
     assert raw.timing_mode == "cuda_events"
@@ -93,8 +94,13 @@ def test_sampler_stops_on_spread_target_with_real_noise(h200):
 def test_sampler_caps_samples_when_spread_stays_high(h200):
     key = "sdpa_cudnn/B1_H16_S1024_D64"  # bimodal 17.6/18.5 us: IQR/median ~4%
     timer = ReplayTimer({key: h200[key]})
-    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=20, max_samples=120, target_rel_spread=0.001),
-                              timer, NoFlush(), NullMonitor())[key]
+    raw = measure_interleaved(
+        [Subject(key, lambda: key)],
+        _config(min_samples=20, max_samples=120, target_rel_spread=0.001),
+        timer,
+        NoFlush(),
+        NullMonitor(),
+    )[key]
     assert not raw.converged
     assert len(raw.samples_us) == 120
 
@@ -104,7 +110,7 @@ def test_round_robin_rotates_and_interleaves(h200):
     timer = ReplayTimer({k: h200[k] for k in keys})
     cfg = _config(min_samples=50, max_samples=50, block_calls=10)
     measure_interleaved([Subject(k, (lambda k=k: k)) for k in keys], cfg, timer, NoFlush(), NullMonitor())
-    rounds = [timer.order[i:i + 3] for i in range(0, len(timer.order), 3)]
+    rounds = [timer.order[i : i + 3] for i in range(0, len(timer.order), 3)]
     assert len(rounds) == 5 and all(sorted(r) == sorted(keys) for r in rounds)
     assert [r[0] for r in rounds[:3]] == keys  # the first subject of a round rotates
 
@@ -112,8 +118,13 @@ def test_round_robin_rotates_and_interleaves(h200):
 def test_throttled_blocks_are_flagged_and_counted(h200):
     key = "sdpa_flash/B4_H16_S1024_D64"
     monitor = ScriptedMonitor([[], ["sw_power_cap"], ["gpu_idle"], ["hw_thermal_slowdown"]])
-    raw = measure_interleaved([Subject(key, lambda: key)], _config(min_samples=40, max_samples=40, block_calls=10),
-                              ReplayTimer({key: h200[key]}), NoFlush(), monitor)[key]
+    raw = measure_interleaved(
+        [Subject(key, lambda: key)],
+        _config(min_samples=40, max_samples=40, block_calls=10),
+        ReplayTimer({key: h200[key]}),
+        NoFlush(),
+        monitor,
+    )[key]
     assert raw.throttled_samples == 20
     assert raw.throttle_reasons == ["sw_power_cap", "gpu_idle", "hw_thermal_slowdown"]
     assert raw.sm_clock_mhz_before == raw.sm_clock_mhz_after == 1980
@@ -129,9 +140,13 @@ def test_a_raising_subject_is_dropped_others_continue():
     def bad():
         raise ValueError("boom")
 
-    raws = measure_interleaved([Subject("bad", bad), Subject("good", lambda: sum(range(50)))],
-                               timing_config("cpu").with_overrides(max_samples=10, min_samples=5),
-                               CpuWallTimer(), NoFlush(), NullMonitor())
+    raws = measure_interleaved(
+        [Subject("bad", bad), Subject("good", lambda: sum(range(50)))],
+        timing_config("cpu").with_overrides(max_samples=10, min_samples=5),
+        CpuWallTimer(),
+        NoFlush(),
+        NullMonitor(),
+    )
     assert raws["bad"].error == "ValueError: boom" and not raws["bad"].samples_us
     assert len(raws["good"].samples_us) >= 5 and raws["good"].timing_mode == "cpu_wall"
 
@@ -143,8 +158,14 @@ def test_fatal_errors_propagate_with_their_subject():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     with pytest.raises(SubjectFailed) as info:
-        measure_interleaved([Subject("p", poisoned)], timing_config("cpu"), CpuWallTimer(), NoFlush(), NullMonitor(),
-                            is_fatal=lambda exc: "CUDA error" in str(exc))
+        measure_interleaved(
+            [Subject("p", poisoned)],
+            timing_config("cpu"),
+            CpuWallTimer(),
+            NoFlush(),
+            NullMonitor(),
+            is_fatal=lambda exc: "CUDA error" in str(exc),
+        )
     assert info.value.key == "p"
 
 
@@ -164,7 +185,12 @@ def test_derived_metrics_follow_the_design_definitions():
 
 
 def test_gaps_only_within_an_interleave_group():
-    group_a = [_timing("sdpa", 40.0, "a"), _timing("sdpa_flash", 60.0, "a"), _timing("sdpa_cudnn", 38.0, "a"), _timing("triton_fa2", 42.0, "a")]
+    group_a = [
+        _timing("sdpa", 40.0, "a"),
+        _timing("sdpa_flash", 60.0, "a"),
+        _timing("sdpa_cudnn", 38.0, "a"),
+        _timing("triton_fa2", 42.0, "a"),
+    ]
     group_b = [_timing("triton_fa2", 50.0, "b")]  # no sdpa measured with it: no gap
     apply_gaps(group_a + group_b, {"attention": "sdpa"}, {"attention": ["sdpa_flash", "sdpa_cudnn", "fa4_sm90"]})
     fa2 = group_a[3]

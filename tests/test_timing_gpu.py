@@ -73,9 +73,16 @@ def test_graph_replay_is_positive_and_not_slower_than_events():
 @pytest.mark.gpu
 def test_illegal_address_costs_only_its_case(tmp_path):
     cases = plan_cases(["t_ok", "t_cuda_illegal", "t_slow"], [SHAPES["l4_mission"]], ["fp16"], [False])
-    options = RunOptions(shape_set="custom", device_kind="cuda", timing=timing_config("cuda").with_overrides(time_cap_s=0.3),
-                         correctness=False, case_timeout_s=120, progress=False,
-                         extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[FAULTS])
+    options = RunOptions(
+        shape_set="custom",
+        device_kind="cuda",
+        timing=timing_config("cuda").with_overrides(time_cap_s=0.3),
+        correctness=False,
+        case_timeout_s=120,
+        progress=False,
+        extra_variant_modules=["attnwatch_fault_variants"],
+        extra_sys_path=[FAULTS],
+    )
     result = execute_suite(cases, kernels_root=None, out_dir=tmp_path / "b", options=options)
     outcomes = {o["case_id"]: o for o in json.loads((result.bundle / "outcomes.json").read_text())["cases"]}
     assert outcomes["t_cuda_illegal/l4_mission/fp16/noncausal"]["status"] == "crashed"

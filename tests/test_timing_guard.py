@@ -46,8 +46,9 @@ class ScriptedGuardTimer:
 
 
 def _config(**changes):
-    return timing_config("cuda").with_overrides(**{"time_cap_s": 60.0, "min_samples": 20, "max_samples": 40,
-                                                   "block_calls": 10, **changes})
+    return timing_config("cuda").with_overrides(
+        **{"time_cap_s": 60.0, "min_samples": 20, "max_samples": 40, "block_calls": 10, **changes}
+    )
 
 
 def test_guard_counts_are_attributed_to_the_subject_whose_block_it_was():
@@ -60,21 +61,30 @@ def test_guard_counts_are_attributed_to_the_subject_whose_block_it_was():
     config = _config(target_rel_spread=-1.0)  # never converges: every subject takes 4 blocks
     raws = measure_interleaved(subjects, config, timer, NoFlush(), NullMonitor())
     assert {k: (r.guard_retimed_blocks, r.guard_uncovered_blocks) for k, r in raws.items()} == {
-        "a": (1, 0), "b": (2, 1), "c": (0, 0)}
+        "a": (1, 0),
+        "b": (2, 1),
+        "c": (0, 0),
+    }
     assert policy.retimed_blocks == 3 and policy.uncovered_blocks == 1  # the timer's totals
     assert all(len(r.samples_us) == 40 for r in raws.values())
 
 
 def test_no_guard_on_a_cpu_timer_reads_none_not_zero():
-    raws = measure_interleaved([Subject("cpu", lambda: sum(range(10)))], _config(min_samples=10, max_samples=20),
-                               CpuWallTimer(), NoFlush(), NullMonitor())
+    raws = measure_interleaved(
+        [Subject("cpu", lambda: sum(range(10)))],
+        _config(min_samples=10, max_samples=20),
+        CpuWallTimer(),
+        NoFlush(),
+        NullMonitor(),
+    )
     assert raws["cpu"].guard_retimed_blocks is None and raws["cpu"].guard_uncovered_blocks is None
 
 
 def test_case_timing_carries_the_guard_counts_through_the_bundle_contract():
     timer = ScriptedGuardTimer({"k": [False, False, False, False]}, GuardPolicy(max_attempts=4))
-    raw = measure_interleaved([Subject("k", lambda: "k")], _config(min_samples=10, max_samples=10), timer, NoFlush(),
-                              NullMonitor())["k"]
+    raw = measure_interleaved(
+        [Subject("k", lambda: "k")], _config(min_samples=10, max_samples=10), timer, NoFlush(), NullMonitor()
+    )["k"]
     dims = PlannedCase("sdpa", "h100_small", 1, 16, 1024, 64, "fp16", False)
     timing = case_timing(dims, raw, "g#1")
     assert (timing.guard_retimed_blocks, timing.guard_uncovered_blocks) == (3, 1)
@@ -99,14 +109,25 @@ def test_summary_warns_about_uncovered_blocks():
 
     state = SuiteState(plan_cases(["sdpa", "cuda_wmma"], [SHAPES["h100_small"]], ["fp16"], [False]))
     for cid, uncovered in (("sdpa/h100_small/fp16/noncausal", 0), ("cuda_wmma/h100_small/fp16/noncausal", 3)):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": True,
-                  "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
-                  "guard_retimed_blocks": 5, "guard_uncovered_blocks": uncovered}
+        timing = {
+            "case_id": cid,
+            "median_us": 17.0,
+            "tflops": 1.0,
+            "gap_to_baseline": 1.0,
+            "converged": True,
+            "rel_spread": 0.01,
+            "throttled_samples": 0,
+            "throttle_reasons": [],
+            "guard_retimed_blocks": 5,
+            "guard_uncovered_blocks": uncovered,
+        }
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
         state.apply({"kind": "outcome", "case": cid, "status": "ok"})
     text = format_summary(state, "cuda_events")
-    assert ("WARNING: 1 cases kept 3 blocks the guard kernel did not cover (samples possibly containing host "
-            "gaps; most: cuda_wmma/h100_small/fp16/noncausal, 3 blocks)") in text
+    assert (
+        "WARNING: 1 cases kept 3 blocks the guard kernel did not cover (samples possibly containing host "
+        "gaps; most: cuda_wmma/h100_small/fp16/noncausal, 3 blocks)"
+    ) in text
     # Re-timed blocks alone are the guard working: no warning.
     state.timings["cuda_wmma/h100_small/fp16/noncausal"]["guard_uncovered_blocks"] = 0
     assert "guard kernel" not in format_summary(state, "cuda_events")
@@ -126,8 +147,10 @@ def test_guard_counts_land_in_the_history(tmp_path, db_path):
     path.write_text(json.dumps(document))
     ingest_paths(parse_location(db_path), [bundle])
     with open_read(parse_location(db_path)) as con:
-        rows = con.execute("SELECT variant, guard_retimed_blocks, guard_uncovered_blocks FROM result_details "
-                           "WHERE status = 'ok' ORDER BY case_id").fetchall()
+        rows = con.execute(
+            "SELECT variant, guard_retimed_blocks, guard_uncovered_blocks FROM result_details "
+            "WHERE status = 'ok' ORDER BY case_id"
+        ).fetchall()
     expected = list(enumerate(document["timings"]))
     assert len(rows) == len(expected) == 8
     for variant, retimed, uncovered in rows:
@@ -136,7 +159,8 @@ def test_guard_counts_land_in_the_history(tmp_path, db_path):
         else:
             assert retimed == 4
     assert sorted(r[2] for r in rows if r[0] == "triton_fa2") == sorted(
-        i for i, t in expected if t["variant"] == "triton_fa2")
+        i for i, t in expected if t["variant"] == "triton_fa2"
+    )
 
 
 def test_migration_004_adds_the_columns_to_a_history_at_version_3(tmp_path, db_path):
@@ -153,11 +177,19 @@ def test_migration_004_adds_the_columns_to_a_history_at_version_3(tmp_path, db_p
     con = duckdb.connect(str(db_path))
     try:
         assert migrate(con, str(db_path), early) == [1, 2, 3]
-        con.execute("INSERT INTO results (run_id, case_id, variant, status) VALUES ('old', 'sdpa/x/fp16/causal', 'sdpa', 'ok')")
+        con.execute(
+            "INSERT INTO results (run_id, case_id, variant, status) VALUES ('old', 'sdpa/x/fp16/causal', 'sdpa', 'ok')"
+        )
         assert 4 in migrate(con, str(db_path))
-        row = con.execute("SELECT guard_retimed_blocks, guard_uncovered_blocks FROM results WHERE run_id = 'old'").fetchone()
-        types = dict(con.execute("SELECT column_name, data_type FROM information_schema.columns "
-                                 "WHERE table_name = 'results' AND column_name LIKE 'guard_%'").fetchall())
+        row = con.execute(
+            "SELECT guard_retimed_blocks, guard_uncovered_blocks FROM results WHERE run_id = 'old'"
+        ).fetchone()
+        types = dict(
+            con.execute(
+                "SELECT column_name, data_type FROM information_schema.columns "
+                "WHERE table_name = 'results' AND column_name LIKE 'guard_%'"
+            ).fetchall()
+        )
     finally:
         con.close()
     assert row == (None, None)  # a run recorded before the guard existed: unknown, not zero
@@ -167,7 +199,13 @@ def test_migration_004_adds_the_columns_to_a_history_at_version_3(tmp_path, db_p
 def test_gpu_check_reports_guard_totals_per_run_and_none_for_cpu_timing():
     from attnwatch.scripts.gpu_check import guard_totals
 
-    timings = {"a": {"guard_retimed_blocks": 2, "guard_uncovered_blocks": 1},
-               "b": {"guard_retimed_blocks": 3, "guard_uncovered_blocks": 0}}
-    assert guard_totals(timings) == {"retimed_blocks": 5, "uncovered_blocks": 1, "cases_with_uncovered_blocks": {"a": 1}}
+    timings = {
+        "a": {"guard_retimed_blocks": 2, "guard_uncovered_blocks": 1},
+        "b": {"guard_retimed_blocks": 3, "guard_uncovered_blocks": 0},
+    }
+    assert guard_totals(timings) == {
+        "retimed_blocks": 5,
+        "uncovered_blocks": 1,
+        "cases_with_uncovered_blocks": {"a": 1},
+    }
     assert guard_totals({"cpu": {"guard_retimed_blocks": None, "guard_uncovered_blocks": None}}) is None

@@ -33,10 +33,24 @@ from attnwatch.kernels.triton.configs import ConfigError, load_table, runs_exact
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 H200 = "NVIDIA H200"
-TUNING = {"gpu": H200, "date": "2026-11-26", "commit": "abc1234", "torch": "2.11.0", "triton": "3.6.0",
-          "job": "python3 -m scripts.tune_triton --write-choices", "tie_margin": 0.02, "rounds": 200}
-CHOICE = {"gpu": H200, "problem": "b4_h16_s2048_d64", "dtype": "fp16", "causal": False,
-          "config": "m128_n64_w8_s3", "trials_us": {"m64_n64_w4_s3": 164.7, "m128_n64_w8_s3": 160.5}}
+TUNING = {
+    "gpu": H200,
+    "date": "2026-11-26",
+    "commit": "abc1234",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "job": "python3 -m scripts.tune_triton --write-choices",
+    "tie_margin": 0.02,
+    "rounds": 200,
+}
+CHOICE = {
+    "gpu": H200,
+    "problem": "b4_h16_s2048_d64",
+    "dtype": "fp16",
+    "causal": False,
+    "config": "m128_n64_w8_s3",
+    "trials_us": {"m64_n64_w4_s3": 164.7, "m128_n64_w8_s3": 160.5},
+}
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +71,9 @@ def test_the_committed_table_covers_the_main_shapes_on_the_h200_and_each_entry_r
     assert H200 in table.tunings and table.tunings[H200].commit
     for shape in shape_set("main", Shape):
         for causal in (False, True):
-            entry = table.lookup(H200, problem_id(shape.batch, shape.heads, shape.seq_len, shape.head_dim), "fp16", causal)
+            entry = table.lookup(
+                H200, problem_id(shape.batch, shape.heads, shape.seq_len, shape.head_dim), "fp16", causal
+            )
             assert entry is not None, (shape.id, causal)
             assert runs_exactly(configs.configs[entry.config], causal, shape.seq_len)
             assert entry.config in entry.trials_us  # chosen from what the job measured
@@ -107,8 +123,17 @@ print(json.dumps(out))
 
 def test_three_fresh_processes_choose_the_same_configurations():
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO_ROOT)}
-    procs = [subprocess.Popen([sys.executable, "-c", _FRESH], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _FRESH],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
@@ -123,15 +148,18 @@ def _doc(**changes):
     return {"tuning": [{**TUNING, **changes.pop("tuning", {})}], "choice": [choice], **changes}
 
 
-@pytest.mark.parametrize("document, field", [
-    (_doc(choice={"config": "m999"}), "'config'"),
-    (_doc(choice={"dtype": "fp8"}), "'dtype'"),
-    (_doc(choice={"causal": "no"}), "'causal'"),
-    (_doc(choice={"gpu": "NVIDIA B200"}), "[[tuning]]"),
-    (_doc(choice={"trials_us": {"m64_n64_w4_s3": -1}}), "'trials_us'"),
-    (_doc(tuning={"rounds": True}), "'rounds'"),
-    ({"tuning": [TUNING], "choice": [CHOICE, CHOICE]}, "twice"),
-])
+@pytest.mark.parametrize(
+    "document, field",
+    [
+        (_doc(choice={"config": "m999"}), "'config'"),
+        (_doc(choice={"dtype": "fp8"}), "'dtype'"),
+        (_doc(choice={"causal": "no"}), "'causal'"),
+        (_doc(choice={"gpu": "NVIDIA B200"}), "[[tuning]]"),
+        (_doc(choice={"trials_us": {"m64_n64_w4_s3": -1}}), "'trials_us'"),
+        (_doc(tuning={"rounds": True}), "'rounds'"),
+        ({"tuning": [TUNING], "choice": [CHOICE, CHOICE]}, "twice"),
+    ],
+)
 def test_a_malformed_entry_names_the_file_and_the_field(document, field):
     with pytest.raises(ConfigError, match=r"choices\.toml: \[\[(choice|tuning)\]\] #\d") as info:
         parse_choices(document, "choices.toml", load_table())
@@ -152,18 +180,33 @@ def test_the_tuning_job_applies_the_tuners_rule_to_its_medians(tmp_path):
     from attnwatch.scripts.tune_choices import write_choices
 
     def case(shape_id, b, h, s, d, causal, medians):
-        return {"case": f"triton_fa2/{shape_id}/fp16/{'causal' if causal else 'noncausal'}",
-                "shape": {"id": shape_id, "batch": b, "heads": h, "seq_len": s, "head_dim": d},
-                "candidates": {n: {"median_us": us} for n, us in medians.items()}}
+        return {
+            "case": f"triton_fa2/{shape_id}/fp16/{'causal' if causal else 'noncausal'}",
+            "shape": {"id": shape_id, "batch": b, "heads": h, "seq_len": s, "head_dim": d},
+            "candidates": {n: {"median_us": us} for n, us in medians.items()},
+        }
 
-    result = {"gpu": "NVIDIA Test GPU", "torch": "2.11.0", "triton": "3.6.0", "cases": [
-        # bucket order m64_n64_w4_s3, m128_n64_w8_s3, m128_n64_w8_s4: 1.5% faster is within the tie margin
-        case("b4_h16_s2k", 4, 16, 2048, 64, False,
-             {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 98.5, "m128_n64_w8_s4": 99.0}),
-        case("b16_h16_s2k", 16, 16, 2048, 64, False,
-             {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 90.0}),  # 10% faster wins
-        case("s777_odd", 2, 4, 777, 64, False, {"m64_n64_w4_s3": 10.0}),  # not a named shape: not recorded
-    ]}
+    result = {
+        "gpu": "NVIDIA Test GPU",
+        "torch": "2.11.0",
+        "triton": "3.6.0",
+        "cases": [
+            # bucket order m64_n64_w4_s3, m128_n64_w8_s3, m128_n64_w8_s4: 1.5% faster is within the tie margin
+            case(
+                "b4_h16_s2k",
+                4,
+                16,
+                2048,
+                64,
+                False,
+                {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 98.5, "m128_n64_w8_s4": 99.0},
+            ),
+            case(
+                "b16_h16_s2k", 16, 16, 2048, 64, False, {"m64_n64_w4_s3": 100.0, "m128_n64_w8_s3": 90.0}
+            ),  # 10% faster wins
+            case("s777_odd", 2, 4, 777, 64, False, {"m64_n64_w4_s3": 10.0}),  # not a named shape: not recorded
+        ],
+    }
     path = tmp_path / "choices.toml"
     write_choices(path, result, rounds=200, commit="abc1234", job="python3 -m scripts.tune_triton --write-choices")
     table = parse_choices(tomllib.loads(path.read_text()), path.name, load_table())
@@ -176,8 +219,10 @@ def test_the_tuning_job_applies_the_tuners_rule_to_its_medians(tmp_path):
 def test_the_recorded_job_line_names_no_machine_folder():
     from attnwatch.scripts.tune_triton import recorded_args
 
-    assert recorded_args(["--shapes", "main", "--out", "/somewhere/out", "--out=/x", "--write-choices"]) == \
-        "--shapes main --write-choices"
+    assert (
+        recorded_args(["--shapes", "main", "--out", "/somewhere/out", "--out=/x", "--write-choices"])
+        == "--shapes main --write-choices"
+    )
     assert "/" not in load_choices(CHOICES_FILE).tunings[H200].job.split("tune_triton", 1)[1]
 
 
@@ -189,17 +234,25 @@ def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
     from attnwatch.kernels.shapes import adhoc_shape
     from attnwatch.kernels.variant import Prepared
 
-    variant = SimpleNamespace(prepare=lambda case, device, seed: Prepared(
-        fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"))
+    variant = SimpleNamespace(
+        prepare=lambda case, device, seed: Prepared(
+            fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"
+        )
+    )
     setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
-    planned = SimpleNamespace(case_id="triton_fa2/x/fp16/noncausal", dtype="fp16", shape=lambda: adhoc_shape(1, 1, 16, 16),
-                              bytes=4.0 * 16 * 16 * 2)
+    planned = SimpleNamespace(
+        case_id="triton_fa2/x/fp16/noncausal",
+        dtype="fp16",
+        shape=lambda: adhoc_shape(1, 1, 16, 16),
+        bytes=4.0 * 16 * 16 * 2,
+    )
     setup.prepare_rotation(variant, None, planned, 0)
     assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
     from attnwatch.ci.plan import PlannedCase
 
-    case = PlannedCase(variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16",
-                       causal=False)
+    case = PlannedCase(
+        variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16", causal=False
+    )
     raw = RawMeasurement(key=case.case_id, samples_us=[10.0, 11.0, 12.0], timing_mode="cuda_events", converged=True)
     timing = case_timing(case, raw, "g", setup.kernel_configs[planned.case_id])
     assert (timing.kernel_config, timing.kernel_config_source) == ("m64_n128_w4_s3", "tuned")
@@ -212,11 +265,22 @@ def test_the_run_summary_names_cases_tuned_in_the_process():
     from attnwatch.kernels.shapes import SHAPES
 
     state = SuiteState(plan_cases(["sdpa", "triton_fa2"], [SHAPES["h100_small"]], ["fp16"], [False]))
-    for cid, config, source in (("sdpa/h100_small/fp16/noncausal", None, None),
-                                ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned")):
-        timing = {"case_id": cid, "median_us": 17.0, "tflops": 1.0, "gap_to_baseline": 1.0, "converged": True,
-                  "rel_spread": 0.01, "throttled_samples": 0, "throttle_reasons": [],
-                  "kernel_config": config, "kernel_config_source": source}
+    for cid, config, source in (
+        ("sdpa/h100_small/fp16/noncausal", None, None),
+        ("triton_fa2/h100_small/fp16/noncausal", "m64_n64_w4_s3", "tuned"),
+    ):
+        timing = {
+            "case_id": cid,
+            "median_us": 17.0,
+            "tflops": 1.0,
+            "gap_to_baseline": 1.0,
+            "converged": True,
+            "rel_spread": 0.01,
+            "throttled_samples": 0,
+            "throttle_reasons": [],
+            "kernel_config": config,
+            "kernel_config_source": source,
+        }
         state.apply({"kind": "result", "case": cid, "status": "ok", "timing": timing, "samples_us": [17.0]})
         state.apply({"kind": "outcome", "case": cid, "status": "ok"})
     text = format_summary(state, "cuda_events")
@@ -228,11 +292,14 @@ def test_the_run_summary_names_cases_tuned_in_the_process():
 
 def _timing_picks(picks: list[str], timed: list):
     """A stand-in for the GPU timing of the candidates: the next name of `picks` wins."""
+
     def fake_timing(q, k, v, out, causal, found, margin):
         name = picks[len(timed) % len(picks)]
         timed.append(name)
-        return tuner.Choice(next(c for c in found if c.name == name), tuned=True,
-                            trials=[tuner.Trial(name, 100.0)], source="tuned")
+        return tuner.Choice(
+            next(c for c in found if c.name == name), tuned=True, trials=[tuner.Trial(name, 100.0)], source="tuned"
+        )
+
     return fake_timing
 
 
@@ -294,9 +361,14 @@ def test_a_corrupt_or_foreign_entry_is_ignored_and_tuned_again(monkeypatch, dama
     if damage == "truncated":
         path.write_text(path.read_text()[:40])
     else:
-        entry.update({"foreign key": {"key": {**key, "gpu": "NVIDIA B200"}}, "unknown config": {"config": "m999"},
-                      "wrong schema": {"schema": "something.else"},
-                      "other triton": {"key": {**key, "triton": "0.0.1"}}}[damage])
+        entry.update(
+            {
+                "foreign key": {"key": {**key, "gpu": "NVIDIA B200"}},
+                "unknown config": {"config": "m999"},
+                "wrong schema": {"schema": "something.else"},
+                "other triton": {"key": {**key, "triton": "0.0.1"}},
+            }[damage]
+        )
         path.write_text(json.dumps(entry))
     tuner.forget_choices()
     choice = tuner.choose(q, q, q, q, causal=False, gpu=H200)
@@ -316,5 +388,7 @@ def test_the_first_writer_wins_and_the_loser_runs_its_pick(tmp_path):
 def test_the_cache_location_is_documented_and_overridable(tmp_path):
     assert choice_cache.cache_dir({choice_cache.DIR_ENV: str(tmp_path)}) == tmp_path
     assert choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path)}) == tmp_path / "triton-choices" / "local"
-    assert choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path), "ATTNWATCH_TRUST": "untrusted"}) == \
-        tmp_path / "triton-choices" / "untrusted"  # a pull request's job never writes what main reads
+    assert (
+        choice_cache.cache_dir({"ATTNWATCH_CACHE": str(tmp_path), "ATTNWATCH_TRUST": "untrusted"})
+        == tmp_path / "triton-choices" / "untrusted"
+    )  # a pull request's job never writes what main reads

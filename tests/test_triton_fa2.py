@@ -91,9 +91,13 @@ def _interpreter_worker(cases) -> dict:
             nonfinite += int((~torch.isfinite(got)).sum())
             rel = float((got.double() - ref).norm() / ref.norm())
             worst = max(worst, rel if rel == rel else float("inf"))
-        results[_case_key(case)] = {"rel_err": worst, "nonfinite": nonfinite, "config": chosen,
-                                    "info": prepared.info["config"],
-                                    "reported": [prepared.config, prepared.config_source]}
+        results[_case_key(case)] = {
+            "rel_err": worst,
+            "nonfinite": nonfinite,
+            "config": chosen,
+            "info": prepared.info["config"],
+            "reported": [prepared.config, prepared.config_source],
+        }
     return results
 
 
@@ -102,7 +106,11 @@ def interpreter_results():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(
         [sys.executable, __file__, json.dumps(INTERPRETER_CASES)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert proc.returncode == 0, f"interpreter worker failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -129,6 +137,7 @@ def test_interpreter_records_the_configuration_it_ran(interpreter_results):
 
 
 # ---- the config table (data) ---------------------------------------------------------------
+
 
 def test_config_table_gives_every_benchmark_problem_a_candidate():
     table = load_table()
@@ -169,13 +178,16 @@ def _minimal_table(**overrides):
     }
 
 
-@pytest.mark.parametrize("overrides, field", [
-    ({"block_m": 48}, "block_m"),
-    ({"num_warps": 3}, "num_warps"),
-    ({"reason": " "}, "reason"),
-    ({"num_stages": "3"}, "num_stages"),
-    ({"split_kv": 0}, "split_kv"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        ({"block_m": 48}, "block_m"),
+        ({"num_warps": 3}, "num_warps"),
+        ({"reason": " "}, "reason"),
+        ({"num_stages": "3"}, "num_stages"),
+        ({"split_kv": 0}, "split_kv"),
+    ],
+)
 def test_malformed_config_entry_names_file_and_field(overrides, field):
     with pytest.raises(ConfigError) as err:
         parse_table(_minimal_table(**overrides), "configs.toml")
@@ -226,10 +238,12 @@ def test_longer_sequences_than_any_bucket_use_the_longest_bucket():
     table = load_table()
     longest = table.bucket_for(64, True, 1 << 40)
     assert longest is not None and longest.seq_max == max(
-        b.seq_max for b in table.buckets if b.head_dim == 64 and b.causal)
+        b.seq_max for b in table.buckets if b.head_dim == 64 and b.causal
+    )
 
 
 # ---- the variant's declarations --------------------------------------------------------------
+
 
 def test_variant_is_registered_with_its_needs():
     from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
@@ -240,11 +254,14 @@ def test_variant_is_registered_with_its_needs():
     assert TRITON_FA2.operator == "attention" and TRITON_FA2.name != get_operator("attention").baseline
 
 
-@pytest.mark.parametrize("shape, dtype, expected", [
-    (SHAPES["b4_h16_s1k"], "fp32", "fp16 and bf16 only"),
-    (Shape("odd_d", 1, 1, 128, 96), "fp16", "head_dim=96"),
-    (Shape("many_heads", 1100, 64, 128, 64), "fp16", "grid's y limit"),
-])
+@pytest.mark.parametrize(
+    "shape, dtype, expected",
+    [
+        (SHAPES["b4_h16_s1k"], "fp32", "fp16 and bf16 only"),
+        (Shape("odd_d", 1, 1, 128, 96), "fp16", "head_dim=96"),
+        (Shape("many_heads", 1100, 64, 128, 64), "fp16", "grid's y limit"),
+    ],
+)
 def test_unsupported_cases_say_why(shape, dtype, expected):
     from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
 
@@ -272,20 +289,44 @@ def test_launcher_refuses_a_descriptor_config_that_would_cross_heads():
     with pytest.raises(ValueError, match="S % 64 == 0 and S % 128 == 0"):
         make_launcher(q, q, q, torch.empty_like(q), False, table.configs["m64_n128_w4_s3_tma"])
     with pytest.raises(ValueError, match="out must be contiguous"):
-        make_launcher(q, q, q, torch.empty(1, 1, 64, 100, dtype=torch.float16).transpose(2, 3),
-                      False, table.configs["m64_n64_w4_s3"])
+        make_launcher(
+            q,
+            q,
+            q,
+            torch.empty(1, 1, 64, 100, dtype=torch.float16).transpose(2, 3),
+            False,
+            table.configs["m64_n64_w4_s3"],
+        )
 
 
 # ---- the tuning script (its CPU dry run: same stages, interpreter, tiny shapes) ---------------
+
 
 @pytest.mark.slow
 def test_tuning_script_checks_then_times_and_writes_its_record(tmp_path):
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "attnwatch.scripts.tune_triton", "--dry-run", "--only",
-         "m64_n64_w4_s3,m64_n64_w4_s3_tma", "--dtypes", "fp16", "--rounds", "2", "--workers", "1",
-         "--out", str(tmp_path)],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "attnwatch.scripts.tune_triton",
+            "--dry-run",
+            "--only",
+            "m64_n64_w4_s3,m64_n64_w4_s3_tma",
+            "--dtypes",
+            "fp16",
+            "--rounds",
+            "2",
+            "--workers",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads((tmp_path / "tune_triton.json").read_text())

@@ -34,6 +34,7 @@ ISSUE_REF = re.compile(r"(?<![\w/])#\d+")
 
 # --- attnwatch comment --sha -----------------------------------------------------------------------
 
+
 def _comment(gh, tmp_path, fixtures_dir, monkeypatch, *extra):
     path = write_report(make_report(fixtures_dir), tmp_path / "compare.json")
     monkeypatch.setenv("GITHUB_REPOSITORY", "octo/kernels")
@@ -45,8 +46,11 @@ def _comment(gh, tmp_path, fixtures_dir, monkeypatch, *extra):
 
 def test_sha_lookup_takes_a_pull_without_state_and_survives_a_404_fallback(tmp_path, fixtures_dir, monkeypatch, capsys):
     """The associated-pulls answer lacks `state` and /pulls answers 404: the PR is still found."""
-    state = StubState(pulls=[{"number": 7, "head": {"sha": HEAD, "repo": {"full_name": "octo/kernels"}}}],
-                      associated={HEAD: [7]}, not_found={"pulls"})
+    state = StubState(
+        pulls=[{"number": 7, "head": {"sha": HEAD, "repo": {"full_name": "octo/kernels"}}}],
+        associated={HEAD: [7]},
+        not_found={"pulls"},
+    )
     with GitHubStub(state) as gh:
         code = _comment(gh, tmp_path, fixtures_dir, monkeypatch, "--sha", HEAD)
     assert code == 0, capsys.readouterr().err
@@ -71,6 +75,7 @@ def test_a_closed_pull_is_still_not_commented_on(tmp_path, fixtures_dir, monkeyp
 
 # --- mentions and references, checked on the rendered comment --------------------------------------
 
+
 def _visible_text(markdown: str) -> str:
     """What GitHub scans for mentions: the rendered HTML's text, code spans and blocks left out."""
     rendered = MarkdownIt("commonmark").enable("table").render(markdown)
@@ -81,8 +86,11 @@ def _visible_text(markdown: str) -> str:
 def test_untrusted_text_mentions_nobody_and_links_no_issue_once_rendered(fixtures_dir):
     report = make_report(fixtures_dir)
     hostile = "@octocat @everyone #12 &#64;team"
-    case = dataclasses.replace(report.cases[0], correctness_failed=True,
-                               head=dataclasses.replace(report.cases[0].head, error=hostile, correct=False))
+    case = dataclasses.replace(
+        report.cases[0],
+        correctness_failed=True,
+        head=dataclasses.replace(report.cases[0].head, error=hostile, correct=False),
+    )
     body = render_comment(dataclasses.replace(report, gpu_name="GPU of @someone #3", cases=[case, *report.cases[1:]]))
     text = _visible_text(body)
     assert "octocat" in text and "someone" in text  # the text is shown ...
@@ -122,16 +130,47 @@ def test_json_just_deep_enough_to_parse_is_refused_too(tmp_path, db_path, capsys
 
 # --- pytest-benchmark versions ------------------------------------------------------------------------
 
+
 def _benchmark_file(path: Path, version: str) -> Path:
-    path.write_text(json.dumps({
-        "version": version, "datetime": "2026-11-01T08:00:00+00:00", "machine_info": {}, "commit_info": {},
-        "benchmarks": [{"name": "test_x", "fullname": "t.py::test_x", "group": None, "params": None,
-                        "stats": {"min": 1e-3, "max": 2e-3, "mean": 1.5e-3, "stddev": 1e-4, "rounds": 5,
-                                  "median": 1.5e-3, "iqr": 1e-4, "q1": 1.4e-3, "q3": 1.6e-3, "iqr_outliers": 0,
-                                  "stddev_outliers": 0, "outliers": "0;0", "ld15iqr": 1e-3, "hd15iqr": 2e-3,
-                                  "ops": 666.0, "total": 7.5e-3, "iterations": 1},
-                        "options": {}, "extra_info": {}}],
-    }))
+    path.write_text(
+        json.dumps(
+            {
+                "version": version,
+                "datetime": "2026-11-01T08:00:00+00:00",
+                "machine_info": {},
+                "commit_info": {},
+                "benchmarks": [
+                    {
+                        "name": "test_x",
+                        "fullname": "t.py::test_x",
+                        "group": None,
+                        "params": None,
+                        "stats": {
+                            "min": 1e-3,
+                            "max": 2e-3,
+                            "mean": 1.5e-3,
+                            "stddev": 1e-4,
+                            "rounds": 5,
+                            "median": 1.5e-3,
+                            "iqr": 1e-4,
+                            "q1": 1.4e-3,
+                            "q3": 1.6e-3,
+                            "iqr_outliers": 0,
+                            "stddev_outliers": 0,
+                            "outliers": "0;0",
+                            "ld15iqr": 1e-3,
+                            "hd15iqr": 2e-3,
+                            "ops": 666.0,
+                            "total": 7.5e-3,
+                            "iterations": 1,
+                        },
+                        "options": {},
+                        "extra_info": {},
+                    }
+                ],
+            }
+        )
+    )
     return path
 
 
@@ -149,6 +188,7 @@ def test_an_unknown_pytest_benchmark_major_version_is_refused_by_name(tmp_path, 
 
 # --- ncu CSVs -----------------------------------------------------------------------------------------
 
+
 def test_the_recorded_csv_has_no_unknown_columns():
     report = parse_ncu_csv(NCU_DATA / RAW)
     assert len(report.kernels) == 6 and report.unknown_columns == []
@@ -158,9 +198,11 @@ def test_the_recorded_csv_has_no_unknown_columns():
 def test_a_truncated_csv_is_refused_not_read_as_fewer_kernels(tmp_path, cut):
     text = (NCU_DATA / RAW).read_text()
     header_end = text.index("\n", text.index('"ID"')) + 1
-    keep = {"after the header": header_end,
-            "after the units row": text.index("\n", header_end) + 1,
-            "mid-row": len(text) - 40}[cut]
+    keep = {
+        "after the header": header_end,
+        "after the units row": text.index("\n", header_end) + 1,
+        "mid-row": len(text) - 40,
+    }[cut]
     (tmp_path / RAW).write_text(text[:keep])
     with pytest.raises(NcuParseError, match="truncated") as info:
         parse_ncu_csv(tmp_path / RAW)
@@ -173,7 +215,7 @@ def test_a_bundle_whose_ncu_csv_the_parser_refuses_is_refused_at_ingest(tmp_path
     text = (NCU_DATA / RAW).read_text()
     bundle = make_bundle(tmp_path / "bundle", run_id="ncu-cut", with_ncu=True)
     units_end = text.index("\n", text.index("\n", text.index('"ID"')) + 1) + 1
-    (bundle / "ncu_raw.csv").write_text(text[:len(text) - 40] if cut == "mid-row" else text[:units_end])
+    (bundle / "ncu_raw.csv").write_text(text[: len(text) - 40] if cut == "mid-row" else text[:units_end])
     with pytest.raises(NcuParseError):  # the parser's own verdict on the same text
         parse_ncu_csv(bundle / "ncu_raw.csv")
     assert cli_main(["--db", str(db_path), "ingest", str(bundle)]) == 2

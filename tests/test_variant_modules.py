@@ -14,13 +14,13 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-PLUGIN = '''
+PLUGIN = """
 import dataclasses
 from attnwatch.kernels.variants.torch_3op import TORCH_3OP
 
 def make():
     return [dataclasses.replace(TORCH_3OP, name="plugin_3op", description="torch_3op under a plugin's name")]
-'''
+"""
 
 
 def _site(tmp_path: Path, spec: str | None) -> Path:
@@ -39,10 +39,37 @@ def _site(tmp_path: Path, spec: str | None) -> Path:
 def _run(tmp_path: Path, site: Path, *extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(site)])}
     return subprocess.run(
-        [sys.executable, "-m", "attnwatch", "run", "--device", "cpu", "--shapes", "cpu_tiny",
-         "--variants", "plugin_3op", "--dtypes", "bf16", "--causal", "no", "--no-correctness", "--no-progress",
-         "--time-cap", "0.05", "--commit", "ab" * 20, "--out", str(tmp_path / "bundle"), *extra],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "attnwatch",
+            "run",
+            "--device",
+            "cpu",
+            "--shapes",
+            "cpu_tiny",
+            "--variants",
+            "plugin_3op",
+            "--dtypes",
+            "bf16",
+            "--causal",
+            "no",
+            "--no-correctness",
+            "--no-progress",
+            "--time-cap",
+            "0.05",
+            "--commit",
+            "ab" * 20,
+            "--out",
+            str(tmp_path / "bundle"),
+            *extra,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def _statuses(bundle: Path) -> dict[str, str]:
@@ -59,7 +86,11 @@ def test_an_entry_point_variant_is_measured_by_run(tmp_path):
 def test_a_variant_module_that_does_not_load_is_a_usage_error(tmp_path):
     missing = _run(tmp_path, _site(tmp_path, None), "--variant-module", "no_such_module")
     assert missing.returncode == 2
-    assert missing.stderr.strip().splitlines()[-1].endswith("--variant-module: no_such_module: No module named 'no_such_module'")
+    assert (
+        missing.stderr.strip()
+        .splitlines()[-1]
+        .endswith("--variant-module: no_such_module: No module named 'no_such_module'")
+    )
     assert not (tmp_path / "bundle").exists()
 
 

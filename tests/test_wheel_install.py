@@ -32,7 +32,8 @@ def installed(tmp_path_factory, attnwatch_wheel) -> tuple[Path, Path]:
     user = work / "user-kernels"
     (user / "kernels").mkdir(parents=True)
     (user / "kernels" / "__init__.py").write_text('WHOSE = "the user\'s own kernels"\n', encoding="utf-8")
-    (user / "pyproject.toml").write_text(textwrap.dedent("""\
+    (user / "pyproject.toml").write_text(
+        textwrap.dedent("""\
         [build-system]
         requires = ["setuptools"]
         build-backend = "setuptools.build_meta"
@@ -41,7 +42,9 @@ def installed(tmp_path_factory, attnwatch_wheel) -> tuple[Path, Path]:
         version = "1.0"
         [tool.setuptools]
         packages = ["kernels"]
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     pip(python, "install", "--no-deps", "--no-build-isolation", "--no-index", str(user))
     outside = work / "elsewhere"
     outside.mkdir()
@@ -65,8 +68,9 @@ def test_the_wheel_installs_one_name_beside_a_user_kernels_package(installed, tm
                           "thresholds": REPO_THRESHOLDS.is_file(),
                           "migrations": len(list(MIGRATIONS_DIR.glob("*.sql")))}))
         """)
-    done = subprocess.run([str(python), "-c", probe], cwd=outside, env=_env(tmp_path), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=outside, env=_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     assert seen["user"] == "the user's own kernels" and "site-packages" in seen["user_file"]
@@ -82,13 +86,38 @@ def test_the_installed_command_runs_a_cpu_run_and_ingests_it(installed, tmp_path
     env = _env(tmp_path)
     helped = subprocess.run([str(command), "--help"], cwd=outside, env=env, capture_output=True, text=True, timeout=120)
     assert helped.returncode == 0 and "usage: attnwatch" in helped.stdout, helped.stderr
-    run = subprocess.run([str(command), "run", "--device", "cpu", "--shapes", "cpu",
-                          "--variants", "sdpa,torch_3op", "--no-progress", "--commit", "ab" * 20,
-                          "--out", str(tmp_path / "run"), "--ingest"],
-                         cwd=outside, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(
+        [
+            str(command),
+            "run",
+            "--device",
+            "cpu",
+            "--shapes",
+            "cpu",
+            "--variants",
+            "sdpa,torch_3op",
+            "--no-progress",
+            "--commit",
+            "ab" * 20,
+            "--out",
+            str(tmp_path / "run"),
+            "--ingest",
+        ],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    counted = subprocess.run([str(command), "sql", "--format", "csv", "select count(*) as n from results where status = 'ok'"],
-                             cwd=outside, env=env, capture_output=True, text=True, timeout=120)
+    counted = subprocess.run(
+        [str(command), "sql", "--format", "csv", "select count(*) as n from results where status = 'ok'"],
+        cwd=outside,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert counted.returncode == 0, counted.stderr
     assert counted.stdout.split() == ["n", "4"], counted.stdout
 
@@ -102,10 +131,14 @@ GIT_URL = re.compile(r'pip install "attnwatch @ git\+https://github\.com/OWNER/a
 
 def _installed(python: Path, cwd: Path) -> dict:
     """Where the fresh environment's attnwatch comes from, and whether pytest finds its plugin."""
-    probe = ("import json, attnwatch.cli.main as cli; from importlib.metadata import entry_points, version; "
-             "print(json.dumps({'file': cli.__file__, 'version': version('attnwatch'), "
-             "'plugin': [e.value for e in entry_points(group='pytest11') if e.name == 'attnwatch']}))")
-    done = subprocess.run([str(python), "-c", probe], cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=300)
+    probe = (
+        "import json, attnwatch.cli.main as cli; from importlib.metadata import entry_points, version; "
+        "print(json.dumps({'file': cli.__file__, 'version': version('attnwatch'), "
+        "'plugin': [e.value for e in entry_points(group='pytest11') if e.name == 'attnwatch']}))"
+    )
+    done = subprocess.run(
+        [str(python), "-c", probe], cwd=cwd, env=_env(cwd), capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -116,8 +149,9 @@ def test_attnwatch_installs_from_a_git_url_as_the_readmes_say(tmp_path):
     installs into a fresh environment (offline: the dependencies come from the test's own)."""
     for readme in (README, ROOT / "examples" / "adopt" / "README.md"):
         assert GIT_URL.search(readme.read_text()), readme
-    sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
     python = fresh_venv(tmp_path)
     pip(python, "install", "--no-deps", "--no-index", "--no-build-isolation", f"attnwatch @ git+file://{ROOT}@{sha}")
     found = _installed(python, tmp_path)
@@ -148,12 +182,18 @@ def test_the_adoption_action_installs_the_attnwatch_of_its_own_commit(tmp_path):
     user = tmp_path / "user-kernels"
     (user / "userkernels").mkdir(parents=True)
     (user / "userkernels" / "__init__.py").write_text("")
-    (user / "pyproject.toml").write_text('[project]\nname = "userkernels"\nversion = "1.0"\n'
-                                         '[tool.setuptools]\npackages = ["userkernels"]\n')
-    env = {**_env(tmp_path), "ATTNWATCH_REQUIREMENT": "", "ACTION_PATH": str(ACTION),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], cwd=user, env=env, capture_output=True,
-                          text=True, timeout=600)
+    (user / "pyproject.toml").write_text(
+        '[project]\nname = "userkernels"\nversion = "1.0"\n[tool.setuptools]\npackages = ["userkernels"]\n'
+    )
+    env = {
+        **_env(tmp_path),
+        "ATTNWATCH_REQUIREMENT": "",
+        "ACTION_PATH": str(ACTION),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+    }
+    done = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]], cwd=user, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = _installed(python, tmp_path)
     assert f"{tmp_path}/venv/" in found["file"] and found["plugin"] == ["attnwatch.ci.pytest_plugin"]
@@ -167,4 +207,7 @@ def test_ci_keeps_each_pushs_wheel_as_an_artifact():
     upload = steps[built + 1]
     assert upload["uses"].startswith("actions/upload-artifact@") and upload["with"]["name"] == "attnwatch-wheel"
     assert upload["with"]["path"] == "dist/attnwatch-*.whl" and upload["with"]["if-no-files-found"] == "error"
-    assert "attnwatch-wheel" in README.read_text() and "attnwatch-wheel" in (ROOT / "examples" / "adopt" / "README.md").read_text()
+    assert (
+        "attnwatch-wheel" in README.read_text()
+        and "attnwatch-wheel" in (ROOT / "examples" / "adopt" / "README.md").read_text()
+    )

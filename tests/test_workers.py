@@ -48,11 +48,14 @@ def test_messages_round_trip_through_partial_writes():
         os.close(w)
 
 
-@pytest.mark.parametrize("raw, message", [
-    (struct.pack(">I", MAX_MESSAGE_BYTES + 1), "exceeds"),
-    (struct.pack(">I", 3) + b"[1]", "not an object"),
-    (struct.pack(">I", 2) + b"\xff\xfe", "not UTF-8 JSON"),
-])
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (struct.pack(">I", MAX_MESSAGE_BYTES + 1), "exceeds"),
+        (struct.pack(">I", 3) + b"[1]", "not an object"),
+        (struct.pack(">I", 2) + b"\xff\xfe", "not UTF-8 JSON"),
+    ],
+)
 def test_broken_messages_are_protocol_errors(raw, message):
     r, w = os.pipe()
     try:
@@ -83,10 +86,23 @@ def test_end_of_file_and_a_closed_reader():
 def _spec(tmp_path, variants, *, checkout=None, case_timeout_s=60.0, causal=(False,)) -> WorkerSpec:
     cases = plan_cases(variants, [SHAPES["cpu_tiny"]], ["fp16"], list(causal))
     timing = timing_config("cpu").with_overrides(min_samples=6, max_samples=12, time_cap_s=0.2)
-    plan = RunPlan(cases=cases, timing=timing.to_dict(), device_kind="cpu", correctness=True,
-                   correctness_seeds=[0], extra_variant_modules=["attnwatch_fault_variants"])
-    return WorkerSpec(plan=plan, side="head", checkout=checkout, work_dir=tmp_path / "work", extra_sys_path=[FAULTS],
-                      startup_timeout_s=120.0, case_timeout_s=case_timeout_s)
+    plan = RunPlan(
+        cases=cases,
+        timing=timing.to_dict(),
+        device_kind="cpu",
+        correctness=True,
+        correctness_seeds=[0],
+        extra_variant_modules=["attnwatch_fault_variants"],
+    )
+    return WorkerSpec(
+        plan=plan,
+        side="head",
+        checkout=checkout,
+        work_dir=tmp_path / "work",
+        extra_sys_path=[FAULTS],
+        startup_timeout_s=120.0,
+        case_timeout_s=case_timeout_s,
+    )
 
 
 def _results(worker: WorkerProcess, cases: list[str], round_index: int) -> dict[str, dict]:
@@ -156,19 +172,24 @@ def test_a_python_error_costs_its_case_and_the_worker_lives_on(tmp_path):
     assert again[ids[0]]["status"] == "ok"
 
 
-@pytest.mark.parametrize("variant, stage, error", [
-    ("t_poison", "warmup", "illegal memory access"),
-    ("t_abort_timed", "timing", "signal SIGABRT"),
-    ("t_async_fault", "timing", "asynchronous, reported at the next synchronization"),
-])
+@pytest.mark.parametrize(
+    "variant, stage, error",
+    [
+        ("t_poison", "warmup", "illegal memory access"),
+        ("t_abort_timed", "timing", "signal SIGABRT"),
+        ("t_async_fault", "timing", "asynchronous, reported at the next synchronization"),
+    ],
+)
 def test_a_dying_worker_names_the_case_and_stage(tmp_path, variant, stage, error):
     spec = _spec(tmp_path, ["t_ok", variant])
     ids = [c.case_id for c in spec.plan.cases]
     worker = WorkerProcess(spec, "w").start()
     reported: dict[str, dict] = {}
     with pytest.raises(WorkerDied) as died:
-        worker.request({"op": "measure", "round": 0, "cases": ids},
-                       lambda m: reported.__setitem__(m["case"], m) if m.get("kind") == "result" else None)
+        worker.request(
+            {"op": "measure", "round": 0, "cases": ids},
+            lambda m: reported.__setitem__(m["case"], m) if m.get("kind") == "result" else None,
+        )
     assert died.value.case == f"{variant}/cpu_tiny/fp16/noncausal" and died.value.stage == stage
     assert error in died.value.error and not died.value.timed_out
     assert died.value.predecessor == "t_ok/cpu_tiny/fp16/noncausal"

@@ -34,20 +34,32 @@ def pull_request_event(head_sha: str, *, head_repo: str = REPO, number: int = PR
     """A pull_request (synchronize) event as GitHub delivers it, trimmed to the fields workflows read
     (docs.github.com, "Webhook events and payloads", pull_request)."""
     return {
-        "action": "synchronize", "number": number,
-        "pull_request": {"number": number, "state": "open",
-                         "head": {"sha": head_sha, "ref": "pr", "repo": {"full_name": head_repo}},
-                         "base": {"ref": "main", "sha": "0" * 40, "repo": {"full_name": REPO}}},
+        "action": "synchronize",
+        "number": number,
+        "pull_request": {
+            "number": number,
+            "state": "open",
+            "head": {"sha": head_sha, "ref": "pr", "repo": {"full_name": head_repo}},
+            "base": {"ref": "main", "sha": "0" * 40, "repo": {"full_name": REPO}},
+        },
         "repository": {"full_name": REPO, "default_branch": "main"},
     }
 
 
 def context(event_name: str, event: dict, needs: dict | None = None) -> dict:
-    return {"github": {"event_name": event_name, "event": event, "repository": REPO, "token": "ghs_test_token"},
-            "needs": needs or {}, "inputs": {}, "vars": {}, "env": {}, "steps": {}}
+    return {
+        "github": {"event_name": event_name, "event": event, "repository": REPO, "token": "ghs_test_token"},
+        "needs": needs or {},
+        "inputs": {},
+        "vars": {},
+        "env": {},
+        "steps": {},
+    }
 
 
-def run_affected_job(repo: Path, tmp_path: Path, event: dict, stub: GitHubStub) -> tuple[dict, subprocess.CompletedProcess]:
+def run_affected_job(
+    repo: Path, tmp_path: Path, event: dict, stub: GitHubStub
+) -> tuple[dict, subprocess.CompletedProcess]:
     """The `affected` job's last step under bash as the runner runs it: its env (job's, then step's)
     from the event, $GITHUB_OUTPUT, the API at the stub; `attnwatch` this checkout's command line.
     Returns the job's outputs as GitHub would compute them, and the step's process."""
@@ -65,10 +77,24 @@ def run_affected_job(repo: Path, tmp_path: Path, event: dict, stub: GitHubStub) 
     runner_temp = tmp_path / "runner_temp"
     runner_temp.mkdir(exist_ok=True)
     done = subprocess.run(
-        ["bash", "-eo", "pipefail", "-c", step["run"]], cwd=repo, capture_output=True, text=True, timeout=300,
-        env={**os.environ, **env, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
-             "GITHUB_OUTPUT": str(output), "GITHUB_API_URL": stub.url, "GITHUB_REPOSITORY": REPO,
-             "RUNNER_TEMP": str(runner_temp), "GITHUB_SERVER_URL": "https://github.example", "GITHUB_RUN_ID": "99"})
+        ["bash", "-eo", "pipefail", "-c", step["run"]],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={
+            **os.environ,
+            **env,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": str(ROOT),
+            "GITHUB_OUTPUT": str(output),
+            "GITHUB_API_URL": stub.url,
+            "GITHUB_REPOSITORY": REPO,
+            "RUNNER_TEMP": str(runner_temp),
+            "GITHUB_SERVER_URL": "https://github.example",
+            "GITHUB_RUN_ID": "99",
+        },
+    )
     step_outputs = dict(line.split("=", 1) for line in output.read_text().splitlines() if "=" in line)
     job_ctx = {**ctx, "steps": {"affected": {"outputs": step_outputs}}}
     return {k: substitute(v, job_ctx) for k, v in job["outputs"].items()}, done
@@ -95,8 +121,9 @@ def test_a_readme_only_pull_request_is_commented_on_from_a_cpu_and_queues_no_gpu
     assert head[:12] in comment["body"] and git(clone, "rev-parse", "origin/main")[:12] in comment["body"]
     assert "`cuda_wmma`" in comment["body"] and "harness and pipeline files" in comment["body"]
     posted = [r for r in stub.state.requests if r["method"] == "POST"]
-    assert posted and all(r["authorization"] == "token ghs_test_token" or "ghs_test_token" in r["authorization"]
-                          for r in posted)
+    assert posted and all(
+        r["authorization"] == "token ghs_test_token" or "ghs_test_token" in r["authorization"] for r in posted
+    )
     needs = {"affected": {"result": "success", "outputs": outputs}, "approve-dispatch": {"result": "skipped"}}
     assert not job_runs(jobs["compare"], context("pull_request", event, needs), needs_status="skipped")
     # and the same event with the output the other way round queues it: the condition reads the output
@@ -137,10 +164,13 @@ def test_the_schedule_runs_the_aa_canary_on_the_pr_runner_and_no_pr_job():
     ctx = context("schedule", {"schedule": "17 2 * * *", "repository": {"full_name": REPO, "default_branch": "main"}})
     assert job_runs(jobs["canary"], ctx)
     assert not job_runs(jobs["affected"], ctx)
-    assert not job_runs(jobs["compare"], {**ctx, "needs": {"affected": {"result": "skipped", "outputs": {}}}},
-                        needs_status="skipped")
+    assert not job_runs(
+        jobs["compare"], {**ctx, "needs": {"affected": {"result": "skipped", "outputs": {}}}}, needs_status="skipped"
+    )
     canary = jobs["canary"]
-    assert canary["runs-on"][:3] == ["self-hosted", "gpu", "untrusted"] and canary["env"]["ATTNWATCH_TRUST"] == "untrusted"
+    assert (
+        canary["runs-on"][:3] == ["self-hosted", "gpu", "untrusted"] and canary["env"]["ATTNWATCH_TRUST"] == "untrusted"
+    )
     script = "\n".join(s.get("run", "") for s in canary["steps"])
     assert "attnwatch compare --base HEAD --head HEAD --all" in " ".join(script.split())
     assert "--fail-on regression" in script

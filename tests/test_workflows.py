@@ -58,22 +58,36 @@ def _flat(text: str) -> str:
 
 @pytest.mark.parametrize("name", FILES)
 def test_valid_against_the_github_workflow_schema(name):
-    done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(WORKFLOWS / name)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(WORKFLOWS / name)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_the_schema_check_rejects_a_broken_workflow(tmp_path):
     bad = tmp_path / "bad.yml"
-    bad.write_text("name: x\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: 3\n        run: also\n")
-    done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(bad)],
-                          capture_output=True, text=True, timeout=120)
+    bad.write_text(
+        "name: x\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - uses: 3\n        run: also\n"
+    )
+    done = subprocess.run(
+        [*_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0
 
 
 def _zizmor(path: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(path)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_zizmor_finds_nothing_unjustified(tmp_path):
@@ -84,13 +98,18 @@ def test_zizmor_finds_nothing_unjustified(tmp_path):
     control.mkdir(parents=True)
     (control / "x.yml").write_text(
         "name: x\non: push\npermissions: {}\njobs:\n  a:\n    name: a\n    runs-on: ubuntu-24.04\n    steps:\n"
-        "      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n")
+        "      - uses: actions/checkout@v4\n        with:\n          persist-credentials: false\n"
+    )
     flagged = _zizmor(control)
     assert flagged.returncode != 0 and "unpinned-uses" in flagged.stdout, flagged.stdout + flagged.stderr
     done = _zizmor(WORKFLOWS)
     assert done.returncode == 0 and "No findings to report" in done.stdout, done.stdout + done.stderr
-    ignores = [(name, line.strip()) for name in FILES for line in (WORKFLOWS / name).read_text().splitlines()
-               if "zizmor: ignore[" in line]
+    ignores = [
+        (name, line.strip())
+        for name in FILES
+        for line in (WORKFLOWS / name).read_text().splitlines()
+        if "zizmor: ignore[" in line
+    ]
     assert ignores, "pr-comment.yml's workflow_run trigger is an accepted, justified finding"
     for name, line in ignores:
         assert len(line.split("]", 1)[1].strip()) >= 40, f"{name}: an ignore without its reason: {line}"
@@ -164,7 +183,11 @@ def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
     pr_jobs = []
     for name, job_id, job in _all_jobs():
         for step in job.get("steps", []):
-            ref = (step.get("with") or {}).get("ref") if str(step.get("uses", "")).startswith("actions/checkout") else None
+            ref = (
+                (step.get("with") or {}).get("ref")
+                if str(step.get("uses", "")).startswith("actions/checkout")
+                else None
+            )
             if ref and ref != "${{ github.event.repository.default_branch }}":
                 pr_jobs.append((name, job_id))
                 hosted = "self-hosted" not in _labels(job)
@@ -176,9 +199,13 @@ def test_pr_code_runs_only_on_untrusted_runners_and_never_with_the_history():
 
 def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
     trusted = [(name, job_id, job) for name, job_id, job in _all_jobs() if "trusted" in _labels(job)]
-    assert {(n, j) for n, j, _ in trusted} == {("gpu-bench.yml", "measure"), ("gpu-bench.yml", "collect"),
-                                               ("pr-comment.yml", "ingest"), ("history-maintain.yml", "maintain"),
-                                               ("bisect.yml", "bisect")}
+    assert {(n, j) for n, j, _ in trusted} == {
+        ("gpu-bench.yml", "measure"),
+        ("gpu-bench.yml", "collect"),
+        ("pr-comment.yml", "ingest"),
+        ("history-maintain.yml", "maintain"),
+        ("bisect.yml", "bisect"),
+    }
     for name, job_id, job in trusted:
         assert _labels(job)[0] == "self-hosted" and "untrusted" not in _labels(job)
         assert job["environment"] == "attnwatch-history", (name, job_id)  # main-only branch rule
@@ -186,8 +213,10 @@ def test_trusted_runners_run_only_default_branch_code_and_hold_the_history():
         assert "pull_request" not in str(job.get("if", "")), (name, job_id)
         for step in job["steps"]:
             if str(step.get("uses", "")).startswith("actions/checkout"):
-                assert step["with"].get("ref", "${{ github.event.repository.default_branch }}") == \
-                    "${{ github.event.repository.default_branch }}"
+                assert (
+                    step["with"].get("ref", "${{ github.event.repository.default_branch }}")
+                    == "${{ github.event.repository.default_branch }}"
+                )
     # The history's credentials, and the alert webhook's URL (a credential too), appear nowhere else.
     for name, job_id, job in _all_jobs():
         if "secrets." in str(job):
@@ -213,7 +242,10 @@ def test_gpu_bench_runs_a_matrix_over_gpu_labels():
     assert measure["strategy"]["fail-fast"] is False
     assert "fromJSON(vars.ATTNWATCH_GPU_LABELS" in measure["strategy"]["matrix"]["gpu"]
     assert _labels(measure) == ["self-hosted", "gpu", "trusted", "${{ matrix.gpu }}"]
-    assert "${{ matrix.gpu }}" in next(s for s in measure["steps"] if "upload-artifact" in str(s.get("uses")))["with"]["name"]
+    assert (
+        "${{ matrix.gpu }}"
+        in next(s for s in measure["steps"] if "upload-artifact" in str(s.get("uses")))["with"]["name"]
+    )
     for job in wf["jobs"].values():
         assert job["timeout-minutes"] <= 180
     assert "nightly" in measure["env"]["SHAPES"] and "--ncu" in measure["env"]["NCU"]
@@ -223,7 +255,10 @@ def test_each_matrix_job_ingests_into_the_lake_or_one_collector_ingests_the_file
     wf = _load("gpu-bench.yml")
     measure, collect = wf["jobs"]["measure"], wf["jobs"]["collect"]
     lake_steps = [s for s in measure["steps"] if s.get("if") == "env.SHARED_LAKE == 'true'"]
-    assert [("attnwatch ingest" in s["run"], "attnwatch detect" in s["run"]) for s in lake_steps] == [(True, False), (False, True)]
+    assert [("attnwatch ingest" in s["run"], "attnwatch detect" in s["run"]) for s in lake_steps] == [
+        (True, False),
+        (False, True),
+    ]
     assert measure["env"]["SHARED_LAKE"] == "${{ startsWith(vars.ATTNWATCH_DB, 'ducklake:') }}"
     assert "!startsWith(vars.ATTNWATCH_DB, 'ducklake:')" in _flat(collect["if"])
     assert "attnwatch-history" in _labels(collect)
@@ -244,7 +279,7 @@ def test_a_partial_run_is_ingested_and_scanned_then_the_job_fails():
     names = [s.get("name") or s.get("uses", "").split("@")[0] for s in steps]
     measure = steps[names.index("measure")]
     assert measure["id"] == "measure" and measure["continue-on-error"] is True
-    for step in steps[names.index("measure") + 1:]:
+    for step in steps[names.index("measure") + 1 :]:
         condition = str(step.get("if", ""))
         assert "success()" not in condition and "steps.measure.outcome == 'success'" not in condition
     assert steps[-1]["if"] == "steps.measure.outcome == 'failure'" and "exit 1" in steps[-1]["run"]
@@ -268,7 +303,7 @@ def test_bisect_is_dispatched_by_hand_and_measures_only_default_branch_code():
     checkout = job["steps"][0]
     assert checkout["with"]["fetch-depth"] == 0 and "ref" not in checkout["with"]
     script = _flat(_script(job))
-    assert ".venv/bin/attnwatch bisect \"${args[@]}\" --within HEAD" in script
+    assert '.venv/bin/attnwatch bisect "${args[@]}" --within HEAD' in script
     assert "GITHUB_STEP_SUMMARY" in script and "::error::not a case id" in script
 
 
@@ -367,7 +402,9 @@ def test_every_history_ingest_records_the_repositorys_default_branch():
     """A repository whose default branch is `master` gets its series: the ingest tells the
     history which branch is its mainline (history.store.settings), from the event, never a literal."""
     jobs = _load("gpu-bench.yml")["jobs"]
-    ingests = [s for job in ("measure", "collect") for s in jobs[job]["steps"] if "attnwatch ingest" in s.get("run", "")]
+    ingests = [
+        s for job in ("measure", "collect") for s in jobs[job]["steps"] if "attnwatch ingest" in s.get("run", "")
+    ]
     assert len(ingests) == 2
     for step in ingests:
         assert step["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch }}"
@@ -384,11 +421,19 @@ def test_the_adoption_action_and_the_examples_workflow_are_valid_and_clean():
     """The composite action a kernel repository uses and examples/adopt's workflow: schema-valid,
     no zizmor finding, pinned actions, and inputs reach scripts only through env."""
     for path, schema in ((ACTION, "vendor.github-actions"), (EXAMPLE_WORKFLOW, "vendor.github-workflows")):
-        done = subprocess.run([*_tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [*_tool("check-jsonschema"), "--builtin-schema", schema, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
-    done = subprocess.run([*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(ACTION),
-                           str(EXAMPLE_WORKFLOW)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*_tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(ACTION), str(EXAMPLE_WORKFLOW)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0 and "No findings to report" in done.stdout, done.stdout + done.stderr
     action = YAML(typ="safe").load(ACTION.read_text())
     assert action["runs"]["using"] == "composite"
@@ -399,6 +444,7 @@ def test_the_adoption_action_and_the_examples_workflow_are_valid_and_clean():
 
 
 # ---------------------------------------------------------------- optional extras (the fa4 reference)
+
 
 def _extras_step(steps: list[dict]) -> tuple[int, dict]:
     (found,) = [(i, s) for i, s in enumerate(steps) if "install-extras" in s.get("run", "")]
@@ -413,10 +459,16 @@ def _run_extras_step(script: str, tmp_path: Path, extras: str, wheels: str) -> s
     stand_in = bin_dir / "attnwatch"
     stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch "$@" --dry-run\n')
     stand_in.chmod(0o755)
-    env = {**os.environ, "EXTRAS": extras, "WHEELS": wheels, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=120)
+    env = {
+        **os.environ,
+        "EXTRAS": extras,
+        "WHEELS": wheels,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_gpu_jobs_install_the_optional_extras_after_attnwatch_offline_from_the_wheel_folder(tmp_path):
@@ -433,8 +485,11 @@ def test_gpu_jobs_install_the_optional_extras_after_attnwatch_offline_from_the_w
         assert job["env"]["WHEELS"] == "${{ vars.ATTNWATCH_WHEELS }}"
         index, step = _extras_step(job["steps"])
         assert job["steps"][index - 1]["run"].startswith("make install") and step["if"] == "env.EXTRAS != ''"
-        assert index < next(i for i, s in enumerate(job["steps"]) if "attnwatch run" in s.get("run", "")
-                            or "attnwatch compare" in s.get("run", ""))
+        assert index < next(
+            i
+            for i, s in enumerate(job["steps"])
+            if "attnwatch run" in s.get("run", "") or "attnwatch compare" in s.get("run", "")
+        )
         offline = _run_extras_step(step["run"], tmp_path, "fa4", str(wheels))
         assert offline.returncode == 0, offline.stderr
         assert f"--no-index --find-links {wheels} --no-deps flash-attn-4==" in offline.stdout
@@ -463,11 +518,20 @@ def test_install_extras_from_a_wheel_folder_never_reaches_an_index(tmp_path):
 
     empty = tmp_path / "wheels"
     empty.mkdir()
-    done = subprocess.run([sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels", str(empty)],
-                          capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels", str(empty)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode != 0 and "flash-attn-4" in done.stderr, done.stdout + done.stderr
     assert extra_pins(["fa4"])[0].startswith("flash-attn-4==")
-    missing = subprocess.run([sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels",
-                              str(tmp_path / "absent")], capture_output=True, text=True, timeout=120,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    missing = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "install-extras", "fa4", "--wheels", str(tmp_path / "absent")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert missing.returncode == 2 and "--wheels: the wheel folder does not exist" in missing.stderr

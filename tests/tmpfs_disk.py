@@ -33,10 +33,17 @@ SETUP_FAILED = 97
 _MNT_DETACH = 2
 
 
-def on_full_tmpfs(db: Path, free: int, *args: str, size: int = SIZE, timeout: float = 300) -> subprocess.CompletedProcess:
+def on_full_tmpfs(
+    db: Path, free: int, *args: str, size: int = SIZE, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`attnwatch --db DB ARGS...` with DB's directory a `size`-byte tmpfs holding `free` bytes free."""
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(db.parent), str(size), str(free),
-                           "--db", str(db), *args], env=child_env(), capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(db.parent), str(size), str(free), "--db", str(db), *args],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode == SETUP_FAILED:
         raise RuntimeError(f"tmpfs trial not set up: {done.stderr.strip()}")
     return done
@@ -47,8 +54,12 @@ def tmpfs_unavailable(scratch: Path) -> str | None:
     if os.geteuid() != 0:
         return "mounting a tmpfs needs root (the file-size-limit trials stand in for a full disk)"
     scratch.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), str(scratch), str(1024 * 1024), "0", "--probe"],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(scratch), str(1024 * 1024), "0", "--probe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return None if done.returncode == 0 else f"no private tmpfs here: {done.stderr.strip()[-300:]}"
 
 

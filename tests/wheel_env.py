@@ -16,15 +16,23 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pip(python: Path, *args: str) -> None:
-    done = subprocess.run([str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [str(python), "-m", "pip", "--disable-pip-version-check", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def build_wheel(folder: Path) -> Path:
     """This checkout's wheel, built into `folder`."""
-    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                           "-w", str(folder), str(ROOT)], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(folder), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return next(folder.glob("attnwatch-*.whl"))
 
@@ -34,8 +42,14 @@ def fresh_venv(work: Path) -> Path:
     venv = work / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    purelib = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                  capture_output=True, text=True, check=True).stdout.strip())
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     # This environment's packages (duckdb, streamlit, torch, pip...) behind the fresh one's own.
     # In sys.path's order: the first setuptools found must be the one this environment builds with.
     ours = [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and Path(p).is_dir()]

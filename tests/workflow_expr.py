@@ -17,8 +17,10 @@ import json
 import re
 from typing import Any
 
-_TOKEN = re.compile(r"\s*(?:(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||[!().,\[\]])"
-                    r"|(?P<name>[A-Za-z_][A-Za-z0-9_-]*))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>-?\d+(?:\.\d+)?)|(?P<str>'(?:[^']|'')*')|(?P<op>==|!=|&&|\|\||[!().,\[\]])"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_-]*))"
+)
 STATUS_FUNCTIONS = ("always(", "cancelled(", "success(", "failure(")
 
 
@@ -29,7 +31,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
             break
         match = _TOKEN.match(text, pos)
         if not match:
-            raise ValueError(f"cannot read the expression at {text[pos:pos + 20]!r}")
+            raise ValueError(f"cannot read the expression at {text[pos : pos + 20]!r}")
         kind = match.lastgroup
         out.append((kind, match.group(kind)))
         pos = match.end()
@@ -152,6 +154,7 @@ def evaluate(text: str, context: dict, status: str = "success") -> Any:
 
 def substitute(text: str, context: dict) -> str:
     """`text` with each `${{ expr }}` replaced by its value as GitHub writes it into a string."""
+
     def one(match: re.Match) -> str:
         value = evaluate(match.group(1), context)
         return "" if value is None else ("true" if value is True else "false" if value is False else str(value))

@@ -31,16 +31,29 @@ def counter_table(explanation) -> pd.DataFrame:
     """The ranked rules that fired, biggest contributor first, for the page's table: the move, how
     far outside its noise band (`thresholds`: the band, or the fixed threshold where no noise was
     measured), the band in % (empty: none measured) and the µs of the change it accounts for."""
-    return pd.DataFrame([{"rule": c.title, "base": c.base, "head": c.head, "change": 100.0 * c.change,
-                          "thresholds": c.score, "noise band %": None if c.band is None else 100.0 * c.band,
-                          "accounts for µs": c.accounts_us} for c in explanation.changes],
-                        columns=["rule", "base", "head", "change", "thresholds", "noise band %", "accounts for µs"])
+    return pd.DataFrame(
+        [
+            {
+                "rule": c.title,
+                "base": c.base,
+                "head": c.head,
+                "change": 100.0 * c.change,
+                "thresholds": c.score,
+                "noise band %": None if c.band is None else 100.0 * c.band,
+                "accounts for µs": c.accounts_us,
+            }
+            for c in explanation.changes
+        ],
+        columns=["rule", "base", "head", "change", "thresholds", "noise band %", "accounts for µs"],
+    )
 
 
 def events_of(source: Source, alert_id: int) -> pd.DataFrame:
     """The lifecycle of one alert (not cached: it is read right after a change)."""
-    return pd.DataFrame([asdict(e) for e in history_alerts.alert_events(source.location, alert_id)],
-                        columns=["alert_id", "action", "note", "actor", "happened_at"])
+    return pd.DataFrame(
+        [asdict(e) for e in history_alerts.alert_events(source.location, alert_id)],
+        columns=["alert_id", "action", "note", "actor", "happened_at"],
+    )
 
 
 def check_change(action: str, note: str, actor: str) -> None:

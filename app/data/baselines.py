@@ -7,7 +7,7 @@ from typing import Iterable
 
 
 def gap_label(baselines: Iterable, prefix: str = "gap to") -> str:
-    """"gap to sdpa" when every row with a gap has one baseline, "gap to baseline" when they
+    """ "gap to sdpa" when every row with a gap has one baseline, "gap to baseline" when they
     differ (several operators in one table) or none is known."""
     names = sorted({str(b) for b in baselines if isinstance(b, str) and b})
     return f"{prefix} {names[0]}" if len(names) == 1 else f"{prefix} baseline"

@@ -37,15 +37,19 @@ MOVED_NO_INTERVAL = "moved (no interval)"
 STILL_NO_INTERVAL = "within min_effect (no interval)"
 
 
-def run_intervals(base: Mapping[CaseKey, Round], head: Mapping[CaseKey, Round], confidence: float) -> dict[CaseKey, ABInterval]:
+def run_intervals(
+    base: Mapping[CaseKey, Round], head: Mapping[CaseKey, Round], confidence: float
+) -> dict[CaseKey, ABInterval]:
     """The head/base interval of every case both runs have samples of, each run one round."""
     measured = [case for case in sorted(set(base) & set(head)) if len(base[case]) and len(head[case])]
-    return hierarchical_intervals({c: [base[c]] for c in measured}, {c: [head[c]] for c in measured},
-                                  confidence, RESAMPLES, SEED)
+    return hierarchical_intervals(
+        {c: [base[c]] for c in measured}, {c: [head[c]] for c in measured}, confidence, RESAMPLES, SEED
+    )
 
 
-def default_pair(recent: pd.DataFrame, head_id: str | None = None, *,
-                 main_branch: str) -> tuple[str | None, str | None]:
+def default_pair(
+    recent: pd.DataFrame, head_id: str | None = None, *, main_branch: str
+) -> tuple[str | None, str | None]:
     """Sensible first comparison: head = `head_id` or the newest complete run, base = the newest
     complete run of `main_branch` (the history's default branch) before it (a PR run is thus
     compared with main, a main run with its predecessor)."""
@@ -54,8 +58,11 @@ def default_pair(recent: pd.DataFrame, head_id: str | None = None, *,
     if complete.empty and chosen.empty:
         return None, None
     head = chosen.iloc[0] if not chosen.empty else complete.iloc[0]
-    earlier = complete[(complete["branch"] == main_branch) & (complete["run_id"] != head.run_id)
-                       & (complete["started_at"] <= head.started_at)]
+    earlier = complete[
+        (complete["branch"] == main_branch)
+        & (complete["run_id"] != head.run_id)
+        & (complete["started_at"] <= head.started_at)
+    ]
     return (earlier.iloc[0].run_id if not earlier.empty else None), head.run_id
 
 
@@ -142,11 +149,18 @@ def _status_verdict(base_status: str | None, head_status: str | None) -> str | N
 @cached_query
 def compare_runs(source: Source, base_run: str, head_run: str, gpu: str | None) -> pd.DataFrame:
     """Per-case deltas with an interval and verdict where both sides stored samples."""
-    return judge(run_pair(source, base_run, head_run), run_samples(source, base_run), run_samples(source, head_run), gpu)
+    return judge(
+        run_pair(source, base_run, head_run), run_samples(source, base_run), run_samples(source, head_run), gpu
+    )
 
 
-def judge(pair: pd.DataFrame, base_samples: dict[str, np.ndarray], head_samples: dict[str, np.ndarray],
-          gpu: str | None, intervals: dict[str, ABInterval] | None = None) -> pd.DataFrame:
+def judge(
+    pair: pd.DataFrame,
+    base_samples: dict[str, np.ndarray],
+    head_samples: dict[str, np.ndarray],
+    gpu: str | None,
+    intervals: dict[str, ABInterval] | None = None,
+) -> pd.DataFrame:
     """A run pair's rows (RUN_PAIRS_SQL) with Δ%, interval, verdict, correctness and quality marks;
     `intervals`, when given, are run_intervals' of these samples computed with other pairs'."""
     thresholds = load_thresholds(gpu)
@@ -179,9 +193,17 @@ def judge(pair: pd.DataFrame, base_samples: dict[str, np.ndarray], head_samples:
 
 # What the Compare page reads per case (`shown`), in the order its rows come: what breaks a
 # kernel, then what got slower, then what moved without an interval to say so, the rest after.
-SHOWN_ORDER = {"correctness FAIL": 0, "regression": 1, MOVED_NO_INTERVAL: 2, "improvement": 4,
-               SLOWER_UNDER: 4.5, FASTER_UNDER: 4.6, STILL_NO_INTERVAL: 5, "no change": 6,
-               "correctness FAIL (base too)": 3}
+SHOWN_ORDER = {
+    "correctness FAIL": 0,
+    "regression": 1,
+    MOVED_NO_INTERVAL: 2,
+    "improvement": 4,
+    SLOWER_UNDER: 4.5,
+    FASTER_UNDER: 4.6,
+    STILL_NO_INTERVAL: 5,
+    "no change": 6,
+    "correctness FAIL (base too)": 3,
+}
 
 
 def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
@@ -195,8 +217,9 @@ def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
     history.analysis.tiers), as in a PR comment. Rows: by SHOWN_ORDER (status verdicts between
     moved and improvements), then the largest change first."""
     shown, keys = [], []  # keys: what orders the row (SHOWN_ORDER), the tier for a timed verdict
-    for verdict_, correctness, ratio, low, high in zip(table["verdict"], table["correctness"], table["ratio"],
-                                                       table["ratio_low"], table["ratio_high"]):
+    for verdict_, correctness, ratio, low, high in zip(
+        table["verdict"], table["correctness"], table["ratio"], table["ratio_low"], table["ratio_high"]
+    ):
         if correctness == "FAIL":
             key = text = "correctness FAIL"
         elif correctness == "FAIL (base too)":
@@ -212,8 +235,12 @@ def shown_verdicts(table: pd.DataFrame, min_effect: float) -> pd.DataFrame:
     out = table.assign(shown=shown)
     order = pd.Series(keys, index=out.index).map(SHOWN_ORDER).fillna(2.5)
     size = (pd.to_numeric(out["ratio"], errors="coerce") - 1.0).abs().fillna(-1.0)
-    return (out.assign(_order=order, _size=-size).sort_values(["_order", "_size"], kind="stable")
-            .drop(columns=["_order", "_size"]).reset_index(drop=True))
+    return (
+        out.assign(_order=order, _size=-size)
+        .sort_values(["_order", "_size"], kind="stable")
+        .drop(columns=["_order", "_size"])
+        .reset_index(drop=True)
+    )
 
 
 def _correctness(base, head) -> str:

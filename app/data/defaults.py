@@ -50,9 +50,18 @@ def focus(source: Source) -> Focus:
     )
     if not newest.empty:
         row = newest.iloc[0]
-        return Focus(row.gpu, row.case_id, row.metric, row.variant, row.shape_id, row.dtype,
-                     None if row.causal is None else bool(row.causal))
-    busiest = read_frame(source, "SELECT series_gpu AS gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1")
+        return Focus(
+            row.gpu,
+            row.case_id,
+            row.metric,
+            row.variant,
+            row.shape_id,
+            row.dtype,
+            None if row.causal is None else bool(row.causal),
+        )
+    busiest = read_frame(
+        source, "SELECT series_gpu AS gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1"
+    )
     return Focus(None if busiest.empty else busiest["gpu"].iloc[0])
 
 
@@ -62,8 +71,15 @@ def push_focus(source: Source) -> Focus | None:
     if regressions.empty:
         return None
     first = push.causes(regressions)["rows"].iloc[0].iloc[0].to_dict()  # a row: .dtype would be the Series'
-    return Focus(first["gpu"], first["case_id"], "median_us", first["variant"], first["shape_id"], first["dtype"],
-                 bool(first["causal"]))
+    return Focus(
+        first["gpu"],
+        first["case_id"],
+        "median_us",
+        first["variant"],
+        first["shape_id"],
+        first["dtype"],
+        bool(first["causal"]),
+    )
 
 
 @cached_query

@@ -18,11 +18,23 @@ RUN_COLUMNS = ", ".join(f"u.{c}" for c in RUN_ENVIRONMENT)  # the charts mark en
 
 # ncu_cases columns offered as series (all stored by CI, in base units).
 NCU_COLUMNS = (
-    "duration_us", "sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct",
-    "theoretical_occupancy_pct", "tensor_pipe_pct", "l2_hit_rate_pct", "registers_per_thread",
-    "shared_mem_per_block_bytes", "local_memory_bytes", "dram_bytes", "hmma_instructions",
-    "gmma_instructions", "sm_clock_mhz", "achieved_tflops",
+    "duration_us",
+    "sm_throughput_pct",
+    "dram_throughput_pct",
+    "achieved_occupancy_pct",
+    "theoretical_occupancy_pct",
+    "tensor_pipe_pct",
+    "l2_hit_rate_pct",
+    "registers_per_thread",
+    "shared_mem_per_block_bytes",
+    "local_memory_bytes",
+    "dram_bytes",
+    "hmma_instructions",
+    "gmma_instructions",
+    "sm_clock_mhz",
+    "achieved_tflops",
 )
+
 
 @cached_query
 def variants_with_data(source: Source) -> list[str]:
@@ -71,8 +83,12 @@ def roofline_inputs(source: Source, gpu: str, variants: tuple[str, ...]) -> dict
         """,
         [gpu, list(variants)],
     ).iloc[0]
-    return {"profiled": int(row.profiled), "with_bytes": int(row.with_bytes), "drawable": int(row.drawable),
-            "dtypes": list(row.drawable_dtypes)}
+    return {
+        "profiled": int(row.profiled),
+        "with_bytes": int(row.with_bytes),
+        "drawable": int(row.drawable),
+        "dtypes": list(row.drawable_dtypes),
+    }
 
 
 @cached_query
@@ -157,7 +173,9 @@ def cause_since_before(source: Source, history: pd.DataFrame, case_id: str):
     if len(history) < 2 or pd.isna(history.iloc[-1].duration_us) or pd.isna(history.iloc[-2].duration_us):
         return None
     slower = bool(history.iloc[-1].duration_us >= history.iloc[-2].duration_us)
-    found = ncu_cause.cause_of(source.location, "regression" if slower else "improvement", history.iloc[-1].run_id, case_id)
+    found = ncu_cause.cause_of(
+        source.location, "regression" if slower else "improvement", history.iloc[-1].run_id, case_id
+    )
     return (slower, found) if found is not None else None
 
 
@@ -177,8 +195,9 @@ def kernels_wide(per_kernel: pd.DataFrame) -> pd.DataFrame:
     """ncu_kernels_of_run's rows as a table to read: one row per kernel launch, its index, its
     bare function name (history.analysis.kernel_launches: a demangled torch name runs to
     hundreds of characters), one column per metric, and ncu's full name last."""
-    wide = per_kernel.pivot_table(index=["kernel_index", "kernel_name"], columns="metric_name",
-                                  values="value").reset_index()
+    wide = per_kernel.pivot_table(
+        index=["kernel_index", "kernel_name"], columns="metric_name", values="value"
+    ).reset_index()
     wide.columns.name = None
     wide.insert(1, "kernel", wide["kernel_name"].map(short_kernel_name))
     return wide[[c for c in wide.columns if c != "kernel_name"] + ["kernel_name"]]

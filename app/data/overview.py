@@ -66,8 +66,9 @@ def newest_main_run_any_status(source: Source, gpu: str, pool: str | None = None
 
 
 @cached_query
-def latest_cases(source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS,
-                 pool: str | None = None) -> pd.DataFrame:
+def latest_cases(
+    source: Source, run_id: str, gpu: str, spark_runs: int = SPARKLINE_RUNS, pool: str | None = None
+) -> pd.DataFrame:
     """Every case of `run_id` with its stored figures, correctness over seeds (NULL: not
     checked), its change against the main run before it (`runs.main_run_before`), the median
     latency of the last `spark_runs` main runs on the same GPU up to this one, in series order

@@ -117,8 +117,11 @@ def assess(row, min_effect: float) -> str:
     decisive = _sure_effect(row) >= min_effect
     doubts = []
     for side in ("base", "head"):
-        marks = [m for m in str(getattr(row, f"{side}_marks") or "").split("; ")
-                 if m and not (decisive and m.startswith("unconverged"))]
+        marks = [
+            m
+            for m in str(getattr(row, f"{side}_marks") or "").split("; ")
+            if m and not (decisive and m.startswith("unconverged"))
+        ]
         if marks:
             doubts.append(f"{side} {'; '.join(marks)}")
     base_graph, head_graph = row.base_graph_median_us, row.head_graph_median_us
@@ -139,8 +142,9 @@ def assess(row, min_effect: float) -> str:
     if doubts:
         return "check: " + "; ".join(doubts) + (f" ({evidence})" if evidence else "")
     if decisive and (row.base_marks or row.head_marks):
-        return (f"yes: the interval clears ±{percent(min_effect)} (samples unconverged, already in the interval)"
-                + (f", {evidence}" if evidence else ""))
+        return f"yes: the interval clears ±{percent(min_effect)} (samples unconverged, already in the interval)" + (
+            f", {evidence}" if evidence else ""
+        )
     return "yes: clean samples on both sides" + (f", {evidence}" if evidence else "")
 
 
@@ -203,14 +207,21 @@ def push_changes(source: Source) -> pd.DataFrame:
     frames = []
     for pair in compared.itertuples():
         pair_rows = rows[rows["pair"] == pair.run_id].drop(columns="pair").reset_index(drop=True)
-        table = compare.judge(pair_rows, samples.get(pair.base_run, {}), samples.get(pair.run_id, {}), pair.gpu,
-                              intervals.get(pair.run_id, {}))
+        table = compare.judge(
+            pair_rows,
+            samples.get(pair.base_run, {}),
+            samples.get(pair.run_id, {}),
+            pair.gpu,
+            intervals.get(pair.run_id, {}),
+        )
         min_effect = load_thresholds(pair.gpu).min_effect
         table.insert(0, "gpu", pair.gpu)
         table.insert(1, "host", pair.host)
         table["base_run"], table["head_run"] = pair.base_run, pair.run_id
-        judged = [(_classify(r, min_effect, pair.same_commit), assess(r, min_effect), _sure_effect(r))
-                  for r in table.itertuples()]
+        judged = [
+            (_classify(r, min_effect, pair.same_commit), assess(r, min_effect), _sure_effect(r))
+            for r in table.itertuples()
+        ]
         table["section"], table["real"], table["sort_effect"] = ([j[k] for j in judged] for k in range(3))
         span = commit_range(pair.base_commit, pair.commit_sha)
         table["trend_query"] = [case_trend_query(pair.gpu, c, commits=span, host=pair.host) for c in table["case_id"]]
@@ -242,16 +253,30 @@ def causes(rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["variant", "cases", "gpus", "low_pct", "high_pct", "real", "rows"])
     groups = []
     for variant, members in rows.groupby("variant", sort=False):
-        groups.append({
-            "variant": variant, "cases": len(members), "gpus": list(dict.fromkeys(members["gpu"])),
-            "low_pct": float(members["delta_pct"].min()), "high_pct": float(members["delta_pct"].max()),
-            "real": _real_summary(members["real"]), "rows": members, "order": float(members["sort_effect"].max()),
-        })
-    return pd.DataFrame(groups).sort_values("order", ascending=False, kind="stable").drop(columns="order").reset_index(drop=True)
+        groups.append(
+            {
+                "variant": variant,
+                "cases": len(members),
+                "gpus": list(dict.fromkeys(members["gpu"])),
+                "low_pct": float(members["delta_pct"].min()),
+                "high_pct": float(members["delta_pct"].max()),
+                "real": _real_summary(members["real"]),
+                "rows": members,
+                "order": float(members["sort_effect"].max()),
+            }
+        )
+    return (
+        pd.DataFrame(groups)
+        .sort_values("order", ascending=False, kind="stable")
+        .drop(columns="order")
+        .reset_index(drop=True)
+    )
 
 
 def quality_caption(frames: list[pd.DataFrame]) -> list[str]:
-    found = pd.concat([f[c] for f in frames for c in ("base_marks", "head_marks") if c in f] or [pd.Series([], dtype=object)])
+    found = pd.concat(
+        [f[c] for f in frames for c in ("base_marks", "head_marks") if c in f] or [pd.Series([], dtype=object)]
+    )
     return quality.explain(found)
 
 
@@ -277,8 +302,9 @@ def what_moved(source: Source, base_run: str, run_id: str) -> str:
 
     def body(query):
         runs = query(f"SELECT run_id, {', '.join(RUN_FIELDS)} FROM runs WHERE run_id IN (?, ?)", [base_run, run_id])
-        codes = query("SELECT run_id, variant, code_digest FROM variant_fingerprints WHERE run_id IN (?, ?)",
-                      [base_run, run_id])
+        codes = query(
+            "SELECT run_id, variant, code_digest FROM variant_fingerprints WHERE run_id IN (?, ?)", [base_run, run_id]
+        )
         return runs, codes
 
     runs, codes = read_frames(source, body)
@@ -289,11 +315,14 @@ def what_moved(source: Source, base_run: str, run_id: str) -> str:
     return moved_text(rows[base_run], rows[run_id], by_run.get(base_run, {}), by_run.get(run_id, {}))
 
 
-
 # The build report's figures a cause names (builds: ptxas's, per variant and run), with their unit.
-BUILD_FIGURES = (("registers_per_thread", "registers/thread", ""), ("spill_store_bytes", "spill stores", " B"),
-                 ("spill_load_bytes", "spill loads", " B"), ("stack_frame_bytes", "stack frame", " B"),
-                 ("shared_mem_bytes", "shared memory/block", " B"))
+BUILD_FIGURES = (
+    ("registers_per_thread", "registers/thread", ""),
+    ("spill_store_bytes", "spill stores", " B"),
+    ("spill_load_bytes", "spill loads", " B"),
+    ("stack_frame_bytes", "stack frame", " B"),
+    ("shared_mem_bytes", "shared memory/block", " B"),
+)
 CAUSE_SECTIONS = ("regression", "improvement", "no interval")
 
 
@@ -319,8 +348,11 @@ def build_change(before: dict | None, after: dict | None) -> str:
     without ptxas figures (a Triton build stores none)."""
     if not before or not after:
         return ""
-    known = [(column, name, unit) for column, name, unit in BUILD_FIGURES
-             if _finite(before.get(column)) and _finite(after.get(column))]
+    known = [
+        (column, name, unit)
+        for column, name, unit in BUILD_FIGURES
+        if _finite(before.get(column)) and _finite(after.get(column))
+    ]
     if not known:
         return ""
     moved = [f"{name} {int(before[c]):,} → {int(after[c]):,}{unit}" for c, name, unit in known if before[c] != after[c]]
@@ -331,7 +363,11 @@ def build_change(before: dict | None, after: dict | None) -> str:
 
 def _cause_kind(row) -> str:
     """How the counter rules read a step: as a slowdown or a speed-up."""
-    return "regression" if row.section == "regression" or (row.section == "no interval" and row.ratio > 1) else "improvement"
+    return (
+        "regression"
+        if row.section == "regression" or (row.section == "no interval" and row.ratio > 1)
+        else "improvement"
+    )
 
 
 @cached_query
@@ -346,25 +382,39 @@ def cause_evidence(source: Source) -> dict[tuple[str, str], CauseEvidence]:
     variants = sorted(set(rows["variant"]))
 
     def body(query):
-        builds = query(f"SELECT run_id, variant, {', '.join(c for c, _, _ in BUILD_FIGURES)} FROM builds "
-                       "WHERE list_contains(?, run_id) AND list_contains(?, variant) AND ok", [runs, variants])
-        commits = query("SELECT run_id, commit_sha, commit_message FROM series_runs WHERE list_contains(?, run_id)", [runs])
+        builds = query(
+            f"SELECT run_id, variant, {', '.join(c for c, _, _ in BUILD_FIGURES)} FROM builds "
+            "WHERE list_contains(?, run_id) AND list_contains(?, variant) AND ok",
+            [runs, variants],
+        )
+        commits = query(
+            "SELECT run_id, commit_sha, commit_message FROM series_runs WHERE list_contains(?, run_id)", [runs]
+        )
         return builds, commits
 
     builds, commits = read_frames(source, body)
     build_of = {(r["run_id"], r["variant"]): r for r in builds.to_dict("records")}
     commit_of = {r["run_id"]: (r["commit_sha"] or "", r["commit_message"] or "") for r in commits.to_dict("records")}
-    explained = ncu_cause.causes_of(source.location, [(_cause_kind(r), r.head_run, r.case_id) for r in rows.itertuples()])
+    explained = ncu_cause.causes_of(
+        source.location, [(_cause_kind(r), r.head_run, r.case_id) for r in rows.itertuples()]
+    )
     out = {}
     for name in CAUSE_SECTIONS:
         for cause in causes(section(changes, name)).itertuples():
             members = list(cause.rows.itertuples())
             top = members[0]
-            found = [(r.case_id, explained[(r.head_run, r.case_id)]) for r in members if (r.head_run, r.case_id) in explained]
+            found = [
+                (r.case_id, explained[(r.head_run, r.case_id)]) for r in members if (r.head_run, r.case_id) in explained
+            ]
             heads = list(dict.fromkeys(r.head_run for r in members))
             out[(name, cause.variant)] = CauseEvidence(
                 commits=tuple(dict.fromkeys(commit_of[h] for h in heads if h in commit_of)),
-                build=build_change(build_of.get((top.base_run, cause.variant)), build_of.get((top.head_run, cause.variant))),
-                counter_case=found[0][0] if found else None, counter_cause=found[0][1].cause if found else None,
-                profiled=len(found), cases=len(members))
+                build=build_change(
+                    build_of.get((top.base_run, cause.variant)), build_of.get((top.head_run, cause.variant))
+                ),
+                counter_case=found[0][0] if found else None,
+                counter_cause=found[0][1].cause if found else None,
+                profiled=len(found),
+                cases=len(members),
+            )
     return out

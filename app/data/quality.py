@@ -27,13 +27,17 @@ from attnwatch.toml_reader import read_toml
 MARKS_FILE = Path(__file__).resolve().parent / "number_marks.toml"
 
 EXPLAIN = {
-    "unconverged": ("sampling stopped at its cap (calls or time) before it had both enough calls and IQR/median under "
-                    "the target: the median rests on the samples and spread shown"),
+    "unconverged": (
+        "sampling stopped at its cap (calls or time) before it had both enough calls and IQR/median under "
+        "the target: the median rests on the samples and spread shown"
+    ),
     "throttled": "the SM clock reported a throttle reason during some samples: those ran at a lower clock",
     "dispatch-bound": "event time includes host launch gaps: the CUDA-graph replay time (no gaps) is the kernel's",
 }
-BASIS = ("TFLOPS and gap to baseline are computed by CI from the CUDA-event median (µs), the headline for every case; "
-         "for cases under the graph threshold the graph-replay median is shown beside it.")
+BASIS = (
+    "TFLOPS and gap to baseline are computed by CI from the CUDA-event median (µs), the headline for every case; "
+    "for cases under the graph threshold the graph-replay median is shown beside it."
+)
 
 
 @lru_cache(maxsize=2)
@@ -70,12 +74,19 @@ def marks(frame: pd.DataFrame, prefix: str = "") -> pd.Series:
             out.append("")
             continue
         if c is False or (c is not None and not pd.isna(c) and not bool(c)):
-            detail = ([f"{int(n)} samples"] if not np.isnan(n) else []) + ([f"IQR/median {_percent(sp)}"] if not np.isnan(sp) else [])
+            detail = ([f"{int(n)} samples"] if not np.isnan(n) else []) + (
+                [f"IQR/median {_percent(sp)}"] if not np.isnan(sp) else []
+            )
             parts.append("unconverged" + (f" ({', '.join(detail)})" if detail else ""))
         if th > 0:
             cap = cap_mark(why)
-            parts.append("throttled" + (f": {cap}" if cap else "") + f" ({int(th)}"
-                         + (f" of {int(n)}" if not np.isnan(n) else "") + " samples)")
+            parts.append(
+                "throttled"
+                + (f": {cap}" if cap else "")
+                + f" ({int(th)}"
+                + (f" of {int(n)}" if not np.isnan(n) else "")
+                + " samples)"
+            )
         if not np.isnan(g) and g > 0 and m / g >= ratio:
             parts.append(f"dispatch-bound (graph {g:.3g} µs)")
         out.append("; ".join(parts))

@@ -49,7 +49,9 @@ def history_shape(source: Source) -> HistoryShape:
             """,
         ).iloc[0]
         gpus = query("SELECT series_gpu AS gpu, count(*) AS n FROM series_runs GROUP BY 1 ORDER BY n DESC, gpu")
-        return HistoryShape(int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"]))
+        return HistoryShape(
+            int(counts["runs"]), int(counts["synthetic_runs"]), int(counts["results"]), tuple(gpus["gpu"])
+        )
 
     return read_frames(source, body)
 

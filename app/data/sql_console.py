@@ -48,8 +48,9 @@ def run_query(source: Source, sql: str) -> UserResult:
     was cut and by which limit (history.sql.query.run_user_sql).
     """
     try:
-        return history_sql.run_user_query(source.location, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S,
-                                          max_bytes=MAX_BYTES, lock_wait_s=LOCK_WAIT_S)
+        return history_sql.run_user_query(
+            source.location, sql, max_rows=MAX_ROWS, timeout_s=TIMEOUT_S, max_bytes=MAX_BYTES, lock_wait_s=LOCK_WAIT_S
+        )
     except QueryError:
         raise
     except (HistoryError, duckdb.Error, OSError) as exc:

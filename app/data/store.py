@@ -95,6 +95,7 @@ def read_frame(source: Source, sql: str, params: Sequence[Any] | None = None) ->
 
 class _RenderReads(threading.local):
     """This thread's page render: its source, and the connection its queries share once opened."""
+
     source: Source | None = None
     stack: ExitStack | None = None
     con: Any = None
@@ -191,12 +192,18 @@ def schema_notice(source: Source) -> tuple[str, str] | None:
     except SchemaTooNewError as exc:  # written by a newer attnwatch: only an upgrade of this one helps
         return ("warning", str(exc))
     except FaultError as exc:  # read-only, busy, full: its reason, without paths (history.store.faults)
-        return ("warning", f"The history could not be brought up to this attnwatch's schema: {exc.reason} "
-                "Pages that need newer views will fail until `attnwatch migrate` has run on it.")
+        return (
+            "warning",
+            f"The history could not be brought up to this attnwatch's schema: {exc.reason} "
+            "Pages that need newer views will fail until `attnwatch migrate` has run on it.",
+        )
     except Exception as exc:  # duckdb raises many types; the dashboard shows one clear line
-        return ("warning", f"{source.path} could not be brought up to this attnwatch's schema "
-                f"({type(exc).__name__}: {exc}); pages that need newer views will fail until "
-                "`attnwatch migrate` has run on it")
+        return (
+            "warning",
+            f"{source.path} could not be brought up to this attnwatch's schema "
+            f"({type(exc).__name__}: {exc}); pages that need newer views will fail until "
+            "`attnwatch migrate` has run on it",
+        )
     return ("info", f"{source.path} was brought up to schema {applied[-1]} on opening.") if applied else None
 
 

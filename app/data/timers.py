@@ -52,7 +52,11 @@ def is_gpu_timer(modes: Iterable) -> bool:
 def basis(modes: Iterable) -> str:
     """The caption under a table: what TFLOPS and gap to baseline were computed from."""
     if is_gpu_timer(modes):
-        return ("TFLOPS and gap to baseline are computed by CI from the CUDA-event median (µs), the headline for every "
-                "case; for cases under the graph threshold the graph-replay median is shown beside it.")
-    return (f"These figures were timed by {timer_name(modes)}: TFLOPS and gap to baseline are computed by CI from that "
-            "median and are not GPU kernel figures.")
+        return (
+            "TFLOPS and gap to baseline are computed by CI from the CUDA-event median (µs), the headline for every "
+            "case; for cases under the graph threshold the graph-replay median is shown beside it."
+        )
+    return (
+        f"These figures were timed by {timer_name(modes)}: TFLOPS and gap to baseline are computed by CI from that "
+        "median and are not GPU kernel figures."
+    )

@@ -52,27 +52,32 @@ JOINS = {
 
 # Every metric is read as stored by CI; none is recomputed here. A `timed` metric's label names no
 # timer: the page adds the one the plotted rows stored (CUDA events, or a CPU/host wall clock).
-METRICS: dict[str, Metric] = {m.label: m for m in (
-    Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us", timed=True),
-    Metric("µs per head", "results", "us_per_head", timed=True),
-    Metric("TFLOPS (from the median)", "results", "tflops", higher_is_better=True, timed=True),
-    Metric("gap to baseline (× the operator's baseline latency, same timer)", "results", "gap_to_baseline", timed=True),
-    Metric("gap to fastest reference (same timer)", "results", "gap_to_fastest_reference", timed=True),
-    Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
-    Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
-    Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
-    Metric("ncu: DRAM throughput (%)", "ncu_cases", "dram_throughput_pct"),
-    Metric("ncu: DRAM bytes", "ncu_cases", "dram_bytes"),
-    Metric("ncu: achieved occupancy (%)", "ncu_cases", "achieved_occupancy_pct", higher_is_better=True),
-    Metric("ncu: tensor pipe (%)", "ncu_cases", "tensor_pipe_pct", higher_is_better=True),
-    Metric("ncu: L2 hit rate (%)", "ncu_cases", "l2_hit_rate_pct", higher_is_better=True),
-    Metric("ncu: registers per thread", "ncu_cases", "registers_per_thread"),
-    Metric("ncu: local memory (spill) bytes", "ncu_cases", "local_memory_bytes"),
-    Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
-    Metric("correctness: max abs error", "correctness", "worst_max_abs_err", ok_only=False),
-    Metric("correctness: relative error", "correctness", "worst_rel_err", ok_only=False),
-    Metric("correctness: tolerance used (1 = fails)", "correctness", "worst_tolerance_used", ok_only=False),
-)}
+METRICS: dict[str, Metric] = {
+    m.label: m
+    for m in (
+        Metric("median latency (µs)", "results", "median_us", "p10_us", "p90_us", timed=True),
+        Metric("µs per head", "results", "us_per_head", timed=True),
+        Metric("TFLOPS (from the median)", "results", "tflops", higher_is_better=True, timed=True),
+        Metric(
+            "gap to baseline (× the operator's baseline latency, same timer)", "results", "gap_to_baseline", timed=True
+        ),
+        Metric("gap to fastest reference (same timer)", "results", "gap_to_fastest_reference", timed=True),
+        Metric("CUDA-graph replay latency (µs)", "results", "graph_median_us"),
+        Metric("ncu: kernel duration (µs)", "ncu_cases", "duration_us"),
+        Metric("ncu: SM throughput (%)", "ncu_cases", "sm_throughput_pct", higher_is_better=True),
+        Metric("ncu: DRAM throughput (%)", "ncu_cases", "dram_throughput_pct"),
+        Metric("ncu: DRAM bytes", "ncu_cases", "dram_bytes"),
+        Metric("ncu: achieved occupancy (%)", "ncu_cases", "achieved_occupancy_pct", higher_is_better=True),
+        Metric("ncu: tensor pipe (%)", "ncu_cases", "tensor_pipe_pct", higher_is_better=True),
+        Metric("ncu: L2 hit rate (%)", "ncu_cases", "l2_hit_rate_pct", higher_is_better=True),
+        Metric("ncu: registers per thread", "ncu_cases", "registers_per_thread"),
+        Metric("ncu: local memory (spill) bytes", "ncu_cases", "local_memory_bytes"),
+        Metric("ncu: achieved TFLOPS", "ncu_cases", "achieved_tflops", higher_is_better=True),
+        Metric("correctness: max abs error", "correctness", "worst_max_abs_err", ok_only=False),
+        Metric("correctness: relative error", "correctness", "worst_rel_err", ok_only=False),
+        Metric("correctness: tolerance used (1 = fails)", "correctness", "worst_tolerance_used", ok_only=False),
+    )
+}
 
 METRIC_BY_COLUMN: dict[str, str] = {m.column: label for label, m in METRICS.items()}
 # A link written before migration 012 names the column by its old name: it opens the metric now.
@@ -92,6 +97,7 @@ def series_label(pool: str | None, pool_column: str) -> str:
 @cached_query
 def trend_options(source: Source) -> dict[str, list]:
     """Distinct GPUs, branches, variants, shapes and dtypes present (each one short query)."""
+
     def distinct(sql: str) -> list:
         return read_frame(source, sql).iloc[:, 0].tolist()
 
@@ -102,7 +108,9 @@ def trend_options(source: Source) -> dict[str, list]:
         ),
         "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
         # Most-measured shape first: the natural default for a trend.
-        "shapes": distinct("SELECT shape_id FROM results WHERE shape_id IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1"),
+        "shapes": distinct(
+            "SELECT shape_id FROM results WHERE shape_id IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1"
+        ),
         "dtypes": distinct("SELECT DISTINCT dtype FROM results WHERE dtype IS NOT NULL ORDER BY 1"),
     }
 
@@ -202,8 +210,9 @@ def normalise(series: pd.DataFrame, base_commit: str | None) -> pd.DataFrame:
 
 
 @cached_query
-def trend_alerts(source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...],
-                 pool: str | None = None) -> pd.DataFrame:
+def trend_alerts(
+    source: Source, metric_label: str, gpu: str, case_ids: tuple[str, ...], pool: str | None = None
+) -> pd.DataFrame:
     """Alerts (detection's change points and correctness failures) on the plotted cases,
     placed at their run with the plotted metric's value there."""
     metric = METRICS[metric_label]
@@ -253,8 +262,16 @@ def wide_range(values: pd.Series) -> bool:
 
 
 @cached_query
-def runs_back_to_alerts(source: Source, gpu: str, branch: str, variants: tuple[str, ...], shapes: tuple[str, ...],
-                        dtype: str, causal: bool, pool: str | None = None) -> int | None:
+def runs_back_to_alerts(
+    source: Source,
+    gpu: str,
+    branch: str,
+    variants: tuple[str, ...],
+    shapes: tuple[str, ...],
+    dtype: str,
+    causal: bool,
+    pool: str | None = None,
+) -> int | None:
     """How many of the newest runs (as trend_series counts them) reach back to the oldest alert
     on these cases, so the default window includes every alert listed under the chart; None
     without an alert in this series. Cases are matched by their id's parts (variant/shape/dtype/mode)."""
@@ -270,8 +287,19 @@ def runs_back_to_alerts(source: Source, gpu: str, branch: str, variants: tuple[s
           AND list_contains(?, split_part(a.case_id, '/', 1)) AND list_contains(?, split_part(a.case_id, '/', 2))
           AND split_part(a.case_id, '/', 3) = ? AND split_part(a.case_id, '/', 4) = ?
         """,
-        [gpu, branch, pool, pool, gpu, pool, pool, list(variants), list(shapes), dtype,
-         "causal" if causal else "noncausal"],
+        [
+            gpu,
+            branch,
+            pool,
+            pool,
+            gpu,
+            pool,
+            pool,
+            list(variants),
+            list(shapes),
+            dtype,
+            "causal" if causal else "noncausal",
+        ],
     )
     back = frame["back"].iloc[0] if not frame.empty else None
     return None if back is None or pd.isna(back) else int(back)

@@ -44,7 +44,9 @@ _ALERTS = f"""
 
 def label(row) -> str:
     """'#12 · regression · latency (median_us) · NVIDIA H200 · triton_fa2/… · +10.0% · open'."""
-    metric = f"{METRIC_NAMES.get(row.metric, row.metric)} ({row.metric})" if row.metric in SERIES_METRICS else row.metric
+    metric = (
+        f"{METRIC_NAMES.get(row.metric, row.metric)} ({row.metric})" if row.metric in SERIES_METRICS else row.metric
+    )
     change = "" if row.change_pct is None or pd.isna(row.change_pct) else f" · {row.change_pct:+.1f}%"
     return f"#{int(row.alert_id)} · {row.kind} · {metric} · {row.gpu} · {row.case_id}{change} · {row.status}"
 
@@ -52,8 +54,11 @@ def label(row) -> str:
 @cached_query
 def filtered_alerts(source: Source, statuses: tuple[str, ...], kinds: tuple[str, ...], gpu: str | None) -> pd.DataFrame:
     """Every alert matching the filters, with its group key and label, newest step first."""
-    frame = read_frame(source, _ALERTS + " ORDER BY a.run_started_at DESC NULLS LAST, a.alert_id",
-                       [list(statuses), list(kinds), gpu, gpu])
+    frame = read_frame(
+        source,
+        _ALERTS + " ORDER BY a.run_started_at DESC NULLS LAST, a.alert_id",
+        [list(statuses), list(kinds), gpu, gpu],
+    )
     frame["label"] = [label(r) for r in frame.itertuples()]
     frame["moved"] = [moved(r) for r in frame.itertuples()]
     return frame
@@ -71,8 +76,21 @@ def moved(row) -> str:
     return row.attribution + (": " + "; ".join(c.text() for c in changes) if changes else "")
 
 
-GROUP_FIELDS = ["group_key", "commits", "alerts", "not_resolved", "regressions", "improvements", "correctness",
-                "gpus", "metrics", "statuses", "largest_change_pct", "commit_message", "newest_run"]
+GROUP_FIELDS = [
+    "group_key",
+    "commits",
+    "alerts",
+    "not_resolved",
+    "regressions",
+    "improvements",
+    "correctness",
+    "gpus",
+    "metrics",
+    "statuses",
+    "largest_change_pct",
+    "commit_message",
+    "newest_run",
+]
 
 
 def groups(alerts: pd.DataFrame) -> pd.DataFrame:
@@ -88,25 +106,28 @@ def groups(alerts: pd.DataFrame) -> pd.DataFrame:
         statuses = g["status"].value_counts()
         kinds = g["kind"].value_counts()
         change = g["change_pct"].dropna()
-        rows.append({
-            "group_key": key,
-            "commits": short_range(g["prev_sha"].iloc[0], g["commit_sha"].iloc[0]),
-            "alerts": len(g),
-            "not_resolved": int((g["status"] != "resolved").sum()),
-            "regressions": int(kinds.get("regression", 0)),
-            "improvements": int(kinds.get("improvement", 0)),
-            "correctness": int(kinds.get("correctness", 0)),
-            "gpus": ", ".join(sorted(set(g["gpu"].dropna()))),
-            "metrics": ", ".join(METRIC_NAMES.get(m, m) for m in sorted(set(g["metric"]))),
-            "statuses": ", ".join(f"{n} {s}" for s, n in statuses.items()),
-            "largest_change_pct": float(change.loc[change.abs().idxmax()]) if not change.empty else None,
-            "commit_message": g["commit_message"].iloc[0],
-            "newest_run": g["run_started_at"].max(),
-        })
+        rows.append(
+            {
+                "group_key": key,
+                "commits": short_range(g["prev_sha"].iloc[0], g["commit_sha"].iloc[0]),
+                "alerts": len(g),
+                "not_resolved": int((g["status"] != "resolved").sum()),
+                "regressions": int(kinds.get("regression", 0)),
+                "improvements": int(kinds.get("improvement", 0)),
+                "correctness": int(kinds.get("correctness", 0)),
+                "gpus": ", ".join(sorted(set(g["gpu"].dropna()))),
+                "metrics": ", ".join(METRIC_NAMES.get(m, m) for m in sorted(set(g["metric"]))),
+                "statuses": ", ".join(f"{n} {s}" for s, n in statuses.items()),
+                "largest_change_pct": float(change.loc[change.abs().idxmax()]) if not change.empty else None,
+                "commit_message": g["commit_message"].iloc[0],
+                "newest_run": g["run_started_at"].max(),
+            }
+        )
     table = pd.DataFrame(rows, columns=GROUP_FIELDS)
     effect = pd.to_numeric(table["largest_change_pct"], errors="coerce").abs().fillna(0.0)  # None: correctness only
     order = table.assign(_effect=effect).sort_values(
-        ["not_resolved", "_effect", "newest_run"], ascending=False, kind="stable", na_position="last")
+        ["not_resolved", "_effect", "newest_run"], ascending=False, kind="stable", na_position="last"
+    )
     return order.drop(columns="_effect").reset_index(drop=True)
 
 
@@ -115,14 +136,22 @@ def short_range(base: str | None, head: str | None) -> str:
 
 
 def group_label(row) -> str:
-    kinds = ", ".join(f"{n} {k}" for k, n in (("regression", row.regressions), ("improvement", row.improvements),
-                                               ("correctness", row.correctness)) if n)
+    kinds = ", ".join(
+        f"{n} {k}"
+        for k, n in (
+            ("regression", row.regressions),
+            ("improvement", row.improvements),
+            ("correctness", row.correctness),
+        )
+        if n
+    )
     return f"{row.commits} · {row.alerts} alert(s): {kinds} · {row.gpus} · {row.statuses}"
 
 
 @cached_query
-def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: str, around: int = 30,
-                 pool: str | None = None) -> pd.DataFrame:
+def alert_series(
+    source: Source, case_id: str, gpu: str, metric: str, run_id: str, around: int = 30, pool: str | None = None
+) -> pd.DataFrame:
     """The series detection scanned for this alert (`case_series`: main, ok results, series
     order) in its pool (every pool's points when None: an alert from before pools), `around`
     points either side of the alert's run, on the commit axis, with the timer of each point."""
@@ -147,7 +176,9 @@ def alert_series(source: Source, case_id: str, gpu: str, metric: str, run_id: st
 
 
 @cached_query
-def correctness_series(source: Source, case_id: str, gpu: str, window: int = 20, pool: str | None = None) -> pd.DataFrame:
+def correctness_series(
+    source: Source, case_id: str, gpu: str, window: int = 20, pool: str | None = None
+) -> pd.DataFrame:
     """The case's correctness over the newest `window` main runs on `gpu` in `pool` (every pool's
     when None), checked ones only, newest first in series order."""
     return read_frame(

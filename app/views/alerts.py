@@ -49,8 +49,9 @@ NCU_RULE_COLUMNS = {
     "base": st.column_config.NumberColumn("before", format="%.4g"),
     "head": st.column_config.NumberColumn("after", format="%.4g"),
     "change": st.column_config.NumberColumn("change", format="%+.1f%%"),
-    "thresholds": st.column_config.NumberColumn("thresholds moved", format="%.1f",
-                                                help="the change over the rule's threshold; rules are ranked by it"),
+    "thresholds": st.column_config.NumberColumn(
+        "thresholds moved", format="%.1f", help="the change over the rule's threshold; rules are ranked by it"
+    ),
 }
 
 
@@ -84,8 +85,14 @@ def alerts_page(source, shape):
         return
     st.subheader(f"{len(found)} alert(s) in {len(table)} commit range(s)")
     st.caption("Largest open cause first: most alerts not yet resolved, then the largest change, then the newest step.")
-    ui.table(table.drop(columns=["group_key"]), hide_index=True, column_config=GROUP_COLUMNS, width="stretch",
-             key="alerts_groups", column_order=list(GROUP_COLUMNS))
+    ui.table(
+        table.drop(columns=["group_key"]),
+        hide_index=True,
+        column_config=GROUP_COLUMNS,
+        width="stretch",
+        key="alerts_groups",
+        column_order=list(GROUP_COLUMNS),
+    )
     keys = table["group_key"].tolist()
     labels = {r.group_key: triage.group_label(r) for r in table.itertuples()}
     ignored = url.choice("alerts_group", "group", keys, keys[0])
@@ -99,16 +106,28 @@ def alerts_page(source, shape):
 
 def show_group(source, members, key, url: UrlState) -> None:
     first = members.iloc[0]
-    started = "" if pd.isna(first.run_started_at) else f" · step run started {pd.Timestamp(first.run_started_at):%Y-%m-%d %H:%M}"
+    started = (
+        ""
+        if pd.isna(first.run_started_at)
+        else f" · step run started {pd.Timestamp(first.run_started_at):%Y-%m-%d %H:%M}"
+    )
     st.markdown(f"**{ui.md(triage.short_range(first.prev_sha, first.commit_sha))}**{ui.md(started)} · commit message:")
     st.text(ui.truncate(first.commit_message, 200) or "(no message stored)")
     view = members.assign(plot=[_trend_link(r) for r in members.itertuples()])
-    ui.table(view, hide_index=True, column_config=ALERT_COLUMNS, width="stretch", key="alerts_members",
-             column_order=list(ALERT_COLUMNS))
+    ui.table(
+        view,
+        hide_index=True,
+        column_config=ALERT_COLUMNS,
+        width="stretch",
+        key="alerts_members",
+        column_order=list(ALERT_COLUMNS),
+    )
     ids = [int(a) for a in members["alert_id"]]
     names = {int(r.alert_id): r.label for r in members.itertuples()}
     url.choice("alerts_alert", "alert", ids, ids[0], decode=lambda t: int(t) if t.isdigit() else None)
-    chosen = st.selectbox("alert drawn on its series", ids, format_func=lambda alert_id: names[alert_id], key="alerts_alert")
+    chosen = st.selectbox(
+        "alert drawn on its series", ids, format_func=lambda alert_id: names[alert_id], key="alerts_alert"
+    )
     alert = members[members["alert_id"] == chosen].iloc[0]
     describe_alert(alert)
     draw_alert(source, alert)
@@ -125,8 +144,9 @@ def describe_alert(alert) -> None:
 
 def _trend_link(row) -> str | None:
     metric = row.metric if row.metric in triage.SERIES_METRICS else "median_us"
-    query = case_trend_query(row.gpu, row.case_id, metric=metric, commits=f"{row.prev_sha or ''}..{row.commit_sha or ''}",
-                             host=_pool(row))
+    query = case_trend_query(
+        row.gpu, row.case_id, metric=metric, commits=f"{row.prev_sha or ''}..{row.commit_sha or ''}", host=_pool(row)
+    )
     return relative("trends", query) if query else None
 
 
@@ -139,8 +159,12 @@ def draw_alert(source, alert) -> None:
     """The step on its series: values, the levels before and after, and the threshold band."""
     if alert.metric not in triage.SERIES_METRICS:
         st.caption(f"Correctness of {ui.md(alert.case_id)} on {ui.md(alert.gpu)} over the newest checked main runs:")
-        ui.table(triage.correctness_series(source, alert.case_id, alert.gpu, pool=_pool(alert)), hide_index=True, width="stretch",
-                     key="alerts_correctness")
+        ui.table(
+            triage.correctness_series(source, alert.case_id, alert.gpu, pool=_pool(alert)),
+            hide_index=True,
+            width="stretch",
+            key="alerts_correctness",
+        )
         return
     series = triage.alert_series(source, alert.case_id, alert.gpu, alert.metric, alert.run_id, pool=_pool(alert))
     if series.empty or alert.baseline_value is None:
@@ -149,11 +173,20 @@ def draw_alert(source, alert) -> None:
     band = load_thresholds(alert.gpu).min_effect
     step = series.loc[series["run_id"] == alert.run_id, "x"]
     axis = f"{triage.METRIC_AXES[alert.metric]}, {timers.timer_name(series['timing_mode'])}"
-    figure = charts.step_figure(series, step.iloc[0] if not step.empty else "", float(alert.baseline_value),
-                                float(alert.new_value), band, axis, alert.label)
+    figure = charts.step_figure(
+        series,
+        step.iloc[0] if not step.empty else "",
+        float(alert.baseline_value),
+        float(alert.new_value),
+        band,
+        axis,
+        alert.label,
+    )
     st.plotly_chart(figure, key="alerts_step_chart", width="stretch")
-    st.caption(f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
-               f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert.")
+    st.caption(
+        f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
+        f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert."
+    )
     draw_counter_cause(source, alert)
 
 
@@ -161,12 +194,19 @@ def draw_counter_cause(source, alert) -> None:
     """Why the step happened by the counter rules: the cause as one line, then the ranked rules."""
     explanation = alerts.counter_cause(source, alert.kind, alert.run_id, alert.case_id)
     if explanation is None:
-        st.caption("ncu: no counter cause: this run, or an earlier run on this device and branch, did not profile the case.")
+        st.caption(
+            "ncu: no counter cause: this run, or an earlier run on this device and branch, did not profile the case."
+        )
         return
     st.markdown(f"**ncu cause:** {ui.md(explanation.cause)}")
     if explanation.changes:
-        ui.table(alerts.counter_table(explanation), hide_index=True, width="stretch", key="alerts_ncu_rules",
-                 column_config=NCU_RULE_COLUMNS)
+        ui.table(
+            alerts.counter_table(explanation),
+            hide_index=True,
+            width="stretch",
+            key="alerts_ncu_rules",
+            column_config=NCU_RULE_COLUMNS,
+        )
 
 
 PENDING = "alerts_pending"  # a group change waiting for its confirmation
@@ -190,22 +230,39 @@ def action_form(source, members, group_key: str, alert) -> None:
         scopes["one"] = (f"alert #{int(alert.alert_id)} only (the one drawn above)", [int(alert.alert_id)])
     if len(open_ids) > 1 or not scopes:
         scopes["group"] = (f"all {len(open_ids)} unresolved alerts of this commit range", open_ids)
-    scope = st.radio("act on", list(scopes), format_func=lambda s: scopes[s][0], key=f"{form}:scope",
-                     horizontal=True) if len(scopes) > 1 else next(iter(scopes))
+    scope = (
+        st.radio("act on", list(scopes), format_func=lambda s: scopes[s][0], key=f"{form}:scope", horizontal=True)
+        if len(scopes) > 1
+        else next(iter(scopes))
+    )
     ids = scopes[scope][1]
     target = f"#{ids[0]}" if len(ids) == 1 else f"{len(ids)}…"
     with st.form(form, clear_on_submit=False):
-        st.caption(f"Applies to alert #{ids[0]} alone." if len(ids) == 1 else
-                   f"Applies to the {len(ids)} unresolved alerts of this group, in one transaction, once confirmed.")
-        st.text_area("note", max_chars=2000, key=f"{form}:note",
-                     help="Required to acknowledge: what is known, who looks at it.")
-        st.text_input("who", max_chars=100, key=f"{form}:who", placeholder="your name or handle (required)",
-                      help="Recorded with the change; the dashboard has no login, so say who you are.")
+        st.caption(
+            f"Applies to alert #{ids[0]} alone."
+            if len(ids) == 1
+            else f"Applies to the {len(ids)} unresolved alerts of this group, in one transaction, once confirmed."
+        )
+        st.text_area(
+            "note", max_chars=2000, key=f"{form}:note", help="Required to acknowledge: what is known, who looks at it."
+        )
+        st.text_input(
+            "who",
+            max_chars=100,
+            key=f"{form}:who",
+            placeholder="your name or handle (required)",
+            help="Recorded with the change; the dashboard has no login, so say who you are.",
+        )
         left, right = st.columns(2)
-        left.form_submit_button(f"Acknowledge {target}", key="alerts_acknowledge", on_click=request_change,
-                                args=(source, form, "acknowledge", ids))
-        right.form_submit_button(f"Resolve {target}", key="alerts_resolve", on_click=request_change,
-                                 args=(source, form, "resolve", ids))
+        left.form_submit_button(
+            f"Acknowledge {target}",
+            key="alerts_acknowledge",
+            on_click=request_change,
+            args=(source, form, "acknowledge", ids),
+        )
+        right.form_submit_button(
+            f"Resolve {target}", key="alerts_resolve", on_click=request_change, args=(source, form, "resolve", ids)
+        )
     pending = st.session_state.get(PENDING)
     if pending and pending["form"] == form:
         confirmation(source, pending)
@@ -216,12 +273,17 @@ def confirmation(source, pending: dict) -> None:
     ids, action = pending["ids"], pending["action"]
     verb = {"acknowledge": "Acknowledge", "resolve": "Resolve"}[action]
     note = f"the note “{ui.md(ui.truncate(pending['note'], 200))}”" if pending["note"].strip() else "no note"
-    st.warning(f"{verb} all {len(ids)} alerts of this commit range with {note}, as {ui.md(pending['actor'])}? "
-               f"The same note goes on every one of them: " + ", ".join(f"#{i}" for i in ids[:20])
-               + (f" and {len(ids) - 20} more" if len(ids) > 20 else "") + ".")
+    st.warning(
+        f"{verb} all {len(ids)} alerts of this commit range with {note}, as {ui.md(pending['actor'])}? "
+        f"The same note goes on every one of them: "
+        + ", ".join(f"#{i}" for i in ids[:20])
+        + (f" and {len(ids) - 20} more" if len(ids) > 20 else "")
+        + "."
+    )
     yes, no = st.columns(2)
-    yes.button(f"Yes, {action} {len(ids)}", key="alerts_confirm", type="primary", on_click=confirm_change,
-               args=(source,))
+    yes.button(
+        f"Yes, {action} {len(ids)}", key="alerts_confirm", type="primary", on_click=confirm_change, args=(source,)
+    )
     no.button("Cancel", key="alerts_cancel", on_click=cancel_change)
 
 
@@ -238,8 +300,13 @@ def request_change(source, form: str, action: str, alert_ids: list[int]) -> None
     if len(alert_ids) == 1:
         apply_change(source, form, action, alert_ids, note, actor)
     else:
-        st.session_state[PENDING] = {"form": form, "action": action, "ids": list(alert_ids), "note": note,
-                                     "actor": actor}
+        st.session_state[PENDING] = {
+            "form": form,
+            "action": action,
+            "ids": list(alert_ids),
+            "note": note,
+            "actor": actor,
+        }
 
 
 def confirm_change(source) -> None:
@@ -251,8 +318,11 @@ def confirm_change(source) -> None:
 def cancel_change() -> None:
     pending = st.session_state.pop(PENDING, None)
     if pending:
-        st.session_state["alerts_flash"] = ("info", f"Nothing changed: the {len(pending['ids'])} alerts are as they were.",
-                                            None)
+        st.session_state["alerts_flash"] = (
+            "info",
+            f"Nothing changed: the {len(pending['ids'])} alerts are as they were.",
+            None,
+        )
 
 
 def apply_change(source, form: str, action: str, alert_ids: list[int], note: str, actor: str) -> None:
@@ -275,8 +345,11 @@ def apply_change(source, form: str, action: str, alert_ids: list[int], note: str
             st.session_state[key] = st.session_state[key]
     ids = [a.alert_id for a in changed]
     state = changed[0].status if changed else action
-    st.session_state["alerts_flash"] = ("success", f"{len(ids)} alert(s) now {state}: "
-                                        + ", ".join(f"#{i}" for i in ids), ids[0] if ids else None)
+    st.session_state["alerts_flash"] = (
+        "success",
+        f"{len(ids)} alert(s) now {state}: " + ", ".join(f"#{i}" for i in ids),
+        ids[0] if ids else None,
+    )
 
 
 def show_last_change(source) -> None:

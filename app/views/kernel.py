@@ -22,16 +22,32 @@ BUILD_CHARTS = (
 
 
 # The build table's first columns: the run's commit, then the figures the charts draw.
-BUILD_FIRST = {"x": "commit", "ok": "ok", "registers_per_thread": "registers/thread", "shared_mem_bytes": "shared mem B/block",
-               "spill_store_bytes": "spill stores B", "spill_load_bytes": "spill loads B", "stack_frame_bytes": "stack B"}
+BUILD_FIRST = {
+    "x": "commit",
+    "ok": "ok",
+    "registers_per_thread": "registers/thread",
+    "shared_mem_bytes": "shared mem B/block",
+    "spill_store_bytes": "spill stores B",
+    "spill_load_bytes": "spill loads B",
+    "stack_frame_bytes": "stack B",
+}
 # The ncu kernel table's first metrics, under short names (the full ncu name is their help).
-NCU_FIRST = {"gpu__time_duration.sum": "duration ns", "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM throughput %",
-             "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput %",
-             "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy %",
-             "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe %"}
+NCU_FIRST = {
+    "gpu__time_duration.sum": "duration ns",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed": "SM throughput %",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput %",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "occupancy %",
+    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active": "tensor pipe %",
+}
 # The roofline points' first columns: the point, its shape, where it sits and how near the roof.
-ROOFLINE_FIRST = {"label": "point", "shape_id": "shape", "achieved_tflops": "TFLOP/s", "arithmetic_intensity": "FLOP/byte",
-                  "pct_of_peak": "% of peak", "run_id": "run"}
+ROOFLINE_FIRST = {
+    "label": "point",
+    "shape_id": "shape",
+    "achieved_tflops": "TFLOP/s",
+    "arithmetic_intensity": "FLOP/byte",
+    "pct_of_peak": "% of peak",
+    "run_id": "run",
+}
 
 
 def first_columns_table(frame, first: dict, key: str, helps: dict | None = None) -> None:
@@ -46,12 +62,20 @@ def first_columns_table(frame, first: dict, key: str, helps: dict | None = None)
         if values.dtype.kind in "iuf":
             whole = values.dropna().eq(values.dropna().round()).all()
             decimals = 0 if whole else table_layout.decimals_for(values, significant=3)
-            config[column] = st.column_config.NumberColumn(title, format=f"%.{decimals}f", help=helps.get(column),
-                                                           width=table_layout.fit(title, table_layout.number_texts(values, decimals)))
+            config[column] = st.column_config.NumberColumn(
+                title,
+                format=f"%.{decimals}f",
+                help=helps.get(column),
+                width=table_layout.fit(title, table_layout.number_texts(values, decimals)),
+            )
         elif values.dtype.kind == "b":
-            config[column] = st.column_config.CheckboxColumn(title, width=table_layout.fit(title, least=table_layout.CHECKBOX_PX))
+            config[column] = st.column_config.CheckboxColumn(
+                title, width=table_layout.fit(title, least=table_layout.CHECKBOX_PX)
+            )
         else:
-            config[column] = st.column_config.TextColumn(title, help=helps.get(column), width=table_layout.fit(title, values))
+            config[column] = st.column_config.TextColumn(
+                title, help=helps.get(column), width=table_layout.fit(title, values)
+            )
     order = list(config) + [c for c in frame.columns if c not in config]
     ui.table(frame[order], hide_index=True, width="stretch", column_config=config, key=key)
 
@@ -61,10 +85,15 @@ def no_builds_notice(source, variant, gpu) -> None:
     stored = kernel.build_counts(source, variant)
     if stored.empty:
         others = kernel.variants_with_builds(source)
-        st.info(f"This history stores no build report for {ui.md(variant)} on any device or branch (a build report is "
-                "stored by runs that compile the variant: nvcc or Triton). "
-                + (f"Variants with build reports here: {ui.md(', '.join(others))}." if others else
-                   "No run in it stored any build report."))
+        st.info(
+            f"This history stores no build report for {ui.md(variant)} on any device or branch (a build report is "
+            "stored by runs that compile the variant: nvcc or Triton). "
+            + (
+                f"Variants with build reports here: {ui.md(', '.join(others))}."
+                if others
+                else "No run in it stored any build report."
+            )
+        )
         return
     where = ", ".join(f"{int(r.builds)} on {r.device} ({r.branch or 'no branch'})" for r in stored.itertuples())
     st.info(f"No build report for {ui.md(variant)} on {ui.md(gpu)}'s main runs; this history has: {ui.md(where)}.")
@@ -80,8 +109,9 @@ def build_section(source, variant, gpu):
     if not failed.empty:
         st.warning(f"{len(failed)} of {len(builds)} builds failed; the newest error:")
         st.code(str(failed["error"].iloc[-1] or "(no error text stored)"), language=None)
-    for (series, title), column, key in zip(BUILD_CHARTS, st.columns(len(BUILD_CHARTS)),
-                                            ("build_chart", "spill_chart", "smem_chart")):
+    for (series, title), column, key in zip(
+        BUILD_CHARTS, st.columns(len(BUILD_CHARTS)), ("build_chart", "spill_chart", "smem_chart")
+    ):
         with column:
             build_chart(builds, series, title, key, variant)
     with st.expander("Build reports"):
@@ -95,8 +125,10 @@ def build_chart(builds, series, title, key, variant) -> None:
     stored = [c for c in series if builds[c].notna().any()]
     if not stored:
         st.markdown(f"**{title}**")
-        st.info(f"No data: the {len(builds)} build report(s) of {ui.md(variant)} shown store no {ui.md(title.split(' (')[0])} "
-                "(ptxas reports it for nvcc builds; Triton and library kernels store none).")
+        st.info(
+            f"No data: the {len(builds)} build report(s) of {ui.md(variant)} shown store no {ui.md(title.split(' (')[0])} "
+            "(ptxas reports it for nvcc builds; Triton and library kernels store none)."
+        )
         return
     st.plotly_chart(charts.lines_figure(builds, "x", stored, title, height=300), key=key, width="stretch")
     if key == "spill_chart" and not builds[stored].fillna(0).to_numpy().any():
@@ -114,22 +146,33 @@ def ncu_section(source, variant, gpu):
         return
     case = st.selectbox("case", case_ids, key="kernel_case")
     history = kernel.ncu_history(source, case, gpu)
-    wanted = st.multiselect("metrics", list(kernel.NCU_COLUMNS),
-                            default=["sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "tensor_pipe_pct"],
-                            key="kernel_metrics")
-    st.plotly_chart(charts.lines_figure(history, "x", wanted, "value (units in the name)"), key="ncu_chart", width="stretch")
+    wanted = st.multiselect(
+        "metrics",
+        list(kernel.NCU_COLUMNS),
+        default=["sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "tensor_pipe_pct"],
+        key="kernel_metrics",
+    )
+    st.plotly_chart(
+        charts.lines_figure(history, "x", wanted, "value (units in the name)"), key="ncu_chart", width="stretch"
+    )
     newest = history.iloc[-1]
     with st.expander(f"Kernels of {ui.md(case)} in the newest profiled run ({ui.md(newest.run_id)})"):
         per_kernel = kernel.ncu_kernels_of_run(source, newest.run_id, case)
         if per_kernel.empty:
             st.caption("No per-kernel rows stored.")
         else:
-            first_columns_table(kernel.kernels_wide(per_kernel), {"kernel_index": "#", "kernel": "kernel", **NCU_FIRST},
-                                "kernel_ncu_kernels", helps={m: m for m in NCU_FIRST})
+            first_columns_table(
+                kernel.kernels_wide(per_kernel),
+                {"kernel_index": "#", "kernel": "kernel", **NCU_FIRST},
+                "kernel_ncu_kernels",
+                helps={m: m for m in NCU_FIRST},
+            )
     since = kernel.cause_since_before(source, history, case)
     if since is not None:
-        st.markdown(f"**Against the profiled run before (read as {'slower' if since[0] else 'faster'}):** "
-                    f"{ui.md(since[1].cause)}")
+        st.markdown(
+            f"**Against the profiled run before (read as {'slower' if since[0] else 'faster'}):** "
+            f"{ui.md(since[1].cause)}"
+        )
 
 
 def bandwidth_section(source, operator, gpu, chosen) -> None:
@@ -144,21 +187,29 @@ def bandwidth_section(source, operator, gpu, chosen) -> None:
     points = points[points["operator"] == operator]
     if memory is None:
         measured = sorted({c.gpu for c in ceilings() if c.kind == "copy_tbps"})
-        st.info(f"The roofline cannot be drawn here.\n\n- **No ceiling for this device**: history/analysis/ceilings.toml holds "
-                f"no measured DRAM copy bandwidth for {ui.md(gpu)}; measured so far: {ui.md(', '.join(measured) or 'none')}. "
-                "Roofs are drawn only from measurements, never from a datasheet (scripts/measure_ceilings.py).")
+        st.info(
+            f"The roofline cannot be drawn here.\n\n- **No ceiling for this device**: history/analysis/ceilings.toml holds "
+            f"no measured DRAM copy bandwidth for {ui.md(gpu)}; measured so far: {ui.md(', '.join(measured) or 'none')}. "
+            "Roofs are drawn only from measurements, never from a datasheet (scripts/measure_ceilings.py)."
+        )
         return
     if points.empty:
-        st.info(f"The roofline cannot be drawn here.\n\n- **No timed cases with a byte model**: no ok main run of "
-                f"{ui.md(', '.join(chosen)) or 'these variants'} ({ui.md(operator)}) on {ui.md(gpu)} stored bytes.")
+        st.info(
+            f"The roofline cannot be drawn here.\n\n- **No timed cases with a byte model**: no ok main run of "
+            f"{ui.md(', '.join(chosen)) or 'these variants'} ({ui.md(operator)}) on {ui.md(gpu)} stored bytes."
+        )
         return
     label = f"measured roof: {memory.value:.2f} TB/s copy"
     st.plotly_chart(charts.bandwidth_figure(points, memory.value, label), key="bandwidth_chart", width="stretch")
-    st.caption(f"Ceiling: {memory.provenance} Points: each case's newest ok main run; achieved bandwidth = the operator's "
-               f"byte model (the fewest DRAM bytes one call moves) / the median, both as CI stored them ({operator} is "
-               "memory-bound: its roof is bandwidth, not TFLOP/s).")
+    st.caption(
+        f"Ceiling: {memory.provenance} Points: each case's newest ok main run; achieved bandwidth = the operator's "
+        f"byte model (the fewest DRAM bytes one call moves) / the median, both as CI stored them ({operator} is "
+        "memory-bound: its roof is bandwidth, not TFLOP/s)."
+    )
     with st.expander("Roofline points"):
-        ui.table(points.assign(pct_of_roof=100 * points["achieved_tbps"] / memory.value), hide_index=True, width="stretch")
+        ui.table(
+            points.assign(pct_of_roof=100 * points["achieved_tbps"] / memory.value), hide_index=True, width="stretch"
+        )
 
 
 def roofline_section(source, variant, gpu, all_variants, url: UrlState):
@@ -187,34 +238,49 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     reasons = []
     if compute is None or memory is None:
         measured = sorted({c.gpu for c in ceilings()})
-        missing = " or ".join(n for n, c in (("dense GEMM peak", compute), ("DRAM copy bandwidth", memory)) if c is None)
+        missing = " or ".join(
+            n for n, c in (("dense GEMM peak", compute), ("DRAM copy bandwidth", memory)) if c is None
+        )
         reasons.append(
             f"**No ceilings for this device**: history/analysis/ceilings.toml holds no measured {missing} for {ui.md(gpu)} ({ui.md(dtype)}); "
             f"measured so far: {ui.md(', '.join(measured) or 'none')}. Roofs are drawn only from measurements, never from a "
-            "datasheet (scripts/measure_ceilings.py prints the entries to add, run on that GPU).")
+            "datasheet (scripts/measure_ceilings.py prints the entries to add, run on that GPU)."
+        )
     if inputs["drawable"] == 0:
         if inputs["profiled"] == 0:
-            reasons.append(f"**No profiled cases**: no main run profiled {ui.md(', '.join(chosen)) or 'these variants'} on "
-                           f"{ui.md(gpu)} under Nsight Compute (nightly runs and `attnwatch ncu` do).")
+            reasons.append(
+                f"**No profiled cases**: no main run profiled {ui.md(', '.join(chosen)) or 'these variants'} on "
+                f"{ui.md(gpu)} under Nsight Compute (nightly runs and `attnwatch ncu` do)."
+            )
         elif inputs["with_bytes"] == 0:
-            reasons.append(f"**No DRAM bytes**: {inputs['profiled']} profiled case(s), but none stored ncu's DRAM bytes "
-                           "(dram__bytes), so no arithmetic intensity can be placed on the x axis.")
+            reasons.append(
+                f"**No DRAM bytes**: {inputs['profiled']} profiled case(s), but none stored ncu's DRAM bytes "
+                "(dram__bytes), so no arithmetic intensity can be placed on the x axis."
+            )
         else:
-            reasons.append(f"**No achieved TFLOPS**: {inputs['with_bytes']} profiled case(s) have DRAM bytes but no kernel "
-                           "duration to divide the FLOPs by.")
+            reasons.append(
+                f"**No achieved TFLOPS**: {inputs['with_bytes']} profiled case(s) have DRAM bytes but no kernel "
+                "duration to divide the FLOPs by."
+            )
     if reasons:
         st.info("The roofline cannot be drawn here.\n\n" + "\n\n".join(f"- {r}" for r in reasons))
         return
     assert compute is not None and memory is not None  # a missing one is among the reasons above
     points = kernel.roofline_points(source, gpu, tuple(chosen))
     label = f"measured roof: {compute.value:.1f} TFLOP/s {dtype} GEMM, {memory.value:.2f} TB/s copy"
-    st.plotly_chart(charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch")
+    st.plotly_chart(
+        charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch"
+    )
     derived = int((points["intensity_source"] == "derived").sum() + (points["tflops_source"] == "derived").sum())
     st.caption(
         f"Ceilings: {compute.provenance} {memory.provenance} Points: each case's newest profiled run; "
         "x = FLOP per DRAM byte and y = achieved TFLOP/s as CI stored them (case FLOPs over ncu's DRAM bytes and "
         "kernel duration)"
-        + (f"; {derived} value(s) from runs that predate those fields are derived from ncu's stored bytes/duration." if derived else ".")
+        + (
+            f"; {derived} value(s) from runs that predate those fields are derived from ncu's stored bytes/duration."
+            if derived
+            else "."
+        )
     )
     with st.expander("Roofline points"):
         first_columns_table(points, ROOFLINE_FIRST, "kernel_roofline_points")

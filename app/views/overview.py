@@ -33,39 +33,65 @@ def case_columns(cases, timer: str, timer_help: str, baselines=()) -> dict:
         "variant": st.column_config.TextColumn("variant", width=table_layout.fit("variant", cases["variant"])),
         "shape_id": st.column_config.TextColumn("shape", width=table_layout.fit("shape", cases["shape_id"])),
         "dtype": st.column_config.TextColumn("dtype", width=table_layout.fit("dtype", cases["dtype"])),
-        "causal": st.column_config.CheckboxColumn("causal", width=table_layout.fit("causal", least=table_layout.CHECKBOX_PX)),
-        "correctness": st.column_config.TextColumn("correct", width=table_layout.fit("correct", cases["correctness"]),
-                                                   help="every seed within tolerance, no NaN/Inf; 'not run': never checked"),
+        "causal": st.column_config.CheckboxColumn(
+            "causal", width=table_layout.fit("causal", least=table_layout.CHECKBOX_PX)
+        ),
+        "correctness": st.column_config.TextColumn(
+            "correct",
+            width=table_layout.fit("correct", cases["correctness"]),
+            help="every seed within tolerance, no NaN/Inf; 'not run': never checked",
+        ),
         "median_us": st.column_config.NumberColumn(
-            median_label, format="%.2f", help=measured,
-            width=table_layout.fit(median_label, table_layout.number_texts(cases["median_us"], 2))),
+            median_label,
+            format="%.2f",
+            help=measured,
+            width=table_layout.fit(median_label, table_layout.number_texts(cases["median_us"], 2)),
+        ),
         "change_pct": st.column_config.NumberColumn(
-            "Δ %", format="%+.1f", width=table_layout.fit("Δ %", table_layout.number_texts(cases["change_pct"], 1, True)),
+            "Δ %",
+            format="%+.1f",
+            width=table_layout.fit("Δ %", table_layout.number_texts(cases["change_pct"], 1, True)),
             help="median against the main run before this one on the same device, in percent (no interval: "
-                 "the verdicts above the table are This push's, with intervals)"),
+            "the verdicts above the table are This push's, with intervals)",
+        ),
         "trend_svg": st.column_config.ImageColumn(
-            trend_label, width=table_layout.fit(trend_label),
+            trend_label,
+            width=table_layout.fit(trend_label),
             help=f"median latency of each run / the median over these runs, one dot per run; axis ±{SPARK_RANGE:.0%} "
-                 "for every row, so noise looks like noise and a step like a step (a hollow dot on the edge left the "
-                 "axis: see Trends)"),
+            "for every row, so noise looks like noise and a step like a step (a hollow dot on the edge left the "
+            "axis: see Trends)",
+        ),
         "tflops": st.column_config.NumberColumn(
-            tflops_label, format=f"%.{tflops_decimals}f", help=measured,
-            width=table_layout.fit(tflops_label, table_layout.number_texts(cases["tflops"], tflops_decimals))),
-        "gap_to_baseline": st.column_config.NumberColumn(gap, format="%.3f×", width=table_layout.fit(gap, ["0.000×"]),
-                                                         help=gap_help(baselines, measured)),
+            tflops_label,
+            format=f"%.{tflops_decimals}f",
+            help=measured,
+            width=table_layout.fit(tflops_label, table_layout.number_texts(cases["tflops"], tflops_decimals)),
+        ),
+        "gap_to_baseline": st.column_config.NumberColumn(
+            gap, format="%.3f×", width=table_layout.fit(gap, ["0.000×"]), help=gap_help(baselines, measured)
+        ),
         "us_per_head": st.column_config.NumberColumn(
-            "µs/head", format="%.3f", help=measured,
-            width=table_layout.fit("µs/head", table_layout.number_texts(cases["us_per_head"], 3))),
+            "µs/head",
+            format="%.3f",
+            help=measured,
+            width=table_layout.fit("µs/head", table_layout.number_texts(cases["us_per_head"], 3)),
+        ),
         "status": st.column_config.TextColumn("status", width=table_layout.fit("status", cases["status"])),
-        "marks": st.column_config.TextColumn("marks", width=160,
-                                             help="unconverged, throttled or dispatch-bound: see the note under the table"),
-        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
-                                                         help="CUDA-graph replay median, launch gaps removed (cases under the graph threshold)"),
+        "marks": st.column_config.TextColumn(
+            "marks", width=160, help="unconverged, throttled or dispatch-bound: see the note under the table"
+        ),
+        "graph_median_us": st.column_config.NumberColumn(
+            "µs (graph replay)",
+            format="%.2f",
+            help="CUDA-graph replay median, launch gaps removed (cases under the graph threshold)",
+        ),
         "open_regressions": st.column_config.NumberColumn("open regression alerts"),
         "open_improvements": st.column_config.NumberColumn("open improvement alerts"),
-        "gap_to_fastest_reference": st.column_config.NumberColumn("gap to fastest reference", format="%.3f×",
-                                                                  help="median / median(the fastest of the operator's "
-                                                                       "references measured in the same run)"),
+        "gap_to_fastest_reference": st.column_config.NumberColumn(
+            "gap to fastest reference",
+            format="%.3f×",
+            help="median / median(the fastest of the operator's references measured in the same run)",
+        ),
         "fastest_reference": st.column_config.TextColumn("fastest reference"),
         "baseline_variant": st.column_config.TextColumn("baseline"),
         "correctness_seeds": st.column_config.NumberColumn("seeds"),
@@ -74,18 +100,32 @@ def case_columns(cases, timer: str, timer_help: str, baselines=()) -> dict:
         "n_samples": st.column_config.NumberColumn("samples"),
         "error": st.column_config.TextColumn("error"),
         "case_id": st.column_config.TextColumn("case id"),
-        "measure_again": st.column_config.TextColumn("measure again", help="the command that measures this case again at "
-                                                     "this run's commit (history.reproduce)"),
+        "measure_again": st.column_config.TextColumn(
+            "measure again", help="the command that measures this case again at this run's commit (history.reproduce)"
+        ),
     }
 
 
 ALERT_COLUMNS = {
-    "change_pct": st.column_config.NumberColumn("change", format="%+.1f%%", help="after / before − 1, as detection stored it"),
+    "change_pct": st.column_config.NumberColumn(
+        "change", format="%+.1f%%", help="after / before − 1, as detection stored it"
+    ),
     "baseline_value": st.column_config.NumberColumn("before", format="%.4g"),
     "new_value": st.column_config.NumberColumn("after", format="%.4g"),
 }
-ALERT_ORDER = ["kind", "metric", "case_id", "change_pct", "baseline_value", "new_value", "commit_sha", "created_at",
-               "alert_id", "run_id", "detail"]
+ALERT_ORDER = [
+    "kind",
+    "metric",
+    "case_id",
+    "change_pct",
+    "baseline_value",
+    "new_value",
+    "commit_sha",
+    "created_at",
+    "alert_id",
+    "run_id",
+    "detail",
+]
 
 
 def needs_a_look(cases, min_effect_pct: float):
@@ -96,12 +136,21 @@ def needs_a_look(cases, min_effect_pct: float):
     runnable on this device come last: they have nothing to look at."""
     moved = cases["change_pct"].abs() >= min_effect_pct
     skipped = cases["status"].eq("skipped")
-    rank = (cases["correctness"].eq("FAIL") * 32 + (cases["status"].ne("ok") & ~skipped) * 16
-            + cases["verdict"].eq(overview.REGRESSION) * 8 + moved.fillna(False).astype(bool) * 4
-            + (cases["open_regressions"] > 0) * 2 + cases["marks"].ne("") * 1 - skipped * 64)
+    rank = (
+        cases["correctness"].eq("FAIL") * 32
+        + (cases["status"].ne("ok") & ~skipped) * 16
+        + cases["verdict"].eq(overview.REGRESSION) * 8
+        + moved.fillna(False).astype(bool) * 4
+        + (cases["open_regressions"] > 0) * 2
+        + cases["marks"].ne("") * 1
+        - skipped * 64
+    )
     size = cases["change_pct"].abs().fillna(0.0)
-    return (cases.assign(_rank=-rank, _size=-size).sort_values(["_rank", "_size"], kind="stable")
-            .drop(columns=["_rank", "_size"]))
+    return (
+        cases.assign(_rank=-rank, _size=-size)
+        .sort_values(["_rank", "_size"], kind="stable")
+        .drop(columns=["_rank", "_size"])
+    )
 
 
 def metrics(cases, from_push: bool) -> None:
@@ -111,19 +160,28 @@ def metrics(cases, from_push: bool) -> None:
     an older step; those are listed, by case, under the table."""
     checked = cases["correct"].notna()
     judged = cases["verdict"].value_counts()
-    whose = ("This push's verdict" if from_push else "Compare's verdict") + \
-        " against the main run before this one (interval over both runs' samples, CI's rule)"
+    whose = (
+        "This push's verdict" if from_push else "Compare's verdict"
+    ) + " against the main run before this one (interval over both runs' samples, CI's rule)"
     moved = int(judged.get(overview.MOVED, 0))
     cols = st.columns(6)
     cols[0].metric("cases", len(cases))
     cols[1].metric("timed ok", int((cases["status"] == "ok").sum()))
-    cols[2].metric("failed / crashed", int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()),
-                   help="failed, crashed or timed out; cases skipped as not runnable on this device are not counted")
-    cols[3].metric("correctness failures", int((cases["correctness"] == "FAIL").sum()) if checked.any() else "not run",
-                   help=f"{int((~checked).sum())} case(s) not checked" if (~checked).any() else None)
-    cols[4].metric("regressions", int(judged.get(overview.REGRESSION, 0)),
-                   help=whose + (f"; {moved} more moved by at least min_effect without samples for an interval"
-                                 if moved else ""))
+    cols[2].metric(
+        "failed / crashed",
+        int(cases["status"].isin(["failed", "crashed", "timeout"]).sum()),
+        help="failed, crashed or timed out; cases skipped as not runnable on this device are not counted",
+    )
+    cols[3].metric(
+        "correctness failures",
+        int((cases["correctness"] == "FAIL").sum()) if checked.any() else "not run",
+        help=f"{int((~checked).sum())} case(s) not checked" if (~checked).any() else None,
+    )
+    cols[4].metric(
+        "regressions",
+        int(judged.get(overview.REGRESSION, 0)),
+        help=whose + (f"; {moved} more moved by at least min_effect without samples for an interval" if moved else ""),
+    )
     cols[5].metric("improvements", int(judged.get(overview.IMPROVEMENT, 0)), help=whose)
 
 
@@ -133,8 +191,12 @@ def operator_filter(cases):
     operators = sorted(cases["operator"].dropna().unique())
     if len(operators) < 2:
         return cases
-    picked = st.selectbox("operator", ["all", *operators], key="overview_operator",
-                          help="each operator (kernels/operators.py) has its own shapes and baseline")
+    picked = st.selectbox(
+        "operator",
+        ["all", *operators],
+        key="overview_operator",
+        help="each operator (kernels/operators.py) has its own shapes and baseline",
+    )
     return cases if picked == "all" else cases[cases["operator"] == picked]
 
 
@@ -164,7 +226,9 @@ def overview_page(source, shape):
     if latest.empty:
         st.info(f"No complete main-branch run on {ui.md(gpu)} yet. See the Run page for runs of other branches.")
         if not newest.empty:
-            st.warning(f"The newest main run on this GPU, {ui.md(newest.run_id[0])}, ended with status '{ui.md(newest.status[0])}'.")
+            st.warning(
+                f"The newest main run on this GPU, {ui.md(newest.run_id[0])}, ended with status '{ui.md(newest.status[0])}'."
+            )
         return
     run = latest.iloc[0]
     if not newest.empty and newest.run_id[0] != run.run_id:
@@ -174,10 +238,14 @@ def overview_page(source, shape):
         )
     ui.run_caption(run)
     cases = overview.latest_cases(source, run.run_id, gpu, pool=pool)
-    cases = cases.assign(correctness=cases["correct"].map(quality.correctness_text), marks=quality.marks(cases),
-                         measure_again=[reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None,
-                                                               bool(run.dirty)) or ""
-                                        for c in cases["case_id"]])
+    cases = cases.assign(
+        correctness=cases["correct"].map(quality.correctness_text),
+        marks=quality.marks(cases),
+        measure_again=[
+            reproduce.run_command(c, run.commit_sha, "cpu" if gpu == "cpu" else None, bool(run.dirty)) or ""
+            for c in cases["case_id"]
+        ],
+    )
     cases = cases.assign(**{c: cases[c].astype(object).where(cases[c].notna(), "") for c in TEXT_COLUMNS})
     several = cases["operator"].nunique() > 1
     cases = operator_filter(cases)
@@ -185,17 +253,30 @@ def overview_page(source, shape):
     cases = cases.assign(trend_svg=[sparkline_svg(t, 1 - SPARK_RANGE, 1 + SPARK_RANGE) for t in cases["trend_rel"]])
     metrics(cases, from_push)
     if cases["gap_to_baseline"].isna().all():
-        st.info("No gap to baseline in this run: the operator's baseline (attention: `sdpa`) was not measured on "
-                "this GPU (or it failed), so there is nothing to divide by. Latency and TFLOPS are shown as measured.")
+        st.info(
+            "No gap to baseline in this run: the operator's baseline (attention: `sdpa`) was not measured on "
+            "this GPU (or it failed), so there is nothing to divide by. Latency and TFLOPS are shown as measured."
+        )
     if not cases["trend_us"].map(has_trend).any():
         st.caption("Only one main run on this GPU so far: the trend column fills in as runs accumulate.")
     cases = needs_a_look(cases, 100 * load_thresholds(gpu).min_effect)
-    columns = case_columns(cases, timers.timer_tag(cases["timing_mode"]), timers.timer_name(cases["timing_mode"]),
-                           cases["baseline_variant"])
+    columns = case_columns(
+        cases,
+        timers.timer_tag(cases["timing_mode"]),
+        timers.timer_name(cases["timing_mode"]),
+        cases["baseline_variant"],
+    )
     # The operator column leads only where the run measured several (one says nothing per row).
     order = [c for c in columns if c != "operator" or several]
-    ui.table(cases, hide_index=True, column_config=columns, column_order=order, width="stretch",
-                 height=min(38 + 35 * len(cases), 1200), key="overview_cases")
+    ui.table(
+        cases,
+        hide_index=True,
+        column_config=columns,
+        column_order=order,
+        width="stretch",
+        height=min(38 + 35 * len(cases), 1200),
+        key="overview_cases",
+    )
     st.caption(" ".join(quality.explain(cases["marks"]) + [timers.basis(cases["timing_mode"])]))
     st.page_link("views/run.py", label="Open this run", query_params={"run": run.run_id}, icon=":material/open_in_new:")
 
@@ -206,11 +287,19 @@ def overview_page(source, shape):
     else:
         counts = alerts["kind"].value_counts()
         cases_of = alerts.groupby("kind")["case_id"].nunique()
-        st.markdown(" · ".join(f"{int(counts.get(k, 0))} {k} alert(s) on {int(cases_of.get(k, 0))} case(s)"
-                               for k in ("regression", "correctness", "improvement")))
+        st.markdown(
+            " · ".join(
+                f"{int(counts.get(k, 0))} {k} alert(s) on {int(cases_of.get(k, 0))} case(s)"
+                for k in ("regression", "correctness", "improvement")
+            )
+        )
         ui.table(alerts, hide_index=True, width="stretch", column_config=ALERT_COLUMNS, column_order=ALERT_ORDER)
-        st.page_link("views/alerts.py", label="Triage them on the Alerts page (grouped by commit)",
-                     query_params={"gpu": gpu}, icon=":material/notifications:")
+        st.page_link(
+            "views/alerts.py",
+            label="Triage them on the Alerts page (grouped by commit)",
+            query_params={"gpu": gpu},
+            icon=":material/notifications:",
+        )
 
 
 ui.run_page("overview", overview_page)

@@ -29,32 +29,74 @@ def result_columns(results, timer: str, timer_help: str, baselines=()) -> dict:
         "case_id": st.column_config.TextColumn("case", width=fit("case", results["case_id"], most=420)),
         "status": st.column_config.TextColumn("status", width=fit("status", results["status"])),
         "correctness": st.column_config.TextColumn("correct", width=fit("correct", results["correctness"])),
-        "median_us": st.column_config.NumberColumn(median_label, format="%.2f", help=measured,
-                                                   width=fit(median_label, numbers(results["median_us"], 2))),
-        "tflops": st.column_config.NumberColumn(tflops_label, format=f"%.{decimals}f", help=measured,
-                                                width=fit(tflops_label, numbers(results["tflops"], decimals))),
-        "gap_to_baseline": st.column_config.NumberColumn(gap, format="%.3f×", width=fit(gap, ["0.000×"]),
-                                                         help=gap_help(baselines, measured)),
-        "graph_median_us": st.column_config.NumberColumn("µs (graph replay)", format="%.2f",
-                                                         width=fit("µs (graph replay)")),
+        "median_us": st.column_config.NumberColumn(
+            median_label, format="%.2f", help=measured, width=fit(median_label, numbers(results["median_us"], 2))
+        ),
+        "tflops": st.column_config.NumberColumn(
+            tflops_label,
+            format=f"%.{decimals}f",
+            help=measured,
+            width=fit(tflops_label, numbers(results["tflops"], decimals)),
+        ),
+        "gap_to_baseline": st.column_config.NumberColumn(
+            gap, format="%.3f×", width=fit(gap, ["0.000×"]), help=gap_help(baselines, measured)
+        ),
+        "graph_median_us": st.column_config.NumberColumn(
+            "µs (graph replay)", format="%.2f", width=fit("µs (graph replay)")
+        ),
         "marks": st.column_config.TextColumn("marks", width=160),
         "recipe": st.column_config.TextColumn(
-            "recipe", width=160, help="how the samples were taken on a GPU that may run under its power cap "
-                                      "(ci/run_config.toml [timing.recipes]); empty: plain"),
+            "recipe",
+            width=160,
+            help="how the samples were taken on a GPU that may run under its power cap "
+            "(ci/run_config.toml [timing.recipes]); empty: plain",
+        ),
         "clock_normalised_median_us": st.column_config.NumberColumn(
-            "clock-normalised µs (not a latency)", format="%.2f", width=fit("clock-normalised µs (not a latency)"),
-            help="median of time × SM clock / reference clock: cycle space, stored beside the latency, never in its place"),
+            "clock-normalised µs (not a latency)",
+            format="%.2f",
+            width=fit("clock-normalised µs (not a latency)"),
+            help="median of time × SM clock / reference clock: cycle space, stored beside the latency, never in its place",
+        ),
         "measure_again": st.column_config.TextColumn(
-            "measure again", width=200, help="the command that measures this case again at this run's commit "
-                                             "(history.reproduce): copy it into a checkout of the repository"),
+            "measure again",
+            width=200,
+            help="the command that measures this case again at this run's commit "
+            "(history.reproduce): copy it into a checkout of the repository",
+        ),
     }
 
 
 ENVIRONMENT_FIELDS = (
-    "run_id", "repo", "commit_sha", "parent_sha", "branch", "pr_number", "trigger", "status", "started_at",
-    "finished_at", "runner", "shape_set", "synthetic", "dirty", "gpu_name", "gpu_uuid", "driver_version",
-    "cuda_version", "sm_clock_mhz", "sm_clock_max_mhz", "torch_version", "triton_version", "cupy_version",
-    "nvcc_version", "packages", "python_version", "hostname", "source", "ingested_at", "notes",
+    "run_id",
+    "repo",
+    "commit_sha",
+    "parent_sha",
+    "branch",
+    "pr_number",
+    "trigger",
+    "status",
+    "started_at",
+    "finished_at",
+    "runner",
+    "shape_set",
+    "synthetic",
+    "dirty",
+    "gpu_name",
+    "gpu_uuid",
+    "driver_version",
+    "cuda_version",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "torch_version",
+    "triton_version",
+    "cupy_version",
+    "nvcc_version",
+    "packages",
+    "python_version",
+    "hostname",
+    "source",
+    "ingested_at",
+    "notes",
 )
 
 
@@ -63,7 +105,9 @@ def run_page(source, shape):
     search = st.text_input("find a run (id, commit sha prefix, branch or PR number)", key="run_search", max_chars=200)
     found = runs.find_runs(source, search, None, PICKER_RUNS)
     wanted = url_text("run")
-    labels = {row.run_id: ui.run_label(row) for row in runs.runs_by_id(source, (wanted,)).itertuples()} if wanted else {}
+    labels = (
+        {row.run_id: ui.run_label(row) for row in runs.runs_by_id(source, (wanted,)).itertuples()} if wanted else {}
+    )
     labels.update({row.run_id: ui.run_label(row) for row in found.itertuples()})
     if wanted and wanted not in labels:
         labels = {wanted: wanted, **labels}  # kept as named: the page then says it does not exist
@@ -84,8 +128,10 @@ def run_page(source, shape):
     if bool(run.synthetic):
         st.error("SYNTHETIC run: generated data, not a measurement.")
     if bool(run.dirty):
-        st.warning("This run measured uncommitted changes on top of its commit: no commit holds the code that ran, "
-                   "so checking the commit out measures something else (the commands below say so).")
+        st.warning(
+            "This run measured uncommitted changes on top of its commit: no commit holds the code that ran, "
+            "so checking the commit out measures something else (the commands below say so)."
+        )
     st.subheader("Commit")
     st.text(f"{run.commit_sha or '(none)'}  {str(run.commit_date or '')[:19]}")
     st.text(str(run.commit_message or "(no message stored)")[:4000])
@@ -94,21 +140,44 @@ def run_page(source, shape):
         st.info("This run stored no case results (it may have failed before any case ran).")
     else:
         device = "cpu" if str(run.device_kind) == "cpu" else None  # a CPU run is measured again on a CPU
-        results = results.assign(correctness=results["correct"].map(quality.correctness_text), marks=quality.marks(results),
-                                 recipe=[quality.recipe_text(*row) for row in zip(
-                                     results["timing_recipe"], results["clock_normalised_median_us"],
-                                     results["band_discarded_samples"], results["pacing_gap_s"])],
-                                 measure_again=[reproduce.run_command(c, run.commit_sha, device, bool(run.dirty)) or ""
-                                                for c in results["case_id"]])
+        results = results.assign(
+            correctness=results["correct"].map(quality.correctness_text),
+            marks=quality.marks(results),
+            recipe=[
+                quality.recipe_text(*row)
+                for row in zip(
+                    results["timing_recipe"],
+                    results["clock_normalised_median_us"],
+                    results["band_discarded_samples"],
+                    results["pacing_gap_s"],
+                )
+            ],
+            measure_again=[
+                reproduce.run_command(c, run.commit_sha, device, bool(run.dirty)) or "" for c in results["case_id"]
+            ],
+        )
         st.subheader("Cases")
         if results["correct"].isna().all():
             st.info("Correctness was not checked in this run: every case reads 'not run'.")
-        columns = result_columns(results, timers.timer_tag(results["timing_mode"]), timers.timer_name(results["timing_mode"]),
-                                 results["baseline_variant"])
-        results = results.assign(**{c: results[c].astype(object).where(results[c].notna(), "")
-                                    for c in ("marks", "error", "fastest_reference", "baseline_variant")})
-        ui.table(results[list(columns) + [c for c in results.columns if c not in columns]], hide_index=True,
-                     width="stretch", column_config=columns, key="run_cases")
+        columns = result_columns(
+            results,
+            timers.timer_tag(results["timing_mode"]),
+            timers.timer_name(results["timing_mode"]),
+            results["baseline_variant"],
+        )
+        results = results.assign(
+            **{
+                c: results[c].astype(object).where(results[c].notna(), "")
+                for c in ("marks", "error", "fastest_reference", "baseline_variant")
+            }
+        )
+        ui.table(
+            results[list(columns) + [c for c in results.columns if c not in columns]],
+            hide_index=True,
+            width="stretch",
+            column_config=columns,
+            key="run_cases",
+        )
         st.caption(" ".join(quality.explain(results["marks"]) + [timers.basis(results["timing_mode"])]))
         broken = results[results["status"] != "ok"]
         if not broken.empty:
@@ -117,8 +186,12 @@ def run_page(source, shape):
     gpu = series_gpu(run.gpu_name, run.device_kind)
     before = runs.main_run_before(source, run_id)
     if before:
-        st.page_link("views/compare.py", label=f"Compare this run with the main run before it ({ui.md(before)})",
-                     query_params=compare_query(gpu, base=before, head=run_id), icon=":material/compare_arrows:")
+        st.page_link(
+            "views/compare.py",
+            label=f"Compare this run with the main run before it ({ui.md(before)})",
+            query_params=compare_query(gpu, base=before, head=run_id),
+            icon=":material/compare_arrows:",
+        )
     else:
         st.caption("No earlier main run on this GPU to compare with.")
     with st.expander("Environment and manifest"):

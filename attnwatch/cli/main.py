@@ -97,10 +97,12 @@ def opens_history(args: argparse.Namespace) -> bool:
 def _located(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     """`command`, with `args.db` parsed into a HistoryLocation first (inside the command, so a bad
     setting's one-line error names the command, as every refusal does)."""
+
     @functools.wraps(command)
     def run(args: argparse.Namespace) -> int:
         args.db = parse_location(args.db) if args.db is not None else default_location()
         return command(args)
+
     return run
 
 

@@ -25,8 +25,13 @@ def case_choice(args: argparse.Namespace) -> CaseChoice:
     """--shapes, --variants, --dtypes, --causal and the variant flags of compare."""
     from attnwatch.ci.compare.setup import CaseChoice
 
-    return CaseChoice(shapes=args.shapes, variants=args.variants, dtypes=args.dtypes, causal=args.causal,
-                      sources=variant_sources(args))
+    return CaseChoice(
+        shapes=args.shapes,
+        variants=args.variants,
+        dtypes=args.dtypes,
+        causal=args.causal,
+        sources=variant_sources(args),
+    )
 
 
 def measure_settings(args: argparse.Namespace, shapes: str | None = None) -> MeasureSettings:
@@ -35,8 +40,13 @@ def measure_settings(args: argparse.Namespace, shapes: str | None = None) -> Mea
     from attnwatch.ci.compare.setup import MeasureSettings
 
     return MeasureSettings(
-        shapes=shapes if shapes is not None else args.shapes, method=args.method,
-        correctness=not args.no_correctness, case_timeout_s=args.case_timeout, rounds=args.rounds,
-        min_rounds=args.min_rounds, workers_per_side=args.workers_per_side,
-        measure_all=bool(getattr(args, "all", False)), sources=variant_sources(args),
+        shapes=shapes if shapes is not None else args.shapes,
+        method=args.method,
+        correctness=not args.no_correctness,
+        case_timeout_s=args.case_timeout,
+        rounds=args.rounds,
+        min_rounds=args.min_rounds,
+        workers_per_side=args.workers_per_side,
+        measure_all=bool(getattr(args, "all", False)),
+        sources=variant_sources(args),
     )

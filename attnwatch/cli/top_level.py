@@ -63,8 +63,9 @@ class Terminated(KeyboardInterrupt):
     process on the spot and no clean-up runs."""
 
 
-def run_command(parse: Callable[[], argparse.Namespace], fault_of: FaultOf | None = None,
-                argv: list[str] | None = None) -> int:
+def run_command(
+    parse: Callable[[], argparse.Namespace], fault_of: FaultOf | None = None, argv: list[str] | None = None
+) -> int:
     """Parse the arguments (`parse`), run `args.func(args)` and return the exit status, turning
     every way it can end into one of those in the module docstring.
 
@@ -142,9 +143,11 @@ def _internal_line(exc: BaseException, args, argv: list[str], where: str = "") -
     command = _command(args)
     saved = saved_where(exc, command, argv)
     inputs = "; ".join(f"{k} {v}" for k, v in _inputs(args))
-    return one_line(f"attnwatch {command}: internal error{f' {where}' if where else ''}: {describe(exc)}"
-                    f"{f' [{inputs}]' if inputs else ''} ({saved}); this is a defect of attnwatch, please report it",
-                    MAX_ERROR)
+    return one_line(
+        f"attnwatch {command}: internal error{f' {where}' if where else ''}: {describe(exc)}"
+        f"{f' [{inputs}]' if inputs else ''} ({saved}); this is a defect of attnwatch, please report it",
+        MAX_ERROR,
+    )
 
 
 def _command(args) -> str:

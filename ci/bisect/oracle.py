@@ -82,8 +82,12 @@ def git_text(repo: Path, *args: str) -> str:
 
 
 def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
-    return subprocess.run(["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer],
-                          capture_output=True, timeout=120).returncode == 0
+    return (
+        subprocess.run(
+            ["git", "-C", str(repo), "merge-base", "--is-ancestor", older, newer], capture_output=True, timeout=120
+        ).returncode
+        == 0
+    )
 
 
 def commit_range(repo: Path, good: str, bad: str, within: str | None = None) -> list[str]:
@@ -137,8 +141,17 @@ def _interval(c: CaseComparison) -> str:
 class CompareOracle:
     """`oracle(sha, attempt)` for ci.bisect.search; a context manager holding the good worktree."""
 
-    def __init__(self, repo: Path, good: str, bad: str, cases: list[PlannedCase], options, thresholds, out_dir: Path,
-                 log: Callable[[str], None] = print):
+    def __init__(
+        self,
+        repo: Path,
+        good: str,
+        bad: str,
+        cases: list[PlannedCase],
+        options,
+        thresholds,
+        out_dir: Path,
+        log: Callable[[str], None] = print,
+    ):
         self.repo, self.good, self.bad, self.cases = repo, good, bad, cases
         self.options, self.thresholds, self.out_dir, self.log = options, thresholds, Path(out_dir), log
         self.tracked = {c.case_id for c in cases}
@@ -168,8 +181,10 @@ class CompareOracle:
         options = self.options
         if attempt:
             design = options.design
-            options = replace(options, design=SequentialDesign(design.min_rounds, min(MAX_ROUNDS, design.max_rounds * 2),
-                                                               design.confidence))
+            options = replace(
+                options,
+                design=SequentialDesign(design.min_rounds, min(MAX_ROUNDS, design.max_rounds * 2), design.confidence),
+            )
         out = self.out_dir / f"{len(self.measurements) + 1:02d}-{sha[:12]}"
         self.log(f"bisect: measuring {sha[:12]} against the good {self.good[:12]} ({options.design.describe()})")
         with worktree(self.repo, sha, "bisect") as root:
@@ -194,9 +209,22 @@ class CompareOracle:
         sides = (CompareSide("base", self.good, self._good_root), CompareSide("head", sha, root))
         session = run_session(self.cases, sides=sides, out_dir=out, options=options, log=self.log)
         base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
-        cases = compare_rounds(base, head, self.thresholds, method=options.method,
-                               confidence=options.design.per_look_confidence, resamples=options.resamples)
-        measurement = Measurement(sha, attempt, cases, dict(session.measured.decided), len(session.measured.base),
-                                  session.measured.wall_s, out)
+        cases = compare_rounds(
+            base,
+            head,
+            self.thresholds,
+            method=options.method,
+            confidence=options.design.per_look_confidence,
+            resamples=options.resamples,
+        )
+        measurement = Measurement(
+            sha,
+            attempt,
+            cases,
+            dict(session.measured.decided),
+            len(session.measured.base),
+            session.measured.wall_s,
+            out,
+        )
         self.measurements.append(measurement)
         return measurement

@@ -113,7 +113,7 @@ def bisect(commits: Sequence[str], oracle: Oracle, *, retries: int = 1) -> Searc
             lo = mid
         else:
             result.outcome = "undecided"
-            result.why = (f"{commits[mid][:12]} stayed undecided after {retries + 1} measurement(s): {judgement.why}")
+            result.why = f"{commits[mid][:12]} stayed undecided after {retries + 1} measurement(s): {judgement.why}"
             break
     result.good_index, result.bad_index = lo, hi
     return result

@@ -52,19 +52,29 @@ class Affected:
         return asdict(self)
 
 
-def affected(base_root: Path, head_root: Path, *, base_sha: str = "", head_sha: str = "",
-             python: str | None = None, planned: list[str] | None = None) -> Affected:
+def affected(
+    base_root: Path,
+    head_root: Path,
+    *,
+    base_sha: str = "",
+    head_sha: str = "",
+    python: str | None = None,
+    planned: list[str] | None = None,
+) -> Affected:
     """Compare the checkouts at `base_root` and `head_root` (module doc). The canary rotates with
     `head_sha`; `planned`: the variants a compare plans (--variants), which the selection and the
     canary are drawn from (default: every registered variant)."""
     libraries = toolchain()
     harness = {side: harness_closure(Path(root)) for side, root in (("base", base_root), ("head", head_root))}
     pipeline_paths = [entry["path"] for entry in rules()["affected"]["paths"]]
-    pipeline = {side: file_prints(Path(root), pipeline_paths) for side, root in (("base", base_root), ("head", head_root))}
+    pipeline = {
+        side: file_prints(Path(root), pipeline_paths) for side, root in (("base", base_root), ("head", head_root))
+    }
     compared = len(harness["head"].files.keys() | harness["base"].files.keys()) + len(pipeline_paths)
     out = Affected(base_sha, head_sha, gpu=True, everything=None, harness_files=compared, toolchain=libraries)
-    out.everything = harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
-                                    harness["head"].unknown)
+    out.everything = harness_change(
+        harness["base"].files, harness["head"].files, harness["base"].unknown, harness["head"].unknown
+    )
     moved = [p for p in pipeline_paths if pipeline["base"][p] != pipeline["head"][p]]
     if out.everything is None and moved:
         out.everything = f"how the GPU job runs changed ({', '.join(moved)})"
@@ -82,8 +92,15 @@ def affected(base_root: Path, head_root: Path, *, base_sha: str = "", head_sha: 
     if out.everything:
         out.build = list(head_registry.modules)
         return out
-    selection = select_variants(names, base, head, reference=head_registry.reference, rotation=head_sha,
-                                canary=int(rules()["selection"]["canary_variants"]), baselines=head_registry.baselines)
+    selection = select_variants(
+        names,
+        base,
+        head,
+        reference=head_registry.reference,
+        rotation=head_sha,
+        canary=int(rules()["selection"]["canary_variants"]),
+        baselines=head_registry.baselines,
+    )
     out.gpu = bool(out.changed)
     out.build = [n for n in selection.measured if n in head_registry.modules]
     out.canary = list(selection.canary)
@@ -95,23 +112,31 @@ def roles(result: Affected) -> dict[str, str]:
     """Why each variant to build is built: its change, or its role (reference, canary, a baseline)."""
     out = {}
     for name in result.build or []:
-        out[name] = result.changed.get(name) or (REFERENCE if name == result.reference else
-                                                 CANARY if name in result.canary else "a baseline a changed variant needs")
+        out[name] = result.changed.get(name) or (
+            REFERENCE
+            if name == result.reference
+            else CANARY
+            if name in result.canary
+            else "a baseline a changed variant needs"
+        )
     return out
 
 
-def build_only_affected(cases: list, roots: dict[str, Path], head_sha: str,
-                        log=print) -> tuple[list, dict[str, str]]:
+def build_only_affected(cases: list, roots: dict[str, Path], head_sha: str, log=print) -> tuple[list, dict[str, str]]:
     """The planned cases (ci.plan.PlannedCase) of the variants the source fingerprints say to build,
     and {variant: SOURCE_UNCHANGED} for those left out. A variant either checkout does not register
     (one from --variant-module) is kept; with every variant to build, or a registry that cannot be
     read, nothing is left out."""
-    result = affected(roots["base"], roots["head"], head_sha=head_sha, planned=list(dict.fromkeys(c.variant for c in cases)))
+    result = affected(
+        roots["base"], roots["head"], head_sha=head_sha, planned=list(dict.fromkeys(c.variant for c in cases))
+    )
     if result.build is None or result.everything:
         log(f"compare: building every planned variant ({result.everything or 'no source fingerprints'})")
         return cases, {}
     keep = set(result.build) | {c.variant for c in cases if c.variant not in result.variants}
     left_out = {c.variant: SOURCE_UNCHANGED for c in cases if c.variant not in keep}
-    log(f"compare: {len(left_out)} variants with identical sources neither built nor measured; building "
-        f"{', '.join(sorted({c.variant for c in cases if c.variant in keep}))}")
+    log(
+        f"compare: {len(left_out)} variants with identical sources neither built nor measured; building "
+        f"{', '.join(sorted({c.variant for c in cases if c.variant in keep}))}"
+    )
     return [c for c in cases if c.variant in keep], left_out

@@ -41,9 +41,13 @@ def _side(rounds: list[CaseRound | None]) -> SideResult:
     baseline = next((r.baseline_variant for r in measured if r.baseline_variant), None)
     if len(measured) < len(present):  # a round that did not measure makes the side unusable for A/B
         bad = next(r for r in present if not (r.status == "ok" and r.samples_us))
-        return SideResult(status=bad.status if bad.status != "ok" else "failed", correct=correct,
-                          max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
-                          error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"))
+        return SideResult(
+            status=bad.status if bad.status != "ok" else "failed",
+            correct=correct,
+            max_abs_err=worst("max_abs_err"),
+            rel_err=worst("rel_err"),
+            error=(errors[0] if errors else f"no samples in {len(present) - len(measured)} round(s)"),
+        )
     medians = [median(r.samples_us) for r in measured]
     configs = list(dict.fromkeys(r.kernel_config for r in measured if r.kernel_config))
     reasons = list(dict.fromkeys(str(x) for r in measured for x in ((r.timing or {}).get("throttle_reasons") or [])))
@@ -81,9 +85,14 @@ def _throttled_share(rounds: list[CaseRound | None]) -> float | None:
     return sum(int(timing.get("throttled_samples") or 0) for timing, _ in timed) / calls
 
 
-def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], slower: bool,
-                   case_id: str | None = None, time_change_us: float | None = None,
-                   code_change: BinaryDiff | None = None) -> NcuExplanation | None:
+def explain_change(
+    base: list[CaseRound | None],
+    head: list[CaseRound | None],
+    slower: bool,
+    case_id: str | None = None,
+    time_change_us: float | None = None,
+    code_change: BinaryDiff | None = None,
+) -> NcuExplanation | None:
     """The exact counters that differ and the counter rules beyond their noise
     (history.analysis.ncu_explain) when both sides were profiled, with the kernels their calls
     launch differently; the timed rounds' throttled share joins the counters, for the rule that
@@ -104,11 +113,20 @@ def explain_change(base: list[CaseRound | None], head: list[CaseRound | None], s
     if code_change is not None:
         mine = launched_only(code_change, [k.name for k in (*b_round.launches, *h_round.launches)])
         code = describe_binaries(mine) if mine.changed else None
-    found = explain(b, h, slower, launches=(b_round.launches, h_round.launches), case_id=case_id,
-                    time_change_us=time_change_us, code_change=code)
-    return NcuExplanation(found.cause, [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score, c.band,
-                                                   c.accounts_us) for c in found.changes],
-                          [ExactDelta(e.kernel, e.metric, e.label, e.base, e.head) for e in found.exact])
+    found = explain(
+        b,
+        h,
+        slower,
+        launches=(b_round.launches, h_round.launches),
+        case_id=case_id,
+        time_change_us=time_change_us,
+        code_change=code,
+    )
+    return NcuExplanation(
+        found.cause,
+        [RuleChange(c.rule, c.title, c.base, c.head, c.change, c.score, c.band, c.accounts_us) for c in found.changes],
+        [ExactDelta(e.kernel, e.metric, e.label, e.base, e.head) for e in found.exact],
+    )
 
 
 _NOT_RUN = ("skipped", "unsupported")
@@ -125,10 +143,18 @@ def _unmeasured_verdict(base_status: str, head_status: str) -> str:
     return "failed"
 
 
-def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresholds: Thresholds, *,
-                   method: str, resamples: int, seed: int = 0,
-                   confidence: float | None = None, rules: CaseRules = CaseRules(),
-                   code_changes: dict[str, BinaryDiff] | None = None) -> list[CaseComparison]:
+def compare_rounds(
+    base: Sequence[RoundData],
+    head: Sequence[RoundData],
+    thresholds: Thresholds,
+    *,
+    method: str,
+    resamples: int,
+    seed: int = 0,
+    confidence: float | None = None,
+    rules: CaseRules = CaseRules(),
+    code_changes: dict[str, BinaryDiff] | None = None,
+) -> list[CaseComparison]:
     """One CaseComparison per case seen on either side, sorted by case id.
 
     A case is judged on the rounds it was measured in (a sequential compare stops measuring a
@@ -147,18 +173,32 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
         info = next(r for r in (*h_rounds, *b_rounds) if r is not None)
         b_side, h_side = _side(b_rounds), _side(h_rounds)
         model = next((r.timing for r in (*h_rounds, *b_rounds) if r is not None and r.timing), None) or {}
-        comp = CaseComparison(case_id=cid, variant=info.variant, shape_id=info.shape_id, dtype=info.dtype,
-                              causal=info.causal, verdict="failed", base=b_side, head=h_side,
-                              correctness_failed=h_side.correct is False, bound=model.get("bound"),
-                              bytes=model.get("bytes"))
+        comp = CaseComparison(
+            case_id=cid,
+            variant=info.variant,
+            shape_id=info.shape_id,
+            dtype=info.dtype,
+            causal=info.causal,
+            verdict="failed",
+            base=b_side,
+            head=h_side,
+            correctness_failed=h_side.correct is False,
+            bound=model.get("bound"),
+            bytes=model.get("bytes"),
+        )
         min_effect = rules.min_effect(cid, thresholds.gpu, thresholds.min_effect)
         comp.min_effect = None if min_effect == thresholds.min_effect else min_effect
         rule = rules.ignored(cid, thresholds.gpu)
         comp.ignored = rule.text() if rule else None
         if b_side.status == "ok" and h_side.status == "ok":
-            iv = ratio_interval([r.samples_us for r in b_rounds if r is not None],
-                                [r.samples_us for r in h_rounds if r is not None], method=method,
-                                confidence=confidence or thresholds.confidence, resamples=resamples, seed=seed)
+            iv = ratio_interval(
+                [r.samples_us for r in b_rounds if r is not None],
+                [r.samples_us for r in h_rounds if r is not None],
+                method=method,
+                confidence=confidence or thresholds.confidence,
+                resamples=resamples,
+                seed=seed,
+            )
             comp.ratio, comp.low, comp.high = iv.ratio, iv.low, iv.high
             comp.verdict = verdict(iv, min_effect)
         else:
@@ -167,12 +207,16 @@ def compare_rounds(base: Sequence[RoundData], head: Sequence[RoundData], thresho
         if decided in EXPLAINED:
             comp.ncu = _ncu_deltas(b_rounds, h_rounds)
             change = (h_side.median_us - b_side.median_us) if b_side.median_us and h_side.median_us else None
-            comp.explanation = explain_change(b_rounds, h_rounds, slower=decided in ("regression", SLOWER_UNDER),
-                                              case_id=cid, time_change_us=change,
-                                              code_change=(code_changes or {}).get(info.variant))
+            comp.explanation = explain_change(
+                b_rounds,
+                h_rounds,
+                slower=decided in ("regression", SLOWER_UNDER),
+                case_id=cid,
+                time_change_us=change,
+                code_change=(code_changes or {}).get(info.variant),
+            )
         out.append(comp)
     return out
-
 
 
 def noise_warnings(cases: Sequence[CaseComparison], method: str) -> list[str]:
@@ -189,7 +233,9 @@ def noise_warnings(cases: Sequence[CaseComparison], method: str) -> list[str]:
         out.append(f"{NO_RUN_NOISE}: the pooled bootstrap ignores the rounds (use --method rounds-t)")
     single = [c for c in compared if min(len(c.base.round_medians_us), len(c.head.round_medians_us)) < 2]
     if single and method != "pooled":
-        out.append(f"{NO_RUN_NOISE}: {len(single)} of {len(compared)} compared cases have one round per side, "
-                   f"so between-round variation cannot be estimated and their intervals are too narrow "
-                   f"(use at least 3 rounds)")
+        out.append(
+            f"{NO_RUN_NOISE}: {len(single)} of {len(compared)} compared cases have one round per side, "
+            f"so between-round variation cannot be estimated and their intervals are too narrow "
+            f"(use at least 3 rounds)"
+        )
     return out

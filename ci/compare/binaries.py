@@ -27,12 +27,15 @@ from attnwatch.kernels.cuda.launch import SPECS
 # The variants `kernels.cuda.launch.build` builds (this checkout's declaration of them).
 NVCC_VARIANTS = tuple(SPECS)
 BUILD_TIMEOUT_S = 600
-_BUILD = ("import sys\nfrom attnwatch.kernels.cuda.launch import build\n"
-          "for v in sys.argv[2:]:\n    print(build(v, sys.argv[1] or None).path)\n")
+_BUILD = (
+    "import sys\nfrom attnwatch.kernels.cuda.launch import build\n"
+    "for v in sys.argv[2:]:\n    print(build(v, sys.argv[1] or None).path)\n"
+)
 
 
-def variant_cubins(root: Path | None, variants: Iterable[str], work: Path, arch: str = "",
-                   env_extra: Mapping[str, str] | None = None) -> tuple[list[Path], str | None]:
+def variant_cubins(
+    root: Path | None, variants: Iterable[str], work: Path, arch: str = "", env_extra: Mapping[str, str] | None = None
+) -> tuple[list[Path], str | None]:
     """The cubins `root`'s kernels build for the nvcc variants among `variants` (arch "" is the
     device's), and why none came when the build failed."""
     from attnwatch.ci.child_env import child_env
@@ -43,8 +46,14 @@ def variant_cubins(root: Path | None, variants: Iterable[str], work: Path, arch:
     work.mkdir(parents=True, exist_ok=True)
     env = {**child_env(work, root), **(env_extra or {})}
     try:
-        done = subprocess.run([sys.executable, "-c", _BUILD, arch, *nvcc], env=env, cwd=work, capture_output=True,
-                              text=True, timeout=BUILD_TIMEOUT_S)
+        done = subprocess.run(
+            [sys.executable, "-c", _BUILD, arch, *nvcc],
+            env=env,
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return [], f"building {', '.join(nvcc)} took over {BUILD_TIMEOUT_S} s"
     if done.returncode != 0:
@@ -70,8 +79,9 @@ def read_kernels(files: Iterable[Path], cache: Path | None = None) -> dict:
     return kernels
 
 
-def code_changes(variants: Iterable[str], roots: Mapping[str, Path | None], work: Path,
-                 log=lambda message: None, arch: str = "") -> dict[str, BinaryDiff]:
+def code_changes(
+    variants: Iterable[str], roots: Mapping[str, Path | None], work: Path, log=lambda message: None, arch: str = ""
+) -> dict[str, BinaryDiff]:
     """variant -> how its kernels' code differs between base and head, for the variants whose
     binaries differ (module doc); `arch` "" builds for the device, as the compare's workers did."""
     from attnwatch.history.analysis.sass import SassError

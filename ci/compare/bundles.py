@@ -39,26 +39,58 @@ from attnwatch.history.contract.bundle import CaseOutcome, Environment
 COMPARE_TRIGGER = "compare"
 
 
-def write_side_bundles(out_dir: Path, side: str, rounds: list[RoundData], *, git: GitInfo, environment: Environment,
-                       builds: list[dict], shape_set: str, total_cases: int,
-                       fingerprints: dict[str, dict] | None = None) -> list[Path]:
+def write_side_bundles(
+    out_dir: Path,
+    side: str,
+    rounds: list[RoundData],
+    *,
+    git: GitInfo,
+    environment: Environment,
+    builds: list[dict],
+    shape_set: str,
+    total_cases: int,
+    fingerprints: dict[str, dict] | None = None,
+) -> list[Path]:
     """Write round k of `rounds` to `out_dir/bundles/<side>-round<k>`; returns the directories.
     `fingerprints`: the side's worker's, per variant (each round bundle records them)."""
-    return [write_run_bundle(round_dir(out_dir, side, k), RunRecords(
-                RunHead(git, environment, shape_set, COMPARE_TRIGGER, rd.started_at, rd.finished_at,
-                        notes=f"attnwatch compare: {side} round {k} of {len(rounds)}, {len(rd.cases)} of "
-                              f"{total_cases} cases (a sequential compare stops measuring decided cases)"),
-                cases=round_cases(rd), builds=builds,
-                fingerprints={n: {k: fp.get(k) for k in ("digest", "code", "unknown")} for n, fp in (fingerprints or {}).items()}))
-            for k, rd in enumerate(rounds, start=1)]
+    return [
+        write_run_bundle(
+            round_dir(out_dir, side, k),
+            RunRecords(
+                RunHead(
+                    git,
+                    environment,
+                    shape_set,
+                    COMPARE_TRIGGER,
+                    rd.started_at,
+                    rd.finished_at,
+                    notes=f"attnwatch compare: {side} round {k} of {len(rounds)}, {len(rd.cases)} of "
+                    f"{total_cases} cases (a sequential compare stops measuring decided cases)",
+                ),
+                cases=round_cases(rd),
+                builds=builds,
+                fingerprints={
+                    n: {k: fp.get(k) for k in ("digest", "code", "unknown")} for n, fp in (fingerprints or {}).items()
+                },
+            ),
+        )
+        for k, rd in enumerate(rounds, start=1)
+    ]
 
 
 def round_cases(rd: RoundData) -> list[CaseRecords]:
     """A round's cases as the records its side's worker reported."""
-    return [CaseRecords(CaseOutcome(cid, rec.variant, rec.shape_id, rec.dtype, rec.causal, rec.status, rec.error,
-                                    operator=rec.operator),
-                        timing=rec.timing, samples=rec.samples_us, checks=rec.checks)
-            for cid, rec in rd.cases.items()]
+    return [
+        CaseRecords(
+            CaseOutcome(
+                cid, rec.variant, rec.shape_id, rec.dtype, rec.causal, rec.status, rec.error, operator=rec.operator
+            ),
+            timing=rec.timing,
+            samples=rec.samples_us,
+            checks=rec.checks,
+        )
+        for cid, rec in rd.cases.items()
+    ]
 
 
 def side_environment(reported: dict, device_kind: str) -> Environment:

@@ -30,9 +30,16 @@ def time_breakdown(session, *, wall_s: float, judging_s: float, profiling_s: flo
 
 def format_times(times: dict[str, float]) -> str:
     """The breakdown in one line: `wall 58.2 s = start-up 4.1 + builds 1.0 + ...`."""
-    names = {"startup_s": "start-up", "builds_s": "builds", "fingerprint_s": "fingerprints",
-             "correctness_s": "correctness", "timing_s": "timing", "judging_s": "judging",
-             "profiling_s": "ncu", "other_s": "other"}
+    names = {
+        "startup_s": "start-up",
+        "builds_s": "builds",
+        "fingerprint_s": "fingerprints",
+        "correctness_s": "correctness",
+        "timing_s": "timing",
+        "judging_s": "judging",
+        "profiling_s": "ncu",
+        "other_s": "other",
+    }
     return f"wall {times['wall_s']:.1f} s = " + " + ".join(f"{label} {times[k]:.1f}" for k, label in names.items())
 
 
@@ -50,10 +57,15 @@ def other_split(session, times: dict[str, float]) -> dict[str, float]:
     looks = session.measured.looks_s
     outside = times["wall_s"] - session.measured.wall_s - (times["judging_s"] - looks) - times["profiling_s"]
     requests = sum(t.requests_s - t.correctness_s - t.prepare_s - t.timing_s - t.probe_s for t in sides)
-    return {"outside_s": round(outside, 3), "requests_s": round(requests, 3),
-            "rest_s": round(times["other_s"] - outside - requests, 3)}
+    return {
+        "outside_s": round(outside, 3),
+        "requests_s": round(requests, 3),
+        "rest_s": round(times["other_s"] - outside - requests, 3),
+    }
 
 
 def format_other(split: dict[str, float]) -> str:
-    return (f"other = outside the rounds {split['outside_s']:.1f} + requests beyond their stages "
-            f"{split['requests_s']:.1f} + the rest {split['rest_s']:.1f}")
+    return (
+        f"other = outside the rounds {split['outside_s']:.1f} + requests beyond their stages "
+        f"{split['requests_s']:.1f} + the rest {split['rest_s']:.1f}"
+    )

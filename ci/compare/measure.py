@@ -60,10 +60,19 @@ def _comparable(rounds: list[CaseRound]) -> bool:
     return bool(rounds) and all(r.status == "ok" and r.samples_us for r in rounds)
 
 
-def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design: SequentialDesign, *, min_effect: float,
-                   sampling: dict, method: str, resamples: int, seed: int = 0,
-                   log: Callable[[str], None] = print,
-                   choose: Callable[[list[PlannedCase]], list[PlannedCase]] | None = None) -> Measured:
+def measure_rounds(
+    cases: list[PlannedCase],
+    sides: dict[str, SideGroup],
+    design: SequentialDesign,
+    *,
+    min_effect: float,
+    sampling: dict,
+    method: str,
+    resamples: int,
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+    choose: Callable[[list[PlannedCase]], list[PlannedCase]] | None = None,
+) -> Measured:
     """Alternating rounds until every case is decided, lost on a side, or at the cap.
 
     `choose`: once both sides are built, the cases to measure (ci/compare/select.py: those whose
@@ -91,8 +100,16 @@ def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design
                 measured.schedule.append((name, r + 1, len(active)))
             for name, rounds in (("base", measured.base), ("head", measured.head)):
                 side = sides[name]
-                rounds.append(RoundData(f"{name}-round{r + 1}", side.environment.get("gpu_name"), side.commit_sha,
-                                        per_side[name], side.environment, *when[name]))
+                rounds.append(
+                    RoundData(
+                        f"{name}-round{r + 1}",
+                        side.environment.get("gpu_name"),
+                        side.commit_sha,
+                        per_side[name],
+                        side.environment,
+                        *when[name],
+                    )
+                )
                 for cid, record in per_side[name].items():
                     history[cid][name].append(record)
             t0 = time.monotonic()
@@ -104,8 +121,18 @@ def measure_rounds(cases: list[PlannedCase], sides: dict[str, SideGroup], design
     return measured
 
 
-def _judge(active: list[PlannedCase], history, rounds_done: int, design: SequentialDesign, measured: Measured,
-           min_effect: float, method: str, resamples: int, seed: int, pool: ThreadPoolExecutor) -> list[PlannedCase]:
+def _judge(
+    active: list[PlannedCase],
+    history,
+    rounds_done: int,
+    design: SequentialDesign,
+    measured: Measured,
+    min_effect: float,
+    method: str,
+    resamples: int,
+    seed: int,
+    pool: ThreadPoolExecutor,
+) -> list[PlannedCase]:
     """The cases still to measure after `rounds_done` rounds (decided and lost ones leave)."""
     still, jobs = [], {}
     for case in active:
@@ -115,9 +142,15 @@ def _judge(active: list[PlannedCase], history, rounds_done: int, design: Sequent
         if not design.is_look(rounds_done):
             still.append(case)
             continue
-        jobs[case.case_id] = pool.submit(ratio_interval, [r.samples_us for r in base], [r.samples_us for r in head],
-                                         method=method, confidence=design.per_look_confidence, resamples=resamples,
-                                         seed=seed)
+        jobs[case.case_id] = pool.submit(
+            ratio_interval,
+            [r.samples_us for r in base],
+            [r.samples_us for r in head],
+            method=method,
+            confidence=design.per_look_confidence,
+            resamples=resamples,
+            seed=seed,
+        )
     for case in active:
         job = jobs.get(case.case_id)
         if job is None:

@@ -41,18 +41,22 @@ def run_suite_once(root: Path, suite: str, out: Path, extra: list[str], timeout_
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))
     try:
-        done = subprocess.run(suite_command(suite, out, extra), cwd=root, env=env, capture_output=True, text=True,
-                              timeout=timeout_s)
+        done = subprocess.run(
+            suite_command(suite, out, extra), cwd=root, env=env, capture_output=True, text=True, timeout=timeout_s
+        )
     except subprocess.TimeoutExpired:
         raise UserError(f"--pytest {suite}: the suite ran past {timeout_s:.0f} s") from None
     if not out.is_file() or out.stat().st_size == 0:  # pytest-benchmark leaves it empty when nothing was measured
         tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or ["no output"]
-        raise UserError(f"--pytest {suite}: pytest exited {done.returncode} and measured nothing in {root.name}: {tail[0][:300]}")
+        raise UserError(
+            f"--pytest {suite}: pytest exited {done.returncode} and measured nothing in {root.name}: {tail[0][:300]}"
+        )
     return round_of(load_pytest_benchmark_file(out))
 
 
-def measure_suite(suite: str, roots: dict[str, Path], out: Path, rounds: int, extra: list[str],
-                  log: Callable[[str], None]) -> tuple[list[RoundData], list[RoundData]]:
+def measure_suite(
+    suite: str, roots: dict[str, Path], out: Path, rounds: int, extra: list[str], log: Callable[[str], None]
+) -> tuple[list[RoundData], list[RoundData]]:
     """(base rounds, head rounds): `rounds` alternating runs of the suite on each side, each
     within [compare] pytest_suite_timeout_s (ci/run_config.toml)."""
     timeout_s = float(compare_setting("pytest_suite_timeout_s"))
@@ -64,6 +68,8 @@ def measure_suite(suite: str, roots: dict[str, Path], out: Path, rounds: int, ex
         for side in order:
             started = time.monotonic()
             taken[side].append(run_suite_once(roots[side], suite, folder / f"{side}-round{k}.json", extra, timeout_s))
-            log(f"compare --pytest: round {k + 1}/{rounds} {side}: {len(taken[side][-1].cases)} case(s) "
-                f"in {time.monotonic() - started:.1f} s")
+            log(
+                f"compare --pytest: round {k + 1}/{rounds} {side}: {len(taken[side][-1].cases)} case(s) "
+                f"in {time.monotonic() - started:.1f} s"
+            )
     return taken["base"], taken["head"]

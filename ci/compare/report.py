@@ -140,14 +140,16 @@ def compare_v8_to_v9(document: dict) -> dict:
 
 
 # (schema, version) -> upgrade to version + 1.
-COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {(COMPARE_SCHEMA, 1): compare_v1_to_v2,
-                                                      (COMPARE_SCHEMA, 2): compare_v2_to_v3,
-                                                      (COMPARE_SCHEMA, 3): compare_v3_to_v4,
-                                                      (COMPARE_SCHEMA, 4): compare_v4_to_v5,
-                                                      (COMPARE_SCHEMA, 5): compare_v5_to_v6,
-                                                      (COMPARE_SCHEMA, 6): compare_v6_to_v7,
-                                                      (COMPARE_SCHEMA, 7): compare_v7_to_v8,
-                                                      (COMPARE_SCHEMA, 8): compare_v8_to_v9}
+COMPARE_UPGRADERS: dict[tuple[str, int], Upgrader] = {
+    (COMPARE_SCHEMA, 1): compare_v1_to_v2,
+    (COMPARE_SCHEMA, 2): compare_v2_to_v3,
+    (COMPARE_SCHEMA, 3): compare_v3_to_v4,
+    (COMPARE_SCHEMA, 4): compare_v4_to_v5,
+    (COMPARE_SCHEMA, 5): compare_v5_to_v6,
+    (COMPARE_SCHEMA, 6): compare_v6_to_v7,
+    (COMPARE_SCHEMA, 7): compare_v7_to_v8,
+    (COMPARE_SCHEMA, 8): compare_v8_to_v9,
+}
 
 
 class ReportError(UserError):
@@ -161,7 +163,9 @@ class ReportError(UserError):
 class SideResult:
     """One side (base or head) of one case, over all rounds."""
 
-    status: str = field(metadata=rule_metadata(choices=SIDE_STATUSES))  # "ok" unless every round failed; else the worst outcome
+    status: str = field(
+        metadata=rule_metadata(choices=SIDE_STATUSES)
+    )  # "ok" unless every round failed; else the worst outcome
     median_us: float | None = rule(None, latency=True)  # mean of per-round medians
     round_medians_us: list[float] = rule(default_factory=list, latency=True, max_items=1000)
     n_samples: int = rule(0, low=0)
@@ -250,7 +254,9 @@ class CaseComparison:
     # the ignore rule it fell under ("ignored until DATE: reason"; None: not ignored).
     min_effect: float | None = rule(None, positive=True)
     ignored: str | None = rule(None, max_len=MAX_TEXT)
-    explanation: NcuExplanation | None = None  # every decided case (regressions, improvements, sure-but-small) profiled on both sides
+    explanation: NcuExplanation | None = (
+        None  # every decided case (regressions, improvements, sure-but-small) profiled on both sides
+    )
     # The operator's roofline bound and minimum DRAM bytes of one call (CaseTiming.bound, .bytes):
     # the comment shows a memory-bound case's achieved bandwidth. None: not recorded.
     bound: str | None = rule(None, choices=OPERATOR_BOUNDS)
@@ -296,8 +302,17 @@ class SelectionRecord:
         return [v for v in self.variants if not v.measured]
 
 
-TIME_PARTS = ("startup_s", "builds_s", "fingerprint_s", "correctness_s", "timing_s", "judging_s", "profiling_s",
-              "other_s", "wall_s")
+TIME_PARTS = (
+    "startup_s",
+    "builds_s",
+    "fingerprint_s",
+    "correctness_s",
+    "timing_s",
+    "judging_s",
+    "profiling_s",
+    "other_s",
+    "wall_s",
+)
 
 
 @dataclass
@@ -311,7 +326,9 @@ class CompareReport:
     confidence: float
     min_effect: float
     shape_set: str
-    created_at: str = field(metadata=rule_metadata(timestamp=True))  # ISO 8601 with its UTC offset (history.contract.checks.parse_utc)
+    created_at: str = field(
+        metadata=rule_metadata(timestamp=True)
+    )  # ISO 8601 with its UTC offset (history.contract.checks.parse_utc)
     cases: list[CaseComparison] = field(metadata=rule_metadata(max_items=MAX_CASES))
     base_ref: str = ""
     head_ref: str = ""
@@ -321,7 +338,9 @@ class CompareReport:
     base_dirty: bool = False
     head_dirty: bool = False
     # Scalars only (GPU, driver and library versions); text up to MAX_TEXT.
-    environment: dict[str, str | int | float | bool | None] = rule(default_factory=dict, max_items=100, max_len=MAX_TEXT)
+    environment: dict[str, str | int | float | bool | None] = rule(
+        default_factory=dict, max_items=100, max_len=MAX_TEXT
+    )
     notes: list[str] = rule(default_factory=list, max_items=50, max_len=MAX_TEXT)
     selection: SelectionRecord | None = None  # None: every variant measured, none selected (also bundles compared)
     # Seconds of the compare's wall time per part (TIME_PARTS); empty when nothing was measured.
@@ -359,8 +378,14 @@ class CompareReport:
 
     def dirty_sides(self) -> list[tuple[str, str]]:
         """(side, its commit) of each side that measured uncommitted changes."""
-        return [(side, sha) for side, sha, dirty in (("base", self.merge_base_sha, self.base_dirty),
-                                                     ("head", self.head_sha, self.head_dirty)) if dirty]
+        return [
+            (side, sha)
+            for side, sha, dirty in (
+                ("base", self.merge_base_sha, self.base_dirty),
+                ("head", self.head_sha, self.head_dirty),
+            )
+            if dirty
+        ]
 
     def should_fail(self) -> bool:
         """What `--fail-on regression` fails on: a regression, a correctness failure, a lost case,
@@ -384,8 +409,15 @@ def load_report(path: str | Path) -> CompareReport:
     """Read and validate compare.json from an untrusted artifact (raises ReportError)."""
     path = Path(path)
     try:
-        report: CompareReport = load_document(path, CompareReport, schema=COMPARE_SCHEMA, current=COMPARE_SCHEMA_VERSION,
-                                              upgraders=COMPARE_UPGRADERS, max_bytes=MAX_REPORT_BYTES, text=TEXT)
+        report: CompareReport = load_document(
+            path,
+            CompareReport,
+            schema=COMPARE_SCHEMA,
+            current=COMPARE_SCHEMA_VERSION,
+            upgraders=COMPARE_UPGRADERS,
+            max_bytes=MAX_REPORT_BYTES,
+            text=TEXT,
+        )
     except BundleError as exc:
         raise ReportError(exc.path, exc.field, exc.message) from None
     ids = [c.case_id for c in report.cases]

@@ -88,7 +88,8 @@ def worktree(repo: Path, sha: str, label: str) -> Iterator[Path]:
     try:
         yield path
     finally:
-        subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(path)],
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            ["git", "-C", str(repo), "worktree", "remove", "--force", str(path)], capture_output=True, timeout=120
+        )
         shutil.rmtree(parent, ignore_errors=True)
         subprocess.run(["git", "-C", str(repo), "worktree", "prune"], capture_output=True, timeout=120)

@@ -22,9 +22,17 @@ from attnwatch.history.analysis.ncu_explain import DURATION, combine_kernels
 
 # ncu case metrics worth showing next to a regression (NcuCaseMetrics field names).
 NCU_FIELDS = (
-    "duration_us", "sm_throughput_pct", "dram_throughput_pct", "dram_bytes", "achieved_occupancy_pct",
-    "tensor_pipe_pct", "l2_hit_rate_pct", "registers_per_thread", "shared_mem_per_block_bytes",
-    "local_memory_bytes", "sm_clock_mhz",
+    "duration_us",
+    "sm_throughput_pct",
+    "dram_throughput_pct",
+    "dram_bytes",
+    "achieved_occupancy_pct",
+    "tensor_pipe_pct",
+    "l2_hit_rate_pct",
+    "registers_per_thread",
+    "shared_mem_per_block_bytes",
+    "local_memory_bytes",
+    "sm_clock_mhz",
 )
 
 
@@ -85,9 +93,12 @@ def round_of(bundle: LoadedBundle) -> RoundData:
     measurements (history.contract.pytest_benchmark_import; `attnwatch compare --pytest`)."""
     bundle_dir = bundle.source_path
     samples_file = Path(bundle_dir) / SAMPLES_FILE if bundle.source == "bundle" else Path(bundle_dir)
-    cases = {o.case_id: CaseRound(o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error,
-                                 operator=o.operator)
-             for o in bundle.outcomes}
+    cases = {
+        o.case_id: CaseRound(
+            o.case_id, o.variant, o.shape_id, o.dtype, o.causal, o.status, error=o.error, operator=o.operator
+        )
+        for o in bundle.outcomes
+    }
     for timing in bundle.timings:
         case = cases.get(timing.case_id)
         if case is not None:
@@ -96,8 +107,9 @@ def round_of(bundle: LoadedBundle) -> RoundData:
     for case_id, values in bundle.samples.items():
         zero = next((i for i, v in enumerate(values) if v <= 0), None)
         if zero is not None:  # the reader allows 0 µs; a ratio of medians cannot use it
-            raise BundleError(samples_file, f"samples.{case_id}[{zero}]",
-                              f"{values[zero]}: compare needs positive latencies")
+            raise BundleError(
+                samples_file, f"samples.{case_id}[{zero}]", f"{values[zero]}: compare needs positive latencies"
+            )
         cases[case_id].samples_us = list(values)
     for rec in bundle.correctness:
         case = cases.get(rec.case_id)
@@ -121,9 +133,11 @@ def round_of(bundle: LoadedBundle) -> RoundData:
         if case_id in cases:
             kernels.sort(key=lambda k: k.kernel_index)
             cases[case_id].counters = combine_kernels(k.metrics for k in kernels)
-            cases[case_id].launches = [Launch(k.kernel_name, k.metrics.get(DURATION), launch_counters(k.metrics))
-                                       for k in kernels]
+            cases[case_id].launches = [
+                Launch(k.kernel_name, k.metrics.get(DURATION), launch_counters(k.metrics)) for k in kernels
+            ]
     env = asdict(bundle.manifest.environment)
     m = bundle.manifest
-    return RoundData(bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at, m.repo,
-                     m.dirty)
+    return RoundData(
+        bundle_dir, env.get("gpu_name"), m.commit_sha, cases, env, m.started_at, m.finished_at, m.repo, m.dirty
+    )

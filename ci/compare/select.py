@@ -51,8 +51,9 @@ class Selection:
     everything: str | None = None  # why every variant is measured; None when it selected
 
 
-def harness_change(base: dict[str, str], head: dict[str, str], base_unknown: list[str],
-                   head_unknown: list[str]) -> str | None:
+def harness_change(
+    base: dict[str, str], head: dict[str, str], base_unknown: list[str], head_unknown: list[str]
+) -> str | None:
     """Why the shared harness forces measuring everything, or None when it is identical."""
     for side, unknown in (("base", base_unknown), ("head", head_unknown)):
         if unknown:
@@ -96,9 +97,17 @@ def canary_order(names: list[str], rotation: str) -> list[str]:
     return sorted(names, key=lambda n: hashlib.sha256(f"{rotation}\0{n}".encode()).hexdigest())
 
 
-def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, dict], *,
-                    reference: str | None, rotation: str, canary: int, baselines: dict[str, str] | None = None,
-                    everything: str | None = None) -> Selection:
+def select_variants(
+    variants: list[str],
+    base: dict[str, dict],
+    head: dict[str, dict],
+    *,
+    reference: str | None,
+    rotation: str,
+    canary: int,
+    baselines: dict[str, str] | None = None,
+    everything: str | None = None,
+) -> Selection:
     """Decide for each of `variants` (in order). `reference`: attention's baseline, always measured.
     `baselines`: each operator's baseline (operator -> variant), measured when a variant of that
     operator changed; a variant's operator is its fingerprint's `operator` (ci/fingerprint/variant.py).
@@ -126,7 +135,7 @@ def select_variants(variants: list[str], base: dict[str, dict], head: dict[str, 
     out.measured = {v: out.measured[v] for v in variants if v in out.measured}  # in the variants' order
     # A canary must be timed to vouch for anything: one this runner cannot run only reports "skipped".
     runnable = [n for n in unchanged if (head.get(n) or {}).get("available", True)]
-    out.canary = sorted(canary_order(runnable, rotation)[:max(0, canary)])
+    out.canary = sorted(canary_order(runnable, rotation)[: max(0, canary)])
     for name in unchanged:
         if name in out.canary:
             out.measured[name] = CANARY
@@ -142,8 +151,9 @@ def operator_of(name: str, base: dict[str, dict], head: dict[str, dict]) -> str 
     return (head.get(name) or {}).get("operator") or (base.get(name) or {}).get("operator")
 
 
-def _served_baselines(changed: list[str], base: dict[str, dict], head: dict[str, dict], reference: str | None,
-                      baselines: dict[str, str]) -> dict[str, str]:
+def _served_baselines(
+    changed: list[str], base: dict[str, dict], head: dict[str, dict], reference: str | None, baselines: dict[str, str]
+) -> dict[str, str]:
     """The baselines (other than the reference) that a changed variant of their operator needs,
     with why: {baseline: reason}. A changed variant of unknown operator needs every baseline."""
     needs: dict[str, list[str]] = {}
@@ -151,23 +161,35 @@ def _served_baselines(changed: list[str], base: dict[str, dict], head: dict[str,
         if name == reference or name in baselines.values():
             continue
         operator = operator_of(name, base, head)
-        for op in ([operator] if operator in baselines else list(baselines) if operator is None else []):
+        for op in [operator] if operator in baselines else list(baselines) if operator is None else []:
             needs.setdefault(op, []).append(name)
-    return {baselines[op]: BASELINE_REASON.format(operator=op, changed=_listed(names)) for op, names in needs.items()
-            if baselines[op] != reference and baselines[op] not in changed}
+    return {
+        baselines[op]: BASELINE_REASON.format(operator=op, changed=_listed(names))
+        for op, names in needs.items()
+        if baselines[op] != reference and baselines[op] not in changed
+    }
 
 
 def _listed(items: list[str], most: int = 6) -> str:
     return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
 
 
-def selection_record(selection: Selection, planned: dict[str, int], base: dict[str, dict],
-                     head: dict[str, dict]) -> SelectionRecord:
+def selection_record(
+    selection: Selection, planned: dict[str, int], base: dict[str, dict], head: dict[str, dict]
+) -> SelectionRecord:
     """compare.json's account of `selection`: every planned variant (name -> its case count), measured
     or not, with why and both sides' fingerprint digests."""
     choices = []
     for name, cases in planned.items():
         measured = name in selection.measured
-        choices.append(VariantChoice(name, measured, (selection.measured if measured else selection.skipped).get(name, ""),
-                                     cases, (base.get(name) or {}).get("digest"), (head.get(name) or {}).get("digest")))
+        choices.append(
+            VariantChoice(
+                name,
+                measured,
+                (selection.measured if measured else selection.skipped).get(name, ""),
+                cases,
+                (base.get(name) or {}).get("digest"),
+                (head.get(name) or {}).get("digest"),
+            )
+        )
     return SelectionRecord(choices, selection.reference, list(selection.canary), selection.everything)

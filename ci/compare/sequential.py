@@ -77,8 +77,10 @@ class SequentialDesign:
     def describe(self) -> str:
         if len(self.looks) == 1:
             return f"{self.max_rounds} rounds per case, one look at {self.confidence:.0%}"
-        return (f"sequential: {self.min_rounds} to {self.max_rounds} rounds per case, {len(self.looks)} looks at "
-                f"{self.per_look_confidence:.2%} each (Bonferroni: {self.confidence:.0%} simultaneous)")
+        return (
+            f"sequential: {self.min_rounds} to {self.max_rounds} rounds per case, {len(self.looks)} looks at "
+            f"{self.per_look_confidence:.2%} each (Bonferroni: {self.confidence:.0%} simultaneous)"
+        )
 
 
 def decide(interval: ABInterval, min_effect: float) -> str | None:

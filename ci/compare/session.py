@@ -91,15 +91,27 @@ class Session:
     select_s: float = 0.0  # the parent's part of fingerprinting: the harness of both checkouts, the decision
 
 
-def run_session(cases: list[PlannedCase], *, sides: tuple[CompareSide, CompareSide], out_dir: Path,
-                options: SessionOptions, log: Callable[[str], None] = print) -> Session:
+def run_session(
+    cases: list[PlannedCase],
+    *,
+    sides: tuple[CompareSide, CompareSide],
+    out_dir: Path,
+    options: SessionOptions,
+    log: Callable[[str], None] = print,
+) -> Session:
     """Measure `cases` on the base and the head of `sides` (module docstring)."""
     import sys
 
     assert options.workers_per_side is not None  # SessionOptions.__post_init__ sets it
-    plan = RunPlan(cases=list(cases), timing=options.timing.to_dict(), device_kind=options.device_kind,
-                   correctness=options.correctness, correctness_seeds=list(options.correctness_seeds),
-                   timing_seed=options.timing_seed, extra_variant_modules=list(options.extra_variant_modules))
+    plan = RunPlan(
+        cases=list(cases),
+        timing=options.timing.to_dict(),
+        device_kind=options.device_kind,
+        correctness=options.correctness,
+        correctness_seeds=list(options.correctness_seeds),
+        timing_seed=options.timing_seed,
+        extra_variant_modules=list(options.extra_variant_modules),
+    )
     work = Path(out_dir) / "workers"
     env = machine_env()
     assert sorted(side.role for side in sides) == ["base", "head"], sides
@@ -107,9 +119,18 @@ def run_session(cases: list[PlannedCase], *, sides: tuple[CompareSide, CompareSi
     gits = {side.role: side_git(side.root, side.commit, side.role) for side in given}
     groups: dict[str, SideGroup] = {}
     for side in given:
-        spec = side_spec(plan, side.role, side.root, work, extra_sys_path=options.extra_sys_path, extra_env=env,
-                         startup_timeout_s=options.startup_timeout_s, build_timeout_s=options.build_timeout_s,
-                         case_timeout_s=options.case_timeout_s, python=options.python or sys.executable)
+        spec = side_spec(
+            plan,
+            side.role,
+            side.root,
+            work,
+            extra_sys_path=options.extra_sys_path,
+            extra_env=env,
+            startup_timeout_s=options.startup_timeout_s,
+            build_timeout_s=options.build_timeout_s,
+            case_timeout_s=options.case_timeout_s,
+            python=options.python or sys.executable,
+        )
         first = Side(side.role, spec, commit_sha=side.commit, max_restarts=options.max_restarts, log=log)
         groups[side.role] = SideGroup.of(first, options.workers_per_side)
     chosen: dict = {}
@@ -122,15 +143,28 @@ def run_session(cases: list[PlannedCase], *, sides: tuple[CompareSide, CompareSi
         chosen["selection"] = choose_variants(planned, groups, options, harness.result() if harness else None)
         chosen["seconds"] = time.monotonic() - started
         selection = chosen["selection"]
-        why = selection.everything or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"
-        log(f"compare: measuring {len(selection.measured)} of {len(selection.measured) + len(selection.skipped)} "
-            f"variants ({why})")
+        why = (
+            selection.everything
+            or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"
+        )
+        log(
+            f"compare: measuring {len(selection.measured)} of {len(selection.measured) + len(selection.skipped)} "
+            f"variants ({why})"
+        )
         return [c for c in planned if c.variant in selection.measured]
 
     try:
-        measured = measure_rounds(cases, groups, options.design, min_effect=options.min_effect, sampling=options.sampling,
-                                  method=options.method, resamples=options.resamples, log=log,
-                                  choose=choose if options.select else None)
+        measured = measure_rounds(
+            cases,
+            groups,
+            options.design,
+            min_effect=options.min_effect,
+            sampling=options.sampling,
+            method=options.method,
+            resamples=options.resamples,
+            log=log,
+            choose=choose if options.select else None,
+        )
     finally:
         if pool:
             pool.shutdown(wait=False, cancel_futures=True)
@@ -140,12 +174,20 @@ def run_session(cases: list[PlannedCase], *, sides: tuple[CompareSide, CompareSi
         for group in groups.values():
             group.close(deadline)
     notes = [n for name in ("base", "head") for n in groups[name].notes]  # each names its side and worker
-    bundles = {name: write_side_bundles(Path(out_dir), name, rounds, git=gits[name],
-                                        environment=side_environment(groups[name].environment, options.device_kind),
-                                        builds=side_builds(groups[name].builds, groups[name].spec.failed_builds),
-                                        shape_set=options.shape_set, total_cases=len(cases),
-                                        fingerprints=groups[name].fingerprints)
-               for name, rounds in (("base", measured.base), ("head", measured.head))}
+    bundles = {
+        name: write_side_bundles(
+            Path(out_dir),
+            name,
+            rounds,
+            git=gits[name],
+            environment=side_environment(groups[name].environment, options.device_kind),
+            builds=side_builds(groups[name].builds, groups[name].spec.failed_builds),
+            shape_set=options.shape_set,
+            total_cases=len(cases),
+            fingerprints=groups[name].fingerprints,
+        )
+        for name, rounds in (("base", measured.base), ("head", measured.head))
+    }
     session = Session(measured, groups, notes, bundles, chosen.get("selection"), chosen.get("seconds", 0.0))
     write_json_atomic(Path(out_dir) / SESSION_FILE, session_record(session, options, out_dir))
     return session
@@ -157,14 +199,16 @@ def harness_reason(roots: dict[str, Path | None]) -> str | None:
     (never a lost compare)."""
     try:
         harness = {name: harness_closure(Path(root) if root is not None else REPO_ROOT) for name, root in roots.items()}
-        return harness_change(harness["base"].files, harness["head"].files, harness["base"].unknown,
-                              harness["head"].unknown)
+        return harness_change(
+            harness["base"].files, harness["head"].files, harness["base"].unknown, harness["head"].unknown
+        )
     except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
         return f"the shared harness could not be fingerprinted ({type(exc).__name__})"
 
 
-def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], options: SessionOptions,
-                    harness: str | None) -> Selection:
+def choose_variants(
+    planned: list[PlannedCase], sides: dict[str, SideGroup], options: SessionOptions, harness: str | None
+) -> Selection:
     """The selection (ci/compare/select.py) from the workers' fingerprints and `harness`
     (harness_reason, or None under --all); what cannot be read measures everything."""
     everything, canary = options.measure_all or harness, 0
@@ -173,9 +217,16 @@ def choose_variants(planned: list[PlannedCase], sides: dict[str, SideGroup], opt
     except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
         everything = everything or f"the selection rules could not be read ({type(exc).__name__})"
     plan = sides["head"].spec.plan  # both sides take the gaps against the head's baselines (ci/plan.py)
-    return select_variants(list(dict.fromkeys(c.variant for c in planned)), sides["base"].fingerprints,
-                           sides["head"].fingerprints, reference=plan.reference, baselines=plan.baselines,
-                           rotation=options.rotation, canary=canary, everything=everything)
+    return select_variants(
+        list(dict.fromkeys(c.variant for c in planned)),
+        sides["base"].fingerprints,
+        sides["head"].fingerprints,
+        reference=plan.reference,
+        baselines=plan.baselines,
+        rotation=options.rotation,
+        canary=canary,
+        everything=everything,
+    )
 
 
 def side_git(root: Path | None, sha: str, side: str) -> GitInfo:
@@ -207,11 +258,24 @@ def session_record(session: Session, options: SessionOptions, out_dir: Path) -> 
     """What the round bundles do not say: the design, the schedule, the workers and their cost, the
     selection with every variant's fingerprint on both sides. Each side's builds and measurements
     are in its round bundles, named relative to `out_dir`."""
-    measured, sides, notes, bundles, design = session.measured, session.sides, session.notes, session.bundles, options.design
+    measured, sides, notes, bundles, design = (
+        session.measured,
+        session.sides,
+        session.notes,
+        session.bundles,
+        options.design,
+    )
     return {
-        "design": {"min_rounds": design.min_rounds, "max_rounds": design.max_rounds, "looks": design.looks,
-                   "confidence": design.confidence, "per_look_confidence": design.per_look_confidence,
-                   "method": options.method, "resamples": options.resamples, "sampling": options.sampling},
+        "design": {
+            "min_rounds": design.min_rounds,
+            "max_rounds": design.max_rounds,
+            "looks": design.looks,
+            "confidence": design.confidence,
+            "per_look_confidence": design.per_look_confidence,
+            "method": options.method,
+            "resamples": options.resamples,
+            "sampling": options.sampling,
+        },
         "wall_s": measured.wall_s,
         "looks_s": measured.looks_s,
         "rounds_run": len(measured.base),
@@ -219,21 +283,36 @@ def session_record(session: Session, options: SessionOptions, out_dir: Path) -> 
         "rounds_used": measured.rounds_used,
         "decided": measured.decided,
         "workers_per_side": options.workers_per_side,
-        "sides": {name: {"kernels_path": s.kernels_path, "harness_api_version": s.harness_api_version,
-                         "commit_sha": s.commit_sha, "restarts": s.restarts,
-                         "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
-                         "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
-                         "rounds_by_worker": s.measured_by,
-                         "times": asdict(s.times), "fingerprints": s.fingerprints} for name, s in sides.items()},
+        "sides": {
+            name: {
+                "kernels_path": s.kernels_path,
+                "harness_api_version": s.harness_api_version,
+                "commit_sha": s.commit_sha,
+                "restarts": s.restarts,
+                "final": {cid: {"status": r.status, "error": r.error} for cid, r in s.final.items()},
+                "bundles": [str(Path(p).relative_to(out_dir)) for p in bundles[name]],
+                "rounds_by_worker": s.measured_by,
+                "times": asdict(s.times),
+                "fingerprints": s.fingerprints,
+            }
+            for name, s in sides.items()
+        },
         "selection": asdict(session.selection) if session.selection else None,
         "select_s": session.select_s,
         "notes": notes,
     }
 
 
-def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | None], out_dir: Path,
-            log: Callable[[str], None] = print, *, only: set[str] | None = None,
-            budget_s: float | None = None) -> None:
+def add_ncu(
+    session: Session,
+    cases: list[PlannedCase],
+    roots: dict[str, Path | None],
+    out_dir: Path,
+    log: Callable[[str], None] = print,
+    *,
+    only: set[str] | None = None,
+    budget_s: float | None = None,
+) -> None:
     """Profile each side's measured cases once (after the rounds, never during them), with the
     explain list (ci/ncu/metrics.toml: every counter a counter rule reads), and add the
     pass to that side's round-1 bundle (ci.bundle_assembly.add_ncu, as `attnwatch run` does), where
@@ -259,11 +338,22 @@ def add_ncu(session: Session, cases: list[PlannedCase], roots: dict[str, Path | 
         if not chosen:
             continue
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
-        profile = profile_cases(chosen, Path(out_dir) / "ncu" / name, kernels_root=roots[name],
-                                sections=choose_sections(EXPLAIN), deadline=deadline,
-                                gpu_name=session.sides[name].environment.get("gpu_name"))
-        log(f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
+        profile = profile_cases(
+            chosen,
+            Path(out_dir) / "ncu" / name,
+            kernels_root=roots[name],
+            sections=choose_sections(EXPLAIN),
+            deadline=deadline,
+            gpu_name=session.sides[name].environment.get("gpu_name"),
+        )
+        log(
+            f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
             + (f", {len(profile.errors)} without metrics" if profile.errors else "")
-            + "".join(f"; {note}" for note in profile.notes))
-        add_ncu_to_bundle(session.bundles[name][0], profile, finished_at=utc_now(),
-                          note=f"ncu pass over {len(chosen)} cases after the rounds")
+            + "".join(f"; {note}" for note in profile.notes)
+        )
+        add_ncu_to_bundle(
+            session.bundles[name][0],
+            profile,
+            finished_at=utc_now(),
+            note=f"ncu pass over {len(chosen)} cases after the rounds",
+        )

@@ -55,8 +55,9 @@ def plan_for(choice: CaseChoice) -> list[PlannedCase]:
 def design_for(settings: MeasureSettings, confidence: float) -> SequentialDesign:
     """--rounds is the cap; --min-rounds the first look (default: the config's, at most the cap)."""
     max_rounds = settings.rounds if settings.rounds is not None else int(compare_setting("max_rounds"))
-    min_rounds = (settings.min_rounds if settings.min_rounds is not None
-                  else min(int(compare_setting("min_rounds")), max_rounds))
+    min_rounds = (
+        settings.min_rounds if settings.min_rounds is not None else min(int(compare_setting("min_rounds")), max_rounds)
+    )
     if not 1 <= min_rounds <= max_rounds:
         raise UserError(f"--min-rounds: expected 1..{max_rounds} (the --rounds cap), got {min_rounds}")
     return SequentialDesign(min_rounds, max_rounds, confidence)
@@ -74,11 +75,18 @@ def device_kind() -> tuple[str, str | None]:
 def session_options(settings: MeasureSettings, kind: str, thresholds: Thresholds) -> SessionOptions:
     """What the command line sets; every other setting is SessionOptions' own (ci/run_config.toml)."""
     return SessionOptions(
-        device_kind=kind, timing=timing_config(kind), sampling=compare_sampling(kind),
-        design=design_for(settings, thresholds.confidence), min_effect=thresholds.min_effect,
+        device_kind=kind,
+        timing=timing_config(kind),
+        sampling=compare_sampling(kind),
+        design=design_for(settings, thresholds.confidence),
+        min_effect=thresholds.min_effect,
         shape_set=settings.shapes if settings.shapes in SHAPE_SETS else "custom",
-        method=settings.method, correctness=settings.correctness, case_timeout_s=settings.case_timeout_s or None,
-        extra_variant_modules=requested_specs(settings.sources), extra_sys_path=list(settings.sources.paths),
-        workers_per_side=settings.workers_per_side or None, select=True,
+        method=settings.method,
+        correctness=settings.correctness,
+        case_timeout_s=settings.case_timeout_s or None,
+        extra_variant_modules=requested_specs(settings.sources),
+        extra_sys_path=list(settings.sources.paths),
+        workers_per_side=settings.workers_per_side or None,
+        select=True,
         measure_all="--all: every variant measured, as asked" if settings.measure_all else None,
     )

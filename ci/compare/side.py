@@ -58,7 +58,9 @@ class Side:
     kernels_path: str = ""
     harness_api_version: int | None = None  # of the side's kernels, as its worker loaded them (ci/kernels_api.py)
     builds: list[dict] = field(default_factory=list)
-    fingerprints: dict[str, dict] = field(default_factory=dict)  # variant -> its fingerprint, as the first worker made it
+    fingerprints: dict[str, dict] = field(
+        default_factory=dict
+    )  # variant -> its fingerprint, as the first worker made it
     restarts: int = 0
     _worker: WorkerProcess | None = None
     _counted: WorkerProcess | None = None
@@ -106,7 +108,9 @@ class Side:
                 build, prints = float(ready.get("build_s") or 0.0), float(ready.get("fingerprint_s") or 0.0)
                 self.times.build_s += build
                 self.times.fingerprint_s += prints
-                self.times.startup_s += max(0.0, float(ready.get("sent_at") or 0.0) - worker.spawned_at - build - prints)
+                self.times.startup_s += max(
+                    0.0, float(ready.get("sent_at") or 0.0) - worker.spawned_at - build - prints
+                )
                 self._counted = worker
             return worker
 
@@ -114,8 +118,14 @@ class Side:
         self.restarts += 1
         self.log(f"compare: {self.name} worker restarted ({why[:200]})")
         if self.restarts > self.max_restarts:
-            raise WorkerDied(rc=None, timed_out=False, case=None, stage=None, predecessor=None,
-                             error=f"gave up after {self.max_restarts} worker restarts; last: {why[:500]}")
+            raise WorkerDied(
+                rc=None,
+                timed_out=False,
+                case=None,
+                stage=None,
+                predecessor=None,
+                error=f"gave up after {self.max_restarts} worker restarts; last: {why[:500]}",
+            )
 
     def stop(self) -> None:
         """Ask the worker to stop without waiting (close() then waits, so sides stop in parallel)."""
@@ -140,7 +150,9 @@ class Side:
                 worker = self._ready_worker()
             except WorkerDied as died:  # no worker starts at all: every pending case is lost
                 for case in pending:
-                    out[case.case_id] = self._lost(case, "failed", f"the {self.name} worker could not start: {died.error}")
+                    out[case.case_id] = self._lost(
+                        case, "failed", f"the {self.name} worker could not start: {died.error}"
+                    )
                 break
 
             checks: dict[str, list] = {}  # a case's correctness records arrive before its result
@@ -149,15 +161,23 @@ class Side:
                 if message.get("kind") == "correctness" and message.get("case") in by_id:
                     checks[message["case"]] = list(message.get("records") or [])
                 elif message.get("kind") == "result" and message.get("case") in by_id:
-                    out[message["case"]] = self._case_round(by_id[message["case"]], message,
-                                                            checks.pop(message["case"], []))
+                    out[message["case"]] = self._case_round(
+                        by_id[message["case"]], message, checks.pop(message["case"], [])
+                    )
                 elif message.get("kind") == "done":
                     self._stage_seconds(message.get("seconds") or {})
 
             started = time.monotonic()
             try:
-                worker.request({"op": "measure", "round": round_index, "cases": [c.case_id for c in pending],
-                                "sampling": sampling}, on_message)
+                worker.request(
+                    {
+                        "op": "measure",
+                        "round": round_index,
+                        "cases": [c.case_id for c in pending],
+                        "sampling": sampling,
+                    },
+                    on_message,
+                )
             except WorkerDied as died:
                 self._worker = None
                 self._banked = self._current  # a dead worker's stage seconds stay counted
@@ -196,7 +216,13 @@ class Side:
         if died.timed_out:
             out[case_id] = self._lost(by_id[case_id], "timeout", died.error)
             return None
-        crash = Crash(case_id, died.stage or "unknown", died.error, died.predecessor, f"{self.name} worker, round {round_index + 1}")
+        crash = Crash(
+            case_id,
+            died.stage or "unknown",
+            died.error,
+            died.predecessor,
+            f"{self.name} worker, round {round_index + 1}",
+        )
         decision = self.attribution.decide(crash, self._probe)
         if decision.note:
             self.log(f"compare: {decision.note}")
@@ -206,14 +232,24 @@ class Side:
 
     def _probe(self, case_id: str, stage: str):
         """The isolated re-run: a fresh worker whose plan holds this case only (one build)."""
-        spec = replace(self.spec, plan=self.spec.plan.with_cases([c for c in self.spec.plan.cases if c.case_id == case_id]))
+        spec = replace(
+            self.spec, plan=self.spec.plan.with_cases([c for c in self.spec.plan.cases if c.case_id == case_id])
+        )
         result = probe_case(spec, case_id, stage, f"{self.name}-probe-{self.attribution.probes}")
         self.times.probe_s += result.seconds
         return result
 
     def _lost(self, case: PlannedCase, status: str, error: str) -> CaseRound:
-        record = CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal, status, error=error[:2000],
-                           operator=case.operator)
+        record = CaseRound(
+            case.case_id,
+            case.variant,
+            case.shape_id,
+            case.dtype,
+            case.causal,
+            status,
+            error=error[:2000],
+            operator=case.operator,
+        )
         self.final[case.case_id] = record
         return record
 
@@ -224,19 +260,48 @@ class Side:
         correct = all(bool(r.get("passed")) for r in records) if records else None
         worst = lambda key: max((float(r[key]) for r in records if isinstance(r.get(key), (int, float))), default=None)  # noqa: E731
         failing = next((r.get("error") for r in records if not r.get("passed") and r.get("error")), None)
-        return CaseRound(case.case_id, case.variant, case.shape_id, case.dtype, case.causal,
-                         str(message.get("status", "failed")),
-                         samples_us=[float(v) for v in message.get("samples_us") or []],
-                         gap_to_baseline=(message.get("timing") or {}).get("gap_to_baseline"),
-                         baseline_variant=(message.get("timing") or {}).get("baseline_variant"), correct=correct,
-                         max_abs_err=worst("max_abs_err"), rel_err=worst("rel_err"),
-                         error=message.get("error") or failing, timing=message.get("timing"),
-                         checks=[r for r in records if isinstance(r, dict)], operator=case.operator)
+        return CaseRound(
+            case.case_id,
+            case.variant,
+            case.shape_id,
+            case.dtype,
+            case.causal,
+            str(message.get("status", "failed")),
+            samples_us=[float(v) for v in message.get("samples_us") or []],
+            gap_to_baseline=(message.get("timing") or {}).get("gap_to_baseline"),
+            baseline_variant=(message.get("timing") or {}).get("baseline_variant"),
+            correct=correct,
+            max_abs_err=worst("max_abs_err"),
+            rel_err=worst("rel_err"),
+            error=message.get("error") or failing,
+            timing=message.get("timing"),
+            checks=[r for r in records if isinstance(r, dict)],
+            operator=case.operator,
+        )
 
 
-def side_spec(plan: RunPlan, name: str, checkout: Path | None, work_dir: Path, *, extra_sys_path: list[str],
-              extra_env: dict[str, str], startup_timeout_s: float, build_timeout_s: float, case_timeout_s: float | None,
-              python: str) -> WorkerSpec:
-    return WorkerSpec(plan=plan, side=name, checkout=checkout, work_dir=work_dir / name, python=python,
-                      extra_sys_path=list(extra_sys_path), extra_env=dict(extra_env), startup_timeout_s=startup_timeout_s,
-                      build_timeout_s=build_timeout_s, case_timeout_s=case_timeout_s)
+def side_spec(
+    plan: RunPlan,
+    name: str,
+    checkout: Path | None,
+    work_dir: Path,
+    *,
+    extra_sys_path: list[str],
+    extra_env: dict[str, str],
+    startup_timeout_s: float,
+    build_timeout_s: float,
+    case_timeout_s: float | None,
+    python: str,
+) -> WorkerSpec:
+    return WorkerSpec(
+        plan=plan,
+        side=name,
+        checkout=checkout,
+        work_dir=work_dir / name,
+        python=python,
+        extra_sys_path=list(extra_sys_path),
+        extra_env=dict(extra_env),
+        startup_timeout_s=startup_timeout_s,
+        build_timeout_s=build_timeout_s,
+        case_timeout_s=case_timeout_s,
+    )

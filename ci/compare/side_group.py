@@ -47,8 +47,15 @@ class SideGroup:
         members = [first]
         for k in range(2, workers + 1):
             spec = replace(first.spec, plan=replace(first.spec.plan, correctness=False), failed_builds={})
-            members.append(Side(f"{first.name}.{k}", spec, commit_sha=first.commit_sha, max_restarts=first.max_restarts,
-                                log=first.log))
+            members.append(
+                Side(
+                    f"{first.name}.{k}",
+                    spec,
+                    commit_sha=first.commit_sha,
+                    max_restarts=first.max_restarts,
+                    log=first.log,
+                )
+            )
         return cls(first.name, members)
 
     # -- what the session reads, as from one Side ----------------------------------------------

@@ -24,13 +24,19 @@ def format_table(report: CompareReport) -> str:
         gap = f"{_f(c.base.gap_to_baseline, '.3f')}->{_f(c.head.gap_to_baseline, '.3f')}"
         flag = " INCORRECT" if c.correctness_failed else ""
         shown = label(tier(c.verdict, c.low, c.high), report.min_effect)  # a sure change under min_effect says so
-        lines.append(f"{c.case_id[:44]:<44} {shown:<31} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
-                     f"{delta:>7} {interval:>17} {gap:>15}{flag}")
-    lines += [f"WARNING: the {side} measured uncommitted changes on top of {sha[:12]}: its numbers are not that commit's"
-              for side, sha in report.dirty_sides()]
+        lines.append(
+            f"{c.case_id[:44]:<44} {shown:<31} {_f(c.base.median_us, '.2f'):>10} {_f(c.head.median_us, '.2f'):>10} "
+            f"{delta:>7} {interval:>17} {gap:>15}{flag}"
+        )
+    lines += [
+        f"WARNING: the {side} measured uncommitted changes on top of {sha[:12]}: its numbers are not that commit's"
+        for side, sha in report.dirty_sides()
+    ]
     lines += [f"note: {n}" for n in report.notes]
     under = sum(tier(c.verdict, c.low, c.high) in UNDER for c in report.cases)
-    lines.append(f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
-                 f"{under} sure changes under the min effect, "
-                 f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured")
+    lines.append(
+        f"{len(report.regressions)} regressions, {len(report.improvements)} improvements, "
+        f"{under} sure changes under the min effect, "
+        f"{len(report.correctness_failures)} correctness failures, {len(report.failed)} not measured"
+    )
     return "\n".join(lines)

@@ -28,8 +28,10 @@ from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.history.analysis.statistics import median, summarize
 from attnwatch.history.contract.bundle import CaseTiming
 
-CPU_NOTE = ("cpu_wall: host wall-clock per call on a CPU with one intra-op thread (torch.set_num_threads(1) while "
-            "measuring), caches not flushed; not a GPU measurement")
+CPU_NOTE = (
+    "cpu_wall: host wall-clock per call on a CPU with one intra-op thread (torch.set_num_threads(1) while "
+    "measuring), caches not flushed; not a GPU measurement"
+)
 CUDA_NOTE = "cuda_events: device time per call from a CUDA event pair, L2 flushed before each call, blocks guarded"
 
 
@@ -62,28 +64,38 @@ class CallableEngine:
         self.timer.renew_streams()
         self.rounds += 1
         for subject in subjects:
-            warm_up(subject.fn, self.config.with_overrides(warmup_min_s=0.0) if self.warm else self.config,
-                    self.timer, self.flusher)
+            warm_up(
+                subject.fn,
+                self.config.with_overrides(warmup_min_s=0.0) if self.warm else self.config,
+                self.timer,
+                self.flusher,
+            )
             self.warm = True
-        raws = measure_interleaved(subjects, self.config, self.timer, self.flusher, self.monitor,
-                                   after_block=self.sync)
+        raws = measure_interleaved(subjects, self.config, self.timer, self.flusher, self.monitor, after_block=self.sync)
         for subject in subjects:
             raw = raws[subject.key]
-            if raw.error is None and self.device_kind == "cuda" and raw.samples_us \
-                    and median(raw.samples_us) < self.config.graph_threshold_us:
+            if (
+                raw.error is None
+                and self.device_kind == "cuda"
+                and raw.samples_us
+                and median(raw.samples_us) < self.config.graph_threshold_us
+            ):
                 try:
                     raw.graph_median_us, raw.graph_note = graph_replay_us(
-                        subject.fn, self.flusher, self.config.graph_calls, self.config.graph_replays)
+                        subject.fn, self.flusher, self.config.graph_calls, self.config.graph_replays
+                    )
                 except Exception as exc:  # noqa: BLE001 - a side figure: its error costs it, not the case
                     raw.graph_median_us, raw.graph_note = None, f"graph replay failed: {type(exc).__name__}: {exc}"
         return raws, interleave_id(group, self.rounds)
 
     def host_call(self, fn: Callable[[], Any]) -> Callable[[], Any]:
         """`fn` followed by a device synchronization: what a host wall-clock sample should time."""
+
         def call() -> Any:
             out = fn()
             self.sync()
             return out
+
         return call
 
     def before_host_call(self) -> None:
@@ -97,8 +109,16 @@ class CallableEngine:
 CALLABLE_OPERATOR = "callable"
 
 
-def callable_timing(case_id: str, variant: str, shape_id: str, dtype: str, raw: RawMeasurement,
-                    group_id: str, flops: float | None, nbytes: float | None = None) -> CaseTiming:
+def callable_timing(
+    case_id: str,
+    variant: str,
+    shape_id: str,
+    dtype: str,
+    raw: RawMeasurement,
+    group_id: str,
+    flops: float | None,
+    nbytes: float | None = None,
+) -> CaseTiming:
     """A CaseTiming of a callable: the samples' Summary and what was measured how.
 
     A callable has no attention shape: batch, heads and the lengths are 1 (so µs/head is the
@@ -108,14 +128,31 @@ def callable_timing(case_id: str, variant: str, shape_id: str, dtype: str, raw: 
     """
     s = summarize(raw.samples_us)
     return CaseTiming(
-        case_id=case_id, variant=variant, shape_id=shape_id, batch=1, heads=1, seq_q=1, seq_k=1, head_dim=1,
-        dtype=dtype, causal=False, timing_mode=raw.timing_mode, **asdict(s), us_per_head=s.median_us,
-        tflops=(flops / (s.median_us * 1e-6) / 1e12) if flops else 0.0, converged=raw.converged,
-        graph_median_us=raw.graph_median_us, sm_clock_mhz_before=raw.sm_clock_mhz_before,
-        sm_clock_mhz_after=raw.sm_clock_mhz_after, throttle_reasons=list(raw.throttle_reasons),
-        throttled_samples=raw.throttled_samples, interleave_group=group_id,
-        guard_retimed_blocks=raw.guard_retimed_blocks, guard_uncovered_blocks=raw.guard_uncovered_blocks,
-        operator=CALLABLE_OPERATOR, bytes=float(nbytes) if nbytes else None,
+        case_id=case_id,
+        variant=variant,
+        shape_id=shape_id,
+        batch=1,
+        heads=1,
+        seq_q=1,
+        seq_k=1,
+        head_dim=1,
+        dtype=dtype,
+        causal=False,
+        timing_mode=raw.timing_mode,
+        **asdict(s),
+        us_per_head=s.median_us,
+        tflops=(flops / (s.median_us * 1e-6) / 1e12) if flops else 0.0,
+        converged=raw.converged,
+        graph_median_us=raw.graph_median_us,
+        sm_clock_mhz_before=raw.sm_clock_mhz_before,
+        sm_clock_mhz_after=raw.sm_clock_mhz_after,
+        throttle_reasons=list(raw.throttle_reasons),
+        throttled_samples=raw.throttled_samples,
+        interleave_group=group_id,
+        guard_retimed_blocks=raw.guard_retimed_blocks,
+        guard_uncovered_blocks=raw.guard_uncovered_blocks,
+        operator=CALLABLE_OPERATOR,
+        bytes=float(nbytes) if nbytes else None,
     )
 
 

@@ -72,9 +72,16 @@ class CaseResult:
     started: float = field(default_factory=time.time)
 
     def message(self) -> dict[str, Any]:
-        return {"status": self.status, "error": self.error, "timing": self.timing, "samples_us": self.samples_us,
-                "clocks_mhz": self.clocks_mhz, "converged": self.converged, "throttled_samples": self.throttled_samples,
-                "graph_note": self.graph_note}
+        return {
+            "status": self.status,
+            "error": self.error,
+            "timing": self.timing,
+            "samples_us": self.samples_us,
+            "clocks_mhz": self.clocks_mhz,
+            "converged": self.converged,
+            "throttled_samples": self.throttled_samples,
+            "graph_note": self.graph_note,
+        }
 
 
 def interleave_id(group: str, round_index: int) -> str:
@@ -164,8 +171,13 @@ class Engine:
 
     # -- measuring ---------------------------------------------------------------------------
 
-    def measure(self, cases: list[PlannedCase], round_index: int = 0, sampling: dict[str, Any] | None = None,
-                keep_callables: bool = False) -> dict[str, CaseResult]:
+    def measure(
+        self,
+        cases: list[PlannedCase],
+        round_index: int = 0,
+        sampling: dict[str, Any] | None = None,
+        keep_callables: bool = False,
+    ) -> dict[str, CaseResult]:
         """Measure `cases` now, group by group (module docstring); one CaseResult per case.
 
         `sampling` overrides the plan's timing settings for this call (a compare's per-round
@@ -221,14 +233,26 @@ class Engine:
         result.fn = fn
         return result
 
-    def _time(self, group: str, subjects: list[Subject], config: TimingConfig, round_index: int,
-              results: dict[str, CaseResult]) -> None:
+    def _time(
+        self,
+        group: str,
+        subjects: list[Subject],
+        config: TimingConfig,
+        round_index: int,
+        results: dict[str, CaseResult],
+    ) -> None:
         """Time the group's subjects interleaved; graph replay; CaseTiming and gaps; emit results."""
         with self.stage(subjects[0].key, "timing", group=group):
             raws = measure_interleaved(
-                subjects, config, self.timer, self.flusher, self.monitor,
+                subjects,
+                config,
+                self.timer,
+                self.flusher,
+                self.monitor,
                 on_block=lambda key: self.emit("beat", case=key, stage="timing"),
-                is_fatal=is_poisoning, after_block=self.setup.device_sync)
+                is_fatal=is_poisoning,
+                after_block=self.setup.device_sync,
+            )
         timed: list[tuple[Any, RawMeasurement]] = []
         for subject in subjects:
             raw, result = raws[subject.key], results[subject.key]
@@ -236,13 +260,26 @@ class Engine:
                 result.status, result.error, result.fn = "failed", raw.error or "no samples", None
                 continue
             self._graph(subject, raw, config)
-            timed.append((case_timing(self.cases[subject.key], raw, interleave_id(group, round_index),
-                                      self.setup.kernel_configs.get(subject.key, (None, None))), raw))
+            timed.append(
+                (
+                    case_timing(
+                        self.cases[subject.key],
+                        raw,
+                        interleave_id(group, round_index),
+                        self.setup.kernel_configs.get(subject.key, (None, None)),
+                    ),
+                    raw,
+                )
+            )
         apply_gaps([t for t, _ in timed], self.plan.baselines, self.plan.references)
         for timing, raw in timed:
             result = results[timing.case_id]
             result.timing, (result.samples_us, result.clocks_mhz) = asdict(timing), kept(raw)  # what its statistics use
-            result.converged, result.throttled_samples, result.graph_note = raw.converged, raw.throttled_samples, raw.graph_note
+            result.converged, result.throttled_samples, result.graph_note = (
+                raw.converged,
+                raw.throttled_samples,
+                raw.graph_note,
+            )
         for subject in subjects:
             self.emit("result", case=subject.key, **results[subject.key].message())
 
@@ -255,8 +292,9 @@ class Engine:
         self.graphed.add(subject.key)
         try:
             with self.stage(subject.key, "graph"):
-                raw.graph_median_us, raw.graph_note = graph_replay_us(subject.fn, self.flusher, config.graph_calls,
-                                                                      config.graph_replays)
+                raw.graph_median_us, raw.graph_note = graph_replay_us(
+                    subject.fn, self.flusher, config.graph_calls, config.graph_replays
+                )
         except Exception as exc:  # noqa: BLE001 - a side figure: its Python error costs it, not the case
             raw.graph_median_us, raw.graph_note = None, f"graph replay failed: {type(exc).__name__}: {exc}"
 
@@ -267,17 +305,25 @@ class Engine:
         {status, error}; a crash of the case ends the process as in any stage."""
         case = self.cases[case_id]
         last = stage if stage in STAGES else "timing"
-        wanted = STAGES[:STAGES.index(last) + 1]
-        config = self.config.with_overrides(min_samples=3 * self.config.block_calls,
-                                            max_samples=3 * self.config.block_calls, time_cap_s=1.0)
+        wanted = STAGES[: STAGES.index(last) + 1]
+        config = self.config.with_overrides(
+            min_samples=3 * self.config.block_calls, max_samples=3 * self.config.block_calls, time_cap_s=1.0
+        )
         ready = self._ready(case, self.plan.timing_seed, config)
         if ready.fn is None:
             return {"status": ready.status, "error": ready.error}
         fn, error = ready.fn, None
         try:
             with self.stage(case_id, "timing"):
-                error = measure_interleaved([Subject(case_id, fn)], config, self.timer, self.flusher, self.monitor,
-                                            is_fatal=is_poisoning, after_block=self.setup.device_sync)[case_id].error
+                error = measure_interleaved(
+                    [Subject(case_id, fn)],
+                    config,
+                    self.timer,
+                    self.flusher,
+                    self.monitor,
+                    is_fatal=is_poisoning,
+                    after_block=self.setup.device_sync,
+                )[case_id].error
             if "graph" in wanted and self.plan.device_kind == "cuda":
                 with self.stage(case_id, "graph"):
                     graph_replay_us(fn, self.flusher, config.graph_calls, config.graph_replays)

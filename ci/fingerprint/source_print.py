@@ -77,8 +77,13 @@ class RegistryUnreadable(RuntimeError):
 def registered(root: Path, python: str | None = None) -> Registered:
     """The variants `root`'s kernels register, read by a child Python (module doc)."""
     try:
-        done = subprocess.run([python or sys.executable, "-I", "-B", "-c", _LIST_SCRIPT, str(Path(root).resolve())],
-                              capture_output=True, text=True, timeout=LIST_TIMEOUT_S, cwd=str(root))
+        done = subprocess.run(
+            [python or sys.executable, "-I", "-B", "-c", _LIST_SCRIPT, str(Path(root).resolve())],
+            capture_output=True,
+            text=True,
+            timeout=LIST_TIMEOUT_S,
+            cwd=str(root),
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RegistryUnreadable(f"listing the variants of {root} failed: {type(exc).__name__}") from None
     if done.returncode != 0:
@@ -100,8 +105,11 @@ def toolchain() -> dict[str, str | None]:
     from attnwatch.kernels.optional_packages import installed_versions
 
     versions: dict[str, str | None] = {"python_version": platform.python_version(), "nvcc_version": _nvcc()}
-    for key, names in (("torch_version", ("torch",)), ("triton_version", ("triton",)),
-                       ("cupy_version", ("cupy-cuda13x", "cupy-cuda12x", "cupy"))):
+    for key, names in (
+        ("torch_version", ("torch",)),
+        ("triton_version", ("triton",)),
+        ("cupy_version", ("cupy-cuda13x", "cupy-cuda12x", "cupy")),
+    ):
         versions[key] = next((v for v in map(_installed, names) if v), None)
     for name, version in sorted(installed_versions().items()):
         versions[f"packages.{name}"] = version

@@ -85,7 +85,11 @@ class _Walker:
             self._queue.append(path)
         if not label.startswith("external/"):
             for sibling in sorted(path.parent.iterdir()):  # data beside a module, also where its name is computed
-                if sibling.suffix in self.data_suffixes and sibling.suffix not in self.cuda_suffixes and sibling.is_file():
+                if (
+                    sibling.suffix in self.data_suffixes
+                    and sibling.suffix not in self.cuda_suffixes
+                    and sibling.is_file()
+                ):
                     self.add_data(sibling)
             parent = path.parent  # importing a module runs its packages' __init__ first
             while parent != self.root and self.root in parent.parents:
@@ -213,8 +217,9 @@ def _called_name(call: ast.Call) -> str | None:
     return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
 
 
-def module_closure(entries: list[Path], root: Path, *, packages: tuple[str, ...] = ("kernels",),
-                   dynamic_is_unknown: bool = True) -> Closure:
+def module_closure(
+    entries: list[Path], root: Path, *, packages: tuple[str, ...] = ("kernels",), dynamic_is_unknown: bool = True
+) -> Closure:
     """The files `entries` (module files) depend on inside `root`, following imports of `packages`."""
     walker = _Walker(root, packages, dynamic_is_unknown)
     for entry in entries:

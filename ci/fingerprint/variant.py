@@ -40,8 +40,18 @@ from attnwatch.ci.fingerprint.sources import module_closure, rules
 from attnwatch.history.contract.checks import read_json_file
 from attnwatch.history.errors import BundleError
 
-LIBRARY_FIELDS = ("python_version", "torch_version", "triton_version", "cuda_version", "cupy_version",
-                  "nvcc_version", "driver_version", "gpu_name", "device_kind", "packages")
+LIBRARY_FIELDS = (
+    "python_version",
+    "torch_version",
+    "triton_version",
+    "cuda_version",
+    "cupy_version",
+    "nvcc_version",
+    "driver_version",
+    "gpu_name",
+    "device_kind",
+    "packages",
+)
 
 
 def library_versions(environment: dict) -> dict:
@@ -64,8 +74,9 @@ def stable_build(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in volatile}
 
 
-def variant_fingerprint(module_file: Path | None, root: Path, *, builds: list[dict], libraries: dict,
-                        settings: dict) -> dict:
+def variant_fingerprint(
+    module_file: Path | None, root: Path, *, builds: list[dict], libraries: dict, settings: dict
+) -> dict:
     """The fingerprint of one variant whose module is `module_file`, in the checkout at `root`."""
     if module_file is None or not Path(module_file).is_file():
         return {"digest": None, "unknown": "the module defining the variant was not found"}
@@ -84,8 +95,13 @@ def variant_fingerprint(module_file: Path | None, root: Path, *, builds: list[di
 
 def code_digest(files: dict, binaries: dict, builds: list[dict]) -> str:
     """The `code` part of a fingerprint (module doc): files, binaries, builds less `config`."""
-    return digest_of({"files": files, "binaries": binaries,
-                      "builds": [{k: v for k, v in b.items() if k != "config"} for b in builds]})
+    return digest_of(
+        {
+            "files": files,
+            "binaries": binaries,
+            "builds": [{k: v for k, v in b.items() if k != "config"} for b in builds],
+        }
+    )
 
 
 def binary_digests(builds: list[dict], cache_dir: Path | None = None) -> dict[str, str] | None:
@@ -121,8 +137,13 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
 
     root = kernels_dir().parent
     libraries = library_versions(environment)
-    common = {"timing": plan.timing, "device_kind": plan.device_kind, "correctness": plan.correctness,
-              "correctness_seeds": list(plan.correctness_seeds), "timing_seed": plan.timing_seed}
+    common = {
+        "timing": plan.timing,
+        "device_kind": plan.device_kind,
+        "correctness": plan.correctness,
+        "correctness_seeds": list(plan.correctness_seeds),
+        "timing_seed": plan.timing_seed,
+    }
     api, out = kernels_api(), {}
     operators = {c.variant: c.operator for c in plan.cases}
     for name in operators:
@@ -133,8 +154,13 @@ def plan_fingerprints(plan: Any, builds: list[dict], environment: dict) -> dict[
             continue
         settings = {**common, "cases": sorted(c.case_id for c in plan.cases if c.variant == name)}
         try:
-            out[name] = variant_fingerprint(_module_file(variant), root, libraries=libraries, settings=settings,
-                                            builds=[b for b in builds if b.get("variant") == name])
+            out[name] = variant_fingerprint(
+                _module_file(variant),
+                root,
+                libraries=libraries,
+                settings=settings,
+                builds=[b for b in builds if b.get("variant") == name],
+            )
         except Exception as exc:  # noqa: BLE001 - an unknown fingerprint is measured, never a lost compare
             out[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
         out[name]["operator"] = operators[name]  # which baseline its gaps need (ci/compare/select.py)

@@ -103,7 +103,7 @@ class GitHubClient:
         if status == 429:  # secondary limit without headers: at least a minute, say the docs
             return 60.0
         if status >= 500:
-            return min(2.0 ** attempt, 30.0)
+            return min(2.0**attempt, 30.0)
         return None
 
     def request(self, method: str, path: str, body: Any = None, params: dict | None = None) -> Response:
@@ -125,21 +125,27 @@ class GitHubClient:
                 status, headers, raw = exc.code, {k.lower(): v for k, v in exc.headers.items()}, exc.read()
             except (urllib.error.URLError, TimeoutError, ConnectionError) as exc:
                 if attempt < self.max_retries:
-                    self.sleep(min(2.0 ** attempt, 30.0))
+                    self.sleep(min(2.0**attempt, 30.0))
                     continue
-                raise GitHubError(self._scrub(f"{method} {urllib.parse.urlsplit(url).path}: no response: {exc}")) from None
+                raise GitHubError(
+                    self._scrub(f"{method} {urllib.parse.urlsplit(url).path}: no response: {exc}")
+                ) from None
             if status < 400:
                 return Response(status, headers, _payload(raw, method, url))
             wait = self._retry_wait(status, headers, attempt)
             if wait is not None and attempt < self.max_retries:
                 if wait > self.max_wait_s:
-                    raise GitHubError(f"{method} {urllib.parse.urlsplit(url).path}: HTTP {status}: rate limited for "
-                                      f"{wait:.0f} s, more than the {self.max_wait_s:.0f} s this job will wait", status)
+                    raise GitHubError(
+                        f"{method} {urllib.parse.urlsplit(url).path}: HTTP {status}: rate limited for "
+                        f"{wait:.0f} s, more than the {self.max_wait_s:.0f} s this job will wait",
+                        status,
+                    )
                 self.log(f"GitHub answered HTTP {status}; retrying in {wait:.1f} s ({attempt + 1}/{self.max_retries})")
                 self.sleep(wait)
                 continue
-            raise GitHubError(self._scrub(f"{method} {urllib.parse.urlsplit(url).path}: HTTP {status}: "
-                                          f"{_message(raw)}"), status)
+            raise GitHubError(
+                self._scrub(f"{method} {urllib.parse.urlsplit(url).path}: HTTP {status}: {_message(raw)}"), status
+            )
         raise GitHubError(f"{method} {urllib.parse.urlsplit(url).path}: gave up after {self.max_retries} retries")
 
     def paginate(self, path: str, params: dict | None = None, max_pages: int = 50) -> Iterator[Any]:
@@ -207,9 +213,17 @@ class GitHubClient:
 
 def _heads_at(pulls: list, sha: str) -> list[int]:
     """Numbers of the pull requests in `pulls` whose head is `sha` and whose state is open or not given."""
-    return sorted({p["number"] for p in pulls
-                   if isinstance(p, dict) and isinstance(p.get("number"), int) and p.get("state", "open") == "open"
-                   and isinstance(p.get("head"), dict) and p["head"].get("sha") == sha})
+    return sorted(
+        {
+            p["number"]
+            for p in pulls
+            if isinstance(p, dict)
+            and isinstance(p.get("number"), int)
+            and p.get("state", "open") == "open"
+            and isinstance(p.get("head"), dict)
+            and p["head"].get("sha") == sha
+        }
+    )
 
 
 def _payload(raw: bytes, method: str, url: str) -> Any:
@@ -243,8 +257,12 @@ def client_from_env(log: Callable[[str], None], missing_token: str) -> GitHubCli
     token = os.environ.get("GITHUB_TOKEN", "")
     if not token:
         raise UserError(missing_token)
-    return GitHubClient(repo=os.environ.get("GITHUB_REPOSITORY", ""), token=token,
-                        api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL), log=log)
+    return GitHubClient(
+        repo=os.environ.get("GITHUB_REPOSITORY", ""),
+        token=token,
+        api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
+        log=log,
+    )
 
 
 def actions_run_url() -> str | None:

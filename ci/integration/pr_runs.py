@@ -43,7 +43,9 @@ class SourceRun:
 
     def __post_init__(self) -> None:
         if any(type(v) is not int or v < 1 for v in (self.run_id, self.attempt)):  # bool is no attempt number
-            raise UserError(f"workflow run id and attempt must be positive integers, got {self.run_id!r}.{self.attempt!r}")
+            raise UserError(
+                f"workflow run id and attempt must be positive integers, got {self.run_id!r}.{self.attempt!r}"
+            )
 
 
 def round_dir(compare_dir: Path, side: str, round_number: int) -> Path:
@@ -62,7 +64,9 @@ def run_id_for(pr: int, source: SourceRun, side: str, round_number: int) -> str:
 def dashboard_link(dashboard_url: str, pr: int, source: SourceRun, gpu: str | None) -> str:
     """The dashboard's Compare page on the first round's base and head runs of this PR, in the
     link format every other dashboard link uses (history.links); tests/test_pr_runs.py opens it."""
-    query = links.compare_query(gpu or "", base=run_id_for(pr, source, "base", 1), head=run_id_for(pr, source, "head", 1))
+    query = links.compare_query(
+        gpu or "", base=run_id_for(pr, source, "base", 1), head=run_id_for(pr, source, "head", 1)
+    )
     ordered = {key: query[key] for key in ("base", "head", "gpu") if query.get(key)}  # the runs first, as before
     return links.url(dashboard_url, "compare", ordered)
 
@@ -92,10 +96,15 @@ def pull_request_labels(compare_dir: Path, pr: int, head_sha: str, source: Sourc
             side, number = match.group(1), int(match.group(2))
             per_side[side] += 1
             if per_side[side] > limits["max_rounds_per_side"]:
-                raise UserError(f"{bundles}: more than {limits['max_rounds_per_side']} {side} rounds, past what a "
-                                f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
-            labels[path] = PullRequestLabel(run_id=run_id_for(pr, source, side, number), pr_number=pr,
-                                            expect_commit=head_sha if side == "head" else None)
+                raise UserError(
+                    f"{bundles}: more than {limits['max_rounds_per_side']} {side} rounds, past what a "
+                    f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested"
+                )
+            labels[path] = PullRequestLabel(
+                run_id=run_id_for(pr, source, side, number),
+                pr_number=pr,
+                expect_commit=head_sha if side == "head" else None,
+            )
     if not labels:
         raise UserError(f"{bundles}: no round bundles to ingest")
     _check_size(bundles, sorted(labels), limits)
@@ -111,11 +120,15 @@ def _check_size(bundles: Path, rounds: list[Path], limits: dict[str, int]) -> No
         entries += len(tree)
         total += sum(size for _, size in tree)
         if entries > limits["max_entries"]:
-            raise UserError(f"{bundles}: more than {limits['max_entries']} files and folders, past what a "
-                            f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
+            raise UserError(
+                f"{bundles}: more than {limits['max_entries']} files and folders, past what a "
+                f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested"
+            )
         if total > limits["max_total_bytes"]:
-            raise UserError(f"{bundles}: more than {limits['max_total_bytes']} bytes, past what a "
-                            f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested")
+            raise UserError(
+                f"{bundles}: more than {limits['max_total_bytes']} bytes, past what a "
+                f"pull-request ingest takes ({LIMITS_PATH.name}); nothing was ingested"
+            )
 
 
 @lru_cache(maxsize=1)

@@ -26,8 +26,6 @@ class MetricSpec:
     instanced: bool = False  # one value per instance (per opcode): printed with --print-metric-instances
 
 
-
-
 @dataclass(frozen=True)
 class Section:
     """A named part of the metric list, collected together: `default` ones unless told otherwise,
@@ -62,8 +60,10 @@ def replay_settings() -> ReplaySettings:
     """metrics.toml [profile]: the replay mode and cache control every ncu process uses."""
     entry = _data()["profile"]
     settings = ReplaySettings(entry["replay_mode"], entry["cache_control"])
-    for name, value, allowed in (("replay_mode", settings.replay_mode, REPLAY_MODES),
-                                 ("cache_control", settings.cache_control, CACHE_CONTROLS)):
+    for name, value, allowed in (
+        ("replay_mode", settings.replay_mode, REPLAY_MODES),
+        ("cache_control", settings.cache_control, CACHE_CONTROLS),
+    ):
         if value not in allowed or not entry.get(f"{name}_reason"):
             raise ValueError(f"metrics.toml: [profile] {name}: {value!r} not in {allowed}, or no {name}_reason")
     return settings
@@ -118,8 +118,9 @@ def choose_sections(names: str | None) -> tuple[str, ...]:
     chosen = tuple(n.strip() for n in names.split(",") if n.strip())
     for name in chosen:
         if name not in known:
-            raise ValueError(f"unknown ncu section {name!r} (ci/ncu/metrics.toml has {', '.join(known)}; "
-                             f"or all, {EXPLAIN})")
+            raise ValueError(
+                f"unknown ncu section {name!r} (ci/ncu/metrics.toml has {', '.join(known)}; or all, {EXPLAIN})"
+            )
     return chosen
 
 

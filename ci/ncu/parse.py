@@ -40,13 +40,33 @@ NVTX_COLUMN_PREFIX = "thread Domain:Push/Pop_Range"
 _QUOTED = re.compile(r'"([^"]*)"')
 # Prefixed units ncu may print when not asked for base units, with the factor to the base.
 _UNIT_FACTORS = {
-    "ns": ("ns", 1.0), "us": ("ns", 1e3), "usecond": ("ns", 1e3), "ms": ("ns", 1e6),
-    "msecond": ("ns", 1e6), "s": ("ns", 1e9), "second": ("ns", 1e9), "nsecond": ("ns", 1.0),
-    "byte": ("byte", 1.0), "Kbyte": ("byte", 1e3), "Mbyte": ("byte", 1e6), "Gbyte": ("byte", 1e9),
-    "KB": ("byte", 1e3), "MB": ("byte", 1e6), "GB": ("byte", 1e9),
-    "hz": ("hz", 1.0), "khz": ("hz", 1e3), "Khz": ("hz", 1e3), "mhz": ("hz", 1e6), "Mhz": ("hz", 1e6),
-    "MHz": ("hz", 1e6), "ghz": ("hz", 1e9), "Ghz": ("hz", 1e9), "GHz": ("hz", 1e9),
-    "cycle/nsecond": ("hz", 1e9), "cycle/usecond": ("hz", 1e6), "cycle/second": ("hz", 1.0),
+    "ns": ("ns", 1.0),
+    "us": ("ns", 1e3),
+    "usecond": ("ns", 1e3),
+    "ms": ("ns", 1e6),
+    "msecond": ("ns", 1e6),
+    "s": ("ns", 1e9),
+    "second": ("ns", 1e9),
+    "nsecond": ("ns", 1.0),
+    "byte": ("byte", 1.0),
+    "Kbyte": ("byte", 1e3),
+    "Mbyte": ("byte", 1e6),
+    "Gbyte": ("byte", 1e9),
+    "KB": ("byte", 1e3),
+    "MB": ("byte", 1e6),
+    "GB": ("byte", 1e9),
+    "hz": ("hz", 1.0),
+    "khz": ("hz", 1e3),
+    "Khz": ("hz", 1e3),
+    "mhz": ("hz", 1e6),
+    "Mhz": ("hz", 1e6),
+    "MHz": ("hz", 1e6),
+    "ghz": ("hz", 1e9),
+    "Ghz": ("hz", 1e9),
+    "GHz": ("hz", 1e9),
+    "cycle/nsecond": ("hz", 1e9),
+    "cycle/usecond": ("hz", 1e6),
+    "cycle/second": ("hz", 1.0),
 }
 
 
@@ -136,7 +156,9 @@ def nvtx_range_name(cell: str) -> str | None:
     return names[-1] if names else None
 
 
-def parse_ncu_csv(source: str | Path, *, text: str | None = None, requested: frozenset[str] | None = None) -> ParsedReport:
+def parse_ncu_csv(
+    source: str | Path, *, text: str | None = None, requested: frozenset[str] | None = None
+) -> ParsedReport:
     """Parse a raw-page or details-page CSV. `source` names the file in errors.
 
     `requested`: the metrics ncu was asked for (default: the whole list); one of them absent
@@ -161,8 +183,7 @@ def unknown_metric_columns(header: list[str]) -> list[str]:
     """
     bases = {spec.metric.split(".")[0] for spec in metric_specs()}
     known = known_column_prefixes()
-    return [name for name in header
-            if "__" in name and not name.startswith(known) and name.split(".")[0] not in bases]
+    return [name for name in header if "__" in name and not name.startswith(known) and name.split(".")[0] not in bases]
 
 
 def _nvtx_column(header: list[str]) -> int | None:
@@ -200,7 +221,9 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
             try:
                 value = parse_cell(row[col])
             except ValueError:
-                raise NcuParseError(path, f"{table.place(index)}, column {name}", f"not a number: {row[col]!r}") from None
+                raise NcuParseError(
+                    path, f"{table.place(index)}, column {name}", f"not a number: {row[col]!r}"
+                ) from None
             if value is None:
                 kernel.missing.append(name)
             else:
@@ -241,8 +264,12 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
             continue  # a rule's advice row, not a measurement
         if metric_name in instanced:
             try:
-                kernel.metrics.update({f"{metric_name}{INSTANCE_SEPARATOR}{key}": v
-                                       for key, v in parse_instances(row[cols["Metric Value"]]).items()})
+                kernel.metrics.update(
+                    {
+                        f"{metric_name}{INSTANCE_SEPARATOR}{key}": v
+                        for key, v in parse_instances(row[cols["Metric Value"]]).items()
+                    }
+                )
             except ValueError:
                 pass  # the values form: counts without opcode names, so no per-opcode counters (module doc)
             continue

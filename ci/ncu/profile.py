@@ -146,8 +146,9 @@ def profile_cases(
             profile.errors.update({case.id: DEADLINE_ERROR for case in pending})
             break
         bounded = timeout_s if left is None else min(timeout_s, left)
-        run = _profile_group(ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline,
-                             cache_control)
+        run = _profile_group(
+            ncu, pending, out_dir / f"pass{attempt}", chosen, bounded, kernels_root, deadline, cache_control
+        )
         kernels += run.kernels
         profile.passes += run.passes
         profile.phases.update(run.phases)
@@ -171,7 +172,8 @@ def profile_cases(
             culprit = rest[0]
             detail = run.failure if run.exited else None
             profile.errors[culprit.id] = (CRASH_ERROR if run.exited else HANG_ERROR) + (
-                f" ({detail})" if detail else "")
+                f" ({detail})" if detail else ""
+            )
             if run.exited:  # its report holds the finished cases
                 pending = [case for case in pending if case is not culprit and case.id not in run.outcomes]
             else:  # killed: no report, so the finished cases go again (not the ones that failed)
@@ -190,18 +192,29 @@ def profile_cases(
     return profile
 
 
-def _collect(profile: NcuProfile, cases: Sequence[Case], kernels: list[ParsedKernel], gpu_name: str | None,
-             silent: dict[str, str]) -> None:
+def _collect(
+    profile: NcuProfile,
+    cases: Sequence[Case],
+    kernels: list[ParsedKernel],
+    gpu_name: str | None,
+    silent: dict[str, str],
+) -> None:
     """Kernel rows and case metrics for every case, in the cases' order; a case that ran but has
     no kernels says what ncu printed (`silent`: a permission error, say) when it printed anything."""
     grouped = group_by_case(kernels)
     for case in cases:
         rows = grouped.get(case.id, [])
         for index, kernel in enumerate(rows):
-            profile.kernel_rows.append(NcuKernelRow(
-                case_id=case.id, kernel_index=index, kernel_name=kernel.kernel_name,
-                metrics=kernel.metrics, block_size=kernel.block_size, grid_size=kernel.grid_size,
-            ))
+            profile.kernel_rows.append(
+                NcuKernelRow(
+                    case_id=case.id,
+                    kernel_index=index,
+                    kernel_name=kernel.kernel_name,
+                    metrics=kernel.metrics,
+                    block_size=kernel.block_size,
+                    grid_size=kernel.grid_size,
+                )
+            )
         if case.id in profile.errors:
             profile.case_metrics.append(NcuCaseMetrics(case.id, 0, error=profile.errors[case.id]))
         else:
@@ -250,13 +263,24 @@ def plan_entry(case: Case) -> dict:
     operator = getattr(case, "operator", "attention")
     if operator == "attention":
         return {"variant": case.variant, "shape": asdict(case.shape), "dtype": case.dtype, "causal": case.causal}
-    return {"variant": case.variant, "shape_id": case.shape.id, "dtype": case.dtype, "operator": operator,
-            "mode": case.mode}
+    return {
+        "variant": case.variant,
+        "shape_id": case.shape.id,
+        "dtype": case.dtype,
+        "operator": operator,
+        "mode": case.mode,
+    }
 
 
 def _profile_group(
-    ncu: str, cases: list[Case], work_dir: Path, sections: tuple[str, ...] | None, timeout_s: float,
-    kernels_root: Path | None, deadline: float | None = None, cache_control: str | None = None,
+    ncu: str,
+    cases: list[Case],
+    work_dir: Path,
+    sections: tuple[str, ...] | None,
+    timeout_s: float,
+    kernels_root: Path | None,
+    deadline: float | None = None,
+    cache_control: str | None = None,
 ) -> _Pass:
     """One ncu process over `cases`. `sections` None means `--set full`. `timeout_s` bounds the
     ncu process; `deadline` (monotonic) also bounds the report import, and the target starts no
@@ -265,8 +289,7 @@ def _profile_group(
     work_dir.mkdir(parents=True, exist_ok=True)
     plan = work_dir / "plan.json"
     stop_at = None if deadline is None else time.time() + (deadline - time.monotonic()) * (1 - IMPORT_MARGIN)
-    plan.write_text(json.dumps({"stop_at": stop_at, "cases": [
-        plan_entry(c) for c in cases]}), encoding="utf-8")
+    plan.write_text(json.dumps({"stop_at": stop_at, "cases": [plan_entry(c) for c in cases]}), encoding="utf-8")
     report = work_dir / "report"
     command = ncu_command(ncu, report, sections, plan, cache_control)
     with tempfile.TemporaryDirectory() as scratch:
@@ -276,9 +299,17 @@ def _profile_group(
         ok, output = _run_bounded(command, _target_env(kernels_root, Path(scratch)), timeout_s, cwd=scratch)
     records = _outcomes(output)
     outcomes = {cid: _outcome_error(record) for cid, record in records.items()}
-    run = _Pass([], "", outcomes, None, None if ok else _why(output), TIMED_OUT not in output,
-                bool(outcomes) or CONNECTED in output, pass_counts(output),
-                {cid: record["phases"] for cid, record in records.items() if isinstance(record.get("phases"), dict)})
+    run = _Pass(
+        [],
+        "",
+        outcomes,
+        None,
+        None if ok else _why(output),
+        TIMED_OUT not in output,
+        bool(outcomes) or CONNECTED in output,
+        pass_counts(output),
+        {cid: record["phases"] for cid, record in records.items() if isinstance(record.get("phases"), dict)},
+    )
     report_file = report.with_suffix(".ncu-rep")
     if not report_file.exists():
         run.why = _why(output) or "ncu wrote no report"
@@ -291,7 +322,9 @@ def _profile_group(
     import_timeout = timeout_s if deadline is None else max(1.0, min(timeout_s, deadline - time.monotonic()))
     importing = time.monotonic()
     imported_ok, csv_text = _run_bounded(
-        [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page], dict(os.environ), import_timeout,
+        [ncu, "--import", str(report_file), "--csv", "--print-units", "base", *page],
+        dict(os.environ),
+        import_timeout,
     )
     run.import_s = time.monotonic() - importing
     # Output the parser refused is not kept as CSV (the bundle's ncu_raw.csv holds only whole
@@ -306,20 +339,36 @@ def _profile_group(
         run.why = str(exc)
         return run
     if parsed.unknown_columns:
-        print(f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
-              f"{', '.join(parsed.unknown_columns)}", file=sys.stderr)
+        print(
+            f"attnwatch ncu: {report_file}: columns not on ci/ncu/metrics.toml, not read: "
+            f"{', '.join(parsed.unknown_columns)}",
+            file=sys.stderr,
+        )
     run.kernels, run.csv_text = parsed.kernels, csv_text
     return run
 
 
-def ncu_command(ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path,
-                cache_control: str | None = None) -> list[str]:
+def ncu_command(
+    ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path, cache_control: str | None = None
+) -> list[str]:
     """The ncu command that profiles `plan`'s cases (module doc); `sections` None: `--set full`."""
     settings = replay_settings()
     command = [
-        ncu, "--clock-control", "none", "--cache-control", cache_control or settings.cache_control,
-        "--replay-mode", settings.replay_mode, "--profile-from-start", "off", "--nvtx",
-        "--target-processes", "application-only", "--force-overwrite", "--export", str(report),
+        ncu,
+        "--clock-control",
+        "none",
+        "--cache-control",
+        cache_control or settings.cache_control,
+        "--replay-mode",
+        settings.replay_mode,
+        "--profile-from-start",
+        "off",
+        "--nvtx",
+        "--target-processes",
+        "application-only",
+        "--force-overwrite",
+        "--export",
+        str(report),
     ]
     command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
     return command + [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
@@ -351,7 +400,12 @@ def _run_bounded(command: list[str], env: dict[str, str], timeout_s: float, cwd:
     """Run in a new process group; on timeout kill the whole group (ncu and its target)."""
     try:
         proc = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            start_new_session=True,
             cwd=cwd,
         )
     except OSError as exc:
@@ -370,7 +424,7 @@ def _outcomes(output: str) -> dict[str, dict]:
     for line in output.splitlines():
         if line.startswith(OUTCOME_PREFIX):
             try:
-                record = json.loads(line[len(OUTCOME_PREFIX):])
+                record = json.loads(line[len(OUTCOME_PREFIX) :])
                 found[record["case_id"]] = record
             except (ValueError, KeyError):
                 continue

@@ -42,8 +42,9 @@ def case_of(api, entry: dict):
     """The kernels-side case of a plan entry (ci/ncu/profile.py `plan_entry` writes it)."""
     if entry.get("operator", "attention") == "attention":
         return api.Case(entry["variant"], api.Shape(**entry["shape"]), entry["dtype"], bool(entry["causal"]))
-    return api.Case(entry["variant"], api.SHAPES[entry["shape_id"]], entry["dtype"], mode=entry["mode"],
-                    operator=entry["operator"])
+    return api.Case(
+        entry["variant"], api.SHAPES[entry["shape_id"]], entry["dtype"], mode=entry["mode"], operator=entry["operator"]
+    )
 
 
 def _entry_id(api, entry: dict) -> str:

@@ -145,7 +145,11 @@ def open_device(device_kind: str, config: TimingConfig) -> tuple[Any, Any, Any]:
             raise RuntimeError("the plan asks for a CUDA run but this process sees no CUDA device")
         device = torch.device("cuda", torch.cuda.current_device())
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
-        return device, L2Flusher(device, int(config.flush_l2_multiple * l2)), CudaEventTimer(config.block_calls, streams=config.streams)
+        return (
+            device,
+            L2Flusher(device, int(config.flush_l2_multiple * l2)),
+            CudaEventTimer(config.block_calls, streams=config.streams),
+        )
     # One intra-op thread: on a shared CI CPU a thread pool's scheduling stalls (tens of ms)
     # swamp a sub-millisecond call; one thread keeps cpu_wall honest.
     torch.set_num_threads(1)

@@ -87,7 +87,11 @@ def _fingerprints(plan, builds: list[dict], env: dict) -> dict:
 
         found = plan_fingerprints(plan, builds, env)
     except Exception as exc:  # noqa: BLE001 - see the docstring
-        found = {name: {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
-                 for name in dict.fromkeys(c.variant for c in plan.cases)}
-    return {name: {"digest": fp.get("digest"), "code": fp.get("code"), "unknown": fp.get("unknown")}
-            for name, fp in found.items()}
+        found = {
+            name: {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
+            for name in dict.fromkeys(c.variant for c in plan.cases)
+        }
+    return {
+        name: {"digest": fp.get("digest"), "code": fp.get("code"), "unknown": fp.get("unknown")}
+        for name, fp in found.items()
+    }

@@ -15,7 +15,9 @@ import pytest
 from attnwatch.ci.suites.worker import CaseResult
 from attnwatch.history.contract.bundle import CASE_LINK_KEY
 
-HOST_STATS_LABEL = "host wall-clock seconds per synchronized call (launch + device time + sync), L2 flushed before each round"
+HOST_STATS_LABEL = (
+    "host wall-clock seconds per synchronized call (launch + device time + sync), L2 flushed before each round"
+)
 CPU_STATS_LABEL = "host wall-clock seconds per call on the CPU"
 
 

@@ -27,8 +27,12 @@ from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.analysis.statistics import summarize
 
 
-def case_timing(case: PlannedCase, raw: RawMeasurement, interleave_group: str,
-                kernel_config: tuple[str | None, str | None] = (None, None)) -> CaseTiming:
+def case_timing(
+    case: PlannedCase,
+    raw: RawMeasurement,
+    interleave_group: str,
+    kernel_config: tuple[str | None, str | None] = (None, None),
+) -> CaseTiming:
     """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`).
     `kernel_config` is what the variant's Prepared said it ran: (config, config_source).
     With a clock band the statistics are those of the samples inside it (`ci.timing.sampler.kept`), and

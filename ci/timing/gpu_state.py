@@ -23,7 +23,9 @@ REASON_BITS: dict[int, str] = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"})
+THROTTLING = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
 
 
 def decode_reasons(mask: int) -> list[str]:
@@ -71,16 +73,22 @@ class NvmlMonitor:
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        identity = find_gpu(pynvml, visible=os.environ.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal,
-                            uuid=uuid, pci_bus_id=pci_bus_id)
+        identity = find_gpu(
+            pynvml, visible=os.environ.get("CUDA_VISIBLE_DEVICES"), ordinal=ordinal, uuid=uuid, pci_bus_id=pci_bus_id
+        )
         if identity is None:
             pynvml.nvmlShutdown()
-            raise LookupError(f"NVML lists no GPU for CUDA device {ordinal} "
-                              f"(uuid {uuid}, pci {pci_bus_id}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+            raise LookupError(
+                f"NVML lists no GPU for CUDA device {ordinal} "
+                f"(uuid {uuid}, pci {pci_bus_id}, CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
+            )
         self.identity = identity
         self._handle = open_handle(pynvml, identity)
         # Renamed from "ClocksThrottleReasons" in newer NVML; both return the same mask.
-        self._reasons_fn = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        self._reasons_fn = (
+            getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        )
 
     def sm_clock_mhz(self) -> int | None:
         return int(self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))

@@ -23,7 +23,9 @@ from attnwatch.ci.timing.timers import Flusher
 from attnwatch.history.analysis.statistics import median
 
 
-def graph_replay_us(fn: Callable[[], Any], flusher: Flusher, calls: int, replays: int) -> tuple[float | None, str | None]:
+def graph_replay_us(
+    fn: Callable[[], Any], flusher: Flusher, calls: int, replays: int
+) -> tuple[float | None, str | None]:
     """(graph_median_us, note); (None, reason) when capture or replay fails non-fatally."""
     import torch
 

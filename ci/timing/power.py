@@ -140,8 +140,14 @@ class PacingPolicy:
             return 0.0
         return duty_gap_us(busy, self.busy_fraction(key))
 
-    def after_block(self, samples_us: Sequence[float], key: object = None, power_w: float | None = None,
-                    limit_w: float | None = None, capped: bool = False) -> None:
+    def after_block(
+        self,
+        samples_us: Sequence[float],
+        key: object = None,
+        power_w: float | None = None,
+        limit_w: float | None = None,
+        capped: bool = False,
+    ) -> None:
         """Record a block: its median call and (mode power) the draw."""
         if not samples_us:
             return
@@ -167,8 +173,9 @@ class ClockSummary:
     band_discarded_samples: int | None = None
 
 
-def summarize_clocks(samples_us: Sequence[float], clocks: Sequence[float | None], reference_mhz: float | None,
-                     band: float) -> tuple[list[float], ClockSummary]:
+def summarize_clocks(
+    samples_us: Sequence[float], clocks: Sequence[float | None], reference_mhz: float | None, band: float
+) -> tuple[list[float], ClockSummary]:
     """The samples the latency statistics use (within the band when one is set) and the clock
     summary. Without any clock reading: every sample, an empty summary."""
     known = [c for c in clocks if c]
@@ -178,9 +185,12 @@ def summarize_clocks(samples_us: Sequence[float], clocks: Sequence[float | None]
     kept = [t for t, k in zip(samples_us, keep) if k]
     kept_clocks = [c for c, k in zip(clocks, keep) if k]
     summary = ClockSummary(
-        sm_clock_median_mhz=float(np.median(known)), sm_clock_min_mhz=float(min(known)),
-        sm_clock_max_mhz=float(max(known)), reference_clock_mhz=reference_mhz,
-        band_discarded_samples=(len(samples_us) - len(kept)) if band > 0 else None)
+        sm_clock_median_mhz=float(np.median(known)),
+        sm_clock_min_mhz=float(min(known)),
+        sm_clock_max_mhz=float(max(known)),
+        reference_clock_mhz=reference_mhz,
+        band_discarded_samples=(len(samples_us) - len(kept)) if band > 0 else None,
+    )
     if reference_mhz:
         values = normalised(kept, kept_clocks, reference_mhz)
         if values:

@@ -127,8 +127,12 @@ def measure_interleaved(
             raw.guard_retimed_blocks = raw.guard_uncovered_blocks = 0
     clock = monitor.sm_clock_mhz if config.clock_record and getattr(monitor, "available", False) else None
     reference = _reference_clock(config, monitor) if clock is not None else None
-    pacing = PacingPolicy(mode=config.pacing, duty=config.pacing_duty, margin=config.pacing_power_margin,
-                           min_call_us=config.pacing_min_call_us)
+    pacing = PacingPolicy(
+        mode=config.pacing,
+        duty=config.pacing_duty,
+        margin=config.pacing_power_margin,
+        min_call_us=config.pacing_min_call_us,
+    )
     for s in subjects:
         results[s.key].sm_clock_mhz_before = monitor.sm_clock_mhz()
         results[s.key].recipe = config.recipe
@@ -154,8 +158,9 @@ def measure_interleaved(
                 if clock is None and gap_us <= 0:
                     block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key)
                 else:
-                    block = timer.time_block(subject.fn, config.block_calls, flusher, key=subject.key,
-                                             gap_us=gap_us, clock=clock)
+                    block = timer.time_block(
+                        subject.fn, config.block_calls, flusher, key=subject.key, gap_us=gap_us, clock=clock
+                    )
                 after_block()
             except Exception as exc:  # noqa: BLE001 - any failure of the subject is attributed to it
                 if is_fatal(exc):
@@ -179,7 +184,9 @@ def measure_interleaved(
                 raw.clocks_mhz.extend(clocks if len(clocks) == len(block) else [None] * len(block))
             if config.pacing != "none":
                 raw.pacing_gap_s = (raw.pacing_gap_s or 0.0) + gap_us * len(block) * 1e-6  # 0.0 from the start
-                power_w, limit_w = (monitor.power_w(), monitor.power_limit_w()) if config.pacing == "power" else (None, None)
+                power_w, limit_w = (
+                    (monitor.power_w(), monitor.power_limit_w()) if config.pacing == "power" else (None, None)
+                )
                 pacing.after_block(block, subject.key, power_w, limit_w, capped="sw_power_cap" in reasons)
             if _finished(raw, config):
                 raw.sm_clock_mhz_after = monitor.sm_clock_mhz()

@@ -75,8 +75,15 @@ class BlockTimer(Protocol):
 
     last_clocks: list[float | None]  # per call of the last block, with a clock reader; else empty
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
-                   gap_us: float = 0.0, clock: "Callable[[], int | None] | None" = None) -> list[float]: ...
+    def time_block(
+        self,
+        fn: Callable[[], Any],
+        calls: int,
+        flusher: Flusher,
+        key: object = None,
+        gap_us: float = 0.0,
+        clock: "Callable[[], int | None] | None" = None,
+    ) -> list[float]: ...
 
     def renew_streams(self) -> None: ...
 
@@ -104,8 +111,15 @@ class GuardPolicy:
     an A/A compare re-timed blocks 8,454 times for 20,534 blocks kept.
     """
 
-    def __init__(self, initial_us: float = 1000.0, growth: float = 2.0, max_us: float = 50_000.0,
-                 max_attempts: int = 4, floor_us: float = 200.0, window: int = 8) -> None:
+    def __init__(
+        self,
+        initial_us: float = 1000.0,
+        growth: float = 2.0,
+        max_us: float = 50_000.0,
+        max_attempts: int = 4,
+        floor_us: float = 200.0,
+        window: int = 8,
+    ) -> None:
         self.initial_us = initial_us
         self.growth = growth
         self.max_us = max_us
@@ -209,8 +223,15 @@ class CudaEventTimer:
             self._streams = [self._torch.cuda.Stream() for _ in range(self._stream_count)]
             self._next_stream = 0
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
-                   gap_us: float = 0.0, clock: Callable[[], int | None] | None = None) -> list[float]:
+    def time_block(
+        self,
+        fn: Callable[[], Any],
+        calls: int,
+        flusher: Flusher,
+        key: object = None,
+        gap_us: float = 0.0,
+        clock: Callable[[], int | None] | None = None,
+    ) -> list[float]:
         """`calls` timed calls of `fn` behind the guard of `key` (GuardPolicy: one guard per subject),
         on the pool's next stream when there is a pool. With `gap_us` > 0 each call (its flush
         included) is preceded by a one-thread device spin of that length, outside the events:
@@ -227,8 +248,15 @@ class CudaEventTimer:
         with self._torch.cuda.stream(stream):
             return self._time_block(fn, calls, flusher, key, gap_us, clock)
 
-    def _time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object, gap_us: float,
-                    clock: Callable[[], int | None] | None) -> list[float]:
+    def _time_block(
+        self,
+        fn: Callable[[], Any],
+        calls: int,
+        flusher: Flusher,
+        key: object,
+        gap_us: float,
+        clock: Callable[[], int | None] | None,
+    ) -> list[float]:
         attempt = 0
         gap_cycles = int(gap_us * self._cycles_per_us)
         while True:
@@ -283,8 +311,15 @@ class CpuWallTimer:
     def renew_streams(self) -> None:
         return None  # no streams on a CPU
 
-    def time_block(self, fn: Callable[[], Any], calls: int, flusher: Flusher, key: object = None,
-                   gap_us: float = 0.0, clock: Callable[[], int | None] | None = None) -> list[float]:
+    def time_block(
+        self,
+        fn: Callable[[], Any],
+        calls: int,
+        flusher: Flusher,
+        key: object = None,
+        gap_us: float = 0.0,
+        clock: Callable[[], int | None] | None = None,
+    ) -> list[float]:
         """`gap_us`: the pacing gap, slept on the host before each call; `clock` is unused."""
         out = []
         for _ in range(calls):

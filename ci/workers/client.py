@@ -36,8 +36,17 @@ LOG_TAIL_CHARS = 1500
 class WorkerDied(Exception):
     """The worker is gone. `case`/`stage`: what it was doing; `error`: what it said, if anything."""
 
-    def __init__(self, *, rc: int | None, timed_out: bool, case: str | None, stage: str | None,
-                 predecessor: str | None, error: str, build: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        rc: int | None,
+        timed_out: bool,
+        case: str | None,
+        stage: str | None,
+        predecessor: str | None,
+        error: str,
+        build: str | None = None,
+    ) -> None:
         self.rc, self.timed_out, self.case, self.stage = rc, timed_out, case, stage
         self.predecessor, self.error, self.build = predecessor, error, build
         super().__init__(error)
@@ -96,16 +105,39 @@ class WorkerProcess:
         plan_path = self.spec.plan.save(work / f"{self.name}-plan.json")
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        cmd = [self.spec.python, "-m", "attnwatch.ci.workers.server", "--plan", str(plan_path), "--in-fd", str(to_child_r),
-               "--out-fd", str(from_child_w), "--side", self.spec.side,
-               "--failed-builds", json.dumps(self.spec.failed_builds)]
-        env = child_env(work, self.spec.checkout, self.spec.extra_sys_path,
-                        {"ATTNWATCH_SIDE": self.spec.side, **self.spec.extra_env})
+        cmd = [
+            self.spec.python,
+            "-m",
+            "attnwatch.ci.workers.server",
+            "--plan",
+            str(plan_path),
+            "--in-fd",
+            str(to_child_r),
+            "--out-fd",
+            str(from_child_w),
+            "--side",
+            self.spec.side,
+            "--failed-builds",
+            json.dumps(self.spec.failed_builds),
+        ]
+        env = child_env(
+            work,
+            self.spec.checkout,
+            self.spec.extra_sys_path,
+            {"ATTNWATCH_SIDE": self.spec.side, **self.spec.extra_env},
+        )
         self.spawned_at = time.time()
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=str(work), env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                         stderr=subprocess.STDOUT, pass_fds=(to_child_r, from_child_w),
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=str(work),
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(to_child_r, from_child_w),
+                start_new_session=True,
+            )
         os.close(to_child_r)
         os.close(from_child_w)
         self._to_worker = to_child_w
@@ -121,8 +153,12 @@ class WorkerProcess:
                 self.ready = message
         return self.ready
 
-    def request(self, message: dict[str, Any], on_message: Callable[[dict], None] = lambda m: None,
-                final: tuple[str, ...] = ("done",)) -> dict[str, Any]:
+    def request(
+        self,
+        message: dict[str, Any],
+        on_message: Callable[[dict], None] = lambda m: None,
+        final: tuple[str, ...] = ("done",),
+    ) -> dict[str, Any]:
         """Send one request; pass every reply to `on_message` until a `final` kind arrives."""
         if self.ready is None:
             self.wait_ready()
@@ -153,7 +189,9 @@ class WorkerProcess:
             return
         self.stop()
         try:
-            self.proc.wait(timeout=max(0.0, (deadline if deadline is not None else close_deadline()) - time.monotonic()))
+            self.proc.wait(
+                timeout=max(0.0, (deadline if deadline is not None else close_deadline()) - time.monotonic())
+            )
         except subprocess.TimeoutExpired:
             pass
         self.kill()
@@ -228,14 +266,23 @@ class WorkerProcess:
             limit = self.spec.case_timeout_s if self.ready else self._startup_limit()
             error = f"no sign of life for {limit:g} s during {self.stage or ('build' if self.build else 'start-up')}; the worker was killed"
         else:
-            error = f"the worker died ({describe_exit(rc)}) during {self.stage or ('build' if self.build else 'start-up')}"
+            error = (
+                f"the worker died ({describe_exit(rc)}) during {self.stage or ('build' if self.build else 'start-up')}"
+            )
         tail = self.log_tail()
         if tail and not timed_out:
             error += f"; its log ends: {tail[-600:]}"
         case = self.fault.get("case") if self.fault and self.fault.get("case") else self.case
         stage = self.fault.get("stage") if self.fault and self.fault.get("stage") else self.stage
-        raise WorkerDied(rc=rc, timed_out=timed_out, case=case, stage=stage, predecessor=self.predecessor,
-                         error=error, build=self.build or (self.fault or {}).get("variant"))
+        raise WorkerDied(
+            rc=rc,
+            timed_out=timed_out,
+            case=case,
+            stage=stage,
+            predecessor=self.predecessor,
+            error=error,
+            build=self.build or (self.fault or {}).get("variant"),
+        )
 
     def log_tail(self) -> str:
         try:
@@ -259,8 +306,11 @@ def probe_case(spec: WorkerSpec, case_id: str, stage: str, name: str) -> ProbeRe
         return ProbeResult(False, seconds=time.monotonic() - started)
     except WorkerDied as died:
         if died.case != case_id:
-            return ProbeResult(False, seconds=time.monotonic() - started,
-                               inconclusive=f"the re-run died before reaching the case: {died.error}")
+            return ProbeResult(
+                False,
+                seconds=time.monotonic() - started,
+                inconclusive=f"the re-run died before reaching the case: {died.error}",
+            )
         return ProbeResult(True, died.error, time.monotonic() - started)
     finally:
         worker.close()

@@ -65,8 +65,8 @@ class Reader:
             raise ProtocolError(f"announced message of {length} bytes exceeds {MAX_MESSAGE_BYTES}")
         if len(self._buffer) < _HEADER.size + length:
             return None
-        body = bytes(self._buffer[_HEADER.size:_HEADER.size + length])
-        del self._buffer[:_HEADER.size + length]
+        body = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
+        del self._buffer[: _HEADER.size + length]
         try:
             message = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -96,10 +96,19 @@ def main(argv: list[str] | None = None) -> int:
         environment = asdict(capture_environment(probe_device=worker.engine.plan.device_kind == "cuda"))
         before = time.perf_counter()
         fingerprints = plan_fingerprints(worker.engine.plan, builds, environment)  # ci/compare/select.py
-        worker.emit("ready", pid=os.getpid(), kernels_path=str(kernels_dir()),
-                    harness_api_version=kernels_api().HARNESS_API_VERSION, environment=environment, builds=builds,
-                    fingerprints=fingerprints, fingerprint_s=time.perf_counter() - before,
-                    startup_s=imported - started, build_s=built - imported, sent_at=time.time())
+        worker.emit(
+            "ready",
+            pid=os.getpid(),
+            kernels_path=str(kernels_dir()),
+            harness_api_version=kernels_api().HARNESS_API_VERSION,
+            environment=environment,
+            builds=builds,
+            fingerprints=fingerprints,
+            fingerprint_s=time.perf_counter() - before,
+            startup_s=imported - started,
+            build_s=built - imported,
+            sent_at=time.time(),
+        )
         return serve(worker, args.in_fd)
     except ChannelClosed:
         return 0

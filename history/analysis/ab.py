@@ -139,11 +139,13 @@ def hierarchical_intervals(
         ratios = h_draws[:, rows, h_pick].mean(axis=2) / b_draws[:, rows, b_pick].mean(axis=2)
         lows, highs = np.quantile(ratios, [alpha, 1.0 - alpha], axis=1)
         # The point estimate, every case at once: mean over rounds of the round medians, head/base.
-        points = (np.mean([np.median(r, axis=1) for r in h_rounds], axis=0)
-                  / np.mean([np.median(r, axis=1) for r in b_rounds], axis=0))
+        points = np.mean([np.median(r, axis=1) for r in h_rounds], axis=0) / np.mean(
+            [np.median(r, axis=1) for r in b_rounds], axis=0
+        )
         for i, (case, _, _) in enumerate(members):
-            out[case] = ABInterval(float(points[i]), float(lows[i]), float(highs[i]), confidence, "hierarchical",
-                                   min(n_base, n_head))
+            out[case] = ABInterval(
+                float(points[i]), float(lows[i]), float(highs[i]), confidence, "hierarchical", min(n_base, n_head)
+            )
     return out
 
 
@@ -193,8 +195,9 @@ def rounds_t_ratio(
     d = np.log([np.median(h[i]) / np.median(b[i]) for i in range(pairs)])
     half = student_t_quantile(0.5 + confidence / 2.0, pairs - 1) * float(np.std(d, ddof=1)) / np.sqrt(pairs)
     mean = float(np.mean(d))
-    return ABInterval(float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half)), confidence,
-                      "rounds-t", pairs)
+    return ABInterval(
+        float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half)), confidence, "rounds-t", pairs
+    )
 
 
 def pooled_ratio(
@@ -211,8 +214,15 @@ def pooled_ratio(
     return ABInterval(iv.ratio, iv.low, iv.high, confidence, "pooled", min(len(base_rounds), len(head_rounds)))
 
 
-def ratio_interval(base_rounds, head_rounds, *, method: str = "hierarchical", confidence: float = 0.95,
-                   resamples: int = 2000, seed: int = 0) -> ABInterval:
+def ratio_interval(
+    base_rounds,
+    head_rounds,
+    *,
+    method: str = "hierarchical",
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> ABInterval:
     """The interval of `method` (METHODS): one signature for the three, so callers name a method."""
     try:
         interval = INTERVALS[method]

@@ -33,9 +33,17 @@ UNKNOWN = "unknown (no fingerprints recorded)"
 
 # Environment fields compared (runs columns; results' timing_recipe rides along as a point field).
 ENVIRONMENT_FIELDS = {
-    "driver_version": "driver", "cuda_version": "CUDA", "torch_version": "torch", "triton_version": "Triton",
-    "cudnn_version": "cuDNN", "cublas_version": "cuBLAS", "cupy_version": "CuPy", "nvcc_version": "nvcc",
-    "python_version": "Python", "packages": "optional packages", "timing_recipe": "timing recipe",
+    "driver_version": "driver",
+    "cuda_version": "CUDA",
+    "torch_version": "torch",
+    "triton_version": "Triton",
+    "cudnn_version": "cuDNN",
+    "cublas_version": "cuBLAS",
+    "cupy_version": "CuPy",
+    "nvcc_version": "nvcc",
+    "python_version": "Python",
+    "packages": "optional packages",
+    "timing_recipe": "timing recipe",
     "harness_digest": "harness",
 }
 MACHINE_FIELDS = {"gpu_uuid": "GPU", "power_limit_w": "power limit (W)", "throttled": "throttling"}
@@ -100,10 +108,18 @@ def attribute(before: dict, after: dict) -> Attribution:
     changes: list[Change] = []
     code_known = bool(before.get("code_digest")) and bool(after.get("code_digest"))
     if code_known and before["code_digest"] != after["code_digest"]:
-        changes.append(Change("code", "code", _shown("code_digest", before["code_digest"]),
-                              _shown("code_digest", after["code_digest"])))
+        changes.append(
+            Change(
+                "code",
+                "code",
+                _shown("code_digest", before["code_digest"]),
+                _shown("code_digest", after["code_digest"]),
+            )
+        )
     if _differs(before.get("kernel_config"), after.get("kernel_config")):
-        changes.append(Change("configuration", "configuration", str(before["kernel_config"]), str(after["kernel_config"])))
+        changes.append(
+            Change("configuration", "configuration", str(before["kernel_config"]), str(after["kernel_config"]))
+        )
     for part, fields in (("environment", ENVIRONMENT_FIELDS), ("machine", MACHINE_FIELDS)):
         for name, label in fields.items():
             if _differs(before.get(name), after.get(name)):
@@ -116,9 +132,12 @@ def attribute(before: dict, after: dict) -> Attribution:
 
 def run_changes(before: dict, after: dict) -> tuple[Change, ...]:
     """The environment and machine changes between two runs' run-level fields (This push)."""
-    return tuple(Change(part, label, _shown(name, before[name]), _shown(name, after[name]))
-                 for part, fields in (("environment", ENVIRONMENT_FIELDS), ("machine", MACHINE_FIELDS))
-                 for name, label in fields.items() if _differs(before.get(name), after.get(name)))
+    return tuple(
+        Change(part, label, _shown(name, before[name]), _shown(name, after[name]))
+        for part, fields in (("environment", ENVIRONMENT_FIELDS), ("machine", MACHINE_FIELDS))
+        for name, label in fields.items()
+        if _differs(before.get(name), after.get(name))
+    )
 
 
 def moved_text(before: dict, after: dict, codes_before: dict, codes_after: dict) -> str:
@@ -128,8 +147,11 @@ def moved_text(before: dict, after: dict, codes_before: dict, codes_after: dict)
     if not codes_before or not codes_after:
         parts = ["code: unknown (no fingerprints recorded)"]
     else:
-        changed = sorted(v for v in codes_before.keys() & codes_after.keys()
-                         if codes_before[v] and codes_after[v] and codes_before[v] != codes_after[v])
+        changed = sorted(
+            v
+            for v in codes_before.keys() & codes_after.keys()
+            if codes_before[v] and codes_after[v] and codes_before[v] != codes_after[v]
+        )
         parts = [f"code of {', '.join(changed)}" if changed else "no variant's code"]
     return "; ".join(parts + [f"{c.part}: {c.text()}" for c in run_changes(before, after)])
 
@@ -165,5 +187,8 @@ def stored_changes(text: str | None) -> list[Change]:
         items = json.loads(text) if text else []
     except ValueError:
         return []
-    return [Change(**{k: str(i.get(k, "")) for k in ("part", "field", "before", "after")})
-            for i in items if isinstance(i, dict)]
+    return [
+        Change(**{k: str(i.get(k, "")) for k in ("part", "field", "before", "after")})
+        for i in items
+        if isinstance(i, dict)
+    ]

@@ -54,7 +54,9 @@ def baselines_path(explicit: str | Path | None = None) -> Path:
 def load_baselines(path: str | Path | None = None) -> list[Baseline]:
     """Every pinned baseline in file order; a missing default file is none."""
     file = baselines_path(path)
-    data = read_toml(file, "baselines", BaselineError, missing_ok=path is None and "ATTNWATCH_BASELINES" not in os.environ)
+    data = read_toml(
+        file, "baselines", BaselineError, missing_ok=path is None and "ATTNWATCH_BASELINES" not in os.environ
+    )
     if data is None:
         return []
     if set(data) - {"baseline"} or not isinstance(data.get("baseline", []), list):
@@ -69,7 +71,9 @@ def load_baselines(path: str | Path | None = None) -> list[Baseline]:
             raise BaselineError(f"{where}: unknown keys {sorted(unknown)} (known: commit, name, reason, run)")
         name, commit, run, reason = (entry.get(k) for k in ("name", "commit", "run", "reason"))
         if not isinstance(name, str) or not _NAME.match(name):
-            raise BaselineError(f"{where}.name: expected a name of letters, digits and ._/+- (at most 100), got {name!r}")
+            raise BaselineError(
+                f"{where}.name: expected a name of letters, digits and ._/+- (at most 100), got {name!r}"
+            )
         if any(b.name == name for b in out):
             raise BaselineError(f"{where}.name: {name!r} is pinned twice")
         if (commit is None) == (run is None):
@@ -90,4 +94,3 @@ def find_baseline(name: str, path: str | Path | None = None) -> Baseline:
         known = ", ".join(b.name for b in load_baselines(path)) or "none"
         raise BaselineError(f"{baselines_path(path)}: no baseline named {name[:100]!r} (pinned: {known})")
     return found[0]
-

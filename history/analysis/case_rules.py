@@ -125,7 +125,9 @@ def _entries(file: Path, data: dict, name: str, known: set[str]) -> list[tuple[s
 def load_case_rules(path: str | Path | None = None) -> CaseRules:
     """The rules of `path` (default: the repository's file; a missing default file is no rules)."""
     file = case_rules_path(path)
-    data = read_toml(file, "case rules", CaseRulesError, missing_ok=path is None and "ATTNWATCH_CASE_RULES" not in os.environ)
+    data = read_toml(
+        file, "case rules", CaseRulesError, missing_ok=path is None and "ATTNWATCH_CASE_RULES" not in os.environ
+    )
     if data is None:
         return CaseRules()
     unknown = set(data) - {"min_effect", "ignore"}
@@ -134,15 +136,32 @@ def load_case_rules(path: str | Path | None = None) -> CaseRules:
     effects = []
     for where, e in _entries(file, data, "min_effect", {"case", "gpu", "min_effect", "reason"}):
         value = e.get("min_effect")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value <= 1:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or not 0 < value <= 1
+        ):
             raise CaseRulesError(f"{file}: {where}.min_effect: expected a number in (0, 1], got {value!r}")
-        effects.append(EffectRule(_text(file, where, e, "case", MAX_PATTERN), _text(file, where, e, "gpu", MAX_PATTERN, False),
-                                  float(value), _text(file, where, e, "reason", MAX_REASON)))
+        effects.append(
+            EffectRule(
+                _text(file, where, e, "case", MAX_PATTERN),
+                _text(file, where, e, "gpu", MAX_PATTERN, False),
+                float(value),
+                _text(file, where, e, "reason", MAX_REASON),
+            )
+        )
     ignores = []
     for where, e in _entries(file, data, "ignore", {"case", "gpu", "reason", "expires"}):
         expires = e.get("expires")
         if isinstance(expires, dt.datetime) or not isinstance(expires, dt.date):
             raise CaseRulesError(f"{file}: {where}.expires: expected a date (expires = 2026-12-31), got {expires!r}")
-        ignores.append(IgnoreRule(_text(file, where, e, "case", MAX_PATTERN), _text(file, where, e, "gpu", MAX_PATTERN, False),
-                                  _text(file, where, e, "reason", MAX_REASON), expires))
+        ignores.append(
+            IgnoreRule(
+                _text(file, where, e, "case", MAX_PATTERN),
+                _text(file, where, e, "gpu", MAX_PATTERN, False),
+                _text(file, where, e, "reason", MAX_REASON),
+                expires,
+            )
+        )
     return CaseRules(tuple(effects), tuple(ignores))

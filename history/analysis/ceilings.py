@@ -98,8 +98,9 @@ def find_ceiling(gpu: str | None, kind: str, dtype: str = ANY_DTYPE, path: Path 
     return exact[0] if exact else matches[0] if matches else None
 
 
-def achieved_bandwidth(bytes_moved: float, median_us: float, gpu: str | None,
-                       dtype: str = ANY_DTYPE) -> tuple[float, float | None]:
+def achieved_bandwidth(
+    bytes_moved: float, median_us: float, gpu: str | None, dtype: str = ANY_DTYPE
+) -> tuple[float, float | None]:
     """(achieved GB/s, its share of the GPU's measured DRAM copy bandwidth) of a memory-bound case:
     the operator's byte model (the fewest bytes one call moves) over the median time. The share is
     None where no copy bandwidth was measured for that GPU (find_ceiling)."""

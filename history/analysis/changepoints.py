@@ -106,15 +106,25 @@ def detect_steps(
 def _segments(x: np.ndarray, cuts: list[int]) -> list[Step]:
     bounds = [0, *cuts, x.size]
     return [
-        Step(index=bounds[k], before=float(np.median(x[bounds[k - 1]:bounds[k]])),
-             after=float(np.median(x[bounds[k]:bounds[k + 1]])),
-             points_before=bounds[k] - bounds[k - 1], points_after=bounds[k + 1] - bounds[k])
+        Step(
+            index=bounds[k],
+            before=float(np.median(x[bounds[k - 1] : bounds[k]])),
+            after=float(np.median(x[bounds[k] : bounds[k + 1]])),
+            points_before=bounds[k] - bounds[k - 1],
+            points_after=bounds[k + 1] - bounds[k],
+        )
         for k in range(1, len(bounds) - 1)
     ]
 
 
-def significant_steps(values: Sequence[float], *, min_effect: float, min_persist: int,
-                      penalty_scale: float = 2.0, sigma_floor: float = 5e-4) -> list[Step]:
+def significant_steps(
+    values: Sequence[float],
+    *,
+    min_effect: float,
+    min_persist: int,
+    penalty_scale: float = 2.0,
+    sigma_floor: float = 5e-4,
+) -> list[Step]:
     """Level shifts of at least `min_effect` (either way) that hold for `min_persist` points.
 
     PELT runs with segments of two points or more, so a lone outlier cannot form a level.

@@ -83,10 +83,17 @@ def load_exact(path: Path = EXACT_FILE) -> tuple[ExactCounter, ...]:
     out = []
     for index, entry in enumerate(data.get("exact", [])):
         try:
-            counter = ExactCounter(str(entry["metric"]), str(entry["label"]), str(entry["unit"]),
-                                   str(entry["reason"]), bool(entry.get("prefix", False)))
+            counter = ExactCounter(
+                str(entry["metric"]),
+                str(entry["label"]),
+                str(entry["unit"]),
+                str(entry["reason"]),
+                bool(entry.get("prefix", False)),
+            )
         except KeyError as exc:
-            raise ExactCountersError(f"{Path(path).name}: exact {entry.get('metric', index)!r}: missing field {exc}") from None
+            raise ExactCountersError(
+                f"{Path(path).name}: exact {entry.get('metric', index)!r}: missing field {exc}"
+            ) from None
         if not counter.metric or not counter.reason.strip():
             raise ExactCountersError(f"{Path(path).name}: exact {index}: metric and reason must be non-empty")
         out.append(counter)
@@ -102,8 +109,13 @@ def exact_counter(name: str) -> ExactCounter | None:
 
 def exact_of(metrics: Mapping[str, float]) -> tuple[tuple[str, float], ...]:
     """A kernel's exact counters, sorted by name."""
-    return tuple(sorted((name, float(value)) for name, value in metrics.items()
-                        if exact_counter(name) is not None and isinstance(value, (int, float)) and math.isfinite(value)))
+    return tuple(
+        sorted(
+            (name, float(value))
+            for name, value in metrics.items()
+            if exact_counter(name) is not None and isinstance(value, (int, float)) and math.isfinite(value)
+        )
+    )
 
 
 def compare_exact(base: Sequence[Launch], head: Sequence[Launch]) -> list[ExactChange]:
@@ -130,7 +142,7 @@ def compare_exact(base: Sequence[Launch], head: Sequence[Launch]) -> list[ExactC
             if x != y:
                 counter = exact_counter(name)
                 assert counter is not None  # exact_of keeps exact counters only
-                label = name[len(PER_OPCODE):] if name.startswith(PER_OPCODE) else counter.label
+                label = name[len(PER_OPCODE) :] if name.startswith(PER_OPCODE) else counter.label
                 out.append(ExactChange(short_kernel_name(h.name), name, label, x, y))
     return out
 
@@ -156,8 +168,11 @@ def describe_exact(changes: Sequence[ExactChange]) -> str:
                 parts[0] += f": {shown}"
             else:
                 parts.append(f"{shown} executed per call")
-        parts += [f"{c.label} {_plain(c.base)} → {_plain(c.head)}" for c in found
-                  if c.metric != INSTRUCTIONS and not c.metric.startswith(PER_OPCODE)]
+        parts += [
+            f"{c.label} {_plain(c.base)} → {_plain(c.head)}"
+            for c in found
+            if c.metric != INSTRUCTIONS and not c.metric.startswith(PER_OPCODE)
+        ]
         text = "; ".join(parts)
         clauses.append(f"{kernel}: {text}" if len(by_kernel) > 1 else text)
     return " | ".join(clauses)

@@ -42,8 +42,13 @@ class Launch:
 
 def launch_counters(metrics) -> tuple[tuple[str, float], ...]:
     """A kernel's numeric counters, sorted by name, as a Launch carries them."""
-    return tuple(sorted((name, float(value)) for name, value in metrics.items()
-                        if isinstance(value, (int, float)) and math.isfinite(value)))
+    return tuple(
+        sorted(
+            (name, float(value))
+            for name, value in metrics.items()
+            if isinstance(value, (int, float)) and math.isfinite(value)
+        )
+    )
 
 
 def kernel_key(name: str) -> str:
@@ -67,7 +72,7 @@ def short_kernel_name(name: str) -> str:
         elif not depth:
             out.append(char)
     short = "".join(out).strip().split(" ")[-1] or name.strip()
-    return short if len(short) <= NAME_CHARS else short[:NAME_CHARS - 1] + "…"
+    return short if len(short) <= NAME_CHARS else short[: NAME_CHARS - 1] + "…"
 
 
 def launches_changed(base: Sequence[Launch], head: Sequence[Launch]) -> str | None:
@@ -92,8 +97,10 @@ def launches_changed(base: Sequence[Launch], head: Sequence[Launch]) -> str | No
 
 def _named(key: str, times: int, launches: Sequence[Launch]) -> str:
     """`short (×times, mean µs)` for one kernel, from that side's launches of it."""
-    durations = [d for d in (launch.duration_ns for launch in launches)
-                 if isinstance(d, (int, float)) and math.isfinite(d)]
+    durations = [
+        d for d in (launch.duration_ns for launch in launches) if isinstance(d, (int, float)) and math.isfinite(d)
+    ]
     facts = ([f"×{times}"] if times > 1 else []) + (
-        [f"{sum(durations) / len(durations) / 1000:.3g} µs" + (" each" if times > 1 else "")] if durations else [])
+        [f"{sum(durations) / len(durations) / 1000:.3g} µs" + (" each" if times > 1 else "")] if durations else []
+    )
     return short_kernel_name(key) + (f" ({', '.join(facts)})" if facts else "")

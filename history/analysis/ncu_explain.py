@@ -40,7 +40,12 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence, TypeGuard
 
 from attnwatch.history.analysis.exact_counters import (
-    PER_OPCODE, ExactChange, compare_exact, describe_exact, exact_counter, paired,
+    PER_OPCODE,
+    ExactChange,
+    compare_exact,
+    describe_exact,
+    exact_counter,
+    paired,
 )
 from attnwatch.history.analysis.kernel_launches import Launch, kernel_key, launches_changed
 from attnwatch.history.analysis.noise_bands import NoiseBands, load_bands
@@ -138,12 +143,19 @@ def combine_kernels(kernels: Iterable[Mapping[str, float]]) -> dict[str, float]:
     return out
 
 
-def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
-            rules: tuple[Rule, ...] | None = None,
-            launches: tuple[Sequence[Launch], Sequence[Launch]] | None = None, *,
-            case_id: str | None = None, bands: NoiseBands | None = None,
-            measured_noise: Mapping[str, float] | None = None, time_change_us: float | None = None,
-            code_change: str | None = None) -> Explanation:
+def explain(
+    base: Mapping[str, float],
+    head: Mapping[str, float],
+    slower: bool,
+    rules: tuple[Rule, ...] | None = None,
+    launches: tuple[Sequence[Launch], Sequence[Launch]] | None = None,
+    *,
+    case_id: str | None = None,
+    bands: NoiseBands | None = None,
+    measured_noise: Mapping[str, float] | None = None,
+    time_change_us: float | None = None,
+    code_change: str | None = None,
+) -> Explanation:
     """Explain `head` being slower (or, `slower=False`, faster) than `base` (module doc).
 
     `launches` (base's, head's): the calls' kernels, with their exact counters, for the exact
@@ -184,13 +196,25 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
         shown = min(raw, limit) if raw is not None and limit is not None else raw
         title = rule.contributor if code_moved and rule.kind == "exonerate" and rule.contributor else rule.title
         shown_change = (h - b) / abs(b) if b else change  # judged against the floor, shown as read
-        scored.append((raw, CounterChange(rule.name, title, b, h, shown_change, score,
-                                         None if source == "threshold" else width, source, shown)))
+        scored.append(
+            (
+                raw,
+                CounterChange(
+                    rule.name, title, b, h, shown_change, score, None if source == "threshold" else width, source, shown
+                ),
+            )
+        )
     # exonerating rules first while the code is the same (module doc), then by the time each
     # move accounts for (its uncapped estimate), then rules with no time model by how far
     # outside their band they moved
-    scored.sort(key=lambda item: (code_moved or _kind(rules, item[1].rule) != "exonerate", item[0] is None,
-                                 -(item[0] or 0.0), -item[1].score))
+    scored.sort(
+        key=lambda item: (
+            code_moved or _kind(rules, item[1].rule) != "exonerate",
+            item[0] is None,
+            -(item[0] or 0.0),
+            -item[1].score,
+        )
+    )
     fired = [change for _, change in scored]
     fired = _covered_last(fired, rules)
     parts = [code_change] if code_change else []
@@ -205,8 +229,9 @@ def explain(base: Mapping[str, float], head: Mapping[str, float], slower: bool,
     return Explanation(cause="; ".join(parts), changes=fired, exact=exact)
 
 
-def _common_kernels(base: Mapping[str, float], head: Mapping[str, float],
-                    launches: tuple[Sequence[Launch], Sequence[Launch]]) -> tuple[Mapping[str, float], Mapping[str, float]]:
+def _common_kernels(
+    base: Mapping[str, float], head: Mapping[str, float], launches: tuple[Sequence[Launch], Sequence[Launch]]
+) -> tuple[Mapping[str, float], Mapping[str, float]]:
     """When the calls launch different kernels, the rules read the kernels both launch (their
     counters combined again), so that an added kernel's low occupancy or idle tensor pipe is not
     read as the others': the added or removed kernels are the `kernels` rule's, by their own
@@ -240,8 +265,9 @@ def _kind(rules: tuple[Rule, ...], name: str) -> str:
     return next(r.kind for r in rules if r.name == name)
 
 
-def _width(rule: Rule, bands: NoiseBands, case_id: str | None,
-           measured: Mapping[str, float] | None, base: Mapping[str, float]) -> tuple[float, str]:
+def _width(
+    rule: Rule, bands: NoiseBands, case_id: str | None, measured: Mapping[str, float] | None, base: Mapping[str, float]
+) -> tuple[float, str]:
     """The rule's band: measured noise its band; exact counters none (EXACT_WIDTH); else the threshold.
     A counter exact per kernel but noisy over some kernels (the instruction count: cuBLAS's
     kernels are not exact, exact_counters.toml) has a band, which is used."""
@@ -255,8 +281,11 @@ def _width(rule: Rule, bands: NoiseBands, case_id: str | None,
 
 def _rule_text(top: CounterChange, delta_us: float | None) -> str:
     """`title (a → b, +x%, noise ±n%), accounts for about k of the +t µs`."""
-    noise = "exact" if top.band == EXACT_WIDTH else (
-        f"noise ±{top.band:.0%}" if top.band is not None else "no measured noise: past its fixed threshold")
+    noise = (
+        "exact"
+        if top.band == EXACT_WIDTH
+        else (f"noise ±{top.band:.0%}" if top.band is not None else "no measured noise: past its fixed threshold")
+    )
     text = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%}, {noise})"
     if top.accounts_us is not None and delta_us:
         text += f", accounts for about {abs(top.accounts_us):.3g} of the {delta_us:+.3g} µs"
@@ -269,8 +298,13 @@ def _duration_change(base: Mapping[str, float], head: Mapping[str, float]) -> fl
     return None
 
 
-def _accounts(rule: Rule, base: Mapping[str, float], head: Mapping[str, float], slower: bool,
-              launches: tuple[Sequence[Launch], Sequence[Launch]] | None) -> float | None:
+def _accounts(
+    rule: Rule,
+    base: Mapping[str, float],
+    head: Mapping[str, float],
+    slower: bool,
+    launches: tuple[Sequence[Launch], Sequence[Launch]] | None,
+) -> float | None:
     """µs of the change (in its direction) the rule's move accounts for, by its time_model (ncu_rules.toml)."""
     t = base.get(DURATION)
     b, h = _signal(rule.counters, base), _signal(rule.counters, head)
@@ -293,11 +327,15 @@ def _accounts(rule: Rule, base: Mapping[str, float], head: Mapping[str, float], 
 
 def _added_launch_ns(base: Sequence[Launch], head: Sequence[Launch]) -> float:
     """The head's call's kernel time less the base's, over the kernels one side launches more often."""
+
     def by_key(launches):
         out: dict[str, list[float]] = {}
         for launch in launches:
-            out.setdefault(kernel_key(launch.name), []).append(launch.duration_ns if _finite(launch.duration_ns) else 0.0)
+            out.setdefault(kernel_key(launch.name), []).append(
+                launch.duration_ns if _finite(launch.duration_ns) else 0.0
+            )
         return out
+
     b, h = by_key(base), by_key(head)
     total = 0.0
     for key in set(b) | set(h):
@@ -326,8 +364,9 @@ def _signal(counters: tuple[str, ...], values: Mapping[str, float]) -> float:
     return sum(values[c] for c in counters)
 
 
-def _move(counters: tuple[str, ...], base: Mapping[str, float], head: Mapping[str, float],
-          floor: float) -> float | None:
+def _move(
+    counters: tuple[str, ...], base: Mapping[str, float], head: Mapping[str, float], floor: float
+) -> float | None:
     """The relative move of the counters' sum, (head - base) / max(|base|, floor), or None
     when a side lacks one of them."""
     if not all(c in base and c in head and _finite(base[c]) and _finite(head[c]) for c in counters):
@@ -352,18 +391,27 @@ def load_rules(path: Path = RULES_FILE) -> tuple[Rule, ...]:
         try:
             when = entry.get("when")
             rule = Rule(
-                name=str(entry["name"]), kind=entry["kind"], title=str(entry["title"]),
-                counters=tuple(entry["counters"]), direction=entry["direction"],
-                threshold=float(entry["threshold"]), floor=float(entry["floor"]), reason=str(entry["reason"]),
+                name=str(entry["name"]),
+                kind=entry["kind"],
+                title=str(entry["title"]),
+                counters=tuple(entry["counters"]),
+                direction=entry["direction"],
+                threshold=float(entry["threshold"]),
+                floor=float(entry["floor"]),
+                reason=str(entry["reason"]),
                 when=Condition(when["counter"], when["direction"], float(when["threshold"])) if when else None,
-                time_model=str(entry.get("time_model", "none")), covers=tuple(entry.get("covers", ())),
+                time_model=str(entry.get("time_model", "none")),
+                covers=tuple(entry.get("covers", ())),
                 contributor=str(entry.get("contributor", "")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RulesError(f"{where}: missing or bad field {exc}") from None
-        for name, value, allowed in (("kind", rule.kind, KINDS), ("direction", rule.direction, DIRECTIONS),
-                                     ("when.direction", rule.when.direction if rule.when else "up", DIRECTIONS),
-                                     ("time_model", rule.time_model, TIME_MODELS)):
+        for name, value, allowed in (
+            ("kind", rule.kind, KINDS),
+            ("direction", rule.direction, DIRECTIONS),
+            ("when.direction", rule.when.direction if rule.when else "up", DIRECTIONS),
+            ("time_model", rule.time_model, TIME_MODELS),
+        ):
             if value not in allowed:
                 raise RulesError(f"{where}: {name} {value!r} not in {allowed}")
         if rule.threshold <= 0 or rule.floor <= 0 or not rule.counters or not rule.reason.strip():

@@ -49,9 +49,14 @@ class NoiseBands:
     case_margin: float = 3.0
     case_floor: float = 0.01
 
-    def band(self, counters: Sequence[str], case_id: str | None = None,
-             measured: Mapping[str, float] | None = None, base: Mapping[str, float] | None = None,
-             floor: float = 0.0) -> Band | None:
+    def band(
+        self,
+        counters: Sequence[str],
+        case_id: str | None = None,
+        measured: Mapping[str, float] | None = None,
+        base: Mapping[str, float] | None = None,
+        floor: float = 0.0,
+    ) -> Band | None:
         """The band of a rule's signal, the sum of `counters`, or None when one has none.
         `measured`: this case's own spreads, measured now (a side profiled twice).
 
@@ -103,9 +108,15 @@ def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
     for kind, table in (("counter", counter), ("case", case)):
         for index, entry in enumerate(data.get(kind, [])):
             try:
-                spread, source = float(entry["spread"]), str(entry["source"]) if kind == "counter" else str(
-                    entry.get("source", "scripts/explain_check.py A/A"))
-                key: Any = entry["counter"] if kind == "counter" else (entry["case"], entry["counter"])  # the table's key
+                spread, source = (
+                    float(entry["spread"]),
+                    str(entry["source"])
+                    if kind == "counter"
+                    else str(entry.get("source", "scripts/explain_check.py A/A")),
+                )
+                key: Any = (
+                    entry["counter"] if kind == "counter" else (entry["case"], entry["counter"])
+                )  # the table's key
             except (KeyError, TypeError, ValueError) as exc:
                 raise BandsError(f"{name}: {kind} {index}: missing or bad field {exc}") from None
             if not math.isfinite(spread) or spread < 0 or not source.strip():
@@ -115,8 +126,13 @@ def load_bands(path: Path = BANDS_FILE) -> NoiseBands:
             if key not in table or spread > table[key][0]:  # a case measured by two A/As: the wider
                 table[key] = (spread, source)
     try:
-        return NoiseBands(counter, case, float(margin.get("counter", 1.5)), float(margin.get("case", 3.0)),
-                          float(margin.get("case_floor", 0.01)))
+        return NoiseBands(
+            counter,
+            case,
+            float(margin.get("counter", 1.5)),
+            float(margin.get("case", 3.0)),
+            float(margin.get("case_floor", 0.01)),
+        )
     except (TypeError, ValueError) as exc:
         raise BandsError(f"{name}: [margin]: {exc}") from None
 

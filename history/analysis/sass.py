@@ -54,19 +54,97 @@ OPCODE_CLASSES: dict[str, tuple[str, ...]] = {
     "barrier": ("BAR", "BARRIER", "SYNCS", "MEMBAR", "FENCE", "ERRBAR", "CCTL"),
     "warp sync/shuffle": ("WARPSYNC", "SHFL", "VOTE", "VOTEU", "MATCH", "REDUX", "ELECT"),
     "tensor": ("HMMA", "IMMA", "DMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA", "WARPGROUP", "WGMMA"),
-    "fp32": ("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSET", "FSEL", "FCHK", "FSWZADD", "FADD32I", "FMUL32I",
-             "FFMA32I"),
+    "fp32": (
+        "FADD",
+        "FMUL",
+        "FFMA",
+        "FMNMX",
+        "FSETP",
+        "FSET",
+        "FSEL",
+        "FCHK",
+        "FSWZADD",
+        "FADD32I",
+        "FMUL32I",
+        "FFMA32I",
+    ),
     "fp16": ("HADD2", "HMUL2", "HFMA2", "HMNMX2", "HSETP2", "HSET2", "HADD2_32I", "HMUL2_32I", "HFMA2_32I"),
     "fp64": ("DADD", "DMUL", "DFMA", "DSETP", "DMNMX"),
     "special function": ("MUFU",),
     "conversion": ("F2F", "F2I", "I2F", "I2I", "F2FP", "I2FP", "F2IP", "FRND"),
-    "integer": ("IMAD", "IADD3", "IADD", "LOP3", "LOP", "LEA", "SHF", "SHL", "SHR", "ISETP", "IMNMX", "IABS", "POPC",
-                "FLO", "BREV", "PRMT", "SEL", "IMUL", "IDP", "VIADD", "VIMNMX", "UIMAD", "UIADD3", "ULOP3", "ULEA",
-                "USHF", "UISETP", "USEL", "UPRMT", "UMOV", "UFLO", "UPOPC", "UBREV", "ULOP", "USHL", "USHR"),
-    "move": ("MOV", "MOV32I", "S2R", "S2UR", "CS2R", "R2UR", "P2R", "R2P", "PLOP3", "UPLOP3", "R2B", "B2R", "P2UR",
-             "UP2UR", "NOP"),
-    "control": ("BRA", "BRX", "JMP", "JMX", "EXIT", "RET", "CALL", "BSSY", "BSYNC", "BREAK", "BPT", "KILL", "YIELD",
-                "NANOSLEEP", "ACQBULK", "ENDCOLLECTIVE"),
+    "integer": (
+        "IMAD",
+        "IADD3",
+        "IADD",
+        "LOP3",
+        "LOP",
+        "LEA",
+        "SHF",
+        "SHL",
+        "SHR",
+        "ISETP",
+        "IMNMX",
+        "IABS",
+        "POPC",
+        "FLO",
+        "BREV",
+        "PRMT",
+        "SEL",
+        "IMUL",
+        "IDP",
+        "VIADD",
+        "VIMNMX",
+        "UIMAD",
+        "UIADD3",
+        "ULOP3",
+        "ULEA",
+        "USHF",
+        "UISETP",
+        "USEL",
+        "UPRMT",
+        "UMOV",
+        "UFLO",
+        "UPOPC",
+        "UBREV",
+        "ULOP",
+        "USHL",
+        "USHR",
+    ),
+    "move": (
+        "MOV",
+        "MOV32I",
+        "S2R",
+        "S2UR",
+        "CS2R",
+        "R2UR",
+        "P2R",
+        "R2P",
+        "PLOP3",
+        "UPLOP3",
+        "R2B",
+        "B2R",
+        "P2UR",
+        "UP2UR",
+        "NOP",
+    ),
+    "control": (
+        "BRA",
+        "BRX",
+        "JMP",
+        "JMX",
+        "EXIT",
+        "RET",
+        "CALL",
+        "BSSY",
+        "BSYNC",
+        "BREAK",
+        "BPT",
+        "KILL",
+        "YIELD",
+        "NANOSLEEP",
+        "ACQBULK",
+        "ENDCOLLECTIVE",
+    ),
 }
 _CLASS_OF = {op: name for name, ops in OPCODE_CLASSES.items() for op in ops}
 BRANCHES = ("BRA", "JMP")
@@ -155,8 +233,11 @@ def parse_sass(text: str) -> dict[str, KernelCode]:
         match = _INSTRUCTION.match(line)
         if match and current is not None:
             offset, predicate, mnemonic, operands = match.groups()
-            current.instructions.append(Instruction(int(offset, 16), mnemonic.split(".")[0], mnemonic,
-                                                    operands.strip(), (predicate or "").strip()))
+            current.instructions.append(
+                Instruction(
+                    int(offset, 16), mnemonic.split(".")[0], mnemonic, operands.strip(), (predicate or "").strip()
+                )
+            )
     return kernels
 
 
@@ -170,8 +251,9 @@ def parse_resource_usage(text: str) -> dict[str, Resources]:
             continue
         if name is not None and "REG:" in line:
             values = {key: int(value) for key, value in _RESOURCE_FIELD.findall(line)}
-            out[name] = Resources(values.get("REG", 0), values.get("STACK", 0), values.get("SHARED", 0),
-                                  values.get("LOCAL", 0))
+            out[name] = Resources(
+                values.get("REG", 0), values.get("STACK", 0), values.get("SHARED", 0), values.get("LOCAL", 0)
+            )
             name = None
     return out
 
@@ -229,6 +311,11 @@ class SassCache:
 
 
 def _from_json(data: dict) -> dict[str, KernelCode]:
-    return {name: KernelCode(name, [Instruction(**i) for i in code["instructions"]],
-                             Resources(**code["resources"]) if code.get("resources") else None)
-            for name, code in data.items()}
+    return {
+        name: KernelCode(
+            name,
+            [Instruction(**i) for i in code["instructions"]],
+            Resources(**code["resources"]) if code.get("resources") else None,
+        )
+        for name, code in data.items()
+    }

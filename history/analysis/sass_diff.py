@@ -77,14 +77,20 @@ class BinaryDiff:
 def mix(code: KernelCode) -> Counter:
     """(opcode, where) -> count, NOPs left out."""
     depths = code.loop_depths()
-    return Counter((ins.opcode, IN_LOOP if depths.get(ins.offset, 0) else OUTSIDE)
-                   for ins in code.instructions if ins.opcode not in _IGNORED)
+    return Counter(
+        (ins.opcode, IN_LOOP if depths.get(ins.offset, 0) else OUTSIDE)
+        for ins in code.instructions
+        if ins.opcode not in _IGNORED
+    )
 
 
 def diff_kernel(base: KernelCode, head: KernelCode) -> KernelDiff:
     b, h = mix(base), mix(head)
-    changes = [OpcodeChange(op, opcode_class(op), where, b[(op, where)], h[(op, where)])
-               for op, where in sorted(set(b) | set(h)) if b[(op, where)] != h[(op, where)]]
+    changes = [
+        OpcodeChange(op, opcode_class(op), where, b[(op, where)], h[(op, where)])
+        for op, where in sorted(set(b) | set(h))
+        if b[(op, where)] != h[(op, where)]
+    ]
     by_class: Counter = Counter()
     for change in changes:
         by_class[change.opcode_class] += change.delta
@@ -95,8 +101,14 @@ def diff_kernel(base: KernelCode, head: KernelCode) -> KernelDiff:
             if pair[0] != pair[1]:
                 resources[name] = pair
     changes.sort(key=lambda c: (c.where != IN_LOOP, -abs(c.delta), c.opcode))
-    return KernelDiff(head.name, changes, {k: v for k, v in by_class.items() if v}, resources,
-                      (len(base.loops()), len(head.loops())), (sum(b.values()), sum(h.values())))
+    return KernelDiff(
+        head.name,
+        changes,
+        {k: v for k, v in by_class.items() if v},
+        resources,
+        (len(base.loops()), len(head.loops())),
+        (sum(b.values()), sum(h.values())),
+    )
 
 
 def diff_binaries(base: Mapping[str, KernelCode], head: Mapping[str, KernelCode]) -> BinaryDiff:
@@ -119,10 +131,16 @@ def launched_only(diff: BinaryDiff, launched: Iterable[str]) -> BinaryDiff:
     names = {short_kernel_name(name) for name in launched}
     if not names & {short_kernel_name(name) for name in diff.names()}:
         return diff
+
     def mine(name: str) -> bool:
         return short_kernel_name(name) in names
-    return BinaryDiff([kd for kd in diff.kernels if mine(kd.name)], [n for n in diff.added if mine(n)],
-                      [n for n in diff.removed if mine(n)], [n for n in diff.same if mine(n)])
+
+    return BinaryDiff(
+        [kd for kd in diff.kernels if mine(kd.name)],
+        [n for n in diff.added if mine(n)],
+        [n for n in diff.removed if mine(n)],
+        [n for n in diff.same if mine(n)],
+    )
 
 
 def describe(kd: KernelDiff) -> str:

@@ -214,5 +214,12 @@ def one_way_anova(groups: Sequence[Sequence[float]]) -> OneWayAnova:
     msb = sum(len(g) * (m - grand) ** 2 for g, m in zip(groups, means)) / (k - 1)
     msw = sum(sum((x - m) ** 2 for x in g) for g, m in zip(groups, means)) / (n - k)
     f = msb / msw if msw > 0 else math.inf
-    return OneWayAnova(f=f, df_between=k - 1, df_within=n - k, ms_between=msb, ms_within=msw,
-                       between_sd=math.sqrt(max(0.0, (msb - msw) / (n / k))), within_sd=math.sqrt(msw))
+    return OneWayAnova(
+        f=f,
+        df_between=k - 1,
+        df_within=n - k,
+        ms_between=msb,
+        ms_within=msw,
+        between_sd=math.sqrt(max(0.0, (msb - msw) / (n / k))),
+        within_sd=math.sqrt(msw),
+    )

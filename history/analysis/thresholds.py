@@ -95,7 +95,7 @@ def load_thresholds(gpu_name: str | None, path: str | Path | None = None) -> Thr
     data = read_toml(file, "thresholds", ThresholdsError)
     unknown = set(data) - {"default", "gpu"}
     if unknown:
-        raise ThresholdsError(f"{file}: unknown sections {sorted(unknown)} (expected [default] and [gpu.\"NAME\"])")
+        raise ThresholdsError(f'{file}: unknown sections {sorted(unknown)} (expected [default] and [gpu."NAME"])')
     merged = _check_section(file, "default", data.get("default"), require_all=True)
     gpus = data.get("gpu", {})
     if not isinstance(gpus, dict):

@@ -163,7 +163,9 @@ class Manifest:
     repo: str
     commit_sha: str
     trigger: str
-    started_at: str = field(metadata=rule_metadata(timestamp=True))  # ISO 8601 with its UTC offset (checks.parse_utc); stored as UTC
+    started_at: str = field(
+        metadata=rule_metadata(timestamp=True)
+    )  # ISO 8601 with its UTC offset (checks.parse_utc); stored as UTC
     finished_at: str = field(metadata=rule_metadata(timestamp=True))
     runner: str
     shape_set: str

@@ -42,9 +42,18 @@ def correctness_v1_to_v2(document: dict) -> dict:
 
 # What format 1 meant by a build record's absent field.
 _BUILD_V1_DEFAULTS: dict[str, Any] = {
-    "error": None, "target": "", "cached": False, "source_hash": None, "compile_seconds": None,
-    "registers_per_thread": None, "shared_mem_bytes": None, "stack_frame_bytes": None,
-    "spill_store_bytes": None, "spill_load_bytes": None, "config": {}, "log_tail": "",
+    "error": None,
+    "target": "",
+    "cached": False,
+    "source_hash": None,
+    "compile_seconds": None,
+    "registers_per_thread": None,
+    "shared_mem_bytes": None,
+    "stack_frame_bytes": None,
+    "spill_store_bytes": None,
+    "spill_load_bytes": None,
+    "config": {},
+    "log_tail": "",
 }
 
 
@@ -103,8 +112,16 @@ def case_timing_v2_to_v3(document: dict) -> dict:
 
 # The fields case_timing v4 added (history.contract.bundle.CaseTiming): how the samples were
 # taken under a power or thermal cap. A v3 run recorded none of them: all unknown.
-CASE_TIMING_V4_FIELDS = ("timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",
-                         "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples")
+CASE_TIMING_V4_FIELDS = (
+    "timing_recipe",
+    "sm_clock_median_mhz",
+    "sm_clock_min_mhz",
+    "sm_clock_max_mhz",
+    "reference_clock_mhz",
+    "clock_normalised_median_us",
+    "pacing_gap_s",
+    "band_discarded_samples",
+)
 
 
 def case_timing_v3_to_v4(document: dict) -> dict:
@@ -137,8 +154,13 @@ def bundle_v3_to_v4(documents: dict, directory: Path) -> dict:
     manifest.setdefault("fingerprints", {})
     environment = manifest.get("environment")
     if isinstance(environment, dict):  # anything else is left for the reader to refuse
-        manifest["environment"] = {"cudnn_version": None, "cublas_version": None, "power_limit_w": None,
-                                   "harness_digest": None, **environment}
+        manifest["environment"] = {
+            "cudnn_version": None,
+            "cublas_version": None,
+            "power_limit_w": None,
+            "harness_digest": None,
+            **environment,
+        }
     manifest["schema_version"] = 4
     return {**documents, MANIFEST_FILE: manifest}
 

@@ -86,21 +86,30 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
     """Check every file as the reader will, then write them, the manifest last; returns the
     directory. A bundle the reader would refuse raises BundleError before any file is written."""
     out = Path(directory)
-    documents: dict[str, Any] = {TIMINGS_FILE: timings_document(contents.timings, out),
-                                 BENCHMARK_FILE: contents.benchmark}
+    documents: dict[str, Any] = {
+        TIMINGS_FILE: timings_document(contents.timings, out),
+        BENCHMARK_FILE: contents.benchmark,
+    }
     files = {"timings": TIMINGS_FILE, "benchmark": BENCHMARK_FILE}
     for role in ("outcomes", "correctness", "builds"):  # RECORD_LISTS names, one list per file
         records = getattr(contents, role)
         if records is not None:
             files[role], documents[files[role]] = _list_document({role: records})
     if contents.samples is not None:
-        files["samples"], documents[SAMPLES_FILE] = SAMPLES_FILE, file_envelope(
-            SAMPLES_FILE, unit="us", samples=json_ready(contents.samples),
-            sm_clock_mhz=json_ready(contents.sample_clocks or {}))
+        files["samples"], documents[SAMPLES_FILE] = (
+            SAMPLES_FILE,
+            file_envelope(
+                SAMPLES_FILE,
+                unit="us",
+                samples=json_ready(contents.samples),
+                sm_clock_mhz=json_ready(contents.sample_clocks or {}),
+            ),
+        )
     if contents.ncu is not None:
         files["ncu"], documents[NCU_FILE] = _ncu_document(contents.ncu)
-    manifest = dataclasses.replace(contents.manifest, files={**files, **_raw_csv_file(contents.ncu),
-                                                             **contents.manifest.files})
+    manifest = dataclasses.replace(
+        contents.manifest, files={**files, **_raw_csv_file(contents.ncu), **contents.manifest.files}
+    )
     documents[MANIFEST_FILE] = json_ready(dataclasses.asdict(manifest))
     encoded = _checked_bytes(out, documents, contents.ncu, {})
     out.mkdir(parents=True, exist_ok=True)
@@ -136,7 +145,9 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
     schema = Manifest.schema
     current = SCHEMA_VERSIONS[schema]
     if isinstance(stored.get(MANIFEST_FILE), dict) and stored[MANIFEST_FILE].get("schema_version") != current:
-        raise BundleError(path, "schema_version", f"an ncu pass is added only to a bundle of the current format ({current})")
+        raise BundleError(
+            path, "schema_version", f"an ncu pass is added only to a bundle of the current format ({current})"
+        )
     document = check_envelope(stored.get(MANIFEST_FILE), path, schema, current, {})
     manifest: Manifest = build_dataclass(Manifest, document, path, "")
     name, ncu_document = _ncu_document(ncu)
@@ -148,12 +159,19 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
     return directory
 
 
-def _checked_bytes(out: Path, documents: dict[str, Any], ncu: NcuFiles | None, stored: dict[str, Any]) -> dict[str, bytes]:
+def _checked_bytes(
+    out: Path, documents: dict[str, Any], ncu: NcuFiles | None, stored: dict[str, Any]
+) -> dict[str, bytes]:
     """Each document's bytes as they will be stored, after the bundle they make (with the
     `stored` files it keeps) passed the reader's checks on those very bytes."""
     encoded = {name: _encode(out / name, document) for name, document in documents.items()}
-    parsed = {**stored, **{name: parse_json_bytes(data, out / name, allow_constants=allows_constants(name))
-                           for name, data in encoded.items()}}
+    parsed = {
+        **stored,
+        **{
+            name: parse_json_bytes(data, out / name, allow_constants=allows_constants(name))
+            for name, data in encoded.items()
+        },
+    }
     if ncu is not None and _raw_csv_file(ncu):
         encoded[NCU_RAW_FILE] = ncu.raw_csv.encode("utf-8")
         parsed[NCU_RAW_FILE] = ncu.raw_csv

@@ -103,7 +103,9 @@ def read_json_file(path: Path, max_bytes: int | None = None, allow_constants: bo
     return parse_json_bytes(raw, path, max_bytes, allow_constants), raw
 
 
-def parse_json_bytes(raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYTES, allow_constants: bool = False) -> Any:
+def parse_json_bytes(
+    raw: bytes, path: Path | str, max_bytes: int = MAX_FILE_BYTES, allow_constants: bool = False
+) -> Any:
     """The JSON document of a file's bytes, checked as read_json_file checks a file's (size,
     UTF-8, the strict reader); also what a writer parses back before it writes those bytes."""
     if len(raw) > max_bytes:
@@ -132,8 +134,12 @@ def _field_specs(cls: type) -> tuple[frozenset, tuple[tuple[str, Any, bool, Fiel
     """Per dataclass: its field names, and (name, type hint, required, rule) for each field."""
     hints = typing.get_type_hints(cls)
     specs = tuple(
-        (f.name, hints[f.name], f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
-         f.metadata.get(RULE_KEY))
+        (
+            f.name,
+            hints[f.name],
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+            f.metadata.get(RULE_KEY),
+        )
         for f in dataclasses.fields(cls)
     )
     return frozenset(name for name, _, _, _ in specs), specs
@@ -186,8 +192,14 @@ def json_ready(value: Any) -> Any:
     return value
 
 
-def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRule | None = None,
-               field_rule: FieldRule | None = None) -> Any:
+def check_type(
+    hint: Any,
+    value: Any,
+    path: Path | str,
+    where: str,
+    text: TextRule | None = None,
+    field_rule: FieldRule | None = None,
+) -> Any:
     """Check `value` against a type hint of the contract's dataclasses (and a field's rule);
     return it (converted)."""
     if hint is float:
@@ -241,8 +253,9 @@ def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRu
             kinds = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
             if len(kinds) != len(value):
                 raise BundleError(path, where, f"expected a list of {len(kinds)} values, got {len(value)}")
-            return tuple(check_type(k, v, path, f"{where}[{i}]", text, field_rule)
-                         for i, (k, v) in enumerate(zip(kinds, value)))
+            return tuple(
+                check_type(k, v, path, f"{where}[{i}]", text, field_rule) for i, (k, v) in enumerate(zip(kinds, value))
+            )
         if args[0] is float and (field_rule is None or not (field_rule.positive or field_rule.latency)):
             return check_number_list(value, path, where)
         return [check_type(args[0], v, path, f"{where}[{i}]", text, field_rule) for i, v in enumerate(value)]
@@ -260,8 +273,11 @@ def check_type(hint: Any, value: Any, path: Path | str, where: str, text: TextRu
 
 
 def _check_text(value: str, path: Path | str, where: str, text: TextRule | None, field_rule: FieldRule | None) -> None:
-    limit = field_rule.max_len if field_rule is not None and field_rule.max_len is not None else (
-        text.max_len if text is not None else None)
+    limit = (
+        field_rule.max_len
+        if field_rule is not None and field_rule.max_len is not None
+        else (text.max_len if text is not None else None)
+    )
     if limit is not None and len(value) > limit:
         raise BundleError(path, where, f"longer than {limit} characters")
     if text is not None and not text.control_chars and any(ord(ch) < 32 and ch not in "\n\t" for ch in value):
@@ -329,8 +345,12 @@ def parse_utc(value: str, path: Path | str, where: str, naive_is_utc: bool = Fal
         raise BundleError(path, where, f"{value[:60]!r} is not an ISO 8601 date-time") from None
     if moment.tzinfo is None:
         if not naive_is_utc:
-            raise BundleError(path, where, f"{value[:60]!r} has no UTC offset, so the instant it names is unknown "
-                                           "(local time or UTC?); write it with one, e.g. 2026-11-01T08:00:00Z")
+            raise BundleError(
+                path,
+                where,
+                f"{value[:60]!r} has no UTC offset, so the instant it names is unknown "
+                "(local time or UTC?); write it with one, e.g. 2026-11-01T08:00:00Z",
+            )
         moment = moment.replace(tzinfo=timezone.utc)
     try:
         moment = moment.astimezone(timezone.utc)
@@ -347,8 +367,11 @@ def latency_floor_us() -> float:
 def require_latency(value: float | None, path: Path | str, where: str) -> None:
     """A per-call latency (µs), or None: at least the floor (zero, negative, subnormal refused)."""
     if value is not None and not value >= latency_floor_us():
-        raise BundleError(path, where, f"{value!r} us is not a latency: below {latency_floor_us():g} us "
-                                       f"(history/contract/limits.toml says why)")
+        raise BundleError(
+            path,
+            where,
+            f"{value!r} us is not a latency: below {latency_floor_us():g} us (history/contract/limits.toml says why)",
+        )
 
 
 def first_below_floor(values: list[float]) -> int | None:
@@ -368,8 +391,9 @@ def require_non_negative(value: float | None, path: Path | str, where: str) -> N
 Upgrader = Callable[[dict], dict]
 
 
-def check_envelope(document: Any, path: Path | str, schema: str, current: int,
-                   upgraders: Mapping[tuple[str, int], Upgrader]) -> dict:
+def check_envelope(
+    document: Any, path: Path | str, schema: str, current: int, upgraders: Mapping[tuple[str, int], Upgrader]
+) -> dict:
     """A document's `schema` and `schema_version`, brought to version `current` by `upgraders`."""
     if not isinstance(document, dict):
         raise BundleError(path, "schema", f"a {schema} file is a JSON object with schema and schema_version")
@@ -378,14 +402,22 @@ def check_envelope(document: Any, path: Path | str, schema: str, current: int,
     return upgrade(schema, document, path, current, upgraders)
 
 
-def upgrade(schema: str, document: dict, path: Path | str, current: int,
-            upgraders: Mapping[tuple[str, int], Upgrader], where: str = "schema_version") -> dict:
+def upgrade(
+    schema: str,
+    document: dict,
+    path: Path | str,
+    current: int,
+    upgraders: Mapping[tuple[str, int], Upgrader],
+    where: str = "schema_version",
+) -> dict:
     """Bring a document to version `current` through the registered upgraders, one step at a time."""
     version = document.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise BundleError(path, where, f"expected an integer schema version, got {_json_type(version)}")
     if version > current:
-        raise BundleError(path, where, f"{version} is newer than this attnwatch understands ({current}); upgrade attnwatch")
+        raise BundleError(
+            path, where, f"{version} is newer than this attnwatch understands ({current}); upgrade attnwatch"
+        )
     while version < current:
         step = upgraders.get((schema, version))
         if step is None:
@@ -398,9 +430,16 @@ def upgrade(schema: str, document: dict, path: Path | str, current: int,
     return document
 
 
-def load_document(path: Path, cls: type, *, schema: str, current: int,
-                  upgraders: Mapping[tuple[str, int], Upgrader] | None = None, max_bytes: int = MAX_FILE_BYTES,
-                  text: TextRule | None = None) -> Any:
+def load_document(
+    path: Path,
+    cls: type,
+    *,
+    schema: str,
+    current: int,
+    upgraders: Mapping[tuple[str, int], Upgrader] | None = None,
+    max_bytes: int = MAX_FILE_BYTES,
+    text: TextRule | None = None,
+) -> Any:
     """Read one schema-versioned JSON file whose top level is the dataclass `cls` (strict JSON)."""
     data, _ = read_json_file(Path(path), max_bytes)
     data = check_envelope(data, path, schema, current, upgraders or {})

@@ -42,8 +42,14 @@ def contract_limits() -> dict[str, Any]:
         depth, bits, floor = data["json"]["max_depth"], data["json"]["integer_bits"], data["latency"]["min_us"]
     except (KeyError, TypeError):
         raise HistoryError(f"{LIMITS_PATH}: needs [json] max_depth, integer_bits and [latency] min_us") from None
-    if not (isinstance(depth, int) and depth > 0 and isinstance(bits, int) and bits > 1
-            and isinstance(floor, (int, float)) and floor > 0):
+    if not (
+        isinstance(depth, int)
+        and depth > 0
+        and isinstance(bits, int)
+        and bits > 1
+        and isinstance(floor, (int, float))
+        and floor > 0
+    ):
         raise HistoryError(f"{LIMITS_PATH}: max_depth and integer_bits must be positive integers, min_us positive")
     return data
 
@@ -98,7 +104,9 @@ def loads(text: str, path: str | Path, allow_constants: bool = False) -> Any:
 
     def integer(s: str) -> int | _Refused:
         if len(s.lstrip("-")) > digits:
-            return refuse(f"an integer of {len(s.lstrip('-'))} digits; integers are {bits}-bit, at most {digits} digits")
+            return refuse(
+                f"an integer of {len(s.lstrip('-'))} digits; integers are {bits}-bit, at most {digits} digits"
+            )
         value = int(s)
         if not low <= value <= high:
             return refuse(f"{s} is outside the {bits}-bit integer range the history stores")
@@ -147,15 +155,22 @@ def _inspect(value: Any, search: bool) -> tuple[int, str | None, str]:
             return deepest, _key_path(link), item.why
         if isinstance(item, dict):
             if search and isinstance(item, _TwiceKeyed):
-                return deepest, _key_path((link, item.key)), "this key is given twice in one object (refused: JSON does not say which one counts)"
+                return (
+                    deepest,
+                    _key_path((link, item.key)),
+                    "this key is given twice in one object (refused: JSON does not say which one counts)",
+                )
             children = reversed(item.items())
         elif isinstance(item, list):
             children = reversed(list(enumerate(item)))
         else:
             continue
         deepest = max(deepest, depth)
-        stack.extend((child, depth + 1, (link, key)) for key, child in children
-                     if isinstance(child, (dict, list)) or (search and isinstance(child, _Refused)))
+        stack.extend(
+            (child, depth + 1, (link, key))
+            for key, child in children
+            if isinstance(child, (dict, list)) or (search and isinstance(child, _Refused))
+        )
     return deepest, None, ""
 
 

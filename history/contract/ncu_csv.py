@@ -112,8 +112,9 @@ def _table(path: str, data: list[tuple[int, str]]) -> CsvTable:
         if name not in header:
             raise NcuCsvError(path, f"line {header_line}, header", f"missing column {name!r}")
     if not table.rows:
-        raise NcuCsvError(path, f"line {header_line}, data rows",
-                          "a header but no kernel rows after it: the file is truncated")
+        raise NcuCsvError(
+            path, f"line {header_line}, data rows", "a header but no kernel rows after it: the file is truncated"
+        )
     id_col, value_col = table.column("ID"), table.column("Metric Value") if page == "details" else None
     for index, row in enumerate(table.rows):
         if page == "raw" and len(row) != len(header):
@@ -123,5 +124,7 @@ def _table(path: str, data: list[tuple[int, str]]) -> CsvTable:
         try:
             int(row[id_col])
         except ValueError:
-            raise NcuCsvError(path, f"{table.place(index)}, column ID", f"not an integer: {row[id_col][:40]!r}") from None
+            raise NcuCsvError(
+                path, f"{table.place(index)}, column ID", f"not an integer: {row[id_col][:40]!r}"
+            ) from None
     return table

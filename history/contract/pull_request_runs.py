@@ -44,9 +44,20 @@ def as_pull_request_run(bundle: LoadedBundle, label: PullRequestLabel) -> Loaded
     """The bundle relabelled as a pull-request run (a new LoadedBundle; the input is unchanged)."""
     m = bundle.manifest
     if label.expect_commit is not None and m.commit_sha != label.expect_commit:
-        raise BundleError(bundle.source_path, "commit_sha",
-                          f"{m.commit_sha[:40]!r} is not the measured head {label.expect_commit}: this bundle is "
-                          "not of the pull request's head; nothing was written")
-    manifest = replace(m, run_id=label.run_id, trigger=PULL_REQUEST_TRIGGER, pr_number=label.pr_number,
-                       branch=label.branch, commit_message=None, commit_date=None, parent_sha=None)
+        raise BundleError(
+            bundle.source_path,
+            "commit_sha",
+            f"{m.commit_sha[:40]!r} is not the measured head {label.expect_commit}: this bundle is "
+            "not of the pull request's head; nothing was written",
+        )
+    manifest = replace(
+        m,
+        run_id=label.run_id,
+        trigger=PULL_REQUEST_TRIGGER,
+        pr_number=label.pr_number,
+        branch=label.branch,
+        commit_message=None,
+        commit_date=None,
+        parent_sha=None,
+    )
     return replace(bundle, manifest=manifest)

@@ -71,8 +71,9 @@ _MIN_MAJOR_VERSION = 2
 _MAX_MAJOR_VERSION = 5
 
 
-def parse_benchmark_document(doc: Any, path: Path | str, inline_timings: bool = False
-                             ) -> tuple[str | None, list[BenchmarkEntry], list[CaseTiming]]:
+def parse_benchmark_document(
+    doc: Any, path: Path | str, inline_timings: bool = False
+) -> tuple[str | None, list[BenchmarkEntry], list[CaseTiming]]:
     """Validate a pytest-benchmark document; return (its version, entries, the timings it carries).
 
     `inline_timings`: a plain file may carry format-1 CaseTimings in `extra_info["attnwatch"]`
@@ -83,8 +84,9 @@ def parse_benchmark_document(doc: Any, path: Path | str, inline_timings: bool = 
     return version, entries, [m.timing for m in measurements]
 
 
-def _parse_document(doc: Any, path: Path | str, inline_timings: bool
-                    ) -> tuple[str | None, list[BenchmarkEntry], list[Measurement]]:
+def _parse_document(
+    doc: Any, path: Path | str, inline_timings: bool
+) -> tuple[str | None, list[BenchmarkEntry], list[Measurement]]:
     if not isinstance(doc, dict):
         raise BundleError(path, "benchmarks", "a pytest-benchmark file is a JSON object with a 'benchmarks' list")
     version = doc.get("version")
@@ -94,9 +96,13 @@ def _parse_document(doc: Any, path: Path | str, inline_timings: bool
         if int(version.split(".")[0]) < _MIN_MAJOR_VERSION:
             raise BundleError(path, "version", f"pytest-benchmark {version} is older than 2.0; not supported")
         if int(version.split(".")[0]) > _MAX_MAJOR_VERSION:
-            raise BundleError(path, "version", f"pytest-benchmark {version} is newer than the formats this attnwatch "
-                                               f"reads ({_MIN_MAJOR_VERSION}.x to {_MAX_MAJOR_VERSION}.x); upgrade "
-                                               "attnwatch, or save the file with a supported pytest-benchmark")
+            raise BundleError(
+                path,
+                "version",
+                f"pytest-benchmark {version} is newer than the formats this attnwatch "
+                f"reads ({_MIN_MAJOR_VERSION}.x to {_MAX_MAJOR_VERSION}.x); upgrade "
+                "attnwatch, or save the file with a supported pytest-benchmark",
+            )
     benchmarks = doc.get("benchmarks")
     if not isinstance(benchmarks, list):
         raise BundleError(path, "benchmarks", "missing or not a list")
@@ -117,8 +123,9 @@ def _parse_document(doc: Any, path: Path | str, inline_timings: bool
     return version, entries, measurements
 
 
-def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
-                 ) -> tuple[BenchmarkEntry, Measurement | None]:
+def _parse_entry(
+    bench: Any, path: Path | str, where: str, inline_timings: bool
+) -> tuple[BenchmarkEntry, Measurement | None]:
     if not isinstance(bench, dict):
         raise BundleError(path, where, "expected an object")
     name = bench.get("name")
@@ -140,10 +147,17 @@ def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
         raise BundleError(path, f"{where}.extra_info", "not an object")
     for key in (EXTRA_INFO_KEY, MEASUREMENT_KEY):
         if key in extra and not inline_timings:
-            raise BundleError(path, f"{where}.extra_info.{key}",
-                              "a bundle of format 2 keeps its timings in timings.json, not in benchmark.json")
+            raise BundleError(
+                path,
+                f"{where}.extra_info.{key}",
+                "a bundle of format 2 keeps its timings in timings.json, not in benchmark.json",
+            )
     if EXTRA_INFO_KEY in extra and MEASUREMENT_KEY in extra:
-        raise BundleError(path, f"{where}.extra_info.{EXTRA_INFO_KEY}", f"an entry carries {MEASUREMENT_KEY} or a format-1 timing, not both")
+        raise BundleError(
+            path,
+            f"{where}.extra_info.{EXTRA_INFO_KEY}",
+            f"an entry carries {MEASUREMENT_KEY} or a format-1 timing, not both",
+        )
     if EXTRA_INFO_KEY in extra:
         timing = parse_case_timing(extra[EXTRA_INFO_KEY], path, f"{where}.extra_info.{EXTRA_INFO_KEY}")
         measurement = Measurement(timing, "format-1 harness timing", [])
@@ -158,7 +172,9 @@ def _parse_entry(bench: Any, path: Path | str, where: str, inline_timings: bool
         if problem:
             raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", problem)
         if timing is not None and timing.case_id != case_id:
-            raise BundleError(path, f"{where}.extra_info.{CASE_LINK_KEY}", f"{case_id!r} but its timing is of {timing.case_id!r}")
+            raise BundleError(
+                path, f"{where}.extra_info.{CASE_LINK_KEY}", f"{case_id!r} but its timing is of {timing.case_id!r}"
+            )
     return BenchmarkEntry(name=name, fullname=fullname, group=group, host=host, case_id=case_id), measurement
 
 
@@ -237,8 +253,12 @@ def load_pytest_benchmark_file(path: Path) -> LoadedBundle:
         outcomes=outcomes,
         timings=timings,
         correctness=[m.correctness for m in measurements if m.correctness is not None],
-        samples={t.case_id: s for m in measurements
-                 for t, s in ((m.timing, m.samples_us), (m.reference, m.reference_samples_us)) if t is not None and s},
+        samples={
+            t.case_id: s
+            for m in measurements
+            for t, s in ((m.timing, m.samples_us), (m.reference, m.reference_samples_us))
+            if t is not None and s
+        },
     )
 
 
@@ -249,7 +269,15 @@ def _environment(machine: dict, timings: list[CaseTiming], path: Path | str) -> 
     return Environment(
         device_kind="cuda" if any(t.timing_mode.startswith("cuda") for t in timings) else "host",
         hostname=_optional_str(machine, "node", path, "machine_info") or "",
-        os=" ".join(filter(None, [_optional_str(machine, "system", path, "machine_info"), _optional_str(machine, "release", path, "machine_info")])),
+        os=" ".join(
+            filter(
+                None,
+                [
+                    _optional_str(machine, "system", path, "machine_info"),
+                    _optional_str(machine, "release", path, "machine_info"),
+                ],
+            )
+        ),
         python_version=_optional_str(machine, "python_version", path, "machine_info") or "",
         cpu=_cpu_text(machine),
     )
@@ -258,8 +286,9 @@ def _environment(machine: dict, timings: list[CaseTiming], path: Path | str) -> 
 def _outcome(e: BenchmarkEntry | None, timing: CaseTiming | None) -> CaseOutcome:
     """A plain file's entry as an ok case: its timing's case, else pytest's names."""
     if timing is not None:
-        return CaseOutcome(timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok",
-                           operator=timing.operator)
+        return CaseOutcome(
+            timing.case_id, timing.variant, timing.shape_id, timing.dtype, timing.causal, "ok", operator=timing.operator
+        )
     assert e is not None  # only a timed reference comes without an entry
     return CaseOutcome(e.fullname, e.group or e.name, "", "", False, "ok")
 

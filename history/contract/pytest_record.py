@@ -60,8 +60,19 @@ class Measurement:
     reference_samples_us: list[float] = field(default_factory=list)
 
 
-_FIELDS = ("schema", "schema_version", "timing", "timing_note", "samples_us", "flops_per_call", "bytes_per_call",
-           "bandwidth_gbps", "correctness", "reference", "reference_samples_us")
+_FIELDS = (
+    "schema",
+    "schema_version",
+    "timing",
+    "timing_note",
+    "samples_us",
+    "flops_per_call",
+    "bytes_per_call",
+    "bandwidth_gbps",
+    "correctness",
+    "reference",
+    "reference_samples_us",
+)
 
 
 def measurement_block(measurement: Measurement) -> dict[str, Any]:
@@ -80,8 +91,11 @@ def parse_measurement(data: Any, path: Path | str, where: str) -> Measurement:
         raise BundleError(path, f"{where}.schema", f"expected {SCHEMA!r}, got {data.get('schema')!r}")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise BundleError(path, f"{where}.schema_version",
-                          f"{version!r}: this attnwatch reads version {SCHEMA_VERSION}; upgrade attnwatch")
+        raise BundleError(
+            path,
+            f"{where}.schema_version",
+            f"{version!r}: this attnwatch reads version {SCHEMA_VERSION}; upgrade attnwatch",
+        )
     unknown = sorted(set(data) - set(_FIELDS))
     if unknown:
         raise BundleError(path, f"{where}.{unknown[0]}", "unknown field")
@@ -100,7 +114,9 @@ def parse_measurement(data: Any, path: Path | str, where: str) -> Measurement:
     if data["correctness"] is not None:
         correctness = build_dataclass(CorrectnessRecord, data["correctness"], path, f"{where}.correctness")
         if correctness.case_id != timing.case_id:
-            raise BundleError(path, f"{where}.correctness.case_id", f"{correctness.case_id!r} but the timing is of {timing.case_id!r}")
+            raise BundleError(
+                path, f"{where}.correctness.case_id", f"{correctness.case_id!r} but the timing is of {timing.case_id!r}"
+            )
     reference, reference_samples = None, []
     if data["reference"] is not None:
         reference = parse_case_timing(data["reference"], path, f"{where}.reference")
@@ -109,8 +125,15 @@ def parse_measurement(data: Any, path: Path | str, where: str) -> Measurement:
         reference_samples = _samples(data["reference_samples_us"], reference, path, f"{where}.reference_samples_us")
     elif data["reference_samples_us"]:
         raise BundleError(path, f"{where}.reference_samples_us", "samples without a reference timing")
-    return Measurement(timing, note, samples, correctness=correctness, reference=reference,
-                       reference_samples_us=reference_samples, **numbers)
+    return Measurement(
+        timing,
+        note,
+        samples,
+        correctness=correctness,
+        reference=reference,
+        reference_samples_us=reference_samples,
+        **numbers,
+    )
 
 
 def parse_environment(data: Any, path: Path | str, where: str) -> Environment:

@@ -69,8 +69,12 @@ def repo_setting(explicit: str | None = None) -> str | None:
 def stored_repositories(con) -> list[str]:
     """The repositories the history's runs record (a few at most; more means a mixed history).
     An empty one (a run stored before empty identities were refused) names none."""
-    return [repo for (repo,) in con.execute(
-        "SELECT DISTINCT repo FROM runs WHERE coalesce(repo, '') <> '' ORDER BY repo LIMIT 5").fetchall()]
+    return [
+        repo
+        for (repo,) in con.execute(
+            "SELECT DISTINCT repo FROM runs WHERE coalesce(repo, '') <> '' ORDER BY repo LIMIT 5"
+        ).fetchall()
+    ]
 
 
 def check_repository(bundles: list[LoadedBundle], setting: str | None, stored: list[str] | None = None) -> list[str]:
@@ -98,9 +102,13 @@ def map_identities(bundles: list[LoadedBundle], setting: str | None, stored: lis
         repo, path, field = _repo(b), *_manifest(b)
         if not repo:
             if setting is None:
-                raise BundleError(path, field, f"missing: the run does not say which repository it measured; set "
-                                               f"{REPO_ENV} (or --repo) to the history's OWNER/NAME to store it as that "
-                                               "repository's; nothing was written")
+                raise BundleError(
+                    path,
+                    field,
+                    f"missing: the run does not say which repository it measured; set "
+                    f"{REPO_ENV} (or --repo) to the history's OWNER/NAME to store it as that "
+                    "repository's; nothing was written",
+                )
             b.manifest.repo = setting
             notes.append(f"{path}: {field} is missing: taken as {setting!r}, the repository {REPO_ENV} names")
             continue
@@ -109,17 +117,27 @@ def map_identities(bundles: list[LoadedBundle], setting: str | None, stored: lis
         if known is None:
             if stored is None:
                 continue  # the history's runs are not looked at yet
-            raise BundleError(path, field, f"{repo!r} is pytest-benchmark's bare project name, not OWNER/NAME, and this "
-                                           f"history names no repository yet: set {REPO_ENV} (or --repo) to "
-                                           f"OWNER/{repo}; nothing was written")
+            raise BundleError(
+                path,
+                field,
+                f"{repo!r} is pytest-benchmark's bare project name, not OWNER/NAME, and this "
+                f"history names no repository yet: set {REPO_ENV} (or --repo) to "
+                f"OWNER/{repo}; nothing was written",
+            )
         if repo == known:
             continue  # a history named by a bare name (written so before OWNER/NAME)
         if repo != known.rsplit("/", 1)[-1]:
-            raise BundleError(path, field, f"{ascii(repo[:100])} (pytest-benchmark's bare project name) is not the NAME "
-                                           f"of this history's repository {known!r}; nothing was written")
+            raise BundleError(
+                path,
+                field,
+                f"{ascii(repo[:100])} (pytest-benchmark's bare project name) is not the NAME "
+                f"of this history's repository {known!r}; nothing was written",
+            )
         b.manifest.repo = known
-        notes.append(f"{path}: {field} {repo!r} (pytest-benchmark's bare project name) taken as {known!r}, "
-                     "the history's repository of that name")
+        notes.append(
+            f"{path}: {field} {repo!r} (pytest-benchmark's bare project name) taken as {known!r}, "
+            "the history's repository of that name"
+        )
     return notes
 
 
@@ -132,7 +150,9 @@ def _known_identity(bundles: list[LoadedBundle], setting: str | None, stored: li
         return stored[0] if len(stored) == 1 else None  # several: check_sources asks for the setting
     if stored is None:
         return None
-    return next((_repo(b) for b in bundles if _repo(b) and (_complete(_repo(b)) or b.source != _PYTEST_BENCHMARK)), None)
+    return next(
+        (_repo(b) for b in bundles if _repo(b) and (_complete(_repo(b)) or b.source != _PYTEST_BENCHMARK)), None
+    )
 
 
 def _deferred(bundle: LoadedBundle, setting: str | None, stored: list[str] | None) -> bool:
@@ -154,12 +174,16 @@ def check_sources(sources: list[tuple[str, str, str]], setting: str | None, stor
     stored = [r for r in stored or [] if r]
     if setting is not None:
         if stored and setting not in stored:
-            raise RepositoryError(f"{REPO_ENV} is {setting!r} but this history holds runs of {_listed(stored)}: "
-                                  "point --db at that repository's history; nothing was written")
+            raise RepositoryError(
+                f"{REPO_ENV} is {setting!r} but this history holds runs of {_listed(stored)}: "
+                "point --db at that repository's history; nothing was written"
+            )
         expected, why = setting, REPO_ENV
     elif len(stored) > 1:
-        raise RepositoryError(f"this history holds runs of several repositories ({_listed(stored)}): set "
-                              f"{REPO_ENV} (or --repo) to the one it tracks; nothing was written")
+        raise RepositoryError(
+            f"this history holds runs of several repositories ({_listed(stored)}): set "
+            f"{REPO_ENV} (or --repo) to the one it tracks; nothing was written"
+        )
     elif stored:
         expected, why = stored[0], "the repository of the runs it holds"
     elif sources:
@@ -168,15 +192,21 @@ def check_sources(sources: list[tuple[str, str, str]], setting: str | None, stor
         return
     for repo, path, field in sources:
         if repo != expected:
-            raise BundleError(path, field, f"{ascii(repo[:100])} is not this history's repository "
-                                           f"{expected!r} ({why}){_hint(repo)}; nothing was written")
+            raise BundleError(
+                path,
+                field,
+                f"{ascii(repo[:100])} is not this history's repository "
+                f"{expected!r} ({why}){_hint(repo)}; nothing was written",
+            )
 
 
 def _hint(repo: str) -> str:
     """How a run of a checkout without a remote gets the history's name."""
     if repo.startswith(f"{LOCAL_OWNER}/"):
-        return (f"; {repo!r} is how a checkout without an origin remote is named: add the remote, or set "
-                f"{REPO_ENV} where it is measured, and measure again")
+        return (
+            f"; {repo!r} is how a checkout without an origin remote is named: add the remote, or set "
+            f"{REPO_ENV} where it is measured, and measure again"
+        )
     return ""
 
 

@@ -65,8 +65,11 @@ def check_timings(document: Any, path: Path | str) -> list[CaseTiming]:
     for i, item in enumerate(items):
         timing = parse_case_timing(item, path, f"{KEY}[{i}]")
         if timing.case_id in seen:
-            raise BundleError(path, f"{KEY}[{i}].case_id",
-                              f"duplicate case id {timing.case_id!r} (also {KEY}[{seen[timing.case_id]}])")
+            raise BundleError(
+                path,
+                f"{KEY}[{i}].case_id",
+                f"duplicate case id {timing.case_id!r} (also {KEY}[{seen[timing.case_id]}])",
+            )
         seen[timing.case_id] = i
         timings.append(timing)
     return timings
@@ -83,15 +86,32 @@ def parse_case_timing(data: Any, path: Path | str, where: str) -> CaseTiming:
         raise BundleError(path, f"{where}.timing_mode", f"{timing.timing_mode!r} is not one of {TIMING_MODES}")
     if timing.n < 1:
         raise BundleError(path, f"{where}.n", f"{timing.n}: a timing needs at least one sample")
-    for name in LATENCY_FIELDS + ("us_per_head", "tflops", "bytes", "graph_median_us", "rel_spread",
-                                  "guard_retimed_blocks", "guard_uncovered_blocks", "sm_clock_median_mhz",
-                                  "sm_clock_min_mhz", "sm_clock_max_mhz", "reference_clock_mhz",
-                                  "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples"):
+    for name in LATENCY_FIELDS + (
+        "us_per_head",
+        "tflops",
+        "bytes",
+        "graph_median_us",
+        "rel_spread",
+        "guard_retimed_blocks",
+        "guard_uncovered_blocks",
+        "sm_clock_median_mhz",
+        "sm_clock_min_mhz",
+        "sm_clock_max_mhz",
+        "reference_clock_mhz",
+        "clock_normalised_median_us",
+        "pacing_gap_s",
+        "band_discarded_samples",
+    ):
         require_non_negative(getattr(timing, name), path, f"{where}.{name}")
     for name in PER_CALL_FIELDS:
         require_latency(getattr(timing, name), path, f"{where}.{name}")
-    order = [("min_us", timing.min_us), ("p10_us", timing.p10_us), ("median_us", timing.median_us),
-             ("p90_us", timing.p90_us), ("max_us", timing.max_us)]
+    order = [
+        ("min_us", timing.min_us),
+        ("p10_us", timing.p10_us),
+        ("median_us", timing.median_us),
+        ("p90_us", timing.p90_us),
+        ("max_us", timing.max_us),
+    ]
     for (lo_name, lo), (hi_name, hi) in zip(order, order[1:]):
         if lo > hi * (1 + 1e-9):
             raise BundleError(path, f"{where}.{lo_name}", f"{lo} exceeds {hi_name} {hi}: order statistics out of order")
@@ -112,8 +132,11 @@ def bundle_v1_to_v2(documents: dict[str, Any], directory: Path) -> dict[str, Any
     stored it, so a refusal names benchmark.json and the entry; nothing else changes, so the
     rows ingested are those format 1 gave."""
     if TIMINGS_FILE in documents:
-        raise BundleError(directory / TIMINGS_FILE, "file", "a format-1 bundle keeps its timings in benchmark.json; "
-                                                           "its manifest says format 1")
+        raise BundleError(
+            directory / TIMINGS_FILE,
+            "file",
+            "a format-1 bundle keeps its timings in benchmark.json; its manifest says format 1",
+        )
     path = directory / BENCHMARK_FILE
     benchmark = documents.get(BENCHMARK_FILE)
     timings = []
@@ -123,14 +146,19 @@ def bundle_v1_to_v2(documents: dict[str, Any], directory: Path) -> dict[str, Any
             extra = entry.get("extra_info") if isinstance(entry, dict) else None
             if isinstance(extra, dict) and EXTRA_INFO_KEY in extra:
                 extra = dict(extra)
-                timing = parse_case_timing(extra.pop(EXTRA_INFO_KEY), path, f"benchmarks[{i}].extra_info.{EXTRA_INFO_KEY}")
+                timing = parse_case_timing(
+                    extra.pop(EXTRA_INFO_KEY), path, f"benchmarks[{i}].extra_info.{EXTRA_INFO_KEY}"
+                )
                 timings.append(timing)
                 entry = {**entry, "extra_info": {**extra, CASE_LINK_KEY: timing.case_id}}
             entries.append(entry)
         documents = {**documents, BENCHMARK_FILE: {**benchmark, "benchmarks": entries}}
     manifest = {**documents[MANIFEST_FILE], "schema_version": 2}
-    return {**documents, MANIFEST_FILE: manifest,
-            TIMINGS_FILE: {"schema": SCHEMA, "schema_version": 1, KEY: [json_ready(to_json_dict(t)) for t in timings]}}
+    return {
+        **documents,
+        MANIFEST_FILE: manifest,
+        TIMINGS_FILE: {"schema": SCHEMA, "schema_version": 1, KEY: [json_ready(to_json_dict(t)) for t in timings]},
+    }
 
 
 BUNDLE_UPGRADERS: dict[int, BundleUpgrader] = {1: bundle_v1_to_v2, 2: bundle_v2_to_v3, 3: bundle_v3_to_v4}

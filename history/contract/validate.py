@@ -137,8 +137,9 @@ def allows_constants(name: str) -> bool:
     return name == BENCHMARK_FILE
 
 
-def check_documents(documents: dict[str, Any], directory: Path, content_sha256: str = "",
-                    known_commit: bool = True) -> LoadedBundle:
+def check_documents(
+    documents: dict[str, Any], directory: Path, content_sha256: str = "", known_commit: bool = True
+) -> LoadedBundle:
     """The reader's checks of a bundle's files (file name -> parsed JSON; ncu_raw.csv its text),
     after upgrading an older bundle format (history.contract.timings.BUNDLE_UPGRADERS).
 
@@ -187,7 +188,9 @@ def _upgrade_format(documents: dict[str, Any], directory: Path) -> dict[str, Any
             return documents
         step = BUNDLE_UPGRADERS.get(version)
         if step is None:
-            raise BundleError(directory / MANIFEST_FILE, "schema_version", f"unknown bundle format {version} (no upgrader)")
+            raise BundleError(
+                directory / MANIFEST_FILE, "schema_version", f"unknown bundle format {version} (no upgrader)"
+            )
         documents = step(documents, directory)
 
 
@@ -309,7 +312,9 @@ def _manifest(doc: Any, path: Path, known_commit: bool = True) -> Manifest:
     if manifest.pr_number is not None and manifest.pr_number < 1:
         raise BundleError(path, "pr_number", f"{manifest.pr_number} is not a pull request number")
     if manifest.environment.device_kind not in ("cuda", "cpu"):
-        raise BundleError(path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'")
+        raise BundleError(
+            path, "environment.device_kind", f"{manifest.environment.device_kind!r}: expected 'cuda' or 'cpu'"
+        )
     _check_gpu_identity(manifest.environment, path)
     return manifest
 
@@ -319,8 +324,11 @@ def _check_gpu_identity(env: Environment, path: Path) -> None:
     if env.pool is not None and (problem := pool_problem(env.pool)):
         raise BundleError(path, "environment.pool", problem)
     if env.gpu_pci_bus_id is not None and not PCI_BUS_ID_PATTERN.match(env.gpu_pci_bus_id):
-        raise BundleError(path, "environment.gpu_pci_bus_id",
-                          f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)")
+        raise BundleError(
+            path,
+            "environment.gpu_pci_bus_id",
+            f"{env.gpu_pci_bus_id[:80]!r} is not a PCI bus id as NVML prints it (00000000:19:00.0)",
+        )
     if env.gpu_index is not None and not 0 <= env.gpu_index < 4096:
         raise BundleError(path, "environment.gpu_index", f"{env.gpu_index} is not an NVML device index")
 
@@ -372,8 +380,11 @@ def _samples(docs: dict, directory: Path) -> _Samples:
         if case_id not in samples:
             raise BundleError(path, f"sm_clock_mhz.{case_id[:80]}", "clocks for a case without samples")
         if len(values) != len(samples[case_id]):
-            raise BundleError(path, f"sm_clock_mhz.{case_id}",
-                              f"{len(values)} clocks but {len(samples[case_id])} samples: one clock per sample")
+            raise BundleError(
+                path,
+                f"sm_clock_mhz.{case_id}",
+                f"{len(values)} clocks but {len(samples[case_id])} samples: one clock per sample",
+            )
         bad = first_negative([v for v in values if v is not None])
         if bad is not None:
             raise BundleError(path, f"sm_clock_mhz.{case_id}", "a clock must be positive")
@@ -415,31 +426,52 @@ def _check_consistency(b: LoadedBundle, directory: Path) -> None:
         case = timing.case_id
         outcome = outcomes.get(case)
         if outcome is None:
-            raise BundleError(timings_path, f"timings[{i}].case_id", f"{case!r} has a timing but no entry in {OUTCOMES_FILE}")
+            raise BundleError(
+                timings_path, f"timings[{i}].case_id", f"{case!r} has a timing but no entry in {OUTCOMES_FILE}"
+            )
         if outcome.status in UNTIMED_STATUSES:
-            raise BundleError(timings_path, f"timings[{i}].case_id", f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}")
+            raise BundleError(
+                timings_path,
+                f"timings[{i}].case_id",
+                f"{case!r} has a timing but {OUTCOMES_FILE} says {outcome.status!r}",
+            )
         if outcome.variant != timing.variant:
-            raise BundleError(timings_path, f"timings[{i}].variant",
-                              f"{timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}")
+            raise BundleError(
+                timings_path,
+                f"timings[{i}].variant",
+                f"{timing.variant!r} but {OUTCOMES_FILE} says {outcome.variant!r} for {case!r}",
+            )
         timed[case] = timing
     for i, o in enumerate(b.outcomes):
         if o.status == "ok" and o.case_id not in timed:
-            raise BundleError(out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {TIMINGS_FILE}")
+            raise BundleError(
+                out_path, f"cases[{i}].status", f"{o.case_id!r} is 'ok' but has no timing in {TIMINGS_FILE}"
+            )
     for i, entry in enumerate(b.benchmarks):  # an entry naming no case is pytest-benchmark's alone
         if entry.case_id is not None and entry.case_id not in timed:
-            raise BundleError(directory / BENCHMARK_FILE, f"benchmarks[{i}].extra_info.{CASE_LINK_KEY}",
-                              f"{entry.case_id!r} is not a case with a timing in {TIMINGS_FILE}")
+            raise BundleError(
+                directory / BENCHMARK_FILE,
+                f"benchmarks[{i}].extra_info.{CASE_LINK_KEY}",
+                f"{entry.case_id!r} is not a case with a timing in {TIMINGS_FILE}",
+            )
 
     samples_path = directory / SAMPLES_FILE
     for case, values in b.samples.items():
         if case not in timed:
             raise BundleError(samples_path, f"samples.{case}", "samples for a case without a timing")
         if len(values) != timed[case].n:
-            raise BundleError(samples_path, f"samples.{case}", f"{len(values)} samples but the timing says n={timed[case].n}")
+            raise BundleError(
+                samples_path, f"samples.{case}", f"{len(values)} samples but the timing says n={timed[case].n}"
+            )
 
     _unique(((r.case_id, r.seed) for r in b.correctness), directory / CORRECTNESS_FILE, "records", "case id and seed")
     _unique((r.variant for r in b.builds), directory / BUILDS_FILE, "builds", "variant")
-    _unique(((k.case_id, k.kernel_index) for k in b.ncu_kernels), directory / NCU_FILE, "kernels", "case id and kernel_index")
+    _unique(
+        ((k.case_id, k.kernel_index) for k in b.ncu_kernels),
+        directory / NCU_FILE,
+        "kernels",
+        "case id and kernel_index",
+    )
     _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
     for i, r in enumerate(b.correctness):
         for name in ("max_abs_err", "rel_err", "atol", "rtol", "tolerance_used", "violations", "nonfinite", "calls"):

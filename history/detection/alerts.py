@@ -169,7 +169,9 @@ def events_since(location: HistoryLocation, since: datetime) -> list[tuple[Alert
     with open_read(location) as con:
         rows = con.execute(
             "SELECT alert_id, action, note, actor, happened_at FROM alert_events WHERE happened_at >= ? "
-            "ORDER BY happened_at, event_id", [since]).fetchall()
+            "ORDER BY happened_at, event_id",
+            [since],
+        ).fetchall()
         return [(get_alert(con, row[0]), AlertEvent(*row)) for row in rows]
 
 
@@ -196,7 +198,9 @@ def check_change(action: str, note: Any, actor: Any) -> None:
     _clean(actor, "actor", MAX_ACTOR, True)
 
 
-def _transition(location: HistoryLocation, alert_ids, target: str, note: str, actor: str, note_required: bool) -> list[Alert]:
+def _transition(
+    location: HistoryLocation, alert_ids, target: str, note: str, actor: str, note_required: bool
+) -> list[Alert]:
     """Move every alert of `alert_ids` to `target` in one transaction: all of them, or (on an
     unknown id or a transition the lifecycle refuses) none, with the offending alert named."""
     note = _clean(note, "note", MAX_NOTE, note_required)
@@ -241,7 +245,9 @@ def resolve_in(con, claims: Claims, alert_id: int, note: str, actor: str) -> boo
     current = get_alert(con, alert_id)
     if current.status == "resolved":
         return False
-    _move(con, claims, current, "resolved", _clean(note, "note", MAX_NOTE, False), _clean(actor, "actor", MAX_ACTOR, True))
+    _move(
+        con, claims, current, "resolved", _clean(note, "note", MAX_NOTE, False), _clean(actor, "actor", MAX_ACTOR, True)
+    )
     return True
 
 
@@ -259,8 +265,14 @@ def record_bisected(location: HistoryLocation, alert_id: int, commit_sha: str, n
         current = get_alert(con, alert_id)
         if current.status == "resolved":
             raise AlertError(f"alert {alert_id}: resolved; a bisection is recorded on an open or acknowledged alert")
-        if broken and con.execute("SELECT count(*) FROM alert_events WHERE alert_id = ? AND action = 'bisected' "
-                                  "AND note = ? AND actor = ?", [int(alert_id), text, actor]).fetchone()[0]:
+        if (
+            broken
+            and con.execute(
+                "SELECT count(*) FROM alert_events WHERE alert_id = ? AND action = 'bisected' "
+                "AND note = ? AND actor = ?",
+                [int(alert_id), text, actor],
+            ).fetchone()[0]
+        ):
             return  # that try's COMMIT landed before the connection broke: not twice
         bisected_in(con, claims, alert_id, text, actor)
 
@@ -278,8 +290,14 @@ def bisected_in(con, claims: Claims, alert_id: int, text: str, actor: str) -> No
     """The 'bisected' event, inside the caller's transaction (`record_bisected`, and
     history.detection.bisects when `attnwatch bisect` names a culprit); the status stays."""
     con.execute("UPDATE alerts SET updated_at = now() AT TIME ZONE 'UTC' WHERE alert_id = ?", [int(alert_id)])
-    _append_event(con, claims, int(alert_id), "bisected", _clean(text, "note", MAX_NOTE, False),
-                  _clean(actor, "actor", MAX_ACTOR, True))
+    _append_event(
+        con,
+        claims,
+        int(alert_id),
+        "bisected",
+        _clean(text, "note", MAX_NOTE, False),
+        _clean(actor, "actor", MAX_ACTOR, True),
+    )
 
 
 def acknowledge(location: HistoryLocation, alert_id: int, note: str, actor: str) -> Alert:
@@ -310,12 +328,15 @@ def _next_id(con, claims: Claims, table: str, column: str) -> int:
 
 
 def _append_event(con, claims: Claims, alert_id: int, action: str, note: str, actor: str) -> None:
-    con.execute("INSERT INTO alert_events (event_id, alert_id, action, note, actor) VALUES (?, ?, ?, ?, ?)",
-                [_next_id(con, claims, "alert_events", "event_id"), alert_id, action, note, actor])
+    con.execute(
+        "INSERT INTO alert_events (event_id, alert_id, action, note, actor) VALUES (?, ?, ?, ?, ?)",
+        [_next_id(con, claims, "alert_events", "event_id"), alert_id, action, note, actor],
+    )
 
 
-def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
-                  actor: str = "attnwatch detect") -> tuple[list[int], int]:
+def record_alerts(
+    con, alerts: Iterable[NewAlert], claims: Claims | None = None, actor: str = "attnwatch detect"
+) -> tuple[list[int], int]:
     """Insert alerts whose dedup_key is new, inside the caller's transaction. Returns (ids
     inserted, number already known). On a lake the transaction must be history.store.transactions.
     write_transaction's, whose `claims` are passed in; a file needs none."""
@@ -325,8 +346,12 @@ def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
         claims = Claims(con, lake=False)
     alerts = list(alerts)
     keys = [a.dedup_key for a in alerts]
-    stored = {r[0] for r in con.execute(
-        "SELECT dedup_key FROM alerts WHERE dedup_key IN (SELECT unnest(?::VARCHAR[]))", [keys]).fetchall()}
+    stored = {
+        r[0]
+        for r in con.execute(
+            "SELECT dedup_key FROM alerts WHERE dedup_key IN (SELECT unnest(?::VARCHAR[]))", [keys]
+        ).fetchall()
+    }
     inserted, known = [], 0
     for a in alerts:
         if a.kind not in KINDS:
@@ -341,8 +366,24 @@ def record_alerts(con, alerts: Iterable[NewAlert], claims: Claims | None = None,
             "INSERT INTO alerts (alert_id, dedup_key, kind, metric, case_id, gpu_name, pool, run_id, commit_sha, "
             "baseline_value, new_value, change_pct, detail, config_change, attribution, attribution_changes) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [alert_id, a.dedup_key, a.kind, a.metric, a.case_id, a.gpu_name, a.pool, a.run_id, a.commit_sha, a.baseline_value,
-             a.new_value, a.change_pct, a.detail[:MAX_NOTE], a.config_change, a.attribution, a.attribution_changes],
+            [
+                alert_id,
+                a.dedup_key,
+                a.kind,
+                a.metric,
+                a.case_id,
+                a.gpu_name,
+                a.pool,
+                a.run_id,
+                a.commit_sha,
+                a.baseline_value,
+                a.new_value,
+                a.change_pct,
+                a.detail[:MAX_NOTE],
+                a.config_change,
+                a.attribution,
+                a.attribution_changes,
+            ],
         )
         _append_event(con, claims, alert_id, "opened", a.detail[:MAX_NOTE], actor)
         inserted.append(alert_id)

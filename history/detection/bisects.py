@@ -44,23 +44,38 @@ def alert_target(location: HistoryLocation, alert_id: int) -> AlertTarget:
     with open_read(location) as con:
         alert = get_alert(con, alert_id)
         if alert.kind != "regression" or not alert.commit_sha:
-            raise AlertError(f"alert {alert_id}: an alert of kind {alert.kind}; bisect looks for the commit of a slowdown")
+            raise AlertError(
+                f"alert {alert_id}: an alert of kind {alert.kind}; bisect looks for the commit of a slowdown"
+            )
         rows = con.execute(
             "SELECT commit_sha FROM case_series WHERE case_id = ? AND series_gpu IS NOT DISTINCT FROM ? "
             "AND series_pool IS NOT DISTINCT FROM ? ORDER BY series_index",
-            [alert.case_id, alert.gpu_name, alert.pool]).fetchall()
+            [alert.case_id, alert.gpu_name, alert.pool],
+        ).fetchall()
     commits = [r[0] for r in rows]
     if alert.commit_sha not in commits:
-        raise AlertError(f"alert {alert_id}: its commit {alert.commit_sha[:12]} is not in the series of {alert.case_id}")
+        raise AlertError(
+            f"alert {alert_id}: its commit {alert.commit_sha[:12]} is not in the series of {alert.case_id}"
+        )
     step = commits.index(alert.commit_sha)
     before = [c for c in commits[:step] if c and c != alert.commit_sha]
     if not before:
         raise AlertError(f"alert {alert_id}: no earlier run of {alert.case_id} to serve as the good revision")
-    return AlertTarget(alert.alert_id, alert.case_id, alert.gpu_name, alert.metric, before[-1], alert.commit_sha,
-                       alert.attribution, alert.attribution_changes)
+    return AlertTarget(
+        alert.alert_id,
+        alert.case_id,
+        alert.gpu_name,
+        alert.metric,
+        before[-1],
+        alert.commit_sha,
+        alert.attribution,
+        alert.attribution_changes,
+    )
 
 
-def range_attributions(location: HistoryLocation, case_ids: list[str], good_sha: str, bad_sha: str) -> dict[str, Attribution]:
+def range_attributions(
+    location: HistoryLocation, case_ids: list[str], good_sha: str, bad_sha: str
+) -> dict[str, Attribution]:
     """case id -> the attribution (history.analysis.attribution) of its change from its newest
     default-branch run at `good_sha` to its newest at `bad_sha`, for the cases the history has
     both runs of; {} without a history."""
@@ -72,10 +87,14 @@ def range_attributions(location: HistoryLocation, case_ids: list[str], good_sha:
     found: dict[str, Attribution] = {}
     with open_read(location) as con:
         for case_id in case_ids:
-            runs = dict(con.execute(
-                f"""SELECT u.commit_sha, arg_max(u.run_id, u.started_at) FROM results r JOIN series_runs u USING (run_id)
+            runs = dict(
+                con.execute(
+                    f"""SELECT u.commit_sha, arg_max(u.run_id, u.started_at) FROM results r JOIN series_runs u USING (run_id)
                     WHERE r.case_id = ? AND u.branch = {DEFAULT_BRANCH_SQL} AND u.commit_sha IN (?, ?)
-                    GROUP BY u.commit_sha""", [case_id, good_sha, bad_sha]).fetchall())
+                    GROUP BY u.commit_sha""",
+                    [case_id, good_sha, bad_sha],
+                ).fetchall()
+            )
             if good_sha in runs and bad_sha in runs:
                 attribution = attribute_step(con, case_id, runs[good_sha], runs[bad_sha])
                 if attribution is not None:
@@ -83,8 +102,9 @@ def range_attributions(location: HistoryLocation, case_ids: list[str], good_sha:
     return found
 
 
-def record_bisect(location: HistoryLocation, alert_id: int, culprit_sha: str | None, result: str,
-                  actor: str = "attnwatch bisect") -> bool:
+def record_bisect(
+    location: HistoryLocation, alert_id: int, culprit_sha: str | None, result: str, actor: str = "attnwatch bisect"
+) -> bool:
     """Write a bisect's outcome on the alert (migration 011), in one transaction; replaces an
     earlier one. `culprit_sha` is None when the bisect was undecided. A culprit on an alert not
     yet resolved is also the alert's 'bisected' event (history.detection.alerts.bisected_in), the
@@ -95,8 +115,11 @@ def record_bisect(location: HistoryLocation, alert_id: int, culprit_sha: str | N
     def change(con, claims) -> None:
         evented.clear()
         alert = get_alert(con, alert_id)  # an unknown id: AlertError naming it, nothing written
-        con.execute("UPDATE alerts SET culprit_sha = ?, bisect_result = ?, bisected_at = now() AT TIME ZONE 'UTC' "
-                    "WHERE alert_id = ?", [culprit_sha, text, int(alert_id)])
+        con.execute(
+            "UPDATE alerts SET culprit_sha = ?, bisect_result = ?, bisected_at = now() AT TIME ZONE 'UTC' "
+            "WHERE alert_id = ?",
+            [culprit_sha, text, int(alert_id)],
+        )
         if culprit_sha and alert.status != "resolved":
             bisected_in(con, claims, alert_id, f"bisected to {culprit_sha}: {text}", actor)
             evented.append(True)

@@ -51,13 +51,17 @@ def _profiles(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], Profile
         return {}
     runs, cases = zip(*sorted(pairs))
     kernels: dict[tuple[str, str], dict[int, tuple[str, dict[str, float]]]] = {}
-    for run_id, case_id, index, kernel_name, name, value in con.execute(_COUNTERS, [list(runs), list(cases)]).fetchall():
+    for run_id, case_id, index, kernel_name, name, value in con.execute(
+        _COUNTERS, [list(runs), list(cases)]
+    ).fetchall():
         kernels.setdefault((run_id, case_id), {}).setdefault(index, (kernel_name, {}))[1][name] = value
     out = {}
     for key, per_kernel in kernels.items():
         ordered = [per_kernel[index] for index in sorted(per_kernel)]
-        out[key] = (combine_kernels(metrics for _, metrics in ordered),
-                    [Launch(kernel_name, metrics.get(DURATION), launch_counters(metrics)) for kernel_name, metrics in ordered])
+        out[key] = (
+            combine_kernels(metrics for _, metrics in ordered),
+            [Launch(kernel_name, metrics.get(DURATION), launch_counters(metrics)) for kernel_name, metrics in ordered],
+        )
     return out
 
 
@@ -68,15 +72,23 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
     if not wanted:
         return {}
     runs, cases = zip(*sorted(wanted))
-    earlier = {(run_id, case_id): base for run_id, case_id, base in
-               con.execute(_EARLIER, [list(runs), list(cases)]).fetchall() if base}
+    earlier = {
+        (run_id, case_id): base
+        for run_id, case_id, base in con.execute(_EARLIER, [list(runs), list(cases)]).fetchall()
+        if base
+    }
     profiles = _profiles(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
     out = {}
     for (run_id, case_id), base in earlier.items():
         head, before = profiles.get((run_id, case_id)), profiles.get((base, case_id))
         if head and before and head[0] and before[0]:
-            out[(run_id, case_id)] = explain(before[0], head[0], slower=wanted[(run_id, case_id)] == "regression",
-                                             launches=(before[1], head[1]), case_id=case_id)
+            out[(run_id, case_id)] = explain(
+                before[0],
+                head[0],
+                slower=wanted[(run_id, case_id)] == "regression",
+                launches=(before[1], head[1]),
+                case_id=case_id,
+            )
     return out
 
 
@@ -94,7 +106,9 @@ def cause_of(location: HistoryLocation, kind: str, run_id: str | None, case_id: 
         return explain_steps(con, [(kind, run_id, case_id)]).get((run_id, case_id)) if run_id is not None else None
 
 
-def causes_of(location: HistoryLocation, steps: Iterable[tuple[str, str | None, str]]) -> dict[tuple[str, str], Explanation]:
+def causes_of(
+    location: HistoryLocation, steps: Iterable[tuple[str, str | None, str]]
+) -> dict[tuple[str, str], Explanation]:
     """(kind, run, case) steps -> (run, case) -> Explanation, on one read connection (explain_steps)."""
     steps = list(steps)
     if not steps:

@@ -39,12 +39,15 @@ class Recovery:
 def _open_step_alerts(con, gpu: str | None) -> list[tuple]:
     return con.execute(
         f"SELECT {_ALERT_COLUMNS} FROM alerts WHERE {_OPEN_STEP} AND (? IS NULL OR gpu_name = ?) ORDER BY alert_id",
-        [gpu, gpu]).fetchall()
+        [gpu, gpu],
+    ).fetchall()
 
 
 _ALERT_COLUMNS = "alert_id, case_id, gpu_name, pool, metric, run_id, baseline_value"
-_OPEN_STEP = ("status IN ('open', 'acknowledged') AND kind IN ('regression', 'improvement') "
-              "AND metric IN ('median_us', 'gap_to_baseline') AND baseline_value > 0 AND run_id IS NOT NULL")
+_OPEN_STEP = (
+    "status IN ('open', 'acknowledged') AND kind IN ('regression', 'improvement') "
+    "AND metric IN ('median_us', 'gap_to_baseline') AND baseline_value > 0 AND run_id IS NOT NULL"
+)
 
 # For every open step alert at once (`case_series` numbers all of main's results of the cases
 # asked for; a query per alert would do that once per alert): the last $3 runs of its series
@@ -66,8 +69,9 @@ _RUNS_AFTER_SQL = f"""
 """
 
 
-def find_recoveries(con, thresholds_for: Callable[[str | None], Thresholds], rules: CaseRules = CaseRules(),
-                    only_gpu: str | None = None) -> list[Recovery]:
+def find_recoveries(
+    con, thresholds_for: Callable[[str | None], Thresholds], rules: CaseRules = CaseRules(), only_gpu: str | None = None
+) -> list[Recovery]:
     """Every open step alert (on `only_gpu`, if given) whose series has been back within
     min_effect for resolve_after runs (read-only on `con`)."""
     alerts = _open_step_alerts(con, only_gpu)
@@ -82,7 +86,7 @@ def find_recoveries(con, thresholds_for: Callable[[str | None], Thresholds], rul
     for alert_id, case_id, gpu, _pool, metric, _run_id, baseline in alerts:
         th = thresholds[gpu]
         effect = rules.min_effect(case_id, gpu, th.min_effect)
-        runs = after.get(alert_id, [])[-th.resolve_after:]
+        runs = after.get(alert_id, [])[-th.resolve_after :]
         if len(runs) < th.resolve_after:
             continue
         values = [v for _, v in runs]
@@ -92,7 +96,9 @@ def find_recoveries(con, thresholds_for: Callable[[str | None], Thresholds], rul
         if max(abs(c) for c in changes) >= effect:
             continue
         worst = max(changes, key=abs) * 100.0
-        note = (f"resolved automatically: the last {len(runs)} main runs ({runs[0][0]} .. {runs[-1][0]}) are within "
-                f"±{effect:.1%} of the level before the step ({baseline:.4g}); largest deviation {worst:+.2f}%")
+        note = (
+            f"resolved automatically: the last {len(runs)} main runs ({runs[0][0]} .. {runs[-1][0]}) are within "
+            f"±{effect:.1%} of the level before the step ({baseline:.4g}); largest deviation {worst:+.2f}%"
+        )
         out.append(Recovery(alert_id, case_id, metric, len(runs), worst, effect, note))
     return out

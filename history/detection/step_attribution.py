@@ -44,4 +44,3 @@ def attribute_step(con, case_id: str, before_run: str | None, after_run: str) ->
     if before_run not in points or after_run not in points:
         return None
     return attribute(points[before_run], points[after_run])
-

@@ -19,16 +19,51 @@ from attnwatch.history.contract.series_key import series_pool
 from attnwatch.history.store.arrow_insert import rows_to_arrow
 
 _TIMING_COLUMNS = (
-    "shape_id", "batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal", "timing_mode",
-    "median_us", "p10_us", "p90_us", "iqr_us", "mean_us", "stddev_us", "min_us", "max_us",
-    "us_per_head", "tflops",
-    "graph_median_us", "converged", "rel_spread", "sm_clock_mhz_before", "sm_clock_mhz_after",
-    "throttle_reasons", "throttled_samples", "interleave_group",
-    "guard_retimed_blocks", "guard_uncovered_blocks",  # migration 004
-    "kernel_config", "kernel_config_source",  # migration 008
-    "bound", "bytes", "gap_to_baseline", "baseline_variant", "gap_to_fastest_reference", "fastest_reference",  # 012
-    "timing_recipe", "sm_clock_median_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz",  # migration 013
-    "reference_clock_mhz", "clock_normalised_median_us", "pacing_gap_s", "band_discarded_samples",
+    "shape_id",
+    "batch",
+    "heads",
+    "seq_q",
+    "seq_k",
+    "head_dim",
+    "dtype",
+    "causal",
+    "timing_mode",
+    "median_us",
+    "p10_us",
+    "p90_us",
+    "iqr_us",
+    "mean_us",
+    "stddev_us",
+    "min_us",
+    "max_us",
+    "us_per_head",
+    "tflops",
+    "graph_median_us",
+    "converged",
+    "rel_spread",
+    "sm_clock_mhz_before",
+    "sm_clock_mhz_after",
+    "throttle_reasons",
+    "throttled_samples",
+    "interleave_group",
+    "guard_retimed_blocks",
+    "guard_uncovered_blocks",  # migration 004
+    "kernel_config",
+    "kernel_config_source",  # migration 008
+    "bound",
+    "bytes",
+    "gap_to_baseline",
+    "baseline_variant",
+    "gap_to_fastest_reference",
+    "fastest_reference",  # 012
+    "timing_recipe",
+    "sm_clock_median_mhz",
+    "sm_clock_min_mhz",
+    "sm_clock_max_mhz",  # migration 013
+    "reference_clock_mhz",
+    "clock_normalised_median_us",
+    "pacing_gap_s",
+    "band_discarded_samples",
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -181,8 +216,14 @@ def _host_columns(e: BenchmarkEntry) -> dict:
 def _host_as_timing(h: HostStats) -> dict:
     """A plain pytest-benchmark entry: its host statistics are the only timing there is."""
     return dict(
-        timing_mode="host", n_samples=h.rounds, median_us=h.median_us, mean_us=h.mean_us,
-        stddev_us=h.stddev_us, min_us=h.min_us, max_us=h.max_us, iqr_us=h.iqr_us,
+        timing_mode="host",
+        n_samples=h.rounds,
+        median_us=h.median_us,
+        mean_us=h.mean_us,
+        stddev_us=h.stddev_us,
+        min_us=h.min_us,
+        max_us=h.max_us,
+        iqr_us=h.iqr_us,
         rel_spread=(h.iqr_us / h.median_us) if h.iqr_us is not None and h.median_us else None,
     )
 
@@ -212,32 +253,58 @@ def table_rows(b: LoadedBundle) -> dict[str, pa.Table]:
         indexes.extend(range(len(values)))
         latencies.extend(values)
         clocks.extend(b.sample_clocks.get(case_id) or [None] * len(values))
-    tables["samples"] = pa.table({
-        "run_id": pa.array([run_id] * len(case_ids), pa.string()),
-        "case_id": pa.array(case_ids, pa.string()),
-        "sample_index": pa.array(indexes, pa.int32()),
-        "latency_us": pa.array(latencies, pa.float64()),
-        "sm_clock_mhz": pa.array(clocks, pa.float64()),  # migration 013
-    }) if case_ids else pa.table({})
+    tables["samples"] = (
+        pa.table(
+            {
+                "run_id": pa.array([run_id] * len(case_ids), pa.string()),
+                "case_id": pa.array(case_ids, pa.string()),
+                "sample_index": pa.array(indexes, pa.int32()),
+                "latency_us": pa.array(latencies, pa.float64()),
+                "sm_clock_mhz": pa.array(clocks, pa.float64()),  # migration 013
+            }
+        )
+        if case_ids
+        else pa.table({})
+    )
 
     tables["correctness"] = rows_to_arrow([{"run_id": run_id, **_flat(r)} for r in b.correctness], _CORRECTNESS_TYPES)
     tables["builds"] = rows_to_arrow(
         [{"run_id": run_id, **_flat(r), "config": json.dumps(r.config, sort_keys=True)} for r in b.builds],
         {"config": pa.string()},
     )
-    tables["ncu_kernels"] = rows_to_arrow([
-        {"run_id": run_id, "case_id": k.case_id, "kernel_index": k.kernel_index, "kernel_name": k.kernel_name,
-         "block_size": k.block_size, "grid_size": k.grid_size}
-        for k in b.ncu_kernels
-    ])
-    tables["ncu_metrics"] = rows_to_arrow([
-        {"run_id": run_id, "case_id": k.case_id, "kernel_index": k.kernel_index, "kernel_name": k.kernel_name,
-         "metric_name": name, "value": float(value)}
-        for k in b.ncu_kernels for name, value in sorted(k.metrics.items())
-    ])
+    tables["ncu_kernels"] = rows_to_arrow(
+        [
+            {
+                "run_id": run_id,
+                "case_id": k.case_id,
+                "kernel_index": k.kernel_index,
+                "kernel_name": k.kernel_name,
+                "block_size": k.block_size,
+                "grid_size": k.grid_size,
+            }
+            for k in b.ncu_kernels
+        ]
+    )
+    tables["ncu_metrics"] = rows_to_arrow(
+        [
+            {
+                "run_id": run_id,
+                "case_id": k.case_id,
+                "kernel_index": k.kernel_index,
+                "kernel_name": k.kernel_name,
+                "metric_name": name,
+                "value": float(value),
+            }
+            for k in b.ncu_kernels
+            for name, value in sorted(k.metrics.items())
+        ]
+    )
     tables["ncu_cases"] = rows_to_arrow([{"run_id": run_id, **_flat(c)} for c in b.ncu_cases])
     tables["variant_fingerprints"] = rows_to_arrow(  # migration 015; none for a bundle before format 4
-        [{"run_id": run_id, "variant": name, "digest": f.digest, "code_digest": f.code, "unknown": f.unknown}
-         for name, f in sorted(b.manifest.fingerprints.items())],
-        {"digest": pa.string(), "code_digest": pa.string(), "unknown": pa.string()})
+        [
+            {"run_id": run_id, "variant": name, "digest": f.digest, "code_digest": f.code, "unknown": f.unknown}
+            for name, f in sorted(b.manifest.fingerprints.items())
+        ],
+        {"digest": pa.string(), "code_digest": pa.string(), "unknown": pa.string()},
+    )
     return tables

@@ -63,8 +63,16 @@ from attnwatch.history.contract.validate import input_identity, load_input
 # tens of seconds in DuckLake's own commit retries when many writers commit at once.
 LAKE_CONFLICT_DEADLINE_S = 300.0
 
-CHILD_TABLES = ("results", "samples", "correctness", "builds", "ncu_kernels", "ncu_metrics", "ncu_cases",
-                "variant_fingerprints")
+CHILD_TABLES = (
+    "results",
+    "samples",
+    "correctness",
+    "builds",
+    "ncu_kernels",
+    "ncu_metrics",
+    "ncu_cases",
+    "variant_fingerprints",
+)
 
 COMMIT_COLUMNS = ("parent_sha", "message", "committed_at", "branch", "repo")  # besides sha
 
@@ -103,7 +111,9 @@ class IngestReport:
             else:
                 out.append(f"skipped  {b.run_id}  ({b.reason})  from {b.source_path}")
         results = sum(b.rows.get("results", 0) for b in self.inserted)
-        out.append(f"{len(self.inserted)} run(s) inserted ({results} result rows), {len(self.skipped)} skipped -> {self.db_path}")
+        out.append(
+            f"{len(self.inserted)} run(s) inserted ({results} result rows), {len(self.skipped)} skipped -> {self.db_path}"
+        )
         return out
 
 
@@ -120,14 +130,20 @@ def load_all(paths: Iterable[str | Path], labels: Mapping[Path, PullRequestLabel
         other = first.setdefault(b.manifest.run_id, b)
         if other is not b and other.content_sha256 != b.content_sha256:
             raise BundleError(
-                b.source_path, "run_id",
+                b.source_path,
+                "run_id",
                 f"{b.manifest.run_id!r} is also the run id of {other.source_path} with different content",
             )
     return loaded
 
 
-def ingest_paths(location: HistoryLocation, paths: Iterable[str | Path], deadline_s: float | None = None,
-                 labels: Mapping[Path, PullRequestLabel] | None = None, repo: str | None = None) -> IngestReport:
+def ingest_paths(
+    location: HistoryLocation,
+    paths: Iterable[str | Path],
+    deadline_s: float | None = None,
+    labels: Mapping[Path, PullRequestLabel] | None = None,
+    repo: str | None = None,
+) -> IngestReport:
     """Validate every input, then store each new run in its own transaction (module docstring).
 
     Inputs whose exact content (run id and content hash) is already stored are skipped
@@ -141,15 +157,23 @@ def ingest_paths(location: HistoryLocation, paths: Iterable[str | Path], deadlin
     inputs = [Path(p) for p in paths]
     labels = {Path(p): label for p, label in (labels or {}).items()}
     if location.is_lake:  # no lock to avoid; each step retried while the catalog is unreachable
-        unchanged = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: _stored_identities(
-            con, [p for p in inputs if p not in labels])))
+        unchanged = retrying(
+            location,
+            lambda: _on_lake(
+                location, deadline_s, lambda con: _stored_identities(con, [p for p in inputs if p not in labels])
+            ),
+        )
         bundles = load_all([p for p in inputs if p not in unchanged], labels)
         report = _ingest_lake(location, bundles, deadline_s, repo)
     else:
         unchanged = _already_stored(location, [p for p in inputs if p not in labels])
         bundles = load_all([p for p in inputs if p not in unchanged], labels)
         notes = check_repository(bundles, repo)  # before the history is opened (or created)
-        report = ingest_loaded(location, bundles, deadline_s=deadline_s, repo=repo) if bundles else IngestReport(location.label)
+        report = (
+            ingest_loaded(location, bundles, deadline_s=deadline_s, repo=repo)
+            if bundles
+            else IngestReport(location.label)
+        )
         report.notes[:0] = notes
     fresh = iter(report.bundles)
     ordered = []
@@ -183,8 +207,9 @@ def _stored_identities(con, paths: list[Path]) -> dict[Path, str]:
     return {p: ident[0] for p, ident in identities.items() if ident and stored.get(ident[0]) == ident[1]}
 
 
-def ingest_loaded(location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float | None = None,
-                  repo: str | None = None) -> IngestReport:
+def ingest_loaded(
+    location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float | None = None, repo: str | None = None
+) -> IngestReport:
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
     if location.is_lake:
         return _ingest_lake(location, bundles, deadline_s, repo)
@@ -192,12 +217,25 @@ def ingest_loaded(location: HistoryLocation, bundles: list[LoadedBundle], deadli
         return _ingest_on(con, location, bundles, deadline_s, repo)
 
 
-def _ingest_on(con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
-               repo: str | None = None) -> IngestReport:
+def _ingest_on(
+    con, location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float, repo: str | None = None
+) -> IngestReport:
     notes = check_repository(bundles, repo, stored_repositories(con)) if bundles else []
     known = _known_runs(con, [b.manifest.run_id for b in bundles])
-    report = _write_each(location, bundles, known, lambda b: (write_transaction(
-        con, lambda c, claims: _write_bundle(c, claims, b), location.label, deadline_s=max(deadline_s, DEFAULT_LOCK_WAIT_S)), False))
+    report = _write_each(
+        location,
+        bundles,
+        known,
+        lambda b: (
+            write_transaction(
+                con,
+                lambda c, claims: _write_bundle(c, claims, b),
+                location.label,
+                deadline_s=max(deadline_s, DEFAULT_LOCK_WAIT_S),
+            ),
+            False,
+        ),
+    )
     report.notes = notes
     return report
 
@@ -207,19 +245,36 @@ def _on_lake(location: HistoryLocation, deadline_s: float, work):
         return work(con)
 
 
-def _ingest_lake(location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float,
-                 repo: str | None = None) -> IngestReport:
+def _ingest_lake(
+    location: HistoryLocation, bundles: list[LoadedBundle], deadline_s: float, repo: str | None = None
+) -> IngestReport:
     """`_ingest_on` for a lake, one step at a time, each retried while the catalog is unreachable."""
-    known, stored_repos = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: (_known_runs(
-        con, [b.manifest.run_id for b in bundles]), stored_repositories(con))))
+    known, stored_repos = retrying(
+        location,
+        lambda: _on_lake(
+            location,
+            deadline_s,
+            lambda con: (_known_runs(con, [b.manifest.run_id for b in bundles]), stored_repositories(con)),
+        ),
+    )
     notes = check_repository(bundles, repo, stored_repos) if bundles else []
 
     def write(b: LoadedBundle):
         broken: list[Exception] = []
-        rows = retrying(location, lambda: _on_lake(location, deadline_s, lambda con: write_transaction(
-            con, lambda c, claims: _write_bundle(c, claims, b), location.label,
-            deadline_s=max(deadline_s, LAKE_CONFLICT_DEADLINE_S))),
-            on_retry=broken.append)
+        rows = retrying(
+            location,
+            lambda: _on_lake(
+                location,
+                deadline_s,
+                lambda con: write_transaction(
+                    con,
+                    lambda c, claims: _write_bundle(c, claims, b),
+                    location.label,
+                    deadline_s=max(deadline_s, LAKE_CONFLICT_DEADLINE_S),
+                ),
+            ),
+            on_retry=broken.append,
+        )
         return rows, bool(broken)
 
     report = _write_each(location, bundles, known, write)
@@ -243,9 +298,15 @@ def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: d
         try:
             rows, broken = write(b)
         except (duckdb.Error, OSError) as exc:  # a file's fault: say how far this ingest got, then its line
-            fault = None if location.is_lake else file_fault(
-                exc, location.label,
-                doing=f"while storing run {run_id}, after {len(report.inserted)} run(s) of this ingest were stored")
+            fault = (
+                None
+                if location.is_lake
+                else file_fault(
+                    exc,
+                    location.label,
+                    doing=f"while storing run {run_id}, after {len(report.inserted)} run(s) of this ingest were stored",
+                )
+            )
             if fault is None:
                 raise
             raise fault from None
@@ -253,8 +314,14 @@ def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: d
         if rows is not None:
             report.bundles.append(BundleReport(b.source_path, run_id, "inserted", rows=rows))
             continue
-        why = ("found stored when retried after the catalog connection broke (this ingest's commit landed, "
-               "or a concurrent one's)") if broken else "stored meanwhile by a concurrent ingest"  # a lake only
+        why = (
+            (
+                "found stored when retried after the catalog connection broke (this ingest's commit landed, "
+                "or a concurrent one's)"
+            )
+            if broken
+            else "stored meanwhile by a concurrent ingest"
+        )  # a lake only
         report.bundles.append(BundleReport(b.source_path, run_id, "skipped", reason=why))
     return report
 
@@ -262,7 +329,8 @@ def _write_each(location: HistoryLocation, bundles: list[LoadedBundle], known: d
 def _refuse_clash(b: LoadedBundle, stored: str | None) -> None:
     if stored is not None and stored != b.content_sha256:
         raise BundleError(
-            b.source_path, "run_id",
+            b.source_path,
+            "run_id",
             f"{b.manifest.run_id!r} is already in the history with different content "
             f"(stored sha256 {stored[:12]}, this {b.content_sha256[:12]}); a run id names one "
             "measurement: give a new run a new id. Nothing was written",
@@ -310,10 +378,14 @@ def upsert_commit(con, claims: Claims, commit: dict) -> None:
     stored = con.execute(f"SELECT {', '.join(COMMIT_COLUMNS)} FROM commits WHERE sha = ?", [commit["sha"]]).fetchone()
     if stored is None:
         claims.take("commit", commit["sha"])
-        con.execute(f"INSERT INTO commits (sha, {', '.join(COMMIT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
-                    [commit["sha"], *(commit.get(c) for c in COMMIT_COLUMNS)])
+        con.execute(
+            f"INSERT INTO commits (sha, {', '.join(COMMIT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)",
+            [commit["sha"], *(commit.get(c) for c in COMMIT_COLUMNS)],
+        )
         return
     missing = [c for c, value in zip(COMMIT_COLUMNS, stored) if value is None and commit.get(c) is not None]
     if missing:
-        con.execute(f"UPDATE commits SET {', '.join(f'{c} = ?' for c in missing)} WHERE sha = ?",
-                    [*(commit[c] for c in missing), commit["sha"]])
+        con.execute(
+            f"UPDATE commits SET {', '.join(f'{c} = ?' for c in missing)} WHERE sha = ?",
+            [*(commit[c] for c in missing), commit["sha"]],
+        )

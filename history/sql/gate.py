@@ -71,10 +71,15 @@ WRITES = frozenset({"checkpoint", "force_checkpoint"})  # table functions that w
 # Table functions of plain DuckDB that list the catalog database although duckdb_databases() does not:
 # pragma_database_size() gives its name and size (tests/test_history_sql_lake_gate.py sweeps them all).
 LISTS_CATALOG = frozenset({"pragma_database_size"})
-ALLOWED_EXTENSION_FUNCTIONS = frozenset({
-    "ducklake_snapshots", "ducklake_table_info", "ducklake_current_snapshot", "ducklake_last_committed_snapshot",
-    "murmur3_32",
-})
+ALLOWED_EXTENSION_FUNCTIONS = frozenset(
+    {
+        "ducklake_snapshots",
+        "ducklake_table_info",
+        "ducklake_current_snapshot",
+        "ducklake_last_committed_snapshot",
+        "murmur3_32",
+    }
+)
 # Plan operators of the extensions a lake query may contain: its own tables' scan, and the above.
 ALLOWED_OPERATORS = ALLOWED_EXTENSION_FUNCTIONS | {"ducklake_scan"}
 QUALIFIER_KEYS = ("catalog_name", "schema_name", "catalog", "schema")
@@ -115,8 +120,10 @@ def _syntax_tree(con, sql: str) -> dict:
     if tree.get("error"):
         message = tree.get("error_message", "")
         if "Only SELECT" in message:
-            raise QueryError("a lake history answers SELECT statements only (DESCRIBE, SHOW and SUMMARIZE "
-                             "included); this statement is not one")
+            raise QueryError(
+                "a lake history answers SELECT statements only (DESCRIBE, SHOW and SUMMARIZE "
+                "included); this statement is not one"
+            )
         raise QueryError(message or "the statement could not be parsed")
     return tree
 
@@ -134,8 +141,9 @@ def refuse_blocked_functions(tree: dict) -> None:
 def reachable_names(con) -> tuple[frozenset[str], frozenset[str]]:
     """(the databases and schemas this connection lists: the qualifiers user SQL may use; the
     databases attached but not listed: the lake's catalog database), lower-case."""
-    listed = con.execute("SELECT database_name FROM duckdb_databases() "
-                         "UNION SELECT schema_name FROM duckdb_schemas()").fetchall()
+    listed = con.execute(
+        "SELECT database_name FROM duckdb_databases() UNION SELECT schema_name FROM duckdb_schemas()"
+    ).fetchall()
     reachable = frozenset(str(name).lower() for (name,) in listed)
     return reachable, frozenset({METADATA_CATALOG.lower()}) - reachable
 
@@ -162,8 +170,7 @@ def refuse_unlisted_qualifiers(tree: dict, reachable: frozenset[str], hidden: fr
         if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
             for parts in _names_given(node["function"]):
                 for i, part in enumerate(parts):
-                    if (i < len(parts) - 1 and part.lower() not in reachable) or \
-                            any(h in part.lower() for h in hidden):
+                    if (i < len(parts) - 1 and part.lower() not in reachable) or any(h in part.lower() for h in hidden):
                         raise QueryError(f"{part}: {OWN_TABLES_ONLY}")
 
 
@@ -191,13 +198,20 @@ def _names_given(function: dict) -> list[list[str]]:
             out.append([str(part) for part in child["column_names"]])
         else:
             what = _ARGUMENT_KINDS.get(str(kind), "an expression")
-            raise QueryError(f"{name}: on a lake history a table function's arguments are literals or plain names, "
-                             f"not {what}, so that the name it reads can be checked before it runs")
+            raise QueryError(
+                f"{name}: on a lake history a table function's arguments are literals or plain names, "
+                f"not {what}, so that the name it reads can be checked before it runs"
+            )
     return out
 
 
-_ARGUMENT_KINDS = {"FUNCTION": "a function or operator", "CAST": "a cast", "SUBQUERY": "a subquery",
-                   "PARAMETER": "a prepared parameter", "CASE": "a CASE expression"}
+_ARGUMENT_KINDS = {
+    "FUNCTION": "a function or operator",
+    "CAST": "a cast",
+    "SUBQUERY": "a subquery",
+    "PARAMETER": "a prepared parameter",
+    "CASE": "a CASE expression",
+}
 
 
 def dotted_parts(text: str) -> list[str]:

@@ -88,8 +88,8 @@ def named_identifiers(sql: str) -> list[str]:
             names.append(match.group(1).replace('""', '"').lower())
         else:
             names.append(match.group(2).lower())
-            if match.end() < end and not sql[match.end():end].strip().startswith(("--", "/*")):
-                names += [w.lower() for w in _WORD.findall(sql[match.end():end])]
+            if match.end() < end and not sql[match.end() : end].strip().startswith(("--", "/*")):
+                names += [w.lower() for w in _WORD.findall(sql[match.end() : end])]
     return names
 
 
@@ -127,12 +127,18 @@ def refusal(exc: BaseException, limits: SqlLimits, location=None) -> str:
     text = str(exc).strip()
     first = public_text(text or type(exc).__name__, location or "")
     if "max_temp_directory_size" in text:
-        return (f"the query needs more than the {limits.temp_limit} of temporary disk space user SQL may use "
-                f"({first}); filter or aggregate before sorting or joining")
+        return (
+            f"the query needs more than the {limits.temp_limit} of temporary disk space user SQL may use "
+            f"({first}); filter or aggregate before sorting or joining"
+        )
     if isinstance(exc, MemoryError) or "bad allocation" in text:  # the process's address-space limit
-        return (f"the query needs more than the {limits.process_memory} of memory its process may use "
-                f"({first}); select fewer rows or narrower values")
+        return (
+            f"the query needs more than the {limits.process_memory} of memory its process may use "
+            f"({first}); select fewer rows or narrower values"
+        )
     if "Out of Memory" in text:  # DuckDB's own memory_limit
-        return (f"the query needs more than the {limits.memory_limit} of memory user SQL may use "
-                f"({first}); filter or aggregate more, or select fewer columns")
+        return (
+            f"the query needs more than the {limits.memory_limit} of memory user SQL may use "
+            f"({first}); filter or aggregate more, or select fewer columns"
+        )
     return first

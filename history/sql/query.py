@@ -67,9 +67,17 @@ class UserResult:
     renamed: dict[str, str] = field(default_factory=dict)
 
 
-def run_user_sql(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 memory_limit: str | None = None, threads: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                 temp_limit: str | None = None, lock_wait_s: float | None = None) -> pd.DataFrame:
+def run_user_sql(
+    location: HistoryLocation,
+    sql: str,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    temp_limit: str | None = None,
+    lock_wait_s: float | None = None,
+) -> pd.DataFrame:
     """Run one user statement; return its rows as a DataFrame (`run_user_query`'s frame).
 
     `frame.attrs["truncated"]` is True when the result was cut, `frame.attrs["cut"]` says by
@@ -78,13 +86,31 @@ def run_user_sql(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_MA
     counted and `frame.attrs["renamed"]` the duplicate column names renamed. Raises QueryError
     for refused, failing, empty, oversized or timed-out SQL.
     """
-    return run_user_query(location, sql, max_rows=max_rows, timeout_s=timeout_s, memory_limit=memory_limit,
-                          threads=threads, max_bytes=max_bytes, temp_limit=temp_limit, lock_wait_s=lock_wait_s).frame
+    return run_user_query(
+        location,
+        sql,
+        max_rows=max_rows,
+        timeout_s=timeout_s,
+        memory_limit=memory_limit,
+        threads=threads,
+        max_bytes=max_bytes,
+        temp_limit=temp_limit,
+        lock_wait_s=lock_wait_s,
+    ).frame
 
 
-def run_user_query(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_MAX_ROWS, timeout_s: float = DEFAULT_TIMEOUT_S,
-                   memory_limit: str | None = None, threads: int | None = None, max_bytes: int = DEFAULT_MAX_BYTES,
-                   temp_limit: str | None = None, lock_wait_s: float | None = None, public: bool = True) -> UserResult:
+def run_user_query(
+    location: HistoryLocation,
+    sql: str,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_limit: str | None = None,
+    threads: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    temp_limit: str | None = None,
+    lock_wait_s: float | None = None,
+    public: bool = True,
+) -> UserResult:
     """Run one user statement (module docstring); its result as Arrow and pandas (UserResult).
 
     Every error is one QueryError (or another HistoryError) line. `public` (the dashboard's SQL
@@ -94,8 +120,11 @@ def run_user_query(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_
     there) is said as every command says it: the history's full path, and the process holding a lock.
     """
     limits = SqlLimits(
-        max_rows=max_rows, max_bytes=max_bytes, timeout_s=timeout_s,
-        memory_limit=memory_limit or DEFAULTS.memory_limit, threads=threads or DEFAULTS.threads,
+        max_rows=max_rows,
+        max_bytes=max_bytes,
+        timeout_s=timeout_s,
+        memory_limit=memory_limit or DEFAULTS.memory_limit,
+        threads=threads or DEFAULTS.threads,
         temp_limit=temp_limit or DEFAULTS.temp_limit,
         lock_wait_s=DEFAULTS.lock_wait_s if lock_wait_s is None else lock_wait_s,
     )
@@ -114,8 +143,13 @@ def run_user_query(location: HistoryLocation, sql: str, max_rows: int = DEFAULT_
     names, renamed = unique_names(answer.table.column_names)
     table = answer.table.rename_columns(names)
     frame = to_frame(table)
-    frame.attrs.update(truncated=answer.cut is not None, cut=answer.cut, elapsed_s=answer.elapsed_s,
-                       bytes=answer.nbytes, renamed=renamed)
+    frame.attrs.update(
+        truncated=answer.cut is not None,
+        cut=answer.cut,
+        elapsed_s=answer.elapsed_s,
+        bytes=answer.nbytes,
+        renamed=renamed,
+    )
     return UserResult(table, frame, answer.cut, answer.elapsed_s, answer.nbytes, renamed)
 
 
@@ -206,5 +240,14 @@ def schema_overview(location: HistoryLocation) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["object", "kind", "column", "type", "position"])
 
 
-__all__ = ["run_user_sql", "run_user_query", "UserResult", "schema_overview", "to_parquet", "unique_names",
-           "QueryError", "HistoryError", "SqlLimits"]
+__all__ = [
+    "run_user_sql",
+    "run_user_query",
+    "UserResult",
+    "schema_overview",
+    "to_parquet",
+    "unique_names",
+    "QueryError",
+    "HistoryError",
+    "SqlLimits",
+]

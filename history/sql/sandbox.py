@@ -52,8 +52,13 @@ class SqlLimits:
     lock_wait_s: float | None = None  # wait for a file history's lock; None: history.store.locks.read_wait_s()
 
     def __post_init__(self) -> None:
-        if (self.max_rows < 1 or self.max_bytes < 1 or self.timeout_s <= 0 or self.threads < 1
-                or (self.lock_wait_s is not None and self.lock_wait_s < 0)):
+        if (
+            self.max_rows < 1
+            or self.max_bytes < 1
+            or self.timeout_s <= 0
+            or self.threads < 1
+            or (self.lock_wait_s is not None and self.lock_wait_s < 0)
+        ):
             raise ValueError(f"limits must be positive: {self}")
         for text in (self.memory_limit, self.temp_limit, self.process_memory):
             size_bytes(text)
@@ -93,8 +98,18 @@ def lock_down(con, limits: SqlLimits) -> None:
         con.execute(statement)
 
 
-_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "tib": 2**40,
+}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*")
 
 

@@ -87,8 +87,11 @@ class _Server:
         root = str(Path(__file__).resolve().parent.parent)  # this checkout's `history`, not another install
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         self.process = subprocess.Popen(
-            [sys.executable, "-m", SERVER_MODULE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=env, close_fds=True,
+            [sys.executable, "-m", SERVER_MODULE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            close_fds=True,
         )
         self.closed = False
 
@@ -125,7 +128,7 @@ def _write_frame(fd: int, message) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     view = memoryview(_HEADER.pack(len(data)) + data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _read_frame(fd: int, timeout_s: float | None):

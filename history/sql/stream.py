@@ -68,8 +68,10 @@ def fetch_capped(relation, max_rows: int, max_bytes: int) -> Capped:
         if cut:
             break
     if cut == "bytes" and rows == 0:
-        raise QueryError(f"one row of the result is larger than the {_mib(max_bytes)} a result may hold; "
-                         "select narrower values (e.g. left(column, 1000))")
+        raise QueryError(
+            f"one row of the result is larger than the {_mib(max_bytes)} a result may hold; "
+            "select narrower values (e.g. left(column, 1000))"
+        )
     if pending:
         chunks.append(_merged(pending, reader.schema))
     return Capped(pa.Table.from_batches([b for chunk in chunks for b in chunk], schema=reader.schema), cut, size)

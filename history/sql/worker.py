@@ -78,8 +78,13 @@ class Answer:
 
 def run_in_worker(location: HistoryLocation, sql: str, limits: SqlLimits, temp_dir: Path) -> Answer:
     """Run one statement in a child (module docstring); raise QueryError or another HistoryError."""
-    request = {"location": location.fields(), "sql": sql, "limits": asdict(limits), "temp_dir": str(temp_dir),
-               "environ": dict(os.environ)}
+    request = {
+        "location": location.fields(),
+        "sql": sql,
+        "limits": asdict(limits),
+        "temp_dir": str(temp_dir),
+        "environ": dict(os.environ),
+    }
     deadline = limits.timeout_s + _lock_wait(limits) + GRACE_S
     try:
         status = sql_server.run_child(request, deadline, wait_s=limits.timeout_s)
@@ -121,9 +126,11 @@ def _error(header: dict) -> Exception:
 def _death(status: int) -> str:
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
-        why = {"SIGXCPU": "it used more CPU time than its time limit allows",
-               "SIGXFSZ": "it wrote a file larger than its spill limit",
-               "SIGKILL": "it was killed, usually for memory"}.get(name, "it crashed")
+        why = {
+            "SIGXCPU": "it used more CPU time than its time limit allows",
+            "SIGXFSZ": "it wrote a file larger than its spill limit",
+            "SIGKILL": "it was killed, usually for memory",
+        }.get(name, "it crashed")
         return f"the query stopped the process running it ({name}: {why})"
     return f"the process running the query ended without an answer (exit status {os.WEXITSTATUS(status)})"
 
@@ -172,8 +179,12 @@ def answer(request: dict) -> None:
             writer.write_table(capped.table)
         header = {"kind": "ok", "cut": capped.cut, "elapsed_s": elapsed, "bytes": capped.nbytes}
     except HistoryError as exc:  # a lock's names the process holding it (history.store.faults), its reason not
-        header = {"kind": "error", "error": type(exc).__name__, "message": str(exc),
-                  "reason": getattr(exc, "reason", None)}
+        header = {
+            "kind": "error",
+            "error": type(exc).__name__,
+            "message": str(exc),
+            "reason": getattr(exc, "reason", None),
+        }
     except (duckdb.Error, pa.ArrowException, OSError, MemoryError) as exc:
         header = {"kind": "error", "error": "QueryError", "message": refusal(exc, limits)}
     (temp_dir / HEADER_FILE).write_text(json.dumps(header), encoding="utf-8")
@@ -227,8 +238,10 @@ def _timed(con, sql: str, limits: SqlLimits, gate: Callable[[], None] | None = N
         if str(exc).startswith("INTERRUPT Error"):
             # Not our timer: an error in another of the query's threads stopped it, and DuckDB 1.5.5
             # sometimes reports only that (1 run in 30 with 2 threads, measured).
-            raise QueryError("the query failed in one of its threads and DuckDB reported only 'Interrupted'; "
-                             "run it again to see the error") from None
+            raise QueryError(
+                "the query failed in one of its threads and DuckDB reported only 'Interrupted'; "
+                "run it again to see the error"
+            ) from None
         raise QueryError(refusal(exc, limits)) from None
     finally:
         timer.cancel()

@@ -56,17 +56,20 @@ class CopyReport:
     tables: list[TableCheck] = field(default_factory=list)
 
     def lines(self) -> list[str]:
-        out = [f"{'table':18s} {'source rows':>12s} {'dest rows':>12s} {'inserted':>10s}  checksum (source / destination)"]
+        out = [
+            f"{'table':18s} {'source rows':>12s} {'dest rows':>12s} {'inserted':>10s}  checksum (source / destination)"
+        ]
         for t in self.tables:
             same = "equal" if t.source_checksum == t.destination_checksum else "destination holds more"
-            out.append(f"{t.table:18s} {t.source_rows:>12d} {t.destination_rows:>12d} {t.inserted:>10d}  "
-                       f"{t.source_checksum:016x} / {t.destination_checksum:016x} ({same})")
+            out.append(
+                f"{t.table:18s} {t.source_rows:>12d} {t.destination_rows:>12d} {t.inserted:>10d}  "
+                f"{t.source_checksum:016x} / {t.destination_checksum:016x} ({same})"
+            )
         out.append(f"copied {self.source} -> {self.destination}: every source row is in the destination")
         return out
 
 
-def copy_history(src: HistoryLocation, dst: HistoryLocation,
-                 repo: str | None = None) -> CopyReport:
+def copy_history(src: HistoryLocation, dst: HistoryLocation, repo: str | None = None) -> CopyReport:
     """Copy SOURCE into DESTINATION and verify it (module docstring); `repo`: the repository
     setting, which the copied runs must match (history.contract.repository)."""
     if src.label == dst.label:
@@ -82,13 +85,21 @@ def copy_history(src: HistoryLocation, dst: HistoryLocation,
     report = CopyReport(src.label, dst.label)
     for table, hashes in before.items():
         theirs = after.get(table, np.zeros(0, dtype=np.uint64))
-        check = TableCheck(table, len(hashes), len(theirs), checksum(hashes), checksum(theirs),
-                           imported.rows.get(table, 0), missing_count(hashes, theirs))
+        check = TableCheck(
+            table,
+            len(hashes),
+            len(theirs),
+            checksum(hashes),
+            checksum(theirs),
+            imported.rows.get(table, 0),
+            missing_count(hashes, theirs),
+        )
         report.tables.append(check)
         if check.missing:
             raise CopyVerificationError(
                 f"{dst.label}: table {table}: {check.missing} of {check.source_rows} rows of {src.label} "
-                "are not in the destination after the copy")
+                "are not in the destination after the copy"
+            )
     return report
 
 

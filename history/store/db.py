@@ -97,8 +97,9 @@ def is_lock_error(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.ConnectionException) and "different configuration" in text
 
 
-def connect_with_retry(db_path: Path, deadline_s: float, *, label: str | None = None,
-                       **connect_kwargs) -> duckdb.DuckDBPyConnection:
+def connect_with_retry(
+    db_path: Path, deadline_s: float, *, label: str | None = None, **connect_kwargs
+) -> duckdb.DuckDBPyConnection:
     """history.store.sealed.connect, retried on the file lock with capped exponential backoff + full jitter.
 
     A writer (no `read_only`) gets DURABLE_WRITES; a connection given no settings of its own has its
@@ -144,8 +145,7 @@ def exists(loc: HistoryLocation) -> bool:
 
 
 @contextmanager
-def open_write(loc: HistoryLocation,
-               deadline_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def open_write(loc: HistoryLocation, deadline_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-write connection with the schema migrated to this code's version; closed on exit.
     `deadline_s`: how long to wait for the file's lock (None: history.store.locks.lock_wait_s())."""
     deadline_s = lock_wait_s() if deadline_s is None else deadline_s
@@ -225,8 +225,11 @@ def _remove_abandoned(path: Path) -> None:
 
 def _not_duckdb(db_path: Path, exc: BaseException) -> HistoryError | None:
     """A file DuckDB says is no database: name it and say what it probably is (not deleted: it is not ours)."""
-    if not isinstance(exc, duckdb.IOException) or "not a valid DuckDB database file" not in str(exc) and \
-            "Could not read enough bytes" not in str(exc):
+    if (
+        not isinstance(exc, duckdb.IOException)
+        or "not a valid DuckDB database file" not in str(exc)
+        and "Could not read enough bytes" not in str(exc)
+    ):
         return None
     size = db_path.stat().st_size if db_path.exists() else 0
     return NotAHistoryError(f"{db_path}: not a DuckDB database ({size} bytes). {file_check.CUT_OFF_HINT}")

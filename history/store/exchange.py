@@ -50,8 +50,20 @@ ID_REFERENCES = {"alert_events": {"alert_id": "alerts"}}
 RUN_SCOPED_WITHOUT_KEY = ("samples",)
 EXPORT_ORDER = {"samples": ("run_id", "case_id", "sample_index")}
 # Parents first, so a partial view of the import order still makes sense.
-TABLE_ORDER = ("commits", "runs", "results", "samples", "correctness", "builds", "ncu_kernels",
-               "ncu_metrics", "ncu_cases", "variant_fingerprints", "alerts", "alert_events")
+TABLE_ORDER = (
+    "commits",
+    "runs",
+    "results",
+    "samples",
+    "correctness",
+    "builds",
+    "ncu_kernels",
+    "ncu_metrics",
+    "ncu_cases",
+    "variant_fingerprints",
+    "alerts",
+    "alert_events",
+)
 
 
 @dataclass
@@ -85,7 +97,9 @@ def export_history(location: HistoryLocation, directory: str | Path) -> Exchange
             rows = pq.ParquetFile(target).metadata.num_rows
             manifest_tables[table] = {"file": target.name, "rows": rows}
             report.rows[table] = rows
-        migrations: list[dict[str, Any]] = [{"version": v, "name": n, "checksum": c} for v, (n, c) in sorted(applied_migrations(con).items())]
+        migrations: list[dict[str, Any]] = [
+            {"version": v, "name": n, "checksum": c} for v, (n, c) in sorted(applied_migrations(con).items())
+        ]
     manifest = {
         "format": EXPORT_FORMAT,
         "format_version": EXPORT_FORMAT_VERSION,
@@ -134,7 +148,9 @@ def _read_manifest(src: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != EXPORT_FORMAT:
         raise BundleError(path, "format", f"expected {EXPORT_FORMAT!r}")
     if manifest.get("format_version") != EXPORT_FORMAT_VERSION:
-        raise BundleError(path, "format_version", f"{manifest.get('format_version')!r}: this attnwatch reads {EXPORT_FORMAT_VERSION}")
+        raise BundleError(
+            path, "format_version", f"{manifest.get('format_version')!r}: this attnwatch reads {EXPORT_FORMAT_VERSION}"
+        )
     if not isinstance(manifest.get("tables"), dict) or not isinstance(manifest.get("migrations"), list):
         raise BundleError(path, "tables", "missing tables or migrations")
     exported_at = manifest.get("exported_at")
@@ -152,9 +168,15 @@ def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -
         version = m.get("version") if isinstance(m, dict) else None
         ours = shipped.get(version) if isinstance(version, int) and not isinstance(version, bool) else None
         if ours is None:
-            raise BundleError(path, f"migrations[{i}]", f"{m!r} is unknown to this attnwatch (exported by a newer one?)")
+            raise BundleError(
+                path, f"migrations[{i}]", f"{m!r} is unknown to this attnwatch (exported by a newer one?)"
+            )
         if ours.checksum != m.get("checksum"):
-            raise BundleError(path, f"migrations[{i}].checksum", f"migration {ours.version:03d}_{ours.name} differs from this attnwatch's")
+            raise BundleError(
+                path,
+                f"migrations[{i}].checksum",
+                f"migration {ours.version:03d}_{ours.name} differs from this attnwatch's",
+            )
     existing = set(base_tables(con))
     to_import = []
     for table, entry in manifest["tables"].items():
@@ -173,7 +195,9 @@ def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -
         except Exception as exc:  # pyarrow raises several types for a damaged file
             raise BundleError(file, "parquet", f"not a readable Parquet file: {exc}") from None
         if meta.metadata.num_rows != entry.get("rows"):
-            raise BundleError(file, f"{where}.rows", f"manifest says {entry.get('rows')} rows, file has {meta.metadata.num_rows}")
+            raise BundleError(
+                file, f"{where}.rows", f"manifest says {entry.get('rows')} rows, file has {meta.metadata.num_rows}"
+            )
         columns = set(meta.schema_arrow.names)
         unknown = columns - set(table_columns(con, table))
         if unknown:
@@ -185,15 +209,20 @@ def _validate_against(con, src: Path, manifest: dict, repo: str | None = None) -
                 raise BundleError(path, f"tables.{parent}", f"missing, but {table}.{column} refers to it")
     if "runs" in to_import:
         runs_file = src / manifest["tables"]["runs"]["file"]
-        repos = con.execute(f"SELECT DISTINCT repo FROM read_parquet('{_sql_path(runs_file)}') ORDER BY repo").fetchall()
+        repos = con.execute(
+            f"SELECT DISTINCT repo FROM read_parquet('{_sql_path(runs_file)}') ORDER BY repo"
+        ).fetchall()
         check_sources([(r, str(runs_file), "runs.repo") for (r,) in repos], repo, stored_repositories(con))
         clash = con.execute(
             f"SELECT i.run_id FROM read_parquet('{_sql_path(src / manifest['tables']['runs']['file'])}') i "
             "JOIN runs r USING (run_id) WHERE r.content_sha256 <> i.content_sha256 LIMIT 1"
         ).fetchone()
         if clash:
-            raise BundleError(src / manifest["tables"]["runs"]["file"], "run_id",
-                              f"{clash[0]!r} is already in the history with different content; nothing was imported")
+            raise BundleError(
+                src / manifest["tables"]["runs"]["file"],
+                "run_id",
+                f"{clash[0]!r} is already in the history with different content; nothing was imported",
+            )
     ranked = {t: i for i, t in enumerate(TABLE_ORDER)}
     return sorted(to_import, key=lambda t: (ranked.get(t, len(ranked)), t))
 
@@ -204,15 +233,19 @@ def _import_table(con, claims: Claims, table: str, parquet: str, id_maps: dict[s
     staged = f"_import_new_{table}"
     id_maps[f"staged {table}"] = staged
     if table in RUN_SCOPED_WITHOUT_KEY:
-        con.execute(f'CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} '
-                    f'WHERE run_id NOT IN (SELECT run_id FROM {id_maps["runs_before"]})')
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} "
+            f"WHERE run_id NOT IN (SELECT run_id FROM {id_maps['runs_before']})"
+        )
     elif table in SURROGATE_KEYS:
         _stage_with_ids(con, table, source, staged, id_maps)
     else:
         key = primary_key(table)
         match = " AND ".join(f't."{c}" IS NOT DISTINCT FROM s."{c}"' for c in key) or "false"
-        con.execute(f'CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} s '
-                    f'WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE {match})')
+        con.execute(
+            f"CREATE OR REPLACE TEMP TABLE {staged} AS SELECT * FROM {source} s "
+            f'WHERE NOT EXISTS (SELECT 1 FROM "{table}" t WHERE {match})'
+        )
     for column in single_column_keys(table):
         for (value,) in con.execute(f'SELECT DISTINCT "{column}" FROM {staged}').fetchall():
             claims.take(column, str(value))
@@ -221,8 +254,10 @@ def _import_table(con, claims: Claims, table: str, parquet: str, id_maps: dict[s
         surrogate = SURROGATE_KEYS[table]
         id_map = f"_import_ids_{table}"
         on = " AND ".join(f's."{c}" = t."{c}"' for c in NATURAL_KEYS[table])
-        con.execute(f'CREATE OR REPLACE TEMP TABLE {id_map} AS SELECT s."{surrogate}" AS old_id, t."{surrogate}" AS new_id '
-                    f'FROM {source} s JOIN "{table}" t ON {on}')
+        con.execute(
+            f'CREATE OR REPLACE TEMP TABLE {id_map} AS SELECT s."{surrogate}" AS old_id, t."{surrogate}" AS new_id '
+            f'FROM {source} s JOIN "{table}" t ON {on}'
+        )
         id_maps[table] = id_map
     return int(added)
 
@@ -239,8 +274,9 @@ def _stage_with_ids(con, table: str, source: str, staged: str, id_maps: dict[str
             continue
         parent = references.get(column)
         select.append(f'{id_maps[parent]}.new_id AS "{column}"' if parent else f's."{column}"')
-    joins = "".join(f' JOIN {id_maps[parent]} ON {id_maps[parent]}.old_id = s."{column}"'
-                    for column, parent in references.items())
+    joins = "".join(
+        f' JOIN {id_maps[parent]} ON {id_maps[parent]}.old_id = s."{column}"' for column, parent in references.items()
+    )
     key = NATURAL_KEYS.get(table) or tuple(c for c in incoming if c != surrogate)
     incoming_key = [f"{id_maps[references[c]]}.new_id" if c in references else f's."{c}"' for c in key]
     match = " AND ".join(f't."{c}" IS NOT DISTINCT FROM {e}' for c, e in zip(key, incoming_key))
@@ -254,15 +290,24 @@ def _stage_with_ids(con, table: str, source: str, staged: str, id_maps: dict[str
 
 def base_tables(con) -> list[str]:
     """The history's tables (not views), in its own catalog (a lake's connection has others)."""
-    return [r[0] for r in con.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
-        "AND table_catalog = current_database() AND table_type = 'BASE TABLE' ORDER BY table_name").fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+            "AND table_catalog = current_database() AND table_type = 'BASE TABLE' ORDER BY table_name"
+        ).fetchall()
+    ]
 
 
 def table_columns(con, table: str) -> list[str]:
-    return [r[0] for r in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
-        "AND table_catalog = current_database() AND table_name = ? ORDER BY ordinal_position", [table]).fetchall()]
+    return [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_schema = 'main' "
+            "AND table_catalog = current_database() AND table_name = ? ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+    ]
 
 
 def _sql_path(path: Path) -> str:

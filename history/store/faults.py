@@ -37,8 +37,12 @@ _LOCK = ("Could not set lock", "Conflicting lock")
 _WAL_REPLAY = "Failure while replaying WAL file"
 _DAMAGED_WAL = "Corrupt WAL file"  # a log entry's checksum does not match: the log itself is damaged
 _ERRNOS = {
-    errno.ENOSPC: "disk", errno.EFBIG: "disk", errno.EDQUOT: "disk",
-    errno.EROFS: "read-only", errno.EACCES: "denied", errno.EPERM: "denied",
+    errno.ENOSPC: "disk",
+    errno.EFBIG: "disk",
+    errno.EDQUOT: "disk",
+    errno.EROFS: "read-only",
+    errno.EACCES: "denied",
+    errno.EPERM: "denied",
 }
 
 
@@ -84,15 +88,27 @@ def file_fault(exc: BaseException, label: str, writing: bool = True, doing: str 
 
 # kind -> (error class, its reason from (what was under way, "write" | "read")): what happened, what to do.
 _WORDS = {
-    "disk": (DiskFullError, lambda after, _: (
-        f"the disk is full (a write was refused{after}); the interrupted transaction was not kept and nothing "
-        "stored before it was lost. Free space on that disk and run the command again")),
-    "read-only": (ReadOnlyError, lambda after, mode: (
-        f"the file system holding the history is read-only, and this command must {mode} the file{after}. "
-        "Mount it read-write, or point --db / ATTNWATCH_DB at a copy on a writable disk")),
-    "denied": (AccessDeniedError, lambda after, mode: (
-        f"permission denied{after}: this user may not {mode} the history file or its directory. Run as the "
-        "history's owner, or give this user access to both")),
+    "disk": (
+        DiskFullError,
+        lambda after, _: (
+            f"the disk is full (a write was refused{after}); the interrupted transaction was not kept and nothing "
+            "stored before it was lost. Free space on that disk and run the command again"
+        ),
+    ),
+    "read-only": (
+        ReadOnlyError,
+        lambda after, mode: (
+            f"the file system holding the history is read-only, and this command must {mode} the file{after}. "
+            "Mount it read-write, or point --db / ATTNWATCH_DB at a copy on a writable disk"
+        ),
+    ),
+    "denied": (
+        AccessDeniedError,
+        lambda after, mode: (
+            f"permission denied{after}: this user may not {mode} the history file or its directory. Run as the "
+            "history's owner, or give this user access to both"
+        ),
+    ),
 }
 _WAIT_LONGER = f"Retry when it has finished, or wait longer with --lock-timeout or {LOCK_WAIT_ENV}"
 
@@ -100,8 +116,10 @@ _WAIT_LONGER = f"Retry when it has finished, or wait longer with --lock-timeout 
 def lock_held(label: str, held_by: str | None, after: str = "") -> LockTimeoutError:
     """Another process holds the history{after}: `held_by` (history.store.locks.holder) or, when
     nothing says which, what usually does."""
-    reason = (f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
-              f"`attnwatch sql`). {_WAIT_LONGER}")
+    reason = (
+        f"another process holds the history{after} (an ingest, or a reader such as the dashboard or "
+        f"`attnwatch sql`). {_WAIT_LONGER}"
+    )
     said = f"the history is held{after} by {held_by}. {_WAIT_LONGER}" if held_by else reason
     return LockTimeoutError(f"{label}: {said}", reason)
 
@@ -117,14 +135,20 @@ def lock_timeout(label: str, deadline_s: float, held_by: str | None = None) -> L
 def wal_replay_error(label: str, damaged: bool = False) -> WalReplayError:
     """A file whose write-ahead log DuckDB's own open cannot replay: intact (docs/upstream.md), or
     `damaged` (a checksum mismatch: then recover keeps only what the last checkpoint wrote)."""
+
     def text(command: str) -> str:
         if damaged:
-            return ("this history's write-ahead log is damaged (a checksum does not match), so DuckDB cannot open "
-                    f"the history. Run `{command}`: it keeps a backup of both, and the history then holds what its "
-                    "last checkpoint wrote; the transactions only in the damaged log are not kept")
-        return ("DuckDB cannot replay this history's write-ahead log when opening it (a DuckDB defect after an "
-                f"interrupted schema change; nothing is lost yet). Run `{command}`: it keeps a backup and folds "
-                "the log into the file")
+            return (
+                "this history's write-ahead log is damaged (a checksum does not match), so DuckDB cannot open "
+                f"the history. Run `{command}`: it keeps a backup of both, and the history then holds what its "
+                "last checkpoint wrote; the transactions only in the damaged log are not kept"
+            )
+        return (
+            "DuckDB cannot replay this history's write-ahead log when opening it (a DuckDB defect after an "
+            f"interrupted schema change; nothing is lost yet). Run `{command}`: it keeps a backup and folds "
+            "the log into the file"
+        )
 
-    return WalReplayError(f"{label}: {text(f'attnwatch --db {shlex.quote(label)} history recover')}",
-                          text("attnwatch history recover"))
+    return WalReplayError(
+        f"{label}: {text(f'attnwatch --db {shlex.quote(label)} history recover')}", text("attnwatch history recover")
+    )

@@ -26,8 +26,10 @@ MAGIC = b"DUCK"
 MAGIC_OFFSET = 8
 HEADER_BYTES = MAGIC_OFFSET + len(MAGIC)
 OTHER_FORMATS = ((b"SQLite format 3\x00", "a SQLite database"), (b"PAR1", "a Parquet file"))
-CUT_OFF_HINT = ("An empty or cut-off file is what an older attnwatch left when killed while creating a history: "
-                "if it holds nothing of yours, remove it and run the command again")
+CUT_OFF_HINT = (
+    "An empty or cut-off file is what an older attnwatch left when killed while creating a history: "
+    "if it holds nothing of yours, remove it and run the command again"
+)
 
 
 def existing(path: Path, label: str) -> bool:
@@ -42,16 +44,20 @@ def existing(path: Path, label: str) -> bool:
     try:
         info = os.stat(path)
     except FileNotFoundError:
-        raise NotAHistoryError(f"{label}: a symbolic link to {os.readlink(path)}, which does not exist; "
-                               "--db or ATTNWATCH_DB must name the history file itself") from None
+        raise NotAHistoryError(
+            f"{label}: a symbolic link to {os.readlink(path)}, which does not exist; "
+            "--db or ATTNWATCH_DB must name the history file itself"
+        ) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise NotAHistoryError(f"{label}: a symbolic link loop; --db or ATTNWATCH_DB must name the "
-                                   "history file itself") from None
+            raise NotAHistoryError(
+                f"{label}: a symbolic link loop; --db or ATTNWATCH_DB must name the history file itself"
+            ) from None
         raise _unreadable(exc, label) from None
     if stat.S_ISDIR(info.st_mode):
-        raise NotAHistoryError(f"{label}: a directory, not a history file; give the file inside it "
-                               "(e.g. history.duckdb)")
+        raise NotAHistoryError(
+            f"{label}: a directory, not a history file; give the file inside it (e.g. history.duckdb)"
+        )
     if not stat.S_ISREG(info.st_mode):
         raise NotAHistoryError(f"{label}: not a regular file (a device, pipe or socket), so not a history")
     _check_header(path, label, info.st_size)
@@ -71,8 +77,10 @@ def _check_header(path: Path, label: str, size: int) -> None:
     what = next((name for magic, name in OTHER_FORMATS if head.startswith(magic)), None)
     if what is not None:
         raise NotAHistoryError(f"{label}: {what}, not a DuckDB history file; --db or ATTNWATCH_DB must name a history")
-    raise NotAHistoryError(f"{label}: not a DuckDB database file (no DuckDB header in its first bytes; {size} bytes); "
-                           "--db or ATTNWATCH_DB must name a history")
+    raise NotAHistoryError(
+        f"{label}: not a DuckDB database file (no DuckDB header in its first bytes; {size} bytes); "
+        "--db or ATTNWATCH_DB must name a history"
+    )
 
 
 def refuse_uncreatable(path: Path, label: str) -> None:

@@ -141,22 +141,32 @@ def _attach(con, location: HistoryLocation, options: list[str]) -> None:
         if "creating a new DuckLake is explicitly disabled" in text:
             raise HistoryNotFoundError(
                 f"{location.label}: no lake history in that catalog yet (ingest a bundle with "
-                f"ATTNWATCH_LAKE_DATA set to create it)") from None
+                f"ATTNWATCH_LAKE_DATA set to create it)"
+            ) from None
         if "does not match existing data path" in text:
-            raise LakeUnavailableError(f"{location.label}: ATTNWATCH_LAKE_DATA={location.data_path} differs from "
-                                       f"the data path this lake was created with ({text.split('catalog ')[-1]}); "
-                                       "unset it or give the recorded one") from None
+            raise LakeUnavailableError(
+                f"{location.label}: ATTNWATCH_LAKE_DATA={location.data_path} differs from "
+                f"the data path this lake was created with ({text.split('catalog ')[-1]}); "
+                "unset it or give the recorded one"
+            ) from None
         if "Unable to connect to Postgres" in text or isinstance(exc, duckdb.IOException):
             why = text.split("failed:", 1)[-1].strip() if "failed:" in text else reason(exc)
             why = why if len(why) <= 200 else why[:199] + "…"
-            raise LakeUnavailableError(f"{location.label}: cannot reach the lake's PostgreSQL catalog: {why}",
-                                       transient=is_transient(text), why=why) from None
+            raise LakeUnavailableError(
+                f"{location.label}: cannot reach the lake's PostgreSQL catalog: {why}",
+                transient=is_transient(text),
+                why=why,
+            ) from None
         if "requires the extension httpfs" in text:
-            raise LakeUnavailableError(f"{location.label}: this lake's data files are in an S3 bucket: "
-                                       f"pip install duckdb-extension-httpfs=={duckdb.__version__}") from None
+            raise LakeUnavailableError(
+                f"{location.label}: this lake's data files are in an S3 bucket: "
+                f"pip install duckdb-extension-httpfs=={duckdb.__version__}"
+            ) from None
         if not location.data_path and "DATA_PATH" in text:
-            raise LakeUnavailableError(f"{location.label}: creating a lake needs a data path: set ATTNWATCH_LAKE_DATA "
-                                       "to a directory or s3://bucket/prefix") from None
+            raise LakeUnavailableError(
+                f"{location.label}: creating a lake needs a data path: set ATTNWATCH_LAKE_DATA "
+                "to a directory or s3://bucket/prefix"
+            ) from None
         raise LakeUnavailableError(f"{location.label}: {reason(exc)}", transient=is_transient(text)) from None
 
 
@@ -169,15 +179,22 @@ def _enable_s3(con) -> None:
     bucket with the AWS variables its caller passed it."""
     con.execute(f"LOAD '{_sql_text(str(extension_path(*S3_EXTENSION)))}'")
     parts = ["TYPE s3"]
-    for key, env in (("KEY_ID", "AWS_ACCESS_KEY_ID"), ("SECRET", "AWS_SECRET_ACCESS_KEY"),
-                     ("SESSION_TOKEN", "AWS_SESSION_TOKEN"), ("REGION", "AWS_REGION")):
+    for key, env in (
+        ("KEY_ID", "AWS_ACCESS_KEY_ID"),
+        ("SECRET", "AWS_SECRET_ACCESS_KEY"),
+        ("SESSION_TOKEN", "AWS_SESSION_TOKEN"),
+        ("REGION", "AWS_REGION"),
+    ):
         if os.environ.get(env):
             parts.append(f"{key} '{_sql_text(os.environ[env])}'")
     endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
     if endpoint:
         host = endpoint.split("://", 1)[-1].rstrip("/")
-        parts += [f"ENDPOINT '{_sql_text(host)}'", "URL_STYLE 'path'",
-                  f"USE_SSL {'false' if endpoint.startswith('http://') else 'true'}"]
+        parts += [
+            f"ENDPOINT '{_sql_text(host)}'",
+            "URL_STYLE 'path'",
+            f"USE_SSL {'false' if endpoint.startswith('http://') else 'true'}",
+        ]
     con.execute(f"CREATE OR REPLACE SECRET attnwatch_lake_s3 ({', '.join(parts)})")
 
 
@@ -185,7 +202,9 @@ def _key(location: HistoryLocation, read_only: bool, config: dict | None) -> str
     return f"{location.label}\0{read_only}\0{sorted((config or {}).items())!r}"
 
 
-def shared_connection(location: HistoryLocation, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+def shared_connection(
+    location: HistoryLocation, read_only: bool, config: dict | None = None
+) -> duckdb.DuckDBPyConnection:
     """A cursor (a connection of its own, with its own transactions) on this process's instance
     of the lake for these settings, attached on first use."""
     key = _key(location, read_only, config)

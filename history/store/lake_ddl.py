@@ -40,7 +40,7 @@ def lake_sql(sql: str) -> str:
 def _create_table(statement: str) -> str:
     open_at = statement.index("(")
     close_at = _matching(statement, open_at)
-    parts = [p for p in _split(statement[open_at + 1:close_at], ",") if p.strip()]
+    parts = [p for p in _split(statement[open_at + 1 : close_at], ",") if p.strip()]
     key_columns = set()  # a PRIMARY KEY's columns are NOT NULL: that much of it survives
     for part in parts:
         table_key = re.match(r"\s*PRIMARY\s+KEY\s*\((.*)\)\s*$", part, re.IGNORECASE | re.DOTALL)
@@ -53,13 +53,14 @@ def _create_table(statement: str) -> str:
         element = _remove_checks(element)
         element = _NEXTVAL_DEFAULT.sub("", element)
         name = element.split()[0].strip('"').lower()
-        if (re.search(r"\bPRIMARY\s+KEY\b", element, re.IGNORECASE) or name in key_columns) \
-                and not re.search(r"\bNOT\s+NULL\b", element, re.IGNORECASE):
+        if (re.search(r"\bPRIMARY\s+KEY\b", element, re.IGNORECASE) or name in key_columns) and not re.search(
+            r"\bNOT\s+NULL\b", element, re.IGNORECASE
+        ):
             element += " NOT NULL"
         element = _COLUMN_KEY.sub("", element)
         elements.append(" ".join(element.split()))
     body = ",\n    ".join(elements)
-    return f"{statement[:open_at].strip()} (\n    {body}\n){statement[close_at + 1:].rstrip()}"
+    return f"{statement[:open_at].strip()} (\n    {body}\n){statement[close_at + 1 :].rstrip()}"
 
 
 def _remove_checks(element: str) -> str:
@@ -68,7 +69,7 @@ def _remove_checks(element: str) -> str:
         if not match:
             return element
         end = _matching(element, match.end() - 1)
-        element = element[:match.start()] + element[end + 1:]
+        element = element[: match.start()] + element[end + 1 :]
 
 
 def _unquoted(text: str, start: int = 0):
@@ -92,7 +93,7 @@ def _matching(text: str, open_at: int) -> int:
     for i, ch, depth in _unquoted(text, open_at):
         if ch == ")" and depth == 0:
             return i
-    raise ValueError(f"unbalanced parentheses in: {text[open_at:open_at + 80]!r}")
+    raise ValueError(f"unbalanced parentheses in: {text[open_at : open_at + 80]!r}")
 
 
 def _split(text: str, separator: str) -> list[str]:

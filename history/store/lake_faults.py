@@ -28,13 +28,27 @@ MAX_REASON = 200
 
 # libpq / PostgreSQL texts of a connection that broke or a server that is not up (yet).
 TRANSIENT_MARKERS = (
-    "server closed the connection unexpectedly", "connection refused", "the database system is shutting down",
-    "the database system is starting up", "the database system is in recovery mode",
-    "the database system is not yet accepting connections", "terminating connection due to administrator command",
-    "no connection to the server", "could not receive data from server", "could not send data to server",
-    "connection reset by peer", "broken pipe", "ssl connection has been closed unexpectedly", "timeout expired",
-    "connection timed out", "could not connect to server", "connection to server was lost",
-    "could not translate host name", "network is unreachable", "no route to host", "connection is closed",
+    "server closed the connection unexpectedly",
+    "connection refused",
+    "the database system is shutting down",
+    "the database system is starting up",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "terminating connection due to administrator command",
+    "no connection to the server",
+    "could not receive data from server",
+    "could not send data to server",
+    "connection reset by peer",
+    "broken pipe",
+    "ssl connection has been closed unexpectedly",
+    "timeout expired",
+    "connection timed out",
+    "could not connect to server",
+    "connection to server was lost",
+    "could not translate host name",
+    "network is unreachable",
+    "no route to host",
+    "connection is closed",
     # a COMMIT whose connection broke: libpq then fails the extension's ROLLBACK with no text
     'failed to execute query "rollback"',
     # a catalog connection that broke inside the extension without an error of its own: DuckDB
@@ -42,13 +56,23 @@ TRANSIENT_MARKERS = (
     "current transaction is aborted",
 )
 # ... and of one that waiting does not mend.
-PERMANENT_MARKERS = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
-                     "authentication failed", "no password supplied")
-MISSING_FILE = re.compile(r"(?:no such file or directory|no files found that match the pattern|"
-                          r"cannot open file|could not open file)", re.IGNORECASE)
+PERMANENT_MARKERS = (
+    "does not exist",
+    "password authentication failed",
+    "no pg_hba.conf entry",
+    "authentication failed",
+    "no password supplied",
+)
+MISSING_FILE = re.compile(
+    r"(?:no such file or directory|no files found that match the pattern|"
+    r"cannot open file|could not open file)",
+    re.IGNORECASE,
+)
 # PostgreSQL refusing the role (not the OS refusing a file: "Permission denied", capitalised).
-_READ_ONLY = re.compile(r"permission denied for (?:table|relation|schema|sequence|database|view)|must be owner of|"
-                        r"cannot execute \w+ in a read-only transaction")
+_READ_ONLY = re.compile(
+    r"permission denied for (?:table|relation|schema|sequence|database|view)|must be owner of|"
+    r"cannot execute \w+ in a read-only transaction"
+)
 _PARQUET = re.compile(r"([^/\s\"']+\.parquet)")
 
 
@@ -79,7 +103,7 @@ def reason(exc: BaseException) -> str:
         text = text.rsplit("failed: ", 1)[1]
     text = re.sub(r"^(?:[A-Za-z ]+ Error: )+", "", text)
     text = re.sub(r"^(?:ERROR|FATAL):\s+", "", text) or "the catalog connection broke without a reason"
-    return text if len(text) <= MAX_REASON else text[:MAX_REASON - 1] + "…"
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
 def is_transient(text: str) -> bool:
@@ -98,23 +122,28 @@ def translate(exc: BaseException, label: str) -> HistoryError | None:
     if _READ_ONLY.search(text):
         return ReadOnlyHistoryError(
             f"{label}: this history is read-only for you (the catalog role may only read: {why}); "
-            "nothing was changed. Writing needs the writers' role")
+            "nothing was changed. Writing needs the writers' role"
+        )
     if is_transient(text):
-        return LakeUnavailableError(f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}",
-                                    transient=True, why=why)
+        return LakeUnavailableError(
+            f"{label}: lost the connection to the lake's PostgreSQL catalog: {why}", transient=True, why=why
+        )
     if isinstance(exc, (duckdb.InternalException, duckdb.FatalException)):
         # DuckLake 1.5.5 can fail internally on the first catalog read after PostgreSQL restarted
         # ("Attempted to access index 0 within vector of size 0", seen amid a `pg_ctl restart`).
         # DuckDB invalidates the instance on any internal or fatal error (every later statement
         # of it fails as FATAL), and a new one (history.store.lake_retry;
         # history.store.lake.release keeps the old one unclosed) reads normally.
-        return LakeUnavailableError(f"{label}: the lake extension failed after a catalog fault: {why}",
-                                    transient=True, why=why)
+        return LakeUnavailableError(
+            f"{label}: the lake extension failed after a catalog fault: {why}", transient=True, why=why
+        )
     if any(m in low for m in PERMANENT_MARKERS) and ("fatal" in low or "postgres" in low or "ducklake" in low):
         return LakeUnavailableError(f"{label}: the lake's PostgreSQL catalog refused: {why}")
     found = _PARQUET.search(text)
     if isinstance(exc, duckdb.IOException) and MISSING_FILE.search(text) and found and "permission" not in low:
         name = found.group(1)
-        return LakeDataMissingError(f"{label}: data file {name} is missing from the lake's data path "
-                                    "(removed or unmounted?); restore it and retry")
+        return LakeDataMissingError(
+            f"{label}: data file {name} is missing from the lake's data path "
+            "(removed or unmounted?); restore it and retry"
+        )
     return None

@@ -38,8 +38,12 @@ def deadline_s() -> float:
     return max(0.0, value)
 
 
-def retrying(loc: HistoryLocation, work: Callable[[], T], deadline: float | None = None,
-             on_retry: Callable[[LakeUnavailableError], None] | None = None) -> T:
+def retrying(
+    loc: HistoryLocation,
+    work: Callable[[], T],
+    deadline: float | None = None,
+    on_retry: Callable[[LakeUnavailableError], None] | None = None,
+) -> T:
     """`work()`, retried on a lake while the catalog is unreachable (module docstring); a file's
     work runs once. After the deadline: LakeUnavailableError, one line, nothing more written."""
     if not loc.is_lake:
@@ -58,7 +62,9 @@ def retrying(loc: HistoryLocation, work: Callable[[], T], deadline: float | None
             if remaining <= 0:
                 raise LakeUnavailableError(
                     f"{loc.label}: the lake's PostgreSQL catalog stayed unreachable for more than {limit:g} s "
-                    f"({exc.why}); retry when it is back", why=exc.why) from None
+                    f"({exc.why}); retry when it is back",
+                    why=exc.why,
+                ) from None
             if on_retry is not None:
                 on_retry(exc)
             time.sleep(min(remaining, random.uniform(0, min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt))))

@@ -70,15 +70,19 @@ class HistoryLocation:
 
     def fields(self) -> dict[str, str | None]:
         """This location as JSON text can carry it to another process (`from_fields` reads it)."""
-        return {"path": None if self.path is None else str(self.path), "catalog": self.catalog,
-                "data_path": self.data_path}
+        return {
+            "path": None if self.path is None else str(self.path),
+            "catalog": self.catalog,
+            "data_path": self.data_path,
+        }
 
     @classmethod
     def from_fields(cls, fields: dict[str, str | None]) -> "HistoryLocation":
         """The location `fields()` wrote, as it was: not parsed again."""
         path = fields.get("path")
-        return cls(path=None if path is None else Path(path), catalog=fields.get("catalog"),
-                   data_path=fields.get("data_path"))
+        return cls(
+            path=None if path is None else Path(path), catalog=fields.get("catalog"), data_path=fields.get("data_path")
+        )
 
 
 def parse_location(value: "str | os.PathLike[str]", data_path: str | None = None) -> HistoryLocation:
@@ -97,9 +101,11 @@ def parse_location(value: "str | os.PathLike[str]", data_path: str | None = None
         if _PREFIXED.match(text):
             raise LocationError(_prefixed(text))
         return HistoryLocation(path=Path(text).expanduser())
-    catalog = text[len(LAKE_PREFIX):].strip()
+    catalog = text[len(LAKE_PREFIX) :].strip()
     if not catalog:
-        raise LocationError(f"{text}: no PostgreSQL connection string after `{LAKE_PREFIX}` (e.g. dbname=attnwatch host=...)")
+        raise LocationError(
+            f"{text}: no PostgreSQL connection string after `{LAKE_PREFIX}` (e.g. dbname=attnwatch host=...)"
+        )
     if _PASSWORD_KEYWORD.search(catalog) or _URI_PASSWORD.match(catalog):
         raise LocationError(
             f"{LAKE_PREFIX}...: the connection string holds a password; user SQL can read attached "
@@ -116,11 +122,15 @@ def _prefixed(text: str) -> str:
     """Why a path with a URL scheme or an extension prefix is no history location (the file is
     never handed to DuckDB, which would load that extension or create the path's directories)."""
     if "://" in text:
-        return (f"{text}: a URL, not a history location: a history is a local DuckDB file or "
-                f"`{LAKE_PREFIX}...` (copy the file here first)")
+        return (
+            f"{text}: a URL, not a history location: a history is a local DuckDB file or "
+            f"`{LAKE_PREFIX}...` (copy the file here first)"
+        )
     scheme = text.split(":", 1)[0]
-    return (f"{text}: not a history location: DuckDB reads `{scheme}:` as an extension's prefix; a history is "
-            f"a DuckDB file's path (write ./{text} for a file of that name) or `{LAKE_PREFIX}...`")
+    return (
+        f"{text}: not a history location: DuckDB reads `{scheme}:` as an extension's prefix; a history is "
+        f"a DuckDB file's path (write ./{text} for a file of that name) or `{LAKE_PREFIX}...`"
+    )
 
 
 def _data_path(value: str) -> str:

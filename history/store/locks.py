@@ -83,7 +83,7 @@ def command_line(pid: int) -> str | None:
         return None
     args[0] = os.path.basename(args[0])
     text = "".join(ch if ch.isascii() and ch.isprintable() else ascii(ch)[1:-1] for ch in shlex.join(args))
-    return text if len(text) <= CMDLINE_CHARS else text[:CMDLINE_CHARS - 3] + "..."
+    return text if len(text) <= CMDLINE_CHARS else text[: CMDLINE_CHARS - 3] + "..."
 
 
 def _lock_owner(path: Path | str | None) -> int | None:

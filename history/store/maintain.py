@@ -50,8 +50,7 @@ class MaintainReport:
         return [f"{step}: {done}" for step, done in self.steps] + [f"maintained {self.label}"]
 
 
-def maintain(loc: HistoryLocation, keep_days: float = KEEP_DAYS,
-             grace_hours: float = GRACE_HOURS) -> MaintainReport:
+def maintain(loc: HistoryLocation, keep_days: float = KEEP_DAYS, grace_hours: float = GRACE_HOURS) -> MaintainReport:
     """The steps of the module docstring on a lake; a CHECKPOINT on a file."""
     if keep_days < 0 or grace_hours < 0:
         raise ValueError("keep_days and grace_hours must not be negative")
@@ -61,20 +60,38 @@ def maintain(loc: HistoryLocation, keep_days: float = KEEP_DAYS,
     if not loc.is_lake:
         with open_write(loc) as con:
             con.execute("CHECKPOINT")
-        report.steps.append(("checkpoint", "the write-ahead log folded into the file; a history file has no small "
-                                           "files, snapshots or orphans, so there is nothing more to do"))
+        report.steps.append(
+            (
+                "checkpoint",
+                "the write-ahead log folded into the file; a history file has no small "
+                "files, snapshots or orphans, so there is nothing more to do",
+            )
+        )
         return report
     keep = f"now() - INTERVAL '{float(keep_days) * 86400:.0f} seconds'"
     grace = f"now() - INTERVAL '{float(grace_hours) * 3600:.0f} seconds'"
     steps = (
-        ("merge adjacent files", "SELECT coalesce(sum(files_processed), 0), coalesce(sum(files_created), 0) "
-         f"FROM ducklake_merge_adjacent_files('{ALIAS}')", "{} file(s) merged into {}"),
-        ("expire snapshots", f"SELECT count(*) FROM ducklake_expire_snapshots('{ALIAS}', older_than => {keep})",
-         f"{{}} snapshot(s) older than {keep_days:g} day(s) expired"),
-        ("clean up old files", f"SELECT count(*) FROM ducklake_cleanup_old_files('{ALIAS}', older_than => {grace})",
-         f"{{}} file(s) no kept snapshot needs deleted (scheduled over {grace_hours:g} h ago)"),
-        ("delete orphaned files", f"SELECT count(*) FROM ducklake_delete_orphaned_files('{ALIAS}', older_than => {grace})",
-         f"{{}} file(s) no snapshot names deleted (older than {grace_hours:g} h)"),
+        (
+            "merge adjacent files",
+            "SELECT coalesce(sum(files_processed), 0), coalesce(sum(files_created), 0) "
+            f"FROM ducklake_merge_adjacent_files('{ALIAS}')",
+            "{} file(s) merged into {}",
+        ),
+        (
+            "expire snapshots",
+            f"SELECT count(*) FROM ducklake_expire_snapshots('{ALIAS}', older_than => {keep})",
+            f"{{}} snapshot(s) older than {keep_days:g} day(s) expired",
+        ),
+        (
+            "clean up old files",
+            f"SELECT count(*) FROM ducklake_cleanup_old_files('{ALIAS}', older_than => {grace})",
+            f"{{}} file(s) no kept snapshot needs deleted (scheduled over {grace_hours:g} h ago)",
+        ),
+        (
+            "delete orphaned files",
+            f"SELECT count(*) FROM ducklake_delete_orphaned_files('{ALIAS}', older_than => {grace})",
+            f"{{}} file(s) no snapshot names deleted (older than {grace_hours:g} h)",
+        ),
     )
     report.steps.append(("drop leftover claims", f"{retrying(loc, lambda: _drop_claims(loc))} claim(s) dropped"))
     for name, sql, done in steps:
@@ -85,14 +102,21 @@ def maintain(loc: HistoryLocation, keep_days: float = KEEP_DAYS,
 
 def _drop_claims(loc: HistoryLocation) -> int:
     with open_write(loc) as con:
-        names = [r[0] for r in con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? AND table_schema = ?",
-            [ALIAS, CLAIM_SCHEMA]).fetchall()]
-        write_transaction(con, lambda c, _claims: [c.execute(f'DROP VIEW IF EXISTS {CLAIM_SCHEMA}."{n}"')
-                                                   for n in names], loc.label)
+        names = [
+            r[0]
+            for r in con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_catalog = ? AND table_schema = ?",
+                [ALIAS, CLAIM_SCHEMA],
+            ).fetchall()
+        ]
+        write_transaction(
+            con, lambda c, _claims: [c.execute(f'DROP VIEW IF EXISTS {CLAIM_SCHEMA}."{n}"') for n in names], loc.label
+        )
         return len(names)
 
 
 def _step(loc: HistoryLocation, sql: str) -> tuple:
     with open_write(loc) as con:
-        return write_transaction(con, lambda c, _claims: c.execute(sql).fetchall()[0], loc.label)  # an aggregate: one row
+        return write_transaction(
+            con, lambda c, _claims: c.execute(sql).fetchall()[0], loc.label
+        )  # an aggregate: one row

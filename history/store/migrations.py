@@ -160,8 +160,10 @@ def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
 def stale_views(con) -> list[tuple[str, str]]:
     """(name, CREATE statement) of each view of the history whose recorded column count differs
     from what its query returns now (`DESCRIBE` binds the query; nothing runs)."""
-    views = con.execute("SELECT view_name, column_count, sql FROM duckdb_views() WHERE NOT internal "
-                        "AND database_name = current_database() AND schema_name = 'main' ORDER BY view_oid").fetchall()
+    views = con.execute(
+        "SELECT view_name, column_count, sql FROM duckdb_views() WHERE NOT internal "
+        "AND database_name = current_database() AND schema_name = 'main' ORDER BY view_oid"
+    ).fetchall()
     stale = []
     for name, recorded, sql in views:
         quoted = '"' + name.replace('"', '""') + '"'

@@ -47,9 +47,11 @@ from attnwatch.history.store.migrations import database_schema_version
 from attnwatch.history.store.wal_layout import CUT, UNCOMMITTED, UNREADABLE, LogLayout, read_layout
 
 _DAMAGED_AT = re.compile(r"entry at byte position (\d+)")
-_TAILS = {CUT: "a transaction whose end is missing (the log is cut off there)",
-          UNCOMMITTED: "entries of a transaction whose commit record is missing",
-          UNREADABLE: "bytes that are not log entries (damage)"}
+_TAILS = {
+    CUT: "a transaction whose end is missing (the log is cut off there)",
+    UNCOMMITTED: "entries of a transaction whose commit record is missing",
+    UNREADABLE: "bytes that are not log entries (damage)",
+}
 
 
 class RecoveryError(HistoryError):
@@ -73,19 +75,30 @@ class RecoveryReport:
     def complete(self) -> bool:
         """Every byte of the log was a committed transaction, and each was replayed."""
         layout = self.layout
-        return layout is None or (layout.readable and not layout.tail and not self.set_aside
-                                  and self.damaged is None and self.replayed == len(layout.transactions))
+        return layout is None or (
+            layout.readable
+            and not layout.tail
+            and not self.set_aside
+            and self.damaged is None
+            and self.replayed == len(layout.transactions)
+        )
 
     def lines(self) -> list[str]:
         runs = f"schema {self.schema}, {len(self.runs_after)} run(s)"
         if self.backup is None:
-            log = "an empty write-ahead log (0 bytes), nothing to replay" if self.layout is None and \
-                wal_path(self.path).exists() else "no write-ahead log to fold in"
+            log = (
+                "an empty write-ahead log (0 bytes), nothing to replay"
+                if self.layout is None and wal_path(self.path).exists()
+                else "no write-ahead log to fold in"
+            )
             return [f"{self.path}: opens normally and has {log}; nothing to recover ({runs})"]
         layout = self.layout
         assert layout is not None  # recover backs up only a log it has read
-        out = [f"backup of the file and its write-ahead log: {self.backup}", self._what_the_log_held(layout),
-               self._replayed_line(layout)]
+        out = [
+            f"backup of the file and its write-ahead log: {self.backup}",
+            self._what_the_log_held(layout),
+            self._replayed_line(layout),
+        ]
         missed = self._not_replayed_line(layout)
         if missed:
             out.append(missed)
@@ -101,8 +114,10 @@ class RecoveryReport:
         if layout.version is None:
             return f"{wal}: {layout.size} bytes that are not a DuckDB write-ahead log (no header DuckDB reads)"
         if not layout.readable:
-            return (f"{wal}: {layout.size} bytes, a DuckDB write-ahead log of version {layout.version}, whose "
-                    f"transactions this attnwatch cannot count (it reads version 2)")
+            return (
+                f"{wal}: {layout.size} bytes, a DuckDB write-ahead log of version {layout.version}, whose "
+                f"transactions this attnwatch cannot count (it reads version 2)"
+            )
         held = f"{wal}: {layout.size} bytes, {len(layout.transactions)} committed transaction(s)"
         if layout.tail:
             held += f", then {layout.size - layout.tail_start} bytes of {_TAILS[layout.tail]}"
@@ -118,19 +133,26 @@ class RecoveryReport:
             return "replayed the log as DuckDB reads it and checkpointed it into the file"
         if self.damaged is not None:
             index, byte = self.damaged
-            return (f"replayed {_span(self.replayed)} of {total} and checkpointed into the file; transaction "
-                    f"{index + 1} is damaged (a checksum does not match at byte {byte})")
+            return (
+                f"replayed {_span(self.replayed)} of {total} and checkpointed into the file; transaction "
+                f"{index + 1} is damaged (a checksum does not match at byte {byte})"
+            )
         if self.complete:
-            return (f"replayed {_span(self.replayed)} of {total} and checkpointed into the file: every committed "
-                    "transaction was kept")
+            return (
+                f"replayed {_span(self.replayed)} of {total} and checkpointed into the file: every committed "
+                "transaction was kept"
+            )
         return f"replayed {_span(self.replayed)} of {total} and checkpointed into the file"
 
     def _not_replayed_line(self, layout: LogLayout) -> str:
         total = len(layout.transactions)
         parts = []
         if total > self.replayed:
-            parts.append(f"transaction(s) {self.replayed + 1}-{total} of {total}" if total > self.replayed + 1
-                         else f"transaction {total} of {total}")
+            parts.append(
+                f"transaction(s) {self.replayed + 1}-{total} of {total}"
+                if total > self.replayed + 1
+                else f"transaction {total} of {total}"
+            )
         if layout.readable and layout.tail:
             parts.append(f"bytes {layout.tail_start}-{layout.size} ({_TAILS[layout.tail]})")
         if not layout.readable and self.set_aside:
@@ -178,7 +200,7 @@ def _replay(report: RecoveryReport, path: Path, wal: Path, data: bytes, relock) 
     count = len(layout.transactions)
     while True:
         if layout.readable:
-            _keep_prefix(wal, data[:layout.end_of(count)] if count else b"")
+            _keep_prefix(wal, data[: layout.end_of(count)] if count else b"")
         try:
             _replay_attached(path)
             report.replayed = count
@@ -249,7 +271,9 @@ def _backup(path: Path, wal: Path) -> Path:
     except OSError as exc:
         shutil.rmtree(backup, ignore_errors=True)
         fault = file_fault(exc, str(path))
-        raise (fault or RecoveryError(f"{path}: could not back it up before recovering ({exc}); nothing was changed")) from None
+        raise (
+            fault or RecoveryError(f"{path}: could not back it up before recovering ({exc}); nothing was changed")
+        ) from None
     return backup
 
 

@@ -25,8 +25,9 @@ SEALED_SETTINGS = {
 }
 
 
-def connect(database: str = ":memory:", *, read_only: bool = False, config: dict | None = None,
-            locked: bool = False) -> duckdb.DuckDBPyConnection:
+def connect(
+    database: str = ":memory:", *, read_only: bool = False, config: dict | None = None, locked: bool = False
+) -> duckdb.DuckDBPyConnection:
     """duckdb.connect with SEALED_SETTINGS (a `config` may add settings, not undo these)."""
     settings = dict(config or {})
     for key, value in SEALED_SETTINGS.items():

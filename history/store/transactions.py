@@ -66,7 +66,8 @@ def is_conflict(exc: BaseException) -> bool:
     # before its CREATE VIEW ran: DuckDB reports the name as taken (a stale claim this snapshot
     # shows was dropped just before, in Claims.take). Retrying sees the row.
     return isinstance(exc, duckdb.CatalogException) and bool(
-        (CLAIM_SCHEMA in text and "already exists" in text) or _CLAIM_TAKEN.search(text))
+        (CLAIM_SCHEMA in text and "already exists" in text) or _CLAIM_TAKEN.search(text)
+    )
 
 
 class Claims:
@@ -91,7 +92,9 @@ def ensure_claim_schema(con) -> None:
     con.execute(f"CREATE SCHEMA IF NOT EXISTS {CLAIM_SCHEMA}")
 
 
-def write_transaction(con, body: Callable[[duckdb.DuckDBPyConnection, Claims], T], label: str, deadline_s: float = 300.0) -> T:
+def write_transaction(
+    con, body: Callable[[duckdb.DuckDBPyConnection, Claims], T], label: str, deadline_s: float = 300.0
+) -> T:
     """Run `body(con, claims)` in one transaction; on a lake, retry it while it loses conflicts.
 
     The body must read what it depends on inside the transaction (it may run several times).
@@ -115,7 +118,8 @@ def write_transaction(con, body: Callable[[duckdb.DuckDBPyConnection, Claims], T
             if remaining <= 0:
                 raise ConflictTimeoutError(
                     f"{label}: concurrent writers kept conflicting with this transaction for more than "
-                    f"{deadline_s:g} s ({reason(exc)}); retry later") from exc
+                    f"{deadline_s:g} s ({reason(exc)}); retry later"
+                ) from exc
             time.sleep(min(remaining, random.uniform(0, min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2**attempt))))
             attempt += 1
             continue

@@ -73,8 +73,8 @@ def read_layout(data: bytes) -> LogLayout:
         if len(data) - position < _FRAME:
             tail = CUT
             break
-        size = int.from_bytes(data[position:position + 8], "little")
-        payload = data[position + _FRAME:position + _FRAME + size]
+        size = int.from_bytes(data[position : position + 8], "little")
+        payload = data[position + _FRAME : position + _FRAME + size]
         if not _TYPE_FIELD.startswith(payload[:2]) or size < len(_FLUSH):
             tail = UNREADABLE
             break
@@ -104,6 +104,6 @@ def _header(data: bytes) -> tuple[int | None, int]:
             break
     else:
         return None, 0
-    if data[position:position + 2] != _END:
+    if data[position : position + 2] != _END:
         return None, 0
     return version, position + 2

@@ -71,13 +71,33 @@ class KernelSpec:
 SPECS: dict[str, KernelSpec] = {
     spec.variant: spec
     for spec in (
-        KernelSpec("cuda_scalar", "cuda_scalar.cu", "attn_scalar", rows_per_block=8, threads=256, load_stages=0,
-                   description="fused online-softmax forward, FP32 scalar math, one warp per query row"),
-        KernelSpec("cuda_wmma", "cuda_wmma.cu", "attn_wmma", rows_per_block=64, threads=128, load_stages=1,
-                   description="fused forward, WMMA tensor cores for QK^T and PV, streaming fp32 softmax, 64x64 tiles"),
-        KernelSpec("cuda_wmma_cpasync", "cuda_wmma_cpasync.cu", "attn_wmma_cpasync", rows_per_block=64,
-                   threads=128, load_stages=2,
-                   description="cuda_wmma with 2-stage cp.async K/V loads overlapping compute"),
+        KernelSpec(
+            "cuda_scalar",
+            "cuda_scalar.cu",
+            "attn_scalar",
+            rows_per_block=8,
+            threads=256,
+            load_stages=0,
+            description="fused online-softmax forward, FP32 scalar math, one warp per query row",
+        ),
+        KernelSpec(
+            "cuda_wmma",
+            "cuda_wmma.cu",
+            "attn_wmma",
+            rows_per_block=64,
+            threads=128,
+            load_stages=1,
+            description="fused forward, WMMA tensor cores for QK^T and PV, streaming fp32 softmax, 64x64 tiles",
+        ),
+        KernelSpec(
+            "cuda_wmma_cpasync",
+            "cuda_wmma_cpasync.cu",
+            "attn_wmma_cpasync",
+            rows_per_block=64,
+            threads=128,
+            load_stages=2,
+            description="cuda_wmma with 2-stage cp.async K/V loads overlapping compute",
+        ),
     )
 }
 
@@ -87,8 +107,10 @@ def unsupported_reason(variant: str, head_dim: int, dtype: str) -> str | None:
     if dtype not in DTYPES:
         return f"{variant} is instantiated for {' and '.join(DTYPES)} only; got {dtype}"
     if head_dim not in HEAD_DIMS:
-        return (f"{variant} is instantiated for head_dim in {HEAD_DIMS} (register-resident tiles are "
-                f"sized at compile time); got {head_dim}")
+        return (
+            f"{variant} is instantiated for head_dim in {HEAD_DIMS} (register-resident tiles are "
+            f"sized at compile time); got {head_dim}"
+        )
     return None
 
 
@@ -128,7 +150,8 @@ def variant_build_report(variant: str, arch: str | None = None, cache_dir: Path 
             "spill_load_bytes": usages[name].spill_load_bytes,
             "stack_frame_bytes": usages[name].stack_frame_bytes,
         }
-        for name in spec.entries() if name in usages
+        for name in spec.entries()
+        if name in usages
     }
     report.config["threads_per_block"] = spec.threads
     if missing and report.ok:
@@ -148,8 +171,9 @@ def _check_tensor(name: str, tensor: Any, like: Any) -> None:
     if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda:
         raise ValueError(f"{name}: expected a CUDA tensor")
     if tensor.shape != like.shape or tensor.dtype != like.dtype:
-        raise ValueError(f"{name}: shape/dtype {tuple(tensor.shape)}/{tensor.dtype} differ from q's "
-                         f"{tuple(like.shape)}/{like.dtype}")
+        raise ValueError(
+            f"{name}: shape/dtype {tuple(tensor.shape)}/{tensor.dtype} differ from q's {tuple(like.shape)}/{like.dtype}"
+        )
     if not tensor.is_contiguous():
         raise ValueError(f"{name}: must be contiguous (B, H, S, D)")
     if tensor.data_ptr() % 16:

@@ -63,8 +63,13 @@ def build_library(config: TileConfig, cache_dir: Path | None = None) -> NvccResu
         lock = _locks.setdefault(config.name, threading.Lock())
     with lock:
         return nvcc_compile(
-            [SOURCE], output="shared", arch=ARCH, flags=flags_for(config),
-            include_dirs=[include], cache_dir=cache_dir, include_names=include_names(include),
+            [SOURCE],
+            output="shared",
+            arch=ARCH,
+            flags=flags_for(config),
+            include_dirs=[include],
+            cache_dir=cache_dir,
+            include_names=include_names(include),
         )
 
 
@@ -88,14 +93,16 @@ def _ptxas_kernels(log: str) -> list[dict[str, Any]]:
         role = kernel_role(name)
         counts[role] = counts.get(role, 0) + 1
         label = role if role.startswith("softmax") else f"{role}#{counts[role]}"
-        kernels.append({
-            "kernel": label,
-            "registers": usage.registers,
-            "static_smem_bytes": usage.shared_mem_bytes,
-            "spill_store_bytes": usage.spill_store_bytes,
-            "spill_load_bytes": usage.spill_load_bytes,
-            "stack_frame_bytes": usage.stack_frame_bytes,
-        })
+        kernels.append(
+            {
+                "kernel": label,
+                "registers": usage.registers,
+                "static_smem_bytes": usage.shared_mem_bytes,
+                "spill_store_bytes": usage.spill_store_bytes,
+                "spill_load_bytes": usage.spill_load_bytes,
+                "stack_frame_bytes": usage.stack_frame_bytes,
+            }
+        )
     return kernels
 
 
@@ -118,9 +125,15 @@ def report_for(config: TileConfig, result: NvccResult, gemm_facts: dict[str, dic
         config_info["gemms"] = gemm_facts
     if not kernels:
         return BuildReport(
-            variant=config.variant_name, ok=False, target=ARCH, compile_seconds=result.compile_seconds,
-            source_hash=result.source_hash, cached=result.cached, config=config_info,
-            log_tail=result.log[-4000:], error="no kernels in the ptxas report",
+            variant=config.variant_name,
+            ok=False,
+            target=ARCH,
+            compile_seconds=result.compile_seconds,
+            source_hash=result.source_hash,
+            cached=result.cached,
+            config=config_info,
+            log_tail=result.log[-4000:],
+            error="no kernels in the ptxas report",
         )
     smem = max((f["smem_bytes"] for f in gemm_facts.values()), default=None) if gemm_facts else None
     return BuildReport(

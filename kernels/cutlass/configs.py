@@ -50,8 +50,11 @@ class TileConfig:
         """The preprocessor definitions that select this configuration in attention_3k.cu."""
         m, n, k = self.tile
         return [
-            f"-DATTN3K_TILE_M={m}", f"-DATTN3K_TILE_N={n}", f"-DATTN3K_TILE_K={k}",
-            f"-DATTN3K_CLUSTER_M={self.cluster_m}", f"-DATTN3K_SCHEDULE={SCHEDULES[self.schedule]}",
+            f"-DATTN3K_TILE_M={m}",
+            f"-DATTN3K_TILE_N={n}",
+            f"-DATTN3K_TILE_K={k}",
+            f"-DATTN3K_CLUSTER_M={self.cluster_m}",
+            f"-DATTN3K_SCHEDULE={SCHEDULES[self.schedule]}",
             *([f"-DATTN3K_STAGES={self.stages}"] if self.stages is not None else []),
         ]
 
@@ -112,7 +115,9 @@ def _parse_config(entry: object, where: str) -> TileConfig:
     if "stages" in entry:
         stages = _field(entry, "stages", where, int)
         if not 2 <= stages <= 32:
-            raise TileConfigError(f"{where}.stages: must be an int in [2, 32] (a TMA pipeline needs two), got {stages!r}")
+            raise TileConfigError(
+                f"{where}.stages: must be an int in [2, 32] (a TMA pipeline needs two), got {stages!r}"
+            )
     return TileConfig(name, (tile[0], tile[1], tile[2]), cluster_m, schedule, reason.strip(), stages)
 
 

@@ -56,7 +56,9 @@ def cutlass_include_dir() -> Path | None:
         folder = Path(explicit)
         missing = [m for m in MARKERS if not (folder / m).is_file()]
         if missing:
-            raise CutlassHeadersError(f"${ENV_VAR}={explicit}: not a CUTLASS include folder ({', '.join(missing)} missing)")
+            raise CutlassHeadersError(
+                f"${ENV_VAR}={explicit}: not a CUTLASS include folder ({', '.join(missing)} missing)"
+            )
         return folder
     wheel = _wheel_include_dir()
     if wheel is not None:
@@ -68,7 +70,7 @@ _VERSION_RE = re.compile(r"#define\s+CUTLASS_(MAJOR|MINOR|PATCH)\s+(\d+)")
 
 
 def cutlass_version(include_dir: Path) -> str:
-    """"major.minor.patch" read from ``cutlass/version.h``; ValueError naming the file if absent."""
+    """ "major.minor.patch" read from ``cutlass/version.h``; ValueError naming the file if absent."""
     path = Path(include_dir) / "cutlass" / "version.h"
     parts = dict(_VERSION_RE.findall(path.read_text(errors="replace")))
     if not {"MAJOR", "MINOR", "PATCH"} <= parts.keys():

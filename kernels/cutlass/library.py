@@ -40,8 +40,9 @@ class Attention3kLibrary:
         lib.attn3k_can_implement.argtypes = [ctypes.c_int] * 6
         lib.attn3k_plan_create.restype = ctypes.c_int
         lib.attn3k_plan_create.argtypes = (
-            [ctypes.c_int] * 6 + [ctypes.c_void_p] * 6 + [ctypes.c_float, ctypes.c_int, ctypes.c_void_p,
-                                                          ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
+            [ctypes.c_int] * 6
+            + [ctypes.c_void_p] * 6
+            + [ctypes.c_float, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)]
         )
         lib.attn3k_plan_run.restype = ctypes.c_int
         lib.attn3k_plan_run.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -64,33 +65,75 @@ class Attention3kLibrary:
         for dtype, code in DTYPE_CODES.items():
             for role, which in GEMM_ROLES.items():
                 smem, stages, threads = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-                self._check(self._lib.attn3k_kernel_info(code, which, ctypes.byref(smem), ctypes.byref(stages),
-                                                         ctypes.byref(threads)), f"kernel_info({dtype}, {role})")
+                self._check(
+                    self._lib.attn3k_kernel_info(
+                        code, which, ctypes.byref(smem), ctypes.byref(stages), ctypes.byref(threads)
+                    ),
+                    f"kernel_info({dtype}, {role})",
+                )
                 facts[f"{role}_{dtype}"] = {"smem_bytes": smem.value, "stages": stages.value, "threads": threads.value}
         return facts
 
     def can_implement(self, dtype: str, batch_heads: int, seq: int, ld: int, kv_len: int, head_dim: int) -> None:
         """Raise Attention3kError with CUTLASS's reason unless both GEMMs accept the problem (no GPU needed)."""
-        self._check(self._lib.attn3k_can_implement(DTYPE_CODES[dtype], batch_heads, seq, ld, kv_len, head_dim),
-                    "can_implement")
+        self._check(
+            self._lib.attn3k_can_implement(DTYPE_CODES[dtype], batch_heads, seq, ld, kv_len, head_dim), "can_implement"
+        )
 
     def workspace_bytes(self, dtype: str, batch_heads: int, seq: int, ld: int, kv_len: int, head_dim: int) -> int:
         size = ctypes.c_size_t()
-        self._check(self._lib.attn3k_workspace_bytes(DTYPE_CODES[dtype], batch_heads, seq, ld, kv_len, head_dim,
-                                                     ctypes.byref(size)), "workspace_bytes")
+        self._check(
+            self._lib.attn3k_workspace_bytes(
+                DTYPE_CODES[dtype], batch_heads, seq, ld, kv_len, head_dim, ctypes.byref(size)
+            ),
+            "workspace_bytes",
+        )
         return int(size.value)
 
-    def plan(self, *, dtype: str, q: Any, k: Any, v: Any, scores: Any, probs: Any, out: Any, seq: int, ld: int,
-             kv_len: int, scale: float, causal: bool, workspace: Any) -> "Plan":
+    def plan(
+        self,
+        *,
+        dtype: str,
+        q: Any,
+        k: Any,
+        v: Any,
+        scores: Any,
+        probs: Any,
+        out: Any,
+        seq: int,
+        ld: int,
+        kv_len: int,
+        scale: float,
+        causal: bool,
+        workspace: Any,
+    ) -> "Plan":
         """Bind the buffers (torch CUDA tensors; k and v with kv_len rows per head) and initialise both GEMMs."""
         batch, heads, _, head_dim = q.shape
         handle = ctypes.c_void_p()
         ws_ptr = workspace.data_ptr() if workspace is not None and workspace.numel() else None
         ws_bytes = workspace.numel() if workspace is not None else 0
-        self._check(self._lib.attn3k_plan_create(
-            DTYPE_CODES[dtype], batch * heads, seq, ld, kv_len, head_dim,
-            q.data_ptr(), k.data_ptr(), v.data_ptr(), scores.data_ptr(), probs.data_ptr(), out.data_ptr(),
-            float(scale), 1 if causal else 0, ws_ptr, ws_bytes, ctypes.byref(handle)), "plan_create")
+        self._check(
+            self._lib.attn3k_plan_create(
+                DTYPE_CODES[dtype],
+                batch * heads,
+                seq,
+                ld,
+                kv_len,
+                head_dim,
+                q.data_ptr(),
+                k.data_ptr(),
+                v.data_ptr(),
+                scores.data_ptr(),
+                probs.data_ptr(),
+                out.data_ptr(),
+                float(scale),
+                1 if causal else 0,
+                ws_ptr,
+                ws_bytes,
+                ctypes.byref(handle),
+            ),
+            "plan_create",
+        )
         return Plan(self, handle)
 
 

@@ -103,16 +103,17 @@ def reference64(inputs: tuple[Any, Any], mode: str) -> Any:
     _check_mode(mode)
     x, w = inputs
     if x.dim() != 2 or w.dim() != 1 or w.shape[0] != x.shape[1]:
-        raise ValueError(f"rmsnorm reference expects x (rows, hidden) and w (hidden,); got "
-                         f"{tuple(x.shape)}, {tuple(w.shape)}")
+        raise ValueError(
+            f"rmsnorm reference expects x (rows, hidden) and w (hidden,); got {tuple(x.shape)}, {tuple(w.shape)}"
+        )
     rows, hidden = x.shape
     w64 = w.to(torch.float64)
     out = torch.empty((rows, hidden), dtype=torch.float64, device=x.device)
     chunk = max(1, REFERENCE_CHUNK_BYTES // (2 * 8 * hidden))
     for start in range(0, rows, chunk):
-        x64 = x[start:start + chunk].to(torch.float64)
+        x64 = x[start : start + chunk].to(torch.float64)
         rstd = torch.rsqrt(x64.square().mean(dim=-1, keepdim=True) + EPS)
-        torch.mul(x64 * rstd, w64, out=out[start:start + chunk])
+        torch.mul(x64 * rstd, w64, out=out[start : start + chunk])
     return out
 
 
@@ -132,4 +133,3 @@ def make_operator(operator_type: type) -> Any:
         shape_type=RowsShape,
         tolerances=TOLERANCES_PATH,
     )
-

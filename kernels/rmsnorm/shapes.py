@@ -58,8 +58,15 @@ SHAPE_SETS: dict[str, tuple[str, ...]] = {
     "pr": ("rms_t4k_h2048", "rms_t4k_h4096"),
     "main": ("rms_t4k_h2048", "rms_t4k_h4096", "rms_t16k_h4096", "rms_t8k_h8192"),
     "nightly": (
-        "rms_t4k_h2048", "rms_t4k_h4096", "rms_t16k_h4096", "rms_t8k_h8192",
-        "rms_t32k_h2048", "rms_t32k_h4096", "rms_t16k_h5120", "rms_t16k_h7168", "rms_t32k_h8192",
+        "rms_t4k_h2048",
+        "rms_t4k_h4096",
+        "rms_t16k_h4096",
+        "rms_t8k_h8192",
+        "rms_t32k_h2048",
+        "rms_t32k_h4096",
+        "rms_t16k_h5120",
+        "rms_t16k_h7168",
+        "rms_t32k_h8192",
     ),
     "cpu": ("rms_cpu_tiny",),
 }

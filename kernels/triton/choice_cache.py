@@ -79,11 +79,18 @@ def triton_version() -> str | None:
         return None
 
 
-def choice_key(gpu: str, problem: str, dtype: str, causal: bool, *, fingerprint: str | None = None,
-               triton: str | None = None) -> dict:
+def choice_key(
+    gpu: str, problem: str, dtype: str, causal: bool, *, fingerprint: str | None = None, triton: str | None = None
+) -> dict:
     """The key of one choice (module doc): plain data, stored in the entry it names."""
-    return {"gpu": gpu, "kernel": fingerprint or kernel_fingerprint(), "triton": triton or triton_version(),
-            "problem": problem, "dtype": dtype, "causal": bool(causal)}
+    return {
+        "gpu": gpu,
+        "kernel": fingerprint or kernel_fingerprint(),
+        "triton": triton or triton_version(),
+        "problem": problem,
+        "dtype": dtype,
+        "causal": bool(causal),
+    }
 
 
 def _path(directory: Path, key: dict) -> Path:
@@ -110,8 +117,16 @@ def load(key: dict, table: ConfigTable, seq_len: int, directory: Path | None = N
 
 
 def _entry(key: dict, config: str, trials: list[dict], **extra) -> dict:
-    return {"schema": SCHEMA, "version": VERSION, "key": key, "config": config, "trials": trials,
-            "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "pid": os.getpid(), **extra}
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "key": key,
+        "config": config,
+        "trials": trials,
+        "chosen_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "pid": os.getpid(),
+        **extra,
+    }
 
 
 def _complete_file(directory: Path, path: Path, entry: dict) -> Path:

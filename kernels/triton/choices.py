@@ -85,10 +85,16 @@ def parse_choices(data: dict, source: str, configs: ConfigTable) -> ChoiceTable:
         margin = entry.get("tie_margin")
         if isinstance(margin, bool) or not isinstance(margin, (int, float)):
             raise ConfigError(f"{where}: field 'tie_margin' must be a number, got {margin!r}")
-        tunings[gpu] = Tuning(gpu=gpu, date=_need(entry, "date", str, where),
-                              commit=_need(entry, "commit", str, where), torch=_need(entry, "torch", str, where),
-                              triton=_need(entry, "triton", str, where), job=_need(entry, "job", str, where),
-                              tie_margin=float(margin), rounds=_need(entry, "rounds", int, where))
+        tunings[gpu] = Tuning(
+            gpu=gpu,
+            date=_need(entry, "date", str, where),
+            commit=_need(entry, "commit", str, where),
+            torch=_need(entry, "torch", str, where),
+            triton=_need(entry, "triton", str, where),
+            job=_need(entry, "job", str, where),
+            tie_margin=float(margin),
+            rounds=_need(entry, "rounds", int, where),
+        )
     entries: dict[tuple[str, str, str, bool], Recorded] = {}
     for i, entry in enumerate(data.get("choice", [])):
         where = f"{source}: [[choice]] #{i + 1}"
@@ -103,11 +109,17 @@ def parse_choices(data: dict, source: str, configs: ConfigTable) -> ChoiceTable:
             raise ConfigError(f"{where}: field 'config' names {config!r}, which configs.toml does not define")
         trials = entry.get("trials_us", {})
         if not isinstance(trials, dict) or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in trials.values()):
+            isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in trials.values()
+        ):
             raise ConfigError(f"{where}: field 'trials_us' must map config names to positive medians")
-        record = Recorded(gpu=gpu, problem=_need(entry, "problem", str, where), dtype=dtype,
-                          causal=_need(entry, "causal", bool, where), config=config,
-                          trials_us={k: float(v) for k, v in trials.items()})
+        record = Recorded(
+            gpu=gpu,
+            problem=_need(entry, "problem", str, where),
+            dtype=dtype,
+            causal=_need(entry, "causal", bool, where),
+            config=config,
+            trials_us={k: float(v) for k, v in trials.items()},
+        )
         key = (record.gpu, record.problem, record.dtype, record.causal)
         if key in entries:
             raise ConfigError(f"{where}: {key} is recorded twice")
@@ -141,16 +153,31 @@ def render_choices(table: ChoiceTable, header: str) -> str:
     lines = [header.rstrip(), ""]
     for gpu in sorted(table.tunings):
         t = table.tunings[gpu]
-        lines += ["[[tuning]]", f"gpu = {_toml_str(t.gpu)}", f"date = {_toml_str(t.date)}",
-                  f"commit = {_toml_str(t.commit)}", f"torch = {_toml_str(t.torch)}",
-                  f"triton = {_toml_str(t.triton)}", f"job = {_toml_str(t.job)}",
-                  f"tie_margin = {t.tie_margin}", f"rounds = {t.rounds}", ""]
+        lines += [
+            "[[tuning]]",
+            f"gpu = {_toml_str(t.gpu)}",
+            f"date = {_toml_str(t.date)}",
+            f"commit = {_toml_str(t.commit)}",
+            f"torch = {_toml_str(t.torch)}",
+            f"triton = {_toml_str(t.triton)}",
+            f"job = {_toml_str(t.job)}",
+            f"tie_margin = {t.tie_margin}",
+            f"rounds = {t.rounds}",
+            "",
+        ]
     for key in sorted(table.entries):
         r = table.entries[key]
         trials = ", ".join(f"{name} = {us:.2f}" for name, us in r.trials_us.items())
-        lines += ["[[choice]]", f"gpu = {_toml_str(r.gpu)}", f"problem = {_toml_str(r.problem)}",
-                  f"dtype = {_toml_str(r.dtype)}", f"causal = {'true' if r.causal else 'false'}",
-                  f"config = {_toml_str(r.config)}", f"trials_us = {{ {trials} }}", ""]
+        lines += [
+            "[[choice]]",
+            f"gpu = {_toml_str(r.gpu)}",
+            f"problem = {_toml_str(r.problem)}",
+            f"dtype = {_toml_str(r.dtype)}",
+            f"causal = {'true' if r.causal else 'false'}",
+            f"config = {_toml_str(r.config)}",
+            f"trials_us = {{ {trials} }}",
+            "",
+        ]
     return "\n".join(lines)
 
 

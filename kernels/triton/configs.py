@@ -76,8 +76,7 @@ class ConfigTable:
                 return bucket
         return ordered[-1]  # longer than every bucket: the longest bucket's candidates
 
-    def candidates(self, head_dim: int, causal: bool, seq_len: int, *,
-                   interpreter: bool = False) -> list[BlockConfig]:
+    def candidates(self, head_dim: int, causal: bool, seq_len: int, *, interpreter: bool = False) -> list[BlockConfig]:
         """Configs that can run this problem exactly, best guess first."""
         if interpreter:
             names = self.interpreter
@@ -136,9 +135,13 @@ def parse_table(data: dict, source: str) -> ConfigTable:
         if not 1 <= split_kv <= 8:
             raise ConfigError(f"{where}: field 'split_kv' must be in 1..8, got {split_kv}")
         configs[name] = BlockConfig(
-            name=name, tma=bool(entry.get("tma", False)),
-            warp_specialize=bool(entry.get("warp_specialize", False)), reason=reason,
-            split_kv=split_kv, **values)
+            name=name,
+            tma=bool(entry.get("tma", False)),
+            warp_specialize=bool(entry.get("warp_specialize", False)),
+            reason=reason,
+            split_kv=split_kv,
+            **values,
+        )
 
     buckets = []
     for i, entry in enumerate(data.get("bucket", [])):
@@ -171,7 +174,9 @@ def parse_table(data: dict, source: str) -> ConfigTable:
         raise ConfigError(f"{source}: [tuner] field 'tie_margin' must be a number in [0, 0.5), got {margin!r}")
     _need(tuner, "reason", str, f"{source}: [tuner]")
     return ConfigTable(
-        configs=configs, buckets=tuple(buckets), interpreter=interp_names,
+        configs=configs,
+        buckets=tuple(buckets),
+        interpreter=interp_names,
         interpreter_max_work=_need(interp, "max_work", int, where),
         interpreter_reason=_need(interp, "reason", str, where),
         tie_margin=float(margin),

@@ -49,7 +49,7 @@ SOURCES = {
     "table": "recorded for this GPU model and problem in choices.toml",
     "tuned": "timed in this process: the table has no entry for this GPU and problem",
     "cached": "tuned once by an earlier process on this GPU model, kernel and Triton version, read from the "
-              "shared choice cache (kernels/triton/choice_cache.py)",
+    "shared choice cache (kernels/triton/choice_cache.py)",
     "fixed": "the only candidate (or the interpreter's): nothing to choose",
 }
 
@@ -81,8 +81,10 @@ def candidates_for(table: ConfigTable, q, causal: bool) -> list[BlockConfig]:
     _, _, seq_len, head_dim = q.shape
     found = table.candidates(head_dim, causal, seq_len, interpreter=interpreting())
     if not found:
-        raise ValueError(f"triton_fa2: no block configuration in configs.toml runs head_dim="
-                         f"{head_dim} causal={causal} seq_len={seq_len} exactly")
+        raise ValueError(
+            f"triton_fa2: no block configuration in configs.toml runs head_dim="
+            f"{head_dim} causal={causal} seq_len={seq_len} exactly"
+        )
     return found
 
 
@@ -124,13 +126,22 @@ def recorded(q, causal: bool, table: ConfigTable, choices: ChoiceTable, gpu: str
         return None
     config = table.configs[entry.config]
     if not runs_exactly(config, causal, s):
-        raise ValueError(f"choices.toml: {entry.problem}/{entry.dtype} records {config.name!r}, "
-                         f"which cannot run S={s} exactly")
+        raise ValueError(
+            f"choices.toml: {entry.problem}/{entry.dtype} records {config.name!r}, which cannot run S={s} exactly"
+        )
     return config
 
 
-def choose(q, k, v, out, causal: bool, table: ConfigTable | None = None,
-           choices: ChoiceTable | None = None, gpu: str | None = None) -> Choice:
+def choose(
+    q,
+    k,
+    v,
+    out,
+    causal: bool,
+    table: ConfigTable | None = None,
+    choices: ChoiceTable | None = None,
+    gpu: str | None = None,
+) -> Choice:
     """The configuration to run this problem with: the recorded one where choices.toml has
     it, else tuned on the device (cached per problem for the process). `gpu` defaults to the
     model of q's device (tests name one)."""

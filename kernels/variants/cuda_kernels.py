@@ -38,9 +38,13 @@ def _prepare_for(variant: str):
         q, k, v = make_inputs(case, device, seed)
         out = make_output(case, device)
         launch = make_launcher(variant, q, k, v, out, case.causal)
-        info = {"entry": launch.entry, "grid": list(launch.grid), "cubin": launch.cubin.name,
-                "threads_per_block": SPECS[variant].threads,
-                "dynamic_smem_bytes": SPECS[variant].dynamic_smem_bytes(case.shape.head_dim)}
+        info = {
+            "entry": launch.entry,
+            "grid": list(launch.grid),
+            "cubin": launch.cubin.name,
+            "threads_per_block": SPECS[variant].threads,
+            "dynamic_smem_bytes": SPECS[variant].dynamic_smem_bytes(case.shape.head_dim),
+        }
         return Prepared(fn=launch, q=q, k=k, v=v, out=out, info=info)
 
     return prepare

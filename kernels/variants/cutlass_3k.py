@@ -97,8 +97,10 @@ def _unsupported(case: Case) -> str | None:
     need = intermediate_bytes(case)
     total = torch.cuda.get_device_properties(0).total_memory
     if need > limits.memory_share * total:
-        return (f"S and P take {need / 2**30:.1f} GiB (2*B*H*S*ld elements, plus padded K/V for odd S), over "
-                f"{limits.memory_share:.0%} of the device's {total / 2**30:.0f} GiB")
+        return (
+            f"S and P take {need / 2**30:.1f} GiB (2*B*H*S*ld elements, plus padded K/V for odd S), over "
+            f"{limits.memory_share:.0%} of the device's {total / 2**30:.0f} GiB"
+        )
     return None
 
 
@@ -123,8 +125,21 @@ def _prepare_for(config: TileConfig):
             k_gemm, v_gemm = k, v
         workspace_bytes = library.workspace_bytes(case.dtype, b * h, s, ld, kv_len, d)
         workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=q.device)
-        plan = library.plan(dtype=case.dtype, q=q, k=k_gemm, v=v_gemm, scores=scores, probs=probs, out=out, seq=s,
-                            ld=ld, kv_len=kv_len, scale=softmax_scale(d), causal=case.causal, workspace=workspace)
+        plan = library.plan(
+            dtype=case.dtype,
+            q=q,
+            k=k_gemm,
+            v=v_gemm,
+            scores=scores,
+            probs=probs,
+            out=out,
+            seq=s,
+            ld=ld,
+            kv_len=kv_len,
+            scale=softmax_scale(d),
+            causal=case.causal,
+            workspace=workspace,
+        )
         k_rows, v_rows = k.view(b * h, s, d), v.view(b * h, s, d)
 
         def launch() -> Any:
@@ -136,10 +151,21 @@ def _prepare_for(config: TileConfig):
 
         # The plan holds raw pointers: the callable keeps the buffers alive as long as it lives.
         launch.keep_alive = (plan, scores, probs, workspace, k_gemm, v_gemm)  # type: ignore[attr-defined]  # mypy does not model a function's attributes; only held
-        return Prepared(fn=launch, q=q, k=k, v=v, out=out, info={
-            "kernels": 5 if padded else 3, **config.describe(), "ld": ld, "kv_len": kv_len,
-            "workspace_bytes": workspace_bytes, "intermediate_bytes": intermediate_bytes(case),
-        })
+        return Prepared(
+            fn=launch,
+            q=q,
+            k=k,
+            v=v,
+            out=out,
+            info={
+                "kernels": 5 if padded else 3,
+                **config.describe(),
+                "ld": ld,
+                "kv_len": kv_len,
+                "workspace_bytes": workspace_bytes,
+                "intermediate_bytes": intermediate_bytes(case),
+            },
+        )
 
     return prepare
 
@@ -158,8 +184,10 @@ def _one_per_tile_config() -> list[Variant]:
         Variant(
             name=config.variant_name,
             family="cutlass",
-            description=(f"CUTLASS 3.x GEMM (tile {'x'.join(map(str, config.tile))}, cluster {config.cluster_m}x1, "
-                         f"{config.describe()['schedule']}) -> masked softmax -> CUTLASS GEMM; {config.reason}"),
+            description=(
+                f"CUTLASS 3.x GEMM (tile {'x'.join(map(str, config.tile))}, cluster {config.cluster_m}x1, "
+                f"{config.describe()['schedule']}) -> masked softmax -> CUTLASS GEMM; {config.reason}"
+            ),
             prepare=_prepare_for(config),
             needs=NEEDS,
             unsupported=_unsupported,

@@ -42,7 +42,9 @@ from ..inputs import make_inputs, make_output, softmax_scale
 from ..variant import Prepared, Variant
 
 SUPPORTED_DTYPES = ("fp16", "bf16")
-SM90 = 90  # the kernel path asked of the interface (its `_arch`): the Hopper forward, whatever FLASH_ATTENTION_ARCH says
+SM90 = (
+    90  # the kernel path asked of the interface (its `_arch`): the Hopper forward, whatever FLASH_ATTENTION_ARCH says
+)
 HEAD_DIM_RANGE = (8, 256)  # the SM90 forward's head dims (interface._validate_head_dims) ...
 HEAD_DIM_MULTIPLE = 8  # ... in multiples of 16 bytes of fp16/bf16
 
@@ -53,8 +55,7 @@ def _unsupported(case: Case) -> str | None:
     d = case.shape.head_dim
     low, high = HEAD_DIM_RANGE
     if not low <= d <= high or d % HEAD_DIM_MULTIPLE:
-        return (f"the SM90 forward takes head_dim {low}..{high} in multiples of {HEAD_DIM_MULTIPLE} "
-                f"(16 bytes); got {d}")
+        return f"the SM90 forward takes head_dim {low}..{high} in multiples of {HEAD_DIM_MULTIPLE} (16 bytes); got {d}"
     return None
 
 
@@ -83,7 +84,7 @@ class _Recorder:
 
 
 def _config_name(config: Any) -> str | None:
-    """"m128_n128_rs_ol" from the interface's FwdConfig (tile M x N; P@V with P in registers;
+    """ "m128_n128_rs_ol" from the interface's FwdConfig (tile M x N; P@V with P in registers;
     intra-warpgroup overlap), None when none was seen."""
     if config is None:
         return None
@@ -91,8 +92,9 @@ def _config_name(config: Any) -> str | None:
     return name + ("_rs" if config.mma_pv_is_rs else "") + ("_ol" if config.intra_wg_overlap else "")
 
 
-def record_launch(interface: Any, q: Any, k: Any, v: Any, out: Any, scale: float, causal: bool
-                  ) -> tuple[Callable[[], Any], Any]:
+def record_launch(
+    interface: Any, q: Any, k: Any, v: Any, out: Any, scale: float, causal: bool
+) -> tuple[Callable[[], Any], Any]:
     """One forward through `interface._flash_attn_fwd` (compiles on first use, launches once)
     with the compiled launch recorded; returns (a zero-argument callable repeating exactly that
     launch, the FwdConfig the interface chose or None). q, k, v, out: (B, S, H, D)."""
@@ -111,8 +113,10 @@ def record_launch(interface: Any, q: Any, k: Any, v: Any, out: Any, scale: float
     finally:
         forward.compile_cache, interface._get_fwd_config = recorder.cache, pick
     if len(recorder.launches) != 1:
-        raise RuntimeError(f"flash_attn.cute's forward made {len(recorder.launches)} compiled launches, expected "
-                           "exactly 1: the timed call would not be the whole forward")
+        raise RuntimeError(
+            f"flash_attn.cute's forward made {len(recorder.launches)} compiled launches, expected "
+            "exactly 1: the timed call would not be the whole forward"
+        )
     compiled, args, kwargs = recorder.launches[0]
 
     def run() -> None:  # writes `out`; returns nothing, so the harness reads the output buffer
@@ -146,8 +150,15 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     q, k, v = make_inputs(case, device, seed)
     out = make_output(case, device)
     started = time.perf_counter()
-    launch, config = record_launch(interface, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                   out.transpose(1, 2), softmax_scale(case.shape.head_dim), case.causal)
+    launch, config = record_launch(
+        interface,
+        q.transpose(1, 2),
+        k.transpose(1, 2),
+        v.transpose(1, 2),
+        out.transpose(1, 2),
+        softmax_scale(case.shape.head_dim),
+        case.causal,
+    )
     torch.cuda.synchronize(q.device)
     info: dict[str, Any] = {
         "first_call_s": round(time.perf_counter() - started, 3),  # the JIT compile when this configuration is new
@@ -155,17 +166,31 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
         "versions": _versions(),
     }
     if config is not None:
-        info["fwd_config"] = {"tile_m": config.m_block_size, "tile_n": config.n_block_size,
-                              "mma_pv_is_rs": config.mma_pv_is_rs, "intra_wg_overlap": config.intra_wg_overlap}
-    return Prepared(fn=launch, q=q, k=k, v=v, out=out, info=info, config=_config_name(config),
-                    config_source="fixed" if config is not None else None)
+        info["fwd_config"] = {
+            "tile_m": config.m_block_size,
+            "tile_n": config.n_block_size,
+            "mma_pv_is_rs": config.mma_pv_is_rs,
+            "intra_wg_overlap": config.intra_wg_overlap,
+        }
+    return Prepared(
+        fn=launch,
+        q=q,
+        k=k,
+        v=v,
+        out=out,
+        info=info,
+        config=_config_name(config),
+        config_source="fixed" if config is not None else None,
+    )
 
 
 FA4_SM90 = Variant(
     name="fa4_sm90",
     family="flash_attn",
-    description=("flash-attn-4's SM90 forward (CuTe DSL): the FlashAttention-3 design (TMA, wgmma, warp-specialised "
-                 "pipelines), JIT-compiled in prepare; the timed call is its one compiled launch"),
+    description=(
+        "flash-attn-4's SM90 forward (CuTe DSL): the FlashAttention-3 design (TMA, wgmma, warp-specialised "
+        "pipelines), JIT-compiled in prepare; the timed call is its one compiled launch"
+    ),
     prepare=_prepare,
     needs=frozenset({"cuda", "hopper", "flash_attn_cute"}),
     unsupported=_unsupported,

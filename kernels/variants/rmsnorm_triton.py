@@ -28,8 +28,10 @@ def _unsupported(case: Case) -> str | None:
         return reason
     shape = case.shape
     if _interpreting() and shape.elements > INTERPRETER_MAX_ELEMENTS:
-        return (f"TRITON_INTERPRET=1: rows*hidden = {shape.elements} exceeds "
-                f"{INTERPRETER_MAX_ELEMENTS}; {INTERPRETER_REASON}")
+        return (
+            f"TRITON_INTERPRET=1: rows*hidden = {shape.elements} exceeds "
+            f"{INTERPRETER_MAX_ELEMENTS}; {INTERPRETER_REASON}"
+        )
     return None
 
 

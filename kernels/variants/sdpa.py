@@ -95,8 +95,10 @@ def _math_memory_problem(case: Case) -> str | None:
     need = 2 * b * h * s * s * 4
     total = torch.cuda.get_device_properties(0).total_memory
     if need > MATH_MEMORY_SHARE * total:
-        return (f"math backend would hold {need / 2**30:.1f} GiB of fp32 S x S intermediates, "
-                f"over {MATH_MEMORY_SHARE:.0%} of the device's {total / 2**30:.0f} GiB")
+        return (
+            f"math backend would hold {need / 2**30:.1f} GiB of fp32 S x S intermediates, "
+            f"over {MATH_MEMORY_SHARE:.0%} of the device's {total / 2**30:.0f} GiB"
+        )
     return None
 
 
@@ -126,6 +128,7 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
         scale = softmax_scale(case.shape.head_dim)
         causal = case.causal
         if backend is None:
+
             def run() -> Any:
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
         else:
@@ -154,8 +157,9 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
     return prepare
 
 
-def _variant(name: str, backend: str | None, description: str, lineage: str,
-             needs: frozenset[str] = frozenset()) -> Variant:
+def _variant(
+    name: str, backend: str | None, description: str, lineage: str, needs: frozenset[str] = frozenset()
+) -> Variant:
     return Variant(
         name=name,
         family="sdpa",
@@ -168,27 +172,34 @@ def _variant(name: str, backend: str | None, description: str, lineage: str,
 
 
 SDPA = _variant(
-    "sdpa", None,
+    "sdpa",
+    None,
     "torch.nn.functional.scaled_dot_product_attention, default backend dispatch: attention's baseline",
     "PyTorch SDPA baseline (all seeds)",
 )
 SDPA_FLASH = _variant(
-    "sdpa_flash", "FLASH_ATTENTION",
+    "sdpa_flash",
+    "FLASH_ATTENTION",
     "SDPA pinned to the FlashAttention-2 backend (CPU: torch's CPU flash kernel)",
     "PyTorch SDPA (FA backend); FA2 rows",
 )
 SDPA_EFFICIENT = _variant(
-    "sdpa_efficient", "EFFICIENT_ATTENTION",
+    "sdpa_efficient",
+    "EFFICIENT_ATTENTION",
     "SDPA pinned to the memory-efficient (xFormers-derived) backend; CUDA only",
-    "PyTorch SDPA memory-efficient backend", needs=frozenset({"cuda"}),
+    "PyTorch SDPA memory-efficient backend",
+    needs=frozenset({"cuda"}),
 )
 SDPA_CUDNN = _variant(
-    "sdpa_cudnn", "CUDNN_ATTENTION",
+    "sdpa_cudnn",
+    "CUDNN_ATTENTION",
     "SDPA pinned to the cuDNN fused-attention backend; CUDA only",
-    "PyTorch SDPA cuDNN backend (FA3-class rows on Hopper)", needs=frozenset({"cuda"}),
+    "PyTorch SDPA cuDNN backend (FA3-class rows on Hopper)",
+    needs=frozenset({"cuda"}),
 )
 SDPA_MATH = _variant(
-    "sdpa_math", "MATH",
+    "sdpa_math",
+    "MATH",
     "SDPA pinned to the math backend: unfused composite ops, the slow but general fallback",
     "PyTorch SDPA math fallback",
 )

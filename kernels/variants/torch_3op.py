@@ -38,8 +38,10 @@ def _unsupported(case: Case) -> str | None:
     need = 2 * b * h * s * s * element
     total = torch.cuda.get_device_properties(0).total_memory
     if need > MEMORY_SHARE * total:
-        return (f"scores and probabilities take {need / 2**30:.1f} GiB (2*B*H*S^2 elements), "
-                f"over {MEMORY_SHARE:.0%} of the device's {total / 2**30:.0f} GiB")
+        return (
+            f"scores and probabilities take {need / 2**30:.1f} GiB (2*B*H*S^2 elements), "
+            f"over {MEMORY_SHARE:.0%} of the device's {total / 2**30:.0f} GiB"
+        )
     return None
 
 

@@ -45,8 +45,10 @@ def _unsupported(case: Case) -> str | None:
     if _interpreting():
         work = shape.batch * shape.heads * shape.seq_len * shape.seq_len * shape.head_dim
         if work > table.interpreter_max_work:
-            return (f"TRITON_INTERPRET=1: B*H*S*S*D = {work} exceeds {table.interpreter_max_work}; "
-                    f"{table.interpreter_reason}")
+            return (
+                f"TRITON_INTERPRET=1: B*H*S*S*D = {work} exceeds {table.interpreter_max_work}; "
+                f"{table.interpreter_reason}"
+            )
     return None
 
 
@@ -69,8 +71,7 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
         torch.cuda.synchronize(q.device)
     else:
         run()
-    return Prepared(fn=run, q=q, k=k, v=v, out=out, info=info, config=choice.config.name,
-                    config_source=choice.source)
+    return Prepared(fn=run, q=q, k=k, v=v, out=out, info=info, config=choice.config.name, config_source=choice.source)
 
 
 def _build() -> BuildReport:
@@ -84,13 +85,18 @@ def _build() -> BuildReport:
 
     if _interpreting():
         table = load_table()
-        return BuildReport(variant="triton_fa2", ok=True, target="triton-interpreter",
-                           config={"interpreter_candidates": list(table.interpreter)})
+        return BuildReport(
+            variant="triton_fa2",
+            ok=True,
+            target="triton-interpreter",
+            config={"interpreter_candidates": list(table.interpreter)},
+        )
     import torch
 
     if not torch.cuda.is_available():
-        return BuildReport(variant="triton_fa2", ok=False, target="n/a",
-                           error="no CUDA device, and TRITON_INTERPRET is not 1")
+        return BuildReport(
+            variant="triton_fa2", ok=False, target="n/a", error="no CUDA device, and TRITON_INTERPRET is not 1"
+        )
     import triton
 
     from ..triton.fa2_fwd import make_launcher
@@ -113,12 +119,19 @@ def _build() -> BuildReport:
                 first = first or builds[label]
         torch.cuda.synchronize()
     except Exception as exc:  # the report carries the compiler's complaint instead of crashing the run
-        return BuildReport(variant="triton_fa2", ok=False, target=f"sm_{major}{minor}",
-                           compile_seconds=time.perf_counter() - started, config={"builds": builds},
-                           error=f"{type(exc).__name__}: {str(exc)[:2000]}")
+        return BuildReport(
+            variant="triton_fa2",
+            ok=False,
+            target=f"sm_{major}{minor}",
+            compile_seconds=time.perf_counter() - started,
+            config={"builds": builds},
+            error=f"{type(exc).__name__}: {str(exc)[:2000]}",
+        )
     assert first is not None
     return BuildReport(
-        variant="triton_fa2", ok=True, target=f"sm_{major}{minor} (triton {triton.__version__})",
+        variant="triton_fa2",
+        ok=True,
+        target=f"sm_{major}{minor} (triton {triton.__version__})",
         compile_seconds=time.perf_counter() - started,
         registers_per_thread=first.get("registers_per_thread"),
         shared_mem_bytes=first.get("shared_mem_bytes"),
@@ -129,8 +142,10 @@ def _build() -> BuildReport:
 TRITON_FA2 = Variant(
     name="triton_fa2",
     family="triton",
-    description=("fused FlashAttention-2 forward in Triton: online exp2 softmax, causal block skipping "
-                 "with a split diagonal, TMA descriptors on Hopper, block config tuned per problem"),
+    description=(
+        "fused FlashAttention-2 forward in Triton: online exp2 softmax, causal block skipping "
+        "with a split diagonal, TMA descriptors on Hopper, block config tuned per problem"
+    ),
     prepare=_prepare,
     needs=frozenset({"triton"}),
     unsupported=_unsupported,

@@ -103,7 +103,9 @@ for _name, _prepare, _desc in (
 ):
     register(Variant(name=_name, family="test", description=_desc, prepare=_prepare))
 
-register(Variant(name="t_noncausal", family="test", description="non-causal only", prepare=_good, unsupported=_never_causal))
+register(
+    Variant(name="t_noncausal", family="test", description="non-causal only", prepare=_good, unsupported=_never_causal)
+)
 
 
 def _abort_when_timed(case, device, seed):
@@ -149,8 +151,15 @@ def _illegal_address(case, device, seed):
     return Prepared(fn=fn, q=q, k=k, v=v)
 
 
-register(Variant(name="t_cuda_illegal", family="test", description="illegal address on the 4th call (GPU)",
-                 prepare=_illegal_address, needs=frozenset({"cuda", "cupy"})))
+register(
+    Variant(
+        name="t_cuda_illegal",
+        family="test",
+        description="illegal address on the 4th call (GPU)",
+        prepare=_illegal_address,
+        needs=frozenset({"cuda", "cupy"}),
+    )
+)
 
 
 # -- asynchronous faults (issue 11): errors reported after the call that caused them ----------
@@ -160,7 +169,9 @@ register(Variant(name="t_cuda_illegal", family="test", description="illegal addr
 # reproduces that: `torch.cpu.synchronize` (the harness's device sync on a CPU, a no-op in
 # torch) raises the pending error, as cudaDeviceSynchronize would.
 
-ASYNC_ERROR = "CUDA error: an illegal memory access was encountered (asynchronous, reported at the next synchronization)"
+ASYNC_ERROR = (
+    "CUDA error: an illegal memory access was encountered (asynchronous, reported at the next synchronization)"
+)
 _pending = {"error": None}
 _corrupted = {"by": None}
 _real_cpu_synchronize = torch.cpu.synchronize

@@ -56,12 +56,12 @@ def _medians(fns, timer, flusher, calls: int) -> list[float]:
     from attnwatch.ci.timing.sampler import Subject, measure_interleaved, warm_up
     from attnwatch.ci.timing.gpu_state import NullMonitor
 
-    config = timing_config("cuda").with_overrides(min_samples=calls, max_samples=calls, time_cap_s=60.0,
-                                                  target_rel_spread=-1.0)
+    config = timing_config("cuda").with_overrides(
+        min_samples=calls, max_samples=calls, time_cap_s=60.0, target_rel_spread=-1.0
+    )
     for fn in fns:
         warm_up(fn, config, timer, flusher)
-    raws = measure_interleaved([Subject(str(i), fn) for i, fn in enumerate(fns)], config, timer, flusher,
-                               NullMonitor())
+    raws = measure_interleaved([Subject(str(i), fn) for i, fn in enumerate(fns)], config, timer, flusher, NullMonitor())
     return [statistics.median(raws[str(i)].samples_us) for i in range(len(fns))]
 
 
@@ -105,17 +105,26 @@ def _calibrated_spin(inner, slowdown: float) -> dict:
         ys += medians
     slope, intercept = (float(v) for v in np.polyfit(np.asarray(xs, float), np.asarray(ys, float), 1))
     extra = slowdown * intercept / slope if slope > 0 else guess
-    return {**info, "spin_cycles": base + int(extra), "composite_median_us": intercept,
-            "fit_us_per_cycle": slope, "nominal_us_per_cycle": 1.0 / per_us, "first_guess_cycles": int(guess),
-            "fit_points": [[x, round(y, 4)] for x, y in zip(xs, ys)]}
+    return {
+        **info,
+        "spin_cycles": base + int(extra),
+        "composite_median_us": intercept,
+        "fit_us_per_cycle": slope,
+        "nominal_us_per_cycle": 1.0 / per_us,
+        "first_guess_cycles": int(guess),
+        "fit_points": [[x, round(y, 4)] for x, y in zip(xs, ys)],
+    }
 
 
 def _gpu(case, inner, slowdown: float):
     if case.id not in _calibrated:
         _calibrated[case.id] = _calibrated_spin(inner, slowdown)
         # into the worker's log (workers/<side>/*.log): what this process planted, to set beside what the compare read
-        print(f"t_planted calibration {case.id} side={os.environ.get('ATTNWATCH_SIDE')}: {json.dumps(_calibrated[case.id])}",
-              file=sys.stderr, flush=True)
+        print(
+            f"t_planted calibration {case.id} side={os.environ.get('ATTNWATCH_SIDE')}: {json.dumps(_calibrated[case.id])}",
+            file=sys.stderr,
+            flush=True,
+        )
     info = _calibrated[case.id]
     return _with_spin(inner, info["spin_cycles"]), info
 
@@ -145,10 +154,17 @@ def _prepare(case, device, seed):
     inner = registry.get(WRAPPED).prepare(case, device, seed)
     slowdown = planted_slowdown()
     fn, info = (_gpu if device.type == "cuda" else _cpu)(case, inner.fn, slowdown)
-    return Prepared(fn=fn, q=inner.q, k=inner.k, v=inner.v, out=inner.out,
-                    info={**inner.info, **info, "planted_slowdown": slowdown})
+    return Prepared(
+        fn=fn, q=inner.q, k=inner.k, v=inner.v, out=inner.out, info={**inner.info, **info, "planted_slowdown": slowdown}
+    )
 
 
-register(Variant(name="t_planted", family="test", prepare=_prepare,
-                 description=f"{WRAPPED} + a calibrated extra ATTNWATCH_PLANTED_SLOWDOWN in the head worker",
-                 unsupported=lambda case: registry.get(WRAPPED).unsupported(case)))
+register(
+    Variant(
+        name="t_planted",
+        family="test",
+        prepare=_prepare,
+        description=f"{WRAPPED} + a calibrated extra ATTNWATCH_PLANTED_SLOWDOWN in the head worker",
+        unsupported=lambda case: registry.get(WRAPPED).unsupported(case),
+    )
+)

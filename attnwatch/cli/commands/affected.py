@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 
-
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "affected", help="say (on a CPU) which variants a pull request changes; nothing: post that and skip the GPU",
+        "affected",
+        help="say (on a CPU) which variants a pull request changes; nothing: post that and skip the GPU",
         description="Compare the merge base with the head by source fingerprints (variants' code, data files, CUDA "
         "headers, build flags; the harness; the GPU job's own files) without building or importing torch. Writes "
         "gpu=true|false and build=<variants> to $GITHUB_OUTPUT.",
@@ -30,8 +30,9 @@ def register(subparsers) -> None:
     p.add_argument("--base", required=True, help="base revision (its merge base with --head is compared)")
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--json", type=Path, help="write the decision here (schema attnwatch-affected/1)")
-    p.add_argument("--pr", type=int, help="post the sticky 'nothing the GPU runs changed' comment on this PR when "
-                                          "nothing differs")
+    p.add_argument(
+        "--pr", type=int, help="post the sticky 'nothing the GPU runs changed' comment on this PR when nothing differs"
+    )
     p.add_argument("--bot-login", default=None, help="author of the sticky comment (default: as `attnwatch comment`)")
     p.set_defaults(func=_run)
 
@@ -52,8 +53,10 @@ def _run(args) -> int:
     if result.everything:
         print(f"affected: every variant: {result.everything}")
     elif not result.gpu:
-        print(f"affected: nothing the GPU runs changed ({len(result.variants)} variants, "
-              f"{result.harness_files} harness and pipeline files compared)")
+        print(
+            f"affected: nothing the GPU runs changed ({len(result.variants)} variants, "
+            f"{result.harness_files} harness and pipeline files compared)"
+        )
     for name, why in roles(result).items():
         print(f"affected: build {name}: {why}")
     if args.json:
@@ -85,6 +88,7 @@ def _post(args, result) -> None:
         return
     body = render_unchanged(result, actions_run_url())
     append_step_summary(body.replace(MARKER + "\n", ""))
-    action, comment_id = client.upsert_comment(args.pr, body, MARKER,
-                                               args.bot_login or os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN))
+    action, comment_id = client.upsert_comment(
+        args.pr, body, MARKER, args.bot_login or os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN)
+    )
     print(f"affected: {action} comment {comment_id} on PR #{args.pr}")

@@ -16,15 +16,21 @@ def _default_actor() -> str:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("alerts", help="list, acknowledge or resolve regression alerts",
-                              description="The alert lifecycle: list the alerts detection recorded, acknowledge or "
-                              "resolve one, record where a bisection placed its step, send the events since a time "
-                              "to the configured webhook or GitHub issues.")
+    p = subparsers.add_parser(
+        "alerts",
+        help="list, acknowledge or resolve regression alerts",
+        description="The alert lifecycle: list the alerts detection recorded, acknowledge or "
+        "resolve one, record where a bisection placed its step, send the events since a time "
+        "to the configured webhook or GitHub issues.",
+    )
     sub = p.add_subparsers(dest="alerts_command", metavar="ACTION")
     sub.required = True
-    ls = sub.add_parser("list", help="list alerts (default: open and acknowledged)",
-                        description="List alerts with their case, change, commit and what moved; by default the "
-                        "open and acknowledged ones.")
+    ls = sub.add_parser(
+        "list",
+        help="list alerts (default: open and acknowledged)",
+        description="List alerts with their case, change, commit and what moved; by default the "
+        "open and acknowledged ones.",
+    )
     ls.add_argument("--status", action="append", choices=STATUSES, help="repeatable; default open + acknowledged")
     ls.add_argument("--all", action="store_true", help="every status")
     ls.add_argument("--kind", action="append", choices=KINDS)
@@ -33,15 +39,27 @@ def register(subparsers) -> None:
     ls.add_argument("--case", help="part of a case id")
     ls.add_argument("--limit", type=int, default=200)
     ls.add_argument("--history", action="store_true", help="show each alert's lifecycle events")
-    ls.add_argument("--dashboard-url", default=os.environ.get("ATTNWATCH_DASHBOARD_URL"),
-                    help="print each alert's trend on this dashboard (default $ATTNWATCH_DASHBOARD_URL)")
+    ls.add_argument(
+        "--dashboard-url",
+        default=os.environ.get("ATTNWATCH_DASHBOARD_URL"),
+        help="print each alert's trend on this dashboard (default $ATTNWATCH_DASHBOARD_URL)",
+    )
     ls.set_defaults(func=_list)
     for name, helptext, about, fn in (
-            ("ack", "acknowledge an alert (a note is required)",
-             "Mark alert ID acknowledged, with a note saying why; it stays listed until resolved.", _ack),
-            ("resolve", "resolve an alert", "Mark alert ID resolved; it leaves the default list.", _resolve),
-            ("bisected", "record the commit a bisection placed the alert's step at",
-             "Record on alert ID the commit a bisection found its step at.", _bisected)):
+        (
+            "ack",
+            "acknowledge an alert (a note is required)",
+            "Mark alert ID acknowledged, with a note saying why; it stays listed until resolved.",
+            _ack,
+        ),
+        ("resolve", "resolve an alert", "Mark alert ID resolved; it leaves the default list.", _resolve),
+        (
+            "bisected",
+            "record the commit a bisection placed the alert's step at",
+            "Record on alert ID the commit a bisection found its step at.",
+            _bisected,
+        ),
+    ):
         q = sub.add_parser(name, help=helptext, description=about)
         q.add_argument("alert_id", type=int, metavar="ID")
         if name == "bisected":
@@ -49,10 +67,13 @@ def register(subparsers) -> None:
         q.add_argument("--note", required=(name == "ack"), default="")
         q.add_argument("--by", default=None, help="who (default: $GITHUB_ACTOR or the login name)")
         q.set_defaults(func=fn)
-    n = sub.add_parser("notify", help="send every alert event since a time to the configured webhook / GitHub issues "
-                                      "($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)",
-                       description="Send every alert event recorded since --since to the webhook in "
-                       "$ATTNWATCH_WEBHOOK_URL and, with $ATTNWATCH_ALERT_ISSUES, to GitHub issues.")
+    n = sub.add_parser(
+        "notify",
+        help="send every alert event since a time to the configured webhook / GitHub issues "
+        "($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)",
+        description="Send every alert event recorded since --since to the webhook in "
+        "$ATTNWATCH_WEBHOOK_URL and, with $ATTNWATCH_ALERT_ISSUES, to GitHub issues.",
+    )
     n.add_argument("--since", required=True, help="UTC date or date-time (ISO 8601), e.g. 2026-11-26T06:00")
     n.set_defaults(func=_notify)
 
@@ -64,8 +85,14 @@ def _list(args) -> int:
     from attnwatch.history.store.lake_retry import retrying
 
     statuses = () if args.all else tuple(args.status or ("open", "acknowledged"))
-    wanted = AlertFilter(statuses=statuses, kinds=tuple(args.kind or ()), gpu_name=args.gpu, metric=args.metric,
-                         case_contains=args.case, limit=args.limit)
+    wanted = AlertFilter(
+        statuses=statuses,
+        kinds=tuple(args.kind or ()),
+        gpu_name=args.gpu,
+        metric=args.metric,
+        case_contains=args.case,
+        limit=args.limit,
+    )
     alerts = retrying(args.db, lambda: list_alerts(args.db, wanted))  # a lake: waits out a catalog restart
     if not alerts:
         print("no alerts")
@@ -74,8 +101,10 @@ def _list(args) -> int:
     print(f"{'id':>5}  {'status':<12} {'kind':<11} {'change':>8}  {'commit':<12} {'gpu':<20} case / metric")
     for a in alerts:
         change = f"{a.change_pct:+.1f}%" if a.change_pct is not None else "—"
-        print(f"{a.alert_id:>5}  {a.status:<12} {a.kind:<11} {change:>8}  {(a.commit_sha or '')[:12]:<12} "
-              f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}")
+        print(
+            f"{a.alert_id:>5}  {a.status:<12} {a.kind:<11} {change:>8}  {(a.commit_sha or '')[:12]:<12} "
+            f"{(a.gpu_name or '')[:20]:<20} {a.case_id} / {a.metric}"
+        )
         if a.kind != "correctness":
             print(f"{'':>7}moved: {attribution_text(a) or 'not attributed (an alert from before attribution)'}")
         if a.note:
@@ -100,8 +129,10 @@ def cause_lines(explanation) -> list[str]:
     from attnwatch.history.analysis.ncu_explain import format_value
 
     lines = [f"ncu cause: {explanation.cause}"]
-    ranked = [f"{c.rule} {format_value(c.base)} → {format_value(c.head)} ({c.change:+.0%})"
-              for c in explanation.changes[:RULES_SHOWN]]
+    ranked = [
+        f"{c.rule} {format_value(c.base)} → {format_value(c.head)} ({c.change:+.0%})"
+        for c in explanation.changes[:RULES_SHOWN]
+    ]
     if ranked:
         lines.append("ncu ranked: " + "; ".join(ranked))
     return lines
@@ -115,8 +146,9 @@ def _trend_link(dashboard_url: str | None, alert) -> str | None:
     if not dashboard_url or not alert.gpu_name:
         return None
     metric = alert.metric if alert.metric in ("median_us", "gap_to_baseline") else "median_us"
-    query = case_trend_query(alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha),
-                             host=alert.pool)
+    query = case_trend_query(
+        alert.gpu_name, alert.case_id, metric=metric, commits=commit_range(None, alert.commit_sha), host=alert.pool
+    )
     return url(dashboard_url, "trends", query) if query else None
 
 

@@ -39,7 +39,8 @@ RESULT_FILE = "bisect.json"
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "bisect", help="find the commit that made a case slower, by same-job compares",
+        "bisect",
+        help="find the commit that made a case slower, by same-job compares",
         description="Binary-search a commit range (an alert's step with --alert, or --good/--bad with --case) by "
         "same-job compares of the good revision against each commit measured; print the culprit with its interval, "
         "or between which commits it stays undecided. Exit 1 when undecided or not reproduced.",
@@ -49,10 +50,16 @@ def register(subparsers) -> None:
     p.add_argument("--bad", help="a later revision with it")
     p.add_argument("--case", action="append", help="case id to measure, variant/shape/dtype/causal (repeatable)")
     p.add_argument("--checkout", type=Path, default=Path("."), help="the git checkout to bisect (default: here)")
-    p.add_argument("--within", help="refuse a range not reachable from this revision (a trusted job: its default branch)")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="round cap per compare (default: ci/run_config.toml [compare]); an undecided commit is "
-                        "measured once more with twice as many")
+    p.add_argument(
+        "--within", help="refuse a range not reachable from this revision (a trusted job: its default branch)"
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="round cap per compare (default: ci/run_config.toml [compare]); an undecided commit is "
+        "measured once more with twice as many",
+    )
     p.add_argument("--min-rounds", type=int, default=None, help="rounds before the first look")
     p.add_argument("--workers-per-side", type=int, default=None)
     p.add_argument("--method", choices=METHODS, default="rounds-t")
@@ -61,9 +68,12 @@ def register(subparsers) -> None:
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
     add_variant_arguments(p)
     p.add_argument("--any-gpu", action="store_true", help="with --alert: measure although this GPU is not the alert's")
-    p.add_argument("--force", action="store_true",
-                   help="bisect although the step's (or the range's) attribution has no code part (configuration, "
-                        "environment, machine or noise)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="bisect although the step's (or the range's) attribution has no code part (configuration, "
+        "environment, machine or noise)",
+    )
     p.add_argument("--out", type=Path, default=Path("bisect-out"), help="output directory (default ./bisect-out)")
     p.set_defaults(func=_run)
 
@@ -91,13 +101,17 @@ def refuse_without_code(target, force: bool) -> str | None:
 
     label = target.attribution
     if label is None or label == UNKNOWN:
-        return (f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
-                "the code cannot be ruled out, bisecting")
+        return (
+            f"bisect: alert {target.alert_id}: {label or 'not attributed (an alert from before attribution)'}; "
+            "the code cannot be ruled out, bisecting"
+        )
     if has_code_part(label):
         return None
     changed = "; ".join(c.text() for c in stored_changes(target.attribution_changes)) or "nothing recorded changed"
-    why = (f"alert {target.alert_id}: its step is attributed to {label} ({changed}), not to code: no commit of "
-           f"{target.good_sha[:12]}..{target.bad_sha[:12]} changed {target.case_id.split('/')[0]}'s code")
+    why = (
+        f"alert {target.alert_id}: its step is attributed to {label} ({changed}), not to code: no commit of "
+        f"{target.good_sha[:12]}..{target.bad_sha[:12]} changed {target.case_id.split('/')[0]}'s code"
+    )
     if force:
         return f"bisect: --force: {why}; bisecting anyway"
     raise UserError(f"{why}; not bisected (pass --force to measure the range anyway)")
@@ -137,8 +151,10 @@ def _run(args) -> int:
     good_ref, bad_ref, case_ids, target, note = _target(args)
     kind, gpu = device_kind()
     if target is not None and (target.gpu_name or "cpu") != (gpu or kind) and not args.any_gpu:
-        raise UserError(f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
-                        "bisect it there (or pass --any-gpu)")
+        raise UserError(
+            f"alert {target.alert_id} is on {target.gpu_name}, this machine has {gpu or kind}: "
+            "bisect it there (or pass --any-gpu)"
+        )
     if note:
         print(note, file=sys.stderr)
     load_requested(variant_sources(args))
@@ -151,8 +167,10 @@ def _run(args) -> int:
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
     options = session_options(measure_settings(args, shapes=shape_set_of(cases)), kind, thresholds)
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
-    log(f"bisect: {len(commits) - 1} commits after the good {good[:12]} up to {bad[:12]}, "
-        f"{len(cases)} case(s), {options.design.describe()}")
+    log(
+        f"bisect: {len(commits) - 1} commits after the good {good[:12]} up to {bad[:12]}, "
+        f"{len(cases)} case(s), {options.design.describe()}"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     with CompareOracle(repo, good, bad, cases, options, thresholds, args.out, log) as oracle:
         result = bisect(commits, oracle)

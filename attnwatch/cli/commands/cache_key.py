@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "cache-key", help="print the toolchain key (nvcc, driver, torch, Triton, CuPy, Python) for a cache key",
+        "cache-key",
+        help="print the toolchain key (nvcc, driver, torch, Triton, CuPy, Python) for a cache key",
         description="Print one line: a short digest of the versions of nvcc, the NVIDIA driver, torch, Triton, CuPy "
         "and Python, for the key under which a workflow saves and restores the cache root ($ATTNWATCH_CACHE).",
     )

@@ -26,30 +26,45 @@ from attnwatch.ci.integration.comment.render import MARKER, Links, render_commen
 from attnwatch.ci.compare.report import load_report
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.integration.github import (
-    DEFAULT_BOT_LOGIN, GitHubClient, GitHubError, actions_run_url, append_step_summary, client_from_env,
+    DEFAULT_BOT_LOGIN,
+    GitHubClient,
+    GitHubError,
+    actions_run_url,
+    append_step_summary,
+    client_from_env,
 )
 from attnwatch.ci.integration.pr_runs import dashboard_link
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "comment", help="post the sticky A/B comment on a pull request (and the job summary)",
+        "comment",
+        help="post the sticky A/B comment on a pull request (and the job summary)",
         description="Render compare.json (read as untrusted data) as the pull request's one sticky comment, "
         "append it to $GITHUB_STEP_SUMMARY and create or update the comment through the GitHub API. Nothing is "
         "posted unless the report's head is the target's head.",
     )
     p.add_argument("--compare", required=True, help="compare.json written by `attnwatch compare`")
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--workflow-run-event", metavar="FILE",
-                        help="the workflow_run event of the gpu-bench run (GITHUB_EVENT_PATH): the PR and SHA "
-                             "are taken from it and checked against the API")
+    target.add_argument(
+        "--workflow-run-event",
+        metavar="FILE",
+        help="the workflow_run event of the gpu-bench run (GITHUB_EVENT_PATH): the PR and SHA "
+        "are taken from it and checked against the API",
+    )
     target.add_argument("--pr", type=int, help="pull request number (its current head must be the report's)")
     target.add_argument("--sha", help="the open PR(s) whose head is this commit")
     p.add_argument("--dry-run", action="store_true", help="print the markdown; call no API")
-    p.add_argument("--run-url", help="link to the workflow run (default: the event's run, else GITHUB_SERVER_URL/REPOSITORY/RUN_ID)")
+    p.add_argument(
+        "--run-url",
+        help="link to the workflow run (default: the event's run, else GITHUB_SERVER_URL/REPOSITORY/RUN_ID)",
+    )
     p.add_argument("--dashboard-url", default=os.environ.get("ATTNWATCH_DASHBOARD_URL"), help="link to the dashboard")
-    p.add_argument("--bot-login", default=os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN),
-                   help=f"author of the sticky comment (default {DEFAULT_BOT_LOGIN})")
+    p.add_argument(
+        "--bot-login",
+        default=os.environ.get("ATTNWATCH_BOT_LOGIN", DEFAULT_BOT_LOGIN),
+        help=f"author of the sticky comment (default {DEFAULT_BOT_LOGIN})",
+    )
     p.set_defaults(func=_run)
 
 
@@ -77,8 +92,10 @@ def _write_outputs(target: Target) -> None:
     output = os.environ.get("GITHUB_OUTPUT")
     if output and target.source is not None:
         with Path(output).open("a", encoding="utf-8") as fh:
-            fh.write(f"pr={min(target.prs)}\nhead_sha={target.head_sha}\n"
-                     f"source_run={target.source.run_id}.{target.source.attempt}\n")
+            fh.write(
+                f"pr={min(target.prs)}\nhead_sha={target.head_sha}\n"
+                f"source_run={target.source.run_id}.{target.source.attempt}\n"
+            )
 
 
 def _target(args, client: GitHubClient) -> Target | None:
@@ -103,16 +120,21 @@ def _run(args) -> int:
         _write_summary(body)
         sys.stdout.write(body)
         return 0
-    client = client_from_env(lambda message: print(message, file=sys.stderr),
-                             "GITHUB_TOKEN is not set (use --dry-run to only print the comment)")
+    client = client_from_env(
+        lambda message: print(message, file=sys.stderr),
+        "GITHUB_TOKEN is not set (use --dry-run to only print the comment)",
+    )
     target = _target(args, client)
     if target is None:
         print("attnwatch comment: nothing to post (no open pull request for that commit, or the run did not finish)")
         return 0
     check_report_head(report.head_sha, target, args.compare)
     _write_outputs(target)  # verified: the rounds may be stored even if posting fails below
-    links = Links(run_url=_run_url(args, target), dashboard_url=_dashboard_url(args, target, report.gpu_name),
-                  dashboard_root=args.dashboard_url)
+    links = Links(
+        run_url=_run_url(args, target),
+        dashboard_url=_dashboard_url(args, target, report.gpu_name),
+        dashboard_root=args.dashboard_url,
+    )
     body = render_comment(report, links)
     _write_summary(body)
     for pr in target.prs:
@@ -121,8 +143,10 @@ def _run(args) -> int:
         except GitHubError as exc:
             if exc.status != 422:
                 raise
-            print(f"attnwatch comment: GitHub refused the body for PR #{pr} ({exc}); posting the short form",
-                  file=sys.stderr)
+            print(
+                f"attnwatch comment: GitHub refused the body for PR #{pr} ({exc}); posting the short form",
+                file=sys.stderr,
+            )
             action, comment_id = client.upsert_comment(pr, render_short(report, links), MARKER, args.bot_login)
         print(f"attnwatch comment: {action} comment {comment_id} on PR #{pr}")
     return 0

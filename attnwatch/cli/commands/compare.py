@@ -52,8 +52,10 @@ DEFAULTS = {"shapes": "pr", "causal": "both", "ncu": "changed", "pytest_args": "
 
 # Flags a --pytest run has no use for, by what it does instead (one clause each of the refusal).
 NOT_WITH_PYTEST = (
-    (("shapes", "variants", "dtypes", "causal", "all", "variant_module", "variant_path"),
-     "measures the suite's own tests (choose them with --pytest-args, e.g. '-k softmax', or a node id as PATH)"),
+    (
+        ("shapes", "variants", "dtypes", "causal", "all", "variant_module", "variant_path"),
+        "measures the suite's own tests (choose them with --pytest-args, e.g. '-k softmax', or a node id as PATH)",
+    ),
     (("min_rounds", "workers_per_side"), "runs the whole suite afresh on each side, a fixed --rounds times"),
     (("no_correctness",), "checks correctness by the suite's own asserts"),
     (("ncu", "ncu_budget"), "runs no ncu pass"),
@@ -65,61 +67,113 @@ ONLY_WITH_PYTEST = ("pytest_args",)
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "compare", help="A/B the merge base against the head on this GPU; write compare.json",
+        "compare",
+        help="A/B the merge base against the head on this GPU; write compare.json",
         description="Check the merge base out next to the head, measure the variants whose build differs (with the reference and "
         "an A/A canary) in alternating rounds on this GPU until each case's interval decides it; write every "
         "round's bundle and compare.json under --out and print a table. Needs no history.",
     )
     p.add_argument("--base", help="base revision (the merge base with --head is what gets measured)")
-    p.add_argument("--baseline", help="a pinned baseline of history/analysis/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
-                                      "its commit is measured against the head")
+    p.add_argument(
+        "--baseline",
+        help="a pinned baseline of history/analysis/baselines.toml (or $ATTNWATCH_BASELINES) as the base: "
+        "its commit is measured against the head",
+    )
     p.add_argument("--head", default="HEAD", help="head revision (default HEAD)")
     p.add_argument("--shapes", help=f"shape set (default {DEFAULTS['shapes']})")
-    p.add_argument("--pytest", metavar="PATH",
-                   help="instead of the registry's variants, A/B this pytest suite of gpu_benchmark tests: run in each "
-                        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds); "
-                        "the variant flags (--variants, --shapes, --ncu, ...) are refused with it")
+    p.add_argument(
+        "--pytest",
+        metavar="PATH",
+        help="instead of the registry's variants, A/B this pytest suite of gpu_benchmark tests: run in each "
+        "side's checkout, alternately, --rounds times (default: ci/run_config.toml [compare] min_rounds); "
+        "the variant flags (--variants, --shapes, --ncu, ...) are refused with it",
+    )
     p.add_argument("--pytest-args", help="with --pytest: more pytest arguments, one string (e.g. '-k softmax')")
     p.add_argument("--variants", help="comma-separated variants (default: every registered variant)")
     p.add_argument("--dtypes", help="comma-separated dtypes (default: the shape set's)")
     p.add_argument("--causal", choices=("both", "yes", "no"), help=f"(default {DEFAULTS['causal']})")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="most alternating rounds per side; a case stops earlier once decided (default: ci/run_config.toml [compare])")
-    p.add_argument("--min-rounds", type=int, default=None,
-                   help="rounds before the first look (default: ci/run_config.toml [compare]; = --rounds for a fixed design)")
-    p.add_argument("--workers-per-side", type=int, default=None,
-                   help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
-                        "(default: ci/run_config.toml [compare.<device>])")
-    p.add_argument("--method", choices=METHODS, default=None,
-                   help="interval of head/base: paired t over rounds, two-level or pooled bootstrap "
-                        "(default: ci/run_config.toml [compare])")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="most alternating rounds per side; a case stops earlier once decided (default: ci/run_config.toml [compare])",
+    )
+    p.add_argument(
+        "--min-rounds",
+        type=int,
+        default=None,
+        help="rounds before the first look (default: ci/run_config.toml [compare]; = --rounds for a fixed design)",
+    )
+    p.add_argument(
+        "--workers-per-side",
+        type=int,
+        default=None,
+        help="warm workers per side, taking the rounds in turn so the interval sees their process offsets "
+        "(default: ci/run_config.toml [compare.<device>])",
+    )
+    p.add_argument(
+        "--method",
+        choices=METHODS,
+        default=None,
+        help="interval of head/base: paired t over rounds, two-level or pooled bootstrap "
+        "(default: ci/run_config.toml [compare])",
+    )
     p.add_argument("--thresholds", help="thresholds TOML (default history/analysis/thresholds.toml)")
-    p.add_argument("--case-rules", help="per-case min effect and ignore rules (default history/analysis/case_rules.toml "
-                                        "or $ATTNWATCH_CASE_RULES)")
-    p.add_argument("--fail-on", choices=("regression", "never"), default="never",
-                   help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case; "
-                        "a side with uncommitted changes is refused (--allow-dirty)")
-    p.add_argument("--allow-dirty", action="store_true",
-                   help="with --fail-on regression, judge a checkout with uncommitted changes anyway (compare.json and "
-                        "the comment still mark that side)")
+    p.add_argument(
+        "--case-rules",
+        help="per-case min effect and ignore rules (default history/analysis/case_rules.toml or $ATTNWATCH_CASE_RULES)",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=("regression", "never"),
+        default="never",
+        help="'regression': exit 1 on a regression, a correctness failure or an unmeasured head case; "
+        "a side with uncommitted changes is refused (--allow-dirty)",
+    )
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="with --fail-on regression, judge a checkout with uncommitted changes anyway (compare.json and "
+        "the comment still mark that side)",
+    )
     p.add_argument("--out", default="compare-out", help="output directory (default ./compare-out)")
-    p.add_argument("--ncu", choices=("changed", "all", "off"), nargs="?", const="all",
-                   help="after the rounds, profile under ncu the regressed and improved cases on both sides "
-                        f"(default '{DEFAULTS['ncu']}'; the counter rules explain them in compare.json and the comment), "
-                        "every measured case ('all'; bare --ncu), or none ('off'); skipped where ncu is absent")
-    p.add_argument("--ncu-budget", type=float, default=None,
-                   help="seconds for the ncu pass, both sides (default: ci/run_config.toml [compare] ncu_budget_s)")
-    p.add_argument("--case-timeout", type=float, default=None,
-                   help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)")
+    p.add_argument(
+        "--ncu",
+        choices=("changed", "all", "off"),
+        nargs="?",
+        const="all",
+        help="after the rounds, profile under ncu the regressed and improved cases on both sides "
+        f"(default '{DEFAULTS['ncu']}'; the counter rules explain them in compare.json and the comment), "
+        "every measured case ('all'; bare --ncu), or none ('off'); skipped where ncu is absent",
+    )
+    p.add_argument(
+        "--ncu-budget",
+        type=float,
+        default=None,
+        help="seconds for the ncu pass, both sides (default: ci/run_config.toml [compare] ncu_budget_s)",
+    )
+    p.add_argument(
+        "--case-timeout",
+        type=float,
+        default=None,
+        help="seconds of silence before a case is killed (default: ci/run_config.toml, by device)",
+    )
     p.add_argument("--no-correctness", action="store_true", default=None, help="skip the correctness checks")
-    p.add_argument("--all", action="store_true", default=None,
-                   help="measure every variant; by default a variant whose fingerprint (code, data files, binaries, "
-                        "libraries, settings) is identical on both sides is not measured, except the reference and "
-                        "an A/A canary (ci/compare/select.py)")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        default=None,
+        help="measure every variant; by default a variant whose fingerprint (code, data files, binaries, "
+        "libraries, settings) is identical on both sides is not measured, except the reference and "
+        "an A/A canary (ci/compare/select.py)",
+    )
     add_variant_arguments(p)
-    p.add_argument("--base-root", type=Path,
-                   help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
-                        "base: for hosts without the repository's history")
+    p.add_argument(
+        "--base-root",
+        type=Path,
+        help="a checkout of the base (holding kernels/) to measure instead of a git worktree of the merge "
+        "base: for hosts without the repository's history",
+    )
     p.add_argument("--base-bundles", nargs="+", type=Path, help="compare these recorded base bundles (no measuring)")
     p.add_argument("--head-bundles", nargs="+", type=Path, help="...against these head bundles")
     p.set_defaults(func=_run)
@@ -134,14 +188,22 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
     if args.baseline:
         args.base = pinned_base(args.baseline, args.base)
     if not args.base:
-        raise UserError("--base (or --baseline) is required with --pytest" if args.pytest else
-                        "--base is required unless --base-bundles/--head-bundles or --base-root are given")
+        raise UserError(
+            "--base (or --baseline) is required with --pytest"
+            if args.pytest
+            else "--base is required unless --base-bundles/--head-bundles or --base-root are given"
+        )
     repo = repo_root(Path.cwd())
     head_sha = resolve(repo, args.head)
     base_sha = resolve(repo, args.base)
     mb = merge_base(repo, base_sha, head_sha)
-    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": mb, "head_ref": args.head,
-            "base_ref": f"baseline {args.baseline}" if args.baseline else args.base}
+    refs = {
+        "base_sha": base_sha,
+        "head_sha": head_sha,
+        "merge_base_sha": mb,
+        "head_ref": args.head,
+        "base_ref": f"baseline {args.baseline}" if args.baseline else args.base,
+    }
     # The head is measured from this very checkout when it is the one being asked for (the suite's
     # repository with --pytest); any other head revision (or another repository) gets its own worktree.
     here = args.pytest or repo == repo_root(Path(__file__).resolve().parent)
@@ -159,7 +221,9 @@ def _measure(args, out: Path) -> tuple[list[RoundData], list[RoundData], dict, d
             return (*_session(args, out, (base, head), f"merge base {mb[:12]}"), refs)
 
 
-def _pytest_sides(args, out: Path, repo: Path, base_sha: str, head_sha: str) -> tuple[list[RoundData], list[RoundData], dict]:
+def _pytest_sides(
+    args, out: Path, repo: Path, base_sha: str, head_sha: str
+) -> tuple[list[RoundData], list[RoundData], dict]:
     """--pytest: the suite in a worktree of the base and in the head (this checkout when it is
     the head asked for), alternating (ci/compare/pytest_suite.py)."""
     import shlex
@@ -175,8 +239,9 @@ def _pytest_sides(args, out: Path, repo: Path, base_sha: str, head_sha: str) -> 
     with ExitStack() as stack:
         base_root = stack.enter_context(worktree(repo, base_sha, "base"))
         head_root = repo if head_sha == current_head(repo) else stack.enter_context(worktree(repo, head_sha, "head"))
-        base, head = measure_suite(args.pytest, {"base": base_root, "head": head_root}, out, rounds,
-                                   shlex.split(args.pytest_args), log)
+        base, head = measure_suite(
+            args.pytest, {"base": base_root, "head": head_root}, out, rounds, shlex.split(args.pytest_args), log
+        )
     return base, head, {}
 
 
@@ -188,7 +253,9 @@ def pinned_base(name: str, base: str | None) -> str:
         raise UserError("--baseline and --base name the same thing: give one")
     baseline = find_baseline(name)
     if not baseline.commit:
-        raise UserError(f"baseline {name}: pins run {baseline.run}; compare measures commits, so pin its commit to use it here")
+        raise UserError(
+            f"baseline {name}: pins run {baseline.run}; compare measures commits, so pin its commit to use it here"
+        )
     return baseline.commit
 
 
@@ -207,11 +274,18 @@ def _measure_checkout(args, out: Path) -> tuple[list[RoundData], list[RoundData]
     base_sha = _known(capture_git(base_root).sha, args.base)
     head_sha = _known(capture_git(REPO_ROOT).sha, None)
     refuse_dirty(args, [side for side, root in (("base", base_root), ("head", REPO_ROOT)) if _dirty(root)])
-    sides = (CompareSide("base", _commit_or_unknown(base_sha), base_root, args.base),  # commits: for the round bundles
-             CompareSide("head", _commit_or_unknown(head_sha), None, args.head))
+    sides = (
+        CompareSide("base", _commit_or_unknown(base_sha), base_root, args.base),  # commits: for the round bundles
+        CompareSide("head", _commit_or_unknown(head_sha), None, args.head),
+    )
     base, head, extra = _session(args, out, sides, f"base kernels from {base_root}")
-    refs = {"base_sha": base_sha, "head_sha": head_sha, "merge_base_sha": base_sha,
-            "base_ref": args.base or str(args.base_root)[-200:], "head_ref": args.head}
+    refs = {
+        "base_sha": base_sha,
+        "head_sha": head_sha,
+        "merge_base_sha": base_sha,
+        "base_ref": args.base or str(args.base_root)[-200:],
+        "head_ref": args.head,
+    }
     return base, head, extra, refs
 
 
@@ -226,9 +300,11 @@ def refuse_dirty(args, sides: list[str]) -> None:
     """With --fail-on regression, a side that measures uncommitted changes is refused (its verdict
     would be the commit's, which did not run) unless --allow-dirty."""
     if sides and args.fail_on == "regression" and not args.allow_dirty:
-        raise UserError(f"compare --fail-on regression: the {' and '.join(sides)} {'is a checkout' if len(sides) == 1 else 'are checkouts'} "
-                        "with uncommitted changes, which no commit holds: commit or stash them, or pass --allow-dirty "
-                        "to judge them anyway")
+        raise UserError(
+            f"compare --fail-on regression: the {' and '.join(sides)} {'is a checkout' if len(sides) == 1 else 'are checkouts'} "
+            "with uncommitted changes, which no commit holds: commit or stash them, or pass --allow-dirty "
+            "to judge them anyway"
+        )
 
 
 def _repo_of(rounds: list[RoundData]) -> str:
@@ -247,7 +323,9 @@ def _commit_or_unknown(text: str) -> str:
     return text if SHA_PATTERN.match(text) else UNKNOWN_COMMIT
 
 
-def _session(args, out: Path, sides: tuple[CompareSide, CompareSide], what: str) -> tuple[list[RoundData], list[RoundData], dict]:
+def _session(
+    args, out: Path, sides: tuple[CompareSide, CompareSide], what: str
+) -> tuple[list[RoundData], list[RoundData], dict]:
     from attnwatch.ci.compare.revisions import roots_of
     from attnwatch.ci.compare.session import run_session
     from attnwatch.ci.compare.setup import device_kind, plan_for, session_options
@@ -272,8 +350,9 @@ def _session(args, out: Path, sides: tuple[CompareSide, CompareSide], what: str)
         from attnwatch.ci.compare.affected import build_only_affected
         from attnwatch.ci.compare.session import REPO_ROOT
 
-        cases, not_built = build_only_affected(cases, {k: v or REPO_ROOT for k, v in roots_of(sides).items()},
-                                               head_commit, log)
+        cases, not_built = build_only_affected(
+            cases, {k: v or REPO_ROOT for k, v in roots_of(sides).items()}, head_commit, log
+        )
     log(f"compare: {len(cases)} cases x 2 sides, {options.design.describe()}; {what}")
     session = run_session(cases, sides=sides, out_dir=out, options=options, log=log)
     if session.selection is not None:
@@ -286,11 +365,24 @@ def _session(args, out: Path, sides: tuple[CompareSide, CompareSide], what: str)
     # is exactly what the bundles (and the pull-request runs stored from them) hold.
     base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
     planned = Counter(c.variant for c in planned_cases)
-    selection = session.selection and selection_record(session.selection, dict(planned), session.sides["base"].fingerprints,
-                                                        session.sides["head"].fingerprints)
-    return base, head, {"confidence": options.design.per_look_confidence, "resamples": options.resamples,
-                        "design": options.design, "notes": session.notes, "measured": session.measured,
-                        "session": session, "profiling_s": profiling_s, "selection": selection, "code_changes": code}
+    selection = session.selection and selection_record(
+        session.selection, dict(planned), session.sides["base"].fingerprints, session.sides["head"].fingerprints
+    )
+    return (
+        base,
+        head,
+        {
+            "confidence": options.design.per_look_confidence,
+            "resamples": options.resamples,
+            "design": options.design,
+            "notes": session.notes,
+            "measured": session.measured,
+            "session": session,
+            "profiling_s": profiling_s,
+            "selection": selection,
+            "code_changes": code,
+        },
+    )
 
 
 def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict:
@@ -310,8 +402,14 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     only = None
     if args.ncu == "changed":
         base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
-        judged = compare_rounds(base, head, thresholds, method=args.method, resamples=options.resamples,
-                                confidence=options.design.per_look_confidence)
+        judged = compare_rounds(
+            base,
+            head,
+            thresholds,
+            method=args.method,
+            resamples=options.resamples,
+            confidence=options.design.per_look_confidence,
+        )
         only = {c.case_id for c in judged if tier(c.verdict, c.low, c.high) in EXPLAINED}  # every decided change
         if not only:
             return {}
@@ -327,13 +425,19 @@ def _print_costs(session) -> None:
     m = session.measured
     for name, side in session.sides.items():
         t = side.times
-        print(f"compare: {name}: start-up {t.startup_s:.1f} s, builds {t.build_s:.1f} s, correctness {t.correctness_s:.1f} s, "
-              f"inputs+warm-up {t.prepare_s:.1f} s, timing {t.timing_s:.1f} s, re-runs {t.probe_s:.1f} s, "
-              f"{t.workers_started} worker(s)", file=sys.stderr)
+        print(
+            f"compare: {name}: start-up {t.startup_s:.1f} s, builds {t.build_s:.1f} s, correctness {t.correctness_s:.1f} s, "
+            f"inputs+warm-up {t.prepare_s:.1f} s, timing {t.timing_s:.1f} s, re-runs {t.probe_s:.1f} s, "
+            f"{t.workers_started} worker(s)",
+            file=sys.stderr,
+        )
     used = sorted(m.rounds_used.values())
     spread = f"{used[0]}-{used[-1]}" if used else "-"
-    print(f"compare: measured in {m.wall_s:.1f} s ({len(m.base)} rounds run, {spread} per case; "
-          f"{m.looks_s:.1f} s judging)", file=sys.stderr)
+    print(
+        f"compare: measured in {m.wall_s:.1f} s ({len(m.base)} rounds run, {spread} per case; "
+        f"{m.looks_s:.1f} s judging)",
+        file=sys.stderr,
+    )
 
 
 def _same_gpu(base: list[RoundData], head: list[RoundData]) -> str:
@@ -355,8 +459,10 @@ def check_mode_flags(args) -> None:
     if not args.pytest:
         stray = [flag(d) for d in ONLY_WITH_PYTEST if given(d)]
         if stray:
-            raise UserError(f"{', '.join(stray)} applies only with --pytest PATH (without it, the registry's variants "
-                            "are measured: choose them with --variants, --shapes, --dtypes, --causal)")
+            raise UserError(
+                f"{', '.join(stray)} applies only with --pytest PATH (without it, the registry's variants "
+                "are measured: choose them with --variants, --shapes, --dtypes, --causal)"
+            )
         return
     refused, instead = [], []
     for dests, what in NOT_WITH_PYTEST:
@@ -365,8 +471,10 @@ def check_mode_flags(args) -> None:
             refused += named
             instead.append(what)
     if refused:
-        raise UserError(f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not apply with --pytest, "
-                        f"which {'; '.join(instead)}")
+        raise UserError(
+            f"{', '.join(refused)} {'does' if len(refused) == 1 else 'do'} not apply with --pytest, "
+            f"which {'; '.join(instead)}"
+        )
 
 
 def resolve_defaults(args) -> None:
@@ -399,16 +507,28 @@ def _run(args) -> int:
     gpu = _same_gpu(base, head)
     thresholds = load_thresholds(gpu, args.thresholds)
     if refs is None:
-        refs = {"base_sha": base[0].commit_sha, "head_sha": head[0].commit_sha, "merge_base_sha": base[0].commit_sha,
-                "base_ref": args.base or "", "head_ref": args.head if args.base else ""}
+        refs = {
+            "base_sha": base[0].commit_sha,
+            "head_sha": head[0].commit_sha,
+            "merge_base_sha": base[0].commit_sha,
+            "base_ref": args.base or "",
+            "head_ref": args.head if args.base else "",
+        }
     env = head[0].environment
     dirty = [side for side, rounds in (("base", base), ("head", head)) if any(r.dirty for r in rounds)]
     refuse_dirty(args, dirty)
     judging = time.monotonic()
     # The same level, resamples and seed as the looks: each case's interval is the one it stopped at.
-    cases = compare_rounds(base, head, thresholds, method=args.method, confidence=extra.get("confidence"),
-                           resamples=extra.get("resamples", compare_setting("resamples")),
-                           rules=load_case_rules(args.case_rules), code_changes=extra.get("code_changes"))
+    cases = compare_rounds(
+        base,
+        head,
+        thresholds,
+        method=args.method,
+        confidence=extra.get("confidence"),
+        resamples=extra.get("resamples", compare_setting("resamples")),
+        rules=load_case_rules(args.case_rules),
+        code_changes=extra.get("code_changes"),
+    )
     notes = noise_warnings(cases, args.method)
     if len(base) != len(head):
         notes.append(f"unequal rounds (base {len(base)}, head {len(head)}): rounds resampled unpaired")
@@ -419,10 +539,16 @@ def _run(args) -> int:
     notes += extra.get("notes", [])
     times = {}
     if "session" in extra:
-        times = time_breakdown(extra["session"], wall_s=time.monotonic() - started, profiling_s=extra["profiling_s"],
-                               judging_s=time.monotonic() - judging)
-        print(f"compare: time: {format_times(times)}; {format_other(other_split(extra['session'], times))}",
-              file=sys.stderr)
+        times = time_breakdown(
+            extra["session"],
+            wall_s=time.monotonic() - started,
+            profiling_s=extra["profiling_s"],
+            judging_s=time.monotonic() - judging,
+        )
+        print(
+            f"compare: time: {format_times(times)}; {format_other(other_split(extra['session'], times))}",
+            file=sys.stderr,
+        )
     report = CompareReport(
         **refs,
         repo=_repo_of([*head, *base]),
@@ -436,8 +562,19 @@ def _run(args) -> int:
         shape_set=args.shapes,
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         cases=cases,
-        environment={k: env.get(k) for k in ("gpu_name", "driver_version", "cuda_version", "torch_version",
-                                              "triton_version", "cupy_version", "hostname") if k in env},
+        environment={
+            k: env.get(k)
+            for k in (
+                "gpu_name",
+                "driver_version",
+                "cuda_version",
+                "torch_version",
+                "triton_version",
+                "cupy_version",
+                "hostname",
+            )
+            if k in env
+        },
         notes=[n[:1900] for n in notes][:50],
         selection=extra.get("selection"),
         times=times,
@@ -456,6 +593,8 @@ def _design_note(design, measured, cases, min_effect: float) -> str:
     undecided = [c.case_id for c in compared if c.case_id not in measured.decided]
     text = f"{design.describe()}; {len(compared) - len(undecided)} of {len(compared)} compared cases decided"
     if undecided and len(design.looks) > 1:
-        text += (f"; {len(undecided)} undecided at the {design.max_rounds}-round cap (neither inside "
-                 f"±{min_effect:.1%} nor surely beyond it): {', '.join(undecided[:8])}{' ...' if len(undecided) > 8 else ''}")
+        text += (
+            f"; {len(undecided)} undecided at the {design.max_rounds}-round cap (neither inside "
+            f"±{min_effect:.1%} nor surely beyond it): {', '.join(undecided[:8])}{' ...' if len(undecided) > 8 else ''}"
+        )
     return text

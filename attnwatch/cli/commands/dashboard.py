@@ -36,8 +36,7 @@ def register(subparsers) -> None:
         description="Serve the Streamlit dashboard over the DuckDB history (read-only, short-lived connections).",
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})")
-    p.add_argument("--host", default=DEFAULT_HOST,
-                   help=f"address to listen on (default {DEFAULT_HOST}: loopback only)")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: loopback only)")
     p.add_argument("--dry-run", action="store_true", help="print the command that would run and exit")
     p.set_defaults(func=_run)
 
@@ -51,14 +50,25 @@ def streamlit_command(port: int, host: str) -> list[str]:
     visit 50-90 ms on the 2-core CI machine). Set here, not in a
     .streamlit/config.toml, so it holds in an installed package whatever the working directory."""
     return [
-        sys.executable, "-m", "attnwatch.app.serve", "run", str(entrypoint()),
-        "--server.port", str(port),
-        "--server.address", host,
-        "--server.headless", "true",
-        "--server.fileWatcherType", "none",
-        "--browser.gatherUsageStats", "false",
-        "--client.toolbarMode", "viewer",
-        "--runner.magicEnabled", "false",
+        sys.executable,
+        "-m",
+        "attnwatch.app.serve",
+        "run",
+        str(entrypoint()),
+        "--server.port",
+        str(port),
+        "--server.address",
+        host,
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
+        "--runner.magicEnabled",
+        "false",
     ]
 
 
@@ -71,8 +81,10 @@ def _run(args) -> int:
     lake = location.is_lake
     db = location.label
     if not lake and not file_check.existing(location.file, db):  # a directory, a link to nothing: refused
-        print(f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
-              file=sys.stderr)
+        print(
+            f"attnwatch dashboard: note: {db} does not exist yet; the dashboard will say the history is empty",
+            file=sys.stderr,
+        )
     cmd = streamlit_command(args.port, args.host)
     if args.dry_run:
         print(" ".join(cmd))

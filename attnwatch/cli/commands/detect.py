@@ -17,17 +17,24 @@ from attnwatch.history.analysis.case_rules import load_case_rules
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "detect", help="find change points and correctness failures on main; record alerts",
+        "detect",
+        help="find change points and correctness failures on main; record alerts",
         description="Scan the default branch's series for persistent steps and correctness failures and record "
         "new alerts in one transaction (rerunning adds nothing). Exit 0 whatever was found, unless --fail-on-new.",
     )
     p.add_argument("--gpu", help="only this GPU's series (exact recorded name)")
     p.add_argument("--window", type=int, default=200, help="scan the last N main runs of each series (default 200)")
-    p.add_argument("--thresholds", help="thresholds TOML (default: history/analysis/thresholds.toml or $ATTNWATCH_THRESHOLDS)")
-    p.add_argument("--case-rules", help="per-case min effect and ignore rules (default history/analysis/case_rules.toml "
-                                        "or $ATTNWATCH_CASE_RULES)")
+    p.add_argument(
+        "--thresholds", help="thresholds TOML (default: history/analysis/thresholds.toml or $ATTNWATCH_THRESHOLDS)"
+    )
+    p.add_argument(
+        "--case-rules",
+        help="per-case min effect and ignore rules (default history/analysis/case_rules.toml or $ATTNWATCH_CASE_RULES)",
+    )
     p.add_argument("--dry-run", action="store_true", help="report findings without recording them")
-    p.add_argument("--fail-on-new", action="store_true", help="exit 1 when a new regression or correctness alert is found")
+    p.add_argument(
+        "--fail-on-new", action="store_true", help="exit 1 when a new regression or correctness alert is found"
+    )
     p.set_defaults(func=_run)
 
 
@@ -40,16 +47,20 @@ def _run(args) -> int:
     # deduplicated by key, and a resolved alert is not resolved twice, so a retry after a
     # COMMIT that landed records nothing twice.
     report, inserted, known, recovered = retrying(args.db, lambda: _scan_and_record(args, rules))
-    print(f"attnwatch detect: {report.series_scanned} series scanned "
-          f"({report.skipped_short} too short), {len(report.findings)} findings"
-          f"{f' ({report.ignored} more on ignored cases)' if report.ignored else ''}, "
-          f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}, "
-          f"{len(recovered)} alerts {'would resolve' if args.dry_run else 'resolved'} (series back within min effect)")
+    print(
+        f"attnwatch detect: {report.series_scanned} series scanned "
+        f"({report.skipped_short} too short), {len(report.findings)} findings"
+        f"{f' ({report.ignored} more on ignored cases)' if report.ignored else ''}, "
+        f"{'not recorded (dry run)' if args.dry_run else f'{len(inserted)} new alerts, {known} already known'}, "
+        f"{len(recovered)} alerts {'would resolve' if args.dry_run else 'resolved'} (series back within min effect)"
+    )
     for f in report.findings:
         print(f"  {f.kind:<12} {f.case_id} [{f.gpu_name} @ {f.pool}] {f.metric}: {f.detail}")
     for r in recovered:
         print(f"  resolved     alert {r.alert_id} {r.case_id} {r.metric}: {r.note}")
-    if not args.dry_run and (inserted or recovered):  # recorded first; then told ($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)
+    if not args.dry_run and (
+        inserted or recovered
+    ):  # recorded first; then told ($ATTNWATCH_WEBHOOK_URL, $ATTNWATCH_ALERT_ISSUES)
         from attnwatch.cli.commands.alerts import announce
         from attnwatch.history.detection.alerts import get_alerts
 
@@ -58,8 +69,14 @@ def _run(args) -> int:
         notes = {r.alert_id: r.note for r in recovered}
         alerts = get_alerts(args.db, [*inserted, *notes])
         causes = alert_causes(args.db, [a for a in alerts if a.alert_id not in notes])  # what the profiles say moved
-        announce([(a, "resolved", notes[a.alert_id], a.actor) if a.alert_id in notes else
-                  (a, "opened", with_cause(a.detail, causes.get(a.alert_id)), "attnwatch detect") for a in alerts])
+        announce(
+            [
+                (a, "resolved", notes[a.alert_id], a.actor)
+                if a.alert_id in notes
+                else (a, "opened", with_cause(a.detail, causes.get(a.alert_id)), "attnwatch detect")
+                for a in alerts
+            ]
+        )
     serious = [f for f in report.findings if f.kind in ("regression", "correctness")]
     return 1 if args.fail_on_new and serious else 0
 

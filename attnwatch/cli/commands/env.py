@@ -13,7 +13,8 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "env", help="print the measurement environment (GPU, driver, CUDA, versions, git) as JSON",
+        "env",
+        help="print the measurement environment (GPU, driver, CUDA, versions, git) as JSON",
         description="Print, as JSON, the environment a run here would record: the checkout's git state and, "
         "unless --no-device, the GPU's properties (which may create a CUDA context).",
     )

@@ -12,13 +12,15 @@ from pathlib import Path
 
 def register(subparsers) -> None:
     e = subparsers.add_parser(
-        "export", help="write the whole history as Parquet (one file per table + export.json)",
+        "export",
+        help="write the whole history as Parquet (one file per table + export.json)",
         description="Export every table of the history to DIR (new or empty) as Parquet, with a manifest.",
     )
     e.add_argument("directory", type=Path, metavar="DIR")
     e.set_defaults(func=_export)
     i = subparsers.add_parser(
-        "import", help="merge an export into the history (idempotent)",
+        "import",
+        help="merge an export into the history (idempotent)",
         description="Validate the export in DIR, then add every row whose natural key the history lacks, "
         "in one transaction. Importing the same export twice adds nothing.",
     )

@@ -30,15 +30,19 @@ from attnwatch.cli.commands import add_lock_timeout
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("history", help="copy a history between a file and a lake; recover a file that does "
-                              "not open; maintain a lake; its default branch (default-branch)",
-                              description="Look after the history itself: copy it between a file and a lake, recover "
-                              "a file that does not open, maintain a lake, show or set the default branch. "
-                              "`attnwatch history ACTION --help` describes each.")
+    p = subparsers.add_parser(
+        "history",
+        help="copy a history between a file and a lake; recover a file that does "
+        "not open; maintain a lake; its default branch (default-branch)",
+        description="Look after the history itself: copy it between a file and a lake, recover "
+        "a file that does not open, maintain a lake, show or set the default branch. "
+        "`attnwatch history ACTION --help` describes each.",
+    )
     sub = p.add_subparsers(dest="history_command", metavar="ACTION")
     sub.required = True
     c = sub.add_parser(
-        "copy", help="copy every row of one history into another and verify counts and checksums",
+        "copy",
+        help="copy every row of one history into another and verify counts and checksums",
         description="Copy SRC into DST (each a file path or ducklake:postgres:...), then compare row counts "
         "and a checksum per table. Copying again adds nothing.",
     )
@@ -46,7 +50,8 @@ def register(subparsers) -> None:
     c.add_argument("destination", metavar="DST")
     c.set_defaults(func=_copy, db_unused=True)  # SRC and DST name the histories (cli.main)
     r = sub.add_parser(
-        "recover", help="make the --db history file open again when DuckDB cannot replay its write-ahead log",
+        "recover",
+        help="make the --db history file open again when DuckDB cannot replay its write-ahead log",
         description="Back up the --db file and its write-ahead log, replay the log's committed transactions "
         "through an attached database and checkpoint them into the file (a damaged or unreadable part is set "
         "aside), then report which transactions were replayed, which were not, and what the file holds. Exits 1 "
@@ -54,7 +59,8 @@ def register(subparsers) -> None:
     )
     r.set_defaults(func=_recover)
     b = sub.add_parser(
-        "default-branch", help="show or set the repository's default branch (the mainline of series and pages)",
+        "default-branch",
+        help="show or set the repository's default branch (the mainline of series and pages)",
         description="Without BRANCH, print the history's default branch; with it, record BRANCH as the "
         "default branch: the runs detection scans and the dashboard shows as main runs.",
     )
@@ -62,16 +68,27 @@ def register(subparsers) -> None:
     add_lock_timeout(b)
     b.set_defaults(func=_default_branch)
     m = sub.add_parser(
-        "maintain", help="compact a lake's files, expire old snapshots, delete files nothing needs",
+        "maintain",
+        help="compact a lake's files, expire old snapshots, delete files nothing needs",
         description="On a lake: drop leftover claims, merge adjacent files, expire snapshots "
         "older than --keep-days, delete files unreferenced for longer than --grace-hours (DuckLake's own functions). "
         "On a history file: a CHECKPOINT.",
     )
-    m.add_argument("--keep-days", type=float, default=None, metavar="DAYS",
-                   help="keep snapshots (time travel) this many days (default 7)")
-    m.add_argument("--grace-hours", type=float, default=None, metavar="HOURS",
-                   help="delete unreferenced files only once they are this old: readers of an older snapshot and "
-                   "writers not yet committed still use newer ones (default 24)")
+    m.add_argument(
+        "--keep-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="keep snapshots (time travel) this many days (default 7)",
+    )
+    m.add_argument(
+        "--grace-hours",
+        type=float,
+        default=None,
+        metavar="HOURS",
+        help="delete unreferenced files only once they are this old: readers of an older snapshot and "
+        "writers not yet committed still use newer ones (default 24)",
+    )
     m.set_defaults(func=_maintain)
 
 

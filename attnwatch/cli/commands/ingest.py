@@ -29,13 +29,18 @@ def register(subparsers) -> None:
         "then store each as one transaction. Idempotent: a run already stored is skipped.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="bundle directory or pytest-benchmark .json file")
-    p.add_argument("--default-branch", metavar="BRANCH",
-                   help="record BRANCH as the repository's default branch (the mainline detection and the "
-                   "dashboard follow; the GPU workflow passes github.event.repository.default_branch)")
+    p.add_argument(
+        "--default-branch",
+        metavar="BRANCH",
+        help="record BRANCH as the repository's default branch (the mainline detection and the "
+        "dashboard follow; the GPU workflow passes github.event.repository.default_branch)",
+    )
     pr = p.add_argument_group("pull-request compare results (PATH: one `attnwatch compare --out` directory)")
     pr.add_argument("--pull-request", type=int, metavar="N", help="store the compare rounds as runs of this PR")
     pr.add_argument("--head-sha", help="the PR head that was measured (head rounds must record it)")
-    pr.add_argument("--source-run", metavar="ID[.ATTEMPT]", help="the gpu-bench workflow run (and attempt) they came from")
+    pr.add_argument(
+        "--source-run", metavar="ID[.ATTEMPT]", help="the gpu-bench workflow run (and attempt) they came from"
+    )
     add_lock_timeout(p)
     p.set_defaults(func=_run)
 
@@ -62,7 +67,9 @@ def _run(args) -> int:
             raise UserError("--pull-request, --head-sha and --source-run go together")
         if len(args.paths) != 1:
             raise UserError("with --pull-request, give exactly one compare output directory")
-        labels = pull_request_labels(Path(args.paths[0]), args.pull_request, args.head_sha, _source_run(args.source_run))
+        labels = pull_request_labels(
+            Path(args.paths[0]), args.pull_request, args.head_sha, _source_run(args.source_run)
+        )
         args.paths = list(labels)
     if args.default_branch is not None:
         from attnwatch.history.store.db import open_write
@@ -71,7 +78,9 @@ def _run(args) -> int:
         check_branch(args.default_branch, "--default-branch")
         with open_write(args.db, deadline_s=args.lock_timeout) as con:
             set_default_branch(con, args.default_branch, str(args.db))
-    report = ingest_paths(args.db, args.paths, deadline_s=args.lock_timeout, labels=labels, repo=repo_setting(args.repo))
+    report = ingest_paths(
+        args.db, args.paths, deadline_s=args.lock_timeout, labels=labels, repo=repo_setting(args.repo)
+    )
     for line in report.lines():
         print(line)
     return 0

@@ -9,13 +9,18 @@ import subprocess
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "install-extras", help="install attnwatch's optional extras (e.g. fa4), offline from a wheel folder with --wheels",
+        "install-extras",
+        help="install attnwatch's optional extras (e.g. fa4), offline from a wheel folder with --wheels",
         description="pip-install the pinned packages of attnwatch's optional extras (e.g. fa4) into this Python, "
         "from the package index or, with --wheels, only from a folder of wheels.",
     )
     p.add_argument("extras", nargs="+", help="extras to install, by name (space- or comma-separated)")
-    p.add_argument("--wheels", default=None, help="a folder of wheels: install only from it (pip --no-index "
-                                                  "--find-links, each pin --no-deps); default: from the index")
+    p.add_argument(
+        "--wheels",
+        default=None,
+        help="a folder of wheels: install only from it (pip --no-index "
+        "--find-links, each pin --no-deps); default: from the index",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the pip command instead of running it")
     p.set_defaults(func=_run)
 

@@ -52,6 +52,8 @@ def report_line(label: str, report) -> str:
     else:
         line += " (nothing to apply)"
     if report.seen != report.found:
-        line += (f"; it was at schema {report.seen} when this migrate began: another process migrated it "
-                 f"to {report.found} while this one waited for it")
+        line += (
+            f"; it was at schema {report.seen} when this migrate began: another process migrated it "
+            f"to {report.found} while this one waited for it"
+        )
     return line

@@ -18,8 +18,15 @@ from attnwatch.ci.ncu.metrics import choose_sections
 # What the default sections give (one replay pass): the speed-of-light percentages come only
 # with --sections all, so the table shows the bytes the traffic and spill rules read instead.
 TABLE_COLUMNS = (
-    ("case", 44), ("kernels", 7), ("dur_us", 9), ("DRAM_MB", 8), ("local_MB", 8),
-    ("tensor%", 7), ("occ%", 6), ("regs", 5), ("limiter", 20),
+    ("case", 44),
+    ("kernels", 7),
+    ("dur_us", 9),
+    ("DRAM_MB", 8),
+    ("local_MB", 8),
+    ("tensor%", 7),
+    ("occ%", 6),
+    ("regs", 5),
+    ("limiter", 20),
 )
 
 
@@ -33,17 +40,25 @@ def register(subparsers) -> None:
     )
     p.add_argument("--shapes", default="pr", help="shape set (pr, main, nightly, cpu); default pr")
     p.add_argument("--variants", default="", help="comma-separated variant names (default: all available)")
-    p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: the shape set's, ci/run_config.toml)")
+    p.add_argument(
+        "--dtypes", default=None, help="comma-separated dtypes (default: the shape set's, ci/run_config.toml)"
+    )
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
     p.add_argument("--cases", nargs="*", default=[], help="case ids or fnmatch patterns to keep")
-    p.add_argument("--sections", default=None,
-                   help="comma-separated metric sections of ci/ncu/metrics.toml, 'explain' (the default ones and every "
-                        "counter a rule reads, as a compare's judged cases get) or 'all' (default: its default "
-                        "sections, one replay pass)")
+    p.add_argument(
+        "--sections",
+        default=None,
+        help="comma-separated metric sections of ci/ncu/metrics.toml, 'explain' (the default ones and every "
+        "counter a rule reads, as a compare's judged cases get) or 'all' (default: its default "
+        "sections, one replay pass)",
+    )
     p.add_argument("--full", action="store_true", help="collect `--set full` (slow; nightly)")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="seconds for the ncu process, one for every case (default: ci/run_config.toml [defaults] "
-                        "ncu_timeout_s)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds for the ncu process, one for every case (default: ci/run_config.toml [defaults] ncu_timeout_s)",
+    )
     p.add_argument("--out", default="ncu-out", help="directory for ncu.json, ncu_raw.csv and reports")
     p.set_defaults(func=_run)
 
@@ -80,11 +95,21 @@ def format_table(metrics: list[NcuCaseMetrics]) -> str:
         if m.kernel_count == 0:
             lines.append(f"{m.case_id[:44].rjust(44)}  no metrics: {m.error}")
             continue
-        lines.append(" ".join((
-            cell(m.case_id, 44), cell(m.kernel_count, 7), cell(m.duration_us, 9, 2),
-            cell(_mega(m.dram_bytes), 8), cell(_mega(m.local_memory_bytes), 8), cell(m.tensor_pipe_pct, 7),
-            cell(m.achieved_occupancy_pct, 6), cell(m.registers_per_thread, 5, 0), cell(m.occupancy_limiter, 20),
-        )))
+        lines.append(
+            " ".join(
+                (
+                    cell(m.case_id, 44),
+                    cell(m.kernel_count, 7),
+                    cell(m.duration_us, 9, 2),
+                    cell(_mega(m.dram_bytes), 8),
+                    cell(_mega(m.local_memory_bytes), 8),
+                    cell(m.tensor_pipe_pct, 7),
+                    cell(m.achieved_occupancy_pct, 6),
+                    cell(m.registers_per_thread, 5, 0),
+                    cell(m.occupancy_limiter, 20),
+                )
+            )
+        )
     return "\n".join(lines)
 
 
@@ -103,11 +128,15 @@ def _run(args) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     gpu = _gpu_name()
-    profile = profile_cases(cases, out / "reports", full=args.full, sections=sections, timeout_s=args.timeout, gpu_name=gpu)
+    profile = profile_cases(
+        cases, out / "reports", full=args.full, sections=sections, timeout_s=args.timeout, gpu_name=gpu
+    )
     write_ncu_files(out, profile.files())
     print(format_table(profile.case_metrics))
-    print(f"\n{len(cases)} cases, {profile.seconds:.1f} s under ncu {profile.ncu_version or '(unknown)'}; "
-          f"{len(profile.errors)} without metrics; wrote {out / 'ncu.json'}")
+    print(
+        f"\n{len(cases)} cases, {profile.seconds:.1f} s under ncu {profile.ncu_version or '(unknown)'}; "
+        f"{len(profile.errors)} without metrics; wrote {out / 'ncu.json'}"
+    )
     summary = {"cases": len(cases), "seconds": profile.seconds, "errors": profile.errors}
     (out / "ncu_summary.json").write_text(json.dumps(summary, indent=1), encoding="utf-8")
     return 0 if len(profile.errors) < len(cases) else 1

@@ -29,12 +29,15 @@ DIAGNOSE_NOTE = "diagnostic run: CUDA_LAUNCH_BLOCKING=1, timings not comparable"
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "run", help="build, check and time the kernels; write a run bundle",
+        "run",
+        help="build, check and time the kernels; write a run bundle",
         description="Build, check and time every case (variant x shape x dtype x causality) on this machine, each in a "
         "supervised child process, and write a run bundle. `--shapes auto` is `pr` on a GPU and `cpu` elsewhere. "
         "Exit 1 when cases were lost (the bundle is still written, status partial).",
     )
-    p.add_argument("--shapes", default="auto", help="shape set (pr, main, nightly, cpu, auto) or comma-separated shape ids")
+    p.add_argument(
+        "--shapes", default="auto", help="shape set (pr, main, nightly, cpu, auto) or comma-separated shape ids"
+    )
     p.add_argument("--variants", default=None, help="comma-separated variant names (default: all registered)")
     p.add_argument("--dtypes", default=None, help="comma-separated dtypes (default: per shape set, ci/run_config.toml)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both")
@@ -42,29 +45,70 @@ def register(subparsers) -> None:
     p.add_argument("--ingest", action="store_true", help="ingest the bundle into the history (--db) afterwards")
     p.add_argument("--ncu", action="store_true", help="also profile the measured cases with Nsight Compute")
     p.add_argument("--ncu-full", action="store_true", help="with --ncu: the full section set (slow)")
-    p.add_argument("--ncu-cases", default="", help="with --ncu: comma-separated fnmatch patterns of case ids to profile, e.g. '*/fp16/noncausal' (default: every case timed)")
-    p.add_argument("--case-timeout", type=float, default=None,
-                   help="seconds without progress before a case counts as hung (default: ci/run_config.toml, by device)")
+    p.add_argument(
+        "--ncu-cases",
+        default="",
+        help="with --ncu: comma-separated fnmatch patterns of case ids to profile, e.g. '*/fp16/noncausal' (default: every case timed)",
+    )
+    p.add_argument(
+        "--case-timeout",
+        type=float,
+        default=None,
+        help="seconds without progress before a case counts as hung (default: ci/run_config.toml, by device)",
+    )
     p.add_argument("--no-correctness", action="store_true", help="skip the correctness checks")
-    p.add_argument("--trigger", default=None, help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)")
-    p.add_argument("--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)")
+    p.add_argument(
+        "--trigger",
+        default=None,
+        help="push, pull_request, schedule, workflow_dispatch or local (default: from GITHUB_EVENT_NAME)",
+    )
+    p.add_argument(
+        "--time-cap", type=float, default=None, help="per-case timing cap in seconds (default: ci/run_config.toml)"
+    )
     p.add_argument("--max-samples", type=int, default=None, help="per-case sample cap (default: ci/run_config.toml)")
-    p.add_argument("--target-spread", type=float, default=None, help="stop when IQR/median is below this (default: ci/run_config.toml)")
-    p.add_argument("--recipe", default=None,
-                   help="timing recipe: plain, or a [timing.recipes] entry of ci/run_config.toml (clock record, pacing, "
-                        "clock band; default: per shape set, [defaults.recipe])")
-    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="where to measure (default: a GPU when present)")
-    p.add_argument("--max-minutes", type=float, default=None,
-                   help="stop after this long: unfinished cases are recorded as not run (status partial)")
+    p.add_argument(
+        "--target-spread",
+        type=float,
+        default=None,
+        help="stop when IQR/median is below this (default: ci/run_config.toml)",
+    )
+    p.add_argument(
+        "--recipe",
+        default=None,
+        help="timing recipe: plain, or a [timing.recipes] entry of ci/run_config.toml (clock record, pacing, "
+        "clock band; default: per shape set, [defaults.recipe])",
+    )
+    p.add_argument(
+        "--device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="where to measure (default: a GPU when present)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        default=None,
+        help="stop after this long: unfinished cases are recorded as not run (status partial)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--notes", default="", help="free text stored in the manifest")
-    p.add_argument("--diagnose", action="store_true",
-                   help="run the children with CUDA_LAUNCH_BLOCKING=1, so a faulting kernel is named by its own launch; "
-                        "timings are then not comparable (noted in the bundle; not with --ingest)")
-    p.add_argument("--commit", default=None, help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)")
-    p.add_argument("--retune-triton", action="store_true",
-                   help="tune again every Triton problem the recorded table lacks and replace its entry in the shared "
-                        "choice cache (kernels/triton/choice_cache.py; the results say 'tuned': a configuration change)")
+    p.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="run the children with CUDA_LAUNCH_BLOCKING=1, so a faulting kernel is named by its own launch; "
+        "timings are then not comparable (noted in the bundle; not with --ingest)",
+    )
+    p.add_argument(
+        "--commit",
+        default=None,
+        help="commit SHA measured, for a checkout without .git (default: git, else $GITHUB_SHA)",
+    )
+    p.add_argument(
+        "--retune-triton",
+        action="store_true",
+        help="tune again every Triton problem the recorded table lacks and replace its entry in the shared "
+        "choice cache (kernels/triton/choice_cache.py; the results say 'tuned': a configuration change)",
+    )
     add_variant_arguments(p)
     p.set_defaults(func=_run)
 
@@ -111,11 +155,15 @@ def _run(args) -> int:
     selection = select_cases(args.shapes, args.variants, args.dtypes, args.causal, device_kind)
     cases = selection.cases
     try:
-        base = with_recipe(timing_config(device_kind), args.recipe or (default_recipe(selection.set_name) if device_kind == "cuda" else "plain"))
+        base = with_recipe(
+            timing_config(device_kind),
+            args.recipe or (default_recipe(selection.set_name) if device_kind == "cuda" else "plain"),
+        )
     except ValueError as exc:
         raise UserError(f"--recipe: {exc}") from None
     timing = base.with_overrides(
-        time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread)
+        time_cap_s=args.time_cap, max_samples=args.max_samples, target_rel_spread=args.target_spread
+    )
     if timing.max_samples < timing.min_samples:
         timing = timing.with_overrides(min_samples=timing.max_samples)
     out = Path(args.out) if args.out else Path("out") / "runs" / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
@@ -140,9 +188,12 @@ def _run(args) -> int:
     )
     # Each variant runs on its own operator's shapes and modes (ci.plan.plan_cases): counted per operator.
     per_operator = ", ".join(f"{op} {n}" for op, n in Counter(c.operator for c in cases).items())
-    print(f"attnwatch run: {len(cases)} cases ({per_operator or 'none'}; {len(selection.variants)} variants,"
-          f" {len(selection.shapes)} shapes, {len(selection.dtypes)} dtypes, {len(selection.causal)} attention modes)"
-          f" on {device_kind}", file=sys.stderr)
+    print(
+        f"attnwatch run: {len(cases)} cases ({per_operator or 'none'}; {len(selection.variants)} variants,"
+        f" {len(selection.shapes)} shapes, {len(selection.dtypes)} dtypes, {len(selection.causal)} attention modes)"
+        f" on {device_kind}",
+        file=sys.stderr,
+    )
     result = execute_suite(cases, kernels_root=None, out_dir=out, options=options)
     print(format_summary(result.state, timing_mode="cuda_events" if device_kind == "cuda" else "cpu_wall"))
     if result.ncu is not None:

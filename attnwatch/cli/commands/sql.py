@@ -48,11 +48,22 @@ def register(subparsers) -> None:
     p.add_argument("-f", "--file", type=Path, help="read the SQL from this file")
     p.add_argument("--format", choices=("table", "csv", "json", "parquet"), default="table")
     p.add_argument("--output", "-o", type=Path, help="write the result here (required for parquet)")
-    p.add_argument("--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=f"rows fetched at most (default {DEFAULT_MAX_ROWS})")
-    p.add_argument("--max-bytes", type=_size, default=DEFAULT_MAX_BYTES,
-                   help=f"result size fetched at most, e.g. 16MiB (default {DEFAULT_MAX_BYTES // 2**20} MiB)")
+    p.add_argument(
+        "--max-rows", type=int, default=DEFAULT_MAX_ROWS, help=f"rows fetched at most (default {DEFAULT_MAX_ROWS})"
+    )
+    p.add_argument(
+        "--max-bytes",
+        type=_size,
+        default=DEFAULT_MAX_BYTES,
+        help=f"result size fetched at most, e.g. 16MiB (default {DEFAULT_MAX_BYTES // 2**20} MiB)",
+    )
     p.add_argument("--show", type=int, default=50, help="rows printed in table format (default 50)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help=f"seconds before the query is stopped (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds before the query is stopped (default {DEFAULT_TIMEOUT_S:g})",
+    )
     p.set_defaults(func=_run)
 
 
@@ -86,8 +97,9 @@ def _run(args) -> int:
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs --output FILE")
-    result = run_user_query(args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout,
-                            max_bytes=args.max_bytes, public=False)  # the user named the history: its full path
+    result = run_user_query(
+        args.db, _read_sql(args), max_rows=args.max_rows, timeout_s=args.timeout, max_bytes=args.max_bytes, public=False
+    )  # the user named the history: its full path
     frame = result.frame
     try:
         if args.format == "table":
@@ -108,16 +120,23 @@ def _run(args) -> int:
         raise UserError(f"{args.output}: cannot write the result: {exc.strerror or exc}") from None
     if args.output is not None:  # a file written in silence reads as nothing done; stdout stays empty
         rows = len(frame)
-        print(f"wrote {rows} row{'s' if rows != 1 else ''} ({args.format}) to {printable(str(args.output))}",
-              file=sys.stderr)
+        print(
+            f"wrote {rows} row{'s' if rows != 1 else ''} ({args.format}) to {printable(str(args.output))}",
+            file=sys.stderr,
+        )
     if result.renamed:
-        print("note: columns renamed to be unique: "
-              + printable(", ".join(f"{new} (a second {old})" for new, old in result.renamed.items())), file=sys.stderr)
+        print(
+            "note: columns renamed to be unique: "
+            + printable(", ".join(f"{new} (a second {old})" for new, old in result.renamed.items())),
+            file=sys.stderr,
+        )
     cut = frame.attrs.get("cut")
     if cut == "rows":
         print(f"note: result cut at --max-rows {args.max_rows}", file=sys.stderr)
     elif cut == "bytes":
-        print(f"note: result cut at --max-bytes {args.max_bytes / 2**20:g} MiB ({len(frame)} rows kept)", file=sys.stderr)
+        print(
+            f"note: result cut at --max-bytes {args.max_bytes / 2**20:g} MiB ({len(frame)} rows kept)", file=sys.stderr
+        )
     return 0
 
 
@@ -151,7 +170,9 @@ def format_table(frame, show: int) -> str:
     shown = frame.head(max(show, 0))
     headers = [printable(str(c)) for c in frame.columns]
     cells = [[_cell(v) for v in row] for row in shown.itertuples(index=False, name=None)]
-    numeric = [pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns]
+    numeric = [
+        pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
+    ]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
 
     def line(values):

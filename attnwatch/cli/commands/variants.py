@@ -28,11 +28,15 @@ def register(subparsers) -> None:
         "variants",
         help="list the kernel variants of every operator and whether each runs on this machine",
         description="List every registered variant of every operator (attention, RMSNorm, ...) with its operator, "
-                    "family, lineage, needs and availability here.",
+        "family, lineage, needs and availability here.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
-    p.add_argument("--shapes", metavar="SET", default=None,
-                   help=f"also list the cases of this shape set that each variant skips here ({', '.join(SHAPE_SETS)})")
+    p.add_argument(
+        "--shapes",
+        metavar="SET",
+        default=None,
+        help=f"also list the cases of this shape set that each variant skips here ({', '.join(SHAPE_SETS)})",
+    )
     p.set_defaults(func=_run)
 
 
@@ -40,17 +44,19 @@ def variant_rows() -> list[dict]:
     rows = []
     for variant in all_variants():
         ok, reason = availability(variant)
-        rows.append({
-            "name": variant.name,
-            "family": variant.family,
-            "lineage": variant.lineage,
-            "description": variant.description,
-            "operator": variant.operator,
-            "is_baseline": get_operator(variant.operator).baseline == variant.name,
-            "needs": sorted(variant.needs),
-            "available": ok,
-            "reason": reason or None,
-        })
+        rows.append(
+            {
+                "name": variant.name,
+                "family": variant.family,
+                "lineage": variant.lineage,
+                "description": variant.description,
+                "operator": variant.operator,
+                "is_baseline": get_operator(variant.operator).baseline == variant.name,
+                "needs": sorted(variant.needs),
+                "available": ok,
+                "reason": reason or None,
+            }
+        )
     return rows
 
 
@@ -91,8 +97,13 @@ def _table(rows: list[dict]) -> str:
     headers = ("name", "operator", "family", "baseline", "needs", "available", "lineage")
     body = [
         (
-            r["name"], r["operator"], r["family"], "yes" if r["is_baseline"] else "", ",".join(r["needs"]) or "-",
-            "yes" if r["available"] else "no", r["lineage"],
+            r["name"],
+            r["operator"],
+            r["family"],
+            "yes" if r["is_baseline"] else "",
+            ",".join(r["needs"]) or "-",
+            "yes" if r["available"] else "no",
+            r["lineage"],
         )
         for r in rows
     ]

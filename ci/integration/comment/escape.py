@@ -60,6 +60,6 @@ def safe_url(value: str | None) -> str | None:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return None
-    if any(ch in value for ch in ' ()<>"\'`\\') or _CONTROL.search(value):
+    if any(ch in value for ch in " ()<>\"'`\\") or _CONTROL.search(value):
         return None
     return value

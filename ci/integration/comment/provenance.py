@@ -88,12 +88,16 @@ def _get(obj: Any, *keys: str) -> Any:
 
 def _check_origin(event: dict, repo: str, workflow_path: str) -> dict:
     run = event["workflow_run"]
-    for where, value in (("repository", _get(event, "repository", "full_name")),
-                         ("workflow_run.repository", _get(run, "repository", "full_name")),
-                         ("workflow_run.head_repository", _get(run, "head_repository", "full_name"))):
+    for where, value in (
+        ("repository", _get(event, "repository", "full_name")),
+        ("workflow_run.repository", _get(run, "repository", "full_name")),
+        ("workflow_run.head_repository", _get(run, "head_repository", "full_name")),
+    ):
         if value != repo:
-            raise Refused(f"{where} is {value!r}, not {repo}: only runs of this repository's own workflow "
-                          "are trusted (a fork PR is measured through a maintainer's dispatch)")
+            raise Refused(
+                f"{where} is {value!r}, not {repo}: only runs of this repository's own workflow "
+                "are trusted (a fork PR is measured through a maintainer's dispatch)"
+            )
     if run.get("path") != workflow_path:
         raise Refused(f"workflow_run.path is {run.get('path')!r}, not {workflow_path}: another workflow's artifact")
     if not _SHA.match(str(run.get("head_sha", ""))):
@@ -114,11 +118,15 @@ def _checked_pr(client: GitHubClient, number: int, sha: str, repo: str, same_rep
         raise Refused(f"PR #{number} is {pr.get('state')!r}, not open")
     head_sha = _get(pr, "head", "sha")
     if head_sha != sha:
-        raise Refused(f"PR #{number}'s head is now {str(head_sha)[:12]}, not the measured {sha[:12]}: "
-                      "the verdict is not about the PR's current head")
+        raise Refused(
+            f"PR #{number}'s head is now {str(head_sha)[:12]}, not the measured {sha[:12]}: "
+            "the verdict is not about the PR's current head"
+        )
     if same_repo_only and _get(pr, "head", "repo", "full_name") != repo:
-        raise Refused(f"PR #{number} comes from {_get(pr, 'head', 'repo', 'full_name')!r}, not {repo}: "
-                      "a fork PR gets a verdict only through a maintainer's dispatch")
+        raise Refused(
+            f"PR #{number} comes from {_get(pr, 'head', 'repo', 'full_name')!r}, not {repo}: "
+            "a fork PR gets a verdict only through a maintainer's dispatch"
+        )
     return number
 
 
@@ -143,12 +151,16 @@ def resolve_target(event: dict, repo: str, client: GitHubClient, workflow_path: 
     if kind == "workflow_dispatch":
         default_branch = _get(event, "repository", "default_branch")
         if not default_branch or run.get("head_branch") != default_branch:
-            raise Refused(f"a dispatched run counts only on the default branch ({default_branch!r}), "
-                          f"this one ran on {run.get('head_branch')!r}")
+            raise Refused(
+                f"a dispatched run counts only on the default branch ({default_branch!r}), "
+                f"this one ran on {run.get('head_branch')!r}"
+            )
         title = DISPATCH_TITLE.match(str(run.get("display_title", "")))
         if title is None:
-            raise Refused(f"dispatched run title {str(run.get('display_title'))[:120]!r} does not name a PR and SHA "
-                          "(\"gpu-bench compare: PR #N at SHA\")")
+            raise Refused(
+                f"dispatched run title {str(run.get('display_title'))[:120]!r} does not name a PR and SHA "
+                '("gpu-bench compare: PR #N at SHA")'
+            )
         number, sha = int(title.group(1)), title.group(2)
         return Target((_checked_pr(client, number, sha, repo, same_repo_only=False),), sha, source, kind, run_url)
     raise Refused(f"workflow_run.event {kind!r}: only pull_request and workflow_dispatch runs get a verdict")
@@ -157,5 +169,7 @@ def resolve_target(event: dict, repo: str, client: GitHubClient, workflow_path: 
 def check_report_head(report_head_sha: str, target: Target, report_path: str | Path) -> None:
     """The report must be about the commit that was measured for this target."""
     if report_head_sha != target.head_sha:
-        raise Refused(f"{report_path}: head_sha {str(report_head_sha)[:40]!r} is not the measured head "
-                      f"{target.head_sha} of PR #{', #'.join(map(str, target.prs))}")
+        raise Refused(
+            f"{report_path}: head_sha {str(report_head_sha)[:40]!r} is not the measured head "
+            f"{target.head_sha} of PR #{', #'.join(map(str, target.prs))}"
+        )

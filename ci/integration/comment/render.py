@@ -67,8 +67,11 @@ def _bandwidth_note(cases: list[CaseComparison], gpu: str) -> list[str]:
     """What the bandwidth after a memory-bound case's median means, when one is shown."""
     if not any(c.bound == "memory" and c.bytes for c in cases):
         return []
-    return [f"_Memory-bound cases: µs · achieved GB/s (the operator's byte model / the median), % of {md_text(gpu)}'s "
-            "measured DRAM copy bandwidth (history/analysis/ceilings.toml; none where it was never measured)._", ""]
+    return [
+        f"_Memory-bound cases: µs · achieved GB/s (the operator's byte model / the median), % of {md_text(gpu)}'s "
+        "measured DRAM copy bandwidth (history/analysis/ceilings.toml; none where it was never measured)._",
+        "",
+    ]
 
 
 def _interval(case: CaseComparison) -> str:
@@ -87,8 +90,15 @@ def _gap(case: CaseComparison) -> str:
     return f"{fmt(b)} → {fmt(h)}" + (f" (vs {baseline})" if baseline else "")
 
 
-_VERDICT_MARK = {"regression": "🔴 slower", "improvement": "🟢 faster", "no change": "no change", "failed": "⚠️ failed",
-                 "new": "new (no base)", "removed": "removed", "skipped": "skipped"}
+_VERDICT_MARK = {
+    "regression": "🔴 slower",
+    "improvement": "🟢 faster",
+    "no change": "no change",
+    "failed": "⚠️ failed",
+    "new": "new (no base)",
+    "removed": "removed",
+    "skipped": "skipped",
+}
 _UNDER_MARK = {SLOWER_UNDER: "🟡 ", UNDER[1]: "🔵 "}
 
 
@@ -117,9 +127,13 @@ def _count(n: int, noun: str, rest: str = "") -> str:
 
 def headline(report: CompareReport) -> str:
     """The one-line verdict."""
-    counted = ((report.correctness_failures, "correctness failure", ""), (report.regressions, "regression", ""),
-               (report.failed, "case", " not measured"), (report.improvements, "improvement", ""),
-               (report.ignored, "ignored case", ""))
+    counted = (
+        (report.correctness_failures, "correctness failure", ""),
+        (report.regressions, "regression", ""),
+        (report.failed, "case", " not measured"),
+        (report.improvements, "improvement", ""),
+        (report.ignored, "ignored case", ""),
+    )
     parts = [_count(len(cases), noun, rest) for cases, noun, rest in counted if cases]
     if not report.cases:
         return "### ⚠️ attnwatch: no cases were compared"
@@ -127,22 +141,27 @@ def headline(report: CompareReport) -> str:
     icon = "❌" if bad else "✅"
     under = [_case_tier(c) for c in under_threshold(report)]
     if not parts:
-        parts.append(f"no change of ±{percent(report.min_effect)} or more in {len(report.cases)} cases" if under
-                     else f"no significant change in {len(report.cases)} cases")
+        parts.append(
+            f"no change of ±{percent(report.min_effect)} or more in {len(report.cases)} cases"
+            if under
+            else f"no significant change in {len(report.cases)} cases"
+        )
     for t in UNDER:  # sure, but under the threshold: said, never counted as 'no change'
         if under.count(t):
             parts.append(f"{under.count(t)} {label(t, report.min_effect)}")
     return f"### {icon} attnwatch: " + ", ".join(parts)
 
 
-INTERVAL_NAMES = {"rounds-t": "paired-t (over rounds)", "hierarchical": "two-level bootstrap (rounds, samples)",
-                  "pooled": "pooled-sample bootstrap"}
+INTERVAL_NAMES = {
+    "rounds-t": "paired-t (over rounds)",
+    "hierarchical": "two-level bootstrap (rounds, samples)",
+    "pooled": "pooled-sample bootstrap",
+}
 
 
 def _context_line(report: CompareReport) -> str:
     method = INTERVAL_NAMES.get(report.method, report.method)
-    base = (f"pinned {md_text(report.base_ref, 120)} at" if report.base_ref.startswith("baseline ")
-            else "merge base")
+    base = f"pinned {md_text(report.base_ref, 120)} at" if report.base_ref.startswith("baseline ") else "merge base"
     return (
         f"Head {md_code(report.head_sha[:12])} vs {base} {md_code(report.merge_base_sha[:12])} "
         f"on {md_text(report.gpu_name)}, same job, up to {_count(report.rounds, 'interleaved round')} per side; {report.confidence:.0%} {method} interval of "
@@ -157,14 +176,17 @@ def _note_line(note: str) -> str:
     """One note as a quoted line; the known warnings get a fixed, bold lead (the rest escaped)."""
     for lead, shown in _WARNINGS.items():
         if note.startswith(lead):
-            return f"> ⚠️ {shown}{md_text(note[len(lead):], 400)}"
+            return f"> ⚠️ {shown}{md_text(note[len(lead) :], 400)}"
     return f"> {md_text(note, 400)}"
 
 
 def _dirty_lines(report: CompareReport) -> list[str]:
     """A warning per side that measured uncommitted changes (compare.json's base_dirty, head_dirty)."""
-    lines = [f"> ⚠️ **The {side} measured uncommitted changes** on top of {md_code(sha[:12])}: its numbers are not "
-             "that commit's" for side, sha in report.dirty_sides()]
+    lines = [
+        f"> ⚠️ **The {side} measured uncommitted changes** on top of {md_code(sha[:12])}: its numbers are not "
+        "that commit's"
+        for side, sha in report.dirty_sides()
+    ]
     return lines + [""] if lines else []
 
 
@@ -184,15 +206,21 @@ def _correctness_section(report: CompareReport) -> list[str]:
     rows = report.correctness_failures
     if not rows:
         return []
-    lines = ["#### Correctness failures", "", "| case | max abs err | rel err | base passed | error | measure again |",
-             "|---|---:|---:|:-:|---|---|"]
+    lines = [
+        "#### Correctness failures",
+        "",
+        "| case | max abs err | rel err | base passed | error | measure again |",
+        "|---|---:|---:|:-:|---|---|",
+    ]
     body = []
     for c in rows:
         h = c.head
         err = lambda v: "—" if v is None else f"{v:.3g}"  # noqa: E731
         base_ok = {True: "yes", False: "no", None: "—"}[c.base.correct]
-        body.append(f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} "
-                    f"| {_reproduce(c, report)} |")
+        body.append(
+            f"| {md_code(c.case_id)} | {err(h.max_abs_err)} | {err(h.rel_err)} | {base_ok} | {md_text(h.error or '', 300)} "
+            f"| {_reproduce(c, report)} |"
+        )
     return lines + _table(body, SECTION_BUDGET, "correctness failures")[0] + [""]
 
 
@@ -204,13 +232,17 @@ def _config_section(report: CompareReport) -> list[str]:
     for c in sorted(report.cases, key=lambda c: c.case_id):
         if c.config_change:
             base, head = c.config_change
-            rows.append(f"- {md_code(c.case_id)} ({_mark(c, report.min_effect)}): {change_text(md_code(base), md_code(head))} "
-                        "on the head; the difference may be the configuration, not the code")
+            rows.append(
+                f"- {md_code(c.case_id)} ({_mark(c, report.min_effect)}): {change_text(md_code(base), md_code(head))} "
+                "on the head; the difference may be the configuration, not the code"
+            )
         for side_name, side in (("base", c.base), ("head", c.head)):
             if len(side.kernel_configs) > 1:
-                rows.append(f"- {md_code(c.case_id)}: the {side_name} ran "
-                            f"{', '.join(md_code(k) for k in side.kernel_configs[:10])} in different rounds "
-                            "(tuned in the process)")
+                rows.append(
+                    f"- {md_code(c.case_id)}: the {side_name} ran "
+                    f"{', '.join(md_code(k) for k in side.kernel_configs[:10])} in different rounds "
+                    "(tuned in the process)"
+                )
     if not rows:
         return []
     return ["#### Kernel configuration changes", "", *_table(rows, SECTION_BUDGET, "configuration changes")[0], ""]
@@ -218,8 +250,14 @@ def _config_section(report: CompareReport) -> list[str]:
 
 def _reproduce(c: CaseComparison, report: CompareReport) -> str:
     """The command that A/Bs this case again (history.reproduce), as a code span."""
-    command = reproduce.compare_command(c.case_id, report.merge_base_sha, report.head_sha, method=report.method,
-                                        rounds=report.rounds, dirty=report.base_dirty or report.head_dirty)
+    command = reproduce.compare_command(
+        c.case_id,
+        report.merge_base_sha,
+        report.head_sha,
+        method=report.method,
+        rounds=report.rounds,
+        dirty=report.base_dirty or report.head_dirty,
+    )
     return md_code(command, 400) if command else "—"
 
 
@@ -238,14 +276,18 @@ def _change_row(c: CaseComparison, report: CompareReport, plot_url: str | None =
     """One case's row, ending with the command that measures it again; with `linked`, a last
     cell linking to its trend on the dashboard. A side measured under a cap is marked after
     the case id."""
-    row = (f"| {md_code(c.case_id)}{cap_note(c)} | {_mark(c, report.min_effect)} | {_side_us(c, 'base', report.gpu_name)} | "
-           f"{_side_us(c, 'head', report.gpu_name)} | "
-           f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |")
+    row = (
+        f"| {md_code(c.case_id)}{cap_note(c)} | {_mark(c, report.min_effect)} | {_side_us(c, 'base', report.gpu_name)} | "
+        f"{_side_us(c, 'head', report.gpu_name)} | "
+        f"{_pct(c.ratio)} | {_interval(c)} | {_gap(c)} | {_reproduce(c, report)} |"
+    )
     return row + ((f" [trend]({plot_url}) |" if plot_url else " — |") if linked else "")
 
 
-_CHANGE_HEADER = ["| case | verdict | base µs | head µs | Δ | interval | gap to baseline base → head | measure again |",
-                  "|---|---|---:|---:|---:|---|---|---|"]
+_CHANGE_HEADER = [
+    "| case | verdict | base µs | head µs | Δ | interval | gap to baseline base → head | measure again |",
+    "|---|---|---:|---:|---:|---|---|---|",
+]
 _LINKED_HEADER = [_CHANGE_HEADER[0] + " plot |", _CHANGE_HEADER[1] + "---|"]
 
 
@@ -272,8 +314,10 @@ def _failed_section(report: CompareReport) -> list[str]:
     body = []
     for c in report.failed:
         err = c.head.error or c.base.error or ""
-        body.append(f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} "
-                    f"| {_reproduce(c, report)} |")
+        body.append(
+            f"| {md_code(c.case_id)} | {md_text(c.base.status)} | {md_text(c.head.status)} | {md_text(err, 300)} "
+            f"| {_reproduce(c, report)} |"
+        )
     return lines + _table(body, SECTION_BUDGET, "unmeasured cases")[0] + [""]
 
 
@@ -292,7 +336,9 @@ def _ncu_section(report: CompareReport) -> list[str]:
         return []
     lines = ["#### ncu: why the changed cases moved", ""]
     for c in cases:
-        word = {"regression": "slower", "improvement": "faster"}.get(c.verdict) or label(_case_tier(c), c.effect(report.min_effect))
+        word = {"regression": "slower", "improvement": "faster"}.get(c.verdict) or label(
+            _case_tier(c), c.effect(report.min_effect)
+        )
         if c.explanation:
             lines += [f"{md_code(c.case_id)} {md_text(word)}: **{md_text(c.explanation.cause, CAUSE_CHARS)}**", ""]
             if c.explanation.changes:
@@ -300,8 +346,10 @@ def _ncu_section(report: CompareReport) -> list[str]:
                 for r in c.explanation.changes[:RULES_SHOWN]:
                     band = f"±{r.band:.1%}" if r.band is not None else "none measured"
                     accounts = f"{abs(r.accounts_us):.3g} µs" if r.accounts_us is not None else "—"
-                    lines.append(f"| {md_text(r.title, 120)} | {r.base:.4g} | {r.head:.4g} | {r.change:+.1%} "
-                                 f"| {band} | {accounts} |")
+                    lines.append(
+                        f"| {md_text(r.title, 120)} | {r.base:.4g} | {r.head:.4g} | {r.change:+.1%} "
+                        f"| {band} | {accounts} |"
+                    )
                 lines.append("")
             continue
         lines += [f"{md_code(c.case_id)}", "", "| metric | base | head | Δ |", "|---|---:|---:|---:|"]
@@ -311,7 +359,10 @@ def _ncu_section(report: CompareReport) -> list[str]:
         lines.append("")
     missing = len(changed) - len([c for c in changed if c.explanation])
     if missing:
-        lines += [f"{missing} changed case(s) were not profiled on both sides (ncu absent, failed, or past its time bound).", ""]
+        lines += [
+            f"{missing} changed case(s) were not profiled on both sides (ncu absent, failed, or past its time bound).",
+            "",
+        ]
     return lines
 
 
@@ -322,19 +373,32 @@ def _under_section(report: CompareReport, budget: int) -> list[str]:
     if not under:
         return []
     rows, _ = _table([_change_row(c, report) for c in under], max(budget, 1000), "changes under the threshold")
-    return [f"#### Sure changes under the ±{percent(report.min_effect)} threshold", "",
-            f"The interval excludes no change, but the median moved by less than {percent(report.min_effect)}: real "
-            "on this job's worker processes, too small to fail the check (a process keeps an offset of up to about "
-            "±1% for its life, docs/benchmarks.md).", "", *_CHANGE_HEADER, *rows, ""]
+    return [
+        f"#### Sure changes under the ±{percent(report.min_effect)} threshold",
+        "",
+        f"The interval excludes no change, but the median moved by less than {percent(report.min_effect)}: real "
+        "on this job's worker processes, too small to fail the check (a process keeps an offset of up to about "
+        "±1% for its life, docs/benchmarks.md).",
+        "",
+        *_CHANGE_HEADER,
+        *rows,
+        "",
+    ]
 
 
 def _ignored_section(report: CompareReport) -> list[str]:
     """Cases an ignore rule of history/analysis/case_rules.toml covers: measured and shown, failing nothing."""
-    rows = [f"- {md_code(c.case_id)}: {_VERDICT_MARK[c.verdict]}, {md_text(c.ignored or '', 600)}"
-            for c in report.ignored]
+    rows = [
+        f"- {md_code(c.case_id)}: {_VERDICT_MARK[c.verdict]}, {md_text(c.ignored or '', 600)}" for c in report.ignored
+    ]
     if not rows:
         return []
-    return ["#### Ignored cases (history/analysis/case_rules.toml)", "", *_table(rows, SECTION_BUDGET, "ignored cases")[0], ""]
+    return [
+        "#### Ignored cases (history/analysis/case_rules.toml)",
+        "",
+        *_table(rows, SECTION_BUDGET, "ignored cases")[0],
+        "",
+    ]
 
 
 def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
@@ -343,7 +407,9 @@ def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
     used = 0
     for i, row in enumerate(rows):
         if used + len(row) + 1 > budget:
-            return kept + [f"| … {len(rows) - i} more {what} left out to fit GitHub's comment limit; all are in compare.json |"], len(rows) - i
+            return kept + [
+                f"| … {len(rows) - i} more {what} left out to fit GitHub's comment limit; all are in compare.json |"
+            ], len(rows) - i
         kept.append(row)
         used += len(row) + 1
     return kept, 0
@@ -351,8 +417,10 @@ def _table(rows: list[str], budget: int, what: str) -> tuple[list[str], int]:
 
 def render_comment(report: CompareReport, links: Links = Links()) -> str:
     """The whole comment body (marker first), under GitHub's 65,536-character limit."""
-    significant = sorted((c for c in report.cases if c.verdict in ("regression", "improvement") and not c.ignored),
-                         key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)))
+    significant = sorted(
+        (c for c in report.cases if c.verdict in ("regression", "improvement") and not c.ignored),
+        key=lambda c: (c.verdict != "regression", -abs((c.ratio or 1.0) - 1.0)),
+    )
     head = [MARKER, headline(report), "", _context_line(report), ""]
     head += _dirty_lines(report)
     head += _notes(report)
@@ -370,7 +438,9 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     if dash_url:
         link_parts.append(f"[dashboard]({dash_url})")
     if root and dash_url == root:  # no page chosen for this PR: the two commits on Compare
-        compare_url = safe_url(dashboard.url(root, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report))))
+        compare_url = safe_url(
+            dashboard.url(root, "compare", dashboard.compare_query(report.gpu_name, commits=_commits(report)))
+        )
         if compare_url:
             link_parts.append(f"[these commits on the dashboard]({compare_url})")
     link_parts.append("full data: the `compare.json` artifact")
@@ -382,24 +452,51 @@ def render_comment(report: CompareReport, links: Links = Links()) -> str:
     change_rows = [_change_row(c, report, _trend_url(report, c, root), linked=bool(root)) for c in significant]
     change_lines, _ = _table(change_rows, max(budget // 2, 2000), "significant changes")
     header = _LINKED_HEADER if root else _CHANGE_HEADER
-    sig = (["#### Significant changes", "", *_bandwidth_note(significant, report.gpu_name), *header, *change_lines, ""]
-           if significant
-           else [f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.", ""])
+    sig = (
+        ["#### Significant changes", "", *_bandwidth_note(significant, report.gpu_name), *header, *change_lines, ""]
+        if significant
+        else [
+            f"No case moved by ±{report.min_effect:.1%} or more beyond its {report.confidence:.0%} interval's noise.",
+            "",
+        ]
+    )
     sig += _under_section(report, budget // 4)
     ncu_text = "\n".join(ncu)
     if len(ncu_text) > (budget - sum(len(s) + 1 for s in sig)) // 2:
-        ncu = ["#### ncu", "", f"ncu explanations for {len([c for c in report.cases if c.explanation])} changed cases are in compare.json (too long for this comment).", ""]
+        ncu = [
+            "#### ncu",
+            "",
+            f"ncu explanations for {len([c for c in report.cases if c.explanation])} changed cases are in compare.json (too long for this comment).",
+            "",
+        ]
     budget -= sum(len(s) + 1 for s in sig) + sum(len(s) + 1 for s in ncu)
     all_rows = [_change_row(c, report) for c in sorted(report.cases, key=lambda c: c.case_id)]
     full, _ = _table(all_rows, max(budget - 400, 0), "cases")
-    details = ["<details><summary>All " + str(len(report.cases)) + " cases</summary>", "", *_CHANGE_HEADER, *full, "", "</details>", ""]
+    details = [
+        "<details><summary>All " + str(len(report.cases)) + " cases</summary>",
+        "",
+        *_CHANGE_HEADER,
+        *full,
+        "",
+        "</details>",
+        "",
+    ]
     return "\n".join(head + sig + ncu + details + tail) + "\n"
 
 
 def render_short(report: CompareReport, links: Links = Links()) -> str:
     """A minimal body (verdict, counts, links): the fallback when GitHub refuses the full one."""
-    lines = [MARKER, headline(report), "", _context_line(report), "", *_dirty_lines(report), *_notes(report),
-             "The full comment was refused by GitHub (too long); every case is in the `compare.json` artifact.", ""]
+    lines = [
+        MARKER,
+        headline(report),
+        "",
+        _context_line(report),
+        "",
+        *_dirty_lines(report),
+        *_notes(report),
+        "The full comment was refused by GitHub (too long); every case is in the `compare.json` artifact.",
+        "",
+    ]
     run_url, dash_url = safe_url(links.run_url), safe_url(links.dashboard_url)
     if run_url:
         lines.append(f"[workflow run]({run_url})")

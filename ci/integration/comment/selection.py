@@ -28,8 +28,15 @@ def selection_lines(report: CompareReport) -> list[str]:
         cases = sum(v.cases for v in skipped)
         names = ", ".join(f"{md_code(v.variant)} ({v.cases})" for v in skipped[:60])
         more = f" and {len(skipped) - 60} more" if len(skipped) > 60 else ""
-        lines += [f"<details><summary>Not measured: {len(skipped)} variants ({cases} cases), unchanged: identical code "
-                  f"and binaries on both sides (fingerprints in compare.json)</summary>", "", names + more, "", "</details>", ""]
+        lines += [
+            f"<details><summary>Not measured: {len(skipped)} variants ({cases} cases), unchanged: identical code "
+            f"and binaries on both sides (fingerprints in compare.json)</summary>",
+            "",
+            names + more,
+            "",
+            "</details>",
+            "",
+        ]
     lines += _baseline_lines(selection)
     lines += _canary_lines(report)
     return lines
@@ -60,6 +67,9 @@ def _canary_lines(report: CompareReport) -> list[str]:
     names = ", ".join(md_code(v) for v in report.selection.canary)
     said = ", ".join(f"{n} {verdict}" for verdict, n in sorted(verdicts.items()))
     if any(verdicts[v] for v in MOVED):
-        return [f"> ⚠️ **A/A canary moved**: {names}, identical on both sides, read {said}: the fingerprint missed "
-                "a change, or the noise floor is off. Its verdicts count like any other case's.", ""]
+        return [
+            f"> ⚠️ **A/A canary moved**: {names}, identical on both sides, read {said}: the fingerprint missed "
+            "a change, or the noise floor is off. Its verdicts count like any other case's.",
+            "",
+        ]
     return [f"A/A canary {names} (identical on both sides, measured as a check): {said}.", ""]

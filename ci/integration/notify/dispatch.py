@@ -25,8 +25,12 @@ def webhook_from_env(log: Callable[[str], None]):
     url = os.environ.get("ATTNWATCH_WEBHOOK_URL", "").strip()
     if not url:
         return None
-    return Webhook(url, os.environ.get("ATTNWATCH_WEBHOOK_FORMAT", "slack").strip() or "slack",
-                   token=os.environ.get("ATTNWATCH_WEBHOOK_TOKEN") or None, log=log)
+    return Webhook(
+        url,
+        os.environ.get("ATTNWATCH_WEBHOOK_FORMAT", "slack").strip() or "slack",
+        token=os.environ.get("ATTNWATCH_WEBHOOK_TOKEN") or None,
+        log=log,
+    )
 
 
 def issues_from_env(log: Callable[[str], None]):
@@ -35,8 +39,12 @@ def issues_from_env(log: Callable[[str], None]):
     from attnwatch.ci.integration.github import DEFAULT_API_URL, GitHubClient
     from attnwatch.ci.integration.notify.issues import AlertIssues
 
-    client = GitHubClient(os.environ.get("GITHUB_REPOSITORY", ""), os.environ.get("GITHUB_TOKEN", ""),
-                          api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL), log=log)
+    client = GitHubClient(
+        os.environ.get("GITHUB_REPOSITORY", ""),
+        os.environ.get("GITHUB_TOKEN", ""),
+        api_url=os.environ.get("GITHUB_API_URL", DEFAULT_API_URL),
+        log=log,
+    )
     return AlertIssues(client, dashboard_url=os.environ.get("ATTNWATCH_DASHBOARD_URL"))
 
 

@@ -24,14 +24,20 @@ def marker(t: Transition) -> str:
 
 def title(t: Transition) -> str:
     change = t.change().strip()
-    return (f"attnwatch: {t.kind}{' ' + change if change else ''} in {t.case_id[:120]} "
-            f"({t.metric[:40]}) on {(t.gpu_name or 'unknown GPU')[:60]}")
+    return (
+        f"attnwatch: {t.kind}{' ' + change if change else ''} in {t.case_id[:120]} "
+        f"({t.metric[:40]}) on {(t.gpu_name or 'unknown GPU')[:60]}"
+    )
 
 
 def body(t: Transition) -> str:
-    lines = [marker(t), f"**{md_text(t.kind)}**{md_text(t.change())} in {md_code(t.case_id)} "
-             f"({md_code(t.metric)}) on {md_text(t.gpu_name or 'unknown GPU')}, step at {md_code((t.commit_sha or '')[:12])}.",
-             "", f"attnwatch alert {t.alert_id}; this issue follows its lifecycle and is closed when it is resolved."]
+    lines = [
+        marker(t),
+        f"**{md_text(t.kind)}**{md_text(t.change())} in {md_code(t.case_id)} "
+        f"({md_code(t.metric)}) on {md_text(t.gpu_name or 'unknown GPU')}, step at {md_code((t.commit_sha or '')[:12])}.",
+        "",
+        f"attnwatch alert {t.alert_id}; this issue follows its lifecycle and is closed when it is resolved.",
+    ]
     if t.attribution:
         lines += ["", f"What moved across the step: {md_text(t.attribution, 500)}"]
     if safe_url(t.link):
@@ -42,7 +48,11 @@ def body(t: Transition) -> str:
 
 
 def comment(t: Transition) -> str:
-    return f"**{t.action}** by {md_text(t.actor or 'someone', 100)}" + (f": {md_text(t.note, 1000)}" if t.note else "") + "\n"
+    return (
+        f"**{t.action}** by {md_text(t.actor or 'someone', 100)}"
+        + (f": {md_text(t.note, 1000)}" if t.note else "")
+        + "\n"
+    )
 
 
 class AlertIssues:
@@ -55,8 +65,12 @@ class AlertIssues:
         """The alert's issue (open or closed), or None."""
         mark = marker(t)
         for issue in self.client.paginate(f"/repos/{self.client.repo}/issues", {"state": "all", "labels": LABEL}):
-            if (isinstance(issue, dict) and (issue.get("user") or {}).get("login") == self.bot_login
-                    and mark in (issue.get("body") or "") and "pull_request" not in issue):
+            if (
+                isinstance(issue, dict)
+                and (issue.get("user") or {}).get("login") == self.bot_login
+                and mark in (issue.get("body") or "")
+                and "pull_request" not in issue
+            ):
                 return issue
         return None
 
@@ -65,8 +79,9 @@ class AlertIssues:
         repo = self.client.repo
         issue = self.find(t)
         if issue is None:
-            created = self.client.request("POST", f"/repos/{repo}/issues",
-                                          {"title": title(t), "body": body(t), "labels": [LABEL]}).data
+            created = self.client.request(
+                "POST", f"/repos/{repo}/issues", {"title": title(t), "body": body(t), "labels": [LABEL]}
+            ).data
             number = int(created["number"])
             if t.action == "opened":
                 return "opened", number
@@ -76,7 +91,9 @@ class AlertIssues:
                 return "already open", number
         self.client.request("POST", f"/repos/{repo}/issues/{number}/comments", {"body": comment(t)})
         if t.action == "resolved":
-            self.client.request("PATCH", f"/repos/{repo}/issues/{number}", {"state": "closed", "state_reason": "completed"})
+            self.client.request(
+                "PATCH", f"/repos/{repo}/issues/{number}", {"state": "closed", "state_reason": "completed"}
+            )
             return "closed", number
         return "commented", number
 

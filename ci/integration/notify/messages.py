@@ -59,19 +59,42 @@ class Transition:
         """From a history.detection.alerts.Alert; `note` and `actor` default to the alert's latest."""
         if action not in ACTIONS:
             raise ValueError(f"unknown alert action {action!r} (known: {', '.join(ACTIONS)})")
-        return cls(action, int(alert.alert_id), alert.kind, alert.case_id, alert.metric, alert.gpu_name,
-                   alert.commit_sha, alert.change_pct, alert.status, alert.note if note is None else note,
-                   alert.actor if actor is None else actor, alert.dedup_key, link, attribution_text(alert))
+        return cls(
+            action,
+            int(alert.alert_id),
+            alert.kind,
+            alert.case_id,
+            alert.metric,
+            alert.gpu_name,
+            alert.commit_sha,
+            alert.change_pct,
+            alert.status,
+            alert.note if note is None else note,
+            alert.actor if actor is None else actor,
+            alert.dedup_key,
+            link,
+            attribution_text(alert),
+        )
 
     def change(self) -> str:
         return "" if self.change_pct is None else f" {self.change_pct:+.1f}%"
 
     def fields(self) -> dict:
         """The cleaned fields (the generic JSON payload's `alert`)."""
-        return {"id": self.alert_id, "kind": self.kind, "status": self.status, "case_id": clean(self.case_id, 200),
-                "metric": clean(self.metric, 50), "gpu": clean(self.gpu_name, 100), "commit": clean(self.commit_sha, 64),
-                "change_pct": self.change_pct, "note": clean(self.note, 500), "actor": clean(self.actor, 100),
-                "link": self.link, "attribution": clean(self.attribution, 500) if self.attribution else None}
+        return {
+            "id": self.alert_id,
+            "kind": self.kind,
+            "status": self.status,
+            "case_id": clean(self.case_id, 200),
+            "metric": clean(self.metric, 50),
+            "gpu": clean(self.gpu_name, 100),
+            "commit": clean(self.commit_sha, 64),
+            "change_pct": self.change_pct,
+            "note": clean(self.note, 500),
+            "actor": clean(self.actor, 100),
+            "link": self.link,
+            "attribution": clean(self.attribution, 500) if self.attribution else None,
+        }
 
 
 def attribution_text(alert) -> str | None:
@@ -91,9 +114,11 @@ def payload(t: Transition, fmt: str) -> dict:
         return {"schema": "attnwatch.alert_event", "schema_version": 1, "event": t.action, "alert": t.fields()}
     if fmt != "slack":
         raise ValueError(f"unknown webhook format {fmt!r} (known: {', '.join(FORMATS)})")
-    text = (f"{_ICON[t.action]} attnwatch alert {t.alert_id} {t.action}: {t.kind}{t.change()} "
-            f"`{slack_text(t.case_id, 200)}` {slack_text(t.metric, 50)} on {slack_text(t.gpu_name, 100)} "
-            f"at `{slack_text((t.commit_sha or '')[:12], 12)}`")
+    text = (
+        f"{_ICON[t.action]} attnwatch alert {t.alert_id} {t.action}: {t.kind}{t.change()} "
+        f"`{slack_text(t.case_id, 200)}` {slack_text(t.metric, 50)} on {slack_text(t.gpu_name, 100)} "
+        f"at `{slack_text((t.commit_sha or '')[:12], 12)}`"
+    )
     if t.attribution:
         text += f"\nwhat moved: {slack_text(t.attribution, 500)}"
     if t.note or t.actor:

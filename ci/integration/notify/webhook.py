@@ -44,7 +44,9 @@ class Webhook:
     def __post_init__(self) -> None:
         parts = urllib.parse.urlsplit(self.url or "")
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise WebhookError("webhook URL: expected an http(s) URL (the URL itself is not shown: it may hold a secret)")
+            raise WebhookError(
+                "webhook URL: expected an http(s) URL (the URL itself is not shown: it may hold a secret)"
+            )
         if self.fmt not in FORMATS:
             raise WebhookError(f"webhook format: expected one of {', '.join(FORMATS)}, got {clean(self.fmt, 40)!r}")
         self.where = f"{parts.scheme}://{parts.hostname}" + (f":{parts.port}" if parts.port else "")
@@ -61,9 +63,9 @@ class Webhook:
             if value.isdigit():
                 return float(value)
             when = email.utils.parsedate_to_datetime(value) if value else None
-            return max(0.0, when.timestamp() - time.time()) if when else min(2.0 ** attempt, 30.0)
+            return max(0.0, when.timestamp() - time.time()) if when else min(2.0**attempt, 30.0)
         if status >= 500:
-            return min(2.0 ** attempt, 30.0)
+            return min(2.0**attempt, 30.0)
         return None
 
     def post(self, transition: Transition) -> int:
@@ -86,9 +88,12 @@ class Webhook:
                 wait = self._wait(status, headers, attempt)
             except (urllib.error.URLError, TimeoutError, ConnectionError, socket.timeout) as exc:
                 inner = getattr(exc, "reason", exc)
-                reason = "no answer within the timeout" if isinstance(inner, (TimeoutError, socket.timeout)) \
+                reason = (
+                    "no answer within the timeout"
+                    if isinstance(inner, (TimeoutError, socket.timeout))
                     else f"no response: {self._scrub(str(inner))}"
-                wait = min(2.0 ** attempt, 30.0)
+                )
+                wait = min(2.0**attempt, 30.0)
             if wait is None:
                 raise WebhookError(f"{what}: {reason}")
             if attempt == self.max_retries:

@@ -21,8 +21,14 @@ def fast_softmax(x):
 @pytest.mark.parametrize("cols", [256])
 def test_softmax(gpu_benchmark, cols):
     x = torch.randn(32, cols)
-    out = gpu_benchmark(torch.softmax, x, -1, reference=lambda x, dim: reference_softmax(x), flops=5 * x.numel(),
-                        bytes=2 * 4 * x.numel())
+    out = gpu_benchmark(
+        torch.softmax,
+        x,
+        -1,
+        reference=lambda x, dim: reference_softmax(x),
+        flops=5 * x.numel(),
+        bytes=2 * 4 * x.numel(),
+    )
     assert out.shape == x.shape
 
 
