@@ -1,5 +1,6 @@
 """Where does a measuring process's lifelong offset come from? Fresh processes, each timing the
-same calls for several rounds, under arms that each remove one candidate cause.
+same calls for several rounds, under arms that each remove (or, `fixed_flush`, hold still) one
+candidate cause.
 
     PYTHONPATH=. python3 scripts/process_offset_check.py [--processes 6] [--rounds 4] [--arms free,pool_per_round] [--out DIR]
 
@@ -28,7 +29,12 @@ remove the host from the measurement. Arms, alternated process by process:
 * `one_connection`: CUDA_DEVICE_MAX_CONNECTIONS=1 (every stream on one hardware queue);
 * `stream_pool`: the timer sends successive blocks to successive streams of a pool of
   STREAM_POOL (ci/timing/timers.py CudaEventTimer(streams=...)), so every median mixes them;
-* `pool_per_round`: that pool, taken anew every round (`renew_streams`), as a compare worker does.
+* `pool_per_round`: that pool, taken anew every round (`renew_streams`), as a compare worker does;
+* `fixed_flush`: the L2 flush buffer allocated once and kept for the process's life (every other
+  arm frees it and allocates it anew, behind a pseudo-random spacer, every round, as the engine
+  does): run against `free`, a larger between-process sd here says where the buffer sits moves a
+  median for a process's whole life (ci/timing/timers.py `L2Flusher`; measured on the H200 as a
+  0.45% move of a 17 µs SDPA median, docs/benchmarks/compare.md).
 
 Every round also times the one-launch subject on each of PROBE_STREAMS new streams, which
 tells an offset per stream (the hardware queue a stream is mapped to) from one per process.
@@ -86,6 +92,7 @@ ARMS = (
     "one_connection",
     "stream_pool",
     "pool_per_round",
+    "fixed_flush",
 )
 PROBE_STREAMS = 8
 STREAM_POOL = 8
@@ -151,7 +158,7 @@ def _probe_streams(torch, config, timer, flusher, measure_interleaved, Subject, 
     return medians
 
 
-def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool: int) -> dict:
+def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool: int, fixed_flush: bool) -> dict:
     import torch
 
     from attnwatch.ci.run_config import compare_sampling, timing_config
@@ -167,13 +174,15 @@ def child(rounds: int, seed: int, new_events: bool, stream_per_round: bool, pool
     timer = CudaEventTimer(config.block_calls, streams=pool)
     rows = []
     for r in range(rounds):
-        flusher.release()
+        if not (fixed_flush and r):
+            flusher.release()
         if new_events and r:
             timer = CudaEventTimer(config.block_calls)
         torch.cuda.empty_cache()
         steps = random.Random(f"{seed}/{r}").randrange(SPACER_STEPS)
         spacer = torch.empty(steps * SPACER_STEP_BYTES, dtype=torch.uint8, device=device) if steps else None
-        flusher.allocate()
+        if not (fixed_flush and r):
+            flusher.allocate()
         subjects, pointers = [], {}
         for name in SUBJECTS:
             made = [_make_inputs(torch, name, 1000 * r + j) for j in range(INPUT_SETS)]
@@ -220,7 +229,8 @@ def companion() -> None:
 # -- the parent: arms, processes, analysis ---------------------------------------------------
 
 
-def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
+def child_command(arm: str, rounds: int, seed: int, pin_cpu: int) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of one measuring child of `arm`."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])))
     command = [sys.executable, __file__, "--child", "--rounds", str(rounds), "--seed", str(seed)]
     if arm == "pinned":
@@ -233,8 +243,15 @@ def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
         command += ["--pool", str(STREAM_POOL), "--stream-per-round"]
     if arm == "stream_pool":
         command += ["--pool", str(STREAM_POOL)]
+    if arm == "fixed_flush":
+        command += ["--fixed-flush"]
     if arm == "one_connection":
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+    return command, env
+
+
+def run_child(arm: str, rounds: int, seed: int, pin_cpu: int) -> dict:
+    command, env = child_command(arm, rounds, seed, pin_cpu)
     held = None
     if arm == "companion":
         held = subprocess.Popen(
@@ -309,6 +326,7 @@ def main(argv=None) -> int:
     p.add_argument("--new-events", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--stream-per-round", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--pool", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--fixed-flush", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.companion:
         companion()
@@ -316,7 +334,11 @@ def main(argv=None) -> int:
     if args.child:
         if args.pin is not None:
             os.sched_setaffinity(0, {args.pin})
-        print(json.dumps(child(args.rounds, args.seed, args.new_events, args.stream_per_round, args.pool)))
+        print(
+            json.dumps(
+                child(args.rounds, args.seed, args.new_events, args.stream_per_round, args.pool, args.fixed_flush)
+            )
+        )
         return 0
 
     arms = [a for a in args.arms.split(",") if a]

@@ -60,3 +60,12 @@ def test_analysis_finds_a_planted_process_offset_and_only_there(script):
     # the offset is shared by every subject of a process: its mean over subjects tracks it
     assert max(abs(x) for x in planted["process_shared_offset_pct"]) > 0.4
     assert max(abs(x) for x in clean["process_shared_offset_pct"]) < 0.2
+
+
+def test_the_fixed_flush_arm_keeps_one_flush_buffer_for_the_process_s_life(script):
+    """The L2 flush buffer's placement (once scripts/flush_placement_check.py) is an arm here: its
+    children are told to keep one buffer, and every other arm's children are not."""
+    fixed, _ = script.child_command("fixed_flush", rounds=4, seed=0, pin_cpu=0)
+    assert "--fixed-flush" in fixed
+    for arm in set(script.ARMS) - {"fixed_flush"}:
+        assert "--fixed-flush" not in script.child_command(arm, rounds=4, seed=0, pin_cpu=0)[0]

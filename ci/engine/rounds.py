@@ -7,7 +7,8 @@ child, measured once per process) takes:
 
 * fresh inputs: seeds `timing_seed + SEED_STRIDE * round` (`round_seed`), never another round's;
 * a new placement for the inputs and the L2-flush buffer (`spacer`): on the H200 the flush
-  buffer's placement moved a 17 µs SDPA median by 0.45% (scripts/flush_placement_check.py);
+  buffer's placement moved a 17 µs SDPA median by 0.45% (`scripts/flush_placement_check.py` at cd63d4e;
+  the `fixed_flush` arm of `scripts/process_offset_check.py` asks the same across processes);
 * a new pool of timing streams (ci/timing/timers.py, `CudaEventTimer.renew_streams`);
 * launch choices tuned again where no recorded choice exists (`forget_tuned_choices`).
 """

@@ -47,7 +47,8 @@ class L2Flusher:
     group it times, each round of a compare anew (ci/engine/rounds.py), because each timed
     call starts with L2 full of the buffer's dirty lines, and a placement fixed for the life
     of a process is an offset no round varies (on the H200 the buffer's placement moved a
-    17 µs SDPA median by 0.45%, scripts/flush_placement_check.py)."""
+    17 µs SDPA median by 0.45%, `scripts/flush_placement_check.py` at cd63d4e; the `fixed_flush`
+    arm of `scripts/process_offset_check.py` asks the same across processes)."""
 
     def __init__(self, device: Any, nbytes: int) -> None:
         self.nbytes = int(nbytes)
