@@ -9,8 +9,10 @@ In one call, within --budget-s:
    difference listed: an exact counter that moved is not exact on that kernel), the noisy
    counters' spreads (written as noise_bands.toml `[[case]]` entries, noise_cases.toml), and the
    explanation read both ways (anything but "unexplained" is a false explanation).
-2. Plants: each patch of scripts/pr_plants/ at each of its magnitudes (`@N@` in the patch;
-   --magnitudes first: only the first) committed on a scratch copy of this checkout, and a real
+2. Plants: each patch of scripts/pr_plants/ up its ladder of magnitudes (`@N@` in the patch;
+   scripts/plant_ladder.py: breadth first over the plants, a plant stopping at the first rung
+   whose cases' median realized change is inside 1.5-4% or past it; --magnitudes first: only
+   the first rung) committed on a scratch copy of this checkout, and a real
    `python -m attnwatch compare` of it against the unpatched commit over its variants'
    pr cases (`--ncu changed`: every decided case profiled on both sides; the first compare of a
    variant is cold, --warm repeats it warm). Realized % is each case's ratio; the cause is
@@ -20,8 +22,9 @@ In one call, within --budget-s:
 
 Writes under --out (at most 8 files): explain_check.json (everything), explain_check.log,
 aa_raw.tar.gz (both A/A profiles as ncu printed them, for tests/data/ncu), noise_cases.toml,
-plants.tar.gz (each plant's compare.json, ncu CSVs and SASS diff); prints a table last:
-plant, magnitude, variant, cases, realized % min-max, exact evidence found, cause named.
+plants.tar.gz (each plant's compare.json, ncu CSVs and SASS diff); prints each plant's chosen
+magnitude ("calibration <plant>: @N (...)", or why none), then a table last: plant, magnitude,
+variant, cases, realized % min-max, exact evidence found, cause named.
 
     PYTHONPATH=. python3 scripts/explain_check.py --out $OUT --budget-s 500          # the H200
     PYTHONPATH=. python3 scripts/explain_check.py --device cpu --smoke --out smoke   # CPU: patches
@@ -32,16 +35,15 @@ plant, magnitude, variant, cases, realized % min-max, exact evidence found, caus
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,67 +52,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bisect_check import _device, _git, copy_checkout  # noqa: E402
 
 from attnwatch.ci.compare.binaries import NVCC_VARIANTS, variant_cubins  # noqa: E402
+from plant_ladder import PLACEHOLDER, Plant, apply_plant, chosen_magnitude, climb, load_plants  # noqa: E402
 
-PLANTS = REPO_ROOT / "scripts" / "pr_plants"
 AA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
-PLACEHOLDER = "@N@"
 COMPARE_MIN_S = 45.0  # a plant's compare is not started with less left than this
-
-
-@dataclass
-class Plant:
-    name: str
-    path: Path
-    variants: tuple[str, ...]
-    magnitudes: tuple[str, ...]
-    expected_exact: str
-    expected_cause: str
-    text: str
-
-    def patch(self, magnitude: str) -> str:
-        return self.text.replace(PLACEHOLDER, magnitude)
-
-
-def load_plants(folder: Path = PLANTS) -> list[Plant]:
-    """Every plant patch: its header fields (Variants, Magnitudes, Expected ...) and the diff."""
-    out = []
-    for path in sorted(folder.glob("*.patch")):
-        text = path.read_text(encoding="utf-8")
-        header = text.split("\n--- a/", 1)[0]
-        fields = dict(re.findall(r"^([A-Z][a-z ]+): (.*)$", header, flags=re.MULTILINE))
-        missing = [
-            f
-            for f in ("Plant", "Variants", "Magnitudes", "Expected exact evidence", "Expected noisy cause")
-            if f not in fields
-        ]
-        if missing or "\n--- a/" not in text:
-            raise SystemExit(f"explain_check: {path.name}: header lacks {', '.join(missing) or 'a diff'}")
-        variants = tuple(v for v in fields["Variants"].split() if re.fullmatch(r"[a-z0-9_]+", v))
-        out.append(
-            Plant(
-                path.stem,
-                path,
-                variants,
-                tuple(fields["Magnitudes"].split()),
-                fields["Expected exact evidence"],
-                fields["Expected noisy cause"],
-                text,
-            )
-        )
-    return out
-
-
-def apply_plant(plant: Plant, magnitude: str, root: Path) -> None:
-    """The plant at one magnitude applied to the tree at `root` (scripts/ncu_check.apply_patch:
-    each hunk's old text must match exactly once)."""
-    from ncu_check import apply_patch
-
-    with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
-        f.write(plant.patch(magnitude))
-    try:
-        apply_patch(Path(f.name), root)
-    finally:
-        os.unlink(f.name)
 
 
 class Check:
@@ -330,10 +275,9 @@ def case_rows(report: dict, variants) -> list[dict]:
 
 
 def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.TarFile) -> list[dict]:
-    """Module doc, step 2; on the CPU only the patch and the SASS."""
-    from attnwatch.history.analysis.tiers import UNDER
-
-    out = []
+    """Module doc, step 2; on the CPU only the patch and the SASS. With --magnitudes all the
+    ladders are climbed breadth first (scripts/plant_ladder.py): every plant's first rung, then
+    the next rung of each plant whose rungs all realized below the target, until none climbs."""
     with tempfile.TemporaryDirectory(prefix="attnwatch-explain-check-") as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
@@ -343,80 +287,79 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
         _git(repo, "commit", "--quiet", "-m", "c0: this tree")
         c0 = _git(repo, "rev-parse", "HEAD")
         base_cubins: dict[tuple[str, ...], list[Path]] = {}
-        for plant in chosen:
-            if device == "cpu":  # the smoke builds one variant per plant: its own check, not a measurement
-                plant = Plant(
-                    plant.name,
-                    plant.path,
-                    plant.variants[:1],
-                    plant.magnitudes,
-                    plant.expected_exact,
-                    plant.expected_cause,
-                    plant.text,
-                )
-            cases = pr_cases(plant.variants) if device == "cuda" else []
-            for magnitude in plant.magnitudes[:1] if args.magnitudes == "first" else plant.magnitudes:
-                label = f"{plant.name}@{magnitude}"
-                if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
-                    out.append({"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"})
-                    continue
-                _git(repo, "checkout", "--quiet", c0)
-                if plant.variants not in base_cubins:
-                    base_cubins[plant.variants] = cubins(
-                        repo, plant.variants, cases, Path(tmp) / "sass" / "base" / "-".join(plant.variants), device
-                    )
-                row = {
-                    "plant": plant.name,
-                    "magnitude": magnitude,
-                    "variants": list(plant.variants),
-                    "expected_exact": plant.expected_exact.replace(PLACEHOLDER, magnitude),
-                    "expected_cause": plant.expected_cause,
-                }
-                try:
-                    apply_plant(plant, magnitude, repo)
-                except SystemExit as exc:
-                    row["error"] = str(exc)
-                    out.append(row)
-                    _git(repo, "checkout", "--quiet", "--", ".")
-                    continue
-                _git(repo, "commit", "--quiet", "-am", f"plant {label}")
-                head = _git(repo, "rev-parse", "HEAD")
-                if device == "cuda":
-                    for attempt in ("cold", "warm") if args.warm else ("cold",):
-                        if check.left() < COMPARE_MIN_S:
-                            row[attempt] = {"skipped": f"{check.left():.0f} s left"}
-                            continue
-                        result = run_compare(
-                            repo,
-                            c0,
-                            head,
-                            plant.variants,
-                            Path(tmp) / label / attempt,
-                            min(check.left() - 10, args.compare_timeout_s),
-                            check,
-                        )
-                        report = result.pop("report", None)
-                        for side, text in result.pop("csv", {}).items():
-                            _add(tar, f"{label}/{attempt}_ncu_{side}.csv", text)
-                        if report is not None:
-                            _add(tar, f"{label}/{attempt}_compare.json", json.dumps(report, indent=1))
-                            result["cases"] = case_rows(report, plant.variants)
-                        row[attempt] = result
-                        decided = [c for c in result.get("cases", []) if c["tier"] in ("regression", *UNDER)]
-                        check.log(
-                            f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
-                            f"{len(decided)} decided slower; "
-                            + " | ".join(f"{c['case']}: {c['cause']}" for c in decided)[:900]
-                        )
-                row["sass"] = sass_change(
-                    base_cubins[plant.variants],
-                    cubins(repo, plant.variants, cases, Path(tmp) / "sass" / label, device),
-                    Path(tmp) / "sass-cache",
-                )
-                check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
-                _add(tar, f"{label}/sass.json", json.dumps(row["sass"], indent=1))
-                out.append(row)
-    return out
+        if device == "cpu":  # the smoke builds one variant per plant: its own check, not a measurement
+            chosen = [dataclasses.replace(p, variants=p.variants[:1]) for p in chosen]
+        return climb(
+            chosen,
+            args.magnitudes == "first",
+            lambda plant, magnitude: rung(check, plant, magnitude, device, args, tar, repo, c0, base_cubins),
+            stop=device == "cuda",
+        )
+
+
+def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, repo: Path, c0: str, base_cubins) -> dict:
+    """One plant at one magnitude: committed on c0, compared (GPU) and its SASS diffed."""
+    from attnwatch.history.analysis.tiers import UNDER
+
+    tmp = repo.parent
+    cases = pr_cases(plant.variants) if device == "cuda" else []
+    label = f"{plant.name}@{magnitude}"
+    if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
+        return {"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"}
+    _git(repo, "checkout", "--quiet", c0)
+    if plant.variants not in base_cubins:
+        base_cubins[plant.variants] = cubins(
+            repo, plant.variants, cases, tmp / "sass" / "base" / "-".join(plant.variants), device
+        )
+    row = {
+        "plant": plant.name,
+        "magnitude": magnitude,
+        "variants": list(plant.variants),
+        "expected_exact": plant.expected_exact.replace(PLACEHOLDER, magnitude),
+        "expected_cause": plant.expected_cause,
+    }
+    try:
+        apply_plant(plant, magnitude, repo)
+    except SystemExit as exc:
+        row["error"] = str(exc)
+        _git(repo, "checkout", "--quiet", "--", ".")
+        return row
+    _git(repo, "commit", "--quiet", "-am", f"plant {label}")
+    head = _git(repo, "rev-parse", "HEAD")
+    if device == "cuda":
+        for attempt in ("cold", "warm") if args.warm else ("cold",):
+            if check.left() < COMPARE_MIN_S:
+                row[attempt] = {"skipped": f"{check.left():.0f} s left"}
+                continue
+            result = run_compare(
+                repo,
+                c0,
+                head,
+                plant.variants,
+                tmp / label / attempt,
+                min(check.left() - 10, args.compare_timeout_s),
+                check,
+            )
+            report = result.pop("report", None)
+            for side, text in result.pop("csv", {}).items():
+                _add(tar, f"{label}/{attempt}_ncu_{side}.csv", text)
+            if report is not None:
+                _add(tar, f"{label}/{attempt}_compare.json", json.dumps(report, indent=1))
+                result["cases"] = case_rows(report, plant.variants)
+            row[attempt] = result
+            decided = [c for c in result.get("cases", []) if c["tier"] in ("regression", *UNDER)]
+            check.log(
+                f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
+                f"{len(decided)} decided slower; " + " | ".join(f"{c['case']}: {c['cause']}" for c in decided)[:900]
+            )
+    row["sass"] = sass_change(
+        base_cubins[plant.variants],
+        cubins(repo, plant.variants, cases, tmp / "sass" / label, device),
+        tmp / "sass-cache",
+    )
+    check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
+    _add(tar, f"{label}/sass.json", json.dumps(row["sass"], indent=1))
+    return row
 
 
 def table(rows: list[dict]) -> None:
@@ -484,8 +427,11 @@ def main(argv: list[str] | None = None) -> int:
         check.result["plants_run"] = plants(check, chosen, device, args, tar)
     (out / "plants.tar.gz").write_bytes(archive.getvalue())
     check.result["seconds"] = round(time.monotonic() - check.started, 1)
+    check.result["calibration"] = {pl.name: chosen_magnitude(pl.name, check.result["plants_run"]) for pl in chosen}
     (out / "explain_check.json").write_text(json.dumps(check.result, indent=1, default=str), encoding="utf-8")
     check.log_file.close()
+    for name, word in check.result["calibration"].items():
+        print(f"calibration {name}: {word}")
     table(check.result["plants_run"])
     return 0
 

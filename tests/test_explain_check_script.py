@@ -1,8 +1,12 @@
-"""scripts/explain_check.py's own logic on the CPU: every plant applies at every magnitude, and
-the smoke run builds a plant's real sm_90a cubins (local nvcc) and finds its change in the SASS."""
+"""scripts/explain_check.py's own logic on the CPU: every plant applies at every magnitude, its
+ladder stops at the first rung that realizes inside 1.5-4% or past it (on the H200's recorded
+plant compares), and the smoke run builds a plant's real sm_90a cubins (local nvcc) and finds
+its change in the SASS."""
 
 from __future__ import annotations
 
+import dataclasses
+import gzip
 import json
 import os
 import shutil
@@ -16,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 
 import explain_check  # noqa: E402
+import plant_ladder  # noqa: E402
 
 
 def test_every_plant_is_one_line_and_applies_at_every_magnitude(tmp_path):
@@ -34,6 +39,58 @@ def test_every_plant_is_one_line_and_applies_at_every_magnitude(tmp_path):
             explain_check.apply_plant(plant, magnitude, root)
             text = (root / target).read_text()
             assert explain_check.PLACEHOLDER not in text and text != (REPO / target).read_text()
+
+
+def recorded_rung(fixtures_dir, folder: str, variant: str | None = None) -> dict:
+    """A rung's row as explain_check writes it, from a recorded plant compare (tests/data/ncu/plants),
+    its cases limited to one variant where asked."""
+    report = json.loads(gzip.decompress((fixtures_dir / "ncu" / "plants" / folder / "compare.json.gz").read_bytes()))
+    variants = (variant,) if variant else ("cuda_wmma", "cuda_wmma_cpasync")
+    return {"cold": {"cases": explain_check.case_rows(report, variants)}}
+
+
+def test_the_ladders_are_ordered_and_bracket_the_target_by_the_recorded_rungs():
+    """Each ladder has more than one rung where one rung is not already measured inside the
+    target, and the rungs measured on the H200 (docs/benchmarks/ncu.md) are not climbed again:
+    barrier@1 and shared_round_trip@2 realized about +1%, unroll@1 and bank_conflicts@0 past 4%."""
+    ladders = {p.name: p.magnitudes for p in explain_check.load_plants()}
+    assert ladders["barrier"] == ("2", "3", "4") and ladders["shared_round_trip"] == ("4", "6", "8")
+    assert "0" not in ladders["bank_conflicts"] and "1" not in ladders["unroll"]
+    assert all(len(m) >= 2 for m in ladders.values()), ladders
+
+
+def test_the_climb_stops_at_the_first_rung_inside_the_target_or_past_it(fixtures_dir):
+    """Three plants over the recorded compares' realized changes: one below then inside (chosen,
+    its third rung never measured), one past the target at its first rung (stops, none chosen),
+    one below on every rung (climbs to the end). Breadth first: every plant's first rung before
+    any second rung."""
+    recorded = {
+        ("low_then_inside", "a"): recorded_rung(fixtures_dir, "shared_round_trip_at2"),  # +1.1% median
+        ("low_then_inside", "b"): recorded_rung(fixtures_dir, "barrier_at1", "cuda_wmma_cpasync"),  # +1.6%
+        ("past", "a"): recorded_rung(fixtures_dir, "bank_conflicts_at0"),  # +64% median
+        ("low", "a"): recorded_rung(fixtures_dir, "barrier_at1", "cuda_wmma"),  # +1.0%
+        ("low", "b"): recorded_rung(fixtures_dir, "shared_round_trip_at2", "cuda_wmma"),
+    }
+    template = explain_check.load_plants()[0]
+    plants = [
+        dataclasses.replace(template, name=name, magnitudes=ladder)
+        for name, ladder in (("low_then_inside", ("a", "b", "c")), ("past", ("a", "b")), ("low", ("a", "b")))
+    ]
+    order = []
+
+    def measure(plant, magnitude):
+        order.append(f"{plant.name}@{magnitude}")
+        return {"plant": plant.name, "magnitude": magnitude, **recorded.get((plant.name, magnitude), {})}
+
+    rows = plant_ladder.climb(plants, first_only=False, measure=measure)
+    assert order == ["low_then_inside@a", "past@a", "low@a", "low_then_inside@b", "low@b"]
+    words = {p.name: plant_ladder.chosen_magnitude(p.name, rows) for p in plants}
+    assert words["low_then_inside"].startswith("@b (+1.6% median, inside 1.5%-4%)")
+    assert words["past"].startswith("none: @a +") and "past the target" in words["past"]
+    assert words["low"] == "none: the largest measured, @b, realized +1.2% (the ladder ends below the target)"
+    # the smoke (nothing measured) and --magnitudes first do not stop early and do not climb
+    assert len(plant_ladder.climb(plants, False, measure, stop=False)) == 7
+    assert [r["magnitude"] for r in plant_ladder.climb(plants, True, measure)] == ["a", "a", "a"]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build the plants' sm_90a cubins")
@@ -67,8 +124,11 @@ def test_the_smoke_run_finds_the_barrier_in_the_loop(tmp_path):
     result = json.loads((out / "explain_check.json").read_text())
     assert result["aa"] == {"skipped": "no GPU (smoke)"}
     rows = {r["plant"]: r for r in result["plants_run"]}
-    assert rows["barrier"]["sass"]["describe"].endswith("+1 BAR in a loop")
-    assert all(v == {"barrier": 1} for v in rows["barrier"]["sass"]["by_class"].values())
+    first = int(rows["barrier"]["magnitude"])  # the ladder's first rung: that many barriers per key tile
+    assert first == 2 and rows["barrier"]["sass"]["describe"].endswith(f"+{first} BAR in a loop")
+    assert all(v == {"barrier": first} for v in rows["barrier"]["sass"]["by_class"].values())
     assert "no cubin" in rows["triton_stages"]["sass"]["error"]  # Triton's cubins come from a GPU run
+    assert result["calibration"]["barrier"] == "none: no rung measured"  # the smoke measures nothing
+    assert "calibration barrier: none: no rung measured" in done.stdout
     table = done.stdout.strip().splitlines()
     assert table[-3].startswith("plant") and "barrier" in table[-2] and " yes " in table[-2]

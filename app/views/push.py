@@ -12,6 +12,7 @@ import streamlit as st
 
 from attnwatch.app import table_layout, ui
 from attnwatch.app.data import push, quality, runs, timers
+from attnwatch.history.analysis.ncu_explain import CAUSE_CHARS
 from attnwatch.history.links import alert_query, page_by_key
 
 NBSP = "\u00a0"  # keeps an interval on one line when the table wraps
@@ -186,9 +187,6 @@ def cause_label(cause, question: str) -> str:
         f"**{ui.md(cause.variant)}** · {cause.cases} case(s) on {ui.md(gpus)} · {span} · "
         f"{question} {ui.md(cause.real or '—')}"
     )
-
-
-CAUSE_CHARS = 600  # a counter cause's length on the page, as in the PR comment (ci.integration.comment.render)
 
 
 def cause_line(evidence: push.CauseEvidence | None) -> str:

@@ -59,6 +59,9 @@ DIRECTIONS = ("up", "down")
 TIME_MODELS = ("scale", "inverse", "stall", "launches", "none")
 EXACT_WIDTH = 1e-6  # an exact counter's "band": any move in the explaining direction fires
 UNEXPLAINED = "unexplained: no exact counter differs and no counter moved beyond its noise band"
+# The longest cause line any surface shows (PR comment, compare.json, alerts, notifications, the
+# dashboard): `cause_line` keeps a longer one's last part (what the top rule accounts for) whole.
+CAUSE_CHARS = 600
 
 
 @dataclass(frozen=True)
@@ -226,7 +229,22 @@ def explain(
         parts.append(f"the call's kernels differ: {differ}")
     if not exact and not fired and not code_change:
         parts.insert(0, UNEXPLAINED)
-    return Explanation(cause="; ".join(parts), changes=fired, exact=exact)
+    return Explanation(cause=cause_line(parts), changes=fired, exact=exact)
+
+
+def cause_line(parts: Sequence[str], limit: int = CAUSE_CHARS) -> str:
+    """The one cause line every surface shows (module doc's order: the static code, the exact
+    counters, the top rule with the time it accounts for), as one line of at most `limit`
+    characters. When the parts are longer, the earlier ones are cut (with "…") so that the last,
+    what the change cost, is read whole."""
+    parts = [" ".join(p.split()) for p in parts if p and p.strip()]
+    text = "; ".join(parts)
+    if len(text) <= limit:
+        return text
+    last = parts[-1] if len(parts) > 1 and len(parts[-1]) < limit // 2 else ""
+    head = "; ".join(parts[:-1]) if last else text
+    room = limit - (len(last) + 2 if last else 0) - 1
+    return head[:room].rstrip("; ") + "…" + (f"; {last}" if last else "")
 
 
 def _common_kernels(
@@ -284,9 +302,13 @@ def _rule_text(top: CounterChange, delta_us: float | None) -> str:
     noise = (
         "exact"
         if top.band == EXACT_WIDTH
-        else (f"noise ±{top.band:.0%}" if top.band is not None else "no measured noise: past its fixed threshold")
+        else (
+            f"noise ±{format_percent(top.band, sign=False)}"
+            if top.band is not None
+            else "no measured noise: past its fixed threshold"
+        )
     )
-    text = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {top.change:+.0%}, {noise})"
+    text = f"{top.title} ({format_value(top.base)} → {format_value(top.head)}, {format_percent(top.change)}, {noise})"
     if top.accounts_us is not None and delta_us:
         text += f", accounts for about {abs(top.accounts_us):.3g} of the {delta_us:+.3g} µs"
     return text
@@ -354,6 +376,19 @@ def format_value(value: float) -> str:
         if magnitude >= factor:
             return f"{value / factor:.3g}{suffix}"
     return f"{value:.3g}"
+
+
+def format_percent(fraction: float, sign: bool = True) -> str:
+    """A relative change as a reader needs it: whole percent from 1% up, two decimals under it
+    (an exact counter's +0.12% is not "+0%"), "<0.01%" for what is smaller still but not 0."""
+    magnitude = abs(fraction)
+    if magnitude >= 0.01 or magnitude == 0:
+        text = f"{magnitude:.0%}"
+    elif magnitude >= 0.0001:
+        text = f"{magnitude:.2%}"
+    else:
+        text = "<0.01%"
+    return (("-" if fraction < 0 else "+") + text) if sign else text
 
 
 def _finite(value: object) -> TypeGuard[float]:

@@ -5,7 +5,8 @@ profiled (`--ncu` on main and nightly runs: ncu_metrics), its counters are compa
 of the latest earlier run of the same GPU and branch that profiled the case, and the rules of
 ncu_rules.toml rank what moved beyond its noise (history/analysis/ncu_explain.py), after the
 exact counters that differ (instructions per opcode, launch resources), and the kernels the
-two runs' calls launch differently are named. A regression alert is read
+two runs' calls launch differently are named; what each move accounts for is a share of the two
+runs' timed change (their medians), as in a compare's cause. A regression alert is read
 as "slower", an improvement as "faster"; correctness alerts have no counter cause.
 """
 
@@ -37,6 +38,12 @@ WITH p AS ({_PAIRS})
 SELECT m.run_id, m.case_id, m.kernel_index, m.kernel_name, m.metric_name, m.value
 FROM ncu_metrics m JOIN p ON m.run_id = p.run_id AND m.case_id = p.case_id
 WHERE m.value IS NOT NULL
+"""
+_MEDIANS = f"""
+WITH p AS ({_PAIRS})
+SELECT r.run_id, r.case_id, r.median_us
+FROM results r JOIN p ON r.run_id = p.run_id AND r.case_id = p.case_id
+WHERE r.median_us IS NOT NULL
 """
 SPEED_KINDS = ("regression", "improvement")
 
@@ -77,7 +84,9 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
         for run_id, case_id, base in con.execute(_EARLIER, [list(runs), list(cases)]).fetchall()
         if base
     }
-    profiles = _profiles(con, set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()})
+    pairs = set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()}
+    profiles = _profiles(con, pairs)
+    medians = _medians(con, pairs)
     out = {}
     for (run_id, case_id), base in earlier.items():
         head, before = profiles.get((run_id, case_id)), profiles.get((base, case_id))
@@ -88,8 +97,23 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
                 slower=wanted[(run_id, case_id)] == "regression",
                 launches=(before[1], head[1]),
                 case_id=case_id,
+                time_change_us=_change(medians.get((base, case_id)), medians.get((run_id, case_id))),
             )
     return out
+
+
+def _medians(con, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], float]:
+    """(run, case) -> the case's timed median in that run (µs)."""
+    if not pairs:
+        return {}
+    runs, cases = zip(*sorted(pairs))
+    return {(r, c): m for r, c, m in con.execute(_MEDIANS, [list(runs), list(cases)]).fetchall()}
+
+
+def _change(base_us: float | None, head_us: float | None) -> float | None:
+    """The timed change the rules' shares are of, as a compare reads it (its medians' difference);
+    None, and ncu's duration change instead, where a run stored no median."""
+    return head_us - base_us if base_us is not None and head_us is not None else None
 
 
 def with_cause(detail: str | None, explanation: Explanation | None) -> str:

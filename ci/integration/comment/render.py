@@ -23,6 +23,7 @@ from attnwatch.history import links as dashboard, reproduce
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.ceilings import achieved_bandwidth
 from attnwatch.history.analysis.kernel_config import change_text
+from attnwatch.history.analysis.ncu_explain import CAUSE_CHARS
 from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, label, percent, tier
 
 MARKER = "<!-- attnwatch:compare -->"
@@ -322,7 +323,6 @@ def _failed_section(report: CompareReport) -> list[str]:
 
 
 RULES_SHOWN = 5  # ranked counter rules per case in the comment; compare.json has them all
-CAUSE_CHARS = 600  # a cause with the kernels it names (history.analysis.kernel_launches: 3 per side)
 
 
 def _ncu_section(report: CompareReport) -> list[str]:

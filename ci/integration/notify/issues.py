@@ -13,7 +13,7 @@ import hashlib
 
 from attnwatch.ci.integration.comment.escape import md_code, md_text, safe_url
 from attnwatch.ci.integration.github import DEFAULT_BOT_LOGIN, GitHubClient, GitHubError
-from attnwatch.ci.integration.notify.messages import Transition
+from attnwatch.ci.integration.notify.messages import NOTE_CHARS, Transition
 
 LABEL = "attnwatch-alert"
 
@@ -43,7 +43,7 @@ def body(t: Transition) -> str:
     if safe_url(t.link):
         lines += ["", f"[trend on the dashboard]({safe_url(t.link)})"]
     if t.note:
-        lines += ["", f"> {md_text(t.note, 500)}"]
+        lines += ["", f"> {md_text(t.note, NOTE_CHARS)}"]
     return "\n".join(lines) + "\n"
 
 

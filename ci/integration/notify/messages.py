@@ -15,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from attnwatch.ci.integration.comment.escape import safe_url
+from attnwatch.history.analysis.ncu_explain import CAUSE_CHARS
 from attnwatch.history.terminal_text import UNSAFE as _CONTROL  # C0, DEL, C1, line separators, bidi controls
 
 ACTIONS = ("opened", "acknowledged", "resolved", "bisected")
 FORMATS = ("slack", "json")
 _SLACK = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "@\u200d"}
+# An opened alert's note is its detail and its whole cause line (history.detection.ncu_cause.with_cause).
+NOTE_CHARS = 300 + CAUSE_CHARS
 _ICON = {"opened": ":red_circle:", "acknowledged": ":eyes:", "resolved": ":white_check_mark:", "bisected": ":mag:"}
 
 
@@ -90,7 +93,7 @@ class Transition:
             "gpu": clean(self.gpu_name, 100),
             "commit": clean(self.commit_sha, 64),
             "change_pct": self.change_pct,
-            "note": clean(self.note, 500),
+            "note": clean(self.note, NOTE_CHARS),
             "actor": clean(self.actor, 100),
             "link": self.link,
             "attribution": clean(self.attribution, 500) if self.attribution else None,
@@ -122,7 +125,7 @@ def payload(t: Transition, fmt: str) -> dict:
     if t.attribution:
         text += f"\nwhat moved: {slack_text(t.attribution, 500)}"
     if t.note or t.actor:
-        text += f"\n{slack_text(t.actor, 100)}: {slack_text(t.note, 500)}"
+        text += f"\n{slack_text(t.actor, 100)}: {slack_text(t.note, NOTE_CHARS)}"
     link = safe_url(t.link)
     if link and "|" not in link:
         text += f"\n<{link}|trend on the dashboard>"
