@@ -97,12 +97,12 @@ class Budget:
 # -- compares -----------------------------------------------------------------------------------
 
 
-def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path) -> tuple[int, float]:
-    """Run a step's subprocess from the repository root, its stdout and stderr written to `log_path`;
-    (exit status, wall seconds). Killed at `timeout_s`, it reads 124, as timeout(1) does."""
+def run_logged(cmd: list[str], env: dict, timeout_s: float, log_path: Path, cwd: Path = REPO_ROOT) -> tuple[int, float]:
+    """Run a step's subprocess in `cwd` (the repository root), its stdout and stderr written to
+    `log_path`; (exit status, wall seconds). Killed at `timeout_s`, it reads 124, as timeout(1) does."""
     started = time.monotonic()
     try:
-        done = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout_s)
+        done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s)
         rc, text = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as exc:
         parts = [p.decode(errors="replace") if isinstance(p, bytes) else (p or "") for p in (exc.stdout, exc.stderr)]

@@ -152,13 +152,17 @@ def _run_key_step(script: str, tmp_path: Path, env: dict[str, str]) -> dict[str,
 
 def test_the_compare_job_restores_and_saves_the_root_under_the_toolchain_key(tmp_path):
     steps = _compare_steps()
-    key_at, key_step = _step(steps, lambda s: "cache-key" in s.get("run", ""))
+    key_at, key_step = _step(steps, lambda s: s.get("id") == "cache")
     restore_at, restore = _step(steps, lambda s: str(s.get("uses", "")).startswith("actions/cache/restore@"))
+    verify_at, verify = _step(steps, lambda s: "cache-key --verify" in s.get("run", ""))
     compare_at, _ = _step(steps, lambda s: "attnwatch compare" in s.get("run", ""))
+    seal_at, seal = _step(steps, lambda s: "cache-key --seal" in s.get("run", ""))
     save_at, save = _step(steps, lambda s: str(s.get("uses", "")).startswith("actions/cache/save@"))
     install_at, _ = _step(steps, lambda s: "make install" in s.get("run", ""))
-    assert install_at < key_at < restore_at < compare_at < save_at
-    assert "always()" in save["if"]  # a failed compare still keeps what it compiled
+    # Triton's entries checked against the manifest after the restore, the manifest written before the save
+    assert install_at < key_at < restore_at < verify_at < compare_at < seal_at < save_at
+    assert "always()" in save["if"] and seal["if"] == save["if"]  # a failed compare still keeps what it compiled
+    assert verify["if"] == restore["if"]
 
     env = {k: v for k, v in os.environ.items() if k != "ATTNWATCH_CACHE"}
     home = tmp_path / "home"
@@ -184,12 +188,13 @@ def test_the_compare_job_restores_and_saves_the_root_under_the_toolchain_key(tmp
 
 def test_a_runner_with_a_mounted_cache_folder_restores_nothing(tmp_path):
     steps = _compare_steps()
-    _, key_step = _step(steps, lambda s: "cache-key" in s.get("run", ""))
+    _, key_step = _step(steps, lambda s: s.get("id") == "cache")
     mounted = tmp_path / "mounted"
     outputs = _run_key_step(key_step["run"], tmp_path, {**os.environ, "ATTNWATCH_CACHE": str(mounted)})
     assert outputs["mounted"] == "true" and outputs["root"] == str(mounted)
     for step in steps:
-        if str(step.get("uses", "")).startswith("actions/cache"):
+        run = step.get("run", "")
+        if str(step.get("uses", "")).startswith("actions/cache") or "--seal" in run or "--verify" in run:
             assert "steps.cache.outputs.mounted != 'true'" in step["if"]
 
 
