@@ -406,7 +406,7 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
         cases = [c for c in cases if any(fnmatch.fnmatch(c.id, p) for p in options.ncu_cases)]
     # Every section, not the PR's lean list: a run's profile is the history the Kernel page charts
     # (SM and DRAM throughput, L2 hit rate), and a run is not waited on as a PR is.
-    return profile_cases(
+    profile = profile_cases(
         cases,
         work / "ncu",
         full=options.ncu_full,
@@ -416,6 +416,14 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
         gpu_name=gpu_name,
         deadline=options.deadline,
     )
+    profiled = {c.variant for c in cases if any(r.case_id == c.id for r in profile.kernel_rows)}
+    if profiled:  # the binaries those kernels came from, for stored causes (ci/ncu/sass_record.py)
+        from attnwatch.ci.ncu.sass_record import record_sass
+
+        profile.sass, why = record_sass(profiled, checkout, work / "sass")
+        if why:
+            profile.notes.append(f"static code not recorded: {why}")
+    return profile
 
 
 def _tail(path: Path) -> str:

@@ -36,6 +36,7 @@ from attnwatch.history.contract.bundle import (
     VariantFingerprint,
 )
 from attnwatch.history.contract.bundle_writer import BundleContents, NcuFiles, write_bundle
+from attnwatch.history.contract.sass_file import SassRecords
 from attnwatch.history.analysis.statistics import summarize
 
 
@@ -116,6 +117,7 @@ def bundle_contents(
     with_ncu: bool = False,
     ncu_metrics: dict[str, dict[str, float]] | None = None,
     ncu_launches: dict[str, list[tuple[str, dict[str, float]]]] | None = None,
+    sass: SassRecords | None = None,
     synthetic: bool = False,
     seed: int = 0,
     hostname: str = "gpu-runner-1",
@@ -326,7 +328,7 @@ def bundle_contents(
             NcuCaseMetrics(cid, kernel_count=len(launches[cid]), duration_us=1.0 * (i + 1), sm_throughput_pct=61.5)
             for i, cid in enumerate(timed_ids)
         ]
-    ncu = NcuFiles(None, ncu_kernels, ncu_cases) if with_ncu else None
+    ncu = NcuFiles(None, ncu_kernels, ncu_cases, sass=sass) if with_ncu else None
     return BundleContents(
         manifest,
         document,

@@ -1,12 +1,13 @@
 """One cause line, the same on every surface, on the H200's recorded barrier plant
 (tests/data/ncu/plants/barrier_at1: a real `attnwatch compare --ncu changed` of one added
-__syncthreads per key tile, both sides' ncu profiles and the SASS diff).
+__syncthreads per key tile, both sides' ncu profiles and the SASS diff; sass_base/sass_head.json.gz:
+both builds' static code as a run's sass.json records it, scripts/plant_sass.py).
 
 The compare's reading of each decided case (its compare.json cause) is rendered once by
 history.analysis.ncu_explain.cause_line. A history holding the same two builds (the recorded
-profiles, the timed medians compare.json measured) gives a stored alert the same line but for
-the static code diff, which the history does not hold; the PR comment, the notifications, the
-Kernel page and This push show the line each was given, whole.
+profiles, the timed medians compare.json measured, each run's binaries' static code) gives a
+stored alert the same line, the static code diff included; the PR comment, the notifications,
+the Kernel page and This push show the line each was given, whole.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import gzip
+import json
 
 import pytest
 
@@ -28,6 +30,7 @@ from attnwatch.ci.integration.notify.messages import Transition, payload, slack_
 from attnwatch.cli.main import main
 from attnwatch.history.analysis.ncu_explain import CAUSE_CHARS, cause_line
 from attnwatch.history.analysis.sass_diff import describe_binaries, launched_only
+from attnwatch.history.contract.sass_file import SassRecords, check_sass
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.detection.ncu_cause import alert_causes, cause_of, with_cause
 from attnwatch.history.ingest.write import ingest_paths
@@ -54,6 +57,12 @@ def recorded_report(folder, tmp):
     return load_report(path)
 
 
+def recorded_sass(folder, side: str) -> SassRecords:
+    """One side's static code as the run's bundle carries it (sass.json), read by its validator."""
+    path = folder / f"sass_{side}.json.gz"
+    return check_sass(json.loads(gzip.decompress(path.read_bytes())), path)
+
+
 def samples(median_us: float) -> list[float]:
     """51 per-call times whose median is the compare's median exactly, spread ±0.1% around it."""
     return [median_us * (1 + 0.001 * (i - 25) / 25) for i in range(51)]
@@ -62,11 +71,13 @@ def samples(median_us: float) -> list[float]:
 @pytest.fixture(scope="module")
 def history(tmp_path_factory, recorded):
     """Main's history of the two builds: the base build's timed medians and profile for runs 0-9
-    (profiled from run 8), the head build's for run 10, each case as compare.json measured it."""
+    (profiled from run 8), the head build's for run 10, each case as compare.json measured it,
+    and each profiled run's binaries' static code."""
     folder, _, _ = recorded
     tmp = tmp_path_factory.mktemp("cause_surfaces")
     report = recorded_report(folder, tmp)
     sides = {side: kernels_by_case(folder / f"ncu_{side}.csv.gz") for side in ("base", "head")}
+    code = {side: recorded_sass(folder, side) for side in ("base", "head")}
     paths = []
     for i in range(BASE_RUNS + 1):
         side = "head" if i == BASE_RUNS else "base"
@@ -83,6 +94,7 @@ def history(tmp_path_factory, recorded):
                 shapes=SHAPES[1:3],  # h100_small, b4_h16_s1k: the pr cases the compare ran
                 recorded={c.case_id: samples(getattr(c, side).median_us) for c in report.cases},
                 with_ncu=i >= BASE_RUNS - 2,
+                sass=code[side],
                 ncu_launches={
                     cid: [(k.kernel_name, dict(k.metrics)) for k in kernels] for cid, kernels in sides[side].items()
                 },
@@ -132,16 +144,17 @@ def test_the_compare_cause_line_names_the_barrier_per_loop_iteration_and_what_it
 def test_a_stored_alert_notification_kernel_page_and_this_push_say_what_the_compare_said(
     history, recorded, monkeypatch
 ):
-    """The history of the same two builds explains the head run's step with the compare's line
-    less the SASS diff (the history stores no binaries): the same exact counts, the same rule,
-    the same share of the same measured change. Before, the history's shares were of ncu's
-    duration change, so the two lines disagreed on "+t µs"."""
+    """The history of the same two builds explains the head run's step with the compare's line:
+    the same static code change of the case's own kernel (diffed from the two runs' stored
+    binaries), the same exact counts, the same rule, the same share of the same measured change.
+    Before, the history stored no binaries and its line lacked the code part."""
     location = parse_location(history)
     _, explained, diff = recorded
     for case, found in explained:
         stored = cause_of(location, "regression", f"run-{BASE_RUNS}", case["case_id"])
         assert stored is not None, case["case_id"]
-        assert found.cause == f"{code_part(diff, case)}; {stored.cause}", (found.cause, stored.cause)
+        assert stored.cause.startswith(code_part(diff, case) + "; "), stored.cause
+        assert found.cause == stored.cause, (found.cause, stored.cause)
 
     # main's detection opens an alert only past min_effect (2% on the H200) held for 3 runs; where
     # it did, its stored cause is this line, and so is its notification's note

@@ -20,7 +20,7 @@ from attnwatch.history.analysis.thresholds import Thresholds
 from attnwatch.history.analysis.statistics import median
 from attnwatch.history.analysis.case_rules import CaseRules
 from attnwatch.history.analysis.ncu_explain import explain
-from attnwatch.history.analysis.sass_diff import BinaryDiff, describe_binaries, launched_only
+from attnwatch.history.analysis.sass_diff import BinaryDiff, case_code_change
 from attnwatch.history.analysis.tiers import SLOWER_UNDER, UNDER, tier
 
 # The tiers a compare explains: every decided change, the sure-but-small ones included
@@ -109,10 +109,7 @@ def explain_change(
         share = _throttled_share(rounds)
         if share is not None:
             counters[THROTTLED] = share
-    code = None
-    if code_change is not None:
-        mine = launched_only(code_change, [k.name for k in (*b_round.launches, *h_round.launches)])
-        code = describe_binaries(mine) if mine.changed else None
+    code = case_code_change(code_change, [k.name for k in (*b_round.launches, *h_round.launches)])
     found = explain(
         b,
         h,

@@ -47,6 +47,7 @@ from attnwatch.ci.ncu.target import OUTCOME_PREFIX
 from attnwatch.ci.run_config import default
 from attnwatch.history.contract.bundle import NcuCaseMetrics, NcuKernelRow
 from attnwatch.history.contract.bundle_writer import NcuFiles
+from attnwatch.history.contract.sass_file import SassRecords
 from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.kernels.capabilities import UNDER_PROFILER_ENV
 from attnwatch.kernels.cases import Case
@@ -74,10 +75,11 @@ class NcuProfile:
     phases: dict[str, dict[str, float]] = field(default_factory=dict)
     import_seconds: float = 0.0  # `ncu --import` of the reports to CSV, over every ncu process
     notes: list[str] = field(default_factory=list)  # what the profile had to leave out, and why
+    sass: SassRecords | None = None  # the profiled variants' binaries' static code (ci/ncu/sass_record.py)
 
     def files(self) -> NcuFiles:
-        """ncu.json's records and the CSV, as the bundle writer (history.contract.bundle_writer) takes them."""
-        return NcuFiles(self.ncu_version, self.kernel_rows, self.case_metrics, self.raw_csv)
+        """ncu.json's records, the CSV and sass.json's, as the bundle writer (history.contract.bundle_writer) takes them."""
+        return NcuFiles(self.ncu_version, self.kernel_rows, self.case_metrics, self.raw_csv, self.sass)
 
 
 def find_ncu() -> str | None:

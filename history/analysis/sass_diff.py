@@ -8,6 +8,11 @@ resources (registers, shared, local memory) are compared. Counts, not an alignme
 listings: a one-line source change reschedules the code around it, so a line diff of SASS shows
 dozens of moved instructions where the mix shows the one that was added.
 
+What the diff reads of a kernel is its `KernelMix` (the counts by opcode and place, the number of
+loops, the resources): a compare takes it from the binaries it has just read, a stored alert from
+the mixes its two runs recorded (bundle sass.json, history.contract.sass_file), so both diff the
+same facts with the same code.
+
 `describe` words it as a kernel engineer reads it: "+1 BAR in the loop (0x130-0x1d0); +2
 integer outside loops; registers 40 → 32"; padding NOPs are not counted.
 
@@ -24,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from attnwatch.history.analysis.kernel_launches import short_kernel_name
-from attnwatch.history.analysis.sass import KernelCode, opcode_class
+from attnwatch.history.analysis.sass import KernelCode, Resources, opcode_class
 
 IN_LOOP, OUTSIDE = "in a loop", "outside loops"
 _IGNORED = ("NOP",)
@@ -74,6 +79,19 @@ class BinaryDiff:
         return {kd.name for kd in self.kernels} | set(self.added) | set(self.removed) | set(self.same)
 
 
+@dataclass(frozen=True)
+class KernelMix:
+    """What the diff reads of one kernel's static code (module doc)."""
+
+    name: str
+    counts: Mapping[tuple[str, str], int]  # (opcode, IN_LOOP or OUTSIDE) -> instructions, NOPs left out
+    loops: int  # back edges found (KernelCode.loops)
+    resources: Resources | None = None
+
+
+Code = KernelCode | KernelMix
+
+
 def mix(code: KernelCode) -> Counter:
     """(opcode, where) -> count, NOPs left out."""
     depths = code.loop_depths()
@@ -84,8 +102,16 @@ def mix(code: KernelCode) -> Counter:
     )
 
 
-def diff_kernel(base: KernelCode, head: KernelCode) -> KernelDiff:
-    b, h = mix(base), mix(head)
+def kernel_mix(code: Code) -> KernelMix:
+    """A kernel's code as the diff reads it (a KernelMix passes through)."""
+    if isinstance(code, KernelMix):
+        return code
+    return KernelMix(code.name, dict(mix(code)), len(code.loops()), code.resources)
+
+
+def diff_kernel(base: Code, head: Code) -> KernelDiff:
+    base, head = kernel_mix(base), kernel_mix(head)
+    b, h = Counter(base.counts), Counter(head.counts)
     changes = [
         OpcodeChange(op, opcode_class(op), where, b[(op, where)], h[(op, where)])
         for op, where in sorted(set(b) | set(h))
@@ -106,13 +132,13 @@ def diff_kernel(base: KernelCode, head: KernelCode) -> KernelDiff:
         changes,
         {k: v for k, v in by_class.items() if v},
         resources,
-        (len(base.loops()), len(head.loops())),
+        (base.loops, head.loops),
         (sum(b.values()), sum(h.values())),
     )
 
 
-def diff_binaries(base: Mapping[str, KernelCode], head: Mapping[str, KernelCode]) -> BinaryDiff:
-    """Kernels of both sides matched by name; only those that differ are kept."""
+def diff_binaries(base: Mapping[str, Code], head: Mapping[str, Code]) -> BinaryDiff:
+    """Kernels of both sides (their code or its mix) matched by name; only those that differ are kept."""
     out = BinaryDiff(added=sorted(set(head) - set(base)), removed=sorted(set(base) - set(head)))
     for name in sorted(set(base) & set(head)):
         kd = diff_kernel(base[name], head[name])
@@ -141,6 +167,15 @@ def launched_only(diff: BinaryDiff, launched: Iterable[str]) -> BinaryDiff:
         [n for n in diff.removed if mine(n)],
         [n for n in diff.same if mine(n)],
     )
+
+
+def case_code_change(diff: BinaryDiff | None, launched: Iterable[str]) -> str | None:
+    """The static-code part of one case's cause: the diff of the kernels its calls launched
+    (`launched_only`), described; None when there is no diff or those kernels did not change."""
+    if diff is None:
+        return None
+    mine = launched_only(diff, launched)
+    return describe_binaries(mine) if mine.changed else None
 
 
 def describe(kd: KernelDiff) -> str:

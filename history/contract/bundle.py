@@ -16,6 +16,8 @@ A bundle is a directory of JSON files, each carrying `schema` and `schema_versio
                        clock where the run's recipe recorded it
     ncu.json           optional: NcuKernelRow list (per kernel) and NcuCaseMetrics (per case)
     ncu_raw.csv        optional: the CSV ncu printed, kept verbatim
+    sass.json          optional, with the ncu pass: the static code of the profiled variants'
+                       binaries, by digest (history.contract.sass_file, its one writer and reader)
 
 Each result is stored once: a case's GPU timing in timings.json, its samples in samples.json,
 pytest-benchmark's host measurement in benchmark.json.
@@ -41,6 +43,10 @@ functions in history.contract.bundle_upgrades):
                         whose recipe recorded clocks, one per sample, null where none was read)
     ncu.json           {"schema": "attnwatch.ncu", "schema_version": 1, "ncu_version": str,
                         "kernels": [NcuKernelRow], "cases": [NcuCaseMetrics]}
+    sass.json          {"schema": "attnwatch.sass", "schema_version": 1,
+                        "binaries": [SassBinary], "variants": [VariantBinary]}
+                       (a file of its own, optional: a bundle without it, of any format, reads as
+                       before, so adding it changed no other file and not the bundle's format)
 
 Producers (ci, and the tests' factory) build these dataclasses and write them with the one
 writer, history.contract.bundle_writer, which runs the reader's own checks (history.contract.validate.check_documents)
@@ -74,6 +80,7 @@ SCHEMA_VERSIONS = {
     "attnwatch.builds": 2,  # v2: every field required
     "attnwatch.samples": 2,  # v2: sm_clock_mhz, each sample's SM clock (ci/timing/power.py)
     "attnwatch.ncu": 1,
+    "attnwatch.sass": 1,
     "attnwatch.case_timing": 4,  # each timings.json record; v2: kernel_config, kernel_config_source;
     # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference;
     # v4: timing_recipe, clocks, pacing, band
@@ -88,6 +95,7 @@ BUILDS_FILE = "builds.json"
 SAMPLES_FILE = "samples.json"
 NCU_FILE = "ncu.json"
 NCU_RAW_FILE = "ncu_raw.csv"
+SASS_FILE = "sass.json"
 
 # A manifest's commit_sha when the run was measured outside a git checkout: compare accepts
 # it, ingest does not (a run must be placed on a commit).
@@ -402,6 +410,7 @@ FILE_SCHEMAS = {
     BUILDS_FILE: "attnwatch.builds",
     SAMPLES_FILE: "attnwatch.samples",
     NCU_FILE: "attnwatch.ncu",
+    SASS_FILE: "attnwatch.sass",
 }
 REQUIRED_FILES = (MANIFEST_FILE, TIMINGS_FILE, BENCHMARK_FILE, OUTCOMES_FILE)  # timings.json: format 2 on
 

@@ -31,6 +31,7 @@ from attnwatch.history.contract.bundle import (
     NCU_RAW_FILE,
     RECORD_LISTS,
     SAMPLES_FILE,
+    SASS_FILE,
     SCHEMA_VERSIONS,
     TIMINGS_FILE,
     BuildRecord,
@@ -51,6 +52,7 @@ from attnwatch.history.contract.checks import (
 )
 from attnwatch.history.errors import BundleError
 from attnwatch.history.contract.ncu_csv import check_bundle_csv
+from attnwatch.history.contract.sass_file import SassRecords, sass_document
 from attnwatch.history.contract.timings import timings_document
 from attnwatch.history.contract.validate import allows_constants, check_documents, read_documents
 
@@ -59,12 +61,14 @@ NOTES_LIMIT = 4000  # characters of a manifest's notes
 
 @dataclass
 class NcuFiles:
-    """An ncu pass: ncu.json's records and, when ncu printed any, its CSV (ncu_raw.csv)."""
+    """An ncu pass: ncu.json's records, when ncu printed any, its CSV (ncu_raw.csv), and when
+    the profiled variants' binaries were read, their static code (sass.json)."""
 
     ncu_version: str | None
     kernels: list[NcuKernelRow]
     cases: list[NcuCaseMetrics]
     raw_csv: str = ""
+    sass: SassRecords | None = None
 
 
 @dataclass
@@ -107,6 +111,7 @@ def write_bundle(directory: str | Path, contents: BundleContents) -> Path:
         )
     if contents.ncu is not None:
         files["ncu"], documents[NCU_FILE] = _ncu_document(contents.ncu)
+        files.update(_sass_file(contents.ncu, out, documents))
     manifest = dataclasses.replace(
         contents.manifest, files={**files, **_raw_csv_file(contents.ncu), **contents.manifest.files}
     )
@@ -151,10 +156,11 @@ def add_ncu(directory: str | Path, ncu: NcuFiles, finished_at: str, note: str = 
     document = check_envelope(stored.get(MANIFEST_FILE), path, schema, current, {})
     manifest: Manifest = build_dataclass(Manifest, document, path, "")
     name, ncu_document = _ncu_document(ncu)
-    files = {**manifest.files, "ncu": name, **_raw_csv_file(ncu)}
+    documents: dict[str, Any] = {NCU_FILE: ncu_document}
+    files = {**manifest.files, "ncu": name, **_raw_csv_file(ncu), **_sass_file(ncu, directory, documents)}
     notes = "; ".join(filter(None, [manifest.notes, note]))[:NOTES_LIMIT]
     manifest = dataclasses.replace(manifest, files=files, finished_at=finished_at, notes=notes)
-    documents = {NCU_FILE: ncu_document, MANIFEST_FILE: json_ready(dataclasses.asdict(manifest))}
+    documents[MANIFEST_FILE] = json_ready(dataclasses.asdict(manifest))
     _write_all(directory, _checked_bytes(directory, documents, ncu, stored))
     return directory
 
@@ -205,6 +211,14 @@ def _list_document(lists: dict[str, list], **fields: Any) -> tuple[str, dict]:
 
 def _ncu_document(ncu: NcuFiles) -> tuple[str, dict]:
     return _list_document({"ncu_kernels": ncu.kernels, "ncu_cases": ncu.cases}, ncu_version=ncu.ncu_version)
+
+
+def _sass_file(ncu: NcuFiles, out: Path, documents: dict[str, Any]) -> dict[str, str]:
+    """sass.json's document added to `documents` when the pass read binaries; its role and name."""
+    if ncu.sass is None:
+        return {}
+    documents[SASS_FILE] = sass_document(ncu.sass, out)
+    return {"sass": SASS_FILE}
 
 
 def _raw_csv_file(ncu: NcuFiles | None) -> dict[str, str]:

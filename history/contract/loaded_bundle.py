@@ -17,6 +17,7 @@ from attnwatch.history.contract.bundle import (
     NcuCaseMetrics,
     NcuKernelRow,
 )
+from attnwatch.history.contract.sass_file import SassRecords
 
 
 @dataclass
@@ -67,3 +68,4 @@ class LoadedBundle:
     ncu_kernels: list[NcuKernelRow] = field(default_factory=list)
     ncu_cases: list[NcuCaseMetrics] = field(default_factory=list)
     ncu_version: str | None = None
+    sass: SassRecords | None = None  # sass.json: the static code of the profiled variants' binaries

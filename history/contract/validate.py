@@ -39,6 +39,7 @@ from attnwatch.history.contract.bundle import (
     REQUIRED_FILES,
     RUN_STATUSES,
     SAMPLES_FILE,
+    SASS_FILE,
     SCHEMA_VERSIONS,
     RECORD_LISTS,
     TIMINGS_FILE,
@@ -73,6 +74,7 @@ from attnwatch.history.contract.pytest_benchmark_import import (
     parse_benchmark_document,
     pytest_benchmark_run_id,
 )
+from attnwatch.history.contract.sass_file import check_sass
 from attnwatch.history.contract.timings import BUNDLE_UPGRADERS, check_timings
 
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
@@ -169,6 +171,7 @@ def check_documents(
         **{name: _records(documents, directory, spec) for name, spec in RECORD_LISTS.items()},
         **_samples(documents, directory),
         ncu_version=_ncu_version(documents, directory),
+        sass=check_sass(documents[SASS_FILE], directory / SASS_FILE) if SASS_FILE in documents else None,
     )
     _check_consistency(bundle, directory)
     return bundle

@@ -3,9 +3,11 @@
 An alert names a case and the run where its series stepped (history.detection.alerts). When that run was
 profiled (`--ncu` on main and nightly runs: ncu_metrics), its counters are compared with those
 of the latest earlier run of the same GPU and branch that profiled the case, and the rules of
-ncu_rules.toml rank what moved beyond its noise (history/analysis/ncu_explain.py), after the
-exact counters that differ (instructions per opcode, launch resources), and the kernels the
-two runs' calls launch differently are named; what each move accounts for is a share of the two
+ncu_rules.toml rank what moved beyond its noise (history/analysis/ncu_explain.py), after what
+changed in the static code of the kernels the case launched, when both runs stored their
+binaries' SASS and it differs (history.detection.stored_code: the compare's diff, so the line
+is the compare's), and the exact counters that differ (instructions per opcode, launch
+resources), and the kernels the two runs' calls launch differently are named; what each move accounts for is a share of the two
 runs' timed change (their medians), as in a compare's cause. A regression alert is read
 as "slower", an improvement as "faster"; correctness alerts have no counter cause.
 """
@@ -18,6 +20,8 @@ from attnwatch.history.store.location import HistoryLocation
 from attnwatch.history.store.db import open_read
 from attnwatch.history.analysis.kernel_launches import Launch, launch_counters
 from attnwatch.history.analysis.ncu_explain import DURATION, Explanation, combine_kernels, explain
+from attnwatch.history.analysis.sass_diff import case_code_change
+from attnwatch.history.detection.stored_code import stored_code_changes
 
 # (run, case) pairs as a table: every alert of a listing is explained with two queries, not
 # three per alert (a lake answers each query over the network).
@@ -87,10 +91,12 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
     pairs = set(wanted) | {(base, case_id) for (_, case_id), base in earlier.items()}
     profiles = _profiles(con, pairs)
     medians = _medians(con, pairs)
+    code = stored_code_changes(con, earlier)
     out = {}
     for (run_id, case_id), base in earlier.items():
         head, before = profiles.get((run_id, case_id)), profiles.get((base, case_id))
         if head and before and head[0] and before[0]:
+            launched = [launch.name for launch in (*before[1], *head[1])]
             out[(run_id, case_id)] = explain(
                 before[0],
                 head[0],
@@ -98,6 +104,7 @@ def explain_steps(con, steps: Iterable[tuple[str, str | None, str]]) -> dict[tup
                 launches=(before[1], head[1]),
                 case_id=case_id,
                 time_change_us=_change(medians.get((base, case_id)), medians.get((run_id, case_id))),
+                code_change=case_code_change(code.get((run_id, case_id)), launched),
             )
     return out
 

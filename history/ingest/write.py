@@ -10,7 +10,8 @@
      skipped and reported; the same run id with different content is refused, again before
      anything is written;
   3. writes each new run in its own transaction: runs, commits (upsert), results, samples,
-     correctness, builds, ncu_kernels, ncu_metrics, ncu_cases. A failure rolls back that run.
+     correctness, builds, ncu_kernels, ncu_metrics, ncu_cases, variant_fingerprints, and the
+     binaries' static code (history.ingest.binaries: each binary once). A failure rolls back that run.
      On a file each COMMIT is a checkpoint into the file (history.store.db), so a run reported
      "inserted" is in the file; a fault names the run it stopped at and how many were stored.
 
@@ -55,6 +56,7 @@ from attnwatch.history.contract.pull_request_runs import (
     as_pull_request_run,
 )
 from attnwatch.history.contract.repository import check_repository, stored_repositories
+from attnwatch.history.ingest.binaries import write_binaries
 from attnwatch.history.store.arrow_insert import insert_arrow, rows_to_arrow
 from attnwatch.history.store.transactions import Claims, write_transaction
 from attnwatch.history.contract.validate import input_identity, load_input
@@ -365,6 +367,7 @@ def _write_bundle(con, claims: Claims, b: LoadedBundle) -> dict[str, int] | None
         upsert_commit(con, claims, commit)
     for table in CHILD_TABLES:
         rows[table] = insert_arrow(con, table, tables[table])
+    rows.update(write_binaries(con, claims, b))  # each binary once, by digest (migration 016)
     return rows
 
 

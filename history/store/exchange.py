@@ -61,6 +61,9 @@ TABLE_ORDER = (
     "ncu_metrics",
     "ncu_cases",
     "variant_fingerprints",
+    "sass_kernels",
+    "sass_mix",
+    "run_binaries",
     "alerts",
     "alert_events",
 )
