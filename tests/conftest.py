@@ -96,6 +96,36 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+# The tmp_path folders of this process's failed tests: all that a failed session keeps.
+_FAILED_TMP: set[Path] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and "tmp_path" in getattr(item, "funcargs", {}):
+        _FAILED_TMP.add(Path(item.funcargs["tmp_path"]))
+    return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def keep_only_failed_tests_folders(request, tmp_path_factory):
+    """pytest removes a passing test's tmp_path, and a passing session's whole base folder; a
+    failed session would keep every module and session fixture's folder too (histories, builds,
+    servers' data: gigabytes). At this process's end, only its failed tests' folders stay."""
+    yield
+    if not request.session.testsfailed:
+        return
+    base = tmp_path_factory.getbasetemp()
+    for entry in base.iterdir():
+        if entry.is_symlink() or entry in _FAILED_TMP:  # pytest's "<name>current" links to the newest
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def remove_kept_run_dirs():
     """For tests whose runs lose cases on purpose: the work dir such a run keeps for the user
