@@ -71,7 +71,7 @@ demo: port-free $(STAMP)
 	$(PY) -m attnwatch dashboard $(if $(PORT),--port $(PORT))
 
 # The suite over pytest-xdist workers, one per core (TEST_WORKERS=0: in this process): each test
-# file runs whole on one worker (tests/conftest.py, _group_for_workers). `make test-fast` is the
+# file runs whole on one worker (tests/worker_groups.py). `make test-fast` is the
 # inner loop (README, "Development").
 TEST_WORKERS ?= auto
 PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import worker_groups
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = REPO_ROOT / "tests" / "data"
@@ -62,6 +63,9 @@ def pytest_configure(config):
     # The caches (compiled binaries, float64 references, Triton choices): this session's unless the
     # user named a folder, never their ~/.cache.
     os.environ.setdefault("ATTNWATCH_CACHE", str(_SESSION_TMP[0] / "cache"))
+    if config.getoption("dist", "no") == "loadgroup":  # the controller, before its workers start
+        (_SESSION_TMP[0] / "worker-groups").mkdir()
+        os.environ[worker_groups.GROUPS_ENV] = str(_SESSION_TMP[0] / "worker-groups")
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -92,6 +96,36 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+# The tmp_path folders of this process's failed tests: all that a failed session keeps.
+_FAILED_TMP: set[Path] = set()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and "tmp_path" in getattr(item, "funcargs", {}):
+        _FAILED_TMP.add(Path(item.funcargs["tmp_path"]))
+    return report
+
+
+@pytest.fixture(scope="session", autouse=True)
+def keep_only_failed_tests_folders(request, tmp_path_factory):
+    """pytest removes a passing test's tmp_path, and a passing session's whole base folder; a
+    failed session would keep every module and session fixture's folder too (histories, builds,
+    servers' data: gigabytes). At this process's end, only its failed tests' folders stay."""
+    yield
+    if not request.session.testsfailed:
+        return
+    base = tmp_path_factory.getbasetemp()
+    for entry in base.iterdir():
+        if entry.is_symlink() or entry in _FAILED_TMP:  # pytest's "<name>current" links to the newest
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def remove_kept_run_dirs():
     """For tests whose runs lose cases on purpose: the work dir such a run keeps for the user
@@ -108,31 +142,25 @@ def remove_kept_run_dirs():
         shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU (runs on the GPU machine)")
     for item in items:
         if "gpu" in item.keywords and not HAS_CUDA:
             item.add_marker(skip_gpu)
-    if config.getoption("dist", "no") == "loadgroup":
-        _group_for_workers(items)
 
 
-def _group_for_workers(items) -> None:
-    """`make test`'s split over pytest-xdist workers (--dist loadgroup): a test file runs whole on
-    one worker, so its module fixtures (histories, servers) are built once; on a GPU machine every
-    GPU test runs on one worker, so no two time the same GPU at once. Files with `slow` or `browser`
-    tests are handed out first (with --no-loadscope-reorder), so that no long file starts last
-    while the other workers idle."""
+# `make test`'s split over pytest-xdist workers (--dist loadgroup): tests/worker_groups.py.
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist sends the collection to the controller
+def pytest_collection_finish(session):
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker and session.config.getoption("loadgroup", False) and worker_groups.GROUPS_ENV in os.environ:
+        worker_groups.record(worker_groups.order_and_group(session.items, HAS_CUDA), worker)
 
-    def file_of(item) -> str:
-        return item.nodeid.split("::", 1)[0]
 
-    heavy = {file_of(item) for item in items if "slow" in item.keywords or "browser" in item.keywords}
-    items.sort(key=lambda item: file_of(item) not in heavy)  # stable: each file's own order is kept
-    for item in items:
-        group = "gpu" if HAS_CUDA and "gpu" in item.keywords else file_of(item)
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") == "loadgroup":
+        return worker_groups.FileGroupScheduling(config, log)
+    return None
 
 
 @pytest.fixture(scope="session")
