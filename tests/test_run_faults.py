@@ -5,6 +5,7 @@ valid (history's validator) with status `partial`, and results already journalle
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -182,17 +183,23 @@ cases = plan_cases(["t_ok"], [SHAPES["cpu_tiny"]], ["fp16"], [True]) + plan_case
 options = RunOptions(shape_set="cpu", device_kind="cpu", correctness=False, case_timeout_s=3600.0, progress=False,
                      timing=timing_config("cpu").with_overrides(time_cap_s=0.1, max_samples=20, min_samples=5, host_rounds=2),
                      extra_variant_modules=["attnwatch_fault_variants"], extra_sys_path=[{FAULTS!r}])
+import os, threading
 def interrupt_once_hung(*_):
     raise KeyboardInterrupt
+def wait_for_the_hang():  # t_hang leaves its marker as it starts to sleep (however loaded the machine)
+    while not list(Path({str(tmp_path)!r}).glob("hanging-*")):
+        time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGALRM)
 signal.signal(signal.SIGALRM, interrupt_once_hung)
-signal.alarm(40)  # start-up and the t_ok group take ~10 s; then t_hang hangs
+threading.Thread(target=wait_for_the_hang, daemon=True).start()
 try:
     execute_suite(cases, kernels_root=None, out_dir=Path({str(out)!r}), options=options)
 except KeyboardInterrupt as exc:
     print("interrupted:", exc)
     sys.exit(130)
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "ATTNWATCH_TEST_MARKER_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 130, done.stderr[-2000:]
     outcomes = _outcomes(out)
     assert outcomes["t_ok/cpu_tiny/fp16/causal"]["status"] == "ok"

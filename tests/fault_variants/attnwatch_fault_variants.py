@@ -70,9 +70,14 @@ def _exit_in_prepare(case, device, seed):
 
 
 def _hang_in_call(case, device, seed):
+    """Sleeps for an hour when called; with $ATTNWATCH_TEST_MARKER_DIR set it first leaves a
+    `hanging-<case>` file there, so a test can interrupt it once it hangs, not after a guess."""
     q, k, v = _inputs(case, device, seed)
+    marker_dir = os.environ.get("ATTNWATCH_TEST_MARKER_DIR")
 
     def fn():
+        if marker_dir:
+            open(os.path.join(marker_dir, f"hanging-{case.id.replace('/', '_')}"), "w").close()
         time.sleep(3600)
 
     return Prepared(fn=fn, q=q, k=k, v=v)
