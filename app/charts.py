@@ -188,12 +188,19 @@ def config_changes(series: pd.DataFrame) -> pd.DataFrame:
     recorded none is passed over, not counted as a change."""
     rows = []
     if "kernel_config" in series:
-        for name, s in series.groupby("series", sort=False):
+        read = series[["series", "x_order", "x", "value", "run_id", "kernel_config"]]  # not every column per row
+        for name, s in read.groupby("series", sort=False):
             previous = None
-            for row in s.sort_values("x_order").itertuples():
-                config = row.kernel_config if isinstance(row.kernel_config, str) else None
+            ordered = s.sort_values("x_order")
+            for x, value, run_id, stored in zip(
+                ordered["x"].tolist(),
+                ordered["value"].tolist(),
+                ordered["run_id"].tolist(),
+                ordered["kernel_config"].tolist(),
+            ):
+                config = stored if isinstance(stored, str) else None
                 if previous is not None and config is not None and changed(previous, config):
-                    rows.append((name, row.x, row.value, row.run_id, f"{name}: {change_text(previous, config)}"))
+                    rows.append((name, x, value, run_id, f"{name}: {change_text(previous, config)}"))
                 previous = config or previous
     return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])
 
@@ -205,7 +212,8 @@ def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
     present = [c for c in ENVIRONMENT_FIELDS if c in frame]
     if frame.empty or not present or "run_id" not in frame:
         return pd.DataFrame(columns=["x", "run_id", "label"])
-    runs = frame.sort_values("x_order", kind="stable").drop_duplicates("run_id")
+    keep = ["run_id", "x", "x_order", *present, *(["pool"] if "pool" in frame else [])]
+    runs = frame[keep].sort_values("x_order", kind="stable").drop_duplicates("run_id")  # only what is read
     pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
     rows = []
     for pool, group in pools:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import threading
 import time
 
-from attnwatch.app.data import push
-from attnwatch.app.data.runs import history_shape
-from attnwatch.app.data.store import CACHE_TTL_S, Source, current_source, schema_notice
+from attnwatch.app.data import alerts, defaults, kernel, overview, push, trends
+from attnwatch.app.data.runs import default_branch, history_shape
+from attnwatch.app.data.store import CACHE_TTL_S, Source, current_source, render_reads, schema_notice
 from attnwatch.history.store.db import schema_version
 
 # Seconds between two looks at the history's signature (two stats of a file, one catalog query
@@ -55,13 +55,41 @@ def warm() -> Source:
     return source
 
 
+def warm_shared(source: Source) -> None:
+    """Compute and cache what the other pages open with, after `warm` (the server listens by
+    then): the focus every page starts from (app.data.defaults), the lists of GPUs, branches,
+    variants, shapes and dtypes the pickers offer, and the Overview's device summary. Each reads
+    the whole history (the results table's million rows, on the 1M history) and depends on
+    nothing a visitor chooses, so a first view of Trends, Overview, Kernel or Alerts after a start
+    or an ingest need not wait for them. One connection serves them all (store.render_reads); a
+    visitor who asks for one of them meanwhile waits for this computation rather than repeating it."""
+    if not source.exists:
+        return
+    try:
+        version, latest = schema_version(source.location)
+        if version < latest or history_shape(source).empty:  # an older history: left to the first page view
+            return
+        with render_reads(source):
+            focus = defaults.focus(source)
+            default_branch(source)
+            if focus.gpu:
+                defaults.measured_on(source, focus.gpu)
+            trends.trend_options(source)
+            overview.gpu_summary(source)
+            kernel.variants_with_data(source)
+            alerts.alert_gpus(source)
+    except Exception:  # noqa: BLE001  (unreadable, being written, damaged: the page shows the one-line reason)
+        pass
+
+
 def keep_warm(stop: threading.Event, ready: threading.Event, interval_s: float = POLL_S) -> None:
-    """`warm` now (then set `ready`), and again whenever the history's version has changed and
+    """`warm` now (then set `ready`, then `warm_shared`), and both again whenever the history's version has changed and
     then held for `interval_s`, or what was warmed has expired from the cache; until `stop`."""
     try:
         warmed = warm()
     finally:
         ready.set()
+    warm_shared(warmed)
     warmed_at, seen = time.monotonic(), warmed
     while not stop.wait(interval_s):
         try:
@@ -69,6 +97,7 @@ def keep_warm(stop: threading.Event, ready: threading.Event, interval_s: float =
             due = source != warmed or time.monotonic() - warmed_at >= CACHE_TTL_S
             if due and source == seen:
                 warmed, warmed_at = warm(), time.monotonic()
+                warm_shared(warmed)
             seen = source
         except Exception:  # noqa: BLE001  (a lake's catalog unreachable for a moment: look again later)
             continue

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import attnwatch.app.data.store as store
 import attnwatch.app.warm as warm
+from attnwatch.app.data import defaults, kernel, overview, trends
 from app_history import H200, START
 from bundle_factory import make_bundle
 from attnwatch.history.store.db import schema_version
@@ -86,6 +87,35 @@ def test_after_the_warm_up_the_first_page_reads_nothing_from_the_history(history
 def test_without_the_warm_up_the_first_page_reads_the_history(history, connections):
     first_page()  # the test above can fail: a cold page does open the history
     assert connections
+
+
+def test_what_the_other_pages_open_with_is_computed_after_the_first_page(history, connections):
+    source = warm.warm()
+    warm.warm_shared(source)
+    warmed = len(connections)
+    defaults.focus(source)
+    defaults.measured_on(source, H200)
+    trends.trend_options(source)
+    overview.gpu_summary(source)
+    kernel.variants_with_data(source)
+    assert len(connections) == warmed  # every one answered by the cache
+
+
+def test_keep_warm_computes_the_other_pages_lists_once_the_first_page_is_ready(history, monkeypatch):
+    order = []
+    monkeypatch.setattr(warm, "warm_shared", lambda source: order.append(("shared", ready.is_set())))
+    stop, ready = threading.Event(), threading.Event()
+    thread = threading.Thread(target=warm.keep_warm, args=(stop, ready, 0.05), daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(60)
+        deadline = time.monotonic() + 60
+        while not order and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert order[:1] == [("shared", True)]  # after the first page's data, not holding up the server's start
 
 
 def test_a_run_ingested_after_the_warm_up_shows_at_once(history, tmp_path):

@@ -33,7 +33,17 @@ def gpu_summary(source: Source) -> pd.DataFrame:
     return read_frame(
         source,
         """
-        WITH open_alerts AS (
+        WITH latest AS (SELECT * FROM latest_main_runs),
+        counts AS (  -- run_summaries' counts, for these runs only: that view counts every run's results
+            SELECT run_id,
+                   count(case_id) AS cases,
+                   count(case_id) FILTER (WHERE status = 'ok') AS cases_ok,
+                   count(case_id) FILTER (WHERE status = 'failed') AS cases_failed,
+                   count(case_id) FILTER (WHERE status IN ('crashed', 'timeout')) AS cases_crashed,
+                   count(case_id) FILTER (WHERE status IN ('skipped', 'unsupported')) AS cases_skipped
+            FROM results WHERE run_id IN (SELECT run_id FROM latest) GROUP BY 1
+        ),
+        open_alerts AS (
             SELECT series_gpu AS gpu, series_pool AS pool,
                    count(DISTINCT case_id) FILTER (WHERE kind = 'regression') AS open_regressions,
                    count(DISTINCT case_id) FILTER (WHERE kind = 'improvement') AS open_improvements,
@@ -41,10 +51,12 @@ def gpu_summary(source: Source) -> pd.DataFrame:
             FROM series_alerts WHERE status = 'open' GROUP BY 1, 2
         )
         SELECT l.series_gpu AS device, l.series_pool AS host, l.run_id, l.commit_sha, l.started_at,
-               l.synthetic, s.cases, s.cases_ok, s.cases_failed, s.cases_crashed, s.cases_skipped,
+               l.synthetic, coalesce(s.cases, 0) AS cases, coalesce(s.cases_ok, 0) AS cases_ok,
+               coalesce(s.cases_failed, 0) AS cases_failed, coalesce(s.cases_crashed, 0) AS cases_crashed,
+               coalesce(s.cases_skipped, 0) AS cases_skipped,
                coalesce(o.open_regressions, 0) AS open_regressions, coalesce(o.open_improvements, 0) AS open_improvements,
                coalesce(o.open_correctness, 0) AS open_correctness
-        FROM latest_main_runs l JOIN run_summaries s USING (run_id)
+        FROM latest l LEFT JOIN counts s USING (run_id)
         LEFT JOIN open_alerts o ON o.gpu = l.series_gpu AND o.pool IS NOT DISTINCT FROM l.series_pool
         ORDER BY device, host
         """,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnwatch.app.data.store import Source, cached_query, read_frame
+from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import SERIES_ORDER, series_order
 from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS
@@ -96,23 +96,33 @@ def series_label(pool: str | None, pool_column: str) -> str:
 
 @cached_query
 def trend_options(source: Source) -> dict[str, list]:
-    """Distinct GPUs, branches, variants, shapes and dtypes present (each one short query)."""
+    """Distinct GPUs, branches, variants, shapes and dtypes present. The results table is read
+    once, grouped by (variant, shape, dtype): three scans of its million rows cost 3x one."""
 
-    def distinct(sql: str) -> list:
-        return read_frame(source, sql).iloc[:, 0].tolist()
+    def body(query):
+        gpus = query("SELECT series_gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC")
+        branches = query(
+            f"SELECT branch FROM series_runs WHERE branch IS NOT NULL GROUP BY 1 "
+            f"ORDER BY (branch = {DEFAULT_BRANCH_SQL}) DESC, count(*) DESC LIMIT 200"
+        )
+        return gpus, branches, query("SELECT variant, shape_id, dtype, count(*) AS n FROM results GROUP BY ALL")
 
+    gpus, branches, cases = read_frames(source, body)
+    shapes = cases[cases["shape_id"].notna()].groupby("shape_id")["n"].sum().reset_index()
     return {
-        "gpus": distinct("SELECT series_gpu FROM series_runs GROUP BY 1 ORDER BY count(*) DESC"),
-        "branches": distinct(
-            f"SELECT branch FROM series_runs WHERE branch IS NOT NULL GROUP BY 1 ORDER BY (branch = {DEFAULT_BRANCH_SQL}) DESC, count(*) DESC LIMIT 200"
-        ),
-        "variants": distinct("SELECT DISTINCT variant FROM results ORDER BY 1"),
+        "gpus": gpus.iloc[:, 0].tolist(),
+        "branches": branches.iloc[:, 0].tolist(),
+        "variants": _sorted_distinct(cases["variant"]),
         # Most-measured shape first: the natural default for a trend.
-        "shapes": distinct(
-            "SELECT shape_id FROM results WHERE shape_id IS NOT NULL GROUP BY 1 ORDER BY count(*) DESC, 1"
-        ),
-        "dtypes": distinct("SELECT DISTINCT dtype FROM results WHERE dtype IS NOT NULL ORDER BY 1"),
+        "shapes": shapes.sort_values(["n", "shape_id"], ascending=[False, True], kind="stable")["shape_id"].tolist(),
+        "dtypes": _sorted_distinct(cases["dtype"].dropna()),
     }
+
+
+def _sorted_distinct(values: pd.Series) -> list:
+    """As SQL's `SELECT DISTINCT ... ORDER BY 1`: ascending, a NULL last."""
+    present = sorted(set(values.dropna()))
+    return present + ([None] if values.isna().any() else [])
 
 
 def _value_sql(metric: Metric) -> tuple[str, str, str, str]:

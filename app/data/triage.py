@@ -11,6 +11,8 @@ first (`groups`): a step that moved 48 series comes before a one-series drift of
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pandas as pd
 
 from attnwatch.app.data.store import Source, cached_query, read_frame
@@ -101,34 +103,58 @@ def groups(alerts: pd.DataFrame) -> pd.DataFrame:
     newest step; a tie left after that keeps the newest-first order of `alerts`."""
     if alerts.empty:
         return pd.DataFrame(columns=GROUP_FIELDS)
-    rows = []
-    for key, g in alerts.groupby("group_key", sort=False):
-        statuses = g["status"].value_counts()
-        kinds = g["kind"].value_counts()
-        change = g["change_pct"].dropna()
-        rows.append(
-            {
-                "group_key": key,
-                "commits": short_range(g["prev_sha"].iloc[0], g["commit_sha"].iloc[0]),
-                "alerts": len(g),
-                "not_resolved": int((g["status"] != "resolved").sum()),
-                "regressions": int(kinds.get("regression", 0)),
-                "improvements": int(kinds.get("improvement", 0)),
-                "correctness": int(kinds.get("correctness", 0)),
-                "gpus": ", ".join(sorted(set(g["gpu"].dropna()))),
-                "metrics": ", ".join(METRIC_NAMES.get(m, m) for m in sorted(set(g["metric"]))),
-                "statuses": ", ".join(f"{n} {s}" for s, n in statuses.items()),
-                "largest_change_pct": float(change.loc[change.abs().idxmax()]) if not change.empty else None,
-                "commit_message": g["commit_message"].iloc[0],
-                "newest_run": g["run_started_at"].max(),
-            }
-        )
+    # One pass over plain records: pandas' per-group operations cost ~15 ms a group, half a
+    # second for the 1M-row history's 34 groups on every render of the page.
+    members: dict = {}
+    for alert in alerts[_GROUPED_COLUMNS].to_dict("records"):
+        members.setdefault(alert["group_key"], []).append(alert)
+    rows = [_group_row(key, g) for key, g in members.items()]
     table = pd.DataFrame(rows, columns=GROUP_FIELDS)
     effect = pd.to_numeric(table["largest_change_pct"], errors="coerce").abs().fillna(0.0)  # None: correctness only
     order = table.assign(_effect=effect).sort_values(
         ["not_resolved", "_effect", "newest_run"], ascending=False, kind="stable", na_position="last"
     )
     return order.drop(columns="_effect").reset_index(drop=True)
+
+
+_GROUPED_COLUMNS = [
+    "group_key",
+    "prev_sha",
+    "commit_sha",
+    "status",
+    "kind",
+    "gpu",
+    "metric",
+    "change_pct",
+    "commit_message",
+    "run_started_at",
+]
+
+
+def _group_row(key: str, g: list[dict]) -> dict:
+    """One commit range's row of `groups` from its alerts (records, in the alerts' order)."""
+    kinds = Counter(a["kind"] for a in g)
+    changes = [a["change_pct"] for a in g if _present(a["change_pct"])]
+    started = [a["run_started_at"] for a in g if _present(a["run_started_at"])]
+    return {
+        "group_key": key,
+        "commits": short_range(g[0]["prev_sha"], g[0]["commit_sha"]),
+        "alerts": len(g),
+        "not_resolved": sum(a["status"] != "resolved" for a in g),
+        "regressions": kinds["regression"],
+        "improvements": kinds["improvement"],
+        "correctness": kinds["correctness"],
+        "gpus": ", ".join(sorted({a["gpu"] for a in g if _present(a["gpu"])})),
+        "metrics": ", ".join(METRIC_NAMES.get(m, m) for m in sorted({a["metric"] for a in g})),
+        "statuses": ", ".join(f"{n} {s}" for s, n in Counter(a["status"] for a in g).most_common()),
+        "largest_change_pct": float(max(changes, key=abs)) if changes else None,  # the first of equal sizes
+        "commit_message": g[0]["commit_message"],
+        "newest_run": max(started) if started else pd.NaT,
+    }
+
+
+def _present(value) -> bool:
+    return value is not None and not pd.isna(value)
 
 
 def short_range(base: str | None, head: str | None) -> str:
