@@ -31,6 +31,7 @@ from attnwatch.ci.compare.select import (
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
+from attnwatch.layout import top_level_name
 from compare_factory import make_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +59,8 @@ def sides(tree, tmp_path) -> tuple[Path, Path]:
 
 
 def _module(variant) -> str:
-    """The variant's module, relative to the checkout root."""
-    return Path(sys.modules[variant.prepare.__module__].__file__).resolve().relative_to(REPO_ROOT).as_posix()
+    """The variant's module, relative to the checkout root, as a fingerprint names it (`kernels/…`)."""
+    return top_level_name(Path(sys.modules[variant.prepare.__module__].__file__).resolve().relative_to(REPO_ROOT))
 
 
 def _nvcc_key(root: Path, name: str) -> str:
@@ -461,9 +462,7 @@ def _scratch_repo(tmp_path: Path) -> Path:
         .split("\0")
     )
     for name in filter(None, listed):
-        if (
-            REPO_ROOT / name
-        ).is_symlink():  # attnwatch/ci -> ../ci: the scratch copy's own folders, not this checkout's
+        if (REPO_ROOT / name).is_symlink():  # ci -> attnwatch/ci: the scratch copy's own folders, not this checkout's
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.readlink(REPO_ROOT / name), repo / name)
         elif (REPO_ROOT / name).is_file():

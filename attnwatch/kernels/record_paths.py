@@ -5,7 +5,8 @@ into a run bundle and from there into a shared history and onto a dashboard. A r
 layout (its checkout folder, a wheel's site-packages folder, a temporary directory) says
 nothing about the build and differs from machine to machine, so:
 
-* a path inside the repository is written relative to its root (`kernels/cuda/cuda_wmma.cu`);
+* a path inside the repository is written relative to its root, a file of the package's layers
+  by its top-level name (`kernels/cuda/cuda_wmma.cu`, not `attnwatch/kernels/…`: attnwatch.layout);
 * a folder the caller names is written as that name: the CUTLASS headers are `<cutlass-4.2.0>`
   wherever the wheel or the copy lives (kernels.cutlass.build names them);
 * any other absolute path keeps only its file name, under `<external>`
@@ -20,7 +21,9 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from attnwatch.layout import top_level_name
+
+REPO_ROOT = Path(__file__).resolve().parents[2]  # the folder holding `attnwatch`: the checkout's root
 EXTERNAL = "<external>"
 # An absolute POSIX path in free text: a "/" not preceded by a path or word character (or
 # glued to -I / -L), then a name. Case ids ("sdpa/l4_mission/fp16/causal") and repository
@@ -51,7 +54,7 @@ def portable_path(path: Path | str, names: Names | None = None, root: Path = REP
         if resolved == base:
             return "."
         if resolved.is_relative_to(base):
-            return resolved.relative_to(base).as_posix()
+            return top_level_name(resolved.relative_to(base).as_posix())
     return f"{EXTERNAL}/{resolved.name}" if resolved.name else EXTERNAL
 
 
