@@ -329,7 +329,7 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     assert {name: s["commit_sha"] for name, s in session["sides"].items()} == {"base": base_sha, "head": head_sha}
     # each side imported its own revision's kernels, from a worktree of that revision
     paths = {name: s["kernels_path"] for name, s in session["sides"].items()}
-    assert all(p.endswith("/checkout/kernels") for p in paths.values()) and paths["base"] != paths["head"]
+    assert all(p.endswith("/checkout/attnwatch/kernels") for p in paths.values()) and paths["base"] != paths["head"]
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
 
