@@ -9,7 +9,8 @@ revisions of either layout sees only what changed (docs/design.md, "Layers and t
 imports").
 
 A leaf of the package itself, like `attnwatch/toml_reader.py`: it imports nothing of the project,
-so every layer may import it, `kernels` included.
+so every layer may import it. `kernels` does not (kernels.record_paths names the package's files by
+their place in it): a compare imports one revision's `kernels/` beside another's `attnwatch`.
 """
 
 from __future__ import annotations
