@@ -22,8 +22,8 @@ TOP_LEVEL = ("app", "ci", "history", "kernels")
 
 
 def top_level_name(relative: str | PurePosixPath) -> str:
-    """A path relative to the checkout's root, as records keep it: `attnwatch/kernels/cuda/x.cu`
-    becomes `kernels/cuda/x.cu` (the top-level link's name); any other path is returned as given."""
+    """A path relative to the checkout's root, as records keep it: `attnwatch/kernels/cuda/cuda_wmma.cu`
+    becomes `kernels/cuda/cuda_wmma.cu` (the top-level link's name); any other path is returned as given."""
     parts = PurePosixPath(relative).parts
     if len(parts) > 1 and parts[0] == PACKAGE and parts[1] in TOP_LEVEL:
         return PurePosixPath(*parts[1:]).as_posix()
