@@ -1,15 +1,13 @@
 """attnwatch: CI regression tracking for GPU attention kernels.
 
 Every module lives under this one name, in layers: `attnwatch.cli` (the command line, the top
-layer, a folder of this package), then `attnwatch.app` (the dashboard) and `attnwatch.ci`
-(measuring, and in `attnwatch.ci.integration` talking to GitHub), then `attnwatch.history`, then
-`attnwatch.kernels`. In a checkout the last four they are the repository's top-level folders, and this package
-holds a relative symbolic link to each (`attnwatch/ci -> ../ci`), so Python, a type checker and an
-editor's go-to-definition all resolve `attnwatch.ci.…` to `ci/…` with no path manipulation. The
-wheel places the folders themselves inside this package (setup.py). `attnwatch.scripts` (the
-checkout's tools, which the tests import) is linked the same way and is not in the wheel. A module
-that finds its data files beside itself resolves its `__file__` first, so that recorded paths name
-the real folder (`kernels/…`), not the link.
+layer), then `attnwatch.app` (the dashboard) and `attnwatch.ci` (measuring, and in
+`attnwatch.ci.integration` talking to GitHub), then `attnwatch.history`, then `attnwatch.kernels`. All five are folders of this package; the repository's top level holds a
+relative symbolic link to each of the last four (`kernels -> attnwatch/kernels`), the names the
+docs and every record use (attnwatch.layout), so Python, a type checker, an editor and a tool that
+does not follow links all find `attnwatch.ci.…` in `attnwatch/ci/…` with no path manipulation, and
+the wheel is this folder as it is. `attnwatch.scripts` (the checkout's tools, which the tests
+import) is a link to the top-level `scripts/` and is not in the wheel.
 
 A compare child that measures another revision's `kernels/` (ci/child_env.py) sets
 KERNELS_FROM_PATH_ENV: `attnwatch.kernels` is then the top-level `kernels` package that the

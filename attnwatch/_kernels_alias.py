@@ -1,11 +1,12 @@
 """`attnwatch.kernels` as the top-level `kernels` of another revision, in a compare child.
 
-Compare measures a base revision with this revision's `ci` and the base's `kernels/`. The child's
-PYTHONPATH puts a folder holding a `kernels` link to the base's checkout first
-(ci/child_env.py) and sets KERNELS_FROM_PATH_ENV. Every `attnwatch.kernels…` import is then
-answered with the module of the same name under `kernels…`: one object under both names, so a
-base whose `kernels/` imports itself absolutely (`from kernels.cases import …`, every revision
-before the package was relative) and one that imports relatively work alike.
+Compare measures a base revision with this revision's `ci` and the base's `kernels/` (the folder
+itself in a revision before `attnwatch/kernels` held it, the top-level link to it after). The
+child's PYTHONPATH puts a folder holding a `kernels` link to it first (ci/child_env.py) and sets
+KERNELS_FROM_PATH_ENV. Every `attnwatch.kernels…` import is then answered with the module of the
+same name under `kernels…`: one object under both names, so a base whose `kernels/` imports itself
+absolutely (`from kernels.cases import …`, every revision before the package was relative) and one
+that imports relatively work alike.
 """
 
 from __future__ import annotations

@@ -232,14 +232,17 @@ def _tree_files() -> list[str]:
     out = []
     for folder, dirs, files in os.walk(REPO_ROOT):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
-        out += [str((Path(folder) / f).relative_to(REPO_ROOT)) for f in files if not f.endswith((".pyc", ".so"))]
+        links = [d for d in dirs if (Path(folder) / d).is_symlink()]  # listed as the links they are, not entered
+        out += [
+            str((Path(folder) / f).relative_to(REPO_ROOT)) for f in files + links if not f.endswith((".pyc", ".so"))
+        ]
     return out
 
 
 def copy_checkout(repo: Path) -> None:
     """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start).
-    A symbolic link is copied as the link it is (attnwatch/ci -> ../ci: the package reaches the
-    top-level folders through them), never followed."""
+    A symbolic link is copied as the link it is (ci -> attnwatch/ci: the top-level names of the
+    package's folders), never followed."""
     for name in _tree_files():
         source = REPO_ROOT / name
         target = repo / name

@@ -7,21 +7,22 @@ may import from the project besides what its own rule names, the most specific r
     relatively (a compare loads another revision's `kernels/` under another name:
     attnwatch._kernels_alias);
   - the shared leaves, modules of the package itself (`attnwatch/toml_reader.py`: the one TOML
-    reader), import nothing of the project, and every layer may import them;
+    reader; `attnwatch/layout.py`: the checkout's top-level names), import nothing of the project,
+    and every layer may import them;
   - `history`'s roles: `analysis` and `contract` are pure (no store), `store` may use the
     contract, `ingest`, `sql` and `detection` build on the store;
   - `app` imports `history`;
   - `ci` (measuring, and `ci.integration`: GitHub, comments, notifications) imports `kernels`
     and only the pure part of `history`;
-  - `cli`, the command line (the folder `attnwatch/cli`: the one layer kept inside the package),
-    may use all of them; nothing else imports it;
+  - `cli`, the command line, may use all of them; nothing else imports it;
   - every import of the project names it `attnwatch.…` (a bare `history.…` would load a second
     copy of the module in a checkout): `scripts` and `tests` are otherwise free.
 
 Inside a package, modules must not import one another in a circle: a circle makes the import
 order decide what works.
 
-Every `import` / `from … import` statement counts, at module level or inside a function (a
+Every layer is a folder of the package (`attnwatch/ci`); the top-level `app`, `ci`, `history`
+and `kernels` are links to them and are not read twice. Every `import` / `from … import` statement counts, at module level or inside a function (a
 lazy import is still a dependency; it only hides the circle until run time). The source is
 parsed with `ast`, nothing is imported, so this runs on a host without torch.
 
@@ -39,7 +40,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "attnwatch"
 PACKAGES = ("kernels", "ci", "history", "app", "cli")
-INSIDE_PACKAGE = frozenset({"cli"})  # layers whose folder is attnwatch/<name>, not a top-level one
 # history's top-level modules: shared leaves that every role may import.
 # history.contract.names (the name rules, no project import) is one too: history.reproduce reads it.
 _HISTORY_LEAVES = frozenset(
@@ -55,7 +55,7 @@ _HISTORY_LEAVES = frozenset(
 )
 # Modules of the package itself (attnwatch/<name>.py) that import nothing of the project: every
 # layer may import them, kernels too (absolutely: the compare child's attnwatch is this revision's).
-SHARED_LEAVES = frozenset({"toml_reader"})
+SHARED_LEAVES = frozenset({"toml_reader", "layout"})
 _PURE_HISTORY = _HISTORY_LEAVES | {"history.analysis", "history.contract"}
 # What a module may import from the project besides its own rule's prefix; the longest matching
 # source prefix decides.
@@ -98,10 +98,10 @@ class Import:
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
-    """`kernels/cuda/launch.py` -> `kernels.cuda.launch`, `attnwatch/cli/main.py` -> `cli.main`,
-    `attnwatch/toml_reader.py` -> `toml_reader`; a package's `__init__.py` -> the package."""
+    """`attnwatch/kernels/cuda/launch.py` -> `kernels.cuda.launch`, `attnwatch/toml_reader.py` ->
+    `toml_reader`; a package's `__init__.py` -> the package."""
     parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in INSIDE_PACKAGE | SHARED_LEAVES:
+    if parts[0] == NAMESPACE and len(parts) > 1 and parts[1] in set(PACKAGES) | SHARED_LEAVES:
         parts.pop(0)
     if parts[-1] == "__init__":
         parts.pop()
@@ -109,7 +109,8 @@ def module_name(path: Path, root: Path = ROOT) -> str:
 
 
 def package_folder(package: str, root: Path = ROOT) -> Path:
-    return root / NAMESPACE / package if package in INSIDE_PACKAGE else root / package
+    """A layer's folder in the package (`attnwatch/ci`); `scripts` and `tests` at the top."""
+    return root / NAMESPACE / package if package in PACKAGES else root / package
 
 
 def package_sources(package: str, root: Path = ROOT) -> list[Path]:

@@ -329,7 +329,7 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     assert {name: s["commit_sha"] for name, s in session["sides"].items()} == {"base": base_sha, "head": head_sha}
     # each side imported its own revision's kernels, from a worktree of that revision
     paths = {name: s["kernels_path"] for name, s in session["sides"].items()}
-    assert all(p.endswith("/checkout/kernels") for p in paths.values()) and paths["base"] != paths["head"]
+    assert all(p.endswith("/checkout/attnwatch/kernels") for p in paths.values()) and paths["base"] != paths["head"]
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
     assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
 
@@ -345,8 +345,10 @@ def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_pat
     monkeypatch.setenv("FAKE_NCU_ARGS", str(tmp_path / "ncu_args.json"))
     export = tmp_path / "base"
     export.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True
+    archive = subprocess.run(  # as a revision before the package held kernels/: a real top-level folder
+        ["git", "-C", str(REPO_ROOT), "archive", "--prefix=kernels/", "HEAD:attnwatch/kernels"],
+        check=True,
+        capture_output=True,
     )
     subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
     source = export / "kernels" / "variants" / "torch_3op.py"
@@ -400,11 +402,14 @@ def test_only_the_changed_cases_are_profiled_on_both_sides_and_explained(tmp_pat
 
 @pytest.mark.slow
 def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
-    """--base-root: the base's kernels come from a plain directory (a host without the history)."""
+    """--base-root: the base's kernels come from a plain directory (a host without the history),
+    laid out as this revision is: the top-level `kernels` a link to `attnwatch/kernels`."""
     export = tmp_path / "base"
     export.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels"], check=True, capture_output=True
+        ["git", "-C", str(REPO_ROOT), "archive", "HEAD", "kernels", "attnwatch/kernels"],
+        check=True,
+        capture_output=True,
     )
     subprocess.run(["tar", "-x", "-C", str(export)], input=archive.stdout, check=True)
     out = tmp_path / "out"
@@ -435,4 +440,5 @@ def test_base_root_measures_an_exported_checkout_without_git(tmp_path):
     assert case.case_id == "sdpa/cpu_tiny/fp16/noncausal" and case.base.status == case.head.status == "ok"
     assert any("interval does not include run-to-run noise" in n for n in report.notes)
     session = json.loads((out / "session.json").read_text())
-    assert session["sides"]["base"]["kernels_path"] == str((export / "kernels").resolve())
+    assert (export / "kernels").is_symlink()
+    assert session["sides"]["base"]["kernels_path"] == str((export / "attnwatch" / "kernels").resolve())

@@ -28,9 +28,11 @@ from attnwatch.ci.compare.select import (
     select_variants,
     selection_record,
 )
+from attnwatch.ci.fingerprint.source_print import source_print
 from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
+from attnwatch.layout import top_level_name
 from compare_factory import make_report
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +60,8 @@ def sides(tree, tmp_path) -> tuple[Path, Path]:
 
 
 def _module(variant) -> str:
-    """The variant's module, relative to the checkout root."""
-    return Path(sys.modules[variant.prepare.__module__].__file__).resolve().relative_to(REPO_ROOT).as_posix()
+    """The variant's module, relative to the checkout root, as a fingerprint names it (`kernels/…`)."""
+    return top_level_name(Path(sys.modules[variant.prepare.__module__].__file__).resolve().relative_to(REPO_ROOT))
 
 
 def _nvcc_key(root: Path, name: str) -> str:
@@ -354,6 +356,26 @@ def test_an_import_that_cannot_be_resolved_makes_the_variant_unknown_and_measure
     assert "imports a module by name at run time" in select(base, head).measured["sdpa_math"]
 
 
+def test_a_tree_laid_out_before_and_after_the_move_into_the_package_fingerprints_alike(tree, tmp_path):
+    """A base from before the layers moved into attnwatch/ (real top-level kernels/, ci/, history/)
+    and a head from after (attnwatch/<layer>, the top-level names links to them, beside
+    attnwatch/__init__.py): the same sources, so the same labels and digests, and a compare across
+    the move measures only the reference and the canary, not every variant as changed."""
+    new = tmp_path / "new"
+    for part in ("kernels", "ci", "history"):
+        shutil.copytree(tree / part, new / "attnwatch" / part)
+        (new / part).symlink_to(Path("attnwatch") / part, target_is_directory=True)
+    shutil.copy2(REPO_ROOT / "attnwatch" / "__init__.py", new / "attnwatch" / "__init__.py")
+    old_harness, new_harness = harness_closure(tree), harness_closure(new)
+    assert new_harness.files == old_harness.files and not new_harness.unknown
+    assert any(label.startswith("kernels/") for label in new_harness.files)
+    for v in all_variants():  # the CPU check's source fingerprints, CUDA sources and headers included
+        old, head = (source_print(v.name, root / _module(v), root, LIBRARIES) for root in (tree, new))
+        assert head == old and old["digest"], v.name
+    selection = select(tree, new)
+    assert selection.everything is None and not changed(selection)
+
+
 def test_the_variant_list_is_hashed_but_not_followed(tree):
     """kernels/variants/__init__.py imports every variant: following it would tie them all together."""
     closure = module_closure([tree / "kernels" / "variants" / "torch_3op.py"], tree)
@@ -473,9 +495,7 @@ def _scratch_repo(tmp_path: Path) -> Path:
         .split("\0")
     )
     for name in filter(None, listed):
-        if (
-            REPO_ROOT / name
-        ).is_symlink():  # attnwatch/ci -> ../ci: the scratch copy's own folders, not this checkout's
+        if (REPO_ROOT / name).is_symlink():  # ci -> attnwatch/ci: the scratch copy's own folders, not this checkout's
             (repo / name).parent.mkdir(parents=True, exist_ok=True)
             os.symlink(os.readlink(REPO_ROOT / name), repo / name)
         elif (REPO_ROOT / name).is_file():

@@ -153,7 +153,7 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     assert (
         session["sides"]["base"]["kernels_path"]
         == session["sides"]["head"]["kernels_path"]
-        == str(REPO_ROOT / "kernels")
+        == str((REPO_ROOT / "kernels").resolve())  # the folder itself, attnwatch/kernels
     )
     # Every round each side ran is a bundle; the decided case is only in the rounds it was measured in.
     bundles = {side: [read_round(out / p) for p in s["bundles"]] for side, s in session["sides"].items()}

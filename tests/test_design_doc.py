@@ -16,7 +16,7 @@ DESIGN = ROOT / "docs" / "design.md"
 CITATION = re.compile(r'docs/design\.md,?\s+"([^"]+)"')  # a citation may wrap across lines
 # A shipped migration is never edited (its checksum is recorded in every history), so this
 # one keeps its comment naming the design document of its day.
-FROZEN = {"history/store/migrations/003_ncu_roofline.sql"}
+FROZEN = {"attnwatch/history/store/migrations/003_ncu_roofline.sql"}
 
 
 def _headings() -> set[str]:

@@ -47,8 +47,8 @@ def _texts() -> list[tuple[str, str]]:
 
 
 def _module_file(dotted: str) -> Path | None:
-    """The file of `attnwatch.x.y` (under attnwatch/, whose links reach the top-level folders), or
-    of a short `x.y` (a top-level folder, or attnwatch/cli, the layer kept inside the package)."""
+    """The file of `attnwatch.x.y` (under attnwatch/), or of a short `x.y` (a top-level name,
+    or attnwatch/cli, the layer without one)."""
     parts = dotted.split(".")
     package = REPO_ROOT / "attnwatch"
     for path in (

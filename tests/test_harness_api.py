@@ -216,6 +216,6 @@ def test_todays_harness_measures_the_kernels_of_a_commit_from_before_the_api(tmp
     sides = session["sides"]
     assert {name: s["harness_api_version"] for name, s in sides.items()} == {"base": 0, "head": NEWEST_KNOWN}
     assert sides["base"]["kernels_path"] == str((base / "kernels").resolve())
-    assert sides["head"]["kernels_path"] == str(REPO_ROOT / "kernels")
+    assert sides["head"]["kernels_path"] == str((REPO_ROOT / "kernels").resolve())
     checks = [json.loads((out / p / "correctness.json").read_text()) for p in sides["base"]["bundles"]]
     assert checks and all(r["passed"] for c in checks for r in c["records"])  # the old check_case, run for real

@@ -107,4 +107,4 @@ def test_editable_install_prints_no_same_name_warning(tmp_path):
         timeout=60,
         env=alone,
     )
-    assert installed.stdout.strip() == str(source / "ci" / "port.py"), installed.stderr
+    assert installed.stdout.strip() == str(source / "attnwatch" / "ci" / "port.py"), installed.stderr

@@ -19,8 +19,8 @@ from attnwatch.toml_reader import read_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 READER = ROOT / "attnwatch" / "toml_reader.py"
-SCANNED = ("app", "ci", "history", "kernels", "attnwatch")
-EXEMPT_LINKS = {"app", "ci", "history", "kernels", "scripts"}  # attnwatch/<link>: scanned at the real folder
+SCANNED = ("attnwatch",)  # every layer is a folder of it
+EXEMPT_LINKS = {"scripts"}  # attnwatch/scripts: a link to the checkout's tools, not the package
 
 
 def _package_sources() -> list[Path]:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from attnwatch.layout import PACKAGE, top_level_name
 from attnwatch.toml_reader import read_toml
 
 RULES_FILE = Path(__file__).resolve().with_name("rules.toml")
@@ -48,8 +49,8 @@ def file_digest(path: Path) -> str:
 
 @dataclass
 class Closure:
-    """Files by label (the path relative to the checkout root; `external/<name>` for a module
-    outside it), each with the sha256 of its content; which of them are CUDA; what was unresolved."""
+    """Files by label (the path relative to the checkout root, by its top-level name:
+    attnwatch.layout; `external/<name>` for a module outside it), each with the sha256 of its content; which of them are CUDA; what was unresolved."""
 
     files: dict[str, str] = field(default_factory=dict)
     cuda: set[str] = field(default_factory=set)
@@ -59,6 +60,7 @@ class Closure:
 class _Walker:
     def __init__(self, root: Path, packages: tuple[str, ...], dynamic_is_unknown: bool) -> None:
         self.root = root.resolve()
+        self.package = self.root / PACKAGE  # importing its modules runs attnwatch/__init__.py: no code of a measurement
         self.packages = packages
         self.dynamic_is_unknown = dynamic_is_unknown
         closure = rules()["closure"]
@@ -71,7 +73,7 @@ class _Walker:
     def label(self, path: Path) -> str:
         path = path.resolve()
         try:
-            return path.relative_to(self.root).as_posix()
+            return top_level_name(path.relative_to(self.root).as_posix())
         except ValueError:
             return f"external/{path.name}"
 
@@ -92,7 +94,7 @@ class _Walker:
                 ):
                     self.add_data(sibling)
             parent = path.parent  # importing a module runs its packages' __init__ first
-            while parent != self.root and self.root in parent.parents:
+            while parent not in (self.root, self.package) and self.root in parent.parents:
                 init = parent / "__init__.py"
                 if init.is_file():
                     self.add_module(init)

@@ -84,7 +84,7 @@ class _Server:
     """The parent's handle on one server process."""
 
     def __init__(self) -> None:
-        root = str(Path(__file__).resolve().parent.parent)  # this checkout's `history`, not another install
+        root = str(Path(__file__).resolve().parents[3])  # the folder holding this `attnwatch`, not another install's
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         self.process = subprocess.Popen(
             [sys.executable, "-m", SERVER_MODULE],

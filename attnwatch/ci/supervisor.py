@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from attnwatch.ci.attribution import Crash, CrashAttribution
 from attnwatch.ci.bundle_assembly import RunHead, add_ncu, run_status, write_bundle
-from attnwatch.ci.child_env import child_env
+from attnwatch.ci.child_env import IMPORT_ROOT, child_env
 from attnwatch.ci.environment import capture_environment, capture_git, harness_digest
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.progress import Progress
@@ -49,7 +49,9 @@ from attnwatch.ci.run_config import TimingConfig, case_timeout, configured
 from attnwatch.ci.suite_state import SuiteState
 from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = IMPORT_ROOT  # this checkout, whose git state a run records
+# The folder holding this `ci` and `kernels` (attnwatch/, in a checkout or a wheel): the measuring code.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
 LOG_TAIL_CHARS = 2000
 RUN_DIR_PREFIX = "attnwatch-run-"  # + pid: a killed run's work dir is swept by the next (history/temp_dirs.py)
@@ -111,11 +113,11 @@ def resolve_kernels_checkout(kernels_root: Path | None) -> Path | None:
     """Accept a checkout root (holding `kernels/`) or the `kernels` package dir itself."""
     if kernels_root is None:
         return None
-    root = Path(kernels_root).resolve()
+    root = Path(kernels_root).absolute()
     if (root / "kernels" / "__init__.py").is_file():
-        return root
-    if root.name == "kernels" and (root / "__init__.py").is_file():
-        return root.parent
+        return root.resolve()
+    if root.name == "kernels" and (root / "__init__.py").is_file():  # `<checkout>/kernels`, a link or the folder
+        return root.parent.resolve()
     raise FileNotFoundError(f"{kernels_root}: no kernels package there (expected <root>/kernels/__init__.py)")
 
 
@@ -153,7 +155,7 @@ def execute_suite(
         git.sha = options.commit_sha
     environment = capture_environment(probe_device=False)
     environment.device_kind = options.device_kind
-    environment.harness_digest = harness_digest(REPO_ROOT)  # the measuring code is this checkout's
+    environment.harness_digest = harness_digest(PACKAGE_ROOT)  # the measuring code is this checkout's
     work = owned_temp_dir(RUN_DIR_PREFIX)
     plan = RunPlan(
         cases=list(cases),
@@ -319,7 +321,7 @@ def _run_child(
         "no:cacheprovider",
         "--import-mode=append",
         "--rootdir",
-        str(REPO_ROOT),
+        str(PACKAGE_ROOT),
         "-o",
         "addopts=",
         "-o",

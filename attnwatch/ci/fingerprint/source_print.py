@@ -36,6 +36,7 @@ from pathlib import Path
 
 from attnwatch.ci.fingerprint.sources import _INCLUDE_RE, file_digest, module_closure
 from attnwatch.ci.fingerprint.variant import digest_of
+from attnwatch.layout import top_level_name
 
 LIST_TIMEOUT_S = 60
 # Runs in a child with the checkout's root first on sys.path: its `kernels`, nothing of this checkout.
@@ -161,7 +162,7 @@ def _with_headers(root: Path, source: str) -> set[str]:
     queue = [(root / source).resolve()]
     while queue:
         path = queue.pop()
-        label = path.relative_to(root).as_posix() if root in path.parents else path.name
+        label = top_level_name(path.relative_to(root).as_posix()) if root in path.parents else path.name
         if label in seen or not path.is_file():
             continue
         seen.add(label)

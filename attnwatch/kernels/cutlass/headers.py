@@ -23,7 +23,7 @@ import os
 import re
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]  # the checkout root, above attnwatch/kernels/cutlass/
 REPO_HEADERS = REPO_ROOT / ".cutlass" / "include"
 ENV_VAR = "CUTLASS_INCLUDE_DIR"
 WHEEL_PACKAGE = "cutlass_library"

@@ -5,7 +5,10 @@ into a run bundle and from there into a shared history and onto a dashboard. A r
 layout (its checkout folder, a wheel's site-packages folder, a temporary directory) says
 nothing about the build and differs from machine to machine, so:
 
-* a path inside the repository is written relative to its root (`kernels/cuda/cuda_wmma.cu`);
+* a path inside the repository is written relative to its root, and one inside the package
+  folder relative to that (`kernels/cuda/cuda_wmma.cu`, not `attnwatch/kernels/…`): the name
+  the top-level link shows, in a checkout and a wheel alike, and the one every record before
+  the folders moved into the package has;
 * a folder the caller names is written as that name: the CUTLASS headers are `<cutlass-4.2.0>`
   wherever the wheel or the copy lives (kernels.cutlass.build names them);
 * any other absolute path keeps only its file name, under `<external>`
@@ -20,7 +23,8 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # attnwatch/, which holds this kernels/
+REPO_ROOT = PACKAGE_ROOT.parent  # the checkout's root
 EXTERNAL = "<external>"
 # An absolute POSIX path in free text: a "/" not preceded by a path or word character (or
 # glued to -I / -L), then a name. Case ids ("sdpa/l4_mission/fp16/causal") and repository
@@ -47,6 +51,8 @@ def portable_path(path: Path | str, names: Names | None = None, root: Path = REP
         if text == folder or text.startswith(folder + "/"):
             return label + text[len(folder) :]
     resolved = Path(text)
+    if resolved.is_relative_to(PACKAGE_ROOT):
+        return resolved.relative_to(PACKAGE_ROOT).as_posix()
     for base in {Path(root), Path(root).resolve()}:
         if resolved == base:
             return "."

@@ -1,0 +1,1 @@
+attnwatch/app
