@@ -159,6 +159,8 @@ def test_every_history_connection_keeps_extension_loading_off(tmp_path):
                 if opened is sandbox:
                     lock_down(con, SqlLimits())
                 assert con.execute(settings).fetchone() == (False,) * len(SEALED)
+                # no progress bar drawn on stdout into a command's output
+                assert con.execute("SELECT current_setting('enable_progress_bar')").fetchone() == (False,)
                 assert con.execute("SELECT current_setting('lock_configuration')").fetchone() == (True,)
                 with pytest.raises(duckdb.Error, match="locked"):
                     con.execute("SET autoload_known_extensions = true")

@@ -29,7 +29,6 @@ import os
 import shutil
 import sys
 import threading
-from contextlib import contextmanager
 from pathlib import Path
 
 from attnwatch.history.crash_log import EXIT_INTERNAL, describe, saved_where
@@ -86,23 +85,29 @@ ROOT_SCRIPT = (
 )
 
 
-@contextmanager
-def _quiet_cache_setup():
-    import streamlit  # noqa: F401  (first: it configures its loggers, the level below must outlast that)
+class _NoRuntimeFound(logging.Filter):
+    """Drops the cache module's "No runtime found" lines and nothing else it logs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "No runtime found" not in record.getMessage()
+
+
+def _quiet_cache_setup() -> None:
+    """Filter _CACHE_LOGGER's "No runtime found" lines for the whole process: the preload and the
+    warm-up thread (app.warm.keep_warm, which computes the other pages' lists after the server
+    listens and again after an ingest) call cached functions outside a page's run. A filter, not
+    a level, so that the cache's other warnings still reach the log, whatever thread logs them."""
+    import streamlit  # noqa: F401  (first: it configures its loggers)
 
     logger = logging.getLogger(_CACHE_LOGGER)
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    if not any(isinstance(f, _NoRuntimeFound) for f in logger.filters):
+        logger.addFilter(_NoRuntimeFound())
 
 
 def preload() -> None:
-    with _quiet_cache_setup():
-        for name in PRELOAD:
-            importlib.import_module(name)
+    _quiet_cache_setup()
+    for name in PRELOAD:
+        importlib.import_module(name)
     # The first element a process draws asks whether Streamlit runs in a REPL, to print a
     # once-per-process hint (streamlit.delta_generator._maybe_print_use_warning): it walks the
     # stack and looks up every frame's module, 0.2-0.5 s on the 2-core CI machine for the first
@@ -148,9 +153,9 @@ def start_warming(wait_s: float = WARM_WAIT_S) -> threading.Event:
     from attnwatch.app.warm import keep_warm
 
     stop, ready = threading.Event(), threading.Event()
-    with _quiet_cache_setup():
-        threading.Thread(target=keep_warm, args=(stop, ready), name="attnwatch-warm", daemon=True).start()
-        ready.wait(wait_s)
+    _quiet_cache_setup()
+    threading.Thread(target=keep_warm, args=(stop, ready), name="attnwatch-warm", daemon=True).start()
+    ready.wait(wait_s)
     return stop
 
 

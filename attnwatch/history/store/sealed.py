@@ -25,14 +25,32 @@ SEALED_SETTINGS = {
 }
 
 
+# Not a seal but one output contract: DuckDB draws a progress bar on stdout when a statement runs
+# past 2 s, into the output of `alerts list`, `export` or a script reading a command's stdout (a
+# lake's catalog read after a restart printed one). A per-connection option, so it is SET once
+# connected, before the configuration is locked; a further connection to a database instance
+# that another connection of this process has already locked cannot change it (the dashboard's
+# reads: their output is a page, not stdout).
+QUIET_STATEMENTS = ("SET enable_progress_bar = false",)
+
+
 def connect(
     database: str = ":memory:", *, read_only: bool = False, config: dict | None = None, locked: bool = False
 ) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect with SEALED_SETTINGS (a `config` may add settings, not undo these)."""
+    """duckdb.connect with SEALED_SETTINGS (a `config` may add settings, not undo these) and
+    QUIET_STATEMENTS run; `locked` then locks the configuration."""
     settings = dict(config or {})
     for key, value in SEALED_SETTINGS.items():
         if settings.setdefault(key, value) != value:
             raise ValueError(f"{key}={settings[key]!r}: a DuckDB connection of attnwatch keeps {key}={value}")
-    if locked:
-        settings["lock_configuration"] = True
-    return duckdb.connect(database, read_only=read_only, config=settings)
+    con = duckdb.connect(database, read_only=read_only, config=settings)
+    try:
+        if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+            for statement in QUIET_STATEMENTS:
+                con.execute(statement)
+            if locked:
+                con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
+    return con
