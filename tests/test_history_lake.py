@@ -265,3 +265,26 @@ def test_a_read_only_catalog_role_serves_the_dashboard_and_cannot_write(lake_db,
     with pytest.raises(Exception, match="(?i)permission denied"):
         ingest_paths(parse_location(reader), [make_bundle(tmp_path / "c", run_id="other", n_samples=5)])
     assert _count(lake_db, "SELECT count(*) FROM runs") == 1
+
+
+def test_a_query_server_started_in_a_directory_since_removed_still_answers(lake_db, tmp_path, monkeypatch, capsys):
+    """The user-SQL server processes are pooled (history.sql.server): one started while its first
+    caller sat in a directory since removed (a fuzz case's) answered every later lake query with
+    DuckDB's "Could not get working directory". Each query now runs in its caller's directory."""
+    import os
+    import shutil
+
+    from attnwatch.history.sql import server
+
+    ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
+    while not server._pool.empty():  # no server started elsewhere: the next one starts in `gone`
+        server._pool.get_nowait().close()
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    assert cli_main(["--db", lake_db, "sql", "SELECT count(*) AS n FROM runs"]) == 0
+    monkeypatch.chdir(tmp_path)
+    shutil.rmtree(gone)
+    capsys.readouterr()
+    assert cli_main(["--db", lake_db, "sql", "SELECT count(*) AS n FROM runs"]) == 0, capsys.readouterr().err
+    assert os.getcwd() == str(tmp_path)

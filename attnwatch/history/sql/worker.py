@@ -76,6 +76,16 @@ class Answer:
     nbytes: int
 
 
+def _working_directory(fallback: Path) -> str:
+    """The caller's working directory, for the query's process: a pooled server was started in
+    whatever directory its first caller had, which may since be gone (DuckDB then fails with
+    "Could not get working directory"); `fallback` when the caller's own is gone."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return str(fallback)
+
+
 def run_in_worker(location: HistoryLocation, sql: str, limits: SqlLimits, temp_dir: Path) -> Answer:
     """Run one statement in a child (module docstring); raise QueryError or another HistoryError."""
     request = {
@@ -84,6 +94,7 @@ def run_in_worker(location: HistoryLocation, sql: str, limits: SqlLimits, temp_d
         "limits": asdict(limits),
         "temp_dir": str(temp_dir),
         "environ": dict(os.environ),
+        "cwd": _working_directory(temp_dir),
     }
     deadline = limits.timeout_s + _lock_wait(limits) + GRACE_S
     try:
@@ -174,6 +185,7 @@ def answer(request: dict) -> None:
     os.environ.clear()  # the caller's environment now, not the one the server started with
     os.environ.update(request["environ"])
     try:
+        os.chdir(request["cwd"])  # the caller's, as the environment (_working_directory)
         capped, elapsed = _query(HistoryLocation.from_fields(request["location"]), request["sql"], limits, temp_dir)
         with pa.OSFile(str(temp_dir / TABLE_FILE), "wb") as sink, pa.ipc.new_file(sink, capped.table.schema) as writer:
             writer.write_table(capped.table)
