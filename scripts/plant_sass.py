@@ -28,7 +28,7 @@ from plant_ladder import apply_plant, load_plants  # noqa: E402
 
 from attnwatch.ci.ncu.sass_record import record_sass  # noqa: E402
 from attnwatch.history.analysis.sass_diff import describe_binaries, diff_binaries  # noqa: E402
-from attnwatch.history.contract.sass_file import kernel_mix, sass_document  # noqa: E402
+from attnwatch.history.contract.sass_file import records_code, sass_document  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLANTS_DATA = REPO_ROOT / "tests" / "data" / "ncu" / "plants"
@@ -36,7 +36,7 @@ PLANTS_DATA = REPO_ROOT / "tests" / "data" / "ncu" / "plants"
 
 def side_code(records):
     """kernel name -> its mix, over every binary of the side (as ci/compare/binaries reads them)."""
-    return {k.name: kernel_mix(k) for b in records.binaries for k in b.kernels}
+    return records_code(records)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,7 +26,7 @@ from attnwatch.history.analysis.sass import binary_digest, find_tool
 from attnwatch.history.analysis.sass_diff import IN_LOOP
 from attnwatch.history.contract.bundle_writer import NcuFiles, add_ncu
 from attnwatch.history.analysis.sass_diff import describe_binaries, diff_binaries
-from attnwatch.history.contract.sass_file import check_sass, kernel_mix
+from attnwatch.history.contract.sass_file import check_sass, records_code
 from attnwatch.history.contract.validate import load_bundle
 from attnwatch.history.detection.stored_code import stored_code_changes
 from attnwatch.history.errors import BundleError
@@ -45,7 +45,7 @@ def recorded(fixtures_dir, plant: str, side: str):
 
 
 def side_code(records):
-    return {k.name: kernel_mix(k) for b in records.binaries for k in b.kernels}
+    return records_code(records)
 
 
 def sass_bundle(tmp_path, fixtures_dir, name: str, side: str, plant: str = "barrier_at1", **options):
@@ -99,8 +99,7 @@ def test_ingest_stores_each_binary_once_and_links_every_run_to_it(tmp_path, fixt
 
 
 def variant_code(records, variant: str):
-    digests = {v.digest for v in records.variants if v.variant == variant}
-    return {k.name: kernel_mix(k) for b in records.binaries if b.digest in digests for k in b.kernels}
+    return records_code(records, {v.digest for v in records.variants if v.variant == variant})
 
 
 def test_a_bundle_without_sass_ingests_as_before_and_its_steps_have_no_code_part(tmp_path, fixtures_dir):

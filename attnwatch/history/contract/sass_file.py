@@ -87,8 +87,9 @@ def sass_kernel(code: KernelMix) -> SassKernel:
     )
 
 
-def kernel_mix(kernel: SassKernel) -> KernelMix:
-    """A stored kernel as the diff reads it (history.analysis.sass_diff)."""
+def stored_kernel_mix(kernel: SassKernel) -> KernelMix:
+    """A stored kernel as the diff reads it (history.analysis.sass_diff; its own `kernel_mix`
+    converts a kernel read from a binary)."""
     known = (kernel.registers, kernel.stack, kernel.shared, kernel.local)
     return KernelMix(
         kernel.name,
@@ -96,6 +97,18 @@ def kernel_mix(kernel: SassKernel) -> KernelMix:
         kernel.loops,
         Resources(*known) if all(v is not None for v in known) else None,  # type: ignore[arg-type]
     )
+
+
+def records_code(records: SassRecords, digests: Iterable[str] | None = None) -> dict[str, KernelMix]:
+    """kernel name -> its mix, over the records' binaries (those of `digests` when given), as
+    ci/compare/binaries reads one side's cubins."""
+    wanted = None if digests is None else set(digests)
+    return {
+        k.name: stored_kernel_mix(k)
+        for b in records.binaries
+        if wanted is None or b.digest in wanted
+        for k in b.kernels
+    }
 
 
 def sass_records(binaries: Mapping[str, Iterable[KernelMix]], variants: Mapping[str, Iterable[str]]) -> SassRecords:

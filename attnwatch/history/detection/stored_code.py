@@ -13,7 +13,7 @@ binaries, or where the history predates migration 016 (a read never migrates).
 from __future__ import annotations
 
 from attnwatch.history.analysis.sass_diff import BinaryDiff, KernelMix, diff_binaries
-from attnwatch.history.contract.sass_file import OpcodeCount, SassKernel, kernel_mix
+from attnwatch.history.contract.sass_file import OpcodeCount, SassKernel, stored_kernel_mix
 from attnwatch.history.store.exchange import base_tables
 
 _PAIRS = "SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS case_id"
@@ -65,7 +65,7 @@ def _binaries(con, digests: list[str]) -> dict[str, Binary]:
         kernel = stored.setdefault(digest, {}).setdefault(name, SassKernel(name, loops, [], reg, stack, shared, local))
         if opcode is not None:
             kernel.mix.append(OpcodeCount(opcode, place, count))
-    return {digest: {name: kernel_mix(k) for name, k in kernels.items()} for digest, kernels in stored.items()}
+    return {digest: {name: stored_kernel_mix(k) for name, k in kernels.items()} for digest, kernels in stored.items()}
 
 
 def _merged(binaries: dict[str, Binary], digests: set[str]) -> Binary:
