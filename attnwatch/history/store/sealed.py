@@ -45,7 +45,8 @@ def connect(
             raise ValueError(f"{key}={settings[key]!r}: a DuckDB connection of attnwatch keeps {key}={value}")
     con = duckdb.connect(database, read_only=read_only, config=settings)
     try:
-        if not con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        already_locked = con.execute("SELECT current_setting('lock_configuration')").fetchone()
+        if not (already_locked and already_locked[0]):
             for statement in QUIET_STATEMENTS:
                 con.execute(statement)
             if locked:
