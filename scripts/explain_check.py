@@ -395,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=os.environ.get("OUT") or "explain-check-out")
     p.add_argument("--budget-s", type=float, default=500.0)
+    p.add_argument(
+        "--commit", default=None, help="the commit measured, recorded as such (default: git HEAD, stale in a copy)"
+    )
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     p.add_argument(
         "--smoke", action="store_true", help="CPU: plants applied and their SASS diffed; no profile, no compare"
@@ -410,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     check = Check(out, args.budget_s)
     chosen = [pl for pl in load_plants() if not args.plants or pl.name in args.plants.split(",")]
-    check.result.update(device=device, plants=[pl.name for pl in chosen], commit=_this_commit())
+    check.result.update(device=device, plants=[pl.name for pl in chosen], commit=args.commit or _this_commit())
     noise = "# no A/A run\n"
     if device == "cuda" and not args.skip_aa:
         check.result["aa"], noise = aa(check, pr_cases(AA_VARIANTS))

@@ -14,6 +14,7 @@ import os
 import re
 import statistics
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -83,6 +84,18 @@ def realized(row: dict) -> float | None:
     return statistics.median(ratios) if ratios else None
 
 
+def unmeasured(row: dict) -> str:
+    """Why a rung has no realized change: not run (and why), or its cases' verdicts (a plant
+    that crashes the kernel reads "8 of 8 failed", not as a rung never tried)."""
+    if row.get("skipped") or row.get("error"):
+        return f"@{row['magnitude']} not run ({row.get('skipped') or row.get('error')})"
+    cases = (row.get("cold") or {}).get("cases", [])
+    if not cases:
+        return f"@{row['magnitude']} measured no case"
+    verdicts = Counter(str(c.get("verdict")) for c in cases)
+    return f"@{row['magnitude']}: " + ", ".join(f"{n} of {len(cases)} {v}" for v, n in verdicts.most_common())
+
+
 def placement(value: float | None) -> str:
     """Where a realized change sits against TARGET: "below", "inside", "above" or "unmeasured"."""
     if value is None:
@@ -106,7 +119,7 @@ def chosen_magnitude(plant: str, rows: list[dict]) -> str:
         if placement(value) == "inside":
             return f"@{magnitude} ({value:+.1%} median, inside {TARGET[0]:.1%}-{TARGET[1]:.0%})"
     if not measured:
-        return "none: no rung measured"
+        return "none: no rung measured" + "".join(f"; {unmeasured(r)}" for r in mine)
     below = [(m, v) for m, v in measured if placement(v) == "below"]
     above = [(m, v) for m, v in measured if placement(v) == "above"]
     if above:

@@ -56,8 +56,7 @@ def test_source_builds_for_sm90_without_spills(variant, cache_dir):
         assert usage.arch == "sm_90"
         assert (usage.spill_store_bytes, usage.spill_load_bytes, usage.stack_frame_bytes) == (0, 0, 0), name
         assert 0 < usage.registers <= _cap(name), (name, usage.registers)
-        head_dim = 64 if "_d64_" in name else 128
-        total_smem = usage.shared_mem_bytes + spec.dynamic_smem_bytes(head_dim)
+        total_smem = usage.shared_mem_bytes + spec.dynamic_smem_bytes(result.path, name)
         assert total_smem <= 227 * 1024, name
     if variant == "cuda_scalar":
         # static tiles: q (8 x D) + k (32 x (D + 1)) + v (32 x D) floats
@@ -82,17 +81,44 @@ def test_build_report_and_cache_hit(variant, cache_dir):
     assert "ptxas" in first.log_tail
 
 
-def test_wmma_shared_memory_fits_the_occupancy_the_sources_claim():
-    # The launch bounds in the .cu files assume these CTAs per SM; the layout must allow them.
-    expected_ctas = {
-        ("cuda_wmma", 64): 4,
-        ("cuda_wmma", 128): 2,
-        ("cuda_wmma_cpasync", 64): 3,
-        ("cuda_wmma_cpasync", 128): 2,
+@needs_nvcc
+def test_wmma_shared_memory_fits_the_occupancy_the_sources_claim(cache_dir):
+    """Each entry's dynamic shared memory as its cubin states it (the sums the .cu comments
+    give), and the CTAs per SM the launch bounds in the .cu files assume."""
+    expected = {  # (variant, head_dim): (bytes, CTAs per SM)
+        ("cuda_wmma", 64): (54_528, 4),
+        ("cuda_wmma", 128): (79_104, 2),
+        ("cuda_wmma_cpasync", 64): (72_960, 3),
+        ("cuda_wmma_cpasync", 128): (113_920, 2),
     }
-    for (variant, head_dim), ctas in expected_ctas.items():
-        smem = SPECS[variant].dynamic_smem_bytes(head_dim)
-        assert SMEM_PER_SM_BYTES // (smem + 1024) == ctas, (variant, head_dim, smem)  # 1 KB reserved per CTA
+    for (variant, head_dim), (size, ctas) in expected.items():
+        spec = SPECS[variant]
+        cubin = build(variant, "sm_90", cache_dir).path
+        for dtype in ("fp16", "bf16"):
+            smem = spec.dynamic_smem_bytes(cubin, spec.entry(head_dim, dtype))
+            assert smem == size, (variant, head_dim, dtype, smem)
+        assert SMEM_PER_SM_BYTES // (size + 1024) == ctas, (variant, head_dim, size)  # 1 KB reserved per CTA
+    assert SPECS["cuda_scalar"].dynamic_smem_bytes(build("cuda_scalar", "sm_90", cache_dir).path, "any") == 0
+
+
+@needs_nvcc
+def test_the_launch_follows_a_padding_change_in_the_source(tmp_path, cache_dir):
+    """A one-line padding change of the score scratch (scripts/pr_plants/bank_conflicts.patch at
+    8): the host's size follows the cubin, 4 more floats per row on 64 rows, so the kernel is
+    not launched with less than it lays out (it trapped on the H100 while the host kept its own
+    copy of the formula)."""
+    from attnwatch.kernels.cuda.launch import SOURCE_DIR
+    from attnwatch.kernels.nvcc import nvcc_compile
+
+    for name in ("cuda_wmma.cu", "wmma_attention.cuh", "attention_common.cuh"):
+        shutil.copy(SOURCE_DIR / name, tmp_path / name)
+    header = tmp_path / "wmma_attention.cuh"
+    text = header.read_text()
+    assert "constexpr int SCORE_LD = WMMA_BLOCK_N + 4;" in text
+    header.write_text(text.replace("SCORE_LD = WMMA_BLOCK_N + 4;", "SCORE_LD = WMMA_BLOCK_N + 8;"))
+    planted = nvcc_compile([tmp_path / "cuda_wmma.cu"], output="cubin", arch="sm_90", cache_dir=cache_dir)
+    spec = SPECS["cuda_wmma"]
+    assert spec.dynamic_smem_bytes(planted.path, spec.entry(64, "fp16")) == 54_528 + 64 * 4 * 4
 
 
 # ---------------------------------------------------------------- registry declarations

@@ -2,9 +2,9 @@
 cuda_wmma_cpasync).
 
 Each variant is one `.cu` source in this folder with one `extern "C"` entry per head dim and
-dtype, e.g. `attn_wmma_d64_fp16`; the entry's launch geometry and dynamic shared memory are
-described here (`KernelSpec`) and mirrored by the kernel, which traps when given less shared
-memory than its layout needs.
+dtype, e.g. `attn_wmma_d64_fp16`; the entry's launch geometry is described here (`KernelSpec`),
+its dynamic shared memory is the number the source stores in the cubin (`<entry>_smem_bytes`),
+and the kernel traps when given less shared memory than its layout needs.
 
 The sources are compiled by `kernels.nvcc` for the device's own compute capability (`sm_90` on
 Hopper) or, on a host without a GPU, for `sm_90`, so that CI can still check that every kernel
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from ..build_report import BuildReport
+from ..cubin_symbols import int_symbol
 from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
 
 SOURCE_DIR = Path(__file__).resolve().parent
@@ -55,17 +56,14 @@ class KernelSpec:
     def entries(self) -> list[str]:
         return [self.entry(d, t) for d in HEAD_DIMS for t in DTYPES]
 
-    def dynamic_smem_bytes(self, head_dim: int) -> int:
-        """Mirror of WmmaSmem<D, LOAD_STAGES>::TOTAL (wmma_attention.cuh); 0 for static-only kernels."""
+    def dynamic_smem_bytes(self, cubin: Path, entry: str) -> int:
+        """The dynamic shared memory `entry` needs, as its source computed it: the cubin's
+        `<entry>_smem_bytes` (WmmaSmem<D, LOAD_STAGES>::TOTAL in wmma_attention.cuh); 0 for
+        static-only kernels. Read, not mirrored: a copy of the formula here went stale when the
+        source's padding changed, and the kernel trapped on the smaller launch."""
         if self.load_stages == 0:
             return 0
-        ld = head_dim + 8
-        q_bytes = 64 * ld * 2
-        kv_tile_bytes = 64 * ld * 2
-        score_bytes = 4 * 16 * (64 + 4) * 4
-        prob_bytes = 4 * 16 * (64 + 8) * 2
-        row_bytes = 4 * 16 * 4
-        return q_bytes + 2 * self.load_stages * kv_tile_bytes + score_bytes + prob_bytes + row_bytes
+        return int_symbol(cubin, f"{entry}_smem_bytes")
 
 
 SPECS: dict[str, KernelSpec] = {
@@ -138,14 +136,14 @@ def variant_build_report(variant: str, arch: str | None = None, cache_dir: Path 
     result = build(variant, arch, cache_dir)
     report = build_report(variant, result, spec.entry(64, "fp16"))
     if report.shared_mem_bytes is not None:  # static (ptxas) + dynamic (the launch): smem per CTA
-        report.shared_mem_bytes += spec.dynamic_smem_bytes(64)
+        report.shared_mem_bytes += spec.dynamic_smem_bytes(result.path, spec.entry(64, "fp16"))
     usages = parse_ptxas_verbose(result.log)
     missing = [name for name in spec.entries() if name not in usages]
     report.config["kernels"] = {
         name: {
             "registers": usages[name].registers,
             "static_smem_bytes": usages[name].shared_mem_bytes,
-            "dynamic_smem_bytes": spec.dynamic_smem_bytes(64 if "_d64_" in name else 128),
+            "dynamic_smem_bytes": spec.dynamic_smem_bytes(result.path, name),
             "spill_store_bytes": usages[name].spill_store_bytes,
             "spill_load_bytes": usages[name].spill_load_bytes,
             "stack_frame_bytes": usages[name].stack_frame_bytes,
@@ -212,7 +210,8 @@ def make_launcher(variant: str, q: Any, k: Any, v: Any, out: Any, causal: bool) 
     if batch * heads > 2**31 - 1 or math.ceil(seq_len / spec.rows_per_block) > 65535:
         raise ValueError(f"{variant}: grid too large for B*H={batch * heads}, S={seq_len}")
     result = build(variant)
-    kernel = _load(str(result.path), spec.entry(head_dim, dtype), spec.dynamic_smem_bytes(head_dim))
+    entry = spec.entry(head_dim, dtype)
+    kernel = _load(str(result.path), entry, spec.dynamic_smem_bytes(result.path, entry))
     grid = (batch * heads, math.ceil(seq_len / spec.rows_per_block), 1)
     block = (spec.threads, 1, 1)
     scale_log2 = np.float32((1.0 / math.sqrt(head_dim)) * math.log2(math.e))

@@ -38,8 +38,9 @@ constexpr int WMMA_THREADS = 32 * WMMA_WARPS;
 constexpr int SCORE_LD = WMMA_BLOCK_N + 4;  // floats per score-scratch row
 constexpr int PROB_LD = WMMA_BLOCK_N + 8;   // elements per probability-scratch row
 
-// Bytes of dynamic shared memory the kernel needs: the host computes the same sum
-// (kernels/cuda/launch.py, wmma_smem_bytes) and the kernel traps if given less.
+// Bytes of dynamic shared memory the kernel needs. Each entry stores its TOTAL in the cubin as
+// `<entry>_smem_bytes` (ATTNWATCH_WMMA_ENTRY below); the host reads that number from the built
+// cubin (kernels/cuda/launch.py) and the kernel traps if given less.
 template <int D, int LOAD_STAGES>
 struct WmmaSmem {
     static constexpr int LD = D + 8;
@@ -310,8 +311,10 @@ __device__ __forceinline__ void attention_wmma(const T* __restrict__ q, const T*
 
 // MIN_BLOCKS: the CTAs per SM that the kernel's shared memory allows on an H100/H200
 // (228 KB per SM); telling ptxas lets it use every register that occupancy leaves, instead of
-// guessing a lower budget and spilling.
+// guessing a lower budget and spilling. NAME##_smem_bytes: the dynamic shared memory the launch
+// must give, read by the host from the cubin (kernels/cubin_symbols.py).
 #define ATTNWATCH_WMMA_ENTRY(NAME, D, T, CP_ASYNC, STAGES, MIN_BLOCKS)                                  \
+    extern "C" __device__ const int NAME##_smem_bytes = attnwatch::WmmaSmem<D, STAGES>::TOTAL;          \
     extern "C" __global__ void __launch_bounds__(attnwatch::WMMA_THREADS, MIN_BLOCKS)                   \
         NAME(const T* q, const T* k, const T* v, T* out, int seq_len, float scale_log2, int causal) { \
         attnwatch::attention_wmma<D, T, CP_ASYNC, STAGES>(q, k, v, out, seq_len, scale_log2, causal);  \
