@@ -165,3 +165,11 @@ def test_every_backticked_module_reference_resolves():
 )
 def test_the_resolver_tells_real_from_stale(ref, resolves):
     assert _dotted_resolves(ref) is resolves
+
+
+def test_every_script_is_in_the_scripts_index():
+    """scripts/README.md lists every tool with its purpose and when to run it: a script missing
+    there is either a one-off to remove once recorded or a tool a newcomer cannot find."""
+    index = (REPO_ROOT / "scripts" / "README.md").read_text(encoding="utf-8")
+    missing = sorted(p.name for p in (REPO_ROOT / "scripts").glob("*.py") if f"`{p.name}`" not in index)
+    assert not missing, f"not in scripts/README.md: {missing}"

@@ -1,10 +1,11 @@
-"""The package layout's before and after on the GPU in one call (issue 40): the same kernels
-measured from a tree of the old layout and from this checkout, then compared through `--base-root`.
+"""A tree before a restructure and this checkout, measured alike and compared directly, in one
+GPU call: for a change meant to leave every kernel as it was (issue 40's package layout).
 
-Issue 40 moved the layers' code into `attnwatch/` (top-level links to it, no run-time search
-path). Nothing a kernel runs changed, so a case's median measured from the old tree and from this
-one must agree within the fresh-process spread (docs/benchmarks/kernels.md, "Fresh-process
-spread": within 1%), and a compare of the two trees must flag nothing.
+The same kernels are run from a git worktree of --before and from this checkout, then compared
+through `attnwatch compare --base-root`. A case's medians from the two trees must agree within
+the fresh-process spread (docs/benchmarks/kernels.md, "Fresh-process spread": within 1%), and a
+compare of the two trees must flag nothing. (`engine_check.py` runs in each tree on its own and
+sets the results side by side; this one needs no copy of itself in the older tree.)
 
 Steps, each a real subprocess, started only when what is left of --budget-s covers NEED:
 
@@ -14,11 +15,11 @@ Steps, each a real subprocess, started only when what is left of --budget-s cove
     compare_cold  `attnwatch compare --base-root <that worktree> --all` (head: this checkout)
     compare_warm  the same compare again, its caches now filled
 
-Each step's caches live in one folder under --out's scratch directory, so the first run and the
-cold compare start empty. Writes layout_check.json (per case: both medians and their spread;
-each compare's verdict counts and wall) under --out and prints a table last.
+Each step's caches live in one folder under a scratch directory, so the first run and the
+cold compare start empty. Writes before_after_check.json (per case: both medians and their
+spread; each compare's verdict counts and wall) under --out and prints a table last.
 
-    PYTHONPATH=. python3 scripts/layout_check.py --budget-s 300 --commit <sha> --out $OUT
+    PYTHONPATH=. python3 scripts/before_after_check.py --budget-s 300 --commit <sha> --out $OUT
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def parse_args(argv):
     p.add_argument("--causal", default="both")
     p.add_argument("--steps", default=",".join(STEPS), help=f"comma-separated subset of {', '.join(STEPS)}")
     p.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget of the whole call")
-    p.add_argument("--out", default=os.environ.get("OUT") or "out/layout_check")
-    p.add_argument("--commit", default=None, help="commit measured, recorded in layout_check.json")
+    p.add_argument("--out", default=os.environ.get("OUT") or "out/before_after_check")
+    p.add_argument("--commit", default=None, help="commit measured, recorded in before_after_check.json")
     return p.parse_args(argv)
 
 
@@ -64,7 +65,7 @@ def worktree(at: str, where: Path) -> Path:
         text=True,
     )
     if done.returncode != 0:
-        sys.exit(f"layout_check: git worktree add {at}: {done.stderr.strip()[:300]}")
+        sys.exit(f"before_after_check: git worktree add {at}: {done.stderr.strip()[:300]}")
     return where
 
 
@@ -88,7 +89,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     steps = [s for s in STEPS if s in args.steps.split(",")]
     report: dict = {"commit": args.commit, "before": args.before, "variants": args.variants, "steps": {}}
-    scratch = Path(tempfile.mkdtemp(prefix="layout-check-"))
+    scratch = Path(tempfile.mkdtemp(prefix="before-after-"))
     before = worktree(args.before, scratch / "before")
     cache = scratch / "cache"
     try:
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
             report["cases"] = spread_rows([run_medians(b) for b in bundles])
     finally:
         subprocess.run(["git", "-C", str(REPO_ROOT), "worktree", "remove", "--force", str(before)], capture_output=True)
-        (out / "layout_check.json").write_text(json.dumps(report, indent=1))
+        (out / "before_after_check.json").write_text(json.dumps(report, indent=1))
     return print_table(report)
 
 
