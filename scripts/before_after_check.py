@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from gpu_compare import Budget, run_logged  # noqa: E402
 from run_spread import run_medians, spread_rows  # noqa: E402
+from verdict_check import step_env  # noqa: E402
 
 STEPS = ("run_before", "run_after", "compare_cold", "compare_warm")
 NEED = {"run_before": 40.0, "run_after": 40.0, "compare_cold": 90.0, "compare_warm": 60.0}
@@ -69,15 +70,6 @@ def worktree(at: str, where: Path) -> Path:
     return where
 
 
-def env_for(root: Path, cache: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_CACHE_DIR", "CUPY_CACHE_DIR")}
-    env.update(PYTHONPATH=str(root), ATTNWATCH_CACHE=str(cache), CUDA_CACHE_PATH=str(cache / "cuda-jit"))
-    cutlass = REPO_ROOT / ".cutlass" / "include"
-    if cutlass.is_dir() and not env.get("CUTLASS_INCLUDE_DIR"):
-        env["CUTLASS_INCLUDE_DIR"] = str(cutlass)
-    return env
-
-
 def selection(args) -> list[str]:
     return ["--shapes", args.shapes, "--variants", args.variants, "--dtypes", args.dtypes, "--causal", args.causal]
 
@@ -107,7 +99,9 @@ def main(argv=None) -> int:
                 cmd = [sys.executable, "-m", "attnwatch", "compare", "--base-root", str(before), "--all"]
                 cmd += [*selection(args), "--allow-dirty", "--out", str(bundle)]
             bundle.mkdir(parents=True, exist_ok=True)
-            rc, wall = run_logged(cmd, env_for(root, cache), budget.left(), bundle / "step.log", cwd=root)
+            rc, wall = run_logged(
+                cmd, step_env(cache, cache / "cuda-jit", code=root), budget.left(), bundle / "step.log", cwd=root
+            )
             result: dict = {"rc": rc, "wall_s": round(wall, 1)}
             if step.startswith("compare_") and (bundle / "compare.json").is_file():
                 cases = json.loads((bundle / "compare.json").read_text())["cases"]

@@ -34,11 +34,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PLANTS_DATA = REPO_ROOT / "tests" / "data" / "ncu" / "plants"
 
 
-def side_code(records):
-    """kernel name -> its mix, over every binary of the side (as ci/compare/binaries reads them)."""
-    return records_code(records)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("plant")
@@ -62,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if records[side] is None:
                 raise SystemExit(f"plant_sass: {side}: {why}")
-        described = describe_binaries(diff_binaries(side_code(records["base"]), side_code(records["head"])))
+        described = describe_binaries(diff_binaries(records_code(records["base"]), records_code(records["head"])))
         if described != recorded:
             raise SystemExit(f"plant_sass: the builds' diff reads\n  {described}\nnot the recorded\n  {recorded}")
         for side, found in records.items():

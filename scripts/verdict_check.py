@@ -164,11 +164,12 @@ def build_repo(repo: Path, changes: list[str]) -> dict[str, str]:
 # -- steps --------------------------------------------------------------------------------------
 
 
-def step_env(root: Path, cuda_jit: Path) -> dict:
+def step_env(root: Path, cuda_jit: Path, code: Path = REPO_ROOT) -> dict:
     """The child's environment: every attnwatch cache under `root` (Triton's and CuPy's through
-    kernels.compile_cache.tool_cache_env, so none set here), the driver's JIT cache beside it."""
+    kernels.compile_cache.tool_cache_env, so none set here), the driver's JIT cache beside it, the
+    tree `code` first on PYTHONPATH (scripts/before_after_check.py runs an older one)."""
     env = {k: v for k, v in os.environ.items() if k not in ("TRITON_CACHE_DIR", "CUPY_CACHE_DIR")}
-    env.update(ATTNWATCH_CACHE=str(root), CUDA_CACHE_PATH=str(cuda_jit), PYTHONPATH=str(REPO_ROOT))
+    env.update(ATTNWATCH_CACHE=str(root), CUDA_CACHE_PATH=str(cuda_jit), PYTHONPATH=str(code))
     cutlass = REPO_ROOT / ".cutlass" / "include"
     if cutlass.is_dir() and not env.get("CUTLASS_INCLUDE_DIR"):
         env["CUTLASS_INCLUDE_DIR"] = str(cutlass)

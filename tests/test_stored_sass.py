@@ -44,10 +44,6 @@ def recorded(fixtures_dir, plant: str, side: str):
     return check_sass(json.loads(gzip.decompress(path.read_bytes())), path)
 
 
-def side_code(records):
-    return records_code(records)
-
-
 def sass_bundle(tmp_path, fixtures_dir, name: str, side: str, plant: str = "barrier_at1", **options):
     return make_bundle(
         tmp_path / name,
@@ -64,7 +60,7 @@ def test_the_recorded_builds_diff_as_the_gpu_compare_recorded(fixtures_dir):
     """Both plants' stored mixes diff, with the compare's own code, into the description the H200
     compare recorded (its sass.json), word for word."""
     for plant in ("barrier_at1", "unroll_at1"):
-        base, head = (side_code(recorded(fixtures_dir, plant, side)) for side in ("base", "head"))
+        base, head = (records_code(recorded(fixtures_dir, plant, side)) for side in ("base", "head"))
         said = json.loads((fixtures_dir / "ncu" / "plants" / plant / "sass.json").read_text())["describe"]
         assert describe_binaries(diff_binaries(base, head)) == said
 

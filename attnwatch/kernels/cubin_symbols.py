@@ -47,8 +47,8 @@ def int_symbol(path: Path, name: str) -> int:
                 raise CubinSymbolError(f"{path}: {name} is not an initialized 4-byte global")
             (value,) = struct.unpack_from("<i", data, sections[st_shndx][4] + st_value)
             return int(value)
+    except CubinSymbolError:
+        raise
     except (struct.error, StopIteration, IndexError, ValueError) as exc:
-        if isinstance(exc, CubinSymbolError):
-            raise
         raise CubinSymbolError(f"{path}: unreadable ELF ({type(exc).__name__}: {exc})") from None
     raise CubinSymbolError(f"{path}: no symbol {name}")

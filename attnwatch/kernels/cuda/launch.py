@@ -184,6 +184,7 @@ class CudaLaunch(Protocol):
     grid: tuple[int, int, int]
     entry: str
     cubin: Path
+    dynamic_smem_bytes: int  # what the launch passes, read once from the cubin
 
     def __call__(self) -> Any: ...
 
@@ -227,4 +228,5 @@ def make_launcher(variant: str, q: Any, k: Any, v: Any, out: Any, causal: bool) 
     named.grid = grid
     named.entry = kernel.name
     named.cubin = result.path
+    named.dynamic_smem_bytes = kernel.dynamic_smem_bytes
     return named

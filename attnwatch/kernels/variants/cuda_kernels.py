@@ -43,7 +43,7 @@ def _prepare_for(variant: str):
             "grid": list(launch.grid),
             "cubin": launch.cubin.name,
             "threads_per_block": SPECS[variant].threads,
-            "dynamic_smem_bytes": SPECS[variant].dynamic_smem_bytes(launch.cubin, launch.entry),
+            "dynamic_smem_bytes": launch.dynamic_smem_bytes,
         }
         return Prepared(fn=launch, q=q, k=k, v=v, out=out, info=info)
 
