@@ -25,6 +25,7 @@ from attnwatch.ci.compare.select import (
     UNCHANGED,
     difference,
     harness_change,
+    head_checks,
     select_variants,
     selection_record,
 )
@@ -186,6 +187,18 @@ def test_a_variant_source_change_measures_that_variant(sides):
     assert set(selection.measured) == {"torch_3op", reference().name, *selection.canary}
     rmsnorm = operator_baselines()["rmsnorm"]
     assert rmsnorm in selection.canary or selection.skipped[rmsnorm] == UNCHANGED
+
+
+def test_only_the_heads_changed_variants_are_checked_for_correctness(sides):
+    """The reference, the baselines and the canary run identical code: only the changed variant's
+    head is checked; when everything is measured (--all, a harness change) every one is."""
+    base, head = _changed_variant(sides, "rmsnorm_triton")
+    fb, fh = fingerprints(base), fingerprints(head)
+    selection = select_by_fingerprints(fb, fh, rotation="c0ffee")
+    assert len(selection.measured) == 4  # the change, its baseline, the reference, the canary
+    assert head_checks(selection, fb, fh) == ["rmsnorm_triton"]
+    forced = select_by_fingerprints(fb, fh, rotation="c0ffee", everything="--all")
+    assert head_checks(forced, fb, fh) == list(forced.measured) == [v.name for v in all_variants()]
 
 
 def test_a_change_to_an_rmsnorm_variant_measures_its_baseline_and_the_reference(sides):
@@ -511,7 +524,9 @@ def _scratch_repo(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     """Through git worktrees on this CPU: a head that changes torch_3op measures sdpa (the reference),
-    torch_3op and one A/A canary of the two unchanged sdpa variants; --all measures all four."""
+    torch_3op and one A/A canary of the two unchanged sdpa variants, and checks the correctness of
+    torch_3op's head alone; --all measures all four and checks every head variant (the base side
+    never: ci/compare/select.head_checks)."""
     repo = _scratch_repo(tmp_path)
     source = repo / "kernels" / "variants" / "torch_3op.py"
     source.write_text(source.read_text() + "\n# a change\n")
@@ -553,7 +568,6 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
                 "no",
                 "--rounds",
                 "1",
-                "--no-correctness",
                 "--ncu",
                 "off",
                 "--out",
@@ -577,8 +591,12 @@ def test_a_real_compare_measures_the_changed_variant_and_all_with_all(tmp_path):
     (skipped,) = selected.selection.skipped  # identical sources: not built on either side (ci/compare/affected.py)
     assert skipped.reason == SOURCE_UNCHANGED and skipped.variant not in {c.variant for c in selected.cases}
     assert set(selected.times) >= {"startup_s", "builds_s", "fingerprint_s", "timing_s", "judging_s", "wall_s"}
+    assert {c.variant for c in selected.cases if c.head.correct is not None} == {"torch_3op"}
+    assert all(c.head.correct for c in selected.cases if c.variant == "torch_3op")
     everything = reports["all"]
     assert {c.variant for c in everything.cases} == set(variants) and not everything.selection.skipped
+    assert {c.variant for c in everything.cases if c.head.correct} == set(variants)
+    assert all(c.base.correct is None for report in reports.values() for c in report.cases)
     assert everything.selection.everything.startswith("--all")
 
 

@@ -190,6 +190,7 @@ def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):
             "2",
             "--workers-per-side",
             "2",
+            "--all",  # every head variant checked for correctness (a selecting compare checks changed ones only)
             "--out",
             str(out),
         ],

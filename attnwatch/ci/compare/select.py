@@ -20,6 +20,11 @@ each side's worker after its builds) and the two checkouts' shared-harness finge
   something or the noise floor is off;
 * the rest are reported "unchanged: identical code and binaries", neither timed nor checked.
 
+Correctness (`head_checks`): only the head's variants whose fingerprint differs are checked
+(every measured one when everything is measured); the base side checks nothing. The base is
+the merge base, which the default branch's own job checked on its push, and the comparison
+reads only the head's checks; the reference and the canary run identical code on both sides.
+
 Everything is measured when forced (`--all`), when the shared harness differs or cannot be
 fingerprinted on a side (what it changes, no variant's fingerprint can see), or when the
 library versions of the two sides differ.
@@ -90,6 +95,13 @@ def difference(base: dict | None, head: dict | None) -> str | None:
         return f"changed: {_listed(files)}"
     parts = [p for p in PARTS[1:] if base.get(p) != head.get(p)]
     return f"changed: {', '.join(parts) or 'fingerprint'}"
+
+
+def head_checks(selection: Selection, base: dict[str, dict], head: dict[str, dict]) -> list[str]:
+    """The head's variants whose correctness a selecting compare checks (module docstring)."""
+    if selection.everything:
+        return list(selection.measured)
+    return [v for v in selection.measured if difference(base.get(v), head.get(v)) is not None]
 
 
 def canary_order(names: list[str], rotation: str) -> list[str]:

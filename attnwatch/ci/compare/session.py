@@ -29,7 +29,7 @@ from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from attnwatch.ci.compare.measure import Measured, measure_rounds
 from attnwatch.ci.compare.revisions import CompareSide, roots_of
-from attnwatch.ci.compare.select import Selection, harness_change, select_variants
+from attnwatch.ci.compare.select import Selection, harness_change, head_checks, select_variants
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
@@ -143,6 +143,9 @@ def run_session(
         chosen["selection"] = choose_variants(planned, groups, options, harness.result() if harness else None)
         chosen["seconds"] = time.monotonic() - started
         selection = chosen["selection"]
+        checked = set(head_checks(selection, groups["base"].fingerprints, groups["head"].fingerprints))
+        groups["base"].check_only(set())
+        groups["head"].check_only({c.case_id for c in planned if c.variant in checked})
         why = (
             selection.everything
             or f"{len(selection.skipped)} unchanged, A/A canary: {', '.join(selection.canary) or 'none'}"

@@ -62,6 +62,8 @@ class Side:
         default_factory=dict
     )  # variant -> its fingerprint, as the first worker made it
     restarts: int = 0
+    # The case ids its worker checks for correctness (ci/compare/select.head_checks); None: every case.
+    checks: set[str] | None = None
     _worker: WorkerProcess | None = None
     _counted: WorkerProcess | None = None
     _idle_deaths: int = 0
@@ -175,6 +177,7 @@ class Side:
                         "round": round_index,
                         "cases": [c.case_id for c in pending],
                         "sampling": sampling,
+                        "check": None if self.checks is None else sorted(self.checks),
                     },
                     on_message,
                 )

@@ -128,6 +128,11 @@ class SideGroup:
         for m in self.members:
             getattr(m, action)()
 
+    def check_only(self, case_ids: set[str]) -> None:
+        """Check correctness of `case_ids` only (the first member is the one that checks)."""
+        for m in self.members:
+            m.checks = set(case_ids)
+
     def measure(self, cases: list[PlannedCase], round_index: int, sampling: dict) -> dict[str, CaseRound]:
         """Round `round_index` by member round_index mod k; cases lost by any member stay lost."""
         lost = self.final

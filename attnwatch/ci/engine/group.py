@@ -33,7 +33,7 @@ import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from attnwatch.ci.engine.events import CRASH_EXIT_CODE, STAGES, Emit
 from attnwatch.ci.engine.rounds import forget_tuned_choices, round_seed, spacer
@@ -107,6 +107,7 @@ class Engine:
         kernels_api().capabilities()
         self.cases = {c.case_id: c for c in plan.cases}
         self.checked: set[str] = set()
+        self.to_check: set[str] | None = None  # measure(check=...): None checks every case
         self.graphed: set[str] = set()
         self.seconds = {stage: 0.0 for stage in STAGES}
 
@@ -177,13 +178,17 @@ class Engine:
         round_index: int = 0,
         sampling: dict[str, Any] | None = None,
         keep_callables: bool = False,
+        check: Collection[str] | None = None,
     ) -> dict[str, CaseResult]:
         """Measure `cases` now, group by group (module docstring); one CaseResult per case.
 
         `sampling` overrides the plan's timing settings for this call (a compare's per-round
         caps). With `keep_callables` the ok results keep their prepared callable (and so
         their inputs) after the call; otherwise each group's are freed before the next
-        group's placement is drawn."""
+        group's placement is drawn. `check`: the case ids to check for correctness (None: every
+        case, as the plan says); a compare checks only the head's changed variants
+        (ci/compare/select.head_checks)."""
+        self.to_check = None if check is None else set(check)
         forget_tuned_choices()
         self.timer.renew_streams()
         config = self.config.with_overrides(**(sampling or {}))
@@ -219,7 +224,7 @@ class Engine:
         variant, kcase = resolved
         result = CaseResult("ok")
         try:
-            if self.plan.correctness and case.case_id not in self.checked:
+            if self.plan.correctness and case.case_id not in self.checked and self._asked_to_check(case.case_id):
                 with self.stage(case.case_id, "correctness"):
                     records = self.setup.check(case, variant, kcase)
                 self.checked.add(case.case_id)
@@ -232,6 +237,9 @@ class Engine:
             return CaseResult("failed", f"{type(exc).__name__}: {exc}", started=result.started)
         result.fn = fn
         return result
+
+    def _asked_to_check(self, case_id: str) -> bool:
+        return self.to_check is None or case_id in self.to_check
 
     def _time(
         self,

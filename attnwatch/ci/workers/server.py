@@ -6,10 +6,10 @@ fingerprints each (ci/fingerprint/variant.py; the parent selects what to measure
 (`ready`), then answers requests on its input channel (ci/workers/protocol.py) until told to
 stop or its parent goes away:
 
-* `{"op": "measure", "round": r, "cases": [ids], "sampling": {...}}`: `Engine.measure` of the
-  cases as round r with the round's sampling overrides: fresh inputs, a new placement and
-  stream pool, launch choices tuned again (ci/engine/rounds.py), correctness the first time a
-  case is seen; the engine's events (`begin`, `beat`, `correctness`, one `result` per case:
+* `{"op": "measure", "round": r, "cases": [ids], "sampling": {...}, "check": [ids] | null}`:
+  `Engine.measure` of the cases as round r with the round's sampling overrides: fresh inputs,
+  a new placement and stream pool, launch choices tuned again (ci/engine/rounds.py),
+  correctness the first time a case is seen (only the `check` ones, when given); the engine's events (`begin`, `beat`, `correctness`, one `result` per case:
   ci/engine/events.py) go to the parent as they happen, then `done` with the seconds spent
   per stage so far.
 * `{"op": "probe", "case": id, "stage": s}`: the isolated re-run of ci/attribution.py (of a
@@ -48,7 +48,8 @@ class Worker:
 
     def measure(self, request: dict[str, Any]) -> None:
         cases = [self.engine.cases[case_id] for case_id in request["cases"]]
-        self.engine.measure(cases, int(request.get("round", 0)), request.get("sampling") or {})
+        check = request.get("check")  # None: every case the plan checks
+        self.engine.measure(cases, int(request.get("round", 0)), request.get("sampling") or {}, check=check)
         self.emit("done", seconds=self.engine.seconds)
 
     def probe(self, request: dict[str, Any]) -> None:
