@@ -14,8 +14,10 @@ metric is refused, as an ncu without SASS patching would), FAKE_NCU_HANG (varian
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
 writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON),
-FAKE_NCU_PASSES (the replay passes it logs per profiled case, default 2). A program profiled
-from its start (not the target) gets one pass per four metrics (`_plain_program`).
+FAKE_NCU_PASSES (the replay passes it logs per profiled case, default 2), FAKE_NCU_LOG (a file it
+appends every invocation's arguments to, one JSON line each), FAKE_NCU_VERSION (the version line
+it answers, default "Version 2025.3.1.0 (build 0)"). A program profiled from its start (not the
+target) gets one pass per four metrics (`_plain_program`).
 """
 
 from __future__ import annotations
@@ -47,8 +49,12 @@ def _outcome(case_id: str, status: str, error: str | None) -> None:
 
 def main(args: list[str]) -> int:
     mode = os.environ.get("FAKE_NCU_MODE", "ok")
+    if os.environ.get("FAKE_NCU_LOG"):
+        with open(os.environ["FAKE_NCU_LOG"], "a", encoding="utf-8") as log:
+            log.write(json.dumps(args) + "\n")
     if args == ["--version"]:
-        print("NVIDIA (R) Nsight Compute Command Line Profiler\nVersion 2025.3.1.0 (build 0)")
+        version = os.environ.get("FAKE_NCU_VERSION", "Version 2025.3.1.0 (build 0)")
+        print(f"NVIDIA (R) Nsight Compute Command Line Profiler\n{version}")
         return 0
     if "--import" in args:
         wanted = json.loads(Path(args[args.index("--import") + 1]).read_text())

@@ -1,9 +1,9 @@
 """The toolchain key: one short digest of every tool whose output the caches hold.
 
 A workflow saves and restores the cache root (kernels.compile_cache.cache_root: nvcc's binaries,
-Triton's and CuPy's kernels, the float64 references) under a key that contains this digest, so a
-new nvcc, Triton, torch, CuPy, driver or Python starts from an empty cache instead of restoring
-the old one. Each cache still keys and checks its own entries; this key only keeps a saved root
+Triton's and CuPy's kernels, the float64 references, the ncu profiles) under a key that contains
+this digest, so a new nvcc, Triton, torch, CuPy, driver or Python starts from an empty cache
+instead of restoring the old one. Each cache still keys and checks its own entries; this key only keeps a saved root
 from outliving its toolchain. A tool that is missing is recorded as missing (so installing it
 changes the key too).
 

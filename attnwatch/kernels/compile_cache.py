@@ -27,6 +27,11 @@ key match alone. So (docs/design.md, "Threat model"):
 
 Writes are staged in a temporary directory inside the cache and renamed into place (metadata
 first), so parallel builds of one key never expose a half-written binary.
+
+The other caches of computed results keep their entries here the same way, each in its own
+folder under the root (`open_cache`): bytes stored with the fields of their key (`store_bytes`)
+and read back only when the digest matches and the metadata repeats the key asked for
+(`read_keyed`): kernels.reference_cache, ci.ncu.profile_cache.
 """
 
 from __future__ import annotations
@@ -122,6 +127,17 @@ def _foreign_or_shared(st: os.stat_result) -> str | None:
     return None
 
 
+def open_cache(kind: str, directory: Path | None = None, what: str = "the cache") -> "CompileCache | None":
+    """The private, verified cache of `kind` (default folder: `default_cache_dir(kind)`), or None with
+    a CacheEntryWarning naming `what` when it cannot be used (a directory others can write, a trust
+    level not known, a disk that refuses): a cache that cannot be used costs only the work it saves."""
+    try:
+        return CompileCache(Path(directory) if directory is not None else default_cache_dir(kind))
+    except (UnsafeCacheError, OSError, ValueError) as exc:
+        warnings.warn(f"{what} is not used: {exc}", CacheEntryWarning, stacklevel=3)
+        return None
+
+
 class CompileCache:
     """A private, verified cache directory of compiled binaries keyed by content hash."""
 
@@ -167,6 +183,21 @@ class CompileCache:
         if not self._digest_matches(binary, hashlib.sha256(data).hexdigest(), recorded):
             return None
         return data, meta
+
+    def read_keyed(self, key: str, suffix: str, fields: Mapping[str, Any]) -> tuple[bytes, dict[str, Any]] | None:
+        """`read` of an entry stored with `store_bytes` under `fields`: its metadata must repeat them
+        as its "key", so a verified entry copied under another key's file name is a miss (warned)."""
+        found = self.read(key, suffix)
+        if found is None:
+            return None
+        if found[1].get("key") != fields:
+            warnings.warn(
+                f"{self.paths(key, suffix)[0]}: ignored, its metadata names another key",
+                CacheEntryWarning,
+                stacklevel=3,
+            )
+            return None
+        return found
 
     def _checked_meta(self, key: str, suffix: str) -> tuple[Path, dict[str, Any], str] | None:
         """(binary path, metadata, recorded digest) of an entry both of whose files are private to us."""
@@ -218,3 +249,16 @@ class CompileCache:
         os.replace(meta_tmp, meta_path)  # metadata first: a visible binary always has its digest
         os.replace(staged, binary)
         return binary
+
+    def store_bytes(self, key: str, suffix: str, data: bytes, fields: Mapping[str, Any], **meta: Any) -> bool:
+        """Stage `data` and `store` it with `fields` as its metadata's "key" (read back by
+        `read_keyed`) and `meta` beside them; a disk that refuses costs the entry, with a warning."""
+        try:
+            with self.staging() as scratch:
+                staged = scratch / f"{key}{suffix}"
+                staged.write_bytes(data)
+                self.store(key, suffix, staged, {"key": dict(fields), **meta})
+        except OSError as exc:
+            warnings.warn(f"{self.root}: entry {key} was not stored ({exc})", CacheEntryWarning, stacklevel=3)
+            return False
+        return True

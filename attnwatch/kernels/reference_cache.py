@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from .compile_cache import CacheEntryWarning, CompileCache, UnsafeCacheError, default_cache_dir
+from .compile_cache import CacheEntryWarning, CompileCache, open_cache
 from .inputs import input_profile
 
 SCHEMA = "attnwatch.reference"
@@ -147,26 +147,15 @@ def _canonical(operator: Any, case: Any, inputs: tuple, seed: int, profile: str)
     )
 
 
-def _open_cache(directory: Path | None) -> CompileCache | None:
-    try:
-        return CompileCache(directory if directory is not None else default_cache_dir(KIND))
-    except (UnsafeCacheError, OSError, ValueError) as exc:
-        warnings.warn(f"the reference cache is not used: {exc}", CacheEntryWarning, stacklevel=3)
-        return None
-
-
 def _load(cache: CompileCache, key: str, fields: dict[str, Any], device: Any) -> Any | None:
     import torch
 
-    found = cache.read(key, SUFFIX)
+    found = cache.read_keyed(key, SUFFIX, fields)
     if found is None:
         return None
     data, meta = found
     path = cache.paths(key, SUFFIX)[0]
     shape = meta.get("shape")
-    if meta.get("key") != fields:
-        warnings.warn(f"{path}: ignored, its metadata names another key; recomputing", CacheEntryWarning, stacklevel=3)
-        return None
     if (
         not isinstance(shape, list)
         or not all(isinstance(n, int) and n >= 0 for n in shape)
@@ -182,14 +171,7 @@ def _load(cache: CompileCache, key: str, fields: dict[str, Any], device: Any) ->
 
 
 def _store(cache: CompileCache, key: str, fields: dict[str, Any], ref: Any) -> None:
-    data = ref.detach().to("cpu").contiguous().numpy().tobytes()
-    try:
-        with cache.staging() as scratch:
-            staged = scratch / f"{key}{SUFFIX}"
-            staged.write_bytes(data)
-            cache.store(key, SUFFIX, staged, {"key": fields, "shape": list(ref.shape)})
-    except OSError as exc:
-        warnings.warn(f"{cache.root}: the reference was not stored ({exc})", CacheEntryWarning, stacklevel=3)
+    cache.store_bytes(key, SUFFIX, ref.detach().to("cpu").contiguous().numpy().tobytes(), fields, shape=list(ref.shape))
 
 
 def cached_reference(
@@ -207,7 +189,7 @@ def cached_reference(
         and _canonical(operator, case, inputs, seed, profile)
     ):
         expected = key_fields(operator, case, seed, profile, inputs[0].device.type)
-    cache = _open_cache(directory) if expected is not None else None
+    cache = open_cache(KIND, directory, "the reference cache") if expected is not None else None
     if cache is None or expected is None:
         return operator.reference64(inputs, case.mode)
     key = entry_key(expected)

@@ -324,13 +324,17 @@ def add_ncu(
     `only`: the case ids to profile (a compare's regressions and improvements); None: every
     measured case. `budget_s` bounds both sides together, half each (the base's unused time
     goes to the head): a case not profiled by then carries the deadline as its error.
+
+    A case whose profiled work was profiled before (the same case, the same variant fingerprint
+    on the same GPU model, ncu, options, profiled program and harness) is read from the profile
+    cache instead, on either side (ci/ncu/profile_cache.py); the log line says how many were.
     """
     import time
 
     from attnwatch.ci.bundle_assembly import add_ncu as add_ncu_to_bundle
     from attnwatch.ci.bundle_assembly import utc_now
     from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
-    from attnwatch.ci.ncu.profile import profile_cases
+    from attnwatch.ci.ncu.profile_cache import profile_through_cache
 
     end = None if budget_s is None else time.monotonic() + budget_s
     for name, rounds in (("base", session.measured.base), ("head", session.measured.head)):
@@ -341,9 +345,10 @@ def add_ncu(
         if not chosen:
             continue
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
-        profile = profile_cases(
+        profile, cache = profile_through_cache(
             chosen,
             Path(out_dir) / "ncu" / name,
+            fingerprints=session.sides[name].fingerprints,
             kernels_root=roots[name],
             sections=choose_sections(EXPLAIN),
             deadline=deadline,
@@ -351,6 +356,7 @@ def add_ncu(
         )
         log(
             f"compare: ncu {name}: {len(profile.case_metrics)} cases in {profile.seconds:.0f} s"
+            + f" ({cache.summary(len(chosen))})"
             + (f", {len(profile.errors)} without metrics" if profile.errors else "")
             + "".join(f"; {note}" for note in profile.notes)
         )

@@ -186,14 +186,14 @@ def unknown_metric_columns(header: list[str]) -> list[str]:
     return [name for name in header if "__" in name and not name.startswith(known) and name.split(".")[0] not in bases]
 
 
-def _nvtx_column(header: list[str]) -> int | None:
+def nvtx_column(header: list[str]) -> int | None:
     return next((i for i, h in enumerate(header) if h.startswith(NVTX_COLUMN_PREFIX)), None)
 
 
 def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> list[ParsedKernel]:
     header, units = table.header, table.units or [""] * len(table.header)
     id_col, name_col = table.column("ID"), table.column("Kernel Name")
-    nvtx_col = _nvtx_column(header)
+    nvtx_col = nvtx_column(header)
     block_col, grid_col = table.column("Block Size"), table.column("Grid Size")
     wanted = {spec.metric for spec in metric_specs()}
     instanced = {spec.metric for spec in metric_specs() if spec.instanced}
@@ -240,7 +240,7 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
     """`--page details`: one row per (kernel, section, metric). Rule rows (no metric) are skipped."""
     header = table.header
     cols = {name: table.column(name) for name in DETAILS_COLUMNS}
-    nvtx_col = _nvtx_column(header)
+    nvtx_col = nvtx_column(header)
     optional = {name: header.index(name) for name in ("Block Size", "Grid Size") if name in header}
     by_details_name = {spec.details: spec.metric for spec in metric_specs() if spec.details}
     # a `--metrics` profile's rows name the metrics themselves (section "Command line profiler metrics")

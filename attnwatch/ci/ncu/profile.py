@@ -188,13 +188,13 @@ def profile_cases(
         lost = [case for case in pending if case.id not in run.outcomes or (run.why and not run.outcomes[case.id])]
         profile.errors.update({case.id: why for case in lost})
         break
-    _collect(profile, cases, kernels, gpu_name, silent)
+    collect_records(profile, cases, kernels, gpu_name, silent)
     profile.raw_csv = "\n".join(part for part in csv_parts if part)
     profile.seconds = time.monotonic() - started
     return profile
 
 
-def _collect(
+def collect_records(
     profile: NcuProfile,
     cases: Sequence[Case],
     kernels: list[ParsedKernel],
@@ -202,7 +202,8 @@ def _collect(
     silent: dict[str, str],
 ) -> None:
     """Kernel rows and case metrics for every case, in the cases' order; a case that ran but has
-    no kernels says what ncu printed (`silent`: a permission error, say) when it printed anything."""
+    no kernels says what ncu printed (`silent`: a permission error, say) when it printed anything.
+    ci.ncu.profile_cache derives a cached case's records with it too, from the kernels of its table."""
     grouped = group_by_case(kernels)
     for case in cases:
         rows = grouped.get(case.id, [])
@@ -335,8 +336,7 @@ def _profile_group(
         run.why = "ncu --import failed: " + _why(csv_text)
         return run
     try:
-        requested = None if sections is None else frozenset(spec.metric for spec in specs_in(sections))
-        parsed = parse_ncu_csv(str(report_file), text=csv_text, requested=requested)
+        parsed = parse_ncu_csv(str(report_file), text=csv_text, requested=requested_metrics(sections))
     except NcuParseError as exc:
         run.why = str(exc)
         return run
@@ -350,13 +350,17 @@ def _profile_group(
     return run
 
 
-def ncu_command(
-    ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path, cache_control: str | None = None
-) -> list[str]:
-    """The ncu command that profiles `plan`'s cases (module doc); `sections` None: `--set full`."""
+def requested_metrics(sections: tuple[str, ...] | None) -> frozenset[str] | None:
+    """The metrics ncu is asked for (the parser's `requested`); None for `--set full`."""
+    return None if sections is None else frozenset(spec.metric for spec in specs_in(sections))
+
+
+def collection_options(sections: tuple[str, ...] | None, cache_control: str | None = None) -> list[str]:
+    """The options of the ncu command that decide what it collects and how (clocks, caches, replay,
+    which launches, the metric list; `sections` None: `--set full`): everything but the paths and
+    the target, so ci.ncu.profile_cache keys its entries by them."""
     settings = replay_settings()
-    command = [
-        ncu,
+    return [
         "--clock-control",
         "none",
         "--cache-control",
@@ -368,12 +372,25 @@ def ncu_command(
         "--nvtx",
         "--target-processes",
         "application-only",
+        *(["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]),
+    ]
+
+
+def ncu_command(
+    ncu: str, report: Path, sections: tuple[str, ...] | None, plan: Path, cache_control: str | None = None
+) -> list[str]:
+    """The ncu command that profiles `plan`'s cases (module doc); `sections` None: `--set full`."""
+    return [
+        ncu,
+        *collection_options(sections, cache_control),
         "--force-overwrite",
         "--export",
         str(report),
+        sys.executable,
+        "-m",
+        "attnwatch.ci.ncu.target",
+        str(plan),
     ]
-    command += ["--set", "full"] if sections is None else ["--metrics", metrics_argument(sections)]
-    return command + [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)]
 
 
 def pass_counts(output: str) -> list[int]:
