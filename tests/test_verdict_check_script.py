@@ -26,12 +26,13 @@ def _run(out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
 
 def test_a_step_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
     """16 s of budget: 15 kept for the last step, so no step starts; each says why, none reports a figure."""
-    done, report = _run(tmp_path / "out", "--budget-s", "16", "--steps", "affected,empty,warm,restored,aa,all")
+    done, report = _run(tmp_path / "out", "--budget-s", "16", "--steps", "affected,empty,warm,next,restored,aa,all")
     steps = report["steps"]
     assert list(steps) == [
         "affected_torch_3op",
         "torch_3op_empty",
         "torch_3op_warm",
+        "torch_3op_next",
         "torch_3op_restored",
         "aa_1",
         "aa_2",
@@ -43,6 +44,7 @@ def test_a_step_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
     assert "budget left, this step needs at least" in steps["affected_torch_3op"]["skipped"]
     assert "budget left" in steps["torch_3op_empty"]["skipped"] and "budget left" in steps["aa_1"]["skipped"]
     assert steps["torch_3op_warm"]["skipped"].startswith("torch_3op_empty did not run")
+    assert steps["torch_3op_next"]["skipped"].startswith("torch_3op_empty did not run")
     assert all(set(r) == {"skipped"} for name, r in steps.items() if name != "cache")
     assert {"key", "root", "parts"} <= set(steps["cache"]["cache_key"])
     assert report["false_alarms"] == {} and "all_agrees" not in report
@@ -50,15 +52,19 @@ def test_a_step_the_budget_cannot_hold_is_skipped_with_its_reason(tmp_path):
     assert "skipped: not asked for" in table and "total" in table
 
 
-@pytest.mark.slow  # an affected and two compares in subprocesses
-def test_empty_then_restored_cache_root(tmp_path):
+@pytest.mark.slow  # an affected and three compares in subprocesses
+def test_empty_then_next_then_restored_cache_root(tmp_path):
+    """The change on an empty root; the next pull request (another head, the same base) on that
+    root; the first change again on the root packed after the empty step and restored."""
     out = tmp_path / "out"
-    done, report = _run(out, "--budget-s", "400", "--steps", "affected,empty,restored")
+    done, report = _run(out, "--budget-s", "400", "--steps", "affected,empty,next,restored")
     steps = report["steps"]
     affected = steps["affected_torch_3op"]
     assert affected["rc"] == 0 and affected["changed"] == ["torch_3op"] and affected["gpu"] is True
-    empty, restored = steps["torch_3op_empty"], steps["torch_3op_restored"]
-    for step in (empty, restored):
+    empty, restored, after = steps["torch_3op_empty"], steps["torch_3op_restored"], steps["torch_3op_next"]
+    assert after["head"] not in (empty["head"], restored["head"]) and empty["head"] == restored["head"]
+    assert after["target_s"] == 30
+    for step in (empty, after, restored):
         assert step["rc"] == 0, step.get("error")
         assert step["changed"] == ["torch_3op"] and "sdpa" in step["measured"]
         assert {"startup_s", "builds_s", "correctness_s", "timing_s", "wall_s"} <= set(step["phases_s"])
