@@ -26,11 +26,12 @@ from attnwatch.ci.compare.select import (
     difference,
     harness_change,
     head_checks,
+    never_canary,
     select_variants,
     selection_record,
 )
 from attnwatch.ci.fingerprint.source_print import source_print
-from attnwatch.ci.fingerprint.sources import harness_closure, module_closure
+from attnwatch.ci.fingerprint.sources import harness_closure, module_closure, rules
 from attnwatch.ci.fingerprint.variant import library_versions, variant_fingerprint
 from attnwatch.kernels.registry import all_variants, reference
 from attnwatch.layout import top_level_name
@@ -418,6 +419,28 @@ def test_the_canary_is_never_a_variant_this_runner_cannot_run(tree):
             list(same), same, same, reference=reference().name, rotation=f"{k:040x}", canary=1
         ).canary
         assert len(canary) == 1 and set(canary) <= runnable
+
+
+def test_a_variant_whose_cold_build_costs_a_verdict_is_never_the_canary(tree):
+    """rules.toml's never_canary (CUTLASS: 86 s cold) is never drawn, where without it some
+    rotations draw a CUTLASS variant; an entry without its reason is refused by name."""
+    same = fingerprints(tree)
+    patterns = never_canary(rules()["selection"])
+    assert "cutlass_*" in patterns
+    drawn = {
+        rule: {
+            name
+            for k in range(60)
+            for name in select_variants(
+                list(same), same, same, reference=reference().name, rotation=f"{k:040x}", canary=1, not_canary=rule
+            ).canary
+        }
+        for rule in ((), patterns)
+    }
+    assert any(n.startswith("cutlass_") for n in drawn[()])
+    assert drawn[patterns] and not any(n.startswith("cutlass_") for n in drawn[patterns])
+    with pytest.raises(ValueError, match=r"selection.never_canary\[0\].reason"):
+        never_canary({"never_canary": [{"variants": "cutlass_*"}]})
 
 
 def test_a_worker_records_whether_each_variant_is_available():

@@ -22,7 +22,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from attnwatch.ci.compare.select import CANARY, REFERENCE, difference, harness_change, select_variants
+from attnwatch.ci.compare.select import (
+    CANARY,
+    REFERENCE,
+    difference,
+    harness_change,
+    never_canary,
+    select_variants,
+)
 from attnwatch.ci.fingerprint.source_print import RegistryUnreadable, checkout_prints, file_prints, toolchain
 from attnwatch.ci.fingerprint.sources import harness_closure, rules
 
@@ -100,6 +107,7 @@ def affected(
         rotation=head_sha,
         canary=int(rules()["selection"]["canary_variants"]),
         baselines=head_registry.baselines,
+        not_canary=never_canary(rules()["selection"]),
     )
     out.gpu = bool(out.changed)
     out.build = [n for n in selection.measured if n in head_registry.modules]

@@ -15,7 +15,9 @@ each side's worker after its builds) and the two checkouts' shared-harness finge
   operator is not known measures every baseline. A baseline not needed is reported as any
   unchanged variant (and may itself be drawn as the canary);
 * of the variants identical on both sides, `canary` of them, rotated by the head commit so
-  that successive pull requests cover different ones, are measured anyway as an A/A check
+  that successive pull requests cover different ones (never one of `[selection] never_canary`,
+  each with its reason: a variant whose cold build alone costs more than the verdict's time),
+  are measured anyway as an A/A check
   whose verdicts the comment shows as such: a canary that moves says the fingerprint missed
   something or the noise floor is off;
 * the rest are reported "unchanged: identical code and binaries", neither timed nor checked.
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from attnwatch.ci.compare.report import SelectionRecord, VariantChoice
 
@@ -104,6 +107,18 @@ def head_checks(selection: Selection, base: dict[str, dict], head: dict[str, dic
     return [v for v in selection.measured if difference(base.get(v), head.get(v)) is not None]
 
 
+def never_canary(selection_rules: dict) -> tuple[str, ...]:
+    """The `never_canary` patterns of ci/fingerprint/rules.toml's [selection]; an entry without
+    its `variants` pattern or its `reason` is refused by name (a rule nobody can explain)."""
+    patterns = []
+    for k, entry in enumerate(selection_rules.get("never_canary", [])):
+        for key in ("variants", "reason"):
+            if not isinstance(entry.get(key), str) or not entry[key].strip():
+                raise ValueError(f"rules.toml: selection.never_canary[{k}].{key} must be a non-empty string")
+        patterns.append(entry["variants"])
+    return tuple(patterns)
+
+
 def canary_order(names: list[str], rotation: str) -> list[str]:
     """`names` in an order that a new head commit reshuffles (deterministic for one commit)."""
     return sorted(names, key=lambda n: hashlib.sha256(f"{rotation}\0{n}".encode()).hexdigest())
@@ -119,12 +134,14 @@ def select_variants(
     canary: int,
     baselines: dict[str, str] | None = None,
     everything: str | None = None,
+    not_canary: tuple[str, ...] = (),
 ) -> Selection:
     """Decide for each of `variants` (in order). `reference`: attention's baseline, always measured.
     `baselines`: each operator's baseline (operator -> variant), measured when a variant of that
     operator changed; a variant's operator is its fingerprint's `operator` (ci/fingerprint/variant.py).
     `everything`: a reason to measure all of them (--all, a harness or library change), else None
-    to select by fingerprint. `Selection.reference` names the baselines measured."""
+    to select by fingerprint. `not_canary`: patterns of variants never drawn as the canary
+    (never_canary). `Selection.reference` names the baselines measured."""
     out = Selection()
     everything = everything or library_change(base, head)
     if everything:
@@ -146,7 +163,11 @@ def select_variants(
     out.measured.update(served)
     out.measured = {v: out.measured[v] for v in variants if v in out.measured}  # in the variants' order
     # A canary must be timed to vouch for anything: one this runner cannot run only reports "skipped".
-    runnable = [n for n in unchanged if (head.get(n) or {}).get("available", True)]
+    runnable = [
+        n
+        for n in unchanged
+        if (head.get(n) or {}).get("available", True) and not any(fnmatchcase(n, p) for p in not_canary)
+    ]
     out.canary = sorted(canary_order(runnable, rotation)[: max(0, canary)])
     for name in unchanged:
         if name in out.canary:

@@ -29,7 +29,7 @@ from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from attnwatch.ci.compare.measure import Measured, measure_rounds
 from attnwatch.ci.compare.revisions import CompareSide, roots_of
-from attnwatch.ci.compare.select import Selection, harness_change, head_checks, select_variants
+from attnwatch.ci.compare.select import Selection, harness_change, head_checks, never_canary, select_variants
 from attnwatch.ci.compare.sequential import SequentialDesign
 from attnwatch.ci.compare.side import Side, side_spec
 from attnwatch.ci.compare.side_group import SideGroup
@@ -214,9 +214,10 @@ def choose_variants(
 ) -> Selection:
     """The selection (ci/compare/select.py) from the workers' fingerprints and `harness`
     (harness_reason, or None under --all); what cannot be read measures everything."""
-    everything, canary = options.measure_all or harness, 0
+    everything, canary, not_canary = options.measure_all or harness, 0, ()
     try:
         canary = int(rules()["selection"]["canary_variants"])
+        not_canary = never_canary(rules()["selection"])
     except Exception as exc:  # noqa: BLE001 - measuring everything is the safe answer to any fault here
         everything = everything or f"the selection rules could not be read ({type(exc).__name__})"
     plan = sides["head"].spec.plan  # both sides take the gaps against the head's baselines (ci/plan.py)
@@ -229,6 +230,7 @@ def choose_variants(
         rotation=options.rotation,
         canary=canary,
         everything=everything,
+        not_canary=not_canary,
     )
 
 
