@@ -14,11 +14,12 @@ In one call, within --budget-s:
    whose cases' median realized change is inside 1.5-4% or past it; --magnitudes first: only
    the first rung) committed on a scratch copy of this checkout, and a real
    `python -m attnwatch compare` of it against the unpatched commit over its variants'
-   pr cases (`--ncu changed`: every decided case profiled on both sides; the first compare of a
-   variant is cold, --warm repeats it warm). Realized % is each case's ratio; the cause is
-   compare.json's. The changed kernels' SASS: the variant's cubins of both sides (nvcc
-   variants: kernels.cuda.launch.build; Triton: its cache after one run of each case),
-   diffed by history.analysis.sass_diff.
+   pr cases, in the dtypes of the plant's `Dtypes:` line where it has one (bf16 for a plant
+   of a bf16 entry), else the pr set's fp16 (`--ncu changed`: every decided case profiled on
+   both sides; the first compare of a variant is cold, --warm repeats it warm). Realized % is
+   each case's ratio; the cause is compare.json's. The changed kernels' SASS: the variant's
+   cubins of both sides (nvcc variants: kernels.cuda.launch.build, every entry, whatever the
+   dtype; Triton: its cache after one run of each case), diffed by history.analysis.sass_diff.
 
 Writes under --out (at most 8 files): explain_check.json (everything), explain_check.log,
 aa_raw.tar.gz (both A/A profiles as ncu printed them, for tests/data/ncu), noise_cases.toml,
@@ -74,11 +75,14 @@ class Check:
         self.log_file.flush()
 
 
-def pr_cases(variants) -> list:
+def pr_cases(variants, dtypes: tuple[str, ...] = ()) -> list:
+    """The pr shape set's cases of `variants`, in `dtypes` (a plant's Dtypes), else the set's own."""
     from attnwatch.cli.commands.ncu import select_cases
 
     return select_cases(
-        argparse.Namespace(shapes="pr", variants=",".join(variants), dtypes="fp16", causal="both", cases=[])
+        argparse.Namespace(
+            shapes="pr", variants=",".join(variants), dtypes=",".join(dtypes) or None, causal="both", cases=[]
+        )
     )
 
 
@@ -213,9 +217,11 @@ def sass_change(base: list[Path], head: list[Path], cache: Path) -> dict:
     }
 
 
-def run_compare(repo: Path, base: str, head: str, variants, work: Path, timeout_s: float, check: Check) -> dict:
-    out = work / "compare"
-    cmd = [
+def compare_command(base: str, head: str, plant: Plant, out: Path) -> list[str]:
+    """The `attnwatch compare` of a plant's commit: its variants' pr cases, in its Dtypes where
+    the header names them (a plant of a bf16 entry), else the pr set's."""
+    dtypes = ["--dtypes", ",".join(plant.dtypes)] if plant.dtypes else []
+    return [
         sys.executable,
         "-m",
         "attnwatch",
@@ -227,12 +233,18 @@ def run_compare(repo: Path, base: str, head: str, variants, work: Path, timeout_
         "--shapes",
         "pr",
         "--variants",
-        ",".join(variants),
+        ",".join(plant.variants),
+        *dtypes,
         "--ncu",
         "changed",
         "--out",
         str(out),
     ]
+
+
+def run_compare(repo: Path, base: str, head: str, plant: Plant, work: Path, timeout_s: float, check: Check) -> dict:
+    out = work / "compare"
+    cmd = compare_command(base, head, plant, out)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     started = time.monotonic()
     try:
@@ -302,7 +314,7 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
     from attnwatch.history.analysis.tiers import UNDER
 
     tmp = repo.parent
-    cases = pr_cases(plant.variants) if device == "cuda" else []
+    cases = pr_cases(plant.variants, plant.dtypes) if device == "cuda" else []
     label = f"{plant.name}@{magnitude}"
     if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
         return {"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"}
@@ -335,7 +347,7 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
                 repo,
                 c0,
                 head,
-                plant.variants,
+                plant,
                 tmp / label / attempt,
                 min(check.left() - 10, args.compare_timeout_s),
                 check,

@@ -1,7 +1,9 @@
 """The one-line plants of scripts/pr_plants/ and their magnitude ladders, for explain_check.py.
 
 A plant is a patch with a header (Plant, Variants, Magnitudes, Expected ...) and a diff whose
-`@N@` is the magnitude. Its `Magnitudes:` are a ladder, smallest expected slowdown first: a
+`@N@` is the magnitude. An optional `Dtypes:` line names the dtypes its compare measures, for a
+plant that changes only another dtype's kernel than the pr shape set's (fp16); without it the
+compare measures the set's own. Its `Magnitudes:` are a ladder, smallest expected slowdown first: a
 calibrating run climbs it, one rung per plant per round (every plant's first rung, then the
 second rung of those still below the target, ...), so one call within its budget calibrates
 several plants, and a plant stops climbing at the first rung whose cases realize inside the
@@ -19,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from attnwatch.kernels.cases import DTYPES
+
 PLANTS = Path(__file__).resolve().parent / "pr_plants"
 PLACEHOLDER = "@N@"
 TARGET = (0.015, 0.04)  # the realized slowdown (median of a rung's cases, ratio - 1) a plant is calibrated to
@@ -34,6 +38,7 @@ class Plant:
     expected_exact: str
     expected_cause: str
     text: str
+    dtypes: tuple[str, ...] = ()  # the header's Dtypes; () = the pr shape set's
 
     def patch(self, magnitude: str) -> str:
         return self.text.replace(PLACEHOLDER, magnitude)
@@ -50,6 +55,10 @@ def load_plants(folder: Path = PLANTS) -> list[Plant]:
         if missing or "\n--- a/" not in text:
             raise SystemExit(f"explain_check: {path.name}: header lacks {', '.join(missing) or 'a diff'}")
         variants = tuple(v for v in fields["Variants"].split() if re.fullmatch(r"[a-z0-9_]+", v))
+        dtypes = tuple(fields.get("Dtypes", "").split())
+        unknown = [d for d in dtypes if d not in DTYPES]
+        if unknown or ("Dtypes" in fields and not dtypes):
+            raise SystemExit(f"explain_check: {path.name}: Dtypes must name some of {', '.join(DTYPES)}")
         out.append(
             Plant(
                 path.stem,
@@ -59,6 +68,7 @@ def load_plants(folder: Path = PLANTS) -> list[Plant]:
                 fields["Expected exact evidence"],
                 fields["Expected noisy cause"],
                 text,
+                dtypes,
             )
         )
     return out

@@ -9,6 +9,7 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,59 @@ def test_every_plant_is_one_line_and_applies_at_every_magnitude(tmp_path):
             explain_check.apply_plant(plant, magnitude, root)
             text = (root / target).read_text()
             assert explain_check.PLACEHOLDER not in text and text != (REPO / target).read_text()
+
+
+def test_a_plants_dtypes_line_reaches_the_compare_and_its_cases_run_the_planted_entry(tmp_path):
+    """register_cap plants cuda_wmma's D=64 bf16 entry, which no case of the pr set's fp16 runs:
+    its header's `Dtypes: bf16` becomes the compare's --dtypes, and the cases that compare measures
+    (its own parser and case plan) are the bf16 ones, every one launching the planted entry. A
+    plant without the line keeps the set's dtypes (no --dtypes: fp16)."""
+    from attnwatch.ci.compare.setup import plan_for
+    from attnwatch.cli.commands.compare import check_mode_flags, resolve_defaults
+    from attnwatch.cli.main import build_parser
+    from attnwatch.cli.settings import case_choice
+
+    def compare_cases(command):  # what `attnwatch compare` plans from the command line, as its _run reads it
+        assert command[1:3] == ["-m", "attnwatch"]
+        args = build_parser().parse_args(command[3:])
+        check_mode_flags(args)
+        resolve_defaults(args)
+        return args, plan_for(case_choice(args))
+
+    plants = {p.name: p for p in explain_check.load_plants()}
+    cap = plants["register_cap"]
+    assert cap.dtypes == ("bf16",)
+    assert all(p.dtypes == () for name, p in plants.items() if name != "register_cap")
+    added = next(line for line in cap.text.split("\n--- a/", 1)[1].splitlines() if line.startswith("+ATTNWATCH"))
+    planted_entry = added.split("(", 1)[1].split(",", 1)[0]
+    assert planted_entry == "attn_wmma_d64_bf16"
+
+    out = tmp_path / "compare"
+    args, cases = compare_cases(explain_check.compare_command("c0", "c1", cap, out))
+    assert (args.command, args.shapes, args.variants, args.dtypes, args.out) == (
+        "compare",
+        "pr",
+        "cuda_wmma",
+        "bf16",
+        str(out),
+    )
+    assert len(cases) == 4 and {c.dtype for c in cases} == {"bf16"}
+    assert {f"attn_wmma_d{c.head_dim}_{c.dtype}" for c in cases} == {planted_entry}
+    assert [c.id for c in explain_check.pr_cases(cap.variants, cap.dtypes)] == [c.case_id for c in cases]
+
+    barrier = explain_check.compare_command("c0", "c1", plants["barrier"], out)
+    assert "--dtypes" not in barrier
+    assert {c.dtype for c in compare_cases(barrier)[1]} == {"fp16"}
+
+
+def test_a_dtypes_line_must_name_known_dtypes(tmp_path):
+    source = (plant_ladder.PLANTS / "register_cap.patch").read_text(encoding="utf-8")
+    assert "\nDtypes: bf16\n" in source
+    (tmp_path / "register_cap.patch").write_text(source.replace("Dtypes: bf16", "Dtypes: bf16 fp8"))
+    with pytest.raises(SystemExit, match="Dtypes must name some of fp16, bf16"):
+        plant_ladder.load_plants(tmp_path)
+    (tmp_path / "register_cap.patch").write_text(source.replace("Dtypes: bf16", "Dtypes: fp16 bf16"))
+    assert plant_ladder.load_plants(tmp_path)[0].dtypes == ("fp16", "bf16")
 
 
 def recorded_rung(fixtures_dir, folder: str, variant: str | None = None) -> dict:
@@ -94,7 +148,7 @@ def test_the_climb_stops_at_the_first_rung_inside_the_target_or_past_it(fixtures
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc to build the plants' sm_90a cubins")
-def test_the_smoke_run_finds_the_barrier_in_the_loop(tmp_path):
+def test_the_smoke_run_finds_the_barrier_in_the_loop_and_the_bf16_entrys_registers(tmp_path):
     from attnwatch.history.analysis.sass import find_tool
 
     if find_tool("cuobjdump") is None:
@@ -108,7 +162,7 @@ def test_the_smoke_run_finds_the_barrier_in_the_loop(tmp_path):
             "cpu",
             "--smoke",
             "--plants",
-            "barrier,triton_stages",
+            "barrier,triton_stages,register_cap",
             "--magnitudes",
             "first",
             "--out",
@@ -128,10 +182,21 @@ def test_the_smoke_run_finds_the_barrier_in_the_loop(tmp_path):
     assert first == 2 and rows["barrier"]["sass"]["describe"].endswith(f"+{first} BAR in a loop")
     assert all(v == {"barrier": first} for v in rows["barrier"]["sass"]["by_class"].values())
     assert "no cubin" in rows["triton_stages"]["sass"]["error"]  # Triton's cubins come from a GPU run
+    # register_cap's first rung: only the bf16 D=64 entry changes, and takes more registers than
+    # the 168 that let 3 blocks of 128 threads share an SM's 65,536 (256 at a time per warp): 2 now
+    cap = rows["register_cap"]["sass"]
+    assert cap["changed"] and sorted(cap["same"]) == [
+        "attn_wmma_d128_bf16",
+        "attn_wmma_d128_fp16",
+        "attn_wmma_d64_fp16",
+    ]
+    before, after = map(int, re.fullmatch(r"attn_wmma_d64_bf16: .*; registers (\d+) → (\d+)", cap["describe"]).groups())
+    blocks = [65536 // (-(-registers * 32 // 256) * 256) // 4 for registers in (before, after)]
+    assert before <= 168 < after and blocks == [3, 2], cap["describe"]
     assert result["calibration"]["barrier"].startswith("none: no rung measured")  # the smoke measures nothing
     assert "calibration barrier: none: no rung measured" in done.stdout
     table = done.stdout.strip().splitlines()
-    assert table[-3].startswith("plant") and "barrier" in table[-2] and " yes " in table[-2]
+    assert table[-4].startswith("plant") and "barrier" in table[-3] and " yes " in table[-3]
 
 
 def test_a_rung_whose_kernel_crashed_says_so_not_that_it_was_never_tried():
