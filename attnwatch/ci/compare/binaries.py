@@ -83,20 +83,34 @@ def code_changes(
     variants: Iterable[str], roots: Mapping[str, Path | None], work: Path, log=lambda message: None, arch: str = ""
 ) -> dict[str, BinaryDiff]:
     """variant -> how its kernels' code differs between base and head, for the variants whose
-    binaries differ (module doc); `arch` "" builds for the device, as the compare's workers did."""
+    binaries differ (module doc); `arch` "" builds for the device, as the compare's workers did
+    (give it when known: finding the device's costs the child a torch import and a CUDA start).
+    One child per side builds all of its variants, and the two sides build at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from attnwatch.history.analysis.sass import SassError
     from attnwatch.history.analysis.sass_diff import diff_binaries
 
+    nvcc = sorted(set(variants) & set(NVCC_VARIANTS))
+    if not nvcc:
+        return {}
+    with ThreadPoolExecutor(2) as pool:
+        built = dict(
+            zip(
+                ("base", "head"),
+                pool.map(lambda name: variant_cubins(roots.get(name), nvcc, Path(work) / name, arch), ("base", "head")),
+            )
+        )
     out = {}
-    for variant in sorted(set(variants) & set(NVCC_VARIANTS)):
+    for variant_index, variant in enumerate(nvcc):
         sides = []
         for name in ("base", "head"):
-            files, why = variant_cubins(roots.get(name), [variant], Path(work) / name / variant, arch)
-            if why or not files:
-                log(f"compare: {variant}'s {name} binary not read: {why or 'no cubin'}")
+            files, why = built[name]
+            if why or len(files) != len(nvcc):  # one cubin per variant, in the order asked
+                log(f"compare: {variant}'s {name} binary not read: {why or f'{len(files)} cubins for {len(nvcc)}'}")
                 break
             try:
-                sides.append(read_kernels(files))
+                sides.append(read_kernels([files[variant_index]]))
             except SassError as exc:
                 log(f"compare: {variant}'s {name} binary not read: {exc}")
                 break

@@ -214,7 +214,8 @@ def choose_variants(
 ) -> Selection:
     """The selection (ci/compare/select.py) from the workers' fingerprints and `harness`
     (harness_reason, or None under --all); what cannot be read measures everything."""
-    everything, canary, not_canary = options.measure_all or harness, 0, ()
+    everything, canary = options.measure_all or harness, 0
+    not_canary: tuple[str, ...] = ()
     try:
         canary = int(rules()["selection"]["canary_variants"])
         not_canary = never_canary(rules()["selection"])
