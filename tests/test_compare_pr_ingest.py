@@ -133,8 +133,10 @@ def test_a_real_compare_is_ingested_as_the_pull_request_runs_the_comment_links(t
         checked = con.execute("SELECT DISTINCT run_id, case_id FROM correctness").fetchall()
     assert len(runs) == 4
     assert {(r, c) for r, c, s, _ in results if s == "ok"} == {(r, c) for r in runs for c in CASES}
-    # The correctness check runs once per worker, in round 1: stored with the round-1 runs.
-    assert set(checked) == {(run_id_for(7, SourceRun(123, 1), s, 1), c) for s in ("base", "head") for c in CASES}
+    # The correctness check runs once, in round 1, on the head alone (ci/compare/select.head_checks:
+    # this checkout holds no shared harness, so every variant is measured and checked), stored
+    # with the head's round-1 run.
+    assert set(checked) == {(run_id_for(7, SourceRun(123, 1), "head", 1), c) for c in CASES}
     # compare.json's per-round medians are the medians of the samples stored for those rounds.
     for case in report.cases:
         for side in ("base", "head"):

@@ -370,11 +370,19 @@ def _run_child(
                 time.sleep(0.05)
         except BaseException:
             _kill_group(proc)
+            # Ctrl-C: what the child journalled before it was killed is kept (a case it finished
+            # a moment ago, not yet read, is not "not run").
+            _apply_new(reader, state, progress)
             raise
-        for event in reader.read_new():
-            state.apply(event)
-            progress.on_event(event, state)
+        _apply_new(reader, state, progress)
     return proc.returncode, timed_out
+
+
+def _apply_new(reader: Any, state: SuiteState, progress: Progress) -> None:
+    """Apply the journal's events not read yet."""
+    for event in reader.read_new():
+        state.apply(event)
+        progress.on_event(event, state)
 
 
 def _past(deadline: float | None) -> bool:
