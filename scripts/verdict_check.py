@@ -60,7 +60,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -121,12 +121,15 @@ CHANGES = {
 }
 # Each change's next pull request: the same line changed again, committed on base (the `next` step).
 NEXT = {
-    "wmma": Change("the same line of wmma_attention.cuh (pr_plants/barrier@2)", "barrier", "2"),
-    "triton": Change("the same line of configs.toml (pr_plants/triton_stages@4)", "triton_stages", "4"),
-    "torch_3op": Change(
-        "torch_3op's MEMORY_SHARE written 0.500 (no work changes)",
-        path="kernels/variants/torch_3op.py",
-        old="MEMORY_SHARE = 0.5\n",
+    "wmma": replace(
+        CHANGES["wmma"], summary="the same line of wmma_attention.cuh (pr_plants/barrier@2)", magnitude="2"
+    ),
+    "triton": replace(
+        CHANGES["triton"], summary="the same line of configs.toml (pr_plants/triton_stages@4)", magnitude="4"
+    ),
+    "torch_3op": replace(
+        CHANGES["torch_3op"],
+        summary="torch_3op's MEMORY_SHARE written 0.500 (no work changes)",
         new="MEMORY_SHARE = 0.500\n",
     ),
 }

@@ -98,14 +98,19 @@ def nvcc_version(nvcc: str = "nvcc") -> str:
     return done.stdout.strip()
 
 
+def sm_arch(compute_capability: str) -> str:
+    """`sm_XY` of a compute capability written "X.Y" (what torch and the environment record)."""
+    major, minor = (int(part) for part in compute_capability.split("."))
+    return f"sm_{major}{minor}"
+
+
 def device_arch() -> str:
     """`sm_XY` of the current CUDA device (what "native" means); needs torch with CUDA."""
     import torch
 
     if not torch.cuda.is_available():
         raise NvccError([], 'arch "native" needs a CUDA device; pass an explicit arch such as "sm_90"')
-    major, minor = torch.cuda.get_device_capability()
-    return f"sm_{major}{minor}"
+    return sm_arch("{}.{}".format(*torch.cuda.get_device_capability()))
 
 
 def arch_flags(arch: str) -> list[str]:

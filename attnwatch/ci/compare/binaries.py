@@ -95,12 +95,11 @@ def code_changes(
     if not nvcc:
         return {}
     with ThreadPoolExecutor(2) as pool:
-        built = dict(
-            zip(
-                ("base", "head"),
-                pool.map(lambda name: variant_cubins(roots.get(name), nvcc, Path(work) / name, arch), ("base", "head")),
-            )
-        )
+        futures = {
+            name: pool.submit(variant_cubins, roots.get(name), nvcc, Path(work) / name, arch)
+            for name in ("base", "head")
+        }
+    built = {name: future.result() for name, future in futures.items()}
     out = {}
     for variant_index, variant in enumerate(nvcc):
         sides = []

@@ -418,11 +418,12 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     add_ncu(session, cases, roots, out, log, only=only, budget_s=budget)
     profiled = time.monotonic()
     from attnwatch.ci.compare.binaries import code_changes
+    from attnwatch.kernels.nvcc import sm_arch
 
     # The workers built for the device's own arch (kernels.cuda.launch.target_arch); naming it
     # spares each build child a torch import and a CUDA start.
-    capability = str(session.sides["head"].environment.get("compute_capability") or "")
-    arch = "sm_" + capability.replace(".", "") if capability.replace(".", "").isdigit() else ""
+    capability = session.sides["head"].environment.get("compute_capability")
+    arch = sm_arch(capability) if capability else ""
     code = code_changes(
         {c.variant for c in cases if only is None or c.case_id in only}, roots, out / "binaries", log, arch=arch
     )

@@ -21,7 +21,7 @@ from typing import Any, Protocol, cast
 
 from ..build_report import BuildReport
 from ..cubin_symbols import int_symbol
-from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose
+from ..nvcc import CubinKernel, NvccResult, build_report, nvcc_compile, parse_ptxas_verbose, sm_arch
 
 SOURCE_DIR = Path(__file__).resolve().parent
 HEAD_DIMS = (64, 128)
@@ -117,8 +117,7 @@ def target_arch() -> str:
     import torch
 
     if torch.cuda.is_available():
-        major, minor = torch.cuda.get_device_capability()
-        return f"sm_{major}{minor}"
+        return sm_arch("{}.{}".format(*torch.cuda.get_device_capability()))
     return OFFLINE_ARCH
 
 
