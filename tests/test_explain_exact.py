@@ -101,6 +101,32 @@ def test_per_opcode_counts_and_launch_resources_are_named(default):
     assert "HMMA" not in text  # unchanged opcodes are not listed
 
 
+def test_more_shared_memory_wavefronts_for_the_same_instructions_are_named_bank_conflicts(default):
+    """A padding change: the same LDS/STS count, more wavefronts (the SASS-patched counter is
+    exact). With an LDS added as well, the wavefronts are stated but not read as conflicts."""
+    kernels = default[CASE]
+    wavefronts = "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum"
+    opcodes = {f"{PER_OPCODE}LDS": 4000.0, f"{PER_OPCODE}STS": 2000.0, wavefronts: 8000.0}
+    base_metrics = [{**k.metrics, **opcodes} for k in kernels]
+    conflicts = [dict(m) for m in base_metrics]
+    conflicts[0][wavefronts] = 10000.0
+    b = [Launch(k.kernel_name, m.get(DURATION), launch_counters(m)) for k, m in zip(kernels, base_metrics)]
+    h = [Launch(k.kernel_name, m.get(DURATION), launch_counters(m)) for k, m in zip(kernels, conflicts)]
+    text = describe_exact(compare_exact(b, h))
+    assert text == (
+        "shared-memory wavefronts 8,000 → 10,000 (+25.0%) for the same shared-memory instructions: more bank conflicts"
+    )
+    assert describe_exact(compare_exact(h, b)).endswith(
+        "(-20.0%) for the same shared-memory instructions: fewer bank conflicts"
+    )
+    conflicts[0][f"{PER_OPCODE}LDS"] += 2000
+    conflicts[0][INSTRUCTIONS] += 2000
+    h = [Launch(k.kernel_name, m.get(DURATION), launch_counters(m)) for k, m in zip(kernels, conflicts)]
+    text = describe_exact(compare_exact(b, h))
+    assert "+2,000 LDS" in text and "shared-memory wavefronts 8,000 → 10,000 (+25.0%)" in text
+    assert "bank conflicts" not in text
+
+
 def test_per_opcode_cells_in_ncus_instance_form():
     """ncu's documented `--print-metric-instances details` form: each instance as `name: value`.
     The recorded H200 form is read in test_explain_recorded.py (h200_aa_explain_run1.csv.gz)."""

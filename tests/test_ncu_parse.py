@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from attnwatch.ci.ncu.aggregate import CaseWork, aggregate_case, group_by_case
-from attnwatch.ci.ncu.metrics import metric_specs, metrics_argument, choose_sections, sections, specs_in
+from attnwatch.ci.ncu.metrics import (
+    choose_sections,
+    metric_specs,
+    metrics_argument,
+    optional_metrics,
+    sections,
+    specs_in,
+)
 from attnwatch.ci.ncu.parse import NcuParseError, nvtx_range_name, parse_ncu_csv, parse_number
 
 RAW = "ncu/h200_raw_sdpa_flash_3op.csv"  # recorded with the first 21 metrics of the list
@@ -17,6 +24,9 @@ ADDED_SINCE = {
     "smsp__inst_executed.sum",
 }
 DETAILS = "ncu/h200_details_full_sdpa_flash.csv"
+# the exact section's counters beyond the rules' (history/analysis/exact_counters.toml): the
+# per-opcode counts and the shared-memory wavefronts, both read where present
+EXACT_SECTION = {"sass__inst_executed_per_opcode", "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum"}
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +58,8 @@ def test_every_listed_metric_is_what_ncu_2025_prints(fixtures_dir):
     assert report.unknown_columns == []
     # the per-opcode counts (an instanced metric, the `exact` section) were added after this
     # recording: not read as zero, and not a failed case (optional evidence, read where present)
-    instanced = {s.metric for s in metric_specs() if s.instanced}
     for kernel in report.kernels:
-        assert {s.metric for s in metric_specs()} - instanced == set(kernel.metrics), kernel.nvtx_range
+        assert {s.metric for s in metric_specs()} - optional_metrics() == set(kernel.metrics), kernel.nvtx_range
         assert not kernel.missing
     assert metrics_argument(choose_sections("all")).count(",") == len(metric_specs()) - 1
 
@@ -75,9 +84,10 @@ def test_the_explain_list_is_what_the_counter_rules_read_and_the_default_list_is
     read |= {rule.when.counter for rule in load_rules() if rule.when}
     explain = {s.metric for s in specs_in(choose_sections("explain"))}
     assert read <= explain
-    # beyond them: the duration, and the per-opcode counts the exact compare reads
-    # (history/analysis/exact_counters.toml; smsp__inst_executed.sum is a rule's counter too)
-    assert {m for m in explain - read if not m.startswith("launch__")} == {DURATION, "sass__inst_executed_per_opcode"}
+    # beyond them: the duration, and the per-opcode counts and shared-memory wavefronts the exact
+    # compare reads (history/analysis/exact_counters.toml; smsp__inst_executed.sum is a rule's
+    # counter too)
+    assert {m for m in explain - read if not m.startswith("launch__")} == {DURATION, *EXACT_SECTION}
     unread = {s.metric for s in metric_specs()} - explain
     assert "sm__throughput.avg.pct_of_peak_sustained_elapsed" in unread and not unread & read
     default = {s.metric for s in specs_in(None)}
@@ -86,7 +96,7 @@ def test_the_explain_list_is_what_the_counter_rules_read_and_the_default_list_is
     assert {m for m in left_out if "stalled" not in m} == {
         "l1tex__t_bytes_pipe_lsu_mem_global_op_ld.sum",
         "l1tex__t_bytes_pipe_lsu_mem_global_op_st.sum",
-        "sass__inst_executed_per_opcode",
+        *EXACT_SECTION,
     }
     assert all(s.cost and s.reason for s in sections())
 

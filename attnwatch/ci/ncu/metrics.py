@@ -24,6 +24,14 @@ class MetricSpec:
     section: str
     details: str | None = None
     instanced: bool = False  # one value per instance (per opcode): printed with --print-metric-instances
+    # evidence read where present: a recording or an ncu without the column is not a failed case
+    # (instanced metrics are always optional)
+    optional: bool = False
+
+
+def optional_metrics() -> frozenset[str]:
+    """Metrics whose absence is evidence not available, never a case's `missing` (ci.ncu.parse)."""
+    return frozenset(spec.metric for spec in metric_specs() if spec.instanced or spec.optional)
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from attnwatch.ci.ncu.metrics import known_column_prefixes, metric_specs
+from attnwatch.ci.ncu.metrics import known_column_prefixes, metric_specs, optional_metrics
 from attnwatch.history.analysis.exact_counters import INSTANCE_SEPARATOR
 from attnwatch.history.contract.ncu_csv import DETAILS_COLUMNS, CsvTable, NcuCsvError, read_table
 
@@ -228,10 +228,10 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
                 kernel.missing.append(name)
             else:
                 kernel.metrics[name] = to_base_unit(value, units[col] if col < len(units) else "")
-        # An instanced metric's column absent (ncu printed no per-opcode counts, or the recording
+        # An optional metric's column absent (ncu printed no per-opcode counts, or the recording
         # predates them) is evidence not available, not a failed case: the exact compare reads
-        # per-opcode counts only where both sides have them (history.analysis.exact_counters).
-        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - instanced))
+        # such counts only where both sides have them (history.analysis.exact_counters).
+        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - optional_metrics()))
         kernels.append(kernel)
     return kernels
 
@@ -284,7 +284,7 @@ def _parse_details(table: CsvTable) -> list[ParsedKernel]:
         kernel.metrics[f"details/{section}/{metric_name}"] = value
         if metric_name in by_details_name:
             kernel.metrics[by_details_name[metric_name]] = value
-    listed = {spec.metric for spec in metric_specs() if not spec.instanced}  # per-opcode counts: optional (_parse_raw)
+    listed = {spec.metric for spec in metric_specs()} - optional_metrics()  # read where present (_parse_raw)
     for kernel in kernels.values():
         kernel.missing = sorted(listed - set(kernel.metrics))
     return [kernels[k] for k in sorted(kernels)]

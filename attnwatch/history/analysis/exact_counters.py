@@ -30,6 +30,9 @@ EXACT_FILE = Path(__file__).resolve().parent / "exact_counters.toml"
 INSTANCE_SEPARATOR = "/"  # one instance of an instanced metric: `sass__inst_executed_per_opcode/LDG`
 PER_OPCODE = "sass__inst_executed_per_opcode" + INSTANCE_SEPARATOR
 INSTRUCTIONS = "smsp__inst_executed.sum"
+SHARED_WAVEFRONTS = "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared.sum"
+# SASS opcodes that read or write shared memory (their wavefronts are what SHARED_WAVEFRONTS counts)
+SHARED_OPCODES = ("LDS", "STS", "LDSM", "STSM", "LDGSTS", "ATOMS", "REDS")
 OPCODES_SHOWN = 3
 
 
@@ -169,13 +172,31 @@ def describe_exact(changes: Sequence[ExactChange]) -> str:
             else:
                 parts.append(f"{shown} executed per call")
         parts += [
-            f"{c.label} {_plain(c.base)} → {_plain(c.head)}"
+            _shared_wavefronts(c, found)
+            if c.metric == SHARED_WAVEFRONTS
+            else f"{c.label} {_plain(c.base)} → {_plain(c.head)}"
             for c in found
             if c.metric != INSTRUCTIONS and not c.metric.startswith(PER_OPCODE)
         ]
         text = "; ".join(parts)
         clauses.append(f"{kernel}: {text}" if len(by_kernel) > 1 else text)
     return " | ".join(clauses)
+
+
+def _shared_wavefronts(change: ExactChange, found: Sequence[ExactChange]) -> str:
+    """`shared-memory wavefronts 1,000 → 1,250 (+25.0%)`, read as bank conflicts when no
+    shared-memory opcode's count changed with it: the same accesses took more (or fewer) passes
+    through the banks."""
+    text = f"{change.label} {_plain(change.base)} → {_plain(change.head)}"
+    if change.base:
+        text += f" ({change.delta / change.base:+.1%})"
+    # Both come from the exact section (ci/ncu/metrics.toml), so the per-opcode counts were
+    # collected with the wavefronts: an unchanged shared opcode is simply absent from `found`.
+    shared_moved = any(c.metric.startswith(PER_OPCODE) and c.label.split(".")[0] in SHARED_OPCODES for c in found)
+    if not shared_moved:
+        more = "more" if change.delta > 0 else "fewer"
+        text += f" for the same shared-memory instructions: {more} bank conflicts"
+    return text
 
 
 def paired(base: Sequence[Launch], head: Sequence[Launch]) -> list[tuple[Launch, Launch]]:
