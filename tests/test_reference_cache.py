@@ -220,3 +220,15 @@ def test_an_output_above_the_size_limit_is_not_stored(tmp_path, monkeypatch):
     _reference(op, case, 0, tmp_path)
     _reference(op, case, 0, tmp_path)
     assert op.computed == 2 and not list(tmp_path.glob("*.f64"))
+
+
+def test_references_computed_on_a_gpu_are_not_cached(tmp_path, monkeypatch):
+    """On a GPU computing the float64 reference is faster than reading it back (module doc):
+    only CPU-computed references are stored. Played by marking the CPU as a device not cached."""
+    monkeypatch.setattr(reference_cache, "CACHED_DEVICES", ("cuda",))
+    op, case = CountingOperator(), _case()
+    _reference(op, case, 0, tmp_path)
+    _reference(op, case, 0, tmp_path)
+    assert op.computed == 2 and not list(tmp_path.iterdir())
+    monkeypatch.undo()
+    assert reference_cache.CACHED_DEVICES == ("cpu",)
