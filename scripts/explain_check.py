@@ -100,7 +100,7 @@ def aa(check: Check, cases) -> tuple[dict, str]:
     """Two explain-list profiles of one build (module doc, step 1); the noise_cases.toml text."""
     from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
     from attnwatch.ci.ncu.profile import profile_cases
-    from attnwatch.history.analysis.exact_counters import compare_exact
+    from attnwatch.history.analysis.exact_counters import SHARED_WAVEFRONTS, compare_exact
     from attnwatch.history.analysis.ncu_explain import combine_kernels, explain, load_rules
     from attnwatch.history.analysis.noise_bands import spreads
 
@@ -132,6 +132,7 @@ def aa(check: Check, cases) -> tuple[dict, str]:
                 "per_opcode_collected": any(
                     n.startswith("sass__inst_executed_per_opcode/") for k in a for n, _ in k.counters
                 ),
+                "shared_wavefronts": [dict(k.counters).get(SHARED_WAVEFRONTS) for k in a],
                 "explained": [f.cause for f in found if f.changes or f.exact],
                 "spreads": spread,
             }
@@ -157,6 +158,7 @@ def aa(check: Check, cases) -> tuple[dict, str]:
         "exact_identical": sum(r["exact_identical"] for r in ok),
         "false_explanations": sum(len(r["explained"]) for r in ok),
         "per_opcode_collected": sum(r["per_opcode_collected"] for r in ok),
+        "shared_wavefronts_collected": sum(any(v is not None for v in r["shared_wavefronts"]) for r in ok),
         "seconds": [round(p.seconds, 1) for p in profiles],
         "rows": rows,
     }
@@ -417,6 +419,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plants", default="", help="comma-separated plant names (default: every one in scripts/pr_plants)")
     p.add_argument("--magnitudes", choices=("all", "first"), default="all")
     p.add_argument("--skip-aa", action="store_true")
+    p.add_argument(
+        "--aa-variants", default=",".join(AA_VARIANTS), help=f"the A/A's variants (default: {','.join(AA_VARIANTS)})"
+    )
     p.add_argument("--warm", action="store_true", help="repeat each plant's compare warm")
     p.add_argument("--compare-timeout-s", type=float, default=200.0)
     args = p.parse_args(argv)
@@ -428,11 +433,12 @@ def main(argv: list[str] | None = None) -> int:
     check.result.update(device=device, plants=[pl.name for pl in chosen], commit=args.commit or _this_commit())
     noise = "# no A/A run\n"
     if device == "cuda" and not args.skip_aa:
-        check.result["aa"], noise = aa(check, pr_cases(AA_VARIANTS))
+        check.result["aa"], noise = aa(check, pr_cases(tuple(args.aa_variants.split(","))))
         a = check.result["aa"]
         check.log(
             f"A/A: exact counters identical in {a['exact_identical']} of {a['profiled']} cases; "
-            f"{a['false_explanations']} false explanations; per-opcode counts in {a['per_opcode_collected']}"
+            f"{a['false_explanations']} false explanations; per-opcode counts in {a['per_opcode_collected']}, "
+            f"shared-memory wavefronts in {a['shared_wavefronts_collected']}"
         )
     else:
         check.result["aa"] = {"skipped": "no GPU (smoke)" if device == "cpu" else "--skip-aa"}
