@@ -10,7 +10,8 @@ fixture's ranges are variant names (sdpa, sdpa_flash, torch_3op) and are renamed
 
 Environment: FAKE_NCU_FIXTURE (the CSV), FAKE_NCU_MODE (ok | fail | perm | perm_late | hang | case_fails |
 crash: the target dies in every torch_3op case | no_sass_metric: a metric list holding a `sass__`
-metric is refused, as an ncu without SASS patching would), FAKE_NCU_HANG (variants whose profiling
+metric is refused, as an ncu without SASS patching would | no_shared_wavefronts: a list holding the
+shared-memory wavefronts is refused, naming the metric without its `.sum`), FAKE_NCU_HANG (variants whose profiling
 hangs; FAKE_NCU_MARKER then names a file written first), FAKE_NCU_SLOW (variants whose case
 ends just after the plan's `stop_at`, so the cases after it are not started), FAKE_NCU_CWD (a file the stand-in
 writes its working directory to), FAKE_NCU_ARGS (a file it writes its arguments to, as JSON),
@@ -72,6 +73,10 @@ def main(args: list[str]) -> int:
         return 1
     if mode == "no_sass_metric" and "--metrics" in args and "sass__" in args[args.index("--metrics") + 1]:
         print('==ERROR== Failed to profile "stand_in_kernel": metric sass__inst_executed_per_opcode not found')
+        return 1
+    wavefronts = "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared"
+    if mode == "no_shared_wavefronts" and "--metrics" in args and wavefronts in args[args.index("--metrics") + 1]:
+        print(f"==ERROR== Failed to find metric {wavefronts}")
         return 1
     if mode == "perm":
         print(

@@ -6,6 +6,7 @@ starts empty."""
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
 from datetime import datetime
 from urllib.parse import parse_qs
 
@@ -16,7 +17,7 @@ from alert_form import fill, form_key
 from app_history import H100, H200, OLD_REGRESSED_VARIANT, PUSH_INCORRECT_CASE, build_push_history
 from attnwatch.history.detection.alerts import alert_events, list_alerts
 from attnwatch.app.data.triage import groups
-from test_app_pages import frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, texts
 from attnwatch.history.store.location import parse_location
 
 
@@ -24,6 +25,16 @@ from attnwatch.history.store.location import parse_location
 def push_history(tmp_path):
     db = tmp_path / "history.duckdb"
     return db, build_push_history(db, tmp_path / "bundles")
+
+
+def step_chart(at) -> ET.Element:
+    """The Alerts page's step chart (app/step_chart.py), parsed: the one markdown element that is an SVG."""
+    (svg,) = [m.value for m in at.markdown if m.value.startswith("<svg")]
+    return ET.fromstring(svg)
+
+
+def _role(chart: ET.Element, role: str) -> list[ET.Element]:
+    return [e for e in chart.iter() if e.get("data-role") == role]
 
 
 def test_alerts_are_grouped_by_the_commit_range_that_caused_them(push_history, monkeypatch):
@@ -72,17 +83,20 @@ def test_an_alert_is_drawn_with_its_step_and_the_threshold_band(push_history, mo
         alert=str(alert.alert_id),
     )
     assert at.selectbox(key="alerts_alert").value == alert.alert_id
-    (spec,) = plotly_specs(at)
-    by_name = {t.get("name"): t for t in spec["data"]}
-    band = next(t for name, t in by_name.items() if name and name.startswith("threshold band ±2.0%"))
-    assert band["y"][0] == pytest.approx(alert.baseline_value * 0.98)
-    before = next(t for name, t in by_name.items() if name and name.startswith("before"))
-    after = next(t for name, t in by_name.items() if name and name.startswith("after"))
-    assert before["y"] == pytest.approx([alert.baseline_value] * 3) and after["y"] == pytest.approx(
-        [alert.new_value] * 5
-    )
-    assert after["x"][0] == ids["old_step_commit"][:7]  # the step sits at the commit that caused it
-    assert len(before["x"]) == 3 and len(after["x"]) == 5
+    chart = step_chart(at)
+    assert "threshold band ±2.0% around before" in "".join(chart.itertext())
+    (band,) = _role(chart, "band")
+    assert float(band.get("data-low")) == pytest.approx(alert.baseline_value * 0.98, rel=1e-5)
+    assert float(band.get("data-high")) == pytest.approx(alert.baseline_value * 1.02, rel=1e-5)
+    (before,), (after,) = _role(chart, "before"), _role(chart, "after")
+    assert float(before.get("data-value")) == pytest.approx(alert.baseline_value, rel=1e-5)
+    assert float(after.get("data-value")) == pytest.approx(alert.new_value, rel=1e-5)
+    before_commits, after_commits = (line.get("data-commits").split(",") for line in (before, after))
+    assert after_commits[0] == ids["old_step_commit"][:7]  # the step sits at the commit that caused it
+    assert len(before_commits) == 3 and len(after_commits) == 5
+    (step,) = _role(chart, "step")
+    assert step.get("data-commit") == ids["old_step_commit"][:7]
+    assert len(_role(chart, "point")) == 8
     assert any("min_effect" in c for c in texts(at, "caption"))
 
 
@@ -221,6 +235,6 @@ def test_the_step_chart_names_its_unit_and_timer(push_history, monkeypatch):
     titles = set()
     for row in frame_with(at, "label").drop_duplicates("metric").itertuples():
         at.selectbox(key="alerts_alert").set_value(int(row.alert_id)).run()
-        (spec,) = plotly_specs(at)
-        titles.add(spec["layout"]["yaxis"]["title"]["text"])
+        (title,) = _role(step_chart(at), "y-title")
+        titles.add(title.text)
     assert titles == {"median latency (µs), CUDA events", "gap to baseline (× the baseline's latency), CUDA events"}

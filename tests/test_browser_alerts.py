@@ -18,6 +18,7 @@ pytestmark = pytest.mark.browser
 
 VIEWPORT = {"width": 1440, "height": 900}
 FORM = "Acknowledge or resolve"
+STEP_CHART = "svg[data-chart=step]"  # app/step_chart.py: drawn by the server, no chart library
 # Each table's grid (its scrolling canvas) against the box the page gives it, each filter chip
 # against its own text, and the step chart's y axis title.
 STATE = """() => ({
@@ -29,7 +30,8 @@ STATE = """() => ({
   chips: [...document.querySelectorAll('[data-testid=stMultiSelect] [data-tag]')].map(c => {
       const text = c.querySelector('span');
       return {name: c.getAttribute('aria-label'), cut: text.scrollWidth > text.clientWidth + 1}; }),
-  yTitles: [...document.querySelectorAll('.js-plotly-plot')].map(gd => (gd._fullLayout.yaxis.title || {}).text),
+  yTitles: [...document.querySelectorAll('svg[data-chart=step] [data-role=y-title]')].map(t => t.textContent),
+  stepChartWidth: [...document.querySelectorAll('svg[data-chart=step]')].map(s => Math.round(s.getBoundingClientRect().width)),
 })"""
 
 
@@ -53,7 +55,7 @@ def open_alerts(served, query: str = ""):
     page = browser.new_page(viewport=VIEWPORT)
     page.goto(f"{url}/alerts{query}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
     settle(page, FORM)
-    page.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    page.locator(STEP_CHART).first.wait_for(timeout=PAGE_TIMEOUT_MS)
     return page
 
 
@@ -112,6 +114,9 @@ def test_tables_fit_the_page_no_chip_is_cut_and_the_axis_has_a_unit(served):
         assert not [c for c in state["chips"] if c["cut"]], state["chips"]
         (title,) = state["yTitles"]
         assert "µs" in title or "×" in title, title
+        (width,) = state["stepChartWidth"]
+        assert 300 < width <= VIEWPORT["width"], width
+        assert page.locator(f"{STEP_CHART} circle title").count() > 2  # each point's tooltip
     finally:
         page.close()
 

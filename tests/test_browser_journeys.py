@@ -217,8 +217,9 @@ def test_triage_a_commits_alerts_with_one_note(browser, dashboard):
         old = f"{ids['old_step_base'][:10]}..{ids['old_step_commit'][:10]}"
         assert visit.selected("commit range").startswith(old)
         assert visit.query()["group"] == f"{ids['old_step_base']}..{ids['old_step_commit']}"
-        page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)  # the step on its series, with the band
-        assert "threshold band" in page.locator(".js-plotly-plot").first.inner_text()
+        chart = page.locator("svg[data-chart=step]").first  # the step on its series, with the band
+        chart.wait_for(timeout=PAGE_TIMEOUT_MS)
+        assert "threshold band" in chart.text_content() and chart.locator("[data-role=band]").count() == 1
         visit.click(page.get_by_text("all 16 unresolved alerts of this commit range"))
         visit.settle("Alerts", drawn="Acknowledge 16…")
         page.get_by_role("textbox", name="note").fill("cuda_wmma tiles changed in 03; bisecting")

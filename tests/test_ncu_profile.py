@@ -238,3 +238,15 @@ def test_an_ncu_that_refuses_the_per_opcode_counts_still_profiles_the_rest(fake_
     profile = profile_cases(_cases(), tmp_path / "profile", sections=choose_sections(EXPLAIN), timeout_s=60)
     assert not profile.errors and profile.kernel_rows
     assert profile.notes and "per-opcode" in profile.notes[0] and "sass__inst_executed_per_opcode" in profile.notes[0]
+
+
+def test_an_ncu_that_refuses_the_shared_memory_wavefronts_still_profiles_the_rest(fake_ncu, tmp_path, monkeypatch):
+    """ncu names a refused metric without the rollup it was asked with (`.sum`): the exact section
+    is still recognised and dropped, not every counter."""
+    from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
+
+    monkeypatch.setenv("FAKE_NCU_MODE", "no_shared_wavefronts")
+    profile = profile_cases(_cases(), tmp_path / "profile", sections=choose_sections(EXPLAIN), timeout_s=60)
+    assert not profile.errors and profile.kernel_rows
+    assert profile.notes and "shared-memory wavefronts" in profile.notes[0]
+    assert "smsp__sass_l1tex_pipe_lsu_wavefronts_mem_shared" in profile.notes[0]

@@ -10,7 +10,8 @@ transaction for the group, retried while an ingest holds the file), so neither s
 import pandas as pd
 import streamlit as st
 
-from attnwatch.app import charts, ui
+from attnwatch.app import ui
+from attnwatch.app.step_chart import step_svg
 from attnwatch.app.data import alerts, timers, triage
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.thresholds import load_thresholds
@@ -173,7 +174,7 @@ def draw_alert(source, alert) -> None:
     band = load_thresholds(alert.gpu).min_effect
     step = series.loc[series["run_id"] == alert.run_id, "x"]
     axis = f"{triage.METRIC_AXES[alert.metric]}, {timers.timer_name(series['timing_mode'])}"
-    figure = charts.step_figure(
+    svg = step_svg(
         series,
         step.iloc[0] if not step.empty else "",
         float(alert.baseline_value),
@@ -182,7 +183,7 @@ def draw_alert(source, alert) -> None:
         axis,
         alert.label,
     )
-    st.plotly_chart(figure, key="alerts_step_chart", width="stretch")
+    st.markdown(svg, unsafe_allow_html=True)
     st.caption(
         f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
         f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert."

@@ -157,11 +157,15 @@ def profile_cases(
         profile.import_seconds += run.import_s
         csv_parts.append(run.csv_text)
         at_deadline = not run.exited and deadline is not None and time.monotonic() >= deadline
-        if chosen and EXACT_SECTION in chosen and not run.kernels and _refused_instanced(run, chosen):
-            # this ncu cannot collect the per-opcode counts (SASS patching): profile without them
-            # rather than lose every counter; the exact compare then reads the totals alone
+        if chosen and EXACT_SECTION in chosen and not run.kernels and _refused_exact(run):
+            # this ncu cannot collect the SASS-patched counts (per opcode, shared-memory
+            # wavefronts): profile without them rather than lose every counter; the exact compare
+            # then reads the totals and the launch resources alone
             chosen = tuple(name for name in chosen if name != EXACT_SECTION)
-            profile.notes.append(f"ncu refused the per-opcode counts; profiled without them: {run.failure or run.why}")
+            profile.notes.append(
+                "ncu refused the exact section's SASS-patched counters (per-opcode counts, shared-memory "
+                f"wavefronts); profiled without them: {run.failure or run.why}"
+            )
             attempt += 1
             continue
         profile.errors.update({cid: why for cid, why in run.outcomes.items() if why})
@@ -398,13 +402,14 @@ def pass_counts(output: str) -> list[int]:
     return [int(m.group(1)) for m in map(_PASSES.match, output.splitlines()) if m]
 
 
-EXACT_SECTION = "exact"  # metrics.toml's section of the per-opcode counts
+EXACT_SECTION = "exact"  # metrics.toml's section of the SASS-patched counts
 
 
-def _refused_instanced(run: "_Pass", chosen: tuple[str, ...]) -> bool:
-    """ncu refused the run and named one of the chosen instanced metrics in its error."""
+def _refused_exact(run: "_Pass") -> bool:
+    """ncu refused the run and named one of the exact section's metrics in its error (by its base
+    name: ncu names a metric without the `.sum` it was asked with)."""
     said = f"{run.failure or ''} {run.why or ''}"
-    return any(metric in said for metric in instanced_metrics(chosen))
+    return any(spec.metric.split(".")[0] in said for spec in specs_in((EXACT_SECTION,)))
 
 
 def _outcome_error(record: dict) -> str | None:
