@@ -132,7 +132,25 @@ def test_trend_link_with_a_numeric_looking_commit_range_draws_every_run(served):
     assert all(c["inside"] and not c["cut"] for c in chips), chips
 
 
+STEP_CHART_BOXES = """() => [...document.querySelectorAll('svg[data-chart=step]')].map(svg => {
+  const box = e => { const b = e.getBoundingClientRect(); return {left: b.left, right: b.right, top: b.top, bottom: b.bottom}; };
+  return {svg: box(svg), title: box(svg.querySelector('[data-role=title]')),
+          legend: [...svg.querySelectorAll('[data-role=legend]')].map(box)}; })"""
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["left"] < b["right"] and b["left"] < a["right"] and a["top"] < b["bottom"] and b["top"] < a["bottom"]
+
+
 def test_alert_step_chart_title_clear_of_its_legend(served):
-    state = visit(served, "alerts")
-    (chart,) = state["charts"]
-    assert chart["type"] == "category" and not chart["overlap"]
+    """The server-drawn step chart (app/step_chart.py): its title, and each legend entry, clear of
+    one another and inside the chart at 1440 px."""
+    visit(served, "alerts")
+    _, page, _ = served
+    page.locator("svg[data-chart=step]").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+    (chart,) = page.evaluate(STEP_CHART_BOXES)
+    entries = chart["legend"]
+    assert len(entries) == 4
+    assert not any(_overlap(chart["title"], entry) for entry in entries), chart
+    assert not any(_overlap(a, b) for i, a in enumerate(entries) for b in entries[i + 1 :]), entries
+    assert all(chart["svg"]["left"] <= e["left"] and e["right"] <= chart["svg"]["right"] + 0.5 for e in entries), chart

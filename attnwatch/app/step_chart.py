@@ -53,7 +53,7 @@ def step_svg(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
         f'role="img" aria-label="{_attr(title)}" data-chart="step" style="max-width:{WIDTH}px;font-family:sans-serif">',
-        f'<text x="8" y="18" font-size="13">{_text(title)}</text>',
+        f'<text data-role="title" x="8" y="18" font-size="13">{_text(title)}</text>',
     ]
     parts += _legend(before, after, band)
     parts += _y_axis(y_min, y_max, y_at, metric_label)
@@ -115,7 +115,7 @@ def _legend(before: float, after: float, band: float) -> list[str]:
     out, x = [], 8.0
     for mark, label in entries:
         out.append(
-            f'<g transform="translate({x:.0f},44)">{mark}<text x="24" y="4" font-size="12">{_text(label)}</text></g>'
+            f'<g data-role="legend" transform="translate({x:.0f},44)">{mark}<text x="24" y="4" font-size="12">{_text(label)}</text></g>'
         )
         x += 40 + 7 * len(label)
     return out
