@@ -86,3 +86,10 @@ def test_ticks_are_round_values_inside_the_range():
     small = _ticks(0.0123, 0.0191)
     assert small == pytest.approx([0.013, 0.014, 0.015, 0.016, 0.017, 0.018, 0.019])
     assert all(0.0123 <= t <= 0.0191 for t in small)
+
+
+def test_a_long_title_is_cut_and_kept_whole_for_screen_readers():
+    title = "x" * 300
+    chart = _chart(_trend([1.0, 2.0]), "0000001", 1.0, 2.0, 0.02, "µs", title)
+    (shown,) = _role(chart, "title")
+    assert len(shown.text) == 120 and shown.text.endswith("…") and chart.get("aria-label") == title

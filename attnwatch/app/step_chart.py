@@ -11,8 +11,8 @@ interactive chart of the same series, one link away. Each point's value, commit 
 tooltip (an SVG <title>).
 
 The SVG says what it draws in its attributes, for tests and for anyone reading the page's
-source: `data-role` on each part (band, value, before, after, step, y-title), the band's and the
-levels' values, and the commits each level covers.
+source: `data-role` on each part (title, legend, band, value, point, before, after, step,
+y-title), the band's and the levels' values, and the commits each level covers.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ WIDTH, HEIGHT = 900, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 78, 64  # room for the y ticks, the title and legend, the commits
 VALUE, BEFORE, AFTER, BAND = "#1f77b4", "#444444", "#d62728", "rgba(120,120,120,0.18)"
 X_LABELS_MAX = 16  # more commits than this: every k-th commit is labelled
+TITLE_CHARS = 120  # a longer title is cut with an ellipsis (its whole text stays the aria-label)
 
 
 def step_svg(
@@ -53,7 +54,7 @@ def step_svg(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
         f'role="img" aria-label="{_attr(title)}" data-chart="step" style="max-width:{WIDTH}px;font-family:sans-serif">',
-        f'<text data-role="title" x="8" y="18" font-size="13">{_text(title)}</text>',
+        f'<text data-role="title" x="8" y="18" font-size="13">{_text(_cut(title, TITLE_CHARS))}</text>',
     ]
     parts += _legend(before, after, band)
     parts += _y_axis(y_min, y_max, y_at, metric_label)
@@ -169,6 +170,10 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     step = min((m * power for m in (1, 2, 5, 10)), key=lambda candidate: abs(candidate - raw))
     first = math.ceil(low / step) * step
     return [round(first + k * step, 12) for k in range(int((high - first) / step + 1e-9) + 1)]
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _text(value: str) -> str:
