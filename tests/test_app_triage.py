@@ -6,6 +6,7 @@ starts empty."""
 
 from __future__ import annotations
 
+import base64
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from urllib.parse import parse_qs
@@ -28,9 +29,10 @@ def push_history(tmp_path):
 
 
 def step_chart(at) -> ET.Element:
-    """The Alerts page's step chart (app/step_chart.py), parsed: the one markdown element that is an SVG."""
-    (svg,) = [m.value for m in at.markdown if m.value.startswith("<svg")]
-    return ET.fromstring(svg)
+    """The Alerts page's step chart (app/step_chart.py), parsed: the page's one SVG image, a data URL."""
+    prefix = "data:image/svg+xml;base64,"
+    (url,) = [i.url for image in at.get("image") for i in image.proto.imgs if i.url.startswith(prefix)]
+    return ET.fromstring(base64.b64decode(url[len(prefix) :]))
 
 
 def _role(chart: ET.Element, role: str) -> list[ET.Element]:

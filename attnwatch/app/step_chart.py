@@ -1,4 +1,4 @@
-"""One alert's step on its series, drawn as an SVG the server writes: no chart library in the browser.
+"""One alert's step on its series, drawn as an SVG image the server writes: no chart library in the browser.
 
 The Alerts page shows one small, fixed picture per alert: the values over commits, the level
 before and after the step (detection's medians), the threshold band (before × (1 ± min_effect))
@@ -7,8 +7,13 @@ about 2 s (the plotly bundle parsed and compiled) and each later load about 0.5 
 CI machine with the 1M history: Alerts cold 5.28 s with the plotly chart and 3.14 s without
 it, warm 1.59 s and 1.09 s (scripts/bench_dashboard.py --browser --pages alerts --servers 2,
 2026-12-06; docs/benchmarks/dashboard.md). The picture needs no zoom: Trends holds the
-interactive chart of the same series, one link away. Each point's value, commit and run are its
-tooltip (an SVG <title>).
+interactive chart of the same series, one link away.
+
+The page shows it as an image (`st.image`, a data URL), never as markup in the page: text from
+the history (case ids, commit labels) is escaped here as well, but an image cannot run or link
+anything whatever it holds (docs/design.md, "Security rules": no page renders markup from
+data). Each point's value, commit and run are an SVG <title> inside it, for anyone who opens
+the image on its own.
 
 The SVG says what it draws in its attributes, for tests and for anyone reading the page's
 source: `data-role` on each part (title, legend, band, value, point, before, after, step,
@@ -52,8 +57,8 @@ def step_svg(
         return TOP + (y_max - v) / (y_max - y_min) * plot_h
 
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
-        f'role="img" aria-label="{_attr(title)}" data-chart="step" style="max-width:{WIDTH}px;font-family:sans-serif">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+        f'role="img" aria-label="{_attr(title)}" data-chart="step" font-family="sans-serif">',
         f'<text data-role="title" x="8" y="18" font-size="13">{_text(_cut(title, TITLE_CHARS))}</text>',
     ]
     parts += _legend(before, after, band)

@@ -183,7 +183,7 @@ def draw_alert(source, alert) -> None:
         axis,
         alert.label,
     )
-    st.markdown(svg, unsafe_allow_html=True)
+    st.image(svg, width="stretch")
     st.caption(
         f"Dashed: detection's median before and after the step. Grey band: before ±{band:.1%}, the min_effect "
         f"for {ui.md(alert.gpu)} (history/analysis/thresholds.toml); a step that leaves it and holds is an alert."
