@@ -79,6 +79,8 @@ def test_text_from_the_history_is_text_never_markup():
     assert _role(chart, "y-title")[0].text == hostile
     assert chart.get("aria-label") == hostile
     assert [p.get("data-x") for p in _role(chart, "point")] == ["<i>a</i>", "b&c"]
+    # a control character (which XML refuses) in a case id leaves the picture well-formed
+    assert _role(_chart(_trend([1.0, 2.0]), "0000001", 1.0, 2.0, 0.02, "µs", "case\x01\x1b[31m"), "title")[0].text
 
 
 def test_ticks_are_round_values_inside_the_range():

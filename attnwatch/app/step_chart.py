@@ -27,13 +27,14 @@ import math
 
 import pandas as pd
 
-from attnwatch.app.ui import short_sha
+from attnwatch.app.ui import short_sha, truncate
 
 WIDTH, HEIGHT = 900, 380
 LEFT, RIGHT, TOP, BOTTOM = 72, 16, 78, 64  # room for the y ticks, the title and legend, the commits
 VALUE, BEFORE, AFTER, BAND = "#1f77b4", "#444444", "#d62728", "rgba(120,120,120,0.18)"
 X_LABELS_MAX = 16  # more commits than this: every k-th commit is labelled
 TITLE_CHARS = 120  # a longer title is cut with an ellipsis (its whole text stays the aria-label)
+TEXT_CHARS = 1000  # any other text from the history (labels, the aria-label) is cut here
 
 
 def step_svg(
@@ -59,7 +60,7 @@ def step_svg(
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
         f'role="img" aria-label="{_attr(title)}" data-chart="step" font-family="sans-serif">',
-        f'<text data-role="title" x="8" y="18" font-size="13">{_text(_cut(title, TITLE_CHARS))}</text>',
+        f'<text data-role="title" x="8" y="18" font-size="13">{_text(title, TITLE_CHARS)}</text>',
     ]
     parts += _legend(before, after, band)
     parts += _y_axis(y_min, y_max, y_at, metric_label)
@@ -77,18 +78,22 @@ def step_svg(
                 f'<line data-role="step" data-commit="{_attr(step_x)}" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" '
                 f'y2="{TOP + plot_h}" stroke="{AFTER}" stroke-width="1"/>'
             )
-    points = [(x_at(i), y_at(v)) for i, v in enumerate(values) if math.isfinite(v)]
-    if len(points) > 1:
-        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
-        parts.append(f'<polyline data-role="value" points="{coords}" fill="none" stroke="{VALUE}" stroke-width="2"/>')
-    for row, x_label, value, i in zip(t.itertuples(), axis, values, range(len(axis))):
+    coords, circles = [], []
+    for i, (row, value) in enumerate(zip(t.itertuples(), values)):
         if not math.isfinite(value):
             continue
+        x, y = x_at(i), y_at(value)
+        coords.append(f"{x:.1f},{y:.1f}")
         tip = f"{value:.4g} · commit {short_sha(row.commit_sha)} · run {row.run_id}"
-        parts.append(
-            f'<circle data-role="point" data-x="{_attr(x_label)}" data-value="{value:.6g}" cx="{x_at(i):.1f}" '
-            f'cy="{y_at(value):.1f}" r="3.5" fill="{VALUE}"><title>{_text(tip)}</title></circle>'
+        circles.append(
+            f'<circle data-role="point" data-x="{_attr(axis[i])}" data-value="{value:.6g}" cx="{x:.1f}" '
+            f'cy="{y:.1f}" r="3.5" fill="{VALUE}"><title>{_text(tip)}</title></circle>'
         )
+    if len(coords) > 1:
+        parts.append(
+            f'<polyline data-role="value" points="{" ".join(coords)}" fill="none" stroke="{VALUE}" stroke-width="2"/>'
+        )
+    parts += circles
     parts += _x_axis(axis, x_at)
     parts.append("</svg>")
     return "".join(parts)
@@ -177,13 +182,10 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return [round(first + k * step, 12) for k in range(int((high - first) / step + 1e-9) + 1)]
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _text(value, limit: int = TEXT_CHARS) -> str:
+    """Text for SVG content: one line, control characters removed (XML refuses most), cut, escaped."""
+    return html.escape(truncate(str(value), limit), quote=False)
 
 
-def _text(value: str) -> str:
-    return html.escape(str(value), quote=False)
-
-
-def _attr(value: str) -> str:
-    return html.escape(str(value), quote=True)
+def _attr(value, limit: int = TEXT_CHARS) -> str:
+    return html.escape(truncate(str(value), limit), quote=True)

@@ -197,6 +197,7 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
     block_col, grid_col = table.column("Block Size"), table.column("Grid Size")
     wanted = {spec.metric for spec in metric_specs()}
     instanced = {spec.metric for spec in metric_specs() if spec.instanced}
+    optional = optional_metrics()
     kernels = []
     for index, row in enumerate(table.rows):
         kernel = ParsedKernel(
@@ -231,7 +232,7 @@ def _parse_raw(path: str, table: CsvTable, requested: frozenset[str] | None) -> 
         # An optional metric's column absent (ncu printed no per-opcode counts, or the recording
         # predates them) is evidence not available, not a failed case: the exact compare reads
         # such counts only where both sides have them (history.analysis.exact_counters).
-        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - optional_metrics()))
+        kernel.missing.extend(sorted((wanted if requested is None else requested) - set(header) - optional))
         kernels.append(kernel)
     return kernels
 
