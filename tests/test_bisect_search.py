@@ -70,3 +70,33 @@ def test_one_commit_after_the_good_one_is_confirmed_by_one_measurement():
     assert result.outcome == "found" and result.culprit == COMMITS[1] and calls == [(1, 0)]
     with pytest.raises(ValueError):
         bisect(COMMITS[:1], step_oracle(1, calls))
+
+
+def _compared(ratio: float, low: float, high: float, min_effect: float | None = None):
+    from attnwatch.ci.compare.report import CaseComparison, SideResult
+
+    side = SideResult("ok", 100.0)
+    return CaseComparison(
+        "v/s/fp16/causal", "v", "s", "fp16", True, "no change", side, side, ratio, low, high, min_effect=min_effect
+    )
+
+
+@pytest.mark.parametrize(
+    "interval, own_effect, state",
+    [
+        ((0.914, 0.560, 1.492), None, "same"),  # noisy, but surely below +50%: a CPU run's second attempt
+        ((1.089, 0.771, 1.538), None, "undecided"),  # reaches past +50%: could carry the step
+        ((1.089, 0.771, 1.538), 0.6, "same"),  # the case's own min_effect is the bar
+        ((1.0, 0.99, 1.01), 0.01, "undecided"),  # at the bar, not below it
+    ],
+)
+def test_a_candidate_surely_below_the_step_is_same_however_far_below_its_interval_reaches(interval, own_effect, state):
+    """The oracle's one-sided question (ci/bisect/oracle.py): undecided by the compare, a
+    candidate whose upper end is below 1 + min_effect does not carry the step."""
+    from attnwatch.ci.bisect.oracle import judge
+
+    case = _compared(*interval, min_effect=own_effect)
+    found, why = judge([case], {}, {case.case_id}, 0.5)
+    assert found == state, why
+    assert judge([case], {case.case_id: "regression"}, {case.case_id}, 0.5)[0] == "slow"
+    assert judge([case], {}, set(), 0.5)[0] == "undecided"  # not tracked: nothing measured

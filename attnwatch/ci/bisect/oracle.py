@@ -10,9 +10,14 @@ once for the whole bisect), and Triton's own cache likewise.
 
 A candidate is judged on the tracked cases (all given cases, narrowed to those that are slow
 at the bad revision once it was measured): `slow` when any is decided a regression, `same`
-when every one is decided no change or improvement, else `undecided` (an interval that
-decides neither within the round cap, or a side that did not measure). Attempt 1 doubles the
-round cap (at most 50): the search's one re-measure (ci/bisect/search.py).
+when every one is decided no change or improvement, or its interval lies wholly below
+1 + min_effect, else `undecided` (an interval that decides neither within the round cap, or a
+side that did not measure). The bisect asks one-sided whether a candidate carries a step of at
+least min_effect (the bad revision's was decided one): an interval whose upper end is below it
+answers no at the interval's one-sided level (1 - alpha/2), however far its lower end reaches,
+where the compare's two-sided "no change" would also need the lower end inside -min_effect and
+leaves a noisy candidate undecided. Attempt 1 doubles the round cap (at most 50): the search's
+one re-measure (ci/bisect/search.py).
 """
 
 from __future__ import annotations
@@ -108,8 +113,11 @@ def subject(repo: Path, sha: str) -> str:
     return git_text(repo, "log", "-1", "--format=%s", sha)[:200]
 
 
-def judge(cases: list[CaseComparison], decided: dict[str, str], tracked: set[str]) -> tuple[str, str]:
-    """(state, why) of a candidate from its compare (module doc)."""
+def judge(
+    cases: list[CaseComparison], decided: dict[str, str], tracked: set[str], min_effect: float
+) -> tuple[str, str]:
+    """(state, why) of a candidate from its compare (module doc); `min_effect`: the compare's,
+    where a case has none of its own."""
     states, reasons = [], []
     for c in cases:
         if c.case_id not in tracked:
@@ -121,6 +129,9 @@ def judge(cases: list[CaseComparison], decided: dict[str, str], tracked: set[str
         elif verdict in ("no change", "improvement"):
             states.append("same")
             reasons.append(f"{c.case_id} {_interval(c)} {verdict}")
+        elif c.ratio is not None and c.high is not None and c.high < 1.0 + c.effect(min_effect):
+            states.append("same")
+            reasons.append(f"{c.case_id} {_interval(c)}: surely below +{c.effect(min_effect):.1%}")
         elif c.ratio is not None:
             states.append("undecided")
             reasons.append(f"{c.case_id} {_interval(c)}: neither surely beyond the threshold nor inside it")
@@ -193,7 +204,7 @@ class CompareOracle:
             except UserError as exc:  # another harness API: this commit cannot be measured here
                 return Judgement("undecided", str(exc)[:300])
             measurement = self._measure(sha, attempt, root, options, out)
-        state, why = judge(measurement.cases, measurement.decided, self.tracked)
+        state, why = judge(measurement.cases, measurement.decided, self.tracked, options.min_effect)
         if sha == self.bad and state == "slow":
             self.tracked = {c.case_id for c in measurement.cases if measurement.decided.get(c.case_id) == "regression"}
         self.log(f"bisect: {sha[:12]}: {state} ({why[:300]})")
