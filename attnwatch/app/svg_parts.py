@@ -1,7 +1,7 @@
 """The parts every chart the server draws as an SVG image shares: its frame, axes, legend and text.
 
-The Alerts step chart (app/step_chart.py), and the Kernel page's charts to come, are pictures
-the server writes, shown with `st.image` (a data URL), so a page that shows only
+The Alerts step chart (app/step_chart.py) and the Kernel page's charts (app/kernel_charts.py)
+are pictures the server writes, shown with `st.image` (a data URL), so a page that shows only
 them loads no chart library in the browser (docs/benchmarks/dashboard.md: the plotly bundle was
 about 2 s of a cold page load). What they have in common lives here once: the plot area inside
 its margins, round tick values on a linear axis and decades on a log one, the axes and the
