@@ -22,7 +22,8 @@ executable_path) loads each page by its URL, timed by the page's own clock (DRAW
 every animation frame) from navigation start (`performance.timeOrigin`) until the page is drawn:
   drawn  the page's own marker (BROWSER_PAGES: an element it shows only when finished, where
         possible its last one) is present and visible, every plotly chart on the page has its
-        SVG drawn and visible, Streamlit shows no running indicator (stStatusWidget) and no
+        SVG drawn and visible, every chart image the server drew (Alerts, Kernel: an SVG data
+        URL) is decoded and visible, Streamlit shows no running indicator (stStatusWidget) and no
         skeleton (stSkeleton: an element whose code is still loading), and all of that has held
         for SETTLE_MS; the time reported is the start of that settled state;
   cold  the first load of that page in a fresh server process (`attnwatch dashboard` started
@@ -149,6 +150,8 @@ DRAWN = {
     "trends": (".js-plotly-plot .main-svg", ""),
     "compare": ("[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
     "alerts": ("[data-testid='stDataFrame']", ""),
+    # Kernel's last section heading, shown whatever it can draw; its charts are SVG images (no
+    # plotly since app/kernel_charts.py), which DRAWN_JS waits for as it does for plotly charts.
     "kernel": ("h3", "Roofline"),
     "sql": ("textarea", ""),
     "run": ("[data-testid='stDataFrame']", ""),
@@ -157,7 +160,8 @@ DRAWN = {
 BROWSER_PAGES = tuple((page.path, *DRAWN.get(page.key, ("h1", page.title))) for page in DECLARED_PAGES)
 # Checked by the page itself on every animation frame (Playwright's `polling="raf"`). The page
 # counts as drawn when that element is visible, every plotly chart on it has drawn visibly
-# (Streamlit's chart element first draws hidden, before it knows its width) and Streamlit is idle
+# (Streamlit's chart element first draws hidden, before it knows its width), every chart image the
+# server drew is decoded (`complete`, a natural width) and visible, and Streamlit is idle
 # (no running indicator, no skeleton), and all of that holds for SETTLE_MS: a page whose first
 # section is drawn while later ones are still coming is not drawn yet. Returned: the
 # milliseconds from navigation start to the start of that settled state, by the page's clock.
@@ -171,7 +175,8 @@ DRAWN_JS = """([css, text, settleMs]) => {
   const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every((chart) => {
     const svg = chart.querySelector(".main-svg");
     return svg !== null && visible(svg);
-  });
+  }) && [...document.querySelectorAll("img[src^='data:image/svg+xml']")].every(
+    (img) => img.complete && img.naturalWidth > 0 && visible(img));
   const busy = document.querySelector('[data-testid="stStatusWidget"]') || document.querySelector('[data-testid="stSkeleton"]');
   const now = performance.now();
   if (!(shown && charts && !busy)) {

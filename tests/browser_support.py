@@ -114,3 +114,24 @@ def wait_idle(page) -> None:
         " && !document.querySelector('[data-testid=\"stSkeleton\"]')",
         timeout=PAGE_TIMEOUT_MS,
     )
+
+
+SVG_IMAGE = "img[src^='data:image/svg+xml']"  # a chart the server draws as an SVG image (app/svg_parts.py)
+
+
+def svg_charts_js(measure: str) -> str:
+    """A page function returning, for each SVG chart image on the page, the JavaScript expression
+    `measure` evaluated with `svg` (the image's SVG drawn once more in a test-only node at the
+    image's own width, so that its parts can be measured as the image shows them), `img` and
+    `box` (an element's client rectangle as a plain object)."""
+    return f"""() => [...document.querySelectorAll("{SVG_IMAGE}")].map(img => {{
+  const holder = document.createElement('div');
+  holder.innerHTML = new TextDecoder().decode(Uint8Array.from(atob(img.src.split(',')[1]), c => c.charCodeAt(0)));
+  document.body.appendChild(holder);
+  const svg = holder.querySelector('svg');
+  svg.setAttribute('width', img.getBoundingClientRect().width);
+  svg.removeAttribute('height');
+  const box = e => {{ const b = e.getBoundingClientRect(); return {{left: b.left, right: b.right, top: b.top, bottom: b.bottom}}; }};
+  const out = {measure};
+  holder.remove();
+  return out; }})"""

@@ -234,11 +234,15 @@ def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(
 
 
 def test_the_kernel_pages_charts_mark_environment_changes_too():
-    """The Kernel page draws build and ncu histories with lines_figure: a frame carrying the runs'
-    environment fields gets the same dotted line, and a run that did not record a field is no change."""
+    """The Kernel page draws build and ncu histories with kernel_charts.lines_svg: a frame carrying
+    the runs' environment fields gets the same dotted line, between the commits before and at the
+    change, and a run that did not record a field is no change."""
+    import xml.etree.ElementTree as ET
+
     import pandas as pd
 
-    from attnwatch.app.charts import lines_figure
+    from attnwatch.app.kernel_charts import lines_svg
+    from svg_charts import role, tip
 
     frame = pd.DataFrame(
         {
@@ -250,9 +254,18 @@ def test_the_kernel_pages_charts_mark_environment_changes_too():
             "driver_version": ["580.65", None, "580.65", "590.10"],
         }
     )
-    figure = lines_figure(frame, "x", ["registers_per_thread"], "registers").to_plotly_json()
-    assert [s["x0"] for s in figure["layout"]["shapes"]] == [2.5]
-    assert [a["text"] for a in figure["layout"]["annotations"]] == ["env: driver 580.65 → 590.10"]
+    chart = ET.fromstring(lines_svg(frame, "x", ["registers_per_thread"], "registers"))
+    marks = role(chart, "epoch")
+    assert [float(m.get("data-position")) for m in marks] == [2.5]
+    assert [m.get("data-commit") for m in marks] == ["d4"]
+    assert [label.text for label in role(chart, "epoch-label")] == ["env: driver 580.65 → 590.10"]
+    assert tip(marks[0]) == "env: driver 580.65 → 590.10"
+    line = marks[0].find("{http://www.w3.org/2000/svg}line")
+    points = role(chart, "point")  # the line stands halfway between c3's point and d4's
+    assert float(line.get("x1")) == pytest.approx(
+        (float(points[2].get("cx")) + float(points[3].get("cx"))) / 2, abs=0.1
+    )
+    assert line.get("stroke-dasharray")  # dotted
 
 
 def test_bisect_refuses_a_range_whose_runs_changed_no_code(real_bundle, tmp_path, capsys):

@@ -8,6 +8,7 @@ import pytest
 
 from app_history import H200
 from commit_axis_history import BUILT_VARIANTS, REGRESSED_VARIANT, RUNS, build_commit_axis_history, commit_sha
+from svg_charts import role, series, svg_images
 from test_app_pages import open_page, plotly_specs, texts
 
 
@@ -36,16 +37,18 @@ def test_a_trend_link_with_a_commit_range_shades_it_by_position(axis_history, mo
 
 def test_kernel_draws_builds_in_commit_order_one_unit_per_chart(axis_history, monkeypatch):
     at = open_page(axis_history, monkeypatch, "views/kernel.py", gpu=H200, variant="triton_fa2")
-    specs = [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") != "log"]
+    charts = [c for c in svg_images(at) if c.get("data-chart") == "lines"]
     in_commit_order = [commit_sha(i)[:7] for i in range(RUNS)]
-    assert len(specs) >= 3
-    for spec in specs:
-        assert spec["layout"]["xaxis"]["type"] == "category"
-        axis = spec["layout"]["xaxis"]["categoryarray"]
+    assert len(charts) >= 3
+    for chart in charts:
+        assert chart.get("data-x-type") == "category"
+        axis = [tick.get("data-label") for tick in role(chart, "x-category")]
         assert axis == [x for x in in_commit_order if x in axis] and len(axis) >= 2
-    titles = [s["layout"]["yaxis"]["title"]["text"] for s in specs]
-    registers = [s for s, t in zip(specs, titles) if "registers" in t]
-    assert registers and all({tr["name"] for tr in s["data"]} == {"registers_per_thread"} for s in registers)
+        # each point stands at its own commit's place on the axis
+        for points in series(chart).values():
+            assert [p.get("data-x") for p in points] == [x for x in axis if x in {p.get("data-x") for p in points}]
+    registers = [c for c in charts if "registers" in c.get("data-y-title")]
+    assert registers and all(set(series(c)) == {"registers_per_thread"} for c in registers)
 
 
 def test_kernel_opens_on_a_variant_with_data_not_the_focus_without(axis_history, monkeypatch):

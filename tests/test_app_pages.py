@@ -30,6 +30,7 @@ from attnwatch.app.data.trends import METRICS
 from attnwatch.history.detection.alerts import list_alerts
 from attnwatch.history.links import PAGES as DECLARED_PAGES
 from attnwatch.history.store.location import parse_location
+from svg_charts import charts_by_key, role, series, svg_images
 
 ENTRYPOINT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 PAGES = tuple(page.script for page in DECLARED_PAGES)  # every page's view, in the navigation's order
@@ -137,7 +138,7 @@ def test_overview_gpu_picker_switches_gpu(history, monkeypatch):
 def test_every_page_explains_an_empty_history(tmp_path, monkeypatch, page):
     at = open_page(tmp_path / "missing.duckdb", monkeypatch, page)
     assert any("history is empty" in i for i in texts(at, "info"))
-    assert not at.dataframe and not at.get("plotly_chart")
+    assert not at.dataframe and not at.get("plotly_chart") and not svg_images(at)
 
 
 @pytest.mark.parametrize("page", ("views/overview.py", "views/trends.py", "views/sql.py"))
@@ -337,24 +338,24 @@ def test_kernel_page_build_report_over_runs(history, monkeypatch):
     at = open_page(db, monkeypatch, "views/kernel.py", variant="cuda_wmma")
     builds = frame_with(at, "registers_per_thread")
     assert len(builds) == 8 and (builds["registers_per_thread"] == 128).all()
-    assert len(at.get("plotly_chart")) >= 2
+    assert len([c for c in svg_images(at) if c.get("data-chart") == "lines"]) >= 2
+    assert not at.get("plotly_chart")
 
 
 def test_kernel_page_roofline_from_real_ncu_under_measured_ceilings(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
     at.multiselect(key="kernel_roofline_variants").set_value(["sdpa", "sdpa_flash", "torch_3op"]).run()
-    roofline = next(s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log")
-    roof = roofline["data"][0]
-    assert max(roof["y"]) == pytest.approx(666.5904706742397)  # fp16 GEMM measured on the H200
-    assert roof["y"][0] / roof["x"][0] == pytest.approx(4.220418019123357)  # measured copy TB/s
-    points = {t["name"]: t for t in roofline["data"][1:]}
+    roofline = charts_by_key(at)["roofline_chart"]
+    (roof,) = role(roofline, "roof")
+    assert float(roof.get("data-peak")) == pytest.approx(666.5904706742397)  # fp16 GEMM measured on the H200
+    assert float(roof.get("data-bandwidth")) == pytest.approx(4.220418019123357)  # measured copy TB/s
+    points = {name: (float(p[0].get("data-x")), float(p[0].get("data-value"))) for name, p in series(roofline).items()}
     assert set(points) == {"sdpa · fp16", "sdpa_flash · fp16", "torch_3op · fp16"}
     # Every real kernel sits under the roof, and the unfused path moves more bytes per FLOP.
-    for t in points.values():
-        x, y = t["x"][0], t["y"][0]
+    for x, y in points.values():
         assert 0 < y <= min(666.6, 4.2205 * x)
-    assert points["torch_3op · fp16"]["x"][0] < points["sdpa_flash · fp16"]["x"][0]
+    assert points["torch_3op · fp16"][0] < points["sdpa_flash · fp16"][0]
     assert any("h200_sdpa_backends.json" in c for c in texts(at, "caption"))
     # the newest profiled run's kernels: the bare name first, ncu's full name last
     kernels = frame_with(at, "kernel_name")

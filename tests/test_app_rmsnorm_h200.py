@@ -22,7 +22,8 @@ from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.history.reproduce import DIRTY_NOTE
 from attnwatch.history.ingest.write import ingest_paths
 from test_app_fa4_h200 import recorded_history
-from test_app_pages import frame_with, open_page, plotly_specs
+from svg_charts import role, series, svg_images
+from test_app_pages import frame_with, open_page
 from attnwatch.history.store.location import parse_location
 
 BUNDLE = "h200-rmsnorm-main-20261126"
@@ -64,11 +65,13 @@ def test_the_trend_data_has_each_variant_with_its_h200_medians_and_gaps(h200, dt
 def test_the_kernel_page_draws_the_bandwidth_roofline_under_the_measured_copy_bandwidth(h200, monkeypatch):
     db, stored, _ = h200
     at = open_page(db, monkeypatch, "views/kernel.py", variant="rmsnorm_triton")
-    (spec,) = [s for s in plotly_specs(at) if "TB/s" in json.dumps(s["layout"].get("yaxis", {}))]
+    (chart,) = [c for c in svg_images(at) if "TB/s" in c.get("data-y-title", "")]
     roof = find_ceiling(GPU, "copy_tbps", "any")
-    ceiling = next(t for t in spec["data"] if t.get("mode") == "lines")
-    assert ceiling["y"] and all(y == pytest.approx(roof.value) for y in ceiling["y"])
-    points = {t["name"]: dict(zip(t["x"], t["y"])) for t in spec["data"] if t.get("mode") == "markers"}
+    (ceiling,) = role(chart, "roof")
+    assert float(ceiling.get("data-value")) == pytest.approx(roof.value)
+    points = {
+        name: {p.get("data-x"): float(p.get("data-value")) for p in marks} for name, marks in series(chart).items()
+    }
     for label, by_shape in points.items():
         variant, dtype, mode = label.split(" · ")
         for shape, tbps in by_shape.items():

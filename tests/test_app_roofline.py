@@ -13,6 +13,7 @@ from attnwatch.history.contract.bundle import NCU_FILE
 from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_read
+from svg_charts import charts_by_key, role, series, svg_images
 from test_app_pages import open_page, plotly_specs, texts
 from attnwatch.history.store.location import parse_location
 
@@ -56,8 +57,9 @@ def roofline_history(tmp_path_factory):
 
 def test_kernel_roofline_draws_stored_values_and_derives_only_for_old_rows(roofline_history, monkeypatch):
     at = open_page(roofline_history, monkeypatch, "views/kernel.py", variant="sdpa")
-    roofline = next(s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log")
-    points = {t["name"]: (t["x"][0], t["y"][0]) for t in roofline["data"][1:]}
+    roofline = charts_by_key(at)["roofline_chart"]
+    assert roofline.get("data-x-type") == "log"
+    points = {name: (float(p[0].get("data-x")), float(p[0].get("data-value"))) for name, p in series(roofline).items()}
     assert points["sdpa · fp16 · causal"] == (123.0, 45.0)  # exactly what CI stored
     flops = SHAPE.flops(False)
     x, y = points["sdpa · fp16"]
@@ -84,7 +86,7 @@ def test_roofline_says_why_it_cannot_draw(tmp_path, monkeypatch):
     assert "No ceilings for this device" in why and "NVIDIA L4 (fp16)" in why
     assert "measured so far:" in why and "NVIDIA H200" in why
     assert "No DRAM bytes" in why
-    assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
+    assert not [c for c in svg_images(at) if c.get("data-x-type") == "log"]
 
 
 def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_measured_copy_roof(
@@ -102,15 +104,17 @@ def test_a_memory_bound_operator_s_roofline_is_its_achieved_bandwidth_under_the_
     with open_read(parse_location(db)) as con:
         medians = dict(con.execute("SELECT case_id, median_us FROM results").fetchall())
     at = open_page(db, monkeypatch, "views/kernel.py", variant="sdpa")
-    chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
-    points = {t["name"]: t["y"][0] for t in chart["data"] if t.get("mode") == "markers"}
+    chart = charts_by_key(at)["bandwidth_chart"]
+    assert "bandwidth" in chart.get("data-y-title") and float(chart.get("data-y-min")) == 0  # from zero
+    points = {name: float(p[0].get("data-value")) for name, p in series(chart).items()}
     assert points == {
         "sdpa · fp16 · noncausal": pytest.approx(3e6 / medians[ids[0]] / 1e6),
         "sdpa · fp16 · causal": pytest.approx(6e6 / medians[ids[1]] / 1e6),
     }
-    roof = next(t for t in chart["data"] if t.get("mode") == "lines")
-    assert set(roof["y"]) == {find_ceiling("NVIDIA H200", "copy_tbps", "any").value}
-    assert not [s for s in plotly_specs(at) if s["layout"].get("xaxis", {}).get("type") == "log"]
+    (roof,) = role(chart, "roof")
+    assert float(roof.get("data-value")) == find_ceiling("NVIDIA H200", "copy_tbps", "any").value
+    assert roof.get("stroke-dasharray")  # the roof is dashed
+    assert not [c for c in svg_images(at) if c.get("data-x-type") == "log"]
     assert any("memory-bound" in c for c in texts(at, "caption"))
 
 
@@ -184,11 +188,11 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
     shipped = ceilings_module.ceilings()
     monkeypatch.setattr(ceilings_module, "ceilings", lambda path=ceilings_module.CEILINGS_FILE: (*shipped, lent))
     at = open_page(db, monkeypatch, "views/kernel.py", gpu="cpu", variant="rmsnorm_triton")
-    chart = next(s for s in plotly_specs(at) if "bandwidth" in s["layout"]["yaxis"]["title"]["text"])
-    points = {t["name"]: t["y"][0] for t in chart["data"] if t.get("mode") == "markers"}
+    chart = charts_by_key(at)["bandwidth_chart"]
+    points = {name: float(p[0].get("data-value")) for name, p in series(chart).items()}
     assert points == {"rmsnorm_triton · fp16 · fwd": pytest.approx(expected_bytes / triton_row[5] / 1e6)}
-    roof = next(t for t in chart["data"] if t.get("mode") == "lines")
-    assert set(roof["y"]) == {0.05}
+    (roof,) = role(chart, "roof")
+    assert float(roof.get("data-value")) == 0.05
     at = open_page(
         db,
         monkeypatch,

@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from attnwatch.app.step_chart import _ticks, step_svg
+from attnwatch.app.step_chart import step_svg
+from svg_charts import role as _role, tip
 
 
 def _trend(values, commits=None) -> pd.DataFrame:
@@ -29,10 +30,6 @@ def _chart(*args, **kwargs) -> ET.Element:
     return ET.fromstring(step_svg(*args, **kwargs))
 
 
-def _role(chart: ET.Element, role: str) -> list[ET.Element]:
-    return [e for e in chart.iter() if e.get("data-role") == role]
-
-
 def test_levels_band_step_and_points_are_drawn_where_the_alert_says():
     trend = _trend([10.0, 10.1, 9.9, 12.0, 12.1])
     chart = _chart(trend, "0000003", 10.0, 12.05, 0.02, "median latency (µs), CUDA events", "an alert")
@@ -48,7 +45,7 @@ def test_levels_band_step_and_points_are_drawn_where_the_alert_says():
     assert float(after.get("y1")) < float(before.get("y1"))
     points = _role(chart, "point")
     assert [p.get("data-x") for p in points] == trend["x"].tolist()
-    tips = [p.find("{http://www.w3.org/2000/svg}title").text for p in points]
+    tips = [tip(p) for p in points]
     assert tips[3] == "12 · commit 0000003000 · run 103"
     (title,) = _role(chart, "y-title")
     assert title.text == "median latency (µs), CUDA events"
@@ -81,13 +78,6 @@ def test_text_from_the_history_is_text_never_markup():
     assert [p.get("data-x") for p in _role(chart, "point")] == ["<i>a</i>", "b&c"]
     # a control character (which XML refuses) in a case id leaves the picture well-formed
     assert _role(_chart(_trend([1.0, 2.0]), "0000001", 1.0, 2.0, 0.02, "µs", "case\x01\x1b[31m"), "title")[0].text
-
-
-def test_ticks_are_round_values_inside_the_range():
-    assert _ticks(1812.4, 1925.0) == [1820.0, 1840.0, 1860.0, 1880.0, 1900.0, 1920.0]
-    small = _ticks(0.0123, 0.0191)
-    assert small == pytest.approx([0.013, 0.014, 0.015, 0.016, 0.017, 0.018, 0.019])
-    assert all(0.0123 <= t <= 0.0191 for t in small)
 
 
 def test_a_long_title_is_cut_and_kept_whole_for_screen_readers():

@@ -6,7 +6,6 @@ starts empty."""
 
 from __future__ import annotations
 
-import base64
 import xml.etree.ElementTree as ET
 from datetime import datetime
 from urllib.parse import parse_qs
@@ -18,6 +17,7 @@ from alert_form import fill, form_key
 from app_history import H100, H200, OLD_REGRESSED_VARIANT, PUSH_INCORRECT_CASE, build_push_history
 from attnwatch.history.detection.alerts import alert_events, list_alerts
 from attnwatch.app.data.triage import groups
+from svg_charts import role as _role, svg_images
 from test_app_pages import frame_with, open_page, texts
 from attnwatch.history.store.location import parse_location
 
@@ -30,13 +30,9 @@ def push_history(tmp_path):
 
 def step_chart(at) -> ET.Element:
     """The Alerts page's step chart (app/step_chart.py), parsed: the page's one SVG image, a data URL."""
-    prefix = "data:image/svg+xml;base64,"
-    (url,) = [i.url for image in at.get("image") for i in image.proto.imgs if i.url.startswith(prefix)]
-    return ET.fromstring(base64.b64decode(url[len(prefix) :]))
-
-
-def _role(chart: ET.Element, role: str) -> list[ET.Element]:
-    return [e for e in chart.iter() if e.get("data-role") == role]
+    (chart,) = svg_images(at)
+    assert chart.get("data-chart") == "step"
+    return chart
 
 
 def test_alerts_are_grouped_by_the_commit_range_that_caused_them(push_history, monkeypatch):

@@ -1,6 +1,6 @@
 """The dashboard in a real headless Chromium: `attnwatch dashboard` serves a fixture history on
-a free loopback port, Playwright visits every page, waits for the plotly charts to draw and
-saves a screenshot of each (under the test's tmp dir, and under $ATTNWATCH_SCREENSHOTS when set).
+a free loopback port, Playwright visits every page, waits for its charts to draw (plotly's on
+Trends, the SVG images the server draws on Alerts and Kernel) and saves a screenshot of each (under the test's tmp dir, and under $ATTNWATCH_SCREENSHOTS when set).
 
 Chromium is the system's (Debian's package), driven through `executable_path`; nothing is
 downloaded. Without it the test skips locally but fails when $CI is set, so CI cannot pass by
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app_history import HOSTILE_MESSAGE, add_real_ncu_run, build_history, main_run_id
-from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve
+from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, SVG_IMAGE, chromium, playwright, serve
 from browser_support import wait_idle as _wait_idle
 from attnwatch.history.links import PAGES as DECLARED_PAGES
 
@@ -32,7 +32,7 @@ DRAWN = {
     "trends": PLOTLY,
     "compare": TABLE,
     "alerts": TABLE,
-    "kernel": PLOTLY,
+    "kernel": SVG_IMAGE,
     "sql": "textarea",
     "run": TABLE,
 }
@@ -118,13 +118,14 @@ def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
 
 
 @contextlib.contextmanager
-def opened_trends(chromium_path: str, dashboard_url: str):
-    """A 1500x1200 Chromium page navigated to the served Trends page (its content not waited for)."""
+def opened_trends(chromium_path: str, dashboard_url: str, path: str = "trends"):
+    """A 1500x1200 Chromium page navigated to the served Trends page, or `path` (its content not
+    waited for)."""
     with playwright()() as pw:
         browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1500, "height": 1200})
-            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
             yield page
         finally:
             browser.close()
@@ -178,3 +179,20 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
     assert 0 < drawn_ms <= loaded_ms - SETTLE_MS  # the start of the settled state, by the page's clock
     assert hidden == (0, 0) and running == (0, 0)
     assert idle_again[0] == 0 and idle_again[1] > loaded_ms  # drawn again, but only once settled
+
+
+def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(chromium_path, dashboard_url):
+    """Kernel draws no plotly chart (its charts are SVG images the server draws): DRAWN_JS holds
+    there once its images are decoded and visible, and a hidden one keeps the page from counting
+    as drawn."""
+    from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
+
+    css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "kernel")
+    with opened_trends(chromium_path, dashboard_url, "kernel" + QUERY["kernel"]) as page:
+        page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=PAGE_TIMEOUT_MS)
+        assert page.locator(SVG_IMAGE).count() >= 2 and page.locator(".js-plotly-plot").count() == 0
+        page.evaluate(
+            f"() => {{ window.__drawnSince = undefined; document.querySelector(\"{SVG_IMAGE}\").style.visibility = 'hidden'; }}"
+        )
+        page.wait_for_timeout(SETTLE_MS + 50)
+        assert page.evaluate(DRAWN_JS, [css, text, SETTLE_MS]) == 0

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
+from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, chromium, playwright, serve, svg_charts_js, wait_idle
 from commit_axis_history import build_commit_axis_history, commit_sha
 
 pytestmark = pytest.mark.browser
@@ -132,19 +132,11 @@ def test_trend_link_with_a_numeric_looking_commit_range_draws_every_run(served):
     assert all(c["inside"] and not c["cut"] for c in chips), chips
 
 
-STEP_CHART_BOXES = """() => [...document.querySelectorAll("img[src^='data:image/svg+xml']")].map(img => {
-  // the image's SVG drawn once more in a test-only node at the image's own scale, to measure it
-  const holder = document.createElement('div');
-  holder.innerHTML = new TextDecoder().decode(Uint8Array.from(atob(img.src.split(',')[1]), c => c.charCodeAt(0)));
-  document.body.appendChild(holder);
-  const svg = holder.querySelector('svg');
-  svg.setAttribute('width', img.getBoundingClientRect().width);
-  svg.removeAttribute('height');
-  const box = e => { const b = e.getBoundingClientRect(); return {left: b.left, right: b.right, top: b.top, bottom: b.bottom}; };
-  const out = {svg: box(svg), title: box(svg.querySelector('[data-role=title]')),
-               legend: [...svg.querySelectorAll('[data-role=legend]')].map(box)};
-  holder.remove();
-  return out; })"""
+# The step chart's SVG at the image's own scale: its title's and legend entries' boxes.
+STEP_CHART_BOXES = svg_charts_js(
+    "({svg: box(svg), title: box(svg.querySelector('[data-role=title]')), "
+    "legend: [...svg.querySelectorAll('[data-role=legend]')].map(box)})"
+)
 
 
 def _overlap(a: dict, b: dict) -> bool:

@@ -1,4 +1,7 @@
-"""Plotly figures built from DataFrames the data layer already aggregated in DuckDB.
+"""Plotly figures built from DataFrames the data layer already aggregated in DuckDB: the Trends
+chart, the one interactive chart (zoom, hover, click to a run). The Alerts and Kernel pages'
+charts are SVG images the server draws (app/step_chart.py, app/kernel_charts.py); the helpers
+here that read what a chart marks (`environment_epochs`, `config_changes`) serve both.
 
 Figures carry `customdata` with the run id in column 0, so a click (Streamlit's plotly
 selection event) can lead to that run. Hover text from commits is escaped (`app.ui.escape_hover`)
@@ -9,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import math
 
 import numpy as np
 import pandas as pd
@@ -23,18 +25,6 @@ from attnwatch.history.analysis.kernel_config import change_text, changed
 
 # At most this many series get a p10–p90 band; more bands than that hide the lines.
 MAX_BANDS = 6
-PALETTE = (
-    "#1f77b4",
-    "#ff7f0e",
-    "#2ca02c",
-    "#d62728",
-    "#9467bd",
-    "#8c564b",
-    "#e377c2",
-    "#7f7f7f",
-    "#bcbd22",
-    "#17becf",
-)
 
 
 # Detection's alerts on a trend: a change point found on main (regression or improvement) or a
@@ -404,172 +394,6 @@ def trend_figure(
             categoryorder="array",
             categoryarray=axis,
         ),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-    )
-    return fig
-
-
-def roofline_figure(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: float, ceiling_label: str) -> go.Figure:
-    """Achieved TFLOPS against arithmetic intensity (FLOP/byte of DRAM traffic), log-log, under two roofs.
-
-    The roofs are min(peak, bandwidth × intensity) with both ceilings *measured* (the caller
-    passes them with their provenance in `ceiling_label`). `points` columns: label, shape_id,
-    arithmetic_intensity, achieved_tflops, run_id.
-    """
-    fig = go.Figure()
-    finite = points[(points["arithmetic_intensity"] > 0) & (points["achieved_tflops"] > 0)]
-    lo = min([1.0, *finite["arithmetic_intensity"].tolist()]) / 2
-    hi = max([1e4, *finite["arithmetic_intensity"].tolist()]) * 2
-    ridge = peak_tflops / bandwidth_tbps  # TFLOP/s ÷ TB/s = FLOP/byte
-    xs = [lo, ridge, hi]
-    ys = [bandwidth_tbps * lo, peak_tflops, peak_tflops]
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="lines",
-            name=ceiling_label,
-            line=dict(color="#444", width=2, dash="dash"),
-            hovertemplate="roof %{y:.1f} TFLOP/s at %{x:" + PLAIN_D3 + "} FLOP/B<extra></extra>",
-        )
-    )
-    for index, (label, group) in enumerate(finite.groupby("label", sort=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=group["arithmetic_intensity"],
-                y=group["achieved_tflops"],
-                mode="markers",
-                name=escape_hover(label, 60),
-                marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
-                customdata=list(zip(group["run_id"], group["shape_id"].map(escape_hover))),
-                hovertemplate="%{y:.1f} TFLOP/s at %{x:"
-                + PLAIN_D3
-                + "} FLOP/B<br>%{customdata[1]}<br>run %{customdata[0]}<extra>"
-                + escape_hover(label, 60)
-                + "</extra>",
-            )
-        )
-    fig.update_layout(
-        height=460,
-        margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(
-            type="log",
-            title="arithmetic intensity (FLOP per DRAM byte)",
-            range=[math.log10(lo), math.log10(hi)],
-            **LOG_TICKS,
-        ),
-        yaxis=dict(type="log", title="achieved TFLOP/s", **LOG_TICKS),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-    )
-    return fig
-
-
-# A log axis labelled once per decade in plain numbers (1, 10, 100, 1,000): plotly's default
-# labels the 2s and 5s between decades too, which crowd into each other on a narrow chart.
-LOG_TICKS = dict(dtick=1, tickformat=",~r", minor=dict(ticks="outside", ticklen=3, showgrid=False))
-# A series whose values span less than this share of their size is drawn from zero: plotly would
-# otherwise stretch a constant 54,528 over an axis of 54.527k-54.529k, making nothing look like a step.
-FLAT_SPAN = 0.01
-
-
-def flat_range(values) -> list[float] | None:
-    """The y range for values that (nearly) do not move: from 0 to above the largest (to below
-    the smallest where all are negative); None when they move, or there are none."""
-    finite = [float(v) for v in values if v is not None and not pd.isna(v) and math.isfinite(float(v))]
-    if not finite:
-        return None
-    low, high = min(finite), max(finite)
-    size = max(abs(low), abs(high))
-    if high - low > FLAT_SPAN * size:
-        return None
-    if size == 0:
-        return [0.0, 1.0]
-    return [0.0, high * 1.2] if low >= 0 else [low * 1.2, 0.0] if high <= 0 else [low * 1.2, high * 1.2]
-
-
-def lines_figure(frame: pd.DataFrame, x: str, columns: list[str], y_title: str, height: int = 360) -> go.Figure:
-    """Several numeric columns of one frame over runs (build report or ncu metrics), one y axis:
-    give it columns of one unit only. `x` is the commit axis label column (data.trends'
-    `with_commit_axis`), drawn as categories in the frame's order, so runs stand in commit order
-    as on Trends and a hash that looks like a number stays a label. Environment changes are
-    marked where the frame carries the runs' environment fields (`mark_epochs`)."""
-    fig = go.Figure()
-    for index, column in enumerate(columns):
-        if column not in frame or frame[column].isna().all():
-            continue
-        customdata = list(zip(frame["run_id"], frame["commit_sha"].map(short_sha))) if "run_id" in frame else None
-        fig.add_trace(
-            go.Scatter(
-                x=frame[x],
-                y=frame[column],
-                mode="lines+markers",
-                name=column,
-                line=dict(color=PALETTE[index % len(PALETTE)]),
-                customdata=customdata,
-                hovertemplate="%{y:"
-                + PLAIN_D3
-                + "}"
-                + ("<br>commit %{customdata[1]}<br>run %{customdata[0]}" if customdata else "")
-                + "<extra>"
-                + column
-                + "</extra>",
-            )
-        )
-    drawn = [c for c in columns if c in frame]
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=30, b=10),
-        yaxis=dict(
-            title=y_title, tickformat=",~r", range=flat_range(frame[drawn].to_numpy().ravel()) if drawn else None
-        ),
-        xaxis=dict(
-            type="category",
-            categoryorder="array",
-            categoryarray=list(dict.fromkeys(frame[x])),
-            title="commit (in commit order)",
-        ),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-    )
-    if x == "x" and "x_order" in frame:
-        mark_epochs(fig, environment_epochs(frame), list(dict.fromkeys(frame[x])))
-    return fig
-
-
-def bandwidth_figure(points: pd.DataFrame, bandwidth_tbps: float, ceiling_label: str) -> go.Figure:
-    """A memory-bound operator's roofline: achieved DRAM bandwidth (its byte model's bytes over
-    the median) per shape, under the *measured* copy bandwidth (the caller passes it with its
-    provenance in `ceiling_label`). `points` columns: label, shape_id, achieved_tbps, run_id."""
-    fig = go.Figure()
-    shapes = list(dict.fromkeys(points["shape_id"]))
-    for index, (label, group) in enumerate(points.groupby("label", sort=True)):
-        fig.add_trace(
-            go.Scatter(
-                x=group["shape_id"],
-                y=group["achieved_tbps"],
-                mode="markers",
-                name=escape_hover(label, 60),
-                marker=dict(size=10, color=PALETTE[index % len(PALETTE)]),
-                customdata=list(zip(group["run_id"], (100 * group["achieved_tbps"] / bandwidth_tbps).round(1))),
-                hovertemplate="%{y:.3f} TB/s (%{customdata[1]}% of the roof)<br>%{x}<br>run %{customdata[0]}<extra>"
-                + escape_hover(label, 60)
-                + "</extra>",
-            )
-        )
-    fig.add_trace(
-        go.Scatter(
-            x=shapes,
-            y=[bandwidth_tbps] * len(shapes),
-            mode="lines",
-            name=ceiling_label,
-            line=dict(color="#444", width=2, dash="dash"),
-            hovertemplate="roof %{y:.2f} TB/s<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        height=420,
-        margin=dict(l=10, r=10, t=30, b=10),
-        xaxis=dict(type="category", categoryorder="array", categoryarray=shapes, title="shape"),
-        yaxis=dict(title="achieved DRAM bandwidth (TB/s, bytes of the byte model / median)", rangemode="tozero"),
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
     )
     return fig

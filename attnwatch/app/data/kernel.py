@@ -216,7 +216,7 @@ def roofline_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.D
         source,
         f"""
         SELECT variant || ' · ' || dtype || CASE WHEN causal THEN ' · causal' ELSE '' END AS label,
-               case_id, shape_id, run_id, achieved_tflops, tflops_source, arithmetic_intensity,
+               case_id, shape_id, run_id, commit_sha, achieved_tflops, tflops_source, arithmetic_intensity,
                intensity_source, dram_bytes, dram_bytes_ideal, dram_excess_ratio, peak_tflops,
                pct_of_peak, timed_tflops, started_at AS profiled_at
         FROM ncu_roofline
@@ -255,7 +255,7 @@ def bandwidth_points(source: Source, gpu: str, variants: tuple[str, ...]) -> pd.
         source,
         f"""
         SELECT variant || ' · ' || dtype || ' · ' || split_part(case_id, '/', 4) AS label,
-               case_id, shape_id, run_id, operator, bytes, median_us, timing_mode,
+               case_id, shape_id, run_id, commit_sha, operator, bytes, median_us, timing_mode,
                bytes / median_us / 1e6 AS achieved_tbps, started_at AS measured_at
         FROM result_details
         WHERE series_gpu = ? AND branch = {DEFAULT_BRANCH_SQL} AND list_contains(?, variant)

@@ -4,11 +4,16 @@ be drawn, why (no ceilings measured for the GPU, no profiled case, no DRAM bytes
 compute-bound operator's roofline (attention) places the newest profiled run by arithmetic
 intensity under the GEMM peak; a memory-bound operator's (results.bound = 'memory', e.g.
 RMSNorm) plots each case's achieved bandwidth, its byte model's bytes over the median, under the
-measured DRAM copy bandwidth."""
+measured DRAM copy bandwidth.
+
+Every chart is an SVG image the server draws (app/kernel_charts.py, shown with `st.image`): the
+page loads no chart library in the browser, whose JavaScript alone took about 2 s of a cold load.
+The exact figures behind each chart are in the table under it."""
 
 import streamlit as st
 
-from attnwatch.app import charts, table_layout, ui
+from attnwatch.app import table_layout, ui
+from attnwatch.app.kernel_charts import bandwidth_svg, lines_svg, roofline_svg
 from attnwatch.app.data import defaults, kernel
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.analysis.ceilings import CeilingsError, ceilings, find_ceiling
@@ -20,6 +25,10 @@ BUILD_CHARTS = (
     (["shared_mem_bytes"], "shared memory per block (bytes)"),
 )
 
+
+# A build chart's picture (px of its viewBox): three stand side by side, so each is drawn narrow
+# enough that its text keeps its size in a third of the page.
+BUILD_CHART_SIZE = (360, 300)
 
 # The build table's first columns: the run's commit, then the figures the charts draw.
 BUILD_FIRST = {
@@ -114,6 +123,7 @@ def build_section(source, variant, gpu):
     ):
         with column:
             build_chart(builds, series, title, key, variant)
+    st.caption("Each build's figures, commit and run: the table under Build reports.")
     with st.expander("Build reports"):
         first_columns_table(builds, BUILD_FIRST, "kernel_builds")
 
@@ -130,7 +140,8 @@ def build_chart(builds, series, title, key, variant) -> None:
             "(ptxas reports it for nvcc builds; Triton and library kernels store none)."
         )
         return
-    st.plotly_chart(charts.lines_figure(builds, "x", stored, title, height=300), key=key, width="stretch")
+    width, height = BUILD_CHART_SIZE
+    st.image(lines_svg(builds, "x", stored, title, key=key, width=width, height=height), width="stretch")
     if key == "spill_chart" and not builds[stored].fillna(0).to_numpy().any():
         st.caption("No spills: 0 bytes of spill stores, loads and stack in every build shown.")
     missing = [c for c in series if c not in stored]
@@ -152,9 +163,13 @@ def ncu_section(source, variant, gpu):
         default=["sm_throughput_pct", "dram_throughput_pct", "achieved_occupancy_pct", "tensor_pipe_pct"],
         key="kernel_metrics",
     )
-    st.plotly_chart(
-        charts.lines_figure(history, "x", wanted, "value (units in the name)"), key="ncu_chart", width="stretch"
-    )
+    st.image(lines_svg(history, "x", wanted, "value (units in the name)", key="ncu_chart"), width="stretch")
+    with st.expander(f"Metrics of {ui.md(case)} over runs"):
+        first_columns_table(
+            history[["x", "run_id", "commit_sha", *[m for m in wanted if m in history]]],
+            {"x": "commit", **{m: m for m in wanted}},
+            "kernel_ncu_history",
+        )
     newest = history.iloc[-1]
     with st.expander(f"Kernels of {ui.md(case)} in the newest profiled run ({ui.md(newest.run_id)})"):
         per_kernel = kernel.ncu_kernels_of_run(source, newest.run_id, case)
@@ -200,7 +215,7 @@ def bandwidth_section(source, operator, gpu, chosen) -> None:
         )
         return
     label = f"measured roof: {memory.value:.2f} TB/s copy"
-    st.plotly_chart(charts.bandwidth_figure(points, memory.value, label), key="bandwidth_chart", width="stretch")
+    st.image(bandwidth_svg(points, memory.value, label), width="stretch")
     st.caption(
         f"Ceiling: {memory.provenance} Points: each case's newest ok main run; achieved bandwidth = the operator's "
         f"byte model (the fewest DRAM bytes one call moves) / the median, both as CI stored them ({operator} is "
@@ -268,9 +283,7 @@ def roofline_section(source, variant, gpu, all_variants, url: UrlState):
     assert compute is not None and memory is not None  # a missing one is among the reasons above
     points = kernel.roofline_points(source, gpu, tuple(chosen))
     label = f"measured roof: {compute.value:.1f} TFLOP/s {dtype} GEMM, {memory.value:.2f} TB/s copy"
-    st.plotly_chart(
-        charts.roofline_figure(points, compute.value, memory.value, label), key="roofline_chart", width="stretch"
-    )
+    st.image(roofline_svg(points, compute.value, memory.value, label), width="stretch")
     derived = int((points["intensity_source"] == "derived").sum() + (points["tflops_source"] == "derived").sum())
     st.caption(
         f"Ceilings: {compute.provenance} {memory.provenance} Points: each case's newest profiled run; "
