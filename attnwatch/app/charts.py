@@ -1,7 +1,7 @@
 """Plotly figures built from DataFrames the data layer already aggregated in DuckDB: the Trends
 chart, the one interactive chart (zoom, hover, click to a run). The Alerts and Kernel pages'
 charts are SVG images the server draws (app/step_chart.py, app/kernel_charts.py); the helpers
-here that read what a chart marks (`environment_epochs`, `config_changes`) serve both.
+environment changes both mark come from app.data.trends.environment_epochs.
 
 Figures carry `customdata` with the run id in column 0, so a click (Streamlit's plotly
 selection event) can lead to that run. Hover text from commits is escaped (`app.ui.escape_hover`)
@@ -18,8 +18,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from attnwatch.app.data.quality import recipe_text
+from attnwatch.app.data.trends import environment_epochs
 from attnwatch.app.ui import PLAIN_D3, escape_hover, short_sha
-from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS, environment_epochs as epochs_of
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
 
@@ -193,31 +193,6 @@ def config_changes(series: pd.DataFrame) -> pd.DataFrame:
                     rows.append((name, x, value, run_id, f"{name}: {change_text(previous, config)}"))
                 previous = config or previous
     return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])
-
-
-def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
-    """The runs at which the environment changed (history.analysis.attribution.environment_epochs:
-    driver, CUDA, torch, Triton, cuDNN, cuBLAS, ..., timing recipe, harness), per pool where the
-    frame has several: columns x, run_id, label ("torch 2.11.0 → 2.12.0; ...")."""
-    present = [c for c in ENVIRONMENT_FIELDS if c in frame]
-    if frame.empty or not present or "run_id" not in frame:
-        return pd.DataFrame(columns=["x", "run_id", "label"])
-    keep = ["run_id", "x", "x_order", *present, *(["pool"] if "pool" in frame else [])]
-    runs = frame[keep].sort_values("x_order", kind="stable").drop_duplicates("run_id")  # only what is read
-    pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
-    rows = []
-    for pool, group in pools:
-        records = [
-            {"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
-            for r in group.to_dict("records")
-        ]
-        xs = dict(zip(group["run_id"], group["x"]))
-        prefix = f"{pool}: " if pool and len(pools) > 1 else ""
-        rows += [
-            (xs[run_id], run_id, prefix + "; ".join(c.text() for c in changes))
-            for run_id, changes in epochs_of(records)
-        ]
-    return pd.DataFrame(rows, columns=["x", "run_id", "label"])
 
 
 def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:

@@ -9,7 +9,7 @@ the parts both share in app/svg_parts.py) and the page shows them with `st.image
 (docs/design.md, "Security rules"). Each point's value, commit and run are an SVG <title>.
 
   - `lines_svg`: several columns of one frame over runs on the commit axis, one colour each
-    (PALETTE), with the environment changes marked (app.charts.environment_epochs);
+    (PALETTE), with the environment changes marked (app.data.trends.environment_epochs);
   - `roofline_svg`: achieved TFLOP/s against FLOP per DRAM byte, log-log, under the measured
     compute and memory ceilings, one marker series per point label;
   - `bandwidth_svg`: a memory-bound operator's achieved bandwidth per shape under the measured
@@ -30,7 +30,7 @@ import math
 
 import pandas as pd
 
-from attnwatch.app.charts import environment_epochs
+from attnwatch.app.data.trends import environment_epochs
 from attnwatch.app.svg_parts import (
     Frame,
     attr,

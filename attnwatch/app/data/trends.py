@@ -19,7 +19,7 @@ import pandas as pd
 from attnwatch.app.data.store import Source, cached_query, read_frame, read_frames
 from attnwatch.history.store.settings import DEFAULT_BRANCH_SQL
 from attnwatch.history.contract.series_key import SERIES_ORDER, series_order
-from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS
+from attnwatch.history.analysis.attribution import ENVIRONMENT_FIELDS, environment_epochs as epochs_of
 from attnwatch.toml_reader import read_toml
 
 # The runs' environment fields the charts mark changes of (history.analysis.attribution; runs
@@ -313,3 +313,28 @@ def runs_back_to_alerts(
     )
     back = frame["back"].iloc[0] if not frame.empty else None
     return None if back is None or pd.isna(back) else int(back)
+
+
+def environment_epochs(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs at which the environment changed (history.analysis.attribution.environment_epochs:
+    driver, CUDA, torch, Triton, cuDNN, cuBLAS, ..., timing recipe, harness), per pool where the
+    frame has several: columns x, run_id, label ("torch 2.11.0 → 2.12.0; ...")."""
+    present = [c for c in ENVIRONMENT_FIELDS if c in frame]
+    if frame.empty or not present or "run_id" not in frame:
+        return pd.DataFrame(columns=["x", "run_id", "label"])
+    keep = ["run_id", "x", "x_order", *present, *(["pool"] if "pool" in frame else [])]
+    runs = frame[keep].sort_values("x_order", kind="stable").drop_duplicates("run_id")  # only what is read
+    pools = runs.groupby(runs["pool"].fillna(""), sort=False) if "pool" in runs else [("", runs)]
+    rows = []
+    for pool, group in pools:
+        records = [
+            {"run_id": r["run_id"], **{c: None if pd.isna(r[c]) else r[c] for c in present}}
+            for r in group.to_dict("records")
+        ]
+        xs = dict(zip(group["run_id"], group["x"]))
+        prefix = f"{pool}: " if pool and len(pools) > 1 else ""
+        rows += [
+            (xs[run_id], run_id, prefix + "; ".join(c.text() for c in changes))
+            for run_id, changes in epochs_of(records)
+        ]
+    return pd.DataFrame(rows, columns=["x", "run_id", "label"])

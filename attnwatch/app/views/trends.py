@@ -192,7 +192,7 @@ def trends_page(source, shape):
         columns=["value", "started_at"]
     )
     markers = shown.merge(series[["series", "run_id", "x", "value"]], on=["series", "run_id"])
-    epochs = charts.environment_epochs(series)
+    epochs = trends.environment_epochs(series)
     markers = with_epochs(markers, epochs)
     figure = cached_figure(series, label, c["band"], markers, log_y, highlight)
     event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
