@@ -123,7 +123,7 @@ def build_section(source, variant, gpu):
     ):
         with column:
             build_chart(builds, series, title, key, variant)
-    st.caption("Each build's figures, commit and run: the table under Build reports.")
+    st.caption("Each build's figures, commit and run are in the table below.")
     with st.expander("Build reports"):
         first_columns_table(builds, BUILD_FIRST, "kernel_builds")
 
