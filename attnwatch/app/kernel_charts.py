@@ -205,6 +205,13 @@ def _epochs(box: Frame, epochs: pd.DataFrame, position: dict[str, int], x_at) ->
     return out
 
 
+def _roof_legend(ceiling_label: str, groups: list) -> tuple[list[str], float]:
+    """The legend of a chart under a roof: the roof's dashed line, then one marker per point label."""
+    entries = [(line_mark(ROOF, 2, "6 4"), ceiling_label)]
+    entries += [(dot_mark(PALETTE[i % len(PALETTE)]), str(label)) for i, (label, _) in enumerate(groups)]
+    return legend(entries, 900, 14, NAME_CHARS + 40, [ceiling_label, *(str(label) for label, _ in groups)])
+
+
 def roofline_svg(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: float, ceiling_label: str) -> str:
     """Achieved TFLOPS against arithmetic intensity (FLOP/byte of DRAM traffic), log-log, under two roofs.
 
@@ -219,10 +226,7 @@ def roofline_svg(points: pd.DataFrame, peak_tflops: float, bandwidth_tbps: float
     ridge = peak_tflops / bandwidth_tbps  # TFLOP/s ÷ TB/s = FLOP/byte
     y_lo, y_hi = min([bandwidth_tbps * lo, *ys]) / 1.5, max([peak_tflops, *ys]) * 1.5
     groups = list(finite.groupby("label", sort=True))
-    entries = [(line_mark(ROOF, 2, "6 4"), ceiling_label)]
-    entries += [(dot_mark(PALETTE[i % len(PALETTE)]), str(label)) for i, (label, _) in enumerate(groups)]
-    names = [ceiling_label, *(str(label) for label, _ in groups)]
-    legend_parts, legend_bottom = legend(entries, 900, 14, NAME_CHARS + 40, names)
+    legend_parts, legend_bottom = _roof_legend(ceiling_label, groups)
     box = Frame(900, 460, left=72, right=16, top=int(legend_bottom) + 22, bottom=48)
     x_at, y_at = box.log_x(lo, hi), box.log_y(y_lo, y_hi)
     title = "achieved TFLOP/s"
@@ -276,10 +280,7 @@ def bandwidth_svg(points: pd.DataFrame, bandwidth_tbps: float, ceiling_label: st
     groups = list(points.groupby("label", sort=True))
     values = [float(v) for v in points["achieved_tbps"] if math.isfinite(float(v))]
     y_min, y_max = 0.0, max([bandwidth_tbps, *values]) * 1.1
-    entries = [(line_mark(ROOF, 2, "6 4"), ceiling_label)]
-    entries += [(dot_mark(PALETTE[i % len(PALETTE)]), str(label)) for i, (label, _) in enumerate(groups)]
-    names = [ceiling_label, *(str(label) for label, _ in groups)]
-    legend_parts, legend_bottom = legend(entries, 900, 14, NAME_CHARS + 40, names)
+    legend_parts, legend_bottom = _roof_legend(ceiling_label, groups)
     box = _frame(900, 420, legend_bottom)
     x_at, y_at = box.category_x(len(shapes)), box.linear_y(y_min, y_max)
     title = "achieved DRAM bandwidth (TB/s)"  # bytes of the byte model / median: the caption says so
