@@ -27,6 +27,7 @@ from attnwatch.ci.compare.select import (
     harness_change,
     head_checks,
     never_canary,
+    profiled_cases,
     select_variants,
     selection_record,
 )
@@ -641,3 +642,43 @@ def test_a_keyed_build_whose_binary_is_not_cached_is_unknown(sides, stand_in_nvc
     build = {"variant": v.name, "ok": True, "source_hash": "0" * 64, "compile_seconds": 1.0}
     fp = variant_fingerprint(base / _module(v), base, builds=[build], libraries=LIBRARIES, settings={})
     assert fp["digest"] is None and "compile cache" in fp["unknown"]
+
+
+# ------------------------------------------------------------------ which cases a compare profiles
+
+# The one-line CUDA change of the H100 verdict check at 86bacad (scripts/verdict_check.py, wmma):
+# its warm re-run decided cuda_wmma_cpasync/b4_h16_s1k/fp16/noncausal "sure but small" where the
+# cold run had said "no change", and that one uncached case cost each side an ncu start.
+_PROFILE_CASES = [
+    f"{v}/{s}/fp16/{c}"
+    for v in ("sdpa", "cuda_wmma", "cuda_wmma_cpasync")
+    for s in ("b4_h16_s1k", "h100_small")
+    for c in ("causal", "noncausal")
+]
+_VARIANT_OF = {cid: cid.split("/")[0] for cid in _PROFILE_CASES}
+
+
+def test_a_compare_with_nothing_decided_profiles_nothing():
+    assert profiled_cases([], _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24) == []
+
+
+def test_the_decided_changes_come_first_then_every_other_case_of_the_changed_variants():
+    decided = ["cuda_wmma_cpasync/h100_small/fp16/causal", "cuda_wmma/b4_h16_s1k/fp16/causal"]
+    chosen = profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24)
+    assert chosen[:2] == decided
+    assert sorted(chosen) == sorted(c for c in _PROFILE_CASES if not c.startswith("sdpa/"))  # never the reference
+    assert len(chosen) == len(set(chosen)) == 8
+
+
+def test_past_the_limit_only_the_decided_changes_are_profiled():
+    decided = ["cuda_wmma/b4_h16_s1k/fp16/causal"]
+    assert profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 7) == decided
+    assert len(profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 8)) == 8
+
+
+def test_a_decided_change_outside_the_changed_variants_is_still_profiled():
+    decided = ["sdpa/h100_small/fp16/causal"]  # a canary or the reference that moved: its cause matters most
+    chosen = profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma"], 24)
+    assert chosen[0] == decided[0] and sorted(chosen[1:]) == sorted(
+        c for c in _PROFILE_CASES if c.startswith("cuda_wmma/")
+    )

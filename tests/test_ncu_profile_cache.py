@@ -295,3 +295,16 @@ def test_add_ncu_reads_what_an_earlier_compare_profiled_and_writes_the_same_bund
         assert (before / NCU_FILE).read_text() == (after / NCU_FILE).read_text()
         assert _rows((before / NCU_RAW_FILE).read_text()) == _rows((after / NCU_RAW_FILE).read_text())
     assert os.listdir(tmp_path / "cache" / KIND / "local")  # one private folder per trust level
+
+
+def test_add_ncu_profiles_in_the_order_it_is_given_so_a_deadline_cuts_the_extras_last(tmp_path, ncu):
+    cases = plan_cases(["sdpa", "torch_3op"], [SHAPE], ["fp16"], [False])
+    add_ncu(
+        _session(tmp_path, "one"),
+        cases,
+        {"base": None, "head": None},
+        tmp_path / "one",
+        lambda line: None,
+        only=[UNFUSED, SDPA],
+    )
+    assert _profiled(_calls(ncu)) == [UNFUSED, SDPA, UNFUSED]  # the head's sdpa comes from the base's profile

@@ -22,6 +22,9 @@ each side's worker after its builds) and the two checkouts' shared-harness finge
   something or the noise floor is off;
 * the rest are reported "unchanged: identical code and binaries", neither timed nor checked.
 
+Profiling (`profiled_cases`): when a compare profiles its decided changes, it also profiles the
+other cases of the variants whose code differs, so a re-run finds them all in the profile cache.
+
 Correctness (`head_checks`): only the head's variants whose fingerprint differs are checked
 (every measured one when everything is measured); the base side checks nothing. The base is
 the merge base, which the default branch's own job checked on its push, and the comparison
@@ -105,6 +108,26 @@ def head_checks(selection: Selection, base: dict[str, dict], head: dict[str, dic
     if selection.everything:
         return list(selection.measured)
     return [v for v in selection.measured if difference(base.get(v), head.get(v)) is not None]
+
+
+def profiled_cases(
+    decided: list[str], planned: list[str], variant_of: dict[str, str], changed: list[str], limit: int
+) -> list[str]:
+    """The case ids a compare profiles, in the order to profile them: every decided change first,
+    then, when at least one case is to be profiled anyway and the total stays within `limit`, the
+    other cases of the variants whose code differs (`changed`, `head_checks`' answer).
+
+    Which of a changed variant's cases the rounds decide wobbles from one compare to the next (a
+    case just under the minimum effect is "sure but small" in one run and "no change" in the
+    next), and each case a side's profile cache lacks costs that side an ncu process start (about
+    5 s) on the re-run of a job or the next pull request over the same base. Profiling all of
+    them once costs well under a second per case in the run that starts the profiler anyway
+    (docs/benchmarks/compare.md, "The verdict while you wait")."""
+    if not decided:
+        return []
+    wanted = set(changed)
+    extra = [cid for cid in planned if variant_of.get(cid) in wanted and cid not in decided]
+    return list(decided) + extra if len(decided) + len(extra) <= limit else list(decided)
 
 
 def never_canary(selection_rules: dict) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
@@ -316,7 +316,7 @@ def add_ncu(
     out_dir: Path,
     log: Callable[[str], None] = print,
     *,
-    only: set[str] | None = None,
+    only: Sequence[str] | None = None,
     budget_s: float | None = None,
 ) -> None:
     """Profile each side's measured cases once (after the rounds, never during them), with the
@@ -324,8 +324,8 @@ def add_ncu(
     pass to that side's round-1 bundle (ci.bundle_assembly.add_ncu, as `attnwatch run` does), where
     ci.compare.analysis finds it when the rounds are read back.
 
-    `only`: the case ids to profile (a compare's regressions and improvements); None: every
-    measured case. `budget_s` bounds both sides together, half each (the base's unused time
+    `only`: the case ids to profile, in that order (a compare's decided changes first:
+    ci/compare/select.py profiled_cases); None: every measured case. `budget_s` bounds both sides together, half each (the base's unused time
     goes to the head): a case not profiled by then carries the deadline as its error.
 
     A case whose profiled work was profiled before (the same case, the same variant fingerprint
@@ -339,12 +339,16 @@ def add_ncu(
     from attnwatch.ci.ncu.metrics import EXPLAIN, choose_sections
     from attnwatch.ci.ncu.profile_cache import profile_through_cache
 
+    rank = None if only is None else {cid: k for k, cid in enumerate(only)}
     end = None if budget_s is None else time.monotonic() + budget_s
     for name, rounds in (("base", session.measured.base), ("head", session.measured.head)):
         if not rounds or not session.bundles.get(name):
             continue
         ok = {cid for rd in rounds for cid, rec in rd.cases.items() if rec.status == "ok"}
-        chosen = [c.to_case() for c in cases if c.case_id in ok and (only is None or c.case_id in only)]
+        picked = [c for c in cases if c.case_id in ok and (rank is None or c.case_id in rank)]
+        if rank is not None:
+            picked.sort(key=lambda c: rank[c.case_id])  # what the deadline may cut comes last
+        chosen = [c.to_case() for c in picked]
         if not chosen:
             continue
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)

@@ -385,6 +385,25 @@ def _session(
     )
 
 
+def _widened(session, cases, decided: list[str]) -> list[str]:
+    """The decided changes, then the changed variants' other cases (ci/compare/select.py
+    profiled_cases); a compare that measured everything profiles its decided changes alone."""
+    from attnwatch.ci.compare.select import head_checks, profiled_cases
+    from attnwatch.ci.run_config import compare_setting
+
+    selection = session.selection
+    changed = []
+    if selection is not None and not selection.everything:
+        changed = head_checks(selection, session.sides["base"].fingerprints, session.sides["head"].fingerprints)
+    return profiled_cases(
+        decided,
+        [c.case_id for c in cases],
+        {c.case_id: c.variant for c in cases},
+        changed,
+        int(compare_setting("ncu_changed_variants_max_cases")),
+    )
+
+
 def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict:
     """--ncu: profile the cases the rounds judged changed (or all, or none) on both sides, and
     read the profiled variants' binaries (ci/compare/binaries.py): variant -> how its code differs."""
@@ -410,7 +429,8 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
             resamples=options.resamples,
             confidence=options.design.per_look_confidence,
         )
-        only = {c.case_id for c in judged if tier(c.verdict, c.low, c.high) in EXPLAINED}  # every decided change
+        decided = [c.case_id for c in judged if tier(c.verdict, c.low, c.high) in EXPLAINED]  # every decided change
+        only = _widened(session, cases, decided)
         if not only:
             return {}
     budget = args.ncu_budget if args.ncu_budget is not None else float(compare_setting("ncu_budget_s"))
