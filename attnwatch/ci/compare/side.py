@@ -38,6 +38,7 @@ class SideTimes:
     fingerprint_s: float = 0.0  # the worker's fingerprints of its variants (ci/fingerprint), after its builds
     correctness_s: float = 0.0
     prepare_s: float = 0.0  # inputs and warm-up, every round
+    warmup_s: float = 0.0  # the warm-up part of prepare_s
     timing_s: float = 0.0  # interleaved timing, every round
     requests_s: float = 0.0  # wall time of the measure requests (all of the above but start-up/builds)
     probe_s: float = 0.0  # isolated re-runs after crashes
@@ -204,6 +205,7 @@ class Side:
         get = lambda *keys: sum(self._current.get(k, 0.0) for k in keys)  # noqa: E731
         self.times.correctness_s = get("correctness")
         self.times.prepare_s = get("prepare", "warmup")
+        self.times.warmup_s = get("warmup")
         self.times.timing_s = get("timing")
 
     def _after_death(self, died: WorkerDied, by_id: dict[str, PlannedCase], out: dict, round_index: int) -> str | None:
