@@ -43,6 +43,13 @@ OPTIONAL_PACKAGES: dict[str, OptionalPackage] = {
     ),
 }
 
+# The distribution that meets each package need of kernels.availability, for a reader that must
+# not import anything (ci/compare/affected.py: is a variant's package installed on this runner).
+NEED_DISTRIBUTIONS: dict[str, str] = {
+    "flash_attn_cute": "flash-attn-4",
+    **{need: package.distribution for need, package in OPTIONAL_PACKAGES.items()},
+}
+
 # The distributions whose versions every run records in its environment (Environment.packages,
 # None where not installed) and a compare's fingerprint compares: what the registered variants
 # import beyond torch, Triton and CuPy, each with why. A new optional dependency of a variant

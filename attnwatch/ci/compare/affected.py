@@ -59,6 +59,25 @@ class Affected:
         return asdict(self)
 
 
+# What a need takes that the toolchain's versions show (source_print.toolchain: read from package
+# metadata and PATH, nothing imported); a device need (cuda, hopper) cannot be judged here.
+_TOOL_NEEDS = {"nvcc": "nvcc_version", "triton": "triton_version", "cupy": "cupy_version"}
+
+
+def missing_here(needs: list[str], libraries: dict[str, str | None]) -> str | None:
+    """The first need of `needs` that this runner's toolchain lacks (a tool, or an optional
+    package not installed), or None. A canary drawn from the sources is built and measured only
+    if its worker finds it available, so drawing one whose package is missing left compares
+    without any A/A canary (fa4_sm90 on a runner without flash-attn-4)."""
+    from attnwatch.kernels.optional_packages import NEED_DISTRIBUTIONS
+
+    for need in needs:
+        key = _TOOL_NEEDS.get(need) or (f"packages.{NEED_DISTRIBUTIONS[need]}" if need in NEED_DISTRIBUTIONS else None)
+        if key is not None and not libraries.get(key):
+            return need
+    return None
+
+
 def affected(
     base_root: Path,
     head_root: Path,
@@ -99,6 +118,7 @@ def affected(
     if out.everything:
         out.build = list(head_registry.modules)
         return out
+    cannot_run = [n for n in names if missing_here(head_registry.needs.get(n, []), libraries)]
     selection = select_variants(
         names,
         base,
@@ -107,7 +127,7 @@ def affected(
         rotation=head_sha,
         canary=int(rules()["selection"]["canary_variants"]),
         baselines=head_registry.baselines,
-        not_canary=never_canary(rules()["selection"]),
+        not_canary=(*never_canary(rules()["selection"]), *cannot_run),
     )
     out.gpu = bool(out.changed)
     out.build = [n for n in selection.measured if n in head_registry.modules]

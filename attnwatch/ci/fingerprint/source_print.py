@@ -49,7 +49,8 @@ for v in registry.all_variants():
     prepare = v.prepare
     name = getattr(prepare, "__module__", None) or getattr(getattr(prepare, "func", None), "__module__", None)
     module = getattr(sys.modules.get(name or ""), "__file__", None)
-    variants.append({"name": v.name, "module": module, "operator": getattr(v, "operator", "attention")})
+    variants.append({"name": v.name, "module": module, "operator": getattr(v, "operator", "attention"),
+                     "needs": sorted(getattr(v, "needs", ()) or ())})
 operators = sorted({v["operator"] for v in variants})
 baselines = {}
 for op in operators:
@@ -67,6 +68,9 @@ class Registered:
 
     modules: dict[str, Path | None] = field(default_factory=dict)
     operators: dict[str, str] = field(default_factory=dict)
+    needs: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # variant -> what it declares it needs (kernels.availability)
     reference: str | None = None
     baselines: dict[str, str] = field(default_factory=dict)
 
@@ -98,6 +102,7 @@ def registered(root: Path, python: str | None = None) -> Registered:
     for entry in found.get("variants") or []:
         out.modules[entry["name"]] = Path(entry["module"]) if entry.get("module") else None
         out.operators[entry["name"]] = entry.get("operator") or "attention"
+        out.needs[entry["name"]] = [str(n) for n in entry.get("needs") or []]
     return out
 
 
