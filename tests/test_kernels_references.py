@@ -274,3 +274,18 @@ def test_under_a_profiler_the_default_dispatch_starts_no_profiler_of_its_own(mon
     assert prepared.info["dispatched_to"] == "not recorded: running under a profiler" and not started
     monkeypatch.undo()  # the real profiler, and no flag: the dispatch is recorded again
     assert isinstance(get("sdpa").prepare(_case("sdpa", s=8), CPU, 0).info["dispatched_to"], list)
+
+
+def test_the_default_dispatch_is_profiled_once_per_problem_not_per_preparation(monkeypatch):
+    """A compare prepares each case anew every round (four input sets each); the dispatcher's
+    choice depends on the problem, not the values, so only its first preparation is profiled."""
+    from attnwatch.kernels.variants import sdpa as sdpa_module
+
+    profiled = []
+    real = sdpa_module.backend_ops
+    monkeypatch.setattr(sdpa_module, "backend_ops", lambda fn: profiled.append(fn) or real(fn))
+    first = get("sdpa").prepare(_case("sdpa", s=13), CPU, 0)
+    again = [get("sdpa").prepare(_case("sdpa", s=13), CPU, seed) for seed in (1, 2, 3)]
+    assert len(profiled) == 1 and all(p.info["dispatched_to"] == first.info["dispatched_to"] for p in again)
+    get("sdpa").prepare(_case("sdpa", s=13, causal=True), CPU, 0)
+    assert len(profiled) == 2  # another problem: profiled once more

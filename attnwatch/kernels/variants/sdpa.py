@@ -65,6 +65,21 @@ def backend_ops(fn: Callable[[], Any]) -> list[str]:
     return sorted(seen)
 
 
+# Which backends ran, per problem, for this process: the dispatcher picks by shapes, dtype, flags
+# and device, never by the values, so one profiled call per problem says it for every input set
+# and round. Profiling each preparation cost a compare's every round a torch profiler session per
+# input set (a compare prepares each case every round; the first session in a process takes
+# seconds, 3.5 s on a CPU).
+_DISPATCHED: dict[tuple, list[str]] = {}
+
+
+def dispatched_backends(problem: tuple, fn: Callable[[], Any]) -> list[str]:
+    """backend_ops(fn), profiled the first time `problem` is asked about in this process."""
+    if problem not in _DISPATCHED:
+        _DISPATCHED[problem] = backend_ops(fn)
+    return list(_DISPATCHED[problem])
+
+
 @functools.lru_cache(maxsize=None)
 def _torch_says_unsupported(backend: str, dims: tuple[int, int, int, int], dtype: str, causal: bool) -> str | None:
     """Ask torch's dispatcher whether `backend` accepts this problem on the CUDA device."""
@@ -149,7 +164,8 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
                 info["dispatched_to"] = "not recorded: a profiler session is already active"
             else:
                 try:
-                    info["dispatched_to"] = backend_ops(run)
+                    problem = (tuple(q.shape), str(q.dtype), causal, str(q.device))
+                    info["dispatched_to"] = dispatched_backends(problem, run)
                 except RuntimeError as exc:  # a profiler that cannot start must not cost the case
                     info["dispatched_to"] = f"not recorded: {exc}"
         return Prepared(fn=run, q=q, k=k, v=v, out=None, info=info)
