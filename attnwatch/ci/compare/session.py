@@ -325,8 +325,9 @@ def add_ncu(
     ci.compare.analysis finds it when the rounds are read back.
 
     `only`: the case ids to profile, in that order (a compare's decided changes first:
-    ci/compare/select.py profiled_cases); None: every measured case. `budget_s` bounds both sides together, half each (the base's unused time
-    goes to the head): a case not profiled by then carries the deadline as its error.
+    ci/compare/select.py profiled_cases); None: every measured case. `budget_s` bounds both
+    sides together, half each (the base's unused time goes to the head): a case not profiled by
+    then carries the deadline as its error.
 
     A case whose profiled work was profiled before (the same case, the same variant fingerprint
     on the same GPU model, ncu, options, profiled program and harness) is read from the profile

@@ -68,9 +68,8 @@ class Registered:
 
     modules: dict[str, Path | None] = field(default_factory=dict)
     operators: dict[str, str] = field(default_factory=dict)
-    needs: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # variant -> what it declares it needs (kernels.availability)
+    # variant -> what it declares it needs (kernels.availability)
+    needs: dict[str, list[str]] = field(default_factory=dict)
     reference: str | None = None
     baselines: dict[str, str] = field(default_factory=dict)
 
