@@ -284,6 +284,7 @@ def test_the_default_dispatch_is_profiled_once_per_problem_not_per_preparation(m
     profiled = []
     real = sdpa_module.backend_ops
     monkeypatch.setattr(sdpa_module, "backend_ops", lambda fn: profiled.append(fn) or real(fn))
+    monkeypatch.setattr(sdpa_module, "_DISPATCHED", {})  # whatever this process prepared before
     first = get("sdpa").prepare(_case("sdpa", s=13), CPU, 0)
     again = [get("sdpa").prepare(_case("sdpa", s=13), CPU, seed) for seed in (1, 2, 3)]
     assert len(profiled) == 1 and all(p.info["dispatched_to"] == first.info["dispatched_to"] for p in again)
