@@ -659,12 +659,12 @@ _VARIANT_OF = {cid: cid.split("/")[0] for cid in _PROFILE_CASES}
 
 
 def test_a_compare_with_nothing_decided_profiles_nothing():
-    assert profiled_cases([], _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24) == []
+    assert profiled_cases([], _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24) == []
 
 
 def test_the_decided_changes_come_first_then_every_other_case_of_the_changed_variants():
     decided = ["cuda_wmma_cpasync/h100_small/fp16/causal", "cuda_wmma/b4_h16_s1k/fp16/causal"]
-    chosen = profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24)
+    chosen = profiled_cases(decided, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 24)
     assert chosen[:2] == decided
     assert sorted(chosen) == sorted(c for c in _PROFILE_CASES if not c.startswith("sdpa/"))  # never the reference
     assert len(chosen) == len(set(chosen)) == 8
@@ -672,13 +672,13 @@ def test_the_decided_changes_come_first_then_every_other_case_of_the_changed_var
 
 def test_past_the_limit_only_the_decided_changes_are_profiled():
     decided = ["cuda_wmma/b4_h16_s1k/fp16/causal"]
-    assert profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 7) == decided
-    assert len(profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 8)) == 8
+    assert profiled_cases(decided, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 7) == decided
+    assert len(profiled_cases(decided, _VARIANT_OF, ["cuda_wmma", "cuda_wmma_cpasync"], 8)) == 8
 
 
 def test_a_decided_change_outside_the_changed_variants_is_still_profiled():
     decided = ["sdpa/h100_small/fp16/causal"]  # a canary or the reference that moved: its cause matters most
-    chosen = profiled_cases(decided, _PROFILE_CASES, _VARIANT_OF, ["cuda_wmma"], 24)
+    chosen = profiled_cases(decided, _VARIANT_OF, ["cuda_wmma"], 24)
     assert chosen[0] == decided[0] and sorted(chosen[1:]) == sorted(
         c for c in _PROFILE_CASES if c.startswith("cuda_wmma/")
     )

@@ -110,12 +110,11 @@ def head_checks(selection: Selection, base: dict[str, dict], head: dict[str, dic
     return [v for v in selection.measured if difference(base.get(v), head.get(v)) is not None]
 
 
-def profiled_cases(
-    decided: list[str], planned: list[str], variant_of: dict[str, str], changed: list[str], limit: int
-) -> list[str]:
+def profiled_cases(decided: list[str], variant_of: dict[str, str], changed: list[str], limit: int) -> list[str]:
     """The case ids a compare profiles, in the order to profile them: every decided change first,
     then, when at least one case is to be profiled anyway and the total stays within `limit`, the
-    other cases of the variants whose code differs (`changed`, `head_checks`' answer).
+    other cases of the variants whose code differs (`changed`, `head_checks`' answer), in the
+    order of `variant_of` (every planned case id -> its variant).
 
     Which of a changed variant's cases the rounds decide wobbles from one compare to the next (a
     case just under the minimum effect is "sure but small" in one run and "no change" in the
@@ -126,7 +125,7 @@ def profiled_cases(
     if not decided:
         return []
     wanted = set(changed)
-    extra = [cid for cid in planned if variant_of.get(cid) in wanted and cid not in decided]
+    extra = [cid for cid, variant in variant_of.items() if variant in wanted and cid not in decided]
     return list(decided) + extra if len(decided) + len(extra) <= limit else list(decided)
 
 

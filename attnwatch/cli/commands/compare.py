@@ -395,13 +395,8 @@ def _widened(session, cases, decided: list[str]) -> list[str]:
     changed = []
     if selection is not None and not selection.everything:
         changed = head_checks(selection, session.sides["base"].fingerprints, session.sides["head"].fingerprints)
-    return profiled_cases(
-        decided,
-        [c.case_id for c in cases],
-        {c.case_id: c.variant for c in cases},
-        changed,
-        int(compare_setting("ncu_changed_variants_max_cases")),
-    )
+    variant_of = {c.case_id: c.variant for c in cases}
+    return profiled_cases(decided, variant_of, changed, int(compare_setting("ncu_changed_variants_max_cases")))
 
 
 def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, log) -> dict:
