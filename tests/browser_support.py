@@ -56,6 +56,33 @@ def playwright():
     return sync_playwright
 
 
+class ProfileBrowser:
+    """Chromium with an on-disk profile, used as Playwright's `Browser` is (`new_page(viewport=...)`,
+    `close()`). Pages of one test file share the profile as a returning user's tabs do: from the
+    third load on the browser runs Streamlit's frontend from its code cache instead of compiling it
+    again, which Playwright's default off-the-record contexts never do (docs/benchmarks/dashboard.md,
+    "Page loads in Chromium"). Each page still opens its own websocket, so its own Streamlit session."""
+
+    def __init__(self, pw, executable: str, profile: Path):
+        self._context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=executable, args=CHROMIUM_ARGS, headless=True
+        )
+
+    def new_page(self, viewport: dict | None = None):
+        page = self._context.new_page()
+        if viewport:
+            page.set_viewport_size(viewport)
+        return page
+
+    def close(self) -> None:
+        self._context.close()
+
+
+def launch(pw, executable: str, profile: Path) -> ProfileBrowser:
+    """The test file's browser, its profile in `profile` (a folder of the test's temp space)."""
+    return ProfileBrowser(pw, executable, profile)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

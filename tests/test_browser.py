@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app_history import HOSTILE_MESSAGE, add_real_ncu_run, build_history, main_run_id
-from browser_support import CHROMIUM_ARGS, PAGE_TIMEOUT_MS, SVG_IMAGE, chromium, playwright, serve
+from browser_support import PAGE_TIMEOUT_MS, SVG_IMAGE, chromium, launch, playwright, serve
 from browser_support import wait_idle as _wait_idle
 from attnwatch.history.links import PAGES as DECLARED_PAGES
 
@@ -69,76 +69,81 @@ def chromium_path() -> str:
     return path
 
 
-def test_every_page_draws_in_chromium(chromium_path, dashboard_url, tmp_path):
-    executable = chromium_path
-    sync_playwright = playwright()
-    dialogs: list[str] = []
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+@pytest.fixture(scope="module")
+def browser(chromium_path, tmp_path_factory):
+    """The file's Chromium, one profile for its pages (browser_support.ProfileBrowser)."""
+    with playwright()() as pw:
+        instance = launch(pw, chromium_path, tmp_path_factory.mktemp("browser-profile"))
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 2600})
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            for path, title, drawn in PAGES:
-                page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
-                page.get_by_role("heading", name=title).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-                page.locator(drawn).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-                if path == "sql":  # run the loaded example: the results table must draw too
-                    page.get_by_role("button", name="Run query").click()
-                    page.locator(TABLE).filter(visible=True).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-                _wait_idle(page)
-                name = (path.split("?")[0] or "overview") + ".png"
-                for directory in _screenshot_dirs(tmp_path):
-                    page.screenshot(path=str(directory / name), full_page=True)
-                assert page.locator("[data-testid='stException']").count() == 0, f"{title}: a traceback is shown"
-                assert "could not read" not in page.locator("[data-testid='stMain']").inner_text(), (
-                    f"{title}: a read failed"
-                )
-                assert (tmp_path / name).stat().st_size > 10_000
-
-            # Clicking a point of the trend opens that point's run.
-            page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded")
-            point = page.locator(".js-plotly-plot .scatterlayer .trace .points path").last
-            point.wait_for(timeout=PAGE_TIMEOUT_MS)
-            box = point.bounding_box()
-            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            page.get_by_role("heading", name="Run").first.wait_for(timeout=PAGE_TIMEOUT_MS)
-            assert "run=" in page.url
-
-            # The hostile commit message is shown as text on its run's page, never interpreted.
-            page.goto(f"{dashboard_url}/run?run={main_run_id(6)}", wait_until="domcontentloaded")
-            page.get_by_text("<script>alert('x')</script>", exact=False).first.wait_for(timeout=PAGE_TIMEOUT_MS)
-            main = page.locator("[data-testid='stMain']")
-            assert main.locator("script").count() == 0
-            assert main.locator("b", has_text="bold").count() == 0
-            assert HOSTILE_MESSAGE in main.inner_text()
+            yield instance
         finally:
-            browser.close()
+            instance.close()
+
+
+def test_every_page_draws_in_chromium(browser, dashboard_url, tmp_path):
+    dialogs: list[str] = []
+    page = browser.new_page(viewport={"width": 1500, "height": 2600})
+    try:
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        for path, title, drawn in PAGES:
+            page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+            page.get_by_role("heading", name=title).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            page.locator(drawn).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            if path == "sql":  # run the loaded example: the results table must draw too
+                page.get_by_role("button", name="Run query").click()
+                page.locator(TABLE).filter(visible=True).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+            _wait_idle(page)
+            name = (path.split("?")[0] or "overview") + ".png"
+            for directory in _screenshot_dirs(tmp_path):
+                page.screenshot(path=str(directory / name), full_page=True)
+            assert page.locator("[data-testid='stException']").count() == 0, f"{title}: a traceback is shown"
+            assert "could not read" not in page.locator("[data-testid='stMain']").inner_text(), (
+                f"{title}: a read failed"
+            )
+            assert (tmp_path / name).stat().st_size > 10_000
+
+        # Clicking a point of the trend opens that point's run.
+        page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded")
+        point = page.locator(".js-plotly-plot .scatterlayer .trace .points path").last
+        point.wait_for(timeout=PAGE_TIMEOUT_MS)
+        box = point.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.get_by_role("heading", name="Run").first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        assert "run=" in page.url
+
+        # The hostile commit message is shown as text on its run's page, never interpreted.
+        page.goto(f"{dashboard_url}/run?run={main_run_id(6)}", wait_until="domcontentloaded")
+        page.get_by_text("<script>alert('x')</script>", exact=False).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        main = page.locator("[data-testid='stMain']")
+        assert main.locator("script").count() == 0
+        assert main.locator("b", has_text="bold").count() == 0
+        assert HOSTILE_MESSAGE in main.inner_text()
+    finally:
+        page.close()
     assert dialogs == [], f"a commit message ran script: {dialogs}"
 
 
 @contextlib.contextmanager
-def opened_trends(chromium_path: str, dashboard_url: str, path: str = "trends"):
-    """A 1500x1200 Chromium page navigated to the served Trends page, or `path` (its content not
-    waited for)."""
-    with playwright()() as pw:
-        browser = pw.chromium.launch(executable_path=chromium_path, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1200})
-            page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
-            yield page
-        finally:
-            browser.close()
+def opened_trends(browser, dashboard_url: str, path: str = "trends"):
+    """A 1500x1200 page of the file's browser navigated to the served Trends page, or `path` (its
+    content not waited for)."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1200})
+    try:
+        page.goto(f"{dashboard_url}/{path}", wait_until="domcontentloaded", timeout=PAGE_TIMEOUT_MS)
+        yield page
+    finally:
+        page.close()
 
 
-def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
+def test_trend_needs_no_margin_pass(browser, dashboard_url):
     """The trend opens with margins that already hold its labels and legend: the plot area
     plotly settles on is the one the figure asked for. Had plotly needed to grow a margin, it
     would have drawn the whole figure a second time (Plots.doAutoMargin), the cost that
     `app.charts.TREND_MARGIN` exists to avoid."""
     from attnwatch.app.charts import TREND_MARGIN
 
-    with opened_trends(chromium_path, dashboard_url) as page:
+    with opened_trends(browser, dashboard_url) as page:
         page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
         _wait_idle(page)
         settled = page.evaluate(
@@ -148,7 +153,7 @@ def test_trend_needs_no_margin_pass(chromium_path, dashboard_url):
     assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
 
 
-def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, dashboard_url):
+def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(browser, dashboard_url):
     """scripts/bench_dashboard.py times a page by the page's own clock until DRAWN_JS holds: the
     page's content visible, every chart drawn visibly, Streamlit idle, for SETTLE_MS. Each part is
     checked on the served Trends page: a hidden chart, a running indicator, and a state that has
@@ -156,7 +161,7 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
     from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
-    with opened_trends(chromium_path, dashboard_url) as page:
+    with opened_trends(browser, dashboard_url) as page:
         drawn_ms = page.wait_for_function(
             DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=PAGE_TIMEOUT_MS
         ).json_value()
@@ -181,14 +186,14 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(chromium_path, 
     assert idle_again[0] == 0 and idle_again[1] > loaded_ms  # drawn again, but only once settled
 
 
-def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(chromium_path, dashboard_url):
+def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(browser, dashboard_url):
     """Kernel draws no plotly chart (its charts are SVG images the server draws): DRAWN_JS holds
     there once its images are decoded and visible, and a hidden one keeps the page from counting
     as drawn."""
     from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "kernel")
-    with opened_trends(chromium_path, dashboard_url, "kernel" + QUERY["kernel"]) as page:
+    with opened_trends(browser, dashboard_url, "kernel" + QUERY["kernel"]) as page:
         page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=PAGE_TIMEOUT_MS)
         assert page.locator(SVG_IMAGE).count() >= 2 and page.locator(".js-plotly-plot").count() == 0
         page.evaluate(
