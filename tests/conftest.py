@@ -6,6 +6,7 @@ where, when and how each file was recorded).
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tempfile
@@ -124,6 +125,25 @@ def keep_only_failed_tests_folders(request, tmp_path_factory):
             shutil.rmtree(entry, ignore_errors=True)
         else:
             entry.unlink(missing_ok=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def streamlit_components_scanned_once():
+    """Each new AppTest has Streamlit (1.67) scan every installed distribution's metadata for
+    components: ~0.4-0.8 s a time, over half the time of the page tests' renders. The dashboard's
+    server does it once per process; the installed packages do not change during a test session,
+    so the session's AppTests share one scan too."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # streamlit missing or laid out otherwise: every scan runs as usual
+        yield
+        return
+    original = manifest_scanner.scan_component_manifests
+    manifest_scanner.scan_component_manifests = functools.cache(original)
+    try:
+        yield
+    finally:
+        manifest_scanner.scan_component_manifests = original
 
 
 @pytest.fixture
