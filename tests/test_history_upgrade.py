@@ -122,3 +122,58 @@ def test_dashboard_on_a_history_from_a_newer_attnwatch_says_so_and_changes_nothi
         assert con.execute("SELECT count(*), max(version) FROM schema_migrations").fetchone() == (LATEST + 1, 999)
     finally:
         con.close()
+
+
+CATALOG = (
+    "SELECT 'column', table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable "
+    "FROM information_schema.columns WHERE table_schema = 'main' "
+    "UNION ALL SELECT 'view', view_name || ' ' || sql FROM duckdb_views() WHERE NOT internal "
+    "UNION ALL SELECT 'constraint', table_name || ' ' || constraint_text FROM duckdb_constraints() "
+    "UNION ALL SELECT 'index', index_name || ' ' || sql FROM duckdb_indexes() "
+    "UNION ALL SELECT 'migration', version || ' ' || name || ' ' || checksum FROM schema_migrations "
+    "ORDER BY 1, 2"
+)
+
+
+def test_a_new_history_takes_every_migration_in_one_transaction_and_the_same_schema(tmp_path):
+    """A new file (made under a temporary name, linked only whole) is migrated in one transaction:
+    one applied_at for every migration (now() is the transaction's start); its catalogue is the one
+    migration by migration gives an existing file."""
+    from attnwatch.history.store.db import DURABLE_WRITES
+    from attnwatch.history.store.migrations import migrate
+
+    new = tmp_path / "new.duckdb"
+    with open_write(parse_location(new)):
+        pass
+    stepwise = duckdb.connect(str(tmp_path / "stepwise.duckdb"), config=dict(DURABLE_WRITES))
+    try:
+        assert migrate(stepwise, "stepwise") == list(range(1, LATEST + 1))
+        expected = stepwise.execute(CATALOG).fetchall()
+        assert stepwise.execute("SELECT count(DISTINCT applied_at) FROM schema_migrations").fetchone()[0] > 1
+    finally:
+        stepwise.close()
+    with open_read(parse_location(new)) as con:
+        assert con.execute(CATALOG).fetchall() == expected
+        assert con.execute("SELECT count(*), count(DISTINCT applied_at) FROM schema_migrations").fetchone() == (
+            LATEST,
+            1,
+        )
+
+
+def test_a_failing_migration_of_a_new_file_leaves_nothing_recorded(tmp_path):
+    from attnwatch.history.errors import MigrationError
+    from attnwatch.history.store.migrations import MIGRATIONS_DIR, migrate
+
+    shipped = tmp_path / "migrations"
+    shipped.mkdir()
+    first = sorted(MIGRATIONS_DIR.glob("*.sql"))[0]
+    (shipped / first.name).write_text(first.read_text())
+    (shipped / "002_broken.sql").write_text("CREATE TABLE broken (x NO_SUCH_TYPE);\n")
+    con = duckdb.connect(str(tmp_path / "new.duckdb"))
+    try:
+        with pytest.raises(MigrationError, match="migration 002_broken failed"):
+            migrate(con, "new.duckdb", shipped, new_file=True)
+        tables = {name for (name,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        assert tables == set(), tables  # not even the bookkeeping table: the one transaction rolled back
+    finally:
+        con.close()

@@ -186,7 +186,7 @@ def _create_whole(loc: HistoryLocation, deadline_s: float) -> None:
         con = connect_with_retry(temp, deadline_s, label=loc.label)
         try:
             with _faults_named(loc, writing=True):
-                migrate(con, loc.label)
+                migrate(con, loc.label, new_file=True)
         finally:
             _close(con, loc)
         _link_new(temp, loc.file)

@@ -11,6 +11,11 @@ migration leaves the database at the previous version. On a file each is checkpo
 file before the next begins, so no schema change rests in DuckDB's write-ahead log, where
 DuckDB 1.5.5 cannot replay some (docs/upstream.md). history.store.db's writers already checkpoint at
 every commit; the CHECKPOINT here keeps that true for any other connection handed in.
+A new file that no other process can see yet (history.store.db makes it under a temporary name
+and links it into place only whole, `new_file=True`) takes every migration in one transaction
+instead: a failure there discards the whole file, and one commit is checkpointed once rather
+than once per migration (a new history's schema in 0.12 s instead of 0.32 s on the 2-core CI
+machine).
 
 A view defined with `SELECT d.*` returns the columns its tables gained by later migrations, but
 a history file's catalogue (information_schema, duckdb_views) keeps the columns the view had when
@@ -116,9 +121,23 @@ def check_compatible(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> li
     return [m for m in migrations if m.version not in applied]
 
 
-def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
-    """Apply pending migrations, each in one transaction; return the versions applied. On a file,
-    views whose recorded columns are stale are then refreshed (module docstring)."""
+def _apply(c, m: Migration, lake: bool, db_label: str) -> int:
+    """Run migration `m` and record it, inside the caller's transaction; its version."""
+    try:
+        c.execute(lake_sql(m.sql) if lake else m.sql)
+    except duckdb.Error as exc:
+        raise MigrationError(f"{db_label}: migration {m.version:03d}_{m.name} failed: {exc}") from exc
+    c.execute(
+        "INSERT INTO schema_migrations VALUES (?, ?, now() AT TIME ZONE 'UTC', ?)",
+        [m.version, m.name, m.checksum],
+    )
+    return m.version
+
+
+def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR, new_file: bool = False) -> list[int]:
+    """Apply pending migrations, each in one transaction (all in one on a `new_file`, module
+    docstring); return the versions applied. On a file, views whose recorded columns are stale
+    are then refreshed (module docstring)."""
     lake = is_lake(con)
     if applied_migrations(con) and not check_compatible(con, db_label, directory):
         if not lake:
@@ -130,21 +149,22 @@ def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR) -> list[int]:
             ensure_claim_schema(c)
         c.execute(lake_sql(_BOOKKEEPING) if lake else _BOOKKEEPING)
 
+    if new_file and not lake:
+
+        def every_migration(c, claims) -> list[int]:
+            bookkeeping(c, claims)
+            return [_apply(c, m, lake, db_label) for m in check_compatible(c, db_label, directory)]
+
+        applied = write_transaction(con, every_migration, db_label)
+        refresh_view_columns(con, db_label)
+        return applied
+
     def next_migration(c, claims) -> int | None:
         pending = check_compatible(c, db_label, directory)
         if not pending:
             return None
-        m = pending[0]
-        claims.take("migration", str(m.version))
-        try:
-            c.execute(lake_sql(m.sql) if lake else m.sql)
-        except duckdb.Error as exc:
-            raise MigrationError(f"{db_label}: migration {m.version:03d}_{m.name} failed: {exc}") from exc
-        c.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, now() AT TIME ZONE 'UTC', ?)",
-            [m.version, m.name, m.checksum],
-        )
-        return m.version
+        claims.take("migration", str(pending[0].version))
+        return _apply(c, pending[0], lake, db_label)
 
     write_transaction(con, bookkeeping, db_label)
     applied_now = []
