@@ -62,15 +62,21 @@ def open_alerts(served, query: str = ""):
 
 def pick(page, name: str, text: str) -> None:
     """Choose the option holding `text` in the selectbox `name`; the list is opened again if a
-    rerun of the page closed it before the option could be clicked."""
+    rerun of the page closed it before the option could be clicked, or dropped the choice (seen
+    on CI machines: the group's radio then never appeared)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # installed: the fixture skipped otherwise
 
+    box = page.get_by_role("combobox", name=name)
     for _ in range(3):
         wait_idle(page)
-        page.get_by_role("combobox", name=name).click(timeout=PAGE_TIMEOUT_MS)
+        box.click(timeout=PAGE_TIMEOUT_MS)
         try:
             page.get_by_role("option").filter(has_text=text).first.click(timeout=10_000)
-            return
+            # The choice must hold once the page is idle: a rerun still drawing can drop it.
+            page.wait_for_timeout(300)
+            wait_idle(page)
+            if text in box.input_value():
+                return
         except PlaywrightTimeout:
             page.keyboard.press("Escape")
     raise AssertionError(f"{name}: no option {text!r}")
