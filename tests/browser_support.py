@@ -64,6 +64,7 @@ class ProfileBrowser:
     "Page loads in Chromium"). Each page still opens its own websocket, so its own Streamlit session."""
 
     def __init__(self, pw, executable: str, profile: Path):
+        """`profile`: a folder of the test file's temp space."""
         self._context = pw.chromium.launch_persistent_context(
             str(profile), executable_path=executable, args=CHROMIUM_ARGS, headless=True
         )
@@ -76,11 +77,6 @@ class ProfileBrowser:
 
     def close(self) -> None:
         self._context.close()
-
-
-def launch(pw, executable: str, profile: Path) -> ProfileBrowser:
-    """The test file's browser, its profile in `profile` (a folder of the test's temp space)."""
-    return ProfileBrowser(pw, executable, profile)
 
 
 def free_port() -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app_history import HOSTILE_MESSAGE, add_real_ncu_run, build_history, main_run_id
-from browser_support import PAGE_TIMEOUT_MS, SVG_IMAGE, chromium, launch, playwright, serve
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, SVG_IMAGE, chromium, playwright, serve
 from browser_support import wait_idle as _wait_idle
 from attnwatch.history.links import PAGES as DECLARED_PAGES
 
@@ -73,7 +73,7 @@ def chromium_path() -> str:
 def browser(chromium_path, tmp_path_factory):
     """The file's Chromium, one profile for its pages (browser_support.ProfileBrowser)."""
     with playwright()() as pw:
-        instance = launch(pw, chromium_path, tmp_path_factory.mktemp("browser-profile"))
+        instance = ProfileBrowser(pw, chromium_path, tmp_path_factory.mktemp("browser-profile"))
         try:
             yield instance
         finally:

@@ -11,7 +11,7 @@ import pytest
 
 from app_history import build_push_history
 from attnwatch.history.detection.alerts import list_alerts
-from browser_support import PAGE_TIMEOUT_MS, chromium, launch, playwright, serve, wait_idle
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
 from attnwatch.history.store.location import parse_location
 
 pytestmark = pytest.mark.browser
@@ -44,7 +44,7 @@ def served(tmp_path_factory):
     db = work / "history.duckdb"
     ids = build_push_history(db, work / "bundles")
     with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
-        browser = launch(pw, executable, work / "profile")
+        browser = ProfileBrowser(pw, executable, work / "profile")
         try:
             yield url, browser, db, ids
         finally:

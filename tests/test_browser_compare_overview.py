@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import PAGE_TIMEOUT_MS, chromium, launch, playwright, serve, wait_idle
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
 from bundle_factory import SHAPES, case_id, make_bundle
 from test_app_overview_devices import CPU_ENV, LONG_VARIANT
 from test_browser_layout import visit as layout_visit
@@ -199,7 +199,7 @@ def served(tmp_path_factory):
     )
     _cli(db, "detect")
     with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
-        browser = launch(pw, executable, work / "profile")
+        browser = ProfileBrowser(pw, executable, work / "profile")
         page = browser.new_page(viewport=VIEWPORT)
         try:
             yield url, page

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from attnwatch.history.links import PAGES as DECLARED_PAGES
-from browser_support import PAGE_TIMEOUT_MS, chromium, launch, playwright, serve, wait_idle
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -98,7 +98,7 @@ def demo(tmp_path_factory):
     assert "4 new alerts" in detected, detected
     log = work / "dashboard.log"
     with serve(db, log) as url, sync_playwright() as pw:
-        browser = launch(pw, executable, work / "profile")
+        browser = ProfileBrowser(pw, executable, work / "profile")
         try:
             yield url, browser, log
         finally:

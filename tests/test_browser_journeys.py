@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from app_history import H100, H200, NOISY_CASE, PUSH_INCORRECT_CASE, PUSH_REGRESSED_VARIANT, build_push_history
-from browser_support import PAGE_TIMEOUT_MS, chromium, launch, playwright, serve, wait_idle
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, chromium, playwright, serve, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -34,7 +34,7 @@ def browser(tmp_path_factory):
     executable = chromium()
     sync_playwright = playwright()
     with sync_playwright() as pw:
-        instance = launch(pw, executable, tmp_path_factory.mktemp("journeys-profile"))
+        instance = ProfileBrowser(pw, executable, tmp_path_factory.mktemp("journeys-profile"))
         try:
             yield instance
         finally:

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from browser_support import PAGE_TIMEOUT_MS, chromium, launch, playwright, serve, svg_charts_js, wait_idle
+from browser_support import ProfileBrowser, PAGE_TIMEOUT_MS, chromium, playwright, serve, svg_charts_js, wait_idle
 from commit_axis_history import build_commit_axis_history, commit_sha
 
 pytestmark = pytest.mark.browser
@@ -69,7 +69,7 @@ def served(tmp_path_factory):
     work = tmp_path_factory.mktemp("browser_layout")
     db = build_commit_axis_history(work / "history.duckdb", work / "bundles")
     with serve(db, work / "dashboard.log") as url, sync_playwright() as pw:
-        browser = launch(pw, executable, work / "profile")
+        browser = ProfileBrowser(pw, executable, work / "profile")
         page = browser.new_page(viewport=VIEWPORT)
         requests: list[str] = []
         page.on("request", lambda r: requests.append(r.url))

@@ -14,8 +14,8 @@ every commit; the CHECKPOINT here keeps that true for any other connection hande
 A new file that no other process can see yet (history.store.db makes it under a temporary name
 and links it into place only whole, `new_file=True`) takes every migration in one transaction
 instead: a failure there discards the whole file, and one commit is checkpointed once rather
-than once per migration (a new history's schema in 0.12 s instead of 0.32 s on the 2-core CI
-machine).
+than once per migration (`open_write` of a new history 0.82 s -> 0.61 s on the 2-core CI machine,
+docs/benchmarks/suite.md).
 
 A view defined with `SELECT d.*` returns the columns its tables gained by later migrations, but
 a history file's catalogue (information_schema, duckdb_views) keeps the columns the view had when
