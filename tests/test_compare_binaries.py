@@ -67,3 +67,18 @@ def test_the_code_change_leads_the_cause(fixtures_dir):
     # the case's launches (cuda_wmma's kernel) and the binaries' kernel ("k") cannot be compared
     # by name, so the whole diff is said
     assert slow.verdict == "regression" and slow.explanation.cause == "k: +1 BAR in a loop"
+    # a binary compiled at run time is a case's (ci/compare/runtime_binaries.py): keyed by case id
+    # it leads that case's cause, over its variant's
+    judged = compare_rounds(
+        base,
+        head,
+        load_thresholds("NVIDIA H200"),
+        method="hierarchical",
+        resamples=400,
+        code_changes={
+            "sdpa_flash": BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])]),
+            case: BinaryDiff([KernelDiff("k", [], resources={"registers": (223, 168)})]),
+        },
+    )
+    (slow,) = [c for c in judged if c.case_id == case]
+    assert slow.explanation.cause == "k: registers 223 → 168"

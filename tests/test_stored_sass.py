@@ -125,7 +125,11 @@ def test_an_older_history_is_upgraded_and_then_stores_binaries(tmp_path, fixture
 @pytest.mark.parametrize(
     "damage, field, words",
     [
-        (lambda d: d["binaries"][0].update(digest="not-a-digest"), "binaries[0].digest", "not a sha256"),
+        (
+            lambda d: d["binaries"][0].update(digest="not-a-digest"),
+            "binaries[0].digest",
+            "is a sha256: 64 lowercase hex",
+        ),
         (lambda d: d["binaries"][0]["kernels"][0]["mix"][0].update(where="nearby"), ".mix[0].where", "nearby"),
         (lambda d: d["binaries"][0]["kernels"][0]["mix"][0].update(count=0), ".mix[0].count", ""),
         (lambda d: d["binaries"][0]["kernels"][0].pop("loops"), "kernels[0].loops", "missing"),

@@ -7,6 +7,7 @@ processes agree; only a problem the table lacks is tuned in the process, and say
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 import subprocess
 import sys
 import tomllib
@@ -226,36 +227,55 @@ def test_the_recorded_job_line_names_no_machine_folder():
     assert "/" not in load_choices(CHOICES_FILE).tunings[H200].job.split("tune_triton", 1)[1]
 
 
-def test_a_prepare_that_reports_a_configuration_reaches_the_stored_timing():
-    """CaseSetup keeps what Prepared said; case_timing stores it (worker and compare server alike)."""
+def test_a_prepare_that_reports_a_configuration_and_binary_reaches_the_stored_timing():
+    """CaseSetup keeps what Prepared said; case_timing stores it (worker and compare server
+    alike). An older checkout's Prepared, which has no binary_sha256, stores None."""
+    from attnwatch.ci.plan import PlannedCase
     from attnwatch.ci.suites.case_setup import CaseSetup
-    from attnwatch.ci.timing.derived import case_timing
+    from attnwatch.ci.timing.derived import KernelRan, case_timing
     from attnwatch.ci.timing.sampler import RawMeasurement
+    from attnwatch.history.contract.timings import parse_case_timing
     from attnwatch.kernels.shapes import adhoc_shape
     from attnwatch.kernels.variant import Prepared
 
-    variant = SimpleNamespace(
-        prepare=lambda case, device, seed: Prepared(
-            fn=lambda: None, q=None, k=None, v=None, config="m64_n128_w4_s3", config_source="tuned"
-        )
-    )
-    setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
+    digest = "ab" * 32
     planned = SimpleNamespace(
         case_id="triton_fa2/x/fp16/noncausal",
         dtype="fp16",
         shape=lambda: adhoc_shape(1, 1, 16, 16),
         bytes=4.0 * 16 * 16 * 2,
     )
-    setup.prepare_rotation(variant, None, planned, 0)
-    assert setup.kernel_configs[planned.case_id] == ("m64_n128_w4_s3", "tuned")
-    from attnwatch.ci.plan import PlannedCase
-
     case = PlannedCase(
         variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16", causal=False
     )
     raw = RawMeasurement(key=case.case_id, samples_us=[10.0, 11.0, 12.0], timing_mode="cuda_events", converged=True)
-    timing = case_timing(case, raw, "g", setup.kernel_configs[planned.case_id])
-    assert (timing.kernel_config, timing.kernel_config_source) == ("m64_n128_w4_s3", "tuned")
+    new = Prepared(fn=lambda: None, config="m64_n128_w4_s3", config_source="tuned", binary_sha256=digest)
+    older = SimpleNamespace(fn=lambda: None, config="m64_n128_w4_s3", config_source="tuned")
+    for prepared, binary in ((new, digest), (older, None)):
+        setup = CaseSetup(None, "cpu", SimpleNamespace(input_sets=1, input_sets_max_bytes=0))
+        setup.prepare_rotation(SimpleNamespace(prepare=lambda case, device, seed: prepared), None, planned, 0)
+        assert setup.kernels_ran[planned.case_id] == KernelRan("m64_n128_w4_s3", "tuned", binary)
+        timing = case_timing(case, raw, "g", setup.kernels_ran[planned.case_id])
+        assert (timing.kernel_config, timing.kernel_config_source) == ("m64_n128_w4_s3", "tuned")
+        written = json.loads(json.dumps(asdict(timing)))
+        assert parse_case_timing(written, "timings.json", "timings[0]").kernel_binary_sha256 == binary
+
+
+def test_a_binary_digest_that_is_not_a_sha256_is_refused_naming_the_field():
+    from attnwatch.ci.plan import PlannedCase
+    from attnwatch.ci.timing.derived import KernelRan, case_timing
+    from attnwatch.ci.timing.sampler import RawMeasurement
+    from attnwatch.history.contract.timings import parse_case_timing
+    from attnwatch.history.errors import BundleError
+
+    case = PlannedCase(
+        variant="triton_fa2", shape_id="x", batch=1, heads=1, seq_len=16, head_dim=16, dtype="fp16", causal=False
+    )
+    raw = RawMeasurement(key=case.case_id, samples_us=[10.0], timing_mode="cuda_events", converged=True)
+    written = asdict(case_timing(case, raw, "g", KernelRan(binary_sha256="AB" * 32)))
+    with pytest.raises(BundleError) as caught:
+        parse_case_timing(written, "timings.json", "timings[0]")
+    assert "timings[0].kernel_binary_sha256" in str(caught.value) and "sha256" in str(caught.value)
 
 
 def test_the_run_summary_names_cases_tuned_in_the_process():

@@ -43,6 +43,11 @@ class Prepared:
     "fixed": nothing to choose). Every result stores both (kernel_config,
     kernel_config_source), so a step in a series that coincides with a new configuration is
     told apart from a code change. None: the variant reports no configuration.
+
+    `binary_sha256` is the sha256 of the binary the call runs when the variant compiles it in
+    this process (Triton's cubin; its cache keeps the file), stored as the result's
+    kernel_binary_sha256 so that a compare can read and diff the two sides' code. None: the
+    binary is built ahead of the run (nvcc, recorded in builds.json) or not known.
     """
 
     fn: Callable[[], Any]
@@ -53,6 +58,7 @@ class Prepared:
     info: dict[str, Any] = field(default_factory=dict)
     config: str | None = None
     config_source: str | None = None
+    binary_sha256: str | None = None
     inputs: tuple[Any, ...] | None = None
 
     def __post_init__(self) -> None:

@@ -159,8 +159,9 @@ def compare_rounds(
     thresholds'; a sequential compare passes its per-look level, which reproduces the interval
     of the look the case stopped at (same rounds, same seed). `rules` (history/analysis/case_rules.toml):
     a case's own min_effect, and the ignore rule it falls under, both recorded on the case.
-    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), whose
-    part about a case's launched kernels leads the cause of its explained cases.
+    `code_changes`: variant -> how its kernels' binaries differ (ci/compare/binaries.py), and
+    case id -> how the binary it compiled at run time differs (ci/compare/runtime_binaries.py),
+    whose part about a case's launched kernels leads the cause of its explained cases.
     """
     ids = sorted({cid for rd in (*base, *head) for cid in rd.cases})
     out = []
@@ -210,7 +211,7 @@ def compare_rounds(
                 slower=decided in ("regression", SLOWER_UNDER),
                 case_id=cid,
                 time_change_us=change,
-                code_change=(code_changes or {}).get(info.variant),
+                code_change=(code_changes or {}).get(cid) or (code_changes or {}).get(info.variant),
             )
         out.append(comp)
     return out

@@ -6,9 +6,9 @@ checkout first, ci/child_env.py); the compare has just built both, so each build
 the compile cache. The cubins are read by history.analysis.sass (cached by sha256) and diffed by
 history.analysis.sass_diff; a variant whose binaries differ gets its diff, which
 ci/compare/analysis.py narrows to the kernels each case's call launched ("attn_wmma_d64_fp16:
-+1 BAR in a loop") to lead that case's cause. Triton and CuPy variants compile at run time
-in the measuring process, so their binaries are not read here (scripts/explain_check.py reads
-Triton's from a fresh cache after a run); a variant without a line says nothing about its code.
++1 BAR in a loop") to lead that case's cause. Triton compiles at run time in the measuring
+process, a binary per case: ci/compare/runtime_binaries.py diffs those by the digest each round
+recorded. CuPy's modules are not read yet; a variant without a line says nothing about its code.
 A build or a tool that fails costs the line, never the compare.
 """
 

@@ -69,6 +69,13 @@ class CaseRound:
         value = (self.timing or {}).get("kernel_config")
         return value if isinstance(value, str) else None
 
+    @property
+    def kernel_binary(self) -> str | None:
+        """The sha256 of the binary the kernel ran this round, when compiled in the measuring
+        process (CaseTiming.kernel_binary_sha256)."""
+        value = (self.timing or {}).get("kernel_binary_sha256")
+        return value if isinstance(value, str) else None
+
 
 @dataclass
 class RoundData:

@@ -46,7 +46,7 @@ from attnwatch.ci.suites.case_setup import (
     open_device,
     variant_availability,
 )
-from attnwatch.ci.timing.derived import apply_gaps, case_timing
+from attnwatch.ci.timing.derived import KernelRan, apply_gaps, case_timing
 from attnwatch.ci.timing.sampler import RawMeasurement, Subject, SubjectFailed, kept, measure_interleaved, warm_up
 from attnwatch.ci.timing.graphs import graph_replay_us
 from attnwatch.ci.kernels_api import kernels_api
@@ -274,7 +274,7 @@ class Engine:
                         self.cases[subject.key],
                         raw,
                         interleave_id(group, round_index),
-                        self.setup.kernel_configs.get(subject.key, (None, None)),
+                        self.setup.kernels_ran.get(subject.key, KernelRan()),
                     ),
                     raw,
                 )

@@ -25,6 +25,7 @@ from typing import Any
 from attnwatch.ci.kernels_api import kernels_api
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
+from attnwatch.ci.timing.derived import KernelRan
 
 # Texts that identify an error after which the CUDA context is unusable (sticky errors).
 _POISON_MARKERS = (
@@ -63,8 +64,8 @@ class CaseSetup:
         self.device = device
         self.config = config
         self.build_failures: dict[str, str] = {}
-        # case id -> (config, config_source) its latest prepare reported (kernels.variant.Prepared)
-        self.kernel_configs: dict[str, tuple[str | None, str | None]] = {}
+        # case id -> what its latest prepare reported it runs (kernels.variant.Prepared)
+        self.kernels_ran: dict[str, KernelRan] = {}
 
     def device_sync(self) -> None:
         """Wait for all work on the device; raises the device's pending asynchronous error."""
@@ -115,7 +116,7 @@ class CaseSetup:
         """
         count = self.input_set_count(case)
         prepared = [variant.prepare(kcase, self.device, seed + j) for j in range(count)]
-        self.kernel_configs[case.case_id] = (prepared[0].config, prepared[0].config_source)
+        self.kernels_ran[case.case_id] = KernelRan.of(prepared[0])
         fns = [p.fn for p in prepared]
         if count == 1:
             return fns[0]

@@ -18,7 +18,7 @@ Definitions (docs/design.md "Metrics", one each, used everywhere):
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from attnwatch.ci.plan import PlannedCase
 from attnwatch.ci.timing.sampler import RawMeasurement
@@ -27,14 +27,29 @@ from attnwatch.history.contract.bundle import CaseTiming
 from attnwatch.history.analysis.statistics import summarize
 
 
+@dataclass(frozen=True)
+class KernelRan:
+    """What a variant's Prepared said its call runs (kernels.variant.Prepared): the launch
+    configuration, how it was chosen, and the digest of a binary compiled in the process."""
+
+    config: str | None = None
+    config_source: str | None = None
+    binary_sha256: str | None = None
+
+    @classmethod
+    def of(cls, prepared) -> KernelRan:
+        """From a Prepared of any checkout's kernels (an older one has no binary_sha256)."""
+        return cls(prepared.config, prepared.config_source, getattr(prepared, "binary_sha256", None))
+
+
 def case_timing(
     case: PlannedCase,
     raw: RawMeasurement,
     interleave_group: str,
-    kernel_config: tuple[str | None, str | None] = (None, None),
+    kernel: KernelRan = KernelRan(),
 ) -> CaseTiming:
     """Summary statistics and per-case derived metrics (gaps are filled by `apply_gaps`).
-    `kernel_config` is what the variant's Prepared said it ran: (config, config_source).
+    `kernel` is what the variant's Prepared said it ran.
     With a clock band the statistics are those of the samples inside it (`ci.timing.sampler.kept`), and
     the clock summary (ci/timing/power.py) goes beside them under its own names."""
     kept, clocks = summarize_clocks(raw.samples_us, raw.clocks_mhz, raw.reference_clock_mhz, raw.band_applied)
@@ -66,8 +81,9 @@ def case_timing(
         interleave_group=interleave_group,
         guard_retimed_blocks=raw.guard_retimed_blocks,
         guard_uncovered_blocks=raw.guard_uncovered_blocks,
-        kernel_config=kernel_config[0],
-        kernel_config_source=kernel_config[1],
+        kernel_config=kernel.config,
+        kernel_config_source=kernel.config_source,
+        kernel_binary_sha256=kernel.binary_sha256,
         timing_recipe=raw.recipe,
         pacing_gap_s=raw.pacing_gap_s,
         **asdict(clocks),

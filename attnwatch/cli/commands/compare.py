@@ -442,11 +442,24 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     code = code_changes(
         {c.variant for c in cases if only is None or c.case_id in only}, roots, out / "binaries", log, arch=arch
     )
+    code.update(_runtime_code(session, [c.case_id for c in cases if only is None or c.case_id in only], log))
     log(
         f"compare: ncu step: profiles {profiled - started:.1f} s, both sides' binaries read and diffed "
         f"{time.monotonic() - profiled:.1f} s"
     )
     return code
+
+
+def _runtime_code(session, case_ids: list[str], log) -> dict:
+    """case id -> how the binary its kernel compiled at run time differs between the sides
+    (ci/compare/runtime_binaries.py), from the Triton cache folder the workers shared (the
+    one ci/child_env.py gave them: $TRITON_CACHE_DIR, else the cache root's)."""
+    from attnwatch.ci.compare.binaries import sass_cache_dir
+    from attnwatch.ci.compare.runtime_binaries import runtime_code_changes
+    from attnwatch.ci.tool_cache_manifest import triton_folder
+
+    base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+    return runtime_code_changes(base, head, case_ids, triton_folder(), log, sass_cache_dir())
 
 
 def _print_costs(session) -> None:

@@ -65,7 +65,7 @@ from typing import Any
 # The largest file a bundle may hold (a bigger one is refused unparsed); the reader's default.
 from attnwatch.history.contract.checks import MAX_FILE_BYTES  # noqa: F401  (part of the contract's names)
 from attnwatch.history.contract.checks import rule, rule_metadata
-from attnwatch.history.contract.names import CASE_ID, LABEL, NAME
+from attnwatch.history.contract.names import CASE_ID, DIGEST, LABEL, NAME
 from attnwatch.history.analysis.statistics import Summary
 
 # The current version of each format; a change to one adds an upgrader (history.contract.bundle_upgrades)
@@ -81,9 +81,9 @@ SCHEMA_VERSIONS = {
     "attnwatch.samples": 2,  # v2: sm_clock_mhz, each sample's SM clock (ci/timing/power.py)
     "attnwatch.ncu": 1,
     "attnwatch.sass": 1,
-    "attnwatch.case_timing": 4,  # each timings.json record; v2: kernel_config, kernel_config_source;
+    "attnwatch.case_timing": 5,  # each timings.json record; v2: kernel_config, kernel_config_source;
     # v3: operator, bound, bytes, gap_to_baseline + baseline_variant, gap_to_fastest_reference + fastest_reference;
-    # v4: timing_recipe, clocks, pacing, band
+    # v4: timing_recipe, clocks, pacing, band; v5: kernel_binary_sha256
 }
 
 MANIFEST_FILE = "manifest.json"
@@ -252,6 +252,12 @@ class CaseTiming(Summary):
     # kernels/triton/choice_cache.py), "fixed" (nothing to choose). None: the variant reports none, or a v1 bundle.
     kernel_config: str | None = rule(None, name=NAME)
     kernel_config_source: str | None = rule(None, choices=KERNEL_CONFIG_SOURCES)
+    # The sha256 of the binary the kernel ran, for a variant that compiles it in the measuring
+    # process (kernels.variant.Prepared.binary_sha256: triton_fa2's cubin, one per configuration
+    # and shape specialization). Exact: two sides that ran one binary ran the same code, and a
+    # compare reads the two binaries a changed digest names (ci/compare/runtime_binaries.py).
+    # None: the variant builds ahead of the run (nvcc: builds.json), reports none, or a v4 bundle.
+    kernel_binary_sha256: str | None = rule(None, name=DIGEST)
     # How the samples were taken on a GPU that may run under its power or thermal cap
     # (ci/timing/power.py): the recipe's name (ci/run_config.toml: "plain" = no clock record, no
     # pacing, no band), the per-sample SM clocks' median, min and max, the reference clock and

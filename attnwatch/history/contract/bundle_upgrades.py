@@ -133,6 +133,14 @@ def case_timing_v3_to_v4(document: dict) -> dict:
     return document
 
 
+def case_timing_v4_to_v5(document: dict) -> dict:
+    """attnwatch.case_timing v4 -> v5: a timing gains the digest of the binary its kernel ran
+    (None: v4 did not record it)."""
+    document.setdefault("kernel_binary_sha256", None)
+    document["schema_version"] = 5
+    return document
+
+
 def bundle_v2_to_v3(documents: dict, directory: Path) -> dict:
     """Bundle format 2 -> 3 (file name -> parsed document): the manifest's environment gains
     `packages`, the optional packages' versions; format 2 did not record them, so it is {} (not
@@ -171,6 +179,7 @@ UPGRADERS: dict[tuple[str, int], Upgrader] = {
     ("attnwatch.case_timing", 1): case_timing_v1_to_v2,
     ("attnwatch.case_timing", 2): case_timing_v2_to_v3,
     ("attnwatch.case_timing", 3): case_timing_v3_to_v4,
+    ("attnwatch.case_timing", 4): case_timing_v4_to_v5,
     ("attnwatch.outcomes", 1): outcomes_v1_to_v2,
     ("attnwatch.samples", 1): samples_v1_to_v2,
 }

@@ -16,6 +16,7 @@ invisible, bidirectional or look-alike characters:
     file's test names, its variant and case id (`test_attn[fp16-1024]`), and the GPU model as
     NVML reports it (`NVIDIA H100 80GB HBM3`): 1-512 printable ASCII characters (U+0021-U+007E,
     and inner spaces), no leading or trailing space.
+  - DIGEST: a file's sha256 that names it (a kernel binary), 64 lowercase hex digits.
 
 history.contract.bundle marks the contract's fields with `rule(name=...)` or `rule_metadata(name=...)` (history.contract.checks applies it,
 to what a bundle holds and to what history.contract.bundle_writer is about to write); samples.json's
@@ -29,17 +30,20 @@ import re
 NAME = "name"
 CASE_ID = "case_id"
 LABEL = "label"
+DIGEST = "digest"
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}"
 _PATTERNS = {
     NAME: re.compile(_NAME),
     CASE_ID: re.compile(rf"(?=.{{1,512}}$){_NAME}(?:/{_NAME}){{0,7}}", re.DOTALL),
     LABEL: re.compile(r"[\x21-\x7e](?:[\x20-\x7e]{0,510}[\x21-\x7e])?"),
+    DIGEST: re.compile(r"[0-9a-f]{64}"),
 }
 _SPOKEN = {
     NAME: "a name is 1-128 of A-Z a-z 0-9 _ . + - (ASCII), starting with a letter or digit",
     CASE_ID: "a case id is names (1-128 of A-Z a-z 0-9 _ . + -, ASCII) joined by /",
     LABEL: "a label is 1-512 printable ASCII characters, no leading or trailing space",
+    DIGEST: "a digest is a sha256: 64 lowercase hex digits",
 }
 
 

@@ -19,7 +19,6 @@ returns. Each problem is one BundleError naming the file and the field.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -28,12 +27,11 @@ from attnwatch.history.analysis.sass import Resources
 from attnwatch.history.analysis.sass_diff import IN_LOOP, OUTSIDE, KernelMix
 from attnwatch.history.contract.bundle import SASS_FILE, SCHEMA_VERSIONS, file_envelope
 from attnwatch.history.contract.checks import build_dataclass, check_envelope, json_ready, rule, rule_metadata
-from attnwatch.history.contract.names import NAME
+from attnwatch.history.contract.names import DIGEST, NAME
 from attnwatch.history.errors import BundleError
 
 SCHEMA = "attnwatch.sass"
 PLACES = (IN_LOOP, OUTSIDE)
-DIGEST = re.compile(r"^[0-9a-f]{64}$")
 MAX_KERNELS = 4096  # kernels of one binary
 MAX_OPCODES = 2048  # (opcode, place) pairs of one kernel
 
@@ -60,14 +58,14 @@ class SassKernel:
 
 @dataclass
 class SassBinary:
-    digest: str = field(metadata=rule_metadata(max_len=64))
+    digest: str = field(metadata=rule_metadata(name=DIGEST))
     kernels: list[SassKernel] = field(metadata=rule_metadata(max_items=MAX_KERNELS))
 
 
 @dataclass
 class VariantBinary:
     variant: str = field(metadata=rule_metadata(name=NAME))
-    digest: str = field(metadata=rule_metadata(max_len=64))
+    digest: str = field(metadata=rule_metadata(name=DIGEST))
 
 
 @dataclass
@@ -138,7 +136,6 @@ def check_sass(document: Any, path: Path | str) -> SassRecords:
     seen: set[str] = set()
     for i, binary in enumerate(records.binaries):
         where = f"binaries[{i}]"
-        _digest(binary.digest, path, f"{where}.digest")
         if binary.digest in seen:
             raise BundleError(path, f"{where}.digest", f"binary {binary.digest[:12]}… listed twice")
         seen.add(binary.digest)
@@ -156,15 +153,9 @@ def check_sass(document: Any, path: Path | str) -> SassRecords:
                 pairs.add((count.opcode, count.where))
     links: set[tuple[str, str]] = set()
     for i, link in enumerate(records.variants):
-        _digest(link.digest, path, f"variants[{i}].digest")
         if link.digest not in seen:
             raise BundleError(path, f"variants[{i}].digest", f"{link.digest[:12]}… is not among the binaries")
         if (link.variant, link.digest) in links:
             raise BundleError(path, f"variants[{i}]", f"{link.variant} → {link.digest[:12]}… listed twice")
         links.add((link.variant, link.digest))
     return records
-
-
-def _digest(value: str, path: Path | str, where: str) -> None:
-    if not DIGEST.match(value):
-        raise BundleError(path, where, f"{value[:80]!r} is not a sha256 digest (64 lowercase hex digits)")

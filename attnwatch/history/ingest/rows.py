@@ -64,6 +64,7 @@ _TIMING_COLUMNS = (
     "clock_normalised_median_us",
     "pacing_gap_s",
     "band_discarded_samples",
+    "kernel_binary_sha256",  # migration 017
 )
 _RESULT_TYPES = {
     "gap_to_backends__keys": pa.list_(pa.string()),
@@ -88,6 +89,7 @@ _RESULT_TYPES = {
     "clock_normalised_median_us": pa.float64(),
     "pacing_gap_s": pa.float64(),
     "band_discarded_samples": pa.int32(),
+    "kernel_binary_sha256": pa.string(),
 }
 
 # Every CorrectnessRecord field is a column (migrations 001 and 005); these pin the types that

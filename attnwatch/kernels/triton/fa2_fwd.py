@@ -33,6 +33,7 @@ Layout: contiguous (B, H, S, D) q, k, v, out; causal means lower-triangular with
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 from typing import Any, Callable, Protocol, cast
@@ -348,13 +349,16 @@ def make_launcher(q, k, v, out, causal: bool, config) -> Fa2Launch:
 
     def compiled_resources() -> dict:
         """Launch once and return what the compiler reported for the kernel it ran: registers
-        per thread, spilled registers and shared memory (GPU only; Triton returns the handle)."""
+        per thread, spilled registers, shared memory and the sha256 of its cubin (GPU only;
+        Triton returns the handle, whose `asm` holds the binary its cache keeps as a file)."""
         handle = kernel(q, k, v, out, *descs, *workspace, seq_len, qk_scale, **meta)
         metadata = getattr(handle, "metadata", None)
+        cubin = (getattr(handle, "asm", None) or {}).get("cubin")
         return {
             "registers_per_thread": getattr(handle, "n_regs", None),
             "spilled_registers": getattr(handle, "n_spills", None),
             "shared_mem_bytes": getattr(metadata, "shared", None),
+            "binary_sha256": hashlib.sha256(cubin).hexdigest() if isinstance(cubin, bytes) else None,
         }
 
     launch = cast(Fa2Launch, run)  # once compiled_resources is set

@@ -64,14 +64,26 @@ def _prepare(case: Case, device: Any, seed: int) -> Prepared:
     choice = tuner.choose(q, k, v, out, case.causal)
     run = make_launcher(q, k, v, out, case.causal, choice.config)
     info: dict[str, Any] = {"config": choice.as_record(), "interpreter": _interpreting()}
+    binary = None
     if q.is_cuda:
         info["resources"] = run.compiled_resources()  # also the warm-up launch
+        binary = info["resources"]["binary_sha256"]
         import torch
 
         torch.cuda.synchronize(q.device)
     else:
         run()
-    return Prepared(fn=run, q=q, k=k, v=v, out=out, info=info, config=choice.config.name, config_source=choice.source)
+    return Prepared(
+        fn=run,
+        q=q,
+        k=k,
+        v=v,
+        out=out,
+        info=info,
+        config=choice.config.name,
+        config_source=choice.source,
+        binary_sha256=binary,
+    )
 
 
 def _build() -> BuildReport:
