@@ -141,3 +141,55 @@ def test_a_damaged_cubin_is_never_taken_for_its_digest(triton_cache, tmp_path):
     (damaged,) = [p for p in copy.rglob("*.cubin") if hashlib.sha256(p.read_bytes()).hexdigest() == head]
     damaged.write_bytes(damaged.read_bytes()[:-16])
     assert set(find_binaries(copy, [base, head])) == {base}
+
+
+def test_a_run_records_its_triton_cases_binaries_and_a_stored_cause_reads_each_cases_own(triton_cache, tmp_path):
+    """The run's side (ci/ncu/sass_record.py): the digests its profiled Triton cases recorded are
+    found in the cache folder and stored in sass.json, all linked to the variant. Every one holds
+    a kernel of the same name, so a stored cause (history.detection.stored_code) must read the
+    case's own binary (results.kernel_binary_sha256), not the variant's merged."""
+    from bundle_factory import make_bundle
+
+    from attnwatch.ci.ncu.sass_record import record_sass
+    from attnwatch.history.contract.validate import load_bundle
+    from attnwatch.history.detection.stored_code import stored_code_changes
+    from attnwatch.history.ingest.write import ingest_paths
+    from attnwatch.history.store.db import open_read
+    from attnwatch.history.store.location import parse_location
+
+    folder, base, planted = triton_cache
+    missing = "1" * 64
+    records, why = record_sass(
+        ["triton_fa2", "sdpa"], None, tmp_path, cache=tmp_path / "sass",
+        compiled_at_run_time={"triton_fa2": {base, planted["1"], missing}}, folder=folder,
+    )  # fmt: skip
+    assert why == f"triton_fa2's binaries 111111111111 not in {folder}"
+    assert records is not None and {b.digest for b in records.binaries} == {base, planted["1"]}
+    assert {(v.variant, v.digest) for v in records.variants} == {("triton_fa2", base), ("triton_fa2", planted["1"])}
+
+    # run-1: the case ran base and the other case the plant at 1; run-2: the case the plant at 2
+    cases, paths = {}, []
+    for run, (mine, other) in {"run-1": (base, planted["1"]), "run-2": (planted["2"], planted["1"])}.items():
+        probe = make_bundle(tmp_path / f"probe-{run}", run_id=run, variants=("triton_fa2",), n_samples=5)
+        ids = [t.case_id for t in load_bundle(probe).timings][:2]
+        cases = dict(zip(("mine", "other"), ids))
+        records, _ = record_sass([], None, tmp_path, cache=tmp_path / "sass",
+                                 compiled_at_run_time={"triton_fa2": {mine, other}}, folder=folder)  # fmt: skip
+        overrides = {ids[0]: {"kernel_binary_sha256": mine}, ids[1]: {"kernel_binary_sha256": other}}
+        paths.append(
+            make_bundle(
+                tmp_path / run,
+                run_id=run,
+                variants=("triton_fa2",),
+                n_samples=5,
+                with_ncu=True,
+                sass=records,
+                timing_overrides=overrides,
+            )  # fmt: skip
+        )
+    db = tmp_path / "h.duckdb"
+    ingest_paths(parse_location(db), paths)
+    with open_read(parse_location(db)) as con:
+        found = stored_code_changes(con, {("run-2", cases["mine"]): "run-1", ("run-2", cases["other"]): "run-1"})
+    assert list(found) == [("run-2", cases["mine"])]  # the other case ran one binary in both runs
+    assert case_code_change(found[("run-2", cases["mine"])], [KERNEL]).startswith(f"{KERNEL}: +1 BAR in a loop")

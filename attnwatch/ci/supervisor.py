@@ -430,7 +430,12 @@ def _profile(state: SuiteState, checkout: Path | None, work: Path, options: RunO
     if profiled:  # the binaries those kernels came from, for stored causes (ci/ncu/sass_record.py)
         from attnwatch.ci.ncu.sass_record import record_sass
 
-        profile.sass, why = record_sass(profiled, checkout, work / "sass")
+        compiled: dict[str, set[str]] = {}  # variant -> the binaries its profiled cases compiled at run time
+        for c in cases:
+            digest = (state.timings.get(c.id) or {}).get("kernel_binary_sha256")
+            if c.variant in profiled and digest:
+                compiled.setdefault(c.variant, set()).add(digest)
+        profile.sass, why = record_sass(profiled, checkout, work / "sass", compiled_at_run_time=compiled)
         if why:
             profile.notes.append(f"static code not recorded: {why}")
     return profile

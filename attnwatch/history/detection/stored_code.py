@@ -2,8 +2,8 @@
 
 A run whose ncu pass read its variants' binaries stored their static code by digest
 (history.ingest.binaries, migration 016: `run_binaries`, `sass_kernels`, `sass_mix`). For a
-step's case, the binaries of the case's variant in the step's run and in the run before it are
-diffed by history.analysis.sass_diff exactly as a compare diffs the binaries it built
+step's case, the binaries of the case's variant (of a Triton case, the one binary it recorded
+running: migration 017) in the step's run and in the run before it are diffed by history.analysis.sass_diff exactly as a compare diffs the binaries it built
 (ci/compare/binaries.py), so a stored alert's cause leads with the same code part ("attn_k: +1
 BAR in a loop"). Nothing is said where either run stored no binary for the variant (a CPU run,
 a run from before sass.json, a variant whose binary was not read), where both ran the same
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from attnwatch.history.analysis.sass_diff import BinaryDiff, KernelMix, diff_binaries
 from attnwatch.history.contract.sass_file import OpcodeCount, SassKernel, stored_kernel_mix
-from attnwatch.history.store.exchange import base_tables
+from attnwatch.history.store.exchange import base_tables, table_columns
 
 _PAIRS = "SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS case_id"
 _DIGESTS = f"""
@@ -22,8 +22,11 @@ WITH p AS ({_PAIRS})
 SELECT DISTINCT p.run_id, p.case_id, b.digest
 FROM p
 JOIN results r ON r.run_id = p.run_id AND r.case_id = p.case_id
-JOIN run_binaries b ON b.run_id = p.run_id AND b.variant = r.variant
+JOIN run_binaries b ON b.run_id = p.run_id AND b.variant = r.variant {{own}}
 """
+# A case that recorded the binary it ran (results.kernel_binary_sha256, migration 017: Triton's,
+# one per configuration and shape) reads that binary alone among its variant's.
+_OWN_BINARY = "AND (r.kernel_binary_sha256 IS NULL OR b.digest = r.kernel_binary_sha256)"
 _KERNELS = """
 SELECT k.digest, k.kernel_name, k.loops, k.registers, k.stack, k.shared, k.local, m.opcode, m.place, m.count
 FROM sass_kernels k LEFT JOIN sass_mix m ON m.digest = k.digest AND m.kernel_name = k.kernel_name
@@ -40,7 +43,8 @@ def stored_code_changes(con, steps: dict[tuple[str, str], str]) -> dict[tuple[st
     pairs = sorted(set(steps) | {(base, case) for (_, case), base in steps.items()})
     runs, cases = zip(*pairs)
     digests: dict[tuple[str, str], set[str]] = {}
-    for run_id, case_id, digest in con.execute(_DIGESTS, [list(runs), list(cases)]).fetchall():
+    own = _OWN_BINARY if "kernel_binary_sha256" in table_columns(con, "results") else ""
+    for run_id, case_id, digest in con.execute(_DIGESTS.format(own=own), [list(runs), list(cases)]).fetchall():
         digests.setdefault((run_id, case_id), set()).add(digest)
     binaries = _binaries(con, sorted({d for found in digests.values() for d in found}))
     out = {}
