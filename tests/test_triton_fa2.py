@@ -382,5 +382,32 @@ def test_gpu_build_reports_compiler_resources():
     assert report.config["builds"]
 
 
+_PREPARE_TWO = """
+import torch
+from attnwatch.kernels.cases import Case
+from attnwatch.kernels.shapes import adhoc_shape
+from attnwatch.kernels.variants.triton_fa2 import TRITON_FA2
+for causal in (False, True):
+    case = Case("triton_fa2", adhoc_shape(1, 2, 256, 64), "fp16", causal)
+    print(TRITON_FA2.prepare(case, torch.device("cuda"), 0).binary_sha256)
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_prepare_records_the_digest_of_a_cubin_its_cache_keeps(tmp_path):
+    """The digest a result stores (Prepared.binary_sha256) is a file's in Triton's cache folder,
+    where a compare finds it (ci/compare/runtime_binaries.py); another specialization, another
+    binary. A fresh process with its own cache folder: Triton's in-memory cache would skip the
+    file for a kernel this process compiled before."""
+    from attnwatch.ci.compare.runtime_binaries import find_binaries
+
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton"), "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", _PREPARE_TWO], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    digests = set(done.stdout.split())
+    assert len(digests) == 2 and all(len(d) == 64 for d in digests), done.stdout
+    assert set(find_binaries(tmp_path / "triton", digests)) == digests
+
+
 if __name__ == "__main__":
     print(json.dumps(_interpreter_worker([tuple(c) for c in json.loads(sys.argv[1])])))
