@@ -1,7 +1,7 @@
 """A compare reads the binaries Triton compiled at run time and says how their code differs.
 
 The binaries are real: this checkout's triton_fa2 kernel and the same kernel with
-scripts/pr_plants/triton_barrier.patch at 1 (one barrier per key block), compiled by Triton for
+scripts/pr_plants/triton_barrier.patch at 1 and 2 (barriers per key block), compiled by Triton for
 sm_90 on the CPU (compiling needs no GPU) into a Triton cache folder, as a compare's workers
 leave them; each case's rounds record the digest of the cubin it ran (CaseTiming.kernel_binary_sha256).
 """
