@@ -8,7 +8,8 @@ history.analysis.sass_diff; a variant whose binaries differ gets its diff, which
 ci/compare/analysis.py narrows to the kernels each case's call launched ("attn_wmma_d64_fp16:
 +1 BAR in a loop") to lead that case's cause. Triton compiles at run time in the measuring
 process, a binary per case: ci/compare/runtime_binaries.py diffs those by the digest each round
-recorded. CuPy's modules are not read yet; a variant without a line says nothing about its code.
+recorded. CuPy only loads the nvcc cubins (kernels/nvcc.py: no variant compiles through it at run
+time); a variant without a line says nothing about its code.
 A build or a tool that fails costs the line, never the compare.
 """
 

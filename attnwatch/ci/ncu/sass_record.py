@@ -9,7 +9,7 @@ compile cache the run itself filled, for the device's architecture), read with `
 A Triton variant compiles at run time, a binary per case: the digests its profiled cases
 recorded (CaseTiming.kernel_binary_sha256) are found in Triton's cache folder and read the same
 way (ci/compare/runtime_binaries.py), each linked to the variant; a stored cause reads a case's
-own (history.detection.stored_code). CuPy's modules are not read. Nothing is recorded when no
+own (history.detection.stored_code). CuPy only loads the nvcc cubins. Nothing is recorded when no
 variant was profiled on a GPU (a CPU run), and a build, a missing binary or a tool that fails
 costs its record, with the reason as the ncu pass's note, never the run.
 """
