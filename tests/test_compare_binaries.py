@@ -55,30 +55,20 @@ def test_the_code_change_leads_the_cause(fixtures_dir):
     groups = group_by_case(parse_ncu_csv(fixtures_dir / "ncu" / "h200_raw_pr_default.csv").kernels)
     counters = combine_kernels(k.metrics for k in groups["cuda_wmma/b4_h16_s1k/fp16/noncausal"])
     base, head = make_rounds(fixtures_dir, slowdown={case: 1.06}, counters={case: (counters, counters)})
-    judged = compare_rounds(
-        base,
-        head,
-        load_thresholds("NVIDIA H200"),
-        method="hierarchical",
-        resamples=400,
-        code_changes={"sdpa_flash": BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])])},
-    )
-    (slow,) = [c for c in judged if c.case_id == case]
+    variant_diff = BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])])
+
+    def judged(code_changes):
+        compared = compare_rounds(
+            base, head, load_thresholds("NVIDIA H200"), method="hierarchical", resamples=400, code_changes=code_changes
+        )
+        (slow,) = [c for c in compared if c.case_id == case]
+        return slow
+
+    slow = judged({"sdpa_flash": variant_diff})
     # the case's launches (cuda_wmma's kernel) and the binaries' kernel ("k") cannot be compared
     # by name, so the whole diff is said
     assert slow.verdict == "regression" and slow.explanation.cause == "k: +1 BAR in a loop"
     # a binary compiled at run time is a case's (ci/compare/runtime_binaries.py): keyed by case id
     # it leads that case's cause, over its variant's
-    judged = compare_rounds(
-        base,
-        head,
-        load_thresholds("NVIDIA H200"),
-        method="hierarchical",
-        resamples=400,
-        code_changes={
-            "sdpa_flash": BinaryDiff([KernelDiff("k", [OpcodeChange("BAR", "barrier", "in a loop", 0, 1)])]),
-            case: BinaryDiff([KernelDiff("k", [], resources={"registers": (223, 168)})]),
-        },
-    )
-    (slow,) = [c for c in judged if c.case_id == case]
-    assert slow.explanation.cause == "k: registers 223 → 168"
+    case_diff = BinaryDiff([KernelDiff("k", [], resources={"registers": (223, 168)})])
+    assert judged({"sdpa_flash": variant_diff, case: case_diff}).explanation.cause == "k: registers 223 → 168"
