@@ -80,7 +80,10 @@ def pytest_sessionfinish(session, exitstatus):
     """
     if not _SESSION_TMP:
         return
+    from attnwatch.history.sql.server import close_idle
     from attnwatch.history.temp_dirs import sweep_stale
+
+    close_idle()  # the user-SQL servers this process started: each removes its extension folder
 
     root = _SESSION_TMP[0]
     for prefix in TEMP_PREFIXES:

@@ -277,8 +277,7 @@ def test_a_query_server_started_in_a_directory_since_removed_still_answers(lake_
     from attnwatch.history.sql import server
 
     ingest_paths(parse_location(lake_db), [make_bundle(tmp_path / "b", n_samples=5)])
-    while not server._pool.empty():  # no server started elsewhere: the next one starts in `gone`
-        server._pool.get_nowait().close()
+    server.close_idle()  # no server started elsewhere: the next one starts in `gone`
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)

@@ -36,6 +36,7 @@ SERVER_MODULE = "attnwatch.history.sql.worker"  # its __main__ runs serve(answer
 
 MAX_SERVERS = 2  # user queries of one process that run at once; more wait for a free server
 START_TIMEOUT_S = 60.0  # a server's first answer (it imports DuckDB and Arrow first)
+CLOSE_WAIT_S = 2.0  # how long a closed server may take to end by itself before it is killed
 _HEADER = struct.Struct("!I")
 _pool: queue.Queue = queue.Queue()
 _started = 0
@@ -62,6 +63,16 @@ def run_child(request: dict, deadline_s: float, wait_s: float) -> int | None:
         raise
     _pool.put(server)
     return status
+
+
+def close_idle() -> None:
+    """Close every idle server of this process (each ends and removes what it holds); one that
+    a query is using is left to its caller. For a host that ends before its interpreter does."""
+    while True:
+        try:
+            _pool.get_nowait().close()
+        except queue.Empty:
+            return
 
 
 def _take(wait_s: float) -> "_Server":
@@ -120,8 +131,15 @@ class _Server:
         self.closed = True
         with _pool_lock:
             _started -= 1
-        self.process.kill()
-        self.process.wait()
+        # An idle server ends at the end of its input, running its exit hooks (the extension
+        # folder it holds for its children, history.store.lake); one that does not is killed.
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.close()
+            self.process.wait(timeout=CLOSE_WAIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            self.process.kill()
+            self.process.wait()
 
 
 def _write_frame(fd: int, message) -> None:
@@ -150,9 +168,12 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def serve(answer: Callable[[dict], None]) -> None:
+def serve(answer: Callable[[dict], None], prepare: Callable[[dict], None] | None = None) -> None:
     """The server loop: one child at a time, each running `answer(request)`; ends when the
-    parent closes stdin."""
+    parent closes stdin. `prepare(request)`, when given, runs in the server before each fork:
+    work every child would repeat, done once and inherited (it must run no user input). It is
+    only a head start: if it fails, the child does the same work again and answers with
+    whatever fails there, so its own failure is not reported twice."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     protocol_out = os.dup(1)
     os.dup2(2, 1)  # stray output of the server or a child must not reach the protocol pipe
@@ -161,6 +182,11 @@ def serve(answer: Callable[[dict], None]) -> None:
             request = _read_frame(0, None)
         except ServerError:
             return
+        if prepare is not None:
+            try:
+                prepare(request)
+            except Exception:  # the child repeats the work and reports its failure
+                pass
         pid = os.fork()
         if pid == 0:
             os.close(protocol_out)
