@@ -3,9 +3,10 @@
 A run whose ncu pass read its variants' binaries stored their static code by digest
 (history.ingest.binaries, migration 016: `run_binaries`, `sass_kernels`, `sass_mix`). For a
 step's case, the binaries of the case's variant (of a Triton case, the one binary it recorded
-running: migration 017) in the step's run and in the run before it are diffed by history.analysis.sass_diff exactly as a compare diffs the binaries it built
-(ci/compare/binaries.py), so a stored alert's cause leads with the same code part ("attn_k: +1
-BAR in a loop"). Nothing is said where either run stored no binary for the variant (a CPU run,
+running: migration 017) in the step's run and in the run before it are diffed by
+history.analysis.sass_diff exactly as a compare diffs the binaries it read
+(ci/compare/binaries.py, runtime_binaries.py), so a stored alert's cause leads with the same
+code part ("attn_k: +1 BAR in a loop"). Nothing is said where either run stored no binary for the variant (a CPU run,
 a run from before sass.json, a variant whose binary was not read), where both ran the same
 binaries, or where the history predates migration 016 (a read never migrates).
 """
