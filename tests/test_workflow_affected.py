@@ -26,6 +26,23 @@ REPO = "octo/kernels"
 PR = 17
 
 
+# The job installs numpy alone and runs attnwatch from the checkout: any other package it
+# imported would fail on the runner, so here every top-level module outside the standard
+# library, numpy and attnwatch is refused as it would be missing there.
+ONLY_NUMPY = """\
+import sys
+
+class _Refuse:
+    def find_spec(self, name, path=None, target=None):
+        top = name.partition(".")[0]
+        if top in sys.stdlib_module_names or top in ("numpy", "attnwatch", "sitecustomize") or top.startswith("_"):
+            return None
+        raise ModuleNotFoundError(f"{name} is not installed on the CPU job's runner")
+
+sys.meta_path.insert(0, _Refuse())
+"""
+
+
 def _workflow() -> dict:
     return YAML(typ="safe").load((ROOT / ".github" / "workflows" / "gpu-bench.yml").read_text())
 
@@ -69,9 +86,12 @@ def run_affected_job(
     env = {k: substitute(v, ctx) for k, v in {**job["env"], **step.get("env", {})}.items()}
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    stand_in = bin_dir / "attnwatch"
-    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attnwatch "$@"\n')
+    stand_in = bin_dir / "python"  # setup-python's; only numpy installed beside the standard library
+    stand_in.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     stand_in.chmod(0o755)
+    refuse = tmp_path / "refuse"
+    refuse.mkdir(exist_ok=True)
+    (refuse / "sitecustomize.py").write_text(ONLY_NUMPY)
     output = tmp_path / "github_output"
     output.write_text("")
     runner_temp = tmp_path / "runner_temp"
@@ -86,7 +106,7 @@ def run_affected_job(
             **os.environ,
             **env,
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-            "PYTHONPATH": str(ROOT),
+            "PYTHONPATH": os.pathsep.join((str(refuse), str(ROOT))),  # attnwatch: this checkout's
             "GITHUB_OUTPUT": str(output),
             "GITHUB_API_URL": stub.url,
             "GITHUB_REPOSITORY": REPO,
@@ -149,6 +169,20 @@ def test_a_head_that_moved_on_gets_no_comment(clone, tmp_path, stub):  # noqa: F
     outputs, done = run_affected_job(clone, tmp_path, pull_request_event(head), stub)
     assert done.returncode == 0 and outputs == {"gpu": "false"} and not stub.state.comments
     assert "nothing posted" in done.stdout
+
+
+def test_the_cpu_job_installs_numpy_alone_as_the_package_requires_it():
+    import tomllib
+
+    (install,) = [
+        s for s in _workflow()["jobs"]["affected"]["steps"] if s.get("name") == "install what the check imports"
+    ]
+    required = [
+        d
+        for d in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+        if d.startswith("numpy")
+    ]
+    assert install["run"] == f'python -m pip install --quiet "{required[0]}"'
 
 
 def test_a_fork_pull_request_runs_neither_the_cpu_check_nor_the_compare():
