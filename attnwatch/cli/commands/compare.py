@@ -363,7 +363,7 @@ def _session(
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
     # is exactly what the bundles (and the pull-request runs stored from them) hold.
-    base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+    base, head = _read_rounds(session)
     planned = Counter(c.variant for c in planned_cases)
     selection = session.selection and selection_record(
         session.selection, dict(planned), session.sides["base"].fingerprints, session.sides["head"].fingerprints
@@ -415,7 +415,7 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
         return {}
     only = None
     if args.ncu == "changed":
-        base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+        base, head = _read_rounds(session)
         judged = compare_rounds(
             base,
             head,
@@ -450,6 +450,11 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     return code
 
 
+def _read_rounds(session) -> tuple[list, list]:
+    """Both sides' round bundles as the reader reads them (ci/compare/rounds.py)."""
+    return [read_round(p) for p in session.bundles["base"]], [read_round(p) for p in session.bundles["head"]]
+
+
 def _runtime_code(session, case_ids: list[str], log) -> dict:
     """case id -> how the binary its kernel compiled at run time differs between the sides
     (ci/compare/runtime_binaries.py), from the Triton cache folder the workers shared (the
@@ -458,7 +463,7 @@ def _runtime_code(session, case_ids: list[str], log) -> dict:
     from attnwatch.ci.compare.runtime_binaries import runtime_code_changes
     from attnwatch.ci.tool_cache_manifest import triton_folder
 
-    base, head = ([read_round(p) for p in session.bundles[name]] for name in ("base", "head"))
+    base, head = _read_rounds(session)
     return runtime_code_changes(base, head, case_ids, triton_folder(), log, sass_cache_dir())
 
 
