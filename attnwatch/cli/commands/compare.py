@@ -414,8 +414,8 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
         log("compare: ncu not found (not on PATH; set ATTNWATCH_NCU): changed cases are not profiled")
         return {}
     only = None
+    base, head = _read_rounds(session)  # the timed rounds: what decides, and each case's binary digest
     if args.ncu == "changed":
-        base, head = _read_rounds(session)
         judged = compare_rounds(
             base,
             head,
@@ -439,10 +439,9 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     # spares each build child a torch import and a CUDA start.
     capability = session.sides["head"].environment.get("compute_capability")
     arch = sm_arch(capability) if capability else ""
-    code = code_changes(
-        {c.variant for c in cases if only is None or c.case_id in only}, roots, out / "binaries", log, arch=arch
-    )
-    code.update(_runtime_code(session, [c.case_id for c in cases if only is None or c.case_id in only], log))
+    chosen = [c for c in cases if only is None or c.case_id in only]
+    code = code_changes({c.variant for c in chosen}, roots, out / "binaries", log, arch=arch)
+    code.update(_runtime_code(base, head, [c.case_id for c in chosen], log))
     log(
         f"compare: ncu step: profiles {profiled - started:.1f} s, both sides' binaries read and diffed "
         f"{time.monotonic() - profiled:.1f} s"
@@ -455,15 +454,14 @@ def _read_rounds(session) -> tuple[list, list]:
     return [read_round(p) for p in session.bundles["base"]], [read_round(p) for p in session.bundles["head"]]
 
 
-def _runtime_code(session, case_ids: list[str], log) -> dict:
-    """case id -> how the binary its kernel compiled at run time differs between the sides
-    (ci/compare/runtime_binaries.py), from the Triton cache folder the workers shared (the
-    one ci/child_env.py gave them: $TRITON_CACHE_DIR, else the cache root's)."""
+def _runtime_code(base: list, head: list, case_ids: list[str], log) -> dict:
+    """case id -> how the binary its kernel compiled at run time differs between the sides'
+    rounds (ci/compare/runtime_binaries.py), from the Triton cache folder the workers shared
+    (the one ci/child_env.py gave them: $TRITON_CACHE_DIR, else the cache root's)."""
     from attnwatch.ci.compare.binaries import sass_cache_dir
     from attnwatch.ci.compare.runtime_binaries import runtime_code_changes
     from attnwatch.ci.tool_cache_manifest import triton_folder
 
-    base, head = _read_rounds(session)
     return runtime_code_changes(base, head, case_ids, triton_folder(), log, sass_cache_dir())
 
 
