@@ -19,7 +19,8 @@ In one call, within --budget-s:
    both sides; the first compare of a variant is cold, --warm repeats it warm). Realized % is
    each case's ratio; the cause is compare.json's. The changed kernels' SASS: the variant's
    cubins of both sides (nvcc variants: kernels.cuda.launch.build, every entry, whatever the
-   dtype; Triton: its cache after one run of each case), diffed by history.analysis.sass_diff.
+   dtype), diffed by history.analysis.sass_diff; a Triton variant's per case, in its cause
+   (one cubin per configuration and shape, never merged by kernel name).
 
 Writes under --out (at most 8 files): explain_check.json (everything), explain_check.log,
 aa_raw.tar.gz (both A/A profiles as ncu printed them, for tests/data/ncu), noise_cases.toml,
@@ -30,7 +31,7 @@ variant, cases, realized % min-max, exact evidence found, cause named.
     PYTHONPATH=. python3 scripts/explain_check.py --out $OUT --budget-s 500          # the H200
     PYTHONPATH=. python3 scripts/explain_check.py --device cpu --smoke --out smoke   # CPU: patches
         apply at every magnitude, and the CUDA plants' sm_90a cubins (local nvcc; the plant's
-        first variant) are read and diffed; no profile, no compare, no Triton cubin (said so)
+        first variant) are read and diffed; no profile, no compare
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ from plant_ladder import PLACEHOLDER, Plant, apply_plant, chosen_magnitude, clim
 
 AA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
 COMPARE_MIN_S = 45.0  # a plant's compare is not started with less left than this
+# A Triton variant compiles one cubin per configuration and shape: merged by kernel name they would
+# read as one binary, so the plant's code change is each case's own diff, in its compare.json cause.
+RUNTIME_COMPILED = "compiled per case at run time: each case's own cubin diff leads its cause (compare.json)"
 
 
 class Check:
@@ -165,35 +169,17 @@ def aa(check: Check, cases) -> tuple[dict, str]:
     return summary, "\n".join(toml)
 
 
-def cubins(root: Path, variants, cases, work: Path, device: str) -> list[Path]:
-    """The variants' cubins as `root`'s kernels build them (module doc): nvcc variants through
-    kernels.cuda.launch.build (on the GPU through the usual compile cache, where the compare has
-    just built both sides: a hit; in the smoke into a fresh one, for sm_90a); the others (Triton)
-    from a fresh Triton cache after one run of each case (GPU only)."""
-    from attnwatch.ci.child_env import child_env
-    from attnwatch.ci.ncu.profile import plan_entry
-
+def cubins(root: Path, variants, work: Path, device: str) -> list[Path]:
+    """The nvcc variants' cubins as `root`'s kernels build them (kernels.cuda.launch.build: on the
+    GPU through the usual compile cache, where the compare has just built both sides, a hit; in the
+    smoke into a fresh one, for sm_90a)."""
     work.mkdir(parents=True, exist_ok=True)
-    extra = {"TRITON_CACHE_DIR": str(work / "triton"), "CUPY_CACHE_DIR": str(work / "cupy")}
+    extra = {"CUPY_CACHE_DIR": str(work / "cupy")}
     if device == "cpu":
         extra["ATTNWATCH_CACHE"] = str(work / "cache")
     found, why = variant_cubins(root, variants, work, "sm_90a" if device == "cpu" else "", extra)
     if why:
         print(f"explain_check: building {', '.join(variants)} in {root}: {why}", file=sys.stderr)
-    env = {**child_env(work, root), **extra}
-    others = [c for c in cases if c.variant not in NVCC_VARIANTS]
-    if others and device == "cuda":
-        plan = work / "plan.json"
-        plan.write_text(json.dumps({"stop_at": None, "cases": [plan_entry(c) for c in others]}))
-        subprocess.run(
-            [sys.executable, "-m", "attnwatch.ci.ncu.target", str(plan)],
-            env=env,
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        found += sorted((work / "triton").rglob("*.cubin"))
     return found
 
 
@@ -316,14 +302,13 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
     from attnwatch.history.analysis.tiers import UNDER
 
     tmp = repo.parent
-    cases = pr_cases(plant.variants, plant.dtypes) if device == "cuda" else []
     label = f"{plant.name}@{magnitude}"
     if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
         return {"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"}
     _git(repo, "checkout", "--quiet", c0)
-    if plant.variants not in base_cubins:
+    if plant.variants not in base_cubins and set(plant.variants) <= set(NVCC_VARIANTS):
         base_cubins[plant.variants] = cubins(
-            repo, plant.variants, cases, tmp / "sass" / "base" / "-".join(plant.variants), device
+            repo, plant.variants, tmp / "sass" / "base" / "-".join(plant.variants), device
         )
     row = {
         "plant": plant.name,
@@ -366,10 +351,14 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
                 f"{label} {attempt}: rc {result['rc']}, {result['wall_s']} s, "
                 f"{len(decided)} decided slower; " + " | ".join(f"{c['case']}: {c['cause']}" for c in decided)[:900]
             )
-    row["sass"] = sass_change(
-        base_cubins[plant.variants],
-        cubins(repo, plant.variants, cases, tmp / "sass" / label, device),
-        tmp / "sass-cache",
+    row["sass"] = (
+        sass_change(
+            base_cubins[plant.variants],
+            cubins(repo, plant.variants, tmp / "sass" / label, device),
+            tmp / "sass-cache",
+        )
+        if set(plant.variants) <= set(NVCC_VARIANTS)
+        else {"error": RUNTIME_COMPILED}
     )
     check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")
     _add(tar, f"{label}/sass.json", json.dumps(row["sass"], indent=1))

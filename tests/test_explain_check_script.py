@@ -181,7 +181,8 @@ def test_the_smoke_run_finds_the_barrier_in_the_loop_and_the_bf16_entrys_registe
     first = int(rows["barrier"]["magnitude"])  # the ladder's first rung: that many barriers per key tile
     assert first == 2 and rows["barrier"]["sass"]["describe"].endswith(f"+{first} BAR in a loop")
     assert all(v == {"barrier": first} for v in rows["barrier"]["sass"]["by_class"].values())
-    assert "no cubin" in rows["triton_stages"]["sass"]["error"]  # Triton's cubins come from a GPU run
+    # Triton's cubins are per case (one per configuration and shape): never merged by kernel name
+    assert "each case's own cubin diff" in rows["triton_stages"]["sass"]["error"]
     # register_cap's first rung: only the bf16 D=64 entry changes, and takes more registers than
     # the 168 that let 3 blocks of 128 threads share an SM's 65,536 (256 at a time per warp): 2 now
     cap = rows["register_cap"]["sass"]
