@@ -27,7 +27,7 @@ from typing import Callable
 from attnwatch.cli.top_level import WITHOUT_HISTORY, run_command
 from attnwatch.history.store.faults import file_fault
 from attnwatch.history.store.location import DB_ENV, default_file_path, default_location, parse_location
-from attnwatch.history.contract.repository import REPO_ENV
+from attnwatch.history.contract.names import REPO_ENV
 
 COMMAND_MODULES = (
     "run",
@@ -49,9 +49,17 @@ COMMAND_MODULES = (
     "install_extras",
     "cache_key",
 )
+# The command names a module registers other than its own ("import" is export's other direction).
+OTHER_NAMES = {"import": "export"}
+
+# The top-level options that take a value (build_parser): skipped when finding the command's name.
+VALUED_OPTIONS = ("--db", "--repo")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or, given the name of one of its commands, only that command's
+    parser: each command module imports what its work needs, so `attnwatch sql` does not pay for
+    the compare's and the profiler's imports (`command_named` finds the name)."""
     parser = argparse.ArgumentParser(
         prog="attnwatch",
         description="Regression tracking for GPU attention kernels: run, ingest, query, compare, detect.",
@@ -70,9 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in COMMAND_MODULES:
+    for name in COMMAND_MODULES if command is None else (_module_of(command),):
         importlib.import_module(f"attnwatch.cli.commands.{name}").register(sub)
     return parser
+
+
+def _module_of(command: str) -> str:
+    return OTHER_NAMES.get(command, command.replace("-", "_"))
+
+
+def command_named(argv: list[str]) -> str | None:
+    """The command `argv` names when it is one of ours, else None (no command, a top-level option
+    such as --help, or a misspelt name: the whole parser answers those, listing every command)."""
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in VALUED_OPTIONS:
+            i += 2
+        elif arg.startswith(tuple(f"{o}=" for o in VALUED_OPTIONS)):
+            i += 1
+        elif arg.startswith("-"):
+            return None
+        else:
+            return arg if _module_of(arg) in COMMAND_MODULES else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    args = build_parser().parse_args(argv)
+    args = build_parser(command_named(sys.argv[1:] if argv is None else argv)).parse_args(argv)
     if opens_history(args):
         args.func = _located(args.func)
     return args

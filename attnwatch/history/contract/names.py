@@ -27,6 +27,11 @@ from __future__ import annotations
 
 import re
 
+# The setting that names the repository (owner/name) a history tracks (history.contract.repository
+# reads it); here, beside the other name rules, so the command line's start need not import the
+# bundle reader to print its help.
+REPO_ENV = "ATTNWATCH_REPO"
+
 NAME = "name"
 CASE_ID = "case_id"
 LABEL = "label"

@@ -42,8 +42,8 @@ import re
 from attnwatch.history.contract.bundle import MANIFEST_FILE
 from attnwatch.history.errors import BundleError, HistoryError
 from attnwatch.history.contract.loaded_bundle import LoadedBundle
+from attnwatch.history.contract.names import REPO_ENV
 
-REPO_ENV = "ATTNWATCH_REPO"
 LOCAL_OWNER = "local"  # the OWNER of a checkout that names no repository (ci.environment.repository_identity)
 # What a repository setting may be: printable ASCII without spaces (owner/name, or a local
 # project's name such as the "local" a run outside any remote records).
