@@ -303,10 +303,11 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
 
     tmp = repo.parent
     label = f"{plant.name}@{magnitude}"
+    built_ahead = set(plant.variants) <= set(NVCC_VARIANTS)  # else compiled per case (RUNTIME_COMPILED)
     if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
         return {"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"}
     _git(repo, "checkout", "--quiet", c0)
-    if plant.variants not in base_cubins and set(plant.variants) <= set(NVCC_VARIANTS):
+    if built_ahead and plant.variants not in base_cubins:
         base_cubins[plant.variants] = cubins(
             repo, plant.variants, tmp / "sass" / "base" / "-".join(plant.variants), device
         )
@@ -357,7 +358,7 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
             cubins(repo, plant.variants, tmp / "sass" / label, device),
             tmp / "sass-cache",
         )
-        if set(plant.variants) <= set(NVCC_VARIANTS)
+        if built_ahead
         else {"error": RUNTIME_COMPILED}
     )
     check.log(f"{label}: SASS {row['sass'].get('describe') or row['sass'].get('error')}")

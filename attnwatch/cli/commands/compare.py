@@ -362,7 +362,8 @@ def _session(
     profiling_s = time.monotonic() - started
     _print_costs(session)
     # The verdicts come from the round bundles as the reader reads them: what compare.json says
-    # is exactly what the bundles (and the pull-request runs stored from them) hold.
+    # is exactly what the bundles (and the pull-request runs stored from them) hold; read again
+    # after the ncu step, which added its profiles to the round-1 bundles.
     base, head = _read_rounds(session)
     planned = Counter(c.variant for c in planned_cases)
     selection = session.selection and selection_record(
