@@ -21,8 +21,8 @@ dashboard` serves the history and headless Chromium (Debian's, driven by Playwri
 executable_path) loads each page by its URL, timed by the page's own clock (DRAWN_JS, polled on
 every animation frame) from navigation start (`performance.timeOrigin`) until the page is drawn:
   drawn  the page's own marker (BROWSER_PAGES: an element it shows only when finished, where
-        possible its last one) is present and visible, every plotly chart on the page has its
-        SVG drawn and visible, every chart image the server drew (Alerts, Kernel: an SVG data
+        possible its last one) is present and visible, every Vega-Lite chart on the page (Trends)
+        has its SVG drawn and visible, every chart image the server drew (Alerts, Kernel: an SVG data
         URL) is decoded and visible, Streamlit shows no running indicator (stStatusWidget) and no
         skeleton (stSkeleton: an element whose code is still loading), and all of that has held
         for SETTLE_MS; the time reported is the start of that settled state;
@@ -36,8 +36,9 @@ every animation frame) from navigation start (`performance.timeOrigin`) until th
         cache), reported as their maximum: the browser has the page's scripts in its HTTP cache
         but is still compiling them. V8 compiles a script on its first run, writes its code
         cache on the second and only reads it from the third on (V8 blog, "Code caching for
-        JavaScript developers", 2019: cold, warm and hot runs); the plotly bundle's compile is
-        what separates a first from a returning visit of a chart page (~0.6 s on a 2-core EPYC);
+        JavaScript developers", 2019: cold, warm and hot runs); a chart library's compile is
+        what separates a first from a returning visit of a chart page (~0.6 s for plotly's on
+        a 2-core EPYC);
   warm  then `--warm-repeats` more loads of that URL: what a returning user waits for (browser
         and server caches hot); the median and the maximum are reported. Before each warm
         load the idle page runs a fixed piece of JavaScript (CPU_REFERENCE_JS); its time, the
@@ -46,7 +47,7 @@ every animation frame) from navigation start (`performance.timeOrigin`) until th
 The browser runs on a persistent profile in a temporary directory, as a returning user's does: it
 keeps the HTTP cache and V8's code cache between loads. An off-the-record context (Playwright's
 default) keeps no code cache on disk: in its traces even the sixth load of Trends compiled the
-plotly chunk again and produced a 4.2 MB module cache that no later load read
+chart library's chunk again (plotly's, then) and produced a 4.2 MB module cache that no later load read
 (`v8.produceModuleCache`, 42-73 ms of main-thread time per load), which no returning user pays.
 Prints a Markdown table with the machine, date, commit and history size, for docs/benchmarks/dashboard.md.
 """
@@ -147,11 +148,11 @@ def bench_page(page: str, warm_repeats: int) -> dict:
 DRAWN = {
     "push": ("[data-testid='stPageLink']", "Alerts detection recorded"),
     "overview": ("[data-testid='stDataFrame']", ""),
-    "trends": (".js-plotly-plot .main-svg", ""),
+    "trends": ("[data-testid='stVegaLiteChart'] svg.marks .points_marks path", ""),
     "compare": ("[data-testid='stCaptionContainer']", "Verdicts use CI's rule"),
     "alerts": ("[data-testid='stDataFrame']", ""),
-    # Kernel's last section heading, shown whatever it can draw; its charts are SVG images (no
-    # plotly since app/kernel_charts.py), which DRAWN_JS waits for as it does for plotly charts.
+    # Kernel's last section heading, shown whatever it can draw; its charts are SVG images the
+    # server drew (app/kernel_charts.py), which DRAWN_JS waits for as it does for Vega-Lite charts.
     "kernel": ("h3", "Roofline"),
     "sql": ("textarea", ""),
     "run": ("[data-testid='stDataFrame']", ""),
@@ -159,7 +160,7 @@ DRAWN = {
 # Every page, in the navigation's order: its URL path and its DRAWN marker.
 BROWSER_PAGES = tuple((page.path, *DRAWN.get(page.key, ("h1", page.title))) for page in DECLARED_PAGES)
 # Checked by the page itself on every animation frame (Playwright's `polling="raf"`). The page
-# counts as drawn when that element is visible, every plotly chart on it has drawn visibly
+# counts as drawn when that element is visible, every Vega-Lite chart on it has drawn visibly
 # (Streamlit's chart element first draws hidden, before it knows its width), every chart image the
 # server drew is decoded (`complete`, a natural width) and visible, and Streamlit is idle
 # (no running indicator, no skeleton), and all of that holds for SETTLE_MS: a page whose first
@@ -172,8 +173,8 @@ SETTLE_MS = 200
 DRAWN_JS = """([css, text, settleMs]) => {
   const visible = (e) => e.checkVisibility({visibilityProperty: true});
   const shown = [...document.querySelectorAll(css)].some((e) => (!text || e.textContent.includes(text)) && visible(e));
-  const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every((chart) => {
-    const svg = chart.querySelector(".main-svg");
+  const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].every((chart) => {
+    const svg = chart.querySelector("svg.marks");
     return svg !== null && visible(svg);
   }) && [...document.querySelectorAll("img[src^='data:image/svg+xml']")].every(
     (img) => img.complete && img.naturalWidth > 0 && visible(img));
@@ -368,8 +369,8 @@ def import_seconds() -> float:
     """A fresh interpreter importing Streamlit and every app module: paid once per server
     process, before any page (not part of the per-page cold figures)."""
     code = (
-        "import time; t = time.perf_counter(); import streamlit, plotly.graph_objects; "
-        "import attnwatch.app.ui, attnwatch.app.charts, attnwatch.app.data.compare, attnwatch.app.data.trends, "
+        "import time; t = time.perf_counter(); import streamlit; "
+        "import attnwatch.app.ui, attnwatch.app.trend_chart, attnwatch.app.data.compare, attnwatch.app.data.trends, "
         "attnwatch.app.data.kernel, attnwatch.app.data.sql_console, "
         "attnwatch.app.data.alerts, attnwatch.app.data.overview; print(time.perf_counter() - t)"
     )

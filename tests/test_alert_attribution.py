@@ -207,7 +207,7 @@ def test_the_alerts_and_push_pages_show_what_moved(real_bundle, tmp_path, monkey
 def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(real_bundle, tmp_path, monkeypatch):
     """The torch upgrade is a dotted line before the first run on the new torch, named by what
     changed; the alert at that run says it coincides with it (hover, and a warning under the chart)."""
-    from test_app_pages import open_page, plotly_specs, texts
+    from test_app_pages import open_page, texts, trend_charts, trend_marks
 
     db = _ingested(real_bundle, tmp_path, _edit_torch)
     _alert_of(db)
@@ -221,13 +221,12 @@ def test_trends_marks_the_environment_epoch_and_the_step_that_coincides_with_it(
         dtype="fp16",
         causal="0",
     )
-    (spec,) = plotly_specs(at)
-    lines = [s for s in spec["layout"].get("shapes", []) if s.get("line", {}).get("dash") == "dot"]
-    notes = [a["text"] for a in spec["layout"].get("annotations", []) if a.get("text", "").startswith("env:")]
-    assert len(lines) == 1 and lines[0]["x0"] == STEP_AT - 0.5
-    assert notes == ["env: torch 2.11.0+cu130 → 2.12.0+cu130"]
-    alerts = [t for t in spec["data"] if t.get("name") == "regression alerts"]
-    assert any("coincides with an environment change: torch" in c[1] for t in alerts for c in t["customdata"])
+    (spec,) = trend_charts(at)
+    (epoch,) = spec["frames"]["epochs"].to_dict("records")  # a dotted line just before the run
+    assert epoch == {"pos": STEP_AT - 0.5, "label": "env: torch 2.11.0+cu130 → 2.12.0+cu130"}
+    assert spec["layers"]["epochs"]["mark"]["strokeDash"] and spec["layers"]["epoch_labels"]["mark"]["type"] == "text"
+    alerts = trend_marks(spec, "regression alert")
+    assert any("coincides with an environment change: torch" in label for label in alerts["label"])
     assert any(
         "coincides with an environment change (torch 2.11.0+cu130 → 2.12.0+cu130)" in w for w in texts(at, "warning")
     )

@@ -1,4 +1,4 @@
-"""Charts with commits on x draw them as categories in commit order whatever a hash looks like,
+"""Charts with commits on x draw them in commit order whatever a hash looks like,
 and the Kernel page opens on a variant it can show (issue 26). AppTest over a real history
 (tests/commit_axis_history.py); the browser side is tests/test_browser_pages.py."""
 
@@ -9,7 +9,7 @@ import pytest
 from app_history import H200
 from commit_axis_history import BUILT_VARIANTS, REGRESSED_VARIANT, RUNS, build_commit_axis_history, commit_sha
 from svg_charts import role, series, svg_images
-from test_app_pages import open_page, plotly_specs, texts
+from test_app_pages import open_page, texts, trend_charts, trend_points
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +28,12 @@ def test_a_trend_link_with_a_commit_range_shades_it_by_position(axis_history, mo
         shapes="l4_mission",
         commits=f"{commit_sha(3)}..{commit_sha(6)}",
     )
-    (spec,) = plotly_specs(at)
-    assert spec["layout"]["xaxis"]["type"] == "category"
-    (shape,) = spec["layout"]["shapes"]
-    # A label such as '4380e63' given to plotly as a shape position is autoranged as 4.38e66.
-    assert (shape["x0"], shape["x1"]) == (3, 6)
+    (spec,) = trend_charts(at)
+    # by position, each labelled with its commit: a label such as '4380e63' is never read as 4.38e66
+    (shade,) = spec["frames"]["range"].to_dict("records")
+    assert (shade["start"], shade["end"]) == (3, 6)
+    labels = dict(zip(trend_points(spec)["pos"], trend_points(spec)["commit_label"]))
+    assert [labels[p] for p in sorted(labels)] == [commit_sha(i)[:7] for i in range(len(labels))]
 
 
 def test_kernel_draws_builds_in_commit_order_one_unit_per_chart(axis_history, monkeypatch):

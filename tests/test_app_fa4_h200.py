@@ -15,7 +15,7 @@ from bundle_factory import make_bundle
 from attnwatch.app.data import trends
 from attnwatch.app.data.store import current_source
 from attnwatch.history.ingest.write import ingest_paths
-from test_app_pages import frame_with, open_page, plotly_specs
+from test_app_pages import frame_with, open_page, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 BUNDLE = "h200-fa4-fa-grid-fp16-86302dc"
@@ -83,8 +83,9 @@ def test_the_trends_page_plots_fa4_sm90_against_sdpa_on_the_h200(h200, monkeypat
             causal="0",
             metric=column,
         )
-        (spec,) = plotly_specs(at)
-        lines = {t["name"].split(" · ")[0]: t["y"] for t in spec["data"] if t.get("mode") == "lines+markers"}
+        (spec,) = trend_charts(at)
+        points = trend_points(spec)
+        lines = {name.split(" · ")[0]: list(trend_points(spec, name)["value"]) for name in set(points["series"])}
         assert set(lines) == set(VARIANTS), column
         for variant, ys in lines.items():
             assert ys == [pytest.approx(noncausal[variant][column], rel=1e-9)], (variant, column)

@@ -10,7 +10,7 @@ import pandas as pd
 from attnwatch.app.charts import config_changes
 from bundle_factory import make_bundle
 from attnwatch.history.ingest.write import ingest_paths
-from test_app_pages import open_page, plotly_specs
+from test_app_pages import open_page, trend_charts, trend_marks, trend_points
 from attnwatch.history.store.location import parse_location
 
 T0 = datetime(2026, 10, 1, tzinfo=timezone.utc)
@@ -42,18 +42,19 @@ def test_hover_names_the_configuration_and_a_change_is_marked(tmp_path, monkeypa
         dtype="fp16",
         causal="0",
     )
-    (spec,) = plotly_specs(at)
-    lines = {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
-    triton = next(t for name, t in lines.items() if name.startswith("triton_fa2"))
-    sdpa = next(t for name, t in lines.items() if name.startswith("sdpa"))
-    assert "%{customdata[6]}" in triton["hovertemplate"]
-    assert [c[6] for c in triton["customdata"]] == ["<br>config m64_n64_w4_s3 (table)"] * 3 + [
-        "<br>config m64_n128_w4_s3 (table)"
-    ] * 2
-    assert all(c[6] == "" for c in sdpa["customdata"])  # SDPA reports no configuration
-    (marker,) = [t for t in spec["data"] if t.get("name") == "kernel config changed"]
-    assert marker["customdata"][0][0] == "run-3"
-    assert "autotuner chose m64_n128_w4_s3 instead of m64_n64_w4_s3" in marker["customdata"][0][1]
+    (spec,) = trend_charts(at)
+    names = set(trend_points(spec)["series"])
+    triton = trend_points(spec, next(n for n in names if n.startswith("triton_fa2")))
+    sdpa = trend_points(spec, next(n for n in names if n.startswith("sdpa")))
+    assert {"field": "notes", "type": "nominal", "title": "notes"} in spec["layers"]["points"]["encoding"]["tooltip"]
+    assert (
+        list(triton["notes"].str.split(" · ").str[0])
+        == ["config m64_n64_w4_s3 (table)"] * 3 + ["config m64_n128_w4_s3 (table)"] * 2
+    )
+    assert not any("config" in n for n in sdpa["notes"])  # SDPA reports no configuration
+    (marker,) = trend_marks(spec, "kernel config changed").to_dict("records")
+    assert marker["run_id"] == "run-3"
+    assert "autotuner chose m64_n128_w4_s3 instead of m64_n64_w4_s3" in marker["label"]
 
 
 def test_a_run_without_a_recorded_configuration_is_not_a_change():

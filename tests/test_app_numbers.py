@@ -9,7 +9,7 @@ import pytest
 
 from attnwatch.app.data.quality import correctness_text, dispatch_ratio, marks
 from app_history import DISPATCH_CASE, DISPATCH_GRAPH_US, H100, H200, NOISY_CASE, build_push_history
-from test_app_pages import frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, texts, trend_charts, trend_points
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +87,9 @@ def test_compare_run_and_trends_mark_the_same_cases(push_history, monkeypatch):
         dtype="fp16",
         causal="0",
     )
-    (spec,) = plotly_specs(trend)
-    (line,) = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert line["marker"]["symbol"][-2:] == ["circle-open", "circle-open"] and set(line["marker"]["symbol"][:-2]) == {
-        "circle"
-    }
-    assert "dispatch-bound" in line["customdata"][-1][5]  # said on hover
+    (spec,) = trend_charts(trend)
+    (name,) = set(trend_points(spec)["series"])
+    line = trend_points(spec, name)
+    assert list(line["hollow"][-2:]) == [True, True] and not line["hollow"][:-2].any()
+    assert "dispatch-bound" in line["notes"].iloc[-1]  # said on hover
     assert any("Hollow points (2)" in c for c in texts(trend, "caption"))

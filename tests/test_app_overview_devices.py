@@ -17,7 +17,7 @@ from attnwatch.history.detection.alerts import list_alerts, record_alerts
 from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.store.db import open_write
 from attnwatch.history.ingest.write import ingest_paths
-from test_app_pages import frame_with, open_page, plotly_specs
+from test_app_pages import frame_with, open_page, trend_charts
 from attnwatch.history.store.location import parse_location
 
 CPU_VARIANTS = ("sdpa", "torch_3op", "triton_fa2")
@@ -169,15 +169,15 @@ def test_overview_tiles_count_this_pushs_verdicts_not_open_alerts(tmp_path, monk
 
 def test_trends_and_run_label_a_cpu_run_by_its_wall_clock(devices_history, monkeypatch):
     at = open_page(devices_history, monkeypatch, "views/trends.py", gpu="cpu", variants="sdpa", shapes=SHAPES[0].id)
-    (spec,) = plotly_specs(at)
-    title = spec["layout"]["yaxis"]["title"]["text"]
+    (spec,) = trend_charts(at)
+    title = spec["layers"]["lines"]["encoding"]["y"]["title"]
     assert "CPU wall clock" in title and "CUDA" not in title and "event" not in title
     at = open_page(devices_history, monkeypatch, "views/run.py", run="cpu-main-1")
     labels = {k: v.get("label", "") for k, v in column_config(at, "correctness").items()}
     assert "CPU wall clock" in labels["median_us"] and not any("events" in label for label in labels.values()), labels
     at = open_page(devices_history, monkeypatch, "views/trends.py", gpu=H200, variants="sdpa", shapes=SHAPES[0].id)
-    (spec,) = plotly_specs(at)
-    assert "CUDA events" in spec["layout"]["yaxis"]["title"]["text"]
+    (spec,) = trend_charts(at)
+    assert "CUDA events" in spec["layers"]["lines"]["encoding"]["y"]["title"]
 
 
 LONG_VARIANT = "cutlass_3k_64x128x64_persistent"  # a real variant name, skipped on a CPU as it is in the demo

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 from pathlib import Path
 
-import numpy as np
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -63,20 +61,37 @@ def texts(at: AppTest, kind: str) -> list[str]:
     return [re.sub(r"\\(.)", r"\1", e.value) for e in getattr(at, kind)]
 
 
-def _decode_arrays(node):
-    """Plotly serialises numeric arrays as {"bdata": base64, "dtype": ...}: turn them into lists."""
-    if isinstance(node, dict):
-        if set(node) >= {"bdata", "dtype"}:
-            values = np.frombuffer(base64.b64decode(node["bdata"]), dtype=node["dtype"])
-            return values.reshape(node["shape"]).tolist() if "shape" in node else values.tolist()
-        return {k: _decode_arrays(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_decode_arrays(v) for v in node]
-    return node
+def trend_charts(at: AppTest) -> list[dict]:
+    """Each Vega-Lite chart on the page (the trend, app/trend_chart.py): its spec, with the named
+    datasets Streamlit sends as Arrow read back as DataFrames under "frames", and each layer under
+    "layers" by name."""
+    from streamlit import dataframe_util
+
+    found = []
+    for chart in at.get("vega_lite_chart"):
+        spec = json.loads(chart.proto.spec)
+        spec["frames"] = {
+            d.name: dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data) for d in chart.proto.datasets
+        }
+        spec["layers"] = {layer["name"]: layer for layer in spec.get("layer", [])}
+        found.append(spec)
+    return found
 
 
-def plotly_specs(at: AppTest) -> list[dict]:
-    return [_decode_arrays(json.loads(chart.proto.spec)) for chart in at.get("plotly_chart")]
+def trend_points(spec: dict, series: str | None = None):
+    """The trend's points (of one series, in commit order when `series` is named)."""
+    points = spec["frames"]["points"]
+    if series is None:
+        return points
+    return points[points["series"] == series].sort_values("pos").reset_index(drop=True)
+
+
+def trend_marks(spec: dict, kind: str):
+    """The open symbols of one kind ("regression alert", "kernel config changed", ...)."""
+    marks = spec["frames"].get("marks")
+    if marks is None or marks.empty:
+        return marks.iloc[0:0] if marks is not None else None
+    return marks[marks["kind"] == kind].reset_index(drop=True)
 
 
 def frame_with(at: AppTest, column: str):
@@ -138,7 +153,7 @@ def test_overview_gpu_picker_switches_gpu(history, monkeypatch):
 def test_every_page_explains_an_empty_history(tmp_path, monkeypatch, page):
     at = open_page(tmp_path / "missing.duckdb", monkeypatch, page)
     assert any("history is empty" in i for i in texts(at, "info"))
-    assert not at.dataframe and not at.get("plotly_chart") and not svg_images(at)
+    assert not at.dataframe and not at.get("vega_lite_chart") and not svg_images(at)
 
 
 @pytest.mark.parametrize("page", ("views/overview.py", "views/trends.py", "views/sql.py"))
@@ -174,28 +189,30 @@ def test_trends_plots_the_step_with_band_alert_marker_and_escaped_commit(history
     at = open_page(db, monkeypatch, "views/trends.py")
     choose_trend(at, ["triton_fa2", "sdpa"], REGRESSED_CASE.split("/")[1])
     assert not at.exception
-    (spec,) = plotly_specs(at)
-    lines = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert {t["name"] for t in lines} == {"triton_fa2 · l4_mission · fp16", "sdpa · l4_mission · fp16"}
-    triton = next(t for t in lines if t["name"].startswith("triton_fa2"))
-    assert len(triton["y"]) == 8 and min(triton["y"][5:]) > max(triton["y"][:5])
-    assert [c[0] for c in triton["customdata"]] == [main_run_id(i) for i in range(8)]
-    bands = [t for t in spec["data"] if t.get("fill") == "tonexty"]
-    assert len(bands) == 2
-    markers = [t for t in spec["data"] if t.get("name") == "regression alerts"]
-    assert len(markers) == 1 and markers[0]["customdata"][0][0] == runs["after_step"]
-    raw = json.dumps(spec)
-    assert "<script>" not in raw and "&lt;script&gt;" in raw  # the hostile commit, escaped for hover
+    (spec,) = trend_charts(at)
+    points = trend_points(spec)
+    assert set(points["series"]) == {"triton_fa2 · l4_mission · fp16", "sdpa · l4_mission · fp16"}
+    triton = trend_points(spec, "triton_fa2 · l4_mission · fp16")
+    assert len(triton) == 8 and triton["value"][5:].min() > triton["value"][:5].max()
+    assert list(triton["run_id"]) == [main_run_id(i) for i in range(8)]
+    band = spec["layers"]["bands"]  # one p10-p90 area per series
+    assert band["mark"]["type"] == "area" and band["encoding"]["detail"]["field"] == "series"
+    assert points["p10"].notna().all() and (points["p10"] <= points["p90"]).all()
+    markers = trend_marks(spec, "regression alert")
+    assert list(markers["run_id"]) == [runs["after_step"]]  # only the latency alert on a latency chart
+    # The hostile commit travels as plain text for Vega's tooltip, which escapes what it shows; no
+    # part of the spec is markup.
+    assert any("<script>" in m for m in points["message"])
+    assert "<script>" not in json.dumps({k: v for k, v in spec.items() if k != "frames"})
     alert_table = frame_with(at, "alert_id")
     assert sorted(alert_table["metric"]) == ["gap_to_baseline", "median_us"]  # both found by detection
-    assert len(markers[0]["x"]) == 1  # only the latency alert is drawn on a latency chart
 
 
 def test_trends_ncu_metric_without_profiles_says_so(history, monkeypatch):
     db, _ = history
     at = open_page(db, monkeypatch, "views/trends.py")
     choose_trend(at, ["triton_fa2"], "l4_mission", metric="ncu: achieved TFLOPS")
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
     assert any("ncu metrics exist only for profiled runs" in i for i in texts(at, "info"))
 
 
@@ -211,12 +228,12 @@ def test_trends_charts_the_correctness_error_and_its_margin(history, monkeypatch
     ):
         choose_trend(at, [variant], shape, metric=metric)
         assert not at.exception
-        (spec,) = plotly_specs(at)
-        (line,) = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-        assert line["y"] == pytest.approx([passing] * 7 + [failing]), metric
-        assert line["customdata"][-1][0] == runs["latest_complete"]
-        (marker,) = [t for t in spec["data"] if t.get("name") == "correctness alerts"]
-        assert marker["customdata"][0][0] == runs["latest_complete"]
+        (spec,) = trend_charts(at)
+        (name,) = set(trend_points(spec)["series"])
+        line = trend_points(spec, name)
+        assert list(line["value"]) == pytest.approx([passing] * 7 + [failing]), metric
+        assert line["run_id"].iloc[-1] == runs["latest_complete"]
+        assert list(trend_marks(spec, "correctness alert")["run_id"]) == [runs["latest_complete"]]
 
 
 def test_trends_with_nothing_selected_asks_for_a_choice(history, monkeypatch):
@@ -230,9 +247,8 @@ def test_trends_other_branch_shows_the_pr_run(history, monkeypatch):
     db, runs = history
     at = open_page(db, monkeypatch, "views/trends.py")
     at.selectbox(key="trends_branch").select("feature/tiles").run()
-    (spec,) = plotly_specs(at)
-    run_ids = {c[0] for t in spec["data"] if t.get("mode") == "lines+markers" for c in t["customdata"]}
-    assert run_ids == {runs["pr"]}
+    (spec,) = trend_charts(at)
+    assert set(trend_points(spec)["run_id"]) == {runs["pr"]}
 
 
 # --- Compare ---------------------------------------------------------------------------------
@@ -339,7 +355,7 @@ def test_kernel_page_build_report_over_runs(history, monkeypatch):
     builds = frame_with(at, "registers_per_thread")
     assert len(builds) == 8 and (builds["registers_per_thread"] == 128).all()
     assert len([c for c in svg_images(at) if c.get("data-chart") == "lines"]) >= 2
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
 
 
 def test_kernel_page_roofline_from_real_ncu_under_measured_ceilings(history, monkeypatch):

@@ -14,7 +14,7 @@ from attnwatch.history.analysis.ceilings import find_ceiling
 from attnwatch.history.ingest.write import ingest_paths
 from attnwatch.history.store.db import open_read
 from svg_charts import charts_by_key, role, series, svg_images
-from test_app_pages import open_page, plotly_specs, texts
+from test_app_pages import open_page, texts, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 SHAPE = SHAPES[0]
@@ -203,6 +203,6 @@ def test_a_cpu_run_of_rmsnorm_is_stored_memory_bound_and_drawn_under_the_copy_ro
         dtype="fp16",
         causal="0",
     )
-    (trend,) = plotly_specs(at)
-    lines = [t["name"] for t in trend["data"] if t.get("mode") == "lines+markers"]
+    (trend,) = trend_charts(at)
+    lines = set(trend_points(trend)["series"])
     assert sorted(name.split(" ")[0] for name in lines) == ["rmsnorm_torch", "rmsnorm_triton"]

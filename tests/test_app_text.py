@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from attnwatch.app.ui import code_span, escape_hover, escape_markdown, safe_file_name, truncate
+from attnwatch.app.ui import code_span, escape_markdown, safe_file_name, truncate
 from attnwatch.history.analysis.ceilings import find_ceiling
 
 
@@ -19,12 +19,6 @@ def test_escape_markdown_neutralises_markup():
 
 def test_code_span_cannot_be_closed_early():
     assert code_span("a`b\nc") == "`a'b c`"
-
-
-def test_escape_hover_escapes_html_and_truncates():
-    hover = escape_hover("<b>x</b> & " + "y" * 200, limit=40)
-    assert hover.startswith("&lt;b&gt;x&lt;/b&gt; &amp; ") and len(truncate("<b>x</b> & " + "y" * 200, 40)) == 40
-    assert "<" not in hover
 
 
 def test_truncate_keeps_the_first_line_and_drops_control_characters():

@@ -14,7 +14,7 @@ from app_history import H100, H200, PUSH_REGRESSED_VARIANT, START, build_push_hi
 from bundle_factory import SHAPES, make_bundle
 from attnwatch.history.detection.alerts import list_alerts, resolve_many
 from attnwatch.history.ingest.write import ingest_paths
-from test_app_pages import open_page, plotly_specs
+from test_app_pages import open_page, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 
@@ -55,8 +55,19 @@ def push_history(tmp_path_factory):
     return db, ids
 
 
-def lines(spec):
-    return {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
+def styles(spec) -> dict[str, tuple[str, tuple]]:
+    """Each series' (colour, dash) as the lines layer's scales give them."""
+    encoding = spec["layers"]["lines"]["encoding"]
+    colours = dict(zip(encoding["color"]["scale"]["domain"], encoding["color"]["scale"]["range"]))
+    dashes = dict(zip(encoding["strokeDash"]["scale"]["domain"], encoding["strokeDash"]["scale"]["range"]))
+    return {name: (colours[name], tuple(dashes[name])) for name in colours}
+
+
+def axis_labels(spec) -> list[str]:
+    """The commit axis' label at each position, from the points placed there."""
+    points = trend_points(spec).drop_duplicates("pos").sort_values("pos")
+    assert list(points["pos"]) == list(range(len(points)))  # one position per run, none skipped
+    return list(points["commit_label"])
 
 
 def test_x_axis_is_commit_order_with_run_time_on_hover(push_history, monkeypatch):
@@ -71,19 +82,21 @@ def test_x_axis_is_commit_order_with_run_time_on_hover(push_history, monkeypatch
         dtype="fp16",
         causal="0",
     )
-    (spec,) = plotly_specs(at)
-    (line,) = lines(spec).values()
-    runs = [c[0] for c in line["customdata"]]
-    assert runs == [
+    (spec,) = trend_charts(at)
+    (name,) = set(trend_points(spec)["series"])
+    line = trend_points(spec, name)
+    assert list(line["run_id"]) == [
         push_run_id(H200, 0),
         push_run_id(H200, 1),
         "h200-rerun-01",
         *[push_run_id(H200, i) for i in range(2, 8)],
     ]
-    assert line["x"][:3] == [push_commit(0)[:7], push_commit(1)[:7], push_commit(1)[:7] + "·2"]
-    assert spec["layout"]["xaxis"]["type"] == "category"
-    assert "run started %{customdata[4]}" in line["hovertemplate"]
-    assert line["customdata"][2][4].startswith(str((START + timedelta(hours=30)).date()))
+    assert axis_labels(spec)[:3] == [push_commit(0)[:7], push_commit(1)[:7], push_commit(1)[:7] + "·2"]
+    x = spec["layers"]["lines"]["encoding"]["x"]  # positions labelled by commit, never the labels as values
+    assert x["field"] == "pos" and x["type"] == "quantitative" and "datum.value" in x["axis"]["labelExpr"]
+    tooltip = {t["title"]: t["field"] for t in spec["layers"]["points"]["encoding"]["tooltip"]}
+    assert tooltip["run started"] == "started"
+    assert line["started"][2].startswith(str((START + timedelta(hours=30)).date()))
 
 
 def test_a_variant_keeps_its_colour_whatever_is_selected(push_history, monkeypatch):
@@ -100,10 +113,10 @@ def test_a_variant_keeps_its_colour_whatever_is_selected(push_history, monkeypat
             dtype="fp16",
             causal="0",
         )
-        (spec,) = plotly_specs(at)
-        triton = [t for name, t in lines(spec).items() if name.startswith("triton_fa2")]
-        assert len(triton) == 2 and triton[0]["line"]["dash"] != triton[1]["line"]["dash"]  # shapes by dash
-        colours += [t["line"]["color"] for t in triton]
+        (spec,) = trend_charts(at)
+        triton = [style for name, style in styles(spec).items() if name.startswith("triton_fa2")]
+        assert len(triton) == 2 and triton[0][1] != triton[1][1]  # shapes by dash
+        colours += [colour for colour, _ in triton]
     assert set(colours) == {variant_color("triton_fa2")}
     assert len({variant_color(v) for v in ("sdpa", "sdpa_flash", "triton_fa2", "cuda_wmma")}) == 4
 
@@ -135,14 +148,17 @@ def test_log_scale_and_normalise_to_the_commit_ranges_base(push_history, monkeyp
         norm="1",
         commits=f"{ids['base_commit']}..{ids['head_commit']}",
     )
-    (spec,) = plotly_specs(at)
-    assert spec["layout"]["yaxis"]["type"] == "log"
-    for line in lines(spec).values():
-        at_base = line["y"][line["x"].index(ids["base_commit"][:7])]
-        assert at_base == pytest.approx(1.0)
-    triton = next(t for n, t in lines(spec).items() if n.startswith("triton_fa2"))
-    assert triton["y"][-1] == pytest.approx(1.12, abs=0.02)  # the push's +12%, read off the normalised chart
-    assert "÷ value at BASE" in spec["layout"]["yaxis"]["title"]["text"]
+    (spec,) = trend_charts(at)
+    y = spec["layers"]["lines"]["encoding"]["y"]
+    assert y["scale"]["type"] == "log"
+    base = axis_labels(spec).index(ids["base_commit"][:7])
+    points = trend_points(spec)
+    for name in set(points["series"]):
+        line = trend_points(spec, name)
+        assert line.loc[line["pos"] == base, "value"].item() == pytest.approx(1.0)
+    (triton,) = [n for n in set(points["series"]) if n.startswith("triton_fa2")]
+    assert trend_points(spec, triton)["value"].iloc[-1] == pytest.approx(1.12, abs=0.02)  # the push's +12%
+    assert "÷ value at BASE" in y["title"]
 
 
 def test_defaults_follow_this_pushs_first_regression(push_history, monkeypatch):
@@ -188,7 +204,8 @@ def test_a_range_without_base_marks_the_step_into_its_commit(push_history, monke
         causal="0",
         commits=f"..{ids['head_commit']}",
     )
-    (spec,) = plotly_specs(at)
-    (shade,) = spec["layout"]["shapes"]
-    axis = spec["layout"]["xaxis"]["categoryarray"]  # the shade is placed by category position
-    assert (axis[shade["x0"]], axis[shade["x1"]]) == (ids["base_commit"][:7], ids["head_commit"][:7])
+    (spec,) = trend_charts(at)
+    (shade,) = spec["frames"]["range"].to_dict("records")  # placed by position on the commit axis
+    axis = axis_labels(spec)
+    assert (axis[shade["start"]], axis[shade["end"]]) == (ids["base_commit"][:7], ids["head_commit"][:7])
+    assert spec["layers"]["commit_range"]["mark"]["type"] == "rect"

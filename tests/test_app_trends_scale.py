@@ -13,7 +13,7 @@ from attnwatch.history.detection.alerts import record_alerts
 from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.store.db import open_read, open_write
 from attnwatch.scripts.make_synthetic_history import VARIANTS, main as make_synthetic
-from test_app_pages import frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, texts, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 H200 = "NVIDIA H200"
@@ -29,8 +29,9 @@ def team_db(tmp_path_factory):
     return db
 
 
-def lines(spec):
-    return [t for t in spec["data"] if t.get("mode") == "lines+markers"]
+def y_scale(at) -> str:
+    (spec,) = trend_charts(at)
+    return spec["layers"]["lines"]["encoding"]["y"]["scale"]["type"]
 
 
 def test_ten_variants_open_on_a_log_axis(team_db, monkeypatch):
@@ -38,9 +39,9 @@ def test_ten_variants_open_on_a_log_axis(team_db, monkeypatch):
     at = open_page(
         team_db, monkeypatch, "views/trends.py", gpu=H200, variants=every, shapes="b4_h16_s2k", dtype="fp16", causal="0"
     )
-    (spec,) = plotly_specs(at)
-    assert len(lines(spec)) == 10
-    assert spec["layout"]["yaxis"]["type"] == "log" and at.toggle(key="trends_log").value
+    (spec,) = trend_charts(at)
+    assert trend_points(spec)["series"].nunique() == 10
+    assert y_scale(at) == "log" and at.toggle(key="trends_log").value
     # Two variants a few percent apart keep a linear axis; the reader's choice in the URL stands.
     near = open_page(
         team_db,
@@ -52,7 +53,7 @@ def test_ten_variants_open_on_a_log_axis(team_db, monkeypatch):
         dtype="fp16",
         causal="0",
     )
-    assert plotly_specs(near)[0]["layout"]["yaxis"]["type"] == "linear"
+    assert y_scale(near) == "linear"
     chosen = open_page(
         team_db,
         monkeypatch,
@@ -64,7 +65,7 @@ def test_ten_variants_open_on_a_log_axis(team_db, monkeypatch):
         causal="0",
         log="0",
     )
-    assert plotly_specs(chosen)[0]["layout"]["yaxis"]["type"] == "linear"
+    assert y_scale(chosen) == "linear"
 
 
 def test_an_unconverged_point_is_solid_and_a_throttled_one_hollow(team_db, monkeypatch):
@@ -78,18 +79,17 @@ def test_an_unconverged_point_is_solid_and_a_throttled_one_hollow(team_db, monke
         dtype="fp16",
         causal="0",
     )
-    points = [
-        (symbol, custom[5])
-        for line in lines(plotly_specs(at)[0])
-        for symbol, custom in zip(line["marker"]["symbol"], line["customdata"])
-    ]
+    (spec,) = trend_charts(at)
+    fill = spec["layers"]["points"]["encoding"]["fill"]
+    assert fill["condition"] == {"test": "datum.hollow", "value": "#ffffff"}  # a hollow point: white inside
+    points = list(zip(trend_points(spec)["hollow"], trend_points(spec)["notes"]))
     unconverged = [
-        s for s, note in points if "unconverged" in note and "throttled" not in note and "dispatch" not in note
+        h for h, note in points if "unconverged" in note and "throttled" not in note and "dispatch" not in note
     ]
-    doubted = [s for s, note in points if "throttled" in note or "dispatch-bound" in note]
-    assert unconverged and set(unconverged) == {"circle"}
-    assert set(doubted) <= {"circle-open"}
-    assert sum(s == "circle" for s, _ in points) > 0.9 * len(points)  # a normal point is solid
+    doubted = [h for h, note in points if "throttled" in note or "dispatch-bound" in note]
+    assert unconverged and set(unconverged) == {False}
+    assert set(doubted) <= {True}
+    assert sum(not h for h, _ in points) > 0.9 * len(points)  # a normal point is solid
     assert any("solid point(s) carry a note on hover" in c and "unconverged:" in c for c in texts(at, "caption"))
 
 
@@ -111,7 +111,7 @@ def test_the_default_window_holds_every_alert_listed(team_db, monkeypatch):
     )
     listed = frame_with(at, "alert_id")
     assert not listed.empty
-    plotted = {custom[0] for line in lines(plotly_specs(at)[0]) for custom in line["customdata"]}
+    plotted = set(trend_points(trend_charts(at)[0])["run_id"])
     assert set(listed["run_id"]) <= plotted, (
         at.slider(key="trends_max_runs").value,
         sorted(set(listed["run_id"]) - plotted),

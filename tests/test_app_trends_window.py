@@ -13,7 +13,7 @@ import pytest
 
 from attnwatch.history.detection.alerts import NewAlert, record_alerts
 from attnwatch.history.store.db import open_write
-from test_app_pages import frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, texts, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,12 +82,7 @@ def test_the_default_window_reaches_an_alert_215_runs_back(old_alert, monkeypatc
     )
     listed = frame_with(at, "alert_id")
     assert list(listed["run_id"]) == [run_id]
-    plotted = {
-        custom[0]
-        for trace in plotly_specs(at)[0]["data"]
-        if trace.get("mode") == "lines+markers"
-        for custom in trace["customdata"]
-    }
+    plotted = set(trend_points(trend_charts(at)[0])["run_id"])
     window = at.slider(key="trends_max_runs").value
     assert run_id in plotted, f"the alert's run is not among the {window} newest runs plotted"
     assert window == 220  # back to the alert's run, in tens: not the whole slider's 1000

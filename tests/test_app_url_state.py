@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app_history import H100, H200, NOISY_CASE, build_push_history, push_run_id
 from attnwatch.history.store.db import open_write
 from attnwatch.history.links import case_trend_query, commit_range, compare_query
-from test_app_pages import frame_with, open_page, plotly_specs, texts
+from test_app_pages import frame_with, open_page, texts, trend_charts, trend_points
 from attnwatch.history.store.location import parse_location
 
 # Widget key -> URL parameter, per page.
@@ -85,10 +85,10 @@ def test_trends_link_from_the_first_page_opens_that_plot_and_reopens_from_its_ur
     assert at.multiselect(key="trends_shapes").value == ["h100_small"]
     assert at.toggle(key="trends_causal").value is True
     assert at.text_input(key="trends_commits").value == query["commits"]
-    (spec,) = plotly_specs(at)
-    (line,) = [t for t in spec["data"] if t.get("mode") == "lines+markers"]
-    assert [c[0] for c in line["customdata"]] == [push_run_id(H100, i) for i in range(8)]
-    assert spec["layout"]["shapes"], "the commit range is shaded"
+    (spec,) = trend_charts(at)
+    (name,) = set(trend_points(spec)["series"])
+    assert list(trend_points(spec, name)["run_id"]) == [push_run_id(H100, i) for i in range(8)]
+    assert "commit_range" in spec["layers"], "the commit range is shaded"
     # The view writes its whole state to the URL, and that URL reopens it unchanged.
     assert {k: url_of(at)[k] for k in query} == query
     again = reopened(db, monkeypatch, "views/trends.py", at)
@@ -108,8 +108,8 @@ def test_trends_change_goes_to_the_url_and_reopens(push_history, monkeypatch):
     )
     again = reopened(db, monkeypatch, "views/trends.py", at)
     assert state(again, "views/trends.py") == state(at, "views/trends.py")
-    (spec,) = plotly_specs(again)
-    assert spec["layout"]["yaxis"]["type"] == "log"
+    (spec,) = trend_charts(again)
+    assert spec["layers"]["lines"]["encoding"]["y"]["scale"]["type"] == "log"
 
 
 def test_trends_values_a_link_names_but_the_history_lacks_are_named(push_history, monkeypatch):

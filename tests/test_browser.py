@@ -1,5 +1,5 @@
 """The dashboard in a real headless Chromium: `attnwatch dashboard` serves a fixture history on
-a free loopback port, Playwright visits every page, waits for its charts to draw (plotly's on
+a free loopback port, Playwright visits every page, waits for its charts to draw (Vega-Lite's on
 Trends, the SVG images the server draws on Alerts and Kernel) and saves a screenshot of each (under the test's tmp dir, and under $ATTNWATCH_SCREENSHOTS when set).
 
 Chromium is the system's (Debian's package), driven through `executable_path`; nothing is
@@ -22,14 +22,14 @@ from attnwatch.history.links import PAGES as DECLARED_PAGES
 
 pytestmark = pytest.mark.browser
 
-PLOTLY = ".js-plotly-plot .main-svg"
+TREND_POINTS = "[data-testid='stVegaLiteChart'] svg.marks .points_marks path"
 TABLE = "[data-testid='stDataFrame']"
 # What shows a page has drawn with this history (a page not named here: its heading), and the
 # query a page is opened with where it needs one.
 DRAWN = {
     "push": "[data-testid='stMarkdown']",
     "overview": TABLE,
-    "trends": PLOTLY,
+    "trends": TREND_POINTS,
     "compare": TABLE,
     "alerts": TABLE,
     "kernel": SVG_IMAGE,
@@ -104,7 +104,7 @@ def test_every_page_draws_in_chromium(browser, dashboard_url, tmp_path):
 
         # Clicking a point of the trend opens that point's run.
         page.goto(f"{dashboard_url}/trends", wait_until="domcontentloaded")
-        point = page.locator(".js-plotly-plot .scatterlayer .trace .points path").last
+        point = page.locator(TREND_POINTS).last
         point.wait_for(timeout=PAGE_TIMEOUT_MS)
         box = point.bounding_box()
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
@@ -136,21 +136,27 @@ def opened_trends(browser, dashboard_url: str, path: str = "trends"):
         page.close()
 
 
-def test_trend_needs_no_margin_pass(browser, dashboard_url):
-    """The trend opens with margins that already hold its labels and legend: the plot area
-    plotly settles on is the one the figure asked for. Had plotly needed to grow a margin, it
-    would have drawn the whole figure a second time (Plots.doAutoMargin), the cost that
-    `app.charts.TREND_MARGIN` exists to avoid."""
-    from attnwatch.app.charts import TREND_MARGIN
-
+def test_a_trend_tooltip_shows_a_hostile_commit_message_as_text(browser, dashboard_url):
+    """Hovering the point of the run whose commit message holds markup shows that message as text
+    in the tooltip (Vega's tooltip escapes what it shows): no element is made of it, no script runs."""
+    dialogs: list[str] = []
     with opened_trends(browser, dashboard_url) as page:
-        page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        points = page.locator(TREND_POINTS)
+        points.first.wait_for(timeout=PAGE_TIMEOUT_MS)
         _wait_idle(page)
-        settled = page.evaluate(
-            "() => { const s = document.querySelector('.js-plotly-plot')._fullLayout._size;"
-            " return {l: s.l, r: s.r, t: s.t, b: s.b}; }"
-        )
-    assert settled == {side: TREND_MARGIN[side] for side in ("l", "r", "t", "b")}
+        tooltip = page.locator("#vg-tooltip-element")
+        shown = ""
+        for k in range(points.count()):  # the hostile run is one of the plotted points
+            points.nth(k).hover()
+            tooltip.wait_for(state="visible", timeout=PAGE_TIMEOUT_MS)
+            shown = tooltip.inner_text()
+            if main_run_id(6) in shown:
+                break
+        assert main_run_id(6) in shown, "no plotted point is the hostile commit's run"
+        assert "<script>alert('x')</script>" in shown
+        assert tooltip.locator("script").count() == 0 and tooltip.locator("b").count() == 0
+    assert dialogs == []
 
 
 def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(browser, dashboard_url):
@@ -174,7 +180,7 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(browser, dashbo
             page.wait_for_timeout(SETTLE_MS + 50)
             return now, page.evaluate(DRAWN_JS, [css, text, SETTLE_MS])
 
-        chart = "document.querySelector('.js-plotly-plot')"
+        chart = "document.querySelector('[data-testid=\"stVegaLiteChart\"]')"
         hidden = check_now_and_settled(f"{chart}.style.visibility = 'hidden';")
         running = check_now_and_settled(
             f"{chart}.style.visibility = '';"
@@ -187,7 +193,7 @@ def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(browser, dashbo
 
 
 def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(browser, dashboard_url):
-    """Kernel draws no plotly chart (its charts are SVG images the server draws): DRAWN_JS holds
+    """Kernel draws no chart in the browser (its charts are SVG images the server draws): DRAWN_JS holds
     there once its images are decoded and visible, and a hidden one keeps the page from counting
     as drawn."""
     from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
@@ -195,7 +201,7 @@ def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(brows
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "kernel")
     with opened_trends(browser, dashboard_url, "kernel" + QUERY["kernel"]) as page:
         page.wait_for_function(DRAWN_JS, arg=[css, text, SETTLE_MS], polling="raf", timeout=PAGE_TIMEOUT_MS)
-        assert page.locator(SVG_IMAGE).count() >= 2 and page.locator(".js-plotly-plot").count() == 0
+        assert page.locator(SVG_IMAGE).count() >= 2 and page.locator("[data-testid='stVegaLiteChart']").count() == 0
         page.evaluate(
             f"() => {{ window.__drawnSince = undefined; document.querySelector(\"{SVG_IMAGE}\").style.visibility = 'hidden'; }}"
         )

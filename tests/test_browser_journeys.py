@@ -23,7 +23,7 @@ pytestmark = pytest.mark.browser
 
 MAIN = "[data-testid='stMain']"
 LINK = "[data-testid='stPageLink'] a"
-PLOTLY = ".js-plotly-plot .main-svg"
+TREND_POINTS = "[data-testid='stVegaLiteChart'] svg.marks .points_marks path"
 # A case line of a cause's table on the first page: GPU | case | Δ | interval | before → after | ... | real slowdown?
 CAUSE_ROW = "[data-testid='stExpander'] table tbody tr"
 INTERVAL = re.compile(r"\[(?P<low>[+-]\d+\.\d)%, (?P<high>[+-]\d+\.\d)%\]")
@@ -152,7 +152,7 @@ def test_what_regressed_in_the_last_push_in_at_most_one_click(browser, dashboard
             visit.click(rows.first.locator("a"))
         first_page, visit.page = visit.page, opened.value
         visit.settle("Trends", drawn="Commit range")
-        visit.page.locator(PLOTLY).first.wait_for(timeout=PAGE_TIMEOUT_MS)
+        visit.page.locator(TREND_POINTS).first.wait_for(timeout=PAGE_TIMEOUT_MS)
         query = visit.query()
         assert query["gpu"] == top[0] and query["variants"] == PUSH_REGRESSED_VARIANT
         assert query["commits"] == f"{ids['base_commit']}..{ids['head_commit']}"

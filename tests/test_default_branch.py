@@ -64,7 +64,7 @@ def test_every_first_page_shows_a_master_history(master_history, monkeypatch):
     overview = open_page(db, monkeypatch, "views/overview.py")
     assert any(len(d.value) == 16 for d in overview.dataframe)  # the newest master run's cases
     trends = open_page(db, monkeypatch, "views/trends.py", gpu=H200, variants=PUSH_REGRESSED_VARIANT)
-    assert trends.get("plotly_chart"), "Trends drew no chart for the master series"
+    assert trends.get("vega_lite_chart"), "Trends drew no chart for the master series"
     assert trends.selectbox(key="trends_branch").value == "master"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from bundle_factory import case_id, make_bundle
 from compare_factory import make_report
-from attnwatch.app.charts import trend_figure
+from attnwatch.app.trend_chart import trend_spec
 from attnwatch.app.data import trends
 from attnwatch.app.data.quality import marks
 from attnwatch.app.data.store import current_source
@@ -73,15 +73,15 @@ def test_the_trend_badges_a_capped_point_and_shows_its_recipe(capped_history):
     by_case = frame.set_index("case_id")
     assert by_case.loc[CAPPED, "marks"].startswith("throttled: power cap (40 of ")
     assert by_case.loc[CLEAN, "marks"] == ""
-    figure = trend_figure(frame, label).to_plotly_json()
-    badge = [t for t in figure["data"] if t.get("name") == "under a power/thermal cap"]
-    assert len(badge) == 1 and list(badge[0]["customdata"][0])[1] == "power cap"
-    assert len(badge[0]["x"]) == 1  # only the capped point
-    hover = [row[7] for t in figure["data"] if t.get("mode") == "lines+markers" for row in t["customdata"]]
+    spec = trend_spec(frame, label)
+    marks_drawn = spec["datasets"]["marks"]
+    badge = marks_drawn[marks_drawn["kind"] == "under a power/thermal cap"]
+    assert list(badge["label"]) == ["measured under power cap"]  # only the capped point
+    notes = list(spec["datasets"]["points"]["notes"])
     assert any(
-        "recipe band: 12 samples off the modal clock discarded" in h and "clock-normalised 3.25 µs" in h for h in hover
+        "recipe band: 12 samples off the modal clock discarded" in n and "clock-normalised 3.25 µs" in n for n in notes
     )
-    assert "" in hover  # the plain recipe adds nothing
+    assert "" in notes  # the plain recipe adds nothing
 
 
 def test_the_run_page_names_the_recipe_and_the_normalised_figure_apart_from_the_latency(capped_history, monkeypatch):

@@ -1,25 +1,16 @@
-"""Plotly figures built from DataFrames the data layer already aggregated in DuckDB: the Trends
-chart, the one interactive chart (zoom, hover, click to a run). The Alerts and Kernel pages'
-charts are SVG images the server draws (app/step_chart.py, app/kernel_charts.py); the helpers
-environment changes both mark come from app.data.trends.environment_epochs.
-
-Figures carry `customdata` with the run id in column 0, so a click (Streamlit's plotly
-selection event) can lead to that run. Hover text from commits is escaped (`app.ui.escape_hover`)
-because plotly interprets a subset of HTML in labels.
+"""What the Trends chart draws, as data: each variant's colour (the same on every chart), which
+points are drawn hollow, the points measured under a power or thermal cap, and the runs whose
+kernel configuration changed. app/trend_chart.py turns them into the chart's Vega-Lite spec; the
+Alerts and Kernel pages' charts are SVG images the server draws (app/step_chart.py,
+app/kernel_charts.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-import html
 
-import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 
-from attnwatch.app.data.quality import recipe_text
-from attnwatch.app.data.trends import environment_epochs
-from attnwatch.app.ui import PLAIN_D3, escape_hover, short_sha
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
 
@@ -29,10 +20,12 @@ MAX_BANDS = 6
 
 # Detection's alerts on a trend: a change point found on main (regression or improvement) or a
 # correctness failure, each drawn at the run where it starts.
+# Each is drawn open (stroke only) in its colour; the shapes are Vega's symbol names or, for the
+# regression's thin x, an SVG path in Vega's unit square.
 MARKER_STYLE = {
-    "regression": ("x-thin-open", "#d62728"),
-    "improvement": ("triangle-down-open", "#2ca02c"),
-    "correctness": ("diamond-open", "#111111"),
+    "regression": ("M-1,-1L1,1M1,-1L-1,1", "#d62728"),
+    "improvement": ("triangle-down", "#2ca02c"),
+    "correctness": ("diamond", "#111111"),
 }
 
 
@@ -47,17 +40,6 @@ def hollow(marks: pd.Series) -> pd.Series:
     """Per point (its quality marks' text), whether it is drawn hollow (HOLLOW_MARKS)."""
     text = marks.fillna("").astype(str)
     return text.map(lambda m: any(mark in m for mark in HOLLOW_MARKS)).astype(bool)
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i : i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def _escaped(messages: pd.Series) -> np.ndarray:
-    """Hover-safe commit text, escaping each distinct message once (many points share a commit)."""
-    lookup = {m: escape_hover(m) for m in messages.dropna().unique()}
-    return messages.map(lookup).astype(object).fillna("").to_numpy()
 
 
 # One colour per variant wherever it is drawn, whatever else is selected. The dashboard draws
@@ -103,15 +85,9 @@ HASHED_COLORS = (
     "#ce6dbd",
     "#de9ed6",
 )
-SHAPE_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-
-# The trend's margins, sized for what it draws around the plot: y tick labels and title on the
-# left, the legend (one or two rows) above, commit labels (vertical when many) and the axis title
-# below. Plotly grows a margin that is too small for them (axis automargin, legend), but does so
-# by drawing the whole figure a second time (Plots.doAutoMargin); starting from margins that
-# already fit saved ~160 ms of the browser's main-thread time per Trends load (docs/benchmarks.md).
-# A longer legend or wider labels still get their room, at the price of that second pass.
-TREND_MARGIN = dict(l=70, r=10, t=50, b=100)
+# A shape's line dash (stroke dash arrays in pixels: solid, dash, dot, dash-dot, long dash,
+# long dash-dot), in the order the shapes are listed.
+SHAPE_DASHES = ((1, 0), (6, 4), (2, 2), (6, 3, 2, 3), (10, 4), (10, 4, 2, 4))
 
 
 def variant_color(variant: str) -> str:
@@ -122,42 +98,6 @@ def variant_color(variant: str) -> str:
         return CUTLASS_3K_COLOR
     digest = int(hashlib.sha1(variant.encode("utf-8")).hexdigest(), 16)
     return HASHED_COLORS[digest % len(HASHED_COLORS)]
-
-
-def _config_hover(s: pd.DataFrame) -> np.ndarray:
-    """Per point, the hover line naming the kernel configuration it ran ("" when none recorded)."""
-    if "kernel_config" not in s:
-        return np.full(len(s), "", dtype=object)
-    sources = s["kernel_config_source"] if "kernel_config_source" in s else pd.Series(None, index=s.index)
-    return np.array(
-        [
-            f"<br>config {escape_hover(c, 60)}" + (f" ({escape_hover(src, 20)})" if isinstance(src, str) else "")
-            if isinstance(c, str)
-            else ""
-            for c, src in zip(s["kernel_config"], sources)
-        ],
-        dtype=object,
-    )
-
-
-def _recipe_hover(s: pd.DataFrame) -> np.ndarray:
-    """Per point, the hover line naming how its samples were taken ("" for the plain recipe)."""
-    if "timing_recipe" not in s:
-        return np.full(len(s), "", dtype=object)
-    col = lambda name: s[name] if name in s else pd.Series(None, index=s.index)  # noqa: E731
-    return np.array(
-        [
-            ("<br>" + html.escape(t)) if t else ""
-            for t in map(
-                recipe_text,
-                s["timing_recipe"],
-                col("clock_normalised_median_us"),
-                col("band_discarded_samples"),
-                col("pacing_gap_s"),
-            )
-        ],
-        dtype=object,
-    )
 
 
 def capped_points(series: pd.DataFrame) -> pd.DataFrame:
@@ -193,182 +133,3 @@ def config_changes(series: pd.DataFrame) -> pd.DataFrame:
                     rows.append((name, x, value, run_id, f"{name}: {change_text(previous, config)}"))
                 previous = config or previous
     return pd.DataFrame(rows, columns=["series", "x", "value", "run_id", "label"])
-
-
-def mark_epochs(fig: go.Figure, epochs: pd.DataFrame, axis: list) -> None:
-    """A dotted line on the commit axis just before each run where the environment changed, named
-    by what changed (from → to): a step at that run may be the environment's, not the code's."""
-    for row in epochs.itertuples():
-        if row.x in axis:  # by category position, as the commit range's shading (trend_figure)
-            fig.add_vline(
-                x=axis.index(row.x) - 0.5,
-                line=dict(color="#9467bd", width=1.5, dash="dot"),
-                annotation_text="env: " + escape_hover(row.label, 80),
-                annotation_position="top right",
-                annotation_font=dict(size=10, color="#9467bd"),
-            )
-
-
-def trend_figure(
-    series: pd.DataFrame,
-    metric_label: str,
-    band: bool = True,
-    markers: pd.DataFrame | None = None,
-    log_y: bool = False,
-    highlight: tuple[str, str] | None = None,
-) -> go.Figure:
-    """One line per series over runs in commit order, with an optional p10–p90 band.
-
-    `series` columns: series, variant, shape_id, x (the run's commit label), x_order, value, p10,
-    p90 (may be NaN), run_id, commit_sha, commit_message, commit_date, started_at and `marks`
-    (quality marks: said on hover; HOLLOW_MARKS draw the point hollow), optionally kernel_config / _source (shown on
-    hover; a run whose configuration changed gets an open diamond). Colour follows the variant,
-    dash the shape.
-    `markers` (detection's alerts) columns: x, value, label, kind (a MARKER_STYLE key), run_id.
-    `highlight`: (first, last) x labels of a commit range to shade.
-    """
-    fig = go.Figure()
-    names = list(dict.fromkeys(series["series"]))
-    shapes = list(dict.fromkeys(series["shape_id"]))
-    axis = series.drop_duplicates("x").sort_values("x_order")["x"].tolist()
-    for name in names:
-        s = series[series["series"] == name].sort_values("x_order")
-        color = variant_color(str(s["variant"].iloc[0]))
-        dash = SHAPE_DASHES[shapes.index(s["shape_id"].iloc[0]) % len(SHAPE_DASHES)]
-        if band and len(names) <= MAX_BANDS and s["p10"].notna().any():
-            fig.add_trace(
-                go.Scatter(
-                    x=s["x"],
-                    y=s["p90"],
-                    mode="lines",
-                    line=dict(width=0),
-                    hoverinfo="skip",
-                    showlegend=False,
-                    legendgroup=name,
-                )
-            )
-            fig.add_trace(
-                go.Scatter(
-                    x=s["x"],
-                    y=s["p10"],
-                    mode="lines",
-                    line=dict(width=0),
-                    fill="tonexty",
-                    fillcolor=_rgba(color, 0.18),
-                    hoverinfo="skip",
-                    name=f"{name} p10–p90",
-                    showlegend=False,
-                    legendgroup=name,
-                )
-            )
-        marks = s["marks"].fillna("") if "marks" in s else pd.Series("", index=s.index)
-        custom = np.column_stack(
-            [  # one object array: plotly validates it far faster than tuples
-                s["run_id"].astype(str).to_numpy(),
-                s["commit_sha"].map(short_sha).to_numpy(),
-                _escaped(s["commit_message"]),
-                s["commit_date"].astype(str).str.slice(0, 19).to_numpy(),
-                s["started_at"].astype(str).str.slice(0, 19).to_numpy(),
-                marks.map(lambda m: "<br>⚠ " + html.escape(m) if m else "").to_numpy(),
-                _config_hover(s),
-                _recipe_hover(s),
-            ]
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=s["x"],
-                y=s["value"],
-                mode="lines+markers",
-                name=escape_hover(name, 60),
-                legendgroup=name,
-                line=dict(color=color, width=2, dash=dash),
-                marker=dict(
-                    size=7,
-                    color=color,
-                    symbol=["circle-open" if h else "circle" for h in hollow(marks)],
-                    line=dict(width=2, color=color),
-                ),
-                customdata=custom,
-                hovertemplate=(
-                    "%{y:"
-                    + PLAIN_D3
-                    + "} "
-                    + escape_hover(metric_label, 40)
-                    + "<br>commit %{customdata[1]}<br>%{customdata[2]}<br>committed %{customdata[3]}"
-                    + "<br>run started %{customdata[4]}<br>run %{customdata[0]}%{customdata[6]}%{customdata[7]}%{customdata[5]}<extra>"
-                    + escape_hover(name, 60)
-                    + "</extra>"
-                ),
-            )
-        )
-    capped = capped_points(series)
-    if not capped.empty:  # a badge over each point the GPU's cap may have set, whatever the code did
-        fig.add_trace(
-            go.Scatter(
-                x=capped["x"],
-                y=capped["value"],
-                mode="markers",
-                name="under a power/thermal cap",
-                marker=dict(
-                    symbol="triangle-down-open", size=13, color="#d62728", line=dict(width=1.5, color="#d62728")
-                ),
-                customdata=list(zip(capped["run_id"], capped["label"])),
-                hovertemplate="measured under %{customdata[1]}<br>run %{customdata[0]}<extra>cap</extra>",
-            )
-        )
-    changes = config_changes(series)
-    if not changes.empty:
-        fig.add_trace(
-            go.Scatter(
-                x=changes["x"],
-                y=changes["value"],
-                mode="markers",
-                name="kernel config changed",
-                marker=dict(symbol="diamond-open", size=14, color="#7f7f7f", line=dict(width=2, color="#7f7f7f")),
-                customdata=list(zip(changes["run_id"], changes["label"].map(lambda t: escape_hover(t, 200)))),
-                hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>config change</extra>",
-            )
-        )
-    if markers is not None and not markers.empty:
-        for kind, (symbol, color) in MARKER_STYLE.items():
-            m = markers[markers["kind"] == kind]
-            if m.empty:
-                continue
-            fig.add_trace(
-                go.Scatter(
-                    x=m["x"],
-                    y=m["value"],
-                    mode="markers",
-                    name=f"{kind} alerts",
-                    marker=dict(symbol=symbol, size=15, color=color, line=dict(width=2, color=color)),
-                    customdata=list(zip(m["run_id"], m["label"].map(lambda t: escape_hover(t, 300)))),
-                    hovertemplate="%{customdata[1]}<br>run %{customdata[0]}<extra>" + kind + "</extra>",
-                )
-            )
-    mark_epochs(fig, environment_epochs(series), axis)
-    if highlight and highlight[0] in axis and highlight[1] in axis:
-        # By category position, never by label: plotly autoranges a shape's string x0 as a number
-        # when it looks like one (a short hash '5380e62' is 5.38e65), which squeezed every run
-        # of the chart onto one spot.
-        fig.add_vrect(
-            x0=axis.index(highlight[0]),
-            x1=axis.index(highlight[1]),
-            fillcolor="rgba(255,200,0,0.18)",
-            line_width=0,
-            annotation_text="commit range",
-            annotation_position="top left",
-        )
-    fig.update_layout(
-        height=460,
-        margin=TREND_MARGIN,
-        hovermode="closest",
-        yaxis=dict(title=metric_label, type="log" if log_y else "linear", tickformat=",~r"),
-        xaxis=dict(
-            title="commit (in commit order; hover for dates)",
-            type="category",
-            categoryorder="array",
-            categoryarray=axis,
-        ),
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-    )
-    return fig

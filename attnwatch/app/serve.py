@@ -2,7 +2,7 @@
 modules imported before the server starts listening.
 
 Streamlit imports what a page needs when the first visitor's script runs, so the first page
-view after a start paid for importing pandas, numpy, pyarrow, DuckDB, plotly and the app
+view after a start paid for importing pandas, numpy, pyarrow, DuckDB and the app
 (0.6-1.8 s on the 2-core CI machine, depending on its load) on top of its own queries.
 Imported here, that cost moves to the server's start, where nobody is waiting for a page; the
 modules are the same objects the scripts then import (sys.modules). The first page's data is
@@ -42,12 +42,12 @@ PRELOAD = (
     "numpy",
     "pyarrow",
     "duckdb",
-    "plotly.graph_objects",
     *(
         f"attnwatch.app.{m}"
         for m in (
             "ui",
             "charts",
+            "trend_chart",
             "url_state",
             "data.alerts",
             "data.compare",

@@ -2,12 +2,11 @@
 
 Untrusted text (commit messages, branch, kernel and runner names) reaches the screen only
 through `st.dataframe`, `st.text`, `st.code`, or markdown after `escape_markdown`: never as
-HTML. Plotly hover text goes through `escape_hover`, since plotly interprets a few tags.
+HTML. The Trends chart's tooltips show text as text (Vega's tooltip escapes it).
 """
 
 from __future__ import annotations
 
-import html
 import math
 import re
 from typing import Callable
@@ -51,7 +50,7 @@ def plain_number(value, digits: int = 3) -> str:
     return f"{number:,.{decimals}f}"
 
 
-# The same plain form for plotly's hover and tick labels (d3-format: grouped, significant digits,
+# The same plain form for the trend's tooltip (d3-format: grouped, significant digits,
 # trailing zeros trimmed, no SI suffix or exponent).
 PLAIN_D3 = ",.4~r"
 
@@ -74,11 +73,6 @@ def md(value) -> str:
     name cannot become a link, an image or emphasis."""
     # A bare URL is auto-linked even when escaped; a zero-width space after the scheme stops it.
     return escape_markdown(str(value)).replace("\\://", "\\:\u200b//")
-
-
-def escape_hover(text: str | None, limit: int = 80) -> str:
-    """Commit text for a plotly hover label: truncated, then HTML-escaped (plotly reads tags)."""
-    return html.escape(truncate(text, limit), quote=True)
 
 
 def code_span(text: str | None) -> str:

@@ -3,14 +3,12 @@ and branch (timings, ncu metrics, and the correctness check's error and margin);
 band; detection's alerts marked; a commit range shaded. Hovering a point
 shows its commit and run time; clicking it opens that run. Every choice is in the URL."""
 
-import pickle
-
 import numpy as np
 import pandas as pd
 
 import streamlit as st
 
-from attnwatch.app import charts, table_layout, ui
+from attnwatch.app import charts, table_layout, trend_chart, ui
 from attnwatch.app.data import defaults, quality, runs, timers, trends
 from attnwatch.app.url_state import UrlState
 from attnwatch.history.links import commit_range, parse_commit_range
@@ -194,8 +192,10 @@ def trends_page(source, shape):
     markers = shown.merge(series[["series", "run_id", "x", "value"]], on=["series", "run_id"])
     epochs = trends.environment_epochs(series)
     markers = with_epochs(markers, epochs)
-    figure = cached_figure(series, label, c["band"], markers, log_y, highlight)
-    event = st.plotly_chart(figure, key="trend_chart", on_select="rerun", selection_mode="points", width="stretch")
+    spec = cached_spec(series, label, c["band"], markers, log_y, highlight)
+    event = st.vega_lite_chart(
+        spec=spec, key="trend_chart", on_select="rerun", selection_mode=[trend_chart.PICK], width="stretch"
+    )
     runs_plotted = series["run_id"].nunique()
     flagged = series[series["marks"] != ""]
     shown_range = ui.md(commit_range(ui.short_sha(span.base), ui.short_sha(span.head))) if span else ""
@@ -304,16 +304,10 @@ def commit_span(series, span):
     return first, head["x"].iloc[-1]
 
 
-def cached_figure(series, metric, band, markers, log_y, highlight):
-    """The trend figure, read back from one cached serialised copy on every run.
-
-    Building a figure of thousands of points costs more than its query, so it is kept with the
-    data. Every run, the first included, draws a copy read back from the cached bytes: Streamlit
-    names a selectable chart by its spec, and a figure drawn fresh on one run and its cached
-    copy on the next serialise differently, so the click's rerun would meet a chart of another
-    name and lose the clicked point. (Reading back a pickle costs what a cache hit always cost;
-    parsing the figure's JSON instead took 140 ms more for 6,000 points.)"""
-    return pickle.loads(_figure_bytes(series, metric, band, markers, log_y, highlight))
+def cached_spec(series, metric, band, markers, log_y, highlight):
+    """The trend's Vega-Lite spec with its data, built once per distinct view (app.trend_chart):
+    a rerun that only reads a click or a toggle elsewhere reuses it."""
+    return _spec(series, metric, band, markers, log_y, highlight)
 
 
 def _frame_key(frame):
@@ -333,19 +327,15 @@ def _frame_key(frame):
 
 
 @st.cache_data(ttl=600, max_entries=32, show_spinner=False, hash_funcs={pd.DataFrame: _frame_key})
-def _figure_bytes(series, metric, band, markers, log_y, highlight) -> bytes:
-    return pickle.dumps(
-        charts.trend_figure(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight)
-    )
+def _spec(series, metric, band, markers, log_y, highlight) -> dict:
+    return trend_chart.trend_spec(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight)
 
 
 def open_selected_run(event) -> None:
-    """A clicked point carries its run id in customdata[0]: go to that run's page."""
-    points = event["selection"]["points"] if event and "selection" in event else []
-    for point in points:
-        custom = point.get("customdata")
-        if custom:
-            st.switch_page("views/run.py", query_params={"run": str(custom[0])})
+    """A clicked point selects its run (app.trend_chart, the `pick` parameter): go to that run's page."""
+    run_id = trend_chart.selected_run(event)
+    if run_id:
+        st.switch_page("views/run.py", query_params={"run": run_id})
 
 
 ui.run_page("trends", trends_page)
