@@ -64,10 +64,10 @@ RUNTIME_COMPILED = "compiled per case at run time: each case's own cubin diff le
 
 
 class Check:
-    def __init__(self, out: Path, budget_s: float) -> None:
+    def __init__(self, out: Path, budget_s: float, log_name: str = "explain_check.log") -> None:
         self.out, self.started, self.budget_s = out, time.monotonic(), budget_s
         self.result: dict = {"budget_s": budget_s}
-        self.log_file = open(out / "explain_check.log", "w", encoding="utf-8")
+        self.log_file = open(out / log_name, "w", encoding="utf-8")
 
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self.started)
