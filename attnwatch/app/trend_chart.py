@@ -3,10 +3,10 @@ p10–p90 band, hollow points where the number is not a clean kernel time, detec
 points under a power or thermal cap and the configuration changes as open symbols, the
 environment's epochs as dotted lines, and a commit range shaded.
 
-Why Vega-Lite and not plotly: measured alone on the 2-core CI machine, the same 10 x 200 points
-loaded about 1.0 s faster on a first visit and 1.5 s faster on a repeat visit in Vega-Lite
-(docs/benchmarks/dashboard.md, "Trends' chart library"); every other page already loads no chart
-library.
+Why Vega-Lite and not plotly: on the 2-core CI machine and the 1M-result history, Trends loaded
+1.0-1.4 s faster on a first visit (no plotly bundle to parse and compile) and 0.15-0.2 s faster on
+a repeat one (docs/benchmarks/dashboard.md, "Trends drawn by Vega-Lite"); every other page loads
+no chart library at all.
 
 The data travel as named datasets (`points`, `marks`, `epochs`, `range`: Streamlit sends each as
 Arrow), and every value is plain text: Vega's tooltip escapes what it shows, so commit messages
