@@ -304,12 +304,6 @@ def commit_span(series, span):
     return first, head["x"].iloc[-1]
 
 
-def cached_spec(series, metric, band, markers, log_y, highlight):
-    """The trend's Vega-Lite spec with its data, built once per distinct view (app.trend_chart):
-    a rerun that only reads a click or a toggle elsewhere reuses it."""
-    return _spec(series, metric, band, markers, log_y, highlight)
-
-
 def _frame_key(frame):
     """The cache key of a frame argument: pandas' row hash, with cells of numpy arrays (the
     `throttle_reasons` list column) as tuples. Streamlit's own frame hash refuses those cells and
@@ -327,7 +321,9 @@ def _frame_key(frame):
 
 
 @st.cache_data(ttl=600, max_entries=32, show_spinner=False, hash_funcs={pd.DataFrame: _frame_key})
-def _spec(series, metric, band, markers, log_y, highlight) -> dict:
+def cached_spec(series, metric, band, markers, log_y, highlight) -> dict:
+    """The trend's Vega-Lite spec with its data, built once per distinct view (app.trend_chart):
+    a rerun that only reads a click or a toggle elsewhere reuses it."""
     return trend_chart.trend_spec(series, metric, band=band, markers=markers, log_y=log_y, highlight=highlight)
 
 
