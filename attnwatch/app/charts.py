@@ -14,21 +14,6 @@ import pandas as pd
 from attnwatch.history.analysis.caps import cap_mark
 from attnwatch.history.analysis.kernel_config import change_text, changed
 
-# At most this many series get a p10–p90 band; more bands than that hide the lines.
-MAX_BANDS = 6
-
-
-# Detection's alerts on a trend: a change point found on main (regression or improvement) or a
-# correctness failure, each drawn at the run where it starts.
-# Each is drawn open (stroke only) in its colour; the shapes are Vega's symbol names or, for the
-# regression's thin x, an SVG path in Vega's unit square.
-MARKER_STYLE = {
-    "regression": ("M-1,-1L1,1M1,-1L-1,1", "#d62728"),
-    "improvement": ("triangle-down", "#2ca02c"),
-    "correctness": ("diamond", "#111111"),
-}
-
-
 # The quality marks (app.data.quality) that draw a trend point hollow: the number is not the
 # kernel's time at its clock (throttled samples, host launch gaps). An unconverged median is still
 # the kernel's time, with its spread said on hover: on a busy history most points stop at the
@@ -85,9 +70,6 @@ HASHED_COLORS = (
     "#ce6dbd",
     "#de9ed6",
 )
-# A shape's line dash (stroke dash arrays in pixels: solid, dash, dot, dash-dot, long dash,
-# long dash-dot), in the order the shapes are listed.
-SHAPE_DASHES = ((1, 0), (6, 4), (2, 2), (6, 3, 2, 3), (10, 4), (10, 4, 2, 4))
 
 
 def variant_color(variant: str) -> str:

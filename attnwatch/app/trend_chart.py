@@ -22,31 +22,30 @@ import math
 
 import pandas as pd
 
-from attnwatch.app.charts import (
-    MARKER_STYLE,
-    MAX_BANDS,
-    SHAPE_DASHES,
-    capped_points,
-    config_changes,
-    hollow,
-    variant_color,
-)
+from attnwatch.app.charts import capped_points, config_changes, hollow, variant_color
 from attnwatch.app.data.quality import recipe_text
 from attnwatch.app.data.trends import environment_epochs
 from attnwatch.app.ui import PLAIN_D3, short_sha, truncate
 
 HEIGHT = 460
-CAP_STYLE = ("triangle-down", "#d62728")
-CONFIG_STYLE = ("diamond", "#7f7f7f")
+# At most this many series get a p10–p90 band; more bands than that hide the lines.
+MAX_BANDS = 6
+# A shape's line dash (stroke dash arrays in pixels: solid, dash, dot, dash-dot, long dash,
+# long dash-dot), in the order the shapes are listed.
+SHAPE_DASHES = ((1, 0), (6, 4), (2, 2), (6, 3, 2, 3), (10, 4), (10, 4, 2, 4))
 EPOCH_COLOR = "#9467bd"
-# The kinds of marks, in the legend's order: (legend label, shape, colour).
+# The open symbols over points, in the legend's order: kind -> (legend label, shape, colour). The
+# first three are detection's alerts (a change point on main, or a correctness failure), drawn at
+# the run where each starts; the shapes are Vega's symbol names or, for the regression's thin x,
+# an SVG path in Vega's unit square.
 MARK_KINDS = {
-    "regression": ("regression alert", *MARKER_STYLE["regression"]),
-    "improvement": ("improvement alert", *MARKER_STYLE["improvement"]),
-    "correctness": ("correctness alert", *MARKER_STYLE["correctness"]),
-    "cap": ("under a power/thermal cap", *CAP_STYLE),
-    "config": ("kernel config changed", *CONFIG_STYLE),
+    "regression": ("regression alert", "M-1,-1L1,1M1,-1L-1,1", "#d62728"),
+    "improvement": ("improvement alert", "triangle-down", "#2ca02c"),
+    "correctness": ("correctness alert", "diamond", "#111111"),
+    "cap": ("under a power/thermal cap", "triangle-down", "#d62728"),
+    "config": ("kernel config changed", "diamond", "#7f7f7f"),
 }
+ALERT_KINDS = ("regression", "improvement", "correctness")
 # The selection a click makes, and the one the scales are bound to.
 PICK, ZOOM = "pick", "zoom"
 # The parameter holding each position's commit label, and how many positions are labelled at
@@ -126,7 +125,7 @@ def _marks(series: pd.DataFrame, markers: pd.DataFrame | None, position: dict) -
     capped = capped_points(series)
     parts.append(capped[wanted].assign(kind="cap", label=capped["label"].map("measured under {}".format)))
     if markers is not None and not markers.empty:
-        parts += [markers.loc[markers["kind"] == kind, wanted].assign(kind=kind) for kind in MARKER_STYLE]
+        parts += [markers.loc[markers["kind"] == kind, wanted].assign(kind=kind) for kind in ALERT_KINDS]
     rows = pd.concat([p for p in parts if not p.empty] or [parts[0]], ignore_index=True)
     return pd.DataFrame(
         {
@@ -320,12 +319,14 @@ def trend_spec(
     kernel_config / _source and the timing recipe's columns (said in the tooltip; a changed
     configuration gets an open diamond), throttle_reasons (a cap badge). Colour follows the
     variant, dash the shape.
-    `markers` (detection's alerts) columns: x, value, label, kind (a MARKER_STYLE key), run_id.
+    `markers` (detection's alerts) columns: x, value, label, kind (one of ALERT_KINDS), run_id.
     `highlight`: (first, last) x labels of a commit range to shade.
     """
     axis = series.drop_duplicates("x").sort_values("x_order")["x"].tolist()
     position = {x: i for i, x in enumerate(axis)}
-    first = series.assign(series=series["series"].astype(str)).drop_duplicates("series").set_index("series")
+    first = (  # each series' variant and shape, in the order the series come
+        series[["series", "variant", "shape_id"]].astype({"series": str}).drop_duplicates("series").set_index("series")
+    )
     names = list(first.index)
     shapes = list(dict.fromkeys(first["shape_id"]))
     by_series = {
