@@ -153,7 +153,8 @@ def test_attnwatch_installs_from_a_git_url_as_the_readmes_say(tmp_path):
         ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
     ).stdout.strip()
     python = fresh_venv(tmp_path)
-    pip(python, "install", "--no-deps", "--no-index", "--no-build-isolation", f"attnwatch @ git+file://{ROOT}@{sha}")
+    # file://localhost/...: pip before 23.3 refuses `git+file:///...@rev` as "a path"
+    pip(python, "install", "--no-deps", "--no-index", "--no-build-isolation", f"attnwatch @ git+file://localhost{ROOT}@{sha}")
     found = _installed(python, tmp_path)
     assert f"{tmp_path}/venv/" in found["file"] and found["plugin"] == ["attnwatch.ci.pytest_plugin"]
 
