@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -171,3 +172,37 @@ def test_a_checkout_without_a_remote_is_named_local_and_its_directory(repo, tmp_
     assert repository_identity(repo, {"ATTNWATCH_REPO": "myteam/kernels"}) == "myteam/kernels"
     assert main(["env", "--repo", str(repo), "--no-device"]) == 0
     assert json.loads(capsys.readouterr().out)["git"]["repo"] == repository_identity(repo)
+
+
+def test_torch_version_is_read_without_importing_torch():
+    """The run's parent records torch's version and CUDA build from torch/version.py, never
+    importing torch (about 1.9 s on a 2-core CPU): the same values torch itself reports."""
+    probe = (
+        "import json, sys\n"
+        "from attnwatch.ci.environment import torch_version_info\n"
+        "found = torch_version_info()\n"
+        "imported = 'torch' in sys.modules\n"
+        "import torch\n"
+        "print(json.dumps([found, imported, [str(torch.__version__), torch.version.cuda]]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    found, imported, asked = json.loads(done.stdout)
+    assert not imported and found == asked
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["__version__ = compute()\ncuda = None\n", "cuda = '13.0'\n", "__version__ = '2.1'\ncuda = 13\n", "def broken(:\n"],
+)
+def test_a_torch_version_file_it_cannot_read_literally_says_so(tmp_path, monkeypatch, text):
+    """Anything but literal strings (or None for `cuda`) gives None, and the caller imports torch."""
+    import importlib.machinery
+    import importlib.util
+
+    from attnwatch.ci import environment
+
+    (tmp_path / "version.py").write_text(text)
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path)]
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
+    assert environment._torch_version_file() is None

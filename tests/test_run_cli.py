@@ -237,3 +237,52 @@ def test_a_tree_without_git_refuses_to_ingest_an_unknown_commit(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "no git history" in done.stderr and "--commit" in done.stderr
     assert not (tmp_path / "b").exists() and not (tmp_path / "h.duckdb").exists()
+
+
+def test_the_measuring_child_loads_no_installed_pytest_plugin_but_pytest_benchmark(tmp_path):
+    """A pytest plugin installed beside attnwatch (a pytest11 entry point, as a team's own or
+    hypothesis' is) is loaded by a plain pytest session but never by the timed child of `run`."""
+    import os
+    import subprocess
+    import sys
+
+    plugins = tmp_path / "plugins"
+    (plugins / "marking_plugin-1.0.dist-info").mkdir(parents=True)
+    (plugins / "marking_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: marking-plugin\nVersion: 1.0\n"
+    )
+    (plugins / "marking_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nmarking = marking_plugin\n")
+    (plugins / "marking_plugin.py").write_text(
+        "import os\n\ndef pytest_configure(config):\n"
+        "    with open(os.environ['MARKS'], 'a') as f:\n        f.write('loaded\\n')\n"
+    )
+    marks = tmp_path / "marks.txt"
+    env = {
+        **os.environ,
+        "MARKS": str(marks),
+        "PYTHONPATH": os.pathsep.join([str(plugins), os.environ.get("PYTHONPATH", "")]),
+    }
+    (tmp_path / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    plain = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_nothing.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plain.returncode == 0 and marks.read_text() == "loaded\n", plain.stdout  # the plugin is found
+    marks.unlink()
+    run = subprocess.run(
+        [sys.executable, "-m", "attnwatch", "run", "--shapes", "cpu", "--variants", "sdpa"]
+        + ["--dtypes", "fp16", "--causal", "no", "--time-cap", "0.2", "--no-progress", "--no-correctness"]
+        + ["--out", str(tmp_path / "bundle")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert not marks.exists()
+    assert load_bundle(tmp_path / "bundle").outcomes  # measured all the same

@@ -154,7 +154,14 @@ def test_attnwatch_installs_from_a_git_url_as_the_readmes_say(tmp_path):
     ).stdout.strip()
     python = fresh_venv(tmp_path)
     # file://localhost/...: pip before 23.3 refuses `git+file:///...@rev` as "a path"
-    pip(python, "install", "--no-deps", "--no-index", "--no-build-isolation", f"attnwatch @ git+file://localhost{ROOT}@{sha}")
+    pip(
+        python,
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--no-build-isolation",
+        f"attnwatch @ git+file://localhost{ROOT}@{sha}",
+    )
     found = _installed(python, tmp_path)
     assert f"{tmp_path}/venv/" in found["file"] and found["plugin"] == ["attnwatch.ci.pytest_plugin"]
 

@@ -188,13 +188,48 @@ def nvcc_version() -> str | None:
 
 
 def torch_version_info() -> tuple[str | None, str | None]:
-    """(torch version, CUDA version torch was built with) without touching the GPU."""
-    version = package_version("torch")
-    if version is None:
+    """(torch version, CUDA version torch was built with) without touching the GPU.
+
+    Read from torch's generated `torch/version.py` (literal assignments of `__version__` and
+    `cuda`) without importing torch: the run's parent records the environment but never runs a
+    kernel, and importing torch cost it about 1.9 s on a 2-core CPU. Where that file cannot be
+    read as such (an unusual install), torch is imported and asked."""
+    if package_version("torch") is None:
         return None, None
+    from_file = _torch_version_file()
+    if from_file is not None:
+        return from_file
     import torch  # lazily: dashboard hosts have no torch
 
     return torch.__version__, torch.version.cuda
+
+
+def _torch_version_file() -> tuple[str, str | None] | None:
+    """(`__version__`, `cuda`) as torch/version.py assigns them, or None where it cannot say."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("torch")  # finds the package without importing it
+        folders = list(spec.submodule_search_locations or []) if spec else []
+        tree = ast.parse((Path(folders[0]) / "version.py").read_text(encoding="utf-8"))
+    except (ImportError, IndexError, OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    values: dict[str, object] = {}
+    for node in tree.body:
+        value: ast.expr | None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign):
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            values[target.id] = value.value
+    version, cuda = values.get("__version__"), values.get("cuda")
+    if not isinstance(version, str) or not (cuda is None or isinstance(cuda, str)):
+        return None
+    return version, cuda
 
 
 @dataclass
