@@ -142,3 +142,22 @@ def test_the_canary_drawn_from_the_sources_is_one_this_runner_can_run():
     rotation = next(f"head{k}" for k in range(10_000) if canary_order(list(listed.modules), f"head{k}")[0] in cannot)
     result = affected(ROOT, ROOT, head_sha=rotation)
     assert result.canary and not set(result.canary) & set(cannot), (result.canary, cannot)
+
+
+def test_walks_sharing_one_snapshot_find_what_each_finds_alone():
+    """checkout_prints reads the checkout once for every variant's walk (sources.Snapshot); each
+    variant's fingerprint and files equal those of a walk of its own, and the harness's too."""
+    from attnwatch.ci.fingerprint.source_print import checkout_prints, source_print
+    from attnwatch.ci.fingerprint.sources import Snapshot, harness_closure
+
+    root = Path(__file__).resolve().parent.parent
+    libraries = {"torch": "x"}
+    shared = Snapshot()
+    found, prints = checkout_prints(root, libraries, snapshot=shared)
+    assert len(prints) == len(found.modules) > 10
+    for name, module in found.modules.items():
+        alone = source_print(name, module, root, libraries)
+        assert {k: prints[name].get(k) for k in alone} == alone, name
+    together, apart = harness_closure(root, shared), harness_closure(root)
+    assert (together.files, together.cuda, together.unknown) == (apart.files, apart.cuda, apart.unknown)
+    assert len(apart.files) > 50

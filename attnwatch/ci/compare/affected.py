@@ -31,7 +31,7 @@ from attnwatch.ci.compare.select import (
     select_variants,
 )
 from attnwatch.ci.fingerprint.source_print import RegistryUnreadable, checkout_prints, file_prints, toolchain
-from attnwatch.ci.fingerprint.sources import harness_closure, rules
+from attnwatch.ci.fingerprint.sources import Snapshot, harness_closure, rules
 
 SCHEMA = "attnwatch-affected/1"
 SOURCE_UNCHANGED = "unchanged: identical sources (not built)"
@@ -91,7 +91,10 @@ def affected(
     `head_sha`; `planned`: the variants a compare plans (--variants), which the selection and the
     canary are drawn from (default: every registered variant)."""
     libraries = toolchain()
-    harness = {side: harness_closure(Path(root)) for side, root in (("base", base_root), ("head", head_root))}
+    seen = {"base": Snapshot(), "head": Snapshot()}  # each checkout read once for all its walks
+    harness = {
+        side: harness_closure(Path(root), seen[side]) for side, root in (("base", base_root), ("head", head_root))
+    }
     pipeline_paths = [entry["path"] for entry in rules()["affected"]["paths"]]
     pipeline = {
         side: file_prints(Path(root), pipeline_paths) for side, root in (("base", base_root), ("head", head_root))
@@ -105,8 +108,8 @@ def affected(
     if out.everything is None and moved:
         out.everything = f"how the GPU job runs changed ({', '.join(moved)})"
     try:
-        base_registry, base = checkout_prints(Path(base_root), libraries, python)
-        head_registry, head = checkout_prints(Path(head_root), libraries, python)
+        base_registry, base = checkout_prints(Path(base_root), libraries, python, seen["base"])
+        head_registry, head = checkout_prints(Path(head_root), libraries, python, seen["head"])
     except RegistryUnreadable as exc:
         out.everything = out.everything or str(exc)
         return out  # build None: every variant, the workers' fingerprints decide

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from attnwatch.ci.fingerprint.sources import _INCLUDE_RE, file_digest, module_closure
+from attnwatch.ci.fingerprint.sources import _INCLUDE_RE, Snapshot, file_digest, module_closure
 from attnwatch.ci.fingerprint.variant import digest_of
 from attnwatch.layout import top_level_name
 
@@ -141,12 +141,12 @@ def _nvcc() -> str | None:
     return (lines[-1] if lines else done.stdout.strip())[:200] or None
 
 
-def source_print(name: str, module: Path | None, root: Path, libraries: dict) -> dict:
+def source_print(name: str, module: Path | None, root: Path, libraries: dict, snapshot: Snapshot | None = None) -> dict:
     """One variant's source fingerprint in the checkout at `root` (module doc); `digest` None and
     `unknown` saying why when its module is missing or its closure has anything unresolved."""
     if module is None or not module.is_file():
         return {"digest": None, "unknown": "the module defining the variant was not found"}
-    closure = module_closure([module], root)
+    closure = module_closure([module], root, snapshot=snapshot)
     if closure.unknown:
         return {"digest": None, "unknown": "; ".join(closure.unknown)[:1000]}
     files = dict(closure.files)
@@ -174,14 +174,18 @@ def _with_headers(root: Path, source: str) -> set[str]:
     return seen
 
 
-def checkout_prints(root: Path, libraries: dict, python: str | None = None) -> tuple[Registered, dict[str, dict]]:
+def checkout_prints(
+    root: Path, libraries: dict, python: str | None = None, snapshot: Snapshot | None = None
+) -> tuple[Registered, dict[str, dict]]:
     """The registry of the checkout at `root` and every registered variant's source fingerprint
-    (with its `operator`, as the selection reads it); RegistryUnreadable when it cannot be listed."""
+    (with its `operator`, as the selection reads it); RegistryUnreadable when it cannot be listed.
+    The variants' walks share one reading of the checkout (`snapshot`, or a new one)."""
     found = registered(root, python)
+    snapshot = snapshot or Snapshot()
     prints = {}
     for name, module in found.modules.items():
         try:
-            prints[name] = source_print(name, module, Path(root), libraries)
+            prints[name] = source_print(name, module, Path(root), libraries, snapshot)
         except (OSError, ValueError) as exc:  # a closure that cannot be read is unknown: built and measured
             prints[name] = {"digest": None, "unknown": f"fingerprinting failed: {type(exc).__name__}"}
         prints[name]["operator"] = found.operators[name]

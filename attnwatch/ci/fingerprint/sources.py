@@ -57,9 +57,54 @@ class Closure:
     unknown: list[str] = field(default_factory=list)
 
 
+class Snapshot:
+    """What the walks of one look at a checkout share: resolved paths, file digests, the data
+    files of each folder and each module's parsed statements, each read once.
+
+    A checkout's variants share most of their modules (22 closures plus the harness in one
+    `affected`), so without it every walk resolved, read and hashed the same files again. It
+    assumes the files do not change while it is in use: make one per look, never keep one."""
+
+    def __init__(self) -> None:
+        self._resolved: dict[Path, Path] = {}
+        self._digests: dict[Path, str] = {}
+        self._listings: dict[Path, list[Path]] = {}
+        self._statements: dict[Path, tuple | str] = {}
+
+    def resolve(self, path: Path) -> Path:
+        found = self._resolved.get(path)
+        if found is None:
+            found = self._resolved[path] = path.resolve()
+        return found
+
+    def digest(self, path: Path) -> str:
+        """The sha256 of the file at `path` (resolved)."""
+        found = self._digests.get(path)
+        if found is None:
+            found = self._digests[path] = file_digest(path)
+        return found
+
+    def files_beside(self, path: Path) -> list[Path]:
+        """The files of the folder holding `path`, sorted."""
+        folder = path.parent
+        found = self._listings.get(folder)
+        if found is None:
+            found = self._listings[folder] = sorted(p for p in folder.iterdir() if p.is_file())
+        return found
+
+    def statements(self, path: Path) -> tuple | str:
+        found = self._statements.get(path)
+        if found is None:
+            found = self._statements[path] = _statements(path.read_bytes())
+        return found
+
+
 class _Walker:
-    def __init__(self, root: Path, packages: tuple[str, ...], dynamic_is_unknown: bool) -> None:
-        self.root = root.resolve()
+    def __init__(
+        self, root: Path, packages: tuple[str, ...], dynamic_is_unknown: bool, snapshot: Snapshot | None = None
+    ) -> None:
+        self.seen = snapshot or Snapshot()
+        self.root = self.seen.resolve(root)
         self.package = self.root / PACKAGE  # importing its modules runs attnwatch/__init__.py: no code of a measurement
         self.packages = packages
         self.dynamic_is_unknown = dynamic_is_unknown
@@ -71,27 +116,23 @@ class _Walker:
         self._queue: list[Path] = []
 
     def label(self, path: Path) -> str:
-        path = path.resolve()
+        path = self.seen.resolve(path)
         try:
             return top_level_name(path.relative_to(self.root).as_posix())
         except ValueError:
             return f"external/{path.name}"
 
     def add_module(self, path: Path) -> None:
-        path = path.resolve()
+        path = self.seen.resolve(path)
         label = self.label(path)
         if label in self.out.files:
             return
-        self.out.files[label] = file_digest(path)
+        self.out.files[label] = self.seen.digest(path)
         if label not in self.not_followed:
             self._queue.append(path)
         if not label.startswith("external/"):
-            for sibling in sorted(path.parent.iterdir()):  # data beside a module, also where its name is computed
-                if (
-                    sibling.suffix in self.data_suffixes
-                    and sibling.suffix not in self.cuda_suffixes
-                    and sibling.is_file()
-                ):
+            for sibling in self.seen.files_beside(path):  # data beside a module, also where its name is computed
+                if sibling.suffix in self.data_suffixes and sibling.suffix not in self.cuda_suffixes:
                     self.add_data(sibling)
             parent = path.parent  # importing a module runs its packages' __init__ first
             while parent not in (self.root, self.package) and self.root in parent.parents:
@@ -104,13 +145,13 @@ class _Walker:
         label = self.label(path)
         if label in self.out.files:
             return
-        self.out.files[label] = file_digest(path)
+        self.out.files[label] = self.seen.digest(self.seen.resolve(path))
         if path.suffix in self.cuda_suffixes:
             self.out.cuda.add(label)
             for name in _INCLUDE_RE.findall(path.read_text(errors="replace")):
                 header = path.parent / name
                 if header.is_file():
-                    self.add_data(header.resolve())
+                    self.add_data(self.seen.resolve(header))
 
     def run(self) -> Closure:
         while self._queue:
@@ -121,7 +162,7 @@ class _Walker:
 
     def _scan(self, path: Path) -> None:
         label = self.label(path)
-        found = _statements(path.read_bytes())
+        found = self.seen.statements(path)
         if isinstance(found, str):
             self.out.unknown.append(f"{label} does not parse: {found}")
             return
@@ -140,7 +181,7 @@ class _Walker:
             return
         candidate = module.parent / text
         if candidate.is_file():
-            self.add_data(candidate.resolve())
+            self.add_data(self.seen.resolve(candidate))
 
     def _absolute(self, dotted: str, names: tuple[str, ...], where: str) -> None:
         parts = dotted.split(".")
@@ -220,16 +261,22 @@ def _called_name(call: ast.Call) -> str | None:
 
 
 def module_closure(
-    entries: list[Path], root: Path, *, packages: tuple[str, ...] = ("kernels",), dynamic_is_unknown: bool = True
+    entries: list[Path],
+    root: Path,
+    *,
+    packages: tuple[str, ...] = ("kernels",),
+    dynamic_is_unknown: bool = True,
+    snapshot: Snapshot | None = None,
 ) -> Closure:
-    """The files `entries` (module files) depend on inside `root`, following imports of `packages`."""
-    walker = _Walker(root, packages, dynamic_is_unknown)
+    """The files `entries` (module files) depend on inside `root`, following imports of `packages`;
+    `snapshot` shares the reading with the other walks of one look at the checkout."""
+    walker = _Walker(root, packages, dynamic_is_unknown, snapshot)
     for entry in entries:
         walker.add_module(Path(entry))
     return walker.run()
 
 
-def harness_closure(root: Path) -> Closure:
+def harness_closure(root: Path, snapshot: Snapshot | None = None) -> Closure:
     """The shared harness of the checkout at `root` (rules.toml [harness]): its entry modules and
     everything of the project they import, plus the listed files. A missing one is unknown."""
     harness = rules()["harness"]
@@ -241,7 +288,7 @@ def harness_closure(root: Path) -> Closure:
             entries.append(path)
         else:
             missing.append(entry["path"])
-    closure = module_closure(entries, root, packages=PROJECT_PACKAGES, dynamic_is_unknown=False)
+    closure = module_closure(entries, root, packages=PROJECT_PACKAGES, dynamic_is_unknown=False, snapshot=snapshot)
     for entry in harness["paths"]:
         path = root / entry["path"]
         if path.is_file():
