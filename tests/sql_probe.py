@@ -45,13 +45,17 @@ MID_STREAM_SAYS = re.compile(r"boom at 5000|reported only 'Interrupted'")
 # as output, plus slack. Fetching the whole result grew it by 3.7 GB (WIDE_ROWS) and 11 GB
 # (HUGE_CONSTANT) before.
 PROBE_GROWTH_MIB = 400
+TIMEOUT_ENV = "SQL_PROBE_PAGE_TIMEOUT_S"  # probe()'s page_timeout_s, handed to the probing process
 
 
-def probe(mode: str, db: Path, sql: str) -> dict:
-    """What one query costs and shows, measured in a process of its own (module docstring)."""
+def probe(mode: str, db: Path, sql: str, page_timeout_s: float | None = None) -> dict:
+    """What one query costs and shows, measured in a process of its own (module docstring);
+    `page_timeout_s` replaces the SQL page's time limit (mode "app")."""
+    env = {**os.environ, TIMEOUT_ENV: str(page_timeout_s)} if page_timeout_s else None
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), mode, str(db), sql],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=300,
@@ -141,6 +145,10 @@ def probe_cli(db: str, sql: str) -> dict:
 def probe_app(db: str, sql: str) -> dict:
     from streamlit.testing.v1 import AppTest
 
+    from attnwatch.app.data import sql_console
+
+    if os.environ.get(TIMEOUT_ENV):
+        sql_console.TIMEOUT_S = float(os.environ[TIMEOUT_ENV])
     os.environ["ATTNWATCH_DB"] = db
     at = AppTest.from_file(str(ROOT / "app" / "streamlit_app.py"), default_timeout=120).run()
     at.switch_page("views/sql.py").run()
