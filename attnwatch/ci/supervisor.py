@@ -52,8 +52,8 @@ from attnwatch.history.temp_dirs import mark_kept, owned_temp_dir
 REPO_ROOT = IMPORT_ROOT  # this checkout, whose git state a run records
 
 # The one pytest plugin the measuring child loads. Every other installed plugin (pytest11 entry
-# points: xdist, hypothesis, anyio, a team's own) stays out of the timed process: none of them can
-# hook a measured call, and their imports cost the child about 1.1 s a run on a 2-core CPU.
+# points: xdist, hypothesis, anyio, a team's own) stays out of the timed process, so none of them
+# can hook a measured call; their imports also cost the child about 1.1 s a run on a 2-core CPU.
 MEASURING_PLUGIN = "pytest_benchmark.plugin"
 
 # The folder holding this `ci` and `kernels` (attnwatch/, in a checkout or a wheel): the measuring code.

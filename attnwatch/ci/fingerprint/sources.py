@@ -58,8 +58,8 @@ class Closure:
 
 
 class Snapshot:
-    """What the walks of one look at a checkout share: resolved paths, file digests, the data
-    files of each folder and each module's parsed statements, each read once.
+    """What the walks of one look at a checkout share: resolved paths, file digests and each
+    folder's files, each read once (a module's statements are parsed once per text: `_statements`).
 
     A checkout's variants share most of their modules (22 closures plus the harness in one
     `affected`), so without it every walk resolved, read and hashed the same files again. It
@@ -69,7 +69,6 @@ class Snapshot:
         self._resolved: dict[Path, Path] = {}
         self._digests: dict[Path, str] = {}
         self._listings: dict[Path, list[Path]] = {}
-        self._statements: dict[Path, tuple | str] = {}
 
     def resolve(self, path: Path) -> Path:
         found = self._resolved.get(path)
@@ -90,12 +89,6 @@ class Snapshot:
         found = self._listings.get(folder)
         if found is None:
             found = self._listings[folder] = sorted(p for p in folder.iterdir() if p.is_file())
-        return found
-
-    def statements(self, path: Path) -> tuple | str:
-        found = self._statements.get(path)
-        if found is None:
-            found = self._statements[path] = _statements(path.read_bytes())
         return found
 
 
@@ -162,7 +155,7 @@ class _Walker:
 
     def _scan(self, path: Path) -> None:
         label = self.label(path)
-        found = self.seen.statements(path)
+        found = _statements(path.read_bytes())
         if isinstance(found, str):
             self.out.unknown.append(f"{label} does not parse: {found}")
             return
