@@ -9,11 +9,12 @@ import pytest
 from bundle_factory import make_bundle
 from attnwatch.cli.main import main as cli_main
 from attnwatch.history.store.db import open_read, open_write, schema_version
-from attnwatch.history.errors import BundleError, HistoryNotFoundError, QueryError
+from attnwatch.history.errors import BundleError, HistoryNotFoundError, MigrationError, QueryError
 from attnwatch.history.ingest.write import ingest_paths
+from attnwatch.history.store import lake
 from attnwatch.history.store.lake import current_snapshot
 from attnwatch.history.store.location import parse_location
-from attnwatch.history.store.migrations import applied_migrations, code_schema_version
+from attnwatch.history.store.migrations import applied_migrations, code_schema_version, migrate
 from attnwatch.history.sql.query import run_user_sql
 from attnwatch.history.store.transactions import CLAIM_SCHEMA
 
@@ -57,6 +58,30 @@ def test_migrations_give_a_lake_the_files_tables_views_and_columns(lake_db, db_p
     with open_read(parse_location(lake_db)) as lake, open_read(parse_location(db_path)) as file:
         assert applied_migrations(lake) == applied_migrations(file)  # checksums of the shipped files
     assert schema_version(parse_location(lake_db)) == (code_schema_version(), code_schema_version())
+
+
+def test_a_new_lake_takes_its_whole_schema_in_one_commit_and_a_failure_leaves_it_empty(lake_db, tmp_path):
+    """A lake with no schema yet takes every migration in one transaction (history.store.migrations):
+    one commit and one release of its claims, where a migration per transaction made 35; and a
+    migration that fails there leaves the lake without a schema, not half-built."""
+    location = parse_location(lake_db)
+    broken = tmp_path / "migrations"
+    broken.mkdir()
+    (broken / "001_initial.sql").write_text("CREATE TABLE first_table (a INTEGER);\n")
+    (broken / "002_broken.sql").write_text("ALTER TABLE no_such_table ADD COLUMN b INTEGER;\n")
+    con = lake.connect(location, read_only=False)
+    try:
+        with pytest.raises(MigrationError, match="002_broken"):
+            migrate(con, location.label, directory=broken)
+        assert not applied_migrations(con)
+        assert con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'first_table'"
+        ).fetchone() == (0,)
+        before = current_snapshot(con)
+        assert migrate(con, location.label) == list(range(1, code_schema_version() + 1))
+        assert current_snapshot(con) - before == 2  # the migrations' commit, then their claims dropped
+    finally:
+        con.close()
 
 
 def test_a_lake_rejects_the_clauses_that_the_translation_removes(lake_db):
