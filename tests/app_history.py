@@ -21,6 +21,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from bundle_factory import SHAPES, case_id, make_bundle
+from history_copies import built_once
 from attnwatch.history.detection.alerts import record_alerts
 from attnwatch.history.detection.scan import scan_history
 from attnwatch.history.analysis.thresholds import load_thresholds
@@ -44,6 +45,7 @@ def main_run_id(i: int) -> str:
     return f"h200-main-{i:02d}"
 
 
+@built_once
 def build_history(db_path: Path, work_dir: Path) -> dict[str, str]:
     """Write the bundles under `work_dir`, ingest them into `db_path`, run detection.
     Returns named run ids for assertions."""
@@ -207,6 +209,7 @@ def push_run_id(gpu: str, i: int) -> str:
     return f"{'h200' if gpu == H200 else 'h100'}-push-{i:02d}"
 
 
+@built_once
 def build_push_history(db_path: Path, work_dir: Path) -> dict[str, str]:
     """Write and ingest the two-GPU push history, run detection; returns named ids."""
     ingest_paths(parse_location(db_path), push_bundles(work_dir))

@@ -1,14 +1,20 @@
-"""A history built once per test module and copied into each test that asks for the same one.
+"""A history built once and copied into each test that asks for the same one.
 
 Building a history (writing bundles, validating and ingesting them) is the costly part of many
-detection and alert tests, and most tests of a module start from the same few histories. The
-first test to ask for a history builds it through the real ingest; later tests get a byte copy of
-that DuckDB file, which is the same history, and go on to change their copy as they please.
+detection, alert and page tests, and most of them start from the same few histories. The first
+test to ask for a history builds it through the real ingest; later tests get a byte copy of that
+DuckDB file, which is the same history, and go on to change their copy as they please. A test
+module's own histories live as long as the module (`ModuleHistories`); the shared builders of
+tests/app_history.py, which dozens of modules call, once per test process (`built_once`).
 """
 
 from __future__ import annotations
 
+import atexit
+import copy
+import functools
 import shutil
+import tempfile
 from collections.abc import Callable, Hashable
 from pathlib import Path
 
@@ -56,3 +62,30 @@ class ModuleHistories:
             self._copies = None
 
         return module_histories
+
+
+def built_once(build):
+    """`build(db_path, work_dir)`, which writes its bundles under `work_dir`, ingests them into
+    `db_path` and returns named ids, run once per test process: each call gets a copy of the
+    history and of the bundle folders, and a copy of the ids. The first build goes to a folder of
+    the process's own, removed at its exit. A history that already exists at `db_path` is built
+    into, as before (a copy would replace it)."""
+    kept: dict[str, object] = {}
+
+    @functools.wraps(build)
+    def copy_of_built(db_path: Path, work_dir: Path):
+        db_path, work_dir = Path(db_path), Path(work_dir)
+        if db_path.exists():
+            return build(db_path, work_dir)
+        if not kept:
+            folder = Path(tempfile.mkdtemp(prefix=f"built-{build.__name__}-"))
+            atexit.register(shutil.rmtree, folder, True)
+            kept["copies"] = HistoryCopies(folder)
+        copies: HistoryCopies = kept["copies"]  # type: ignore[assignment]
+        bundles = copies.folder / "bundles"
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+        copies.make(build.__name__, db_path, lambda path: kept.setdefault("returned", build(path, bundles)))
+        shutil.copytree(bundles, work_dir, dirs_exist_ok=True)
+        return copy.deepcopy(kept["returned"])
+
+    return copy_of_built

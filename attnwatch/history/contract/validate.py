@@ -476,9 +476,10 @@ def _check_consistency(b: LoadedBundle, directory: Path) -> None:
         "case id and kernel_index",
     )
     _unique((c.case_id for c in b.ncu_cases), directory / NCU_FILE, "cases", "case id")
+    correctness_path = directory / CORRECTNESS_FILE
     for i, r in enumerate(b.correctness):
         for name in ("max_abs_err", "rel_err", "atol", "rtol", "tolerance_used", "violations", "nonfinite", "calls"):
-            require_non_negative(getattr(r, name), directory / CORRECTNESS_FILE, f"records[{i}].{name}")
+            require_non_negative(getattr(r, name), correctness_path, f"records[{i}].{name}")
 
 
 def _unique(keys, path: Path, where: str, what: str) -> None:
