@@ -6,6 +6,7 @@ the same way, so the same flags mean the same cases everywhere.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -37,13 +38,21 @@ def select_cases(shapes: str, variants: str | None, dtypes: str | None, causal: 
     )
 
 
+# The device files through which a CUDA driver reaches a GPU: the Linux driver's control file, a
+# Tegra (Jetson) GPU's, and WSL2's GPU paravirtualization. Where none exists no CUDA call can find
+# a GPU, so torch need not be asked (a process that imports it: about 2 s on a 2-core CPU machine).
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvhost-ctrl-gpu", "/dev/dxg")
+
+
 def detect_device_kind() -> str:
-    """ "cuda" when a GPU is visible, asked without creating a CUDA context in this process."""
+    """ "cuda" when a GPU is visible, asked without creating a CUDA context in this process: NVML
+    first; where NVML names none (a Jetson has no NVML, a container may lack its library) torch,
+    in a child process, unless no GPU device file exists at all."""
     from attnwatch.ci.environment import nvml_gpu, package_version
 
     if nvml_gpu() is not None:
         return "cuda"
-    if package_version("torch") is None:
+    if package_version("torch") is None or not any(os.path.exists(path) for path in GPU_DEVICE_FILES):
         return "cpu"
     probe = subprocess.run(
         [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
