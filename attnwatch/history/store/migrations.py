@@ -138,8 +138,8 @@ def _apply(c, m: Migration, lake: bool, db_label: str) -> int:
 
 def migrate(con, db_label: str, directory: Path = MIGRATIONS_DIR, new_file: bool = False) -> list[int]:
     """Apply pending migrations, each in one transaction (all in one on a `new_file` and on a
-    lake with no schema yet, module docstring); return the versions applied. On a file, views whose recorded columns are stale
-    are then refreshed (module docstring)."""
+    lake with no schema yet, module docstring); return the versions applied. On a file, views
+    whose recorded columns are stale are then refreshed (module docstring)."""
     lake = is_lake(con)
     schema_is_new = not applied_migrations(con)
     if not schema_is_new and not check_compatible(con, db_label, directory):
