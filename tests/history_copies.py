@@ -70,22 +70,28 @@ def built_once(build):
     history and of the bundle folders, and a copy of the ids. The first build goes to a folder of
     the process's own, removed at its exit. A history that already exists at `db_path` is built
     into, as before (a copy would replace it)."""
-    kept: dict[str, object] = {}
+    copies: HistoryCopies | None = None
+    returned = None
 
     @functools.wraps(build)
     def copy_of_built(db_path: Path, work_dir: Path):
+        nonlocal copies
         db_path, work_dir = Path(db_path), Path(work_dir)
         if db_path.exists():
             return build(db_path, work_dir)
-        if not kept:
+        if copies is None:
             folder = Path(tempfile.mkdtemp(prefix=f"built-{build.__name__}-"))
             atexit.register(shutil.rmtree, folder, True)
-            kept["copies"] = HistoryCopies(folder)
-        copies: HistoryCopies = kept["copies"]  # type: ignore[assignment]
+            copies = HistoryCopies(folder)
         bundles = copies.folder / "bundles"
+
+        def first_build(path: Path) -> None:
+            nonlocal returned
+            returned = build(path, bundles)
+
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        copies.make(build.__name__, db_path, lambda path: kept.setdefault("returned", build(path, bundles)))
+        copies.make(build.__name__, db_path, first_build)
         shutil.copytree(bundles, work_dir, dirs_exist_ok=True)
-        return copy.deepcopy(kept["returned"])
+        return copy.deepcopy(returned)
 
     return copy_of_built

@@ -9,11 +9,13 @@ from attnwatch.ci import environment, selection
 
 
 def _recording_run(calls: list):
+    """subprocess.run that also keeps (argv, its CompletedProcess) in `calls`."""
     real = subprocess.run
 
     def run(argv, *args, **kwargs):
-        calls.append(argv)
-        return real(argv, *args, **kwargs)
+        done = real(argv, *args, **kwargs)
+        calls.append((argv, done))
+        return done
 
     return run
 
@@ -36,6 +38,6 @@ def test_with_a_gpu_device_file_but_no_nvml_torch_is_asked_in_a_child(tmp_path, 
     monkeypatch.setattr(selection, "GPU_DEVICE_FILES", (str(tmp_path / "nvidiactl"), str(device)))
     monkeypatch.setattr(selection.subprocess, "run", _recording_run(calls))
     kind = selection.detect_device_kind()
-    assert len(calls) == 1 and "torch.cuda.is_available()" in calls[0][-1]
-    probe = subprocess.run(calls[0], capture_output=True, text=True, check=True)
+    ((argv, probe),) = calls
+    assert "torch.cuda.is_available()" in argv[-1] and probe.returncode == 0, probe.stderr
     assert kind == ("cuda" if probe.stdout.strip() == "True" else "cpu")
