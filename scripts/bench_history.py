@@ -34,6 +34,7 @@ from attnwatch.history.ingest.write import ingest_loaded, load_all  # noqa: E402
 from attnwatch.history.sql.query import run_user_sql  # noqa: E402
 from attnwatch.history.store.location import HistoryLocation  # noqa: E402
 from attnwatch.scripts.make_synthetic_history import generate  # noqa: E402
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 
 TYPICAL_AGGREGATE = """
 SELECT r.variant, count(*) AS results, median(r.median_us) AS median_of_median_us
@@ -107,7 +108,7 @@ def bench_sql(workdir: Path, rows: int, repeats: int) -> dict:
         t = time.perf_counter()
         frame = run_user_sql(HistoryLocation(path=db), TYPICAL_AGGREGATE)
         timings_api.append(time.perf_counter() - t)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = checkout_env()
     for _ in range(repeats):
         t = time.perf_counter()
         subprocess.run(

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory a
 from bundle_factory import SHAPES, make_bundle  # noqa: E402
 
 from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 
 WRITER = textwrap.dedent(
     """
@@ -127,7 +128,7 @@ def stored(db: str) -> dict:
 
 
 def run(db: str, common: list[Path], groups: list[list[Path]], cases: int, samples_per_run: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = checkout_env()
     from attnwatch.history.store.db import open_write
     from attnwatch.history.store.location import parse_location
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))  # the shared test bundle factory a
 from bundle_factory import make_bundle  # noqa: E402
 
 from attnwatch.scripts.bench_dashboard import git_commit, machine  # noqa: E402
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 
 QUERIES = {
     "detection scan (case_series, last 200 per series)": """
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             root = Path(tmp)
             lake = f"ducklake:postgres:{server.dsn(server.create_database('bench_many'))}"
             reference = f"ducklake:postgres:{server.dsn(server.create_database('bench_once'))}"
-            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_LAKE_DATA": str(root / "many")}
+            env = checkout_env(ATTNWATCH_LAKE_DATA=str(root / "many"))
             os.environ["ATTNWATCH_LAKE_DATA"] = str(root / "many")
             t = time.perf_counter()
             bundles = _bundles(root / "bundles", args.runs)

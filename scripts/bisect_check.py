@@ -56,6 +56,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from attnwatch.scripts.script_env import checkout_env
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIANT_FILE = "kernels/variants/torch_3op.py"
 HOOKED = "return Prepared(fn=run,"
@@ -343,7 +345,7 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
         command.append("--no-correctness")
     if device == "cpu":
         command += ["--thresholds", str(_cpu_thresholds(repo.parent / "thresholds.toml"))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    env = checkout_env()
     started = time.monotonic()
     # Its own session: at the budget the bisect and its compare workers are killed together.
     proc = subprocess.Popen(

@@ -54,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bisect_check import _device, _git, copy_checkout  # noqa: E402
 
 from attnwatch.ci.compare.binaries import NVCC_VARIANTS, variant_cubins  # noqa: E402
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 from plant_ladder import PLACEHOLDER, Plant, apply_plant, chosen_magnitude, climb, load_plants  # noqa: E402
 
 AA_VARIANTS = ("cuda_scalar", "cuda_wmma", "cuda_wmma_cpasync", "triton_fa2")
@@ -233,7 +234,7 @@ def compare_command(base: str, head: str, plant: Plant, out: Path) -> list[str]:
 def run_compare(repo: Path, base: str, head: str, plant: Plant, work: Path, timeout_s: float, check: Check) -> dict:
     out = work / "compare"
     cmd = compare_command(base, head, plant, out)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = checkout_env()
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout_s)

@@ -14,7 +14,6 @@ inserted is stored. The CI test (tests/test_history_lake_concurrency.py) runs on
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import subprocess
 import sys
@@ -27,18 +26,15 @@ sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 from bundle_factory import make_bundle  # noqa: E402
 
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
+
 
 def _trial(server, n: int, root: Path, writers: int, own: int, restarts: int, rng: random.Random) -> dict:
     from attnwatch.history.store.db import open_read
     from attnwatch.history.store.location import parse_location
 
     location = f"ducklake:postgres:{server.dsn(server.create_database(f'trial_{n}'))}"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO_ROOT),
-        "ATTNWATCH_LAKE_DATA": str(root / f"data-{n}"),
-        "ATTNWATCH_LAKE_RETRY_S": "90",
-    }
+    env = checkout_env(ATTNWATCH_LAKE_DATA=str(root / f"data-{n}"), ATTNWATCH_LAKE_RETRY_S="90")
     subprocess.run(
         [sys.executable, "-m", "attnwatch", "--db", location, "migrate"], env=env, check=True, capture_output=True
     )

@@ -39,6 +39,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
+
 LONG_US, SMALL_US = 1000.0, 500.0  # the classes: over 1 ms, under 0.5 ms
 TRACE_POINTS = 20_000  # the NVML trace kept per process, evenly thinned
 SAMPLE_POINTS = 3_000  # per-sample times and clocks kept per case
@@ -508,7 +510,7 @@ def parent(args) -> int:
                 capture_output=True,
                 text=True,
                 timeout=share + 60,
-                env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+                env=checkout_env(),
             )
             log_file.write(proc.stdout[-20000:] + proc.stderr[-20000:])
             if proc.returncode != 0:

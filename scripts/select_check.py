@@ -56,6 +56,8 @@ from bisect_check import (  # noqa: E402
     hook_plant,
 )
 
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
+
 ENGINE_FILE = "ci/engine/group.py"
 PLANTED = "torch_3op"
 NEED = {
@@ -172,7 +174,7 @@ def run_compare(
         cmd += ["--no-correctness"] if args.no_correctness else []
     if device == "cpu":
         cmd += ["--thresholds", str(_cpu_thresholds(work / "cpu_thresholds.toml"))]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    env = checkout_env()
     cutlass = REPO_ROOT / ".cutlass" / "include"
     if cutlass.is_dir() and not env.get("CUTLASS_INCLUDE_DIR"):
         env["CUTLASS_INCLUDE_DIR"] = str(cutlass)

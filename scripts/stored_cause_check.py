@@ -28,6 +28,7 @@ alert, stored cause's code part, compare's, agree.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -43,9 +44,24 @@ from bisect_check import _device, _git, copy_checkout  # noqa: E402
 from explain_check import Check, run_compare  # noqa: E402
 from plant_ladder import apply_plant, load_plants  # noqa: E402
 
+from attnwatch.scripts.script_env import checkout_env  # noqa: E402
+
 RUN_MIN_S = 30.0  # a run is not started with less left than this
 COMPARE_MIN_S = 90.0
 SPEED = ("regression", "improvement")
+# What `attnwatch run --ingest` and `attnwatch detect` import beyond the GPU machine's own packages:
+# checked before the first run, so a missing wheel costs a second, not the call's GPU time.
+NEEDED = ("attnwatch.history.store.db", "attnwatch.history.analysis.changepoints")
+
+
+def missing_module(modules: tuple[str, ...] = NEEDED) -> str | None:
+    """The first import of `modules` that fails, as "<module>: <error>"; None when all import."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            return f"{name}: {exc}"
+    return None
 
 
 def code_part(cause: str | None) -> str | None:
@@ -67,7 +83,7 @@ def run_once(check: Check, repo: Path, args, history: Path, out: Path, ncu: bool
     cmd = [sys.executable, "-m", "attnwatch", "run", "--variants", args.variants, "--shapes", args.shapes]
     cmd += ["--dtypes", args.dtypes, "--no-correctness", "--no-progress", "--out", str(out), "--ingest"]
     cmd += ["--device", args.device_used, *(["--ncu"] if ncu else [])]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_DB": str(history)}
+    env = checkout_env(ATTNWATCH_DB=str(history))
     started = time.monotonic()
     try:
         done = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=check.left() - 5)
@@ -134,6 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-per-side", type=int, default=None, help="default: 3 on a GPU, 1 on the CPU")
     p.add_argument("--compare-timeout-s", type=float, default=240.0)
     args = p.parse_args(argv)
+    missing = missing_module()
+    if missing is not None:
+        sys.exit(
+            f"stored_cause_check: cannot import {missing} (install its wheel first; the GPU machine has no network)"
+        )
     args.device_used = _device(args.device)
     on_gpu = args.device_used == "cuda"
     named = {pl.name: pl for pl in load_plants()}
@@ -167,11 +188,15 @@ def main(argv: list[str] | None = None) -> int:
         result["after"] = [
             run_once(check, repo, args, history, Path(tmp) / f"after{k}", ncu=on_gpu and k == 0) for k in range(runs)
         ]
-        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ATTNWATCH_DB": str(history)}
+        env = checkout_env(ATTNWATCH_DB=str(history))
         detected = subprocess.run(
             [sys.executable, "-m", "attnwatch", "detect"], cwd=repo, env=env, capture_output=True, text=True
         )
+        check.log_file.write(
+            f"===== detect: rc {detected.returncode}\n{detected.stdout[-4000:]}{detected.stderr[-4000:]}\n"
+        )
         check.log(f"detect: rc {detected.returncode}; " + " | ".join(detected.stdout.strip().splitlines()[-6:]))
+        result["detect"] = {"rc": detected.returncode, "stderr": detected.stderr[-2000:]}
         stored = stored_causes(history) if history.is_file() else []
         report = None
         if on_gpu and stored and check.left() >= COMPARE_MIN_S:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,3 +67,20 @@ def test_an_unknown_plant_is_refused_by_name(tmp_path):
     with pytest.raises(SystemExit) as refused:
         stored_cause_check.main(["--device", "cpu", "--plant", "no_such", "--out", str(tmp_path)])
     assert "no plant named 'no_such'" in str(refused.value) and "barrier" in str(refused.value)
+
+
+def test_a_module_ingest_or_detect_needs_is_named_before_any_run():
+    assert stored_cause_check.missing_module() is None  # this machine has them all
+    missing = stored_cause_check.missing_module(("json", "attnwatch.history.no_such_module"))
+    assert missing is not None and missing.startswith("attnwatch.history.no_such_module: ")
+
+
+def test_children_find_this_checkout_first_and_the_callers_path_after_it(monkeypatch, tmp_path):
+    from attnwatch.scripts.script_env import checkout_env
+
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    env = checkout_env(ATTNWATCH_DB="h.duckdb")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(REPO), str(tmp_path)]
+    assert env["ATTNWATCH_DB"] == "h.duckdb"
+    monkeypatch.delenv("PYTHONPATH")
+    assert checkout_env()["PYTHONPATH"] == str(REPO)
