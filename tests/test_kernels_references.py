@@ -217,12 +217,54 @@ def test_default_dispatch_runs_exactly_one_backend():
     assert prepared.info["backend"] == "default dispatch" and prepared.info["dispatched_to"] == ran
 
 
-def test_default_dispatch_record_leaves_an_outer_profiler_running():
+def test_default_dispatch_record_leaves_an_outer_profiler_running(monkeypatch):
+    from attnwatch.kernels.variants import sdpa as sdpa_module
+
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as outer:
+        asked = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)  # the dispatcher is asked: no session of its own
+        monkeypatch.setattr(sdpa_module, "dispatcher_choice", lambda *args: None)  # a torch that cannot be asked
         prepared = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)
         prepared.fn()
+    assert asked.info["dispatched_to"] == backend_ops(asked.fn)
     assert prepared.info["dispatched_to"].startswith("not recorded")
     assert any(e.name == "aten::scaled_dot_product_attention" for e in outer.events())
+
+
+DISPATCH_PROBLEMS = [
+    dict(b=b, h=h, s=s, d=d, dtype=dtype, causal=causal)
+    for (b, h, s, d) in ((1, 2, 1, 64), (2, 3, 77, 64), (1, 2, 128, 128), (1, 1, 33, 256), (2, 2, 64, 80))
+    for dtype in ("fp16", "bf16")
+    for causal in (False, True)
+]
+
+
+@pytest.mark.parametrize("problem", DISPATCH_PROBLEMS, ids=lambda p: "b{b}h{h}s{s}d{d}/{dtype}/{causal}".format(**p))
+def test_the_dispatchers_own_choice_is_the_backend_that_runs(problem):
+    """The record asks torch's selection function instead of profiling a call: on every problem
+    it names the one backend the profiler then sees run."""
+    from attnwatch.kernels.variants.sdpa import dispatcher_choice
+
+    prepared = get("sdpa").prepare(_case("sdpa", **problem), runnable_device(), 0)
+    scale = softmax_scale(problem["d"])
+    ran = backend_ops(prepared.fn)
+    assert dispatcher_choice(prepared.q, prepared.k, prepared.v, problem["causal"], scale) == ran
+    assert prepared.info["dispatched_to"] == ran
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("shape_id", [s.id for s in shape_set("main", Shape)])
+def test_the_dispatchers_choice_is_what_runs_on_every_main_shape(shape_id, dtype, causal):
+    from attnwatch.kernels.variants.sdpa import dispatcher_choice
+
+    case = Case("sdpa", SHAPES[shape_id], dtype, causal)
+    if skip_reason(get("sdpa"), case):
+        pytest.skip(skip_reason(get("sdpa"), case))
+    prepared = get("sdpa").prepare(case, torch.device("cuda"), 0)
+    scale = softmax_scale(SHAPES[shape_id].head_dim)
+    ran = backend_ops(prepared.fn)
+    assert dispatcher_choice(prepared.q, prepared.k, prepared.v, causal, scale) == ran == prepared.info["dispatched_to"]
 
 
 def test_a_pin_fails_loudly_instead_of_falling_back():
@@ -271,16 +313,23 @@ def test_under_a_profiler_the_default_dispatch_starts_no_profiler_of_its_own(mon
     monkeypatch.setattr(torch.profiler.profile, "__enter__", lambda self: started.append(self) or self)
     monkeypatch.setenv(UNDER_PROFILER_ENV, _target_env(None, Path("."))[UNDER_PROFILER_ENV])
     prepared = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)
+    assert isinstance(prepared.info["dispatched_to"], list) and not started  # the dispatcher was asked
+    from attnwatch.kernels.variants import sdpa as sdpa_module
+
+    monkeypatch.setattr(sdpa_module, "dispatcher_choice", lambda *args: None)  # a torch that cannot be asked
+    prepared = get("sdpa").prepare(_case("sdpa", s=8), CPU, 0)
     assert prepared.info["dispatched_to"] == "not recorded: running under a profiler" and not started
     monkeypatch.undo()  # the real profiler, and no flag: the dispatch is recorded again
     assert isinstance(get("sdpa").prepare(_case("sdpa", s=8), CPU, 0).info["dispatched_to"], list)
 
 
 def test_the_default_dispatch_is_profiled_once_per_problem_not_per_preparation(monkeypatch):
-    """A compare prepares each case anew every round (four input sets each); the dispatcher's
-    choice depends on the problem, not the values, so only its first preparation is profiled."""
+    """Where the dispatcher cannot be asked: a compare prepares each case anew every round (four
+    input sets each); the choice depends on the problem, not the values, so only its first
+    preparation is profiled."""
     from attnwatch.kernels.variants import sdpa as sdpa_module
 
+    monkeypatch.setattr(sdpa_module, "dispatcher_choice", lambda *args: None)
     profiled = []
     real = sdpa_module.backend_ops
     monkeypatch.setattr(sdpa_module, "backend_ops", lambda fn: profiled.append(fn) or real(fn))

@@ -65,11 +65,28 @@ def backend_ops(fn: Callable[[], Any]) -> list[str]:
     return sorted(seen)
 
 
-# Which backends ran, per problem, for this process: the dispatcher picks by shapes, dtype, flags
-# and device, never by the values, so one profiled call per problem says it for every input set
-# and round. Profiling each preparation cost a compare's every round a torch profiler session per
-# input set (a compare prepares each case every round; the first session in a process takes
-# seconds, 3.5 s on a CPU).
+def dispatcher_choice(q: Any, k: Any, v: Any, causal: bool, scale: float) -> list[str] | None:
+    """The backend torch's dispatcher picks for this call, asked of its own selection function
+    (`torch._fused_sdp_choice`, which `F.scaled_dot_product_attention` runs before it calls the
+    chosen backend; its answer depends on shapes, dtype, flags and device, never on values). No
+    profiler starts, so it costs microseconds and may run under Nsight Compute. None where this
+    torch lacks the function or names no backend of BACKEND_OPS."""
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    choose = getattr(torch, "_fused_sdp_choice", None)
+    if choose is None:
+        return None
+    try:
+        picked = SDPBackend(int(choose(q, k, v, is_causal=causal, scale=scale)))
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return [picked.name] if picked.name in BACKEND_OPS.values() else None
+
+
+# Where the dispatcher cannot be asked: which backends ran, per problem, for this process, from one
+# profiled call (the first torch.profiler session in a process takes seconds: 1.2-3.5 s on a CPU),
+# valid for every input set and round of that problem.
 _DISPATCHED: dict[tuple, list[str]] = {}
 
 
@@ -155,10 +172,13 @@ def _prepare_for(backend: str | None) -> Callable[[Case, Any, int], Prepared]:
 
         info: dict[str, Any] = {"backend": backend or "default dispatch", "torch": torch.__version__}
         if backend is None:
-            # Which backend the baseline really is for this case (one profiled call, untimed).
-            # Not under someone else's profiler: a nested session would end theirs, and beside
-            # Nsight Compute a torch.profiler session costs seconds and records nothing used.
-            if os.environ.get(UNDER_PROFILER_ENV):
+            # Which backend the baseline really is for this case: the dispatcher's own choice, else
+            # one profiled call (untimed), but not under someone else's profiler: a nested session
+            # would end theirs, and beside Nsight Compute it costs seconds and records nothing used.
+            chosen = dispatcher_choice(q, k, v, causal, scale)
+            if chosen is not None:
+                info["dispatched_to"] = chosen
+            elif os.environ.get(UNDER_PROFILER_ENV):
                 info["dispatched_to"] = "not recorded: running under a profiler"
             elif torch.autograd._profiler_enabled():
                 info["dispatched_to"] = "not recorded: a profiler session is already active"
