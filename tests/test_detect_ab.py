@@ -71,14 +71,18 @@ def test_same_seed_same_interval_and_bad_input(procs):
 def test_student_t_quantile_matches_scipy():
     from scipy import stats
 
-    from attnwatch.history.analysis.statistics import student_t_quantile
+    from attnwatch.history.analysis.statistics import student_t_cdf, student_t_quantile
 
-    for df in (1, 2, 3, 5, 7, 30):
-        for p in (0.9, 0.975, 1 - 0.05 / 12, 0.999):
-            assert student_t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-6)
-            assert student_t_quantile(1 - p, df) == pytest.approx(stats.t.ppf(1 - p, df), rel=1e-6)
+    for df in (1, 2, 3, 4, 5, 6, 7, 30, 101):
+        for p in (0.5, 0.9, 0.975, 1 - 0.05 / 12, 0.999, 0.9999):
+            assert student_t_quantile(p, df) == pytest.approx(stats.t.ppf(p, df), rel=1e-10, abs=1e-12)
+            assert student_t_quantile(1 - p, df) == pytest.approx(stats.t.ppf(1 - p, df), rel=1e-10, abs=1e-12)
+        for t in (-40.0, -2.5, -0.1, 0.0, 0.7, 3.0, 12.0):
+            assert student_t_cdf(t, df) == pytest.approx(stats.t.cdf(t, df), abs=1e-13)
     with pytest.raises(ValueError):
         student_t_quantile(1.0, 3)
+    with pytest.raises(ValueError):
+        student_t_cdf(1.0, 2.5)
 
 
 def test_one_way_anova_matches_scipy_and_recovers_a_planted_group_effect():
