@@ -131,3 +131,19 @@ def test_the_metrics_reference_states_the_sampling_targets_the_config_holds():
     readme = (ROOT / "docs" / "reference" / "metrics.md").read_text(encoding="utf-8")
     cuda, cpu = (timing_config(kind).target_rel_spread for kind in ("cuda", "cpu"))
     assert f"sampled until IQR/median ≤ {cuda:.0%} ({cpu:.0%} on a CPU's host wall clock" in readme
+
+
+def test_a_compare_s_sampling_overrides_only_timing_settings_and_takes_no_graph_replay():
+    """The worker applies [compare.<kind>] to its TimingConfig every round (Engine.measure): a key
+    that is no TimingConfig field would fail every round; on CUDA no case is under the graph
+    threshold, so no round pays for replays the verdict never reads."""
+    from dataclasses import fields
+
+    from attnwatch.ci.run_config import TimingConfig, compare_sampling
+
+    names = {f.name for f in fields(TimingConfig)}
+    for kind in ("cuda", "cpu"):
+        sampling = compare_sampling(kind)
+        assert set(sampling) <= names, sorted(set(sampling) - names)
+        assert timing_config(kind).with_overrides(**sampling).graph_threshold_us == 0.0
+    assert timing_config("cuda").graph_threshold_us > 0  # `attnwatch run` still records it
