@@ -35,7 +35,10 @@ samples multiplied by the slowdown, judged at the first look (min rounds, at the
 design's per-look level) by the verdict rule on the `--method` interval and, for contrast, by
 the earlier rule (the whole two-level bootstrap interval beyond 1 + min_effect). Nothing is resampled or modelled: the two warm workers' real
 offsets are in every case. Also printed per compare: the mean over its cases of the head/base
-log ratio, the offset the two worker processes carried.
+log ratio, the offset the two worker processes carried. `--round-fractions 1,0.6,0.4` replays
+each compare again with every round cut to its first 60% and 40% of samples (a round's samples
+are stored in the order they were timed): the power and false alarms a shorter per-round cap
+would have given, on the same rounds, and the calls it would have kept.
 
 What two processes per case can tell: one difference per case, nine in all; sigma_between is
 then known only to within a factor of about 1.8 (chi-square, 9 degrees of freedom, 95%). The
@@ -261,11 +264,24 @@ def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[
     return {c: (sides["base"][c], sides["head"][c]) for c in sorted(set(sides["base"]) & set(sides["head"]))}
 
 
+def shortened(rounds: list[np.ndarray], fraction: float) -> list[np.ndarray]:
+    """Each round cut to its first `fraction` of samples (at least 10): what a round capped that much
+    shorter would have kept, since a round's samples are stored in the order they were timed."""
+    return [r[: max(10, math.ceil(fraction * len(r)))] for r in rounds]
+
+
 def replay_compares(
-    folders: list[Path], seq: SequentialDesign, min_effect: float, resamples: int, seed: int, method: str
+    folders: list[Path],
+    seq: SequentialDesign,
+    min_effect: float,
+    resamples: int,
+    seed: int,
+    method: str,
+    fraction: float = 1.0,
 ) -> dict:
     """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc.
-    The earlier rule is judged on the two-level bootstrap interval, as compare used it."""
+    The earlier rule is judged on the two-level bootstrap interval, as compare used it. With
+    `fraction` < 1 every round is first cut to its first `fraction` of samples (`shortened`)."""
 
     def earlier(iv) -> str:
         if iv.low > 1 + min_effect:
@@ -274,10 +290,16 @@ def replay_compares(
 
     print(
         f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
-        f"{seq.per_look_confidence:.2%} {method} interval). Cells: regression verdicts (at 0%: any verdict) / decided "
-        f"'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule."
+        f"{seq.per_look_confidence:.2%} {method} interval"
+        + (f", each round cut to its first {fraction:.0%} of samples" if fraction < 1 else "")
+        + "). Cells: regression verdicts (at 0%: any verdict) / decided "
+        "'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule."
     )
-    data = {str(f): load_compare_rounds(f) for f in folders}
+    data = {
+        str(f): {c: (shortened(b, fraction), shortened(h, fraction)) for c, (b, h) in load_compare_rounds(f).items()}
+        for f in folders
+    }
+    calls = sum(len(r) for cases in data.values() for b, h in cases.values() for r in (*b, *h))
     for name, cases in data.items():
         logs = [np.mean([np.log(np.median(h) / np.median(b)) for b, h in zip(*rounds)]) for rounds in cases.values()]
         print(
@@ -336,6 +358,8 @@ def replay_compares(
     return {
         "folders": list(data),
         "method": method,
+        "fraction": fraction,
+        "calls": calls,  # timed calls kept over every recorded round of both sides
         "min_rounds": seq.min_rounds,
         "per_look_confidence": seq.per_look_confidence,
         "rows": table,
@@ -390,17 +414,32 @@ def main(argv=None) -> int:
         metavar="DIR",
         help="replay recorded compares (their --out folders) at the first look, and stop there",
     )
+    p.add_argument(
+        "--round-fractions",
+        default="1",
+        help="with --compares: also replay with each round cut to its first F of samples, for each F of "
+        "this comma-separated list (what a shorter per-round cap in ci/run_config.toml [compare.<kind>] would keep)",
+    )
     args = p.parse_args(argv)
     if args.compares:
         th = load_thresholds(args.gpu)
         rounds = args.sequential or (int(compare_setting("min_rounds")), int(compare_setting("max_rounds")))
         seq = SequentialDesign(rounds[0], rounds[1], th.confidence)  # compare's design unless --sequential
         started = time.time()
-        out = {
-            "gpu": args.gpu,
-            "min_effect": th.min_effect,
-            "replay": replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method),
-        }
+        try:
+            fractions = [float(f) for f in args.round_fractions.split(",") if f]
+        except ValueError:
+            fractions = []
+        if not fractions or not all(0 < f <= 1 for f in fractions):
+            print(f"--round-fractions: expected numbers in (0, 1], got {args.round_fractions!r}", file=sys.stderr)
+            return 2
+        replays = [
+            replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method, fraction=f)
+            for f in fractions
+        ]
+        out = {"gpu": args.gpu, "min_effect": th.min_effect, "replay": replays[0]}
+        if len(replays) > 1:
+            out["replay_by_fraction"] = {f"{r['fraction']:g}": r for r in replays}
         return _finish(out, started, args)
 
     th = load_thresholds(args.gpu)

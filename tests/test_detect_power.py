@@ -133,3 +133,36 @@ def test_replay_of_recorded_compares(power, tmp_path, capsys):
     assert rows["0.00"]["total"] == 4 and rows["0.00"]["any_verdict"] == 0
     assert rows["0.10"]["regression"] == rows["0.10"]["earlier_regression"] == 4
     assert "mean head/base offset +0.4" in capsys.readouterr().out
+
+
+def test_replay_with_shorter_rounds_keeps_each_round_s_first_samples(power, tmp_path, capsys):
+    """--round-fractions replays the same rounds cut to their first samples (a shorter per-round
+    cap): the calls kept shrink with the fraction, the verdicts are judged again on what is left."""
+    import numpy as np
+
+    from bundle_factory import make_bundle
+
+    timed = np.arange(1.0, 201.0)
+    assert power.shortened([timed], 0.25)[0].tolist() == timed[:50].tolist()
+    assert len(power.shortened([timed], 0.01)[0]) == 10  # never fewer than 10 samples a round
+    folder = tmp_path / "compare"
+    for k in range(1, 4):
+        for side, scale in (("base", 1.0), ("head", 1.004)):
+            make_bundle(
+                folder / "bundles" / f"{side}-round{k}",
+                run_id=f"{side}{k}",
+                variants=("sdpa",),
+                latency_scale=scale * (1 + 0.001 * k),
+                n_samples=200,
+                seed=10 * k + (side == "head"),
+            )
+    out = tmp_path / "replay.json"
+    args = ["--compares", str(folder), "--resamples", "300", "--json", str(out)]
+    assert power.main([*args, "--round-fractions", "1,0.25"]) == 0
+    by_fraction = json.loads(out.read_text())["replay_by_fraction"]
+    assert set(by_fraction) == {"1", "0.25"}
+    assert by_fraction["0.25"]["calls"] * 4 == by_fraction["1"]["calls"]
+    assert by_fraction["0.25"]["rows"]["0.10"]["regression"] == 4
+    assert "each round cut to its first 25% of samples" in capsys.readouterr().out
+    assert power.main([*args, "--round-fractions", "0,1.5"]) == 2
+    assert "--round-fractions: expected numbers in (0, 1]" in capsys.readouterr().err
