@@ -114,19 +114,7 @@ def test_replay_of_recorded_compares(power, tmp_path, capsys):
     """--compares judges a compare's recorded rounds as they are, head x (1 + slowdown), at the
     first look: a head worker 0.4% slower in every case (a process offset) is no verdict, a 10%
     slowdown on top is a regression in every case, by the verdict rule and the earlier one."""
-    from bundle_factory import make_bundle
-
-    folder = tmp_path / "compare"
-    for k in range(1, 4):
-        for side, scale in (("base", 1.0), ("head", 1.004)):
-            make_bundle(
-                folder / "bundles" / f"{side}-round{k}",
-                run_id=f"{side}{k}",
-                variants=("sdpa",),
-                latency_scale=scale * (1 + 0.001 * k),
-                n_samples=200,
-                seed=10 * k + (side == "head"),
-            )
+    folder = three_round_compare(tmp_path / "compare")
     out = tmp_path / "replay.json"
     assert power.main(["--compares", str(folder), "--resamples", "300", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["replay"]["rows"]
@@ -140,22 +128,10 @@ def test_replay_with_shorter_rounds_keeps_each_round_s_first_samples(power, tmp_
     cap): the calls kept shrink with the fraction, the verdicts are judged again on what is left."""
     import numpy as np
 
-    from bundle_factory import make_bundle
-
     timed = np.arange(1.0, 201.0)
     assert power.shortened([timed], 0.25)[0].tolist() == timed[:50].tolist()
     assert len(power.shortened([timed], 0.01)[0]) == 10  # never fewer than 10 samples a round
-    folder = tmp_path / "compare"
-    for k in range(1, 4):
-        for side, scale in (("base", 1.0), ("head", 1.004)):
-            make_bundle(
-                folder / "bundles" / f"{side}-round{k}",
-                run_id=f"{side}{k}",
-                variants=("sdpa",),
-                latency_scale=scale * (1 + 0.001 * k),
-                n_samples=200,
-                seed=10 * k + (side == "head"),
-            )
+    folder = three_round_compare(tmp_path / "compare")
     out = tmp_path / "replay.json"
     args = ["--compares", str(folder), "--resamples", "300", "--json", str(out)]
     assert power.main([*args, "--round-fractions", "1,0.25"]) == 0
@@ -166,3 +142,21 @@ def test_replay_with_shorter_rounds_keeps_each_round_s_first_samples(power, tmp_
     assert "each round cut to its first 25% of samples" in capsys.readouterr().out
     assert power.main([*args, "--round-fractions", "0,1.5"]) == 2
     assert "--round-fractions: expected numbers in (0, 1]" in capsys.readouterr().err
+
+
+def three_round_compare(folder: Path) -> Path:
+    """A compare's `--out` folder of three rounds a side of `sdpa`, 200 samples a round, the head's
+    worker 0.4% slower in every case (a process offset), every round a little slower than the last."""
+    from bundle_factory import make_bundle
+
+    for k in range(1, 4):
+        for side, scale in (("base", 1.0), ("head", 1.004)):
+            make_bundle(
+                folder / "bundles" / f"{side}-round{k}",
+                run_id=f"{side}{k}",
+                variants=("sdpa",),
+                latency_scale=scale * (1 + 0.001 * k),
+                n_samples=200,
+                seed=10 * k + (side == "head"),
+            )
+    return folder
