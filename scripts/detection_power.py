@@ -271,7 +271,7 @@ def shortened(rounds: list[np.ndarray], fraction: float) -> list[np.ndarray]:
 
 
 def replay_compares(
-    folders: list[Path],
+    recorded: dict[str, dict[str, tuple[list[np.ndarray], list[np.ndarray]]]],
     seq: SequentialDesign,
     min_effect: float,
     resamples: int,
@@ -279,7 +279,8 @@ def replay_compares(
     method: str,
     fraction: float = 1.0,
 ) -> dict:
-    """The first look's verdicts on recorded compares, head x (1 + slowdown); the module doc.
+    """The first look's verdicts on recorded compares (folder -> `load_compare_rounds`), head x
+    (1 + slowdown); the module doc.
     The earlier rule is judged on the two-level bootstrap interval, as compare used it. With
     `fraction` < 1 every round is first cut to its first `fraction` of samples (`shortened`)."""
 
@@ -289,15 +290,15 @@ def replay_compares(
         return "improvement" if iv.high < 1 / (1 + min_effect) else "no change"
 
     print(
-        f"Replay of {len(folders)} recorded compares: first look ({seq.min_rounds} rounds per side, "
+        f"Replay of {len(recorded)} recorded compares: first look ({seq.min_rounds} rounds per side, "
         f"{seq.per_look_confidence:.2%} {method} interval"
         + (f", each round cut to its first {fraction:.0%} of samples" if fraction < 1 else "")
         + "). Cells: regression verdicts (at 0%: any verdict) / decided "
         "'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule."
     )
     data = {
-        str(f): {c: (shortened(b, fraction), shortened(h, fraction)) for c, (b, h) in load_compare_rounds(f).items()}
-        for f in folders
+        name: {c: (shortened(b, fraction), shortened(h, fraction)) for c, (b, h) in cases.items()}
+        for name, cases in recorded.items()
     }
     calls = sum(len(r) for cases in data.values() for b, h in cases.values() for r in (*b, *h))
     for name, cases in data.items():
@@ -433,8 +434,9 @@ def main(argv=None) -> int:
         if not fractions or not all(0 < f <= 1 for f in fractions):
             print(f"--round-fractions: expected numbers in (0, 1], got {args.round_fractions!r}", file=sys.stderr)
             return 2
+        recorded = {str(f): load_compare_rounds(f) for f in args.compares}  # read once, cut per fraction
         replays = [
-            replay_compares(args.compares, seq, th.min_effect, args.resamples, args.seed, args.method, fraction=f)
+            replay_compares(recorded, seq, th.min_effect, args.resamples, args.seed, args.method, fraction=f)
             for f in fractions
         ]
         out = {"gpu": args.gpu, "min_effect": th.min_effect, "replay": replays[0]}
