@@ -140,7 +140,9 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     report = load_report(out / "compare.json")
     by_variant = {c.variant: c for c in report.cases}
     planted = by_variant["t_planted"]
-    assert planted.verdict == "regression" and 2.5 < planted.ratio < 6
+    # +300% planted; the CPU busy-wait is sized from one calibration median, and a shared CI
+    # machine's load can differ by 2x between that calibration and the rounds (6.0 was seen)
+    assert planted.verdict == "regression" and 2.0 < planted.ratio < 8.0
     session = json.loads((out / "session.json").read_text())
     assert session["decided"][planted.case_id] == "regression"
     # stopped at a look before the last round: the first (3 rounds) on a quiet machine; a loaded
