@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,8 +93,28 @@ def test_a_base_whose_registry_cannot_be_read_builds_everything(tmp_path):
     (base / "kernels" / "registry.py").write_text(
         (base / "kernels" / "registry.py").read_text() + "\nraise SystemExit(3)\n"
     )
+    # both checkouts' listings start at once; the head's, still running when the base's has
+    # failed, is stopped rather than waited for or left behind
+    (head / "kernels" / "registry.py").write_text(
+        (head / "kernels" / "registry.py").read_text() + "\nimport time\ntime.sleep(60)\n"
+    )
+    started = time.monotonic()
     result = affected(base, head)
     assert result.gpu and result.build is None and result.everything
+    assert time.monotonic() - started < 30 and not _children_of(os.getpid())
+
+
+def _children_of(pid: int) -> list[str]:
+    """The processes whose parent is `pid`, zombies included (/proc/<pid>/stat, field 4)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended while listed
+        if int(fields[1]) == pid:
+            found.append(stat.parent.name)
+    return found
 
 
 def _cases(names: list[str]) -> list[SimpleNamespace]:

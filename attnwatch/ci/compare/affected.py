@@ -30,7 +30,13 @@ from attnwatch.ci.compare.select import (
     never_canary,
     select_variants,
 )
-from attnwatch.ci.fingerprint.source_print import RegistryUnreadable, checkout_prints, file_prints, toolchain
+from attnwatch.ci.fingerprint.source_print import (
+    RegistryListing,
+    RegistryUnreadable,
+    checkout_prints,
+    file_prints,
+    toolchain,
+)
 from attnwatch.ci.fingerprint.sources import Snapshot, harness_closure, rules
 
 SCHEMA = "attnwatch-affected/1"
@@ -90,6 +96,24 @@ def affected(
     """Compare the checkouts at `base_root` and `head_root` (module doc). The canary rotates with
     `head_sha`; `planned`: the variants a compare plans (--variants), which the selection and the
     canary are drawn from (default: every registered variant)."""
+    listings = {"base": RegistryListing(base_root, python), "head": RegistryListing(head_root, python)}
+    try:
+        return _decide(base_root, head_root, listings, base_sha, head_sha, python, planned)
+    finally:
+        for listing in listings.values():
+            listing.close()
+
+
+def _decide(
+    base_root: Path,
+    head_root: Path,
+    listings: dict[str, RegistryListing],
+    base_sha: str,
+    head_sha: str,
+    python: str | None,
+    planned: list[str] | None,
+) -> Affected:
+    """`affected`'s decision, with both checkouts' registry listings already started."""
     libraries = toolchain()
     seen = {"base": Snapshot(), "head": Snapshot()}  # each checkout read once for all its walks
     harness = {
@@ -108,8 +132,8 @@ def affected(
     if out.everything is None and moved:
         out.everything = f"how the GPU job runs changed ({', '.join(moved)})"
     try:
-        base_registry, base = checkout_prints(Path(base_root), libraries, python, seen["base"])
-        head_registry, head = checkout_prints(Path(head_root), libraries, python, seen["head"])
+        base_registry, base = checkout_prints(Path(base_root), libraries, python, seen["base"], listings["base"])
+        head_registry, head = checkout_prints(Path(head_root), libraries, python, seen["head"], listings["head"])
     except RegistryUnreadable as exc:
         out.everything = out.everything or str(exc)
         return out  # build None: every variant, the workers' fingerprints decide
