@@ -39,6 +39,24 @@ def test_every_event_is_of_the_one_vocabulary(measured):
     assert all(set(e) == {"kind", "case", *CaseResult("ok").message()} for e in results)
 
 
+def test_each_groups_round_set_up_is_its_first_cases_placement_stage(measured):
+    """The spacer and flush buffer a group's round starts with are timed as the `placement` stage
+    (a compare's cost lines name it), announced under the group's first case, before its checks."""
+    engine, events, _ = measured
+    placed = [e["case"] for e in events if e["kind"] == "begin" and e["stage"] == "placement"]
+
+    def firsts(cases) -> list[str]:
+        groups: dict[str, str] = {}
+        for case in cases:
+            groups.setdefault(case.group, case.case_id)
+        return list(groups.values())
+
+    assert placed == firsts(engine.plan.cases) + firsts(engine.plan.cases[:2])  # the two measure calls
+    first_placement = events.index(next(e for e in events if e.get("stage") == "placement"))
+    assert first_placement < next(i for i, e in enumerate(events) if e.get("stage") == "correctness")
+    assert "placement" in engine.seconds
+
+
 def test_correctness_once_per_case_per_process(measured):
     engine, events, _ = measured
     checked = [e["case"] for e in events if e["kind"] == "correctness"]

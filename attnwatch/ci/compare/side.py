@@ -37,7 +37,8 @@ class SideTimes:
     build_s: float = 0.0
     fingerprint_s: float = 0.0  # the worker's fingerprints of its variants (ci/fingerprint), after its builds
     correctness_s: float = 0.0
-    prepare_s: float = 0.0  # inputs and warm-up, every round
+    prepare_s: float = 0.0  # memory placement, inputs and warm-up, every round
+    placement_s: float = 0.0  # the placement part of prepare_s (each group's spacer and flush buffer)
     warmup_s: float = 0.0  # the warm-up part of prepare_s
     timing_s: float = 0.0  # interleaved timing, every round
     requests_s: float = 0.0  # wall time of the measure requests (all of the above but start-up/builds)
@@ -204,7 +205,8 @@ class Side:
         self._current = {k: self._banked.get(k, 0.0) + float(v) for k, v in seconds.items()}
         get = lambda *keys: sum(self._current.get(k, 0.0) for k in keys)  # noqa: E731
         self.times.correctness_s = get("correctness")
-        self.times.prepare_s = get("prepare", "warmup")
+        self.times.prepare_s = get("placement", "prepare", "warmup")
+        self.times.placement_s = get("placement")
         self.times.warmup_s = get("warmup")
         self.times.timing_s = get("timing")
 

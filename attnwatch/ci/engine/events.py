@@ -29,9 +29,11 @@ from typing import Any, Protocol
 
 CRASH_EXIT_CODE = 70  # a fault was sent and the process exited on purpose (EX_SOFTWARE)
 
-# The stages of a case, in the order they run. `host_timing` is the run child's
+# The stages of a case, in the order they run. `placement` is a group's round set-up (the spacer
+# and flush buffer of ci/engine/rounds.py), announced under the group's first case: timed as a
+# stage so that a compare's cost lines name it. `host_timing` is the run child's
 # pytest-benchmark pass; the isolated re-run (`Engine.probe`) replays it too.
-STAGES = ("correctness", "prepare", "warmup", "timing", "graph", "host_timing")
+STAGES = ("placement", "correctness", "prepare", "warmup", "timing", "graph", "host_timing")
 
 
 class Emit(Protocol):

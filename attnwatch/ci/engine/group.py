@@ -199,7 +199,8 @@ class Engine:
         results: dict[str, CaseResult] = {}
         warm_config = config
         for group, members in groups.items():
-            held = spacer(self.device, self.flusher, self.plan.timing_seed, round_index, group)
+            with self.stage(members[0].case_id, "placement"):
+                held = spacer(self.device, self.flusher, self.plan.timing_seed, round_index, group)
             subjects = []
             for case in members:
                 result = results[case.case_id] = self._ready(case, seed, warm_config)

@@ -473,7 +473,7 @@ def _print_costs(session) -> None:
         t = side.times
         print(
             f"compare: {name}: start-up {t.startup_s:.1f} s, builds {t.build_s:.1f} s, correctness {t.correctness_s:.1f} s, "
-            f"inputs+warm-up {t.prepare_s:.1f} s (warm-up {t.warmup_s:.1f}), timing {t.timing_s:.1f} s, re-runs {t.probe_s:.1f} s, "
+            f"inputs+warm-up {t.prepare_s:.1f} s (placement {t.placement_s:.1f}, warm-up {t.warmup_s:.1f}), timing {t.timing_s:.1f} s, re-runs {t.probe_s:.1f} s, "
             f"{t.workers_started} worker(s)",
             file=sys.stderr,
         )
