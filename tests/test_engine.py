@@ -54,7 +54,7 @@ def test_each_groups_round_set_up_is_its_first_cases_placement_stage(measured):
     assert placed == firsts(engine.plan.cases) + firsts(engine.plan.cases[:2])  # the two measure calls
     first_placement = events.index(next(e for e in events if e.get("stage") == "placement"))
     assert first_placement < next(i for i, e in enumerate(events) if e.get("stage") == "correctness")
-    assert "placement" in engine.seconds
+    assert engine.seconds["placement"] > 0  # the stage's time is counted, as a compare's side reads it
 
 
 def test_correctness_once_per_case_per_process(measured):

@@ -98,7 +98,7 @@ def affected(
     canary are drawn from (default: every registered variant)."""
     listings = {"base": RegistryListing(base_root, python), "head": RegistryListing(head_root, python)}
     try:
-        return _decide(base_root, head_root, listings, base_sha, head_sha, python, planned)
+        return _decide(base_root, head_root, listings, base_sha, head_sha, planned)
     finally:
         for listing in listings.values():
             listing.close()
@@ -110,7 +110,6 @@ def _decide(
     listings: dict[str, RegistryListing],
     base_sha: str,
     head_sha: str,
-    python: str | None,
     planned: list[str] | None,
 ) -> Affected:
     """`affected`'s decision, with both checkouts' registry listings already started."""
@@ -132,8 +131,12 @@ def _decide(
     if out.everything is None and moved:
         out.everything = f"how the GPU job runs changed ({', '.join(moved)})"
     try:
-        base_registry, base = checkout_prints(Path(base_root), libraries, python, seen["base"], listings["base"])
-        head_registry, head = checkout_prints(Path(head_root), libraries, python, seen["head"], listings["head"])
+        base_registry, base = checkout_prints(
+            Path(base_root), libraries, snapshot=seen["base"], listing=listings["base"]
+        )
+        head_registry, head = checkout_prints(
+            Path(head_root), libraries, snapshot=seen["head"], listing=listings["head"]
+        )
     except RegistryUnreadable as exc:
         out.everything = out.everything or str(exc)
         return out  # build None: every variant, the workers' fingerprints decide

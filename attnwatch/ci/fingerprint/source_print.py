@@ -114,8 +114,7 @@ class RegistryListing:
         try:
             stdout, stderr = child.communicate(timeout=LIST_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            child.kill()
-            child.communicate()
+            self.close()
             raise RegistryUnreadable(f"listing the variants of {self.root} failed: TimeoutExpired") from None
         if child.returncode != 0:
             last = (stderr.strip().splitlines() or ["no message"])[-1]
