@@ -48,7 +48,7 @@ def test_a_plants_dtypes_line_reaches_the_compare_and_its_cases_run_the_planted_
     (its own parser and case plan) are the bf16 ones, every one launching the planted entry. A
     plant without the line keeps the set's dtypes (no --dtypes: fp16)."""
     from attnwatch.ci.compare.setup import plan_for
-    from attnwatch.cli.commands.compare import check_mode_flags, resolve_defaults
+    from attnwatch.cli.compare_flags import check_mode_flags, resolve_defaults
     from attnwatch.cli.main import build_parser
     from attnwatch.cli.settings import case_choice
 

@@ -16,7 +16,7 @@ import pytest
 from attnwatch.cli.main import build_parser
 from attnwatch.ci.integration.comment.render import render_comment
 from attnwatch.ci.compare.report import load_report
-from attnwatch.cli.commands.compare import resolve_defaults
+from attnwatch.cli.compare_flags import resolve_defaults
 from attnwatch.ci.compare.setup import plan_for
 from attnwatch.cli.settings import case_choice
 from attnwatch.ci.selection import select_cases
