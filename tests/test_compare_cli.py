@@ -275,7 +275,10 @@ def test_rounds_alternate_abba():
 
 @pytest.mark.slow
 def test_real_ab_through_worktrees_on_cpu(tmp_path):
-    """Clone this repository, add a commit, and let compare measure HEAD~1 against HEAD for real."""
+    """Clone this repository, add a commit, and let compare measure HEAD~1 against HEAD for real, into
+    a folder an earlier compare of more rounds used: its rounds and its worker's link to a checkout
+    now gone are replaced (they crashed the worker's start, and the PR workflow would have stored
+    the stale rounds as this pull request's), a file of the user's beside them is kept."""
     if not (REPO_ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     clone = tmp_path / "repo"
@@ -289,6 +292,10 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     )
     base_sha, head_sha = git("rev-parse", "HEAD~1"), git("rev-parse", "HEAD")
     out = tmp_path / "out"
+    (out / "bundles" / "base-round5").mkdir(parents=True)
+    (out / "workers" / "base" / "kernels-shim").mkdir(parents=True)
+    (out / "workers" / "base" / "kernels-shim" / "kernels").symlink_to(tmp_path / "gone" / "kernels")
+    (out / "notes.txt").write_text("mine")
     done = subprocess.run(
         [
             sys.executable,
@@ -320,6 +327,11 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
         timeout=900,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "held an earlier compare's bundles, workers: removed" in done.stderr
+    assert sorted(p.name for p in (out / "bundles").iterdir()) == [
+        f"{s}-round{k}" for s in ("base", "head") for k in (1, 2)
+    ]
+    assert (out / "notes.txt").read_text() == "mine"
     report = load_report(out / "compare.json")
     assert (report.merge_base_sha, report.head_sha) == (base_sha, head_sha)
     assert {c.case_id for c in report.cases} == {"sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"}

@@ -149,6 +149,22 @@ def test_a_measuring_process_refuses_a_version_it_does_not_know(tmp_path):
     ) in done.stderr
 
 
+def test_a_work_folder_used_before_links_the_new_checkout(tmp_path):
+    """A work folder whose `kernels` link names an earlier checkout, since removed, is pointed at
+    the new one (the link used to be kept, and its creation failed on the dangling name)."""
+    import shutil
+
+    from attnwatch.ci.child_env import child_env
+
+    first, second = _fake_kernels(tmp_path / "first", None), _fake_kernels(tmp_path / "second", None)
+    child_env(tmp_path / "work", first)
+    shutil.rmtree(first)
+    env = child_env(tmp_path / "work", second)
+    link = tmp_path / "work" / "kernels-shim" / "kernels"
+    assert link.resolve() == (second / "kernels").resolve()
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(link.parent)
+
+
 def _tree_before_the_api(tmp_path: Path) -> Path:
     """A git worktree of BEFORE_THE_API, added to a clone that borrows this repository's objects
     (so this repository's own worktree list is left alone)."""

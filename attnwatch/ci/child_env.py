@@ -43,8 +43,11 @@ def child_env(
         shim = Path(work) / "kernels-shim"
         shim.mkdir(parents=True, exist_ok=True)
         link = shim / "kernels"
-        if not link.exists():
-            link.symlink_to(Path(checkout) / "kernels", target_is_directory=True)
+        target = Path(checkout) / "kernels"
+        if link.is_symlink() and Path(os.readlink(link)) != target:
+            link.unlink()  # an earlier compare's into the same folder: its checkout is gone
+        if not link.is_symlink():
+            link.symlink_to(target, target_is_directory=True)
         path.insert(0, str(shim))
         env[KERNELS_FROM_PATH_ENV] = "1"
     else:

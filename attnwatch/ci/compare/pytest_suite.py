@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from attnwatch.ci.compare.out_dir import PYTEST_ROUNDS_DIR
 from attnwatch.ci.compare.rounds import RoundData, round_of
 from attnwatch.ci.errors import UserError
 from attnwatch.ci.run_config import compare_setting
@@ -60,7 +61,7 @@ def measure_suite(
     """(base rounds, head rounds): `rounds` alternating runs of the suite on each side, each
     within [compare] pytest_suite_timeout_s (ci/run_config.toml)."""
     timeout_s = float(compare_setting("pytest_suite_timeout_s"))
-    folder = (out / "pytest-rounds").absolute()  # each side's suite runs in its own checkout: not relative to it
+    folder = (out / PYTEST_ROUNDS_DIR).absolute()  # each side's suite runs in its own checkout: not relative to it
     folder.mkdir(parents=True, exist_ok=True)
     taken: dict[str, list[RoundData]] = {"base": [], "head": []}
     for k in range(rounds):

@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 from attnwatch.ci.child_env import IMPORT_ROOT as REPO_ROOT
 from attnwatch.ci.compare.bundles import side_builds, side_environment, write_side_bundles
 from attnwatch.ci.compare.measure import Measured, measure_rounds
+from attnwatch.ci.compare.out_dir import NCU_DIR, SESSION_FILE, WORKERS_DIR
 from attnwatch.ci.compare.revisions import CompareSide, roots_of
 from attnwatch.ci.compare.select import Selection, harness_change, head_checks, never_canary, select_variants
 from attnwatch.ci.compare.sequential import SequentialDesign
@@ -39,8 +40,6 @@ from attnwatch.ci.fingerprint.sources import harness_closure, rules
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig, case_timeout, compare_workers_per_side, configured
 from attnwatch.history.contract.bundle_writer import write_json_atomic
-
-SESSION_FILE = "session.json"
 
 
 @dataclass
@@ -112,7 +111,7 @@ def run_session(
         timing_seed=options.timing_seed,
         extra_variant_modules=list(options.extra_variant_modules),
     )
-    work = Path(out_dir) / "workers"
+    work = Path(out_dir) / WORKERS_DIR
     env = machine_env()
     assert sorted(side.role for side in sides) == ["base", "head"], sides
     given = sorted(sides, key=lambda side: side.role)  # base, then head
@@ -355,7 +354,7 @@ def add_ncu(
         deadline = None if end is None else (end if name == "head" else time.monotonic() + (end - time.monotonic()) / 2)
         profile, cache = profile_through_cache(
             chosen,
-            Path(out_dir) / "ncu" / name,
+            Path(out_dir) / NCU_DIR / name,
             fingerprints=session.sides[name].fingerprints,
             kernels_root=roots[name],
             sections=choose_sections(EXPLAIN),

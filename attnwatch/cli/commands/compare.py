@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnwatch.ci.compare.analysis import compare_rounds, noise_warnings
+from attnwatch.ci.compare.out_dir import BINARIES_DIR, fresh_out
 from attnwatch.ci.compare.costs import format_other, format_times, other_split, time_breakdown
 from attnwatch.ci.compare.select import selection_record
 from attnwatch.ci.compare.report import COMPARE_FILE, CompareReport, write_report
@@ -114,7 +115,7 @@ def _pytest_sides(
     rounds = args.rounds if args.rounds is not None else int(compare_setting("min_rounds"))
     log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     log(f"compare --pytest {args.pytest}: {rounds} round(s) per side, base {base_sha[:12]}, head {head_sha[:12]}")
-    out.mkdir(parents=True, exist_ok=True)
+    fresh_out(out, log)
     with ExitStack() as stack:
         base_root = stack.enter_context(worktree(repo, base_sha, "base"))
         head_root = repo if head_sha == current_head(repo) else stack.enter_context(worktree(repo, head_sha, "head"))
@@ -214,7 +215,8 @@ def _session(
     for side in sides:  # root None: this checkout, whose harness API is this harness's own
         if side.root is not None:
             check_measurable(side.root, side.role, side.label())
-    out.mkdir(parents=True, exist_ok=True)  # only once both sides can be measured: a refusal writes nothing
+    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
+    fresh_out(out, log)  # only once both sides can be measured: a refusal writes nothing
     cases = plan_for(case_choice(args))
     kind, gpu = device_kind()
     thresholds = load_thresholds(gpu or "cpu", args.thresholds)
@@ -222,7 +224,6 @@ def _session(
     options = session_options(measure_settings(args), kind, thresholds)
     head_commit = next(side.commit for side in sides if side.role == "head")
     options.rotation = head_commit  # the A/A canary rotates with the head commit
-    log = lambda m: print(m, file=sys.stderr)  # noqa: E731
     planned_cases = cases
     not_built: dict[str, str] = {}  # variant -> why it was not built (identical sources)
     if options.select and options.measure_all is None:  # identical sources: neither built nor measured
@@ -320,7 +321,7 @@ def _profile(args, session, cases, roots: dict, out: Path, thresholds, options, 
     capability = session.sides["head"].environment.get("compute_capability")
     arch = sm_arch(capability) if capability else ""
     chosen = [c for c in cases if only is None or c.case_id in only]
-    code = code_changes({c.variant for c in chosen}, roots, out / "binaries", log, arch=arch)
+    code = code_changes({c.variant for c in chosen}, roots, out / BINARIES_DIR, log, arch=arch)
     code.update(_runtime_code(base, head, [c.case_id for c in chosen], log))
     log(
         f"compare: ncu step: profiles {profiled - started:.1f} s, both sides' binaries read and diffed "
