@@ -45,7 +45,7 @@ def child_env(
         link = shim / "kernels"
         target = Path(checkout) / "kernels"
         if link.is_symlink() and Path(os.readlink(link)) != target:
-            link.unlink()  # an earlier compare's into the same folder: its checkout is gone
+            link.unlink()  # left for another checkout by an earlier child of this folder (often removed since)
         if not link.is_symlink():
             link.symlink_to(target, target_is_directory=True)
         path.insert(0, str(shim))
