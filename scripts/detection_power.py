@@ -29,16 +29,8 @@ up to MAX per side; after every round from MIN on, an undecided case gets the `-
 (default compare's paired t over rounds) at the Bonferroni-split level (ci.compare.sequential) and stops once it is decided; the table
 gives the share of regression verdicts (any verdict at 0%) and the mean rounds per case.
 
-Replay (`--compares DIR ...`, the `--out` folders of real `attnwatch compare` runs, each with
-`bundles/<side>-round<k>`): every case's recorded rounds as they were measured, the head's
-samples multiplied by the slowdown, judged at the first look (min rounds, at the sequential
-design's per-look level) by the verdict rule on the `--method` interval and, for contrast, by
-the earlier rule (the whole two-level bootstrap interval beyond 1 + min_effect). Nothing is resampled or modelled: the two warm workers' real
-offsets are in every case. Also printed per compare: the mean over its cases of the head/base
-log ratio, the offset the two worker processes carried. `--round-fractions 1,0.6,0.4` replays
-each compare again with every round cut to its first 60% and 40% of samples (a round's samples
-are stored in the order they were timed): the power and false alarms a shorter per-round cap
-would have given, on the same rounds, and the calls it would have kept.
+Replay (`--compares DIR ...`, real `attnwatch compare` folders; `--round-fractions` cuts every
+round shorter): scripts/compare_replay.py.
 
 What two processes per case can tell: one difference per case, nine in all; sigma_between is
 then known only to within a factor of about 1.8 (chi-square, 9 degrees of freedom, 95%). The
@@ -66,7 +58,10 @@ from attnwatch.history.analysis.ab import METHODS, ratio_interval, verdict  # no
 from attnwatch.history.analysis.thresholds import load_thresholds  # noqa: E402
 from attnwatch.history.contract.validate import load_bundle  # noqa: E402
 
-SLOWDOWNS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.10)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare_replay import replay_main  # noqa: E402
+from power_tables import SLOWDOWNS, finish, pct, wilson  # noqa: E402,F401 - wilson: the tests' entry
 
 
 def chi2_lower(df: int) -> float:
@@ -110,16 +105,6 @@ def between_process_sigma(cases: dict[str, list[np.ndarray]]) -> tuple[float, in
         ss += float(np.sum((logs - logs.mean()) ** 2))
         df += len(logs) - 1
     return math.sqrt(ss / df), df
-
-
-def wilson(hits: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (Wilson 1927)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = hits / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def ab_trials(
@@ -250,128 +235,6 @@ def main_trials(cases, *, slowdown, trials, runs, after, n, sigma_between, th, r
     return found, alarms, found_code, alarms_code
 
 
-def load_compare_rounds(folder: Path) -> dict[str, tuple[list[np.ndarray], list[np.ndarray]]]:
-    """case -> (base rounds, head rounds) of one compare's `--out` folder, read by the round reader."""
-    from attnwatch.ci.compare.rounds import read_round
-
-    sides: dict[str, dict[str, list[np.ndarray]]] = {"base": {}, "head": {}}
-    for side, by_case in sides.items():
-        paths = sorted((folder / "bundles").glob(f"{side}-round*"), key=lambda q: int(q.name.rsplit("round", 1)[1]))
-        for path in paths:
-            for case_id, case in read_round(path).cases.items():
-                if case.samples_us:
-                    by_case.setdefault(case_id, []).append(np.asarray(case.samples_us, dtype=np.float64))
-    return {c: (sides["base"][c], sides["head"][c]) for c in sorted(set(sides["base"]) & set(sides["head"]))}
-
-
-def shortened(rounds: list[np.ndarray], fraction: float) -> list[np.ndarray]:
-    """Each round cut to its first `fraction` of samples (at least 10): what a round capped that much
-    shorter would have kept, since a round's samples are stored in the order they were timed."""
-    return [r[: max(10, math.ceil(fraction * len(r)))] for r in rounds]
-
-
-def replay_compares(
-    recorded: dict[str, dict[str, tuple[list[np.ndarray], list[np.ndarray]]]],
-    seq: SequentialDesign,
-    min_effect: float,
-    resamples: int,
-    seed: int,
-    method: str,
-    fraction: float = 1.0,
-) -> dict:
-    """The first look's verdicts on recorded compares (folder -> `load_compare_rounds`), head x
-    (1 + slowdown); the module doc.
-    The earlier rule is judged on the two-level bootstrap interval, as compare used it. With
-    `fraction` < 1 every round is first cut to its first `fraction` of samples (`shortened`)."""
-
-    def earlier(iv) -> str:
-        if iv.low > 1 + min_effect:
-            return "regression"
-        return "improvement" if iv.high < 1 / (1 + min_effect) else "no change"
-
-    print(
-        f"Replay of {len(recorded)} recorded compares: first look ({seq.min_rounds} rounds per side, "
-        f"{seq.per_look_confidence:.2%} {method} interval"
-        + (f", each round cut to its first {fraction:.0%} of samples" if fraction < 1 else "")
-        + "). Cells: regression verdicts (at 0%: any verdict) / decided "
-        "'no change' / undecided, by the verdict rule; then regression verdicts by the earlier rule."
-    )
-    data = {
-        name: {c: (shortened(b, fraction), shortened(h, fraction)) for c, (b, h) in cases.items()}
-        for name, cases in recorded.items()
-    }
-    calls = sum(len(r) for cases in data.values() for b, h in cases.values() for r in (*b, *h))
-    for name, cases in data.items():
-        logs = [np.mean([np.log(np.median(h) / np.median(b)) for b, h in zip(*rounds)]) for rounds in cases.values()]
-        print(
-            f"  {name}: {len(cases)} cases, mean head/base offset {100 * np.mean(logs):+.2f}% "
-            f"(cases from {100 * min(logs):+.2f}% to {100 * max(logs):+.2f}%)"
-        )
-    print(
-        "| slowdown | regression (any at 0%) | no change decided | undecided | earlier rule, two-level: regression |\n|---:|---|---|---|---|"
-    )
-    table = {}
-    for s in SLOWDOWNS:
-        counts = {
-            "regression": 0,
-            "any_verdict": 0,
-            "no_change": 0,
-            "undecided": 0,
-            "earlier_regression": 0,
-            "earlier_any": 0,
-            "total": 0,
-        }
-        for cases in data.values():
-            for base, head in cases.values():
-                if min(len(base), len(head)) < seq.min_rounds:
-                    continue
-                n = seq.min_rounds
-                slowed = [h * (1 + s) for h in head[:n]]
-                iv = ratio_interval(
-                    base[:n], slowed, method=method, confidence=seq.per_look_confidence, resamples=resamples, seed=seed
-                )
-                decided = decide(iv, min_effect)
-                if method != "hierarchical":
-                    iv = ratio_interval(
-                        base[:n],
-                        slowed,
-                        method="hierarchical",
-                        confidence=seq.per_look_confidence,
-                        resamples=resamples,
-                        seed=seed,
-                    )
-                counts["regression"] += decided == "regression"
-                counts["any_verdict"] += decided in ("regression", "improvement")
-                counts["no_change"] += decided == "no change"
-                counts["undecided"] += decided is None
-                counts["earlier_regression"] += earlier(iv) == "regression"
-                counts["earlier_any"] += earlier(iv) != "no change"
-                counts["total"] += 1
-        table[f"{s:.2f}"] = counts
-        key = "any_verdict" if s == 0 else "regression"
-        label = "0% (false alarms)" if s == 0 else f"{s:.0%}"
-        print(
-            f"| {label} | {pct(counts[key], counts['total'])} | {pct(counts['no_change'], counts['total'])} | "
-            f"{pct(counts['undecided'], counts['total'])} | "
-            f"{pct(counts['earlier_any' if s == 0 else 'earlier_regression'], counts['total'])} |"
-        )
-    print()
-    return {
-        "folders": list(data),
-        "method": method,
-        "fraction": fraction,
-        "calls": calls,  # timed calls kept over every recorded round of both sides
-        "min_rounds": seq.min_rounds,
-        "per_look_confidence": seq.per_look_confidence,
-        "rows": table,
-    }
-
-
-def pct(hits: int, total: int) -> str:
-    low, high = wilson(hits, total)
-    return f"{100 * hits / total:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
-
-
 def main(argv=None) -> int:
     default_samples = Path(__file__).resolve().parent.parent / "tests" / "data" / "timing" / "h200_event_samples.json"
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -423,27 +286,7 @@ def main(argv=None) -> int:
     )
     args = p.parse_args(argv)
     if args.compares:
-        th = load_thresholds(args.gpu)
-        rounds = args.sequential or (int(compare_setting("min_rounds")), int(compare_setting("max_rounds")))
-        seq = SequentialDesign(rounds[0], rounds[1], th.confidence)  # compare's design unless --sequential
-        started = time.time()
-        try:
-            fractions = [float(f) for f in args.round_fractions.split(",") if f]
-        except ValueError:
-            fractions = []
-        if not fractions or not all(0 < f <= 1 for f in fractions):
-            print(f"--round-fractions: expected numbers in (0, 1], got {args.round_fractions!r}", file=sys.stderr)
-            return 2
-        recorded = {str(f): load_compare_rounds(f) for f in args.compares}  # read once, cut per fraction
-        replays = [
-            replay_compares(recorded, seq, th.min_effect, args.resamples, args.seed, args.method, fraction=f)
-            for f in fractions
-        ]
-        out = {"gpu": args.gpu, "min_effect": th.min_effect, "replay": replays[0]}
-        if len(replays) > 1:
-            out["replay_by_fraction"] = {f"{r['fraction']:g}": r for r in replays}
-        return _finish(out, started, args)
-
+        return replay_main(args)
     th = load_thresholds(args.gpu)
     cases = load_processes(args.samples)
     if not cases:
@@ -477,7 +320,7 @@ def main(argv=None) -> int:
     if args.sequential:
         out["sequential"] = sequential_table(cases, args, th, rng, sigma)
     if args.only_sequential:
-        return _finish(out, started, args)
+        return finish(out, started, args.json)
     if args.only_main:
         return main_table(cases, args, th, rng, sigma, sigma_upper, out, started)
     print(
@@ -565,15 +408,7 @@ def main_table(cases, args, th, rng, sigma, sigma_upper, out, started) -> int:
             r = row[label]
             cells += [pct(r[key], r["total"]), f"{r[key + '_code']} of {r[key]}"]
         print(f"| {text} | " + " | ".join(cells) + " |")
-    return _finish(out, started, args)
-
-
-def _finish(out: dict, started: float, args) -> int:
-    out["seconds"] = time.time() - started
-    print(f"\n({out['seconds']:.0f} s; percentages with Wilson 95% intervals)")
-    if args.json:
-        args.json.write_text(json.dumps(out, indent=1))
-    return 0
+    return finish(out, started, args.json)
 
 
 def sequential_table(cases, args, th, rng, sigma) -> dict:

@@ -1,4 +1,4 @@
-"""scripts/detection_power.py on the recorded H200 samples (few trials: the full table is in
+"""scripts/detection_power.py (and its replay, scripts/compare_replay.py) on the recorded H200 samples (few trials: the full table is in
 docs/benchmarks/detection.md). Checks the noise estimate and that the detectors separate 0% from 5%."""
 
 from __future__ import annotations
@@ -128,9 +128,11 @@ def test_replay_with_shorter_rounds_keeps_each_round_s_first_samples(power, tmp_
     cap): the calls kept shrink with the fraction, the verdicts are judged again on what is left."""
     import numpy as np
 
+    from compare_replay import shortened  # on the path once detection_power is loaded
+
     timed = np.arange(1.0, 201.0)
-    assert power.shortened([timed], 0.25)[0].tolist() == timed[:50].tolist()
-    assert len(power.shortened([timed], 0.01)[0]) == 10  # never fewer than 10 samples a round
+    assert shortened([timed], 0.25)[0].tolist() == timed[:50].tolist()
+    assert len(shortened([timed], 0.01)[0]) == 10  # never fewer than 10 samples a round
     folder = three_round_compare(tmp_path / "compare")
     out = tmp_path / "replay.json"
     args = ["--compares", str(folder), "--resamples", "300", "--json", str(out)]
