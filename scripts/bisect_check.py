@@ -58,6 +58,10 @@ from pathlib import Path
 
 from attnwatch.scripts.script_env import checkout_env
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIANT_FILE = "kernels/variants/torch_3op.py"
 HOOKED = "return Prepared(fn=run,"
@@ -196,20 +200,6 @@ def _timed_spins(case_id: str, device: str, target: float) -> dict:
     }
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        **os.environ,
-        "GIT_AUTHOR_NAME": "bisect check",
-        "GIT_AUTHOR_EMAIL": "check@example.org",
-        "GIT_COMMITTER_NAME": "bisect check",
-        "GIT_COMMITTER_EMAIL": "check@example.org",
-    }
-    done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=300)
-    if done.returncode != 0:
-        sys.exit(f"bisect_check: git {args[0]}: {done.stderr.strip()[:300]}")
-    return done.stdout.strip()
-
-
 def _set_spin(repo: Path, spin: int | dict[str, int]) -> None:
     """PLANTED_SPIN in the scratch variant: one spin for every case, or one per case id."""
     path = repo / VARIANT_FILE
@@ -217,43 +207,6 @@ def _set_spin(repo: Path, spin: int | dict[str, int]) -> None:
     at = next(i for i, line in enumerate(lines) if line.startswith("PLANTED_SPIN = "))
     lines[at] = SPIN_LINE.format(spin=spin)
     path.write_text("".join(lines))
-
-
-SKIPPED_DIRS = {".git", ".venv", "__pycache__", ".pytest_cache", ".cutlass", "node_modules", "bisect-check-out"}
-
-
-def _tree_files() -> list[str]:
-    """This checkout's files: git's list (tracked, and untracked ones not ignored), or, in a copy
-    without .git, every file outside the build and cache folders."""
-    listed = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        capture_output=True,
-    )
-    if listed.returncode == 0 and (REPO_ROOT / ".git").exists():
-        return [n for n in listed.stdout.decode().split("\0") if n]
-    out = []
-    for folder, dirs, files in os.walk(REPO_ROOT):
-        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.endswith(".egg-info")]
-        links = [d for d in dirs if (Path(folder) / d).is_symlink()]  # listed as the links they are, not entered
-        out += [
-            str((Path(folder) / f).relative_to(REPO_ROOT)) for f in files + links if not f.endswith((".pyc", ".so"))
-        ]
-    return out
-
-
-def copy_checkout(repo: Path) -> None:
-    """This checkout's files (`_tree_files`) copied into `repo` (also scripts/select_check.py's start).
-    A symbolic link is copied as the link it is (ci -> attnwatch/ci: the top-level names of the
-    package's folders), never followed."""
-    for name in _tree_files():
-        source = REPO_ROOT / name
-        target = repo / name
-        if source.is_symlink():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(source), target)
-        elif source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
 
 
 def hook_plant(repo: Path, script: str) -> None:
@@ -273,49 +226,29 @@ def hook_plant(repo: Path, script: str) -> None:
 def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin: int) -> dict:
     """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
     copy_checkout(repo)
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "this tree")
+    git(repo, "init", "--quiet")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "this tree")
     hook_plant(repo, "bisect_check")
-    _git(repo, "commit", "--quiet", "-am", "torch_3op: the hook of the planted slowdown, at no slowdown")
-    good = _git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "--quiet", "-am", "torch_3op: the hook of the planted slowdown, at no slowdown")
+    good = git(repo, "rev-parse", "HEAD")
     planted = None
     for i in range(1, commits + 1):
         if i == plant_at:
             _set_spin(repo, spin)
-            _git(repo, "commit", "--quiet", "-am", f"torch_3op: planted slowdown of {slowdown:.0%}")
-            planted = _git(repo, "rev-parse", "HEAD")
+            git(repo, "commit", "--quiet", "-am", f"torch_3op: planted slowdown of {slowdown:.0%}")
+            planted = git(repo, "rev-parse", "HEAD")
         else:
             with open(repo / "NOTES.md", "a") as notes:
                 notes.write(f"note {i}\n")
-            _git(repo, "add", "NOTES.md")
-            _git(repo, "commit", "--quiet", "-m", f"notes: entry {i}")
+            git(repo, "add", "NOTES.md")
+            git(repo, "commit", "--quiet", "-m", f"notes: entry {i}")
     return {
         "good": good,
-        "bad": _git(repo, "rev-parse", "HEAD"),
+        "bad": git(repo, "rev-parse", "HEAD"),
         "planted": planted,
-        "commits": _git(repo, "rev-list", "--reverse", f"{good}..HEAD").split(),
+        "commits": git(repo, "rev-list", "--reverse", f"{good}..HEAD").split(),
     }
-
-
-def _cpu_thresholds(path: Path) -> Path:
-    text = (REPO_ROOT / "history/analysis/thresholds.toml").read_text()
-    path.write_text(
-        text + '\n[gpu."cpu"]\nmin_effect = 0.5\nmin_effect_reason = "bisect_check on a shared CPU: '
-        'only a large plant (a 5 ms sleep made 3x longer) is decidable there."\n'
-    )
-    return path
-
-
-def _device(choice: str) -> str:
-    if choice != "auto":
-        return choice
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        return "cpu"
 
 
 def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Path, timeout_s: float) -> dict:
@@ -344,7 +277,7 @@ def run_bisect(repo: Path, history: dict, case: str, args, device: str, out: Pat
     if args.no_correctness:
         command.append("--no-correctness")
     if device == "cpu":
-        command += ["--thresholds", str(_cpu_thresholds(repo.parent / "thresholds.toml"))]
+        command += ["--thresholds", str(cpu_thresholds(repo.parent / "thresholds.toml"))]
     env = checkout_env()
     started = time.monotonic()
     # Its own session: at the budget the bisect and its compare workers are killed together.
@@ -471,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.slowdown <= 0:
         p.error("--slowdown: expected a positive share")
     started = time.monotonic()
-    device = _device(args.device)
+    device = resolve_device(args.device)
     out = (args.out or Path(os.environ.get("OUT") or "bisect-check-out")).resolve()
     out.mkdir(parents=True, exist_ok=True)
     case = args.case or CASES[device]

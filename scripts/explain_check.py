@@ -51,7 +51,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import _device, _git, copy_checkout  # noqa: E402
+from scratch_checkout import copy_checkout, git, resolve_device  # noqa: E402
 
 from attnwatch.ci.compare.binaries import NVCC_VARIANTS, variant_cubins  # noqa: E402
 from attnwatch.scripts.script_env import checkout_env  # noqa: E402
@@ -283,10 +283,10 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
         repo = Path(tmp) / "repo"
         repo.mkdir()
         copy_checkout(repo)
-        _git(repo, "init", "--quiet")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "--quiet", "-m", "c0: this tree")
-        c0 = _git(repo, "rev-parse", "HEAD")
+        git(repo, "init", "--quiet")
+        git(repo, "add", "-A")
+        git(repo, "commit", "--quiet", "-m", "c0: this tree")
+        c0 = git(repo, "rev-parse", "HEAD")
         base_cubins: dict[tuple[str, ...], list[Path]] = {}
         if device == "cpu":  # the smoke builds one variant per plant: its own check, not a measurement
             chosen = [dataclasses.replace(p, variants=p.variants[:1]) for p in chosen]
@@ -307,7 +307,7 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
     built_ahead = set(plant.variants) <= set(NVCC_VARIANTS)  # else compiled per case (RUNTIME_COMPILED)
     if check.left() < (COMPARE_MIN_S if device == "cuda" else 5):
         return {"plant": plant.name, "magnitude": magnitude, "skipped": f"{check.left():.0f} s left"}
-    _git(repo, "checkout", "--quiet", c0)
+    git(repo, "checkout", "--quiet", c0)
     if built_ahead and plant.variants not in base_cubins:
         base_cubins[plant.variants] = cubins(
             repo, plant.variants, tmp / "sass" / "base" / "-".join(plant.variants), device
@@ -323,10 +323,10 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
         apply_plant(plant, magnitude, repo)
     except SystemExit as exc:
         row["error"] = str(exc)
-        _git(repo, "checkout", "--quiet", "--", ".")
+        git(repo, "checkout", "--quiet", "--", ".")
         return row
-    _git(repo, "commit", "--quiet", "-am", f"plant {label}")
-    head = _git(repo, "rev-parse", "HEAD")
+    git(repo, "commit", "--quiet", "-am", f"plant {label}")
+    head = git(repo, "rev-parse", "HEAD")
     if device == "cuda":
         for attempt in ("cold", "warm") if args.warm else ("cold",):
             if check.left() < COMPARE_MIN_S:
@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm", action="store_true", help="repeat each plant's compare warm")
     p.add_argument("--compare-timeout-s", type=float, default=200.0)
     args = p.parse_args(argv)
-    device = "cpu" if args.smoke else _device(args.device)
+    device = "cpu" if args.smoke else resolve_device(args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     check = Check(out, args.budget_s)

@@ -45,16 +45,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import (  # noqa: E402
-    CalibrationError,
-    _cpu_thresholds,
-    _device,
-    _git,
-    _set_spin,
-    calibrate_in_process,
-    copy_checkout,
-    hook_plant,
-)
+from bisect_check import CalibrationError, _set_spin, calibrate_in_process, hook_plant  # noqa: E402
+from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
 
 from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 
@@ -94,21 +86,21 @@ def build_chain(repo: Path, spins: dict[str, int], slowdown: float) -> list[str]
     """c0..c3 of the module doc; returns their SHAs."""
     copy_checkout(repo)
     hook_plant(repo, "select_check")
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "c0: this tree, torch_3op hooked at no slowdown")
-    shas = [_git(repo, "rev-parse", "HEAD")]
+    git(repo, "init", "--quiet")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "c0: this tree, torch_3op hooked at no slowdown")
+    shas = [git(repo, "rev-parse", "HEAD")]
     (repo / "NOTES.md").write_text("a change no fingerprint sees\n")
-    _git(repo, "add", "NOTES.md")
-    _git(repo, "commit", "--quiet", "-m", "c1: notes only")
-    shas.append(_git(repo, "rev-parse", "HEAD"))
+    git(repo, "add", "NOTES.md")
+    git(repo, "commit", "--quiet", "-m", "c1: notes only")
+    shas.append(git(repo, "rev-parse", "HEAD"))
     _set_spin(repo, spins)
-    _git(repo, "commit", "--quiet", "-am", f"c2: torch_3op {slowdown:.0%} slower")
-    shas.append(_git(repo, "rev-parse", "HEAD"))
+    git(repo, "commit", "--quiet", "-am", f"c2: torch_3op {slowdown:.0%} slower")
+    shas.append(git(repo, "rev-parse", "HEAD"))
     with open(repo / ENGINE_FILE, "a") as engine:
         engine.write("\n# select_check: a comment-only change to the shared engine\n")
-    _git(repo, "commit", "--quiet", "-am", "c3: a comment in the engine")
-    shas.append(_git(repo, "rev-parse", "HEAD"))
+    git(repo, "commit", "--quiet", "-am", "c3: a comment in the engine")
+    shas.append(git(repo, "rev-parse", "HEAD"))
     return shas
 
 
@@ -173,7 +165,7 @@ def run_compare(
         cmd += [] if args.rounds is None else ["--rounds", str(args.rounds)]
         cmd += ["--no-correctness"] if args.no_correctness else []
     if device == "cpu":
-        cmd += ["--thresholds", str(_cpu_thresholds(work / "cpu_thresholds.toml"))]
+        cmd += ["--thresholds", str(cpu_thresholds(work / "cpu_thresholds.toml"))]
     env = checkout_env()
     cutlass = REPO_ROOT / ".cutlass" / "include"
     if cutlass.is_dir() and not env.get("CUTLASS_INCLUDE_DIR"):
@@ -266,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.shapes, args.variants, args.rounds, args.no_correctness = "cpu", SMOKE_VARIANTS, 2, True
         args.no_warmup, args.slowdown = True, 2.0
-    device = _device(args.device)
+    device = resolve_device(args.device)
     Path(args.out).mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     results = []

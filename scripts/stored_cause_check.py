@@ -40,7 +40,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import _device, _git, copy_checkout  # noqa: E402
+from scratch_checkout import copy_checkout, git, resolve_device  # noqa: E402
 from explain_check import Check, run_compare  # noqa: E402
 from plant_ladder import apply_plant, load_plants  # noqa: E402
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(
             f"stored_cause_check: cannot import {missing} (install its wheel first; the GPU machine has no network)"
         )
-    args.device_used = _device(args.device)
+    args.device_used = resolve_device(args.device)
     on_gpu = args.device_used == "cuda"
     named = {pl.name: pl for pl in load_plants()}
     if args.plant not in named:
@@ -174,17 +174,17 @@ def main(argv: list[str] | None = None) -> int:
         repo, history = Path(tmp) / "repo", Path(tmp) / "history.duckdb"
         repo.mkdir()
         copy_checkout(repo)
-        _git(repo, "init", "--quiet", "-b", "main")
-        _git(repo, "add", "-A")
-        _git(repo, "commit", "--quiet", "-m", "c0: this tree")
-        c0 = _git(repo, "rev-parse", "HEAD")
+        git(repo, "init", "--quiet", "-b", "main")
+        git(repo, "add", "-A")
+        git(repo, "commit", "--quiet", "-m", "c0: this tree")
+        c0 = git(repo, "rev-parse", "HEAD")
         result["before"] = [
             run_once(check, repo, args, history, Path(tmp) / f"before{k}", ncu=on_gpu and k == runs - 1)
             for k in range(runs)
         ]
         apply_plant(plant, magnitude, repo)
-        _git(repo, "commit", "--quiet", "-am", f"plant {plant.name}@{magnitude}")
-        c1 = _git(repo, "rev-parse", "HEAD")
+        git(repo, "commit", "--quiet", "-am", f"plant {plant.name}@{magnitude}")
+        c1 = git(repo, "rev-parse", "HEAD")
         result["after"] = [
             run_once(check, repo, args, history, Path(tmp) / f"after{k}", ncu=on_gpu and k == 0) for k in range(runs)
         ]

@@ -1,7 +1,7 @@
 """The verdict while you wait (issue 43) on the GPU in one call: a one-variant change built and
 measured alone, with empty, warm and restored caches, against an `--all` compare and two A/As.
 
-Makes a scratch git repository from a copy of this checkout (scripts/bisect_check.copy_checkout):
+Makes a scratch git repository from a copy of this checkout (scripts/scratch_checkout.copy_checkout):
 `base` is this tree, and each change of --changes a one-line commit on it (CHANGES below):
 
     wmma       scripts/pr_plants/barrier.patch at magnitude 1: a one-line change to
@@ -66,7 +66,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bisect_check import _cpu_thresholds, _device, _git, copy_checkout  # noqa: E402
+from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
 from explain_check import apply_plant, load_plants  # noqa: E402
 from gpu_compare import Budget, run_logged  # noqa: E402
 
@@ -162,23 +162,23 @@ def parse_args(argv):
 def build_repo(repo: Path, changes: list[str]) -> dict[str, str]:
     """base, notes (a notes-only head) and one commit per change on base; their SHAs by name."""
     copy_checkout(repo)
-    _git(repo, "init", "--quiet")
-    _git(repo, "add", "-A")
-    _git(repo, "commit", "--quiet", "-m", "base: this tree")
-    _git(repo, "branch", "base")
-    shas = {"base": _git(repo, "rev-parse", "HEAD")}
+    git(repo, "init", "--quiet")
+    git(repo, "add", "-A")
+    git(repo, "commit", "--quiet", "-m", "base: this tree")
+    git(repo, "branch", "base")
+    shas = {"base": git(repo, "rev-parse", "HEAD")}
     for name in ["notes", *changes, *(f"{c}_next" for c in changes)]:
-        _git(repo, "checkout", "--quiet", "-b", name, shas["base"])
+        git(repo, "checkout", "--quiet", "-b", name, shas["base"])
         if name == "notes":
             (repo / "NOTES.md").write_text("a change no fingerprint sees\n")
-            _git(repo, "add", "NOTES.md")
+            git(repo, "add", "NOTES.md")
         elif name.endswith("_next"):
             NEXT[name.removesuffix("_next")].apply(repo)
         else:
             CHANGES[name].apply(repo)
-        _git(repo, "commit", "--quiet", "-am", f"{name}: one line")
-        shas[name] = _git(repo, "rev-parse", "HEAD")
-    _git(repo, "checkout", "--quiet", shas["base"])
+        git(repo, "commit", "--quiet", "-am", f"{name}: one line")
+        shas[name] = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "--quiet", shas["base"])
     return shas
 
 
@@ -233,7 +233,7 @@ def compare_step(
     if args.rounds is not None:
         cmd += ["--rounds", str(args.rounds), "--min-rounds", str(args.rounds)]
     if args.device == "cpu":
-        cmd += ["--thresholds", str(_cpu_thresholds(out.parent / f"{name}-cpu_thresholds.toml"))]
+        cmd += ["--thresholds", str(cpu_thresholds(out.parent / f"{name}-cpu_thresholds.toml"))]
     if args.no_correctness:
         cmd.append("--no-correctness")
     if every:
@@ -370,7 +370,7 @@ def plan(changes: list[str]) -> list[tuple[str, str, str | None]]:
 def main(argv=None) -> int:
     args = parse_args(argv)
     budget = Budget(args.budget_s - KEEP_FOR_CACHE_S)
-    args.device = _device(args.device)
+    args.device = resolve_device(args.device)
     args.shapes = args.shapes or ("pr" if args.device == "cuda" else "cpu")
     changes = [c for c in args.changes.split(",") if c]
     kinds = {k for k in args.steps.split(",") if k}

@@ -53,7 +53,9 @@ def test_the_realized_ratio_is_the_bad_revisions_interval(check):
 
 
 def test_the_plant_timed_is_the_plant_committed(check, tmp_path, monkeypatch):
-    monkeypatch.setattr(check, "_tree_files", lambda: [check.VARIANT_FILE])
+    import scratch_checkout  # the copy bisect_check imported: on the path once it is loaded
+
+    monkeypatch.setattr(scratch_checkout, "tree_files", lambda: [check.VARIANT_FILE])
     history = check.build_history(tmp_path, 2, 2, 0.05, 1234)
     text = (tmp_path / check.VARIANT_FILE).read_text()
     assert check.PLANT in text and "PLANTED_SPIN = 1234  #" in text
@@ -68,7 +70,9 @@ def test_the_plant_timed_is_the_plant_committed(check, tmp_path, monkeypatch):
 
 def test_a_spin_per_case_plants_only_the_cases_it_names(check, tmp_path, monkeypatch):
     """scripts/select_check.py calibrates one spin per case: the others run unplanted."""
-    monkeypatch.setattr(check, "_tree_files", lambda: [check.VARIANT_FILE])
+    import scratch_checkout  # the copy bisect_check imported: on the path once it is loaded
+
+    monkeypatch.setattr(scratch_checkout, "tree_files", lambda: [check.VARIANT_FILE])
     check.build_history(tmp_path, 1, 1, 0.05, {"torch_3op/cpu_tiny/fp16/causal": 20_000})
     text = (tmp_path / check.VARIANT_FILE).read_text()
     spin_line = next(line for line in text.splitlines() if line.startswith("PLANTED_SPIN = "))
