@@ -49,7 +49,8 @@ def _compile(module_file: Path, name: str) -> str:
     signature = {**{n: "*fp16" for n in ("Q", "K", "V", "Out")}, **{n: "constexpr" for n in (*absent, *flags)}}
     signature.update(seq_len="i32", qk_scale="fp32")
     source = ASTSource(module.fa2_fwd_kernel, signature=signature, constexprs={**dict.fromkeys(absent), **flags})
-    compiled = triton_compile(source, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=3))
+    options = dict(num_warps=4, num_stages=3, **module.COMPILE_OPTIONS)
+    compiled = triton_compile(source, target=GPUTarget("cuda", 90, 32), options=options)
     return hashlib.sha256(compiled.asm["cubin"]).hexdigest()
 
 

@@ -19,6 +19,9 @@ import triton.language as tl
 
 from .triton_config import RowConfig, row_config
 
+# Fused multiply-add on under every Triton (3.10 turns it off by default): as kernels/triton/fa2_fwd.py.
+COMPILE_OPTIONS = {"enable_fp_fusion": True}
+
 
 @triton.jit
 def rmsnorm_fwd_kernel(X, W, Y, stride_x, stride_y, hidden, eps, BLOCK_N: tl.constexpr):
@@ -56,7 +59,8 @@ def make_launcher(x: Any, w: Any, out: Any, eps: float) -> RmsnormLaunch:
     stride_x, stride_y = x.stride(0), out.stride(0)
 
     def run() -> Any:
-        kernel(x, w, out, stride_x, stride_y, hidden, eps, BLOCK_N=config.block_n, num_warps=config.num_warps)
+        kernel(x, w, out, stride_x, stride_y, hidden, eps, BLOCK_N=config.block_n, num_warps=config.num_warps,
+               **COMPILE_OPTIONS)
         return out
 
     launch = cast(RmsnormLaunch, run)  # once `config` is set
