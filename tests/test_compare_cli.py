@@ -343,6 +343,11 @@ def test_real_ab_through_worktrees_on_cpu(tmp_path):
     paths = {name: s["kernels_path"] for name, s in session["sides"].items()}
     assert all(p.endswith("/checkout/attnwatch/kernels") for p in paths.values()) and paths["base"] != paths["head"]
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [1, 1]
+    for name, side in session["sides"].items():  # which kernel each side's warm-up went to
+        warmup = side["times"]["warmup_by_variant"]
+        assert set(warmup) == {"sdpa", "torch_3op"}
+        assert sum(warmup.values()) == pytest.approx(side["times"]["warmup_s"])
+        assert f"compare: {name}: warm-up by variant (s): " in done.stderr
     assert len(git("worktree", "list").splitlines()) == 1  # the temporary checkouts are gone
 
 

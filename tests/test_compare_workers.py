@@ -205,6 +205,8 @@ def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):
     session = json.loads((out / "session.json").read_text())
     assert session["workers_per_side"] == 2
     assert [s["times"]["workers_started"] for s in session["sides"].values()] == [2, 2]
+    for times in (s["times"] for s in session["sides"].values()):  # both workers' warm-up, by variant
+        assert sum(times["warmup_by_variant"].values()) == pytest.approx(times["warmup_s"])
     for side in ("base", "head"):
         logs = sorted(p.name for p in (out / "workers" / side).glob("*.log"))
         assert logs == [f"{side}-0.log", f"{side}.2-0.log"], logs

@@ -24,6 +24,7 @@ from typing import Callable
 
 from attnwatch.ci.attribution import Crash, CrashAttribution
 from attnwatch.ci.compare.rounds import CaseRound
+from attnwatch.ci.engine.events import by_variant
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import configured
 from attnwatch.ci.workers.client import WorkerDied, WorkerProcess, WorkerSpec, probe_case
@@ -40,6 +41,7 @@ class SideTimes:
     prepare_s: float = 0.0  # memory placement, inputs and warm-up, every round
     placement_s: float = 0.0  # the placement part of prepare_s (each group's spacer and flush buffer)
     warmup_s: float = 0.0  # the warm-up part of prepare_s
+    warmup_by_variant: dict[str, float] = field(default_factory=dict)  # warmup_s by variant
     timing_s: float = 0.0  # interleaved timing, every round
     requests_s: float = 0.0  # wall time of the measure requests (all of the above but start-up/builds)
     probe_s: float = 0.0  # isolated re-runs after crashes
@@ -202,12 +204,13 @@ class Side:
 
     def _stage_seconds(self, seconds: dict) -> None:
         """A worker reports its cumulative stage seconds with every `done`; add dead workers' too."""
-        self._current = {k: self._banked.get(k, 0.0) + float(v) for k, v in seconds.items()}
+        self._current = {k: self._banked.get(k, 0.0) + float(seconds.get(k, 0.0)) for k in {*self._banked, *seconds}}
         get = lambda *keys: sum(self._current.get(k, 0.0) for k in keys)  # noqa: E731
         self.times.correctness_s = get("correctness")
         self.times.prepare_s = get("placement", "prepare", "warmup")
         self.times.placement_s = get("placement")
         self.times.warmup_s = get("warmup")
+        self.times.warmup_by_variant = by_variant(self._current, "warmup")
         self.times.timing_s = get("timing")
 
     def _after_death(self, died: WorkerDied, by_id: dict[str, PlannedCase], out: dict, round_index: int) -> str | None:

@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Collection, Iterator
 
-from attnwatch.ci.engine.events import CRASH_EXIT_CODE, STAGES, Emit
+from attnwatch.ci.engine.events import CRASH_EXIT_CODE, PER_CASE_STAGES, STAGES, Emit, variant_stage_key
 from attnwatch.ci.engine.rounds import forget_tuned_choices, round_seed, spacer
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
@@ -130,7 +130,11 @@ class Engine:
                 self.fault(case_id, stage, exc)
             raise
         finally:
-            self.seconds[stage] += time.perf_counter() - started
+            spent = time.perf_counter() - started
+            self.seconds[stage] += spent
+            if stage in PER_CASE_STAGES:  # also by variant: which kernel a side's warm-up is spent on
+                key = variant_stage_key(stage, case_id)
+                self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
     def fault(self, case_id: str | None, stage: str, exc: BaseException, **fields: Any) -> None:
         """The context is poisoned: say so (the parent decides the outcome) and exit at once."""
