@@ -78,7 +78,7 @@ PYTEST := $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgrou
 
 # The suite starts about 1,700 Python processes; measuring children run with
 # PYTHONDONTWRITEBYTECODE (ci/child_env.py), so without compiled modules each one compiles the
-# package's sources again: compiling them once first cut a subprocess-heavy file's CPU by 8-12%
+# package's sources again: compiling them once first cut a subprocess-heavy file's CPU by 5-12%
 # (docs/benchmarks/suite.md).
 test: $(STAMP) browser postgres
 	$(PY) -m compileall -q -j 0 attnwatch >/dev/null

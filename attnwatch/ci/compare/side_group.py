@@ -105,8 +105,8 @@ class SideGroup:
         out = SideTimes()
         for f in fields(SideTimes):
             values = [getattr(m.times, f.name) for m in self.members]
-            if f.name == "warmup_by_variant":  # summed variant by variant
-                setattr(out, f.name, {v: sum(m.get(v, 0.0) for m in values) for v in {k for m in values for k in m}})
+            if isinstance(values[0], dict):  # seconds by variant: summed key by key
+                setattr(out, f.name, {k: sum(m.get(k, 0.0) for m in values) for k in {k for m in values for k in m}})
             else:
                 setattr(out, f.name, max(values) if f.name in PARALLEL_TIMES else sum(values))
         return out
