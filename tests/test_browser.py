@@ -160,11 +160,12 @@ def test_a_trend_tooltip_shows_a_hostile_commit_message_as_text(browser, dashboa
 
 
 def test_benchmark_counts_a_page_drawn_only_once_its_chart_shows(browser, dashboard_url):
-    """scripts/bench_dashboard.py times a page by the page's own clock until DRAWN_JS holds: the
-    page's content visible, every chart drawn visibly, Streamlit idle, for SETTLE_MS. Each part is
-    checked on the served Trends page: a hidden chart, a running indicator, and a state that has
-    not yet lasted SETTLE_MS each keep the page from counting as drawn."""
-    from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
+    """scripts/bench_dashboard.py --browser (scripts/dashboard_browser.py) times a page by the page's
+    own clock until DRAWN_JS holds: the page's content visible, every chart drawn visibly, Streamlit
+    idle, for SETTLE_MS. Each part is checked on the served Trends page: a hidden chart, a running
+    indicator, and a state that has not yet lasted SETTLE_MS each keep the page from counting as
+    drawn."""
+    from attnwatch.scripts.dashboard_browser import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "trends")
     with opened_trends(browser, dashboard_url) as page:
@@ -196,7 +197,7 @@ def test_benchmark_counts_the_kernel_page_drawn_once_its_chart_images_show(brows
     """Kernel draws no chart in the browser (its charts are SVG images the server draws): DRAWN_JS holds
     there once its images are decoded and visible, and a hidden one keeps the page from counting
     as drawn."""
-    from attnwatch.scripts.bench_dashboard import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
+    from attnwatch.scripts.dashboard_browser import BROWSER_PAGES, DRAWN_JS, SETTLE_MS
 
     css, text = next((c, t) for p, c, t in BROWSER_PAGES if p == "kernel")
     with opened_trends(browser, dashboard_url, "kernel" + QUERY["kernel"]) as page:
