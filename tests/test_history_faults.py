@@ -22,7 +22,8 @@ from conftest import REPO_ROOT
 from fault_env import cli, inspect, killed_at, one_line_error
 
 sys.path.insert(0, str(REPO_ROOT))
-from attnwatch.scripts.fault_check import RUNS, TMPFS_STAGES, Battery, Tally  # noqa: E402
+from attnwatch.scripts.fault_check import TMPFS_STAGES, Battery  # noqa: E402
+from attnwatch.scripts.fault_trials import RUNS, Tally  # noqa: E402
 
 
 @pytest.fixture
