@@ -166,7 +166,7 @@ def add_samples(db: Path, copy: Path, per_case: int) -> tuple[str, str, int]:
         ][::-1]
         con.execute(
             """
-            INSERT INTO samples
+            INSERT INTO samples (run_id, case_id, sample_index, latency_us)
             SELECT r.run_id, r.case_id, i.range::INTEGER, r.median_us * exp(0.005 * sqrt(-2 * ln(random())) * cos(2 * pi() * random()))
             FROM results r, range(?) i
             WHERE r.run_id IN (?, ?) AND r.median_us IS NOT NULL
