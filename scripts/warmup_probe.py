@@ -1,7 +1,7 @@
 """Where a compare round's warm-up goes, call by call, on a GPU (issue 43).
 
 A compare's cost lines name the warm-up of each variant (`warm-up by variant`): on an H100 the
-reference `sdpa` took 1.1-1.4 s a side, 60-85 ms a case-round for 5 calls of about 0.1 ms, where
+reference `sdpa` took 1.1-1.4 s a side, 70-90 ms a case-round for 5 calls of about 0.1 ms, where
 `cuda_wmma` took 0.01-0.02 s (docs/benchmarks/compare.md, "The verdict while you wait"). This
 probe repeats what a round does before its timed calls (ci/engine/rounds.py and group.py): per
 interleave group, the flush buffer released, `torch.cuda.empty_cache()`, a spacer of drawn

@@ -636,6 +636,30 @@ def test_the_same_build_key_with_another_binary_measures_the_variant(sides, stan
     assert difference(before["cuda_wmma"], after["cuda_wmma"]) == "changed: binaries"
 
 
+def _triton_build(tree: Path, **bucket: object) -> dict:
+    """triton_fa2's fingerprint over one build record shaped as its build writes it (kernels/variants/
+    triton_fa2.py: per configuration bucket the compiler's resources and the cubin's digest)."""
+    v = next(v for v in all_variants() if v.name == "triton_fa2")
+    resources = {"registers_per_thread": 168, "spilled_registers": 0, "binary_sha256": "a" * 64, **bucket}
+    build = {
+        "variant": v.name,
+        "ok": True,
+        "compile_seconds": 2.7,
+        "config": {"builds": {"d128/causal/m64_n64_w4_s3_tma": resources, "d64/causal/m64_n64_w4_s3": {}}},
+    }
+    return variant_fingerprint(tree / _module(v), tree, builds=[build], libraries=LIBRARIES, settings={})
+
+
+def test_two_triton_builds_of_one_source_with_other_cubin_bytes_are_the_same_variant(tree):
+    """Two checkouts compiling triton_fa2 cold at once recorded other cubin digests for identical
+    SASS (ptxas writes the source file's path and time into the line table; an H100 A/A at
+    c9e4b2d drew it as the canary and then measured it as "changed: builds"). The per-configuration
+    digest is volatile (rules.toml [builds]); what the compiler reported about the code is not."""
+    base = _triton_build(tree)
+    assert difference(base, _triton_build(tree, binary_sha256="b" * 64)) is None
+    assert difference(base, _triton_build(tree, registers_per_thread=170)) == "changed: builds"
+
+
 def test_a_keyed_build_whose_binary_is_not_cached_is_unknown(sides, stand_in_nvcc):
     base, _ = sides
     v = next(v for v in all_variants() if v.name == "cuda_wmma")

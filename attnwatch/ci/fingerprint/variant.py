@@ -15,7 +15,9 @@ so it fingerprints exactly what it will time:
   stores the binary and checks it on every hit), so two sides agree on a variant only when they
   would launch byte-identical machine code; a keyed build whose entry is not in this process's
   cache makes the variant unknown (measured). Triton's compiled kernels are not hashed: the
-  Triton source, its configuration tables and the Triton version stand for them;
+  Triton source, its configuration tables and the Triton version stand for them (the cubin
+  digest its build record carries per configuration is volatile: ptxas writes the source
+  file's path and time into the line table, so two checkouts' cubins of one source differ);
 * `libraries`: the versions this process runs with (torch, Triton, CUDA, CuPy, nvcc, driver,
   Python, GPU, and each optional package the variants import: flash-attn-4, the CuTe DSL, ...,
   as `packages.<distribution>`, None where not installed), stated rather than assumed equal;
@@ -69,9 +71,22 @@ def digest_of(value: Any) -> str:
 
 
 def stable_build(record: dict) -> dict:
-    """A build record without what differs between two builds of one binary."""
-    volatile = {entry["field"] for entry in rules()["builds"]["volatile"]}
-    return {k: v for k, v in record.items() if k not in volatile}
+    """A build record without what differs between two builds of one binary (rules.toml
+    [builds] volatile: a key, or a dotted path where `*` stands for every key)."""
+    stable = record
+    for entry in rules()["builds"]["volatile"]:
+        stable = _without(stable, entry["field"].split("."))
+    return stable
+
+
+def _without(value: Any, path: list[str]) -> Any:
+    """`value` (not changed) less what `path` names in it; what is not a dict along it stays."""
+    if not isinstance(value, dict) or not path:
+        return value
+    head, rest = path[0], path[1:]
+    if not rest:
+        return {k: v for k, v in value.items() if k != head}
+    return {k: (_without(v, rest) if head in ("*", k) else v) for k, v in value.items()}
 
 
 def variant_fingerprint(
