@@ -238,6 +238,41 @@ def test_parallel_builds_of_one_key_leave_one_valid_cubin(tmp_path):
     assert report.ok and report.registers_per_thread > 0 and report.stack_frame_bytes is not None
 
 
+@needs_nvcc
+def test_two_checkouts_building_one_source_at_once_keep_one_binary(tmp_path, monkeypatch):
+    """A compare's two sides build an unchanged CUDA variant each in its own checkout, at once, into
+    one cache. With -lineinfo the cubins differ in bytes (ptxas records the source file's time), so
+    if the later build replaced the earlier one's entry, the two sides would fingerprint different
+    binaries for identical code ("changed: binaries"). The later build keeps the stored one."""
+    import hashlib
+    import os
+
+    from attnwatch.kernels import compile_cache
+
+    first_source = write(tmp_path / "base" / "spill.cu", SPILLING_SOURCE)
+    second_source = write(tmp_path / "head" / "spill.cu", SPILLING_SOURCE)
+    os.utime(second_source, (1_600_000_000, 1_600_000_000))  # another checkout, another time
+    cache = tmp_path / "cache"
+    first = nvcc_compile([first_source], arch="sm_90", cache_dir=cache)
+    stored = hashlib.sha256(first.path.read_bytes()).hexdigest()
+    alone = nvcc_compile([second_source], arch="sm_90", cache_dir=tmp_path / "alone")
+    assert alone.source_hash == first.source_hash
+    assert hashlib.sha256(alone.path.read_bytes()).hexdigest() != stored  # the bytes a rebuild writes
+
+    real_lookup = compile_cache.CompileCache.lookup
+    looked: list[str] = []
+
+    def started_before_the_first_stored(self, key, suffix):
+        looked.append(key)
+        return None if len(looked) == 1 else real_lookup(self, key, suffix)
+
+    monkeypatch.setattr(compile_cache.CompileCache, "lookup", started_before_the_first_stored)
+    second = nvcc_compile([second_source], arch="sm_90", cache_dir=cache)
+    assert len(looked) == 2  # it compiled, then found the entry stored meanwhile
+    assert second.path == first.path and hashlib.sha256(second.path.read_bytes()).hexdigest() == stored
+    assert second.cached and second.log == first.log
+
+
 def test_missing_nvcc_is_a_clear_error():
     from attnwatch.kernels.nvcc import nvcc_version
 

@@ -213,16 +213,7 @@ def nvcc_compile(
     suffix = ".cubin" if output == "cubin" else ".so"
     hit = cache.lookup(key, suffix)
     if hit is not None:
-        meta = hit.meta
-        # Entries written before paths were recorded portably are made portable on the way out.
-        return NvccResult(
-            hit.binary,
-            portable_text(meta["log"], include_names),
-            meta["compile_seconds"],
-            True,
-            key,
-            portable_command(meta["command"], include_names),
-        )
+        return _from_cache(hit, key, include_names)
 
     kind_flags = ["-cubin"] if output == "cubin" else ["-shared", "-Xcompiler", "-fPIC"]
     with cache.staging() as scratch:
@@ -250,8 +241,30 @@ def nvcc_compile(
             [part if part != str(staged) else f"{key}{suffix}" for part in command], include_names
         )
         log = portable_text(log, include_names)
+        # Another process (the other side of a compare, building the same source in its own
+        # checkout) may have stored this key while this one compiled. Its binary is kept: with
+        # -lineinfo, ptxas writes the source file's path and time into the cubin, so the two
+        # builds differ in bytes though not in code, and both sides must launch, and
+        # fingerprint, one binary.
+        raced = cache.lookup(key, suffix)
+        if raced is not None:
+            return _from_cache(raced, key, include_names)
         binary = cache.store(key, suffix, staged, {"log": log, "compile_seconds": seconds, "command": recorded})
     return NvccResult(binary, log, seconds, False, key, recorded)
+
+
+def _from_cache(hit: compile_cache.CacheEntry, key: str, include_names: Names | None) -> NvccResult:
+    """The result of a cache hit: the stored binary, log and original compile time. Entries written
+    before paths were recorded portably are made portable on the way out."""
+    meta = hit.meta
+    return NvccResult(
+        hit.binary,
+        portable_text(meta["log"], include_names),
+        meta["compile_seconds"],
+        True,
+        key,
+        portable_command(meta["command"], include_names),
+    )
 
 
 # --------------------------------------------------------------------------- ptxas -v
