@@ -60,7 +60,7 @@ from attnwatch.scripts.script_env import checkout_env
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
+from scratch_checkout import commit, copy_checkout, init_repo, cpu_thresholds, git, resolve_device  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 VARIANT_FILE = "kernels/variants/torch_3op.py"
@@ -226,18 +226,14 @@ def hook_plant(repo: Path, script: str) -> None:
 def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin: int) -> dict:
     """The scratch repository (module doc); returns the good, bad and planted SHAs and every commit."""
     copy_checkout(repo)
-    git(repo, "init", "--quiet")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "this tree")
+    init_repo(repo, "this tree")
     hook_plant(repo, "bisect_check")
-    git(repo, "commit", "--quiet", "-am", "torch_3op: the hook of the planted slowdown, at no slowdown")
-    good = git(repo, "rev-parse", "HEAD")
+    good = commit(repo, "torch_3op: the hook of the planted slowdown, at no slowdown")
     planted = None
     for i in range(1, commits + 1):
         if i == plant_at:
             _set_spin(repo, spin)
-            git(repo, "commit", "--quiet", "-am", f"torch_3op: planted slowdown of {slowdown:.0%}")
-            planted = git(repo, "rev-parse", "HEAD")
+            planted = commit(repo, f"torch_3op: planted slowdown of {slowdown:.0%}")
         else:
             with open(repo / "NOTES.md", "a") as notes:
                 notes.write(f"note {i}\n")

@@ -51,7 +51,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_checkout import copy_checkout, git, resolve_device  # noqa: E402
+from scratch_checkout import commit, copy_checkout, init_repo, git, resolve_device  # noqa: E402
 
 from attnwatch.ci.compare.binaries import NVCC_VARIANTS, variant_cubins  # noqa: E402
 from attnwatch.scripts.script_env import checkout_env  # noqa: E402
@@ -283,10 +283,7 @@ def plants(check: Check, chosen: list[Plant], device: str, args, tar: tarfile.Ta
         repo = Path(tmp) / "repo"
         repo.mkdir()
         copy_checkout(repo)
-        git(repo, "init", "--quiet")
-        git(repo, "add", "-A")
-        git(repo, "commit", "--quiet", "-m", "c0: this tree")
-        c0 = git(repo, "rev-parse", "HEAD")
+        c0 = init_repo(repo, "c0: this tree")
         base_cubins: dict[tuple[str, ...], list[Path]] = {}
         if device == "cpu":  # the smoke builds one variant per plant: its own check, not a measurement
             chosen = [dataclasses.replace(p, variants=p.variants[:1]) for p in chosen]
@@ -325,8 +322,7 @@ def rung(check: Check, plant: Plant, magnitude: str, device: str, args, tar, rep
         row["error"] = str(exc)
         git(repo, "checkout", "--quiet", "--", ".")
         return row
-    git(repo, "commit", "--quiet", "-am", f"plant {label}")
-    head = git(repo, "rev-parse", "HEAD")
+    head = commit(repo, f"plant {label}")
     if device == "cuda":
         for attempt in ("cold", "warm") if args.warm else ("cold",):
             if check.left() < COMPARE_MIN_S:

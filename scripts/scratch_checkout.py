@@ -1,7 +1,7 @@
 """A scratch git repository made from this checkout, for the checks that commit changes to a copy
 of the tree and measure them for real (bisect_check, select_check, verdict_check, explain_check,
-stored_cause_check): the files to copy, the copy, git with a fixed author, the device to measure
-on, and the thresholds a CPU run of such a check is judged by."""
+stored_cause_check): the files to copy, the copy, git with a fixed author (a new repository, a
+commit), the device to measure on, and the thresholds a CPU run of such a check is judged by."""
 
 from __future__ import annotations
 
@@ -61,6 +61,20 @@ def git(repo: Path, *args: str) -> str:
     if done.returncode != 0:
         sys.exit(f"{Path(sys.argv[0]).stem}: git {args[0]}: {done.stderr.strip()[:300]}")
     return done.stdout.strip()
+
+
+def init_repo(repo: Path, message: str, branch: str | None = None) -> str:
+    """`repo` made a git repository (on `branch`, else git's default) whose first commit, `message`,
+    holds every file in it; that commit's SHA."""
+    git(repo, "init", "--quiet", *(["-b", branch] if branch else []))
+    git(repo, "add", "-A")
+    return commit(repo, message)
+
+
+def commit(repo: Path, message: str) -> str:
+    """Commit every change to a tracked file, and the files added since the last commit; the SHA."""
+    git(repo, "commit", "--quiet", "-am", message)
+    return git(repo, "rev-parse", "HEAD")
 
 
 def resolve_device(choice: str) -> str:

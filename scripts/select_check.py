@@ -46,7 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bisect_check import CalibrationError, _set_spin, calibrate_in_process, hook_plant  # noqa: E402
-from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
+from scratch_checkout import commit, copy_checkout, init_repo, cpu_thresholds, git, resolve_device  # noqa: E402
 
 from attnwatch.scripts.script_env import checkout_env  # noqa: E402
 
@@ -86,21 +86,16 @@ def build_chain(repo: Path, spins: dict[str, int], slowdown: float) -> list[str]
     """c0..c3 of the module doc; returns their SHAs."""
     copy_checkout(repo)
     hook_plant(repo, "select_check")
-    git(repo, "init", "--quiet")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "c0: this tree, torch_3op hooked at no slowdown")
-    shas = [git(repo, "rev-parse", "HEAD")]
+    shas = [init_repo(repo, "c0: this tree, torch_3op hooked at no slowdown")]
     (repo / "NOTES.md").write_text("a change no fingerprint sees\n")
     git(repo, "add", "NOTES.md")
     git(repo, "commit", "--quiet", "-m", "c1: notes only")
     shas.append(git(repo, "rev-parse", "HEAD"))
     _set_spin(repo, spins)
-    git(repo, "commit", "--quiet", "-am", f"c2: torch_3op {slowdown:.0%} slower")
-    shas.append(git(repo, "rev-parse", "HEAD"))
+    shas.append(commit(repo, f"c2: torch_3op {slowdown:.0%} slower"))
     with open(repo / ENGINE_FILE, "a") as engine:
         engine.write("\n# select_check: a comment-only change to the shared engine\n")
-    git(repo, "commit", "--quiet", "-am", "c3: a comment in the engine")
-    shas.append(git(repo, "rev-parse", "HEAD"))
+    shas.append(commit(repo, "c3: a comment in the engine"))
     return shas
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_checkout import copy_checkout, git, resolve_device  # noqa: E402
+from scratch_checkout import commit, copy_checkout, init_repo, resolve_device  # noqa: E402
 from explain_check import Check, run_compare  # noqa: E402
 from plant_ladder import apply_plant, load_plants  # noqa: E402
 
@@ -174,17 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         repo, history = Path(tmp) / "repo", Path(tmp) / "history.duckdb"
         repo.mkdir()
         copy_checkout(repo)
-        git(repo, "init", "--quiet", "-b", "main")
-        git(repo, "add", "-A")
-        git(repo, "commit", "--quiet", "-m", "c0: this tree")
-        c0 = git(repo, "rev-parse", "HEAD")
+        c0 = init_repo(repo, "c0: this tree", branch="main")
         result["before"] = [
             run_once(check, repo, args, history, Path(tmp) / f"before{k}", ncu=on_gpu and k == runs - 1)
             for k in range(runs)
         ]
         apply_plant(plant, magnitude, repo)
-        git(repo, "commit", "--quiet", "-am", f"plant {plant.name}@{magnitude}")
-        c1 = git(repo, "rev-parse", "HEAD")
+        c1 = commit(repo, f"plant {plant.name}@{magnitude}")
         result["after"] = [
             run_once(check, repo, args, history, Path(tmp) / f"after{k}", ncu=on_gpu and k == 0) for k in range(runs)
         ]

@@ -66,7 +66,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scratch_checkout import copy_checkout, cpu_thresholds, git, resolve_device  # noqa: E402
+from scratch_checkout import commit, copy_checkout, init_repo, cpu_thresholds, git, resolve_device  # noqa: E402
 from explain_check import apply_plant, load_plants  # noqa: E402
 from gpu_compare import Budget, run_logged  # noqa: E402
 
@@ -162,11 +162,8 @@ def parse_args(argv):
 def build_repo(repo: Path, changes: list[str]) -> dict[str, str]:
     """base, notes (a notes-only head) and one commit per change on base; their SHAs by name."""
     copy_checkout(repo)
-    git(repo, "init", "--quiet")
-    git(repo, "add", "-A")
-    git(repo, "commit", "--quiet", "-m", "base: this tree")
+    shas = {"base": init_repo(repo, "base: this tree")}
     git(repo, "branch", "base")
-    shas = {"base": git(repo, "rev-parse", "HEAD")}
     for name in ["notes", *changes, *(f"{c}_next" for c in changes)]:
         git(repo, "checkout", "--quiet", "-b", name, shas["base"])
         if name == "notes":
@@ -176,8 +173,7 @@ def build_repo(repo: Path, changes: list[str]) -> dict[str, str]:
             NEXT[name.removesuffix("_next")].apply(repo)
         else:
             CHANGES[name].apply(repo)
-        git(repo, "commit", "--quiet", "-am", f"{name}: one line")
-        shas[name] = git(repo, "rev-parse", "HEAD")
+        shas[name] = commit(repo, f"{name}: one line")
     git(repo, "checkout", "--quiet", shas["base"])
     return shas
 

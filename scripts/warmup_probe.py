@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import statistics
 import sys
 import time
@@ -28,7 +27,6 @@ from pathlib import Path
 
 VARIANTS = ("sdpa", "cuda_wmma", "cuda_wmma_cpasync", "torch_3op")
 WARMUP_CALLS = 5
-SPACER_STEP_BYTES = 256 * 1024  # ci/engine/rounds.py's step; a few steps are enough to move the placement
 
 
 def timed_ms(fn) -> float:
@@ -45,20 +43,16 @@ def probe(arm: str, rounds: int, variants: list, groups: list, device) -> dict[s
     """{variant: {"prepare": [...], "call0": [...], ...}} in ms over every round and group."""
     import torch
 
+    from attnwatch.ci.engine.rounds import spacer
+    from attnwatch.ci.timing.timers import L2Flusher
     from attnwatch.kernels.cases import Case
 
-    l2 = torch.cuda.get_device_properties(device).L2_cache_size
-    flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+    flusher = L2Flusher(device, 2 * torch.cuda.get_device_properties(device).L2_cache_size)
     figures: dict[str, dict[str, list[float]]] = {v.name: {} for v in variants}
     for round_index in range(rounds):
         for shape, causal in groups:
-            held = None
-            if arm == "round":
-                flush = None
-                torch.cuda.empty_cache()
-                steps = random.Random(f"{round_index}/{shape.id}/{causal}").randrange(64)
-                held = torch.empty(max(steps, 1) * SPACER_STEP_BYTES, dtype=torch.uint8, device=device)
-                flush = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device)
+            # the engine's own round set-up (ci/engine/rounds.py), or none: the buffer stays put
+            held = spacer(device, flusher, 0, round_index, f"{shape.id}/{causal}") if arm == "round" else None
             for variant in variants:
                 case = Case(variant.name, shape, "fp16", causal=causal)
                 if variant.unsupported(case):
@@ -69,7 +63,7 @@ def probe(arm: str, rounds: int, variants: list, groups: list, device) -> dict[s
                 into = figures[variant.name]
                 into.setdefault("prepare", []).append(1000 * (time.perf_counter() - started))
                 for k in range(WARMUP_CALLS):
-                    into.setdefault(f"call{k}", []).append(timed_ms(lambda: (flush.zero_(), prepared.fn())))
+                    into.setdefault(f"call{k}", []).append(timed_ms(lambda: (flusher.flush(), prepared.fn())))
             del held
     return figures
 

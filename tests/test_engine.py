@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from attnwatch.ci.engine.events import PER_CASE_STAGES, STAGES, by_variant
+from attnwatch.ci.engine.events import BY_VARIANT_STAGES, STAGES, by_variant
 from attnwatch.ci.engine.group import CaseResult, Engine
 from attnwatch.ci.plan import RunPlan, plan_cases
 from attnwatch.ci.run_config import timing_config
@@ -57,11 +57,11 @@ def test_each_groups_round_set_up_is_its_first_cases_placement_stage(measured):
     assert engine.seconds["placement"] > 0  # the stage's time is counted, as a compare's side reads it
 
 
-def test_each_case_stage_is_also_counted_by_variant(measured):
-    """The seconds a worker reports with `done` split each case's own stages by variant (a
-    compare prints which kernel its warm-up went to), and the parts add up to the stage."""
+def test_the_warm_up_is_also_counted_by_variant(measured):
+    """The seconds a worker reports with `done` split the warm-up by variant (a compare prints
+    which kernel it went to), and the parts add up to the stage."""
     engine, _, _ = measured
-    for stage in PER_CASE_STAGES:
+    for stage in BY_VARIANT_STAGES:
         parts = by_variant(engine.seconds, stage)
         assert set(parts) == {"sdpa", "sdpa_math"}, stage
         assert sum(parts.values()) == pytest.approx(engine.seconds[stage])

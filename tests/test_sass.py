@@ -155,6 +155,8 @@ def test_triton_kernel_compiled_for_sm90_without_a_gpu(tmp_path):
         pytest.skip(f"this triton has no ASTSource/GPUTarget: {exc}")
     import triton.language as tl
 
+    from attnwatch.kernels.triton.fa2_fwd import COMPILE_OPTIONS
+
     def build(stages_of_work: int) -> Path:
         @triton.jit
         def scale(x, y, n, B: tl.constexpr, R: tl.constexpr):
@@ -167,8 +169,9 @@ def test_triton_kernel_compiled_for_sm90_without_a_gpu(tmp_path):
         src = ASTSource(
             fn=scale, signature={"x": "*fp32", "y": "*fp32", "n": "i32"}, constexprs={"B": 128, "R": stages_of_work}
         )
-        fused = {"enable_fp_fusion": True}  # as the kernels pin it
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=fused)
+        compiled = triton.compile(
+            src, target=GPUTarget("cuda", 90, 32), options=COMPILE_OPTIONS
+        )  # as the kernel pins it
         out = tmp_path / f"scale{stages_of_work}.cubin"
         out.write_bytes(compiled.asm["cubin"])
         return out

@@ -34,18 +34,19 @@ CRASH_EXIT_CODE = 70  # a fault was sent and the process exited on purpose (EX_S
 # stage so that a compare's cost lines name it. `host_timing` is the run child's
 # pytest-benchmark pass; the isolated re-run (`Engine.probe`) replays it too.
 STAGES = ("placement", "correctness", "prepare", "warmup", "timing", "graph", "host_timing")
-# The stages spent on one case alone: their seconds are also counted per variant, under
-# `variant_stage_key` ("warmup:sdpa"), beside each stage's total in a worker's `done`.
-PER_CASE_STAGES = ("correctness", "prepare", "warmup")
+# The stages whose seconds are also counted per variant, under `variant_stage_key` ("warmup:sdpa"),
+# beside the stage's total in a worker's `done`: a compare's cost lines say which kernel a side's
+# warm-up went to (ci/compare/side.py). A stage of one case alone could be added; none other is read.
+BY_VARIANT_STAGES = ("warmup",)
 
 
 def variant_stage_key(stage: str, case_id: str) -> str:
-    """The key of a per-case stage's seconds by variant: "<stage>:<variant>" (a case id's first part)."""
+    """The key of a stage's seconds by variant: "<stage>:<variant>" (a case id's first part)."""
     return f"{stage}:{case_id.split('/', 1)[0]}"
 
 
 def by_variant(seconds: dict[str, float], stage: str) -> dict[str, float]:
-    """variant -> seconds of `stage` (one of PER_CASE_STAGES) from a worker's stage seconds."""
+    """variant -> seconds of `stage` (one of BY_VARIANT_STAGES) from a worker's stage seconds."""
     prefix = f"{stage}:"
     return {key[len(prefix) :]: value for key, value in seconds.items() if key.startswith(prefix)}
 

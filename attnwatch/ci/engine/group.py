@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Collection, Iterator
 
-from attnwatch.ci.engine.events import CRASH_EXIT_CODE, PER_CASE_STAGES, STAGES, Emit, variant_stage_key
+from attnwatch.ci.engine.events import CRASH_EXIT_CODE, BY_VARIANT_STAGES, STAGES, Emit, variant_stage_key
 from attnwatch.ci.engine.rounds import forget_tuned_choices, round_seed, spacer
 from attnwatch.ci.plan import PlannedCase, RunPlan
 from attnwatch.ci.run_config import TimingConfig
@@ -132,7 +132,7 @@ class Engine:
         finally:
             spent = time.perf_counter() - started
             self.seconds[stage] += spent
-            if stage in PER_CASE_STAGES:  # also by variant: which kernel a side's warm-up is spent on
+            if stage in BY_VARIANT_STAGES:  # also by variant: which kernel a side's warm-up is spent on
                 key = variant_stage_key(stage, case_id)
                 self.seconds[key] = self.seconds.get(key, 0.0) + spent
 
