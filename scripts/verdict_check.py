@@ -262,8 +262,19 @@ def compare_step(
         verdicts={c["case_id"]: c["verdict"] for c in report["cases"]},
         ratios={c["case_id"]: c["ratio"] for c in report["cases"]},
         false_alarms=unchanged_flagged,
+        by_variant=by_variant(folder / "session.json"),
     )
     return result
+
+
+def by_variant(session_path: Path) -> dict:
+    """Each side's build and warm-up seconds by variant, as the compare's session.json records them."""
+    try:
+        sides = json.loads(session_path.read_text())["sides"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    splits = ("build_by_variant", "warmup_by_variant")
+    return {name: {k: side["times"].get(k, {}) for k in splits} for name, side in sides.items()}
 
 
 def agreement(selective: dict[str, dict], everything: dict) -> dict:

@@ -57,7 +57,7 @@ def test_worker_crash_retries_only_the_case_in_flight_once(tmp_path, monkeypatch
     """t_crash_once kills the worker once: the side starts a fresh worker, t_crash_once is
     re-run alone (passes), measured again, and the crash is a note, not an outcome."""
     monkeypatch.setenv("ATTNWATCH_TEST_MARKER_DIR", str(tmp_path))
-    side, cases = _side(tmp_path, ["t_ok", "t_crash_once", "t_slow"])
+    side, cases = _side(tmp_path, ["t_ok", "t_crash_once", "t_slow", "t_built"])
     try:
         first = side.measure(cases, 0, {})
         second = side.measure(cases, 1, {})
@@ -65,6 +65,9 @@ def test_worker_crash_retries_only_the_case_in_flight_once(tmp_path, monkeypatch
         side.close()
     assert {v for v, _ in _status(first).values()} == {"ok"} and {v for v, _ in _status(second).values()} == {"ok"}
     assert side.restarts == 1 and side.times.workers_started == 2 and side.attribution.probes == 1
+    # each worker built t_built (a 0.3 s build), and the side's build time says which variant it went to
+    assert set(side.times.build_by_variant) == {"t_built"}
+    assert 2 * 0.3 <= side.times.build_by_variant["t_built"] <= side.times.build_s
     assert len(side.attribution.notes) == 1 and side.attribution.notes[0].startswith(UNKNOWN_ORIGIN)
     assert "t_crash_once" in side.attribution.notes[0] and not side.final
 
@@ -99,7 +102,8 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     """The head's t_planted is sdpa plus 300% extra work (tests/fault_variants/
     attnwatch_planted.py; that large because a shared CI CPU's rounds can differ by 2x); the
     compare keeps one worker per side for all rounds, alternates them ABBA, stops the planted
-    case once its regression is decided, and records why. (A subprocess: the variant module
+    case once its regression is decided, and records why; its log says which variant each side's
+    build time went to (t_built, a 0.3 s build). (A subprocess: the variant module
     registers t_planted in whatever process imports it.)"""
     out = tmp_path / "out"
     done = subprocess.run(
@@ -115,7 +119,7 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
             "--shapes",
             "cpu",
             "--variants",
-            "sdpa,t_planted",
+            "sdpa,t_planted,t_built",
             "--causal",
             "no",
             "--min-rounds",
@@ -124,6 +128,8 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
             "5",
             "--variant-module",
             "attnwatch_planted",
+            "--variant-module",
+            "attnwatch_fault_variants",
             "--variant-path",
             FAULTS,
             "--no-correctness",
@@ -163,6 +169,12 @@ def test_compare_with_two_warm_workers_catches_a_planted_slowdown(tmp_path):
     assert [planted.case_id in rd.cases for rd in bundles["head"]] == [k < used for k in range(session["rounds_run"])]
     assert any("sequential: 3 to 5 rounds per case" in n for n in report.notes)
     assert "compare: base: start-up" in done.stderr and "timing" in done.stderr
+    for name, side in session["sides"].items():  # which variant each side's build time went to (t_built: 0.3 s)
+        assert (
+            set(side["times"]["build_by_variant"]) == {"t_built"}
+            and side["times"]["build_by_variant"]["t_built"] >= 0.3
+        )
+        assert f"compare: {name}: builds by variant (s): t_built 0." in done.stderr
 
 
 def test_two_workers_per_side_take_the_rounds_in_turn(tmp_path):

@@ -70,6 +70,10 @@ def test_empty_then_next_then_restored_cache_root(tmp_path):
         assert {"startup_s", "builds_s", "correctness_s", "timing_s", "wall_s"} <= set(step["phases_s"])
         assert set(step["verdicts"]) == {"sdpa/cpu_tiny/fp16/noncausal", "torch_3op/cpu_tiny/fp16/noncausal"}
         assert step["cache_root_mib"]["total"] >= 0
+        # where each side's warm-up went, by variant (nothing is built on this CPU)
+        for side in ("base", "head"):
+            assert set(step["by_variant"][side]["warmup_by_variant"]) == {"sdpa", "torch_3op"}
+            assert step["by_variant"][side]["build_by_variant"] == {}
     assert empty["target_s"] == 120 and restored["target_s"] == 60
     assert empty["sealed"][-1].endswith("files written") and "every entry matches" in restored["verified"][-1]
     assert (

@@ -113,6 +113,22 @@ register(
 )
 
 
+BUILD_S = 0.3  # how long t_built's build takes
+
+
+def _build_slowly():
+    """A build that takes BUILD_S and reports ok: what a compile's cost looks like to the worker."""
+    from attnwatch.kernels.build_report import BuildReport
+
+    time.sleep(BUILD_S)
+    return BuildReport(variant="t_built", ok=True, target="test", compile_seconds=BUILD_S)
+
+
+register(
+    Variant(name="t_built", family="test", description="SDPA with a 0.3 s build", prepare=_good, build=_build_slowly)
+)
+
+
 def _abort_when_timed(case, device, seed):
     """Survives warm-up (3 calls), then aborts inside the interleaved timing loop."""
     q, k, v = _inputs(case, device, seed)

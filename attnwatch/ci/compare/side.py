@@ -36,6 +36,7 @@ class SideTimes:
 
     startup_s: float = 0.0  # process start + imports, every worker started (ready - spawn - builds)
     build_s: float = 0.0
+    build_by_variant: dict[str, float] = field(default_factory=dict)  # build_s by variant: which compile it went to
     fingerprint_s: float = 0.0  # the worker's fingerprints of its variants (ci/fingerprint), after its builds
     correctness_s: float = 0.0
     prepare_s: float = 0.0  # memory placement, inputs and warm-up, every round
@@ -96,7 +97,7 @@ class Side:
         while True:
             worker = self.start()
             try:
-                ready = worker.wait_ready()
+                ready = worker.wait_ready(self._count_build)
             except WorkerDied as died:
                 self._worker = None
                 self._count_restart(f"start-up: {died.error}")
@@ -119,6 +120,15 @@ class Side:
                 )
                 self._counted = worker
             return worker
+
+    def _count_build(self, message: dict) -> None:
+        """A worker's `build` event (ci/engine/group.py build_all): its wall seconds, by variant."""
+        if message.get("kind") != "build":
+            return
+        variant = (message.get("record") or {}).get("variant")
+        if variant:
+            spent = float(message.get("wall_s") or 0.0)
+            self.times.build_by_variant[variant] = self.times.build_by_variant.get(variant, 0.0) + spent
 
     def _count_restart(self, why: str) -> None:
         self.restarts += 1

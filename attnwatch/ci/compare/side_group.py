@@ -30,7 +30,8 @@ from attnwatch.ci.compare.rounds import CaseRound
 from attnwatch.ci.compare.side import Side, SideTimes
 from attnwatch.ci.plan import PlannedCase
 
-PARALLEL_TIMES = ("startup_s", "build_s", "fingerprint_s")  # members start and build at once: the slowest one's
+# Members start and build at once: the slowest one's (by variant: each variant's slowest build).
+PARALLEL_TIMES = ("startup_s", "build_s", "build_by_variant", "fingerprint_s")
 
 
 @dataclass
@@ -105,8 +106,10 @@ class SideGroup:
         out = SideTimes()
         for f in fields(SideTimes):
             values = [getattr(m.times, f.name) for m in self.members]
-            if isinstance(values[0], dict):  # seconds by variant: summed key by key
-                setattr(out, f.name, {k: sum(m.get(k, 0.0) for m in values) for k in {k for m in values for k in m}})
+            if isinstance(values[0], dict):  # seconds by variant, key by key
+                keys = {k for m in values for k in m}
+                combine = max if f.name in PARALLEL_TIMES else sum
+                setattr(out, f.name, {k: combine(m.get(k, 0.0) for m in values) for k in keys})
             else:
                 setattr(out, f.name, max(values) if f.name in PARALLEL_TIMES else sum(values))
         return out

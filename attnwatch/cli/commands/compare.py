@@ -357,10 +357,15 @@ def _print_costs(session) -> None:
             f"{t.workers_started} worker(s)",
             file=sys.stderr,
         )
-        if t.warmup_by_variant:
-            most = sorted(t.warmup_by_variant.items(), key=lambda kv: -kv[1])
-            shares = ", ".join(f"{variant} {seconds:.2f}" for variant, seconds in most)
-            print(f"compare: {name}: warm-up by variant (s): {shares}", file=sys.stderr)
+        cached = {b.get("variant") for b in side.builds if b.get("cached")}
+        for what, split in (("builds", t.build_by_variant), ("warm-up", t.warmup_by_variant)):
+            if split:
+                most = sorted(split.items(), key=lambda kv: -kv[1])
+                shares = ", ".join(
+                    f"{variant} {seconds:.2f}" + (" (cached)" if what == "builds" and variant in cached else "")
+                    for variant, seconds in most
+                )
+                print(f"compare: {name}: {what} by variant (s): {shares}", file=sys.stderr)
     used = sorted(m.rounds_used.values())
     spread = f"{used[0]}-{used[-1]}" if used else "-"
     print(
