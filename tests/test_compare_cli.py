@@ -264,6 +264,13 @@ def test_pooled_intervals_warn_and_three_rounds_do_not(tmp_path):
     assert "does not include" not in render_comment(report)
 
 
+def test_the_cost_lines_put_the_largest_first_and_mark_a_cached_build():
+    from attnwatch.cli.commands.compare import by_variant_text
+
+    text = by_variant_text({"cuda_wmma": 0.61, "triton_fa2": 4.7, "sdpa": 0.004}, {"sdpa"})
+    assert text == "triton_fa2 4.70, cuda_wmma 0.61, sdpa 0.00 (cached)"
+
+
 def test_rounds_alternate_abba():
     assert [round_order(r) for r in range(4)] == [
         ("base", "head"),

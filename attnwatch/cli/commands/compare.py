@@ -346,6 +346,12 @@ def _runtime_code(base: list, head: list, case_ids: list[str], log) -> dict:
     return runtime_code_changes(base, head, case_ids, triton_folder(), log, sass_cache_dir())
 
 
+def by_variant_text(seconds: dict[str, float], cached: set[str]) -> str:
+    """Seconds by variant, the largest first, a build served from the cache marked so."""
+    most = sorted(seconds.items(), key=lambda kv: -kv[1])
+    return ", ".join(f"{variant} {spent:.2f}" + (" (cached)" if variant in cached else "") for variant, spent in most)
+
+
 def _print_costs(session) -> None:
     """Where the wall time went, per side (the figures behind docs/benchmarks.md's breakdown)."""
     m = session.measured
@@ -360,12 +366,8 @@ def _print_costs(session) -> None:
         cached = {b.get("variant") for b in side.builds if b.get("cached")}
         for what, split in (("builds", t.build_by_variant), ("warm-up", t.warmup_by_variant)):
             if split:
-                most = sorted(split.items(), key=lambda kv: -kv[1])
-                shares = ", ".join(
-                    f"{variant} {seconds:.2f}" + (" (cached)" if what == "builds" and variant in cached else "")
-                    for variant, seconds in most
-                )
-                print(f"compare: {name}: {what} by variant (s): {shares}", file=sys.stderr)
+                marked = cached if what == "builds" else set()
+                print(f"compare: {name}: {what} by variant (s): {by_variant_text(split, marked)}", file=sys.stderr)
     used = sorted(m.rounds_used.values())
     spread = f"{used[0]}-{used[-1]}" if used else "-"
     print(
