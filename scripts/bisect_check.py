@@ -238,7 +238,7 @@ def build_history(repo: Path, commits: int, plant_at: int, slowdown: float, spin
             with open(repo / "NOTES.md", "a") as notes:
                 notes.write(f"note {i}\n")
             git(repo, "add", "NOTES.md")
-            git(repo, "commit", "--quiet", "-m", f"notes: entry {i}")
+            commit(repo, f"notes: entry {i}")
     return {
         "good": good,
         "bad": git(repo, "rev-parse", "HEAD"),

@@ -89,8 +89,7 @@ def build_chain(repo: Path, spins: dict[str, int], slowdown: float) -> list[str]
     shas = [init_repo(repo, "c0: this tree, torch_3op hooked at no slowdown")]
     (repo / "NOTES.md").write_text("a change no fingerprint sees\n")
     git(repo, "add", "NOTES.md")
-    git(repo, "commit", "--quiet", "-m", "c1: notes only")
-    shas.append(git(repo, "rev-parse", "HEAD"))
+    shas.append(commit(repo, "c1: notes only"))
     _set_spin(repo, spins)
     shas.append(commit(repo, f"c2: torch_3op {slowdown:.0%} slower"))
     with open(repo / ENGINE_FILE, "a") as engine:

@@ -262,12 +262,12 @@ def compare_step(
         verdicts={c["case_id"]: c["verdict"] for c in report["cases"]},
         ratios={c["case_id"]: c["ratio"] for c in report["cases"]},
         false_alarms=unchanged_flagged,
-        by_variant=by_variant(folder / "session.json"),
+        by_variant=splits_by_variant(folder / "session.json"),
     )
     return result
 
 
-def by_variant(session_path: Path) -> dict:
+def splits_by_variant(session_path: Path) -> dict:
     """Each side's build and warm-up seconds by variant, as the compare's session.json records them."""
     try:
         sides = json.loads(session_path.read_text())["sides"]

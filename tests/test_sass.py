@@ -169,9 +169,8 @@ def test_triton_kernel_compiled_for_sm90_without_a_gpu(tmp_path):
         src = ASTSource(
             fn=scale, signature={"x": "*fp32", "y": "*fp32", "n": "i32"}, constexprs={"B": 128, "R": stages_of_work}
         )
-        compiled = triton.compile(
-            src, target=GPUTarget("cuda", 90, 32), options=COMPILE_OPTIONS
-        )  # as the kernel pins it
+        # compiled with the options the attention kernel pins
+        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=COMPILE_OPTIONS)
         out = tmp_path / f"scale{stages_of_work}.cubin"
         out.write_bytes(compiled.asm["cubin"])
         return out
